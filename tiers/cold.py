@@ -1,0 +1,1078 @@
+"""Cold tier: the append-only SQLite log, the only source of truth.
+
+Invariants (DESIGN.md, "The invariants"):
+
+- Messages are appended once and never updated, deleted or reordered. Triggers refuse
+  UPDATE always and DELETE unless `prune` has armed its guard inside its own
+  transaction. Positions are assigned by the store in one statement
+  (`INSERT ... SELECT COALESCE(MAX(position)+1, 0) ... RETURNING position`) under a
+  write lock taken up front (`BEGIN IMMEDIATE`), so concurrent writers in several
+  processes get contiguous, unique positions; callers never pass one.
+- One domain action, one transaction: an append writes the message, its turn-index row
+  and its FTS row together; fork and prune are single transactions too.
+- Everything except `messages`, `conversations`, `checkpoints` and `pins` is derived
+  (the turn index, FTS, vectors) and `rebuild()` recomputes it from the messages.
+  Embeddings are computed *outside* the write lock, after the commit; a crash in
+  between leaves `turns.embedded = 0` rows that `index_pending` fills later, and
+  `stats()["pending_embeddings"]` shows the lag.
+- The database file is created 0600 before WAL mode exists, so SQLite gives the -wal
+  and -shm sidecars the same mode.
+- A row that cannot be decoded is logged, counted and skipped; its neighbours load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiers.embed import Embedder
+from tiers.errors import (
+    ConversationNotFound,
+    DriverUnavailable,
+    NamespaceMismatch,
+    PositionOutOfRange,
+    SchemaTooNew,
+    ValidationError,
+)
+from tiers.models import ROLES, Message, StoredMessage, message_text
+from tiers.tokens import TokenCounter, message_tokens
+
+# Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
+# is compiled without `enable_load_extension`, so sqlite-vec cannot load through it.
+# sqlean.py is a drop-in DB-API module with its own SQLite (3.50, FTS5 included) that
+# can load extensions, and ships wheels for Linux, macOS and Windows on x86-64 and
+# arm64; pysqlite3-binary is Linux-x86-64 only, and apsw has a different API.
+try:
+    import sqlean as sqlite3
+except ImportError as exc:  # pragma: no cover - the dependency is declared
+    raise DriverUnavailable(str(exc)) from exc
+
+log = logging.getLogger("tiermem.cold")
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
+MAX_FTS_TERMS = 32
+VEC_TABLE = "messages_vec"
+# Words too common to help bm25 rank; dropping them also keeps FTS queries cheap.
+STOPWORDS = frozenset(
+    "a an and are as at be but by did do does for from had has have he her him his how i if in "
+    "into is it its me my of on or our she so that the their them then there these they this to "
+    "us was we were what when where which who whom why will with would you your yours".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+Connection = Any  # sqlean.Connection; the driver ships no type stubs
+
+
+# ----------------------------------------------------------------------------------
+# Migrations: an ordered, append-only list. Released steps are never edited; a change
+# is a new step. Each runs in its own transaction and bumps PRAGMA user_version.
+
+
+def m001_create_conversations(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE conversations(
+            id TEXT PRIMARY KEY,
+            namespace TEXT NOT NULL,
+            parent_id TEXT,
+            fork_position INTEGER,
+            created_at REAL NOT NULL,
+            last_message_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX conversations_by_namespace ON conversations(namespace, id)")
+    c.execute("CREATE INDEX conversations_by_last ON conversations(last_message_at)")
+
+
+def m002_create_messages(c: Connection) -> None:
+    # (conversation_id, position) is the primary key; `id` is a second, store-assigned
+    # integer that FTS and vec0 rows key on (both need an integer rowid), declared as a
+    # column so that VACUUM can never renumber it.
+    c.execute(
+        """CREATE TABLE messages(
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL CHECK (position >= 0),
+            id INTEGER NOT NULL UNIQUE,
+            role TEXT NOT NULL,
+            body TEXT NOT NULL,
+            session_id TEXT,
+            metadata TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, position)
+        )"""
+    )
+    # prune arms this guard inside its own transaction; no other connection can see it.
+    c.execute("CREATE TABLE prune_guard(armed INTEGER NOT NULL)")
+    c.execute(
+        """CREATE TRIGGER messages_no_update BEFORE UPDATE ON messages
+           BEGIN SELECT RAISE(ABORT, 'messages are append-only: UPDATE is refused'); END"""
+    )
+    c.execute(
+        """CREATE TRIGGER messages_no_delete BEFORE DELETE ON messages
+           WHEN NOT EXISTS (SELECT 1 FROM prune_guard WHERE armed = 1)
+           BEGIN SELECT RAISE(ABORT, 'messages are append-only: DELETE only through prune'); END"""
+    )
+
+
+def m003_create_turns(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE turns(
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            id INTEGER NOT NULL UNIQUE,
+            role TEXT NOT NULL,
+            session_id TEXT,
+            tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            embedded INTEGER NOT NULL DEFAULT 0,
+            intent TEXT,
+            load_bearing INTEGER,
+            priority INTEGER,
+            label_reason TEXT,
+            superseded_by INTEGER,
+            PRIMARY KEY (conversation_id, position)
+        )"""
+    )
+    c.execute("CREATE INDEX turns_pending ON turns(embedded) WHERE embedded = 0")
+    c.execute("CREATE INDEX turns_unlabeled ON turns(conversation_id, position) WHERE intent IS NULL")
+
+
+def m004_create_checkpoints(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE checkpoints(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            summary TEXT NOT NULL,
+            metadata TEXT,
+            created_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX checkpoints_by_conv ON checkpoints(conversation_id, position)")
+
+
+def m005_create_fts(c: Connection) -> None:
+    c.execute(
+        "CREATE VIRTUAL TABLE messages_fts USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+
+
+def m006_create_meta_and_pins(c: Connection) -> None:
+    c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    c.execute("INSERT INTO meta(key, value) VALUES ('db_uuid', ?)", (uuid.uuid4().hex,))
+    # Explicit pins are user state, not derived: rebuild() keeps them.
+    c.execute(
+        """CREATE TABLE pins(
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, position)
+        )"""
+    )
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    m001_create_conversations,
+    m002_create_messages,
+    m003_create_turns,
+    m004_create_checkpoints,
+    m005_create_fts,
+    m006_create_meta_and_pins,
+]
+# Later layers (the warm tier, the planner) register their own steps with
+# `register_migration`, so the list stays append-only and ordered across packages.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def register_migration(step: Callable[[Connection], None]) -> None:
+    if step in MIGRATIONS:
+        return
+    if any(s.__name__ == step.__name__ for s in MIGRATIONS):
+        raise RuntimeError(f"migration {step.__name__} registered twice")
+    MIGRATIONS.append(step)
+
+
+def schema_version() -> int:
+    return len(MIGRATIONS)
+
+
+# ----------------------------------------------------------------------------------
+# Connections
+
+
+def _create_private_file(path: Path) -> None:
+    """Create `path` (and its directory) with mode 0600 before SQLite opens it, so the
+    WAL sidecars, which SQLite creates with the database file's mode, are 0600 too."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    # the umask may have stripped bits we asked for, never added any; chmod is exact
+    os.chmod(path, 0o600)
+
+
+def connect(
+    path: Path, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, synchronous: str = "NORMAL"
+) -> Connection:
+    """Open (creating if needed) a tiermem database with sqlite-vec loaded."""
+    import sqlite_vec
+
+    _create_private_file(path)
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    # auto_vacuum can only be chosen before the first table exists; INCREMENTAL lets
+    # prune hand freed pages back to the file system.
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("PRAGMA journal_mode = WAL")
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ValidationError("sqlite_synchronous", "must be NORMAL or FULL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute(f"PRAGMA cache_size = -{DEFAULT_CACHE_KIB}")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    return conn
+
+
+def migrate(conn: Connection, path: str) -> int:
+    """Apply pending migrations; refuse a database newer than this code."""
+    supported = schema_version()
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > supported:
+        raise SchemaTooNew(path, found, supported)
+    while found < supported:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have migrated while we waited for the lock
+            found = conn.execute("PRAGMA user_version").fetchone()[0]
+            if found > supported:
+                raise SchemaTooNew(path, found, supported)
+            if found < supported:
+                MIGRATIONS[found](conn)
+                conn.execute(f"PRAGMA user_version = {found + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+    return int(found)
+
+
+# ----------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """One row of the turn index."""
+
+    conversation_id: str
+    position: int
+    role: str
+    session_id: str | None
+    tokens: int
+    content_hash: str
+    created_at: float
+    intent: str | None = None
+    load_bearing: bool = False
+    priority: int = 0
+    label_reason: str | None = None
+    superseded_by: int | None = None
+    pinned_priority: int | None = None  # explicit pin, if any
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    conversation_id: str
+    position: int
+    score: float
+    ranks: dict[str, int]  # retriever name -> 1-based rank in that retriever's list
+    text: str = ""
+
+
+@dataclass
+class PruneReport:
+    conversations: int = 0
+    messages: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    conversation_ids: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        return max(0, self.bytes_before - self.bytes_after)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    conversation_id: str
+    position: int
+    summary: str
+    metadata: dict[str, Any] | None
+    created_at: float
+
+
+def fts_query(text: str) -> str | None:
+    """Turn arbitrary user text into a safe FTS5 query: each word a quoted string,
+    OR-ed. Quotes, NEAR, `*`, `-`, `:` and column filters in user text become plain
+    words, so no input can break the query syntax."""
+    seen: list[str] = []
+    for w in _WORD.findall(text.lower()):
+        if w in STOPWORDS or w in seen:
+            continue
+        seen.append(w)
+        if len(seen) >= MAX_FTS_TERMS:
+            break
+    if not seen:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen)
+
+
+def content_hash(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _vec_bytes(v: np.ndarray) -> bytes:
+    return np.ascontiguousarray(v, dtype=np.float32).tobytes()
+
+
+class ColdStore:
+    """The SQLite log. Thread-safe (one connection behind a lock); one per process.
+
+    It opens and closes its own connection.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        tokens: TokenCounter,
+        embedder: Embedder | None = None,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        self.path = Path(path)
+        self.tokens = tokens
+        self.embedder = embedder
+        self._lock = threading.RLock()
+        self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        self.salvaged = 0  # rows skipped because they could not be decoded
+        self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
+        try:
+            self.version = migrate(self._conn, str(self.path))
+            self.db_uuid: str = self._conn.execute("SELECT value FROM meta WHERE key='db_uuid'").fetchone()[0]
+            self._vec_dim: int | None = self._read_vec_dim()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """A write transaction holding the write lock from its first statement."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
+
+    def _step(self, name: str) -> None:
+        if self._fault is not None:
+            self._fault(name)
+
+    def _read_vec_dim(self) -> int | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()
+        return int(row[0]) if row else None
+
+    def _ensure_vec_table(self, dim: int) -> None:
+        """The vec0 table's width depends on the embedder, so it is made on first use,
+        not in a migration; a different width (a new model) drops the derived vectors and
+        marks every turn for re-embedding."""
+        if self._vec_dim == dim:
+            return
+        with self._tx() as c:
+            if self._vec_dim is not None:
+                c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
+                c.execute("UPDATE turns SET embedded = 0")
+            c.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {VEC_TABLE} USING vec0("
+                f"conversation_id TEXT PARTITION KEY, embedding float[{dim}])"
+            )
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vec_dim', ?)", (str(dim),))
+        self._vec_dim = dim
+
+    def _has_vec(self) -> bool:
+        return bool(
+            self._read("SELECT 1 FROM sqlite_master WHERE name = ?", (VEC_TABLE,))
+        )
+
+    # -- conversations ----------------------------------------------------------------
+
+    def _claim_conversation(self, c: Connection, conversation_id: str, namespace: str, now: float) -> None:
+        c.execute(
+            "INSERT INTO conversations(id, namespace, created_at, last_message_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(id) DO NOTHING",
+            (conversation_id, namespace, now, now),
+        )
+        owner = c.execute("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
+        if owner != namespace:
+            raise NamespaceMismatch(conversation_id, owner, namespace)
+
+    def namespace_of(self, conversation_id: str) -> str | None:
+        rows = self._read("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,))
+        return rows[0][0] if rows else None
+
+    def require(self, conversation_id: str, namespace: str | None = None) -> str:
+        """The conversation's namespace; ConversationNotFound if it does not exist or
+        (when `namespace` is given) belongs to another namespace."""
+        owner = self.namespace_of(conversation_id)
+        if owner is None or (namespace is not None and owner != namespace):
+            raise ConversationNotFound(conversation_id, namespace)
+        return owner
+
+    def conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        rows = self._read(
+            "SELECT id, namespace, parent_id, fork_position, created_at, last_message_at, "
+            "(SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = c.id) "
+            "FROM conversations c WHERE id = ?",
+            (conversation_id,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return {
+            "id": r[0], "namespace": r[1], "parent_id": r[2], "fork_position": r[3],
+            "created_at": r[4], "last_message_at": r[5], "messages": r[6],
+        }
+
+    def list_conversations(self, namespace: str) -> list[str]:
+        return [r[0] for r in self._read("SELECT id FROM conversations WHERE namespace = ? ORDER BY id", (namespace,))]
+
+    def last_position(self, conversation_id: str) -> int:
+        """-1 when the conversation has no messages."""
+        row = self._read(
+            "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?", (conversation_id,)
+        )
+        return int(row[0][0])
+
+    # -- append -----------------------------------------------------------------------
+
+    def _insert(self, c: Connection, conversation_id: str, msg: Message) -> tuple[int, int]:
+        body = msg.body()
+        body_json = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        meta_json = json.dumps(msg.metadata, ensure_ascii=False) if msg.metadata is not None else None
+        created = float(msg.created_at if msg.created_at is not None else time.time())
+        # One statement assigns the position: splitting MAX and INSERT, even inside a
+        # transaction, invites SQLITE_BUSY storms between processes.
+        position, mid = c.execute(
+            "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
+            "SELECT ?1, COALESCE(MAX(position) + 1, 0), (SELECT COALESCE(MAX(id), 0) + 1 FROM messages), "
+            "?2, ?3, ?4, ?5, ?6 FROM messages WHERE conversation_id = ?1 RETURNING position, id",
+            (conversation_id, msg.role, body_json, msg.session_id, meta_json, created),
+        ).fetchone()
+        text = message_text(body)
+        c.execute(
+            "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (conversation_id, position, mid, msg.role, msg.session_id,
+             message_tokens(self.tokens, body), content_hash(body), created),
+        )
+        c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, text))
+        c.execute(
+            "UPDATE conversations SET last_message_at = MAX(last_message_at, ?) WHERE id = ?",
+            (created, conversation_id),
+        )
+        return int(position), int(mid)
+
+    def append(self, conversation_id: str, msg: Message, *, namespace: str = "default") -> int:
+        """Append one validated message; returns its position. Commits before embedding."""
+        return self.append_many(conversation_id, [msg], namespace=namespace)[0]
+
+    def append_many(self, conversation_id: str, msgs: Sequence[Message], *, namespace: str = "default") -> list[int]:
+        """Append a batch in one transaction; positions are contiguous."""
+        if not msgs:
+            return []
+        with self._tx() as c:
+            self._claim_conversation(c, conversation_id, namespace, time.time())
+            return [self._insert(c, conversation_id, m)[0] for m in msgs]
+
+    # -- embeddings (derived, outside the write lock) -------------------------------------
+
+    def pending_embeddings(self, conversation_id: str | None = None) -> int:
+        if conversation_id is None:
+            return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
+        return int(
+            self._read(
+                "SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?", (conversation_id,)
+            )[0][0]
+        )
+
+    def index_pending(
+        self,
+        *,
+        conversation_id: str | None = None,
+        batch: int = 64,
+        max_rows: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Embed turns that have no vector yet; returns how many were stored.
+
+        The embedding runs without any lock held; the store step re-checks
+        `embedded = 0`, so two processes catching up at once never double-insert.
+        """
+        if self.embedder is None:
+            return 0
+        self._ensure_vec_table(self.embedder.dim)
+        done = 0
+        while max_rows is None or done < max_rows:
+            limit = batch if max_rows is None else min(batch, max_rows - done)
+            if conversation_id is None:
+                sql = ("SELECT t.conversation_id, t.position, t.id, m.body FROM turns t "
+                       "JOIN messages m ON m.id = t.id WHERE t.embedded = 0 LIMIT ?")
+                rows = self._read(sql, (limit,))
+            else:
+                sql = ("SELECT t.conversation_id, t.position, t.id, m.body FROM turns t "
+                       "JOIN messages m ON m.id = t.id WHERE t.embedded = 0 AND t.conversation_id = ? "
+                       "ORDER BY t.position LIMIT ?")
+                rows = self._read(sql, (conversation_id, limit))
+            if not rows:
+                break
+            texts = []
+            for r in rows:
+                try:
+                    texts.append(message_text(json.loads(r[3])))
+                except (ValueError, TypeError, AttributeError):
+                    texts.append("")  # salvage: an undecodable row still gets marked
+            vecs = self.embedder.embed(texts)
+            with self._tx() as c:
+                for r, v in zip(rows, vecs, strict=True):
+                    cur = c.execute(
+                        "UPDATE turns SET embedded = 1 WHERE id = ? AND embedded = 0", (r[2],)
+                    )
+                    if cur.rowcount == 1:
+                        c.execute(
+                            f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
+                            (r[2], r[0], _vec_bytes(v)),
+                        )
+            done += len(rows)
+            if progress is not None:
+                progress(len(rows))
+        return done
+
+    def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors for some positions (missing ones are absent)."""
+        if not positions or not self._has_vec():
+            return {}
+        out: dict[int, np.ndarray] = {}
+        ph = ",".join("?" * len(positions))
+        rows = self._read(
+            f"SELECT position, id FROM turns WHERE conversation_id = ? AND position IN ({ph}) AND embedded = 1",
+            (conversation_id, *positions),
+        )
+        with self._lock:
+            for pos, mid in rows:
+                v = self._conn.execute(f"SELECT embedding FROM {VEC_TABLE} WHERE rowid = ?", (mid,)).fetchone()
+                if v is not None:
+                    out[int(pos)] = np.frombuffer(v[0], dtype=np.float32)
+        return out
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
+        conv, pos, role, body, session, meta, created, tokens = row
+        try:
+            data = json.loads(body)
+            if not isinstance(data, dict) or data.get("role") != role or role not in ROLES:
+                raise ValueError("body is not a message of the row's role")
+            content = data.get("content")
+            if content is not None and not isinstance(content, str | list):
+                raise ValueError("content has the wrong type")
+            metadata = json.loads(meta) if meta is not None else None
+            if metadata is not None and not isinstance(metadata, dict):
+                raise ValueError("metadata is not an object")
+            return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
+        except (ValueError, TypeError) as exc:
+            self.salvaged += 1
+            log.warning("salvage: skipped conversation=%s position=%s: %s", conv, pos, exc)
+            return None
+
+    _SELECT = (
+        "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
+        "FROM messages m LEFT JOIN turns t ON t.conversation_id = m.conversation_id AND t.position = m.position "
+    )
+
+    def history(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[StoredMessage]:
+        """Every message in order (positions start..end inclusive); bad rows skipped."""
+        hi = end if end is not None else 2**62
+        rows = self._read(
+            self._SELECT + "WHERE m.conversation_id = ? AND m.position BETWEEN ? AND ? ORDER BY m.position",
+            (conversation_id, start, hi),
+        )
+        return [m for m in map(self._decode, rows) if m is not None]
+
+    def get(self, conversation_id: str, positions: Sequence[int]) -> list[StoredMessage]:
+        if not positions:
+            return []
+        ph = ",".join("?" * len(positions))
+        rows = self._read(
+            self._SELECT + f"WHERE m.conversation_id = ? AND m.position IN ({ph}) ORDER BY m.position",
+            (conversation_id, *positions),
+        )
+        return [m for m in map(self._decode, rows) if m is not None]
+
+    def get_many(self, keys: Sequence[tuple[str, int]]) -> list[StoredMessage]:
+        """Messages for (conversation, position) pairs across conversations."""
+        out: list[StoredMessage] = []
+        by_conv: dict[str, list[int]] = {}
+        for conv, pos in keys:
+            by_conv.setdefault(conv, []).append(pos)
+        for conv, positions in by_conv.items():
+            out.extend(self.get(conv, positions))
+        return out
+
+    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
+        hi = at_or_before if at_or_before is not None else 2**62
+        rows = self._read(
+            "SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
+            "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT 1",
+            (conversation_id, hi),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return Checkpoint(r[0], int(r[1]), r[2], json.loads(r[3]) if r[3] else None, float(r[4]))
+
+    def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
+        """The latest checkpoint and the messages after it (all of them if none)."""
+        cp = self.latest_checkpoint(conversation_id)
+        return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
+
+    def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
+        hi = end if end is not None else 2**62
+        rows = self._read(
+            "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
+            "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
+            "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
+            "WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
+            (conversation_id, start, hi),
+        )
+        return [
+            TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
+                    int(r[9] or 0), r[10], r[11], None if r[12] is None else int(r[12]))
+            for r in rows
+        ]
+
+    # -- derived labels (written by the consolidation layer) -----------------------------------
+
+    def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
+        """(position, intent, load_bearing, priority, reason) for turns; derived data."""
+        with self._tx() as c:
+            c.executemany(
+                "UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
+                "WHERE conversation_id = ? AND position = ?",
+                [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels],
+            )
+
+    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
+        """(old position, superseding position): a derived fact; messages untouched."""
+        with self._tx() as c:
+            c.executemany(
+                "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ?",
+                [(new, conversation_id, old) for old, new in pairs],
+            )
+
+    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
+        """Record (priority) or clear (None) an explicit pin."""
+        last = self.last_position(conversation_id)
+        if not 0 <= position <= last:
+            raise PositionOutOfRange("position", position, last)
+        with self._tx() as c:
+            if priority is None:
+                c.execute("DELETE FROM pins WHERE conversation_id = ? AND position = ?", (conversation_id, position))
+            else:
+                c.execute(
+                    "INSERT OR REPLACE INTO pins(conversation_id, position, priority, created_at) VALUES (?,?,?,?)",
+                    (conversation_id, position, priority, time.time()),
+                )
+
+    # -- checkpoint / fork / prune -------------------------------------------------------------
+
+    def checkpoint(
+        self, conversation_id: str, summary: str, position: int, metadata: dict[str, Any] | None = None
+    ) -> Checkpoint:
+        """A fold: `summary` stands in for positions <= `position`. Deletes nothing."""
+        now = time.time()
+        with self._tx() as c:
+            last = c.execute(
+                "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conversation_id)
+            if not 0 <= position <= last:
+                raise PositionOutOfRange("position", position, last)
+            c.execute(
+                "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) VALUES (?,?,?,?,?)",
+                (conversation_id, position, summary, json.dumps(metadata) if metadata else None, now),
+            )
+        return Checkpoint(conversation_id, position, summary, metadata, now)
+
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+        """Copy positions 0..up_to (messages, index rows, vectors, the latest checkpoint
+        at or before up_to, explicit pins) into a new conversation, in one transaction."""
+        child = new_id or f"{conversation_id[:80]}.fork-{uuid.uuid4().hex[:12]}"
+        with self._tx() as c:
+            row = c.execute(
+                "SELECT namespace, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?1) "
+                "FROM conversations WHERE id = ?1",
+                (conversation_id,),
+            ).fetchone()
+            if row is None:
+                raise ConversationNotFound(conversation_id)
+            namespace, last = row
+            if not 0 <= up_to <= last:
+                raise PositionOutOfRange("up_to", up_to, last)
+            if c.execute("SELECT 1 FROM conversations WHERE id = ?", (child,)).fetchone():
+                raise ValidationError("new_id", f"conversation {child!r} already exists")
+            now = time.time()
+            last_at = c.execute(
+                "SELECT MAX(created_at) FROM messages WHERE conversation_id = ? AND position <= ?",
+                (conversation_id, up_to),
+            ).fetchone()[0]
+            c.execute(
+                "INSERT INTO conversations(id, namespace, parent_id, fork_position, created_at, last_message_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (child, namespace, conversation_id, up_to, now, last_at),
+            )
+            self._step("fork:conversation")
+            base = c.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+            args = (child, base, conversation_id, up_to)
+            c.execute(
+                "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
+                "SELECT ?1, position, ?2 + position, role, body, session_id, metadata, created_at "
+                "FROM messages WHERE conversation_id = ?3 AND position <= ?4 ORDER BY position",
+                args,
+            )
+            self._step("fork:messages")
+            c.execute(
+                "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at, "
+                "embedded, intent, load_bearing, priority, label_reason, superseded_by) "
+                "SELECT ?1, position, ?2 + position, role, session_id, tokens, content_hash, created_at, embedded, "
+                "intent, load_bearing, priority, label_reason, "
+                "CASE WHEN superseded_by <= ?4 THEN superseded_by END "
+                "FROM turns WHERE conversation_id = ?3 AND position <= ?4",
+                args,
+            )
+            c.execute(
+                "INSERT INTO messages_fts(rowid, text) SELECT ?2 + m.position, f.text FROM messages m "
+                "JOIN messages_fts f ON f.rowid = m.id WHERE m.conversation_id = ?3 AND m.position <= ?4",
+                args,
+            )
+            self._step("fork:index")
+            if self._vec_dim is not None:
+                rows = c.execute(
+                    "SELECT t.position, t.id FROM turns t WHERE t.conversation_id = ? AND t.position <= ? "
+                    "AND t.embedded = 1",
+                    (conversation_id, up_to),
+                ).fetchall()
+                for pos, mid in rows:
+                    v = c.execute(f"SELECT embedding FROM {VEC_TABLE} WHERE rowid = ?", (mid,)).fetchone()
+                    if v is None:  # index drifted: let catch-up recompute it
+                        c.execute("UPDATE turns SET embedded = 0 WHERE id = ?", (base + pos,))
+                        continue
+                    c.execute(
+                        f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
+                        (base + pos, child, v[0]),
+                    )
+            self._step("fork:vectors")
+            c.execute(
+                "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                "SELECT ?, position, summary, metadata, created_at FROM checkpoints "
+                "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT 1",
+                (child, conversation_id, up_to),
+            )
+            c.execute(
+                "INSERT INTO pins(conversation_id, position, priority, created_at) "
+                "SELECT ?, position, priority, created_at FROM pins WHERE conversation_id = ? AND position <= ?",
+                (child, conversation_id, up_to),
+            )
+            self._step("fork:checkpoint")
+        return child
+
+    def files_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    # Tables other layers add that hold per-conversation rows; prune clears them too.
+    extra_conversation_tables: list[str] = []  # noqa: RUF012 - appended at import by later layers
+
+    def prune(self, older_than: float, *, namespace: str | None = None) -> PruneReport:
+        """Delete whole conversations whose last message is older than `older_than`
+        (unix seconds), with every derived row, in one transaction; then hand the space
+        back (WAL checkpoint TRUNCATE and incremental vacuum). Forks keep their copies."""
+        report = PruneReport(bytes_before=self.files_bytes())
+        with self._tx() as c:
+            sql = "SELECT id FROM conversations WHERE last_message_at < ?"
+            params: tuple[Any, ...] = (older_than,)
+            if namespace is not None:
+                sql += " AND namespace = ?"
+                params = (older_than, namespace)
+            ids = [r[0] for r in c.execute(sql, params).fetchall()]
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids(id TEXT PRIMARY KEY)")
+            c.execute("DELETE FROM temp.prune_ids")
+            c.executemany("INSERT INTO temp.prune_ids(id) VALUES (?)", [(i,) for i in ids])
+            report.conversations = len(ids)
+            report.conversation_ids = ids
+            report.messages = c.execute(
+                "SELECT COUNT(*) FROM messages WHERE conversation_id IN (SELECT id FROM temp.prune_ids)"
+            ).fetchone()[0]
+            c.execute(
+                "DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages "
+                "WHERE conversation_id IN (SELECT id FROM temp.prune_ids))"
+            )
+            if self._vec_dim is not None:
+                for (i,) in c.execute("SELECT id FROM temp.prune_ids").fetchall():
+                    c.execute(
+                        f"DELETE FROM {VEC_TABLE} WHERE rowid IN (SELECT id FROM messages WHERE conversation_id = ?)",
+                        (i,),
+                    )
+            for table in ("turns", "checkpoints", "pins", *self.extra_conversation_tables):
+                c.execute(f"DELETE FROM {table} WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
+            c.execute("INSERT INTO prune_guard(armed) VALUES (1)")
+            c.execute("DELETE FROM messages WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
+            c.execute("DELETE FROM prune_guard")
+            c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.prune_ids)")
+            c.execute("DELETE FROM temp.prune_ids")
+        with self._lock:
+            self._conn.execute("PRAGMA incremental_vacuum")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        report.bytes_after = self.files_bytes()
+        return report
+
+    # -- search ----------------------------------------------------------------------------
+
+    def _scope(self, conversation_id: str | None, namespace: str | None) -> list[str]:
+        if conversation_id is not None:
+            return [conversation_id]
+        if namespace is None:
+            raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+        return self.list_conversations(namespace)
+
+    def search_dense(
+        self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None, namespace: str | None = None
+    ) -> list[tuple[str, int, float]]:
+        """(conversation, position, L2 distance) of the k nearest turns."""
+        if not self._has_vec():
+            return []
+        convs = self._scope(conversation_id, namespace)
+        if not convs:
+            return []
+        k = max(1, min(int(k), 4096))  # vec0's limit
+        qb = _vec_bytes(query_vec)
+        if len(convs) == 1:
+            sql = (f"SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? AND k = ? "
+                   "AND conversation_id = ?")
+            rows = self._read(sql, (qb, k, convs[0]))
+        else:
+            # IN over partition keys returns k rows per partition; an outer LIMIT over a
+            # vec0 subquery fails, hence the MATERIALIZED CTE.
+            ph = ",".join("?" * len(convs))
+            sql = (f"WITH hits AS MATERIALIZED (SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? "
+                   f"AND k = ? AND conversation_id IN ({ph})) SELECT rowid, distance FROM hits "
+                   "ORDER BY distance LIMIT ?")
+            rows = self._read(sql, (qb, k, *convs, k))
+        if not rows:
+            return []
+        ids = {int(r[0]): float(r[1]) for r in rows}
+        ph = ",".join("?" * len(ids))
+        meta = self._read(f"SELECT id, conversation_id, position FROM turns WHERE id IN ({ph})", tuple(ids))
+        out = [(m[1], int(m[2]), ids[int(m[0])]) for m in meta]
+        out.sort(key=lambda t: t[2])
+        return out
+
+    def search_bm25(
+        self, query: str, k: int, *, conversation_id: str | None = None, namespace: str | None = None
+    ) -> list[tuple[str, int, float]]:
+        """(conversation, position, bm25) of the k best FTS matches (lower bm25 is better)."""
+        q = fts_query(query)
+        if q is None:
+            return []
+        if conversation_id is not None:
+            rows = self._read(
+                "SELECT m.conversation_id, m.position, bm25(messages_fts) AS s FROM messages_fts "
+                "JOIN messages m ON m.id = messages_fts.rowid "
+                "WHERE messages_fts MATCH ? AND m.conversation_id = ? ORDER BY s LIMIT ?",
+                (q, conversation_id, k),
+            )
+        else:
+            if namespace is None:
+                raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+            rows = self._read(
+                "SELECT m.conversation_id, m.position, bm25(messages_fts) AS s FROM messages_fts "
+                "JOIN messages m ON m.id = messages_fts.rowid JOIN conversations c ON c.id = m.conversation_id "
+                "WHERE messages_fts MATCH ? AND c.namespace = ? ORDER BY s LIMIT ?",
+                (q, namespace, k),
+            )
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        conversation_id: str | None = None,
+        namespace: str | None = None,
+        query_vec: np.ndarray | None = None,
+        rrf_k: int = 60,
+        depth: int | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid search: vec0 KNN and FTS5 bm25, fused by reciprocal rank (RRF).
+
+        Each hit carries its rank in every retriever that found it. `depth` is how many
+        candidates each retriever contributes before fusion (default 3k).
+        """
+        depth = depth or max(3 * k, 20)
+        lists: dict[str, list[tuple[str, int, float]]] = {}
+        if query_vec is None and self.embedder is not None and query.strip():
+            query_vec = self.embedder.embed([query])[0]
+        if query_vec is not None:
+            lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
+        lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
+        return fuse(lists, k, rrf_k=rrf_k)
+
+    # -- rebuild and stats ----------------------------------------------------------------------
+
+    def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
+        """Recompute the turn index, FTS and vectors from the messages. Labels are
+        cleared; the consolidation layer recomputes them."""
+        with self._tx() as c:
+            c.execute("DELETE FROM turns")
+            c.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+            if self._vec_dim is not None:
+                c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
+                c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+            rows = c.execute(
+                "SELECT conversation_id, position, id, role, body, session_id, created_at FROM messages"
+            ).fetchall()
+            n = 0
+            for conv, pos, mid, role, body, session, created in rows:
+                try:
+                    data = json.loads(body)
+                    if not isinstance(data, dict):
+                        raise ValueError("not an object")
+                except ValueError as exc:
+                    self.salvaged += 1
+                    log.warning("salvage: rebuild skipped conversation=%s position=%s: %s", conv, pos, exc)
+                    data = {"role": role, "content": ""}
+                c.execute(
+                    "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
+                    "created_at) VALUES (?,?,?,?,?,?,?,?)",
+                    (conv, pos, mid, role, session, message_tokens(self.tokens, data), content_hash(data), created),
+                )
+                c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, message_text(data)))
+                n += 1
+        self._vec_dim = None
+        embedded = self.index_pending(progress=progress) if embed else 0
+        return {"turns": n, "embedded": embedded}
+
+    def integrity(self) -> dict[str, int]:
+        """Counts that show whether the derived indexes match the log."""
+        msgs = self._read("SELECT COUNT(*) FROM messages")[0][0]
+        turns = self._read("SELECT COUNT(*) FROM turns")[0][0]
+        fts = self._read("SELECT COUNT(*) FROM messages_fts")[0][0]
+        vec = self._read(f"SELECT COUNT(*) FROM {VEC_TABLE}")[0][0] if self._has_vec() else 0
+        return {"messages": msgs, "turns": turns, "fts": fts, "vectors": vec}
+
+    def repair(self) -> dict[str, int]:
+        """Fill derived rows that are missing (e.g. a vector table dropped): cheap when
+        nothing is missing, a rebuild of what is when something is."""
+        counts = self.integrity()
+        if counts["turns"] != counts["messages"] or counts["fts"] != counts["messages"]:
+            return self.rebuild()
+        if self._vec_dim is not None and not self._has_vec():
+            self._vec_dim = None
+            with self._tx() as c:
+                c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+                c.execute("UPDATE turns SET embedded = 0")
+        return {"turns": 0, "embedded": self.index_pending()}
+
+    def stats(self) -> dict[str, Any]:
+        row = self._read(
+            "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
+            "(SELECT COUNT(DISTINCT namespace) FROM conversations), (SELECT COUNT(*) FROM checkpoints), "
+            "(SELECT COUNT(*) FROM turns WHERE embedded = 0)"
+        )[0]
+        return {
+            "conversations": row[0],
+            "messages": row[1],
+            "namespaces": row[2],
+            "checkpoints": row[3],
+            "pending_embeddings": row[4],
+            "salvaged_rows": self.salvaged,
+            "schema_version": self.version,
+            "db_bytes": self.files_bytes(),
+            "path": str(self.path),
+        }
+
+    def namespace_stats(self, namespace: str) -> dict[str, Any]:
+        row = self._read(
+            "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
+            "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = ?",
+            (namespace,),
+        )[0]
+        pending = self._read(
+            "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
+            "WHERE c.namespace = ? AND t.embedded = 0",
+            (namespace,),
+        )[0][0]
+        return {"conversations": row[0], "messages": row[1], "pending_embeddings": pending,
+                "salvaged_rows": self.salvaged}
+
+
+def fuse(lists: dict[str, list[tuple[str, int, float]]], k: int, *, rrf_k: int = 60) -> list[SearchHit]:
+    """Reciprocal-rank fusion: score = sum over retrievers of 1 / (rrf_k + rank)."""
+    scores: dict[tuple[str, int], float] = {}
+    ranks: dict[tuple[str, int], dict[str, int]] = {}
+    for name, hits in lists.items():
+        for rank, (conv, pos, _raw) in enumerate(hits, start=1):
+            key = (conv, pos)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (rrf_k + rank)
+            ranks.setdefault(key, {})[name] = rank
+    best = sorted(scores, key=lambda key: (-scores[key], key[0], key[1]))[:k]
+    return [SearchHit(c, p, scores[(c, p)], ranks[(c, p)]) for c, p in best]

