@@ -1,0 +1,34 @@
+"""tiermem: tiered hot/warm/cold memory for LLM agents.
+
+    from tiermem import Memory, Config
+    with Memory(Config(data_dir="./data")) as mem:
+        mem.append("conv-1", {"role": "user", "content": "No red-eyes, please."})
+"""
+
+from tiermem.config import Config
+from tiermem.errors import (
+    ConversationNotFound,
+    LimitExceeded,
+    TiermemError,
+    ValidationError,
+)
+from tiermem.memory import ActiveView, Memory, NamespacedMemory
+from tiers.cold import Checkpoint, PruneReport, SearchHit
+from tiers.models import Message, StoredMessage
+
+__all__ = [
+    "ActiveView",
+    "Checkpoint",
+    "Config",
+    "ConversationNotFound",
+    "LimitExceeded",
+    "Memory",
+    "Message",
+    "NamespacedMemory",
+    "PruneReport",
+    "SearchHit",
+    "StoredMessage",
+    "TiermemError",
+    "ValidationError",
+]
+__version__ = "0.1.0"

@@ -110,6 +110,8 @@ class Config(BaseSettings):
     slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
     tool_trim_tokens: int = Field(400, ge=32, description="tool outputs longer than this are trimmed")
     store_plans: bool = False
+    tail_anchor_turns: int = Field(8, ge=1, le=256, description="the tail's start moves in steps of this many "
+                                   "turns, so consecutive contexts share a cacheable prefix; 1 = sliding")
     # warm tier
     warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1)
     warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0)

@@ -47,7 +47,7 @@ from tiers.errors import (
     SchemaTooNew,
     ValidationError,
 )
-from tiers.models import ROLES, Message, StoredMessage, message_text
+from tiers.models import ROLES, Message, StoredMessage, search_text
 from tiers.tokens import TokenCounter, message_tokens
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
@@ -186,6 +186,40 @@ def m006_create_meta_and_pins(c: Connection) -> None:
     )
 
 
+def m007_index_load_bearing(c: Connection) -> None:
+    # the planner reads a conversation's load-bearing turns on every context() call
+    c.execute("CREATE INDEX turns_load_bearing ON turns(conversation_id, position) WHERE load_bearing = 1")
+    c.execute("CREATE INDEX turns_by_role ON turns(conversation_id, role, position)")
+
+
+def m008_create_plans(c: Connection) -> None:
+    # optional (Config.store_plans): answers "why did it load this on turn 37?" later
+    c.execute(
+        """CREATE TABLE plans(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            last_position INTEGER NOT NULL,
+            plan TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX plans_by_conv ON plans(conversation_id, last_position)")
+
+
+def m009_messages_no_replace(c: Connection) -> None:
+    # REPLACE (or INSERT OR REPLACE) settles a key conflict by deleting the stored row,
+    # and that delete fires no DELETE trigger unless recursive_triggers is on, which a
+    # raw connection never turns on: it would overwrite a message. A BEFORE INSERT
+    # trigger sees the conflict first. Appends never conflict (both keys are MAX + 1).
+    c.execute(
+        """CREATE TRIGGER messages_no_replace BEFORE INSERT ON messages
+           WHEN EXISTS (SELECT 1 FROM messages WHERE conversation_id = NEW.conversation_id
+                                                 AND position = NEW.position)
+             OR EXISTS (SELECT 1 FROM messages WHERE id = NEW.id)
+           BEGIN SELECT RAISE(ABORT, 'messages are append-only: a stored message cannot be replaced'); END"""
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -193,6 +227,9 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m004_create_checkpoints,
     m005_create_fts,
     m006_create_meta_and_pins,
+    m007_index_load_bearing,
+    m008_create_plans,
+    m009_messages_no_replace,
 ]
 # Later layers (the warm tier, the planner) register their own steps with
 # `register_migration`, so the list stays append-only and ordered across packages.
@@ -443,9 +480,12 @@ class ColdStore:
 
     def _claim_conversation(self, c: Connection, conversation_id: str, namespace: str, now: float) -> None:
         c.execute(
-            "INSERT INTO conversations(id, namespace, created_at, last_message_at) VALUES (?, ?, ?, ?) "
+            # last_message_at starts at 0 and the first message's created_at sets it (see
+            # _insert), as fork sets it from the copied messages: a conversation imported
+            # with old timestamps is as old as its messages when prune asks.
+            "INSERT INTO conversations(id, namespace, created_at, last_message_at) VALUES (?, ?, ?, 0) "
             "ON CONFLICT(id) DO NOTHING",
-            (conversation_id, namespace, now, now),
+            (conversation_id, namespace, now),
         )
         owner = c.execute("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
         if owner != namespace:
@@ -503,7 +543,7 @@ class ColdStore:
             "?2, ?3, ?4, ?5, ?6 FROM messages WHERE conversation_id = ?1 RETURNING position, id",
             (conversation_id, msg.role, body_json, msg.session_id, meta_json, created),
         ).fetchone()
-        text = message_text(body)
+        text = search_text(body)
         c.execute(
             "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -573,7 +613,7 @@ class ColdStore:
             texts = []
             for r in rows:
                 try:
-                    texts.append(message_text(json.loads(r[3])))
+                    texts.append(search_text(json.loads(r[3])))
                 except (ValueError, TypeError, AttributeError):
                     texts.append("")  # salvage: an undecodable row still gets marked
             vecs = self.embedder.embed(texts)
@@ -680,20 +720,58 @@ class ColdStore:
         cp = self.latest_checkpoint(conversation_id)
         return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
 
+    _TURN_SELECT = (
+        "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
+        "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
+        "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
+    )
+
+    @staticmethod
+    def _turn(r: Sequence[Any]) -> TurnRow:
+        return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
+                       int(r[9] or 0), r[10], r[11], None if r[12] is None else int(r[12]))
+
     def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
         hi = end if end is not None else 2**62
         rows = self._read(
-            "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
-            "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
-            "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
-            "WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
+            self._TURN_SELECT + "WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
             (conversation_id, start, hi),
         )
-        return [
-            TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
-                    int(r[9] or 0), r[10], r[11], None if r[12] is None else int(r[12]))
-            for r in rows
-        ]
+        return [self._turn(r) for r in rows]
+
+    def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
+        if not positions:
+            return []
+        ph = ",".join("?" * len(positions))
+        rows = self._read(
+            self._TURN_SELECT + f"WHERE t.conversation_id = ? AND t.position IN ({ph}) ORDER BY t.position",
+            (conversation_id, *positions),
+        )
+        return [self._turn(r) for r in rows]
+
+    def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
+        """The last `limit` turns, in log order."""
+        rows = self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ? ORDER BY t.position DESC LIMIT ?",
+            (conversation_id, limit),
+        )
+        return [self._turn(r) for r in reversed(rows)]
+
+    def pinned_turns(self, conversation_id: str) -> list[TurnRow]:
+        """Turns pinned explicitly or labeled load-bearing (superseded ones included:
+        the caller decides how to show them)."""
+        rows = self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND (t.load_bearing = 1 OR t.position IN "
+            "(SELECT position FROM pins WHERE conversation_id = ?1)) ORDER BY t.position",
+            (conversation_id,),
+        )
+        return [self._turn(r) for r in rows]
+
+    def latest_position(self, conversation_id: str, role: str) -> int | None:
+        row = self._read(
+            "SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ?", (conversation_id, role)
+        )
+        return None if row[0][0] is None else int(row[0][0])
 
     # -- derived labels (written by the consolidation layer) -----------------------------------
 
@@ -727,6 +805,23 @@ class ColdStore:
                     "INSERT OR REPLACE INTO pins(conversation_id, position, priority, created_at) VALUES (?,?,?,?)",
                     (conversation_id, position, priority, time.time()),
                 )
+
+    def store_plan(self, conversation_id: str, plan_json: str) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO plans(conversation_id, last_position, plan, created_at) VALUES (?, "
+                "(SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?), ?, ?)",
+                (conversation_id, conversation_id, plan_json, time.time()),
+            )
+
+    def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT last_position, plan, created_at FROM plans WHERE conversation_id = ?"
+        params: tuple[Any, ...] = (conversation_id,)
+        if last_position is not None:
+            sql += " AND last_position = ?"
+            params = (conversation_id, last_position)
+        return [{"last_position": r[0], "plan": json.loads(r[1]), "created_at": r[2]}
+                for r in self._read(sql + " ORDER BY id", params)]
 
     # -- checkpoint / fork / prune -------------------------------------------------------------
 
@@ -872,7 +967,7 @@ class ColdStore:
                         f"DELETE FROM {VEC_TABLE} WHERE rowid IN (SELECT id FROM messages WHERE conversation_id = ?)",
                         (i,),
                     )
-            for table in ("turns", "checkpoints", "pins", *self.extra_conversation_tables):
+            for table in ("turns", "checkpoints", "pins", "plans", *self.extra_conversation_tables):
                 c.execute(f"DELETE FROM {table} WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
             c.execute("INSERT INTO prune_guard(armed) VALUES (1)")
             c.execute("DELETE FROM messages WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
@@ -880,7 +975,8 @@ class ColdStore:
             c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.prune_ids)")
             c.execute("DELETE FROM temp.prune_ids")
         with self._lock:
-            self._conn.execute("PRAGMA incremental_vacuum")
+            # each step of this pragma frees one page: without fetchall() it frees one
+            self._conn.execute("PRAGMA incremental_vacuum").fetchall()
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         report.bytes_after = self.files_bytes()
         return report
@@ -1005,7 +1101,7 @@ class ColdStore:
                     "created_at) VALUES (?,?,?,?,?,?,?,?)",
                     (conv, pos, mid, role, session, message_tokens(self.tokens, data), content_hash(data), created),
                 )
-                c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, message_text(data)))
+                c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, search_text(data)))
                 n += 1
         self._vec_dim = None
         embedded = self.index_pending(progress=progress) if embed else 0

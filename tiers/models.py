@@ -196,3 +196,12 @@ def message_text(body: dict[str, Any]) -> str:
         fn = call.get("function", {})
         parts.append(f"{fn.get('name', '')}({fn.get('arguments', '')})")
     return "\n".join(parts)
+
+
+def search_text(body: dict[str, Any]) -> str:
+    """What the FTS and vector indexes see: the speaker's name (when the message has
+    one) and the text, because in a multi-party chat "what did Ana say about X" is
+    about who spoke as much as what was said."""
+    text = message_text(body)
+    name = body.get("name")
+    return f"{name}: {text}" if name else text

@@ -1,0 +1,685 @@
+"""Turn classification: one intent label per turn, plus a load-bearing flag and a pin priority.
+
+The classifier is rule-first so that it is offline, fast (tens of microseconds per turn) and
+explainable: every label carries a ``reason`` naming the rule that fired and the text it matched
+(``"rule:imperative-constraint 'never'"``).  When no rule has anything to say and an embedder is
+available, a nearest-prototype fallback over a few hand-written sentences per intent decides
+(``"prototype:instruction sim=0.71"``).  The rules are written against general cue patterns
+(imperative verbs, constraint words, question forms, correction markers, relation words plus a
+capitalised name), never against a particular conversation.
+
+Intents::
+
+    question     asks for information
+    correction   revises or retracts something said earlier ("actually, make it Wednesday")
+    instruction  asks the agent to do something, or sets a constraint / persona (system turns)
+    tool_result  output of a tool (role ``tool``)
+    chitchat     greetings, thanks, praise, sympathy, acknowledgements: no new fact
+    statement    a fact about the user or the world
+
+Load-bearing turns are the ones a memory must not lose: system prompts, the user's instructions
+and persistent constraints, named entities the user introduced ("my daughter Maya", "I work at
+Acme"), durable personal constraints (allergies, diet, budget, preferences), decisions reached
+(by either side: "let's go with the Delta", "Booked: ..."), and corrections of any of those.
+``priority`` (0..100) orders pins when the hot tier must demote some: system > corrections >
+persistent constraints > decisions and entities > one-shot tasks > everything else.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "INTENTS",
+    "PRIORITY",
+    "PROTOTYPES",
+    "ROLES",
+    "TurnClassifier",
+    "TurnLabel",
+    "correction_cue",
+    "normalize",
+]
+
+INTENTS: tuple[str, ...] = ("question", "correction", "instruction", "tool_result", "chitchat", "statement")
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+
+# Pin priorities.  Gaps are deliberate so callers can slot in their own levels.
+PRIORITY: dict[str, int] = {
+    "system": 95,
+    "correction": 90,
+    "constraint": 85,  # always/never/don't/allergy/budget/preference: wrong answers if lost
+    "decision": 75,  # an option was chosen; later turns refer to it
+    "entity": 70,  # a person, employer, place or identifier the user introduced
+    "task": 65,  # a one-shot request; matters until done
+    "statement": 30,
+    "question": 20,
+    "tool_result": 15,
+    "chitchat": 5,
+}
+
+
+@dataclass(frozen=True)
+class TurnLabel:
+    """The classifier's verdict on one turn; ``reason`` names the rule or prototype that decided."""
+
+    intent: str
+    load_bearing: bool
+    priority: int
+    reason: str
+
+
+# --------------------------------------------------------------------------------------------------
+# Normalisation
+# --------------------------------------------------------------------------------------------------
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+
+
+def normalize(text: str) -> str:
+    """Lower-case, straight quotes, single spaces: the form every intent rule matches against."""
+    t = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    return " ".join(t.lower().split())
+
+
+def _clean(text: str) -> str:
+    """Original case kept (entity rules need capitals), quotes straightened, spaces collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).translate(_QUOTES).split())
+
+
+# Clause split: sentence ends plus ';' and ', but/so/and then'.  Imperatives are detected at the
+# start of a clause so that "ping her for anything touching auth" after a comma still counts,
+# while a verb in the middle of a clause ("reminds me to never give up") does not.
+_CLAUSE_SPLIT = re.compile(
+    r"(?<=[.!?;:])\s+|\s*;\s*|\s+-\s+|\n+"
+    r"|,\s+(?=(?:but|so|and|then|or|please|don't|do not|never|always|make sure)\b)"
+    # ", ping her ...", ", book it ...": an imperative with an object pronoun starts a new clause.
+    r"|,\s+(?=[a-z]+ (?:her|him|them|it|me|us|that|this)\b)"
+)
+_LEAD_FILLER = re.compile(
+    r"^(?:(?:ok(?:ay)?|also|and|so|then|but|oh|fine|yes|yeah|yep|sure|great|cool|hey|hi|alright|"
+    r"please|pls|oh and|and also|now|first|next|finally|just|hmm+|um+|well|by the way|btw)\b[,.!]?\s*)+"
+)
+
+
+def _clauses(norm: str) -> list[str]:
+    out = []
+    for c in _CLAUSE_SPLIT.split(norm):
+        c = c.strip(" ,.!-\"'")
+        if c:
+            out.append(_LEAD_FILLER.sub("", c).strip(" ,"))
+    return [c for c in out if c]
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def _words(norm: str) -> list[str]:
+    return _WORD.findall(norm)
+
+
+# --------------------------------------------------------------------------------------------------
+# Correction cues (shared with supersede.py)
+# --------------------------------------------------------------------------------------------------
+
+# Each entry: (rule name, pattern over normalised text).  Strong cues are corrections on their own;
+# "actually"-style openers need a change marker too, because "actually, I also need a car" adds
+# rather than revises.
+_CORRECTION_STRONG: list[tuple[str, re.Pattern[str]]] = [
+    ("retraction", re.compile(r"\b(?:scratch that|never ?mind|nvm|disregard (?:that|my|what)|ignore (?:that|my last|what i said))\b")),
+    ("retraction", re.compile(r"\bforget (?:what i said|that|about|the|it|my)\b")),
+    ("retraction", re.compile(r"\b(?:undo|revert) (?:that|this|it|the last|my last)\b")),
+    ("self-correction", re.compile(r"\bi meant\b|\bi mean[t]?,|\bmy (?:mistake|bad)\b|\bcorrection:|\bi misspoke\b|\btypo\b")),
+    ("self-correction", re.compile(r"\b(?:i|we) (?:gave|said|typed|wrote|told) (?:you )?(?:the )?wrong\b")),
+    ("self-correction", re.compile(r"\bi said .{1,40}\b(?:earlier|before|but)\b")),
+    ("wait-change", re.compile(r"^(?:no,? wait|oh,? wait|wait,? (?:no|actually|i)|hold on|hang on|hmm+,? no\b|no no\b)")),
+    ("no-longer", re.compile(r"\b(?:don't|do not|doesn't|does not|no longer)\b.{0,40}\b(?:anymore|any more)\b|\bno longer\b")),
+    ("after-all", re.compile(r"\bafter all\b")),
+    ("changed-now", re.compile(r"\b(?:changed|moved|switched|is|it's|are) .{0,30}\bnow\b.{0,12}\bnot\b|\b(?:changed|moved)\b.{0,40}\bnow\b")),
+    ("change-to", re.compile(r"^(?:change|switch|move|make) (?:it|that|this|the [\w -]{1,30}?|my [\w -]{1,30}?) (?:to|for|into)\b")),
+    ("make-it", re.compile(r"^make (?:it|that|this) \w")),
+    ("instead", re.compile(r"^(?:instead|rather)\b|\binstead(?: of [\w -]{1,30})?[.!]?$")),
+    ("let's-not", re.compile(r"^let's not\b|^(?:let's|we'll) (?:go with|use|do) .{1,30} instead\b")),
+]
+_CORRECTION_OPENER = re.compile(r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+)[,.!]?\s+)*actually\b[,]?\s*")
+_CORRECTION_CHANGE = re.compile(
+    r"\b(?:make it|change|instead|rather|not|no longer|new|now|switch|move|better|fine|prefer|meant|it's|use)\b|"
+    r"\b(?:is|are) (?:at|on|in)\b"
+)
+_ADDITIVE = re.compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
+# "it's Flat 3 not Flat 2", "the 22nd, not the 21st": a value swapped for another.
+_NOT_X_BUT_Y = re.compile(r"\b(?:it's|it is|is|was|meant|at|on)\b[^.!?]{1,40}?,? not (?:the |a |an )?[\w:$.-]+(?: [\w:$.-]+)?[.!]?$")
+
+
+def correction_cue(norm: str, role: str = "user") -> tuple[str, str] | None:
+    """Return ``(rule, matched text)`` when ``norm`` (normalised text) revises an earlier turn."""
+    clauses = _clauses(norm) or [norm]
+    for name, pat in _CORRECTION_STRONG:
+        # Patterns anchored with '^' describe how a clause opens; the others can match anywhere.
+        for c in (norm, *clauses) if pat.pattern.startswith("^") else (norm,):
+            m = pat.search(c)
+            if m:
+                return name, m.group(0).strip()
+    if role == "assistant":  # weaker cues below fire too often on an agent's own narration
+        return None
+    m = _CORRECTION_OPENER.match(norm)
+    if m:
+        rest = norm[m.end() :]
+        if not _ADDITIVE.search(rest) and not rest.startswith(("can you", "could you", "do you", "what", "how")):
+            if _CORRECTION_CHANGE.search(rest) or _slot_value(rest):
+                return "actually-change", m.group(0).strip(" ,")
+    for c in clauses:
+        m2 = _NOT_X_BUT_Y.search(c)
+        if m2 and not _IMPERATIVE_START.match(c):
+            return "not-x-but-y", m2.group(0).strip()
+    return None
+
+
+def _slot_value(s: str) -> bool:
+    return bool(
+        re.search(
+            r"\b(?:\d+(?::\d\d)?\s*(?:am|pm)|\d+|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+            r"one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty)\b",
+            s,
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Instruction cues
+# --------------------------------------------------------------------------------------------------
+
+# Verbs that, at the start of a clause, make it a request to the agent.  Social imperatives
+# ("keep it up", "take care", "look at this") are excluded by _SOCIAL_IMPERATIVE below.
+_TASK_VERBS = (
+    "act add adjust answer apply archive assume avoid be book bump buy call cancel change check choose "
+    "clean close commit invite compare confirm convert copy create cut deploy draft drop email enable disable "
+    "exclude export file find fix flag forward gate get give go hold ignore import include install keep "
+    "limit list loop mark merge message migrate move notify open order pay pick pin ping plan post "
+    "prioritize push put rebase reboot refactor refund remind remove rename renew reply reserve reset "
+    "respond restart resume return revert review rewrite run schedule search send set ship show sign "
+    "skip sort split start stop submit summarize swap switch tag target test text track translate treat "
+    "try turn undo update upgrade downgrade upload use verify wait write"
+).split()
+_IMPERATIVE_START = re.compile(r"^(?:please |pls |just |now |also |kindly )?(?:" + "|".join(_TASK_VERBS) + r")\b(?! you\b)")
+_SOCIAL_IMPERATIVE = re.compile(
+    r"^(?:keep (?:it up|going|me posted|me updated|up the|at it|in touch|smiling|spreading|improving|"
+    r"rocking|pushing|doing|being|chasing|working hard)|take care|look at|check (?:this|it) out|go for it|"
+    r"have (?:a|an|fun)|enjoy|see (?:ya|you)|let me know|get well|stay (?:safe|strong|tuned)|"
+    r"try (?:it|not to worry)|give it a (?:shot|try|go)|sign me up|show me (?:a|one|some) (?:pic|photo))"
+)
+_CONSTRAINT = re.compile(
+    r"^(?:always|never|don't|do not|dont|make sure|be sure|remember to|no more|avoid|only)\b|"
+    r"\b(?:from now on|going forward|moving forward|for all (?:future|correspondence)|at all times|every time you)\b|"
+    r"^no (?!worries|problem|way|idea|thanks|wait|need|rush|biggie|doubt|kidding)[a-z-]+(?: [a-z-]+)?\b"
+)
+_PERSONA = re.compile(r"^(?:act as|you are|you're|pretend|play the role|respond as|answer as|behave as)\b")
+_PERSONA_VERB = re.compile(r"\b(?:act as|pretend|role|respond as|answer as|behave as)\b")
+_REQUEST_MODAL = re.compile(
+    r"^(?:can|could|would|will) you (?:please |also |just |quickly )?(?!tell|explain|say|remind me what|"
+    r"clarify|describe|confirm whether|think|believe|know|recommend|suggest|imagine|see|hear|guess)([a-z]+)"
+)
+_WANT = re.compile(
+    r"^(?:i|we)(?: need| want| would like|'d like|'d love| would love)(?: you)? "
+    r"(?:to |a |an |the |some |my |something|anything|one\b|flights?\b)"
+)
+_GO_AHEAD = re.compile(
+    r"^(?:(?:ok(?:ay)?|yes|yeah|yep|sure)[,!. ]*)?(?:go ahead|do it|do that|book it|send it|ship it|"
+    r"yes,? please|please do|let's do it|make it so|proceed|cancel it|confirm it)\b"
+)
+_LETS_DECIDE = re.compile(
+    r"\blet's (?:go with|use|do (?:that|it|the|this)|book|ship|take|pick|choose|stick with|switch|"
+    r"keep (?:it|the|using)|try the|get the|move|schedule|deploy|merge|call it|go for the)\b"
+)
+_PLEASE = re.compile(r"\bplease\b|\bpls\b")
+_REMIND = re.compile(r"\bremind me\b|\bkeep (?:that|this) in mind\b|\bnote that\b")
+
+
+def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str, str, bool] | None:
+    """(rule, match, persistent) when the turn asks the agent to do something or sets a constraint."""
+    if role != "user":
+        return None
+    for c in clauses:
+        m = _CONSTRAINT.search(c)
+        if m and not _SOCIAL_IMPERATIVE.match(c):
+            return "imperative-constraint", m.group(0).strip(), True
+    for c in clauses:
+        m = _PERSONA.match(c)
+        if m and _PERSONA_VERB.search(c):
+            return "persona", m.group(0), True
+    for c in clauses:
+        m = _GO_AHEAD.match(c)
+        if m:
+            return "go-ahead", m.group(0).strip(" ,"), False
+    m = _LETS_DECIDE.search(norm)
+    if m:
+        return "decision", m.group(0), False
+    for c in clauses:
+        m = _REQUEST_MODAL.match(c)
+        if m:
+            return "polite-request", m.group(0), False
+        m = _WANT.match(c)
+        if m:
+            return "want-request", m.group(0).strip(), False
+        if _SOCIAL_IMPERATIVE.match(c):
+            continue
+        m = _IMPERATIVE_START.match(c)
+        if m:
+            return "imperative", m.group(0).strip(), False
+    m = _REMIND.search(norm)
+    if m:
+        return "remind", m.group(0), True
+    if "?" not in norm:
+        m = _PLEASE.search(norm)
+        if m:
+            return "please", m.group(0), False
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Question cues
+# --------------------------------------------------------------------------------------------------
+
+_WH_START = re.compile(
+    r"^(?:what|what's|whats|when|where|which|who|whom|whose|why|how|how's|is|are|am|was|were|do|does|did|"
+    r"can|could|would|will|shall|should|have|has|had|may|might|isn't|aren't|don't|doesn't|didn't|any|anything)\b"
+)
+_PHATIC_Q = re.compile(
+    r"\b(?:how (?:are|have) you(?: been| doing)?|how's it going|how are things|what's up|whats up|"
+    r"how can i help|how may i help|what can i do for you|anything else i can (?:help|do)|"
+    r"what's on your (?:list|mind|plate)|how was your (?:day|weekend)|you good)\b"
+)
+_RHETORICAL_TAG = re.compile(r",?\s*(?:ya know|you know|alright|ok|okay|right guys|huh)\?\s*$")
+
+
+_Q_SENTENCE = re.compile(r"[^.!?]*\?")
+_WH_STRICT = re.compile(r"^(?:what|when|where|which|who|why|how|is there|are there|do you|does|can i|should i)\b")
+_EXCLAMATIVE = re.compile(r"^(?:what an?|how (?:nice|great|cool|sweet|lovely|awesome|wonderful|fun|kind|sad|awful))\b")
+
+
+def _question_cue(norm: str, clauses: Sequence[str]) -> tuple[str, str] | None:
+    if "?" in norm:
+        # Keep only the sentences that end in '?', minus rhetorical tags ("..., ya know?").
+        qs = [q for q in _Q_SENTENCE.findall(norm) if q.strip() and not _RHETORICAL_TAG.search(q)]
+        real = [q for q in qs if not _PHATIC_Q.search(q)]
+        if real:
+            return "question-mark", real[-1].strip()[-40:]
+        if qs:
+            return "phatic-question", qs[-1].strip()[-40:]
+        return None
+    for c in clauses[-2:]:
+        if _WH_START.match(c) and len(_words(c)) >= 3 and not _PHATIC_Q.search(c):
+            # "do you know why ..." without '?' (typed fast) is still a question.
+            if _WH_STRICT.match(c) and not _EXCLAMATIVE.match(c):
+                return "wh-question", c.split()[0]
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Load-bearing statements
+# --------------------------------------------------------------------------------------------------
+
+_RELATIONS = (
+    "wife|husband|partner|spouse|fianc[eé]e?|girlfriend|boyfriend|son|daughter|kid|child|baby|mom|mum|mother|"
+    "dad|father|sister|brother|sibling|grandma|grandmother|grandpa|grandfather|aunt|uncle|cousin|niece|nephew|"
+    "friend|roommate|neighbou?r|boss|manager|colleague|coworker|co-worker|teammate|assistant|lawyer|"
+    "accountant|doctor|dentist|therapist|vet|nurse|landlord|dog|cat|puppy|kitten|pet|horse|bird|company|"
+    "employer|team|school|clinic|bank|client|customer|owner|admin|lead"
+)
+# Function words that are capitalised only because a sentence starts with them.
+_STOP_CAPS = {
+    "The", "A", "An", "I", "It", "It's", "He", "She", "They", "We", "You", "This", "That", "And", "But",
+    "So", "Or", "My", "Our", "Her", "His", "Their", "Its", "In", "On", "At", "To", "For", "Of", "With",
+    "Yes", "No", "Oh", "Hey", "Hi", "Thanks", "Wow", "What", "When", "Where", "Why", "How", "Who", "Is",
+    "Are", "Was", "Were", "Do", "Does", "Did", "Can", "Could", "Would", "Will", "Monday", "Tuesday",
+    "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+}
+_CAP = r"(?:Dr\.? |Mr\.? |Mrs\.? |Ms\.? )?[A-Z][a-zA-Z'-]+(?: [A-Z][a-zA-Z'-]+)?"
+_NAMED_RELATION = re.compile(
+    rf"\b(?:[Mm]y|[Oo]ur)(?: [a-z-]+)? (?:{_RELATIONS})s?(?:'s name)?(?:,| is| named| called|'s)? ({_CAP})"
+)
+_NAME_IS = re.compile(rf"\b(?:[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Ii]ts) name is ({_CAP})|\b(?:named|called) ({_CAP})|\bcall me ({_CAP})")
+_NAMED_ME = re.compile(rf"\bI named (?:him|her|it|them) ({_CAP})")
+_WORK_LIVE = re.compile(
+    rf"\bI(?:'m| am)? (?:work(?:ing)? (?:at|for)|(?:live|living|based) in|study at|moved to|employed (?:at|by)|at) ({_CAP})"
+    rf"|\b(?:we're|we are|i'm|i am) (?:on|with) the ({_CAP}) plan\b"
+)
+_PERSONAL_CONSTRAINT = re.compile(
+    r"\b(?:allergic|allergy|allergies|intolerant|intolerance|celiac|coeliac|vegetarian|vegan|kosher|halal|"
+    r"diabetic|diabetes|pregnant|gluten[- ]free|nut[- ]free|dairy[- ]free diet|wheelchair|"
+    r"can't (?:have|eat|drink|do|fly|take)|cannot (?:have|eat|drink|take)|(?:don't|doesn't|do not|does not) (?:eat|drink)|"
+    r"my budget|budget (?:is|of)|i prefer|i'd prefer|i would prefer|i'd rather|i would rather|i hate|"
+    r"i (?:don't|do not) like|i dislike|i can't stand|"
+    r"i take \d+ ?(?:mg|mcg|g|ml|units?)|\d+ ?(?:mg|mcg) of)\b"
+)
+_DECISION_STMT = re.compile(
+    r"\b(?:we (?:agreed|decided|settled|chose|went with|picked)|i (?:decided|chose|picked|went with|'ll take|will take)|"
+    r"(?:the plan|decision) is)\b"
+)
+# A short acceptance of an offered option: "Thursday 9am is fine.", "Tuesday works."
+_ACCEPT = re.compile(r"^(?!that|this|it|which|everything|all)[\w: ,.$-]{1,30}? (?:is fine|works(?: for me)?|is perfect|sounds perfect)[.!]?$")
+_IDENTIFIER = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*(?:[A-Z]|_))[A-Za-z][\w-]{3,}\b|\b[A-Z0-9]{2,}-\d{3,}\b")
+_CONTACT = re.compile(
+    r"\b[\w.+-]+@[\w-]+\.[\w.]+\b|\b(?:my|the|our) (?:\w+ )?(?:address|email|phone|number|account|order number) (?:is|should be)\b"
+)
+# A short answer that is just a chosen value: "The 16th, same time if possible.", "Thursday at 9".
+_SLOT_ANSWER = re.compile(
+    r"^(?:the )?(?:\d{1,2}(?:st|nd|rd|th)|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"\d{1,2}(?::\d\d)?\s?(?:am|pm))\b"
+)
+
+
+def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
+    """(rule, match, priority class) when a user statement carries an entity, constraint or decision."""
+    m = _PERSONAL_CONSTRAINT.search(norm)
+    if m:
+        return "personal-constraint", m.group(0), "constraint"
+    for name, pat in (("named-relation", _NAMED_RELATION), ("named", _NAME_IS), ("named", _NAMED_ME)):
+        for mm in pat.finditer(clean):
+            name_txt = next(g for g in mm.groups() if g)
+            if name_txt.split()[0] not in _STOP_CAPS:
+                return name, mm.group(0), "entity"
+    m = _WORK_LIVE.search(clean)
+    if m:
+        return "affiliation", m.group(0), "entity"
+    m = _DECISION_STMT.search(norm)
+    if m:
+        return "decision", m.group(0), "decision"
+    m = _ACCEPT.match(norm)
+    if m:
+        return "accept-option", m.group(0), "decision"
+    m = _SLOT_ANSWER.match(norm)
+    if m and len(_words(norm)) <= 7:
+        return "slot-answer", m.group(0), "decision"
+    m = _CONTACT.search(norm)
+    if m:
+        return "contact-detail", m.group(0), "entity"
+    m = _IDENTIFIER.search(clean)
+    if m:
+        return "identifier", m.group(0), "entity"
+    return None
+
+
+# Assistant turns that record a decision, booking or changed setting the user will rely on.
+_ASSISTANT_DECISION = re.compile(
+    r"^(?:[\w ,!.]{0,25}?[.,!] )?(?:booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|updated|"
+    r"cancel+ed|rescheduled|scheduled|reminder set|added|set|got it)\b[:,]?"
+    r"|\bi(?:'ve| have)? (?:booked|reserved|confirmed|updated|changed|moved|rescheduled|assigned|reinstated|"
+    r"cancel+ed|flagged|set|escalat\w+|added \w+(?: \w+)? to your)\b"
+    r"|\b(?:i'm|i am) escalating\b"
+    r"|\byour (?:reservation|booking|appointment|flight|order|plan|subscription)\b.{0,30}?\b(?:is|has been) (?:now|moved|changed)\b"
+    r"|\b(?:we'll|we will|i'll|i will) (?:use|go with|avoid|refund|stick with)\b"
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Chitchat versus statement
+# --------------------------------------------------------------------------------------------------
+
+_SOCIAL = re.compile(
+    r"\b(?:hi|hello|hey|thanks|thank you|thx|ty|appreciate(?:d)?|welcome|congrats|congratulations|wow|woah|"
+    r"awesome|amazing|great|cool|nice|sweet|perfect|lovely|wonderful|fantastic|incredible|inspiring|proud|"
+    r"glad|happy for you|sorry to hear|bye|goodbye|good night|good morning|good luck|take care|see ya|see you|"
+    r"lol|haha+|hehe|lmao|ok|okay|k|got it|sounds good|will do|no worries|no problem|np|agreed?|"
+    r"i agree|yeah|yep|sure thing|right on|way to go|keep it up|keep going|you got this|you're (?:so|really)|"
+    r"good (?:call|job|work|point)|nice (?:work|job)|lgtm|interesting|hmm+|nope|that's it|that's all|"
+    r"i understand|i bet|i believe|i can imagine|i can see why|looking forward|can't wait|means a lot|"
+    r"life|journey|memories|support|courage|inspired?)\b"
+)
+# Regular past tense, minus common words that merely end in "ed".
+_PAST = r"(?!(?:need|indeed|speed|seed|feed|breed|bleed|proceed|exceed|succeed|red|bed|shed|wed)\b)[a-z]{2,}ed"
+_FACT = re.compile(
+    rf"\b(?:i|we|my|our|he|she|they|it|the|this|that)\b[^.!?]{{0,40}}?\b(?:{_PAST}|went|got|made|took|had|has|have|"
+    r"did|began|started|starting|planning|working|bought|found|met|saw|gave|ran|wrote|built|ordered|"
+    r"finished|joined|moved|visited|chose|painted|printed|using|use|is|are|was|were)\b"
+    r"|\b(?:yesterday|last (?:week|month|year|night|friday|monday|tuesday|wednesday|thursday|saturday|sunday)|"
+    r"this (?:morning|weekend|week|month)|since|ago|tomorrow|next (?:week|month|year)|currently|recently)\b"
+    r"|\d"
+)
+_FACT_WEAK_VERBS = re.compile(
+    r"\b(?:is|are|was|were|it's|that's)\b\s+(?:so |really |very |such |just )?(?:great|awesome|amazing|cool|"
+    r"inspiring|incredible|tough|hard|important|nice|lovely|wonderful|cute|sweet|fun|rewarding|right)\b"
+)
+
+
+# First person + an event/state verb, outside a conditional or relative clause ("if we need help",
+# "what I achieved" are not reports).
+_FIRST_PERSON_FACT = re.compile(
+    r"(?<!\bif )(?<!\bwhen )(?<!\bwhat )(?<!\bwhenever )"
+    rf"\b(?:i|we)(?:'ve| have| had|'m| am| was)? (?:\w+ )?(?:{_PAST}|went|got|gotten|been|made|took|started|"
+    r"starting|planning|working|bought|found|met|saw|gave|wrote|built|finished|joined|moved|visited|chose|"
+    r"painted|printed|using|have|has|getting|going to|gonna|doing|teaching|learning|trying)\b"
+)
+
+
+_OPINION_LEAD = re.compile(r"i (?:bet|believe|agree|understand|can|hope|wish|guess)\b")
+
+
+def _chitchat_or_statement(norm: str, role: str) -> tuple[str, str]:
+    """Decide between chitchat and statement by weighing social cues against factual content."""
+    words = _words(norm)
+    social = [m.group(0) for m in _SOCIAL.finditer(norm)]
+    facts = [m.group(0) for m in _FACT.finditer(norm) if not _FACT_WEAK_VERBS.fullmatch(m.group(0))]
+    # Praise-shaped clauses ("it's so cute", "that's awesome") are social even though they have a verb.
+    weak = len(_FACT_WEAK_VERBS.findall(norm))
+    fact_n = max(0, len(facts) - weak)
+    if not words:
+        return "chitchat", "rule:empty"
+    if len(words) <= 4 and social and not any(ch.isdigit() for ch in norm):
+        return "chitchat", f"rule:social-short '{social[0]}'"
+    if role == "assistant" and not social:
+        return "statement", "rule:assistant-default"
+    first_person_fact = _FIRST_PERSON_FACT.search(norm)
+    if first_person_fact and not _OPINION_LEAD.match(first_person_fact.group(0)):
+        return "statement", f"rule:first-person-fact '{first_person_fact.group(0)}'"
+    if fact_n >= 2 and fact_n > len(social):
+        return "statement", f"rule:factual '{facts[0]}'"
+    if social:
+        return "chitchat", f"rule:social '{social[0]}'"
+    if fact_n:
+        return "statement", f"rule:factual '{facts[0]}'"
+    return "", ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Embedding prototypes (fallback)
+# --------------------------------------------------------------------------------------------------
+
+# A few general sentences per intent.  They are only consulted when no rule fires, so they cover
+# the shapes rules miss: elliptical answers, indirect requests, plain facts without cue words.
+PROTOTYPES: dict[str, tuple[str, ...]] = {
+    # Topic-neutral on purpose: MiniLM-style embeddings cluster by topic first, so a prototype with
+    # a topical word ("time", "flight") attracts unrelated turns about that topic.
+    "question": (
+        "Do you know if that is possible?",
+        "Which one would you recommend?",
+        "How does that work exactly",
+        "Is that right, or did I misunderstand",
+        "I was wondering what the answer is",
+    ),
+    "correction": (
+        "Actually, make it the other one instead.",
+        "Sorry, I got that wrong earlier, it is different.",
+        "Forget what I said before about that.",
+        "That is no longer true.",
+        "Change it back to what it was.",
+    ),
+    "instruction": (
+        "Please take care of that for me.",
+        "Only do it if it fits my constraints.",
+        "Keep your answers short from now on.",
+        "Go ahead and set it up.",
+        "Sometime after that, but not before.",
+    ),
+    "chitchat": (
+        "Thanks so much, that's great!",
+        "Haha, that's awesome.",
+        "Good morning, hope you're well.",
+        "You're doing amazing, keep it up!",
+        "Sounds lovely, enjoy it!",
+        "Okay, cool.",
+    ),
+    "statement": (
+        "I did that with my family last weekend.",
+        "It was broken for a while yesterday.",
+        "I'm based somewhere else these days.",
+        "There are three parts and a summary.",
+        "I've been learning something new.",
+        "It runs on the older version.",
+    ),
+}
+
+
+class _Prototypes:
+    """Prototype embeddings computed once, on first use, from the embedder the classifier was given."""
+
+    def __init__(self, embedder: object) -> None:
+        self._embedder = embedder
+        self._lock = threading.Lock()
+        self._matrix: np.ndarray | None = None
+        self._labels: list[str] = []
+
+    def _ensure(self) -> tuple[np.ndarray, list[str]]:
+        if self._matrix is None:
+            with self._lock:
+                if self._matrix is None:
+                    labels = [lab for lab, sents in PROTOTYPES.items() for _ in sents]
+                    texts = [s for sents in PROTOTYPES.values() for s in sents]
+                    mat = np.asarray(self._embed(texts), dtype=np.float32)
+                    self._labels = labels
+                    self._matrix = _l2(mat)
+        assert self._matrix is not None
+        return self._matrix, self._labels
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        embed = getattr(self._embedder, "embed", None)
+        if embed is None:
+            raise TypeError("embedder must have an .embed(list[str]) -> np.ndarray method")
+        return np.asarray(embed(texts), dtype=np.float32)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return _l2(self._embed([text]))[0]
+
+    def scores(self, vec: np.ndarray) -> dict[str, float]:
+        """Best cosine similarity per label."""
+        mat, labels = self._ensure()
+        v = _l2(np.asarray(vec, dtype=np.float32).reshape(1, -1))[0]
+        if v.shape[0] != mat.shape[1]:
+            raise ValueError(f"embedding has dimension {v.shape[0]}, prototypes have {mat.shape[1]}")
+        sims = mat @ v
+        # Score a label by its best prototype: labels are multi-modal, a mean would blur them.
+        best: dict[str, float] = {}
+        for lab, s in zip(labels, sims.tolist(), strict=True):
+            if s > best.get(lab, -2.0):
+                best[lab] = s
+        return best
+
+
+def _l2(mat: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(mat, axis=-1, keepdims=True)
+    return np.asarray(mat / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------------------
+# The classifier
+# --------------------------------------------------------------------------------------------------
+
+
+class TurnClassifier:
+    """Label turns with an intent, a load-bearing flag and a pin priority.
+
+    ``embedder`` is optional; anything with ``.embed(list[str]) -> np.ndarray`` (float32, one
+    L2-normalised row per text) works.  It is used only as a fallback when no rule fires, and a
+    caller that already holds the turn's embedding passes it as ``embedding=`` so nothing is
+    embedded twice.  Instances are thread-safe (the only state is the lazily built prototype matrix).
+    """
+
+    def __init__(
+        self,
+        embedder: object | None = None,
+        *,
+        min_prototype_similarity: float = 0.45,
+        prototype_margin: float = 0.08,
+    ) -> None:
+        self._protos = _Prototypes(embedder) if embedder is not None else None
+        self._min_sim = min_prototype_similarity
+        self._margin = prototype_margin
+
+    def classify(self, text: str, role: str, *, embedding: np.ndarray | None = None) -> TurnLabel:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        if role == "tool":
+            return TurnLabel("tool_result", False, PRIORITY["tool_result"], "rule:role-tool")
+        if role == "system":
+            return TurnLabel("instruction", True, PRIORITY["system"], "rule:role-system")
+        clean = _clean(text)
+        norm = clean.lower()
+        if not norm:
+            return TurnLabel("chitchat", False, 0, "rule:empty")
+        clauses = _clauses(norm)
+
+        corr = correction_cue(norm, role)
+        if corr is not None:
+            return TurnLabel("correction", True, PRIORITY["correction"], f"rule:correction-{corr[0]} '{corr[1]}'")
+
+        instr = _instruction_cue(norm, clauses, role)
+        if instr is not None:
+            rule, match, persistent = instr
+            lb_stmt = _statement_lb(clean, norm)
+            if persistent:
+                prio = PRIORITY["constraint"]
+            elif rule in ("decision", "go-ahead"):
+                prio = PRIORITY["decision"]
+            elif lb_stmt is not None:
+                prio = PRIORITY[lb_stmt[2]]
+            else:
+                prio = PRIORITY["task"]
+            return TurnLabel("instruction", True, prio, f"rule:{rule} '{match}'")
+
+        q = _question_cue(norm, clauses)
+        if q is not None and q[0] != "phatic-question":
+            lb = _statement_lb(clean, norm) if role == "user" else None
+            reason = f"rule:{q[0]} '{q[1]}'"
+            if lb is not None:
+                return TurnLabel("question", True, PRIORITY[lb[2]], f"{reason}; lb:{lb[0]} '{lb[1]}'")
+            return TurnLabel("question", False, PRIORITY["question"], reason)
+        if q is not None:
+            return TurnLabel("chitchat", False, PRIORITY["chitchat"], f"rule:{q[0]} '{q[1]}'")
+
+        if role == "assistant":
+            m = _ASSISTANT_DECISION.search(norm)
+            if m:
+                return TurnLabel("statement", True, PRIORITY["decision"], f"rule:assistant-decision '{m.group(0).strip()}'")
+
+        if role == "user":
+            lb = _statement_lb(clean, norm)
+            if lb is not None:
+                return TurnLabel("statement", True, PRIORITY[lb[2]], f"rule:{lb[0]} '{lb[1]}'")
+
+        intent, reason = _chitchat_or_statement(norm, role)
+        if intent:
+            prio = PRIORITY[intent]
+            return TurnLabel(intent, False, prio, reason)
+
+        # No rule fired: nearest prototype if we can embed, else the safe default.
+        if self._protos is not None:
+            vec = embedding if embedding is not None else self._protos.embed_one(text)
+            best = self._protos.scores(vec)
+            lab = max(best, key=lambda k: best[k])
+            sim = best[lab]
+            # Sentence embeddings encode topic more than speech act ("I'm in the Pacific time zone"
+            # sits near "What time does it start?"), so a prototype only overrides the statement
+            # default when it is both close and clearly closer than the statement prototypes.
+            if lab == "statement" or (sim >= self._min_sim and sim - best.get("statement", -1.0) >= self._margin):
+                lb_p = role == "user" and lab in ("instruction", "correction")
+                prio = PRIORITY["task"] if lab == "instruction" and lb_p else PRIORITY[lab]
+                return TurnLabel(lab, lb_p, prio, f"prototype:{lab} sim={sim:.2f}")
+            return TurnLabel(
+                "statement", False, PRIORITY["statement"], f"rule:default-statement (prototype:{lab} sim={sim:.2f} too weak)"
+            )
+        return TurnLabel("statement", False, PRIORITY["statement"], "rule:default-statement")

@@ -1,0 +1,220 @@
+"""The consolidation scheduler: an APScheduler 3.x job that refreshes warm views that
+are over their freshness budget.
+
+- One interval job, `max_instances=1` (a slow run is never doubled up), `coalesce=True`
+  (runs missed while one was in progress or the process was suspended collapse into
+  one), `misfire_grace_time` of one interval. Each run refreshes at most
+  `max_views_per_run` views, most-behind first (`ViewMaintainer.stale_views`).
+- No scheduler state is durable: what is stale is computed from the summaries and
+  the log, so a new scheduler (after a restart, or in another process) resumes where
+  the previous one stopped.
+- **Start it after fork.** The job runs in a thread of the process that called
+  `start()`; a child forked afterwards (pre-fork servers: gunicorn, uvicorn
+  --workers) inherits no running thread, and its copy of the SQLite connection must
+  not be used. `start()` records the pid, and a run in a process with another pid
+  refuses to do anything and logs why. Start the scheduler in each worker after the
+  fork, or run it as its own process.
+- `shutdown(wait=True)` stops scheduling, lets the run in progress stop between two
+  views, and waits for it.
+- In-process runs compete with request threads for the GIL and the ColdStore lock:
+  `evals.bench_warm` measures the effect on append latency. A heavy summarizer belongs
+  in its own process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_JOB_SUBMITTED,
+    JobEvent,
+    JobSubmissionEvent,
+)
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from consolidation.views import ViewMaintainer
+
+log = logging.getLogger("tiermem.scheduler")
+
+JOB_ID = "tiermem-consolidation"
+
+
+@dataclass
+class SchedulerStats:
+    runs: int = 0
+    refreshed_total: int = 0
+    last_run_at: float | None = None  # by the scheduler's clock
+    last_duration_s: float | None = None
+    last_selected: int = 0  # views over budget picked by the last run
+    last_refreshed: int = 0  # of those, how many got a new version
+    saturated: bool = False  # the last run hit max_views_per_run (more may be waiting)
+    lag_turns: int = 0  # most turns behind among the views the last run found over budget
+    lag_seconds: float = 0.0  # most seconds behind among them
+    schedule_lag_s: float | None = None  # how late the last job started vs its scheduled time
+    missed: int = 0  # runs skipped past misfire_grace_time
+    overlapped: int = 0  # runs skipped because one was still running (max_instances=1)
+    errors: int = 0  # view refreshes that raised (summarizer failures are not errors)
+    refused_forked: int = 0  # runs refused in a process forked after start()
+
+
+class ConsolidationScheduler:
+    """Refreshes over-budget warm views in the background (see module docstring)."""
+
+    def __init__(
+        self,
+        maintainer: ViewMaintainer,
+        *,
+        interval_s: float,
+        max_views_per_run: int,
+        misfire_grace_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if interval_s <= 0 or max_views_per_run < 1:
+            raise ValueError("interval_s must be > 0 and max_views_per_run >= 1")
+        self.maintainer = maintainer
+        self.interval_s = float(interval_s)
+        self.max_views_per_run = int(max_views_per_run)
+        self.misfire_grace_s = misfire_grace_s if misfire_grace_s is not None else max(1.0, self.interval_s)
+        self.clock = clock
+        self.stats = SchedulerStats()
+        self._scheduler: BackgroundScheduler | None = None
+        self._pid: int | None = None
+        self._stopping = threading.Event()
+        self._run_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._scheduler is not None and self._scheduler.running and self._pid == os.getpid()
+
+    def start(self, *, run_now: bool = False) -> None:
+        """Start the background job in this process (after any fork, see module doc)."""
+        if self._scheduler is not None:
+            raise RuntimeError("scheduler already started")
+        self._pid = os.getpid()
+        self._stopping.clear()
+        sched = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            timezone=dt.UTC,
+            daemon=True,
+        )
+        sched.add_listener(self._on_event,
+                           EVENT_JOB_SUBMITTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_ERROR)
+        first = dt.datetime.now(dt.UTC) if run_now else None
+        kwargs: dict[str, Any] = {"next_run_time": first} if first is not None else {}
+        sched.add_job(
+            self._job, "interval", seconds=self.interval_s, id=JOB_ID, name=JOB_ID,
+            max_instances=1, coalesce=True, misfire_grace_time=max(1, round(self.misfire_grace_s)),
+            replace_existing=True, **kwargs,
+        )
+        sched.start()
+        self._scheduler = sched
+        log.info("consolidation scheduler started (pid %d, every %.1f s, up to %d views per run)",
+                 self._pid, self.interval_s, self.max_views_per_run)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop scheduling; the run in progress stops between views. With `wait`, block
+        until it has. Safe to call twice, and in a forked child (where it only forgets
+        the parent's scheduler)."""
+        sched, self._scheduler = self._scheduler, None
+        self._stopping.set()
+        if sched is None:
+            return
+        forked = self._pid is not None and self._pid != os.getpid()
+        try:
+            sched.shutdown(wait=wait and not forked)
+        except Exception as exc:  # SchedulerNotRunningError and the like: nothing to stop
+            log.debug("scheduler shutdown: %s", exc)
+
+    def __enter__(self) -> ConsolidationScheduler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(wait=True)
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def _on_event(self, event: JobEvent) -> None:
+        if event.code == EVENT_JOB_SUBMITTED and isinstance(event, JobSubmissionEvent):
+            times = event.scheduled_run_times
+            if times:
+                self.stats.schedule_lag_s = max(0.0, (dt.datetime.now(dt.UTC) - times[-1]).total_seconds())
+        elif event.code == EVENT_JOB_MISSED:
+            self.stats.missed += 1
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            self.stats.overlapped += 1
+        elif event.code == EVENT_JOB_ERROR:
+            self.stats.errors += 1
+
+    def _job(self) -> None:
+        try:
+            self.run_once()
+        except Exception:  # never let one bad run kill the schedule
+            self.stats.errors += 1
+            log.exception("consolidation run failed")
+
+    def run_once(self) -> int:
+        """Refresh up to `max_views_per_run` views that are over budget; returns how
+        many got a new version. Refuses (returns 0) in a process forked after start(),
+        and when another run of this scheduler is in progress."""
+        if self._pid is not None and os.getpid() != self._pid:
+            self.stats.refused_forked += 1
+            log.warning("consolidation run refused: this process (pid %d) was forked after the scheduler "
+                        "started in pid %d; start the scheduler after fork", os.getpid(), self._pid)
+            return 0
+        if not self._run_lock.acquire(blocking=False):
+            self.stats.overlapped += 1
+            return 0
+        try:
+            return self._run()
+        finally:
+            self._run_lock.release()
+
+    def _run(self) -> int:
+        t0 = time.perf_counter()
+        self.stats.last_run_at = self.clock()
+        m = self.maintainer
+        detailed = m.stale_views_detailed(self.max_views_per_run)
+        refreshed = 0
+        for (conv, kind, key), _st in detailed:
+            if self._stopping.is_set():
+                break
+            try:
+                before = m.warm.latest(conv, kind, key)
+                after = m.refresh(conv, kind, key)
+            except Exception:
+                self.stats.errors += 1
+                log.exception("refresh of %s/%s/%s failed", conv, kind, key)
+                continue
+            if after is not None and (before is None or after.version > before.version):
+                refreshed += 1
+        s = self.stats
+        s.runs += 1
+        s.refreshed_total += refreshed
+        s.last_selected = len(detailed)
+        s.last_refreshed = refreshed
+        s.saturated = len(detailed) >= self.max_views_per_run
+        s.lag_turns = max((st.turns_behind for _, st in detailed), default=0)
+        s.lag_seconds = max((st.seconds_behind for _, st in detailed), default=0.0)
+        s.last_duration_s = time.perf_counter() - t0
+        return refreshed
+
+    def snapshot(self) -> dict[str, Any]:
+        """The stats as a plain dict (for `stats()` and the HTTP service)."""
+        d = asdict(self.stats)
+        d.update(running=self.running, interval_s=self.interval_s, max_views_per_run=self.max_views_per_run,
+                 pid=self._pid)
+        return d

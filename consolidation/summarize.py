@@ -1,0 +1,482 @@
+"""Summarizers: turn a run of log turns into provenance-carrying sentences.
+
+`Summarizer` is the protocol; `ExtractiveSummarizer` (offline, the default) and
+`LLMSummarizer` (any OpenAI-compatible chat-completions endpoint) implement it.
+
+Contract shared by both:
+
+- The output is a list of `tiers.warm.Sentence`, in log order, each naming the input
+  positions it came from; every position is one of the input turns' positions.
+- `render(sentences)` (one sentence per line, exactly what `SummaryView.text()` shows)
+  never has more than `target_tokens` tokens, counted with the summarizer's
+  `TokenCounter`.
+- Turns with `superseded_by` set are left out: a rolling or session summary states the
+  current value, not the retracted one (the constraint extract marks them instead).
+- Failure raises `tiers.errors.SummarizerError`; the caller keeps the previous
+  version. A summarizer never returns error text as sentences.
+
+The extractive summarizer's sentences are exact substrings of their source turn's
+text (no rewording, no speaker prefix), so a sentence can always be found again in the
+turn it cites.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import re
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+
+from tiers.embed import Embedder
+from tiers.errors import SummarizerError
+from tiers.tokens import BpeTokenCounter, TokenCounter
+from tiers.warm import Sentence, render
+
+log = logging.getLogger("tiermem.summarize")
+
+
+@dataclass(frozen=True)
+class SourceTurn:
+    """One log turn as a summarizer sees it (text plus the turn index's labels)."""
+
+    position: int
+    role: str
+    text: str
+    intent: str | None = None
+    load_bearing: bool = False
+    priority: int = 0
+    superseded_by: int | None = None
+    embedding: np.ndarray | None = None
+    session_id: str | None = None
+    created_at: float = 0.0
+
+
+class Summarizer(Protocol):
+    """Summarizes turns into sentences with provenance.
+
+    `name` identifies the implementation (and model) and is stored with each view
+    version. `summarize(turns, target_tokens=n)` returns sentences in log order whose
+    rendering (`tiers.warm.render`) is at most n tokens; every sentence's `positions`
+    are positions of `turns`. Raises `SummarizerError` on failure.
+    """
+
+    name: str
+
+    def summarize(self, turns: Sequence[SourceTurn], *, target_tokens: int) -> list[Sentence]: ...
+
+
+# ----------------------------------------------------------------------------------
+# Sentence splitting (spans, so every piece is an exact substring of the turn)
+
+_BOUNDARY = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+(?=\S)")
+_WORD_SPAN = re.compile(r"\S+")
+_HAS_WORD = re.compile(r"\w")
+MAX_SENTENCE_WORDS = 40
+_FILLER = re.compile(
+    r"^(?:hi|hello|hey|thanks|thank you|thx|ok|okay|k|sure|great|cool|nice|awesome|perfect|got it|"
+    r"sounds good|no problem|bye|goodbye|good (?:morning|afternoon|evening|night)|yes|no|yep|nope|lol)"
+    r"(?:[\s,]+(?:so much|a lot|again|there|you|everyone|all))*[\s!.,:)]*$",
+    re.IGNORECASE,
+)
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) spans of the sentences of `text`: split at line breaks and at
+    sentence punctuation; pieces longer than MAX_SENTENCE_WORDS words are cut into
+    word windows. Pieces without a word character are dropped."""
+    spans: list[tuple[int, int]] = []
+    line_start = 0
+    for line in text.split("\n"):
+        cuts = [line_start]
+        for m in _BOUNDARY.finditer(line):
+            cuts.append(line_start + m.end())
+        cuts.append(line_start + len(line))
+        for a, b in itertools.pairwise(cuts):
+            piece = text[a:b]
+            words = [(a + w.start(), a + w.end()) for w in _WORD_SPAN.finditer(piece)]
+            for i in range(0, len(words), MAX_SENTENCE_WORDS):
+                chunk = words[i:i + MAX_SENTENCE_WORDS]
+                s, e = chunk[0][0], chunk[-1][1]
+                if _HAS_WORD.search(text, s, e):
+                    spans.append((s, e))
+        line_start += len(line) + 1
+    return spans
+
+
+# ----------------------------------------------------------------------------------
+# Extractive
+
+INTENT_WEIGHT: dict[str, float] = {
+    "correction": 1.0,
+    "instruction": 0.9,
+    "statement": 0.5,
+    "question": 0.3,
+    "tool_result": 0.0,
+    "chitchat": -1.0,
+}
+ROLE_WEIGHT: dict[str, float] = {"system": 0.3, "user": 0.2, "assistant": 0.0, "tool": -0.2}
+LOAD_BEARING_BONUS = 1.0
+CENTRALITY_WEIGHT = 1.0
+MMR_LAMBDA = 0.7
+TURN_SIM_SHARE = 0.7  # of a sentence vector: its turn's embedding; the rest, its own words
+LEX_DIM = 512
+_LEX_STOP = frozenset(re.findall(r"\w+", """
+    a an and are as at be but by did do does for from had has have he her him his how i if in into is it its
+    me my of on or our she so that the their them then there these they this to us was we were what when
+    where which who will with would you your"""))
+
+
+def _lex_vectors(texts: Sequence[str]) -> np.ndarray:
+    """Hashed bag-of-words vectors (crc32, stable across processes), L2-normalized."""
+    out = np.zeros((len(texts), LEX_DIM), dtype=np.float32)
+    for i, t in enumerate(texts):
+        for w in re.findall(r"\w+", t.lower()):
+            if w not in _LEX_STOP:
+                out[i, zlib.crc32(w.encode()) % LEX_DIM] += 1.0
+    np.sqrt(out, out=out)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return out / norms
+
+
+def _normalize(m: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (m / norms).astype(np.float32)
+
+
+@dataclass
+class _Cand:
+    order: tuple[int, int]  # (position, start offset): log order
+    text: str
+    turn: SourceTurn
+    tokens: int
+    relevance: float
+
+
+class ExtractiveSummarizer:
+    """Offline extractive summarizer.
+
+    Candidates are the sentences of the input turns (superseded turns left out). Each
+    gets a relevance: intent weight (corrections and instructions up, chitchat down),
+    a load-bearing bonus, priority, role, and embedding centrality (cosine of its
+    vector to the centroid of all candidates). A sentence's vector mixes its turn's
+    embedding (from the cold tier; computed with `embedder` when missing, or a hashed
+    bag of words without one) with a bag-of-words vector of its own words. Maximal
+    marginal relevance then picks sentences, trading relevance against similarity to
+    what is already picked, and keeps one only if the exact token count of the
+    rendered result stays within the target. Output is in log order.
+    """
+
+    def __init__(self, tokens: TokenCounter, embedder: Embedder | None = None, *,
+                 mmr_lambda: float = MMR_LAMBDA, name: str = "extractive") -> None:
+        self.tokens = tokens
+        self.embedder = embedder
+        self.mmr_lambda = mmr_lambda
+        self.name = name
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def _turn_vectors(self, turns: Sequence[SourceTurn]) -> np.ndarray:
+        have = [t.embedding is not None for t in turns]
+        if all(have):
+            dims = {int(np.asarray(t.embedding).shape[-1]) for t in turns}
+            if len(dims) == 1:
+                return _normalize(np.stack([np.asarray(t.embedding, dtype=np.float32) for t in turns]))
+        if self.embedder is not None:
+            missing = [i for i, h in enumerate(have) if not h]
+            try:
+                fresh = self.embedder.embed([turns[i].text for i in missing]) if missing else None
+            except Exception as exc:  # an embedding failure degrades to words, never fails a summary
+                log.warning("extractive: embedding failed (%s); using bag-of-words vectors", exc)
+                return _lex_vectors([t.text for t in turns])
+            rows: list[np.ndarray] = []
+            fresh_i = 0
+            for t, h in zip(turns, have, strict=True):
+                if h:
+                    rows.append(np.asarray(t.embedding, dtype=np.float32))
+                else:
+                    assert fresh is not None
+                    rows.append(np.asarray(fresh[fresh_i], dtype=np.float32))
+                    fresh_i += 1
+            if len({r.shape[-1] for r in rows}) == 1:
+                return _normalize(np.stack(rows))
+        return _lex_vectors([t.text for t in turns])
+
+    @staticmethod
+    def _relevance(turn: SourceTurn, text: str, tokens: int) -> float:
+        r = INTENT_WEIGHT.get(turn.intent or "", 0.4)
+        if turn.load_bearing:
+            r += LOAD_BEARING_BONUS
+        r += 0.15 * math.log1p(max(0, turn.priority))
+        r += ROLE_WEIGHT.get(turn.role, 0.0)
+        if _FILLER.match(text):
+            r -= 1.0
+        if tokens < 4:
+            r -= 0.5
+        elif tokens > 60:
+            r -= 0.3
+        return r
+
+    def _fits(self, chosen: list[_Cand]) -> int:
+        return self.tokens.count(render([Sentence(c.text, (c.turn.position,)) for c in sorted(
+            chosen, key=lambda c: c.order)]))
+
+    # -- the algorithm -----------------------------------------------------------------------
+
+    def summarize(self, turns: Sequence[SourceTurn], *, target_tokens: int) -> list[Sentence]:
+        if target_tokens <= 0:
+            return []
+        live = [t for t in turns if t.superseded_by is None and t.text.strip()]
+        if not live:
+            return []
+        cands: list[_Cand] = []
+        owner: list[int] = []
+        seen: set[str] = set()
+        for ti, t in enumerate(live):
+            for s, e in split_sentences(t.text):
+                text = t.text[s:e]
+                key = " ".join(text.lower().split())
+                if key in seen:
+                    continue
+                seen.add(key)
+                n = self.tokens.count(text)
+                cands.append(_Cand((t.position, s), text, t, n, self._relevance(t, text, n)))
+                owner.append(ti)
+        if not cands:
+            return []
+        turn_vecs = self._turn_vectors(live)
+        lex = _lex_vectors([c.text for c in cands])
+        vecs = np.concatenate(
+            [math.sqrt(TURN_SIM_SHARE) * turn_vecs[owner], math.sqrt(1 - TURN_SIM_SHARE) * lex], axis=1
+        )
+        vecs = _normalize(vecs)
+        centroid = vecs.mean(axis=0)
+        norm = float(np.linalg.norm(centroid))
+        centrality = vecs @ (centroid / norm) if norm > 0 else np.zeros(len(cands), dtype=np.float32)
+        rel = np.array([c.relevance for c in cands], dtype=np.float64) + CENTRALITY_WEIGHT * centrality
+        # Filler and chitchat compete only when nothing else is left.
+        eligible = np.array([c.relevance >= 0 for c in cands])
+        if not eligible.any():
+            eligible[:] = True
+        lo, hi = float(rel.min()), float(rel.max())
+        reln = (rel - lo) / (hi - lo) if hi > lo else np.ones_like(rel)
+        cand_tokens = np.array([c.tokens for c in cands])
+        max_sim = np.zeros(len(cands))  # similarity to the selection, clipped at 0
+        alive = eligible.copy()
+        chosen: list[_Cand] = []
+        used = 0  # exact tokens of the current selection
+        newline_slack = 2
+        while alive.any() and target_tokens - used > 0:
+            score = self.mmr_lambda * reln - (1 - self.mmr_lambda) * max_sim
+            score[~alive] = -np.inf
+            i = int(np.argmax(score))
+            alive[i] = False
+            c = cands[i]
+            if used + c.tokens > target_tokens + newline_slack:
+                continue  # cannot fit even if the join merged tokens
+            trial = [*chosen, c]
+            n = self._fits(trial)
+            if n > target_tokens:
+                continue
+            chosen, used = trial, n
+            max_sim = np.maximum(max_sim, vecs @ vecs[i])
+            alive &= cand_tokens <= target_tokens - used + newline_slack
+        if not chosen:
+            best = int(np.argmax(np.where(eligible, rel, -np.inf)))
+            cut = self._truncate(cands[best].text, target_tokens)
+            if not cut:
+                return []
+            c = cands[best]
+            return [Sentence(cut, (c.turn.position,), "current", c.turn.intent)]
+        chosen.sort(key=lambda c: c.order)
+        return [Sentence(c.text, (c.turn.position,), "current", c.turn.intent) for c in chosen]
+
+    def _truncate(self, text: str, target_tokens: int) -> str:
+        """The longest word prefix of `text` within the target (still a substring)."""
+        ends = [m.end() for m in _WORD_SPAN.finditer(text)]
+        lo, hi, best = 0, len(ends) - 1, ""
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            piece = text[: ends[mid]]
+            if self.tokens.count(piece) <= target_tokens:
+                best, lo = piece, mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+
+# ----------------------------------------------------------------------------------
+# LLM (OpenAI-compatible chat completions)
+
+_REFS = re.compile(r"\[\s*(#?\d+(?:\s*,\s*#?\d+)*)\s*\]\s*[.]?\s*$")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+SYSTEM_PROMPT = (
+    "You maintain the memory of a long conversation. Each input turn starts with its number, like [#12]. "
+    "Write a summary as short lines, one fact, instruction, constraint, decision or open question per line. "
+    "Every line MUST end with the numbers of the turns it comes from, like [#12] or [#12,#15]. "
+    "Keep the user's instructions, constraints, corrections, names and decisions; leave out chit-chat. "
+    "When a later turn corrects an earlier one, state only the corrected value. "
+    "At most {lines} lines, about {tokens} tokens in all. No preamble, no headings."
+)
+
+
+def parse_lines(content: str, valid: set[int]) -> list[tuple[str, tuple[int, ...]]]:
+    """Lines of an LLM answer with their position refs; lines without a valid ref are
+    dropped, invalid refs are removed from a line that has a valid one."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for raw in content.splitlines():
+        line = _BULLET.sub("", raw.strip())
+        m = _REFS.search(line)
+        if not m:
+            continue
+        refs = sorted({int(r.strip().lstrip("#")) for r in m.group(1).split(",")} & valid)
+        text = line[: m.start()].strip().rstrip(" -—:")
+        if refs and text and _HAS_WORD.search(text):
+            out.append((text, tuple(refs)))
+    return out
+
+
+class LLMSummarizer:
+    """Abstractive summaries from an OpenAI-compatible `/chat/completions` endpoint.
+
+    Input turns are numbered by log position; the model is asked for one line per
+    fact ending in position refs ("[#12,#15]"), which become the sentences'
+    provenance. Lines without a valid ref are dropped; the result is cut to the token
+    target line by line. Requests time out after `timeout_s`; timeouts, connection
+    errors, 429 and 5xx are retried `retries` times with exponential backoff; other
+    failures (and an answer with no usable line) raise SummarizerError. The API key
+    is read from the environment variable `api_key_env` at call time (none is sent if
+    it is unset, for local servers).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 30.0,
+        retries: int = 2,
+        *,
+        tokens: TokenCounter | None = None,
+        backoff_s: float = 0.5,
+        max_turn_chars: int = 4000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not base_url or not model:
+            raise ValueError("LLMSummarizer needs base_url and model")
+        if retries < 0 or timeout_s <= 0:
+            raise ValueError("retries must be >= 0 and timeout_s > 0")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.tokens: TokenCounter = tokens if tokens is not None else BpeTokenCounter()
+        self.backoff_s = backoff_s
+        self.max_turn_chars = max_turn_chars
+        self.sleep = sleep
+        self.name = f"llm:{model}"
+
+    def _prompt(self, turns: Sequence[SourceTurn], target_tokens: int) -> list[dict[str, str]]:
+        lines = []
+        for t in turns:
+            text = " ".join(t.text.split())
+            if len(text) > self.max_turn_chars:
+                half = self.max_turn_chars // 2
+                text = text[:half] + " … " + text[-half:]
+            lines.append(f"[#{t.position}] {t.role}: {text}")
+        max_lines = max(1, target_tokens // 12)
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT.format(lines=max_lines, tokens=target_tokens)},
+            {"role": "user", "content": "\n".join(lines)},
+        ]
+
+    def _post(self, payload: dict[str, Any]) -> str:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        url = f"{self.base_url}/chat/completions"
+        last = "no attempt"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.sleep(min(self.backoff_s * 2 ** (attempt - 1), 30.0))
+            try:
+                with httpx.Client(timeout=httpx.Timeout(self.timeout_s)) as client:
+                    resp = client.post(url, json=payload, headers=headers)
+            except httpx.TimeoutException as exc:
+                last = f"timeout after {self.timeout_s} s ({type(exc).__name__})"
+                continue
+            except httpx.TransportError as exc:
+                last = f"transport error: {exc}"
+                continue
+            if resp.status_code == 429 or resp.status_code >= 500:
+                last = f"HTTP {resp.status_code}"
+                continue
+            if resp.status_code != 200:
+                raise SummarizerError(self.name, f"HTTP {resp.status_code}: {resp.text[:200]}")
+            try:
+                content = resp.json()["choices"][0]["message"]["content"]
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                raise SummarizerError(self.name, f"malformed completion: {exc!r}") from None
+            if not isinstance(content, str):
+                raise SummarizerError(self.name, "completion has no text content")
+            return content
+        raise SummarizerError(self.name, f"{last} ({self.retries + 1} attempts)")
+
+    def summarize(self, turns: Sequence[SourceTurn], *, target_tokens: int) -> list[Sentence]:
+        live = [t for t in turns if t.superseded_by is None and t.text.strip()]
+        if not live or target_tokens <= 0:
+            return []
+        payload = {
+            "model": self.model,
+            "messages": self._prompt(live, target_tokens),
+            "temperature": 0,
+            "max_tokens": max(64, 2 * target_tokens + 32),
+        }
+        content = self._post(payload)
+        parsed = parse_lines(content, {t.position for t in live})
+        if not parsed:
+            raise SummarizerError(self.name, f"no line with valid turn refs in the answer: {content[:120]!r}")
+        by_pos = {t.position: t for t in live}
+        out: list[Sentence] = []
+        for text, refs in parsed:
+            label = by_pos[refs[0]].intent
+            trial = [*out, Sentence(text, refs, "current", label)]
+            if self.tokens.count(render(trial)) > target_tokens:
+                break
+            out = trial
+        if not out:
+            raise SummarizerError(self.name, "no line fits the token target")
+        return out
+
+
+def build_summarizer(
+    kind: str,
+    *,
+    tokens: TokenCounter,
+    embedder: Embedder | None = None,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
+    llm_api_key_env: str = "OPENAI_API_KEY",
+    llm_timeout_s: float = 30.0,
+) -> Summarizer:
+    """The summarizer a configuration names ('extractive' or 'llm')."""
+    if kind == "extractive":
+        return ExtractiveSummarizer(tokens, embedder)
+    if kind == "llm":
+        if not llm_base_url or not llm_model:
+            raise ValueError("summarizer 'llm' needs llm_base_url and llm_model")
+        return LLMSummarizer(llm_base_url, llm_model, llm_api_key_env, llm_timeout_s, tokens=tokens)
+    raise ValueError(f"unknown summarizer {kind!r}; use 'extractive' or 'llm'")
+

@@ -1,0 +1,400 @@
+"""Keeping warm views fresh: compute, store and fold the summary views of the log.
+
+Three kinds per conversation (DESIGN.md, "Warm"):
+
+- `rolling` (key ''): the conversation so far, positions 0..end. Refreshed
+  incrementally: the source turns cited by the previous version plus the turns after
+  it go to the summarizer (in chunks of about `chunk_tokens` for a long backlog), so a
+  refresh costs what is new, not the whole log. After each write, a fold (a checkpoint
+  at `end_position` holding the summary text) is committed in the same transaction
+  (DESIGN invariant 4; `fold=False` turns it off). It deletes nothing.
+- `constraints` (key ''): the current instructions, constraints, entities and
+  decisions: the sentences of load-bearing turns (turn labels), plus the turns that
+  supersede them, each pointing at its source position and labeled with the turn's
+  intent; a superseded one is kept with status 'superseded'. Recomputed from the
+  load-bearing index on each refresh. Nothing is cut unless the rendering is over the
+  target; then superseded sentences go first, then current ones by priority.
+- `session` (key = session id): one summary per session, refreshed incrementally like
+  the rolling one over that session's turns.
+
+Every sentence's positions are positions of the log; with the extractive summarizer
+(and always for constraints) its text is an exact substring of its source turn.
+
+Freshness: a view is over budget when more than `max_turns_behind` turns, or a turn
+older than `max_seconds_behind` seconds (by `clock`), are not covered. A refresh does
+not cover a trailing run of unlabeled turns younger than `label_grace_s`: labels are
+written just after the append, and a view that covered a turn before its labels (or
+the supersession it causes) landed would carry the old reading until the next refresh.
+
+A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
+the previous version stays current and is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from consolidation.summarize import SourceTurn, Summarizer, split_sentences
+from tiers.cold import ColdStore, TurnRow
+from tiers.tokens import TokenCounter
+from tiers.warm import (
+    Sentence,
+    Staleness,
+    SummaryView,
+    WarmStore,
+    check_view_key,
+    render,
+    staleness,
+)
+
+log = logging.getLogger("tiermem.views")
+
+ViewKey = tuple[str, str, str]  # (conversation_id, kind, key)
+CONSTRAINTS_SUMMARIZER = "constraints"
+DEFAULT_CHUNK_TOKENS = 8000
+DEFAULT_LABEL_GRACE_S = 10.0
+_TAIL_WINDOW = 256  # positions looked at for a trailing run of unlabeled turns
+_LOCK_STRIPES = 64
+_FILLER_INTENTS = frozenset({"chitchat"})
+
+
+@dataclass
+class _SessionScan:
+    """What `stale_views` remembers per conversation about session coverage: turns up
+    to `through` have been scanned; `pending` holds, per session, the scanned turns its
+    view did not cover at the last look (position, created_at)."""
+
+    through: int = -1
+    pending: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+class ViewMaintainer:
+    """Computes and stores the warm views of conversations. Thread-safe; refreshes of
+    one view are serialized within the process (and `WarmStore.put` refuses a write
+    that would move a view backwards, across processes)."""
+
+    def __init__(
+        self,
+        cold: ColdStore,
+        warm: WarmStore,
+        summarizer: Summarizer,
+        tokens: TokenCounter,
+        *,
+        target_tokens: int,
+        max_turns_behind: int,
+        max_seconds_behind: float,
+        clock: Callable[[], float] = time.time,
+        fold: bool = True,
+        constraint_target_tokens: int | None = None,
+        chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+        label_grace_s: float = DEFAULT_LABEL_GRACE_S,
+    ) -> None:
+        if target_tokens < 1 or max_turns_behind < 0 or max_seconds_behind < 0 or chunk_tokens < 1:
+            raise ValueError("target_tokens and chunk_tokens must be >= 1, budgets >= 0")
+        self.cold = cold
+        self.warm = warm
+        self.summarizer = summarizer
+        self.tokens = tokens
+        self.target_tokens = int(target_tokens)
+        self.constraint_target_tokens = int(constraint_target_tokens or target_tokens)
+        self.max_turns_behind = int(max_turns_behind)
+        self.max_seconds_behind = float(max_seconds_behind)
+        self.clock = clock
+        self.fold = fold
+        self.chunk_tokens = int(chunk_tokens)
+        self.label_grace_s = float(label_grace_s)
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._scan_lock = threading.Lock()
+        self._sessions: dict[str, _SessionScan] = {}
+        self.failures = 0
+
+    # -- loading source turns ------------------------------------------------------------
+
+    def _sources(self, conversation_id: str, rows: Sequence[TurnRow]) -> list[SourceTurn]:
+        """SourceTurns (text, labels, stored embedding) for turn rows, in log order.
+        Rows whose message cannot be decoded are skipped (salvaged by the cold tier)."""
+        rows = sorted({r.position: r for r in rows}.values(), key=lambda r: r.position)
+        out: list[SourceTurn] = []
+        for i in range(0, len(rows), 500):
+            chunk = rows[i:i + 500]
+            positions = [r.position for r in chunk]
+            texts = {m.position: m.text for m in self.cold.get(conversation_id, positions)}
+            vecs = self.cold.embeddings(conversation_id, positions)
+            for r in chunk:
+                if r.position not in texts:
+                    continue
+                v = vecs.get(r.position)
+                out.append(SourceTurn(
+                    position=r.position, role=r.role, text=texts[r.position], intent=r.intent,
+                    load_bearing=r.load_bearing, priority=r.priority, superseded_by=r.superseded_by,
+                    embedding=None if v is None else np.asarray(v, dtype=np.float32),
+                    session_id=r.session_id, created_at=r.created_at,
+                ))
+        return out
+
+    def _coverage_end(self, conversation_id: str, last: int, now: float) -> int:
+        """`last`, less a trailing run of unlabeled turns younger than the grace."""
+        if self.label_grace_s <= 0:
+            return last
+        young = {p for p, at in self.warm.unlabeled_tail(conversation_id, max(-1, last - _TAIL_WINDOW))
+                 if now - at < self.label_grace_s}
+        end = last
+        while end in young:
+            end -= 1
+        return end
+
+    # -- summarizing -------------------------------------------------------------------------
+
+    def _incremental(self, conversation_id: str, carried: Sequence[TurnRow], new: Sequence[TurnRow]
+                     ) -> list[Sentence]:
+        """Summarize carried + new turns; a long `new` goes in chunks of ~chunk_tokens,
+        each chunk summarized together with the turns the previous step cited."""
+        state = list(carried)
+        chunks: list[list[TurnRow]] = [[]]
+        size = 0
+        for r in new:
+            if chunks[-1] and size + r.tokens > self.chunk_tokens:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(r)
+            size += r.tokens
+        sentences: list[Sentence] = []
+        for chunk in chunks:
+            rows = {r.position: r for r in (*state, *chunk)}
+            sources = self._sources(conversation_id, list(rows.values()))
+            sentences = self._check(self.summarizer.summarize(sources, target_tokens=self.target_tokens),
+                                    {s.position for s in sources}, self.target_tokens)
+            cited = {p for s in sentences for p in s.positions}
+            state = [rows[p] for p in sorted(cited) if p in rows]
+        return sentences
+
+    def _check(self, sentences: Sequence[Sentence], valid: set[int], target: int) -> list[Sentence]:
+        """Defend the invariants against a misbehaving summarizer: drop sentences
+        citing positions it was not given, and cut from the end to the target."""
+        out = [s for s in sentences if s.positions and set(s.positions) <= valid and s.text.strip()
+               and "\n" not in s.text]
+        if len(out) < len(sentences):
+            log.warning("views: dropped %d sentences without valid provenance", len(sentences) - len(out))
+        while out and self.tokens.count(render(out)) > target:
+            out.pop()
+        return out
+
+    def constraint_sentences(self, sources: Sequence[SourceTurn], target: int) -> list[Sentence]:
+        """The constraint extract of load-bearing source turns (see module docstring)."""
+        cands: list[tuple[tuple[int, int], Sentence, tuple[int, int, int, int, int]]] = []
+        for t in sources:
+            if t.intent in _FILLER_INTENTS and not t.load_bearing:
+                continue
+            status = "superseded" if t.superseded_by is not None else "current"
+            spans = split_sentences(t.text)
+            for idx, (s, e) in enumerate(spans):
+                text = t.text[s:e]
+                sent = Sentence(text, (t.position,), status, t.intent or "constraint")
+                # keep-preference: current first, then priority, load-bearing, newer, earlier in turn
+                pref = (int(status == "current"), t.priority, int(t.load_bearing), t.position, -idx)
+                cands.append(((t.position, s), sent, pref))
+        cands.sort(key=lambda c: c[0])
+        everything = [c[1] for c in cands]
+        if self.tokens.count(render(everything)) <= target:
+            return everything
+        kept: list[tuple[tuple[int, int], Sentence]] = []
+        for order, sent, _pref in sorted(cands, key=lambda c: c[2], reverse=True):
+            trial = sorted([*kept, (order, sent)], key=lambda c: c[0])
+            if self.tokens.count(render([s for _, s in trial])) <= target:
+                kept = trial
+        return [s for _, s in kept]
+
+    # -- refresh ---------------------------------------------------------------------------------
+
+    def refresh(self, conversation_id: str, kind: str, key: str = "") -> SummaryView | None:
+        """Bring one view up to date; returns the current version (None when the
+        conversation has nothing to summarize yet). A view already covering the log
+        is returned as is. A summarizer failure is recorded and the previous version
+        returned; it never raises for one."""
+        check_view_key(kind, key)
+        lock = self._locks[hash((conversation_id, kind, key)) % _LOCK_STRIPES]
+        with lock:
+            if kind == "rolling":
+                return self._refresh_rolling(conversation_id)
+            if kind == "constraints":
+                return self._refresh_constraints(conversation_id)
+            return self._refresh_session(conversation_id, key)
+
+    def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
+                             fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
+        try:
+            return fn()
+        except Exception as exc:
+            self.failures += 1
+            log.warning("views: %s refresh of %s/%s failed: %s", kind, conversation_id, key, exc)
+            self.warm.record_error(conversation_id, kind, key, f"{type(exc).__name__}: {exc}")
+            return None
+
+    def _refresh_rolling(self, conv: str) -> SummaryView | None:
+        prev = self.warm.latest(conv, "rolling")
+        last = self.cold.last_position(conv)
+        now = self.clock()
+        end = self._coverage_end(conv, last, now)
+        start_new = prev.end_position + 1 if prev is not None else 0
+        if end < start_new:
+            return prev
+        carried = self.warm.turn_rows(conv, self._cited(prev))
+        new = self.cold.turns(conv, start=start_new, end=end)
+        sentences = self._summarize_or_record(
+            conv, "rolling", "", lambda: self._incremental(conv, carried, new))
+        if sentences is None:
+            return prev
+        view = SummaryView(conv, "rolling", "", 0, 0, end, tuple(sentences), 0, self.summarizer.name, now)
+        return self.warm.put(view, fold=self.fold and bool(sentences))
+
+    def _refresh_constraints(self, conv: str) -> SummaryView | None:
+        prev = self.warm.latest(conv, "constraints")
+        last = self.cold.last_position(conv)
+        now = self.clock()
+        end = self._coverage_end(conv, last, now)
+        if end < 0 or (prev is not None and prev.end_position >= end):
+            return prev
+        rows = self.warm.load_bearing_turns(conv, end)
+        sources = self._sources(conv, rows)
+        sentences = self._summarize_or_record(
+            conv, "constraints", "",
+            lambda: self.constraint_sentences(sources, self.constraint_target_tokens))
+        if sentences is None:
+            return prev
+        view = SummaryView(conv, "constraints", "", 0, 0, end, tuple(sentences), 0,
+                           CONSTRAINTS_SUMMARIZER, now)
+        return self.warm.put(view)
+
+    def _refresh_session(self, conv: str, session_id: str) -> SummaryView | None:
+        prev = self.warm.latest(conv, "session", session_id)
+        last = self.cold.last_position(conv)
+        now = self.clock()
+        end = self._coverage_end(conv, last, now)
+        after = prev.end_position if prev is not None else -1
+        new = self.warm.session_turns(conv, session_id, after, end)
+        if not new:
+            return prev
+        carried = self.warm.turn_rows(conv, self._cited(prev))
+        sentences = self._summarize_or_record(
+            conv, "session", session_id, lambda: self._incremental(conv, carried, new))
+        if sentences is None:
+            return prev
+        start = prev.start_position if prev is not None else new[0].position
+        view = SummaryView(conv, "session", session_id, 0, start, new[-1].position, tuple(sentences), 0,
+                           self.summarizer.name, now)
+        return self.warm.put(view)
+
+    @staticmethod
+    def _cited(view: SummaryView | None) -> list[int]:
+        if view is None:
+            return []
+        return sorted({p for s in view.sentences if s.status == "current" for p in s.positions})
+
+    def refresh_all(self, conversation_id: str) -> list[SummaryView]:
+        """Refresh the rolling and constraint views and every session view that is
+        behind (regardless of budgets); returns the current versions."""
+        out: list[SummaryView] = []
+        for kind in ("rolling", "constraints"):
+            v = self.refresh(conversation_id, kind)
+            if v is not None:
+                out.append(v)
+        sessions = {sid for _, sid, _ in self.warm.turn_times(conversation_id, -1) if sid is not None}
+        for sid in sorted(sessions):
+            v = self.refresh(conversation_id, "session", sid)
+            if v is not None:
+                out.append(v)
+        return out
+
+    # -- freshness -------------------------------------------------------------------------------
+
+    def staleness(self, conversation_id: str, kind: str, key: str = "",
+                  view: SummaryView | None = None) -> Staleness:
+        """How far one view is behind the log now (for a read to report its lag)."""
+        check_view_key(kind, key)
+        if view is None:
+            view = self.warm.latest(conversation_id, kind, key)
+        now = self.clock()
+        end = view.end_position if view is not None else -1
+        if kind == "session":
+            behind = self.warm.turn_times(conversation_id, end, session_id=key)
+            first = behind[0][2] if behind else None
+            return staleness(view, last_position=end + len(behind), last_message_at=first or now,
+                             max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind, now=now,
+                             first_uncovered_at=first, turns_behind=len(behind))
+        last = self.cold.last_position(conversation_id)
+        first = self.warm.created_at(conversation_id, end + 1) if last > end else None
+        return staleness(view, last_position=last, last_message_at=first or now,
+                         max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind, now=now,
+                         first_uncovered_at=first)
+
+    def stale_views(self, limit: int) -> list[ViewKey]:
+        """Views over their freshness budget, most behind first (by the larger of
+        turns/max_turns and seconds/max_seconds), at most `limit`.
+
+        Rolling and constraint views cost index seeks per conversation. Session
+        coverage is tracked incrementally: each call reads only the turns appended
+        since the previous call (a new maintainer, e.g. after a restart, scans each
+        conversation once), so the state is derived from the database."""
+        return [k for k, _ in self.stale_views_detailed(limit)]
+
+    def stale_views_detailed(self, limit: int) -> list[tuple[ViewKey, Staleness]]:
+        """`stale_views` with each view's staleness."""
+        if limit <= 0:
+            return []
+        now = self.clock()
+        found: list[tuple[float, ViewKey, Staleness]] = []
+        with self._scan_lock:
+            seen: set[str] = set()
+            for conv, last, _last_at, r_end, c_end in self.warm.frontier():
+                seen.add(conv)
+                for kind, end in (("rolling", r_end), ("constraints", c_end)):
+                    e = -1 if end is None else end
+                    if last <= e:
+                        continue
+                    first = self.warm.created_at(conv, e + 1)
+                    st = staleness(None, last_position=last, last_message_at=now,
+                                   max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind,
+                                   now=now, first_uncovered_at=first if first is not None else now,
+                                   turns_behind=last - e)
+                    if st.over_budget:
+                        found.append((st.severity(self.max_turns_behind, self.max_seconds_behind),
+                                      (conv, kind, ""), st))
+                found.extend(self._stale_sessions(conv, last, now))
+            for gone in set(self._sessions) - seen:
+                del self._sessions[gone]
+        found.sort(key=lambda f: (-f[0], f[1]))
+        return [(k, st) for _, k, st in found[:limit]]
+
+    def _stale_sessions(self, conv: str, last: int, now: float) -> list[tuple[float, ViewKey, Staleness]]:
+        scan = self._sessions.get(conv)
+        if scan is None or scan.through > last:  # new, or the conversation was pruned and reused
+            scan = self._sessions[conv] = _SessionScan()
+        if last > scan.through:
+            for pos, sid, at in self.warm.turn_times(conv, scan.through):
+                if sid is not None:
+                    scan.pending.setdefault(sid, []).append((pos, at))
+            scan.through = last
+        if not scan.pending:
+            return []
+        ends = self.warm.session_ends(conv)
+        out: list[tuple[float, ViewKey, Staleness]] = []
+        for sid in list(scan.pending):
+            e = ends.get(sid, -1)
+            items = [(p, a) for p, a in scan.pending[sid] if p > e]
+            if not items:
+                del scan.pending[sid]
+                continue
+            scan.pending[sid] = items
+            st = staleness(None, last_position=0, last_message_at=now, max_turns=self.max_turns_behind,
+                           max_seconds=self.max_seconds_behind, now=now, first_uncovered_at=items[0][1],
+                           turns_behind=len(items))
+            if st.over_budget:
+                severity = st.severity(self.max_turns_behind, self.max_seconds_behind)
+                out.append((severity, (conv, "session", sid), st))
+        return out

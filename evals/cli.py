@@ -1,0 +1,276 @@
+"""`tiermem eval ...`: the click group that the `tiermem` CLI mounts as `eval`.
+
+    tiermem eval locomo   --data ../shared/data/locomo-dev.json --budget 2000 [--json]
+    tiermem eval cost     --data ../shared/data/locomo-dev.json --budget 1000 [--plot docs/cost.png]
+    tiermem eval pressure --seed 0 --budget 500 --budget 1000 --budget 2000 [--json]
+    tiermem eval report   --locomo locomo.json --cost cost.json --pressure pressure.json
+
+Every command runs its own Memory in `--data-dir` (default: a temporary dir, deleted
+afterwards along with the embedded Redis it started), with the hot tier on. Progress
+bars and warnings go to stderr; `--json` prints exactly one JSON object on stdout.
+Standalone: `python -m evals.cli ...`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from evals.baselines import METHODS, close_memory, make_progress, open_memory
+from evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
+from evals.locomo import DEFAULT_BUDGETS, DEFAULT_DATA, LocomoError
+from evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
+from evals.report import report_command
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _common(fn: F) -> F:
+    fn = click.option("--quiet", is_flag=True, help="No progress bars.")(fn)
+    fn = click.option(
+        "--no-hot",
+        is_flag=True,
+        help="Run without the hot tier (eviction off). For debugging only, not for results.",
+    )(fn)
+    fn = click.option(
+        "--data-dir",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=None,
+        help="Where the Memory lives (kept afterwards; an already-ingested LoCoMo conversation "
+        "with the same turn count is reused). Default: a temporary dir, deleted afterwards.",
+    )(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(fn)
+    return fn
+
+
+def _data_option(fn: F) -> F:
+    return click.option(
+        "--data",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=DEFAULT_DATA,
+        envvar="TIERMEM_LOCOMO_DATA",
+        show_default=True,
+        help="A LoCoMo-format JSON file (relative paths resolve from the current dir).",
+    )(fn)
+
+
+def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], Any]) -> None:
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+    else:
+        Console().print(render(result))
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Evals: LoCoMo recall under eviction, a cost replay, an eviction-pressure suite."""
+
+
+@eval_group.command("locomo")
+@_data_option
+@click.option(
+    "--budget",
+    "budgets",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help=f"Context budget in tokens; repeat for several. Default: {', '.join(map(str, DEFAULT_BUDGETS))}.",
+)
+@click.option(
+    "--limit-questions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the first K questions of each sample.",
+)
+@click.option("--limit-samples", type=click.IntRange(min=1), default=None, help="Only the first S samples.")
+@click.option(
+    "--method",
+    "methods",
+    type=click.Choice(METHODS),
+    multiple=True,
+    help="Methods to run (repeat); default all.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write a recall-vs-budget PNG here (e.g. docs/recall.png).",
+)
+@click.option(
+    "--latency-plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write a latency histogram PNG here (largest budget).",
+)
+@_common
+def locomo_command(
+    data: Path,
+    budgets: tuple[int, ...],
+    limit_questions: int | None,
+    limit_samples: int | None,
+    methods: tuple[str, ...],
+    plot: Path | None,
+    latency_plot: Path | None,
+    as_json: bool,
+    data_dir: Path | None,
+    no_hot: bool,
+    quiet: bool,
+) -> None:
+    """Evidence recall and answer coverage on LoCoMo at fixed token budgets, against baselines."""
+    from evals.locomo import run_locomo, table
+
+    if not data.is_file():
+        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    opened = open_memory(data_dir, hot=not no_hot)
+    try:
+        with make_progress(not quiet) as progress:
+            run = run_locomo(
+                opened.memory,
+                data,
+                budgets or DEFAULT_BUDGETS,
+                limit_samples=limit_samples,
+                limit_questions=limit_questions,
+                methods=methods or METHODS,
+                hot=opened.hot,
+                progress=progress,
+            )
+    except LocomoError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        close_memory(opened)
+    if plot is not None:
+        from evals.plots import recall_vs_budget
+
+        recall_vs_budget(run.result, plot)
+    if latency_plot is not None:
+        from evals.plots import latency_histogram
+
+        top = max(run.latencies)
+        latency_histogram(run.latencies[top], latency_plot, title=f"LoCoMo context latency at {top:,} tokens")
+    _emit(run.result, as_json, table)
+
+
+@eval_group.command("cost")
+@_data_option
+@click.option("--sample", default="0", show_default=True, help="Sample index or sample_id.")
+@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_COST_BUDGET, show_default=True)
+@click.option("--turns", type=click.IntRange(min=1), default=None, help="Replay only the first T turns.")
+@click.option("--method", "methods", type=click.Choice(COST_METHODS), multiple=True)
+@click.option(
+    "--min-cache-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Smallest prefix a provider caches (OpenAI: 1024); 0 caches any prefix.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write cumulative billed tokens vs turn as a PNG here (e.g. docs/cost.png).",
+)
+@_common
+def cost_command(
+    data: Path,
+    sample: str,
+    budget: int,
+    turns: int | None,
+    methods: tuple[str, ...],
+    min_cache_tokens: int,
+    plot: Path | None,
+    as_json: bool,
+    data_dir: Path | None,
+    no_hot: bool,
+    quiet: bool,
+) -> None:
+    """Input tokens billed over a replayed conversation, with prompt caching."""
+    from evals.cost import run_cost, table
+
+    if not data.is_file():
+        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    opened = open_memory(data_dir, hot=not no_hot)
+    try:
+        with make_progress(not quiet) as progress:
+            run = run_cost(
+                opened.memory,
+                data,
+                sample=sample,
+                budget=budget,
+                turns=turns,
+                methods=methods or COST_METHODS,
+                min_cache_tokens=min_cache_tokens,
+                hot=opened.hot,
+                progress=progress,
+            )
+    except LocomoError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        close_memory(opened)
+    if plot is not None:
+        from evals.plots import cost_curves
+
+        r = run.result
+        cost_curves(run.series, plot, title=f"Input tokens billed, {r['sample']}, budget {r['budget']:,}")
+    _emit(run.result, as_json, table)
+
+
+@eval_group.command("pressure")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--budget",
+    "budgets",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help=f"Default: {', '.join(map(str, DEFAULT_PRESSURE_BUDGETS))}.",
+)
+@click.option(
+    "--turns",
+    type=click.IntRange(min=60),
+    default=DEFAULT_TURNS,
+    show_default=True,
+    help="Messages per generated conversation.",
+)
+@click.option("--conversations", type=click.IntRange(min=1), default=DEFAULT_CONVERSATIONS, show_default=True)
+@click.option("--method", "methods", type=click.Choice(METHODS), multiple=True)
+@_common
+def pressure_command(
+    seed: int,
+    budgets: tuple[int, ...],
+    turns: int,
+    conversations: int,
+    methods: tuple[str, ...],
+    as_json: bool,
+    data_dir: Path | None,
+    no_hot: bool,
+    quiet: bool,
+) -> None:
+    """Planted constraints, distractors, corrections and retractions: retention and leakage."""
+    from evals.pressure import run_pressure, table
+
+    opened = open_memory(data_dir, hot=not no_hot)
+    try:
+        with make_progress(not quiet) as progress:
+            run = run_pressure(
+                opened.memory,
+                seed=seed,
+                budgets=budgets or DEFAULT_PRESSURE_BUDGETS,
+                turns=turns,
+                conversations=conversations,
+                methods=methods or METHODS,
+                hot=opened.hot,
+                progress=progress,
+            )
+    finally:
+        close_memory(opened)
+    _emit(run.result, as_json, table)
+
+
+eval_group.add_command(report_command)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    eval_group()

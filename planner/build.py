@@ -1,0 +1,580 @@
+"""The per-turn query planner: which slice of the past to load, at what fidelity.
+
+Invariants:
+- The budget is hard: the returned messages, counted exactly with the configured
+  tokenizer (`tiers.tokens.messages_tokens`), never exceed it. Items are estimated while
+  packing, then the rendered result is counted exactly and trimmed until it fits.
+- The latest user message is always present verbatim; if it alone does not fit, the
+  call fails with `BudgetTooSmall` unless the caller opted into truncating it.
+- An assistant message with tool calls is never separated from its tool results.
+- Order is prefix-stable: system, pinned, summary, retrieved, tail. The pinned block
+  changes only when a load-bearing turn arrives, the summary only on a refresh, and
+  the tail's start moves in steps of `tail_anchor` turns, so consecutive turns share a
+  byte-identical prefix and provider prompt caches hit.
+- Superseded constraints are never presented as current: they are left out, and the
+  plan says which turn superseded them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.classify import QueryClassifier
+from planner.plan import Context, Plan, PlanItem, ViewStaleness
+from tiers.cold import ColdStore, TurnRow, fuse
+from tiers.errors import BudgetTooSmall, ValidationError
+from tiers.models import StoredMessage, message_text
+from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
+
+TAIL_SCAN_TURNS = 400  # the tail never needs more turns than this to fill any share
+LINE_SEP_TOKENS = 1
+HEADING_SHARE_TOKENS = 4  # a session heading (~12 tokens) is shared by a few lines; the exact count fixes the rest
+RECENCY_WEIGHT = 0.15
+INTENT_BOOST = {"instruction": 0.25, "correction": 0.25, "statement": 0.1, "question": 0.0,
+                "tool_result": 0.0, "chitchat": -0.2}
+LOAD_BEARING_BOOST = 0.2
+NEIGHBOUR_FACTOR = 0.5
+
+
+@dataclass(frozen=True)
+class HotView:
+    """What the hot tier answered: payloads of hot turns and which are pinned."""
+
+    payloads: dict[int, str]
+    pinned: dict[int, int]  # position -> priority
+    degraded: bool = False
+    rebuilt: bool = False
+    overflow_tokens: int = 0
+    demoted: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SummaryBlock:
+    """A warm view to show in the summary slice, with its staleness."""
+
+    kind: str
+    version: int
+    start: int
+    end: int
+    lines: list[tuple[str, tuple[int, ...]]]  # sentence, source positions
+    turns_behind: int
+    seconds_behind: float
+    over_budget: bool
+    tier: str = "warm"
+
+
+@dataclass
+class PlannerSettings:
+    shares: dict[str, dict[str, float]]
+    retrieval_k: int = 20
+    rrf_k: int = 60
+    tool_trim_tokens: int = 400
+    tail_anchor: int = 8
+    namespace_recall: bool = True
+
+
+@dataclass
+class _Cand:
+    slice: str
+    conversation_id: str
+    position: int
+    score: float
+    reason: str
+    text: str = ""  # rendered line (block slices) or ""
+    body: dict[str, Any] | None = None  # tail messages
+    tokens: int = 0
+    fidelity: str = "verbatim"
+    tier: str = "cold"
+    group: list[int] = field(default_factory=list)  # tail: positions kept together (tool pairs)
+    header: str = ""  # retrieved: the session/date heading this line is shown under
+
+
+def _date(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
+
+
+class Planner:
+    def __init__(
+        self,
+        cold: ColdStore,
+        tokens: TokenCounter,
+        embed: Callable[[list[str]], np.ndarray] | None,
+        settings: PlannerSettings,
+        classifier: QueryClassifier | None = None,
+    ) -> None:
+        self.cold = cold
+        self.tokens = tokens
+        self.embed = embed
+        self.settings = settings
+        self.classifier = classifier or QueryClassifier()
+
+    # -- rendering helpers -----------------------------------------------------------------
+
+    def _trim(self, text: str, limit: int, position: int) -> tuple[str, bool]:
+        """Long tool output: keep head and tail, say what was cut and how to get it back."""
+        ids = self.tokens.encode(text)
+        if len(ids) <= limit:
+            return text, False
+        head = int(limit * 0.6)
+        tail = max(0, limit - head)
+        cut = len(ids) - head - tail
+        marker = (f"\n[... trimmed {cut} tokens of this output; the full text is position #{position} "
+                  f"in the log (history/get) ...]\n")
+        return self.tokens.decode(ids[:head]) + marker + self.tokens.decode(ids[len(ids) - tail:]), True
+
+    def _line(self, conv: str, m: StoredMessage, this_conv: str, *, dated: bool = True) -> tuple[str, bool]:
+        who = m.body.get("name") or m.role
+        parts = [f"#{m.position}", str(who)]
+        if dated:
+            parts.append(_date(m.created_at))
+        text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
+        trimmed = False
+        if m.role == "tool":
+            text, trimmed = self._trim(text, self.settings.tool_trim_tokens, m.position)
+        return f"[{' '.join(parts)}] {text}", trimmed
+
+    @staticmethod
+    def _heading(conv: str, m: StoredMessage, this_conv: str) -> str:
+        """Retrieved lines are grouped under one heading per session (its date and id),
+        so that a date costs tokens once per group, not once per line."""
+        where = "" if conv == this_conv else f"conversation {conv}, "
+        session = f", {m.session_id}" if m.session_id else ""
+        return f"({where}{_date(m.created_at)}{session})"
+
+    def _line_tokens(self, line: str) -> int:
+        return self.tokens.count(line) + LINE_SEP_TOKENS
+
+    # -- the plan --------------------------------------------------------------------------
+
+    def build(
+        self,
+        conversation_id: str,
+        query: str | None,
+        budget: int,
+        *,
+        namespace: str,
+        system: str | None = None,
+        hot: HotView | None = None,
+        summaries: Sequence[SummaryBlock] = (),
+        namespace_recall: bool = True,
+        truncate_latest: bool = False,
+    ) -> Context:
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ValidationError("budget", "must be a positive integer number of tokens")
+        conv = conversation_id
+        qvec: np.ndarray | None = None
+        if query and query.strip() and self.embed is not None:
+            qvec = self.embed([query])[0]
+        timings["embed"] = (time.perf_counter() - t0) * 1000
+        qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
+        shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
+        hot = hot or HotView({}, {}, degraded=True)
+        plan = Plan(conv, query, qclass.name, qclass.reason, budget)
+        plan.degraded = hot.degraded
+        plan.tiers = {"cold": "ok", "hot": "degraded" if hot.degraded else ("rebuilt" if hot.rebuilt else "ok"),
+                      "warm": "ok" if summaries else "unused"}
+
+        # -- fixed part: the caller's system message and the latest user message -------------
+        fixed_msgs: list[dict[str, Any]] = []
+        if system:
+            fixed_msgs.append({"role": "system", "content": system})
+        tail_rows = self.cold.tail_turns(conv, TAIL_SCAN_TURNS)
+        latest_user = self.cold.latest_position(conv, "user")
+        tail_msgs = {m.position: m for m in self._messages(conv, [r.position for r in tail_rows], hot)}
+        if latest_user is not None and latest_user not in tail_msgs:
+            tail_msgs.update({m.position: m for m in self._messages(conv, [latest_user], hot)})
+        base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)
+        latest_body: dict[str, Any] | None = None
+        if latest_user is not None and latest_user in tail_msgs:
+            latest_body = dict(tail_msgs[latest_user].body)
+            need = message_tokens(self.tokens, latest_body)
+            if base + need > budget:
+                if not truncate_latest:
+                    raise BudgetTooSmall(budget, base + need)
+                room = budget - base - message_tokens(self.tokens, {"role": "user", "content": ""}) - 1
+                if room < 1:
+                    raise BudgetTooSmall(budget, base + need)
+                ids = self.tokens.encode(message_text(latest_body))
+                latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
+                while message_tokens(self.tokens, latest_body) + base > budget and room > 0:
+                    room -= 1
+                    latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
+        elif base > budget:
+            raise BudgetTooSmall(budget, base)
+        room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
+        caps = {s: int(room * shares[s]) for s in ("pinned", "summary", "retrieved", "tail")}
+        plan.shares = dict(caps)
+        timings["fixed"] = (time.perf_counter() - t0) * 1000
+
+        # -- candidates per slice -----------------------------------------------------------------
+        pinned = self._pinned_candidates(conv, hot, plan)
+        tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
+        taken_positions = {c.position for c in pinned} | ({latest_user} if latest_user is not None else set())
+        summary = self._summary_candidates(conv, summaries, plan)
+        timings["candidates"] = (time.perf_counter() - t0) * 1000
+        retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, caps["retrieved"],
+                                               room, exclude=taken_positions, namespace_recall=namespace_recall)
+        timings["retrieve"] = (time.perf_counter() - t0) * 1000
+
+        # -- packing: each slice up to its cap, then leftovers in class order -----------------
+        chosen: dict[str, list[_Cand]] = {s: [] for s in ("pinned", "summary", "retrieved", "tail")}
+        pools = {"pinned": pinned, "summary": summary, "retrieved": retrieved, "tail": tail}
+        header = {s: 3 + self.tokens.count(_HEADERS[s]) + LINE_SEP_TOKENS for s in ("pinned", "summary", "retrieved")}
+        header["tail"] = 0
+        used = {s: 0 for s in chosen}
+        remaining = room
+
+        def take(slice_: str, limit: int) -> None:
+            nonlocal remaining
+            pool = pools[slice_]
+            i = 0
+            while i < len(pool):
+                c = pool[i]
+                extra = c.tokens + (header[slice_] if not chosen[slice_] else 0)
+                if extra <= min(limit - used[slice_], remaining):
+                    chosen[slice_].append(c)
+                    used[slice_] += extra
+                    remaining -= extra
+                    pool.pop(i)
+                    continue
+                if slice_ == "tail":
+                    break  # the tail is contiguous: an older turn cannot jump a gap
+                i += 1
+
+        for s in ("pinned", "tail", "summary", "retrieved"):
+            take(s, caps[s])
+        order = (["tail", "retrieved", "pinned", "summary"] if qclass.name == "recent_recall"
+                 else ["summary", "pinned", "tail", "retrieved"] if qclass.name == "summarize"
+                 else ["retrieved", "tail", "pinned", "summary"])
+        for s in order:
+            take(s, used[s] + remaining)
+        if chosen["tail"]:
+            kept = self._anchor_tail(chosen["tail"], pools["tail"])
+            freed = sum(c.tokens for c in chosen["tail"] if c not in kept)
+            chosen["tail"], used["tail"], remaining = kept, used["tail"] - freed, remaining + freed
+        # a turn shown verbatim in the tail is not repeated among the retrieved ones
+        in_tail = {p for c in chosen["tail"] for p in c.group}
+        for c in [c for c in chosen["retrieved"] if c.conversation_id == conv and c.position in in_tail]:
+            chosen["retrieved"].remove(c)
+            used["retrieved"] -= c.tokens
+            remaining += c.tokens
+        pools["retrieved"] = [c for c in pools["retrieved"]
+                              if not (c.conversation_id == conv and c.position in in_tail)]
+        # what the anchor and the dedupe freed goes to the slices that are not the tail
+        for s in [s for s in order if s != "tail"]:
+            take(s, used[s] + remaining)
+        timings["pack"] = (time.perf_counter() - t0) * 1000
+
+        # -- render, count exactly, drop lowest-value items until it fits -------------------------
+        while True:
+            messages = self._render(fixed_msgs, chosen, latest_body, latest_user, qclass.name)
+            total = messages_tokens(self.tokens, messages)
+            if total <= budget:
+                break
+            if not self._drop_one(chosen, plan):
+                raise BudgetTooSmall(budget, total)
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        plan.tokens = total
+        plan.timings_ms = {k: round(v, 3) for k, v in timings.items()}
+        for s in ("pinned", "summary", "retrieved", "tail"):
+            for c in chosen[s]:
+                plan.items.append(self._item(c))
+            for c in pools[s][:50]:
+                plan.left_out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
+                                              c.tokens, c.score, "did not fit its share of the budget: " + c.reason))
+        if system:
+            plan.items.insert(0, PlanItem("system", conv, [], "caller", "verbatim",
+                                          message_tokens(self.tokens, fixed_msgs[0]), 1.0, "system prompt from the caller"))
+        if latest_body is not None and latest_user is not None:
+            fid = "verbatim" if latest_body == tail_msgs[latest_user].body else "trimmed"
+            plan.items.append(PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
+                                       message_tokens(self.tokens, latest_body), 1.0,
+                                       "the latest user message is always kept"))
+        for s in summaries:
+            plan.views.append(ViewStaleness(s.kind, s.version, (s.start, s.end), s.turns_behind, s.seconds_behind,
+                                            s.over_budget))
+        return Context(messages, total, plan)
+
+    # -- candidates ---------------------------------------------------------------------------
+
+    def _messages(self, conv: str, positions: Sequence[int], hot: HotView) -> list[StoredMessage]:
+        """Render from the hot tier where it holds the turn, else from the cold log."""
+        out: list[StoredMessage] = []
+        missing: list[int] = []
+        for p in positions:
+            payload = hot.payloads.get(p)
+            if payload is None:
+                missing.append(p)
+                continue
+            try:
+                body = json.loads(payload)
+            except ValueError:
+                missing.append(p)
+                continue
+            out.append(StoredMessage(conv, p, str(body.get("role")), body, None, None, 0.0,
+                                     extra={"tier": "hot"}))
+        if missing:
+            out.extend(self.cold.get(conv, missing))
+        # the hot payload lacks the envelope (session, time): take it from the turn index
+        rows = {r.position: r for r in self.cold.turns_at(conv, [m.position for m in out if m.extra.get("tier")])}
+        fixed: list[StoredMessage] = []
+        for m in out:
+            r = rows.get(m.position)
+            if r is not None:
+                m = StoredMessage(conv, m.position, m.role, m.body, r.session_id, None, r.created_at, r.tokens,
+                                  extra={"tier": "hot"})
+            fixed.append(m)
+        fixed.sort(key=lambda m: m.position)
+        return fixed
+
+    @staticmethod
+    def _tier_of(position: int, hot: HotView) -> str:
+        return "hot" if position in hot.payloads else "cold"
+
+    def _pinned_candidates(self, conv: str, hot: HotView, plan: Plan) -> list[_Cand]:
+        rows = self.cold.pinned_turns(conv)
+        current: list[TurnRow] = []
+        for r in rows:
+            if r.superseded_by is not None and r.pinned_priority is None:
+                plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
+                                              f"superseded by #{r.superseded_by}: not presented as current"))
+                continue
+            current.append(r)
+        msgs = {m.position: m for m in self._messages(conv, [r.position for r in current], hot)}
+        out = []
+        for r in current:
+            m = msgs.get(r.position)
+            if m is None:
+                continue
+            line, trimmed = self._line(conv, m, conv)
+            prio = r.pinned_priority if r.pinned_priority is not None else r.priority
+            why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
+            out.append(_Cand("pinned", conv, r.position, prio / 100.0, f"{why} (priority {prio})", line,
+                             tokens=self._line_tokens(line), fidelity="trimmed" if trimmed else "verbatim",
+                             tier=self._tier_of(r.position, hot)))
+        # highest priority first for packing; rendered in log order
+        out.sort(key=lambda c: (-c.score, -c.position))
+        return out
+
+    def _tail_candidates(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
+                         latest_user: int | None) -> list[_Cand]:
+        """Newest first, grouping each assistant tool call with its tool results."""
+        groups: list[list[StoredMessage]] = []
+        pending_tools: list[StoredMessage] = []
+        for r in reversed(rows):
+            m = msgs.get(r.position)
+            if m is None or r.position == latest_user:
+                if m is None and pending_tools:
+                    pending_tools = []  # results whose call cannot be shown are dropped with it
+                if r.position == latest_user:
+                    if pending_tools:
+                        groups.append(list(reversed(pending_tools)))
+                        pending_tools = []
+                continue
+            if m.role == "tool":
+                pending_tools.append(m)
+                continue
+            if pending_tools and m.role == "assistant" and m.body.get("tool_calls"):
+                groups.append([m, *reversed(pending_tools)])
+                pending_tools = []
+                continue
+            if pending_tools:  # tool results with no call before them: a unit of their own
+                groups.append(list(reversed(pending_tools)))
+                pending_tools = []
+            groups.append([m])
+        out = []
+        for g in groups:
+            bodies = []
+            fid = "verbatim"
+            for m in g:
+                body = dict(m.body)
+                if m.role == "tool":
+                    text, trimmed = self._trim(m.text, self.settings.tool_trim_tokens, m.position)
+                    if trimmed:
+                        body["content"] = text
+                        fid = "trimmed"
+                bodies.append(body)
+            toks = sum(message_tokens(self.tokens, b) for b in bodies)
+            c = _Cand("tail", conv, g[0].position, 1.0, "recent turn", tokens=toks, fidelity=fid,
+                      tier=g[0].extra.get("tier", "cold"), group=[m.position for m in g])
+            c.body = {"messages": bodies}
+            out.append(c)
+        return out
+
+    def _anchor_tail(self, chosen: list[_Cand], rest: list[_Cand]) -> list[_Cand]:
+        """Move the tail's start forward to a multiple of `tail_anchor` positions, so it stays
+        put for several turns: consecutive contexts then share the tail as a prefix."""
+        step = self.settings.tail_anchor
+        if step <= 1 or not chosen:
+            return chosen
+        start = min(c.position for c in chosen)
+        anchored = int(math.ceil(start / step) * step)
+        keep = [c for c in chosen if c.position >= anchored]
+        if not keep:
+            return chosen
+        for c in chosen:
+            if c.position < anchored:
+                rest.insert(0, c)
+        return keep
+
+    def _summary_candidates(self, conv: str, summaries: Sequence[SummaryBlock], plan: Plan) -> list[_Cand]:
+        out = []
+        for s in summaries:
+            for i, (text, positions) in enumerate(s.lines):
+                line = f"- {text}"
+                score = 1.0 - i / max(1, len(s.lines))
+                reason = f"{s.kind} summary v{s.version} (#{s.start}..#{s.end})"
+                if s.over_budget:
+                    reason += f", {s.turns_behind} turns behind"
+                c = _Cand("summary", conv, positions[0] if positions else s.end, score, reason, line,
+                          tokens=self._line_tokens(line), fidelity="summary", tier=s.tier,
+                          group=list(positions))
+                out.append(c)
+        return out
+
+    def _retrieved_candidates(
+        self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str, cap: int,
+        room: int, *, exclude: set[int], namespace_recall: bool,
+    ) -> list[_Cand]:
+        if not query or not query.strip():
+            return []
+        # enough candidates to fill the whole remaining room, not just the share
+        est_turn = 40
+        depth = max(self.settings.retrieval_k, min(400, int(room / est_turn * 1.5)))
+        lists: dict[str, list[tuple[str, int, float]]] = {}
+        if qvec is not None:
+            lists["dense"] = self.cold.search_dense(qvec, depth, conversation_id=conv)
+        lists["bm25"] = self.cold.search_bm25(query, depth, conversation_id=conv)
+        hits = fuse(lists, depth, rrf_k=self.settings.rrf_k)
+        other: list[Any] = []
+        if namespace_recall and self.settings.namespace_recall:
+            others = [c for c in self.cold.list_conversations(namespace) if c != conv]
+            if others:
+                ol: dict[str, list[tuple[str, int, float]]] = {}
+                if qvec is not None:
+                    ol["dense"] = [h for h in self.cold.search_dense(qvec, self.settings.retrieval_k,
+                                                                      namespace=namespace) if h[0] != conv]
+                ol["bm25"] = [h for h in self.cold.search_bm25(query, self.settings.retrieval_k,
+                                                                namespace=namespace) if h[0] != conv]
+                other = fuse(ol, self.settings.retrieval_k, rrf_k=self.settings.rrf_k)
+        if not hits and not other:
+            return []
+        top = 1.0 / (self.settings.rrf_k + 1) * max(1, len(lists))
+        last = self.cold.last_position(conv)
+        scored: dict[tuple[str, int], tuple[float, str]] = {}
+        rows = {r.position: r for r in self.cold.turns_at(conv, [h.position for h in hits])}
+        for h in hits:
+            if h.position in exclude:
+                continue
+            r = rows.get(h.position)
+            s = h.score / top
+            why = [f"{name} rank {rank}" for name, rank in sorted(h.ranks.items())]
+            if r is not None:
+                s += INTENT_BOOST.get(r.intent or "", 0.0) * 0.2
+                if r.load_bearing and r.superseded_by is None:
+                    s += LOAD_BEARING_BOOST * 0.2
+                if r.superseded_by is not None:
+                    s -= 0.3
+                    why.append(f"superseded by #{r.superseded_by}")
+            s += RECENCY_WEIGHT * 0.2 * (h.position / max(1, last))
+            scored[(conv, h.position)] = (s, ", ".join(why))
+        # neighbours of strong hits: answers often sit one turn away from the words that match
+        for (c, p), (s, _why) in list(scored.items())[: max(5, len(scored) // 4)]:
+            for n in (p - 1, p + 1):
+                if 0 <= n <= last and (c, n) not in scored and n not in exclude:
+                    scored[(c, n)] = (s * NEIGHBOUR_FACTOR, f"neighbour of #{p}")
+        for h in other:
+            scored[(h.conversation_id, h.position)] = (h.score / top * 0.8,
+                                                       f"from {h.conversation_id} in this namespace: "
+                                                       + ", ".join(f"{n} rank {r}" for n, r in h.ranks.items()))
+        msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
+        out = []
+        for key, (s, why) in scored.items():
+            m = msgs.get(key)
+            if m is None:
+                continue
+            line, trimmed = self._line(key[0], m, conv, dated=False)
+            heading = self._heading(key[0], m, conv)
+            out.append(_Cand("retrieved", key[0], key[1], s, f"{qclass}: {why}", line,
+                             tokens=self._line_tokens(line) + HEADING_SHARE_TOKENS,
+                             fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
+        out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
+        return out
+
+    # -- render ---------------------------------------------------------------------------------
+
+    def _render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[_Cand]],
+                latest_body: dict[str, Any] | None, latest_user: int | None, qclass: str) -> list[dict[str, Any]]:
+        msgs = list(fixed)
+        for s in ("pinned", "summary", "retrieved"):
+            items = sorted(chosen[s], key=lambda c: (c.conversation_id != chosen_conv(chosen, s), c.conversation_id,
+                                                     c.position))
+            if items:
+                lines = [_HEADERS[s]]
+                heading = ""
+                for c in items:
+                    if c.header and c.header != heading:
+                        heading = c.header
+                        lines.append(heading)
+                    lines.append(c.text)
+                msgs.append({"role": "system", "content": "\n".join(lines)})
+        tail_bodies: list[tuple[int, dict[str, Any]]] = []
+        for c in chosen["tail"]:
+            assert c.body is not None
+            for p, b in zip(c.group, c.body["messages"], strict=True):
+                tail_bodies.append((p, b))
+        if latest_body is not None and latest_user is not None:
+            tail_bodies.append((latest_user, latest_body))
+        tail_bodies.sort(key=lambda t: t[0])
+        msgs.extend(b for _, b in tail_bodies)
+        return msgs
+
+    def _drop_one(self, chosen: dict[str, list[_Cand]], plan: Plan) -> bool:
+        """Drop the lowest-value item: retrieved (lowest score), summary, the oldest tail
+        unit, then the lowest-priority pin."""
+        for s in ("retrieved", "summary"):
+            if chosen[s]:
+                victim = min(chosen[s], key=lambda c: c.score)
+                chosen[s].remove(victim)
+                plan.left_out.append(self._item(victim, "dropped to meet the exact budget"))
+                return True
+        if chosen["tail"]:
+            victim = min(chosen["tail"], key=lambda c: c.position)
+            chosen["tail"].remove(victim)
+            plan.left_out.append(self._item(victim, "dropped to meet the exact budget"))
+            return True
+        if chosen["pinned"]:
+            victim = min(chosen["pinned"], key=lambda c: (c.score, c.position))
+            chosen["pinned"].remove(victim)
+            plan.left_out.append(self._item(victim, "dropped to meet the exact budget"))
+            return True
+        return False
+
+    @staticmethod
+    def _item(c: _Cand, reason: str | None = None) -> PlanItem:
+        return PlanItem(c.slice, c.conversation_id, c.group or [c.position], c.tier, c.fidelity, c.tokens,
+                        round(c.score, 4), reason or c.reason)
+
+
+def chosen_conv(chosen: dict[str, list[_Cand]], s: str) -> str:
+    """The conversation being answered (its items sort before other conversations')."""
+    for c in chosen["tail"]:
+        return c.conversation_id
+    return chosen[s][0].conversation_id if chosen[s] else ""
+
+
+_HEADERS = {
+    "pinned": "Standing instructions and facts from this conversation (pinned, current values):",
+    "summary": "Summary of earlier parts of this conversation:",
+    "retrieved": "Earlier turns relevant to the current message (retrieved from the log, in order):",
+}

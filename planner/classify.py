@@ -1,0 +1,103 @@
+"""Query classification: what kind of turn is this, and so which slices matter.
+
+Classes: recent_recall ("what did I just say?"), targeted_recall ("where did we land on
+the airline?"), temporal ("when did ...", "last week"), summarize ("recap the thread"),
+new_subtask (a fresh request that needs little history), default.
+
+Rules fire first and say which one fired. When none fires, embedding prototypes
+(a few example queries per class, embedded once) decide if one is close enough;
+otherwise the class is `default`. Both rule tables and prototypes are data, so a
+deployment can extend them without touching the planner.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+QUERY_CLASSES = ("recent_recall", "targeted_recall", "temporal", "summarize", "new_subtask", "default")
+
+
+@dataclass(frozen=True)
+class QueryClass:
+    name: str
+    reason: str
+
+
+_RULES: list[tuple[str, str, re.Pattern[str]]] = [
+    ("recent_recall", "rule:just-said", re.compile(
+        r"\b(what (did|have) (i|you|we) (just|only just) (say|said|ask|asked|tell|told|write|wrote|mention)"
+        r"|(just|a moment|a minute|a second) ago|my (last|previous) (message|question|point)"
+        r"|your (last|previous) (message|answer|reply)|repeat (that|what (i|you) said)|say that again"
+        r"|what was (the|my|your) last (thing|message|question))\b")),
+    ("summarize", "rule:summarize", re.compile(
+        r"\b(summari[sz]e|summary|recap|tl;?dr|sum up|overview of (our|this|the) (conversation|chat|thread|discussion)"
+        r"|what have we (discussed|covered|talked about)|catch me up)\b")),
+    ("temporal", "rule:when", re.compile(
+        r"(^|\b)(when (did|was|were|is|will|do|does|had|have)|what (date|day|time|year|month)|how long (ago|since)"
+        r"|which (day|date|year|month|week)|since when|how many (days|weeks|months|years))\b")),
+    ("temporal", "rule:time-reference", re.compile(
+        r"\b(yesterday|last (week|month|year|weekend|night|time)|(this|next) (week|month|year|weekend)"
+        r"|(in|on|during|before|after) (january|february|march|april|may|june|july|august|september|october"
+        r"|november|december|\d{4})|\d+ (days|weeks|months|years) ago)\b")),
+    ("targeted_recall", "rule:recall-cue", re.compile(
+        r"\b(where did we (land|end up|leave)|what did (we|i|you) (decide|agree|choose|pick|say|settle|mention)"
+        r"|remind me|do you remember|did (i|we|you) (mention|say|tell|decide|agree)|what was (the|that|our|my)"
+        r"|earlier (you|i|we) (said|mentioned)|as (i|we) (said|discussed)|we (discussed|talked about)"
+        r"|what('s| is| was) (my|our)\b|(i|we) told you)")),
+    ("new_subtask", "rule:new-task", re.compile(
+        r"^(ok(ay)?|now|next|also|alright|new task|let'?s|can you|could you|please|help me|write|create|draft"
+        r"|build|generate|implement|make)\b.*\b(new|now|next|start|another|different|fresh|write|create|draft"
+        r"|build|generate|implement|make)\b")),
+]
+_QUESTION = re.compile(r"\?\s*$|^(who|what|which|where|why|how|whose|whom|did|does|do|is|are|was|were|has|have|can)\b")
+
+_PROTOTYPES: dict[str, list[str]] = {
+    "recent_recall": ["what did I just say?", "repeat your last answer", "what was my previous message?"],
+    "targeted_recall": ["where did we land on the airline?", "what did we decide about the database?",
+                        "remind me what my budget was", "what was the name of the hotel I mentioned?"],
+    "temporal": ["when did I start the new job?", "what happened last week?", "how long ago did we talk about this?"],
+    "summarize": ["summarize our conversation so far", "give me a recap of the thread"],
+    "new_subtask": ["let's start something new: write a cover letter", "now help me draft an email to my landlord"],
+}
+PROTOTYPE_MIN_SIMILARITY = 0.62
+
+
+class QueryClassifier:
+    """Rules, then prototypes. `embed` is any callable from texts to normalized vectors."""
+
+    def __init__(self, prototypes: dict[str, list[str]] | None = None) -> None:
+        self.prototypes = prototypes or _PROTOTYPES
+        self._proto: tuple[list[str], np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    def _prototype_matrix(self, embed: object) -> tuple[list[str], np.ndarray]:
+        with self._lock:
+            if self._proto is None:
+                labels = [c for c, texts in self.prototypes.items() for _ in texts]
+                texts = [t for ts in self.prototypes.values() for t in ts]
+                self._proto = (labels, embed(texts))  # type: ignore[operator]
+            return self._proto
+
+    def classify(self, query: str | None, *, query_vec: np.ndarray | None = None,
+                 embed: object | None = None) -> QueryClass:
+        if not query or not query.strip():
+            return QueryClass("recent_recall", "rule:no-query (continue from the tail)")
+        q = query.strip().lower()
+        for name, rule, pattern in _RULES:
+            m = pattern.search(q)
+            if m:
+                return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
+        if query_vec is not None and embed is not None:
+            labels, mat = self._prototype_matrix(embed)
+            sims = mat @ query_vec.astype(np.float32)
+            best = int(np.argmax(sims))
+            if float(sims[best]) >= PROTOTYPE_MIN_SIMILARITY:
+                return QueryClass(labels[best], f"prototype:{labels[best]} sim={float(sims[best]):.2f}")
+        if _QUESTION.search(q):
+            # a question that no rule placed is most often about something said before
+            return QueryClass("targeted_recall", "rule:question")
+        return QueryClass("default", "no rule or prototype matched")

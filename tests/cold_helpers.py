@@ -1,0 +1,88 @@
+"""Helpers for the cold-tier tests: a raw SQL connection that bypasses ColdStore (to
+check what is really on disk, or to attack the schema), row counts per conversation,
+and a runner for child processes that import the project from this checkout."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlean
+import sqlite_vec
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = Path(__file__).resolve().parent / "cold_workers.py"
+
+
+@contextlib.contextmanager
+def raw(path: Path) -> Iterator[Any]:
+    """A plain sqlean connection (autocommit) with sqlite-vec loaded, so vec0 tables can
+    be read and dropped; no tiermem code runs on it."""
+    conn = sqlean.connect(str(path), isolation_level=None, timeout=10)
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def has_table(conn: Any, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def conversation_rows(conn: Any, conversation_id: str) -> dict[str, int]:
+    """Every row a conversation owns, per table. FTS rows are counted through the turn
+    ids, and also globally in `table_rows`, because an orphaned FTS row has no message."""
+    one = lambda sql: conn.execute(sql, (conversation_id,)).fetchone()[0]  # noqa: E731
+    out = {
+        "conversations": one("SELECT COUNT(*) FROM conversations WHERE id = ?"),
+        "messages": one("SELECT COUNT(*) FROM messages WHERE conversation_id = ?"),
+        "turns": one("SELECT COUNT(*) FROM turns WHERE conversation_id = ?"),
+        "fts": one("SELECT COUNT(*) FROM messages_fts WHERE rowid IN (SELECT id FROM turns WHERE conversation_id = ?)"),
+        "checkpoints": one("SELECT COUNT(*) FROM checkpoints WHERE conversation_id = ?"),
+        "pins": one("SELECT COUNT(*) FROM pins WHERE conversation_id = ?"),
+        "vectors": 0,
+    }
+    if has_table(conn, "messages_vec"):
+        out["vectors"] = one("SELECT COUNT(*) FROM messages_vec WHERE conversation_id = ?")
+    return out
+
+
+def table_rows(conn: Any) -> dict[str, int]:
+    """Row counts of every table that holds messages or rows derived from them."""
+    out = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+           for t in ("conversations", "messages", "turns", "messages_fts", "checkpoints", "pins")}
+    out["messages_vec"] = (conn.execute("SELECT COUNT(*) FROM messages_vec").fetchone()[0]
+                           if has_table(conn, "messages_vec") else 0)
+    return out
+
+
+def file_sizes(db: Path) -> dict[str, int]:
+    """Bytes of the database file and its sidecars (0 for one that does not exist)."""
+    out = {}
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(db) + suffix)
+        out[suffix or "db"] = p.stat().st_size if p.exists() else 0
+    return out
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a child process: this checkout first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def worker(*args: str, **popen: Any) -> subprocess.Popen[str]:
+    """Start `tests/cold_workers.py <args>` in a fresh interpreter."""
+    popen.setdefault("env", child_env())
+    return subprocess.Popen([sys.executable, str(WORKERS), *args], text=True, **popen)

@@ -1,0 +1,74 @@
+"""Child processes for the cold-tier tests (run as `python tests/cold_workers.py CMD ...`).
+
+Each writes to the database through the real ColdStore, in its own interpreter, so the
+tests exercise SQLite's cross-process locking and crash recovery, not threads.
+
+    append DB WORKER N GO   wait for the file GO, append N messages "wWORKER-i" one by
+                            one, print the positions as one JSON list
+    open DB GO              wait for GO, open (and migrate) DB, print its schema version
+    ingest DB               load the embedder, then append forever, printing "A pos" after
+                            each commit and "E n" after each embedding batch; embedding
+                            falls behind on purpose, so a kill always leaves a gap
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _wait_for(go: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not go.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"start file {go} never appeared")
+        time.sleep(0.002)
+
+
+def append(db: str, worker: str, n: str, go: str) -> None:
+    from tiers.cold import ColdStore
+    from tiers.models import Message
+    from tiers.tokens import BpeTokenCounter
+
+    store = ColdStore(Path(db), tokens=BpeTokenCounter(), embedder=None)
+    print("ready", flush=True)
+    _wait_for(Path(go))
+    positions = [store.append("shared", Message(role="user", content=f"w{worker}-{i}")) for i in range(int(n))]
+    store.close()
+    print(json.dumps(positions), flush=True)
+
+
+def open_db(db: str, go: str) -> None:
+    from tiers.cold import ColdStore
+    from tiers.tokens import BpeTokenCounter
+
+    _wait_for(Path(go))
+    store = ColdStore(Path(db), tokens=BpeTokenCounter())
+    print(store.version, flush=True)
+    store.close()
+
+
+def ingest(db: str) -> None:
+    from tiers.cold import ColdStore
+    from tiers.embed import SentenceTransformerEmbedder
+    from tiers.models import Message
+    from tiers.tokens import BpeTokenCounter
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["warm up"])  # load the model before the clock starts
+    store = ColdStore(Path(db), tokens=BpeTokenCounter(), embedder=embedder)
+    print("ready", flush=True)
+    for i in range(1_000_000):
+        pos = store.append("ingest", Message(role="user", content=f"message {i}: the quick brown fox {i * 7}"))
+        print(f"A {pos}", flush=True)  # acknowledged: committed before this line
+        if i % 20 == 19:
+            # embed 10 of every 20 appended turns: the embedding lag only grows
+            done = store.index_pending(batch=10, max_rows=10)
+            print(f"E {done}", flush=True)
+
+
+if __name__ == "__main__":
+    cmd, *args = sys.argv[1:]
+    {"append": append, "open": open_db, "ingest": ingest}[cmd](*args)

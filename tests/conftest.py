@@ -1,0 +1,44 @@
+"""Shared fixtures: real SQLite files under tmp_path, one embedder per test session
+(loading the model is the slow part), and real Redis servers started by tiermem."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from tiermem import Config, Memory  # noqa: E402
+from tiers.cold import ColdStore  # noqa: E402
+from tiers.embed import SentenceTransformerEmbedder  # noqa: E402
+from tiers.tokens import BpeTokenCounter  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder()
+
+
+@pytest.fixture(scope="session")
+def counter() -> BpeTokenCounter:
+    return BpeTokenCounter()
+
+
+@pytest.fixture
+def cold(tmp_path: Path, counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder) -> Iterator[ColdStore]:
+    store = ColdStore(tmp_path / "data" / "tiermem.db", tokens=counter, embedder=embedder)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def cold_memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+    """A Memory without the hot tier, for tests of the cold log alone."""
+    with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
+                background_indexing=False) as mem:
+        yield mem

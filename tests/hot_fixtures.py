@@ -1,0 +1,272 @@
+"""Helpers shared by the hot-tier tests: a local Redis Cluster started from the same binary
+as the embedded server, a way to kill a server for real, and a pure-Python reference of
+the eviction rules that the Lua engine must match step for step.
+
+Imported explicitly by the test modules (the lead owns conftest.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from tiers.hot import HotTurn
+from tiers.redis_server import _pid_alive, find_redis_binary, find_redis_cli
+
+# ---------------------------------------------------------------------------------------
+# processes
+# ---------------------------------------------------------------------------------------
+
+
+def kill_hard(pid: int, timeout: float = 5.0) -> None:
+    """SIGKILL and wait until the process is gone or a zombie (PID 1 here never reaps)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"pid {pid} survived SIGKILL for {timeout} s")
+        time.sleep(0.005)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_cluster_ports(n: int) -> list[int]:
+    """n ports whose cluster-bus twins (port + 10000) are free as well."""
+    rng = random.Random()
+    ports: list[int] = []
+    while len(ports) < n:
+        port = rng.randrange(20000, 55000)
+        if port in ports or port + 10000 in ports or port - 10000 in ports:
+            continue
+        if _port_free(port) and _port_free(port + 10000):
+            ports.append(port)
+    return ports
+
+
+@dataclass
+class LocalCluster:
+    """A 3-master Redis Cluster on loopback TCP, no replicas, no persistence."""
+
+    ports: list[int]
+    procs: list[subprocess.Popen[bytes]]
+    work_dir: Path
+    nodes: list[redis.Redis] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.close()
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+
+def start_local_cluster(work_dir: Path, masters: int = 3, timeout: float = 30.0) -> LocalCluster:
+    binary = find_redis_binary("redis-server")
+    cli = find_redis_cli(binary)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    ports = free_cluster_ports(masters)
+    procs: list[subprocess.Popen[bytes]] = []
+    cluster = LocalCluster(ports, procs, work_dir)
+    try:
+        for port in ports:
+            node_dir = work_dir / str(port)
+            node_dir.mkdir()
+            procs.append(
+                subprocess.Popen(
+                    [
+                        binary,
+                        "--port", str(port),
+                        "--bind", "127.0.0.1",
+                        "--cluster-enabled", "yes",
+                        "--cluster-config-file", str(node_dir / "nodes.conf"),
+                        "--cluster-node-timeout", "5000",
+                        "--save", "",
+                        "--appendonly", "no",
+                        "--dir", str(node_dir),
+                        "--logfile", str(node_dir / "redis.log"),
+                    ],  # fmt: skip
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        cluster.nodes = [
+            redis.Redis(host="127.0.0.1", port=p, socket_timeout=2, decode_responses=True) for p in ports
+        ]
+        deadline = time.monotonic() + timeout
+        for node in cluster.nodes:
+            while True:
+                try:
+                    node.ping()
+                    break
+                except redis.exceptions.ConnectionError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
+        created = subprocess.run(
+            [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+             "--cluster-replicas", "0", "--cluster-yes"],  # fmt: skip
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+        if created.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout!r} {created.stderr!r}")
+        while True:
+            states = [n.cluster("INFO") for n in cluster.nodes]
+            if all(s.get("cluster_state") == "ok" for s in states) and all(
+                int(s.get("cluster_known_nodes", 0)) == masters for s in states
+            ):
+                return cluster
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster not ok after {timeout} s: {states}")
+            time.sleep(0.05)
+    except BaseException:
+        cluster.stop()
+        raise
+
+
+# ---------------------------------------------------------------------------------------
+# reference model of the eviction rules
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Eviction:
+    victim: int
+    candidates: list[int]  # the candidate positions at that moment, in order
+
+
+@dataclass
+class RefConversation:
+    """Pure-Python twin of APPLY_LUA for one conversation."""
+
+    budget: int
+    head: int
+    tail: int
+    bias: float
+    members: list[int] = field(default_factory=list)
+    turns: dict[int, HotTurn] = field(default_factory=dict)  # members' current records
+    demoted: dict[int, int] = field(default_factory=dict)
+    last: int = -1
+    evictions: int = 0
+    log: list[Eviction] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.turns[p].tokens for p in self.members)
+
+    @property
+    def pinned_total(self) -> int:
+        return sum(self.turns[p].tokens for p in self.members if self.turns[p].pinned)
+
+    @property
+    def overflow(self) -> int:
+        return max(0, self.total - self.budget)
+
+    def _insert(self, turn: HotTurn) -> None:
+        self.members.append(turn.position)
+        self.members.sort()
+        self.turns[turn.position] = turn
+
+    def _remove(self, position: int) -> HotTurn:
+        self.members.remove(position)
+        return self.turns.pop(position)
+
+    def candidates(self) -> list[int]:
+        window = self.members[self.head : max(self.head, len(self.members) - self.tail)]
+        return [p for p in window if not self.turns[p].pinned]
+
+    @staticmethod
+    def victim_index(n_candidates: int, bias: float) -> int:
+        return max(0, math.ceil((1 - bias) * ((n_candidates - 1) / 2) - 0.5))
+
+    def enforce(self) -> tuple[list[int], list[int]]:
+        evicted: list[int] = []
+        demoted: list[int] = []
+        while self.total > self.budget:
+            cand = self.candidates()
+            if cand:
+                victim = cand[self.victim_index(len(cand), self.bias)]
+                self.log.append(Eviction(victim, cand))
+                self._remove(victim)
+                self.evictions += 1
+                evicted.append(victim)
+            elif self.pinned_total > self.budget:
+                pins = [p for p in self.members if self.turns[p].pinned]
+                worst = min(pins, key=lambda p: (self.turns[p].priority, p))
+                self.demoted[worst] = self._remove(worst).tokens
+                demoted.append(worst)
+            else:
+                break
+        return evicted, demoted
+
+    def admit(self, turn: HotTurn, *, contiguous: bool = True) -> tuple[list[int], list[int]]:
+        if turn.position <= self.last:
+            return [], []
+        assert not contiguous or turn.position == self.last + 1
+        self.demoted.pop(turn.position, None)
+        if not turn.pinned:
+            turn = HotTurn(turn.position, turn.tokens, False, 0, turn.payload)
+        self._insert(turn)
+        self.last = turn.position
+        return self.enforce()
+
+    def pin(self, position: int, priority: int, turn: HotTurn | None) -> tuple[list[int], list[int]] | None:
+        """None where the Lua script answers NOTHOT."""
+        if position in self.turns:
+            t = self.turns[position]
+            self.turns[position] = HotTurn(t.position, t.tokens, True, priority, t.payload)
+            self.demoted.pop(position, None)
+            return self.enforce()
+        if turn is None:
+            return None
+        self.demoted.pop(position, None)
+        self._insert(HotTurn(position, turn.tokens, True, priority, turn.payload))
+        return self.enforce()
+
+    def unpin(self, position: int) -> tuple[list[int], list[int]]:
+        if position in self.turns:
+            t = self.turns[position]
+            if t.pinned:
+                self.turns[position] = HotTurn(t.position, t.tokens, False, 0, t.payload)
+                return self.enforce()
+            return [], []
+        self.demoted.pop(position, None)
+        return [], []
+
+    def hot(self) -> list[HotTurn]:
+        return [self.turns[p] for p in self.members]
+
+
+def replay(turns: Iterable[HotTurn], budget: int, head: int, tail: int, bias: float) -> RefConversation:
+    ref = RefConversation(budget, head, tail, bias)
+    for t in turns:
+        ref.admit(t, contiguous=False)
+    return ref

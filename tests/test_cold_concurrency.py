@@ -1,0 +1,59 @@
+"""Invariant 1 across processes: the store assigns positions in one statement under the
+write lock, so writers in separate processes get exactly 0..N-1, each once, and each
+writer's messages keep that writer's order."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from cold_helpers import raw, worker
+
+from tiers.cold import ColdStore
+from tiers.tokens import BpeTokenCounter
+
+WRITERS = 4
+PER_WRITER = 500
+
+
+def test_four_processes_get_contiguous_unique_positions(tmp_path: Path, counter: BpeTokenCounter) -> None:
+    db = tmp_path / "data" / "tiermem.db"
+    ColdStore(db, tokens=counter).close()  # migrate once, so the children race on appends only
+    go = tmp_path / "go"
+    procs = [worker("append", str(db), str(w), str(PER_WRITER), str(go),
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for w in range(WRITERS)]
+    try:
+        for p in procs:  # all children are connected before any of them writes
+            assert p.stdout is not None
+            assert p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
+        go.touch()
+        returned = []
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            returned.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    with raw(db) as conn:
+        rows = conn.execute(
+            "SELECT position, json_extract(body, '$.content') FROM messages WHERE conversation_id = 'shared' "
+            "ORDER BY position"
+        ).fetchall()
+        turns = conn.execute("SELECT COUNT(*) FROM turns WHERE conversation_id = 'shared'").fetchone()[0]
+    total = WRITERS * PER_WRITER
+    # the log holds exactly 0..1999, no gap, no duplicate
+    assert [r[0] for r in rows] == list(range(total))
+    assert turns == total
+    # what each writer was told matches the log, and no two writers were told the same position
+    all_returned = [p for ps in returned for p in ps]
+    assert sorted(all_returned) == list(range(total))
+    content_at = dict(rows)
+    for w, positions in enumerate(returned):
+        assert [content_at[p] for p in positions] == [f"w{w}-{i}" for i in range(PER_WRITER)]
+        # a writer's own messages appear in the order it wrote them
+        assert positions == sorted(positions)

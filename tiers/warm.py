@@ -1,0 +1,641 @@
+"""Warm tier: summaries as materialized views over the cold log (storage only).
+
+A view is one of three kinds per conversation: `rolling` (the whole conversation so
+far, key ''), `constraints` (the current instructions, constraints, entities and
+decisions, key '') and `session` (one per session id, key = the session id). The
+consolidation layer computes views; this module stores, reads and caches them.
+
+Invariants:
+
+- Views are derived (DESIGN invariant 2): everything here can be recomputed from the
+  log. They live in `summaries`, which `ColdStore.prune` clears with the conversation.
+- Versioned rows, never rewritten: `put` inserts version = previous + 1 in one
+  transaction. Nothing ever UPDATEs a summary row. A write whose `end_position` is
+  behind the current version (a slower concurrent refresher) is refused and the
+  current version is returned, so the latest version never moves backwards.
+- Every sentence keeps the log positions it came from. `put` refuses (ValidationError,
+  nothing written) a view whose positions are not inside 0..last position of the
+  conversation, a view outside its own range, an unknown kind, or a key that does
+  not match the kind.
+- A failed refresh never becomes a summary: the previous version stays current and
+  the error goes to the separate `summary_errors` table (bounded per view).
+- A fold (DESIGN invariant 4) written with a rolling view (`put(..., fold=True)`) is a
+  `checkpoints` row at the view's `end_position` holding the view's text, committed in
+  the same transaction as the summary row; it deletes nothing.
+- Redis, when given, caches only the latest version per view, under keys that share
+  the conversation's hash tag `{tm:<escaped id>}` with the hot tier. Cold is the truth:
+  a cache write only ever raises the cached version (one Lua script, so two processes
+  cannot regress it), entries carry the database's uuid and expire, and any Redis
+  error falls back to SQLite. The client is the caller's and is never closed here.
+- A stored row that cannot be decoded is logged, counted (`salvaged`) and skipped;
+  `latest` then answers the newest version that decodes.
+
+Rendering: `SummaryView.text()` is one sentence per line; a superseded sentence is
+prefixed with `SUPERSEDED_PREFIX`. `render()` is the one implementation, and stored
+`tokens` are the exact count of that text with the store's TokenCounter, so
+summarizers that count `render(sentences)` agree with what is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tiers.cold import ColdStore, Connection, TurnRow, migrate, register_migration, schema_version
+from tiers.errors import ConversationNotFound, ValidationError
+
+log = logging.getLogger("tiermem.warm")
+
+KINDS: tuple[str, ...] = ("rolling", "constraints", "session")
+STATUSES: tuple[str, ...] = ("current", "superseded")
+SUPERSEDED_PREFIX = "(superseded) "
+MAX_ERROR_CHARS = 2000
+ERRORS_KEPT_PER_VIEW = 20
+CACHE_TTL_S = 3600
+_SALVAGE_LOOKBACK = 5  # versions tried when the newest rows do not decode
+
+
+# ----------------------------------------------------------------------------------
+# Schema. Registered at import; the step is idempotent (IF NOT EXISTS) so that a
+# database migrated by a process that imported the layers in another order still opens.
+
+
+def m101_create_summaries(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE IF NOT EXISTS summaries(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('rolling', 'constraints', 'session')),
+            key TEXT NOT NULL DEFAULT '',
+            version INTEGER NOT NULL CHECK (version >= 1),
+            start_position INTEGER NOT NULL,
+            end_position INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            summarizer TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE(conversation_id, kind, key, version)
+        )"""
+    )
+    c.execute(
+        """CREATE TABLE IF NOT EXISTS summary_errors(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL DEFAULT '',
+            error TEXT NOT NULL,
+            at REAL NOT NULL
+        )"""
+    )
+    c.execute(
+        "CREATE INDEX IF NOT EXISTS summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)"
+    )
+    # The constraint extract reads the load-bearing turns of a conversation; a partial
+    # index keeps that read proportional to them, and costs appends nothing (a turn is
+    # inserted unlabeled, so it enters the index only when labeled load-bearing).
+    c.execute(
+        "CREATE INDEX IF NOT EXISTS turns_load_bearing ON turns(conversation_id, position) "
+        "WHERE load_bearing = 1"
+    )
+
+
+register_migration(m101_create_summaries)
+for _table in ("summaries", "summary_errors"):
+    if _table not in ColdStore.extra_conversation_tables:
+        ColdStore.extra_conversation_tables.append(_table)
+
+
+# ----------------------------------------------------------------------------------
+# Values
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One line of a view and the log positions it came from."""
+
+    text: str
+    positions: tuple[int, ...]
+    status: str = "current"  # or "superseded"
+    label: str | None = None  # e.g. the source turn's intent
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"text": self.text, "positions": list(self.positions), "status": self.status}
+        if self.label is not None:
+            d["label"] = self.label
+        return d
+
+    @classmethod
+    def from_json(cls, d: Any) -> Sentence:
+        if not isinstance(d, dict):
+            raise ValueError("sentence is not an object")
+        text, positions, status = d.get("text"), d.get("positions"), d.get("status", "current")
+        label = d.get("label")
+        if not isinstance(text, str) or not isinstance(positions, list) or status not in STATUSES:
+            raise ValueError("sentence has the wrong shape")
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
+            raise ValueError("sentence positions are not integers")
+        if label is not None and not isinstance(label, str):
+            raise ValueError("sentence label is not a string")
+        return cls(text, tuple(positions), status, label)
+
+
+def render_sentence(s: Sentence) -> str:
+    return (SUPERSEDED_PREFIX + s.text) if s.status == "superseded" else s.text
+
+
+def render(sentences: Sequence[Sentence]) -> str:
+    """The text of a view: one sentence per line (see module docstring)."""
+    return "\n".join(render_sentence(s) for s in sentences)
+
+
+@dataclass(frozen=True)
+class SummaryView:
+    """One version of one view. `version` and `tokens` are assigned by `WarmStore.put`."""
+
+    conversation_id: str
+    kind: str
+    key: str
+    version: int
+    start_position: int
+    end_position: int
+    sentences: tuple[Sentence, ...]
+    tokens: int
+    summarizer: str
+    created_at: float
+
+    def text(self) -> str:
+        return render(self.sentences)
+
+    def current_text(self) -> str:
+        """Only the current sentences (what a prompt that must not see retracted
+        constraints should use)."""
+        return render([s for s in self.sentences if s.status == "current"])
+
+    def positions(self) -> list[int]:
+        """Every log position behind this view, sorted, for re-expansion."""
+        return sorted({p for s in self.sentences for p in s.positions})
+
+    def body_json(self) -> str:
+        return json.dumps([s.to_json() for s in self.sentences], ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """How far a view is behind the log. `turns_behind` counts positions after the
+    view's `end_position` (all of them for a missing view); `seconds_behind` is how
+    long the oldest of those has waited (0 when none)."""
+
+    turns_behind: int
+    seconds_behind: float
+    over_budget: bool
+
+    def severity(self, max_turns: int, max_seconds: float) -> float:
+        """max(turns/max_turns, seconds/max_seconds): > 1 means over budget."""
+        return max(self.turns_behind / max(1, max_turns), self.seconds_behind / max(1e-9, max_seconds))
+
+
+def staleness(
+    view: SummaryView | None,
+    *,
+    last_position: int,
+    last_message_at: float,
+    max_turns: int,
+    max_seconds: float,
+    now: float,
+    first_uncovered_at: float | None = None,
+    turns_behind: int | None = None,
+) -> Staleness:
+    """See `WarmStore.staleness`."""
+    end = view.end_position if view is not None else -1
+    behind = max(0, last_position - end) if turns_behind is None else max(0, turns_behind)
+    if behind == 0:
+        seconds = 0.0
+    elif first_uncovered_at is not None:
+        seconds = max(0.0, now - first_uncovered_at)
+    elif view is not None:
+        # upper bound: the log moved on some time after the view was made
+        seconds = max(0.0, now - view.created_at)
+    else:
+        # lower bound: at least the newest message has waited this long
+        seconds = max(0.0, now - last_message_at)
+    over = behind > 0 and (behind > max_turns or seconds > max_seconds)
+    return Staleness(behind, seconds, over)
+
+
+# ----------------------------------------------------------------------------------
+# Redis cache
+
+# Raise the cached version only: KEYS[1] hash; ARGV version, payload, ttl seconds.
+_CACHE_SET = """
+local cur = redis.call('HGET', KEYS[1], 'v')
+if cur and tonumber(cur) >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'j', ARGV[2])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return 1
+"""
+
+
+def escape_id(conversation_id: str) -> str:
+    """The hot tier's escaping (`tiers.hot.escape_id`), so both tiers share a hash tag."""
+    return urllib.parse.quote(conversation_id, safe="._:@-")
+
+
+# ----------------------------------------------------------------------------------
+# Store
+
+
+def check_view_key(kind: str, key: str) -> None:
+    if kind not in KINDS:
+        raise ValidationError("kind", f"must be one of {KINDS}, got {kind!r}")
+    if not isinstance(key, str):
+        raise ValidationError("key", "must be a string")
+    if kind == "session" and not key:
+        raise ValidationError("key", "a session view needs the session id as key")
+    if kind != "session" and key:
+        raise ValidationError("key", f"a {kind} view has key '', got {key!r}")
+
+
+_TURN_SELECT = ("SELECT conversation_id, position, role, session_id, tokens, content_hash, created_at, "
+                "intent, load_bearing, priority, label_reason, superseded_by FROM turns ")
+_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
+         "created_at")
+
+
+class WarmStore:
+    """Versioned summary views in the cold database, optionally cached in Redis.
+
+    Thread-safe through the ColdStore's lock. `redis_client` is the caller's (a
+    redis-py Redis or RedisCluster); it is used, never closed.
+    """
+
+    def __init__(self, cold: ColdStore, redis_client: Any = None, *, key_prefix: str = "tm") -> None:
+        if cold.version < schema_version():
+            # the store was opened before this module registered its migration
+            with cold._lock:
+                cold.version = migrate(cold._conn, str(cold.path))
+        self.cold = cold
+        self.redis = redis_client
+        self.key_prefix = key_prefix
+        self.salvaged = 0
+        self.cache_errors = 0
+        self._cache_script: Any = None
+
+    # -- decoding ------------------------------------------------------------------------
+
+    def _decode(self, row: Sequence[Any]) -> SummaryView | None:
+        conv, kind, key, version, start, end, body, tokens, summarizer, created = row
+        try:
+            data = json.loads(body)
+            if not isinstance(data, list):
+                raise ValueError("body is not a list")
+            sentences = tuple(Sentence.from_json(d) for d in data)
+            return SummaryView(conv, kind, key, int(version), int(start), int(end), sentences, int(tokens),
+                               str(summarizer), float(created))
+        except (ValueError, TypeError) as exc:
+            self.salvaged += 1
+            self.cold.salvaged += 1
+            log.warning("salvage: skipped summary conversation=%s kind=%s key=%s version=%s: %s",
+                        conv, kind, key, version, exc)
+            return None
+
+    # -- cache ---------------------------------------------------------------------------
+
+    def cache_key(self, conversation_id: str, kind: str, key: str = "") -> str:
+        tag = "{" + self.key_prefix + ":" + escape_id(conversation_id) + "}"
+        return f"{tag}:warm:{kind}:{escape_id(key)}"
+
+    def _cache_get(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
+        if self.redis is None:
+            return None
+        try:
+            raw = self.redis.hget(self.cache_key(conversation_id, kind, key), "j")
+        except Exception as exc:  # any Redis failure: cold answers
+            self.cache_errors += 1
+            log.debug("warm cache read failed: %s", exc)
+            return None
+        if raw is None:
+            return None
+        try:
+            d = json.loads(raw)
+            if d.get("db") != self.cold.db_uuid:
+                return None
+            sentences = tuple(Sentence.from_json(s) for s in d["sentences"])
+            return SummaryView(conversation_id, kind, key, int(d["version"]), int(d["start"]), int(d["end"]),
+                               sentences, int(d["tokens"]), str(d["summarizer"]), float(d["created_at"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    def _cache_set(self, view: SummaryView) -> None:
+        if self.redis is None:
+            return
+        payload = json.dumps({
+            "db": self.cold.db_uuid, "version": view.version, "start": view.start_position,
+            "end": view.end_position, "tokens": view.tokens, "summarizer": view.summarizer,
+            "created_at": view.created_at, "sentences": [s.to_json() for s in view.sentences],
+        }, ensure_ascii=False)
+        try:
+            self.redis.eval(_CACHE_SET, 1, self.cache_key(view.conversation_id, view.kind, view.key),
+                            view.version, payload, CACHE_TTL_S)
+        except Exception as exc:
+            self.cache_errors += 1
+            log.debug("warm cache write failed: %s", exc)
+
+    def invalidate(self, conversation_id: str, kind: str, key: str = "") -> None:
+        """Drop a cached view (e.g. after prune, when an id may be reused)."""
+        if self.redis is None:
+            return
+        try:
+            self.redis.delete(self.cache_key(conversation_id, kind, key))
+        except Exception as exc:
+            self.cache_errors += 1
+            log.debug("warm cache delete failed: %s", exc)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def latest(self, conversation_id: str, kind: str, key: str = "") -> SummaryView | None:
+        """The newest version of a view, or None if it was never written."""
+        check_view_key(kind, key)
+        cached = self._cache_get(conversation_id, kind, key)
+        if cached is not None:
+            return cached
+        view = self._latest_cold(conversation_id, kind, key)
+        if view is not None:
+            self._cache_set(view)
+        return view
+
+    def _latest_cold(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
+        rows = self.cold._read(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY version DESC LIMIT ?",
+            (conversation_id, kind, key, _SALVAGE_LOOKBACK),
+        )
+        for r in rows:
+            view = self._decode(r)
+            if view is not None:
+                return view
+        return None
+
+    def version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryView | None:
+        """One stored version (versions are immutable)."""
+        rows = self.cold._read(
+            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "AND version = ?",
+            (conversation_id, kind, key, version),
+        )
+        return self._decode(rows[0]) if rows else None
+
+    def versions(self, conversation_id: str, kind: str, key: str = "") -> list[int]:
+        return [int(r[0]) for r in self.cold._read(
+            "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY version",
+            (conversation_id, kind, key),
+        )]
+
+    def sessions(self, conversation_id: str) -> list[SummaryView]:
+        """The latest version of every session view, in order of first position."""
+        rows = self.cold._read(
+            f"SELECT {_COLS} FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' AND version = "
+            "(SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
+            "AND key = s.key) ORDER BY start_position, key",
+            (conversation_id,),
+        )
+        out = [v for v in map(self._decode, rows) if v is not None]
+        if len(out) < len(rows):  # a newest row did not decode: fall back per key
+            have = {v.key for v in out}
+            for r in rows:
+                if r[2] not in have:
+                    v = self._latest_cold(conversation_id, "session", r[2])
+                    if v is not None:
+                        out.append(v)
+            out.sort(key=lambda v: (v.start_position, v.key))
+        return out
+
+    def session_ends(self, conversation_id: str) -> dict[str, int]:
+        """session id -> end_position of its latest view (cheap; no bodies decoded)."""
+        rows = self.cold._read(
+            "SELECT key, end_position FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' AND "
+            "version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
+            "AND key = s.key)",
+            (conversation_id,),
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    def errors(self, conversation_id: str, kind: str, key: str = "",
+               limit: int = 10) -> list[tuple[str, float]]:
+        """Recent refresh errors of a view, newest first: (error, at)."""
+        rows = self.cold._read(
+            "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY id DESC LIMIT ?",
+            (conversation_id, kind, key, limit),
+        )
+        return [(r[0], float(r[1])) for r in rows]
+
+    # -- log-side reads the view maintainer needs ------------------------------------------
+
+    def turn_rows(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
+        """Turn-index rows (labels included) for scattered positions, in log order."""
+        out: list[TurnRow] = []
+        uniq = sorted(set(positions))
+        for i in range(0, len(uniq), 500):
+            chunk = uniq[i:i + 500]
+            ph = ",".join("?" * len(chunk))
+            rows = self.cold._read(
+                _TURN_SELECT +
+                f"WHERE conversation_id = ? AND position IN ({ph}) ORDER BY position",
+                (conversation_id, *chunk),
+            )
+            out.extend(_turn_row(r) for r in rows)
+        return out
+
+    def load_bearing_turns(self, conversation_id: str, end: int) -> list[TurnRow]:
+        """Load-bearing turns at or before `end`, plus the turns that supersede them
+        (a correction is the current value even when not itself labeled load-bearing)."""
+        rows = self.cold._read(
+            _TURN_SELECT +
+            "WHERE conversation_id = ? AND load_bearing = 1 AND position <= ? ORDER BY position",
+            (conversation_id, end),
+        )
+        out = {t.position: t for t in map(_turn_row, rows)}
+        frontier = list(out.values())
+        while frontier:  # follow chains: A superseded by B, B by C
+            nxt = sorted({t.superseded_by for t in frontier
+                          if t.superseded_by is not None and t.superseded_by <= end} - set(out))
+            frontier = self.turn_rows(conversation_id, nxt) if nxt else []
+            out.update((t.position, t) for t in frontier)
+        return [out[p] for p in sorted(out)]
+
+    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
+        rows = self.cold._read(
+            _TURN_SELECT +
+            "WHERE conversation_id = ? AND position > ? AND position <= ? AND session_id = ? "
+            "ORDER BY position",
+            (conversation_id, after, end, session_id),
+        )
+        return [_turn_row(r) for r in rows]
+
+    def frontier(self) -> list[tuple[str, int, float, int | None, int | None]]:
+        """Per conversation with messages: (id, last position, last_message_at, rolling
+        end, constraints end). Index seeks per conversation, no scans of the log."""
+        rows = self.cold._read(
+            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
+            "c.last_message_at, "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
+            "FROM conversations c"
+        )
+        return [(r[0], int(r[1]), float(r[2]), None if r[3] is None else int(r[3]),
+                 None if r[4] is None else int(r[4])) for r in rows if r[1] is not None]
+
+    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
+                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
+        """(position, session id, created_at) of turns after `after`, in log order."""
+        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = ? AND position > ?"
+        params: list[Any] = [conversation_id, after]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        sql += " ORDER BY position"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [(int(r[0]), r[1], float(r[2])) for r in self.cold._read(sql, params)]
+
+    def created_at(self, conversation_id: str, position: int) -> float | None:
+        rows = self.cold._read(
+            "SELECT created_at FROM turns WHERE conversation_id = ? AND position = ?",
+            (conversation_id, position),
+        )
+        return float(rows[0][0]) if rows else None
+
+    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
+        """Unlabeled turns after `after`: (position, created_at), in log order."""
+        rows = self.cold._read(
+            "SELECT position, created_at FROM turns WHERE conversation_id = ? AND position > ? "
+            "AND intent IS NULL ORDER BY position",
+            (conversation_id, after),
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    # -- writes --------------------------------------------------------------------------
+
+    def put(self, view: SummaryView, *, fold: bool = False) -> SummaryView:
+        """Store `view` as the next version of its view, in one transaction, and return
+        it with its version and exact token count. With `fold`, the same transaction
+        writes a checkpoint at `end_position` holding the view's text.
+
+        If the current version already covers more of the log than `view`, nothing is
+        written and the current version is returned."""
+        check_view_key(view.kind, view.key)
+        if view.start_position < 0 or view.end_position < view.start_position:
+            raise ValidationError(
+                "end_position", f"range {view.start_position}..{view.end_position} is empty")
+        for s in view.sentences:
+            if not s.positions:
+                raise ValidationError("sentences", f"sentence {s.text[:40]!r} has no source positions")
+            if s.status not in STATUSES:
+                raise ValidationError("sentences", f"status must be one of {STATUSES}, got {s.status!r}")
+            if "\n" in s.text:
+                raise ValidationError("sentences", "a sentence is one line (no newline)")
+            if min(s.positions) < view.start_position or max(s.positions) > view.end_position:
+                raise ValidationError(
+                    "sentences",
+                    f"positions {list(s.positions)} fall outside the view's range "
+                    f"{view.start_position}..{view.end_position}",
+                )
+        text = view.text()
+        if fold and not text:
+            raise ValidationError("fold", "an empty summary cannot stand in for turns")
+        tokens = self.cold.tokens.count(text)
+        body = view.body_json()
+        with self.cold._tx() as c:
+            last = c.execute(
+                "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
+                (view.conversation_id,),
+            ).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(view.conversation_id)
+            if view.end_position > last:
+                raise ValidationError("end_position", f"{view.end_position} is past the last position {last}")
+            prev = c.execute(
+                f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                "ORDER BY version DESC LIMIT 1",
+                (view.conversation_id, view.kind, view.key),
+            ).fetchone()
+            if prev is not None and int(prev[5]) > view.end_position:
+                current = self._decode(prev)
+                if current is not None:
+                    log.info("warm: refused a write behind the current version (%s %s %s v%s)",
+                             view.conversation_id, view.kind, view.key, prev[3])
+                    return current
+            version = (int(prev[3]) if prev is not None else 0) + 1
+            c.execute(
+                f"INSERT INTO summaries({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (view.conversation_id, view.kind, view.key, version, view.start_position, view.end_position,
+                 body, tokens, view.summarizer, view.created_at),
+            )
+            if fold:
+                meta = {"source": "warm", "kind": view.kind, "version": version,
+                        "summarizer": view.summarizer}
+                c.execute(
+                    "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                    "VALUES (?,?,?,?,?)",
+                    (view.conversation_id, view.end_position, text, json.dumps(meta), time.time()),
+                )
+        stored = replace(view, version=version, tokens=tokens)
+        self._cache_set(stored)
+        return stored
+
+    def record_error(self, conversation_id: str, kind: str, key: str, error: str) -> None:
+        """Record a failed refresh; the previous version stays current. Keeps the
+        newest `ERRORS_KEPT_PER_VIEW` errors per view."""
+        check_view_key(kind, key)
+        text = str(error)[:MAX_ERROR_CHARS] or "unknown error"
+        with self.cold._tx() as c:
+            c.execute(
+                "INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (?,?,?,?,?)",
+                (conversation_id, kind, key, text, time.time()),
+            )
+            c.execute(
+                "DELETE FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 AND id <= "
+                "(SELECT id FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 "
+                " ORDER BY id DESC LIMIT 1 OFFSET ?4)",
+                (conversation_id, kind, key, ERRORS_KEPT_PER_VIEW),
+            )
+
+    # -- freshness -----------------------------------------------------------------------
+
+    def staleness(
+        self,
+        view: SummaryView | None,
+        *,
+        last_position: int,
+        last_message_at: float,
+        max_turns: int,
+        max_seconds: float,
+        now: float,
+        first_uncovered_at: float | None = None,
+    ) -> Staleness:
+        """How far `view` (None: never written) is behind a log whose last position is
+        `last_position`. Turns behind = last_position - end_position. Seconds behind =
+        now - `first_uncovered_at` (when the oldest message the view lacks was
+        written); without it, the view's age bounds it (now - created_at), and for a
+        missing view now - `last_message_at` is used. Over budget when some turn is
+        uncovered and turns > max_turns or seconds > max_seconds."""
+        if not (max_turns >= 0 and max_seconds >= 0 and math.isfinite(now)):
+            raise ValidationError("staleness", "budgets must be >= 0 and now finite")
+        return staleness(view, last_position=last_position, last_message_at=last_message_at,
+                         max_turns=max_turns, max_seconds=max_seconds, now=now,
+                         first_uncovered_at=first_uncovered_at)
+
+
+def _turn_row(r: Sequence[Any]) -> TurnRow:
+    return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
+                   int(r[9] or 0), r[10], r[11])
