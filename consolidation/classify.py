@@ -78,7 +78,9 @@ class TurnLabel:
 # Normalisation
 # --------------------------------------------------------------------------------------------------
 
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"})
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"}
+)
 
 
 def normalize(text: str) -> str:
@@ -92,17 +94,19 @@ def _clean(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).translate(_QUOTES).split())
 
 
-# Clause split: sentence ends plus ';' and ', but/so/and then'.  Imperatives are detected at the
-# start of a clause so that "ping her for anything touching auth" after a comma still counts,
-# while a verb in the middle of a clause ("reminds me to never give up") does not.
+# Clause split: sentence ends, ';', and a comma before "but/so/then/please/don't/...".  Imperatives
+# and constraints are detected at the
+# start of a clause, so that "ping her for anything touching auth" after a comma still counts while
+# a verb in the middle of a clause ("reminds me to never give up") does not.
 _CLAUSE_SPLIT = re.compile(
     r"(?<=[.!?;:])\s+|\s*;\s*|\s+-\s+|\n+"
-    r"|,\s+(?=(?:but|so|and|then|or|please|don't|do not|never|always|make sure)\b)"
+    # (", and ..." is not split: in narration it continues a sentence whose subject was dropped.)
+    r"|,\s+(?=(?:but|so|then|or|please|don't|do not|make sure)\b)"
     # ", ping her ...", ", book it ...": an imperative with an object pronoun starts a new clause.
     r"|,\s+(?=[a-z]+ (?:her|him|them|it|me|us|that|this)\b)"
 )
 _LEAD_FILLER = re.compile(
-    r"^(?:(?:ok(?:ay)?|also|and|so|then|but|oh|fine|yes|yeah|yep|sure|great|cool|hey|hi|alright|"
+    r"^(?:(?:ok(?:ay)?|also|and|so|then|but|oh|fine|yes|yeah|yep|sure|great|cool|hey|hi|alright|actually|"
     r"please|pls|oh and|and also|now|first|next|finally|just|hmm+|um+|well|by the way|btw)\b[,.!]?\s*)+"
 )
 
@@ -127,33 +131,87 @@ def _words(norm: str) -> list[str]:
 # Correction cues (shared with supersede.py)
 # --------------------------------------------------------------------------------------------------
 
+# Verbs after which "... instead" closes an order rather than a narration.
+_INSTEAD_VERBS = (
+    "make|use|go with|let's|switch|change|answer|book|send|set|put|move|schedule|ship|target|write|reply|"
+    "respond|call|email|run|deploy"
+)
 # Each entry: (rule name, pattern over normalised text).  Strong cues are corrections on their own;
-# "actually"-style openers need a change marker too, because "actually, I also need a car" adds
-# rather than revises.
+# "actually"-style openers (below) need a change marker too, because "actually, I also need a car"
+# adds rather than revises.
 _CORRECTION_STRONG: list[tuple[str, re.Pattern[str]]] = [
-    ("retraction", re.compile(r"\b(?:scratch that|never ?mind|nvm|disregard (?:that|my|what)|ignore (?:that|my last|what i said))\b")),
-    ("retraction", re.compile(r"\bforget (?:what i said|that|about|the|it|my)\b")),
+    (
+        "retraction",
+        re.compile(
+            r"\b(?:scratch that|never ?mind|nvm|disregard (?:that|my|what)|"
+            r"ignore (?:that|my last|what i said))\b"
+        ),
+    ),
+    (
+        "retraction",
+        re.compile(r"^(?:just |please |oh )?forget (?:what i said|that|about|the|it|my|everything)\b"),
+    ),
     ("retraction", re.compile(r"\b(?:undo|revert) (?:that|this|it|the last|my last)\b")),
-    ("self-correction", re.compile(r"\bi meant\b|\bi mean[t]?,|\bmy (?:mistake|bad)\b|\bcorrection:|\bi misspoke\b|\btypo\b")),
+    (
+        "self-correction",
+        re.compile(r"\bi meant\b|\bmy (?:mistake|bad)\b|\bcorrection:|\bi misspoke\b|\btypo\b"),
+    ),
     ("self-correction", re.compile(r"\b(?:i|we) (?:gave|said|typed|wrote|told) (?:you )?(?:the )?wrong\b")),
     ("self-correction", re.compile(r"\bi said .{1,40}\b(?:earlier|before|but)\b")),
-    ("wait-change", re.compile(r"^(?:no,? wait|oh,? wait|wait,? (?:no|actually|i)|hold on|hang on|hmm+,? no\b|no no\b)")),
-    ("no-longer", re.compile(r"\b(?:don't|do not|doesn't|does not|no longer)\b.{0,40}\b(?:anymore|any more)\b|\bno longer\b")),
+    (
+        "wait-change",
+        re.compile(
+            r"^(?:no,? wait|oh,? wait|wait,? (?:no|actually|i)|hold on\b|hang on\b|hmm+,? no\b|no no\b)"
+        ),
+    ),
+    (
+        "no-longer",
+        re.compile(
+            r"\b(?:don't|do not|doesn't|does not|no longer)\b.{0,40}\b(?:anymore|any more)\b|\bno longer\b"
+        ),
+    ),
     ("after-all", re.compile(r"\bafter all\b")),
-    ("changed-now", re.compile(r"\b(?:changed|moved|switched|is|it's|are) .{0,30}\bnow\b.{0,12}\bnot\b|\b(?:changed|moved)\b.{0,40}\bnow\b")),
-    ("change-to", re.compile(r"^(?:change|switch|move|make) (?:it|that|this|the [\w -]{1,30}?|my [\w -]{1,30}?) (?:to|for|into)\b")),
-    ("make-it", re.compile(r"^make (?:it|that|this) \w")),
-    ("instead", re.compile(r"^(?:instead|rather)\b|\binstead(?: of [\w -]{1,30})?[.!]?$")),
+    (
+        "changed-now",
+        re.compile(
+            r"\b(?:changed|moved|switched|is|it's|are) .{0,30}\bnow\b.{0,12}\bnot\b"
+            r"|\b(?:changed|moved)\b.{0,40}\bnow\b"
+        ),
+    ),
+    (
+        "change-to",
+        re.compile(
+            r"^(?:change|switch|move|make) "
+            r"(?:it|that|this|the [\w -]{1,30}?|my [\w -]{1,30}?) (?:to|for|into)\b"
+        ),
+    ),
+    ("make-it", re.compile(r"^make (?:it|that|this) [\w$:]+")),
+    ("instead", re.compile(r"^(?:instead|rather)\b")),
+    # "... instead" ends a correction when the clause is an order ("answer in English instead"),
+    # not when it narrates ("I'm trying almond milk instead").
+    (
+        "instead",
+        re.compile(
+            rf"^(?:please )?(?:{_INSTEAD_VERBS})\b[^.!?]{{0,60}}\binstead(?: of [\w -]{{1,30}})?[.!]?$"
+        ),
+    ),
     ("let's-not", re.compile(r"^let's not\b|^(?:let's|we'll) (?:go with|use|do) .{1,30} instead\b")),
 ]
 _CORRECTION_OPENER = re.compile(r"^(?:(?:hmm+|oh|oops|sorry|wait|no|um+)[,.!]?\s+)*actually\b[,]?\s*")
 _CORRECTION_CHANGE = re.compile(
-    r"\b(?:make it|change|instead|rather|not|no longer|new|now|switch|move|better|fine|prefer|meant|it's|use)\b|"
+    r"\b(?:make it|change|instead|rather|not|no longer|new|now|switch|move|better|fine|prefer|meant|"
+    r"it's|use)\b|"
     r"\b(?:is|are) (?:at|on|in)\b"
 )
 _ADDITIVE = re.compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
 # "it's Flat 3 not Flat 2", "the 22nd, not the 21st": a value swapped for another.
-_NOT_X_BUT_Y = re.compile(r"\b(?:it's|it is|is|was|meant|at|on)\b[^.!?]{1,40}?,? not (?:the |a |an )?[\w:$.-]+(?: [\w:$.-]+)?[.!]?$")
+# The swapped values must look like values: separated by a comma ("6 now, not 5:30") or both
+# carrying digits ("Flat 3 not Flat 2"); "it's just not right" is not a correction.
+_NOT_X_BUT_Y = re.compile(
+    r"\b(?:it's|it is|is|was|meant|at|on)\b[^.!?]{1,40}?, not (?:the |a |an )?[\w:$.-]+(?: [\w:$.-]+)?[.!]?$"
+    r"|\b(?:it's|it is|is|was|meant|at|on)\b[^.!?,]{0,30}\d[^.!?,]{0,10} not (?:the |a |"
+    r"an )?[\w:$.-]*\d[\w:$.-]*[.!]?$"
+)
 
 
 def correction_cue(norm: str, role: str = "user") -> tuple[str, str] | None:
@@ -170,9 +228,11 @@ def correction_cue(norm: str, role: str = "user") -> tuple[str, str] | None:
     m = _CORRECTION_OPENER.match(norm)
     if m:
         rest = norm[m.end() :]
-        if not _ADDITIVE.search(rest) and not rest.startswith(("can you", "could you", "do you", "what", "how")):
-            if _CORRECTION_CHANGE.search(rest) or _slot_value(rest):
-                return "actually-change", m.group(0).strip(" ,")
+        asks = rest.startswith(("can you", "could you", "do you", "what", "how"))
+        # "actually, hold off on the upgrade": an order after "actually" revises the last one.
+        changes = _CORRECTION_CHANGE.search(rest) or _slot_value(rest) or _IMPERATIVE_START.match(rest)
+        if not _ADDITIVE.search(rest) and not asks and changes:
+            return "actually-change", m.group(0).strip(" ,")
     for c in clauses:
         m2 = _NOT_X_BUT_Y.search(c)
         if m2 and not _IMPERATIVE_START.match(c):
@@ -196,37 +256,84 @@ def _slot_value(s: str) -> bool:
 
 # Verbs that, at the start of a clause, make it a request to the agent.  Social imperatives
 # ("keep it up", "take care", "look at this") are excluded by _SOCIAL_IMPERATIVE below.
-_TASK_VERBS = (
-    "act add adjust answer apply archive assume avoid be book bump buy call cancel change check choose "
-    "clean close commit invite compare confirm convert copy create cut deploy draft drop email enable disable "
-    "exclude export file find fix flag forward gate get give go hold ignore import include install keep "
-    "limit list loop mark merge message migrate move notify open order pay pick pin ping plan post "
-    "prioritize push put rebase reboot refactor refund remind remove rename renew reply reserve reset "
-    "respond restart resume return revert review rewrite run schedule search send set ship show sign "
-    "skip sort split start stop submit summarize swap switch tag target test text track translate treat "
-    "try turn undo update upgrade downgrade upload use verify wait write"
-).split()
-_IMPERATIVE_START = re.compile(r"^(?:please |pls |just |now |also |kindly )?(?:" + "|".join(_TASK_VERBS) + r")\b(?! you\b)")
+# fmt: off
+_TASK_VERBS: tuple[str, ...] = (
+    "act", "add", "adjust", "answer", "apply", "archive", "assume", "avoid", "be", "book", "bump", "buy",
+    "call", "cancel", "change", "check", "choose", "clean", "close", "commit", "compare", "concentrate",
+    "confirm", "convert", "copy", "create", "cut", "deploy", "disable", "downgrade", "draft", "drop",
+    "email", "enable", "exclude", "export", "file", "find", "fix", "flag", "focus", "forward", "gate",
+    "get", "give", "hold", "ignore", "import", "include", "install", "invite", "keep", "limit", "list",
+    "loop", "mark", "merge", "message", "migrate", "move", "notify", "open", "order", "pay", "pick", "pin",
+    "ping", "plan", "post", "prioritize", "push", "put", "rebase", "reboot", "refactor", "refund", "remind",
+    "remove", "rename", "renew", "reply", "reserve", "reset", "respond", "restart", "restrict", "return",
+    "revert", "review", "rewrite", "run", "schedule", "search", "send", "set", "ship", "show", "sign",
+    "skip", "sort", "split", "start", "stick", "stop", "submit", "summarize", "swap", "switch", "tag",
+    "target", "test", "text", "track", "translate", "treat", "try", "turn", "undo", "update", "upgrade",
+    "upload", "use", "verify", "wait", "write",
+)
+# fmt: on
+_IMPERATIVE_START = re.compile(
+    r"^(?:please |pls |just |now |also |kindly )?(?:"
+    + "|".join(_TASK_VERBS)
+    + r"|go (?:with|back|ahead))\b(?! you\b)"
+)
 _SOCIAL_IMPERATIVE = re.compile(
     r"^(?:keep (?:it up|going|me posted|me updated|up the|at it|in touch|smiling|spreading|improving|"
-    r"rocking|pushing|doing|being|chasing|working hard)|take care|look at|check (?:this|it) out|go for it|"
+    r"rocking|pushing|doing|being|chasing|working hard)|take care|look at|check (?:\w+ ){0,2}out\b|go for it|"
     r"have (?:a|an|fun)|enjoy|see (?:ya|you)|let me know|get well|stay (?:safe|strong|tuned)|"
-    r"try (?:it|not to worry)|give it a (?:shot|try|go)|sign me up|show me (?:a|one|some) (?:pic|photo))"
+    r"try (?:it|not to worry)|give it a (?:shot|try|go)|sign me up|show me (?:a|one|some) (?:pic|photo)|"
+    r"keep on|keep (?:[a-z]+ing)\b|believe in|trust (?:me|yourself|the)|remember (?:that|you)|"
+    # encouragement between people, not orders to an agent
+    r"(?:don't|do not|never) (?:give up|be afraid|be so|be too|worry|hesitate|stress|lose|ever|"
+    r"stop believing|"
+    r"forget (?:that|to (?:take care|smile|have))|let (?:it|them|anyone|anything)))"
 )
+# Advice to a person ("do your research", "follow your dreams") uses second person and no first
+# person; instructions to an agent are about the user's things ("my", "me") or the agent's output.
+_ADVICE = re.compile(r"\b(?:your|yours|yourself)\b")
+_AGENT_OUTPUT = re.compile(
+    r"\byour (?:answers?|responses?|replies|reply|tone|output|messages?|code|summary|"
+    r"summaries|suggestions?)\b"
+)
+_FIRST_PERSON_OBJ = re.compile(r"\b(?:me|my|mine|us|our)\b")
+
+
+def _is_advice(clause: str) -> bool:
+    if not _ADVICE.search(clause):
+        return False
+    return not _AGENT_OUTPUT.search(clause) and not _FIRST_PERSON_OBJ.search(clause)
+
+
 _CONSTRAINT = re.compile(
-    r"^(?:always|never|don't|do not|dont|make sure|be sure|remember to|no more|avoid|only)\b|"
-    r"\b(?:from now on|going forward|moving forward|for all (?:future|correspondence)|at all times|every time you)\b|"
-    r"^no (?!worries|problem|way|idea|thanks|wait|need|rush|biggie|doubt|kidding)[a-z-]+(?: [a-z-]+)?\b"
+    # "always"/"never"/"don't" open an order only when a verb follows, not "always good to hear",
+    # "never been there", "don't you think", "don't feel like it".
+    r"^(?:always(?! (?:good|great|nice|happy|here|there|a|an|so|been|fun|glad|down|up))|"
+    r"never(?! (?:been|had|seen|heard|thought|done|tried|gone|knew|known|got|felt|met|used|really|"
+    r"expected|imagined|realized|stopped|liked|ever))|"
+    r"(?:don't|do not|dont)(?! (?:you|they|we|it|i|he|she|think|know|feel|get|understand|mind|care|"
+    r"really|remember|even|like|want|have|see|believe|worry|blame))|"
+    r"make sure|be sure|remember to|no more|avoid|only)\b|"
+    r"(?<!i'll )(?<!i will )\b(?:from now on|for all (?:future|correspondence)|at all times|"
+    r"every time you)\b(?!.*\bi'll\b)|"
+    r"^(?:going|moving) forward\b|\b(?:going|moving) forward[.!]?$|"
+    # "no red-eyes", "no meat suggestions"; not "no worries", "no way"
+    r"^no (?!worries|problem|prob|probs|way|idea|thanks|wait|need|rush|biggie|doubt|kidding|sweat|joke|"
+    r"matter|one|pressure|clue|big deal|offense|offence|shame|surprise|wonder|question)"
+    r"[a-z-]+(?: [a-z-]+)?\b"
 )
 _PERSONA = re.compile(r"^(?:act as|you are|you're|pretend|play the role|respond as|answer as|behave as)\b")
 _PERSONA_VERB = re.compile(r"\b(?:act as|pretend|role|respond as|answer as|behave as)\b")
 _REQUEST_MODAL = re.compile(
-    r"^(?:can|could|would|will) you (?:please |also |just |quickly )?(?!tell|explain|say|remind me what|"
+    r"^(?:can|could|would|will) you (?:please |also |just |quickly )?(?!like|tell|explain|say|remind me what|"
     r"clarify|describe|confirm whether|think|believe|know|recommend|suggest|imagine|see|hear|guess)([a-z]+)"
 )
+# "I want to cancel X" is a request; "I want to get stronger" is a goal.  Only service verbs count
+# after "to", and only need/would-like (not "want", "love") before a noun.
 _WANT = re.compile(
-    r"^(?:i|we)(?: need| want| would like|'d like|'d love| would love)(?: you)? "
-    r"(?:to |a |an |the |some |my |something|anything|one\b|flights?\b)"
+    r"^(?:i(?: also| just| really| still)?(?: need| want| would like|'d like)|we(?: would like|'d like))"
+    r"(?: you)? to (?:" + "|".join(_TASK_VERBS) + r")\b"
+    r"|^(?:i|we)(?: also| just| really| still)?(?: need|'d like| would like) "
+    r"(?:a |an |the |some |my |something|anything|one\b|flights?\b)"
 )
 _GO_AHEAD = re.compile(
     r"^(?:(?:ok(?:ay)?|yes|yeah|yep|sure)[,!. ]*)?(?:go ahead|do it|do that|book it|send it|ship it|"
@@ -236,8 +343,17 @@ _LETS_DECIDE = re.compile(
     r"\blet's (?:go with|use|do (?:that|it|the|this)|book|ship|take|pick|choose|stick with|switch|"
     r"keep (?:it|the|using)|try the|get the|move|schedule|deploy|merge|call it|go for the)\b"
 )
+# "The adjuster should call my cell", "Pets must be allowed": an obligation on a third party.
+# Epistemic uses ("it must be scary", "you should be proud") are excluded by subject and by
+# requiring a verb or a passive participle after the modal.
+_MODAL_DIRECTIVE = re.compile(
+    r"^(?!(?:you|i|we|it|that|this|there|everyone|everything|things|life|my|our|his|her|their)\b)"
+    r"(?:the |all |any |every )?[a-z-]+(?: [a-z-]+)? (?:should|must|needs to|need to|has to|have to|shall) "
+    r"(?:be (?:\w+ed|done|sent|kept|paid|shown|written|given|taken|made)\b"
+    r"|(?!be\b|have\b|feel\b|know\b)[a-z]+)"
+)
 _PLEASE = re.compile(r"\bplease\b|\bpls\b")
-_REMIND = re.compile(r"\bremind me\b|\bkeep (?:that|this) in mind\b|\bnote that\b")
+_REMIND = re.compile(r"\bkeep (?:that|this|it) in mind\b")
 
 
 def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str, str, bool] | None:
@@ -246,7 +362,7 @@ def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str,
         return None
     for c in clauses:
         m = _CONSTRAINT.search(c)
-        if m and not _SOCIAL_IMPERATIVE.match(c):
+        if m and not _SOCIAL_IMPERATIVE.match(c) and not _is_advice(c):
             return "imperative-constraint", m.group(0).strip(), True
     for c in clauses:
         m = _PERSONA.match(c)
@@ -266,7 +382,7 @@ def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str,
         m = _WANT.match(c)
         if m:
             return "want-request", m.group(0).strip(), False
-        if _SOCIAL_IMPERATIVE.match(c):
+        if _SOCIAL_IMPERATIVE.match(c) or _is_advice(c):
             continue
         m = _IMPERATIVE_START.match(c)
         if m:
@@ -274,6 +390,11 @@ def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str,
     m = _REMIND.search(norm)
     if m:
         return "remind", m.group(0), True
+    if "?" not in norm:
+        for c in clauses:
+            m = _MODAL_DIRECTIVE.match(c)
+            if m:
+                return "modal-directive", m.group(0), True
     if "?" not in norm:
         m = _PLEASE.search(norm)
         if m:
@@ -285,21 +406,24 @@ def _instruction_cue(norm: str, clauses: Sequence[str], role: str) -> tuple[str,
 # Question cues
 # --------------------------------------------------------------------------------------------------
 
-_WH_START = re.compile(
-    r"^(?:what|what's|whats|when|where|which|who|whom|whose|why|how|how's|is|are|am|was|were|do|does|did|"
-    r"can|could|would|will|shall|should|have|has|had|may|might|isn't|aren't|don't|doesn't|didn't|any|anything)\b"
-)
 _PHATIC_Q = re.compile(
-    r"\b(?:how (?:are|have) you(?: been| doing)?|how's it going|how are things|what's up|whats up|"
+    # "how are you?" alone is phatic; "how are you holding up?" is a real question.
+    r"\bhow (?:are|have) you(?: been| doing)?(?: today| lately| these days)?\s*(?:\?|$)|"
+    r"\b(?:how's it going|how are things|what's up|whats up|"
     r"how can i help|how may i help|what can i do for you|anything else i can (?:help|do)|"
-    r"what's on your (?:list|mind|plate)|how was your (?:day|weekend)|you good)\b"
+    r"what's on your (?:list|mind|plate)|how was your (?:day|weekend)|you good|what's new|"
+    r"anything new(?: with you)?|"
+    r"anything (?:new|exciting) going on|what's going on with you)\b"
 )
 _RHETORICAL_TAG = re.compile(r",?\s*(?:ya know|you know|alright|ok|okay|right guys|huh)\?\s*$")
-
-
 _Q_SENTENCE = re.compile(r"[^.!?]*\?")
-_WH_STRICT = re.compile(r"^(?:what|when|where|which|who|why|how|is there|are there|do you|does|can i|should i)\b")
-_EXCLAMATIVE = re.compile(r"^(?:what an?|how (?:nice|great|cool|sweet|lovely|awesome|wonderful|fun|kind|sad|awful))\b")
+# A question typed without '?': "do you know why CI uses node 18".
+_WH_START = re.compile(
+    r"^(?:what|when|where|which|who|why|how|is there|are there|do you|does|can i|should i)\b"
+)
+_EXCLAMATIVE = re.compile(
+    r"^(?:what an?|how (?:nice|great|cool|sweet|lovely|awesome|wonderful|fun|kind|sad|awful))\b"
+)
 
 
 def _question_cue(norm: str, clauses: Sequence[str]) -> tuple[str, str] | None:
@@ -313,10 +437,14 @@ def _question_cue(norm: str, clauses: Sequence[str]) -> tuple[str, str] | None:
             return "phatic-question", qs[-1].strip()[-40:]
         return None
     for c in clauses[-2:]:
-        if _WH_START.match(c) and len(_words(c)) >= 3 and not _PHATIC_Q.search(c):
-            # "do you know why ..." without '?' (typed fast) is still a question.
-            if _WH_STRICT.match(c) and not _EXCLAMATIVE.match(c):
-                return "wh-question", c.split()[0]
+        # "do you know why ..." without '?' (typed fast) is still a question; "what a day" is not.
+        if (
+            _WH_START.match(c)
+            and len(_words(c)) >= 3
+            and not _PHATIC_Q.search(c)
+            and not _EXCLAMATIVE.match(c)
+        ):
+            return "wh-question", c.split()[0]
     return None
 
 
@@ -332,6 +460,7 @@ _RELATIONS = (
     "employer|team|school|clinic|bank|client|customer|owner|admin|lead"
 )
 # Function words that are capitalised only because a sentence starts with them.
+# fmt: off
 _STOP_CAPS = {
     "The", "A", "An", "I", "It", "It's", "He", "She", "They", "We", "You", "This", "That", "And", "But",
     "So", "Or", "My", "Our", "Her", "His", "Their", "Its", "In", "On", "At", "To", "For", "Of", "With",
@@ -339,33 +468,86 @@ _STOP_CAPS = {
     "Are", "Was", "Were", "Do", "Does", "Did", "Can", "Could", "Would", "Will", "Monday", "Tuesday",
     "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
 }
+# fmt: on
 _CAP = r"(?:Dr\.? |Mr\.? |Mrs\.? |Ms\.? )?[A-Z][a-zA-Z'-]+(?: [A-Z][a-zA-Z'-]+)?"
 _NAMED_RELATION = re.compile(
     rf"\b(?:[Mm]y|[Oo]ur)(?: [a-z-]+)? (?:{_RELATIONS})s?(?:'s name)?(?:,| is| named| called|'s)? ({_CAP})"
 )
-_NAME_IS = re.compile(rf"\b(?:[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Ii]ts) name is ({_CAP})|\b(?:named|called) ({_CAP})|\bcall me ({_CAP})")
+_NAME_IS = re.compile(
+    rf"\b(?:[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Ii]ts) name is ({_CAP})"
+    rf"|\b(?:{_RELATIONS})s? (?:named|called) ({_CAP})"
+    rf"|\bcall me ({_CAP})"
+)
 _NAMED_ME = re.compile(rf"\bI named (?:him|her|it|them) ({_CAP})")
 _WORK_LIVE = re.compile(
-    rf"\bI(?:'m| am)? (?:work(?:ing)? (?:at|for)|(?:live|living|based) in|study at|moved to|employed (?:at|by)|at) ({_CAP})"
+    rf"\bI(?:'m| am| will)? (?:work(?:ing)? (?:at|for)|(?:live|living|based) in|study at|moved to|"
+    rf"employed (?:at|by)|at|start(?:ing)? at|started at|join(?:ing|ed)?) ({_CAP})"
     rf"|\b(?:we're|we are|i'm|i am) (?:on|with) the ({_CAP}) plan\b"
 )
+# An organisation named by its legal or sector suffix: "Birchwood Ventures LLC", "Corvid Health".
+_ORG = re.compile(
+    r"\b(?:[A-Z][\w&'-]+ ){1,3}(?:LLC|L\.L\.C\.|Inc|Ltd|Corp|Corporation|GmbH|AG|SA|PLC|LLP|Group|Labs|"
+    r"Holdings|Ventures|Partners|Capital|Bank|Insurance|Health|Clinic|Hospital|University|College|School|"
+    r"Foundation|Agency)\b"
+)
+# "we have a golden retriever named Biscuit": a named thing the user owns or has.
+_HAVE_NAMED = re.compile(
+    rf"\b(?:[Ii]|[Ww]e|[Mm]y \w+) (?:have|has|got|adopted|own)\b[^.!?]{{0,40}}\b(?:named|called) ({_CAP})"
+)
+# The user's technical environment: "runs on Java 17", "prod is still on 13", "we use Postgres 15".
+_TECH_VERSION = re.compile(
+    r"\b(?:runs? on|running|uses?|using|is|are|still on|pinned to|requires?|on)\s+"
+    r"[A-Z][\w.+#-]*(?: [A-Z][\w.+#-]*)? v?\d+(?:\.\d+)*\b"
+)
+# A price ceiling or floor: "under $2,400 a month", "no more than 300 euros".
+_MONEY_CAP = re.compile(
+    r"\b(?:under|below|max(?:imum)?|at most|no more than|up to|less than|within|over|at least)\s+"
+    r"(?:[$€£]\s?\d|\d[\d,.]*\s?(?:dollars|euros|pounds|usd|eur|gbp))"
+)
+# Diet and health words count only with a person as subject ("I'm vegan", not "vegan recipes").
+_SUBJ = (
+    r"(?:i|we|she|he|they|my \w+|our \w+|(?!you\b|who\b|which\b|that\b|what\b)[a-z]+)"
+    r"(?:'m|'re|'s| am| are| is| was| wasn't| got| became|'ve been| have been)"
+    r"(?: (?!you\b)[a-z-]+)?"
+)
+_CONDITION = re.compile(
+    rf"\b{_SUBJ} (?:allergic|intolerant|celiac|coeliac|vegetarian|vegan|kosher|halal|diabetic|pregnant|"
+    r"gluten[- ]free|in a wheelchair)\b"
+)
+# The subject-plus-copula pattern above is the slowest in the module; run it only when one of
+# its keywords is present.
+_CONDITION_GATE = re.compile(
+    r"allergic|intoleran|celiac|coeliac|vegetarian|vegan|kosher|halal|diabetic|"
+    r"pregnant|gluten|wheelchair"
+)
 _PERSONAL_CONSTRAINT = re.compile(
-    r"\b(?:allergic|allergy|allergies|intolerant|intolerance|celiac|coeliac|vegetarian|vegan|kosher|halal|"
-    r"diabetic|diabetes|pregnant|gluten[- ]free|nut[- ]free|dairy[- ]free diet|wheelchair|"
-    r"can't (?:have|eat|drink|do|fly|take)|cannot (?:have|eat|drink|take)|(?:don't|doesn't|do not|does not) (?:eat|drink)|"
+    r"\b(?:my|her|his|our) (?:\w+ )?(?:allergy|allergies|intolerance|diabetes|diet)\b|"
+    r"\b(?:i|we|she|he|they|my \w+) (?:have|has) (?:an? )?(?:\w+ )?(?:allergy|intolerance|diabetes)\b|"
+    r"\b(?:i|we|she|he|they|my \w+) (?:can't|cannot|can not) (?:have|eat|drink|fly|take)\b|"
+    r"\b(?:i|we|she|he|they|my \w+) (?:don't|doesn't|do not|does not) (?:eat|drink)\b|"
+    r"\b(?:"
     r"my budget|budget (?:is|of)|i prefer|i'd prefer|i would prefer|i'd rather|i would rather|i hate|"
-    r"i (?:don't|do not) like|i dislike|i can't stand|"
+    r"(?:i|we) (?:don't|do not) (?:like|want)|i dislike|i can't stand|"
     r"i take \d+ ?(?:mg|mcg|g|ml|units?)|\d+ ?(?:mg|mcg) of)\b"
 )
 _DECISION_STMT = re.compile(
-    r"\b(?:we (?:agreed|decided|settled|chose|went with|picked)|i (?:decided|chose|picked|went with|'ll take|will take)|"
+    r"\b(?:we agreed (?:on|to|that)|we (?:decided|settled) (?:on|to go with|to use|to book|that)|"
+    r"we (?:chose|went with|picked) the|i (?:'ll take|will take)|"
+    r"i (?:decided|chose|picked|went with) (?:on |to go with |to use |to book |the )|"
     r"(?:the plan|decision) is)\b"
 )
 # A short acceptance of an offered option: "Thursday 9am is fine.", "Tuesday works."
-_ACCEPT = re.compile(r"^(?!that|this|it|which|everything|all)[\w: ,.$-]{1,30}? (?:is fine|works(?: for me)?|is perfect|sounds perfect)[.!]?$")
+_ACCEPT = re.compile(
+    r"^(?!that|this|it|which|everything|all)[\w: ,.$-]{1,30}? (?:is fine|works(?: for me)?|"
+    r"is perfect|sounds perfect)[.!]?$"
+)
 _IDENTIFIER = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*(?:[A-Z]|_))[A-Za-z][\w-]{3,}\b|\b[A-Z0-9]{2,}-\d{3,}\b")
 _CONTACT = re.compile(
-    r"\b[\w.+-]+@[\w-]+\.[\w.]+\b|\b(?:my|the|our) (?:\w+ )?(?:address|email|phone|number|account|order number) (?:is|should be)\b"
+    r"\b[\w.+-]+@[\w-]+\.[\w.]+\b"
+    r"|\b(?:my|the|our) (?:\w+ )?(?:address|email|phone|number|account|order number) (?:is|should be)\b"
+    # "the card ending in 4417", "claim number CLM-448120"
+    r"|\b(?:card|account|acct|policy|member(?:ship)?|customer|order|ticket|booking|confirmation|reference|"
+    r"case|claim)(?: number| no\.?| id)?(?: ending in| is|:)? #?[a-z]*\d[\w-]{2,}\b"
 )
 # A short answer that is just a chosen value: "The 16th, same time if possible.", "Thursday at 9".
 _SLOT_ANSWER = re.compile(
@@ -376,7 +558,8 @@ _SLOT_ANSWER = re.compile(
 
 def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     """(rule, match, priority class) when a user statement carries an entity, constraint or decision."""
-    m = _PERSONAL_CONSTRAINT.search(norm)
+    m = _CONDITION.search(norm) if _CONDITION_GATE.search(norm) else None
+    m = m or _PERSONAL_CONSTRAINT.search(norm)
     if m:
         return "personal-constraint", m.group(0), "constraint"
     for name, pat in (("named-relation", _NAMED_RELATION), ("named", _NAME_IS), ("named", _NAMED_ME)):
@@ -384,9 +567,21 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
             name_txt = next(g for g in mm.groups() if g)
             if name_txt.split()[0] not in _STOP_CAPS:
                 return name, mm.group(0), "entity"
+    m = _HAVE_NAMED.search(clean)
+    if m and m.group(1).split()[0] not in _STOP_CAPS:
+        return "named", m.group(0), "entity"
     m = _WORK_LIVE.search(clean)
     if m:
         return "affiliation", m.group(0), "entity"
+    m = _ORG.search(clean)
+    if m:
+        return "organisation", m.group(0), "entity"
+    m = _MONEY_CAP.search(norm)
+    if m:
+        return "budget", m.group(0), "constraint"
+    m = _TECH_VERSION.search(clean)
+    if m:
+        return "environment", m.group(0), "constraint"
     m = _DECISION_STMT.search(norm)
     if m:
         return "decision", m.group(0), "decision"
@@ -407,12 +602,16 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
 
 # Assistant turns that record a decision, booking or changed setting the user will rely on.
 _ASSISTANT_DECISION = re.compile(
-    r"^(?:[\w ,!.]{0,25}?[.,!] )?(?:booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|updated|"
-    r"cancel+ed|rescheduled|scheduled|reminder set|added|set|got it)\b[:,]?"
+    # "Booked: ...", "Thanks. Done, I moved ...": a decision marker opening the turn or its 2nd sentence
+    r"^(?:[\w ,!.]{0,25}?[.,!] )?(?:booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|"
+    r"updated|cancel+ed|rescheduled|scheduled|reminder set|added|set|got it)\b[:,]?"
+    r"|\b(?:confirmed|booked|reserved|scheduled|rescheduled) (?:for|on|at)\b|\b(?:rescheduled|moved) to\b"
+    r"|^\w+ (?:placed|confirmed|booked|scheduled|reserved|cancel+ed|submitted|filed)\b"
     r"|\bi(?:'ve| have)? (?:booked|reserved|confirmed|updated|changed|moved|rescheduled|assigned|reinstated|"
     r"cancel+ed|flagged|set|escalat\w+|added \w+(?: \w+)? to your)\b"
     r"|\b(?:i'm|i am) escalating\b"
-    r"|\byour (?:reservation|booking|appointment|flight|order|plan|subscription)\b.{0,30}?\b(?:is|has been) (?:now|moved|changed)\b"
+    r"|\byour (?:reservation|booking|appointment|flight|order|plan|subscription)\b.{0,30}?"
+    r"\b(?:is|has been) (?:now|moved|changed)\b"
     r"|\b(?:we'll|we will|i'll|i will) (?:use|go with|avoid|refund|stick with)\b"
 )
 
@@ -423,22 +622,28 @@ _ASSISTANT_DECISION = re.compile(
 
 _SOCIAL = re.compile(
     r"\b(?:hi|hello|hey|thanks|thank you|thx|ty|appreciate(?:d)?|welcome|congrats|congratulations|wow|woah|"
+    r"ugh|oof|yikes|what a|good catch|makes sense|fair enough|gotcha|i see|oh well|cheers|"
+    r"good (?:evening|afternoon|day)|have a (?:good|great|nice|lovely)|"
     r"awesome|amazing|great|cool|nice|sweet|perfect|lovely|wonderful|fantastic|incredible|inspiring|proud|"
-    r"glad|happy for you|sorry to hear|bye|goodbye|good night|good morning|good luck|take care|see ya|see you|"
-    r"lol|haha+|hehe|lmao|ok|okay|k|got it|sounds good|will do|no worries|no problem|np|agreed?|"
+    r"glad|happy for you|sorry to hear|bye|goodbye|good night|good morning|good luck|take care|see ya|"
+    r"see you|lol|haha+|hehe|lmao|ok|okay|k|got it|sounds good|will do|no worries|no problem|np|agreed?|"
     r"i agree|yeah|yep|sure thing|right on|way to go|keep it up|keep going|you got this|you're (?:so|really)|"
     r"good (?:call|job|work|point)|nice (?:work|job)|lgtm|interesting|hmm+|nope|that's it|that's all|"
     r"i understand|i bet|i believe|i can imagine|i can see why|looking forward|can't wait|means a lot|"
     r"life|journey|memories|support|courage|inspired?)\b"
 )
 # Regular past tense, minus common words that merely end in "ed".
-_PAST = r"(?!(?:need|indeed|speed|seed|feed|breed|bleed|proceed|exceed|succeed|red|bed|shed|wed)\b)[a-z]{2,}ed"
+_PAST = (
+    r"(?!(?:need|indeed|speed|seed|feed|breed|bleed|proceed|exceed|succeed|red|bed|shed|wed)\b)[a-z]{2,}ed"
+)
 _FACT = re.compile(
-    rf"\b(?:i|we|my|our|he|she|they|it|the|this|that)\b[^.!?]{{0,40}}?\b(?:{_PAST}|went|got|made|took|had|has|have|"
-    r"did|began|started|starting|planning|working|bought|found|met|saw|gave|ran|wrote|built|ordered|"
-    r"finished|joined|moved|visited|chose|painted|printed|using|use|is|are|was|were)\b"
-    r"|\b(?:yesterday|last (?:week|month|year|night|friday|monday|tuesday|wednesday|thursday|saturday|sunday)|"
-    r"this (?:morning|weekend|week|month)|since|ago|tomorrow|next (?:week|month|year)|currently|recently)\b"
+    rf"\b(?:i|we|my|our|he|she|they|it|the|this|that|your|you|there)\b[^.!?]{{0,40}}?\b(?:{_PAST}|"
+    r"went|got|made|took|had|has|have|did|began|started|starting|planning|working|bought|found|met|saw|"
+    r"gave|ran|wrote|built|ordered|finished|joined|moved|visited|chose|painted|printed|using|use|"
+    r"is|are|was|were)\b"
+    r"|\b(?:yesterday|last (?:week|month|year|night|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday)|this (?:morning|weekend|week|month)|since|ago|tomorrow|next (?:week|month|year)|"
+    r"currently|recently)\b"
     r"|\d"
 )
 _FACT_WEAK_VERBS = re.compile(
@@ -464,7 +669,7 @@ def _chitchat_or_statement(norm: str, role: str) -> tuple[str, str]:
     """Decide between chitchat and statement by weighing social cues against factual content."""
     words = _words(norm)
     social = [m.group(0) for m in _SOCIAL.finditer(norm)]
-    facts = [m.group(0) for m in _FACT.finditer(norm) if not _FACT_WEAK_VERBS.fullmatch(m.group(0))]
+    facts = [m.group(0) for m in _FACT.finditer(norm)]
     # Praise-shaped clauses ("it's so cute", "that's awesome") are social even though they have a verb.
     weak = len(_FACT_WEAK_VERBS.findall(norm))
     fact_n = max(0, len(facts) - weak)
@@ -625,7 +830,8 @@ class TurnClassifier:
 
         corr = correction_cue(norm, role)
         if corr is not None:
-            return TurnLabel("correction", True, PRIORITY["correction"], f"rule:correction-{corr[0]} '{corr[1]}'")
+            reason = f"rule:correction-{corr[0]} '{corr[1]}'"
+            return TurnLabel("correction", True, PRIORITY["correction"], reason)
 
         instr = _instruction_cue(norm, clauses, role)
         if instr is not None:
@@ -648,20 +854,28 @@ class TurnClassifier:
             if lb is not None:
                 return TurnLabel("question", True, PRIORITY[lb[2]], f"{reason}; lb:{lb[0]} '{lb[1]}'")
             return TurnLabel("question", False, PRIORITY["question"], reason)
+        body = norm
         if q is not None:
-            return TurnLabel("chitchat", False, PRIORITY["chitchat"], f"rule:{q[0]} '{q[1]}'")
+            # "What's up? Long time no see! I just contacted my mentor ...": the phatic question
+            # is chitchat, but the rest of the turn may still state something.
+            body = _Q_SENTENCE.sub(" ", norm).strip()
+            if len(_words(body)) < 3:
+                return TurnLabel("chitchat", False, PRIORITY["chitchat"], f"rule:{q[0]} '{q[1]}'")
 
         if role == "assistant":
             m = _ASSISTANT_DECISION.search(norm)
             if m:
-                return TurnLabel("statement", True, PRIORITY["decision"], f"rule:assistant-decision '{m.group(0).strip()}'")
+                reason = f"rule:assistant-decision '{m.group(0).strip()}'"
+                return TurnLabel("statement", True, PRIORITY["decision"], reason)
 
         if role == "user":
             lb = _statement_lb(clean, norm)
             if lb is not None:
                 return TurnLabel("statement", True, PRIORITY[lb[2]], f"rule:{lb[0]} '{lb[1]}'")
 
-        intent, reason = _chitchat_or_statement(norm, role)
+        intent, reason = _chitchat_or_statement(body, role)
+        if q is not None and intent != "statement":
+            return TurnLabel("chitchat", False, PRIORITY["chitchat"], f"rule:{q[0]} '{q[1]}'")
         if intent:
             prio = PRIORITY[intent]
             return TurnLabel(intent, False, prio, reason)
@@ -675,11 +889,11 @@ class TurnClassifier:
             # Sentence embeddings encode topic more than speech act ("I'm in the Pacific time zone"
             # sits near "What time does it start?"), so a prototype only overrides the statement
             # default when it is both close and clearly closer than the statement prototypes.
-            if lab == "statement" or (sim >= self._min_sim and sim - best.get("statement", -1.0) >= self._margin):
+            clear = sim >= self._min_sim and sim - best.get("statement", -1.0) >= self._margin
+            if lab == "statement" or clear:
                 lb_p = role == "user" and lab in ("instruction", "correction")
                 prio = PRIORITY["task"] if lab == "instruction" and lb_p else PRIORITY[lab]
                 return TurnLabel(lab, lb_p, prio, f"prototype:{lab} sim={sim:.2f}")
-            return TurnLabel(
-                "statement", False, PRIORITY["statement"], f"rule:default-statement (prototype:{lab} sim={sim:.2f} too weak)"
-            )
+            weak = f"rule:default-statement (prototype:{lab} sim={sim:.2f} too weak)"
+            return TurnLabel("statement", False, PRIORITY["statement"], weak)
         return TurnLabel("statement", False, PRIORITY["statement"], "rule:default-statement")

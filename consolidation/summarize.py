@@ -83,7 +83,8 @@ _HAS_WORD = re.compile(r"\w")
 MAX_SENTENCE_WORDS = 40
 _FILLER = re.compile(
     r"^(?:hi|hello|hey|thanks|thank you|thx|ok|okay|k|sure|great|cool|nice|awesome|perfect|got it|"
-    r"sounds good|no problem|bye|goodbye|good (?:morning|afternoon|evening|night)|yes|no|yep|nope|lol)"
+    r"sounds good|no problem|bye|goodbye|good (?:morning|afternoon|evening|night)|yes|no|yep|nope|lol|"
+    r"oh no|oh|wow|hmm+|oops|i see|right|alright|all right|haha|will do|of course|you're welcome)"
     r"(?:[\s,]+(?:so much|a lot|again|there|you|everyone|all))*[\s!.,:)]*$",
     re.IGNORECASE,
 )
@@ -110,6 +111,51 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
                     spans.append((s, e))
         line_start += len(line) + 1
     return spans
+
+
+# ----------------------------------------------------------------------------------
+# Packing under an exact token target
+
+
+class Packer:
+    """Greedy packing of sentences, offered in the caller's order of preference, under
+    an exact token target for their rendering in log order (`render`).
+
+    Adding one sentence to a rendering adds at most its own tokens plus one for the
+    newline (BPE pretokenization never merges across a newline into more tokens), so an
+    offer that is clearly too big is refused without counting, and the exact count runs
+    only on acceptance and near the boundary: a few dozen counts per summary.
+    """
+
+    NEAR = 2  # an offer up to this many tokens over the bound is counted exactly
+
+    def __init__(self, tokens: TokenCounter, target: int) -> None:
+        self.tokens = tokens
+        self.target = target
+        self.items: list[tuple[Any, Sentence]] = []  # (log-order key, sentence)
+        self.used = 0  # exact tokens of render(items)
+
+    @property
+    def remaining(self) -> int:
+        return self.target - self.used
+
+    def offer(self, order: Any, sentence: Sentence, n_tokens: int | None = None) -> bool:
+        """Add `sentence` if the rendering stays within the target. `n_tokens` is
+        count(render_sentence(sentence)) if the caller has it."""
+        if n_tokens is None:
+            n_tokens = self.tokens.count(render([sentence]))
+        bound = self.used + n_tokens + (1 if self.items else 0)
+        if bound - self.target > self.NEAR:
+            return False
+        trial = sorted([*self.items, (order, sentence)], key=lambda x: x[0])
+        n = self.tokens.count(render([s for _, s in trial]))
+        if n > self.target:
+            return False
+        self.items, self.used = trial, n
+        return True
+
+    def sentences(self) -> list[Sentence]:
+        return [s for _, s in self.items]
 
 
 # ----------------------------------------------------------------------------------
@@ -221,15 +267,12 @@ class ExtractiveSummarizer:
         r += ROLE_WEIGHT.get(turn.role, 0.0)
         if _FILLER.match(text):
             r -= 1.0
-        if tokens < 4:
-            r -= 0.5
+        words = len(text.split())
+        if words < 4:  # "Okay, do it.", "Oh no.": meaningless out of context
+            r -= 0.6
         elif tokens > 60:
             r -= 0.3
         return r
-
-    def _fits(self, chosen: list[_Cand]) -> int:
-        return self.tokens.count(render([Sentence(c.text, (c.turn.position,)) for c in sorted(
-            chosen, key=lambda c: c.order)]))
 
     # -- the algorithm -----------------------------------------------------------------------
 
@@ -273,33 +316,26 @@ class ExtractiveSummarizer:
         cand_tokens = np.array([c.tokens for c in cands])
         max_sim = np.zeros(len(cands))  # similarity to the selection, clipped at 0
         alive = eligible.copy()
-        chosen: list[_Cand] = []
-        used = 0  # exact tokens of the current selection
-        newline_slack = 2
-        while alive.any() and target_tokens - used > 0:
+        packer = Packer(self.tokens, target_tokens)
+        while alive.any() and packer.remaining > 0:
             score = self.mmr_lambda * reln - (1 - self.mmr_lambda) * max_sim
             score[~alive] = -np.inf
             i = int(np.argmax(score))
             alive[i] = False
             c = cands[i]
-            if used + c.tokens > target_tokens + newline_slack:
-                continue  # cannot fit even if the join merged tokens
-            trial = [*chosen, c]
-            n = self._fits(trial)
-            if n > target_tokens:
+            sentence = Sentence(c.text, (c.turn.position,), "current", c.turn.intent)
+            if not packer.offer(c.order, sentence, c.tokens):
                 continue
-            chosen, used = trial, n
-            max_sim = np.maximum(max_sim, vecs @ vecs[i])
-            alive &= cand_tokens <= target_tokens - used + newline_slack
-        if not chosen:
+            max_sim = np.maximum(max_sim, np.einsum("ij,j->i", vecs, vecs[i]))
+            alive &= cand_tokens <= packer.remaining + Packer.NEAR
+        if not packer.items:
             best = int(np.argmax(np.where(eligible, rel, -np.inf)))
             cut = self._truncate(cands[best].text, target_tokens)
             if not cut:
                 return []
             c = cands[best]
             return [Sentence(cut, (c.turn.position,), "current", c.turn.intent)]
-        chosen.sort(key=lambda c: c.order)
-        return [Sentence(c.text, (c.turn.position,), "current", c.turn.intent) for c in chosen]
+        return packer.sentences()
 
     def _truncate(self, text: str, target_tokens: int) -> str:
         """The longest word prefix of `text` within the target (still a substring)."""

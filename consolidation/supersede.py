@@ -60,18 +60,29 @@ _STATE_CHANGE = re.compile(
 )
 _BARE_RETRACTION = re.compile(
     r"^(?:(?:hmm+|oh|ok(?:ay)?|wait|no|sorry|actually|um+)[,.!]?\s+)*"
-    r"(?:scratch that|never ?mind|nvm|forget (?:it|that|what i (?:just )?said)|ignore (?:that|my last (?:message|request))|"
+    r"(?:scratch that|never ?mind|nvm|forget (?:it|that|what i (?:just )?said)|ignore (?:that|"
+    r"my last (?:message|request))|"
     r"disregard (?:that|my last (?:message|request))|undo (?:that|it|the last (?:change|one)))"
     r"(?:[,.!]?\s*(?:please|sorry|thanks))?[,.!]*"
 )
-_OLD_VALUE = re.compile(r"\b(?:not|instead of|rather than|no longer|anymore at|about|forget(?: about)?(?: the)?)\s+(?:the |a |an |my )?([\w:$.@'-]+(?: [A-Z][\w'-]+)?)", re.I)
+_RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
+_OLD_VALUE = re.compile(
+    r"\b(?:not|instead of|rather than|no longer|anymore at|about|"
+    r"forget(?: about)?(?: the)?)\s+(?:the |a |an |my )?([\w:$.@'-]+(?: [A-Z][\w'-]+)?)",
+    re.I,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Slot detectors
 # --------------------------------------------------------------------------------------------------
 
-_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-_NUMBER_WORDS = "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred"
+_MONTHS = (
+    "january|february|march|april|may|june|july|august|september|october|november|december|"
+    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+)
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred"
+)
 _LANGUAGES = (
     "english|french|spanish|german|italian|portuguese|dutch|russian|chinese|mandarin|cantonese|japanese|korean|"
     "arabic|hindi|turkish|polish|swedish|norwegian|danish|finnish|greek|hebrew|vietnamese|thai|indonesian"
@@ -80,10 +91,22 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
     "email": re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+"),
     "phone": re.compile(r"\b(?:\+?\d{1,3}[ -])?(?:\(?\d{3}\)?[ -])?\d{3}-\d{4}\b"),
     "money": re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:dollars|euros|pounds|usd|eur|gbp|bucks)\b"),
-    "time": re.compile(r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b|\bnoon\b|\bmidnight\b|\b(?:at|by|until|to) \d{1,2}\b(?![-/.]\d)(?! (?:people|nights|days|km|miles|degrees|kids|guests|percent|%))"),
-    "date": re.compile(rf"\b(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b|\b\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?\b"),
-    "weekday": re.compile(r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|tomorrow|tonight|today)s?\b"),
-    "size": re.compile(r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"),
+    "time": re.compile(
+        r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b|\bnoon\b|\bmidnight\b"
+        # "at 6", "by 10": a bare hour after a time preposition, unless a unit follows ("to 6 people")
+        r"|\b(?:at|by|until|to) \d{1,2}\b(?![-/.:]\d|\s?(?:am|pm))"
+        r"(?! (?:people|nights|days|km|miles|degrees|kids|guests|percent|%))"
+    ),
+    "date": re.compile(
+        rf"\b(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b"
+        r"|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
+    ),
+    "weekday": re.compile(
+        r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|tomorrow|tonight|today)s?\b"
+    ),
+    "size": re.compile(
+        r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"
+    ),
     "language": re.compile(rf"\b(?:{_LANGUAGES})\b"),
     "number": re.compile(rf"\b(?:\d+(?:\.\d+)?|{_NUMBER_WORDS})\b"),
 }
@@ -92,7 +115,11 @@ _PLACE = re.compile(
     r"\b(?:in|to|at|from|near|into|visit(?:ing)?|around)\s+((?:[A-Z][\w'-]+)(?:[ ,]+[A-Z][\w'-]+)*)"
     r"|\b\d+\s+[A-Z][\w'-]+\s+(?:Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl)\b"
 )
-_NOT_PLACE = re.compile(rf"^(?:the|a|an|my|our|i|it|monday|tuesday|wednesday|thursday|friday|saturday|sunday|{_MONTHS}|{_LANGUAGES})$", re.I)
+_NOT_PLACE = re.compile(
+    rf"^(?:the|a|an|my|our|i|it|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    rf"{_MONTHS}|{_LANGUAGES})$",
+    re.I,
+)
 
 
 def detect_slots(text: str) -> dict[str, set[str]]:
@@ -133,18 +160,28 @@ def _unit(value: str) -> str:
 # Lexical overlap
 # --------------------------------------------------------------------------------------------------
 
+# fmt: off
 _STOP = frozenset(
-    """a an the and or but so if then than that this these those it its it's i i'm i've i'd i'll me my mine
-    we we're our us you your yours he she him her his they them their is are was were be been being am do
-    does did done have has had will would shall should can could may might must to of in on at for from by
-    with without about into onto over under up down out off as just also too very really please thanks
-    thank ok okay yes no not nope yeah hmm oh um wait sorry actually instead rather anymore longer never mind
-    scratch forget ignore disregard undo meant mean said say tell told make made change changed switch
-    moved move new now still after all what which who when where why how there here some any all one
-    want need like get got go going take put keep set add use using let let's lets don't dont doesn't
-    isn't aren't can't won't wrong mistake correction back again fine better okay sure maybe only
-    know think guess come came around last next week month year today tomorrow tonight""".split()
+    (
+        "a", "an", "the", "and", "or", "but", "so", "if", "then", "than", "that", "this", "these", "those",
+        "it", "its", "it's", "i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "we", "we're", "our",
+        "us", "you", "your", "yours", "he", "she", "him", "her", "his", "they", "them", "their", "is", "are",
+        "was", "were", "be", "been", "being", "am", "do", "does", "did", "done", "have", "has", "had", "will",
+        "would", "shall", "should", "can", "could", "may", "might", "must", "to", "of", "in", "on", "at",
+        "for", "from", "by", "with", "without", "about", "into", "onto", "over", "under", "up", "down", "out",
+        "off", "as", "just", "also", "too", "very", "really", "please", "thanks", "thank", "ok", "okay",
+        "yes", "no", "not", "nope", "yeah", "hmm", "oh", "um", "wait", "sorry", "actually", "instead",
+        "rather", "anymore", "longer", "never", "mind", "scratch", "forget", "ignore", "disregard", "undo",
+        "meant", "mean", "said", "say", "tell", "told", "make", "made", "change", "changed", "switch",
+        "moved", "move", "new", "now", "still", "after", "all", "what", "which", "who", "when", "where",
+        "why", "how", "there", "here", "some", "any", "one", "want", "need", "like", "get", "got", "go",
+        "going", "take", "put", "keep", "set", "add", "use", "using", "let", "let's", "lets", "don't", "dont",
+        "doesn't", "isn't", "aren't", "can't", "won't", "wrong", "mistake", "correction", "back", "again",
+        "fine", "better", "sure", "maybe", "only", "know", "think", "guess", "come", "came", "around", "last",
+        "next", "week", "month", "year", "today", "tomorrow", "tonight",
+    )
 )
+# fmt: on
 
 
 def _stem(word: str) -> str:
@@ -161,7 +198,11 @@ def _stem(word: str) -> str:
 
 
 def _content(text: str) -> dict[str, float]:
-    """Content-word stems with a weight: capitalised non-initial words (entities) count double."""
+    """Content-word stems with a weight: capitalised words inside a sentence (entities) count double.
+
+    A sentence's first word is capitalised anyway, so it counts once; a name there still matches at
+    full weight when the other side mentions it mid-sentence (the pair takes the larger weight).
+    """
     out: dict[str, float] = {}
     for sent in re.split(r"(?<=[.!?])\s+", text):
         for i, m in enumerate(re.finditer(r"[A-Za-z][\w'-]*", sent)):
@@ -169,17 +210,10 @@ def _content(text: str) -> dict[str, float]:
             low = tok.lower()
             if low in _STOP or len(low) < 3:
                 continue
-            w = 2.0 if (tok[0].isupper() and i > 0) or (tok[0].isupper() and low not in _COMMON_INITIAL) else 1.0
+            w = 2.0 if tok[0].isupper() and i > 0 else 1.0
             st = _stem(low)
             out[st] = max(out.get(st, 0.0), w)
     return out
-
-
-# Words that start sentences in capitals without being names.
-_COMMON_INITIAL = frozenset(
-    "book find send ship reserve schedule set add use make change cancel deploy run invite remind always never "
-    "please call keep turn answer include max size hotel theo's".split()
-)
 
 
 def _old_values(text: str) -> set[str]:
@@ -285,7 +319,7 @@ def find_superseded(
         return [(best[2], best[3])]
 
     # "scratch that, keep the old name": a retraction opener whose object matched nothing.
-    if cue is not None and cue[0] == "retraction" and re.match(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b", norm):
+    if cue is not None and cue[0] == "retraction" and _RETRACTION_OPENER.match(norm):
         for c in reversed(eligible):
             if c.load_bearing or c.intent in ("instruction", "correction"):
                 return [(c.position, f"retraction:'{cue_txt}' -> previous load-bearing turn")]

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from consolidation.summarize import SourceTurn, Summarizer, split_sentences
+from consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
 from tiers.cold import ColdStore, TurnRow
 from tiers.tokens import TokenCounter
 from tiers.warm import (
@@ -203,12 +203,10 @@ class ViewMaintainer:
         everything = [c[1] for c in cands]
         if self.tokens.count(render(everything)) <= target:
             return everything
-        kept: list[tuple[tuple[int, int], Sentence]] = []
+        packer = Packer(self.tokens, target)
         for order, sent, _pref in sorted(cands, key=lambda c: c[2], reverse=True):
-            trial = sorted([*kept, (order, sent)], key=lambda c: c[0])
-            if self.tokens.count(render([s for _, s in trial])) <= target:
-                kept = trial
-        return [s for _, s in kept]
+            packer.offer(order, sent)
+        return packer.sentences()
 
     # -- refresh ---------------------------------------------------------------------------------
 

@@ -62,9 +62,9 @@ class MethodOutput:
     messages: list[dict[str, Any]]
     positions: set[int]  # log positions included verbatim or trimmed
     tokens: int
-    # positions whose content was presented as superseded (tiermem only; see pressure.py)
+    # positions of plan items whose reason says "superseded" (tiermem only; see pressure.py)
     superseded_positions: set[int] = field(default_factory=set)
-    marked_superseded: list[bool] = field(default_factory=list)  # per message
+    claimed_trimmed: set[int] = field(default_factory=set)  # of `positions`, those the plan says it trimmed
     degraded: bool = False
 
     @property
@@ -92,24 +92,54 @@ def tiermem_context(memory: Memory, conv: str, question: str, budget: int) -> Me
     ctx = memory.context(conv, question, budget=budget)
     plan = ctx.plan
     positions: set[int] = set()
+    trimmed: set[int] = set()
     superseded: set[int] = set()
     for item in getattr(plan, "items", []) or []:
         if getattr(item, "conversation_id", conv) != conv:
             continue
         item_positions = [int(p) for p in (getattr(item, "positions", None) or [])]
-        if getattr(item, "fidelity", None) in INCLUDED_FIDELITIES:
+        fidelity = getattr(item, "fidelity", None)
+        if fidelity in INCLUDED_FIDELITIES:
             positions.update(item_positions)
+            if fidelity == "trimmed":
+                trimmed.update(item_positions)
         if _item_is_superseded(item):
             superseded.update(item_positions)
     messages = [dict(m) for m in ctx.messages]
     return MethodOutput(
         messages=messages,
         positions=positions,
+        claimed_trimmed=trimmed,
         tokens=int(ctx.tokens),
         superseded_positions=superseded,
-        marked_superseded=["superseded" in message_text(m).lower() for m in messages],
         degraded=bool(getattr(plan, "degraded", False)),
     )
+
+
+TRIMMED_CHECK_CHARS = 60
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def verify_positions(memory: Memory, conv: str, out: MethodOutput) -> int:
+    """Trust, but verify, the plan: drop from `out.positions` every position whose turn
+    text is not actually in the messages (all of it for verbatim, its first
+    `TRIMMED_CHECK_CHARS` characters for trimmed). Returns how many were dropped.
+
+    Recall then counts only turns the model would really see."""
+    if not out.positions:
+        return 0
+    haystack = _squash(out.text)
+    dropped = 0
+    for m in memory.cold.get(conv, sorted(out.positions)):
+        text = _squash(m.text)
+        needle = text[:TRIMMED_CHECK_CHARS] if m.position in out.claimed_trimmed else text
+        if needle and needle not in haystack:
+            out.positions.discard(m.position)
+            dropped += 1
+    return dropped
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,6 +364,7 @@ class OpenedMemory:
     data_dir: Path
     temporary: bool
     hot_error: str | None = None
+    stop_redis: bool = True  # this run started the embedded redis-server: stop it at the end
 
 
 def open_memory(
@@ -351,6 +382,12 @@ def open_memory(
     cfg = config.model_copy(update={"data_dir": path}) if config is not None else Config.load(data_dir=path)
     hot_error: str | None = None
     memory: Memory | None = None
+    redis_was_running = True
+    if hot and cfg.redis_url is None:
+        with contextlib.suppress(Exception):
+            from tiers.redis_server import EmbeddedRedis
+
+            redis_was_running = EmbeddedRedis(path).is_running()
     if hot:
         try:
             memory = Memory(cfg, embedder=embedder, background_indexing=False, hot=True)
@@ -359,18 +396,25 @@ def open_memory(
             warn(f"hot tier unavailable ({hot_error}); running cold-only, eviction OFF")
     if memory is None:
         memory = Memory(cfg, embedder=embedder, background_indexing=False, hot=False)
-    return OpenedMemory(memory, memory.hot is not None, path, temporary, hot_error)
+    return OpenedMemory(
+        memory,
+        memory.hot is not None,
+        path,
+        temporary,
+        hot_error,
+        stop_redis=temporary or not redis_was_running,
+    )
 
 
 def close_memory(opened: OpenedMemory) -> None:
-    """Close the Memory; for a temporary data dir, also stop the embedded Redis that the
-    hot tier started there (it would outlive the dir) and delete the dir."""
+    """Close the Memory; stop the embedded redis-server if this run started it (it would
+    otherwise outlive the run, and for a temporary dir, the dir); delete a temporary dir."""
     embedded = getattr(opened.memory.hot, "embedded", None) if opened.memory.hot is not None else None
     opened.memory.close()
+    if embedded is not None and opened.stop_redis:
+        with contextlib.suppress(Exception):
+            embedded.stop()
     if opened.temporary:
-        if embedded is not None:
-            with contextlib.suppress(Exception):
-                embedded.stop()
         shutil.rmtree(opened.data_dir, ignore_errors=True)
 
 

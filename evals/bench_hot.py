@@ -160,13 +160,14 @@ def format_table(r: dict[str, Any]) -> str:
         ("admit (steady state, evicting)", f"{r['admit_p50_us']:.0f} µs", f"{r['admit_p99_us']:.0f} µs",
          f"{r['admit_vs_ping']:.2f}x PING, {r['admit_vs_pipeline']:.2f}x pipeline; "
          f"target p50 <= {ADMIT_P50_TARGET_US:.0f} µs: {ok(r['admit_p50_ok'])}"),
-        (f"read ({r['read_2k_tokens']} tokens, {r['read_2k_members']} turns)", f"{r['read_2k_p50_us']:.0f} µs",
-         f"{r['read_2k_p99_us']:.0f} µs", f"{r['read_vs_ping']:.2f}x PING"),
+        (f"read ({r['read_2k_tokens']} tokens, {r['read_2k_members']} turns)",
+         f"{r['read_2k_p50_us']:.0f} µs", f"{r['read_2k_p99_us']:.0f} µs", f"{r['read_vs_ping']:.2f}x PING"),
         ("rebuild, 10k turns", f"{r['rebuild_10k_ms']:.1f} ms", f"min {r['rebuild_10k_min_ms']:.1f} ms",
          f"median of runs; target <= {REBUILD_10K_TARGET_MS:.0f} ms: {ok(r['rebuild_10k_ok'])}"),
         ("baseline: pipeline ZADD + HSET", f"{r['pipeline_zadd_hset_p50_us']:.0f} µs",
          f"{r['pipeline_zadd_hset_p99_us']:.0f} µs", "redis-py, same socket"),
-        ("baseline: PING", f"{r['ping_p50_us']:.0f} µs", f"{r['ping_p99_us']:.0f} µs", "redis-py, same socket"),
+        ("baseline: PING", f"{r['ping_p50_us']:.0f} µs", f"{r['ping_p99_us']:.0f} µs",
+         "redis-py, same socket"),
     ]  # fmt: skip
     head = ("operation", "p50", "p99", "notes")
     widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(3)]

@@ -5,12 +5,14 @@
 Data (written for this project):
 
 * ``evals/data/intent_labels.jsonl``: one turn per line, ``{"text", "role", "intent",
-  "load_bearing", "source"}``.  Sources: ``support`` (ISP, e-commerce, billing, SaaS, airline),
-  ``assistant`` (travel, health, family), ``coding`` (a coding agent, with tool output) and
-  ``locomo``: 64 turns drawn at random from the LoCoMo dev conversations
-  (``random.Random(4).sample`` over all turns), plus 7 turns picked on purpose because they carry
-  durable personal facts (a named child or pet, an allergy, a diet), so that load-bearing recall is
-  also measured on casual chat.  LoCoMo turns are given role ``user``.
+  "load_bearing", "source"}`` plus ``"split"`` on the later blind sets (below); 520 turns.
+  Sources: ``support`` (ISP, e-commerce, billing, SaaS, airline, insurance, legal, lettings, HR,
+  hotel), ``assistant`` (travel, health, family, meals), ``coding`` (coding and data agents, with
+  tool output) and ``locomo``, verbatim LoCoMo dev turns: 64 drawn at random
+  (``random.Random(4).sample`` over all turns in file order), 7 picked on purpose because they
+  carry durable personal facts (a named child or pet, an allergy, a diet) so that load-bearing
+  recall is also measured on casual chat, and 30 more drawn at random for the blind sets
+  (seeds 99 and 2024).  LoCoMo turns are given role ``user``.
 * ``evals/data/supersede_cases.jsonl``: ``{"earlier": [texts], "correction": text, "expected":
   index | null}``; earlier turns are labelled by the classifier itself, as in production.
 
@@ -31,15 +33,30 @@ Labelling guide (fixed before any rule was written):
   "Tuesday works"); assistant turns that record a booking, decision or changed setting the user will
   rely on.  Feelings, events, opinions and unnamed relations ("my family") are not load-bearing.
 
-Held-out protocol: while tuning rules, only errors on even-numbered lines (0-based) were inspected;
-odd lines were only ever scored.  ``run()`` reports both halves, so the odd-line figures are the
-ones that are not self-fit.  (The same person wrote the labels and the rules, so even the odd half
-is not a blind test set; the random LoCoMo turns are the closest to one.)
+Held-out protocol (the same person wrote the labels and the rules, so be sceptical of self-fit):
+
+1. Lines 0-375 were written and labelled before any rule existed.  While tuning, only errors on
+   their even lines (0-based) were inspected; odd lines were only scored.  A pass over all 2,080
+   unlabelled LoCoMo dev turns was also used to find rules that over-fire on casual chat
+   (imperative advice, "I'll never forget the day", "it's just not right"); those precision fixes
+   are general but may touch odd lines too.
+2. Lines 376-460 (``"split": "fresh"``) were written after that tuning and scored once, blind:
+   macro-F1 0.879, load-bearing recall 0.613 (precision 0.950).  Their errors then drove fixes
+   (organisation names, "should/must" obligations, money ceilings, tech versions, "we don't
+   want"), so they are no longer blind.
+3. Lines 461-519 (``"split": "fresh2"``) were written after that and scored once, blind:
+   macro-F1 0.930, accuracy 0.932, load-bearing recall 0.870 (precision 1.000).  Four general fixes
+   followed ("actually" + an order, card/claim identifiers, "Order placed ..." by the assistant,
+   "how are you holding up?" is not phatic), so the current fresh2 figures are after-fix too.
+
+``run()`` reports each part separately; the blind figures above are the honest estimate of how the
+rules do on text nobody tuned them to.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -66,6 +83,7 @@ class LabeledTurn:
     intent: str
     load_bearing: bool
     source: str
+    split: str = ""  # "fresh" / "fresh2": sets written after tuning (see module docstring)
 
 
 def load_labels(path: Path = LABELS_PATH) -> list[LabeledTurn]:
@@ -77,7 +95,16 @@ def load_labels(path: Path = LABELS_PATH) -> list[LabeledTurn]:
             d = json.loads(line)
             if d["intent"] not in INTENTS:
                 raise ValueError(f"{path}:{i + 1}: unknown intent {d['intent']!r}")
-            rows.append(LabeledTurn(d["text"], d["role"], d["intent"], bool(d["load_bearing"]), d["source"]))
+            rows.append(
+                LabeledTurn(
+                    d["text"],
+                    d["role"],
+                    d["intent"],
+                    bool(d["load_bearing"]),
+                    d["source"],
+                    d.get("split", ""),
+                )
+            )
     return rows
 
 
@@ -156,30 +183,47 @@ def run(embeddings: bool = True, *, repeats: int = 5) -> dict[str, Any]:
         clf.classify("warm up the prototype matrix", "user", embedding=vecs[0])
 
     preds: list[TurnLabel] = []
-    lat_us: list[float] = []
-    for rep in range(repeats):
+    lat_us: list[float] = []  # every call
+    per_turn_us: list[float] = []  # median of the repeats of each turn: robust to scheduler noise
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection landing inside one call says nothing about the classifier
+    try:
         for i, r in enumerate(rows):
             emb = vecs[i] if vecs is not None else None
-            t0 = time.perf_counter_ns()
-            lab = clf.classify(r.text, r.role, embedding=emb)
-            lat_us.append((time.perf_counter_ns() - t0) / 1000.0)
-            if rep == 0:
-                preds.append(lab)
+            times = []
+            for rep in range(repeats):
+                t0 = time.perf_counter_ns()
+                lab = clf.classify(r.text, r.role, embedding=emb)
+                times.append((time.perf_counter_ns() - t0) / 1000.0)
+                if rep == 0:
+                    preds.append(lab)
+            lat_us.extend(times)
+            per_turn_us.append(statistics.median(times))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
     overall = score(rows, preds)
-    even = [i for i in range(len(rows)) if i % 2 == 0]
-    odd = [i for i in range(len(rows)) if i % 2 == 1]
+    base = [i for i, r in enumerate(rows) if not r.split]
+    even = [i for i in base if i % 2 == 0]
+    odd = [i for i in base if i % 2 == 1]
+    fresh = [i for i, r in enumerate(rows) if r.split == "fresh"]
+    fresh2 = [i for i, r in enumerate(rows) if r.split == "fresh2"]
     result: dict[str, Any] = {
         "embeddings": embeddings,
         "overall": overall,
         "tuning_half_even_lines": score([rows[i] for i in even], [preds[i] for i in even]),
         "held_out_odd_lines": score([rows[i] for i in odd], [preds[i] for i in odd]),
+        "fresh_set": score([rows[i] for i in fresh], [preds[i] for i in fresh]),
+        "fresh2_blind_set": score([rows[i] for i in fresh2], [preds[i] for i in fresh2]),
         "by_source": {},
         "latency_us": {
-            "p50": round(_percentile(lat_us, 50), 1),
-            "p99": round(_percentile(lat_us, 99), 1),
-            "max": round(max(lat_us), 1),
+            "p50": round(_percentile(per_turn_us, 50), 1),
+            "p99": round(_percentile(per_turn_us, 99), 1),
+            "max": round(max(per_turn_us), 1),
+            "raw_call_p99": round(_percentile(lat_us, 99), 1),
             "calls": len(lat_us),
+            "repeats_per_turn": repeats,
         },
         "prototype_fallbacks": sum(1 for p in preds if p.reason.startswith("prototype:")),
         "errors": [
@@ -242,17 +286,21 @@ def _run_supersede(clf: TurnClassifier, embedder: LocalEmbedder | None) -> dict[
 def _fmt_table(res: dict[str, Any]) -> str:
     lines = []
     o = res["overall"]
-    lines.append(f"classifier ({'rules + embedding prototypes' if res['embeddings'] else 'rules only'}), n={o['n']}")
+    lines.append(
+        f"classifier ({'rules + embedding prototypes' if res['embeddings'] else 'rules only'}), n={o['n']}"
+    )
     lines.append(f"{'label':<13}{'P':>7}{'R':>7}{'F1':>7}{'n':>6}")
     for lab, v in o["per_label"].items():
         lines.append(f"{lab:<13}{v['precision']:>7.3f}{v['recall']:>7.3f}{v['f1']:>7.3f}{v['support']:>6}")
     lb = o["load_bearing"]
     lines.append(f"macro-F1 {o['macro_f1']:.3f}   accuracy {o['accuracy']:.3f}")
-    lines.append(f"load-bearing precision {lb['precision']:.3f} recall {lb['recall']:.3f} (n={lb['support']})")
-    for name in ("tuning_half_even_lines", "held_out_odd_lines"):
+    lines.append(
+        f"load-bearing precision {lb['precision']:.3f} recall {lb['recall']:.3f} (n={lb['support']})"
+    )
+    for name in ("tuning_half_even_lines", "held_out_odd_lines", "fresh_set", "fresh2_blind_set"):
         h = res[name]
         lines.append(
-            f"{name:<24} macro-F1 {h['macro_f1']:.3f}  acc {h['accuracy']:.3f}  "
+            f"{name:<24} n={h['n']:<4} macro-F1 {h['macro_f1']:.3f}  acc {h['accuracy']:.3f}  "
             f"LB P {h['load_bearing']['precision']:.3f} R {h['load_bearing']['recall']:.3f}"
         )
     for src, s in res["by_source"].items():
@@ -261,7 +309,10 @@ def _fmt_table(res: dict[str, Any]) -> str:
             f"LB R {s['load_bearing']['recall']:.3f}"
         )
     lat = res["latency_us"]
-    lines.append(f"latency per turn (excl. embedding): p50 {lat['p50']} µs, p99 {lat['p99']} µs, max {lat['max']} µs")
+    lines.append(
+        f"latency per turn (excl. embedding, median of {lat['repeats_per_turn']} runs): p50 {lat['p50']} µs, "
+        f"p99 {lat['p99']} µs, max {lat['max']} µs; raw per-call p99 {lat['raw_call_p99']} µs"
+    )
     lines.append(f"prototype fallbacks: {res['prototype_fallbacks']}")
     s = res["supersession"]
     lines.append(
@@ -284,8 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_fmt_table(res))
         if args.errors:
             for e in res["errors"]:
-                print(f"  [{e['line']}] {e['role']}: gold {e['gold']}/{e['gold_lb']} pred {e['pred']}/{e['pred_lb']} "
-                      f"({e['reason']}) {e['text']!r}")
+                print(
+                    f"  [{e['line']}] {e['role']}: gold {e['gold']}/{e['gold_lb']} "
+                    f"pred {e['pred']}/{e['pred_lb']} ({e['reason']}) {e['text']!r}"
+                )
             for f in res["supersession"]["failures"]:
                 print(f"  supersede: {f}")
     return 0

@@ -63,7 +63,10 @@ def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
     else:
-        Console().print(render(result))
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # piped: don't squeeze the table to 80 columns
+        console.print(render(result))
 
 
 @click.group("eval")

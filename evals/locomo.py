@@ -75,6 +75,7 @@ from evals.baselines import (
     run_baseline,
     tiermem_available,
     tiermem_context,
+    verify_positions,
     warn,
 )
 from tiermem.memory import Memory
@@ -464,6 +465,7 @@ class Record:
     over_budget: bool
     token_mismatch: bool
     degraded: bool = False
+    unverified: int = 0  # positions the plan claimed verbatim/trimmed whose text is not in the messages
 
 
 def score(q: Question, out: MethodOutput, ms: float, budget: int | None, token_ok: bool) -> Record:
@@ -504,6 +506,10 @@ def summarize(
         "by_category": by_cat,
         "by_category_questions": by_cat_n,
         "answer_coverage": _r(mean([1.0 if c else 0.0 for c in covered])),
+        # category 5's "answer" is the adversarial trap answer: also report coverage without it
+        "answer_coverage_non_adversarial": _r(
+            mean([1.0 if r.covered else 0.0 for r in records if r.covered is not None and r.category != 5])
+        ),
         "mean_context_tokens": _r(mean([r.tokens for r in records]), 1),
         "max_context_tokens": max((r.tokens for r in records), default=None),
         "full_context_tokens": _r(full_context_tokens, 1),
@@ -516,6 +522,7 @@ def summarize(
         "budget_violations": sum(1 for r in records if r.over_budget),
         "token_mismatches": sum(1 for r in records if r.token_mismatch),
         "degraded": sum(1 for r in records if r.degraded),
+        "unverified_positions": sum(r.unverified for r in records),
     }
 
 
@@ -621,7 +628,10 @@ def run_locomo(
                     out = tiermem_context(memory, ing.conversation_id, q.qa.question, b)
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
-                    records[b][TIERMEM].append(score(q, out, ms, b, token_ok=ok))
+                    unverified = verify_positions(memory, ing.conversation_id, out)
+                    rec = score(q, out, ms, b, token_ok=ok)
+                    rec.unverified = unverified
+                    records[b][TIERMEM].append(rec)
             if progress is not None:
                 progress.advance(t_q)
     questions_s = time.perf_counter() - t1

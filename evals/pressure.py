@@ -516,24 +516,26 @@ class ProbeScore:
 
 
 def score_probe(probe: Probe, out: MethodOutput, superseded_texts: Sequence[str]) -> tuple[bool, list[str]]:
-    """(retained, stale values presented as current)."""
-    texts = [message_text(m) for m in out.messages]
-    everything = "\n".join(texts)
+    """(retained, stale values presented as current).
+
+    Leakage is judged line by line, because a planner may pack several turns into one
+    message (e.g. a block of pinned facts, one per line): a line that carries a stale
+    value leaks unless it says "superseded" or carries the text of a turn that a plan
+    item marked superseded."""
+    everything = "\n".join(message_text(m) for m in out.messages)
     expected = probe.state.expected
     retained = bool(expected) and contains(everything, expected)
+    marked_texts = [t.strip() for t in superseded_texts if t and t.strip()]
+    lines = everything.splitlines()
     leaked: list[str] = []
     for stale in probe.state.stale:
-        for i, t in enumerate(texts):
-            if not contains(t, stale):
+        for line in lines:
+            if not contains(line, stale):
                 continue
-            marked = "superseded" in t.lower() or (
-                i < len(out.marked_superseded) and out.marked_superseded[i]
-            )
-            if not marked and any(st and st.strip() and st.strip() in t for st in superseded_texts):
-                marked = True
-            if not marked:
-                leaked.append(stale)
-                break
+            if "superseded" in line.lower() or any(t in line for t in marked_texts):
+                continue
+            leaked.append(stale)
+            break
     return retained, leaked
 
 

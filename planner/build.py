@@ -42,6 +42,9 @@ INTENT_BOOST = {"instruction": 0.25, "correction": 0.25, "statement": 0.1, "ques
                 "tool_result": 0.0, "chitchat": -0.2}
 LOAD_BEARING_BOOST = 0.2
 NEIGHBOUR_FACTOR = 0.5
+# Unit vectors: L2 distance d and cosine c relate by d^2 = 2 - 2c. A dense hit below
+# cosine 0.3 is noise, not memory; it is dropped unless bm25 finds it too.
+MAX_DENSE_DISTANCE = math.sqrt(2 - 2 * 0.3)
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class Planner:
         timings["fixed"] = (time.perf_counter() - t0) * 1000
 
         # -- candidates per slice -----------------------------------------------------------------
-        pinned = self._pinned_candidates(conv, hot, plan)
+        pinned = [c for c in self._pinned_candidates(conv, hot, plan) if c.position != latest_user]
         tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
         taken_positions = {c.position for c in pinned} | ({latest_user} if latest_user is not None else set())
         summary = self._summary_candidates(conv, summaries, plan)
@@ -253,9 +256,9 @@ class Planner:
 
         for s in ("pinned", "tail", "summary", "retrieved"):
             take(s, caps[s])
-        order = (["tail", "retrieved", "pinned", "summary"] if qclass.name == "recent_recall"
+        order = (["retrieved", "tail", "pinned", "summary"] if qclass.name in ("targeted_recall", "temporal")
                  else ["summary", "pinned", "tail", "retrieved"] if qclass.name == "summarize"
-                 else ["retrieved", "tail", "pinned", "summary"])
+                 else ["tail", "retrieved", "pinned", "summary"])
         for s in order:
             take(s, used[s] + remaining)
         if chosen["tail"]:
@@ -453,7 +456,8 @@ class Planner:
         depth = max(self.settings.retrieval_k, min(400, int(room / est_turn * 1.5)))
         lists: dict[str, list[tuple[str, int, float]]] = {}
         if qvec is not None:
-            lists["dense"] = self.cold.search_dense(qvec, depth, conversation_id=conv)
+            lists["dense"] = [h for h in self.cold.search_dense(qvec, depth, conversation_id=conv)
+                              if h[2] <= MAX_DENSE_DISTANCE]
         lists["bm25"] = self.cold.search_bm25(query, depth, conversation_id=conv)
         hits = fuse(lists, depth, rrf_k=self.settings.rrf_k)
         other: list[Any] = []
@@ -497,6 +501,9 @@ class Planner:
             scored[(h.conversation_id, h.position)] = (h.score / top * 0.8,
                                                        f"from {h.conversation_id} in this namespace: "
                                                        + ", ".join(f"{n} rank {r}" for n, r in h.ranks.items()))
+        more = [p for (c, p) in scored if c == conv and p not in rows]
+        rows.update({r.position: r for r in self.cold.turns_at(conv, more)})
+        superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
         msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
         out = []
         for key, (s, why) in scored.items():
@@ -504,6 +511,9 @@ class Planner:
             if m is None:
                 continue
             line, trimmed = self._line(key[0], m, conv, dated=False)
+            if key in superseded:
+                # shown for the history it carries, never as a current value
+                line = line.replace("] ", f" · SUPERSEDED by #{superseded[key]}, not current] ", 1)
             heading = self._heading(key[0], m, conv)
             out.append(_Cand("retrieved", key[0], key[1], s, f"{qclass}: {why}", line,
                              tokens=self._line_tokens(line) + HEADING_SHARE_TOKENS,

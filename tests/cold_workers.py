@@ -5,7 +5,8 @@ tests exercise SQLite's cross-process locking and crash recovery, not threads.
 
     append DB WORKER N GO   wait for the file GO, append N messages "wWORKER-i" one by
                             one, print the positions as one JSON list
-    open DB GO              wait for GO, open (and migrate) DB, print its schema version
+    open SYNC K DB...       for each DB in turn: meet the other K-1 processes (files in the
+                            directory SYNC), then open (and migrate) it, print its version
     ingest DB               load the embedder, then append forever, printing "A pos" after
                             each commit and "E n" after each embedding batch; embedding
                             falls behind on purpose, so a kill always leaves a gap
@@ -40,14 +41,24 @@ def append(db: str, worker: str, n: str, go: str) -> None:
     print(json.dumps(positions), flush=True)
 
 
-def open_db(db: str, go: str) -> None:
+def open_db(sync: str, parties: str, *dbs: str) -> None:
+    import os
+
     from tiers.cold import ColdStore
     from tiers.tokens import BpeTokenCounter
 
-    _wait_for(Path(go))
-    store = ColdStore(Path(db), tokens=BpeTokenCounter())
-    print(store.version, flush=True)
-    store.close()
+    counter = BpeTokenCounter()
+    for i, db in enumerate(dbs):
+        # a barrier through the file system: every party opens database i at once
+        (Path(sync) / f"{i}-{os.getpid()}").touch()
+        deadline = time.monotonic() + 60
+        while len(list(Path(sync).glob(f"{i}-*"))) < int(parties):
+            if time.monotonic() > deadline:
+                raise SystemExit("the other process never arrived")
+            time.sleep(0.001)
+        store = ColdStore(Path(db), tokens=counter)
+        print(store.version, flush=True)
+        store.close()
 
 
 def ingest(db: str) -> None:

@@ -101,16 +101,25 @@ def start_local_cluster(work_dir: Path, masters: int = 3, timeout: float = 30.0)
                 subprocess.Popen(
                     [
                         binary,
-                        "--port", str(port),
-                        "--bind", "127.0.0.1",
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", str(node_dir / "nodes.conf"),
-                        "--cluster-node-timeout", "5000",
-                        "--save", "",
-                        "--appendonly", "no",
-                        "--dir", str(node_dir),
-                        "--logfile", str(node_dir / "redis.log"),
-                    ],  # fmt: skip
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        str(node_dir / "nodes.conf"),
+                        "--cluster-node-timeout",
+                        "5000",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--dir",
+                        str(node_dir),
+                        "--logfile",
+                        str(node_dir / "redis.log"),
+                    ],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
@@ -130,8 +139,15 @@ def start_local_cluster(work_dir: Path, masters: int = 3, timeout: float = 30.0)
                         raise
                     time.sleep(0.02)
         created = subprocess.run(
-            [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
-             "--cluster-replicas", "0", "--cluster-yes"],  # fmt: skip
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in ports),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
             capture_output=True,
             timeout=timeout,
             check=False,

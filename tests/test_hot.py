@@ -79,12 +79,12 @@ def random_turns(n: int, seed: int, pin_rate: float = 0.05) -> list[HotTurn]:
 # property test
 # ---------------------------------------------------------------------------------------
 
-admit_op = st.tuples(st.just("admit"), st.integers(0, 60), st.integers(0, 5).map(lambda x: x == 0), st.integers(0, 3))
+admit_op = st.tuples(
+    st.just("admit"), st.integers(0, 60), st.integers(0, 5).map(lambda x: x == 0), st.integers(0, 3)
+)
 pin_op = st.tuples(st.just("pin"), st.integers(0, 10_000), st.integers(0, 3), st.booleans())
 unpin_op = st.tuples(st.just("unpin"), st.integers(0, 10_000))
-ops_strategy = st.lists(
-    st.one_of(admit_op, admit_op, admit_op, pin_op, unpin_op), min_size=8, max_size=50
-)
+ops_strategy = st.lists(st.one_of(admit_op, admit_op, admit_op, pin_op, unpin_op), min_size=8, max_size=50)
 params_strategy = st.tuples(
     st.integers(0, 200),  # budget
     st.integers(0, 3),  # head_protect
@@ -93,9 +93,7 @@ params_strategy = st.tuples(
 )
 
 
-def _check_first_victim(
-    pre: list[HotTurn], res: AdmitResult, head: int, tail: int, bias: float
-) -> None:
+def _check_first_victim(pre: list[HotTurn], res: AdmitResult, head: int, tail: int, bias: float) -> None:
     """Independent of the reference: the first victim of an admit is the candidate the
     bias formula picks; with bias 0 that is the candidate nearest the middle."""
     if not res.evicted:
@@ -168,7 +166,11 @@ def test_matches_reference_and_keeps_invariants(
                 want = ref.unpin(pos)
                 pins.pop(pos, None)
         assert (res.evicted, res.demoted) == want
-        for name, happened in (("evicted", res.evicted), ("demoted", res.demoted), ("overflow", res.overflow_tokens)):
+        for name, happened in (
+            ("evicted", res.evicted),
+            ("demoted", res.demoted),
+            ("overflow", res.overflow_tokens),
+        ):
             if happened:
                 event(f"{op[0]} {name}")
         assert res.total_tokens == ref.total and res.overflow_tokens == ref.overflow
@@ -209,9 +211,7 @@ def test_matches_reference_and_keeps_invariants(
     # Rebuild from the "log" with the final pin flags = the reference replay; and when
     # pins were only ever given at admission, = the live set itself.
     live = hot.read(conv)
-    final = [
-        replace(t, pinned=p in pins, priority=pins.get(p, 0)) for p, t in sorted(admitted.items())
-    ]
+    final = [replace(t, pinned=p in pins, priority=pins.get(p, 0)) for p, t in sorted(admitted.items())]
     rebuilt = hot.rebuild(conv, final, generation=GEN)
     expected_ref = replay(final, budget, head, tail, bias)
     assert rebuilt.turns == expected_ref.hot()
@@ -337,13 +337,17 @@ def test_stale_states_raise_and_write_nothing(client: redis.Redis) -> None:
         hot.admit(conv, turn(3), generation=GEN)  # lost (or never built) and not position 0
     assert info.value.reason == "missing" and info.value.stored_generation is None
     assert hot.read(conv) is None
-    with pytest.raises(HotStale):
-        hot.pin(conv, 0, 1, turn=turn(0))
+    # pin/unpin without a set: nothing to do (the next read rebuilds with the pin)
+    assert hot.pin(conv, 0, 1, turn=turn(0)) == AdmitResult([], [], 0, 0)
+    assert hot.unpin(conv, 0) == AdmitResult([], [], 0, 0)
+    assert hot.read(conv) is None
     hot.admit_many(conv, [turn(0), turn(1)], generation=GEN)
     before = hot.read(conv)
     with pytest.raises(HotStale) as info:
         hot.admit(conv, turn(3), generation=GEN)  # position 2 never arrived
     assert info.value.reason == "gap" and info.value.stored_last == 1
+    with pytest.raises(HotStale):
+        hot.admit_many(conv, [turn(3), turn(4)], generation=GEN)
     with pytest.raises(HotStale) as info:
         hot.admit(conv, turn(2), generation="gen-2")  # the log was replaced (prune + reuse)
     assert info.value.reason == "generation" and info.value.stored_generation == GEN
@@ -355,6 +359,14 @@ def test_stale_states_raise_and_write_nothing(client: redis.Redis) -> None:
     with pytest.raises(HotStale) as info:
         hot.admit(conv, turn(2), generation=GEN)
     assert info.value.reason == "inconsistent"
+    # so does a meta that someone garbled
+    other = cid()
+    hot.admit_many(other, [turn(0), turn(1)], generation=GEN)
+    client.hset(hot.keys(other)[0], "total", "many")
+    assert hot.read(other) is None
+    with pytest.raises(HotStale) as info:
+        hot.admit(other, turn(2), generation=GEN)
+    assert info.value.reason == "inconsistent" and info.value.stored_last == 1
 
 
 def test_rebuild_after_flushall_equals_live(client: redis.Redis) -> None:
@@ -525,3 +537,80 @@ def test_rebuild_after_kill_and_restart_equals_live(tmp_path: Path) -> None:
         srv.stop()
         if pid is not None:
             kill_hard(pid)
+
+
+def test_admit_many_validates_everything_first(client: redis.Redis) -> None:
+    hot = tier(client)
+    conv = cid()
+    assert hot.admit_many(conv, [], generation=GEN) == AdmitResult([], [], 0, 0)
+    assert hot.read(conv) is None  # nothing created
+    bad = [turn(i) for i in range(5)] + [HotTurn(5, -3, False, 0, "")]
+    with pytest.raises(ValueError):
+        hot.admit_many(conv, bad, generation=GEN)
+    assert hot.read(conv) is None
+    hot.admit_many(conv, bad[:5], generation=GEN)
+    assert hot.admit_many(conv, [], generation=GEN) == AdmitResult([], [], 50, 0)
+
+
+def test_frozen_server_times_out_and_retried_admits_apply_once(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    srv = EmbeddedRedis(tmp_path / "data")
+    srv.ensure()
+    c = make_client(srv.url)
+    pid = srv.pid
+    assert pid is not None
+    try:
+        hot = tier(c, budget=100, head=1, tail=2, bias=0.0)
+        conv = cid()
+        turns = [turn(i, 15) for i in range(30)]
+        hot.admit_many(conv, turns[:20], generation=GEN)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.perf_counter()
+            with pytest.raises(redis.exceptions.TimeoutError):
+                hot.admit(conv, turns[20], generation=GEN)  # sent twice (one retry), applied later
+            assert time.perf_counter() - t0 < 2.0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        hot.admit(conv, turns[20], generation=GEN)  # the caller's own retry
+        for t in turns[21:]:
+            hot.admit(conv, t, generation=GEN)
+        s = hot.read(conv)
+        ref = replay(turns, 100, 1, 2, 0.0)
+        assert s is not None and s.turns == ref.hot() and s.evictions == ref.evictions
+    finally:
+        c.close()
+        srv.stop()
+        if srv.pid is not None:
+            kill_hard(pid)
+
+
+def test_batch_may_skip_positions_after_its_first(client: redis.Redis) -> None:
+    # A caller that cannot render a log row (salvaged) leaves it out, as a rebuild would.
+    hot = tier(client, budget=40, head=0, tail=1, bias=1.0)
+    conv = cid()
+    hot.admit_many(conv, [turn(0), turn(1)], generation=GEN)
+    res = hot.admit_many(conv, [turn(2), turn(4), turn(5)], generation=GEN)
+    assert res.evicted == [0]
+    ref = replay([turn(p) for p in (0, 1, 2, 4, 5)], 40, 0, 1, 1.0)
+    s = hot.read(conv)
+    assert s is not None and s.turns == ref.hot() and s.last_position == 5
+    with pytest.raises(HotStale):
+        hot.admit(conv, turn(7), generation=GEN)  # 6 never arrived
+
+
+@pytest.mark.parametrize("pin_rate", [0.0, 0.03, 0.3])
+@pytest.mark.parametrize("bias", [0.0, 0.25, 1.0])
+def test_long_runs_match_reference(client: redis.Redis, pin_rate: float, bias: float) -> None:
+    # Wide windows with few pins take the skip-over-pins path of the victim search,
+    # many pins the scanning one; both must agree with the reference at every step.
+    hot = tier(client, budget=2500, head=3, tail=5, bias=bias)
+    conv = cid()
+    ref = RefConversation(2500, 3, 5, bias)
+    for t in random_turns(400, seed=int(pin_rate * 100 + bias * 10), pin_rate=pin_rate):
+        res = hot.admit(conv, t, generation=GEN)
+        assert (res.evicted, res.demoted) == ref.admit(t)
+    s = hot.read(conv)
+    assert s is not None and s.turns == ref.hot() and s.evictions == ref.evictions

@@ -91,7 +91,14 @@ def test_admit_many_pin_unpin(client: RedisClient) -> None:
     assert hot.admit(conv, HotTurn(9, 10, False, 0, "m9"), generation=GEN).evicted == [2]
     s = hot.read(conv)
     assert s is not None
-    assert [(t.position, t.pinned) for t in s.turns] == [(0, True), (5, False), (6, False), (7, False), (8, False), (9, False)]
+    assert [(t.position, t.pinned) for t in s.turns] == [
+        (0, True),
+        (5, False),
+        (6, False),
+        (7, False),
+        (8, False),
+        (9, False),
+    ]
 
 
 def test_rebuild_and_stale(client: RedisClient) -> None:
@@ -110,7 +117,9 @@ def test_rebuild_and_stale(client: RedisClient) -> None:
         hot.admit(conv, HotTurn(2500, 1, False, 0, "x"), generation="other")
 
 
-def test_keys_share_one_slot_and_spread_over_masters(client: RedisClient, request: pytest.FixtureRequest) -> None:
+def test_keys_share_one_slot_and_spread_over_masters(
+    client: RedisClient, request: pytest.FixtureRequest
+) -> None:
     hot = tier(client)
     convs = [f"spread-{{{i}}}-{uuid.uuid4().hex}" for i in range(30)]
     for conv in convs:

@@ -202,3 +202,17 @@ def test_start_failure_is_reported(tmp_path: Path) -> None:
     bad.chmod(0o755)
     with pytest.raises(redis_server.RedisStartError, match="cannot start"):
         EmbeddedRedis(tmp_path / "data", binary=str(bad)).ensure()
+
+
+def test_odd_data_dir_names(tmp_path: Path) -> None:
+    from tiers.hot import make_client
+
+    srv = EmbeddedRedis(tmp_path / "my data 'dir' \"x\"")
+    try:
+        c = make_client(srv.ensure())
+        try:
+            assert c.ping() and c.config_get("port") == {"port": "0"}
+        finally:
+            c.close()
+    finally:
+        srv.stop()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from tiers.cold import TurnRow
-from tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, make_client
+from tiers.hot import AdmitResult, HotSet, HotStale, HotTier, HotTurn, make_client
 from tiers.redis_server import EmbeddedRedis
 
 if TYPE_CHECKING:
@@ -141,7 +141,10 @@ class HotLink:
         last = self.memory.cold.last_position(conversation_id)
         if hs.last_position < last:
             rows = self.memory.cold.turns(conversation_id, start=hs.last_position + 1)
-            self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+            try:
+                self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+            except HotStale:
+                return self._rebuild(conversation_id), True
             hs = self.tier.read(conversation_id) or self._rebuild(conversation_id)
         return hs, False
 
@@ -154,7 +157,14 @@ class HotLink:
                 self._ok()
                 return None
             rows = self.memory.cold.turns(conversation_id, start=positions[0], end=positions[-1])
-            res = self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+            try:
+                res = self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+            except HotStale:
+                # the stored set missed appends (Redis was down, or another process's
+                # admit raced ours): the log has them all, replay it
+                self._rebuild(conversation_id)
+                self._ok()
+                return None
             self._ok()
             return res
         except REDIS_ERRORS as exc:

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from planner.plan import Context
 from tiermem.config import Config
-from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit
+from consolidation.classify import TurnClassifier
+from consolidation.supersede import Candidate, find_superseded
+from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit, TurnRow
 from tiers.embed import Embedder, SentenceTransformerEmbedder
 from tiers.errors import ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id
@@ -38,6 +40,7 @@ DEFAULT_NAMESPACE = "default"
 MAX_SEARCH_K = 200
 MAX_BATCH_MESSAGES = 10_000
 MAX_BUDGET_TOKENS = 2_000_000
+SUPERSEDE_WINDOW = 40  # recent user turns a correction may refer to, besides load-bearing ones
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class Memory:
             synchronous=self.config.sqlite_synchronous,
         )
         self._closed = False
+        self.classifier = TurnClassifier()
         self.planner = Planner(
             self.cold,
             self.tokens,
@@ -203,13 +207,52 @@ class Memory:
         parsed = []
         for i, m in enumerate(messages):
             try:
-                parsed.append(self._parse(m, session_id=session_id) if not isinstance(m, Message) or session_id
-                              else m)
+                # a Message object passed pydantic but not the configured limits: parse it too
+                parsed.append(self._parse(m, session_id=session_id))
             except ValidationError as exc:
-                raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
-        positions = self.cold.append_many(conv, parsed, namespace=ns)
+                # name the message in the batch, keeping the class (LimitExceeded carries
+                # the value and the limit)
+                exc.field = f"messages[{i}].{exc.field}"
+                exc.args = (f"{exc.field}: {exc.problem}",)
+                raise
+        labels = [self._label(m.text(), m.role) for m in parsed]
+        positions = self.cold.append_many(conv, parsed, namespace=ns, labels=labels)
+        self._supersede(conv, [(p, m, lab) for p, m, lab in zip(positions, parsed, labels, strict=True)])
         self._after_append(conv, positions)
         return positions
+
+    def _label(self, text: str, role: str) -> tuple[str, bool, int, str]:
+        # rules only at append time: the turn's embedding does not exist yet (it is made
+        # after the commit), and rules decide the large majority of turns
+        lab = self.classifier.classify(text, role)
+        return (lab.intent, lab.load_bearing, lab.priority, lab.reason)
+
+    def _supersede(self, conv: str, appended: Sequence[tuple[int, Message, tuple[str, bool, int, str]]]) -> None:
+        """Record which earlier turns a correction or retraction supersedes (derived, in
+        the turn index) and release their automatic pins."""
+        pairs: list[tuple[int, int]] = []
+        for pos, msg, (intent, lb, _prio, _why) in appended:
+            if msg.role != "user" or not (intent == "correction" or lb):
+                continue
+            rows = [r for r in self.cold.pinned_turns(conv) if r.position < pos and r.role == "user"]
+            rows += [r for r in self.cold.turns(conv, start=max(0, pos - SUPERSEDE_WINDOW), end=pos - 1)
+                     if r.role == "user"]
+            seen: dict[int, TurnRow] = {r.position: r for r in rows if r.superseded_by is None}
+            if not seen:
+                continue
+            texts = {m.position: m.text for m in self.cold.get(conv, sorted(seen))}
+            cands = [Candidate(p, texts[p], seen[p].intent or "statement", seen[p].load_bearing)
+                     for p in sorted(seen) if p in texts]
+            for old, _reason in find_superseded(msg.text(), cands):
+                pairs.append((old, pos))
+        if not pairs:
+            return
+        self.cold.set_superseded(conv, pairs)
+        if self.hot is not None:
+            for old, _new in pairs:
+                row = self.cold.turns_at(conv, [old])
+                if row and row[0].pinned_priority is None:
+                    self.hot.unpin(conv, old)
 
     def _after_append(self, conversation_id: str, positions: list[int]) -> None:
         """Derived work after the cold commit; never raises for a derived tier."""
@@ -397,10 +440,25 @@ class Memory:
             out["hot"] = self.hot.stats(namespace=namespace)
         return out
 
+    def _relabel_all(self) -> int:
+        """Recompute labels and supersession for every turn, replaying each
+        conversation in log order exactly as live appends did."""
+        n = 0
+        for conv in [r[0] for r in self.cold._read("SELECT id FROM conversations")]:
+            msgs = self.cold.history(conv)
+            labels = [self._label(m.text, m.role) for m in msgs]
+            self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
+            for m, lab in zip(msgs, labels, strict=True):
+                if m.role == "user" and (lab[0] == "correction" or lab[1]):
+                    self._supersede(conv, [(m.position, Message.model_validate(m.body), lab)])
+            n += len(msgs)
+        return n
+
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Recompute every derived structure from the log: turn index, FTS, vectors, the
         hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
         report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
+        report["labeled"] = self._relabel_all()
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()
         return report

@@ -75,6 +75,7 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 Connection = Any  # sqlean.Connection; the driver ships no type stubs
+Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 
 
 # ----------------------------------------------------------------------------------
@@ -276,6 +277,13 @@ def connect(
     sqlite_vec.load(conn)
     conn.enable_load_extension(False)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    # Refuse a newer schema before anything below writes to the file (switching a
+    # rollback-journal database to WAL rewrites its header): the error promises that
+    # the database is left untouched. migrate() checks again under the write lock.
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > schema_version():
+        conn.close()
+        raise SchemaTooNew(str(path), found, schema_version())
     # auto_vacuum can only be chosen before the first table exists; INCREMENTAL lets
     # prune hand freed pages back to the file system.
     if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
@@ -411,7 +419,9 @@ class ColdStore:
         self.embedder = embedder
         self._lock = threading.RLock()
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
-        self.salvaged = 0  # rows skipped because they could not be decoded
+        # rows skipped because they could not be decoded; a set, because every read of
+        # the conversation meets the same bad row again and it is still one row
+        self._salvaged_rows: set[tuple[str, int]] = set()
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         try:
             self.version = migrate(self._conn, str(self.path))
@@ -445,6 +455,18 @@ class ColdStore:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             return list(self._conn.execute(sql, params).fetchall())
+
+    @property
+    def salvaged(self) -> int:
+        """How many distinct stored rows could not be decoded (this process has met)."""
+        return len(self._salvaged_rows)
+
+    def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None:
+        key = (conversation_id, int(position))
+        # warn the first time; later reads of the same row would only repeat it
+        level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
+        self._salvaged_rows.add(key)
+        log.log(level, "salvage: %s conversation=%s position=%s: %s", what, conversation_id, position, reason)
 
     def _step(self, name: str) -> None:
         if self._fault is not None:
@@ -530,7 +552,9 @@ class ColdStore:
 
     # -- append -----------------------------------------------------------------------
 
-    def _insert(self, c: Connection, conversation_id: str, msg: Message) -> tuple[int, int]:
+    def _insert(
+        self, c: Connection, conversation_id: str, msg: Message, label: Label | None = None
+    ) -> tuple[int, int]:
         body = msg.body()
         body_json = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         meta_json = json.dumps(msg.metadata, ensure_ascii=False) if msg.metadata is not None else None
@@ -544,11 +568,13 @@ class ColdStore:
             (conversation_id, msg.role, body_json, msg.session_id, meta_json, created),
         ).fetchone()
         text = search_text(body)
+        intent, lb, prio, reason = label if label is not None else (None, None, None, None)
         c.execute(
-            "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at, "
+            "intent, load_bearing, priority, label_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (conversation_id, position, mid, msg.role, msg.session_id,
-             message_tokens(self.tokens, body), content_hash(body), created),
+             message_tokens(self.tokens, body), content_hash(body), created,
+             intent, None if lb is None else int(lb), prio, reason),
         )
         c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, text))
         c.execute(
@@ -561,13 +587,25 @@ class ColdStore:
         """Append one validated message; returns its position. Commits before embedding."""
         return self.append_many(conversation_id, [msg], namespace=namespace)[0]
 
-    def append_many(self, conversation_id: str, msgs: Sequence[Message], *, namespace: str = "default") -> list[int]:
-        """Append a batch in one transaction; positions are contiguous."""
+    def append_many(
+        self,
+        conversation_id: str,
+        msgs: Sequence[Message],
+        *,
+        namespace: str = "default",
+        labels: Sequence[Label | None] | None = None,
+    ) -> list[int]:
+        """Append a batch in one transaction; positions are contiguous. `labels`
+        (intent, load_bearing, priority, reason) are derived turn-index values that the
+        caller computed from the text; they commit with the messages."""
         if not msgs:
             return []
+        if labels is not None and len(labels) != len(msgs):
+            raise ValueError("labels must match messages one to one")
         with self._tx() as c:
             self._claim_conversation(c, conversation_id, namespace, time.time())
-            return [self._insert(c, conversation_id, m)[0] for m in msgs]
+            return [self._insert(c, conversation_id, m, labels[i] if labels else None)[0]
+                    for i, m in enumerate(msgs)]
 
     # -- embeddings (derived, outside the write lock) -------------------------------------
 
@@ -665,8 +703,7 @@ class ColdStore:
                 raise ValueError("metadata is not an object")
             return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
         except (ValueError, TypeError) as exc:
-            self.salvaged += 1
-            log.warning("salvage: skipped conversation=%s position=%s: %s", conv, pos, exc)
+            self._salvage(conv, pos, exc)
             return None
 
     _SELECT = (
@@ -979,6 +1016,8 @@ class ColdStore:
             self._conn.execute("PRAGMA incremental_vacuum").fetchall()
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         report.bytes_after = self.files_bytes()
+        gone = set(report.conversation_ids)  # their bad rows no longer exist either
+        self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
         return report
 
     # -- search ----------------------------------------------------------------------------
@@ -1079,7 +1118,9 @@ class ColdStore:
         cleared; the consolidation layer recomputes them."""
         with self._tx() as c:
             c.execute("DELETE FROM turns")
-            c.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+            # 'delete-all' exists only for contentless and external-content FTS5 tables;
+            # this one stores its own text, so it is emptied like a table
+            c.execute("DELETE FROM messages_fts")
             if self._vec_dim is not None:
                 c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
                 c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
@@ -1093,8 +1134,7 @@ class ColdStore:
                     if not isinstance(data, dict):
                         raise ValueError("not an object")
                 except ValueError as exc:
-                    self.salvaged += 1
-                    log.warning("salvage: rebuild skipped conversation=%s position=%s: %s", conv, pos, exc)
+                    self._salvage(conv, pos, exc, what="rebuild skipped")
                     data = {"role": role, "content": ""}
                 c.execute(
                     "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "

@@ -8,7 +8,8 @@ Invariants:
 - Every mutation (admit, pin, unpin, a rebuild chunk) is one Lua script: the state is
   loaded, the operations and the eviction they cause are simulated in Lua tables, and
   the difference is written back. A script either returns an error status having
-  written nothing, or writes its whole effect.
+  written nothing (beyond clearing orphaned keys of a lost set), or writes its whole
+  effect.
 - Eviction: while the total exceeds the budget, evict an unpinned member that is neither
   among the first `head_protect` nor the last `tail_protect` members of the hot window.
   Among those candidates (in position order, length L), the victim sits at index
@@ -43,10 +44,13 @@ Invariants:
 Key layout per conversation, tag T = `{tm:<escaped id>}`:
   T:meta  hash  gen, total, budget, last, evictions, overflow, demoted_tokens
   T:z     zset  member = position, score = position (the hot window in log order)
-  T:h     hash  position -> "tokens|pinned(0/1)|priority" (what eviction needs)
+  T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
+  T:pin   hash  pinned member position -> priority (absent: not pinned)
   T:d     hash  demoted position -> tokens
-Headers and payloads are split so that eviction reads a few bytes per member, not texts.
+A member's record is thus split over T:t, T:p and T:pin: an admit loads only the
+ordered positions and the pins, never the texts nor every member's record; that halved
+the script's time against one packed record per member (measured, 40-member window).
 """
 
 from __future__ import annotations
@@ -63,42 +67,49 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry
 
 DEFAULT_SOCKET_TIMEOUT_S = 0.5
 DEFAULT_HEALTH_CHECK_INTERVAL_S = 30
-# Turns per script call. A replay chunk of 2000 header-only turns runs for a few ms of
+# Turns per script call. A replay chunk of 2000 turns (no texts) runs for a few ms of
 # Lua, short enough not to stall other clients of a shared server.
 ADMIT_CHUNK = 1000
 REBUILD_CHUNK = 2000
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
 
+# Lua prints numbers with %.14g: integers stay exact below 10^14.
+_MAX_INT = 10**14
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._:-]+$")
 
 # ----------------------------------------------------------------------------------------
-# Lua. Redis 6.2: EVAL/EVALSHA only (no functions). Numbers cross the boundary as
-# integers; positions and tokens are integers below 2^53, so Lua doubles hold them exactly.
+# Lua. Redis 6.2: EVAL/EVALSHA only (no functions). Positions, tokens and priorities are
+# integers below 10^14 (checked in Python), which Lua doubles hold and print exactly.
 # ----------------------------------------------------------------------------------------
 
 APPLY_LUA = r"""
--- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] header hash, KEYS[4] payload hash,
--- KEYS[5] demoted hash (all of one conversation, one hash tag).
+-- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] tokens hash, KEYS[4] payload hash,
+-- KEYS[5] pin hash, KEYS[6] demoted hash (all of one conversation, one hash tag).
 -- ARGV[1] generation; ARGV[2] budget; ARGV[3] head_protect; ARGV[4] tail_protect;
 -- ARGV[5] eviction bias in [0, 1];
--- ARGV[6] flags: c = check consistency and position contiguity of admits,
+-- ARGV[6] flags: c = check consistency, and that the first new admit follows the stored
+--                    last position (later ones in the same call need only ascend),
 --                g = check the stored generation equals ARGV[1],
---                r = reset (delete the five keys first),
+--                r = reset (delete the six keys first),
 --                p = ops carry payloads (ARGV[9..], one per admit and per pin with a turn),
 --                e = return evicted positions, m = return the member positions;
--- ARGV[7] ttl in ms for the five keys (0: leave as is);
+-- ARGV[7] ttl in ms for the six keys (0: leave as is);
 -- ARGV[8] ops: "<k><pos>,<tokens>,<pinned>,<priority>;" repeated, k = a (admit),
 --         p (pin; tokens -1 when no turn is given), u (unpin).
--- Returns {'OK', evicted[], demoted[], total, overflow, last, n_evicted[, members[]]}
---      or {'STALE', reason, stored generation, stored last} (nothing written)
---      or {'NOTHOT', position} / {'AHEAD', position, last} (nothing written).
-local meta_key, z_key, h_key, p_key, d_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- Returns one string (redis-py parses one bulk string much faster than nested arrays):
+--   'OK|<evicted,...>|<demoted,...>|total|overflow|last|n_evicted|<members,...>'
+--   (members only with flag m), or, with nothing written,
+--   'STALE|reason|stored last|stored generation', 'NOTHOT|position', 'AHEAD|position|last';
+--   a pin or unpin without a stored set answers 'OK|||0|0|-1|0|' and writes nothing.
+-- Only what eviction needs is loaded: the ordered positions, the pins with their
+-- tokens, and the meta; other members' tokens are fetched when they become victims.
+local meta_key, z_key, t_key, p_key, pin_key, d_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local gen = ARGV[1]
 local budget = tonumber(ARGV[2])
 local head = tonumber(ARGV[3])
@@ -111,46 +122,66 @@ local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local check, check_gen, with_payloads = flag('c'), flag('g'), flag('p')
 local want_evicted, want_members = flag('e'), flag('m')
 
-if flag('r') then redis.call('DEL', meta_key, z_key, h_key, p_key, d_key) end
+if flag('r') then redis.call('DEL', meta_key, z_key, t_key, p_key, pin_key, d_key) end
 
 local meta = {}
 local raw = redis.call('HGETALL', meta_key)
 for i = 1, #raw, 2 do meta[raw[i]] = raw[i + 1] end
 local exists = raw[1] ~= nil
-local last = exists and tonumber(meta.last) or -1
-local function stale(reason)
-  return {'STALE', reason, meta.gen or '', last}
+local last, total, evictions = -1, 0, 0
+if exists then
+  last = tonumber(meta.last or '')
+  total = tonumber(meta.total or '')
+  evictions = tonumber(meta.evictions or '')
 end
+local stored_last = last or -1
+local function stale(reason)
+  return 'STALE|' .. reason .. '|' .. stored_last .. '|' .. (meta.gen or '')
+end
+if last == nil or total == nil or evictions == nil then return stale('inconsistent') end
 if not exists then
   -- Members without a meta are leftovers of a partial loss (maxmemory eviction of
   -- single keys): they cannot be trusted, and a rebuild starts from nothing anyway.
-  redis.call('DEL', z_key, h_key, p_key, d_key)
+  redis.call('DEL', z_key, t_key, p_key, pin_key, d_key)
 elseif check_gen and meta.gen ~= gen then
   return stale('generation')
 end
 
--- Load the window: members[] holds positions in ascending order.
+-- members[] holds the positions in ascending order, as numbers.
 local members = redis.call('ZRANGE', z_key, 0, -1)
-local hraw = redis.call('HGETALL', h_key)
-local hdr = {}
-for i = 1, #hraw, 2 do hdr[hraw[i]] = hraw[i + 1] end
-local tok, pin, pri, orig = {}, {}, {}, {}
-local total, pinned_total = 0, 0
+local orig = {}
 for i = 1, #members do
-  local s = members[i]
-  local h = hdr[s]
-  if not h then return stale('inconsistent') end
-  local t, pn, pr = string.match(h, '^(%d+)|([01])|(%-?%d+)$')
-  if not t then return stale('inconsistent') end
-  local p = tonumber(s)
+  local p = tonumber(members[i])
   members[i] = p
-  tok[p], pin[p], pri[p], orig[p] = tonumber(t), pn == '1', tonumber(pr), true
-  total = total + tok[p]
-  if pin[p] then pinned_total = pinned_total + tok[p] end
+  orig[p] = true
 end
 if exists and check then
-  if total ~= tonumber(meta.total) or #members ~= #hraw / 2 then return stale('inconsistent') end
+  if redis.call('HLEN', t_key) ~= #members then return stale('inconsistent') end
   if with_payloads and redis.call('HLEN', p_key) ~= #members then return stale('inconsistent') end
+end
+-- tok: tokens known so far; pri[p] ~= nil exactly when member p is pinned.
+local tok, pri = {}, {}
+local pinned_total, n_pins = 0, 0
+local praw = redis.call('HGETALL', pin_key)
+if #praw > 0 then
+  local names = {}
+  for i = 1, #praw, 2 do
+    local p = tonumber(praw[i])
+    if not orig[p] then return stale('inconsistent') end
+    pri[p] = tonumber(praw[i + 1])
+    n_pins = n_pins + 1
+    names[#names + 1] = praw[i]
+  end
+  for i = 1, #names, 1000 do
+    local j = math.min(i + 999, #names)
+    local ts = redis.call('HMGET', t_key, unpack(names, i, j))
+    for k = 1, j - i + 1 do
+      local t = tonumber(ts[k])
+      if t == nil then return stale('inconsistent') end
+      tok[tonumber(names[i + k - 1])] = t
+      pinned_total = pinned_total + t
+    end
+  end
 end
 local demoted, dtokens, demoted_dirty = {}, 0, false
 local draw = redis.call('HGETALL', d_key)
@@ -159,10 +190,21 @@ for i = 1, #draw, 2 do
   demoted[tonumber(draw[i])] = t
   dtokens = dtokens + t
 end
-local evictions = exists and tonumber(meta.evictions) or 0
 
-local dirty, newpay, ev_out, dem_out = {}, {}, {}, {}
+local added, removed, pin_dirty, newpay = {}, {}, {}, {}
+local ev_out, dem_out = {}, {}
 local n_evicted = 0
+
+local function tokens_of(p)
+  local t = tok[p]
+  if t == nil then
+    t = tonumber(redis.call('HGET', t_key, p))
+    -- Only reachable through a hand-edited or half-lost set; the caller maps it to a rebuild.
+    if t == nil then error('tiermem: inconsistent hot set, no tokens for position ' .. p) end
+    tok[p] = t
+  end
+  return t
+end
 
 local function find(p)
   local lo, hi = 1, #members
@@ -175,21 +217,32 @@ local function find(p)
   return nil, lo
 end
 
-local function insert(p, t, pn, pr)
+local function insert(p, t, pr)
   local _, at = find(p)
   table.insert(members, at, p)
-  tok[p], pin[p], pri[p] = t, pn, pr
+  tok[p] = t
   total = total + t
-  if pn then pinned_total = pinned_total + t end
-  dirty[p] = true
+  pri[p] = pr
+  if pr then
+    pinned_total = pinned_total + t
+    n_pins = n_pins + 1
+  end
+  added[p], removed[p] = true, nil
 end
 
 local function remove_at(i)
   local p = table.remove(members, i)
-  total = total - tok[p]
-  if pin[p] then pinned_total = pinned_total - tok[p] end
-  dirty[p], newpay[p] = nil, nil
-  return p
+  local t = tokens_of(p)
+  total = total - t
+  if pri[p] then
+    pinned_total = pinned_total - t
+    n_pins = n_pins - 1
+    pri[p] = nil
+    pin_dirty[p] = true
+  end
+  if added[p] and not orig[p] then added[p] = nil else added[p], removed[p] = nil, true end
+  newpay[p] = nil
+  return p, t
 end
 
 local function undemote(p)
@@ -201,31 +254,66 @@ local function undemote(p)
   end
 end
 
+-- Index in members of the victim, or nil when there is no candidate. Candidates are
+-- the unpinned members at indices lo..hi, and the victim is the (k+1)-th of them. With
+-- few pins, skip over their indices (O(pins * log n)); with many, scan the window.
+local function victim_index()
+  local lo, hi = head + 1, #members - tail
+  if lo > hi then return nil end
+  local width = hi - lo + 1
+  if n_pins * 4 < width then
+    local pinned_idx = {}
+    if n_pins > 0 then
+      for p in pairs(pri) do
+        local i = find(p)
+        if i and i >= lo and i <= hi then pinned_idx[#pinned_idx + 1] = i end
+      end
+      table.sort(pinned_idx)
+    end
+    local L = width - #pinned_idx
+    if L <= 0 then return nil end
+    local k = math.ceil((1 - bias) * ((L - 1) / 2) - 0.5)
+    if k < 0 then k = 0 end
+    local i = lo + k
+    for _, j in ipairs(pinned_idx) do
+      if j <= i then i = i + 1 else break end
+    end
+    return i
+  end
+  local L = 0
+  for i = lo, hi do
+    if not pri[members[i]] then L = L + 1 end
+  end
+  if L == 0 then return nil end
+  local k = math.ceil((1 - bias) * ((L - 1) / 2) - 0.5)
+  if k < 0 then k = 0 end
+  for i = lo, hi do
+    if not pri[members[i]] then
+      if k == 0 then return i end
+      k = k - 1
+    end
+  end
+end
+
 local function enforce()
   while total > budget do
     local n = #members
-    local cand = {}
-    for i = head + 1, n - tail do
-      if not pin[members[i]] then cand[#cand + 1] = i end
-    end
-    local L = #cand
-    if L > 0 then
-      local k = math.ceil((1 - bias) * ((L - 1) / 2) - 0.5)
-      if k < 0 then k = 0 end
-      local p = remove_at(cand[k + 1])
+    local v = victim_index()
+    if v then
+      local p = remove_at(v)
       n_evicted = n_evicted + 1
       evictions = evictions + 1
       if want_evicted then ev_out[#ev_out + 1] = p end
     elseif pinned_total > budget then
       -- Scanning in position order with a strict < keeps the oldest on equal priority.
-      local best
+      local best, best_pri
       for i = 1, n do
-        local p = members[i]
-        if pin[p] and (best == nil or pri[p] < pri[members[best]]) then best = i end
+        local r = pri[members[i]]
+        if r and (best == nil or r < best_pri) then best, best_pri = i, r end
       end
-      local p = remove_at(best)
-      demoted[p] = tok[p]
-      dtokens = dtokens + tok[p]
+      local p, t = remove_at(best)
+      demoted[p] = t
+      dtokens = dtokens + t
       demoted_dirty = true
       dem_out[#dem_out + 1] = p
     else
@@ -236,7 +324,7 @@ end
 
 local argi = 9
 for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+);') do
-  local p, t, pn, pr = tonumber(ps), tonumber(ts), pns == '1', tonumber(prs)
+  local p, t, pr = tonumber(ps), tonumber(ts), tonumber(prs)
   local payload = nil
   if with_payloads and (k == 'a' or (k == 'p' and t >= 0)) then
     payload = ARGV[argi]
@@ -244,13 +332,15 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
   end
   if k == 'a' then
     if p > last then
-      if check and p ~= last + 1 then
+      -- Only the first new turn must follow the stored set: that proves the set has
+      -- seen every earlier append. Within a batch the caller may skip positions (e.g.
+      -- log rows it cannot render), exactly as a rebuild would.
+      if check and last == stored_last and p ~= last + 1 then
         if last < 0 then return stale('missing') end
         return stale('gap')
       end
       undemote(p)
-      if not pn then pr = 0 end
-      insert(p, t, pn, pr)
+      insert(p, t, pns == '1' and pr or nil)
       newpay[p] = payload
       last = p
       enforce()
@@ -258,32 +348,34 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
     -- p <= last: admitted before (a retry, or a duplicate in a replay); admitting it
     -- again could resurrect a turn that was evicted since.
   elseif k == 'p' then
-    if check and not exists then return stale('missing') end
-    local i = find(p)
-    if i then
-      if pin[p] then pinned_total = pinned_total - tok[p] end
-      pin[p], pri[p] = true, pr
-      pinned_total = pinned_total + tok[p]
-      dirty[p] = true
+    -- No set: nothing to pin in; the next read rebuilds it from the log, pin included.
+    if check and not exists then return 'OK|||0|0|-1|0|' end
+    if find(p) then
+      if not pri[p] then
+        pinned_total = pinned_total + tokens_of(p)
+        n_pins = n_pins + 1
+      end
+      pri[p] = pr
+      pin_dirty[p] = true
       undemote(p)
       enforce()
     elseif t >= 0 then
-      if p > last then return {'AHEAD', p, last} end
+      if p > last then return 'AHEAD|' .. p .. '|' .. last end
       undemote(p)
-      insert(p, t, true, pr)
+      insert(p, t, pr)
       newpay[p] = payload
       enforce()
     else
-      return {'NOTHOT', p}
+      return 'NOTHOT|' .. p
     end
   elseif k == 'u' then
-    if check and not exists then return stale('missing') end
-    local i = find(p)
-    if i then
-      if pin[p] then
-        pinned_total = pinned_total - tok[p]
-        pin[p], pri[p] = false, 0
-        dirty[p] = true
+    if check and not exists then return 'OK|||0|0|-1|0|' end
+    if find(p) then
+      if pri[p] then
+        pinned_total = pinned_total - tokens_of(p)
+        n_pins = n_pins - 1
+        pri[p] = nil
+        pin_dirty[p] = true
         enforce()
       end
     else
@@ -292,43 +384,48 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
   end
 end
 
--- Write back the difference.
+-- Write back what changed.
 local function call_chunked(cmd, key, list)
   -- unpack() is bounded by the Lua C stack; 1000 is even, so pairs never split.
   for i = 1, #list, 1000 do
     redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
   end
 end
-local final = {}
-for i = 1, #members do final[members[i]] = true end
 local gone = {}
-for p in pairs(orig) do
-  if not final[p] then gone[#gone + 1] = p end
-end
+for p in pairs(removed) do gone[#gone + 1] = p end
 if #gone > 0 then
   call_chunked('ZREM', z_key, gone)
-  call_chunked('HDEL', h_key, gone)
+  call_chunked('HDEL', t_key, gone)
   call_chunked('HDEL', p_key, gone)
 end
-local zargs, hargs, pargs = {}, {}, {}
-for i = 1, #members do
-  local p = members[i]
-  if dirty[p] then
-    if not orig[p] then
-      zargs[#zargs + 1] = p
-      zargs[#zargs + 1] = p
-    end
-    hargs[#hargs + 1] = p
-    hargs[#hargs + 1] = tok[p] .. '|' .. (pin[p] and '1' or '0') .. '|' .. pri[p]
-  end
+local zargs, targs, pargs, pin_set, pin_del = {}, {}, {}, {}, {}
+for p in pairs(added) do
+  zargs[#zargs + 1] = p
+  zargs[#zargs + 1] = p
+  targs[#targs + 1] = p
+  targs[#targs + 1] = tok[p]
   if newpay[p] then
     pargs[#pargs + 1] = p
     pargs[#pargs + 1] = newpay[p]
   end
+  if pri[p] then
+    pin_set[#pin_set + 1] = p
+    pin_set[#pin_set + 1] = pri[p]
+  end
+end
+for p in pairs(pin_dirty) do
+  if pri[p] and (added[p] or (orig[p] and not removed[p])) then
+    pin_set[#pin_set + 1] = p
+    pin_set[#pin_set + 1] = pri[p]
+  else
+    pin_del[#pin_del + 1] = p
+  end
 end
 if #zargs > 0 then call_chunked('ZADD', z_key, zargs) end
-if #hargs > 0 then call_chunked('HSET', h_key, hargs) end
+if #targs > 0 then call_chunked('HSET', t_key, targs) end
 if #pargs > 0 then call_chunked('HSET', p_key, pargs) end
+if #pin_del > 0 then call_chunked('HDEL', pin_key, pin_del) end
+if #pin_set > 0 then call_chunked('HSET', pin_key, pin_set) end
 if demoted_dirty then
   redis.call('DEL', d_key)
   local dargs = {}
@@ -345,27 +442,26 @@ if exists and meta.gen then gen = meta.gen end
 redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last,
   'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens)
 if ttl > 0 then
-  for _, key in ipairs({meta_key, z_key, h_key, p_key, d_key}) do redis.call('PEXPIRE', key, ttl) end
+  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
-local out = {'OK', ev_out, dem_out, total, overflow, last, n_evicted}
-if want_members then out[8] = members end
-return out
+return table.concat({'OK', table.concat(ev_out, ','), table.concat(dem_out, ','), total, overflow,
+  last, n_evicted, want_members and table.concat(members, ',') or ''}, '|')
 """
 
 FINISH_REBUILD_LUA = r"""
--- KEYS[1..5] live meta, zset, header, payload, demoted keys;
--- KEYS[6..10] the temporary keys a replay built, in the same order (same hash tag).
+-- KEYS[1..6] live meta, zset, tokens, payload, pin, demoted keys;
+-- KEYS[7..12] the temporary keys a replay built, in the same order (same hash tag).
 -- ARGV: position, payload, position, payload, ... for the members of the rebuilt set.
 -- Writes the payloads into the temporary set, then renames it over the live keys in one
 -- step, so that readers see either the old set or the whole new one.
 -- Returns 'OK', or 'EXPIRED' when the temporary keys are gone (nothing written).
-if redis.call('EXISTS', KEYS[6]) == 0 then return 'EXPIRED' end
+if redis.call('EXISTS', KEYS[7]) == 0 then return 'EXPIRED' end
 for i = 1, #ARGV, 1000 do
-  redis.call('HSET', KEYS[9], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  redis.call('HSET', KEYS[10], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-for i = 1, 5 do
-  if redis.call('EXISTS', KEYS[i + 5]) == 1 then
-    redis.call('RENAME', KEYS[i + 5], KEYS[i])
+for i = 1, 6 do
+  if redis.call('EXISTS', KEYS[i + 6]) == 1 then
+    redis.call('RENAME', KEYS[i + 6], KEYS[i])
     redis.call('PERSIST', KEYS[i])
   else
     redis.call('DEL', KEYS[i])
@@ -375,28 +471,28 @@ return 'OK'
 """
 
 READ_LUA = r"""
--- KEYS[1..5] meta, zset, header, payload, demoted keys of one conversation.
+-- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
 -- Returns false when the meta is missing, else one JSON document (a single bulk string
 -- parses far faster in redis-py than a hundred nested replies):
--- {"meta": [field, value, ...], "z": [positions in order], "h": [headers aligned with z],
---  "p": [payloads aligned with z], "d": [position, tokens, ...]}; a missing header or
--- payload is false. One consistent snapshot.
+-- {"meta": [field, value, ...], "z": [positions in order], "t": [tokens aligned with z],
+--  "p": [payloads aligned with z], "pin": [position, priority, ...],
+--  "d": [position, tokens, ...]}; a missing token count or payload is false.
+-- One consistent snapshot.
 local meta = redis.call('HGETALL', KEYS[1])
 if meta[1] == nil then return false end
 local z = redis.call('ZRANGE', KEYS[2], 0, -1)
-local h, p = {}, {}
-if #z > 0 then
-  for i = 1, #z, 1000 do
-    local j = math.min(i + 999, #z)
-    local hs = redis.call('HMGET', KEYS[3], unpack(z, i, j))
-    local ps = redis.call('HMGET', KEYS[4], unpack(z, i, j))
-    for k = 1, j - i + 1 do
-      h[i + k - 1] = hs[k]
-      p[i + k - 1] = ps[k]
-    end
+local t, p = {}, {}
+for i = 1, #z, 1000 do
+  local j = math.min(i + 999, #z)
+  local ts = redis.call('HMGET', KEYS[3], unpack(z, i, j))
+  local ps = redis.call('HMGET', KEYS[4], unpack(z, i, j))
+  for k = 1, j - i + 1 do
+    t[i + k - 1] = ts[k]
+    p[i + k - 1] = ps[k]
   end
 end
-return cjson.encode({meta = meta, z = z, h = h, p = p, d = redis.call('HGETALL', KEYS[5])})
+return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL', KEYS[5]),
+                     d = redis.call('HGETALL', KEYS[6])})
 """
 
 _SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA}
@@ -522,19 +618,30 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _ints(csv: str) -> list[int]:
+    return [int(x) for x in csv.split(",")] if csv else []
+
+
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
 def _check_turn(turn: HotTurn) -> None:
-    # bool is an int subclass, and a negative or non-integer number would not survive
-    # the ops encoding, so refuse them here rather than corrupt the state in Lua.
-    for name in ("position", "tokens", "priority"):
-        value = getattr(turn, name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"HotTurn.{name} must be an int, got {value!r}")
-    if turn.position < 0 or turn.tokens < 0:
-        raise ValueError(f"HotTurn position and tokens must be >= 0, got {turn}")
+    # A bool, a float or a negative number would not survive the ops encoding: refuse
+    # them here rather than corrupt the state in Lua. `type(x) is int` also refuses bool.
+    # One combined test first, because rebuild runs this for every turn of a log.
+    if type(turn.position) is not int or type(turn.tokens) is not int or type(turn.priority) is not int:
+        for name in ("position", "tokens", "priority"):
+            value = getattr(turn, name)
+            if type(value) is not int:
+                raise TypeError(f"HotTurn.{name} must be an int, got {value!r}")
+    if not (
+        0 <= turn.position < _MAX_INT and 0 <= turn.tokens < _MAX_INT and -_MAX_INT < turn.priority < _MAX_INT
+    ):
+        raise ValueError(
+            "HotTurn position and tokens must be in [0, 1e14) and priority within ±1e14, got "
+            f"position={turn.position} tokens={turn.tokens} priority={turn.priority}"
+        )
     if not isinstance(turn.payload, str):
         raise TypeError(f"HotTurn.payload must be a str, got {type(turn.payload).__name__}")
 
@@ -571,8 +678,8 @@ class HotTier:
         self.cluster = isinstance(client, RedisCluster)
         self._sources = dict(_SCRIPTS)
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in _SCRIPTS.items()}
-        # redis-py's cluster pipeline refuses Script objects, and a plain RedisCluster
-        # would route them fine but we keep one code path for cluster: raw EVALSHA.
+        # Cluster goes through raw EVALSHA/EVAL (see _run): redis-py's cluster pipeline
+        # refuses Script objects, so the cluster path never depends on them.
         self._scripts = (
             {} if self.cluster else {name: client.register_script(src) for name, src in _SCRIPTS.items()}
         )
@@ -587,9 +694,9 @@ class HotTier:
         return "{" + self.key_prefix + ":" + escape_id(conversation_id) + "}"
 
     def keys(self, conversation_id: str, *, scratch: str | None = None) -> list[str]:
-        """meta, zset, header, payload, demoted keys (or a rebuild's scratch copies)."""
+        """meta, zset, tokens, payload, pin, demoted keys (or a rebuild's scratch copies)."""
         base = self.tag(conversation_id) + (f":r:{scratch}" if scratch else "")
-        return [f"{base}:meta", f"{base}:z", f"{base}:h", f"{base}:p", f"{base}:d"]
+        return [f"{base}:{name}" for name in ("meta", "z", "t", "p", "pin", "d")]
 
     # -- scripts -------------------------------------------------------------------------
 
@@ -613,7 +720,9 @@ class HotTier:
         *,
         generation: str = "",
         ttl_ms: int = 0,
-    ) -> list[Any]:
+    ) -> list[str]:
+        """Run APPLY_LUA; returns the fields after 'OK': evicted, demoted, total,
+        overflow, last, n_evicted, members (the lists comma-separated)."""
         args = [
             generation,
             self.budget_tokens,
@@ -625,29 +734,35 @@ class HotTier:
             ops,
             *payloads,
         ]
-        res = self._run("apply", keys, args)
-        status = _text(res[0])
+        try:
+            res = self._run("apply", keys, args)
+        except ResponseError as e:
+            if "tiermem: inconsistent" in str(e):
+                raise HotStale(conversation_id, "inconsistent", None, -1) from e
+            raise
+        status, _, rest = _text(res).partition("|")
         if status == "OK":
-            return list(res)
+            return rest.split("|")
         if status == "STALE":
-            stored = _text(res[2]) or None
-            raise HotStale(conversation_id, _text(res[1]), stored, int(res[3]))
+            reason, stored_last, stored_gen = rest.split("|", 2)
+            raise HotStale(conversation_id, reason, stored_gen or None, int(stored_last))
         if status == "NOTHOT":
-            raise HotTurnNotResident(conversation_id, int(res[1]))
+            raise HotTurnNotResident(conversation_id, int(rest))
         if status == "AHEAD":
+            position, last = rest.split("|")
             raise ValueError(
-                f"cannot pin position {int(res[1])} of {conversation_id!r}: "
-                f"the hot tier has only admitted up to {int(res[2])}"
+                f"cannot pin position {position} of {conversation_id!r}: "
+                f"the hot tier has only admitted up to {last}"
             )
         raise RuntimeError(f"unexpected reply from the hot-tier script: {res!r}")
 
     @staticmethod
-    def _result(res: list[Any]) -> AdmitResult:
+    def _result(res: list[str]) -> AdmitResult:
         return AdmitResult(
-            evicted=[int(p) for p in res[1]],
-            demoted=[int(p) for p in res[2]],
-            total_tokens=int(res[3]),
-            overflow_tokens=int(res[4]),
+            evicted=_ints(res[0]),
+            demoted=_ints(res[1]),
+            total_tokens=int(res[2]),
+            overflow_tokens=int(res[3]),
         )
 
     # -- API -----------------------------------------------------------------------------
@@ -655,40 +770,46 @@ class HotTier:
     def admit(self, conversation_id: str, turn: HotTurn, *, generation: str) -> AdmitResult:
         """Add one turn (the next position of the log), then evict while over budget.
 
+        A position at or below the last admitted one is a no-op (retries are safe).
         Raises HotStale when the stored set is missing (and the turn is not position 0),
         of another generation, inconsistent, or when the turn does not follow the last
-        admitted position: the caller rebuilds from the cold log, which holds the turn.
+        admitted position (appends were missed): the caller rebuilds from the cold log,
+        which holds the turn.
         """
         return self.admit_many(conversation_id, [turn], generation=generation)
 
-    def admit_many(
-        self, conversation_id: str, turns: Sequence[HotTurn], *, generation: str
-    ) -> AdmitResult:
+    def admit_many(self, conversation_id: str, turns: Sequence[HotTurn], *, generation: str) -> AdmitResult:
         """Same effect as admitting the turns one by one, in one script call per
-        ADMIT_CHUNK turns (each chunk atomic on its own)."""
+        ADMIT_CHUNK turns (each chunk atomic on its own). Positions must ascend; the first
+        new one must follow the stored set (else HotStale), later ones may skip."""
         keys = self.keys(conversation_id)
+        for t in turns:  # all of them first: bad input writes nothing
+            _check_turn(t)
+        if not turns:
+            # Nothing to admit; report the stored totals without creating keys.
+            total, overflow = self.client.hmget(keys[0], ["total", "overflow"])
+            return AdmitResult([], [], int(total or 0), int(overflow or 0))
         evicted: list[int] = []
         demoted: list[int] = []
-        res: list[Any] | None = None
-        for start in range(0, max(len(turns), 1), ADMIT_CHUNK):
+        res: list[str] = []
+        for start in range(0, len(turns), ADMIT_CHUNK):
             chunk = turns[start : start + ADMIT_CHUNK]
-            for t in chunk:
-                _check_turn(t)
             ops = "".join(_op("a", t.position, t.tokens, t.pinned, t.priority) for t in chunk)
             res = self._apply(
                 conversation_id, keys, "cgpe", ops, [t.payload for t in chunk], generation=generation
             )
-            evicted.extend(int(p) for p in res[1])
-            demoted.extend(int(p) for p in res[2])
-        assert res is not None
-        return AdmitResult(evicted, demoted, int(res[3]), int(res[4]))
+            evicted += _ints(res[0])
+            demoted += _ints(res[1])
+        return AdmitResult(evicted, demoted, int(res[2]), int(res[3]))
 
     def pin(
         self, conversation_id: str, position: int, priority: int, *, turn: HotTurn | None = None
     ) -> AdmitResult:
         """Pin a hot turn (or update its priority). A turn that is not hot is re-admitted
         as pinned when `turn` is given, else HotTurnNotResident. Pinning can demote
-        lower-priority pins (possibly this one) when pins alone exceed the budget."""
+        lower-priority pins (possibly this one) when pins alone exceed the budget.
+        Without a stored set for the conversation this is a no-op (all zeros): the
+        caller's next read rebuilds the set from the log, with the pin."""
         if turn is not None:
             _check_turn(turn)
             if turn.position != position:
@@ -702,10 +823,8 @@ class HotTier:
 
     def unpin(self, conversation_id: str, position: int) -> AdmitResult:
         """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
-        forgotten as demoted; anything else is a no-op."""
-        res = self._apply(
-            conversation_id, self.keys(conversation_id), "cpe", _op("u", position, 0, False, 0)
-        )
+        forgotten as demoted; anything else, a missing set included, is a no-op."""
+        res = self._apply(conversation_id, self.keys(conversation_id), "cpe", _op("u", position, 0, False, 0))
         return self._result(res)
 
     def read(self, conversation_id: str) -> HotSet | None:
@@ -716,13 +835,14 @@ class HotTier:
         doc = json.loads(res)
         # cjson writes an empty Lua table as {}, hence the `or ()`.
         meta = _pairs(doc["meta"] or ())
+        pins = _pairs(doc["pin"] or ())
         demoted = _pairs(doc["d"] or ())
         turns: list[HotTurn] = []
-        for pos, header, payload in zip(doc["z"] or (), doc["h"] or (), doc["p"] or (), strict=True):
-            if not header or payload is False or payload is None:
+        for pos, tokens, payload in zip(doc["z"] or (), doc["t"] or (), doc["p"] or (), strict=True):
+            if not isinstance(tokens, str) or not isinstance(payload, str):
                 return None  # partly lost (e.g. maxmemory evicted one key): as good as gone
-            tokens, pinned, priority = header.split("|")
-            turns.append(HotTurn(int(pos), int(tokens), pinned == "1", int(priority), payload))
+            priority = pins.get(pos)
+            turns.append(HotTurn(int(pos), int(tokens), priority is not None, int(priority or 0), payload))
         try:
             return HotSet(
                 turns=turns,
@@ -746,7 +866,7 @@ class HotTier:
         """Replace the conversation's hot set by the replay of `turns` (ascending
         positions, each with its current pin flag and priority).
 
-        The replay sends only headers to Lua, REBUILD_CHUNK turns per call, into scratch
+        The replay sends no texts to Lua, REBUILD_CHUNK turns per call, into scratch
         keys; payloads are kept here only for turns still hot after each chunk and are
         written by the final script, which renames the scratch keys over the live ones.
         """
@@ -770,7 +890,7 @@ class HotTier:
             )
             first = False
             ops.clear()
-            members = [int(p) for p in res[7]]
+            members = _ints(res[6])
             payloads = {p: payloads[p] for p in members}
 
         for t in turns:

@@ -196,7 +196,9 @@ class EmbeddedRedis:
         preferred = self.dir / SOCKET_NAME
         if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
             return preferred
-        digest = hashlib.sha256(os.fsencode(self.dir)).hexdigest()[:16]
+        # realpath: processes that reach the data dir through different symlinks must
+        # still agree on one socket.
+        digest = hashlib.sha256(os.fsencode(os.path.realpath(self.dir))).hexdigest()[:16]
         uid = os.getuid() if hasattr(os, "getuid") else 0
         return Path(tempfile.gettempdir()) / f"tiermem-{uid}" / digest / SOCKET_NAME
 

@@ -14,6 +14,7 @@ against exactly this sum.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any, Protocol
 
@@ -23,10 +24,12 @@ MESSAGE_OVERHEAD_TOKENS = 3
 NAME_OVERHEAD_TOKENS = 1
 REPLY_PRIMING_TOKENS = 3
 # The Rust BPE is linear, but pretokenizing a multi-megabyte string in one call holds
-# the GIL for a long time; chunks on whitespace keep other threads responsive and give
-# the same count, because pretokenization never merges across a chunk boundary placed
-# before a space.
+# the GIL for a long time; chunks keep other threads responsive and give the same count
+# because each cut is placed where no pretoken can span it: before a space that follows
+# a non-space character. (Only a whitespace run holds a space other than as its first
+# character, and "a  b" cut inside its run of spaces would count one token more.)
 CHUNK_CHARS = 64 * 1024
+_SAFE_CUT = re.compile(r"(?<=\S) ")
 
 
 class TokenCounter(Protocol):
@@ -53,8 +56,16 @@ def _chunks(text: str) -> list[str]:
     while start < len(text):
         end = min(start + CHUNK_CHARS, len(text))
         if end < len(text):
-            cut = text.rfind(" ", start + CHUNK_CHARS // 2, end)
-            end = cut if cut > start else end
+            cut = -1
+            for m in _SAFE_CUT.finditer(text, start + CHUNK_CHARS // 2, end):
+                cut = m.start()
+            if cut == -1:
+                # No safe cut in the window: any other cut may split a pretoken and
+                # change the count (a spaceless blob is common in tool output), so this
+                # chunk runs on to the next safe cut, or to the end.
+                m = _SAFE_CUT.search(text, end)
+                cut = m.start() if m else len(text)
+            end = cut
         out.append(text[start:end])
         start = end
     return out

@@ -64,6 +64,8 @@ _SALVAGE_LOOKBACK = 5  # versions tried when the newest rows do not decode
 # ----------------------------------------------------------------------------------
 # Schema. Registered at import; the step is idempotent (IF NOT EXISTS) so that a
 # database migrated by a process that imported the layers in another order still opens.
+# (The constraint extract's read of load-bearing turns uses the cold tier's partial
+# index `turns_load_bearing`.)
 
 
 def m101_create_summaries(c: Connection) -> None:
@@ -95,13 +97,6 @@ def m101_create_summaries(c: Connection) -> None:
     )
     c.execute(
         "CREATE INDEX IF NOT EXISTS summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)"
-    )
-    # The constraint extract reads the load-bearing turns of a conversation; a partial
-    # index keeps that read proportional to them, and costs appends nothing (a turn is
-    # inserted unlabeled, so it enters the index only when labeled load-bearing).
-    c.execute(
-        "CREATE INDEX IF NOT EXISTS turns_load_bearing ON turns(conversation_id, position) "
-        "WHERE load_bearing = 1"
     )
 
 
@@ -299,7 +294,6 @@ class WarmStore:
                                str(summarizer), float(created))
         except (ValueError, TypeError) as exc:
             self.salvaged += 1
-            self.cold.salvaged += 1
             log.warning("salvage: skipped summary conversation=%s kind=%s key=%s version=%s: %s",
                         conv, kind, key, version, exc)
             return None

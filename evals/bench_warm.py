@@ -1,0 +1,222 @@
+"""Warm-tier cost: view refresh time, and what the in-process scheduler does to appends.
+
+    python -m evals.bench_warm [--quick] [--no-embeddings] [--json]
+
+1. Refresh cost per 100 turns, per view kind, with the extractive summarizer, on a
+   conversation built from the labeled turn set (evals/data/intent_labels.jsonl,
+   cycled; labels written with the append, sessions of 50 turns):
+   - `initial`: the first refresh over the whole conversation, divided per 100 turns;
+   - `incremental`: a refresh after 100 new turns (the steady state: what the
+     scheduler pays each time a view goes over its turn budget), median of rounds.
+   With embeddings (default), turn vectors are indexed before timing, as the cold tier
+   does in the background; `--no-embeddings` uses the bag-of-words fallback.
+2. Append latency (ColdStore.append from a thread, paced at one append every
+   `PACE_MS`) without and with a ConsolidationScheduler in the same process whose
+   budgets (max 1 turn behind, 10 ms interval) keep it refreshing all the time: the
+   worst case of an in-process scheduler. Reported: p50/p99 and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from consolidation.scheduler import ConsolidationScheduler
+from consolidation.summarize import ExtractiveSummarizer
+from consolidation.views import ViewMaintainer
+from tiers.cold import ColdStore
+from tiers.embed import Embedder
+from tiers.models import Message
+from tiers.tokens import BpeTokenCounter
+from tiers.warm import WarmStore
+
+DATA = Path(__file__).resolve().parent / "data" / "intent_labels.jsonl"
+SESSION_TURNS = 50
+TARGET_TOKENS = 300
+PACE_MS = 2.0
+
+
+def _rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+
+
+def _message(r: dict[str, Any], i: int) -> tuple[Message, tuple[str, bool, int, str]]:
+    extra: dict[str, Any] = {"tool_call_id": f"call_{i}"} if r["role"] == "tool" else {}
+    m = Message(role=r["role"], content=r["text"], session_id=f"s{i // SESSION_TURNS}",
+                created_at=time.time(), **extra)
+    return m, (r["intent"], bool(r["load_bearing"]), 5 if r["load_bearing"] else 0, "bench")
+
+
+def _append(cold: ColdStore, conv: str, start: int, n: int, rows: list[dict[str, Any]]) -> None:
+    pairs = [_message(rows[(start + i) % len(rows)], start + i) for i in range(n)]
+    cold.append_many(conv, [p[0] for p in pairs], labels=[p[1] for p in pairs])
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _maintainer(cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | None, **kw: Any) -> ViewMaintainer:
+    kw.setdefault("max_turns_behind", 20)
+    kw.setdefault("max_seconds_behind", 300.0)
+    return ViewMaintainer(cold, WarmStore(cold), ExtractiveSummarizer(counter, embedder), counter,
+                          target_tokens=TARGET_TOKENS, label_grace_s=0.0, **kw)
+
+
+def refresh_cost(root: Path, counter: BpeTokenCounter, embedder: Embedder | None, *, turns: int,
+                 rounds: int) -> dict[str, Any]:
+    rows = _rows()
+    cold = ColdStore(root / "refresh.db", tokens=counter, embedder=embedder)
+    try:
+        _append(cold, "c", 0, turns, rows)
+        cold.index_pending()
+        m = _maintainer(cold, counter, embedder)
+        out: dict[str, Any] = {}
+
+        def timed(fn: Any) -> float:
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1000
+
+        def sessions_after(first: int) -> list[str]:
+            return sorted({t.session_id for t in cold.turns("c", start=first) if t.session_id})
+
+        initial = {
+            "rolling": timed(lambda: m.refresh("c", "rolling")),
+            "constraints": timed(lambda: m.refresh("c", "constraints")),
+            "session": timed(lambda: [m.refresh("c", "session", s) for s in sessions_after(0)]),
+        }
+        incr: dict[str, list[float]] = {"rolling": [], "constraints": [], "session": []}
+        for r in range(rounds):
+            start = turns + 100 * r
+            _append(cold, "c", start, 100, rows)
+            cold.index_pending()
+            incr["rolling"].append(timed(lambda: m.refresh("c", "rolling")))
+            incr["constraints"].append(timed(lambda: m.refresh("c", "constraints")))
+            sids = sessions_after(start)
+            incr["session"].append(timed(lambda sids=sids: [m.refresh("c", "session", s) for s in sids]))
+        for kind in initial:
+            out[kind] = {"initial": round(initial[kind] * 100 / turns, 2),
+                         "incremental": round(statistics.median(incr[kind]), 2)}
+        rolling = m.warm.latest("c", "rolling")
+        out["rolling_tokens"] = rolling.tokens if rolling else 0
+        out["versions"] = {k: len(m.warm.versions("c", k)) for k in ("rolling", "constraints")}
+        return out
+    finally:
+        cold.close()
+
+
+def append_latency(root: Path, counter: BpeTokenCounter, embedder: Embedder | None, *, appends: int,
+                   with_scheduler: bool) -> dict[str, Any]:
+    rows = _rows()
+    name = "sched" if with_scheduler else "base"
+    cold = ColdStore(root / f"append-{name}.db", tokens=counter, embedder=embedder)
+    sched: ConsolidationScheduler | None = None
+    try:
+        # some history, so refreshes have real work to do
+        _append(cold, "c", 0, 400, rows)
+        cold.index_pending()
+        if with_scheduler:
+            m = _maintainer(cold, counter, embedder, max_turns_behind=1, max_seconds_behind=1e9)
+            sched = ConsolidationScheduler(m, interval_s=0.01, max_views_per_run=50)
+            sched.start(run_now=True)
+            time.sleep(0.2)
+        samples: list[float] = []
+
+        def writer() -> None:
+            pace = PACE_MS / 1000
+            nxt = time.perf_counter()
+            for i in range(appends):
+                msg, label = _message(rows[(400 + i) % len(rows)], 400 + i)
+                t0 = time.perf_counter()
+                cold.append_many("c", [msg], labels=[label])
+                samples.append((time.perf_counter() - t0) * 1000)
+                nxt += pace
+                delay = nxt - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+
+        t = threading.Thread(target=writer, name="bench-appender")
+        t.start()
+        t.join()
+        out: dict[str, Any] = {"p50_ms": round(_pct(samples, 0.50), 3), "p99_ms": round(_pct(samples, 0.99), 3),
+                               "max_ms": round(max(samples), 3), "appends": len(samples)}
+        if sched is not None:
+            sched.shutdown(wait=True)
+            out["scheduler_runs"] = sched.stats.runs
+            out["views_refreshed"] = sched.stats.refreshed_total
+        return out
+    finally:
+        if sched is not None:
+            sched.shutdown(wait=True)
+        cold.close()
+
+
+def run(quick: bool = False, *, embeddings: bool = True) -> dict[str, Any]:
+    """Run the benchmark; returns the figures (milliseconds)."""
+    counter = BpeTokenCounter()
+    embedder: Embedder | None = None
+    if embeddings:
+        from tiers.embed import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+    turns, rounds, appends = (300, 3, 400) if quick else (2000, 5, 2000)
+    with tempfile.TemporaryDirectory(prefix="tiermem-bench-warm-") as tmp:
+        root = Path(tmp)
+        refresh = refresh_cost(root, counter, embedder, turns=turns, rounds=rounds)
+        base = append_latency(root, counter, embedder, appends=appends, with_scheduler=False)
+        loaded = append_latency(root, counter, embedder, appends=appends, with_scheduler=True)
+    return {
+        "turns": turns,
+        "embeddings": embeddings,
+        "target_tokens": TARGET_TOKENS,
+        "refresh_ms_per_100_turns": refresh,
+        "append_latency": {
+            "pace_ms": PACE_MS,
+            "without_scheduler": base,
+            "with_scheduler": loaded,
+            "ratio_p50": round(loaded["p50_ms"] / base["p50_ms"], 2) if base["p50_ms"] else None,
+            "ratio_p99": round(loaded["p99_ms"] / base["p99_ms"], 2) if base["p99_ms"] else None,
+        },
+    }
+
+
+def format_table(r: dict[str, Any]) -> str:
+    lines = [f"warm refresh, extractive, target {r['target_tokens']} tokens, {r['turns']}-turn conversation, "
+             f"embeddings {'on' if r['embeddings'] else 'off'}",
+             "  view          initial ms/100 turns   incremental ms per +100 turns"]
+    for kind in ("rolling", "constraints", "session"):
+        f = r["refresh_ms_per_100_turns"][kind]
+        lines.append(f"  {kind:<13} {f['initial']:>20.2f}   {f['incremental']:>28.2f}")
+    a = r["append_latency"]
+    lines.append(f"append latency (one append every {a['pace_ms']} ms, from a thread)")
+    for label, key in (("without scheduler", "without_scheduler"), ("with scheduler", "with_scheduler")):
+        f = a[key]
+        extra = (f"   ({f['scheduler_runs']} runs, {f['views_refreshed']} views refreshed)"
+                 if "scheduler_runs" in f else "")
+        lines.append(f"  {label:<18} p50 {f['p50_ms']:.3f} ms   p99 {f['p99_ms']:.3f} ms   "
+                     f"max {f['max_ms']:.1f} ms{extra}")
+    lines.append(f"  ratio              p50 x{a['ratio_p50']}   p99 x{a['ratio_p99']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a smaller conversation, for smoke runs")
+    parser.add_argument("--no-embeddings", action="store_true", help="bag-of-words vectors instead of the model")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    result = run(args.quick, embeddings=not args.no_embeddings)
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

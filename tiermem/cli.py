@@ -1,0 +1,784 @@
+"""`tiermem`: the command line.
+
+    tiermem append conv-1 --role user --content "No red-eyes, please."
+    tiermem context conv-1 -q "which flights did I rule out?" --budget 800
+    tiermem serve --port 8080                # bearer tokens from auth_tokens
+    tiermem demo                             # why this exists, in thirty seconds
+
+Global options (`--data-dir`, `--config`, `--namespace`, `--debug`) go before the
+command. Output is a readable table by default and one JSON document with `--json`.
+Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
+`error: ...` on stderr; `--debug` shows the traceback instead.
+
+Heavy imports (Memory, the embedding model, FastAPI, the evals) happen inside the
+commands that need them, so `tiermem --help` stays fast, and each command opens only
+the tiers it uses (e.g. `history` never starts Redis).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from tiermem.config import Config
+    from tiermem.memory import Memory
+    from tiers.embed import Embedder
+
+DEFAULT_NAMESPACE = "default"
+ROLES = ("system", "user", "assistant", "tool")
+CONTENT_PREVIEW_CHARS = 100
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+# Lazily loaded subcommands: name -> (module, attribute, one-line help shown without importing).
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "eval": ("evals.cli", "eval_group", "Run the evals: LoCoMo recall, cost replay, eviction pressure."),
+}
+
+
+class CliError(click.ClickException):
+    """An error reported as one line `error: ...` with exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def one_line(exc: BaseException) -> str:
+    """A one-line description of `exc` for `error: ...`."""
+    try:
+        import pydantic
+
+        if isinstance(exc, pydantic.ValidationError):
+            parts = [f"{'.'.join(str(p) for p in e['loc']) or exc.title}: {e['msg']}" for e in exc.errors()]
+            return f"invalid configuration: {'; '.join(parts)}"
+    except ImportError:  # pragma: no cover
+        pass
+    from tiers.errors import TiermemError
+
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, TiermemError | OSError | KeyError | ValueError):
+        return text
+    return f"{type(exc).__name__}: {text} (run with --debug for the traceback)"
+
+
+@dataclass
+class CliState:
+    """What the global options chose; opens Config and Memory on demand."""
+
+    data_dir: Path | None = None
+    config_path: Path | None = None
+    namespace_opt: str | None = None
+    debug: bool = False
+    embedder: Embedder | None = None  # injectable: tests share one loaded model
+    _config: Config | None = field(default=None, repr=False)
+
+    @property
+    def namespace(self) -> str:
+        return self.namespace_opt or DEFAULT_NAMESPACE
+
+    def config(self, **overrides: Any) -> Config:
+        if self._config is not None and not overrides:
+            return self._config
+        from tiermem.config import Config
+
+        opts: dict[str, Any] = {}
+        if self.data_dir is not None:
+            opts["data_dir"] = self.data_dir
+        opts.update(overrides)
+        cfg = Config.load(self.config_path, **opts)
+        if not overrides:
+            self._config = cfg
+        return cfg
+
+    def memory(self, *, hot: bool, config: Config | None = None) -> Memory:
+        """A Memory closed when the command ends. With `hot`, the Redis tier is used
+        when it can be reached or started, else the command says so and goes on cold-only."""
+        from tiermem.memory import Memory
+
+        cfg = config or self.config()
+        kw: dict[str, Any] = {"embedder": self.embedder} if self.embedder is not None else {}
+        mem: Memory | None = None
+        if hot:
+            try:
+                mem = Memory(cfg, hot=True, background_indexing=False, **kw)
+            except hot_start_errors() as exc:
+                click.echo(
+                    f"warning: hot tier unavailable ({one_line(exc)}); answering from the cold log", err=True
+                )
+        if mem is None:
+            mem = Memory(cfg, hot=False, background_indexing=False, **kw)
+        click.get_current_context().call_on_close(mem.close)
+        return mem
+
+
+def hot_start_errors() -> tuple[type[BaseException], ...]:
+    import redis
+
+    from tiers import errors, redis_server
+
+    return (
+        redis_server.RedisBinaryNotFound,
+        redis_server.RedisStartError,
+        errors.RedisBinaryNotFound,
+        errors.RedisStartError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
+
+
+def _debug_requested(ctx: click.Context) -> bool:
+    root = ctx.find_root()
+    return bool(getattr(root.obj, "debug", False) or root.params.get("debug"))
+
+
+class TiermemGroup(click.Group):
+    """Lazy subcommands, and the one place where errors become `error: ...` + exit 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            return _load_lazy(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, LAZY_COMMANDS[name][2]))
+                continue
+            cmd = self.commands.get(name)
+            if cmd is None or cmd.hidden:
+                continue
+            rows.append((name, cmd.get_short_help_str(limit=limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if _debug_requested(ctx):
+                raise
+            raise CliError(one_line(exc)) from None
+
+
+def _load_lazy(name: str) -> click.Command:
+    module, attr, doc = LAZY_COMMANDS[name]
+    try:
+        import importlib
+
+        cmd = getattr(importlib.import_module(module), attr)
+        if not isinstance(cmd, click.Command):
+            raise ImportError(f"{module}.{attr} is not a click command")
+        return cmd
+    except ImportError as exc:
+        reason = one_line(exc)
+
+        @click.command(
+            name,
+            help=f"{doc} (unavailable: {reason})",
+            add_help_option=False,
+            context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        )
+        def unavailable() -> NoReturn:
+            raise CliError(f"'tiermem {name}' is not available: {reason}")
+
+        return unavailable
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def _emit_json(obj: Any) -> None:
+    from tiermem.service import finite
+
+    click.echo(json.dumps(finite(obj), ensure_ascii=False, default=str))
+
+
+def _preview(text: str, limit: int = CONTENT_PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _fmt_time(ts: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return str(ts)
+
+
+def parse_age(value: str) -> float:
+    """'30d', '12h', '90m', '45s', '2w' or plain seconds -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", value.lower())
+    if not m:
+        raise ValueError(f"{value!r} is not an age: use e.g. 30d, 12h, 90m, 45s or a number of seconds")
+    return float(m.group(1)) * _AGE_UNITS[m.group(2)]
+
+
+class AgeType(click.ParamType):
+    name = "AGE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_age(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+# -- the group ------------------------------------------------------------------------------------------
+
+
+@click.group(cls=TiermemGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="TIERMEM_DATA_DIR",
+    help="Data directory (env TIERMEM_DATA_DIR; default ~/.local/share/tiermem).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    envvar="TIERMEM_CONFIG",
+    help="TOML config file (env TIERMEM_CONFIG).",
+)
+@click.option(
+    "--namespace",
+    "namespace",
+    default=None,
+    envvar="TIERMEM_NAMESPACE",
+    help="Namespace (user/tenant) to act in [default: default].",
+)
+@click.option("--debug", is_flag=True, help="Debug logging, and tracebacks on errors.")
+@click.version_option(package_name="tiermem", prog_name="tiermem")
+@click.pass_context
+def cli(
+    ctx: click.Context, data_dir: Path | None, config_path: Path | None, namespace: str | None, debug: bool
+) -> None:
+    """tiermem: tiered hot/warm/cold memory for LLM agents."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    state = ctx.ensure_object(CliState)
+    if data_dir is not None:
+        state.data_dir = data_dir
+    if config_path is not None:
+        state.config_path = config_path
+    if namespace is not None:
+        state.namespace_opt = namespace
+    state.debug = state.debug or debug
+    logging.basicConfig(
+        level=logging.DEBUG if state.debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+# -- serving ------------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default=None, help="Bind address [default: config http_host, 127.0.0.1].")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None, help="Port [default: config http_port, 8080]."
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Serve without bearer tokens (all calls act in --namespace); loopback addresses only.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+    help="uvicorn's log level.",
+)
+@pass_state
+def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, log_level: str) -> None:
+    """Run the HTTP service (FastAPI + uvicorn)."""
+    overrides: dict[str, Any] = {}
+    if host is not None:
+        overrides["http_host"] = host
+    if port is not None:
+        overrides["http_port"] = port
+    cfg = state.config(**overrides)
+    from tiermem.service import ServiceConfigError, create_app, is_loopback
+
+    if no_auth and not is_loopback(cfg.http_host):
+        raise CliError(
+            f"--no-auth serves only on loopback addresses; {cfg.http_host!r} is not one "
+            "(configure auth_tokens to serve on other addresses)"
+        )
+    try:
+        app = create_app(cfg, auth=not no_auth, namespace=state.namespace)
+    except ServiceConfigError as exc:
+        raise CliError(f"{exc}; or pass --no-auth" if "no tokens" in str(exc) else str(exc)) from None
+    import uvicorn
+
+    click.echo(
+        f"tiermem serving on http://{cfg.http_host}:{cfg.http_port} (data dir {cfg.data_dir}, "
+        f"{f'no auth, namespace {state.namespace!r}' if no_auth else f'{len(cfg.auth_tokens)} token(s)'})",
+        err=True,
+    )
+    uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on")
+
+
+@cli.command()
+@click.option(
+    "--budget",
+    type=click.IntRange(min=50),
+    default=800,
+    show_default=True,
+    help="Token budget for both tiermem and tail truncation.",
+)
+@click.option("--explain", is_flag=True, help="Also print tiermem's plan for every question.")
+@click.option("--keep", is_flag=True, help="Keep the demo's temporary data dir (its path is printed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@pass_state
+def demo(state: CliState, budget: int, explain: bool, keep: bool, as_json: bool) -> None:
+    """Show what tiermem loads vs tail truncation on a long bundled conversation."""
+    from tiermem.demo import render, run_demo
+
+    result = run_demo(
+        budget=budget, embedder=state.embedder, keep=keep, progress=not as_json, console=_console(stderr=True)
+    )
+    if as_json:
+        _emit_json(result)
+    else:
+        render(result, _console(), explain=explain)
+
+
+# -- writes -------------------------------------------------------------------------------------------------
+
+
+def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
+    text = source.read()
+    if not text.strip():
+        raise CliError(f"no JSON message on {name}")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"invalid JSON on {name}: {exc}") from None
+    items = doc if isinstance(doc, list) else [doc]
+    if not items:
+        raise CliError(f"{name} holds an empty list: nothing to append")
+    for i, m in enumerate(items):
+        if not isinstance(m, dict):
+            raise CliError(f"{name}: item {i} is a {type(m).__name__}, not a message object")
+    return items
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option("--role", type=click.Choice(ROLES), help="Role of the message (with --content).")
+@click.option("--content", help="Text of the message (with --role).")
+@click.option(
+    "--json-file",
+    type=click.File("r", encoding="utf-8"),
+    help="A JSON message or list of messages ('-' for stdin; stdin is also read when piped).",
+)
+@click.option("--session-id", default=None, help="Session id for the appended message(s).")
+@click.option("--json", "as_json", is_flag=True, help="Print the positions as JSON.")
+@pass_state
+def append(
+    state: CliState,
+    conversation: str,
+    role: str | None,
+    content: str | None,
+    json_file: IO[str] | None,
+    session_id: str | None,
+    as_json: bool,
+) -> None:
+    """Append messages to a conversation; prints their positions."""
+    if (role is None) != (content is None):
+        raise click.UsageError("--role and --content go together")
+    if role is not None and json_file is not None:
+        raise click.UsageError("use either --role/--content or --json-file, not both")
+    if role is not None:
+        messages: list[dict[str, Any]] = [{"role": role, "content": content}]
+    elif json_file is not None:
+        messages = _read_messages(json_file, "stdin" if json_file.name == "<stdin>" else json_file.name)
+    else:
+        stdin = click.get_text_stream("stdin")
+        if stdin.isatty():
+            raise click.UsageError(
+                "give --role and --content, --json-file FILE, or pipe a JSON message to stdin"
+            )
+        messages = _read_messages(stdin, "stdin")
+    # The hot tier is not opened: it catches up with the log on its next read.
+    mem = state.memory(hot=False)
+    positions = mem.append_many(conversation, messages, namespace=state.namespace, session_id=session_id)
+    if as_json:
+        _emit_json({"conversation_id": conversation, "positions": positions})
+    else:
+        where = (
+            f"position {positions[0]}"
+            if len(positions) == 1
+            else f"positions {positions[0]}..{positions[-1]}"
+        )
+        click.echo(f"appended {len(positions)} message(s) to {conversation} at {where}")
+
+
+@cli.command()
+@click.argument("conversation")
+@click.argument("up_to", type=click.IntRange(min=0))
+@click.option("--new-id", default=None, help="Id of the new conversation [default: generated].")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_state
+def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_json: bool) -> None:
+    """Copy positions 0..UP_TO into a new conversation; prints its id."""
+    mem = state.memory(hot=False)  # the fork's hot set is built on its first read
+    child = mem.fork(conversation, up_to, new_id=new_id, namespace=state.namespace)
+    if as_json:
+        _emit_json({"conversation_id": child, "parent_id": conversation, "up_to": up_to})
+    else:
+        click.echo(child)
+
+
+@cli.command()
+@click.argument("conversation")
+@click.argument("position", type=click.IntRange(min=0))
+@click.option(
+    "--priority",
+    type=click.IntRange(0, 100),
+    default=50,
+    show_default=True,
+    help="Lower priorities are demoted first when pins alone exceed the hot budget.",
+)
+@pass_state
+def pin(state: CliState, conversation: str, position: int, priority: int) -> None:
+    """Keep a turn in the hot working set whatever the eviction pressure."""
+    state.memory(hot=True).pin(conversation, position, priority=priority, namespace=state.namespace)
+    click.echo(f"pinned {conversation} #{position} (priority {priority})")
+
+
+@cli.command()
+@click.argument("conversation")
+@click.argument("position", type=click.IntRange(min=0))
+@pass_state
+def unpin(state: CliState, conversation: str, position: int) -> None:
+    """Remove an explicit pin from a turn."""
+    state.memory(hot=True).unpin(conversation, position, namespace=state.namespace)
+    click.echo(f"unpinned {conversation} #{position}")
+
+
+@cli.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    type=AgeType(),
+    required=True,
+    help="Age of the last message: 30d, 12h, 90m, 45s, 2w, or seconds.",
+)
+@click.option("--all-namespaces", is_flag=True, help="Prune every namespace, not only --namespace.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def prune(state: CliState, older_than: float, all_namespaces: bool, as_json: bool) -> None:
+    """Delete whole conversations idle for longer than --older-than; reclaims disk."""
+    mem = state.memory(hot=True)
+    report = mem.prune(older_than, namespace=None if all_namespaces else state.namespace)
+    if as_json:
+        from dataclasses import asdict
+
+        _emit_json(asdict(report))
+    else:
+        click.echo(
+            f"pruned {report.conversations} conversation(s), {report.messages} message(s); "
+            f"files {report.bytes_before} -> {report.bytes_after} bytes"
+        )
+
+
+# -- reads ------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option("--query", "-q", default=None, help="The new turn's question.")
+@click.option(
+    "--budget", "-b", type=click.IntRange(min=1), default=2000, show_default=True, help="Token budget."
+)
+@click.option("--system", default=None, help="A system message to put first.")
+@click.option("--no-namespace-recall", is_flag=True, help="Retrieve from this conversation only.")
+@click.option(
+    "--truncate-latest", is_flag=True, help="Cut the latest user message if it alone is over budget."
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"messages", "tokens", "plan"} as JSON.')
+@pass_state
+def context(
+    state: CliState,
+    conversation: str,
+    query: str | None,
+    budget: int,
+    system: str | None,
+    no_namespace_recall: bool,
+    truncate_latest: bool,
+    as_json: bool,
+) -> None:
+    """Assemble the context for a turn under a budget, and explain the plan."""
+    mem = state.memory(hot=True)
+    ctx = mem.context(
+        conversation,
+        query,
+        budget,
+        system=system,
+        namespace_recall=not no_namespace_recall,
+        namespace=state.namespace,
+        truncate_latest=truncate_latest,
+    )
+    if as_json:
+        _emit_json({"messages": ctx.messages, "tokens": ctx.tokens, "plan": ctx.plan.to_dict()})
+        return
+    from rich.rule import Rule
+    from rich.text import Text
+
+    from tiers.models import message_text
+
+    con = _console()
+    for m in ctx.messages:
+        con.print(Rule(Text(str(m.get("role", "?")), style="bold"), align="left"))
+        con.print(Text(message_text(m)))
+    con.print(Rule(Text(f"plan: {ctx.tokens}/{budget} tokens", style="bold"), align="left"))
+    con.print(Text(ctx.plan.explain()))
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the last N messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
+@pass_state
+def history(state: CliState, conversation: str, limit: int | None, as_json: bool) -> None:
+    """Print every message of a conversation, in order."""
+    msgs = state.memory(hot=False).history(conversation, namespace=state.namespace)
+    if limit is not None:
+        msgs = msgs[-limit:]
+    if as_json:
+        _emit_json(
+            [
+                {
+                    "position": m.position,
+                    "role": m.role,
+                    "message": m.body,
+                    "session_id": m.session_id,
+                    "metadata": m.metadata,
+                    "created_at": m.created_at,
+                    "tokens": m.tokens,
+                }
+                for m in msgs
+            ]
+        )
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{conversation}: {len(msgs)} message(s)", title_justify="left")
+    for col, kw in (
+        ("#", {"justify": "right"}),
+        ("role", {}),
+        ("session", {}),
+        ("time", {}),
+        ("tok", {"justify": "right"}),
+        ("content", {"overflow": "fold"}),
+    ):
+        table.add_column(col, **kw)  # type: ignore[arg-type]
+    for m in msgs:
+        table.add_row(
+            str(m.position),
+            m.role,
+            m.session_id or "",
+            _fmt_time(m.created_at),
+            str(m.tokens),
+            _preview(m.text),
+        )
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--conversation", "-c", default=None, help="Search one conversation [default: the namespace].")
+@click.option("-k", type=click.IntRange(1, 200), default=10, show_default=True, help="How many hits.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+@pass_state
+def search(state: CliState, query: str, conversation: str | None, k: int, as_json: bool) -> None:
+    """Hybrid search (vectors + bm25) over a conversation or the namespace."""
+    hits = state.memory(hot=False).search(conversation, query, k, namespace=state.namespace)
+    if as_json:
+        _emit_json(
+            [
+                {
+                    "conversation_id": h.conversation_id,
+                    "position": h.position,
+                    "score": h.score,
+                    "ranks": h.ranks,
+                    "text": h.text,
+                }
+                for h in hits
+            ]
+        )
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(hits)} hit(s) for {query!r}", title_justify="left")
+    for col in ("conversation", "#", "score", "text"):
+        table.add_column(col)
+    for h in hits:
+        table.add_row(h.conversation_id, str(h.position), f"{h.score:.4f}", _preview(h.text))
+    _console().print(table)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            yield from _flatten(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the stats as JSON.")
+@pass_state
+def stats(state: CliState, as_json: bool) -> None:
+    """Counts and health of every tier (one namespace's counts with --namespace)."""
+    mem = state.memory(hot=True)
+    data = mem.stats(namespace=state.namespace_opt)
+    if as_json:
+        _emit_json(data)
+        return
+    from rich.table import Table
+
+    scope = f"namespace {state.namespace_opt!r}" if state.namespace_opt else "all namespaces"
+    table = Table(title=f"tiermem stats ({scope})", title_justify="left")
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    for k, v in _flatten(data):
+        table.add_row(k, json.dumps(v, default=str) if isinstance(v, dict | list) else str(v))
+    _console().print(table)
+
+
+# -- maintenance ------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def rebuild(state: CliState, as_json: bool) -> None:
+    """Recompute every derived index and the hot sets from the log."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    mem = state.memory(hot=True)
+    total = int(mem.cold.stats().get("messages", 0))
+    with Progress(
+        TextColumn("rebuilding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_console(stderr=True),
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("rebuild", total=total or None)
+        report = mem.rebuild(progress=lambda n: bar.advance(task, n))
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo("rebuilt: " + ", ".join(f"{k}={v}" for k, v in report.items()))
+
+
+@cli.command()
+@click.option("--watch", is_flag=True, help="Keep running the scheduler until interrupted.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds between runs with --watch [default: config scheduler_interval_s].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the scheduler stats as JSON.")
+@pass_state
+def consolidate(state: CliState, watch: bool, interval: float | None, as_json: bool) -> None:
+    """Refresh warm summary views that are over their freshness budget."""
+    try:
+        import consolidation.scheduler  # noqa: F401
+    except ImportError as exc:
+        raise CliError(f"consolidation is not available: {one_line(exc)}") from None
+    from tiermem.service import build_scheduler
+
+    cfg = state.config(scheduler_interval_s=interval) if interval is not None else state.config()
+    mem = state.memory(hot=True, config=cfg)
+    sched = build_scheduler(mem)
+    if not watch:
+        refreshed = sched.run_once()
+        if as_json:
+            _emit_json(sched.snapshot())
+        else:
+            click.echo(f"refreshed {refreshed} view(s)")
+        return
+    sched.start(run_now=True)
+    click.echo(f"consolidating every {sched.interval_s:g}s; Ctrl-C to stop", err=True)
+    try:
+        while True:
+            time.sleep(sched.interval_s)
+            snap = sched.snapshot()
+            if as_json:
+                _emit_json(snap)
+            else:
+                click.echo(
+                    f"runs={snap.get('runs')} refreshed={snap.get('refreshed_total')} "
+                    f"lag_turns={snap.get('lag_turns')} errors={snap.get('errors')}"
+                )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sched.shutdown(wait=True)
+
+
+@cli.command("stop-redis")
+@pass_state
+def stop_redis(state: CliState) -> None:
+    """Stop the embedded redis-server of this data dir (the hot tier rebuilds later)."""
+    from tiers.redis_server import EmbeddedRedis
+
+    server = EmbeddedRedis(state.config().data_dir)
+    if server.pid is None and not server.is_running():
+        click.echo("no embedded redis-server is running for this data dir")
+        return
+    server.stop()
+    click.echo("stopped the embedded redis-server")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="tiermem")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

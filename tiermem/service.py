@@ -1,0 +1,1130 @@
+"""The HTTP service: every Memory operation as JSON over HTTP (`tiermem serve`).
+
+    app = create_app(Config.load(), auth=True)      # Memory is opened in the lifespan
+    uvicorn.run(app, host=config.http_host, port=config.http_port)
+
+Rules this module keeps:
+
+- **Tenancy.** Each bearer token in `config.auth_tokens` is bound to one namespace, and
+  every call passes that namespace to Memory. A conversation of another namespace
+  answers 404 with exactly the body a missing one gets. Without a valid token, 401.
+  `auth=False` (the CLI's `--no-auth`, loopback only) serves one namespace.
+- **Hostile input.** Bodies are read into memory up to `config.max_body_bytes` (413
+  past it, from Content-Length or by counting the stream), then checked before any
+  handler sees them: strict UTF-8, JSON without NaN/Infinity, nesting at most
+  `MAX_JSON_DEPTH`, no lone surrogates; then pydantic models, then Memory's own
+  validation. Every refusal is 4xx with a message naming the field; nothing is written.
+- **No 500s.** An unexpected exception is logged and answered 500, and counted in
+  `/metrics`; the tests (tests/test_service_fuzz.py) show no input reaches it.
+- **Startup order.** Memory (with the embedding model) and the consolidation scheduler
+  are created in the lifespan, i.e. in the worker process after uvicorn has started it,
+  never at import.
+"""
+
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from tiermem.config import Config
+from tiermem.errors import ConversationNotFound, NamespaceMismatch, TiermemError, ValidationError
+from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
+from tiers.models import Message, StoredMessage, validate_id
+
+log = logging.getLogger("tiermem.service")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+MAX_JSON_DEPTH = 32
+MAX_POSITION = 2**62  # SQLite integers are 64-bit; anything above is refused by pydantic
+METRICS_CACHE_S = 10.0
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+ConvId = Annotated[str, Path(description="conversation id: ASCII letters, digits and . _ : @ -")]
+
+
+class ServiceConfigError(ValueError):
+    """The service cannot start with this configuration (e.g. auth on, no tokens)."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+# -- request and response models ---------------------------------------------------------------
+
+
+class MessageIn(Message):
+    """One chat message (OpenAI format) plus tiermem's envelope fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
+    session_id: str | None = Field(
+        None, min_length=1, max_length=128, description="applied to every message of the batch"
+    )
+
+
+class ContextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str | None = Field(None, description="the new turn's question; None: plan from the log alone")
+    budget: int = Field(2000, ge=1, le=MAX_BUDGET_TOKENS, description="hard cap on the returned tokens")
+    system: str | None = Field(None, description="a system message to put first")
+    namespace_recall: bool = Field(
+        True, description="also retrieve from this namespace's other conversations"
+    )
+    truncate_latest: bool = Field(
+        False, description="cut the latest user message instead of failing when it alone exceeds the budget"
+    )
+
+
+class ForkIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    up_to: int = Field(ge=0, le=MAX_POSITION, description="last position copied into the fork")
+    new_id: str | None = Field(None, description="id of the new conversation (default: generated)")
+
+
+class PinIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    position: int = Field(ge=0, le=MAX_POSITION)
+    priority: int = Field(50, ge=0, le=100, description="lowest priorities are demoted first under pressure")
+
+
+class CheckpointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    summary: str = Field(min_length=1, description="stands in for positions <= position")
+    position: int = Field(ge=0, le=MAX_POSITION)
+
+
+class PruneIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    older_than_seconds: float = Field(
+        ge=0,
+        description="delete whole conversations of this namespace whose "
+        "last message is older than this many seconds",
+    )
+
+
+class AppendOut(BaseModel):
+    conversation_id: str
+    position: int
+
+
+class BatchOut(BaseModel):
+    conversation_id: str
+    positions: list[int]
+
+
+class StoredMessageOut(BaseModel):
+    conversation_id: str
+    position: int
+    role: str
+    message: dict[str, Any] = Field(description="the OpenAI-format message as stored")
+    session_id: str | None
+    metadata: dict[str, Any] | None
+    created_at: float
+    tokens: int
+
+
+class HistoryOut(BaseModel):
+    conversation_id: str
+    messages: list[StoredMessageOut]
+
+
+class CheckpointOut(BaseModel):
+    conversation_id: str
+    position: int
+    summary: str
+    metadata: dict[str, Any] | None
+    created_at: float
+
+
+class ActiveOut(BaseModel):
+    conversation_id: str
+    checkpoint: CheckpointOut | None
+    messages: list[StoredMessageOut]
+
+
+class ContextOut(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="OpenAI-format messages, ready to send")
+    tokens: int = Field(description="exact token count of `messages`, never above the budget")
+    plan: dict[str, Any] = Field(description="every slice, why it was chosen, what was left out")
+    explain: str = Field(description="the plan as text")
+
+
+class ForkOut(BaseModel):
+    conversation_id: str
+    parent_id: str
+    up_to: int
+
+
+class PinOut(BaseModel):
+    conversation_id: str
+    position: int
+    pinned: bool
+    priority: int | None
+
+
+class PruneOut(BaseModel):
+    conversations: int
+    messages: int
+    conversation_ids: list[str]
+
+
+class ConversationsOut(BaseModel):
+    namespace: str
+    conversations: list[str]
+
+
+class SearchHitOut(BaseModel):
+    conversation_id: str
+    position: int
+    score: float
+    ranks: dict[str, int]
+    text: str
+
+
+class SearchOut(BaseModel):
+    hits: list[SearchHitOut]
+
+
+class StatsOut(BaseModel):
+    namespace: str
+    cold: dict[str, Any]
+    hot: dict[str, Any] | None
+    scheduler: dict[str, Any] | None
+
+
+class HealthOut(BaseModel):
+    status: str
+    tiers: dict[str, str]
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: list[ErrorItem]
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "missing or invalid bearer token"},
+    404: {"model": ErrorOut, "description": "no such conversation in this token's namespace"},
+    413: {"model": ErrorOut, "description": "request body over max_body_bytes"},
+    422: {"model": ValidationErrorOut, "description": "invalid input, naming the field; nothing written"},
+}
+_APPEND_ERRORS = {**_ERRORS, 409: {"model": ErrorOut, "description": "the id belongs to another namespace"}}
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by None (JSON has no NaN/Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def _stored(m: StoredMessage) -> StoredMessageOut:
+    return StoredMessageOut(
+        conversation_id=m.conversation_id,
+        position=m.position,
+        role=m.role,
+        message=finite(m.body),
+        session_id=m.session_id,
+        metadata=finite(m.metadata),
+        created_at=m.created_at if math.isfinite(m.created_at) else 0.0,
+        tokens=m.tokens,
+    )
+
+
+def _field_loc(field_name: str) -> list[str | int]:
+    """'messages[3].content' -> ['messages', 3, 'content']."""
+    out: list[str | int] = []
+    for tok in re.findall(r"\[(\d+)\]|([^.\[\]]+)", field_name):
+        out.append(int(tok[0]) if tok[0] else tok[1])
+    return out or [field_name]
+
+
+def _error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:
+    return {"detail": [{"loc": list(loc), "msg": msg, "type": type_}]}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class _BodyProblem(Exception):
+    def __init__(self, loc: list[str | int], msg: str, type_: str) -> None:
+        super().__init__(msg)
+        self.loc, self.msg, self.type = loc, msg, type_
+
+
+def _reject_constant(name: str) -> Any:
+    raise _BodyProblem(["body"], f"{name} is not valid JSON", "json_invalid")
+
+
+def check_json_body(raw: bytes) -> None:
+    """Raise `_BodyProblem` unless `raw` is strict UTF-8 JSON, at most MAX_JSON_DEPTH deep,
+    whose strings (keys included) are valid Unicode."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BodyProblem(
+            ["body"], f"request body is not valid UTF-8 (byte {exc.start})", "unicode_error"
+        ) from None
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise _BodyProblem(["body", exc.pos], f"invalid JSON: {exc.msg}", "json_invalid") from None
+    except RecursionError:
+        raise _BodyProblem(
+            ["body"], f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep"
+        ) from None
+    stack: list[tuple[Any, list[str | int]]] = [(doc, ["body"])]
+    while stack:
+        node, loc = stack.pop()
+        if len(loc) - 1 > MAX_JSON_DEPTH:
+            raise _BodyProblem(
+                loc[: MAX_JSON_DEPTH + 1], f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep"
+            )
+        if isinstance(node, str):
+            _check_unicode(node, loc)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                _check_unicode(k, [*loc, k])
+                stack.append((v, [*loc, k]))
+        elif isinstance(node, list):
+            stack.extend((v, [*loc, i]) for i, v in enumerate(node))
+
+
+def _check_unicode(s: str, loc: list[str | int]) -> None:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        safe = [p.encode("utf-8", "backslashreplace").decode() if isinstance(p, str) else p for p in loc]
+        raise _BodyProblem(
+            safe, "contains a lone UTF-16 surrogate, which is not valid Unicode", "unicode_error"
+        ) from None
+
+
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+# -- auth ---------------------------------------------------------------------------------------------
+
+
+class TokenAuth:
+    """Bearer token -> namespace, compared in constant time."""
+
+    def __init__(
+        self, tokens: dict[str, str], *, enabled: bool, default_namespace: str, max_id_chars: int
+    ) -> None:
+        self.enabled = enabled
+        self.default_namespace = validate_id(default_namespace, "namespace", max_id_chars)
+        self._tokens: list[tuple[bytes, str]] = []
+        for token, ns in tokens.items():
+            if not token or not token.strip():
+                raise ServiceConfigError("auth_tokens: a token is empty")
+            try:
+                validate_id(ns, "namespace", max_id_chars)
+            except ValidationError as exc:
+                raise ServiceConfigError(
+                    f"auth_tokens: namespace {ns!r} is not a valid id ({exc.problem})"
+                ) from None
+            self._tokens.append((token.encode("utf-8"), ns))
+        if enabled and not self._tokens:
+            raise ServiceConfigError(
+                "auth is on but no tokens are configured: set auth_tokens (env TIERMEM_AUTH_TOKENS="
+                '\'{"<token>": "<namespace>"}\') or run without auth (loopback only)'
+            )
+        if enabled and any(len(t) < 16 for t, _ in self._tokens):
+            log.warning("some auth tokens are shorter than 16 characters; use long random tokens")
+
+    def namespace(self, authorization: str | None) -> str | None:
+        """The namespace of the request's token; None when it has none or a bad one."""
+        if not self.enabled:
+            return self.default_namespace
+        if not authorization:
+            return None
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        given = token.strip().encode("utf-8", "surrogateescape")
+        found: str | None = None
+        for known, ns in self._tokens:  # no early exit: the time does not depend on which matched
+            if hmac.compare_digest(known, given):
+                found = ns
+        return found
+
+
+# -- metrics ------------------------------------------------------------------------------------------
+
+
+class _StateCollector(Collector):
+    """Tier health, hot-tier evictions, salvaged rows and scheduler lag, read on scrape
+    (cached for METRICS_CACHE_S: reading the hot stats visits every conversation)."""
+
+    def __init__(self, runtime: "Runtime") -> None:
+        self.runtime = runtime
+        self._cache: tuple[float, list[Metric]] | None = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> list[Metric]:
+        return []  # collected lazily; nothing to check against at registration
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cache is None or now - self._cache[0] > METRICS_CACHE_S:
+                self._cache = (now, self._gather())
+            return list(self._cache[1])
+
+    def _gather(self) -> list[Metric]:
+        out: list[Metric] = []
+        rt = self.runtime
+        mem = rt.memory
+        up = GaugeMetricFamily("tiermem_tier_up", "1 when the tier answers, 0 when degraded", labels=["tier"])
+        out.append(up)
+        if mem is None:
+            up.add_metric(["cold"], 0)
+            return out
+        try:
+            cold = mem.cold.stats()
+            up.add_metric(["cold"], 1)
+            for key, name, doc in (
+                ("conversations", "tiermem_conversations", "conversations in the log"),
+                ("messages", "tiermem_messages", "messages in the log"),
+                ("pending_embeddings", "tiermem_pending_embeddings", "turns not embedded yet"),
+            ):
+                out.append(GaugeMetricFamily(name, doc, value=float(cold.get(key, 0))))
+            salvaged = float(cold.get("salvaged_rows", 0))
+            out.append(
+                CounterMetricFamily(
+                    "tiermem_salvaged_rows", "stored rows skipped as undecodable", value=salvaged
+                )
+            )
+        except Exception as exc:
+            log.warning("metrics: cold stats failed: %s", exc)
+            up.add_metric(["cold"], 0)
+        if mem.hot is not None:
+            try:
+                hot = mem.hot.stats()
+                up.add_metric(["hot"], 1 if hot.get("healthy") else 0)
+                out.append(
+                    CounterMetricFamily(
+                        "tiermem_hot_evictions",
+                        "turns evicted from the hot tier",
+                        value=float(hot.get("evictions", 0)),
+                    )
+                )
+                out.append(
+                    CounterMetricFamily(
+                        "tiermem_hot_rebuilds",
+                        "hot sets rebuilt from the cold log by this process",
+                        value=float(hot.get("rebuilds", 0)),
+                    )
+                )
+                out.append(
+                    GaugeMetricFamily(
+                        "tiermem_hot_tokens", "tokens held in the hot tier", value=float(hot.get("tokens", 0))
+                    )
+                )
+                out.append(
+                    GaugeMetricFamily(
+                        "tiermem_hot_pins", "pinned turns in the hot tier", value=float(hot.get("pins", 0))
+                    )
+                )
+                out.append(
+                    GaugeMetricFamily(
+                        "tiermem_hot_overflow_tokens",
+                        "pinned tokens over the hot budget",
+                        value=float(hot.get("overflow_tokens", 0)),
+                    )
+                )
+            except Exception as exc:
+                log.warning("metrics: hot stats failed: %s", exc)
+                up.add_metric(["hot"], 0)
+        snap = rt.scheduler_snapshot()
+        out.append(
+            GaugeMetricFamily(
+                "tiermem_scheduler_running",
+                "1 when the consolidation scheduler runs here",
+                value=1.0 if snap and snap.get("running") else 0.0,
+            )
+        )
+        if snap:
+            out.append(
+                GaugeMetricFamily(
+                    "tiermem_scheduler_lag_turns",
+                    "most turns behind among the views the last run found over budget",
+                    value=float(snap.get("lag_turns") or 0),
+                )
+            )
+            out.append(
+                GaugeMetricFamily(
+                    "tiermem_scheduler_lag_seconds",
+                    "most seconds behind among those views",
+                    value=float(snap.get("lag_seconds") or 0.0),
+                )
+            )
+            out.append(
+                GaugeMetricFamily(
+                    "tiermem_scheduler_start_delay_seconds",
+                    "how late the last run started",
+                    value=float(snap.get("schedule_lag_s") or 0.0),
+                )
+            )
+            out.append(
+                CounterMetricFamily(
+                    "tiermem_scheduler_runs", "consolidation runs", value=float(snap.get("runs") or 0)
+                )
+            )
+            out.append(
+                CounterMetricFamily(
+                    "tiermem_scheduler_errors",
+                    "view refreshes that raised",
+                    value=float(snap.get("errors") or 0),
+                )
+            )
+        return out
+
+
+@dataclass
+class Runtime:
+    """What one app instance holds: its config, Memory, scheduler and metrics."""
+
+    config: Config
+    auth: TokenAuth
+    memory: Memory | None = None
+    owns_memory: bool = False
+    scheduler: Any = None
+    start_scheduler: bool = True
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    latency: Histogram = field(init=False)
+    unhandled: Counter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.latency = Histogram(
+            "tiermem_http_request_duration_seconds",
+            "HTTP request latency by route",
+            ["method", "route", "status"],
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.unhandled = Counter(
+            "tiermem_http_unhandled_errors",
+            "requests answered 500 (a bug: should be 0)",
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(self))
+
+    def mem(self) -> Memory:
+        if self.memory is None:
+            raise HTTPException(503, "the service is starting")
+        return self.memory
+
+    def scheduler_snapshot(self) -> dict[str, Any] | None:
+        if self.scheduler is None:
+            return None
+        try:
+            snap: dict[str, Any] = self.scheduler.snapshot()
+            return snap
+        except Exception:
+            return None
+
+
+def build_scheduler(memory: Memory) -> Any:
+    """A ConsolidationScheduler over `memory`'s log, configured from its Config.
+    Raises ImportError when the consolidation package is not there."""
+    from consolidation import scheduler as sched_mod
+
+    cfg = memory.config
+    factory = getattr(memory, "make_scheduler", None)
+    if callable(factory):
+        return factory()
+    maintainer = getattr(memory, "views", None)
+    if maintainer is None:
+        from consolidation.summarize import build_summarizer
+        from consolidation.views import ViewMaintainer
+        from tiers.warm import WarmStore
+
+        summarizer = build_summarizer(
+            cfg.summarizer,
+            tokens=memory.tokens,
+            embedder=memory.embedder,
+            llm_base_url=cfg.llm_base_url,
+            llm_model=cfg.llm_model,
+            llm_api_key_env=cfg.llm_api_key_env,
+            llm_timeout_s=cfg.llm_timeout_s,
+        )
+        maintainer = ViewMaintainer(
+            memory.cold,
+            WarmStore(memory.cold),
+            summarizer,
+            memory.tokens,
+            target_tokens=cfg.summary_target_tokens,
+            max_turns_behind=cfg.warm_max_turns_behind,
+            max_seconds_behind=cfg.warm_max_seconds_behind,
+        )
+    return sched_mod.ConsolidationScheduler(
+        maintainer, interval_s=cfg.scheduler_interval_s, max_views_per_run=cfg.scheduler_max_views_per_run
+    )
+
+
+# -- ASGI middleware -------------------------------------------------------------------------------
+
+
+class GuardMiddleware:
+    """Auth (before any body is read), body size, and the body checks of
+    `check_json_body`; then hands the buffered body to the app."""
+
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        path: str = scope.get("path", "")
+        if path.startswith("/v1/") and self.runtime.auth.namespace(headers.get("authorization")) is None:
+            await _send_json(
+                send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")]
+            )
+            return
+        limit = self.runtime.config.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await _send_json(send, 400, {"detail": "invalid Content-Length"})
+                return
+            if int(declared) > limit:
+                await _send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                return
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            total += len(body)
+            if total > limit:
+                await _send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+        if raw.strip() and (not ctype or ctype == "application/json" or ctype.endswith("+json")):
+            try:
+                check_json_body(raw)
+            except _BodyProblem as p:
+                await _send_json(send, 422, _error_body(p.loc, p.msg, p.type))
+                return
+        sent = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class MetricsMiddleware:
+    """Request latency per route template (never the raw path: ids stay out of labels)."""
+
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception:
+            status = 500
+            raise
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
+            self.runtime.latency.labels(scope.get("method", ""), label, str(status)).observe(
+                time.perf_counter() - start
+            )
+
+
+# -- the app ----------------------------------------------------------------------------------------------
+
+
+def create_app(
+    config: Config,
+    memory: Memory | None = None,
+    *,
+    auth: bool = True,
+    namespace: str = DEFAULT_NAMESPACE,
+    start_scheduler: bool = True,
+) -> FastAPI:
+    """The FastAPI app. With `memory=None` a Memory is opened (and warmed) in the
+    lifespan and closed at shutdown; a Memory passed in is the caller's to close.
+    `auth=False` serves `namespace` to every caller: bind it to loopback only."""
+    runtime = Runtime(
+        config=config,
+        auth=TokenAuth(
+            config.auth_tokens, enabled=auth, default_namespace=namespace, max_id_chars=config.max_id_chars
+        ),
+        memory=memory,
+        start_scheduler=start_scheduler,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if runtime.memory is None:
+            runtime.memory = await run_in_threadpool(Memory, config)
+            runtime.owns_memory = True
+            # load the embedding model now, not on the first request
+            await run_in_threadpool(runtime.memory.embedder.embed, ["warm-up"])
+        if runtime.start_scheduler and config.scheduler_enabled:
+            try:
+                runtime.scheduler = build_scheduler(runtime.memory)
+                runtime.scheduler.start()
+            except ImportError as exc:
+                log.info(
+                    "consolidation scheduler not available (%s); warm views are refreshed on demand", exc
+                )
+                runtime.scheduler = None
+            except Exception:
+                log.exception("consolidation scheduler failed to start; serving without it")
+                runtime.scheduler = None
+        try:
+            yield
+        finally:
+            if runtime.scheduler is not None:
+                await run_in_threadpool(runtime.scheduler.shutdown, True)
+                runtime.scheduler = None
+            if runtime.owns_memory and runtime.memory is not None:
+                await run_in_threadpool(runtime.memory.close)
+                runtime.memory = None
+
+    app = FastAPI(
+        title="tiermem",
+        version=_version(),
+        description="Tiered memory for LLM agents: an append-only log, a budgeted working set and a "
+        "per-turn query planner. Every /v1 call needs `Authorization: Bearer <token>`; a token "
+        "reads and writes only its own namespace.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    _install_handlers(app, runtime)
+    _install_routes(app, runtime)
+    app.add_middleware(GuardMiddleware, runtime=runtime)
+    app.add_middleware(MetricsMiddleware, runtime=runtime)
+    return app
+
+
+def _version() -> str:
+    try:
+        from tiermem import __version__
+
+        return __version__
+    except ImportError:  # pragma: no cover
+        return "0"
+
+
+def _route_params(request: Request) -> tuple[set[str], set[str]]:
+    route = request.scope.get("route")
+    dep = getattr(route, "dependant", None)
+    if dep is None:
+        return set(request.path_params), set(request.query_params)
+    return ({p.alias for p in dep.path_params}, {p.alias for p in dep.query_params})
+
+
+def _install_handlers(app: FastAPI, runtime: Runtime) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _pydantic(request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [
+            {
+                "loc": list(e.get("loc", ())),
+                "msg": str(e.get("msg", "invalid")),
+                "type": str(e.get("type", "")),
+            }
+            for e in exc.errors()
+        ]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(ValidationError)
+    async def _validation(request: Request, exc: ValidationError) -> JSONResponse:
+        loc = _field_loc(exc.field)
+        path_params, query_params = _route_params(request)
+        where = "path" if loc[0] in path_params else "query" if loc[0] in query_params else "body"
+        return JSONResponse(
+            _error_body([where, *loc], exc.problem, _snake(type(exc).__name__)), status_code=422
+        )
+
+    @app.exception_handler(ConversationNotFound)
+    async def _not_found(request: Request, exc: ConversationNotFound) -> JSONResponse:
+        # the same body whether it does not exist or belongs to another namespace
+        return JSONResponse({"detail": f"conversation {exc.conversation_id!r} not found"}, status_code=404)
+
+    @app.exception_handler(NamespaceMismatch)
+    async def _mismatch(request: Request, exc: NamespaceMismatch) -> JSONResponse:
+        conv = request.path_params.get("conversation_id", "")
+        return JSONResponse(
+            {"detail": f"conversation id {conv!r} is taken by another namespace; choose another id"},
+            status_code=409,
+        )
+
+    @app.exception_handler(TiermemError)
+    async def _tiermem(request: Request, exc: TiermemError) -> JSONResponse:
+        runtime.unhandled.inc()
+        log.error("tiermem error on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        runtime.unhandled.inc()
+        log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _install_routes(app: FastAPI, runtime: Runtime) -> None:
+    bearer = HTTPBearer(auto_error=False, description="a token from auth_tokens; it selects the namespace")
+
+    def with_token(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+        ns = runtime.auth.namespace(request.headers.get("authorization"))
+        if ns is None:
+            raise HTTPException(
+                401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"}
+            )
+        return ns
+
+    def without_token() -> str:
+        return runtime.auth.default_namespace
+
+    caller = with_token if runtime.auth.enabled else without_token
+    Ns = Annotated[str, Depends(caller)]
+
+    @app.get("/healthz", response_model=HealthOut, tags=["ops"], summary="Liveness and tier health (no auth)")
+    def healthz() -> JSONResponse:
+        mem = runtime.memory
+        if mem is None:
+            return JSONResponse({"status": "starting", "tiers": {}}, status_code=503)
+        tiers: dict[str, str] = {}
+        try:
+            mem.cold.namespace_of("healthz")
+            tiers["cold"] = "ok"
+        except Exception as exc:
+            log.warning("healthz: cold tier failed: %s", exc)
+            tiers["cold"] = "down"
+        tiers["hot"] = "disabled" if mem.hot is None else ("ok" if mem.hot.healthy else "degraded")
+        tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
+        ok = tiers["cold"] == "ok"
+        return JSONResponse(
+            {"status": "ok" if ok else "down", "tiers": tiers}, status_code=200 if ok else 503
+        )
+
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        tags=["ops"],
+        summary="Prometheus metrics: latency per route, tier health, evictions, salvaged rows, scheduler lag",
+    )
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(generate_latest(runtime.registry).decode(), media_type=CONTENT_TYPE_LATEST)
+
+    v1 = "/v1/conversations/{conversation_id}"
+
+    @app.post(
+        v1 + "/messages",
+        response_model=AppendOut,
+        status_code=201,
+        responses=_APPEND_ERRORS,
+        tags=["write"],
+        summary="Append one message",
+    )
+    def append(conversation_id: ConvId, message: MessageIn, ns: Ns) -> AppendOut:
+        pos = runtime.mem().append(conversation_id, message.model_dump(exclude_none=True), namespace=ns)
+        return AppendOut(conversation_id=conversation_id, position=pos)
+
+    @app.post(
+        v1 + "/messages:batch",
+        response_model=BatchOut,
+        status_code=201,
+        responses=_APPEND_ERRORS,
+        tags=["write"],
+        summary="Append messages in one transaction (all or nothing)",
+    )
+    def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns) -> BatchOut:
+        positions = runtime.mem().append_many(
+            conversation_id,
+            [m.model_dump(exclude_none=True) for m in batch.messages],
+            namespace=ns,
+            session_id=batch.session_id,
+        )
+        return BatchOut(conversation_id=conversation_id, positions=positions)
+
+    @app.post(
+        v1 + "/context",
+        response_model=ContextOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="The slice of the past to send with this turn, under a hard token budget",
+    )
+    def context(conversation_id: ConvId, body: ContextIn, ns: Ns) -> ContextOut:
+        ctx = runtime.mem().context(
+            conversation_id,
+            body.query,
+            body.budget,
+            system=body.system,
+            namespace_recall=body.namespace_recall,
+            namespace=ns,
+            truncate_latest=body.truncate_latest,
+        )
+        return ContextOut(
+            messages=finite(ctx.messages),
+            tokens=ctx.tokens,
+            plan=finite(ctx.plan.to_dict()),
+            explain=ctx.plan.explain(),
+        )
+
+    @app.get(
+        v1 + "/history",
+        response_model=HistoryOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="Every message, in order",
+    )
+    def history(conversation_id: ConvId, ns: Ns) -> HistoryOut:
+        msgs = runtime.mem().history(conversation_id, namespace=ns)
+        return HistoryOut(conversation_id=conversation_id, messages=[_stored(m) for m in msgs])
+
+    @app.get(
+        v1 + "/active",
+        response_model=ActiveOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="The latest checkpoint and the messages after it",
+    )
+    def active(conversation_id: ConvId, ns: Ns) -> ActiveOut:
+        view = runtime.mem().active(conversation_id, namespace=ns)
+        cp = view.checkpoint
+        return ActiveOut(
+            conversation_id=conversation_id,
+            checkpoint=CheckpointOut(**finite(asdict(cp))) if cp is not None else None,
+            messages=[_stored(m) for m in view.messages],
+        )
+
+    @app.post(
+        v1 + "/fork",
+        response_model=ForkOut,
+        status_code=201,
+        responses=_ERRORS,
+        tags=["write"],
+        summary="A new conversation holding positions 0..up_to of this one",
+    )
+    def fork(conversation_id: ConvId, body: ForkIn, ns: Ns) -> ForkOut:
+        child = runtime.mem().fork(conversation_id, body.up_to, new_id=body.new_id, namespace=ns)
+        return ForkOut(conversation_id=child, parent_id=conversation_id, up_to=body.up_to)
+
+    @app.post(
+        v1 + "/pins",
+        response_model=PinOut,
+        responses=_ERRORS,
+        tags=["write"],
+        summary="Keep a turn in the working set whatever the eviction pressure",
+    )
+    def pin(conversation_id: ConvId, body: PinIn, ns: Ns) -> PinOut:
+        runtime.mem().pin(conversation_id, body.position, priority=body.priority, namespace=ns)
+        return PinOut(
+            conversation_id=conversation_id, position=body.position, pinned=True, priority=body.priority
+        )
+
+    @app.delete(
+        v1 + "/pins/{position}",
+        response_model=PinOut,
+        responses=_ERRORS,
+        tags=["write"],
+        summary="Remove an explicit pin",
+    )
+    def unpin(
+        conversation_id: ConvId, position: Annotated[int, Path(ge=0, le=MAX_POSITION)], ns: Ns
+    ) -> PinOut:
+        runtime.mem().unpin(conversation_id, position, namespace=ns)
+        return PinOut(conversation_id=conversation_id, position=position, pinned=False, priority=None)
+
+    @app.post(
+        v1 + "/checkpoints",
+        response_model=CheckpointOut,
+        status_code=201,
+        responses=_ERRORS,
+        tags=["write"],
+        summary="Fold: a summary stands in for positions <= position (deletes nothing)",
+    )
+    def checkpoint(conversation_id: ConvId, body: CheckpointIn, ns: Ns) -> CheckpointOut:
+        cp = runtime.mem().checkpoint(conversation_id, body.summary, body.position, namespace=ns)
+        return CheckpointOut(**finite(asdict(cp)))
+
+    @app.post(
+        "/v1/prune",
+        response_model=PruneOut,
+        responses=_ERRORS,
+        tags=["write"],
+        summary="Delete this namespace's conversations idle for longer than older_than_seconds",
+    )
+    def prune(body: PruneIn, ns: Ns) -> PruneOut:
+        report = runtime.mem().prune(body.older_than_seconds, namespace=ns)
+        return PruneOut(
+            conversations=report.conversations,
+            messages=report.messages,
+            conversation_ids=list(report.conversation_ids),
+        )
+
+    @app.get(
+        "/v1/conversations",
+        response_model=ConversationsOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="This namespace's conversations",
+    )
+    def conversations(ns: Ns) -> ConversationsOut:
+        return ConversationsOut(namespace=ns, conversations=runtime.mem().conversations(ns))
+
+    @app.get(
+        "/v1/search",
+        response_model=SearchOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="Hybrid search (vectors + bm25) in one conversation, or across the namespace",
+    )
+    def search(
+        ns: Ns,
+        q: Annotated[str, Query(description="free text; search syntax is not interpreted")],
+        conversation_id: Annotated[
+            str | None, Query(description="omit to search the whole namespace")
+        ] = None,
+        k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K)] = 10,
+    ) -> SearchOut:
+        try:
+            hits = runtime.mem().search(conversation_id, q, k, namespace=ns)
+        except ValidationError as exc:
+            if exc.field == "query":
+                raise ValidationError("q", exc.problem) from None
+            raise
+        return SearchOut(
+            hits=[
+                SearchHitOut(
+                    conversation_id=h.conversation_id,
+                    position=h.position,
+                    score=h.score if math.isfinite(h.score) else 0.0,
+                    ranks=dict(h.ranks),
+                    text=h.text,
+                )
+                for h in hits
+            ]
+        )
+
+    @app.get(
+        "/v1/stats",
+        response_model=StatsOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="Counts and tier health for this namespace",
+    )
+    def stats(ns: Ns) -> StatsOut:
+        raw = runtime.mem().stats(namespace=ns)
+        cold = {k: raw["cold"].get(k) for k in ("conversations", "messages", "pending_embeddings")}
+        hot = None
+        if raw.get("hot") is not None:
+            h = raw["hot"]
+            hot = {
+                k: h.get(k)
+                for k in (
+                    "healthy",
+                    "backend",
+                    "tokens",
+                    "members",
+                    "pins",
+                    "evictions",
+                    "overflow_tokens",
+                    "demoted_pins",
+                )
+            }
+        snap = runtime.scheduler_snapshot()
+        sched = (
+            None
+            if snap is None
+            else {k: snap.get(k) for k in ("running", "interval_s", "lag_turns", "lag_seconds")}
+        )
+        return StatsOut(namespace=ns, cold=finite(cold), hot=finite(hot), scheduler=finite(sched))
