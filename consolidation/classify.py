@@ -532,7 +532,7 @@ _PERSONAL_CONSTRAINT = re.compile(
 )
 _DECISION_STMT = re.compile(
     r"\b(?:we agreed (?:on|to|that)|we (?:decided|settled) (?:on|to go with|to use|to book|that)|"
-    r"we (?:chose|went with|picked) the|i (?:'ll take|will take)|"
+    r"we (?:chose|went with|picked) the|i(?:'ll| will) take|"
     r"i (?:decided|chose|picked|went with) (?:on |to go with |to use |to book |the )|"
     r"(?:the plan|decision) is)\b"
 )
@@ -549,10 +549,11 @@ _CONTACT = re.compile(
     r"|\b(?:card|account|acct|policy|member(?:ship)?|customer|order|ticket|booking|confirmation|reference|"
     r"case|claim)(?: number| no\.?| id)?(?: ending in| is|:)? #?[a-z]*\d[\w-]{2,}\b"
 )
-# A short answer that is just a chosen value: "The 16th, same time if possible.", "Thursday at 9".
+# A short answer that is just a chosen value: "The 16th, same time if possible.", "Thursday at 9",
+# "Size medium.", "$40 max".
 _SLOT_ANSWER = re.compile(
     r"^(?:the )?(?:\d{1,2}(?:st|nd|rd|th)|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-    r"\d{1,2}(?::\d\d)?\s?(?:am|pm))\b"
+    r"\d{1,2}(?::\d\d)?\s?(?:am|pm)|(?:size|colou?r|quantity|qty) \w+|[$€£]\s?\d[\d,.]*)(?:\b|$)"
 )
 
 

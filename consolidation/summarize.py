@@ -128,12 +128,14 @@ class Packer:
     """
 
     NEAR = 2  # an offer up to this many tokens over the bound is counted exactly
+    MAX_MISSES = 8  # exact counts that refused an offer; after these, only sure fits
 
     def __init__(self, tokens: TokenCounter, target: int) -> None:
         self.tokens = tokens
         self.target = target
         self.items: list[tuple[Any, Sentence]] = []  # (log-order key, sentence)
         self.used = 0  # exact tokens of render(items)
+        self.misses = 0
 
     @property
     def remaining(self) -> int:
@@ -145,11 +147,13 @@ class Packer:
         if n_tokens is None:
             n_tokens = self.tokens.count(render([sentence]))
         bound = self.used + n_tokens + (1 if self.items else 0)
-        if bound - self.target > self.NEAR:
+        near = self.NEAR if self.misses < self.MAX_MISSES else 0
+        if bound - self.target > near:
             return False
         trial = sorted([*self.items, (order, sentence)], key=lambda x: x[0])
         n = self.tokens.count(render([s for _, s in trial]))
         if n > self.target:
+            self.misses += 1
             return False
         self.items, self.used = trial, n
         return True
@@ -173,7 +177,8 @@ ROLE_WEIGHT: dict[str, float] = {"system": 0.3, "user": 0.2, "assistant": 0.0, "
 LOAD_BEARING_BONUS = 1.0
 CENTRALITY_WEIGHT = 1.0
 MMR_LAMBDA = 0.7
-TURN_SIM_SHARE = 0.7  # of a sentence vector: its turn's embedding; the rest, its own words
+MODEL_SHARE = 0.5  # of a sentence vector: its turn's embedding
+TURN_WORDS_SHARE = 0.2  # its turn's words; the rest: its own words
 LEX_DIM = 512
 _LEX_STOP = frozenset(re.findall(r"\w+", """
     a an and are as at be but by did do does for from had has have he her him his how i if in into is it its
@@ -216,8 +221,10 @@ class ExtractiveSummarizer:
     gets a relevance: intent weight (corrections and instructions up, chitchat down),
     a load-bearing bonus, priority, role, and embedding centrality (cosine of its
     vector to the centroid of all candidates). A sentence's vector mixes its turn's
-    embedding (from the cold tier; computed with `embedder` when missing, or a hashed
-    bag of words without one) with a bag-of-words vector of its own words. Maximal
+    embedding (stored by the cold tier; computed with `embedder` for turns without one
+    when an embedder is given, else left out for those turns), a hashed bag of words of
+    its turn and one of its own words. Pass `embedder=None` to never run the model
+    during a refresh (the background indexer embeds turns anyway). Maximal
     marginal relevance then picks sentences, trading relevance against similarity to
     what is already picked, and keeps one only if the exact token count of the
     rendered result stays within the target. Output is in log order.
@@ -232,31 +239,31 @@ class ExtractiveSummarizer:
 
     # -- pieces ----------------------------------------------------------------------------
 
-    def _turn_vectors(self, turns: Sequence[SourceTurn]) -> np.ndarray:
-        have = [t.embedding is not None for t in turns]
-        if all(have):
-            dims = {int(np.asarray(t.embedding).shape[-1]) for t in turns}
-            if len(dims) == 1:
-                return _normalize(np.stack([np.asarray(t.embedding, dtype=np.float32) for t in turns]))
-        if self.embedder is not None:
-            missing = [i for i, h in enumerate(have) if not h]
+    def _model_vectors(self, turns: Sequence[SourceTurn]) -> np.ndarray | None:
+        """Turn embeddings (rows of zeros where a turn has none), or None when no turn
+        has one. Missing ones are computed with `embedder` when given."""
+        vecs: list[np.ndarray | None] = [None if t.embedding is None else np.asarray(t.embedding, np.float32)
+                                         for t in turns]
+        missing = [i for i, v in enumerate(vecs) if v is None]
+        if missing and self.embedder is not None:
             try:
-                fresh = self.embedder.embed([turns[i].text for i in missing]) if missing else None
+                fresh = self.embedder.embed([turns[i].text for i in missing])
+                for i, v in zip(missing, fresh, strict=True):
+                    vecs[i] = np.asarray(v, np.float32)
             except Exception as exc:  # an embedding failure degrades to words, never fails a summary
-                log.warning("extractive: embedding failed (%s); using bag-of-words vectors", exc)
-                return _lex_vectors([t.text for t in turns])
-            rows: list[np.ndarray] = []
-            fresh_i = 0
-            for t, h in zip(turns, have, strict=True):
-                if h:
-                    rows.append(np.asarray(t.embedding, dtype=np.float32))
-                else:
-                    assert fresh is not None
-                    rows.append(np.asarray(fresh[fresh_i], dtype=np.float32))
-                    fresh_i += 1
-            if len({r.shape[-1] for r in rows}) == 1:
-                return _normalize(np.stack(rows))
-        return _lex_vectors([t.text for t in turns])
+                log.warning("extractive: embedding failed (%s); missing turns use words only", exc)
+        present = [v for v in vecs if v is not None]
+        if not present:
+            return None
+        dim = present[0].shape[-1]
+        if any(v.shape[-1] != dim for v in present):
+            log.warning("extractive: turn embeddings of different widths; using words only")
+            return None
+        out = np.zeros((len(turns), dim), dtype=np.float32)
+        for i, v in enumerate(vecs):
+            if v is not None:
+                out[i] = v
+        return _normalize(out)
 
     @staticmethod
     def _relevance(turn: SourceTurn, text: str, tokens: int) -> float:
@@ -297,11 +304,18 @@ class ExtractiveSummarizer:
                 owner.append(ti)
         if not cands:
             return []
-        turn_vecs = self._turn_vectors(live)
+        # A sentence's vector: its turn's embedding, its turn's words and its own words,
+        # weighted MODEL_SHARE / TURN_WORDS_SHARE / the rest (cosine of two such vectors
+        # is the weighted sum of the three cosines; a turn without an embedding still
+        # compares by words).
+        model = self._model_vectors(live)
+        turn_lex = _lex_vectors([t.text for t in live])
         lex = _lex_vectors([c.text for c in cands])
-        vecs = np.concatenate(
-            [math.sqrt(TURN_SIM_SHARE) * turn_vecs[owner], math.sqrt(1 - TURN_SIM_SHARE) * lex], axis=1
-        )
+        own_share = 1 - MODEL_SHARE - TURN_WORDS_SHARE
+        parts = [math.sqrt(TURN_WORDS_SHARE) * turn_lex[owner], math.sqrt(own_share) * lex]
+        if model is not None:
+            parts.insert(0, math.sqrt(MODEL_SHARE) * model[owner])
+        vecs = np.concatenate(parts, axis=1)
         vecs = _normalize(vecs)
         centroid = vecs.mean(axis=0)
         norm = float(np.linalg.norm(centroid))

@@ -24,8 +24,10 @@ Only the single best turn is returned: one correction revises one earlier statem
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,10 +68,14 @@ _BARE_RETRACTION = re.compile(
     r"(?:[,.!]?\s*(?:please|sorry|thanks))?[,.!]*"
 )
 _RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
+# The value being replaced, when the correction names it: "not Lisbon", "instead of Postgres",
+# "forget about the hotel", "I don't work at Acme anymore".
+# (Case-insensitive cue words, but the optional second word of the value must be capitalised:
+# "Fly.io", "Harcourt Road", not "Acme anymore".)
 _OLD_VALUE = re.compile(
-    r"\b(?:not|instead of|rather than|no longer|anymore at|about|"
-    r"forget(?: about)?(?: the)?)\s+(?:the |a |an |my )?([\w:$.@'-]+(?: [A-Z][\w'-]+)?)",
-    re.I,
+    r"\b(?i:not|instead of|rather than|no longer|anymore at|about|forget(?: about)?(?: the)?|"
+    r"(?:don't|do not|doesn't|does not|no longer) \w+ (?:at|for|in|with|on))"
+    r"\s+(?i:the |a |an |my )?([\w:$.@'-]+(?: [A-Z][\w'-]+)?)"
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -94,7 +100,7 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
     "time": re.compile(
         r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b|\bnoon\b|\bmidnight\b"
         # "at 6", "by 10": a bare hour after a time preposition, unless a unit follows ("to 6 people")
-        r"|\b(?:at|by|until|to) \d{1,2}\b(?![-/.:]\d|\s?(?:am|pm))"
+        r"|\b(?:at|by|until) (?:[1-9]|1[0-2])\b(?![-/.:]\d|\s?(?:am|pm))"
         r"(?! (?:people|nights|days|km|miles|degrees|kids|guests|percent|%))"
     ),
     "date": re.compile(
@@ -102,7 +108,7 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
         r"|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
     ),
     "weekday": re.compile(
-        r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|tomorrow|tonight|today)s?\b"
+        r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|tomorrow|tonight)s?\b"
     ),
     "size": re.compile(
         r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"
@@ -111,7 +117,9 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
     "number": re.compile(rf"\b(?:\d+(?:\.\d+)?|{_NUMBER_WORDS})\b"),
 }
 # Place: a capitalised name after a locative preposition, or a street address.
+# ("work at Acme" names an employer, not a place.)
 _PLACE = re.compile(
+    r"(?<!work )(?<!working )(?<!study )"
     r"\b(?:in|to|at|from|near|into|visit(?:ing)?|around)\s+((?:[A-Z][\w'-]+)(?:[ ,]+[A-Z][\w'-]+)*)"
     r"|\b\d+\s+[A-Z][\w'-]+\s+(?:Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl)\b"
 )
@@ -129,6 +137,12 @@ def detect_slots(text: str) -> dict[str, set[str]]:
     matches a party size rather than any number.  Values already claimed by a more specific slot
     (a time, a date, money) are not repeated as plain numbers.
     """
+    return {k: set(v) for k, v in _slots(text).items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _slots(text: str) -> dict[str, frozenset[str]]:
+    # Cached: the same earlier turns are scanned again for every new correction.
     low = normalize(text)
     found: dict[str, set[str]] = {}
     claimed: list[tuple[int, int]] = []
@@ -148,7 +162,7 @@ def detect_slots(text: str) -> dict[str, set[str]]:
         first = name.split()[0].strip(",")
         if not _NOT_PLACE.match(first):
             found.setdefault("place", set()).add(name.lower())
-    return found
+    return {k: frozenset(v) for k, v in found.items()}
 
 
 def _unit(value: str) -> str:
@@ -203,6 +217,11 @@ def _content(text: str) -> dict[str, float]:
     A sentence's first word is capitalised anyway, so it counts once; a name there still matches at
     full weight when the other side mentions it mid-sentence (the pair takes the larger weight).
     """
+    return dict(_content_items(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _content_items(text: str) -> tuple[tuple[str, float], ...]:
     out: dict[str, float] = {}
     for sent in re.split(r"(?<=[.!?])\s+", text):
         for i, m in enumerate(re.finditer(r"[A-Za-z][\w'-]*", sent)):
@@ -213,7 +232,7 @@ def _content(text: str) -> dict[str, float]:
             w = 2.0 if tok[0].isupper() and i > 0 else 1.0
             st = _stem(low)
             out[st] = max(out.get(st, 0.0), w)
-    return out
+    return tuple(out.items())
 
 
 def _old_values(text: str) -> set[str]:
@@ -282,33 +301,45 @@ def find_superseded(
     words = _content(text)
     for v in old_vals:  # the old value is evidence about the target, not content of the new value
         words.pop(_stem(v), None)
-    slots = detect_slots(text)
+    slots = _slots(text)
+    # A correction that names the value it replaces ("I don't work at Acme anymore") while no
+    # earlier turn holds that value is about something out of view: a single shared word or a
+    # slot type is then too weak to pin it on another turn.
+    orphan = bool(old_vals) and not any(_contains_value(c.text, v) for c in eligible for v in old_vals)
 
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
     for c in eligible:
-        score = 0.0
         why: list[str] = []
         hit_old = [v for v in old_vals if _contains_value(c.text, v)]
+        old_score = 3.0 if hit_old else 0.0
         if hit_old:
-            score += 3.0
             why.append(f"old value '{hit_old[0]}'")
         cw = _content(c.text)
         shared = sorted(set(words) & set(cw))
+        lex_score = sum(max(words[w], cw[w]) for w in shared)
         if shared:
-            score += sum(max(words[w], cw[w]) for w in shared)
             why.append("shared " + ",".join(f"'{w}'" for w in shared[:3]))
-        cslots = detect_slots(c.text)
-        same = _matching_slots(slots, cslots)
+        same = _matching_slots(slots, _slots(c.text))
+        slot_score = 1.0 if same else 0.0
         if same:
-            score += 1.0
             why.append("slot " + "/".join(same))
-        sim = None
+        sim_score = 0.0
         if embedding is not None and c.embedding is not None:
             sim = _cosine(embedding, c.embedding)
             if sim >= min_similarity:
-                score += 1.0 + sim
+                sim_score = 1.0 + sim
                 why.append(f"sim={sim:.2f}")
+        score = old_score + lex_score + slot_score + sim_score
+        strong = old_score > 0 or sim_score > 0 or lex_score >= 2.0
         if score < 1.0:
+            continue
+        if orphan and not strong:
+            # The correction names a value no earlier turn holds ("I don't work at Acme anymore"
+            # with no Acme in view): one shared word or a slot type is too weak to pin it elsewhere.
+            continue
+        if not strong and not shared and not c.load_bearing:
+            # A bare slot match ("make it Wednesday") only revises a turn worth pinning, not any
+            # turn that happens to mention a day.
             continue
         # Tie-break: load-bearing first, then recency (later position wins).
         key = (score + (0.25 if c.load_bearing else 0.0), int(c.load_bearing), c.position)
@@ -326,7 +357,7 @@ def find_superseded(
     return []
 
 
-def _matching_slots(new: dict[str, set[str]], old: dict[str, set[str]]) -> list[str]:
+def _matching_slots(new: Mapping[str, AbstractSet[str]], old: Mapping[str, AbstractSet[str]]) -> list[str]:
     """Slot types present in both; numbers only match when their units agree (or one side has none)."""
     same: list[str] = []
     for slot in new.keys() & old.keys():

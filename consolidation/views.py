@@ -70,6 +70,7 @@ class _SessionScan:
     to `through` have been scanned; `pending` holds, per session, the scanned turns its
     view did not cover at the last look (position, created_at)."""
 
+    created_at: float  # the conversation's, to notice an id pruned and created again
     through: int = -1
     pending: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
@@ -116,7 +117,8 @@ class ViewMaintainer:
 
     # -- loading source turns ------------------------------------------------------------
 
-    def _sources(self, conversation_id: str, rows: Sequence[TurnRow]) -> list[SourceTurn]:
+    def _sources(self, conversation_id: str, rows: Sequence[TurnRow], *,
+                 embeddings: bool = True) -> list[SourceTurn]:
         """SourceTurns (text, labels, stored embedding) for turn rows, in log order.
         Rows whose message cannot be decoded are skipped (salvaged by the cold tier)."""
         rows = sorted({r.position: r for r in rows}.values(), key=lambda r: r.position)
@@ -125,7 +127,7 @@ class ViewMaintainer:
             chunk = rows[i:i + 500]
             positions = [r.position for r in chunk]
             texts = {m.position: m.text for m in self.cold.get(conversation_id, positions)}
-            vecs = self.cold.embeddings(conversation_id, positions)
+            vecs = self.cold.embeddings(conversation_id, positions) if embeddings else {}
             for r in chunk:
                 if r.position not in texts:
                     continue
@@ -210,19 +212,22 @@ class ViewMaintainer:
 
     # -- refresh ---------------------------------------------------------------------------------
 
-    def refresh(self, conversation_id: str, kind: str, key: str = "") -> SummaryView | None:
+    def refresh(self, conversation_id: str, kind: str, key: str = "", *, full: bool = False
+                ) -> SummaryView | None:
         """Bring one view up to date; returns the current version (None when the
         conversation has nothing to summarize yet). A view already covering the log
-        is returned as is. A summarizer failure is recorded and the previous version
-        returned; it never raises for one."""
+        is returned as is. `full` recomputes from the whole log instead of from the
+        previous version (after a relabeling, e.g. `Memory.rebuild`), as a new version.
+        A summarizer failure is recorded and the previous version returned; it never
+        raises for one."""
         check_view_key(kind, key)
         lock = self._locks[hash((conversation_id, kind, key)) % _LOCK_STRIPES]
         with lock:
             if kind == "rolling":
-                return self._refresh_rolling(conversation_id)
+                return self._refresh_rolling(conversation_id, full)
             if kind == "constraints":
-                return self._refresh_constraints(conversation_id)
-            return self._refresh_session(conversation_id, key)
+                return self._refresh_constraints(conversation_id, full)
+            return self._refresh_session(conversation_id, key, full)
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
                              fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
@@ -234,15 +239,15 @@ class ViewMaintainer:
             self.warm.record_error(conversation_id, kind, key, f"{type(exc).__name__}: {exc}")
             return None
 
-    def _refresh_rolling(self, conv: str) -> SummaryView | None:
+    def _refresh_rolling(self, conv: str, full: bool) -> SummaryView | None:
         prev = self.warm.latest(conv, "rolling")
         last = self.cold.last_position(conv)
         now = self.clock()
         end = self._coverage_end(conv, last, now)
-        start_new = prev.end_position + 1 if prev is not None else 0
-        if end < start_new:
+        start_new = prev.end_position + 1 if prev is not None and not full else 0
+        if end < start_new or end < 0:
             return prev
-        carried = self.warm.turn_rows(conv, self._cited(prev))
+        carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
         new = self.cold.turns(conv, start=start_new, end=end)
         sentences = self._summarize_or_record(
             conv, "rolling", "", lambda: self._incremental(conv, carried, new))
@@ -251,15 +256,23 @@ class ViewMaintainer:
         view = SummaryView(conv, "rolling", "", 0, 0, end, tuple(sentences), 0, self.summarizer.name, now)
         return self.warm.put(view, fold=self.fold and bool(sentences))
 
-    def _refresh_constraints(self, conv: str) -> SummaryView | None:
+    def _refresh_constraints(self, conv: str, full: bool) -> SummaryView | None:
+        """Incremental: the previous version's sources (their labels and supersession
+        re-read) plus the load-bearing turns after it. A constraint once cut for the
+        token target does not come back when others are later superseded; a `full`
+        refresh reconsiders every load-bearing turn."""
         prev = self.warm.latest(conv, "constraints")
         last = self.cold.last_position(conv)
         now = self.clock()
         end = self._coverage_end(conv, last, now)
-        if end < 0 or (prev is not None and prev.end_position >= end):
+        if end < 0 or (prev is not None and prev.end_position >= end and not full):
             return prev
-        rows = self.warm.load_bearing_turns(conv, end)
-        sources = self._sources(conv, rows)
+        if prev is None or full:
+            rows = self.warm.load_bearing_turns(conv, end)
+        else:
+            cited = sorted({p for s in prev.sentences for p in s.positions})
+            rows = self.warm.load_bearing_turns(conv, end, after=prev.end_position, include=cited)
+        sources = self._sources(conv, rows, embeddings=False)
         sentences = self._summarize_or_record(
             conv, "constraints", "",
             lambda: self.constraint_sentences(sources, self.constraint_target_tokens))
@@ -269,21 +282,21 @@ class ViewMaintainer:
                            CONSTRAINTS_SUMMARIZER, now)
         return self.warm.put(view)
 
-    def _refresh_session(self, conv: str, session_id: str) -> SummaryView | None:
+    def _refresh_session(self, conv: str, session_id: str, full: bool) -> SummaryView | None:
         prev = self.warm.latest(conv, "session", session_id)
         last = self.cold.last_position(conv)
         now = self.clock()
         end = self._coverage_end(conv, last, now)
-        after = prev.end_position if prev is not None else -1
+        after = prev.end_position if prev is not None and not full else -1
         new = self.warm.session_turns(conv, session_id, after, end)
         if not new:
             return prev
-        carried = self.warm.turn_rows(conv, self._cited(prev))
+        carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
         sentences = self._summarize_or_record(
             conv, "session", session_id, lambda: self._incremental(conv, carried, new))
         if sentences is None:
             return prev
-        start = prev.start_position if prev is not None else new[0].position
+        start = prev.start_position if prev is not None and not full else new[0].position
         view = SummaryView(conv, "session", session_id, 0, start, new[-1].position, tuple(sentences), 0,
                            self.summarizer.name, now)
         return self.warm.put(view)
@@ -349,9 +362,10 @@ class ViewMaintainer:
         found: list[tuple[float, ViewKey, Staleness]] = []
         with self._scan_lock:
             seen: set[str] = set()
-            for conv, last, _last_at, r_end, c_end in self.warm.frontier():
+            for f in self.warm.frontier():
+                conv, last = f.conversation_id, f.last_position
                 seen.add(conv)
-                for kind, end in (("rolling", r_end), ("constraints", c_end)):
+                for kind, end in (("rolling", f.rolling_end), ("constraints", f.constraints_end)):
                     e = -1 if end is None else end
                     if last <= e:
                         continue
@@ -363,16 +377,18 @@ class ViewMaintainer:
                     if st.over_budget:
                         found.append((st.severity(self.max_turns_behind, self.max_seconds_behind),
                                       (conv, kind, ""), st))
-                found.extend(self._stale_sessions(conv, last, now))
+                found.extend(self._stale_sessions(conv, last, f.created_at, now))
             for gone in set(self._sessions) - seen:
                 del self._sessions[gone]
         found.sort(key=lambda f: (-f[0], f[1]))
         return [(k, st) for _, k, st in found[:limit]]
 
-    def _stale_sessions(self, conv: str, last: int, now: float) -> list[tuple[float, ViewKey, Staleness]]:
+    def _stale_sessions(
+        self, conv: str, last: int, created_at: float, now: float
+    ) -> list[tuple[float, ViewKey, Staleness]]:
         scan = self._sessions.get(conv)
-        if scan is None or scan.through > last:  # new, or the conversation was pruned and reused
-            scan = self._sessions[conv] = _SessionScan()
+        if scan is None or scan.created_at != created_at or scan.through > last:  # new, or pruned and reused
+            scan = self._sessions[conv] = _SessionScan(created_at)
         if last > scan.through:
             for pos, sid, at in self.warm.turn_times(conv, scan.through):
                 if sid is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import tempfile
 import threading
@@ -63,7 +64,8 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _maintainer(cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | None, **kw: Any) -> ViewMaintainer:
+def _maintainer(cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | None,
+                **kw: Any) -> ViewMaintainer:
     kw.setdefault("max_turns_behind", 20)
     kw.setdefault("max_seconds_behind", 300.0)
     return ViewMaintainer(cold, WarmStore(cold), ExtractiveSummarizer(counter, embedder), counter,
@@ -124,6 +126,8 @@ def append_latency(root: Path, counter: BpeTokenCounter, embedder: Embedder | No
         _append(cold, "c", 0, 400, rows)
         cold.index_pending()
         if with_scheduler:
+            # a 10 ms interval overlaps runs on purpose; APScheduler logs each skip
+            logging.getLogger("apscheduler").setLevel(logging.ERROR)
             m = _maintainer(cold, counter, embedder, max_turns_behind=1, max_seconds_behind=1e9)
             sched = ConsolidationScheduler(m, interval_s=0.01, max_views_per_run=50)
             sched.start(run_now=True)
@@ -146,7 +150,8 @@ def append_latency(root: Path, counter: BpeTokenCounter, embedder: Embedder | No
         t = threading.Thread(target=writer, name="bench-appender")
         t.start()
         t.join()
-        out: dict[str, Any] = {"p50_ms": round(_pct(samples, 0.50), 3), "p99_ms": round(_pct(samples, 0.99), 3),
+        out: dict[str, Any] = {"p50_ms": round(_pct(samples, 0.50), 3),
+                               "p99_ms": round(_pct(samples, 0.99), 3),
                                "max_ms": round(max(samples), 3), "appends": len(samples)}
         if sched is not None:
             sched.shutdown(wait=True)
@@ -210,7 +215,8 @@ def format_table(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a smaller conversation, for smoke runs")
-    parser.add_argument("--no-embeddings", action="store_true", help="bag-of-words vectors instead of the model")
+    parser.add_argument("--no-embeddings", action="store_true",
+                        help="bag-of-words vectors instead of the model")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     result = run(args.quick, embeddings=not args.no_embeddings)

@@ -14,6 +14,7 @@ Standalone: `python -m evals.cli ...`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,11 +22,12 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from evals.baselines import METHODS, close_memory, make_progress, open_memory
+from evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
 from evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
 from evals.locomo import DEFAULT_BUDGETS, DEFAULT_DATA, LocomoError
 from evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from evals.report import report_command
+from tiermem.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,6 +74,21 @@ def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any
 @click.group("eval")
 def eval_group() -> None:
     """Evals: LoCoMo recall under eviction, a cost replay, an eviction-pressure suite."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _open(data_dir: Path | None, no_hot: bool) -> OpenedMemory:
+    """The eval's Memory. Under `tiermem eval`, the root command's `--config` file (and an
+    embedder that tests inject) are honoured; its `--data-dir` is not: an eval ingests
+    into its own `--data-dir` (default: a temporary dir), never into the user's data."""
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_root().obj if ctx is not None else None
+    config_path = getattr(state, "config_path", None)
+    embedder = getattr(state, "embedder", None)
+    config = Config.load(config_path) if config_path is not None else None
+    return open_memory(data_dir, hot=not no_hot, embedder=embedder, config=config)
 
 
 @eval_group.command("locomo")
@@ -128,7 +145,7 @@ def locomo_command(
 
     if not data.is_file():
         raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
-    opened = open_memory(data_dir, hot=not no_hot)
+    opened = _open(data_dir, no_hot)
     try:
         with make_progress(not quiet) as progress:
             run = run_locomo(
@@ -195,7 +212,7 @@ def cost_command(
 
     if not data.is_file():
         raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
-    opened = open_memory(data_dir, hot=not no_hot)
+    opened = _open(data_dir, no_hot)
     try:
         with make_progress(not quiet) as progress:
             run = run_cost(
@@ -254,7 +271,7 @@ def pressure_command(
     """Planted constraints, distractors, corrections and retractions: retention and leakage."""
     from evals.pressure import run_pressure, table
 
-    opened = open_memory(data_dir, hot=not no_hot)
+    opened = _open(data_dir, no_hot)
     try:
         with make_progress(not quiet) as progress:
             run = run_pressure(

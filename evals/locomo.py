@@ -526,7 +526,8 @@ def summarize(
     }
 
 
-def _unavailable(reason: str) -> dict[str, Any]:
+def _unavailable(reason: str, *, full_context_tokens: float | None, counts: EvidenceCounts) -> dict[str, Any]:
+    """The tiermem entry when the method did not run: the shared fields, with no scores."""
     return {
         "available": False,
         "reason": reason,
@@ -534,10 +535,11 @@ def _unavailable(reason: str) -> dict[str, Any]:
         "by_category": {str(c): None for c in CATEGORIES},
         "answer_coverage": None,
         "mean_context_tokens": None,
-        "full_context_tokens": None,
+        "full_context_tokens": _r(full_context_tokens, 1),
         "context_ms": {"p50": None, "p99": None},
         "questions": 0,
-        "skipped_evidence_ids": 0,
+        "skipped_evidence_ids": counts.skipped,
+        "missing_evidence_ids": counts.missing,
     }
 
 
@@ -648,9 +650,17 @@ def run_locomo(
                 **summarize(records[b][TIERMEM], full_context_tokens=full_tokens, counts=counts),
             }
         elif TIERMEM in wanted:
-            entry = {"method": TIERMEM, **_unavailable("Memory has no context() in this build")}
+            entry = {
+                "method": TIERMEM,
+                **_unavailable(
+                    "Memory has no context() in this build", full_context_tokens=full_tokens, counts=counts
+                ),
+            }
         else:
-            entry = {"method": TIERMEM, **_unavailable("not requested")}
+            entry = {
+                "method": TIERMEM,
+                **_unavailable("not requested", full_context_tokens=full_tokens, counts=counts),
+            }
         entry["baselines"] = {
             name: {
                 "available": True,

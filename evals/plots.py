@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 
 # LoCoMo paper, Table 3: DRAGON over dialog turns, recall of evidence turns in the top k.
 DRAGON_TOPK = {5: 0.567, 10: 0.662, 25: 0.767, 50: 0.827}
@@ -55,7 +56,7 @@ def recall_series(result: Mapping[str, Any]) -> dict[str, list[tuple[int, float]
 
 def recall_vs_budget(result: Mapping[str, Any], path: Path) -> Path:
     series = recall_series(result)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     for name, pts in series.items():
         if name == "full_context":
             continue
@@ -84,6 +85,7 @@ def recall_vs_budget(result: Mapping[str, Any], path: Path) -> Path:
     )
     ax.set_xscale("log")
     budgets = sorted({b for pts in series.values() for b, _ in pts})
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(budgets)
     ax.set_xticklabels([f"{b:,}" for b in budgets])
     ax.set_xlabel("context budget (tokens)")
@@ -94,7 +96,7 @@ def recall_vs_budget(result: Mapping[str, Any], path: Path) -> Path:
         f"LoCoMo evidence recall vs budget ({len(result.get('samples', []))} conversations, "
         f"hot tier {'on' if result.get('hot_tier') else 'off'})"
     )
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _save(fig, path)
 
 

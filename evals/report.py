@@ -118,10 +118,10 @@ def locomo_markdown(result: Mapping[str, Any], *, command: str | None = None) ->
                     ]
                 )
             )
-    skipped = first.get("skipped_evidence_ids")
-    if skipped is None:
-        skipped = first.get("baselines", {}).get("tail", {}).get("skipped_evidence_ids")
-    lines += ["", f"Malformed evidence ids skipped: {skipped}."]
+    counted = [first, *first.get("baselines", {}).values()]
+    skipped = max((e.get("skipped_evidence_ids") or 0 for e in counted), default=0)
+    missing = max((e.get("missing_evidence_ids") or 0 for e in counted), default=0)
+    lines += ["", f"Evidence ids skipped: {skipped} malformed, {missing} not in the conversation."]
     return "\n".join(lines)
 
 

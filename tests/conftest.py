@@ -13,10 +13,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tiermem import Config, Memory  # noqa: E402
-from tiers.cold import ColdStore  # noqa: E402
-from tiers.embed import SentenceTransformerEmbedder  # noqa: E402
-from tiers.tokens import BpeTokenCounter  # noqa: E402
+from tiermem import Config, Memory
+from tiers.cold import ColdStore
+from tiers.embed import SentenceTransformerEmbedder
+from tiers.tokens import BpeTokenCounter
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +42,17 @@ def cold_memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterat
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
                 background_indexing=False) as mem:
         yield mem
+
+
+@pytest.fixture
+def memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+    """A full Memory: cold log, embedded Redis hot tier (stopped afterwards)."""
+    from tiers.redis_server import EmbeddedRedis
+
+    data = tmp_path / "data"
+    mem = Memory(Config(data_dir=data, hot_budget_tokens=600), embedder=embedder, background_indexing=False)
+    try:
+        yield mem
+    finally:
+        mem.close()
+        EmbeddedRedis(data).stop()

@@ -199,9 +199,9 @@ def test_prototype_fallback_only_when_no_rule_fires() -> None:
     # A rule fires: the embedder is never consulted.
     assert clf.classify("Thanks so much!", "user").reason.startswith("rule:")
     assert fake.calls == 0
-    # Nothing fires ("Size medium." has no cue): the prototypes decide or the default stands,
+    # Nothing fires ("The blue one." has no cue): the prototypes decide or the default stands,
     # and the reason says which.
-    label = clf.classify("Size medium.", "user")
+    label = clf.classify("The blue one.", "user")
     assert fake.calls >= 1
     assert label.reason.startswith(("prototype:", "rule:default-statement"))
     assert label.intent in INTENTS
@@ -212,7 +212,7 @@ def test_prototype_uses_given_embedding_without_embedding_again() -> None:
     clf = TurnClassifier(fake)
     vec = fake.embed(["I wonder which one is the answer"])[0]
     calls = fake.calls
-    label = clf.classify("Size medium.", "user", embedding=vec)
+    label = clf.classify("The blue one.", "user", embedding=vec)
     # Only the one-off prototype matrix was embedded, not the turn.
     assert fake.calls == calls + 1
     assert label.reason.startswith("prototype:question"), label.reason

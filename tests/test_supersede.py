@@ -80,6 +80,14 @@ TABLE: list[tuple[list[str], str, int | None]] = [
     # null: nothing earlier to retract
     ([], "scratch that", None),
     (["What time does the pharmacy close?", "Is it open on Sunday?"], "never mind", None),
+    # null: the named old value is not in view, and one shared generic word is not enough
+    (["I work from home on Fridays.", "Book the team lunch."], "I don't work at Globex anymore.", None),
+    # null: a bare slot match never revises a turn that is not load-bearing
+    (
+        ["Traffic was awful on Friday.", "Where is the nearest pharmacy?"],
+        "Actually, make it Wednesday.",
+        None,
+    ),
     # null: a slot correction with no earlier turn of that slot type
     (["I need an aisle seat.", "Please send the itinerary by email."], "Actually, make it Wednesday.", None),
 ]

@@ -653,3 +653,56 @@ def test_render_matches_text() -> None:
     v = SummaryView("c", "constraints", "", 1, 0, 1, sents, 0, "x", time.time())
     assert v.text() == render(sents) == "a\n(superseded) b"
     assert v.current_text() == "a"
+
+
+def test_stale_views_notices_a_pruned_and_recreated_conversation(
+    cold: ColdStore, warm: WarmStore, counter: BpeTokenCounter
+) -> None:
+    clock = Clock(T0 + 10_000)
+    m = maintainer(cold, warm, counter, clock=clock, max_turns_behind=5)
+    load_labeled(cold, "c", 30, at=T0, sessions=1)
+    assert ("c", "session", "s0") in m.stale_views(10)
+    for view in m.stale_views(10):
+        m.refresh(*view)
+    assert m.stale_views(10) == []
+    assert cold.prune(older_than=T0 + 1e6).conversations == 1
+    assert m.stale_views(10) == [] and warm.latest("c", "rolling") is None
+    time.sleep(0.01)  # a new conversation row, a new created_at
+    cold.append_many("c", [msg("user", f"New life, fact {i}.", session="z", at=T0) for i in range(40)])
+    assert set(m.stale_views(10)) == {("c", "rolling", ""), ("c", "constraints", ""), ("c", "session", "z")}
+
+
+def test_incremental_constraints_see_a_later_correction_of_a_carried_constraint(
+    cold: ColdStore, warm: WarmStore, counter: BpeTokenCounter
+) -> None:
+    m = maintainer(cold, warm, counter)
+    cold.append_many("c", [msg("user", "The meeting room is B12."), msg("assistant", "Noted.")])
+    cold.set_labels("c", [(0, "statement", True, 4, ""), (1, "chitchat", False, 0, "")])
+    v1 = m.refresh("c", "constraints")
+    assert v1 is not None and [(s.positions, s.status) for s in v1.sentences] == [((0,), "current")]
+    cold.append_many("c", [msg("user", f"filler {i}") for i in range(5)] + [msg("user", "sorry, it's B14")])
+    cold.set_labels(
+        "c", [(i, "statement", False, 0, "") for i in range(2, 7)] + [(7, "correction", False, 0, "")]
+    )
+    cold.set_superseded("c", [(0, 7)])
+    v2 = m.refresh("c", "constraints")
+    assert v2 is not None and v2.version == 2
+    assert [(s.positions, s.status) for s in v2.sentences] == [((0,), "superseded"), ((7,), "current")]
+
+
+def test_full_refresh_recomputes_from_the_whole_log(
+    cold: ColdStore, warm: WarmStore, counter: BpeTokenCounter
+) -> None:
+    load_labeled(cold, "c", 40, sessions=2)
+    m = maintainer(cold, warm, counter)
+    before = {k: m.refresh("c", k) for k in ("rolling", "constraints")}
+    # relabel: everything is now chitchat except one turn
+    cold.set_labels("c", [(i, "chitchat", False, 0, "") for i in range(40)])
+    cold.set_labels("c", [(7, "instruction", True, 9, "")])
+    assert m.refresh("c", "constraints") == before["constraints"]  # nothing new: as is
+    full = m.refresh("c", "constraints", full=True)
+    assert full is not None and full.version == 2 and {s.positions for s in full.sentences} == {(7,)}
+    r = m.refresh("c", "rolling", full=True)
+    assert r is not None and r.version == 2 and r.end_position == 39
+    s1 = m.refresh("c", "session", "s1", full=True)
+    assert s1 is not None and s1.start_position == 20

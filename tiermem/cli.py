@@ -431,7 +431,7 @@ def append(
     elif json_file is not None:
         messages = _read_messages(json_file, "stdin" if json_file.name == "<stdin>" else json_file.name)
     else:
-        stdin = click.get_text_stream("stdin")
+        stdin = sys.stdin
         if stdin.isatty():
             raise click.UsageError(
                 "give --role and --content, --json-file FILE, or pipe a JSON message to stdin"

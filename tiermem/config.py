@@ -118,7 +118,7 @@ class Config(BaseSettings):
     summary_target_tokens: int = Field(300, ge=16)
     scheduler_interval_s: float = Field(DEFAULT_SCHEDULER_INTERVAL_S, gt=0)
     scheduler_max_views_per_run: int = Field(50, ge=1)
-    scheduler_enabled: bool = Field(True, description="run the consolidation scheduler inside `tiermem serve`")
+    scheduler_enabled: bool = Field(True, description="run the consolidation scheduler in `tiermem serve`")
     summarizer: Literal["extractive", "llm"] = "extractive"
     llm_base_url: str | None = None
     llm_model: str | None = None

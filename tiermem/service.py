@@ -44,10 +44,10 @@ from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from tiermem.config import Config
+from tiermem.config import DEFAULT_MAX_ID_CHARS, Config
 from tiermem.errors import ConversationNotFound, NamespaceMismatch, TiermemError, ValidationError
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
-from tiers.models import Message, StoredMessage, validate_id
+from tiers.models import ID_PATTERN, Message, StoredMessage, validate_id
 
 log = logging.getLogger("tiermem.service")
 
@@ -60,7 +60,10 @@ MAX_JSON_DEPTH = 32
 MAX_POSITION = 2**62  # SQLite integers are 64-bit; anything above is refused by pydantic
 METRICS_CACHE_S = 10.0
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-ConvId = Annotated[str, Path(description="conversation id: ASCII letters, digits and . _ : @ -")]
+# Ids are documented with their pattern but validated by Memory, whose message is clearer.
+_ID_SCHEMA = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
+_ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
+ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
 
 
 class ServiceConfigError(ValueError):
@@ -110,7 +113,9 @@ class ContextIn(BaseModel):
 class ForkIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     up_to: int = Field(ge=0, le=MAX_POSITION, description="last position copied into the fork")
-    new_id: str | None = Field(None, description="id of the new conversation (default: generated)")
+    new_id: str | None = Field(
+        None, description=f"id of the new conversation (default: generated): {_ID_DOC}", json_schema_extra=_ID_SCHEMA
+    )
 
 
 class PinIn(BaseModel):

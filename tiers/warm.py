@@ -181,6 +181,18 @@ class SummaryView:
 
 
 @dataclass(frozen=True)
+class Frontier:
+    """Where a conversation's log and its rolling/constraint views end (`frontier()`)."""
+
+    conversation_id: str
+    last_position: int
+    last_message_at: float
+    created_at: float  # the conversation's: a pruned and re-created id gets a new one
+    rolling_end: int | None
+    constraints_end: int | None
+
+
+@dataclass(frozen=True)
 class Staleness:
     """How far a view is behind the log. `turns_behind` counts positions after the
     view's `end_position` (all of them for a missing view); `seconds_behind` is how
@@ -447,15 +459,19 @@ class WarmStore:
             out.extend(_turn_row(r) for r in rows)
         return out
 
-    def load_bearing_turns(self, conversation_id: str, end: int) -> list[TurnRow]:
-        """Load-bearing turns at or before `end`, plus the turns that supersede them
-        (a correction is the current value even when not itself labeled load-bearing)."""
+    def load_bearing_turns(self, conversation_id: str, end: int, *, after: int = -1,
+                           include: Sequence[int] = ()) -> list[TurnRow]:
+        """Load-bearing turns in (after, end], the turns at `include`, and the turns that
+        supersede any of them, transitively (a correction is the current value even when
+        it is not itself labeled load-bearing). In log order."""
         rows = self.cold._read(
             _TURN_SELECT +
-            "WHERE conversation_id = ? AND load_bearing = 1 AND position <= ? ORDER BY position",
-            (conversation_id, end),
+            "WHERE conversation_id = ? AND load_bearing = 1 AND position > ? AND position <= ? "
+            "ORDER BY position",
+            (conversation_id, after, end),
         )
         out = {t.position: t for t in map(_turn_row, rows)}
+        out.update((t.position, t) for t in self.turn_rows(conversation_id, [p for p in include if p <= end]))
         frontier = list(out.values())
         while frontier:  # follow chains: A superseded by B, B by C
             nxt = sorted({t.superseded_by for t in frontier
@@ -473,20 +489,20 @@ class WarmStore:
         )
         return [_turn_row(r) for r in rows]
 
-    def frontier(self) -> list[tuple[str, int, float, int | None, int | None]]:
-        """Per conversation with messages: (id, last position, last_message_at, rolling
-        end, constraints end). Index seeks per conversation, no scans of the log."""
+    def frontier(self) -> list[Frontier]:
+        """One row per conversation with messages: its last position and the end of its
+        rolling and constraint views. Index seeks per conversation, no scan of the log."""
         rows = self.cold._read(
             "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
-            "c.last_message_at, "
+            "c.last_message_at, c.created_at, "
             "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
             " AND s.key = '' ORDER BY version DESC LIMIT 1), "
             "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
             " AND s.key = '' ORDER BY version DESC LIMIT 1) "
             "FROM conversations c"
         )
-        return [(r[0], int(r[1]), float(r[2]), None if r[3] is None else int(r[3]),
-                 None if r[4] is None else int(r[4])) for r in rows if r[1] is not None]
+        return [Frontier(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
+                         None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
 
     def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
                    limit: int | None = None) -> list[tuple[int, str | None, float]]:

@@ -1,0 +1,208 @@
+"""The per-turn planner through Memory.context(): budget, recall, stability, safety."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tiermem import Config, Memory
+from tiermem.errors import BudgetTooSmall, ValidationError
+from tiers.redis_server import EmbeddedRedis
+from tiers.tokens import messages_tokens
+
+FILLER = [
+    "haha that's funny", "the weather is nice today", "I watched a movie last night", "ok cool",
+    "I had pasta for lunch", "my cat knocked over a plant", "traffic was terrible this morning",
+    "did you see the game?", "I might go for a run later", "that sounds good",
+]
+
+
+def chitchat(n: int, seed: int = 0) -> list[dict[str, str]]:
+    rnd = random.Random(seed)
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{rnd.choice(FILLER)} ({i})"}
+            for i in range(n)]
+
+
+def text_of(messages: list[dict]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+def test_recent_recall_returns_the_last_turns_verbatim(memory: Memory) -> None:
+    memory.append_many("c", chitchat(80))
+    memory.append("c", {"role": "user", "content": "I parked on level 3, spot B12."})
+    memory.append("c", {"role": "assistant", "content": "Noted: level 3, spot B12."})
+    memory.append("c", {"role": "user", "content": "what did I just say?"})
+    ctx = memory.context("c", "what did I just say?", budget=400)
+    assert ctx.plan.query_class == "recent_recall"
+    tail = ctx.messages[-3:]
+    assert tail == [
+        {"role": "user", "content": "I parked on level 3, spot B12."},
+        {"role": "assistant", "content": "Noted: level 3, spot B12."},
+        {"role": "user", "content": "what did I just say?"},
+    ]
+
+
+def test_constraint_at_turn_3_survives_500_turns_at_1000_tokens(memory: Memory) -> None:
+    memory.append_many("c", chitchat(3, seed=1))
+    memory.append("c", {"role": "user", "content": "Never book me on red-eye flights, I can't sleep on planes."})
+    memory.append_many("c", chitchat(500, seed=2))
+    memory.append("c", {"role": "user", "content": "Please find me a flight to Denver next Friday."})
+    ctx = memory.context("c", "Please find me a flight to Denver next Friday.", budget=1000)
+    assert ctx.tokens <= 1000
+    assert "red-eye" in text_of(ctx.messages)
+    pinned = [i for i in ctx.plan.items if i.slice == "pinned"]
+    assert any(3 in i.positions for i in pinned)
+
+
+def test_a_retracted_constraint_is_never_presented_as_current(memory: Memory) -> None:
+    memory.append("c", {"role": "user", "content": "My budget for the trip is $2,000."})
+    memory.append_many("c", chitchat(60, seed=3))
+    memory.append("c", {"role": "user", "content": "Actually, my budget is $1,500 now."})
+    memory.append_many("c", chitchat(20, seed=4))
+    memory.append("c", {"role": "user", "content": "What is my budget for the trip?"})
+    ctx = memory.context("c", "What is my budget for the trip?", budget=1000)
+    assert "$1,500" in text_of(ctx.messages)
+    for m in ctx.messages:
+        for line in str(m.get("content") or "").splitlines():
+            if "$2,000" in line:
+                assert "SUPERSEDED" in line, line
+    assert any("superseded" in i.reason for i in ctx.plan.left_out + ctx.plan.items)
+
+
+def test_tool_call_pairs_stay_intact_and_latest_user_message_is_present(memory: Memory) -> None:
+    memory.append_many("c", chitchat(30, seed=5))
+    memory.append("c", {"role": "user", "content": "What's the weather in Oslo?"})
+    memory.append("c", {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Oslo"}'}}]})
+    memory.append("c", {"role": "tool", "tool_call_id": "call_1", "content": "Oslo: 4C, light rain. " * 300})
+    memory.append("c", {"role": "assistant", "content": "It's 4C and raining in Oslo."})
+    memory.append("c", {"role": "user", "content": "Thanks! Should I bring an umbrella?"})
+    for budget in (120, 200, 300, 600, 1200):
+        ctx = memory.context("c", "Should I bring an umbrella?", budget=budget)
+        assert ctx.tokens <= budget
+        assert ctx.messages[-1] == {"role": "user", "content": "Thanks! Should I bring an umbrella?"}
+        roles = [m["role"] for m in ctx.messages]
+        for i, m in enumerate(ctx.messages):
+            if m["role"] == "tool":  # a tool result always follows its call
+                assert i > 0 and ctx.messages[i - 1].get("tool_calls"), roles
+            if m.get("tool_calls"):  # a call is always followed by its results
+                assert i + 1 < len(ctx.messages) and ctx.messages[i + 1]["role"] == "tool", roles
+        tool = [m for m in ctx.messages if m["role"] == "tool"]
+        if tool:  # the long output is trimmed, with a marker saying how to get it back
+            assert "trimmed" in tool[0]["content"] and "#" in tool[0]["content"]
+
+
+def test_consecutive_turns_share_their_leading_messages(memory: Memory) -> None:
+    memory.append("c", {"role": "user", "content": "Never use American spellings in your answers."})
+    memory.append_many("c", chitchat(100, seed=6))
+    previous = None
+    shared = []
+    for i in range(6):
+        memory.append("c", {"role": "user", "content": f"tell me something nice ({i})"})
+        memory.append("c", {"role": "assistant", "content": f"here is something nice ({i})"})
+        ctx = memory.context("c", None, budget=800, system="You are a helpful assistant.")
+        if previous is not None:
+            n = 0
+            while n < min(len(previous), len(ctx.messages)) and previous[n] == ctx.messages[n]:
+                n += 1
+            shared.append(n)
+            assert n >= 2  # the system prompt and the pinned block, even when the tail's anchor moves
+        previous = ctx.messages
+    # the tail is anchored: most turns keep everything but the newest messages
+    assert sum(1 for n in shared if n >= len(previous) - 4) >= 3
+
+
+def test_context_with_redis_down_is_degraded_not_failed(tmp_path: Path, embedder) -> None:
+    # an external Redis that we kill: the embedded one would be restarted by tiermem
+    server = EmbeddedRedis(tmp_path / "external")
+    url = server.ensure()
+    mem = Memory(Config(data_dir=tmp_path / "d", redis_url=url), embedder=embedder, background_indexing=False)
+    try:
+        mem.append_many("c", chitchat(20))
+        server.stop()
+        mem.append("c", {"role": "user", "content": "are you still there?"})
+        ctx = mem.context("c", "are you still there?", budget=300)
+        assert ctx.plan.degraded and ctx.plan.tiers["hot"] == "degraded"
+        assert ctx.messages[-1]["content"] == "are you still there?"
+        assert "DEGRADED" in ctx.plan.explain()
+        server.ensure()
+        ctx = mem.context("c", "are you still there?", budget=300)
+        assert not ctx.plan.degraded
+    finally:
+        mem.close()
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("budget", "error"),
+    [
+        (0, ValidationError),  # not a positive budget
+        (-5, ValidationError),  # negative
+        (10**12, ValidationError),  # absurdly large
+        (5, BudgetTooSmall),  # cannot hold the latest user message
+    ],
+)
+def test_bad_budgets_are_refused(cold_memory: Memory, budget: int, error: type[Exception]) -> None:
+    cold_memory.append("c", {"role": "user", "content": "a message that needs more than five tokens to hold"})
+    with pytest.raises(error, match="budget"):
+        cold_memory.context("c", "x", budget=budget)
+
+
+def test_truncating_the_latest_message_is_opt_in(cold_memory: Memory) -> None:
+    cold_memory.append("c", {"role": "user", "content": "word " * 200})
+    ctx = cold_memory.context("c", "x", budget=50, truncate_latest=True)
+    assert ctx.tokens <= 50
+    assert ctx.messages[-1]["role"] == "user"
+
+
+def test_plan_explains_every_item(memory: Memory) -> None:
+    memory.append("c", {"role": "user", "content": "We agreed to use Postgres, not MySQL."})
+    memory.append_many("c", chitchat(40, seed=7))
+    memory.append("c", {"role": "user", "content": "which database did we decide on?"})
+    ctx = memory.context("c", "which database did we decide on?", budget=500)
+    assert ctx.plan.items and all(i.reason and i.tier and i.fidelity for i in ctx.plan.items)
+    assert sum(i.tokens for i in ctx.plan.items) > 0
+    text = ctx.plan.explain()
+    assert "query class" in text and "Postgres" in text_of(ctx.messages)
+    json.dumps(ctx.plan.to_dict())  # serializable for the API and the plans table
+
+
+message_st = st.one_of(
+    st.builds(lambda t: {"role": "user", "content": t}, st.text(min_size=1, max_size=300)),
+    st.builds(lambda t: {"role": "assistant", "content": t}, st.text(min_size=1, max_size=300)),
+    st.builds(lambda n: {"role": "user", "content": "Never do X number " + str(n)}, st.integers(0, 99)),
+    st.just("toolpair"),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    msgs=st.lists(message_st, min_size=1, max_size=40),
+    budget=st.integers(min_value=60, max_value=3000),
+    sessions=st.booleans(),
+    pin=st.booleans(),
+)
+def test_budget_is_never_exceeded(cold_memory: Memory, msgs: list, budget: int, sessions: bool, pin: bool) -> None:
+    conv = f"h{random.randrange(10**9)}"
+    for i, m in enumerate(msgs):
+        session = f"s{i // 7}" if sessions else None
+        if m == "toolpair":
+            cid = f"call_{i}"
+            cold_memory.append(conv, {"role": "assistant", "content": None, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, session_id=session)
+            cold_memory.append(conv, {"role": "tool", "tool_call_id": cid, "content": "out " * 700},
+                               session_id=session)
+        else:
+            cold_memory.append(conv, m, session_id=session)
+    cold_memory.append(conv, {"role": "user", "content": "ok?"})
+    if pin:
+        cold_memory.pin(conv, 0, priority=90)
+    ctx = cold_memory.context(conv, "what did we say about X?", budget=budget)
+    assert ctx.tokens <= budget
+    assert messages_tokens(cold_memory.tokens, ctx.messages) == ctx.tokens
+    assert ctx.messages[-1] == {"role": "user", "content": "ok?"}
