@@ -11,9 +11,11 @@ Three kinds per conversation (DESIGN.md, "Warm"):
 - `constraints` (key ''): the current instructions, constraints, entities and
   decisions: the sentences of load-bearing turns (turn labels), plus the turns that
   supersede them, each pointing at its source position and labeled with the turn's
-  intent; a superseded one is kept with status 'superseded'. Recomputed from the
-  load-bearing index on each refresh. Nothing is cut unless the rendering is over the
-  target; then superseded sentences go first, then current ones by priority.
+  intent; a superseded one is kept with status 'superseded'. Refreshed from the
+  previous version's sources (labels and supersession re-read) plus the load-bearing
+  turns after it (`full=True` reconsiders all of them). Nothing is cut unless the
+  rendering is over the target; then superseded sentences go first, then current ones
+  by priority.
 - `session` (key = session id): one summary per session, refreshed incrementally like
   the rolling one over that session's turns.
 
@@ -22,9 +24,10 @@ Every sentence's positions are positions of the log; with the extractive summari
 
 Freshness: a view is over budget when more than `max_turns_behind` turns, or a turn
 older than `max_seconds_behind` seconds (by `clock`), are not covered. A refresh does
-not cover a trailing run of unlabeled turns younger than `label_grace_s`: labels are
-written just after the append, and a view that covered a turn before its labels (or
-the supersession it causes) landed would carry the old reading until the next refresh.
+not cover a trailing run of unlabeled turns younger than `label_grace_s`: when labels
+are written after the append rather than with it, a view that covered a turn before
+its labels (or the supersession it causes) landed would carry the old reading until
+the next refresh.
 
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
 the previous version stays current and is returned.

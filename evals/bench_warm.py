@@ -9,7 +9,8 @@
    - `incremental`: a refresh after 100 new turns (the steady state: what the
      scheduler pays each time a view goes over its turn budget), median of rounds.
    With embeddings (default), turn vectors are indexed before timing, as the cold tier
-   does in the background; `--no-embeddings` uses the bag-of-words fallback.
+   does in the background, and the summarizer uses them (it runs no model itself);
+   `--no-embeddings` leaves it the bag-of-words vectors only.
 2. Append latency (ColdStore.append from a thread, paced at one append every
    `PACE_MS`) without and with a ConsolidationScheduler in the same process whose
    budgets (max 1 turn behind, 10 ms interval) keep it refreshing all the time: the
@@ -68,7 +69,10 @@ def _maintainer(cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | 
                 **kw: Any) -> ViewMaintainer:
     kw.setdefault("max_turns_behind", 20)
     kw.setdefault("max_seconds_behind", 300.0)
-    return ViewMaintainer(cold, WarmStore(cold), ExtractiveSummarizer(counter, embedder), counter,
+    # The summarizer reads the turn vectors the cold tier stored; it is given no model of
+    # its own, so a refresh never runs inference (the background indexer embeds turns).
+    del embedder
+    return ViewMaintainer(cold, WarmStore(cold), ExtractiveSummarizer(counter, None), counter,
                           target_tokens=TARGET_TOKENS, label_grace_s=0.0, **kw)
 
 

@@ -63,6 +63,19 @@ def canonical(message: dict[str, Any]) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def common_prefix_chars(a: str, b: str) -> int:
+    """Length of the longest common prefix of two strings."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n  # binary search on slice equality: fast in C
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def common_prefix_messages(prev: Sequence[str], cur: Sequence[str]) -> int:
     """How many leading messages two serialized contexts share."""
     n = 0
@@ -80,9 +93,11 @@ class MethodSeries:
     cached: list[int] = field(default_factory=list)
     billed: list[float] = field(default_factory=list)
     ms: list[float] = field(default_factory=list)
+    cached_bytes: list[int] = field(default_factory=list)  # byte-prefix variant, see `add`
     over_budget: int = 0
     token_mismatches: int = 0
     _prev: list[str] = field(default_factory=list)
+    _prev_blob: str = ""
 
     def add(
         self,
@@ -102,6 +117,16 @@ class MethodSeries:
         if cached < min_cache:
             cached = 0
         self._prev = cur
+        # Variant: providers cache the longest common *token* prefix, not whole messages;
+        # when a planner packs many turns into one message, only part of it may change.
+        # Estimate: tokens of the common prefix of the serialized lists, scaled to the
+        # context's token count.
+        blob = "[" + ",".join(cur) + "]"
+        common = blob[: common_prefix_chars(self._prev_blob, blob)]
+        whole = counter.count(blob)
+        cached_b = round(out.tokens * counter.count(common) / whole) if whole and common else 0
+        self.cached_bytes.append(cached_b if cached_b >= min_cache else 0)
+        self._prev_blob = blob
         self.turn.append(turn)
         self.tokens.append(out.tokens)
         self.cached.append(cached)
@@ -122,6 +147,7 @@ class MethodSeries:
             "cached_tokens": cached,
             "cache_stable_share": round(cached / total, 4) if total else None,
             "mean_turn_cache_share": round(sum(shares) / len(shares), 4) if shares else None,
+            "cache_stable_share_token_prefix": round(sum(self.cached_bytes) / total, 4) if total else None,
             "mean_context_tokens": round(total / len(self.tokens), 1) if self.tokens else None,
             "max_context_tokens": max(self.tokens, default=None),
             "context_ms": percentiles(self.ms),

@@ -142,12 +142,13 @@ def cost_markdown(result: Mapping[str, Any], *, command: str | None = None) -> s
                 "billed with caching",
                 "tokens vs full",
                 "billed vs full",
-                "cache-stable",
+                "cache-stable (whole messages)",
+                "cache-stable (token prefix)",
                 "p50 ms",
             ]
         )
     )
-    lines.append(_row(["---"] + ["---:"] * 6))
+    lines.append(_row(["---"] + ["---:"] * 7))
     for name, m in result["methods"].items():
         lines.append(
             _row(
@@ -158,6 +159,7 @@ def cost_markdown(result: Mapping[str, Any], *, command: str | None = None) -> s
                     _pct(m.get("ratio_tokens_vs_full")),
                     _pct(m.get("ratio_billed_vs_full")),
                     _pct(m.get("cache_stable_share")),
+                    _pct(m.get("cache_stable_share_token_prefix")),
                     _ms(m["context_ms"]["p50"]),
                 ]
             )

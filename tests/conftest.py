@@ -12,6 +12,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One torch thread: on a 2-core runner the tests' own child processes (and other jobs)
+# share the cores, and torch's spinning worker threads then cost ~20x the CPU per
+# embedding. Children inherit it. Must be set before torch is first imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tiermem import Config, Memory
 from tiers.cold import ColdStore

@@ -4,12 +4,16 @@ break the FTS5 query syntax, and a namespace's search never leaves the namespace
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import tiermem
 from tiermem import Memory
 from tiers.cold import MAX_FTS_TERMS, ColdStore, fts_query
+from tiers.embed import SentenceTransformerEmbedder
 from tiers.models import Message
+from tiers.tokens import BpeTokenCounter
 
 FILLER = [
     "Let's plan the team offsite for the second week of June.",
@@ -29,12 +33,16 @@ PLANTED = "My passport expires on 14 March 2027; the document number is X7Q-4417
 PLANTED_AT = 7
 
 
-@pytest.fixture
-def store(cold: ColdStore) -> ColdStore:
-    texts = FILLER[:PLANTED_AT] + [PLANTED] + FILLER[PLANTED_AT:]
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, counter: BpeTokenCounter,
+          embedder: SentenceTransformerEmbedder) -> Iterator[ColdStore]:
+    """One indexed conversation for the whole module: every test here only reads."""
+    cold = ColdStore(tmp_path_factory.mktemp("search") / "tiermem.db", tokens=counter, embedder=embedder)
+    texts = [*FILLER[:PLANTED_AT], PLANTED, *FILLER[PLANTED_AT:]]
     cold.append_many("conv", [Message(role="user", content=t) for t in texts])
     cold.index_pending()
-    return cold
+    yield cold
+    cold.close()
 
 
 def test_found_by_meaning(store: ColdStore) -> None:

@@ -32,7 +32,7 @@ from evals.baselines import (
     tiermem_available,
 )
 from evals.cli import eval_group
-from evals.cost import canonical, common_prefix_messages, run_cost
+from evals.cost import canonical, common_prefix_chars, common_prefix_messages, run_cost
 from evals.locomo import answer_covered, normalize, parse_session_date, run_locomo
 from evals.plots import cost_curves, latency_histogram, recall_vs_budget
 from evals.report import render_markdown
@@ -91,6 +91,7 @@ def test_locomo_small_run_then_cli_reuses_the_data_dir(
 ) -> None:
     data_dir = tmp_path / "data"
     o = _open(data_dir, embedder)
+    has_context = tiermem_available(o.memory)
     try:
         run = run_locomo(o.memory, DEV, [300, 1000], limit_samples=1, limit_questions=10, hot=o.hot)
     finally:
@@ -119,9 +120,11 @@ def test_locomo_small_run_then_cli_reuses_the_data_dir(
                 assert e["budget_violations"] == 0
         # more budget never hurts a packing baseline on average
         assert entry["baselines"]["tail"]["mean_context_tokens"] <= budget
+        assert entry["available"] == has_context  # the planner runs whenever Memory has context()
         if entry["available"]:
             _check_fields(entry)
             assert _in_unit(entry["evidence_recall"])
+            assert entry["questions"] == 10
             assert entry["max_context_tokens"] <= budget
             assert entry["budget_violations"] == 0
             assert entry["token_mismatches"] == 0
@@ -197,6 +200,8 @@ def test_prefix_cache_accounting() -> None:
     assert common_prefix_messages(ca, cb) == 2
     assert common_prefix_messages(cb[1:], cb) == 0
     assert canonical({"content": "x", "role": "user"}) == canonical({"role": "user", "content": "x"})
+    assert common_prefix_chars("abcd", "abxd") == 2 and common_prefix_chars("", "a") == 0
+    assert common_prefix_chars("abc", "abcd") == 3
 
 
 @needs_dev
@@ -211,6 +216,7 @@ def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
     assert tail["total_tokens"] <= full["total_tokens"]
     assert full["ratio_tokens_vs_full"] == 1.0
     assert full["total_billed"] < full["total_tokens"]  # caching discounts
+    assert full["cache_stable_share_token_prefix"] >= full["cache_stable_share"] - 0.02
     if tiermem_available(opened.memory):
         tm = res["methods"]["tiermem"]
         assert tm["max_context_tokens"] <= 300 and tm["budget_violations"] == 0

@@ -56,16 +56,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = root / "data"
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
-    env.update({
-        "TIERMEM_AUTH_TOKENS": json.dumps({TOKEN_A: "alice", TOKEN_B: "bob"}),
-        "TIERMEM_SCHEDULER_INTERVAL_S": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    })
+    env.update(
+        {
+            "TIERMEM_AUTH_TOKENS": json.dumps({TOKEN_A: "alice", TOKEN_B: "bob"}),
+            "TIERMEM_SCHEDULER_INTERVAL_S": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
     log = root / "server.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([TIERMEM, "--data-dir", str(data), "serve", "--port", str(port),
-                                 "--log-level", "warning"], stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [TIERMEM, "--data-dir", str(data), "serve", "--port", str(port), "--log-level", "warning"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     srv = Server(data, port, proc, log)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -100,7 +106,9 @@ def http(server: Server) -> Iterator[httpx.Client]:
 
 
 def append(http: httpx.Client, headers: dict[str, str], conv: str, content: str, role: str = "user") -> int:
-    r = http.post(f"/v1/conversations/{conv}/messages", json={"role": role, "content": content}, headers=headers)
+    r = http.post(
+        f"/v1/conversations/{conv}/messages", json={"role": role, "content": content}, headers=headers
+    )
     assert r.status_code == 201, r.text
     return int(r.json()["position"])
 
@@ -125,15 +133,18 @@ def test_healthz_needs_no_token_and_reports_tiers(http: httpx.Client) -> None:
     assert body["tiers"]["hot"] == "ok"  # the embedded Redis started
 
 
-@pytest.mark.parametrize("headers", [
-    {},
-    {"Authorization": "Bearer wrong-token"},
-    {"Authorization": f"Basic {TOKEN_A}"},
-    {"Authorization": "Bearer "},
-    {"Authorization": f"Bearer {TOKEN_A}x"},
-    {"Authorization": "Bearer tökén"},
-])
-def test_no_or_bad_token_is_401(http: httpx.Client, headers: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Authorization": f"Basic {TOKEN_A}"},
+        {"Authorization": "Bearer"},
+        {"Authorization": f"Bearer {TOKEN_A}x"},
+        {"Authorization": "Bearer tökén".encode("latin-1")},  # type: ignore[dict-item]
+    ],
+)
+def test_no_or_bad_token_is_401(http: httpx.Client, headers: dict[str, Any]) -> None:
     calls = [
         ("GET", "/v1/stats", None),
         ("GET", "/v1/conversations", None),
@@ -154,16 +165,20 @@ def test_no_or_bad_token_is_401(http: httpx.Client, headers: dict[str, str]) -> 
 def test_append_context_fork_flow(http: httpx.Client) -> None:
     conv = "trip-1"
     assert append(http, A, conv, "Hi, please call me Dani.") == 0
-    r = http.post(f"/v1/conversations/{conv}/messages:batch", headers=A, json={
-        "session_id": "s1",
-        "messages": [
-            {"role": "assistant", "content": "Hello Dani!"},
-            {"role": "user", "content": "I'm allergic to tree nuts; keep it in mind for restaurants."},
-            {"role": "assistant", "content": "Noted: no tree nuts, ever."},
-            {"role": "user", "content": "My budget for Lisbon is 2000 euros. And no red-eye flights."},
-            {"role": "assistant", "content": "Got it: 2000 euros, no red-eyes."},
-        ],
-    })
+    r = http.post(
+        f"/v1/conversations/{conv}/messages:batch",
+        headers=A,
+        json={
+            "session_id": "s1",
+            "messages": [
+                {"role": "assistant", "content": "Hello Dani!"},
+                {"role": "user", "content": "I'm allergic to tree nuts; keep it in mind for restaurants."},
+                {"role": "assistant", "content": "Noted: no tree nuts, ever."},
+                {"role": "user", "content": "My budget for Lisbon is 2000 euros. And no red-eye flights."},
+                {"role": "assistant", "content": "Got it: 2000 euros, no red-eyes."},
+            ],
+        },
+    )
     assert r.status_code == 201, r.text
     assert r.json() == {"conversation_id": conv, "positions": [1, 2, 3, 4, 5]}
     for i in range(12):
@@ -171,28 +186,35 @@ def test_append_context_fork_flow(http: httpx.Client) -> None:
         append(http, A, conv, f"Filler answer {i}: mild, around 22 degrees.", role="assistant")
     last = append(http, A, conv, "Which restaurant should we book, given my allergy?")
 
-    r = http.post(f"/v1/conversations/{conv}/context", headers=A,
-                  json={"query": "Which restaurant should we book, given my allergy?", "budget": 300})
+    r = http.post(
+        f"/v1/conversations/{conv}/context",
+        headers=A,
+        json={"query": "Which restaurant should we book, given my allergy?", "budget": 500},
+    )
     assert r.status_code == 200, r.text
     ctx = r.json()
-    assert 0 < ctx["tokens"] <= 300
-    assert ctx["plan"]["budget"] == 300 and ctx["plan"]["query_class"]
+    assert 0 < ctx["tokens"] <= 500
+    assert ctx["plan"]["budget"] == 500 and ctx["plan"]["query_class"]
     assert ctx["explain"].startswith(f"context for {conv!r}")
     texts = [m.get("content") for m in ctx["messages"]]
     assert "Which restaurant should we book, given my allergy?" in texts  # the latest user turn, verbatim
-    assert any("tree nuts" in str(t) for t in texts), texts  # recalled from far back, under 300 tokens
+    assert any("tree nuts" in str(t) for t in texts), texts  # from far back, under 500 tokens
 
     r = http.post(f"/v1/conversations/{conv}/fork", headers=A, json={"up_to": 5, "new_id": "trip-1-alt"})
     assert r.status_code == 201, r.text
     assert r.json() == {"conversation_id": "trip-1-alt", "parent_id": conv, "up_to": 5}
     fork_hist = http.get("/v1/conversations/trip-1-alt/history", headers=A).json()["messages"]
     assert [m["position"] for m in fork_hist] == list(range(6))
-    assert fork_hist[2]["message"] == {"role": "user", "content":
-                                       "I'm allergic to tree nuts; keep it in mind for restaurants."}
+    assert fork_hist[2]["message"] == {
+        "role": "user",
+        "content": "I'm allergic to tree nuts; keep it in mind for restaurants.",
+    }
     assert fork_hist[2]["session_id"] == "s1"
     assert count(http, A, conv) == last + 1  # the parent is unchanged
     assert append(http, A, "trip-1-alt", "Actually, make it Porto instead.") == 6
-    r = http.post("/v1/conversations/trip-1-alt/context", headers=A, json={"query": "where to?", "budget": 200})
+    r = http.post(
+        "/v1/conversations/trip-1-alt/context", headers=A, json={"query": "where to?", "budget": 200}
+    )
     assert r.status_code == 200 and r.json()["tokens"] <= 200
 
     # pins, a checkpoint, the active view, search, the namespace listing
@@ -200,13 +222,21 @@ def test_append_context_fork_flow(http: httpx.Client) -> None:
     assert r.status_code == 200 and r.json()["pinned"] is True
     r = http.delete(f"/v1/conversations/{conv}/pins/2", headers=A)
     assert r.status_code == 200 and r.json()["pinned"] is False
-    r = http.post(f"/v1/conversations/{conv}/checkpoints", headers=A,
-                  json={"summary": "Dani: tree-nut allergy, 2000 euros, no red-eyes.", "position": 5})
+    r = http.post(
+        f"/v1/conversations/{conv}/checkpoints",
+        headers=A,
+        json={"summary": "Dani: tree-nut allergy, 2000 euros, no red-eyes.", "position": 5},
+    )
     assert r.status_code == 201, r.text
+    assert r.json()["position"] == 5
+    # the scheduler (every second here) may have folded further since: the boundary is >= 5
     active = http.get(f"/v1/conversations/{conv}/active", headers=A).json()
-    assert active["checkpoint"]["position"] == 5
-    assert active["messages"][0]["position"] == 6
-    hits = http.get("/v1/search", headers=A, params={"q": "tree nuts", "conversation_id": conv, "k": 3}).json()
+    boundary = active["checkpoint"]["position"]
+    assert boundary >= 5
+    assert [m["position"] for m in active["messages"]] == list(range(boundary + 1, last + 1))
+    hits = http.get(
+        "/v1/search", headers=A, params={"q": "tree nuts", "conversation_id": conv, "k": 3}
+    ).json()
     assert hits["hits"] and hits["hits"][0]["conversation_id"] == conv
     assert any("tree nuts" in h["text"] for h in hits["hits"])
     convs = http.get("/v1/conversations", headers=A).json()
@@ -217,7 +247,7 @@ def test_append_context_fork_flow(http: httpx.Client) -> None:
 
 
 def test_other_namespace_is_404_exactly_like_missing(http: httpx.Client) -> None:
-    conv = "alice-secret"
+    conv = "secret-plans"
     append(http, A, conv, "Alice's secret: the launch code is 7-4-1.")
     append(http, A, conv, "Stored.", role="assistant")
 
@@ -243,10 +273,15 @@ def test_other_namespace_is_404_exactly_like_missing(http: httpx.Client) -> None
         assert sorted(theirs.headers.keys()) == sorted(missing.headers.keys())
 
     # appending to an id another namespace owns: 409, naming no namespace, nothing written
-    r = http.post(f"/v1/conversations/{conv}/messages", json={"role": "user", "content": "mine now"}, headers=B)
+    r = http.post(
+        f"/v1/conversations/{conv}/messages", json={"role": "user", "content": "mine now"}, headers=B
+    )
     assert r.status_code == 409 and "alice" not in r.text
-    r = http.post(f"/v1/conversations/{conv}/messages:batch",
-                  json={"messages": [{"role": "user", "content": "mine now"}]}, headers=B)
+    r = http.post(
+        f"/v1/conversations/{conv}/messages:batch",
+        json={"messages": [{"role": "user", "content": "mine now"}]},
+        headers=B,
+    )
     assert r.status_code == 409
     # a fork by B cannot land on A's id either
     append(http, B, "bob-1", "Bob's own conversation.")
@@ -281,20 +316,44 @@ def test_invalid_input_is_422_naming_the_field_and_writes_nothing(http: httpx.Cl
     cases: list[tuple[str, str, Any, list[Any]]] = [
         ("POST", url + "/messages", {"role": "wizard", "content": "x"}, ["body", "role"]),
         ("POST", url + "/messages", {"role": "user", "content": "x", "colour": "red"}, ["body", "colour"]),
-        ("POST", url + "/messages", {"role": "user", "content": "x", "session_id": ""}, ["body", "session_id"]),
+        (
+            "POST",
+            url + "/messages",
+            {"role": "user", "content": "x", "session_id": ""},
+            ["body", "session_id"],
+        ),
         ("POST", url + "/messages", {"role": "user", "content": "é" * 600_000}, ["body", "content"]),
-        ("POST", url + "/messages", {"role": "user", "content": "x", "metadata": {"k": "v" * 20_000}},
-         ["body", "metadata"]),
-        ("POST", url + "/messages:batch", {"messages": [{"role": "user", "content": "ok"},
-                                                        {"role": "user", "content": 7}]},
-         ["body", "messages", 1, "content"]),
+        (
+            "POST",
+            url + "/messages",
+            {"role": "user", "content": "x", "metadata": {"k": "v" * 20_000}},
+            ["body", "metadata"],
+        ),
+        (
+            "POST",
+            url + "/messages:batch",
+            {"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": 7}]},
+            ["body", "messages", 1, "content"],
+        ),
         ("POST", url + "/messages:batch", {"messages": []}, ["body", "messages"]),
-        ("POST", "/v1/conversations/bad%20id/messages", {"role": "user", "content": "x"},
-         ["path", "conversation_id"]),
-        ("POST", "/v1/conversations/%E2%80%AEevil/messages", {"role": "user", "content": "x"},
-         ["path", "conversation_id"]),
-        ("POST", "/v1/conversations/" + "a" * 300 + "/messages", {"role": "user", "content": "x"},
-         ["path", "conversation_id"]),
+        (
+            "POST",
+            "/v1/conversations/bad%20id/messages",
+            {"role": "user", "content": "x"},
+            ["path", "conversation_id"],
+        ),
+        (
+            "POST",
+            "/v1/conversations/%E2%80%AEevil/messages",
+            {"role": "user", "content": "x"},
+            ["path", "conversation_id"],
+        ),
+        (
+            "POST",
+            "/v1/conversations/" + "a" * 300 + "/messages",
+            {"role": "user", "content": "x"},
+            ["path", "conversation_id"],
+        ),
         ("POST", url + "/context", {"query": "x", "budget": 0}, ["body", "budget"]),
         ("POST", url + "/context", {"query": "x", "budget": 10**12}, ["body", "budget"]),
         ("POST", url + "/context", {"query": "x", "budget": "lots"}, ["body", "budget"]),
@@ -313,7 +372,11 @@ def test_invalid_input_is_422_naming_the_field_and_writes_nothing(http: httpx.Cl
     ]
     for method, target, body, loc in cases:
         r = http.request(method, target, json=body, headers=A)
-        assert r.status_code == 422, (target, body if not isinstance(body, dict) else list(body), r.text[:300])
+        assert r.status_code == 422, (
+            target,
+            body if not isinstance(body, dict) else list(body),
+            r.text[:300],
+        )
         detail = r.json()["detail"]
         assert isinstance(detail, list) and detail, r.text
         assert detail[0]["loc"][: len(loc)] == loc, (target, detail)
@@ -336,7 +399,11 @@ def test_hostile_bodies(http: httpx.Client) -> None:
         "NaN": b'{"role": "user", "content": "x", "created_at": NaN}',
         "Infinity": b'{"role": "user", "content": "x", "created_at": Infinity}',
         "huge float": b'{"role": "user", "content": "x", "created_at": 1e400}',
-        "deep nesting": b'{"role": "user", "content": "x", "metadata": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001,
+        "year 10000": b'{"role": "user", "content": "x", "created_at": 1e300}',
+        "deep nesting": b'{"role": "user", "content": "x", "metadata": '
+        + b'{"a": ' * 5000
+        + b"1"
+        + b"}" * 5001,
         "deep array": b"[" * 100_000 + b"]" * 100_000,
         "truncated": b'{"role": "user", "content": "x"',
         "not an object": b'"just a string"',
@@ -348,17 +415,34 @@ def test_hostile_bodies(http: httpx.Client) -> None:
         assert r.status_code in (400, 422), (name, r.status_code, r.text[:200])
         assert "detail" in r.json(), name
     # the same checks apply to the other write endpoints
-    r = http.post(f"/v1/conversations/{conv}/context", content=b'{"query": "\\udcff", "budget": 100}',
-                  headers=json_headers)
+    r = http.post(
+        f"/v1/conversations/{conv}/context",
+        content=b'{"query": "\\udcff", "budget": 100}',
+        headers=json_headers,
+    )
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "query"]
     # search syntax and odd strings are data, not syntax
-    for q in ['"', "NEAR", "*", "-", ":", "a OR b", "x AND (", "'; DROP TABLE messages; --", "\x00", "{tm:x}",
-              "redis.call('FLUSHALL')", "🙂" * 50]:
+    for q in [
+        '"',
+        "NEAR",
+        "*",
+        "-",
+        ":",
+        "a OR b",
+        "x AND (",
+        "'; DROP TABLE messages; --",
+        "\x00",
+        "{tm:x}",
+        "redis.call('FLUSHALL')",
+        "🙂" * 50,
+    ]:
         r = http.get("/v1/search", params={"q": q, "conversation_id": conv}, headers=A)
         assert r.status_code == 200, (q, r.text)
     for content in ["redis.call('FLUSHALL')", "{tm:hostile-1}", "\x00\x01\x7f", "]]--[[", "a" * 10_000]:
         append(http, A, conv, content)
-    r = http.post(f"/v1/conversations/{conv}/context", json={"query": "FLUSHALL", "budget": 50_000}, headers=A)
+    r = http.post(
+        f"/v1/conversations/{conv}/context", json={"query": "FLUSHALL", "budget": 50_000}, headers=A
+    )
     assert r.status_code == 200 and "]]--[[" in r.text
     assert count(http, A, conv) == 6
 
@@ -368,7 +452,9 @@ def test_oversized_body_is_413_and_writes_nothing(http: httpx.Client, server: Se
     append(http, A, conv, "hello")
     limit = Config().max_body_bytes
     big = json.dumps({"role": "user", "content": "x" * (limit + 10)}).encode()
-    r = http.post(f"/v1/conversations/{conv}/messages", content=big, headers={**A, "content-type": "application/json"})
+    r = http.post(
+        f"/v1/conversations/{conv}/messages", content=big, headers={**A, "content-type": "application/json"}
+    )
     assert r.status_code == 413, r.text
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the server counts the stream
@@ -377,8 +463,11 @@ def test_oversized_body_is_413_and_writes_nothing(http: httpx.Client, server: Se
             yield b"y" * 65536
         yield b'"}'
 
-    r = http.post(f"/v1/conversations/{conv}/messages", content=chunks(),
-                  headers={**A, "content-type": "application/json"})
+    r = http.post(
+        f"/v1/conversations/{conv}/messages",
+        content=chunks(),
+        headers={**A, "content-type": "application/json"},
+    )
     assert r.status_code == 413, r.text
     assert count(http, A, conv) == 1
 
@@ -394,14 +483,20 @@ def test_metrics_has_latency_histograms_and_tier_state(http: httpx.Client) -> No
     assert r.headers["content-type"].startswith("text/plain")
     text = r.text
     assert "# TYPE tiermem_http_request_duration_seconds histogram" in text
-    assert ('tiermem_http_request_duration_seconds_bucket{le="0.1",method="POST",'
-            'route="/v1/conversations/{conversation_id}/messages",status="201"}') in text
+    assert (
+        'tiermem_http_request_duration_seconds_bucket{le="0.1",method="POST",'
+        'route="/v1/conversations/{conversation_id}/messages",status="201"}'
+    ) in text
     assert 'route="/v1/conversations/{conversation_id}/context"' in text
     assert "metrics-1" not in text  # ids never become labels
     assert 'tiermem_tier_up{tier="cold"} 1.0' in text
     assert 'tiermem_tier_up{tier="hot"} 1.0' in text
-    for name in ("tiermem_hot_evictions_total", "tiermem_salvaged_rows_total", "tiermem_scheduler_running",
-                 "tiermem_messages"):
+    for name in (
+        "tiermem_hot_evictions_total",
+        "tiermem_salvaged_rows_total",
+        "tiermem_scheduler_running",
+        "tiermem_messages",
+    ):
         assert name in text, name
 
 
@@ -430,7 +525,7 @@ def test_openapi_describes_every_operation(http: httpx.Client) -> None:
     assert expected <= {(m, p) for p, item in paths.items() for m in item}
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert "MessageIn" in spec["components"]["schemas"] and "ContextOut" in spec["components"]["schemas"]
-    for (m, p) in expected:
+    for m, p in expected:
         if p.startswith("/v1/"):
             assert paths[p][m].get("security"), (m, p)
 

@@ -46,14 +46,22 @@ OPERATIONS = _operations()
 
 
 @pytest.fixture(scope="module")
-def fuzz_schema(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[Any]:
+def fuzz_schema(
+    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
+) -> Iterator[Any]:
     data: Path = tmp_path_factory.mktemp("fuzz") / "data"
     cfg = Config(data_dir=data, redis_url=None, auth_tokens={TOKEN: NAMESPACE}, max_body_bytes=256 * 1024)
     mem = Memory(cfg, embedder=embedder, hot=True, background_indexing=False)
     try:
-        mem.append_many(EXISTING, [{"role": "user", "content": "I'm allergic to tree nuts."},
-                                   {"role": "assistant", "content": "Noted: no tree nuts."},
-                                   {"role": "user", "content": "Book a table for Friday."}], namespace=NAMESPACE)
+        mem.append_many(
+            EXISTING,
+            [
+                {"role": "user", "content": "I'm allergic to tree nuts."},
+                {"role": "assistant", "content": "Noted: no tree nuts."},
+                {"role": "user", "content": "Book a table for Friday."},
+            ],
+            namespace=NAMESPACE,
+        )
         embedder.embed(["warm-up"])  # the model loads here, not inside a request's timeout
         app = create_app(cfg, mem, start_scheduler=False)
         yield schemathesis.openapi.from_asgi("/openapi.json", app), app
@@ -68,31 +76,34 @@ def _cases() -> list[Any]:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             if mode is GenerationMode.NEGATIVE and not has_inputs:
                 continue  # nothing to violate
-            for fixed in ((False, True) if has_conv else (False,)):
+            for fixed in (False, True) if has_conv else (False,):
                 label = f"{method} {path} {mode.value}{' existing-id' if fixed else ''}"
                 params.append(pytest.param(method, path, mode, fixed, id=label))
     return params
 
 
 @pytest.mark.parametrize(("method", "path", "mode", "fixed_id"), _cases())
-def test_no_input_gets_a_5xx(fuzz_schema: Any, method: str, path: str, mode: GenerationMode,
-                             fixed_id: bool) -> None:
+def test_no_input_gets_a_5xx(
+    fuzz_schema: Any, method: str, path: str, mode: GenerationMode, fixed_id: bool
+) -> None:
     schema, app = fuzz_schema
     operation = schema[path][method]
     kwargs: dict[str, Any] = {"generation_mode": mode}
     if fixed_id:
         kwargs["path_parameters"] = {"conversation_id": EXISTING}
     seen: dict[int, int] = {}
+    unhandled_before = app.state.runtime.unhandled._value.get()
 
     @given(case=operation.as_strategy(**kwargs))
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     def run(case: Any) -> None:
         response = case.call(headers={"Authorization": f"Bearer {TOKEN}"})
         seen[response.status_code] = seen.get(response.status_code, 0) + 1
-        assert response.status_code < 500, f"{response.status_code} for {case.as_curl_command()}: {response.text}"
+        assert response.status_code < 500, (
+            f"{response.status_code} for {case.as_curl_command()}: {response.text}"
+        )
 
     run()
     assert seen, "no request was made"
-    unhandled = app.state.runtime.unhandled._value.get()
+    unhandled = app.state.runtime.unhandled._value.get() - unhandled_before
     assert unhandled == 0, f"{unhandled} request(s) reached the catch-all handler"

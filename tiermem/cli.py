@@ -64,7 +64,8 @@ def one_line(exc: BaseException) -> str:
 
         if isinstance(exc, pydantic.ValidationError):
             parts = [f"{'.'.join(str(p) for p in e['loc']) or exc.title}: {e['msg']}" for e in exc.errors()]
-            return f"invalid configuration: {'; '.join(parts)}"
+            what = "invalid configuration" if exc.title == "Config" else f"invalid {exc.title}"
+            return f"{what}: {'; '.join(parts)}"
     except ImportError:  # pragma: no cover
         pass
     from tiers.errors import TiermemError

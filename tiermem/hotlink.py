@@ -150,12 +150,9 @@ class HotLink:
 
     def on_append(self, conversation_id: str, positions: list[int]) -> AdmitResult | None:
         try:
+            # admit checks the generation and the gap atomically (HotStale), so no extra
+            # round trip to compare generations first
             gen = self.generation(conversation_id)
-            current = self.tier.generation(conversation_id)
-            if current != gen:
-                self._rebuild(conversation_id)
-                self._ok()
-                return None
             rows = self.memory.cold.turns(conversation_id, start=positions[0], end=positions[-1])
             try:
                 res = self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)

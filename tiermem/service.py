@@ -57,11 +57,12 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_JSON_DEPTH = 32
+MAX_CREATED_AT = 253_402_214_400.0  # 9999-12-31T00:00:00Z
 MAX_POSITION = 2**62  # SQLite integers are 64-bit; anything above is refused by pydantic
 METRICS_CACHE_S = 10.0
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Ids are documented with their pattern but validated by Memory, whose message is clearer.
-_ID_SCHEMA = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
+_ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
 _ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
 ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
 
@@ -87,6 +88,9 @@ class MessageIn(Message):
     """One chat message (OpenAI format) plus tiermem's envelope fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Bounded so that every stored time still converts to a date (year <= 9999) when
+    # plans and summaries render it; the library model only requires >= 0.
+    created_at: float | None = Field(None, ge=0, le=MAX_CREATED_AT, description="unix seconds; default: now")
 
 
 class BatchIn(BaseModel):
@@ -114,7 +118,9 @@ class ForkIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     up_to: int = Field(ge=0, le=MAX_POSITION, description="last position copied into the fork")
     new_id: str | None = Field(
-        None, description=f"id of the new conversation (default: generated): {_ID_DOC}", json_schema_extra=_ID_SCHEMA
+        None,
+        description=f"id of the new conversation (default: generated): {_ID_DOC}",
+        json_schema_extra=_ID_SCHEMA,
     )
 
 
@@ -1000,6 +1006,8 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
         summary="A new conversation holding positions 0..up_to of this one",
     )
     def fork(conversation_id: ConvId, body: ForkIn, ns: Ns) -> ForkOut:
+        if body.new_id is not None:  # Memory names this field conversation_id; the caller sent new_id
+            validate_id(body.new_id, "new_id", runtime.config.max_id_chars)
         child = runtime.mem().fork(conversation_id, body.up_to, new_id=body.new_id, namespace=ns)
         return ForkOut(conversation_id=child, parent_id=conversation_id, up_to=body.up_to)
 
