@@ -42,9 +42,15 @@ INTENT_BOOST = {"instruction": 0.25, "correction": 0.25, "statement": 0.1, "ques
                 "tool_result": 0.0, "chitchat": -0.2}
 LOAD_BEARING_BOOST = 0.2
 NEIGHBOUR_FACTOR = 0.5
+# Load-bearing turns at or above this priority are pinned automatically: constraints (85),
+# decisions (75), entities (70), corrections (90). One-shot tasks (65) are not.
+AUTO_PIN_MIN_PRIORITY = 70
 # Unit vectors: L2 distance d and cosine c relate by d^2 = 2 - 2c. A dense hit below
 # cosine 0.3 is noise, not memory; it is dropped unless bm25 finds it too.
 MAX_DENSE_DISTANCE = math.sqrt(2 - 2 * 0.3)
+STRONG_DENSE_DISTANCE = math.sqrt(2 - 2 * 0.55)  # cosine 0.55: clearly the same topic
+STRONG_BM25_DEPTH = 10
+RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
 
 
 @dataclass(frozen=True)
@@ -222,7 +228,7 @@ class Planner:
         # -- candidates per slice -----------------------------------------------------------------
         pinned = [c for c in self._pinned_candidates(conv, hot, plan) if c.position != latest_user]
         tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
-        taken_positions = {c.position for c in pinned} | ({latest_user} if latest_user is not None else set())
+        taken_positions = {latest_user} if latest_user is not None else set()
         summary = self._summary_candidates(conv, summaries, plan)
         timings["candidates"] = (time.perf_counter() - t0) * 1000
         retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, caps["retrieved"],
@@ -254,8 +260,11 @@ class Planner:
                     break  # the tail is contiguous: an older turn cannot jump a gap
                 i += 1
 
-        for s in ("pinned", "tail", "summary", "retrieved"):
+        for s in ("pinned", "tail", "summary"):
             take(s, caps[s])
+        shown = {c.position for c in chosen["pinned"]} | {p for c in chosen["tail"] for p in c.group}
+        pools["retrieved"] = [c for c in pools["retrieved"] if not (c.conversation_id == conv and c.position in shown)]
+        take("retrieved", caps["retrieved"])
         order = (["retrieved", "tail", "pinned", "summary"] if qclass.name in ("targeted_recall", "temporal")
                  else ["summary", "pinned", "tail", "retrieved"] if qclass.name == "summarize"
                  else ["tail", "retrieved", "pinned", "summary"])
@@ -265,8 +274,9 @@ class Planner:
             kept = self._anchor_tail(chosen["tail"], pools["tail"])
             freed = sum(c.tokens for c in chosen["tail"] if c not in kept)
             chosen["tail"], used["tail"], remaining = kept, used["tail"] - freed, remaining + freed
-        # a turn shown verbatim in the tail is not repeated among the retrieved ones
-        in_tail = {p for c in chosen["tail"] for p in c.group}
+        # a turn shown verbatim in the tail or the pinned block is not repeated among the
+        # retrieved ones
+        in_tail = {p for c in chosen["tail"] for p in c.group} | {c.position for c in chosen["pinned"]}
         for c in [c for c in chosen["retrieved"] if c.conversation_id == conv and c.position in in_tail]:
             chosen["retrieved"].remove(c)
             used["retrieved"] -= c.tokens
@@ -303,9 +313,9 @@ class Planner:
             plan.items.append(PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
                                        message_tokens(self.tokens, latest_body), 1.0,
                                        "the latest user message is always kept"))
-        for s in summaries:
-            plan.views.append(ViewStaleness(s.kind, s.version, (s.start, s.end), s.turns_behind, s.seconds_behind,
-                                            s.over_budget))
+        for view in summaries:
+            plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
+                                            view.seconds_behind, view.over_budget))
         return Context(messages, total, plan)
 
     # -- candidates ---------------------------------------------------------------------------
@@ -348,6 +358,8 @@ class Planner:
         rows = self.cold.pinned_turns(conv)
         current: list[TurnRow] = []
         for r in rows:
+            if r.pinned_priority is None and r.priority < AUTO_PIN_MIN_PRIORITY:
+                continue  # a one-shot request matters until done: retrieval finds it, no pin
             if r.superseded_by is not None and r.pinned_priority is None:
                 plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
                                               f"superseded by #{r.superseded_by}: not presented as current"))
@@ -379,10 +391,9 @@ class Planner:
             if m is None or r.position == latest_user:
                 if m is None and pending_tools:
                     pending_tools = []  # results whose call cannot be shown are dropped with it
-                if r.position == latest_user:
-                    if pending_tools:
-                        groups.append(list(reversed(pending_tools)))
-                        pending_tools = []
+                if r.position == latest_user and pending_tools:
+                    groups.append(list(reversed(pending_tools)))
+                    pending_tools = []
                 continue
             if m.role == "tool":
                 pending_tools.append(m)
@@ -455,10 +466,19 @@ class Planner:
         est_turn = 40
         depth = max(self.settings.retrieval_k, min(400, int(room / est_turn * 1.5)))
         lists: dict[str, list[tuple[str, int, float]]] = {}
+        # Recall questions fill their share with the best candidates; other turns (a
+        # statement, a new request) only bring back what is clearly related, so the
+        # retrieved block stays empty or unchanged on most turns and the prefix caches.
+        recall = qclass in RECALL_CLASSES
+        max_dist = MAX_DENSE_DISTANCE if recall else STRONG_DENSE_DISTANCE
         if qvec is not None:
             lists["dense"] = [h for h in self.cold.search_dense(qvec, depth, conversation_id=conv)
-                              if h[2] <= MAX_DENSE_DISTANCE]
+                              if h[2] <= max_dist]
         lists["bm25"] = self.cold.search_bm25(query, depth, conversation_id=conv)
+        if not recall:
+            strong = {(c, p) for c, p, _d in lists.get("dense", [])}
+            lists = {"dense": lists.get("dense", []),
+                     "bm25": [h for h in lists["bm25"][:STRONG_BM25_DEPTH] if (h[0], h[1]) in strong]}
         hits = fuse(lists, depth, rrf_k=self.settings.rrf_k)
         other: list[Any] = []
         if namespace_recall and self.settings.namespace_recall:
@@ -482,16 +502,16 @@ class Planner:
                 continue
             r = rows.get(h.position)
             s = h.score / top
-            why = [f"{name} rank {rank}" for name, rank in sorted(h.ranks.items())]
+            whys = [f"{name} rank {rank}" for name, rank in sorted(h.ranks.items())]
             if r is not None:
                 s += INTENT_BOOST.get(r.intent or "", 0.0) * 0.2
                 if r.load_bearing and r.superseded_by is None:
                     s += LOAD_BEARING_BOOST * 0.2
                 if r.superseded_by is not None:
                     s -= 0.3
-                    why.append(f"superseded by #{r.superseded_by}")
+                    whys.append(f"superseded by #{r.superseded_by}")
             s += RECENCY_WEIGHT * 0.2 * (h.position / max(1, last))
-            scored[(conv, h.position)] = (s, ", ".join(why))
+            scored[(conv, h.position)] = (s, ", ".join(whys))
         # neighbours of strong hits: answers often sit one turn away from the words that match
         for (c, p), (s, _why) in list(scored.items())[: max(5, len(scored) // 4)]:
             for n in (p - 1, p + 1):
@@ -506,7 +526,7 @@ class Planner:
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
         msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
         out = []
-        for key, (s, why) in scored.items():
+        for key, (score, why) in scored.items():
             m = msgs.get(key)
             if m is None:
                 continue
@@ -515,7 +535,7 @@ class Planner:
                 # shown for the history it carries, never as a current value
                 line = line.replace("] ", f" · SUPERSEDED by #{superseded[key]}, not current] ", 1)
             heading = self._heading(key[0], m, conv)
-            out.append(_Cand("retrieved", key[0], key[1], s, f"{qclass}: {why}", line,
+            out.append(_Cand("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self._line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))

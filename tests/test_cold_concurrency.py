@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cold_helpers import raw, worker
 
 from tiers.cold import ColdStore
+from tiers.embed import SentenceTransformerEmbedder
+from tiers.models import Message
 from tiers.tokens import BpeTokenCounter
 
 WRITERS = 4
@@ -57,3 +60,24 @@ def test_four_processes_get_contiguous_unique_positions(tmp_path: Path, counter:
         assert [content_at[p] for p in positions] == [f"w{w}-{i}" for i in range(PER_WRITER)]
         # a writer's own messages appear in the order it wrote them
         assert positions == sorted(positions)
+
+
+def test_two_stores_catching_up_at_once_store_each_vector_once(
+    tmp_path: Path, counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder
+) -> None:
+    # two connections (as two processes would have) embed the same backlog at once;
+    # the store step re-checks `embedded = 0` under the write lock
+    db = tmp_path / "data" / "tiermem.db"
+    a = ColdStore(db, tokens=counter, embedder=embedder)
+    b = ColdStore(db, tokens=counter, embedder=embedder)
+    try:
+        a.append_many("backlog", [Message(role="user", content=f"turn number {i}") for i in range(60)])
+        a.index_pending(max_rows=1)  # make the vector table first, as a running service would have
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda s: s.index_pending(batch=8), (a, b)))
+        assert sum(done) >= 59  # each did real work or skipped what the other stored
+        assert a.integrity() == {"messages": 60, "turns": 60, "fts": 60, "vectors": 60}
+        assert b.stats()["pending_embeddings"] == 0
+    finally:
+        a.close()
+        b.close()

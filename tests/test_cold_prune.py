@@ -12,6 +12,7 @@ import pytest
 from cold_helpers import conversation_rows, file_sizes, raw, table_rows
 
 from tiers.cold import ColdStore
+from tiers.embed import SentenceTransformerEmbedder
 from tiers.models import Message
 from tiers.tokens import BpeTokenCounter
 
@@ -131,3 +132,22 @@ def test_prune_is_confined_to_a_namespace(cold: ColdStore) -> None:
     report = cold.prune(CUTOFF, namespace="alice")
     assert report.conversation_ids == ["alice-old"]
     assert cold.list_conversations("bob") == ["bob-old"]
+
+
+def test_prune_by_a_store_opened_before_the_vectors_existed(tmp_path: Path, counter: BpeTokenCounter,
+                                                            embedder: SentenceTransformerEmbedder) -> None:
+    # e.g. `tiermem prune` started while the service had not embedded anything yet
+    db = tmp_path / "data" / "tiermem.db"
+    early = ColdStore(db, tokens=counter, embedder=None)
+    service = ColdStore(db, tokens=counter, embedder=embedder)
+    try:
+        service.append_many("old", [Message(role="user", content=f"old {i}", created_at=OLD) for i in range(3)])
+        service.append("recent", Message(role="user", content="recent"))
+        service.index_pending()  # creates the vector table after `early` opened
+        assert early.prune(CUTOFF).conversation_ids == ["old"]
+        with raw(db) as conn:
+            assert conversation_rows(conn, "old")["vectors"] == 0
+            assert table_rows(conn)["messages_vec"] == 1
+    finally:
+        early.close()
+        service.close()

@@ -160,9 +160,38 @@ def test_rebuild_after_only_the_vector_table_is_dropped(mem: Memory) -> None:
     mem.catch_up()
     with raw(mem.cold.path) as conn:
         conn.execute("DROP TABLE messages_vec")
-    # degraded, not broken: keyword search still answers
-    hits = mem.search("trip", "return ticket", k=1)
+    # degraded, not broken: before anything re-embeds, keyword search still answers
+    hits = mem.cold.search("return ticket", k=1, conversation_id="trip")
     assert hits[0].position == 4 and hits[0].ranks.keys() == {"bm25"}
     mem.rebuild()
     hits = mem.search("trip", "return ticket", k=1)
     assert hits[0].position == 4 and hits[0].ranks.keys() == {"dense", "bm25"}
+
+
+def test_a_lost_vector_table_heals_without_rebuild(mem: Memory) -> None:
+    # invariant 2: losing an index loses speed, never the ability to answer
+    mem.catch_up()
+    with raw(mem.cold.path) as conn:
+        conn.execute("DROP TABLE messages_vec")
+    mem.append("trip", {"role": "user", "content": "Please add travel insurance."})
+    hit = mem.search("trip", "insurance", k=1)[0]
+    assert hit.position == len(TURNS) and hit.ranks.keys() == {"dense", "bm25"}
+    # every vector was recomputed, not just the new turn's
+    assert mem.cold.integrity()["vectors"] == len(TURNS) + 1
+    assert mem.stats()["cold"]["pending_embeddings"] == 0
+    # fork and prune work on the healed store
+    child = mem.fork("trip", 2)
+    assert mem.cold.integrity()["vectors"] == len(TURNS) + 1 + 3
+    assert mem.prune(0).conversations == 2  # everything is older than "now"
+    assert mem.cold.integrity() == dict.fromkeys(("messages", "turns", "fts", "vectors"), 0)
+    assert child not in mem.conversations()
+
+
+def test_fork_and_prune_with_the_vector_table_lost(mem: Memory) -> None:
+    mem.catch_up()
+    with raw(mem.cold.path) as conn:
+        conn.execute("DROP TABLE messages_vec")
+    # neither the copy nor the one deletion in the system may depend on a derived index
+    child = mem.fork("trip", 2)
+    assert len(mem.history(child)) == 3
+    assert mem.prune(0).messages == len(TURNS) + 3

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from planner.build import AUTO_PIN_MIN_PRIORITY
 from tiers.cold import TurnRow
 from tiers.hot import AdmitResult, HotSet, HotStale, HotTier, HotTurn, make_client
 from tiers.redis_server import EmbeddedRedis
@@ -36,7 +37,6 @@ log = logging.getLogger("tiermem.hot")
 
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                                                  redis.exceptions.ClusterDownError, OSError)
-AUTO_PIN_MIN_PRIORITY = 1
 
 
 @dataclass(frozen=True)

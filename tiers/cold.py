@@ -68,9 +68,7 @@ MAX_FTS_TERMS = 32
 VEC_TABLE = "messages_vec"
 # Words too common to help bm25 rank; dropping them also keeps FTS queries cheap.
 STOPWORDS = frozenset(
-    "a an and are as at be but by did do does for from had has have he her him his how i if in "
-    "into is it its me my of on or our she so that the their them then there these they this to "
-    "us was we were what when where which who whom why will with would you your yours".split()
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "yours"]
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -480,7 +478,9 @@ class ColdStore:
         """The vec0 table's width depends on the embedder, so it is made on first use,
         not in a migration; a different width (a new model) drops the derived vectors and
         marks every turn for re-embedding."""
-        if self._vec_dim == dim:
+        # the table itself is checked, not only the cached width: a lost vector table
+        # (dropped, or an old backup restored) is recreated and every turn re-embedded
+        if self._vec_dim == dim and self._has_vec():
             return
         with self._tx() as c:
             if self._vec_dim is not None:
@@ -933,7 +933,11 @@ class ColdStore:
                 args,
             )
             self._step("fork:index")
-            if self._vec_dim is not None:
+            # the table, not this process's cached width: another process may have made
+            # it since we opened, or it may be lost (then catch-up re-embeds the child)
+            if not self._has_vec():
+                c.execute("UPDATE turns SET embedded = 0 WHERE conversation_id = ?", (child,))
+            else:
                 rows = c.execute(
                     "SELECT t.position, t.id FROM turns t WHERE t.conversation_id = ? AND t.position <= ? "
                     "AND t.embedded = 1",
@@ -998,7 +1002,9 @@ class ColdStore:
                 "DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages "
                 "WHERE conversation_id IN (SELECT id FROM temp.prune_ids))"
             )
-            if self._vec_dim is not None:
+            # the table, not this process's cached width: another process may have made
+            # it since we opened (skipping it would orphan vectors), or it may be lost
+            if self._has_vec():
                 for (i,) in c.execute("SELECT id FROM temp.prune_ids").fetchall():
                     c.execute(
                         f"DELETE FROM {VEC_TABLE} WHERE rowid IN (SELECT id FROM messages WHERE conversation_id = ?)",
@@ -1121,9 +1127,9 @@ class ColdStore:
             # 'delete-all' exists only for contentless and external-content FTS5 tables;
             # this one stores its own text, so it is emptied like a table
             c.execute("DELETE FROM messages_fts")
-            if self._vec_dim is not None:
-                c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
-                c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+            # unconditionally: another process may have made the table since we opened
+            c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
+            c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
             rows = c.execute(
                 "SELECT conversation_id, position, id, role, body, session_id, created_at FROM messages"
             ).fetchall()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from tiers.models import message_text
 
@@ -63,8 +63,8 @@ def _chunks(text: str) -> list[str]:
                 # No safe cut in the window: any other cut may split a pretoken and
                 # change the count (a spaceless blob is common in tool output), so this
                 # chunk runs on to the next safe cut, or to the end.
-                m = _SAFE_CUT.search(text, end)
-                cut = m.start() if m else len(text)
+                nxt = _SAFE_CUT.search(text, end)
+                cut = nxt.start() if nxt else len(text)
             end = cut
         out.append(text[start:end])
         start = end
@@ -75,7 +75,7 @@ class BpeTokenCounter:
     """`o200k_base` (GPT-4o family, the default) or `cl100k_base` (GPT-4/3.5)."""
 
     _lock = threading.Lock()
-    _cache: dict[str, Any] = {}
+    _cache: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, encoding: str = "o200k_base") -> None:
         from bpe_openai import _bindings

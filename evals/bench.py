@@ -1,0 +1,350 @@
+"""`make bench`: every benchmark in one run, one table, JSON and markdown for the README.
+
+    python -m evals.bench [--quick] [--json PATH] [--markdown [PATH]] [--data PATH]
+                          [--scale-json PATH]
+
+Runs, in this order and in one process: the cold tier (evals.bench_cold), the hot tier
+(evals.bench_hot), the warm tier (evals.bench_warm, when it imports) and `context()`
+(evals.bench_context). Each reports medians and p99s against a baseline measured in the
+same run, and the load average before and after (the machine has two cores and is
+shared: read the figures with it). Writes `docs/bench.json` and `docs/bench.md` by
+default. The 1M-turn scale run is separate (`python -m evals.bench_scale`, minutes);
+when its `--json` output exists (default `docs/bench_scale.json`) its rows are added to
+the table, marked as coming from that run.
+
+This module also holds the small helpers the benchmarks share (percentiles, load
+average, table rows), so it must not import the benchmarks at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+DEFAULT_JSON = Path("docs/bench.json")
+DEFAULT_MARKDOWN = Path("docs/bench.md")
+DEFAULT_SCALE_JSON = Path("docs/bench_scale.json")
+
+
+# ---------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def pct(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of a non-empty sample."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
+
+
+def dist(samples: Sequence[float], nd: int = 3) -> dict[str, float]:
+    """p50, p99, mean and count of a sample, rounded to `nd` decimals."""
+    return {
+        "p50": round(pct(samples, 0.50), nd),
+        "p99": round(pct(samples, 0.99), nd),
+        "mean": round(statistics.fmean(samples), nd),
+        "n": len(samples),
+    }
+
+
+def ratio(a: float | None, b: float | None, nd: int = 2) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, nd)
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages (empty where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not on Linux/macOS
+        return []
+
+
+def environment() -> dict[str, Any]:
+    """What the figures depend on besides the code."""
+    out: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    try:
+        import sqlean
+
+        out["sqlite"] = sqlean.sqlite_version
+    except ImportError:  # pragma: no cover - a declared dependency
+        pass
+    if "torch" in sys.modules:
+        out["torch_threads"] = sys.modules["torch"].get_num_threads()
+    return out
+
+
+def timed_us(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t0) / 1000
+
+
+def timed_ms(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t0) / 1e6
+
+
+def say(msg: str) -> None:
+    """Progress on stderr, so that stdout stays a table or JSON."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Row(TypedDict):
+    """One line of the combined table."""
+
+    bench: str
+    operation: str
+    p50: float | None
+    p99: float | None
+    unit: str  # µs, ms, /s (a throughput: p50 holds it, p99 is empty), MB
+    baseline: str
+    baseline_p50: float | None
+    ratio: float | None
+    target: str
+    ok: bool | None
+
+
+def row(bench: str, operation: str, p50: float | None, p99: float | None, unit: str, *,
+        baseline: str = "", baseline_p50: float | None = None, ratio_: float | None = None,
+        target: str = "", ok: bool | None = None) -> Row:
+    if ratio_ is None and baseline_p50 is not None and p50 is not None:
+        ratio_ = ratio(p50, baseline_p50)
+    return Row(bench=bench, operation=operation, p50=p50, p99=p99, unit=unit, baseline=baseline,
+               baseline_p50=baseline_p50, ratio=ratio_, target=target, ok=ok)
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "µs" and value >= 1000:
+        return f"{value / 1000:.2f} ms"
+    if unit in ("µs", "ms"):
+        return f"{value:.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}" if value >= 10 else f"{value:.2f} {unit}"
+    if unit.startswith("/"):
+        return f"{value:,.0f}{unit}"
+    return f"{value:,.1f} {unit}"
+
+
+def _cells(r: Row) -> list[str]:
+    base = r["baseline"]
+    if r["baseline_p50"] is not None:
+        base = f"{base}: {fmt(r['baseline_p50'], r['unit'])}"
+    ratio_s = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-"
+    target = r["target"]
+    if r["ok"] is not None:
+        target = f"{target} ({'ok' if r['ok'] else 'MISSED'})"
+    return [r["bench"], r["operation"], fmt(r["p50"], r["unit"]), fmt(r["p99"], r["unit"]), base, ratio_s, target]
+
+
+HEADER = ["bench", "operation", "p50", "p99", "baseline (same run)", "ratio", "target"]
+
+
+def text_table(rows: Sequence[Row]) -> str:
+    body = [HEADER, *[_cells(r) for r in rows]]
+    widths = [max(len(line[i]) for line in body) for i in range(len(HEADER))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in body)
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Rows for the benchmarks this package does not own (their modules format their own text)
+
+
+def hot_rows(r: dict[str, Any]) -> list[Row]:
+    ping = r["ping_p50_us"]
+    return [
+        row("hot", "admit (steady state, evicting)", r["admit_p50_us"], r["admit_p99_us"], "µs",
+            baseline="redis-py pipeline ZADD+HSET", baseline_p50=r["pipeline_zadd_hset_p50_us"],
+            target="p50 <= 400 µs", ok=r.get("admit_p50_ok")),
+        row("hot", f"read of a {r['read_2k_tokens']}-token hot set", r["read_2k_p50_us"], r["read_2k_p99_us"],
+            "µs", baseline="PING", baseline_p50=ping),
+        row("hot", "rebuild, 10k turns (median of runs)", r["rebuild_10k_ms"], None, "ms",
+            target="<= 200 ms", ok=r.get("rebuild_10k_ok")),
+    ]
+
+
+def warm_rows(r: dict[str, Any]) -> list[Row]:
+    out: list[Row] = []
+    for kind, f in r["refresh_ms_per_100_turns"].items():
+        if isinstance(f, dict) and "incremental" in f:
+            out.append(row("warm", f"refresh {kind} view, per +100 turns", f["incremental"], None, "ms",
+                           baseline="initial refresh per 100 turns", baseline_p50=f["initial"]))
+    a = r["append_latency"]
+    base, loaded = a["without_scheduler"], a["with_scheduler"]
+    out.append(row("warm", "append while the scheduler refreshes", loaded["p50_ms"] * 1000,
+                   loaded["p99_ms"] * 1000, "µs", baseline="append without scheduler",
+                   baseline_p50=base["p50_ms"] * 1000))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The combined run
+
+
+def run(quick: bool = False, *, data: Path | None = None, embedder: Any = None,
+        include_warm: bool = True) -> dict[str, Any]:
+    """Run every benchmark; returns {"meta", "results", "rows", "errors"}."""
+    from evals import bench_cold, bench_context, bench_hot
+
+    if embedder is None:
+        from tiers.embed import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+    started = time.time()
+    meta: dict[str, Any] = {"started": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(timespec="seconds"),
+                            "quick": quick, "load_avg_start": load_average()}
+    results: dict[str, Any] = {}
+    rows: list[Row] = []
+    errors: dict[str, str] = {}
+
+    def part(name: str, fn: Callable[[], dict[str, Any]], to_rows: Callable[[dict[str, Any]], list[Row]]) -> None:
+        say(f"{name}: running (load average {load_average()})")
+        la0 = load_average()
+        t0 = time.perf_counter()
+        try:
+            res = fn()
+        except Exception as exc:  # one broken bench must not hide the others' figures
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            say(f"{name}: FAILED {errors[name]}")
+            return
+        res.setdefault("load_avg", {"start": la0, "end": load_average()})
+        res["wall_s"] = round(time.perf_counter() - t0, 1)
+        results[name] = res
+        rows.extend(to_rows(res))
+        say(f"{name}: done in {res['wall_s']} s")
+
+    cold_kw: dict[str, Any] = {"embedder": embedder}
+    if data is not None:
+        cold_kw["data"] = data
+    part("cold", lambda: bench_cold.run(quick, **cold_kw), bench_cold.rows)
+    part("hot", lambda: bench_hot.run(quick=quick), hot_rows)
+    if include_warm:
+        try:
+            from evals import bench_warm
+        except ImportError as exc:
+            errors["warm"] = f"not importable: {exc}"
+        else:
+            part("warm", lambda: bench_warm.run(quick), warm_rows)
+    part("context", lambda: bench_context.run(quick, **cold_kw), bench_context.rows)
+    meta["load_avg_end"] = load_average()
+    meta["wall_s"] = round(time.time() - started, 1)
+    meta["environment"] = environment()
+    return {"meta": meta, "results": results, "rows": rows, "errors": errors}
+
+
+def scale_rows_from(path: Path) -> tuple[list[Row], dict[str, Any] | None]:
+    """Rows of a saved scale run (evals.bench_scale --json), if the file exists."""
+    if not path.is_file():
+        return [], None
+    from evals import bench_scale
+
+    saved = json.loads(path.read_text())
+    return bench_scale.rows(saved), saved
+
+
+def _load_line(meta: dict[str, Any], results: dict[str, Any]) -> str:
+    parts = [f"start {meta['load_avg_start']}", f"end {meta['load_avg_end']}"]
+    for name, res in results.items():
+        la = res.get("load_avg") or {}
+        if la:
+            parts.append(f"{name} {la.get('start')} -> {la.get('end')}")
+    return "load average (1/5/15 min): " + "; ".join(parts)
+
+
+def render_markdown(report: dict[str, Any], rows: Sequence[Row], scale: dict[str, Any] | None) -> str:
+    meta = report["meta"]
+    env = meta.get("environment", {})
+    lines = [
+        "<!-- generated by `python -m evals.bench`; do not edit by hand -->",
+        f"Benchmarks, {meta['started']}{' (quick)' if meta['quick'] else ''}: {env.get('cpus')} CPUs, "
+        f"Python {env.get('python')}, SQLite {env.get('sqlite', '?')}, torch threads "
+        f"{env.get('torch_threads', '?')}. {_load_line(meta, report['results'])}.",
+        "",
+        markdown_table(rows),
+        "",
+        "Ratios divide the p50 by the baseline's p50, both measured in the same run. "
+        "Rerun: `make bench` (or `python -m evals.bench`).",
+    ]
+    if scale is not None:
+        lines.append(
+            f"Scale rows: `{scale.get('command', 'python -m evals.bench_scale')}` "
+            f"({scale.get('turns')} turns in {scale.get('conversations')} conversations, load average "
+            f"{scale.get('load_avg')}); its vectors are synthetic (random unit vectors), its baseline the same "
+            "operations when the database held its first namespace only.")
+    if report["errors"]:
+        lines.append("")
+        lines.extend(f"- {name}: not measured ({why})" for name, why in report["errors"].items())
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float | int | str | bool) or x is None:
+        return x
+    if hasattr(x, "item"):  # numpy scalars
+        return x.item()
+    return str(x)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run (seconds, not minutes)")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"where to write JSON (default {DEFAULT_JSON})")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the markdown table on stdout instead of the plain one")
+    parser.add_argument("--md", type=Path, default=DEFAULT_MARKDOWN,
+                        help=f"where to write the markdown table (default {DEFAULT_MARKDOWN})")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="LoCoMo-format file (default ../shared/data/locomo-dev.json)")
+    parser.add_argument("--scale-json", type=Path, default=DEFAULT_SCALE_JSON,
+                        help="a saved `evals.bench_scale --json` result to include in the table, if it exists")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm-tier benchmark")
+    args = parser.parse_args(argv)
+    report = run(args.quick, data=args.data, include_warm=not args.no_warm)
+    scale_rows, scale = scale_rows_from(args.scale_json)
+    rows = [*report["rows"], *scale_rows]
+    if scale is not None:
+        report["scale"] = scale
+    md = render_markdown(report, rows, scale)
+    print(md if args.markdown else text_table(rows))
+    if not args.markdown:
+        print(_load_line(report["meta"], report["results"]))
+        for name, why in report["errors"].items():
+            print(f"{name}: not measured ({why})")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(_jsonable(report), indent=2) + "\n")
+    args.md.parent.mkdir(parents=True, exist_ok=True)
+    args.md.write_text(md)
+    say(f"wrote {args.json} and {args.md}")
+    return 1 if report["errors"] and not report["results"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
