@@ -30,7 +30,7 @@ soak: install
 	TIERMEM_SOAK=1 $(BIN)/pytest tests -m soak
 
 run: install
-	$(BIN)/tiermem serve
+	$(BIN)/tiermem serve --no-auth
 
 clean:
 	rm -rf $(VENV) build *.egg-info

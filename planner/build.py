@@ -107,7 +107,10 @@ class _Cand:
 
 
 def _date(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
+    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
+        return "unknown date"
 
 
 class Planner:
@@ -141,7 +144,9 @@ class Planner:
 
     def _line(self, conv: str, m: StoredMessage, this_conv: str, *, dated: bool = True) -> tuple[str, bool]:
         who = m.body.get("name") or m.role
-        parts = [f"#{m.position}", str(who)]
+        # no position numbers in the text: they cost tokens on every line and the model
+        # cannot use them; the plan carries every item's positions
+        parts = [str(who)]
         if dated:
             parts.append(_date(m.created_at))
         text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
@@ -265,9 +270,11 @@ class Planner:
         shown = {c.position for c in chosen["pinned"]} | {p for c in chosen["tail"] for p in c.group}
         pools["retrieved"] = [c for c in pools["retrieved"] if not (c.conversation_id == conv and c.position in shown)]
         take("retrieved", caps["retrieved"])
-        order = (["retrieved", "tail", "pinned", "summary"] if qclass.name in ("targeted_recall", "temporal")
-                 else ["summary", "pinned", "tail", "retrieved"] if qclass.name == "summarize"
-                 else ["tail", "retrieved", "pinned", "summary"])
+        # leftovers: pins first whatever the class (a constraint left out is an answer gone
+        # wrong), then the slices this class needs most
+        order = (["pinned", "retrieved", "tail", "summary"] if qclass.name in ("targeted_recall", "temporal")
+                 else ["pinned", "summary", "tail", "retrieved"] if qclass.name == "summarize"
+                 else ["pinned", "tail", "retrieved", "summary"])
         for s in order:
             take(s, used[s] + remaining)
         if chosen["tail"]:
@@ -533,7 +540,7 @@ class Planner:
             line, trimmed = self._line(key[0], m, conv, dated=False)
             if key in superseded:
                 # shown for the history it carries, never as a current value
-                line = line.replace("] ", f" · SUPERSEDED by #{superseded[key]}, not current] ", 1)
+                line = line.replace("] ", " · SUPERSEDED by a later message, not current] ", 1)
             heading = self._heading(key[0], m, conv)
             out.append(_Cand("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self._line_tokens(line) + HEADING_SHARE_TOKENS,

@@ -119,7 +119,6 @@ def raw_rows(cold: ColdStore, conv: str) -> list[tuple[Any, ...]]:
 def test_schema_and_prune_clears_views(cold: ColdStore, warm: WarmStore) -> None:
     tables = {r[0] for r in cold._read("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
     assert {"summaries", "summary_errors", "turns_load_bearing"} <= tables
-    assert "summaries" in ColdStore.extra_conversation_tables
     cold.append("c", msg("user", "hello world", at=1.0))
     warm.put(SummaryView("c", "rolling", "", 0, 0, 0, (Sentence("hello world", (0,)),), 0, "x", 1.0))
     warm.record_error("c", "rolling", "", "boom")
@@ -297,8 +296,14 @@ def test_redis_cache_serves_latest_and_never_regresses(cold: ColdStore, redis_cl
 
 
 def test_redis_down_falls_back_to_cold(cold: ColdStore) -> None:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
     dead = redis.Redis(
-        unix_socket_path="/nonexistent/redis.sock", socket_timeout=0.1, socket_connect_timeout=0.1
+        unix_socket_path="/nonexistent/redis.sock",
+        socket_timeout=0.1,
+        socket_connect_timeout=0.1,
+        retry=Retry(NoBackoff(), 0),
     )
     warm = WarmStore(cold, dead)
     cold.append("c", msg("user", "hello"))
@@ -623,29 +628,25 @@ def test_refresh_of_missing_conversation_and_bad_keys(
         m.refresh("c", "digest")
 
 
-def test_warm_store_migrates_a_store_opened_before_import(tmp_path: Path, counter: BpeTokenCounter) -> None:
-    """A ColdStore opened before tiers.warm registered its step gets it from WarmStore()."""
-    from tiers import cold as cold_mod
-    from tiers.warm import m101_create_summaries
+def test_schema_does_not_depend_on_importing_the_warm_tier(tmp_path: Path) -> None:
+    """A process that never imports tiers.warm (e.g. `tiermem history`) opens a database
+    that the warm tier has used, and creates the same schema on a new one."""
+    import subprocess
+    import sys
 
-    i = cold_mod.MIGRATIONS.index(m101_create_summaries)
-    later = cold_mod.MIGRATIONS[i:]
-    del cold_mod.MIGRATIONS[i:]  # as if nothing from here on were registered yet
-    try:
-        store = ColdStore(tmp_path / "early.db", tokens=counter)
-    finally:
-        cold_mod.MIGRATIONS.extend(later)
-    try:
-        assert "summaries" not in {r[0] for r in store._read("SELECT name FROM sqlite_master")}
-        warm = WarmStore(store)
-        assert store.version == cold_mod.schema_version()
-        store.append("c", msg("user", "hi"))
-        assert (
-            warm.put(SummaryView("c", "rolling", "", 0, 0, 0, (Sentence("hi", (0,)),), 0, "x", 1.0)).version
-            == 1
-        )
-    finally:
-        store.close()
+    code = (
+        "import sys; from pathlib import Path; from tiers.cold import ColdStore, schema_version; "
+        "from tiers.tokens import BpeTokenCounter; "
+        "s = ColdStore(Path(sys.argv[1]), tokens=BpeTokenCounter()); "
+        "assert 'tiers.warm' not in sys.modules; "
+        "names = {r[0] for r in s._read('SELECT name FROM sqlite_master')}; "
+        "assert 'summaries' in names, names; print(s.version, schema_version())"
+    )
+    db = tmp_path / "d.db"
+    for _ in range(2):  # create, then reopen
+        out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True)
+        version, supported = out.stdout.split()
+        assert version == supported
 
 
 def test_render_matches_text() -> None:

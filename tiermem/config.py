@@ -66,8 +66,8 @@ class SliceShares(BaseModel):
 def _default_shares() -> dict[str, SliceShares]:
     return {
         "recent_recall": SliceShares(pinned=0.1, summary=0.05, retrieved=0.15, tail=0.7),
-        "targeted_recall": SliceShares(pinned=0.1, summary=0.1, retrieved=0.65, tail=0.15),
-        "temporal": SliceShares(pinned=0.1, summary=0.1, retrieved=0.65, tail=0.15),
+        "targeted_recall": SliceShares(pinned=0.1, summary=0.1, retrieved=0.7, tail=0.1),
+        "temporal": SliceShares(pinned=0.1, summary=0.1, retrieved=0.7, tail=0.1),
         "new_subtask": SliceShares(pinned=0.3, summary=0.2, retrieved=0.1, tail=0.4),
         "summarize": SliceShares(pinned=0.15, summary=0.5, retrieved=0.15, tail=0.2),
         "default": SliceShares(),

@@ -130,6 +130,28 @@ class Memory:
             from tiermem.hotlink import HotLink
 
             self.hot = HotLink(self, redis_client=redis_client)
+        from consolidation.summarize import build_summarizer
+        from consolidation.views import ViewMaintainer
+        from tiers.warm import WarmStore
+
+        # the warm tier caches in the hot tier's Redis (short timeouts), SQLite is its truth
+        self.warm = WarmStore(self.cold, redis_client=self.hot.client if self.hot is not None else None)
+        self.views = ViewMaintainer(
+            self.cold,
+            self.warm,
+            # the extractive summarizer reads the vectors the cold tier already stored
+            # instead of running the model itself, so a refresh never competes with requests
+            build_summarizer(
+                self.config.summarizer, tokens=self.tokens, embedder=None,
+                llm_base_url=self.config.llm_base_url, llm_model=self.config.llm_model,
+                llm_api_key_env=self.config.llm_api_key_env, llm_timeout_s=self.config.llm_timeout_s,
+            ),
+            self.tokens,
+            target_tokens=self.config.summary_target_tokens,
+            max_turns_behind=self.config.warm_max_turns_behind,
+            max_seconds_behind=self.config.warm_max_seconds_behind,
+        )
+        self.scheduler: Any = None
         self._indexer: _Indexer | None = None
         if background_indexing:
             self._indexer = _Indexer(self)
@@ -148,6 +170,8 @@ class Memory:
         if self._closed:
             return
         self._closed = True
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=True)
         if self._indexer is not None:
             self._indexer.stopping.set()
             self._indexer.wake.set()
@@ -432,9 +456,49 @@ class Memory:
                        degraded=False, rebuilt=res.rebuilt, overflow_tokens=hs.overflow_tokens,
                        demoted=tuple(hs.demoted))
 
+    def make_scheduler(self) -> Any:
+        """A ConsolidationScheduler over this Memory's views (not started)."""
+        from consolidation.scheduler import ConsolidationScheduler
+
+        return ConsolidationScheduler(self.views, interval_s=self.config.scheduler_interval_s,
+                                      max_views_per_run=self.config.scheduler_max_views_per_run)
+
+    def start_scheduler(self) -> Any:
+        """Keep warm views inside their freshness budgets from a background thread. In a
+        pre-fork server, call this in each worker after the fork, never before."""
+        if self.scheduler is None:
+            self.scheduler = self.make_scheduler()
+            self.scheduler.start()
+        return self.scheduler
+
+    def consolidate(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
+        """Refresh warm views now: every view of one conversation, or those over budget."""
+        if conversation_id is None:
+            done = 0
+            for conv, kind, key in self.views.stale_views(self.config.scheduler_max_views_per_run):
+                self.views.refresh(conv, kind, key)
+                done += 1
+            return done
+        conv = self._conv(conversation_id)
+        self._require(conv, namespace)
+        self.cold.index_pending(conversation_id=conv)
+        return len(self.views.refresh_all(conv))
+
     def _summaries(self, conv: str) -> list[SummaryBlock]:
         """The warm views the planner may show, with their staleness; the latest fold
         stands in when no view exists yet."""
+        blocks: list[SummaryBlock] = []
+        try:
+            view = self.warm.latest(conv, "rolling")
+        except Exception:  # a derived view that cannot be read is a view we do without
+            log.exception("warm view of %s unreadable", conv)
+            view = None
+        if view is not None:
+            st = self.views.staleness(conv, "rolling", view=view)
+            lines = [(sent.text, tuple(sent.positions)) for sent in view.sentences if sent.status == "current"]
+            blocks.append(SummaryBlock("rolling", view.version, view.start_position, view.end_position, lines,
+                                       st.turns_behind, st.seconds_behind, st.over_budget))
+            return blocks
         cp = self.cold.latest_checkpoint(conv)
         if cp is None:
             return []

@@ -219,6 +219,39 @@ def m009_messages_no_replace(c: Connection) -> None:
     )
 
 
+def m010_create_summaries(c: Connection) -> None:
+    # the warm tier's versioned summary views (tiers/warm.py) and its refresh errors
+    c.execute(
+        """CREATE TABLE summaries(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('rolling', 'constraints', 'session')),
+            key TEXT NOT NULL DEFAULT '',
+            version INTEGER NOT NULL CHECK (version >= 1),
+            start_position INTEGER NOT NULL,
+            end_position INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            summarizer TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE(conversation_id, kind, key, version)
+        )"""
+    )
+    c.execute(
+        """CREATE TABLE summary_errors(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL DEFAULT '',
+            error TEXT NOT NULL,
+            at REAL NOT NULL
+        )"""
+    )
+    c.execute(
+        "CREATE INDEX summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)"
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -229,18 +262,11 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m007_index_load_bearing,
     m008_create_plans,
     m009_messages_no_replace,
+    m010_create_summaries,
 ]
-# Later layers (the warm tier, the planner) register their own steps with
-# `register_migration`, so the list stays append-only and ordered across packages.
+# Every layer's tables live in this one list (the warm tier's too): a process that
+# imports only the cold tier must agree on the schema version with one that imports all.
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def register_migration(step: Callable[[Connection], None]) -> None:
-    if step in MIGRATIONS:
-        return
-    if any(s.__name__ == step.__name__ for s in MIGRATIONS):
-        raise RuntimeError(f"migration {step.__name__} registered twice")
-    MIGRATIONS.append(step)
 
 
 def schema_version() -> int:
@@ -975,9 +1001,6 @@ class ColdStore:
                 total += p.stat().st_size
         return total
 
-    # Tables other layers add that hold per-conversation rows; prune clears them too.
-    extra_conversation_tables: list[str] = []  # noqa: RUF012 - appended at import by later layers
-
     def prune(self, older_than: float, *, namespace: str | None = None) -> PruneReport:
         """Delete whole conversations whose last message is older than `older_than`
         (unix seconds), with every derived row, in one transaction; then hand the space
@@ -1010,7 +1033,7 @@ class ColdStore:
                         f"DELETE FROM {VEC_TABLE} WHERE rowid IN (SELECT id FROM messages WHERE conversation_id = ?)",
                         (i,),
                     )
-            for table in ("turns", "checkpoints", "pins", "plans", *self.extra_conversation_tables):
+            for table in ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors"):
                 c.execute(f"DELETE FROM {table} WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
             c.execute("INSERT INTO prune_guard(armed) VALUES (1)")
             c.execute("DELETE FROM messages WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")

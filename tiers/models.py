@@ -29,6 +29,7 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
 SESSION_MAX_CHARS = 128
 NAME_MAX_CHARS = 64
+MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
 
 
 def validate_id(value: object, field: str, max_chars: int) -> str:
@@ -77,7 +78,7 @@ class Message(BaseModel):
     # envelope: not sent to the model
     session_id: str | None = Field(None, min_length=1, max_length=SESSION_MAX_CHARS)
     metadata: dict[str, Any] | None = None
-    created_at: float | None = Field(None, ge=0, description="unix seconds; default: now")
+    created_at: float | None = Field(None, ge=0, le=MAX_TIMESTAMP, description="unix seconds; default: now")
 
     @model_validator(mode="after")
     def _shape(self) -> Message:

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tiers.cold import ColdStore, Connection, TurnRow, migrate, register_migration, schema_version
+from tiers.cold import ColdStore, TurnRow
 from tiers.errors import ConversationNotFound, ValidationError
 
 log = logging.getLogger("tiermem.warm")
@@ -62,48 +62,12 @@ _SALVAGE_LOOKBACK = 5  # versions tried when the newest rows do not decode
 
 
 # ----------------------------------------------------------------------------------
-# Schema. Registered at import; the step is idempotent (IF NOT EXISTS) so that a
-# database migrated by a process that imported the layers in another order still opens.
-# (The constraint extract's read of load-bearing turns uses the cold tier's partial
-# index `turns_load_bearing`.)
+# Schema: `summaries` and `summary_errors` are created by the cold tier's migration
+# m010_create_summaries, so every process agrees on one ordered schema whatever it
+# imports. (The constraint extract reads load-bearing turns through the cold tier's
+# partial index `turns_load_bearing`.)
 
 
-def m101_create_summaries(c: Connection) -> None:
-    c.execute(
-        """CREATE TABLE IF NOT EXISTS summaries(
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation_id TEXT NOT NULL,
-            kind TEXT NOT NULL CHECK (kind IN ('rolling', 'constraints', 'session')),
-            key TEXT NOT NULL DEFAULT '',
-            version INTEGER NOT NULL CHECK (version >= 1),
-            start_position INTEGER NOT NULL,
-            end_position INTEGER NOT NULL,
-            body TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            summarizer TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            UNIQUE(conversation_id, kind, key, version)
-        )"""
-    )
-    c.execute(
-        """CREATE TABLE IF NOT EXISTS summary_errors(
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            key TEXT NOT NULL DEFAULT '',
-            error TEXT NOT NULL,
-            at REAL NOT NULL
-        )"""
-    )
-    c.execute(
-        "CREATE INDEX IF NOT EXISTS summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)"
-    )
-
-
-register_migration(m101_create_summaries)
-for _table in ("summaries", "summary_errors"):
-    if _table not in ColdStore.extra_conversation_tables:
-        ColdStore.extra_conversation_tables.append(_table)
 
 
 # ----------------------------------------------------------------------------------
@@ -282,10 +246,6 @@ class WarmStore:
     """
 
     def __init__(self, cold: ColdStore, redis_client: Any = None, *, key_prefix: str = "tm") -> None:
-        if cold.version < schema_version():
-            # the store was opened before this module registered its migration
-            with cold._lock:
-                cold.version = migrate(cold._conn, str(cold.path))
         self.cold = cold
         self.redis = redis_client
         self.key_prefix = key_prefix
