@@ -1,16 +1,20 @@
 """`make bench`: every benchmark in one run, one table, JSON and markdown for the README.
 
-    python -m evals.bench [--quick] [--json PATH] [--markdown [PATH]] [--data PATH]
-                          [--scale-json PATH]
+    python -m evals.bench [--quick] [--json PATH] [--markdown] [--md PATH] [--data PATH]
+                          [--scale-json PATH] [--no-warm] [--render-only]
 
 Runs, in this order and in one process: the cold tier (evals.bench_cold), the hot tier
 (evals.bench_hot), the warm tier (evals.bench_warm, when it imports) and `context()`
 (evals.bench_context). Each reports medians and p99s against a baseline measured in the
 same run, and the load average before and after (the machine has two cores and is
-shared: read the figures with it). Writes `docs/bench.json` and `docs/bench.md` by
-default. The 1M-turn scale run is separate (`python -m evals.bench_scale`, minutes);
-when its `--json` output exists (default `docs/bench_scale.json`) its rows are added to
-the table, marked as coming from that run.
+shared: read the figures with it). Prints one table (`--markdown`: the markdown one)
+and writes `docs/bench.json` and `docs/bench.md` by default. The 1M-turn scale run is
+separate (`python -m evals.bench_scale --turns 1000000 --conversations 1000 --json
+docs/bench_scale.json`, minutes); when that file exists its rows are added to the
+table, marked as coming from that run; `--render-only` re-renders the table from the
+saved JSON without measuring anything.
+
+The embedding model runs with one torch thread by default (see `set_torch_threads`).
 
 This module also holds the small helpers the benchmarks share (percentiles, load
 average, table rows), so it must not import the benchmarks at module level.
@@ -106,18 +110,6 @@ def set_torch_threads(n: int | None) -> int | None:
 
     torch.set_num_threads(n)
     return int(torch.get_num_threads())
-
-
-def timed_us(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter_ns()
-    fn()
-    return (time.perf_counter_ns() - t0) / 1000
-
-
-def timed_ms(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter_ns()
-    fn()
-    return (time.perf_counter_ns() - t0) / 1e6
 
 
 def say(msg: str) -> None:
@@ -347,8 +339,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-json", type=Path, default=DEFAULT_SCALE_JSON,
                         help="a saved `evals.bench_scale --json` result to include in the table, if it exists")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-tier benchmark")
+    parser.add_argument("--render-only", action="store_true",
+                        help="measure nothing: re-render the table from the --json file (e.g. after a scale run)")
     args = parser.parse_args(argv)
-    report = run(args.quick, data=args.data, include_warm=not args.no_warm)
+    if args.render_only:
+        report = json.loads(args.json.read_text())
+        report.pop("scale", None)
+        report["rows"] = [r for r in report["rows"] if r["bench"] != "scale"]
+    else:
+        report = run(args.quick, data=args.data, include_warm=not args.no_warm)
     scale_rows, scale = scale_rows_from(args.scale_json)
     rows = [*report["rows"], *scale_rows]
     if scale is not None:

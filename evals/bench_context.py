@@ -95,7 +95,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
     from tiers.redis_server import EmbeddedRedis
 
     threads = set_torch_threads(torch_threads)
-    turns = turns or (400 if quick else 10_000)
+    turns = turns or (300 if quick else 10_000)
     others, other_turns = (1, 100) if quick else (2, 500)
     per_kind = 3 if quick else 40
     la0 = load_average()
@@ -123,6 +123,12 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
                 out["build_append_s"] = round(time.perf_counter() - t0, 1)
                 mem.catch_up()
                 out["build_s"] = round(time.perf_counter() - t0, 1)
+                # the warm views a running scheduler would keep fresh, so the summary slice exists
+                consolidate = getattr(mem, "consolidate", None)
+                if consolidate is not None:
+                    t1 = time.perf_counter()
+                    out["warm_views_refreshed"] = consolidate(CONV)
+                    out["consolidate_s"] = round(time.perf_counter() - t1, 1)
                 cached.use_cache = False  # from here on every query goes through the model
                 out.update(_measure(mem, mix, cfg.retrieval_k))
                 hot = mem.stats().get("hot", {})
@@ -146,6 +152,7 @@ def _measure(mem: Any, mix: dict[str, list[str]], k: int) -> dict[str, Any]:
     timings: dict[str, list[float]] = {key: [] for key in TIMING_KEYS}
     search_ms: list[float] = []
     fill: dict[int, list[float]] = {b: [] for b in BUDGETS}
+    slice_tokens: Counter[str] = Counter()
     over_budget = degraded = 0
     clock = time.perf_counter_ns
     # interleaved: kinds take turns, and each query's baseline search runs next to its
@@ -168,6 +175,7 @@ def _measure(mem: Any, mix: dict[str, list[str]], k: int) -> dict[str, Any]:
                 fill[b].append(ctx.tokens / b)
                 over_budget += ctx.tokens > b
                 degraded += bool(ctx.plan.degraded)
+                slice_tokens.update(ctx.plan.slice_tokens())
                 for key in TIMING_KEYS:
                     if key in ctx.plan.timings_ms:
                         timings[key].append(float(ctx.plan.timings_ms[key]))
@@ -181,6 +189,7 @@ def _measure(mem: Any, mix: dict[str, list[str]], k: int) -> dict[str, Any]:
         "query_classes_by_kind": {kind: dict(c) for kind, c in classes.items()},
         "search_ms": dist(search_ms),
         "mean_fill_by_budget": {str(b): round(statistics.fmean(xs), 3) for b, xs in fill.items()},
+        "mean_slice_tokens": {k: round(v / len(every)) for k, v in sorted(slice_tokens.items())},
         "over_budget": over_budget,
         "degraded_calls": degraded,
     }

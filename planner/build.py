@@ -88,6 +88,7 @@ class PlannerSettings:
     tool_trim_tokens: int = 400
     tail_anchor: int = 8
     namespace_recall: bool = True
+    retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
 
 
 @dataclass
@@ -265,22 +266,30 @@ class Planner:
                     break  # the tail is contiguous: an older turn cannot jump a gap
                 i += 1
 
-        for s in ("pinned", "tail", "summary"):
-            take(s, caps[s])
+        take("pinned", caps["pinned"])
+        if qclass.name == "recent_recall":
+            take("tail", caps["tail"])  # grows with leftovers below; no anchoring needed
+        else:
+            # cap and grid from the budget, not from what is left after this turn's latest
+            # message: both must not move from one turn to the next
+            nominal = int(budget * shares["tail"])
+            chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(nominal, remaining),
+                                               max(1, nominal // 2))
+            used["tail"] = sum(c.tokens for c in chosen["tail"])
+            remaining -= used["tail"]
+        take("summary", caps["summary"])
         shown = {c.position for c in chosen["pinned"]} | {p for c in chosen["tail"] for p in c.group}
         pools["retrieved"] = [c for c in pools["retrieved"] if not (c.conversation_id == conv and c.position in shown)]
         take("retrieved", caps["retrieved"])
         # leftovers: pins first whatever the class (a constraint left out is an answer gone
         # wrong), then the slices this class needs most
-        order = (["pinned", "retrieved", "tail", "summary"] if qclass.name in ("targeted_recall", "temporal")
-                 else ["pinned", "summary", "tail", "retrieved"] if qclass.name == "summarize"
-                 else ["pinned", "tail", "retrieved", "summary"])
+        order = (["pinned", "retrieved", "summary"] if qclass.name in ("targeted_recall", "temporal")
+                 else ["pinned", "summary", "retrieved"] if qclass.name == "summarize"
+                 else ["pinned", "tail", "retrieved", "summary"] if qclass.name == "recent_recall"
+                 else ["pinned", "retrieved", "summary"])
         for s in order:
-            take(s, used[s] + remaining)
-        if chosen["tail"]:
-            kept = self._anchor_tail(chosen["tail"], pools["tail"])
-            freed = sum(c.tokens for c in chosen["tail"] if c not in kept)
-            chosen["tail"], used["tail"], remaining = kept, used["tail"] - freed, remaining + freed
+            if s != "tail" or qclass.name == "recent_recall":
+                take(s, used[s] + remaining)
         # a turn shown verbatim in the tail or the pinned block is not repeated among the
         # retrieved ones
         in_tail = {p for c in chosen["tail"] for p in c.group} | {c.position for c in chosen["pinned"]}
@@ -432,21 +441,54 @@ class Planner:
             out.append(c)
         return out
 
-    def _anchor_tail(self, chosen: list[_Cand], rest: list[_Cand]) -> list[_Cand]:
-        """Move the tail's start forward to a multiple of `tail_anchor` positions, so it stays
-        put for several turns: consecutive contexts then share the tail as a prefix."""
-        step = self.settings.tail_anchor
-        if step <= 1 or not chosen:
-            return chosen
-        start = min(c.position for c in chosen)
-        anchored = int(math.ceil(start / step) * step)
-        keep = [c for c in chosen if c.position >= anchored]
-        if not keep:
-            return chosen
+    def _stable_tail(self, conv: str, pool: list[_Cand], rows: list[TurnRow], cap: int, grid: int) -> list[_Cand]:
+        """The recent tail, with a start that stays put for several turns.
+
+        Starts may only fall where the conversation's running token count crosses a
+        multiple of `grid` (half the tail's nominal share, fixed by the budget). The tail
+        starts at the earliest such point from which it fits `cap`: it grows by appends,
+        and when it no longer fits, its start jumps forward by about half a share. Between
+        jumps consecutive contexts share the whole tail as a byte-identical prefix. Falls
+        back to the plain newest-first tail when no grid point fits (a huge last turn).
+        """
+        if not pool or cap <= 0:
+            return []
+        if self.settings.tail_anchor <= 1 or not rows:
+            return self._newest_first(pool, cap)
+        before = self.cold.tokens_before(conv, rows[0].position)
+        cum: dict[int, int] = {}
+        for r in rows:
+            cum[r.position] = before
+            before += r.tokens
+        units = sorted(pool, key=lambda c: c.position)  # oldest first
+        suffix = 0
+        best: int | None = None
+        for i in range(len(units) - 1, -1, -1):
+            suffix += units[i].tokens
+            if suffix > cap:
+                break
+            p = units[i].position
+            prev = cum.get(p - 1)
+            if p in cum and (prev is None or cum[p] // grid != prev // grid or p == 0):
+                best = i
+        if best is None:
+            return self._newest_first(pool, cap)
+        chosen = units[best:]
         for c in chosen:
-            if c.position < anchored:
-                rest.insert(0, c)
-        return keep
+            pool.remove(c)
+        return sorted(chosen, key=lambda c: -c.position)
+
+    @staticmethod
+    def _newest_first(pool: list[_Cand], cap: int) -> list[_Cand]:
+        out: list[_Cand] = []
+        used = 0
+        for c in list(pool):  # pool is newest first; contiguous, so stop at the first misfit
+            if used + c.tokens > cap:
+                break
+            out.append(c)
+            used += c.tokens
+            pool.remove(c)
+        return out
 
     def _summary_candidates(self, conv: str, summaries: Sequence[SummaryBlock], plan: Plan) -> list[_Cand]:
         out = []
@@ -553,6 +595,7 @@ class Planner:
     def _render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[_Cand]],
                 latest_body: dict[str, Any] | None, latest_user: int | None, qclass: str) -> list[dict[str, Any]]:
         msgs = list(fixed)
+        blocks: dict[str, dict[str, Any]] = {}
         for s in ("pinned", "summary", "retrieved"):
             items = sorted(chosen[s], key=lambda c: (c.conversation_id != chosen_conv(chosen, s), c.conversation_id,
                                                      c.position))
@@ -564,7 +607,10 @@ class Planner:
                         heading = c.header
                         lines.append(heading)
                     lines.append(c.text)
-                msgs.append({"role": "system", "content": "\n".join(lines)})
+                blocks[s] = {"role": "system", "content": "\n".join(lines)}
+        late = self.settings.retrieved_placement == "before_latest" and latest_body is not None
+        msgs.extend(blocks[s] for s in ("pinned", "summary", "retrieved") if s in blocks
+                    and not (s == "retrieved" and late))
         tail_bodies: list[tuple[int, dict[str, Any]]] = []
         for c in chosen["tail"]:
             assert c.body is not None
@@ -573,7 +619,12 @@ class Planner:
         if latest_body is not None and latest_user is not None:
             tail_bodies.append((latest_user, latest_body))
         tail_bodies.sort(key=lambda t: t[0])
-        msgs.extend(b for _, b in tail_bodies)
+        for p, b in tail_bodies:
+            if late and p == latest_user and "retrieved" in blocks:
+                # retrieval changes with every query, the anchored tail only grows: what
+                # changes most goes last, just before the message it was retrieved for
+                msgs.append(blocks["retrieved"])
+            msgs.append(b)
         return msgs
 
     def _drop_one(self, chosen: dict[str, list[_Cand]], plan: Plan) -> bool:

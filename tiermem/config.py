@@ -59,18 +59,22 @@ class SliceShares(BaseModel):
     model_config = ConfigDict(extra="forbid")
     pinned: float = Field(0.15, ge=0, le=1)
     summary: float = Field(0.15, ge=0, le=1)
-    retrieved: float = Field(0.45, ge=0, le=1)
-    tail: float = Field(0.25, ge=0, le=1)
+    retrieved: float = Field(0.4, ge=0, le=1)
+    tail: float = Field(0.3, ge=0, le=1)
 
 
 def _default_shares() -> dict[str, SliceShares]:
+    # The tail has one share (0.3) for every class but recent recall: its start then
+    # depends only on the budget and the log, not on the kind of question, so turn after
+    # turn the context keeps a byte-identical prefix (the tail never takes leftovers,
+    # except for recent recall).
     return {
         "recent_recall": SliceShares(pinned=0.1, summary=0.05, retrieved=0.15, tail=0.7),
-        "targeted_recall": SliceShares(pinned=0.1, summary=0.1, retrieved=0.7, tail=0.1),
-        "temporal": SliceShares(pinned=0.1, summary=0.1, retrieved=0.7, tail=0.1),
-        "new_subtask": SliceShares(pinned=0.3, summary=0.2, retrieved=0.1, tail=0.4),
-        "summarize": SliceShares(pinned=0.15, summary=0.5, retrieved=0.15, tail=0.2),
-        "default": SliceShares(),
+        "targeted_recall": SliceShares(pinned=0.1, summary=0.1, retrieved=0.5, tail=0.3),
+        "temporal": SliceShares(pinned=0.1, summary=0.1, retrieved=0.5, tail=0.3),
+        "new_subtask": SliceShares(pinned=0.25, summary=0.2, retrieved=0.25, tail=0.3),
+        "summarize": SliceShares(pinned=0.15, summary=0.45, retrieved=0.1, tail=0.3),
+        "default": SliceShares(pinned=0.15, summary=0.15, retrieved=0.4, tail=0.3),
     }
 
 
@@ -110,6 +114,11 @@ class Config(BaseSettings):
     slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
     tool_trim_tokens: int = Field(400, ge=32, description="tool outputs longer than this are trimmed")
     store_plans: bool = False
+    retrieved_placement: Literal["before_latest", "before_tail"] = Field(
+        "before_latest",
+        description="where retrieved turns go: just before the latest user message (default: they change "
+        "every turn, so everything before them stays a cacheable prefix) or before the recent tail",
+    )
     tail_anchor_turns: int = Field(8, ge=1, le=256, description="the tail's start moves in steps of this many "
                                    "turns, so consecutive contexts share a cacheable prefix; 1 = sliding")
     # warm tier

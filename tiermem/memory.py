@@ -123,6 +123,7 @@ class Memory:
                 rrf_k=self.config.rrf_k,
                 tool_trim_tokens=self.config.tool_trim_tokens,
                 tail_anchor=self.config.tail_anchor_turns,
+                retrieved_placement=self.config.retrieved_placement,
             ),
         )
         self.hot: HotLink | None = None
