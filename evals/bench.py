@@ -298,15 +298,18 @@ def render_markdown(report: dict[str, Any], rows: Sequence[Row], scale: dict[str
         "",
         markdown_table(rows),
         "",
-        "Ratios divide the p50 by the baseline's p50, both measured in the same run. "
+        "Ratios divide the p50 by the baseline's p50, both measured in the same run (for a throughput, "
+        "ours over the baseline's). "
         "Rerun: `make bench` (or `python -m evals.bench`).",
     ]
     if scale is not None:
+        la = scale.get("load_avg") or {}
         lines.append(
             f"Scale rows: `{scale.get('command', 'python -m evals.bench_scale')}` "
-            f"({scale.get('turns')} turns in {scale.get('conversations')} conversations, load average "
-            f"{scale.get('load_avg')}); its vectors are synthetic (random unit vectors), its baseline the same "
-            "operations when the database held its first namespace only.")
+            f"({scale.get('turns'):,} turns in {scale.get('conversations'):,} conversations, namespaces of "
+            f"{scale.get('namespace_size')}; load average {la.get('start')} -> {la.get('end')}); its vectors are "
+            "synthetic (random unit vectors) and its queries carry a vector, so no query embedding is included; "
+            "its baseline is the same operations when the database held its first namespace only.")
     missing = {**report.get("skipped", {}), **report["errors"]}
     if missing:
         lines.append("")

@@ -119,8 +119,8 @@ class Config(BaseSettings):
         description="where retrieved turns go: just before the latest user message (default: they change "
         "every turn, so everything before them stays a cacheable prefix) or before the recent tail",
     )
-    tail_anchor_turns: int = Field(8, ge=1, le=256, description="the tail's start moves in steps of this many "
-                                   "turns, so consecutive contexts share a cacheable prefix; 1 = sliding")
+    tail_anchor_turns: int = Field(8, ge=1, le=256, description="1 turns the stable tail off (a plain sliding window); above 1 the tail start "
+                                   "moves on a token grid so consecutive contexts share a cacheable prefix")
     # warm tier
     warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1)
     warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0)

@@ -435,7 +435,12 @@ class Memory:
             raise ValidationError("budget", f"must be an integer within 1..{MAX_BUDGET_TOKENS} tokens")
         if system is not None and len(system.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
             raise ValidationError("system", f"exceeds {self.config.max_content_bytes} bytes")
-        self.cold.index_pending(conversation_id=conv, batch=self.config.embedding_batch_size)
+        try:
+            self.cold.index_pending(conversation_id=conv, batch=self.config.embedding_batch_size)
+        except Exception:
+            # catching up vectors is a write; a read must still answer (full disk, locked
+            # db): the turns not yet embedded are found by bm25 and the tail meanwhile
+            log.warning("could not embed pending turns of %s before planning", conv, exc_info=True)
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
         ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,

@@ -21,6 +21,7 @@ Rules this module keeps:
   never at import.
 """
 
+import errno
 import hmac
 import ipaddress
 import json
@@ -47,6 +48,7 @@ from starlette.concurrency import run_in_threadpool
 from tiermem.config import DEFAULT_MAX_ID_CHARS, Config
 from tiermem.errors import ConversationNotFound, NamespaceMismatch, TiermemError, ValidationError
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
+from tiers.cold import sqlite3 as sqlite_driver
 from tiers.models import ID_PATTERN, Message, StoredMessage, validate_id
 
 log = logging.getLogger("tiermem.service")
@@ -259,6 +261,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "no such conversation in this token's namespace"},
     413: {"model": ErrorOut, "description": "request body over max_body_bytes"},
     422: {"model": ValidationErrorOut, "description": "invalid input, naming the field; nothing written"},
+    503: {"model": ErrorOut, "description": "the database is read-only; nothing written"},
+    507: {"model": ErrorOut, "description": "the disk (or the database's size cap) is full; nothing written"},
 }
 _APPEND_ERRORS = {**_ERRORS, 409: {"model": ErrorOut, "description": "the id belongs to another namespace"}}
 
@@ -288,6 +292,30 @@ def _stored(m: StoredMessage) -> StoredMessageOut:
         created_at=m.created_at if math.isfinite(m.created_at) else 0.0,
         tokens=m.tokens,
     )
+
+
+SQLITE_READONLY = 8
+SQLITE_FULL = 13
+
+
+def storage_problem(exc: BaseException) -> tuple[int, str] | None:
+    """(status, message) when `exc` (or its cause) is the storage refusing a write: 507
+    for a full disk or database size cap, 503 for a read-only database; else None. The
+    transaction was rolled back, so nothing was written."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        code = getattr(e, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        text = str(e).lower()
+        os_errno = e.errno if isinstance(e, OSError) else None
+        if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
+            return 507, "storage full: the database cannot grow (database or disk is full); nothing was written"
+        if primary == SQLITE_READONLY or "readonly database" in text or os_errno == errno.EROFS:
+            return 503, "storage is read-only: the database cannot be written; nothing was written"
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _field_loc(field_name: str) -> list[str | int]:
@@ -856,6 +884,14 @@ def _install_handlers(app: FastAPI, runtime: Runtime) -> None:
             {"detail": f"conversation id {conv!r} is taken by another namespace; choose another id"},
             status_code=409,
         )
+
+    @app.exception_handler(sqlite_driver.DatabaseError)
+    async def _storage(request: Request, exc: Exception) -> JSONResponse:
+        problem = storage_problem(exc)
+        if problem is None:
+            return await _unexpected(request, exc)
+        log.warning("%s %s refused by the storage: %s", request.method, request.url.path, exc)
+        return JSONResponse({"detail": problem[1]}, status_code=problem[0])
 
     @app.exception_handler(TiermemError)
     async def _tiermem(request: Request, exc: TiermemError) -> JSONResponse:
