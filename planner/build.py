@@ -535,8 +535,8 @@ class Planner:
             if others:
                 ol: dict[str, list[tuple[str, int, float]]] = {}
                 if qvec is not None:
-                    ol["dense"] = [h for h in self.cold.search_dense(qvec, self.settings.retrieval_k,
-                                                                      namespace=namespace) if h[0] != conv]
+                    ol["dense"] = self.cold.search_dense(qvec, self.settings.retrieval_k, namespace=namespace,
+                                                         exclude=conv)
                 ol["bm25"] = [h for h in self.cold.search_bm25(query, self.settings.retrieval_k,
                                                                 namespace=namespace) if h[0] != conv]
                 other = fuse(ol, self.settings.retrieval_k, rrf_k=self.settings.rrf_k)

@@ -1068,12 +1068,14 @@ class ColdStore:
         return self.list_conversations(namespace)
 
     def search_dense(
-        self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None, namespace: str | None = None
+        self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None, namespace: str | None = None,
+        exclude: str | None = None,
     ) -> list[tuple[str, int, float]]:
-        """(conversation, position, L2 distance) of the k nearest turns."""
+        """(conversation, position, L2 distance) of the k nearest turns (`exclude`: a
+        conversation of the namespace not to scan, e.g. the one already searched)."""
         if not self._has_vec():
             return []
-        convs = self._scope(conversation_id, namespace)
+        convs = [c for c in self._scope(conversation_id, namespace) if c != exclude]
         if not convs:
             return []
         k = max(1, min(int(k), 4096))  # vec0's limit
