@@ -66,6 +66,10 @@ DEFAULT_BUSY_TIMEOUT_MS = 5000
 DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
 MAX_FTS_TERMS = 32
 VEC_TABLE = "messages_vec"
+# The FTS `scope` column of a message: a token for its conversation and one for its
+# namespace (hex of the UTF-8 id: any id becomes one alphanumeric token). `c` is the
+# conversations row.
+SCOPE_SQL = "('c' || lower(hex(c.id)) || ' n' || lower(hex(c.namespace)))"
 # Words too common to help bm25 rank; dropping them also keeps FTS queries cheap.
 STOPWORDS = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "yours"]
@@ -252,6 +256,24 @@ def m010_create_summaries(c: Connection) -> None:
     )
 
 
+def m011_fts_scope_column(c: Connection) -> None:
+    # bm25 over the whole table, then filtering to one conversation, grows with the
+    # database (414 ms at 1M turns). A `scope` column holding one token for the
+    # conversation and one for its namespace lets FTS5 intersect with that token's
+    # doclist first (`scope : "c<hex>" AND text : (...)`), so the cost follows the
+    # conversation's size. Derived data: rebuilt from the old table in place.
+    c.execute(
+        "CREATE VIRTUAL TABLE messages_fts_new USING fts5(text, scope, "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    c.execute(
+        "INSERT INTO messages_fts_new(rowid, text, scope) SELECT f.rowid, f.text, " + SCOPE_SQL + " "
+        "FROM messages_fts f JOIN messages m ON m.id = f.rowid JOIN conversations c ON c.id = m.conversation_id"
+    )
+    c.execute("DROP TABLE messages_fts")
+    c.execute("ALTER TABLE messages_fts_new RENAME TO messages_fts")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -263,6 +285,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m008_create_plans,
     m009_messages_no_replace,
     m010_create_summaries,
+    m011_fts_scope_column,
 ]
 # Every layer's tables live in this one list (the warm tier's too): a process that
 # imports only the cold tier must agree on the schema version with one that imports all.
@@ -602,7 +625,11 @@ class ColdStore:
              message_tokens(self.tokens, body), content_hash(body), created,
              intent, None if lb is None else int(lb), prio, reason),
         )
-        c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, text))
+        c.execute(
+            "INSERT INTO messages_fts(rowid, text, scope) SELECT ?, ?, " + SCOPE_SQL + " FROM conversations c "
+            "WHERE c.id = ?",
+            (mid, text, conversation_id),
+        )
         c.execute(
             "UPDATE conversations SET last_message_at = MAX(last_message_at, ?) WHERE id = ?",
             (created, conversation_id),
@@ -963,7 +990,8 @@ class ColdStore:
                 args,
             )
             c.execute(
-                "INSERT INTO messages_fts(rowid, text) SELECT ?2 + m.position, f.text FROM messages m "
+                "INSERT INTO messages_fts(rowid, text, scope) SELECT ?2 + m.position, f.text, "
+                "(SELECT " + SCOPE_SQL + " FROM conversations c WHERE c.id = ?1) FROM messages m "
                 "JOIN messages_fts f ON f.rowid = m.id WHERE m.conversation_id = ?3 AND m.position <= ?4",
                 args,
             )
@@ -1108,21 +1136,24 @@ class ColdStore:
         q = fts_query(query)
         if q is None:
             return []
+        # The scope token narrows FTS5 to one conversation's (or namespace's) doclist
+        # before ranking; the SQL filter stays, so a stemmer collision of two tokens
+        # could only cost time, never mix conversations.
         if conversation_id is not None:
             rows = self._read(
-                "SELECT m.conversation_id, m.position, bm25(messages_fts) AS s FROM messages_fts "
+                "SELECT m.conversation_id, m.position, bm25(messages_fts, 1.0, 0.0) AS s FROM messages_fts "
                 "JOIN messages m ON m.id = messages_fts.rowid "
                 "WHERE messages_fts MATCH ? AND m.conversation_id = ? ORDER BY s LIMIT ?",
-                (q, conversation_id, k),
+                (f'scope : "c{conversation_id.encode().hex()}" AND text : ({q})', conversation_id, k),
             )
         else:
             if namespace is None:
                 raise ValidationError("conversation_id", "search needs a conversation or a namespace")
             rows = self._read(
-                "SELECT m.conversation_id, m.position, bm25(messages_fts) AS s FROM messages_fts "
+                "SELECT m.conversation_id, m.position, bm25(messages_fts, 1.0, 0.0) AS s FROM messages_fts "
                 "JOIN messages m ON m.id = messages_fts.rowid JOIN conversations c ON c.id = m.conversation_id "
                 "WHERE messages_fts MATCH ? AND c.namespace = ? ORDER BY s LIMIT ?",
-                (q, namespace, k),
+                (f'scope : "n{namespace.encode().hex()}" AND text : ({q})', namespace, k),
             )
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
@@ -1181,7 +1212,11 @@ class ColdStore:
                     "created_at) VALUES (?,?,?,?,?,?,?,?)",
                     (conv, pos, mid, role, session, message_tokens(self.tokens, data), content_hash(data), created),
                 )
-                c.execute("INSERT INTO messages_fts(rowid, text) VALUES (?, ?)", (mid, search_text(data)))
+                c.execute(
+                    "INSERT INTO messages_fts(rowid, text, scope) SELECT ?, ?, " + SCOPE_SQL + " FROM conversations c "
+                    "WHERE c.id = ?",
+                    (mid, search_text(data), conv),
+                )
                 n += 1
         self._vec_dim = None
         embedded = self.index_pending(progress=progress) if embed else 0
