@@ -7,10 +7,12 @@ Invariants:
 - The latest user message is always present verbatim; if it alone does not fit, the
   call fails with `BudgetTooSmall` unless the caller opted into truncating it.
 - An assistant message with tool calls is never separated from its tool results.
-- Order is prefix-stable: system, pinned, summary, retrieved, tail. The pinned block
-  changes only when a load-bearing turn arrives, the summary only on a refresh, and
-  the tail's start moves in steps of `tail_anchor` turns, so consecutive turns share a
-  byte-identical prefix and provider prompt caches hit.
+- Order is prefix-stable, what changes least first: system, pinned, summary, the recent
+  tail, then the retrieved turns just before the latest user message (they change with
+  every query; `retrieved_placement="before_tail"` gives DESIGN.md's literal order). The
+  pinned block changes only when a load-bearing turn arrives, the summary only on a
+  refresh, and the tail's start only jumps on a token grid fixed by the budget, so
+  consecutive turns share a byte-identical prefix and provider prompt caches hit.
 - Superseded constraints are never presented as current: they are left out, and the
   plan says which turn superseded them.
 """
