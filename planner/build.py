@@ -279,6 +279,13 @@ class Planner:
                                                max(1, nominal // 2))
             used["tail"] = sum(c.tokens for c in chosen["tail"])
             remaining -= used["tail"]
+        # a pinned turn that the tail shows verbatim is not repeated in the pinned block
+        in_tail_now = {p for c in chosen["tail"] for p in c.group}
+        for c in [c for c in chosen["pinned"] if c.position in in_tail_now]:
+            chosen["pinned"].remove(c)
+            used["pinned"] -= c.tokens
+            remaining += c.tokens
+        pools["pinned"] = [c for c in pools["pinned"] if c.position not in in_tail_now]
         take("summary", caps["summary"])
         shown = {c.position for c in chosen["pinned"]} | {p for c in chosen["tail"] for p in c.group}
         pools["retrieved"] = [c for c in pools["retrieved"] if not (c.conversation_id == conv and c.position in shown)]
