@@ -268,6 +268,19 @@ class Planner:
                     break  # the tail is contiguous: an older turn cannot jump a gap
                 i += 1
 
+        def withdraw(slice_: str, positions: set[int]) -> None:
+            """Take this conversation's `positions` out of a slice (chosen and pool), so a
+            turn shown verbatim elsewhere is not shown twice; their tokens go back."""
+            nonlocal remaining
+            for c in [c for c in chosen[slice_] if c.conversation_id == conv and c.position in positions]:
+                chosen[slice_].remove(c)
+                used[slice_] -= c.tokens
+                remaining += c.tokens
+            pools[slice_] = [c for c in pools[slice_] if not (c.conversation_id == conv and c.position in positions)]
+
+        def shown_verbatim() -> set[int]:
+            return {p for c in chosen["tail"] for p in c.group} | {c.position for c in chosen["pinned"]}
+
         take("pinned", caps["pinned"])
         if qclass.name == "recent_recall":
             take("tail", caps["tail"])  # grows with leftovers below; no anchoring needed
@@ -280,42 +293,29 @@ class Planner:
             used["tail"] = sum(c.tokens for c in chosen["tail"])
             remaining -= used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
-        in_tail_now = {p for c in chosen["tail"] for p in c.group}
-        for c in [c for c in chosen["pinned"] if c.position in in_tail_now]:
-            chosen["pinned"].remove(c)
-            used["pinned"] -= c.tokens
-            remaining += c.tokens
-        pools["pinned"] = [c for c in pools["pinned"] if c.position not in in_tail_now]
+        withdraw("pinned", {p for c in chosen["tail"] for p in c.group})
         take("summary", caps["summary"])
-        shown = {c.position for c in chosen["pinned"]} | {p for c in chosen["tail"] for p in c.group}
-        pools["retrieved"] = [c for c in pools["retrieved"] if not (c.conversation_id == conv and c.position in shown)]
+        withdraw("retrieved", shown_verbatim())
         take("retrieved", caps["retrieved"])
         # leftovers: pins first whatever the class (a constraint left out is an answer gone
         # wrong), then the slices this class needs most
+        # (only recent recall lets the tail grow past its share)
         order = (["pinned", "retrieved", "summary"] if qclass.name in ("targeted_recall", "temporal")
                  else ["pinned", "summary", "retrieved"] if qclass.name == "summarize"
                  else ["pinned", "tail", "retrieved", "summary"] if qclass.name == "recent_recall"
                  else ["pinned", "retrieved", "summary"])
         for s in order:
-            if s != "tail" or qclass.name == "recent_recall":
-                take(s, used[s] + remaining)
-        # a turn shown verbatim in the tail or the pinned block is not repeated among the
-        # retrieved ones
-        in_tail = {p for c in chosen["tail"] for p in c.group} | {c.position for c in chosen["pinned"]}
-        for c in [c for c in chosen["retrieved"] if c.conversation_id == conv and c.position in in_tail]:
-            chosen["retrieved"].remove(c)
-            used["retrieved"] -= c.tokens
-            remaining += c.tokens
-        pools["retrieved"] = [c for c in pools["retrieved"]
-                              if not (c.conversation_id == conv and c.position in in_tail)]
-        # what the anchor and the dedupe freed goes to the slices that are not the tail
+            take(s, used[s] + remaining)
+        # the leftovers may have shown more turns verbatim; what the dedupe frees goes to
+        # the slices that are not the tail
+        withdraw("retrieved", shown_verbatim())
         for s in [s for s in order if s != "tail"]:
             take(s, used[s] + remaining)
         timings["pack"] = (time.perf_counter() - t0) * 1000
 
         # -- render, count exactly, drop lowest-value items until it fits -------------------------
         while True:
-            messages = self._render(fixed_msgs, chosen, latest_body, latest_user, qclass.name)
+            messages = self._render(fixed_msgs, chosen, latest_body, latest_user)
             total = messages_tokens(self.tokens, messages)
             if total <= budget:
                 break
@@ -602,7 +602,7 @@ class Planner:
     # -- render ---------------------------------------------------------------------------------
 
     def _render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[_Cand]],
-                latest_body: dict[str, Any] | None, latest_user: int | None, qclass: str) -> list[dict[str, Any]]:
+                latest_body: dict[str, Any] | None, latest_user: int | None) -> list[dict[str, Any]]:
         msgs = list(fixed)
         blocks: dict[str, dict[str, Any]] = {}
         for s in ("pinned", "summary", "retrieved"):
