@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,28 +29,33 @@ from typing import Any
 import numpy as np
 
 from planner.classify import QueryClassifier
+from planner.dates import query_windows
 from planner.plan import Context, Plan, PlanItem, ViewStaleness
-from tiers.cold import ColdStore, TurnRow, fuse
+from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
+from tiers.cold import ColdStore, TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
 from tiers.models import StoredMessage, message_text
 from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
+from tiers.turncache import TurnCache, TurnTable
 
 TAIL_SCAN_TURNS = 400  # the tail never needs more turns than this to fill any share
 LINE_SEP_TOKENS = 1
 HEADING_SHARE_TOKENS = 4  # a session heading (~12 tokens) is shared by a few lines; the exact count fixes the rest
+# Adjustments on the scale of planner.rank's scores (z-score sums: the best turns of a
+# conversation score about 5-10): small nudges, except that a superseded value sinks.
 RECENCY_WEIGHT = 0.15
 INTENT_BOOST = {"instruction": 0.25, "correction": 0.25, "statement": 0.1, "question": 0.0,
                 "tool_result": 0.0, "chitchat": -0.2}
 LOAD_BEARING_BOOST = 0.2
-NEIGHBOUR_FACTOR = 0.5
+SUPERSEDED_PENALTY = -1.5
+OTHER_CONVERSATION_PENALTY = 1.0
+MAX_RETRIEVED_CANDIDATES = 400
 # Load-bearing turns at or above this priority are pinned automatically: constraints (85),
 # decisions (75), entities (70), corrections (90). One-shot tasks (65) are not.
 AUTO_PIN_MIN_PRIORITY = 70
-# Unit vectors: L2 distance d and cosine c relate by d^2 = 2 - 2c. A dense hit below
-# cosine 0.3 is noise, not memory; it is dropped unless bm25 finds it too.
-MAX_DENSE_DISTANCE = math.sqrt(2 - 2 * 0.3)
-STRONG_DENSE_DISTANCE = math.sqrt(2 - 2 * 0.55)  # cosine 0.55: clearly the same topic
-STRONG_BM25_DEPTH = 10
+# Outside recall questions only turns this close to the message come back (cosine 0.55:
+# clearly the same topic), or turns from a period the message names.
+STRONG_COSINE = 0.55
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
 
 
@@ -86,7 +90,6 @@ class SummaryBlock:
 class PlannerSettings:
     shares: dict[str, dict[str, float]]
     retrieval_k: int = 20
-    rrf_k: int = 60
     tool_trim_tokens: int = 400
     tail_anchor: int = 8
     namespace_recall: bool = True
@@ -124,8 +127,10 @@ class Planner:
         embed: Callable[[list[str]], np.ndarray] | None,
         settings: PlannerSettings,
         classifier: QueryClassifier | None = None,
+        turns: TurnCache | None = None,
     ) -> None:
         self.cold = cold
+        self.turns = turns if turns is not None else TurnCache(cold)
         self.tokens = tokens
         self.embed = embed
         self.settings = settings
@@ -205,8 +210,11 @@ class Planner:
         fixed_msgs: list[dict[str, Any]] = []
         if system:
             fixed_msgs.append({"role": "system", "content": system})
-        tail_rows = self.cold.tail_turns(conv, TAIL_SCAN_TURNS)
-        latest_user = self.cold.latest_position(conv, "user")
+        table = self.turns.get(conv)
+        tail_rows = self.cold.tail_turns(conv, self._tail_scan(table, budget))
+        latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
+        if latest_user is None:
+            latest_user = self.cold.latest_position(conv, "user")
         tail_msgs = {m.position: m for m in self._messages(conv, [r.position for r in tail_rows], hot)}
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self._messages(conv, [latest_user], hot)})
@@ -240,7 +248,8 @@ class Planner:
         summary = self._summary_candidates(conv, summaries, plan)
         timings["candidates"] = (time.perf_counter() - t0) * 1000
         retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, caps["retrieved"],
-                                               room, exclude=taken_positions, namespace_recall=namespace_recall)
+                                               room, exclude=taken_positions, namespace_recall=namespace_recall,
+                                               table=table)
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
 
         # -- packing: each slice up to its cap, then leftovers in class order -----------------
@@ -289,7 +298,7 @@ class Planner:
             # message: both must not move from one turn to the next
             nominal = int(budget * shares["tail"])
             chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(nominal, remaining),
-                                               max(1, nominal // 2))
+                                               max(1, nominal // 2), table)
             used["tail"] = sum(c.tokens for c in chosen["tail"])
             remaining -= used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
@@ -450,7 +459,17 @@ class Planner:
             out.append(c)
         return out
 
-    def _stable_tail(self, conv: str, pool: list[_Cand], rows: list[TurnRow], cap: int, grid: int) -> list[_Cand]:
+    def _tail_scan(self, table: TurnTable, budget: int) -> int:
+        """How many of the newest turns the tail could ever use at this budget: enough
+        that their tokens (tool outputs counted as trimmed) exceed it, plus the latest user
+        message's row."""
+        if not len(table):
+            return TAIL_SCAN_TURNS
+        newest = np.minimum(table.tokens[::-1][:TAIL_SCAN_TURNS], self.settings.tool_trim_tokens + 64)
+        return min(TAIL_SCAN_TURNS, int(np.searchsorted(np.cumsum(newest), budget)) + 2)
+
+    def _stable_tail(self, conv: str, pool: list[_Cand], rows: list[TurnRow], cap: int, grid: int,
+                     table: TurnTable) -> list[_Cand]:
         """The recent tail, with a start that stays put for several turns.
 
         Starts may only fall where the conversation's running token count crosses a
@@ -464,7 +483,7 @@ class Planner:
             return []
         if self.settings.tail_anchor <= 1 or not rows:
             return self._newest_first(pool, cap)
-        before = self.cold.tokens_before(conv, rows[0].position)
+        before = table.tokens_before(rows[0].position)
         cum: dict[int, int] = {}
         for r in rows:
             cum[r.position] = before
@@ -516,71 +535,53 @@ class Planner:
 
     def _retrieved_candidates(
         self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str, cap: int,
-        room: int, *, exclude: set[int], namespace_recall: bool,
+        room: int, *, exclude: set[int], namespace_recall: bool, table: TurnTable,
     ) -> list[_Cand]:
-        if not query or not query.strip():
+        if not query or not query.strip() or not len(table):
             return []
-        # enough candidates to fill the whole remaining room, not just the share
-        est_turn = 40
-        depth = max(self.settings.retrieval_k, min(400, int(room / est_turn * 1.5)))
-        lists: dict[str, list[tuple[str, int, float]]] = {}
+        # enough candidates to fill the whole remaining room (a LoCoMo-like turn is ~30
+        # tokens; shorter ones leave room that more candidates fill), not just the share
+        depth = max(self.settings.retrieval_k, min(MAX_RETRIEVED_CANDIDATES, room // 25 + 20))
+        bm25 = [(p, s) for _c, p, s in self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)]
+        windows = query_windows(query, float(table.created[-1]))
+        scores = score_turns(table, qvec, bm25, windows)
+        eligible = np.ones(len(table), dtype=bool)
         # Recall questions fill their share with the best candidates; other turns (a
         # statement, a new request) only bring back what is clearly related, so the
         # retrieved block stays empty or unchanged on most turns and the prefix caches.
-        recall = qclass in RECALL_CLASSES
-        max_dist = MAX_DENSE_DISTANCE if recall else STRONG_DENSE_DISTANCE
-        if qvec is not None:
-            lists["dense"] = [h for h in self.cold.search_dense(qvec, depth, conversation_id=conv)
-                              if h[2] <= max_dist]
-        lists["bm25"] = self.cold.search_bm25(query, depth, conversation_id=conv)
-        if not recall:
-            strong = {(c, p) for c, p, _d in lists.get("dense", [])}
-            lists = {"dense": lists.get("dense", []),
-                     "bm25": [h for h in lists["bm25"][:STRONG_BM25_DEPTH] if (h[0], h[1]) in strong]}
-        hits = fuse(lists, depth, rrf_k=self.settings.rrf_k)
-        other: list[Any] = []
-        if namespace_recall and self.settings.namespace_recall:
-            others = [c for c in self.cold.list_conversations(namespace) if c != conv]
-            if others:
-                ol: dict[str, list[tuple[str, int, float]]] = {}
-                if qvec is not None:
-                    ol["dense"] = self.cold.search_dense(qvec, self.settings.retrieval_k, namespace=namespace,
-                                                         exclude=conv)
-                ol["bm25"] = [h for h in self.cold.search_bm25(query, self.settings.retrieval_k,
-                                                                namespace=namespace) if h[0] != conv]
-                other = fuse(ol, self.settings.retrieval_k, rrf_k=self.settings.rrf_k)
-        if not hits and not other:
-            return []
-        top = 1.0 / (self.settings.rrf_k + 1) * max(1, len(lists))
-        last = self.cold.last_position(conv)
+        if qclass not in RECALL_CLASSES:
+            cos = scores.cosine if scores.cosine is not None else np.full(len(table), np.nan)
+            eligible = np.nan_to_num(cos, nan=-1.0) >= STRONG_COSINE
+            if windows:
+                eligible |= scores.date >= 1.0
+        for p in exclude:
+            i = table.index_of(p)
+            if i is not None:
+                eligible[i] = False
+        idx = np.flatnonzero(eligible)
+        top = idx[np.argpartition(-scores.total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
+        top = top[np.argsort(-scores.total[top], kind="stable")]
+        positions = [int(table.positions[i]) for i in top]
+        rows = {r.position: r for r in self.cold.turns_at(conv, positions)}
+        last = int(table.positions[-1])
         scored: dict[tuple[str, int], tuple[float, str]] = {}
-        rows = {r.position: r for r in self.cold.turns_at(conv, [h.position for h in hits])}
-        for h in hits:
-            if h.position in exclude:
-                continue
-            r = rows.get(h.position)
-            s = h.score / top
-            whys = [f"{name} rank {rank}" for name, rank in sorted(h.ranks.items())]
+        for i, p in zip(top, positions, strict=True):
+            s = float(scores.total[i])
+            why = scores.reason(int(i))
+            r = rows.get(p)
             if r is not None:
-                s += INTENT_BOOST.get(r.intent or "", 0.0) * 0.2
+                s += INTENT_BOOST.get(r.intent or "", 0.0)
                 if r.load_bearing and r.superseded_by is None:
-                    s += LOAD_BEARING_BOOST * 0.2
+                    s += LOAD_BEARING_BOOST
                 if r.superseded_by is not None:
-                    s -= 0.3
-                    whys.append(f"superseded by #{r.superseded_by}")
-            s += RECENCY_WEIGHT * 0.2 * (h.position / max(1, last))
-            scored[(conv, h.position)] = (s, ", ".join(whys))
-        # neighbours of strong hits: answers often sit one turn away from the words that match
-        for (c, p), (s, _why) in list(scored.items())[: max(5, len(scored) // 4)]:
-            for n in (p - 1, p + 1):
-                if 0 <= n <= last and (c, n) not in scored and n not in exclude:
-                    scored[(c, n)] = (s * NEIGHBOUR_FACTOR, f"neighbour of #{p}")
-        for h in other:
-            scored[(h.conversation_id, h.position)] = (h.score / top * 0.8,
-                                                       f"from {h.conversation_id} in this namespace: "
-                                                       + ", ".join(f"{n} rank {r}" for n, r in h.ranks.items()))
-        more = [p for (c, p) in scored if c == conv and p not in rows]
-        rows.update({r.position: r for r in self.cold.turns_at(conv, more)})
+                    s += SUPERSEDED_PENALTY
+                    why += f", superseded by #{r.superseded_by}"
+            s += RECENCY_WEIGHT * (p / max(1, last))
+            scored[(conv, p)] = (s, why)
+        if namespace_recall and self.settings.namespace_recall:
+            scored.update(self._namespace_hits(conv, namespace, query, qvec, scores))
+        if not scored:
+            return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
         msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
         out = []
@@ -597,6 +598,31 @@ class Planner:
                              tokens=self._line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
+        return out
+
+    def _namespace_hits(self, conv: str, namespace: str, query: str, qvec: np.ndarray | None,
+                        scores: TurnScores) -> dict[tuple[str, int], tuple[float, str]]:
+        """The user's other conversations: the best few hits, on this conversation's scale
+        (their cosines and bm25 standardised with this conversation's statistics), less
+        OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant."""
+        if not any(c != conv for c in self.cold.list_conversations(namespace)):
+            return {}
+        k = self.settings.retrieval_k
+        found: dict[tuple[str, int], dict[str, float]] = {}
+        if qvec is not None:
+            for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv):
+                found.setdefault((c, p), {})["cosine"] = 1.0 - dist * dist / 2.0  # unit vectors
+        for rank, (c, p, bm) in enumerate(self.cold.search_bm25(query, k, namespace=namespace), start=1):
+            if c != conv:
+                found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
+        out: dict[tuple[str, int], tuple[float, str]] = {}
+        for key, f in found.items():
+            s = (scores.z_dense(f["cosine"]) if "cosine" in f else MISSING_Z) + scores.z_bm25(f.get("bm25"))
+            parts = [f"cosine {f['cosine']:.2f}"] if "cosine" in f else []
+            if "rank" in f:
+                parts.append(f"bm25 rank {int(f['rank'])}")
+            out[key] = (s - OTHER_CONVERSATION_PENALTY,
+                        f"from {key[0]} in this namespace: " + ", ".join(parts))
         return out
 
     # -- render ---------------------------------------------------------------------------------

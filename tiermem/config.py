@@ -36,6 +36,7 @@ DEFAULT_TAIL_PROTECT_TURNS = 8
 DEFAULT_EVICTION_BIAS = 0.25
 DEFAULT_EMBED_BATCH = 64
 DEFAULT_RETRIEVAL_K = 20
+DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
 DEFAULT_RRF_K = 60
 DEFAULT_WARM_MAX_TURNS_BEHIND = 20
 DEFAULT_WARM_MAX_SECONDS_BEHIND = 300.0
@@ -113,6 +114,9 @@ class Config(BaseSettings):
     rrf_k: int = Field(DEFAULT_RRF_K, ge=1)
     slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
     tool_trim_tokens: int = Field(400, ge=32, description="tool outputs longer than this are trimmed")
+    turn_cache_mb: int = Field(DEFAULT_TURN_CACHE_MB, ge=1, le=1_000_000, description=(
+        "memory for the planner's copy of conversations' vectors and turn facts (about 1.6 MB per "
+        "1,000 turns); least recently used conversations are dropped past it"))
     store_plans: bool = False
     retrieved_placement: Literal["before_latest", "before_tail"] = Field(
         "before_latest",

@@ -31,6 +31,7 @@ from tiers.embed import Embedder, SentenceTransformerEmbedder
 from tiers.errors import ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id
 from tiers.tokens import BpeTokenCounter, TokenCounter
+from tiers.turncache import TurnCache
 
 if TYPE_CHECKING:
     from tiermem.hotlink import HotLink
@@ -113,6 +114,8 @@ class Memory:
         )
         self._closed = False
         self.classifier = TurnClassifier()
+        # derived copies of each conversation's vectors and turn facts for the planner
+        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024)
         self.planner = Planner(
             self.cold,
             self.tokens,
@@ -120,11 +123,11 @@ class Memory:
             PlannerSettings(
                 shares={k: v.model_dump() for k, v in self.config.slice_shares.items()},
                 retrieval_k=self.config.retrieval_k,
-                rrf_k=self.config.rrf_k,
                 tool_trim_tokens=self.config.tool_trim_tokens,
                 tail_anchor=self.config.tail_anchor_turns,
                 retrieved_placement=self.config.retrieved_placement,
             ),
+            turns=self.turns,
         )
         self.hot: HotLink | None = None
         if hot:
@@ -338,8 +341,9 @@ class Memory:
         else:
             raise ValidationError("older_than", "must be a timedelta, a datetime or a non-negative age in seconds")
         report = self.cold.prune(cutoff, namespace=self._ns(namespace) if namespace is not None else None)
-        if self.hot is not None:
-            for conv in report.conversation_ids:
+        for conv in report.conversation_ids:
+            self.turns.drop(conv)
+            if self.hot is not None:
                 self.hot.drop(conv)
         return report
 
@@ -562,6 +566,7 @@ class Memory:
         """Recompute every derived structure from the log: turn index, FTS, vectors, the
         hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
         report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
+        self.turns.drop()
         report["labeled"] = self._relabel_all()
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()

@@ -740,6 +740,36 @@ class ColdStore:
                     out[int(pos)] = np.frombuffer(v[0], dtype=np.float32)
         return out
 
+    def turn_census(self, conversation_id: str) -> tuple[int, int]:
+        """(turns, last position) of the turn index: how a reader's copy of a
+        conversation (tiers.turncache) tells that it grew, shrank or was rebuilt."""
+        row = self._read(
+            "SELECT COUNT(*), COALESCE(MAX(position), -1) FROM turns WHERE conversation_id = ?",
+            (conversation_id,),
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def turn_facts(
+        self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None
+    ) -> list[tuple[int, int, float, str | None, bytes | None]]:
+        """(position, tokens, created_at, session_id, vector bytes or None) for the turns
+        after `after`, or for `positions`, in log order; the planner's exhaustive scoring
+        reads these once per turn and keeps them (tiers.turncache)."""
+        vec = self._has_vec()
+        cols = "t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
+        join = f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
+        if positions is not None:
+            if not positions:
+                return []
+            ph = ",".join("?" * len(positions))
+            sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position IN ({ph}) "
+                   "ORDER BY t.position")
+            params: tuple[Any, ...] = (conversation_id, *positions)
+        else:
+            sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position > ? ORDER BY t.position"
+            params = (conversation_id, after)
+        return [(int(r[0]), int(r[1]), float(r[2]), r[3], r[4]) for r in self._read(sql, params)]
+
     # -- reads --------------------------------------------------------------------------
 
     def _decode(self, row: Sequence[Any]) -> StoredMessage | None:

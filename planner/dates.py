@@ -1,0 +1,275 @@
+"""Time windows named in a query ("13 October 2023", "last week", "3 days ago"), offline.
+
+The planner boosts retrieved turns whose time falls inside a window the query names. Matching is
+case-insensitive, ASCII-only, stdlib-only, and needs no model.
+
+Recognised (month names full or as 3-letter abbreviations, plus "Sept"; an optional "." after
+an abbreviation; optional st/nd/rd/th after a day; optional commas):
+
+- a day: "13 October 2023", "13th of Oct, 2023", "October 13, 2023", "Oct 13 2023",
+  "2023-10-13", "2023/10/13" -> that UTC day;
+- a month: "October 2023", "Oct, 2023", "October of 2023" -> that calendar month;
+- a year, only after "in", "during" or "throughout" ("in 2022", "during the year 2022") and not
+  followed by a unit ("in 2000 ms", "in 2000 words") -> that calendar year. A bare number such as
+  "2022 tickets" or "2023 was fun" is not a date;
+- relative to `now` (the time of the conversation's latest message, not the wall clock):
+  - "today", "yesterday", "the day before yesterday" -> that UTC day;
+  - "this week" / "last week" -> the ISO calendar week (Monday to Monday) holding today / the one
+    before; likewise "this month" / "last month" and "this year" / "last year" for calendar
+    months and years;
+  - "N days ago" -> that single day; "N weeks/months/years ago" -> the calendar week, month or
+    year N back, so "a week ago" is "last week" and "a month ago" is "last month". N is digits,
+    one..twelve, or "a"/"an";
+  - "a few days ago" -> 2 to 5 days ago, both ends included;
+  - "past week/month/year", "last/past N days/weeks/months/years" -> a rolling span that ends
+    with today and starts the day after the same date one unit (or N units) back, so
+    "past week" is the 7 days ending today.
+
+Not windows: vague words ("recently", "a while ago"), a month or day without a year ("in May",
+"on the 13th"), times of day, "since 2022" (open-ended).
+
+Invariants:
+- every window is whole UTC days: `start` and `end` are midnights, `start < end`; `end` is
+  exclusive and may lie after `now` ("today", "this week" run to the end of the period);
+- each piece of text yields at most one window: patterns claim their span in priority order (full
+  dates, then months, years, relative phrases), so "13 October 2023" is not also "October 2023";
+  an invalid date ("31 February 2023", "2023-13-45") claims its span and yields nothing;
+- only years 1900..2200 count, for absolute and relative windows alike; a `now` outside that
+  range (or NaN) means no relative windows;
+- the result is sorted by (start, end) with duplicate (start, end) pairs dropped, keeping the
+  first phrase in the text; `query_windows` never raises on any string.
+"""
+
+from __future__ import annotations
+
+import bisect
+import calendar
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+
+DAY_S = 86_400.0
+WEEK_DAYS = 7
+MONTHS_PER_YEAR = 12
+MIN_YEAR = 1900
+MAX_YEAR = 2200
+FEW_DAYS_NEAREST = 2  # "a few days ago": 2..5 days back, both included
+FEW_DAYS_FARTHEST = 5
+
+_EPOCH_ORD = date(1970, 1, 1).toordinal()
+_MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
+_END_ORD = date(MAX_YEAR + 1, 1, 1).toordinal()  # exclusive
+
+Span = tuple[int, int]  # [first day, end day) as proleptic Gregorian ordinals
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    start: float  # POSIX seconds, UTC, inclusive
+    end: float  # POSIX seconds, UTC, exclusive
+    text: str  # the words of the query it came from, e.g. "13 October 2023", "last week"
+
+
+_MONTHS = {name: i for i, name in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+_MONTH = (r"(?P<m>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?")
+_DAY = r"(?P<d>[0-9]{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<y>[0-9]{4})\b"
+_SEP = r"(?:,\s*|\s+)"
+
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+# Four digits at most: enough for any real query, and keeps the arithmetic small.
+_NUM = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")"
+# "last a days" is not English, so the rolling form takes digits and number words only.
+_COUNT = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(set(_NUMBERS) - {"a", "an"}, key=len, reverse=True)) + ")"
+_UNIT = r"(?P<u>day|week|month|year)"
+# After "in 2000", these make it a quantity, not a year ("reply in 2000 words").
+_QUANTITY_UNITS = (r"ms|millis(?:econds?)?|seconds?|secs?|minutes?|mins?|hours?|hrs?|words?|tokens?"
+                   r"|characters?|chars?|lines?|bytes?|[kmgt]b|pages?|steps?|rows?|items?|records?"
+                   r"|dollars?|usd|eur(?:os?)?|points?|px|pixels?|calories|kcal|km|miles?|meters?|feet"
+                   r"|lbs?|kg|units?|times|people|users")
+
+
+def _re(pattern: str) -> re.Pattern[str]:
+    # ASCII: Unicode case folding would let "ſ" match "s" and "١" match [0-9] via \d.
+    return re.compile(pattern, re.IGNORECASE | re.ASCII)
+
+
+# --- resolvers: match (and today's ordinal, None when `now` is unusable) -> day span ---------
+
+
+def _date_span(year: int, month: int | None, day: int) -> Span | None:
+    if month is None or not MIN_YEAR <= year <= MAX_YEAR:
+        return None
+    try:
+        first = date(year, month, day).toordinal()
+    except ValueError:  # 31 February, month 13
+        return None
+    return first, first + 1
+
+
+def _month_span(index: int) -> Span | None:
+    """Calendar month `index` = year * 12 + (month - 1)."""
+    year, m0 = divmod(index, MONTHS_PER_YEAR)
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        return None
+    next_year, next_m0 = divmod(index + 1, MONTHS_PER_YEAR)
+    return date(year, m0 + 1, 1).toordinal(), date(next_year, next_m0 + 1, 1).toordinal()
+
+
+def _year_span(year: int) -> Span | None:
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        return None
+    return date(year, 1, 1).toordinal(), date(year + 1, 1, 1).toordinal()
+
+
+def _week_span(today: int, weeks_back: int) -> Span:
+    monday = today - date.fromordinal(today).weekday() - WEEK_DAYS * weeks_back
+    return monday, monday + WEEK_DAYS
+
+
+def _month_index(day: int) -> int:
+    d = date.fromordinal(day)
+    return d.year * MONTHS_PER_YEAR + d.month - 1
+
+
+def _back(today: int, n: int, unit: str) -> int | None:
+    """The ordinal of the same date n units before today (day clamped to the month's length)."""
+    if unit == "day":
+        return today - n
+    if unit == "week":
+        return today - WEEK_DAYS * n
+    d = date.fromordinal(today)
+    index = _month_index(today) - n * (MONTHS_PER_YEAR if unit == "year" else 1)
+    year, m0 = divmod(index, MONTHS_PER_YEAR)
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        return None
+    return date(year, m0 + 1, min(d.day, calendar.monthrange(year, m0 + 1)[1])).toordinal()
+
+
+def _count(m: re.Match[str]) -> int:
+    n = m["n"].lower()
+    return int(n) if n.isdigit() else _NUMBERS[n]
+
+
+def _day_month_year(m: re.Match[str], today: int | None) -> Span | None:
+    return _date_span(int(m["y"]), _MONTHS.get(m["m"][:3].lower()), int(m["d"]))
+
+
+def _iso(m: re.Match[str], today: int | None) -> Span | None:
+    return _date_span(int(m["y"]), int(m["mo"]), int(m["d"]))
+
+
+def _month_year(m: re.Match[str], today: int | None) -> Span | None:
+    month = _MONTHS.get(m["m"][:3].lower())
+    return None if month is None else _month_span(int(m["y"]) * MONTHS_PER_YEAR + month - 1)
+
+
+def _year(m: re.Match[str], today: int | None) -> Span | None:
+    return _year_span(int(m["y"]))
+
+
+def _days_back(first: int, last: int) -> Callable[[re.Match[str], int | None], Span | None]:
+    """A fixed run of days: `first`..`last` days before today, both included."""
+    def resolve(m: re.Match[str], today: int | None) -> Span | None:
+        return None if today is None else (today - last, today - first + 1)
+    return resolve
+
+
+def _ago(m: re.Match[str], today: int | None) -> Span | None:
+    if today is None:
+        return None
+    n, unit = _count(m), m["u"].lower()
+    if unit == "day":
+        return today - n, today - n + 1
+    if unit == "week":
+        return _week_span(today, n)
+    if unit == "month":
+        return _month_span(_month_index(today) - n)
+    return _year_span(date.fromordinal(today).year - n)
+
+
+def _calendar(m: re.Match[str], today: int | None) -> Span | None:
+    if today is None:
+        return None
+    back, unit = int(m["which"].lower() == "last"), m["u"].lower()
+    if unit == "week":
+        return _week_span(today, back)
+    if unit == "month":
+        return _month_span(_month_index(today) - back)
+    return _year_span(date.fromordinal(today).year - back)
+
+
+def _rolling(m: re.Match[str], today: int | None) -> Span | None:
+    if today is None:
+        return None
+    n = _count(m) if m.groupdict().get("n") else 1
+    start = _back(today, n, m["u"].lower())
+    return None if start is None else (start + 1, today + 1)
+
+
+# Priority order: an earlier pattern's match claims its text before a later one can.
+_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], int | None], Span | None]]] = [
+    (_re(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}{_SEP}{_YEAR}"), _day_month_year),
+    (_re(rf"\b{_MONTH}\s+{_DAY}{_SEP}{_YEAR}"), _day_month_year),
+    # Lookarounds, not \b: "2023-10-13T09:00" has a letter right after the day.
+    (_re(r"(?<![0-9])(?P<y>[0-9]{4})(?P<sep>[-/])(?P<mo>[0-9]{1,2})(?P=sep)(?P<d>[0-9]{1,2})(?![0-9])"), _iso),
+    (_re(rf"\b{_MONTH}{_SEP}(?:of\s+)?{_YEAR}"), _month_year),
+    (_re(rf"\b(?:in|during|throughout)\s+(?:the\s+year\s+)?{_YEAR}(?![-/.:][0-9])(?!\s*%)"
+         rf"(?!\s+(?:{_QUANTITY_UNITS})\b)"), _year),
+    (_re(r"\b(?:the\s+)?day\s+before\s+yesterday\b"), _days_back(2, 2)),
+    (_re(r"\byesterday\b"), _days_back(1, 1)),
+    (_re(r"\btoday\b"), _days_back(0, 0)),
+    (_re(r"\b(?:a\s+)?few\s+days\s+ago\b"), _days_back(FEW_DAYS_NEAREST, FEW_DAYS_FARTHEST)),
+    (_re(rf"\b{_NUM}\s+{_UNIT}s?\s+ago\b"), _ago),
+    (_re(rf"\b(?:the\s+)?(?:last|past)\s+{_COUNT}\s+{_UNIT}s?\b"), _rolling),
+    # Singular only: "in past years" is vague, "the past year" is not.
+    (_re(r"\b(?:the\s+)?past\s+(?P<u>week|month|year)\b"), _rolling),
+    (_re(r"\b(?P<which>this|last)\s+(?P<u>week|month|year)\b"), _calendar),
+]
+
+
+def _today(now: float) -> int | None:
+    # Chained comparison rather than math.isfinite: NaN fails it, and a huge int cannot overflow.
+    if not (_MIN_ORD - _EPOCH_ORD) * DAY_S <= now < (_END_ORD - _EPOCH_ORD) * DAY_S:
+        return None
+    return _EPOCH_ORD + int(now // DAY_S)
+
+
+def _seconds(ordinal: int) -> float:
+    return (ordinal - _EPOCH_ORD) * DAY_S
+
+
+def query_windows(text: str, now: float) -> list[TimeWindow]:
+    """Time windows named in `text`; `now` (POSIX seconds) anchors relative phrases
+    (the planner passes the time of the conversation's latest message, not the wall clock)."""
+    today = _today(now)
+    # Claimed spans never overlap, so sorted by start they are sorted by end too and only the
+    # neighbours of an insertion point can overlap a new span (a linear scan is quadratic on
+    # a long paste full of "today").
+    claimed: list[tuple[int, int]] = []
+    hits: list[tuple[int, TimeWindow]] = []
+    for pattern, resolve in _RULES:
+        for m in pattern.finditer(text):
+            lo, hi = m.span()
+            i = bisect.bisect_left(claimed, (lo, hi))
+            if (i > 0 and claimed[i - 1][1] > lo) or (i < len(claimed) and claimed[i][0] < hi):
+                continue
+            claimed.insert(i, (lo, hi))
+            try:
+                span = resolve(m, today)
+            except (ValueError, OverflowError):  # belt and braces: a query must never break planning
+                span = None
+            if span is None or not _MIN_ORD <= span[0] < span[1] <= _END_ORD:
+                continue
+            hits.append((lo, TimeWindow(_seconds(span[0]), _seconds(span[1]), m[0])))
+    hits.sort(key=lambda h: (h[1].start, h[1].end, h[0]))
+    out: list[TimeWindow] = []
+    for _, w in hits:
+        if not out or (out[-1].start, out[-1].end) != (w.start, w.end):
+            out.append(w)
+    return out
+

@@ -1,0 +1,168 @@
+"""Scoring every turn of a conversation against one query.
+
+Dialogue is local: the words that match a question are often one turn away from the
+answer ("what did you do?" / "I went hiking"), and the turns of one episode (a session,
+or a stretch of talk without a long pause) are about the same things. So a turn's score
+is not its similarity alone:
+
+    base      = z(cosine to the query) + z(bm25 among the keyword matches)
+    neighbour = NEIGHBOUR * max(base of the turn before, base of the turn after)
+    episode   = EPISODE * mean of the best EPISODE_TOP (base + neighbour) in its episode
+    date      = DATE * closeness of its time to a period the query names
+    score     = base + neighbour + episode + date
+
+Both similarities are standardised over this conversation (z-scores), so they add up
+on one scale whatever the retriever's raw units. A turn without a vector yet, or not
+among the keyword matches, counts as MISSING_Z (a little below an average turn), not
+as the worst turn: absence from one retriever is weak evidence.
+
+Invariants: pure (no I/O); deterministic for the same inputs; every component is kept,
+so the plan can say why a turn ranked where it did. The weights were chosen on the
+LoCoMo dev conversations (see README, "Design notes"): the plateau is broad, neighbours
+0.1-0.3, episodes 0.6-1.0 and missing 0 to -1 are within half a point of each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.dates import DAY_S, TimeWindow
+from tiers.turncache import TurnTable
+
+BM25_DEPTH = 100  # keyword matches standardised and scored; the rest count as missing
+MISSING_Z = -1.0
+NEIGHBOUR = 0.2
+EPISODE = 0.8
+EPISODE_TOP = 3
+DATE = 1.0
+DATE_SLACK_DAYS = 3.0  # a turn this many days outside a named period gets no date credit
+
+
+@dataclass
+class TurnScores:
+    """Scores of every turn of `table` (index i is `table.positions[i]`)."""
+
+    table: TurnTable
+    total: np.ndarray
+    cosine: np.ndarray | None  # raw cosine, NaN without a vector
+    bm25_rank: dict[int, int]  # index -> 1-based rank among the keyword matches
+    neighbour: np.ndarray
+    episode: np.ndarray
+    date: np.ndarray
+    windows: Sequence[TimeWindow]
+    dense_stats: tuple[float, float] | None  # mean, sd of the cosines (for other conversations' hits)
+    bm25_stats: tuple[float, float] | None  # mean, sd of -bm25 over the matches
+
+    def reason(self, i: int) -> str:
+        parts = []
+        if self.cosine is not None and not np.isnan(self.cosine[i]):
+            parts.append(f"cosine {self.cosine[i]:.2f}")
+        r = self.bm25_rank.get(i)
+        if r is not None:
+            parts.append(f"bm25 rank {r}")
+        if abs(self.neighbour[i]) >= 0.05:
+            parts.append(f"neighbours {self.neighbour[i]:+.2f}")
+        if abs(self.episode[i]) >= 0.05:
+            parts.append(f"episode {self.episode[i]:+.2f}")
+        if self.date[i] > 0:
+            names = ", ".join(f"'{w.text}'" for w in self.windows)
+            parts.append(f"date {names} {self.date[i]:+.2f}")
+        return ", ".join(parts) or "context only"
+
+    def z_dense(self, cosine: float) -> float:
+        if self.dense_stats is None:
+            return MISSING_Z
+        mu, sd = self.dense_stats
+        return (cosine - mu) / sd
+
+    def z_bm25(self, bm25: float | None) -> float:
+        if bm25 is None or self.bm25_stats is None:
+            return MISSING_Z
+        mu, sd = self.bm25_stats
+        return (-bm25 - mu) / sd
+
+
+def _standardise(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, tuple[float, float] | None]:
+    out = np.full(values.shape[0], MISSING_Z, dtype=np.float64)
+    if int(valid.sum()) < 2:
+        # one match is a match: give it a clear lead, not a zero-variance NaN
+        out[valid] = 1.0
+        return out, None
+    v = values[valid]
+    mu, sd = float(v.mean()), float(v.std())
+    sd = sd if sd > 1e-9 else 1.0
+    out[valid] = (v - mu) / sd
+    return out, (mu, sd)
+
+
+def _episode_context(score: np.ndarray, groups: np.ndarray, top: int) -> np.ndarray:
+    """Per turn: the mean of the best `top` scores of its episode."""
+    n = score.shape[0]
+    if n == 0:
+        return score
+    order = np.lexsort((-score, groups))  # by group, best first within it
+    g = groups[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    rank_in_group = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    keep = rank_in_group < top
+    uniq, inv = np.unique(g[keep], return_inverse=True)
+    sums = np.bincount(inv, weights=score[order][keep], minlength=uniq.shape[0])
+    counts = np.bincount(inv, minlength=uniq.shape[0])
+    means = sums / np.maximum(counts, 1)
+    return means[np.searchsorted(uniq, groups)]
+
+
+def _date_closeness(created: np.ndarray, windows: Sequence[TimeWindow]) -> np.ndarray:
+    out = np.zeros(created.shape[0], dtype=np.float64)
+    slack = DATE_SLACK_DAYS * DAY_S
+    for w in windows:
+        outside = np.maximum(w.start - created, 0.0) + np.maximum(created - w.end, 0.0)
+        out = np.maximum(out, np.clip(1.0 - outside / (slack + DAY_S), 0.0, 1.0))
+    return out
+
+
+def score_turns(
+    table: TurnTable,
+    query_vec: np.ndarray | None,
+    bm25_hits: Sequence[tuple[int, float]],
+    windows: Sequence[TimeWindow] = (),
+) -> TurnScores:
+    """Score every turn; `bm25_hits` are (position, bm25) best first (lower bm25 is better)."""
+    n = len(table)
+    cosine: np.ndarray | None = None
+    dense_stats = None
+    if query_vec is not None and table.vectors is not None and n:
+        q = np.asarray(query_vec, dtype=np.float32)
+        if q.shape[0] == table.vectors.shape[1]:
+            cosine = (table.vectors @ q).astype(np.float64)
+            cosine[~table.has_vec] = np.nan
+    if cosine is not None:
+        zd, dense_stats = _standardise(cosine, table.has_vec)
+    else:
+        zd = np.full(n, MISSING_Z, dtype=np.float64)
+    raw_bm = np.zeros(n, dtype=np.float64)
+    matched = np.zeros(n, dtype=bool)
+    bm25_rank: dict[int, int] = {}
+    for rank, (pos, bm) in enumerate(bm25_hits[:BM25_DEPTH], start=1):
+        i = table.index_of(pos)
+        if i is None or matched[i]:
+            continue
+        raw_bm[i] = -bm
+        matched[i] = True
+        bm25_rank[i] = rank
+    zb, bm25_stats = _standardise(raw_bm, matched)
+    base = zd + zb
+    if n > 1:
+        before = np.r_[-np.inf, base[:-1]]
+        after = np.r_[base[1:], -np.inf]
+        neighbour = NEIGHBOUR * np.maximum(before, after)
+    else:
+        neighbour = np.zeros(n)
+    local = base + neighbour
+    episode = EPISODE * _episode_context(local, table.groups, EPISODE_TOP)
+    date = DATE * _date_closeness(table.created, windows) if windows else np.zeros(n)
+    return TurnScores(table, local + episode + date, cosine, bm25_rank, neighbour, episode, date, windows,
+                      dense_stats, bm25_stats)

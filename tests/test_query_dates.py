@@ -1,0 +1,145 @@
+"""Query time windows: a table per format, invalid dates, false positives, relative phrases
+against a fixed `now`, and a property that no string makes the extractor raise."""
+
+from __future__ import annotations
+
+import calendar
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.dates import DAY_S, TimeWindow, query_windows
+
+# Wednesday 15 May 2024, 12:00 UTC: mid-week and mid-month, so "this"/"last" periods differ.
+NOW = float(calendar.timegm((2024, 5, 15, 12, 0, 0)))
+
+
+def days(query: str, now: float = NOW) -> list[tuple[str, str]]:
+    """Windows as (first day, day after the last) ISO dates, which read better than seconds."""
+    return [(_iso(w.start), _iso(w.end)) for w in query_windows(query, now)]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    # day month year, with ordinal, "of", comma, abbreviation
+    ("what did I do on 13 October 2023?", [("2023-10-13", "2023-10-14")]),
+    ("on the 13th of Oct, 2023", [("2023-10-13", "2023-10-14")]),
+    # month day, year
+    ("October 13, 2023", [("2023-10-13", "2023-10-14")]),
+    ("oct 13 2023", [("2023-10-13", "2023-10-14")]),
+    ("Sept 1st, 2023", [("2023-09-01", "2023-09-02")]),
+    # ISO, also with a time after it, and with slashes
+    ("2023-10-13", [("2023-10-13", "2023-10-14")]),
+    ("at 2023-10-13T09:30:00Z", [("2023-10-13", "2023-10-14")]),
+    ("2023/1/5", [("2023-01-05", "2023-01-06")]),
+    # leap day exists in 2024
+    ("29 Feb 2024", [("2024-02-29", "2024-03-01")]),
+])
+def test_absolute_days(query: str, expected: list[tuple[str, str]]) -> None:
+    assert days(query) == expected
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("when did we talk in May 2023?", [("2023-05-01", "2023-06-01")]),
+    ("Oct, 2023", [("2023-10-01", "2023-11-01")]),
+    ("in December of 2023", [("2023-12-01", "2024-01-01")]),
+    # a full date claims its month name: one window, not two
+    ("13 October 2023", [("2023-10-13", "2023-10-14")]),
+    # a month and a day of it: both, sorted by start
+    ("3 Oct 2023 or was it October 2023", [("2023-10-01", "2023-11-01"), ("2023-10-03", "2023-10-04")]),
+])
+def test_months(query: str, expected: list[tuple[str, str]]) -> None:
+    assert days(query) == expected
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("what happened in 2022?", [("2022-01-01", "2023-01-01")]),
+    ("during 2022", [("2022-01-01", "2023-01-01")]),
+    ("throughout the year 2021", [("2021-01-01", "2022-01-01")]),
+    # no "in"/"during": a number, not a year
+    ("I have 2 cats and 2023 was fun", []),
+    ("book 2022 tickets", []),
+    # a quantity after "in"
+    ("answer in 2000 words", []),
+    ("respond in 1500 ms", []),
+    ("up in 2000%", []),
+])
+def test_years(query: str, expected: list[tuple[str, str]]) -> None:
+    assert days(query) == expected
+
+
+@pytest.mark.parametrize("query", [
+    "31 February 2023",  # no such day
+    "2023-13-45",  # no such month
+    "2023-02-30",
+    "in 1899",  # before 1900
+    "13 October 2201",  # after 2200
+    "Octember 2023",  # not a month
+    "what did we do recently?",  # too vague
+    "a while ago",
+    "",
+])
+def test_not_windows(query: str) -> None:
+    assert query_windows(query, NOW) == []
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("what did we say today?", [("2024-05-15", "2024-05-16")]),
+    ("Yesterday", [("2024-05-14", "2024-05-15")]),
+    ("the day before yesterday", [("2024-05-13", "2024-05-14")]),
+    # calendar weeks run Monday to Monday
+    ("this week", [("2024-05-13", "2024-05-20")]),
+    ("what happened last week?", [("2024-05-06", "2024-05-13")]),
+    ("a week ago", [("2024-05-06", "2024-05-13")]),
+    ("two weeks ago", [("2024-04-29", "2024-05-06")]),
+    # rolling: the 7 days ending today
+    ("over the past week", [("2024-05-09", "2024-05-16")]),
+    ("in the last 3 days", [("2024-05-13", "2024-05-16")]),
+    ("this month", [("2024-05-01", "2024-06-01")]),
+    ("last month", [("2024-04-01", "2024-05-01")]),
+    ("3 months ago", [("2024-02-01", "2024-03-01")]),
+    ("this year", [("2024-01-01", "2025-01-01")]),
+    ("LAST YEAR", [("2023-01-01", "2024-01-01")]),
+    ("5 days ago", [("2024-05-10", "2024-05-11")]),
+    ("one day ago", [("2024-05-14", "2024-05-15")]),
+    # 2 to 5 days back, both included
+    ("a few days ago", [("2024-05-10", "2024-05-14")]),
+    # two phrases naming the same day: one window
+    ("yesterday, i.e. 14 May 2024", [("2024-05-14", "2024-05-15")]),
+    # too far back for the year range
+    ("9999 years ago", []),
+])
+def test_relative(query: str, expected: list[tuple[str, str]]) -> None:
+    assert days(query) == expected
+
+
+def test_window_keeps_its_words() -> None:
+    assert query_windows("what did I do on 13 October 2023 and last week?", NOW) == [
+        TimeWindow(float(calendar.timegm((2023, 10, 13, 0, 0, 0))),
+                   float(calendar.timegm((2023, 10, 14, 0, 0, 0))), "13 October 2023"),
+        TimeWindow(NOW - 9.5 * DAY_S, NOW - 2.5 * DAY_S, "last week"),
+    ]
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf"), -1e300, 1e300])
+def test_unusable_now_gives_no_relative_windows(now: float) -> None:
+    assert days("yesterday or 13 October 2023", now) == [("2023-10-13", "2023-10-14")]
+
+
+_FRAGMENTS = ["13", "October", "Oct.", "2023", "2023-10-13", "in", "during", "last", "past", "week",
+              "days", "ago", "a few", "today", ",", "31 February", "9999", "th", "of"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=12), st.sampled_from(_FRAGMENTS)), max_size=12),
+       st.one_of(st.floats(), st.just(NOW)))
+def test_never_raises(parts: list[str], now: float) -> None:
+    windows = query_windows(" ".join(parts), now)
+    assert all(w.start < w.end and w.start % DAY_S == 0 and w.end % DAY_S == 0 for w in windows)
+    assert windows == sorted(windows, key=lambda w: (w.start, w.end))
+    assert len({(w.start, w.end) for w in windows}) == len(windows)

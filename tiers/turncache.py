@@ -1,0 +1,239 @@
+"""An in-process copy of each conversation's turn facts and vectors, for the planner.
+
+The planner scores every turn of a conversation for each query (exact cosine to all of
+them, then neighbour, session and date context, see planner/rank.py). That needs all of
+a conversation's vectors at once: reading 10k vectors out of vec0 per query would cost
+more than the scoring, so this cache keeps them as one float32 matrix per conversation,
+next to the positions, token counts, times and session groups.
+
+Invariants:
+- Derived, never authoritative. Everything here is re-read from the cold log and nothing
+  is written back; a miss or a reload costs time, never a turn.
+- It follows the log's shape: on every `get` a census (turn count and last position)
+  says whether the conversation only grew (read the new turns), did not change (nothing
+  to read) or changed any other way (pruned and re-created, rebuilt: reload it whole).
+  A conversation pruned by another process and re-created with exactly as many turns
+  between two calls would pass the census; this process's own prune drops the entry.
+- A turn stored before its vector is re-read until the vector exists; until then its
+  dense score is "unknown", never a stale or zero-similarity guess.
+- Bounded: past `max_bytes`, least recently used conversations are dropped.
+- Thread-safe: one lock guards the entries; a `TurnTable` handed out is a consistent
+  snapshot (arrays are views of append-only buffers; rows below `n` are written before
+  `n` moves past them, and a vector row is written before its `has_vec` flag).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from tiers.cold import ColdStore
+
+DEFAULT_TURN_CACHE_BYTES = 256 * 1024 * 1024
+# A conversation without session ids is cut into groups where the talk paused this long,
+# or after this many turns: the planner's session context needs some notion of episode.
+SESSION_GAP_S = 30 * 60.0
+MAX_GROUP_TURNS = 50
+_PENDING_RECHECK_LIMIT = 512  # pending vectors re-read per call (the rest on the next calls)
+
+
+@dataclass(frozen=True)
+class TurnTable:
+    """One conversation's turns, in log order, as arrays (a snapshot)."""
+
+    conversation_id: str
+    positions: np.ndarray  # int64
+    tokens: np.ndarray  # int64, the turn index's message tokens
+    created: np.ndarray  # float64, POSIX seconds
+    groups: np.ndarray  # int64 episode id: the session, or a time-gap group
+    vectors: np.ndarray | None  # float32 (n, dim), unit rows; zeros where has_vec is False
+    has_vec: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return int(self.positions.shape[0])
+
+    def index_of(self, position: int) -> int | None:
+        i = int(np.searchsorted(self.positions, position))
+        return i if i < len(self) and int(self.positions[i]) == position else None
+
+    def tokens_before(self, position: int) -> int:
+        """Token total of the turns before `position` (the tail's stable grid)."""
+        i = int(np.searchsorted(self.positions, position))
+        return int(self.tokens[:i].sum())
+
+
+class _Entry:
+    """Capacity-doubling buffers behind a conversation's snapshots."""
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.n = 0
+        self.last = -1
+        cap = 64
+        self.positions = np.zeros(cap, dtype=np.int64)
+        self.tokens = np.zeros(cap, dtype=np.int64)
+        self.created = np.zeros(cap, dtype=np.float64)
+        self.groups = np.zeros(cap, dtype=np.int64)
+        self.has_vec = np.zeros(cap, dtype=bool)
+        self.vectors: np.ndarray | None = None
+        self.pending: list[int] = []  # indexes whose vector has not been stored yet
+        self._group = -1
+        self._group_session: str | None = None
+        self._group_len = 0
+        self._group_last_time = 0.0
+
+    @property
+    def capacity(self) -> int:
+        return int(self.positions.shape[0])
+
+    def nbytes(self) -> int:
+        vec = 0 if self.vectors is None else self.vectors.nbytes
+        return vec + self.capacity * (8 * 4 + 1)
+
+    def _grow(self, need: int) -> None:
+        cap = self.capacity
+        if need <= cap:
+            return
+        while cap < need:
+            cap *= 2
+        for name in ("positions", "tokens", "created", "groups", "has_vec"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self.n] = old[: self.n]
+            setattr(self, name, new)
+        if self.vectors is not None:
+            nv = np.zeros((cap, self.vectors.shape[1]), dtype=np.float32)
+            nv[: self.n] = self.vectors[: self.n]
+            self.vectors = nv
+
+    def _set_vector(self, i: int, blob: bytes) -> bool:
+        v = np.frombuffer(blob, dtype=np.float32)
+        if self.vectors is None:
+            self.vectors = np.zeros((self.capacity, v.shape[0]), dtype=np.float32)
+        if v.shape[0] != self.vectors.shape[1]:
+            return False  # another model's vectors: the caller reloads the whole entry
+        self.vectors[i] = v
+        self.has_vec[i] = True
+        return True
+
+    def _group_of(self, session: str | None, created: float) -> int:
+        if session is not None:
+            if self._group < 0 or session != self._group_session:
+                self._group += 1
+                self._group_len = 0
+        elif (self._group < 0 or self._group_session is not None or created - self._group_last_time > SESSION_GAP_S
+              or self._group_len >= MAX_GROUP_TURNS):
+            self._group += 1
+            self._group_len = 0
+        self._group_session = session
+        self._group_len += 1
+        self._group_last_time = created
+        return self._group
+
+    def add(self, rows: list[tuple[int, int, float, str | None, bytes | None]]) -> bool:
+        """Append rows in log order; False when a vector does not fit (reload)."""
+        self._grow(self.n + len(rows))
+        for pos, toks, created, session, blob in rows:
+            i = self.n
+            self.positions[i] = pos
+            self.tokens[i] = toks
+            self.created[i] = created
+            self.groups[i] = self._group_of(session, created)
+            if blob is not None:
+                if not self._set_vector(i, blob):
+                    return False
+            else:
+                self.pending.append(i)
+            self.n = i + 1
+            self.last = pos
+        return True
+
+    def fill(self, rows: list[tuple[int, int, float, str | None, bytes | None]]) -> bool:
+        """Store vectors that arrived for pending turns; False when one does not fit."""
+        got: set[int] = set()
+        by_pos = {int(self.positions[i]): i for i in self.pending}
+        for pos, _t, _c, _s, blob in rows:
+            i = by_pos.get(pos)
+            if i is not None and blob is not None:
+                if not self._set_vector(i, blob):
+                    return False
+                got.add(i)
+        if got:
+            self.pending = [i for i in self.pending if i not in got]
+        return True
+
+    def snapshot(self) -> TurnTable:
+        n = self.n
+        return TurnTable(
+            self.conversation_id,
+            self.positions[:n],
+            self.tokens[:n],
+            self.created[:n],
+            self.groups[:n],
+            None if self.vectors is None else self.vectors[:n],
+            self.has_vec[:n],
+        )
+
+
+class TurnCache:
+    """Read-through, size-bounded cache of `TurnTable`s over one `ColdStore`.
+
+    It does not own the store: closing the store is its owner's business.
+    """
+
+    def __init__(self, cold: ColdStore, *, max_bytes: int = DEFAULT_TURN_CACHE_BYTES) -> None:
+        self.cold = cold
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.reloads = 0
+
+    def get(self, conversation_id: str) -> TurnTable:
+        """The conversation as the log holds it now (an empty table when it has no turns)."""
+        count, last = self.cold.turn_census(conversation_id)
+        with self._lock:
+            e = self._entries.get(conversation_id)
+            if e is not None and not (count >= e.n and last - e.last == count - e.n):
+                e = None  # shrank, or rewritten: reload
+                self.reloads += 1
+            if e is None:
+                e = _Entry(conversation_id)
+                self._entries[conversation_id] = e
+            ok = True
+            if last > e.last:
+                ok = e.add(self.cold.turn_facts(conversation_id, after=e.last))
+            if ok and e.pending and self.cold.embedder is not None:
+                want = [int(e.positions[i]) for i in e.pending[:_PENDING_RECHECK_LIMIT]]
+                ok = e.fill(self.cold.turn_facts(conversation_id, positions=want))
+            if not ok:
+                self.reloads += 1
+                e = _Entry(conversation_id)
+                self._entries[conversation_id] = e
+                if not e.add(self.cold.turn_facts(conversation_id)):
+                    e.vectors = None  # mixed dimensions in the log itself: no dense scores
+                    e.has_vec[:] = False
+            self._entries.move_to_end(conversation_id)
+            self._trim()
+            return e.snapshot()
+
+    def _trim(self) -> None:
+        total = sum(e.nbytes() for e in self._entries.values())
+        while total > self.max_bytes and len(self._entries) > 1:
+            _conv, e = self._entries.popitem(last=False)
+            total -= e.nbytes()
+
+    def drop(self, conversation_id: str | None = None) -> None:
+        """Forget one conversation, or all of them."""
+        with self._lock:
+            if conversation_id is None:
+                self._entries.clear()
+            else:
+                self._entries.pop(conversation_id, None)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"conversations": len(self._entries), "bytes": sum(e.nbytes() for e in self._entries.values()),
+                    "reloads": self.reloads}
