@@ -60,7 +60,7 @@ from tiers.models import search_text
 BUDGETS = (1000, 2000, 4000)
 CONTEXT_P50_TARGET_MS = 25.0
 CONTEXT_P99_TARGET_MS = 60.0
-TIMING_KEYS = ("embed", "fixed", "candidates", "retrieve", "pack", "total")
+TIMING_KEYS = ("turns", "embed", "fixed", "candidates", "retrieve", "pack", "total")
 RECENT = [
     "what did I just say?",
     "repeat your last answer",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ LOAD_BEARING_BOOST = 0.2
 SUPERSEDED_PENALTY = -1.5
 OTHER_CONVERSATION_PENALTY = 1.0
 MAX_RETRIEVED_CANDIDATES = 400
+TOP_UP_ROUNDS = 2
 # Load-bearing turns at or above this priority are pinned automatically: constraints (85),
 # decisions (75), entities (70), corrections (90). One-shot tasks (65) are not.
 AUTO_PIN_MIN_PRIORITY = 70
@@ -194,9 +196,11 @@ class Planner:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
         conv = conversation_id
+        table = self.turns.get(conv)
+        timings["turns"] = (time.perf_counter() - t0) * 1000
         qvec: np.ndarray | None = None
         if query and query.strip() and self.embed is not None:
-            qvec = self.embed([query])[0]
+            qvec = self.embed([without_names(query, table.names)])[0]
         timings["embed"] = (time.perf_counter() - t0) * 1000
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
@@ -210,7 +214,6 @@ class Planner:
         fixed_msgs: list[dict[str, Any]] = []
         if system:
             fixed_msgs.append({"role": "system", "content": system})
-        table = self.turns.get(conv)
         tail_rows = self.cold.tail_turns(conv, self._tail_scan(table, budget))
         latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
         if latest_user is None:
@@ -330,6 +333,19 @@ class Planner:
                 break
             if not self._drop_one(chosen, plan):
                 raise BudgetTooSmall(budget, total)
+        # packing estimated a shared session heading per line; what the exact count left
+        # over goes to the next candidates, as long as the exact count still fits
+        for _ in range(TOP_UP_ROUNDS):
+            added = self._top_up(chosen, pools, [s for s in order if s != "tail"], budget - total, header)
+            if not added:
+                break
+            more = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            more_total = messages_tokens(self.tokens, more)
+            if more_total > budget:
+                for s, c in added:
+                    chosen[s].remove(c)
+                break
+            messages, total = more, more_total
         timings["total"] = (time.perf_counter() - t0) * 1000
         plan.tokens = total
         plan.timings_ms = {k: round(v, 3) for k, v in timings.items()}
@@ -662,6 +678,26 @@ class Planner:
             msgs.append(b)
         return msgs
 
+    def _top_up(self, chosen: dict[str, list[_Cand]], pools: dict[str, list[_Cand]], order: list[str],
+                slack: int, header: dict[str, int]) -> list[tuple[str, _Cand]]:
+        """Candidates (best first, slices in `order`) whose exact line cost fits `slack`."""
+        added: list[tuple[str, _Cand]] = []
+        for s in order:
+            headings = {c.header for c in chosen[s]}
+            for c in list(pools[s]):
+                cost = c.tokens + (header[s] if not chosen[s] else 0)
+                if c.header:
+                    cost -= HEADING_SHARE_TOKENS
+                    if c.header not in headings:
+                        cost += self.tokens.count(c.header) + LINE_SEP_TOKENS
+                if cost <= slack:
+                    chosen[s].append(c)
+                    pools[s].remove(c)
+                    headings.add(c.header)
+                    added.append((s, c))
+                    slack -= cost
+        return added
+
     def _drop_one(self, chosen: dict[str, list[_Cand]], plan: Plan) -> bool:
         """Drop the lowest-value item: retrieved (lowest score), summary, the oldest tail
         unit, then the lowest-priority pin."""
@@ -687,6 +723,19 @@ class Planner:
     def _item(c: _Cand, reason: str | None = None) -> PlanItem:
         return PlanItem(c.slice, c.conversation_id, c.group or [c.position], c.tier, c.fidelity, c.tokens,
                         round(c.score, 4), reason or c.reason)
+
+
+def without_names(query: str, names: frozenset[str]) -> str:
+    """The query without the conversation's speaker names, for its embedding. Turns are
+    embedded as "name: text", so a participant's name is in nearly every vector: in the
+    query it discriminates nothing and only pulls toward turns that repeat it. bm25,
+    which weighs a word by its rarity, still gets the whole query."""
+    usable = sorted((n for n in names if len(n.strip()) >= 2), key=len, reverse=True)
+    if not usable:
+        return query
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(n.strip()) for n in usable) + r")(?:'s)?\b", re.IGNORECASE)
+    stripped = " ".join(pattern.sub(" ", query).split())
+    return stripped if any(ch.isalnum() for ch in stripped) else query
 
 
 def chosen_conv(chosen: dict[str, list[_Cand]], s: str) -> str:

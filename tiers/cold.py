@@ -751,13 +751,15 @@ class ColdStore:
 
     def turn_facts(
         self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None
-    ) -> list[tuple[int, int, float, str | None, bytes | None]]:
-        """(position, tokens, created_at, session_id, vector bytes or None) for the turns
-        after `after`, or for `positions`, in log order; the planner's exhaustive scoring
-        reads these once per turn and keeps them (tiers.turncache)."""
+    ) -> list[tuple[int, int, float, str | None, bytes | None, str | None]]:
+        """(position, tokens, created_at, session_id, vector bytes or None, speaker name or
+        None) for the turns after `after`, or for `positions`, in log order; the planner's
+        exhaustive scoring reads these once per turn and keeps them (tiers.turncache)."""
         vec = self._has_vec()
-        cols = "t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
-        join = f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
+        cols = ("t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
+                + ", json_extract(m.body, '$.name')")
+        join = "JOIN messages m ON m.id = t.id "
+        join += f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
         if positions is not None:
             if not positions:
                 return []
@@ -768,7 +770,8 @@ class ColdStore:
         else:
             sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position > ? ORDER BY t.position"
             params = (conversation_id, after)
-        return [(int(r[0]), int(r[1]), float(r[2]), r[3], r[4]) for r in self._read(sql, params)]
+        return [(int(r[0]), int(r[1]), float(r[2]), r[3], r[4], r[5] if isinstance(r[5], str) else None)
+                for r in self._read(sql, params)]
 
     # -- reads --------------------------------------------------------------------------
 

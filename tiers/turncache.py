@@ -37,7 +37,9 @@ DEFAULT_TURN_CACHE_BYTES = 256 * 1024 * 1024
 # or after this many turns: the planner's session context needs some notion of episode.
 SESSION_GAP_S = 30 * 60.0
 MAX_GROUP_TURNS = 50
-_PENDING_RECHECK_LIMIT = 512  # pending vectors re-read per call (the rest on the next calls)
+_PENDING_RECHECK_LIMIT = 512
+MAX_NAMES = 64  # speaker names kept per conversation (a group chat has a few, not hundreds)
+FactRow = tuple[int, int, float, str | None, bytes | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class TurnTable:
     groups: np.ndarray  # int64 episode id: the session, or a time-gap group
     vectors: np.ndarray | None  # float32 (n, dim), unit rows; zeros where has_vec is False
     has_vec: np.ndarray  # bool
+    names: frozenset[str] = frozenset()  # the `name`s speakers carry in this conversation
 
     def __len__(self) -> int:
         return int(self.positions.shape[0])
@@ -80,6 +83,7 @@ class _Entry:
         self.has_vec = np.zeros(cap, dtype=bool)
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
+        self.names: set[str] = set()
         self._group = -1
         self._group_session: str | None = None
         self._group_len = 0
@@ -133,10 +137,12 @@ class _Entry:
         self._group_last_time = created
         return self._group
 
-    def add(self, rows: list[tuple[int, int, float, str | None, bytes | None]]) -> bool:
+    def add(self, rows: list[FactRow]) -> bool:
         """Append rows in log order; False when a vector does not fit (reload)."""
         self._grow(self.n + len(rows))
-        for pos, toks, created, session, blob in rows:
+        for pos, toks, created, session, blob, name in rows:
+            if name and len(self.names) < MAX_NAMES:
+                self.names.add(name)
             i = self.n
             self.positions[i] = pos
             self.tokens[i] = toks
@@ -151,11 +157,11 @@ class _Entry:
             self.last = pos
         return True
 
-    def fill(self, rows: list[tuple[int, int, float, str | None, bytes | None]]) -> bool:
+    def fill(self, rows: list[FactRow]) -> bool:
         """Store vectors that arrived for pending turns; False when one does not fit."""
         got: set[int] = set()
         by_pos = {int(self.positions[i]): i for i in self.pending}
-        for pos, _t, _c, _s, blob in rows:
+        for pos, _t, _c, _s, blob, _n in rows:
             i = by_pos.get(pos)
             if i is not None and blob is not None:
                 if not self._set_vector(i, blob):
@@ -175,6 +181,7 @@ class _Entry:
             self.groups[:n],
             None if self.vectors is None else self.vectors[:n],
             self.has_vec[:n],
+            frozenset(self.names),
         )
 
 
