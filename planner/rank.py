@@ -8,7 +8,8 @@ is not its similarity alone:
     base      = z(cosine to the query) + z(bm25 among the keyword matches)
     neighbour = NEIGHBOUR * max(base of the turn before, base of the turn after)
     episode   = EPISODE * mean of the best EPISODE_TOP (base + neighbour) in its episode
-    date      = DATE * closeness of its time to a period the query names
+    date      = DATE * closeness of its time to a period the query names (1 inside it,
+                at most OUTSIDE_CREDIT outside, nothing DATE_SLACK_DAYS away)
     score     = base + neighbour + episode + date
 
 Both similarities are standardised over this conversation (z-scores), so they add up
@@ -37,8 +38,9 @@ MISSING_Z = -1.0
 NEIGHBOUR = 0.2
 EPISODE = 0.8
 EPISODE_TOP = 3
-DATE = 1.0
+DATE = 2.0
 DATE_SLACK_DAYS = 3.0  # a turn this many days outside a named period gets no date credit
+OUTSIDE_CREDIT = 0.5  # the most a turn outside the period gets
 
 
 @dataclass
@@ -120,7 +122,10 @@ def _date_closeness(created: np.ndarray, windows: Sequence[TimeWindow]) -> np.nd
     slack = DATE_SLACK_DAYS * DAY_S
     for w in windows:
         outside = np.maximum(w.start - created, 0.0) + np.maximum(created - w.end, 0.0)
-        out = np.maximum(out, np.clip(1.0 - outside / (slack + DAY_S), 0.0, 1.0))
+        # inside the period: full credit; just outside it (a question's "on 3 June" may
+        # be about something told a day or two later) at most half, fading to nothing
+        near = np.where(outside > 0, OUTSIDE_CREDIT * np.clip(1.0 - outside / slack, 0.0, 1.0), 1.0)
+        out = np.maximum(out, near)
     return out
 
 

@@ -207,3 +207,22 @@ def test_budget_is_never_exceeded(cold_memory: Memory, msgs: list, budget: int, 
     assert ctx.tokens <= budget
     assert messages_tokens(cold_memory.tokens, ctx.messages) == ctx.tokens
     assert ctx.messages[-1] == {"role": "user", "content": "ok?"}
+
+
+def test_a_query_naming_a_day_brings_back_that_days_turns(cold_memory: Memory) -> None:
+    # ten days of small talk, one session a day; the query shares no words with any turn
+    day0 = 1_709_251_200.0  # 1 March 2024, 00:00 UTC
+    for d in range(10):
+        batch = [{"role": "user" if i % 2 == 0 else "assistant", "content": FILLER[(d + i) % len(FILLER)],
+                  "created_at": day0 + d * 86_400 + 3600 + i * 60} for i in range(12)]
+        cold_memory.append_many("c", batch, session_id=f"day-{d}")
+    cold_memory.append("c", {"role": "user", "content": "What did we talk about on 5 March 2024?"})
+    ctx = cold_memory.context("c", "What did we talk about on 5 March 2024?", budget=600)
+    items = sorted((i for i in ctx.plan.items if i.slice == "retrieved"), key=lambda i: -i.score)
+    day4 = set(range(4 * 12, 5 * 12))  # the session of 5 March
+    retrieved = {p for i in items for p in i.positions}
+    assert day4 <= retrieved  # the whole day is in the context
+    # the day is a tenth of the talk, but most of the best-scored turns (without the
+    # date, the small talk of every day looks alike and one in ten would be from it)
+    assert sum(set(i.positions) <= day4 for i in items[:6]) >= 4
+    assert any("5 March 2024" in i.reason for i in ctx.plan.items if i.slice == "retrieved")
