@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +55,9 @@ SUPERSEDED_PENALTY = -1.5
 OTHER_CONVERSATION_PENALTY = 1.0
 MAX_RETRIEVED_CANDIDATES = 400
 TOP_UP_ROUNDS = 2
+EMBED_WORKERS = 2  # query embeddings in flight at once (more would only share the same cores)
+PLAN_LEFT_OUT_PER_SLICE = 50  # left-out items listed per slice (the plan stays small)
+MIN_PIN_TOKENS = 8  # the smallest message a pin can be: bounds how many could fit
 # Load-bearing turns at or above this priority are pinned automatically: constraints (85),
 # decisions (75), entities (70), corrections (90). One-shot tasks (65) are not.
 AUTO_PIN_MIN_PRIORITY = 70
@@ -114,6 +120,12 @@ class _Cand:
     header: str = ""  # retrieved: the session/date heading this line is shown under
 
 
+@dataclass(frozen=True)
+class _Lexical:
+    here: list[tuple[str, int, float]]  # bm25 hits in this conversation
+    elsewhere: list[tuple[str, int, float]] | None  # in the namespace's others; None: not searched
+
+
 def _date(ts: float) -> str:
     try:
         return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
@@ -137,6 +149,24 @@ class Planner:
         self.embed = embed
         self.settings = settings
         self.classifier = classifier or QueryClassifier()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._pool_pid = os.getpid()
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            # a forked child inherits the pool object but not its threads: make its own
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(max_workers=EMBED_WORKERS, thread_name_prefix="tiermem-embed")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the query-embedding worker (the planner owns it; nothing else)."""
+        with self._pool_lock:
+            if self._pool is not None and self._pool_pid == os.getpid():
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     # -- rendering helpers -----------------------------------------------------------------
 
@@ -190,22 +220,29 @@ class Planner:
         summaries: Sequence[SummaryBlock] = (),
         namespace_recall: bool = True,
         truncate_latest: bool = False,
+        table: TurnTable | None = None,
     ) -> Context:
+        """`table`: the conversation's turn table when the caller just read it."""
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
         conv = conversation_id
-        table = self.turns.get(conv)
+        table = table if table is not None else self.turns.get(conv)
         timings["turns"] = (time.perf_counter() - t0) * 1000
-        qvec: np.ndarray | None = None
+        # The query embedding (the model, ~10-15 ms on a small CPU) runs on a worker
+        # thread while this one reads the log: the tail, pins, summaries and bm25 need no
+        # vector. torch and SQLite both release the GIL while they work.
+        pending: Future[np.ndarray] | None = None
         if query and query.strip() and self.embed is not None:
-            qvec = self.embed([without_names(query, table.names)])[0]
-        timings["embed"] = (time.perf_counter() - t0) * 1000
-        qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
-        shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
+            text = without_names(query, table.names)
+            if _spare_core():
+                pending = self._workers().submit(self.embed, [text])
+            else:  # no core to overlap on: a second thread would only contend with the model's
+                pending = Future()
+                pending.set_result(self.embed([text]))
         hot = hot or HotView({}, {}, degraded=True)
-        plan = Plan(conv, query, qclass.name, qclass.reason, budget)
+        plan = Plan(conv, query, "default", "", budget)
         plan.degraded = hot.degraded
         plan.tiers = {"cold": "ok", "hot": "degraded" if hot.degraded else ("rebuilt" if hot.rebuilt else "ok"),
                       "warm": "ok" if summaries else "unused"}
@@ -240,19 +277,24 @@ class Planner:
         elif base > budget:
             raise BudgetTooSmall(budget, base)
         room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
-        caps = {s: int(room * shares[s]) for s in ("pinned", "summary", "retrieved", "tail")}
-        plan.shares = dict(caps)
         timings["fixed"] = (time.perf_counter() - t0) * 1000
 
         # -- candidates per slice -----------------------------------------------------------------
-        pinned = [c for c in self._pinned_candidates(conv, hot, plan) if c.position != latest_user]
+        pinned = [c for c in self._pinned_candidates(conv, hot, plan, room) if c.position != latest_user]
         tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
         taken_positions = {latest_user} if latest_user is not None else set()
         summary = self._summary_candidates(conv, summaries, plan)
+        lexical = self._lexical(conv, namespace, query, namespace_recall)
         timings["candidates"] = (time.perf_counter() - t0) * 1000
+        qvec = pending.result()[0] if pending is not None else None
+        timings["embed"] = (time.perf_counter() - t0) * 1000  # when the vector was there
+        qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
+        plan.query_class, plan.class_reason = qclass.name, qclass.reason
+        shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
+        caps = {s: int(room * shares[s]) for s in ("pinned", "summary", "retrieved", "tail")}
+        plan.shares = dict(caps)
         retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, caps["retrieved"],
-                                               room, exclude=taken_positions, namespace_recall=namespace_recall,
-                                               table=table)
+                                               room, exclude=taken_positions, lexical=lexical, table=table)
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
 
         # -- packing: each slice up to its cap, then leftovers in class order -----------------
@@ -352,7 +394,7 @@ class Planner:
         for s in ("pinned", "summary", "retrieved", "tail"):
             for c in chosen[s]:
                 plan.items.append(self._item(c))
-            for c in pools[s][:50]:
+            for c in pools[s][:PLAN_LEFT_OUT_PER_SLICE]:
                 plan.left_out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
                                               c.tokens, c.score, "did not fit its share of the budget: " + c.reason))
         if system:
@@ -404,17 +446,24 @@ class Planner:
     def _tier_of(position: int, hot: HotView) -> str:
         return "hot" if position in hot.payloads else "cold"
 
-    def _pinned_candidates(self, conv: str, hot: HotView, plan: Plan) -> list[_Cand]:
-        rows = self.cold.pinned_turns(conv)
+    def _pinned_candidates(self, conv: str, hot: HotView, plan: Plan, room: int) -> list[_Cand]:
+        # only as many as could ever fit, highest priority then newest first: a long
+        # conversation has hundreds of load-bearing turns, and reading them all would
+        # cost more than the rest of the plan
+        limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
+        rows = self.cold.pin_candidates(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=limit + 1)
+        for r in self.cold.superseded_pins(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=PLAN_LEFT_OUT_PER_SLICE):
+            plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
+                                          f"superseded by #{r.superseded_by}: not presented as current"))
         current: list[TurnRow] = []
+        used = 0
         for r in rows:
-            if r.pinned_priority is None and r.priority < AUTO_PIN_MIN_PRIORITY:
-                continue  # a one-shot request matters until done: retrieval finds it, no pin
-            if r.superseded_by is not None and r.pinned_priority is None:
-                plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
-                                              f"superseded by #{r.superseded_by}: not presented as current"))
-                continue
+            if used > room:
+                plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "verbatim", r.tokens,
+                                              r.priority / 100.0, "pinned, but higher-priority pins fill the budget"))
+                break
             current.append(r)
+            used += r.tokens
         msgs = {m.position: m for m in self._messages(conv, [r.position for r in current], hot)}
         out = []
         for r in current:
@@ -551,14 +600,14 @@ class Planner:
 
     def _retrieved_candidates(
         self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str, cap: int,
-        room: int, *, exclude: set[int], namespace_recall: bool, table: TurnTable,
+        room: int, *, exclude: set[int], lexical: _Lexical, table: TurnTable,
     ) -> list[_Cand]:
         if not query or not query.strip() or not len(table):
             return []
         # enough candidates to fill the whole remaining room (a LoCoMo-like turn is ~30
         # tokens; shorter ones leave room that more candidates fill), not just the share
         depth = max(self.settings.retrieval_k, min(MAX_RETRIEVED_CANDIDATES, room // 25 + 20))
-        bm25 = [(p, s) for _c, p, s in self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)]
+        bm25 = [(p, s) for _c, p, s in lexical.here]
         windows = query_windows(query, float(table.created[-1]))
         scores = score_turns(table, qvec, bm25, windows)
         eligible = np.ones(len(table), dtype=bool)
@@ -594,8 +643,8 @@ class Planner:
                     why += f", superseded by #{r.superseded_by}"
             s += RECENCY_WEIGHT * (p / max(1, last))
             scored[(conv, p)] = (s, why)
-        if namespace_recall and self.settings.namespace_recall:
-            scored.update(self._namespace_hits(conv, namespace, query, qvec, scores))
+        if lexical.elsewhere is not None:
+            scored.update(self._namespace_hits(conv, namespace, qvec, scores, lexical.elsewhere))
         if not scored:
             return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
@@ -616,21 +665,30 @@ class Planner:
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
         return out
 
-    def _namespace_hits(self, conv: str, namespace: str, query: str, qvec: np.ndarray | None,
-                        scores: TurnScores) -> dict[tuple[str, int], tuple[float, str]]:
+    def _lexical(self, conv: str, namespace: str, query: str | None, namespace_recall: bool) -> _Lexical:
+        """bm25 over this conversation and (with namespace recall, when the namespace
+        has other conversations) over the others: all retrieval that needs no vector."""
+        if not query or not query.strip():
+            return _Lexical([], None)
+        here = self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)
+        elsewhere = None
+        if (namespace_recall and self.settings.namespace_recall
+                and any(c != conv for c in self.cold.list_conversations(namespace))):
+            elsewhere = self.cold.search_bm25(query, self.settings.retrieval_k, namespace=namespace, exclude=conv)
+        return _Lexical(here, elsewhere)
+
+    def _namespace_hits(self, conv: str, namespace: str, qvec: np.ndarray | None, scores: TurnScores,
+                        bm25: list[tuple[str, int, float]]) -> dict[tuple[str, int], tuple[float, str]]:
         """The user's other conversations: the best few hits, on this conversation's scale
         (their cosines and bm25 standardised with this conversation's statistics), less
         OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant."""
-        if not any(c != conv for c in self.cold.list_conversations(namespace)):
-            return {}
         k = self.settings.retrieval_k
         found: dict[tuple[str, int], dict[str, float]] = {}
         if qvec is not None:
             for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv):
                 found.setdefault((c, p), {})["cosine"] = 1.0 - dist * dist / 2.0  # unit vectors
-        for rank, (c, p, bm) in enumerate(self.cold.search_bm25(query, k, namespace=namespace), start=1):
-            if c != conv:
-                found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
+        for rank, (c, p, bm) in enumerate(bm25, start=1):
+            found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
         out: dict[tuple[str, int], tuple[float, str]] = {}
         for key, f in found.items():
             s = (scores.z_dense(f["cosine"]) if "cosine" in f else MISSING_Z) + scores.z_bm25(f.get("bm25"))
@@ -723,6 +781,15 @@ class Planner:
     def _item(c: _Cand, reason: str | None = None) -> PlanItem:
         return PlanItem(c.slice, c.conversation_id, c.group or [c.position], c.tier, c.fidelity, c.tokens,
                         round(c.score, 4), reason or c.reason)
+
+
+def _spare_core() -> bool:
+    """Whether the model's threads leave a core for this thread to read the log on."""
+    try:
+        import torch
+    except ImportError:  # another embedder: overlapping costs nothing to try
+        return True
+    return int(torch.get_num_threads()) < (os.cpu_count() or 1)
 
 
 def without_names(query: str, names: frozenset[str]) -> str:

@@ -38,6 +38,7 @@ MISSING_Z = -1.0
 NEIGHBOUR = 0.2
 EPISODE = 0.8
 EPISODE_TOP = 3
+EPISODE_KEY = 1e6
 DATE = 2.0
 DATE_SLACK_DAYS = 3.0  # a turn this many days outside a named period gets no date credit
 OUTSIDE_CREDIT = 0.5  # the most a turn outside the period gets
@@ -105,16 +106,24 @@ def _episode_context(score: np.ndarray, groups: np.ndarray, top: int) -> np.ndar
     n = score.shape[0]
     if n == 0:
         return score
-    order = np.lexsort((-score, groups))  # by group, best first within it
-    g = groups[order]
+    # group ids are small dense integers (the turn cache numbers episodes from 0), so
+    # bincount indexes them directly; anything else is renumbered first
+    ids = groups - groups.min()
+    if int(ids.max()) >= 4 * n:
+        _uniq, ids = np.unique(groups, return_inverse=True)
+    # one float key sorts by group, best first within it (scores are z-sums, far below
+    # EPISODE_KEY), faster than a two-key lexsort
+    key = ids.astype(np.float64) * EPISODE_KEY - np.clip(score, -EPISODE_KEY / 2 + 1, EPISODE_KEY / 2 - 1)
+    order = np.argsort(key, kind="stable")
+    g = ids[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     rank_in_group = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     keep = rank_in_group < top
-    uniq, inv = np.unique(g[keep], return_inverse=True)
-    sums = np.bincount(inv, weights=score[order][keep], minlength=uniq.shape[0])
-    counts = np.bincount(inv, minlength=uniq.shape[0])
+    size = int(ids.max()) + 1
+    sums = np.bincount(g[keep], weights=score[order][keep], minlength=size)
+    counts = np.bincount(g[keep], minlength=size)
     means = sums / np.maximum(counts, 1)
-    return means[np.searchsorted(uniq, groups)]
+    return means[ids]
 
 
 def _date_closeness(created: np.ndarray, windows: Sequence[TimeWindow]) -> np.ndarray:

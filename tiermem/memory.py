@@ -180,6 +180,7 @@ class Memory:
             self._indexer.stopping.set()
             self._indexer.wake.set()
             self._indexer.join(timeout=30)
+        self.planner.close()
         if self.hot is not None:
             self.hot.close()
         self.cold.close()
@@ -439,8 +440,14 @@ class Memory:
             raise ValidationError("budget", f"must be an integer within 1..{MAX_BUDGET_TOKENS} tokens")
         if system is not None and len(system.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
             raise ValidationError("system", f"exceeds {self.config.max_content_bytes} bytes")
+        table = None
         try:
-            self.cold.index_pending(conversation_id=conv, batch=self.config.embedding_batch_size)
+            # only when this conversation has turns without a vector (the copy the
+            # planner scores from knows): the probe alone costs more than a plan stage
+            table = self.turns.get(conv)
+            if not bool(table.has_vec.all()) and self.cold.index_pending(
+                    conversation_id=conv, batch=self.config.embedding_batch_size):
+                table = self.turns.get(conv)
         except Exception:
             # catching up vectors is a write; a read must still answer (full disk, locked
             # db): the turns not yet embedded are found by bm25 and the tail meanwhile
@@ -449,7 +456,7 @@ class Memory:
         summaries = self._summaries(conv)
         ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
                                  summaries=summaries, namespace_recall=namespace_recall,
-                                 truncate_latest=truncate_latest)
+                                 truncate_latest=truncate_latest, table=table)
         if self.config.store_plans:
             self.cold.store_plan(conv, ctx.plan.to_json())
         return ctx

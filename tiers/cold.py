@@ -890,6 +890,27 @@ class ColdStore:
         )
         return [self._turn(r) for r in rows]
 
+    def pin_candidates(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
+        """What the planner may pin, best first: explicit pins, and load-bearing turns of
+        at least `min_priority` that nothing superseded; by priority, then newest."""
+        rows = self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND (p.priority IS NOT NULL OR (t.load_bearing = 1 "
+            "AND t.priority >= ?2 AND t.superseded_by IS NULL)) "
+            "ORDER BY COALESCE(p.priority, t.priority) DESC, t.position DESC LIMIT ?3",
+            (conversation_id, min_priority, limit),
+        )
+        return [self._turn(r) for r in rows]
+
+    def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
+        """Load-bearing turns a later turn superseded (newest first), for the plan to say
+        why they are not shown; explicitly pinned ones are the caller's to show."""
+        rows = self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
+            "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT ?3",
+            (conversation_id, min_priority, limit),
+        )
+        return [self._turn(r) for r in rows]
+
     def tokens_before(self, conversation_id: str, position: int) -> int:
         """The turn-index token total of positions before `position` (the planner's
         stable grid for the tail's start)."""
@@ -1163,30 +1184,39 @@ class ColdStore:
         return out
 
     def search_bm25(
-        self, query: str, k: int, *, conversation_id: str | None = None, namespace: str | None = None
+        self, query: str, k: int, *, conversation_id: str | None = None, namespace: str | None = None,
+        exclude: str | None = None,
     ) -> list[tuple[str, int, float]]:
-        """(conversation, position, bm25) of the k best FTS matches (lower bm25 is better)."""
+        """(conversation, position, bm25) of the k best FTS matches (lower bm25 is better);
+        `exclude`: a conversation of the namespace not to search."""
         q = fts_query(query)
         if q is None:
             return []
-        # The scope token narrows FTS5 to one conversation's (or namespace's) doclist
-        # before ranking; the SQL filter stays, so a stemmer collision of two tokens
-        # could only cost time, never mix conversations.
+        # The scope tokens narrow FTS5 to one conversation's (or namespace's) doclist
+        # before ranking, and the k best are ranked inside FTS5 before any join, so the
+        # cost follows the matches in scope. The SQL filter on the joined rows stays, so
+        # a stemmer collision of two scope tokens could only cost results, never mix
+        # conversations.
         if conversation_id is not None:
+            match = f'scope : "c{conversation_id.encode().hex()}" AND text : ({q})'
             rows = self._read(
-                "SELECT m.conversation_id, m.position, bm25(messages_fts, 1.0, 0.0) AS s FROM messages_fts "
-                "JOIN messages m ON m.id = messages_fts.rowid "
-                "WHERE messages_fts MATCH ? AND m.conversation_id = ? ORDER BY s LIMIT ?",
-                (f'scope : "c{conversation_id.encode().hex()}" AND text : ({q})', conversation_id, k),
+                "SELECT m.conversation_id, m.position, h.s FROM (SELECT rowid, bm25(messages_fts, 1.0, 0.0) AS s "
+                "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY s LIMIT ?) h "
+                "JOIN messages m ON m.id = h.rowid WHERE m.conversation_id = ? ORDER BY h.s, m.id",
+                (match, k, conversation_id),
             )
         else:
             if namespace is None:
                 raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+            scope = f'scope : "n{namespace.encode().hex()}"'
+            if exclude is not None:
+                scope = f'({scope} NOT scope : "c{exclude.encode().hex()}")'
             rows = self._read(
-                "SELECT m.conversation_id, m.position, bm25(messages_fts, 1.0, 0.0) AS s FROM messages_fts "
-                "JOIN messages m ON m.id = messages_fts.rowid JOIN conversations c ON c.id = m.conversation_id "
-                "WHERE messages_fts MATCH ? AND c.namespace = ? ORDER BY s LIMIT ?",
-                (f'scope : "n{namespace.encode().hex()}" AND text : ({q})', namespace, k),
+                "SELECT m.conversation_id, m.position, h.s FROM (SELECT rowid, bm25(messages_fts, 1.0, 0.0) AS s "
+                "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY s LIMIT ?) h "
+                "JOIN messages m ON m.id = h.rowid JOIN conversations c ON c.id = m.conversation_id "
+                "WHERE c.namespace = ? AND m.conversation_id IS NOT ? ORDER BY h.s, m.id",
+                (f"{scope} AND text : ({q})", k, namespace, exclude),
             )
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 

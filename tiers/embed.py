@@ -19,6 +19,10 @@ from typing import Any, Protocol
 import numpy as np
 
 DEFAULT_EMBED_DIM = 384
+# A query is embedded on the request path: for a few texts, run the model's own modules
+# directly (same vectors) rather than `encode`, whose batching and bookkeeping cost
+# more than the forward pass for one short text and add the worst tail latencies.
+DIRECT_MAX_TEXTS = 4
 
 
 class Embedder(Protocol):
@@ -70,6 +74,8 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
+        if len(texts) <= DIRECT_MAX_TEXTS:
+            return self._direct(model, texts)
         vecs = model.encode(
             texts,
             batch_size=self.batch_size,
@@ -79,3 +85,12 @@ class SentenceTransformerEmbedder:
         )
         # sqlite-vec silently accepts float64 bytes as garbage: always float32.
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def _direct(self, model: Any, texts: list[str]) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            features = model.preprocess(texts)
+            out = model(features)["sentence_embedding"]
+            out = torch.nn.functional.normalize(out.float(), p=2, dim=1)
+        return np.ascontiguousarray(out.cpu().numpy(), dtype=np.float32)

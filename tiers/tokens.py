@@ -71,6 +71,10 @@ def _chunks(text: str) -> list[str]:
     return out
 
 
+MEMO_MAX_CHARS = 2000
+MEMO_MAX_ENTRIES = 100_000  # at most ~30 MB of remembered short texts
+
+
 class BpeTokenCounter:
     """`o200k_base` (GPT-4o family, the default) or `cl100k_base` (GPT-4/3.5)."""
 
@@ -87,11 +91,25 @@ class BpeTokenCounter:
                 self._cache[encoding] = _bindings.tokenizer_for_encoding(encoding)
         self._tok = self._cache[encoding]
         self.name = encoding
+        self._memo: dict[str, int] = {}
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return sum(int(self._tok.count(c)) for c in _chunks(text))
+        # The planner counts the same lines (a pinned turn, a tail message, a popular
+        # retrieved turn) on every call: short texts are remembered. Bounded; emptied
+        # when full, which costs a few recounts, never a wrong count.
+        short = len(text) <= MEMO_MAX_CHARS
+        if short:
+            hit = self._memo.get(text)
+            if hit is not None:
+                return hit
+        n = sum(int(self._tok.count(c)) for c in _chunks(text))
+        if short:
+            if len(self._memo) >= MEMO_MAX_ENTRIES:
+                self._memo.clear()
+            self._memo[text] = n
+        return n
 
     def encode(self, text: str) -> list[int]:
         out: list[int] = []

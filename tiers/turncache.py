@@ -59,6 +59,12 @@ class TurnTable:
         return int(self.positions.shape[0])
 
     def index_of(self, position: int) -> int | None:
+        n = len(self)
+        if n:
+            # positions are dense from the first one unless the log has gaps
+            i = position - int(self.positions[0])
+            if 0 <= i < n and int(self.positions[i]) == position:
+                return i
         i = int(np.searchsorted(self.positions, position))
         return i if i < len(self) and int(self.positions[i]) == position else None
 
