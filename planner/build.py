@@ -376,9 +376,11 @@ class Planner:
             if not self._drop_one(chosen, plan):
                 raise BudgetTooSmall(budget, total)
         # packing estimated a shared session heading per line; what the exact count left
-        # over goes to the next candidates, as long as the exact count still fits
+        # over goes to the next retrieved candidates, as long as the exact count still
+        # fits (only retrieved: it sits last, so the slack, which varies from turn to
+        # turn, never changes the cacheable prefix)
         for _ in range(TOP_UP_ROUNDS):
-            added = self._top_up(chosen, pools, [s for s in order if s != "tail"], budget - total, header)
+            added = self._top_up(chosen, pools, ["retrieved"], budget - total, header)
             if not added:
                 break
             more = self._render(fixed_msgs, chosen, latest_body, latest_user)

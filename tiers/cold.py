@@ -757,7 +757,8 @@ class ColdStore:
         exhaustive scoring reads these once per turn and keeps them (tiers.turncache)."""
         vec = self._has_vec()
         cols = ("t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
-                + ", json_extract(m.body, '$.name')")
+                # a garbled body must not fail the read (salvage is row by row): no name
+                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END")
         join = "JOIN messages m ON m.id = t.id "
         join += f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
         if positions is not None:
