@@ -111,12 +111,20 @@ _LEAD_FILLER = re.compile(
 )
 
 
+# A short adverbial opening ("for the backend, use X", "on weekends, book Y") puts the verb
+# of the clause after a comma; the clause's mood is that of what follows it.
+_LEAD_ADVERBIAL = re.compile(
+    r"^(?:for|in|on|at|with|during|regarding|as for)\b[^,]{0,40},\s+(?=[a-z])"
+)
+
+
 def _clauses(norm: str) -> list[str]:
     out = []
     for c in _CLAUSE_SPLIT.split(norm):
         c = c.strip(" ,.!-\"'")
         if c:
-            out.append(_LEAD_FILLER.sub("", c).strip(" ,"))
+            c = _LEAD_FILLER.sub("", c).strip(" ,")
+            out.append(_LEAD_ADVERBIAL.sub("", c))
     return [c for c in out if c]
 
 

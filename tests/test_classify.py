@@ -31,6 +31,10 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("Don't touch the public API, other teams depend on it.", "user", "instruction", True),
     # standing order
     ("From now on, always answer in French.", "user", "instruction", True),
+    # a short adverbial opening before the imperative does not hide it
+    ("For the backend, use CockroachDB for the database.", "user", "instruction", True),
+    # ... and does not make narration an instruction
+    ("At the park, we saw a dog chasing ducks.", "user", "statement", False),
     # one-shot task, imperative
     ("Add pagination to the /orders endpoint.", "user", "instruction", True),
     # request for action phrased as a question is an instruction

@@ -161,3 +161,36 @@ def test_eval_cases_accuracy_rules_only() -> None:
             wrong += 1
     assert correct / len(cases) >= 0.9
     assert wrong == 0  # precision: never supersede the wrong turn on the labelled cases
+
+
+SMALL_TALK = ["What's a good podcast about volcanoes?", "Ugh, the weather here is windy again.",
+              "How long should I cook potatoes for dinner tonight?", "Tell me a fun fact about coral reefs."]
+
+
+def _chat(mem, conv: str, users: list[str]) -> None:  # type: ignore[no-untyped-def]
+    for u in users:
+        mem.append_many(conv, [{"role": "user", "content": u}, {"role": "assistant", "content": "Noted."}])
+
+
+def test_a_correction_finds_a_plain_statement_far_back_past_small_talk_on_its_topic(cold_memory) -> None:  # type: ignore[no-untyped-def]
+    # the value is a plain statement (not pinned) 60 exchanges back; small talk that shares
+    # its topic word sits inside the recent window, where the rules would otherwise look
+    _chat(cold_memory, "c", ["Seat preference: aisle seat, every time."])
+    _chat(cold_memory, "c", SMALL_TALK * 15)
+    _chat(cold_memory, "c", ["My cousin is picky about airplane seats too, funny how that runs in families."])
+    _chat(cold_memory, "c", ["Switch my seat preference to window seat."])
+    last = cold_memory.cold.last_position("c") - 1
+    rows = {r.position: r for r in cold_memory.cold.turns("c", start=0, end=last)}
+    assert rows[0].superseded_by == last
+    assert all(r.superseded_by is None for p, r in rows.items() if p not in (0, last))
+
+
+def test_an_update_prefers_the_instruction_to_small_talk_a_hair_closer(cold_memory) -> None:  # type: ignore[no-untyped-def]
+    _chat(cold_memory, "c", ["We're standardizing on CockroachDB, don't suggest any other database."])
+    _chat(cold_memory, "c", ["We had a long meeting about databases at work today, pretty boring honestly.",
+                             *SMALL_TALK] * 3)
+    _chat(cold_memory, "c", ["We switched: the database is MySQL from now on."])
+    last = cold_memory.cold.last_position("c") - 1
+    rows = {r.position: r for r in cold_memory.cold.turns("c", start=0, end=last)}
+    assert rows[0].superseded_by == last
+    assert [p for p, r in rows.items() if r.superseded_by is not None] == [0]

@@ -51,6 +51,7 @@ UPDATE_CUE = re.compile(
 )
 SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
 SUPERSEDE_SEARCH_K = 12
+SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nearest statement by
 SUPERSEDE_WINDOW = 40  # recent user turns a correction may refer to, besides load-bearing ones
 
 
@@ -276,6 +277,12 @@ class Memory:
             rows = [r for r in self.cold.pinned_turns(conv) if r.position < pos and r.role == "user"]
             rows += [r for r in self.cold.turns(conv, start=max(0, pos - SUPERSEDE_WINDOW), end=pos - 1)
                      if r.role == "user"]
+            # and the earlier user turns nearest in meaning, however far back: a plain
+            # statement of a value ("Seat preference: aisle seat") is neither pinned nor
+            # recent when it is corrected 300 turns later, while small talk on the same
+            # topic in the window would otherwise be the only candidate the rules see
+            near = self._nearest_user_turns(conv, pos, msg.text())
+            rows += self.cold.turns_at(conv, sorted(near))
             seen: dict[int, TurnRow] = {r.position: r for r in rows if r.superseded_by is None}
             if not seen:
                 continue
@@ -534,6 +541,15 @@ class Memory:
             out["hot"] = self.hot.stats(namespace=namespace)
         return out
 
+    def _nearest_user_turns(self, conv: str, pos: int, text: str) -> set[int]:
+        try:
+            self.cold.index_pending(conversation_id=conv)
+            qv = self.embedder.embed([text])[0]
+        except Exception:  # derived work: without vectors the rules still see pins and the window
+            log.warning("could not embed a correction of %s to find what it revises", conv, exc_info=True)
+            return set()
+        return {p for _c, p, _d in self.cold.search_dense(qv, SUPERSEDE_SEARCH_K, conversation_id=conv) if p < pos}
+
     def _supersede_by_meaning(self, conv: str, pos: int, text: str) -> list[tuple[int, str]]:
         """Fallback when the correction rules find no target: a turn that says it updates
         something ("... from now on", "drop the ... rule", "I switched ...") supersedes the
@@ -543,17 +559,26 @@ class Memory:
         qv = self.embedder.embed([text])[0]
         hits = [h for h in self.cold.search_dense(qv, SUPERSEDE_SEARCH_K, conversation_id=conv) if h[1] < pos]
         rows = {r.position: r for r in self.cold.turns_at(conv, [h[1] for h in hits])}
+        eligible: list[tuple[float, TurnRow]] = []
         for _c, p, dist in hits:  # nearest first
             r = rows.get(p)
             if r is None or r.role != "user" or r.superseded_by is not None:
                 continue
             if r.intent in ("question", "chitchat", "tool_result"):
                 continue
-            cos = 1.0 - dist * dist / 2.0
-            if cos >= SUPERSEDE_MIN_COSINE:
-                return [(p, f"update cue and same topic (cosine {cos:.2f})")]
-            break  # the nearest statement is not close enough: nothing is
-        return []
+            eligible.append((1.0 - dist * dist / 2.0, r))
+        if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
+            return []  # the nearest statement is not close enough: nothing is
+        best_cos = eligible[0][0]
+        # small talk on the same topic ("we had a meeting about databases") can sit a
+        # hair closer than the instruction the update revises: a load-bearing turn
+        # within SUPERSEDE_PREFER_MARGIN of the nearest is the likelier target
+        for cos, r in eligible:
+            if cos < max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN):
+                break
+            if r.load_bearing:
+                return [(r.position, f"update cue and same topic (cosine {cos:.2f}, load-bearing)")]
+        return [(eligible[0][1].position, f"update cue and same topic (cosine {best_cos:.2f})")]
 
     def _relabel_all(self) -> int:
         """Recompute labels and supersession for every turn, replaying each
