@@ -293,8 +293,8 @@ class Planner:
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         caps = {s: int(room * shares[s]) for s in ("pinned", "summary", "retrieved", "tail")}
         plan.shares = dict(caps)
-        retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, caps["retrieved"],
-                                               room, exclude=taken_positions, lexical=lexical, table=table)
+        retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, room,
+                                               exclude=taken_positions, lexical=lexical, table=table)
         timings["retrieve"] = (time.perf_counter() - t0) * 1000
 
         # -- packing: each slice up to its cap, then leftovers in class order -----------------
@@ -601,7 +601,7 @@ class Planner:
         return out
 
     def _retrieved_candidates(
-        self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str, cap: int,
+        self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str,
         room: int, *, exclude: set[int], lexical: _Lexical, table: TurnTable,
     ) -> list[_Cand]:
         if not query or not query.strip() or not len(table):

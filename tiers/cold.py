@@ -912,15 +912,6 @@ class ColdStore:
         )
         return [self._turn(r) for r in rows]
 
-    def tokens_before(self, conversation_id: str, position: int) -> int:
-        """The turn-index token total of positions before `position` (the planner's
-        stable grid for the tail's start)."""
-        row = self._read(
-            "SELECT COALESCE(SUM(tokens), 0) FROM turns WHERE conversation_id = ? AND position < ?",
-            (conversation_id, position),
-        )
-        return int(row[0][0])
-
     def latest_position(self, conversation_id: str, role: str) -> int | None:
         row = self._read(
             "SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ?", (conversation_id, role)
