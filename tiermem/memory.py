@@ -281,8 +281,8 @@ class Memory:
             # statement of a value ("Seat preference: aisle seat") is neither pinned nor
             # recent when it is corrected 300 turns later, while small talk on the same
             # topic in the window would otherwise be the only candidate the rules see
-            near = self._nearest_user_turns(conv, pos, msg.text())
-            rows += self.cold.turns_at(conv, sorted(near))
+            near = self._nearest_earlier(conv, pos, msg.text())
+            rows += self.cold.turns_at(conv, sorted(p for p, _cos in near))
             seen: dict[int, TurnRow] = {r.position: r for r in rows if r.superseded_by is None}
             if not seen:
                 continue
@@ -291,7 +291,7 @@ class Memory:
                      for p in sorted(seen) if p in texts]
             found = find_superseded(msg.text(), cands)
             if not found and UPDATE_CUE.search(msg.text().lower()):
-                found = self._supersede_by_meaning(conv, pos, msg.text())
+                found = self._supersede_by_meaning(conv, near)
             for old, _reason in found:
                 pairs.append((old, pos))
         if not pairs:
@@ -539,34 +539,37 @@ class Memory:
             out["cold"] = self.cold.stats()
         if self.hot is not None:
             out["hot"] = self.hot.stats(namespace=namespace)
+        if namespace is None:
+            out["turn_cache"] = self.turns.stats()
         return out
 
-    def _nearest_user_turns(self, conv: str, pos: int, text: str) -> set[int]:
+    def _nearest_earlier(self, conv: str, pos: int, text: str) -> list[tuple[int, float]]:
+        """(position, cosine) of the turns before `pos` nearest in meaning to `text`,
+        nearest first; empty when nothing can be embedded (derived work: the rules still
+        see the pins and the recent window)."""
         try:
             self.cold.index_pending(conversation_id=conv)
             qv = self.embedder.embed([text])[0]
-        except Exception:  # derived work: without vectors the rules still see pins and the window
+        except Exception:
             log.warning("could not embed a correction of %s to find what it revises", conv, exc_info=True)
-            return set()
-        return {p for _c, p, _d in self.cold.search_dense(qv, SUPERSEDE_SEARCH_K, conversation_id=conv) if p < pos}
+            return []
+        return [(p, 1.0 - d * d / 2.0) for _c, p, d in self.cold.search_dense(qv, SUPERSEDE_SEARCH_K,
+                                                                              conversation_id=conv) if p < pos]
 
-    def _supersede_by_meaning(self, conv: str, pos: int, text: str) -> list[tuple[int, str]]:
+    def _supersede_by_meaning(self, conv: str, near: list[tuple[int, float]]) -> list[tuple[int, str]]:
         """Fallback when the correction rules find no target: a turn that says it updates
         something ("... from now on", "drop the ... rule", "I switched ...") supersedes the
-        earlier user statement or instruction nearest in meaning, if it is clearly on the
-        same topic. The vector index finds it however far back it is."""
-        self.cold.index_pending(conversation_id=conv)
-        qv = self.embedder.embed([text])[0]
-        hits = [h for h in self.cold.search_dense(qv, SUPERSEDE_SEARCH_K, conversation_id=conv) if h[1] < pos]
-        rows = {r.position: r for r in self.cold.turns_at(conv, [h[1] for h in hits])}
+        earlier user statement or instruction nearest in meaning (`near`, from
+        `_nearest_earlier`), if it is clearly on the same topic."""
+        rows = {r.position: r for r in self.cold.turns_at(conv, [p for p, _cos in near])}
         eligible: list[tuple[float, TurnRow]] = []
-        for _c, p, dist in hits:  # nearest first
+        for p, cos in near:  # nearest first
             r = rows.get(p)
             if r is None or r.role != "user" or r.superseded_by is not None:
                 continue
             if r.intent in ("question", "chitchat", "tool_result"):
                 continue
-            eligible.append((1.0 - dist * dist / 2.0, r))
+            eligible.append((cos, r))
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
             return []  # the nearest statement is not close enough: nothing is
         best_cos = eligible[0][0]
