@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+import pytest
 from cold_helpers import child_env
 
 CHILD = r"""
@@ -55,3 +57,22 @@ def test_embedding_works_with_the_network_unreachable() -> None:
     assert got["similar"] > got["unrelated"] + 0.2
     # nothing even tried to reach the network
     assert got["attempts"] == []
+
+
+def test_a_text_embedded_once_is_served_from_memory(embedder) -> None:  # type: ignore[no-untyped-def]
+    first = embedder.embed(["the hotel must be near the station", "a different text"])
+    hits = embedder.memo_hits
+    again = embedder.embed(["the hotel must be near the station"])
+    assert embedder.memo_hits == hits + 1
+    np.testing.assert_array_equal(again[0], first[0])
+    again[0][:] = 0.0  # a caller's copy: changing it does not change what is remembered
+    assert float(np.linalg.norm(embedder.embed(["the hotel must be near the station"])[0])) == pytest.approx(1.0)
+
+
+def test_context_reuses_the_vector_of_the_message_it_is_asked_about(cold_memory) -> None:  # type: ignore[no-untyped-def]
+    cold_memory.append_many("c", [{"role": "user", "content": f"note {i} about the trip"} for i in range(5)])
+    text = "Which gate does the 9:40 train to Lyon leave from?"
+    cold_memory.append("c", {"role": "user", "content": text})
+    hits = cold_memory.embedder.memo_hits
+    cold_memory.context("c", text, budget=300)  # embeds the new turn, then the query: the same text
+    assert cold_memory.embedder.memo_hits > hits

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,6 +24,8 @@ DEFAULT_EMBED_DIM = 384
 # directly (same vectors) rather than `encode`, whose batching and bookkeeping cost
 # more than the forward pass for one short text and add the worst tail latencies.
 DIRECT_MAX_TEXTS = 4
+MEMO_MAX_TEXTS = 4096  # recent texts whose vectors are remembered (~6 MB)
+MEMO_MAX_CHARS = 2000  # longer texts are not remembered (rarely repeated, costly to hash)
 
 
 class Embedder(Protocol):
@@ -50,6 +53,9 @@ class SentenceTransformerEmbedder:
         self.dim = dim
         self._model: Any = None
         self._lock = threading.Lock()
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._memo_lock = threading.Lock()
+        self.memo_hits = 0  # texts answered from memory (for stats and tests)
 
     def _load(self) -> Any:
         with self._lock:
@@ -73,6 +79,27 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # An agent appends the user's message and then asks for context with that same
+        # text as the query: the indexer has just embedded it. Recent short texts are
+        # remembered, so the model runs once per text, not once per caller.
+        with self._memo_lock:
+            known = {t: self._memo[t] for t in texts if t in self._memo}
+            for t in known:
+                self._memo.move_to_end(t)
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            fresh = self._compute(missing)
+            with self._memo_lock:
+                for t, v in zip(missing, fresh, strict=True):
+                    known[t] = v
+                    if len(t) <= MEMO_MAX_CHARS:
+                        self._memo[t] = v
+                while len(self._memo) > MEMO_MAX_TEXTS:
+                    self._memo.popitem(last=False)
+        self.memo_hits += len(texts) - len(missing)
+        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+
+    def _compute(self, texts: list[str]) -> np.ndarray:
         model = self._load()
         if len(texts) <= DIRECT_MAX_TEXTS:
             return self._direct(model, texts)
