@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from evals.baselines import without_memo
 from evals.bench import (
     DEFAULT_TORCH_THREADS,
     Row,
@@ -372,6 +373,7 @@ def search_bench(root: Path, corpus: Corpus, counter: BpeTokenCounter, embedder:
     cold, built = build_search_store(root, corpus, counter, cached, turns)
     try:
         cached.use_cache = False  # every query from here on goes through the model
+        without_memo(cached)
         depth = max(3 * SEARCH_K, 20)  # what ColdStore.search gives each retriever
         qs = queries(corpus, n_queries)
         for q in qs[:5]:  # warm up

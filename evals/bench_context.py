@@ -35,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evals.baselines import without_memo
 from evals.bench import (
     DEFAULT_TORCH_THREADS,
     Row,
@@ -131,6 +132,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
                     out["warm_views_refreshed"] = consolidate(CONV)
                     out["consolidate_s"] = round(time.perf_counter() - t1, 1)
                 cached.use_cache = False  # from here on every query goes through the model
+                without_memo(cached)
                 out.update(_measure(mem, mix, cfg.retrieval_k))
                 hot = mem.stats().get("hot", {})
                 out["hot"] = {k: hot.get(k) for k in ("healthy", "backend", "members", "tokens", "evictions",

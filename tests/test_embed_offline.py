@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from cold_helpers import child_env
 
+from tiers.embed import MEMO_MAX_TEXTS
+
 CHILD = r"""
 import json, socket
 
@@ -60,6 +62,7 @@ def test_embedding_works_with_the_network_unreachable() -> None:
 
 
 def test_a_text_embedded_once_is_served_from_memory(embedder) -> None:  # type: ignore[no-untyped-def]
+    embedder.memo_size = MEMO_MAX_TEXTS  # the shared embedder may have been used by an eval (memory off)
     first = embedder.embed(["the hotel must be near the station", "a different text"])
     hits = embedder.memo_hits
     again = embedder.embed(["the hotel must be near the station"])
@@ -72,7 +75,20 @@ def test_a_text_embedded_once_is_served_from_memory(embedder) -> None:  # type: 
 def test_context_reuses_the_vector_of_the_message_it_is_asked_about(cold_memory) -> None:  # type: ignore[no-untyped-def]
     cold_memory.append_many("c", [{"role": "user", "content": f"note {i} about the trip"} for i in range(5)])
     text = "Which gate does the 9:40 train to Lyon leave from?"
+    cold_memory.embedder.memo_size = MEMO_MAX_TEXTS
     cold_memory.append("c", {"role": "user", "content": text})
     hits = cold_memory.embedder.memo_hits
     cold_memory.context("c", text, budget=300)  # embeds the new turn, then the query: the same text
     assert cold_memory.embedder.memo_hits > hits
+
+
+def test_evals_run_the_model_for_every_query(embedder) -> None:  # type: ignore[no-untyped-def]
+    from evals.baselines import without_memo
+
+    embedder.memo_size = MEMO_MAX_TEXTS
+    embedder.embed(["asked at every budget"])
+    without_memo(embedder)
+    hits = embedder.memo_hits
+    embedder.embed(["asked at every budget"])
+    assert embedder.memo_hits == hits
+    embedder.memo_size = MEMO_MAX_TEXTS

@@ -56,6 +56,8 @@ class SentenceTransformerEmbedder:
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
         self.memo_hits = 0  # texts answered from memory (for stats and tests)
+        # 0 turns the memory off: benchmarks of "query embedding included" set it so
+        self.memo_size = MEMO_MAX_TEXTS
 
     def _load(self) -> Any:
         with self._lock:
@@ -83,7 +85,7 @@ class SentenceTransformerEmbedder:
         # text as the query: the indexer has just embedded it. Recent short texts are
         # remembered, so the model runs once per text, not once per caller.
         with self._memo_lock:
-            known = {t: self._memo[t] for t in texts if t in self._memo}
+            known = {t: self._memo[t] for t in texts if t in self._memo} if self.memo_size else {}
             for t in known:
                 self._memo.move_to_end(t)
         missing = [t for t in dict.fromkeys(texts) if t not in known]
@@ -92,9 +94,9 @@ class SentenceTransformerEmbedder:
             with self._memo_lock:
                 for t, v in zip(missing, fresh, strict=True):
                     known[t] = v
-                    if len(t) <= MEMO_MAX_CHARS:
+                    if self.memo_size and len(t) <= MEMO_MAX_CHARS:
                         self._memo[t] = v
-                while len(self._memo) > MEMO_MAX_TEXTS:
+                while len(self._memo) > self.memo_size:
                     self._memo.popitem(last=False)
         self.memo_hits += len(texts) - len(missing)
         return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
