@@ -34,7 +34,7 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -475,18 +475,30 @@ def format_table(r: dict[str, Any]) -> str:
     return text_table(rows(r)) + f"\nload average (1/5/15 min): start {la['start']}, end {la['end']}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def model_bench_main(argv: list[str] | None, *, doc: str | None, turns_help: str,
+                     run_bench: Callable[[bool, Path, int | None, int], dict[str, Any]],
+                     fmt: Callable[[dict[str, Any]], str]) -> int:
+    """The command line shared by the benchmarks that run the model over a LoCoMo-derived
+    corpus: --quick, --data, --turns, --torch-threads, --json."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo-format file (default {DEFAULT_DATA})")
-    parser.add_argument("--turns", type=int, default=None, help="turns in the search conversation (default 10000)")
+    parser.add_argument("--turns", type=int, default=None, help=turns_help)
     parser.add_argument("--torch-threads", type=int, default=DEFAULT_TORCH_THREADS,
                         help="torch intra-op threads for the model (0: torch's default)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    result = run(args.quick, data=args.data, search_turns=args.turns, torch_threads=args.torch_threads)
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    result = run_bench(args.quick, args.data, args.turns, args.torch_threads)
+    print(json.dumps(result, indent=2) if args.json else fmt(result))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return model_bench_main(
+        argv, doc=__doc__, turns_help="turns in the search conversation (default 10000)",
+        run_bench=lambda quick, data, turns, threads: run(quick, data=data, search_turns=turns,
+                                                         torch_threads=threads),
+        fmt=format_table)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,6 @@ query embedding included.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -54,6 +52,7 @@ from evals.bench_cold import (
     batches,
     default_embedder,
     load_corpus,
+    model_bench_main,
     synthetic_messages,
 )
 from tiers.embed import Embedder
@@ -245,17 +244,10 @@ def format_table(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo-format file (default {DEFAULT_DATA})")
-    parser.add_argument("--turns", type=int, default=None, help="turns in the conversation (default 10000)")
-    parser.add_argument("--torch-threads", type=int, default=DEFAULT_TORCH_THREADS,
-                        help="torch intra-op threads for the model (0: torch's default)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args(argv)
-    result = run(args.quick, data=args.data, turns=args.turns, torch_threads=args.torch_threads)
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
-    return 0
+    return model_bench_main(
+        argv, doc=__doc__, turns_help="turns in the conversation (default 10000)",
+        run_bench=lambda quick, data, turns, threads: run(quick, data=data, turns=turns, torch_threads=threads),
+        fmt=format_table)
 
 
 if __name__ == "__main__":
