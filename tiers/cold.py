@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tiers.embed import Embedder
+from tiers.embed import Embedder, query_embedding
 from tiers.errors import (
     ConversationNotFound,
     DriverUnavailable,
@@ -740,26 +740,34 @@ class ColdStore:
                     out[int(pos)] = np.frombuffer(v[0], dtype=np.float32)
         return out
 
-    def turn_census(self, conversation_id: str) -> tuple[int, int]:
-        """(turns, last position) of the turn index: how a reader's copy of a
-        conversation (tiers.turncache) tells that it grew, shrank or was rebuilt."""
+    def turn_census(self, conversation_id: str) -> tuple[int, float, int, int] | None:
+        """(first turn's id, first turn's created_at, last position, last turn's id), or
+        None for a conversation without turns: how a reader's copy of a conversation
+        (tiers.turncache) tells that it only grew, or was pruned and re-created. Four
+        index seeks, not a count (a COUNT over 20k turns costs 1.7 ms per call)."""
         row = self._read(
-            "SELECT COUNT(*), COALESCE(MAX(position), -1) FROM turns WHERE conversation_id = ?",
+            "SELECT f.id, f.created_at, l.position, l.id FROM "
+            "(SELECT id, created_at FROM turns WHERE conversation_id = ?1 ORDER BY position LIMIT 1) f, "
+            "(SELECT position, id FROM turns WHERE conversation_id = ?1 ORDER BY position DESC LIMIT 1) l",
             (conversation_id,),
-        )[0]
-        return int(row[0]), int(row[1])
+        )
+        if not row:
+            return None
+        r = row[0]
+        return int(r[0]), float(r[1]), int(r[2]), int(r[3])
 
     def turn_facts(
         self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None
-    ) -> list[tuple[int, int, float, str | None, bytes | None, str | None]]:
-        """(position, tokens, created_at, session_id, vector bytes or None, speaker name or
-        None) for the turns after `after`, or for `positions`, in log order; the planner's
-        exhaustive scoring reads these once per turn and keeps them (tiers.turncache)."""
+    ) -> list[tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]]:
+        """(turn id, position, tokens, created_at, session_id, vector bytes or None, speaker name or
+        None, indexed text or None) for the turns after `after`, or for `positions`, in
+        log order; the planner's exhaustive scoring reads these once per turn and keeps
+        them (tiers.turncache). The text is what the FTS index holds."""
         vec = self._has_vec()
-        cols = ("t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
+        cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
                 # a garbled body must not fail the read (salvage is row by row): no name
-                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END")
-        join = "JOIN messages m ON m.id = t.id "
+                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END, f.text")
+        join = "JOIN messages m ON m.id = t.id LEFT JOIN messages_fts f ON f.rowid = t.id "
         join += f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
         if positions is not None:
             if not positions:
@@ -771,7 +779,8 @@ class ColdStore:
         else:
             sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position > ? ORDER BY t.position"
             params = (conversation_id, after)
-        return [(int(r[0]), int(r[1]), float(r[2]), r[3], r[4], r[5] if isinstance(r[5], str) else None)
+        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
+                 r[7] if isinstance(r[7], str) else None)
                 for r in self._read(sql, params)]
 
     # -- reads --------------------------------------------------------------------------
@@ -894,13 +903,21 @@ class ColdStore:
     def pin_candidates(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         """What the planner may pin, best first: explicit pins, and load-bearing turns of
         at least `min_priority` that nothing superseded; by priority, then newest."""
-        rows = self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND (p.priority IS NOT NULL OR (t.load_bearing = 1 "
-            "AND t.priority >= ?2 AND t.superseded_by IS NULL)) "
-            "ORDER BY COALESCE(p.priority, t.priority) DESC, t.position DESC LIMIT ?3",
+        # two indexed reads merged here: one OR over both kinds makes SQLite scan every
+        # turn of the conversation (5.5 ms at 20k turns against 0.6)
+        pinned = self._read(
+            self._TURN_SELECT.replace("FROM turns t LEFT JOIN pins p ON", "FROM pins p JOIN turns t ON")
+            + "WHERE p.conversation_id = ?1 ORDER BY p.priority DESC, t.position DESC LIMIT ?2",
+            (conversation_id, limit),
+        )
+        bearing = self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
+            "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT ?3",
             (conversation_id, min_priority, limit),
         )
-        return [self._turn(r) for r in rows]
+        turns = [self._turn(r) for r in (*pinned, *bearing)]
+        turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
+        return turns[:limit]
 
     def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         """Load-bearing turns a later turn superseded (newest first), for the plan to say
@@ -1231,7 +1248,7 @@ class ColdStore:
         depth = depth or max(3 * k, 20)
         lists: dict[str, list[tuple[str, int, float]]] = {}
         if query_vec is None and self.embedder is not None and query.strip():
-            query_vec = self.embedder.embed([query])[0]
+            query_vec = query_embedding(self.embedder)([query])[0]
         if query_vec is not None:
             lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
         lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)

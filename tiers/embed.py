@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -24,6 +25,12 @@ DEFAULT_EMBED_DIM = 384
 # directly (same vectors) rather than `encode`, whose batching and bookkeeping cost
 # more than the forward pass for one short text and add the worst tail latencies.
 DIRECT_MAX_TEXTS = 4
+# The query path's precision. The model's 42 MB of float32 weights do not fit a typical
+# L3 cache, so embedding one short query streams them all from memory: bfloat16 halves
+# that, and on CPUs with native bfloat16 arithmetic (AVX512_BF16, AMX) a query takes
+# ~40% less time (measured 9.5 vs 15.9 ms) with vectors at cosine 0.9999 to float32's.
+# Stored vectors are always float32: they are the durable data, computed in batches.
+QUERY_PRECISIONS = ("auto", "float32", "bfloat16")
 MEMO_MAX_TEXTS = 4096  # recent texts whose vectors are remembered (~6 MB)
 MEMO_MAX_CHARS = 2000  # longer texts are not remembered (rarely repeated, costly to hash)
 
@@ -32,12 +39,41 @@ class Embedder(Protocol):
     """Maps texts to float32, L2-normalized vectors of a fixed dimension.
 
     `embed(texts)` returns an array of shape (len(texts), dim). Implementations load
-    lazily: constructing one must be cheap, the first `embed` may be slow.
+    lazily: constructing one must be cheap, the first `embed` may be slow. An
+    implementation may also offer `embed_query(texts)`, the same vectors computed faster
+    and a little less exactly, for queries (see `query_embedding`); what `embed` returns
+    is what gets stored.
     """
 
     dim: int
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def query_embedding(embedder: Embedder) -> Callable[[list[str]], np.ndarray]:
+    """How to embed search queries with `embedder`: its `embed_query` when it has one (a
+    faster, slightly lower-precision path for vectors that are never stored), else
+    `embed`."""
+    return cast(Callable[[list[str]], np.ndarray], getattr(embedder, "embed_query", embedder.embed))
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU does bfloat16 arithmetic natively (else torch emulates it, slower
+    than float32)."""
+    import torch
+
+    probe = getattr(getattr(getattr(torch, "_C", None), "_cpu", None), "_is_avx512_bf16_supported", None)
+    try:
+        if probe is not None and probe():
+            return True
+    except RuntimeError:
+        pass
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return False
+    return any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def bundled_model_path() -> Path:
@@ -47,11 +83,23 @@ def bundled_model_path() -> Path:
 
 
 class SentenceTransformerEmbedder:
-    def __init__(self, model_path: Path | None = None, *, batch_size: int = 64, dim: int = DEFAULT_EMBED_DIM):
+    """all-MiniLM-L6-v2 (or a local sentence-transformers model) on the CPU.
+
+    `query_precision`: the dtype of `embed_query`'s few-text path. "auto" is bfloat16
+    where the CPU has native bfloat16 arithmetic and float32 elsewhere; `embed` (what
+    gets stored) always runs in float32.
+    """
+
+    def __init__(self, model_path: Path | None = None, *, batch_size: int = 64, dim: int = DEFAULT_EMBED_DIM,
+                 query_precision: str = "auto"):
+        if query_precision not in QUERY_PRECISIONS:
+            raise ValueError(f"query_precision must be one of {', '.join(QUERY_PRECISIONS)}, not {query_precision!r}")
         self.model_path = Path(model_path) if model_path is not None else None
         self.batch_size = batch_size
         self.dim = dim
+        self.query_precision = query_precision
         self._model: Any = None
+        self._query_model: Any = None
         self._lock = threading.Lock()
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
@@ -75,10 +123,42 @@ class SentenceTransformerEmbedder:
                 got = getter()
                 if got is not None:
                     self.dim = int(got)
+                self._query_model = self._make_query_model(model)
                 self._model = model
             return self._model
 
+    def _make_query_model(self, model: Any) -> Any:
+        import copy
+
+        import torch
+
+        want = self.query_precision
+        if want == "auto":
+            want = "bfloat16" if native_bfloat16() else "float32"
+        if want == "float32":
+            return model
+        return copy.deepcopy(model).to(torch.bfloat16)
+
+    @property
+    def effective_query_precision(self) -> str:
+        """The dtype queries run in (known once the model has loaded)."""
+        import torch
+
+        if self._query_model is None:
+            return "unloaded"
+        return "bfloat16" if next(self._query_model.parameters()).dtype == torch.bfloat16 else "float32"
+
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors to store: float32 all the way."""
+        return self._embed(texts, query=False)
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Vectors to search with, in `query_precision`: never stored, and remembered
+        only when float32 (so `embed` never hands a lower-precision vector to the
+        indexer)."""
+        return self._embed(texts, query=True)
+
+    def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         # An agent appends the user's message and then asks for context with that same
@@ -90,19 +170,21 @@ class SentenceTransformerEmbedder:
                 self._memo.move_to_end(t)
         missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
-            fresh = self._compute(missing)
+            model = self._load()
+            run = self._query_model if query else model
+            fresh = self._compute(run, missing)
+            keep = bool(self.memo_size) and run is model
             with self._memo_lock:
                 for t, v in zip(missing, fresh, strict=True):
                     known[t] = v
-                    if self.memo_size and len(t) <= MEMO_MAX_CHARS:
+                    if keep and len(t) <= MEMO_MAX_CHARS:
                         self._memo[t] = v
                 while len(self._memo) > self.memo_size:
                     self._memo.popitem(last=False)
         self.memo_hits += len(texts) - len(missing)
         return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
 
-    def _compute(self, texts: list[str]) -> np.ndarray:
-        model = self._load()
+    def _compute(self, model: Any, texts: list[str]) -> np.ndarray:
         if len(texts) <= DIRECT_MAX_TEXTS:
             return self._direct(model, texts)
         vecs = model.encode(

@@ -9,11 +9,13 @@ next to the positions, token counts, times and session groups.
 Invariants:
 - Derived, never authoritative. Everything here is re-read from the cold log and nothing
   is written back; a miss or a reload costs time, never a turn.
-- It follows the log's shape: on every `get` a census (turn count and last position)
-  says whether the conversation only grew (read the new turns), did not change (nothing
-  to read) or changed any other way (pruned and re-created, rebuilt: reload it whole).
-  A conversation pruned by another process and re-created with exactly as many turns
-  between two calls would pass the census; this process's own prune drops the entry.
+- It follows the log's shape: on every `get` a census (the first turn's id and time,
+  the last position) says whether the conversation only grew (read the new turns), did
+  not change (nothing to read) or was emptied, or pruned and re-created (its first turn
+  is another row: reload it whole). The log is append-only, so nothing else can happen
+  to a conversation's turns. A conversation pruned by another process and re-created
+  between two calls with a first turn of the same id and the same time to the
+  microsecond would pass; this process's own prune drops the entry.
 - A turn stored before its vector is re-read until the vector exists; until then its
   dense score is "unknown", never a stale or zero-similarity guess.
 - Bounded: past `max_bytes`, least recently used conversations are dropped.
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tiers.cold import ColdStore
+from tiers.lexical import LexicalIndex
 
 DEFAULT_TURN_CACHE_BYTES = 256 * 1024 * 1024
 # A conversation without session ids is cut into groups where the talk paused this long,
@@ -39,7 +42,7 @@ SESSION_GAP_S = 30 * 60.0
 MAX_GROUP_TURNS = 50
 _PENDING_RECHECK_LIMIT = 512
 MAX_NAMES = 64  # speaker names kept per conversation (a group chat has a few, not hundreds)
-FactRow = tuple[int, int, float, str | None, bytes | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
+FactRow = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class TurnTable:
     vectors: np.ndarray | None  # float32 (n, dim), unit rows; zeros where has_vec is False
     has_vec: np.ndarray  # bool
     names: frozenset[str] = frozenset()  # the `name`s speakers carry in this conversation
+    lexical: LexicalIndex | None = None  # keyword postings of (at least) these turns
 
     def __len__(self) -> int:
         return int(self.positions.shape[0])
@@ -68,6 +72,13 @@ class TurnTable:
         i = int(np.searchsorted(self.positions, position))
         return i if i < len(self) and int(self.positions[i]) == position else None
 
+    def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
+        """(position, bm25) of the k best keyword matches, best first (lower is better,
+        as FTS5's); empty without an index."""
+        if self.lexical is None:
+            return []
+        return [(int(self.positions[i]), s) for i, s in self.lexical.search(query, k, len(self))]
+
     def tokens_before(self, position: int) -> int:
         """Token total of the turns before `position` (the tail's stable grid)."""
         i = int(np.searchsorted(self.positions, position))
@@ -81,6 +92,7 @@ class _Entry:
         self.conversation_id = conversation_id
         self.n = 0
         self.last = -1
+        self.first: tuple[int, float] | None = None  # (id, created_at) of the first turn
         cap = 64
         self.positions = np.zeros(cap, dtype=np.int64)
         self.tokens = np.zeros(cap, dtype=np.int64)
@@ -90,6 +102,7 @@ class _Entry:
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
         self.names: set[str] = set()
+        self.lexical = LexicalIndex()
         self._group = -1
         self._group_session: str | None = None
         self._group_len = 0
@@ -101,7 +114,7 @@ class _Entry:
 
     def nbytes(self) -> int:
         vec = 0 if self.vectors is None else self.vectors.nbytes
-        return vec + self.capacity * (8 * 4 + 1)
+        return vec + self.capacity * (8 * 4 + 1) + self.lexical.nbytes()
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -146,28 +159,35 @@ class _Entry:
     def add(self, rows: list[FactRow]) -> bool:
         """Append rows in log order; False when a vector does not fit (reload)."""
         self._grow(self.n + len(rows))
-        for pos, toks, created, session, blob, name in rows:
-            if name and len(self.names) < MAX_NAMES:
-                self.names.add(name)
-            i = self.n
-            self.positions[i] = pos
-            self.tokens[i] = toks
-            self.created[i] = created
-            self.groups[i] = self._group_of(session, created)
-            if blob is not None:
-                if not self._set_vector(i, blob):
-                    return False
-            else:
-                self.pending.append(i)
-            self.n = i + 1
-            self.last = pos
-        return True
+        texts: list[str | None] = []
+        try:
+            for pid, pos, toks, created, session, blob, name, text in rows:
+                if name and len(self.names) < MAX_NAMES:
+                    self.names.add(name)
+                i = self.n
+                self.positions[i] = pos
+                self.tokens[i] = toks
+                self.created[i] = created
+                self.groups[i] = self._group_of(session, created)
+                if blob is not None:
+                    if not self._set_vector(i, blob):
+                        return False
+                else:
+                    self.pending.append(i)
+                texts.append(text)
+                if i == 0:
+                    self.first = (pid, created)
+                self.n = i + 1
+                self.last = pos
+            return True
+        finally:
+            self.lexical.add_many(texts)  # the keyword index holds exactly the first n turns
 
     def fill(self, rows: list[FactRow]) -> bool:
         """Store vectors that arrived for pending turns; False when one does not fit."""
         got: set[int] = set()
         by_pos = {int(self.positions[i]): i for i in self.pending}
-        for pos, _t, _c, _s, blob, _n in rows:
+        for _i, pos, _t, _c, _s, blob, _n, _x in rows:
             i = by_pos.get(pos)
             if i is not None and blob is not None:
                 if not self._set_vector(i, blob):
@@ -188,6 +208,7 @@ class _Entry:
             None if self.vectors is None else self.vectors[:n],
             self.has_vec[:n],
             frozenset(self.names),
+            self.lexical,
         )
 
 
@@ -206,11 +227,12 @@ class TurnCache:
 
     def get(self, conversation_id: str) -> TurnTable:
         """The conversation as the log holds it now (an empty table when it has no turns)."""
-        count, last = self.cold.turn_census(conversation_id)
+        census = self.cold.turn_census(conversation_id)
+        first, last = (None, -1) if census is None else ((census[0], census[1]), census[2])
         with self._lock:
             e = self._entries.get(conversation_id)
-            if e is not None and not (count >= e.n and last - e.last == count - e.n):
-                e = None  # shrank, or rewritten: reload
+            if e is not None and e.n and (first != e.first or last < e.last):
+                e = None  # emptied, shrank, or pruned and re-created: reload
                 self.reloads += 1
             if e is None:
                 e = _Entry(conversation_id)
