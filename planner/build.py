@@ -25,6 +25,7 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ MAX_RETRIEVED_CANDIDATES = 400
 TOP_UP_ROUNDS = 2
 EMBED_WORKERS = 2  # query embeddings in flight at once (more would only share the same cores)
 PLAN_LEFT_OUT_PER_SLICE = 50  # left-out items listed per slice (the plan stays small)
+PIN_CACHE_CONVERSATIONS = 1024  # conversations whose pin candidates are kept between calls
 MIN_PIN_TOKENS = 8  # the smallest message a pin can be: bounds how many could fit
 # Load-bearing turns at or above this priority are pinned automatically: constraints (85),
 # decisions (75), entities (70), corrections (90). One-shot tasks (65) are not.
@@ -121,6 +123,17 @@ class _Cand:
 
 
 @dataclass(frozen=True)
+class _PinSet:
+    """One conversation's pin candidates at a pin version (see ColdStore.pin_version)."""
+
+    version: int
+    limit: int  # read with this limit (+1)
+    complete: bool  # fewer than limit + 1 came back: there are no more
+    rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" unreadable), trimmed, tokens
+    superseded: tuple[TurnRow, ...]
+
+
+@dataclass(frozen=True)
 class _Lexical:
     here: list[tuple[str, int, float]]  # bm25 hits in this conversation
     others: bool  # the namespace has other conversations, and namespace recall is on
@@ -152,6 +165,8 @@ class Planner:
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._pool_pid = os.getpid()
+        self._pins: OrderedDict[str, _PinSet] = OrderedDict()
+        self._pins_lock = threading.Lock()
 
     def _workers(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -453,34 +468,59 @@ class Planner:
         # conversation has hundreds of load-bearing turns, and reading them all would
         # cost more than the rest of the plan
         limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
-        rows = self.cold.pin_candidates(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=limit + 1)
-        for r in self.cold.superseded_pins(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=PLAN_LEFT_OUT_PER_SLICE):
+        pins = self._pin_set(conv, limit)
+        for r in pins.superseded:
             plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
                                           f"superseded by #{r.superseded_by}: not presented as current"))
-        current: list[TurnRow] = []
+        out = []
         used = 0
-        for r in rows:
+        for r, line, trimmed, tokens in pins.rows[:limit + 1]:
             if used > room:
                 plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "verbatim", r.tokens,
                                               r.priority / 100.0, "pinned, but higher-priority pins fill the budget"))
                 break
-            current.append(r)
             used += r.tokens
-        msgs = {m.position: m for m in self._messages(conv, [r.position for r in current], hot)}
-        out = []
-        for r in current:
-            m = msgs.get(r.position)
-            if m is None:
-                continue
-            line, trimmed = self._line(conv, m, conv)
+            if not line:
+                continue  # its message could not be read (salvaged away)
             prio = r.pinned_priority if r.pinned_priority is not None else r.priority
             why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
             out.append(_Cand("pinned", conv, r.position, prio / 100.0, f"{why} (priority {prio})", line,
-                             tokens=self._line_tokens(line), fidelity="trimmed" if trimmed else "verbatim",
+                             tokens=tokens, fidelity="trimmed" if trimmed else "verbatim",
                              tier=self._tier_of(r.position, hot)))
         # highest priority first for packing; rendered in log order
         out.sort(key=lambda c: (-c.score, -c.position))
         return out
+
+    def _pin_set(self, conv: str, limit: int) -> _PinSet:
+        """The conversation's pin candidates (best first, `limit` + 1 at least) with
+        their rendered lines, and its superseded pins: kept between calls and re-read
+        only when the log's pin version moved (a load-bearing turn, a relabel, a
+        supersession, a pin), not on every appended turn."""
+        version = self.cold.pin_version(conv)
+        with self._pins_lock:
+            got = self._pins.get(conv)
+            if got is not None:
+                self._pins.move_to_end(conv)
+        if got is not None and got.version == version and (got.limit >= limit or got.complete):
+            return got
+        rows = self.cold.pin_candidates(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=limit + 1)
+        superseded = self.cold.superseded_pins(conv, min_priority=AUTO_PIN_MIN_PRIORITY,
+                                               limit=PLAN_LEFT_OUT_PER_SLICE)
+        msgs = {m.position: m for m in self.cold.get(conv, [r.position for r in rows])}
+        rendered: list[tuple[TurnRow, str, bool, int]] = []
+        for r in rows:
+            m = msgs.get(r.position)
+            if m is None:
+                rendered.append((r, "", False, 0))
+                continue
+            line, trimmed = self._line(conv, m, conv)
+            rendered.append((r, line, trimmed, self._line_tokens(line)))
+        got = _PinSet(version, limit, len(rows) <= limit, tuple(rendered), tuple(superseded))
+        with self._pins_lock:
+            self._pins[conv] = got
+            while len(self._pins) > PIN_CACHE_CONVERSATIONS:
+                self._pins.popitem(last=False)
+        return got
 
     def _tail_candidates(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
                          latest_user: int | None) -> list[_Cand]:

@@ -106,6 +106,10 @@ def _episode_context(score: np.ndarray, groups: np.ndarray, top: int) -> np.ndar
     n = score.shape[0]
     if n == 0:
         return score
+    if n > 1 and bool((groups[1:] >= groups[:-1]).all()):
+        padded = _episode_context_contiguous(score, groups, top)
+        if padded is not None:
+            return padded
     # group ids are small dense integers (the turn cache numbers episodes from 0), so
     # bincount indexes them directly; anything else is renumbered first
     ids = groups - groups.min()
@@ -124,6 +128,26 @@ def _episode_context(score: np.ndarray, groups: np.ndarray, top: int) -> np.ndar
     counts = np.bincount(g[keep], minlength=size)
     means = sums / np.maximum(counts, 1)
     return means[ids]
+
+
+def _episode_context_contiguous(score: np.ndarray, groups: np.ndarray, top: int) -> np.ndarray | None:
+    """`_episode_context` for episodes that are runs of consecutive turns (the turn
+    cache's, in log order): one row per episode, a partial sort per row, no argsort of
+    the whole conversation. None when the rows would be too ragged to pay."""
+    n = score.shape[0]
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    lengths = np.diff(np.r_[starts, n])
+    width = int(lengths.max())
+    if starts.shape[0] * width > 4 * n:
+        return None
+    row = np.repeat(np.arange(starts.shape[0]), lengths)
+    grid = np.full((starts.shape[0], width), -np.inf)
+    grid[row, np.arange(n) - starts[row]] = score
+    k = min(top, width)
+    best = -np.partition(-grid, k - 1, axis=1)[:, :k] if k < width else grid
+    best = np.where(np.isfinite(best), best, 0.0)
+    means = best.sum(axis=1) / np.minimum(lengths, k)
+    return means[row]
 
 
 def _date_closeness(created: np.ndarray, windows: Sequence[TimeWindow]) -> np.ndarray:
