@@ -17,8 +17,8 @@ baseline, timed interleaved with the context calls: plain hybrid search
 and p99 overall, per budget and per kind, the ratio to the baseline, the query classes
 the planner chose per kind, and the medians of `plan.timings_ms` (cumulative from the
 start of the call: turns, fixed, candidates, embed, retrieve, pack, total) with the
-per-stage differences. The query is embedded on a worker thread while the log is read,
-so "embed" is the wait for the vector after the candidates were read.
+per-stage differences ("embed" is the query embedding itself: it runs inline, after the
+candidates were read).
 
 Targets (issue 5): context p50 <= 25 ms, p99 <= 60 ms in a 10k-turn conversation,
 query embedding included.

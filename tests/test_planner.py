@@ -228,12 +228,12 @@ def test_a_query_naming_a_day_brings_back_that_days_turns(cold_memory: Memory) -
     assert any("5 March 2024" in i.reason for i in ctx.plan.items if i.slice == "retrieved")
 
 
-def test_closing_memory_stops_the_query_embedding_worker(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_context_starts_no_thread(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     import threading
 
-    mem = Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False, background_indexing=False)
-    mem.append_many("c", chitchat(20))
-    ctx = mem.context("c", "what did we say about the weather?", budget=300)
-    assert ctx.tokens <= 300
-    mem.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("tiermem-embed")]
+    with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.append_many("c", chitchat(20))
+        before = {t.ident for t in threading.enumerate()}
+        ctx = mem.context("c", "what did we say about the weather?", budget=300)
+        assert ctx.tokens <= 300
+        assert {t.ident for t in threading.enumerate()} <= before  # the query is embedded inline

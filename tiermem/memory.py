@@ -182,7 +182,6 @@ class Memory:
             self._indexer.stopping.set()
             self._indexer.wake.set()
             self._indexer.join(timeout=30)
-        self.planner.close()
         if self.hot is not None:
             self.hot.close()
         self.cold.close()
