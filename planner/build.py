@@ -55,6 +55,11 @@ OTHER_CONVERSATION_PENALTY = 1.0
 MAX_RETRIEVED_CANDIDATES = 400
 TOP_UP_ROUNDS = 2
 PLAN_LEFT_OUT_PER_SLICE = 50  # left-out items listed per slice (the plan stays small)
+# The namespace's other conversations are scored from the turn cache when there are at
+# most this many (each costs an index seek per call) and they would fill at most half of
+# it, at about this many bytes a turn (a 384-float vector, the keyword postings, facts).
+NAMESPACE_IN_MEMORY_CONVERSATIONS = 32
+TURN_BYTES_ESTIMATE = 2048
 PIN_CACHE_CONVERSATIONS = 1024  # conversations whose pin candidates are kept between calls
 MIN_PIN_TOKENS = 8  # the smallest message a pin can be: bounds how many could fit
 # Load-bearing turns at or above this priority are pinned automatically: constraints (85),
@@ -133,7 +138,7 @@ class _PinSet:
 @dataclass(frozen=True)
 class _Lexical:
     here: list[tuple[str, int, float]]  # bm25 hits in this conversation
-    others: bool  # the namespace has other conversations, and namespace recall is on
+    others: list[str]  # the namespace's other conversations (none without namespace recall)
 
 
 def _date(ts: float) -> str:
@@ -659,7 +664,8 @@ class Planner:
             s += RECENCY_WEIGHT * (p / max(1, last))
             scored[(conv, p)] = (s, why)
         if lexical.others and qclass != "recent_recall":
-            scored.update(self._namespace_hits(conv, namespace, query, qvec, scores, qclass in RECALL_CLASSES))
+            scored.update(self._namespace_hits(conv, namespace, lexical.others, query, qvec, scores,
+                                               qclass in RECALL_CLASSES))
         if not scored:
             return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
@@ -686,17 +692,17 @@ class Planner:
         query against 10k turns faster than FTS5 can), and whether the namespace has
         other conversations to search once the query's class is known."""
         if not query or not query.strip():
-            return _Lexical([], False)
+            return _Lexical([], [])
         if table.lexical is not None:
             here = [(conv, p, s) for p, s in table.bm25(query, BM25_DEPTH)]
         else:
             here = self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)
-        others = bool(namespace_recall and self.settings.namespace_recall
-                      and any(c != conv for c in self.cold.list_conversations(namespace)))
+        others = ([c for c in self.cold.list_conversations(namespace) if c != conv]
+                  if namespace_recall and self.settings.namespace_recall else [])
         return _Lexical(here, others)
 
-    def _namespace_hits(self, conv: str, namespace: str, query: str, qvec: np.ndarray | None, scores: TurnScores,
-                        recall: bool) -> dict[tuple[str, int], tuple[float, str]]:
+    def _namespace_hits(self, conv: str, namespace: str, others: list[str], query: str, qvec: np.ndarray | None,
+                        scores: TurnScores, recall: bool) -> dict[tuple[str, int], tuple[float, str]]:
         """The user's other conversations: the best few hits, on this conversation's scale
         (their cosines and bm25 standardised with this conversation's statistics), less
         OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant.
@@ -704,16 +710,28 @@ class Planner:
         Recall questions search by meaning and by keyword; other messages, like this
         conversation's own turns for them, only bring back what is close in meaning
         (STRONG_COSINE), so they skip the keyword search, whose FTS5 doclists span the
-        whole database and cost more than the rest of the plan."""
+        whole database and cost more than the rest of the plan.
+
+        A namespace of a few conversations that fit the turn cache is searched there
+        (the same exact cosine and bm25 as this conversation's); a larger one through
+        the cold tier's indexes (sqlite-vec, FTS5)."""
         k = self.settings.retrieval_k
+        tables = self._tables_in_memory(others)
+        dense: list[tuple[str, int, float]] = []
+        bm25: list[tuple[str, int, float]] = []
+        if tables is not None:
+            dense, bm25 = _search_tables(tables, qvec, query if recall else None, k)
+        else:
+            if qvec is not None:
+                dense = [(c, p, 1.0 - dist * dist / 2.0)  # unit vectors: cosine from L2
+                         for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv)]
+            if recall:
+                bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)
         found: dict[tuple[str, int], dict[str, float]] = {}
-        if qvec is not None:
-            for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv):
-                cosine = 1.0 - dist * dist / 2.0  # unit vectors
-                if recall or cosine >= STRONG_COSINE:
-                    found.setdefault((c, p), {})["cosine"] = cosine
+        for c, p, cosine in dense:
+            if recall or cosine >= STRONG_COSINE:
+                found.setdefault((c, p), {})["cosine"] = cosine
         if recall:
-            bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)
             for rank, (c, p, bm) in enumerate(bm25, start=1):
                 found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
         out: dict[tuple[str, int], tuple[float, str]] = {}
@@ -725,6 +743,20 @@ class Planner:
             out[key] = (s - OTHER_CONVERSATION_PENALTY,
                         f"from {key[0]} in this namespace: " + ", ".join(parts))
         return out
+
+    def _tables_in_memory(self, others: list[str]) -> list[TurnTable] | None:
+        """The other conversations' turn tables, when they are few and would take at
+        most half the turn cache (else loading them would evict the conversation being
+        answered, call after call); None: search the cold tier instead."""
+        if len(others) > NAMESPACE_IN_MEMORY_CONVERSATIONS:
+            return None
+        turns = 0
+        for c in others:
+            census = self.cold.turn_census(c)
+            turns += 0 if census is None else census[2] + 1
+        if turns * TURN_BYTES_ESTIMATE > self.turns.max_bytes // 2:
+            return None
+        return [self.turns.get(c) for c in others]
 
     # -- render ---------------------------------------------------------------------------------
 
@@ -808,6 +840,25 @@ class Planner:
     def _item(c: _Cand, reason: str | None = None) -> PlanItem:
         return PlanItem(c.slice, c.conversation_id, c.group or [c.position], c.tier, c.fidelity, c.tokens,
                         round(c.score, 4), reason or c.reason)
+
+
+def _search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str | None,
+                   k: int) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
+    """The k nearest turns (conversation, position, cosine) over `tables`, best first,
+    and with a query the k best keyword matches (conversation, position, bm25)."""
+    dense: list[tuple[str, int, float]] = []
+    bm25: list[tuple[str, int, float]] = []
+    for t in tables:
+        if qvec is not None and t.vectors is not None and len(t) and t.vectors.shape[1] == qvec.shape[0]:
+            cos = t.vectors @ np.asarray(qvec, dtype=np.float32)
+            cos[~t.has_vec] = -np.inf  # no vector yet: not a neighbour
+            best = np.argpartition(-cos, k - 1)[:k] if cos.shape[0] > k else np.arange(cos.shape[0])
+            dense.extend((t.conversation_id, int(t.positions[i]), float(cos[i])) for i in best if cos[i] > -np.inf)
+        if query is not None:
+            bm25.extend((t.conversation_id, p, s) for p, s in t.bm25(query, k))
+    dense.sort(key=lambda h: (-h[2], h[0], h[1]))
+    bm25.sort(key=lambda h: (h[2], h[0], h[1]))
+    return dense[:k], bm25[:k]
 
 
 def without_names(query: str, names: frozenset[str]) -> str:
