@@ -82,8 +82,12 @@ class TurnScores:
         return (cosine - mu) / sd
 
     def z_bm25(self, bm25: float | None) -> float:
-        if bm25 is None or self.bm25_stats is None:
+        if bm25 is None:
             return MISSING_Z
+        if self.bm25_stats is None:
+            # this conversation has (almost) no keyword match, another one has: as for a
+            # lone match here (_standardise), a clear lead rather than "missing"
+            return 1.0
         mu, sd = self.bm25_stats
         return (-bm25 - mu) / sd
 
