@@ -92,3 +92,59 @@ def test_evals_run_the_model_for_every_query(embedder) -> None:  # type: ignore[
     embedder.embed(["asked at every budget"])
     assert embedder.memo_hits == hits
     embedder.memo_size = MEMO_MAX_TEXTS
+
+
+QUERIES = [
+    "where did we land on the airline?",  # a question
+    "ok",  # one word
+    "Ünïcödé, émojis 🎉 and code: def f(x): return x ** 2",  # beyond ASCII
+    "word " * 400,  # past the model's 256 tokens: truncated the same way
+]
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_query_vectors_match_stored_ones(embedder, text: str) -> None:  # type: ignore[no-untyped-def]
+    # the query path (bfloat16 where the CPU has it, a direct traced encoder) against the
+    # float32 pipeline that stored vectors come from
+    embedder.memo_size = 0
+    try:
+        stored = embedder.embed([text])[0]
+        query = embedder.embed_query([text])[0]
+    finally:
+        embedder.memo_size = MEMO_MAX_TEXTS
+    assert query.dtype == np.float32 and float(np.linalg.norm(query)) == pytest.approx(1.0, abs=1e-4)
+    assert float(query @ stored) >= 0.999
+
+
+def test_a_query_vector_is_never_handed_out_for_storage(embedder) -> None:  # type: ignore[no-untyped-def]
+    from tiers.embed import SentenceTransformerEmbedder
+
+    text = "a text first asked as a query, then stored"
+    embedder.memo_size = MEMO_MAX_TEXTS
+    embedder.embed_query([text])
+    stored = embedder.embed([text])[0]  # must come from the float32 pipeline, not the query's memory
+    fresh = SentenceTransformerEmbedder(query_precision="float32")
+    np.testing.assert_allclose(stored, fresh.embed([text])[0], atol=1e-6)
+
+
+def test_float32_queries_are_the_stored_vectors() -> None:
+    from tiers.embed import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder(query_precision="float32")
+    emb.memo_size = 0
+    for text in QUERIES:
+        assert float(emb.embed_query([text])[0] @ emb.embed([text])[0]) == pytest.approx(1.0, abs=1e-5)
+    assert emb.effective_query_precision == "float32"
+
+
+@pytest.mark.parametrize("bad", ["fp16", "", "BFLOAT16"])
+def test_an_unknown_query_precision_is_refused(bad: str) -> None:
+    from pydantic import ValidationError as PydanticError
+
+    from tiermem import Config
+    from tiers.embed import SentenceTransformerEmbedder
+
+    with pytest.raises(ValueError, match="query_precision"):
+        SentenceTransformerEmbedder(query_precision=bad)
+    with pytest.raises(PydanticError, match="embedding_query_precision"):
+        Config(embedding_query_precision=bad)  # type: ignore[arg-type]
