@@ -148,3 +148,37 @@ def test_an_unknown_query_precision_is_refused(bad: str) -> None:
         SentenceTransformerEmbedder(query_precision=bad)
     with pytest.raises(PydanticError, match="embedding_query_precision"):
         Config(embedding_query_precision=bad)  # type: ignore[arg-type]
+
+
+def test_concurrent_callers_neither_fail_nor_mix_vectors(embedder) -> None:  # type: ignore[no-untyped-def]
+    # request threads embedding queries while the indexer embeds batches: a fast
+    # tokenizer called from two threads at once raises "Already borrowed"
+    import threading
+
+    texts = [f"sentence {i} about the trip to topic {i % 5}" for i in range(16)]
+    embedder.memo_size = 0
+    try:
+        stored = embedder.embed(texts)
+        queried = np.stack([embedder.embed_query([t])[0] for t in texts])
+        errors: list[BaseException] = []
+
+        def work(k: int) -> None:
+            try:
+                for r in range(8):
+                    if (k + r) % 2:
+                        got = embedder.embed([*texts[:8], f"filler {k} {r}"])  # a batch: the pipeline
+                        assert float(np.min(np.sum(got[:8] * stored[:8], axis=1))) > 0.99999
+                    else:
+                        i = (3 * k + r) % len(texts)
+                        assert float(embedder.embed_query([texts[i]])[0] @ queried[i]) > 0.99999
+            except BaseException as exc:  # collected: a thread's failure must fail the test
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert errors == []
+    finally:
+        embedder.memo_size = MEMO_MAX_TEXTS

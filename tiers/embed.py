@@ -92,7 +92,12 @@ class _DirectEncoder:
     trace reproduces it (7.0 ms). Built only after it matched the pipeline on probes."""
 
     def __init__(self, model: Any) -> None:
-        self.tokenizer = model.tokenizer
+        import copy
+
+        # its own tokenizer and lock: fast tokenizers have refused concurrent calls
+        # ("Already borrowed"), and the query path must not wait on the indexer's batches
+        self.tokenizer = copy.deepcopy(model.tokenizer)
+        self._tokenize_lock = threading.Lock()
         self.max_length = int(model.max_seq_length)
         self.lower = bool(getattr(model[0], "do_lower_case", False))
         self.transformer = model[0].auto_model
@@ -108,8 +113,9 @@ class _DirectEncoder:
 
     def features(self, text: str) -> tuple[Any, Any]:
         text = text.strip()
-        f = self.tokenizer([text.lower() if self.lower else text], return_tensors="pt", truncation=True,
-                           max_length=self.max_length)
+        with self._tokenize_lock:
+            f = self.tokenizer([text.lower() if self.lower else text], return_tensors="pt", truncation=True,
+                               max_length=self.max_length)
         return f["input_ids"], f["attention_mask"]
 
     def __call__(self, text: str) -> np.ndarray:
@@ -209,6 +215,11 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memo_lock = threading.Lock()
+        # Fast tokenizers have refused concurrent calls in several transformers releases
+        # ("RuntimeError: Already borrowed" when the indexer's batch and a request
+        # tokenize at once; huggingface/transformers#47085): one pipeline call at a time.
+        # Queries mostly take the direct encoder, which has its own tokenizer and lock.
+        self._pipeline_lock = threading.Lock()
         self.memo_hits = 0  # texts answered from memory (for stats and tests)
         # 0 turns the memory off: benchmarks of "query embedding included" set it so
         self.memo_size = MEMO_MAX_TEXTS
@@ -300,15 +311,16 @@ class SentenceTransformerEmbedder:
     def _compute(self, model: Any, texts: list[str]) -> np.ndarray:
         if len(texts) == 1 and model is self._query_model and self._query_direct is not None:
             return self._query_direct(texts[0])[None, :]
-        if len(texts) <= DIRECT_MAX_TEXTS:
-            return self._direct(model, texts)
-        vecs = model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        with self._pipeline_lock:
+            if len(texts) <= DIRECT_MAX_TEXTS:
+                return self._direct(model, texts)
+            vecs = model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         # sqlite-vec silently accepts float64 bytes as garbage: always float32.
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
