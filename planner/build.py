@@ -129,9 +129,8 @@ class _PinSet:
     """One conversation's pin candidates at a pin version (see ColdStore.pin_version)."""
 
     version: int
-    limit: int  # read with this limit (+1)
-    complete: bool  # fewer than limit + 1 came back: there are no more
-    rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" unreadable), trimmed, tokens
+    room: int  # read for a pinned share of up to this many tokens
+    rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
     superseded: tuple[TurnRow, ...]
 
 
@@ -446,7 +445,7 @@ class Planner:
         # conversation has hundreds of load-bearing turns, and reading them all would
         # cost more than the rest of the plan
         limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
-        pins = self._pin_set(conv, limit)
+        pins = self._pin_set(conv, room)
         for r in pins.superseded:
             plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
                                           f"superseded by #{r.superseded_by}: not presented as current"))
@@ -469,31 +468,44 @@ class Planner:
         out.sort(key=lambda c: (-c.score, -c.position))
         return out
 
-    def _pin_set(self, conv: str, limit: int) -> _PinSet:
-        """The conversation's pin candidates (best first, `limit` + 1 at least) with
-        their rendered lines, and its superseded pins: kept between calls and re-read
-        only when the log's pin version moved (a load-bearing turn, a relabel, a
-        supersession, a pin), not on every appended turn."""
+    def _pin_set(self, conv: str, room: int) -> _PinSet:
+        """The conversation's pin candidates (best first) with their rendered lines, for
+        a pinned share of up to `room` tokens, and its superseded pins: kept between
+        calls and re-read only when the log's pin version moved (a load-bearing turn, a
+        relabel, a supersession, a pin), not on every appended turn, or when a call has
+        more room than the kept set was read for."""
         version = self.cold.pin_version(conv)
         with self._pins_lock:
             got = self._pins.get(conv)
             if got is not None:
                 self._pins.move_to_end(conv)
-        if got is not None and got.version == version and (got.limit >= limit or got.complete):
-            return got
+        if got is not None and got.version == version:
+            if room <= got.room:
+                return got
+            room = max(room, got.room)
+        limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
         rows = self.cold.pin_candidates(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=limit + 1)
         superseded = self.cold.superseded_pins(conv, min_priority=AUTO_PIN_MIN_PRIORITY,
                                                limit=PLAN_LEFT_OUT_PER_SLICE)
-        msgs = {m.position: m for m in self.cold.get(conv, [r.position for r in rows])}
+        # the messages of the rows a call with this much room can reach (packing stops
+        # at the first row that starts past it), not of every candidate read
+        reach: list[int] = []
+        used = 0
+        for r in rows:
+            if used > room:
+                break
+            reach.append(r.position)
+            used += r.tokens
+        msgs = {m.position: m for m in self.cold.get(conv, reach)}
         rendered: list[tuple[TurnRow, str, bool, int]] = []
         for r in rows:
             m = msgs.get(r.position)
-            if m is None:
+            if m is None:  # past the reach, or unreadable (salvaged away): never shown
                 rendered.append((r, "", False, 0))
                 continue
             line, trimmed = self._line(conv, m, conv)
             rendered.append((r, line, trimmed, self._line_tokens(line)))
-        got = _PinSet(version, limit, len(rows) <= limit, tuple(rendered), tuple(superseded))
+        got = _PinSet(version, room, tuple(rendered), tuple(superseded))
         with self._pins_lock:
             self._pins[conv] = got
             while len(self._pins) > PIN_CACHE_CONVERSATIONS:

@@ -91,3 +91,26 @@ def test_planner_shows_a_pin_labelled_by_another_connection(cold_memory: Memory)
         other.close()
     third = mem.context("c", "ok, next?", 120)
     assert not [i for i in third.plan.items if i.slice == "pinned"]
+
+
+def test_kept_pins_follow_the_budget_up_and_down(cold_memory: Memory) -> None:
+    # the kept block is read for one budget's room: a larger budget later must still
+    # see every pin it has room for, and a smaller one the same as before
+    mem = cold_memory
+    rules = [{"role": "user", "content": f"Rule {i}: always include the reference code R-{i:03d} in replies."}
+             for i in range(40)]
+    mem.append_many("c", [*rules, {"role": "user", "content": "and now?"}])
+    mem.cold.set_labels("c", [(i, "constraint", True, 85, "a rule") for i in range(40)])
+
+    def pinned(budget: int) -> list[int]:
+        ctx = mem.context("c", "and now?", budget)
+        return sorted(p for i in ctx.plan.items if i.slice == "pinned" for p in i.positions)
+
+    small = pinned(250)
+    large = pinned(3000)  # after the small one: the kept set must grow, not cap it
+    again = pinned(250)
+    assert 0 < len(small) < len(large)
+    mem.planner._pins.clear()  # what a planner without kept pins shows
+    assert pinned(3000) == large
+    mem.planner._pins.clear()
+    assert pinned(250) == small == again
