@@ -137,7 +137,7 @@ class _PinSet:
 @dataclass(frozen=True)
 class _Lexical:
     here: list[tuple[str, int, float]]  # bm25 hits in this conversation
-    others: list[str]  # the namespace's other conversations (none without namespace recall)
+    others: list[str]  # the namespace's other conversations, up to one past the in-memory limit
 
 
 def _date(ts: float) -> str:
@@ -709,7 +709,8 @@ class Planner:
             here = [(conv, p, s) for p, s in table.bm25(query, BM25_DEPTH)]
         else:
             here = self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)
-        others = ([c for c in self.cold.list_conversations(namespace) if c != conv]
+        # one more than the in-memory limit: enough to choose how to search them
+        others = (self.cold.list_conversations(namespace, exclude=conv, limit=NAMESPACE_IN_MEMORY_CONVERSATIONS + 1)
                   if namespace_recall and self.settings.namespace_recall else [])
         return _Lexical(here, others)
 

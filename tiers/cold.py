@@ -613,8 +613,12 @@ class ColdStore:
             "created_at": r[4], "last_message_at": r[5], "messages": r[6],
         }
 
-    def list_conversations(self, namespace: str) -> list[str]:
-        return [r[0] for r in self._read("SELECT id FROM conversations WHERE namespace = ? ORDER BY id", (namespace,))]
+    def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
+        """The namespace's conversations by id, without `exclude`, at most `limit` (a
+        caller that only needs to know whether there are few need not list 100k)."""
+        return [r[0] for r in self._read(
+            "SELECT id FROM conversations WHERE namespace = ? AND id IS NOT ? ORDER BY id LIMIT ?",
+            (namespace, exclude, -1 if limit is None else limit))]
 
     def last_position(self, conversation_id: str) -> int:
         """-1 when the conversation has no messages."""
