@@ -20,6 +20,7 @@ from tiers.hot import (
     AdmitResult,
     HotSet,
     HotStale,
+    HotStateLost,
     HotTier,
     HotTurn,
     HotTurnNotResident,
@@ -614,3 +615,25 @@ def test_long_runs_match_reference(client: redis.Redis, pin_rate: float, bias: f
         assert (res.evicted, res.demoted) == ref.admit(t)
     s = hot.read(conv)
     assert s is not None and s.turns == ref.hot() and s.evictions == ref.evictions
+
+
+def test_a_flush_during_rebuild_is_reported_and_writes_nothing(client: redis.Redis,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    hot = tier(client, budget=200)
+    conv = cid()
+    turns = [turn(p) for p in range(30)]
+    before = hot.rebuild(conv, turns[:10], generation=GEN)
+    real_run = hot._run
+
+    def flush_then_finish(name: str, keys: list[str], args: list[object]) -> object:
+        if name == "finish":
+            for key in keys[6:]:  # the scratch copies: as a FLUSHALL or a restart would lose them
+                client.delete(key)
+        return real_run(name, keys, args)
+
+    monkeypatch.setattr(hot, "_run", flush_then_finish)
+    with pytest.raises(HotStateLost, match="lost its scratch keys"):
+        hot.rebuild(conv, turns, generation="gen-2")
+    monkeypatch.undo()
+    assert hot.read(conv) == before  # the live set is untouched
+    assert hot.generation(conv) == GEN

@@ -118,6 +118,30 @@ def test_consecutive_turns_share_their_leading_messages(memory: Memory) -> None:
     assert sum(1 for lost in shared if lost <= 3) >= 3, shared
 
 
+def test_redis_flushed_during_a_rebuild_degrades_one_call(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # FLUSHALL (or a restart) between a rebuild's replay and its publish: the scratch
+    # keys are gone. That is Redis failing, not the request: degraded, never an error
+    # (it was an HTTP 500 once in the Redis-failure soak)
+    memory.append_many("c", chitchat(30))
+    assert memory.hot is not None
+    tier = memory.hot.tier
+    real_run = tier._run
+
+    def lose_scratch(name: str, keys: list[str], args: list[object]) -> object:
+        if name == "finish":
+            tier.client.flushall()
+        return real_run(name, keys, args)
+
+    tier.client.flushall()  # the next read finds no hot set and rebuilds it
+    monkeypatch.setattr(tier, "_run", lose_scratch)
+    ctx = memory.context("c", "what did we say?", budget=300)
+    assert ctx.plan.degraded and ctx.plan.tiers["hot"] == "degraded"
+    assert ctx.tokens <= 300 and ctx.messages
+    monkeypatch.undo()
+    ctx = memory.context("c", "what did we say?", budget=300)
+    assert not ctx.plan.degraded and ctx.plan.tiers["hot"] == "rebuilt"
+
+
 def test_context_with_redis_down_is_degraded_not_failed(tmp_path: Path, embedder) -> None:
     # an external Redis that we kill: the embedded one would be restarted by tiermem
     server = EmbeddedRedis(tmp_path / "external")

@@ -27,7 +27,7 @@ import redis
 
 from planner.build import AUTO_PIN_MIN_PRIORITY
 from tiers.cold import TurnRow
-from tiers.hot import AdmitResult, HotSet, HotStale, HotTier, HotTurn, make_client
+from tiers.hot import AdmitResult, HotSet, HotStale, HotStateLost, HotTier, HotTurn, make_client
 from tiers.redis_server import EmbeddedRedis
 
 if TYPE_CHECKING:
@@ -35,8 +35,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tiermem.hot")
 
+# Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
+# log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
+# scratch keys to a FLUSHALL or a restart mid-rebuild (seen once in 833 context calls of
+# the Redis-failure soak, as an HTTP 500 before it was listed here).
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                                                 redis.exceptions.ClusterDownError, OSError)
+                                                 redis.exceptions.ClusterDownError, OSError, HotStateLost)
 
 
 @dataclass(frozen=True)

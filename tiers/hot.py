@@ -498,6 +498,21 @@ return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL
 _SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA}
 
 
+class HotStateLost(RuntimeError):
+    """Redis lost a rebuild's scratch keys before the rebuild could publish them: it was
+    flushed or restarted meanwhile (or the rebuild outlived the keys' TTL). Nothing was
+    written; the live set is as before. Like a connection error, this says Redis cannot
+    be relied on right now, not that the request was wrong."""
+
+    def __init__(self, conversation_id: str, status: str) -> None:
+        self.conversation_id = conversation_id
+        self.status = status
+        super().__init__(
+            f"rebuild of {conversation_id!r} lost its scratch keys ({status}): Redis was flushed or restarted "
+            f"during it, or it took longer than {REBUILD_TTL_MS} ms; nothing was written"
+        )
+
+
 class HotStale(LookupError):
     """The stored hot set is missing, of another generation, inconsistent, or behind the
     log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""
@@ -909,10 +924,7 @@ class HotTier:
             args += (p, payloads[p])
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
         if status != "OK":
-            raise RuntimeError(
-                f"rebuild of {conversation_id!r} lost its scratch keys ({status}); "
-                f"did it take longer than {REBUILD_TTL_MS} ms?"
-            )
+            raise HotStateLost(conversation_id, status)
         hot = self.read(conversation_id)
         if hot is None:
             raise HotStale(conversation_id, "dropped during rebuild", None, -1)
