@@ -768,21 +768,21 @@ class ColdStore:
                     out[int(pos)] = np.frombuffer(v[0], dtype=np.float32)
         return out
 
-    def turn_census(self, conversation_id: str) -> tuple[int, float, int, int] | None:
-        """(first turn's id, first turn's created_at, last position, last turn's id), or
-        None for a conversation without turns: how a reader's copy of a conversation
-        (tiers.turncache) tells that it only grew, or was pruned and re-created. Four
+    def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
+        """(first turn's id, first turn's created_at, last position), or None for a
+        conversation without turns: how a reader's copy of a conversation
+        (tiers.turncache) tells that it only grew, or was pruned and re-created. Two
         index seeks, not a count (a COUNT over 20k turns costs 1.7 ms per call)."""
         row = self._read(
-            "SELECT f.id, f.created_at, l.position, l.id FROM "
+            "SELECT f.id, f.created_at, l.position FROM "
             "(SELECT id, created_at FROM turns WHERE conversation_id = ?1 ORDER BY position LIMIT 1) f, "
-            "(SELECT position, id FROM turns WHERE conversation_id = ?1 ORDER BY position DESC LIMIT 1) l",
+            "(SELECT position FROM turns WHERE conversation_id = ?1 ORDER BY position DESC LIMIT 1) l",
             (conversation_id,),
         )
         if not row:
             return None
         r = row[0]
-        return int(r[0]), float(r[1]), int(r[2]), int(r[3])
+        return int(r[0]), float(r[1]), int(r[2])
 
     def turn_facts(
         self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None
@@ -790,12 +790,16 @@ class ColdStore:
         """(turn id, position, tokens, created_at, session_id, vector bytes or None, speaker name or
         None, indexed text or None) for the turns after `after`, or for `positions`, in
         log order; the planner's exhaustive scoring reads these once per turn and keeps
-        them (tiers.turncache). The text is what the FTS index holds."""
+        them (tiers.turncache). The text is what the FTS index holds; re-reads of
+        `positions` (vectors that arrived late) leave it out."""
         vec = self._has_vec()
         cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
                 # a garbled body must not fail the read (salvage is row by row): no name
-                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END, f.text")
-        join = "JOIN messages m ON m.id = t.id LEFT JOIN messages_fts f ON f.rowid = t.id "
+                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END, "
+                + ("NULL" if positions is not None else "f.text"))
+        join = "JOIN messages m ON m.id = t.id "
+        if positions is None:
+            join += "LEFT JOIN messages_fts f ON f.rowid = t.id "
         join += f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
         if positions is not None:
             if not positions:
