@@ -29,7 +29,7 @@ from tiermem.config import Config
 from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit, TurnRow
 from tiers.embed import Embedder, SentenceTransformerEmbedder, query_embedding
 from tiers.errors import ValidationError
-from tiers.models import Message, StoredMessage, parse_message, validate_id
+from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
 from tiers.tokens import BpeTokenCounter, TokenCounter
 from tiers.turncache import TurnCache
 
@@ -196,8 +196,8 @@ class Memory:
         return validate_id(conversation_id, "conversation_id", self.config.max_id_chars)
 
     def _ns(self, namespace: object | None) -> str:
-        return validate_id(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
-                           self.config.max_id_chars)
+        return validate_namespace(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
+                                  self.config.max_id_chars)
 
     def _parse(self, message: Message | dict[str, Any], **envelope: Any) -> Message:
         return parse_message(

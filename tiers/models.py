@@ -30,6 +30,11 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
 SESSION_MAX_CHARS = 128
 NAME_MAX_CHARS = 64
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
+# Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
+# credential bound to `acme` may act on `acme` and every namespace below it.
+NAMESPACE_SEPARATOR = "/"
+MAX_NAMESPACE_DEPTH = 8
+NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*(/[A-Za-z0-9_][A-Za-z0-9._:@-]*)*$")
 
 
 def validate_id(value: object, field: str, max_chars: int) -> str:
@@ -44,6 +49,30 @@ def validate_id(value: object, field: str, max_chars: int) -> str:
             field, "may contain only ASCII letters, digits and . _ : @ - (and not start with . or -)"
         )
     return value
+
+
+def validate_namespace(value: object, field: str, max_chars: int) -> str:
+    """A namespace: one to `MAX_NAMESPACE_DEPTH` ids joined by `/`, at most `max_chars`."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValidationError(field, "must not be empty")
+    if len(value) > max_chars:
+        raise LimitExceeded(field, len(value), max_chars, unit="characters")
+    if not NAMESPACE_PATTERN.match(value):
+        raise ValidationError(
+            field, "must be ids joined by '/' (each of ASCII letters, digits and . _ : @ -, "
+            "not starting with . or -)"
+        )
+    if value.count(NAMESPACE_SEPARATOR) >= MAX_NAMESPACE_DEPTH:
+        raise LimitExceeded(field, value.count(NAMESPACE_SEPARATOR) + 1, MAX_NAMESPACE_DEPTH, unit="levels")
+    return value
+
+
+def namespace_within(namespace: str, prefix: str) -> bool:
+    """True when `namespace` is `prefix` or below it (`acme/alice` is within `acme`,
+    `acme2` is not)."""
+    return namespace == prefix or namespace.startswith(prefix + NAMESPACE_SEPARATOR)
 
 
 class TextPart(BaseModel):
