@@ -8,6 +8,7 @@ values fail at construction with pydantic's message, which names the field.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from contextvars import ContextVar
 from pathlib import Path
@@ -51,6 +52,16 @@ def default_data_dir() -> Path:
     """`$XDG_DATA_HOME/tiermem`, else `~/.local/share/tiermem`."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "tiermem"
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class SliceShares(BaseModel):
@@ -143,7 +154,14 @@ class Config(BaseSettings):
     # service
     http_host: str = DEFAULT_HTTP_HOST
     http_port: int = Field(DEFAULT_HTTP_PORT, ge=1, le=65535)
-    auth_tokens: dict[str, str] = Field(default_factory=dict, description="bearer token -> namespace")
+    auth_tokens: dict[str, str] = Field(default_factory=dict, description=(
+        "bearer token -> namespace prefix: the token may act on that namespace and every one below it"))
+    metrics_tokens: list[str] = Field(default_factory=list, description=(
+        "bearer tokens that may read /metrics (process-wide counts of every namespace); tenant tokens "
+        "from auth_tokens may not"))
+    metrics_public: bool = Field(False, description=(
+        "serve /metrics without a token; allowed only when http_host is a loopback address, and then "
+        "only to loopback clients (a scraper on the same host)"))
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024)
     pricing: Pricing = Field(default_factory=Pricing)
 
@@ -156,6 +174,25 @@ class Config(BaseSettings):
             raise ValueError(f"unknown query classes {sorted(unknown)}; known: {sorted(merged)}")
         merged.update(v)
         return merged
+
+    @field_validator("db_filename")
+    @classmethod
+    def _plain_file_name(cls, v: str) -> str:
+        # the database must stay inside data_dir: no directory part, no '..', not absolute
+        if not v or not v.strip():
+            raise ValueError("must be a file name, got an empty string")
+        if v in (".", "..") or "/" in v or "\\" in v or "\x00" in v or Path(v).is_absolute():
+            raise ValueError(f"must be a plain file name inside data_dir (no directory part), got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _public_metrics_on_loopback(self) -> Config:
+        if self.metrics_public and not is_loopback(self.http_host):
+            raise ValueError(
+                f"metrics_public: an open /metrics is allowed only on a loopback http_host, not "
+                f"{self.http_host!r}; give the scraper a token in metrics_tokens instead"
+            )
+        return self
 
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> Config:

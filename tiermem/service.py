@@ -5,15 +5,41 @@
 
 Rules this module keeps:
 
-- **Tenancy.** Each bearer token in `config.auth_tokens` is bound to one namespace, and
-  every call passes that namespace to Memory. A conversation of another namespace
-  answers 404 with exactly the body a missing one gets. Without a valid token, 401.
-  `auth=False` (the CLI's `--no-auth`, loopback only) serves one namespace.
+- **Tenancy.** Namespaces are hierarchical (`acme`, `acme/alice`). Each bearer token in
+  `config.auth_tokens` is bound to a namespace *prefix*: it may act on that namespace and
+  every namespace below it, never on a sibling or a parent. Every /v1 request acts in one
+  namespace, named by the `X-Tiermem-Namespace` header (absent: the token's own prefix),
+  and passes it to Memory. What a caller sees never depends on another namespace:
+  - a conversation route (`/v1/conversations/{id}/...`, and `/v1/search` with a
+    `conversation_id`) in a namespace outside the token's prefix answers 404 with exactly
+    the body a missing conversation gets, whatever that namespace holds;
+  - a namespace-level route (`/v1/conversations`, `/v1/search` without a conversation,
+    `/v1/stats`, `/v1/prune`, `DELETE /v1/namespace`) outside the prefix answers 403
+    `namespace '<ns>' is outside this token's scope`, the same for every outside
+    namespace, existing or not (it tells the caller only what its own token allows);
+  - a malformed namespace header answers 422 naming the header; a duplicated one 400.
+  Without a valid token, 401. `auth=False` (the CLI's `--no-auth`, loopback only) serves
+  every namespace; without the header it acts in the `namespace` given to `create_app`.
+- **Erasure.** `DELETE /v1/conversations/{id}` and `DELETE /v1/namespace` erase on
+  request (Memory.delete_conversation / delete_namespace) and answer the erasure report;
+  the namespace route needs the header: nothing is erased by default.
+- **Metrics.** `/metrics` counts every namespace (messages, conversations, requests per
+  route), so a tenant token may not read it (403): it needs a token from
+  `config.metrics_tokens`, or `config.metrics_public` (loopback `http_host` only, served
+  only to loopback clients), or a `--no-auth` server.
 - **Hostile input.** Bodies are read into memory up to `config.max_body_bytes` (413
   past it, from Content-Length or by counting the stream), then checked before any
-  handler sees them: strict UTF-8, JSON without NaN/Infinity, nesting at most
-  `MAX_JSON_DEPTH`, no lone surrogates; then pydantic models, then Memory's own
-  validation. Every refusal is 4xx with a message naming the field; nothing is written.
+  handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
+  `Authorization` and the namespace header at most once each (400), a non-empty body
+  only as `application/json` in UTF-8 or with no Content-Type (415), and every non-empty
+  body must be strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH`,
+  without lone surrogates; then pydantic models, then Memory's own validation. Every
+  refusal is 4xx with a message naming the field; nothing is written.
+- **Storage that refuses.** A full disk answers 507; a read-only or failing database
+  (read-only mount, immutable file, I/O errors) answers 503 with `Retry-After`, never 500,
+  and `/healthz` reports the cold tier `read-only` (the kernel's answer to "may this
+  process write the database, its sidecars and its directory?", plus any storage failure
+  of the last `STORAGE_FAILURE_MEMORY_S`).
 - **No 500s.** An unexpected exception is logged and answered 500, and counted in
   `/metrics`; the tests (tests/test_service_fuzz.py) show no input reaches it.
 - **Startup order.** Memory (with the embedding model) and the consolidation scheduler
@@ -23,7 +49,6 @@ Rules this module keeps:
 
 import errno
 import hmac
-import ipaddress
 import json
 import logging
 import math
@@ -35,7 +60,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -45,11 +70,26 @@ from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from tiermem.config import DEFAULT_MAX_ID_CHARS, Config
-from tiermem.errors import ConversationNotFound, NamespaceMismatch, TiermemError, ValidationError
+from tiermem.config import DEFAULT_MAX_ID_CHARS, Config, is_loopback
+from tiermem.errors import (
+    ConversationNotFound,
+    NamespaceMismatch,
+    StorageReadOnly,
+    TiermemError,
+    ValidationError,
+)
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
 from tiers.cold import sqlite3 as sqlite_driver
-from tiers.models import ID_PATTERN, Message, StoredMessage, validate_id
+from tiers.files import database_writable
+from tiers.models import (
+    ID_PATTERN,
+    NAMESPACE_PATTERN,
+    Message,
+    StoredMessage,
+    namespace_within,
+    validate_id,
+    validate_namespace,
+)
 
 log = logging.getLogger("tiermem.service")
 
@@ -62,25 +102,35 @@ MAX_JSON_DEPTH = 32
 MAX_CREATED_AT = 253_402_214_400.0  # 9999-12-31T00:00:00Z
 MAX_POSITION = 2**62  # SQLite integers are 64-bit; anything above is refused by pydantic
 METRICS_CACHE_S = 10.0
+NAMESPACE_HEADER = "X-Tiermem-Namespace"
+# headers whose second copy would let two parsers disagree (the guard and FastAPI read
+# different copies): a request that repeats one is refused
+SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower())
+STORAGE_RETRY_AFTER_S = 30  # what a 503 from refusing storage tells clients to wait
+STORAGE_FAILURE_MEMORY_S = 60.0  # /healthz reports a storage failure this long after it
+MAX_ECHO_CHARS = 80  # of a refused header value quoted back in an error
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Ids are documented with their pattern but validated by Memory, whose message is clearer.
 _ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
 _ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
 ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
+_NS_DOC = (
+    "the namespace this request acts in: ids joined by '/' (e.g. `acme/alice`), which must be the "
+    "token's namespace prefix or below it; absent: the token's own prefix. Outside the prefix, "
+    "conversation routes answer 404 exactly like a missing conversation and namespace routes 403"
+)
+NsHeader = Annotated[
+    str | None,
+    Header(
+        alias=NAMESPACE_HEADER,
+        description=_NS_DOC,
+        json_schema_extra={"pattern": NAMESPACE_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS},
+    ),
+]
 
 
 class ServiceConfigError(ValueError):
     """The service cannot start with this configuration (e.g. auth on, no tokens)."""
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 # -- request and response models ---------------------------------------------------------------
@@ -213,6 +263,15 @@ class PruneOut(BaseModel):
     conversation_ids: list[str]
 
 
+class ErasureOut(BaseModel):
+    conversations: int = Field(description="conversations erased")
+    messages: int = Field(description="messages erased with them")
+    bytes_reclaimed: int = Field(description="bytes the database file gave back")
+    tombstones: list[dict[str, Any]] = Field(
+        description="one per erased conversation: id, namespace, time and counts, no content"
+    )
+
+
 class ConversationsOut(BaseModel):
     namespace: str
     conversations: list[str]
@@ -256,15 +315,35 @@ class ValidationErrorOut(BaseModel):
     detail: list[ErrorItem]
 
 
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "a header sent twice (Content-Type, Authorization, ...)"},
     401: {"model": ErrorOut, "description": "missing or invalid bearer token"},
-    404: {"model": ErrorOut, "description": "no such conversation in this token's namespace"},
     413: {"model": ErrorOut, "description": "request body over max_body_bytes"},
+    415: {"model": ErrorOut, "description": "a body that is not application/json in UTF-8"},
     422: {"model": ValidationErrorOut, "description": "invalid input, naming the field; nothing written"},
-    503: {"model": ErrorOut, "description": "the database is read-only; nothing written"},
+    503: {
+        "model": ErrorOut,
+        "description": "the storage is read-only or failing (or the service is starting); nothing written",
+        "headers": _RETRY_AFTER,
+    },
     507: {"model": ErrorOut, "description": "the disk (or the database's size cap) is full; nothing written"},
 }
-_APPEND_ERRORS = {**_ERRORS, 409: {"model": ErrorOut, "description": "the id belongs to another namespace"}}
+# conversation routes: outside the token's prefix, exactly the answer of a missing conversation
+_CONV_ERRORS = {
+    **_ERRORS,
+    404: {
+        "model": ErrorOut,
+        "description": "no such conversation in this namespace; the same answer, body included, when "
+        "the namespace is outside the token's prefix",
+    },
+}
+# namespace routes: outside the token's prefix, 403, the same for every outside namespace
+_NS_ERRORS = {
+    **_ERRORS,
+    403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
+}
+_APPEND_ERRORS = {**_CONV_ERRORS, 409: {"model": ErrorOut, "description": "the id belongs to another namespace"}}
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -294,14 +373,22 @@ def _stored(m: StoredMessage) -> StoredMessageOut:
     )
 
 
+SQLITE_PERM = 3
 SQLITE_READONLY = 8
+SQLITE_IOERR = 10
 SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+READ_ONLY_TEXT = ("readonly database", "read-only file system", "attempt to write a readonly")
+IO_FAILURE_TEXT = ("disk i/o error", "unable to open database file")
 
 
 def storage_problem(exc: BaseException) -> tuple[int, str] | None:
-    """(status, message) when `exc` (or its cause) is the storage refusing a write: 507
-    for a full disk or database size cap, 503 for a read-only database; else None. The
-    transaction was rolled back, so nothing was written."""
+    """(status, message) when `exc` (or what it was raised from) is the storage refusing
+    or failing: 507 for a full disk or the database's size cap; 503 for a read-only
+    database (read-only mount, immutable or foreign file) and for I/O errors; else None.
+    SQLite rolled the transaction back either way (a failed ROLLBACK after an I/O error,
+    "cannot rollback - no transaction is active", means SQLite already had), so the
+    answer says nothing was written, or that the write was rolled back."""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -312,10 +399,27 @@ def storage_problem(exc: BaseException) -> tuple[int, str] | None:
         os_errno = e.errno if isinstance(e, OSError) else None
         if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
             return 507, "storage full: the database cannot grow (database or disk is full); nothing was written"
-        if primary == SQLITE_READONLY or "readonly database" in text or os_errno == errno.EROFS:
+        if (
+            isinstance(e, StorageReadOnly)
+            or primary in (SQLITE_READONLY, SQLITE_PERM)
+            or any(t in text for t in READ_ONLY_TEXT)
+            or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)
+        ):
             return 503, "storage is read-only: the database cannot be written; nothing was written"
+        if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
+            return 503, "storage is failing (disk I/O error): the write was rolled back; retry later"
         e = e.__cause__ or e.__context__
     return None
+
+
+def _erasure(report: Any) -> ErasureOut:
+    """The HTTP form of an `ErasureReport` (tiers.cold)."""
+    return ErasureOut(
+        conversations=report.conversations,
+        messages=report.messages,
+        bytes_reclaimed=report.bytes_reclaimed,
+        tombstones=[finite(dict(t)) for t in report.tombstones],
+    )
 
 
 def _field_loc(field_name: str) -> list[str | int]:
@@ -409,48 +513,101 @@ async def _send_json(
 # -- auth ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Grant:
+    """What one request's credential allows: the namespaces it may act on (`prefix` and
+    below; None: every namespace, for `--no-auth`) and the namespace it acts in when the
+    request names none."""
+
+    prefix: str | None
+    default: str
+
+    def allows(self, namespace: str) -> bool:
+        return self.prefix is None or namespace_within(namespace, self.prefix)
+
+
 class TokenAuth:
-    """Bearer token -> namespace, compared in constant time."""
+    """Bearer token -> namespace prefix (and the separate metrics tokens), compared in
+    constant time."""
 
     def __init__(
-        self, tokens: dict[str, str], *, enabled: bool, default_namespace: str, max_id_chars: int
+        self,
+        tokens: dict[str, str],
+        *,
+        enabled: bool,
+        default_namespace: str,
+        max_id_chars: int,
+        metrics_tokens: Iterable[str] = (),
     ) -> None:
         self.enabled = enabled
-        self.default_namespace = validate_id(default_namespace, "namespace", max_id_chars)
+        try:
+            self.default_namespace = validate_namespace(default_namespace, "namespace", max_id_chars)
+        except ValidationError as exc:
+            raise ServiceConfigError(f"namespace {default_namespace!r}: {exc.problem}") from None
         self._tokens: list[tuple[bytes, str]] = []
         for token, ns in tokens.items():
             if not token or not token.strip():
                 raise ServiceConfigError("auth_tokens: a token is empty")
             try:
-                validate_id(ns, "namespace", max_id_chars)
+                validate_namespace(ns, "namespace", max_id_chars)
             except ValidationError as exc:
                 raise ServiceConfigError(
-                    f"auth_tokens: namespace {ns!r} is not a valid id ({exc.problem})"
+                    f"auth_tokens: namespace prefix {ns!r} is not a valid namespace ({exc.problem})"
                 ) from None
             self._tokens.append((token.encode("utf-8"), ns))
+        self._metrics: list[bytes] = []
+        for token in metrics_tokens:
+            if not token or not token.strip():
+                raise ServiceConfigError("metrics_tokens: a token is empty")
+            if token in tokens:
+                raise ServiceConfigError(
+                    "metrics_tokens: a token is also in auth_tokens; a metrics token must not be a tenant's"
+                )
+            self._metrics.append(token.encode("utf-8"))
         if enabled and not self._tokens:
             raise ServiceConfigError(
                 "auth is on but no tokens are configured: set auth_tokens (env TIERMEM_AUTH_TOKENS="
-                '\'{"<token>": "<namespace>"}\') or run without auth (loopback only)'
+                '\'{"<token>": "<namespace prefix>"}\') or run without auth (loopback only)'
             )
-        if enabled and any(len(t) < 16 for t, _ in self._tokens):
+        if (enabled and any(len(t) < 16 for t, _ in self._tokens)) or any(len(t) < 16 for t in self._metrics):
             log.warning("some auth tokens are shorter than 16 characters; use long random tokens")
 
-    def namespace(self, authorization: str | None) -> str | None:
-        """The namespace of the request's token; None when it has none or a bad one."""
-        if not self.enabled:
-            return self.default_namespace
+    @staticmethod
+    def _given(authorization: str | None) -> bytes | None:
         if not authorization:
             return None
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        given = token.strip().encode("utf-8", "surrogateescape")
+        return token.strip().encode("utf-8", "surrogateescape")
+
+    def grant(self, authorization: str | None) -> Grant | None:
+        """What the request's token allows; None when it has none or a bad one."""
+        if not self.enabled:
+            return Grant(None, self.default_namespace)
+        given = self._given(authorization)
+        if given is None:
+            return None
         found: str | None = None
         for known, ns in self._tokens:  # no early exit: the time does not depend on which matched
             if hmac.compare_digest(known, given):
                 found = ns
-        return found
+        return Grant(found, found) if found is not None else None
+
+    def namespace(self, authorization: str | None) -> str | None:
+        """The namespace a request with this token acts in by default; None: no valid token."""
+        g = self.grant(authorization)
+        return None if g is None else g.default
+
+    def metrics_token(self, authorization: str | None) -> bool:
+        """True when the request carries one of `metrics_tokens`."""
+        given = self._given(authorization)
+        if given is None:
+            return False
+        ok = False
+        for known in self._metrics:
+            ok |= hmac.compare_digest(known, given)
+        return ok
 
 
 # -- metrics ------------------------------------------------------------------------------------------
@@ -596,6 +753,8 @@ class Runtime:
     scheduler: Any = None
     start_scheduler: bool = True
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    # monotonic time of the last request the storage refused or failed (for /healthz)
+    storage_failed_at: float | None = None
     latency: Histogram = field(init=False)
     unhandled: Counter = field(init=False)
 
@@ -616,7 +775,7 @@ class Runtime:
 
     def mem(self) -> Memory:
         if self.memory is None:
-            raise HTTPException(503, "the service is starting")
+            raise HTTPException(503, "the service is starting", headers={"Retry-After": "5"})
         return self.memory
 
     def scheduler_snapshot(self) -> dict[str, Any] | None:
@@ -670,9 +829,22 @@ def build_scheduler(memory: Memory) -> Any:
 # -- ASGI middleware -------------------------------------------------------------------------------
 
 
+def json_content_type(value: str) -> bool:
+    """True for `application/json` and `application/*+json`, with no charset or UTF-8."""
+    media, *params = (part.strip().lower() for part in value.split(";"))
+    if not (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
+        return False
+    for param in params:
+        key, _, val = param.partition("=")
+        if key.strip() == "charset" and val.strip().strip('"') not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
 class GuardMiddleware:
-    """Auth (before any body is read), body size, and the body checks of
-    `check_json_body`; then hands the buffered body to the app."""
+    """Repeated headers, auth (before any body is read), body size, content type and the
+    body checks of `check_json_body` on every non-empty body; then hands the buffered
+    body to the app."""
 
     def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
         self.app = app
@@ -682,9 +854,17 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        all_headers: dict[str, list[str]] = {}
+        for k, v in scope.get("headers", []):
+            all_headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        for name in SINGLE_HEADERS:
+            if len(all_headers.get(name, ())) > 1:
+                # the guard and FastAPI could each read a different copy
+                await _send_json(send, 400, {"detail": f"the {name} header is sent more than once; send it once"})
+                return
+        headers = {k: v[0] for k, v in all_headers.items()}
         path: str = scope.get("path", "")
-        if path.startswith("/v1/") and self.runtime.auth.namespace(headers.get("authorization")) is None:
+        if path.startswith("/v1/") and self.runtime.auth.grant(headers.get("authorization")) is None:
             await _send_json(
                 send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")]
             )
@@ -713,8 +893,16 @@ class GuardMiddleware:
             if not message.get("more_body", False):
                 break
         raw = b"".join(chunks)
-        ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-        if raw.strip() and (not ctype or ctype == "application/json" or ctype.endswith("+json")):
+        if raw:
+            # Every body is checked, whatever its Content-Type says: FastAPI parses JSON
+            # from a body without one, and a body it would not parse has no business here.
+            ctype = headers.get("content-type")
+            if ctype is not None and not json_content_type(ctype):
+                shown = ctype if len(ctype) <= MAX_ECHO_CHARS else ctype[:MAX_ECHO_CHARS] + "..."
+                await _send_json(
+                    send, 415, {"detail": f"Content-Type must be application/json (UTF-8), got {shown!r}"}
+                )
+                return
             try:
                 check_json_body(raw)
             except _BodyProblem as p:
@@ -782,7 +970,11 @@ def create_app(
     runtime = Runtime(
         config=config,
         auth=TokenAuth(
-            config.auth_tokens, enabled=auth, default_namespace=namespace, max_id_chars=config.max_id_chars
+            config.auth_tokens,
+            enabled=auth,
+            default_namespace=namespace,
+            max_id_chars=config.max_id_chars,
+            metrics_tokens=config.metrics_tokens,
         ),
         memory=memory,
         start_scheduler=start_scheduler,
@@ -821,8 +1013,12 @@ def create_app(
         title="tiermem",
         version=_version(),
         description="Tiered memory for LLM agents: an append-only log, a budgeted working set and a "
-        "per-turn query planner. Every /v1 call needs `Authorization: Bearer <token>`; a token "
-        "reads and writes only its own namespace.",
+        "per-turn query planner. Every /v1 call needs `Authorization: Bearer <token>`. A token is bound "
+        "to a namespace prefix (`acme`) and acts on that namespace and those below it (`acme/alice`); "
+        f"a request names its namespace in the `{NAMESPACE_HEADER}` header (absent: the token's own "
+        "prefix). Outside the prefix a conversation route answers 404 exactly like a missing "
+        "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
+        "needs a token from `metrics_tokens`.",
         lifespan=lifespan,
     )
     app.state.runtime = runtime
@@ -885,70 +1081,191 @@ def _install_handlers(app: FastAPI, runtime: Runtime) -> None:
             status_code=409,
         )
 
-    @app.exception_handler(sqlite_driver.DatabaseError)
-    async def _storage(request: Request, exc: Exception) -> JSONResponse:
+    def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None:
         problem = storage_problem(exc)
         if problem is None:
-            return await _unexpected(request, exc)
+            return None
+        status, detail = problem
         log.warning("%s %s refused by the storage: %s", request.method, request.url.path, exc)
-        return JSONResponse({"detail": problem[1]}, status_code=problem[0])
+        headers = {}
+        if status == 503:
+            runtime.storage_failed_at = time.monotonic()
+            headers["Retry-After"] = str(STORAGE_RETRY_AFTER_S)
+        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+    @app.exception_handler(sqlite_driver.DatabaseError)
+    @app.exception_handler(StorageReadOnly)
+    async def _storage(request: Request, exc: Exception) -> JSONResponse:
+        answer = _storage_answer(request, exc)
+        return answer if answer is not None else await _unexpected(request, exc)
 
     @app.exception_handler(TiermemError)
     async def _tiermem(request: Request, exc: TiermemError) -> JSONResponse:
+        answer = _storage_answer(request, exc)
+        if answer is not None:
+            return answer
         runtime.unhandled.inc()
         log.error("tiermem error on %s %s: %s", request.method, request.url.path, exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # an OSError of the file system (EROFS, EIO, ENOSPC) met outside SQLite is still
+        # the storage refusing, not a bug
+        answer = _storage_answer(request, exc)
+        if answer is not None:
+            return answer
         runtime.unhandled.inc()
         log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
 
-def _install_routes(app: FastAPI, runtime: Runtime) -> None:
-    bearer = HTTPBearer(auto_error=False, description="a token from auth_tokens; it selects the namespace")
+def cold_health(memory: Memory, failed_at: float | None) -> str:
+    """The cold tier's state for /healthz: "ok"; "read-only" when the kernel says this
+    process cannot write the database, its sidecars or its directory (read-only mount,
+    immutable file, permissions), or the storage refused or failed a request in the
+    last STORAGE_FAILURE_MEMORY_S. Raises when the database cannot even be read."""
+    memory.cold.namespace_of("healthz")  # a real read; raises when reads fail
+    if not database_writable(memory.cold.path):
+        return "read-only"
+    if failed_at is not None and time.monotonic() - failed_at < STORAGE_FAILURE_MEMORY_S:
+        return "read-only"
+    return "ok"
 
-    def with_token(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
-        ns = runtime.auth.namespace(request.headers.get("authorization"))
-        if ns is None:
+
+def _install_routes(app: FastAPI, runtime: Runtime) -> None:
+    bearer = HTTPBearer(
+        auto_error=False, description="a token from auth_tokens; it is bound to a namespace prefix"
+    )
+
+    def grant_of(request: Request) -> Grant:
+        grant = runtime.auth.grant(request.headers.get("authorization"))
+        if grant is None:  # the middleware refused it already; kept for direct callers
+            raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+        return grant
+
+    def named(header: str | None, grant: Grant) -> str:
+        """The request's namespace: the header, validated, else the grant's default."""
+        if header is None:
+            return grant.default
+        try:
+            return validate_namespace(header, NAMESPACE_HEADER, runtime.config.max_id_chars)
+        except ValidationError as exc:
             raise HTTPException(
-                401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"}
-            )
+                422,
+                [{"loc": ["header", NAMESPACE_HEADER], "msg": exc.problem, "type": _snake(type(exc).__name__)}],
+            ) from None
+
+    def conversation_scope(
+        request: Request,
+        x_tiermem_namespace: NsHeader = None,
+        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+    ) -> str:
+        """Namespace of a conversation route. Outside the token's prefix, the answer of a
+        missing conversation (raised before the body is validated, so neither a body nor
+        an id can make it differ between outside namespaces)."""
+        grant = grant_of(request)
+        ns = named(x_tiermem_namespace, grant)
+        if not grant.allows(ns):
+            conv = request.path_params.get("conversation_id") or request.query_params.get("conversation_id", "")
+            raise ConversationNotFound(conv)
         return ns
 
-    def without_token() -> str:
-        return runtime.auth.default_namespace
+    def namespace_scope(
+        request: Request,
+        x_tiermem_namespace: NsHeader = None,
+        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+    ) -> str:
+        """Namespace of a namespace-level route: outside the prefix, 403, the same for
+        every outside namespace."""
+        grant = grant_of(request)
+        ns = named(x_tiermem_namespace, grant)
+        if not grant.allows(ns):
+            raise HTTPException(403, f"namespace {ns!r} is outside this token's scope")
+        return ns
 
-    caller = with_token if runtime.auth.enabled else without_token
-    Ns = Annotated[str, Depends(caller)]
+    def search_scope(
+        request: Request,
+        x_tiermem_namespace: NsHeader = None,
+        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+    ) -> str:
+        """/v1/search is a conversation route with `conversation_id`, a namespace route without."""
+        if request.query_params.get("conversation_id") is not None:
+            return conversation_scope(request, x_tiermem_namespace, creds)
+        return namespace_scope(request, x_tiermem_namespace, creds)
 
-    @app.get("/healthz", response_model=HealthOut, tags=["ops"], summary="Liveness and tier health (no auth)")
+    def explicit_namespace(
+        request: Request,
+        x_tiermem_namespace: NsHeader = None,
+        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
+    ) -> str:
+        """Like `namespace_scope`, but the header is required: a whole namespace is never
+        erased by default."""
+        if x_tiermem_namespace is None:
+            raise HTTPException(
+                422,
+                [
+                    {
+                        "loc": ["header", NAMESPACE_HEADER],
+                        "msg": "required: name the namespace to erase explicitly",
+                        "type": "missing",
+                    }
+                ],
+            )
+        return namespace_scope(request, x_tiermem_namespace, creds)
+
+    Ns = Annotated[str, Depends(conversation_scope)]
+    SpaceNs = Annotated[str, Depends(namespace_scope)]
+
+    @app.get(
+        "/healthz",
+        response_model=HealthOut,
+        tags=["ops"],
+        summary="Liveness and tier health (no auth): the cold tier is ok, read-only or down",
+        responses={503: {"model": HealthOut, "description": "the cold tier cannot be read, or starting"}},
+    )
     def healthz() -> JSONResponse:
         mem = runtime.memory
         if mem is None:
-            return JSONResponse({"status": "starting", "tiers": {}}, status_code=503)
+            return JSONResponse({"status": "starting", "tiers": {}}, status_code=503, headers={"Retry-After": "5"})
         tiers: dict[str, str] = {}
         try:
-            mem.cold.namespace_of("healthz")
-            tiers["cold"] = "ok"
+            tiers["cold"] = cold_health(mem, runtime.storage_failed_at)
         except Exception as exc:
             log.warning("healthz: cold tier failed: %s", exc)
             tiers["cold"] = "down"
         tiers["hot"] = "disabled" if mem.hot is None else ("ok" if mem.hot.healthy else "degraded")
         tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
-        ok = tiers["cold"] == "ok"
-        return JSONResponse(
-            {"status": "ok" if ok else "down", "tiers": tiers}, status_code=200 if ok else 503
-        )
+        if tiers["cold"] == "down":
+            return JSONResponse({"status": "down", "tiers": tiers}, status_code=503)
+        # read-only still answers reads: degraded, not down (a restart would not fix it)
+        status = "ok" if tiers["cold"] == "ok" else "degraded"
+        return JSONResponse({"status": status, "tiers": tiers}, status_code=200)
 
     @app.get(
         "/metrics",
         response_class=PlainTextResponse,
         tags=["ops"],
         summary="Prometheus metrics: latency per route, tier health, evictions, salvaged rows, scheduler lag",
+        description="Counts every namespace, so it needs a token from `metrics_tokens` (a tenant's "
+        "token answers 403), unless `metrics_public` is set (loopback only) or auth is off.",
+        responses={
+            401: {"model": ErrorOut, "description": "no metrics token"},
+            403: {"model": ErrorOut, "description": "a tenant token: metrics count every namespace"},
+        },
     )
-    def metrics() -> PlainTextResponse:
+    def metrics(
+        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+    ) -> PlainTextResponse:
+        authorization = request.headers.get("authorization")
+        client = request.client.host if request.client is not None else ""
+        public = runtime.config.metrics_public and is_loopback(client)
+        if not (public or not runtime.auth.enabled or runtime.auth.metrics_token(authorization)):
+            if runtime.auth.grant(authorization) is not None:
+                raise HTTPException(
+                    403, "a tenant token cannot read /metrics (it counts every namespace); use a metrics token"
+                )
+            raise HTTPException(401, "missing or invalid metrics token", headers={"WWW-Authenticate": "Bearer"})
         return PlainTextResponse(generate_latest(runtime.registry).decode(), media_type=CONTENT_TYPE_LATEST)
 
     v1 = "/v1/conversations/{conversation_id}"
@@ -985,7 +1302,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.post(
         v1 + "/context",
         response_model=ContextOut,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["read"],
         summary="The slice of the past to send with this turn, under a hard token budget",
     )
@@ -1009,7 +1326,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.get(
         v1 + "/history",
         response_model=HistoryOut,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["read"],
         summary="Every message, in order",
     )
@@ -1020,7 +1337,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.get(
         v1 + "/active",
         response_model=ActiveOut,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["read"],
         summary="The latest checkpoint and the messages after it",
     )
@@ -1037,7 +1354,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
         v1 + "/fork",
         response_model=ForkOut,
         status_code=201,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["write"],
         summary="A new conversation holding positions 0..up_to of this one",
     )
@@ -1050,7 +1367,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.post(
         v1 + "/pins",
         response_model=PinOut,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["write"],
         summary="Keep a turn in the working set whatever the eviction pressure",
     )
@@ -1063,7 +1380,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.delete(
         v1 + "/pins/{position}",
         response_model=PinOut,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["write"],
         summary="Remove an explicit pin",
     )
@@ -1077,7 +1394,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
         v1 + "/checkpoints",
         response_model=CheckpointOut,
         status_code=201,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["write"],
         summary="Fold: a summary stands in for positions <= position (deletes nothing)",
     )
@@ -1085,14 +1402,30 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
         cp = runtime.mem().checkpoint(conversation_id, body.summary, body.position, namespace=ns)
         return CheckpointOut(**finite(asdict(cp)))
 
+
+    @app.delete(
+        v1,
+        response_model=ErasureOut,
+        responses=_CONV_ERRORS,
+        tags=["write"],
+        summary="Erase a conversation: its messages and every derived byte; a tombstone keeps counts only",
+        description="The right to erasure for one conversation: messages, turns, search and vector "
+        "rows, summaries, checkpoints, plans, pins and its hot-tier keys go in one action, disk is "
+        "reclaimed, and a tombstone records id, namespace, time and counts (no content). 404 when the "
+        "conversation does not exist in the request's namespace (or the namespace is outside the "
+        "token's prefix), with the body of a missing conversation.",
+    )
+    def delete_conversation(conversation_id: ConvId, ns: Ns) -> ErasureOut:
+        return _erasure(runtime.mem().delete_conversation(conversation_id, namespace=ns))
+
     @app.post(
         "/v1/prune",
         response_model=PruneOut,
-        responses=_ERRORS,
+        responses=_NS_ERRORS,
         tags=["write"],
         summary="Delete this namespace's conversations idle for longer than older_than_seconds",
     )
-    def prune(body: PruneIn, ns: Ns) -> PruneOut:
+    def prune(body: PruneIn, ns: SpaceNs) -> PruneOut:
         report = runtime.mem().prune(body.older_than_seconds, namespace=ns)
         return PruneOut(
             conversations=report.conversations,
@@ -1100,25 +1433,39 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
             conversation_ids=list(report.conversation_ids),
         )
 
+    @app.delete(
+        "/v1/namespace",
+        response_model=ErasureOut,
+        responses=_NS_ERRORS,
+        tags=["write"],
+        summary=f"Erase the namespace named by {NAMESPACE_HEADER} and every namespace below it",
+        description=f"The right to erasure for a user or tenant: every conversation of the namespace "
+        f"named in the `{NAMESPACE_HEADER}` header and of the namespaces below it is erased as by "
+        "`DELETE /v1/conversations/{id}`. The header is required (422 without it): a namespace is never "
+        "erased by default. 403 when it is outside the token's prefix.",
+    )
+    def delete_namespace(ns: Annotated[str, Depends(explicit_namespace)]) -> ErasureOut:
+        return _erasure(runtime.mem().delete_namespace(ns))
+
     @app.get(
         "/v1/conversations",
         response_model=ConversationsOut,
-        responses=_ERRORS,
+        responses=_NS_ERRORS,
         tags=["read"],
         summary="This namespace's conversations",
     )
-    def conversations(ns: Ns) -> ConversationsOut:
+    def conversations(ns: SpaceNs) -> ConversationsOut:
         return ConversationsOut(namespace=ns, conversations=runtime.mem().conversations(ns))
 
     @app.get(
         "/v1/search",
         response_model=SearchOut,
-        responses=_ERRORS,
+        responses={**_CONV_ERRORS, **_NS_ERRORS},
         tags=["read"],
         summary="Hybrid search (vectors + bm25) in one conversation, or across the namespace",
     )
     def search(
-        ns: Ns,
+        ns: Annotated[str, Depends(search_scope)],
         q: Annotated[str, Query(description="free text; search syntax is not interpreted")],
         conversation_id: Annotated[
             str | None, Query(description="omit to search the whole namespace")
@@ -1147,11 +1494,11 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.get(
         "/v1/stats",
         response_model=StatsOut,
-        responses=_ERRORS,
+        responses=_NS_ERRORS,
         tags=["read"],
         summary="Counts and tier health for this namespace",
     )
-    def stats(ns: Ns) -> StatsOut:
+    def stats(ns: SpaceNs) -> StatsOut:
         raw = runtime.mem().stats(namespace=ns)
         cold = {k: raw["cold"].get(k) for k in ("conversations", "messages", "pending_embeddings")}
         hot = None

@@ -45,8 +45,10 @@ from tiers.errors import (
     NamespaceMismatch,
     PositionOutOfRange,
     SchemaTooNew,
+    StorageReadOnly,
     ValidationError,
 )
+from tiers.files import create_private_file, database_writable
 from tiers.models import ROLES, Message, StoredMessage, search_text
 from tiers.tokens import TokenCounter, message_tokens
 
@@ -324,14 +326,45 @@ def schema_version() -> int:
 # Connections
 
 
-def _create_private_file(path: Path) -> None:
+def _create_private_file(path: Path) -> bool:
     """Create `path` (and its directory) with mode 0600 before SQLite opens it, so the
-    WAL sidecars, which SQLite creates with the database file's mode, are 0600 too."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
-    # the umask may have stripped bits we asked for, never added any; chmod is exact
-    os.chmod(path, 0o600)
+    WAL sidecars, which SQLite creates with the database file's mode, are 0600 too. An
+    existing file is left as it is here (True only when this call created the file)."""
+    return create_private_file(path)
+
+
+def _connect_read_only(path: Path) -> Connection:
+    """Open an existing database that this process cannot write (a read-only mount, an
+    immutable or foreign file) for reading: `mode=ro`, else, when the WAL sidecars are
+    missing and cannot be created, `immutable=1` (no -shm means no open connection, and
+    nobody can start writing to a directory that refuses writes). Writes then fail with
+    SQLITE_READONLY, which the service answers 503."""
+    import urllib.parse
+
+    import sqlite_vec
+
+    base = "file:" + urllib.parse.quote(str(path.absolute()))
+    last: Exception | None = None
+    for query in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{base}?{query}", uri=True, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA user_version").fetchone()
+        except sqlite3.Error as exc:  # the sidecars cannot be created: try immutable
+            last = exc
+            continue
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA query_only = 1")  # /healthz reads it: this connection never writes
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found != schema_version():
+            conn.close()
+            if found > schema_version():
+                raise SchemaTooNew(str(path), found, schema_version())
+            raise StorageReadOnly(str(path), f"it needs migration from schema version {found} to {schema_version()}")
+        log.warning("database %s is not writable here: opened read-only (%s)", path, query)
+        return conn
+    raise StorageReadOnly(str(path), f"it cannot be opened read-only either ({last})")
 
 
 def connect(
@@ -340,7 +373,9 @@ def connect(
     """Open (creating if needed) a tiermem database with sqlite-vec loaded."""
     import sqlite_vec
 
-    _create_private_file(path)
+    if path.exists() and not database_writable(path):
+        return _connect_read_only(path)
+    created = _create_private_file(path)
     conn = sqlite3.connect(
         str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
     )
@@ -355,6 +390,8 @@ def connect(
     if found > schema_version():
         conn.close()
         raise SchemaTooNew(str(path), found, schema_version())
+    if not created and os.stat(path).st_mode & 0o077:  # an older tiermem's wider file: tighten
+        os.chmod(path, 0o600)  # before WAL mode below creates the sidecars with its mode
     # auto_vacuum can only be chosen before the first table exists; INCREMENTAL lets
     # prune hand freed pages back to the file system.
     if conn.execute("PRAGMA page_count").fetchone()[0] == 0:

@@ -95,3 +95,13 @@ class BudgetTooSmall(ValidationError):
 class SummarizerError(TiermemError, RuntimeError):
     def __init__(self, summarizer: str, detail: str) -> None:
         super().__init__(f"summarizer {summarizer} failed: {detail}")
+
+
+class StorageReadOnly(TiermemError, PermissionError):
+    """The database cannot be written here (a read-only mount, an immutable or foreign
+    file) and the operation needs to write."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(f"database {path} is read-only here and {detail}; open it where it can be written")

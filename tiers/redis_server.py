@@ -12,6 +12,11 @@ Invariants:
   decides) instead of starting another. Starts are serialized across processes by an
   `fcntl.flock` on `<data_dir>/redis/launch.lock`, and the liveness check is repeated
   under the lock, so concurrent callers end up with one server.
+- Its files are private: the server runs with umask 077, so `redis.pid` and `redis.log`
+  are 0600 (redis-server creates them itself), and the lock file is created 0600.
+- `stop()` works on a data dir that has become read-only: the lock file is then opened
+  read-only (flock needs no write access) or skipped when it cannot exist, and files that
+  cannot be removed are left for the next start's stale-file cleanup.
 - Nothing it holds is durable (`--save ""`, `--appendonly no`): the hot tier is rebuilt
   from the cold log, so persistence would only cost writes.
 - A crash leaves a pidfile and a socket behind. Before starting, a pidfile whose process
@@ -47,6 +52,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tiers.files import private_dir
+
 SOCKET_NAME = "redis.sock"
 PIDFILE_NAME = "redis.pid"
 LOGFILE_NAME = "redis.log"
@@ -56,6 +63,7 @@ MAX_SOCKET_PATH = 100
 START_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_S = 30.0
 PING_TIMEOUT_S = 0.5
+SERVER_UMASK = 0o077  # redis-server creates its pidfile and log with this: 0600
 
 
 class RedisBinaryNotFound(FileNotFoundError):
@@ -238,7 +246,7 @@ class EmbeddedRedis:
         """Shut the server down (for every process sharing it) and remove its files."""
         if not self.dir.is_dir():
             return
-        with self._launch_lock(self._binary or "redis-server"):
+        with self._launch_lock(self._binary or "redis-server", read_only_ok=True):
             pid = self._read_pid()
             if ping_socket(self.socket_path):
                 client = redis.Redis(
@@ -256,21 +264,34 @@ class EmbeddedRedis:
                     client.close()
             if pid is not None:
                 self._wait_or_kill(pid, timeout)
-            _unlink(self.socket_path)
-            _unlink(self.pidfile)
+            for leftover in (self.socket_path, self.pidfile):
+                # a read-only data dir keeps them; the next start clears stale files
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
 
     # -- internals ---------------------------------------------------------------------------
 
     def _prepare_dirs(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         _private_dir(self.dir)
         if self.socket_path.parent != self.dir:
             _private_dir(self.socket_path.parent.parent)
             _private_dir(self.socket_path.parent)
 
     @contextlib.contextmanager
-    def _launch_lock(self, binary: str) -> Iterator[None]:
-        fd = os.open(self.lockfile, os.O_RDWR | os.O_CREAT, 0o600)
+    def _launch_lock(self, binary: str, *, read_only_ok: bool = False) -> Iterator[None]:
+        try:
+            fd = os.open(self.lockfile, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            # stop() on a read-only data dir: nobody can start a server there meanwhile
+            # (its pidfile could not be written), so a read-only lock, or none, is enough
+            if not read_only_ok or e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            try:
+                fd = os.open(self.lockfile, os.O_RDONLY)
+            except OSError:
+                yield
+                return
         try:
             deadline = time.monotonic() + LOCK_TIMEOUT_S
             while True:
@@ -347,6 +368,7 @@ class EmbeddedRedis:
                 capture_output=True,
                 timeout=START_TIMEOUT_S,
                 check=False,
+                umask=SERVER_UMASK,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise RedisStartError(binary, str(e)) from e

@@ -1,0 +1,146 @@
+"""Shared machinery of the service tests that need the app in this process.
+
+- `serve_in_thread`: the real app (`create_app`) served by uvicorn on loopback from a
+  thread, so that tests speak real HTTP to it and can still reach its Memory.
+- `raw_request`: one HTTP/1.1 request written byte for byte on a socket, for what
+  clients (httpx included) normalise away: repeated headers, odd Content-Types.
+- `frozen`: make a directory tree really unwritable, also for root (for whom mode bits
+  mean nothing): `chattr +i` as root, `chmod a-w` otherwise; the test is skipped, with
+  the reason, where neither can work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from tiermem import Config, Memory
+from tiermem.service import create_app
+
+START_TIMEOUT_S = 60.0
+READ_TIMEOUT_S = 30.0
+TOKEN_ACME = "tok-acme-0123456789abcdef"
+TOKEN_ALICE = "tok-acme-alice-0123456789abcdef"
+TOKEN_GLOBEX = "tok-globex-0123456789abcdef"
+TOKEN_METRICS = "tok-metrics-0123456789abcdef"
+# a tenant, one of its users with her own token, and a second tenant
+SCOPED_TOKENS = {TOKEN_ACME: "acme", TOKEN_ALICE: "acme/alice", TOKEN_GLOBEX: "globex"}
+
+
+def bearer(token: str, namespace: str | None = None) -> dict[str, str]:
+    h = {"Authorization": f"Bearer {token}"}
+    if namespace is not None:
+        h["X-Tiermem-Namespace"] = namespace
+    return h
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_in_thread(config: Config, memory: Memory, **create_kw: Any) -> Iterator[str]:
+    """Serve `memory` over real HTTP on loopback; yields the base URL."""
+    port = free_port()
+    app = create_app(config, memory, start_scheduler=False, **create_kw)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def raw_request(url: str, method: str, path: str, headers: list[tuple[str, str]], body: bytes = b"") -> tuple[int, dict[str, str], Any]:
+    """Send exactly these header lines (repeats included) and `body`; return the status,
+    the response headers (lower-case) and the JSON body."""
+    host, port = url.removeprefix("http://").split(":")
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in headers]
+    if not any(k.lower() == "content-length" for k, _ in headers):
+        lines.append(f"Content-Length: {len(body)}")
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    with socket.create_connection((host, int(port)), timeout=READ_TIMEOUT_S) as s:
+        s.sendall(data)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    raw = b"".join(chunks)
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    resp_headers = {}
+    for line in header_lines:
+        k, _, v = line.partition(":")
+        resp_headers[k.strip().lower()] = v.strip()
+    try:
+        doc: Any = json.loads(payload) if payload else None
+    except ValueError:
+        doc = payload.decode(errors="replace")
+    return int(status_line.split()[1]), resp_headers, doc
+
+
+def _tree(root: Path) -> list[Path]:
+    out = [root]
+    for dirpath, dirnames, filenames in os.walk(root):
+        out += [Path(dirpath) / n for n in dirnames + filenames]
+    # sockets and other special files cannot carry the flag (and need none)
+    return [p for p in out if stat.S_ISDIR(p.lstat().st_mode) or stat.S_ISREG(p.lstat().st_mode)]
+
+
+def _chattr(flag: str, paths: list[Path]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True, check=False)
+
+
+@contextmanager
+def frozen(root: Path, *, open_files_too: bool = False) -> Iterator[str]:
+    """`root` and everything in it unwritable for this process until the block ends;
+    yields how ("chattr" or "chmod"). `open_files_too`: also descriptors opened before
+    (a live SQLite connection), which only the immutable flag stops."""
+    paths = _tree(root)
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None:
+            pytest.skip("running as root without chattr: cannot make a directory read-only for root")
+        done = _chattr("+i", paths)
+        if done.returncode != 0:
+            _chattr("-i", paths)
+            pytest.skip(f"chattr +i refused (no CAP_LINUX_IMMUTABLE or a file system without it): "
+                        f"{done.stderr.decode(errors='replace').strip()}")
+        try:
+            yield "chattr"
+        finally:
+            _chattr("-i", _tree(root))
+        return
+    if open_files_too:
+        pytest.skip("not root: only chattr +i (root) makes writes on already open files fail")
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in paths}
+    for p in sorted(paths, key=lambda q: -len(q.parts)):  # files before their directories
+        os.chmod(p, modes[p] & ~0o222)
+    try:
+        yield "chmod"
+    finally:
+        for p in sorted(paths, key=lambda q: len(q.parts)):
+            os.chmod(p, modes[p])
