@@ -88,7 +88,7 @@ OUTSIDE = [
 
 
 def _answer(r: httpx.Response) -> tuple[int, str, list[str]]:
-    return r.status_code, r.text, sorted(k for k in r.headers.keys() if k not in ("date", "content-length"))
+    return r.status_code, r.text, sorted(k for k in r.headers if k not in ("date", "content-length"))
 
 
 @pytest.mark.parametrize(("token", "full", "empty"), OUTSIDE)

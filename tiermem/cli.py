@@ -12,7 +12,9 @@ Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one 
 
 Heavy imports (Memory, the embedding model, FastAPI, the evals) happen inside the
 commands that need them, so `tiermem --help` stays fast, and each command opens only
-the tiers it uses (e.g. `history` never starts Redis).
+the tiers it uses (e.g. `history` never starts Redis). The read commands (`history`,
+`search`, `stats`, `stop-redis`) work on a read-only data dir: the database is opened
+read-only and the hot tier, when its directory cannot be prepared, is skipped.
 """
 
 from __future__ import annotations
@@ -69,7 +71,11 @@ def one_line(exc: BaseException) -> str:
     except ImportError:  # pragma: no cover
         pass
     from tiers.errors import TiermemError
+    from tiers.files import storage_problem
 
+    problem = storage_problem(exc)  # a read-only, full or failing disk: say so, not the driver's words
+    if problem is not None:
+        return f"{problem[1]} ({' '.join(str(exc).split())})"
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, TiermemError | OSError | KeyError | ValueError):
         return text
@@ -138,6 +144,9 @@ def hot_start_errors() -> tuple[type[BaseException], ...]:
         errors.RedisStartError,
         redis.exceptions.ConnectionError,
         redis.exceptions.TimeoutError,
+        # a read-only data dir: the embedded server's directory cannot be prepared, and
+        # read commands go on from the cold log (opened read-only)
+        OSError,
     )
 
 

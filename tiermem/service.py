@@ -47,7 +47,6 @@ Rules this module keeps:
   never at import.
 """
 
-import errno
 import hmac
 import json
 import logging
@@ -80,7 +79,7 @@ from tiermem.errors import (
 )
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
 from tiers.cold import sqlite3 as sqlite_driver
-from tiers.files import database_writable
+from tiers.files import database_writable, storage_problem
 from tiers.models import (
     ID_PATTERN,
     NAMESPACE_PATTERN,
@@ -371,45 +370,6 @@ def _stored(m: StoredMessage) -> StoredMessageOut:
         created_at=m.created_at if math.isfinite(m.created_at) else 0.0,
         tokens=m.tokens,
     )
-
-
-SQLITE_PERM = 3
-SQLITE_READONLY = 8
-SQLITE_IOERR = 10
-SQLITE_FULL = 13
-SQLITE_CANTOPEN = 14
-READ_ONLY_TEXT = ("readonly database", "read-only file system", "attempt to write a readonly")
-IO_FAILURE_TEXT = ("disk i/o error", "unable to open database file")
-
-
-def storage_problem(exc: BaseException) -> tuple[int, str] | None:
-    """(status, message) when `exc` (or what it was raised from) is the storage refusing
-    or failing: 507 for a full disk or the database's size cap; 503 for a read-only
-    database (read-only mount, immutable or foreign file) and for I/O errors; else None.
-    SQLite rolled the transaction back either way (a failed ROLLBACK after an I/O error,
-    "cannot rollback - no transaction is active", means SQLite already had), so the
-    answer says nothing was written, or that the write was rolled back."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        code = getattr(e, "sqlite_errorcode", None)
-        primary = code & 0xFF if isinstance(code, int) else None
-        text = str(e).lower()
-        os_errno = e.errno if isinstance(e, OSError) else None
-        if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
-            return 507, "storage full: the database cannot grow (database or disk is full); nothing was written"
-        if (
-            isinstance(e, StorageReadOnly)
-            or primary in (SQLITE_READONLY, SQLITE_PERM)
-            or any(t in text for t in READ_ONLY_TEXT)
-            or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)
-        ):
-            return 503, "storage is read-only: the database cannot be written; nothing was written"
-        if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
-            return 503, "storage is failing (disk I/O error): the write was rolled back; retry later"
-        e = e.__cause__ or e.__context__
-    return None
 
 
 def _erasure(report: Any) -> ErasureOut:
@@ -938,6 +898,8 @@ class MetricsMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                if status == 201:  # something was written: the storage takes writes again
+                    self.runtime.storage_failed_at = None
             await send(message)
 
         try:

@@ -527,6 +527,8 @@ class ColdStore:
         self.embedder = embedder
         self._lock = threading.RLock()
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        # opened read-only (the storage refuses writes): reads skip their derived catch-up
+        self.read_only = bool(self._conn.execute("PRAGMA query_only").fetchone()[0])
         # rows skipped because they could not be decoded; a set, because every read of
         # the conversation meets the same bad row again and it is still one row
         self._salvaged_rows: set[tuple[str, int]] = set()
@@ -749,7 +751,7 @@ class ColdStore:
         The embedding runs without any lock held; the store step re-checks
         `embedded = 0`, so two processes catching up at once never double-insert.
         """
-        if self.embedder is None:
+        if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
         self._ensure_vec_table(self.embedder.dim)
         done = 0

@@ -12,13 +12,19 @@ Invariants:
   nothing. It is a cheap check (a few syscalls), used when opening the database and by
   `/healthz`.
 
-This module imports only the standard library, so every tier may use it.
+- `storage_problem` classifies an exception as the storage refusing or failing (full,
+  read-only, I/O error), for the HTTP service (507/503) and the CLI's one-line errors.
+
+This module imports only the standard library and `tiers.errors`, so every tier may use it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
+
+from tiers.errors import StorageReadOnly
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -81,3 +87,42 @@ def database_writable(db_path: Path) -> bool:
         if side.exists() and not writable(side):
             return False
     return True
+
+
+SQLITE_PERM = 3
+SQLITE_READONLY = 8
+SQLITE_IOERR = 10
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+READ_ONLY_TEXT = ("readonly database", "read-only file system", "attempt to write a readonly")
+IO_FAILURE_TEXT = ("disk i/o error", "unable to open database file")
+
+
+def storage_problem(exc: BaseException) -> tuple[int, str] | None:
+    """(status, message) when `exc` (or what it was raised from) is the storage refusing
+    or failing: 507 for a full disk or the database's size cap; 503 for a read-only
+    database (read-only mount, immutable or foreign file) and for I/O errors; else None.
+    SQLite rolled the transaction back either way (a failed ROLLBACK after an I/O error,
+    "cannot rollback - no transaction is active", means SQLite already had), so the
+    answer says nothing was written, or that the write was rolled back."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        code = getattr(e, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        text = str(e).lower()
+        os_errno = e.errno if isinstance(e, OSError) else None
+        if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
+            return 507, "storage full: the database cannot grow (database or disk is full); nothing was written"
+        if (
+            isinstance(e, StorageReadOnly)
+            or primary in (SQLITE_READONLY, SQLITE_PERM)
+            or any(t in text for t in READ_ONLY_TEXT)
+            or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)
+        ):
+            return 503, "storage is read-only: the database cannot be written; nothing was written"
+        if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
+            return 503, "storage is failing (disk I/O error): the write was rolled back; retry later"
+        e = e.__cause__ or e.__context__
+    return None
