@@ -44,6 +44,8 @@ TOKEN_B = "tokB-bob-reliability-0123456789"
 A = {"Authorization": f"Bearer {TOKEN_A}"}
 B = {"Authorization": f"Bearer {TOKEN_B}"}
 TOKENS = {TOKEN_A: "alice", TOKEN_B: "bob"}
+TOKEN_METRICS = "tok-metrics-reliability-0123456789"
+M = {"Authorization": f"Bearer {TOKEN_METRICS}"}  # /metrics counts every namespace: not a tenant's token
 SOAK = os.environ.get("TIERMEM_SOAK", "") not in ("", "0")
 STARTUP_TIMEOUT_S = 240.0
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
@@ -70,6 +72,7 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env.update(
         {
             "TIERMEM_AUTH_TOKENS": json.dumps(TOKENS),
+            "TIERMEM_METRICS_TOKENS": json.dumps([TOKEN_METRICS]),
             "TIERMEM_SCHEDULER_INTERVAL_S": "1",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",

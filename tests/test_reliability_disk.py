@@ -21,7 +21,7 @@ import httpx
 import pytest
 import uvicorn
 from cold_helpers import raw
-from reliability_helpers import TOKENS, A, free_port, record_figure, stop_redis
+from reliability_helpers import TOKEN_METRICS, TOKENS, A, M, free_port, record_figure, stop_redis
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
@@ -40,7 +40,7 @@ class InProcess:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[InProcess]:
     data = tmp_path_factory.mktemp("rel-disk") / "data"
-    cfg = Config(data_dir=data, auth_tokens=TOKENS)
+    cfg = Config(data_dir=data, auth_tokens=TOKENS, metrics_tokens=[TOKEN_METRICS])
     mem = Memory(cfg, embedder=embedder)
     port = free_port()
     app = create_app(cfg, mem, start_scheduler=False)
@@ -126,7 +126,7 @@ def test_full_disk_is_a_clear_error_and_recovers(served: InProcess) -> None:
         while mem.cold.pending_embeddings() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert mem.cold.pending_embeddings() == 0  # derived indexes caught up after the outage
-        metrics = http.get("/metrics").text
+        metrics = http.get("/metrics", headers=M).text
         assert "tiermem_http_unhandled_errors_total 0.0" in metrics
     with raw(mem.cold.path) as c:
         assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

@@ -15,6 +15,7 @@ import pytest
 from reliability_helpers import (
     SOAK,
     A,
+    M,
     Server,
     assert_log_ok,
     check_log,
@@ -93,5 +94,5 @@ def test_soak_load(server: Server, tmp_path: Path) -> None:
 def test_server_still_healthy(server: Server) -> None:
     r = httpx.get(server.url + "/healthz", timeout=10)
     assert r.status_code == 200 and r.json()["tiers"]["hot"] == "ok"
-    metrics = httpx.get(server.url + "/metrics", timeout=10).text
+    metrics = httpx.get(server.url + "/metrics", headers=M, timeout=10).text
     assert "tiermem_http_unhandled_errors_total 0.0" in metrics

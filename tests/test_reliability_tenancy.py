@@ -114,10 +114,14 @@ def test_namespace_wide_views_never_show_another_namespace(http: httpx.Client) -
 
 
 def test_unauthenticated_endpoints_name_no_conversation(http: httpx.Client) -> None:
-    for path in ("/healthz", "/metrics", "/openapi.json"):
+    for path in ("/healthz", "/openapi.json"):
         r = http.get(path)
         assert r.status_code == 200
         assert SECRET not in r.text and "alice" not in r.text and "bob-own" not in r.text, path
+    # /metrics counts every namespace: neither anonymous callers nor a tenant token read it
+    assert http.get("/metrics").status_code == 401
+    r = http.get("/metrics", headers=B)
+    assert r.status_code == 403 and "tiermem_messages" not in r.text
 
 
 def test_append_to_an_id_of_another_namespace_names_nothing(http: httpx.Client) -> None:

@@ -29,6 +29,8 @@ TOKEN_A = "tokA-alice-0123456789abcdef"
 TOKEN_B = "tokB-bob-0123456789abcdef"
 A = {"Authorization": f"Bearer {TOKEN_A}"}
 B = {"Authorization": f"Bearer {TOKEN_B}"}
+TOKEN_METRICS = "tokM-scraper-0123456789abcdef"
+M = {"Authorization": f"Bearer {TOKEN_METRICS}"}
 STARTUP_TIMEOUT_S = 180.0
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 
@@ -59,6 +61,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env.update(
         {
             "TIERMEM_AUTH_TOKENS": json.dumps({TOKEN_A: "alice", TOKEN_B: "bob"}),
+            "TIERMEM_METRICS_TOKENS": json.dumps([TOKEN_METRICS]),
             "TIERMEM_SCHEDULER_INTERVAL_S": "1",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
@@ -478,7 +481,7 @@ def test_oversized_body_is_413_and_writes_nothing(http: httpx.Client, server: Se
 def test_metrics_has_latency_histograms_and_tier_state(http: httpx.Client) -> None:
     append(http, A, "metrics-1", "hello")
     http.post("/v1/conversations/metrics-1/context", json={"query": "hi", "budget": 100}, headers=A)
-    r = http.get("/metrics")
+    r = http.get("/metrics", headers=M)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
     text = r.text
@@ -531,7 +534,7 @@ def test_openapi_describes_every_operation(http: httpx.Client) -> None:
 
 
 def test_no_request_reached_the_catch_all(http: httpx.Client) -> None:
-    text = http.get("/metrics").text
+    text = http.get("/metrics", headers=M).text
     assert "tiermem_http_unhandled_errors_total 0.0" in text
     assert 'status="500"' not in text
 

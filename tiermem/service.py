@@ -1100,6 +1100,14 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
         auto_error=False, description="a token from auth_tokens; it is bound to a namespace prefix"
     )
 
+    def no_credentials() -> None:
+        return None
+
+    # declared so that OpenAPI shows the bearer scheme on each route, only when auth is on
+    Creds = Annotated[
+        HTTPAuthorizationCredentials | None, Depends(bearer if runtime.auth.enabled else no_credentials)
+    ]
+
     def grant_of(request: Request) -> Grant:
         grant = runtime.auth.grant(request.headers.get("authorization"))
         if grant is None:  # the middleware refused it already; kept for direct callers
@@ -1120,8 +1128,8 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
 
     def conversation_scope(
         request: Request,
+        creds: Creds,
         x_tiermem_namespace: NsHeader = None,
-        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
     ) -> str:
         """Namespace of a conversation route. Outside the token's prefix, the answer of a
         missing conversation (raised before the body is validated, so neither a body nor
@@ -1135,8 +1143,8 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
 
     def namespace_scope(
         request: Request,
+        creds: Creds,
         x_tiermem_namespace: NsHeader = None,
-        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
     ) -> str:
         """Namespace of a namespace-level route: outside the prefix, 403, the same for
         every outside namespace."""
@@ -1148,18 +1156,18 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
 
     def search_scope(
         request: Request,
+        creds: Creds,
         x_tiermem_namespace: NsHeader = None,
-        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
     ) -> str:
         """/v1/search is a conversation route with `conversation_id`, a namespace route without."""
         if request.query_params.get("conversation_id") is not None:
-            return conversation_scope(request, x_tiermem_namespace, creds)
-        return namespace_scope(request, x_tiermem_namespace, creds)
+            return conversation_scope(request, creds, x_tiermem_namespace)
+        return namespace_scope(request, creds, x_tiermem_namespace)
 
     def explicit_namespace(
         request: Request,
+        creds: Creds,
         x_tiermem_namespace: NsHeader = None,
-        creds: HTTPAuthorizationCredentials | None = Depends(bearer),
     ) -> str:
         """Like `namespace_scope`, but the header is required: a whole namespace is never
         erased by default."""
@@ -1174,7 +1182,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
                     }
                 ],
             )
-        return namespace_scope(request, x_tiermem_namespace, creds)
+        return namespace_scope(request, creds, x_tiermem_namespace)
 
     Ns = Annotated[str, Depends(conversation_scope)]
     SpaceNs = Annotated[str, Depends(namespace_scope)]
@@ -1216,9 +1224,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
             403: {"model": ErrorOut, "description": "a tenant token: metrics count every namespace"},
         },
     )
-    def metrics(
-        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
-    ) -> PlainTextResponse:
+    def metrics(request: Request, creds: Creds) -> PlainTextResponse:
         authorization = request.headers.get("authorization")
         client = request.client.host if request.client is not None else ""
         public = runtime.config.metrics_public and is_loopback(client)
