@@ -114,7 +114,7 @@ _ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAUL
 _ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
 ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
 _NS_DOC = (
-    "the namespace this request acts in: ids joined by '/' (e.g. `acme/alice`), which must be the "
+    "the namespace this request acts in: ids joined by '/' (e.g. `acme/user-7`), which must be the "
     "token's namespace prefix or below it; absent: the token's own prefix. Outside the prefix, "
     "conversation routes answer 404 exactly like a missing conversation and namespace routes 403"
 )
@@ -976,7 +976,7 @@ def create_app(
         version=_version(),
         description="Tiered memory for LLM agents: an append-only log, a budgeted working set and a "
         "per-turn query planner. Every /v1 call needs `Authorization: Bearer <token>`. A token is bound "
-        "to a namespace prefix (`acme`) and acts on that namespace and those below it (`acme/alice`); "
+        "to a namespace prefix (`acme`) and acts on that namespace and those below it (`acme/user-7`); "
         f"a request names its namespace in the `{NAMESPACE_HEADER}` header (absent: the token's own "
         "prefix). Outside the prefix a conversation route answers 404 exactly like a missing "
         "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "

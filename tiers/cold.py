@@ -16,7 +16,9 @@ Invariants (DESIGN.md, "The invariants"):
   between leaves `turns.embedded = 0` rows that `index_pending` fills later, and
   `stats()["pending_embeddings"]` shows the lag.
 - The database file is created 0600 before WAL mode exists, so SQLite gives the -wal
-  and -shm sidecars the same mode.
+  and -shm sidecars the same mode. A database newer than the code is refused before
+  anything opens or chmods it (its header is read first). A database this process cannot
+  write (read-only mount, immutable file) is opened read-only: reads work, writes raise.
 - A row that cannot be decoded is logged, counted and skipped; its neighbours load.
 """
 
@@ -333,6 +335,25 @@ def _create_private_file(path: Path) -> bool:
     return create_private_file(path)
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+USER_VERSION_OFFSET = 60  # of the 4-byte big-endian user_version in the database header
+
+
+def _refuse_newer_header(path: Path) -> None:
+    """Refuse a database whose header says it is newer than this code before SQLite
+    opens it (opening a WAL database creates its sidecars) or anything chmods it. A newer
+    version still only in the WAL is caught by connect()'s check after opening."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(USER_VERSION_OFFSET + 4)
+    except FileNotFoundError:
+        return
+    if len(header) == USER_VERSION_OFFSET + 4 and header.startswith(SQLITE_HEADER):
+        found = int.from_bytes(header[USER_VERSION_OFFSET:], "big")
+        if found > schema_version():
+            raise SchemaTooNew(str(path), found, schema_version())
+
+
 def _connect_read_only(path: Path) -> Connection:
     """Open an existing database that this process cannot write (a read-only mount, an
     immutable or foreign file) for reading: `mode=ro`, else, when the WAL sidecars are
@@ -355,7 +376,7 @@ def _connect_read_only(path: Path) -> Connection:
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
-        conn.execute("PRAGMA query_only = 1")  # /healthz reads it: this connection never writes
+        conn.execute("PRAGMA query_only = 1")  # ColdStore.read_only reads it back
         found = conn.execute("PRAGMA user_version").fetchone()[0]
         if found != schema_version():
             conn.close()
@@ -375,7 +396,10 @@ def connect(
 
     if path.exists() and not database_writable(path):
         return _connect_read_only(path)
+    _refuse_newer_header(path)
     created = _create_private_file(path)
+    if not created and os.stat(path).st_mode & 0o077:  # an older tiermem's wider file: tighten it
+        os.chmod(path, 0o600)  # before SQLite opens it and creates the WAL sidecars with its mode
     conn = sqlite3.connect(
         str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
     )
@@ -390,8 +414,6 @@ def connect(
     if found > schema_version():
         conn.close()
         raise SchemaTooNew(str(path), found, schema_version())
-    if not created and os.stat(path).st_mode & 0o077:  # an older tiermem's wider file: tighten
-        os.chmod(path, 0o600)  # before WAL mode below creates the sidecars with its mode
     # auto_vacuum can only be chosen before the first table exists; INCREMENTAL lets
     # prune hand freed pages back to the file system.
     if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
