@@ -326,7 +326,8 @@ pass_state = click.make_pass_decorator(CliState, ensure=True)
 @click.option(
     "--no-auth",
     is_flag=True,
-    help="Serve without bearer tokens (all calls act in --namespace); loopback addresses only.",
+    help="Serve without bearer tokens (any namespace, by the X-Tiermem-Namespace header; without it "
+    "--namespace); loopback addresses only.",
 )
 @click.option(
     "--log-level",
@@ -359,7 +360,7 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
 
     click.echo(
         f"tiermem serving on http://{cfg.http_host}:{cfg.http_port} (data dir {cfg.data_dir}, "
-        f"{f'no auth, namespace {state.namespace!r}' if no_auth else f'{len(cfg.auth_tokens)} token(s)'})",
+        f"{f'no auth, default namespace {state.namespace!r}' if no_auth else f'{len(cfg.auth_tokens)} token(s)'})",
         err=True,
     )
     uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on")
