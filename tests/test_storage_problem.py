@@ -1,0 +1,66 @@
+"""`storage_problem` tells the storage refusing or failing (507 / 503) from a bug (None).
+
+Real errors where they can be had cheaply (SQLite's own, the kernel's); the chained
+case is how SQLite reports a failed write on a read-only file system: the transaction's
+"disk I/O error", then, from the ROLLBACK in the handler, "cannot rollback - no
+transaction is active" with the first as its context (before the fix: a 500).
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from tiers.cold import sqlite3
+from tiers.errors import StorageReadOnly
+from tiers.files import storage_problem
+
+
+def chained(first: BaseException, then: BaseException) -> BaseException:
+    try:
+        try:
+            raise first
+        except BaseException:
+            raise then  # noqa: B904 - the implicit context is the point
+    except BaseException as exc:
+        return exc
+
+
+def readonly_error(tmp_path: Path) -> BaseException:
+    db = tmp_path / "r.db"
+    sqlite3.connect(str(db)).close()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        conn.execute("CREATE TABLE t(x)")
+    except sqlite3.Error as exc:
+        return exc
+    finally:
+        conn.close()
+    raise AssertionError("a read-only connection wrote")
+
+
+# (error, status) -- None: not the storage, a bug that stays a 500
+CASES = [
+    (lambda p: chained(sqlite3.OperationalError("disk I/O error"),
+                       sqlite3.OperationalError("cannot rollback - no transaction is active")), 503),
+    (lambda p: sqlite3.OperationalError("disk I/O error"), 503),
+    (readonly_error, 503),  # a real SQLITE_READONLY, by its error code
+    (lambda p: OSError(errno.EROFS, "Read-only file system"), 503),
+    (lambda p: PermissionError(errno.EPERM, "Operation not permitted"), 503),  # an immutable file
+    (lambda p: StorageReadOnly("x.db", "it needs migration"), 503),
+    (lambda p: sqlite3.OperationalError("database or disk is full"), 507),
+    (lambda p: OSError(errno.ENOSPC, "No space left on device"), 507),
+    (lambda p: sqlite3.OperationalError("no such table: nope"), None),  # a bug, not the disk
+    (lambda p: KeyError("x"), None),
+]
+
+
+@pytest.mark.parametrize(("make", "status"), CASES)
+def test_storage_problem(tmp_path: Path, make: object, status: int | None) -> None:
+    exc = make(tmp_path)  # type: ignore[operator]
+    got = storage_problem(exc)
+    assert (got[0] if got else None) == status, (exc, got)
+    if got is not None:
+        assert "nothing was written" in got[1] or "rolled back" in got[1]
