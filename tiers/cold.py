@@ -47,10 +47,9 @@ from tiers.errors import (
     NamespaceMismatch,
     PositionOutOfRange,
     SchemaTooNew,
-    StorageReadOnly,
     ValidationError,
 )
-from tiers.files import create_private_file, database_writable
+from tiers.files import create_private_file, database_writable, refuse_newer_header
 from tiers.models import ROLES, Message, StoredMessage, search_text
 from tiers.tokens import TokenCounter, message_tokens
 
@@ -335,59 +334,6 @@ def _create_private_file(path: Path) -> bool:
     return create_private_file(path)
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-USER_VERSION_OFFSET = 60  # of the 4-byte big-endian user_version in the database header
-
-
-def _refuse_newer_header(path: Path) -> None:
-    """Refuse a database whose header says it is newer than this code before SQLite
-    opens it (opening a WAL database creates its sidecars) or anything chmods it. A newer
-    version still only in the WAL is caught by connect()'s check after opening."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(USER_VERSION_OFFSET + 4)
-    except FileNotFoundError:
-        return
-    if len(header) == USER_VERSION_OFFSET + 4 and header.startswith(SQLITE_HEADER):
-        found = int.from_bytes(header[USER_VERSION_OFFSET:], "big")
-        if found > schema_version():
-            raise SchemaTooNew(str(path), found, schema_version())
-
-
-def _connect_read_only(path: Path) -> Connection:
-    """Open an existing database that this process cannot write (a read-only mount, an
-    immutable or foreign file) for reading: `mode=ro`, else, when the WAL sidecars are
-    missing and cannot be created, `immutable=1` (no -shm means no open connection, and
-    nobody can start writing to a directory that refuses writes). Writes then fail with
-    SQLITE_READONLY, which the service answers 503."""
-    import urllib.parse
-
-    import sqlite_vec
-
-    base = "file:" + urllib.parse.quote(str(path.absolute()))
-    last: Exception | None = None
-    for query in ("mode=ro", "mode=ro&immutable=1"):
-        try:
-            conn = sqlite3.connect(f"{base}?{query}", uri=True, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA user_version").fetchone()
-        except sqlite3.Error as exc:  # the sidecars cannot be created: try immutable
-            last = exc
-            continue
-        conn.enable_load_extension(True)
-        sqlite_vec.load(conn)
-        conn.enable_load_extension(False)
-        conn.execute("PRAGMA query_only = 1")  # ColdStore.read_only reads it back
-        found = conn.execute("PRAGMA user_version").fetchone()[0]
-        if found != schema_version():
-            conn.close()
-            if found > schema_version():
-                raise SchemaTooNew(str(path), found, schema_version())
-            raise StorageReadOnly(str(path), f"it needs migration from schema version {found} to {schema_version()}")
-        log.warning("database %s is not writable here: opened read-only (%s)", path, query)
-        return conn
-    raise StorageReadOnly(str(path), f"it cannot be opened read-only either ({last})")
-
-
 def connect(
     path: Path, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, synchronous: str = "NORMAL"
 ) -> Connection:
@@ -395,8 +341,10 @@ def connect(
     import sqlite_vec
 
     if path.exists() and not database_writable(path):
-        return _connect_read_only(path)
-    _refuse_newer_header(path)
+        from tiers.readonly import connect_read_only
+
+        return connect_read_only(path, schema_version())
+    refuse_newer_header(path, schema_version())
     created = _create_private_file(path)
     if not created and os.stat(path).st_mode & 0o077:  # an older tiermem's wider file: tighten it
         os.chmod(path, 0o600)  # before SQLite opens it and creates the WAL sidecars with its mode

@@ -24,8 +24,10 @@ import errno
 import os
 from pathlib import Path
 
-from tiers.errors import StorageReadOnly
+from tiers.errors import SchemaTooNew, StorageReadOnly
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+USER_VERSION_OFFSET = 60  # of the 4-byte big-endian user_version in a SQLite header
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 WAL_SUFFIXES = ("-wal", "-shm")
@@ -67,6 +69,22 @@ def create_private_file(path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def refuse_newer_header(path: Path, supported: int) -> None:
+    """Raise SchemaTooNew when the database header at `path` says it is newer than
+    `supported`, before SQLite opens it (opening a WAL database creates its sidecars) or
+    anything chmods it. A newer version still only in the WAL is for the caller's check
+    after opening."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(USER_VERSION_OFFSET + 4)
+    except FileNotFoundError:
+        return
+    if len(header) == USER_VERSION_OFFSET + 4 and header.startswith(SQLITE_HEADER):
+        found = int.from_bytes(header[USER_VERSION_OFFSET:], "big")
+        if found > supported:
+            raise SchemaTooNew(str(path), found, supported)
 
 
 def writable(path: Path) -> bool:
