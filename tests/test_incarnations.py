@@ -156,7 +156,7 @@ def test_a_database_from_before_incarnations_migrates_with_nothing_lost(
         assert store.list_names("default") == ["trip-1"] and store.list_names("acme") == ["acme-1"]
         trip = store.key_of("default", "trip-1")
         assert trip == "trip-1"  # the key is the old id: nothing was rewritten
-        assert [m.text for m in store.history(trip)][0] == "Never book me on red-eye flights."
+        assert next(m.text for m in store.history(trip)) == "Never book me on red-eye flights."
         assert len(store.history(trip)) == 3 and len(store.history("acme-1")) == 12
         assert [r.position for r in store.pinned_turns(trip) if r.pinned_priority == 80] == [2]
         assert store.latest_checkpoint(trip) is not None
