@@ -169,3 +169,23 @@ def test_a_database_from_before_incarnations_migrates_with_nothing_lost(
         assert len(store.history(trip)) == 3
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("reader", "recall_on", "sees"), [
+    ("acme/alice", True, True),  # the same user's other session: recalled
+    ("acme/alice", False, False),  # namespace_recall = false switches it off
+    ("acme/bob", True, False),  # a sibling namespace: never
+    ("acme", True, False),  # the parent (the tenant): never
+    ("acme/alice/work", True, False),  # a namespace below: never
+])
+def test_cross_conversation_recall_stays_in_exactly_one_namespace(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, reader: str, recall_on: bool, sees: bool
+) -> None:
+    cfg = tiermem.Config(data_dir=tmp_path / "data", namespace_recall=recall_on)
+    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.append_many("s1", [{"role": "user", "content": "The gym locker code is 4471, remember it."},
+                               {"role": "assistant", "content": "Noted the locker code."}], namespace="acme/alice")
+        mem.append("s2", {"role": "user", "content": "What was my gym locker code again?"}, namespace=reader)
+        ctx = mem.context("s2", "What was my gym locker code again?", 2000, namespace=reader)
+        assert ("4471" in str(ctx.messages)) is sees
+        assert any(it.conversation_id == "s1" for it in ctx.plan.items) is sees
