@@ -443,9 +443,10 @@ def eval_memory(
 
 
 def unique_conversation_id(memory: Memory, base: str) -> str:
-    """`base`, or `base-2`, `base-3`... if the data dir already holds it."""
+    """`base`, or `base-2`, `base-3`... if the data dir already holds it (the evals put
+    each conversation in a namespace of its own name)."""
     cid, n = base, 1
-    while memory.cold.namespace_of(cid) is not None:
+    while memory.cold.key_of(cid, cid) is not None:
         n += 1
         cid = f"{base}-{n}"
     return cid

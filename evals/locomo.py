@@ -350,16 +350,16 @@ def ingest_sample(
     cid = conversation_id(sample.sample_id)
     ns = cid
     times, unparsed = session_times(sample)
-    owner = memory.cold.namespace_of(cid)
-    if owner is not None:
-        have = memory.cold.last_position(cid) + 1
-        if owner != ns or have != sample.n_turns:
+    key = memory.cold.key_of(ns, cid)
+    if key is not None:
+        have = memory.cold.last_position(key) + 1
+        if have != sample.n_turns:
             raise LocomoError(
-                f"the data dir already holds conversation {cid} (namespace {owner}, {have} turns) but this "
+                f"the data dir already holds conversation {cid} (namespace {ns}, {have} turns) but this "
                 f"sample has {sample.n_turns} turns; use a fresh --data-dir"
             )
         dia: dict[str, int] = {}
-        for m in memory.cold.history(cid):
+        for m in memory.history(cid, namespace=ns):
             d = (m.metadata or {}).get("dia_id")
             if isinstance(d, str):
                 dia.setdefault(d, m.position)

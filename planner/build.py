@@ -468,6 +468,11 @@ class Planner:
         out.sort(key=lambda c: (-c.score, -c.position))
         return out
 
+    def forget(self, conv: str) -> None:
+        """Drop what is kept between calls for a conversation key (it was erased)."""
+        with self._pins_lock:
+            self._pins.pop(conv, None)
+
     def _pin_set(self, conv: str, room: int) -> _PinSet:
         """The conversation's pin candidates (best first) with their rendered lines, for
         a pinned share of up to `room` tokens, and its superseded pins: kept between
@@ -748,13 +753,15 @@ class Planner:
             for rank, (c, p, bm) in enumerate(bm25, start=1):
                 found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
         out: dict[tuple[str, int], tuple[float, str]] = {}
+        # reasons name a conversation by the id its owner knows, not by its internal key
+        names = self.cold.names_of([k[0] for k in found]) if found else {}
         for key, f in found.items():
             s = (scores.z_dense(f["cosine"]) if "cosine" in f else MISSING_Z) + scores.z_bm25(f.get("bm25"))
             parts = [f"cosine {f['cosine']:.2f}"] if "cosine" in f else []
             if "rank" in f:
                 parts.append(f"bm25 rank {int(f['rank'])}")
             out[key] = (s - OTHER_CONVERSATION_PENALTY,
-                        f"from {key[0]} in this namespace: " + ", ".join(parts))
+                        f"from {names.get(key[0], key[0])} in this namespace: " + ", ".join(parts))
         return out
 
     def _tables_in_memory(self, others: list[str]) -> list[TurnTable] | None:

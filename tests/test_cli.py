@@ -90,6 +90,8 @@ def test_help_lists_every_command_with_one_line_help() -> None:
         "pin",
         "unpin",
         "prune",
+        "delete",
+        "delete-namespace",
         "stats",
         "rebuild",
         "consolidate",
@@ -235,13 +237,30 @@ def test_fork_pin_unpin_prune_stats_rebuild(run: Cli) -> None:
     )
 
 
+def test_delete_and_delete_namespace_erase_and_leave_tombstones(run: Cli) -> None:
+    run("--namespace", "acme/alice", "append", "t1", "--role", "user", "--content", "alice's secret")
+    run("--namespace", "acme/bob", "append", "t1", "--role", "user", "--content", "bob's note")
+    run("--namespace", "acme/bob", "append", "t2", "--role", "user", "--content", "bob's other")
+    gone = run.json("--namespace", "acme/alice", "delete", "t1")
+    assert gone["conversations"] == 1 and gone["tombstones"][0]["id"] == "t1"
+    assert "alice's secret" not in json.dumps(gone)
+    assert run("--namespace", "acme/alice", "history", "t1", ok=False).exit_code == 1
+    assert run("--namespace", "acme/alice", "delete", "t1", ok=False).exit_code == 1
+    assert run("delete-namespace", "acme", ok=False).exit_code != 0  # asks first; no answer, nothing erased
+    assert len(run.json("--namespace", "acme/bob", "history", "t2")) == 1
+    erased = run.json("delete-namespace", "acme", "--yes")
+    assert erased["conversations"] == 2 and sorted(erased["conversation_ids"]) == ["t1", "t2"]
+    assert run("--namespace", "acme/bob", "history", "t2", ok=False).exit_code == 1
+
+
 def test_namespaces_are_separate(run: Cli) -> None:
     run("--namespace", "alice", "append", "a1", "--role", "user", "--content", "alice's note")
     r = run("--namespace", "bob", "history", "a1", ok=False)
     assert r.exit_code == 1 and "not found" in r.stderr
-    r = run("--namespace", "bob", "append", "a1", "--role", "user", "--content", "x", ok=False)
-    assert r.exit_code == 1 and r.stderr.startswith("error: ")
-    assert len(run.json("--namespace", "alice", "history", "a1")) == 1
+    # ids are per namespace: bob's a1 is bob's own conversation
+    run("--namespace", "bob", "append", "a1", "--role", "user", "--content", "x")
+    assert [m["message"]["content"] for m in run.json("--namespace", "alice", "history", "a1")] == ["alice's note"]
+    assert [m["message"]["content"] for m in run.json("--namespace", "bob", "history", "a1")] == ["x"]
 
 
 def test_consolidate_once_and_missing_module(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:

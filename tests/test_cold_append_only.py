@@ -71,7 +71,7 @@ def test_refusal_inside_a_transaction_rolls_back_nothing_else(log_db: Path) -> N
 def test_prune_still_deletes(cold: ColdStore) -> None:
     cold.append_many("old", [Message(role="user", content=f"m{i}", created_at=1000.0) for i in range(3)])
     cold.append("new", Message(role="user", content="fresh"))
-    report = cold.prune(time.time() - 3600)
+    report = cold.prune(time.time() - 3600, all_namespaces=True)
     assert (report.conversations, report.messages, report.conversation_ids) == (1, 3, ["old"])
     with raw(cold.path) as conn:
         assert conn.execute("SELECT DISTINCT conversation_id FROM messages").fetchall() == [("new",)]

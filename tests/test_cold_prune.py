@@ -39,7 +39,7 @@ def test_prune_shrinks_the_file_and_its_wal(tmp_path: Path, counter: BpeTokenCou
         before = file_sizes(db)
         assert before["db"] + before["-wal"] > 3_000_000
 
-        report = store.prune(CUTOFF)
+        report = store.prune(CUTOFF, all_namespaces=True)
 
         after = file_sizes(db)
         assert report.conversations == 4 and report.messages == 400
@@ -75,7 +75,7 @@ def test_pruned_conversation_leaves_no_row(aged: ColdStore) -> None:
         assert conversation_rows(conn, "old") == {"conversations": 1, "messages": 4, "turns": 4, "fts": 4,
                                                   "checkpoints": 1, "pins": 1, "vectors": 4}
         before = table_rows(conn)
-    report = aged.prune(CUTOFF)
+    report = aged.prune(CUTOFF, all_namespaces=True)
     assert report.conversation_ids == ["old"] and report.messages == 4
     with raw(aged.path) as conn:
         assert set(conversation_rows(conn, "old").values()) == {0}
@@ -95,7 +95,7 @@ def test_pruned_conversation_leaves_no_row(aged: ColdStore) -> None:
 def test_fork_of_pruned_parent_keeps_its_history(aged: ColdStore) -> None:
     before = [(m.position, m.body) for m in aged.history("old-fork")]
     cp = aged.latest_checkpoint("old-fork")
-    aged.prune(CUTOFF)
+    aged.prune(CUTOFF, all_namespaces=True)
     assert aged.conversation("old") is None
     info = aged.conversation("old-fork")
     assert info is not None and info["parent_id"] == "old"  # provenance stays, as a name
@@ -118,7 +118,7 @@ def test_fork_of_pruned_parent_keeps_its_history(aged: ColdStore) -> None:
     ids=["before-all", "a-week", "between-messages", "future"],
 )
 def test_cutoff_is_by_last_message(aged: ColdStore, cutoff: float, pruned: list[str]) -> None:
-    report = aged.prune(cutoff)
+    report = aged.prune(cutoff, all_namespaces=True)
     assert sorted(report.conversation_ids) == pruned
     survivors = sorted({"old", "old-fork", "recent"} - set(pruned))
     assert aged.list_conversations("default") == survivors
@@ -144,7 +144,7 @@ def test_prune_by_a_store_opened_before_the_vectors_existed(tmp_path: Path, coun
         service.append_many("old", [Message(role="user", content=f"old {i}", created_at=OLD) for i in range(3)])
         service.append("recent", Message(role="user", content="recent"))
         service.index_pending()  # creates the vector table after `early` opened
-        assert early.prune(CUTOFF).conversation_ids == ["old"]
+        assert early.prune(CUTOFF, all_namespaces=True).conversation_ids == ["old"]
         with raw(db) as conn:
             assert conversation_rows(conn, "old")["vectors"] == 0
             assert table_rows(conn)["messages_vec"] == 1

@@ -9,7 +9,6 @@ from cold_helpers import raw
 
 import tiermem
 from tiermem import Memory
-from tiers.errors import NamespaceMismatch
 
 TURNS = [
     ("user", "I want to fly from Lisbon to Tokyo in October."),
@@ -119,13 +118,15 @@ def test_namespaced_view_cannot_see_other_namespaces(cold_memory: Memory) -> Non
                  lambda: bob.search("a-trip", "secret", k=3), lambda: bob.pin("a-trip", 0)):
         with pytest.raises(tiermem.ConversationNotFound):
             call()
-    # appending to it is refused as well, and writes nothing
-    with pytest.raises(NamespaceMismatch):
-        bob.append("a-trip", {"role": "user", "content": "bob writes into alice's log"})
+    # ids are per namespace: bob's append to the same id is bob's own conversation,
+    # and alice's is untouched
+    assert bob.append("a-trip", {"role": "user", "content": "bob's own a-trip"}) == 0
     assert _texts(alice.history("a-trip")) == ["alice's secret plan"]
+    assert _texts(bob.history("a-trip")) == ["bob's own a-trip"]
     assert alice.active("a-trip").checkpoint is not None
+    assert bob.active("a-trip").checkpoint is None
     # a namespace's stats count its own rows only
-    assert bob.stats()["cold"]["conversations"] == 1 and bob.stats()["cold"]["messages"] == 1
+    assert bob.stats()["cold"]["conversations"] == 2 and bob.stats()["cold"]["messages"] == 2
     # a fork stays in its parent's namespace
     child = alice.fork("a-trip", 0)
     assert alice.conversations() == sorted(["a-trip", child])

@@ -125,16 +125,21 @@ def test_unauthenticated_endpoints_name_no_conversation(http: httpx.Client) -> N
 
 
 def test_append_to_an_id_of_another_namespace_names_nothing(http: httpx.Client) -> None:
-    """Ids are global, so an append to A's id cannot succeed for B: it is refused (409)
-    without naming the namespace or showing anything of the conversation, and writes
-    nothing. (That a 409 differs from a 201 on a fresh id is the one existence signal
-    left; see the report.)"""
+    """Ids are per namespace (issue 13, item 2; on the old code this answered 409 "taken
+    by another namespace"): B appending to A's id creates B's own conversation, with the
+    status and body any fresh id gets, and A's conversation is untouched."""
     for url, body in [(f"/v1/conversations/{SECRET}/messages", {"role": "user", "content": "mine"}),
                       (f"/v1/conversations/{SECRET}/messages:batch", {"messages": [{"role": "user", "content": "m"}]})]:
         r = http.post(url, json=body, headers=B)
-        assert r.status_code == 409, r.text
+        assert r.status_code == 201, r.text
         assert "alice" not in r.text and "launch" not in r.text
     assert len(http.get(f"/v1/conversations/{SECRET}/history", headers=A).json()["messages"]) == 3
+    mine = http.get(f"/v1/conversations/{SECRET}/history", headers=B).json()["messages"]
+    assert [m["position"] for m in mine] == [0, 1] and "launch" not in json.dumps(mine)
+    # and the first append's position was 0, as on any fresh id
+    fresh = http.post("/v1/conversations/never-used-anywhere/messages", json={"role": "user", "content": "x"},
+                      headers=B)
+    assert fresh.status_code == 201 and fresh.json()["position"] == 0
 
 
 def test_files_are_private_and_redis_has_no_tcp_port(server: Server, http: httpx.Client) -> None:

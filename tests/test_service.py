@@ -275,21 +275,22 @@ def test_other_namespace_is_404_exactly_like_missing(http: httpx.Client) -> None
         assert "alice" not in theirs.text
         assert sorted(theirs.headers.keys()) == sorted(missing.headers.keys())
 
-    # appending to an id another namespace owns: 409, naming no namespace, nothing written
+    # ids are per namespace (issue 13 item 2; the old code answered 409 here, and 422
+    # "already exists" to the fork): B's append to the same id is B's own conversation,
+    # and a fork of B's onto that id is refused only because B itself now has it
     r = http.post(
         f"/v1/conversations/{conv}/messages", json={"role": "user", "content": "mine now"}, headers=B
     )
-    assert r.status_code == 409 and "alice" not in r.text
-    r = http.post(
-        f"/v1/conversations/{conv}/messages:batch",
-        json={"messages": [{"role": "user", "content": "mine now"}]},
-        headers=B,
-    )
-    assert r.status_code == 409
-    # a fork by B cannot land on A's id either
+    assert r.status_code == 201 and r.json()["position"] == 0 and "alice" not in r.text
     append(http, B, "bob-1", "Bob's own conversation.")
+    r = http.post("/v1/conversations/bob-1/fork", json={"up_to": 0, "new_id": "bob-fork"}, headers=B)
+    assert r.status_code == 201, r.text
     r = http.post("/v1/conversations/bob-1/fork", json={"up_to": 0, "new_id": conv}, headers=B)
     assert r.status_code == 422 and "alice" not in r.text
+    assert [m["content"] for m in http.get(f"/v1/conversations/{conv}/history", headers=B).json()["messages"]] \
+        == ["mine now"]
+    for c in (conv, "bob-fork"):  # leave B with one conversation for the checks below
+        assert http.delete(f"/v1/conversations/{c}", headers=B).status_code in (200, 204)
 
     # namespace-wide search, listing and stats never see A's data
     r = http.get("/v1/search", params={"q": "launch code secret"}, headers=B)

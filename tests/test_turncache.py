@@ -57,13 +57,16 @@ def test_a_conversation_rewritten_by_another_connection_is_reloaded(cold: ColdSt
     # another connection (as another process would) prunes it and writes it anew, shorter
     other = ColdStore(cold.path, tokens=cold.tokens, embedder=cold.embedder)
     try:
-        other.prune(float("inf"))
+        other.prune(float("inf"), all_namespaces=True)
         other.append_many("c", [Message(role="user", content="a new beginning")])
     finally:
         other.close()
-    table = cache.get("c")
-    assert list(table.positions) == [0]
+    # the old incarnation's copy is reloaded (to nothing); the new one has its own key
+    assert list(cache.get("c").positions) == []
     assert cache.stats()["reloads"] == 1
+    new_key = cold.key_of("default", "c")
+    assert new_key is not None and new_key != "c"
+    assert list(cache.get(new_key).positions) == [0]
 
 
 def test_prune_and_rebuild_through_memory_drop_the_copy(cold_memory: Memory) -> None:

@@ -122,7 +122,7 @@ def test_schema_and_prune_clears_views(cold: ColdStore, warm: WarmStore) -> None
     cold.append("c", msg("user", "hello world", at=1.0))
     warm.put(SummaryView("c", "rolling", "", 0, 0, 0, (Sentence("hello world", (0,)),), 0, "x", 1.0))
     warm.record_error("c", "rolling", "", "boom")
-    report = cold.prune(older_than=2.0)
+    report = cold.prune(older_than=2.0, all_namespaces=True)
     assert report.conversations == 1
     assert cold._read("SELECT COUNT(*) FROM summaries")[0][0] == 0
     assert cold._read("SELECT COUNT(*) FROM summary_errors")[0][0] == 0
@@ -666,11 +666,13 @@ def test_stale_views_notices_a_pruned_and_recreated_conversation(
     for view in m.stale_views(10):
         m.refresh(*view)
     assert m.stale_views(10) == []
-    assert cold.prune(older_than=T0 + 1e6).conversations == 1
+    assert cold.prune(older_than=T0 + 1e6, all_namespaces=True).conversations == 1
     assert m.stale_views(10) == [] and warm.latest("c", "rolling") is None
     time.sleep(0.01)  # a new conversation row, a new created_at
     cold.append_many("c", [msg("user", f"New life, fact {i}.", session="z", at=T0) for i in range(40)])
-    assert set(m.stale_views(10)) == {("c", "rolling", ""), ("c", "constraints", ""), ("c", "session", "z")}
+    key = cold.key_of("default", "c")  # the new incarnation: a key of its own
+    assert key is not None and key != "c"
+    assert set(m.stale_views(10)) == {(key, "rolling", ""), (key, "constraints", ""), (key, "session", "z")}
 
 
 def test_incremental_constraints_see_a_later_correction_of_a_carried_constraint(

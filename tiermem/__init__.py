@@ -13,7 +13,7 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import ActiveView, Memory, NamespacedMemory
-from tiers.cold import Checkpoint, PruneReport, SearchHit
+from tiers.cold import Checkpoint, ErasureReport, PruneReport, SearchHit
 from tiers.models import Message, StoredMessage
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Checkpoint",
     "Config",
     "ConversationNotFound",
+    "ErasureReport",
     "LimitExceeded",
     "Memory",
     "Message",

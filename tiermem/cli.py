@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from tiermem.config import Config
     from tiermem.memory import Memory
+    from tiers.cold import ErasureReport
     from tiers.embed import Embedder
 
 DEFAULT_NAMESPACE = "default"
@@ -519,14 +520,42 @@ def unpin(state: CliState, conversation: str, position: int) -> None:
 def prune(state: CliState, older_than: float, all_namespaces: bool, as_json: bool) -> None:
     """Delete whole conversations idle for longer than --older-than; reclaims disk."""
     mem = state.memory(hot=True)
-    report = mem.prune(older_than, namespace=None if all_namespaces else state.namespace)
-    if as_json:
-        from dataclasses import asdict
+    if all_namespaces:
+        report = mem.prune(older_than, all_namespaces=True)
+    else:
+        report = mem.prune(older_than, namespace=state.namespace)
+    _erasure_out(report, "pruned", as_json)
 
-        _emit_json(asdict(report))
+
+@cli.command()
+@click.argument("conversation")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def delete(state: CliState, conversation: str, as_json: bool) -> None:
+    """Erase one conversation and every byte derived from it; leaves a tombstone."""
+    report = state.memory(hot=True).delete_conversation(conversation, namespace=state.namespace)
+    _erasure_out(report, "erased", as_json)
+
+
+@cli.command("delete-namespace")
+@click.argument("namespace")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def delete_namespace(state: CliState, namespace: str, yes: bool, as_json: bool) -> None:
+    """Erase a namespace and every namespace below it (a user's right to erasure)."""
+    if not yes:
+        click.confirm(f"Erase every conversation of {namespace!r} and the namespaces below it?", abort=True)
+    report = state.memory(hot=True).delete_namespace(namespace)
+    _erasure_out(report, "erased", as_json)
+
+
+def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
+    if as_json:
+        _emit_json({**report.to_json(), "bytes_before": report.bytes_before, "bytes_after": report.bytes_after})
     else:
         click.echo(
-            f"pruned {report.conversations} conversation(s), {report.messages} message(s); "
+            f"{verb} {report.conversations} conversation(s), {report.messages} message(s); "
             f"files {report.bytes_before} -> {report.bytes_after} bytes"
         )
 

@@ -37,6 +37,7 @@ DEFAULT_TAIL_PROTECT_TURNS = 8
 DEFAULT_EVICTION_BIAS = 0.25
 DEFAULT_EMBED_BATCH = 64
 DEFAULT_RETRIEVAL_K = 20
+DEFAULT_WARM_KEEP_VERSIONS = 3
 DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
 DEFAULT_RRF_K = 60
 DEFAULT_WARM_MAX_TURNS_BEHIND = 20
@@ -132,6 +133,9 @@ class Config(BaseSettings):
         "memory for the planner's copy of conversations' vectors and turn facts (about 1.6 MB per "
         "1,000 turns); least recently used conversations are dropped past it"))
     store_plans: bool = False
+    namespace_recall: bool = Field(True, description=(
+        "let context() also retrieve from the other conversations of exactly the same namespace "
+        "(one user's sessions; never sibling or parent namespaces); false turns it off everywhere"))
     retrieved_placement: Literal["before_latest", "before_tail"] = Field(
         "before_latest",
         description="where retrieved turns go: just before the latest user message (default: they change "
@@ -143,6 +147,9 @@ class Config(BaseSettings):
     warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1)
     warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0)
     summary_target_tokens: int = Field(300, ge=16)
+    warm_keep_versions: int = Field(DEFAULT_WARM_KEEP_VERSIONS, ge=1, le=10_000, description=(
+        "versions kept of each warm view (older ones are deleted as new ones are written) and of "
+        "consolidation's own fold checkpoints; checkpoints a caller wrote are always kept"))
     scheduler_interval_s: float = Field(DEFAULT_SCHEDULER_INTERVAL_S, gt=0)
     scheduler_max_views_per_run: int = Field(50, ge=1)
     scheduler_enabled: bool = Field(True, description="run the consolidation scheduler in `tiermem serve`")

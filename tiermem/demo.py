@@ -142,8 +142,8 @@ def run_demo(
             warm = bar.add_task("refreshing warm views", total=1)
             warm_state = _consolidate(mem)
             bar.advance(warm)
-            last = mem.cold.last_position(conv)
             history = mem.history(conv, namespace=NAMESPACE)
+            last = history[-1].position
             ask = bar.add_task("asking", total=len(doc["questions"]))
             rows = []
             for i, q in enumerate(doc["questions"]):

@@ -213,9 +213,22 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
 
+    def erase(self, keys: list[str]) -> list[str]:
+        """Delete every Redis key of these conversation keys (hot set and cached views);
+        returns the keys it could not reach (Redis down), for the caller to retry."""
+        left: list[str] = []
+        for i, key in enumerate(keys):
+            try:
+                self.tier.drop_all(key)
+            except REDIS_ERRORS as exc:
+                self._fail(exc)
+                left.extend(keys[i:])
+                break
+        return left
+
     def rebuild_all(self) -> int:
         n = 0
-        for (conv,) in self.memory.cold._read("SELECT id FROM conversations"):
+        for conv in self.memory.cold.all_keys():
             try:
                 self._rebuild(conv)
                 n += 1
@@ -233,7 +246,7 @@ class HotLink:
             "rebuilds": self.rebuilds,
         }
         if namespace is None:
-            convs = [r[0] for r in self.memory.cold._read("SELECT id FROM conversations")]
+            convs = self.memory.cold.all_keys()
         else:
             convs = self.memory.cold.list_conversations(namespace)
         tokens = members = pins = evictions = overflow = 0

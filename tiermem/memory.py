@@ -12,6 +12,7 @@ Thread-safe: one instance can serve every thread of a web server.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import re
@@ -26,9 +27,9 @@ from consolidation.supersede import Candidate, find_superseded
 from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from planner.plan import Context
 from tiermem.config import Config
-from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit, TurnRow
+from tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit, TurnRow
 from tiers.embed import Embedder, SentenceTransformerEmbedder, query_embedding
-from tiers.errors import ValidationError
+from tiers.errors import ConversationNotFound, ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
 from tiers.tokens import BpeTokenCounter, TokenCounter
 from tiers.turncache import TurnCache
@@ -42,6 +43,8 @@ DEFAULT_NAMESPACE = "default"
 MAX_SEARCH_K = 200
 MAX_BATCH_MESSAGES = 10_000
 MAX_BUDGET_TOKENS = 2_000_000
+DEFAULT_BUDGET_TOKENS = 2000
+DEFAULT_PIN_PRIORITY = 50
 # Words that announce an update of something said before; with a turn close in meaning
 # they mark that turn superseded (see Memory._supersede_by_meaning).
 UPDATE_CUE = re.compile(
@@ -141,7 +144,8 @@ class Memory:
         from tiers.warm import WarmStore
 
         # the warm tier caches in the hot tier's Redis (short timeouts), SQLite is its truth
-        self.warm = WarmStore(self.cold, redis_client=self.hot.client if self.hot is not None else None)
+        self.warm = WarmStore(self.cold, redis_client=self.hot.client if self.hot is not None else None,
+                              keep_versions=self.config.warm_keep_versions)
         self.views = ViewMaintainer(
             self.cold,
             self.warm,
@@ -207,8 +211,42 @@ class Memory:
             **envelope,
         )
 
-    def _require(self, conversation_id: str, namespace: str | None) -> str:
-        return self.cold.require(conversation_id, namespace)
+    def _key(self, conversation_id: object, namespace: object | None) -> tuple[str, str, str]:
+        """(name, namespace, key) of a live conversation; ConversationNotFound, with the
+        same message whether the id is unused or used only in another namespace."""
+        name = self._conv(conversation_id)
+        ns = self._ns(namespace)
+        key = self.cold.key_of(ns, name)
+        if key is None:
+            raise ConversationNotFound(name, ns)
+        return name, ns, key
+
+    def _forget(self, keys: Sequence[str]) -> None:
+        """After a retention operation: drop every derived copy of these incarnations
+        outside SQLite (turn cache, kept pinned blocks, Redis keys). Redis keys that
+        cannot be reached now are recorded and deleted when Redis answers again."""
+        for key in keys:
+            self.turns.drop(key)
+            self.planner.forget(key)
+        # the embedder remembers recent texts' vectors keyed by the text itself
+        clear_memo = getattr(self.embedder, "clear_memo", None)
+        if keys and callable(clear_memo):
+            clear_memo()
+        if self.hot is not None and keys:
+            left = self.hot.erase(list(keys))
+            if left:
+                self.cold.defer_purge(left)
+
+    def purge_deferred(self) -> int:
+        """Delete the Redis keys of conversations erased while Redis was unreachable;
+        returns how many conversations were purged."""
+        pending = self.cold.deferred_purges()
+        if not pending or self.hot is None:
+            return 0
+        left = set(self.hot.erase(pending))
+        done = [k for k in pending if k not in left]
+        self.cold.purged(done)
+        return len(done)
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -256,9 +294,14 @@ class Memory:
                 exc.args = (f"{exc.field}: {exc.problem}",)
                 raise
         labels = [self._label(m.text(), m.role) for m in parsed]
-        positions = self.cold.append_many(conv, parsed, namespace=ns, labels=labels)
-        self._supersede(conv, [(p, m, lab) for p, m, lab in zip(positions, parsed, labels, strict=True)])
-        self._after_append(conv, positions)
+        res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels)
+        key, positions = res.key, res.positions
+        if res.created and self.hot is not None:
+            # a new key is never one issued before, but Redis may predate this database's
+            # key registry (a database from before incarnations): start from nothing
+            self.hot.erase([key])
+        self._supersede(key, [(p, m, lab) for p, m, lab in zip(positions, parsed, labels, strict=True)])
+        self._after_append(key, positions)
         return positions
 
     def _label(self, text: str, role: str) -> tuple[str, bool, int, str]:
@@ -314,32 +357,37 @@ class Memory:
         self, conversation_id: str, summary: str, position: int, *, namespace: str | None = None
     ) -> Checkpoint:
         """Fold: `summary` stands in for positions <= `position`; nothing is deleted."""
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
+        name, _ns, key = self._key(conversation_id, namespace)
         if not isinstance(summary, str) or not summary.strip():
             raise ValidationError("summary", "must be a non-empty string")
         if len(summary.encode()) > self.config.max_content_bytes:
             raise ValidationError("summary", f"exceeds {self.config.max_content_bytes} bytes")
-        return self.cold.checkpoint(conv, summary, position)
+        return dataclasses.replace(self.cold.checkpoint(key, summary, position), conversation_id=name)
 
     def fork(
         self, conversation_id: str, up_to: int, *, new_id: str | None = None, namespace: str | None = None
     ) -> str:
         """A new conversation holding positions 0..up_to of this one; the parent is unchanged."""
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
+        _name, _ns, key = self._key(conversation_id, namespace)
         if new_id is not None:
             new_id = self._conv(new_id)
         if isinstance(up_to, bool) or not isinstance(up_to, int):
             raise ValidationError("up_to", "must be an integer position")
-        child = self.cold.fork(conv, up_to, new_id=new_id)
+        child = self.cold.fork(key, up_to, new_id=new_id)
         if self.hot is not None:
+            self.hot.erase([child])
             self.hot.refresh(child)
-        return child
+        named = self.cold.name_of(child)
+        if named is None:  # erased between the fork's commit and now
+            raise ConversationNotFound(new_id or child, _ns)
+        return named[1]
 
-    def prune(self, older_than: dt.timedelta | dt.datetime | float, *, namespace: str | None = None) -> PruneReport:
+    def prune(self, older_than: dt.timedelta | dt.datetime | float, *, namespace: str | None = None,
+              all_namespaces: bool = False) -> PruneReport:
         """Delete whole conversations whose last message is older than `older_than` (an
-        age, or a cutoff datetime, or an age in seconds); reclaims disk."""
+        age, or a cutoff datetime, or an age in seconds), with every derived byte;
+        reclaims disk. Like every method, it acts on `namespace` (default: "default")
+        only; every namespace only with `all_namespaces=True`."""
         if isinstance(older_than, dt.timedelta):
             cutoff = time.time() - older_than.total_seconds()
         elif isinstance(older_than, dt.datetime):
@@ -348,51 +396,73 @@ class Memory:
             cutoff = time.time() - float(older_than)
         else:
             raise ValidationError("older_than", "must be a timedelta, a datetime or a non-negative age in seconds")
-        report = self.cold.prune(cutoff, namespace=self._ns(namespace) if namespace is not None else None)
-        for conv in report.conversation_ids:
-            self.turns.drop(conv)
-            if self.hot is not None:
-                self.hot.drop(conv)
+        if all_namespaces and namespace is not None:
+            raise ValidationError("namespace", "give a namespace or all_namespaces=True, not both")
+        if all_namespaces:
+            report = self.cold.prune(cutoff, all_namespaces=True)
+        else:
+            report = self.cold.prune(cutoff, namespace=self._ns(namespace))
+        self._forget(report.keys)
         return report
 
-    def pin(self, conversation_id: str, position: int, *, priority: int = 50, namespace: str | None = None) -> None:
+    def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
+        """Erase one conversation on request: its messages and every derived byte (turn
+        index, FTS, vectors, summaries, checkpoints, plans, pins, Redis keys) in one
+        domain action; disk reclaimed; a tombstone with counts and no content remains."""
+        _name, _ns, key = self._key(conversation_id, namespace)
+        report = self.cold.delete_conversation(key)
+        self._forget(report.keys)
+        return report
+
+    def delete_namespace(self, namespace: str) -> ErasureReport:
+        """Erase every conversation of `namespace` and of the namespaces below it (a
+        user's or a tenant's right to erasure). The namespace is required."""
+        report = self.cold.delete_namespace(self._ns(namespace))
+        self._forget(report.keys)
+        return report
+
+    def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """What is left of `namespace`'s pruned and erased conversations: counts, no content."""
+        return self.cold.tombstones(self._ns(namespace))
+
+    def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY,
+            namespace: str | None = None) -> None:
         """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
-        if not 0 <= priority <= 100:
-            raise ValidationError("priority", "must be within 0..100")
-        self.cold.set_pin(conv, position, priority)
+        _name, _ns, key = self._key(conversation_id, namespace)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
+            raise ValidationError("priority", "must be an integer within 0..100")
+        self.cold.set_pin(key, position, priority)
         if self.hot is not None:
-            self.hot.pin(conv, position, priority)
+            self.hot.pin(key, position, priority)
 
     def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
-        self.cold.set_pin(conv, position, None)
+        _name, _ns, key = self._key(conversation_id, namespace)
+        self.cold.set_pin(key, position, None)
         if self.hot is not None:
-            self.hot.unpin(conv, position)
+            self.hot.unpin(key, position)
 
     # -- reads -------------------------------------------------------------------------------
 
     def history(self, conversation_id: str, *, namespace: str | None = None) -> list[StoredMessage]:
         """Every message, in order."""
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
-        return self.cold.history(conv)
+        name, _ns, key = self._key(conversation_id, namespace)
+        return _named(self.cold.history(key), key, name)
 
     def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
         """The messages after the latest checkpoint, with that checkpoint."""
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
-        cp, msgs = self.cold.active(conv)
-        return ActiveView(cp, msgs)
+        name, _ns, key = self._key(conversation_id, namespace)
+        cp, msgs = self.cold.active(key)
+        return ActiveView(dataclasses.replace(cp, conversation_id=name) if cp is not None else None,
+                          _named(msgs, key, name))
 
     def conversations(self, namespace: str | None = None) -> list[str]:
-        return self.cold.list_conversations(self._ns(namespace))
+        """The ids of exactly `namespace`'s conversations (not those below it)."""
+        return self.cold.list_names(self._ns(namespace))
 
-    def catch_up(self, conversation_id: str | None = None) -> int:
+    def catch_up(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
         """Embed whatever is pending (for one conversation, or all) right now."""
-        return self.cold.index_pending(conversation_id=conversation_id, batch=self.config.embedding_batch_size)
+        key = self._key(conversation_id, namespace)[2] if conversation_id is not None else None
+        return self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
 
     def search(
         self,
@@ -411,24 +481,26 @@ class Memory:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
             raise ValidationError("k", f"must be an integer within 1..{MAX_SEARCH_K}")
         if conversation_id is not None:
-            conv = self._conv(conversation_id)
-            self._require(conv, namespace)
-            self.cold.index_pending(conversation_id=conv)
-            hits = self.cold.search(query, k, conversation_id=conv, rrf_k=self.config.rrf_k)
+            _name, _ns, key = self._key(conversation_id, namespace)
+            self.cold.index_pending(conversation_id=key)
+            hits = self.cold.search(query, k, conversation_id=key, rrf_k=self.config.rrf_k)
         else:
             ns = self._ns(namespace)
             self.cold.index_pending()
             hits = self.cold.search(query, k, namespace=ns, rrf_k=self.config.rrf_k)
         texts = {(m.conversation_id, m.position): m.text for m in
                  self.cold.get_many([(h.conversation_id, h.position) for h in hits])}
-        return [SearchHit(h.conversation_id, h.position, h.score, h.ranks, texts.get((h.conversation_id, h.position), ""))
-                for h in hits if (h.conversation_id, h.position) in texts]
+        names = self.cold.names_of([h.conversation_id for h in hits])
+        # a hit whose row failed its model (salvaged) or whose conversation went meanwhile is left out
+        return [SearchHit(names[h.conversation_id], h.position, h.score, h.ranks,
+                          texts[(h.conversation_id, h.position)])
+                for h in hits if (h.conversation_id, h.position) in texts and h.conversation_id in names]
 
     def context(
         self,
         conversation_id: str,
         query: str | None = None,
-        budget: int = 2000,
+        budget: int = DEFAULT_BUDGET_TOKENS,
         *,
         system: str | None = None,
         namespace_recall: bool = True,
@@ -437,8 +509,7 @@ class Memory:
     ) -> Context:
         """The slice of the past to send with this turn: OpenAI-format messages, their
         exact token count (never above `budget`) and the plan that says why."""
-        conv = self._conv(conversation_id)
-        ns = self._require(conv, namespace)
+        name, ns, conv = self._key(conversation_id, namespace)
         if query is not None and not isinstance(query, str):
             raise ValidationError("query", "must be a string")
         if query is not None and len(query.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
@@ -462,8 +533,10 @@ class Memory:
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
         ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
-                                 summaries=summaries, namespace_recall=namespace_recall,
+                                 summaries=summaries,
+                                 namespace_recall=namespace_recall and self.config.namespace_recall,
                                  truncate_latest=truncate_latest, table=table)
+        _name_plan(ctx.plan, conv, name, self.cold)
         if self.config.store_plans:
             self.cold.store_plan(conv, ctx.plan.to_json())
         return ctx
@@ -503,8 +576,7 @@ class Memory:
                 self.views.refresh(conv, kind, key)
                 done += 1
             return done
-        conv = self._conv(conversation_id)
-        self._require(conv, namespace)
+        _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
         return len(self.views.refresh_all(conv))
 
@@ -587,7 +659,7 @@ class Memory:
         """Recompute labels and supersession for every turn, replaying each
         conversation in log order exactly as live appends did."""
         n = 0
-        for conv in [r[0] for r in self.cold._read("SELECT id FROM conversations")]:
+        for conv in self.cold.all_keys():
             msgs = self.cold.history(conv)
             labels = [self._label(m.text, m.role) for m in msgs]
             self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
@@ -608,23 +680,109 @@ class Memory:
         return report
 
 
+def _named(msgs: list[StoredMessage], key: str, name: str) -> list[StoredMessage]:
+    """Messages as their owner knows them: under the conversation's id, not its key."""
+    if key == name:
+        return msgs
+    return [dataclasses.replace(m, conversation_id=name) for m in msgs]
+
+
+def _name_plan(plan: Any, key: str, name: str, cold: ColdStore) -> None:
+    """Replace conversation keys in a plan by the ids their owner knows."""
+    keys = {it.conversation_id for it in [*plan.items, *plan.left_out]} - {key}
+    names = cold.names_of(sorted(keys)) if any(KEY_SEPARATOR in k for k in keys) else {}
+    names[key] = name
+    plan.conversation_id = name
+    for it in [*plan.items, *plan.left_out]:
+        it.conversation_id = names.get(it.conversation_id, it.conversation_id)
+
+
 class NamespacedMemory:
     """`Memory` confined to one namespace: a conversation of another namespace does not
-    exist for it. Closing the view does not close the Memory it came from."""
+    exist for it. Every method is spelled out (no pass-through of attributes), so a
+    method added to Memory is not reachable here until it is confined too. Closing the
+    view, or leaving its `with` block, does not close the Memory it came from."""
 
     def __init__(self, memory: Memory, namespace: str) -> None:
         self.memory = memory
         self.namespace = memory._ns(namespace)
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.memory, name)
-        if name in {"append", "append_many", "history", "active", "checkpoint", "fork", "prune", "pin", "unpin",
-                    "search", "stats", "conversations", "context"} and callable(attr):
-            ns = self.namespace
+    def __enter__(self) -> NamespacedMemory:
+        return self
 
-            def bound(*args: Any, **kwargs: Any) -> Any:
-                kwargs["namespace"] = ns
-                return attr(*args, **kwargs)
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-            return bound
-        return attr
+    def close(self) -> None:
+        """A no-op: the Memory belongs to whoever opened it."""
+
+    @property
+    def config(self) -> Config:
+        return self.memory.config
+
+    def namespaced(self, namespace: str) -> NamespacedMemory:
+        """A view of a namespace below this one (`acme` -> `acme/alice`)."""
+        sub = self.memory._ns(f"{self.namespace}/{namespace}")
+        return NamespacedMemory(self.memory, sub)
+
+    def append(self, conversation_id: str, message: Message | dict[str, Any], *, session_id: str | None = None,
+               metadata: dict[str, Any] | None = None, created_at: float | None = None) -> int:
+        return self.memory.append(conversation_id, message, session_id=session_id, metadata=metadata,
+                                  created_at=created_at, namespace=self.namespace)
+
+    def append_many(self, conversation_id: str, messages: Sequence[Message | dict[str, Any]], *,
+                    session_id: str | None = None) -> list[int]:
+        return self.memory.append_many(conversation_id, messages, session_id=session_id, namespace=self.namespace)
+
+    def checkpoint(self, conversation_id: str, summary: str, position: int) -> Checkpoint:
+        return self.memory.checkpoint(conversation_id, summary, position, namespace=self.namespace)
+
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+        return self.memory.fork(conversation_id, up_to, new_id=new_id, namespace=self.namespace)
+
+    def prune(self, older_than: dt.timedelta | dt.datetime | float) -> PruneReport:
+        return self.memory.prune(older_than, namespace=self.namespace)
+
+    def delete_conversation(self, conversation_id: str) -> ErasureReport:
+        return self.memory.delete_conversation(conversation_id, namespace=self.namespace)
+
+    def delete_namespace(self) -> ErasureReport:
+        """Erase this view's namespace and every namespace below it."""
+        return self.memory.delete_namespace(self.namespace)
+
+    def tombstones(self) -> list[dict[str, Any]]:
+        return self.memory.tombstones(namespace=self.namespace)
+
+    def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY) -> None:
+        self.memory.pin(conversation_id, position, priority=priority, namespace=self.namespace)
+
+    def unpin(self, conversation_id: str, position: int) -> None:
+        self.memory.unpin(conversation_id, position, namespace=self.namespace)
+
+    def history(self, conversation_id: str) -> list[StoredMessage]:
+        return self.memory.history(conversation_id, namespace=self.namespace)
+
+    def active(self, conversation_id: str) -> ActiveView:
+        return self.memory.active(conversation_id, namespace=self.namespace)
+
+    def conversations(self) -> list[str]:
+        return self.memory.conversations(self.namespace)
+
+    def catch_up(self, conversation_id: str) -> int:
+        return self.memory.catch_up(conversation_id, namespace=self.namespace)
+
+    def search(self, conversation_id: str | None, query: str, k: int = 10) -> list[SearchHit]:
+        return self.memory.search(conversation_id, query, k, namespace=self.namespace)
+
+    def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
+                system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False) -> Context:
+        return self.memory.context(conversation_id, query, budget, system=system, namespace_recall=namespace_recall,
+                                   truncate_latest=truncate_latest, namespace=self.namespace)
+
+    def consolidate(self, conversation_id: str) -> int:
+        """Refresh one conversation's warm views now (the all-namespace sweep is the
+        scheduler's, not a tenant's)."""
+        return self.memory.consolidate(conversation_id, namespace=self.namespace)
+
+    def stats(self) -> dict[str, Any]:
+        return self.memory.stats(namespace=self.namespace)

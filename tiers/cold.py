@@ -44,13 +44,12 @@ from tiers.embed import Embedder, query_embedding
 from tiers.errors import (
     ConversationNotFound,
     DriverUnavailable,
-    NamespaceMismatch,
     PositionOutOfRange,
     SchemaTooNew,
     ValidationError,
 )
 from tiers.files import create_private_file, database_writable, refuse_newer_header
-from tiers.models import ROLES, Message, StoredMessage, search_text
+from tiers.models import ROLES, Message, StoredMessage, check_stored_body, search_text
 from tiers.tokens import TokenCounter, message_tokens
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
@@ -68,6 +67,13 @@ log = logging.getLogger("tiermem.cold")
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
 MAX_FTS_TERMS = 32
+MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host parameters
+# A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
+# (`~` is outside the id alphabet, so such a key is never a name).
+KEY_SEPARATOR = "~"
+KEY_SUFFIX_HEX = 16
+# Tables whose rows belong to one conversation key; an erasure empties them for that key.
+CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors")
 VEC_TABLE = "messages_vec"
 # The FTS `scope` column of a message: a token for its conversation and one for its
 # namespace (hex of the UTF-8 id: any id becomes one alphanumeric token). `c` is the
@@ -300,6 +306,42 @@ def m012_pin_versions(c: Connection) -> None:
                   f"BEGIN {bump.format(conv=row + '.conversation_id')} END")
 
 
+def m013_conversation_incarnations(c: Connection) -> None:
+    # Derived state belongs to an incarnation, not to an id string (DESIGN invariant 9),
+    # and ids are unique per namespace (invariant 10). `conversations.id` becomes the
+    # conversation's *key*, its incarnation, which every other table already keys on;
+    # `name` is the id a caller knows, unique within its namespace. A conversation that
+    # existed before this step keeps its id as its key, so nothing is rewritten.
+    # `conversation_keys` holds every key ever issued and is never deleted from: a new
+    # incarnation can never be handed a key (and so the Redis keys, cached views, vector
+    # partition or pinned-block versions) of one that was pruned or erased.
+    c.execute("ALTER TABLE conversations ADD COLUMN name TEXT")
+    c.execute("UPDATE conversations SET name = id")
+    c.execute("CREATE UNIQUE INDEX conversations_by_name ON conversations(namespace, name)")
+    c.execute("CREATE TABLE conversation_keys(key TEXT PRIMARY KEY, issued_at REAL NOT NULL)")
+    # pin_versions rows outlive prune, so they name keys of conversations already gone
+    c.execute("INSERT OR IGNORE INTO conversation_keys(key, issued_at) SELECT id, created_at FROM conversations")
+    c.execute("INSERT OR IGNORE INTO conversation_keys(key, issued_at) SELECT conversation_id, 0 FROM pin_versions")
+    # What is left of a pruned or erased conversation: who, when, how much; no content.
+    c.execute(
+        """CREATE TABLE tombstones(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            key TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            name TEXT NOT NULL,
+            reason TEXT NOT NULL CHECK (reason IN ('prune', 'erase')),
+            messages INTEGER NOT NULL,
+            summaries INTEGER NOT NULL,
+            checkpoints INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            deleted_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX tombstones_by_namespace ON tombstones(namespace, deleted_at)")
+    # Keys erased while Redis was unreachable: their Redis keys are deleted when it returns.
+    c.execute("CREATE TABLE redis_purge(key TEXT PRIMARY KEY, at REAL NOT NULL)")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -313,6 +355,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m010_create_summaries,
     m011_fts_scope_column,
     m012_pin_versions,
+    m013_conversation_incarnations,
 ]
 # Every layer's tables live in this one list (the warm tier's too): a process that
 # imports only the cold tier must agree on the schema version with one that imports all.
@@ -371,6 +414,9 @@ def connect(
         raise ValidationError("sqlite_synchronous", "must be NORMAL or FULL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute(f"PRAGMA cache_size = -{DEFAULT_CACHE_KIB}")
+    # deleted content is overwritten, not left in free space: an erased conversation's
+    # text must not be recoverable from the file (DESIGN invariant 3)
+    conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
@@ -431,17 +477,37 @@ class SearchHit:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class AppendResult:
+    key: str  # the incarnation the messages went to
+    positions: list[int]
+    created: bool  # this append created the conversation
+
+
 @dataclass
-class PruneReport:
+class ErasureReport:
+    """What a retention operation (prune, or erasure on request) removed. Tombstones
+    hold ids, namespaces, times and counts: no content."""
+
     conversations: int = 0
     messages: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
-    conversation_ids: list[str] = field(default_factory=list)
+    conversation_ids: list[str] = field(default_factory=list)  # the names, as callers know them
+    keys: list[str] = field(default_factory=list)  # the incarnations gone (derived stores key on them)
+    tombstones: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def bytes_reclaimed(self) -> int:
         return max(0, self.bytes_before - self.bytes_after)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conversations": self.conversations, "messages": self.messages,
+                "bytes_reclaimed": self.bytes_reclaimed, "conversation_ids": list(self.conversation_ids),
+                "tombstones": [dict(t) for t in self.tombstones]}
+
+
+PruneReport = ErasureReport  # prune is one of the two retention operations
 
 
 @dataclass(frozen=True)
@@ -582,34 +648,80 @@ class ColdStore:
 
     # -- conversations ----------------------------------------------------------------
 
-    def _claim_conversation(self, c: Connection, conversation_id: str, namespace: str, now: float) -> None:
+    def _claim_conversation(self, c: Connection, name: str, namespace: str, now: float) -> tuple[str, bool]:
+        """The key of (namespace, name), creating the conversation if it does not exist;
+        (key, created). Runs inside the caller's write transaction."""
+        row = c.execute("SELECT id FROM conversations WHERE namespace = ? AND name = ?", (namespace, name)).fetchone()
+        if row is not None:
+            return str(row[0]), False
+        key = self._issue_key(c, name, now)
         c.execute(
             # last_message_at starts at 0 and the first message's created_at sets it (see
             # _insert), as fork sets it from the copied messages: a conversation imported
             # with old timestamps is as old as its messages when prune asks.
-            "INSERT INTO conversations(id, namespace, created_at, last_message_at) VALUES (?, ?, ?, 0) "
-            "ON CONFLICT(id) DO NOTHING",
-            (conversation_id, namespace, now),
+            "INSERT INTO conversations(id, name, namespace, created_at, last_message_at) VALUES (?, ?, ?, ?, 0)",
+            (key, name, namespace, now),
         )
-        owner = c.execute("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,)).fetchone()[0]
-        if owner != namespace:
-            raise NamespaceMismatch(conversation_id, owner, namespace)
+        return key, True
+
+    @staticmethod
+    def _issue_key(c: Connection, name: str, now: float) -> str:
+        """A key never issued before in this database: the name itself the first time
+        it is used anywhere (keys stay readable in Redis and in the file), else the name
+        with `~` and a random suffix (`~` is not allowed in names, so a suffixed key can
+        never equal a name). Recorded in `conversation_keys`, which is never deleted
+        from, so no later incarnation can be given it."""
+        key = name
+        while c.execute("INSERT OR IGNORE INTO conversation_keys(key, issued_at) VALUES (?, ?)",
+                        (key, now)).rowcount == 0:
+            key = f"{name}{KEY_SEPARATOR}{uuid.uuid4().hex[:KEY_SUFFIX_HEX]}"
+        return key
+
+    def key_of(self, namespace: str, name: str) -> str | None:
+        """The key of the live conversation `name` in exactly `namespace`, or None."""
+        rows = self._read("SELECT id FROM conversations WHERE namespace = ? AND name = ?", (namespace, name))
+        return str(rows[0][0]) if rows else None
+
+    def name_of(self, key: str) -> tuple[str, str] | None:
+        """(namespace, name) of a live conversation key, or None."""
+        rows = self._read("SELECT namespace, name FROM conversations WHERE id = ?", (key,))
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def names_of(self, keys: Sequence[str]) -> dict[str, str]:
+        """key -> name for the live conversations among `keys`."""
+        out: dict[str, str] = {}
+        uniq = sorted(set(keys))
+        for i in range(0, len(uniq), MAX_SQL_PARAMS):
+            chunk = uniq[i:i + MAX_SQL_PARAMS]
+            ph = ",".join("?" * len(chunk))
+            out.update((str(k), str(n)) for k, n in self._read(f"SELECT id, name FROM conversations WHERE id IN ({ph})",
+                                                               chunk))
+        return out
 
     def namespace_of(self, conversation_id: str) -> str | None:
+        """The namespace of a conversation key."""
         rows = self._read("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,))
         return rows[0][0] if rows else None
 
     def require(self, conversation_id: str, namespace: str | None = None) -> str:
-        """The conversation's namespace; ConversationNotFound if it does not exist or
-        (when `namespace` is given) belongs to another namespace."""
+        """The namespace of a conversation key; ConversationNotFound if it does not exist
+        or (when `namespace` is given) belongs to another namespace."""
         owner = self.namespace_of(conversation_id)
         if owner is None or (namespace is not None and owner != namespace):
             raise ConversationNotFound(conversation_id, namespace)
         return owner
 
+    @staticmethod
+    def _require_in(c: Connection, key: str) -> None:
+        """Inside a write transaction: the key's conversation still exists (a prune or
+        an erasure may have removed it since the caller resolved the key; keys are
+        never reused, so a stale key can only miss, never reach another conversation)."""
+        if c.execute("SELECT 1 FROM conversations WHERE id = ?", (key,)).fetchone() is None:
+            raise ConversationNotFound(key)
+
     def conversation(self, conversation_id: str) -> dict[str, Any] | None:
         rows = self._read(
-            "SELECT id, namespace, parent_id, fork_position, created_at, last_message_at, "
+            "SELECT id, name, namespace, parent_id, fork_position, created_at, last_message_at, "
             "(SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = c.id) "
             "FROM conversations c WHERE id = ?",
             (conversation_id,),
@@ -618,16 +730,26 @@ class ColdStore:
             return None
         r = rows[0]
         return {
-            "id": r[0], "namespace": r[1], "parent_id": r[2], "fork_position": r[3],
-            "created_at": r[4], "last_message_at": r[5], "messages": r[6],
+            "key": r[0], "id": r[1], "namespace": r[2], "parent_id": r[3], "fork_position": r[4],
+            "created_at": r[5], "last_message_at": r[6], "messages": r[7],
         }
 
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
-        """The namespace's conversations by id, without `exclude`, at most `limit` (a
-        caller that only needs to know whether there are few need not list 100k)."""
+        """The keys of exactly `namespace`'s conversations (not those of namespaces
+        below it), without the key `exclude`, at most `limit` (a caller that only needs
+        to know whether there are few need not list 100k)."""
         return [r[0] for r in self._read(
-            "SELECT id FROM conversations WHERE namespace = ? AND id IS NOT ? ORDER BY id LIMIT ?",
+            "SELECT id FROM conversations WHERE namespace = ? AND id IS NOT ? ORDER BY name LIMIT ?",
             (namespace, exclude, -1 if limit is None else limit))]
+
+    def list_names(self, namespace: str) -> list[str]:
+        """The ids (names) of exactly `namespace`'s conversations, sorted."""
+        return [r[0] for r in self._read("SELECT name FROM conversations WHERE namespace = ? ORDER BY name",
+                                         (namespace,))]
+
+    def all_keys(self) -> list[str]:
+        """Every live conversation key (rebuild and relabel walk them)."""
+        return [r[0] for r in self._read("SELECT id FROM conversations ORDER BY id")]
 
     def last_position(self, conversation_id: str) -> int:
         """-1 when the conversation has no messages."""
@@ -674,7 +796,8 @@ class ColdStore:
         return int(position), int(mid)
 
     def append(self, conversation_id: str, msg: Message, *, namespace: str = "default") -> int:
-        """Append one validated message; returns its position. Commits before embedding."""
+        """Append one validated message to the conversation named `conversation_id` in
+        `namespace`; returns its position. Commits before embedding."""
         return self.append_many(conversation_id, [msg], namespace=namespace)[0]
 
     def append_many(
@@ -685,17 +808,31 @@ class ColdStore:
         namespace: str = "default",
         labels: Sequence[Label | None] | None = None,
     ) -> list[int]:
-        """Append a batch in one transaction; positions are contiguous. `labels`
-        (intent, load_bearing, priority, reason) are derived turn-index values that the
-        caller computed from the text; they commit with the messages."""
+        """Append a batch to the conversation named `conversation_id` in `namespace`
+        (created if it does not exist) in one transaction; positions are contiguous."""
+        return self.append_batch(conversation_id, msgs, namespace=namespace, labels=labels).positions
+
+    def append_batch(
+        self,
+        name: str,
+        msgs: Sequence[Message],
+        *,
+        namespace: str = "default",
+        labels: Sequence[Label | None] | None = None,
+    ) -> AppendResult:
+        """`append_many` that also says which incarnation the messages went to. The
+        name is resolved inside the write transaction, so a prune racing the append
+        either happens before (a new incarnation) or after (the batch goes with it).
+        `labels` (intent, load_bearing, priority, reason) are derived turn-index values
+        that the caller computed from the text; they commit with the messages."""
         if not msgs:
-            return []
+            return AppendResult(self.key_of(namespace, name) or "", [], False)
         if labels is not None and len(labels) != len(msgs):
             raise ValueError("labels must match messages one to one")
         with self._tx() as c:
-            self._claim_conversation(c, conversation_id, namespace, time.time())
-            return [self._insert(c, conversation_id, m, labels[i] if labels else None)[0]
-                    for i, m in enumerate(msgs)]
+            key, created = self._claim_conversation(c, name, namespace, time.time())
+            positions = [self._insert(c, key, m, labels[i] if labels else None)[0] for i, m in enumerate(msgs)]
+        return AppendResult(key, positions, created)
 
     # -- embeddings (derived, outside the write lock) -------------------------------------
 
@@ -832,9 +969,10 @@ class ColdStore:
             data = json.loads(body)
             if not isinstance(data, dict) or data.get("role") != role or role not in ROLES:
                 raise ValueError("body is not a message of the row's role")
-            content = data.get("content")
-            if content is not None and not isinstance(content, str | list):
-                raise ValueError("content has the wrong type")
+            # the model that admitted the message on append checks it on every read: a
+            # row of valid JSON but the wrong shape (tool_calls a string) is salvaged
+            # here, not met as an AttributeError by whatever renders it
+            check_stored_body(data)
             metadata = json.loads(meta) if meta is not None else None
             if metadata is not None and not isinstance(metadata, dict):
                 raise ValueError("metadata is not an object")
@@ -1003,10 +1141,12 @@ class ColdStore:
 
     def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
         """Record (priority) or clear (None) an explicit pin."""
-        last = self.last_position(conversation_id)
-        if not 0 <= position <= last:
-            raise PositionOutOfRange("position", position, last)
         with self._tx() as c:
+            self._require_in(c, conversation_id)
+            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
+                             (conversation_id,)).fetchone()[0]
+            if not 0 <= position <= last:
+                raise PositionOutOfRange("position", position, last)
             if priority is None:
                 c.execute("DELETE FROM pins WHERE conversation_id = ? AND position = ?", (conversation_id, position))
             else:
@@ -1017,6 +1157,7 @@ class ColdStore:
 
     def store_plan(self, conversation_id: str, plan_json: str) -> None:
         with self._tx() as c:
+            self._require_in(c, conversation_id)
             c.execute(
                 "INSERT INTO plans(conversation_id, last_position, plan, created_at) VALUES (?, "
                 "(SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?), ?, ?)",
@@ -1055,38 +1196,50 @@ class ColdStore:
 
     def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
         """Copy positions 0..up_to (messages, index rows, vectors, the latest checkpoint
-        at or before up_to, explicit pins) into a new conversation, in one transaction."""
-        child = new_id or f"{conversation_id[:80]}.fork-{uuid.uuid4().hex[:12]}"
+        at or before up_to, explicit pins) into a new conversation of the same
+        namespace, named `new_id` (unique in that namespace), in one transaction;
+        returns the child's key. A stored row that fails its model is not copied (its
+        position stays a gap, so positions still match the parent's)."""
         with self._tx() as c:
             row = c.execute(
-                "SELECT namespace, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?1) "
+                "SELECT namespace, name, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?1) "
                 "FROM conversations WHERE id = ?1",
                 (conversation_id,),
             ).fetchone()
             if row is None:
                 raise ConversationNotFound(conversation_id)
-            namespace, last = row
+            namespace, parent_name, last = row
             if not 0 <= up_to <= last:
                 raise PositionOutOfRange("up_to", up_to, last)
-            if c.execute("SELECT 1 FROM conversations WHERE id = ?", (child,)).fetchone():
-                raise ValidationError("new_id", f"conversation {child!r} already exists")
+            child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
+            if c.execute("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?",
+                         (namespace, child_name)).fetchone():
+                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
             now = time.time()
+            child = self._issue_key(c, child_name, now)
             last_at = c.execute(
                 "SELECT MAX(created_at) FROM messages WHERE conversation_id = ? AND position <= ?",
                 (conversation_id, up_to),
             ).fetchone()[0]
             c.execute(
-                "INSERT INTO conversations(id, namespace, parent_id, fork_position, created_at, last_message_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (child, namespace, conversation_id, up_to, now, last_at),
+                "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, last_message_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (child, child_name, namespace, conversation_id, up_to, now, last_at),
             )
             self._step("fork:conversation")
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS fork_skip(position INTEGER PRIMARY KEY)")
+            c.execute("DELETE FROM temp.fork_skip")
+            bad = [(int(r[1]),) for r in c.execute(self._SELECT + "WHERE m.conversation_id = ? AND m.position <= ?",
+                                                    (conversation_id, up_to)).fetchall()
+                   if self._decode(r) is None]
+            c.executemany("INSERT INTO temp.fork_skip(position) VALUES (?)", bad)
             base = c.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
             args = (child, base, conversation_id, up_to)
             c.execute(
                 "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
                 "SELECT ?1, position, ?2 + position, role, body, session_id, metadata, created_at "
-                "FROM messages WHERE conversation_id = ?3 AND position <= ?4 ORDER BY position",
+                "FROM messages WHERE conversation_id = ?3 AND position <= ?4 "
+                "AND position NOT IN (SELECT position FROM temp.fork_skip) ORDER BY position",
                 args,
             )
             self._step("fork:messages")
@@ -1096,13 +1249,15 @@ class ColdStore:
                 "SELECT ?1, position, ?2 + position, role, session_id, tokens, content_hash, created_at, embedded, "
                 "intent, load_bearing, priority, label_reason, "
                 "CASE WHEN superseded_by <= ?4 THEN superseded_by END "
-                "FROM turns WHERE conversation_id = ?3 AND position <= ?4",
+                "FROM turns WHERE conversation_id = ?3 AND position <= ?4 "
+                "AND position NOT IN (SELECT position FROM temp.fork_skip)",
                 args,
             )
             c.execute(
                 "INSERT INTO messages_fts(rowid, text, scope) SELECT ?2 + m.position, f.text, "
                 "(SELECT " + SCOPE_SQL + " FROM conversations c WHERE c.id = ?1) FROM messages m "
-                "JOIN messages_fts f ON f.rowid = m.id WHERE m.conversation_id = ?3 AND m.position <= ?4",
+                "JOIN messages_fts f ON f.rowid = m.id WHERE m.conversation_id = ?3 AND m.position <= ?4 "
+                "AND m.position NOT IN (SELECT position FROM temp.fork_skip)",
                 args,
             )
             self._step("fork:index")
@@ -1113,7 +1268,7 @@ class ColdStore:
             else:
                 rows = c.execute(
                     "SELECT t.position, t.id FROM turns t WHERE t.conversation_id = ? AND t.position <= ? "
-                    "AND t.embedded = 1",
+                    "AND t.embedded = 1 AND t.position NOT IN (SELECT position FROM temp.fork_skip)",
                     (conversation_id, up_to),
                 ).fetchall()
                 for pos, mid in rows:
@@ -1134,10 +1289,12 @@ class ColdStore:
             )
             c.execute(
                 "INSERT INTO pins(conversation_id, position, priority, created_at) "
-                "SELECT ?, position, priority, created_at FROM pins WHERE conversation_id = ? AND position <= ?",
+                "SELECT ?, position, priority, created_at FROM pins WHERE conversation_id = ? AND position <= ? "
+                "AND position NOT IN (SELECT position FROM temp.fork_skip)",
                 (child, conversation_id, up_to),
             )
             self._step("fork:checkpoint")
+            c.execute("DELETE FROM temp.fork_skip")
         return child
 
     def files_bytes(self) -> int:
@@ -1148,53 +1305,131 @@ class ColdStore:
                 total += p.stat().st_size
         return total
 
-    def prune(self, older_than: float, *, namespace: str | None = None) -> PruneReport:
-        """Delete whole conversations whose last message is older than `older_than`
-        (unix seconds), with every derived row, in one transaction; then hand the space
-        back (WAL checkpoint TRUNCATE and incremental vacuum). Forks keep their copies."""
-        report = PruneReport(bytes_before=self.files_bytes())
+    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False
+              ) -> ErasureReport:
+        """Delete whole conversations of exactly `namespace` whose last message is older
+        than `older_than` (unix seconds), with every derived row, in one transaction;
+        then hand the space back. Every namespace only with `all_namespaces=True`, never
+        by omission. Forks keep their copies."""
+        if all_namespaces == (namespace is not None):
+            raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
+        sql = "SELECT id FROM conversations WHERE last_message_at < ?"
+        params: tuple[Any, ...] = (older_than,)
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            params = (older_than, namespace)
+        return self._erase(sql, params, reason="prune")
+
+    def delete_conversation(self, conversation_id: str) -> ErasureReport:
+        """Erase one conversation (by key) on request: every row of it, derived or not,
+        in one transaction, a tombstone left, the space handed back."""
+        report = self._erase("SELECT id FROM conversations WHERE id = ?", (conversation_id,), reason="erase")
+        if not report.conversations:
+            raise ConversationNotFound(conversation_id)
+        return report
+
+    def delete_namespace(self, namespace: str) -> ErasureReport:
+        """Erase every conversation of `namespace` and of the namespaces below it
+        (`acme` takes `acme/alice`, never `acme2`)."""
+        return self._erase(
+            "SELECT id FROM conversations WHERE namespace = ?1 OR substr(namespace, 1, length(?1) + 1) = ?1 || '/'",
+            (namespace,), reason="erase")
+
+    def _erase(self, select_keys: str, params: Sequence[Any], *, reason: str) -> ErasureReport:
+        """The one deletion path of both retention operations (DESIGN invariant 3)."""
+        report = ErasureReport(bytes_before=self.files_bytes())
+        now = time.time()
         with self._tx() as c:
-            sql = "SELECT id FROM conversations WHERE last_message_at < ?"
-            params: tuple[Any, ...] = (older_than,)
-            if namespace is not None:
-                sql += " AND namespace = ?"
-                params = (older_than, namespace)
-            ids = [r[0] for r in c.execute(sql, params).fetchall()]
-            c.execute("CREATE TEMP TABLE IF NOT EXISTS prune_ids(id TEXT PRIMARY KEY)")
-            c.execute("DELETE FROM temp.prune_ids")
-            c.executemany("INSERT INTO temp.prune_ids(id) VALUES (?)", [(i,) for i in ids])
-            report.conversations = len(ids)
-            report.conversation_ids = ids
-            report.messages = c.execute(
-                "SELECT COUNT(*) FROM messages WHERE conversation_id IN (SELECT id FROM temp.prune_ids)"
-            ).fetchone()[0]
+            keys = [r[0] for r in c.execute(select_keys, params).fetchall()]
+            if not keys:
+                return report
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS erase_keys(id TEXT PRIMARY KEY)")
+            c.execute("DELETE FROM temp.erase_keys")
+            c.executemany("INSERT INTO temp.erase_keys(id) VALUES (?)", [(k,) for k in keys])
+            rows = c.execute(
+                "SELECT c.id, c.namespace, c.name, c.created_at, "
+                "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
+                "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
+                "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
+                "FROM conversations c WHERE c.id IN (SELECT id FROM temp.erase_keys) ORDER BY c.id"
+            ).fetchall()
+            for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
+                c.execute(
+                    "INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
+                    "created_at, deleted_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (key, ns, name, reason, n_msgs, n_sum, n_cp, created, now))
+                report.tombstones.append({"id": name, "namespace": ns, "reason": reason, "messages": n_msgs,
+                                          "summaries": n_sum, "checkpoints": n_cp, "created_at": created,
+                                          "deleted_at": now})
+                report.keys.append(key)
+                report.conversation_ids.append(name)
+                report.messages += n_msgs
+            report.conversations = len(rows)
             c.execute(
                 "DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages "
-                "WHERE conversation_id IN (SELECT id FROM temp.prune_ids))"
+                "WHERE conversation_id IN (SELECT id FROM temp.erase_keys))"
             )
             # the table, not this process's cached width: another process may have made
             # it since we opened (skipping it would orphan vectors), or it may be lost
             if self._has_vec():
-                for (i,) in c.execute("SELECT id FROM temp.prune_ids").fetchall():
+                for key in keys:
                     c.execute(
                         f"DELETE FROM {VEC_TABLE} WHERE rowid IN (SELECT id FROM messages WHERE conversation_id = ?)",
-                        (i,),
+                        (key,),
                     )
-            for table in ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors"):
-                c.execute(f"DELETE FROM {table} WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
+            for table in CONVERSATION_TABLES:
+                c.execute(f"DELETE FROM {table} WHERE conversation_id IN (SELECT id FROM temp.erase_keys)")
             c.execute("INSERT INTO prune_guard(armed) VALUES (1)")
-            c.execute("DELETE FROM messages WHERE conversation_id IN (SELECT id FROM temp.prune_ids)")
+            c.execute("DELETE FROM messages WHERE conversation_id IN (SELECT id FROM temp.erase_keys)")
             c.execute("DELETE FROM prune_guard")
-            c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.prune_ids)")
-            c.execute("DELETE FROM temp.prune_ids")
-        with self._lock:
-            # each step of this pragma frees one page: without fetchall() it frees one
-            self._conn.execute("PRAGMA incremental_vacuum").fetchall()
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.erase_keys)")
+            c.execute("DELETE FROM temp.erase_keys")
+        self.reclaim()
         report.bytes_after = self.files_bytes()
-        gone = set(report.conversation_ids)  # their bad rows no longer exist either
+        gone = set(report.keys)  # their bad rows no longer exist either
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
         return report
+
+    def reclaim(self) -> None:
+        """Make deleted rows unrecoverable from the files and hand space back: FTS5
+        keeps a deleted row's terms in its index segments until they merge, so merge
+        them all; `secure_delete` (set on every connection) has zeroed freed content;
+        freed pages go back to the file system (auto_vacuum=INCREMENTAL, set when the
+        file was made); the WAL, which still holds the old page images, is
+        checkpointed and truncated to zero bytes."""
+        with self._lock:
+            self._conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+            # each step of this pragma frees one page: without fetchall() it frees one
+            self._conn.execute("PRAGMA incremental_vacuum").fetchall()
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy and busy[0]:
+            # another connection's read transaction holds old frames; its next
+            # checkpoint (any writer's, or the next erasure) finishes the job
+            log.warning("erasure: the WAL could not be truncated now (a reader holds it)")
+
+    def defer_purge(self, keys: Sequence[str]) -> None:
+        """Remember erased keys whose Redis keys could not be deleted yet."""
+        with self._tx() as c:
+            c.executemany("INSERT OR IGNORE INTO redis_purge(key, at) VALUES (?, ?)",
+                          [(k, time.time()) for k in keys])
+
+    def deferred_purges(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT key FROM redis_purge ORDER BY at")]
+
+    def purged(self, keys: Sequence[str]) -> None:
+        with self._tx() as c:
+            c.executemany("DELETE FROM redis_purge WHERE key = ?", [(k,) for k in keys])
+
+    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Tombstones of pruned and erased conversations (of `namespace`, or all)."""
+        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
+               "FROM tombstones")
+        params: tuple[Any, ...] = ()
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params = (namespace,)
+        cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
+        return [dict(zip(cols, r, strict=True)) for r in self._read(sql + " ORDER BY id", params)]
 
     # -- search ----------------------------------------------------------------------------
 

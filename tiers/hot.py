@@ -76,6 +76,7 @@ DEFAULT_HEALTH_CHECK_INTERVAL_S = 30
 # Lua, short enough not to stall other clients of a shared server.
 ADMIT_CHUNK = 1000
 REBUILD_CHUNK = 2000
+SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when erasing a tag
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
 
@@ -933,6 +934,17 @@ class HotTier:
     def drop(self, conversation_id: str) -> None:
         # All keys share one slot, so a single DEL is fine on Cluster too.
         self.client.execute_command("DEL", *self.keys(conversation_id))
+
+    def drop_all(self, conversation_id: str) -> int:
+        """Delete every key under the conversation's hash tag: the hot set's, the warm
+        tier's cached views, any rebuild scratch. For erasure; returns how many went."""
+        # escape_id leaves only [A-Za-z0-9._:@~%-] in the tag: no glob characters
+        pattern = self.tag(conversation_id) + "*"
+        found = list(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
+        gone = 0
+        for i in range(0, len(found), SCAN_COUNT):
+            gone += int(self.client.execute_command("DEL", *found[i:i + SCAN_COUNT]))
+        return gone
 
     def ping(self) -> bool:
         try:

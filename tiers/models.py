@@ -215,6 +215,13 @@ class StoredMessage:
         return dict(self.body)
 
 
+def check_stored_body(body: dict[str, Any]) -> Message:
+    """A stored message body, checked by the model that admitted it (no size limits:
+    those are the caller's and may have changed since). Raises ValueError (pydantic's
+    ValidationError is one) for a row of the wrong shape."""
+    return Message.model_validate(body)
+
+
 def message_text(body: dict[str, Any]) -> str:
     parts: list[str] = []
     content = body.get("content")

@@ -245,8 +245,11 @@ class WarmStore:
     redis-py Redis or RedisCluster); it is used, never closed.
     """
 
-    def __init__(self, cold: ColdStore, redis_client: Any = None, *, key_prefix: str = "tm") -> None:
+    def __init__(self, cold: ColdStore, redis_client: Any = None, *, key_prefix: str = "tm",
+                 keep_versions: int | None = None) -> None:
         self.cold = cold
+        # versions kept per view (and consolidation folds per conversation); None keeps all
+        self.keep_versions = keep_versions
         self.redis = redis_client
         self.key_prefix = key_prefix
         self.salvaged = 0
@@ -559,6 +562,18 @@ class WarmStore:
                     "VALUES (?,?,?,?,?)",
                     (view.conversation_id, view.end_position, text, json.dumps(meta), time.time()),
                 )
+            if self.keep_versions is not None:
+                # derived data stays proportional to the log: old versions of a view and
+                # old folds of its own go; a checkpoint a caller wrote is never touched
+                c.execute("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? AND version <= ?",
+                          (view.conversation_id, view.kind, view.key, version - self.keep_versions))
+                if fold:
+                    c.execute(
+                        "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
+                        "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
+                        "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
+                        "= 'warm' ORDER BY id DESC LIMIT ?2)",
+                        (view.conversation_id, self.keep_versions))
         stored = replace(view, version=version, tokens=tokens)
         self._cache_set(stored)
         return stored

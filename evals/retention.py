@@ -1,0 +1,117 @@
+"""Retention: how big derived data grows beside the log, and what an erasure costs.
+
+    python -m evals.retention [--rounds 200] [--turns 5] [--erase-turns 20000] [--json]
+
+1. Derived bytes against the log's after `--rounds` consolidations of `--turns` new
+   turns each (issue 13, break 10): summary view bodies plus checkpoint texts, over the
+   message bodies. Run twice in one process: keeping every version (the code before
+   `warm_keep_versions`, the baseline) and keeping the configured default.
+2. Erasure latency (`Memory.delete_conversation`, with its FTS merge, incremental vacuum
+   and WAL truncation) of a small conversation in a database of `--erase-turns` turns,
+   median and p99 of 5, and the whole database's FTS merge on its own.
+
+No embedding model runs (one unit vector for every text): this measures storage, not retrieval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiermem import Config, Memory
+
+ERASE_SAMPLES = 5
+EMBED_DIM = 384  # the bundled model's width, so the vector table is as large as in use
+
+
+class UnitEmbedder:
+    """One unit vector for every text: storage benchmarks need the vector table, not
+    meaning (an `Embedder` by shape)."""
+
+    dim = EMBED_DIM
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+def derived_ratio(rounds: int, turns: int, keep: int | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Config(data_dir=Path(tmp), warm_keep_versions=keep or Config().warm_keep_versions)
+        with Memory(cfg, embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+            if keep is None:
+                mem.warm.keep_versions = None  # the baseline: every version kept
+            t0 = time.perf_counter()
+            for r in range(rounds):
+                mem.append_many("c", [{"role": "user", "content": f"Round {r} note {i}: the build on runner "
+                                       f"{i} failed with exit code {r + i}; retry after the cache clears."}
+                                      for i in range(turns)])
+                mem.consolidate("c")
+            elapsed = time.perf_counter() - t0
+            q = mem.cold._read
+            log_bytes = q("SELECT SUM(length(body)) FROM messages")[0][0]
+            summaries = q("SELECT COUNT(*), COALESCE(SUM(length(body)), 0) FROM summaries")[0]
+            checkpoints = q("SELECT COUNT(*), COALESCE(SUM(length(summary)), 0) FROM checkpoints")[0]
+    derived = summaries[1] + checkpoints[1]
+    return {"keep_versions": keep, "rounds": rounds, "log_bytes": log_bytes, "summary_rows": summaries[0],
+            "summary_bytes": summaries[1], "checkpoint_rows": checkpoints[0], "checkpoint_bytes": checkpoints[1],
+            "derived_over_log": round(derived / log_bytes, 3), "seconds": round(elapsed, 1)}
+
+
+def erase_latency(total_turns: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, \
+            Memory(Config(data_dir=Path(tmp)), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+        per = 100
+        for c in range(total_turns // per):
+            mem.append_many(f"bulk-{c}", [{"role": "user", "content": f"bulk {c} line {i} about invoices and "
+                                           f"shipping labels number {c * per + i}"} for i in range(per)])
+        mem.catch_up()
+        times = []
+        for s in range(ERASE_SAMPLES):
+            mem.append_many(f"victim-{s}", [{"role": "user", "content": f"victim {s} line {i}"} for i in range(20)])
+            t0 = time.perf_counter()
+            mem.delete_conversation(f"victim-{s}")
+            times.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        mem.cold.reclaim()
+        reclaim_ms = (time.perf_counter() - t0) * 1000
+    times.sort()
+    return {"turns": total_turns, "erase_ms_p50": round(statistics.median(times), 1),
+            "erase_ms_p99": round(times[-1], 1), "reclaim_alone_ms": round(reclaim_ms, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--turns", type=int, default=5)
+    ap.add_argument("--erase-turns", type=int, default=20_000)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    base = derived_ratio(args.rounds, args.turns, None)
+    kept = derived_ratio(args.rounds, args.turns, Config().warm_keep_versions)
+    erase = erase_latency(args.erase_turns)
+    out = {"baseline_keep_all": base, "default": kept, "erase": erase,
+           "ratio_default_vs_baseline": round(kept["derived_over_log"] / base["derived_over_log"], 3)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for name in ("baseline_keep_all", "default"):
+            r = out[name]
+            print(f"{name:>18}: derived/log {r['derived_over_log']:.2f}x ({r['summary_rows']} summary rows, "
+                  f"{r['checkpoint_rows']} checkpoints, log {r['log_bytes']} B, {r['seconds']} s)")
+        print(f"{'ratio':>18}: {out['ratio_default_vs_baseline']:.3f} of the baseline")
+        print(f"{'erase':>18}: p50 {erase['erase_ms_p50']} ms, p99 {erase['erase_ms_p99']} ms at {erase['turns']} "
+              f"turns; FTS merge + vacuum + WAL truncate alone {erase['reclaim_alone_ms']} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
