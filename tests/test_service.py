@@ -287,7 +287,7 @@ def test_other_namespace_is_404_exactly_like_missing(http: httpx.Client) -> None
     assert r.status_code == 201, r.text
     r = http.post("/v1/conversations/bob-1/fork", json={"up_to": 0, "new_id": conv}, headers=B)
     assert r.status_code == 422 and "alice" not in r.text
-    assert [m["content"] for m in http.get(f"/v1/conversations/{conv}/history", headers=B).json()["messages"]] \
+    assert [m["message"]["content"] for m in http.get(f"/v1/conversations/{conv}/history", headers=B).json()["messages"]] \
         == ["mine now"]
     for c in (conv, "bob-fork"):  # leave B with one conversation for the checks below
         assert http.delete(f"/v1/conversations/{c}", headers=B).status_code in (200, 204)
