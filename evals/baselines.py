@@ -86,10 +86,10 @@ def _item_is_superseded(item: Any) -> bool:
     return "superseded" in reason.lower()
 
 
-def tiermem_context(memory: Memory, conv: str, question: str, budget: int) -> MethodOutput:
-    """`Memory.context(conv, question, budget)`; the positions are those of plan items
-    at verbatim or trimmed fidelity in this conversation."""
-    ctx = memory.context(conv, question, budget=budget)
+def tiermem_context(memory: Memory, conv: str, question: str, budget: int, *, namespace: str) -> MethodOutput:
+    """`Memory.context(conv, question, budget)` in `namespace`; the positions are those
+    of plan items at verbatim or trimmed fidelity in this conversation."""
+    ctx = memory.context(conv, question, budget=budget, namespace=namespace)
     plan = ctx.plan
     positions: set[int] = set()
     trimmed: set[int] = set()

@@ -128,7 +128,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
                 consolidate = getattr(mem, "consolidate", None)
                 if consolidate is not None:
                     t1 = time.perf_counter()
-                    out["warm_views_refreshed"] = consolidate(CONV)
+                    out["warm_views_refreshed"] = consolidate(CONV, namespace=NAMESPACE)
                     out["consolidate_s"] = round(time.perf_counter() - t1, 1)
                 cached.use_cache = False  # from here on every query goes through the model
                 without_memo(cached)
@@ -146,7 +146,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
 def _measure(mem: Any, mix: dict[str, list[str]], k: int) -> dict[str, Any]:
     for q in [qs[0] for qs in mix.values()]:  # warm up: statement caches, hot read, classifier prototypes
         for b in BUDGETS:
-            mem.context(CONV, q, b)
+            mem.context(CONV, q, b, namespace=NAMESPACE)
         mem.cold.search(q, k, conversation_id=CONV)
     by_budget: dict[int, list[float]] = {b: [] for b in BUDGETS}
     by_kind: dict[str, list[float]] = {kind: [] for kind in mix}
@@ -169,7 +169,7 @@ def _measure(mem: Any, mix: dict[str, list[str]], k: int) -> dict[str, Any]:
             search_ms.append((clock() - t0) / 1e6)
             for b in BUDGETS:
                 t0 = clock()
-                ctx = mem.context(CONV, q, b)
+                ctx = mem.context(CONV, q, b, namespace=NAMESPACE)
                 ms = (clock() - t0) / 1e6
                 by_budget[b].append(ms)
                 by_kind[kind].append(ms)

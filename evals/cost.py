@@ -222,9 +222,9 @@ def run_cost(
             query = message_text(msg)
             for name in active:
                 if name == TIERMEM:
-                    memory.catch_up(conv)  # what the background indexer would have done by now
+                    memory.catch_up(conv, namespace=ns)  # what the background indexer would have done by now
                     t = time.perf_counter()
-                    out = tiermem_context(memory, conv, query, budget)
+                    out = tiermem_context(memory, conv, query, budget, namespace=ns)
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     series[name].add(

@@ -627,7 +627,8 @@ def run_locomo(
                     records[b][name].append(rec)
                 if use_tiermem:
                     t = time.perf_counter()
-                    out = tiermem_context(memory, ing.conversation_id, q.qa.question, b)
+                    out = tiermem_context(memory, ing.conversation_id, q.qa.question, b,
+                                         namespace=ing.conversation_id)
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     unverified = verify_positions(memory, ing.conversation_id, out)

@@ -622,7 +622,7 @@ def run_pressure(
                 if progress is not None and task is not None:
                     progress.advance(task, len(msgs))
                 continue
-            memory.catch_up(conv)
+            memory.catch_up(conv, namespace=ns)
             view.refresh(memory)
             for probe in ev.probes:
                 stale_texts = [t for p, t in texts.items() if any(contains(t, s) for s in probe.state.stale)]
@@ -632,7 +632,7 @@ def run_pressure(
                     for name in active:
                         if name == TIERMEM:
                             t = time.perf_counter()
-                            out = tiermem_context(memory, conv, probe.text, b)
+                            out = tiermem_context(memory, conv, probe.text, b, namespace=ns)
                             ms = (time.perf_counter() - t) * 1000
                             sup = [texts[p] for p in out.superseded_positions if p in texts]
                             ok = messages_tokens(memory.tokens, out.messages) == out.tokens
