@@ -78,6 +78,7 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
+from tiers.cold import ErasureReport
 from tiers.cold import sqlite3 as sqlite_driver
 from tiers.files import database_writable, storage_problem
 from tiers.models import (
@@ -372,7 +373,7 @@ def _stored(m: StoredMessage) -> StoredMessageOut:
     )
 
 
-def _erasure(report: Any) -> ErasureOut:
+def _erasure(report: ErasureReport) -> ErasureOut:
     """The HTTP form of an `ErasureReport` (tiers.cold)."""
     return ErasureOut(
         conversations=report.conversations,
