@@ -72,7 +72,6 @@ from starlette.concurrency import run_in_threadpool
 from tiermem.config import DEFAULT_MAX_ID_CHARS, Config, is_loopback
 from tiermem.errors import (
     ConversationNotFound,
-    NamespaceMismatch,
     StorageReadOnly,
     TiermemError,
     ValidationError,
@@ -343,7 +342,7 @@ _NS_ERRORS = {
     **_ERRORS,
     403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
 }
-_APPEND_ERRORS = {**_CONV_ERRORS, 409: {"model": ErrorOut, "description": "the id belongs to another namespace"}}
+_APPEND_ERRORS = _CONV_ERRORS  # ids are per namespace: an append never meets another namespace's id
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -1035,14 +1034,6 @@ def _install_handlers(app: FastAPI, runtime: Runtime) -> None:
     async def _not_found(request: Request, exc: ConversationNotFound) -> JSONResponse:
         # the same body whether it does not exist or belongs to another namespace
         return JSONResponse({"detail": f"conversation {exc.conversation_id!r} not found"}, status_code=404)
-
-    @app.exception_handler(NamespaceMismatch)
-    async def _mismatch(request: Request, exc: NamespaceMismatch) -> JSONResponse:
-        conv = request.path_params.get("conversation_id", "")
-        return JSONResponse(
-            {"detail": f"conversation id {conv!r} is taken by another namespace; choose another id"},
-            status_code=409,
-        )
 
     def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None:
         problem = storage_problem(exc)

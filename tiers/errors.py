@@ -41,13 +41,6 @@ class ConversationNotFound(TiermemError, KeyError):
         return str(self.args[0])
 
 
-class NamespaceMismatch(TiermemError, PermissionError):
-    def __init__(self, conversation_id: str, expected: str, got: str) -> None:
-        super().__init__(
-            f"conversation {conversation_id!r} belongs to namespace {expected!r}, not {got!r}"
-        )
-
-
 class PositionOutOfRange(ValidationError):
     def __init__(self, field: str, position: int, last: int) -> None:
         super().__init__(field, f"position {position} is outside 0..{last}")
