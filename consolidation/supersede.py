@@ -39,8 +39,9 @@ the turn classifier through their public methods. Its invariants:
   until the superseding turn's) is read from that column and the turn times, so it
   needs no storage of its own.
 - Work per batch is bounded: candidates are read once per batch (pins and a window of
-  recent turns), earlier turns of the batch are kept in memory, and at most
-  ``MAX_MEANING_LOOKUPS`` turns of a batch are embedded for the meaning search.
+  recent turns), earlier turns of the batch are kept in memory, the rules decide first,
+  and only the corrections they leave unresolved, at most ``MAX_MEANING_LOOKUPS`` of a
+  batch, are embedded for the meaning search.
 """
 
 from __future__ import annotations
@@ -444,8 +445,9 @@ SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however 
 SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nearest statement by
 SUPERSEDE_WINDOW = 40  # recent turns (positions) a correction may refer to, besides load-bearing ones
 MAX_PIN_CANDIDATES = 64  # load-bearing earlier turns (newest first) a correction is checked against
-MAX_MEANING_LOOKUPS = 64  # turns of one batch embedded for the meaning search (the rest: rules only)
-INLINE_INDEX_ROWS = 64  # pending turns embedded before a meaning search (the background indexer does the rest)
+MAX_MEANING_LOOKUPS = 16  # corrections of one batch embedded for the meaning search (the rest: rules only)
+INLINE_INDEX_ROWS = 64  # a batch up to this size embeds pending turns before a meaning search (larger: the
+# background indexer's job; their meaning search sees the vectors already stored)
 ECHO_SCAN_TURNS = 12  # an acknowledgement restates its source within this many turns after it
 MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
 
@@ -578,7 +580,16 @@ class Superseder:
         return pairs
 
     def find(self, conv: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
-        """The pairs `on_append` records, without recording them."""
+        """The pairs `on_append` records, without recording them.
+
+        Each correction is checked against the window, the pins, and the earlier turns
+        nearest in meaning however far back (a plain "Seat preference: aisle" corrected
+        300 turns later is neither pinned nor recent, while small talk on its topic in
+        the window would otherwise be the only candidate the rules see). A live append
+        (a batch of up to INLINE_INDEX_ROWS turns) embeds each of its corrections for
+        that. A larger batch (an import) decides in two passes: the rules over the window
+        and the pins first, without any embedding; then only the corrections they left
+        unresolved, at most MAX_MEANING_LOOKUPS of them, are embedded."""
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
             return []
@@ -589,54 +600,71 @@ class Superseder:
         for r in self.cold.pin_candidates(conv, min_priority=0, limit=MAX_PIN_CANDIDATES):
             if r.position < first:
                 rows.setdefault(r.position, r)
-        near = self._nearest(conv, appended, gated)
-        far = sorted({p for hits in near.values() for p, _c in hits if p < first} - set(rows))
-        rows.update({r.position: r for r in self.cold.turns_at(conv, far)})
-        texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
-        pool: dict[int, Appended] = {p: Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing)
-                                     for p, r in rows.items() if p in texts}
+        pool = self._pool(conv, rows)
         superseded = {p for p, r in rows.items() if r.superseded_by is not None}
         for a in appended:
             pool[a.position] = a
         bearing = sorted(p for p, t in pool.items() if t.load_bearing and t.role == "user")
         pairs: list[tuple[int, int]] = []
-        for a in appended:
-            text = gated.get(a.position)
-            if text is None:
-                continue
-            p = a.position
-            cand_pos = {q for q in range(max(0, p - SUPERSEDE_WINDOW), p) if q in pool}
-            i = bisect_left(bearing, p)
-            cand_pos.update(bearing[max(0, i - MAX_PIN_CANDIDATES):i])
-            cand_pos.update(q for q, _c in near.get(p, ()) if q < p)
-            cands = [Candidate(q, pool[q].text, pool[q].intent, pool[q].load_bearing) for q in sorted(cand_pos)
-                     if q in pool and q not in superseded and pool[q].role == "user"]
-            found = find_superseded(text, cands) if cands else []
-            if not found and UPDATE_CUE.search(normalize(text)):
-                found = self._by_meaning(text, near.get(p, []), pool, superseded)
-            for old, _why in found[:1]:
-                pairs.append((old, p))
-                superseded.add(old)
-                for echo in self._echoes_of(conv, old, p, pool, superseded):
-                    pairs.append((echo, p))
-                    superseded.add(echo)
+        small = len(appended) <= INLINE_INDEX_ROWS
+        unresolved: list[int] = []
+        if small:
+            unresolved = sorted(gated)
+        else:
+            for p in sorted(gated):
+                if not self._decide(conv, p, gated[p], (), pool, bearing, superseded, pairs, meaning=False):
+                    unresolved.append(p)
+        if not unresolved:
+            return pairs
+        near = self._nearest(conv, {p: gated[p] for p in unresolved}, small=small)
+        far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
+            conv, sorted({q for hits in near.values() for q, _c in hits} - set(pool))))}
+        pool.update(self._pool(conv, far))
+        superseded |= {q for q, r in far.items() if r.superseded_by is not None}
+        for p in unresolved:
+            self._decide(conv, p, gated[p], near.get(p, ()), pool, bearing, superseded, pairs, meaning=True)
         return pairs
 
-    def _nearest(self, conv: str, appended: Sequence[Appended], gated: Mapping[int, str]
-                 ) -> dict[int, list[tuple[int, float]]]:
-        """(position, cosine) of the earlier turns nearest in meaning to each gated turn,
-        nearest first; for at most MAX_MEANING_LOOKUPS turns of the batch. Derived work:
-        when nothing can be embedded the rules still see the pins and the window."""
+    def _pool(self, conv: str, rows: Mapping[int, TurnRow]) -> dict[int, Appended]:
+        texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
+        return {p: Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing)
+                for p, r in rows.items() if p in texts}
+
+    def _decide(self, conv: str, p: int, text: str, near: Sequence[tuple[int, float]], pool: dict[int, Appended],
+                bearing: Sequence[int], superseded: set[int], pairs: list[tuple[int, int]], *, meaning: bool) -> bool:
+        """Decide one correction at `p`: append its pair (and its target's echoes) to
+        `pairs`; False when it supersedes nothing."""
+        cand_pos = {q for q in range(max(0, p - SUPERSEDE_WINDOW), p) if q in pool}
+        i = bisect_left(bearing, p)
+        cand_pos.update(bearing[max(0, i - MAX_PIN_CANDIDATES):i])
+        cand_pos.update(q for q, _c in near if q < p)
+        cands = [Candidate(q, pool[q].text, pool[q].intent, pool[q].load_bearing) for q in sorted(cand_pos)
+                 if q in pool and q not in superseded and pool[q].role == "user"]
+        found = find_superseded(text, cands) if cands else []
+        if not found and meaning and UPDATE_CUE.search(normalize(text)):
+            found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, superseded)
+        for old, _why in found[:1]:
+            pairs.append((old, p))
+            superseded.add(old)
+            for echo in self._echoes_of(conv, old, p, pool, superseded):
+                pairs.append((echo, p))
+                superseded.add(echo)
+        return bool(found)
+
+    def _nearest(self, conv: str, texts: Mapping[int, str], *, small: bool) -> dict[int, list[tuple[int, float]]]:
+        """(position, cosine) of the earlier turns nearest in meaning to each of `texts`,
+        nearest first; in a large batch for at most MAX_MEANING_LOOKUPS of them. Derived work: when
+        nothing can be embedded the rules still saw the pins and the window."""
         if self.embedder is None:
             return {}
-        todo = sorted(gated)[:MAX_MEANING_LOOKUPS]
-        if len(gated) > MAX_MEANING_LOOKUPS:
-            log.info("supersession of %s: %d corrections in one batch, %d searched by meaning", conv, len(gated),
-                     MAX_MEANING_LOOKUPS)
+        todo = sorted(texts) if small else sorted(texts)[:MAX_MEANING_LOOKUPS]
+        if len(todo) < len(texts):
+            log.info("supersession of %s: %d corrections unresolved by the rules in one batch, %d searched by "
+                     "meaning", conv, len(texts), MAX_MEANING_LOOKUPS)
         try:
-            # the turns just before (and the batch's first ones) get their vectors now
-            self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS)
-            vecs = self.embedder.embed([gated[p] for p in todo])
+            if small:  # a live append: the turns just before it get their vectors now
+                self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS)
+            vecs = self.embedder.embed([texts[p] for p in todo])
         except Exception:
             log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
             return {}
@@ -688,19 +716,12 @@ class Superseder:
 
     def replay(self, conversation_id: str, turns: Sequence[Appended]) -> list[tuple[int, int]]:
         """Recompute a conversation's supersession from its log (after `rebuild` cleared
-        the turn index): the whole log as one batch, in order, as appends decide it."""
-        # in chunks that each hold at most MAX_MEANING_LOOKUPS corrections, so that every
-        # one is searched by meaning as it was when appended alone
+        the turn index): the whole log, in order, as appends decide it."""
+        # in chunks the size of a live append, so that each correction is searched by
+        # meaning as it was when appended
         pairs: list[tuple[int, int]] = []
-        start = gated = 0
-        for i, t in enumerate(turns):
-            if self.assertion(t):
-                gated += 1
-                if gated > MAX_MEANING_LOOKUPS:
-                    pairs += self.on_append(conversation_id, turns[start:i])
-                    start, gated = i, 1
-        if start < len(turns):
-            pairs += self.on_append(conversation_id, turns[start:])
+        for start in range(0, len(turns), INLINE_INDEX_ROWS):
+            pairs += self.on_append(conversation_id, turns[start:start + INLINE_INDEX_ROWS])
         return pairs
 
     # -- reading -------------------------------------------------------------------------------

@@ -179,3 +179,18 @@ def test_an_assistant_turn_never_supersedes(cold_memory: Memory) -> None:
     sup = Superseder(cold_memory.cold, None, TurnClassifier())
     assert sup.assertion(Appended(5, "assistant", "Actually, the budget is now 3,200 EUR.", "correction", True)) == ""
     assert sup.assertion(Appended(5, "user", "Actually, the budget is now 3,200 EUR.", "correction", True))
+
+
+# (context lines, passes?): the demo's corrected-value check looks at how a value is presented
+@pytest.mark.parametrize("lines,ok", [
+    (["[user] the budget is now 3,200 EUR"], True),  # current value presented as current
+    (["[user · SUPERSEDED by a later message, not current] the budget is now 3,200 EUR"], False),  # the row
+    (["[user] the budget is now 3,200 EUR", "[assistant] Got it, 2,000 EUR all-in."], False),  # stale echo as current
+    (["[user] the budget is now 3,200 EUR", "[user · SUPERSEDED, not current] budget 2,000 EUR"], True),
+    (["[assistant] 3,200 for two replaces the 2,000 solo budget"], True),  # both in one line: the new one holds
+])
+def test_the_demo_checks_that_the_corrected_value_is_presented_as_current(lines: list[str], ok: bool) -> None:
+    from tiermem.demo import _found
+
+    msgs = [{"role": "user", "content": ln} for ln in lines]
+    assert _found(msgs, ["3,200"], ["2,000"]) == [ok]
