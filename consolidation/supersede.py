@@ -452,6 +452,8 @@ ECHO_SCAN_TURNS = 12  # an acknowledgement restates its source within this many 
 MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# Words that end what they name without replacing it ("forget the allergy thing").
+_RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
 
 
@@ -678,17 +680,20 @@ class Superseder:
     def _by_meaning(text: str, near: Sequence[tuple[int, float]], pool: Mapping[int, Appended],
                     superseded: AbstractSet[int]) -> list[tuple[int, str]]:
         """Fallback when the rules find no target: a turn that says it updates something
-        ("... from now on", "I switched ...") and asserts a value supersedes the earlier
-        user statement or instruction nearest in meaning that holds the same slot or
-        topic, if it is clearly on the same topic."""
+        ("... from now on", "I switched ...") and asserts a value, or retracts something
+        ("drop the flight rule"), supersedes the earlier user statement or instruction
+        nearest in meaning (holding the same slot or topic, for an update), if it is
+        clearly on the same topic."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
                     and pool[q].intent not in NOT_SUPERSEDABLE]
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
             return []  # the nearest statement is not close enough: nothing is
         best_cos = eligible[0][0]
+        # a retraction ("drop the flight rule") ends a statement without a new value
+        retracts = bool(_RETRACTS.search(normalize(text)))
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
-                and _asserts_new_value(text, t.text)]
+                and (retracts or _asserts_new_value(text, t.text))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
         for cos, t in fits:
