@@ -58,7 +58,7 @@ def batch(n: int, *, cues: bool) -> list[dict[str, Any]]:
 
 def _pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def run(messages: int = DEFAULT_MESSAGES, reps: int = DEFAULT_REPS) -> dict[str, Any]:

@@ -17,9 +17,9 @@ import datetime as dt
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tiers.models import message_text
