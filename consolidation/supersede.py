@@ -20,21 +20,54 @@ Matching, in order of strength:
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
 Only the single best turn is returned: one correction revises one earlier statement.
+
+``Superseder`` is the one place that decides supersession for a conversation (live
+appends, batches, and the replay of ``rebuild``), over the cold store, the embedder and
+the turn classifier through their public methods. Its invariants:
+
+- Only assertions supersede. Only a user turn's assertive sentences (its questions
+  removed) can supersede; a question, small talk, a tool result or an assistant turn
+  never does. A turn with update words ("now", "actually", "change") supersedes by
+  meaning only when it asserts a value (a typed slot value or a name) for the same slot
+  or topic as its target.
+- Acknowledgements follow their source: an assistant turn shortly after a superseded
+  statement that restates its value (the same slot value or name) is superseded by the
+  same turn, so the echo is never presented as current either.
+- Supersession is derived: ``turns.superseded_by`` in the turn index, rebuildable from
+  the log by replaying it (``replay``), never an edit of a message. A superseded
+  statement's validity interval (``Validity``: valid from its own position and time
+  until the superseding turn's) is read from that column and the turn times, so it
+  needs no storage of its own.
+- Work per batch is bounded: candidates are read once per batch (pins and a window of
+  recent turns), earlier turns of the batch are kept in memory, the rules decide first,
+  and only the corrections they leave unresolved, at most ``MAX_MEANING_LOOKUPS`` of a
+  batch, are embedded for the meaning search.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from consolidation.classify import correction_cue, normalize
 
-__all__ = ["Candidate", "detect_slots", "find_superseded"]
+if TYPE_CHECKING:
+    from consolidation.classify import TurnClassifier
+    from tiers.cold import ColdStore, TurnRow
+    from tiers.embed import Embedder
+
+__all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",
+           "detect_slots", "find_superseded"]
+
+log = logging.getLogger("tiermem")
 
 
 @dataclass(frozen=True)
@@ -48,8 +81,8 @@ class Candidate:
     embedding: np.ndarray | None = None
 
 
-# Turns that state nothing a correction could revise.
-_NOT_SUPERSEDABLE = frozenset({"question", "chitchat", "tool_result"})
+# Turns that state nothing a correction could revise, and that never revise anything.
+NOT_SUPERSEDABLE = frozenset({"question", "chitchat", "tool_result"})
 
 # --------------------------------------------------------------------------------------------------
 # Cues
@@ -59,6 +92,8 @@ _NOT_SUPERSEDABLE = frozenset({"question", "chitchat", "tool_result"})
 _STATE_CHANGE = re.compile(
     r"\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined|left|quit|changed|started at|"
     r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\bmy new \w+ is\b"
+    # "switch to English instead": a change of value ordered without naming the slot
+    r"|^(?:please |ok,? |okay,? )?(?:switch|change|move|go) (?:back |over )?to\b"
 )
 _BARE_RETRACTION = re.compile(
     r"^(?:(?:hmm+|oh|ok(?:ay)?|wait|no|sorry|actually|um+)[,.!]?\s+)*"
@@ -203,6 +238,8 @@ def _stem(word: str) -> str:
     if w.endswith("'s"):
         w = w[:-2]
     for suf in ("ing", "ed", "es", "s"):
+        if suf == "es" and not w.endswith(("ses", "xes", "zes", "ches", "shes")):
+            continue  # "airlines" -> "airline" like "airline", not "airlin"
         if w.endswith(suf) and len(w) - len(suf) >= 3:
             w = w[: -len(suf)]
             if suf in ("ing", "ed") and len(w) >= 3 and w[-1] == w[-2]:
@@ -286,7 +323,7 @@ def find_superseded(
     if cue is None and state is None:
         return []
     cue_txt = cue[1] if cue else state.group(0) if state else ""
-    eligible = [c for c in candidates if c.intent not in _NOT_SUPERSEDABLE]
+    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE]
     if not eligible:
         return []
 
@@ -319,8 +356,11 @@ def find_superseded(
         lex_score = sum(max(words[w], cw[w]) for w in shared)
         if shared:
             why.append("shared " + ",".join(f"'{w}'" for w in shared[:3]))
-        same = _matching_slots(slots, _slots(c.text))
-        slot_score = 1.0 if same else 0.0
+        cslots = _slots(c.text)
+        same = _matching_slots(slots, cslots)
+        # a bare number on one side ("the order number is 55812" against "9 Elm Street")
+        # is a weak match: half a typed slot's weight
+        slot_score = 0.0 if not same else 0.5 if same == ["number"] and _unitless_number(slots, cslots) else 1.0
         if same:
             why.append("slot " + "/".join(same))
         sim_score = 0.0
@@ -368,3 +408,374 @@ def _matching_slots(new: Mapping[str, AbstractSet[str]], old: Mapping[str, Abstr
                 continue
         same.append(slot)
     return sorted(same)
+
+
+IDENTIFIER_DIGITS = 4  # a unitless number this long is an identifier (an order number), not a quantity
+
+
+def _unitless_number(new: Mapping[str, AbstractSet[str]], old: Mapping[str, AbstractSet[str]]) -> bool:
+    """Whether the numbers of the two sides agree only because one side's are unitless
+    identifiers ("order 55812" against "9 Elm Street")."""
+    new_units = {_unit(v) for v in new.get("number", ())}
+    old_units = {_unit(v) for v in old.get("number", ())}
+    if new_units & old_units - {""}:
+        return False
+
+    def ids_only(vals: AbstractSet[str]) -> bool:
+        bare = [v for v in vals if not _unit(v)]
+        return bool(bare) and all(len(re.sub(r"\D", "", v)) >= IDENTIFIER_DIGITS for v in bare)
+
+    return ids_only(new.get("number", frozenset())) or ids_only(old.get("number", frozenset()))
+
+
+# --------------------------------------------------------------------------------------------------
+# The Superseder: one conversation's supersession, over the stores' public methods
+# --------------------------------------------------------------------------------------------------
+
+# Words that announce an update of something said before; with a turn close in meaning
+# (and a value asserted for the same slot) they mark that turn superseded.
+UPDATE_CUE = re.compile(
+    r"\b(now|instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
+    r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
+    r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
+    r"(?:it|the|my|our)\b)"
+)
+SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
+SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however far back
+SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nearest statement by
+SUPERSEDE_WINDOW = 40  # recent turns (positions) a correction may refer to, besides load-bearing ones
+MAX_PIN_CANDIDATES = 64  # load-bearing earlier turns (newest first) a correction is checked against
+MAX_MEANING_LOOKUPS = 16  # corrections of one batch embedded for the meaning search (the rest: rules only)
+INLINE_INDEX_ROWS = 64  # a batch up to this size embeds pending turns before a meaning search (larger: the
+# background indexer's job; their meaning search sees the vectors already stored)
+ECHO_SCAN_TURNS = 12  # an acknowledgement restates its source within this many turns after it
+MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# Words that end what they name without replacing it ("forget the allergy thing").
+_RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
+_ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
+
+
+@dataclass(frozen=True)
+class Appended:
+    """A turn as the Superseder sees it: where it is, who said it, and its label."""
+
+    position: int
+    role: str
+    text: str
+    intent: str
+    load_bearing: bool
+
+
+@dataclass(frozen=True)
+class Validity:
+    """What was true when: a statement, valid from its own position and time until the
+    turn that superseded it (None while current). `current_position` is the end of its
+    chain of corrections (A, then B, then C: C), None when a retraction ended it."""
+
+    position: int
+    role: str
+    text: str
+    valid_from: float
+    until_position: int | None
+    until: float | None
+    current_position: int | None
+
+    @property
+    def status(self) -> str:
+        return "current" if self.until_position is None else "superseded"
+
+    def to_json(self) -> dict[str, object]:
+        return {"position": self.position, "role": self.role, "text": self.text, "status": self.status,
+                "valid_from": {"position": self.position, "time": self.valid_from},
+                "valid_until": None if self.until_position is None else
+                {"position": self.until_position, "time": self.until, "superseded_by": self.until_position},
+                "current_position": self.current_position}
+
+
+def assertive_text(text: str) -> str:
+    """`text` without its questions: the sentences that can assert something."""
+    return " ".join(s for s in _SENTENCE.split(text.strip()) if s.strip() and not s.rstrip(" \"')").endswith("?"))
+
+
+def _entities(text: str) -> set[str]:
+    """Capitalised words inside a sentence (names), lower-cased."""
+    out: set[str] = set()
+    for sent in _SENTENCE.split(text):
+        for m in _ENTITY.finditer(sent.strip()):
+            low = m.group(0).lower()
+            if low not in _STOP and len(low) >= 3:
+                out.add(_stem(low))
+    return out
+
+
+def _values(text: str) -> set[tuple[str, str]]:
+    return {(slot, v) for slot, vs in _slots(text).items() for v in vs if len(v) >= MIN_ECHO_VALUE_CHARS}
+
+
+def _numbers(text: str) -> set[str]:
+    """The numeric parts of a text's numbers ("12 seats" -> "12"), at least two characters."""
+    return {v.split(" ", 1)[0] for v in _slots(text).get("number", ()) if len(v.split(" ", 1)[0]) >= 2}
+
+
+def _echoes(source: str, reply: str) -> bool:
+    """Whether an assistant `reply` restates a value of `source`: a shared typed value
+    ("2,000 eur", "14 harcourt road", "12" for "12 seats"), a shared name, or two shared
+    content words."""
+    if _values(source) & _values(reply) or _numbers(source) & _numbers(reply):
+        return True
+    if _entities(source) & {_stem(w.lower()) for w in re.findall(r"[\w'-]+", reply)}:
+        return True
+    src, rep = _content(source), _content(reply)
+    return sum(max(src[w], rep[w]) for w in set(src) & set(rep)) >= 2.0
+
+
+def _asserts_new_value(text: str, target: str) -> bool:
+    """A correction found by meaning must assert a value for the target's slot: a typed
+    value or a name the target lacks, of the same slot type or on a shared content word."""
+    new_vals = _values(text) - _values(target)
+    new_names = _entities(text) - _entities(target) - set(_content(target))
+    if not new_vals and not new_names:
+        return False
+    same_slot = bool({s for s, _v in new_vals} & set(_slots(target)))
+    shared = bool(set(_content(text)) & set(_content(target)))
+    # a name for a name ("make it La Parrilla" after "go with Bistro Verde")
+    names_for_names = bool(new_names) and bool(_entities(target))
+    return same_slot or shared or names_for_names
+
+
+class Superseder:
+    """Decides which earlier statements a conversation's new turns supersede, records it
+    in the turn index (`ColdStore.set_superseded`), and reads validity intervals back."""
+
+    def __init__(self, cold: ColdStore, embedder: Embedder | None, classifier: TurnClassifier) -> None:
+        self.cold = cold
+        self.embedder = embedder
+        self.classifier = classifier
+
+    # -- deciding ------------------------------------------------------------------------------
+
+    def assertion(self, turn: Appended) -> str:
+        """The part of `turn` that may supersede something ("" when nothing may): a user
+        turn's assertive sentences, when they carry a correction or update cue."""
+        if turn.role != "user" or turn.intent in ("chitchat", "tool_result"):
+            return ""
+        text = assertive_text(turn.text)
+        if not text:
+            return ""
+        # what is left once the questions are gone decides (a question is never a correction)
+        if (text != turn.text.strip() or turn.intent == "question") and \
+                self.classifier.classify(text, "user").intent in NOT_SUPERSEDABLE:
+            return ""
+        norm = normalize(text)
+        if correction_cue(norm, "user") or _STATE_CHANGE.search(norm) or UPDATE_CUE.search(norm):
+            return text
+        return ""
+
+    def on_append(self, conversation_id: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
+        """Supersession for turns just appended (in log order): records and returns the
+        (old position, superseding position) pairs, echoes included."""
+        pairs = self.find(conversation_id, appended)
+        if pairs:
+            self.cold.set_superseded(conversation_id, pairs)
+        return pairs
+
+    def find(self, conv: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
+        """The pairs `on_append` records, without recording them.
+
+        Each correction is checked against the window, the pins, and the earlier turns
+        nearest in meaning however far back (a plain "Seat preference: aisle" corrected
+        300 turns later is neither pinned nor recent, while small talk on its topic in
+        the window would otherwise be the only candidate the rules see). A live append
+        (a batch of up to INLINE_INDEX_ROWS turns) embeds each of its corrections for
+        that. A larger batch (an import) decides in two passes: the rules over the window
+        and the pins first, without any embedding; then only the corrections they left
+        unresolved, at most MAX_MEANING_LOOKUPS of them, are embedded."""
+        gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
+        if not gated:
+            return []
+        first = appended[0].position
+        # candidates, read once per batch: the window before the batch and the pins
+        rows: dict[int, TurnRow] = {r.position: r for r in self.cold.turns(conv, start=max(0, first - SUPERSEDE_WINDOW),
+                                                                            end=first - 1)}
+        for r in self.cold.pin_candidates(conv, min_priority=0, limit=MAX_PIN_CANDIDATES):
+            if r.position < first:
+                rows.setdefault(r.position, r)
+        pool = self._pool(conv, rows)
+        superseded = {p for p, r in rows.items() if r.superseded_by is not None}
+        for a in appended:
+            pool[a.position] = a
+        bearing = sorted(p for p, t in pool.items() if t.load_bearing and t.role == "user")
+        pairs: list[tuple[int, int]] = []
+        small = len(appended) <= INLINE_INDEX_ROWS
+        unresolved: list[int] = []
+        if small:
+            unresolved = sorted(gated)
+        else:
+            for p in sorted(gated):
+                if not self._decide(conv, p, gated[p], (), pool, bearing, superseded, pairs, meaning=False):
+                    unresolved.append(p)
+        if not unresolved:
+            return pairs
+        near = self._nearest(conv, {p: gated[p] for p in unresolved}, small=small)
+        far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
+            conv, sorted({q for hits in near.values() for q, _c in hits} - set(pool))))}
+        pool.update(self._pool(conv, far))
+        superseded |= {q for q, r in far.items() if r.superseded_by is not None}
+        for p in unresolved:
+            self._decide(conv, p, gated[p], near.get(p, ()), pool, bearing, superseded, pairs, meaning=True)
+        return pairs
+
+    def _pool(self, conv: str, rows: Mapping[int, TurnRow]) -> dict[int, Appended]:
+        texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
+        return {p: Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing)
+                for p, r in rows.items() if p in texts}
+
+    def _decide(self, conv: str, p: int, text: str, near: Sequence[tuple[int, float]], pool: dict[int, Appended],
+                bearing: Sequence[int], superseded: set[int], pairs: list[tuple[int, int]], *, meaning: bool) -> bool:
+        """Decide one correction at `p`: append its pair (and its target's echoes) to
+        `pairs`; False when it supersedes nothing."""
+        cand_pos = {q for q in range(max(0, p - SUPERSEDE_WINDOW), p) if q in pool}
+        i = bisect_left(bearing, p)
+        cand_pos.update(bearing[max(0, i - MAX_PIN_CANDIDATES):i])
+        cand_pos.update(q for q, _c in near if q < p)
+        cands = [Candidate(q, pool[q].text, pool[q].intent, pool[q].load_bearing) for q in sorted(cand_pos)
+                 if q in pool and q not in superseded and pool[q].role == "user"]
+        found = find_superseded(text, cands) if cands else []
+        if not found and meaning and UPDATE_CUE.search(normalize(text)):
+            found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, superseded)
+        for old, _why in found[:1]:
+            pairs.append((old, p))
+            superseded.add(old)
+            for echo in self._echoes_of(conv, old, p, pool, superseded):
+                pairs.append((echo, p))
+                superseded.add(echo)
+        return bool(found)
+
+    def _nearest(self, conv: str, texts: Mapping[int, str], *, small: bool) -> dict[int, list[tuple[int, float]]]:
+        """(position, cosine) of the earlier turns nearest in meaning to each of `texts`,
+        nearest first; in a large batch for at most MAX_MEANING_LOOKUPS of them. Derived work: when
+        nothing can be embedded the rules still saw the pins and the window."""
+        if self.embedder is None:
+            return {}
+        todo = sorted(texts) if small else sorted(texts)[:MAX_MEANING_LOOKUPS]
+        if len(todo) < len(texts):
+            log.info("supersession of %s: %d corrections unresolved by the rules in one batch, %d searched by "
+                     "meaning", conv, len(texts), MAX_MEANING_LOOKUPS)
+        try:
+            if small:  # a live append: the turns just before it get their vectors now
+                self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS)
+            vecs = self.embedder.embed([texts[p] for p in todo])
+        except Exception:
+            log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
+            return {}
+        out: dict[int, list[tuple[int, float]]] = {}
+        for p, v in zip(todo, vecs, strict=True):
+            hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv)
+            out[p] = [(q, 1.0 - d * d / 2.0) for _c, q, d in hits if q < p]
+        return out
+
+    @staticmethod
+    def _by_meaning(text: str, near: Sequence[tuple[int, float]], pool: Mapping[int, Appended],
+                    superseded: AbstractSet[int]) -> list[tuple[int, str]]:
+        """Fallback when the rules find no target: a turn that says it updates something
+        ("... from now on", "I switched ...") and asserts a value, or retracts something
+        ("drop the flight rule"), supersedes the earlier user statement or instruction
+        nearest in meaning (holding the same slot or topic, for an update), if it is
+        clearly on the same topic."""
+        eligible = [(cos, pool[q]) for q, cos in near  # nearest first
+                    if q in pool and q not in superseded and pool[q].role == "user"
+                    and pool[q].intent not in NOT_SUPERSEDABLE]
+        if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
+            return []  # the nearest statement is not close enough: nothing is
+        best_cos = eligible[0][0]
+        # a retraction ("drop the flight rule") ends a statement without a new value
+        retracts = bool(_RETRACTS.search(normalize(text)))
+        fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
+                and (retracts or _asserts_new_value(text, t.text))]
+        # small talk on the same topic can sit a hair closer than the instruction the
+        # update revises: a load-bearing turn within the margin is the likelier target
+        for cos, t in fits:
+            if t.load_bearing:
+                return [(t.position, f"update cue, new value and same topic (cosine {cos:.2f}, load-bearing)")]
+        if fits:
+            cos, t = fits[0]
+            return [(t.position, f"update cue, new value and same topic (cosine {cos:.2f})")]
+        return []
+
+    def _echoes_of(self, conv: str, old: int, new: int, pool: dict[int, Appended],
+                   superseded: AbstractSet[int]) -> list[int]:
+        """Assistant turns between a superseded statement and its correction (within
+        ECHO_SCAN_TURNS after it) that restate its value."""
+        span = range(old + 1, min(new, old + ECHO_SCAN_TURNS + 1))
+        missing = [q for q in span if q not in pool]
+        if missing:
+            got = {m.position: m.text for m in self.cold.get(conv, missing)}
+            for r in self.cold.turns_at(conv, sorted(got)):
+                pool[r.position] = Appended(r.position, r.role, got[r.position], r.intent or "statement",
+                                            r.load_bearing)
+        source = pool[old].text
+        return [q for q in span if q in pool and q not in superseded and pool[q].role == "assistant"
+                and _echoes(source, pool[q].text)]
+
+    def replay(self, conversation_id: str, turns: Sequence[Appended]) -> list[tuple[int, int]]:
+        """Recompute a conversation's supersession from its log (after `rebuild` cleared
+        the turn index): the whole log, in order, as appends decide it."""
+        # in chunks the size of a live append, so that each correction is searched by
+        # meaning as it was when appended
+        pairs: list[tuple[int, int]] = []
+        for start in range(0, len(turns), INLINE_INDEX_ROWS):
+            pairs += self.on_append(conversation_id, turns[start:start + INLINE_INDEX_ROWS])
+        return pairs
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def validity(self, conversation_id: str, rows: Sequence[TurnRow]) -> dict[int, Validity]:
+        """Validity intervals of `rows` that are superseded (chains followed to the
+        current value), keyed by position; texts are left empty (the caller has them)."""
+        sup = [r for r in rows if r.superseded_by is not None]
+        if not sup:
+            return {}
+        return self._intervals(conversation_id, {r.position: r for r in sup}, {})
+
+    def facts(self, conversation_id: str) -> list[Validity]:
+        """The conversation's load-bearing user statements that hold now, and every
+        statement something superseded, with its interval: what the agent believes now
+        and what it believed before. In log order."""
+        rows = self.cold.turns(conversation_id)
+        keep = {r.position: r for r in rows if r.superseded_by is not None
+                or (r.role == "user" and r.load_bearing and r.intent not in NOT_SUPERSEDABLE)}
+        texts = {m.position: m.text for m in self.cold.get(conversation_id, sorted(keep))}
+        by_pos = {r.position: r for r in rows}
+        got = self._intervals(conversation_id, keep, texts, by_pos)
+        return [got[p] for p in sorted(got)]
+
+    def _intervals(self, conv: str, keep: Mapping[int, TurnRow], texts: Mapping[int, str],
+                   by_pos: Mapping[int, TurnRow] | None = None) -> dict[int, Validity]:
+        known: dict[int, TurnRow] = dict(by_pos or keep)
+        # follow each chain to its end (A -> B -> C), reading the rows it passes through
+        frontier = {r.superseded_by for r in keep.values() if r.superseded_by is not None} - set(known)
+        while frontier:
+            got = self.cold.turns_at(conv, sorted(p for p in frontier if p is not None))
+            known.update({r.position: r for r in got})
+            frontier = {r.superseded_by for r in got if r.superseded_by is not None} - set(known)
+        end_texts: dict[int, str] = {}
+        out: dict[int, Validity] = {}
+        for p, r in keep.items():
+            end = p
+            seen = {p}
+            while (nxt := known[end].superseded_by if end in known else None) is not None and nxt not in seen:
+                seen.add(nxt)
+                end = nxt
+            current: int | None = end
+            if end != p:
+                if end not in end_texts:
+                    end_texts[end] = texts.get(end) or next((m.text for m in self.cold.get(conv, [end])), "")
+                cue = correction_cue(normalize(end_texts[end]), "user")
+                if cue is not None and cue[0] == "retraction":
+                    current = None  # a retraction ended the chain without a new value
+            until = known.get(r.superseded_by) if r.superseded_by is not None else None
+            out[p] = Validity(p, r.role, texts.get(p, ""), r.created_at, r.superseded_by,
+                              until.created_at if until is not None else None, current)
+        return out

@@ -14,7 +14,10 @@ Invariants:
   refresh, and the tail's start only jumps on a token grid fixed by the budget, so
   consecutive turns share a byte-identical prefix and provider prompt caches hit.
 - Superseded constraints are never presented as current: they are left out, and the
-  plan says which turn superseded them.
+  plan says which turn superseded them. A superseded turn that is shown is marked, with
+  its validity interval (valid from its own time until the superseding turn's), in the
+  line and in the plan item's reason; a question about the past (`about_past`) ranks
+  superseded turns up instead of down.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.classify import QueryClassifier
+from planner.classify import QueryClassifier, about_past
 from planner.dates import query_windows
 from planner.plan import Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
@@ -51,6 +54,9 @@ INTENT_BOOST = {"instruction": 0.25, "correction": 0.25, "statement": 0.1, "ques
                 "tool_result": 0.0, "chitchat": -0.2}
 LOAD_BEARING_BOOST = 0.2
 SUPERSEDED_PENALTY = -1.5
+# A question about the past ("what was my budget before?") is answered by the superseded
+# value: it rises instead of sinking, and is shown with its validity interval.
+PAST_SUPERSEDED_BOOST = 0.5
 OTHER_CONVERSATION_PENALTY = 1.0
 MAX_RETRIEVED_CANDIDATES = 400
 TOP_UP_ROUNDS = 2
@@ -132,12 +138,21 @@ class _PinSet:
     room: int  # read for a pinned share of up to this many tokens
     rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
     superseded: tuple[TurnRow, ...]
+    intervals: tuple[str, ...] = ()  # each superseded row's validity interval, for the plan
 
 
 @dataclass(frozen=True)
 class _Lexical:
     here: list[tuple[str, int, float]]  # bm25 hits in this conversation
     others: list[str]  # the namespace's other conversations, up to one past the in-memory limit
+
+
+def _when(ts: float) -> str:
+    """A turn's time for a validity interval: date and minute (UTC)."""
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y %H:%M")
+    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
+        return "unknown time"
 
 
 def _date(ts: float) -> str:
@@ -446,9 +461,10 @@ class Planner:
         # cost more than the rest of the plan
         limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
         pins = self._pin_set(conv, room)
-        for r in pins.superseded:
+        for r, interval in zip(pins.superseded, pins.intervals, strict=True):
             plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
-                                          f"superseded by #{r.superseded_by}: not presented as current"))
+                                          f"superseded by #{r.superseded_by}: not presented as current "
+                                          f"({interval})"))
         out = []
         used = 0
         for r, line, trimmed, tokens in pins.rows[:limit + 1]:
@@ -472,6 +488,23 @@ class Planner:
         """Drop what is kept between calls for a conversation key (it was erased)."""
         with self._pins_lock:
             self._pins.pop(conv, None)
+
+    def _intervals(self, conv: str, rows: Sequence[TurnRow]) -> dict[int, tuple[str, str]]:
+        """For superseded rows: (the plan's wording, the line's wording) of their validity
+        interval, from their own time until the superseding turn's (the turn index's
+        `superseded_by` and the turn times: derived, nothing stored)."""
+        if not rows:
+            return {}
+        ends = {r.position: r for r in self.cold.turns_at(conv, sorted({r.superseded_by for r in rows
+                                                                       if r.superseded_by is not None}))}
+        out: dict[int, tuple[str, str]] = {}
+        for r in rows:
+            end = ends.get(r.superseded_by) if r.superseded_by is not None else None
+            until = _when(end.created_at) if end is not None else "a later message"
+            how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
+            out[r.position] = (f"valid #{r.position} {_when(r.created_at)} until #{r.superseded_by} {until}, {how}",
+                               f"valid {_when(r.created_at)} until {until}, then {how}")
+        return out
 
     def _pin_set(self, conv: str, room: int) -> _PinSet:
         """The conversation's pin candidates (best first) with their rendered lines, for
@@ -510,7 +543,9 @@ class Planner:
                 continue
             line, trimmed = self._line(conv, m, conv)
             rendered.append((r, line, trimmed, self._line_tokens(line)))
-        got = _PinSet(version, room, tuple(rendered), tuple(superseded))
+        intervals = self._intervals(conv, superseded)
+        got = _PinSet(version, room, tuple(rendered), tuple(superseded),
+                      tuple(intervals[r.position][0] for r in superseded))
         with self._pins_lock:
             self._pins[conv] = got
             while len(self._pins) > PIN_CACHE_CONVERSATIONS:
@@ -665,6 +700,8 @@ class Planner:
         top = top[np.argsort(-scores.total[top], kind="stable")]
         positions = [int(table.positions[i]) for i in top]
         rows = {r.position: r for r in self.cold.turns_at(conv, positions)}
+        intervals = self._intervals(conv, [r for r in rows.values() if r.superseded_by is not None])
+        past = about_past(query)
         last = int(table.positions[-1])
         scored: dict[tuple[str, int], tuple[float, str]] = {}
         for i, p in zip(top, positions, strict=True):
@@ -676,8 +713,10 @@ class Planner:
                 if r.load_bearing and r.superseded_by is None:
                     s += LOAD_BEARING_BOOST
                 if r.superseded_by is not None:
-                    s += SUPERSEDED_PENALTY
-                    why += f", superseded by #{r.superseded_by}"
+                    s += PAST_SUPERSEDED_BOOST if past else SUPERSEDED_PENALTY
+                    why += f", superseded by #{r.superseded_by} ({intervals[p][0]})"
+                    if past:
+                        why += f", asked about the past ({past})"
             s += RECENCY_WEIGHT * (p / max(1, last))
             scored[(conv, p)] = (s, why)
         if lexical.others and qclass != "recent_recall":
@@ -694,8 +733,9 @@ class Planner:
                 continue
             line, trimmed = self._line(key[0], m, conv, dated=False)
             if key in superseded:
-                # shown for the history it carries, never as a current value
-                line = line.replace("] ", " · SUPERSEDED by a later message, not current] ", 1)
+                # shown for the history it carries, never as a current value: with what
+                # was true when
+                line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
             heading = self._heading(key[0], m, conv)
             out.append(_Cand("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self._line_tokens(line) + HEADING_SHARE_TOKENS,

@@ -64,6 +64,24 @@ _PROTOTYPES: dict[str, list[str]] = {
     "new_subtask": ["let's start something new: write a cover letter", "now help me draft an email to my landlord"],
 }
 PROTOTYPE_MIN_SIMILARITY = 0.62
+# A question about what held before a change: "what was my budget before?", "which
+# airline did we pick at first?", "what did I first say about ...", "what did I use to".
+_PAST = re.compile(
+    r"\b(?:originally|at first|initially|at the start|in the beginning|previously|used to|use to|"
+    r"(?:first|earlier) (?:said|say|gave|give|asked|ask|picked|pick|booked|book|chose|planned|told|mentioned|wanted)"
+    r"|before (?:i|we|you|it|they|he|she|that|the \w+) (?:changed|moved|switched|updated|corrected|was|were|got)"
+    r"|(?:was|were|did|had)\b[^?]*\bbefore\b(?:\s*\??$| it| that| the change)"
+    r"|old (?:value|address|number|plan|budget|name|date|time))"
+)
+
+
+def about_past(query: str | None) -> str | None:
+    """The cue when `query` asks what held before a change (superseded values then answer
+    it, shown with their validity), else None."""
+    if not query:
+        return None
+    m = _PAST.search(query.lower())
+    return m.group(0) if m else None
 
 
 class QueryClassifier:

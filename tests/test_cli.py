@@ -86,6 +86,7 @@ def test_help_lists_every_command_with_one_line_help() -> None:
         "append",
         "context",
         "history",
+        "facts",
         "fork",
         "pin",
         "unpin",

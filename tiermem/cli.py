@@ -615,6 +615,27 @@ def context(
 
 @cli.command()
 @click.argument("conversation")
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
+@pass_state
+def facts(state: CliState, conversation: str, as_json: bool) -> None:
+    """What the agent believes now: current statements, and superseded ones with when they held."""
+    got = state.memory(hot=False).facts(conversation, namespace=state.namespace)
+    if as_json:
+        _emit_json([f.to_json() for f in got])
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{conversation}: {len(got)} statement(s)", title_justify="left")
+    for col in ("#", "role", "status", "valid from", "valid until", "text"):
+        table.add_column(col, overflow="fold")
+    for f in got:
+        until = "-" if f.until_position is None else f"#{f.until_position} {_fmt_time(f.until or 0.0)}"
+        table.add_row(str(f.position), f.role, f.status, _fmt_time(f.valid_from), until, f.text)
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("conversation")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the last N messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
 @pass_state

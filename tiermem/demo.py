@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,9 +60,23 @@ def tail_truncation(
     return chosen, messages_tokens(memory.tokens, chosen), first
 
 
-def _found(messages: list[dict[str, Any]], evidence: list[str]) -> list[bool]:
-    text = "\n".join(message_text(m) for m in messages).lower()
-    return [e.lower() in text for e in evidence]
+# A line that says its value no longer holds (the planner's marking of superseded turns).
+_MARKED = ("superseded", "not current")
+
+
+def _found(messages: list[dict[str, Any]], evidence: list[str], stale: Sequence[str] = ()) -> list[bool]:
+    """Per evidence string: whether the context presents it as current. Without `stale`
+    values, anywhere in the context counts. With them (a corrected value), the evidence
+    must sit in a line not marked superseded, and no stale value may sit in an unmarked
+    line unless that line also states the current value ("replaces the old 2,000")."""
+    lines = [ln.lower() for m in messages for ln in message_text(m).splitlines()]
+    if not stale:
+        text = "\n".join(lines)
+        return [e.lower() in text for e in evidence]
+    unmarked = [ln for ln in lines if not any(w in ln for w in _MARKED)]
+    cur = [e.lower() for e in evidence]
+    stale_shown = any(v.lower() in ln and not any(c in ln for c in cur) for ln in unmarked for v in stale)
+    return [not stale_shown and any(c in ln for ln in unmarked) for c in cur]
 
 
 def _open_memory(config: Config, embedder: Embedder | None) -> tuple[Memory, str]:
@@ -178,6 +193,7 @@ def _ask(
     memory: Memory, conv: str, last: int, i: int, q: dict[str, Any], budget: int, history: list[Any]
 ) -> dict[str, Any]:
     evidence = [str(e) for e in q["evidence"]]
+    stale = [str(v) for v in q.get("stale", [])]  # a corrected value's old form: must not read as current
     where = sorted({m.position for m in history for e in evidence if e.lower() in m.text.lower()})
     fork = memory.fork(conv, last, new_id=f"{conv}.q{i}", namespace=NAMESPACE)
     memory.append(
@@ -195,10 +211,11 @@ def _ask(
         "query": q["query"],
         "note": q.get("note", ""),
         "evidence": evidence,
+        "stale": stale,
         "evidence_positions": where,
         "tiermem": {
             "tokens": ctx.tokens,
-            "found": _found(ctx.messages, evidence),
+            "found": _found(ctx.messages, evidence, stale),
             "query_class": ctx.plan.query_class,
             "slices": ctx.plan.slice_tokens(),
             "evidence_in": slices,
@@ -208,7 +225,7 @@ def _ask(
         },
         "tail": {
             "tokens": tail_tokens,
-            "found": _found(tail_msgs, evidence),
+            "found": _found(tail_msgs, evidence, stale),
             "messages": len(tail_msgs),
             "from_position": tail_first,
         },

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,11 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consolidation.classify import TurnClassifier
-from consolidation.supersede import Candidate, find_superseded
+from consolidation.supersede import Appended, Superseder, Validity
 from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from planner.plan import Context
 from tiermem.config import Config
-from tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit, TurnRow
+from tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit
 from tiers.embed import Embedder, SentenceTransformerEmbedder, query_embedding
 from tiers.errors import ConversationNotFound, ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
@@ -45,17 +44,6 @@ MAX_BATCH_MESSAGES = 10_000
 MAX_BUDGET_TOKENS = 2_000_000
 DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
-# Words that announce an update of something said before; with a turn close in meaning
-# they mark that turn superseded (see Memory._supersede_by_meaning).
-UPDATE_CUE = re.compile(
-    r"\b(now|instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
-    r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
-    r"retested|not anymore)\b"
-)
-SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
-SUPERSEDE_SEARCH_K = 12
-SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nearest statement by
-SUPERSEDE_WINDOW = 40  # recent user turns a correction may refer to, besides load-bearing ones
 
 
 @dataclass(frozen=True)
@@ -119,6 +107,7 @@ class Memory:
         )
         self._closed = False
         self.classifier = TurnClassifier()
+        self.superseder = Superseder(self.cold, self.embedder, self.classifier)
         # derived copies of each conversation's vectors and turn facts for the planner
         self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024)
         self.planner = Planner(
@@ -312,39 +301,16 @@ class Memory:
 
     def _supersede(self, conv: str, appended: Sequence[tuple[int, Message, tuple[str, bool, int, str]]]) -> None:
         """Record which earlier turns a correction or retraction supersedes (derived, in
-        the turn index) and release their automatic pins."""
-        pairs: list[tuple[int, int]] = []
-        for pos, msg, (intent, lb, _prio, _why) in appended:
-            if msg.role != "user" or not (intent == "correction" or lb or UPDATE_CUE.search(msg.text().lower())):
-                continue
-            rows = [r for r in self.cold.pinned_turns(conv) if r.position < pos and r.role == "user"]
-            rows += [r for r in self.cold.turns(conv, start=max(0, pos - SUPERSEDE_WINDOW), end=pos - 1)
-                     if r.role == "user"]
-            # and the earlier user turns nearest in meaning, however far back: a plain
-            # statement of a value ("Seat preference: aisle seat") is neither pinned nor
-            # recent when it is corrected 300 turns later, while small talk on the same
-            # topic in the window would otherwise be the only candidate the rules see
-            near = self._nearest_earlier(conv, pos, msg.text())
-            rows += self.cold.turns_at(conv, sorted(p for p, _cos in near))
-            seen: dict[int, TurnRow] = {r.position: r for r in rows if r.superseded_by is None}
-            if not seen:
-                continue
-            texts = {m.position: m.text for m in self.cold.get(conv, sorted(seen))}
-            cands = [Candidate(p, texts[p], seen[p].intent or "statement", seen[p].load_bearing)
-                     for p in sorted(seen) if p in texts]
-            found = find_superseded(msg.text(), cands)
-            if not found and UPDATE_CUE.search(msg.text().lower()):
-                found = self._supersede_by_meaning(conv, near)
-            for old, _reason in found:
-                pairs.append((old, pos))
-        if not pairs:
-            return
-        self.cold.set_superseded(conv, pairs)
-        if self.hot is not None:
-            for old, _new in pairs:
-                row = self.cold.turns_at(conv, [old])
-                if row and row[0].pinned_priority is None:
-                    self.hot.unpin(conv, old)
+        the turn index; consolidation.supersede decides) and release their automatic pins."""
+        pairs = self.superseder.on_append(conv, [Appended(p, m.role, m.text(), lab[0], lab[1])
+                                                 for p, m, lab in appended])
+        self._release(conv, pairs)
+
+    def _release(self, conv: str, pairs: Sequence[tuple[int, int]]) -> None:
+        if self.hot is not None and pairs:
+            for row in self.cold.turns_at(conv, sorted({old for old, _new in pairs})):
+                if row.pinned_priority is None:
+                    self.hot.unpin(conv, row.position)
 
     def _after_append(self, conversation_id: str, positions: list[int]) -> None:
         """Derived work after the cold commit; never raises for a derived tier."""
@@ -454,6 +420,12 @@ class Memory:
         cp, msgs = self.cold.active(key)
         return ActiveView(dataclasses.replace(cp, conversation_id=name) if cp is not None else None,
                           _named(msgs, key, name))
+
+    def facts(self, conversation_id: str, *, namespace: str | None = None) -> list[Validity]:
+        """What the agent believes now, and what it believed before: the load-bearing
+        statements that hold, and every superseded one with its validity interval."""
+        _name, _ns, key = self._key(conversation_id, namespace)
+        return self.superseder.facts(key)
 
     def conversations(self, namespace: str | None = None) -> list[str]:
         """The ids of exactly `namespace`'s conversations (not those below it)."""
@@ -615,46 +587,6 @@ class Memory:
             out["turn_cache"] = self.turns.stats()
         return out
 
-    def _nearest_earlier(self, conv: str, pos: int, text: str) -> list[tuple[int, float]]:
-        """(position, cosine) of the turns before `pos` nearest in meaning to `text`,
-        nearest first; empty when nothing can be embedded (derived work: the rules still
-        see the pins and the recent window)."""
-        try:
-            self.cold.index_pending(conversation_id=conv)
-            qv = self.embedder.embed([text])[0]
-        except Exception:
-            log.warning("could not embed a correction of %s to find what it revises", conv, exc_info=True)
-            return []
-        return [(p, 1.0 - d * d / 2.0) for _c, p, d in self.cold.search_dense(qv, SUPERSEDE_SEARCH_K,
-                                                                              conversation_id=conv) if p < pos]
-
-    def _supersede_by_meaning(self, conv: str, near: list[tuple[int, float]]) -> list[tuple[int, str]]:
-        """Fallback when the correction rules find no target: a turn that says it updates
-        something ("... from now on", "drop the ... rule", "I switched ...") supersedes the
-        earlier user statement or instruction nearest in meaning (`near`, from
-        `_nearest_earlier`), if it is clearly on the same topic."""
-        rows = {r.position: r for r in self.cold.turns_at(conv, [p for p, _cos in near])}
-        eligible: list[tuple[float, TurnRow]] = []
-        for p, cos in near:  # nearest first
-            r = rows.get(p)
-            if r is None or r.role != "user" or r.superseded_by is not None:
-                continue
-            if r.intent in ("question", "chitchat", "tool_result"):
-                continue
-            eligible.append((cos, r))
-        if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
-            return []  # the nearest statement is not close enough: nothing is
-        best_cos = eligible[0][0]
-        # small talk on the same topic ("we had a meeting about databases") can sit a
-        # hair closer than the instruction the update revises: a load-bearing turn
-        # within SUPERSEDE_PREFER_MARGIN of the nearest is the likelier target
-        for cos, r in eligible:
-            if cos < max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN):
-                break
-            if r.load_bearing:
-                return [(r.position, f"update cue and same topic (cosine {cos:.2f}, load-bearing)")]
-        return [(eligible[0][1].position, f"update cue and same topic (cosine {best_cos:.2f})")]
-
     def _relabel_all(self) -> int:
         """Recompute labels and supersession for every turn, replaying each
         conversation in log order exactly as live appends did."""
@@ -663,9 +595,8 @@ class Memory:
             msgs = self.cold.history(conv)
             labels = [self._label(m.text, m.role) for m in msgs]
             self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
-            for m, lab in zip(msgs, labels, strict=True):
-                if m.role == "user" and (lab[0] == "correction" or lab[1]):
-                    self._supersede(conv, [(m.position, Message.model_validate(m.body), lab)])
+            self._release(conv, self.superseder.replay(
+                conv, [Appended(m.position, m.role, m.text, lab[0], lab[1]) for m, lab in zip(msgs, labels, strict=True)]))
             n += len(msgs)
         return n
 
@@ -783,6 +714,9 @@ class NamespacedMemory:
         """Refresh one conversation's warm views now (the all-namespace sweep is the
         scheduler's, not a tenant's)."""
         return self.memory.consolidate(conversation_id, namespace=self.namespace)
+
+    def facts(self, conversation_id: str) -> list[Validity]:
+        return self.memory.facts(conversation_id, namespace=self.namespace)
 
     def stats(self) -> dict[str, Any]:
         return self.memory.stats(namespace=self.namespace)

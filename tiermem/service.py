@@ -222,6 +222,33 @@ class HistoryOut(BaseModel):
     messages: list[StoredMessageOut]
 
 
+class ValidityPoint(BaseModel):
+    position: int
+    time: float
+
+
+class ValidUntil(ValidityPoint):
+    superseded_by: int
+
+
+class FactOut(BaseModel):
+    """A statement and what was true when: valid from its own position and time until
+    the turn that superseded it (null while current)."""
+
+    position: int
+    role: str
+    text: str
+    status: str  # "current" or "superseded"
+    valid_from: ValidityPoint
+    valid_until: ValidUntil | None
+    current_position: int | None  # the end of its chain of corrections; null when retracted
+
+
+class FactsOut(BaseModel):
+    conversation_id: str
+    facts: list[FactOut]
+
+
 class CheckpointOut(BaseModel):
     conversation_id: str
     position: int
@@ -1293,6 +1320,17 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     def history(conversation_id: ConvId, ns: Ns) -> HistoryOut:
         msgs = runtime.mem().history(conversation_id, namespace=ns)
         return HistoryOut(conversation_id=conversation_id, messages=[_stored(m) for m in msgs])
+
+    @app.get(
+        v1 + "/facts",
+        response_model=FactsOut,
+        responses=_ERRORS,
+        tags=["read"],
+        summary="What the agent believes now: current statements and superseded ones with validity intervals",
+    )
+    def facts(conversation_id: ConvId, ns: Ns) -> FactsOut:
+        got = runtime.mem().facts(conversation_id, namespace=ns)
+        return FactsOut(conversation_id=conversation_id, facts=[FactOut(**finite(f.to_json())) for f in got])
 
     @app.get(
         v1 + "/active",

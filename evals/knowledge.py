@@ -1,0 +1,226 @@
+"""Knowledge-update eval: is a correction current every time, and does the record say
+what was true when?
+
+Cases: ``evals/data/knowledge_cases.jsonl``, 61 short conversations written by hand for
+this eval (not from LoCoMo) over travel, support, personal-assistant and coding topics.
+Each holds some of: corrections, retractions without a new value, partial updates
+("also add Porto"), questions and statements that contain update words ("now",
+"actually", "change", "update", "instead") without correcting anything, assistant
+echoes of a value ("Got it, 2,000 EUR"), chains (A, then B, then C), and two facts in
+one turn of which one is corrected. Every case lists:
+
+- ``supersede``: the (old, new) pairs of user turns a correct system marks superseded
+  (positions into the case's own turns);
+- ``echo``: (assistant turn, new) pairs: the echo of an old value follows its source;
+- ``present``: questions about now, with the value that must be presented as current
+  and (optionally) a stale string that must not be;
+- ``past``: questions about before, with the old value that must be shown with its
+  validity interval.
+
+Ingest: each case turn is followed by ``FILLER_PAIRS`` neutral exchanges (drawn from
+``FILLER``; not between a message and the reply to it), so the facts sit outside the recent tail at the eval budget as they do in a
+real conversation, and turns are an hour apart (validity intervals then carry dates).
+
+Scores (each probe is asked the way an agent asks: on a fork, append the question, call
+``context()`` at ``BUDGET`` tokens):
+
+- supersession precision and recall over user-turn pairs (a pair counts only with the
+  right target and the right superseding turn), and echo recall;
+- present share: the current value appears in a line not marked as superseded, and the
+  stale string appears in no unmarked line (the probe itself excluded);
+- past share: the old value appears in a line that carries its interval ("valid ...
+  until ...").
+
+A line is marked when it says "superseded" or "not current" (the convention of
+``evals/pressure.py``). Run: ``python -m evals.knowledge [--json] [--errors]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tiermem.config import Config
+from tiermem.memory import Memory
+from tiers.models import message_text
+
+CASES_PATH = Path(__file__).parent / "data" / "knowledge_cases.jsonl"
+BUDGET = 300  # tokens per probe context: the facts do not all fit, as in a long chat
+FILLER_PAIRS = 3  # neutral exchanges after each case turn
+TURN_SECONDS = 3600.0  # an hour between turns, so intervals span dates
+START = 1_777_600_000.0  # 2026-05-01 (UTC), a fixed clock for reproducible renderings
+MARKED = re.compile(r"superseded|not current", re.I)
+INTERVAL = re.compile(r"valid\b.*\buntil\b", re.I)
+# Neutral exchanges: no values, no update words, no questions, nothing to supersede.
+FILLER: tuple[tuple[str, str], ...] = (
+    ("I had a long day at work.", "Sorry to hear that, hope the evening is calmer."),
+    ("The weather was lovely this morning.", "Nice, sunshine helps."),
+    ("I watched a documentary about whales yesterday.", "Whales are fascinating animals."),
+    ("My cat knocked a glass off the table.", "Cats do love gravity experiments."),
+    ("I finally finished that novel.", "Congratulations on finishing it."),
+    ("The neighbours are painting their fence.", "A fresh coat makes a difference."),
+    ("I made pancakes for breakfast.", "Pancakes are a great start."),
+    ("Traffic was terrible on the bridge.", "Bridges are bottlenecks at rush hour."),
+    ("I went for a short walk by the river.", "Walks by water are relaxing."),
+    ("The printer jammed again at the office.", "Printers have a talent for that."),
+    ("I tried a new podcast about history.", "History podcasts can be gripping."),
+    ("My plants are growing fast this spring.", "Spring growth is always rewarding."),
+)
+
+
+def load_cases(path: Path = CASES_PATH) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _ingest(memory: Memory, conv: str, case: dict[str, Any]) -> dict[int, int]:
+    """Append the case with filler; returns case position -> log position."""
+    msgs: list[dict[str, Any]] = []
+    where: dict[int, int] = {}
+    k = 0
+    turns = case["turns"]
+    for i, t in enumerate(turns):
+        where[i] = len(msgs)
+        msgs.append({"role": t["role"], "content": t["content"]})
+        if i + 1 < len(turns) and turns[i + 1]["role"] == "assistant":
+            continue  # a reply follows its message directly
+        for _ in range(FILLER_PAIRS):
+            u, a = FILLER[k % len(FILLER)]
+            k += 1
+            msgs += [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
+    for n, m in enumerate(msgs):
+        m["created_at"] = START + n * TURN_SECONDS
+    memory.append_many(conv, msgs)
+    memory.catch_up(conv)
+    return where
+
+
+def _lines(ctx_messages: list[dict[str, Any]], query: str) -> list[str]:
+    out: list[str] = []
+    for m in ctx_messages:
+        text = message_text(m)
+        if text.strip() == query.strip():
+            continue  # the probe itself
+        out += [ln for ln in text.splitlines() if ln.strip()]
+    return out
+
+
+def _present_ok(lines: list[str], current: str | None, stale: str | None) -> bool:
+    unmarked = [ln.lower() for ln in lines if not MARKED.search(ln)]
+    if current is not None and not any(current.lower() in ln for ln in unmarked):
+        return False
+    return not (stale is not None and any(stale.lower() in ln for ln in unmarked))
+
+
+def _past_ok(lines: list[str], old: str) -> bool:
+    return any(old.lower() in ln.lower() and INTERVAL.search(ln) for ln in lines)
+
+
+def _ask(memory: Memory, conv: str, last: int, n: int, query: str) -> list[str]:
+    fork = memory.fork(conv, last, new_id=f"{conv}.p{n}")
+    memory.append(fork, {"role": "user", "content": query}, created_at=START + (last + 2) * TURN_SECONDS)
+    ctx = memory.context(fork, query, BUDGET, namespace_recall=False)
+    return _lines(ctx.messages, query)
+
+
+def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    tp = fp = fn = 0
+    echo_hit = echo_n = 0
+    present_ok = present_n = past_ok = past_n = 0
+    errors: list[str] = []
+    by_kind: dict[str, list[int]] = {}
+    for case in cases:
+        conv = f"k-{case['id']}"
+        where = _ingest(memory, conv, case)
+        back = {v: k for k, v in where.items()}
+        rows = memory.cold.turns(conv)
+        got = {(back[r.position], back.get(r.superseded_by, -1)) for r in rows
+               if r.superseded_by is not None and r.role == "user" and r.position in back}
+        got |= {(-1, -1) for r in rows if r.superseded_by is not None and r.role == "user" and r.position not in back}
+        want = {tuple(p) for p in case["supersede"]}
+        c_tp = len(got & want)
+        tp += c_tp
+        fp += len(got - want)
+        fn += len(want - got)
+        for p in sorted(got - want):
+            errors.append(f"{case['id']}: superseded {p} (not expected)")
+        for p in sorted(want - got):
+            errors.append(f"{case['id']}: missed {p}")
+        sup = {r.position: r.superseded_by for r in rows}
+        for a, new in case["echo"]:
+            echo_n += 1
+            if sup.get(where[a]) == where[new]:
+                echo_hit += 1
+            else:
+                errors.append(f"{case['id']}: echo #{a} not tied to #{new}")
+        last = memory.cold.last_position(conv)
+        n = 0
+        for pr in case["present"]:
+            lines = _ask(memory, conv, last, n, pr["query"])
+            n += 1
+            ok = _present_ok(lines, pr.get("current"), pr.get("stale"))
+            present_n += 1
+            present_ok += ok
+            if not ok:
+                errors.append(f"{case['id']}: present {pr['query']!r} -> {[ln for ln in lines][:8]}")
+            for kind in case["kinds"]:
+                by_kind.setdefault(kind, [0, 0])
+                by_kind[kind][0] += ok
+                by_kind[kind][1] += 1
+        for pa in case["past"]:
+            lines = _ask(memory, conv, last, n, pa["query"])
+            n += 1
+            ok = _past_ok(lines, pa["old"])
+            past_n += 1
+            past_ok += ok
+            if not ok:
+                errors.append(f"{case['id']}: past {pa['query']!r} -> {[ln for ln in lines][:8]}")
+    return {
+        "cases": len(cases),
+        "supersession": {"precision": tp / max(1, tp + fp), "recall": tp / max(1, tp + fn),
+                         "tp": tp, "fp": fp, "fn": fn},
+        "echo_recall": echo_hit / max(1, echo_n), "echo_n": echo_n,
+        "present_share": present_ok / max(1, present_n), "present_n": present_n,
+        "past_share": past_ok / max(1, past_n), "past_n": past_n,
+        "present_by_kind": {k: f"{v[0]}/{v[1]}" for k, v in sorted(by_kind.items())},
+        "budget": BUDGET,
+        "errors": errors,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m evals.knowledge", description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--errors", action="store_true", help="list every miss")
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="tiermem-knowledge-"))
+    try:
+        with Memory(Config(data_dir=tmp), hot=False, background_indexing=False) as mem:
+            res = run(mem, load_cases())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps(res, ensure_ascii=False, indent=1))
+        return 0
+    s = res["supersession"]
+    print(f"knowledge updates, {res['cases']} conversations, budget {res['budget']}")
+    print(f"  supersession precision {s['precision']:.3f} recall {s['recall']:.3f} "
+          f"(tp {s['tp']}, fp {s['fp']}, fn {s['fn']})")
+    print(f"  echo follows source {res['echo_recall']:.3f} of {res['echo_n']}")
+    print(f"  present questions, only the current value as current: {res['present_share']:.3f} "
+          f"of {res['present_n']}  {res['present_by_kind']}")
+    print(f"  past questions, old value with its interval: {res['past_share']:.3f} of {res['past_n']}")
+    if args.errors:
+        for e in res["errors"]:
+            print("  " + e, file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
