@@ -27,7 +27,8 @@ from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from planner.plan import Context
 from tiermem.config import Config
 from tiers.cold import Checkpoint, ColdStore, PruneReport, SearchHit, TurnRow
-from tiers.embed import Embedder, SentenceTransformerEmbedder, query_embedding
+from tiers.embed import Embedder, query_embedding
+from tiers.embed_onnx import build_embedder, embedder_loaded
 from tiers.errors import ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
 from tiers.tokens import BpeTokenCounter, TokenCounter
@@ -55,6 +56,14 @@ SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nea
 SUPERSEDE_WINDOW = 40  # recent user turns a correction may refer to, besides load-bearing ones
 
 
+def _may_supersede(msg: Message, label: tuple[str, bool, int, str]) -> bool:
+    """Whether a turn is one `_supersede` examines: a user correction, a load-bearing user
+    statement, or one that announces an update."""
+    intent, load_bearing = label[0], label[1]
+    return msg.role == "user" and (intent == "correction" or load_bearing
+                                   or bool(UPDATE_CUE.search(msg.text().lower())))
+
+
 @dataclass(frozen=True)
 class ActiveView:
     """`active()`: the latest fold (if any) and the messages after it."""
@@ -78,6 +87,8 @@ class _Indexer(threading.Thread):
             self.wake.clear()
             if self.stopping.is_set():
                 break
+            if not embedder_loaded(self.memory.embedder):
+                continue  # no process pays for the model just to append: see Memory.warm_up
             try:
                 self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size)
             except Exception:  # a derived index must never kill the process
@@ -103,9 +114,11 @@ class Memory:
     ) -> None:
         self.config = config or Config()
         self.tokens: TokenCounter = tokens or BpeTokenCounter(self.config.tokenizer)
-        self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
-            self.config.embedding_model, batch_size=self.config.embedding_batch_size,
-            query_precision=self.config.embedding_query_precision,
+        # lazy: nothing is loaded until something needs a vector (tiers/embed_onnx.py)
+        self.embedder: Embedder = embedder or build_embedder(
+            self.config.embedding_model, runtime=self.config.embedding_runtime,
+            batch_size=self.config.embedding_batch_size, query_precision=self.config.embedding_query_precision,
+            cache_dir=self.config.embedding_cache_dir,
         )
         self.cold = ColdStore(
             self.config.db_path,
@@ -114,6 +127,9 @@ class Memory:
             busy_timeout_ms=self.config.busy_timeout_ms,
             synchronous=self.config.sqlite_synchronous,
         )
+        # supersession needs the turn's vector: it runs when the turn is embedded
+        self.cold.on_embedded = self._on_embedded
+        self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
         self.classifier = TurnClassifier()
         # derived copies of each conversation's vectors and turn facts for the planner
@@ -257,7 +273,14 @@ class Memory:
                 raise
         labels = [self._label(m.text(), m.role) for m in parsed]
         positions = self.cold.append_many(conv, parsed, namespace=ns, labels=labels)
-        self._supersede(conv, [(p, m, lab) for p, m, lab in zip(positions, parsed, labels, strict=True)])
+        if embedder_loaded(self.embedder) and any(_may_supersede(m, lab) for m, lab in zip(parsed, labels, strict=True)):
+            # the model is here: embed now, and the hook records what a correction supersedes
+            # before append returns; otherwise whoever embeds the turn later does (_on_embedded)
+            try:
+                self.cold.index_pending(conversation_id=conv, batch=self.config.embedding_batch_size)
+            except Exception:
+                log.warning("could not embed %s's new turns; supersession waits for the indexer", conv,
+                            exc_info=True)
         self._after_append(conv, positions)
         return positions
 
@@ -267,12 +290,44 @@ class Memory:
         lab = self.classifier.classify(text, role)
         return (lab.intent, lab.load_bearing, lab.priority, lab.reason)
 
-    def _supersede(self, conv: str, appended: Sequence[tuple[int, Message, tuple[str, bool, int, str]]]) -> None:
+    def _on_embedded(self, stored: list[tuple[str, int, Any]]) -> None:
+        """After `index_pending` stored vectors: supersession of the turns among them that
+        may supersede (in log order, each turn once: exactly one process flips a turn's
+        `embedded`). It waits for the vector because it searches by meaning."""
+        if not self._supersede_on_embed:
+            return
+        by_conv: dict[str, dict[int, Any]] = {}
+        for conv, pos, vec in stored:
+            by_conv.setdefault(conv, {})[pos] = vec
+        for conv, vecs in by_conv.items():
+            rows = {r.position: r for r in self.cold.turns_at(conv, sorted(vecs)) if r.role == "user"}
+            if not rows:
+                continue
+            appended: list[tuple[int, Message, tuple[str, bool, int, str]]] = []
+            for m in self.cold.get(conv, sorted(rows)):
+                r = rows[m.position]
+                lab = (r.intent or "statement", bool(r.load_bearing), 0, "")
+                try:
+                    msg = Message.model_validate(m.body)
+                except Exception:  # a salvaged row: nothing to supersede with
+                    continue
+                # a turn embedded again (vector table recreated, a fork re-embedding) that
+                # already superseded something was handled the first time
+                if _may_supersede(msg, lab) and not self.cold._read(
+                        "SELECT 1 FROM turns WHERE conversation_id = ? AND superseded_by = ? LIMIT 1",
+                        (conv, m.position)):
+                    appended.append((m.position, msg, lab))
+            if appended:
+                self._supersede(conv, appended, vectors=vecs)
+
+    def _supersede(self, conv: str, appended: Sequence[tuple[int, Message, tuple[str, bool, int, str]]],
+                   *, vectors: dict[int, Any] | None = None) -> None:
         """Record which earlier turns a correction or retraction supersedes (derived, in
-        the turn index) and release their automatic pins."""
+        the turn index) and release their automatic pins. `vectors`: the turns' stored
+        vectors, when called as they are embedded."""
         pairs: list[tuple[int, int]] = []
-        for pos, msg, (intent, lb, _prio, _why) in appended:
-            if msg.role != "user" or not (intent == "correction" or lb or UPDATE_CUE.search(msg.text().lower())):
+        for pos, msg, lab in appended:
+            if not _may_supersede(msg, lab):
                 continue
             rows = [r for r in self.cold.pinned_turns(conv) if r.position < pos and r.role == "user"]
             rows += [r for r in self.cold.turns(conv, start=max(0, pos - SUPERSEDE_WINDOW), end=pos - 1)
@@ -281,7 +336,7 @@ class Memory:
             # statement of a value ("Seat preference: aisle seat") is neither pinned nor
             # recent when it is corrected 300 turns later, while small talk on the same
             # topic in the window would otherwise be the only candidate the rules see
-            near = self._nearest_earlier(conv, pos, msg.text())
+            near = self._nearest_earlier(conv, pos, msg.text(), None if vectors is None else vectors.get(pos))
             rows += self.cold.turns_at(conv, sorted(p for p, _cos in near))
             seen: dict[int, TurnRow] = {r.position: r for r in rows if r.superseded_by is None}
             if not seen:
@@ -541,15 +596,33 @@ class Memory:
             out["hot"] = self.hot.stats(namespace=namespace)
         if namespace is None:
             out["turn_cache"] = self.turns.stats()
+            out["embedder"] = {"loaded": embedder_loaded(self.embedder),
+                               "runtime": str(getattr(self.embedder, "active_runtime", "external"))}
         return out
 
-    def _nearest_earlier(self, conv: str, pos: int, text: str) -> list[tuple[int, float]]:
-        """(position, cosine) of the turns before `pos` nearest in meaning to `text`,
+    def warm_up(self) -> str:
+        """Load the embedding model now (a server does, in the background, so its first
+        query does not wait) and let the background indexer catch up; returns the runtime."""
+        load = getattr(self.embedder, "load", None)
+        if callable(load):
+            load()
+        else:
+            self.embedder.embed(["warm-up"])
+        if self._indexer is not None:
+            self._indexer.wake.set()
+        return str(getattr(self.embedder, "active_runtime", "external"))
+
+    def _nearest_earlier(self, conv: str, pos: int, text: str, vec: Any = None) -> list[tuple[int, float]]:
+        """(position, cosine) of the turns before `pos` nearest in meaning to `text`
+        (whose stored vector is `vec` when known: then the turns before it are embedded),
         nearest first; empty when nothing can be embedded (derived work: the rules still
         see the pins and the recent window)."""
         try:
-            self.cold.index_pending(conversation_id=conv)
-            qv = self.embedder.embed([text])[0]
+            if vec is not None:
+                qv = vec
+            else:
+                self.cold.index_pending(conversation_id=conv)
+                qv = self.embedder.embed([text])[0]
         except Exception:
             log.warning("could not embed a correction of %s to find what it revises", conv, exc_info=True)
             return []
@@ -600,9 +673,13 @@ class Memory:
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Recompute every derived structure from the log: turn index, FTS, vectors, the
         hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
-        report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
-        self.turns.drop()
-        report["labeled"] = self._relabel_all()
+        self._supersede_on_embed = False  # labels are cleared until _relabel_all replays them
+        try:
+            report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
+            self.turns.drop()
+            report["labeled"] = self._relabel_all()
+        finally:
+            self._supersede_on_embed = True
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()
         return report

@@ -224,6 +224,11 @@ class SentenceTransformerEmbedder:
         # 0 turns the memory off: benchmarks of "query embedding included" set it so
         self.memo_size = MEMO_MAX_TEXTS
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (the first `embed` loads it)."""
+        return self._model is not None
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
