@@ -21,7 +21,7 @@ import pytest
 from cold_helpers import child_env
 
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder
+from tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiers.embed_onnx import (
     MANIFEST,
     PROBES,
@@ -32,13 +32,13 @@ from tiers.embed_onnx import (
     ensure_export,
     export_dir,
 )
-from tiers.embed import bundled_model_path
 
 HEAVY = ("torch", "sentence_transformers", "transformers", "onnxruntime", "bpe_openai.compat")
 
 # Everything a process that only writes and reads the log does, in a fresh interpreter.
 NO_MODEL_CHILD = r"""
 import json, sys
+HEAVY = %s
 from tiermem import Config, Memory
 data = sys.argv[1]
 with Memory(Config(data_dir=data), hot=False) as mem:
@@ -50,14 +50,14 @@ with Memory(Config(data_dir=data), hot=False) as mem:
     mem.fork("c", 1, new_id="c2")
     stats = mem.stats()
     mem.prune(10 ** 9)
-    print(json.dumps({"heavy": sorted(m for m in %r if m in sys.modules),
+    print(json.dumps({"heavy": sorted(m for m in HEAVY if m in sys.modules),
                       "loaded": stats["embedder"]["loaded"],
                       "pending": stats["cold"]["pending_embeddings"]}))
-""" % (HEAVY,)
+"""
 
 
 def test_appends_and_reads_never_load_the_model(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-c", NO_MODEL_CHILD, str(tmp_path / "data")], env=child_env(),
+    out = subprocess.run([sys.executable, "-c", NO_MODEL_CHILD.replace("%s", repr(HEAVY), 1), str(tmp_path / "data")], env=child_env(),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -180,7 +180,7 @@ def test_a_cache_that_does_not_reproduce_the_pipeline_is_refused(tmp_path: Path)
     manifest = json.loads(manifest_path.read_text())
     manifest["reference"][1] = list(-np.asarray(manifest["reference"][1]))  # another model's vector
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(EmbeddingRuntimeError, match="below 0.9999"):
+    with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
         FastEmbedder(runtime="onnx", cache_dir=cache).load()
     # auto says why and falls back to the reference pipeline
     auto = FastEmbedder(runtime="auto", cache_dir=cache)

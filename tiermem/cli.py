@@ -784,8 +784,8 @@ def index(state: CliState, as_json: bool) -> None:
 @pass_state
 def model(state: CliState, as_json: bool) -> None:
     """Prepare the embedding model now (export to ONNX once, check it) and say which runtime runs."""
-    from tiers.embed_onnx import MANIFEST, build_embedder, default_cache_dir, export_dir
     from tiers.embed import bundled_model_path
+    from tiers.embed_onnx import MANIFEST, build_embedder, default_cache_dir, export_dir
 
     cfg = state.config()
     emb = state.embedder or build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,

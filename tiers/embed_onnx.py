@@ -46,6 +46,7 @@ from tiers.embed import (
     MEMO_MAX_TEXTS,
     SentenceTransformerEmbedder,
     bundled_model_path,
+    quiet_loading,
 )
 
 log = logging.getLogger("tiermem.embed")
@@ -61,6 +62,7 @@ RUNTIMES = ("auto", "onnx", "torch")
 # Probe texts of the load-time check: the pipeline's own probes plus an empty text (all
 # padding but the special tokens) and a CJK one (the tokenizer's non-Latin path).
 PROBES = (*_PROBES, "", "日本語のテキストと中文的句子。")
+CACHE_FILE_MODE = 0o644
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
 # Files of a sentence-transformers directory that do not change what it computes.
@@ -123,6 +125,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, CACHE_FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -179,7 +182,8 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
 
     # eager attention: the SDPA path decides at trace time whether a mask is needed
     # (none when the example batch has no padding), which a graph cannot undo later
-    net = AutoModel.from_pretrained(str(model_path), local_files_only=True, attn_implementation="eager").eval()
+    with quiet_loading():
+        net = AutoModel.from_pretrained(str(model_path), local_files_only=True, attn_implementation="eager").eval()
     inputs = list(model.tokenizer.model_input_names)
 
     class _Pooled(torch.nn.Module):
@@ -228,6 +232,9 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
             raise EmbeddingRuntimeError(model_path, f"exported graph reaches cosine {worst:.6f} to the pipeline, "
                                                     f"below {MIN_COSINE}")
         manifest["export_cosine_min"] = worst
+        # readable by all: a model is no secret, and an image's export is written by root
+        # and read by the service's own user
+        os.chmod(tmp, CACHE_FILE_MODE)
         os.replace(tmp, out_dir / MODEL_FILE)
         _write_atomic(out_dir / MANIFEST, json.dumps(manifest).encode())
     finally:
