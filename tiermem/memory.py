@@ -304,6 +304,11 @@ class Memory:
             if not rows:
                 continue
             appended: list[tuple[int, Message, tuple[str, bool, int, str]]] = []
+            # a turn embedded again (vector table recreated, a fork re-embedding) that
+            # already superseded something was handled the first time: one scan per batch
+            done = {int(r[0]) for r in self.cold._read(
+                "SELECT DISTINCT superseded_by FROM turns WHERE conversation_id = ? AND superseded_by IS NOT NULL",
+                (conv,))}
             for m in self.cold.get(conv, sorted(rows)):
                 r = rows[m.position]
                 lab = (r.intent or "statement", bool(r.load_bearing), 0, "")
@@ -311,11 +316,7 @@ class Memory:
                     msg = Message.model_validate(m.body)
                 except Exception:  # a salvaged row: nothing to supersede with
                     continue
-                # a turn embedded again (vector table recreated, a fork re-embedding) that
-                # already superseded something was handled the first time
-                if _may_supersede(msg, lab) and not self.cold._read(
-                        "SELECT 1 FROM turns WHERE conversation_id = ? AND superseded_by = ? LIMIT 1",
-                        (conv, m.position)):
+                if _may_supersede(msg, lab) and m.position not in done:
                     appended.append((m.position, msg, lab))
             if appended:
                 self._supersede(conv, appended, vectors=vecs)
