@@ -238,3 +238,15 @@ def test_service_answers_healthz_while_the_model_loads(tmp_path: Path) -> None:
     from tiers.redis_server import EmbeddedRedis
 
     EmbeddedRedis(tmp_path / "data").stop()
+
+
+# texts whose counts must not move with how the tokenizer extension is loaded
+@pytest.mark.parametrize("text", ["hello world", "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2.",
+                                  "日本語のテキスト", "a  b\n\n\tc" * 50])
+def test_token_counts_match_the_bpe_package(text: str) -> None:
+    import bpe_openai
+
+    from tiers.tokens import BpeTokenCounter
+
+    for name in ("o200k_base", "cl100k_base"):
+        assert BpeTokenCounter(name).count(text) == len(bpe_openai.get_encoding(name).encode(text))
