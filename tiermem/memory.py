@@ -296,11 +296,11 @@ class Memory:
         `embedded`). It waits for the vector because it searches by meaning."""
         if not self._supersede_on_embed:
             return
-        by_conv: dict[str, dict[int, Any]] = {}
-        for conv, pos, vec in stored:
-            by_conv.setdefault(conv, {})[pos] = vec
-        for conv, vecs in by_conv.items():
-            rows = {r.position: r for r in self.cold.turns_at(conv, sorted(vecs)) if r.role == "user"}
+        by_conv: dict[str, list[int]] = {}
+        for conv, pos, _vec in stored:
+            by_conv.setdefault(conv, []).append(pos)
+        for conv, positions in by_conv.items():
+            rows = {r.position: r for r in self.cold.turns_at(conv, sorted(positions)) if r.role == "user"}
             if not rows:
                 continue
             appended: list[tuple[int, Message, tuple[str, bool, int, str]]] = []
@@ -319,13 +319,13 @@ class Memory:
                 if _may_supersede(msg, lab) and m.position not in done:
                     appended.append((m.position, msg, lab))
             if appended:
-                self._supersede(conv, appended, vectors=vecs)
+                self._supersede(conv, appended, embedded=True)
 
     def _supersede(self, conv: str, appended: Sequence[tuple[int, Message, tuple[str, bool, int, str]]],
-                   *, vectors: dict[int, Any] | None = None) -> None:
+                   *, embedded: bool = False) -> None:
         """Record which earlier turns a correction or retraction supersedes (derived, in
-        the turn index) and release their automatic pins. `vectors`: the turns' stored
-        vectors, when called as they are embedded."""
+        the turn index) and release their automatic pins. `embedded`: called as the
+        turns are embedded (see `_on_embedded`)."""
         pairs: list[tuple[int, int]] = []
         for pos, msg, lab in appended:
             if not _may_supersede(msg, lab):
@@ -337,7 +337,7 @@ class Memory:
             # statement of a value ("Seat preference: aisle seat") is neither pinned nor
             # recent when it is corrected 300 turns later, while small talk on the same
             # topic in the window would otherwise be the only candidate the rules see
-            near = self._nearest_earlier(conv, pos, msg.text(), None if vectors is None else vectors.get(pos))
+            near = self._nearest_earlier(conv, pos, msg.text(), embedded)
             rows += self.cold.turns_at(conv, sorted(p for p, _cos in near))
             seen: dict[int, TurnRow] = {r.position: r for r in rows if r.superseded_by is None}
             if not seen:
@@ -613,17 +613,16 @@ class Memory:
             self._indexer.wake.set()
         return str(getattr(self.embedder, "active_runtime", "external"))
 
-    def _nearest_earlier(self, conv: str, pos: int, text: str, vec: Any = None) -> list[tuple[int, float]]:
-        """(position, cosine) of the turns before `pos` nearest in meaning to `text`
-        (whose stored vector is `vec` when known: then the turns before it are embedded),
+    def _nearest_earlier(self, conv: str, pos: int, text: str, embedded: bool = False) -> list[tuple[int, float]]:
+        """(position, cosine) of the turns before `pos` nearest in meaning to `text`,
         nearest first; empty when nothing can be embedded (derived work: the rules still
-        see the pins and the recent window)."""
+        see the pins and the recent window). `embedded`: called as the turn is embedded,
+        when the turns before it are (a catch-up in log order), so no catch-up here."""
         try:
-            if vec is not None:
-                qv = vec
-            else:
+            if not embedded:
                 self.cold.index_pending(conversation_id=conv)
-                qv = self.embedder.embed([text])[0]
+            # the bare text, not the stored vector's: that one carries the speaker's name
+            qv = self.embedder.embed([text])[0]
         except Exception:
             log.warning("could not embed a correction of %s to find what it revises", conv, exc_info=True)
             return []
