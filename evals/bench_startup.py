@@ -94,6 +94,29 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / MB
 
 
+def _model_files() -> list[Path]:
+    """The files a model load reads: the bundled model and this tree's ONNX export."""
+    from tiers.embed import bundled_model_path
+    from tiers.embed_onnx import default_cache_dir
+
+    files = [p for p in bundled_model_path().rglob("*") if p.is_file()]
+    return files + [p for p in default_cache_dir().rglob("*") if p.is_file()]
+
+
+def _drop_from_page_cache(files: list[Path]) -> None:
+    """Ask the kernel to forget these files' cached pages (POSIX_FADV_DONTNEED: only
+    these files, nothing else of the shared machine's cache)."""
+    for f in files:
+        try:
+            fd = os.open(f, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -210,7 +233,7 @@ def _cases(data: Path) -> dict[str, list[str]]:
 
 
 def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: int, data_file: Path,
-                      tmp: Path) -> dict[str, Any]:
+                      tmp: Path, only: list[str] | None = None) -> dict[str, Any]:
     sides = {"new": new_src} | ({"baseline": base_src} if base_src is not None else {})
     data = {name: tmp / f"data-{name}" for name in sides}
     say(f"seeding a {turns}-turn conversation")
@@ -220,7 +243,7 @@ def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: in
             shutil.copytree(data["new"], data[name], ignore=shutil.ignore_patterns("redis*", "*.sock"))
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     try:
-        case_names = list(_cases(data["new"]))
+        case_names = [c for c in _cases(data["new"]) if not only or any(o in c for o in only)]
         for case in case_names:
             say(f"{case}: 1 warm-up + {runs} runs per side")
             for i in range(runs + 1):
@@ -230,8 +253,17 @@ def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: in
                         r = results.setdefault(case, {}).setdefault(name, {"wall": [], "rss": []})
                         r["wall"].append(wall)
                         r["rss"].append(rss)
-        say(f"serve to /healthz: 1 warm-up + {runs} runs per side")
-        for i in range(runs + 1):
+        if not only or any(o in "context (model files not in the page cache)" for o in only):
+            say("context with the model files dropped from the page cache: 1 run per side")
+            for name, src in sides.items():
+                _drop_from_page_cache(_model_files())
+                wall, rss = _run(_cases(data[name])["context (1k turns)"], _env(src), tmp)
+                results.setdefault("context (model files not in the page cache)", {})[name] = {
+                    "wall": [wall], "rss": [rss]}
+        serve_runs = runs + 1 if not only or any(o in "serve" for o in only) else 0
+        if serve_runs:
+            say(f"serve to /healthz: 1 warm-up + {runs} runs per side")
+        for i in range(serve_runs):
             for name, src in sides.items():
                 first, ready = _serve(src, data[name], tmp)
                 if i:
@@ -240,7 +272,7 @@ def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: in
                     if ready is not None:
                         results.setdefault("serve: embedder ready", {}).setdefault(
                             name, {"wall": []})["wall"].append(ready)
-        for i in range(runs + 1):
+        for i in range(runs + 1 if not only or any(o in "importtime" for o in only) else 0):
             for name, src in sides.items():
                 t = _import_time(src, tmp)
                 if i:
@@ -328,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON for the texts")
     ap.add_argument("--skip-inprocess", action="store_true", help="skip the in-process runtime comparison")
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
+    ap.add_argument("--only", action="append", default=None,
+                    help="only the cases whose name contains this (repeatable), e.g. --only context")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -336,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
         tmp = Path(tmp_s)
         base = _baseline_src(args, tmp)
         report["baseline"] = None if base is None else (args.baseline_src or args.baseline_ref)
-        report["processes"] = measure_processes(ROOT, base, args.runs, args.turns, args.data, tmp)
+        report["processes"] = measure_processes(ROOT, base, args.runs, args.turns, args.data, tmp, args.only)
     if not args.skip_inprocess:
         say("in-process: query latency and bulk throughput, onnx vs the torch pipeline")
         report["in_process"] = measure_in_process(args.data)
