@@ -24,8 +24,12 @@ COPY tiers ./tiers
 COPY planner ./planner
 COPY consolidation ./consolidation
 COPY evals ./evals
+# the embedding model is exported to ONNX at build time, into the image: a container
+# starts without torch and without exporting (tiers/embed_onnx.py)
+ENV TIERMEM_EMBEDDING_CACHE_DIR=/opt/tiermem/onnx
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu . \
-    && python -c "import tiermem.cli, tiermem.service"
+    && python -c "import tiermem.cli, tiermem.service" \
+    && tiermem model
 
 # An unprivileged user owns the data dir (the SQLite log; the embedded Redis when no
 # TIERMEM_REDIS_URL is given). Mount a volume at /data to keep the log.

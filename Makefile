@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint bench soak run clean
+.PHONY: install test lint bench bench-startup soak run clean
 
 install: $(STAMP)
 
@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
+	# export the embedding model to ONNX now (once, offline), not on the first query
+	$(BIN)/tiermem model || echo "tiermem model failed: the first embedding exports it (or falls back to torch)"
 	touch $(STAMP)
 
 lint: install
@@ -25,6 +27,9 @@ test: lint
 
 bench: install
 	$(BIN)/python -m evals.bench
+
+bench-startup: install
+	$(BIN)/python -m evals.bench_startup
 
 soak: install
 	TIERMEM_SOAK=1 $(BIN)/pytest tests -m soak

@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
 import numpy as np
 
 from tiers.embed import Embedder
@@ -456,6 +455,8 @@ class LLMSummarizer:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        import httpx  # here: only the LLM summarizer talks HTTP, and importing it costs every start
+
         url = f"{self.base_url}/chat/completions"
         last = "no attempt"
         for attempt in range(self.retries + 1):

@@ -221,9 +221,9 @@ def run(quick: bool = False, *, data: Path | None = None, embedder: Any = None,
     from evals import bench_cold, bench_context, bench_hot
 
     if embedder is None:
-        from tiers.embed import SentenceTransformerEmbedder
+        from tiers.embed_onnx import build_embedder
 
-        embedder = SentenceTransformerEmbedder()
+        embedder = build_embedder()  # the default runtime, as Memory() builds it
     started = time.time()
     meta: dict[str, Any] = {"started": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(timespec="seconds"),
                             "quick": quick, "load_avg_start": load_average()}

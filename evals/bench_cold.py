@@ -206,9 +206,9 @@ class CachedEmbedder:
 def default_embedder(embedder: Embedder | None) -> Embedder:
     if embedder is not None:
         return embedder
-    from tiers.embed import SentenceTransformerEmbedder
+    from tiers.embed_onnx import build_embedder
 
-    return SentenceTransformerEmbedder()
+    return build_embedder()  # the default runtime, as Memory() builds it
 
 
 # ---------------------------------------------------------------------------------------

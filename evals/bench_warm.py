@@ -173,9 +173,9 @@ def run(quick: bool = False, *, embeddings: bool = True) -> dict[str, Any]:
     counter = BpeTokenCounter()
     embedder: Embedder | None = None
     if embeddings:
-        from tiers.embed import SentenceTransformerEmbedder
+        from tiers.embed_onnx import build_embedder
 
-        embedder = SentenceTransformerEmbedder()
+        embedder = build_embedder()  # the default runtime, as Memory() builds it
     turns, rounds, appends = (300, 3, 400) if quick else (2000, 5, 2000)
     with tempfile.TemporaryDirectory(prefix="tiermem-bench-warm-") as tmp:
         root = Path(tmp)

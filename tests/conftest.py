@@ -25,7 +25,11 @@ from tiers.tokens import BpeTokenCounter
 
 @pytest.fixture(scope="session")
 def embedder() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder()
+    # loaded up front: a Memory with a loaded model resolves supersession at append, as
+    # the tests of it expect (with an unloaded one it waits for the turn's embedding)
+    emb = SentenceTransformerEmbedder()
+    emb.embed(["warm-up"])
+    return emb
 
 
 @pytest.fixture(scope="session")

@@ -822,6 +822,51 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
         sched.shutdown(wait=True)
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@pass_state
+def index(state: CliState, as_json: bool) -> None:
+    """Embed every turn that has no vector yet (appends leave that to later)."""
+    mem = state.memory(hot=True)
+    started = time.perf_counter()
+    done = mem.catch_up()
+    report = {"embedded": done, "pending": mem.cold.pending_embeddings(), "seconds": round(time.perf_counter() - started, 3),
+              "runtime": str(getattr(mem.embedder, "active_runtime", "external"))}
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(f"embedded {done} turn(s) in {report['seconds']:g}s ({report['runtime']}); "
+                   f"{report['pending']} pending")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def model(state: CliState, as_json: bool) -> None:
+    """Prepare the embedding model now (export to ONNX once, check it) and say which runtime runs."""
+    from tiers.embed import bundled_model_path
+    from tiers.embed_onnx import MANIFEST, build_embedder, default_cache_dir, export_dir
+
+    cfg = state.config()
+    emb = state.embedder or build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
+                                           batch_size=cfg.embedding_batch_size,
+                                           query_precision=cfg.embedding_query_precision,
+                                           cache_dir=cfg.embedding_cache_dir)
+    started = time.perf_counter()
+    load = getattr(emb, "load", None)
+    runtime = load() if callable(load) else (emb.embed(["warm-up"]) is not None and "external")
+    report: dict[str, Any] = {"runtime": runtime, "seconds": round(time.perf_counter() - started, 3),
+                              "dim": emb.dim, "fallback_reason": getattr(emb, "load_error", None)}
+    if runtime == "onnx":
+        where = export_dir(cfg.embedding_model or bundled_model_path(), cfg.embedding_cache_dir or default_cache_dir())
+        manifest = json.loads((where / MANIFEST).read_text("utf-8"))
+        report.update(export=str(where), cosine_to_pipeline=manifest.get("export_cosine_min"))
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(", ".join(f"{k}={v}" for k, v in report.items() if v is not None))
+
+
 @cli.command("stop-redis")
 @pass_state
 def stop_redis(state: CliState) -> None:

@@ -123,6 +123,12 @@ class Config(BaseSettings):
     # the dtype queries are embedded in: "auto" is bfloat16 on CPUs with native bfloat16
     # (about 40% faster, cosine 0.9999 to float32), else float32; stored vectors are float32
     embedding_query_precision: Literal["auto", "float32", "bfloat16"] = "auto"
+    # how vectors are computed: "onnx" runs the model exported to ONNX on onnxruntime
+    # (~0.3 s to load, no torch; same vectors at cosine >= 0.9999, checked at every load),
+    # "torch" the sentence-transformers pipeline, "auto" onnx with torch as the fallback
+    embedding_runtime: Literal["auto", "onnx", "torch"] = "auto"
+    # where the ONNX export is kept (None: $XDG_CACHE_HOME/tiermem/onnx, ~/.cache/...)
+    embedding_cache_dir: Path | None = None
     tokenizer: Literal["o200k_base", "cl100k_base"] = "o200k_base"
     # retrieval and planning
     retrieval_k: int = Field(DEFAULT_RETRIEVAL_K, ge=1, le=1000)

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consolidation.classify import TurnClassifier
-from consolidation.supersede import Appended, Superseder, Validity
+from consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
 from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from planner.plan import Context
 from tiermem.config import Config
 from tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit
-from tiers.embed import Embedder, SentenceTransformerEmbedder, query_embedding
+from tiers.embed import Embedder, query_embedding
+from tiers.embed_onnx import build_embedder, embedder_loaded
 from tiers.errors import ConversationNotFound, ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
 from tiers.tokens import BpeTokenCounter, TokenCounter
@@ -69,6 +70,8 @@ class _Indexer(threading.Thread):
             self.wake.clear()
             if self.stopping.is_set():
                 break
+            if not embedder_loaded(self.memory.embedder):
+                continue  # no process pays for the model just to append: see Memory.warm_up
             try:
                 self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size)
             except Exception:  # a derived index must never kill the process
@@ -94,9 +97,11 @@ class Memory:
     ) -> None:
         self.config = config or Config()
         self.tokens: TokenCounter = tokens or BpeTokenCounter(self.config.tokenizer)
-        self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
-            self.config.embedding_model, batch_size=self.config.embedding_batch_size,
-            query_precision=self.config.embedding_query_precision,
+        # lazy: nothing is loaded until something needs a vector (tiers/embed_onnx.py)
+        self.embedder: Embedder = embedder or build_embedder(
+            self.config.embedding_model, runtime=self.config.embedding_runtime,
+            batch_size=self.config.embedding_batch_size, query_precision=self.config.embedding_query_precision,
+            cache_dir=self.config.embedding_cache_dir,
         )
         self.cold = ColdStore(
             self.config.db_path,
@@ -105,9 +110,15 @@ class Memory:
             busy_timeout_ms=self.config.busy_timeout_ms,
             synchronous=self.config.sqlite_synchronous,
         )
+        # supersession searches by meaning, so it runs when a turn is embedded (by
+        # whichever process embeds it), not at append: appending never loads the model
+        self.cold.on_embedded = self._on_embedded
+        self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
         self.classifier = TurnClassifier()
         self.superseder = Superseder(self.cold, self.embedder, self.classifier)
+        # the same rules without the meaning search, for appends: they need no model
+        self._rules = Superseder(self.cold, None, self.classifier)
         # derived copies of each conversation's vectors and turn facts for the planner
         self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024)
         self.planner = Planner(
@@ -289,7 +300,20 @@ class Memory:
             # a new key is never one issued before, but Redis may predate this database's
             # key registry (a database from before incarnations): start from nothing
             self.hot.erase([key])
-        self._supersede(key, [(p, m, lab) for p, m, lab in zip(positions, parsed, labels, strict=True)])
+        turns = [Appended(p, m.role, m.text(), lab[0], lab[1]) for p, m, lab in zip(positions, parsed, labels,
+                                                                                    strict=True)]
+        # Supersession is decided when the turns are embedded (_on_embedded), since it
+        # searches by meaning: before append returns when the model is here and the batch
+        # is a live one, else by whoever embeds them. An import-sized batch is decided by
+        # the rules now, without the model (consolidation.supersede: rules first for those).
+        if len(parsed) > INLINE_INDEX_ROWS:
+            self._release(key, self._rules.on_append(key, turns))
+        elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
+            try:
+                self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
+            except Exception:
+                log.warning("could not embed %s's new turns; supersession waits for the indexer", key,
+                            exc_info=True)
         self._after_append(key, positions)
         return positions
 
@@ -299,12 +323,23 @@ class Memory:
         lab = self.classifier.classify(text, role)
         return (lab.intent, lab.load_bearing, lab.priority, lab.reason)
 
-    def _supersede(self, conv: str, appended: Sequence[tuple[int, Message, tuple[str, bool, int, str]]]) -> None:
-        """Record which earlier turns a correction or retraction supersedes (derived, in
-        the turn index; consolidation.supersede decides) and release their automatic pins."""
-        pairs = self.superseder.on_append(conv, [Appended(p, m.role, m.text(), lab[0], lab[1])
-                                                 for p, m, lab in appended])
-        self._release(conv, pairs)
+    def _on_embedded(self, stored: list[tuple[str, int, Any]]) -> None:
+        """After `index_pending` stored vectors: supersession of the turns among them, in
+        log order, each turn once (exactly one process flips a turn's `embedded`)."""
+        if not self._supersede_on_embed:
+            return
+        by_conv: dict[str, list[int]] = {}
+        for conv, pos, _vec in stored:
+            by_conv.setdefault(conv, []).append(pos)
+        for conv, positions in by_conv.items():
+            rows = {r.position: r for r in self.cold.turns_at(conv, sorted(positions))}
+            if not any(r.role == "user" for r in rows.values()):
+                continue
+            # a salvaged row is not returned by get(): nothing to supersede with
+            turns = [Appended(m.position, m.role, m.text, rows[m.position].intent or "statement",
+                              bool(rows[m.position].load_bearing)) for m in self.cold.get(conv, sorted(rows))]
+            if any(self.superseder.assertion(t) for t in turns):
+                self._release(conv, self.superseder.on_append(conv, turns))
 
     def _release(self, conv: str, pairs: Sequence[tuple[int, int]]) -> None:
         if self.hot is not None and pairs:
@@ -585,7 +620,21 @@ class Memory:
             out["hot"] = self.hot.stats(namespace=namespace)
         if namespace is None:
             out["turn_cache"] = self.turns.stats()
+            out["embedder"] = {"loaded": embedder_loaded(self.embedder),
+                               "runtime": str(getattr(self.embedder, "active_runtime", "external"))}
         return out
+
+    def warm_up(self) -> str:
+        """Load the embedding model now (a server does, in the background, so its first
+        query does not wait) and let the background indexer catch up; returns the runtime."""
+        load = getattr(self.embedder, "load", None)
+        if callable(load):
+            load()
+        else:
+            self.embedder.embed(["warm-up"])
+        if self._indexer is not None:
+            self._indexer.wake.set()
+        return str(getattr(self.embedder, "active_runtime", "external"))
 
     def _relabel_all(self) -> int:
         """Recompute labels and supersession for every turn, replaying each
@@ -603,9 +652,13 @@ class Memory:
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Recompute every derived structure from the log: turn index, FTS, vectors, the
         hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
-        report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
-        self.turns.drop()
-        report["labeled"] = self._relabel_all()
+        self._supersede_on_embed = False  # labels are cleared until _relabel_all replays them
+        try:
+            report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
+            self.turns.drop()
+            report["labeled"] = self._relabel_all()
+        finally:
+            self._supersede_on_embed = True
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()
         return report

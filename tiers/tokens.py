@@ -14,8 +14,12 @@ against exactly this sum.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import re
+import sys
 import threading
+from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
 from tiers.models import message_text
@@ -71,6 +75,34 @@ def _chunks(text: str) -> list[str]:
     return out
 
 
+def _bpe_bindings() -> ModuleType:
+    """The `bpe_openai._bindings` extension, without running `bpe_openai/__init__`.
+
+    That `__init__` builds a tiktoken-compatible registry at import: it decodes every
+    vocabulary it ships in Python (base64, ~600k lines) just to read special tokens, which
+    cost 0.9 s and ~90 MiB in every process that counts a token (an append, a history
+    read). The Rust extension carries its own vocabularies and needs none of that, so it
+    is loaded from its file directly and registered under its own name (a later
+    `import bpe_openai` reuses it)."""
+    name = "bpe_openai._bindings"
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return mod
+    pkg = importlib.util.find_spec("bpe_openai")  # locating a package does not run it
+    locations = list(pkg.submodule_search_locations or []) if pkg is not None else []
+    found = importlib.machinery.PathFinder.find_spec("_bindings", locations) if locations else None
+    if found is None or found.origin is None:
+        from bpe_openai import _bindings  # an unusual install: the ordinary (slow) import
+
+        return _bindings
+    spec = importlib.util.spec_from_file_location(name, found.origin)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sys.modules[name] = mod
+    return mod
+
+
 MEMO_MAX_CHARS = 2000
 MEMO_MAX_ENTRIES = 100_000  # at most ~30 MB of remembered short texts
 
@@ -82,8 +114,7 @@ class BpeTokenCounter:
     _cache: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, encoding: str = "o200k_base") -> None:
-        from bpe_openai import _bindings
-
+        _bindings = _bpe_bindings()
         if encoding not in _bindings.supported_encodings():
             raise ValueError(f"tokenizer {encoding!r} is not one of {_bindings.supported_encodings()}")
         with self._lock:
