@@ -128,6 +128,7 @@ class Memory:
                 tool_trim_tokens=self.config.tool_trim_tokens,
                 tail_anchor=self.config.tail_anchor_turns,
                 retrieved_placement=self.config.retrieved_placement,
+                system_messages=self.config.system_messages,
             ),
             turns=self.turns,
         )

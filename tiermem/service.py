@@ -87,9 +87,12 @@ def is_loopback(host: str) -> bool:
 
 
 class MessageIn(Message):
-    """One chat message (OpenAI format) plus tiermem's envelope fields."""
+    """One message in any OpenAI format (a Chat Completions message or a Responses input
+    item: tiers.formats) plus tiermem's envelope fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # extra="allow": the body is every field that is not the envelope; tiers.formats refuses
+    # unknown ones by name
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     # Bounded so that every stored time still converts to a date (year <= 9999) when
     # plans and summaries render it; the library model only requires >= 0.
     created_at: float | None = Field(None, ge=0, le=MAX_CREATED_AT, description="unix seconds; default: now")

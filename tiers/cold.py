@@ -47,7 +47,7 @@ from tiers.errors import (
     SchemaTooNew,
     ValidationError,
 )
-from tiers.models import ROLES, Message, StoredMessage, search_text
+from tiers.models import ROLES, Message, StoredMessage, canonical_role, search_text
 from tiers.tokens import TokenCounter, message_tokens
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
@@ -821,7 +821,7 @@ class ColdStore:
         conv, pos, role, body, session, meta, created, tokens = row
         try:
             data = json.loads(body)
-            if not isinstance(data, dict) or data.get("role") != role or role not in ROLES:
+            if not isinstance(data, dict) or canonical_role(data) != role or role not in ROLES:
                 raise ValueError("body is not a message of the row's role")
             content = data.get("content")
             if content is not None and not isinstance(content, str | list):
