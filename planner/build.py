@@ -37,7 +37,16 @@ from planner.plan import Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiers.cold import ColdStore, TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
-from tiers.formats import call_ids, fold_system, is_reasoning, result_id, result_text_field, wire_body
+from tiers.formats import (
+    call_ids,
+    fold_system,
+    hidden_positions,
+    is_control,
+    is_reasoning,
+    result_id,
+    result_text_field,
+    wire_body,
+)
 from tiers.models import StoredMessage, canonical_role, message_text
 from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiers.turncache import TurnCache, TurnTable
@@ -241,10 +250,17 @@ class Planner:
         if system:
             fixed_msgs.append({"role": "system", "content": system})
         tail_rows = self.cold.tail_turns(conv, self._tail_scan(table, budget))
-        latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
-        if latest_user is None:
-            latest_user = self.cold.latest_position(conv, "user")
         tail_msgs = {m.position: m for m in self._messages(conv, [r.position for r in tail_rows], hot)}
+        # control rows (tiers.formats: a retraction, a clear) hide items from the tail and
+        # are never sent themselves
+        hidden, cleared = hidden_positions([(p, tail_msgs[p].body) for p in sorted(tail_msgs)])
+        if hidden or cleared >= 0:
+            tail_rows = [r for r in tail_rows if r.position > cleared and r.position not in hidden]
+        latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
+        if latest_user is None and cleared < 0:
+            latest_user = self.cold.latest_position(conv, "user")
+            if latest_user in hidden:
+                latest_user = None
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self._messages(conv, [latest_user], hot)})
         base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)
@@ -269,9 +285,10 @@ class Planner:
         timings["fixed"] = (time.perf_counter() - t0) * 1000
 
         # -- candidates per slice -----------------------------------------------------------------
-        pinned = [c for c in self._pinned_candidates(conv, hot, plan, room) if c.position != latest_user]
+        pinned = [c for c in self._pinned_candidates(conv, hot, plan, room)
+                  if c.position != latest_user and c.position not in hidden]
         tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
-        taken_positions = {latest_user} if latest_user is not None else set()
+        taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
         summary = self._summary_candidates(conv, summaries, plan)
         lexical = self._lexical(conv, namespace, query, namespace_recall, table)
         timings["candidates"] = (time.perf_counter() - t0) * 1000
@@ -671,7 +688,7 @@ class Planner:
         out = []
         for key, (score, why) in scored.items():
             m = msgs.get(key)
-            if m is None:
+            if m is None or is_control(m.body):
                 continue
             line, trimmed = self._line(key[0], m, conv, dated=False)
             if key in superseded:

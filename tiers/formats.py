@@ -101,7 +101,17 @@ OPAQUE_ITEM_TYPES = frozenset({
     "apply_patch_call", "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request",
     "mcp_approval_response", "mcp_call", "compaction_trigger", "item_reference", "program", "program_output",
 })
-ITEM_TYPES = frozenset(ITEM_FIELDS) | OPAQUE_ITEM_TYPES
+# tiermem's own log-level operations, rows like any other (append-only, kept in history)
+# and never sent to a model: a retraction hides one earlier item from active views and
+# contexts (the Agents SDK's pop_item), a clear is a read boundary for them (clear_session).
+# The dot keeps them apart from any OpenAI type.
+RETRACT_TYPE = "tiermem.retract"
+CLEAR_TYPE = "tiermem.clear"
+CONTROL_FIELDS: dict[str, frozenset[str]] = {
+    RETRACT_TYPE: frozenset({"type", "position"}),
+    CLEAR_TYPE: frozenset({"type"}),
+}
+ITEM_TYPES = frozenset(ITEM_FIELDS) | OPAQUE_ITEM_TYPES | frozenset(CONTROL_FIELDS)
 
 # -- the token rule for what is not text ------------------------------------------------------
 # An image costs what OpenAI bills a 1024x1024 image at high detail (85 base + 4 tiles of
@@ -282,6 +292,13 @@ def check_body(body: object) -> str:
         _str(d, "call_id", "", min_chars=1, max_chars=CALL_ID_MAX_CHARS)
         _content(d, "output", "", OUTPUT_PART_TYPES, f"a {kind} item", required=True, nullable=False)
         _str(d, "id", "", required=False, nullable=True)
+    elif kind in CONTROL_FIELDS:
+        _fields(d, CONTROL_FIELDS[kind], "", f"a {kind} row")
+        pos = d.get("position", 0)
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+            _fail("position", "must be a non-negative integer (the position of the item to retract)")
+        if kind == RETRACT_TYPE and "position" not in d:
+            _fail("position", "Field required")
     elif kind == "reasoning":
         _fields(d, ITEM_FIELDS["reasoning"], "", "a reasoning item")
         for key, part in (("summary", "summary_text"), ("content", "reasoning_text")):
@@ -344,6 +361,8 @@ def _check_chat(d: dict[str, Any], role: str) -> None:
 def canonical_role(body: dict[str, Any]) -> str:
     """The role the turn index keeps (see the module docstring); "" for a non-message."""
     t = body.get("type")
+    if t in CONTROL_FIELDS:
+        return "system"
     if isinstance(t, str) and t != "message":
         return "tool" if t.endswith("_output") or t == "mcp_approval_response" else "assistant"
     role = body.get("role")
@@ -411,6 +430,8 @@ def message_text(body: dict[str, Any]) -> str:
     elif t == "reasoning":
         parts.extend(_parts_text(body.get("summary")))
         parts.extend(_parts_text(body.get("content")))
+    elif t in CONTROL_FIELDS:
+        pass  # nothing to search or count: never sent
     else:
         parts.append(f"[{t}]")
     return "\n".join(parts)
@@ -550,6 +571,28 @@ def wire_body(body: dict[str, Any]) -> dict[str, Any]:
         if out.get("tool_calls") == []:
             del out["tool_calls"]
     return out
+
+
+def is_control(body: dict[str, Any]) -> bool:
+    return body.get("type") in CONTROL_FIELDS
+
+
+def hidden_positions(rows: list[tuple[int, dict[str, Any]]]) -> tuple[set[int], int]:
+    """From (position, body) rows in log order: the positions hidden by control rows (the
+    control rows themselves and what retractions name) and the position of the latest
+    clear (-1 if none), before which nothing is active."""
+    hidden: set[int] = set()
+    clear = -1
+    for pos, body in rows:
+        t = body.get("type")
+        if t == RETRACT_TYPE:
+            hidden.add(pos)
+            if isinstance(body.get("position"), int):
+                hidden.add(body["position"])
+        elif t == CLEAR_TYPE:
+            hidden.add(pos)
+            clear = max(clear, pos)
+    return hidden, clear
 
 
 def is_system(body: dict[str, Any]) -> bool:
