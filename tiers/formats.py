@@ -608,3 +608,126 @@ def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(messages)
     merged = {"role": "system", "content": "\n\n".join(message_text(m) for m in systems)}
     return [merged, *(m for m in messages if not is_system(m))]
+
+
+# -- converting between the two families (for adapters and output shapes) ------------------------
+# Lossy only where the target family has no place for something: chat has no reasoning
+# or hosted-tool items (left out), Responses messages no audio part (kept as its text
+# reference). Control rows are never converted: callers drop them first.
+
+
+def _to_input_part(p: dict[str, Any]) -> dict[str, Any]:
+    t = p.get("type")
+    if t == "text":
+        return {"type": "input_text", "text": p.get("text", "")}
+    if t == "image_url":
+        img = p.get("image_url") or {}
+        out = {"type": "input_image", "image_url": img.get("url"), "detail": img.get("detail") or "auto"}
+        return out
+    if t == "file":
+        f = {k: v for k, v in (p.get("file") or {}).items() if k in ("file_data", "file_id", "filename") and v}
+        return {"type": "input_file", **f}
+    if t == "refusal":
+        return {"type": "input_text", "text": p.get("refusal", "")}
+    return {"type": "input_text", "text": "\n".join(_parts_text([p]))}
+
+
+def _joined(content: object) -> str:
+    return "\n".join(_parts_text(content))
+
+
+def to_responses(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages as Responses input items (Responses items pass as they are)."""
+    out: list[dict[str, Any]] = []
+    custom: set[str] = set()
+    for b in bodies:
+        if is_control(b):
+            continue
+        if "type" in b:
+            out.append(wire_body(b))
+            continue
+        role = b.get("role")
+        content = b.get("content")
+        if role in ("system", "developer", "user"):
+            parts = content if isinstance(content, str) else [_to_input_part(p) for p in content or ()
+                                                               if isinstance(p, dict)]
+            out.append({"role": role, "content": parts})
+        elif role == "assistant":
+            text = "\n".join(x for x in [_joined(content), b.get("refusal") or "",
+                                         (b.get("audio") or {}).get("transcript") or ""] if x)
+            if text:
+                out.append({"role": "assistant", "content": text})
+            for c in b.get("tool_calls") or ():
+                if c.get("type", "function") == "custom":
+                    custom.add(c["id"])
+                    cu = c.get("custom") or {}
+                    out.append({"type": "custom_tool_call", "call_id": c["id"], "name": cu.get("name", ""),
+                                "input": cu.get("input", "")})
+                else:
+                    fn = c.get("function") or {}
+                    out.append({"type": "function_call", "call_id": c["id"], "name": fn.get("name", ""),
+                                "arguments": fn.get("arguments") or ""})
+            fc = b.get("function_call")
+            if isinstance(fc, dict):
+                out.append({"type": "function_call", "call_id": LEGACY_FUNCTION_PREFIX + fc.get("name", ""),
+                            "name": fc.get("name", ""), "arguments": fc.get("arguments") or ""})
+        elif role in ("tool", "function"):
+            cid = result_id(b) or ""
+            kind = "custom_tool_call_output" if cid in custom else "function_call_output"
+            out.append({"type": kind, "call_id": cid, "output": _joined(content)})
+    return out
+
+
+def _to_chat_part(p: dict[str, Any]) -> dict[str, Any] | None:
+    t = p.get("type")
+    if t in ("input_text", "output_text", "text"):
+        return {"type": "text", "text": p.get("text", "")}
+    if t == "input_image" and isinstance(p.get("image_url"), str):
+        img: dict[str, Any] = {"url": p["image_url"]}
+        if p.get("detail") in ("auto", "low", "high"):
+            img["detail"] = p["detail"]
+        return {"type": "image_url", "image_url": img}
+    if t == "input_file":
+        f = {k: p[k] for k in ("file_data", "file_id", "filename") if isinstance(p.get(k), str)}
+        if "file_data" in f or "file_id" in f:
+            return {"type": "file", "file": f}
+    if t == "input_audio":
+        return {"type": "input_audio", "input_audio": p.get("input_audio")}
+    text = _joined([p])
+    return {"type": "text", "text": text} if text else None
+
+
+def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses items as Chat Completions messages (chat messages pass in wire form).
+    Consecutive calls become one assistant message with parallel `tool_calls`."""
+    out: list[dict[str, Any]] = []
+    for b in bodies:
+        if is_control(b):
+            continue
+        t = b.get("type")
+        if t is None and "role" in b and not (isinstance(b.get("content"), list) and kind_of(b) == "message"):
+            out.append(wire_body(b))
+            continue
+        if t in (None, "message"):
+            role, content = b.get("role"), b.get("content")
+            if isinstance(content, str) or role in ("system", "developer", "assistant"):
+                out.append({"role": role, "content": content if isinstance(content, str) else _joined(content)})
+            else:
+                parts = [q for q in (_to_chat_part(p) for p in content or () if isinstance(p, dict)) if q]
+                out.append({"role": role, "content": parts})
+        elif t in ("function_call", "custom_tool_call"):
+            call: dict[str, Any] = (
+                {"id": b["call_id"], "type": "function",
+                 "function": {"name": b.get("name", ""), "arguments": b.get("arguments", "")}}
+                if t == "function_call" else
+                {"id": b["call_id"], "type": "custom", "custom": {"name": b.get("name", ""), "input": b.get("input", "")}})
+            prev = out[-1] if out else None
+            if prev is not None and prev.get("role") == "assistant" and (
+                    prev.get("tool_calls") or isinstance(prev.get("content"), str)):
+                prev.setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif t in ("function_call_output", "custom_tool_call_output"):
+            out.append({"role": "tool", "tool_call_id": b["call_id"], "content": _joined(b.get("output"))})
+        # reasoning and hosted-tool items have no Chat Completions form: left out
+    return out
