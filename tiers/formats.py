@@ -20,8 +20,9 @@ Invariants and policy (README, "Message formats"):
   error naming it: tiermem routes on top-level fields (role, ids, pairing) and sends
   bodies to models, so an unknown one could change what a provider does with a stored
   message, and it has no rule for counting its tokens. Caller data goes in `metadata`.
-  Exception: `VENDOR_ASSISTANT_FIELDS`, reasoning fields OpenAI-compatible servers put on
-  replies (vLLM, DeepSeek, OpenRouter), are kept on assistant messages.
+  Exceptions, kept in history and left out of contexts: `VENDOR_ASSISTANT_FIELDS`,
+  reasoning fields OpenAI-compatible servers put on replies (vLLM, DeepSeek, OpenRouter),
+  and `name` on a tool message, which LangChain's `convert_to_openai_messages` emits.
 - **Opaque payload below.** Inside content parts, tool calls, annotations and hosted-tool
   items, the fields tiermem reads are type-checked and every other field is kept
   verbatim (`prompt_cache_breakpoint`, a new `detail` value, a vendor's extra): it is the
@@ -34,6 +35,9 @@ Invariants and policy (README, "Message formats"):
   `call_id` on Responses items, the function name for the legacy `function_call`);
   `call_ids` and `result_id` expose it so the planner never splits them. A `reasoning`
   item belongs to the item after it.
+- **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
+  operations (the adapters' pop and clear), stored and returned by `history()` like any
+  row, never sent to a model; `hidden_positions` says what they hide.
 - **Wire form** (`wire_body`): what a context sends is a valid request param: fields only a
   reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data) and
   top-level nulls are left out; `history()` still has them.
@@ -64,7 +68,9 @@ CHAT_FIELDS: dict[str, frozenset[str]] = {
     "user": _CHAT_TEXT_FIELDS,
     "assistant": frozenset({"role", "content", "refusal", "name", "tool_calls", "function_call", "audio",
                             "annotations"}) | VENDOR_ASSISTANT_FIELDS,
-    "tool": frozenset({"role", "content", "tool_call_id"}),
+    # `name`: the tool's name, which LangChain's convert_to_openai_messages puts on tool
+    # messages; kept in history, not sent (the request type has no such field)
+    "tool": frozenset({"role", "content", "tool_call_id", "name"}),
     "function": frozenset({"role", "content", "name"}),
 }
 # Fields a reply carries that a request param does not: kept in history, not sent.
@@ -570,6 +576,8 @@ def wire_body(body: dict[str, Any]) -> dict[str, Any]:
             out["audio"] = {"id": audio.get("id")}
         if out.get("tool_calls") == []:
             del out["tool_calls"]
+        if out.get("role") == "tool":
+            out.pop("name", None)
     return out
 
 
