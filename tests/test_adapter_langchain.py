@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
-import sdk_corpus as corpus  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+import sdk_corpus as corpus
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
@@ -22,12 +22,12 @@ from langchain_core.messages import (  # noqa: E402
     ToolMessage,
     convert_to_openai_messages,
 )
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import tool
 
-from tiermem import Memory  # noqa: E402
-from tiermem.adapters.langchain import TiermemChatMessageHistory  # noqa: E402
-from tiermem.adapters.langgraph import TiermemHooks  # noqa: E402
-from tiers.tokens import messages_tokens  # noqa: E402
+from tiermem import Memory
+from tiermem.adapters.langchain import TiermemChatMessageHistory
+from tiermem.adapters.langgraph import TiermemHooks
+from tiers.tokens import messages_tokens
 
 
 class RecordingFakeModel(GenericFakeChatModel):

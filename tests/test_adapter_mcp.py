@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp")
-import sdk_corpus as corpus  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
+import sdk_corpus as corpus
+from mcp import Client, StdioServerParameters
 
-from tiermem import Memory  # noqa: E402
-from tiermem.adapters.mcp_server import build_server  # noqa: E402
+from tiermem import Memory
+from tiermem.adapters.mcp_server import build_server
 
 TOOLS = {"append", "context", "history", "search", "pin", "unpin"}
 REPO = Path(__file__).resolve().parents[1]

@@ -29,7 +29,7 @@ def to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """LangChain messages as OpenAI chat messages with their ids in the envelope metadata."""
     out: list[dict[str, Any]] = []
     for m in messages:
-        body = dict(convert_to_openai_messages(m))  # type: ignore[arg-type]
+        body = dict(convert_to_openai_messages(m))
         if m.id:
             body["metadata"] = {METADATA_ID_KEY: m.id}
         out.append(body)
@@ -92,8 +92,8 @@ class TiermemChatMessageHistory(BaseChatMessageHistory):
         self.memory = memory
         self.conversation_id = conversation_id
 
-    @property  # type: ignore[override]
-    def messages(self) -> list[BaseMessage]:
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         stored = visible(self.memory, self.conversation_id)
         return to_langchain([m.body for m in stored], stored_ids(stored))
 

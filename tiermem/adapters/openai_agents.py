@@ -22,7 +22,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike, clear, latest_user_text, retract_latest, visible
+from tiermem.adapters._common import (
+    DEFAULT_BUDGET_TOKENS,
+    MemoryLike,
+    clear,
+    latest_user_text,
+    retract_latest,
+    visible,
+)
 from tiers.formats import to_responses
 
 if TYPE_CHECKING:
@@ -72,8 +79,8 @@ class TiermemSession:
         async def _filter(data: CallModelData[Any]) -> ModelInputData:
             from agents.run_config import ModelInputData
 
-            query = latest_user_text(list(data.model_data.input))
+            query = latest_user_text([dict(i) for i in data.model_data.input])
             items = await asyncio.to_thread(self.context_items, query, budget)
-            return ModelInputData(input=items, instructions=data.model_data.instructions)
+            return ModelInputData(input=items, instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
         return _filter
