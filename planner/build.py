@@ -45,6 +45,8 @@ from tiers.formats import (
     is_reasoning,
     result_id,
     result_text_field,
+    to_chat,
+    to_responses,
     wire_body,
 )
 from tiers.models import StoredMessage, canonical_role, message_text
@@ -117,6 +119,7 @@ class PlannerSettings:
     namespace_recall: bool = True
     retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
     system_messages: str = "as_is"  # or "merge": one leading system message (strict chat templates)
+    context_format: str = "as_stored"  # or "chat" / "responses": convert every message to that family
 
 
 @dataclass
@@ -809,6 +812,11 @@ class Planner:
                 # changes most goes last, just before the message it was retrieved for
                 msgs.append(blocks["retrieved"])
             msgs.append(b)
+        # converted here, before the exact count, so the budget holds for what is returned
+        if self.settings.context_format == "chat":
+            msgs = to_chat(msgs)
+        elif self.settings.context_format == "responses":
+            msgs = to_responses(msgs)
         if self.settings.system_messages == "merge":
             msgs = fold_system(msgs)
         return msgs

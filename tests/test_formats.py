@@ -195,3 +195,26 @@ def test_bad_variants_are_refused_naming_the_field(tmp_path: Path, embedder: Sen
         for w in words:
             assert w in str(info.value), (w, str(info.value))
         assert len(mem.history("c")) == 1
+
+
+# (context_format, conversation, validator): each family converted to the other
+SHAPES = [
+    ("chat", corpus.responses_conversation, corpus.valid_chat),
+    ("responses", corpus.chat_conversation, corpus.valid_responses),
+    ("chat", corpus.chat_conversation, corpus.valid_chat),
+    ("responses", corpus.responses_conversation, corpus.valid_responses),
+]
+
+
+@pytest.mark.parametrize(("fmt", "conversation", "valid"), SHAPES)
+def test_context_format_converts_to_one_family(tmp_path: Path, embedder: SentenceTransformerEmbedder, fmt: str,
+                                               conversation: Any, valid: Any) -> None:
+    with _mem(tmp_path, embedder, context_format=fmt) as mem:
+        mem.append_many("c", conversation())
+        mem.append("mixed", corpus.chat_conversation()[2])
+        mem.append_many("mixed", corpus.responses_conversation())  # both families in one conversation
+        for conv in ("c", "mixed"):
+            for budget in BUDGETS:
+                ctx = mem.context(conv, "which flight?", budget)
+                assert ctx.tokens <= budget
+                valid(ctx.messages)

@@ -133,6 +133,12 @@ class Config(BaseSettings):
         "for chat templates that refuse a system message anywhere but first (some open models behind "
         "vLLM); it puts the per-query retrieved block in the first message, so the cacheable prefix shrinks",
     )
+    context_format: Literal["as_stored", "chat", "responses"] = Field(
+        "as_stored",
+        description="as_stored: each message as appended (a conversation of one family gives a valid request "
+        "for that API); chat: Chat Completions messages; responses: Responses API input items (conversions in "
+        "tiers.formats: reasoning and hosted-tool items have no chat form and are left out)",
+    )
     tail_anchor_turns: int = Field(8, ge=1, le=256, description="1 turns the stable tail off (a plain sliding window); above 1 the tail start "
                                    "moves on a token grid so consecutive contexts share a cacheable prefix")
     # warm tier

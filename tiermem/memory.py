@@ -129,6 +129,7 @@ class Memory:
                 tail_anchor=self.config.tail_anchor_turns,
                 retrieved_placement=self.config.retrieved_placement,
                 system_messages=self.config.system_messages,
+                context_format=self.config.context_format,
             ),
             turns=self.turns,
         )
