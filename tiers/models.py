@@ -19,7 +19,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tiers.errors import LimitExceeded, ValidationError
-from tiers.formats import NAME_MAX_CHARS, canonical_role, check_body, content_bytes, message_text
+from tiers.formats import NAME_MAX_CHARS, canonical_role, check_body, content_bytes, message_text, wire_body
 
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
@@ -207,7 +207,8 @@ class StoredMessage:
         return message_text(self.body)
 
     def to_openai(self) -> dict[str, Any]:
-        return dict(self.body)
+        """The body as a request param (`tiers.formats.wire_body`); `body` is as stored."""
+        return wire_body(self.body)
 
 
 def search_text(body: dict[str, Any]) -> str:
