@@ -83,3 +83,13 @@ def test_hot_tier_payloads_give_valid_contexts(memory: Memory) -> None:
         assert r.plan.tiers["hot"] != "degraded"
         corpus.valid_responses(r.messages)
         corpus.valid_chat(memory.context("chat", "which flight?", budget).messages)
+
+
+def test_tool_names_are_not_speaker_names(cold_memory: Memory) -> None:
+    # the planner strips speaker names from a query before embedding it: a tool's name must
+    # not count as one, or "what's the weather?" would lose the word "weather"
+    cold_memory.append_many("c", [{"role": "user", "content": "hi", "name": "ana"}, _fc("a") | {"name": "weather"},
+                                  {"role": "tool", "tool_call_id": "a", "content": "sunny", "name": "weather"},
+                                  {"role": "function", "name": "weather", "content": "sunny"}])
+    assert cold_memory.turns.get("c").names == frozenset({"ana"})
+    assert [h.position for h in cold_memory.search("c", "ana", k=5)][:1] == [0]

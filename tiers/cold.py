@@ -795,7 +795,10 @@ class ColdStore:
         vec = self._has_vec()
         cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
                 # a garbled body must not fail the read (salvage is row by row): no name
-                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END, "
+                # a speaker's name only: on calls, results and tool messages `name` is the tool's
+                + ", CASE WHEN json_valid(m.body) AND json_extract(m.body, '$.type') IS NULL AND "
+                "json_extract(m.body, '$.role') IN ('system', 'developer', 'user', 'assistant') "
+                "THEN json_extract(m.body, '$.name') END, "
                 + ("NULL" if positions is not None else "f.text"))
         join = "JOIN messages m ON m.id = t.id "
         if positions is None:

@@ -216,7 +216,7 @@ def search_text(body: dict[str, Any]) -> str:
     one) and the text, because in a multi-party chat "what did Ana say about X" is
     about who spoke as much as what was said."""
     text = message_text(body)
-    # a speaker's name; on a function_call item or a legacy function message the name is
-    # the tool's, which the call's text already shows
-    name = body.get("name") if "type" not in body and body.get("role") != "function" else None
+    # a speaker's name; on a function_call item, a tool message (LangChain) or a legacy
+    # function message the name is the tool's, which the call's text already shows
+    name = body.get("name") if "type" not in body and body.get("role") not in ("function", "tool") else None
     return f"{name}: {text}" if name else text
