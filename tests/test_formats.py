@@ -218,3 +218,14 @@ def test_context_format_converts_to_one_family(tmp_path: Path, embedder: Sentenc
                 ctx = mem.context(conv, "which flight?", budget)
                 assert ctx.tokens <= budget
                 valid(ctx.messages)
+
+
+def test_explicit_nulls_of_the_first_model_still_append(mem: Memory) -> None:
+    # callers that build every message with all keys ({"name": maybe_name, ...}) keep working;
+    # the nulls are kept in history and left out of the context
+    body = {"role": "user", "content": "hi", "name": None, "tool_calls": None, "tool_call_id": None}
+    mem.append("c", body)
+    assert mem.history("c")[0].body == body
+    assert mem.context("c", None, 200).messages == [{"role": "user", "content": "hi"}]
+    with pytest.raises(tiermem.ValidationError, match="tool_calls"):
+        mem.append("c", {"role": "user", "content": "hi", "tool_calls": []})  # not null: refused

@@ -22,7 +22,9 @@ Invariants and policy (README, "Message formats"):
   message, and it has no rule for counting its tokens. Caller data goes in `metadata`.
   Exceptions, kept in history and left out of contexts: `VENDOR_ASSISTANT_FIELDS`,
   reasoning fields OpenAI-compatible servers put on replies (vLLM, DeepSeek, OpenRouter),
-  and `name` on a tool message, which LangChain's `convert_to_openai_messages` emits.
+  and `name` on a tool message, which LangChain's `convert_to_openai_messages` emits. An
+  explicit null in `name`, `tool_calls` or `tool_call_id` is accepted on any chat role
+  (tiermem's first message model declared them everywhere).
 - **Opaque payload below.** Inside content parts, tool calls, annotations and hosted-tool
   items, the fields tiermem reads are type-checked and every other field is kept
   verbatim (`prompt_cache_breakpoint`, a new `detail` value, a vendor's extra): it is the
@@ -170,11 +172,17 @@ def _str(d: dict[str, Any], key: str, path: str, *, required: bool = True, nulla
         _fail(p, f"{len(v)} characters exceed the limit of {max_chars} characters")
 
 
+# Fields tiermem's first message model declared on every role: an explicit null there is
+# "absent" (kept in history, left out of contexts), as it always was.
+NULL_TOLERATED_FIELDS = frozenset({"name", "tool_calls", "tool_call_id"})
+
+
 def _fields(d: dict[str, Any], allowed: frozenset[str], path: str, kind: str) -> None:
     for k in d:
         if not isinstance(k, str):
             _fail(path or "message", "field names must be strings")
-        if k not in allowed:
+        if k not in allowed and not (k in NULL_TOLERATED_FIELDS and d[k] is None and "role" in d
+                                     and "type" not in d):
             _fail(_join(path, k), f"is not a field of {kind} (its fields: {', '.join(sorted(allowed))}); "
                   "put caller data in metadata")
 
@@ -326,7 +334,7 @@ def _check_chat(d: dict[str, Any], role: str) -> None:
     where = f"a {role} message"
     _fields(d, CHAT_FIELDS[role], "", where)
     if "name" in d:
-        _str(d, "name", "", min_chars=1, max_chars=NAME_MAX_CHARS, nullable=role == "assistant")
+        _str(d, "name", "", min_chars=1, max_chars=NAME_MAX_CHARS, nullable=role != "function")
     if role == "function":
         _str(d, "content", "", nullable=True)
         _str(d, "name", "", min_chars=1, max_chars=NAME_MAX_CHARS)
