@@ -40,7 +40,19 @@ from planner.plan import Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiers.cold import ColdStore, TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
-from tiers.models import StoredMessage, message_text
+from tiers.formats import (
+    call_ids,
+    fold_system,
+    hidden_positions,
+    is_control,
+    is_reasoning,
+    result_id,
+    result_text_field,
+    to_chat,
+    to_responses,
+    wire_body,
+)
+from tiers.models import StoredMessage, canonical_role, message_text
 from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiers.turncache import TurnCache, TurnTable
 
@@ -112,6 +124,8 @@ class PlannerSettings:
     tail_anchor: int = 8
     namespace_recall: bool = True
     retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
+    system_messages: str = "as_is"  # or "merge": one leading system message (strict chat templates)
+    context_format: str = "as_stored"  # or "chat" / "responses": convert every message to that family
 
 
 @dataclass
@@ -254,16 +268,23 @@ class Planner:
         if system:
             fixed_msgs.append({"role": "system", "content": system})
         tail_rows = self.cold.tail_turns(conv, self._tail_scan(table, budget))
-        latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
-        if latest_user is None:
-            latest_user = self.cold.latest_position(conv, "user")
         tail_msgs = {m.position: m for m in self._messages(conv, [r.position for r in tail_rows], hot)}
+        # control rows (tiers.formats: a retraction, a clear) hide items from the tail and
+        # are never sent themselves
+        hidden, cleared = hidden_positions([(p, tail_msgs[p].body) for p in sorted(tail_msgs)])
+        if hidden or cleared >= 0:
+            tail_rows = [r for r in tail_rows if r.position > cleared and r.position not in hidden]
+        latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
+        if latest_user is None and cleared < 0:
+            latest_user = self.cold.latest_position(conv, "user")
+            if latest_user in hidden:
+                latest_user = None
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self._messages(conv, [latest_user], hot)})
         base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)
         latest_body: dict[str, Any] | None = None
         if latest_user is not None and latest_user in tail_msgs:
-            latest_body = dict(tail_msgs[latest_user].body)
+            latest_body = wire_body(tail_msgs[latest_user].body)
             need = message_tokens(self.tokens, latest_body)
             if base + need > budget:
                 if not truncate_latest:
@@ -282,9 +303,10 @@ class Planner:
         timings["fixed"] = (time.perf_counter() - t0) * 1000
 
         # -- candidates per slice -----------------------------------------------------------------
-        pinned = [c for c in self._pinned_candidates(conv, hot, plan, room) if c.position != latest_user]
+        pinned = [c for c in self._pinned_candidates(conv, hot, plan, room)
+                  if c.position != latest_user and c.position not in hidden]
         tail = self._tail_candidates(conv, tail_rows, tail_msgs, latest_user)
-        taken_positions = {latest_user} if latest_user is not None else set()
+        taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
         summary = self._summary_candidates(conv, summaries, plan)
         lexical = self._lexical(conv, namespace, query, namespace_recall, table)
         timings["candidates"] = (time.perf_counter() - t0) * 1000
@@ -410,7 +432,7 @@ class Planner:
             plan.items.insert(0, PlanItem("system", conv, [], "caller", "verbatim",
                                           message_tokens(self.tokens, fixed_msgs[0]), 1.0, "system prompt from the caller"))
         if latest_body is not None and latest_user is not None:
-            fid = "verbatim" if latest_body == tail_msgs[latest_user].body else "trimmed"
+            fid = "verbatim" if latest_body == wire_body(tail_msgs[latest_user].body) else "trimmed"
             plan.items.append(PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
                                        message_tokens(self.tokens, latest_body), 1.0,
                                        "the latest user message is always kept"))
@@ -435,7 +457,7 @@ class Planner:
             except ValueError:
                 missing.append(p)
                 continue
-            out.append(StoredMessage(conv, p, str(body.get("role")), body, None, None, 0.0,
+            out.append(StoredMessage(conv, p, canonical_role(body), body, None, None, 0.0,
                                      extra={"tier": "hot"}))
         if missing:
             out.extend(self.cold.get(conv, missing))
@@ -554,39 +576,23 @@ class Planner:
 
     def _tail_candidates(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
                          latest_user: int | None) -> list[_Cand]:
-        """Newest first, grouping each assistant tool call with its tool results."""
-        groups: list[list[StoredMessage]] = []
-        pending_tools: list[StoredMessage] = []
-        for r in reversed(rows):
-            m = msgs.get(r.position)
-            if m is None or r.position == latest_user:
-                if m is None and pending_tools:
-                    pending_tools = []  # results whose call cannot be shown are dropped with it
-                if r.position == latest_user and pending_tools:
-                    groups.append(list(reversed(pending_tools)))
-                    pending_tools = []
-                continue
-            if m.role == "tool":
-                pending_tools.append(m)
-                continue
-            if pending_tools and m.role == "assistant" and m.body.get("tool_calls"):
-                groups.append([m, *reversed(pending_tools)])
-                pending_tools = []
-                continue
-            if pending_tools:  # tool results with no call before them: a unit of their own
-                groups.append(list(reversed(pending_tools)))
-                pending_tools = []
-            groups.append([m])
+        """Newest first, in units that are never split: a call and every result that
+        answers it (chat `tool_calls` and `tool` messages, Responses `function_call` items
+        and their `*_output` by `call_id`, parallel calls included), and a reasoning
+        item with the item after it."""
+        groups = _units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
+                        [r.position == latest_user for r in rows])
         out = []
         for g in groups:
             bodies = []
             fid = "verbatim"
             for m in g:
-                body = dict(m.body)
-                if m.role == "tool":
+                body = wire_body(m.body)
+                key = result_text_field(m.body)
+                if key is not None:
                     text, trimmed = self._trim(m.text, self.settings.tool_trim_tokens, m.position)
                     if trimmed:
-                        body["content"] = text
+                        body[key] = text
                         fid = "trimmed"
                 bodies.append(body)
             toks = sum(message_tokens(self.tokens, b) for b in bodies)
@@ -729,7 +735,7 @@ class Planner:
         out = []
         for key, (score, why) in scored.items():
             m = msgs.get(key)
-            if m is None:
+            if m is None or is_control(m.body):
                 continue
             line, trimmed = self._line(key[0], m, conv, dated=False)
             if key in superseded:
@@ -853,6 +859,13 @@ class Planner:
                 # changes most goes last, just before the message it was retrieved for
                 msgs.append(blocks["retrieved"])
             msgs.append(b)
+        # converted here, before the exact count, so the budget holds for what is returned
+        if self.settings.context_format == "chat":
+            msgs = to_chat(msgs)
+        elif self.settings.context_format == "responses":
+            msgs = to_responses(msgs)
+        if self.settings.system_messages == "merge":
+            msgs = fold_system(msgs)
         return msgs
 
     def _top_up(self, chosen: dict[str, list[_Cand]], pools: dict[str, list[_Cand]], order: list[str],
@@ -919,6 +932,57 @@ def _search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str 
     dense.sort(key=lambda h: (-h[2], h[0], h[1]))
     bm25.sort(key=lambda h: (h[2], h[0], h[1]))
     return dense[:k], bm25[:k]
+
+
+def _units(msgs: list[StoredMessage | None], skip: list[bool]) -> list[list[StoredMessage]]:
+    """Group the tail's messages (oldest first; None: unreadable) into units, newest
+    unit first. Walking back from the newest, results wait for their calls: a unit
+    closes when every result it holds has met its call (or a message that is neither
+    arrives: results whose call is not there form a unit of their own). A result whose
+    call cannot be read is dropped with it; a reasoning item joins the unit after it."""
+    groups: list[list[StoredMessage]] = []
+    pending: list[StoredMessage] = []
+    waiting: set[str] = set()
+
+    def close() -> None:
+        nonlocal pending, waiting
+        if pending:
+            groups.append(list(reversed(pending)))
+        pending, waiting = [], set()
+
+    for m, skipped in zip(reversed(msgs), reversed(skip), strict=True):
+        if m is None:
+            if skipped:
+                close()
+            else:  # unreadable: results waiting for it cannot be shown without their call
+                pending, waiting = [], set()
+            continue
+        rid = result_id(m.body)
+        ids = call_ids(m.body)
+        if rid is not None:
+            if pending and not waiting:
+                close()  # the previous unit was complete: this result starts a new one
+            pending.append(m)
+            waiting.add(rid)
+            continue
+        if ids and (waiting & set(ids)):
+            pending.append(m)
+            waiting -= set(ids)
+            if not waiting:
+                close()
+            continue
+        if is_reasoning(m.body):
+            if pending:
+                pending.append(m)
+            elif groups:
+                groups[-1].insert(0, m)  # it precedes the unit just closed
+            else:
+                groups.append([m])
+            continue
+        close()
+        groups.append([m])
+    close()
+    return groups
 
 
 def without_names(query: str, names: frozenset[str]) -> str:

@@ -60,8 +60,12 @@ CASES: list[tuple[str, Any, dict[str, Any], tuple[str, ...]]] = [
     ("conv", GOOD, {"namespace": "../other"}, ("namespace",)),
     # control characters in the session id
     ("conv", GOOD, {"session_id": "s1\r\nx"}, ("session_id",)),
-    # unknown role
-    ("conv", {"role": "developer", "content": "x"}, {}, ("role",)),
+    # unknown role (developer is a real one since the message formats issue)
+    ("conv", {"role": "moderator", "content": "x"}, {}, ("role", "moderator")),
+    # a Responses item of a type no OpenAI API defines
+    ("conv", {"type": "telepathy_call", "call_id": "c1"}, {}, ("type", "telepathy_call")),
+    # neither a role nor a type: not a message of either family
+    ("conv", {"content": "x"}, {}, ("role",)),
     # a tool result without the call it answers
     ("conv", {"role": "tool", "content": "42"}, {}, ("tool_call_id",)),
     # tool calls on a user message

@@ -316,6 +316,18 @@ def cli(
 pass_state = click.make_pass_decorator(CliState, ensure=True)
 
 
+@cli.command()
+@pass_state
+def mcp(state: CliState) -> None:
+    """Run the MCP server on stdio (tools: append, context, history, search, pin, unpin)."""
+    try:
+        from tiermem.adapters.mcp_server import build_server
+    except ImportError as exc:
+        raise CliError(f"the MCP server needs the mcp package: pip install 'tiermem[mcp]' ({exc})") from None
+    mem = state.memory(hot=True)
+    build_server(mem.namespaced(state.namespace)).run("stdio")
+
+
 # -- serving ------------------------------------------------------------------------------------------------
 
 
@@ -607,7 +619,7 @@ def context(
 
     con = _console()
     for m in ctx.messages:
-        con.print(Rule(Text(str(m.get("role", "?")), style="bold"), align="left"))
+        con.print(Rule(Text(str(m.get("role") or m.get("type") or "?"), style="bold"), align="left"))
         con.print(Text(message_text(m)))
     con.print(Rule(Text(f"plan: {ctx.tokens}/{budget} tokens", style="bold"), align="left"))
     con.print(Text(ctx.plan.explain()))

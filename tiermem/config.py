@@ -147,6 +147,19 @@ class Config(BaseSettings):
         description="where retrieved turns go: just before the latest user message (default: they change "
         "every turn, so everything before them stays a cacheable prefix) or before the recent tail",
     )
+    system_messages: Literal["as_is", "merge"] = Field(
+        "as_is",
+        description="as_is: system messages where the plan puts them (the caller's first, memory blocks "
+        "between the turns: best for prompt caching); merge: folded into one leading system message, "
+        "for chat templates that refuse a system message anywhere but first (some open models behind "
+        "vLLM); it puts the per-query retrieved block in the first message, so the cacheable prefix shrinks",
+    )
+    context_format: Literal["as_stored", "chat", "responses"] = Field(
+        "as_stored",
+        description="as_stored: each message as appended (a conversation of one family gives a valid request "
+        "for that API); chat: Chat Completions messages; responses: Responses API input items (conversions in "
+        "tiers.formats: reasoning and hosted-tool items have no chat form and are left out)",
+    )
     tail_anchor_turns: int = Field(8, ge=1, le=256, description="1 turns the stable tail off (a plain sliding window); above 1 the tail start "
                                    "moves on a token grid so consecutive contexts share a cacheable prefix")
     # warm tier

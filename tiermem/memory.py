@@ -131,6 +131,8 @@ class Memory:
                 tool_trim_tokens=self.config.tool_trim_tokens,
                 tail_anchor=self.config.tail_anchor_turns,
                 retrieved_placement=self.config.retrieved_placement,
+                system_messages=self.config.system_messages,
+                context_format=self.config.context_format,
             ),
             turns=self.turns,
         )

@@ -66,7 +66,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.concurrency import run_in_threadpool
 
 from tiermem.config import DEFAULT_MAX_ID_CHARS, Config, is_loopback
@@ -137,12 +137,23 @@ class ServiceConfigError(ValueError):
 
 
 class MessageIn(Message):
-    """One chat message (OpenAI format) plus tiermem's envelope fields."""
+    """One message in any OpenAI format (a Chat Completions message or a Responses input
+    item: tiers.formats) plus tiermem's envelope fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # extra="allow": the body is every field that is not the envelope; tiers.formats refuses
+    # unknown ones by name
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     # Bounded so that every stored time still converts to a date (year <= 9999) when
     # plans and summaries render it; the library model only requires >= 0.
     created_at: float | None = Field(None, ge=0, le=MAX_CREATED_AT, description="unix seconds; default: now")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "MessageIn":
+        # the body is checked by Memory.append (tiers.formats), whose error names the field:
+        # a 422 whose loc points at it, not at the whole body
+        if self.session_id is not None and any(ord(c) < 32 or ord(c) == 127 for c in self.session_id):
+            raise ValueError("session_id must not contain control characters")
+        return self
 
 
 class BatchIn(BaseModel):
@@ -1286,7 +1297,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
         summary="Append one message",
     )
     def append(conversation_id: ConvId, message: MessageIn, ns: Ns) -> AppendOut:
-        pos = runtime.mem().append(conversation_id, message.model_dump(exclude_none=True), namespace=ns)
+        pos = runtime.mem().append(conversation_id, message, namespace=ns)  # the body as sent, nulls included
         return AppendOut(conversation_id=conversation_id, position=pos)
 
     @app.post(
@@ -1300,7 +1311,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns) -> BatchOut:
         positions = runtime.mem().append_many(
             conversation_id,
-            [m.model_dump(exclude_none=True) for m in batch.messages],
+            list(batch.messages),
             namespace=ns,
             session_id=batch.session_id,
         )

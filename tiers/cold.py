@@ -49,7 +49,7 @@ from tiers.errors import (
     ValidationError,
 )
 from tiers.files import create_private_file, database_writable, refuse_newer_header
-from tiers.models import ROLES, Message, StoredMessage, check_stored_body, search_text
+from tiers.models import ROLES, Message, StoredMessage, canonical_role, check_stored_body, search_text
 from tiers.tokens import TokenCounter, message_tokens
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
@@ -952,7 +952,10 @@ class ColdStore:
         vec = self._has_vec()
         cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
                 # a garbled body must not fail the read (salvage is row by row): no name
-                + ", CASE WHEN json_valid(m.body) THEN json_extract(m.body, '$.name') END, "
+                # a speaker's name only: on calls, results and tool messages `name` is the tool's
+                + ", CASE WHEN json_valid(m.body) AND json_extract(m.body, '$.type') IS NULL AND "
+                "json_extract(m.body, '$.role') IN ('system', 'developer', 'user', 'assistant') "
+                "THEN json_extract(m.body, '$.name') END, "
                 + ("NULL" if positions is not None else "f.text"))
         join = "JOIN messages m ON m.id = t.id "
         if positions is None:
@@ -978,12 +981,12 @@ class ColdStore:
         conv, pos, role, body, session, meta, created, tokens = row
         try:
             data = json.loads(body)
-            if not isinstance(data, dict) or data.get("role") != role or role not in ROLES:
-                raise ValueError("body is not a message of the row's role")
-            # the model that admitted the message on append checks it on every read: a
-            # row of valid JSON but the wrong shape (tool_calls a string) is salvaged
-            # here, not met as an AttributeError by whatever renders it
+            # the check that admitted the message on append runs on every read: a row of
+            # valid JSON but the wrong shape (tool_calls a string) is salvaged here, not
+            # met as an AttributeError by whatever renders it
             check_stored_body(data)
+            if canonical_role(data) != role or role not in ROLES:
+                raise ValueError("body is not a message of the row's role")
             metadata = json.loads(meta) if meta is not None else None
             if metadata is not None and not isinstance(metadata, dict):
                 raise ValueError("metadata is not an object")

@@ -1,9 +1,10 @@
-"""The message model: OpenAI chat-format messages plus tiermem's envelope.
+"""The message model: a body in any OpenAI format (`tiers.formats`) plus tiermem's envelope.
 
 Validation happens here, at the edge, before anything touches storage: a refused
 message raises `tiers.errors.ValidationError` naming the field and the limit, and
-nothing is written. Unknown fields are refused rather than silently dropped, because
-a dropped field is data lost.
+nothing is written. The body is stored exactly as given (lossless: `history()` returns
+what went in); unknown top-level fields are refused rather than silently dropped, because
+a dropped field is data lost (the policy is in `tiers.formats`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tiers.errors import LimitExceeded, ValidationError
+from tiers.formats import NAME_MAX_CHARS, canonical_role, check_body, content_bytes, message_text, wire_body
 
+# the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+__all__ = ["NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "message_text", "parse_message", "search_text"]
 
 # Ids become SQLite keys, Redis hash tags, URL path segments and file-free log lines: a
 # conservative ASCII alphabet keeps all four safe (no control characters, no look-alike
@@ -28,7 +32,6 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 # that an id is never `..` or an option-looking string.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
 SESSION_MAX_CHARS = 128
-NAME_MAX_CHARS = 64
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
 # Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
 # credential bound to `acme` may act on `acme` and every namespace below it.
@@ -75,35 +78,20 @@ def namespace_within(namespace: str, prefix: str) -> bool:
     return namespace == prefix or namespace.startswith(prefix + NAMESPACE_SEPARATOR)
 
 
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["text"] = "text"
-    text: str
-
-
-class ToolFunction(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=128)
-    arguments: str = ""
-
-
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1, max_length=256)
-    type: Literal["function"] = "function"
-    function: ToolFunction
+ENVELOPE_FIELDS = ("session_id", "metadata", "created_at")
 
 
 class Message(BaseModel):
-    """One chat message as a caller sends it (OpenAI-compatible, plus envelope fields)."""
+    """One message as a caller sends it: a body in any format `tiers.formats` accepts
+    (every Chat Completions message, every Responses input item), kept exactly as given,
+    plus tiermem's envelope fields, which are not sent to a model.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    `Message(role="user", content="hi")`, `Message(type="function_call", call_id=...)`:
+    every keyword that is not an envelope field is the body.
+    """
 
-    role: Role
-    content: str | list[TextPart] | None = None
-    name: str | None = Field(None, min_length=1, max_length=NAME_MAX_CHARS)
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = Field(None, min_length=1, max_length=256)
+    model_config = ConfigDict(extra="allow", frozen=True)
+
     # envelope: not sent to the model
     session_id: str | None = Field(None, min_length=1, max_length=SESSION_MAX_CHARS)
     metadata: dict[str, Any] | None = None
@@ -111,38 +99,33 @@ class Message(BaseModel):
 
     @model_validator(mode="after")
     def _shape(self) -> Message:
-        if self.tool_calls is not None and self.role != "assistant":
-            raise ValueError("tool_calls is allowed only on assistant messages")
-        if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("tool messages need tool_call_id")
-        if self.tool_call_id is not None and self.role != "tool":
-            raise ValueError("tool_call_id is allowed only on tool messages")
-        if self.content is None and not (self.role == "assistant" and self.tool_calls):
-            raise ValueError("content may be null only on an assistant message that carries tool_calls")
+        check_body(self.body())
         if self.session_id is not None and any(ord(c) < 32 or ord(c) == 127 for c in self.session_id):
             raise ValueError("session_id must not contain control characters")
         return self
 
+    @property
+    def role(self) -> str:
+        """The canonical role (system, user, assistant or tool; `tiers.formats`)."""
+        return canonical_role(self.body())
+
     def text(self) -> str:
-        """The searchable text: content, plus tool-call names and arguments."""
-        parts: list[str] = []
-        if isinstance(self.content, str):
-            parts.append(self.content)
-        elif self.content:
-            parts.extend(p.text for p in self.content)
-        for call in self.tool_calls or ():
-            parts.append(f"{call.function.name}({call.function.arguments})")
-        return "\n".join(parts)
+        """The searchable text (`tiers.formats.message_text`)."""
+        return message_text(self.body())
 
     def body(self) -> dict[str, Any]:
-        """The OpenAI-format part, as stored and as sent to a model."""
-        return self.model_dump(
-            exclude_none=True, include={"role", "content", "name", "tool_calls", "tool_call_id"}
-        )
+        """The message itself, exactly as given: stored, returned by history()."""
+        return dict(self.__pydantic_extra__ or {})
+
+
+def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    body = {k: v for k, v in raw.items() if k not in ENVELOPE_FIELDS}
+    envelope = {k: raw[k] for k in ENVELOPE_FIELDS if k in raw}
+    return body, envelope
 
 
 def parse_message(
-    raw: Message | dict[str, Any],
+    raw: Message | dict[str, Any] | Any,
     *,
     max_content_bytes: int,
     max_metadata_bytes: int,
@@ -152,40 +135,52 @@ def parse_message(
 ) -> Message:
     """Validate a caller's message and fold the keyword envelope into it.
 
-    Raises `ValidationError` naming the field; never partially accepts a message.
+    Accepts a dict, a `Message`, or any pydantic model (an `openai` SDK object such as
+    `ChatCompletionMessage` or a Responses output item: its `model_dump()`). Raises
+    `ValidationError` naming the field; never partially accepts a message.
     """
     if isinstance(raw, Message):
-        data: dict[str, Any] = raw.model_dump(exclude_none=True)
+        body = raw.body()
+        envelope: dict[str, Any] = {k: getattr(raw, k) for k in ENVELOPE_FIELDS if getattr(raw, k) is not None}
     elif isinstance(raw, dict):
-        data = dict(raw)
+        body, envelope = _split(raw)
+    elif isinstance(raw, BaseModel):
+        body, envelope = _split(raw.model_dump(mode="json"))
     else:
         raise ValidationError("message", f"must be an object, got {type(raw).__name__}")
     if session_id is not None:
-        data["session_id"] = session_id
+        envelope["session_id"] = session_id
     if metadata is not None:
-        data["metadata"] = metadata
+        envelope["metadata"] = metadata
     if created_at is not None:
-        data["created_at"] = created_at
-    if "metadata" in data and data["metadata"] is not None and not isinstance(data["metadata"], dict):
+        envelope["created_at"] = created_at
+    if "metadata" in envelope and envelope["metadata"] is not None and not isinstance(envelope["metadata"], dict):
         raise ValidationError("metadata", "must be a JSON object")
+    check_body(body)  # names the field; Message() below would only say "value error"
     try:
-        msg = Message.model_validate(data)
+        encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("message", f"is not JSON-serializable: {exc}") from None
+    size = content_bytes(body)
+    if size > max_content_bytes:
+        raise LimitExceeded("content", size, max_content_bytes)
+    try:
+        encoded.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("content", "is not valid UTF-8 (lone surrogate)") from None
+    try:
+        msg = Message.model_validate({**body, **envelope})
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "message"
         raise ValidationError(loc, err["msg"]) from None
-    content_bytes = len(msg.text().encode("utf-8", "surrogatepass"))
-    if content_bytes > max_content_bytes:
-        raise LimitExceeded("content", content_bytes, max_content_bytes)
-    try:
-        msg.text().encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError("content", "is not valid UTF-8 (lone surrogate)") from None
     if msg.metadata is not None:
         try:
             meta_bytes = len(json.dumps(msg.metadata, ensure_ascii=False, allow_nan=False).encode())
         except (TypeError, ValueError) as exc:
             raise ValidationError("metadata", f"is not JSON-serializable: {exc}") from None
+        except UnicodeEncodeError:
+            raise ValidationError("metadata", "is not valid UTF-8 (lone surrogate)") from None
         if meta_bytes > max_metadata_bytes:
             raise LimitExceeded("metadata", meta_bytes, max_metadata_bytes)
     if msg.created_at is None:
@@ -212,27 +207,15 @@ class StoredMessage:
         return message_text(self.body)
 
     def to_openai(self) -> dict[str, Any]:
-        return dict(self.body)
+        """The body as a request param (`tiers.formats.wire_body`); `body` is as stored."""
+        return wire_body(self.body)
 
 
-def check_stored_body(body: dict[str, Any]) -> Message:
-    """A stored message body, checked by the model that admitted it (no size limits:
-    those are the caller's and may have changed since). Raises ValueError (pydantic's
-    ValidationError is one) for a row of the wrong shape."""
-    return Message.model_validate(body)
-
-
-def message_text(body: dict[str, Any]) -> str:
-    parts: list[str] = []
-    content = body.get("content")
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    for call in body.get("tool_calls") or ():
-        fn = call.get("function", {})
-        parts.append(f"{fn.get('name', '')}({fn.get('arguments', '')})")
-    return "\n".join(parts)
+def check_stored_body(body: object) -> str:
+    """A stored message body, checked as it was on append (no size limits: those are
+    the caller's and may have changed since); returns its kind. Raises ValidationError,
+    a ValueError, for a row of the wrong shape."""
+    return check_body(body)
 
 
 def search_text(body: dict[str, Any]) -> str:
@@ -240,5 +223,7 @@ def search_text(body: dict[str, Any]) -> str:
     one) and the text, because in a multi-party chat "what did Ana say about X" is
     about who spoke as much as what was said."""
     text = message_text(body)
-    name = body.get("name")
+    # a speaker's name; on a function_call item, a tool message (LangChain) or a legacy
+    # function message the name is the tool's, which the call's text already shows
+    name = body.get("name") if "type" not in body and body.get("role") not in ("function", "tool") else None
     return f"{name}: {text}" if name else text

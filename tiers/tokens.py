@@ -9,7 +9,10 @@ How a message is counted: the tokens of its text (content, then for each tool ca
 of the chat format, plus one when the message carries a `name`. A whole context adds
 `REPLY_PRIMING_TOKENS` once, for the assistant header that the provider appends. This is
 the accounting OpenAI documents for its chat models; `context()`'s budget is checked
-against exactly this sum.
+against exactly this sum. What is not text (images, audio, files, hosted-tool items) adds
+`tiers.formats.payload_tokens`, a documented rule (images at OpenAI's billed rate, inline
+data by its size), since no tokenizer sees it. Responses items count like messages: the
+text of a `function_call` is `name(arguments)`, of a result its output.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import threading
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
+from tiers.formats import payload_tokens
 from tiers.models import message_text
 
 MESSAGE_OVERHEAD_TOKENS = 3
@@ -153,8 +157,8 @@ class BpeTokenCounter:
 
 
 def message_tokens(counter: TokenCounter, body: dict[str, Any]) -> int:
-    """Tokens one OpenAI-format message costs inside a prompt (see module docstring)."""
-    n = MESSAGE_OVERHEAD_TOKENS + counter.count(message_text(body))
+    """Tokens one message or Responses item costs inside a prompt (see module docstring)."""
+    n = MESSAGE_OVERHEAD_TOKENS + counter.count(message_text(body)) + payload_tokens(body)
     if body.get("name"):
         n += NAME_OVERHEAD_TOKENS + counter.count(str(body["name"]))
     return n

@@ -1,0 +1,34 @@
+"""Adapters where agents run: the OpenAI Agents SDK, LangChain, LangGraph, MCP.
+
+Each takes a `Memory` or a `NamespacedMemory` (`mem.namespaced(ns)`) and a conversation
+id. Each lives in its own module and imports its framework only there, so the base
+install needs none of them: `pip install 'tiermem[agents]'` (or `langchain`,
+`langgraph`, `mcp`) for the one you use.
+
+- `tiermem.adapters.openai_agents.TiermemSession`: the Agents SDK `Session` protocol,
+  plus `model_input_filter()` for `RunConfig(call_model_input_filter=...)`.
+- `tiermem.adapters.langchain.TiermemChatMessageHistory`: a `BaseChatMessageHistory`.
+- `tiermem.adapters.langgraph.TiermemHooks`: `pre_model_hook` / `post_model_hook` for
+  `create_react_agent`.
+- `tiermem.adapters.mcp_server.build_server`: a FastMCP server (`tiermem mcp`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {
+    "TiermemSession": "tiermem.adapters.openai_agents",
+    "TiermemChatMessageHistory": "tiermem.adapters.langchain",
+    "TiermemHooks": "tiermem.adapters.langgraph",
+    "build_server": "tiermem.adapters.mcp_server",
+}
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

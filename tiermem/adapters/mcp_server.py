@@ -1,0 +1,111 @@
+"""An MCP server over tiermem (`pip install 'tiermem[mcp]'`; `tiermem mcp` runs it on stdio).
+
+Tools (each takes a conversation id; every call acts in the server's one namespace):
+`append` a message, `context` for a query under a token budget (with the plan's reasons),
+`history`, `search`, `pin` and `unpin`. Input that tiermem refuses comes back as a tool
+error whose text names the field, and nothing is written.
+
+Built on the `mcp` package's `MCPServer` (mcp 2.x; `FastMCP` in mcp 1.x).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
+from tiers.errors import TiermemError
+
+HISTORY_PAGE_MAX = 500
+SEARCH_K_MAX = 100
+SERVER_NAME = "tiermem"
+INSTRUCTIONS = (
+    "Long-term memory for this conversation. Call `append` with every message worth keeping "
+    "(OpenAI Chat Completions messages or Responses items), and `context` before answering to get the "
+    "slice of the past that fits your token budget, with the reasons each part was chosen."
+)
+
+ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
+
+
+class MemoryToolError(ToolError):
+    """A tool call tiermem refused; its text names the field. MCP reports a `ToolError` to
+    the model as a tool error with this text (any other exception as a bare crash)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+
+
+def build_server(memory: MemoryLike, *, name: str = SERVER_NAME) -> MCPServer:
+    """An MCP server whose tools act on `memory` (a `Memory`, or `mem.namespaced(ns)` to
+    confine every call to one namespace)."""
+    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
+
+    def guard(tool: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (TiermemError, KeyError, ValueError) as exc:
+            raise MemoryToolError(exc) from None
+
+    @server.tool(description="Remember one message: an OpenAI Chat Completions message ({role, content, ...}) "
+                 "or a Responses API input item ({type, ...}), stored exactly as given. Returns its position.")
+    def append(conversation_id: ConvId,
+               message: Annotated[dict[str, Any], Field(description="the message, as a JSON object")],
+               session_id: Annotated[str | None, Field(description="optional session (visit) id")] = None,
+               ) -> dict[str, int]:
+        return {"position": guard("append", memory.append, conversation_id, message, session_id=session_id)}
+
+    @server.tool(description="The context to send with the next model call: pinned facts, summaries, "
+                 "retrieved turns and the recent tail, never more than `budget` tokens, with the plan "
+                 "(what each part is, why it was chosen, what was left out).")
+    def context(conversation_id: ConvId,
+                query: Annotated[str | None, Field(description="the new turn's question; omit to plan from "
+                                                   "the log alone")] = None,
+                budget: Annotated[int, Field(ge=1, description="hard cap on the returned tokens")] =
+                DEFAULT_BUDGET_TOKENS,
+                system: Annotated[str | None, Field(description="a system message to put first")] = None,
+                ) -> dict[str, Any]:
+        ctx = guard("context", memory.context, conversation_id, query, budget, system=system)
+        return {"messages": ctx.messages, "tokens": ctx.tokens, "plan": ctx.plan.to_dict(),
+                "explain": ctx.plan.explain()}
+
+    @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
+                 "at most `limit` from position `start`).")
+    def history(conversation_id: ConvId,
+                start: Annotated[int, Field(ge=0, description="first position")] = 0,
+                limit: Annotated[int, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
+                ) -> dict[str, Any]:
+        msgs = guard("history", memory.history, conversation_id)
+        page = [m for m in msgs if m.position >= start][:limit]
+        return {"messages": [{"position": m.position, "role": m.role, "message": m.body,
+                              "session_id": m.session_id, "created_at": m.created_at} for m in page],
+                "total": len(msgs)}
+
+    @server.tool(description="Search past messages by meaning and keywords, in one conversation or (without "
+                 "conversation_id) across this namespace's conversations.")
+    def search(query: Annotated[str, Field(min_length=1, description="what to look for")],
+               conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
+               k: Annotated[int, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
+               ) -> dict[str, Any]:
+        hits = guard("search", memory.search, conversation_id, query, k)
+        return {"hits": [{"conversation_id": h.conversation_id, "position": h.position,
+                          "score": h.score, "text": h.text} for h in hits]}
+
+    @server.tool(description="Pin a message so every context keeps it (a standing instruction or fact).")
+    def pin(conversation_id: ConvId,
+            position: Annotated[int, Field(ge=0, description="the message's position")],
+            priority: Annotated[int, Field(ge=0, le=100, description="higher pins are kept first")] = 50,
+            ) -> dict[str, bool]:
+        guard("pin", memory.pin, conversation_id, position, priority=priority)
+        return {"pinned": True}
+
+    @server.tool(description="Unpin a message pinned with `pin`.")
+    def unpin(conversation_id: ConvId,
+              position: Annotated[int, Field(ge=0, description="the message's position")]) -> dict[str, bool]:
+        guard("unpin", memory.unpin, conversation_id, position)
+        return {"pinned": False}
+
+    return server

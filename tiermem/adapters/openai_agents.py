@@ -1,0 +1,86 @@
+"""The OpenAI Agents SDK's `Session` protocol over tiermem (`pip install 'tiermem[agents]'`).
+
+    session = TiermemSession(mem, "user-42")
+    result = await Runner.run(agent, "Where did we land on the airline?", session=session,
+                              run_config=RunConfig(call_model_input_filter=session.model_input_filter(budget=2000)))
+
+- `add_items` appends the SDK's items (Responses input items, stored losslessly).
+- `get_items(limit)` returns the session's view (`tiermem.adapters._common.visible`) as
+  Responses items, the latest `limit` of them.
+- `pop_item` appends a retraction row that hides the latest item from `get_items` and
+  from every planned context; `clear_session` appends a clear row, a read boundary for
+  both. Neither changes or deletes a row: `history()` keeps the items and the control
+  rows, for audit.
+- `model_input_filter(budget)` makes what the model receives tiermem's planned context
+  under the budget (pinned facts, summary, retrieved turns, the recent tail), not the
+  whole history. It relies on the SDK having saved the run's items before each model
+  call, which the tests check for the installed SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tiermem.adapters._common import (
+    DEFAULT_BUDGET_TOKENS,
+    MemoryLike,
+    clear,
+    latest_user_text,
+    retract_latest,
+    visible,
+)
+from tiers.formats import to_responses
+
+if TYPE_CHECKING:
+    from agents.memory import SessionSettings
+    from agents.run_config import CallModelData, ModelInputData
+
+
+class TiermemSession:
+    """An Agents SDK `Session` whose items live in a tiermem conversation."""
+
+    def __init__(self, memory: MemoryLike, conversation_id: str, *,
+                 session_settings: SessionSettings | None = None) -> None:
+        self.memory = memory
+        self.session_id = conversation_id
+        self.session_settings = session_settings
+
+    def _items(self) -> list[dict[str, Any]]:
+        return to_responses([m.body for m in visible(self.memory, self.session_id)])
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        items = await asyncio.to_thread(self._items)
+        return items[-limit:] if limit is not None and limit > 0 else ([] if limit == 0 else items)
+
+    async def add_items(self, items: list[Any]) -> None:
+        if items:
+            await asyncio.to_thread(self.memory.append_many, self.session_id, list(items))
+
+    async def pop_item(self) -> Any | None:
+        m = await asyncio.to_thread(retract_latest, self.memory, self.session_id)
+        if m is None:
+            return None
+        converted = to_responses([m.body])
+        return converted[0] if converted else m.body
+
+    async def clear_session(self) -> None:
+        await asyncio.to_thread(clear, self.memory, self.session_id)
+
+    def context_items(self, query: str | None, budget: int = DEFAULT_BUDGET_TOKENS,
+                      system: str | None = None) -> list[dict[str, Any]]:
+        """tiermem's planned context for `query`, as Responses input items."""
+        ctx = self.memory.context(self.session_id, query, budget, system=system)
+        return to_responses(ctx.messages)
+
+    def model_input_filter(self, budget: int = DEFAULT_BUDGET_TOKENS) -> Any:
+        """A `RunConfig.call_model_input_filter`: the model gets tiermem's context."""
+
+        async def _filter(data: CallModelData[Any]) -> ModelInputData:
+            from agents.run_config import ModelInputData
+
+            query = latest_user_text([dict(i) for i in data.model_data.input])
+            items = await asyncio.to_thread(self.context_items, query, budget)
+            return ModelInputData(input=items, instructions=data.model_data.instructions)  # type: ignore[arg-type]
+
+        return _filter

@@ -1,0 +1,749 @@
+"""Message formats: every OpenAI Chat Completions message and every Responses API input item.
+
+A stored message ("body") is a JSON object in one of two families:
+
+- **Chat Completions**: `{"role": ..., ...}` with role `system`, `developer`, `user`,
+  `assistant`, `tool` or the legacy `function` (the `openai` SDK's
+  `ChatCompletionMessageParam`, and what `ChatCompletionMessage.model_dump()`,
+  `model_dump(exclude_none=True)` and `to_dict()` produce for a reply).
+- **Responses API input items** (what the OpenAI Agents SDK stores): messages
+  (`type: "message"`, or a role with `input_text` / `output_text` / `input_image` /
+  `input_file` parts), `function_call`, `function_call_output`, `custom_tool_call(_output)`,
+  `reasoning`, and the hosted-tool items (`web_search_call`, `computer_call`, `mcp_call`, ...).
+
+Invariants and policy (README, "Message formats"):
+
+- **Lossless.** A body is stored exactly as given (explicit nulls included) and
+  `history()` returns it equal, modulo key order. Nothing is normalized on the way in.
+- **Strict top level.** Each kind has a fixed set of top-level fields (from the
+  `openai` SDK's types). A top-level field a kind does not define is refused with an
+  error naming it: tiermem routes on top-level fields (role, ids, pairing) and sends
+  bodies to models, so an unknown one could change what a provider does with a stored
+  message, and it has no rule for counting its tokens. Caller data goes in `metadata`.
+  Exceptions, kept in history and left out of contexts: `VENDOR_ASSISTANT_FIELDS`,
+  reasoning fields OpenAI-compatible servers put on replies (vLLM, DeepSeek, OpenRouter),
+  and `name` on a tool message, which LangChain's `convert_to_openai_messages` emits. An
+  explicit null in `name`, `tool_calls` or `tool_call_id` is accepted on any chat role
+  (tiermem's first message model declared them everywhere).
+- **Opaque payload below.** Inside content parts, tool calls, annotations and hosted-tool
+  items, the fields tiermem reads are type-checked and every other field is kept
+  verbatim (`prompt_cache_breakpoint`, a new `detail` value, a vendor's extra): it is the
+  provider's payload, not tiermem's.
+- **Unknown kinds are refused**: a role or an item `type` not listed here, naming the field.
+- **Canonical role** (`canonical_role`): the turn index keeps one of `system`, `user`,
+  `assistant`, `tool` (developer -> system, function -> tool, calls and reasoning ->
+  assistant, `*_output` results -> tool), which is what ranking and classification read.
+- **One unit**: a call and its results share an id (`tool_calls[].id` / `tool_call_id`,
+  `call_id` on Responses items, the function name for the legacy `function_call`);
+  `call_ids` and `result_id` expose it so the planner never splits them. A `reasoning`
+  item belongs to the item after it.
+- **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
+  operations (the adapters' pop and clear), stored and returned by `history()` like any
+  row, never sent to a model; `hidden_positions` says what they hide.
+- **Wire form** (`wire_body`): what a context sends is a valid request param: fields only a
+  reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data) and
+  top-level nulls are left out; `history()` still has them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from tiers.errors import ValidationError
+
+CHAT_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool", "function")
+RESPONSES_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant")
+CALL_ID_MAX_CHARS = 256
+TOOL_NAME_MAX_CHARS = 128
+NAME_MAX_CHARS = 64
+
+# Reasoning fields that OpenAI-compatible servers put on assistant replies, so that the
+# `openai` SDK's `model_dump()` of their replies carries them: vLLM and DeepSeek
+# (`reasoning_content`), OpenRouter and newer vLLM (`reasoning`, `reasoning_details`).
+VENDOR_ASSISTANT_FIELDS = frozenset({"reasoning_content", "reasoning", "reasoning_details"})
+_CHAT_TEXT_FIELDS = frozenset({"role", "content", "name"})
+CHAT_FIELDS: dict[str, frozenset[str]] = {
+    "system": _CHAT_TEXT_FIELDS,
+    "developer": _CHAT_TEXT_FIELDS,
+    "user": _CHAT_TEXT_FIELDS,
+    "assistant": frozenset({"role", "content", "refusal", "name", "tool_calls", "function_call", "audio",
+                            "annotations"}) | VENDOR_ASSISTANT_FIELDS,
+    # `name`: the tool's name, which LangChain's convert_to_openai_messages puts on tool
+    # messages; kept in history, not sent (the request type has no such field)
+    "tool": frozenset({"role", "content", "tool_call_id", "name"}),
+    "function": frozenset({"role", "content", "name"}),
+}
+# Fields a reply carries that a request param does not: kept in history, not sent.
+REPLY_ONLY_FIELDS = frozenset({"annotations"}) | VENDOR_ASSISTANT_FIELDS
+CHAT_PART_TYPES: dict[str, frozenset[str]] = {
+    "system": frozenset({"text"}),
+    "developer": frozenset({"text"}),
+    "tool": frozenset({"text"}),
+    "user": frozenset({"text", "image_url", "input_audio", "file"}),
+    "assistant": frozenset({"text", "refusal"}),
+}
+# Part types that only the Responses API uses: a role-only message carrying one is a
+# Responses `EasyInputMessage`, not a chat message.
+RESPONSES_ONLY_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file"})
+RESPONSES_PART_TYPES = RESPONSES_ONLY_PART_TYPES | {"input_audio", "refusal"}
+OUTPUT_PART_TYPES = frozenset({"input_text", "input_image", "input_file"})
+ITEM_FIELDS: dict[str, frozenset[str]] = {
+    "message": frozenset({"type", "role", "content", "status", "id", "phase"}),
+    "function_call": frozenset({"type", "call_id", "name", "arguments", "id", "status", "namespace", "caller",
+                                "async"}),
+    "function_call_output": frozenset({"type", "call_id", "output", "id", "status", "caller", "name",
+                                       "namespace"}),
+    "custom_tool_call": frozenset({"type", "call_id", "name", "input", "id", "caller", "namespace", "async"}),
+    "custom_tool_call_output": frozenset({"type", "call_id", "output", "id", "caller"}),
+    "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
+}
+# Responses input items tiermem stores and sends verbatim without reading their insides
+# (the hosted tools' calls and results, and the API's bookkeeping items): from the
+# `openai` SDK's `ResponseInputItemParam`.
+OPAQUE_ITEM_TYPES = frozenset({
+    "file_search_call", "computer_call", "computer_call_output", "web_search_call", "tool_search_call",
+    "tool_search_output", "additional_tools", "configuration_update", "compaction", "image_generation_call",
+    "code_interpreter_call", "local_shell_call", "local_shell_call_output", "shell_call", "shell_call_output",
+    "apply_patch_call", "apply_patch_call_output", "mcp_list_tools", "mcp_approval_request",
+    "mcp_approval_response", "mcp_call", "compaction_trigger", "item_reference", "program", "program_output",
+})
+# tiermem's own log-level operations, rows like any other (append-only, kept in history)
+# and never sent to a model: a retraction hides one earlier item from active views and
+# contexts (the Agents SDK's pop_item), a clear is a read boundary for them (clear_session).
+# The dot keeps them apart from any OpenAI type.
+RETRACT_TYPE = "tiermem.retract"
+CLEAR_TYPE = "tiermem.clear"
+CONTROL_FIELDS: dict[str, frozenset[str]] = {
+    RETRACT_TYPE: frozenset({"type", "position"}),
+    CLEAR_TYPE: frozenset({"type"}),
+}
+ITEM_TYPES = frozenset(ITEM_FIELDS) | OPAQUE_ITEM_TYPES | frozenset(CONTROL_FIELDS)
+
+# -- the token rule for what is not text ------------------------------------------------------
+# An image costs what OpenAI bills a 1024x1024 image at high detail (85 base + 4 tiles of
+# 170), or the flat 85 at `detail: "low"`. Inline audio costs one token per 1,600 bytes of
+# decoded data (mp3 at 128 kbit/s is 16 kB a second, about 10 audio tokens; wav counts
+# more: conservative). An inline file costs one token per 4 decoded bytes (plain text's
+# rate; a PDF costs less). A file or audio given only by id or URL costs a flat guess.
+# Items tiermem does not read (hosted tools) cost the tokens of their compact JSON.
+IMAGE_TOKENS = 765
+IMAGE_LOW_DETAIL_TOKENS = 85
+AUDIO_BYTES_PER_TOKEN = 1600
+FILE_BYTES_PER_TOKEN = 4
+REFERENCE_TOKENS = 1024
+
+
+def _fail(path: str, problem: str) -> None:
+    raise ValidationError(path, problem)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _obj(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _fail(path, f"must be an object, got {type(value).__name__}")
+    assert isinstance(value, dict)
+    return value
+
+
+def _str(d: dict[str, Any], key: str, path: str, *, required: bool = True, nullable: bool = False,
+         min_chars: int = 0, max_chars: int | None = None) -> None:
+    p = _join(path, key)
+    if key not in d:
+        if required:
+            _fail(p, "Field required")
+        return
+    v = d[key]
+    if v is None:
+        if not nullable:
+            _fail(p, "must be a string, got null")
+        return
+    if not isinstance(v, str):
+        _fail(p, f"must be a string, got {type(v).__name__}")
+    if len(v) < min_chars:
+        _fail(p, "must not be empty")
+    if max_chars is not None and len(v) > max_chars:
+        _fail(p, f"{len(v)} characters exceed the limit of {max_chars} characters")
+
+
+# Fields tiermem's first message model declared on every role: an explicit null there is
+# "absent" (kept in history, left out of contexts), as it always was.
+NULL_TOLERATED_FIELDS = frozenset({"name", "tool_calls", "tool_call_id"})
+
+
+def _fields(d: dict[str, Any], allowed: frozenset[str], path: str, kind: str) -> None:
+    for k in d:
+        if not isinstance(k, str):
+            _fail(path or "message", "field names must be strings")
+        if k not in allowed and not (k in NULL_TOLERATED_FIELDS and d[k] is None and "role" in d
+                                     and "type" not in d):
+            _fail(_join(path, k), f"is not a field of {kind} (its fields: {', '.join(sorted(allowed))}); "
+                  "put caller data in metadata")
+
+
+def _part(part: object, path: str, allowed: frozenset[str], where: str) -> None:
+    p = _obj(part, path)
+    t = p.get("type")
+    if not isinstance(t, str):
+        _fail(_join(path, "type"), "Field required (a content part needs a string type)")
+    if t not in allowed:
+        _fail(_join(path, "type"), f"{t!r} is not a content part type of {where} (allowed: {', '.join(sorted(allowed))})")
+    if t in ("text", "input_text", "output_text", "summary_text", "reasoning_text"):
+        _str(p, "text", path)
+    elif t == "refusal":
+        _str(p, "refusal", path)
+    elif t == "image_url":
+        _str(_obj(p.get("image_url"), _join(path, "image_url")), "url", _join(path, "image_url"))
+    elif t == "input_audio":
+        a = _obj(p.get("input_audio"), _join(path, "input_audio"))
+        _str(a, "data", _join(path, "input_audio"))
+        _str(a, "format", _join(path, "input_audio"))
+    elif t == "file":
+        f = _obj(p.get("file"), _join(path, "file"))
+        for k in ("file_data", "file_id", "filename"):
+            _str(f, k, _join(path, "file"), required=False, nullable=True)
+        if not any(isinstance(f.get(k), str) for k in ("file_data", "file_id")):
+            _fail(_join(path, "file"), "needs file_data or file_id")
+    elif t == "input_image":
+        for k in ("image_url", "file_id"):
+            _str(p, k, path, required=False, nullable=True)
+        if not any(isinstance(p.get(k), str) for k in ("image_url", "file_id")):
+            _fail(path, "an input_image part needs image_url or file_id")
+    elif t == "input_file":
+        for k in ("file_data", "file_id", "file_url", "filename"):
+            _str(p, k, path, required=False, nullable=True)
+        if not any(isinstance(p.get(k), str) for k in ("file_data", "file_id", "file_url")):
+            _fail(path, "an input_file part needs file_data, file_id or file_url")
+
+
+def _content(d: dict[str, Any], key: str, path: str, allowed: frozenset[str], where: str, *,
+             required: bool, nullable: bool) -> None:
+    p = _join(path, key)
+    if key not in d:
+        if required:
+            _fail(p, "Field required")
+        return
+    v = d[key]
+    if v is None:
+        if not nullable:
+            _fail(p, f"may not be null on {where}")
+        return
+    if isinstance(v, str):
+        return
+    if not isinstance(v, list):
+        _fail(p, f"must be a string or a list of content parts, got {type(v).__name__}")
+    for i, part in enumerate(v):
+        _part(part, _join(p, i), allowed, where)
+
+
+def _tool_call(call: object, path: str) -> None:
+    c = _obj(call, path)
+    _str(c, "id", path, min_chars=1, max_chars=CALL_ID_MAX_CHARS)
+    t = c.get("type", "function")
+    if t == "function":
+        fn = _obj(c.get("function"), _join(path, "function"))
+        _str(fn, "name", _join(path, "function"), min_chars=1, max_chars=TOOL_NAME_MAX_CHARS)
+        _str(fn, "arguments", _join(path, "function"), required=False)
+    elif t == "custom":
+        cu = _obj(c.get("custom"), _join(path, "custom"))
+        _str(cu, "name", _join(path, "custom"), min_chars=1, max_chars=TOOL_NAME_MAX_CHARS)
+        _str(cu, "input", _join(path, "custom"), required=False)
+    else:
+        _fail(_join(path, "type"), f"must be 'function' or 'custom', got {t!r}")
+
+
+def kind_of(body: dict[str, Any]) -> str:
+    """`chat:<role>`, `message` (a Responses message) or a Responses item type. Raises
+    `ValidationError` naming `type` or `role` for anything else."""
+    if "type" in body:
+        t = body["type"]
+        if not isinstance(t, str):
+            _fail("type", f"must be a string, got {type(t).__name__}")
+        if t not in ITEM_TYPES:
+            _fail("type", f"{t!r} is not a Responses input item type tiermem knows "
+                  f"(known: {', '.join(sorted(ITEM_TYPES))})")
+        return t
+    if "role" not in body:
+        _fail("role", "Field required (a chat message needs a role, a Responses item a type)")
+    role = body["role"]
+    if role not in CHAT_ROLES:
+        _fail("role", "Input should be " + ", ".join(repr(r) for r in CHAT_ROLES)
+              + f" (Chat Completions), got {role!r}")
+    content = body.get("content")
+    if role in RESPONSES_ROLES and isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") in RESPONSES_ONLY_PART_TYPES for p in content):
+        return "message"  # a Responses EasyInputMessage: a role and Responses parts, no type
+    return f"chat:{role}"
+
+
+def check_body(body: object) -> str:
+    """Validate one message body; returns its kind (see `kind_of`). Raises
+    `ValidationError` naming the offending field."""
+    d = _obj(body, "message")
+    kind = kind_of(d)
+    if kind.startswith("chat:"):
+        _check_chat(d, kind[5:])
+    elif kind == "message":
+        _fields(d, ITEM_FIELDS["message"], "", "a Responses message")
+        if d.get("role") not in RESPONSES_ROLES:
+            _fail("role", "Input should be " + ", ".join(repr(r) for r in RESPONSES_ROLES)
+                  + f" (Responses message), got {d.get('role')!r}")
+        _content(d, "content", "", RESPONSES_PART_TYPES, "a Responses message", required=True, nullable=False)
+    elif kind in ("function_call", "custom_tool_call"):
+        _fields(d, ITEM_FIELDS[kind], "", f"a {kind} item")
+        _str(d, "call_id", "", min_chars=1, max_chars=CALL_ID_MAX_CHARS)
+        _str(d, "name", "", min_chars=1, max_chars=CALL_ID_MAX_CHARS)
+        _str(d, "arguments" if kind == "function_call" else "input", "")
+        _str(d, "id", "", required=False, nullable=True)
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        _fields(d, ITEM_FIELDS[kind], "", f"a {kind} item")
+        _str(d, "call_id", "", min_chars=1, max_chars=CALL_ID_MAX_CHARS)
+        _content(d, "output", "", OUTPUT_PART_TYPES, f"a {kind} item", required=True, nullable=False)
+        _str(d, "id", "", required=False, nullable=True)
+    elif kind in CONTROL_FIELDS:
+        _fields(d, CONTROL_FIELDS[kind], "", f"a {kind} row")
+        pos = d.get("position", 0)
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+            _fail("position", "must be a non-negative integer (the position of the item to retract)")
+        if kind == RETRACT_TYPE and "position" not in d:
+            _fail("position", "Field required")
+    elif kind == "reasoning":
+        _fields(d, ITEM_FIELDS["reasoning"], "", "a reasoning item")
+        for key, part in (("summary", "summary_text"), ("content", "reasoning_text")):
+            v = d.get(key)
+            if v is None:
+                continue
+            if not isinstance(v, list):
+                _fail(key, f"must be a list, got {type(v).__name__}")
+            for i, p in enumerate(v):
+                _part(p, _join(key, i), frozenset({part}), "a reasoning item")
+        _str(d, "encrypted_content", "", required=False, nullable=True)
+    else:  # opaque hosted-tool and bookkeeping items: ids that pair them must be strings
+        for key in ("id", "call_id", "approval_request_id"):
+            _str(d, key, "", required=False, nullable=True, max_chars=CALL_ID_MAX_CHARS)
+    return kind
+
+
+def _check_chat(d: dict[str, Any], role: str) -> None:
+    where = f"a {role} message"
+    _fields(d, CHAT_FIELDS[role], "", where)
+    if "name" in d:
+        _str(d, "name", "", min_chars=1, max_chars=NAME_MAX_CHARS, nullable=role != "function")
+    if role == "function":
+        _str(d, "content", "", nullable=True)
+        _str(d, "name", "", min_chars=1, max_chars=NAME_MAX_CHARS)
+        return
+    if role == "tool":
+        _str(d, "tool_call_id", "", min_chars=1, max_chars=CALL_ID_MAX_CHARS)
+    if role != "assistant":
+        _content(d, "content", "", CHAT_PART_TYPES[role], where, required=True, nullable=False)
+        return
+    _content(d, "content", "", CHAT_PART_TYPES["assistant"], where, required=False, nullable=True)
+    _str(d, "refusal", "", required=False, nullable=True)
+    calls = d.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            _fail("tool_calls", f"must be a list, got {type(calls).__name__}")
+        for i, call in enumerate(calls):
+            _tool_call(call, _join("tool_calls", i))
+    fc = d.get("function_call")
+    if fc is not None:
+        f = _obj(fc, "function_call")
+        _str(f, "name", "function_call", min_chars=1, max_chars=TOOL_NAME_MAX_CHARS)
+        _str(f, "arguments", "function_call", required=False)
+    audio = d.get("audio")
+    if audio is not None:
+        _str(_obj(audio, "audio"), "id", "audio", min_chars=1)
+    ann = d.get("annotations")
+    if ann is not None and not isinstance(ann, list):
+        _fail("annotations", f"must be a list, got {type(ann).__name__}")
+    if d.get("content") is None and not (calls or fc is not None or isinstance(d.get("refusal"), str)
+                                         or audio is not None):
+        _fail("content", "may be null only on an assistant message that carries tool_calls, "
+              "function_call, refusal or audio")
+
+
+# -- reading bodies -----------------------------------------------------------------------------
+
+
+def canonical_role(body: dict[str, Any]) -> str:
+    """The role the turn index keeps (see the module docstring); "" for a non-message."""
+    t = body.get("type")
+    if t in CONTROL_FIELDS:
+        return "system"
+    if isinstance(t, str) and t != "message":
+        return "tool" if t.endswith("_output") or t == "mcp_approval_response" else "assistant"
+    role = body.get("role")
+    if role == "developer":
+        return "system"
+    if role == "function":
+        return "tool"
+    return role if isinstance(role, str) and role in ("system", "user", "assistant", "tool") else ""
+
+
+def _parts_text(content: object) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    if not isinstance(content, list):
+        return out
+    for p in content:
+        if not isinstance(p, dict):
+            continue
+        t = p.get("type")
+        if isinstance(p.get("text"), str):
+            out.append(p["text"])
+        elif t == "refusal" and isinstance(p.get("refusal"), str):
+            out.append(p["refusal"])
+        elif t in ("image_url", "input_image"):
+            out.append("[image]")
+        elif t == "input_audio":
+            out.append("[audio]")
+        elif t in ("file", "input_file"):
+            f = p.get("file") if t == "file" else p
+            name = f.get("filename") if isinstance(f, dict) else None
+            out.append(f"[file {name}]" if isinstance(name, str) and name else "[file]")
+    return out
+
+
+def message_text(body: dict[str, Any]) -> str:
+    """The readable text of a body: what is searched, classified and counted as text.
+    Content parts of every type (non-text parts as a short reference such as `[image]`),
+    refusals, an audio reply's transcript, each tool call as `name(arguments)`, tool
+    results, reasoning summaries; a hosted-tool item as `[its type]`."""
+    parts: list[str] = []
+    t = body.get("type")
+    if t is None or t == "message":
+        parts.extend(_parts_text(body.get("content")))
+        if isinstance(body.get("refusal"), str) and body["refusal"]:
+            parts.append(body["refusal"])
+        audio = body.get("audio")
+        if isinstance(audio, dict) and isinstance(audio.get("transcript"), str):
+            parts.append(audio["transcript"])
+        for call in body.get("tool_calls") or ():
+            if not isinstance(call, dict):
+                continue
+            fn = call.get("function") if call.get("type", "function") == "function" else call.get("custom")
+            if isinstance(fn, dict):
+                args = fn.get("arguments", fn.get("input", ""))
+                parts.append(f"{fn.get('name', '')}({args if args is not None else ''})")
+        fc = body.get("function_call")
+        if isinstance(fc, dict):
+            parts.append(f"{fc.get('name', '')}({fc.get('arguments', '')})")
+    elif t in ("function_call", "custom_tool_call"):
+        args = body.get("arguments") if t == "function_call" else body.get("input")
+        parts.append(f"{body.get('name', '')}({args if isinstance(args, str) else ''})")
+    elif t in ("function_call_output", "custom_tool_call_output"):
+        parts.extend(_parts_text(body.get("output")))
+    elif t == "reasoning":
+        parts.extend(_parts_text(body.get("summary")))
+        parts.extend(_parts_text(body.get("content")))
+    elif t in CONTROL_FIELDS:
+        pass  # nothing to search or count: never sent
+    else:
+        parts.append(f"[{t}]")
+    return "\n".join(parts)
+
+
+def _b64_bytes(data: object) -> int:
+    if not isinstance(data, str):
+        return 0
+    if data.startswith("data:"):
+        data = data.partition(",")[2]
+    return len(data) * 3 // 4
+
+
+def _iter_parts(body: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for key in ("content", "output"):
+        v = body.get(key)
+        if isinstance(v, list):
+            out.extend(p for p in v if isinstance(p, dict))
+    return out
+
+
+def payload_tokens(body: dict[str, Any]) -> int:
+    """Tokens for what is not text, by the rule above (`IMAGE_TOKENS` and friends)."""
+    t = body.get("type")
+    if isinstance(t, str) and t in OPAQUE_ITEM_TYPES:
+        return math.ceil(len(_compact(body)) / FILE_BYTES_PER_TOKEN)
+    n = 0
+    for p in _iter_parts(body):
+        pt = p.get("type")
+        if pt in ("image_url", "input_image"):
+            detail = (p.get("image_url") or {}).get("detail") if pt == "image_url" else p.get("detail")
+            n += IMAGE_LOW_DETAIL_TOKENS if detail == "low" else IMAGE_TOKENS
+        elif pt == "input_audio":
+            data = (p.get("input_audio") or {}).get("data")
+            n += math.ceil(_b64_bytes(data) / AUDIO_BYTES_PER_TOKEN) if data else REFERENCE_TOKENS
+        elif pt in ("file", "input_file"):
+            f = p.get("file") if pt == "file" else p
+            data = f.get("file_data") if isinstance(f, dict) else None
+            n += math.ceil(_b64_bytes(data) / FILE_BYTES_PER_TOKEN) if data else REFERENCE_TOKENS
+    if t == "reasoning" and isinstance(body.get("encrypted_content"), str):
+        n += math.ceil(_b64_bytes(body["encrypted_content"]) / FILE_BYTES_PER_TOKEN)
+    return n
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def content_bytes(body: dict[str, Any]) -> int:
+    """What `max_content_bytes` limits: the UTF-8 bytes of the text plus those of the
+    inline payloads (data URLs, base64 audio and files, encrypted reasoning, vendor
+    reasoning fields) and of items tiermem stores without reading."""
+    n = len(message_text(body).encode("utf-8", "surrogatepass"))
+    t = body.get("type")
+    if isinstance(t, str) and t in OPAQUE_ITEM_TYPES:
+        return n + len(_compact(body).encode("utf-8", "surrogatepass"))
+    for p in _iter_parts(body):
+        for holder, key in ((p.get("image_url"), "url"), (p, "image_url"), (p.get("input_audio"), "data"),
+                            (p.get("file"), "file_data"), (p, "file_data")):
+            if isinstance(holder, dict) and isinstance(holder.get(key), str):
+                n += len(holder[key].encode("utf-8", "surrogatepass"))
+    for key in ("encrypted_content", *VENDOR_ASSISTANT_FIELDS):
+        if body.get(key) is not None:
+            n += len(_compact(body[key]).encode("utf-8", "surrogatepass"))
+    audio = body.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("data"), str):
+        n += len(audio["data"])
+    return n
+
+
+# -- pairing ------------------------------------------------------------------------------------
+
+LEGACY_FUNCTION_PREFIX = "function:"
+
+
+def call_ids(body: dict[str, Any]) -> tuple[str, ...]:
+    """The ids of the calls this body makes (their results answer with the same id)."""
+    t = body.get("type")
+    if isinstance(t, str) and t != "message":
+        if t.endswith("_output") or t == "mcp_approval_response":
+            return ()
+        cid = body.get("id") if t == "mcp_approval_request" else body.get("call_id")
+        return (cid,) if isinstance(cid, str) and cid else ()
+    if body.get("role") != "assistant":
+        return ()
+    ids = tuple(c["id"] for c in body.get("tool_calls") or () if isinstance(c, dict) and isinstance(c.get("id"), str))
+    fc = body.get("function_call")
+    if isinstance(fc, dict) and isinstance(fc.get("name"), str):
+        ids += (LEGACY_FUNCTION_PREFIX + fc["name"],)
+    return ids
+
+
+def result_id(body: dict[str, Any]) -> str | None:
+    """The call id this body answers, when it is a tool result."""
+    t = body.get("type")
+    if isinstance(t, str) and t != "message":
+        if t == "mcp_approval_response":
+            rid = body.get("approval_request_id")
+        elif t.endswith("_output"):
+            rid = body.get("call_id")
+        else:
+            return None
+        return rid if isinstance(rid, str) and rid else None
+    role = body.get("role")
+    if role == "tool":
+        rid = body.get("tool_call_id")
+        return rid if isinstance(rid, str) else None
+    if role == "function" and isinstance(body.get("name"), str):
+        return LEGACY_FUNCTION_PREFIX + body["name"]
+    return None
+
+
+def is_reasoning(body: dict[str, Any]) -> bool:
+    return body.get("type") == "reasoning"
+
+
+def result_text_field(body: dict[str, Any]) -> str | None:
+    """The field of a tool result that holds its text (trimmed when long), or None."""
+    if result_id(body) is None:
+        return None
+    return "output" if "type" in body else "content"
+
+
+# -- what a context sends -------------------------------------------------------------------------
+
+
+def wire_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The body as a request param (module docstring, "Wire form")."""
+    out = {k: v for k, v in body.items() if v is not None}
+    if "type" not in out:
+        for k in REPLY_ONLY_FIELDS:
+            out.pop(k, None)
+        audio = out.get("audio")
+        if isinstance(audio, dict) and set(audio) != {"id"}:
+            out["audio"] = {"id": audio.get("id")}
+        if out.get("tool_calls") == []:
+            del out["tool_calls"]
+        if out.get("role") == "tool":
+            out.pop("name", None)
+    return out
+
+
+def is_control(body: dict[str, Any]) -> bool:
+    return body.get("type") in CONTROL_FIELDS
+
+
+def hidden_positions(rows: list[tuple[int, dict[str, Any]]]) -> tuple[set[int], int]:
+    """From (position, body) rows in log order: the positions hidden by control rows (the
+    control rows themselves and what retractions name) and the position of the latest
+    clear (-1 if none), before which nothing is active."""
+    hidden: set[int] = set()
+    clear = -1
+    for pos, body in rows:
+        t = body.get("type")
+        if t == RETRACT_TYPE:
+            hidden.add(pos)
+            if isinstance(body.get("position"), int):
+                hidden.add(body["position"])
+        elif t == CLEAR_TYPE:
+            hidden.add(pos)
+            clear = max(clear, pos)
+    return hidden, clear
+
+
+def is_system(body: dict[str, Any]) -> bool:
+    return body.get("role") in ("system", "developer") and body.get("type") in (None, "message")
+
+
+def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One leading system message holding, in order, the text of every system and
+    developer message; the others keep their order (strict chat templates refuse a
+    system message anywhere but first)."""
+    systems = [m for m in messages if is_system(m)]
+    if not systems or (len(systems) == 1 and messages[0] is systems[0]):
+        return list(messages)
+    merged = {"role": "system", "content": "\n\n".join(message_text(m) for m in systems)}
+    return [merged, *(m for m in messages if not is_system(m))]
+
+
+# -- converting between the two families (for adapters and output shapes) ------------------------
+# Lossy only where the target family has no place for something: chat has no reasoning
+# or hosted-tool items (left out), Responses messages no audio part (kept as its text
+# reference). Control rows are never converted: callers drop them first.
+
+
+def _to_input_part(p: dict[str, Any]) -> dict[str, Any]:
+    t = p.get("type")
+    if t == "text":
+        return {"type": "input_text", "text": p.get("text", "")}
+    if t == "image_url":
+        img = p.get("image_url") or {}
+        out = {"type": "input_image", "image_url": img.get("url"), "detail": img.get("detail") or "auto"}
+        return out
+    if t == "file":
+        f = {k: v for k, v in (p.get("file") or {}).items() if k in ("file_data", "file_id", "filename") and v}
+        return {"type": "input_file", **f}
+    if t == "refusal":
+        return {"type": "input_text", "text": p.get("refusal", "")}
+    return {"type": "input_text", "text": "\n".join(_parts_text([p]))}
+
+
+def _joined(content: object) -> str:
+    return "\n".join(_parts_text(content))
+
+
+def to_responses(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages as Responses input items (Responses items pass as they are)."""
+    out: list[dict[str, Any]] = []
+    custom: set[str] = set()
+    for b in bodies:
+        if is_control(b):
+            continue
+        if "type" in b:
+            out.append(wire_body(b))
+            continue
+        role = b.get("role")
+        content = b.get("content")
+        if role in ("system", "developer", "user"):
+            parts = content if isinstance(content, str) else [_to_input_part(p) for p in content or ()
+                                                               if isinstance(p, dict)]
+            out.append({"role": role, "content": parts})
+        elif role == "assistant":
+            text = "\n".join(x for x in [_joined(content), b.get("refusal") or "",
+                                         (b.get("audio") or {}).get("transcript") or ""] if x)
+            if text:
+                out.append({"role": "assistant", "content": text})
+            for c in b.get("tool_calls") or ():
+                if c.get("type", "function") == "custom":
+                    custom.add(c["id"])
+                    cu = c.get("custom") or {}
+                    out.append({"type": "custom_tool_call", "call_id": c["id"], "name": cu.get("name", ""),
+                                "input": cu.get("input", "")})
+                else:
+                    fn = c.get("function") or {}
+                    out.append({"type": "function_call", "call_id": c["id"], "name": fn.get("name", ""),
+                                "arguments": fn.get("arguments") or ""})
+            fc = b.get("function_call")
+            if isinstance(fc, dict):
+                out.append({"type": "function_call", "call_id": LEGACY_FUNCTION_PREFIX + fc.get("name", ""),
+                            "name": fc.get("name", ""), "arguments": fc.get("arguments") or ""})
+        elif role in ("tool", "function"):
+            cid = result_id(b) or ""
+            kind = "custom_tool_call_output" if cid in custom else "function_call_output"
+            out.append({"type": kind, "call_id": cid, "output": _joined(content)})
+    return out
+
+
+def _to_chat_part(p: dict[str, Any]) -> dict[str, Any] | None:
+    t = p.get("type")
+    if t in ("input_text", "output_text", "text"):
+        return {"type": "text", "text": p.get("text", "")}
+    if t == "input_image" and isinstance(p.get("image_url"), str):
+        img: dict[str, Any] = {"url": p["image_url"]}
+        if p.get("detail") in ("auto", "low", "high"):
+            img["detail"] = p["detail"]
+        return {"type": "image_url", "image_url": img}
+    if t == "input_file":
+        f = {k: p[k] for k in ("file_data", "file_id", "filename") if isinstance(p.get(k), str)}
+        if "file_data" in f or "file_id" in f:
+            return {"type": "file", "file": f}
+    if t == "input_audio":
+        return {"type": "input_audio", "input_audio": p.get("input_audio")}
+    text = _joined([p])
+    return {"type": "text", "text": text} if text else None
+
+
+def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses items as Chat Completions messages (chat messages pass in wire form).
+    Consecutive calls become one assistant message with parallel `tool_calls`."""
+    out: list[dict[str, Any]] = []
+    for b in bodies:
+        if is_control(b):
+            continue
+        t = b.get("type")
+        if t is None and "role" in b and not (isinstance(b.get("content"), list) and kind_of(b) == "message"):
+            out.append(wire_body(b))
+            continue
+        if t in (None, "message"):
+            role, content = b.get("role"), b.get("content")
+            if isinstance(content, str) or role in ("system", "developer", "assistant"):
+                out.append({"role": role, "content": content if isinstance(content, str) else _joined(content)})
+            else:
+                parts = [q for q in (_to_chat_part(p) for p in content or () if isinstance(p, dict)) if q]
+                out.append({"role": role, "content": parts})
+        elif t in ("function_call", "custom_tool_call"):
+            call: dict[str, Any] = (
+                {"id": b["call_id"], "type": "function",
+                 "function": {"name": b.get("name", ""), "arguments": b.get("arguments", "")}}
+                if t == "function_call" else
+                {"id": b["call_id"], "type": "custom", "custom": {"name": b.get("name", ""), "input": b.get("input", "")}})
+            prev = out[-1] if out else None
+            if prev is not None and prev.get("role") == "assistant" and (
+                    prev.get("tool_calls") or isinstance(prev.get("content"), str)):
+                prev.setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif t in ("function_call_output", "custom_tool_call_output"):
+            out.append({"role": "tool", "tool_call_id": b["call_id"], "content": _joined(b.get("output"))})
+        # reasoning and hosted-tool items have no Chat Completions form: left out
+    return out
