@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlean
 
 from tiermem import Config, Memory
 
@@ -56,10 +57,16 @@ def derived_ratio(rounds: int, turns: int, keep: int | None) -> dict[str, Any]:
                                       for i in range(turns)])
                 mem.consolidate("c")
             elapsed = time.perf_counter() - t0
-            q = mem.cold._read
-            log_bytes = q("SELECT SUM(length(body)) FROM messages")[0][0]
-            summaries = q("SELECT COUNT(*), COALESCE(SUM(length(body)), 0) FROM summaries")[0]
-            checkpoints = q("SELECT COUNT(*), COALESCE(SUM(length(summary)), 0) FROM checkpoints")[0]
+            # read the file as an outsider would (the store's own tables, no tiermem code)
+            conn = sqlean.connect(f"file:{mem.cold.path}?mode=ro", uri=True)
+            try:
+                def q(sql: str) -> Any:
+                    return conn.execute(sql).fetchone()
+                log_bytes = q("SELECT SUM(length(body)) FROM messages")[0]
+                summaries = q("SELECT COUNT(*), COALESCE(SUM(length(body)), 0) FROM summaries")
+                checkpoints = q("SELECT COUNT(*), COALESCE(SUM(length(summary)), 0) FROM checkpoints")
+            finally:
+                conn.close()
     derived = summaries[1] + checkpoints[1]
     return {"keep_versions": keep, "rounds": rounds, "log_bytes": log_bytes, "summary_rows": summaries[0],
             "summary_bytes": summaries[1], "checkpoint_rows": checkpoints[0], "checkpoint_bytes": checkpoints[1],
