@@ -81,8 +81,8 @@ def test_a_live_server_whose_storage_turns_read_only(tmp_path: Path, embedder: S
             r = post(http, f"/v1/conversations/{CONV}/context", {"query": "m1", "budget": 300})
             assert r.status_code == 200, r.text
             health = http.get("/healthz")
-            assert health.status_code == 200 and health.json() == {
-                "status": "degraded", "tiers": {"cold": "read-only", "hot": "disabled", "scheduler": "off"}}
+            assert health.status_code == 200 and health.json()["status"] == "degraded"
+            assert {k: health.json()["tiers"][k] for k in ("cold", "hot")} == {"cold": "read-only", "hot": "disabled"}
             metrics = http.get("/metrics", headers=bearer(TOKEN_METRICS)).text
             assert "tiermem_http_unhandled_errors_total 0.0" in metrics
         # writable again: the next append lands at the next position, nothing half-written

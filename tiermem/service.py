@@ -1355,7 +1355,7 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.get(
         v1 + "/facts",
         response_model=FactsOut,
-        responses=_ERRORS,
+        responses=_CONV_ERRORS,
         tags=["read"],
         summary="What the agent believes now: current statements and superseded ones with validity intervals",
     )
