@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,20 @@ def cold_memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterat
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
                 background_indexing=False) as mem:
         yield mem
+
+
+@contextlib.contextmanager
+def full_memory(config: Config, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+    """A full Memory on `config` (its embedded Redis stopped afterwards), for tests that
+    need a config of their own."""
+    from tiers.redis_server import EmbeddedRedis
+
+    mem = Memory(config, embedder=embedder, background_indexing=False)
+    try:
+        yield mem
+    finally:
+        mem.close()
+        EmbeddedRedis(config.data_dir).stop()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from conftest import full_memory
 
 import tiermem
 from tiermem import Config, Memory
@@ -23,14 +24,8 @@ CANARY = "zq7canary-4471-kumquat"
 @pytest.fixture
 def planned(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
     """A full Memory that also stores its plans (plans quote turns)."""
-    data = tmp_path / "data"
-    mem = Memory(Config(data_dir=data, hot_budget_tokens=600, store_plans=True), embedder=embedder,
-                 background_indexing=False)
-    try:
+    with full_memory(Config(data_dir=tmp_path / "data", hot_budget_tokens=600, store_plans=True), embedder) as mem:
         yield mem
-    finally:
-        mem.close()
-        EmbeddedRedis(data).stop()
 
 
 def _plant(mem: Memory, ns: str, conv: str) -> None:

@@ -13,16 +13,15 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from conftest import full_memory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tiermem
 from tiermem import Config, Memory
 from tiers.embed import SentenceTransformerEmbedder
-from tiers.redis_server import EmbeddedRedis
 
 MARKER = re.compile(r"mk\d+x")
 NAMESPACES = ("t1/u", "t2/u")
@@ -36,14 +35,9 @@ OPS = st.lists(
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
-    data: Path = tmp_path_factory.mktemp("prop") / "data"
-    mem = Memory(Config(data_dir=data, hot_budget_tokens=300, warm_max_turns_behind=2), embedder=embedder,
-                 background_indexing=False)
-    try:
+    cfg = Config(data_dir=tmp_path_factory.mktemp("prop") / "data", hot_budget_tokens=300, warm_max_turns_behind=2)
+    with full_memory(cfg, embedder) as mem:
         yield mem
-    finally:
-        mem.close()
-        EmbeddedRedis(data).stop()
 
 
 _run = itertools.count()
