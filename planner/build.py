@@ -33,7 +33,8 @@ import numpy as np
 
 from planner.classify import QueryClassifier
 from planner.dates import query_windows
-from planner.plan import Context, Plan, PlanItem, ViewStaleness
+from planner.epoch import EpochCache, EpochKey, EpochState, key_change
+from planner.plan import MAX_BREAKPOINTS, Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiers.cold import ColdStore, TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
@@ -69,6 +70,7 @@ AUTO_PIN_MIN_PRIORITY = 70
 # clearly the same topic), or turns from a period the message names.
 STRONG_COSINE = 0.55
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
+DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class PlannerSettings:
     tail_anchor: int = 8
     namespace_recall: bool = True
     retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
+    # the stable layers' budget shares, the same for every query class
+    layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
+    epochs: bool = True  # append-only contexts within an epoch (planner.epoch)
 
 
 @dataclass
@@ -132,6 +137,17 @@ class _PinSet:
     room: int  # read for a pinned share of up to this many tokens
     rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
     superseded: tuple[TurnRow, ...]
+
+
+@dataclass(frozen=True)
+class _Extension:
+    """The previous context extended within its epoch."""
+
+    messages: list[dict[str, Any]]
+    kinds: list[str]
+    total: int
+    items: list[PlanItem]
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -165,6 +181,7 @@ class Planner:
         self.classifier = classifier or QueryClassifier()
         self._pins: OrderedDict[str, _PinSet] = OrderedDict()
         self._pins_lock = threading.Lock()
+        self._epochs = EpochCache()
 
     # -- rendering helpers -----------------------------------------------------------------
 
@@ -247,12 +264,14 @@ class Planner:
             tail_msgs.update({m.position: m for m in self._messages(conv, [latest_user], hot)})
         base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)
         latest_body: dict[str, Any] | None = None
+        latest_truncated = False
         if latest_user is not None and latest_user in tail_msgs:
             latest_body = dict(tail_msgs[latest_user].body)
             need = message_tokens(self.tokens, latest_body)
             if base + need > budget:
                 if not truncate_latest:
                     raise BudgetTooSmall(budget, base + need)
+                latest_truncated = True
                 room = budget - base - message_tokens(self.tokens, {"role": "user", "content": ""}) - 1
                 if room < 1:
                     raise BudgetTooSmall(budget, base + need)
@@ -283,7 +302,11 @@ class Planner:
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
         plan.query_class, plan.class_reason = qclass.name, qclass.reason
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
-        caps = {s: int(room * shares[s]) for s in ("pinned", "summary", "retrieved", "tail")}
+        # the stable layers are sized by the budget alone, whatever the class or this
+        # turn's message: what a class needs more of goes into the per-turn part
+        layers = self.settings.layers
+        caps = {s: int(budget * layers[s]) for s in ("pinned", "summary", "tail")}
+        caps["retrieved"] = int(room * shares["retrieved"])
         plan.shares = dict(caps)
         retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, room,
                                                exclude=taken_positions, lexical=lexical, table=table)
@@ -327,41 +350,32 @@ class Planner:
         def shown_verbatim() -> set[int]:
             return {p for c in chosen["tail"] for p in c.group} | {c.position for c in chosen["pinned"]}
 
+        # what may be presented as current right now (an epoch's pinned block and summary
+        # lines are checked against these before it is extended)
+        pin_current = {c.position for c in pinned}
+        summary_current = {c.text for c in summary}
         take("pinned", caps["pinned"])
-        if qclass.name == "recent_recall":
-            take("tail", caps["tail"])  # grows with leftovers below; no anchoring needed
-        else:
-            # cap and grid from the budget, not from what is left after this turn's latest
-            # message: both must not move from one turn to the next
-            nominal = int(budget * shares["tail"])
-            chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(nominal, remaining),
-                                               max(1, nominal // 2), table)
-            used["tail"] = sum(c.tokens for c in chosen["tail"])
-            remaining -= used["tail"]
+        # cap and grid from the budget, not from what is left after this turn's latest
+        # message: both must not move from one turn to the next
+        chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(caps["tail"], remaining),
+                                           max(1, caps["tail"] // 2), table)
+        used["tail"] = sum(c.tokens for c in chosen["tail"])
+        remaining -= used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
         withdraw("pinned", {p for c in chosen["tail"] for p in c.group})
         take("summary", caps["summary"])
         withdraw("retrieved", shown_verbatim())
         take("retrieved", caps["retrieved"])
-        # leftovers: pins first whatever the class (a constraint left out is an answer gone
-        # wrong), then the slices this class needs most
-        # (only recent recall lets the tail grow past its share)
-        order = (["pinned", "retrieved", "summary"] if qclass.name in ("targeted_recall", "temporal")
-                 else ["pinned", "summary", "retrieved"] if qclass.name == "summarize"
-                 else ["pinned", "tail", "retrieved", "summary"] if qclass.name == "recent_recall"
-                 else ["pinned", "retrieved", "summary"])
-        for s in order:
-            take(s, used[s] + remaining)
-        # the leftovers may have shown more turns verbatim; what the dedupe frees goes to
-        # the slices that are not the tail
-        withdraw("retrieved", shown_verbatim())
-        for s in [s for s in order if s != "tail"]:
-            take(s, used[s] + remaining)
+        # leftovers go to the per-turn part only: the stable layers keep their sizes, so
+        # their bytes do not depend on what this query retrieved. (Non-recall classes only
+        # retrieve what is clearly related, so most of their room stays free: it is what
+        # an epoch grows into.)
+        take("retrieved", used["retrieved"] + remaining)
         timings["pack"] = (time.perf_counter() - t0) * 1000
 
         # -- render, count exactly, drop lowest-value items until it fits -------------------------
         while True:
-            messages = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            messages, kinds = self._render(fixed_msgs, chosen, latest_body, latest_user)
             total = messages_tokens(self.tokens, messages)
             if total <= budget:
                 break
@@ -375,34 +389,150 @@ class Planner:
             added = self._top_up(chosen, pools, ["retrieved"], budget - total, header)
             if not added:
                 break
-            more = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            more, more_kinds = self._render(fixed_msgs, chosen, latest_body, latest_user)
             more_total = messages_tokens(self.tokens, more)
             if more_total > budget:
                 for s, c in added:
                     chosen[s].remove(c)
                 break
-            messages, total = more, more_total
+            messages, kinds, total = more, more_kinds, more_total
+        items: list[PlanItem] = []
+        if system:
+            items.append(PlanItem("system", conv, [], "caller", "verbatim",
+                                  message_tokens(self.tokens, fixed_msgs[0]), 1.0, "system prompt from the caller"))
+        for s in ("pinned", "summary", "retrieved", "tail"):
+            for c in chosen[s]:
+                items.append(self._item(c))
+        latest_item: PlanItem | None = None
+        if latest_body is not None and latest_user is not None:
+            fid = "verbatim" if latest_body == tail_msgs[latest_user].body else "trimmed"
+            latest_item = PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
+                                   message_tokens(self.tokens, latest_body), 1.0,
+                                   "the latest user message is always kept")
+            items.append(latest_item)
+
+        # -- the epoch: extend the previous context when it can, else this is a new one ---------
+        key = EpochKey(budget, system or "", (int(table.positions[0]), float(table.created[0])) if len(table) else None,
+                       bool(namespace_recall))
+        prev = self._epochs.get(conv)
+        why_new = ("first context of this conversation in this process" if prev is None
+                   else key_change(prev.key, key))
+        ext: _Extension | None = None
+        if prev is not None and not why_new:
+            if self.settings.epochs:
+                ext, why_new = self._extend(prev, conv, chosen, pin_current, summary_current, tail_rows, tail_msgs,
+                                            latest_user, latest_body, latest_item, latest_truncated, query, budget,
+                                            hot)
+            else:
+                why_new = "epochs are off (context_epochs=false): every call is rebuilt"
+        if ext is not None:
+            messages, kinds, total, items = ext.messages, ext.kinds, ext.total, ext.items
+            plan.cache = CacheReport(prev.epoch if prev else 1, (prev.calls if prev else 0) + 1, False, ext.reason)
+        else:
+            plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
+        tokens_each = [message_tokens(self.tokens, m) for m in messages]
+        if prev is not None:
+            k = 0
+            for a, b in zip(prev.messages, messages, strict=False):
+                if a != b:
+                    break
+                k += 1
+            plan.cache.prefix_messages = k
+            plan.cache.expected_cached_tokens = sum(tokens_each[:k])
+            plan.cache.boundary = kinds[k] if k < len(messages) else ""
+        plan.breakpoints = _breakpoints(kinds, tokens_each)
+        shown = {(it.conversation_id, p) for it in items if it.slice in ("pinned", "tail", "retrieved")
+                 and it.fidelity in ("verbatim", "trimmed") for p in it.positions}
+        self._epochs.put(conv, EpochState(
+            key, plan.cache.epoch, plan.cache.epoch_calls, tuple(messages), tuple(kinds), tuple(tokens_each),
+            tuple(items), frozenset(shown),
+            prev.pinned if ext is not None and prev is not None
+            else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
+            prev.summary_lines if ext is not None and prev is not None
+            else frozenset(c.text for c in chosen["summary"]),
+            max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
+            latest_user if latest_body is not None else None, latest_truncated, query))
+
         timings["total"] = (time.perf_counter() - t0) * 1000
         plan.tokens = total
         plan.timings_ms = {k: round(v, 3) for k, v in timings.items()}
+        plan.items = items
         for s in ("pinned", "summary", "retrieved", "tail"):
-            for c in chosen[s]:
-                plan.items.append(self._item(c))
             for c in pools[s][:PLAN_LEFT_OUT_PER_SLICE]:
+                if (c.conversation_id, c.position) in shown:
+                    continue
                 plan.left_out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
                                               c.tokens, c.score, "did not fit its share of the budget: " + c.reason))
-        if system:
-            plan.items.insert(0, PlanItem("system", conv, [], "caller", "verbatim",
-                                          message_tokens(self.tokens, fixed_msgs[0]), 1.0, "system prompt from the caller"))
-        if latest_body is not None and latest_user is not None:
-            fid = "verbatim" if latest_body == tail_msgs[latest_user].body else "trimmed"
-            plan.items.append(PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
-                                       message_tokens(self.tokens, latest_body), 1.0,
-                                       "the latest user message is always kept"))
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
         return Context(messages, total, plan)
+
+    def _extend(self, prev: EpochState, conv: str, chosen: dict[str, list[_Cand]], pin_current: set[int],
+                summary_current: set[str], tail_rows: list[TurnRow], tail_msgs: dict[int, StoredMessage],
+                latest_user: int | None, latest_body: dict[str, Any] | None, latest_item: PlanItem | None,
+                latest_truncated: bool, query: str | None, budget: int, hot: HotView) -> tuple[_Extension | None, str]:
+        """The previous context extended by what arrived since and what this query needs
+        that it does not show, or None and why a new epoch starts."""
+        if latest_user is None or latest_body is None or latest_item is None or prev.latest_user is None:
+            return None, "no latest user message to extend after"
+        if latest_truncated or prev.latest_truncated:
+            return None, "the latest user message had to be truncated"
+        if not prev.layers or prev.layers[-1] != "latest":
+            return None, "the previous context did not end with its user message"
+        if latest_user < prev.latest_user or (tail_rows and tail_rows[-1].position < prev.last_position):
+            return None, "the log no longer extends the previous context"
+        gone = prev.pinned - pin_current
+        if gone:
+            return None, f"pin changed: #{min(gone)} is no longer a current pin"
+        if prev.summary_lines - summary_current:
+            return None, "summary view refreshed: a shown line is no longer in it"
+        new_rows = [r for r in tail_rows if r.position > prev.last_position]
+        moved = latest_user != prev.latest_user or bool(new_rows)
+        if moved and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
+            return None, "more turns arrived than the tail can show"
+        new_positions = {r.position for r in new_rows}
+        shown_here = {p for c, p in prev.shown if c == conv} | new_positions
+        fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
+        if fresh_pins:
+            return None, f"pin changed: #{min(fresh_pins)} is pinned now and not shown"
+        messages = list(prev.messages)
+        kinds = list(prev.layers)
+        items = list(prev.items)
+        if moved:
+            kinds[-1] = "tail"  # the previous turn's user message stays where it was
+            last = items[-1]
+            items[-1] = PlanItem(last.slice, last.conversation_id, last.positions, last.tier, last.fidelity,
+                                 last.tokens, last.score, "an earlier user message, kept in place")
+        else:
+            # the same log asked again (another query for this turn): its user message
+            # moves after this call's per-turn part
+            messages, kinds, items = messages[:-1], kinds[:-1], items[:-1]
+        epoch = prev.epoch
+        turns = sorted(self._tail_candidates(conv, new_rows, tail_msgs, latest_user), key=lambda c: c.position)
+        for c in turns:
+            assert c.body is not None
+            messages.extend(c.body["messages"])
+            kinds.extend("tail" for _ in c.body["messages"])
+            c.reason = f"arrived since the previous call; appended within epoch {epoch}"
+            items.append(self._item(c))
+        shown = prev.shown | {(conv, p) for p in new_positions}
+        need = [c for c in chosen["retrieved"] if (c.conversation_id, c.position) not in shown]
+        if need:
+            messages.append(self._block("retrieved", need, conv))
+            kinds.append("retrieved")
+            items.extend(self._item(c) for c in need)
+        messages.append(latest_body)
+        kinds.append("latest")
+        items.append(latest_item)
+        total = messages_tokens(self.tokens, messages)
+        if total > budget:
+            return None, (f"room used up: {len(turns)} new turn(s) and {len(need)} retrieved turn(s) "
+                          f"would make {total} of {budget} tokens")
+        kept = len(chosen["retrieved"]) - len(need)
+        reason = (f"extends the previous context: {len(turns)} new turn(s), {len(need)} retrieved turn(s)"
+                  + (f" ({kept} more already shown)" if kept else ""))
+        return _Extension(messages, kinds, total, items, reason), ""
 
     # -- candidates ---------------------------------------------------------------------------
 
@@ -773,25 +903,34 @@ class Planner:
 
     # -- render ---------------------------------------------------------------------------------
 
+    def _block(self, s: str, cands: Sequence[_Cand], conv: str) -> dict[str, Any]:
+        """One block slice as a system message: its header, then its lines in log order
+        (this conversation's first), each retrieved run under its session heading."""
+        items = sorted(cands, key=lambda c: (c.conversation_id != conv, c.conversation_id, c.position))
+        lines = [_HEADERS[s]]
+        heading = ""
+        for c in items:
+            if c.header and c.header != heading:
+                heading = c.header
+                lines.append(heading)
+            lines.append(c.text)
+        return {"role": "system", "content": "\n".join(lines)}
+
     def _render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[_Cand]],
-                latest_body: dict[str, Any] | None, latest_user: int | None) -> list[dict[str, Any]]:
+                latest_body: dict[str, Any] | None, latest_user: int | None
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+        """The messages, and each one's layer (planner.plan.LAYERS)."""
         msgs = list(fixed)
+        kinds = ["system"] * len(fixed)
         blocks: dict[str, dict[str, Any]] = {}
         for s in ("pinned", "summary", "retrieved"):
-            items = sorted(chosen[s], key=lambda c: (c.conversation_id != chosen_conv(chosen, s), c.conversation_id,
-                                                     c.position))
-            if items:
-                lines = [_HEADERS[s]]
-                heading = ""
-                for c in items:
-                    if c.header and c.header != heading:
-                        heading = c.header
-                        lines.append(heading)
-                    lines.append(c.text)
-                blocks[s] = {"role": "system", "content": "\n".join(lines)}
+            if chosen[s]:
+                blocks[s] = self._block(s, chosen[s], chosen_conv(chosen, s))
         late = self.settings.retrieved_placement == "before_latest" and latest_body is not None
-        msgs.extend(blocks[s] for s in ("pinned", "summary", "retrieved") if s in blocks
-                    and not (s == "retrieved" and late))
+        for s in ("pinned", "summary", "retrieved"):
+            if s in blocks and not (s == "retrieved" and late):
+                msgs.append(blocks[s])
+                kinds.append(s)
         tail_bodies: list[tuple[int, dict[str, Any]]] = []
         for c in chosen["tail"]:
             assert c.body is not None
@@ -801,12 +940,15 @@ class Planner:
             tail_bodies.append((latest_user, latest_body))
         tail_bodies.sort(key=lambda t: t[0])
         for p, b in tail_bodies:
-            if late and p == latest_user and "retrieved" in blocks:
+            is_latest = latest_body is not None and p == latest_user
+            if late and is_latest and "retrieved" in blocks:
                 # retrieval changes with every query, the anchored tail only grows: what
                 # changes most goes last, just before the message it was retrieved for
                 msgs.append(blocks["retrieved"])
+                kinds.append("retrieved")
             msgs.append(b)
-        return msgs
+            kinds.append("latest" if is_latest else "tail")
+        return msgs, kinds
 
     def _top_up(self, chosen: dict[str, list[_Cand]], pools: dict[str, list[_Cand]], order: list[str],
                 slack: int, header: dict[str, int]) -> list[tuple[str, _Cand]]:
@@ -885,6 +1027,25 @@ def without_names(query: str, names: frozenset[str]) -> str:
     pattern = re.compile(r"\b(?:" + "|".join(re.escape(n.strip()) for n in usable) + r")(?:'s)?\b", re.IGNORECASE)
     stripped = " ".join(pattern.sub(" ", query).split())
     return stripped if any(ch.isalnum() for ch in stripped) else query
+
+
+def _breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakpoint]:
+    """Where the stable layers end (the last message of system, pinned, summary) and the
+    whole context (within an epoch, the next call's prefix), latest last, at most
+    MAX_BREAKPOINTS (the earliest layers give way)."""
+    out: list[Breakpoint] = []
+    cum = 0
+    ends: dict[str, tuple[int, int]] = {}
+    for i, (k, t) in enumerate(zip(kinds, tokens_each, strict=True)):
+        cum += t
+        if k in ("system", "pinned", "summary"):
+            ends[k] = (i, cum)
+    for layer in ("system", "pinned", "summary"):
+        if layer in ends and (not out or ends[layer][0] > out[-1].index):
+            out.append(Breakpoint(ends[layer][0], layer, ends[layer][1]))
+    if kinds and (not out or out[-1].index < len(kinds) - 1):
+        out.append(Breakpoint(len(kinds) - 1, "context", cum))
+    return out[-MAX_BREAKPOINTS:]
 
 
 def chosen_conv(chosen: dict[str, list[_Cand]], s: str) -> str:

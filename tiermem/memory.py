@@ -128,6 +128,8 @@ class Memory:
                 tool_trim_tokens=self.config.tool_trim_tokens,
                 tail_anchor=self.config.tail_anchor_turns,
                 retrieved_placement=self.config.retrieved_placement,
+                layers=self.config.layer_shares.model_dump(),
+                epochs=self.config.context_epochs,
             ),
             turns=self.turns,
         )
