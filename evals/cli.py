@@ -1,7 +1,7 @@
 """`tiermem eval ...`: the click group that the `tiermem` CLI mounts as `eval`.
 
     tiermem eval locomo   --data ../shared/data/locomo-dev.json --budget 2000 [--json]
-    tiermem eval cost     --data ../shared/data/locomo-dev.json --budget 1000 [--plot docs/cost.png]
+    tiermem eval cost     --data ../shared/data/locomo-dev.json --budget 2000 [--plot docs/cost.png]
     tiermem eval pressure --seed 0 --budget 500 --budget 1000 --budget 2000 [--json]
     tiermem eval report   --locomo locomo.json --cost cost.json --pressure pressure.json
 
@@ -181,13 +181,6 @@ def locomo_command(
 @click.option("--turns", type=click.IntRange(min=1), default=None, help="Replay only the first T turns.")
 @click.option("--method", "methods", type=click.Choice(COST_METHODS), multiple=True)
 @click.option(
-    "--min-cache-tokens",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Smallest prefix a provider caches (OpenAI: 1024); 0 caches any prefix.",
-)
-@click.option(
     "--plot",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
@@ -200,7 +193,6 @@ def cost_command(
     budget: int,
     turns: int | None,
     methods: tuple[str, ...],
-    min_cache_tokens: int,
     plot: Path | None,
     as_json: bool,
     data_dir: Path | None,
@@ -222,7 +214,6 @@ def cost_command(
                 budget=budget,
                 turns=turns,
                 methods=methods or COST_METHODS,
-                min_cache_tokens=min_cache_tokens,
                 hot=opened.hot,
                 progress=progress,
             )

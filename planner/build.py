@@ -33,7 +33,7 @@ import numpy as np
 
 from planner.classify import QueryClassifier
 from planner.dates import query_windows
-from planner.epoch import EpochCache, EpochKey, EpochState, key_change
+from planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
 from planner.plan import MAX_BREAKPOINTS, Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiers.cold import ColdStore, TurnRow
@@ -71,6 +71,10 @@ AUTO_PIN_MIN_PRIORITY = 70
 STRONG_COSINE = 0.55
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
 DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
+# Extending an epoch may leave out the lowest-scored of this call's retrieved turns for
+# room, as long as what it shows holds at least this share of their tokens; below it a
+# rewind or a new epoch gives the call its whole room.
+EXTEND_MIN_NEED_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -143,10 +147,8 @@ class _PinSet:
 class _Extension:
     """The previous context extended within its epoch."""
 
-    messages: list[dict[str, Any]]
-    kinds: list[str]
+    segments: list[Segment]
     total: int
-    items: list[PlanItem]
     reason: str
 
 
@@ -375,7 +377,7 @@ class Planner:
 
         # -- render, count exactly, drop lowest-value items until it fits -------------------------
         while True:
-            messages, kinds = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            messages, kinds, where = self._render(fixed_msgs, chosen, latest_body, latest_user)
             total = messages_tokens(self.tokens, messages)
             if total <= budget:
                 break
@@ -389,13 +391,13 @@ class Planner:
             added = self._top_up(chosen, pools, ["retrieved"], budget - total, header)
             if not added:
                 break
-            more, more_kinds = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            more, more_kinds, more_where = self._render(fixed_msgs, chosen, latest_body, latest_user)
             more_total = messages_tokens(self.tokens, more)
             if more_total > budget:
                 for s, c in added:
                     chosen[s].remove(c)
                 break
-            messages, kinds, total = more, more_kinds, more_total
+            messages, kinds, where, total = more, more_kinds, more_where, more_total
         items: list[PlanItem] = []
         if system:
             items.append(PlanItem("system", conv, [], "caller", "verbatim",
@@ -411,6 +413,8 @@ class Planner:
                                    "the latest user message is always kept")
             items.append(latest_item)
 
+        segments = _segments(messages, kinds, where, items, latest_item)
+
         # -- the epoch: extend the previous context when it can, else this is a new one ---------
         key = EpochKey(budget, system or "", (int(table.positions[0]), float(table.created[0])) if len(table) else None,
                        bool(namespace_recall))
@@ -419,39 +423,39 @@ class Planner:
                    else key_change(prev.key, key))
         ext: _Extension | None = None
         if prev is not None and not why_new:
-            if self.settings.epochs:
+            if self.settings.epochs and self.settings.retrieved_placement == "before_latest":
                 ext, why_new = self._extend(prev, conv, chosen, pin_current, summary_current, tail_rows, tail_msgs,
-                                            latest_user, latest_body, latest_item, latest_truncated, query, budget,
-                                            hot)
+                                            latest_user, latest_body, latest_item, latest_truncated, budget)
             else:
-                why_new = "epochs are off (context_epochs=false): every call is rebuilt"
-        if ext is not None:
-            messages, kinds, total, items = ext.messages, ext.kinds, ext.total, ext.items
-            plan.cache = CacheReport(prev.epoch if prev else 1, (prev.calls if prev else 0) + 1, False, ext.reason)
+                why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
+        if ext is not None and prev is not None:
+            segments, total = ext.segments, ext.total
+            plan.cache = CacheReport(prev.epoch, prev.calls + 1, False, ext.reason)
         else:
             plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
+        messages = [g.message for g in segments]
+        kinds = [g.kind for g in segments]
+        items = [it for g in segments for it in g.items]
         tokens_each = [message_tokens(self.tokens, m) for m in messages]
         if prev is not None:
             k = 0
-            for a, b in zip(prev.messages, messages, strict=False):
-                if a != b:
+            for a, b in zip(prev.segments, segments, strict=False):
+                if a.message != b.message:
                     break
                 k += 1
             plan.cache.prefix_messages = k
             plan.cache.expected_cached_tokens = sum(tokens_each[:k])
             plan.cache.boundary = kinds[k] if k < len(messages) else ""
         plan.breakpoints = _breakpoints(kinds, tokens_each)
-        shown = {(it.conversation_id, p) for it in items if it.slice in ("pinned", "tail", "retrieved")
-                 and it.fidelity in ("verbatim", "trimmed") for p in it.positions}
+        shown = _shown(segments)
         self._epochs.put(conv, EpochState(
-            key, plan.cache.epoch, plan.cache.epoch_calls, tuple(messages), tuple(kinds), tuple(tokens_each),
-            tuple(items), frozenset(shown),
+            key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
             prev.pinned if ext is not None and prev is not None
             else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
             prev.summary_lines if ext is not None and prev is not None
             else frozenset(c.text for c in chosen["summary"]),
             max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
-            latest_user if latest_body is not None else None, latest_truncated, query))
+            latest_user if latest_body is not None else None, latest_truncated))
 
         timings["total"] = (time.perf_counter() - t0) * 1000
         plan.tokens = total
@@ -471,14 +475,18 @@ class Planner:
     def _extend(self, prev: EpochState, conv: str, chosen: dict[str, list[_Cand]], pin_current: set[int],
                 summary_current: set[str], tail_rows: list[TurnRow], tail_msgs: dict[int, StoredMessage],
                 latest_user: int | None, latest_body: dict[str, Any] | None, latest_item: PlanItem | None,
-                latest_truncated: bool, query: str | None, budget: int, hot: HotView) -> tuple[_Extension | None, str]:
+                latest_truncated: bool, budget: int) -> tuple[_Extension | None, str]:
         """The previous context extended by what arrived since and what this query needs
-        that it does not show, or None and why a new epoch starts."""
+        that it does not show, or None and why a new epoch starts.
+
+        When the room left cannot hold that, the retrieved blocks of earlier calls give
+        way, newest first (the prefix before them stays cached), before an epoch ends;
+        the log turns shown stay, so the context keeps growing only by appends."""
         if latest_user is None or latest_body is None or latest_item is None or prev.latest_user is None:
             return None, "no latest user message to extend after"
         if latest_truncated or prev.latest_truncated:
             return None, "the latest user message had to be truncated"
-        if not prev.layers or prev.layers[-1] != "latest":
+        if not prev.segments or prev.segments[-1].kind != "latest":
             return None, "the previous context did not end with its user message"
         if latest_user < prev.latest_user or (tail_rows and tail_rows[-1].position < prev.last_position):
             return None, "the log no longer extends the previous context"
@@ -492,47 +500,84 @@ class Planner:
         if moved and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
         new_positions = {r.position for r in new_rows}
-        shown_here = {p for c, p in prev.shown if c == conv} | new_positions
+        shown_here = {p for c, p in _shown(prev.segments) if c == conv} | new_positions
         fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
         if fresh_pins:
             return None, f"pin changed: #{min(fresh_pins)} is pinned now and not shown"
-        messages = list(prev.messages)
-        kinds = list(prev.layers)
-        items = list(prev.items)
+        base = list(prev.segments)
         if moved:
-            kinds[-1] = "tail"  # the previous turn's user message stays where it was
-            last = items[-1]
-            items[-1] = PlanItem(last.slice, last.conversation_id, last.positions, last.tier, last.fidelity,
-                                 last.tokens, last.score, "an earlier user message, kept in place")
+            last = base[-1]
+            it = last.items[0]
+            base[-1] = Segment("tail", last.message, (PlanItem(
+                it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens, it.score,
+                "an earlier user message, kept in place"),))
         else:
             # the same log asked again (another query for this turn): its user message
             # moves after this call's per-turn part
-            messages, kinds, items = messages[:-1], kinds[:-1], items[:-1]
+            base = base[:-1]
         epoch = prev.epoch
-        turns = sorted(self._tail_candidates(conv, new_rows, tail_msgs, latest_user), key=lambda c: c.position)
-        for c in turns:
+        appended: list[Segment] = []
+        for c in sorted(self._tail_candidates(conv, new_rows, tail_msgs, latest_user), key=lambda c: c.position):
             assert c.body is not None
-            messages.extend(c.body["messages"])
-            kinds.extend("tail" for _ in c.body["messages"])
             c.reason = f"arrived since the previous call; appended within epoch {epoch}"
-            items.append(self._item(c))
-        shown = prev.shown | {(conv, p) for p in new_positions}
-        need = [c for c in chosen["retrieved"] if (c.conversation_id, c.position) not in shown]
-        if need:
-            messages.append(self._block("retrieved", need, conv))
-            kinds.append("retrieved")
-            items.extend(self._item(c) for c in need)
-        messages.append(latest_body)
-        kinds.append("latest")
-        items.append(latest_item)
-        total = messages_tokens(self.tokens, messages)
-        if total > budget:
-            return None, (f"room used up: {len(turns)} new turn(s) and {len(need)} retrieved turn(s) "
-                          f"would make {total} of {budget} tokens")
-        kept = len(chosen["retrieved"]) - len(need)
-        reason = (f"extends the previous context: {len(turns)} new turn(s), {len(need)} retrieved turn(s)"
-                  + (f" ({kept} more already shown)" if kept else ""))
-        return _Extension(messages, kinds, total, items, reason), ""
+            for i, body in enumerate(c.body["messages"]):
+                appended.append(Segment("tail", body, (self._item(c),) if i == 0 else ()))
+        latest = Segment("latest", latest_body, (latest_item,))
+        wanted = chosen["retrieved"]
+        wanted_tokens = sum(c.tokens for c in wanted)
+        dropped = 0
+        cut: int | None = None
+        fits: list[_Cand] = []
+        while True:
+            shown = _shown(base) | {(conv, p) for p in new_positions}
+            need = [c for c in wanted if (c.conversation_id, c.position) not in shown]
+            fixed_part = [g.message for g in base + appended] + [latest_body]
+            fixed_total = messages_tokens(self.tokens, fixed_part)
+            if fixed_total <= budget:
+                fits = self._fit_need(fixed_part, fixed_total, need, budget, conv)
+                kept_tokens = wanted_tokens - sum(c.tokens for c in need) + sum(c.tokens for c in fits)
+                if len(fits) == len(need) or kept_tokens >= EXTEND_MIN_NEED_SHARE * wanted_tokens:
+                    break
+            blocks = [i for i, g in enumerate(base) if g.kind == "retrieved"]
+            if not blocks:
+                over = fixed_total + sum(c.tokens for c in need)
+                return None, (f"room used up: {len(appended)} new message(s) and {len(need)} retrieved turn(s) "
+                              f"would make about {over} of {budget} tokens")
+            cut = blocks[-1] if cut is None else min(cut, blocks[-1])
+            del base[blocks[-1]]
+            dropped += 1
+        segs = base + appended
+        if fits:
+            segs.append(Segment("retrieved", self._block("retrieved", fits, conv), tuple(self._item(c) for c in fits)))
+        segs.append(latest)
+        total = messages_tokens(self.tokens, [g.message for g in segs])
+        if total > budget:  # _fit_need counted exactly; this guards the invariant
+            return None, f"room used up: {total} of {budget} tokens"
+        reason = (f"extends the previous context: {len(appended)} new message(s), {len(fits)} retrieved turn(s)"
+                  + (f", {len(wanted) - len(need)} more already shown" if len(wanted) > len(need) else "")
+                  + (f", {len(need) - len(fits)} left out for room" if len(need) > len(fits) else ""))
+        if dropped:
+            reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
+                      + reason)
+        return _Extension(segs, total, reason), ""
+
+    def _fit_need(self, fixed_part: list[dict[str, Any]], base: int, need: list[_Cand], budget: int,
+                  conv: str) -> list[_Cand]:
+        """The best of `need` (score order) whose block fits beside `fixed_part` (`base`
+        tokens), counted exactly."""
+        if not need:
+            return []
+        ranked = sorted(need, key=lambda c: (-c.score, c.conversation_id, c.position))
+        room = budget - base
+        out: list[_Cand] = []
+        est = 3 + self.tokens.count(_HEADERS["retrieved"]) + LINE_SEP_TOKENS
+        for c in ranked:
+            if est + c.tokens <= room:
+                out.append(c)
+                est += c.tokens
+        while out and base + message_tokens(self.tokens, self._block("retrieved", out, conv)) > budget:
+            out.pop()  # the estimate shared a heading a line; the exact count decides
+        return out
 
     # -- candidates ---------------------------------------------------------------------------
 
@@ -918,10 +963,12 @@ class Planner:
 
     def _render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[_Cand]],
                 latest_body: dict[str, Any] | None, latest_user: int | None
-                ) -> tuple[list[dict[str, Any]], list[str]]:
-        """The messages, and each one's layer (planner.plan.LAYERS)."""
+                ) -> tuple[list[dict[str, Any]], list[str], list[int | None]]:
+        """The messages, each one's layer (planner.plan.LAYERS), and the log position of
+        each tail message (None for blocks)."""
         msgs = list(fixed)
         kinds = ["system"] * len(fixed)
+        where: list[int | None] = [None] * len(fixed)
         blocks: dict[str, dict[str, Any]] = {}
         for s in ("pinned", "summary", "retrieved"):
             if chosen[s]:
@@ -931,6 +978,7 @@ class Planner:
             if s in blocks and not (s == "retrieved" and late):
                 msgs.append(blocks[s])
                 kinds.append(s)
+                where.append(None)
         tail_bodies: list[tuple[int, dict[str, Any]]] = []
         for c in chosen["tail"]:
             assert c.body is not None
@@ -946,9 +994,11 @@ class Planner:
                 # changes most goes last, just before the message it was retrieved for
                 msgs.append(blocks["retrieved"])
                 kinds.append("retrieved")
+                where.append(None)
             msgs.append(b)
             kinds.append("latest" if is_latest else "tail")
-        return msgs, kinds
+            where.append(p)
+        return msgs, kinds, where
 
     def _top_up(self, chosen: dict[str, list[_Cand]], pools: dict[str, list[_Cand]], order: list[str],
                 slack: int, header: dict[str, int]) -> list[tuple[str, _Cand]]:
@@ -1027,6 +1077,39 @@ def without_names(query: str, names: frozenset[str]) -> str:
     pattern = re.compile(r"\b(?:" + "|".join(re.escape(n.strip()) for n in usable) + r")(?:'s)?\b", re.IGNORECASE)
     stripped = " ".join(pattern.sub(" ", query).split())
     return stripped if any(ch.isalnum() for ch in stripped) else query
+
+
+def _segments(messages: Sequence[dict[str, Any]], kinds: Sequence[str], where: Sequence[int | None],
+              items: Sequence[PlanItem], latest: PlanItem | None) -> list[Segment]:
+    """A fresh context as segments: each message with the plan items it shows."""
+    by_slice: dict[str, list[PlanItem]] = {}
+    by_first: dict[int, list[PlanItem]] = {}
+    for it in items:
+        if it is latest:
+            continue
+        if it.slice == "tail" and it.positions:
+            by_first.setdefault(it.positions[0], []).append(it)
+        else:
+            by_slice.setdefault(it.slice, []).append(it)
+    out: list[Segment] = []
+    for i, (m, k, p) in enumerate(zip(messages, kinds, where, strict=True)):
+        if k == "latest":
+            got: list[PlanItem] = [latest] if latest is not None else []
+        elif k == "tail":
+            got = by_first.pop(p, []) if p is not None else []
+        elif k == "system" and i == 0:
+            got = by_slice.pop("system", [])
+        else:
+            got = by_slice.pop(k, [])
+        out.append(Segment(k, m, tuple(got)))
+    return out
+
+
+def _shown(segments: Sequence[Segment]) -> set[tuple[str, int]]:
+    """(conversation, position) of every turn the segments show verbatim or trimmed."""
+    return {(it.conversation_id, p) for g in segments for it in g.items
+            if it.slice in ("pinned", "tail", "retrieved") and it.fidelity in ("verbatim", "trimmed")
+            for p in it.positions}
 
 
 def _breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakpoint]:

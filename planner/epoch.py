@@ -43,21 +43,25 @@ class EpochKey:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One message of a context, its layer (planner.plan.LAYERS) and the plan items it shows."""
+
+    kind: str
+    message: dict[str, Any]
+    items: tuple[PlanItem, ...] = ()
+
+
+@dataclass(frozen=True)
 class EpochState:
     key: EpochKey
     epoch: int
     calls: int
-    messages: tuple[dict[str, Any], ...]
-    layers: tuple[str, ...]  # per message, one of planner.plan.LAYERS
-    msg_tokens: tuple[int, ...]
-    items: tuple[PlanItem, ...]  # the plan items of `messages`, the latest user message's last
-    shown: frozenset[tuple[str, int]]  # (conversation, position) shown verbatim or trimmed
+    segments: tuple[Segment, ...]  # the context sent, message by message
     pinned: frozenset[int]  # positions in the pinned block, presented as current
     summary_lines: frozenset[str]  # lines of the summary block, presented as current
     last_position: int  # the newest log position the context shows
     latest_user: int | None
     latest_truncated: bool
-    query: str | None
 
 
 class EpochCache:

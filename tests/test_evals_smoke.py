@@ -216,7 +216,8 @@ def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
     assert tail["total_tokens"] <= full["total_tokens"]
     assert full["ratio_tokens_vs_full"] == 1.0
     assert full["total_billed"] < full["total_tokens"]  # caching discounts
-    assert full["cache_stable_share_token_prefix"] >= full["cache_stable_share"] - 0.02
+    # billed on rendered tokens: below 1,024 tokens neither provider caches anything
+    assert full["cached_tokens_openai"] % 128 == 0
     if tiermem_available(opened.memory):
         tm = res["methods"]["tiermem"]
         assert tm["max_context_tokens"] <= 300 and tm["budget_violations"] == 0
