@@ -445,7 +445,8 @@ class Planner:
                 k += 1
             plan.cache.prefix_messages = k
             plan.cache.expected_cached_tokens = sum(tokens_each[:k])
-            plan.cache.boundary = kinds[k] if k < len(messages) else ""
+            # the layer of the previous context where it stops being reused ("" when all of it is)
+            plan.cache.boundary = prev.segments[k].kind if k < len(prev.segments) else ""
         plan.breakpoints = _breakpoints(kinds, tokens_each)
         shown = _shown(segments)
         self._epochs.put(conv, EpochState(
@@ -486,8 +487,9 @@ class Planner:
             return None, "no latest user message to extend after"
         if latest_truncated or prev.latest_truncated:
             return None, "the latest user message had to be truncated"
-        if not prev.segments or prev.segments[-1].kind != "latest":
-            return None, "the previous context did not end with its user message"
+        at = next((i for i, g in enumerate(prev.segments) if g.kind == "latest"), None)
+        if at is None:
+            return None, "the previous context has no user message to extend after"
         if latest_user < prev.latest_user or (tail_rows and tail_rows[-1].position < prev.last_position):
             return None, "the log no longer extends the previous context"
         gone = prev.pinned - pin_current
@@ -496,60 +498,66 @@ class Planner:
         if prev.summary_lines - summary_current:
             return None, "summary view refreshed: a shown line is no longer in it"
         new_rows = [r for r in tail_rows if r.position > prev.last_position]
-        moved = latest_user != prev.latest_user or bool(new_rows)
-        if moved and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
+        if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
         new_positions = {r.position for r in new_rows}
         shown_here = {p for c, p in _shown(prev.segments) if c == conv} | new_positions
         fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
         if fresh_pins:
             return None, f"pin changed: #{min(fresh_pins)} is pinned now and not shown"
-        base = list(prev.segments)
-        if moved:
-            last = base[-1]
-            it = last.items[0]
-            base[-1] = Segment("tail", last.message, (PlanItem(
-                it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens, it.score,
-                "an earlier user message, kept in place"),))
-        else:
-            # the same log asked again (another query for this turn): its user message
-            # moves after this call's per-turn part
-            base = base[:-1]
         epoch = prev.epoch
-        appended: list[Segment] = []
+        before: list[Segment] = []  # new turns before this call's user message, then after it
+        after: list[Segment] = []
         for c in sorted(self._tail_candidates(conv, new_rows, tail_msgs, latest_user), key=lambda c: c.position):
             assert c.body is not None
             c.reason = f"arrived since the previous call; appended within epoch {epoch}"
             for i, body in enumerate(c.body["messages"]):
-                appended.append(Segment("tail", body, (self._item(c),) if i == 0 else ()))
+                (before if c.position < latest_user else after).append(
+                    Segment("tail", body, (self._item(c),) if i == 0 else ()))
         latest = Segment("latest", latest_body, (latest_item,))
+        # head: what stays as it was (its earlier retrieved blocks may give way); then
+        # this call's retrieved turns; then `rest`
+        if latest_user != prev.latest_user:  # a new user message: the old one is a tail turn now
+            old = prev.segments[at]
+            it = old.items[0]
+            head = [*prev.segments[:at], Segment("tail", old.message, (PlanItem(
+                it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens, it.score,
+                "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before]
+            rest = [latest, *after]
+        elif new_rows:  # the same user message, more turns after it (a tool loop): append
+            head, rest = [*prev.segments, *before, *after], []
+        else:
+            # the same log asked again (another query for this turn): its user message and
+            # what follows it move after this call's retrieved turns
+            head, rest = list(prev.segments[:at]), list(prev.segments[at:])
         wanted = chosen["retrieved"]
         wanted_tokens = sum(c.tokens for c in wanted)
         dropped = 0
         cut: int | None = None
         fits: list[_Cand] = []
         while True:
-            shown = _shown(base) | {(conv, p) for p in new_positions}
+            shown = _shown(head + rest) | {(conv, p) for p in new_positions}
             need = [c for c in wanted if (c.conversation_id, c.position) not in shown]
-            fixed_part = [g.message for g in base + appended] + [latest_body]
+            fixed_part = [g.message for g in head + rest]
             fixed_total = messages_tokens(self.tokens, fixed_part)
             if fixed_total <= budget:
                 fits = self._fit_need(fixed_part, fixed_total, need, budget, conv)
                 kept_tokens = wanted_tokens - sum(c.tokens for c in need) + sum(c.tokens for c in fits)
                 if len(fits) == len(need) or kept_tokens >= EXTEND_MIN_NEED_SHARE * wanted_tokens:
                     break
-            blocks = [i for i, g in enumerate(base) if g.kind == "retrieved"]
+            blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
                 over = fixed_total + sum(c.tokens for c in need)
-                return None, (f"room used up: {len(appended)} new message(s) and {len(need)} retrieved turn(s) "
-                              f"would make about {over} of {budget} tokens")
+                return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
+                              f"turn(s) would make about {over} of {budget} tokens")
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
-            del base[blocks[-1]]
+            del head[blocks[-1]]
             dropped += 1
-        segs = base + appended
+        segs = list(head)
         if fits:
             segs.append(Segment("retrieved", self._block("retrieved", fits, conv), tuple(self._item(c) for c in fits)))
-        segs.append(latest)
+        segs.extend(rest)
+        appended = before + after
         total = messages_tokens(self.tokens, [g.message for g in segs])
         if total > budget:  # _fit_need counted exactly; this guards the invariant
             return None, f"room used up: {total} of {budget} tokens"
@@ -571,10 +579,16 @@ class Planner:
         room = budget - base
         out: list[_Cand] = []
         est = 3 + self.tokens.count(_HEADERS["retrieved"]) + LINE_SEP_TOKENS
+        headings: set[str] = set()
         for c in ranked:
-            if est + c.tokens <= room:
+            cost = c.tokens
+            if c.header:  # a heading is paid once per session shown, not a share per line
+                cost += -HEADING_SHARE_TOKENS + (0 if c.header in headings
+                                                 else self.tokens.count(c.header) + LINE_SEP_TOKENS)
+            if est + cost <= room:
                 out.append(c)
-                est += c.tokens
+                headings.add(c.header)
+                est += cost
         while out and base + message_tokens(self.tokens, self._block("retrieved", out, conv)) > budget:
             out.pop()  # the estimate shared a heading a line; the exact count decides
         return out

@@ -75,7 +75,7 @@ class CacheReport:
     reason: str = ""  # why a new epoch started, or what this call appended
     prefix_messages: int = 0  # leading messages identical to the previous call's context
     expected_cached_tokens: int = 0  # their tokens (message accounting, tiers.tokens)
-    boundary: str = ""  # layer of the first message that differs ("" when all are shared)
+    boundary: str = ""  # layer of the previous context's first message not reused ("": all of it is)
 
 
 @dataclass
@@ -131,7 +131,7 @@ class Plan:
             lines.append(f"cache: epoch {c.epoch}, call {c.epoch_calls}"
                          + (" (new epoch)" if c.new_epoch else "") + f": {c.reason}")
             lines.append(f"  stable prefix: {c.prefix_messages} message(s), {c.expected_cached_tokens} tokens "
-                         "shared with the previous call" + (f"; first change in the {c.boundary} layer"
+                         "shared with the previous call" + (f"; the previous context is reused up to its {c.boundary} layer"
                                                            if c.boundary else ""))
         if self.breakpoints:
             lines.append("  breakpoints: " + ", ".join(f"{b.layer} after message {b.index} ({b.tokens} tok)"
