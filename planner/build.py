@@ -303,6 +303,11 @@ class Planner:
         timings["embed"] = (time.perf_counter() - t0) * 1000  # when the vector was there
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
         plan.query_class, plan.class_reason = qclass.name, qclass.reason
+        plan.retrieval = ("none: no query" if not query or not query.strip()
+                          else f"broad: a {qclass.name} turn needs the past, the best turns fill the room left"
+                          if qclass.name in RECALL_CLASSES
+                          else f"narrow: a {qclass.name} turn brings back only clearly related turns (cosine >= "
+                               f"{STRONG_COSINE}) or turns of a period it names")
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this
         # turn's message: what a class needs more of goes into the per-turn part

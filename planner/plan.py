@@ -92,6 +92,7 @@ class Plan:
     tiers: dict[str, str] = field(default_factory=dict)  # tier -> ok | degraded | unused | rebuilt
     degraded: bool = False
     shares: dict[str, int] = field(default_factory=dict)  # slice -> token cap used when packing
+    retrieval: str = ""  # whether and how broadly this turn retrieves, and why
     timings_ms: dict[str, float] = field(default_factory=dict)
     cache: CacheReport = field(default_factory=CacheReport)
     breakpoints: list[Breakpoint] = field(default_factory=list)
@@ -112,6 +113,7 @@ class Plan:
         lines = [
             f"context for {self.conversation_id!r}: {self.tokens}/{self.budget} tokens",
             f"query class: {self.query_class} ({self.class_reason})",
+            f"retrieval: {self.retrieval}",
             "tiers: " + ", ".join(f"{k}={v}" for k, v in self.tiers.items())
             + ("  [DEGRADED: hot tier unavailable, answered from the cold log]" if self.degraded else ""),
         ]
