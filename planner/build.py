@@ -75,6 +75,9 @@ DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # room, as long as what it shows holds at least this share of their tokens; below it a
 # rewind or a new epoch gives the call its whole room.
 EXTEND_MIN_NEED_SHARE = 0.8
+# A context whose own part (this call's retrieved turns and user message) is more than
+# this share of it gets no breakpoint at its end (see _breakpoints).
+BROAD_OWN_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -1132,21 +1135,36 @@ def _shown(segments: Sequence[Segment]) -> set[tuple[str, int]]:
 
 
 def _breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakpoint]:
-    """Where the stable layers end (the last message of system, pinned, summary) and the
-    whole context (within an epoch, the next call's prefix), latest last, at most
-    MAX_BREAKPOINTS (the earliest layers give way)."""
-    out: list[Breakpoint] = []
-    cum = 0
-    ends: dict[str, tuple[int, int]] = {}
-    for i, (k, t) in enumerate(zip(kinds, tokens_each, strict=True)):
-        cum += t
-        if k in ("system", "pinned", "summary"):
-            ends[k] = (i, cum)
+    """Where the stable layers end (the last message of system, pinned, summary), where
+    the part before this call's own (its retrieved turns and user message) ends
+    (`stable`), and the whole context (`context`: within an epoch, the next call's
+    prefix) unless this call's own part is most of it (a broad retrieval, which the next
+    call is likely to rewind: writing it to a cache would cost a premium never read
+    back). Latest last, at most MAX_BREAKPOINTS (the earliest layers give way)."""
+    if not kinds:
+        return []
+    cum = [0]
+    for t in tokens_each:
+        cum.append(cum[-1] + t)
+    ends: list[tuple[int, str]] = []
     for layer in ("system", "pinned", "summary"):
-        if layer in ends and (not out or ends[layer][0] > out[-1].index):
-            out.append(Breakpoint(ends[layer][0], layer, ends[layer][1]))
-    if kinds and (not out or out[-1].index < len(kinds) - 1):
-        out.append(Breakpoint(len(kinds) - 1, "context", cum))
+        idx = [i for i, k in enumerate(kinds) if k == layer]
+        if idx:
+            ends.append((idx[-1], layer))
+    at = kinds.index("latest") if "latest" in kinds else len(kinds)
+    own = at - 1 if 0 < at < len(kinds) and kinds[at - 1] == "retrieved" else at
+    if own - 1 >= 0:
+        ends.append((own - 1, "stable"))
+    own_tokens = cum[-1] - cum[own] if own < len(kinds) else 0
+    if own_tokens <= BROAD_OWN_SHARE * cum[-1]:
+        ends.append((len(kinds) - 1, "context"))
+    out: list[Breakpoint] = []
+    rank = {"system": 0, "pinned": 1, "summary": 2, "stable": 3, "context": 4}
+    for i, layer in sorted(ends, key=lambda e: (e[0], rank[e[1]])):
+        if out and out[-1].index == i:
+            out[-1] = Breakpoint(i, layer, cum[i + 1])  # the later name says more
+        else:
+            out.append(Breakpoint(i, layer, cum[i + 1]))
     return out[-MAX_BREAKPOINTS:]
 
 
