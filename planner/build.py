@@ -8,11 +8,18 @@ Invariants:
   call fails with `BudgetTooSmall` unless the caller opted into truncating it.
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
-  tail, then the retrieved turns just before the latest user message (they change with
-  every query; `retrieved_placement="before_tail"` gives DESIGN.md's literal order). The
-  pinned block changes only when a load-bearing turn arrives, the summary only on a
-  refresh, and the tail's start only jumps on a token grid fixed by the budget, so
-  consecutive turns share a byte-identical prefix and provider prompt caches hit.
+  tail, then the per-turn part: the retrieved turns, then the latest user message
+  (`retrieved_placement="before_tail"` gives DESIGN.md's literal order and no epochs).
+  The stable layers are sized by the budget alone (`layer_shares`, the same for every
+  query class); what a class needs more of goes into the per-turn part.
+- Within an epoch the context is append-only (planner.epoch): the previous call's
+  context stays byte for byte, the turns that arrived since and this query's retrieved
+  turns not yet shown are appended. When the room runs out, the retrieved blocks of
+  earlier calls give way newest first (a rewind: the prefix before them still caches);
+  when that is not enough, a pin or summary line shown as current stops being current,
+  or the caller's budget or system prompt changes, a new epoch rebuilds the context.
+  The plan reports which (`plan.cache`) and where the stable prefix ends
+  (`plan.breakpoints`).
 - Superseded constraints are never presented as current: they are left out, and the
   plan says which turn superseded them.
 """
