@@ -66,6 +66,7 @@ class MethodOutput:
     superseded_positions: set[int] = field(default_factory=set)
     claimed_trimmed: set[int] = field(default_factory=set)  # of `positions`, those the plan says it trimmed
     degraded: bool = False
+    plan: Any = None  # tiermem: the context's plan (breakpoints, cache report)
 
     @property
     def text(self) -> str:
@@ -113,6 +114,7 @@ def tiermem_context(memory: Memory, conv: str, question: str, budget: int, *, na
         tokens=int(ctx.tokens),
         superseded_positions=superseded,
         degraded=bool(getattr(plan, "degraded", False)),
+        plan=plan,
     )
 
 

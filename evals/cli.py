@@ -1,7 +1,8 @@
 """`tiermem eval ...`: the click group that the `tiermem` CLI mounts as `eval`.
 
     tiermem eval locomo   --data ../shared/data/locomo-dev.json --budget 2000 [--json]
-    tiermem eval cost     --data ../shared/data/locomo-dev.json --budget 1000 [--plot docs/cost.png]
+    tiermem eval cost     --data ../shared/data/locomo-dev.json --budget 2000 [--plot docs/cost.png]
+    tiermem eval session  --data ../shared/data/locomo-dev.json --budget 2000 [--plot docs/session.png]
     tiermem eval pressure --seed 0 --budget 500 --budget 1000 --budget 2000 [--json]
     tiermem eval report   --locomo locomo.json --cost cost.json --pressure pressure.json
 
@@ -27,6 +28,7 @@ from evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
 from evals.locomo import DEFAULT_BUDGETS, DEFAULT_DATA, LocomoError
 from evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from evals.report import report_command
+from evals.session import SESSION_METHODS
 from tiermem.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -181,13 +183,6 @@ def locomo_command(
 @click.option("--turns", type=click.IntRange(min=1), default=None, help="Replay only the first T turns.")
 @click.option("--method", "methods", type=click.Choice(COST_METHODS), multiple=True)
 @click.option(
-    "--min-cache-tokens",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Smallest prefix a provider caches (OpenAI: 1024); 0 caches any prefix.",
-)
-@click.option(
     "--plot",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
@@ -200,7 +195,6 @@ def cost_command(
     budget: int,
     turns: int | None,
     methods: tuple[str, ...],
-    min_cache_tokens: int,
     plot: Path | None,
     as_json: bool,
     data_dir: Path | None,
@@ -222,7 +216,6 @@ def cost_command(
                 budget=budget,
                 turns=turns,
                 methods=methods or COST_METHODS,
-                min_cache_tokens=min_cache_tokens,
                 hot=opened.hot,
                 progress=progress,
             )
@@ -235,6 +228,51 @@ def cost_command(
 
         r = run.result
         cost_curves(run.series, plot, title=f"Input tokens billed, {r['sample']}, budget {r['budget']:,}")
+    _emit(run.result, as_json, table)
+
+
+@eval_group.command("session")
+@_data_option
+@click.option("--budget", "budgets", type=click.IntRange(min=1), multiple=True,
+              help="Context budget in tokens; repeat for several (each replays the session). Default: 2000.")
+@click.option("--limit-samples", type=click.IntRange(min=1), default=None, help="Only the first S samples.")
+@click.option("--limit-questions", type=click.IntRange(min=1), default=None,
+              help="Only the first K questions of each sample.")
+@click.option("--method", "methods", type=click.Choice(SESSION_METHODS), multiple=True)
+@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write recall against billed cost as a PNG here (e.g. docs/session.png).")
+@_common
+def session_command(
+    data: Path,
+    budgets: tuple[int, ...],
+    limit_samples: int | None,
+    limit_questions: int | None,
+    methods: tuple[str, ...],
+    plot: Path | None,
+    as_json: bool,
+    data_dir: Path | None,
+    no_hot: bool,
+    quiet: bool,
+) -> None:
+    """A long-history QA session: every question asked in one chained conversation; recall and billed cost."""
+    from evals.session import DEFAULT_SESSION_BUDGETS, run_session, table
+
+    if not data.is_file():
+        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    opened = _open(data_dir, no_hot)
+    try:
+        with make_progress(not quiet) as progress:
+            run = run_session(opened.memory, data, budgets=budgets or DEFAULT_SESSION_BUDGETS,
+                              methods=methods or SESSION_METHODS, limit_samples=limit_samples,
+                              limit_questions=limit_questions, progress=progress)
+    except LocomoError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        close_memory(opened)
+    if plot is not None:
+        from evals.plots import recall_vs_cost
+
+        recall_vs_cost(run.result, plot)
     _emit(run.result, as_json, table)
 
 

@@ -1,6 +1,6 @@
 """Tokens billed over a replayed conversation, with and without prompt caching.
 
-    tiermem eval cost --data ../shared/data/locomo-dev.json --sample 0 --budget 1000 --plot docs/cost.png
+    tiermem eval cost --data ../shared/data/locomo-dev.json --sample 0 --budget 2000 --plot docs/cost.png
 
 One LoCoMo conversation is replayed turn by turn as an agent would see it (roles as in
 `evals.locomo`): every turn is appended as it happens, and at every user turn each
@@ -10,18 +10,32 @@ method builds the context the model would be sent:
 - ``full_context``: every turn so far (the current one included);
 - ``tail``: the most recent turns that fit the same budget.
 
-Prompt caching: a provider bills the part of a prompt that repeats the previous
-prompt's beginning byte for byte at a discount. Per method and turn, the cached part is
-the longest common prefix of *whole messages* between this turn's context and the
-previous turn's (each message serialized as canonical JSON, compared in order); its
-size is those messages' tokens. Billed = uncached + cached x
-``Config.pricing.cached_input_ratio`` (0.1 by default). ``--min-cache-tokens`` models a
-provider's minimum cacheable prefix (OpenAI: 1,024); the default 0 caches any prefix.
+Prompt caching is billed on the rendered token sequence, not on whole messages: each
+context is rendered as the chat format does (per message a start marker, the role, a
+separator, the text's real tokenizer ids, an end marker; then the assistant header the
+provider appends), and two provider models bill it (`CacheRules`, `PROVIDERS`):
 
-Reported per method: total context tokens (what is billed without caching), total
-billed with caching, the cache-stable share (cached tokens / context tokens over the
-replay), ratios against full context, latency. Goals (issue 6): tiermem's total at most
-10% of full context's, at least 80% of its context tokens cache-stable.
+- ``openai``: automatic caching. The cached part of a request is its longest common
+  token prefix with a recent request (the last `RECENT_REQUESTS`), counted only from
+  `min_prefix` (1,024) tokens and then in `granularity` (128) token steps; billed at
+  `read_ratio`.
+- ``anthropic``: explicit ``cache_control`` breakpoints (at most 4). A request reads the
+  longest prefix that an earlier request wrote at one of its breakpoints, when that
+  point is at most `lookback_blocks` (20) messages before one of this request's
+  breakpoints; the tokens from there to its last breakpoint are written (billed at
+  `write_ratio`, 1.25 for the 5-minute TTL); the rest is plain input. A prefix shorter
+  than `min_prefix` is neither written nor read. tiermem places its breakpoints where
+  the plan says the stable layers end (`Context.breakpoints`); full context and tail
+  truncation put one on their last message, as the provider's guide does for chat.
+
+Turns of a replay are assumed to fall inside the caches' TTL (minutes apart).
+
+Reported per method: input tokens (what is billed without caching), billed with each
+provider's rules, the token-prefix cache-stable share (tokens of each context that are
+a prefix of the previous turn's context, over all tokens), new epochs (tiermem), and
+ratios against full context, which caches best of all. Goals (issue 22, budget 2,000):
+stable share at least 80%, billed at most 25% (OpenAI) and 30% (Anthropic) of cached
+full context's bill.
 """
 
 from __future__ import annotations
@@ -31,8 +45,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import Progress
 from rich.table import Table
 
@@ -51,12 +67,41 @@ from evals.baselines import (
 from evals.locomo import LocomoError, Sample, load_samples, session_times, turn_message
 from tiermem.memory import Memory
 from tiers.models import message_text
-from tiers.tokens import message_tokens, messages_tokens
+from tiers.tokens import messages_tokens
 
 COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail")
-DEFAULT_COST_BUDGET = 1000
-GOAL_TOTAL_RATIO = 0.10
+DEFAULT_COST_BUDGET = 2000
+GOAL_TOTAL_RATIO = 0.10  # tiermem's tokens against full context's, uncached (issue 6)
 GOAL_CACHE_STABLE = 0.80
+GOAL_BILLED_VS_CACHED_FULL = {"openai": 0.25, "anthropic": 0.30}
+RECENT_REQUESTS = 16  # earlier requests an OpenAI-style cache is matched against
+# Chat-format markers: ids outside every vocabulary, so they only match each other.
+START, SEP, END, NAME = -1, -2, -3, -4
+
+
+class CacheRules(BaseModel):
+    """One provider's prompt-caching rules and prices."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    provider: Literal["openai", "anthropic"]
+    input_per_mtok: float = Field(ge=0, description="USD per million uncached input tokens")
+    read_ratio: float = Field(0.1, ge=0, le=1, description="cached read price / input price")
+    write_ratio: float = Field(1.0, ge=1, description="cache write price / input price (Anthropic: 1.25)")
+    min_prefix: int = Field(1024, ge=0, description="shortest cacheable prefix, tokens")
+    granularity: int = Field(1, ge=1, description="cached tokens count in steps of this many past min_prefix")
+    max_breakpoints: int = Field(4, ge=1, description="cache_control markers per request (Anthropic)")
+    lookback_blocks: int = Field(20, ge=1, description="messages before a breakpoint a hit is looked for")
+    ttl_s: float = Field(300.0, gt=0, description="cache lifetime; replayed turns are assumed inside it")
+
+
+PROVIDERS: dict[str, CacheRules] = {
+    # GPT-5-class pricing: cached input at a tenth; caching from 1,024 tokens in 128-token steps
+    "openai": CacheRules(provider="openai", input_per_mtok=1.25, read_ratio=0.1, min_prefix=1024, granularity=128),
+    # Claude Sonnet-class: reads at 0.1x, 5-minute writes at 1.25x, 1,024-token minimum
+    # (Haiku: 2,048; some newer models 4,096: pass min_prefix)
+    "anthropic": CacheRules(provider="anthropic", input_per_mtok=3.0, read_ratio=0.1, write_ratio=1.25,
+                            min_prefix=1024, granularity=1, max_breakpoints=4),
+}
 
 
 def canonical(message: dict[str, Any]) -> str:
@@ -86,51 +131,133 @@ def common_prefix_messages(prev: Sequence[str], cur: Sequence[str]) -> int:
     return n
 
 
+def common_prefix_ids(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two token id arrays."""
+    n = min(a.shape[0], b.shape[0])
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.shape[0] else n
+
+
+class Renderer:
+    """Messages to the token ids a provider sees, message by message (remembered: a
+    replay renders the same messages again and again)."""
+
+    def __init__(self, counter: Any) -> None:
+        self.counter = counter
+        self._memo: dict[str, np.ndarray] = {}
+        self.priming = np.array([START, *counter.encode("assistant"), SEP], dtype=np.int64)
+
+    def message(self, m: dict[str, Any]) -> np.ndarray:
+        key = canonical(m)
+        got = self._memo.get(key)
+        if got is None:
+            ids = [START, *self.counter.encode(str(m.get("role") or ""))]
+            if m.get("name"):
+                ids += [NAME, *self.counter.encode(str(m["name"]))]
+            ids += [SEP, *self.counter.encode(message_text(m)), END]
+            got = np.array(ids, dtype=np.int64)
+            self._memo[key] = got
+        return got
+
+    def render(self, messages: Sequence[dict[str, Any]]) -> tuple[np.ndarray, list[int]]:
+        """The whole request's ids, and the offset where each message ends."""
+        parts = [self.message(m) for m in messages]
+        ends = np.cumsum([p.shape[0] for p in parts]).tolist() if parts else []
+        return np.concatenate([*parts, self.priming]), [int(e) for e in ends]
+
+
+@dataclass
+class Bill:
+    tokens: int
+    read: int = 0
+    written: int = 0
+
+    def billed(self, rules: CacheRules) -> float:
+        return (self.tokens - self.read - self.written) + self.read * rules.read_ratio + self.written * rules.write_ratio
+
+
+class OpenAICache:
+    """Automatic prefix caching: the longest token prefix shared with a recent request."""
+
+    def __init__(self, rules: CacheRules) -> None:
+        self.rules = rules
+        self._recent: list[np.ndarray] = []
+
+    def request(self, ids: np.ndarray) -> Bill:
+        lcp = max((common_prefix_ids(ids, prev) for prev in self._recent), default=0)
+        lcp = min(lcp, ids.shape[0] - 1)  # the last token is always computed
+        r = self.rules
+        cached = 0 if lcp < r.min_prefix else r.min_prefix + ((lcp - r.min_prefix) // r.granularity) * r.granularity
+        self._recent.append(ids)
+        del self._recent[:-RECENT_REQUESTS]
+        return Bill(int(ids.shape[0]), read=cached)
+
+
+class AnthropicCache:
+    """Explicit breakpoints: reads what earlier breakpoints wrote, writes up to its last."""
+
+    def __init__(self, rules: CacheRules) -> None:
+        self.rules = rules
+        self._written: list[tuple[np.ndarray, list[int]]] = []  # a request's ids, the lengths it wrote
+
+    def request(self, ids: np.ndarray, ends: Sequence[int], breakpoints: Sequence[int]) -> Bill:
+        """`ends`: where each message ends; `breakpoints`: message indexes marked."""
+        r = self.rules
+        marks = sorted({ends[i] for i in breakpoints if 0 <= i < len(ends)})[-r.max_breakpoints:]
+        marks = [m for m in marks if m >= r.min_prefix]
+        read = 0
+        for prev, lengths in self._written:
+            lcp = common_prefix_ids(ids, prev)
+            for length in lengths:
+                if length <= lcp and length > read and any(
+                        length <= m and sum(1 for e in ends if length < e <= m) <= r.lookback_blocks for m in marks):
+                    read = length
+        written = max(0, marks[-1] - read) if marks else 0
+        if marks:
+            self._written.append((ids, marks))
+            del self._written[:-RECENT_REQUESTS]
+        return Bill(int(ids.shape[0]), read=read, written=written)
+
+
 @dataclass
 class MethodSeries:
     turn: list[int] = field(default_factory=list)  # 1-based index of the replayed message
-    tokens: list[int] = field(default_factory=list)
-    cached: list[int] = field(default_factory=list)
-    billed: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)  # rendered input tokens per request
+    stable: list[int] = field(default_factory=list)  # tokens that are a prefix of the previous request
+    billed: list[float] = field(default_factory=list)  # OpenAI rules (the plot's curve)
+    billed_anthropic: list[float] = field(default_factory=list)
+    read_anthropic: list[int] = field(default_factory=list)
+    written_anthropic: list[int] = field(default_factory=list)
+    cached_openai: list[int] = field(default_factory=list)
+    context_tokens: list[int] = field(default_factory=list)  # the method's own count (tiers.tokens)
     ms: list[float] = field(default_factory=list)
-    cached_bytes: list[int] = field(default_factory=list)  # byte-prefix variant, see `add`
+    new_epochs: int = 0
+    epoch_reasons: dict[str, int] = field(default_factory=dict)
     over_budget: int = 0
     token_mismatches: int = 0
-    _prev: list[str] = field(default_factory=list)
-    _prev_blob: str = ""
+    _prev: np.ndarray | None = None
+    _openai: OpenAICache = field(default_factory=lambda: OpenAICache(PROVIDERS["openai"]))
+    _anthropic: AnthropicCache = field(default_factory=lambda: AnthropicCache(PROVIDERS["anthropic"]))
 
-    def add(
-        self,
-        turn: int,
-        out: MethodOutput,
-        ms: float,
-        *,
-        counter: Any,
-        ratio: float,
-        min_cache: int,
-        budget: int | None,
-        token_ok: bool = True,
-    ) -> None:
-        cur = [canonical(m) for m in out.messages]
-        k = common_prefix_messages(self._prev, cur)
-        cached = sum(message_tokens(counter, m) for m in out.messages[:k])
-        if cached < min_cache:
-            cached = 0
-        self._prev = cur
-        # Variant: providers cache the longest common *token* prefix, not whole messages;
-        # when a planner packs many turns into one message, only part of it may change.
-        # Estimate: tokens of the common prefix of the serialized lists, scaled to the
-        # context's token count.
-        blob = "[" + ",".join(cur) + "]"
-        common = blob[: common_prefix_chars(self._prev_blob, blob)]
-        whole = counter.count(blob)
-        cached_b = round(out.tokens * counter.count(common) / whole) if whole and common else 0
-        self.cached_bytes.append(cached_b if cached_b >= min_cache else 0)
-        self._prev_blob = blob
+    def add(self, turn: int, out: MethodOutput, ms: float, *, renderer: Renderer, budget: int | None,
+            breakpoints: Sequence[int] | None = None, token_ok: bool = True) -> None:
+        """`breakpoints`: message indexes marked for Anthropic caching (default: the last)."""
+        ids, ends = renderer.render(out.messages)
+        self.stable.append(common_prefix_ids(ids, self._prev) if self._prev is not None else 0)
+        self._prev = ids
+        o = self._openai.request(ids)
+        marks = list(breakpoints) if breakpoints is not None else [len(out.messages) - 1]
+        a = self._anthropic.request(ids, ends, marks)
         self.turn.append(turn)
-        self.tokens.append(out.tokens)
-        self.cached.append(cached)
-        self.billed.append((out.tokens - cached) + cached * ratio)
+        self.tokens.append(int(ids.shape[0]))
+        self.context_tokens.append(out.tokens)
+        self.cached_openai.append(o.read)
+        self.billed.append(o.billed(PROVIDERS["openai"]))
+        self.read_anthropic.append(a.read)
+        self.written_anthropic.append(a.written)
+        self.billed_anthropic.append(a.billed(PROVIDERS["anthropic"]))
         self.ms.append(ms)
         if budget is not None and out.tokens > budget:
             self.over_budget += 1
@@ -139,18 +266,23 @@ class MethodSeries:
 
     def summary(self) -> dict[str, Any]:
         total = sum(self.tokens)
-        cached = sum(self.cached)
-        shares = [c / t for c, t in zip(self.cached[1:], self.tokens[1:], strict=True) if t]
+        first = self.tokens[0] if self.tokens else 0  # the first request has nothing to share
         return {
             "total_tokens": total,
-            "total_billed": round(sum(self.billed), 1),
-            "cached_tokens": cached,
-            "cache_stable_share": round(cached / total, 4) if total else None,
-            "mean_turn_cache_share": round(sum(shares) / len(shares), 4) if shares else None,
-            "cache_stable_share_token_prefix": round(sum(self.cached_bytes) / total, 4) if total else None,
-            "mean_context_tokens": round(total / len(self.tokens), 1) if self.tokens else None,
-            "max_context_tokens": max(self.tokens, default=None),
+            "total_billed": round(sum(self.billed), 1),  # OpenAI rules
+            "total_billed_openai": round(sum(self.billed), 1),
+            "total_billed_anthropic": round(sum(self.billed_anthropic), 1),
+            "cached_tokens_openai": sum(self.cached_openai),
+            "read_tokens_anthropic": sum(self.read_anthropic),
+            "written_tokens_anthropic": sum(self.written_anthropic),
+            # tokens of each request that are a prefix of the previous one, over every
+            # request but the first (which has nothing to share)
+            "cache_stable_share": round(sum(self.stable) / (total - first), 4) if total > first else None,
+            "mean_context_tokens": round(sum(self.context_tokens) / len(self.tokens), 1) if self.tokens else None,
+            "max_context_tokens": max(self.context_tokens, default=None),
             "context_ms": percentiles(self.ms),
+            "new_epochs": self.new_epochs,
+            "epoch_reasons": dict(sorted(self.epoch_reasons.items(), key=lambda kv: -kv[1])),
             "budget_violations": self.over_budget,
             "token_mismatches": self.token_mismatches,
         }
@@ -176,6 +308,20 @@ def pick_sample(samples: list[Sample], which: str | int) -> Sample:
     return samples[i]
 
 
+def epoch_category(reason: str) -> str:
+    """A plan's epoch reason without its figures ("room used up: ..." -> "room used up")."""
+    return reason.split(":", 1)[0].split("(", 1)[0].strip()
+
+
+def tiermem_request(memory: Memory, conv: str, query: str, budget: int, *, namespace: str
+                    ) -> tuple[MethodOutput, list[int], Any]:
+    """`tiermem_context`, plus the context's breakpoints and the plan's cache report."""
+    out = tiermem_context(memory, conv, query, budget, namespace=namespace)
+    plan = out.plan
+    marks = getattr(plan, "breakpoints", None)  # a build without them: the last message, like the others
+    return out, ([b.index for b in marks] if marks else [len(out.messages) - 1]), getattr(plan, "cache", None)
+
+
 def run_cost(
     memory: Memory,
     data: Path,
@@ -184,7 +330,6 @@ def run_cost(
     budget: int = DEFAULT_COST_BUDGET,
     turns: int | None = None,
     methods: Sequence[str] = COST_METHODS,
-    min_cache_tokens: int = 0,
     hot: bool = True,
     progress: Progress | None = None,
 ) -> CostRun:
@@ -198,7 +343,6 @@ def run_cost(
     if TIERMEM in methods and not use_tiermem:
         warn("Memory has no context() yet: the tiermem method is skipped in the cost replay")
     active = [m for m in methods if m != TIERMEM or use_tiermem]
-    ratio = memory.config.pricing.cached_input_ratio
     conv = unique_conversation_id(memory, f"locomo-cost-{s.sample_id}"[:120])
     ns = conv
     times, _ = session_times(s)
@@ -210,6 +354,7 @@ def run_cost(
     if turns is not None:
         plan = plan[:turns]
     series = {m: MethodSeries() for m in active}
+    renderer = Renderer(memory.tokens)
     view = ConvView(conv)
     task = progress.add_task(f"replay {s.sample_id}", total=len(plan)) if progress is not None else None
     t0 = time.perf_counter()
@@ -224,32 +369,20 @@ def run_cost(
                 if name == TIERMEM:
                     memory.catch_up(conv, namespace=ns)  # what the background indexer would have done by now
                     t = time.perf_counter()
-                    out = tiermem_context(memory, conv, query, budget, namespace=ns)
+                    out, marks, cache = tiermem_request(memory, conv, query, budget, namespace=ns)
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
-                    series[name].add(
-                        n,
-                        out,
-                        ms,
-                        counter=memory.tokens,
-                        ratio=ratio,
-                        min_cache=min_cache_tokens,
-                        budget=budget,
-                        token_ok=ok,
-                    )
+                    series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
+                    if cache is not None and cache.new_epoch and builds > 1:
+                        series[name].new_epochs += 1
+                        cat = epoch_category(cache.reason)
+                        series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
                 else:
                     t = time.perf_counter()
                     out = full_context(view) if name == "full_context" else tail_truncation(view, budget)
                     ms = (time.perf_counter() - t) * 1000
-                    series[name].add(
-                        n,
-                        out,
-                        ms,
-                        counter=memory.tokens,
-                        ratio=ratio,
-                        min_cache=min_cache_tokens,
-                        budget=None if name == "full_context" else budget,
-                    )
+                    series[name].add(n, out, ms, renderer=renderer,
+                                     budget=None if name == "full_context" else budget)
         if progress is not None and task is not None:
             progress.advance(task)
     summaries = {m: series[m].summary() for m in active}
@@ -257,32 +390,32 @@ def run_cost(
     for summ in summaries.values():
         if full and full["total_tokens"]:
             summ["ratio_tokens_vs_full"] = round(summ["total_tokens"] / full["total_tokens"], 4)
-            summ["ratio_billed_vs_full"] = round(summ["total_billed"] / full["total_billed"], 4)
-            summ["ratio_billed_vs_full_uncached"] = round(summ["total_billed"] / full["total_tokens"], 4)
+            for p in PROVIDERS:
+                summ[f"ratio_billed_vs_full_{p}"] = round(summ[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
+            summ["ratio_billed_vs_full"] = summ["ratio_billed_vs_full_openai"]
         else:
             summ["ratio_tokens_vs_full"] = summ["ratio_billed_vs_full"] = None
-            summ["ratio_billed_vs_full_uncached"] = None
-    goals: dict[str, Any] = {"total_ratio_max": GOAL_TOTAL_RATIO, "cache_stable_min": GOAL_CACHE_STABLE}
+            for p in PROVIDERS:
+                summ[f"ratio_billed_vs_full_{p}"] = None
+    goals: dict[str, Any] = {"total_ratio_max": GOAL_TOTAL_RATIO, "cache_stable_min": GOAL_CACHE_STABLE,
+                             "billed_vs_cached_full_max": dict(GOAL_BILLED_VS_CACHED_FULL)}
     tm = summaries.get(TIERMEM)
     if tm is not None and full is not None:
-        goals["tiermem_billed_vs_full_billed_ok"] = (
-            tm["ratio_billed_vs_full"] is not None and tm["ratio_billed_vs_full"] <= GOAL_TOTAL_RATIO
-        )
-        goals["tiermem_billed_vs_full_uncached_ok"] = (
-            tm["ratio_billed_vs_full_uncached"] is not None
-            and tm["ratio_billed_vs_full_uncached"] <= GOAL_TOTAL_RATIO
-        )
+        goals["tiermem_tokens_vs_full_ok"] = (
+            tm["ratio_tokens_vs_full"] is not None and tm["ratio_tokens_vs_full"] <= GOAL_TOTAL_RATIO)
+        for p, cap in GOAL_BILLED_VS_CACHED_FULL.items():
+            got = tm[f"ratio_billed_vs_full_{p}"]
+            goals[f"tiermem_billed_vs_cached_full_{p}_ok"] = got is not None and got <= cap
         goals["tiermem_cache_stable_ok"] = (
-            tm["cache_stable_share"] is not None and tm["cache_stable_share"] >= GOAL_CACHE_STABLE
-        )
+            tm["cache_stable_share"] is not None and tm["cache_stable_share"] >= GOAL_CACHE_STABLE)
     result: dict[str, Any] = {
         "data": str(data),
         "sample": s.sample_id,
         "budget": budget,
         "turns_replayed": len(plan),
         "context_builds": builds,
-        "cached_input_ratio": ratio,
-        "min_cache_tokens": min_cache_tokens,
+        "providers": {p: r.model_dump() for p, r in PROVIDERS.items()},
+        "cached_input_ratio": PROVIDERS["openai"].read_ratio,
         "hot_tier": hot,
         "tokenizer": memory.tokens.name,
         "elapsed_s": round(time.perf_counter() - t0, 2),
@@ -296,27 +429,27 @@ def run_cost(
 def table(result: dict[str, Any]) -> Table:
     t = Table(
         title=f"Cost replay of {result['sample']} ({result['turns_replayed']} turns, "
-        f"{result['context_builds']} contexts, budget {result['budget']}, cached input at "
-        f"{result['cached_input_ratio']:.0%})"
+        f"{result['context_builds']} contexts, budget {result['budget']}; billed on rendered tokens, "
+        "OpenAI and Anthropic caching rules)"
     )
-    for col in (
-        "method",
-        "context tokens",
-        "billed (cached)",
-        "vs full (tokens)",
-        "vs full (billed)",
-        "cache-stable",
-        "p50 ms",
-    ):
+    for col in ("method", "input tokens", "vs full (tokens)", "billed OpenAI", "vs cached full",
+                "billed Anthropic", "vs cached full", "cache-stable", "new epochs", "p50 ms"):
         t.add_column(col, justify="left" if col == "method" else "right")
     for name, m in result["methods"].items():
         t.add_row(
             name,
             f"{m['total_tokens']:,}",
-            f"{m['total_billed']:,.0f}",
-            "-" if m["ratio_tokens_vs_full"] is None else f"{100 * m['ratio_tokens_vs_full']:.1f}%",
-            "-" if m["ratio_billed_vs_full"] is None else f"{100 * m['ratio_billed_vs_full']:.1f}%",
-            "-" if m["cache_stable_share"] is None else f"{100 * m['cache_stable_share']:.1f}%",
+            _pct(m["ratio_tokens_vs_full"]),
+            f"{m['total_billed_openai']:,.0f}",
+            _pct(m["ratio_billed_vs_full_openai"]),
+            f"{m['total_billed_anthropic']:,.0f}",
+            _pct(m["ratio_billed_vs_full_anthropic"]),
+            _pct(m["cache_stable_share"]),
+            str(m["new_epochs"]) if name == TIERMEM else "-",
             "-" if m["context_ms"]["p50"] is None else f"{m['context_ms']['p50']:.1f}",
         )
     return t
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"

@@ -147,3 +147,31 @@ def latency_histogram(latencies: Mapping[str, Sequence[float]], path: Path, *, t
     ax.set_title(title or "Context latency")
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def recall_vs_cost(result: Mapping[str, Any], path: Path, *, title: str = "") -> Path:
+    """`result`: `evals.session.run_session(...).result`. Evidence recall against the
+    session's bill with caching (OpenAI rules, filled; Anthropic rules, hollow), one
+    point per method and budget."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    names = sorted({n for e in result["budgets"].values() for n in e["methods"]})
+    for name in names:
+        pts = [(int(b), e["methods"][name]) for b, e in sorted(result["budgets"].items(), key=lambda kv: int(kv[0]))
+               if name in e["methods"] and e["methods"][name]["evidence_recall"] is not None]
+        if not pts:
+            continue
+        xs = [m["total_billed_openai"] for _b, m in pts]
+        ys = [100 * m["evidence_recall"] for _b, m in pts]
+        (line,) = ax.plot(xs, ys, marker="o", label=f"{LABELS.get(name, name)} (OpenAI rules)",
+                          linewidth=2.5 if name == "tiermem" else 1.2)
+        ax.plot([m["total_billed_anthropic"] for _b, m in pts], ys, marker="o", linestyle=":", fillstyle="none",
+                color=line.get_color(), label=f"{LABELS.get(name, name)} (Anthropic rules)")
+        for (b, _m), x, y in zip(pts, xs, ys, strict=True):
+            ax.annotate(f"{b:,}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("input tokens billed over the session, with prompt caching")
+    ax.set_ylabel("evidence recall (%)")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title or "Long-history QA session: recall against billed cost")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

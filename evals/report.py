@@ -128,38 +128,30 @@ def locomo_markdown(result: Mapping[str, Any], *, command: str | None = None) ->
 def cost_markdown(result: Mapping[str, Any], *, command: str | None = None) -> str:
     lines = [
         f"**Cost replay** of {result['sample']} ({result['turns_replayed']} turns, "
-        f"{result['context_builds']} contexts built, budget {result['budget']:,} tokens, "
-        f"cached input billed at {100 * result['cached_input_ratio']:.0f}%)",
+        f"{result['context_builds']} contexts built, budget {result['budget']:,} tokens; billed on the rendered "
+        "token sequence under OpenAI rules (automatic, from 1,024 tokens in 128-token steps, reads at 10%) and "
+        "Anthropic rules (breakpoints, writes at 125%, reads at 10%, from 1,024 tokens))",
         "",
     ]
     if command:
         lines += [f"`{command}`", ""]
-    lines.append(
-        _row(
-            [
-                "method",
-                "input tokens",
-                "billed with caching",
-                "tokens vs full",
-                "billed vs full",
-                "cache-stable (whole messages)",
-                "cache-stable (token prefix)",
-                "p50 ms",
-            ]
-        )
-    )
-    lines.append(_row(["---"] + ["---:"] * 7))
+    cols = ["method", "input tokens", "tokens vs full", "billed OpenAI", "vs cached full", "billed Anthropic",
+            "vs cached full", "cache-stable (token prefix)", "new epochs", "p50 ms"]
+    lines.append(_row(cols))
+    lines.append(_row(["---"] + ["---:"] * (len(cols) - 1)))
     for name, m in result["methods"].items():
         lines.append(
             _row(
                 [
                     LABELS.get(name, name),
                     _int(m["total_tokens"]),
-                    _int(m["total_billed"]),
                     _pct(m.get("ratio_tokens_vs_full")),
-                    _pct(m.get("ratio_billed_vs_full")),
+                    _int(m.get("total_billed_openai", m["total_billed"])),
+                    _pct(m.get("ratio_billed_vs_full_openai", m.get("ratio_billed_vs_full"))),
+                    _int(m.get("total_billed_anthropic")),
+                    _pct(m.get("ratio_billed_vs_full_anthropic")),
                     _pct(m.get("cache_stable_share")),
-                    _pct(m.get("cache_stable_share_token_prefix")),
+                    str(m.get("new_epochs", "-")) if name == "tiermem" else "-",
                     _ms(m["context_ms"]["p50"]),
                 ]
             )

@@ -8,11 +8,18 @@ Invariants:
   call fails with `BudgetTooSmall` unless the caller opted into truncating it.
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
-  tail, then the retrieved turns just before the latest user message (they change with
-  every query; `retrieved_placement="before_tail"` gives DESIGN.md's literal order). The
-  pinned block changes only when a load-bearing turn arrives, the summary only on a
-  refresh, and the tail's start only jumps on a token grid fixed by the budget, so
-  consecutive turns share a byte-identical prefix and provider prompt caches hit.
+  tail, then the per-turn part: the retrieved turns, then the latest user message
+  (`retrieved_placement="before_tail"` gives DESIGN.md's literal order and no epochs).
+  The stable layers are sized by the budget alone (`layer_shares`, the same for every
+  query class); what a class needs more of goes into the per-turn part.
+- Within an epoch the context is append-only (planner.epoch): the previous call's
+  context stays byte for byte, the turns that arrived since and this query's retrieved
+  turns not yet shown are appended. When the room runs out, the retrieved blocks of
+  earlier calls give way newest first (a rewind: the prefix before them still caches);
+  when that is not enough, a pin or summary line shown as current stops being current,
+  or the caller's budget or system prompt changes, a new epoch rebuilds the context.
+  The plan reports which (`plan.cache`) and where the stable prefix ends
+  (`plan.breakpoints`).
 - Superseded constraints are never presented as current: they are left out, and the
   plan says which turn superseded them. A superseded turn that is shown is marked, with
   its validity interval (valid from its own time until the superseding turn's), in the
@@ -36,7 +43,8 @@ import numpy as np
 
 from planner.classify import QueryClassifier, about_past
 from planner.dates import query_windows
-from planner.plan import Context, Plan, PlanItem, ViewStaleness
+from planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
+from planner.plan import MAX_BREAKPOINTS, Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiers.cold import ColdStore, TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
@@ -87,6 +95,14 @@ AUTO_PIN_MIN_PRIORITY = 70
 # clearly the same topic), or turns from a period the message names.
 STRONG_COSINE = 0.55
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
+DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
+# Extending an epoch may leave out the lowest-scored of this call's retrieved turns for
+# room, as long as what it shows holds at least this share of their tokens; below it a
+# rewind or a new epoch gives the call its whole room.
+EXTEND_MIN_NEED_SHARE = 0.8
+# A context whose own part (this call's retrieved turns and user message) is more than
+# this share of it gets no breakpoint at its end (see _breakpoints).
+BROAD_OWN_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -126,6 +142,9 @@ class PlannerSettings:
     retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
     system_messages: str = "as_is"  # or "merge": one leading system message (strict chat templates)
     context_format: str = "as_stored"  # or "chat" / "responses": convert every message to that family
+    # the stable layers' budget shares, the same for every query class
+    layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
+    epochs: bool = True  # append-only contexts within an epoch (planner.epoch)
 
 
 @dataclass
@@ -153,6 +172,15 @@ class _PinSet:
     rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
     superseded: tuple[TurnRow, ...]
     intervals: tuple[str, ...] = ()  # each superseded row's validity interval, for the plan
+
+
+@dataclass(frozen=True)
+class _Extension:
+    """The previous context extended within its epoch."""
+
+    segments: list[Segment]
+    total: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -194,6 +222,7 @@ class Planner:
         self.classifier = classifier or QueryClassifier()
         self._pins: OrderedDict[str, _PinSet] = OrderedDict()
         self._pins_lock = threading.Lock()
+        self._epochs = EpochCache()
 
     # -- rendering helpers -----------------------------------------------------------------
 
@@ -283,12 +312,14 @@ class Planner:
             tail_msgs.update({m.position: m for m in self._messages(conv, [latest_user], hot)})
         base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)
         latest_body: dict[str, Any] | None = None
+        latest_truncated = False
         if latest_user is not None and latest_user in tail_msgs:
             latest_body = wire_body(tail_msgs[latest_user].body)
             need = message_tokens(self.tokens, latest_body)
             if base + need > budget:
                 if not truncate_latest:
                     raise BudgetTooSmall(budget, base + need)
+                latest_truncated = True
                 room = budget - base - message_tokens(self.tokens, {"role": "user", "content": ""}) - 1
                 if room < 1:
                     raise BudgetTooSmall(budget, base + need)
@@ -319,8 +350,17 @@ class Planner:
         timings["embed"] = (time.perf_counter() - t0) * 1000  # when the vector was there
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
         plan.query_class, plan.class_reason = qclass.name, qclass.reason
+        plan.retrieval = ("none: no query" if not query or not query.strip()
+                          else f"broad: a {qclass.name} turn needs the past, the best turns fill the room left"
+                          if qclass.name in RECALL_CLASSES
+                          else f"narrow: a {qclass.name} turn brings back only clearly related turns (cosine >= "
+                               f"{STRONG_COSINE}) or turns of a period it names")
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
-        caps = {s: int(room * shares[s]) for s in ("pinned", "summary", "retrieved", "tail")}
+        # the stable layers are sized by the budget alone, whatever the class or this
+        # turn's message: what a class needs more of goes into the per-turn part
+        layers = self.settings.layers
+        caps = {s: int(budget * layers[s]) for s in ("pinned", "summary", "tail")}
+        caps["retrieved"] = int(room * shares["retrieved"])
         plan.shares = dict(caps)
         retrieved = self._retrieved_candidates(conv, namespace, query, qvec, qclass.name, room,
                                                exclude=taken_positions, lexical=lexical, table=table)
@@ -364,42 +404,33 @@ class Planner:
         def shown_verbatim() -> set[int]:
             return {p for c in chosen["tail"] for p in c.group} | {c.position for c in chosen["pinned"]}
 
+        # what may be presented as current right now (an epoch's pinned block and summary
+        # lines are checked against these before it is extended)
+        pin_current = {c.position for c in pinned}
+        summary_current = {c.text for c in summary}
         take("pinned", caps["pinned"])
-        if qclass.name == "recent_recall":
-            take("tail", caps["tail"])  # grows with leftovers below; no anchoring needed
-        else:
-            # cap and grid from the budget, not from what is left after this turn's latest
-            # message: both must not move from one turn to the next
-            nominal = int(budget * shares["tail"])
-            chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(nominal, remaining),
-                                               max(1, nominal // 2), table)
-            used["tail"] = sum(c.tokens for c in chosen["tail"])
-            remaining -= used["tail"]
+        # cap and grid from the budget, not from what is left after this turn's latest
+        # message: both must not move from one turn to the next
+        chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(caps["tail"], remaining),
+                                           max(1, caps["tail"] // 2), table)
+        used["tail"] = sum(c.tokens for c in chosen["tail"])
+        remaining -= used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
         withdraw("pinned", {p for c in chosen["tail"] for p in c.group})
         take("summary", caps["summary"])
         withdraw("retrieved", shown_verbatim())
         take("retrieved", caps["retrieved"])
-        # leftovers: pins first whatever the class (a constraint left out is an answer gone
-        # wrong), then the slices this class needs most
-        # (only recent recall lets the tail grow past its share)
-        order = (["pinned", "retrieved", "summary"] if qclass.name in ("targeted_recall", "temporal")
-                 else ["pinned", "summary", "retrieved"] if qclass.name == "summarize"
-                 else ["pinned", "tail", "retrieved", "summary"] if qclass.name == "recent_recall"
-                 else ["pinned", "retrieved", "summary"])
-        for s in order:
-            take(s, used[s] + remaining)
-        # the leftovers may have shown more turns verbatim; what the dedupe frees goes to
-        # the slices that are not the tail
-        withdraw("retrieved", shown_verbatim())
-        for s in [s for s in order if s != "tail"]:
-            take(s, used[s] + remaining)
+        # leftovers go to the per-turn part only: the stable layers keep their sizes, so
+        # their bytes do not depend on what this query retrieved. (Non-recall classes only
+        # retrieve what is clearly related, so most of their room stays free: it is what
+        # an epoch grows into.)
+        take("retrieved", used["retrieved"] + remaining)
         timings["pack"] = (time.perf_counter() - t0) * 1000
 
         # -- render, count exactly, drop lowest-value items until it fits -------------------------
         while True:
-            messages = self._render(fixed_msgs, chosen, latest_body, latest_user)
-            total = messages_tokens(self.tokens, messages)
+            messages, kinds, where = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            total = messages_tokens(self.tokens, self._out(messages))
             if total <= budget:
                 break
             if not self._drop_one(chosen, plan):
@@ -412,34 +443,211 @@ class Planner:
             added = self._top_up(chosen, pools, ["retrieved"], budget - total, header)
             if not added:
                 break
-            more = self._render(fixed_msgs, chosen, latest_body, latest_user)
-            more_total = messages_tokens(self.tokens, more)
+            more, more_kinds, more_where = self._render(fixed_msgs, chosen, latest_body, latest_user)
+            more_total = messages_tokens(self.tokens, self._out(more))
             if more_total > budget:
                 for s, c in added:
                     chosen[s].remove(c)
                 break
-            messages, total = more, more_total
+            messages, kinds, where, total = more, more_kinds, more_where, more_total
+        items: list[PlanItem] = []
+        if system:
+            items.append(PlanItem("system", conv, [], "caller", "verbatim",
+                                  message_tokens(self.tokens, fixed_msgs[0]), 1.0, "system prompt from the caller"))
+        for s in ("pinned", "summary", "retrieved", "tail"):
+            for c in chosen[s]:
+                items.append(self._item(c))
+        latest_item: PlanItem | None = None
+        if latest_body is not None and latest_user is not None:
+            fid = "verbatim" if latest_body == wire_body(tail_msgs[latest_user].body) else "trimmed"
+            latest_item = PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
+                                   message_tokens(self.tokens, latest_body), 1.0,
+                                   "the latest user message is always kept")
+            items.append(latest_item)
+
+        segments = _segments(messages, kinds, where, items, latest_item)
+
+        # -- the epoch: extend the previous context when it can, else this is a new one ---------
+        key = EpochKey(budget, system or "", (int(table.positions[0]), float(table.created[0])) if len(table) else None,
+                       bool(namespace_recall))
+        prev = self._epochs.get(conv)
+        why_new = ("first context of this conversation in this process" if prev is None
+                   else key_change(prev.key, key))
+        ext: _Extension | None = None
+        if prev is not None and not why_new:
+            if self._converting():
+                # an epoch extends messages as stored; a conversion (context_format,
+                # system_messages = "merge") may merge them, so every call starts anew
+                why_new = "epochs are off (messages are converted: context_format / system_messages)"
+            elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
+                ext, why_new = self._extend(prev, conv, chosen, pin_current, summary_current, tail_rows, tail_msgs,
+                                            latest_user, latest_body, latest_item, latest_truncated, budget)
+            else:
+                why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
+        if ext is not None and prev is not None:
+            segments, total = ext.segments, ext.total
+            plan.cache = CacheReport(prev.epoch, prev.calls + 1, False, ext.reason)
+        else:
+            plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
+        messages = [g.message for g in segments]
+        kinds = [g.kind for g in segments]
+        items = [it for g in segments for it in g.items]
+        tokens_each = [message_tokens(self.tokens, m) for m in messages]
+        if prev is not None:
+            k = 0
+            for a, b in zip(prev.segments, segments, strict=False):
+                if a.message != b.message:
+                    break
+                k += 1
+            plan.cache.prefix_messages = k
+            plan.cache.expected_cached_tokens = sum(tokens_each[:k])
+            # the layer of the previous context where it stops being reused ("" when all of it is)
+            plan.cache.boundary = prev.segments[k].kind if k < len(prev.segments) else ""
+        plan.breakpoints = _breakpoints(kinds, tokens_each)
+        shown = _shown(segments)
+        self._epochs.put(conv, EpochState(
+            key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
+            prev.pinned if ext is not None and prev is not None
+            else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
+            prev.summary_lines if ext is not None and prev is not None
+            else frozenset(c.text for c in chosen["summary"]),
+            max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
+            latest_user if latest_body is not None else None, latest_truncated))
+
         timings["total"] = (time.perf_counter() - t0) * 1000
         plan.tokens = total
         plan.timings_ms = {k: round(v, 3) for k, v in timings.items()}
+        plan.items = items
         for s in ("pinned", "summary", "retrieved", "tail"):
-            for c in chosen[s]:
-                plan.items.append(self._item(c))
             for c in pools[s][:PLAN_LEFT_OUT_PER_SLICE]:
+                if (c.conversation_id, c.position) in shown:
+                    continue
                 plan.left_out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
                                               c.tokens, c.score, "did not fit its share of the budget: " + c.reason))
-        if system:
-            plan.items.insert(0, PlanItem("system", conv, [], "caller", "verbatim",
-                                          message_tokens(self.tokens, fixed_msgs[0]), 1.0, "system prompt from the caller"))
-        if latest_body is not None and latest_user is not None:
-            fid = "verbatim" if latest_body == wire_body(tail_msgs[latest_user].body) else "trimmed"
-            plan.items.append(PlanItem("tail", conv, [latest_user], self._tier_of(latest_user, hot), fid,
-                                       message_tokens(self.tokens, latest_body), 1.0,
-                                       "the latest user message is always kept"))
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
-        return Context(messages, total, plan)
+        return Context(self._out(messages), total, plan)
+
+    def _extend(self, prev: EpochState, conv: str, chosen: dict[str, list[_Cand]], pin_current: set[int],
+                summary_current: set[str], tail_rows: list[TurnRow], tail_msgs: dict[int, StoredMessage],
+                latest_user: int | None, latest_body: dict[str, Any] | None, latest_item: PlanItem | None,
+                latest_truncated: bool, budget: int) -> tuple[_Extension | None, str]:
+        """The previous context extended by what arrived since and what this query needs
+        that it does not show, or None and why a new epoch starts.
+
+        When the room left cannot hold that, the retrieved blocks of earlier calls give
+        way, newest first (the prefix before them stays cached), before an epoch ends;
+        the log turns shown stay, so the context keeps growing only by appends."""
+        if latest_user is None or latest_body is None or latest_item is None or prev.latest_user is None:
+            return None, "no latest user message to extend after"
+        if latest_truncated or prev.latest_truncated:
+            return None, "the latest user message had to be truncated"
+        at = next((i for i, g in enumerate(prev.segments) if g.kind == "latest"), None)
+        if at is None:
+            return None, "the previous context has no user message to extend after"
+        if latest_user < prev.latest_user or (tail_rows and tail_rows[-1].position < prev.last_position):
+            return None, "the log no longer extends the previous context"
+        gone = prev.pinned - pin_current
+        if gone:
+            return None, f"pin changed: #{min(gone)} is no longer a current pin"
+        if prev.summary_lines - summary_current:
+            return None, "summary view refreshed: a shown line is no longer in it"
+        new_rows = [r for r in tail_rows if r.position > prev.last_position]
+        if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
+            return None, "more turns arrived than the tail can show"
+        new_positions = {r.position for r in new_rows}
+        shown_here = {p for c, p in _shown(prev.segments) if c == conv} | new_positions
+        fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
+        if fresh_pins:
+            return None, f"pin changed: #{min(fresh_pins)} is pinned now and not shown"
+        epoch = prev.epoch
+        before: list[Segment] = []  # new turns before this call's user message, then after it
+        after: list[Segment] = []
+        for c in sorted(self._tail_candidates(conv, new_rows, tail_msgs, latest_user), key=lambda c: c.position):
+            assert c.body is not None
+            c.reason = f"arrived since the previous call; appended within epoch {epoch}"
+            for i, body in enumerate(c.body["messages"]):
+                (before if c.position < latest_user else after).append(
+                    Segment("tail", body, (self._item(c),) if i == 0 else ()))
+        latest = Segment("latest", latest_body, (latest_item,))
+        # head: what stays as it was (its earlier retrieved blocks may give way); then
+        # this call's retrieved turns; then `rest`
+        if latest_user != prev.latest_user:  # a new user message: the old one is a tail turn now
+            old = prev.segments[at]
+            it = old.items[0]
+            head = [*prev.segments[:at], Segment("tail", old.message, (PlanItem(
+                it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens, it.score,
+                "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before]
+            rest = [latest, *after]
+        elif new_rows:  # the same user message, more turns after it (a tool loop): append
+            head, rest = [*prev.segments, *before, *after], []
+        else:
+            # the same log asked again (another query for this turn): its user message and
+            # what follows it move after this call's retrieved turns
+            head, rest = list(prev.segments[:at]), list(prev.segments[at:])
+        wanted = chosen["retrieved"]
+        wanted_tokens = sum(c.tokens for c in wanted)
+        dropped = 0
+        cut: int | None = None
+        fits: list[_Cand] = []
+        while True:
+            shown = _shown(head + rest) | {(conv, p) for p in new_positions}
+            need = [c for c in wanted if (c.conversation_id, c.position) not in shown]
+            fixed_part = [g.message for g in head + rest]
+            fixed_total = messages_tokens(self.tokens, fixed_part)
+            if fixed_total <= budget:
+                fits = self._fit_need(fixed_part, fixed_total, need, budget, conv)
+                kept_tokens = wanted_tokens - sum(c.tokens for c in need) + sum(c.tokens for c in fits)
+                if len(fits) == len(need) or kept_tokens >= EXTEND_MIN_NEED_SHARE * wanted_tokens:
+                    break
+            blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
+            if not blocks:
+                over = fixed_total + sum(c.tokens for c in need)
+                return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
+                              f"turn(s) would make about {over} of {budget} tokens")
+            cut = blocks[-1] if cut is None else min(cut, blocks[-1])
+            del head[blocks[-1]]
+            dropped += 1
+        segs = list(head)
+        if fits:
+            segs.append(Segment("retrieved", self._block("retrieved", fits, conv), tuple(self._item(c) for c in fits)))
+        segs.extend(rest)
+        appended = before + after
+        total = messages_tokens(self.tokens, [g.message for g in segs])
+        if total > budget:  # _fit_need counted exactly; this guards the invariant
+            return None, f"room used up: {total} of {budget} tokens"
+        reason = (f"extends the previous context: {len(appended)} new message(s), {len(fits)} retrieved turn(s)"
+                  + (f", {len(wanted) - len(need)} more already shown" if len(wanted) > len(need) else "")
+                  + (f", {len(need) - len(fits)} left out for room" if len(need) > len(fits) else ""))
+        if dropped:
+            reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
+                      + reason)
+        return _Extension(segs, total, reason), ""
+
+    def _fit_need(self, fixed_part: list[dict[str, Any]], base: int, need: list[_Cand], budget: int,
+                  conv: str) -> list[_Cand]:
+        """The best of `need` (score order) whose block fits beside `fixed_part` (`base`
+        tokens), counted exactly."""
+        if not need:
+            return []
+        ranked = sorted(need, key=lambda c: (-c.score, c.conversation_id, c.position))
+        room = budget - base
+        out: list[_Cand] = []
+        est = 3 + self.tokens.count(_HEADERS["retrieved"]) + LINE_SEP_TOKENS
+        headings: set[str] = set()
+        for c in ranked:
+            cost = c.tokens
+            if c.header:  # a heading is paid once per session shown, not a share per line
+                cost += -HEADING_SHARE_TOKENS + (0 if c.header in headings
+                                                 else self.tokens.count(c.header) + LINE_SEP_TOKENS)
+            if est + cost <= room:
+                out.append(c)
+                headings.add(c.header)
+                est += cost
+        while out and base + message_tokens(self.tokens, self._block("retrieved", out, conv)) > budget:
+            out.pop()  # the estimate shared a heading a line; the exact count decides
+        return out
 
     # -- candidates ---------------------------------------------------------------------------
 
@@ -510,6 +718,7 @@ class Planner:
         """Drop what is kept between calls for a conversation key (it was erased)."""
         with self._pins_lock:
             self._pins.pop(conv, None)
+        self._epochs.drop(conv)  # the previous context's messages are kept for the epoch
 
     def _intervals(self, conv: str, rows: Sequence[TurnRow]) -> dict[int, tuple[str, str]]:
         """For superseded rows: (the plan's wording, the line's wording) of their validity
@@ -826,25 +1035,37 @@ class Planner:
 
     # -- render ---------------------------------------------------------------------------------
 
+    def _block(self, s: str, cands: Sequence[_Cand], conv: str) -> dict[str, Any]:
+        """One block slice as a system message: its header, then its lines in log order
+        (this conversation's first), each retrieved run under its session heading."""
+        items = sorted(cands, key=lambda c: (c.conversation_id != conv, c.conversation_id, c.position))
+        lines = [_HEADERS[s]]
+        heading = ""
+        for c in items:
+            if c.header and c.header != heading:
+                heading = c.header
+                lines.append(heading)
+            lines.append(c.text)
+        return {"role": "system", "content": "\n".join(lines)}
+
     def _render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[_Cand]],
-                latest_body: dict[str, Any] | None, latest_user: int | None) -> list[dict[str, Any]]:
+                latest_body: dict[str, Any] | None, latest_user: int | None
+                ) -> tuple[list[dict[str, Any]], list[str], list[int | None]]:
+        """The messages, each one's layer (planner.plan.LAYERS), and the log position of
+        each tail message (None for blocks)."""
         msgs = list(fixed)
+        kinds = ["system"] * len(fixed)
+        where: list[int | None] = [None] * len(fixed)
         blocks: dict[str, dict[str, Any]] = {}
         for s in ("pinned", "summary", "retrieved"):
-            items = sorted(chosen[s], key=lambda c: (c.conversation_id != chosen_conv(chosen, s), c.conversation_id,
-                                                     c.position))
-            if items:
-                lines = [_HEADERS[s]]
-                heading = ""
-                for c in items:
-                    if c.header and c.header != heading:
-                        heading = c.header
-                        lines.append(heading)
-                    lines.append(c.text)
-                blocks[s] = {"role": "system", "content": "\n".join(lines)}
+            if chosen[s]:
+                blocks[s] = self._block(s, chosen[s], chosen_conv(chosen, s))
         late = self.settings.retrieved_placement == "before_latest" and latest_body is not None
-        msgs.extend(blocks[s] for s in ("pinned", "summary", "retrieved") if s in blocks
-                    and not (s == "retrieved" and late))
+        for s in ("pinned", "summary", "retrieved"):
+            if s in blocks and not (s == "retrieved" and late):
+                msgs.append(blocks[s])
+                kinds.append(s)
+                where.append(None)
         tail_bodies: list[tuple[int, dict[str, Any]]] = []
         for c in chosen["tail"]:
             assert c.body is not None
@@ -854,12 +1075,24 @@ class Planner:
             tail_bodies.append((latest_user, latest_body))
         tail_bodies.sort(key=lambda t: t[0])
         for p, b in tail_bodies:
-            if late and p == latest_user and "retrieved" in blocks:
+            is_latest = latest_body is not None and p == latest_user
+            if late and is_latest and "retrieved" in blocks:
                 # retrieval changes with every query, the anchored tail only grows: what
                 # changes most goes last, just before the message it was retrieved for
                 msgs.append(blocks["retrieved"])
+                kinds.append("retrieved")
+                where.append(None)
             msgs.append(b)
-        # converted here, before the exact count, so the budget holds for what is returned
+            kinds.append("latest" if is_latest else "tail")
+            where.append(p)
+        return msgs, kinds, where
+
+    def _converting(self) -> bool:
+        return self.settings.context_format != "as_stored" or self.settings.system_messages == "merge"
+
+    def _out(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages as returned: converted to one family and system messages folded
+        when configured. Counted exactly, so the budget holds for what is returned."""
         if self.settings.context_format == "chat":
             msgs = to_chat(msgs)
         elif self.settings.context_format == "responses":
@@ -996,6 +1229,73 @@ def without_names(query: str, names: frozenset[str]) -> str:
     pattern = re.compile(r"\b(?:" + "|".join(re.escape(n.strip()) for n in usable) + r")(?:'s)?\b", re.IGNORECASE)
     stripped = " ".join(pattern.sub(" ", query).split())
     return stripped if any(ch.isalnum() for ch in stripped) else query
+
+
+def _segments(messages: Sequence[dict[str, Any]], kinds: Sequence[str], where: Sequence[int | None],
+              items: Sequence[PlanItem], latest: PlanItem | None) -> list[Segment]:
+    """A fresh context as segments: each message with the plan items it shows."""
+    by_slice: dict[str, list[PlanItem]] = {}
+    by_first: dict[int, list[PlanItem]] = {}
+    for it in items:
+        if it is latest:
+            continue
+        if it.slice == "tail" and it.positions:
+            by_first.setdefault(it.positions[0], []).append(it)
+        else:
+            by_slice.setdefault(it.slice, []).append(it)
+    out: list[Segment] = []
+    for i, (m, k, p) in enumerate(zip(messages, kinds, where, strict=True)):
+        if k == "latest":
+            got: list[PlanItem] = [latest] if latest is not None else []
+        elif k == "tail":
+            got = by_first.pop(p, []) if p is not None else []
+        elif k == "system" and i == 0:
+            got = by_slice.pop("system", [])
+        else:
+            got = by_slice.pop(k, [])
+        out.append(Segment(k, m, tuple(got)))
+    return out
+
+
+def _shown(segments: Sequence[Segment]) -> set[tuple[str, int]]:
+    """(conversation, position) of every turn the segments show verbatim or trimmed."""
+    return {(it.conversation_id, p) for g in segments for it in g.items
+            if it.slice in ("pinned", "tail", "retrieved") and it.fidelity in ("verbatim", "trimmed")
+            for p in it.positions}
+
+
+def _breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakpoint]:
+    """Where the stable layers end (the last message of system, pinned, summary), where
+    the part before this call's own (its retrieved turns and user message) ends
+    (`stable`), and the whole context (`context`: within an epoch, the next call's
+    prefix) unless this call's own part is most of it (a broad retrieval, which the next
+    call is likely to rewind: writing it to a cache would cost a premium never read
+    back). Latest last, at most MAX_BREAKPOINTS (the earliest layers give way)."""
+    if not kinds:
+        return []
+    cum = [0]
+    for t in tokens_each:
+        cum.append(cum[-1] + t)
+    ends: list[tuple[int, str]] = []
+    for layer in ("system", "pinned", "summary"):
+        idx = [i for i, k in enumerate(kinds) if k == layer]
+        if idx:
+            ends.append((idx[-1], layer))
+    at = kinds.index("latest") if "latest" in kinds else len(kinds)
+    own = at - 1 if 0 < at < len(kinds) and kinds[at - 1] == "retrieved" else at
+    if own - 1 >= 0:
+        ends.append((own - 1, "stable"))
+    own_tokens = cum[-1] - cum[own] if own < len(kinds) else 0
+    if own_tokens <= BROAD_OWN_SHARE * cum[-1]:
+        ends.append((len(kinds) - 1, "context"))
+    out: list[Breakpoint] = []
+    rank = {"system": 0, "pinned": 1, "summary": 2, "stable": 3, "context": 4}
+    for i, layer in sorted(ends, key=lambda e: (e[0], rank[e[1]])):
+        if out and out[-1].index == i:
+            out[-1] = Breakpoint(i, layer, cum[i + 1])  # the later name says more
+        else:
+            out.append(Breakpoint(i, layer, cum[i + 1]))
+    return out[-MAX_BREAKPOINTS:]
 
 
 def chosen_conv(chosen: dict[str, list[_Cand]], s: str) -> str:

@@ -105,9 +105,15 @@ class QueryClassifier:
         if not query or not query.strip():
             return QueryClass("recent_recall", "rule:no-query (continue from the tail)")
         q = query.strip().lower()
+        asks = bool(_QUESTION.search(q))
         for name, rule, pattern in _RULES:
             m = pattern.search(q)
             if m:
+                if rule == "rule:time-reference" and not asks:
+                    # "I went there yesterday" tells, it does not ask: a statement that
+                    # names a time needs the turns of that time only if they are clearly
+                    # related (what every default turn retrieves), not a broad recall
+                    continue
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
         if query_vec is not None and embed is not None:
             labels, mat = self._prototype_matrix(embed)
@@ -115,7 +121,7 @@ class QueryClassifier:
             best = int(np.argmax(sims))
             if float(sims[best]) >= PROTOTYPE_MIN_SIMILARITY:
                 return QueryClass(labels[best], f"prototype:{labels[best]} sim={float(sims[best]):.2f}")
-        if _QUESTION.search(q):
+        if asks:
             # a question that no rule placed is most often about something said before
             return QueryClass("targeted_recall", "rule:question")
         return QueryClass("default", "no rule or prototype matched")

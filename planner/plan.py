@@ -2,6 +2,15 @@
 
 A plan is data first (`to_dict()` for JSON, the `plans` table, the HTTP API) and text
 second (`explain()` for a person asking "why did it load this on turn 37?").
+
+Prompt caching: the plan says where the stable prefix ends. `breakpoints` are message
+indexes after which the content is expected to stay byte-identical on the next call
+(by layer: system, pinned, summary, and `context`, the whole context, which within an
+epoch is the next call's prefix); at most `MAX_BREAKPOINTS` (Anthropic's limit on
+`cache_control` markers). `cache` compares this context with the previous call's for the
+same conversation: the leading messages they share, their tokens (what a provider's
+prompt cache can serve), the layer where they first differ and why (a new epoch, a pin
+that changed, a refreshed summary view).
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SLICES = ("system", "pinned", "summary", "retrieved", "tail")
+LAYERS = ("system", "pinned", "summary", "tail", "retrieved", "latest")  # a context's message kinds, in order
+MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control breakpoints per request
 FIDELITIES = ("verbatim", "trimmed", "summary", "reference")
 
 
@@ -44,6 +55,30 @@ class ViewStaleness:
 
 
 @dataclass
+class Breakpoint:
+    """`index`: the message after which content is expected to be stable; `layer`: what
+    ends there; `tokens`: the context's tokens up to and including that message (less
+    the reply priming), to compare with a provider's minimum cacheable prefix."""
+
+    index: int
+    layer: str
+    tokens: int
+
+
+@dataclass
+class CacheReport:
+    """This context against the previous call's for the same conversation."""
+
+    epoch: int = 0  # epochs start at 1; 0: no context built yet
+    epoch_calls: int = 0  # calls answered in this epoch, this one included
+    new_epoch: bool = True
+    reason: str = ""  # why a new epoch started, or what this call appended
+    prefix_messages: int = 0  # leading messages identical to the previous call's context
+    expected_cached_tokens: int = 0  # their tokens (message accounting, tiers.tokens)
+    boundary: str = ""  # layer of the previous context's first message not reused ("": all of it is)
+
+
+@dataclass
 class Plan:
     conversation_id: str
     query: str | None
@@ -57,7 +92,10 @@ class Plan:
     tiers: dict[str, str] = field(default_factory=dict)  # tier -> ok | degraded | unused | rebuilt
     degraded: bool = False
     shares: dict[str, int] = field(default_factory=dict)  # slice -> token cap used when packing
+    retrieval: str = ""  # whether and how broadly this turn retrieves, and why
     timings_ms: dict[str, float] = field(default_factory=dict)
+    cache: CacheReport = field(default_factory=CacheReport)
+    breakpoints: list[Breakpoint] = field(default_factory=list)
 
     def slice_tokens(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -75,6 +113,7 @@ class Plan:
         lines = [
             f"context for {self.conversation_id!r}: {self.tokens}/{self.budget} tokens",
             f"query class: {self.query_class} ({self.class_reason})",
+            f"retrieval: {self.retrieval}",
             "tiers: " + ", ".join(f"{k}={v}" for k, v in self.tiers.items())
             + ("  [DEGRADED: hot tier unavailable, answered from the cold log]" if self.degraded else ""),
         ]
@@ -89,6 +128,16 @@ class Plan:
             for it in items:
                 lines.append(f"  {it.label():>14} {it.fidelity:<9} {it.tier:<5} {it.tokens:>5} tok "
                              f"score={it.score:.3f}  {it.reason}")
+        c = self.cache
+        if c.epoch:
+            lines.append(f"cache: epoch {c.epoch}, call {c.epoch_calls}"
+                         + (" (new epoch)" if c.new_epoch else "") + f": {c.reason}")
+            lines.append(f"  stable prefix: {c.prefix_messages} message(s), {c.expected_cached_tokens} tokens "
+                         "shared with the previous call" + (f"; the previous context is reused up to its {c.boundary} layer"
+                                                           if c.boundary else ""))
+        if self.breakpoints:
+            lines.append("  breakpoints: " + ", ".join(f"{b.layer} after message {b.index} ({b.tokens} tok)"
+                                                      for b in self.breakpoints))
         for v in self.views:
             lines.append(f"view {v.kind} v{v.version} covers #{v.covers[0]}..#{v.covers[1]}: "
                          f"{v.turns_behind} turns / {v.seconds_behind:.0f}s behind"
@@ -110,3 +159,25 @@ class Context:
     messages: list[dict[str, Any]]
     tokens: int
     plan: Plan
+
+    @property
+    def breakpoints(self) -> list[Breakpoint]:
+        return self.plan.breakpoints
+
+    def with_cache_control(self) -> list[dict[str, Any]]:
+        """The messages with an Anthropic-style `cache_control` marker on each
+        breakpoint message (its text as one content block); the others unchanged."""
+        marks = {b.index for b in self.plan.breakpoints}
+        out: list[dict[str, Any]] = []
+        for i, m in enumerate(self.messages):
+            m = dict(m)
+            if i in marks:
+                content = m.get("content")
+                if isinstance(content, str):
+                    m["content"] = [{"type": "text", "text": content, "cache_control": {"type": "ephemeral"}}]
+                elif isinstance(content, list) and content and isinstance(content[-1], dict):
+                    m["content"] = [*content[:-1], {**content[-1], "cache_control": {"type": "ephemeral"}}]
+                else:
+                    m["cache_control"] = {"type": "ephemeral"}
+            out.append(m)
+        return out

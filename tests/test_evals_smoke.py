@@ -211,16 +211,21 @@ def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
     json.dumps(res)
     assert res["turns_replayed"] == 30 and res["context_builds"] > 5
     full, tail = res["methods"]["full_context"], res["methods"]["tail"]
-    assert full["cache_stable_share"] > 0.5  # each turn's full context extends the previous one
+    assert full["cache_stable_share"] > 0.8  # each turn's full context extends the previous one
     assert tail["max_context_tokens"] <= 300 and tail["budget_violations"] == 0
     assert tail["total_tokens"] <= full["total_tokens"]
     assert full["ratio_tokens_vs_full"] == 1.0
-    assert full["total_billed"] < full["total_tokens"]  # caching discounts
-    assert full["cache_stable_share_token_prefix"] >= full["cache_stable_share"] - 0.02
+    # 30 turns stay under the 1,024-token minimum of both providers: nothing is cached yet
+    assert full["max_context_tokens"] < 1024 and full["total_billed"] == full["total_tokens"]
+    # billed on rendered tokens: below 1,024 tokens neither provider caches anything
+    assert full["cached_tokens_openai"] % 128 == 0
     if tiermem_available(opened.memory):
         tm = res["methods"]["tiermem"]
         assert tm["max_context_tokens"] <= 300 and tm["budget_violations"] == 0
         assert 0.0 <= tm["cache_stable_share"] <= 1.0
+        assert tm["new_epochs"] == sum(tm["epoch_reasons"].values())
+        # the written tokens are paid for: Anthropic bills at least the read discount on each
+        assert tm["total_billed_anthropic"] >= 0.1 * tm["total_tokens"]
         assert "tiermem_cache_stable_ok" in res["goals"]
     png = cost_curves(run.series, tmp_path / "docs" / "cost.png")
     assert png.stat().st_size > 1000

@@ -91,6 +91,19 @@ def _default_shares() -> dict[str, SliceShares]:
     }
 
 
+class LayerShares(BaseModel):
+    """Budget shares of the stable layers, the same for every query class (so the
+    prefix they form does not move when the class does): the pinned block, the warm
+    summary, and the recent tail at the start of an epoch (it then grows by appends).
+    What a class needs more of goes into the per-turn part (`slice_shares[...].retrieved`
+    and whatever the stable layers leave)."""
+
+    model_config = ConfigDict(extra="forbid")
+    pinned: float = Field(0.1, ge=0, le=1)
+    summary: float = Field(0.1, ge=0, le=1)
+    tail: float = Field(0.1, ge=0, le=1)
+
+
 class Pricing(BaseModel):
     model_config = ConfigDict(extra="forbid")
     input_per_mtok: float = Field(2.5, ge=0, description="USD per million uncached input tokens")
@@ -134,6 +147,12 @@ class Config(BaseSettings):
     retrieval_k: int = Field(DEFAULT_RETRIEVAL_K, ge=1, le=1000)
     rrf_k: int = Field(DEFAULT_RRF_K, ge=1)
     slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
+    # the stable layers' shares (class-independent); of `slice_shares`, only `retrieved`
+    # (the per-turn part) is read per class
+    layer_shares: LayerShares = Field(default_factory=LayerShares)
+    context_epochs: bool = Field(True, description=(
+        "append-only contexts within an epoch: the previous call's context is a prefix of the next one "
+        "until the room runs out (then a new epoch, reported in the plan); false rebuilds every call"))
     tool_trim_tokens: int = Field(400, ge=32, description="tool outputs longer than this are trimmed")
     turn_cache_mb: int = Field(DEFAULT_TURN_CACHE_MB, ge=1, le=1_000_000, description=(
         "memory for the planner's copy of conversations' vectors and turn facts (about 1.6 MB per "

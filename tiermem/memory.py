@@ -133,6 +133,8 @@ class Memory:
                 retrieved_placement=self.config.retrieved_placement,
                 system_messages=self.config.system_messages,
                 context_format=self.config.context_format,
+                layers=self.config.layer_shares.model_dump(),
+                epochs=self.config.context_epochs,
             ),
             turns=self.turns,
         )

@@ -1,0 +1,207 @@
+"""A long-history QA session: a user's long history, then every question asked in it.
+
+    tiermem eval session --data ../shared/data/locomo-dev.json --budget 2000 --plot docs/session.png
+
+The conversations of a LoCoMo file are chained into one conversation in file order
+(the four dev conversations: about 2,080 turns and 80k tokens), then every question of
+every sample is asked one after another in that conversation: each is appended as a
+user turn and answered from each method's context at the budget. Measured per method:
+evidence recall per question (the evidence turns, resolved to their positions in the
+chained conversation, that the context shows verbatim) and the billed input of the
+whole session under both provider caching models of `evals.cost` (rendered tokens,
+OpenAI automatic caching, Anthropic breakpoints), against full context (cached, as
+a provider bills it), tail truncation and hybrid top-k in the same run. Each budget
+replays the session on a fresh copy of the conversation (the questions are appended).
+
+Goals (issue 22, budget 2,000): tiermem's evidence recall at least 85%, its bill with
+caching at most 20% of cached full context's.
+
+Baseline contexts always include the question itself (hybrid top-k gets it first, then
+its hits), as tiermem's and tail truncation's do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from evals.baselines import (
+    TIERMEM,
+    ConvView,
+    MethodOutput,
+    full_context,
+    pack_ranked,
+    rank_all,
+    tail_truncation,
+    tiermem_available,
+    unique_conversation_id,
+    warn,
+)
+from evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
+from evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
+from tiermem.memory import Memory
+from tiers.tokens import messages_tokens
+
+SESSION_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail", "hybrid_topk")
+DEFAULT_SESSION_BUDGETS: tuple[int, ...] = (2000,)
+GOAL_RECALL = 0.85
+GOAL_BILLED_VS_CACHED_FULL = 0.20
+
+
+@dataclass
+class SessionRun:
+    result: dict[str, Any]
+
+
+def _chain(memory: Memory, conv: str, data: Path, limit_samples: int | None) -> tuple[list[Any], dict[tuple[int, str], int], int]:
+    """Append every sample's sessions to `conv`, in file order; (samples, (sample index,
+    dia_id) -> position, turns)."""
+    samples = load_samples(data)
+    if limit_samples is not None:
+        samples = samples[:limit_samples]
+    dia: dict[tuple[int, str], int] = {}
+    turns = 0
+    for si, s in enumerate(samples):
+        times, _ = session_times(s)
+        for session, start in zip(s.sessions, times, strict=True):
+            batch = [turn_message(t, s, session, start + i)[0] for i, t in enumerate(session.turns)]
+            if not batch:
+                continue
+            positions = memory.append_many(conv, batch, namespace=conv)
+            turns += len(batch)
+            for t, p in zip(session.turns, positions, strict=True):
+                if t.dia_id:
+                    dia.setdefault((si, t.dia_id), p)
+    memory.catch_up(conv, namespace=conv)
+    return samples, dia, turns
+
+
+def run_session(
+    memory: Memory,
+    data: Path,
+    *,
+    budgets: Sequence[int] = DEFAULT_SESSION_BUDGETS,
+    methods: Sequence[str] = SESSION_METHODS,
+    limit_samples: int | None = None,
+    limit_questions: int | None = None,
+    progress: Progress | None = None,
+) -> SessionRun:
+    if any(b < 1 for b in budgets):
+        raise LocomoError("budgets must be positive integers")
+    unknown = set(methods) - set(SESSION_METHODS)
+    if unknown:
+        raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(SESSION_METHODS)}")
+    use_tiermem = TIERMEM in methods and tiermem_available(memory)
+    if TIERMEM in methods and not use_tiermem:
+        warn("Memory has no context() yet: the tiermem method is skipped in the session eval")
+    active = [m for m in methods if m != TIERMEM or use_tiermem]
+    t0 = time.perf_counter()
+    per_budget: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    for budget in budgets:
+        conv = unique_conversation_id(memory, f"locomo-session-{budget}")
+        samples, dia, turns = _chain(memory, conv, data, limit_samples)
+        view = ConvView.load(memory, conv)
+        history_tokens = view.total_tokens()
+        renderer = Renderer(memory.tokens)
+        series = {m: MethodSeries() for m in active}
+        recalls: dict[str, list[tuple[int, float]]] = {m: [] for m in active}
+        asked = 0
+        total_q = sum(len(s.qa if limit_questions is None else s.qa[:limit_questions]) for s in samples)
+        task = progress.add_task(f"session at {budget}", total=total_q) if progress is not None else None
+        for si, s in enumerate(samples):
+            for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
+                evidence = sorted({dia[(si, e.strip())] for e in qa.evidence
+                                   if DIA_ID.match(e.strip()) and (si, e.strip()) in dia})
+                pos = memory.append(conv, {"role": "user", "content": qa.question}, namespace=conv)
+                memory.catch_up(conv, namespace=conv)
+                view.refresh(memory)
+                asked += 1
+                for name in active:
+                    marks: list[int] | None = None
+                    t = time.perf_counter()
+                    if name == TIERMEM:
+                        out, marks, cache = tiermem_request(memory, conv, qa.question, budget, namespace=conv)
+                        if cache is not None and cache.new_epoch and asked > 1:
+                            series[name].new_epochs += 1
+                            cat = epoch_category(cache.reason)
+                            series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
+                    elif name == "full_context":
+                        out = full_context(view)
+                    elif name == "tail":
+                        out = tail_truncation(view, budget)
+                    else:
+                        ranks = rank_all(memory, view, qa.question, ("hybrid_topk",))
+                        out = pack_ranked(view, [int(pos), *ranks.hybrid], budget)
+                    ms = (time.perf_counter() - t) * 1000
+                    series[name].add(asked, out, ms, renderer=renderer,
+                                     budget=None if name == "full_context" else budget, breakpoints=marks,
+                                     token_ok=messages_tokens(memory.tokens, out.messages) == out.tokens)
+                    if evidence:
+                        recalls[name].append((qa.category, _recall(out, evidence)))
+                if progress is not None and task is not None:
+                    progress.advance(task)
+        summaries: dict[str, Any] = {}
+        for name in active:
+            summ = series[name].summary()
+            rs = recalls[name]
+            summ["evidence_recall"] = round(sum(r for _c, r in rs) / len(rs), 4) if rs else None
+            cats: dict[str, list[float]] = {}
+            for c, r in rs:
+                cats.setdefault(str(c), []).append(r)
+            summ["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(cats.items())}
+            summaries[name] = summ
+        full = summaries.get("full_context")
+        for summ in summaries.values():
+            for p in PROVIDERS:
+                summ[f"ratio_billed_vs_full_{p}"] = (round(summ[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
+                                                     if full and full[f"total_billed_{p}"] else None)
+        goals: dict[str, Any] = {"recall_min": GOAL_RECALL, "billed_vs_cached_full_max": GOAL_BILLED_VS_CACHED_FULL}
+        tm = summaries.get(TIERMEM)
+        if tm is not None:
+            goals["tiermem_recall_ok"] = tm["evidence_recall"] is not None and tm["evidence_recall"] >= GOAL_RECALL
+            for p in PROVIDERS:
+                got = tm[f"ratio_billed_vs_full_{p}"]
+                goals[f"tiermem_billed_vs_cached_full_{p}_ok"] = got is not None and got <= GOAL_BILLED_VS_CACHED_FULL
+        per_budget[str(budget)] = {"methods": summaries, "goals": goals, "questions": asked}
+        meta = {"samples": [s.sample_id for s in samples], "history_turns": turns, "history_tokens": history_tokens}
+    return SessionRun({
+        "data": str(data),
+        **meta,
+        "budgets": per_budget,
+        "providers": {p: r.model_dump() for p, r in PROVIDERS.items()},
+        "tokenizer": memory.tokens.name,
+        "elapsed_s": round(time.perf_counter() - t0, 2),
+        "skipped_methods": [m for m in methods if m not in active],
+    })
+
+
+def _recall(out: MethodOutput, evidence: Sequence[int]) -> float:
+    return sum(1 for p in evidence if p in out.positions) / len(evidence)
+
+
+def table(result: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=f"Long-history QA session ({result.get('history_turns', 0):,} turns, "
+                    f"{result.get('history_tokens', 0):,} tokens of history)")
+    for col in ("budget", "method", "recall", "input tokens", "billed OpenAI", "vs cached full", "billed Anthropic",
+                "vs cached full", "cache-stable", "new epochs", "p50 ms"):
+        t.add_column(col, justify="left" if col == "method" else "right")
+    for b, entry in result["budgets"].items():
+        for name, m in entry["methods"].items():
+            t.add_row(b, name, _pct(m["evidence_recall"]), f"{m['total_tokens']:,}",
+                      f"{m['total_billed_openai']:,.0f}", _pct(m["ratio_billed_vs_full_openai"]),
+                      f"{m['total_billed_anthropic']:,.0f}", _pct(m["ratio_billed_vs_full_anthropic"]),
+                      _pct(m["cache_stable_share"]), str(m["new_epochs"]) if name == TIERMEM else "-",
+                      "-" if m["context_ms"]["p50"] is None else f"{m['context_ms']['p50']:.1f}")
+    return t
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
