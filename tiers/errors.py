@@ -95,3 +95,10 @@ class BudgetTooSmall(ValidationError):
 class SummarizerError(TiermemError, RuntimeError):
     def __init__(self, summarizer: str, detail: str) -> None:
         super().__init__(f"summarizer {summarizer} failed: {detail}")
+
+
+class StoreUnavailable(TiermemError, ConnectionError):
+    """The cold store's database server could not be reached (or the store is closed)."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(f"cold store {where} is unavailable: {detail}")
