@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tiermem import Config, Memory
+from tiers.cold import ColdStore
 
 ERASE_SAMPLES = 5
 EMBED_DIM = 384  # the bundled model's width, so the vector table is as large as in use
@@ -56,6 +57,7 @@ def derived_ratio(rounds: int, turns: int, keep: int | None) -> dict[str, Any]:
                                       for i in range(turns)])
                 mem.consolidate("c")
             elapsed = time.perf_counter() - t0
+            assert isinstance(mem.cold, ColdStore)  # the SQLite file's byte counts
             q = mem.cold._read
             log_bytes = q("SELECT SUM(length(body)) FROM messages")[0][0]
             summaries = q("SELECT COUNT(*), COALESCE(SUM(length(body)), 0) FROM summaries")[0]

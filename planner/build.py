@@ -35,9 +35,10 @@ from planner.classify import QueryClassifier
 from planner.dates import query_windows
 from planner.plan import Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
-from tiers.cold import ColdStore, TurnRow
+from tiers.cold import TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
 from tiers.models import StoredMessage, message_text
+from tiers.store import ColdLog
 from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiers.turncache import TurnCache, TurnTable
 
@@ -126,7 +127,7 @@ class _Cand:
 
 @dataclass(frozen=True)
 class _PinSet:
-    """One conversation's pin candidates at a pin version (see ColdStore.pin_version)."""
+    """One conversation's pin candidates at a pin version (see ColdLog.pin_version)."""
 
     version: int
     room: int  # read for a pinned share of up to this many tokens
@@ -150,7 +151,7 @@ def _date(ts: float) -> str:
 class Planner:
     def __init__(
         self,
-        cold: ColdStore,
+        cold: ColdLog,
         tokens: TokenCounter,
         embed: Callable[[list[str]], np.ndarray] | None,
         settings: PlannerSettings,

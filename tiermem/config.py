@@ -96,6 +96,11 @@ class Config(BaseSettings):
     db_filename: str = DEFAULT_DB_FILENAME
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     busy_timeout_ms: int = Field(DEFAULT_BUSY_TIMEOUT_MS, ge=0, le=600_000)
+    cold_url: str | None = Field(None, description=(
+        "postgresql://... keeps the cold tier in PostgreSQL + pgvector (tiers.postgres, the `postgres` "
+        "extra) instead of the SQLite file in data_dir; None: SQLite"))
+    cold_schema: str = Field("tiermem", pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+                             description="the PostgreSQL schema the cold tier's tables live in")
     # limits on input
     max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1)
     max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2)
@@ -163,6 +168,13 @@ class Config(BaseSettings):
             raise ValueError(f"unknown query classes {sorted(unknown)}; known: {sorted(merged)}")
         merged.update(v)
         return merged
+
+    @field_validator("cold_url")
+    @classmethod
+    def _postgres_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or unset for the SQLite file in data_dir)")
+        return v
 
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> Config:
