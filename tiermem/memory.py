@@ -116,7 +116,8 @@ class Memory:
             from tiers.postgres import PostgresStore
 
             self.cold = PostgresStore(self.config.cold_url, tokens=self.tokens, embedder=self.embedder,
-                                      schema=self.config.cold_schema)
+                                      schema=self.config.cold_schema,
+                                      synchronous_commit=self.config.cold_synchronous_commit)
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
                                   busy_timeout_ms=self.config.busy_timeout_ms,

@@ -94,6 +94,11 @@ MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may be deleted
+# "on": a commit returns once its WAL is on disk (an fsync per append: 1.5-5 ms on this
+# machine's disk). "off": it returns at once and the WAL writer flushes within ~0.6 s; a
+# crash of the server or the OS may lose the last such commits, never corrupts or
+# reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
+SYNCHRONOUS_COMMIT = ("on", "off")
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
@@ -357,9 +362,13 @@ class PostgresStore:
         embedder: Embedder | None = None,
         schema: str = DEFAULT_SCHEMA,
         pool_max: int = DEFAULT_POOL_MAX,
+        synchronous_commit: str = "on",
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
+        if synchronous_commit not in SYNCHRONOUS_COMMIT:
+            raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
+        self._synchronous_commit = synchronous_commit
         if not SCHEMA_PATTERN.match(schema):
             raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
         self.tokens = tokens
@@ -426,16 +435,19 @@ class PostgresStore:
             pgsql.Identifier(self.schema))).fetchone()
         return int(row[0])
 
+    def _session_sql(self) -> str:
+        return f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}"
+
     def _configure(self, conn: Conn) -> None:
-        conn.execute(f"SET search_path TO {self._search_path}")
+        conn.execute(self._session_sql())
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:
         if self._pool is None:
             raise StoreUnavailable(self.path, "the store is closed")
         with self._pool.connection() as conn:
-            if not self._owns_pool:
-                conn.execute(f"SET search_path TO {self._search_path}")
+            if not self._owns_pool:  # the caller's connections: set ours on every checkout
+                conn.execute(self._session_sql())
             yield conn
 
     @contextlib.contextmanager
