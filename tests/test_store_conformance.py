@@ -395,6 +395,10 @@ def test_search_by_keyword_meaning_and_both_stays_in_scope(engine: Engine, embed
             assert isinstance(s.search_bm25(q, 5, namespace="u1"), list)
             assert isinstance(s.search(q, 5, conversation_id=here), list)
         assert s.search_bm25("the of and", 5, conversation_id=here) == []
+        # a rare word outranks a common one (bm25's idf), on both engines
+        rare = s.append_batch("r", [user("printer on floor one"), user("printer on floor two"),
+                                    user("printer on floor three"), user("paper jams daily")], namespace="u3").key
+        assert [p for _, p, _ in s.search_bm25("printer jams", 4, conversation_id=rare)][0] == 3
     finally:
         s.close()
 

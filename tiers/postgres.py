@@ -23,9 +23,10 @@ Invariants (DESIGN.md, "The invariants"), and how this engine keeps them:
   tombstone with counts and no content, then VACUUMs the tables. PostgreSQL does not
   scrub freed tuples or WAL segments: the bytes are unreachable through SQL at once and
   overwritten as pages are reused (the SQLite engine zeroes them; see README).
-- Keywords: a generated `tsvector` column with a GIN index, ranked with `ts_rank`
-  (length-normalised); the query is built from the words of the user's text, each
-  quoted as a lexeme, so no input can break `to_tsquery`'s syntax. Meaning: pgvector
+- Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
+  term: idf in the scope times `ts_rank` with length normalisation, summed); the query
+  is built from the words of the user's text, each quoted as a lexeme, so no input can
+  break `to_tsquery`'s syntax. Meaning: pgvector
   `<->` (L2 over the embedder's unit vectors, so the order is cosine's), exact within a
   conversation or namespace.
 - A stored row that cannot be decoded is logged, counted and skipped; neighbours load.
@@ -312,10 +313,10 @@ def redact(url: str) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
-def tsquery_text(text: str) -> str | None:
-    """A `to_tsquery` argument from arbitrary user text: its words (stopwords and
-    repeats dropped, at most MAX_FTS_TERMS), each quoted as a lexeme and OR-ed. `\\w+`
-    words hold no quote, backslash or operator, so no input can break the syntax."""
+def query_lexemes(text: str) -> list[str]:
+    """`to_tsquery` arguments from arbitrary user text, one per word (stopwords and
+    repeats dropped, at most MAX_FTS_TERMS), each quoted as a lexeme. `\\w+` words hold
+    no quote, backslash or operator, so no input can break the syntax."""
     seen: list[str] = []
     for w in _WORD.findall(text.lower()):
         if w in STOPWORDS or w in seen:
@@ -323,7 +324,7 @@ def tsquery_text(text: str) -> str | None:
         seen.append(w)
         if len(seen) >= MAX_FTS_TERMS:
             break
-    return " | ".join(f"'{w}'" for w in seen) if seen else None
+    return [f"'{w}'" for w in seen]
 
 
 def _vec_text(v: np.ndarray) -> str:
@@ -1141,23 +1142,34 @@ class PostgresStore:
 
     def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,
                     namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
-        q = tsquery_text(query)
-        if q is None:
+        terms = query_lexemes(query)
+        if not terms:
             return []
-        # ts_rank with normalisation 1 (divide by 1 + log(document length)): bm25's
-        # length normalisation, on PostgreSQL's own ranking; negated so lower is better
-        select = ("SELECT m.conversation_id, m.position, -ts_rank(f.tsv, q.q, 1) AS s "
-                  f"FROM messages_fts f CROSS JOIN to_tsquery('{FTS_CONFIG}', %(q)s) AS q(q) "
-                  "JOIN messages m ON m.id = f.id ")
         if conversation_id is not None:
-            rows = self._read(select + "WHERE f.conversation_id = %(c)s AND f.tsv @@ q.q ORDER BY s, m.id LIMIT %(k)s",
-                              {"q": q, "c": conversation_id, "k": k})
+            scope = "f.conversation_id = %(c)s"
+            total = "(SELECT next_position FROM conversations WHERE id = %(c)s)"
+        elif namespace is not None:
+            scope = "f.namespace = %(n)s AND f.conversation_id IS DISTINCT FROM %(x)s"
+            total = "(SELECT SUM(next_position) FROM conversations WHERE namespace = %(n)s)"
         else:
-            if namespace is None:
-                raise ValidationError("conversation_id", "search needs a conversation or a namespace")
-            rows = self._read(select + "WHERE f.namespace = %(n)s AND f.conversation_id IS DISTINCT FROM %(x)s "
-                              "AND f.tsv @@ q.q ORDER BY s, m.id LIMIT %(k)s",
-                              {"q": q, "n": namespace, "x": exclude, "k": k})
+            raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+        # bm25's shape on PostgreSQL's parts: per query term, idf (from the term's
+        # document frequency in the scope) times ts_rank of the term with
+        # normalisation 1 (divided by 1 + log(document length)), summed; negated so
+        # lower is better, as FTS5's bm25. The OR query is matched once through the GIN
+        # index; document frequencies are counted among those matches, which hold
+        # every document of the scope that contains any query term.
+        rows = self._read(
+            f"WITH terms AS (SELECT to_tsquery('{FTS_CONFIG}', w) AS tq FROM unnest(%(terms)s::text[]) AS u(w)), "
+            f"hits AS MATERIALIZED (SELECT f.id, f.tsv FROM messages_fts f WHERE {scope} "
+            f"  AND f.tsv @@ to_tsquery('{FTS_CONFIG}', %(q)s)), "
+            "df AS (SELECT t.tq, (SELECT COUNT(*) FROM hits h WHERE h.tsv @@ t.tq) AS n FROM terms t), "
+            f"total AS (SELECT GREATEST(COALESCE({total}, 0), 1)::float8 AS n) "
+            "SELECT m.conversation_id, m.position, "
+            "  -SUM(ln(1 + (total.n - df.n + 0.5) / (df.n + 0.5)) * ts_rank(h.tsv, df.tq, 1)) AS s "
+            "FROM hits h JOIN df ON df.n > 0 AND h.tsv @@ df.tq CROSS JOIN total JOIN messages m ON m.id = h.id "
+            "GROUP BY m.conversation_id, m.position, m.id ORDER BY s, m.id LIMIT %(k)s",
+            {"terms": terms, "q": " | ".join(terms), "c": conversation_id, "n": namespace, "x": exclude, "k": k})
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
     def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
