@@ -1,10 +1,13 @@
 """Child processes for the store conformance tests, on either engine:
 
     python tests/store_workers.py append ENGINE TARGET SCHEMA WORKER N GO
+    python tests/store_workers.py forever ENGINE TARGET SCHEMA
 
-opens the store (ENGINE sqlite: TARGET is the file; postgres: TARGET is the URL and
-SCHEMA the schema), waits for the file GO, appends N messages "wWORKER-i" one by one to
-conversation "shared", and prints the positions as one JSON list.
+Both open the store (ENGINE sqlite: TARGET is the file; postgres: TARGET is the URL and
+SCHEMA the schema). `append` waits for the file GO, appends N messages "wWORKER-i" one
+by one to conversation "shared", and prints the positions as one JSON list. `forever`
+appends batches of 3 to conversation "killed" until it is killed, printing each batch's
+positions after its commit.
 """
 
 from __future__ import annotations
@@ -42,5 +45,16 @@ def append(engine: str, target: str, schema: str, worker: str, n: str, go: str) 
     print(json.dumps(positions), flush=True)
 
 
+def forever(engine: str, target: str, schema: str) -> None:
+    from tiers.models import Message
+
+    store = open_store(engine, target, schema)
+    i = 0
+    while True:
+        got = store.append_many("killed", [Message(role="user", content=f"batch {i} part {j}") for j in range(3)])
+        print(json.dumps(got), flush=True)
+        i += 1
+
+
 if __name__ == "__main__":
-    {"append": append}[sys.argv[1]](*sys.argv[2:])
+    {"append": append, "forever": forever}[sys.argv[1]](*sys.argv[2:])

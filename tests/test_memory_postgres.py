@@ -49,7 +49,7 @@ def test_cold_url_selects_postgres_and_memory_works_on_it(pg_memory: Memory) -> 
     assert report.messages == 33 and [t["id"] for t in pg_memory.tombstones(namespace="u")] == ["trip"]
     with pytest.raises(tiermem.ConversationNotFound):
         pg_memory.history("trip", namespace="u")
-    assert [m.text for m in pg_memory.history("trip-2", namespace="u")][0].startswith("I am allergic")
+    assert pg_memory.history("trip-2", namespace="u")[0].text.startswith("I am allergic")
 
 
 def test_two_memories_on_one_database_see_each_others_writes(pg_config: Config, embedder: Embedder,
