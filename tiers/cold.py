@@ -540,7 +540,9 @@ def _vec_bytes(v: np.ndarray) -> bytes:
 class ColdStore:
     """The SQLite log. Thread-safe (one connection behind a lock); one per process.
 
-    It opens and closes its own connection.
+    It opens and closes its own connection. It implements the store interface
+    `tiers.store.ColdLog` (each method's contract is written there once), as does
+    `tiers.postgres.PostgresStore`.
     """
 
     def __init__(
