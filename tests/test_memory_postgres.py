@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pydantic
 import pytest
+from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
 import tiermem
-from tests.pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from tiermem import Config, Memory
 from tiers.embed import Embedder
 from tiers.postgres import PostgresStore

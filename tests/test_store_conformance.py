@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
-from tests.pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from tiers.cold import ColdStore
 from tiers.embed import Embedder
 from tiers.errors import ConversationNotFound, PositionOutOfRange, SchemaTooNew, ValidationError
