@@ -57,6 +57,7 @@ from tiers.cold import (
     STOPWORDS,
     AppendResult,
     Checkpoint,
+    ColdStore,
     ErasureReport,
     Label,
     SearchHit,
@@ -72,7 +73,7 @@ from tiers.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from tiers.models import ROLES, Message, StoredMessage, check_stored_body, search_text
+from tiers.models import Message, StoredMessage, search_text
 from tiers.store import FrontierRow, SummaryRow, TurnFact
 from tiers.tokens import TokenCounter, message_tokens
 
@@ -759,19 +760,9 @@ class PostgresStore:
     # -- reads --------------------------------------------------------------------------
 
     def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
-        conv, pos, role, body, session, meta, created, tokens = row
-        try:
-            data = json.loads(body)
-            if not isinstance(data, dict) or data.get("role") != role or role not in ROLES:
-                raise ValueError("body is not a message of the row's role")
-            check_stored_body(data)
-            metadata = json.loads(meta) if meta is not None else None
-            if metadata is not None and not isinstance(metadata, dict):
-                raise ValueError("metadata is not an object")
-            return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
-        except (ValueError, TypeError) as exc:
-            self._salvage(conv, pos, exc)
-            return None
+        # the SQLite engine's decoder, not a copy: what makes a stored row readable (and
+        # what is salvaged) is defined once; it needs only `_salvage`, which both have
+        return ColdStore._decode(self, row)  # type: ignore[arg-type]
 
     _SELECT = (
         "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
@@ -827,11 +818,7 @@ class PostgresStore:
         "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
     )
 
-    @staticmethod
-    def _turn(r: Sequence[Any]) -> TurnRow:
-        return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
-                       int(r[9] or 0), r[10], None if r[11] is None else int(r[11]),
-                       None if r[12] is None else int(r[12]))
+    _turn = staticmethod(ColdStore._turn)  # same columns, same record
 
     def _turns(self, where: str, params: Sequence[Any] | Mapping[str, Any]) -> list[TurnRow]:
         return [self._turn(r) for r in self._read(self._TURN_SELECT + where, params)]
@@ -1250,9 +1237,7 @@ class PostgresStore:
     _SUMMARY_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
                      "created_at")
 
-    @staticmethod
-    def _summary(r: Sequence[Any]) -> SummaryRow:
-        return (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), r[8], float(r[9]))
+    _summary = staticmethod(ColdStore._summary)
 
     def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
         return [self._summary(r) for r in self._read(
