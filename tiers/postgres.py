@@ -27,8 +27,9 @@ Invariants (DESIGN.md, "The invariants"), and how this engine keeps them:
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
   break `to_tsquery`'s syntax. Meaning: pgvector
-  `<->` (L2 over the embedder's unit vectors, so the order is cosine's), exact within a
-  conversation or namespace.
+  `<->` (L2 over the embedder's unit vectors, so the order is cosine's): an exact scan
+  of a conversation's rows; over a namespace, an HNSW index with iterative scans
+  (recall 0.96 at k=20 on 20k clustered vectors, a quarter of them in the namespace).
 - A stored row that cannot be decoded is logged, counted and skipped; neighbours load.
 
 Ownership: a store given a URL opens its own pool and closes it; a store given a
@@ -93,6 +94,8 @@ DEFAULT_POOL_MAX = 8
 POOL_OPEN_TIMEOUT_S = 30.0
 MAX_POSITION = 2**62  # "to the end" for inclusive position ranges
 MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
+HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
+HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
 FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may be deleted
@@ -382,6 +385,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
+        self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
         if url is not None:
             self._bootstrap(url)
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, open=False,
@@ -666,12 +670,20 @@ class PostgresStore:
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
             row = c.execute("SELECT value FROM meta WHERE key = 'vec_dim'").fetchone()
             if row is not None and int(row[0]) == dim:
+                self._vec_dim = dim
                 return
             if row is not None:
                 c.execute("DELETE FROM messages_vec")
                 c.execute("UPDATE turns SET embedded = 0")
+            # An HNSW index for namespace-wide search (the column has no fixed width, so
+            # the index is on its cast to this width); a conversation's own search stays
+            # an exact scan of its rows through the btree.
+            c.execute("DROP INDEX IF EXISTS messages_vec_hnsw")
+            c.execute(f"CREATE INDEX messages_vec_hnsw ON messages_vec USING hnsw "
+                      f"((embedding::vector({int(dim)})) vector_l2_ops)")
             c.execute("INSERT INTO meta(key, value) VALUES ('vec_dim', %s) "
                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(dim),))
+        self._vec_dim = dim
 
     def pending_embeddings(self, conversation_id: str | None = None) -> int:
         if conversation_id is None:
@@ -1121,11 +1133,26 @@ class PostgresStore:
         else:
             if namespace is None:
                 raise ValidationError("conversation_id", "search needs a conversation or a namespace")
-            rows = self._read("SELECT conversation_id, position, embedding <-> %(q)s::vector AS d FROM messages_vec "
-                              "WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
-                              "ORDER BY d, conversation_id, position LIMIT %(k)s",
-                              {"q": q, "n": namespace, "x": exclude, "k": k})
+            dim = self._vec_dim or self._read_vec_dim()
+            if dim is None or dim != int(np.asarray(query_vec).size):
+                return []  # no vectors yet, or another model's
+            with self._tx() as c:
+                # iterative scans (pgvector 0.8): the index keeps walking until k rows of
+                # this namespace are found instead of filtering a fixed ef_search set;
+                # relaxed order, so the rows are sorted again below
+                c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, k))}")
+                rows = c.execute(
+                    f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)s::vector({dim}) AS d "
+                    "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
+                    "ORDER BY d LIMIT %(k)s", {"q": q, "n": namespace, "x": exclude, "k": k}).fetchall()
+            rows.sort(key=lambda r: (r[2], r[0], r[1]))
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
+    def _read_vec_dim(self) -> int | None:
+        rows = self._read("SELECT value FROM meta WHERE key = 'vec_dim'")
+        self._vec_dim = int(rows[0][0]) if rows else None
+        return self._vec_dim
 
     def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,
                     namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
@@ -1178,6 +1205,7 @@ class PostgresStore:
             c.execute("DELETE FROM messages_fts")
             c.execute("DELETE FROM messages_vec")
             c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+            self._vec_dim = None
             rows = c.execute(
                 "SELECT m.conversation_id, m.position, m.id, m.role, m.body, m.session_id, m.created_at, c.namespace "
                 "FROM messages m JOIN conversations c ON c.id = m.conversation_id").fetchall()
