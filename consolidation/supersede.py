@@ -61,8 +61,9 @@ from consolidation.classify import correction_cue, normalize
 
 if TYPE_CHECKING:
     from consolidation.classify import TurnClassifier
-    from tiers.cold import ColdStore, TurnRow
+    from tiers.cold import TurnRow
     from tiers.embed import Embedder
+    from tiers.store import ColdLog
 
 __all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",
            "detect_slots", "find_superseded"]
@@ -549,7 +550,7 @@ class Superseder:
     """Decides which earlier statements a conversation's new turns supersede, records it
     in the turn index (`ColdStore.set_superseded`), and reads validity intervals back."""
 
-    def __init__(self, cold: ColdStore, embedder: Embedder | None, classifier: TurnClassifier) -> None:
+    def __init__(self, cold: ColdLog, embedder: Embedder | None, classifier: TurnClassifier) -> None:
         self.cold = cold
         self.embedder = embedder
         self.classifier = classifier

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
-from tiers.cold import ColdStore, TurnRow
+from tiers.cold import TurnRow
+from tiers.store import ColdLog
 from tiers.tokens import TokenCounter
 from tiers.warm import (
     Sentence,
@@ -85,7 +86,7 @@ class ViewMaintainer:
 
     def __init__(
         self,
-        cold: ColdStore,
+        cold: ColdLog,
         warm: WarmStore,
         summarizer: Summarizer,
         tokens: TokenCounter,

@@ -58,7 +58,7 @@ def derived_ratio(rounds: int, turns: int, keep: int | None) -> dict[str, Any]:
                 mem.consolidate("c")
             elapsed = time.perf_counter() - t0
             # read the file as an outsider would (the store's own tables, no tiermem code)
-            conn = sqlean.connect(f"file:{mem.cold.path}?mode=ro", uri=True)
+            conn = sqlean.connect(f"file:{cfg.db_path}?mode=ro", uri=True)
             try:
                 def q(sql: str) -> Any:
                     return conn.execute(sql).fetchone()

@@ -46,7 +46,7 @@ from planner.dates import query_windows
 from planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
 from planner.plan import MAX_BREAKPOINTS, Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
 from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
-from tiers.cold import ColdStore, TurnRow
+from tiers.cold import TurnRow
 from tiers.errors import BudgetTooSmall, ValidationError
 from tiers.formats import (
     call_ids,
@@ -61,6 +61,7 @@ from tiers.formats import (
     wire_body,
 )
 from tiers.models import StoredMessage, canonical_role, message_text
+from tiers.store import ColdLog
 from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiers.turncache import TurnCache, TurnTable
 
@@ -165,7 +166,7 @@ class _Cand:
 
 @dataclass(frozen=True)
 class _PinSet:
-    """One conversation's pin candidates at a pin version (see ColdStore.pin_version)."""
+    """One conversation's pin candidates at a pin version (see ColdLog.pin_version)."""
 
     version: int
     room: int  # read for a pinned share of up to this many tokens
@@ -207,7 +208,7 @@ def _date(ts: float) -> str:
 class Planner:
     def __init__(
         self,
-        cold: ColdStore,
+        cold: ColdLog,
         tokens: TokenCounter,
         embed: Callable[[list[str]], np.ndarray] | None,
         settings: PlannerSettings,

@@ -120,6 +120,14 @@ class Config(BaseSettings):
     db_filename: str = DEFAULT_DB_FILENAME
     sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     busy_timeout_ms: int = Field(DEFAULT_BUSY_TIMEOUT_MS, ge=0, le=600_000)
+    cold_url: str | None = Field(None, description=(
+        "postgresql://... keeps the cold tier in PostgreSQL + pgvector (tiers.postgres, the `postgres` "
+        "extra) instead of the SQLite file in data_dir; None: SQLite"))
+    cold_schema: str = Field("tiermem", pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+                             description="the PostgreSQL schema the cold tier's tables live in")
+    cold_synchronous_commit: Literal["on", "off"] = Field("on", description=(
+        "PostgreSQL: 'on' waits for each commit's WAL to reach disk; 'off' returns at once and may lose "
+        "the last ~0.6 s of commits in a crash (like sqlite_synchronous=NORMAL), 10x faster appends"))
     # limits on input
     max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1)
     max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2)
@@ -238,6 +246,13 @@ class Config(BaseSettings):
                 f"{self.http_host!r}; give the scraper a token in metrics_tokens instead"
             )
         return self
+
+    @field_validator("cold_url")
+    @classmethod
+    def _postgres_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (or unset for the SQLite file in data_dir)")
+        return v
 
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> Config:

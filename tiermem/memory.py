@@ -31,6 +31,7 @@ from tiers.embed import Embedder, query_embedding
 from tiers.embed_onnx import build_embedder, embedder_loaded
 from tiers.errors import ConversationNotFound, ValidationError
 from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
+from tiers.store import ColdLog
 from tiers.tokens import BpeTokenCounter, TokenCounter
 from tiers.turncache import TurnCache
 
@@ -103,13 +104,17 @@ class Memory:
             batch_size=self.config.embedding_batch_size, query_precision=self.config.embedding_query_precision,
             cache_dir=self.config.embedding_cache_dir,
         )
-        self.cold = ColdStore(
-            self.config.db_path,
-            tokens=self.tokens,
-            embedder=self.embedder,
-            busy_timeout_ms=self.config.busy_timeout_ms,
-            synchronous=self.config.sqlite_synchronous,
-        )
+        self.cold: ColdLog
+        if self.config.cold_url is not None:  # PostgreSQL + pgvector; it opens and closes its own pool
+            from tiers.postgres import PostgresStore
+
+            self.cold = PostgresStore(self.config.cold_url, tokens=self.tokens, embedder=self.embedder,
+                                      schema=self.config.cold_schema,
+                                      synchronous_commit=self.config.cold_synchronous_commit)
+        else:
+            self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
+                                  busy_timeout_ms=self.config.busy_timeout_ms,
+                                  synchronous=self.config.sqlite_synchronous)
         # supersession searches by meaning, so it runs when a turn is embedded (by
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded
@@ -675,7 +680,7 @@ def _named(msgs: list[StoredMessage], key: str, name: str) -> list[StoredMessage
     return [dataclasses.replace(m, conversation_id=name) for m in msgs]
 
 
-def _name_plan(plan: Any, key: str, name: str, cold: ColdStore) -> None:
+def _name_plan(plan: Any, key: str, name: str, cold: ColdLog) -> None:
     """Replace conversation keys in a plan by the ids their owner knows."""
     keys = {it.conversation_id for it in [*plan.items, *plan.left_out]} - {key}
     names = cold.names_of(sorted(keys)) if any(KEY_SEPARATOR in k for k in keys) else {}

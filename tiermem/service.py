@@ -51,6 +51,7 @@ import hmac
 import json
 import logging
 import math
+import pathlib
 import re
 import threading
 import time
@@ -1136,7 +1137,7 @@ def cold_health(memory: Memory, failed_at: float | None) -> str:
     immutable file, permissions), or the storage refused or failed a request in the
     last STORAGE_FAILURE_MEMORY_S. Raises when the database cannot even be read."""
     memory.cold.namespace_of("healthz")  # a real read; raises when reads fail
-    if not database_writable(memory.cold.path):
+    if isinstance(memory.cold.path, pathlib.Path) and not database_writable(memory.cold.path):
         return "read-only"
     if failed_at is not None and time.monotonic() - failed_at < STORAGE_FAILURE_MEMORY_S:
         return "read-only"

@@ -50,6 +50,7 @@ from tiers.errors import (
 )
 from tiers.files import create_private_file, database_writable, refuse_newer_header
 from tiers.models import ROLES, Message, StoredMessage, canonical_role, check_stored_body, search_text
+from tiers.store import FrontierRow, SummaryRow
 from tiers.tokens import TokenCounter, message_tokens
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
@@ -546,7 +547,9 @@ def _vec_bytes(v: np.ndarray) -> bytes:
 class ColdStore:
     """The SQLite log. Thread-safe (one connection behind a lock); one per process.
 
-    It opens and closes its own connection.
+    It opens and closes its own connection. It implements the store interface
+    `tiers.store.ColdLog` (each method's contract is written there once), as does
+    `tiers.postgres.PostgresStore`.
     """
 
     def __init__(
@@ -1642,6 +1645,138 @@ class ColdStore:
         )[0][0]
         return {"conversations": row[0], "messages": row[1], "pending_embeddings": pending,
                 "salvaged_rows": self.salvaged}
+
+    # -- the warm tier's tables (tiers.warm stores and reads its views through these) ---------
+
+    _SUMMARY_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
+                     "created_at")
+
+    @staticmethod
+    def _summary(r: Sequence[Any]) -> SummaryRow:
+        return (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), r[8], float(r[9]))
+
+    def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
+        return [self._summary(r) for r in self._read(
+            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY version DESC LIMIT ?", (conversation_id, kind, key, limit))]
+
+    def summary_version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryRow | None:
+        rows = self._read(
+            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "AND version = ?", (conversation_id, kind, key, version))
+        return self._summary(rows[0]) if rows else None
+
+    def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
+        return [int(r[0]) for r in self._read(
+            "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? ORDER BY version",
+            (conversation_id, kind, key))]
+
+    def latest_session_summaries(self, conversation_id: str) -> list[SummaryRow]:
+        return [self._summary(r) for r in self._read(
+            f"SELECT {self._SUMMARY_COLS} FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' "
+            "AND version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
+            "AND key = s.key) ORDER BY start_position, key", (conversation_id,))]
+
+    def session_summary_ends(self, conversation_id: str) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in self._read(
+            "SELECT key, end_position FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' AND "
+            "version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
+            "AND key = s.key)", (conversation_id,))}
+
+    def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
+        return [(r[0], float(r[1])) for r in self._read(
+            "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY id DESC LIMIT ?", (conversation_id, kind, key, limit))]
+
+    def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
+        return [self._turn(r) for r in self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ? AND t.load_bearing = 1 AND t.position > ? "
+            "AND t.position <= ? ORDER BY t.position", (conversation_id, after, end))]
+
+    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
+        return [self._turn(r) for r in self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = ? AND t.position > ? AND t.position <= ? "
+            "AND t.session_id = ? ORDER BY t.position", (conversation_id, after, end, session_id))]
+
+    def view_frontier(self) -> list[FrontierRow]:
+        # index seeks per conversation, no scan of the log
+        rows = self._read(
+            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
+            "c.last_message_at, c.created_at, "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
+            "FROM conversations c")
+        return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
+                 None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
+
+    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
+                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
+        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = ? AND position > ?"
+        params: list[Any] = [conversation_id, after]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        sql += " ORDER BY position"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [(int(r[0]), r[1], float(r[2])) for r in self._read(sql, params)]
+
+    def turn_created_at(self, conversation_id: str, position: int) -> float | None:
+        rows = self._read("SELECT created_at FROM turns WHERE conversation_id = ? AND position = ?",
+                          (conversation_id, position))
+        return float(rows[0][0]) if rows else None
+
+    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
+        return [(int(r[0]), float(r[1])) for r in self._read(
+            "SELECT position, created_at FROM turns WHERE conversation_id = ? AND position > ? "
+            "AND intent IS NULL ORDER BY position", (conversation_id, after))]
+
+    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
+                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
+        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
+        with self._tx() as c:
+            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
+                             (conv,)).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conv)
+            if end > last:
+                raise ValidationError("end_position", f"{end} is past the last position {last}")
+            prev = c.execute(
+                f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                "ORDER BY version DESC LIMIT 1", (conv, kind, key)).fetchone()
+            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
+                return int(prev[3]), self._summary(prev)
+            version = (int(prev[3]) if prev is not None else 0) + 1
+            c.execute(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
+            if fold_text is not None:
+                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
+                c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                          "VALUES (?,?,?,?,?)", (conv, end, fold_text, json.dumps(meta), time.time()))
+            if keep_versions is not None:
+                # derived data stays proportional to the log: old versions of a view and
+                # old folds of its own go; a checkpoint a caller wrote is never touched
+                c.execute("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? AND version <= ?",
+                          (conv, kind, key, version - keep_versions))
+                if fold_text is not None:
+                    c.execute(
+                        "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
+                        "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
+                        "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
+                        "= 'warm' ORDER BY id DESC LIMIT ?2)", (conv, keep_versions))
+        return version, None
+
+    def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (?,?,?,?,?)",
+                      (conversation_id, kind, key, error, time.time()))
+            c.execute(
+                "DELETE FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 AND id <= "
+                "(SELECT id FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 "
+                " ORDER BY id DESC LIMIT 1 OFFSET ?4)", (conversation_id, kind, key, keep))
 
 
 def fuse(lists: dict[str, list[tuple[str, int, float]]], k: int, *, rrf_k: int = 60) -> list[SearchHit]:

@@ -98,3 +98,10 @@ class StorageReadOnly(TiermemError, PermissionError):
         self.path = path
         self.detail = detail
         super().__init__(f"database {path} is read-only here and {detail}; open it where it can be written")
+
+
+class StoreUnavailable(TiermemError, ConnectionError):
+    """The cold store's database server could not be reached (or the store is closed)."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(f"cold store {where} is unavailable: {detail}")

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiers.cold import ColdStore
 from tiers.lexical import LexicalIndex
+from tiers.store import ColdLog
 
 DEFAULT_TURN_CACHE_BYTES = 256 * 1024 * 1024
 # A conversation without session ids is cut into groups where the talk paused this long,
@@ -213,12 +213,12 @@ class _Entry:
 
 
 class TurnCache:
-    """Read-through, size-bounded cache of `TurnTable`s over one `ColdStore`.
+    """Read-through, size-bounded cache of `TurnTable`s over one cold store (`ColdLog`).
 
     It does not own the store: closing the store is its owner's business.
     """
 
-    def __init__(self, cold: ColdStore, *, max_bytes: int = DEFAULT_TURN_CACHE_BYTES) -> None:
+    def __init__(self, cold: ColdLog, *, max_bytes: int = DEFAULT_TURN_CACHE_BYTES) -> None:
         self.cold = cold
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()

@@ -41,14 +41,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tiers.cold import ColdStore, TurnRow
-from tiers.errors import ConversationNotFound, ValidationError
+from tiers.cold import TurnRow
+from tiers.errors import ValidationError
+from tiers.store import ColdLog, SummaryRow
 
 log = logging.getLogger("tiermem.warm")
 
@@ -232,20 +232,15 @@ def check_view_key(kind: str, key: str) -> None:
         raise ValidationError("key", f"a {kind} view has key '', got {key!r}")
 
 
-_TURN_SELECT = ("SELECT conversation_id, position, role, session_id, tokens, content_hash, created_at, "
-                "intent, load_bearing, priority, label_reason, superseded_by FROM turns ")
-_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
-         "created_at")
-
 
 class WarmStore:
     """Versioned summary views in the cold database, optionally cached in Redis.
 
-    Thread-safe through the ColdStore's lock. `redis_client` is the caller's (a
+    Thread-safe through the cold store. `redis_client` is the caller's (a
     redis-py Redis or RedisCluster); it is used, never closed.
     """
 
-    def __init__(self, cold: ColdStore, redis_client: Any = None, *, key_prefix: str = "tm",
+    def __init__(self, cold: ColdLog, redis_client: Any = None, *, key_prefix: str = "tm",
                  keep_versions: int | None = None) -> None:
         self.cold = cold
         # versions kept per view (and consolidation folds per conversation); None keeps all
@@ -339,11 +334,7 @@ class WarmStore:
         return view
 
     def _latest_cold(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
-        rows = self.cold._read(
-            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "ORDER BY version DESC LIMIT ?",
-            (conversation_id, kind, key, _SALVAGE_LOOKBACK),
-        )
+        rows = self.cold.latest_summaries(conversation_id, kind, key, _SALVAGE_LOOKBACK)
         for r in rows:
             view = self._decode(r)
             if view is not None:
@@ -352,28 +343,15 @@ class WarmStore:
 
     def version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryView | None:
         """One stored version (versions are immutable)."""
-        rows = self.cold._read(
-            f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "AND version = ?",
-            (conversation_id, kind, key, version),
-        )
-        return self._decode(rows[0]) if rows else None
+        row = self.cold.summary_version(conversation_id, kind, key, version)
+        return self._decode(row) if row is not None else None
 
     def versions(self, conversation_id: str, kind: str, key: str = "") -> list[int]:
-        return [int(r[0]) for r in self.cold._read(
-            "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "ORDER BY version",
-            (conversation_id, kind, key),
-        )]
+        return self.cold.summary_versions(conversation_id, kind, key)
 
     def sessions(self, conversation_id: str) -> list[SummaryView]:
         """The latest version of every session view, in order of first position."""
-        rows = self.cold._read(
-            f"SELECT {_COLS} FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' AND version = "
-            "(SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
-            "AND key = s.key) ORDER BY start_position, key",
-            (conversation_id,),
-        )
+        rows = self.cold.latest_session_summaries(conversation_id)
         out = [v for v in map(self._decode, rows) if v is not None]
         if len(out) < len(rows):  # a newest row did not decode: fall back per key
             have = {v.key for v in out}
@@ -387,23 +365,12 @@ class WarmStore:
 
     def session_ends(self, conversation_id: str) -> dict[str, int]:
         """session id -> end_position of its latest view (cheap; no bodies decoded)."""
-        rows = self.cold._read(
-            "SELECT key, end_position FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' AND "
-            "version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
-            "AND key = s.key)",
-            (conversation_id,),
-        )
-        return {r[0]: int(r[1]) for r in rows}
+        return self.cold.session_summary_ends(conversation_id)
 
     def errors(self, conversation_id: str, kind: str, key: str = "",
                limit: int = 10) -> list[tuple[str, float]]:
         """Recent refresh errors of a view, newest first: (error, at)."""
-        rows = self.cold._read(
-            "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "ORDER BY id DESC LIMIT ?",
-            (conversation_id, kind, key, limit),
-        )
-        return [(r[0], float(r[1])) for r in rows]
+        return self.cold.summary_errors(conversation_id, kind, key, limit)
 
     # -- log-side reads the view maintainer needs ------------------------------------------
 
@@ -413,13 +380,7 @@ class WarmStore:
         uniq = sorted(set(positions))
         for i in range(0, len(uniq), 500):
             chunk = uniq[i:i + 500]
-            ph = ",".join("?" * len(chunk))
-            rows = self.cold._read(
-                _TURN_SELECT +
-                f"WHERE conversation_id = ? AND position IN ({ph}) ORDER BY position",
-                (conversation_id, *chunk),
-            )
-            out.extend(_turn_row(r) for r in rows)
+            out.extend(self.cold.turns_at(conversation_id, chunk))
         return out
 
     def load_bearing_turns(self, conversation_id: str, end: int, *, after: int = -1,
@@ -427,13 +388,7 @@ class WarmStore:
         """Load-bearing turns in (after, end], the turns at `include`, and the turns that
         supersede any of them, transitively (a correction is the current value even when
         it is not itself labeled load-bearing). In log order."""
-        rows = self.cold._read(
-            _TURN_SELECT +
-            "WHERE conversation_id = ? AND load_bearing = 1 AND position > ? AND position <= ? "
-            "ORDER BY position",
-            (conversation_id, after, end),
-        )
-        out = {t.position: t for t in map(_turn_row, rows)}
+        out = {t.position: t for t in self.cold.load_bearing_between(conversation_id, after, end)}
         out.update((t.position, t) for t in self.turn_rows(conversation_id, [p for p in include if p <= end]))
         frontier = list(out.values())
         while frontier:  # follow chains: A superseded by B, B by C
@@ -444,58 +399,24 @@ class WarmStore:
         return [out[p] for p in sorted(out)]
 
     def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
-        rows = self.cold._read(
-            _TURN_SELECT +
-            "WHERE conversation_id = ? AND position > ? AND position <= ? AND session_id = ? "
-            "ORDER BY position",
-            (conversation_id, after, end, session_id),
-        )
-        return [_turn_row(r) for r in rows]
+        return self.cold.session_turns(conversation_id, session_id, after, end)
 
     def frontier(self) -> list[Frontier]:
         """One row per conversation with messages: its last position and the end of its
         rolling and constraint views. Index seeks per conversation, no scan of the log."""
-        rows = self.cold._read(
-            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
-            "c.last_message_at, c.created_at, "
-            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
-            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
-            "FROM conversations c"
-        )
-        return [Frontier(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
-                         None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
+        return [Frontier(*r) for r in self.cold.view_frontier()]
 
     def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
                    limit: int | None = None) -> list[tuple[int, str | None, float]]:
         """(position, session id, created_at) of turns after `after`, in log order."""
-        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = ? AND position > ?"
-        params: list[Any] = [conversation_id, after]
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            params.append(session_id)
-        sql += " ORDER BY position"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [(int(r[0]), r[1], float(r[2])) for r in self.cold._read(sql, params)]
+        return self.cold.turn_times(conversation_id, after, session_id=session_id, limit=limit)
 
     def created_at(self, conversation_id: str, position: int) -> float | None:
-        rows = self.cold._read(
-            "SELECT created_at FROM turns WHERE conversation_id = ? AND position = ?",
-            (conversation_id, position),
-        )
-        return float(rows[0][0]) if rows else None
+        return self.cold.turn_created_at(conversation_id, position)
 
     def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
         """Unlabeled turns after `after`: (position, created_at), in log order."""
-        rows = self.cold._read(
-            "SELECT position, created_at FROM turns WHERE conversation_id = ? AND position > ? "
-            "AND intent IS NULL ORDER BY position",
-            (conversation_id, after),
-        )
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self.cold.unlabeled_tail(conversation_id, after)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -528,52 +449,21 @@ class WarmStore:
             raise ValidationError("fold", "an empty summary cannot stand in for turns")
         tokens = self.cold.tokens.count(text)
         body = view.body_json()
-        with self.cold._tx() as c:
-            last = c.execute(
-                "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
-                (view.conversation_id,),
-            ).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(view.conversation_id)
-            if view.end_position > last:
-                raise ValidationError("end_position", f"{view.end_position} is past the last position {last}")
-            prev = c.execute(
-                f"SELECT {_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-                "ORDER BY version DESC LIMIT 1",
-                (view.conversation_id, view.kind, view.key),
-            ).fetchone()
-            if prev is not None and int(prev[5]) > view.end_position:
-                current = self._decode(prev)
-                if current is not None:
-                    log.info("warm: refused a write behind the current version (%s %s %s v%s)",
-                             view.conversation_id, view.kind, view.key, prev[3])
-                    return current
-            version = (int(prev[3]) if prev is not None else 0) + 1
-            c.execute(
-                f"INSERT INTO summaries({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (view.conversation_id, view.kind, view.key, version, view.start_position, view.end_position,
-                 body, tokens, view.summarizer, view.created_at),
-            )
-            if fold:
-                meta = {"source": "warm", "kind": view.kind, "version": version,
-                        "summarizer": view.summarizer}
-                c.execute(
-                    "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                    "VALUES (?,?,?,?,?)",
-                    (view.conversation_id, view.end_position, text, json.dumps(meta), time.time()),
-                )
-            if self.keep_versions is not None:
-                # derived data stays proportional to the log: old versions of a view and
-                # old folds of its own go; a checkpoint a caller wrote is never touched
-                c.execute("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? AND version <= ?",
-                          (view.conversation_id, view.kind, view.key, version - self.keep_versions))
-                if fold:
-                    c.execute(
-                        "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
-                        "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
-                        "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
-                        "= 'warm' ORDER BY id DESC LIMIT ?2)",
-                        (view.conversation_id, self.keep_versions))
+        def keep_current(prev: SummaryRow) -> bool:
+            current = self._decode(prev)
+            if current is not None:
+                log.info("warm: refused a write behind the current version (%s %s %s v%s)",
+                         view.conversation_id, view.kind, view.key, prev[3])
+            return current is not None
+
+        version, prev = self.cold.put_summary(
+            (view.conversation_id, view.kind, view.key, 0, view.start_position, view.end_position, body, tokens,
+             view.summarizer, view.created_at),
+            fold_text=text if fold else None, keep_versions=self.keep_versions, keep_current=keep_current)
+        if prev is not None:
+            current = self._decode(prev)
+            assert current is not None  # keep_current accepted it
+            return current
         stored = replace(view, version=version, tokens=tokens)
         self._cache_set(stored)
         return stored
@@ -583,17 +473,7 @@ class WarmStore:
         newest `ERRORS_KEPT_PER_VIEW` errors per view."""
         check_view_key(kind, key)
         text = str(error)[:MAX_ERROR_CHARS] or "unknown error"
-        with self.cold._tx() as c:
-            c.execute(
-                "INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (?,?,?,?,?)",
-                (conversation_id, kind, key, text, time.time()),
-            )
-            c.execute(
-                "DELETE FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 AND id <= "
-                "(SELECT id FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 "
-                " ORDER BY id DESC LIMIT 1 OFFSET ?4)",
-                (conversation_id, kind, key, ERRORS_KEPT_PER_VIEW),
-            )
+        self.cold.record_summary_error(conversation_id, kind, key, text, keep=ERRORS_KEPT_PER_VIEW)
 
     # -- freshness -----------------------------------------------------------------------
 
@@ -619,8 +499,3 @@ class WarmStore:
         return staleness(view, last_position=last_position, last_message_at=last_message_at,
                          max_turns=max_turns, max_seconds=max_seconds, now=now,
                          first_uncovered_at=first_uncovered_at)
-
-
-def _turn_row(r: Sequence[Any]) -> TurnRow:
-    return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
-                   int(r[9] or 0), r[10], r[11])

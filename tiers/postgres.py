@@ -1,0 +1,1398 @@
+"""Cold tier on PostgreSQL + pgvector: the store interface (tiers.store.ColdLog) for
+services that outgrow one machine. Same contract as the SQLite log (tiers.cold).
+
+Invariants (DESIGN.md, "The invariants"), and how this engine keeps them:
+
+- Append-only in the database: row triggers refuse every UPDATE of `messages`, and every
+  DELETE unless the transaction set `tiermem.retention = 'on'` (`SET LOCAL`, which only
+  the retention operations do and which ends with their transaction); a statement
+  trigger refuses TRUNCATE.
+- Positions come from a per-conversation counter row in one statement
+  (`UPDATE conversations SET next_position = next_position + n ... RETURNING`), never
+  from `MAX(position) + 1`, which races under READ COMMITTED (two writers read the same
+  MAX). The counter row's lock serialises the writers of one conversation only.
+- One domain action, one transaction: an append is one statement per message (counter,
+  message, turn row and FTS row in data-modifying CTEs) inside one transaction; fork,
+  prune, erasure and a warm write are one transaction each.
+- Migrations are an ordered list of named functions, each applied in its own
+  transaction under an advisory lock and recorded in `schema_migrations`; a database
+  recorded at a newer version than this code is refused before anything is written.
+- Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
+  is never issued twice; names are unique per namespace.
+- Erasure deletes every row of a key from every table, derived or not, leaves a
+  tombstone with counts and no content, then VACUUMs the tables. PostgreSQL does not
+  scrub freed tuples or WAL segments: the bytes are unreachable through SQL at once and
+  overwritten as pages are reused (the SQLite engine zeroes them; see README).
+- Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
+  term: idf in the scope times `ts_rank` with length normalisation, summed); the query
+  is built from the words of the user's text, each quoted as a lexeme, so no input can
+  break `to_tsquery`'s syntax. Meaning: pgvector
+  `<->` (L2 over the embedder's unit vectors, so the order is cosine's): an exact scan
+  of a conversation's rows; over a namespace, an HNSW index with iterative scans
+  (recall 0.96 at k=20 on 20k clustered vectors, a quarter of them in the namespace).
+- A stored row that cannot be decoded is logged, counted and skipped; neighbours load.
+
+Ownership: a store given a URL opens its own pool and closes it; a store given a
+`psycopg_pool.ConnectionPool` uses it and closes nothing. All tables live in one
+PostgreSQL schema (`schema`, default `tiermem`): several stores can share a database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tiers.cold import (
+    KEY_SEPARATOR,
+    KEY_SUFFIX_HEX,
+    MAX_FTS_TERMS,
+    STOPWORDS,
+    AppendResult,
+    Checkpoint,
+    ColdStore,
+    ErasureReport,
+    Label,
+    SearchHit,
+    TurnRow,
+    content_hash,
+    fuse,
+)
+from tiers.embed import Embedder, query_embedding
+from tiers.errors import (
+    ConversationNotFound,
+    PositionOutOfRange,
+    SchemaTooNew,
+    StoreUnavailable,
+    ValidationError,
+)
+from tiers.models import Message, StoredMessage, search_text
+from tiers.store import FrontierRow, SummaryRow, TurnFact
+from tiers.tokens import TokenCounter, message_tokens
+
+try:
+    import psycopg
+    from psycopg import sql as pgsql
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - the `postgres` extra is not installed
+    raise ImportError(f"the PostgreSQL cold store needs tiermem[postgres] (psycopg, psycopg-pool): {exc}") from exc
+
+log = logging.getLogger("tiermem.postgres")
+
+DEFAULT_SCHEMA = "tiermem"
+DEFAULT_POOL_MIN = 1
+DEFAULT_POOL_MAX = 8
+POOL_OPEN_TIMEOUT_S = 30.0
+MAX_POSITION = 2**62  # "to the end" for inclusive position ranges
+MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
+HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
+HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
+FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
+SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may be deleted
+# "on": a commit returns once its WAL is on disk (an fsync per append: 1.5-5 ms on this
+# machine's disk). "off": it returns at once and the WAL writer flushes within ~0.6 s; a
+# crash of the server or the OS may lose the last such commits, never corrupts or
+# reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
+SYNCHRONOUS_COMMIT = ("on", "off")
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Tables whose rows belong to one conversation key; an erasure empties them for that key
+# (messages and conversations go last, with the guard armed).
+CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
+                       "summary_errors")
+
+Conn = Any  # psycopg.Connection; kept loose so callers need not import psycopg
+
+
+# ----------------------------------------------------------------------------------
+# Migrations: an ordered, append-only list of named functions. Released steps are never
+# edited; a change is a new step. Each runs in its own transaction, under an advisory
+# lock, and is recorded in schema_migrations.
+
+
+def m001_log(c: Conn) -> None:
+    c.execute("""CREATE TABLE conversations(
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        parent_id TEXT,
+        fork_position BIGINT,
+        created_at DOUBLE PRECISION NOT NULL,
+        last_message_at DOUBLE PRECISION NOT NULL,
+        next_position BIGINT NOT NULL DEFAULT 0,
+        UNIQUE (namespace, name))""")
+    c.execute("CREATE INDEX conversations_by_last ON conversations(last_message_at)")
+    c.execute("CREATE TABLE conversation_keys(key TEXT PRIMARY KEY, issued_at DOUBLE PRECISION NOT NULL)")
+    c.execute("CREATE SEQUENCE messages_id_seq")
+    c.execute("""CREATE TABLE messages(
+        conversation_id TEXT NOT NULL,
+        position BIGINT NOT NULL CHECK (position >= 0),
+        id BIGINT NOT NULL UNIQUE,
+        role TEXT NOT NULL,
+        body TEXT NOT NULL,
+        session_id TEXT,
+        metadata TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (conversation_id, position))""")
+    c.execute("""CREATE FUNCTION tm_messages_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'messages are append-only: UPDATE is refused' USING ERRCODE = 'restrict_violation';
+        END $$""")
+    c.execute(f"""CREATE FUNCTION tm_messages_guard_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF coalesce(current_setting('{RETENTION_GUC}', true), '') <> 'on' THEN
+            RAISE EXCEPTION 'messages are append-only: DELETE only through prune' USING ERRCODE = 'restrict_violation';
+          END IF;
+          RETURN OLD;
+        END $$""")
+    c.execute("""CREATE FUNCTION tm_messages_refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'messages are append-only: TRUNCATE is refused' USING ERRCODE = 'restrict_violation';
+        END $$""")
+    c.execute("CREATE TRIGGER messages_no_update BEFORE UPDATE ON messages "
+              "FOR EACH ROW EXECUTE FUNCTION tm_messages_refuse_update()")
+    c.execute("CREATE TRIGGER messages_no_delete BEFORE DELETE ON messages "
+              "FOR EACH ROW EXECUTE FUNCTION tm_messages_guard_delete()")
+    c.execute("CREATE TRIGGER messages_no_truncate BEFORE TRUNCATE ON messages "
+              "FOR EACH STATEMENT EXECUTE FUNCTION tm_messages_refuse_truncate()")
+    c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    c.execute("INSERT INTO meta(key, value) VALUES ('db_uuid', %s)", (uuid.uuid4().hex,))
+
+
+def m002_index(c: Conn) -> None:
+    # the turn index and the search indexes: derived, rebuildable from messages
+    c.execute("""CREATE TABLE turns(
+        conversation_id TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        id BIGINT NOT NULL UNIQUE,
+        role TEXT NOT NULL,
+        session_id TEXT,
+        tokens INTEGER NOT NULL,
+        content_hash TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        embedded SMALLINT NOT NULL DEFAULT 0,
+        intent TEXT,
+        load_bearing SMALLINT,
+        priority INTEGER,
+        label_reason TEXT,
+        superseded_by BIGINT,
+        speaker TEXT,
+        PRIMARY KEY (conversation_id, position))""")
+    c.execute("CREATE INDEX turns_pending ON turns(conversation_id, position) WHERE embedded = 0")
+    c.execute("CREATE INDEX turns_load_bearing ON turns(conversation_id, position) WHERE load_bearing = 1")
+    c.execute("CREATE INDEX turns_by_role ON turns(conversation_id, role, position)")
+    c.execute(f"""CREATE TABLE messages_fts(
+        id BIGINT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('{FTS_CONFIG}', text)) STORED)""")
+    c.execute("CREATE INDEX messages_fts_tsv ON messages_fts USING gin(tsv)")
+    c.execute("CREATE INDEX messages_fts_by_conv ON messages_fts(conversation_id)")
+    c.execute("CREATE INDEX messages_fts_by_namespace ON messages_fts(namespace)")
+    # no fixed width: the embedder decides it (meta 'vec_dim'); a new width empties it
+    c.execute("""CREATE TABLE messages_vec(
+        id BIGINT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        embedding vector NOT NULL)""")
+    c.execute("CREATE INDEX messages_vec_by_conv ON messages_vec(conversation_id, position)")
+    c.execute("CREATE INDEX messages_vec_by_namespace ON messages_vec(namespace)")
+
+
+def m003_user_state(c: Conn) -> None:
+    c.execute("""CREATE TABLE checkpoints(
+        id BIGSERIAL PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        summary TEXT NOT NULL,
+        metadata TEXT,
+        created_at DOUBLE PRECISION NOT NULL)""")
+    c.execute("CREATE INDEX checkpoints_by_conv ON checkpoints(conversation_id, position)")
+    c.execute("""CREATE TABLE pins(
+        conversation_id TEXT NOT NULL,
+        position BIGINT NOT NULL,
+        priority INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (conversation_id, position))""")
+    c.execute("""CREATE TABLE plans(
+        id BIGSERIAL PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        last_position BIGINT NOT NULL,
+        plan TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL)""")
+    c.execute("CREATE INDEX plans_by_conv ON plans(conversation_id, last_position)")
+    c.execute("""CREATE TABLE tombstones(
+        id BIGSERIAL PRIMARY KEY,
+        key TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        reason TEXT NOT NULL CHECK (reason IN ('prune', 'erase')),
+        messages BIGINT NOT NULL,
+        summaries BIGINT NOT NULL,
+        checkpoints BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        deleted_at DOUBLE PRECISION NOT NULL)""")
+    c.execute("CREATE INDEX tombstones_by_namespace ON tombstones(namespace, deleted_at)")
+    c.execute("CREATE TABLE redis_purge(key TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL)")
+
+
+def m004_pin_versions(c: Conn) -> None:
+    # what the SQLite engine's m012 does: a per-key counter moved by triggers whenever
+    # what the planner may pin could have changed, for every writer in any process.
+    # Rows are never deleted (keys are never reused either).
+    c.execute("CREATE TABLE pin_versions(conversation_id TEXT PRIMARY KEY, version BIGINT NOT NULL)")
+    c.execute("""CREATE FUNCTION tm_bump_pin_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO pin_versions(conversation_id, version)
+            VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END, 1)
+            ON CONFLICT (conversation_id) DO UPDATE SET version = pin_versions.version + 1;
+          RETURN NULL;
+        END $$""")
+    c.execute("CREATE TRIGGER pin_version_turn_insert AFTER INSERT ON turns FOR EACH ROW "
+              "WHEN (NEW.load_bearing = 1) EXECUTE FUNCTION tm_bump_pin_version()")
+    c.execute("CREATE TRIGGER pin_version_turn_update AFTER UPDATE OF load_bearing, priority, superseded_by "
+              "ON turns FOR EACH ROW WHEN (OLD.load_bearing IS DISTINCT FROM NEW.load_bearing "
+              "OR OLD.priority IS DISTINCT FROM NEW.priority OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) "
+              "EXECUTE FUNCTION tm_bump_pin_version()")
+    c.execute("CREATE TRIGGER pin_version_turn_delete AFTER DELETE ON turns FOR EACH ROW "
+              "WHEN (OLD.load_bearing = 1) EXECUTE FUNCTION tm_bump_pin_version()")
+    c.execute("CREATE TRIGGER pin_version_pins AFTER INSERT OR UPDATE OR DELETE ON pins FOR EACH ROW "
+              "EXECUTE FUNCTION tm_bump_pin_version()")
+
+
+def m005_summaries(c: Conn) -> None:
+    # the warm tier's versioned views (tiers/warm.py) and their refresh errors
+    c.execute("""CREATE TABLE summaries(
+        id BIGSERIAL PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('rolling', 'constraints', 'session')),
+        key TEXT NOT NULL DEFAULT '',
+        version INTEGER NOT NULL CHECK (version >= 1),
+        start_position BIGINT NOT NULL,
+        end_position BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        tokens INTEGER NOT NULL,
+        summarizer TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        UNIQUE (conversation_id, kind, key, version))""")
+    c.execute("""CREATE TABLE summary_errors(
+        id BIGSERIAL PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL)""")
+    c.execute("CREATE INDEX summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)")
+
+
+MIGRATIONS: list[Callable[[Conn], None]] = [
+    m001_log,
+    m002_index,
+    m003_user_state,
+    m004_pin_versions,
+    m005_summaries,
+]
+
+
+def schema_version() -> int:
+    return len(MIGRATIONS)
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for errors, logs and stats)."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://(unparseable url)"
+    params.pop("password", None)
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
+
+
+def query_lexemes(text: str) -> list[str]:
+    """`to_tsquery` arguments from arbitrary user text, one per word (stopwords and
+    repeats dropped, at most MAX_FTS_TERMS), each quoted as a lexeme. `\\w+` words hold
+    no quote, backslash or operator, so no input can break the syntax."""
+    seen: list[str] = []
+    for w in _WORD.findall(text.lower()):
+        if w in STOPWORDS or w in seen:
+            continue
+        seen.append(w)
+        if len(seen) >= MAX_FTS_TERMS:
+            break
+    return [f"'{w}'" for w in seen]
+
+
+def _vec_text(v: np.ndarray) -> str:
+    # repr of a float32 widened to float64 parses back to the same float32
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(v, dtype=np.float32).ravel()) + "]"
+
+
+def _vec_bytes(sent: bytes | None) -> bytes | None:
+    """pgvector's binary send format (uint16 dim, uint16 unused, big-endian float4s) as
+    the float32 native bytes the SQLite engine returns."""
+    if sent is None:
+        return None
+    return np.frombuffer(sent, dtype=">f4", offset=4).astype(np.float32).tobytes()
+
+
+def _fts_text(body: dict[str, Any]) -> str:
+    # PostgreSQL text cannot hold NUL; the JSON body escapes it, the index text drops it
+    return search_text(body).replace("\x00", " ")
+
+
+def _speaker(body: dict[str, Any]) -> str | None:
+    name = body.get("name")
+    return name.replace("\x00", "") if isinstance(name, str) else None
+
+
+class PostgresStore:
+    """The log on PostgreSQL. Thread-safe (a connection pool); many processes and
+    machines may open the same database and schema at once."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        pool: ConnectionPool | None = None,
+        tokens: TokenCounter,
+        embedder: Embedder | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        pool_max: int = DEFAULT_POOL_MAX,
+        synchronous_commit: str = "on",
+    ) -> None:
+        if (url is None) == (pool is None):
+            raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
+        if synchronous_commit not in SYNCHRONOUS_COMMIT:
+            raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
+        self._synchronous_commit = synchronous_commit
+        if not SCHEMA_PATTERN.match(schema):
+            raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
+        self.tokens = tokens
+        self.embedder = embedder
+        self.schema = schema
+        # called after each committed batch of `index_pending` with the turns it embedded
+        # (see ColdLog.on_embedded)
+        self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        self.path = redact(url) if url is not None else "postgresql (caller's pool)"
+        self._salvaged_rows: set[tuple[str, int]] = set()
+        self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
+        self._lock = threading.Lock()
+        self._search_path = schema  # completed with the vector extension's schema below
+        self._owns_pool = pool is None
+        self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
+        if url is not None:
+            self._bootstrap(url)
+            pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, open=False,
+                                  kwargs={"autocommit": True}, configure=self._configure,
+                                  name=f"tiermem-{schema}")
+            try:
+                pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT_S)
+            except Exception as exc:
+                pool.close()
+                raise StoreUnavailable(self.path, str(exc)) from exc
+        assert pool is not None
+        self._pool: ConnectionPool | None = pool
+        try:
+            if not self._owns_pool:
+                with pool.connection() as c:
+                    self._bootstrap_on(c)
+            self.version = self._migrate()
+            self.db_uuid: str = self._read("SELECT value FROM meta WHERE key = 'db_uuid'")[0][0]
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _bootstrap(self, url: str) -> None:
+        """Before the pool exists: refuse a newer schema, make the schema and extension."""
+        try:
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=int(POOL_OPEN_TIMEOUT_S))
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(self.path, str(exc)) from exc
+        with conn:
+            self._bootstrap_on(conn)
+
+    def _bootstrap_on(self, conn: Conn) -> None:
+        found = self._recorded_version(conn)
+        if found > schema_version():
+            raise SchemaTooNew(f"{self.path} schema {self.schema}", found, schema_version())
+        with conn.transaction():
+            # CREATE EXTENSION / SCHEMA race between processes opening a fresh database
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('tiermem-bootstrap'))")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
+            ext_schema = conn.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                "WHERE e.extname = 'vector'").fetchone()[0]
+        self._search_path = f'"{self.schema}", "{ext_schema}"'
+
+    def _recorded_version(self, conn: Conn) -> int:
+        exists = conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".schema_migrations',)).fetchone()[0]
+        if exists is None:
+            return 0
+        row = conn.execute(pgsql.SQL("SELECT COALESCE(MAX(version), 0) FROM {}.schema_migrations").format(
+            pgsql.Identifier(self.schema))).fetchone()
+        return int(row[0])
+
+    def _session_sql(self) -> str:
+        return f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}"
+
+    def _configure(self, conn: Conn) -> None:
+        conn.execute(self._session_sql())
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[Conn]:
+        if self._pool is None:
+            raise StoreUnavailable(self.path, "the store is closed")
+        with self._pool.connection() as conn:
+            if not self._owns_pool:  # the caller's connections: set ours on every checkout
+                conn.execute(self._session_sql())
+            yield conn
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Conn]:
+        """One transaction on one pooled connection (READ COMMITTED; the row locks each
+        operation takes are named where it takes them)."""
+        with self._conn() as conn, conn.transaction():
+            yield conn
+
+    def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        with self._conn() as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    def _migrate(self) -> int:
+        supported = schema_version()
+        with self._conn() as conn:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-migrate-{self.schema}",))
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations(version INTEGER PRIMARY KEY, "
+                             "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)")
+            while True:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-migrate-{self.schema}",))
+                    found = self._recorded_version(conn)  # another process may have migrated
+                    if found > supported:
+                        raise SchemaTooNew(f"{self.path} schema {self.schema}", found, supported)
+                    if found == supported:
+                        return found
+                    step = MIGRATIONS[found]
+                    step(conn)
+                    conn.execute("INSERT INTO schema_migrations(version, name, applied_at) VALUES (%s, %s, %s)",
+                                 (found + 1, step.__name__, time.time()))
+
+    def migrations(self) -> list[tuple[int, str]]:
+        """(version, name) of every applied step, in order."""
+        return [(int(r[0]), r[1]) for r in self._read("SELECT version, name FROM schema_migrations ORDER BY version")]
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None and self._owns_pool:
+            pool.close()
+
+    @property
+    def salvaged(self) -> int:
+        return len(self._salvaged_rows)
+
+    def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None:
+        key = (conversation_id, int(position))
+        level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
+        self._salvaged_rows.add(key)
+        log.log(level, "salvage: %s conversation=%s position=%s: %s", what, conversation_id, position, reason)
+
+    def _step(self, name: str) -> None:
+        if self._fault is not None:
+            self._fault(name)
+
+    # -- conversations ----------------------------------------------------------------
+
+    def _claim_conversation(self, c: Conn, name: str, namespace: str, now: float) -> tuple[str, bool]:
+        """The key of (namespace, name), created if missing, its row locked until the
+        caller's transaction ends (an erasure waits for the append, or the append sees
+        it gone and creates a new incarnation)."""
+        while True:
+            row = c.execute("SELECT id FROM conversations WHERE namespace = %s AND name = %s FOR UPDATE",
+                            (namespace, name)).fetchone()
+            if row is not None:
+                return str(row[0]), False
+            key = self._issue_key(c, name, now)
+            made = c.execute(
+                "INSERT INTO conversations(id, name, namespace, created_at, last_message_at) VALUES (%s,%s,%s,%s,0) "
+                "ON CONFLICT (namespace, name) DO NOTHING RETURNING id", (key, name, namespace, now)).fetchone()
+            if made is not None:
+                return key, True
+            # another writer created it first: its key wins (ours stays issued, unused)
+
+    @staticmethod
+    def _issue_key(c: Conn, name: str, now: float) -> str:
+        key = name
+        while c.execute("INSERT INTO conversation_keys(key, issued_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (key, now)).rowcount == 0:
+            key = f"{name}{KEY_SEPARATOR}{uuid.uuid4().hex[:KEY_SUFFIX_HEX]}"
+        return key
+
+    def key_of(self, namespace: str, name: str) -> str | None:
+        rows = self._read("SELECT id FROM conversations WHERE namespace = %s AND name = %s", (namespace, name))
+        return str(rows[0][0]) if rows else None
+
+    def name_of(self, key: str) -> tuple[str, str] | None:
+        rows = self._read("SELECT namespace, name FROM conversations WHERE id = %s", (key,))
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def names_of(self, keys: Sequence[str]) -> dict[str, str]:
+        if not keys:
+            return {}
+        return {str(k): str(n) for k, n in self._read("SELECT id, name FROM conversations WHERE id = ANY(%s)",
+                                                        (sorted(set(keys)),))}
+
+    def namespace_of(self, conversation_id: str) -> str | None:
+        rows = self._read("SELECT namespace FROM conversations WHERE id = %s", (conversation_id,))
+        return rows[0][0] if rows else None
+
+    def require(self, conversation_id: str, namespace: str | None = None) -> str:
+        owner = self.namespace_of(conversation_id)
+        if owner is None or (namespace is not None and owner != namespace):
+            raise ConversationNotFound(conversation_id, namespace)
+        return owner
+
+    @staticmethod
+    def _require_in(c: Conn, key: str) -> None:
+        # FOR SHARE: an erasure of this key waits for the caller's transaction
+        if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR SHARE", (key,)).fetchone() is None:
+            raise ConversationNotFound(key)
+
+    def conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        rows = self._read(
+            "SELECT id, name, namespace, parent_id, fork_position, created_at, last_message_at, "
+            "(SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = c.id) "
+            "FROM conversations c WHERE id = %s", (conversation_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"key": r[0], "id": r[1], "namespace": r[2], "parent_id": r[3], "fork_position": r[4],
+                "created_at": r[5], "last_message_at": r[6], "messages": int(r[7])}
+
+    def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
+        return [r[0] for r in self._read(
+            "SELECT id FROM conversations WHERE namespace = %s AND id IS DISTINCT FROM %s ORDER BY name LIMIT %s",
+            (namespace, exclude, limit))]
+
+    def list_names(self, namespace: str) -> list[str]:
+        return [r[0] for r in self._read("SELECT name FROM conversations WHERE namespace = %s ORDER BY name",
+                                         (namespace,))]
+
+    def all_keys(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT id FROM conversations ORDER BY id")]
+
+    def last_position(self, conversation_id: str) -> int:
+        return int(self._read("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
+                              (conversation_id,))[0][0])
+
+    # -- append -----------------------------------------------------------------------
+
+    # One statement per message: the counter row hands out the position, and the
+    # message, its turn row and its FTS row are written by data-modifying CTEs of the
+    # same statement. The counter row's lock orders the writers of one conversation.
+    _APPEND = (
+        "WITH c AS (UPDATE conversations SET next_position = next_position + 1, "
+        "  last_message_at = GREATEST(last_message_at, %(created)s) WHERE id = %(key)s "
+        "  RETURNING next_position - 1 AS pos, namespace), "
+        "m AS (INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
+        "  SELECT %(key)s, c.pos, nextval('messages_id_seq'), %(role)s, %(body)s, %(session)s, %(meta)s, %(created)s "
+        "  FROM c RETURNING position, id), "
+        "t AS (INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at, "
+        "  intent, load_bearing, priority, label_reason, speaker) "
+        "  SELECT %(key)s, m.position, m.id, %(role)s, %(session)s, %(tokens)s, %(hash)s, %(created)s, "
+        "  %(intent)s, %(lb)s, %(prio)s, %(reason)s, %(speaker)s FROM m), "
+        "f AS (INSERT INTO messages_fts(id, conversation_id, namespace, text) "
+        "  SELECT m.id, %(key)s, c.namespace, %(text)s FROM m, c) "
+        "SELECT position FROM m"
+    )
+
+    def _append_params(self, key: str, msg: Message, label: Label | None) -> dict[str, Any]:
+        body = msg.body()
+        intent, lb, prio, reason = label if label is not None else (None, None, None, None)
+        return {
+            "key": key, "role": msg.role,
+            "body": json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+            "session": msg.session_id,
+            "meta": json.dumps(msg.metadata, ensure_ascii=False) if msg.metadata is not None else None,
+            "created": float(msg.created_at if msg.created_at is not None else time.time()),
+            "tokens": message_tokens(self.tokens, body), "hash": content_hash(body),
+            "intent": intent, "lb": None if lb is None else int(lb), "prio": prio, "reason": reason,
+            "speaker": _speaker(body), "text": _fts_text(body),
+        }
+
+    def append(self, conversation_id: str, msg: Message, *, namespace: str = "default") -> int:
+        return self.append_many(conversation_id, [msg], namespace=namespace)[0]
+
+    def append_many(self, conversation_id: str, msgs: Sequence[Message], *, namespace: str = "default",
+                    labels: Sequence[Label | None] | None = None) -> list[int]:
+        return self.append_batch(conversation_id, msgs, namespace=namespace, labels=labels).positions
+
+    def append_batch(self, name: str, msgs: Sequence[Message], *, namespace: str = "default",
+                     labels: Sequence[Label | None] | None = None) -> AppendResult:
+        if not msgs:
+            return AppendResult(self.key_of(namespace, name) or "", [], False)
+        if labels is not None and len(labels) != len(msgs):
+            raise ValueError("labels must match messages one to one")
+        # encoded before the transaction: nothing slow happens while the row is locked
+        params = [self._append_params("", m, labels[i] if labels else None) for i, m in enumerate(msgs)]
+        with self._tx() as c:
+            key, created = self._claim_conversation(c, name, namespace, time.time())
+            for p in params:
+                p["key"] = key
+            cur = c.cursor()
+            if len(params) == 1:
+                positions = [int(cur.execute(self._APPEND, params[0]).fetchone()[0])]
+            else:
+                cur.executemany(self._APPEND, params, returning=True)
+                positions = []
+                while True:
+                    positions.append(int(cur.fetchone()[0]))
+                    if not cur.nextset():
+                        break
+        return AppendResult(key, positions, created)
+
+    # -- embeddings (derived, outside the write transaction) ------------------------------
+
+    def _ensure_vec_dim(self, dim: int) -> None:
+        """The vectors' width is the embedder's; a new width (a new model) empties the
+        derived vectors and marks every turn for re-embedding."""
+        with self._tx() as c:
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
+            row = c.execute("SELECT value FROM meta WHERE key = 'vec_dim'").fetchone()
+            if row is not None and int(row[0]) == dim:
+                self._vec_dim = dim
+                return
+            if row is not None:
+                c.execute("DELETE FROM messages_vec")
+                c.execute("UPDATE turns SET embedded = 0")
+            # An HNSW index for namespace-wide search (the column has no fixed width, so
+            # the index is on its cast to this width); a conversation's own search stays
+            # an exact scan of its rows through the btree.
+            c.execute("DROP INDEX IF EXISTS messages_vec_hnsw")
+            c.execute(f"CREATE INDEX messages_vec_hnsw ON messages_vec USING hnsw "
+                      f"((embedding::vector({int(dim)})) vector_l2_ops)")
+            c.execute("INSERT INTO meta(key, value) VALUES ('vec_dim', %s) "
+                      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(dim),))
+        self._vec_dim = dim
+
+    def pending_embeddings(self, conversation_id: str | None = None) -> int:
+        if conversation_id is None:
+            return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
+        return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = %s",
+                              (conversation_id,))[0][0])
+
+    def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
+                      progress: Callable[[int], None] | None = None) -> int:
+        if self.embedder is None:
+            return 0
+        self._ensure_vec_dim(self.embedder.dim)
+        done = 0
+        while max_rows is None or done < max_rows:
+            limit = batch if max_rows is None else min(batch, max_rows - done)
+            where = "t.embedded = 0" + (" AND t.conversation_id = %s" if conversation_id is not None else "")
+            params: tuple[Any, ...] = (conversation_id, limit) if conversation_id is not None else (limit,)
+            rows = self._read(
+                "SELECT t.conversation_id, t.position, t.id, m.body FROM turns t JOIN messages m ON m.id = t.id "
+                f"WHERE {where} ORDER BY t.conversation_id, t.position LIMIT %s", params)
+            if not rows:
+                break
+            texts = []
+            for r in rows:
+                try:
+                    texts.append(search_text(json.loads(r[3])))
+                except (ValueError, TypeError, AttributeError):
+                    texts.append("")  # salvage: an undecodable row still gets marked
+            vecs = self.embedder.embed(texts)
+            stored: list[tuple[str, int, np.ndarray]] = []
+            with self._tx() as c:
+                for r, v in zip(rows, vecs, strict=True):
+                    # the turn row's lock decides: a second process catching up finds
+                    # embedded = 1, an erased turn is gone; neither stores a vector
+                    hit = c.execute(
+                        "UPDATE turns t SET embedded = 1 FROM conversations c WHERE t.id = %s AND t.embedded = 0 "
+                        "AND c.id = t.conversation_id RETURNING c.namespace", (r[2],)).fetchone()
+                    if hit is not None:
+                        c.execute("INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
+                                  "VALUES (%s, %s, %s, %s, %s::vector)", (r[2], r[0], hit[0], r[1], _vec_text(v)))
+                        stored.append((r[0], int(r[1]), v))
+            if stored and self.on_embedded is not None:
+                try:
+                    self.on_embedded(stored)
+                except Exception:  # derived work: the vectors are stored, indexing goes on
+                    log.exception("after-embedding hook failed for %d turns", len(stored))
+            done += len(rows)
+            if progress is not None:
+                progress(len(rows))
+        return done
+
+    def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
+        if not positions:
+            return {}
+        rows = self._read("SELECT position, vector_send(embedding) FROM messages_vec WHERE conversation_id = %s "
+                          "AND position = ANY(%s)", (conversation_id, list(positions)))
+        out: dict[int, np.ndarray] = {}
+        for pos, sent in rows:
+            b = _vec_bytes(sent)
+            if b is not None:
+                out[int(pos)] = np.frombuffer(b, dtype=np.float32)
+        return out
+
+    def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
+        rows = self._read(
+            "SELECT f.id, f.created_at, l.position FROM "
+            "(SELECT id, created_at FROM turns WHERE conversation_id = %(c)s ORDER BY position LIMIT 1) f, "
+            "(SELECT position FROM turns WHERE conversation_id = %(c)s ORDER BY position DESC LIMIT 1) l",
+            {"c": conversation_id})
+        if not rows:
+            return None
+        r = rows[0]
+        return int(r[0]), float(r[1]), int(r[2])
+
+    def turn_facts(self, conversation_id: str, *, after: int = -1,
+                   positions: Sequence[int] | None = None) -> list[TurnFact]:
+        cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, vector_send(v.embedding), t.speaker, "
+                + ("NULL" if positions is not None else "f.text"))
+        join = "LEFT JOIN messages_vec v ON v.id = t.id AND t.embedded = 1 "
+        if positions is not None:
+            if not positions:
+                return []
+            sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position = ANY(%s) "
+                   "ORDER BY t.position")
+            params: tuple[Any, ...] = (conversation_id, list(positions))
+        else:
+            join += "LEFT JOIN messages_fts f ON f.id = t.id "
+            sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s ORDER BY t.position"
+            params = (conversation_id, after)
+        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], _vec_bytes(r[5]), r[6], r[7])
+                for r in self._read(sql, params)]
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
+        # the SQLite engine's decoder, not a copy: what makes a stored row readable (and
+        # what is salvaged) is defined once; it needs only `_salvage`, which both have
+        return ColdStore._decode(self, row)  # type: ignore[arg-type]
+
+    _SELECT = (
+        "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
+        "FROM messages m LEFT JOIN turns t ON t.conversation_id = m.conversation_id AND t.position = m.position "
+    )
+
+    def history(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[StoredMessage]:
+        rows = self._read(self._SELECT + "WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s "
+                          "ORDER BY m.position", (conversation_id, start, MAX_POSITION if end is None else end))
+        return [m for m in map(self._decode, rows) if m is not None]
+
+    def get(self, conversation_id: str, positions: Sequence[int]) -> list[StoredMessage]:
+        if not positions:
+            return []
+        rows = self._read(self._SELECT + "WHERE m.conversation_id = %s AND m.position = ANY(%s) ORDER BY m.position",
+                          (conversation_id, list(positions)))
+        return [m for m in map(self._decode, rows) if m is not None]
+
+    def get_many(self, keys: Sequence[tuple[str, int]]) -> list[StoredMessage]:
+        if not keys:
+            return []
+        # one round trip for every conversation: unnest the pairs and join
+        rows = self._read(
+            "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
+            "FROM unnest(%s::text[], %s::bigint[]) AS k(conv, pos) "
+            "JOIN messages m ON m.conversation_id = k.conv AND m.position = k.pos "
+            "LEFT JOIN turns t ON t.conversation_id = m.conversation_id AND t.position = m.position "
+            "ORDER BY m.conversation_id, m.position",
+            ([k[0] for k in keys], [int(k[1]) for k in keys]))
+        # grouped by conversation in first-seen order, as the SQLite engine answers
+        order = {c: i for i, c in enumerate(dict.fromkeys(k[0] for k in keys))}
+        out = [m for m in map(self._decode, rows) if m is not None]
+        out.sort(key=lambda m: (order[m.conversation_id], m.position))
+        return out
+
+    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
+        rows = self._read(
+            "SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
+            "WHERE conversation_id = %s AND position <= %s ORDER BY position DESC, id DESC LIMIT 1",
+            (conversation_id, MAX_POSITION if at_or_before is None else at_or_before))
+        if not rows:
+            return None
+        r = rows[0]
+        return Checkpoint(r[0], int(r[1]), r[2], json.loads(r[3]) if r[3] else None, float(r[4]))
+
+    def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
+        cp = self.latest_checkpoint(conversation_id)
+        return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
+
+    _TURN_SELECT = (
+        "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
+        "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
+        "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
+    )
+
+    _turn = staticmethod(ColdStore._turn)  # same columns, same record
+
+    def _turns(self, where: str, params: Sequence[Any] | Mapping[str, Any]) -> list[TurnRow]:
+        return [self._turn(r) for r in self._read(self._TURN_SELECT + where, params)]
+
+    def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
+        return self._turns("WHERE t.conversation_id = %s AND t.position BETWEEN %s AND %s ORDER BY t.position",
+                           (conversation_id, start, MAX_POSITION if end is None else end))
+
+    def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
+        if not positions:
+            return []
+        return self._turns("WHERE t.conversation_id = %s AND t.position = ANY(%s) ORDER BY t.position",
+                           (conversation_id, list(positions)))
+
+    def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
+        rows = self._turns("WHERE t.conversation_id = %s ORDER BY t.position DESC LIMIT %s", (conversation_id, limit))
+        return rows[::-1]
+
+    def pinned_turns(self, conversation_id: str) -> list[TurnRow]:
+        return self._turns("WHERE t.conversation_id = %(c)s AND (t.load_bearing = 1 OR p.priority IS NOT NULL) "
+                           "ORDER BY t.position", {"c": conversation_id})
+
+    def pin_candidates(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
+        pinned = self._read(
+            self._TURN_SELECT.replace("FROM turns t LEFT JOIN pins p ON", "FROM pins p JOIN turns t ON")
+            + "WHERE p.conversation_id = %s ORDER BY p.priority DESC, t.position DESC LIMIT %s",
+            (conversation_id, limit))
+        bearing = self._read(
+            self._TURN_SELECT + "WHERE t.conversation_id = %s AND t.load_bearing = 1 AND t.priority >= %s "
+            "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT %s",
+            (conversation_id, min_priority, limit))
+        turns = [self._turn(r) for r in (*pinned, *bearing)]
+        turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
+        return turns[:limit]
+
+    def pin_version(self, conversation_id: str) -> int:
+        rows = self._read("SELECT version FROM pin_versions WHERE conversation_id = %s", (conversation_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
+        return self._turns(
+            "WHERE t.conversation_id = %s AND t.load_bearing = 1 AND t.priority >= %s "
+            "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT %s",
+            (conversation_id, min_priority, limit))
+
+    def latest_position(self, conversation_id: str, role: str) -> int | None:
+        row = self._read("SELECT MAX(position) FROM turns WHERE conversation_id = %s AND role = %s",
+                         (conversation_id, role))
+        return None if row[0][0] is None else int(row[0][0])
+
+    # -- derived labels and user state ------------------------------------------------------
+
+    def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
+        if not labels:
+            return
+        with self._tx() as c:
+            c.cursor().executemany(
+                "UPDATE turns SET intent = %s, load_bearing = %s, priority = %s, label_reason = %s "
+                "WHERE conversation_id = %s AND position = %s",
+                [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels])
+
+    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
+        if not pairs:
+            return
+        with self._tx() as c:
+            c.cursor().executemany("UPDATE turns SET superseded_by = %s WHERE conversation_id = %s AND position = %s",
+                                   [(new, conversation_id, old) for old, new in pairs])
+
+    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
+        with self._tx() as c:
+            self._require_in(c, conversation_id)
+            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
+                             (conversation_id,)).fetchone()[0]
+            if not 0 <= position <= last:
+                raise PositionOutOfRange("position", position, int(last))
+            if priority is None:
+                c.execute("DELETE FROM pins WHERE conversation_id = %s AND position = %s", (conversation_id, position))
+            else:
+                c.execute("INSERT INTO pins(conversation_id, position, priority, created_at) VALUES (%s,%s,%s,%s) "
+                          "ON CONFLICT (conversation_id, position) DO UPDATE SET priority = EXCLUDED.priority, "
+                          "created_at = EXCLUDED.created_at", (conversation_id, position, priority, time.time()))
+
+    def store_plan(self, conversation_id: str, plan_json: str) -> None:
+        with self._tx() as c:
+            self._require_in(c, conversation_id)
+            c.execute("INSERT INTO plans(conversation_id, last_position, plan, created_at) VALUES (%(c)s, "
+                      "(SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %(c)s), %(p)s, %(t)s)",
+                      {"c": conversation_id, "p": plan_json, "t": time.time()})
+
+    def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT last_position, plan, created_at FROM plans WHERE conversation_id = %s"
+        params: tuple[Any, ...] = (conversation_id,)
+        if last_position is not None:
+            sql += " AND last_position = %s"
+            params = (conversation_id, last_position)
+        return [{"last_position": int(r[0]), "plan": json.loads(r[1]), "created_at": r[2]}
+                for r in self._read(sql + " ORDER BY id", params)]
+
+    # -- checkpoint / fork / retention ---------------------------------------------------------
+
+    def checkpoint(self, conversation_id: str, summary: str, position: int,
+                   metadata: dict[str, Any] | None = None) -> Checkpoint:
+        now = time.time()
+        with self._tx() as c:
+            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
+                             (conversation_id,)).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conversation_id)
+            if not 0 <= position <= last:
+                raise PositionOutOfRange("position", position, int(last))
+            c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                      "VALUES (%s,%s,%s,%s,%s)",
+                      (conversation_id, position, summary, json.dumps(metadata) if metadata else None, now))
+        return Checkpoint(conversation_id, position, summary, metadata, now)
+
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+        with self._tx() as c:
+            row = c.execute(
+                "SELECT namespace, name, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %(c)s) "
+                "FROM conversations WHERE id = %(c)s FOR SHARE", {"c": conversation_id}).fetchone()
+            if row is None:
+                raise ConversationNotFound(conversation_id)
+            namespace, parent_name, last = row
+            if not 0 <= up_to <= last:
+                raise PositionOutOfRange("up_to", up_to, int(last))
+            child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
+            if c.execute("SELECT 1 FROM conversations WHERE namespace = %s AND name = %s",
+                         (namespace, child_name)).fetchone():
+                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+            now = time.time()
+            child = self._issue_key(c, child_name, now)
+            last_at = c.execute("SELECT MAX(created_at) FROM messages WHERE conversation_id = %s AND position <= %s",
+                                (conversation_id, up_to)).fetchone()[0]
+            made = c.execute(
+                "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, last_message_at, "
+                "next_position) VALUES (%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (namespace, name) DO NOTHING RETURNING id",
+                (child, child_name, namespace, conversation_id, up_to, now, last_at, up_to + 1)).fetchone()
+            if made is None:  # created by another writer since the check above
+                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+            self._step("fork:conversation")
+            bad = [int(r[1]) for r in c.execute(self._SELECT + "WHERE m.conversation_id = %s AND m.position <= %s",
+                                                (conversation_id, up_to)).fetchall()
+                   if self._decode(r) is None]
+            args = {"child": child, "parent": conversation_id, "up": up_to, "skip": bad, "ns": namespace}
+            c.execute(
+                "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
+                "SELECT %(child)s, position, nextval('messages_id_seq'), role, body, session_id, metadata, created_at "
+                "FROM messages WHERE conversation_id = %(parent)s AND position <= %(up)s "
+                "AND position <> ALL(%(skip)s::bigint[]) ORDER BY position", args)
+            self._step("fork:messages")
+            # the child's rows join its own new messages on position for their new ids
+            c.execute(
+                "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at, "
+                "embedded, intent, load_bearing, priority, label_reason, superseded_by, speaker) "
+                "SELECT %(child)s, t.position, m.id, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
+                "t.embedded, t.intent, t.load_bearing, t.priority, t.label_reason, "
+                "CASE WHEN t.superseded_by <= %(up)s THEN t.superseded_by END, t.speaker "
+                "FROM turns t JOIN messages m ON m.conversation_id = %(child)s AND m.position = t.position "
+                "WHERE t.conversation_id = %(parent)s AND t.position <= %(up)s", args)
+            c.execute(
+                "INSERT INTO messages_fts(id, conversation_id, namespace, text) "
+                "SELECT m.id, %(child)s, %(ns)s, f.text FROM messages p JOIN messages_fts f ON f.id = p.id "
+                "JOIN messages m ON m.conversation_id = %(child)s AND m.position = p.position "
+                "WHERE p.conversation_id = %(parent)s AND p.position <= %(up)s", args)
+            self._step("fork:index")
+            c.execute(
+                "INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
+                "SELECT m.id, %(child)s, %(ns)s, v.position, v.embedding FROM messages_vec v "
+                "JOIN messages m ON m.conversation_id = %(child)s AND m.position = v.position "
+                "WHERE v.conversation_id = %(parent)s AND v.position <= %(up)s", args)
+            # a turn marked embedded whose vector drifted away: catch-up recomputes it
+            c.execute("UPDATE turns t SET embedded = 0 WHERE t.conversation_id = %(child)s AND t.embedded = 1 "
+                      "AND NOT EXISTS (SELECT 1 FROM messages_vec v WHERE v.id = t.id)", args)
+            self._step("fork:vectors")
+            c.execute(
+                "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                "SELECT %(child)s, position, summary, metadata, created_at FROM checkpoints "
+                "WHERE conversation_id = %(parent)s AND position <= %(up)s ORDER BY position DESC, id DESC LIMIT 1",
+                args)
+            c.execute(
+                "INSERT INTO pins(conversation_id, position, priority, created_at) "
+                "SELECT %(child)s, position, priority, created_at FROM pins WHERE conversation_id = %(parent)s "
+                "AND position <= %(up)s AND position <> ALL(%(skip)s::bigint[])", args)
+            self._step("fork:checkpoint")
+        return child
+
+    def files_bytes(self) -> int:
+        """Bytes of this schema's tables and indexes (PostgreSQL's, not a file)."""
+        return int(self._read(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (self.schema,))[0][0])
+
+    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False
+              ) -> ErasureReport:
+        if all_namespaces == (namespace is not None):
+            raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
+        if namespace is None:
+            return self._erase("last_message_at < %s", (older_than,), reason="prune")
+        return self._erase("last_message_at < %s AND namespace = %s", (older_than, namespace), reason="prune")
+
+    def delete_conversation(self, conversation_id: str) -> ErasureReport:
+        report = self._erase("id = %s", (conversation_id,), reason="erase")
+        if not report.conversations:
+            raise ConversationNotFound(conversation_id)
+        return report
+
+    def delete_namespace(self, namespace: str) -> ErasureReport:
+        return self._erase("namespace = %s OR starts_with(namespace, %s)", (namespace, namespace + "/"),
+                           reason="erase")
+
+    def _erase(self, where: str, params: Sequence[Any], *, reason: str) -> ErasureReport:
+        """The one deletion path of both retention operations (DESIGN invariant 3)."""
+        report = ErasureReport(bytes_before=self.files_bytes())
+        now = time.time()
+        with self._tx() as c:
+            # FOR UPDATE: appends to these conversations finish first, later ones wait
+            # and then find the name free (a new incarnation)
+            keys = [r[0] for r in c.execute(f"SELECT id FROM conversations WHERE {where} ORDER BY id FOR UPDATE",
+                                            params).fetchall()]
+            if not keys:
+                return report
+            rows = c.execute(
+                "SELECT c.id, c.namespace, c.name, c.created_at, "
+                "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
+                "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
+                "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
+                "FROM conversations c WHERE c.id = ANY(%s) ORDER BY c.id", (keys,)).fetchall()
+            for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
+                c.execute("INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
+                          "created_at, deleted_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                          (key, ns, name, reason, n_msgs, n_sum, n_cp, created, now))
+                report.tombstones.append({"id": name, "namespace": ns, "reason": reason, "messages": int(n_msgs),
+                                          "summaries": int(n_sum), "checkpoints": int(n_cp), "created_at": created,
+                                          "deleted_at": now})
+                report.keys.append(key)
+                report.conversation_ids.append(name)
+                report.messages += int(n_msgs)
+            report.conversations = len(rows)
+            for table in CONVERSATION_TABLES:
+                c.execute(f"DELETE FROM {table} WHERE conversation_id = ANY(%s)", (keys,))
+            c.execute(f"SET LOCAL {RETENTION_GUC} = 'on'")
+            c.execute("DELETE FROM messages WHERE conversation_id = ANY(%s)", (keys,))
+            c.execute(f"SET LOCAL {RETENTION_GUC} = 'off'")
+            c.execute("DELETE FROM conversations WHERE id = ANY(%s)", (keys,))
+        self.reclaim()
+        report.bytes_after = self.files_bytes()
+        gone = set(report.keys)
+        self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
+        return report
+
+    def reclaim(self) -> None:
+        """VACUUM the log's tables: dead tuples become reusable space at once instead of
+        at autovacuum's pace. (VACUUM cannot run in a transaction: a caller's pool in
+        transaction mode skips it; autovacuum does it later.)"""
+        tables = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "checkpoints", "pins", "plans")
+        with self._conn() as conn:
+            if not conn.autocommit:
+                log.info("reclaim: the pool's connections are not in autocommit; VACUUM left to autovacuum")
+                return
+            conn.execute("VACUUM " + ", ".join(tables))
+
+    def defer_purge(self, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        with self._tx() as c:
+            c.cursor().executemany("INSERT INTO redis_purge(key, at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                                   [(k, time.time()) for k in keys])
+
+    def deferred_purges(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT key FROM redis_purge ORDER BY at, key")]
+
+    def purged(self, keys: Sequence[str]) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM redis_purge WHERE key = ANY(%s)", (list(keys),))
+
+    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
+               "FROM tombstones")
+        params: tuple[Any, ...] = ()
+        if namespace is not None:
+            sql += " WHERE namespace = %s"
+            params = (namespace,)
+        cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
+        return [dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
+                for r in self._read(sql + " ORDER BY id", params)]
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
+                     namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
+        k = max(1, min(int(k), MAX_DENSE_K))
+        q = _vec_text(query_vec)
+        if conversation_id is not None:
+            if conversation_id == exclude:
+                return []
+            rows = self._read("SELECT conversation_id, position, embedding <-> %(q)s::vector AS d FROM messages_vec "
+                              "WHERE conversation_id = %(c)s ORDER BY d, position LIMIT %(k)s",
+                              {"q": q, "c": conversation_id, "k": k})
+        else:
+            if namespace is None:
+                raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+            dim = self._vec_dim or self._read_vec_dim()
+            if dim is None or dim != int(np.asarray(query_vec).size):
+                return []  # no vectors yet, or another model's
+            with self._tx() as c:
+                # iterative scans (pgvector 0.8): the index keeps walking until k rows of
+                # this namespace are found instead of filtering a fixed ef_search set;
+                # relaxed order, so the rows are sorted again below
+                c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, k))}")
+                rows = c.execute(
+                    f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)s::vector({dim}) AS d "
+                    "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
+                    "ORDER BY d LIMIT %(k)s", {"q": q, "n": namespace, "x": exclude, "k": k}).fetchall()
+            rows.sort(key=lambda r: (r[2], r[0], r[1]))
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
+    def _read_vec_dim(self) -> int | None:
+        rows = self._read("SELECT value FROM meta WHERE key = 'vec_dim'")
+        self._vec_dim = int(rows[0][0]) if rows else None
+        return self._vec_dim
+
+    def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,
+                    namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
+        terms = query_lexemes(query)
+        if not terms:
+            return []
+        if conversation_id is not None:
+            scope = "f.conversation_id = %(c)s"
+            total = "(SELECT next_position FROM conversations WHERE id = %(c)s)"
+        elif namespace is not None:
+            scope = "f.namespace = %(n)s AND f.conversation_id IS DISTINCT FROM %(x)s"
+            total = "(SELECT SUM(next_position) FROM conversations WHERE namespace = %(n)s)"
+        else:
+            raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+        # bm25's shape on PostgreSQL's parts: per query term, idf (from the term's
+        # document frequency in the scope) times ts_rank of the term with
+        # normalisation 1 (divided by 1 + log(document length)), summed; negated so
+        # lower is better, as FTS5's bm25. The OR query is matched once through the GIN
+        # index; document frequencies are counted among those matches, which hold
+        # every document of the scope that contains any query term.
+        rows = self._read(
+            f"WITH terms AS (SELECT to_tsquery('{FTS_CONFIG}', w) AS tq FROM unnest(%(terms)s::text[]) AS u(w)), "
+            f"hits AS MATERIALIZED (SELECT f.id, f.tsv FROM messages_fts f WHERE {scope} "
+            f"  AND f.tsv @@ to_tsquery('{FTS_CONFIG}', %(q)s)), "
+            "df AS (SELECT t.tq, (SELECT COUNT(*) FROM hits h WHERE h.tsv @@ t.tq) AS n FROM terms t), "
+            f"total AS (SELECT GREATEST(COALESCE({total}, 0), 1)::float8 AS n) "
+            "SELECT m.conversation_id, m.position, "
+            "  -SUM(ln(1 + (total.n - df.n + 0.5) / (df.n + 0.5)) * ts_rank(h.tsv, df.tq, 1)) AS s "
+            "FROM hits h JOIN df ON df.n > 0 AND h.tsv @@ df.tq CROSS JOIN total JOIN messages m ON m.id = h.id "
+            "GROUP BY m.conversation_id, m.position, m.id ORDER BY s, m.id LIMIT %(k)s",
+            {"terms": terms, "q": " | ".join(terms), "c": conversation_id, "n": namespace, "x": exclude, "k": k})
+        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
+    def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
+               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None) -> list[SearchHit]:
+        depth = depth or max(3 * k, 20)
+        lists: dict[str, list[tuple[str, int, float]]] = {}
+        if query_vec is None and self.embedder is not None and query.strip():
+            query_vec = query_embedding(self.embedder)([query])[0]
+        if query_vec is not None:
+            lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
+        lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
+        return fuse(lists, k, rrf_k=rrf_k)
+
+    # -- rebuild and stats ----------------------------------------------------------------------
+
+    def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
+        with self._tx() as c:
+            c.execute("DELETE FROM turns")
+            c.execute("DELETE FROM messages_fts")
+            c.execute("DELETE FROM messages_vec")
+            c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+            self._vec_dim = None
+            rows = c.execute(
+                "SELECT m.conversation_id, m.position, m.id, m.role, m.body, m.session_id, m.created_at, c.namespace "
+                "FROM messages m JOIN conversations c ON c.id = m.conversation_id").fetchall()
+            turn_rows: list[tuple[Any, ...]] = []
+            fts_rows: list[tuple[Any, ...]] = []
+            for conv, pos, mid, role, body, session, created, ns in rows:
+                try:
+                    data = json.loads(body)
+                    if not isinstance(data, dict):
+                        raise ValueError("not an object")
+                except ValueError as exc:
+                    self._salvage(conv, pos, exc, what="rebuild skipped")
+                    data = {"role": role, "content": ""}
+                turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
+                                  content_hash(data), created, _speaker(data)))
+                fts_rows.append((mid, conv, ns, _fts_text(data)))
+            cur = c.cursor()
+            cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
+                            "created_at, speaker) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)", turn_rows)
+            cur.executemany("INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (%s,%s,%s,%s)",
+                            fts_rows)
+        embedded = self.index_pending(progress=progress) if embed else 0
+        return {"turns": len(turn_rows), "embedded": embedded}
+
+    def integrity(self) -> dict[str, int]:
+        r = self._read("SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM turns), "
+                       "(SELECT COUNT(*) FROM messages_fts), (SELECT COUNT(*) FROM messages_vec)")[0]
+        return {"messages": int(r[0]), "turns": int(r[1]), "fts": int(r[2]), "vectors": int(r[3])}
+
+    def repair(self) -> dict[str, int]:
+        counts = self.integrity()
+        if counts["turns"] != counts["messages"] or counts["fts"] != counts["messages"]:
+            return self.rebuild()
+        return {"turns": 0, "embedded": self.index_pending()}
+
+    def stats(self) -> dict[str, Any]:
+        row = self._read(
+            "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
+            "(SELECT COUNT(DISTINCT namespace) FROM conversations), (SELECT COUNT(*) FROM checkpoints), "
+            "(SELECT COUNT(*) FROM turns WHERE embedded = 0)")[0]
+        return {"conversations": int(row[0]), "messages": int(row[1]), "namespaces": int(row[2]),
+                "checkpoints": int(row[3]), "pending_embeddings": int(row[4]), "salvaged_rows": self.salvaged,
+                "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self.path}
+
+    def namespace_stats(self, namespace: str) -> dict[str, Any]:
+        row = self._read(
+            "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
+            "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = %s", (namespace,))[0]
+        pending = self._read(
+            "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
+            "WHERE c.namespace = %s AND t.embedded = 0", (namespace,))[0][0]
+        return {"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
+                "salvaged_rows": self.salvaged}
+
+    # -- the warm tier's tables ---------------------------------------------------------------
+
+    _SUMMARY_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
+                     "created_at")
+
+    _summary = staticmethod(ColdStore._summary)
+
+    def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
+        return [self._summary(r) for r in self._read(
+            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
+            "ORDER BY version DESC LIMIT %s", (conversation_id, kind, key, limit))]
+
+    def summary_version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryRow | None:
+        rows = self._read(f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s "
+                          "AND key = %s AND version = %s", (conversation_id, kind, key, version))
+        return self._summary(rows[0]) if rows else None
+
+    def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
+        return [int(r[0]) for r in self._read(
+            "SELECT version FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s ORDER BY version",
+            (conversation_id, kind, key))]
+
+    def latest_session_summaries(self, conversation_id: str) -> list[SummaryRow]:
+        rows = [self._summary(r) for r in self._read(
+            f"SELECT DISTINCT ON (key) {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s "
+            "AND kind = 'session' ORDER BY key, version DESC", (conversation_id,))]
+        return sorted(rows, key=lambda s: (s[4], s[2]))
+
+    def session_summary_ends(self, conversation_id: str) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in self._read(
+            "SELECT DISTINCT ON (key) key, end_position FROM summaries WHERE conversation_id = %s "
+            "AND kind = 'session' ORDER BY key, version DESC", (conversation_id,))}
+
+    def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
+        return [(r[0], float(r[1])) for r in self._read(
+            "SELECT error, at FROM summary_errors WHERE conversation_id = %s AND kind = %s AND key = %s "
+            "ORDER BY id DESC LIMIT %s", (conversation_id, kind, key, limit))]
+
+    def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
+        return self._turns("WHERE t.conversation_id = %s AND t.load_bearing = 1 AND t.position > %s "
+                           "AND t.position <= %s ORDER BY t.position", (conversation_id, after, end))
+
+    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
+        return self._turns("WHERE t.conversation_id = %s AND t.position > %s AND t.position <= %s "
+                           "AND t.session_id = %s ORDER BY t.position", (conversation_id, after, end, session_id))
+
+    def view_frontier(self) -> list[FrontierRow]:
+        rows = self._read(
+            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id), "
+            "c.last_message_at, c.created_at, "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
+            "FROM conversations c")
+        return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
+                 None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
+
+    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
+                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
+        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = %s AND position > %s"
+        params: list[Any] = [conversation_id, after]
+        if session_id is not None:
+            sql += " AND session_id = %s"
+            params.append(session_id)
+        sql += " ORDER BY position LIMIT %s"
+        params.append(limit)
+        return [(int(r[0]), r[1], float(r[2])) for r in self._read(sql, params)]
+
+    def turn_created_at(self, conversation_id: str, position: int) -> float | None:
+        rows = self._read("SELECT created_at FROM turns WHERE conversation_id = %s AND position = %s",
+                          (conversation_id, position))
+        return float(rows[0][0]) if rows else None
+
+    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
+        return [(int(r[0]), float(r[1])) for r in self._read(
+            "SELECT position, created_at FROM turns WHERE conversation_id = %s AND position > %s "
+            "AND intent IS NULL ORDER BY position", (conversation_id, after))]
+
+    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
+                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
+        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
+        with self._tx() as c:
+            # FOR UPDATE on the conversation row: two refreshers of one conversation take
+            # turns, so the version numbers they compute never collide
+            if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conv,)).fetchone() is None:
+                raise ConversationNotFound(conv)
+            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
+                             (conv,)).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conv)
+            if end > last:
+                raise ValidationError("end_position", f"{end} is past the last position {last}")
+            prev = c.execute(f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s "
+                             "AND key = %s ORDER BY version DESC LIMIT 1", (conv, kind, key)).fetchone()
+            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
+                return int(prev[3]), self._summary(prev)
+            version = (int(prev[3]) if prev is not None else 0) + 1
+            c.execute(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
+            if fold_text is not None:
+                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
+                c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text, json.dumps(meta), time.time()))
+            if keep_versions is not None:
+                c.execute("DELETE FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
+                          "AND version <= %s", (conv, kind, key, version - keep_versions))
+                if fold_text is not None:
+                    # warm folds are the checkpoints whose metadata says so; IS JSON first,
+                    # so a caller's metadata that is not JSON is kept, never parsed
+                    c.execute(
+                        "WITH warm AS (SELECT id FROM checkpoints WHERE conversation_id = %(c)s AND "
+                        "  CASE WHEN metadata IS JSON OBJECT THEN metadata::json ->> 'source' END = 'warm') "
+                        "DELETE FROM checkpoints WHERE id IN (SELECT id FROM warm) "
+                        "AND id NOT IN (SELECT id FROM warm ORDER BY id DESC LIMIT %(n)s)",
+                        {"c": conv, "n": keep_versions})
+        return version, None
+
+    def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (%s,%s,%s,%s,%s)",
+                      (conversation_id, kind, key, error.replace("\x00", ""), time.time()))
+            c.execute(
+                "DELETE FROM summary_errors WHERE conversation_id = %(c)s AND kind = %(k)s AND key = %(y)s AND id <= "
+                "(SELECT id FROM summary_errors WHERE conversation_id = %(c)s AND kind = %(k)s AND key = %(y)s "
+                " ORDER BY id DESC LIMIT 1 OFFSET %(n)s)", {"c": conversation_id, "k": kind, "y": key, "n": keep})

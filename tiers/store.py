@@ -1,0 +1,427 @@
+"""The cold tier's store interface: what the planner, consolidation, the warm tier, the
+turn cache, the hot link and the facade may ask of the log, documented once.
+
+Two engines implement it: `tiers.cold.ColdStore` (SQLite in one file, the embedded
+default) and `tiers.postgres.PostgresStore` (PostgreSQL + pgvector, for services that
+outgrow one machine). `tests/test_store_conformance.py` runs one suite against both;
+the functions at the bottom of this module make mypy check that both satisfy it.
+
+Contract shared by every method (DESIGN invariants):
+
+- **Keys, not names.** A conversation has a *name* (the id its caller knows, unique
+  within its namespace) and a *key*, its incarnation: issued once when the
+  conversation is created and never issued again, even after prune or erasure. Every
+  method below takes a key, except the appends (which take a name and a namespace and
+  resolve it inside their own transaction) and `key_of` (which resolves one). A stale
+  key (its conversation pruned or erased) can only miss: reads answer empty or None,
+  writes raise `ConversationNotFound`; it can never reach another conversation.
+- **Append-only log.** Messages are never updated, deleted or reordered except by the
+  retention operations (`prune`, `delete_conversation`, `delete_namespace`), and the
+  database itself refuses anything else. Positions are assigned by the store, contiguous
+  from 0 per conversation, also with many writer processes.
+- **One domain action, one transaction.** Each write method commits whole or not at all.
+- **Derived data is rebuildable.** The turn index, FTS, vectors, labels and summaries can
+  be recomputed from the messages (`rebuild`); pins and checkpoints are user state.
+- **Salvage.** A stored row that cannot be decoded is logged, counted (`salvaged`) and
+  skipped on every read path; its neighbours load.
+- **Namespaces are walls.** Nothing scoped to a namespace answers with, or counts,
+  another namespace's rows (`delete_namespace` alone takes the namespaces below).
+- **Ownership.** A store opened from a path or URL opens and closes its own
+  connections; one handed a connection pool uses it and closes nothing (`close` then
+  only forgets it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tiers.cold import AppendResult, Checkpoint, ErasureReport, Label, SearchHit, TurnRow
+    from tiers.embed import Embedder
+    from tiers.models import Message, StoredMessage
+    from tiers.tokens import TokenCounter
+
+# One stored version of a warm view, in this column order: conversation key, kind, key
+# (the session id for `session` views, else ''), version, start_position, end_position,
+# body (the JSON list of sentences), tokens, summarizer, created_at.
+SummaryRow = tuple[str, str, str, int, int, int, str, int, str, float]
+# A view's refresh frontier: conversation key, last position, last_message_at,
+# created_at, end_position of the latest rolling view, of the latest constraints view.
+FrontierRow = tuple[str, int, float, float, int | None, int | None]
+# What the planner's exhaustive scoring reads per turn (tiers.turncache): turn id,
+# position, tokens, created_at, session id, float32 vector bytes or None, the speaker's
+# `name` or None, the FTS-indexed text or None.
+TurnFact = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]
+
+
+class ColdLog(Protocol):
+    """The append-only conversation log with its derived indexes and the warm tier's
+    tables. Thread-safe: one instance serves every thread of a process."""
+
+    tokens: TokenCounter  # counts stored turns and summaries exactly
+    embedder: Embedder | None  # None: no vectors are computed (dense search answers [])
+    db_uuid: str  # identifies the database (caches tag entries with it)
+    version: int  # the schema version the store runs at
+    # called after each committed batch of `index_pending` with the (key, position,
+    # vector) of the turns that call embedded: each turn exactly once, in whichever
+    # process flipped its `embedded` (supersession, which searches by meaning, runs here)
+    @property
+    def path(self) -> Path | str:
+        """Where the log lives: the SQLite file, or the PostgreSQL URL without its password."""
+        ...
+
+    on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None
+
+    @property
+    def salvaged(self) -> int:
+        """Distinct stored rows this process met that could not be decoded."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store opened (idempotent); see "Ownership" above."""
+        ...
+
+    # -- conversations ---------------------------------------------------------------
+
+    def key_of(self, namespace: str, name: str) -> str | None:
+        """The key of the live conversation `name` in exactly `namespace`, or None."""
+        ...
+
+    def name_of(self, key: str) -> tuple[str, str] | None:
+        """(namespace, name) of a live key, or None."""
+        ...
+
+    def names_of(self, keys: Sequence[str]) -> dict[str, str]:
+        """key -> name for the live conversations among `keys` (any number of keys)."""
+        ...
+
+    def namespace_of(self, conversation_id: str) -> str | None:
+        """The namespace of a live key, or None."""
+        ...
+
+    def conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        """Metadata of a live key: key, id (the name), namespace, parent_id,
+        fork_position, created_at, last_message_at, messages (last position + 1)."""
+        ...
+
+    def list_conversations(self, namespace: str, *, exclude: str | None = None,
+                           limit: int | None = None) -> list[str]:
+        """Keys of exactly `namespace` (not the namespaces below), ordered by name,
+        without `exclude`, at most `limit`."""
+        ...
+
+    def list_names(self, namespace: str) -> list[str]:
+        """Names of exactly `namespace`'s conversations, sorted."""
+        ...
+
+    def all_keys(self) -> list[str]:
+        """Every live key, sorted (rebuild and relabel walk them)."""
+        ...
+
+    def last_position(self, conversation_id: str) -> int:
+        """The last position of a key's log; -1 when it has none (or the key is gone)."""
+        ...
+
+    # -- append ----------------------------------------------------------------------
+
+    def append(self, conversation_id: str, msg: Message, *, namespace: str = "default") -> int:
+        """Append one validated message to the conversation *named* `conversation_id`
+        in `namespace` (created if missing); returns its position."""
+        ...
+
+    def append_many(self, conversation_id: str, msgs: Sequence[Message], *, namespace: str = "default",
+                    labels: Sequence[Label | None] | None = None) -> list[int]:
+        """`append_batch(...).positions`."""
+        ...
+
+    def append_batch(self, name: str, msgs: Sequence[Message], *, namespace: str = "default",
+                     labels: Sequence[Label | None] | None = None) -> AppendResult:
+        """Append a batch to the conversation named `name` in `namespace` in one
+        transaction: the messages, their turn-index rows (with `labels`, derived values
+        the caller computed) and FTS rows. The name is resolved inside the transaction,
+        so a racing prune happens wholly before (a new incarnation) or after. Positions
+        are contiguous, assigned by the store. Returns the key written to, the positions
+        and whether the conversation was created. Vectors are computed later
+        (`index_pending`), outside the transaction. An empty batch writes nothing."""
+        ...
+
+    # -- embeddings (derived) ----------------------------------------------------------
+
+    def pending_embeddings(self, conversation_id: str | None = None) -> int:
+        """Turns without a vector yet (of a key, or all)."""
+        ...
+
+    def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
+                      progress: Callable[[int], None] | None = None) -> int:
+        """Embed turns that have no vector (no lock held while embedding; two processes
+        catching up at once never store a vector twice); returns how many were stored.
+        0 without an embedder."""
+        ...
+
+    def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
+        """position -> float32 vector for those of `positions` that have one."""
+        ...
+
+    def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
+        """(first turn's id, first turn's created_at, last position), None without turns:
+        how a cached copy of a conversation tells that it only grew."""
+        ...
+
+    def turn_facts(self, conversation_id: str, *, after: int = -1,
+                   positions: Sequence[int] | None = None) -> list[TurnFact]:
+        """`TurnFact`s of the turns after `after`, or at `positions` (then without the
+        text), in log order."""
+        ...
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def history(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[StoredMessage]:
+        """Messages at positions start..end (inclusive; end None: to the last), in order,
+        exactly as appended; bad rows salvaged."""
+        ...
+
+    def get(self, conversation_id: str, positions: Sequence[int]) -> list[StoredMessage]:
+        """The messages at `positions` (missing ones absent), in log order."""
+        ...
+
+    def get_many(self, keys: Sequence[tuple[str, int]]) -> list[StoredMessage]:
+        """Messages for (key, position) pairs across conversations."""
+        ...
+
+    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
+        """The checkpoint with the highest position <= `at_or_before` (newest among equals)."""
+        ...
+
+    def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
+        """The latest checkpoint and the messages after it (all of them without one)."""
+        ...
+
+    def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
+        """Turn-index rows (labels and explicit pins included) at start..end, in order."""
+        ...
+
+    def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
+        """Turn-index rows at `positions`, in log order."""
+        ...
+
+    def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
+        """The last `limit` turns, in log order."""
+        ...
+
+    def pinned_turns(self, conversation_id: str) -> list[TurnRow]:
+        """Turns pinned explicitly or labeled load-bearing (superseded ones included)."""
+        ...
+
+    def pin_candidates(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
+        """Explicit pins and unsuperseded load-bearing turns of at least `min_priority`,
+        best first (priority, then newest), at most `limit`."""
+        ...
+
+    def pin_version(self, conversation_id: str) -> int:
+        """A counter that moves, in the database, for every writer in any process,
+        whenever `pin_candidates` or `superseded_pins` could answer differently; 0
+        before any. Never moves backwards for a key."""
+        ...
+
+    def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
+        """Load-bearing turns of at least `min_priority` that a later turn superseded
+        and nobody pinned, newest first."""
+        ...
+
+    def latest_position(self, conversation_id: str, role: str) -> int | None:
+        """The last position of a turn of `role`, or None."""
+        ...
+
+    def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
+        """Stored plans (`store_plan`), oldest first, optionally those at one last position."""
+        ...
+
+    # -- derived labels and user state ------------------------------------------------------
+
+    def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
+        """(position, intent, load_bearing, priority, reason) for turns; derived data."""
+        ...
+
+    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
+        """(old position, superseding position) pairs; a derived fact, messages untouched."""
+        ...
+
+    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
+        """Record (priority) or clear (None) an explicit pin; `PositionOutOfRange` past the
+        log, `ConversationNotFound` for a gone key."""
+        ...
+
+    def store_plan(self, conversation_id: str, plan_json: str) -> None:
+        """Keep a context() plan, tagged with the log's last position."""
+        ...
+
+    # -- checkpoint, fork, retention -------------------------------------------------------
+
+    def checkpoint(self, conversation_id: str, summary: str, position: int,
+                   metadata: dict[str, Any] | None = None) -> Checkpoint:
+        """A fold: `summary` stands in for positions <= `position`. Deletes nothing."""
+        ...
+
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+        """Copy positions 0..up_to (messages, turn rows, FTS rows, vectors, the latest
+        checkpoint at or before up_to, explicit pins) into a new conversation named
+        `new_id` (unique in the parent's namespace, `ValidationError` otherwise) in one
+        transaction; returns the child's key. Undecodable rows stay gaps."""
+        ...
+
+    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False
+              ) -> ErasureReport:
+        """Delete whole conversations of exactly `namespace` (or, only when asked, of
+        every namespace) whose last message is older than `older_than`, with every
+        derived row, in one transaction; tombstones left."""
+        ...
+
+    def delete_conversation(self, conversation_id: str) -> ErasureReport:
+        """Erase one key on request: every row, derived or not; a tombstone left;
+        `ConversationNotFound` if it is not live."""
+        ...
+
+    def delete_namespace(self, namespace: str) -> ErasureReport:
+        """Erase `namespace` and the namespaces below it (`a` takes `a/b`, not `ab`)."""
+        ...
+
+    def reclaim(self) -> None:
+        """Hand the space of deleted rows back to the engine/file system."""
+        ...
+
+    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """What is left of pruned and erased conversations: id (the name), namespace,
+        reason, counts, created_at, deleted_at; no content. Oldest first."""
+        ...
+
+    def defer_purge(self, keys: Sequence[str]) -> None:
+        """Remember erased keys whose Redis keys could not be deleted yet."""
+        ...
+
+    def deferred_purges(self) -> list[str]:
+        """The keys `defer_purge` remembered, oldest first."""
+        ...
+
+    def purged(self, keys: Sequence[str]) -> None:
+        """Forget keys whose Redis keys are now deleted."""
+        ...
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
+                     namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
+        """(key, position, L2 distance) of the k nearest turns of a key or of exactly a
+        namespace (without `exclude`), nearest first. [] without vectors."""
+        ...
+
+    def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,
+                    namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
+        """(key, position, score) of the k best keyword matches, best first; lower
+        scores are better (bm25 convention). No user text can break the query syntax."""
+        ...
+
+    def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
+               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None) -> list[SearchHit]:
+        """Hybrid search: dense and keyword lists fused by reciprocal rank."""
+        ...
+
+    # -- rebuild and stats -------------------------------------------------------------------
+
+    def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
+        """Recompute the turn index, FTS and vectors from the messages (labels cleared)."""
+        ...
+
+    def integrity(self) -> dict[str, int]:
+        """Counts of messages, turns, fts and vectors rows (equal when nothing drifted)."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """conversations, messages, namespaces, checkpoints, pending_embeddings,
+        salvaged_rows, schema_version, db_bytes, path (where the data lives)."""
+        ...
+
+    def namespace_stats(self, namespace: str) -> dict[str, Any]:
+        """conversations, messages, pending_embeddings of exactly `namespace`."""
+        ...
+
+    # -- the warm tier's tables (tiers.warm) -------------------------------------------------
+
+    def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
+        """The newest `limit` stored versions of one view, newest first."""
+        ...
+
+    def summary_version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryRow | None:
+        """One stored version of a view."""
+        ...
+
+    def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
+        """The stored version numbers of a view, ascending."""
+        ...
+
+    def latest_session_summaries(self, conversation_id: str) -> list[SummaryRow]:
+        """The newest stored version of every `session` view, by start position, key."""
+        ...
+
+    def session_summary_ends(self, conversation_id: str) -> dict[str, int]:
+        """session id -> end_position of its newest stored version."""
+        ...
+
+    def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
+        """(error, at) of a view's recent refresh errors, newest first."""
+        ...
+
+    def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
+        """Load-bearing turns at positions in (after, end], in log order."""
+        ...
+
+    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
+        """Turns of one session at positions in (after, end], in log order."""
+        ...
+
+    def view_frontier(self) -> list[FrontierRow]:
+        """One `FrontierRow` per live conversation with messages."""
+        ...
+
+    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
+                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
+        """(position, session id, created_at) of turns after `after`, in log order."""
+        ...
+
+    def turn_created_at(self, conversation_id: str, position: int) -> float | None:
+        """created_at of one turn, or None."""
+        ...
+
+    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
+        """(position, created_at) of turns after `after` without an intent label."""
+        ...
+
+    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
+                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
+        """Store `row` (its version field ignored) as the view's next version in one
+        transaction. `ConversationNotFound` for a key without messages;
+        `ValidationError` when its end_position is past the log. If the newest stored
+        version ends after `row` and `keep_current(newest)` is true, nothing is written
+        and (newest version, newest) is returned; else (new version, None). With
+        `fold_text`, the same transaction writes a checkpoint at end_position holding it
+        (metadata source 'warm'). With `keep_versions`, versions older than the newest
+        `keep_versions` of the view, and of the conversation's warm folds, are deleted."""
+        ...
+
+    def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
+        """Record a failed refresh of a view, keeping its newest `keep` errors."""
+        ...
+
+
+if TYPE_CHECKING:  # mypy proves both engines satisfy the interface
+    from tiers.cold import ColdStore
+    from tiers.postgres import PostgresStore
+
+    def _sqlite_is_a_cold_log(store: ColdStore) -> ColdLog:
+        return store
+
+    def _postgres_is_a_cold_log(store: PostgresStore) -> ColdLog:
+        return store
