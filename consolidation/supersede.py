@@ -701,8 +701,9 @@ class Superseder:
         best_cos = eligible[0][0]
         # a retraction ("drop the flight rule") ends a statement without a new value
         retracts = bool(_RETRACTS.search(normalize(text)))
-        # a named old value ("instead of Monday") must be in the target
-        named = _old_values(text)
+        # a named old value ("instead of Monday") must be in the target (a retraction
+        # names a topic, "forget the allergy thing", not a value)
+        named = set() if retracts else _old_values(text)
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
                 and (retracts or _asserts_new_value(text, t.text))
                 and (not named or any(_contains_value(t.text, v) for v in named))]
