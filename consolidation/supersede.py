@@ -439,7 +439,16 @@ UPDATE_CUE = re.compile(
     r"\b(now|instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
-    r"(?:it|the|my|our)\b)"
+    r"(?:it|the|my|our))\b"
+)
+# The cues that may supersede by meaning alone: "now" and "actually" by themselves open
+# questions and narration ("Now my phone contract ends", "Actually one more: ...") too
+# often; they count only in the form of a value change ("the budget is now ...").
+MEANING_CUE = re.compile(
+    r"\b(instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|"
+    r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
+    r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
+    r"(?:it|the|my|our)|(?:is|are|'s|'re) now|now (?:is|are|live|work|use|eat|prefer|take|have|at|in|on))\b"
 )
 SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
 SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however far back
@@ -449,7 +458,7 @@ MAX_PIN_CANDIDATES = 64  # load-bearing earlier turns (newest first) a correctio
 MAX_MEANING_LOOKUPS = 16  # corrections of one batch embedded for the meaning search (the rest: rules only)
 INLINE_INDEX_ROWS = 64  # a batch up to this size embeds pending turns before a meaning search (larger: the
 # background indexer's job; their meaning search sees the vectors already stored)
-ECHO_SCAN_TURNS = 12  # an acknowledgement restates its source within this many turns after it
+ECHO_SCAN_TURNS = 12  # an acknowledgement is in the reply to its source, at most this many turns after it
 MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -644,7 +653,7 @@ class Superseder:
         cands = [Candidate(q, pool[q].text, pool[q].intent, pool[q].load_bearing) for q in sorted(cand_pos)
                  if q in pool and q not in superseded and pool[q].role == "user"]
         found = find_superseded(text, cands) if cands else []
-        if not found and meaning and UPDATE_CUE.search(normalize(text)):
+        if not found and meaning and MEANING_CUE.search(normalize(text)):
             found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, superseded)
         for old, _why in found[:1]:
             pairs.append((old, p))
@@ -693,8 +702,12 @@ class Superseder:
         best_cos = eligible[0][0]
         # a retraction ("drop the flight rule") ends a statement without a new value
         retracts = bool(_RETRACTS.search(normalize(text)))
+        # a named old value ("instead of Monday") must be in the target (a retraction
+        # names a topic, "forget the allergy thing", not a value)
+        named = set() if retracts else _old_values(text)
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
-                and (retracts or _asserts_new_value(text, t.text))]
+                and (retracts or _asserts_new_value(text, t.text))
+                and (not named or any(_contains_value(t.text, v) for v in named))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
         for cos, t in fits:
@@ -707,8 +720,9 @@ class Superseder:
 
     def _echoes_of(self, conv: str, old: int, new: int, pool: dict[int, Appended],
                    superseded: AbstractSet[int]) -> list[int]:
-        """Assistant turns between a superseded statement and its correction (within
-        ECHO_SCAN_TURNS after it) that restate its value."""
+        """The assistant's reply to a superseded statement (its turns after it, up to
+        the next user turn, within ECHO_SCAN_TURNS and before the correction) where it
+        restates the statement's value."""
         span = range(old + 1, min(new, old + ECHO_SCAN_TURNS + 1))
         missing = [q for q in span if q not in pool]
         if missing:
@@ -717,8 +731,14 @@ class Superseder:
                 pool[r.position] = Appended(r.position, r.role, got[r.position], r.intent or "statement",
                                             r.load_bearing)
         source = pool[old].text
-        return [q for q in span if q in pool and q not in superseded and pool[q].role == "assistant"
-                and _echoes(source, pool[q].text)]
+        out: list[int] = []
+        for q in span:
+            t = pool.get(q)
+            if t is None or t.role == "user":
+                break  # the reply ends where the user speaks again
+            if t.role == "assistant" and q not in superseded and _echoes(source, t.text):
+                out.append(q)
+        return out
 
     def replay(self, conversation_id: str, turns: Sequence[Appended]) -> list[tuple[int, int]]:
         """Recompute a conversation's supersession from its log (after `rebuild` cleared

@@ -165,12 +165,18 @@ def test_assertive_text(text: str, want: str) -> None:
     ("I'm using a Pixel 7 with Android 14.", "Now the app crashes right after login.", False),  # no new value
     ("The book club meets at Hannah's place.", "Now that I think about it, the last meeting was fun.", False),
     ("The invoice total was 480 USD.", "I'm checking my bank statement now.", False),  # narration with "now"
+    # from the demo chat: narration and questions opened by "actually" / "now" / "instead"
+    ("Back to Lisbon! Alfama sounds the most fun.", "Actually one more: Ines asked whether we should rent a car in "
+     "Lisbon.", False),
+    ("My gym, FlexFit, charged me twice this month, £39.99 both on the 1st.",
+     "Adding it to my list. Now my phone contract ends next month. I pay £28 a month for 30GB.", False),
+    ("They booked an engineer for Thursday between 8 and 1.", "They want next Wednesday instead of Monday.",
+     False),  # the named old value (Monday) is not in the target
     ("My budget is 2,000 EUR.", "Actually, the budget is now 3,200 EUR.", True),  # a correction
     ("Please answer in Spanish.", "Switch to English instead, my colleague is reading too.", True),  # a switch
     ("Priya Shah is the billing contact.", "Priya left; the billing contact is now Tom Becker.", True),
 ])
-def test_only_assertions_supersede(embedder: object, earlier: str, new: str, supersedes: bool,
-                                   cold_memory: Memory) -> None:
+def test_only_assertions_supersede(earlier: str, new: str, supersedes: bool, cold_memory: Memory) -> None:
     _chat(cold_memory, "c", [("user", earlier), ("assistant", "Noted."), ("user", new)])
     assert (_superseded(cold_memory, "c").get(0) == 2) is supersedes
 
