@@ -2,8 +2,15 @@
 
 Precedence, highest first: keyword arguments in code, environment variables
 (`TIERMEM_*`, nested with `__`, e.g. `TIERMEM_SLICE_SHARES__DEFAULT__TAIL=0.4`), a TOML
-file (`Config.load(path)` or env `TIERMEM_CONFIG`), then the defaults below. Invalid
-values fail at construction with pydantic's message, which names the field.
+file, then the defaults below. Invalid values fail at construction with pydantic's
+message, which names the field.
+
+One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
+`Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
+else none. Nested settings merge field by field at every level: setting one share of a
+query class (`TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL=0.2`, or `tail = 0.2` under
+`[slice_shares.targeted_recall]`) keeps that class's other defaults, not the generic
+`SliceShares` ones. `explain_sources()` says where each effective value came from.
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ DEFAULT_WARM_MAX_SECONDS_BEHIND = 300.0
 DEFAULT_SCHEDULER_INTERVAL_S = 30.0
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
+ENV_PREFIX = "TIERMEM_"
+ENV_NESTED = "__"
+CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
 
 _toml_path: ContextVar[Path | None] = ContextVar("tiermem_toml_path", default=None)
 
@@ -191,6 +201,22 @@ class Config(BaseSettings):
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024)
     pricing: Pricing = Field(default_factory=Pricing)
 
+    @field_validator("slice_shares", mode="before")
+    @classmethod
+    def _partial_shares(cls, v: Any) -> Any:
+        # a class given as a partial mapping keeps that class's own defaults for the shares
+        # it does not name (SliceShares' field defaults are the generic class's)
+        if not isinstance(v, dict):
+            return v
+        defaults = _default_shares()
+        out: dict[str, Any] = {}
+        for name, shares in v.items():
+            if isinstance(shares, dict) and name in defaults:
+                out[name] = {**defaults[name].model_dump(), **shares}
+            else:
+                out[name] = shares
+        return out
+
     @field_validator("slice_shares")
     @classmethod
     def _all_classes(cls, v: dict[str, SliceShares]) -> dict[str, SliceShares]:
@@ -234,7 +260,7 @@ class Config(BaseSettings):
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
         """Build a Config from a TOML file (or env `TIERMEM_CONFIG`), the environment and
         `overrides`, in increasing precedence."""
-        chosen = path or os.environ.get("TIERMEM_CONFIG")
+        chosen = path or os.environ.get(CONFIG_ENV)
         token = _toml_path.set(Path(chosen) if chosen else None)
         try:
             return cls(**overrides)
@@ -251,6 +277,9 @@ class Config(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml = _toml_path.get()
+        if toml is None and os.environ.get(CONFIG_ENV):
+            # `Config()` reads the file that env TIERMEM_CONFIG names, as `Config.load()` does
+            toml = Path(os.environ[CONFIG_ENV])
         if toml is None:
             return (init_settings, env_settings)
         if not toml.is_file():
