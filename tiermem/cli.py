@@ -893,6 +893,39 @@ def stop_redis(state: CliState) -> None:
     click.echo("stopped the embedded redis-server")
 
 
+# -- configuration, import, tuning (issue 20) -------------------------------------------------------
+
+
+def _data_dir_source(ctx: click.Context) -> str:
+    """How the global --data-dir got its value: the option or its env var."""
+    src = ctx.find_root().get_parameter_source("data_dir")
+    return "env TIERMEM_DATA_DIR" if src == click.core.ParameterSource.ENVIRONMENT else "--data-dir"
+
+
+@cli.command("config")
+@click.option("--json", "as_json", is_flag=True, help='Print [{"key", "value", "source"}] as JSON.')
+@pass_state
+@click.pass_context
+def config_command(ctx: click.Context, state: CliState, as_json: bool) -> None:
+    """Show the effective config and each value's source (secrets redacted)."""
+    from tiermem.config import explain_sources
+
+    overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
+    rows = explain_sources(state.config_path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
+    if as_json:
+        _emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="tiermem config (kwargs > env > TOML file > defaults)", title_justify="left")
+    for col in ("key", "value", "source"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        v = r["value"]
+        table.add_row(r["key"], json.dumps(v) if isinstance(v, dict | list | None) else str(v), r["source"])
+    _console().print(table)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=argv, prog_name="tiermem")
