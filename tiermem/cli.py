@@ -926,6 +926,36 @@ def config_command(ctx: click.Context, state: CliState, as_json: bool) -> None:
     _console().print(table)
 
 
+@cli.command("import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--conversation", default=None, help="Conversation id for lines that give none.")
+@click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, as_json: bool) -> None:
+    """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evals.conversations import import_dataset, read_conversations
+
+    cfg = state.config()
+    data = read_conversations(file, max_content_bytes=cfg.max_content_bytes,
+                              max_metadata_bytes=cfg.max_metadata_bytes, strict=not skip_bad,
+                              conversation_id=conversation)
+    mem = state.memory(hot=False, config=cfg)  # the hot tier catches up with the log on its next read
+    with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=_console(stderr=True), transient=True, disable=as_json) as bar:
+        task = bar.add_task("import", total=data.n_messages)
+        report = import_dataset(mem, data, namespace=state.namespace, progress=lambda n: bar.advance(task, n))
+    if as_json:
+        _emit_json({"format": data.format, **report.to_json()})
+        return
+    click.echo(f"imported {report.appended} message(s) into {report.conversations} conversation(s) "
+               f"({data.format}); {report.already_present} already present; {report.probes} probe(s)")
+    for b in report.bad_lines:
+        click.echo(f"skipped line {b.line}: {b.problem}", err=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=argv, prog_name="tiermem")

@@ -3,7 +3,9 @@
 from tiers.errors import (
     BudgetTooSmall,
     ConversationNotFound,
+    DataFileError,
     DriverUnavailable,
+    ImportConflict,
     LimitExceeded,
     PositionOutOfRange,
     RedisBinaryNotFound,
@@ -18,7 +20,9 @@ from tiers.errors import (
 __all__ = [
     "BudgetTooSmall",
     "ConversationNotFound",
+    "DataFileError",
     "DriverUnavailable",
+    "ImportConflict",
     "LimitExceeded",
     "PositionOutOfRange",
     "RedisBinaryNotFound",
