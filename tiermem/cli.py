@@ -956,6 +956,77 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
         click.echo(f"skipped line {b.line}: {b.problem}", err=True)
 
 
+@cli.command("tune")
+@click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--budgets", default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
+@click.option("--config", "base_config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="Base TOML config of every candidate [default: the global --config].")
+@click.option("--grid", "grid_specs", multiple=True, metavar="KEY=V1,V2",
+              help="Values to try for a setting (dotted for nested ones); repeat: every combination runs.")
+@click.option("--conversation", "conversations", multiple=True, help="Only this conversation id (repeat).")
+@click.option("--min-recall", type=click.FloatRange(0, 1), default=None, help="Best: cheapest with this recall.")
+@click.option("--max-cost-ratio", type=click.FloatRange(min=0), default=None,
+              help="Best: only points billed at most this times full context.")
+@click.option("--min-cache-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Smallest prefix a provider caches (OpenAI: 1024).")
+@click.option("--json-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the results (each candidate's effective config and figures) as JSON here.")
+@click.option("--write-config", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the best candidate as a TOML config file here.")
+@click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
+@pass_state
+def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
+                 conversations: tuple[str, ...], min_recall: float | None, max_cost_ratio: float | None,
+                 min_cache_tokens: int, json_out: Path | None, write_config: Path | None, no_hot: bool,
+                 as_json: bool) -> None:
+    """Recall and billed cost of candidate configs at several budgets, on a conversations file."""
+    from evals.baselines import make_progress
+    from evals.conversations import read_conversations
+    from evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
+
+    base = base_config or state.config_path
+    cands = candidates(base, parse_grid(grid_specs))
+    cfg = cands[0].config
+    dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
+                                 max_metadata_bytes=cfg.max_metadata_bytes)
+    if conversations:
+        unknown = set(conversations) - {c.conversation_id for c in dataset.conversations}
+        if unknown:
+            raise CliError(f"{data} has no conversation {sorted(unknown)[0]!r}; it has "
+                           f"{[c.conversation_id for c in dataset.conversations][:10]}")
+        dataset.conversations = [c for c in dataset.conversations if c.conversation_id in conversations]
+    embedder = state.embedder
+    if embedder is None and not any(k.startswith("embedding") for k in parse_grid(grid_specs)):
+        from tiers.embed_onnx import build_embedder
+
+        # one model for every candidate (they share the embedding settings)
+        embedder = build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
+                                  batch_size=cfg.embedding_batch_size,
+                                  query_precision=cfg.embedding_query_precision,
+                                  cache_dir=cfg.embedding_cache_dir)
+    with make_progress(not as_json) as progress:
+        result = run_tune(dataset, parse_budgets(budgets), cands, base=base, embedder=embedder, hot=not no_hot,
+                          min_cache_tokens=min_cache_tokens, min_recall=min_recall,
+                          max_cost_ratio=max_cost_ratio, progress=progress)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if write_config is not None:
+        write_config.write_text(best_toml(result, base), encoding="utf-8")
+    if as_json:
+        _emit_json(result)
+        return
+    from rich.console import Console
+
+    con = _console()
+    if not con.is_terminal:
+        con = Console(width=160, highlight=False, soft_wrap=False)  # piped: do not squeeze the table
+    con.print(table(result))
+    best = result["best"]
+    click.echo("best (*): " + ("none meets the constraints" if best is None else
+                              f"{best['candidate']} at {best['budget']} tokens ({best['rule']})"))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=argv, prog_name="tiermem")
