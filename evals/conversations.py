@@ -143,7 +143,8 @@ def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any
         msg = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
     if msg.get("created_at") is not None:
         msg["created_at"] = _created_at(msg["created_at"])
-    parse_message(msg, **limits)  # raises ValidationError naming the field
+    # raises ValidationError naming the field
+    parse_message(msg, max_content_bytes=limits["max_content_bytes"], max_metadata_bytes=limits["max_metadata_bytes"])
     return msg, None if mid is None else str(mid)
 
 
@@ -277,7 +278,7 @@ def read_conversations(
                 continue
             try:
                 objects.append((n, json.loads(line)))
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 bad_json.append(BadLine(n, f"not valid JSON ({exc.msg})"))
     limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes}
     convs: dict[str, ConversationData] = {}

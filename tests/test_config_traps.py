@@ -90,7 +90,7 @@ def test_load_path_wins_over_the_env_file(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_config_env_file_missing_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIERMEM_CONFIG", str(tmp_path / "nope.toml"))
-    with pytest.raises(FileNotFoundError, match="nope.toml"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.toml"):
         Config(data_dir=tmp_path)
 
 

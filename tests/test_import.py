@@ -155,5 +155,5 @@ def test_eval_without_data_says_how_to_pass_it(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_a_data_file_error(tmp_path: Path) -> None:
-    with pytest.raises(DataFileError, match="nope.jsonl: no such file"):
+    with pytest.raises(DataFileError, match=r"nope\.jsonl: no such file"):
         read_conversations(tmp_path / "nope.jsonl", **LIMITS)
