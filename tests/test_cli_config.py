@@ -74,3 +74,27 @@ def test_secrets_are_redacted(tmp_path: Path) -> None:
 def test_keyword_arguments_are_labelled(tmp_path: Path) -> None:
     got = {r["key"]: r for r in explain_sources(data_dir=tmp_path, retrieval_k=5)}
     assert (got["retrieval_k"]["value"], got["retrieval_k"]["source"]) == (5, "argument")
+
+
+# (file content, what the one-line error names)
+@pytest.mark.parametrize(("content", "named"), [
+    ("retrieval_k = 0\n", "retrieval_k"),                                   # below its minimum
+    ("no_such_field = 1\n", "no_such_field"),                               # an unknown field
+    ("[slice_shares.targeted_recall]\ntial = 0.2\n", "slice_shares.targeted_recall.tial"),  # a typo, nested
+    ("retrieval_k = = 3\n", "is not valid TOML"),                           # not TOML at all
+])
+def test_check_names_the_bad_field(content: str, named: str, tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(content)
+    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "config", "--check", str(f)], obj=CliState())
+    assert res.exit_code == 1 and named in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.output
+
+
+def test_check_a_good_file_shows_its_values(tmp_path: Path) -> None:
+    f = tmp_path / "good.toml"
+    f.write_text("retrieval_k = 7\n")
+    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "config", "--check", str(f), "--json"],
+                             obj=CliState())
+    assert res.exit_code == 0, res.output
+    by_key = {r["key"]: r for r in json.loads(res.stdout)}
+    assert (by_key["retrieval_k"]["value"], by_key["retrieval_k"]["source"]) == (7, f"file {f}")

@@ -903,15 +903,26 @@ def _data_dir_source(ctx: click.Context) -> str:
 
 
 @cli.command("config")
+@click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Validate this TOML file (every bad field named) and show the config it gives.")
 @click.option("--json", "as_json", is_flag=True, help='Print [{"key", "value", "source"}] as JSON.')
 @pass_state
 @click.pass_context
-def config_command(ctx: click.Context, state: CliState, as_json: bool) -> None:
+def config_command(ctx: click.Context, state: CliState, check_file: Path | None, as_json: bool) -> None:
     """Show the effective config and each value's source (secrets redacted)."""
+    import tomllib
+
     from tiermem.config import explain_sources
 
+    path = check_file or state.config_path
+    if path is not None:
+        try:
+            with path.open("rb") as fh:
+                tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise CliError(f"{path} is not valid TOML: {exc}") from None
     overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
-    rows = explain_sources(state.config_path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
+    rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
     if as_json:
         _emit_json(rows)
         return
