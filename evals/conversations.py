@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from evals.locomo import DIA_ID, LocomoError, conversation_id, load_samples, session_times, turn_message
+from evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
+from evals.locomo import conversation_id as locomo_conversation_id
 from tiers.errors import DataFileError, ValidationError
 from tiers.formats import canonical_role
 from tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
@@ -217,7 +218,7 @@ def _read_locomo(path: Path) -> Dataset:
     convs: list[ConversationData] = []
     skipped = 0
     for s in samples:
-        c = ConversationData(conversation_id(s.sample_id))
+        c = ConversationData(locomo_conversation_id(s.sample_id))
         times, _ = session_times(s)
         for session, start in zip(s.sessions, times, strict=True):
             for i, turn in enumerate(session.turns):
@@ -319,7 +320,8 @@ def _body(msg: dict[str, Any]) -> dict[str, Any]:
 
 def stored_prefix(memory: Any, conv: ConversationData, namespace: str) -> int:
     """How many of `conv`'s messages the data dir already holds, in order (0 when the
-    conversation is new). ImportConflict when a stored message differs from the file's."""
+    conversation is new; all of them when the stored conversation went on past the file).
+    ImportConflict when a stored message differs from the file's at the same position."""
     from tiers.errors import ImportConflict
 
     if memory.cold.key_of(namespace, conv.conversation_id) is None:
@@ -328,9 +330,8 @@ def stored_prefix(memory: Any, conv: ConversationData, namespace: str) -> int:
     for i, m in enumerate(stored[: len(conv.messages)]):
         if m.body != _body(conv.messages[i]):
             raise ImportConflict(conv.conversation_id, m.position)
-    if len(stored) > len(conv.messages):
-        raise ImportConflict(conv.conversation_id, len(conv.messages))
-    return len(stored)
+    # a conversation that went on after the import: the file is a prefix of it, all present
+    return min(len(stored), len(conv.messages))
 
 
 def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1000,

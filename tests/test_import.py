@@ -76,6 +76,9 @@ def test_reimport_appends_nothing_and_a_longer_file_only_the_tail(
     more = json.loads(tm(data_dir, embedder, "import", str(full), "--json").stdout)
     assert (more["appended"], more["already_present"]) == (len(lines) - 5, 5)
     assert len(history("support-1")) == len(lines)
+    # the conversation went on past the short file: re-importing that file adds nothing
+    back = json.loads(tm(data_dir, embedder, "import", str(short), "--json").stdout)
+    assert (back["appended"], back["already_present"]) == (0, 5)
 
 
 def test_a_different_stored_message_is_a_conflict_and_writes_nothing(
