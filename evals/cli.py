@@ -25,7 +25,7 @@ from rich.console import Console
 
 from evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
 from evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
-from evals.locomo import DEFAULT_BUDGETS, DEFAULT_DATA, LocomoError
+from evals.locomo import DEFAULT_BUDGETS, LocomoError
 from evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from evals.report import report_command
 from evals.session import SESSION_METHODS
@@ -56,11 +56,24 @@ def _data_option(fn: F) -> F:
     return click.option(
         "--data",
         type=click.Path(path_type=Path, dir_okay=False),
-        default=DEFAULT_DATA,
-        envvar="TIERMEM_LOCOMO_DATA",
-        show_default=True,
-        help="A LoCoMo-format JSON file (relative paths resolve from the current dir).",
+        default=None,
+        envvar=DATA_ENV,
+        help=f"A LoCoMo-format JSON file (env {DATA_ENV}; relative paths resolve from the current dir). Required.",
     )(fn)
+
+
+DATA_ENV = "TIERMEM_LOCOMO_DATA"
+
+
+def _need_data(data: Path | None) -> Path:
+    """The data file, or an error that says how to give it (there is no default: the dev
+    checkout's ../shared/data/locomo-dev.json exists nowhere else)."""
+    if data is None:
+        raise click.ClickException(
+            f"no data file: pass a LoCoMo-format JSON file with --data PATH (or env {DATA_ENV})")
+    if not data.is_file():
+        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    return data
 
 
 def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any]], Any]) -> None:
@@ -130,7 +143,7 @@ def _open(data_dir: Path | None, no_hot: bool) -> OpenedMemory:
 )
 @_common
 def locomo_command(
-    data: Path,
+    data: Path | None,
     budgets: tuple[int, ...],
     limit_questions: int | None,
     limit_samples: int | None,
@@ -145,8 +158,7 @@ def locomo_command(
     """Evidence recall and answer coverage on LoCoMo at fixed token budgets, against baselines."""
     from evals.locomo import run_locomo, table
 
-    if not data.is_file():
-        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    data = _need_data(data)
     opened = _open(data_dir, no_hot)
     try:
         with make_progress(not quiet) as progress:
@@ -190,7 +202,7 @@ def locomo_command(
 )
 @_common
 def cost_command(
-    data: Path,
+    data: Path | None,
     sample: str,
     budget: int,
     turns: int | None,
@@ -204,8 +216,7 @@ def cost_command(
     """Input tokens billed over a replayed conversation, with prompt caching."""
     from evals.cost import run_cost, table
 
-    if not data.is_file():
-        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    data = _need_data(data)
     opened = _open(data_dir, no_hot)
     try:
         with make_progress(not quiet) as progress:

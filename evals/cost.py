@@ -241,6 +241,13 @@ class MethodSeries:
     _openai: OpenAICache = field(default_factory=lambda: OpenAICache(PROVIDERS["openai"]))
     _anthropic: AnthropicCache = field(default_factory=lambda: AnthropicCache(PROVIDERS["anthropic"]))
 
+    def new_prompt(self) -> None:
+        """Another conversation is another prompt: nothing of the last one's prefix is
+        shared or cached from here on."""
+        self._prev = None
+        self._openai = OpenAICache(PROVIDERS["openai"])
+        self._anthropic = AnthropicCache(PROVIDERS["anthropic"])
+
     def add(self, turn: int, out: MethodOutput, ms: float, *, renderer: Renderer, budget: int | None,
             breakpoints: Sequence[int] | None = None, token_ok: bool = True) -> None:
         """`breakpoints`: message indexes marked for Anthropic caching (default: the last)."""

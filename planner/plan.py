@@ -91,7 +91,9 @@ class Plan:
     views: list[ViewStaleness] = field(default_factory=list)
     tiers: dict[str, str] = field(default_factory=dict)  # tier -> ok | degraded | unused | rebuilt
     degraded: bool = False
-    shares: dict[str, int] = field(default_factory=dict)  # slice -> token cap used when packing
+    # slice -> tokens of its share of the room (the first packing pass; leftovers can take a
+    # slice past it, so it is not a cap)
+    shares: dict[str, int] = field(default_factory=dict)
     retrieval: str = ""  # whether and how broadly this turn retrieves, and why
     timings_ms: dict[str, float] = field(default_factory=dict)
     cache: CacheReport = field(default_factory=CacheReport)
@@ -122,8 +124,8 @@ class Plan:
             items = [i for i in self.items if i.slice == s]
             if not items:
                 continue
-            cap = self.shares.get(s)
-            lines.append(f"{s}: {per.get(s, 0)} tokens" + (f" (cap {cap})" if cap is not None else "")
+            share = self.shares.get(s)
+            lines.append(f"{s}: {per.get(s, 0)} tokens" + (f" (share {share})" if share is not None else "")
                          + f", {len(items)} item(s)")
             for it in items:
                 lines.append(f"  {it.label():>14} {it.fidelity:<9} {it.tier:<5} {it.tokens:>5} tok "

@@ -893,6 +893,149 @@ def stop_redis(state: CliState) -> None:
     click.echo("stopped the embedded redis-server")
 
 
+# -- configuration, import, tuning (issue 20) -------------------------------------------------------
+
+
+def _data_dir_source(ctx: click.Context) -> str:
+    """How the global --data-dir got its value: the option or its env var."""
+    src = ctx.find_root().get_parameter_source("data_dir")
+    return "env TIERMEM_DATA_DIR" if src == click.core.ParameterSource.ENVIRONMENT else "--data-dir"
+
+
+@cli.command("config")
+@click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Validate this TOML file (every bad field named) and show the config it gives.")
+@click.option("--json", "as_json", is_flag=True, help='Print [{"key", "value", "source"}] as JSON.')
+@pass_state
+@click.pass_context
+def config_command(ctx: click.Context, state: CliState, check_file: Path | None, as_json: bool) -> None:
+    """Show the effective config and each value's source (secrets redacted)."""
+    import tomllib
+
+    from tiermem.config import explain_sources
+
+    path = check_file or state.config_path
+    if path is not None:
+        try:
+            with path.open("rb") as fh:
+                tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise CliError(f"{path} is not valid TOML: {exc}") from None
+    overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
+    rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
+    if as_json:
+        _emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="tiermem config (kwargs > env > TOML file > defaults)", title_justify="left")
+    for col in ("key", "value", "source"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        v = r["value"]
+        table.add_row(r["key"], json.dumps(v) if isinstance(v, dict | list | None) else str(v), r["source"])
+    _console().print(table)
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--conversation", default=None, help="Conversation id for lines that give none.")
+@click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, as_json: bool) -> None:
+    """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evals.conversations import import_dataset, read_conversations
+
+    cfg = state.config()
+    data = read_conversations(file, max_content_bytes=cfg.max_content_bytes,
+                              max_metadata_bytes=cfg.max_metadata_bytes, strict=not skip_bad,
+                              conversation_id=conversation)
+    mem = state.memory(hot=False, config=cfg)  # the hot tier catches up with the log on its next read
+    with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=_console(stderr=True), transient=True, disable=as_json) as bar:
+        task = bar.add_task("import", total=data.n_messages)
+        report = import_dataset(mem, data, namespace=state.namespace, progress=lambda n: bar.advance(task, n))
+    if as_json:
+        _emit_json({"format": data.format, **report.to_json()})
+        return
+    click.echo(f"imported {report.appended} message(s) into {report.conversations} conversation(s) "
+               f"({data.format}); {report.already_present} already present; {report.probes} probe(s)")
+    for b in report.bad_lines:
+        click.echo(f"skipped line {b.line}: {b.problem}", err=True)
+
+
+@cli.command("tune")
+@click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--budgets", default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
+@click.option("--config", "base_config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, help="Base TOML config of every candidate [default: the global --config].")
+@click.option("--grid", "grid_specs", multiple=True, metavar="KEY=V1,V2",
+              help="Values to try for a setting (dotted for nested ones); repeat: every combination runs.")
+@click.option("--conversation", "conversations", multiple=True, help="Only this conversation id (repeat).")
+@click.option("--min-recall", type=click.FloatRange(0, 1), default=None, help="Best: cheapest with this recall.")
+@click.option("--max-cost-ratio", type=click.FloatRange(min=0), default=None,
+              help="Best: only points billed at most this times full context.")
+@click.option("--json-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the results (each candidate's effective config and figures) as JSON here.")
+@click.option("--write-config", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the best candidate as a TOML config file here.")
+@click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
+@pass_state
+def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
+                 conversations: tuple[str, ...], min_recall: float | None, max_cost_ratio: float | None,
+                 json_out: Path | None, write_config: Path | None, no_hot: bool,
+                 as_json: bool) -> None:
+    """Recall and billed cost of candidate configs at several budgets, on a conversations file."""
+    from evals.baselines import make_progress
+    from evals.conversations import read_conversations
+    from evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
+
+    base = base_config or state.config_path
+    cands = candidates(base, parse_grid(grid_specs))
+    cfg = cands[0].config
+    dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
+                                 max_metadata_bytes=cfg.max_metadata_bytes)
+    if conversations:
+        unknown = set(conversations) - {c.conversation_id for c in dataset.conversations}
+        if unknown:
+            raise CliError(f"{data} has no conversation {sorted(unknown)[0]!r}; it has "
+                           f"{[c.conversation_id for c in dataset.conversations][:10]}")
+        dataset.conversations = [c for c in dataset.conversations if c.conversation_id in conversations]
+    embedder = state.embedder
+    if embedder is None and not any(k.startswith("embedding") for k in parse_grid(grid_specs)):
+        from tiers.embed_onnx import build_embedder
+
+        # one model for every candidate (they share the embedding settings)
+        embedder = build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
+                                  batch_size=cfg.embedding_batch_size,
+                                  query_precision=cfg.embedding_query_precision,
+                                  cache_dir=cfg.embedding_cache_dir)
+    with make_progress(not as_json) as progress:
+        result = run_tune(dataset, parse_budgets(budgets), cands, base=base, embedder=embedder, hot=not no_hot,
+                          min_recall=min_recall,
+                          max_cost_ratio=max_cost_ratio, progress=progress)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if write_config is not None:
+        write_config.write_text(best_toml(result, base), encoding="utf-8")
+    if as_json:
+        _emit_json(result)
+        return
+    from rich.console import Console
+
+    con = _console()
+    if not con.is_terminal:
+        con = Console(width=160, highlight=False, soft_wrap=False)  # piped: do not squeeze the table
+    con.print(table(result))
+    best = result["best"]
+    click.echo("best (*): " + ("none meets the constraints" if best is None else
+                              f"{best['candidate']} at {best['budget']} tokens ({best['rule']})"))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=argv, prog_name="tiermem")

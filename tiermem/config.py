@@ -2,8 +2,15 @@
 
 Precedence, highest first: keyword arguments in code, environment variables
 (`TIERMEM_*`, nested with `__`, e.g. `TIERMEM_SLICE_SHARES__DEFAULT__TAIL=0.4`), a TOML
-file (`Config.load(path)` or env `TIERMEM_CONFIG`), then the defaults below. Invalid
-values fail at construction with pydantic's message, which names the field.
+file, then the defaults below. Invalid values fail at construction with pydantic's
+message, which names the field.
+
+One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
+`Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
+else none. Nested settings merge field by field at every level: setting one share of a
+query class (`TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL=0.2`, or `tail = 0.2` under
+`[slice_shares.targeted_recall]`) keeps that class's other defaults, not the generic
+`SliceShares` ones. `explain_sources()` says where each effective value came from.
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ DEFAULT_WARM_MAX_SECONDS_BEHIND = 300.0
 DEFAULT_SCHEDULER_INTERVAL_S = 30.0
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
+ENV_PREFIX = "TIERMEM_"
+ENV_NESTED = "__"
+CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
 
 _toml_path: ContextVar[Path | None] = ContextVar("tiermem_toml_path", default=None)
 
@@ -218,6 +228,22 @@ class Config(BaseSettings):
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024)
     pricing: Pricing = Field(default_factory=Pricing)
 
+    @field_validator("slice_shares", mode="before")
+    @classmethod
+    def _partial_shares(cls, v: Any) -> Any:
+        # a class given as a partial mapping keeps that class's own defaults for the shares
+        # it does not name (SliceShares' field defaults are the generic class's)
+        if not isinstance(v, dict):
+            return v
+        defaults = _default_shares()
+        out: dict[str, Any] = {}
+        for name, shares in v.items():
+            if isinstance(shares, dict) and name in defaults:
+                out[name] = {**defaults[name].model_dump(), **shares}
+            else:
+                out[name] = shares
+        return out
+
     @field_validator("slice_shares")
     @classmethod
     def _all_classes(cls, v: dict[str, SliceShares]) -> dict[str, SliceShares]:
@@ -268,7 +294,7 @@ class Config(BaseSettings):
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
         """Build a Config from a TOML file (or env `TIERMEM_CONFIG`), the environment and
         `overrides`, in increasing precedence."""
-        chosen = path or os.environ.get("TIERMEM_CONFIG")
+        chosen = path or os.environ.get(CONFIG_ENV)
         token = _toml_path.set(Path(chosen) if chosen else None)
         try:
             return cls(**overrides)
@@ -285,8 +311,100 @@ class Config(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         toml = _toml_path.get()
+        if toml is None and os.environ.get(CONFIG_ENV):
+            # `Config()` reads the file that env TIERMEM_CONFIG names, as `Config.load()` does
+            toml = Path(os.environ[CONFIG_ENV])
         if toml is None:
             return (init_settings, env_settings)
         if not toml.is_file():
             raise FileNotFoundError(f"config file {toml} does not exist")
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml))
+
+
+# -- where each value came from (`tiermem config`) ---------------------------------------------
+
+# mappings whose items are settings of their own: reported one leaf per line
+NESTED_FIELDS = frozenset({"slice_shares", "pricing"})
+SECRET_FIELDS = frozenset({"auth_tokens", "metrics_tokens"})  # bearer tokens: never printed
+URL_FIELDS = frozenset({"redis_url", "llm_base_url"})  # may carry a password in their userinfo
+REDACTED = "<redacted>"
+DEFAULT_SOURCE = "default"
+ARGUMENT_SOURCE = "argument"
+
+
+def redact(key: str, value: Any) -> Any:
+    """`value` of top-level field `key` with secrets replaced: bearer tokens (the
+    namespace each one may act on stays visible) and the password of a URL."""
+    if key == "auth_tokens" and isinstance(value, dict):
+        return {f"{REDACTED}#{i}": ns for i, ns in enumerate(value.values(), start=1)}
+    if key in SECRET_FIELDS and isinstance(value, list):
+        return [REDACTED] * len(value)
+    if key in URL_FIELDS and isinstance(value, str):
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(value)
+        if parts.password:
+            host = parts.netloc.rsplit("@", 1)[1]
+            user = parts.username or ""
+            return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
+    return value
+
+
+def _leaves(data: dict[str, Any]) -> list[tuple[tuple[str, ...], Any]]:
+    out: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(prefix: tuple[str, ...], value: Any) -> None:
+        if isinstance(value, dict) and value and prefix[0] in NESTED_FIELDS:
+            for k, v in value.items():
+                walk((*prefix, str(k)), v)
+        else:
+            out.append((prefix, value))
+
+    for k, v in data.items():
+        walk((k,), v)
+    return out
+
+
+def _nested_get(data: dict[str, Any], parts: tuple[str, ...]) -> bool:
+    cur: Any = data
+    for p in parts:
+        if not isinstance(cur, dict) or p not in cur:
+            return False
+        cur = cur[p]
+    return True
+
+
+def explain_sources(
+    path: str | Path | None = None, *, argument_sources: dict[str, str] | None = None, **overrides: Any
+) -> list[dict[str, Any]]:
+    """The effective config (`Config.load(path, **overrides)`) one setting per row:
+    `{"key": "slice_shares.default.tail", "value": ..., "source": ...}`, secrets redacted.
+
+    The source is the highest-precedence place that set the value: `argument` (or the
+    label `argument_sources` gives a top-level key, e.g. a CLI option), `env NAME`,
+    `file PATH`, or `default`."""
+    import tomllib
+
+    cfg = Config.load(path, **overrides)
+    chosen = path or os.environ.get(CONFIG_ENV)
+    toml: dict[str, Any] = {}
+    if chosen:
+        with Path(chosen).open("rb") as fh:
+            toml = tomllib.load(fh)
+    env = {k.upper() for k in os.environ if k.upper().startswith(ENV_PREFIX)}
+    labels = argument_sources or {}
+    rows: list[dict[str, Any]] = []
+    for parts, value in _leaves(cfg.model_dump(mode="json")):
+        source = DEFAULT_SOURCE
+        if _nested_get(overrides, parts):
+            source = labels.get(parts[0], ARGUMENT_SOURCE)
+        else:
+            # the longest env name that covers this leaf (a nested name, or the field's as JSON)
+            names = [ENV_PREFIX + ENV_NESTED.join(parts[:i]).upper() for i in range(len(parts), 0, -1)]
+            hit = next((n for n in names if n in env), None)
+            if hit is not None:
+                source = f"env {hit}"
+            elif _nested_get(toml, parts):
+                source = f"file {chosen}"
+        rows.append({"key": ".".join(parts), "value": redact(parts[0], value), "source": source})
+    return rows

@@ -3,7 +3,9 @@
 from tiers.errors import (
     BudgetTooSmall,
     ConversationNotFound,
+    DataFileError,
     DriverUnavailable,
+    ImportConflict,
     LimitExceeded,
     PositionOutOfRange,
     RedisBinaryNotFound,
@@ -19,7 +21,9 @@ from tiers.errors import (
 __all__ = [
     "BudgetTooSmall",
     "ConversationNotFound",
+    "DataFileError",
     "DriverUnavailable",
+    "ImportConflict",
     "LimitExceeded",
     "PositionOutOfRange",
     "RedisBinaryNotFound",

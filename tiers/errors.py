@@ -105,3 +105,26 @@ class StoreUnavailable(TiermemError, ConnectionError):
 
     def __init__(self, where: str, detail: str) -> None:
         super().__init__(f"cold store {where} is unavailable: {detail}")
+
+
+class DataFileError(TiermemError, ValueError):
+    """A conversations file (import, tune) that cannot be used as it is: names the file,
+    the line (1-based, for JSONL) and the problem."""
+
+    def __init__(self, path: str, problem: str, line: int | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        self.line = line
+        super().__init__(f"{path}{f':{line}' if line is not None else ''}: {problem}")
+
+
+class ImportConflict(TiermemError, ValueError):
+    """Re-importing a conversation whose stored messages differ from the file's."""
+
+    def __init__(self, conversation_id: str, position: int) -> None:
+        self.conversation_id = conversation_id
+        self.position = position
+        super().__init__(
+            f"conversation {conversation_id!r} already holds a different message at position {position}; "
+            "import it under another conversation id or into another data dir"
+        )

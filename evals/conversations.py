@@ -1,0 +1,357 @@
+"""Conversations from files, for `tiermem import` and `tiermem tune`.
+
+Two formats, told apart by their content (not their file name):
+
+**The conversations format** (JSONL: one JSON object per line, blank lines ignored; or a
+`.json` file holding one list of the same objects). Each object is one of:
+
+- a **message**: `{"conversation_id": "c1", "message": {...}}`, where `message` is any
+  message `Memory.append` accepts (`tiers.formats`: every OpenAI Chat Completions
+  message, system / developer / user / assistant with `tool_calls` / tool results, and
+  every Responses API item). Optional beside it: `message_id` (a label that probes name
+  as evidence), `session_id`, `created_at` (Unix seconds, or ISO 8601; no zone means
+  UTC) and `metadata` (an object). The message's own fields may also sit at the top
+  level instead of under `message` (`{"conversation_id": "c1", "role": "user", ...}`).
+- a **conversation**: `{"conversation_id": "c1", "messages": [...], "probes": [...]}`,
+  each item of `messages` a message object as above without `conversation_id`.
+- a **probe**: `{"conversation_id": "c1", "probe": {...}}`. A probe is a labelled question
+  for tuning: `{"question": "...", "evidence": ["m3", 7], "answer": "..."}`, where each
+  evidence entry is a `message_id` or a 0-based index among the conversation's messages
+  in file order; `answer` is optional (answer coverage). Probes are asked once the whole
+  conversation is in memory.
+
+Messages keep file order within a conversation; conversations keep the order of their
+first line.
+
+**LoCoMo** (a JSON list of samples with a `conversation` object, as `evals.locomo`
+reads): each sample becomes a conversation `locomo-<sample_id>` with the roles, times,
+sessions and `dia_id`s `evals.locomo` gives it, its `qa` become probes (evidence: the
+`dia_id`s; malformed ids are dropped and counted in `skipped_evidence`).
+
+Every message is validated as `Memory.append` would (limits from the Config). A bad
+line is reported by line number; `strict` (the default) refuses the file with every
+bad line named and nothing read, otherwise bad lines are skipped and listed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
+from evals.locomo import conversation_id as locomo_conversation_id
+from tiers.errors import DataFileError, ValidationError
+from tiers.formats import canonical_role
+from tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
+
+Format = Literal["conversations", "locomo"]
+BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
+ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
+
+
+@dataclass
+class Probe:
+    question: str
+    evidence: list[str | int]
+    answer: str | None = None
+    category: int = 0  # LoCoMo's question category; 0 for the conversations format
+
+
+@dataclass
+class ConversationData:
+    conversation_id: str
+    messages: list[dict[str, Any]] = field(default_factory=list)  # as Memory.append takes them
+    message_ids: list[str | None] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+
+    def evidence_positions(self, probe: Probe) -> tuple[list[int], int]:
+        """Indexes (= log positions when the conversation was imported into an empty id)
+        of a probe's evidence, deduplicated, and how many entries name no message."""
+        by_id = {m: i for i, m in enumerate(self.message_ids) if m is not None}
+        out: list[int] = []
+        missing = 0
+        for e in probe.evidence:
+            i = e if isinstance(e, int) and not isinstance(e, bool) else by_id.get(str(e))
+            if i is None or not 0 <= i < len(self.messages):
+                missing += 1
+            elif i not in out:
+                out.append(i)
+        return out, missing
+
+    def is_user(self, index: int) -> bool:
+        body = {k: v for k, v in self.messages[index].items() if k not in ENVELOPE_FIELDS}
+        return canonical_role(body) == "user"
+
+
+@dataclass
+class BadLine:
+    line: int  # 1-based line (JSONL) or 1-based item of the top-level list (JSON)
+    problem: str
+
+
+@dataclass
+class Dataset:
+    path: Path
+    format: Format
+    conversations: list[ConversationData]
+    bad: list[BadLine] = field(default_factory=list)
+    skipped_evidence: int = 0  # LoCoMo evidence ids that are not D<int>:<int>
+
+    @property
+    def n_messages(self) -> int:
+        return sum(len(c.messages) for c in self.conversations)
+
+    @property
+    def n_probes(self) -> int:
+        return sum(len(c.probes) for c in self.conversations)
+
+
+def _created_at(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValidationError("created_at", f"{value!r} is not ISO 8601 nor Unix seconds") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return when.timestamp()
+    raise ValidationError("created_at", f"must be Unix seconds or an ISO 8601 string, got {type(value).__name__}")
+
+
+def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any], str | None]:
+    """(the message as Memory.append takes it, its message_id), validated."""
+    mid = obj.get("message_id")
+    if mid is not None and not isinstance(mid, str | int):
+        raise ValidationError("message_id", "must be a string")
+    if "message" in obj:
+        body = obj["message"]
+        if not isinstance(body, dict):
+            raise ValidationError("message", "must be an object")
+        extra = set(obj) - {"message", *ENVELOPE_KEYS, *ENVELOPE_FIELDS}
+        if extra:
+            raise ValidationError(sorted(extra)[0], "is not a field of a message line (put message fields "
+                                  "under 'message', caller data under 'metadata')")
+        msg = dict(body)
+        for k in ENVELOPE_FIELDS:
+            if k in obj:
+                msg[k] = obj[k]
+    else:
+        msg = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
+    if msg.get("created_at") is not None:
+        msg["created_at"] = _created_at(msg["created_at"])
+    # raises ValidationError naming the field
+    parse_message(msg, max_content_bytes=limits["max_content_bytes"], max_metadata_bytes=limits["max_metadata_bytes"])
+    return msg, None if mid is None else str(mid)
+
+
+def _probe(raw: Any) -> Probe:
+    if not isinstance(raw, dict):
+        raise ValidationError("probe", "must be an object")
+    q = raw.get("question")
+    if not isinstance(q, str) or not q.strip():
+        raise ValidationError("probe.question", "must be a non-empty string")
+    ev = raw.get("evidence", [])
+    if not isinstance(ev, list) or not all(isinstance(e, str | int) and not isinstance(e, bool) for e in ev):
+        raise ValidationError("probe.evidence", "must be a list of message ids (strings) or indexes (integers)")
+    extra = set(raw) - {"question", "evidence", "answer"}
+    if extra:
+        raise ValidationError(f"probe.{sorted(extra)[0]}", "is not a probe field (question, evidence, answer)")
+    ans = raw.get("answer")
+    return Probe(q, list(ev), None if ans is None else str(ans))
+
+
+def _conv_id(obj: dict[str, Any], default: str | None) -> str:
+    cid = obj.get("conversation_id", default)
+    if not isinstance(cid, str) or not ID_PATTERN.match(cid):
+        raise ValidationError("conversation_id", f"must be an id matching {ID_PATTERN.pattern}, got {cid!r}")
+    return cid
+
+
+def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], default_conv: str | None) -> None:
+    """Parse one object of the conversations format into `convs`; all or nothing."""
+    if not isinstance(obj, dict):
+        raise ValidationError("line", f"must be a JSON object, got {type(obj).__name__}")
+    cid = _conv_id(obj, default_conv)
+    new = ConversationData(cid)
+    if "messages" in obj or "probes" in obj:
+        extra = set(obj) - {"conversation_id", "messages", "probes"}
+        if extra:
+            raise ValidationError(sorted(extra)[0], "is not a field of a conversation (messages, probes)")
+        items = obj.get("messages", [])
+        if not isinstance(items, list):
+            raise ValidationError("messages", "must be a list")
+        for i, m in enumerate(items):
+            if not isinstance(m, dict):
+                raise ValidationError(f"messages[{i}]", "must be an object")
+            try:
+                msg, mid = _message(m, limits)
+            except ValidationError as exc:
+                raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
+            new.messages.append(msg)
+            new.message_ids.append(mid)
+        probes = obj.get("probes", [])
+        if not isinstance(probes, list):
+            raise ValidationError("probes", "must be a list")
+        new.probes = [_probe(p) for p in probes]
+    elif "probe" in obj:
+        new.probes = [_probe(obj["probe"])]
+    else:
+        msg, mid = _message(obj, limits)
+        new.messages.append(msg)
+        new.message_ids.append(mid)
+    have = convs.setdefault(cid, ConversationData(cid))
+    have.messages += new.messages
+    have.message_ids += new.message_ids
+    have.probes += new.probes
+
+
+def _read_locomo(path: Path) -> Dataset:
+    try:
+        samples = load_samples(path)
+    except LocomoError as exc:
+        raise DataFileError(str(path), str(exc)) from None
+    convs: list[ConversationData] = []
+    skipped = 0
+    for s in samples:
+        c = ConversationData(locomo_conversation_id(s.sample_id))
+        times, _ = session_times(s)
+        for session, start in zip(s.sessions, times, strict=True):
+            for i, turn in enumerate(session.turns):
+                msg, _known = turn_message(turn, s, session, start + i)
+                c.messages.append(msg)
+                c.message_ids.append(turn.dia_id or None)
+        for qa in s.qa:
+            ev: list[str | int] = []
+            for e in qa.evidence:
+                if DIA_ID.match(e.strip()):
+                    ev.append(e.strip())
+                else:
+                    skipped += 1
+            c.probes.append(Probe(qa.question, ev, qa.answer, qa.category))
+        convs.append(c)
+    return Dataset(path, "locomo", convs, skipped_evidence=skipped)
+
+
+def _is_locomo(doc: Any) -> bool:
+    return isinstance(doc, list) and bool(doc) and all(
+        isinstance(s, dict) and isinstance(s.get("conversation"), dict) for s in doc)
+
+
+def read_conversations(
+    path: Path,
+    *,
+    max_content_bytes: int,
+    max_metadata_bytes: int,
+    strict: bool = True,
+    conversation_id: str | None = None,
+) -> Dataset:
+    """Read a conversations-format file (JSONL or JSON) or a LoCoMo file. `conversation_id`
+    is the id of lines that give none. Raises DataFileError naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(str(path), "no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFileError(str(path), f"cannot be read as UTF-8 text: {exc}") from None
+    stripped = text.lstrip()
+    doc: Any = None
+    if stripped.startswith("["):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise DataFileError(str(path), f"is not valid JSON: {exc}") from None
+        if _is_locomo(doc):
+            return _read_locomo(path)
+        if not isinstance(doc, list):  # pragma: no cover - starts with '['
+            raise DataFileError(str(path), "is not a JSON list")
+        objects: list[tuple[int, Any]] = list(enumerate(doc, start=1))
+    else:
+        objects = []
+        bad_json: list[BadLine] = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                objects.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                bad_json.append(BadLine(n, f"not valid JSON ({exc.msg})"))
+    limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes}
+    convs: dict[str, ConversationData] = {}
+    bad = [] if stripped.startswith("[") else bad_json
+    for n, obj in objects:
+        try:
+            _add(obj, convs, limits, conversation_id)
+        except ValidationError as exc:
+            bad.append(BadLine(n, str(exc)))
+    bad.sort(key=lambda b: b.line)
+    if bad and strict:
+        shown = "; ".join(f"line {b.line}: {b.problem}" for b in bad[:BAD_LINES_SHOWN])
+        more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
+        raise DataFileError(str(path), f"{len(bad)} bad line(s), nothing imported ({shown}{more}); "
+                            "fix them or pass --skip-bad to skip them")
+    if not convs:
+        raise DataFileError(str(path), "holds no conversation")
+    return Dataset(path, "conversations", list(convs.values()), bad)
+
+
+@dataclass
+class ImportReport:
+    conversations: int = 0
+    appended: int = 0
+    already_present: int = 0  # messages skipped because the same message was stored there
+    probes: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conversations": self.conversations, "appended": self.appended,
+                "already_present": self.already_present, "probes": self.probes,
+                "bad_lines": [{"line": b.line, "problem": b.problem} for b in self.bad_lines]}
+
+
+def _body(msg: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in msg.items() if k not in ENVELOPE_FIELDS}
+
+
+def stored_prefix(memory: Any, conv: ConversationData, namespace: str) -> int:
+    """How many of `conv`'s messages the data dir already holds, in order (0 when the
+    conversation is new; all of them when the stored conversation went on past the file).
+    ImportConflict when a stored message differs from the file's at the same position."""
+    from tiers.errors import ImportConflict
+
+    if memory.cold.key_of(namespace, conv.conversation_id) is None:
+        return 0
+    stored = memory.history(conv.conversation_id, namespace=namespace)
+    for i, m in enumerate(stored[: len(conv.messages)]):
+        if m.body != _body(conv.messages[i]):
+            raise ImportConflict(conv.conversation_id, m.position)
+    # a conversation that went on after the import: the file is a prefix of it, all present
+    return min(len(stored), len(conv.messages))
+
+
+def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1000,
+                   progress: Any = None) -> ImportReport:
+    """Append every conversation of `data` in `namespace`. Idempotent: messages the data
+    dir already holds (the same bodies, in order) are skipped, so a re-import appends
+    nothing and an import of a longer file appends only the new tail."""
+    report = ImportReport(bad_lines=list(data.bad))
+    # check every conversation before writing any, so a conflict writes nothing
+    starts = [stored_prefix(memory, c, namespace) for c in data.conversations]
+    for conv, start in zip(data.conversations, starts, strict=True):
+        report.conversations += 1
+        report.probes += len(conv.probes)
+        report.already_present += start
+        if progress is not None:
+            progress(start)
+        for i in range(start, len(conv.messages), batch):
+            chunk = conv.messages[i:i + batch]
+            memory.append_many(conv.conversation_id, chunk, namespace=namespace)
+            report.appended += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return report

@@ -1,0 +1,385 @@
+"""`tiermem tune`: evidence recall and billed cost of candidate configs at several budgets,
+on your own conversations, in one run.
+
+    tiermem tune support.jsonl --budgets 500,1000,2000 --grid retrieval_k=10,20 \\
+        --grid slice_shares.default.tail=0.2,0.3 --json-out tune.json --write-config best.toml
+
+Candidates: the base config (`--config FILE`, else the global `--config` / env
+`TIERMEM_CONFIG`, else the defaults; env `TIERMEM_*` applies as always) with each
+combination of the `--grid KEY=V1,V2` values (KEY dotted for nested settings; each value
+parsed as JSON, else taken as a string; values cannot contain commas). With no grid there
+is one candidate, the base. Every candidate is validated before anything runs.
+
+Each candidate gets a fresh Memory in a temporary data dir (hot tier on, as in the
+evals; deleted afterwards) and replays every conversation of the data file
+(`evals.conversations`: the conversations format or LoCoMo), each in its own namespace so
+that nothing is retrieved across conversations:
+
+- **cost** (`evals.cost.MethodSeries`): messages are appended one by one; at each user
+  message the context for it is built at every budget (the turn's embedding done first,
+  as the background indexer would have), and billed by `evals.cost`'s token-level
+  model of OpenAI's automatic prompt caching (a cached prefix from 1,024 tokens, in
+  128-token steps, at a tenth of the input price). Full context (every message so far)
+  is billed the same way, for `vs full`.
+- **recall** (`evals.locomo.score` / `summarize`): once a conversation is in, each
+  probe's question is asked at every budget; evidence recall is the share of its evidence
+  messages the context includes verbatim or trimmed, averaged over probes with evidence;
+  answer coverage as in `evals.locomo` for probes with an answer.
+
+Best: the highest evidence recall (ties: lower billed) among the (candidate, budget)
+points that meet `--min-recall` (then the cheapest that meets it wins instead) and
+`--max-cost-ratio` (billed / full context billed); with no probes, the cheapest.
+`--write-config` writes the best candidate as a TOML file: the base file's settings with
+the candidate's grid values over them, the budget and figures in a comment.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+from rich.table import Table
+
+from evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
+from evals.conversations import Dataset
+from evals.cost import MethodSeries, Renderer
+from evals.locomo import QA, EvidenceCounts, Question, Record, score, summarize
+from tiermem.config import CONFIG_ENV, Config, redact
+from tiers.embed import Embedder
+from tiers.errors import BudgetTooSmall, ValidationError
+from tiers.models import ENVELOPE_FIELDS, message_text
+from tiers.tokens import messages_tokens
+
+MAX_CANDIDATES = 64  # a grid is a product: refuse one that would run for hours by mistake
+FULL = "full_context"
+
+
+# -- candidates -------------------------------------------------------------------------------
+
+
+def parse_budgets(text: str) -> list[int]:
+    """'500,1000,2000' -> [500, 1000, 2000] (sorted, deduplicated)."""
+    try:
+        out = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise ValidationError("budgets", f"{text!r} is not a comma-separated list of integers") from None
+    if not out or out[0] < 1:
+        raise ValidationError("budgets", f"{text!r}: give at least one positive number of tokens")
+    return out
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
+    """['retrieval_k=10,20', ...] -> {'retrieval_k': [10, 20], ...}."""
+    grid: dict[str, list[Any]] = {}
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        if not sep or not key or not values.strip():
+            raise ValidationError("grid", f"{spec!r} is not KEY=V1,V2,...")
+        if key in grid:
+            raise ValidationError("grid", f"{key!r} is given twice")
+        grid[key] = [_value(v.strip()) for v in values.split(",")]
+    return grid
+
+
+def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+    d[parts[-1]] = value
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@dataclass
+class Candidate:
+    name: str
+    values: dict[str, Any]  # dotted key -> value, from the grid
+    overrides: dict[str, Any]  # the same, nested, as Config keyword arguments
+    config: Config
+
+
+def candidates(base: Path | None, grid: dict[str, list[Any]]) -> list[Candidate]:
+    """Every combination of the grid over the base config, each validated now."""
+    keys = list(grid)
+    combos = list(itertools.product(*(grid[k] for k in keys)))
+    if len(combos) > MAX_CANDIDATES:
+        raise ValidationError("grid", f"{len(combos)} candidates exceed the limit of {MAX_CANDIDATES}")
+    out: list[Candidate] = []
+    for i, combo in enumerate(combos):
+        values = dict(zip(keys, combo, strict=True))
+        overrides: dict[str, Any] = {}
+        for k, v in values.items():
+            _set(overrides, k, v)
+        # the data dir is the run's own temporary one (open_memory sets it)
+        cfg = Config.load(base, **overrides)
+        out.append(Candidate(f"c{i}", values, overrides, cfg))
+    return out
+
+
+def effective(cfg: Config) -> dict[str, Any]:
+    """A candidate's whole config as JSON, secrets redacted, without the temporary data dir."""
+    return {k: redact(k, v) for k, v in cfg.model_dump(mode="json").items() if k != "data_dir"}
+
+
+# -- TOML out ---------------------------------------------------------------------------------
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string
+
+
+def to_toml(data: dict[str, Any], header: Sequence[str] = ()) -> str:
+    """Nested settings as TOML: top-level keys first, then one table per nested mapping."""
+    lines = [f"# {h}" for h in header]
+
+    def emit(prefix: str, d: dict[str, Any]) -> None:
+        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        if prefix and scalars:
+            lines.append(f"\n[{prefix}]")
+        for k, v in scalars.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+        for k, v in d.items():
+            if isinstance(v, dict):
+                emit(f"{prefix}.{k}" if prefix else k, v)
+
+    emit("", data)
+    return "\n".join(lines) + "\n"
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    budget: int
+    series: MethodSeries = field(default_factory=MethodSeries)
+    records: list[Record] = field(default_factory=list)
+    too_small: int = 0  # builds refused: the latest user message alone was over the budget
+
+
+def run_candidate(
+    cand: Candidate,
+    data: Dataset,
+    budgets: Sequence[int],
+    *,
+    embedder: Embedder | None,
+    hot: bool,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    opened = open_memory(None, hot=hot, embedder=embedder, config=cand.config)
+    memory = opened.memory
+    renderer = Renderer(memory.tokens)
+    points = {b: Point(b) for b in budgets}
+    full = MethodSeries()
+    counts = EvidenceCounts()
+    full_tokens: list[float] = []
+    t0 = time.perf_counter()
+    task = (progress.add_task(f"{cand.name}: replay", total=data.n_messages + data.n_probes)
+            if progress is not None else None)
+    try:
+        for conv in data.conversations:
+            cid = ns = conv.conversation_id
+            view = ConvView(cid)
+            for s in [full, *(p.series for p in points.values())]:
+                s.new_prompt()
+            positions: list[int] = []
+            for i, msg in enumerate(conv.messages):
+                positions += memory.append_many(cid, [msg], namespace=ns)
+                if conv.is_user(i):
+                    memory.catch_up(cid, namespace=ns)
+                    view.refresh(memory)
+                    full.add(i + 1, full_context(view), 0.0, renderer=renderer, budget=None)
+                    query = message_text({k: v for k, v in msg.items() if k not in ENVELOPE_FIELDS})
+                    for p in points.values():
+                        t = time.perf_counter()
+                        try:
+                            out = tiermem_context(memory, cid, query, p.budget, namespace=ns)
+                        except BudgetTooSmall:
+                            p.too_small += 1
+                            continue
+                        ms = (time.perf_counter() - t) * 1000
+                        ok = messages_tokens(memory.tokens, out.messages) == out.tokens
+                        p.series.add(i + 1, out, ms, renderer=renderer, budget=p.budget, token_ok=ok)
+                if progress is not None and task is not None:
+                    progress.advance(task)
+            memory.catch_up(cid, namespace=ns)
+            view.refresh(memory)
+            full_tokens.append(float(view.total_tokens()))
+            for probe in conv.probes:
+                idx, missing = conv.evidence_positions(probe)
+                counts.missing += missing
+                q = Question(0, QA(probe.question, probe.answer, probe.category, [str(e) for e in probe.evidence]),
+                             [positions[j] for j in idx])
+                for p in points.values():
+                    t = time.perf_counter()
+                    out = tiermem_context(memory, cid, probe.question, p.budget, namespace=ns)
+                    ms = (time.perf_counter() - t) * 1000
+                    ok = messages_tokens(memory.tokens, out.messages) == out.tokens
+                    p.records.append(score(q, out, ms, p.budget, token_ok=ok))
+                if progress is not None and task is not None:
+                    progress.advance(task)
+    finally:
+        close_memory(opened)
+    counts.skipped = data.skipped_evidence
+    full_sum = full.summary()
+    results: dict[str, Any] = {}
+    for b, p in points.items():
+        cost = p.series.summary()
+        rec = summarize(p.records, full_context_tokens=mean(full_tokens), counts=counts)
+        billed_ratio = (round(cost["total_billed"] / full_sum["total_billed"], 4)
+                        if full_sum["total_billed"] else None)
+        results[str(b)] = {
+            "evidence_recall": rec["evidence_recall"],
+            "answer_coverage": rec["answer_coverage"],
+            "probes": rec["questions"],
+            "probes_with_evidence": rec["questions_with_evidence"],
+            "missing_evidence": rec["missing_evidence_ids"],
+            "skipped_evidence": rec["skipped_evidence_ids"],
+            "probe_context_ms": rec["context_ms"],
+            "contexts": len(p.series.tokens),
+            "budget_too_small": p.too_small,
+            "total_tokens": cost["total_tokens"],
+            "total_billed": cost["total_billed"],
+            "cache_stable_share": cost["cache_stable_share"],
+            "billed_vs_full": billed_ratio,
+            "context_ms": cost["context_ms"],
+            "budget_violations": cost["budget_violations"] + rec["budget_violations"],
+            "token_mismatches": cost["token_mismatches"] + rec["token_mismatches"],
+        }
+    return {
+        "name": cand.name,
+        "values": cand.values,
+        "config": effective(cand.config),
+        "hot_tier": opened.hot,
+        "elapsed_s": round(time.perf_counter() - t0, 2),
+        "full_context": {"total_tokens": full_sum["total_tokens"], "total_billed": full_sum["total_billed"]},
+        "budgets": results,
+    }
+
+
+def pick_best(cands: Sequence[dict[str, Any]], *, min_recall: float | None = None,
+              max_cost_ratio: float | None = None) -> dict[str, Any] | None:
+    points = [(c, int(b), r) for c in cands for b, r in c["budgets"].items()]
+    if max_cost_ratio is not None:
+        points = [p for p in points if p[2]["billed_vs_full"] is not None and p[2]["billed_vs_full"] <= max_cost_ratio]
+    have_recall = any(p[2]["evidence_recall"] is not None for p in points)
+    if min_recall is not None:
+        points = [p for p in points if p[2]["evidence_recall"] is not None and p[2]["evidence_recall"] >= min_recall]
+    if not points:
+        return None
+    if min_recall is not None or not have_recall:
+        rule = "cheapest" + (f" with evidence recall >= {min_recall}" if min_recall is not None else " (no probes)")
+        c, b, r = min(points, key=lambda p: (p[2]["total_billed"], -(p[2]["evidence_recall"] or 0.0)))
+    else:
+        rule = "highest evidence recall, then lowest billed"
+        c, b, r = max(points, key=lambda p: (p[2]["evidence_recall"] or 0.0, -p[2]["total_billed"]))
+    if max_cost_ratio is not None:
+        rule += f", billed <= {max_cost_ratio} x full context"
+    return {"candidate": c["name"], "budget": b, "values": c["values"], "rule": rule,
+            "evidence_recall": r["evidence_recall"], "total_billed": r["total_billed"],
+            "billed_vs_full": r["billed_vs_full"]}
+
+
+def run_tune(
+    data: Dataset,
+    budgets: Sequence[int],
+    cands: Sequence[Candidate],
+    *,
+    base: Path | None,
+    embedder: Embedder | None,
+    hot: bool = True,
+    min_recall: float | None = None,
+    max_cost_ratio: float | None = None,
+    progress: Progress | None = None,
+    on_candidate: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    done: list[dict[str, Any]] = []
+    for cand in cands:
+        done.append(run_candidate(cand, data, budgets, embedder=embedder, hot=hot, progress=progress))
+        if on_candidate is not None:
+            on_candidate(done[-1])
+    return {
+        "data": str(data.path),
+        "format": data.format,
+        "conversations": [c.conversation_id for c in data.conversations],
+        "messages": data.n_messages,
+        "probes": data.n_probes,
+        "budgets": list(budgets),
+        "base_config": None if base is None else str(base),
+        "elapsed_s": round(time.perf_counter() - t0, 2),
+        "candidates": done,
+        "best": pick_best(done, min_recall=min_recall, max_cost_ratio=max_cost_ratio),
+    }
+
+
+def best_toml(result: dict[str, Any], base: Path | None) -> str:
+    """The best candidate as a TOML config file (the base file's settings under it)."""
+    import tomllib
+
+    best = result["best"]
+    if best is None:
+        raise ValidationError("best", "no candidate meets the constraints; nothing to write")
+    base_data: dict[str, Any] = {}
+    if base is not None:
+        with Path(base).open("rb") as fh:
+            base_data = tomllib.load(fh)
+    over: dict[str, Any] = {}
+    for k, v in best["values"].items():
+        _set(over, k, v)
+    recall = "-" if best["evidence_recall"] is None else f"{100 * best['evidence_recall']:.1f}%"
+    header = [f"tiermem tune {result['data']}: candidate {best['candidate']} ({best['rule']})",
+              f"at a context budget of {best['budget']} tokens: evidence recall {recall}, "
+              f"billed {best['total_billed']:,.0f} tokens ({best['billed_vs_full']} x full context)",
+              f"base: {base or 'defaults'}; use with tiermem --config FILE or env {CONFIG_ENV}=FILE"]
+    return to_toml(deep_merge(base_data, over), header)
+
+
+def table(result: dict[str, Any]) -> Table:
+    t = Table(title=f"tiermem tune {result['data']} ({len(result['conversations'])} conversation(s), "
+              f"{result['messages']} messages, {result['probes']} probes)")
+    for col in ("candidate", "values", "budget", "recall %", "answer %", "billed", "vs full", "cache-stable",
+                "p50 ms"):
+        t.add_column(col, justify="left" if col in ("candidate", "values") else "right")
+    best = result.get("best") or {}
+    for c in result["candidates"]:
+        values = ", ".join(f"{k}={json.dumps(v)}" for k, v in c["values"].items()) or "(base)"
+        for b, r in c["budgets"].items():
+            mark = " *" if best.get("candidate") == c["name"] and str(best.get("budget")) == b else ""
+            t.add_row(
+                c["name"] + mark, values, b,
+                "-" if r["evidence_recall"] is None else f"{100 * r['evidence_recall']:.1f}",
+                "-" if r["answer_coverage"] is None else f"{100 * r['answer_coverage']:.1f}",
+                f"{r['total_billed']:,.0f}",
+                "-" if r["billed_vs_full"] is None else f"{100 * r['billed_vs_full']:.1f}%",
+                "-" if r["cache_stable_share"] is None else f"{100 * r['cache_stable_share']:.1f}%",
+                "-" if r["context_ms"]["p50"] is None else f"{r['context_ms']['p50']:.1f}",
+            )
+        t.add_section()
+    return t
+

@@ -1,0 +1,66 @@
+"""A small support conversation with every role (system, user, assistant with tool calls,
+tool results, a Responses item) and labelled probes, in the conversations format of
+`evals.conversations`, for the import and tune tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+FILLER_TURNS = 6  # user/assistant pairs between the facts and the probes' questions
+
+
+def support_lines(conv: str = "support-1") -> list[dict[str, Any]]:
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "lookup_order", "arguments": json.dumps({"order": "A-1142"})}}
+    lines: list[dict[str, Any]] = [
+        {"conversation_id": conv, "message": {"role": "system", "content": "You are a support agent for Acme."}},
+        {"conversation_id": conv, "message_id": "fact-email", "session_id": "s1",
+         "created_at": "2026-03-01T10:00:00", "message": {
+             "role": "user", "content": "My order A-1142 never arrived. My email is dana@example.org."}},
+        {"conversation_id": conv, "message_id": "call", "message": {
+            "role": "assistant", "content": None, "tool_calls": [call]}},
+        {"conversation_id": conv, "message_id": "result", "message": {
+            "role": "tool", "tool_call_id": "call_1",
+            "content": json.dumps({"order": "A-1142", "status": "lost in transit", "carrier": "PostNord"})}},
+        {"conversation_id": conv, "message": {
+            "role": "assistant", "content": "Your parcel A-1142 was lost in transit by PostNord."}},
+        {"conversation_id": conv, "message_id": "fact-refund", "created_at": 1772359800, "role": "user",
+         "content": "Please refund it to my Visa card ending 4242, not store credit."},
+        {"conversation_id": conv, "message": {
+            "type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": "Refund to the Visa ending 4242 is on its way.",
+                 "annotations": []}]}},
+    ]
+    for i in range(FILLER_TURNS):
+        lines.append({"conversation_id": conv, "role": "user",
+                      "content": f"Unrelated question {i}: what are your opening hours on day {i}?"})
+        lines.append({"conversation_id": conv, "role": "assistant",
+                      "content": f"On day {i} we are open from nine to five."})
+    lines.append({"conversation_id": conv, "probe": {
+        "question": "Which card should the refund go to?", "evidence": ["fact-refund"], "answer": "4242"}})
+    lines.append({"conversation_id": conv, "probe": {
+        "question": "What happened to order A-1142?", "evidence": ["result", 4]}})
+    return lines
+
+
+def write_jsonl(path: Path, lines: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def tiny_locomo() -> list[dict[str, Any]]:
+    """A LoCoMo-format sample: two sessions, one question with evidence, one malformed id."""
+    turns1 = [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a beagle called Biscuit."},
+              {"speaker": "Bob", "dia_id": "D1:2", "text": "Lovely name for a dog!"}]
+    turns2 = [{"speaker": "Ann", "dia_id": "D2:1", "text": "We hiked the Dolomites last week."},
+              {"speaker": "Bob", "dia_id": "D2:2", "text": "Sounds wonderful."}]
+    return [{"sample_id": "t-1",
+             "conversation": {"speaker_a": "Ann", "speaker_b": "Bob",
+                              "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns1,
+                              "session_2_date_time": "2:00 pm on 15 May, 2023", "session_2": turns2},
+             "qa": [{"question": "What is the name of Ann's dog?", "answer": "Biscuit", "evidence": ["D1:1"],
+                     "category": 4},
+                    {"question": "Where did Ann hike?", "answer": "Dolomites", "evidence": ["D2:1; D2:2"],
+                     "category": 4}]}]

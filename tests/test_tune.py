@@ -1,0 +1,116 @@
+"""`tiermem tune` on a small support conversation written here (every role, two probes):
+two candidates, two budgets, recall and cost in one run, the effective config of each
+candidate recorded, the best one written as TOML that loads back."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from convo_fixtures import support_lines, write_jsonl
+
+from tiermem.cli import CliState, cli
+from tiermem.config import Config
+from tiers.embed import SentenceTransformerEmbedder
+
+BUDGETS = (150, 1500)  # 1,500 holds the whole conversation; 150 cannot
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("TIERMEM_"):
+            monkeypatch.delenv(key)
+
+
+def tune(embedder: SentenceTransformerEmbedder, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["tune", *args], obj=CliState(embedder=embedder))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+    d = tmp_path_factory.mktemp("tune")
+    data = write_jsonl(d / "support.jsonl", support_lines())
+    base = d / "base.toml"
+    base.write_text("hot_budget_tokens = 3000\n[slice_shares.targeted_recall]\ntail = 0.2\n")
+    out, best = d / "tune.json", d / "best.toml"
+    r = tune(embedder, str(data), "--budgets", ",".join(map(str, BUDGETS)), "--config", str(base),
+             "--grid", "retrieval_k=3,20", "--json-out", str(out), "--write-config", str(best))
+    assert r.exit_code == 0, r.output
+    return {"table": r.stdout, "result": json.loads(out.read_text()), "best": best, "base": base}
+
+
+def test_each_candidate_records_its_effective_config(run: dict[str, Any]) -> None:
+    cands = run["result"]["candidates"]
+    assert [c["values"] for c in cands] == [{"retrieval_k": 3}, {"retrieval_k": 20}]
+    for c in cands:
+        cfg = c["config"]
+        assert cfg["retrieval_k"] == c["values"]["retrieval_k"]
+        assert cfg["hot_budget_tokens"] == 3000  # from the base file
+        # the base file's one share, with that class's other defaults kept
+        assert cfg["slice_shares"]["targeted_recall"] == {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7,
+                                                           "tail": 0.2}
+        assert "data_dir" not in cfg  # the run's temporary dir is no setting
+
+
+def test_recall_and_cost_per_budget(run: dict[str, Any]) -> None:
+    res = run["result"]
+    assert res["format"] == "conversations" and res["probes"] == 2 and res["budgets"] == list(BUDGETS)
+    for c in res["candidates"]:
+        small, big = c["budgets"][str(BUDGETS[0])], c["budgets"][str(BUDGETS[1])]
+        # at a budget that holds the whole conversation, every evidence message is in
+        assert big["evidence_recall"] == 1.0 and big["probes_with_evidence"] == 2
+        assert big["answer_coverage"] == 1.0  # the one probe with an answer ("4242")
+        assert 0.0 <= small["evidence_recall"] <= 1.0
+        for r in (small, big):
+            assert r["contexts"] == 8  # one per user message (the system message is not one)
+            assert r["budget_violations"] == 0 and r["token_mismatches"] == 0
+            assert 0 < r["total_billed"] <= r["total_tokens"]
+            # against full context billed the same way (on a conversation this short, full
+            # context is mostly a cached prefix, so it can cost less than a small budget)
+            assert r["billed_vs_full"] == round(r["total_billed"] / c["full_context"]["total_billed"], 4)
+        assert small["total_tokens"] < big["total_tokens"]  # a smaller budget sends less
+    assert "recall %" in run["table"] and "c0" in run["table"] and "best (*):" in run["table"]
+
+
+def test_best_is_written_as_a_config_that_loads(run: dict[str, Any], tmp_path: Path) -> None:
+    best = run["result"]["best"]
+    assert best is not None and best["evidence_recall"] == 1.0 and best["budget"] == BUDGETS[1]
+    text = run["best"].read_text()
+    assert text.startswith("# tiermem tune ")
+    data = tomllib.loads(text)
+    assert data["retrieval_k"] == best["values"]["retrieval_k"] and data["hot_budget_tokens"] == 3000
+    cfg = Config.load(run["best"], data_dir=tmp_path)
+    assert cfg.retrieval_k == best["values"]["retrieval_k"]
+    assert cfg.slice_shares["targeted_recall"].tail == 0.2
+
+
+def test_min_recall_picks_the_cheapest_that_meets_it(run: dict[str, Any]) -> None:
+    from evals.tune import pick_best
+
+    cands = run["result"]["candidates"]
+    best = pick_best(cands, min_recall=1.0)
+    assert best is not None
+    meets = [r for c in cands for r in c["budgets"].values() if r["evidence_recall"] >= 1.0]
+    assert best["total_billed"] == min(r["total_billed"] for r in meets)
+    assert pick_best(cands, max_cost_ratio=0.0) is None  # nothing is free
+
+
+# (the bad option, what the one-line error names)
+@pytest.mark.parametrize(("args", "named"), [
+    (["--grid", "retrieval_k=0,5"], "retrieval_k"),                   # a value the config refuses
+    (["--grid", "no_such_setting=1"], "no_such_setting"),             # an unknown setting
+    (["--grid", "retrieval_k"], "KEY=V1,V2"),                         # no values
+    (["--budgets", "ten"], "budgets"),                                # not numbers
+    (["--conversation", "nope"], "nope"),                             # not in the file
+])
+def test_bad_options_fail_before_running(args: list[str], named: str, tmp_path: Path,
+                                         embedder: SentenceTransformerEmbedder) -> None:
+    data = write_jsonl(tmp_path / "s.jsonl", support_lines())
+    r = tune(embedder, str(data), *args)
+    assert r.exit_code == 1 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
