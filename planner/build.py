@@ -512,6 +512,16 @@ class Planner:
             return None, f"pin changed: #{min(gone)} is no longer a current pin"
         if prev.summary_lines - summary_current:
             return None, "summary view refreshed: a shown line is no longer in it"
+        retrieved_here = sorted({p for g in prev.segments if g.kind == "retrieved" for it in g.items
+                                 if it.conversation_id == conv for p in it.positions})
+        if retrieved_here:
+            gone_by = [r.position for r in self.cold.turns_at(conv, retrieved_here) if r.superseded_by is not None]
+            marked = {p for g in prev.segments if g.kind == "retrieved" for it in g.items
+                      if "superseded by" in it.reason for p in it.positions}
+            late = [p for p in gone_by if p not in marked]
+            if late:
+                # shown before its correction arrived, unmarked: a rebuild marks it
+                return None, f"a shown turn was superseded since: #{late[0]}"
         new_rows = [r for r in tail_rows if r.position > prev.last_position]
         if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
