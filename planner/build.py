@@ -96,6 +96,8 @@ AUTO_PIN_MIN_PRIORITY = 70
 # clearly the same topic), or turns from a period the message names.
 STRONG_COSINE = 0.55
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
+RECENT_RECALL_TURNS = 12  # newest turns a recent-recall question may bring back in its per-turn part
+RECENT_RECALL_BOOST = 10.0  # on the scale of planner.rank's scores: above any match
 DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # Extending an epoch may leave out the lowest-scored of this call's retrieved turns for
 # room, as long as what it shows holds at least this share of their tokens; below it a
@@ -554,6 +556,16 @@ class Planner:
             return None, f"pin changed: #{min(gone)} is no longer a current pin"
         if prev.summary_lines - summary_current:
             return None, "summary view refreshed: a shown line is no longer in it"
+        retrieved_here = sorted({p for g in prev.segments if g.kind == "retrieved" for it in g.items
+                                 if it.conversation_id == conv for p in it.positions})
+        if retrieved_here:
+            gone_by = [r.position for r in self.cold.turns_at(conv, retrieved_here) if r.superseded_by is not None]
+            marked = {p for g in prev.segments if g.kind == "retrieved" for it in g.items
+                      if "superseded by" in it.reason for p in it.positions}
+            late = [p for p in gone_by if p not in marked]
+            if late:
+                # shown before its correction arrived, unmarked: a rebuild marks it
+                return None, f"a shown turn was superseded since: #{late[0]}"
         new_rows = [r for r in tail_rows if r.position > prev.last_position]
         if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
@@ -902,18 +914,26 @@ class Planner:
         # Recall questions fill their share with the best candidates; other turns (a
         # statement, a new request) only bring back what is clearly related, so the
         # retrieved block stays empty or unchanged on most turns and the prefix caches.
+        boost = np.zeros(len(table))
         if qclass not in RECALL_CLASSES:
             cos = scores.cosine if scores.cosine is not None else np.full(len(table), np.nan)
             eligible = np.nan_to_num(cos, nan=-1.0) >= STRONG_COSINE
             if windows:
                 eligible |= scores.date >= 1.0
+        if qclass == "recent_recall":
+            # "what did I just say?" needs the newest turns: the tail's share does not
+            # depend on the class, so those it does not reach come in the per-turn part
+            n = min(RECENT_RECALL_TURNS, len(table))
+            eligible[len(table) - n:] = True
+            boost[len(table) - n:] = RECENT_RECALL_BOOST * np.linspace(0.5, 1.0, n)
         for p in exclude:
             i = table.index_of(p)
             if i is not None:
                 eligible[i] = False
         idx = np.flatnonzero(eligible)
-        top = idx[np.argpartition(-scores.total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
-        top = top[np.argsort(-scores.total[top], kind="stable")]
+        total = scores.total + boost
+        top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
+        top = top[np.argsort(-total[top], kind="stable")]
         positions = [int(table.positions[i]) for i in top]
         rows = {r.position: r for r in self.cold.turns_at(conv, positions)}
         intervals = self._intervals(conv, [r for r in rows.values() if r.superseded_by is not None])
@@ -921,8 +941,8 @@ class Planner:
         last = int(table.positions[-1])
         scored: dict[tuple[str, int], tuple[float, str]] = {}
         for i, p in zip(top, positions, strict=True):
-            s = float(scores.total[i])
-            why = scores.reason(int(i))
+            s = float(total[i])
+            why = scores.reason(int(i)) + (", one of the newest turns" if boost[i] else "")
             r = rows.get(p)
             if r is not None:
                 s += INTENT_BOOST.get(r.intent or "", 0.0)

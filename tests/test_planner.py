@@ -39,12 +39,13 @@ def test_recent_recall_returns_the_last_turns_verbatim(memory: Memory) -> None:
     memory.append("c", {"role": "user", "content": "what did I just say?"})
     ctx = memory.context("c", "what did I just say?", budget=400)
     assert ctx.plan.query_class == "recent_recall"
-    tail = ctx.messages[-3:]
-    assert tail == [
-        {"role": "user", "content": "I parked on level 3, spot B12."},
-        {"role": "assistant", "content": "Noted: level 3, spot B12."},
-        {"role": "user", "content": "what did I just say?"},
-    ]
+    assert ctx.messages[-1] == {"role": "user", "content": "what did I just say?"}
+    # the tail's share does not depend on the class (issue 22): the newest turns it does
+    # not reach come verbatim in the per-turn part, just before the question
+    text = text_of(ctx.messages[-4:])
+    assert "I parked on level 3, spot B12." in text and "Noted: level 3, spot B12." in text
+    shown = {p for i in ctx.plan.items if i.fidelity == "verbatim" for p in i.positions}
+    assert {80, 81} <= shown
 
 
 def test_constraint_at_turn_3_survives_500_turns_at_1000_tokens(memory: Memory) -> None:
