@@ -402,6 +402,9 @@ class Planner:
                 chosen[slice_].remove(c)
                 used[slice_] -= c.tokens
                 remaining += c.tokens
+            if not chosen[slice_] and used[slice_]:  # the block's header goes back too
+                remaining += used[slice_]
+                used[slice_] = 0
             pools[slice_] = [c for c in pools[slice_] if not (c.conversation_id == conv and c.position in positions)]
 
         def shown_verbatim() -> set[int]:
@@ -411,6 +414,11 @@ class Planner:
         # lines are checked against these before it is extended)
         pin_current = {c.position for c in pinned}
         summary_current = {c.text for c in summary}
+        if pools["pinned"]:
+            # at least the highest-priority pin fits (a constraint left out is an answer
+            # gone wrong): still a function of the pins and the budget, not of the class
+            caps["pinned"] = max(caps["pinned"], pools["pinned"][0].tokens + header["pinned"])
+            plan.shares["pinned"] = caps["pinned"]
         take("pinned", caps["pinned"])
         # cap and grid from the budget, not from what is left after this turn's latest
         # message: both must not move from one turn to the next
@@ -420,6 +428,7 @@ class Planner:
         remaining -= used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
         withdraw("pinned", {p for c in chosen["tail"] for p in c.group})
+        take("pinned", caps["pinned"])  # the room a pin in the tail freed goes to the next pin
         take("summary", caps["summary"])
         withdraw("retrieved", shown_verbatim())
         take("retrieved", caps["retrieved"])
