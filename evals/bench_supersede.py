@@ -65,7 +65,7 @@ def run(messages: int = DEFAULT_MESSAGES, reps: int = DEFAULT_REPS) -> dict[str,
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-supersede-"))
     try:
         with Memory(Config(data_dir=tmp), hot=False, background_indexing=False) as mem:
-            mem.append("warmup", {"role": "user", "content": "Actually, my budget is now 5 EUR."})  # load the model
+            mem.warm_up()  # the model loaded, as in a server: appends no longer load it
             times: dict[str, list[float]] = {"plain": [], "cues": []}
             cpu: dict[str, list[float]] = {"plain": [], "cues": []}
             find_s: list[float] = []

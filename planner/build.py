@@ -595,6 +595,7 @@ class Planner:
         latest = Segment("latest", latest_body, (latest_item,))
         # head: what stays as it was (its earlier retrieved blocks may give way); then
         # this call's retrieved turns; then `rest`
+        tool_loop = False
         if latest_user != prev.latest_user:  # a new user message: the old one is a tail turn now
             old = prev.segments[at]
             it = old.items[0]
@@ -604,11 +605,14 @@ class Planner:
             rest = [latest, *after]
         elif new_rows:  # the same user message, more turns after it (a tool loop): append
             head, rest = [*prev.segments, *before, *after], []
+            # the same question was retrieved for already, and the newest tool result
+            # must stay last for the model to answer it: no retrieved block after it
+            tool_loop = True
         else:
             # the same log asked again (another query for this turn): its user message and
             # what follows it move after this call's retrieved turns
             head, rest = list(prev.segments[:at]), list(prev.segments[at:])
-        wanted = chosen["retrieved"]
+        wanted = [] if tool_loop else chosen["retrieved"]
         wanted_tokens = sum(c.tokens for c in wanted)
         dropped = 0
         cut: int | None = None

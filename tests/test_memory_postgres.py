@@ -58,15 +58,16 @@ def test_two_memories_on_one_database_see_each_others_writes(pg_config: Config, 
     with Memory(pg_config, embedder=embedder, hot=False, background_indexing=False) as a, \
             Memory(other, embedder=embedder, hot=False, background_indexing=False) as b:
         a.append_many("c", [{"role": "user", "content": f"line {i} about invoices"} for i in range(60)])
-        first = b.context("c", "what about invoices?", 400)  # b caches the conversation now
+        first = b.context("c", "what about invoices?", 800)  # b caches the conversation now
         a.append("c", {"role": "user", "content": "From now on always answer in French."})
         a.pin("c", 3)
-        again = b.context("c", "what about invoices?", 400)
+        again = b.context("c", "what about invoices?", 800)
         text = "\n".join(str(m.get("content")) for m in again.messages)
         assert "always answer in French" in text and "always answer in French" not in "\n".join(
             str(m.get("content")) for m in first.messages)
-        pinned = [it for it in again.plan.items if it.slice == "pinned"]
-        assert any(3 in it.positions for it in pinned)
+        # b sees a's pin (the pinned turn may already be shown in b's epoch, as retrieved)
+        assert 3 in [r.position for r in b.cold.pinned_turns("c")]
+        assert any(3 in it.positions for it in again.plan.items)
         assert [m.position for m in b.history("c")] == list(range(61))
 
 
