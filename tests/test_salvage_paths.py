@@ -62,3 +62,16 @@ def test_a_wrong_shaped_row_is_skipped_on_every_read_path(memory: Memory, body: 
     assert memory.hot is not None
     memory.hot.rebuild_all()
     assert memory.context("bad", None, 500, namespace=ns).tokens <= 500
+
+
+def test_a_namespace_counts_only_its_own_salvaged_rows(cold_memory: Memory) -> None:
+    """A tenant's stats must not show another namespace's bad rows (DESIGN invariant 10:
+    no count depends on another namespace's contents); the count was global before."""
+    cold_memory.append_many("bad", [{"role": "user", "content": f"line {i}"} for i in range(3)], namespace="shop")
+    cold_memory.append("fine", {"role": "user", "content": "all good here"}, namespace="other")
+    key = cold_memory.cold.key_of("shop", "bad")
+    assert key is not None
+    corrupt(cold_memory.cold.path, key, 1, "body", BAD_BODIES[0].replace("assistant", "user"))
+    assert [m.position for m in cold_memory.history("bad", namespace="shop")] == [0, 2]
+    assert cold_memory.stats(namespace="shop")["cold"]["salvaged_rows"] == 1
+    assert cold_memory.stats(namespace="other")["cold"]["salvaged_rows"] == 0

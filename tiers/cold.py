@@ -1632,6 +1632,10 @@ class ColdStore:
             "path": str(self.path),
         }
 
+    def _salvaged_in(self, namespace: str) -> int:
+        keys = set(self.list_conversations(namespace))
+        return sum(1 for key, _pos in self._salvaged_rows if key in keys)
+
     def namespace_stats(self, namespace: str) -> dict[str, Any]:
         row = self._read(
             "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
@@ -1644,7 +1648,8 @@ class ColdStore:
             (namespace,),
         )[0][0]
         return {"conversations": row[0], "messages": row[1], "pending_embeddings": pending,
-                "salvaged_rows": self.salvaged}
+                # only this namespace's bad rows: a tenant must not see another's count
+                "salvaged_rows": self._salvaged_in(namespace)}
 
     # -- the warm tier's tables (tiers.warm stores and reads its views through these) ---------
 

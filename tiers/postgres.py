@@ -1260,6 +1260,10 @@ class PostgresStore:
                 "checkpoints": int(row[3]), "pending_embeddings": int(row[4]), "salvaged_rows": self.salvaged,
                 "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self.path}
 
+    def _salvaged_in(self, namespace: str) -> int:
+        keys = set(self.list_conversations(namespace))
+        return sum(1 for key, _pos in self._salvaged_rows if key in keys)
+
     def namespace_stats(self, namespace: str) -> dict[str, Any]:
         row = self._read(
             "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
@@ -1268,7 +1272,8 @@ class PostgresStore:
             "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
             "WHERE c.namespace = %s AND t.embedded = 0", (namespace,))[0][0]
         return {"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
-                "salvaged_rows": self.salvaged}
+                # only this namespace's bad rows: a tenant must not see another's count
+                "salvaged_rows": self._salvaged_in(namespace)}
 
     # -- the warm tier's tables ---------------------------------------------------------------
 
