@@ -189,3 +189,14 @@ def test_cross_conversation_recall_stays_in_exactly_one_namespace(
         ctx = mem.context("s2", "What was my gym locker code again?", 2000, namespace=reader)
         assert ("4471" in str(ctx.messages)) is sees
         assert any(it.conversation_id == "s1" for it in ctx.plan.items) is sees
+
+
+def test_a_namespaces_hot_stats_name_no_other_tenant(memory: Memory) -> None:
+    """A namespace's stats leave out process-wide facts (the last Redis error may name
+    any tenant's conversation; the rebuild count is everyone's activity)."""
+    memory.append("theirs", {"role": "user", "content": "x"}, namespace="a")
+    memory.append("mine", {"role": "user", "content": "y"}, namespace="b")
+    hot = memory.stats(namespace="b")["hot"]
+    assert "last_error" not in hot and "rebuilds" not in hot and "theirs" not in str(hot)
+    assert hot["members"] == 1
+    assert "rebuilds" in memory.stats()["hot"]  # the operator's view keeps them

@@ -241,10 +241,12 @@ class HotLink:
         out: dict[str, Any] = {
             "healthy": self.healthy,
             "degraded_since": self.degraded_since,
-            "last_error": self.last_error,
             "backend": "embedded" if self.embedded is not None else "external",
-            "rebuilds": self.rebuilds,
         }
+        if namespace is None:
+            # process-wide facts: an error may name any tenant's conversation, and the
+            # rebuild count is everyone's activity; a namespace's stats show neither
+            out.update({"last_error": self.last_error, "rebuilds": self.rebuilds})
         if namespace is None:
             convs = self.memory.cold.all_keys()
         else:
@@ -267,8 +269,11 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
             out["healthy"] = False
+        # by the ids their owners know, not by conversation key
+        names = self.memory.cold.names_of(list(demoted)) if demoted else {}
         out.update({"tokens": tokens, "members": members, "pins": pins, "evictions": evictions,
-                    "overflow_tokens": overflow, "demoted_pins": demoted})
+                    "overflow_tokens": overflow,
+                    "demoted_pins": {names.get(k, k): v for k, v in demoted.items()}})
         return out
 
 
