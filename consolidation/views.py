@@ -1,6 +1,6 @@
 """Keeping warm views fresh: compute, store and fold the summary views of the log.
 
-Three kinds per conversation (DESIGN.md, "Warm"):
+Three kinds per conversation (docs/design.md, "Warm"):
 
 - `rolling` (key ''): the conversation so far, positions 0..end. Refreshed
   incrementally: the source turns cited by the previous version plus the turns after

@@ -9,7 +9,7 @@ Invariants:
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
   tail, then the per-turn part: the retrieved turns, then the latest user message
-  (`retrieved_placement="before_tail"` gives DESIGN.md's literal order and no epochs).
+  (`retrieved_placement="before_tail"` gives docs/design.md's literal order and no epochs).
   The stable layers are sized by the budget alone (`layer_shares`, the same for every
   query class); what a class needs more of goes into the per-turn part.
 - Within an epoch the context is append-only (planner.epoch): the previous call's

@@ -1,6 +1,6 @@
 """Cold tier: the append-only SQLite log, the only source of truth.
 
-Invariants (DESIGN.md, "The invariants"):
+Invariants (docs/design.md, "The invariants"):
 
 - Messages are appended once and never updated, deleted or reordered. Triggers refuse
   UPDATE always and DELETE unless `prune` has armed its guard inside its own

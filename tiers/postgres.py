@@ -1,7 +1,7 @@
 """Cold tier on PostgreSQL + pgvector: the store interface (tiers.store.ColdLog) for
 services that outgrow one machine. Same contract as the SQLite log (tiers.cold).
 
-Invariants (DESIGN.md, "The invariants"), and how this engine keeps them:
+Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
 
 - Append-only in the database: row triggers refuse every UPDATE of `messages`, and every
   DELETE unless the transaction set `tiermem.retention = 'on'` (`SET LOCAL`, which only
