@@ -62,6 +62,9 @@ RUNTIMES = ("auto", "onnx", "torch")
 # Probe texts of the load-time check: the pipeline's own probes plus an empty text (all
 # padding but the special tokens) and a CJK one (the tokenizer's non-Latin path).
 PROBES = (*_PROBES, "", "日本語のテキストと中文的句子。")
+# The model cache holds the public model's export and digests, no user data: readable by
+# all, so a cache exported at image build (as root) serves the unprivileged runtime user.
+# (Everything that holds user data is 0600 in 0700 directories: tiers/files.py.)
 CACHE_FILE_MODE = 0o644
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
