@@ -312,10 +312,14 @@ def test_redis_down_falls_back_to_cold(cold: ColdStore) -> None:
 
 
 def test_cache_tag_matches_the_hot_tier() -> None:
-    from tiers.hot import escape_id as hot_escape
+    from tiers.hot import HotTier
 
+    hot = HotTier.__new__(HotTier)  # only its key naming is used: no client
+    hot.key_prefix = "tm"
     for cid in ["plain", "with space", "br{ace}s", "ünïcode", "a/b:c@d-e.f_g~h"]:
-        assert escape_id(cid) == hot_escape(cid)
+        tag = hot.tag(cid)
+        assert WarmStore(None, key_prefix="tm").cache_key(cid, "rolling").startswith(tag + ":")  # type: ignore[arg-type]
+        assert "{" not in tag[1:-1] and "}" not in tag[1:-1] and escape_id(cid) in tag
 
 
 # ---------------------------------------------------------------------------------------

@@ -70,6 +70,8 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry
 
+from tiers.keys import hash_tag
+
 DEFAULT_SOCKET_TIMEOUT_S = 0.5
 DEFAULT_HEALTH_CHECK_INTERVAL_S = 30
 # Turns per script call. A replay chunk of 2000 turns (no texts) runs for a few ms of
@@ -624,12 +626,6 @@ def make_client(
     return redis.Redis.from_url(clean, **common)
 
 
-def escape_id(conversation_id: str) -> str:
-    """Percent-encode everything outside [A-Za-z0-9._:@~-]; injective, so distinct ids
-    never share keys, and `{`/`}` never reach the key where they would move the tag."""
-    return urllib.parse.quote(conversation_id, safe="._:@-")
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -707,7 +703,7 @@ class HotTier:
     def tag(self, conversation_id: str) -> str:
         if not isinstance(conversation_id, str) or not conversation_id:
             raise ValueError("conversation_id must be a non-empty str")
-        return "{" + self.key_prefix + ":" + escape_id(conversation_id) + "}"
+        return hash_tag(self.key_prefix, conversation_id)
 
     def keys(self, conversation_id: str, *, scratch: str | None = None) -> list[str]:
         """meta, zset, tokens, payload, pin, demoted keys (or a rebuild's scratch copies)."""

@@ -41,13 +41,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tiers.cold import TurnRow
 from tiers.errors import ValidationError
+from tiers.keys import escape_id, hash_tag
 from tiers.store import ColdLog, SummaryRow
 
 log = logging.getLogger("tiermem.warm")
@@ -212,11 +212,6 @@ return 1
 """
 
 
-def escape_id(conversation_id: str) -> str:
-    """The hot tier's escaping (`tiers.hot.escape_id`), so both tiers share a hash tag."""
-    return urllib.parse.quote(conversation_id, safe="._:@-")
-
-
 # ----------------------------------------------------------------------------------
 # Store
 
@@ -271,8 +266,7 @@ class WarmStore:
     # -- cache ---------------------------------------------------------------------------
 
     def cache_key(self, conversation_id: str, kind: str, key: str = "") -> str:
-        tag = "{" + self.key_prefix + ":" + escape_id(conversation_id) + "}"
-        return f"{tag}:warm:{kind}:{escape_id(key)}"
+        return f"{hash_tag(self.key_prefix, conversation_id)}:warm:{kind}:{escape_id(key)}"
 
     def _cache_get(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
         if self.redis is None:
