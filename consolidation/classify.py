@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tiers.models import ROLES  # the canonical roles of the turn index (one home)
+
 __all__ = [
     "INTENTS",
     "PRIORITY",
@@ -47,7 +49,6 @@ __all__ = [
 ]
 
 INTENTS: tuple[str, ...] = ("question", "correction", "instruction", "tool_result", "chitchat", "statement")
-ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 # Pin priorities.  Gaps are deliberate so callers can slot in their own levels.
 PRIORITY: dict[str, int] = {
