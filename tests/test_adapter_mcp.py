@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from tiermem import Memory
 from tiermem.adapters.mcp_server import build_server
 
-TOOLS = {"append", "context", "history", "search", "pin", "unpin"}
+TOOLS = {"append", "context", "history", "search", "pin", "unpin", "erase"}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -53,6 +53,14 @@ async def _exercise(client: Client) -> dict[str, Any]:
     out["after_bad"] = await _call(client, "history", {"conversation_id": "trip"})
     missing = await client.call_tool("history", {"conversation_id": "nope"})
     out["missing"] = (missing.is_error, missing.content[0].text)  # type: ignore[union-attr]
+    # erase: refused without the id repeated (nothing erased), then done with it
+    await _call(client, "append", {"conversation_id": "scratch", "message": {"role": "user", "content": "forget me"}})
+    unconfirmed = await client.call_tool("erase", {"conversation_id": "scratch", "confirm": "yes"})
+    out["unconfirmed"] = (unconfirmed.is_error, unconfirmed.content[0].text)  # type: ignore[union-attr]
+    out["still_there"] = await _call(client, "history", {"conversation_id": "scratch"})
+    out["erased"] = await _call(client, "erase", {"conversation_id": "scratch", "confirm": "scratch"})
+    gone = await client.call_tool("history", {"conversation_id": "scratch"})
+    out["gone"] = gone.is_error
     return out
 
 
@@ -67,6 +75,9 @@ def _check(out: dict[str, Any]) -> None:
     assert out["bad"][0] and "role" in out["bad"][1] and "moderator" in out["bad"][1]
     assert out["after_bad"]["total"] == 8  # the refused message wrote nothing
     assert out["missing"][0] and "not found" in out["missing"][1]
+    assert out["unconfirmed"][0] and "confirm" in out["unconfirmed"][1] and out["still_there"]["total"] == 1
+    assert out["erased"]["erased"] and out["erased"]["messages"] == 1 and "forget me" not in json.dumps(out["erased"])
+    assert out["gone"]
 
 
 def test_in_process(cold_memory: Memory) -> None:
@@ -79,6 +90,7 @@ def test_in_process(cold_memory: Memory) -> None:
     _check(asyncio.run(run()))
     # everything landed in the server's namespace, nowhere else
     assert cold_memory.conversations("acme") == ["trip"] and cold_memory.conversations() == []
+    assert [t["id"] for t in cold_memory.tombstones(namespace="acme")] == ["scratch"]
 
 
 def test_tiermem_mcp_over_stdio(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
-from tiers.errors import TiermemError
+from tiers.errors import TiermemError, ValidationError
 
 HISTORY_PAGE_MAX = 500
 SEARCH_K_MAX = 100
@@ -107,5 +107,18 @@ def build_server(memory: MemoryLike, *, name: str = SERVER_NAME) -> MCPServer:
               position: Annotated[int, Field(ge=0, description="the message's position")]) -> dict[str, bool]:
         guard("unpin", memory.unpin, conversation_id, position)
         return {"pinned": False}
+
+    @server.tool(description="Erase a conversation for good: its messages and everything derived from them "
+                 "(summaries, search indexes, pins, cached copies); a tombstone with counts and no content "
+                 "remains. Only when the user asks to forget it. `confirm` must repeat the conversation_id; "
+                 "anything else erases nothing.")
+    def erase(conversation_id: ConvId,
+              confirm: Annotated[str, Field(description="the conversation_id again, to confirm the erasure")],
+              ) -> dict[str, Any]:
+        if confirm != conversation_id:
+            raise MemoryToolError(ValidationError(
+                "confirm", f"must repeat the conversation_id ({conversation_id!r}) to erase it; nothing was erased"))
+        report = guard("erase", memory.delete_conversation, conversation_id)
+        return {"erased": True, **report.to_json()}
 
     return server
