@@ -40,13 +40,19 @@ MAX_NAMESPACE_DEPTH = 8
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*(/[A-Za-z0-9_][A-Za-z0-9._:@-]*)*$")
 
 
-def validate_id(value: object, field: str, max_chars: int) -> str:
+def _bounded_string(value: object, field: str, max_chars: int) -> str:
+    """The checks every identifier shares: a non-empty string of at most `max_chars`."""
     if not isinstance(value, str):
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
     if not value:
         raise ValidationError(field, "must not be empty")
     if len(value) > max_chars:
         raise LimitExceeded(field, len(value), max_chars, unit="characters")
+    return value
+
+
+def validate_id(value: object, field: str, max_chars: int) -> str:
+    value = _bounded_string(value, field, max_chars)
     if not ID_PATTERN.match(value):
         raise ValidationError(
             field, "may contain only ASCII letters, digits and . _ : @ - (and not start with . or -)"
@@ -56,12 +62,7 @@ def validate_id(value: object, field: str, max_chars: int) -> str:
 
 def validate_namespace(value: object, field: str, max_chars: int) -> str:
     """A namespace: one to `MAX_NAMESPACE_DEPTH` ids joined by `/`, at most `max_chars`."""
-    if not isinstance(value, str):
-        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
-    if not value:
-        raise ValidationError(field, "must not be empty")
-    if len(value) > max_chars:
-        raise LimitExceeded(field, len(value), max_chars, unit="characters")
+    value = _bounded_string(value, field, max_chars)
     if not NAMESPACE_PATTERN.match(value):
         raise ValidationError(
             field, "must be ids joined by '/' (each of ASCII letters, digits and . _ : @ -, "
