@@ -168,3 +168,20 @@ def test_derived_data_stays_proportional_to_the_log(cold_memory: Memory) -> None
         "SELECT (SELECT COALESCE(SUM(length(body)), 0) FROM summaries) + "
         "(SELECT COALESCE(SUM(length(summary)), 0) FROM checkpoints)")[0][0]
     assert derived <= 1.5 * log_bytes, (derived, log_bytes)
+
+
+def test_erasure_leaves_no_copy_of_the_text_in_the_embedders_memory(cold_memory: Memory) -> None:
+    """The embedder remembers recent texts' vectors keyed by the text; an erasure clears
+    it (before, Memory looked for a `clear_memo` no embedder had, and the text stayed)."""
+    emb = cold_memory.embedder
+    old_size = getattr(emb, "memo_size", 0)
+    emb.memo_size = 64  # type: ignore[attr-defined]  # the session fixture may have it off
+    try:
+        text = f"My recovery code is {CANARY}."
+        cold_memory.append("secret", {"role": "user", "content": text})
+        emb.embed([text])
+        assert any(CANARY in t for t in emb._memo)  # type: ignore[attr-defined]
+        cold_memory.delete_conversation("secret")
+        assert not any(CANARY in t for t in emb._memo)  # type: ignore[attr-defined]
+    finally:
+        emb.memo_size = old_size  # type: ignore[attr-defined]

@@ -294,6 +294,12 @@ class SentenceTransformerEmbedder:
             return "unloaded"
         return "bfloat16" if next(self._query_model.parameters()).dtype == torch.bfloat16 else "float32"
 
+    def clear_memo(self) -> None:
+        """Forget the remembered vectors (keyed by their texts): an erasure must leave no
+        copy of an erased conversation's text in the process."""
+        with self._memo_lock:
+            self._memo.clear()
+
     def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors to store: float32 all the way."""
         return self._embed(texts, query=False)

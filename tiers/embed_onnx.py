@@ -385,6 +385,14 @@ class FastEmbedder:
         self.dim = int(manifest["dim"])
         return session
 
+    def clear_memo(self) -> None:
+        """Forget the remembered vectors (keyed by their texts): an erasure must leave no
+        copy of an erased conversation's text in the process."""
+        with self._memo_lock:
+            self._memo.clear()
+        if self._fallback is not None:
+            self._fallback.clear_memo()
+
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
