@@ -20,16 +20,16 @@ $(STAMP): pyproject.toml
 
 lint: install
 	$(BIN)/ruff check tiermem tiers planner consolidation evals tests
-	$(BIN)/mypy tiermem tiers planner consolidation evals
+	$(BIN)/mypy tiermem  # tiermem/{tiers,planner,consolidation,evals} link the top-level folders
 
 test: lint
 	$(BIN)/pytest
 
 bench: install
-	$(BIN)/python -m evals.bench
+	$(BIN)/python -m tiermem.evals.bench
 
 bench-startup: install
-	$(BIN)/python -m evals.bench_startup
+	$(BIN)/python -m tiermem.evals.bench_startup
 
 soak: install
 	TIERMEM_SOAK=1 $(BIN)/pytest tests -m soak

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiers.models import ROLES  # the canonical roles of the turn index (one home)
+from tiermem.tiers.models import ROLES  # the canonical roles of the turn index (one home)
 
 __all__ = [
     "INTENTS",

@@ -43,7 +43,7 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from consolidation.views import ViewMaintainer
+from tiermem.consolidation.views import ViewMaintainer
 
 log = logging.getLogger("tiermem.scheduler")
 

@@ -35,10 +35,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tiers.embed import Embedder
-from tiers.errors import SummarizerError
-from tiers.tokens import BpeTokenCounter, TokenCounter
-from tiers.warm import Sentence, render
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.errors import SummarizerError
+from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
+from tiermem.tiers.warm import Sentence, render
 
 log = logging.getLogger("tiermem.summarize")
 

@@ -57,13 +57,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from consolidation.classify import correction_cue, normalize
+from tiermem.consolidation.classify import correction_cue, normalize
 
 if TYPE_CHECKING:
-    from consolidation.classify import TurnClassifier
-    from tiers.cold import TurnRow
-    from tiers.embed import Embedder
-    from tiers.store import ColdLog
+    from tiermem.consolidation.classify import TurnClassifier
+    from tiermem.tiers.cold import TurnRow
+    from tiermem.tiers.embed import Embedder
+    from tiermem.tiers.store import ColdLog
 
 __all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",
            "detect_slots", "find_superseded"]

@@ -43,11 +43,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
-from tiers.cold import TurnRow
-from tiers.store import ColdLog
-from tiers.tokens import TokenCounter
-from tiers.warm import (
+from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
+from tiermem.tiers.cold import TurnRow
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import TokenCounter
+from tiermem.tiers.warm import (
     Sentence,
     Staleness,
     SummaryView,

@@ -38,9 +38,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tiermem.config import Config
 from tiermem.memory import Memory
-from tiers.embed import Embedder, query_embedding
-from tiers.models import StoredMessage, message_text
-from tiers.tokens import REPLY_PRIMING_TOKENS, message_tokens, messages_tokens
+from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.models import StoredMessage, message_text
+from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, message_tokens, messages_tokens
 
 BASELINES: tuple[str, ...] = ("full_context", "tail", "dense_topk", "bm25_topk", "hybrid_topk")
 TIERMEM = "tiermem"
@@ -399,7 +399,7 @@ def open_memory(
     redis_was_running = True
     if hot and cfg.redis_url is None:
         with contextlib.suppress(Exception):
-            from tiers.redis_server import EmbeddedRedis
+            from tiermem.tiers.redis_server import EmbeddedRedis
 
             redis_was_running = EmbeddedRedis(path).is_running()
     if hot:

@@ -1,6 +1,6 @@
 """Cold-tier benchmarks: append, bulk ingest with embeddings, search in a 10k-turn conversation.
 
-    python -m evals.bench_cold [--quick] [--data PATH] [--json]
+    python -m tiermem.evals.bench_cold [--quick] [--data PATH] [--json]
 
 1. Append without the embedding (ColdStore(embedder=None)), one message per
    transaction, for `synchronous=NORMAL` and `FULL`: p50/p99 in µs and throughput; plus
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from evals.baselines import without_memo
-from evals.bench import (
+from tiermem.evals.baselines import without_memo
+from tiermem.evals.bench import (
     DEFAULT_TORCH_THREADS,
     Row,
     dist,
@@ -53,10 +53,10 @@ from evals.bench import (
     say,
     set_torch_threads,
 )
-from tiers.cold import ColdStore
-from tiers.embed import Embedder, query_embedding
-from tiers.models import Message, search_text
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.models import Message, search_text
+from tiermem.tiers.tokens import BpeTokenCounter
 
 DEFAULT_DATA = Path("../shared/data/locomo-dev.json")
 FALLBACK_DATA = Path(__file__).resolve().parent / "data" / "intent_labels.jsonl"
@@ -97,7 +97,7 @@ class Corpus:
 def load_corpus(data: Path | None) -> Corpus:
     """Turns and questions from a LoCoMo-format file; the labeled turn set otherwise."""
     if data is not None and Path(data).is_file():
-        from evals.locomo import load_samples, turn_content
+        from tiermem.evals.locomo import load_samples, turn_content
 
         turns: list[SourceTurn] = []
         questions: list[str] = []
@@ -206,7 +206,7 @@ class CachedEmbedder:
 def default_embedder(embedder: Embedder | None) -> Embedder:
     if embedder is not None:
         return embedder
-    from tiers.embed_onnx import build_embedder
+    from tiermem.tiers.embed_onnx import build_embedder
 
     return build_embedder()  # the default runtime, as Memory() builds it
 
@@ -219,7 +219,7 @@ def _raw_connection(path: Path, synchronous: str) -> Any:
     """A plain sqlean connection with the pragmas `tiers.cold.connect` sets."""
     import sqlean
 
-    from tiers.cold import DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_CACHE_KIB
+    from tiermem.tiers.cold import DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_CACHE_KIB
 
     conn = sqlean.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {DEFAULT_BUSY_TIMEOUT_MS}")
@@ -285,8 +285,8 @@ def append_bench(root: Path, corpus: Corpus, counter: BpeTokenCounter, synchrono
 
 
 def ingest_bench(root: Path, data: Path, embedder: Embedder, limit_turns: int | None) -> dict[str, Any]:
-    from evals.locomo import load_samples, session_times, turn_message
     from tiermem import Config, Memory
+    from tiermem.evals.locomo import load_samples, session_times, turn_message
 
     samples = load_samples(data)
     plan: list[tuple[str, list[dict[str, Any]]]] = []  # (conversation, one session's messages)
@@ -474,7 +474,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
 
 
 def format_table(r: dict[str, Any]) -> str:
-    from evals.bench import text_table
+    from tiermem.evals.bench import text_table
 
     la = r["load_avg"]
     return text_table(rows(r)) + f"\nload average (1/5/15 min): start {la['start']}, end {la['end']}"

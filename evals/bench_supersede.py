@@ -9,7 +9,7 @@ batch), wall clock and process CPU (all threads: the embedding model's included)
 Target (issue 13, item 11): the cue batch in at most 3 s on the dev machine (it took
 27.4 s of server CPU before supersession was batched).
 
-Run: ``python -m evals.bench_supersede [--messages 1000] [--reps 5] [--json]``.
+Run: ``python -m tiermem.evals.bench_supersede [--messages 1000] [--reps 5] [--json]``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consolidation.supersede import Appended
 from tiermem.config import Config
+from tiermem.consolidation.supersede import Appended
 from tiermem.memory import Memory
 
 DEFAULT_MESSAGES = 1000
@@ -104,7 +104,7 @@ def run(messages: int = DEFAULT_MESSAGES, reps: int = DEFAULT_REPS) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.bench_supersede", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tiermem.evals.bench_supersede", description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=DEFAULT_MESSAGES)
     ap.add_argument("--reps", type=int, default=DEFAULT_REPS)
     ap.add_argument("--json", action="store_true")

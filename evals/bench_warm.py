@@ -1,6 +1,6 @@
 """Warm-tier cost: view refresh time, and what the in-process scheduler does to appends.
 
-    python -m evals.bench_warm [--quick] [--no-embeddings] [--json]
+    python -m tiermem.evals.bench_warm [--quick] [--no-embeddings] [--json]
 
 1. Refresh cost per 100 turns, per view kind, with the extractive summarizer, on a
    conversation built from the labeled turn set (evals/data/intent_labels.jsonl,
@@ -29,14 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consolidation.scheduler import ConsolidationScheduler
-from consolidation.summarize import ExtractiveSummarizer
-from consolidation.views import ViewMaintainer
-from tiers.cold import ColdStore
-from tiers.embed import Embedder
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
-from tiers.warm import WarmStore
+from tiermem.consolidation.scheduler import ConsolidationScheduler
+from tiermem.consolidation.summarize import ExtractiveSummarizer
+from tiermem.consolidation.views import ViewMaintainer
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+from tiermem.tiers.warm import WarmStore
 
 DATA = Path(__file__).resolve().parent / "data" / "intent_labels.jsonl"
 SESSION_TURNS = 50
@@ -173,7 +173,7 @@ def run(quick: bool = False, *, embeddings: bool = True) -> dict[str, Any]:
     counter = BpeTokenCounter()
     embedder: Embedder | None = None
     if embeddings:
-        from tiers.embed_onnx import build_embedder
+        from tiermem.tiers.embed_onnx import build_embedder
 
         embedder = build_embedder()  # the default runtime, as Memory() builds it
     turns, rounds, appends = (300, 3, 400) if quick else (2000, 5, 2000)

@@ -1,6 +1,6 @@
 """Evaluate the turn classifier and supersession matcher on the hand-labelled sets.
 
-    python -m evals.classifier_eval [--no-embeddings] [--json]
+    python -m tiermem.evals.classifier_eval [--no-embeddings] [--json]
 
 Data (written for this project):
 
@@ -68,8 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from consolidation.classify import INTENTS, TurnClassifier, TurnLabel
-from consolidation.supersede import Candidate, find_superseded
+from tiermem.consolidation.classify import INTENTS, TurnClassifier, TurnLabel
+from tiermem.consolidation.supersede import Candidate, find_superseded
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 LABELS_PATH = DATA_DIR / "intent_labels.jsonl"
@@ -336,7 +336,7 @@ def _fmt_table(res: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.classifier_eval", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tiermem.evals.classifier_eval", description=__doc__.split("\n")[0])
     ap.add_argument("--no-embeddings", action="store_true", help="rules only; skip the prototype fallback")
     ap.add_argument("--json", action="store_true", help="print the full result (with errors) as JSON")
     ap.add_argument("--errors", action="store_true", help="also list misclassified turns")

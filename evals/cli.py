@@ -9,7 +9,7 @@
 Every command runs its own Memory in `--data-dir` (default: a temporary dir, deleted
 afterwards along with the embedded Redis it started), with the hot tier on. Progress
 bars and warnings go to stderr; `--json` prints exactly one JSON object on stdout.
-Standalone: `python -m evals.cli ...`.
+Standalone: `python -m tiermem.evals.cli ...`.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
-from evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
-from evals.locomo import DEFAULT_BUDGETS, LocomoError
-from evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
-from evals.report import report_command
-from evals.session import SESSION_METHODS
 from tiermem.config import Config
+from tiermem.evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
+from tiermem.evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
+from tiermem.evals.locomo import DEFAULT_BUDGETS, LocomoError
+from tiermem.evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
+from tiermem.evals.report import report_command
+from tiermem.evals.session import SESSION_METHODS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -156,7 +156,7 @@ def locomo_command(
     quiet: bool,
 ) -> None:
     """Evidence recall and answer coverage on LoCoMo at fixed token budgets, against baselines."""
-    from evals.locomo import run_locomo, table
+    from tiermem.evals.locomo import run_locomo, table
 
     data = _need_data(data)
     opened = _open(data_dir, no_hot)
@@ -177,11 +177,11 @@ def locomo_command(
     finally:
         close_memory(opened)
     if plot is not None:
-        from evals.plots import recall_vs_budget
+        from tiermem.evals.plots import recall_vs_budget
 
         recall_vs_budget(run.result, plot)
     if latency_plot is not None:
-        from evals.plots import latency_histogram
+        from tiermem.evals.plots import latency_histogram
 
         top = max(run.latencies)
         latency_histogram(run.latencies[top], latency_plot, title=f"LoCoMo context latency at {top:,} tokens")
@@ -214,7 +214,7 @@ def cost_command(
     quiet: bool,
 ) -> None:
     """Input tokens billed over a replayed conversation, with prompt caching."""
-    from evals.cost import run_cost, table
+    from tiermem.evals.cost import run_cost, table
 
     data = _need_data(data)
     opened = _open(data_dir, no_hot)
@@ -235,7 +235,7 @@ def cost_command(
     finally:
         close_memory(opened)
     if plot is not None:
-        from evals.plots import cost_curves
+        from tiermem.evals.plots import cost_curves
 
         r = run.result
         cost_curves(run.series, plot, title=f"Input tokens billed, {r['sample']}, budget {r['budget']:,}")
@@ -266,7 +266,7 @@ def session_command(
     quiet: bool,
 ) -> None:
     """A long-history QA session: every question asked in one chained conversation; recall and billed cost."""
-    from evals.session import DEFAULT_SESSION_BUDGETS, run_session, table
+    from tiermem.evals.session import DEFAULT_SESSION_BUDGETS, run_session, table
 
     if not data.is_file():
         raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
@@ -281,7 +281,7 @@ def session_command(
     finally:
         close_memory(opened)
     if plot is not None:
-        from evals.plots import recall_vs_cost
+        from tiermem.evals.plots import recall_vs_cost
 
         recall_vs_cost(run.result, plot)
     _emit(run.result, as_json, table)
@@ -318,7 +318,7 @@ def pressure_command(
     quiet: bool,
 ) -> None:
     """Planted constraints, distractors, corrections and retractions: retention and leakage."""
-    from evals.pressure import run_pressure, table
+    from tiermem.evals.pressure import run_pressure, table
 
     opened = _open(data_dir, no_hot)
     try:

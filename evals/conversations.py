@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
-from evals.locomo import conversation_id as locomo_conversation_id
-from tiers.errors import DataFileError, ValidationError
-from tiers.formats import canonical_role
-from tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
+from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
+from tiermem.evals.locomo import conversation_id as locomo_conversation_id
+from tiermem.tiers.errors import DataFileError, ValidationError
+from tiermem.tiers.formats import canonical_role
+from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo"]
 BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
@@ -322,7 +322,7 @@ def stored_prefix(memory: Any, conv: ConversationData, namespace: str) -> int:
     """How many of `conv`'s messages the data dir already holds, in order (0 when the
     conversation is new; all of them when the stored conversation went on past the file).
     ImportConflict when a stored message differs from the file's at the same position."""
-    from tiers.errors import ImportConflict
+    from tiermem.tiers.errors import ImportConflict
 
     if memory.cold.key_of(namespace, conv.conversation_id) is None:
         return 0

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import Progress
 from rich.table import Table
 
-from evals.baselines import (
+from tiermem.evals.baselines import (
     TIERMEM,
     ConvView,
     MethodOutput,
@@ -64,10 +64,10 @@ from evals.baselines import (
     unique_conversation_id,
     warn,
 )
-from evals.locomo import LocomoError, Sample, load_samples, session_times, turn_message
+from tiermem.evals.locomo import LocomoError, Sample, load_samples, session_times, turn_message
 from tiermem.memory import Memory
-from tiers.models import message_text
-from tiers.tokens import messages_tokens
+from tiermem.tiers.models import message_text
+from tiermem.tiers.tokens import messages_tokens
 
 COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail")
 DEFAULT_COST_BUDGET = 2000

@@ -32,7 +32,7 @@ Scores (each probe is asked the way an agent asks: on a fork, append the questio
   until ...").
 
 A line is marked when it says "superseded" or "not current" (the convention of
-``evals/pressure.py``). Run: ``python -m evals.knowledge [--json] [--errors]``.
+``evals/pressure.py``). Run: ``python -m tiermem.evals.knowledge [--json] [--errors]``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any
 
 from tiermem.config import Config
 from tiermem.memory import Memory
-from tiers.models import message_text
+from tiermem.tiers.models import message_text
 
 CASES_PATH = Path(__file__).parent / "data" / "knowledge_cases.jsonl"
 BUDGET = 300  # tokens per probe context: the facts do not all fit, as in a long chat
@@ -195,7 +195,7 @@ def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.knowledge", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tiermem.evals.knowledge", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--errors", action="store_true", help="list every miss")
     args = ap.parse_args(argv)

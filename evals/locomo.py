@@ -63,7 +63,7 @@ from typing import Any
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from evals.baselines import (
+from tiermem.evals.baselines import (
     BASELINES,
     METHODS,
     TIERMEM,
@@ -79,8 +79,8 @@ from evals.baselines import (
     warn,
 )
 from tiermem.memory import Memory
-from tiers.models import ID_PATTERN, NAME_MAX_CHARS
-from tiers.tokens import messages_tokens
+from tiermem.tiers.models import ID_PATTERN, NAME_MAX_CHARS
+from tiermem.tiers.tokens import messages_tokens
 
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo-dev.json"
 DEFAULT_BUDGETS: tuple[int, ...] = (500, 1000, 2000, 4000)

@@ -46,7 +46,7 @@ from typing import Any
 from rich.progress import Progress
 from rich.table import Table
 
-from evals.baselines import (
+from tiermem.evals.baselines import (
     BASELINES,
     METHODS,
     TIERMEM,
@@ -62,8 +62,8 @@ from evals.baselines import (
     warn,
 )
 from tiermem.memory import Memory
-from tiers.models import message_text
-from tiers.tokens import messages_tokens
+from tiermem.tiers.models import message_text
+from tiermem.tiers.tokens import messages_tokens
 
 DEFAULT_PRESSURE_BUDGETS: tuple[int, ...] = (500, 1000, 2000)
 DEFAULT_TURNS = 600

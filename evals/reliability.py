@@ -1,7 +1,7 @@
 """Run the reliability suite and print its figures as a table.
 
-    python -m evals.reliability            # the bounded suite (what `make test` runs)
-    python -m evals.reliability --soak     # the long runs (TIERMEM_SOAK=1, `-m soak`)
+    python -m tiermem.evals.reliability            # the bounded suite (what `make test` runs)
+    python -m tiermem.evals.reliability --soak     # the long runs (TIERMEM_SOAK=1, `-m soak`)
 
 Each test in tests/test_reliability_*.py records what it measured (appends/s, context
 p50/p99 under load, kills survived, Redis recovery time, ...) through
@@ -50,7 +50,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.reliability", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tiermem.evals.reliability", description=__doc__.split("\n\n")[0])
     ap.add_argument("--soak", action="store_true", help="the long runs (20 kills, 60 s of load, ...)")
     ap.add_argument("--only", action="append", choices=FILES, help="run only these parts (repeatable)")
     args, extra = ap.parse_known_args(argv)

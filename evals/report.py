@@ -3,7 +3,7 @@
     tiermem eval locomo --budget 500 --budget 1000 --budget 2000 --budget 4000 --json > results/locomo.json
     tiermem eval report --locomo results/locomo.json --cost results/cost.json --pressure results/pressure.json
 
-(or ``python -m evals.report ...``). Every table says which command produced it.
+(or ``python -m tiermem.evals.report ...``). Every table says which command produced it.
 """
 
 from __future__ import annotations

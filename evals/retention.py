@@ -1,6 +1,6 @@
 """Retention: how big derived data grows beside the log, and what an erasure costs.
 
-    python -m evals.retention [--rounds 200] [--turns 5] [--erase-turns 20000] [--json]
+    python -m tiermem.evals.retention [--rounds 200] [--turns 5] [--erase-turns 20000] [--json]
 
 1. Derived bytes against the log's after `--rounds` consolidations of `--turns` new
    turns each (issue 13, break 10): summary view bodies plus checkpoint texts, over the

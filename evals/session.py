@@ -30,7 +30,7 @@ from typing import Any
 
 from rich.progress import Progress
 
-from evals.baselines import (
+from tiermem.evals.baselines import (
     TIERMEM,
     ConvView,
     MethodOutput,
@@ -42,10 +42,10 @@ from evals.baselines import (
     unique_conversation_id,
     warn,
 )
-from evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
-from evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
+from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
+from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
 from tiermem.memory import Memory
-from tiers.tokens import messages_tokens
+from tiermem.tiers.tokens import messages_tokens
 
 SESSION_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail", "hybrid_topk")
 DEFAULT_SESSION_BUDGETS: tuple[int, ...] = (2000,)

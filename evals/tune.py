@@ -46,15 +46,15 @@ from typing import Any
 from rich.progress import Progress
 from rich.table import Table
 
-from evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
-from evals.conversations import Dataset
-from evals.cost import MethodSeries, Renderer
-from evals.locomo import QA, EvidenceCounts, Question, Record, score, summarize
 from tiermem.config import CONFIG_ENV, Config, redact
-from tiers.embed import Embedder
-from tiers.errors import BudgetTooSmall, ValidationError
-from tiers.models import ENVELOPE_FIELDS, message_text
-from tiers.tokens import messages_tokens
+from tiermem.evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
+from tiermem.evals.conversations import Dataset
+from tiermem.evals.cost import MethodSeries, Renderer
+from tiermem.evals.locomo import QA, EvidenceCounts, Question, Record, score, summarize
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.errors import BudgetTooSmall, ValidationError
+from tiermem.tiers.models import ENVELOPE_FIELDS, message_text
+from tiermem.tiers.tokens import messages_tokens
 
 MAX_CANDIDATES = 64  # a grid is a product: refuse one that would run for hours by mistake
 FULL = "full_context"

@@ -41,14 +41,22 @@ from typing import Any
 
 import numpy as np
 
-from planner.classify import QueryClassifier, about_past
-from planner.dates import query_windows
-from planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
-from planner.plan import MAX_BREAKPOINTS, Breakpoint, CacheReport, Context, Plan, PlanItem, ViewStaleness
-from planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
-from tiers.cold import TurnRow
-from tiers.errors import BudgetTooSmall, ValidationError
-from tiers.formats import (
+from tiermem.planner.classify import QueryClassifier, about_past
+from tiermem.planner.dates import query_windows
+from tiermem.planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
+from tiermem.planner.plan import (
+    MAX_BREAKPOINTS,
+    Breakpoint,
+    CacheReport,
+    Context,
+    Plan,
+    PlanItem,
+    ViewStaleness,
+)
+from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
+from tiermem.tiers.cold import TurnRow
+from tiermem.tiers.errors import BudgetTooSmall, ValidationError
+from tiermem.tiers.formats import (
     call_ids,
     fold_system,
     hidden_positions,
@@ -60,10 +68,10 @@ from tiers.formats import (
     to_responses,
     wire_body,
 )
-from tiers.models import StoredMessage, canonical_role, message_text
-from tiers.store import ColdLog
-from tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
-from tiers.turncache import TurnCache, TurnTable
+from tiermem.tiers.models import StoredMessage, canonical_role, message_text
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
+from tiermem.tiers.turncache import TurnCache, TurnTable
 
 TAIL_SCAN_TURNS = 400  # the tail never needs more turns than this to fill any share
 LINE_SEP_TOKENS = 1

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from planner.plan import PlanItem
+from tiermem.planner.plan import PlanItem
 
 EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4 bytes a token each)
 

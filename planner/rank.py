@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.dates import DAY_S, TimeWindow
-from tiers.turncache import TurnTable
+from tiermem.planner.dates import DAY_S, TimeWindow
+from tiermem.tiers.turncache import TurnTable
 
 BM25_DEPTH = 100  # keyword matches standardised and scored; the rest count as missing
 MISSING_Z = -1.0

@@ -29,9 +29,9 @@ def _wait_for(go: Path, timeout: float = 60.0) -> None:
 
 
 def append(db: str, worker: str, n: str, go: str) -> None:
-    from tiers.cold import ColdStore
-    from tiers.models import Message
-    from tiers.tokens import BpeTokenCounter
+    from tiermem.tiers.cold import ColdStore
+    from tiermem.tiers.models import Message
+    from tiermem.tiers.tokens import BpeTokenCounter
 
     store = ColdStore(Path(db), tokens=BpeTokenCounter(), embedder=None)
     print("ready", flush=True)
@@ -44,8 +44,8 @@ def append(db: str, worker: str, n: str, go: str) -> None:
 def open_db(sync: str, parties: str, *dbs: str) -> None:
     import os
 
-    from tiers.cold import ColdStore
-    from tiers.tokens import BpeTokenCounter
+    from tiermem.tiers.cold import ColdStore
+    from tiermem.tiers.tokens import BpeTokenCounter
 
     counter = BpeTokenCounter()
     for i, db in enumerate(dbs):
@@ -62,10 +62,10 @@ def open_db(sync: str, parties: str, *dbs: str) -> None:
 
 
 def ingest(db: str) -> None:
-    from tiers.cold import ColdStore
-    from tiers.embed import SentenceTransformerEmbedder
-    from tiers.models import Message
-    from tiers.tokens import BpeTokenCounter
+    from tiermem.tiers.cold import ColdStore
+    from tiermem.tiers.embed import SentenceTransformerEmbedder
+    from tiermem.tiers.models import Message
+    from tiermem.tiers.tokens import BpeTokenCounter
 
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["warm up"])  # load the model before the clock starts

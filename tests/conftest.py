@@ -19,9 +19,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tiermem import Config, Memory
-from tiers.cold import ColdStore
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.tokens import BpeTokenCounter
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +57,7 @@ def cold_memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterat
 def full_memory(config: Config, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
     """A full Memory on `config` (its embedded Redis stopped afterwards), for tests that
     need a config of their own."""
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     mem = Memory(config, embedder=embedder, background_indexing=False)
     try:
@@ -70,7 +70,7 @@ def full_memory(config: Config, embedder: SentenceTransformerEmbedder) -> Iterat
 @pytest.fixture
 def memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
     """A full Memory: cold log, embedded Redis hot tier (stopped afterwards)."""
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     data = tmp_path / "data"
     mem = Memory(Config(data_dir=data, hot_budget_tokens=600), embedder=embedder, background_indexing=False)

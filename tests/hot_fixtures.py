@@ -21,8 +21,8 @@ from pathlib import Path
 
 import redis
 
-from tiers.hot import HotTurn
-from tiers.redis_server import _pid_alive, find_redis_binary, find_redis_cli
+from tiermem.tiers.hot import HotTurn
+from tiermem.tiers.redis_server import _pid_alive, find_redis_binary, find_redis_cli
 
 # ---------------------------------------------------------------------------------------
 # processes

@@ -158,7 +158,7 @@ def stop_server(srv: Server) -> None:
 
 
 def stop_redis(data_dir: Path) -> None:
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     EmbeddedRedis(data_dir).stop()
 
@@ -181,7 +181,7 @@ import os, sys, signal, json
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 data_dir, port = sys.argv[1], int(sys.argv[2])
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 emb = SentenceTransformerEmbedder()
 emb.embed(["warm-up"])
 print("ready", flush=True)

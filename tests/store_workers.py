@@ -19,19 +19,19 @@ from pathlib import Path
 
 
 def open_store(engine: str, target: str, schema: str):  # type: ignore[no-untyped-def]
-    from tiers.tokens import BpeTokenCounter
+    from tiermem.tiers.tokens import BpeTokenCounter
 
     if engine == "sqlite":
-        from tiers.cold import ColdStore
+        from tiermem.tiers.cold import ColdStore
 
         return ColdStore(Path(target), tokens=BpeTokenCounter(), embedder=None)
-    from tiers.postgres import PostgresStore
+    from tiermem.tiers.postgres import PostgresStore
 
     return PostgresStore(target, tokens=BpeTokenCounter(), schema=schema, pool_max=1)
 
 
 def append(engine: str, target: str, schema: str, worker: str, n: str, go: str) -> None:
-    from tiers.models import Message
+    from tiermem.tiers.models import Message
 
     store = open_store(engine, target, schema)
     print("ready", flush=True)
@@ -46,7 +46,7 @@ def append(engine: str, target: str, schema: str, worker: str, n: str, go: str) 
 
 
 def forever(engine: str, target: str, schema: str) -> None:
-    from tiers.models import Message
+    from tiermem.tiers.models import Message
 
     store = open_store(engine, target, schema)
     i = 0

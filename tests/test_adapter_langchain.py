@@ -27,7 +27,7 @@ from langchain_core.tools import tool
 from tiermem import Memory
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.adapters.langgraph import TiermemHooks
-from tiers.tokens import messages_tokens
+from tiermem.tiers.tokens import messages_tokens
 
 
 class RecordingFakeModel(GenericFakeChatModel):

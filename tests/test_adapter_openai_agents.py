@@ -17,8 +17,8 @@ from agents.testing import ScriptedModel, assistant_message, function_call  # no
 
 from tiermem import Memory  # noqa: E402
 from tiermem.adapters.openai_agents import TiermemSession  # noqa: E402
-from tiers.formats import CLEAR_TYPE, RETRACT_TYPE  # noqa: E402
-from tiers.tokens import messages_tokens  # noqa: E402
+from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE  # noqa: E402
+from tiermem.tiers.tokens import messages_tokens  # noqa: E402
 
 TURNS = ["What's the weather in Tokyo?", "Book the window seat, please.", "What city did I ask about?"]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from evals import bench, bench_cold, bench_context, bench_hot, bench_scale
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.evals import bench, bench_cold, bench_context, bench_hot, bench_scale
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 DATA: Path | None = DEV if DEV.is_file() else None  # without it the benches use the labeled turn set
@@ -120,7 +120,7 @@ def test_bench_combined(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, embedde
                         cold_result: dict[str, Any], context_result: dict[str, Any],
                         scale_result: dict[str, Any], hot_result: dict[str, Any],
                         capsys: pytest.CaptureFixture[str]) -> None:
-    """`python -m evals.bench --quick --json ... --markdown`, with the sub-runs' results
+    """`python -m tiermem.evals.bench --quick --json ... --markdown`, with the sub-runs' results
     taken from the fixtures above (the warm tier's quick run, without the model, is real)."""
     monkeypatch.setattr(bench_cold, "run", lambda *a, **k: dict(cold_result))
     monkeypatch.setattr(bench_context, "run", lambda *a, **k: dict(context_result))
@@ -128,7 +128,7 @@ def test_bench_combined(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, embedde
     real_run = bench.run
     monkeypatch.setattr(bench, "run", lambda quick, **k: real_run(quick, embedder=embedder, **k))
     scale_json = tmp_path / "scale.json"
-    scale_json.write_text(json.dumps({**scale_result, "command": "python -m evals.bench_scale --quick"}))
+    scale_json.write_text(json.dumps({**scale_result, "command": "python -m tiermem.evals.bench_scale --quick"}))
     out_json, out_md = tmp_path / "docs" / "bench.json", tmp_path / "docs" / "bench.md"
     rc = bench.main(["--quick", "--json", str(out_json), "--md", str(out_md), "--scale-json", str(scale_json),
                      "--markdown"])

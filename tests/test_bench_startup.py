@@ -12,7 +12,7 @@ from cold_helpers import child_env
 
 def test_bench_startup_smoke(tmp_path: Path) -> None:
     out_json = tmp_path / "startup.json"
-    cmd = [sys.executable, "-m", "evals.bench_startup", "--runs", "1", "--turns", "20", "--no-baseline",
+    cmd = [sys.executable, "-m", "tiermem.evals.bench_startup", "--runs", "1", "--turns", "20", "--no-baseline",
            "--skip-inprocess", "--only", "append (plain)", "--only", "import", "--json", str(out_json)]
     out = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])

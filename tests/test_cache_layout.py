@@ -13,9 +13,9 @@ import random
 
 import pytest
 
-from planner.plan import MAX_BREAKPOINTS
 from tiermem import Config, Memory
-from tiers.tokens import messages_tokens
+from tiermem.planner.plan import MAX_BREAKPOINTS
+from tiermem.tiers.tokens import messages_tokens
 
 SYSTEM = "You are a helpful travel assistant."
 FILLER = ["haha that's funny", "the weather is nice today", "I watched a movie last night", "ok cool",

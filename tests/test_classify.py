@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from consolidation.classify import INTENTS, PRIORITY, PROTOTYPES, TurnClassifier, TurnLabel
-from evals.classifier_eval import load_labels, score
+from tiermem.consolidation.classify import INTENTS, PRIORITY, PROTOTYPES, TurnClassifier, TurnLabel
+from tiermem.evals.classifier_eval import load_labels, score
 
 CLF = TurnClassifier()
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tiermem.cli import LAZY_COMMANDS, CliState, cli, parse_age
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 
@@ -111,7 +111,7 @@ def test_help_imports_nothing_heavy() -> None:
     code = (
         "import sys; from click.testing import CliRunner; from tiermem.cli import cli; "
         "r = CliRunner().invoke(cli, ['--help']); assert r.exit_code == 0; "
-        "print(sorted(m for m in ('evals.cli', 'torch', 'fastapi', 'uvicorn', 'sentence_transformers', "
+        "print(sorted(m for m in ('tiermem.evals.cli', 'torch', 'fastapi', 'uvicorn', 'sentence_transformers', "
         "'rich.table') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -268,7 +268,7 @@ def test_consolidate_once_and_missing_module(run: Cli, monkeypatch: pytest.Monke
     seed(run)
     r = run("consolidate")
     assert r.stdout.startswith("refreshed ") and "view(s)" in r.stdout
-    monkeypatch.setitem(sys.modules, "consolidation.scheduler", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "tiermem.consolidation.scheduler", None)  # import now fails
     r = run("consolidate", ok=False)
     assert r.exit_code == 1
     assert r.stderr.startswith("error: consolidation is not available:") and len(r.stderr.splitlines()) == 1
@@ -284,7 +284,7 @@ def test_eval_is_lazy_and_fails_clearly_when_missing(run: Cli, monkeypatch: pyte
     try:
         __import__(module)
     except ImportError:
-        pytest.skip("evals.cli does not import here")
+        pytest.skip("tiermem.evals.cli does not import here")
     r = run("eval", "--help")
     assert "Usage:" in r.stdout
 

@@ -11,8 +11,8 @@ import pytest
 import sqlean
 from cold_helpers import raw
 
-from tiers.cold import ColdStore
-from tiers.models import Message
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.models import Message
 
 ATTACKS = [
     # plain UPDATE of a message's text

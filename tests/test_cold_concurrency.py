@@ -11,10 +11,10 @@ from pathlib import Path
 
 from cold_helpers import raw, worker
 
-from tiers.cold import ColdStore
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
 
 WRITERS = 4
 PER_WRITER = 500

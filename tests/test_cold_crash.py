@@ -14,9 +14,9 @@ from pathlib import Path
 
 from cold_helpers import raw, worker
 
-from tiers.cold import ColdStore
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.tokens import BpeTokenCounter
 
 ACKED_BEFORE_KILL = 150  # let the child commit this many messages, then kill it mid-stride
 

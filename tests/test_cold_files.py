@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tiers.cold import ColdStore
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from cold_helpers import conversation_rows, raw, table_rows
 
-from tiers.cold import ColdStore
-from tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
-from tiers.models import Message
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
+from tiermem.tiers.models import Message
 
 STEPS = [
     "fork:conversation",  # after the conversation row

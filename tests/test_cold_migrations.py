@@ -12,10 +12,10 @@ import pytest
 import sqlean
 from cold_helpers import file_sizes, raw, worker
 
-from tiers.cold import MIGRATIONS, ColdStore, schema_version
-from tiers.errors import SchemaTooNew
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import MIGRATIONS, ColdStore, schema_version
+from tiermem.tiers.errors import SchemaTooNew
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
 
 
 def _schema(db: Path) -> list[tuple[str, str]]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from cold_helpers import conversation_rows, file_sizes, raw, table_rows
 
-from tiers.cold import ColdStore
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
 
 DAY = 86_400.0
 OLD = time.time() - 30 * DAY

@@ -10,8 +10,8 @@ import pytest
 from cold_helpers import raw
 
 from tiermem import Memory
-from tiers.cold import ColdStore
-from tiers.models import Message
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.models import Message
 
 CORRUPTIONS = [
     # truncated JSON: the classic torn write

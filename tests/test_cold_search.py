@@ -10,10 +10,10 @@ import pytest
 
 import tiermem
 from tiermem import Memory
-from tiers.cold import MAX_FTS_TERMS, ColdStore, fts_query
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import MAX_FTS_TERMS, ColdStore, fts_query
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
 
 FILLER = [
     "Let's plan the team offsite for the second week of June.",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.plan import Plan, PlanItem
 from tiermem.config import DEFAULT_HOT_BUDGET_TOKENS, Config
+from tiermem.planner.plan import Plan, PlanItem
 
 TARGETED = {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7, "tail": 0.1}
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from evals.cost import PROVIDERS, AnthropicCache, CacheRules, OpenAICache, Renderer, common_prefix_ids
-from tiers.tokens import BpeTokenCounter, messages_tokens
+from tiermem.evals.cost import PROVIDERS, AnthropicCache, CacheRules, OpenAICache, Renderer, common_prefix_ids
+from tiermem.tiers.tokens import BpeTokenCounter, messages_tokens
 
 
 def ids(n: int, start: int = 0) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from cold_helpers import child_env
 
-from tiers.embed import MEMO_MAX_TEXTS
+from tiermem.tiers.embed import MEMO_MAX_TEXTS
 
 CHILD = r"""
 import json, socket
@@ -28,7 +28,7 @@ socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 
 import numpy as np
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 emb = SentenceTransformerEmbedder()
 vecs = emb.embed(["x"])
@@ -83,7 +83,7 @@ def test_context_reuses_the_vector_of_the_message_it_is_asked_about(cold_memory)
 
 
 def test_evals_run_the_model_for_every_query(embedder) -> None:  # type: ignore[no-untyped-def]
-    from evals.baselines import without_memo
+    from tiermem.evals.baselines import without_memo
 
     embedder.memo_size = MEMO_MAX_TEXTS
     embedder.embed(["asked at every budget"])
@@ -117,7 +117,7 @@ def test_query_vectors_match_stored_ones(embedder, text: str) -> None:  # type: 
 
 
 def test_a_query_vector_is_never_handed_out_for_storage(embedder) -> None:  # type: ignore[no-untyped-def]
-    from tiers.embed import SentenceTransformerEmbedder
+    from tiermem.tiers.embed import SentenceTransformerEmbedder
 
     text = "a text first asked as a query, then stored"
     embedder.memo_size = MEMO_MAX_TEXTS
@@ -128,7 +128,7 @@ def test_a_query_vector_is_never_handed_out_for_storage(embedder) -> None:  # ty
 
 
 def test_float32_queries_are_the_stored_vectors() -> None:
-    from tiers.embed import SentenceTransformerEmbedder
+    from tiermem.tiers.embed import SentenceTransformerEmbedder
 
     emb = SentenceTransformerEmbedder(query_precision="float32")
     emb.memo_size = 0
@@ -142,7 +142,7 @@ def test_an_unknown_query_precision_is_refused(bad: str) -> None:
     from pydantic import ValidationError as PydanticError
 
     from tiermem import Config
-    from tiers.embed import SentenceTransformerEmbedder
+    from tiermem.tiers.embed import SentenceTransformerEmbedder
 
     with pytest.raises(ValueError, match="query_precision"):
         SentenceTransformerEmbedder(query_precision=bad)

@@ -15,8 +15,8 @@ from conftest import full_memory
 
 import tiermem
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 CANARY = "zq7canary-4471-kumquat"
 
@@ -147,7 +147,7 @@ def test_erasure_with_redis_down_purges_redis_when_it_returns(planned: Memory) -
 def test_derived_data_stays_proportional_to_the_log(cold_memory: Memory) -> None:
     """Break 10: 200 consolidations of 5 turns left derived data at 11.9x the log. With
     the last `warm_keep_versions` versions kept, it stays under 1.5x (measured for 200
-    rounds by `python -m evals.retention`; 40 here)."""
+    rounds by `python -m tiermem.evals.retention`; 40 here)."""
     keep = cold_memory.config.warm_keep_versions
     for r in range(40):
         cold_memory.append_many("c", [{"role": "user", "content": f"Round {r} note {i}: the build on runner {i} "

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from evals import pressure as pressure_mod
-from evals.baselines import (
+from tiermem.evals import pressure as pressure_mod
+from tiermem.evals.baselines import (
     BASELINES,
     OpenedMemory,
     close_memory,
@@ -31,12 +31,12 @@ from evals.baselines import (
     tail_truncation,
     tiermem_available,
 )
-from evals.cli import eval_group
-from evals.cost import canonical, common_prefix_chars, common_prefix_messages, run_cost
-from evals.locomo import answer_covered, normalize, parse_session_date, run_locomo
-from evals.plots import cost_curves, latency_histogram, recall_vs_budget
-from evals.report import render_markdown
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.evals.cli import eval_group
+from tiermem.evals.cost import canonical, common_prefix_chars, common_prefix_messages, run_cost
+from tiermem.evals.locomo import answer_covered, normalize, parse_session_date, run_locomo
+from tiermem.evals.plots import cost_curves, latency_histogram, recall_vs_budget
+from tiermem.evals.report import render_markdown
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not found at {DEV.resolve()}")
@@ -164,7 +164,7 @@ def test_locomo_small_run_then_cli_reuses_the_data_dir(
         assert set(out["baselines"]) == {"tail", "bm25_topk"}
         assert out["baselines"]["tail"]["max_context_tokens"] <= 500
     finally:
-        from tiers.redis_server import EmbeddedRedis
+        from tiermem.tiers.redis_server import EmbeddedRedis
 
         EmbeddedRedis(data_dir).stop()
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tiermem import Config, Memory
 from tiermem.cli import CliState, cli
 from tiermem.service import create_app
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 T0 = 1_777_600_000.0
 CHAT = [

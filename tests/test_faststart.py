@@ -21,8 +21,8 @@ import pytest
 from cold_helpers import child_env
 
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder, bundled_model_path
-from tiers.embed_onnx import (
+from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
+from tiermem.tiers.embed_onnx import (
     MANIFEST,
     PROBES,
     EmbeddingRuntimeError,
@@ -201,7 +201,7 @@ def refuse(*a, **k):
     raise OSError("network is unreachable (test)")
 socket.socket.connect = refuse
 socket.create_connection = refuse
-from tiers.embed_onnx import FastEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 e = FastEmbedder(runtime="onnx")
 v = e.embed(["the flight leaves at nine"])
 print(json.dumps({"shape": list(v.shape), "torch": "torch" in sys.modules}))
@@ -235,7 +235,7 @@ def test_service_answers_healthz_while_the_model_loads(tmp_path: Path) -> None:
         mem = app.state.runtime.memory
         assert states[-1] == "ready" and set(states) <= {"idle", "loading", "ready"}
         assert mem.stats()["embedder"] == {"loaded": True, "runtime": "onnx"}
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     EmbeddedRedis(tmp_path / "data").stop()
 
@@ -246,7 +246,7 @@ def test_service_answers_healthz_while_the_model_loads(tmp_path: Path) -> None:
 def test_token_counts_match_the_bpe_package(text: str) -> None:
     import bpe_openai
 
-    from tiers.tokens import BpeTokenCounter
+    from tiermem.tiers.tokens import BpeTokenCounter
 
     for name in ("o200k_base", "cl100k_base"):
         assert BpeTokenCounter(name).count(text) == len(bpe_openai.get_encoding(name).encode(text))

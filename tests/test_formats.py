@@ -15,9 +15,9 @@ import sdk_corpus as corpus
 
 import tiermem
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.formats import IMAGE_LOW_DETAIL_TOKENS, IMAGE_TOKENS, message_text, wire_body
-from tiers.tokens import MESSAGE_OVERHEAD_TOKENS, BpeTokenCounter, message_tokens
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.formats import IMAGE_LOW_DETAIL_TOKENS, IMAGE_TOKENS, message_text, wire_body
+from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, BpeTokenCounter, message_tokens
 
 BUDGETS = [250, 400, 600, 900, 1400, 2200, 4000, 20000]
 

@@ -16,7 +16,7 @@ from hot_fixtures import RefConversation, kill_hard, replay
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tiers.hot import (
+from tiermem.tiers.hot import (
     AdmitResult,
     HotSet,
     HotStale,
@@ -26,7 +26,7 @@ from tiers.hot import (
     HotTurnNotResident,
     make_client,
 )
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 GEN = "gen-1"
 

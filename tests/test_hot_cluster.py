@@ -12,8 +12,8 @@ import redis
 from hot_fixtures import LocalCluster, kill_hard, replay, start_local_cluster
 from redis.cluster import RedisCluster
 
-from tiers.hot import HotStale, HotTier, HotTurn, HotTurnNotResident, RedisClient, make_client
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.hot import HotStale, HotTier, HotTurn, HotTurnNotResident, RedisClient, make_client
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 GEN = "g"
 

@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner, Result
 from convo_fixtures import support_lines, tiny_locomo, write_jsonl
 
-from evals.conversations import read_conversations
 from tiermem.cli import CliState, cli
 from tiermem.config import DEFAULT_MAX_CONTENT_BYTES, DEFAULT_MAX_METADATA_BYTES, Config
 from tiermem.errors import DataFileError
+from tiermem.evals.conversations import read_conversations
 from tiermem.memory import Memory
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 LIMITS = {"max_content_bytes": DEFAULT_MAX_CONTENT_BYTES, "max_metadata_bytes": DEFAULT_MAX_METADATA_BYTES}
 

@@ -17,9 +17,9 @@ import pytest
 
 import tiermem
 from tiermem import Memory
-from tiers.cold import SCHEMA_VERSION, ColdStore
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import SCHEMA_VERSION, ColdStore
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.tokens import BpeTokenCounter
 
 CANARY = "078-05-1120"
 LEGACY_DB = Path(__file__).parent / "data" / "legacy-v12.db.gz"  # made by the code before m013

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import tiermem
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 MARKER = re.compile(r"mk\d+x")
 NAMESPACES = ("t1/u", "t2/u")

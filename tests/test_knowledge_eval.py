@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evals import bench_supersede, knowledge
 from tiermem import Config, Memory
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.evals import bench_supersede, knowledge
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 # one case of each kind the eval scores: a correction with an echo and a question with
 # "now" after it, a question that looks like an update, a retraction, a partial update

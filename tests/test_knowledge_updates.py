@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from consolidation.classify import TurnClassifier
-from consolidation.supersede import Appended, Superseder, assertive_text
 from tiermem import Memory
+from tiermem.consolidation.classify import TurnClassifier
+from tiermem.consolidation.supersede import Appended, Superseder, assertive_text
 
 T0 = 1_777_600_000.0  # 2026-05-01 01:46 UTC
 HOUR = 3600.0
@@ -133,7 +133,7 @@ def test_one_batch_decides_as_single_appends_do(cold_memory: Memory) -> None:
 
 
 def test_a_batch_past_the_meaning_search_cap_still_supersedes_by_rules(cold_memory: Memory) -> None:
-    from consolidation.supersede import MAX_MEANING_LOOKUPS
+    from tiermem.consolidation.supersede import MAX_MEANING_LOOKUPS
 
     turns: list[tuple[str, str]] = []
     for i in range(MAX_MEANING_LOOKUPS + 20):

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from tiers.cold import ColdStore
-from tiers.lexical import BM25_B, BM25_K1, LexicalIndex, doc_terms, query_terms
-from tiers.models import Message
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.lexical import BM25_B, BM25_K1, LexicalIndex, doc_terms, query_terms
+from tiermem.tiers.models import Message
 
 DOCS = [
     "We booked the flight to Denver for Friday.",

@@ -14,8 +14,8 @@ from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
 import tiermem
 from tiermem import Config, Memory
-from tiers.embed import Embedder
-from tiers.postgres import PostgresStore
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.postgres import PostgresStore
 
 
 @pytest.fixture

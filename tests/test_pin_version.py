@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from tiermem import Memory
-from tiers.cold import ColdStore
-from tiers.models import Message
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.models import Message
 
 LB = ("instruction", True, 85, "a rule")  # a load-bearing label
 CHAT = ("chitchat", False, 10, "small talk")

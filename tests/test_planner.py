@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tiermem import Config, Memory
 from tiermem.errors import BudgetTooSmall, ValidationError
-from tiers.redis_server import EmbeddedRedis
-from tiers.tokens import messages_tokens
+from tiermem.tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.tokens import messages_tokens
 
 FILLER = [
     "haha that's funny", "the weather is nice today", "I watched a movie last night", "ok cool",
@@ -271,7 +271,7 @@ def test_context_starts_no_thread(tmp_path: Path, embedder) -> None:  # type: ig
 ])
 def test_namespace_recall_finds_another_session_either_way(cold_memory: Memory, monkeypatch: pytest.MonkeyPatch,
                                                           in_memory: bool) -> None:
-    import planner.build as build
+    import tiermem.planner.build as build
 
     if not in_memory:
         monkeypatch.setattr(build, "NAMESPACE_IN_MEMORY_CONVERSATIONS", 0)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.dates import DAY_S, TimeWindow, query_windows
+from tiermem.planner.dates import DAY_S, TimeWindow, query_windows
 
 # Wednesday 15 May 2024, 12:00 UTC: mid-week and mid-month, so "this"/"last" periods differ.
 NOW = float(calendar.timegm((2024, 5, 15, 12, 0, 0)))

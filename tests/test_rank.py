@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.build import without_names
-from planner.dates import DAY_S, TimeWindow
-from planner.rank import DATE, MISSING_Z, OUTSIDE_CREDIT, score_turns
-from tiers.turncache import TurnTable
+from tiermem.planner.build import without_names
+from tiermem.planner.dates import DAY_S, TimeWindow
+from tiermem.planner.rank import DATE, MISSING_Z, OUTSIDE_CREDIT, score_turns
+from tiermem.tiers.turncache import TurnTable
 
 T0 = 1_700_000_000.0
 

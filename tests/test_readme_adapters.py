@@ -28,7 +28,7 @@ def test_readme_example_runs(tmp_path: Path, code: str, expect: str) -> None:
            "OMP_NUM_THREADS": "1"}
     script = tmp_path / "example.py"
     # the embedded Redis a Memory starts outlives it: stop it when the example ends
-    script.write_text(code + "\nfrom tiers.redis_server import EmbeddedRedis\nEmbeddedRedis('./data').stop()\n")
+    script.write_text(code + "\nfrom tiermem.tiers.redis_server import EmbeddedRedis\nEmbeddedRedis('./data').stop()\n")
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]

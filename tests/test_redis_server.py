@@ -15,12 +15,12 @@ import pytest
 import redis
 from hot_fixtures import kill_hard
 
-from tiers import redis_server
-from tiers.redis_server import EmbeddedRedis, RedisBinaryNotFound, find_redis_binary, ping_socket
+from tiermem.tiers import redis_server
+from tiermem.tiers.redis_server import EmbeddedRedis, RedisBinaryNotFound, find_redis_binary, ping_socket
 
 CHILD = """
 import sys
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.redis_server import EmbeddedRedis
 srv = EmbeddedRedis(sys.argv[1])
 srv.ensure()
 print(srv.pid)
@@ -205,7 +205,7 @@ def test_start_failure_is_reported(tmp_path: Path) -> None:
 
 
 def test_odd_data_dir_names(tmp_path: Path) -> None:
-    from tiers.hot import make_client
+    from tiermem.tiers.hot import make_client
 
     srv = EmbeddedRedis(tmp_path / "my data 'dir' \"x\"")
     try:

@@ -15,10 +15,10 @@ from reliability_helpers import record_figure
 from test_cold_salvage import corrupt
 
 from tiermem import Config, Memory
-from tiers.cold import VEC_TABLE, ColdStore
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
+from tiermem.tiers.cold import VEC_TABLE, ColdStore
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
 
 WAL_HEADER = 32
 FRAME_HEADER = 24

@@ -25,7 +25,7 @@ from reliability_helpers import TOKEN_METRICS, TOKENS, A, M, free_port, record_f
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 NO_LIMIT = 4294967294
 

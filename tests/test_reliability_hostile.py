@@ -177,8 +177,8 @@ def test_lua_and_redis_key_syntax_in_content_is_plain_data(http: httpx.Client, s
     stats = http.get("/v1/stats", headers=A).json()
     assert stats["hot"]["healthy"]
     # what the hot tier holds (after eviction under its budget) is byte-identical to the log
-    from tiers.hot import HotTier, make_client
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.hot import HotTier, make_client
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     client = make_client(EmbeddedRedis(server.data_dir).url)
     try:

@@ -32,8 +32,8 @@ from reliability_helpers import (
     serving,
 )
 
-from tiers.hot import HotTier, make_client
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.hot import HotTier, make_client
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 
 @dataclass

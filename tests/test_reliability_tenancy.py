@@ -16,7 +16,7 @@ import pytest
 import redis
 from reliability_helpers import A, B, Server, record_figure, serving
 
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 SECRET = "secret-conv"
 NEVER = "never-existed"

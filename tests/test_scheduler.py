@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from consolidation.scheduler import ConsolidationScheduler
-from consolidation.summarize import ExtractiveSummarizer, SourceTurn
-from consolidation.views import ViewMaintainer
-from tiers.cold import ColdStore
-from tiers.errors import SummarizerError
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
-from tiers.warm import Sentence, WarmStore
+from tiermem.consolidation.scheduler import ConsolidationScheduler
+from tiermem.consolidation.summarize import ExtractiveSummarizer, SourceTurn
+from tiermem.consolidation.views import ViewMaintainer
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.errors import SummarizerError
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+from tiermem.tiers.warm import Sentence, WarmStore
 
 T0 = 1_800_000_000.0
 

@@ -22,8 +22,8 @@ import pytest
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 TOKEN_A = "tokA-alice-0123456789abcdef"
 TOKEN_B = "tokB-bob-0123456789abcdef"

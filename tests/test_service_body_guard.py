@@ -20,7 +20,7 @@ from service_helpers import TOKEN_ACME, bearer, raw_request, serve_in_thread
 
 from tiermem import Config, Memory
 from tiermem.service import MAX_JSON_DEPTH
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 AUTH = ("Authorization", f"Bearer {TOKEN_ACME}")
 JSON = ("Content-Type", "application/json")

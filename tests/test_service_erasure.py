@@ -19,7 +19,7 @@ from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX
 
 from tiermem import Config, Memory
 from tiermem.service import NAMESPACE_HEADER
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 CANARY = "canary-5f1e-erase-me-9c2d"
 

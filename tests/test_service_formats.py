@@ -11,7 +11,7 @@ import sdk_corpus as corpus
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 
 def test_http_round_trips_every_format(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:

@@ -22,8 +22,8 @@ from schemathesis import GenerationMode
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 TOKEN = "fuzz-token-0123456789abcdef"
 NAMESPACE = "fuzz"

@@ -16,7 +16,7 @@ from service_helpers import TOKEN_ACME, TOKEN_GLOBEX, TOKEN_METRICS, bearer, ser
 
 from tiermem import Config, Memory
 from tiermem.service import ServiceConfigError, create_app
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 TOKENS = {TOKEN_ACME: "acme", TOKEN_GLOBEX: "globex"}
 

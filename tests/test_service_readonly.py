@@ -26,8 +26,8 @@ from service_helpers import TOKEN_ACME, TOKEN_METRICS, bearer, frozen, serve_in_
 
 from tiermem import Config, Memory
 from tiermem.service import STORAGE_RETRY_AFTER_S
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 CONV = "ro-1"

@@ -22,7 +22,7 @@ from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX
 
 from tiermem import Config, Memory
 from tiermem.service import NAMESPACE_HEADER
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 ACME_CONV = "acme-ops"  # in acme
 ALICE_CONV = "alice-trip"  # in acme/alice

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evals.baselines import OpenedMemory, close_memory, open_memory
-from evals.plots import recall_vs_cost
-from evals.session import run_session
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
+from tiermem.evals.plots import recall_vs_cost
+from tiermem.evals.session import run_session
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not found at {DEV.resolve()}")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tiers.cold import sqlite3
-from tiers.errors import StorageReadOnly
-from tiers.files import storage_problem
+from tiermem.tiers.cold import sqlite3
+from tiermem.tiers.errors import StorageReadOnly
+from tiermem.tiers.files import storage_problem
 
 
 def chained(first: BaseException, then: BaseException) -> BaseException:

@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
-from tiers.cold import ColdStore
-from tiers.embed import Embedder
-from tiers.errors import ConversationNotFound, PositionOutOfRange, SchemaTooNew, ValidationError
-from tiers.models import Message
-from tiers.postgres import PostgresStore
-from tiers.store import ColdLog
-from tiers.tokens import BpeTokenCounter
-from tiers.warm import Sentence, SummaryView, WarmStore
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, SchemaTooNew, ValidationError
+from tiermem.tiers.models import Message
+from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import BpeTokenCounter
+from tiermem.tiers.warm import Sentence, SummaryView, WarmStore
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).with_name("store_workers.py")
@@ -52,7 +52,7 @@ class Engine:
 
     def raw(self, sql: str) -> list[Any]:
         if self.name == "sqlite":
-            from tiers.cold import sqlite3
+            from tiermem.tiers.cold import sqlite3
 
             conn = sqlite3.connect(self.target, isolation_level=None)
             try:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from consolidation.summarize import (
+from tiermem.consolidation.summarize import (
     ExtractiveSummarizer,
     LLMSummarizer,
     SourceTurn,
@@ -23,10 +23,10 @@ from consolidation.summarize import (
     parse_lines,
     split_sentences,
 )
-from tiers.embed import SentenceTransformerEmbedder
-from tiers.errors import SummarizerError
-from tiers.tokens import BpeTokenCounter
-from tiers.warm import render
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.errors import SummarizerError
+from tiermem.tiers.tokens import BpeTokenCounter
+from tiermem.tiers.warm import render
 
 DATA = Path(__file__).resolve().parent.parent / "evals" / "data" / "intent_labels.jsonl"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from consolidation.classify import TurnClassifier
-from consolidation.supersede import Candidate, detect_slots, find_superseded
-from evals.classifier_eval import load_supersede_cases
+from tiermem.consolidation.classify import TurnClassifier
+from tiermem.consolidation.supersede import Candidate, detect_slots, find_superseded
+from tiermem.evals.classifier_eval import load_supersede_cases
 
 CLF = TurnClassifier()
 

@@ -9,8 +9,8 @@ import string
 
 import pytest
 
-from tiers import tokens
-from tiers.tokens import (
+from tiermem.tiers import tokens
+from tiermem.tiers.tokens import (
     CHUNK_CHARS,
     MESSAGE_OVERHEAD_TOKENS,
     NAME_OVERHEAD_TOKENS,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import sdk_corpus as corpus
 
-from planner.build import _units
 from tiermem import Memory
-from tiers.models import StoredMessage, canonical_role
+from tiermem.planner.build import _units
+from tiermem.tiers.models import StoredMessage, canonical_role
 
 
 def _m(pos: int, body: dict[str, Any]) -> StoredMessage:

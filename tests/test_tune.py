@@ -16,7 +16,7 @@ from convo_fixtures import support_lines, write_jsonl
 
 from tiermem.cli import CliState, cli
 from tiermem.config import Config
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 BUDGETS = (150, 1500)  # 1,500 holds the whole conversation; 150 cannot
 
@@ -91,7 +91,7 @@ def test_best_is_written_as_a_config_that_loads(run: dict[str, Any], tmp_path: P
 
 
 def test_min_recall_picks_the_cheapest_that_meets_it(run: dict[str, Any]) -> None:
-    from evals.tune import pick_best
+    from tiermem.evals.tune import pick_best
 
     cands = run["result"]["candidates"]
     best = pick_best(cands, min_recall=1.0)

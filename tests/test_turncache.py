@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tiermem import Memory
-from tiers.cold import ColdStore
-from tiers.models import Message
-from tiers.turncache import MAX_GROUP_TURNS, SESSION_GAP_S, TurnCache
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.models import Message
+from tiermem.tiers.turncache import MAX_GROUP_TURNS, SESSION_GAP_S, TurnCache
 
 
 def msgs(n: int, start: int = 0, **kw: object) -> list[Message]:

@@ -11,7 +11,7 @@ import pytest
 
 import tiermem
 from tiermem import Config, Memory, Message
-from tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 MAX_CONTENT = 100
 MAX_METADATA = 64

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import redis
 
-from consolidation.summarize import ExtractiveSummarizer, SourceTurn
-from consolidation.views import ViewMaintainer
-from tiers.cold import ColdStore
-from tiers.errors import SummarizerError, ValidationError
-from tiers.models import Message
-from tiers.tokens import BpeTokenCounter
-from tiers.warm import (
+from tiermem.consolidation.summarize import ExtractiveSummarizer, SourceTurn
+from tiermem.consolidation.views import ViewMaintainer
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.errors import SummarizerError, ValidationError
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+from tiermem.tiers.warm import (
     ERRORS_KEPT_PER_VIEW,
     Sentence,
     SummaryView,
@@ -262,7 +262,7 @@ def test_staleness(
 
 @pytest.fixture
 def redis_client(tmp_path: Path) -> Iterator[redis.Redis]:
-    from tiers.redis_server import EmbeddedRedis, RedisBinaryNotFound
+    from tiermem.tiers.redis_server import EmbeddedRedis, RedisBinaryNotFound
 
     server = EmbeddedRedis(tmp_path / "r")
     try:
@@ -312,7 +312,7 @@ def test_redis_down_falls_back_to_cold(cold: ColdStore) -> None:
 
 
 def test_cache_tag_matches_the_hot_tier() -> None:
-    from tiers.hot import HotTier
+    from tiermem.tiers.hot import HotTier
 
     hot = HotTier.__new__(HotTier)  # only its key naming is used: no client
     hot.key_prefix = "tm"
@@ -639,10 +639,10 @@ def test_schema_does_not_depend_on_importing_the_warm_tier(tmp_path: Path) -> No
     import sys
 
     code = (
-        "import sys; from pathlib import Path; from tiers.cold import ColdStore, schema_version; "
-        "from tiers.tokens import BpeTokenCounter; "
+        "import sys; from pathlib import Path; from tiermem.tiers.cold import ColdStore, schema_version; "
+        "from tiermem.tiers.tokens import BpeTokenCounter; "
         "s = ColdStore(Path(sys.argv[1]), tokens=BpeTokenCounter()); "
-        "assert 'tiers.warm' not in sys.modules; "
+        "assert 'tiermem.tiers.warm' not in sys.modules; "
         "names = {r[0] for r in s._read('SELECT name FROM sqlite_master')}; "
         "assert 'summaries' in names, names; print(s.version, schema_version())"
     )

@@ -13,8 +13,8 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import ActiveView, Memory, NamespacedMemory
-from tiers.cold import Checkpoint, ErasureReport, PruneReport, SearchHit
-from tiers.models import Message, StoredMessage
+from tiermem.tiers.cold import Checkpoint, ErasureReport, PruneReport, SearchHit
+from tiermem.tiers.models import Message, StoredMessage
 
 __all__ = [
     "ActiveView",

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from tiermem.config import Config
     from tiermem.memory import Memory
-    from tiers.cold import ErasureReport
-    from tiers.embed import Embedder
+    from tiermem.tiers.cold import ErasureReport
+    from tiermem.tiers.embed import Embedder
 
 DEFAULT_NAMESPACE = "default"
 ROLES = ("system", "user", "assistant", "tool")
@@ -47,7 +47,7 @@ _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 # Lazily loaded subcommands: name -> (module, attribute, one-line help shown without importing).
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
-    "eval": ("evals.cli", "eval_group", "Run the evals: LoCoMo recall, cost replay, eviction pressure."),
+    "eval": ("tiermem.evals.cli", "eval_group", "Run the evals: LoCoMo recall, cost replay, eviction pressure."),
 }
 
 
@@ -71,8 +71,8 @@ def one_line(exc: BaseException) -> str:
             return f"{what}: {'; '.join(parts)}"
     except ImportError:  # pragma: no cover
         pass
-    from tiers.errors import TiermemError
-    from tiers.files import storage_problem
+    from tiermem.tiers.errors import TiermemError
+    from tiermem.tiers.files import storage_problem
 
     problem = storage_problem(exc)  # a read-only, full or failing disk: say so, not the driver's words
     if problem is not None:
@@ -136,7 +136,7 @@ class CliState:
 def hot_start_errors() -> tuple[type[BaseException], ...]:
     import redis
 
-    from tiers import errors, redis_server
+    from tiermem.tiers import errors, redis_server
 
     return (
         redis_server.RedisBinaryNotFound,
@@ -615,7 +615,7 @@ def context(
     from rich.rule import Rule
     from rich.text import Text
 
-    from tiers.models import message_text
+    from tiermem.tiers.models import message_text
 
     con = _console()
     for m in ctx.messages:
@@ -800,7 +800,7 @@ def rebuild(state: CliState, as_json: bool) -> None:
 def consolidate(state: CliState, watch: bool, interval: float | None, as_json: bool) -> None:
     """Refresh warm summary views that are over their freshness budget."""
     try:
-        import consolidation.scheduler  # noqa: F401
+        import tiermem.consolidation.scheduler  # noqa: F401
     except ImportError as exc:
         raise CliError(f"consolidation is not available: {one_line(exc)}") from None
     from tiermem.service import build_scheduler
@@ -856,8 +856,8 @@ def index(state: CliState, as_json: bool) -> None:
 @pass_state
 def model(state: CliState, as_json: bool) -> None:
     """Prepare the embedding model now (export to ONNX once, check it) and say which runtime runs."""
-    from tiers.embed import bundled_model_path
-    from tiers.embed_onnx import MANIFEST, build_embedder, default_cache_dir, export_dir
+    from tiermem.tiers.embed import bundled_model_path
+    from tiermem.tiers.embed_onnx import MANIFEST, build_embedder, default_cache_dir, export_dir
 
     cfg = state.config()
     emb = state.embedder or build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
@@ -883,7 +883,7 @@ def model(state: CliState, as_json: bool) -> None:
 @pass_state
 def stop_redis(state: CliState) -> None:
     """Stop the embedded redis-server of this data dir (the hot tier rebuilds later)."""
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     server = EmbeddedRedis(state.config().data_dir)
     if server.pid is None and not server.is_running():
@@ -947,7 +947,7 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
     """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from evals.conversations import import_dataset, read_conversations
+    from tiermem.evals.conversations import import_dataset, read_conversations
 
     cfg = state.config()
     data = read_conversations(file, max_content_bytes=cfg.max_content_bytes,
@@ -990,9 +990,9 @@ def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | 
                  json_out: Path | None, write_config: Path | None, no_hot: bool,
                  as_json: bool) -> None:
     """Recall and billed cost of candidate configs at several budgets, on a conversations file."""
-    from evals.baselines import make_progress
-    from evals.conversations import read_conversations
-    from evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
+    from tiermem.evals.baselines import make_progress
+    from tiermem.evals.conversations import read_conversations
+    from tiermem.evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
 
     base = base_config or state.config_path
     cands = candidates(base, parse_grid(grid_specs))
@@ -1007,7 +1007,7 @@ def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | 
         dataset.conversations = [c for c in dataset.conversations if c.conversation_id in conversations]
     embedder = state.embedder
     if embedder is None and not any(k.startswith("embedding") for k in parse_grid(grid_specs)):
-        from tiers.embed_onnx import build_embedder
+        from tiermem.tiers.embed_onnx import build_embedder
 
         # one model for every candidate (they share the embedding settings)
         embedder = build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,

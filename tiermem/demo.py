@@ -22,15 +22,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiers.models import message_text
-from tiers.tokens import messages_tokens
+from tiermem.tiers.models import message_text
+from tiermem.tiers.tokens import messages_tokens
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tiermem.config import Config
     from tiermem.memory import Memory
-    from tiers.embed import Embedder
+    from tiermem.tiers.embed import Embedder
 
 DATA_FILE = "demo_conversation.json"
 NAMESPACE = "demo"
@@ -122,7 +122,7 @@ def run_demo(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from tiermem.config import Config
-    from tiers.redis_server import EmbeddedRedis
+    from tiermem.tiers.redis_server import EmbeddedRedis
 
     doc = load_conversation()
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-demo-"))

@@ -1,6 +1,6 @@
 """The public home of tiermem's exceptions (defined in `tiers.errors`, the lowest layer)."""
 
-from tiers.errors import (
+from tiermem.tiers.errors import (
     BudgetTooSmall,
     ConversationNotFound,
     DataFileError,

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from planner.build import AUTO_PIN_MIN_PRIORITY
-from tiers.cold import TurnRow
-from tiers.hot import AdmitResult, HotSet, HotStale, HotStateLost, HotTier, HotTurn, make_client
-from tiers.redis_server import EmbeddedRedis
+from tiermem.planner.build import AUTO_PIN_MIN_PRIORITY
+from tiermem.tiers.cold import TurnRow
+from tiermem.tiers.hot import AdmitResult, HotSet, HotStale, HotStateLost, HotTier, HotTurn, make_client
+from tiermem.tiers.redis_server import EmbeddedRedis
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory

@@ -21,19 +21,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from consolidation.classify import TurnClassifier
-from consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
-from planner.build import HotView, Planner, PlannerSettings, SummaryBlock
-from planner.plan import Context
 from tiermem.config import Config
-from tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit
-from tiers.embed import Embedder, query_embedding
-from tiers.embed_onnx import build_embedder, embedder_loaded
-from tiers.errors import ConversationNotFound, ValidationError
-from tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
-from tiers.store import ColdLog
-from tiers.tokens import BpeTokenCounter, TokenCounter
-from tiers.turncache import TurnCache
+from tiermem.consolidation.classify import TurnClassifier
+from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
+from tiermem.planner.build import HotView, Planner, PlannerSettings, SummaryBlock
+from tiermem.planner.plan import Context
+from tiermem.tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit
+from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded
+from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
+from tiermem.tiers.turncache import TurnCache
 
 if TYPE_CHECKING:
     from tiermem.hotlink import HotLink
@@ -106,7 +106,7 @@ class Memory:
         )
         self.cold: ColdLog
         if self.config.cold_url is not None:  # PostgreSQL + pgvector; it opens and closes its own pool
-            from tiers.postgres import PostgresStore
+            from tiermem.tiers.postgres import PostgresStore
 
             self.cold = PostgresStore(self.config.cold_url, tokens=self.tokens, embedder=self.embedder,
                                       schema=self.config.cold_schema,
@@ -148,9 +148,9 @@ class Memory:
             from tiermem.hotlink import HotLink
 
             self.hot = HotLink(self, redis_client=redis_client)
-        from consolidation.summarize import build_summarizer
-        from consolidation.views import ViewMaintainer
-        from tiers.warm import WarmStore
+        from tiermem.consolidation.summarize import build_summarizer
+        from tiermem.consolidation.views import ViewMaintainer
+        from tiermem.tiers.warm import WarmStore
 
         # the warm tier caches in the hot tier's Redis (short timeouts), SQLite is its truth
         self.warm = WarmStore(self.cold, redis_client=self.hot.client if self.hot is not None else None,
@@ -571,7 +571,7 @@ class Memory:
 
     def make_scheduler(self) -> Any:
         """A ConsolidationScheduler over this Memory's views (not started)."""
-        from consolidation.scheduler import ConsolidationScheduler
+        from tiermem.consolidation.scheduler import ConsolidationScheduler
 
         return ConsolidationScheduler(self.views, interval_s=self.config.scheduler_interval_s,
                                       max_views_per_run=self.config.scheduler_max_views_per_run)

@@ -78,11 +78,10 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
-from tiers.cold import ErasureReport
-from tiers.cold import sqlite3 as sqlite_driver
-from tiers.embed_onnx import embedder_loaded
-from tiers.files import database_writable, storage_problem
-from tiers.models import (
+from tiermem.tiers.cold import DriverDatabaseError, ErasureReport
+from tiermem.tiers.embed_onnx import embedder_loaded
+from tiermem.tiers.files import database_writable, storage_problem
+from tiermem.tiers.models import (
     ID_PATTERN,
     NAMESPACE_PATTERN,
     Message,
@@ -807,7 +806,7 @@ class Runtime:
 def build_scheduler(memory: Memory) -> Any:
     """A ConsolidationScheduler over `memory`'s log, configured from its Config.
     Raises ImportError when the consolidation package is not there."""
-    from consolidation import scheduler as sched_mod
+    from tiermem.consolidation import scheduler as sched_mod
 
     cfg = memory.config
     factory = getattr(memory, "make_scheduler", None)
@@ -815,9 +814,9 @@ def build_scheduler(memory: Memory) -> Any:
         return factory()
     maintainer = getattr(memory, "views", None)
     if maintainer is None:
-        from consolidation.summarize import build_summarizer
-        from consolidation.views import ViewMaintainer
-        from tiers.warm import WarmStore
+        from tiermem.consolidation.summarize import build_summarizer
+        from tiermem.consolidation.views import ViewMaintainer
+        from tiermem.tiers.warm import WarmStore
 
         summarizer = build_summarizer(
             cfg.summarizer,
@@ -1104,7 +1103,7 @@ def _install_handlers(app: FastAPI, runtime: Runtime) -> None:
             headers["Retry-After"] = str(STORAGE_RETRY_AFTER_S)
         return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
-    @app.exception_handler(sqlite_driver.DatabaseError)
+    @app.exception_handler(DriverDatabaseError)
     @app.exception_handler(StorageReadOnly)
     async def _storage(request: Request, exc: Exception) -> JSONResponse:
         answer = _storage_answer(request, exc)

@@ -40,18 +40,18 @@ from typing import Any
 
 import numpy as np
 
-from tiers.embed import Embedder, query_embedding
-from tiers.errors import (
+from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.errors import (
     ConversationNotFound,
     DriverUnavailable,
     PositionOutOfRange,
     SchemaTooNew,
     ValidationError,
 )
-from tiers.files import create_private_file, database_writable, refuse_newer_header
-from tiers.models import ROLES, Message, StoredMessage, canonical_role, check_stored_body, search_text
-from tiers.store import FrontierRow, SummaryRow
-from tiers.tokens import TokenCounter, message_tokens
+from tiermem.tiers.files import create_private_file, database_writable, refuse_newer_header
+from tiermem.tiers.models import ROLES, Message, StoredMessage, canonical_role, check_stored_body, search_text
+from tiermem.tiers.store import FrontierRow, SummaryRow
+from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
 # is compiled without `enable_load_extension`, so sqlite-vec cannot load through it.
@@ -75,6 +75,8 @@ KEY_SEPARATOR = "~"
 KEY_SUFFIX_HEX = 16
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors")
+# the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
+DriverDatabaseError = sqlite3.DatabaseError
 VEC_TABLE = "messages_vec"
 # The FTS `scope` column of a message: a token for its conversation and one for its
 # namespace (hex of the UTF-8 id: any id becomes one alphanumeric token). `c` is the
@@ -385,7 +387,7 @@ def connect(
     import sqlite_vec
 
     if path.exists() and not database_writable(path):
-        from tiers.readonly import connect_read_only
+        from tiermem.tiers.readonly import connect_read_only
 
         return connect_read_only(path, schema_version())
     refuse_newer_header(path, schema_version())
@@ -1418,11 +1420,17 @@ class ColdStore:
             self._conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             # each step of this pragma frees one page: without fetchall() it frees one
             self._conn.execute("PRAGMA incremental_vacuum").fetchall()
-            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if busy and busy[0]:
+        if not self.truncate_wal():
             # another connection's read transaction holds old frames; its next
             # checkpoint (any writer's, or the next erasure) finishes the job
             log.warning("erasure: the WAL could not be truncated now (a reader holds it)")
+
+    def truncate_wal(self) -> bool:
+        """Checkpoint the WAL into the database file and truncate it to zero bytes;
+        False when a reader's open transaction still holds frames (they stay)."""
+        with self._lock:
+            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not (busy and busy[0])
 
     def defer_purge(self, keys: Sequence[str]) -> None:
         """Remember erased keys whose Redis keys could not be deleted yet."""

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tiers.embed import (
+from tiermem.tiers.embed import (
     _PROBES,
     DEFAULT_EMBED_DIM,
     MEMO_MAX_CHARS,

@@ -24,7 +24,7 @@ import errno
 import os
 from pathlib import Path
 
-from tiers.errors import SchemaTooNew, StorageReadOnly
+from tiermem.tiers.errors import SchemaTooNew, StorageReadOnly
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # of the 4-byte big-endian user_version in a SQLite header

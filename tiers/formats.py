@@ -51,7 +51,7 @@ import json
 import math
 from typing import Any
 
-from tiers.errors import ValidationError
+from tiermem.tiers.errors import ValidationError
 
 CHAT_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool", "function")
 RESPONSES_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant")

@@ -70,7 +70,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry
 
-from tiers.keys import hash_tag
+from tiermem.tiers.keys import hash_tag
 
 DEFAULT_SOCKET_TIMEOUT_S = 0.5
 DEFAULT_HEALTH_CHECK_INTERVAL_S = 30

@@ -18,8 +18,15 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tiers.errors import LimitExceeded, ValidationError
-from tiers.formats import NAME_MAX_CHARS, canonical_role, check_body, content_bytes, message_text, wire_body
+from tiermem.tiers.errors import LimitExceeded, ValidationError
+from tiermem.tiers.formats import (
+    NAME_MAX_CHARS,
+    canonical_role,
+    check_body,
+    content_bytes,
+    message_text,
+    wire_body,
+)
 
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tiers.cold import (
+from tiermem.tiers.cold import (
     KEY_SEPARATOR,
     KEY_SUFFIX_HEX,
     MAX_FTS_TERMS,
@@ -66,17 +66,17 @@ from tiers.cold import (
     content_hash,
     fuse,
 )
-from tiers.embed import Embedder, query_embedding
-from tiers.errors import (
+from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
     SchemaTooNew,
     StoreUnavailable,
     ValidationError,
 )
-from tiers.models import Message, StoredMessage, search_text
-from tiers.store import FrontierRow, SummaryRow, TurnFact
-from tiers.tokens import TokenCounter, message_tokens
+from tiermem.tiers.models import Message, StoredMessage, search_text
+from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
+from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 try:
     import psycopg

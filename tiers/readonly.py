@@ -19,7 +19,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from tiers.errors import SchemaTooNew, StorageReadOnly
+from tiermem.tiers.errors import SchemaTooNew, StorageReadOnly
 
 log = logging.getLogger("tiermem.cold")
 

@@ -52,7 +52,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tiers.files import private_dir
+from tiermem.tiers.files import private_dir
 
 SOCKET_NAME = "redis.sock"
 PIDFILE_NAME = "redis.pid"

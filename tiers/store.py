@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from tiers.cold import AppendResult, Checkpoint, ErasureReport, Label, SearchHit, TurnRow
-    from tiers.embed import Embedder
-    from tiers.models import Message, StoredMessage
-    from tiers.tokens import TokenCounter
+    from tiermem.tiers.cold import AppendResult, Checkpoint, ErasureReport, Label, SearchHit, TurnRow
+    from tiermem.tiers.embed import Embedder
+    from tiermem.tiers.models import Message, StoredMessage
+    from tiermem.tiers.tokens import TokenCounter
 
 # One stored version of a warm view, in this column order: conversation key, kind, key
 # (the session id for `session` views, else ''), version, start_position, end_position,
@@ -417,8 +417,8 @@ class ColdLog(Protocol):
 
 
 if TYPE_CHECKING:  # mypy proves both engines satisfy the interface
-    from tiers.cold import ColdStore
-    from tiers.postgres import PostgresStore
+    from tiermem.tiers.cold import ColdStore
+    from tiermem.tiers.postgres import PostgresStore
 
     def _sqlite_is_a_cold_log(store: ColdStore) -> ColdLog:
         return store

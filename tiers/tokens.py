@@ -25,8 +25,8 @@ import threading
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
-from tiers.formats import payload_tokens
-from tiers.models import message_text
+from tiermem.tiers.formats import payload_tokens
+from tiermem.tiers.models import message_text
 
 MESSAGE_OVERHEAD_TOKENS = 3
 NAME_OVERHEAD_TOKENS = 1

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiers.lexical import LexicalIndex
-from tiers.store import ColdLog
+from tiermem.tiers.lexical import LexicalIndex
+from tiermem.tiers.store import ColdLog
 
 DEFAULT_TURN_CACHE_BYTES = 256 * 1024 * 1024
 # A conversation without session ids is cut into groups where the talk paused this long,

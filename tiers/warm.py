@@ -45,10 +45,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tiers.cold import TurnRow
-from tiers.errors import ValidationError
-from tiers.keys import escape_id, hash_tag
-from tiers.store import ColdLog, SummaryRow
+from tiermem.tiers.cold import TurnRow
+from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.keys import escape_id, hash_tag
+from tiermem.tiers.store import ColdLog, SummaryRow
 
 log = logging.getLogger("tiermem.warm")
 

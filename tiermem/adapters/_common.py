@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Union
 
-from tiers.errors import ConversationNotFound
-from tiers.formats import CLEAR_TYPE, RETRACT_TYPE, hidden_positions, message_text
-from tiers.models import StoredMessage
+from tiermem.tiers.errors import ConversationNotFound
+from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE, hidden_positions, message_text
+from tiermem.tiers.models import StoredMessage
 
 if TYPE_CHECKING:
     from tiermem.memory import Memory, NamespacedMemory

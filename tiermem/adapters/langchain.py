@@ -19,8 +19,8 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
 
 from tiermem.adapters._common import MemoryLike, clear, visible
-from tiers.formats import is_control, to_chat
-from tiers.models import StoredMessage
+from tiermem.tiers.formats import is_control, to_chat
+from tiermem.tiers.models import StoredMessage
 
 METADATA_ID_KEY = "langchain_id"
 

@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike, latest_user_text
 from tiermem.adapters.langchain import METADATA_ID_KEY, to_langchain, to_openai
-from tiers.errors import ConversationNotFound
+from tiermem.tiers.errors import ConversationNotFound
 
 
 class TiermemHooks:

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
-from tiers.errors import TiermemError, ValidationError
+from tiermem.tiers.errors import TiermemError, ValidationError
 
 HISTORY_PAGE_MAX = 500
 SEARCH_K_MAX = 100

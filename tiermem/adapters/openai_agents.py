@@ -30,7 +30,7 @@ from tiermem.adapters._common import (
     retract_latest,
     visible,
 )
-from tiers.formats import to_responses
+from tiermem.tiers.formats import to_responses
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
