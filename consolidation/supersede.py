@@ -61,8 +61,8 @@ from tiermem.consolidation.classify import correction_cue, normalize
 
 if TYPE_CHECKING:
     from tiermem.consolidation.classify import TurnClassifier
-    from tiermem.tiers.cold import TurnRow
     from tiermem.tiers.embed import Embedder
+    from tiermem.tiers.models import TurnRow
     from tiermem.tiers.store import ColdLog
 
 __all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",

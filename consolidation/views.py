@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
-from tiermem.tiers.cold import TurnRow
+from tiermem.tiers.models import TurnRow
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.warm import (

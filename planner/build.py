@@ -54,7 +54,6 @@ from tiermem.planner.plan import (
     ViewStaleness,
 )
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
-from tiermem.tiers.cold import TurnRow
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import (
     call_ids,
@@ -68,7 +67,7 @@ from tiermem.tiers.formats import (
     to_responses,
     wire_body,
 )
-from tiermem.tiers.models import StoredMessage, canonical_role, message_text
+from tiermem.tiers.models import StoredMessage, TurnRow, canonical_role, message_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable

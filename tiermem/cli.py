@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from tiermem.config import Config
     from tiermem.memory import Memory
-    from tiermem.tiers.cold import ErasureReport
     from tiermem.tiers.embed import Embedder
+    from tiermem.tiers.models import ErasureReport
 
 DEFAULT_NAMESPACE = "default"
 ROLES = ("system", "user", "assistant", "tool")
@@ -115,40 +115,20 @@ class CliState:
     def memory(self, *, hot: bool, config: Config | None = None) -> Memory:
         """A Memory closed when the command ends. With `hot`, the Redis tier is used
         when it can be reached or started, else the command says so and goes on cold-only."""
-        from tiermem.memory import Memory
+        from tiermem.memory import Memory, open_with_fallback
 
         cfg = config or self.config()
-        kw: dict[str, Any] = {"embedder": self.embedder} if self.embedder is not None else {}
-        mem: Memory | None = None
+        mem: Memory
         if hot:
-            try:
-                mem = Memory(cfg, hot=True, background_indexing=False, **kw)
-            except hot_start_errors() as exc:
+            mem, why = open_with_fallback(cfg, embedder=self.embedder)
+            if why is not None:
                 click.echo(
-                    f"warning: hot tier unavailable ({one_line(exc)}); answering from the cold log", err=True
+                    f"warning: hot tier unavailable ({one_line(why)}); answering from the cold log", err=True
                 )
-        if mem is None:
-            mem = Memory(cfg, hot=False, background_indexing=False, **kw)
+        else:
+            mem = Memory(cfg, hot=False, background_indexing=False, embedder=self.embedder)
         click.get_current_context().call_on_close(mem.close)
         return mem
-
-
-def hot_start_errors() -> tuple[type[BaseException], ...]:
-    import redis
-
-    from tiermem.tiers import errors, redis_server
-
-    return (
-        redis_server.RedisBinaryNotFound,
-        redis_server.RedisStartError,
-        errors.RedisBinaryNotFound,
-        errors.RedisStartError,
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-        # a read-only data dir: the embedded server's directory cannot be prepared, and
-        # read commands go on from the cold log (opened read-only)
-        OSError,
-    )
 
 
 def _debug_requested(ctx: click.Context) -> bool:

@@ -26,11 +26,21 @@ from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
 from tiermem.planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from tiermem.planner.plan import Context
-from tiermem.tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit
+from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
-from tiermem.tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
+from tiermem.tiers.models import (
+    Checkpoint,
+    ErasureReport,
+    Message,
+    PruneReport,
+    SearchHit,
+    StoredMessage,
+    parse_message,
+    validate_id,
+    validate_namespace,
+)
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import TurnCache
@@ -147,7 +157,7 @@ class Memory:
         if hot:
             from tiermem.hotlink import HotLink
 
-            self.hot = HotLink(self, redis_client=redis_client)
+            self.hot = HotLink(self.config, self.cold, redis_client=redis_client)
         from tiermem.consolidation.summarize import build_summarizer
         from tiermem.consolidation.views import ViewMaintainer
         from tiermem.tiers.warm import WarmStore
@@ -782,3 +792,31 @@ class NamespacedMemory:
 
     def stats(self) -> dict[str, Any]:
         return self.memory.stats(namespace=self.namespace)
+
+
+def hot_start_errors() -> tuple[type[BaseException], ...]:
+    """What `Memory(hot=True)` raises when the hot tier cannot be reached or started;
+    every one leaves the cold log usable, so a caller may go on without the hot tier."""
+    import redis
+
+    from tiermem.tiers.errors import RedisBinaryNotFound, RedisStartError
+
+    return (
+        RedisBinaryNotFound,
+        RedisStartError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        # a read-only data dir: the embedded server's directory cannot be prepared, and
+        # read commands go on from the cold log (opened read-only)
+        OSError,
+    )
+
+
+def open_with_fallback(config: Config, *, embedder: Embedder | None = None,
+                       background_indexing: bool = False) -> tuple[Memory, BaseException | None]:
+    """A Memory with the hot tier when it can be reached or started, else a cold-only one;
+    the second value is why the hot tier is off (None when it is on)."""
+    try:
+        return Memory(config, embedder=embedder, hot=True, background_indexing=background_indexing), None
+    except hot_start_errors() as exc:
+        return Memory(config, embedder=embedder, hot=False, background_indexing=background_indexing), exc

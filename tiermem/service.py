@@ -78,18 +78,19 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
-from tiermem.tiers.cold import DriverDatabaseError, ErasureReport
 from tiermem.tiers.embed_onnx import embedder_loaded
 from tiermem.tiers.files import database_writable, storage_problem
 from tiermem.tiers.models import (
     ID_PATTERN,
     NAMESPACE_PATTERN,
+    ErasureReport,
     Message,
     StoredMessage,
     namespace_within,
     validate_id,
     validate_namespace,
 )
+from tiermem.tiers.schema import DriverDatabaseError
 
 log = logging.getLogger("tiermem.service")
 

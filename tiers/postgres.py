@@ -51,21 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.cold import (
-    KEY_SEPARATOR,
-    KEY_SUFFIX_HEX,
-    MAX_FTS_TERMS,
-    STOPWORDS,
-    AppendResult,
-    Checkpoint,
-    ColdStore,
-    ErasureReport,
-    Label,
-    SearchHit,
-    TurnRow,
-    content_hash,
-    fuse,
-)
+from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, ColdStore, Label, content_hash, fuse
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -74,7 +60,17 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from tiermem.tiers.models import Message, StoredMessage, search_text
+from tiermem.tiers.models import (
+    AppendResult,
+    Checkpoint,
+    ErasureReport,
+    Message,
+    SearchHit,
+    StoredMessage,
+    TurnRow,
+    search_text,
+)
+from tiermem.tiers.search import MAX_FTS_TERMS, STOPWORDS
 from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
