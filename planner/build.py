@@ -54,6 +54,7 @@ from tiermem.planner.plan import (
     ViewStaleness,
 )
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
+from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import (
     call_ids,
@@ -1037,7 +1038,7 @@ class Planner:
             dense, bm25 = _search_tables(tables, qvec, query if recall else None, k)
         else:
             if qvec is not None:
-                dense = [(c, p, 1.0 - dist * dist / 2.0)  # unit vectors: cosine from L2
+                dense = [(c, p, cosine_from_l2(dist))  # unit vectors: cosine from L2
                          for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv)]
             if recall:
                 bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)

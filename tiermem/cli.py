@@ -32,6 +32,19 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 
+# tiermem/__init__ has imported the facade already (`tiermem.cli` is inside the package):
+# these cost nothing more
+from tiermem.memory import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_PIN_PRIORITY,
+    MAX_BUDGET_TOKENS,
+    MAX_PIN_PRIORITY,
+    MAX_SEARCH_K,
+    MIN_PIN_PRIORITY,
+)
+from tiermem.tiers.models import ROLES
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -40,8 +53,6 @@ if TYPE_CHECKING:
     from tiermem.tiers.embed import Embedder
     from tiermem.tiers.models import ErasureReport
 
-DEFAULT_NAMESPACE = "default"
-ROLES = ("system", "user", "assistant", "tool")
 CONTENT_PREVIEW_CHARS = 100
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -476,8 +487,8 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
 @click.argument("position", type=click.IntRange(min=0))
 @click.option(
     "--priority",
-    type=click.IntRange(0, 100),
-    default=50,
+    type=click.IntRange(MIN_PIN_PRIORITY, MAX_PIN_PRIORITY),
+    default=DEFAULT_PIN_PRIORITY,
     show_default=True,
     help="Lower priorities are demoted first when pins alone exceed the hot budget.",
 )
@@ -559,7 +570,8 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
 @click.argument("conversation")
 @click.option("--query", "-q", default=None, help="The new turn's question.")
 @click.option(
-    "--budget", "-b", type=click.IntRange(min=1), default=2000, show_default=True, help="Token budget."
+    "--budget", "-b", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), default=DEFAULT_BUDGET_TOKENS, show_default=True,
+    help="Token budget."
 )
 @click.option("--system", default=None, help="A system message to put first.")
 @click.option("--no-namespace-recall", is_flag=True, help="Retrieve from this conversation only.")
@@ -679,7 +691,7 @@ def history(state: CliState, conversation: str, limit: int | None, as_json: bool
 @cli.command()
 @click.argument("query")
 @click.option("--conversation", "-c", default=None, help="Search one conversation [default: the namespace].")
-@click.option("-k", type=click.IntRange(1, 200), default=10, show_default=True, help="How many hits.")
+@click.option("-k", type=click.IntRange(1, MAX_SEARCH_K), default=10, show_default=True, help="How many hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 @pass_state
 def search(state: CliState, query: str, conversation: str | None, k: int, as_json: bool) -> None:

@@ -56,6 +56,8 @@ MAX_BATCH_MESSAGES = 10_000
 MAX_BUDGET_TOKENS = 2_000_000
 DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
+MIN_PIN_PRIORITY = 0  # demoted first under pressure
+MAX_PIN_PRIORITY = 100
 
 
 @dataclass(frozen=True)
@@ -449,8 +451,8 @@ class Memory:
             namespace: str | None = None) -> None:
         """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
         _name, _ns, key = self._key(conversation_id, namespace)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
-            raise ValidationError("priority", "must be an integer within 0..100")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PIN_PRIORITY <= priority <= MAX_PIN_PRIORITY:
+            raise ValidationError("priority", f"must be an integer within {MIN_PIN_PRIORITY}..{MAX_PIN_PRIORITY}")
         self.cold.set_pin(key, position, priority)
         if self.hot is not None:
             self.hot.pin(key, position, priority)

@@ -77,7 +77,17 @@ from tiermem.errors import (
     TiermemError,
     ValidationError,
 )
-from tiermem.memory import DEFAULT_NAMESPACE, MAX_BATCH_MESSAGES, MAX_BUDGET_TOKENS, MAX_SEARCH_K, Memory
+from tiermem.memory import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_PIN_PRIORITY,
+    MAX_BATCH_MESSAGES,
+    MAX_BUDGET_TOKENS,
+    MAX_PIN_PRIORITY,
+    MAX_SEARCH_K,
+    MIN_PIN_PRIORITY,
+    Memory,
+)
 from tiermem.tiers.embed_onnx import embedder_loaded
 from tiermem.tiers.files import database_writable, storage_problem
 from tiermem.tiers.models import (
@@ -168,7 +178,7 @@ class BatchIn(BaseModel):
 class ContextIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str | None = Field(None, description="the new turn's question; None: plan from the log alone")
-    budget: int = Field(2000, ge=1, le=MAX_BUDGET_TOKENS, description="hard cap on the returned tokens")
+    budget: int = Field(DEFAULT_BUDGET_TOKENS, ge=1, le=MAX_BUDGET_TOKENS, description="hard cap on the returned tokens")
     system: str | None = Field(None, description="a system message to put first")
     namespace_recall: bool = Field(
         True, description="also retrieve from this namespace's other conversations"
@@ -191,7 +201,7 @@ class ForkIn(BaseModel):
 class PinIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     position: int = Field(ge=0, le=MAX_POSITION)
-    priority: int = Field(50, ge=0, le=100, description="lowest priorities are demoted first under pressure")
+    priority: int = Field(DEFAULT_PIN_PRIORITY, ge=MIN_PIN_PRIORITY, le=MAX_PIN_PRIORITY, description="lowest priorities are demoted first under pressure")
 
 
 class CheckpointIn(BaseModel):
