@@ -44,6 +44,7 @@ from tiermem.tiers.errors import (
     ValidationError,
 )
 from tiermem.tiers.models import (
+    MAX_POSITION,
     ROLES,
     AppendResult,
     Checkpoint,
@@ -77,8 +78,6 @@ KEY_SEPARATOR = "~"
 KEY_SUFFIX_HEX = 16
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors")
-# Above any position a conversation can reach: the open end of a position range.
-MAX_POSITION = 2**62
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 
 

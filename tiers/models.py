@@ -40,6 +40,9 @@ __all__ = ["NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_rol
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
 SESSION_MAX_CHARS = 128
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
+# Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
+# the open end of a position range, and the largest position an API accepts.
+MAX_POSITION = 2**62
 # Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
 # credential bound to `acme` may act on `acme` and every namespace below it.
 NAMESPACE_SEPARATOR = "/"

@@ -61,6 +61,7 @@ from tiermem.tiers.errors import (
     ValidationError,
 )
 from tiermem.tiers.models import (
+    MAX_POSITION,
     AppendResult,
     Checkpoint,
     ErasureReport,
@@ -88,7 +89,6 @@ DEFAULT_SCHEMA = "tiermem"
 DEFAULT_POOL_MIN = 1
 DEFAULT_POOL_MAX = 8
 POOL_OPEN_TIMEOUT_S = 30.0
-MAX_POSITION = 2**62  # "to the end" for inclusive position ranges
 MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
