@@ -71,7 +71,7 @@ from tiermem.tiers.models import (
     TurnRow,
     search_text,
 )
-from tiermem.tiers.search import MAX_FTS_TERMS, STOPWORDS
+from tiermem.tiers.search import query_words
 from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
@@ -100,7 +100,6 @@ RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may 
 # crash of the server or the OS may lose the last such commits, never corrupts or
 # reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
 SYNCHRONOUS_COMMIT = ("on", "off")
-_WORD = re.compile(r"\w+", re.UNICODE)
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
@@ -314,17 +313,9 @@ def redact(url: str) -> str:
 
 
 def query_lexemes(text: str) -> list[str]:
-    """`to_tsquery` arguments from arbitrary user text, one per word (stopwords and
-    repeats dropped, at most MAX_FTS_TERMS), each quoted as a lexeme. `\\w+` words hold
-    no quote, backslash or operator, so no input can break the syntax."""
-    seen: list[str] = []
-    for w in _WORD.findall(text.lower()):
-        if w in STOPWORDS or w in seen:
-            continue
-        seen.append(w)
-        if len(seen) >= MAX_FTS_TERMS:
-            break
-    return [f"'{w}'" for w in seen]
+    """`to_tsquery` arguments from arbitrary user text, one per word (tiers.search's
+    query_words), each quoted as a lexeme: no input can break the syntax."""
+    return [f"'{w}'" for w in query_words(text)]
 
 
 def _vec_text(v: np.ndarray) -> str:

@@ -21,10 +21,10 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def fts_query(text: str) -> str | None:
-    """Turn arbitrary user text into a safe FTS5 query: each word a quoted string,
-    OR-ed. Quotes, NEAR, `*`, `-`, `:` and column filters in user text become plain
-    words, so no input can break the query syntax."""
+def query_words(text: str) -> list[str]:
+    """The words of arbitrary user text worth searching for, in order: lower-cased `\\w+`
+    words (no quote, backslash or operator can be in one), stopwords and repeats dropped,
+    at most MAX_FTS_TERMS. Each engine quotes them in its own query syntax."""
     seen: list[str] = []
     for w in _WORD.findall(text.lower()):
         if w in STOPWORDS or w in seen:
@@ -32,6 +32,14 @@ def fts_query(text: str) -> str | None:
         seen.append(w)
         if len(seen) >= MAX_FTS_TERMS:
             break
+    return seen
+
+
+def fts_query(text: str) -> str | None:
+    """Turn arbitrary user text into a safe FTS5 query: each word a quoted string,
+    OR-ed. Quotes, NEAR, `*`, `-`, `:` and column filters in user text become plain
+    words, so no input can break the query syntax."""
+    seen = query_words(text)
     if not seen:
         return None
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen)
