@@ -26,7 +26,17 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from tiermem.planner.build import AUTO_PIN_MIN_PRIORITY
-from tiermem.tiers.hot import AdmitResult, HotSet, HotStale, HotStateLost, HotTier, HotTurn, make_client
+from tiermem.tiers.errors import HotStale, HotStateLost
+from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client
+    AdmitResult,
+    HotSet,
+    HotStale,
+    HotStateLost,
+    HotTier,
+    HotTurn,
+    RedisClient,
+    make_client,
+)
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
 
@@ -53,7 +63,7 @@ class HotRead:
 
 
 class HotLink:
-    def __init__(self, config: Config, cold: ColdLog, *, redis_client: Any = None) -> None:
+    def __init__(self, config: Config, cold: ColdLog, *, redis_client: RedisClient | None = None) -> None:
         self.cold = cold
         cfg = config
         self.embedded: EmbeddedRedis | None = None

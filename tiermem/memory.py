@@ -46,7 +46,9 @@ from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import TurnCache
 
 if TYPE_CHECKING:
+    from tiermem.consolidation.scheduler import ConsolidationScheduler
     from tiermem.hotlink import HotLink
+    from tiermem.tiers.hot import RedisClient
 
 log = logging.getLogger("tiermem")
 
@@ -104,7 +106,7 @@ class Memory:
         *,
         embedder: Embedder | None = None,
         tokens: TokenCounter | None = None,
-        redis_client: Any = None,
+        redis_client: RedisClient | None = None,
         background_indexing: bool = True,
         hot: bool = True,
     ) -> None:
@@ -182,7 +184,7 @@ class Memory:
             max_turns_behind=self.config.warm_max_turns_behind,
             max_seconds_behind=self.config.warm_max_seconds_behind,
         )
-        self.scheduler: Any = None
+        self.scheduler: ConsolidationScheduler | None = None
         self._indexer: _Indexer | None = None
         if background_indexing:
             self._indexer = _Indexer(self)
@@ -581,14 +583,14 @@ class Memory:
                        degraded=False, rebuilt=res.rebuilt, overflow_tokens=hs.overflow_tokens,
                        demoted=tuple(hs.demoted))
 
-    def make_scheduler(self) -> Any:
+    def make_scheduler(self) -> ConsolidationScheduler:
         """A ConsolidationScheduler over this Memory's views (not started)."""
         from tiermem.consolidation.scheduler import ConsolidationScheduler
 
         return ConsolidationScheduler(self.views, interval_s=self.config.scheduler_interval_s,
                                       max_views_per_run=self.config.scheduler_max_views_per_run)
 
-    def start_scheduler(self) -> Any:
+    def start_scheduler(self) -> ConsolidationScheduler:
         """Keep warm views inside their freshness budgets from a background thread. In a
         pre-fork server, call this in each worker after the fork, never before."""
         if self.scheduler is None:
