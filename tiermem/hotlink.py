@@ -28,15 +28,6 @@ import redis
 from tiermem.planner.build import AUTO_PIN_MIN_PRIORITY
 from tiermem.tiers.errors import HotStale, HotStateLost
 from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client
-    AdmitResult,
-    HotSet,
-    HotStale,
-    HotStateLost,
-    HotTier,
-    HotTurn,
-    RedisClient,
-    make_client,
-)
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
 
