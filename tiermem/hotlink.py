@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.planner.build import AUTO_PIN_MIN_PRIORITY
+from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY
 from tiermem.tiers.cold import TurnRow
 from tiermem.tiers.hot import AdmitResult, HotSet, HotStale, HotStateLost, HotTier, HotTurn, make_client
 from tiermem.tiers.redis_server import EmbeddedRedis
