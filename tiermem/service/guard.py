@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tiermem.service.asgi import ASGIApp, Receive, Scope, Send
+from tiermem.service.asgi import HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import error_body
-
-if TYPE_CHECKING:
-    from tiermem.service.runtime import Runtime
 
 MAX_JSON_DEPTH = 32
 # headers whose second copy would let two parsers disagree (the guard and FastAPI read
@@ -114,19 +111,12 @@ def json_content_type(value: str) -> bool:
     return True
 
 
-class GuardMiddleware:
+class GuardMiddleware(HttpMiddleware):
     """Repeated headers, auth (before any body is read), body size, content type and the
     body checks of `check_json_body` on every non-empty body; then hands the buffered
     body to the app."""
 
-    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
-        self.app = app
-        self.runtime = runtime
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         all_headers: dict[str, list[str]] = {}
         for k, v in scope.get("headers", []):
             all_headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tiermem.service.asgi import ASGIApp, Receive, Scope, Send
+from tiermem.service.asgi import HttpMiddleware, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from tiermem.service.runtime import Runtime
@@ -178,17 +178,10 @@ class StateCollector(Collector):
         return out
 
 
-class MetricsMiddleware:
+class MetricsMiddleware(HttpMiddleware):
     """Request latency per route template (never the raw path: ids stay out of labels)."""
 
-    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
-        self.app = app
-        self.runtime = runtime
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         status = 500
 
