@@ -795,11 +795,9 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
         import tiermem.consolidation.scheduler  # noqa: F401
     except ImportError as exc:
         raise CliError(f"consolidation is not available: {one_line(exc)}") from None
-    from tiermem.service import build_scheduler
-
     cfg = state.config(scheduler_interval_s=interval) if interval is not None else state.config()
     mem = state.memory(hot=True, config=cfg)
-    sched = build_scheduler(mem)
+    sched = mem.make_scheduler()
     if not watch:
         refreshed = sched.run_once()
         if as_json:

@@ -90,12 +90,7 @@ def _open_memory(config: Config, embedder: Embedder | None) -> tuple[Memory, str
 
 def _consolidate(memory: Memory) -> str:
     """Refresh the warm views once, as the scheduler of a running service would have."""
-    try:
-        from tiermem.service import build_scheduler
-
-        sched = build_scheduler(memory)
-    except ImportError as exc:
-        return f"off (consolidation not available: {exc})"
+    sched = memory.make_scheduler()
     refreshed = 0
     for _ in range(5):  # a run refreshes at most max_views_per_run views
         n = sched.run_once()

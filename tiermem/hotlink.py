@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.planner.build import AUTO_PIN_MIN_PRIORITY
+from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY
 from tiermem.tiers.errors import HotStale, HotStateLost
 from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client
 from tiermem.tiers.models import TurnRow
