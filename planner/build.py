@@ -288,8 +288,11 @@ class Planner:
         namespace_recall: bool = True,
         truncate_latest: bool = False,
         table: TurnTable | None = None,
+        record: bool = True,
     ) -> Context:
-        """`table`: the conversation's turn table when the caller just read it."""
+        """`table`: the conversation's turn table when the caller just read it. `record=False`
+        (a what-if plan, e.g. the inspector's): the epoch is not advanced, so the agent's next
+        call is compared with its own previous context, not with this one."""
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
@@ -525,14 +528,15 @@ class Planner:
             plan.cache.boundary = prev.segments[k].kind if k < len(prev.segments) else ""
         plan.breakpoints = _breakpoints(kinds, tokens_each)
         shown = _shown(segments)
-        self._epochs.put(conv, EpochState(
-            key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
-            prev.pinned if ext is not None and prev is not None
-            else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
-            prev.summary_lines if ext is not None and prev is not None
-            else frozenset(c.text for c in chosen["summary"]),
-            max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
-            latest_user if latest_body is not None else None, latest_truncated))
+        if record:
+            self._epochs.put(conv, EpochState(
+                key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
+                prev.pinned if ext is not None and prev is not None
+                else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
+                prev.summary_lines if ext is not None and prev is not None
+                else frozenset(c.text for c in chosen["summary"]),
+                max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
+                latest_user if latest_body is not None else None, latest_truncated))
 
         timings["total"] = (time.perf_counter() - t0) * 1000
         plan.tokens = total

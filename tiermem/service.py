@@ -756,6 +756,8 @@ class Runtime:
     storage_failed_at: float | None = None
     # the embedding model loads in the background: "idle", "loading", "ready" or "failed"
     embedder_state: str = "idle"
+    # called with (namespace, plan) for every context handed to a caller (tiermem.inspector's metrics)
+    plan_hooks: list[Callable[[str, Any], None]] = field(default_factory=list)
     latency: Histogram = field(init=False)
     unhandled: Counter = field(init=False)
 
@@ -1038,10 +1040,15 @@ def create_app(
         "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
         "needs a token from `metrics_tokens`.",
         lifespan=lifespan,
+        docs_url=None,  # tiermem.inspector serves /docs from packaged assets (no CDN)
+        redoc_url=None,
     )
     app.state.runtime = runtime
     _install_handlers(app, runtime)
     _install_routes(app, runtime)
+    from tiermem.inspector import install as install_inspector
+
+    install_inspector(app, runtime)
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
     return app
@@ -1334,6 +1341,8 @@ def _install_routes(app: FastAPI, runtime: Runtime) -> None:
             namespace=ns,
             truncate_latest=body.truncate_latest,
         )
+        for hook in runtime.plan_hooks:
+            hook(ns, ctx.plan)
         return ContextOut(
             messages=finite(ctx.messages),
             tokens=ctx.tokens,
