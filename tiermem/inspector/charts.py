@@ -19,6 +19,7 @@ from tiermem.planner.plan import SLICES
 LAYER_COLOURS = {"system": "#999999", "pinned": "#D55E00", "summary": "#009E73", "retrieved": "#0072B2",
                  "tail": "#E69F00"}
 FREE_COLOUR = "#eeeeee"
+FRAMING_COLOUR = "#CC79A7"  # message framing: role markers, headings, reply priming
 WIDTH = 640  # px of a chart's drawing area
 BAR_HEIGHT = 26
 LEGEND_ROW = 18
@@ -36,25 +37,32 @@ def _legend(labels: Sequence[tuple[str, str, str]], y: float) -> str:
     return "".join(out)
 
 
-def budget_bar(layers: dict[str, int], budget: int, caption: str) -> Markup:
-    """One horizontal bar: the budget, filled by each layer's tokens in context order."""
-    total = sum(layers.values())
+def budget_bar(layers: dict[str, int], budget: int, caption: str, total: int | None = None) -> Markup:
+    """One horizontal bar: the budget, filled by each layer's tokens in context order.
+    `total`: the context's exact count; what it has beyond the layers' items is message
+    framing (role markers, headings, the reply priming), drawn as its own segment."""
+    items = sum(layers.values())
+    total = items if total is None else total
+    framing = max(0, total - items)
     scale = WIDTH / max(budget, total, 1)
     parts, x = [], 0.0
-    for layer in SLICES:
-        tok = layers.get(layer, 0)
+    for layer, tok, colour in [*((s, layers.get(s, 0), LAYER_COLOURS[s]) for s in SLICES),
+                               ("framing", framing, FRAMING_COLOUR)]:
         if tok <= 0:
             continue
         w = tok * scale
         parts.append(f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="{BAR_HEIGHT}" '
-                     f'fill="{LAYER_COLOURS[layer]}"><title>{layer}: {tok} tokens</title></rect>')
+                     f'fill="{colour}"><title>{layer}: {tok} tokens</title></rect>')
         x += w
     if budget > total:
         parts.append(f'<rect x="{x:.1f}" y="0" width="{(budget - total) * scale:.1f}" height="{BAR_HEIGHT}" '
                      f'fill="{FREE_COLOUR}"><title>unused: {budget - total} tokens</title></rect>')
     legend = [(layer, LAYER_COLOURS[layer], str(layers.get(layer, 0))) for layer in SLICES if layers.get(layer)]
+    if framing:
+        legend.append(("framing", FRAMING_COLOUR, str(framing)))
     legend.append(("unused", FREE_COLOUR, str(max(0, budget - total))))
-    words = ", ".join(f"{layer} {layers[layer]}" for layer in SLICES if layers.get(layer))
+    words = ", ".join([f"{layer} {layers[layer]}" for layer in SLICES if layers.get(layer)]
+                      + ([f"framing {framing}"] if framing else []))
     label = f"{total} of {budget} tokens used: {words or 'nothing'}"
     h = BAR_HEIGHT + 8 + LEGEND_ROW
     svg = (f'<svg class="chart" viewBox="0 0 {WIDTH + 40} {h}" width="{WIDTH + 40}" height="{h}" role="img" '

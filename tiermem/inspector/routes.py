@@ -117,6 +117,8 @@ class Inspector:
     def page(self, request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         grant = ctx.pop("grant", None)
         ns = ctx.pop("ns", None)
+        if ns is None and grant is not None:  # an error page: the nav links to the token's own namespace
+            ns = grant.default
         html = self.env.get_template(template).render(
             request=request, ns=ns, grant=grant, auth=self.runtime.auth.enabled, url=self.url, **ctx)
         return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
@@ -392,7 +394,8 @@ def _plan_ctx(result: dict[str, Any]) -> dict[str, Any]:
     for it in plan.get("items", []):
         by_layer.setdefault(it["slice"], []).append(it)
     layers = {s: sum(it["tokens"] for it in items) for s, items in by_layer.items()}
-    chart = charts.budget_bar(layers, int(plan.get("budget") or 0), "token budget use per layer")
+    chart = charts.budget_bar(layers, int(plan.get("budget") or 0), "token budget use per layer",
+                              total=int(plan.get("tokens") or 0))
     return {"plan": plan, "messages": result.get("messages") or [], "error": result.get("error"), "chart": chart,
             "by_layer": by_layer}
 
