@@ -168,7 +168,8 @@ def tool_calls_of(m: StoredMessage) -> list[ToolCall]:
     for call in body.get("tool_calls") or ():
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        got = call.get("function")
+        fn: dict[str, Any] = got if isinstance(got, dict) else {}
         out.append(ToolCall(str(call.get("id", "")), str(fn.get("name", call.get("type", ""))),
                             _short(str(fn.get("arguments", "")))))
     return out

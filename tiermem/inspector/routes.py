@@ -62,7 +62,7 @@ PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "Re
                 "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
 
 
-class _Answer(Exception):  # noqa: N818 (not an error: a response decided early)
+class _Answer(Exception):  # control flow inside this module, never an error a caller sees
     """Raised by a helper that has already decided the response (login, 404, 422)."""
 
     def __init__(self, response: Response) -> None:
