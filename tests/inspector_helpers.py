@@ -68,11 +68,23 @@ def trip_messages() -> list[dict[str, Any]]:
     return msgs
 
 
+SMALL = {
+    "billing-12": ["My invoice for May is wrong: I was charged twice.", "I see two charges of 49 EUR; one is refunded.",
+                   "Always email me, never call."],
+    "onboarding-3": ["How do I invite my team?", "Settings, Members, Invite: paste their e-mail addresses."],
+}
+
+
 def seed(url: str) -> None:
     with httpx.Client(base_url=url, timeout=120) as c:
         r = c.post(f"/v1/conversations/{CONV}/messages:batch", headers=bearer(TOKEN_ACME),
                    json={"messages": trip_messages()})
         assert r.status_code == 201, r.text
+        for name, texts in SMALL.items():  # a few more of acme's, for a list worth looking at
+            r = c.post(f"/v1/conversations/{name}/messages:batch", headers=bearer(TOKEN_ACME),
+                       json={"messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": t}
+                                          for i, t in enumerate(texts)]})
+            assert r.status_code == 201, r.text
         r = c.post(f"/v1/conversations/{OTHER}/messages", headers=bearer(TOKEN_GLOBEX),
                    json={"role": "user", "content": SECRET})
         assert r.status_code == 201, r.text

@@ -46,3 +46,21 @@ def test_docs_assets_are_installed_with_the_package() -> None:
     for name in SWAGGER_FILES:
         assert (root / name).stat().st_size > 0
     assert "SwaggerUIBundle" in (root / "swagger-ui-bundle.js").read_text(errors="replace")
+
+
+# (layer tokens, context total, budget) -- the bar never draws past the budget
+BARS = [
+    ({"pinned": 23, "summary": 47, "retrieved": 480, "tail": 50}, 589, 600),  # items sum above the total
+    ({"tail": 100}, 130, 600),  # framing on top of the items
+    ({}, 0, 100),  # an empty context
+]
+
+
+@pytest.mark.parametrize(("layers", "total", "budget"), BARS)
+def test_budget_bar_fills_exactly_the_context(layers: dict[str, int], total: int, budget: int) -> None:
+    from tiermem.inspector.charts import WIDTH, budget_bar
+
+    svg = str(budget_bar(layers, budget, "x", total=total))
+    widths = [float(w) for w in re.findall(r'<rect x="[\d.]+" y="0" width="([\d.]+)"', svg)]
+    assert sum(widths) == pytest.approx(WIDTH, abs=0.5)  # used + unused = the whole budget
+    assert f"{total} of {budget} tokens used" in svg

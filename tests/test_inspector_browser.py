@@ -82,7 +82,7 @@ def login(driver: Any, base: str) -> None:
 def shot(driver: Any, name: str) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        height = driver.execute_script("return Math.min(document.body.scrollHeight, 2400)")
+        height = driver.execute_script("return Math.min(document.body.scrollHeight, 1800)")
         driver.set_window_size(1400, max(700, int(height) + 40))
         driver.save_screenshot(str(Path(SHOTS) / f"inspector-{name}.png"))
         driver.set_window_size(1400, 1000)

@@ -45,12 +45,15 @@ def budget_bar(layers: dict[str, int], budget: int, caption: str, total: int | N
     total = items if total is None else total
     framing = max(0, total - items)
     scale = WIDTH / max(budget, total, 1)
+    # items are counted line by line; packed into messages they can share framing and cost
+    # a little less than their sum: then they fill exactly the context's own width
+    fit = total / items if items > total > 0 else 1.0
     parts, x = [], 0.0
     for layer, tok, colour in [*((s, layers.get(s, 0), LAYER_COLOURS[s]) for s in SLICES),
                                ("framing", framing, FRAMING_COLOUR)]:
         if tok <= 0:
             continue
-        w = tok * scale
+        w = tok * scale * (fit if layer != "framing" else 1.0)
         parts.append(f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="{BAR_HEIGHT}" '
                      f'fill="{colour}"><title>{layer}: {tok} tokens</title></rect>')
         x += w
