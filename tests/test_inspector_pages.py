@@ -196,3 +196,14 @@ def test_static_assets_are_served_from_the_package(client: TestClient, tmp_path:
                          ("inspector.js", "data-output")):
         r = client.get(f"/ui/static/{name}")
         assert r.status_code == 200 and marker in r.text
+
+
+def test_listing_loads_nothing_into_redis(client: TestClient, mem: Memory) -> None:
+    mem.append("evicted-1", {"role": "user", "content": "an old conversation"}, namespace="acme")
+    key = mem.cold.key_of("acme", "evicted-1")
+    assert mem.hot is not None and key is not None
+    mem.hot.drop(key)  # as after a Redis restart
+    r = client.get("/ui/")
+    line = re.search(r'<tr data-conversation="evicted-1">.*?</tr>', r.text, re.S)
+    assert line and "not resident" in line.group(0)
+    assert mem.hot.tier.read(key) is None, "the page read Redis without rebuilding the set"

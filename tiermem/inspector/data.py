@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tiermem.hotlink import REDIS_ERRORS
 from tiermem.memory import Memory
 from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.models import StoredMessage
@@ -39,7 +40,7 @@ def resolve(mem: Memory, namespace: str, name: str) -> str:
 
 @dataclass
 class HotFigures:
-    state: str  # ok | degraded | disabled
+    state: str  # ok | not resident | degraded | disabled
     tokens: int = 0
     budget: int = 0
     members: int = 0
@@ -55,12 +56,18 @@ class HotFigures:
 
 
 def hot_figures(mem: Memory, key: str) -> HotFigures:
+    """What Redis holds for the conversation now, read without side effects: a missing or
+    outdated set is reported as such ("not resident"), not rebuilt (the next context call
+    rebuilds it), so listing 50 conversations loads none of them into Redis."""
     if mem.hot is None:
         return HotFigures("disabled")
-    read = mem.hot.read(key)
-    hs = read.hot
-    if hs is None:
+    try:
+        hs = mem.hot.tier.read(key)
+        current = hs is not None and hs.generation == mem.hot.generation(key)
+    except REDIS_ERRORS:
         return HotFigures("degraded")
+    if hs is None or not current:
+        return HotFigures("not resident")
     return HotFigures("ok", hs.total_tokens, hs.budget, len(hs.turns), sum(1 for t in hs.turns if t.pinned),
                       sum(t.tokens for t in hs.turns if t.pinned), hs.overflow_tokens, hs.evictions,
                       frozenset(t.position for t in hs.turns))
