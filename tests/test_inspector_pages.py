@@ -207,3 +207,14 @@ def test_listing_loads_nothing_into_redis(client: TestClient, mem: Memory) -> No
     line = re.search(r'<tr data-conversation="evicted-1">.*?</tr>', r.text, re.S)
     assert line and "not resident" in line.group(0)
     assert mem.hot.tier.read(key) is None, "the page read Redis without rebuilding the set"
+
+
+def test_load_bearing_turns_show_as_kept_without_an_explicit_pin(client: TestClient, mem: Memory) -> None:
+    from tiermem.hotlink import pin_state
+
+    r = client.get(f"/ui/c/{CONV}", params={"page": 0})
+    key = mem.cold.key_of("acme", CONV)
+    for t in mem.cold.turns(key, start=0, end=25):  # type: ignore[arg-type]
+        kept = t.pinned_priority is None and pin_state(t)[0]
+        assert ("kept (load-bearing)" in row(r.text, t.position)) == kept, t.position
+    assert "kept (load-bearing)" in row(r.text, 0)  # "I am allergic to peanuts": an instruction

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiermem.hotlink import REDIS_ERRORS
+from tiermem.hotlink import REDIS_ERRORS, pin_state
 from tiermem.memory import Memory
 from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.models import StoredMessage
@@ -159,6 +159,7 @@ class TurnView:
     tiers: list[str]
     tool_calls: list[ToolCall] = field(default_factory=list)
     result_of: str | None = None  # the call id this tool message answers
+    auto_pinned: bool = False  # held in the hot set as a load-bearing turn, without an explicit pin
 
 
 def _short(text: str, limit: int = TOOL_TEXT_CHARS) -> str:
@@ -257,7 +258,8 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
             m.position, m.role, m.session_id, m.created_at, m.tokens, text,
             t.intent if t else None, t.label_reason if t else None, bool(t and t.load_bearing),
             t.priority if t else 0, t.pinned_priority if t else None, t.superseded_by if t else None,
-            validity.get(m.position), tiers, calls, result_of(m)))
+            validity.get(m.position), tiers, calls, result_of(m),
+            t is not None and t.pinned_priority is None and pin_state(t)[0]))
     return TurnsPage(name, namespace, rows, page, pages, last, hot)
 
 
