@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from service_helpers import bearer
 
 TOKEN_ACME = "tok-acme-inspector-0123456789"
 TOKEN_GLOBEX = "tok-globex-inspector-0123456789"
@@ -29,13 +30,6 @@ SECRET = "the globex vault code is 7-4-1"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 30.0  # for a page or an htmx swap (the machine is shared and slow)
-
-
-def bearer(token: str, namespace: str | None = None) -> dict[str, str]:
-    h = {"Authorization": f"Bearer {token}"}
-    if namespace is not None:
-        h["X-Tiermem-Namespace"] = namespace
-    return h
 
 
 def trip_messages() -> list[dict[str, Any]]:
