@@ -1,13 +1,24 @@
 # make install: create .venv when missing (CPU torch first, so pip never fetches a CUDA build),
-# then the project with its dev extras. make test: install, ruff, mypy, pytest.
+# then the project with its dev extras; as root on a machine with apt (CI), also Debian's
+# chromium + chromium-driver for the inspector's browser tests (elsewhere they skip, saying why).
+# make test: install, ruff, mypy, pytest.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint bench bench-startup soak run clean
+.PHONY: install browser test lint bench bench-startup soak run clean
 
-install: $(STAMP)
+install: $(STAMP) browser
+
+# the system browser the inspector's tests drive (tests/test_inspector_browser.py); nothing
+# downloads a browser build. Only as root with apt-get, and only when it is missing.
+browser:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v chromedriver >/dev/null 2>&1; then \
+	  echo "installing chromium + chromium-driver (apt) for the browser tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	    || echo "could not install chromium: the browser tests will skip"; \
+	fi
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)

@@ -169,6 +169,7 @@ class _Call:
     plan: Plan
     t0: float
     timings: dict[str, float] = field(default_factory=dict)
+    record: bool = True  # False: a what-if plan (the inspector's), the epoch is not advanced
 
     def mark(self, step: str) -> None:
         """Record when `step` ended, in milliseconds since the call began."""
@@ -218,8 +219,11 @@ class Planner:
         namespace_recall: bool = True,
         truncate_latest: bool = False,
         table: TurnTable | None = None,
+        record: bool = True,
     ) -> Context:
-        """`table`: the conversation's turn table when the caller just read it."""
+        """`table`: the conversation's turn table when the caller just read it. `record=False`
+        (a what-if plan, e.g. the inspector's): the epoch is not advanced, so the agent's next
+        call is compared with its own previous context, not with this one."""
         t0 = time.perf_counter()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
@@ -232,7 +236,7 @@ class Planner:
         plan.tiers = {"cold": "ok", "hot": "degraded" if hot.degraded else ("rebuilt" if hot.rebuilt else "ok"),
                       "warm": "ok" if summaries else "unused"}
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     {"turns": turns_ms})
+                     {"turns": turns_ms}, record)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
@@ -438,14 +442,15 @@ class Planner:
             # the layer of the previous context where it stops being reused ("" when all of it is)
             plan.cache.boundary = prev.segments[k].kind if k < len(prev.segments) else ""
         plan.breakpoints = breakpoints(kinds, tokens_each)
-        self._epochs.put(conv, EpochState(
-            key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
-            prev.pinned if ext is not None and prev is not None
-            else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
-            prev.summary_lines if ext is not None and prev is not None
-            else frozenset(c.text for c in chosen["summary"]),
-            max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
-            latest_user if fixed.latest_body is not None else None, fixed.latest_truncated))
+        if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
+            self._epochs.put(conv, EpochState(
+                key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
+                prev.pinned if ext is not None and prev is not None
+                else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
+                prev.summary_lines if ext is not None and prev is not None
+                else frozenset(c.text for c in chosen["summary"]),
+                max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
+                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated))
         return segments, total
 
     def _extend(self, prev: EpochState, call: _Call, fixed: _Fixed, packing: Packing,

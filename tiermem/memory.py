@@ -536,9 +536,12 @@ class Memory:
         namespace_recall: bool = True,
         namespace: str | None = None,
         truncate_latest: bool = False,
+        record: bool = True,
     ) -> Context:
         """The slice of the past to send with this turn: OpenAI-format messages, their
-        exact token count (never above `budget`) and the plan that says why."""
+        exact token count (never above `budget`) and the plan that says why. `record=False`:
+        a what-if plan (the inspector's) that neither advances the prompt-cache epoch nor
+        lands in the plans table, so the agent's next call sees no difference."""
         name, ns, conv = self._key(conversation_id, namespace)
         if query is not None and not isinstance(query, str):
             raise ValidationError("query", "must be a string")
@@ -565,9 +568,9 @@ class Memory:
         ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
                                  summaries=summaries,
                                  namespace_recall=namespace_recall and self.config.namespace_recall,
-                                 truncate_latest=truncate_latest, table=table)
+                                 truncate_latest=truncate_latest, table=table, record=record)
         _name_plan(ctx.plan, conv, name, self.cold)
-        if self.config.store_plans:
+        if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())
         return ctx
 
@@ -782,9 +785,10 @@ class NamespacedMemory:
         return self.memory.search(conversation_id, query, k, namespace=self.namespace)
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
-                system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False) -> Context:
+                system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
+                record: bool = True) -> Context:
         return self.memory.context(conversation_id, query, budget, system=system, namespace_recall=namespace_recall,
-                                   truncate_latest=truncate_latest, namespace=self.namespace)
+                                   truncate_latest=truncate_latest, namespace=self.namespace, record=record)
 
     def consolidate(self, conversation_id: str) -> int:
         """Refresh one conversation's warm views now (the all-namespace sweep is the

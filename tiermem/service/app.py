@@ -64,10 +64,15 @@ def create_app(
         "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
         "needs a token from `metrics_tokens`.",
         lifespan=lifespan,
+        docs_url=None,  # tiermem.inspector serves /docs from packaged assets (no CDN)
+        redoc_url=None,
     )
     app.state.runtime = runtime
     install_handlers(app)
     install_routes(app, auth_enabled=runtime.auth.enabled)
+    from tiermem.inspector import install as install_inspector
+
+    install_inspector(app, runtime)
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
     return app

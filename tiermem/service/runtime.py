@@ -10,6 +10,7 @@ it answers 503 with Retry-After (`mem`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -44,6 +45,8 @@ class Runtime:
     storage_failed_at: float | None = None
     # the embedding model loads in the background: "idle", "loading", "ready" or "failed"
     embedder_state: str = "idle"
+    # called with (namespace, plan) for every context handed to a caller (tiermem.inspector's metrics)
+    plan_hooks: list[Callable[[str, Any], None]] = field(default_factory=list)
     latency: Histogram = field(init=False)
     unhandled: Counter = field(init=False)
 

@@ -50,6 +50,8 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         namespace=ns,
         truncate_latest=body.truncate_latest,
     )
+    for hook in runtime.plan_hooks:
+        hook(ns, ctx.plan)
     return ContextOut(
         messages=finite(ctx.messages),
         tokens=ctx.tokens,

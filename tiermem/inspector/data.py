@@ -1,0 +1,321 @@
+"""What the inspector shows, read through Memory and the cold store's public methods.
+
+Invariants:
+- A conversation is always resolved in one namespace (`resolve`): an id that does not
+  exist there raises `ConversationNotFound`, whether it is unused or used elsewhere, so a
+  page can never show another namespace's data.
+- Reads only, with one exception the caller asks for explicitly (`Memory.pin`/`unpin`).
+  A what-if plan is made with `record=False`: it advances no prompt-cache epoch and is not
+  stored, so inspecting never changes what the agent gets next.
+- No SQL here (the layout test greps): everything goes through `Memory`, `ColdLog`'s
+  public methods, the hot link and the warm store.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiermem.hotlink import REDIS_ERRORS, pin_state
+from tiermem.memory import Memory
+from tiermem.tiers.errors import ConversationNotFound
+from tiermem.tiers.models import StoredMessage
+from tiermem.tiers.warm import SummaryView
+
+TURNS_PER_PAGE = 50  # rows of the conversation log per page
+CONVERSATIONS_PER_PAGE = 50
+RESULT_LOOKAHEAD = 50  # positions past a page searched for the results of its tool calls
+TOOL_TEXT_CHARS = 400  # of a tool call's arguments or result shown inline
+VIEW_KINDS = ("rolling", "constraints")  # the per-conversation views with key ''
+
+
+def resolve(mem: Memory, namespace: str, name: str) -> str:
+    """The conversation key of `name` in exactly `namespace`; ConversationNotFound otherwise."""
+    key = mem.cold.key_of(namespace, name)
+    if key is None:
+        raise ConversationNotFound(name, namespace)
+    return key
+
+
+@dataclass
+class HotFigures:
+    state: str  # ok | not resident | degraded | disabled
+    tokens: int = 0
+    budget: int = 0
+    members: int = 0
+    pins: int = 0
+    pinned_tokens: int = 0
+    overflow_tokens: int = 0
+    evictions: int = 0
+    positions: frozenset[int] = frozenset()
+
+    @property
+    def use(self) -> float:
+        return self.tokens / self.budget if self.budget else 0.0
+
+
+def hot_figures(mem: Memory, key: str) -> HotFigures:
+    """What Redis holds for the conversation now, read without side effects: a missing or
+    outdated set is reported as such ("not resident"), not rebuilt (the next context call
+    rebuilds it), so listing 50 conversations loads none of them into Redis."""
+    if mem.hot is None:
+        return HotFigures("disabled")
+    try:
+        hs = mem.hot.tier.read(key)
+        current = hs is not None and hs.generation == mem.hot.generation(key)
+    except REDIS_ERRORS:
+        return HotFigures("degraded")
+    if hs is None or not current:
+        return HotFigures("not resident")
+    return HotFigures("ok", hs.total_tokens, hs.budget, len(hs.turns), sum(1 for t in hs.turns if t.pinned),
+                      sum(t.tokens for t in hs.turns if t.pinned), hs.overflow_tokens, hs.evictions,
+                      frozenset(t.position for t in hs.turns))
+
+
+@dataclass
+class ViewLag:
+    kind: str
+    key: str
+    version: int | None
+    turns_behind: int
+    seconds_behind: float
+    over_budget: bool
+
+
+def view_lag(mem: Memory, key: str, kind: str, vkey: str = "", view: SummaryView | None = None) -> ViewLag:
+    st = mem.views.staleness(key, kind, vkey, view=view)
+    if view is None:
+        view = mem.warm.latest(key, kind, vkey)
+    return ViewLag(kind, vkey, view.version if view is not None else None, st.turns_behind, st.seconds_behind,
+                   st.over_budget)
+
+
+@dataclass
+class ConversationRow:
+    id: str
+    turns: int
+    created_at: float
+    last_activity: float | None
+    hot: HotFigures
+    warm: ViewLag
+    index_lag: int  # turns not embedded yet
+
+
+def conversation_row(mem: Memory, namespace: str, name: str) -> ConversationRow:
+    key = resolve(mem, namespace, name)
+    meta = mem.cold.conversation(key) or {}
+    return ConversationRow(name, int(meta.get("messages") or 0), float(meta.get("created_at") or 0.0),
+                           meta.get("last_message_at"), hot_figures(mem, key), view_lag(mem, key, "rolling"),
+                           mem.cold.pending_embeddings(key))
+
+
+@dataclass
+class ConversationsPage:
+    namespace: str
+    rows: list[ConversationRow]
+    page: int
+    pages: int
+    total: int
+
+
+def conversations_page(mem: Memory, namespace: str, page: int) -> ConversationsPage:
+    names = mem.conversations(namespace)
+    pages = max(1, -(-len(names) // CONVERSATIONS_PER_PAGE))
+    page = min(max(page, 0), pages - 1)
+    rows = []
+    for name in names[page * CONVERSATIONS_PER_PAGE:(page + 1) * CONVERSATIONS_PER_PAGE]:
+        try:
+            rows.append(conversation_row(mem, namespace, name))
+        except ConversationNotFound:  # erased between the listing and this read
+            continue
+    return ConversationsPage(namespace, rows, page, pages, len(names))
+
+
+@dataclass
+class ToolCall:
+    call_id: str
+    name: str
+    arguments: str
+    result_position: int | None = None
+    result: str | None = None
+
+
+@dataclass
+class TurnView:
+    position: int
+    role: str
+    session_id: str | None
+    created_at: float
+    tokens: int
+    text: str
+    intent: str | None
+    label_reason: str | None
+    load_bearing: bool
+    priority: int
+    pinned_priority: int | None
+    superseded_by: int | None
+    validity: dict[str, Any] | None
+    tiers: list[str]
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    result_of: str | None = None  # the call id this tool message answers
+    auto_pinned: bool = False  # held in the hot set as a load-bearing turn, without an explicit pin
+
+
+def _short(text: str, limit: int = TOOL_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def tool_calls_of(m: StoredMessage) -> list[ToolCall]:
+    """The calls a message makes, in either OpenAI format."""
+    body = m.body
+    if body.get("type") == "function_call":
+        return [ToolCall(str(body.get("call_id", "")), str(body.get("name", "")),
+                         _short(str(body.get("arguments", ""))))]
+    out = []
+    for call in body.get("tool_calls") or ():
+        if not isinstance(call, dict):
+            continue
+        got = call.get("function")
+        fn: dict[str, Any] = got if isinstance(got, dict) else {}
+        out.append(ToolCall(str(call.get("id", "")), str(fn.get("name", call.get("type", ""))),
+                            _short(str(fn.get("arguments", "")))))
+    return out
+
+
+def result_of(m: StoredMessage) -> str | None:
+    """The call id a tool result answers, in either format."""
+    body = m.body
+    if body.get("type") == "function_call_output":
+        return str(body.get("call_id", ""))
+    if m.role == "tool" and body.get("tool_call_id") is not None:
+        return str(body.get("tool_call_id"))
+    return None
+
+
+@dataclass
+class TurnsPage:
+    name: str
+    namespace: str
+    rows: list[TurnView]
+    page: int
+    pages: int
+    last_position: int
+    hot: HotFigures
+    per_page: int = TURNS_PER_PAGE
+
+
+def warm_positions(mem: Memory, key: str) -> dict[int, list[str]]:
+    """position -> the current warm views whose sentences cite it."""
+    out: dict[int, list[str]] = {}
+    for kind in VIEW_KINDS:
+        view = mem.warm.latest(key, kind)
+        if view is None:
+            continue
+        for s in view.sentences:
+            if s.status == "current":
+                for p in s.positions:
+                    out.setdefault(p, [])
+                    if kind not in out[p]:
+                        out[p].append(kind)
+    return out
+
+
+def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> TurnsPage:
+    """One page of the log; `page=None`: the last (the most recent turns)."""
+    key = resolve(mem, namespace, name)
+    last = mem.cold.last_position(key)
+    pages = max(1, last // TURNS_PER_PAGE + 1) if last >= 0 else 1
+    page = pages - 1 if page is None else min(max(page, 0), pages - 1)
+    start, end = page * TURNS_PER_PAGE, (page + 1) * TURNS_PER_PAGE - 1
+    turns = {t.position: t for t in mem.cold.turns(key, start=start, end=end)}
+    msgs = mem.cold.history(key, start=start, end=end + RESULT_LOOKAHEAD)
+    results: dict[str, StoredMessage] = {}
+    for m in msgs:
+        cid = result_of(m)
+        if cid:
+            results.setdefault(cid, m)
+    validity = {v.position: v.to_json() for v in mem.facts(name, namespace=namespace)}
+    hot = hot_figures(mem, key)
+    warm = warm_positions(mem, key)
+    rows = []
+    for m in msgs:
+        if m.position > end:
+            break
+        t = turns.get(m.position)
+        # hot first, then the warm views that cite it; the cold log holds every turn
+        tiers = ["hot"] if m.position in hot.positions else []
+        tiers += [f"warm:{k}" for k in warm.get(m.position, ())]
+        tiers.append("cold")
+        calls = tool_calls_of(m)
+        # a message that only calls tools has no text of its own (message_text renders the calls)
+        text = "" if calls and not m.body.get("content") else m.text
+        for c in calls:
+            r = results.get(c.call_id)
+            if r is not None:
+                c.result_position, c.result = r.position, _short(r.text)
+        rows.append(TurnView(
+            m.position, m.role, m.session_id, m.created_at, m.tokens, text,
+            t.intent if t else None, t.label_reason if t else None, bool(t and t.load_bearing),
+            t.priority if t else 0, t.pinned_priority if t else None, t.superseded_by if t else None,
+            validity.get(m.position), tiers, calls, result_of(m),
+            t is not None and t.pinned_priority is None and pin_state(t)[0]))
+    return TurnsPage(name, namespace, rows, page, pages, last, hot)
+
+
+def source_turns(mem: Memory, namespace: str, name: str, positions: list[int]) -> list[StoredMessage]:
+    key = resolve(mem, namespace, name)
+    return mem.cold.get(key, sorted(set(positions)))
+
+
+@dataclass
+class ViewPanel:
+    kind: str
+    key: str
+    view: SummaryView | None
+    versions: list[int]
+    lag: ViewLag
+    latest_version: int | None
+
+
+def view_panels(mem: Memory, namespace: str, name: str, want: tuple[str, str, int] | None = None) -> list[ViewPanel]:
+    """Every warm view of the conversation, latest version (or `want` = (kind, key, version))."""
+    key = resolve(mem, namespace, name)
+    specs = [(k, "") for k in VIEW_KINDS] + [("session", v.key) for v in mem.warm.sessions(key)]
+    out = []
+    for kind, vkey in specs:
+        latest = mem.warm.latest(key, kind, vkey)
+        view = latest
+        if want is not None and want[0] == kind and want[1] == vkey:
+            view = mem.warm.version(key, kind, vkey, want[2]) or latest
+        out.append(ViewPanel(kind, vkey, view, mem.warm.versions(key, kind, vkey),
+                             view_lag(mem, key, kind, vkey, latest),
+                             latest.version if latest is not None else None))
+    return out
+
+
+@dataclass
+class StoredPlans:
+    turns: list[int]  # last_position of each stored plan, distinct, ascending
+    chosen: int | None
+    plans: list[dict[str, Any]]  # of the chosen turn: {"last_position", "plan", "created_at"}
+
+
+def stored_plans(mem: Memory, namespace: str, name: str, turn: int | None) -> StoredPlans:
+    key = resolve(mem, namespace, name)
+    every = mem.cold.plans(key)
+    turns = sorted({int(p["last_position"]) for p in every})
+    if turn is None and turns:
+        turn = turns[-1]
+    return StoredPlans(turns, turn, [p for p in every if p["last_position"] == turn])
+
+
+def age(at: float | None, now: float | None = None) -> str:
+    """'3 min ago' for a unix time (the inspector's tables)."""
+    if at is None:
+        return "-"
+    s = max(0.0, (now if now is not None else time.time()) - at)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:.0f} {unit} ago"
+    return f"{s:.0f} s ago"

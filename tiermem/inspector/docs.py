@@ -1,0 +1,57 @@
+"""`/docs` (Swagger UI) and `/redoc` from files packaged with the wheel: they work offline.
+
+FastAPI's default pages load Swagger UI and ReDoc from a CDN and are blank without
+internet. The `fastapi-offline` distribution ships the same assets (Swagger UI 5, which
+renders OpenAPI 3.1, and ReDoc); we serve its files under `/docs/static` and build the
+pages with FastAPI's own `get_swagger_ui_html` / `get_redoc_html`, with every URL local:
+script, stylesheet, favicon, no Google fonts, and no validator badge (which would call
+validator.swagger.io).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import pathlib
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+DOCS_STATIC = "/docs/static"
+SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png", "redoc.standalone.js")
+
+
+def assets_dir() -> pathlib.Path:
+    """The folder of the packaged Swagger UI / ReDoc files (raises when it lacks one)."""
+    root = pathlib.Path(str(importlib.resources.files("fastapi_offline") / "static"))
+    missing = [f for f in SWAGGER_FILES if not (root / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"fastapi_offline's assets lack {missing} in {root}")
+    return root
+
+
+def install_docs(app: FastAPI) -> None:
+    app.mount(DOCS_STATIC, StaticFiles(directory=assets_dir()), name="docs-static")
+    title = f"{app.title} API"
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=title,
+            swagger_js_url=f"{DOCS_STATIC}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_STATIC}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_STATIC}/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=title,
+            redoc_js_url=f"{DOCS_STATIC}/redoc.standalone.js",
+            redoc_favicon_url=f"{DOCS_STATIC}/favicon.png",
+            with_google_fonts=False,
+        )

@@ -1,0 +1,412 @@
+"""The inspector's pages under `/ui`: server-rendered HTML (Jinja2) with htmx for the
+parts that change in place (a plan as the budget slider moves, a pin, a view's sources).
+
+Auth and scope, the same walls as the API (tiermem.service):
+- The credential is an API token, typed once into `/ui/login` and kept in an HttpOnly,
+  SameSite=Strict cookie limited to `/ui` (Secure over https); it is never put in a URL
+  and never echoed into a page. Every request re-checks it against the configured
+  tokens, so a token removed from the config stops working at once. `--no-auth` servers
+  need no login (loopback only, like the API).
+- The namespace a page acts in is `?ns=` (default: the token's own prefix). A
+  conversation page outside the token's prefix answers 404 with exactly the page of a
+  missing conversation; a namespace page (the list, the metrics) outside it answers 403,
+  the same for every outside namespace.
+- Every POST needs the `HX-Request` header (a cross-site form cannot send it without a
+  CORS preflight, which this server never grants) and a JSON body (the service's guard
+  refuses any other); with SameSite=Strict that is the CSRF defence.
+- Pages send a Content-Security-Policy that allows only this origin's scripts and styles
+  (htmx, its json-enc extension and a few lines of our own, all packaged), `no-store`,
+  and `Referrer-Policy: no-referrer` (namespaces and ids appear in URLs, tokens never).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import urllib.parse
+from collections import Counter as Tally
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import markupsafe
+import pydantic
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from tiermem.inspector import charts, data
+from tiermem.inspector.metrics import PlanMetrics
+from tiermem.memory import MAX_BUDGET_TOKENS, Memory
+from tiermem.planner.plan import SLICES
+from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
+from tiermem.tiers.models import validate_id, validate_namespace
+
+if TYPE_CHECKING:
+    from tiermem.service import Grant, Runtime
+
+log = logging.getLogger("tiermem.inspector")
+
+COOKIE = "tiermem_ui"
+COOKIE_PATH = "/ui"
+MAX_TOKEN_CHARS = 4096  # of a token typed into the login form
+MAX_QUERY_CHARS = 4000  # of a what-if query typed into the plan form
+DEFAULT_PLAN_BUDGET = 2000  # tokens: the plan form's first value (the API's default)
+SLIDER_MIN, SLIDER_STEP = 100, 50  # tokens
+SLIDER_MAX_FLOOR = 16000  # tokens: the slider reaches at least this, or the hot budget if larger
+METRICS_CHART_CALLS = 60  # calls drawn in the per-layer chart
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+                "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
+
+
+class _Answer(Exception):  # control flow inside this module, never an error a caller sees
+    """Raised by a helper that has already decided the response (login, 404, 422)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+class LoginIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
+
+
+class PlanIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field("", max_length=MAX_QUERY_CHARS)
+    budget: int = Field(DEFAULT_PLAN_BUDGET, ge=1, le=MAX_BUDGET_TOKENS)
+
+
+class PinIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    position: int = Field(ge=0, le=2**62)
+    pinned: bool
+    priority: int = Field(50, ge=0, le=100)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("tiermem.inspector", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(SLICES=SLICES, LAYER_COLOURS=charts.LAYER_COLOURS, age=data.age)
+    env.filters["ts"] = lambda t: "-" if t is None or not math.isfinite(t) else time.strftime(
+        "%Y-%m-%d %H:%M:%S", time.gmtime(t))
+    env.filters["pct"] = lambda x: f"{x:.0%}"
+    return env
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    e = exc.errors()[0]
+    where = ".".join(str(p) for p in e.get("loc", ())) or "body"
+    return f"{where}: {e.get('msg', 'invalid')}"
+
+
+class Inspector:
+    """The pages of one app, bound to its Runtime."""
+
+    def __init__(self, runtime: Runtime, metrics: PlanMetrics) -> None:
+        self.runtime = runtime
+        self.metrics = metrics
+        self.env = _env()
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def page(self, request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        grant = ctx.pop("grant", None)
+        ns = ctx.pop("ns", None)
+        if ns is None and grant is not None:  # an error page: the nav links to the token's own namespace
+            ns = grant.default
+        html = self.env.get_template(template).render(
+            request=request, ns=ns, grant=grant, auth=self.runtime.auth.enabled, url=self.url, **ctx)
+        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+
+    @staticmethod
+    def url(path: str, ns: str | None = None, **params: Any) -> str:
+        q = {k: v for k, v in {"ns": ns, **params}.items() if v is not None}
+        return "/ui" + path + ("?" + urllib.parse.urlencode(q) if q else "")
+
+    def error(self, request: Request, status: int, message: str, grant: Grant | None = None) -> _Answer:
+        return _Answer(self.page(request, "error.html", status, title=f"{status}", message=message, grant=grant))
+
+    # -- auth and scope -----------------------------------------------------------------------
+
+    def grant(self, request: Request) -> Grant:
+        auth = self.runtime.auth
+        if not auth.enabled:
+            g = auth.grant(None)
+        else:
+            token = request.cookies.get(COOKIE)
+            g = auth.grant(f"Bearer {token}") if token else None
+        if g is None:
+            if request.headers.get("hx-request"):
+                raise _Answer(Response(status_code=401, headers={"HX-Redirect": "/ui/login"}))
+            raise _Answer(RedirectResponse("/ui/login", status_code=303))
+        return g
+
+    def namespace(self, request: Request, grant: Grant) -> str:
+        raw = request.query_params.get("ns")
+        if raw is None:
+            return grant.default
+        try:
+            return validate_namespace(raw, "ns", self.runtime.config.max_id_chars)
+        except ValidationError as exc:
+            raise self.error(request, 422, f"ns: {exc.problem}", grant) from None
+
+    def space(self, request: Request) -> tuple[Grant, str]:
+        """A namespace page: outside the token's prefix, 403 (the same for every outside one)."""
+        grant = self.grant(request)
+        ns = self.namespace(request, grant)
+        if not grant.allows(ns):
+            raise self.error(request, 403, f"namespace {ns!r} is outside this token's scope", grant)
+        return grant, ns
+
+    def conversation(self, request: Request, cid: str) -> tuple[Grant, str, str]:
+        """A conversation page: outside the prefix, exactly the answer of a missing conversation."""
+        grant = self.grant(request)
+        try:
+            validate_id(cid, "conversation_id", self.runtime.config.max_id_chars)
+        except ValidationError as exc:
+            raise self.error(request, 422, f"conversation_id: {exc.problem}", grant) from None
+        ns = self.namespace(request, grant)
+        if not grant.allows(ns) or self.mem().cold.key_of(ns, cid) is None:
+            raise self.not_found(request, cid, grant)
+        return grant, ns, cid
+
+    def not_found(self, request: Request, cid: str, grant: Grant | None) -> _Answer:
+        return self.error(request, 404, f"conversation {cid!r} not found", grant)
+
+    def mem(self) -> Memory:
+        if self.runtime.memory is None:
+            raise _Answer(HTMLResponse("the service is starting", status_code=503, headers={"Retry-After": "5"}))
+        return self.runtime.memory
+
+    @staticmethod
+    def csrf(request: Request) -> None:
+        if request.headers.get("hx-request") != "true":
+            raise _Answer(HTMLResponse("a form of this inspector is needed (HX-Request header)", status_code=403))
+
+    @staticmethod
+    async def body(request: Request, model: type[pydantic.BaseModel]) -> Any:
+        raw = await request.body()
+        try:
+            return model.model_validate(json.loads(raw) if raw else {})
+        except (pydantic.ValidationError, ValueError) as exc:
+            msg = _first_error(exc) if isinstance(exc, pydantic.ValidationError) else "body: not JSON"
+            raise _Answer(HTMLResponse(f'<p class="error" role="alert">{_escape(msg)}</p>', status_code=422)) from None
+
+    # -- plans ------------------------------------------------------------------------------------
+
+    def what_if(self, ns: str, cid: str, query: str | None, budget: int) -> dict[str, Any]:
+        """A plan the agent would get now, made without recording anything (`record=False`)."""
+        try:
+            ctx = self.mem().context(cid, query or None, budget, namespace=ns, record=False)
+        except ConversationNotFound:
+            raise
+        except ValidationError as exc:
+            return {"error": f"{exc.field}: {exc.problem}", "plan": None, "messages": []}
+        return {"error": None, "plan": ctx.plan.to_dict(), "messages": ctx.messages}
+
+    def slider_max(self) -> int:
+        return max(SLIDER_MAX_FLOOR, self.runtime.config.hot_budget_tokens)
+
+
+def _escape(s: str) -> str:
+    return str(markupsafe.escape(s))
+
+
+def build_router(ins: Inspector) -> APIRouter:
+    r = APIRouter(prefix="/ui", include_in_schema=False)
+
+    @r.get("")
+    def root() -> RedirectResponse:
+        return RedirectResponse("/ui/", status_code=307)
+
+    @r.get("/login")
+    def login_page(request: Request) -> HTMLResponse:
+        return ins.page(request, "login.html", title="Sign in")
+
+    @r.post("/login")
+    async def login(request: Request) -> Response:
+        ins.csrf(request)
+        body: LoginIn = await ins.body(request, LoginIn)
+        grant = ins.runtime.auth.grant(f"Bearer {body.token}")
+        if grant is None or not ins.runtime.auth.enabled:
+            return HTMLResponse('<p class="error" role="alert">That token is not valid here.</p>', status_code=401)
+        resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
+        resp.set_cookie(COOKIE, body.token, path=COOKIE_PATH, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+        return resp
+
+    @r.post("/logout")
+    def logout(request: Request) -> Response:
+        ins.csrf(request)
+        resp = Response(status_code=200, headers={"HX-Redirect": "/ui/login"})
+        resp.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+        return resp
+
+    @r.get("/")
+    def conversations(request: Request, page: int = 0) -> HTMLResponse:
+        grant, ns = ins.space(request)
+        listing = data.conversations_page(ins.mem(), ns, page)
+        return ins.page(request, "conversations.html", title=f"Conversations in {ns}", grant=grant, ns=ns,
+                        listing=listing)
+
+    @r.get("/c/{cid}")
+    def conversation(request: Request, cid: str, page: int | None = None) -> HTMLResponse:
+        grant, ns, cid = ins.conversation(request, cid)
+        mem = ins.mem()
+        try:
+            turns = data.turns_page(mem, ns, cid, page)
+            row = data.conversation_row(mem, ns, cid)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        chart = charts.hot_composition(row.hot.pinned_tokens, row.hot.tokens - row.hot.pinned_tokens,
+                                       row.hot.budget, row.hot.overflow_tokens) if row.hot.state == "ok" else None
+        return ins.page(request, "conversation.html", title=cid, grant=grant, ns=ns, cid=cid, turns=turns,
+                        row=row, chart=chart, tab="log")
+
+    @r.post("/c/{cid}/pins")
+    async def pin(request: Request, cid: str) -> HTMLResponse:
+        ins.csrf(request)
+        grant, ns, cid = ins.conversation(request, cid)
+        body: PinIn = await ins.body(request, PinIn)
+        mem = ins.mem()
+        try:
+            if body.pinned:
+                mem.pin(cid, body.position, priority=body.priority, namespace=ns)
+            else:
+                mem.unpin(cid, body.position, namespace=ns)
+            turns = data.turns_page(mem, ns, cid, body.position // data.TURNS_PER_PAGE)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        except TiermemError as exc:
+            return HTMLResponse(f'<tr><td colspan="9" class="error" role="alert">{_escape(str(exc))}</td></tr>',
+                                status_code=422)
+        row = next((t for t in turns.rows if t.position == body.position), None)
+        if row is None:
+            return HTMLResponse(f'<tr><td colspan="9" class="error" role="alert">no turn at position '
+                                f'{body.position}</td></tr>', status_code=422)
+        html = ins.env.get_template("_turn_row.html").render(t=row, ns=ns, cid=cid, url=ins.url)
+        return HTMLResponse(html, headers=PAGE_HEADERS)
+
+    @r.get("/c/{cid}/plan")
+    def plan_page(request: Request, cid: str, q: str = "", budget: int = DEFAULT_PLAN_BUDGET) -> HTMLResponse:
+        grant, ns, cid = ins.conversation(request, cid)
+        budget = min(max(budget, 1), MAX_BUDGET_TOKENS)
+        try:
+            result = ins.what_if(ns, cid, q, budget)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        return ins.page(request, "plan.html", title=f"Plan a context: {cid}", grant=grant, ns=ns, cid=cid,
+                        query=q, budget=budget, slider_min=SLIDER_MIN, slider_max=max(ins.slider_max(), budget),
+                        slider_step=SLIDER_STEP, tab="plan", **_plan_ctx(result))
+
+    @r.post("/c/{cid}/plan")
+    async def plan(request: Request, cid: str) -> HTMLResponse:
+        ins.csrf(request)
+        grant, ns, cid = ins.conversation(request, cid)
+        body: PlanIn = await ins.body(request, PlanIn)
+        try:
+            result = ins.what_if(ns, cid, body.query, body.budget)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        html = ins.env.get_template("_plan.html").render(url=ins.url, ns=ns, cid=cid, **_plan_ctx(result))
+        return HTMLResponse(html, headers=PAGE_HEADERS)
+
+    @r.get("/c/{cid}/plans")
+    def plans(request: Request, cid: str, turn: int | None = None) -> HTMLResponse:
+        grant, ns, cid = ins.conversation(request, cid)
+        try:
+            stored = data.stored_plans(ins.mem(), ns, cid, turn)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        rendered = [{"created_at": p["created_at"], **_plan_ctx({"plan": p["plan"], "messages": [], "error": None})}
+                    for p in stored.plans]
+        return ins.page(request, "plans.html", title=f"Stored plans: {cid}", grant=grant, ns=ns, cid=cid,
+                        stored=stored, rendered=rendered, enabled=ins.runtime.config.store_plans, tab="plans")
+
+    @r.get("/c/{cid}/views")
+    def views(request: Request, cid: str, kind: str | None = None, key: str = "",
+              version: int | None = None) -> HTMLResponse:
+        grant, ns, cid = ins.conversation(request, cid)
+        want = (kind, key, version) if kind is not None and version is not None else None
+        try:
+            panels = data.view_panels(ins.mem(), ns, cid, want)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        cfg = ins.runtime.config
+        return ins.page(request, "views.html", title=f"Warm views: {cid}", grant=grant, ns=ns, cid=cid,
+                        panels=panels, max_turns=cfg.warm_max_turns_behind, max_seconds=cfg.warm_max_seconds_behind,
+                        tab="views")
+
+    @r.get("/c/{cid}/turns")
+    def turns(request: Request, cid: str, positions: str = "") -> HTMLResponse:
+        grant, ns, cid = ins.conversation(request, cid)
+        try:
+            wanted = [int(p) for p in positions.split(",") if p.strip()][: data.TURNS_PER_PAGE]
+        except ValueError:
+            return HTMLResponse('<p class="error" role="alert">positions: comma-separated integers</p>',
+                                status_code=422)
+        try:
+            msgs = data.source_turns(ins.mem(), ns, cid, wanted)
+        except ConversationNotFound:
+            raise ins.not_found(request, cid, grant) from None
+        html = ins.env.get_template("_sources.html").render(msgs=msgs, ns=ns, cid=cid, url=ins.url)
+        return HTMLResponse(html, headers=PAGE_HEADERS)
+
+    @r.get("/metrics")
+    def metrics_page(request: Request) -> HTMLResponse:
+        grant, ns = ins.space(request)
+        samples = ins.metrics.history([ns])
+        recent = samples[-METRICS_CHART_CALLS:]
+        classes = Tally(s.query_class for s in samples)
+        stale = Tally(k for s in samples for k in s.stale_views)
+        totals = {
+            "calls": len(samples),
+            "degraded": sum(1 for s in samples if s.degraded),
+            "load_bearing_left_out": sum(s.load_bearing_left_out for s in samples),
+            "stale_reads": sum(stale.values()),
+            "epochs_started": sum(1 for s in samples if s.new_epoch),
+            "full": sum(1 for s in samples if s.budget and s.tokens >= s.budget),
+        }
+        pending = ins.mem().cold.namespace_stats(ns).get("pending_embeddings", 0)
+        return ins.page(
+            request, "metrics.html", title=f"Metrics: {ns}", grant=grant, ns=ns, totals=totals, classes=classes,
+            stale=stale, pending=pending, tracked=ins.metrics.namespaces(grant.allows),
+            use_chart=charts.ratio_series([s.tokens / s.budget for s in samples if s.budget],
+                                          "budget use per call (tokens / budget)"),
+            layer_chart=charts.layer_columns([(s.layers, s.budget) for s in recent],
+                                             f"tokens per layer, last {len(recent)} calls"),
+            recent=list(reversed(samples[-20:])))
+
+    return r
+
+
+def _plan_ctx(result: dict[str, Any]) -> dict[str, Any]:
+    """What `_plan.html` needs: the plan (a dict, live or stored), its messages, a chart."""
+    plan = result.get("plan")
+    if plan is None:
+        return {"plan": None, "messages": [], "error": result.get("error"), "chart": None, "by_layer": {}}
+    by_layer: dict[str, list[dict[str, Any]]] = {}
+    for it in plan.get("items", []):
+        by_layer.setdefault(it["slice"], []).append(it)
+    layers = {s: sum(it["tokens"] for it in items) for s, items in by_layer.items()}
+    chart = charts.budget_bar(layers, int(plan.get("budget") or 0), "token budget use per layer",
+                              total=int(plan.get("tokens") or 0))
+    return {"plan": plan, "messages": result.get("messages") or [], "error": result.get("error"), "chart": chart,
+            "by_layer": by_layer}
+
+
+def install_ui(app: FastAPI, runtime: Runtime, metrics: PlanMetrics) -> Inspector:
+    ins = Inspector(runtime, metrics)
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _Answer)
+        return exc.response
+
+    app.add_exception_handler(_Answer, answer)
+    app.include_router(build_router(ins))
+    return ins
