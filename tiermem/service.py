@@ -1042,6 +1042,9 @@ def create_app(
     app.state.runtime = runtime
     _install_handlers(app, runtime)
     _install_routes(app, runtime)
+    from tiermem.adapters.mcp_http import mount as mount_mcp  # /v1/mcp, when the mcp extra is there
+
+    mount_mcp(app, runtime)
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
     return app

@@ -1,0 +1,141 @@
+"""The MCP server mounted in `tiermem serve`: streamable HTTP at `/v1/mcp`.
+
+    POST /v1/mcp   Authorization: Bearer <token>   [X-Tiermem-Namespace: acme/user-7]
+
+The tools are those of `tiermem mcp` (`tiermem.adapters.mcp_server`), served by the
+official `mcp` package's streamable-HTTP session manager, whose task group runs in the
+service's lifespan. An MCP client connects with the endpoint's URL and the same headers
+as any /v1 call (the `mcp` client: `streamable_http_client(url, http_client=
+create_mcp_http_client(headers={"Authorization": "Bearer <token>"}))`).
+
+Invariants:
+- The same auth as the HTTP API. The service's guard middleware refuses a request to
+  /v1/... without a valid token (401) before any body is read, and applies its body
+  limits and checks; the endpoint here resolves the token's grant again, and the
+  namespace it acts in: the namespace header, validated (422 naming it), else the
+  token's own prefix; a namespace outside the prefix answers 403, the same for every
+  outside namespace, like the namespace routes.
+- Every tool call acts in exactly that namespace: the endpoint writes it into the
+  request's ASGI scope and each tool asks for `memory.namespaced(<it>)` from the scope
+  of the HTTP request that carried the call, not from a session. A conversation of
+  another namespace is, to the tools, a conversation that does not exist.
+- Stateless, with JSON responses: no MCP session lives in a worker between requests, so
+  every request is authorized on its own, any worker can answer it, and a restart loses
+  nothing a client holds.
+- DNS rebinding protection (Host and Origin checked) when the service binds a loopback
+  address, as the `mcp` package does for local servers: with `--no-auth` a web page
+  must not reach the tools through a rebound name.
+- Without the `mcp` package (the `mcp` extra), nothing is mounted: /v1/mcp is a 404 and
+  the rest of the service is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, MutableMapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.models import validate_namespace
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.types import Receive, Scope, Send
+
+    from tiermem.adapters._common import MemoryLike
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/v1/mcp"
+# the ASGI scope key the endpoint writes the request's namespace under (read by the tools)
+SCOPE_NAMESPACE = "tiermem.namespace"
+NAMESPACE_HEADER = b"x-tiermem-namespace"
+MCP_METHODS = ["GET", "POST", "DELETE"]  # the streamable-HTTP transport's verbs
+
+
+async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    import json
+
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class McpEndpoint:
+    """The ASGI endpoint at /v1/mcp: authorizes, names the namespace, then hands the
+    request to the session manager."""
+
+    def __init__(self, runtime: Any, manager: Any) -> None:
+        self.runtime = runtime
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers: dict[bytes, bytes] = {}
+        for k, v in scope.get("headers", []):
+            headers.setdefault(k.lower(), v)
+        auth = headers.get(b"authorization")
+        grant = self.runtime.auth.grant(auth.decode("latin-1") if auth is not None else None)
+        if grant is None:  # the guard middleware refused it already; kept for direct mounts
+            await _send_json(send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")])
+            return
+        raw = headers.get(NAMESPACE_HEADER)
+        ns = grant.default
+        if raw is not None:
+            try:
+                ns = validate_namespace(raw.decode("latin-1"), "X-Tiermem-Namespace", self.runtime.config.max_id_chars)
+            except ValidationError as exc:
+                await _send_json(send, 422, {"detail": [{"loc": ["header", "X-Tiermem-Namespace"],
+                                                         "msg": exc.problem, "type": "validation_error"}]})
+                return
+        if not grant.allows(ns):
+            await _send_json(send, 403, {"detail": f"namespace {ns!r} is outside this token's scope"})
+            return
+        if self.runtime.memory is None:
+            await _send_json(send, 503, {"detail": "the service is starting"}, [(b"retry-after", b"5")])
+            return
+        scope[SCOPE_NAMESPACE] = ns
+        await self.manager.handle_request(scope, receive, send)
+
+
+def mount(app: FastAPI, runtime: Any) -> bool:
+    """Mount the MCP server at MCP_PATH in `app` (the service's FastAPI app, `runtime` its
+    Runtime) and run its session manager in the app's lifespan. False, with nothing
+    mounted, when the `mcp` package is not installed."""
+    try:
+        from mcp.server.mcpserver import Context
+        from starlette.routing import Route
+
+        from tiermem.adapters.mcp_server import MemoryToolError, build_server
+    except ImportError as exc:
+        log.info("MCP over HTTP not mounted (%s): pip install 'tiermem[mcp]'", exc)
+        return False
+
+    def resolve(ctx: Context) -> MemoryLike:
+        request = ctx.request_context.request
+        scope: MutableMapping[str, Any] | None = getattr(request, "scope", None)
+        ns = scope.get(SCOPE_NAMESPACE) if scope is not None else None
+        memory = runtime.memory
+        if not isinstance(ns, str) or memory is None:  # not through McpEndpoint: act nowhere
+            raise MemoryToolError(RuntimeError("this call carries no authorized namespace"))
+        namespaced: MemoryLike = memory.namespaced(ns)
+        return namespaced
+
+    server = build_server(resolve=resolve)
+    # builds the session manager (the Starlette app it returns is not used: the route
+    # below is mounted in the service's own app, behind its middleware)
+    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
+                               host=runtime.config.http_host)
+    manager = server.session_manager
+    app.router.routes.append(Route(MCP_PATH, endpoint=McpEndpoint(runtime, manager), methods=MCP_METHODS))
+
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with manager.run(), inner(a) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+    return True
