@@ -151,7 +151,7 @@ class PlannerSettings:
     tail_anchor: int = 8
     namespace_recall: bool = True
     retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
-    system_messages: str = "as_is"  # or "merge": one leading system message (strict chat templates)
+    system_messages: str = "as_is"  # or "merge" (one leading system message) or "before_latest" (memory last)
     context_format: str = "as_stored"  # or "chat" / "responses": convert every message to that family
     # the stable layers' budget shares, the same for every query class
     layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
@@ -430,8 +430,13 @@ class Planner:
         take("pinned", caps["pinned"])
         # cap and grid from the budget, not from what is left after this turn's latest
         # message: both must not move from one turn to the next
-        chosen["tail"] = self._stable_tail(conv, pools["tail"], tail_rows, min(caps["tail"], remaining),
-                                           max(1, caps["tail"] // 2), table)
+        key = EpochKey(budget, system or "", (int(table.positions[0]), float(table.created[0])) if len(table) else None,
+                       bool(namespace_recall))
+        kept_from = self._memory_last_start(conv, key)
+        chosen["tail"] = (self._kept_tail(pools["tail"], kept_from, min(remaining - caps["summary"],
+                                                                         TAIL_GROWTH * caps["tail"]))
+                          if kept_from is not None else None) or self._stable_tail(
+            conv, pools["tail"], tail_rows, min(caps["tail"], remaining), max(1, caps["tail"] // 2), table)
         used["tail"] = sum(c.tokens for c in chosen["tail"])
         remaining -= used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
@@ -488,8 +493,6 @@ class Planner:
         segments = _segments(messages, kinds, where, items, latest_item)
 
         # -- the epoch: extend the previous context when it can, else this is a new one ---------
-        key = EpochKey(budget, system or "", (int(table.positions[0]), float(table.created[0])) if len(table) else None,
-                       bool(namespace_recall))
         prev = self._epochs.get(conv)
         why_new = ("first context of this conversation in this process" if prev is None
                    else key_change(prev.key, key))
@@ -498,7 +501,7 @@ class Planner:
             if self._converting():
                 # an epoch extends messages as stored; a conversion (context_format,
                 # system_messages = "merge") may merge them, so every call starts anew
-                why_new = "epochs are off (messages are converted: context_format / system_messages)"
+                why_new = "epochs are off (messages are converted or moved: context_format / system_messages)"
             elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
                 ext, why_new = self._extend(prev, conv, chosen, pin_current, summary_current, tail_rows, tail_msgs,
                                             latest_user, latest_body, latest_item, latest_truncated, budget)
@@ -507,6 +510,11 @@ class Planner:
         if ext is not None and prev is not None:
             segments, total = ext.segments, ext.total
             plan.cache = CacheReport(prev.epoch, prev.calls + 1, False, ext.reason)
+        elif prev is not None and kept_from is not None and chosen["tail"] and \
+                min(c.position for c in chosen["tail"]) == kept_from:
+            plan.cache = CacheReport(prev.epoch, prev.calls + 1, False,
+                                     f"before_latest: the turns from #{kept_from} are kept as the previous call "
+                                     "sent them and grow by appends; the memory message is rebuilt")
         else:
             plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
         messages = [g.message for g in segments]
@@ -892,6 +900,30 @@ class Planner:
             pool.remove(c)
         return sorted(chosen, key=lambda c: -c.position)
 
+    def _memory_last_start(self, conv: str, key: EpochKey) -> int | None:
+        """Under `system_messages="before_latest"` (no epochs): where the previous call's
+        turns began, when it was planned under the same key (budget, system prompt,
+        incarnation), so this call can keep them as they were and only append."""
+        if self.settings.system_messages != "before_latest" or self.settings.context_format != "as_stored":
+            return None
+        prev = self._epochs.get(conv)
+        if prev is None or key_change(prev.key, key):
+            return None
+        starts = [p for g in prev.segments if g.kind in ("tail", "latest") for it in g.items
+                  if it.conversation_id == conv for p in it.positions]
+        return min(starts) if starts else None
+
+    @staticmethod
+    def _kept_tail(pool: list[_Cand], start: int, cap: int) -> list[_Cand] | None:
+        """The tail from `start` to now, when it is still contiguous from there (nothing
+        retracted or cleared at its start) and fits `cap`; None: re-anchor it."""
+        units = sorted((c for c in pool if c.position >= start), key=lambda c: c.position)
+        if not units or units[0].position != start or sum(c.tokens for c in units) > cap:
+            return None
+        for c in units:
+            pool.remove(c)
+        return sorted(units, key=lambda c: -c.position)
+
     @staticmethod
     def _newest_first(pool: list[_Cand], cap: int) -> list[_Cand]:
         out: list[_Cand] = []
@@ -1102,6 +1134,8 @@ class Planner:
         for s in ("pinned", "summary", "retrieved"):
             if chosen[s]:
                 blocks[s] = self._block(s, chosen[s], chosen_conv(chosen, s))
+        if self.settings.system_messages == "before_latest":
+            return self._render_memory_last(msgs, kinds, where, blocks, chosen, latest_body, latest_user)
         late = self.settings.retrieved_placement == "before_latest" and latest_body is not None
         for s in ("pinned", "summary", "retrieved"):
             if s in blocks and not (s == "retrieved" and late):
@@ -1129,8 +1163,44 @@ class Planner:
             where.append(p)
         return msgs, kinds, where
 
+    def _render_memory_last(self, msgs: list[dict[str, Any]], kinds: list[str], where: list[int | None],
+                            blocks: dict[str, dict[str, Any]], chosen: dict[str, list[_Cand]],
+                            latest_body: dict[str, Any] | None, latest_user: int | None,
+                            ) -> tuple[list[dict[str, Any]], list[str], list[int | None]]:
+        """`system_messages="before_latest"`: the caller's system messages, the tail turns
+        in log order, then every memory block (pinned, summary, retrieved) in ONE system
+        message just before the latest user message (at the end when there is none), then
+        the latest user message and what follows it (a tool loop). Pins and summaries
+        change less than retrieval, but a pin added or a summary refreshed then changes
+        only that last message: everything before it stays the provider's cached prefix."""
+        tail_bodies = [(p, b) for c in chosen["tail"] if c.body is not None
+                       for p, b in zip(c.group, c.body["messages"], strict=True)]
+        if latest_body is not None and latest_user is not None:
+            tail_bodies.append((latest_user, latest_body))
+        tail_bodies.sort(key=lambda t: t[0])
+        memory = ({"role": "system", "content": MEMORY_BLOCK_SEPARATOR.join(
+            str(blocks[s]["content"]) for s in ("pinned", "summary", "retrieved") if s in blocks)}
+            if blocks else None)
+        placed = False
+        for p, b in tail_bodies:
+            if memory is not None and latest_body is not None and p == latest_user:
+                msgs.append(memory)
+                kinds.append("memory")
+                where.append(None)
+                placed = True
+            msgs.append(b)
+            kinds.append("latest" if latest_body is not None and p == latest_user else "tail")
+            where.append(p)
+        if memory is not None and not placed:
+            msgs.append(memory)
+            kinds.append("memory")
+            where.append(None)
+        return msgs, kinds, where
+
     def _converting(self) -> bool:
-        return self.settings.context_format != "as_stored" or self.settings.system_messages == "merge"
+        # epochs extend the messages as rendered by the default policy; a conversion or a
+        # system-message policy merges or moves them, so every call is planned anew
+        return self.settings.context_format != "as_stored" or self.settings.system_messages != "as_is"
 
     def _out(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The messages as returned: converted to one family and system messages folded
@@ -1293,6 +1363,8 @@ def _segments(messages: Sequence[dict[str, Any]], kinds: Sequence[str], where: S
             got = by_first.pop(p, []) if p is not None else []
         elif k == "system" and i == 0:
             got = by_slice.pop("system", [])
+        elif k == "memory":  # system_messages="before_latest": every memory block in one message
+            got = [*by_slice.pop("pinned", []), *by_slice.pop("summary", []), *by_slice.pop("retrieved", [])]
         else:
             got = by_slice.pop(k, [])
         out.append(Segment(k, m, tuple(got)))
@@ -1324,7 +1396,10 @@ def _breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Break
         if idx:
             ends.append((idx[-1], layer))
     at = kinds.index("latest") if "latest" in kinds else len(kinds)
-    own = at - 1 if 0 < at < len(kinds) and kinds[at - 1] == "retrieved" else at
+    # this call's own part: its retrieved block (or the one memory message) before its user message
+    own = at
+    if 0 < at and (kinds[at - 1] == "memory" or (at < len(kinds) and kinds[at - 1] == "retrieved")):
+        own = at - 1
     if own - 1 >= 0:
         ends.append((own - 1, "stable"))
     own_tokens = cum[-1] - cum[own] if own < len(kinds) else 0
@@ -1347,6 +1422,10 @@ def chosen_conv(chosen: dict[str, list[_Cand]], s: str) -> str:
     return chosen[s][0].conversation_id if chosen[s] else ""
 
 
+# before_latest: the kept tail may grow to this many times its share before it is
+# re-anchored (the memory message gets what it leaves; its turns stay a cached prefix)
+TAIL_GROWTH = 3
+MEMORY_BLOCK_SEPARATOR = "\n\n"  # between the blocks of the one memory message (before_latest)
 _HEADERS = {
     "pinned": "Standing instructions and facts from this conversation (pinned, current values):",
     "summary": "Summary of earlier parts of this conversation:",
