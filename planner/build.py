@@ -1398,7 +1398,7 @@ def _breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Break
     at = kinds.index("latest") if "latest" in kinds else len(kinds)
     # this call's own part: its retrieved block (or the one memory message) before its user message
     own = at
-    if 0 < at and (kinds[at - 1] == "memory" or (at < len(kinds) and kinds[at - 1] == "retrieved")):
+    if at > 0 and (kinds[at - 1] == "memory" or (at < len(kinds) and kinds[at - 1] == "retrieved")):
         own = at - 1
     if own - 1 >= 0:
         ends.append((own - 1, "stable"))
