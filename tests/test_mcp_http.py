@@ -180,3 +180,70 @@ def test_the_service_still_serves_its_api_and_log_is_clean(server: Server) -> No
     assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
     log = Path(server.log).read_text(errors="replace")
     assert "Traceback" not in log, log[-3000:]
+
+
+def _messages_in_acme(srv: Server) -> int:
+    status, body = _api(srv, TOKEN_ACME, "/v1/stats")
+    assert status == 200
+    return int(body["cold"]["messages"])
+
+
+def _rpc(method: str, params: dict[str, Any] | None = None) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": method, **({"params": params} if params else {})}).encode()
+
+
+def _call(tool: str, args: Any) -> bytes:
+    return _rpc("tools/call", {"name": tool, "arguments": args})
+
+
+# (what, body, headers over the defaults, statuses allowed): every one refused as a 4xx
+# or answered as a JSON-RPC / tool error, never a 5xx, and none of them writes anything
+HOSTILE = [
+    ("not json", b"{not json", {}, (400, 422)),
+    ("NaN", b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}', {}, (422,)),
+    ("deep object", b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b'{"a":' * 10_000 + b"1"
+     + b"}" * 10_001, {}, (422,)),
+    ("invalid utf-8", b'{"jsonrpc":"2.0","id":1,"method":"\xc3\x28"}', {}, (400, 422)),
+    ("over the body limit", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "append", "arguments": {"conversation_id": "big", "message": {
+            "role": "user", "content": "x" * (8 * 1024 * 1024)}}}}).encode(), {}, (413,)),
+    ("not JSON content type", _rpc("ping"), {"Content-Type": "text/plain"}, (415,)),
+    ("no event-stream accept", _rpc("tools/list"), {"Accept": "text/html"}, (406, 400)),
+    ("a JSON-RPC batch", b"[" + _rpc("ping") + b"," + _rpc("ping") + b"]", {}, (200, 400, 422)),
+    ("unknown method", _rpc("tools/destroy"), {}, (200, 400)),
+    ("unknown tool", _call("drop_all", {}), {}, (200, 400)),
+    ("missing arguments", _call("append", {}), {}, (200, 400)),
+    ("arguments not an object", _call("append", ["hostile"]), {}, (200, 400)),
+    ("a role that is no role", _call("append", {"conversation_id": "h", "message": {"role": "moderator",
+                                                                                   "content": "x"}}), {}, (200,)),
+    ("a bad id", _call("append", {"conversation_id": "../../etc", "message": {"role": "user", "content": "x"}}),
+     {}, (200,)),
+    ("negative budget", _call("context", {"conversation_id": "h", "budget": -1}), {}, (200, 400)),
+    ("huge budget type", _call("context", {"conversation_id": "h", "budget": "1e9"}), {}, (200, 400)),
+    ("unconfirmed erase", _call("erase", {"conversation_id": "secret", "confirm": "yes"}), {}, (200,)),
+]
+
+
+@pytest.mark.parametrize(("what", "body", "extra", "statuses"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_mcp_requests_write_nothing_and_never_5xx(server: Server, what: str, body: bytes,
+                                                          extra: dict[str, str], statuses: tuple[int, ...]) -> None:
+    before = _messages_in_acme(server)
+    headers = {**MCP_ACCEPT, "Authorization": f"Bearer {TOKEN_ACME}", **extra}
+    r = httpx.post(server.url + MCP_PATH, headers=headers, content=body, timeout=60)
+    assert r.status_code in statuses, (what, r.status_code, r.text[:300])
+    if r.status_code == 200 and body.startswith(b"{"):  # a JSON-RPC answer: an error, or a tool error
+        answer = r.json()
+        assert "error" in answer or answer["result"].get("isError"), (what, answer)
+        text = json.dumps(answer)
+        if what == "a role that is no role":
+            assert "role" in text and "moderator" in text  # names the field and the value
+    assert _messages_in_acme(server) == before, what
+
+
+def test_no_5xx_from_the_mcp_endpoint(server: Server) -> None:
+    from reliability_helpers import M
+
+    metrics = httpx.get(server.url + "/metrics", headers=M, timeout=30).text
+    assert "tiermem_http_unhandled_errors_total 0.0" in metrics
+    assert not [line for line in metrics.splitlines() if 'route="/v1/mcp"' in line and 'status="5' in line]
+    assert 'route="/v1/mcp"' in metrics  # the endpoint's requests are counted like any other route

@@ -105,7 +105,7 @@ def mount(app: FastAPI, runtime: Any) -> bool:
     mounted, when the `mcp` package is not installed."""
     try:
         from mcp.server.mcpserver import Context
-        from starlette.routing import Route
+        from starlette.routing import Match, Route
 
         from tiermem.adapters.mcp_server import MemoryToolError, build_server
     except ImportError as exc:
@@ -128,7 +128,17 @@ def mount(app: FastAPI, runtime: Any) -> bool:
     server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                host=runtime.config.http_host)
     manager = server.session_manager
-    app.router.routes.append(Route(MCP_PATH, endpoint=McpEndpoint(runtime, manager), methods=MCP_METHODS))
+    class McpRoute(Route):
+        """A route that names itself in the scope, as FastAPI's do, so the service's
+        metrics label its requests `/v1/mcp`, not "unmatched"."""
+
+        def matches(self, scope: Scope) -> tuple[Match, Scope]:
+            match, child = super().matches(scope)
+            if match != Match.NONE:
+                child["route"] = self
+            return match, child
+
+    app.router.routes.append(McpRoute(MCP_PATH, endpoint=McpEndpoint(runtime, manager), methods=MCP_METHODS))
 
     inner = app.router.lifespan_context
 
