@@ -147,3 +147,25 @@ def test_the_turns_are_kept_and_grow_by_appends_until_re_anchored(
         # another budget is another plan: nothing is kept across it
         other = mem.context("c", "anything?", 1200, system=SYSTEM)
         assert other.plan.cache.new_epoch and "budget changed" in other.plan.cache.reason
+
+
+# every output shape the config offers: (context_format, system_messages) x both families
+SHAPE_GRID = [(f, p) for f in ("as_stored", "chat", "responses") for p in ("as_is", "merge", "before_latest")]
+
+
+@pytest.mark.parametrize(("fmt", "policy"), SHAPE_GRID, ids=[f"{f}-{p}" for f, p in SHAPE_GRID])
+def test_every_shape_and_policy_is_a_valid_sdk_request(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+                                                       fmt: str, policy: str) -> None:
+    with _mem(tmp_path, embedder, context_format=fmt, system_messages=policy) as mem:
+        mem.append_many("chat", corpus.chat_conversation())
+        mem.append_many("resp", corpus.responses_conversation())
+        for conv in ("chat", "resp"):
+            valid = {"chat": corpus.valid_chat, "responses": corpus.valid_responses}.get(fmt) or (
+                corpus.valid_chat if conv == "chat" else corpus.valid_responses)
+            for budget in (300, 900, 4000):
+                ctx = mem.context(conv, QUERY, budget, system=SYSTEM)
+                assert ctx.tokens <= budget
+                valid(ctx.messages)
+                systems = [i for i, m in enumerate(ctx.messages) if _is_system(m)]
+                if policy == "merge":
+                    assert systems == [0]
