@@ -904,7 +904,7 @@ class Planner:
         """Under `system_messages="before_latest"` (no epochs): where the previous call's
         turns began, when it was planned under the same key (budget, system prompt,
         incarnation), so this call can keep them as they were and only append."""
-        if self.settings.system_messages != "before_latest" or self.settings.context_format != "as_stored":
+        if self.settings.system_messages != "before_latest":
             return None
         prev = self._epochs.get(conv)
         if prev is None or key_change(prev.key, key):

@@ -247,3 +247,42 @@ def test_no_5xx_from_the_mcp_endpoint(server: Server) -> None:
     assert "tiermem_http_unhandled_errors_total 0.0" in metrics
     assert not [line for line in metrics.splitlines() if 'route="/v1/mcp"' in line and 'status="5' in line]
     assert 'route="/v1/mcp"' in metrics  # the endpoint's requests are counted like any other route
+
+
+# (Host, Origin, status): a loopback-bound service checks both, as the mcp package does for
+# local servers, so a web page cannot reach the tools through a DNS name rebound to 127.0.0.1
+REBINDING = [
+    ("evil.example.com", None, 421),  # a name that is not loopback: refused
+    ("127.0.0.1", "http://evil.example.com", 403),  # a page of another origin: refused
+    ("localhost", "http://localhost:3000", 200),  # a local page: allowed
+]
+
+
+@pytest.mark.parametrize(("host", "origin", "status"), REBINDING)
+def test_dns_rebinding_is_refused_on_loopback(server: Server, host: str, origin: str | None, status: int) -> None:
+    headers = {**MCP_ACCEPT, "Authorization": f"Bearer {TOKEN_ACME}", "Host": f"{host}:{server.port}"}
+    if origin is not None:
+        headers["Origin"] = origin
+    r = httpx.post(server.url + MCP_PATH, headers=headers, content=_rpc("tools/list"), timeout=30)
+    assert r.status_code == status, r.text[:300]
+
+
+def test_no_auth_serves_the_namespace_header(tmp_path: Path, cold_memory: Any) -> None:
+    """`tiermem serve --no-auth` (loopback only): no token needed, the header names the
+    namespace, its absence the service's default namespace."""
+    from service_helpers import serve_in_thread
+
+    from tiermem import Config
+
+    with serve_in_thread(Config(data_dir=tmp_path / "unused"), cold_memory, auth=False, namespace="solo") as url:
+        async def run() -> None:
+            for ns in ("bob", None):
+                headers = {"X-Tiermem-Namespace": ns} if ns else {}
+                transport = streamable_http_client(url + MCP_PATH, http_client=create_mcp_http_client(headers=headers))
+                async with Client(transport, read_timeout_seconds=60) as c:
+                    r = await c.call_tool("append", {"conversation_id": "n", "message": {"role": "user",
+                                                                                         "content": "hi"}})
+                    assert not r.is_error, r.content
+
+        asyncio.run(run())
+    assert cold_memory.conversations("bob") == ["n"] and cold_memory.conversations("solo") == ["n"]
