@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("mcp")
 import httpx
+import httpx2  # the mcp package's HTTP client
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_helpers import check, exercise
 from reliability_helpers import Server, start_server, stop_server
 
@@ -44,11 +44,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         stop_server(srv)
 
 
+def _http(headers: dict[str, str]) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(headers=headers, timeout=READ_TIMEOUT_S)
+
+
 def _client(srv: Server, token: str, namespace: str | None = None) -> Client:
     headers = {"Authorization": f"Bearer {token}"}
     if namespace is not None:
         headers["X-Tiermem-Namespace"] = namespace
-    transport = streamable_http_client(srv.url + MCP_PATH, http_client=create_mcp_http_client(headers=headers))
+    transport = streamable_http_client(srv.url + MCP_PATH, http_client=_http(headers))
     return Client(transport, read_timeout_seconds=READ_TIMEOUT_S)
 
 
@@ -84,7 +88,7 @@ def test_no_valid_token_is_401(server: Server, authorization: str | None, method
 
 def test_official_client_without_token_fails(server: Server) -> None:
     async def run() -> None:
-        transport = streamable_http_client(server.url + MCP_PATH, http_client=create_mcp_http_client())
+        transport = streamable_http_client(server.url + MCP_PATH, http_client=_http({}))
         async with Client(transport, read_timeout_seconds=30) as c:
             await c.list_tools()
 
@@ -278,7 +282,7 @@ def test_no_auth_serves_the_namespace_header(tmp_path: Path, cold_memory: Any) -
         async def run() -> None:
             for ns in ("bob", None):
                 headers = {"X-Tiermem-Namespace": ns} if ns else {}
-                transport = streamable_http_client(url + MCP_PATH, http_client=create_mcp_http_client(headers=headers))
+                transport = streamable_http_client(url + MCP_PATH, http_client=_http(headers))
                 async with Client(transport, read_timeout_seconds=60) as c:
                     r = await c.call_tool("append", {"conversation_id": "n", "message": {"role": "user",
                                                                                          "content": "hi"}})
@@ -286,3 +290,18 @@ def test_no_auth_serves_the_namespace_header(tmp_path: Path, cold_memory: Any) -
 
         asyncio.run(run())
     assert cold_memory.conversations("bob") == ["n"] and cold_memory.conversations("solo") == ["n"]
+
+
+def test_the_service_starts_without_importing_mcp(tmp_path: Path) -> None:
+    """The mcp package takes 1-2 s to import: `create_app` (a start-up, a restart after a
+    crash) must not wait for it; the lifespan imports it in the background."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tiermem import Config; from tiermem.service import create_app; "
+            f"create_app(Config(data_dir={str(tmp_path / 'd')!r}, auth_tokens={TOKENS!r})); "
+            "print('mcp' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

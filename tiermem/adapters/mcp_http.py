@@ -6,7 +6,7 @@ The tools are those of `tiermem mcp` (`tiermem.adapters.mcp_server`), served by 
 official `mcp` package's streamable-HTTP session manager, whose task group runs in the
 service's lifespan. An MCP client connects with the endpoint's URL and the same headers
 as any /v1 call (the `mcp` client: `streamable_http_client(url, http_client=
-create_mcp_http_client(headers={"Authorization": "Bearer <token>"}))`).
+httpx2.AsyncClient(headers={"Authorization": "Bearer <token>"}))`).
 
 Invariants:
 - The same auth as the HTTP API. The service's guard middleware refuses a request to
@@ -26,11 +26,16 @@ Invariants:
   address, as the `mcp` package does for local servers: with `--no-auth` a web page
   must not reach the tools through a rebound name.
 - Without the `mcp` package (the `mcp` extra), nothing is mounted: /v1/mcp is a 404 and
-  the rest of the service is unchanged.
+  the rest of the service is unchanged. With it, the package is imported in the
+  background after start-up (about 1-2 s): `tiermem serve` starts, and restarts, as
+  fast as without it; an MCP request that arrives meanwhile waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib.util
 import logging
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -52,6 +57,7 @@ MCP_PATH = "/v1/mcp"
 SCOPE_NAMESPACE = "tiermem.namespace"
 NAMESPACE_HEADER = b"x-tiermem-namespace"
 MCP_METHODS = ["GET", "POST", "DELETE"]  # the streamable-HTTP transport's verbs
+MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long, then 503
 
 
 async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -65,11 +71,30 @@ async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[byt
 
 class McpEndpoint:
     """The ASGI endpoint at /v1/mcp: authorizes, names the namespace, then hands the
-    request to the session manager."""
+    request to the session manager once it runs (`serve`, started by the lifespan)."""
 
-    def __init__(self, runtime: Any, manager: Any) -> None:
+    def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
-        self.manager = manager
+        self.manager: Any = None
+        self.failed: str | None = None
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+
+    async def serve(self) -> None:
+        """Import the `mcp` package and build the server off the event loop (about 1-2 s
+        of imports: the service answers meanwhile, and a start-up or a restart does not
+        wait for it), then run the session manager until `stop`."""
+        try:
+            manager = await asyncio.to_thread(_build_manager, self.runtime)
+        except Exception as exc:  # the rest of the service keeps serving; /v1/mcp says why
+            log.exception("the MCP server failed to start")
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.ready.set()
+            return
+        async with manager.run():
+            self.manager = manager
+            self.ready.set()
+            await self.stop.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers: dict[bytes, bytes] = {}
@@ -92,25 +117,24 @@ class McpEndpoint:
         if not grant.allows(ns):
             await _send_json(send, 403, {"detail": f"namespace {ns!r} is outside this token's scope"})
             return
-        if self.runtime.memory is None:
-            await _send_json(send, 503, {"detail": "the service is starting"}, [(b"retry-after", b"5")])
+        if not self.ready.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ready.wait(), MCP_START_WAIT_S)
+        if self.runtime.memory is None or self.manager is None:
+            detail = (f"the MCP server failed to start ({self.failed})" if self.failed
+                      else "the service is starting")
+            await _send_json(send, 503, {"detail": detail}, [(b"retry-after", b"5")])
             return
         scope[SCOPE_NAMESPACE] = ns
         await self.manager.handle_request(scope, receive, send)
 
 
-def mount(app: FastAPI, runtime: Any) -> bool:
-    """Mount the MCP server at MCP_PATH in `app` (the service's FastAPI app, `runtime` its
-    Runtime) and run its session manager in the app's lifespan. False, with nothing
-    mounted, when the `mcp` package is not installed."""
-    try:
-        from mcp.server.mcpserver import Context
-        from starlette.routing import Match, Route
+def _build_manager(runtime: Any) -> Any:
+    """The MCP server over the runtime's Memory and its stateless session manager (not
+    yet running). Imports the `mcp` package."""
+    from mcp.server.mcpserver import Context
 
-        from tiermem.adapters.mcp_server import MemoryToolError, build_server
-    except ImportError as exc:
-        log.info("MCP over HTTP not mounted (%s): pip install 'tiermem[mcp]'", exc)
-        return False
+    from tiermem.adapters.mcp_server import MemoryToolError, build_server
 
     def resolve(ctx: Context) -> MemoryLike:
         request = ctx.request_context.request
@@ -124,10 +148,21 @@ def mount(app: FastAPI, runtime: Any) -> bool:
 
     server = build_server(resolve=resolve)
     # builds the session manager (the Starlette app it returns is not used: the route
-    # below is mounted in the service's own app, behind its middleware)
+    # is mounted in the service's own app, behind its middleware)
     server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                host=runtime.config.http_host)
-    manager = server.session_manager
+    return server.session_manager
+
+
+def mount(app: FastAPI, runtime: Any) -> bool:
+    """Mount the MCP server at MCP_PATH in `app` (the service's FastAPI app, `runtime` its
+    Runtime); the lifespan starts it in the background (`McpEndpoint.serve`). False,
+    with nothing mounted, when the `mcp` package is not installed."""
+    if importlib.util.find_spec("mcp") is None:
+        log.info("MCP over HTTP not mounted (no mcp package): pip install 'tiermem[mcp]'")
+        return False
+    from starlette.routing import Match, Route
+
     class McpRoute(Route):
         """A route that names itself in the scope, as FastAPI's do, so the service's
         metrics label its requests `/v1/mcp`, not "unmatched"."""
@@ -138,14 +173,22 @@ def mount(app: FastAPI, runtime: Any) -> bool:
                 child["route"] = self
             return match, child
 
-    app.router.routes.append(McpRoute(MCP_PATH, endpoint=McpEndpoint(runtime, manager), methods=MCP_METHODS))
-
+    endpoint = McpEndpoint(runtime)
+    app.router.routes.append(McpRoute(MCP_PATH, endpoint=endpoint, methods=MCP_METHODS))
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with manager.run(), inner(a) as state:
-            yield state
+        async with inner(a) as state:
+            task = asyncio.create_task(endpoint.serve(), name="tiermem-mcp")
+            try:
+                yield state
+            finally:
+                endpoint.stop.set()
+                if not endpoint.ready.is_set():
+                    task.cancel()  # still importing: nothing runs yet
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     app.router.lifespan_context = lifespan
     return True
