@@ -123,7 +123,7 @@ class PlannerSettings:
     tail_anchor: int = 8
     namespace_recall: bool = True
     retrieved_placement: str = "before_latest"  # or "before_tail" (DESIGN's literal order)
-    system_messages: str = "as_is"  # or "merge": one leading system message (strict chat templates)
+    system_messages: str = "as_is"  # or "merge" (one leading system message) or "before_latest" (memory last)
     context_format: str = "as_stored"  # or "chat" / "responses": convert every message to that family
     # the stable layers' budget shares, the same for every query class
     layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
@@ -170,6 +170,7 @@ class _Call:
     t0: float
     timings: dict[str, float] = field(default_factory=dict)
     record: bool = True  # False: a what-if plan (the inspector's), the epoch is not advanced
+    kept_from: int | None = None  # before_latest: where the previous call's turns began, kept
 
     def mark(self, step: str) -> None:
         """Record when `step` ended, in milliseconds since the call began."""
@@ -241,7 +242,8 @@ class Planner:
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
-        packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor)
+        call.kept_from = self._memory_last_start(conv, self._epoch_key(call))
+        packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, kept_from=call.kept_from)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         items, latest_item = self._items(call, fixed, packing)
@@ -398,17 +400,36 @@ class Planner:
             items.append(latest_item)
         return items, latest_item
 
+    @staticmethod
+    def _epoch_key(call: _Call) -> EpochKey:
+        """What must not change for a context to extend the previous one."""
+        table = call.table
+        return EpochKey(call.budget, call.system or "",
+                        (int(table.positions[0]), float(table.created[0])) if len(table) else None,
+                        bool(call.namespace_recall))
+
+    def _memory_last_start(self, conv: str, key: EpochKey) -> int | None:
+        """Under `system_messages="before_latest"` (no epochs): where the previous call's
+        turns began, when it was planned under the same key (budget, system prompt,
+        incarnation), so this call can keep them as they were and only append."""
+        if self.settings.system_messages != "before_latest":
+            return None
+        prev = self._epochs.get(conv)
+        if prev is None or key_change(prev.key, key):
+            return None
+        starts = [p for g in prev.segments if g.kind in ("tail", "latest") for it in g.items
+                  if it.conversation_id == conv for p in it.positions]
+        return min(starts) if starts else None
+
     def _epoch(self, call: _Call, fixed: _Fixed, packing: Packing, fresh: list[Segment], total: int,
                latest_item: PlanItem | None) -> tuple[list[Segment], int]:
         """The epoch: extend the previous context when it can, else this one (`fresh`,
         `total` tokens) starts a new one. Reports it in `plan.cache` and the stable
         prefix's ends in `plan.breakpoints`; keeps the context for the next call."""
-        conv, plan, table, latest_user = call.conv, call.plan, call.table, fixed.latest_user
+        conv, plan, latest_user = call.conv, call.plan, fixed.latest_user
         chosen = packing.chosen
         segments = fresh
-        key = EpochKey(call.budget, call.system or "",
-                       (int(table.positions[0]), float(table.created[0])) if len(table) else None,
-                       bool(call.namespace_recall))
+        key = self._epoch_key(call)
         prev = self._epochs.get(conv)
         why_new = ("first context of this conversation in this process" if prev is None
                    else key_change(prev.key, key))
@@ -417,14 +438,20 @@ class Planner:
             if self.render.converting():
                 # an epoch extends messages as stored; a conversion (context_format,
                 # system_messages = "merge") may merge them, so every call starts anew
-                why_new = "epochs are off (messages are converted: context_format / system_messages)"
+                why_new = "epochs are off (messages are converted or moved: context_format / system_messages)"
             elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
                 ext, why_new = self._extend(prev, call, fixed, packing, latest_item)
             else:
                 why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
+        kept_from = call.kept_from
         if ext is not None and prev is not None:
             segments, total = ext.segments, ext.total
             plan.cache = CacheReport(prev.epoch, prev.calls + 1, False, ext.reason)
+        elif prev is not None and kept_from is not None and chosen["tail"] and \
+                min(c.position for c in chosen["tail"]) == kept_from:
+            plan.cache = CacheReport(prev.epoch, prev.calls + 1, False,
+                                     f"before_latest: the turns from #{kept_from} are kept as the previous call "
+                                     "sent them and grow by appends; the memory message is rebuilt")
         else:
             plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
         messages = [g.message for g in segments]

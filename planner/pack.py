@@ -31,6 +31,9 @@ PACKED_SLICES = tuple(s for s in SLICES if s != "system")  # the system prompt i
 # The tail's start moves on a grid of its nominal share divided by this (half a share),
 # so it stays put for several turns and then jumps by about half a share.
 TAIL_GRID_PARTS = 2
+# before_latest: the kept tail may grow to this many times its share before it is
+# re-anchored (the memory message gets what it leaves; its turns stay a cached prefix)
+TAIL_GROWTH = 3
 DROPPED = "dropped to meet the exact budget"
 
 
@@ -53,8 +56,10 @@ class Packing:
         self.summary_current = {c.text for c in pools["summary"]}
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
-             tail_anchor: int) -> None:
-        """Each slice up to its cap, then the leftovers to the per-turn part."""
+             tail_anchor: int, *, kept_from: int | None = None) -> None:
+        """Each slice up to its cap, then the leftovers to the per-turn part. `kept_from`
+        (system_messages="before_latest"): the previous call's tail start, kept while the
+        tail from there still fits TAIL_GROWTH times its share."""
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -63,8 +68,11 @@ class Packing:
         self.take("pinned", caps["pinned"])
         # cap and grid from the budget, not from what is left after this turn's latest
         # message: both must not move from one turn to the next
-        self.chosen["tail"] = stable_tail(self.pools["tail"], tail_rows, min(caps["tail"], self.remaining),
-                                          max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
+        kept = (kept_tail(self.pools["tail"], kept_from, min(self.remaining - caps["summary"],
+                                                             TAIL_GROWTH * caps["tail"]))
+                if kept_from is not None else None)
+        self.chosen["tail"] = kept or stable_tail(self.pools["tail"], tail_rows, min(caps["tail"], self.remaining),
+                                                  max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
         self.used["tail"] = sum(c.tokens for c in self.chosen["tail"])
         self.remaining -= self.used["tail"]
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
@@ -167,6 +175,17 @@ class Packing:
             plan.left_out.append(victim.item(DROPPED))
             return True
         return False
+
+
+def kept_tail(pool: list[Candidate], start: int, cap: int) -> list[Candidate] | None:
+    """The tail from `start` to now, when it is still contiguous from there (nothing
+    retracted or cleared at its start) and fits `cap`; None: re-anchor it."""
+    units = sorted((c for c in pool if c.position >= start), key=lambda c: c.position)
+    if not units or units[0].position != start or sum(c.tokens for c in units) > cap:
+        return None
+    for c in units:
+        pool.remove(c)
+    return sorted(units, key=lambda c: -c.position)
 
 
 def stable_tail(pool: list[Candidate], rows: list[TurnRow], cap: int, grid: int, table: TurnTable,

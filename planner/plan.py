@@ -20,7 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SLICES = ("system", "pinned", "summary", "retrieved", "tail")
-LAYERS = ("system", "pinned", "summary", "tail", "retrieved", "latest")  # a context's message kinds, in order
+# a context's message kinds, in order ("memory": pinned, summary and retrieved in one
+# message before the latest, under system_messages="before_latest")
+LAYERS = ("system", "pinned", "summary", "tail", "retrieved", "memory", "latest")
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control breakpoints per request
 
 

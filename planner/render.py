@@ -39,6 +39,7 @@ TRIM_HEAD_SHARE = 0.6
 # this share of it gets no breakpoint at its end (see breakpoints).
 BROAD_OWN_SHARE = 0.25
 BLOCK_SLICES = ("pinned", "summary", "retrieved")  # the slices shown as one system message each
+MEMORY_BLOCK_SEPARATOR = "\n\n"  # between the blocks of the one memory message (before_latest)
 HEADERS = {
     "pinned": "Standing instructions and facts from this conversation (pinned, current values):",
     "summary": "Summary of earlier parts of this conversation:",
@@ -139,6 +140,8 @@ class Renderer:
         for s in BLOCK_SLICES:
             if chosen[s]:
                 blocks[s] = self.block(s, chosen[s], chosen_conv(chosen, s))
+        if self.settings.system_messages == "before_latest":
+            return self.render_memory_last(msgs, kinds, where, blocks, chosen, latest_body, latest_user)
         late = self.settings.retrieved_placement == "before_latest" and latest_body is not None
         for s in BLOCK_SLICES:
             if s in blocks and not (s == "retrieved" and late):
@@ -166,8 +169,44 @@ class Renderer:
             where.append(p)
         return msgs, kinds, where
 
+    def render_memory_last(self, msgs: list[dict[str, Any]], kinds: list[str], where: list[int | None],
+                           blocks: dict[str, dict[str, Any]], chosen: dict[str, list[Candidate]],
+                           latest_body: dict[str, Any] | None, latest_user: int | None,
+                           ) -> tuple[list[dict[str, Any]], list[str], list[int | None]]:
+        """`system_messages="before_latest"`: the caller's system messages, the tail turns
+        in log order, then every memory block (pinned, summary, retrieved) in ONE system
+        message just before the latest user message (at the end when there is none), then
+        the latest user message and what follows it (a tool loop). Pins and summaries
+        change less than retrieval, but a pin added or a summary refreshed then changes
+        only that last message: everything before it stays the provider's cached prefix."""
+        tail_bodies = [(p, b) for c in chosen["tail"] if c.body is not None
+                       for p, b in zip(c.group, c.body["messages"], strict=True)]
+        if latest_body is not None and latest_user is not None:
+            tail_bodies.append((latest_user, latest_body))
+        tail_bodies.sort(key=lambda t: t[0])
+        memory = ({"role": "system", "content": MEMORY_BLOCK_SEPARATOR.join(
+            str(blocks[s]["content"]) for s in BLOCK_SLICES if s in blocks)}
+            if blocks else None)
+        placed = False
+        for p, b in tail_bodies:
+            if memory is not None and latest_body is not None and p == latest_user:
+                msgs.append(memory)
+                kinds.append("memory")
+                where.append(None)
+                placed = True
+            msgs.append(b)
+            kinds.append("latest" if latest_body is not None and p == latest_user else "tail")
+            where.append(p)
+        if memory is not None and not placed:
+            msgs.append(memory)
+            kinds.append("memory")
+            where.append(None)
+        return msgs, kinds, where
+
     def converting(self) -> bool:
-        return self.settings.context_format != "as_stored" or self.settings.system_messages == "merge"
+        # epochs extend the messages as rendered by the default policy; a conversion or a
+        # system-message policy merges or moves them, so every call is planned anew
+        return self.settings.context_format != "as_stored" or self.settings.system_messages != "as_is"
 
     def out(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The messages as returned: converted to one family and system messages folded
@@ -201,6 +240,8 @@ def fresh_segments(messages: Sequence[dict[str, Any]], kinds: Sequence[str], whe
             got = by_first.pop(p, []) if p is not None else []
         elif k == "system" and i == 0:
             got = by_slice.pop("system", [])
+        elif k == "memory":  # system_messages="before_latest": every memory block in one message
+            got = [*by_slice.pop("pinned", []), *by_slice.pop("summary", []), *by_slice.pop("retrieved", [])]
         else:
             got = by_slice.pop(k, [])
         out.append(Segment(k, m, tuple(got)))
@@ -232,7 +273,10 @@ def breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakp
         if idx:
             ends.append((idx[-1], layer))
     at = kinds.index("latest") if "latest" in kinds else len(kinds)
-    own = at - 1 if 0 < at < len(kinds) and kinds[at - 1] == "retrieved" else at
+    # this call's own part: its retrieved block (or the one memory message) before its user message
+    own = at
+    if at > 0 and (kinds[at - 1] == "memory" or (at < len(kinds) and kinds[at - 1] == "retrieved")):
+        own = at - 1
     if own - 1 >= 0:
         ends.append((own - 1, "stable"))
     own_tokens = cum[-1] - cum[own] if own < len(kinds) else 0

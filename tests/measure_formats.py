@@ -22,7 +22,7 @@ with Memory(Config(data_dir=tempfile.mkdtemp()), hot=False, background_indexing=
         mem.append(f"one{i}", body)
         ok += mem.history(f"one{i}")[0].body == json.loads(json.dumps(body))
 print(f"corpus: {ok}/{len(items)} SDK-built messages append and round-trip equal")
-for fmt, sysm in itertools.product(["as_stored", "chat", "responses"], ["as_is", "merge"]):
+for fmt, sysm in itertools.product(["as_stored", "chat", "responses"], ["as_is", "merge", "before_latest"]):
     cfg = Config(data_dir=tempfile.mkdtemp(), context_format=fmt, system_messages=sysm)
     with Memory(cfg, hot=False, background_indexing=False) as mem:
         mem.append_many("chat", s.chat_conversation())

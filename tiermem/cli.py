@@ -310,7 +310,8 @@ pass_state = click.make_pass_decorator(CliState, ensure=True)
 @cli.command()
 @pass_state
 def mcp(state: CliState) -> None:
-    """Run the MCP server on stdio (tools: append, context, history, search, pin, unpin)."""
+    """Run the MCP server on stdio (tools: append, context, history, search, pin, unpin,
+    erase); `tiermem serve` mounts the same tools at /v1/mcp (streamable HTTP)."""
     try:
         from tiermem.adapters.mcp_server import build_server
     except ImportError as exc:

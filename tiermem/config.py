@@ -185,12 +185,16 @@ class Config(BaseSettings):
         description="where retrieved turns go: just before the latest user message (default: they change "
         "every turn, so everything before them stays a cacheable prefix) or before the recent tail",
     )
-    system_messages: Literal["as_is", "merge"] = Field(
+    system_messages: Literal["as_is", "merge", "before_latest"] = Field(
         "as_is",
         description="as_is: system messages where the plan puts them (the caller's first, memory blocks "
-        "between the turns: best for prompt caching); merge: folded into one leading system message, "
-        "for chat templates that refuse a system message anywhere but first (some open models behind "
-        "vLLM); it puts the per-query retrieved block in the first message, so the cacheable prefix shrinks",
+        "between the turns; with context_epochs, each context extends the previous one); merge: folded into "
+        "one leading system message, for chat templates that refuse a system message anywhere but first "
+        "(some open models behind vLLM); it puts the per-query retrieved block in the first message, so the "
+        "cacheable prefix shrinks; before_latest: the caller's system message first, then the turns, and "
+        "every memory block (pins, summary, retrieved turns) in one system message just before the latest "
+        "user message, so a new pin or a refreshed summary changes only that message and the cached prefix "
+        "(system + turns) is not disturbed (merge and before_latest plan each call anew: no epochs)",
     )
     context_format: Literal["as_stored", "chat", "responses"] = Field(
         "as_stored",

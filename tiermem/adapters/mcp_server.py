@@ -1,18 +1,24 @@
 """An MCP server over tiermem (`pip install 'tiermem[mcp]'`; `tiermem mcp` runs it on stdio).
 
-Tools (each takes a conversation id; every call acts in the server's one namespace):
-`append` a message, `context` for a query under a token budget (with the plan's reasons),
-`history`, `search`, `pin` and `unpin`. Input that tiermem refuses comes back as a tool
-error whose text names the field, and nothing is written.
+Tools (each takes a conversation id; every call acts in one namespace): `append` a
+message, `context` for a query under a token budget (with the plan's reasons), `history`,
+`search`, `pin`, `unpin` and `erase` (with a confirmation argument). Input that tiermem
+refuses comes back as a tool error whose text names the field, and nothing is written.
+
+`build_server(memory)` binds every call to one `Memory` / `NamespacedMemory` (stdio, in
+process); `build_server(resolve=...)` asks `resolve(ctx)` for the memory of each call,
+which is how `tiermem serve` confines a call to its bearer token's namespace
+(`tiermem.adapters.mcp_http`).
 
 Built on the `mcp` package's `MCPServer` (mcp 2.x; `FastMCP` in mcp 1.x).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
@@ -39,10 +45,24 @@ class MemoryToolError(ToolError):
         super().__init__(str(error))
 
 
-def build_server(memory: MemoryLike, *, name: str = SERVER_NAME) -> MCPServer:
+MemoryResolver = Callable[[Context], MemoryLike]
+
+
+def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | None = None,
+                 name: str = SERVER_NAME) -> MCPServer:
     """An MCP server whose tools act on `memory` (a `Memory`, or `mem.namespaced(ns)` to
-    confine every call to one namespace)."""
+    confine every call to one namespace), or on `resolve(ctx)`, asked once per call
+    (exactly one of the two)."""
+    if (memory is None) == (resolve is None):
+        raise TypeError("build_server takes exactly one of memory and resolve")
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
+    fixed = memory
+
+    def mem_of(ctx: Context) -> MemoryLike:
+        if fixed is not None:
+            return fixed
+        assert resolve is not None
+        return resolve(ctx)
 
     def guard(tool: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -52,33 +72,33 @@ def build_server(memory: MemoryLike, *, name: str = SERVER_NAME) -> MCPServer:
 
     @server.tool(description="Remember one message: an OpenAI Chat Completions message ({role, content, ...}) "
                  "or a Responses API input item ({type, ...}), stored exactly as given. Returns its position.")
-    def append(conversation_id: ConvId,
+    def append(ctx: Context, conversation_id: ConvId,
                message: Annotated[dict[str, Any], Field(description="the message, as a JSON object")],
                session_id: Annotated[str | None, Field(description="optional session (visit) id")] = None,
                ) -> dict[str, int]:
-        return {"position": guard("append", memory.append, conversation_id, message, session_id=session_id)}
+        return {"position": guard("append", mem_of(ctx).append, conversation_id, message, session_id=session_id)}
 
     @server.tool(description="The context to send with the next model call: pinned facts, summaries, "
                  "retrieved turns and the recent tail, never more than `budget` tokens, with the plan "
                  "(what each part is, why it was chosen, what was left out).")
-    def context(conversation_id: ConvId,
+    def context(ctx: Context, conversation_id: ConvId,
                 query: Annotated[str | None, Field(description="the new turn's question; omit to plan from "
                                                    "the log alone")] = None,
                 budget: Annotated[int, Field(ge=1, description="hard cap on the returned tokens")] =
                 DEFAULT_BUDGET_TOKENS,
                 system: Annotated[str | None, Field(description="a system message to put first")] = None,
                 ) -> dict[str, Any]:
-        ctx = guard("context", memory.context, conversation_id, query, budget, system=system)
-        return {"messages": ctx.messages, "tokens": ctx.tokens, "plan": ctx.plan.to_dict(),
-                "explain": ctx.plan.explain()}
+        out = guard("context", mem_of(ctx).context, conversation_id, query, budget, system=system)
+        return {"messages": out.messages, "tokens": out.tokens, "plan": out.plan.to_dict(),
+                "explain": out.plan.explain()}
 
     @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
                  "at most `limit` from position `start`).")
-    def history(conversation_id: ConvId,
+    def history(ctx: Context, conversation_id: ConvId,
                 start: Annotated[int, Field(ge=0, description="first position")] = 0,
                 limit: Annotated[int, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
                 ) -> dict[str, Any]:
-        msgs = guard("history", memory.history, conversation_id)
+        msgs = guard("history", mem_of(ctx).history, conversation_id)
         page = [m for m in msgs if m.position >= start][:limit]
         return {"messages": [{"position": m.position, "role": m.role, "message": m.body,
                               "session_id": m.session_id, "created_at": m.created_at} for m in page],
@@ -86,39 +106,39 @@ def build_server(memory: MemoryLike, *, name: str = SERVER_NAME) -> MCPServer:
 
     @server.tool(description="Search past messages by meaning and keywords, in one conversation or (without "
                  "conversation_id) across this namespace's conversations.")
-    def search(query: Annotated[str, Field(min_length=1, description="what to look for")],
+    def search(ctx: Context, query: Annotated[str, Field(min_length=1, description="what to look for")],
                conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
                k: Annotated[int, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
                ) -> dict[str, Any]:
-        hits = guard("search", memory.search, conversation_id, query, k)
+        hits = guard("search", mem_of(ctx).search, conversation_id, query, k)
         return {"hits": [{"conversation_id": h.conversation_id, "position": h.position,
                           "score": h.score, "text": h.text} for h in hits]}
 
     @server.tool(description="Pin a message so every context keeps it (a standing instruction or fact).")
-    def pin(conversation_id: ConvId,
+    def pin(ctx: Context, conversation_id: ConvId,
             position: Annotated[int, Field(ge=0, description="the message's position")],
             priority: Annotated[int, Field(ge=0, le=100, description="higher pins are kept first")] = 50,
             ) -> dict[str, bool]:
-        guard("pin", memory.pin, conversation_id, position, priority=priority)
+        guard("pin", mem_of(ctx).pin, conversation_id, position, priority=priority)
         return {"pinned": True}
 
     @server.tool(description="Unpin a message pinned with `pin`.")
-    def unpin(conversation_id: ConvId,
+    def unpin(ctx: Context, conversation_id: ConvId,
               position: Annotated[int, Field(ge=0, description="the message's position")]) -> dict[str, bool]:
-        guard("unpin", memory.unpin, conversation_id, position)
+        guard("unpin", mem_of(ctx).unpin, conversation_id, position)
         return {"pinned": False}
 
     @server.tool(description="Erase a conversation for good: its messages and everything derived from them "
                  "(summaries, search indexes, pins, cached copies); a tombstone with counts and no content "
                  "remains. Only when the user asks to forget it. `confirm` must repeat the conversation_id; "
                  "anything else erases nothing.")
-    def erase(conversation_id: ConvId,
+    def erase(ctx: Context, conversation_id: ConvId,
               confirm: Annotated[str, Field(description="the conversation_id again, to confirm the erasure")],
               ) -> dict[str, Any]:
         if confirm != conversation_id:
             raise MemoryToolError(ValidationError(
                 "confirm", f"must repeat the conversation_id ({conversation_id!r}) to erase it; nothing was erased"))
-        report = guard("erase", memory.delete_conversation, conversation_id)
+        report = guard("erase", mem_of(ctx).delete_conversation, conversation_id)
         return {"erased": True, **report.to_json()}
 
     return server

@@ -73,6 +73,9 @@ def create_app(
     from tiermem.inspector import install as install_inspector
 
     install_inspector(app, runtime)
+    from tiermem.adapters.mcp_http import mount as mount_mcp  # /v1/mcp, when the mcp extra is there
+
+    mount_mcp(app, runtime)
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
     return app

@@ -1,0 +1,194 @@
+"""The MCP server mounted in `tiermem serve`: streamable HTTP at `/v1/mcp`.
+
+    POST /v1/mcp   Authorization: Bearer <token>   [X-Tiermem-Namespace: acme/user-7]
+
+The tools are those of `tiermem mcp` (`tiermem.adapters.mcp_server`), served by the
+official `mcp` package's streamable-HTTP session manager, whose task group runs in the
+service's lifespan. An MCP client connects with the endpoint's URL and the same headers
+as any /v1 call (the `mcp` client: `streamable_http_client(url, http_client=
+httpx2.AsyncClient(headers={"Authorization": "Bearer <token>"}))`).
+
+Invariants:
+- The same auth as the HTTP API. The service's guard middleware refuses a request to
+  /v1/... without a valid token (401) before any body is read, and applies its body
+  limits and checks; the endpoint here resolves the token's grant again, and the
+  namespace it acts in: the namespace header, validated (422 naming it), else the
+  token's own prefix; a namespace outside the prefix answers 403, the same for every
+  outside namespace, like the namespace routes.
+- Every tool call acts in exactly that namespace: the endpoint writes it into the
+  request's ASGI scope and each tool asks for `memory.namespaced(<it>)` from the scope
+  of the HTTP request that carried the call, not from a session. A conversation of
+  another namespace is, to the tools, a conversation that does not exist.
+- Stateless, with JSON responses: no MCP session lives in a worker between requests, so
+  every request is authorized on its own, any worker can answer it, and a restart loses
+  nothing a client holds.
+- DNS rebinding protection (Host and Origin checked) when the service binds a loopback
+  address, as the `mcp` package does for local servers: with `--no-auth` a web page
+  must not reach the tools through a rebound name.
+- Without the `mcp` package (the `mcp` extra), nothing is mounted: /v1/mcp is a 404 and
+  the rest of the service is unchanged. With it, the package is imported in the
+  background after start-up (about 1-2 s): `tiermem serve` starts, and restarts, as
+  fast as without it; an MCP request that arrives meanwhile waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+from collections.abc import AsyncIterator, MutableMapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.models import validate_namespace
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.types import Receive, Scope, Send
+
+    from tiermem.adapters._common import MemoryLike
+
+log = logging.getLogger(__name__)
+
+MCP_PATH = "/v1/mcp"
+# the ASGI scope key the endpoint writes the request's namespace under (read by the tools)
+SCOPE_NAMESPACE = "tiermem.namespace"
+NAMESPACE_HEADER = b"x-tiermem-namespace"
+MCP_METHODS = ["GET", "POST", "DELETE"]  # the streamable-HTTP transport's verbs
+MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long, then 503
+
+
+async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    import json
+
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class McpEndpoint:
+    """The ASGI endpoint at /v1/mcp: authorizes, names the namespace, then hands the
+    request to the session manager once it runs (`serve`, started by the lifespan)."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.manager: Any = None
+        self.failed: str | None = None
+        self.ready = asyncio.Event()
+        self.stop = asyncio.Event()
+
+    async def serve(self) -> None:
+        """Import the `mcp` package and build the server off the event loop (about 1-2 s
+        of imports: the service answers meanwhile, and a start-up or a restart does not
+        wait for it), then run the session manager until `stop`."""
+        try:
+            manager = await asyncio.to_thread(_build_manager, self.runtime)
+        except Exception as exc:  # the rest of the service keeps serving; /v1/mcp says why
+            log.exception("the MCP server failed to start")
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.ready.set()
+            return
+        async with manager.run():
+            self.manager = manager
+            self.ready.set()
+            await self.stop.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers: dict[bytes, bytes] = {}
+        for k, v in scope.get("headers", []):
+            headers.setdefault(k.lower(), v)
+        auth = headers.get(b"authorization")
+        grant = self.runtime.auth.grant(auth.decode("latin-1") if auth is not None else None)
+        if grant is None:  # the guard middleware refused it already; kept for direct mounts
+            await _send_json(send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")])
+            return
+        raw = headers.get(NAMESPACE_HEADER)
+        ns = grant.default
+        if raw is not None:
+            try:
+                ns = validate_namespace(raw.decode("latin-1"), "X-Tiermem-Namespace", self.runtime.config.max_id_chars)
+            except ValidationError as exc:
+                await _send_json(send, 422, {"detail": [{"loc": ["header", "X-Tiermem-Namespace"],
+                                                         "msg": exc.problem, "type": "validation_error"}]})
+                return
+        if not grant.allows(ns):
+            await _send_json(send, 403, {"detail": f"namespace {ns!r} is outside this token's scope"})
+            return
+        if not self.ready.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ready.wait(), MCP_START_WAIT_S)
+        if self.runtime.memory is None or self.manager is None:
+            detail = (f"the MCP server failed to start ({self.failed})" if self.failed
+                      else "the service is starting")
+            await _send_json(send, 503, {"detail": detail}, [(b"retry-after", b"5")])
+            return
+        scope[SCOPE_NAMESPACE] = ns
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _build_manager(runtime: Any) -> Any:
+    """The MCP server over the runtime's Memory and its stateless session manager (not
+    yet running). Imports the `mcp` package."""
+    from mcp.server.mcpserver import Context
+
+    from tiermem.adapters.mcp_server import MemoryToolError, build_server
+
+    def resolve(ctx: Context) -> MemoryLike:
+        request = ctx.request_context.request
+        scope: MutableMapping[str, Any] | None = getattr(request, "scope", None)
+        ns = scope.get(SCOPE_NAMESPACE) if scope is not None else None
+        memory = runtime.memory
+        if not isinstance(ns, str) or memory is None:  # not through McpEndpoint: act nowhere
+            raise MemoryToolError(RuntimeError("this call carries no authorized namespace"))
+        namespaced: MemoryLike = memory.namespaced(ns)
+        return namespaced
+
+    server = build_server(resolve=resolve)
+    # builds the session manager (the Starlette app it returns is not used: the route
+    # is mounted in the service's own app, behind its middleware)
+    server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
+                               host=runtime.config.http_host)
+    return server.session_manager
+
+
+def mount(app: FastAPI, runtime: Any) -> bool:
+    """Mount the MCP server at MCP_PATH in `app` (the service's FastAPI app, `runtime` its
+    Runtime); the lifespan starts it in the background (`McpEndpoint.serve`). False,
+    with nothing mounted, when the `mcp` package is not installed."""
+    if importlib.util.find_spec("mcp") is None:
+        log.info("MCP over HTTP not mounted (no mcp package): pip install 'tiermem[mcp]'")
+        return False
+    from starlette.routing import Match, Route
+
+    class McpRoute(Route):
+        """A route that names itself in the scope, as FastAPI's do, so the service's
+        metrics label its requests `/v1/mcp`, not "unmatched"."""
+
+        def matches(self, scope: Scope) -> tuple[Match, Scope]:
+            match, child = super().matches(scope)
+            if match != Match.NONE:
+                child["route"] = self
+            return match, child
+
+    endpoint = McpEndpoint(runtime)
+    app.router.routes.append(McpRoute(MCP_PATH, endpoint=endpoint, methods=MCP_METHODS))
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as state:
+            task = asyncio.create_task(endpoint.serve(), name="tiermem-mcp")
+            try:
+                yield state
+            finally:
+                endpoint.stop.set()
+                if not endpoint.ready.is_set():
+                    task.cancel()  # still importing: nothing runs yet
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    app.router.lifespan_context = lifespan
+    return True
