@@ -54,6 +54,7 @@ from tiermem.planner.plan import (
     ViewStaleness,
 )
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
+from tiermem.planner.statements import StatementView
 from tiermem.tiers.cold import TurnRow
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import (
@@ -233,6 +234,7 @@ class Planner:
         self.classifier = classifier or QueryClassifier()
         self._pins: OrderedDict[str, _PinSet] = OrderedDict()
         self._pins_lock = threading.Lock()
+        self.statements = StatementView(cold)  # turns current in part (planner/statements.py)
         self._epochs = EpochCache()
 
     # -- rendering helpers -----------------------------------------------------------------
@@ -256,6 +258,11 @@ class Planner:
         parts = [str(who)]
         if dated:
             parts.append(_date(m.created_at))
+        gone = self.statements.parts(conv, m.position) if m.role in ("user", "assistant") else ()
+        if gone:  # some of its statements were superseded: they are marked, on lines of their own
+            current, old = self.statements.render(m.text, gone, m.created_at)
+            lines = [f"[{' '.join(parts)}] {current}"] if current else []
+            return "\n".join(lines + [f"[{who} · SUPERSEDED, not current: {when}] {stmt}" for stmt, when in old]), False
         text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
         trimmed = False
         if m.role == "tool":
@@ -292,6 +299,7 @@ class Planner:
         """`table`: the conversation's turn table when the caller just read it."""
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
+        self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
         conv = conversation_id
@@ -583,6 +591,13 @@ class Planner:
             if late:
                 # shown before its correction arrived, unmarked: a rebuild marks it
                 return None, f"a shown turn was superseded since: #{late[0]}"
+        # a shown turn of which a statement was superseded since (planner/statements.py)
+        shown_lines = {p for g in prev.segments if g.kind != "tail" for it in g.items
+                       if it.conversation_id == conv for p in it.positions} | set(prev.pinned)
+        part_late = sorted(p for p in shown_lines
+                           if any(x.by > prev.last_position for x in self.statements.parts(conv, p)))
+        if part_late:
+            return None, f"a shown turn was superseded in part since: #{part_late[0]}"
         new_rows = [r for r in tail_rows if r.position > prev.last_position]
         if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
@@ -741,6 +756,8 @@ class Planner:
                 continue  # its message could not be read (salvaged away)
             prio = r.pinned_priority if r.pinned_priority is not None else r.priority
             why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
+            if gone := self.statements.parts(conv, r.position):
+                why += "; " + self.statements.reason(r.position, gone, r.created_at)
             out.append(_Cand("pinned", conv, r.position, prio / 100.0, f"{why} (priority {prio})", line,
                              tokens=tokens, fidelity="trimmed" if trimmed else "verbatim",
                              tier=self._tier_of(r.position, hot)))
@@ -752,6 +769,7 @@ class Planner:
         """Drop what is kept between calls for a conversation key (it was erased)."""
         with self._pins_lock:
             self._pins.pop(conv, None)
+        self.statements.forget(conv)
         self._epochs.drop(conv)  # the previous context's messages are kept for the epoch
 
     def _intervals(self, conv: str, rows: Sequence[TurnRow]) -> dict[int, tuple[str, str]]:
@@ -969,6 +987,8 @@ class Planner:
                 s += INTENT_BOOST.get(r.intent or "", 0.0)
                 if r.load_bearing and r.superseded_by is None:
                     s += LOAD_BEARING_BOOST
+                if r.superseded_by is None and past and self.statements.parts(conv, p):
+                    s += PAST_SUPERSEDED_BOOST  # it holds a superseded statement the question asks about
                 if r.superseded_by is not None:
                     s += PAST_SUPERSEDED_BOOST if past else SUPERSEDED_PENALTY
                     why += f", superseded by #{r.superseded_by} ({intervals[p][0]})"
@@ -989,7 +1009,9 @@ class Planner:
             if m is None or is_control(m.body):
                 continue
             line, trimmed = self._line(key[0], m, conv, dated=False)
-            if key in superseded:
+            if gone := self.statements.parts(key[0], key[1]):
+                why += "; " + self.statements.reason(key[1], gone, m.created_at)
+            elif key in superseded:
                 # shown for the history it carries, never as a current value: with what
                 # was true when
                 line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
