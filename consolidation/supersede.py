@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiermem.consolidation.classify import correction_cue, normalize
+from tiermem.consolidation.classify import PRIORITY, correction_cue, normalize
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.statements import StatementRow
 
@@ -99,6 +99,9 @@ _STATE_CHANGE = re.compile(
     r"|^(?:please |ok,? |okay,? )?(?:switch|change|move|go) (?:back |over )?to\b"
     # "on second thought, the client should be aiohttp": a revision announced, not named
     r"|^(?:(?:hmm+|oh|ok(?:ay)?|well|no)[,.!]?\s+)?on (?:second thoughts?|reflection)\b"
+    # "the phone number is wrong: it's ...", "sorry, it's 4 nights": a wrong value replaced
+    r"|\b(?:is|was) wrong[,:;.!]+\s*(?:it's|it is|it should be|the right one is|should be)\b"
+    r"|^(?:sorry|oops|my mistake|my bad)[,.!:]?\s+(?:it's|it is|it should be|that should be|i meant)\b"
 )
 _BARE_RETRACTION = re.compile(
     r"^(?:(?:hmm+|oh|ok(?:ay)?|wait|no|sorry|actually|um+)[,.!]?\s+)*"
@@ -464,6 +467,8 @@ MAX_PIN_CANDIDATES = 64  # load-bearing earlier turns (newest first) a correctio
 MAX_MEANING_LOOKUPS = 16  # corrections of one batch embedded for the meaning search (the rest: rules only)
 INLINE_INDEX_ROWS = 64  # a batch up to this size embeds pending turns before a meaning search (larger: the
 # background indexer's job; their meaning search sees the vectors already stored)
+CORRECTION_PRIORITY = PRIORITY["correction"]  # what a correction that inherits a pin's place is pinned at
+ELLIPSIS_REACH = 8  # user turns back an elliptical replacement ("make it X") may refer to
 ECHO_SCAN_TURNS = 12  # an acknowledgement is in the reply to its source, at most this many turns after it
 MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
 
@@ -537,11 +542,22 @@ def _numbers(text: str) -> set[str]:
     return {v.split(" ", 1)[0] for v in _slots(text).get("number", ()) if len(v.split(" ", 1)[0]) >= 2}
 
 
+_IDENTIFIER = re.compile(r"(?<![\w.-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+(?![\w-])")
+
+
+def _identifiers(text: str) -> set[str]:
+    """Lower-case identifiers joined by '-', '_' or '.' ("order-api", "snake_case",
+    "example.dev"): a name as much as a capitalised one."""
+    return set(_IDENTIFIER.findall(text.lower().rstrip(".")))
+
+
 def _echoes(source: str, reply: str) -> bool:
     """Whether an assistant `reply` restates a value of `source`: a shared typed value
-    ("2,000 eur", "14 harcourt road", "12" for "12 seats"), a shared name, or two shared
-    content words."""
+    ("2,000 eur", "14 harcourt road", "12" for "12 seats"), a shared name or identifier
+    ("order-api", "v2.3"), or two shared content words."""
     if _values(source) & _values(reply) or _numbers(source) & _numbers(reply):
+        return True
+    if _identifiers(source) & _identifiers(reply):
         return True
     if _entities(source) & {_stem(w.lower()) for w in re.findall(r"[\w'-]+", reply)}:
         return True
@@ -568,22 +584,23 @@ def _all_values(text: str) -> set[tuple[str, str]]:
     return {(slot, v) for slot, vs in _slots(text).items() for v in vs}
 
 
-def _evidence(text: str, cand: str) -> float:
-    """How strongly a correction's statement `text` points at one statement `cand`: an
-    old value it names (3), shared content words (entities double), a value of the same
-    slot (1; a unitless identifier against a quantity 0.5). 0: nothing in common."""
+def _evidence(text: str, cand: str) -> tuple[float, float]:
+    """How strongly a correction's statement `text` points at one statement `cand`:
+    (what it names: an old value (3) and shared content words (entities double); a value
+    of the same slot type (1; a unitless identifier against a quantity 0.5)). Compared in
+    that order: a slot type is weaker evidence than a word ("in Go" and "to PostgreSQL"
+    are both places). (0, 0): nothing in common."""
     old_vals = _old_values(text)
     words = _content(text)
     for v in old_vals:
         words.pop(_stem(v), None)
-    score = 3.0 if any(_contains_value(cand, v) for v in old_vals) else 0.0
+    named = 3.0 if any(_contains_value(cand, v) for v in old_vals) else 0.0
     cw = _content(cand)
-    score += sum(max(words[w], cw[w]) for w in set(words) & set(cw))
+    named += sum(max(words[w], cw[w]) for w in set(words) & set(cw))
     slots, cslots = _slots(text), _slots(cand)
     same = _matching_slots(slots, cslots)
-    if same:
-        score += 0.5 if same == ["number"] and _unitless_number(slots, cslots) else 1.0
-    return score
+    slot = 0.0 if not same else 0.5 if same == ["number"] and _unitless_number(slots, cslots) else 1.0
+    return named, slot
 
 
 # An elliptical replacement: a new value ordered for "it", the thing being decided, with
@@ -686,7 +703,28 @@ class Superseder:
             self.cold.set_superseded_statements(conversation_id, statements)
         if pairs:
             self.cold.set_superseded(conversation_id, pairs)
+        self._inherit(conversation_id, pairs, statements)
         return pairs
+
+    def _inherit(self, conv: str, pairs: Sequence[tuple[int, int]], statements: Sequence[StatementRow]) -> None:
+        """The new value of a load-bearing statement is load-bearing: a correction that
+        the turn classifier did not label so ("On second thought, the HTTP client should
+        be aiohttp") takes its target's place among the pins (derived labels, replayed
+        with the supersession by `rebuild`)."""
+        ends = {(old, new) for old, new in pairs} | {(s.position, s.superseded_by) for s in statements}
+        if not ends:
+            return
+        rows = {r.position: r for r in self.cold.turns_at(conv, sorted({p for e in ends for p in e}))}
+        relabel: dict[int, tuple[int, str, bool, int, str]] = {}
+        for old, new in sorted(ends):
+            o, n = rows.get(old), rows.get(new)
+            if o is None or n is None or n.role != "user" or n.load_bearing or not o.load_bearing \
+                    or o.role != "user" or new in relabel:
+                continue
+            relabel[new] = (new, "correction", True, max(int(o.priority or 0), CORRECTION_PRIORITY),
+                            f"{n.label_reason or 'rule'}; supersedes load-bearing #{old}")
+        if relabel:
+            self.cold.set_labels(conv, list(relabel.values()))
 
     def find(self, conv: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
         """The whole-turn pairs `on_append` records, without recording anything."""
@@ -784,7 +822,7 @@ class Superseder:
         if not found and meaning and (MEANING_CUE.search(norm) or elliptical):
             found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical)
         if not found and elliptical:
-            found = self._chain_head(p, users, b)
+            found = self._chain_head(text, users, b)
         for old, _why in found[:1]:
             targets = self._targets(text, pool[old], b)
             b.supersede(old, targets, p, self._facts(pool[old]))
@@ -805,7 +843,7 @@ class Superseder:
             own = text[a:e]
             scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans]
             best = max(sc for sc, _sp in scores)
-            if best > 0:
+            if best > (0.0, 0.0):
                 hit |= {sp for sc, sp in scores if sc >= best}
         if not hit or len(hit) == len(spans):
             return None
@@ -837,17 +875,29 @@ class Superseder:
         return []
 
     @staticmethod
-    def _chain_head(p: int, users: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
-        """Without embeddings: an elliptical replacement ("make it La Parrilla", "go with
-        the Sonos speaker") revises the latest correction that still holds, when no
-        load-bearing user statement came after it: the value the user was just changing."""
-        for q in reversed(users):
+    def _chain_head(text: str, users: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
+        """Without a word or a value in common: an elliptical replacement ("make it La
+        Parrilla", "go with Le Bristol instead") revises the latest user turn, within
+        ELLIPSIS_REACH user turns, that holds a value (small talk without one is passed
+        over), if that is the latest correction (the value being changed) or holds a value
+        of the same kind (a name for a name, a typed value of the same slot)."""
+        names = _entities(text)
+        kinds = set(_slots(text))
+        for q in list(reversed(users))[:ELLIPSIS_REACH]:
             t = b.pool[q]
-            if q in b.by or t.intent in NOT_SUPERSEDABLE or not t.load_bearing:
+            if q in b.by or t.intent in NOT_SUPERSEDABLE:
                 continue
+            cur = b.current_text(q)
             if q in b.heads:
                 return [(q, f"elliptical replacement of the latest correction #{q}")]
-            return []  # a later load-bearing statement: "it" may be that
+            has = _entities(cur), set(_slots(cur))
+            if not has[0] and not has[1]:
+                if t.load_bearing:
+                    return []  # a load-bearing statement without a value: "it" may be that
+                continue
+            if (names and has[0]) or (kinds & has[1]):
+                return [(q, f"elliptical replacement: a value of the same kind as #{q}'s")]
+            return []
         return []
 
     def _nearest(self, conv: str, texts: Mapping[int, str], *, small: bool) -> dict[int, list[tuple[int, float]]]:
