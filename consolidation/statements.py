@@ -19,7 +19,8 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+
+from tiermem.tiers.statements import remaining_text  # one home: the planner renders with it too
 
 __all__ = ["MAX_STATEMENTS", "remaining_text", "statement_spans"]
 
@@ -82,19 +83,3 @@ def statement_spans(text: str) -> list[tuple[int, int]]:
     if len(out) > MAX_STATEMENTS:
         out = [*out[:MAX_STATEMENTS - 1], (out[MAX_STATEMENTS - 1][0], out[-1][1])]
     return out
-
-
-def remaining_text(text: str, gone: Sequence[tuple[int, int]]) -> str:
-    """`text` without the spans in `gone`: the statements that still hold, joined by a
-    space (each keeps its own punctuation)."""
-    if not gone:
-        return text
-    cut = sorted(gone)
-    parts: list[str] = []
-    at = 0
-    for a, b in cut:
-        if a > at:
-            parts.append(text[at:a])
-        at = max(at, b)
-    parts.append(text[at:])
-    return " ".join(p.strip(" ,;") for p in parts if p.strip(" ,;"))

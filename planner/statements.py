@@ -25,6 +25,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from tiermem.tiers.statements import remaining_text
 from tiermem.tiers.store import ColdLog
 
 __all__ = ["Part", "StatementView"]
@@ -104,17 +105,9 @@ class StatementView:
     @staticmethod
     def render(text: str, parts: tuple[Part, ...], since: float) -> tuple[str, list[tuple[str, str]]]:
         """(what still holds of `text`, [(a superseded statement, its interval)])."""
-        kept: list[str] = []
-        at = 0
-        gone: list[tuple[str, str]] = []
-        for p in parts:
-            if p.start > at:
-                kept.append(text[at:p.start])
-            gone.append((" ".join(text[p.start:p.end].split()),
-                         f"valid {_when(since)} until {_when(p.until)}, then {p.how}"))
-            at = max(at, p.end)
-        kept.append(text[at:])
-        current = " ".join(" ".join(k.split()).strip(" ,;") for k in kept if k.strip(" ,;"))
+        gone = [(" ".join(text[p.start:p.end].split()), f"valid {_when(since)} until {_when(p.until)}, then {p.how}")
+                for p in parts]
+        current = remaining_text(text, [(p.start, p.end) for p in parts])
         return current, gone
 
     @staticmethod

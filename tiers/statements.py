@@ -23,10 +23,12 @@ time until the message at ``superseded_by``. Invariants:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StatementRow", "postgres_migration", "sqlite_migration"]
+__all__ = ["StatementRow", "postgres_migration", "remaining_text", "sqlite_migration"]
 
 TABLE = "statement_supersessions"
 
@@ -74,3 +76,28 @@ def postgres_migration(c: Any) -> None:
     )
     c.execute(f"CREATE TRIGGER pin_version_statements AFTER INSERT OR DELETE ON {TABLE} FOR EACH ROW "
               "EXECUTE FUNCTION tm_bump_pin_version()")
+
+
+# what joined a cut statement to its neighbours ("..., and" / "but ..."): goes with it
+_JOINER_END = re.compile(r"[\s,;]*(?:\b(?:and|but|while|whereas))?[\s,;]*$", re.I)
+_JOINER_START = re.compile(r"^[\s,;]*(?:(?:and|but|while|whereas)\b)?[\s,;]*", re.I)
+
+
+def remaining_text(text: str, gone: Sequence[tuple[int, int]]) -> str:
+    """`text` without the spans in `gone` (and the words that joined them to the rest):
+    the statements that still hold, whitespace collapsed."""
+    if not gone:
+        return text
+    pieces: list[str] = []
+    at = 0
+    for a, b in sorted(gone):
+        if a > at:
+            pieces.append(text[at:a])
+        at = max(at, b)
+    pieces.append(text[at:])
+    out = []
+    for p in pieces:
+        p = _JOINER_START.sub("", _JOINER_END.sub("", p))
+        if p:
+            out.append(" ".join(p.split()))
+    return " ".join(out)
