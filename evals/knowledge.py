@@ -201,16 +201,52 @@ def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def locomo_census(memory: Memory, path: Path, limit: int | None = None) -> dict[str, Any]:
+    """Every supersession decided on LoCoMo conversations (data nobody here wrote, with
+    few real corrections): whole-turn pairs and statement rows, each with both texts, for
+    judging precision by reading them. Appended as the LoCoMo harness does (a session per
+    batch), so live-sized batches search by meaning as a service's appends do."""
+    from tiermem.evals.locomo import ingest_sample, load_samples
+
+    out: dict[str, Any] = {"conversations": 0, "user_turns": 0, "pairs": [], "statements": []}
+    for sample in load_samples(path)[:limit]:
+        got = ingest_sample(memory, sample)
+        key = memory.cold.key_of(got.namespace, got.conversation_id) or got.conversation_id
+        memory.catch_up(got.conversation_id, namespace=got.namespace)
+        rows = memory.cold.turns(key)
+        texts = {m.position: m.text for m in memory.cold.history(key)}
+        out["conversations"] += 1
+        out["user_turns"] += sum(1 for r in rows if r.role == "user")
+        for r in rows:
+            if r.superseded_by is not None:
+                out["pairs"].append({"conversation": got.conversation_id, "old": r.position, "new": r.superseded_by,
+                                     "role": r.role, "old_text": texts.get(r.position, ""),
+                                     "new_text": texts.get(r.superseded_by, "")})
+        for st in memory.cold.superseded_statements(key):
+            out["statements"].append({"conversation": got.conversation_id, "old": st.position,
+                                      "new": st.superseded_by,
+                                      "statement": texts.get(st.position, "")[st.start:st.end],
+                                      "new_text": texts.get(st.superseded_by, "")})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.knowledge", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--errors", action="store_true", help="list every miss")
     ap.add_argument("--cases", type=Path, default=CASES_PATH,
                     help=f"a case file (default {CASES_PATH.name}; {HELDOUT_PATH.name} holds the held-out set)")
+    ap.add_argument("--locomo", type=Path, default=None,
+                    help="instead: list every supersession decided on this LoCoMo file (precision by reading)")
+    ap.add_argument("--limit-samples", type=int, default=None)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-knowledge-"))
     try:
         with Memory(Config(data_dir=tmp), hot=False, background_indexing=False) as mem:
+            if args.locomo is not None:
+                census = locomo_census(mem, args.locomo, args.limit_samples)
+                print(json.dumps(census, ensure_ascii=False, indent=1))
+                return 0
             res = run(mem, load_cases(args.cases))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
