@@ -19,7 +19,8 @@ Matching, in order of strength:
    immediately previous load-bearing or instruction turn.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
-Only the single best turn is returned: one correction revises one earlier statement.
+Only the single best turn is returned: one correction revises one earlier turn (the
+``Superseder`` then decides which of its statements).
 
 ``Superseder`` is the one place that decides supersession for a conversation (live
 appends, batches, and the replay of ``rebuild``), over the cold store, the embedder and
@@ -38,6 +39,16 @@ the turn classifier through their public methods. Its invariants:
   statement's validity interval (``Validity``: valid from its own position and time
   until the superseding turn's) is read from that column and the turn times, so it
   needs no storage of its own.
+- Supersession targets statements (``consolidation/statements.py``): where the target
+  turn states several facts, each statement of the correction revises the target's
+  statement it matches best; the others stay current. Those are recorded as statement
+  rows (``tiers/statements.py``: character spans of the stored text), not in
+  ``superseded_by``, which is set only once none of the turn's statements holds. A
+  turn current in part is matched by what still holds of it.
+- Chains are followed whatever the steps share: a correction that matches only a
+  superseded value revises the end of its chain, and an elliptical replacement ("make
+  it Le Meurice") with nothing in common revises the latest value being changed. The
+  new value of a load-bearing statement is labelled load-bearing too.
 - Work per batch is bounded: candidates are read once per batch (pins and a window of
   recent turns), earlier turns of the batch are kept in memory, the rules decide first,
   and only the corrections they leave unresolved, at most ``MAX_MEANING_LOOKUPS`` of a
@@ -869,7 +880,7 @@ class Superseder:
                 seen.add(nxt)
                 nxt = b.by[nxt]
             end = b.pool.get(nxt) if nxt is not None else None
-            if end is not None and end.role == "user" and nxt not in b.by and b.current_text(nxt) and \
+            if end is not None and end.role == "user" and end.position not in b.by and b.current_text(end.position) and \
                     _RETRACTS.search(normalize(end.text)) is None:
                 return [(end.position, f"{why}; #{q} was superseded by #{nxt}: its current value")]
         return []

@@ -31,8 +31,16 @@ Scores (each probe is asked the way an agent asks: on a fork, append the questio
 - past share: the old value appears in a line that carries its interval ("valid ...
   until ...").
 
-A line is marked when it says "superseded" or "not current" (the convention of
-``evals/pressure.py``). Run: ``python -m tiermem.evals.knowledge [--json] [--errors]``.
+A pair counts at either granularity: the whole turn superseded, or one of its statements
+(``facts()`` lists both). A line is marked when it says "superseded" or "not current" (the
+convention of ``evals/pressure.py``). Run: ``python -m tiermem.evals.knowledge [--json]
+[--errors] [--cases evals/data/knowledge_heldout.jsonl]``; ``--locomo FILE`` instead lists
+every supersession decided on LoCoMo conversations, for judging precision by reading.
+
+``knowledge_heldout.jsonl`` (24 conversations, also written by us) was written after the
+first set had been tuned on and before the statement-level and chain rules, and scored
+blind once on the code before them: turns holding several facts of which one is
+corrected, chains whose steps share no word or slot, and look-alikes.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ store had no `superseded_statements`.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 
 import pytest
@@ -79,7 +80,7 @@ def _current(lines: list[str], value: str) -> bool:
 def test_statement_spans(text: str, want: list[str]) -> None:
     spans = statement_spans(text)
     assert [text[a:b] for a, b in spans] == want
-    assert all(b1 <= a2 for (_a1, b1), (a2, _b2) in zip(spans, spans[1:], strict=False))  # in order, disjoint
+    assert all(b1 <= a2 for (_a1, b1), (a2, _b2) in itertools.pairwise(spans))  # in order, disjoint
 
 
 def test_remaining_text_cuts_only_the_gone_spans() -> None:
