@@ -19,13 +19,16 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
+from pathlib import Path
 
 import pytest
 
-from tiermem import Memory
+from tiermem import Config, Memory
 from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.consolidation.supersede import Appended, Superseder
+from tiermem.service import create_app
+from tiermem.tiers.embed import SentenceTransformerEmbedder
 from tiermem.tiers.models import message_text
 
 T0 = 1_777_600_000.0  # 2026-05-01 01:46 UTC
@@ -229,3 +232,21 @@ def test_a_later_partial_correction_ends_the_epoch_that_showed_the_turn(cold_mem
     assert second.plan.cache.new_epoch
     lines = [ln for m in second.messages for ln in message_text(m).splitlines()]
     assert not _current(lines, "Tivoli")
+
+
+def test_facts_over_http_list_a_turn_statement_by_statement(tmp_path: Path, embedder: SentenceTransformerEmbedder
+                                                            ) -> None:
+    from fastapi.testclient import TestClient
+
+    cfg = Config(data_dir=tmp_path / "data")
+    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+        w = _chat(mem, "trip", TWO_FACTS)
+        app = create_app(cfg, mem, auth=False, namespace="default", start_scheduler=False)
+        with TestClient(app) as c:
+            got = [f for f in c.get("/v1/conversations/trip/facts").json()["facts"] if f["position"] == w[0]]
+    text = TWO_FACTS[0][1]
+    a = text.index("my hotel")
+    assert [(f["text"], f["status"], f["span"]) for f in got] == [
+        ("My flight is LH 1172", "current", {"start": 0, "end": len("My flight is LH 1172")}),
+        ("my hotel is the Tivoli Oriente.", "superseded", {"start": a, "end": len(text)})]
+    assert got[1]["valid_until"]["superseded_by"] == w[2]
