@@ -71,7 +71,8 @@ class StatementView:
         return self._of(conv).get(position, ())
 
     def _of(self, conv: str) -> dict[int, tuple[Part, ...]]:
-        checked: set[str] = getattr(self._call, "checked", set())
+        # outside a call (no `begin` on this thread) every read checks the version
+        checked: set[str] = getattr(self._call, "checked", None) or set()
         with self._lock:
             kept = self._kept.get(conv)
             if kept is not None:
@@ -79,8 +80,8 @@ class StatementView:
         if kept is not None and conv in checked:
             return kept[1]
         version = self.cold.pin_version(conv)
-        checked.add(conv)
-        self._call.checked = checked
+        if hasattr(self._call, "checked"):
+            self._call.checked.add(conv)
         if kept is not None and kept[0] == version:
             return kept[1]
         rows = self.cold.superseded_statements(conv)
