@@ -19,7 +19,8 @@ Matching, in order of strength:
    immediately previous load-bearing or instruction turn.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
-Only the single best turn is returned: one correction revises one earlier statement.
+Only the single best turn is returned: one correction revises one earlier turn (the
+``Superseder`` then decides which of its statements).
 
 ``Superseder`` is the one place that decides supersession for a conversation (live
 appends, batches, and the replay of ``rebuild``), over the cold store, the embedder and
@@ -38,6 +39,16 @@ the turn classifier through their public methods. Its invariants:
   statement's validity interval (``Validity``: valid from its own position and time
   until the superseding turn's) is read from that column and the turn times, so it
   needs no storage of its own.
+- Supersession targets statements (``consolidation/statements.py``): where the target
+  turn states several facts, each statement of the correction revises the target's
+  statement it matches best; the others stay current. Those are recorded as statement
+  rows (``tiers/statements.py``: character spans of the stored text), not in
+  ``superseded_by``, which is set only once none of the turn's statements holds. A
+  turn current in part is matched by what still holds of it.
+- Chains are followed whatever the steps share: a correction that matches only a
+  superseded value revises the end of its chain, and an elliptical replacement ("make
+  it Le Meurice") with nothing in common revises the latest value being changed. The
+  new value of a load-bearing statement is labelled load-bearing too.
 - Work per batch is bounded: candidates are read once per batch (pins and a window of
   recent turns), earlier turns of the batch are kept in memory, the rules decide first,
   and only the corrections they leave unresolved, at most ``MAX_MEANING_LOOKUPS`` of a
@@ -52,13 +63,15 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiermem.consolidation.classify import correction_cue, normalize
+from tiermem.consolidation.classify import PRIORITY, correction_cue, normalize
+from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2
+from tiermem.tiers.statements import StatementRow
 
 if TYPE_CHECKING:
     from tiermem.consolidation.classify import TurnClassifier
@@ -93,9 +106,14 @@ NOT_SUPERSEDABLE = frozenset({"question", "chitchat", "tool_result"})
 # State changes that revise a fact without a correction word: "I moved to Seattle", "I joined Globex".
 _STATE_CHANGE = re.compile(
     r"\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined|left|quit|changed|started at|"
-    r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\bmy new \w+ is\b"
+    r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\b(?:my|our|the) new \w+(?: \w+)? (?:is|are)\b"
     # "switch to English instead": a change of value ordered without naming the slot
     r"|^(?:please |ok,? |okay,? )?(?:switch|change|move|go) (?:back |over )?to\b"
+    # "on second thought, the client should be aiohttp": a revision announced, not named
+    r"|^(?:(?:hmm+|oh|ok(?:ay)?|well|no)[,.!]?\s+)?on (?:second thoughts?|reflection)\b"
+    # "the phone number is wrong: it's ...", "sorry, it's 4 nights": a wrong value replaced
+    r"|\b(?:is|was) wrong[,:;.!]+\s*(?:it's|it is|it should be|the right one is|should be)\b"
+    r"|^(?:sorry|oops|my mistake|my bad)[,.!:]?\s+(?:it's|it is|it should be|that should be|i meant)\b"
 )
 _BARE_RETRACTION = re.compile(
     r"^(?:(?:hmm+|oh|ok(?:ay)?|wait|no|sorry|actually|um+)[,.!]?\s+)*"
@@ -449,7 +467,9 @@ MEANING_CUE = re.compile(
     r"\b(instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
-    r"(?:it|the|my|our)|(?:is|are|'s|'re) now|now (?:is|are|live|work|use|eat|prefer|take|have|at|in|on))\b"
+    r"(?:it|the|my|our)|(?:is|are|'s|'re) now|now (?:is|are|live|work|use|eat|prefer|take|have|at|in|on)"
+    # a value then "now" ("Leo is 5 now"): the value holds from here on
+    r"|(?:is|are|'s|'re) (?:[\w$€£.,:-]+ ){1,3}now(?=[,.!;]|$))\b"
 )
 SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
 SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however far back
@@ -459,6 +479,8 @@ MAX_PIN_CANDIDATES = 64  # load-bearing earlier turns (newest first) a correctio
 MAX_MEANING_LOOKUPS = 16  # corrections of one batch embedded for the meaning search (the rest: rules only)
 INLINE_INDEX_ROWS = 64  # a batch up to this size embeds pending turns before a meaning search (larger: the
 # background indexer's job; their meaning search sees the vectors already stored)
+CORRECTION_PRIORITY = PRIORITY["correction"]  # what a correction that inherits a pin's place is pinned at
+ELLIPSIS_REACH = 8  # user turns back an elliptical replacement ("make it X") may refer to
 ECHO_SCAN_TURNS = 12  # an acknowledgement is in the reply to its source, at most this many turns after it
 MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
 
@@ -492,6 +514,7 @@ class Validity:
     until_position: int | None
     until: float | None
     current_position: int | None
+    span: tuple[int, int] | None = None  # the statement's characters in the message text (None: the whole turn)
 
     @property
     def status(self) -> str:
@@ -502,7 +525,8 @@ class Validity:
                 "valid_from": {"position": self.position, "time": self.valid_from},
                 "valid_until": None if self.until_position is None else
                 {"position": self.until_position, "time": self.until, "superseded_by": self.until_position},
-                "current_position": self.current_position}
+                "current_position": self.current_position,
+                "span": None if self.span is None else {"start": self.span[0], "end": self.span[1]}}
 
 
 def assertive_text(text: str) -> str:
@@ -530,11 +554,22 @@ def _numbers(text: str) -> set[str]:
     return {v.split(" ", 1)[0] for v in _slots(text).get("number", ()) if len(v.split(" ", 1)[0]) >= 2}
 
 
+_IDENTIFIER = re.compile(r"(?<![\w.-])[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)+(?![\w-])")
+
+
+def _identifiers(text: str) -> set[str]:
+    """Lower-case identifiers joined by '-', '_' or '.' ("order-api", "snake_case",
+    "example.dev"): a name as much as a capitalised one."""
+    return set(_IDENTIFIER.findall(text.lower().rstrip(".")))
+
+
 def _echoes(source: str, reply: str) -> bool:
     """Whether an assistant `reply` restates a value of `source`: a shared typed value
-    ("2,000 eur", "14 harcourt road", "12" for "12 seats"), a shared name, or two shared
-    content words."""
+    ("2,000 eur", "14 harcourt road", "12" for "12 seats"), a shared name or identifier
+    ("order-api", "v2.3"), or two shared content words."""
     if _values(source) & _values(reply) or _numbers(source) & _numbers(reply):
+        return True
+    if _identifiers(source) & _identifiers(reply):
         return True
     if _entities(source) & {_stem(w.lower()) for w in re.findall(r"[\w'-]+", reply)}:
         return True
@@ -545,7 +580,8 @@ def _echoes(source: str, reply: str) -> bool:
 def _asserts_new_value(text: str, target: str) -> bool:
     """A correction found by meaning must assert a value for the target's slot: a typed
     value or a name the target lacks, of the same slot type or on a shared content word."""
-    new_vals = _values(text) - _values(target)
+    # every typed value counts here, a one-digit one too ("Leo is 5 now")
+    new_vals = _all_values(text) - _all_values(target)
     new_names = _entities(text) - _entities(target) - set(_content(target))
     if not new_vals and not new_names:
         return False
@@ -554,6 +590,91 @@ def _asserts_new_value(text: str, target: str) -> bool:
     # a name for a name ("make it La Parrilla" after "go with Bistro Verde")
     names_for_names = bool(new_names) and bool(_entities(target))
     return same_slot or shared or names_for_names
+
+
+def _all_values(text: str) -> set[tuple[str, str]]:
+    return {(slot, v) for slot, vs in _slots(text).items() for v in vs}
+
+
+def _evidence(text: str, cand: str) -> tuple[float, float]:
+    """How strongly a correction's statement `text` points at one statement `cand`:
+    (what it names: an old value (3) and shared content words (entities double); a value
+    of the same slot type (1; a unitless identifier against a quantity 0.5)). Compared in
+    that order: a slot type is weaker evidence than a word ("in Go" and "to PostgreSQL"
+    are both places). (0, 0): nothing in common."""
+    old_vals = _old_values(text)
+    words = _content(text)
+    for v in old_vals:
+        words.pop(_stem(v), None)
+    named = 3.0 if any(_contains_value(cand, v) for v in old_vals) else 0.0
+    cw = _content(cand)
+    named += sum(max(words[w], cw[w]) for w in set(words) & set(cw))
+    slots, cslots = _slots(text), _slots(cand)
+    same = _matching_slots(slots, cslots)
+    slot = 0.0 if not same else 0.5 if same == ["number"] and _unitless_number(slots, cslots) else 1.0
+    return named, slot
+
+
+# An elliptical replacement: a new value ordered for "it", the thing being decided, with
+# nothing that names the slot ("make it La Parrilla", "go with the Sonos speaker", "let's
+# do pale yellow instead"). A manner ("make it quick") is not a value.
+_ELLIPTICAL = re.compile(
+    r"\b(?:make (?:it|that|this)|change (?:it|that|this) to|switch (?:it |that |this )?(?:over )?to|"
+    r"(?:let's |we'll |i'll )?go with|let's (?:do|try|use|get|book|pick|choose)|rename (?:it|that|this) to)\s+"
+    r"(?!(?:quick|quicker|fast|faster|short|shorter|brief|snappy|easy|easier|simple|simpler|clear|clearer|"
+    r"happen|work|count|up|out|sure|him|her|them|me|us|you)\b)\S"
+)
+
+
+def _elliptical(norm: str) -> bool:
+    return bool(_ELLIPTICAL.search(norm))
+
+
+@dataclass
+class _Batch:
+    """One batch's view of what is superseded: the turns it has read (`pool`), whole
+    turns superseded (`by`: position -> superseding position), statements superseded
+    within turns (`parts`), and what this batch adds (`pairs`, `statements`)."""
+
+    pool: dict[int, Appended]
+    by: dict[int, int] = field(default_factory=dict)
+    parts: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    statements: list[StatementRow] = field(default_factory=list)
+
+    @property
+    def heads(self) -> set[int]:
+        """Turns that superseded something (the latest value of a chain, unless itself superseded)."""
+        return set(self.by.values()) | {v for d in self.parts.values() for v in d.values()}
+
+    def current_text(self, q: int) -> str:
+        """What still holds of turn `q`: its text without its superseded statements."""
+        t = self.pool[q]
+        gone = self.parts.get(q)
+        return remaining_text(t.text, list(gone)) if gone else t.text
+
+    def supersede(self, old: int, spans: Sequence[tuple[int, int]] | None, new: int,
+                  facts: Sequence[tuple[int, int]]) -> None:
+        """Turn `old` superseded by `new`: the statements `spans` of it, or (None) all
+        that still held; the whole turn once none of its statements holds."""
+        done = self.parts.get(old)
+        if spans is None:
+            if done:  # superseded in part before: each remaining statement gets its own record
+                for sp in facts:
+                    if sp not in done:
+                        self._statement(old, sp, new)
+            self.by[old] = new
+            self.pairs.append((old, new))
+            return
+        for sp in spans:
+            self._statement(old, sp, new)
+        if all(sp in self.parts[old] for sp in facts):
+            self.by[old] = new
+            self.pairs.append((old, new))
+
+    def _statement(self, old: int, sp: tuple[int, int], new: int) -> None:
+        self.parts.setdefault(old, {})[sp] = new
+        self.statements.append(StatementRow(old, sp[0], sp[1], new))
 
 
 class Superseder:
@@ -586,14 +707,44 @@ class Superseder:
 
     def on_append(self, conversation_id: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
         """Supersession for turns just appended (in log order): records and returns the
-        (old position, superseding position) pairs, echoes included."""
-        pairs = self.find(conversation_id, appended)
+        (old position, superseding position) pairs of whole turns, echoes included; the
+        statements superseded within a turn that still holds in part are recorded too
+        (`ColdLog.set_superseded_statements`)."""
+        pairs, statements = self.decide(conversation_id, appended)
+        if statements:
+            self.cold.set_superseded_statements(conversation_id, statements)
         if pairs:
             self.cold.set_superseded(conversation_id, pairs)
+        self._inherit(conversation_id, pairs, statements)
         return pairs
 
+    def _inherit(self, conv: str, pairs: Sequence[tuple[int, int]], statements: Sequence[StatementRow]) -> None:
+        """The new value of a load-bearing statement is load-bearing: a correction that
+        the turn classifier did not label so ("On second thought, the HTTP client should
+        be aiohttp") takes its target's place among the pins (derived labels, replayed
+        with the supersession by `rebuild`)."""
+        ends = {(old, new) for old, new in pairs} | {(s.position, s.superseded_by) for s in statements}
+        if not ends:
+            return
+        rows = {r.position: r for r in self.cold.turns_at(conv, sorted({p for e in ends for p in e}))}
+        relabel: dict[int, tuple[int, str, bool, int, str]] = {}
+        for old, new in sorted(ends):
+            o, n = rows.get(old), rows.get(new)
+            if o is None or n is None or n.role != "user" or n.load_bearing or not o.load_bearing \
+                    or o.role != "user" or new in relabel:
+                continue
+            relabel[new] = (new, "correction", True, max(int(o.priority or 0), CORRECTION_PRIORITY),
+                            f"{n.label_reason or 'rule'}; supersedes load-bearing #{old}")
+        if relabel:
+            self.cold.set_labels(conv, list(relabel.values()))
+
     def find(self, conv: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
-        """The pairs `on_append` records, without recording them.
+        """The whole-turn pairs `on_append` records, without recording anything."""
+        return self.decide(conv, appended)[0]
+
+    def decide(self, conv: str, appended: Sequence[Appended]) -> tuple[list[tuple[int, int]], list[StatementRow]]:
+        """What `on_append` records, without recording it: whole-turn pairs and
+        statement rows.
 
         Each correction is checked against the window, the pins, and the earlier turns
         nearest in meaning however far back (a plain "Seat preference: aisle" corrected
@@ -605,7 +756,7 @@ class Superseder:
         unresolved, at most MAX_MEANING_LOOKUPS of them, are embedded."""
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
-            return []
+            return [], []
         first = appended[0].position
         # candidates, read once per batch: the window before the batch and the pins
         rows: dict[int, TurnRow] = {r.position: r for r in self.cold.turns(conv, start=max(0, first - SUPERSEDE_WINDOW),
@@ -613,56 +764,153 @@ class Superseder:
         for r in self.cold.pin_candidates(conv, min_priority=0, limit=MAX_PIN_CANDIDATES):
             if r.position < first:
                 rows.setdefault(r.position, r)
-        pool = self._pool(conv, rows)
-        superseded = {p for p, r in rows.items() if r.superseded_by is not None}
+        b = _Batch(self._pool(conv, rows))
+        self._load(conv, b, rows)
         for a in appended:
-            pool[a.position] = a
-        bearing = sorted(p for p, t in pool.items() if t.load_bearing and t.role == "user")
-        pairs: list[tuple[int, int]] = []
+            b.pool[a.position] = a
+        bearing = sorted(p for p, t in b.pool.items() if t.load_bearing and t.role == "user")
         small = len(appended) <= INLINE_INDEX_ROWS
         unresolved: list[int] = []
         if small:
             unresolved = sorted(gated)
         else:
             for p in sorted(gated):
-                if not self._decide(conv, p, gated[p], (), pool, bearing, superseded, pairs, meaning=False):
+                if not self._decide(conv, p, gated[p], (), b, bearing, meaning=False):
                     unresolved.append(p)
         if not unresolved:
-            return pairs
+            return b.pairs, b.statements
         near = self._nearest(conv, {p: gated[p] for p in unresolved}, small=small)
         far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
-            conv, sorted({q for hits in near.values() for q, _c in hits} - set(pool))))}
-        pool.update(self._pool(conv, far))
-        superseded |= {q for q, r in far.items() if r.superseded_by is not None}
+            conv, sorted({q for hits in near.values() for q, _c in hits} - set(b.pool))))}
+        b.pool.update(self._pool(conv, far))
+        self._load(conv, b, far)
         for p in unresolved:
-            self._decide(conv, p, gated[p], near.get(p, ()), pool, bearing, superseded, pairs, meaning=True)
-        return pairs
+            self._decide(conv, p, gated[p], near.get(p, ()), b, bearing, meaning=True)
+        return b.pairs, b.statements
 
     def _pool(self, conv: str, rows: Mapping[int, TurnRow]) -> dict[int, Appended]:
         texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
         return {p: Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing)
                 for p, r in rows.items() if p in texts}
 
-    def _decide(self, conv: str, p: int, text: str, near: Sequence[tuple[int, float]], pool: dict[int, Appended],
-                bearing: Sequence[int], superseded: set[int], pairs: list[tuple[int, int]], *, meaning: bool) -> bool:
-        """Decide one correction at `p`: append its pair (and its target's echoes) to
-        `pairs`; False when it supersedes nothing."""
+    def _load(self, conv: str, b: _Batch, rows: Mapping[int, TurnRow]) -> None:
+        """What the stored rows say was superseded: whole turns, and statements."""
+        b.by.update({p: r.superseded_by for p, r in rows.items() if r.superseded_by is not None})
+        for s in self.cold.superseded_statements(conv, sorted(rows)):
+            b.parts.setdefault(s.position, {})[(s.start, s.end)] = s.superseded_by
+
+    def _facts(self, t: Appended) -> list[tuple[int, int]]:
+        """The spans of `t` that state something a correction could revise: not a
+        question, not small talk, with a content word or a typed value."""
+        out = []
+        for a, e in statement_spans(t.text):
+            s = t.text[a:e]
+            if s.rstrip(" \"')").endswith("?") or not (_content(s) or _slots(s)):
+                continue
+            if t.role == "user" and len(s) < len(t.text.strip()) and \
+                    self.classifier.classify(s, "user").intent in NOT_SUPERSEDABLE:
+                continue
+            out.append((a, e))
+        return out
+
+    def _decide(self, conv: str, p: int, text: str, near: Sequence[tuple[int, float]], b: _Batch,
+                bearing: Sequence[int], *, meaning: bool) -> bool:
+        """Decide one correction at `p`: add its pair or statement rows (and its target's
+        echoes) to `b`; False when it supersedes nothing."""
+        pool = b.pool
         cand_pos = {q for q in range(max(0, p - SUPERSEDE_WINDOW), p) if q in pool}
         i = bisect_left(bearing, p)
         cand_pos.update(bearing[max(0, i - MAX_PIN_CANDIDATES):i])
         cand_pos.update(q for q, _c in near if q < p)
-        cands = [Candidate(q, pool[q].text, pool[q].intent, pool[q].load_bearing) for q in sorted(cand_pos)
-                 if q in pool and q not in superseded and pool[q].role == "user"]
+        users = [q for q in sorted(cand_pos) if q in pool and pool[q].role == "user"]
+        # a turn that holds in part is matched by what still holds of it
+        cands = [Candidate(q, b.current_text(q), pool[q].intent, pool[q].load_bearing) for q in users
+                 if q not in b.by and b.current_text(q)]
         found = find_superseded(text, cands) if cands else []
-        if not found and meaning and MEANING_CUE.search(normalize(text)):
-            found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, superseded)
+        if not found:
+            found = self._via_chain(text, [q for q in users if q in b.by or b.parts.get(q)], b)
+        norm = normalize(text)
+        elliptical = _elliptical(norm)
+        if not found and meaning and (MEANING_CUE.search(norm) or elliptical):
+            found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical)
+        if not found and elliptical:
+            found = self._chain_head(text, users, b)
         for old, _why in found[:1]:
-            pairs.append((old, p))
-            superseded.add(old)
-            for echo in self._echoes_of(conv, old, p, pool, superseded):
-                pairs.append((echo, p))
-                superseded.add(echo)
+            targets = self._targets(text, pool[old], b)
+            b.supersede(old, targets, p, self._facts(pool[old]))
+            for echo, spans in self._echoes_of(conv, old, p, targets, b):
+                b.supersede(echo, spans, p, self._facts(pool[echo]))
         return bool(found)
+
+    def _targets(self, text: str, target: Appended, b: _Batch) -> list[tuple[int, int]] | None:
+        """The statements of `target` that `text` revises, or None for all of it: each
+        statement of the correction revises the statement of the target it matches best
+        (an old value it names, shared words, a value of the same slot); a target with
+        one current statement, or a correction that matches none, revises it whole."""
+        spans = [s for s in self._facts(target) if s not in b.parts.get(target.position, {})]
+        if len(spans) < 2:
+            return None
+        hit: set[tuple[int, int]] = set()
+        for a, e in statement_spans(text):
+            own = text[a:e]
+            scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans]
+            best = max(sc for sc, _sp in scores)
+            if best > (0.0, 0.0):
+                hit |= {sp for sc, sp in scores if sc >= best}
+        if not hit or len(hit) == len(spans):
+            return None
+        return sorted(hit)
+
+    @staticmethod
+    def _via_chain(text: str, superseded: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
+        """A correction that matches only something already superseded ("the HTTP client
+        should be aiohttp" after "Use requests for the HTTP client", "Switch to httpx
+        instead") revises the value that replaced it: the end of its chain, when that is
+        a user turn that still holds."""
+        cands = []
+        for q in superseded:
+            t = b.pool[q]
+            gone = [t.text[s:e] for (s, e) in b.parts.get(q, {})]
+            body = t.text if q in b.by else " ".join(gone)
+            if body:
+                cands.append(Candidate(q, body, t.intent, t.load_bearing))
+        for q, why in find_superseded(text, cands) if cands else []:
+            nxt = b.by.get(q) if q in b.by else next(iter(b.parts.get(q, {}).values()), None)
+            seen = {q}
+            while nxt is not None and nxt in b.by and nxt not in seen:
+                seen.add(nxt)
+                nxt = b.by[nxt]
+            end = b.pool.get(nxt) if nxt is not None else None
+            if end is not None and end.role == "user" and end.position not in b.by and b.current_text(end.position) and \
+                    _RETRACTS.search(normalize(end.text)) is None:
+                return [(end.position, f"{why}; #{q} was superseded by #{nxt}: its current value")]
+        return []
+
+    @staticmethod
+    def _chain_head(text: str, users: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
+        """Without a word or a value in common: an elliptical replacement ("make it La
+        Parrilla", "go with Le Bristol instead") revises the latest user turn, within
+        ELLIPSIS_REACH user turns, that holds a value (small talk without one is passed
+        over), if that is the latest correction (the value being changed) or holds a value
+        of the same kind (a name for a name, a typed value of the same slot)."""
+        names = _entities(text)
+        kinds = set(_slots(text))
+        for q in list(reversed(users))[:ELLIPSIS_REACH]:
+            t = b.pool[q]
+            if q in b.by or t.intent in NOT_SUPERSEDABLE:
+                continue
+            cur = b.current_text(q)
+            if q in b.heads:
+                return [(q, f"elliptical replacement of the latest correction #{q}")]
+            has = _entities(cur), set(_slots(cur))
+            if not has[0] and not has[1]:
+                if t.load_bearing:
+                    return []  # a load-bearing statement without a value: "it" may be that
+                continue
+            if (names and has[0]) or (kinds & has[1]):
+                return [(q, f"elliptical replacement: a value of the same kind as #{q}'s")]
+            return []
+        return []
 
     def _nearest(self, conv: str, texts: Mapping[int, str], *, small: bool) -> dict[int, list[tuple[int, float]]]:
         """(position, cosine) of the earlier turns nearest in meaning to each of `texts`,
@@ -689,12 +937,14 @@ class Superseder:
 
     @staticmethod
     def _by_meaning(text: str, near: Sequence[tuple[int, float]], pool: Mapping[int, Appended],
-                    superseded: AbstractSet[int]) -> list[tuple[int, str]]:
+                    superseded: AbstractSet[int] | Mapping[int, int], *, elliptical: bool = False
+                    ) -> list[tuple[int, str]]:
         """Fallback when the rules find no target: a turn that says it updates something
         ("... from now on", "I switched ...") and asserts a value, or retracts something
         ("drop the flight rule"), supersedes the earlier user statement or instruction
         nearest in meaning (holding the same slot or topic, for an update), if it is
-        clearly on the same topic."""
+        clearly on the same topic. An elliptical replacement ("make it light grey",
+        "go with the Sonos speaker") asserts its value by its form: its object."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
                     and pool[q].intent not in NOT_SUPERSEDABLE]
@@ -707,7 +957,7 @@ class Superseder:
         # names a topic, "forget the allergy thing", not a value)
         named = set() if retracts else _old_values(text)
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
-                and (retracts or _asserts_new_value(text, t.text))
+                and (retracts or elliptical or _asserts_new_value(text, t.text))
                 and (not named or any(_contains_value(t.text, v) for v in named))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
@@ -719,11 +969,13 @@ class Superseder:
             return [(t.position, f"update cue, new value and same topic (cosine {cos:.2f})")]
         return []
 
-    def _echoes_of(self, conv: str, old: int, new: int, pool: dict[int, Appended],
-                   superseded: AbstractSet[int]) -> list[int]:
+    def _echoes_of(self, conv: str, old: int, new: int, targets: Sequence[tuple[int, int]] | None,
+                   b: _Batch) -> list[tuple[int, list[tuple[int, int]] | None]]:
         """The assistant's reply to a superseded statement (its turns after it, up to
         the next user turn, within ECHO_SCAN_TURNS and before the correction) where it
-        restates the statement's value."""
+        restates the statement's value: each with the statements of the reply that do
+        (None: all of them)."""
+        pool = b.pool
         span = range(old + 1, min(new, old + ECHO_SCAN_TURNS + 1))
         missing = [q for q in span if q not in pool]
         if missing:
@@ -731,14 +983,28 @@ class Superseder:
             for r in self.cold.turns_at(conv, sorted(got)):
                 pool[r.position] = Appended(r.position, r.role, got[r.position], r.intent or "statement",
                                             r.load_bearing)
-        source = pool[old].text
-        out: list[int] = []
+                if r.superseded_by is not None:
+                    b.by[r.position] = r.superseded_by
+            for s in self.cold.superseded_statements(conv, sorted(got)):
+                b.parts.setdefault(s.position, {})[(s.start, s.end)] = s.superseded_by
+        src = pool[old].text
+        source = src if targets is None else " ".join(src[s:e] for s, e in targets)
+        out: list[tuple[int, list[tuple[int, int]] | None]] = []
         for q in span:
             t = pool.get(q)
             if t is None or t.role == "user":
                 break  # the reply ends where the user speaks again
-            if t.role == "assistant" and q not in superseded and _echoes(source, t.text):
-                out.append(q)
+            if t.role != "assistant" or q in b.by or not _echoes(source, t.text):
+                continue
+            if targets is None:
+                out.append((q, None))
+                continue
+            # the old statement was one of several: only the reply's statements that
+            # restate it follow it
+            facts = [sp for sp in self._facts(t) if sp not in b.parts.get(q, {})]
+            hit = [sp for sp in facts if _echoes(source, t.text[sp[0]:sp[1]])]
+            if hit:
+                out.append((q, None if len(hit) == len(facts) else hit))
         return out
 
     def replay(self, conversation_id: str, turns: Sequence[Appended]) -> list[tuple[int, int]]:
@@ -764,14 +1030,47 @@ class Superseder:
     def facts(self, conversation_id: str) -> list[Validity]:
         """The conversation's load-bearing user statements that hold now, and every
         statement something superseded, with its interval: what the agent believes now
-        and what it believed before. In log order."""
+        and what it believed before. In log order. A turn that holds several facts, of
+        which some were superseded, is listed statement by statement (`Validity.span`)."""
         rows = self.cold.turns(conversation_id)
-        keep = {r.position: r for r in rows if r.superseded_by is not None
+        parts: dict[int, list[StatementRow]] = {}
+        for s in self.cold.superseded_statements(conversation_id):
+            parts.setdefault(s.position, []).append(s)
+        keep = {r.position: r for r in rows if r.superseded_by is not None or r.position in parts
                 or (r.role == "user" and r.load_bearing and r.intent not in NOT_SUPERSEDABLE)}
         texts = {m.position: m.text for m in self.cold.get(conversation_id, sorted(keep))}
         by_pos = {r.position: r for r in rows}
-        got = self._intervals(conversation_id, keep, texts, by_pos)
-        return [got[p] for p in sorted(got)]
+        got = self._intervals(conversation_id, {p: r for p, r in keep.items() if p not in parts}, texts, by_pos)
+        out = [got[p] for p in sorted(got)]
+        for p, stmts in parts.items():
+            r = by_pos.get(p)
+            text = texts.get(p)
+            if r is None or text is None:
+                continue  # its message could not be read (salvaged away)
+            ended = {(s.start, s.end) for s in stmts}
+            for s in stmts:
+                end = self._chain_end(conversation_id, s.superseded_by, by_pos)
+                until = by_pos.get(s.superseded_by)
+                out.append(Validity(p, r.role, text[s.start:s.end], r.created_at, s.superseded_by,
+                                    until.created_at if until is not None else None, end, (s.start, s.end)))
+            if r.superseded_by is None:
+                turn = Appended(p, r.role, text, r.intent or "statement", bool(r.load_bearing))
+                for a, e in self._facts(turn):
+                    if (a, e) not in ended:
+                        out.append(Validity(p, r.role, text[a:e], r.created_at, None, None, p, (a, e)))
+        out.sort(key=lambda v: (v.position, v.span or (0, 0)))
+        return out
+
+    def _chain_end(self, conv: str, start: int, known: Mapping[int, TurnRow]) -> int | None:
+        """Where a chain of corrections starting at `start` ends (None: a retraction)."""
+        end = start
+        seen = {start}
+        while (nxt := known[end].superseded_by if end in known else None) is not None and nxt not in seen:
+            seen.add(nxt)
+            end = nxt
+        text = next((m.text for m in self.cold.get(conv, [end])), "")
+        cue = correction_cue(normalize(text), "user")
+        return None if cue is not None and cue[0] == "retraction" else end
 
     def _intervals(self, conv: str, keep: Mapping[int, TurnRow], texts: Mapping[int, str],
                    by_pos: Mapping[int, TurnRow] | None = None) -> dict[int, Validity]:

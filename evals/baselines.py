@@ -40,6 +40,7 @@ from tiermem.config import Config
 from tiermem.memory import Memory, open_with_fallback
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.models import StoredMessage, message_text
+from tiermem.tiers.statements import remaining_text
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, message_tokens, messages_tokens
 
 BASELINES: tuple[str, ...] = ("full_context", "tail", "dense_topk", "bm25_topk", "hybrid_topk")
@@ -135,9 +136,18 @@ def verify_positions(memory: Memory, conv: str, out: MethodOutput) -> int:
         return 0
     haystack = _squash(out.text)
     dropped = 0
+    parts: dict[int, list[tuple[int, int]]] = {}
+    for st in memory.cold.superseded_statements(conv, sorted(out.positions)):
+        parts.setdefault(st.position, []).append((st.start, st.end))
     for m in memory.cold.get(conv, sorted(out.positions)):
         text = _squash(m.text)
         needle = text[:TRIMMED_CHECK_CHARS] if m.position in out.claimed_trimmed else text
+        if m.position in parts and needle not in haystack:
+            # a turn corrected in part is shown as what holds, then each superseded
+            # statement on a marked line (planner/statements.py): all of it must be there
+            pieces = [remaining_text(m.text, parts[m.position])] + [m.text[a:b] for a, b in parts[m.position]]
+            if all(_squash(x) in haystack for x in pieces if x.strip()):
+                continue
         if needle and needle not in haystack:
             out.positions.discard(m.position)
             dropped += 1

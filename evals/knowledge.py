@@ -31,8 +31,16 @@ Scores (each probe is asked the way an agent asks: on a fork, append the questio
 - past share: the old value appears in a line that carries its interval ("valid ...
   until ...").
 
-A line is marked when it says "superseded" or "not current" (the convention of
-``evals/pressure.py``). Run: ``python -m tiermem.evals.knowledge [--json] [--errors]``.
+A pair counts at either granularity: the whole turn superseded, or one of its statements
+(``facts()`` lists both). A line is marked when it says "superseded" or "not current" (the
+convention of ``evals/pressure.py``). Run: ``python -m tiermem.evals.knowledge [--json]
+[--errors] [--cases evals/data/knowledge_heldout.jsonl]``; ``--locomo FILE`` instead lists
+every supersession decided on LoCoMo conversations, for judging precision by reading.
+
+``knowledge_heldout.jsonl`` (24 conversations, also written by us) was written after the
+first set had been tuned on and before the statement-level and chain rules, and scored
+blind once on the code before them: turns holding several facts of which one is
+corrected, chains whose steps share no word or slot, and look-alikes.
 """
 
 from __future__ import annotations
@@ -51,6 +59,10 @@ from tiermem.memory import Memory
 from tiermem.tiers.models import message_text
 
 CASES_PATH = Path(__file__).parent / "data" / "knowledge_cases.jsonl"
+# Written after the first set was tuned on, before the statement-level and chain rules:
+# turns holding several facts of which one is corrected, chains whose steps share no
+# word or slot, and turns that look like such updates but are not (scored blind first).
+HELDOUT_PATH = Path(__file__).parent / "data" / "knowledge_heldout.jsonl"
 BUDGET = 300  # tokens per probe context: the facts do not all fit, as in a long chat
 FILLER_PAIRS = 3  # neutral exchanges after each case turn
 TURN_SECONDS = 3600.0  # an hour between turns, so intervals span dates
@@ -140,9 +152,11 @@ def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
         where = _ingest(memory, conv, case)
         back = {v: k for k, v in where.items()}
         rows = memory.cold.turns(conv)
-        got = {(back[r.position], back.get(r.superseded_by, -1)) for r in rows
-               if r.superseded_by is not None and r.role == "user" and r.position in back}
-        got |= {(-1, -1) for r in rows if r.superseded_by is not None and r.role == "user" and r.position not in back}
+        # a pair counts whether the whole turn or one of its statements was superseded
+        # (facts() lists both: a statement of a turn that holds several facts)
+        ended = [(v.position, v.until_position) for v in memory.facts(conv)
+                 if v.role == "user" and v.until_position is not None]
+        got = {(back[p], back.get(new, -1)) if p in back else (-1, -1) for p, new in ended}
         want = {tuple(p) for p in case["supersede"]}
         c_tp = len(got & want)
         tp += c_tp
@@ -152,10 +166,11 @@ def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
             errors.append(f"{case['id']}: superseded {p} (not expected)")
         for p in sorted(want - got):
             errors.append(f"{case['id']}: missed {p}")
-        sup = {r.position: r.superseded_by for r in rows}
+        ends = {(v.position, v.until_position) for v in memory.facts(conv) if v.until_position is not None}
+        ends |= {(r.position, r.superseded_by) for r in rows if r.superseded_by is not None}
         for a, new in case["echo"]:
             echo_n += 1
-            if sup.get(where[a]) == where[new]:
+            if (where[a], where[new]) in ends:
                 echo_hit += 1
             else:
                 errors.append(f"{case['id']}: echo #{a} not tied to #{new}")
@@ -194,22 +209,60 @@ def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def locomo_census(memory: Memory, path: Path, limit: int | None = None) -> dict[str, Any]:
+    """Every supersession decided on LoCoMo conversations (data nobody here wrote, with
+    few real corrections): whole-turn pairs and statement rows, each with both texts, for
+    judging precision by reading them. Appended as the LoCoMo harness does (a session per
+    batch), so live-sized batches search by meaning as a service's appends do."""
+    from tiermem.evals.locomo import ingest_sample, load_samples
+
+    out: dict[str, Any] = {"conversations": 0, "user_turns": 0, "pairs": [], "statements": []}
+    for sample in load_samples(path)[:limit]:
+        got = ingest_sample(memory, sample)
+        key = memory.cold.key_of(got.namespace, got.conversation_id) or got.conversation_id
+        memory.catch_up(got.conversation_id, namespace=got.namespace)
+        rows = memory.cold.turns(key)
+        texts = {m.position: m.text for m in memory.cold.history(key)}
+        out["conversations"] += 1
+        out["user_turns"] += sum(1 for r in rows if r.role == "user")
+        for r in rows:
+            if r.superseded_by is not None:
+                out["pairs"].append({"conversation": got.conversation_id, "old": r.position, "new": r.superseded_by,
+                                     "role": r.role, "old_text": texts.get(r.position, ""),
+                                     "new_text": texts.get(r.superseded_by, "")})
+        for st in memory.cold.superseded_statements(key):
+            out["statements"].append({"conversation": got.conversation_id, "old": st.position,
+                                      "new": st.superseded_by,
+                                      "statement": texts.get(st.position, "")[st.start:st.end],
+                                      "new_text": texts.get(st.superseded_by, "")})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.knowledge", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--errors", action="store_true", help="list every miss")
+    ap.add_argument("--cases", type=Path, default=CASES_PATH,
+                    help=f"a case file (default {CASES_PATH.name}; {HELDOUT_PATH.name} holds the held-out set)")
+    ap.add_argument("--locomo", type=Path, default=None,
+                    help="instead: list every supersession decided on this LoCoMo file (precision by reading)")
+    ap.add_argument("--limit-samples", type=int, default=None)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-knowledge-"))
     try:
         with Memory(Config(data_dir=tmp), hot=False, background_indexing=False) as mem:
-            res = run(mem, load_cases())
+            if args.locomo is not None:
+                census = locomo_census(mem, args.locomo, args.limit_samples)
+                print(json.dumps(census, ensure_ascii=False, indent=1))
+                return 0
+            res = run(mem, load_cases(args.cases))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(res, ensure_ascii=False, indent=1))
         return 0
     s = res["supersession"]
-    print(f"knowledge updates, {res['cases']} conversations, budget {res['budget']}")
+    print(f"knowledge updates ({args.cases.name}), {res['cases']} conversations, budget {res['budget']}")
     print(f"  supersession precision {s['precision']:.3f} recall {s['recall']:.3f} "
           f"(tp {s['tp']}, fp {s['fp']}, fn {s['fn']})")
     print(f"  echo follows source {res['echo_recall']:.3f} of {res['echo_n']}")

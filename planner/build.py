@@ -63,6 +63,7 @@ from tiermem.planner.render import (
     fresh_segments,
     shown,
 )
+from tiermem.planner.statements import StatementView
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import hidden_positions, wire_body
 from tiermem.tiers.models import StoredMessage, message_text
@@ -196,13 +197,15 @@ class Planner:
         self.embed = embed
         self.settings = settings
         self.classifier = classifier or QueryClassifier()
-        self.render = Renderer(tokens, settings)
-        self.candidates = Candidates(cold, self.turns, tokens, settings, self.render)
+        self.statements = StatementView(cold)  # turns current in part (planner/statements.py)
+        self.render = Renderer(tokens, settings, self.statements)
+        self.candidates = Candidates(cold, self.turns, tokens, settings, self.render, self.statements)
         self._epochs = EpochCache()
 
     def forget(self, conv: str) -> None:
         """Drop what is kept between calls for a conversation key (it was erased)."""
         self.candidates.forget(conv)
+        self.statements.forget(conv)
         self._epochs.drop(conv)  # the previous context's messages are kept for the epoch
 
     # -- the plan --------------------------------------------------------------------------
@@ -226,6 +229,7 @@ class Planner:
         (a what-if plan, e.g. the inspector's): the epoch is not advanced, so the agent's next
         call is compared with its own previous context, not with this one."""
         t0 = time.perf_counter()
+        self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
         conv = conversation_id
@@ -516,6 +520,13 @@ class Planner:
             if late:
                 # shown before its correction arrived, unmarked: a rebuild marks it
                 return None, f"a shown turn was superseded since: #{late[0]}"
+        # a shown turn of which a statement was superseded since (planner/statements.py)
+        shown_lines = {p for g in prev.segments if g.kind != "tail" for it in g.items
+                       if it.conversation_id == conv for p in it.positions} | set(prev.pinned)
+        part_late = sorted(p for p in shown_lines
+                           if any(x.by > prev.last_position for x in self.statements.parts(conv, p)))
+        if part_late:
+            return None, f"a shown turn was superseded in part since: #{part_late[0]}"
         new_rows = [r for r in tail_rows if r.position > prev.last_position]
         if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"

@@ -34,6 +34,7 @@ from tiermem.planner.dates import query_windows
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
+from tiermem.planner.statements import StatementView
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.formats import call_ids, is_control, is_reasoning, result_id, result_text_field, wire_body
 from tiermem.tiers.models import StoredMessage, canonical_role
@@ -150,8 +151,9 @@ class Candidates:
     keeps each conversation's pin candidates between calls (`pins`)."""
 
     def __init__(self, cold: ColdLog, turns: TurnCache, tokens: TokenCounter, settings: PlannerSettings,
-                 render: Renderer) -> None:
+                 render: Renderer, statements: StatementView) -> None:
         self.cold = cold
+        self.statements = statements
         self.turns = turns
         self.tokens = tokens
         self.settings = settings
@@ -216,6 +218,8 @@ class Candidates:
                 continue  # its message could not be read (salvaged away)
             prio = r.pinned_priority if r.pinned_priority is not None else r.priority
             why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
+            if gone := self.statements.parts(conv, r.position):
+                why += "; " + self.statements.reason(r.position, gone, r.created_at)
             out.append(Candidate("pinned", conv, r.position, prio / PRIORITY_SCALE, f"{why} (priority {prio})", line,
                              tokens=tokens, fidelity="trimmed" if trimmed else "verbatim",
                              tier=tier_of(r.position, hot)))
@@ -388,6 +392,8 @@ class Candidates:
                 s += INTENT_BOOST.get(r.intent or "", 0.0)
                 if r.load_bearing and r.superseded_by is None:
                     s += LOAD_BEARING_BOOST
+                if r.superseded_by is None and past and self.statements.parts(conv, p):
+                    s += PAST_SUPERSEDED_BOOST  # it holds a superseded statement the question asks about
                 if r.superseded_by is not None:
                     s += PAST_SUPERSEDED_BOOST if past else SUPERSEDED_PENALTY
                     why += f", superseded by #{r.superseded_by} ({intervals[p][0]})"
@@ -408,7 +414,9 @@ class Candidates:
             if m is None or is_control(m.body):
                 continue
             line, trimmed = self.render.line(m, dated=False)
-            if key in superseded:
+            if gone := self.statements.parts(key[0], key[1]):
+                why += "; " + self.statements.reason(key[1], gone, m.created_at)
+            elif key in superseded:
                 # shown for the history it carries, never as a current value: with what
                 # was true when
                 line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)

@@ -29,6 +29,7 @@ from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 if TYPE_CHECKING:
     from tiermem.planner.build import PlannerSettings
     from tiermem.planner.candidates import Candidate
+    from tiermem.planner.statements import StatementView
 
 LINE_SEP_TOKENS = 1
 HEADING_SHARE_TOKENS = 4  # a session heading (~12 tokens) is shared by a few lines; the exact count fixes the rest
@@ -66,9 +67,11 @@ def day(ts: float) -> str:
 class Renderer:
     """Lines, blocks and messages, counted with the planner's tokenizer."""
 
-    def __init__(self, tokens: TokenCounter, settings: PlannerSettings) -> None:
+    def __init__(self, tokens: TokenCounter, settings: PlannerSettings,
+                 statements: StatementView | None = None) -> None:
         self.tokens = tokens
         self.settings = settings
+        self.statements = statements  # turns current in part (planner/statements.py)
 
     # -- lines ---------------------------------------------------------------------------------
 
@@ -91,6 +94,13 @@ class Renderer:
         parts = [str(who)]
         if dated:
             parts.append(day(m.created_at))
+        gone = (self.statements.parts(m.conversation_id, m.position)
+                if self.statements is not None and m.role in ("user", "assistant") else ())
+        if gone and self.statements is not None:
+            # some of its statements were superseded: they are marked, on lines of their own
+            current, old = self.statements.render(m.text, gone, m.created_at)
+            lines = [f"[{' '.join(parts)}] {current}"] if current else []
+            return "\n".join(lines + [f"[{who} · SUPERSEDED, not current: {valid}] {stmt}" for stmt, valid in old]), False
         text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
         trimmed = False
         if m.role == "tool":

@@ -27,6 +27,7 @@ from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, SchemaTooNew, ValidationError
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.statements import StatementRow
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 from tiermem.tiers.warm import Sentence, SummaryView, WarmStore
@@ -294,6 +295,32 @@ def test_erasure_removes_every_derived_row_and_leaves_a_content_free_tombstone(
 
 
 # -- turns, labels, pins -------------------------------------------------------------------------
+
+
+def test_statement_supersessions_are_derived_rows(engine: Engine) -> None:
+    """Statement-level supersession (tiers/statements.py): recorded once, read back by
+    position, moves the pin version, copied by a fork only with both ends, cleared by
+    rebuild, gone with an erasure; the message is untouched."""
+    s = engine.open()
+    try:
+        text = "My flight is LH 1172 and my hotel is the Tivoli Oriente."
+        key = s.append_batch("c", [user(text), user("noted"), user("the hotel is now the Pestana")]).key
+        v0 = s.pin_version(key)
+        row = StatementRow(0, text.index("my hotel"), len(text), 2)
+        s.set_superseded_statements(key, [row])
+        s.set_superseded_statements(key, [row])  # a replay deciding the same: one row
+        assert s.superseded_statements(key) == [row] and s.superseded_statements(key, [1, 2]) == []
+        assert s.pin_version(key) > v0
+        assert s.history(key)[0].text == text  # the log is untouched
+        assert s.superseded_statements(s.fork(key, 1, new_id="early")) == []  # its end is not copied
+        assert s.superseded_statements(s.fork(key, 2, new_id="late")) == [row]
+        s.rebuild(embed=False)
+        assert s.superseded_statements(key) == []  # derived: the supersession replay refills it
+        s.set_superseded_statements(key, [row])
+        s.delete_conversation(key)
+        assert s.superseded_statements(key) == []
+    finally:
+        s.close()
 
 
 def test_labels_supersession_and_pins_move_the_pin_version(store: ColdLog) -> None:

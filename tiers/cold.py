@@ -66,6 +66,8 @@ from tiermem.tiers.schema import (
     migrate,
 )
 from tiermem.tiers.search import fts_query, fuse
+from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
+from tiermem.tiers.statements import StatementRow
 from tiermem.tiers.store import FrontierRow, SummaryRow
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
@@ -77,7 +79,7 @@ MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host pa
 KEY_SEPARATOR = "~"
 KEY_SUFFIX_HEX = 16
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
-CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors")
+CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions")
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 
 
@@ -701,6 +703,32 @@ class ColdStore:
                 [(new, conversation_id, old) for old, new in pairs],
             )
 
+    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
+        """Statement-level supersession (tiers/statements.py): derived, messages untouched;
+        a row already recorded stays as it is."""
+        with self._tx() as c:
+            c.executemany(
+                f'INSERT OR IGNORE INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
+                "VALUES (?, ?, ?, ?, ?)",
+                [(conversation_id, r.position, r.start, r.end, r.superseded_by) for r in rows],
+            )
+
+    def superseded_statements(self, conversation_id: str, positions: Sequence[int] | None = None
+                              ) -> list[StatementRow]:
+        """The conversation's statement-level supersessions (of `positions` only, when
+        given), by position and start."""
+        sql = f'SELECT position, start, "end", superseded_by FROM {STATEMENT_TABLE} WHERE conversation_id = ?'
+        if positions is None:
+            got = self._read(sql + " ORDER BY position, start", (conversation_id,))
+        else:
+            got = []
+            want = sorted(set(positions))
+            for i in range(0, len(want), MAX_SQL_PARAMS):
+                chunk = want[i:i + MAX_SQL_PARAMS]
+                got += self._read(sql + f" AND position IN ({','.join('?' * len(chunk))}) ORDER BY position, start",
+                                  (conversation_id, *chunk))
+        return [StatementRow(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in got]
+
     def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
         """Record (priority) or clear (None) an explicit pin."""
         with self._tx() as c:
@@ -853,6 +881,12 @@ class ColdStore:
                 "INSERT INTO pins(conversation_id, position, priority, created_at) "
                 "SELECT ?, position, priority, created_at FROM pins WHERE conversation_id = ? AND position <= ? "
                 "AND position NOT IN (SELECT position FROM temp.fork_skip)",
+                (child, conversation_id, up_to),
+            )
+            c.execute(
+                f'INSERT INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
+                f"SELECT ?, position, start, \"end\", superseded_by FROM {STATEMENT_TABLE} "
+                "WHERE conversation_id = ? AND superseded_by <= ? AND position NOT IN (SELECT position FROM temp.fork_skip)",
                 (child, conversation_id, up_to),
             )
             self._step("fork:checkpoint")
@@ -1111,6 +1145,7 @@ class ColdStore:
         cleared; the consolidation layer recomputes them."""
         with self._tx() as c:
             c.execute("DELETE FROM turns")
+            c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
             # 'delete-all' exists only for contentless and external-content FTS5 tables;
             # this one stores its own text, so it is emptied like a table
             c.execute("DELETE FROM messages_fts")

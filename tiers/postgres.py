@@ -72,6 +72,8 @@ from tiermem.tiers.models import (
     search_text,
 )
 from tiermem.tiers.search import query_words
+from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
+from tiermem.tiers.statements import StatementRow, postgres_migration
 from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
@@ -103,7 +105,7 @@ SYNCHRONOUS_COMMIT = ("on", "off")
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
-                       "summary_errors")
+                       "summary_errors", "statement_supersessions")
 
 Conn = Any  # psycopg.Connection; kept loose so callers need not import psycopg
 
@@ -289,12 +291,18 @@ def m005_summaries(c: Conn) -> None:
     c.execute("CREATE INDEX summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)")
 
 
+def m006_know2(c: Conn) -> None:
+    # statement-level supersession (tiers/statements.py), as the SQLite engine's m014_statement_supersessions
+    postgres_migration(c)
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
     m003_user_state,
     m004_pin_versions,
     m005_summaries,
+    m006_know2,
 ]
 
 
@@ -896,6 +904,25 @@ class PostgresStore:
             c.cursor().executemany("UPDATE turns SET superseded_by = %s WHERE conversation_id = %s AND position = %s",
                                    [(new, conversation_id, old) for old, new in pairs])
 
+    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
+        if not rows:
+            return
+        with self._tx() as c:
+            c.cursor().executemany(
+                f'INSERT INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [(conversation_id, r.position, r.start, r.end, r.superseded_by) for r in rows])
+
+    def superseded_statements(self, conversation_id: str, positions: Sequence[int] | None = None
+                              ) -> list[StatementRow]:
+        sql = f'SELECT position, start, "end", superseded_by FROM {STATEMENT_TABLE} WHERE conversation_id = %s'
+        if positions is None:
+            got = self._read(sql + " ORDER BY position, start", (conversation_id,))
+        else:
+            got = self._read(sql + " AND position = ANY(%s) ORDER BY position, start",
+                             (conversation_id, sorted(set(positions))))
+        return [StatementRow(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in got]
+
     def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
         with self._tx() as c:
             self._require_in(c, conversation_id)
@@ -1011,6 +1038,11 @@ class PostgresStore:
                 "INSERT INTO pins(conversation_id, position, priority, created_at) "
                 "SELECT %(child)s, position, priority, created_at FROM pins WHERE conversation_id = %(parent)s "
                 "AND position <= %(up)s AND position <> ALL(%(skip)s::bigint[])", args)
+            c.execute(
+                f'INSERT INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
+                f'SELECT %(child)s, position, start, "end", superseded_by FROM {STATEMENT_TABLE} '
+                "WHERE conversation_id = %(parent)s AND superseded_by <= %(up)s "
+                "AND position <> ALL(%(skip)s::bigint[])", args)
             self._step("fork:checkpoint")
         return child
 
@@ -1199,6 +1231,7 @@ class PostgresStore:
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
         with self._tx() as c:
             c.execute("DELETE FROM turns")
+            c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
             c.execute("DELETE FROM messages_fts")
             c.execute("DELETE FROM messages_vec")
             c.execute("DELETE FROM meta WHERE key = 'vec_dim'")

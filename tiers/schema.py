@@ -21,6 +21,7 @@ from typing import Any
 
 from tiermem.tiers.errors import DriverUnavailable, SchemaTooNew, ValidationError
 from tiermem.tiers.files import create_private_file, database_writable, refuse_newer_header
+from tiermem.tiers.statements import sqlite_migration
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
 # is compiled without `enable_load_extension`, so sqlite-vec cannot load through it.
@@ -299,6 +300,12 @@ def m013_conversation_incarnations(c: Connection) -> None:
     c.execute("CREATE TABLE redis_purge(key TEXT PRIMARY KEY, at REAL NOT NULL)")
 
 
+def m014_statement_supersessions(c: Connection) -> None:
+    # statement-level supersession (tiers/statements.py): which part of a turn holding
+    # several facts a later turn superseded; derived, cleared by rebuild
+    sqlite_migration(c)
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -313,6 +320,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m011_fts_scope_column,
     m012_pin_versions,
     m013_conversation_incarnations,
+    m014_statement_supersessions,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         StoredMessage,
         TurnRow,
     )
+    from tiermem.tiers.statements import StatementRow
     from tiermem.tiers.tokens import TokenCounter
 
 # One stored version of a warm view, in this column order: conversation key, kind, key
@@ -256,6 +257,17 @@ class ColdLog(Protocol):
 
     def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
         """(old position, superseding position) pairs; a derived fact, messages untouched."""
+        ...
+
+    def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
+        """Statement-level supersession rows (tiers/statements.py): derived, messages
+        untouched; a row already recorded stays as it is."""
+        ...
+
+    def superseded_statements(self, conversation_id: str, positions: Sequence[int] | None = None
+                              ) -> list[StatementRow]:
+        """The statement-level supersessions of the conversation (of `positions` only,
+        when given), by position and start."""
         ...
 
     def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:

@@ -151,6 +151,11 @@ class ValidUntil(ValidityPoint):
     superseded_by: int
 
 
+class StatementSpan(BaseModel):
+    start: int
+    end: int
+
+
 class FactOut(BaseModel):
     """A statement and what was true when: valid from its own position and time until
     the turn that superseded it (null while current)."""
@@ -162,6 +167,9 @@ class FactOut(BaseModel):
     valid_from: ValidityPoint
     valid_until: ValidUntil | None
     current_position: int | None  # the end of its chain of corrections; null when retracted
+    # the statement's characters in the message text, when the turn holds several facts
+    # and only some were superseded (null: the whole turn)
+    span: StatementSpan | None = None
 
 
 class FactsOut(BaseModel):

@@ -1,0 +1,118 @@
+"""How the planner shows a turn of which some statements were superseded.
+
+A turn that states several facts ("My flight is LH 1172 and my hotel is the Tivoli
+Oriente") and of which a later turn corrected one ("the hotel is now the Pestana
+Palace") is current in part. The record is derived (tiers/statements.py: spans of the
+message text, each with the turn that superseded it); this module renders it.
+
+Invariants:
+
+- What still holds is shown as current, and a superseded statement never is: it is cut
+  out of the turn's line and shown on a line of its own, marked ``SUPERSEDED, not
+  current`` with its validity interval (valid from the turn's time until the superseding
+  turn's, then replaced or retracted), so a question about the past finds it and a
+  question about the present cannot mistake it for current. The plan item's reason
+  names every such statement with its interval.
+- The record is kept per conversation key between calls and re-read only when the
+  key's pin version moved (recording a statement moves it, tiers/statements.py), and
+  the version is read at most once per conversation per `context()` call (`begin`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from tiermem.tiers.statements import remaining_text
+from tiermem.tiers.store import ColdLog
+
+__all__ = ["Part", "StatementView"]
+
+KEPT_CONVERSATIONS = 256  # conversation keys whose records are kept between calls (LRU)
+
+
+@dataclass(frozen=True)
+class Part:
+    """Characters `start:end` of a turn's text, superseded by turn `by` at time `until`."""
+
+    start: int
+    end: int
+    by: int
+    until: float | None
+    how: str  # "replaced" or "retracted"
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "a later message"
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y %H:%M")
+    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
+        return "unknown time"
+
+
+class StatementView:
+    """The statement-level supersessions of conversations, as the planner renders them."""
+
+    def __init__(self, cold: ColdLog) -> None:
+        self.cold = cold
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[int, dict[int, tuple[Part, ...]]]] = OrderedDict()
+        self._call = threading.local()  # the keys whose version this call has checked
+
+    def begin(self) -> None:
+        """A new `context()` call: pin versions are read again (once per key)."""
+        self._call.checked = set()
+
+    def parts(self, conv: str, position: int) -> tuple[Part, ...]:
+        """The superseded statements of the turn at `position`, in text order."""
+        return self._of(conv).get(position, ())
+
+    def _of(self, conv: str) -> dict[int, tuple[Part, ...]]:
+        # outside a call (no `begin` on this thread) every read checks the version
+        checked: set[str] = getattr(self._call, "checked", None) or set()
+        with self._lock:
+            kept = self._kept.get(conv)
+            if kept is not None:
+                self._kept.move_to_end(conv)
+        if kept is not None and conv in checked:
+            return kept[1]
+        version = self.cold.pin_version(conv)
+        if hasattr(self._call, "checked"):
+            self._call.checked.add(conv)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        rows = self.cold.superseded_statements(conv)
+        ends = {r.position: r for r in self.cold.turns_at(conv, sorted({s.superseded_by for s in rows}))} if rows else {}
+        got: dict[int, list[Part]] = {}
+        for s in rows:
+            end = ends.get(s.superseded_by)
+            how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
+            got.setdefault(s.position, []).append(Part(s.start, s.end, s.superseded_by,
+                                                       end.created_at if end is not None else None, how))
+        out = {p: tuple(sorted(v, key=lambda x: x.start)) for p, v in got.items()}
+        with self._lock:
+            self._kept[conv] = (version, out)
+            while len(self._kept) > KEPT_CONVERSATIONS:
+                self._kept.popitem(last=False)
+        return out
+
+    def forget(self, conv: str) -> None:
+        with self._lock:
+            self._kept.pop(conv, None)
+
+    @staticmethod
+    def render(text: str, parts: tuple[Part, ...], since: float) -> tuple[str, list[tuple[str, str]]]:
+        """(what still holds of `text`, [(a superseded statement, its interval)])."""
+        gone = [(" ".join(text[p.start:p.end].split()), f"valid {_when(since)} until {_when(p.until)}, then {p.how}")
+                for p in parts]
+        current = remaining_text(text, [(p.start, p.end) for p in parts])
+        return current, gone
+
+    @staticmethod
+    def reason(position: int, parts: tuple[Part, ...], since: float) -> str:
+        """The plan's wording: each superseded statement with its interval."""
+        return "; ".join(f"statement at characters {p.start}-{p.end} superseded by #{p.by} (valid #{position} "
+                         f"{_when(since)} until #{p.by} {_when(p.until)}, {p.how})" for p in parts)
