@@ -47,7 +47,7 @@ from tiermem.tiers.errors import DataFileError, ValidationError
 from tiermem.tiers.formats import canonical_role
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
-Format = Literal["conversations", "locomo"]
+Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
 BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
 

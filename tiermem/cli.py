@@ -1001,7 +1001,7 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
 
 
 @cli.command("tune")
-@click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
 @click.option("--budgets", default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
 @click.option("--config", "base_config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="Base TOML config of every candidate [default: the global --config].")
@@ -1020,11 +1020,12 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
 @click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 @pass_state
-def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
+def tune_command(state: CliState, data: Path | None, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
                  conversations: tuple[str, ...], min_recall: float | None, max_cost_ratio: float | None,
                  json_out: Path | None, write_config: Path | None, plot: Path | None, no_hot: bool,
                  as_json: bool) -> None:
-    """Recall and billed cost of candidate configs at several budgets, on a conversations file."""
+    """Recall and billed cost of candidate configs at several budgets, on a conversations file
+    (without DATA: the bundled demo conversation)."""
     from tiermem.evals.baselines import make_progress
     from tiermem.evals.conversations import read_conversations
     from tiermem.evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
@@ -1037,12 +1038,19 @@ def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | 
         except ImportError:
             raise CliError("--plot needs matplotlib: pip install 'tiermem[eval]'") from None
     cfg = cands[0].config
-    dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
-                                 max_metadata_bytes=cfg.max_metadata_bytes)
+    if data is None:
+        from tiermem.evals.demo_data import demo_dataset
+
+        dataset = demo_dataset()
+        if not as_json:
+            click.echo(f"no data file given: tuning on the bundled demo conversation ({dataset.path.name})", err=True)
+    else:
+        dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
+                                     max_metadata_bytes=cfg.max_metadata_bytes)
     if conversations:
         unknown = set(conversations) - {c.conversation_id for c in dataset.conversations}
         if unknown:
-            raise CliError(f"{data} has no conversation {sorted(unknown)[0]!r}; it has "
+            raise CliError(f"{dataset.path} has no conversation {sorted(unknown)[0]!r}; it has "
                            f"{[c.conversation_id for c in dataset.conversations][:10]}")
         dataset.conversations = [c for c in dataset.conversations if c.conversation_id in conversations]
     embedder = state.embedder
