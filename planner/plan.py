@@ -124,6 +124,8 @@ class Plan:
             items = [i for i in self.items if i.slice == s]
             if not items:
                 continue
+            if s == "tail":  # the tail reads as a stretch of the log: in position order
+                items.sort(key=lambda i: min(i.positions, default=-1))
             share = self.shares.get(s)
             lines.append(f"{s}: {per.get(s, 0)} tokens" + (f" (share {share})" if share is not None else "")
                          + f", {len(items)} item(s)")

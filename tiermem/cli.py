@@ -365,6 +365,7 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
             f"--no-auth serves only on loopback addresses; {cfg.http_host!r} is not one "
             "(configure auth_tokens to serve on other addresses)"
         )
+    _check_port_free(cfg.http_host, cfg.http_port)  # before seconds of loading, not after
     try:
         app = create_app(cfg, auth=not no_auth, namespace=state.namespace)
     except ServiceConfigError as exc:
@@ -377,6 +378,25 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
         err=True,
     )
     uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail with exit code 1 and the port named when `host:port` cannot be bound (another
+    process listens there, or the port needs privileges); uvicorn would only find out after
+    the app has loaded, and exit 3."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # as uvicorn binds: SO_REUSEADDR lets a port in TIME_WAIT go, never one with a listener
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        import errno
+
+        why = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror or exc})"
+        raise CliError(f"port {port} on {host} {why}; choose another with --port or http_port") from None
 
 
 @cli.command()
@@ -618,11 +638,12 @@ def context(
     from tiermem.tiers.models import message_text
 
     con = _console()
+    piped = not con.is_terminal  # piped output keeps its lines whole (no wrapping at 80 columns)
     for m in ctx.messages:
         con.print(Rule(Text(str(m.get("role") or m.get("type") or "?"), style="bold"), align="left"))
-        con.print(Text(message_text(m)))
+        con.print(Text(message_text(m)), soft_wrap=piped)
     con.print(Rule(Text(f"plan: {ctx.tokens}/{budget} tokens", style="bold"), align="left"))
-    con.print(Text(ctx.plan.explain()))
+    con.print(Text(ctx.plan.explain()), soft_wrap=piped)
 
 
 @cli.command()
