@@ -68,7 +68,7 @@ MAX_SENTENCES_PER_REPLY = 32  # a reply longer than this is attributed by its fi
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9\-']*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-STOPWORDS = frozenset("""
+_STOPWORD_TEXT = """
 about above after again against all also and any are aren't because been before being below between both but
 can can't cannot could couldn't did didn't does doesn't doing don't down during each few for from further had
 hadn't has hasn't have haven't having he'd he'll he's her here here's hers herself him himself his how how's
@@ -79,7 +79,8 @@ they've this those through too under until very was wasn't we'd we'll we're we'v
 when when's where where's which while who who's whom why why's will with won't would wouldn't yes you you'd
 you'll you're you've your yours yourself yourselves yeah wow oh okay sure thanks thank great good nice cool
 awesome glad like know think want one get got going really well much many lot lots way thing things
-""".split())
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def content_words(text: str) -> list[str]:

@@ -50,8 +50,8 @@ def demo_dataset() -> Dataset:
     for q in doc.get("questions", []):
         evidence: list[str | int] = []
         for phrase in q.get("evidence", []):
-            i = _evidence(conv.messages, phrase, latest=bool(q.get("stale")))
-            evidence.append(-1 if i is None else i)  # -1: no such message, counted as missing
+            found = _evidence(conv.messages, phrase, latest=bool(q.get("stale")))
+            evidence.append(-1 if found is None else found)  # -1: no such message, counted as missing
         answer = q["evidence"][0] if len(q.get("evidence", [])) == 1 else None
         conv.probes.append(Probe(q["query"], evidence, answer))
     return Dataset(demo_path(), "demo", [conv])

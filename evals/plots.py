@@ -186,8 +186,10 @@ def tune_recall_vs_cost(result: Mapping[str, Any], path: Path, *, title: str = "
         pts = sorted(((int(b), r) for b, r in c["budgets"].items()), key=lambda p: p[0])
         values = ", ".join(f"{k}={v}" for k, v in c["values"].items()) or "base"
         color = None
-        for key, style in (("evidence_recall", {"marker": "o"}),
-                           ("reply_recall", {"marker": "s", "linestyle": ":", "fillstyle": "none"})):
+        styles: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("evidence_recall", {"marker": "o"}),
+            ("reply_recall", {"marker": "s", "linestyle": ":", "fillstyle": "none"}))
+        for key, style in styles:
             shown = [(b, r) for b, r in pts if r[key] is not None]
             if not shown:
                 continue
