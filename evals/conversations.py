@@ -39,6 +39,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
@@ -355,3 +356,19 @@ def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1
             if progress is not None:
                 progress(len(chunk))
     return report
+
+
+def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: str) -> Iterator[dict[str, Any]]:
+    """Every stored message of the conversations (all of `namespace`'s when None) as lines
+    of the conversations format, in log order: `tiermem import` of them gives the same
+    histories (bodies, sessions, metadata, times), and re-importing into the same data dir
+    appends nothing."""
+    ids = memory.conversations(namespace) if conversation_ids is None else conversation_ids
+    for cid in ids:
+        for m in memory.history(cid, namespace=namespace):
+            line: dict[str, Any] = {"conversation_id": cid, "message": m.body, "created_at": m.created_at}
+            if m.session_id is not None:
+                line["session_id"] = m.session_id
+            if m.metadata is not None:
+                line["metadata"] = m.metadata
+            yield line

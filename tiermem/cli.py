@@ -1021,6 +1021,35 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
         click.echo(f"skipped line {b.line}: {b.problem}", err=True)
 
 
+@cli.command("export")
+@click.argument("conversations", nargs=-1)
+@click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True), default="-",
+              show_default=True, help="The JSONL file to write (- for stdout).")
+@pass_state
+def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -> None:
+    """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back."""
+    from tiermem.evals.conversations import export_lines
+
+    mem = state.memory(hot=False)
+    ids = list(conversations) or None
+    if ids is not None:
+        known = set(mem.conversations(state.namespace))
+        missing = [c for c in ids if c not in known]
+        if missing:
+            raise CliError(f"no conversation {missing[0]!r} in namespace {state.namespace!r}")
+    lines = (json.dumps(x, ensure_ascii=False) + "\n" for x in export_lines(mem, ids, namespace=state.namespace))
+    if str(out) == "-":
+        for line in lines:
+            click.echo(line, nl=False)
+        return
+    n = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(line)
+            n += 1
+    click.echo(f"exported {n} message(s) to {out}", err=True)
+
+
 @cli.command("tune")
 @click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
 @click.option("--budgets", default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
