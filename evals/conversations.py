@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message

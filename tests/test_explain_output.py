@@ -55,3 +55,12 @@ def test_piped_context_keeps_long_lines_whole(data_dir: Path, embedder: Sentence
     assert LONG in lines  # the message on one line of its own, not broken at 80 columns
     # the plan's item lines run past 80 columns (label, fidelity, tier, tokens, score, reason) and stay whole
     assert any(len(ln) > 80 and "score=" in ln for ln in lines), out
+
+
+def test_stage_times_are_durations_beside_the_cumulative_ones() -> None:
+    # the example: cumulative stamps read as if retrieval took 1,181.7 ms
+    plan = Plan("c", "q", "default", "test", 1000,
+                timings_ms={"embed": 2.6, "retrieve": 1181.7, "pack": 1181.9, "total": 1182.4})
+    assert plan.stage_ms == {"embed": 2.6, "retrieve": 1179.1, "pack": 0.2, "total": 1182.4}
+    d = plan.to_dict()
+    assert d["stage_ms"] == plan.stage_ms and d["timings_ms"]["pack"] == 1181.9  # cumulative kept as it was
