@@ -58,11 +58,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tiermem.consolidation.classify import correction_cue, normalize
+from tiermem.tiers.embed import cosine_from_l2
 
 if TYPE_CHECKING:
     from tiermem.consolidation.classify import TurnClassifier
-    from tiermem.tiers.cold import TurnRow
     from tiermem.tiers.embed import Embedder
+    from tiermem.tiers.models import TurnRow
     from tiermem.tiers.store import ColdLog
 
 __all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",
@@ -683,7 +684,7 @@ class Superseder:
         out: dict[int, list[tuple[int, float]]] = {}
         for p, v in zip(todo, vecs, strict=True):
             hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv)
-            out[p] = [(q, 1.0 - d * d / 2.0) for _c, q, d in hits if q < p]
+            out[p] = [(q, cosine_from_l2(d)) for _c, q, d in hits if q < p]
         return out
 
     @staticmethod

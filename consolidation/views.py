@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
-from tiermem.tiers.cold import TurnRow
+from tiermem.tiers.models import TurnRow
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.warm import (
@@ -63,6 +63,7 @@ ViewKey = tuple[str, str, str]  # (conversation_id, kind, key)
 CONSTRAINTS_SUMMARIZER = "constraints"
 DEFAULT_CHUNK_TOKENS = 8000
 DEFAULT_LABEL_GRACE_S = 10.0
+SOURCE_CHUNK_TURNS = 500  # turns fetched per store call when loading a view's sources
 _TAIL_WINDOW = 256  # positions looked at for a trailing run of unlabeled turns
 _LOCK_STRIPES = 64
 _FILLER_INTENTS = frozenset({"chitchat"})
@@ -127,8 +128,8 @@ class ViewMaintainer:
         Rows whose message cannot be decoded are skipped (salvaged by the cold tier)."""
         rows = sorted({r.position: r for r in rows}.values(), key=lambda r: r.position)
         out: list[SourceTurn] = []
-        for i in range(0, len(rows), 500):
-            chunk = rows[i:i + 500]
+        for i in range(0, len(rows), SOURCE_CHUNK_TURNS):
+            chunk = rows[i:i + SOURCE_CHUNK_TURNS]
             positions = [r.position for r in chunk]
             texts = {m.position: m.text for m in self.cold.get(conversation_id, positions)}
             vecs = self.cold.embeddings(conversation_id, positions) if embeddings else {}

@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tiermem.config import Config
-from tiermem.memory import Memory
+from tiermem.memory import Memory, open_with_fallback
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.models import StoredMessage, message_text
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, message_tokens, messages_tokens
@@ -402,13 +402,12 @@ def open_memory(
             from tiermem.tiers.redis_server import EmbeddedRedis
 
             redis_was_running = EmbeddedRedis(path).is_running()
-    if hot:
-        try:
-            memory = Memory(cfg, embedder=embedder, background_indexing=False, hot=True)
-        except Exception as exc:  # the hot tier is optional for the harness, not for the claim
-            hot_error = f"{type(exc).__name__}: {exc}"
+    if hot:  # the hot tier is optional for the harness, not for the claim
+        memory, why = open_with_fallback(cfg, embedder=embedder)
+        if why is not None:
+            hot_error = f"{type(why).__name__}: {why}"
             warn(f"hot tier unavailable ({hot_error}); running cold-only, eviction OFF")
-    if memory is None:
+    else:
         memory = Memory(cfg, embedder=embedder, background_indexing=False, hot=False)
     without_memo(memory.embedder)
     return OpenedMemory(

@@ -219,7 +219,7 @@ def _raw_connection(path: Path, synchronous: str) -> Any:
     """A plain sqlean connection with the pragmas `tiers.cold.connect` sets."""
     import sqlean
 
-    from tiermem.tiers.cold import DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_CACHE_KIB
+    from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS, DEFAULT_CACHE_KIB
 
     conn = sqlean.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {DEFAULT_BUSY_TIMEOUT_MS}")

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-QUERY_CLASSES = ("recent_recall", "targeted_recall", "temporal", "summarize", "new_subtask", "default")
-
 
 @dataclass(frozen=True)
 class QueryClass:

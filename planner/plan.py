@@ -22,7 +22,6 @@ from typing import Any
 SLICES = ("system", "pinned", "summary", "retrieved", "tail")
 LAYERS = ("system", "pinned", "summary", "tail", "retrieved", "latest")  # a context's message kinds, in order
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control breakpoints per request
-FIDELITIES = ("verbatim", "trimmed", "summary", "reference")
 
 
 @dataclass

@@ -12,9 +12,10 @@ import pytest
 import sqlean
 from cold_helpers import file_sizes, raw, worker
 
-from tiermem.tiers.cold import MIGRATIONS, ColdStore, schema_version
+from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import SchemaTooNew
 from tiermem.tiers.models import Message
+from tiermem.tiers.schema import MIGRATIONS, schema_version
 from tiermem.tiers.tokens import BpeTokenCounter
 
 

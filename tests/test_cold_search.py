@@ -10,9 +10,10 @@ import pytest
 
 import tiermem
 from tiermem import Memory
-from tiermem.tiers.cold import MAX_FTS_TERMS, ColdStore, fts_query
+from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 from tiermem.tiers.models import Message
+from tiermem.tiers.search import MAX_FTS_TERMS, fts_query
 from tiermem.tiers.tokens import BpeTokenCounter
 
 FILLER = [

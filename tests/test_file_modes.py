@@ -19,10 +19,11 @@ import pytest
 from cold_helpers import raw
 
 from tiermem import Config, Memory
-from tiermem.tiers.cold import ColdStore, schema_version
+from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 from tiermem.tiers.errors import SchemaTooNew
 from tiermem.tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.schema import schema_version
 from tiermem.tiers.tokens import BpeTokenCounter
 
 LOOSE_UMASK = 0o022  # the common default, under which a plain create gives 0644 / 0755

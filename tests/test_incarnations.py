@@ -17,8 +17,9 @@ import pytest
 
 import tiermem
 from tiermem import Memory
-from tiermem.tiers.cold import SCHEMA_VERSION, ColdStore
+from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.schema import schema_version
 from tiermem.tiers.tokens import BpeTokenCounter
 
 CANARY = "078-05-1120"
@@ -152,7 +153,7 @@ def test_a_database_from_before_incarnations_migrates_with_nothing_lost(
         shutil.copyfileobj(src, dst)
     store = ColdStore(db, tokens=counter, embedder=embedder)
     try:
-        assert store.version == SCHEMA_VERSION
+        assert store.version == schema_version()
         assert store.list_names("default") == ["trip-1"] and store.list_names("acme") == ["acme-1"]
         trip = store.key_of("default", "trip-1")
         assert trip == "trip-1"  # the key is the old id: nothing was rewritten

@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -62,8 +63,13 @@ def test_nothing_outside_the_storage_layer_touches_sql_or_the_stores_privates() 
 
 
 def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    had_build = (ROOT / "build").exists()
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    finally:
+        if not had_build:  # setuptools builds in the source tree: leave it as it was
+            shutil.rmtree(ROOT / "build", ignore_errors=True)
     (wheel,) = tmp_path.glob("tiermem-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.endswith(".dist-info/RECORD")} - {

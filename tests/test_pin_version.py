@@ -115,7 +115,7 @@ def test_kept_pins_follow_the_budget_up_and_down(cold_memory: Memory) -> None:
     large = pinned(3000)  # after the small one: the kept set must grow, not cap it
     again = pinned(250)
     assert 0 < len(small) < len(large)
-    mem.planner._pins.clear()  # what a planner without kept pins shows
+    mem.planner.candidates.pins.clear()  # what a planner without kept pins shows
     assert pinned(3000) == large
-    mem.planner._pins.clear()
+    mem.planner.candidates.pins.clear()
     assert pinned(250) == small == again

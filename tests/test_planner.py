@@ -271,10 +271,10 @@ def test_context_starts_no_thread(tmp_path: Path, embedder) -> None:  # type: ig
 ])
 def test_namespace_recall_finds_another_session_either_way(cold_memory: Memory, monkeypatch: pytest.MonkeyPatch,
                                                           in_memory: bool) -> None:
-    import tiermem.planner.build as build
+    import tiermem.planner.candidates as candidates
 
     if not in_memory:
-        monkeypatch.setattr(build, "NAMESPACE_IN_MEMORY_CONVERSATIONS", 0)
+        monkeypatch.setattr(candidates, "NAMESPACE_IN_MEMORY_CONVERSATIONS", 0)
     mem = cold_memory
     mem.append_many("monday", [*chitchat(30, seed=3),
                                {"role": "user", "content": "My locker combination at the gym is 31-07-22."},

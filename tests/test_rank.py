@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tiermem.planner.build import without_names
+from tiermem.planner.candidates import without_names
 from tiermem.planner.dates import DAY_S, TimeWindow
 from tiermem.planner.rank import DATE, MISSING_Z, OUTSIDE_CREDIT, score_turns
 from tiermem.tiers.turncache import TurnTable

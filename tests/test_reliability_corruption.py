@@ -15,9 +15,10 @@ from reliability_helpers import record_figure
 from test_cold_salvage import corrupt
 
 from tiermem import Config, Memory
-from tiermem.tiers.cold import VEC_TABLE, ColdStore
+from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 from tiermem.tiers.models import Message
+from tiermem.tiers.schema import VEC_TABLE
 from tiermem.tiers.tokens import BpeTokenCounter
 
 WAL_HEADER = 32

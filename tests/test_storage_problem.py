@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tiermem.tiers.cold import sqlite3
 from tiermem.tiers.errors import StorageReadOnly
 from tiermem.tiers.files import storage_problem
+from tiermem.tiers.schema import sqlite3
 
 
 def chained(first: BaseException, then: BaseException) -> BaseException:

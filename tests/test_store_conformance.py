@@ -52,7 +52,7 @@ class Engine:
 
     def raw(self, sql: str) -> list[Any]:
         if self.name == "sqlite":
-            from tiermem.tiers.cold import sqlite3
+            from tiermem.tiers.schema import sqlite3
 
             conn = sqlite3.connect(self.target, isolation_level=None)
             try:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # the two engines own their SQL; everything else goes through tiers.store.ColdLog
-ENGINES = {ROOT / "tiers" / "cold.py", ROOT / "tiers" / "postgres.py"}
+# (the SQLite engine is cold.py and its schema and migrations, schema.py)
+ENGINES = {ROOT / "tiers" / "cold.py", ROOT / "tiers" / "schema.py", ROOT / "tiers" / "postgres.py"}
 REACH_IN = re.compile(r"\bcold\._(read|tx|conn|lock)\b|\.execute\(\s*f?[\"'](SELECT|INSERT|UPDATE|DELETE)\b")
 
 

@@ -1,4 +1,4 @@
-"""A call and its results are one unit (planner.build._units): chat tool_calls with tool
+"""A call and its results are one unit (planner.candidates.units): chat tool_calls with tool
 messages, Responses function_call items with their outputs by call_id (parallel calls
 included), a reasoning item with what follows it; and the hot tier's payloads render the
 same contexts as the cold log."""
@@ -11,7 +11,7 @@ import pytest
 import sdk_corpus as corpus
 
 from tiermem import Memory
-from tiermem.planner.build import _units
+from tiermem.planner.candidates import units as _units
 from tiermem.tiers.models import StoredMessage, canonical_role
 
 

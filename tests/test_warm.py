@@ -639,7 +639,7 @@ def test_schema_does_not_depend_on_importing_the_warm_tier(tmp_path: Path) -> No
     import sys
 
     code = (
-        "import sys; from pathlib import Path; from tiermem.tiers.cold import ColdStore, schema_version; "
+        "import sys; from pathlib import Path; from tiermem.tiers.cold import ColdStore; from tiermem.tiers.schema import schema_version; "
         "from tiermem.tiers.tokens import BpeTokenCounter; "
         "s = ColdStore(Path(sys.argv[1]), tokens=BpeTokenCounter()); "
         "assert 'tiermem.tiers.warm' not in sys.modules; "

@@ -13,8 +13,7 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import ActiveView, Memory, NamespacedMemory
-from tiermem.tiers.cold import Checkpoint, ErasureReport, PruneReport, SearchHit
-from tiermem.tiers.models import Message, StoredMessage
+from tiermem.tiers.models import Checkpoint, ErasureReport, Message, PruneReport, SearchHit, StoredMessage
 
 __all__ = [
     "ActiveView",

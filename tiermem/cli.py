@@ -32,16 +32,27 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 
+# tiermem/__init__ has imported the facade already (`tiermem.cli` is inside the package):
+# these cost nothing more
+from tiermem.memory import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_NAMESPACE,
+    DEFAULT_PIN_PRIORITY,
+    MAX_BUDGET_TOKENS,
+    MAX_PIN_PRIORITY,
+    MAX_SEARCH_K,
+    MIN_PIN_PRIORITY,
+)
+from tiermem.tiers.models import ROLES
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from tiermem.config import Config
     from tiermem.memory import Memory
-    from tiermem.tiers.cold import ErasureReport
     from tiermem.tiers.embed import Embedder
+    from tiermem.tiers.models import ErasureReport
 
-DEFAULT_NAMESPACE = "default"
-ROLES = ("system", "user", "assistant", "tool")
 CONTENT_PREVIEW_CHARS = 100
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -115,40 +126,20 @@ class CliState:
     def memory(self, *, hot: bool, config: Config | None = None) -> Memory:
         """A Memory closed when the command ends. With `hot`, the Redis tier is used
         when it can be reached or started, else the command says so and goes on cold-only."""
-        from tiermem.memory import Memory
+        from tiermem.memory import Memory, open_with_fallback
 
         cfg = config or self.config()
-        kw: dict[str, Any] = {"embedder": self.embedder} if self.embedder is not None else {}
-        mem: Memory | None = None
+        mem: Memory
         if hot:
-            try:
-                mem = Memory(cfg, hot=True, background_indexing=False, **kw)
-            except hot_start_errors() as exc:
+            mem, why = open_with_fallback(cfg, embedder=self.embedder)
+            if why is not None:
                 click.echo(
-                    f"warning: hot tier unavailable ({one_line(exc)}); answering from the cold log", err=True
+                    f"warning: hot tier unavailable ({one_line(why)}); answering from the cold log", err=True
                 )
-        if mem is None:
-            mem = Memory(cfg, hot=False, background_indexing=False, **kw)
+        else:
+            mem = Memory(cfg, hot=False, background_indexing=False, embedder=self.embedder)
         click.get_current_context().call_on_close(mem.close)
         return mem
-
-
-def hot_start_errors() -> tuple[type[BaseException], ...]:
-    import redis
-
-    from tiermem.tiers import errors, redis_server
-
-    return (
-        redis_server.RedisBinaryNotFound,
-        redis_server.RedisStartError,
-        errors.RedisBinaryNotFound,
-        errors.RedisStartError,
-        redis.exceptions.ConnectionError,
-        redis.exceptions.TimeoutError,
-        # a read-only data dir: the embedded server's directory cannot be prepared, and
-        # read commands go on from the cold log (opened read-only)
-        OSError,
-    )
 
 
 def _debug_requested(ctx: click.Context) -> bool:
@@ -516,8 +507,8 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
 @click.argument("position", type=click.IntRange(min=0))
 @click.option(
     "--priority",
-    type=click.IntRange(0, 100),
-    default=50,
+    type=click.IntRange(MIN_PIN_PRIORITY, MAX_PIN_PRIORITY),
+    default=DEFAULT_PIN_PRIORITY,
     show_default=True,
     help="Lower priorities are demoted first when pins alone exceed the hot budget.",
 )
@@ -599,7 +590,8 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
 @click.argument("conversation")
 @click.option("--query", "-q", default=None, help="The new turn's question.")
 @click.option(
-    "--budget", "-b", type=click.IntRange(min=1), default=2000, show_default=True, help="Token budget."
+    "--budget", "-b", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), default=DEFAULT_BUDGET_TOKENS, show_default=True,
+    help="Token budget."
 )
 @click.option("--system", default=None, help="A system message to put first.")
 @click.option("--no-namespace-recall", is_flag=True, help="Retrieve from this conversation only.")
@@ -720,7 +712,7 @@ def history(state: CliState, conversation: str, limit: int | None, as_json: bool
 @cli.command()
 @click.argument("query")
 @click.option("--conversation", "-c", default=None, help="Search one conversation [default: the namespace].")
-@click.option("-k", type=click.IntRange(1, 200), default=10, show_default=True, help="How many hits.")
+@click.option("-k", type=click.IntRange(1, MAX_SEARCH_K), default=10, show_default=True, help="How many hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 @pass_state
 def search(state: CliState, query: str, conversation: str | None, k: int, as_json: bool) -> None:
@@ -824,11 +816,9 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
         import tiermem.consolidation.scheduler  # noqa: F401
     except ImportError as exc:
         raise CliError(f"consolidation is not available: {one_line(exc)}") from None
-    from tiermem.service import build_scheduler
-
     cfg = state.config(scheduler_interval_s=interval) if interval is not None else state.config()
     mem = state.memory(hot=True, config=cfg)
-    sched = build_scheduler(mem)
+    sched = mem.make_scheduler()
     if not watch:
         refreshed = sched.run_once()
         if as_json:

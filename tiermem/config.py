@@ -36,9 +36,10 @@ from pydantic_settings import (
 )
 
 from tiermem import config_sections
+from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
+from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
 
 DEFAULT_DB_FILENAME = "tiermem.db"
-DEFAULT_BUSY_TIMEOUT_MS = 5000
 DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024
 DEFAULT_MAX_ID_CHARS = 128
@@ -53,7 +54,6 @@ DEFAULT_EVICTION_BIAS = 0.25
 DEFAULT_EMBED_BATCH = 64
 DEFAULT_RETRIEVAL_K = 20
 DEFAULT_WARM_KEEP_VERSIONS = 3
-DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
 DEFAULT_RRF_K = 60
 DEFAULT_WARM_MAX_TURNS_BEHIND = 20
 DEFAULT_WARM_MAX_SECONDS_BEHIND = 300.0

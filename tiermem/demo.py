@@ -80,25 +80,17 @@ def _found(messages: list[dict[str, Any]], evidence: list[str], stale: Sequence[
 
 
 def _open_memory(config: Config, embedder: Embedder | None) -> tuple[Memory, str]:
-    from tiermem.cli import hot_start_errors
-    from tiermem.memory import Memory
+    from tiermem.memory import open_with_fallback
 
-    kw: dict[str, Any] = {"embedder": embedder} if embedder is not None else {}
-    try:
-        return Memory(config, hot=True, background_indexing=False, **kw), "on (embedded redis-server)"
-    except hot_start_errors() as exc:
-        reason = " ".join(str(exc).split())
-        return Memory(config, hot=False, background_indexing=False, **kw), f"off ({reason}); cold log only"
+    memory, why = open_with_fallback(config, embedder=embedder)
+    if why is None:
+        return memory, "on (embedded redis-server)"
+    return memory, f"off ({' '.join(str(why).split())}); cold log only"
 
 
 def _consolidate(memory: Memory) -> str:
     """Refresh the warm views once, as the scheduler of a running service would have."""
-    try:
-        from tiermem.service import build_scheduler
-
-        sched = build_scheduler(memory)
-    except ImportError as exc:
-        return f"off (consolidation not available: {exc})"
+    sched = memory.make_scheduler()
     refreshed = 0
     for _ in range(5):  # a run refreshes at most max_views_per_run views
         n = sched.run_once()

@@ -25,13 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.planner.build import AUTO_PIN_MIN_PRIORITY
-from tiermem.tiers.cold import TurnRow
-from tiermem.tiers.hot import AdmitResult, HotSet, HotStale, HotStateLost, HotTier, HotTurn, make_client
+from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY
+from tiermem.tiers.errors import HotStale, HotStateLost
+from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client
+from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 if TYPE_CHECKING:
-    from tiermem.memory import Memory
+    from tiermem.config import Config
+    from tiermem.tiers.store import ColdLog
 
 log = logging.getLogger("tiermem.hot")
 
@@ -52,9 +54,9 @@ class HotRead:
 
 
 class HotLink:
-    def __init__(self, memory: Memory, *, redis_client: Any = None) -> None:
-        self.memory = memory
-        cfg = memory.config
+    def __init__(self, config: Config, cold: ColdLog, *, redis_client: RedisClient | None = None) -> None:
+        self.cold = cold
+        cfg = config
         self.embedded: EmbeddedRedis | None = None
         self._owns_client = redis_client is None
         if redis_client is None:
@@ -111,15 +113,15 @@ class HotLink:
     # -- cold -> hot -------------------------------------------------------------------------
 
     def generation(self, conversation_id: str) -> str:
-        info = self.memory.cold.conversation(conversation_id)
+        info = self.cold.conversation(conversation_id)
         created = info["created_at"] if info else 0.0
-        return f"{self.memory.cold.db_uuid}:{created!r}"
+        return f"{self.cold.db_uuid}:{created!r}"
 
     def _hot_turns(self, conversation_id: str, rows: Sequence[TurnRow]) -> list[HotTurn]:
         if not rows:
             return []
         msgs = {m.position: m for m in
-                self.memory.cold.history(conversation_id, start=rows[0].position, end=rows[-1].position)}
+                self.cold.history(conversation_id, start=rows[0].position, end=rows[-1].position)}
         out = []
         for r in rows:
             m = msgs.get(r.position)
@@ -130,7 +132,7 @@ class HotLink:
         return out
 
     def _rebuild(self, conversation_id: str) -> HotSet:
-        rows = self.memory.cold.turns(conversation_id)
+        rows = self.cold.turns(conversation_id)
         hs = self.tier.rebuild(conversation_id, self._hot_turns(conversation_id, rows),
                                generation=self.generation(conversation_id))
         self.rebuilds += 1
@@ -142,9 +144,9 @@ class HotLink:
         hs = self.tier.read(conversation_id)
         if hs is None or hs.generation != gen:
             return self._rebuild(conversation_id), True
-        last = self.memory.cold.last_position(conversation_id)
+        last = self.cold.last_position(conversation_id)
         if hs.last_position < last:
-            rows = self.memory.cold.turns(conversation_id, start=hs.last_position + 1)
+            rows = self.cold.turns(conversation_id, start=hs.last_position + 1)
             try:
                 self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
             except HotStale:
@@ -157,7 +159,7 @@ class HotLink:
             # admit checks the generation and the gap atomically (HotStale), so no extra
             # round trip to compare generations first
             gen = self.generation(conversation_id)
-            rows = self.memory.cold.turns(conversation_id, start=positions[0], end=positions[-1])
+            rows = self.cold.turns(conversation_id, start=positions[0], end=positions[-1])
             try:
                 res = self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
             except HotStale:
@@ -190,7 +192,7 @@ class HotLink:
 
     def pin(self, conversation_id: str, position: int, priority: int) -> None:
         try:
-            rows = self.memory.cold.turns(conversation_id, start=position, end=position)
+            rows = self.cold.turns(conversation_id, start=position, end=position)
             turns = self._hot_turns(conversation_id, rows)
             turn = turns[0] if turns else None
             if turn is not None:
@@ -228,7 +230,7 @@ class HotLink:
 
     def rebuild_all(self) -> int:
         n = 0
-        for conv in self.memory.cold.all_keys():
+        for conv in self.cold.all_keys():
             try:
                 self._rebuild(conv)
                 n += 1
@@ -247,10 +249,7 @@ class HotLink:
             # process-wide facts: an error may name any tenant's conversation, and the
             # rebuild count is everyone's activity; a namespace's stats show neither
             out.update({"last_error": self.last_error, "rebuilds": self.rebuilds})
-        if namespace is None:
-            convs = self.memory.cold.all_keys()
-        else:
-            convs = self.memory.cold.list_conversations(namespace)
+        convs = self.cold.all_keys() if namespace is None else self.cold.list_conversations(namespace)
         tokens = members = pins = evictions = overflow = 0
         demoted: dict[str, list[int]] = {}
         try:
@@ -270,7 +269,7 @@ class HotLink:
             self._fail(exc)
             out["healthy"] = False
         # by the ids their owners know, not by conversation key
-        names = self.memory.cold.names_of(list(demoted)) if demoted else {}
+        names = self.cold.names_of(list(demoted)) if demoted else {}
         out.update({"tokens": tokens, "members": members, "pins": pins, "evictions": evictions,
                     "overflow_tokens": overflow,
                     "demoted_pins": {names.get(k, k): v for k, v in demoted.items()}})

@@ -26,17 +26,29 @@ from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
 from tiermem.planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from tiermem.planner.plan import Context
-from tiermem.tiers.cold import KEY_SEPARATOR, Checkpoint, ColdStore, ErasureReport, PruneReport, SearchHit
+from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
-from tiermem.tiers.models import Message, StoredMessage, parse_message, validate_id, validate_namespace
+from tiermem.tiers.models import (
+    Checkpoint,
+    ErasureReport,
+    Message,
+    PruneReport,
+    SearchHit,
+    StoredMessage,
+    parse_message,
+    validate_id,
+    validate_namespace,
+)
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import TurnCache
 
 if TYPE_CHECKING:
+    from tiermem.consolidation.scheduler import ConsolidationScheduler
     from tiermem.hotlink import HotLink
+    from tiermem.tiers.hot import RedisClient
 
 log = logging.getLogger("tiermem")
 
@@ -46,6 +58,8 @@ MAX_BATCH_MESSAGES = 10_000
 MAX_BUDGET_TOKENS = 2_000_000
 DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
+MIN_PIN_PRIORITY = 0  # demoted first under pressure
+MAX_PIN_PRIORITY = 100
 
 
 @dataclass(frozen=True)
@@ -92,7 +106,7 @@ class Memory:
         *,
         embedder: Embedder | None = None,
         tokens: TokenCounter | None = None,
-        redis_client: Any = None,
+        redis_client: RedisClient | None = None,
         background_indexing: bool = True,
         hot: bool = True,
     ) -> None:
@@ -147,7 +161,7 @@ class Memory:
         if hot:
             from tiermem.hotlink import HotLink
 
-            self.hot = HotLink(self, redis_client=redis_client)
+            self.hot = HotLink(self.config, self.cold, redis_client=redis_client)
         from tiermem.consolidation.summarize import build_summarizer
         from tiermem.consolidation.views import ViewMaintainer
         from tiermem.tiers.warm import WarmStore
@@ -170,7 +184,7 @@ class Memory:
             max_turns_behind=self.config.warm_max_turns_behind,
             max_seconds_behind=self.config.warm_max_seconds_behind,
         )
-        self.scheduler: Any = None
+        self.scheduler: ConsolidationScheduler | None = None
         self._indexer: _Indexer | None = None
         if background_indexing:
             self._indexer = _Indexer(self)
@@ -439,8 +453,8 @@ class Memory:
             namespace: str | None = None) -> None:
         """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
         _name, _ns, key = self._key(conversation_id, namespace)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 100:
-            raise ValidationError("priority", "must be an integer within 0..100")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PIN_PRIORITY <= priority <= MAX_PIN_PRIORITY:
+            raise ValidationError("priority", f"must be an integer within {MIN_PIN_PRIORITY}..{MAX_PIN_PRIORITY}")
         self.cold.set_pin(key, position, priority)
         if self.hot is not None:
             self.hot.pin(key, position, priority)
@@ -569,14 +583,14 @@ class Memory:
                        degraded=False, rebuilt=res.rebuilt, overflow_tokens=hs.overflow_tokens,
                        demoted=tuple(hs.demoted))
 
-    def make_scheduler(self) -> Any:
+    def make_scheduler(self) -> ConsolidationScheduler:
         """A ConsolidationScheduler over this Memory's views (not started)."""
         from tiermem.consolidation.scheduler import ConsolidationScheduler
 
         return ConsolidationScheduler(self.views, interval_s=self.config.scheduler_interval_s,
                                       max_views_per_run=self.config.scheduler_max_views_per_run)
 
-    def start_scheduler(self) -> Any:
+    def start_scheduler(self) -> ConsolidationScheduler:
         """Keep warm views inside their freshness budgets from a background thread. In a
         pre-fork server, call this in each worker after the fork, never before."""
         if self.scheduler is None:
@@ -782,3 +796,31 @@ class NamespacedMemory:
 
     def stats(self) -> dict[str, Any]:
         return self.memory.stats(namespace=self.namespace)
+
+
+def hot_start_errors() -> tuple[type[BaseException], ...]:
+    """What `Memory(hot=True)` raises when the hot tier cannot be reached or started;
+    every one leaves the cold log usable, so a caller may go on without the hot tier."""
+    import redis
+
+    from tiermem.tiers.errors import RedisBinaryNotFound, RedisStartError
+
+    return (
+        RedisBinaryNotFound,
+        RedisStartError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        # a read-only data dir: the embedded server's directory cannot be prepared, and
+        # read commands go on from the cold log (opened read-only)
+        OSError,
+    )
+
+
+def open_with_fallback(config: Config, *, embedder: Embedder | None = None,
+                       background_indexing: bool = False) -> tuple[Memory, BaseException | None]:
+    """A Memory with the hot tier when it can be reached or started, else a cold-only one;
+    the second value is why the hot tier is off (None when it is on)."""
+    try:
+        return Memory(config, embedder=embedder, hot=True, background_indexing=background_indexing), None
+    except hot_start_errors() as exc:
+        return Memory(config, embedder=embedder, hot=False, background_indexing=background_indexing), exc

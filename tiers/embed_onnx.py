@@ -32,7 +32,6 @@ import logging
 import os
 import tempfile
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,11 +39,11 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.embed import (
-    _PROBES,
     DEFAULT_EMBED_DIM,
-    MEMO_MAX_CHARS,
-    MEMO_MAX_TEXTS,
+    PROBE_TEXTS,
+    MemoAttributes,
     SentenceTransformerEmbedder,
+    TextMemo,
     bundled_model_path,
     quiet_loading,
 )
@@ -61,7 +60,7 @@ ONNX_OPSET = 17
 RUNTIMES = ("auto", "onnx", "torch")
 # Probe texts of the load-time check: the pipeline's own probes plus an empty text (all
 # padding but the special tokens) and a CJK one (the tokenizer's non-Latin path).
-PROBES = (*_PROBES, "", "日本語のテキストと中文的句子。")
+PROBES = (*PROBE_TEXTS, "", "日本語のテキストと中文的句子。")
 # The model cache holds the public model's export and digests, no user data: readable by
 # all, so a cache exported at image build (as root) serves the unprivileged runtime user.
 # (Everything that holds user data is 0600 in 0700 directories: tiers/files.py.)
@@ -310,7 +309,7 @@ def runtime_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "tokenizers"))
 
 
-class FastEmbedder:
+class FastEmbedder(MemoAttributes):
     """The bundled model (or `model_path`) on onnxruntime, exported on first use; see the
     module docstring. Same interface and vectors as `SentenceTransformerEmbedder`."""
 
@@ -327,10 +326,7 @@ class FastEmbedder:
         self._session: _OnnxSession | None = None
         self._fallback: SentenceTransformerEmbedder | None = None
         self._lock = threading.Lock()
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._memo_lock = threading.Lock()
-        self.memo_hits = 0
-        self.memo_size = MEMO_MAX_TEXTS
+        self._memo = TextMemo()
         self.load_error: str | None = None  # why auto fell back to the pipeline, if it did
 
     @property
@@ -386,32 +382,13 @@ class FastEmbedder:
         return session
 
     def clear_memo(self) -> None:
-        """Forget the remembered vectors (keyed by their texts): an erasure must leave no
-        copy of an erased conversation's text in the process."""
-        with self._memo_lock:
-            self._memo.clear()
+        """Forget the remembered vectors, the torch fallback's too."""
+        self._memo.clear()
         if self._fallback is not None:
             self._fallback.clear_memo()
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        with self._memo_lock:
-            known = {t: self._memo[t] for t in texts if t in self._memo} if self.memo_size else {}
-            for t in known:
-                self._memo.move_to_end(t)
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
-            fresh = self._compute(missing)
-            with self._memo_lock:
-                for t, v in zip(missing, fresh, strict=True):
-                    known[t] = v
-                    if self.memo_size and len(t) <= MEMO_MAX_CHARS:
-                        self._memo[t] = v
-                while len(self._memo) > self.memo_size:
-                    self._memo.popitem(last=False)
-        self.memo_hits += len(texts) - len(missing)
-        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+        return self._memo.through(texts, self._compute, dim=self.dim)
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """Queries take the same float32 path: at ~2 ms it is already faster than the

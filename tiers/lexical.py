@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.cold import MAX_FTS_TERMS, STOPWORDS
+from tiermem.tiers.search import MAX_FTS_TERMS, STOPWORDS
 
 BM25_K1 = 1.2  # FTS5's constants
 BM25_B = 0.75

@@ -40,6 +40,9 @@ __all__ = ["NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_rol
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
 SESSION_MAX_CHARS = 128
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
+# Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
+# the open end of a position range, and the largest position an API accepts.
+MAX_POSITION = 2**62
 # Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
 # credential bound to `acme` may act on `acme` and every namespace below it.
 NAMESPACE_SEPARATOR = "/"
@@ -235,3 +238,77 @@ def search_text(body: dict[str, Any]) -> str:
     # function message the name is the tool's, which the call's text already shows
     name = body.get("name") if "type" not in body and body.get("role") not in ("function", "tool") else None
     return f"{name}: {text}" if name else text
+
+
+# ----------------------------------------------------------------------------------
+# Store records: what the store interface (tiers/store.py) returns
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """One row of the turn index."""
+
+    conversation_id: str
+    position: int
+    role: str
+    session_id: str | None
+    tokens: int
+    content_hash: str
+    created_at: float
+    intent: str | None = None
+    load_bearing: bool = False
+    priority: int = 0
+    label_reason: str | None = None
+    superseded_by: int | None = None
+    pinned_priority: int | None = None  # explicit pin, if any
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    conversation_id: str
+    position: int
+    score: float
+    ranks: dict[str, int]  # retriever name -> 1-based rank in that retriever's list
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    key: str  # the incarnation the messages went to
+    positions: list[int]
+    created: bool  # this append created the conversation
+
+
+@dataclass
+class ErasureReport:
+    """What a retention operation (prune, or erasure on request) removed. Tombstones
+    hold ids, namespaces, times and counts: no content."""
+
+    conversations: int = 0
+    messages: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    conversation_ids: list[str] = field(default_factory=list)  # the names, as callers know them
+    keys: list[str] = field(default_factory=list)  # the incarnations gone (derived stores key on them)
+    tombstones: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        return max(0, self.bytes_before - self.bytes_after)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"conversations": self.conversations, "messages": self.messages,
+                "bytes_reclaimed": self.bytes_reclaimed, "conversation_ids": list(self.conversation_ids),
+                "tombstones": [dict(t) for t in self.tombstones]}
+
+
+PruneReport = ErasureReport  # prune is one of the two retention operations
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    conversation_id: str
+    position: int
+    summary: str
+    metadata: dict[str, Any] | None
+    created_at: float

@@ -51,21 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.cold import (
-    KEY_SEPARATOR,
-    KEY_SUFFIX_HEX,
-    MAX_FTS_TERMS,
-    STOPWORDS,
-    AppendResult,
-    Checkpoint,
-    ColdStore,
-    ErasureReport,
-    Label,
-    SearchHit,
-    TurnRow,
-    content_hash,
-    fuse,
-)
+from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, ColdStore, Label, content_hash, fuse
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -74,7 +60,18 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from tiermem.tiers.models import Message, StoredMessage, search_text
+from tiermem.tiers.models import (
+    MAX_POSITION,
+    AppendResult,
+    Checkpoint,
+    ErasureReport,
+    Message,
+    SearchHit,
+    StoredMessage,
+    TurnRow,
+    search_text,
+)
+from tiermem.tiers.search import query_words
 from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
@@ -92,7 +89,6 @@ DEFAULT_SCHEMA = "tiermem"
 DEFAULT_POOL_MIN = 1
 DEFAULT_POOL_MAX = 8
 POOL_OPEN_TIMEOUT_S = 30.0
-MAX_POSITION = 2**62  # "to the end" for inclusive position ranges
 MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
@@ -104,7 +100,6 @@ RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may 
 # crash of the server or the OS may lose the last such commits, never corrupts or
 # reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
 SYNCHRONOUS_COMMIT = ("on", "off")
-_WORD = re.compile(r"\w+", re.UNICODE)
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
@@ -318,17 +313,9 @@ def redact(url: str) -> str:
 
 
 def query_lexemes(text: str) -> list[str]:
-    """`to_tsquery` arguments from arbitrary user text, one per word (stopwords and
-    repeats dropped, at most MAX_FTS_TERMS), each quoted as a lexeme. `\\w+` words hold
-    no quote, backslash or operator, so no input can break the syntax."""
-    seen: list[str] = []
-    for w in _WORD.findall(text.lower()):
-        if w in STOPWORDS or w in seen:
-            continue
-        seen.append(w)
-        if len(seen) >= MAX_FTS_TERMS:
-            break
-    return [f"'{w}'" for w in seen]
+    """`to_tsquery` arguments from arbitrary user text, one per word (tiers.search's
+    query_words), each quoted as a lexeme: no input can break the syntax."""
+    return [f"'{w}'" for w in query_words(text)]
 
 
 def _vec_text(v: np.ndarray) -> str:

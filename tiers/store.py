@@ -40,9 +40,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from tiermem.tiers.cold import AppendResult, Checkpoint, ErasureReport, Label, SearchHit, TurnRow
+    from tiermem.tiers.cold import Label
     from tiermem.tiers.embed import Embedder
-    from tiermem.tiers.models import Message, StoredMessage
+    from tiermem.tiers.models import (
+        AppendResult,
+        Checkpoint,
+        ErasureReport,
+        Message,
+        SearchHit,
+        StoredMessage,
+        TurnRow,
+    )
     from tiermem.tiers.tokens import TokenCounter
 
 # One stored version of a warm view, in this column order: conversation key, kind, key

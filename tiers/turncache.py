@@ -35,7 +35,8 @@ import numpy as np
 from tiermem.tiers.lexical import LexicalIndex
 from tiermem.tiers.store import ColdLog
 
-DEFAULT_TURN_CACHE_BYTES = 256 * 1024 * 1024
+DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
+DEFAULT_TURN_CACHE_BYTES = DEFAULT_TURN_CACHE_MB * 1024 * 1024
 # A conversation without session ids is cut into groups where the talk paused this long,
 # or after this many turns: the planner's session context needs some notion of episode.
 SESSION_GAP_S = 30 * 60.0

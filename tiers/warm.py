@@ -45,9 +45,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tiermem.tiers.cold import TurnRow
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.keys import escape_id, hash_tag
+from tiermem.tiers.models import TurnRow
 from tiermem.tiers.store import ColdLog, SummaryRow
 
 log = logging.getLogger("tiermem.warm")

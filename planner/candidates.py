@@ -1,0 +1,578 @@
+"""The candidates of one context, per slice: the pinned turns, the recent tail (in units
+that are never split), the warm summary's lines and the turns retrieved for the query
+(this conversation's, scored exhaustively, and the namespace's other conversations').
+
+Invariants:
+- Candidates are read from the store interface (tiers.store.ColdLog) and the turn cache
+  only; a turn the hot tier holds is rendered from it, its envelope from the turn index.
+- A call and every result that answers it, and a reasoning item with the item after it,
+  form one tail unit (`units`); a result whose call cannot be read is dropped with it.
+- Superseded turns are never pinned as current; a superseded turn that is retrieved is
+  marked with its validity interval, in its line and its reason, and ranks down unless
+  the question is about the past (then up).
+- Outside recall classes only clearly related turns (`STRONG_COSINE`) or turns of a
+  period the query names are eligible, so the retrieved block stays unchanged on most
+  turns and the prefix caches.
+- Only as many candidates are read as could ever fit the room (`MIN_PIN_TOKENS`,
+  `TYPICAL_LINE_TOKENS`, `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tiermem.planner.classify import about_past
+from tiermem.planner.dates import query_windows
+from tiermem.planner.plan import Plan, PlanItem
+from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
+from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
+from tiermem.tiers.embed import cosine_from_l2
+from tiermem.tiers.formats import call_ids, is_control, is_reasoning, result_id, result_text_field, wire_body
+from tiermem.tiers.models import StoredMessage, canonical_role
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import TokenCounter, message_tokens
+from tiermem.tiers.turncache import TurnCache, TurnTable
+
+if TYPE_CHECKING:
+    from tiermem.planner.build import HotView, PlannerSettings, SummaryBlock
+    from tiermem.tiers.models import TurnRow
+
+TAIL_SCAN_TURNS = 400  # the tail never needs more turns than this to fill any share
+# A tool output in the tail costs at most its trim allowance plus this many tokens (the
+# trim marker and the message's own overhead), when bounding how many turns to read.
+TRIMMED_OVERHEAD_TOKENS = 64
+# Turns read past the point where the newest turns exceed the budget: the turn that
+# crosses it (searchsorted gives its index, not a count) and the latest user message's row.
+TAIL_SCAN_EXTRA_ROWS = 2
+TAIL_SCORE = 1.0  # every tail unit: the tail is packed newest first, not by score
+# Adjustments on the scale of planner.rank's scores (z-score sums: the best turns of a
+# conversation score about 5-10): small nudges, except that a superseded value sinks.
+RECENCY_WEIGHT = 0.15
+INTENT_BOOST = {"instruction": 0.25, "correction": 0.25, "statement": 0.1, "question": 0.0,
+                "tool_result": 0.0, "chitchat": -0.2}
+LOAD_BEARING_BOOST = 0.2
+SUPERSEDED_PENALTY = -1.5
+# A question about the past ("what was my budget before?") is answered by the superseded
+# value: it rises instead of sinking, and is shown with its validity interval.
+PAST_SUPERSEDED_BOOST = 0.5
+OTHER_CONVERSATION_PENALTY = 1.0
+MAX_RETRIEVED_CANDIDATES = 400
+# Retrieved candidates read per call: enough lines of about TYPICAL_LINE_TOKENS (a
+# LoCoMo-like turn is ~30 tokens; shorter ones leave room that more candidates fill) to
+# fill the whole room, plus EXTRA_RETRIEVED_CANDIDATES for lines the packing skips.
+TYPICAL_LINE_TOKENS = 25
+EXTRA_RETRIEVED_CANDIDATES = 20
+PLAN_LEFT_OUT_PER_SLICE = 50  # left-out items listed per slice (the plan stays small)
+# The namespace's other conversations are scored from the turn cache when there are at
+# most this many (each costs an index seek per call) and they would fill at most half of
+# it, at about this many bytes a turn (a 384-float vector, the keyword postings, facts).
+NAMESPACE_IN_MEMORY_CONVERSATIONS = 32
+NAMESPACE_MAX_CACHE_SHARE = 0.5
+TURN_BYTES_ESTIMATE = 2048
+PIN_CACHE_CONVERSATIONS = 1024  # conversations whose pin candidates are kept between calls
+MIN_PIN_TOKENS = 8  # the smallest message a pin can be: bounds how many could fit
+# Load-bearing turns at or above this priority are pinned automatically: constraints (85),
+# decisions (75), entities (70), corrections (90). One-shot tasks (65) are not.
+AUTO_PIN_MIN_PRIORITY = 70
+PRIORITY_SCALE = 100.0  # priorities run 0..100; a pin's score is its priority on 0..1
+# Outside recall questions only turns this close to the message come back (cosine 0.55:
+# clearly the same topic), or turns from a period the message names.
+STRONG_COSINE = 0.55
+MISSING_COSINE = -1.0  # a turn without a vector yet: the lowest cosine, never clearly related
+# planner.rank's date score at or above which a turn counts as from the named period
+# (half of rank.DATE: inside it or close to its edges)
+IN_PERIOD_DATE_SCORE = 1.0
+RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
+RECENT_RECALL_TURNS = 12  # newest turns a recent-recall question may bring back in its per-turn part
+RECENT_RECALL_BOOST = 10.0  # on the scale of planner.rank's scores: above any match
+# the newest of those turns gets the whole boost, the oldest this share of it, linearly
+RECENT_RECALL_OLDEST_SHARE = 0.5
+SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
+MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
+
+
+@dataclass
+class Candidate:
+    """One item a slice may show: a line (block slices) or a tail unit's messages."""
+
+    slice: str
+    conversation_id: str
+    position: int
+    score: float
+    reason: str
+    text: str = ""  # rendered line (block slices) or ""
+    body: dict[str, Any] | None = None  # tail messages
+    tokens: int = 0
+    fidelity: str = "verbatim"
+    tier: str = "cold"
+    group: list[int] = field(default_factory=list)  # tail: positions kept together (tool pairs)
+    header: str = ""  # retrieved: the session/date heading this line is shown under
+
+    def item(self, reason: str | None = None) -> PlanItem:
+        """This candidate as a plan item (with `reason` instead of its own, when given)."""
+        return PlanItem(self.slice, self.conversation_id, self.group or [self.position], self.tier, self.fidelity,
+                        self.tokens, round(self.score, SCORE_DECIMALS), reason or self.reason)
+
+
+@dataclass(frozen=True)
+class PinSet:
+    """One conversation's pin candidates at a pin version (see ColdLog.pin_version)."""
+
+    version: int
+    room: int  # read for a pinned share of up to this many tokens
+    rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
+    superseded: tuple[TurnRow, ...]
+    intervals: tuple[str, ...] = ()  # each superseded row's validity interval, for the plan
+
+
+@dataclass(frozen=True)
+class Lexical:
+    """The query's keyword hits here, and the other conversations to search."""
+
+    here: list[tuple[str, int, float]]  # bm25 hits in this conversation
+    others: list[str]  # the namespace's other conversations, up to one past the in-memory limit
+
+
+def tier_of(position: int, hot: HotView) -> str:
+    return "hot" if position in hot.payloads else "cold"
+
+
+class Candidates:
+    """Reads one call's candidates from the log, the turn cache and the hot tier's view;
+    keeps each conversation's pin candidates between calls (`pins`)."""
+
+    def __init__(self, cold: ColdLog, turns: TurnCache, tokens: TokenCounter, settings: PlannerSettings,
+                 render: Renderer) -> None:
+        self.cold = cold
+        self.turns = turns
+        self.tokens = tokens
+        self.settings = settings
+        self.render = render
+        self.pins: OrderedDict[str, PinSet] = OrderedDict()
+        self._pins_lock = threading.Lock()
+
+    def forget(self, conv: str) -> None:
+        """Drop the pin candidates kept for a conversation key."""
+        with self._pins_lock:
+            self.pins.pop(conv, None)
+
+    def messages(self, conv: str, positions: Sequence[int], hot: HotView) -> list[StoredMessage]:
+        """Render from the hot tier where it holds the turn, else from the cold log."""
+        out: list[StoredMessage] = []
+        missing: list[int] = []
+        for p in positions:
+            payload = hot.payloads.get(p)
+            if payload is None:
+                missing.append(p)
+                continue
+            try:
+                body = json.loads(payload)
+            except ValueError:
+                missing.append(p)
+                continue
+            out.append(StoredMessage(conv, p, canonical_role(body), body, None, None, 0.0,
+                                     extra={"tier": "hot"}))
+        if missing:
+            out.extend(self.cold.get(conv, missing))
+        # the hot payload lacks the envelope (session, time): take it from the turn index
+        rows = {r.position: r for r in self.cold.turns_at(conv, [m.position for m in out if m.extra.get("tier")])}
+        fixed: list[StoredMessage] = []
+        for m in out:
+            r = rows.get(m.position)
+            if r is not None:
+                m = StoredMessage(conv, m.position, m.role, m.body, r.session_id, None, r.created_at, r.tokens,
+                                  extra={"tier": "hot"})
+            fixed.append(m)
+        fixed.sort(key=lambda m: m.position)
+        return fixed
+
+    def pinned(self, conv: str, hot: HotView, plan: Plan, room: int) -> list[Candidate]:
+        # only as many as could ever fit, highest priority then newest first: a long
+        # conversation has hundreds of load-bearing turns, and reading them all would
+        # cost more than the rest of the plan
+        limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
+        pins = self.pin_set(conv, room)
+        for r, interval in zip(pins.superseded, pins.intervals, strict=True):
+            plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
+                                          f"superseded by #{r.superseded_by}: not presented as current "
+                                          f"({interval})"))
+        out = []
+        used = 0
+        for r, line, trimmed, tokens in pins.rows[:limit + 1]:
+            if used > room:
+                plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "verbatim", r.tokens,
+                                              r.priority / PRIORITY_SCALE, "pinned, but higher-priority pins fill the budget"))
+                break
+            used += r.tokens
+            if not line:
+                continue  # its message could not be read (salvaged away)
+            prio = r.pinned_priority if r.pinned_priority is not None else r.priority
+            why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
+            out.append(Candidate("pinned", conv, r.position, prio / PRIORITY_SCALE, f"{why} (priority {prio})", line,
+                             tokens=tokens, fidelity="trimmed" if trimmed else "verbatim",
+                             tier=tier_of(r.position, hot)))
+        # highest priority first for packing; rendered in log order
+        out.sort(key=lambda c: (-c.score, -c.position))
+        return out
+
+    def intervals(self, conv: str, rows: Sequence[TurnRow]) -> dict[int, tuple[str, str]]:
+        """For superseded rows: (the plan's wording, the line's wording) of their validity
+        interval, from their own time until the superseding turn's (the turn index's
+        `superseded_by` and the turn times: derived, nothing stored)."""
+        if not rows:
+            return {}
+        ends = {r.position: r for r in self.cold.turns_at(conv, sorted({r.superseded_by for r in rows
+                                                                       if r.superseded_by is not None}))}
+        out: dict[int, tuple[str, str]] = {}
+        for r in rows:
+            end = ends.get(r.superseded_by) if r.superseded_by is not None else None
+            until = when(end.created_at) if end is not None else "a later message"
+            how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
+            out[r.position] = (f"valid #{r.position} {when(r.created_at)} until #{r.superseded_by} {until}, {how}",
+                               f"valid {when(r.created_at)} until {until}, then {how}")
+        return out
+
+    def pin_set(self, conv: str, room: int) -> PinSet:
+        """The conversation's pin candidates (best first) with their rendered lines, for
+        a pinned share of up to `room` tokens, and its superseded pins: kept between
+        calls and re-read only when the log's pin version moved (a load-bearing turn, a
+        relabel, a supersession, a pin), not on every appended turn, or when a call has
+        more room than the kept set was read for."""
+        version = self.cold.pin_version(conv)
+        with self._pins_lock:
+            got = self.pins.get(conv)
+            if got is not None:
+                self.pins.move_to_end(conv)
+        if got is not None and got.version == version:
+            if room <= got.room:
+                return got
+            room = max(room, got.room)
+        limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
+        rows = self.cold.pin_candidates(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=limit + 1)
+        superseded = self.cold.superseded_pins(conv, min_priority=AUTO_PIN_MIN_PRIORITY,
+                                               limit=PLAN_LEFT_OUT_PER_SLICE)
+        # the messages of the rows a call with this much room can reach (packing stops
+        # at the first row that starts past it), not of every candidate read
+        reach: list[int] = []
+        used = 0
+        for r in rows:
+            if used > room:
+                break
+            reach.append(r.position)
+            used += r.tokens
+        msgs = {m.position: m for m in self.cold.get(conv, reach)}
+        rendered: list[tuple[TurnRow, str, bool, int]] = []
+        for r in rows:
+            m = msgs.get(r.position)
+            if m is None:  # past the reach, or unreadable (salvaged away): never shown
+                rendered.append((r, "", False, 0))
+                continue
+            line, trimmed = self.render.line(m)
+            rendered.append((r, line, trimmed, self.render.line_tokens(line)))
+        intervals = self.intervals(conv, superseded)
+        got = PinSet(version, room, tuple(rendered), tuple(superseded),
+                      tuple(intervals[r.position][0] for r in superseded))
+        with self._pins_lock:
+            self.pins[conv] = got
+            while len(self.pins) > PIN_CACHE_CONVERSATIONS:
+                self.pins.popitem(last=False)
+        return got
+
+    def tail(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
+                         latest_user: int | None) -> list[Candidate]:
+        """Newest first, in units that are never split: a call and every result that
+        answers it (chat `tool_calls` and `tool` messages, Responses `function_call` items
+        and their `*_output` by `call_id`, parallel calls included), and a reasoning
+        item with the item after it."""
+        groups = units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
+                        [r.position == latest_user for r in rows])
+        out = []
+        for g in groups:
+            bodies = []
+            fid = "verbatim"
+            for m in g:
+                body = wire_body(m.body)
+                key = result_text_field(m.body)
+                if key is not None:
+                    text, trimmed = self.render.trim(m.text, self.settings.tool_trim_tokens, m.position)
+                    if trimmed:
+                        body[key] = text
+                        fid = "trimmed"
+                bodies.append(body)
+            toks = sum(message_tokens(self.tokens, b) for b in bodies)
+            c = Candidate("tail", conv, g[0].position, TAIL_SCORE, "recent turn", tokens=toks, fidelity=fid,
+                      tier=g[0].extra.get("tier", "cold"), group=[m.position for m in g])
+            c.body = {"messages": bodies}
+            out.append(c)
+        return out
+
+    def tail_scan(self, table: TurnTable, budget: int) -> int:
+        """How many of the newest turns the tail could ever use at this budget: enough
+        that their tokens (tool outputs counted as trimmed) exceed it, plus the latest user
+        message's row."""
+        if not len(table):
+            return TAIL_SCAN_TURNS
+        newest = np.minimum(table.tokens[::-1][:TAIL_SCAN_TURNS], self.settings.tool_trim_tokens + TRIMMED_OVERHEAD_TOKENS)
+        return min(TAIL_SCAN_TURNS, int(np.searchsorted(np.cumsum(newest), budget)) + TAIL_SCAN_EXTRA_ROWS)
+
+    def summary(self, conv: str, summaries: Sequence[SummaryBlock]) -> list[Candidate]:
+        out = []
+        for s in summaries:
+            for i, (text, positions) in enumerate(s.lines):
+                line = f"- {text}"
+                score = 1.0 - i / max(1, len(s.lines))
+                reason = f"{s.kind} summary v{s.version} (#{s.start}..#{s.end})"
+                if s.over_budget:
+                    reason += f", {s.turns_behind} turns behind"
+                c = Candidate("summary", conv, positions[0] if positions else s.end, score, reason, line,
+                          tokens=self.render.line_tokens(line), fidelity="summary", tier=s.tier,
+                          group=list(positions))
+                out.append(c)
+        return out
+
+    def retrieved(
+        self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str,
+        room: int, *, exclude: set[int], lexical: Lexical, table: TurnTable,
+    ) -> list[Candidate]:
+        if not query or not query.strip() or not len(table):
+            return []
+        # enough candidates to fill the whole remaining room, not just the share
+        depth = max(self.settings.retrieval_k,
+                    min(MAX_RETRIEVED_CANDIDATES, room // TYPICAL_LINE_TOKENS + EXTRA_RETRIEVED_CANDIDATES))
+        bm25 = [(p, s) for _c, p, s in lexical.here]
+        windows = query_windows(query, float(table.created[-1]))
+        scores = score_turns(table, qvec, bm25, windows)
+        eligible = np.ones(len(table), dtype=bool)
+        # Recall questions fill their share with the best candidates; other turns (a
+        # statement, a new request) only bring back what is clearly related, so the
+        # retrieved block stays empty or unchanged on most turns and the prefix caches.
+        boost = np.zeros(len(table))
+        if qclass not in RECALL_CLASSES:
+            cos = scores.cosine if scores.cosine is not None else np.full(len(table), np.nan)
+            eligible = np.nan_to_num(cos, nan=MISSING_COSINE) >= STRONG_COSINE
+            if windows:
+                eligible |= scores.date >= IN_PERIOD_DATE_SCORE
+        if qclass == "recent_recall":
+            # "what did I just say?" needs the newest turns: the tail's share does not
+            # depend on the class, so those it does not reach come in the per-turn part
+            n = min(RECENT_RECALL_TURNS, len(table))
+            eligible[len(table) - n:] = True
+            boost[len(table) - n:] = RECENT_RECALL_BOOST * np.linspace(RECENT_RECALL_OLDEST_SHARE, 1.0, n)
+        for p in exclude:
+            i = table.index_of(p)
+            if i is not None:
+                eligible[i] = False
+        idx = np.flatnonzero(eligible)
+        total = scores.total + boost
+        top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
+        top = top[np.argsort(-total[top], kind="stable")]
+        positions = [int(table.positions[i]) for i in top]
+        rows = {r.position: r for r in self.cold.turns_at(conv, positions)}
+        intervals = self.intervals(conv, [r for r in rows.values() if r.superseded_by is not None])
+        past = about_past(query)
+        last = int(table.positions[-1])
+        scored: dict[tuple[str, int], tuple[float, str]] = {}
+        for i, p in zip(top, positions, strict=True):
+            s = float(total[i])
+            why = scores.reason(int(i)) + (", one of the newest turns" if boost[i] else "")
+            r = rows.get(p)
+            if r is not None:
+                s += INTENT_BOOST.get(r.intent or "", 0.0)
+                if r.load_bearing and r.superseded_by is None:
+                    s += LOAD_BEARING_BOOST
+                if r.superseded_by is not None:
+                    s += PAST_SUPERSEDED_BOOST if past else SUPERSEDED_PENALTY
+                    why += f", superseded by #{r.superseded_by} ({intervals[p][0]})"
+                    if past:
+                        why += f", asked about the past ({past})"
+            s += RECENCY_WEIGHT * (p / max(1, last))
+            scored[(conv, p)] = (s, why)
+        if lexical.others and qclass != "recent_recall":
+            scored.update(self.namespace_hits(conv, namespace, lexical.others, query, qvec, scores,
+                                               qclass in RECALL_CLASSES))
+        if not scored:
+            return []
+        superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
+        msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
+        out = []
+        for key, (score, why) in scored.items():
+            m = msgs.get(key)
+            if m is None or is_control(m.body):
+                continue
+            line, trimmed = self.render.line(m, dated=False)
+            if key in superseded:
+                # shown for the history it carries, never as a current value: with what
+                # was true when
+                line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
+            heading = self.render.heading(key[0], m, conv)
+            out.append(Candidate("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
+                             tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
+                             fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
+        out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
+        return out
+
+    def lexical(self, conv: str, namespace: str, query: str | None, namespace_recall: bool,
+                 table: TurnTable) -> Lexical:
+        """bm25 over this conversation (the turn cache's keyword index, which ranks a
+        query against 10k turns faster than FTS5 can), and whether the namespace has
+        other conversations to search once the query's class is known."""
+        if not query or not query.strip():
+            return Lexical([], [])
+        if table.lexical is not None:
+            here = [(conv, p, s) for p, s in table.bm25(query, BM25_DEPTH)]
+        else:
+            here = self.cold.search_bm25(query, BM25_DEPTH, conversation_id=conv)
+        # one more than the in-memory limit: enough to choose how to search them
+        others = (self.cold.list_conversations(namespace, exclude=conv, limit=NAMESPACE_IN_MEMORY_CONVERSATIONS + 1)
+                  if namespace_recall and self.settings.namespace_recall else [])
+        return Lexical(here, others)
+
+    def namespace_hits(self, conv: str, namespace: str, others: list[str], query: str, qvec: np.ndarray | None,
+                        scores: TurnScores, recall: bool) -> dict[tuple[str, int], tuple[float, str]]:
+        """The user's other conversations: the best few hits, on this conversation's scale
+        (their cosines and bm25 standardised with this conversation's statistics), less
+        OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant.
+
+        Recall questions search by meaning and by keyword; other messages, like this
+        conversation's own turns for them, only bring back what is close in meaning
+        (STRONG_COSINE), so they skip the keyword search, whose FTS5 doclists span the
+        whole database and cost more than the rest of the plan.
+
+        A namespace of a few conversations that fit the turn cache is searched there
+        (the same exact cosine and bm25 as this conversation's); a larger one through
+        the cold tier's indexes (sqlite-vec, FTS5)."""
+        k = self.settings.retrieval_k
+        tables = self.tables_in_memory(others)
+        dense: list[tuple[str, int, float]] = []
+        bm25: list[tuple[str, int, float]] = []
+        if tables is not None:
+            dense, bm25 = search_tables(tables, qvec, query if recall else None, k)
+        else:
+            if qvec is not None:
+                dense = [(c, p, cosine_from_l2(dist))  # unit vectors
+                         for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv)]
+            if recall:
+                bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)
+        found: dict[tuple[str, int], dict[str, float]] = {}
+        for c, p, cosine in dense:
+            if recall or cosine >= STRONG_COSINE:
+                found.setdefault((c, p), {})["cosine"] = cosine
+        if recall:
+            for rank, (c, p, bm) in enumerate(bm25, start=1):
+                found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
+        out: dict[tuple[str, int], tuple[float, str]] = {}
+        # reasons name a conversation by the id its owner knows, not by its internal key
+        names = self.cold.names_of([k[0] for k in found]) if found else {}
+        for key, f in found.items():
+            s = (scores.z_dense(f["cosine"]) if "cosine" in f else MISSING_Z) + scores.z_bm25(f.get("bm25"))
+            parts = [f"cosine {f['cosine']:.2f}"] if "cosine" in f else []
+            if "rank" in f:
+                parts.append(f"bm25 rank {int(f['rank'])}")
+            out[key] = (s - OTHER_CONVERSATION_PENALTY,
+                        f"from {names.get(key[0], key[0])} in this namespace: " + ", ".join(parts))
+        return out
+
+    def tables_in_memory(self, others: list[str]) -> list[TurnTable] | None:
+        """The other conversations' turn tables, when they are few and would take at
+        most half the turn cache (else loading them would evict the conversation being
+        answered, call after call); None: search the cold tier instead."""
+        if len(others) > NAMESPACE_IN_MEMORY_CONVERSATIONS:
+            return None
+        turns = 0
+        for c in others:
+            census = self.cold.turn_census(c)
+            turns += 0 if census is None else census[2] + 1
+        if turns * TURN_BYTES_ESTIMATE > self.turns.max_bytes * NAMESPACE_MAX_CACHE_SHARE:
+            return None
+        return [self.turns.get(c) for c in others]
+
+
+def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str | None,
+                  k: int) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
+    """The k nearest turns (conversation, position, cosine) over `tables`, best first,
+    and with a query the k best keyword matches (conversation, position, bm25)."""
+    dense: list[tuple[str, int, float]] = []
+    bm25: list[tuple[str, int, float]] = []
+    for t in tables:
+        if qvec is not None and t.vectors is not None and len(t) and t.vectors.shape[1] == qvec.shape[0]:
+            cos = t.vectors @ np.asarray(qvec, dtype=np.float32)
+            cos[~t.has_vec] = -np.inf  # no vector yet: not a neighbour
+            best = np.argpartition(-cos, k - 1)[:k] if cos.shape[0] > k else np.arange(cos.shape[0])
+            dense.extend((t.conversation_id, int(t.positions[i]), float(cos[i])) for i in best if cos[i] > -np.inf)
+        if query is not None:
+            bm25.extend((t.conversation_id, p, s) for p, s in t.bm25(query, k))
+    dense.sort(key=lambda h: (-h[2], h[0], h[1]))
+    bm25.sort(key=lambda h: (h[2], h[0], h[1]))
+    return dense[:k], bm25[:k]
+
+
+def units(msgs: list[StoredMessage | None], skip: list[bool]) -> list[list[StoredMessage]]:
+    """Group the tail's messages (oldest first; None: unreadable) into units, newest
+    unit first. Walking back from the newest, results wait for their calls: a unit
+    closes when every result it holds has met its call (or a message that is neither
+    arrives: results whose call is not there form a unit of their own). A result whose
+    call cannot be read is dropped with it; a reasoning item joins the unit after it."""
+    groups: list[list[StoredMessage]] = []
+    pending: list[StoredMessage] = []
+    waiting: set[str] = set()
+
+    def close() -> None:
+        nonlocal pending, waiting
+        if pending:
+            groups.append(list(reversed(pending)))
+        pending, waiting = [], set()
+
+    for m, skipped in zip(reversed(msgs), reversed(skip), strict=True):
+        if m is None:
+            if skipped:
+                close()
+            else:  # unreadable: results waiting for it cannot be shown without their call
+                pending, waiting = [], set()
+            continue
+        rid = result_id(m.body)
+        ids = call_ids(m.body)
+        if rid is not None:
+            if pending and not waiting:
+                close()  # the previous unit was complete: this result starts a new one
+            pending.append(m)
+            waiting.add(rid)
+            continue
+        if ids and (waiting & set(ids)):
+            pending.append(m)
+            waiting -= set(ids)
+            if not waiting:
+                close()
+            continue
+        if is_reasoning(m.body):
+            if pending:
+                pending.append(m)
+            elif groups:
+                groups[-1].insert(0, m)  # it precedes the unit just closed
+            else:
+                groups.append([m])
+            continue
+        close()
+        groups.append([m])
+    close()
+    return groups
+
+
+def without_names(query: str, names: frozenset[str]) -> str:
+    """The query without the conversation's speaker names, for its embedding. Turns are
+    embedded as "name: text", so a participant's name is in nearly every vector: in the
+    query it discriminates nothing and only pulls toward turns that repeat it. bm25,
+    which weighs a word by its rarity, still gets the whole query."""
+    usable = sorted((n for n in names if len(n.strip()) >= MIN_NAME_CHARS), key=len, reverse=True)
+    if not usable:
+        return query
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(n.strip()) for n in usable) + r")(?:'s)?\b", re.IGNORECASE)
+    stripped = " ".join(pattern.sub(" ", query).split())
+    return stripped if any(ch.isalnum() for ch in stripped) else query

@@ -1,0 +1,222 @@
+"""Packing one context's candidates under its room: each slice up to its cap, in an order
+that keeps the stable layers stable, then the leftovers to the per-turn part.
+
+Invariants:
+- Packing estimates (each line's tokens, a share of a session heading); the rendered
+  result is counted exactly afterwards (planner.build), and `drop_one` removes the
+  lowest-value item until it fits; `top_up` spends what the exact count left over.
+- The stable layers (pinned, summary, tail) are sized by the budget alone; leftovers go
+  to the retrieved slice only, so the stable layers' bytes do not depend on the query.
+- The tail is contiguous (an older turn never jumps a gap) and starts on a grid
+  (`stable_tail`), so consecutive contexts share it as a byte-identical prefix.
+- A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
+  the pinned block shows, is withdrawn from its other slice, and its tokens go back.
+- At least the highest-priority pin fits (a constraint left out is an answer gone wrong).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tiermem.planner.candidates import PLAN_LEFT_OUT_PER_SLICE, Candidate
+from tiermem.planner.plan import SLICES, Plan, PlanItem
+from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS
+from tiermem.tiers.tokens import TokenCounter
+from tiermem.tiers.turncache import TurnTable
+
+if TYPE_CHECKING:
+    from tiermem.tiers.models import TurnRow
+
+PACKED_SLICES = tuple(s for s in SLICES if s != "system")  # the system prompt is fixed, not packed
+# The tail's start moves on a grid of its nominal share divided by this (half a share),
+# so it stays put for several turns and then jumps by about half a share.
+TAIL_GRID_PARTS = 2
+DROPPED = "dropped to meet the exact budget"
+
+
+class Packing:
+    """One call's packing: each slice's chosen candidates, what is left of its pool (best
+    first; the tail newest first), the tokens each slice uses and the room left."""
+
+    def __init__(self, conv: str, pools: dict[str, list[Candidate]], header: dict[str, int], room: int,
+                 tokens: TokenCounter) -> None:
+        self.conv = conv
+        self.pools = pools
+        self.header = header  # what a slice's first line costs on top of itself (its block header)
+        self.tokens = tokens
+        self.chosen: dict[str, list[Candidate]] = {s: [] for s in PACKED_SLICES}
+        self.used = {s: 0 for s in PACKED_SLICES}
+        self.remaining = room
+        # what may be presented as current right now (an epoch's pinned block and summary
+        # lines are checked against these before it is extended)
+        self.pin_current = {c.position for c in pools["pinned"]}
+        self.summary_current = {c.text for c in pools["summary"]}
+
+    def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
+             tail_anchor: int) -> None:
+        """Each slice up to its cap, then the leftovers to the per-turn part."""
+        if self.pools["pinned"]:
+            # at least the highest-priority pin fits (a constraint left out is an answer
+            # gone wrong): still a function of the pins and the budget, not of the class
+            caps["pinned"] = max(caps["pinned"], self.pools["pinned"][0].tokens + self.header["pinned"])
+            plan.shares["pinned"] = caps["pinned"]
+        self.take("pinned", caps["pinned"])
+        # cap and grid from the budget, not from what is left after this turn's latest
+        # message: both must not move from one turn to the next
+        self.chosen["tail"] = stable_tail(self.pools["tail"], tail_rows, min(caps["tail"], self.remaining),
+                                          max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
+        self.used["tail"] = sum(c.tokens for c in self.chosen["tail"])
+        self.remaining -= self.used["tail"]
+        # a pinned turn that the tail shows verbatim is not repeated in the pinned block
+        self.withdraw("pinned", {p for c in self.chosen["tail"] for p in c.group})
+        self.take("pinned", caps["pinned"])  # the room a pin in the tail freed goes to the next pin
+        self.take("summary", caps["summary"])
+        self.withdraw("retrieved", self.shown_verbatim())
+        self.take("retrieved", caps["retrieved"])
+        # leftovers go to the per-turn part only: the stable layers keep their sizes, so
+        # their bytes do not depend on what this query retrieved. (Non-recall classes only
+        # retrieve what is clearly related, so most of their room stays free: it is what
+        # an epoch grows into.)
+        self.take("retrieved", self.used["retrieved"] + self.remaining)
+
+    def take(self, slice_: str, limit: int) -> None:
+        """Move the pool's candidates that fit into the slice (up to `limit` tokens in it)."""
+        pool = self.pools[slice_]
+        chosen, used = self.chosen[slice_], self.used
+        i = 0
+        while i < len(pool):
+            c = pool[i]
+            extra = c.tokens + (self.header[slice_] if not chosen else 0)
+            if extra <= min(limit - used[slice_], self.remaining):
+                chosen.append(c)
+                used[slice_] += extra
+                self.remaining -= extra
+                pool.pop(i)
+                continue
+            if slice_ == "tail":
+                break  # the tail is contiguous: an older turn cannot jump a gap
+            i += 1
+
+    def withdraw(self, slice_: str, positions: set[int]) -> None:
+        """Take this conversation's `positions` out of a slice (chosen and pool), so a
+        turn shown verbatim elsewhere is not shown twice; their tokens go back."""
+        conv, chosen, used = self.conv, self.chosen, self.used
+        for c in [c for c in chosen[slice_] if c.conversation_id == conv and c.position in positions]:
+            chosen[slice_].remove(c)
+            used[slice_] -= c.tokens
+            self.remaining += c.tokens
+        if not chosen[slice_] and used[slice_]:  # the block's header goes back too
+            self.remaining += used[slice_]
+            used[slice_] = 0
+        self.pools[slice_] = [c for c in self.pools[slice_]
+                              if not (c.conversation_id == conv and c.position in positions)]
+
+    def left_out(self, shown: set[tuple[str, int]]) -> list[PlanItem]:
+        """What stayed in the pools and the context does not show, up to
+        PLAN_LEFT_OUT_PER_SLICE a slice, for the plan."""
+        out: list[PlanItem] = []
+        for s in PACKED_SLICES:
+            for c in self.pools[s][:PLAN_LEFT_OUT_PER_SLICE]:
+                if (c.conversation_id, c.position) in shown:
+                    continue
+                out.append(PlanItem(s, c.conversation_id, c.group or [c.position], c.tier, c.fidelity,
+                                    c.tokens, c.score, "did not fit its share of the budget: " + c.reason))
+        return out
+
+    def shown_verbatim(self) -> set[int]:
+        return {p for c in self.chosen["tail"] for p in c.group} | {c.position for c in self.chosen["pinned"]}
+
+    def top_up(self, order: list[str], slack: int) -> list[tuple[str, Candidate]]:
+        """Candidates (best first, slices in `order`) whose exact line cost fits `slack`."""
+        chosen, pools, header = self.chosen, self.pools, self.header
+        added: list[tuple[str, Candidate]] = []
+        for s in order:
+            headings = {c.header for c in chosen[s]}
+            for c in list(pools[s]):
+                cost = c.tokens + (header[s] if not chosen[s] else 0)
+                if c.header:
+                    cost -= HEADING_SHARE_TOKENS
+                    if c.header not in headings:
+                        cost += self.tokens.count(c.header) + LINE_SEP_TOKENS
+                if cost <= slack:
+                    chosen[s].append(c)
+                    pools[s].remove(c)
+                    headings.add(c.header)
+                    added.append((s, c))
+                    slack -= cost
+        return added
+
+    def drop_one(self, plan: Plan) -> bool:
+        """Drop the lowest-value item: retrieved (lowest score), summary, the oldest tail
+        unit, then the lowest-priority pin."""
+        chosen = self.chosen
+        for s in ("retrieved", "summary"):
+            if chosen[s]:
+                victim = min(chosen[s], key=lambda c: c.score)
+                chosen[s].remove(victim)
+                plan.left_out.append(victim.item(DROPPED))
+                return True
+        if chosen["tail"]:
+            victim = min(chosen["tail"], key=lambda c: c.position)
+            chosen["tail"].remove(victim)
+            plan.left_out.append(victim.item(DROPPED))
+            return True
+        if chosen["pinned"]:
+            victim = min(chosen["pinned"], key=lambda c: (c.score, c.position))
+            chosen["pinned"].remove(victim)
+            plan.left_out.append(victim.item(DROPPED))
+            return True
+        return False
+
+
+def stable_tail(pool: list[Candidate], rows: list[TurnRow], cap: int, grid: int, table: TurnTable,
+                anchor: int) -> list[Candidate]:
+    """The recent tail, with a start that stays put for several turns (taken out of
+    `pool`, newest first); `anchor` <= 1: the plain newest-first tail.
+
+    Starts may only fall where the conversation's running token count crosses a
+    multiple of `grid` (half the tail's nominal share, fixed by the budget). The tail
+    starts at the earliest such point from which it fits `cap`: it grows by appends,
+    and when it no longer fits, its start jumps forward by about half a share. Between
+    jumps consecutive contexts share the whole tail as a byte-identical prefix. Falls
+    back to the plain newest-first tail when no grid point fits (a huge last turn).
+    """
+    if not pool or cap <= 0:
+        return []
+    if anchor <= 1 or not rows:
+        return newest_first(pool, cap)
+    before = table.tokens_before(rows[0].position)
+    cum: dict[int, int] = {}
+    for r in rows:
+        cum[r.position] = before
+        before += r.tokens
+    units = sorted(pool, key=lambda c: c.position)  # oldest first
+    suffix = 0
+    best: int | None = None
+    for i in range(len(units) - 1, -1, -1):
+        suffix += units[i].tokens
+        if suffix > cap:
+            break
+        p = units[i].position
+        prev = cum.get(p - 1)
+        if p in cum and (prev is None or cum[p] // grid != prev // grid or p == 0):
+            best = i
+    if best is None:
+        return newest_first(pool, cap)
+    chosen = units[best:]
+    for c in chosen:
+        pool.remove(c)
+    return sorted(chosen, key=lambda c: -c.position)
+
+
+def newest_first(pool: list[Candidate], cap: int) -> list[Candidate]:
+    """The newest units that fit `cap`, taken out of `pool` (newest first)."""
+    out: list[Candidate] = []
+    used = 0
+    for c in list(pool):  # pool is newest first; contiguous, so stop at the first misfit
+        if used + c.tokens > cap:
+            break
+        out.append(c)
+        used += c.tokens
+        pool.remove(c)
+    return out

@@ -1,0 +1,255 @@
+"""Rendering a plan into messages: log turns as lines, slices as blocks, the blocks and
+the tail in layer order, and the result converted to the configured message family.
+
+Invariants:
+- A line carries no position numbers (they cost tokens on every line and the model cannot
+  use them; the plan carries every item's positions); retrieved lines are grouped under
+  one heading per session, so a date costs tokens once per group.
+- A long tool output keeps its head (`TRIM_HEAD_SHARE` of the allowance) and its tail, and
+  says what was cut and where the full text is in the log.
+- Layer order (planner.plan.LAYERS): system, pinned, summary, the tail, then the per-turn
+  part; with `retrieved_placement="before_latest"` the retrieved block sits just before
+  the latest user message, since it changes most.
+- What is counted is what is returned: `out` converts and folds exactly as the context
+  that is handed back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tiermem.planner.epoch import Segment
+from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, PlanItem
+from tiermem.tiers.formats import fold_system, to_chat, to_responses
+from tiermem.tiers.models import StoredMessage
+from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
+
+if TYPE_CHECKING:
+    from tiermem.planner.build import PlannerSettings
+    from tiermem.planner.candidates import Candidate
+
+LINE_SEP_TOKENS = 1
+HEADING_SHARE_TOKENS = 4  # a session heading (~12 tokens) is shared by a few lines; the exact count fixes the rest
+# A trimmed tool output keeps this share of its token allowance from its head, the rest
+# from its tail (where an error or a result usually is).
+TRIM_HEAD_SHARE = 0.6
+# A context whose own part (this call's retrieved turns and user message) is more than
+# this share of it gets no breakpoint at its end (see breakpoints).
+BROAD_OWN_SHARE = 0.25
+BLOCK_SLICES = ("pinned", "summary", "retrieved")  # the slices shown as one system message each
+HEADERS = {
+    "pinned": "Standing instructions and facts from this conversation (pinned, current values):",
+    "summary": "Summary of earlier parts of this conversation:",
+    "retrieved": "Earlier turns relevant to the current message (retrieved from the log, in order):",
+}
+
+
+def when(ts: float) -> str:
+    """A turn's time for a validity interval: date and minute (UTC)."""
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y %H:%M")
+    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
+        return "unknown time"
+
+
+def day(ts: float) -> str:
+    """A turn's date (UTC)."""
+    try:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
+    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
+        return "unknown date"
+
+
+class Renderer:
+    """Lines, blocks and messages, counted with the planner's tokenizer."""
+
+    def __init__(self, tokens: TokenCounter, settings: PlannerSettings) -> None:
+        self.tokens = tokens
+        self.settings = settings
+
+    # -- lines ---------------------------------------------------------------------------------
+
+    def trim(self, text: str, limit: int, position: int) -> tuple[str, bool]:
+        """Long tool output: keep head and tail, say what was cut and how to get it back."""
+        ids = self.tokens.encode(text)
+        if len(ids) <= limit:
+            return text, False
+        head = int(limit * TRIM_HEAD_SHARE)
+        tail = max(0, limit - head)
+        cut = len(ids) - head - tail
+        marker = (f"\n[... trimmed {cut} tokens of this output; the full text is position #{position} "
+                  f"in the log (history/get) ...]\n")
+        return self.tokens.decode(ids[:head]) + marker + self.tokens.decode(ids[len(ids) - tail:]), True
+
+    def line(self, m: StoredMessage, *, dated: bool = True) -> tuple[str, bool]:
+        who = m.body.get("name") or m.role
+        # no position numbers in the text: they cost tokens on every line and the model
+        # cannot use them; the plan carries every item's positions
+        parts = [str(who)]
+        if dated:
+            parts.append(day(m.created_at))
+        text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
+        trimmed = False
+        if m.role == "tool":
+            text, trimmed = self.trim(text, self.settings.tool_trim_tokens, m.position)
+        return f"[{' '.join(parts)}] {text}", trimmed
+
+    @staticmethod
+    def heading(conv: str, m: StoredMessage, this_conv: str) -> str:
+        """Retrieved lines are grouped under one heading per session (its date and id),
+        so that a date costs tokens once per group, not once per line."""
+        where = "" if conv == this_conv else f"conversation {conv}, "
+        session = f", {m.session_id}" if m.session_id else ""
+        return f"({where}{day(m.created_at)}{session})"
+
+    def line_tokens(self, line: str) -> int:
+        return self.tokens.count(line) + LINE_SEP_TOKENS
+
+    def block_header_tokens(self, s: str) -> int:
+        """What a block slice's message costs before its first line: the message overhead
+        and its header line."""
+        return MESSAGE_OVERHEAD_TOKENS + self.tokens.count(HEADERS[s]) + LINE_SEP_TOKENS
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def block(self, s: str, cands: Sequence[Candidate], conv: str) -> dict[str, Any]:
+        """One block slice as a system message: its header, then its lines in log order
+        (this conversation's first), each retrieved run under its session heading."""
+        items = sorted(cands, key=lambda c: (c.conversation_id != conv, c.conversation_id, c.position))
+        lines = [HEADERS[s]]
+        heading = ""
+        for c in items:
+            if c.header and c.header != heading:
+                heading = c.header
+                lines.append(heading)
+            lines.append(c.text)
+        return {"role": "system", "content": "\n".join(lines)}
+
+    def render(self, fixed: list[dict[str, Any]], chosen: dict[str, list[Candidate]],
+                latest_body: dict[str, Any] | None, latest_user: int | None
+                ) -> tuple[list[dict[str, Any]], list[str], list[int | None]]:
+        """The messages, each one's layer (planner.plan.LAYERS), and the log position of
+        each tail message (None for blocks)."""
+        msgs = list(fixed)
+        kinds = ["system"] * len(fixed)
+        where: list[int | None] = [None] * len(fixed)
+        blocks: dict[str, dict[str, Any]] = {}
+        for s in BLOCK_SLICES:
+            if chosen[s]:
+                blocks[s] = self.block(s, chosen[s], chosen_conv(chosen, s))
+        late = self.settings.retrieved_placement == "before_latest" and latest_body is not None
+        for s in BLOCK_SLICES:
+            if s in blocks and not (s == "retrieved" and late):
+                msgs.append(blocks[s])
+                kinds.append(s)
+                where.append(None)
+        tail_bodies: list[tuple[int, dict[str, Any]]] = []
+        for c in chosen["tail"]:
+            assert c.body is not None
+            for p, b in zip(c.group, c.body["messages"], strict=True):
+                tail_bodies.append((p, b))
+        if latest_body is not None and latest_user is not None:
+            tail_bodies.append((latest_user, latest_body))
+        tail_bodies.sort(key=lambda t: t[0])
+        for p, b in tail_bodies:
+            is_latest = latest_body is not None and p == latest_user
+            if late and is_latest and "retrieved" in blocks:
+                # retrieval changes with every query, the anchored tail only grows: what
+                # changes most goes last, just before the message it was retrieved for
+                msgs.append(blocks["retrieved"])
+                kinds.append("retrieved")
+                where.append(None)
+            msgs.append(b)
+            kinds.append("latest" if is_latest else "tail")
+            where.append(p)
+        return msgs, kinds, where
+
+    def converting(self) -> bool:
+        return self.settings.context_format != "as_stored" or self.settings.system_messages == "merge"
+
+    def out(self, msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages as returned: converted to one family and system messages folded
+        when configured. Counted exactly, so the budget holds for what is returned."""
+        if self.settings.context_format == "chat":
+            msgs = to_chat(msgs)
+        elif self.settings.context_format == "responses":
+            msgs = to_responses(msgs)
+        if self.settings.system_messages == "merge":
+            msgs = fold_system(msgs)
+        return msgs
+
+
+def fresh_segments(messages: Sequence[dict[str, Any]], kinds: Sequence[str], where: Sequence[int | None],
+              items: Sequence[PlanItem], latest: PlanItem | None) -> list[Segment]:
+    """A fresh context as segments: each message with the plan items it shows."""
+    by_slice: dict[str, list[PlanItem]] = {}
+    by_first: dict[int, list[PlanItem]] = {}
+    for it in items:
+        if it is latest:
+            continue
+        if it.slice == "tail" and it.positions:
+            by_first.setdefault(it.positions[0], []).append(it)
+        else:
+            by_slice.setdefault(it.slice, []).append(it)
+    out: list[Segment] = []
+    for i, (m, k, p) in enumerate(zip(messages, kinds, where, strict=True)):
+        if k == "latest":
+            got: list[PlanItem] = [latest] if latest is not None else []
+        elif k == "tail":
+            got = by_first.pop(p, []) if p is not None else []
+        elif k == "system" and i == 0:
+            got = by_slice.pop("system", [])
+        else:
+            got = by_slice.pop(k, [])
+        out.append(Segment(k, m, tuple(got)))
+    return out
+
+
+def shown(segments: Sequence[Segment]) -> set[tuple[str, int]]:
+    """(conversation, position) of every turn the segments show verbatim or trimmed."""
+    return {(it.conversation_id, p) for g in segments for it in g.items
+            if it.slice in ("pinned", "tail", "retrieved") and it.fidelity in ("verbatim", "trimmed")
+            for p in it.positions}
+
+
+def breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakpoint]:
+    """Where the stable layers end (the last message of system, pinned, summary), where
+    the part before this call's own (its retrieved turns and user message) ends
+    (`stable`), and the whole context (`context`: within an epoch, the next call's
+    prefix) unless this call's own part is most of it (a broad retrieval, which the next
+    call is likely to rewind: writing it to a cache would cost a premium never read
+    back). Latest last, at most MAX_BREAKPOINTS (the earliest layers give way)."""
+    if not kinds:
+        return []
+    cum = [0]
+    for t in tokens_each:
+        cum.append(cum[-1] + t)
+    ends: list[tuple[int, str]] = []
+    for layer in ("system", "pinned", "summary"):
+        idx = [i for i, k in enumerate(kinds) if k == layer]
+        if idx:
+            ends.append((idx[-1], layer))
+    at = kinds.index("latest") if "latest" in kinds else len(kinds)
+    own = at - 1 if 0 < at < len(kinds) and kinds[at - 1] == "retrieved" else at
+    if own - 1 >= 0:
+        ends.append((own - 1, "stable"))
+    own_tokens = cum[-1] - cum[own] if own < len(kinds) else 0
+    if own_tokens <= BROAD_OWN_SHARE * cum[-1]:
+        ends.append((len(kinds) - 1, "context"))
+    out: list[Breakpoint] = []
+    rank = {"system": 0, "pinned": 1, "summary": 2, "stable": 3, "context": 4}
+    for i, layer in sorted(ends, key=lambda e: (e[0], rank[e[1]])):
+        if out and out[-1].index == i:
+            out[-1] = Breakpoint(i, layer, cum[i + 1])  # the later name says more
+        else:
+            out.append(Breakpoint(i, layer, cum[i + 1]))
+    return out[-MAX_BREAKPOINTS:]
+
+
+def chosen_conv(chosen: dict[str, list[Candidate]], s: str) -> str:
+    """The conversation being answered (its items sort before other conversations')."""
+    for c in chosen["tail"]:
+        return c.conversation_id
+    return chosen[s][0].conversation_id if chosen[s] else ""

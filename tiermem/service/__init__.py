@@ -1,0 +1,86 @@
+"""The HTTP service: every Memory operation as JSON over HTTP (`tiermem serve`).
+
+    app = create_app(Config.load(), auth=True)      # Memory is opened in the lifespan
+    uvicorn.run(app, host=config.http_host, port=config.http_port)
+
+Rules this module keeps:
+
+- **Tenancy.** Namespaces are hierarchical (`acme`, `acme/alice`). Each bearer token in
+  `config.auth_tokens` is bound to a namespace *prefix*: it may act on that namespace and
+  every namespace below it, never on a sibling or a parent. Every /v1 request acts in one
+  namespace, named by the `X-Tiermem-Namespace` header (absent: the token's own prefix),
+  and passes it to Memory. What a caller sees never depends on another namespace:
+  - a conversation route (`/v1/conversations/{id}/...`, and `/v1/search` with a
+    `conversation_id`) in a namespace outside the token's prefix answers 404 with exactly
+    the body a missing conversation gets, whatever that namespace holds;
+  - a namespace-level route (`/v1/conversations`, `/v1/search` without a conversation,
+    `/v1/stats`, `/v1/prune`, `DELETE /v1/namespace`) outside the prefix answers 403
+    `namespace '<ns>' is outside this token's scope`, the same for every outside
+    namespace, existing or not (it tells the caller only what its own token allows);
+  - a malformed namespace header answers 422 naming the header; a duplicated one 400.
+  Without a valid token, 401. `auth=False` (the CLI's `--no-auth`, loopback only) serves
+  every namespace; without the header it acts in the `namespace` given to `create_app`.
+- **Erasure.** `DELETE /v1/conversations/{id}` and `DELETE /v1/namespace` erase on
+  request (Memory.delete_conversation / delete_namespace) and answer the erasure report;
+  the namespace route needs the header: nothing is erased by default.
+- **Metrics.** `/metrics` counts every namespace (messages, conversations, requests per
+  route), so a tenant token may not read it (403): it needs a token from
+  `config.metrics_tokens`, or `config.metrics_public` (loopback `http_host` only, served
+  only to loopback clients), or a `--no-auth` server.
+- **Hostile input.** Bodies are read into memory up to `config.max_body_bytes` (413
+  past it, from Content-Length or by counting the stream), then checked before any
+  handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
+  `Authorization` and the namespace header at most once each (400), a non-empty body
+  only as `application/json` in UTF-8 or with no Content-Type (415), and every non-empty
+  body must be strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH`,
+  without lone surrogates; then pydantic models, then Memory's own validation. Every
+  refusal is 4xx with a message naming the field; nothing is written.
+- **Storage that refuses.** A full disk answers 507; a read-only or failing database
+  (read-only mount, immutable file, I/O errors) answers 503 with `Retry-After`, never 500,
+  and `/healthz` reports the cold tier `read-only` (the kernel's answer to "may this
+  process write the database, its sidecars and its directory?", plus any storage failure
+  of the last `STORAGE_FAILURE_MEMORY_S`).
+- **No 500s.** An unexpected exception is logged and answered 500, and counted in
+  `/metrics`; the tests (tests/test_service_fuzz.py) show no input reaches it.
+- **Startup order.** Memory (with the embedding model) and the consolidation scheduler
+  are created in the lifespan, i.e. in the worker process after uvicorn has started it,
+  never at import.
+
+Where each rule lives: `app` (create_app, the lifespan), `runtime` (what one app holds),
+`auth` (tokens, prefix grants, the namespace header and the scope dependencies), `guard`
+(the body guard middleware), `handlers` (exceptions to status codes), `metrics`
+(Prometheus), `schemas` (request and response models), `routes` (one module per area:
+ops, conversations, recall, admin).
+"""
+
+from tiermem.config import is_loopback
+from tiermem.service.app import create_app, lifespan
+from tiermem.service.auth import NAMESPACE_HEADER, Grant, ServiceConfigError, TokenAuth
+from tiermem.service.guard import MAX_JSON_DEPTH, GuardMiddleware, check_json_body, json_content_type
+from tiermem.service.handlers import STORAGE_RETRY_AFTER_S
+from tiermem.service.metrics import MetricsMiddleware
+from tiermem.service.routes.ops import STORAGE_FAILURE_MEMORY_S, cold_health
+from tiermem.service.runtime import Runtime
+from tiermem.service.schemas import MAX_CREATED_AT, MAX_POSITION, finite
+
+__all__ = [
+    "MAX_CREATED_AT",
+    "MAX_JSON_DEPTH",
+    "MAX_POSITION",
+    "NAMESPACE_HEADER",
+    "STORAGE_FAILURE_MEMORY_S",
+    "STORAGE_RETRY_AFTER_S",
+    "Grant",
+    "GuardMiddleware",
+    "MetricsMiddleware",
+    "Runtime",
+    "ServiceConfigError",
+    "TokenAuth",
+    "check_json_body",
+    "cold_health",
+    "create_app",
+    "finite",
+    "is_loopback",
+    "json_content_type",
+    "lifespan",
+]

@@ -1,0 +1,109 @@
+"""The HTTP app: `create_app` wires the runtime, the exception handlers, the routes and
+the two middlewares; `lifespan` opens Memory and the consolidation scheduler.
+
+Invariants: Memory (with the embedding model) and the scheduler are created in the
+lifespan, i.e. in the worker process after uvicorn has started it, never at import; the
+embedding model loads in the background, so /healthz answers from the start; a
+scheduler that fails to start is logged and the service serves without it; at shutdown
+the scheduler stops before a Memory the app opened is closed. The guard middleware runs
+inside the metrics middleware, so refused requests are timed and counted too.
+"""
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from tiermem.config import Config
+from tiermem.memory import DEFAULT_NAMESPACE, Memory
+from tiermem.service.auth import NAMESPACE_HEADER, TokenAuth
+from tiermem.service.guard import GuardMiddleware
+from tiermem.service.handlers import install_handlers
+from tiermem.service.metrics import MetricsMiddleware
+from tiermem.service.routes import install_routes
+from tiermem.service.runtime import Runtime
+
+log = logging.getLogger("tiermem.service")
+
+
+def create_app(
+    config: Config,
+    memory: Memory | None = None,
+    *,
+    auth: bool = True,
+    namespace: str = DEFAULT_NAMESPACE,
+    start_scheduler: bool = True,
+) -> FastAPI:
+    """The FastAPI app. With `memory=None` a Memory is opened (and warmed) in the
+    lifespan and closed at shutdown; a Memory passed in is the caller's to close.
+    `auth=False` serves `namespace` to every caller: bind it to loopback only."""
+    runtime = Runtime(
+        config=config,
+        auth=TokenAuth(
+            config.auth_tokens,
+            enabled=auth,
+            default_namespace=namespace,
+            max_id_chars=config.max_id_chars,
+            metrics_tokens=config.metrics_tokens,
+        ),
+        memory=memory,
+        start_scheduler=start_scheduler,
+    )
+
+    app = FastAPI(
+        title="tiermem",
+        version=_version(),
+        description="Tiered memory for LLM agents: an append-only log, a budgeted working set and a "
+        "per-turn query planner. Every /v1 call needs `Authorization: Bearer <token>`. A token is bound "
+        "to a namespace prefix (`acme`) and acts on that namespace and those below it (`acme/user-7`); "
+        f"a request names its namespace in the `{NAMESPACE_HEADER}` header (absent: the token's own "
+        "prefix). Outside the prefix a conversation route answers 404 exactly like a missing "
+        "conversation, and a namespace route 403, whatever the other namespace holds. `/metrics` "
+        "needs a token from `metrics_tokens`.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    install_handlers(app)
+    install_routes(app, auth_enabled=runtime.auth.enabled)
+    app.add_middleware(GuardMiddleware, runtime=runtime)
+    app.add_middleware(MetricsMiddleware, runtime=runtime)
+    return app
+
+
+def _version() -> str:
+    try:
+        from tiermem import __version__
+
+        return __version__
+    except ImportError:  # pragma: no cover
+        return "0"
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    runtime: Runtime = app.state.runtime
+    if runtime.memory is None:
+        runtime.memory = await run_in_threadpool(Memory, runtime.config)
+        runtime.owns_memory = True
+        # load the embedding model now, not on the first request, but without holding
+        # up the start: /healthz answers meanwhile and says "embedder": "loading"
+        threading.Thread(target=runtime.warm_embedder, name="tiermem-warm-up", daemon=True).start()
+    if runtime.start_scheduler and runtime.config.scheduler_enabled:
+        try:
+            runtime.scheduler = runtime.memory.make_scheduler()
+            runtime.scheduler.start()
+        except Exception:
+            log.exception("consolidation scheduler failed to start; serving without it")
+            runtime.scheduler = None
+    try:
+        yield
+    finally:
+        if runtime.scheduler is not None:
+            await run_in_threadpool(runtime.scheduler.shutdown, True)
+            runtime.scheduler = None
+        if runtime.owns_memory and runtime.memory is not None:
+            await run_in_threadpool(runtime.memory.close)
+            runtime.memory = None

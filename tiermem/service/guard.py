@@ -1,0 +1,183 @@
+"""The body guard: an ASGI middleware that checks every request before FastAPI parses it.
+
+Invariants (tiermem.service states the rules): a header whose second copy would let two
+parsers disagree (`SINGLE_HEADERS`) is refused when repeated (400); a /v1 request without
+a valid bearer token is refused before any of its body is read (401); a body is read
+into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
+counting the stream); a non-empty body must be `application/json` in UTF-8 or carry no
+Content-Type (415), and must be strict UTF-8 JSON without NaN/Infinity, nested at most
+`MAX_JSON_DEPTH`, without lone surrogates (422 naming where). The app then reads the
+buffered body, never the wire again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+
+from tiermem.service.asgi import HttpMiddleware, Receive, Scope, Send
+from tiermem.service.auth import NAMESPACE_HEADER
+from tiermem.service.schemas import error_body
+
+MAX_JSON_DEPTH = 32
+# headers whose second copy would let two parsers disagree (the guard and FastAPI read
+# different copies): a request that repeats one is refused
+SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower())
+MAX_ECHO_CHARS = 80  # of a refused header value quoted back in an error
+
+
+class _BodyProblem(Exception):
+    def __init__(self, loc: list[str | int], msg: str, type_: str) -> None:
+        super().__init__(msg)
+        self.loc, self.msg, self.type = loc, msg, type_
+
+
+def _reject_constant(name: str) -> Any:
+    raise _BodyProblem(["body"], f"{name} is not valid JSON", "json_invalid")
+
+
+def check_json_body(raw: bytes) -> None:
+    """Raise `_BodyProblem` unless `raw` is strict UTF-8 JSON, at most MAX_JSON_DEPTH deep,
+    whose strings (keys included) are valid Unicode."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BodyProblem(
+            ["body"], f"request body is not valid UTF-8 (byte {exc.start})", "unicode_error"
+        ) from None
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise _BodyProblem(["body", exc.pos], f"invalid JSON: {exc.msg}", "json_invalid") from None
+    except RecursionError:
+        raise _BodyProblem(
+            ["body"], f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep"
+        ) from None
+    stack: list[tuple[Any, list[str | int]]] = [(doc, ["body"])]
+    while stack:
+        node, loc = stack.pop()
+        if len(loc) - 1 > MAX_JSON_DEPTH:
+            raise _BodyProblem(
+                loc[: MAX_JSON_DEPTH + 1], f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep"
+            )
+        if isinstance(node, str):
+            _check_unicode(node, loc)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                _check_unicode(k, [*loc, k])
+                stack.append((v, [*loc, k]))
+        elif isinstance(node, list):
+            stack.extend((v, [*loc, i]) for i, v in enumerate(node))
+
+
+def _check_unicode(s: str, loc: list[str | int]) -> None:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        safe = [p.encode("utf-8", "backslashreplace").decode() if isinstance(p, str) else p for p in loc]
+        raise _BodyProblem(
+            safe, "contains a lone UTF-16 surrogate, which is not valid Unicode", "unicode_error"
+        ) from None
+
+
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def json_content_type(value: str) -> bool:
+    """True for `application/json` and `application/*+json`, with no charset or UTF-8."""
+    media, *params = (part.strip().lower() for part in value.split(";"))
+    if not (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
+        return False
+    for param in params:
+        key, _, val = param.partition("=")
+        if key.strip() == "charset" and val.strip().strip('"') not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
+class GuardMiddleware(HttpMiddleware):
+    """Repeated headers, auth (before any body is read), body size, content type and the
+    body checks of `check_json_body` on every non-empty body; then hands the buffered
+    body to the app."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        all_headers: dict[str, list[str]] = {}
+        for k, v in scope.get("headers", []):
+            all_headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        for name in SINGLE_HEADERS:
+            if len(all_headers.get(name, ())) > 1:
+                # the guard and FastAPI could each read a different copy
+                await _send_json(send, 400, {"detail": f"the {name} header is sent more than once; send it once"})
+                return
+        headers = {k: v[0] for k, v in all_headers.items()}
+        path: str = scope.get("path", "")
+        if path.startswith("/v1/") and self.runtime.auth.grant(headers.get("authorization")) is None:
+            await _send_json(
+                send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")]
+            )
+            return
+        limit = self.runtime.config.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await _send_json(send, 400, {"detail": "invalid Content-Length"})
+                return
+            if int(declared) > limit:
+                await _send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                return
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            total += len(body)
+            if total > limit:
+                await _send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        if raw:
+            # Every body is checked, whatever its Content-Type says: FastAPI parses JSON
+            # from a body without one, and a body it would not parse has no business here.
+            ctype = headers.get("content-type")
+            if ctype is not None and not json_content_type(ctype):
+                shown = ctype if len(ctype) <= MAX_ECHO_CHARS else ctype[:MAX_ECHO_CHARS] + "..."
+                await _send_json(
+                    send, 415, {"detail": f"Content-Type must be application/json (UTF-8), got {shown!r}"}
+                )
+                return
+            try:
+                check_json_body(raw)
+            except _BodyProblem as p:
+                await _send_json(send, 422, error_body(p.loc, p.msg, p.type))
+                return
+        sent = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,124 @@
+"""How the HTTP service answers an exception: every refusal is a 4xx naming the field,
+refusing storage is 503/507, and only a bug is 500.
+
+Invariants (tiermem.service states the rules): a pydantic or tiermem `ValidationError`
+is 422 with a `loc` that points at the field (path, query or body); a missing
+conversation is 404 with the same body whether it does not exist or belongs to another
+namespace; a full disk is 507 and a read-only or failing database 503 with Retry-After
+(and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it);
+anything else is logged, counted in `tiermem_http_unhandled_errors` and answered 500.
+"""
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from tiermem.errors import ConversationNotFound, StorageReadOnly, TiermemError, ValidationError
+from tiermem.service.runtime import runtime_of
+from tiermem.service.schemas import error_body, error_type
+from tiermem.tiers.files import storage_problem
+from tiermem.tiers.schema import DriverDatabaseError
+
+log = logging.getLogger("tiermem.service")
+
+STORAGE_RETRY_AFTER_S = 30  # what a 503 from refusing storage tells clients to wait
+
+
+def _field_loc(field_name: str) -> list[str | int]:
+    """'messages[3].content' -> ['messages', 3, 'content']."""
+    out: list[str | int] = []
+    for tok in re.findall(r"\[(\d+)\]|([^.\[\]]+)", field_name):
+        out.append(int(tok[0]) if tok[0] else tok[1])
+    return out or [field_name]
+
+
+def _route_params(request: Request) -> tuple[set[str], set[str]]:
+    route = request.scope.get("route")
+    dep = getattr(route, "dependant", None)
+    if dep is None:
+        return set(request.path_params), set(request.query_params)
+    return ({p.alias for p in dep.path_params}, {p.alias for p in dep.query_params})
+
+
+async def pydantic_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    detail = [
+        {
+            "loc": list(e.get("loc", ())),
+            "msg": str(e.get("msg", "invalid")),
+            "type": str(e.get("type", "")),
+        }
+        for e in exc.errors()
+    ]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+async def validation_error(request: Request, exc: ValidationError) -> JSONResponse:
+    loc = _field_loc(exc.field)
+    path_params, query_params = _route_params(request)
+    where = "path" if loc[0] in path_params else "query" if loc[0] in query_params else "body"
+    return JSONResponse(error_body([where, *loc], exc.problem, error_type(exc)), status_code=422)
+
+
+async def not_found(request: Request, exc: ConversationNotFound) -> JSONResponse:
+    # the same body whether it does not exist or belongs to another namespace
+    return JSONResponse({"detail": f"conversation {exc.conversation_id!r} not found"}, status_code=404)
+
+
+def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None:
+    problem = storage_problem(exc)
+    if problem is None:
+        return None
+    status, detail = problem
+    log.warning("%s %s refused by the storage: %s", request.method, request.url.path, exc)
+    headers = {}
+    if status == 503:
+        runtime_of(request).storage_failed_at = time.monotonic()
+        headers["Retry-After"] = str(STORAGE_RETRY_AFTER_S)
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+async def storage_error(request: Request, exc: Exception) -> JSONResponse:
+    answer = _storage_answer(request, exc)
+    return answer if answer is not None else await unexpected_error(request, exc)
+
+
+async def tiermem_error(request: Request, exc: TiermemError) -> JSONResponse:
+    answer = _storage_answer(request, exc)
+    if answer is not None:
+        return answer
+    runtime_of(request).unhandled.inc()
+    log.error("tiermem error on %s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    # an OSError of the file system (EROFS, EIO, ENOSPC) met outside SQLite is still
+    # the storage refusing, not a bug
+    answer = _storage_answer(request, exc)
+    if answer is not None:
+        return answer
+    runtime_of(request).unhandled.inc()
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+# exception class -> its handler; FastAPI picks the nearest class in the exception's MRO
+HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]], ...] = (
+    (RequestValidationError, pydantic_error),
+    (ValidationError, validation_error),
+    (ConversationNotFound, not_found),
+    (DriverDatabaseError, storage_error),
+    (StorageReadOnly, storage_error),
+    (TiermemError, tiermem_error),
+    (Exception, unexpected_error),
+)
+
+
+def install_handlers(app: FastAPI) -> None:
+    for exc_class, handler in HANDLERS:
+        app.exception_handler(exc_class)(handler)

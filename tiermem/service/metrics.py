@@ -1,0 +1,206 @@
+"""Prometheus metrics of the HTTP service: request latency per route template, requests
+answered 500, and the state of the tiers and the scheduler, read on scrape.
+
+Invariants: labels carry route templates, never raw paths, so no conversation id or
+namespace reaches a label; the state collector reads the tiers at most once per
+`METRICS_CACHE_S` (reading the hot stats visits every conversation); a tier that fails
+to answer is reported down (`tiermem_tier_up` 0), never a failed scrape. `/metrics`
+counts every namespace, so only a metrics token may read it (tiermem.service.routes.ops).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tiermem.service.asgi import HttpMiddleware, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from tiermem.service.runtime import Runtime
+
+log = logging.getLogger("tiermem.service")
+
+METRICS_CACHE_S = 10.0
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def latency_histogram(registry: CollectorRegistry) -> Histogram:
+    return Histogram(
+        "tiermem_http_request_duration_seconds",
+        "HTTP request latency by route",
+        ["method", "route", "status"],
+        registry=registry,
+        buckets=LATENCY_BUCKETS,
+    )
+
+
+def unhandled_counter(registry: CollectorRegistry) -> Counter:
+    return Counter(
+        "tiermem_http_unhandled_errors",
+        "requests answered 500 (a bug: should be 0)",
+        registry=registry,
+    )
+
+
+class StateCollector(Collector):
+    """Tier health, hot-tier evictions, salvaged rows and scheduler lag, read on scrape
+    (cached for METRICS_CACHE_S: reading the hot stats visits every conversation)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._cache: tuple[float, list[Metric]] | None = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> list[Metric]:
+        return []  # collected lazily; nothing to check against at registration
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            now = time.monotonic()
+            if self._cache is None or now - self._cache[0] > METRICS_CACHE_S:
+                self._cache = (now, self._gather())
+            return list(self._cache[1])
+
+    def _gather(self) -> list[Metric]:
+        out: list[Metric] = []
+        rt = self.runtime
+        mem = rt.memory
+        up = GaugeMetricFamily("tiermem_tier_up", "1 when the tier answers, 0 when degraded", labels=["tier"])
+        out.append(up)
+        if mem is None:
+            up.add_metric(["cold"], 0)
+            return out
+        try:
+            cold = mem.cold.stats()
+            up.add_metric(["cold"], 1)
+            for key, name, doc in (
+                ("conversations", "tiermem_conversations", "conversations in the log"),
+                ("messages", "tiermem_messages", "messages in the log"),
+                ("pending_embeddings", "tiermem_pending_embeddings", "turns not embedded yet"),
+            ):
+                out.append(GaugeMetricFamily(name, doc, value=float(cold.get(key, 0))))
+            salvaged = float(cold.get("salvaged_rows", 0))
+            out.append(
+                CounterMetricFamily(
+                    "tiermem_salvaged_rows", "stored rows skipped as undecodable", value=salvaged
+                )
+            )
+        except Exception as exc:
+            log.warning("metrics: cold stats failed: %s", exc)
+            up.add_metric(["cold"], 0)
+        if mem.hot is not None:
+            try:
+                hot = mem.hot.stats()
+                up.add_metric(["hot"], 1 if hot.get("healthy") else 0)
+                out.append(
+                    CounterMetricFamily(
+                        "tiermem_hot_evictions",
+                        "turns evicted from the hot tier",
+                        value=float(hot.get("evictions", 0)),
+                    )
+                )
+                out.append(
+                    CounterMetricFamily(
+                        "tiermem_hot_rebuilds",
+                        "hot sets rebuilt from the cold log by this process",
+                        value=float(hot.get("rebuilds", 0)),
+                    )
+                )
+                out.append(
+                    GaugeMetricFamily(
+                        "tiermem_hot_tokens", "tokens held in the hot tier", value=float(hot.get("tokens", 0))
+                    )
+                )
+                out.append(
+                    GaugeMetricFamily(
+                        "tiermem_hot_pins", "pinned turns in the hot tier", value=float(hot.get("pins", 0))
+                    )
+                )
+                out.append(
+                    GaugeMetricFamily(
+                        "tiermem_hot_overflow_tokens",
+                        "pinned tokens over the hot budget",
+                        value=float(hot.get("overflow_tokens", 0)),
+                    )
+                )
+            except Exception as exc:
+                log.warning("metrics: hot stats failed: %s", exc)
+                up.add_metric(["hot"], 0)
+        snap = rt.scheduler_snapshot()
+        out.append(
+            GaugeMetricFamily(
+                "tiermem_scheduler_running",
+                "1 when the consolidation scheduler runs here",
+                value=1.0 if snap and snap.get("running") else 0.0,
+            )
+        )
+        if snap:
+            out.append(
+                GaugeMetricFamily(
+                    "tiermem_scheduler_lag_turns",
+                    "most turns behind among the views the last run found over budget",
+                    value=float(snap.get("lag_turns") or 0),
+                )
+            )
+            out.append(
+                GaugeMetricFamily(
+                    "tiermem_scheduler_lag_seconds",
+                    "most seconds behind among those views",
+                    value=float(snap.get("lag_seconds") or 0.0),
+                )
+            )
+            out.append(
+                GaugeMetricFamily(
+                    "tiermem_scheduler_start_delay_seconds",
+                    "how late the last run started",
+                    value=float(snap.get("schedule_lag_s") or 0.0),
+                )
+            )
+            out.append(
+                CounterMetricFamily(
+                    "tiermem_scheduler_runs", "consolidation runs", value=float(snap.get("runs") or 0)
+                )
+            )
+            out.append(
+                CounterMetricFamily(
+                    "tiermem_scheduler_errors",
+                    "view refreshes that raised",
+                    value=float(snap.get("errors") or 0),
+                )
+            )
+        return out
+
+
+class MetricsMiddleware(HttpMiddleware):
+    """Request latency per route template (never the raw path: ids stay out of labels)."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                if status == 201:  # something was written: the storage takes writes again
+                    self.runtime.storage_failed_at = None
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        except Exception:
+            status = 500
+            raise
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
+            self.runtime.latency.labels(scope.get("method", ""), label, str(status)).observe(
+                time.perf_counter() - start
+            )

@@ -1,0 +1,23 @@
+"""The HTTP routes, one module per area: ops (/healthz, /metrics), conversations (one
+conversation's reads and writes), recall (context, search) and admin (a namespace's
+listing, counts, retention and erasure).
+
+Every route but /healthz carries the bearer credentials dependency (`auth.credentials`),
+so that OpenAPI shows the scheme when auth is on; what a token may do is decided by the
+namespace dependencies of tiermem.service.auth and, before them, by the guard.
+"""
+
+from fastapi import FastAPI
+
+from tiermem.service.auth import credentials
+from tiermem.service.routes.admin import admin_routes
+from tiermem.service.routes.conversations import conversation_routes
+from tiermem.service.routes.ops import health_routes, metrics_routes
+from tiermem.service.routes.recall import recall_routes
+
+
+def install_routes(app: FastAPI, *, auth_enabled: bool) -> None:
+    creds = credentials(auth_enabled)
+    app.include_router(health_routes)
+    for routes in (metrics_routes, conversation_routes, recall_routes, admin_routes):
+        app.include_router(routes, dependencies=creds)

@@ -1,0 +1,110 @@
+"""A namespace's administration: its conversations and counts, retention by age, and
+erasure on request (one conversation, or a namespace and those below it).
+
+Invariants (DESIGN invariants 3 and 10): erasure removes a conversation's messages and
+every derived byte in one action and answers the erasure report (counts and tombstones,
+no content); a whole namespace is erased only when the request names it in
+`NAMESPACE_HEADER` (422 without it), never by default; namespace routes outside the
+token's prefix answer 403, the same for every outside namespace; what a route counts is
+its own namespace's only.
+"""
+
+from fastapi import APIRouter
+
+from tiermem.service.auth import NAMESPACE_HEADER, ExplicitNs, Ns, SpaceNs
+from tiermem.service.runtime import RuntimeDep
+from tiermem.service.schemas import (
+    CONV_ERRORS,
+    NS_ERRORS,
+    ConversationsOut,
+    ConvId,
+    ErasureOut,
+    PruneIn,
+    PruneOut,
+    StatsOut,
+    erasure_out,
+    finite,
+)
+
+# what /v1/stats shows of each part of Memory.stats (the rest is internal)
+COLD_STATS = ("conversations", "messages", "pending_embeddings")
+HOT_STATS = ("healthy", "backend", "tokens", "members", "pins", "evictions", "overflow_tokens", "demoted_pins")
+SCHEDULER_STATS = ("running", "interval_s", "lag_turns", "lag_seconds")
+
+admin_routes = APIRouter()
+
+
+@admin_routes.delete(
+    "/v1/conversations/{conversation_id}",
+    response_model=ErasureOut,
+    responses=CONV_ERRORS,
+    tags=["write"],
+    summary="Erase a conversation: its messages and every derived byte; a tombstone keeps counts only",
+    description="The right to erasure for one conversation: messages, turns, search and vector "
+    "rows, summaries, checkpoints, plans, pins and its hot-tier keys go in one action, disk is "
+    "reclaimed, and a tombstone records id, namespace, time and counts (no content). 404 when the "
+    "conversation does not exist in the request's namespace (or the namespace is outside the "
+    "token's prefix), with the body of a missing conversation.",
+)
+def delete_conversation(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) -> ErasureOut:
+    return erasure_out(runtime.mem().delete_conversation(conversation_id, namespace=ns))
+
+
+@admin_routes.post(
+    "/v1/prune",
+    response_model=PruneOut,
+    responses=NS_ERRORS,
+    tags=["write"],
+    summary="Delete this namespace's conversations idle for longer than older_than_seconds",
+)
+def prune(body: PruneIn, ns: SpaceNs, runtime: RuntimeDep) -> PruneOut:
+    report = runtime.mem().prune(body.older_than_seconds, namespace=ns)
+    return PruneOut(
+        conversations=report.conversations,
+        messages=report.messages,
+        conversation_ids=list(report.conversation_ids),
+    )
+
+
+@admin_routes.delete(
+    "/v1/namespace",
+    response_model=ErasureOut,
+    responses=NS_ERRORS,
+    tags=["write"],
+    summary=f"Erase the namespace named by {NAMESPACE_HEADER} and every namespace below it",
+    description=f"The right to erasure for a user or tenant: every conversation of the namespace "
+    f"named in the `{NAMESPACE_HEADER}` header and of the namespaces below it is erased as by "
+    "`DELETE /v1/conversations/{id}`. The header is required (422 without it): a namespace is never "
+    "erased by default. 403 when it is outside the token's prefix.",
+)
+def delete_namespace(ns: ExplicitNs, runtime: RuntimeDep) -> ErasureOut:
+    return erasure_out(runtime.mem().delete_namespace(ns))
+
+
+@admin_routes.get(
+    "/v1/conversations",
+    response_model=ConversationsOut,
+    responses=NS_ERRORS,
+    tags=["read"],
+    summary="This namespace's conversations",
+)
+def conversations(ns: SpaceNs, runtime: RuntimeDep) -> ConversationsOut:
+    return ConversationsOut(namespace=ns, conversations=runtime.mem().conversations(ns))
+
+
+@admin_routes.get(
+    "/v1/stats",
+    response_model=StatsOut,
+    responses=NS_ERRORS,
+    tags=["read"],
+    summary="Counts and tier health for this namespace",
+)
+def stats(ns: SpaceNs, runtime: RuntimeDep) -> StatsOut:
+    raw = runtime.mem().stats(namespace=ns)
+    cold = {k: raw["cold"].get(k) for k in COLD_STATS}
+    hot = None
+    if raw.get("hot") is not None:
+        hot = {k: raw["hot"].get(k) for k in HOT_STATS}
+    snap = runtime.scheduler_snapshot()
+    sched = None if snap is None else {k: snap.get(k) for k in SCHEDULER_STATS}
+    return StatsOut(namespace=ns, cold=finite(cold), hot=finite(hot), scheduler=finite(sched))

@@ -1,0 +1,99 @@
+"""The operator's routes: /healthz (no auth) and /metrics (a metrics token).
+
+Invariants: /healthz answers from the first moment of the process ("starting", 503,
+while Memory opens) and reports the cold tier `ok`, `read-only` (the kernel says this
+process cannot write the database, or the storage refused a request in the last
+`STORAGE_FAILURE_MEMORY_S`) or `down` (it cannot be read: 503); read-only still serves
+reads, so it is `degraded`, not down. /metrics counts every namespace, so a tenant
+token gets 403 and no token 401, unless `metrics_public` (loopback clients only) or auth
+is off.
+"""
+
+import logging
+import pathlib
+import time
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tiermem.config import is_loopback
+from tiermem.memory import Memory
+from tiermem.service.runtime import STARTING_RETRY_AFTER_S, RuntimeDep
+from tiermem.service.schemas import ErrorOut, HealthOut
+from tiermem.tiers.embed_onnx import embedder_loaded
+from tiermem.tiers.files import database_writable
+
+log = logging.getLogger("tiermem.service")
+
+STORAGE_FAILURE_MEMORY_S = 60.0  # /healthz reports a storage failure this long after it
+
+health_routes = APIRouter()
+metrics_routes = APIRouter()  # included with the bearer credentials dependency
+
+
+def cold_health(memory: Memory, failed_at: float | None) -> str:
+    """The cold tier's state for /healthz: "ok"; "read-only" when the kernel says this
+    process cannot write the database, its sidecars or its directory (read-only mount,
+    immutable file, permissions), or the storage refused or failed a request in the
+    last STORAGE_FAILURE_MEMORY_S. Raises when the database cannot even be read."""
+    memory.cold.namespace_of("healthz")  # a real read; raises when reads fail
+    if isinstance(memory.cold.path, pathlib.Path) and not database_writable(memory.cold.path):
+        return "read-only"
+    if failed_at is not None and time.monotonic() - failed_at < STORAGE_FAILURE_MEMORY_S:
+        return "read-only"
+    return "ok"
+
+
+@health_routes.get(
+    "/healthz",
+    response_model=HealthOut,
+    tags=["ops"],
+    summary="Liveness and tier health (no auth): the cold tier is ok, read-only or down",
+    responses={503: {"model": HealthOut, "description": "the cold tier cannot be read, or starting"}},
+)
+def healthz(runtime: RuntimeDep) -> JSONResponse:
+    mem = runtime.memory
+    if mem is None:
+        return JSONResponse({"status": "starting", "tiers": {}}, status_code=503,
+                            headers={"Retry-After": str(STARTING_RETRY_AFTER_S)})
+    tiers: dict[str, str] = {}
+    try:
+        tiers["cold"] = cold_health(mem, runtime.storage_failed_at)
+    except Exception as exc:
+        log.warning("healthz: cold tier failed: %s", exc)
+        tiers["cold"] = "down"
+    tiers["hot"] = "disabled" if mem.hot is None else ("ok" if mem.hot.healthy else "degraded")
+    tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
+    tiers["embedder"] = runtime.embedder_state if runtime.owns_memory else (
+        "ready" if embedder_loaded(mem.embedder) else "idle")
+    if tiers["cold"] == "down":
+        return JSONResponse({"status": "down", "tiers": tiers}, status_code=503)
+    # read-only still answers reads: degraded, not down (a restart would not fix it)
+    status = "ok" if tiers["cold"] == "ok" else "degraded"
+    return JSONResponse({"status": status, "tiers": tiers}, status_code=200)
+
+
+@metrics_routes.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    tags=["ops"],
+    summary="Prometheus metrics: latency per route, tier health, evictions, salvaged rows, scheduler lag",
+    description="Counts every namespace, so it needs a token from `metrics_tokens` (a tenant's "
+    "token answers 403), unless `metrics_public` is set (loopback only) or auth is off.",
+    responses={
+        401: {"model": ErrorOut, "description": "no metrics token"},
+        403: {"model": ErrorOut, "description": "a tenant token: metrics count every namespace"},
+    },
+)
+def metrics(request: Request, runtime: RuntimeDep) -> PlainTextResponse:
+    authorization = request.headers.get("authorization")
+    client = request.client.host if request.client is not None else ""
+    public = runtime.config.metrics_public and is_loopback(client)
+    if not (public or not runtime.auth.enabled or runtime.auth.metrics_token(authorization)):
+        if runtime.auth.grant(authorization) is not None:
+            raise HTTPException(
+                403, "a tenant token cannot read /metrics (it counts every namespace); use a metrics token"
+            )
+        raise HTTPException(401, "missing or invalid metrics token", headers={"WWW-Authenticate": "Bearer"})
+    return PlainTextResponse(generate_latest(runtime.registry).decode(), media_type=CONTENT_TYPE_LATEST)

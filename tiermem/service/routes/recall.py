@@ -1,0 +1,94 @@
+"""The retrieval routes: the per-turn context of a conversation (the planner's slice of
+the past under a hard token budget) and hybrid search.
+
+Invariants: the context never holds more tokens than the budget asked (Memory.context,
+DESIGN invariant 5) and carries its plan; /v1/search with a `conversation_id` is a
+conversation route (outside the prefix: 404 like a missing conversation), without one a
+namespace route (403), and stays inside the exact namespace asked for; search text is
+never interpreted as query syntax; scores are finite.
+"""
+
+import math
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from tiermem.errors import ValidationError
+from tiermem.memory import MAX_SEARCH_K
+from tiermem.service.auth import Ns, SearchNs
+from tiermem.service.runtime import RuntimeDep
+from tiermem.service.schemas import (
+    CONV_ERRORS,
+    NS_ERRORS,
+    ContextIn,
+    ContextOut,
+    ConvId,
+    SearchHitOut,
+    SearchOut,
+    finite,
+)
+
+DEFAULT_SEARCH_K = 10  # hits /v1/search returns when the caller names no k
+
+recall_routes = APIRouter()
+
+
+@recall_routes.post(
+    "/v1/conversations/{conversation_id}/context",
+    response_model=ContextOut,
+    responses=CONV_ERRORS,
+    tags=["read"],
+    summary="The slice of the past to send with this turn, under a hard token budget",
+)
+def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDep) -> ContextOut:
+    ctx = runtime.mem().context(
+        conversation_id,
+        body.query,
+        body.budget,
+        system=body.system,
+        namespace_recall=body.namespace_recall,
+        namespace=ns,
+        truncate_latest=body.truncate_latest,
+    )
+    return ContextOut(
+        messages=finite(ctx.messages),
+        tokens=ctx.tokens,
+        plan=finite(ctx.plan.to_dict()),
+        explain=ctx.plan.explain(),
+    )
+
+
+@recall_routes.get(
+    "/v1/search",
+    response_model=SearchOut,
+    responses={**CONV_ERRORS, **NS_ERRORS},
+    tags=["read"],
+    summary="Hybrid search (vectors + bm25) in one conversation, or across the namespace",
+)
+def search(
+    ns: SearchNs,
+    runtime: RuntimeDep,
+    q: Annotated[str, Query(description="free text; search syntax is not interpreted")],
+    conversation_id: Annotated[
+        str | None, Query(description="omit to search the whole namespace")
+    ] = None,
+    k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K)] = DEFAULT_SEARCH_K,
+) -> SearchOut:
+    try:
+        hits = runtime.mem().search(conversation_id, q, k, namespace=ns)
+    except ValidationError as exc:
+        if exc.field == "query":
+            raise ValidationError("q", exc.problem) from None
+        raise
+    return SearchOut(
+        hits=[
+            SearchHitOut(
+                conversation_id=h.conversation_id,
+                position=h.position,
+                score=h.score if math.isfinite(h.score) else 0.0,
+                ranks=dict(h.ranks),
+                text=h.text,
+            )
+            for h in hits
+        ]
+    )

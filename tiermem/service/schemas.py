@@ -1,0 +1,339 @@
+"""The HTTP service's request and response models, its path-parameter annotations, the
+error responses each kind of route documents, and the conversions of library records into
+response bodies.
+
+Invariants: every request model forbids unknown fields (except `MessageIn`, whose extra
+fields are the message body, checked by tiers.formats), bounds every number the store
+keeps (`MAX_POSITION`, `MAX_CREATED_AT`) and refuses NaN/Infinity; every response body
+is finite JSON (`finite`): no NaN, no Infinity, whatever a stored row holds.
+"""
+
+import math
+import re
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from fastapi import Path
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tiermem.config import DEFAULT_MAX_ID_CHARS
+from tiermem.memory import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_PIN_PRIORITY,
+    MAX_BATCH_MESSAGES,
+    MAX_BUDGET_TOKENS,
+    MAX_PIN_PRIORITY,
+    MIN_PIN_PRIORITY,
+)
+from tiermem.tiers.models import (
+    ID_PATTERN,
+    MAX_POSITION,
+    MAX_TIMESTAMP,
+    ErasureReport,
+    Message,
+    StoredMessage,
+)
+
+MAX_CREATED_AT = MAX_TIMESTAMP  # the last instant a datetime can show (tiers.models)
+# Ids are documented with their pattern but validated by Memory, whose message is clearer.
+_ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
+_ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
+ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
+
+
+# -- request and response models ---------------------------------------------------------------
+
+
+class MessageIn(Message):
+    """One message in any OpenAI format (a Chat Completions message or a Responses input
+    item: tiers.formats) plus tiermem's envelope fields."""
+
+    # extra="allow": the body is every field that is not the envelope; tiers.formats refuses
+    # unknown ones by name
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    # Bounded so that every stored time still converts to a date (year <= 9999) when
+    # plans and summaries render it; the library model only requires >= 0.
+    created_at: float | None = Field(None, ge=0, le=MAX_CREATED_AT, description="unix seconds; default: now")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "MessageIn":
+        # the body is checked by Memory.append (tiers.formats), whose error names the field:
+        # a 422 whose loc points at it, not at the whole body
+        if self.session_id is not None and any(ord(c) < 32 or ord(c) == 127 for c in self.session_id):
+            raise ValueError("session_id must not contain control characters")
+        return self
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
+    session_id: str | None = Field(
+        None, min_length=1, max_length=128, description="applied to every message of the batch"
+    )
+
+
+class ContextIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str | None = Field(None, description="the new turn's question; None: plan from the log alone")
+    budget: int = Field(DEFAULT_BUDGET_TOKENS, ge=1, le=MAX_BUDGET_TOKENS, description="hard cap on the returned tokens")
+    system: str | None = Field(None, description="a system message to put first")
+    namespace_recall: bool = Field(
+        True, description="also retrieve from this namespace's other conversations"
+    )
+    truncate_latest: bool = Field(
+        False, description="cut the latest user message instead of failing when it alone exceeds the budget"
+    )
+
+
+class ForkIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    up_to: int = Field(ge=0, le=MAX_POSITION, description="last position copied into the fork")
+    new_id: str | None = Field(
+        None,
+        description=f"id of the new conversation (default: generated): {_ID_DOC}",
+        json_schema_extra=_ID_SCHEMA,
+    )
+
+
+class PinIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    position: int = Field(ge=0, le=MAX_POSITION)
+    priority: int = Field(DEFAULT_PIN_PRIORITY, ge=MIN_PIN_PRIORITY, le=MAX_PIN_PRIORITY, description="lowest priorities are demoted first under pressure")
+
+
+class CheckpointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    summary: str = Field(min_length=1, description="stands in for positions <= position")
+    position: int = Field(ge=0, le=MAX_POSITION)
+
+
+class PruneIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    older_than_seconds: float = Field(
+        ge=0,
+        description="delete whole conversations of this namespace whose "
+        "last message is older than this many seconds",
+    )
+
+
+class AppendOut(BaseModel):
+    conversation_id: str
+    position: int
+
+
+class BatchOut(BaseModel):
+    conversation_id: str
+    positions: list[int]
+
+
+class StoredMessageOut(BaseModel):
+    conversation_id: str
+    position: int
+    role: str
+    message: dict[str, Any] = Field(description="the OpenAI-format message as stored")
+    session_id: str | None
+    metadata: dict[str, Any] | None
+    created_at: float
+    tokens: int
+
+
+class HistoryOut(BaseModel):
+    conversation_id: str
+    messages: list[StoredMessageOut]
+
+
+class ValidityPoint(BaseModel):
+    position: int
+    time: float
+
+
+class ValidUntil(ValidityPoint):
+    superseded_by: int
+
+
+class FactOut(BaseModel):
+    """A statement and what was true when: valid from its own position and time until
+    the turn that superseded it (null while current)."""
+
+    position: int
+    role: str
+    text: str
+    status: str  # "current" or "superseded"
+    valid_from: ValidityPoint
+    valid_until: ValidUntil | None
+    current_position: int | None  # the end of its chain of corrections; null when retracted
+
+
+class FactsOut(BaseModel):
+    conversation_id: str
+    facts: list[FactOut]
+
+
+class CheckpointOut(BaseModel):
+    conversation_id: str
+    position: int
+    summary: str
+    metadata: dict[str, Any] | None
+    created_at: float
+
+
+class ActiveOut(BaseModel):
+    conversation_id: str
+    checkpoint: CheckpointOut | None
+    messages: list[StoredMessageOut]
+
+
+class ContextOut(BaseModel):
+    messages: list[dict[str, Any]] = Field(description="OpenAI-format messages, ready to send")
+    tokens: int = Field(description="exact token count of `messages`, never above the budget")
+    plan: dict[str, Any] = Field(description="every slice, why it was chosen, what was left out")
+    explain: str = Field(description="the plan as text")
+
+
+class ForkOut(BaseModel):
+    conversation_id: str
+    parent_id: str
+    up_to: int
+
+
+class PinOut(BaseModel):
+    conversation_id: str
+    position: int
+    pinned: bool
+    priority: int | None
+
+
+class PruneOut(BaseModel):
+    conversations: int
+    messages: int
+    conversation_ids: list[str]
+
+
+class ErasureOut(BaseModel):
+    conversations: int = Field(description="conversations erased")
+    messages: int = Field(description="messages erased with them")
+    bytes_reclaimed: int = Field(description="bytes the database file gave back")
+    tombstones: list[dict[str, Any]] = Field(
+        description="one per erased conversation: id, namespace, time and counts, no content"
+    )
+
+
+class ConversationsOut(BaseModel):
+    namespace: str
+    conversations: list[str]
+
+
+class SearchHitOut(BaseModel):
+    conversation_id: str
+    position: int
+    score: float
+    ranks: dict[str, int]
+    text: str
+
+
+class SearchOut(BaseModel):
+    hits: list[SearchHitOut]
+
+
+class StatsOut(BaseModel):
+    namespace: str
+    cold: dict[str, Any]
+    hot: dict[str, Any] | None
+    scheduler: dict[str, Any] | None
+
+
+class HealthOut(BaseModel):
+    status: str
+    tiers: dict[str, str]
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: list[ErrorItem]
+
+
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "a header sent twice (Content-Type, Authorization, ...)"},
+    401: {"model": ErrorOut, "description": "missing or invalid bearer token"},
+    413: {"model": ErrorOut, "description": "request body over max_body_bytes"},
+    415: {"model": ErrorOut, "description": "a body that is not application/json in UTF-8"},
+    422: {"model": ValidationErrorOut, "description": "invalid input, naming the field; nothing written"},
+    503: {
+        "model": ErrorOut,
+        "description": "the storage is read-only or failing (or the service is starting); nothing written",
+        "headers": _RETRY_AFTER,
+    },
+    507: {"model": ErrorOut, "description": "the disk (or the database's size cap) is full; nothing written"},
+}
+# conversation routes: outside the token's prefix, exactly the answer of a missing conversation
+CONV_ERRORS = {
+    **ERRORS,
+    404: {
+        "model": ErrorOut,
+        "description": "no such conversation in this namespace; the same answer, body included, when "
+        "the namespace is outside the token's prefix",
+    },
+}
+# namespace routes: outside the token's prefix, 403, the same for every outside namespace
+NS_ERRORS = {
+    **ERRORS,
+    403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
+}
+APPEND_ERRORS = CONV_ERRORS  # ids are per namespace: an append never meets another namespace's id
+
+
+# -- conversions into response bodies -------------------------------------------------------
+
+
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by None (JSON has no NaN/Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def stored_out(m: StoredMessage) -> StoredMessageOut:
+    return StoredMessageOut(
+        conversation_id=m.conversation_id,
+        position=m.position,
+        role=m.role,
+        message=finite(m.body),
+        session_id=m.session_id,
+        metadata=finite(m.metadata),
+        created_at=m.created_at if math.isfinite(m.created_at) else 0.0,
+        tokens=m.tokens,
+    )
+
+
+def erasure_out(report: ErasureReport) -> ErasureOut:
+    """The HTTP form of an `ErasureReport` (tiers.cold)."""
+    return ErasureOut(
+        conversations=report.conversations,
+        messages=report.messages,
+        bytes_reclaimed=report.bytes_reclaimed,
+        tombstones=[finite(dict(t)) for t in report.tombstones],
+    )
+
+
+def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:
+    """A 422 body of one error item, shaped like FastAPI's own (`ValidationErrorOut`)."""
+    return {"detail": [{"loc": list(loc), "msg": msg, "type": type_}]}
+
+
+def error_type(exc: BaseException) -> str:
+    """The `type` of an error item for an exception: its class name in snake case."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).lower()

@@ -1,0 +1,400 @@
+"""The SQLite schema and its connections: the driver, the ordered list of migrations,
+and `connect` / `migrate`.
+
+Invariants:
+- Migrations are an ordered, append-only list of small named functions; released steps
+  are never edited (a change is a new step). Each runs in its own transaction under the
+  write lock and bumps `PRAGMA user_version`, which records what has been applied.
+- A database newer than the code is refused before anything writes to it (its header is
+  read first, then `user_version` again under the lock) and is left untouched.
+- The file is created 0600 before WAL mode exists, so the -wal and -shm sidecars get the
+  same mode; `secure_delete` is on for every connection (erased text is overwritten).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tiermem.tiers.errors import DriverUnavailable, SchemaTooNew, ValidationError
+from tiermem.tiers.files import create_private_file, database_writable, refuse_newer_header
+
+# Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
+# is compiled without `enable_load_extension`, so sqlite-vec cannot load through it.
+# sqlean.py is a drop-in DB-API module with its own SQLite (3.50, FTS5 included) that
+# can load extensions, and ships wheels for Linux, macOS and Windows on x86-64 and
+# arm64; pysqlite3-binary is Linux-x86-64 only, and apsw has a different API.
+try:
+    import sqlean as sqlite3
+except ImportError as exc:  # pragma: no cover - the dependency is declared
+    raise DriverUnavailable(str(exc)) from exc
+
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
+# the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
+DriverDatabaseError = sqlite3.DatabaseError
+VEC_TABLE = "messages_vec"
+# The FTS `scope` column of a message: a token for its conversation and one for its
+# namespace (hex of the UTF-8 id: any id becomes one alphanumeric token). `c` is the
+# conversations row.
+SCOPE_SQL = "('c' || lower(hex(c.id)) || ' n' || lower(hex(c.namespace)))"
+
+Connection = Any  # sqlean.Connection; the driver ships no type stubs
+
+
+# ----------------------------------------------------------------------------------
+# Migrations: an ordered, append-only list. Released steps are never edited; a change
+# is a new step. Each runs in its own transaction and bumps PRAGMA user_version.
+
+
+def m001_create_conversations(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE conversations(
+            id TEXT PRIMARY KEY,
+            namespace TEXT NOT NULL,
+            parent_id TEXT,
+            fork_position INTEGER,
+            created_at REAL NOT NULL,
+            last_message_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX conversations_by_namespace ON conversations(namespace, id)")
+    c.execute("CREATE INDEX conversations_by_last ON conversations(last_message_at)")
+
+
+def m002_create_messages(c: Connection) -> None:
+    # (conversation_id, position) is the primary key; `id` is a second, store-assigned
+    # integer that FTS and vec0 rows key on (both need an integer rowid), declared as a
+    # column so that VACUUM can never renumber it.
+    c.execute(
+        """CREATE TABLE messages(
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL CHECK (position >= 0),
+            id INTEGER NOT NULL UNIQUE,
+            role TEXT NOT NULL,
+            body TEXT NOT NULL,
+            session_id TEXT,
+            metadata TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, position)
+        )"""
+    )
+    # prune arms this guard inside its own transaction; no other connection can see it.
+    c.execute("CREATE TABLE prune_guard(armed INTEGER NOT NULL)")
+    c.execute(
+        """CREATE TRIGGER messages_no_update BEFORE UPDATE ON messages
+           BEGIN SELECT RAISE(ABORT, 'messages are append-only: UPDATE is refused'); END"""
+    )
+    c.execute(
+        """CREATE TRIGGER messages_no_delete BEFORE DELETE ON messages
+           WHEN NOT EXISTS (SELECT 1 FROM prune_guard WHERE armed = 1)
+           BEGIN SELECT RAISE(ABORT, 'messages are append-only: DELETE only through prune'); END"""
+    )
+
+
+def m003_create_turns(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE turns(
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            id INTEGER NOT NULL UNIQUE,
+            role TEXT NOT NULL,
+            session_id TEXT,
+            tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            embedded INTEGER NOT NULL DEFAULT 0,
+            intent TEXT,
+            load_bearing INTEGER,
+            priority INTEGER,
+            label_reason TEXT,
+            superseded_by INTEGER,
+            PRIMARY KEY (conversation_id, position)
+        )"""
+    )
+    c.execute("CREATE INDEX turns_pending ON turns(embedded) WHERE embedded = 0")
+    c.execute("CREATE INDEX turns_unlabeled ON turns(conversation_id, position) WHERE intent IS NULL")
+
+
+def m004_create_checkpoints(c: Connection) -> None:
+    c.execute(
+        """CREATE TABLE checkpoints(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            summary TEXT NOT NULL,
+            metadata TEXT,
+            created_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX checkpoints_by_conv ON checkpoints(conversation_id, position)")
+
+
+def m005_create_fts(c: Connection) -> None:
+    c.execute(
+        "CREATE VIRTUAL TABLE messages_fts USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+
+
+def m006_create_meta_and_pins(c: Connection) -> None:
+    c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    c.execute("INSERT INTO meta(key, value) VALUES ('db_uuid', ?)", (uuid.uuid4().hex,))
+    # Explicit pins are user state, not derived: rebuild() keeps them.
+    c.execute(
+        """CREATE TABLE pins(
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            priority INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, position)
+        )"""
+    )
+
+
+def m007_index_load_bearing(c: Connection) -> None:
+    # the planner reads a conversation's load-bearing turns on every context() call
+    c.execute("CREATE INDEX turns_load_bearing ON turns(conversation_id, position) WHERE load_bearing = 1")
+    c.execute("CREATE INDEX turns_by_role ON turns(conversation_id, role, position)")
+
+
+def m008_create_plans(c: Connection) -> None:
+    # optional (Config.store_plans): answers "why did it load this on turn 37?" later
+    c.execute(
+        """CREATE TABLE plans(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            last_position INTEGER NOT NULL,
+            plan TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX plans_by_conv ON plans(conversation_id, last_position)")
+
+
+def m009_messages_no_replace(c: Connection) -> None:
+    # REPLACE (or INSERT OR REPLACE) settles a key conflict by deleting the stored row,
+    # and that delete fires no DELETE trigger unless recursive_triggers is on, which a
+    # raw connection never turns on: it would overwrite a message. A BEFORE INSERT
+    # trigger sees the conflict first. Appends never conflict (both keys are MAX + 1).
+    c.execute(
+        """CREATE TRIGGER messages_no_replace BEFORE INSERT ON messages
+           WHEN EXISTS (SELECT 1 FROM messages WHERE conversation_id = NEW.conversation_id
+                                                 AND position = NEW.position)
+             OR EXISTS (SELECT 1 FROM messages WHERE id = NEW.id)
+           BEGIN SELECT RAISE(ABORT, 'messages are append-only: a stored message cannot be replaced'); END"""
+    )
+
+
+def m010_create_summaries(c: Connection) -> None:
+    # the warm tier's versioned summary views (tiers/warm.py) and its refresh errors
+    c.execute(
+        """CREATE TABLE summaries(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('rolling', 'constraints', 'session')),
+            key TEXT NOT NULL DEFAULT '',
+            version INTEGER NOT NULL CHECK (version >= 1),
+            start_position INTEGER NOT NULL,
+            end_position INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            summarizer TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE(conversation_id, kind, key, version)
+        )"""
+    )
+    c.execute(
+        """CREATE TABLE summary_errors(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL DEFAULT '',
+            error TEXT NOT NULL,
+            at REAL NOT NULL
+        )"""
+    )
+    c.execute(
+        "CREATE INDEX summary_errors_by_view ON summary_errors(conversation_id, kind, key, id)"
+    )
+
+
+def m011_fts_scope_column(c: Connection) -> None:
+    # bm25 over the whole table, then filtering to one conversation, grows with the
+    # database (414 ms at 1M turns). A `scope` column holding one token for the
+    # conversation and one for its namespace lets FTS5 intersect with that token's
+    # doclist first (`scope : "c<hex>" AND text : (...)`), so the cost follows the
+    # conversation's size. Derived data: rebuilt from the old table in place.
+    c.execute(
+        "CREATE VIRTUAL TABLE messages_fts_new USING fts5(text, scope, "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    c.execute(
+        "INSERT INTO messages_fts_new(rowid, text, scope) SELECT f.rowid, f.text, " + SCOPE_SQL + " "
+        "FROM messages_fts f JOIN messages m ON m.id = f.rowid JOIN conversations c ON c.id = m.conversation_id"
+    )
+    c.execute("DROP TABLE messages_fts")
+    c.execute("ALTER TABLE messages_fts_new RENAME TO messages_fts")
+
+
+def m012_pin_versions(c: Connection) -> None:
+    # A per-conversation counter that moves whenever what the planner may pin could have
+    # changed: a load-bearing turn arrives, leaves or is relabelled, a supersession is
+    # recorded, a pin is set or removed. Triggers keep it exact for every writer, in any
+    # process, so a reader can keep the pinned block between turns and re-read it only
+    # when the counter moved (one primary-key read, against 2-5 ms at 20k turns). Rows
+    # are never deleted, so a pruned and re-created conversation never reuses a version.
+    c.execute("CREATE TABLE pin_versions(conversation_id TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+    bump = ("INSERT INTO pin_versions(conversation_id, version) VALUES ({conv}, 1) "
+            "ON CONFLICT(conversation_id) DO UPDATE SET version = version + 1;")
+    c.execute("CREATE TRIGGER pin_version_turn_insert AFTER INSERT ON turns WHEN NEW.load_bearing = 1 "
+              f"BEGIN {bump.format(conv='NEW.conversation_id')} END")
+    c.execute("CREATE TRIGGER pin_version_turn_update AFTER UPDATE OF load_bearing, priority, superseded_by ON turns "
+              "WHEN OLD.load_bearing IS NOT NEW.load_bearing OR OLD.priority IS NOT NEW.priority "
+              "OR OLD.superseded_by IS NOT NEW.superseded_by "
+              f"BEGIN {bump.format(conv='NEW.conversation_id')} END")
+    c.execute("CREATE TRIGGER pin_version_turn_delete AFTER DELETE ON turns WHEN OLD.load_bearing = 1 "
+              f"BEGIN {bump.format(conv='OLD.conversation_id')} END")
+    for event, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")):
+        c.execute(f"CREATE TRIGGER pin_version_pins_{event.lower()} AFTER {event} ON pins "
+                  f"BEGIN {bump.format(conv=row + '.conversation_id')} END")
+
+
+def m013_conversation_incarnations(c: Connection) -> None:
+    # Derived state belongs to an incarnation, not to an id string (DESIGN invariant 9),
+    # and ids are unique per namespace (invariant 10). `conversations.id` becomes the
+    # conversation's *key*, its incarnation, which every other table already keys on;
+    # `name` is the id a caller knows, unique within its namespace. A conversation that
+    # existed before this step keeps its id as its key, so nothing is rewritten.
+    # `conversation_keys` holds every key ever issued and is never deleted from: a new
+    # incarnation can never be handed a key (and so the Redis keys, cached views, vector
+    # partition or pinned-block versions) of one that was pruned or erased.
+    c.execute("ALTER TABLE conversations ADD COLUMN name TEXT")
+    c.execute("UPDATE conversations SET name = id")
+    c.execute("CREATE UNIQUE INDEX conversations_by_name ON conversations(namespace, name)")
+    c.execute("CREATE TABLE conversation_keys(key TEXT PRIMARY KEY, issued_at REAL NOT NULL)")
+    # pin_versions rows outlive prune, so they name keys of conversations already gone
+    c.execute("INSERT OR IGNORE INTO conversation_keys(key, issued_at) SELECT id, created_at FROM conversations")
+    c.execute("INSERT OR IGNORE INTO conversation_keys(key, issued_at) SELECT conversation_id, 0 FROM pin_versions")
+    # What is left of a pruned or erased conversation: who, when, how much; no content.
+    c.execute(
+        """CREATE TABLE tombstones(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            key TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            name TEXT NOT NULL,
+            reason TEXT NOT NULL CHECK (reason IN ('prune', 'erase')),
+            messages INTEGER NOT NULL,
+            summaries INTEGER NOT NULL,
+            checkpoints INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            deleted_at REAL NOT NULL
+        )"""
+    )
+    c.execute("CREATE INDEX tombstones_by_namespace ON tombstones(namespace, deleted_at)")
+    # Keys erased while Redis was unreachable: their Redis keys are deleted when it returns.
+    c.execute("CREATE TABLE redis_purge(key TEXT PRIMARY KEY, at REAL NOT NULL)")
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    m001_create_conversations,
+    m002_create_messages,
+    m003_create_turns,
+    m004_create_checkpoints,
+    m005_create_fts,
+    m006_create_meta_and_pins,
+    m007_index_load_bearing,
+    m008_create_plans,
+    m009_messages_no_replace,
+    m010_create_summaries,
+    m011_fts_scope_column,
+    m012_pin_versions,
+    m013_conversation_incarnations,
+]
+def schema_version() -> int:
+    """The schema version this code writes. Every layer's tables live in the one list of
+    migrations (the warm tier's too): a process that imports only the cold tier agrees on
+    the version with one that imports all."""
+    return len(MIGRATIONS)
+
+
+# ----------------------------------------------------------------------------------
+# Connections
+
+
+def _create_private_file(path: Path) -> bool:
+    """Create `path` (and its directory) with mode 0600 before SQLite opens it, so the
+    WAL sidecars, which SQLite creates with the database file's mode, are 0600 too. An
+    existing file is left as it is here (True only when this call created the file)."""
+    return create_private_file(path)
+
+
+def connect(
+    path: Path, *, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, synchronous: str = "NORMAL"
+) -> Connection:
+    """Open (creating if needed) a tiermem database with sqlite-vec loaded."""
+    import sqlite_vec
+
+    if path.exists() and not database_writable(path):
+        from tiermem.tiers.readonly import connect_read_only
+
+        return connect_read_only(path, schema_version())
+    refuse_newer_header(path, schema_version())
+    created = _create_private_file(path)
+    if not created and os.stat(path).st_mode & 0o077:  # an older tiermem's wider file: tighten it
+        os.chmod(path, 0o600)  # before SQLite opens it and creates the WAL sidecars with its mode
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    # Refuse a newer schema before anything below writes to the file (switching a
+    # rollback-journal database to WAL rewrites its header): the error promises that
+    # the database is left untouched. migrate() checks again under the write lock.
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > schema_version():
+        conn.close()
+        raise SchemaTooNew(str(path), found, schema_version())
+    # auto_vacuum can only be chosen before the first table exists; INCREMENTAL lets
+    # prune hand freed pages back to the file system.
+    if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("PRAGMA journal_mode = WAL")
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ValidationError("sqlite_synchronous", "must be NORMAL or FULL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute(f"PRAGMA cache_size = -{DEFAULT_CACHE_KIB}")
+    # deleted content is overwritten, not left in free space: an erased conversation's
+    # text must not be recoverable from the file (DESIGN invariant 3)
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    return conn
+
+
+def migrate(conn: Connection, path: str) -> int:
+    """Apply pending migrations; refuse a database newer than this code."""
+    supported = schema_version()
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > supported:
+        raise SchemaTooNew(path, found, supported)
+    while found < supported:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have migrated while we waited for the lock
+            found = conn.execute("PRAGMA user_version").fetchone()[0]
+            if found > supported:
+                raise SchemaTooNew(path, found, supported)
+            if found < supported:
+                MIGRATIONS[found](conn)
+                conn.execute(f"PRAGMA user_version = {found + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+    return int(found)
