@@ -1,7 +1,7 @@
 """`tiermem tune`: evidence recall and billed cost of candidate configs at several budgets,
 on your own conversations, in one run.
 
-    tiermem tune support.jsonl --budgets 500,1000,2000 --grid retrieval_k=10,20 \\
+    tiermem tune support.jsonl --budgets 500,1000,2000 --grid layer_shares.tail=0.05,0.2 \\
         --grid slice_shares.default.tail=0.2,0.3 --json-out tune.json --write-config best.toml
 
 Candidates: the base config (`--config FILE`, else the global `--config` / env
