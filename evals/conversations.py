@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -47,7 +48,7 @@ from tiermem.tiers.errors import DataFileError, ValidationError
 from tiermem.tiers.formats import canonical_role
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
-Format = Literal["conversations", "locomo"]
+Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
 BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
 
@@ -355,3 +356,19 @@ def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1
             if progress is not None:
                 progress(len(chunk))
     return report
+
+
+def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: str) -> Iterator[dict[str, Any]]:
+    """Every stored message of the conversations (all of `namespace`'s when None) as lines
+    of the conversations format, in log order: `tiermem import` of them gives the same
+    histories (bodies, sessions, metadata, times), and re-importing into the same data dir
+    appends nothing."""
+    ids = memory.conversations(namespace) if conversation_ids is None else conversation_ids
+    for cid in ids:
+        for m in memory.history(cid, namespace=namespace):
+            line: dict[str, Any] = {"conversation_id": cid, "message": m.body, "created_at": m.created_at}
+            if m.session_id is not None:
+                line["session_id"] = m.session_id
+            if m.metadata is not None:
+                line["metadata"] = m.metadata
+            yield line

@@ -175,3 +175,35 @@ def recall_vs_cost(result: Mapping[str, Any], path: Path, *, title: str = "") ->
     ax.set_title(title or "Long-history QA session: recall against billed cost")
     ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def tune_recall_vs_cost(result: Mapping[str, Any], path: Path, *, title: str = "") -> Path:
+    """`result`: `evals.tune.run_tune(...)`. Recall against billed input tokens, one point per
+    candidate and budget (a line per candidate, budgets annotated): evidence recall filled
+    where the data has labelled probes, the label-free reply recall hollow and dotted."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for c in result["candidates"]:
+        pts = sorted(((int(b), r) for b, r in c["budgets"].items()), key=lambda p: p[0])
+        values = ", ".join(f"{k}={v}" for k, v in c["values"].items()) or "base"
+        color = None
+        styles: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("evidence_recall", {"marker": "o"}),
+            ("reply_recall", {"marker": "s", "linestyle": ":", "fillstyle": "none"}))
+        for key, style in styles:
+            shown = [(b, r) for b, r in pts if r[key] is not None]
+            if not shown:
+                continue
+            xs = [r["total_billed"] for _b, r in shown]
+            ys = [100 * r[key] for _b, r in shown]
+            what = "evidence recall" if key == "evidence_recall" else "reply recall (no labels)"
+            (line,) = ax.plot(xs, ys, label=f"{c['name']} ({values}): {what}", color=color, **style)
+            color = line.get_color()
+            for (b, _r), x, y in zip(shown, xs, ys, strict=True):
+                ax.annotate(f"{b:,}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("input tokens billed over the replay, with prompt caching")
+    ax.set_ylabel("recall (%)")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title or f"tiermem tune {Path(str(result['data'])).name}: recall against billed cost")
+    ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -1,7 +1,7 @@
 """`tiermem tune`: evidence recall and billed cost of candidate configs at several budgets,
 on your own conversations, in one run.
 
-    tiermem tune support.jsonl --budgets 500,1000,2000 --grid retrieval_k=10,20 \\
+    tiermem tune support.jsonl --budgets 500,1000,2000 --grid layer_shares.tail=0.05,0.2 \\
         --grid slice_shares.default.tail=0.2,0.3 --json-out tune.json --write-config best.toml
 
 Candidates: the base config (`--config FILE`, else the global `--config` / env
@@ -26,11 +26,20 @@ that nothing is retrieved across conversations:
   messages the context includes verbatim or trimmed, averaged over probes with evidence;
   answer coverage as in `evals.locomo` for probes with an answer.
 
-Best: the highest evidence recall (ties: lower billed) among the (candidate, budget)
+Best: the highest recall (ties: lower billed) among the (candidate, budget)
 points that meet `--min-recall` (then the cheapest that meets it wins instead) and
 `--max-cost-ratio` (billed / full context billed); with no probes, the cheapest.
-`--write-config` writes the best candidate as a TOML file: the base file's settings with
-the candidate's grid values over them, the budget and figures in a comment.
+`--write-config` writes the best candidate as a TOML file in sections: the base file's
+settings with the candidate's grid values over them, the budget and figures in a comment.
+`--plot` draws recall against billed cost, one point per candidate and budget.
+
+**Reply recall** (`evals.attribution`, no labels needed): each assistant reply's sources,
+the earlier turns outside the recent window that its sentences restate (lexically and by
+meaning, thresholds documented there), found once from the log; at each user message the
+context built at each budget is scored by the share of the next reply's sources it
+contained. Where the data has probes, `reply_recall_vs_evidence_recall` gives the Spearman
+correlation of the two measures over the points, overall and within each budget.
+Best: ranked by evidence recall where there are probes, else by reply recall.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tiermem.config import CONFIG_ENV, Config, redact
+from tiermem.config_sections import flatten, nest, read_file, to_toml
+from tiermem.evals.attribution import ReplyScore, attribute, spearman
 from tiermem.evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
 from tiermem.evals.conversations import Dataset
 from tiermem.evals.cost import MethodSeries, Renderer
@@ -140,37 +151,6 @@ def effective(cfg: Config) -> dict[str, Any]:
     return {k: redact(k, v) for k, v in cfg.model_dump(mode="json").items() if k != "data_dir"}
 
 
-# -- TOML out ---------------------------------------------------------------------------------
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return json.dumps(str(v), ensure_ascii=False)  # a TOML basic string
-
-
-def to_toml(data: dict[str, Any], header: Sequence[str] = ()) -> str:
-    """Nested settings as TOML: top-level keys first, then one table per nested mapping."""
-    lines = [f"# {h}" for h in header]
-
-    def emit(prefix: str, d: dict[str, Any]) -> None:
-        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
-        if prefix and scalars:
-            lines.append(f"\n[{prefix}]")
-        for k, v in scalars.items():
-            lines.append(f"{k} = {_toml_value(v)}")
-        for k, v in d.items():
-            if isinstance(v, dict):
-                emit(f"{prefix}.{k}" if prefix else k, v)
-
-    emit("", data)
-    return "\n".join(lines) + "\n"
-
-
 # -- the run ----------------------------------------------------------------------------------
 
 
@@ -180,6 +160,16 @@ class Point:
     series: MethodSeries = field(default_factory=MethodSeries)
     records: list[Record] = field(default_factory=list)
     too_small: int = 0  # builds refused: the latest user message alone was over the budget
+    reply: ReplyScore = field(default_factory=ReplyScore)  # label-free: the replies' sources contained
+
+
+Sources = dict[str, dict[int, list[int]]]  # conversation id -> user message index -> source indexes
+
+
+def reply_sources(data: Dataset, embedder: Embedder) -> Sources:
+    """Each reply's sources (`evals.attribution`), once per run: they depend on the log only."""
+    return {c.conversation_id: {r.user_index: r.sources for r in attribute(c.messages, embedder)}
+            for c in data.conversations}
 
 
 def run_candidate(
@@ -189,6 +179,7 @@ def run_candidate(
     *,
     embedder: Embedder | None,
     hot: bool,
+    sources: Sources | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     opened = open_memory(None, hot=hot, embedder=embedder, config=cand.config)
@@ -208,6 +199,7 @@ def run_candidate(
             for s in [full, *(p.series for p in points.values())]:
                 s.new_prompt()
             positions: list[int] = []
+            conv_sources = (sources or {}).get(conv.conversation_id, {})
             for i, msg in enumerate(conv.messages):
                 positions += memory.append_many(cid, [msg], namespace=ns)
                 if conv.is_user(i):
@@ -215,13 +207,16 @@ def run_candidate(
                     view.refresh(memory)
                     full.add(i + 1, full_context(view), 0.0, renderer=renderer, budget=None)
                     query = message_text({k: v for k, v in msg.items() if k not in ENVELOPE_FIELDS})
+                    src = [positions[j] for j in conv_sources.get(i, [])]
                     for p in points.values():
                         t = time.perf_counter()
                         try:
                             out = tiermem_context(memory, cid, query, p.budget, namespace=ns)
                         except BudgetTooSmall:
                             p.too_small += 1
+                            p.reply.add(src, set())  # no context: the reply's sources were all missing
                             continue
+                        p.reply.add(src, out.positions)
                         ms = (time.perf_counter() - t) * 1000
                         ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                         p.series.add(i + 1, out, ms, renderer=renderer, budget=p.budget, token_ok=ok)
@@ -254,6 +249,7 @@ def run_candidate(
         billed_ratio = (round(cost["total_billed"] / full_sum["total_billed"], 4)
                         if full_sum["total_billed"] else None)
         results[str(b)] = {
+            **p.reply.summary(),
             "evidence_recall": rec["evidence_recall"],
             "answer_coverage": rec["answer_coverage"],
             "probes": rec["questions"],
@@ -282,27 +278,51 @@ def run_candidate(
     }
 
 
+def recall_key(cands: Sequence[dict[str, Any]]) -> str:
+    """The recall that ranks points: evidence recall where the data has labelled probes,
+    else the label-free reply recall."""
+    labelled = any(r["evidence_recall"] is not None for c in cands for r in c["budgets"].values())
+    return "evidence_recall" if labelled else "reply_recall"
+
+
 def pick_best(cands: Sequence[dict[str, Any]], *, min_recall: float | None = None,
               max_cost_ratio: float | None = None) -> dict[str, Any] | None:
+    key = recall_key(cands)
+    label = key.replace("_", " ")
     points = [(c, int(b), r) for c in cands for b, r in c["budgets"].items()]
     if max_cost_ratio is not None:
         points = [p for p in points if p[2]["billed_vs_full"] is not None and p[2]["billed_vs_full"] <= max_cost_ratio]
-    have_recall = any(p[2]["evidence_recall"] is not None for p in points)
+    have_recall = any(p[2][key] is not None for p in points)
     if min_recall is not None:
-        points = [p for p in points if p[2]["evidence_recall"] is not None and p[2]["evidence_recall"] >= min_recall]
+        points = [p for p in points if p[2][key] is not None and p[2][key] >= min_recall]
     if not points:
         return None
     if min_recall is not None or not have_recall:
-        rule = "cheapest" + (f" with evidence recall >= {min_recall}" if min_recall is not None else " (no probes)")
-        c, b, r = min(points, key=lambda p: (p[2]["total_billed"], -(p[2]["evidence_recall"] or 0.0)))
+        rule = "cheapest" + (f" with {label} >= {min_recall}" if min_recall is not None else " (no recall measure)")
+        c, b, r = min(points, key=lambda p: (p[2]["total_billed"], -(p[2][key] or 0.0)))
     else:
-        rule = "highest evidence recall, then lowest billed"
-        c, b, r = max(points, key=lambda p: (p[2]["evidence_recall"] or 0.0, -p[2]["total_billed"]))
+        rule = f"highest {label}, then lowest billed"
+        c, b, r = max(points, key=lambda p: (p[2][key] or 0.0, -p[2]["total_billed"]))
     if max_cost_ratio is not None:
         rule += f", billed <= {max_cost_ratio} x full context"
-    return {"candidate": c["name"], "budget": b, "values": c["values"], "rule": rule,
-            "evidence_recall": r["evidence_recall"], "total_billed": r["total_billed"],
-            "billed_vs_full": r["billed_vs_full"]}
+    return {"candidate": c["name"], "budget": b, "values": c["values"], "rule": rule, "ranked_by": key,
+            "evidence_recall": r["evidence_recall"], "reply_recall": r["reply_recall"],
+            "total_billed": r["total_billed"], "billed_vs_full": r["billed_vs_full"]}
+
+
+def agreement(cands: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How the label-free reply recall ranks the points against evidence recall: Spearman
+    over every (candidate, budget) point with both, and within each budget over the
+    candidates (where budget, the obvious driver of both, is held fixed)."""
+    pts = [(int(b), r["reply_recall"], r["evidence_recall"]) for c in cands for b, r in c["budgets"].items()
+           if r["reply_recall"] is not None and r["evidence_recall"] is not None]
+    within = {}
+    for b in sorted({p[0] for p in pts}):
+        sub = [p for p in pts if p[0] == b]
+        rho = spearman([p[1] for p in sub], [p[2] for p in sub])
+        within[str(b)] = None if rho is None else round(rho, 3)
+    rho = spearman([p[1] for p in pts], [p[2] for p in pts])
+    return {"points": len(pts), "spearman": None if rho is None else round(rho, 3), "spearman_within_budget": within}
 
 
 def run_tune(
@@ -319,9 +339,18 @@ def run_tune(
     on_candidate: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
+    attributor = embedder
+    if attributor is None:  # the grid varies the embedding settings: attribute with the base model's
+        from tiermem.tiers.embed_onnx import build_embedder
+
+        cfg = cands[0].config
+        attributor = build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
+                                    batch_size=cfg.embedding_batch_size, cache_dir=cfg.embedding_cache_dir)
+    sources = reply_sources(data, attributor)
     done: list[dict[str, Any]] = []
     for cand in cands:
-        done.append(run_candidate(cand, data, budgets, embedder=embedder, hot=hot, progress=progress))
+        done.append(run_candidate(cand, data, budgets, embedder=embedder, hot=hot, sources=sources,
+                                  progress=progress))
         if on_candidate is not None:
             on_candidate(done[-1])
     return {
@@ -330,41 +359,41 @@ def run_tune(
         "conversations": [c.conversation_id for c in data.conversations],
         "messages": data.n_messages,
         "probes": data.n_probes,
+        "replies_with_sources": sum(1 for conv in sources.values() for src in conv.values() if src),
         "budgets": list(budgets),
         "base_config": None if base is None else str(base),
         "elapsed_s": round(time.perf_counter() - t0, 2),
         "candidates": done,
+        "reply_recall_vs_evidence_recall": agreement(done),
         "best": pick_best(done, min_recall=min_recall, max_cost_ratio=max_cost_ratio),
     }
 
 
 def best_toml(result: dict[str, Any], base: Path | None) -> str:
-    """The best candidate as a TOML config file (the base file's settings under it)."""
-    import tomllib
-
+    """The best candidate as a TOML config file in sections: the base file's settings
+    (TOML or JSON, flat or sectioned) with the candidate's grid values over them."""
     best = result["best"]
     if best is None:
         raise ValidationError("best", "no candidate meets the constraints; nothing to write")
-    base_data: dict[str, Any] = {}
-    if base is not None:
-        with Path(base).open("rb") as fh:
-            base_data = tomllib.load(fh)
+    base_data = flatten(read_file(base)) if base is not None else {}
     over: dict[str, Any] = {}
     for k, v in best["values"].items():
         _set(over, k, v)
-    recall = "-" if best["evidence_recall"] is None else f"{100 * best['evidence_recall']:.1f}%"
+    over = flatten(over)  # a grid key may name a setting by section (hot.budget_tokens)
+    key = best["ranked_by"]
+    recall = "-" if best[key] is None else f"{100 * best[key]:.1f}%"
     header = [f"tiermem tune {result['data']}: candidate {best['candidate']} ({best['rule']})",
-              f"at a context budget of {best['budget']} tokens: evidence recall {recall}, "
+              f"at a context budget of {best['budget']} tokens: {key.replace('_', ' ')} {recall}, "
               f"billed {best['total_billed']:,.0f} tokens ({best['billed_vs_full']} x full context)",
               f"base: {base or 'defaults'}; use with tiermem --config FILE or env {CONFIG_ENV}=FILE"]
-    return to_toml(deep_merge(base_data, over), header)
+    return to_toml(nest(deep_merge(base_data, over)), header)
 
 
 def table(result: dict[str, Any]) -> Table:
     t = Table(title=f"tiermem tune {result['data']} ({len(result['conversations'])} conversation(s), "
               f"{result['messages']} messages, {result['probes']} probes)")
-    for col in ("candidate", "values", "budget", "recall %", "answer %", "billed", "vs full", "cache-stable",
-                "p50 ms"):
+    for col in ("candidate", "values", "budget", "recall %", "reply recall %", "answer %", "billed", "vs full",
+                "cache-stable", "p50 ms"):
         t.add_column(col, justify="left" if col in ("candidate", "values") else "right")
     best = result.get("best") or {}
     for c in result["candidates"]:
@@ -374,6 +403,7 @@ def table(result: dict[str, Any]) -> Table:
             t.add_row(
                 c["name"] + mark, values, b,
                 "-" if r["evidence_recall"] is None else f"{100 * r['evidence_recall']:.1f}",
+                "-" if r["reply_recall"] is None else f"{100 * r['reply_recall']:.1f}",
                 "-" if r["answer_coverage"] is None else f"{100 * r['answer_coverage']:.1f}",
                 f"{r['total_billed']:,.0f}",
                 "-" if r["billed_vs_full"] is None else f"{100 * r['billed_vs_full']:.1f}%",

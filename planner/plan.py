@@ -96,6 +96,8 @@ class Plan:
     # slice past it, so it is not a cap)
     shares: dict[str, int] = field(default_factory=dict)
     retrieval: str = ""  # whether and how broadly this turn retrieves, and why
+    # cumulative: ms from the start of the call to the end of each stage, in stage order
+    # ("pack": 1181.9 is when packing ended, not how long it took); `stage_ms` has durations
     timings_ms: dict[str, float] = field(default_factory=dict)
     cache: CacheReport = field(default_factory=CacheReport)
     breakpoints: list[Breakpoint] = field(default_factory=list)
@@ -106,8 +108,22 @@ class Plan:
             out[it.slice] = out.get(it.slice, 0) + it.tokens
         return out
 
+    @property
+    def stage_ms(self) -> dict[str, float]:
+        """How long each stage took (the differences of the cumulative `timings_ms`, in
+        stage order); `total` stays the whole call."""
+        out: dict[str, float] = {}
+        prev = 0.0
+        for k, v in self.timings_ms.items():
+            if k == "total":
+                out[k] = v
+                continue
+            out[k] = round(max(v - prev, 0.0), 3)
+            prev = v
+        return out
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "stage_ms": self.stage_ms}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -125,6 +141,8 @@ class Plan:
             items = [i for i in self.items if i.slice == s]
             if not items:
                 continue
+            if s == "tail":  # the tail reads as a stretch of the log: in position order
+                items.sort(key=lambda i: min(i.positions, default=-1))
             share = self.shares.get(s)
             lines.append(f"{s}: {per.get(s, 0)} tokens" + (f" (share {share})" if share is not None else "")
                          + f", {len(items)} item(s)")

@@ -11,7 +11,12 @@ from typing import Any
 FILLER_TURNS = 6  # user/assistant pairs between the facts and the probes' questions
 
 
-def support_lines(conv: str = "support-1") -> list[dict[str, Any]]:
+RECAP_REPLY = "The refund goes back to your Visa card ending 4242, as you asked."
+
+
+def support_lines(conv: str = "support-1", *, recap: bool = False) -> list[dict[str, Any]]:
+    """With `recap`, a last exchange after the filler whose reply restates the refund turns
+    (indexes 5 and 6): the label-free reply recall has one reply with sources."""
     call = {"id": "call_1", "type": "function",
             "function": {"name": "lookup_order", "arguments": json.dumps({"order": "A-1142"})}}
     lines: list[dict[str, Any]] = [
@@ -38,6 +43,9 @@ def support_lines(conv: str = "support-1") -> list[dict[str, Any]]:
                       "content": f"Unrelated question {i}: what are your opening hours on day {i}?"})
         lines.append({"conversation_id": conv, "role": "assistant",
                       "content": f"On day {i} we are open from nine to five."})
+    if recap:
+        lines.append({"conversation_id": conv, "role": "user", "content": "Remind me where my money goes?"})
+        lines.append({"conversation_id": conv, "role": "assistant", "content": RECAP_REPLY})
     lines.append({"conversation_id": conv, "probe": {
         "question": "Which card should the refund go to?", "evidence": ["fact-refund"], "answer": "4242"}})
     lines.append({"conversation_id": conv, "probe": {

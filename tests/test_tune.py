@@ -35,22 +35,23 @@ def tune(embedder: SentenceTransformerEmbedder, *args: str) -> Result:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
     d = tmp_path_factory.mktemp("tune")
-    data = write_jsonl(d / "support.jsonl", support_lines())
+    data = write_jsonl(d / "support.jsonl", support_lines(recap=True))
     base = d / "base.toml"
-    base.write_text("hot_budget_tokens = 3000\n[slice_shares.targeted_recall]\ntail = 0.2\n")
-    out, best = d / "tune.json", d / "best.toml"
+    # one setting flat, one in its section: a base file may mix them
+    base.write_text("hot_budget_tokens = 3000\n[planner.slice_shares.targeted_recall]\ntail = 0.2\n")
+    out, best, plot = d / "tune.json", d / "best.toml", d / "tune.png"
     r = tune(embedder, str(data), "--budgets", ",".join(map(str, BUDGETS)), "--config", str(base),
-             "--grid", "retrieval_k=3,20", "--json-out", str(out), "--write-config", str(best))
+             "--grid", "retrieval.k=3,20", "--json-out", str(out), "--write-config", str(best), "--plot", str(plot))
     assert r.exit_code == 0, r.output
-    return {"table": r.stdout, "result": json.loads(out.read_text()), "best": best, "base": base}
+    return {"table": r.stdout, "result": json.loads(out.read_text()), "best": best, "base": base, "plot": plot}
 
 
 def test_each_candidate_records_its_effective_config(run: dict[str, Any]) -> None:
     cands = run["result"]["candidates"]
-    assert [c["values"] for c in cands] == [{"retrieval_k": 3}, {"retrieval_k": 20}]
+    assert [c["values"] for c in cands] == [{"retrieval.k": 3}, {"retrieval.k": 20}]
     for c in cands:
         cfg = c["config"]
-        assert cfg["retrieval_k"] == c["values"]["retrieval_k"]
+        assert cfg["retrieval_k"] == c["values"]["retrieval.k"]
         assert cfg["hot_budget_tokens"] == 3000  # from the base file
         # the base file's one share, with that class's other defaults kept
         assert cfg["slice_shares"]["targeted_recall"] == {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7,
@@ -68,7 +69,7 @@ def test_recall_and_cost_per_budget(run: dict[str, Any]) -> None:
         assert big["answer_coverage"] == 1.0  # the one probe with an answer ("4242")
         assert 0.0 <= small["evidence_recall"] <= 1.0
         for r in (small, big):
-            assert r["contexts"] == 8  # one per user message (the system message is not one)
+            assert r["contexts"] == 9  # one per user message (the system message is not one)
             assert r["budget_violations"] == 0 and r["token_mismatches"] == 0
             assert 0 < r["total_billed"] <= r["total_tokens"]
             # against full context billed the same way (on a conversation this short, full
@@ -84,9 +85,11 @@ def test_best_is_written_as_a_config_that_loads(run: dict[str, Any], tmp_path: P
     text = run["best"].read_text()
     assert text.startswith("# tiermem tune ")
     data = tomllib.loads(text)
-    assert data["retrieval_k"] == best["values"]["retrieval_k"] and data["hot_budget_tokens"] == 3000
+    # written in sections, whichever way the base file and the grid named the settings
+    assert data["retrieval"]["k"] == best["values"]["retrieval.k"] and data["hot"]["budget_tokens"] == 3000
+    assert "retrieval_k" not in data and "hot_budget_tokens" not in data
     cfg = Config.load(run["best"], data_dir=tmp_path)
-    assert cfg.retrieval_k == best["values"]["retrieval_k"]
+    assert cfg.retrieval_k == best["values"]["retrieval.k"]
     assert cfg.slice_shares["targeted_recall"].tail == 0.2
 
 
@@ -114,3 +117,31 @@ def test_bad_options_fail_before_running(args: list[str], named: str, tmp_path: 
     data = write_jsonl(tmp_path / "s.jsonl", support_lines())
     r = tune(embedder, str(data), *args)
     assert r.exit_code == 1 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_reply_recall_needs_no_labels(run: dict[str, Any]) -> None:
+    res = run["result"]
+    # one reply (the recap) restates earlier turns: the refund request and its confirmation
+    assert res["replies_with_sources"] == 1
+    for c in res["candidates"]:
+        small, big = c["budgets"][str(BUDGETS[0])], c["budgets"][str(BUDGETS[1])]
+        assert (big["replies_with_sources"], big["reply_sources"]) == (1, 2)
+        assert big["reply_recall"] == 1.0  # the whole conversation fits: both sources are in
+        assert small["reply_recall"] is not None and small["reply_recall"] < 1.0  # 150 tokens hold the tail only
+    assert "reply recall %" in run["table"]
+    agree = res["reply_recall_vs_evidence_recall"]
+    assert agree["points"] == 2 * len(BUDGETS)
+
+
+def test_plot_is_a_png(run: dict[str, Any]) -> None:
+    assert run["plot"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert run["plot"].stat().st_size > 10_000  # axes, points and a legend, not an empty canvas
+
+
+def test_without_probes_best_is_ranked_by_reply_recall(run: dict[str, Any]) -> None:
+    from tiermem.evals.tune import pick_best
+
+    cands = [{**c, "budgets": {b: {**r, "evidence_recall": None} for b, r in c["budgets"].items()}}
+             for c in run["result"]["candidates"]]
+    best = pick_best(cands)
+    assert best is not None and best["ranked_by"] == "reply_recall" and best["reply_recall"] == 1.0

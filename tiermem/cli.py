@@ -357,6 +357,7 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
             f"--no-auth serves only on loopback addresses; {cfg.http_host!r} is not one "
             "(configure auth_tokens to serve on other addresses)"
         )
+    _check_port_free(cfg.http_host, cfg.http_port)  # before seconds of loading, not after
     try:
         app = create_app(cfg, auth=not no_auth, namespace=state.namespace)
     except ServiceConfigError as exc:
@@ -369,6 +370,25 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
         err=True,
     )
     uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail with exit code 1 and the port named when `host:port` cannot be bound (another
+    process listens there, or the port needs privileges); uvicorn would only find out after
+    the app has loaded, and exit 3."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # as uvicorn binds: SO_REUSEADDR lets a port in TIME_WAIT go, never one with a listener
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        import errno
+
+        why = "is already in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror or exc})"
+        raise CliError(f"port {port} on {host} {why}; choose another with --port or http_port") from None
 
 
 @cli.command()
@@ -611,11 +631,12 @@ def context(
     from tiermem.tiers.models import message_text
 
     con = _console()
+    piped = not con.is_terminal  # piped output keeps its lines whole (no wrapping at 80 columns)
     for m in ctx.messages:
         con.print(Rule(Text(str(m.get("role") or m.get("type") or "?"), style="bold"), align="left"))
-        con.print(Text(message_text(m)))
+        con.print(Text(message_text(m)), soft_wrap=piped)
     con.print(Rule(Text(f"plan: {ctx.tokens}/{budget} tokens", style="bold"), align="left"))
-    con.print(Text(ctx.plan.explain()))
+    con.print(Text(ctx.plan.explain()), soft_wrap=piped)
 
 
 @cli.command()
@@ -895,37 +916,70 @@ def _data_dir_source(ctx: click.Context) -> str:
 
 @cli.command("config")
 @click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="Validate this TOML file (every bad field named) and show the config it gives.")
-@click.option("--json", "as_json", is_flag=True, help='Print [{"key", "value", "source"}] as JSON.')
+              help="Validate this file (TOML, or JSON by its name; every bad field named) and show its config.")
+@click.option("--export", "export_to", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+              default=None, help="Write the effective config here in sections (JSON when the name ends in "
+              ".json, else TOML; - for stdout); it loads back to the same config.")
+@click.option("--with-secrets", is_flag=True,
+              help="With --export: include bearer tokens and URL passwords (left out by default).")
+@click.option("--json", "as_json", is_flag=True, help='Print [{"key", "file_key", "value", "source"}] as JSON.')
 @pass_state
 @click.pass_context
-def config_command(ctx: click.Context, state: CliState, check_file: Path | None, as_json: bool) -> None:
-    """Show the effective config and each value's source (secrets redacted)."""
-    import tomllib
-
+def config_command(ctx: click.Context, state: CliState, check_file: Path | None, export_to: Path | None,
+                   with_secrets: bool, as_json: bool) -> None:
+    """Show the effective config and each value's source (secrets redacted), or export it."""
     from tiermem.config import explain_sources
+    from tiermem.config_sections import read_file
 
     path = check_file or state.config_path
     if path is not None:
-        try:
-            with path.open("rb") as fh:
-                tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise CliError(f"{path} is not valid TOML: {exc}") from None
+        read_file(path)  # a file that does not parse is named as such, before any field
     overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
+    if export_to is not None:
+        _export_config(path, overrides, export_to, with_secrets=with_secrets)
+        return
     rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
     if as_json:
         _emit_json(rows)
         return
     from rich.table import Table
 
-    table = Table(title="tiermem config (kwargs > env > TOML file > defaults)", title_justify="left")
-    for col in ("key", "value", "source"):
+    table = Table(title="tiermem config (kwargs > env > file > defaults)", title_justify="left")
+    for col in ("key", "in a file", "value", "source"):
         table.add_column(col, overflow="fold")
     for r in rows:
         v = r["value"]
-        table.add_row(r["key"], json.dumps(v) if isinstance(v, dict | list | None) else str(v), r["source"])
+        table.add_row(r["key"], r["file_key"], json.dumps(v) if isinstance(v, dict | list | None) else str(v),
+                      r["source"])
     _console().print(table)
+
+
+def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *, with_secrets: bool) -> None:
+    """Write the effective config as a sectioned file (mode 0600: it may hold secrets)."""
+    from tiermem.config import SECRET_FIELDS, URL_FIELDS, Config, redact
+    from tiermem.config_sections import export_text, is_json
+
+    values = Config.load(path, **overrides).model_dump(mode="json")
+    left_out = []
+    if not with_secrets:
+        for k in sorted(SECRET_FIELDS | URL_FIELDS):
+            if values.get(k) and redact(k, values[k]) != values[k]:
+                left_out.append(k)
+                del values[k]
+    header = [f"tiermem config --export (source: {path or 'defaults'}, env, --data-dir); "
+              f"load with tiermem --config FILE or env TIERMEM_CONFIG=FILE"]
+    if left_out:
+        header.append(f"left out (secrets; --with-secrets includes them): {', '.join(left_out)}")
+    to_stdout = str(target) == "-"
+    text = export_text(values, as_json=not to_stdout and is_json(target), header=header)
+    if to_stdout:
+        click.echo(text, nl=False)
+    else:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(target, 0o600)
+        click.echo(f"wrote {target}" + (f" (left out: {', '.join(left_out)})" if left_out else ""), err=True)
 
 
 @cli.command("import")
@@ -958,8 +1012,37 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
         click.echo(f"skipped line {b.line}: {b.problem}", err=True)
 
 
+@cli.command("export")
+@click.argument("conversations", nargs=-1)
+@click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True), default="-",
+              show_default=True, help="The JSONL file to write (- for stdout).")
+@pass_state
+def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -> None:
+    """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back."""
+    from tiermem.evals.conversations import export_lines
+
+    mem = state.memory(hot=False)
+    ids = list(conversations) or None
+    if ids is not None:
+        known = set(mem.conversations(state.namespace))
+        missing = [c for c in ids if c not in known]
+        if missing:
+            raise CliError(f"no conversation {missing[0]!r} in namespace {state.namespace!r}")
+    lines = (json.dumps(x, ensure_ascii=False) + "\n" for x in export_lines(mem, ids, namespace=state.namespace))
+    if str(out) == "-":
+        for line in lines:
+            click.echo(line, nl=False)
+        return
+    n = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(line)
+            n += 1
+    click.echo(f"exported {n} message(s) to {out}", err=True)
+
+
 @cli.command("tune")
-@click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
 @click.option("--budgets", default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
 @click.option("--config", "base_config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="Base TOML config of every candidate [default: the global --config].")
@@ -973,27 +1056,42 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
               help="Write the results (each candidate's effective config and figures) as JSON here.")
 @click.option("--write-config", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the best candidate as a TOML config file here.")
+@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write a PNG of recall against billed cost here (matplotlib, the `eval` extra).")
 @click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 @pass_state
-def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
+def tune_command(state: CliState, data: Path | None, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
                  conversations: tuple[str, ...], min_recall: float | None, max_cost_ratio: float | None,
-                 json_out: Path | None, write_config: Path | None, no_hot: bool,
+                 json_out: Path | None, write_config: Path | None, plot: Path | None, no_hot: bool,
                  as_json: bool) -> None:
-    """Recall and billed cost of candidate configs at several budgets, on a conversations file."""
+    """Recall and billed cost of candidate configs at several budgets, on a conversations file
+    (without DATA: the bundled demo conversation)."""
     from tiermem.evals.baselines import make_progress
     from tiermem.evals.conversations import read_conversations
     from tiermem.evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
 
     base = base_config or state.config_path
     cands = candidates(base, parse_grid(grid_specs))
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401  (checked before the run, used after it)
+        except ImportError:
+            raise CliError("--plot needs matplotlib: pip install 'tiermem[eval]'") from None
     cfg = cands[0].config
-    dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
-                                 max_metadata_bytes=cfg.max_metadata_bytes)
+    if data is None:
+        from tiermem.evals.demo_data import demo_dataset
+
+        dataset = demo_dataset()
+        if not as_json:
+            click.echo(f"no data file given: tuning on the bundled demo conversation ({dataset.path.name})", err=True)
+    else:
+        dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
+                                     max_metadata_bytes=cfg.max_metadata_bytes)
     if conversations:
         unknown = set(conversations) - {c.conversation_id for c in dataset.conversations}
         if unknown:
-            raise CliError(f"{data} has no conversation {sorted(unknown)[0]!r}; it has "
+            raise CliError(f"{dataset.path} has no conversation {sorted(unknown)[0]!r}; it has "
                            f"{[c.conversation_id for c in dataset.conversations][:10]}")
         dataset.conversations = [c for c in dataset.conversations if c.conversation_id in conversations]
     embedder = state.embedder
@@ -1013,6 +1111,10 @@ def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | 
         json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     if write_config is not None:
         write_config.write_text(best_toml(result, base), encoding="utf-8")
+    if plot is not None:
+        from tiermem.evals.plots import tune_recall_vs_cost
+
+        tune_recall_vs_cost(result, plot)
     if as_json:
         _emit_json(result)
         return
@@ -1023,6 +1125,10 @@ def tune_command(state: CliState, data: Path, budgets: str, base_config: Path | 
         con = Console(width=160, highlight=False, soft_wrap=False)  # piped: do not squeeze the table
     con.print(table(result))
     best = result["best"]
+    agree = result["reply_recall_vs_evidence_recall"]
+    if agree["spearman"] is not None:
+        click.echo(f"reply recall (no labels) vs evidence recall: Spearman {agree['spearman']} over "
+                   f"{agree['points']} points")
     click.echo("best (*): " + ("none meets the constraints" if best is None else
                               f"{best['candidate']} at {best['budget']} tokens ({best['rule']})"))
 

@@ -11,6 +11,12 @@ else none. Nested settings merge field by field at every level: setting one shar
 query class (`TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL=0.2`, or `tail = 0.2` under
 `[slice_shares.targeted_recall]`) keeps that class's other defaults, not the generic
 `SliceShares` ones. `explain_sources()` says where each effective value came from.
+
+Sections: a file (TOML, or JSON when its name ends in `.json`), keyword arguments and env
+may group settings in sections (`[hot] budget_tokens = 3000` for `hot_budget_tokens`,
+`tiermem.config_sections.SECTIONS`); the flat names keep working, attributes stay flat,
+and an error names the setting as it was given (`hot.budget_tokens: Input should be
+greater than or equal to 64`).
 """
 
 from __future__ import annotations
@@ -21,14 +27,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
+from tiermem import config_sections
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
 
@@ -58,6 +65,58 @@ ENV_NESTED = "__"
 CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
 
 _toml_path: ContextVar[Path | None] = ContextVar("tiermem_toml_path", default=None)
+# while a Config is being built: flat field -> the dotted name its winning value was given
+# under (errors name that), and the fields a higher-precedence source already set
+_origins: ContextVar[tuple[dict[str, str], set[str]] | None] = ContextVar("tiermem_origins", default=None)
+
+
+class _Sectioned(PydanticBaseSettingsSource):
+    """One settings source (keyword arguments, env, a file) with its sections flattened."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource | None = None, *,
+                 file: Path | None = None, env: bool = False) -> None:
+        super().__init__(settings_cls, getattr(inner, "_init_state", None))
+        self.inner, self.file, self.env = inner, file, env
+        self.__name__ = f"sectioned {type(inner).__name__ if inner is not None else file}"
+
+    def _set_current_state(self, state: dict[str, Any]) -> None:
+        super()._set_current_state(state)
+        if self.inner is not None:
+            self.inner._set_current_state(state)
+
+    def _set_settings_sources_data(self, states: dict[str, dict[str, Any]]) -> None:
+        super()._set_settings_sources_data(states)
+        if self.inner is not None:
+            self.inner._set_settings_sources_data(states)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads everything at once
+
+    def __call__(self) -> dict[str, Any]:
+        local: dict[str, str] = {}
+        raw = config_sections.read_file(self.file) if self.file is not None else {}
+        if self.inner is not None:
+            raw = {**self.inner(), **raw}
+        out = config_sections.flatten(raw, local)
+        if self.env:
+            for k, v in config_sections.flatten(config_sections.env_sections(), local).items():
+                if isinstance(v, dict) and isinstance(out.get(k), dict):
+                    out[k] = {**out[k], **v}
+                elif k in out:
+                    name = config_sections.dotted_name(k)
+                    raise ValueError(f"{k} is set twice in env: as {ENV_PREFIX}{k.upper()} and as "
+                                     f"{ENV_PREFIX}{name.replace('.', ENV_NESTED).upper()}; give it once")
+                else:
+                    out[k] = v
+        state = _origins.get()
+        if state is not None:
+            origins, seen = state
+            for k in out:
+                if k not in seen:
+                    seen.add(k)
+                    if k in local:
+                        origins[k] = local[k]
+        return out
 
 
 def default_data_dir() -> Path:
@@ -125,6 +184,32 @@ class Config(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TIERMEM_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
+
+    def __init__(self, **values: Any) -> None:
+        token = _origins.set(({}, set()))
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            # name each bad setting as it was given: `hot.budget_tokens`, not `hot_budget_tokens`
+            origins = _origins.get()[0]  # type: ignore[index]
+            if not any(e["loc"] and e["loc"][0] in origins for e in exc.errors()):
+                raise
+            details: list[Any] = []
+            for e in exc.errors():
+                loc = tuple(e["loc"])
+                if loc and loc[0] in origins:
+                    loc = (*origins[str(loc[0])].split("."), *loc[1:])
+                details.append({"type": e["type"], "loc": loc, "input": e.get("input"),
+                                **({"ctx": e["ctx"]} if "ctx" in e else {})})
+            raise ValidationError.from_exception_data(exc.title, details) from None
+        finally:
+            _origins.reset(token)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections(cls, data: Any) -> Any:
+        # `Config.model_validate({...})` takes no settings sources: flatten its sections here
+        return config_sections.flatten(data) if isinstance(data, dict) else data
 
     # storage
     data_dir: Path = Field(default_factory=default_data_dir)
@@ -319,11 +404,12 @@ class Config(BaseSettings):
         if toml is None and os.environ.get(CONFIG_ENV):
             # `Config()` reads the file that env TIERMEM_CONFIG names, as `Config.load()` does
             toml = Path(os.environ[CONFIG_ENV])
+        init, env = _Sectioned(settings_cls, init_settings), _Sectioned(settings_cls, env_settings, env=True)
         if toml is None:
-            return (init_settings, env_settings)
+            return (init, env)
         if not toml.is_file():
             raise FileNotFoundError(f"config file {toml} does not exist")
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return (init, env, _Sectioned(settings_cls, file=toml))
 
 
 # -- where each value came from (`tiermem config`) ---------------------------------------------
@@ -383,19 +469,19 @@ def explain_sources(
     path: str | Path | None = None, *, argument_sources: dict[str, str] | None = None, **overrides: Any
 ) -> list[dict[str, Any]]:
     """The effective config (`Config.load(path, **overrides)`) one setting per row:
-    `{"key": "slice_shares.default.tail", "value": ..., "source": ...}`, secrets redacted.
+    `{"key": "slice_shares.default.tail", "file_key": "planner.slice_shares.default.tail",
+    "value": ..., "source": ...}`, secrets redacted; `key` is the attribute path,
+    `file_key` the setting's name in a sectioned file.
 
     The source is the highest-precedence place that set the value: `argument` (or the
     label `argument_sources` gives a top-level key, e.g. a CLI option), `env NAME`,
     `file PATH`, or `default`."""
-    import tomllib
-
     cfg = Config.load(path, **overrides)
     chosen = path or os.environ.get(CONFIG_ENV)
     toml: dict[str, Any] = {}
     if chosen:
-        with Path(chosen).open("rb") as fh:
-            toml = tomllib.load(fh)
+        toml = config_sections.flatten(config_sections.read_file(chosen))
+    overrides = config_sections.flatten(overrides)
     env = {k.upper() for k in os.environ if k.upper().startswith(ENV_PREFIX)}
     labels = argument_sources or {}
     rows: list[dict[str, Any]] = []
@@ -404,12 +490,15 @@ def explain_sources(
         if _nested_get(overrides, parts):
             source = labels.get(parts[0], ARGUMENT_SOURCE)
         else:
-            # the longest env name that covers this leaf (a nested name, or the field's as JSON)
-            names = [ENV_PREFIX + ENV_NESTED.join(parts[:i]).upper() for i in range(len(parts), 0, -1)]
+            # the longest env name that covers this leaf (a nested name, or the field's as JSON),
+            # flat or sectioned
+            names = config_sections.env_names(parts)
             hit = next((n for n in names if n in env), None)
             if hit is not None:
                 source = f"env {hit}"
             elif _nested_get(toml, parts):
                 source = f"file {chosen}"
-        rows.append({"key": ".".join(parts), "value": redact(parts[0], value), "source": source})
+        file_key = ".".join([config_sections.dotted_name(parts[0]), *parts[1:]])
+        rows.append({"key": ".".join(parts), "file_key": file_key, "value": redact(parts[0], value),
+                     "source": source})
     return rows
