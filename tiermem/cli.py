@@ -662,14 +662,23 @@ def facts(state: CliState, conversation: str, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("conversation")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the last N messages.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Only the last N messages (with --after: the N positions after it).")
+@click.option("--after", type=click.IntRange(min=-1), default=None,
+              help="Page cursor: only positions after this one (the previous page's next_after).")
 @click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
 @pass_state
-def history(state: CliState, conversation: str, limit: int | None, as_json: bool) -> None:
-    """Print every message of a conversation, in order."""
-    msgs = state.memory(hot=False).history(conversation, namespace=state.namespace)
-    if limit is not None:
-        msgs = msgs[-limit:]
+def history(state: CliState, conversation: str, limit: int | None, after: int | None, as_json: bool) -> None:
+    """Print the messages of a conversation, in order (all, the last N, or a page)."""
+    mem = state.memory(hot=False)
+    if after is not None:
+        msgs, next_after = mem.history_page(conversation, namespace=state.namespace, after=after, limit=limit)
+        if next_after is not None:
+            click.echo(f"next page: --after {next_after}", err=True)
+    else:
+        msgs = mem.history(conversation, namespace=state.namespace)
+        if limit is not None:
+            msgs = msgs[-limit:]
     if as_json:
         _emit_json(
             [

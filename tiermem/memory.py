@@ -55,6 +55,7 @@ log = logging.getLogger("tiermem")
 DEFAULT_NAMESPACE = "default"
 MAX_SEARCH_K = 200
 MAX_BATCH_MESSAGES = 10_000
+MAX_HISTORY_PAGE = 10_000  # messages per history page
 MAX_BUDGET_TOKENS = 2_000_000
 DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
@@ -467,10 +468,30 @@ class Memory:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def history(self, conversation_id: str, *, namespace: str | None = None) -> list[StoredMessage]:
-        """Every message, in order."""
+    def history(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
+                limit: int | None = None) -> list[StoredMessage]:
+        """The messages in order: every one, or a page of at most `limit` positions after
+        position `after` (exclusive; None: from the start). `history_page` also says where
+        the next page starts."""
+        return self.history_page(conversation_id, namespace=namespace, after=after, limit=limit)[0]
+
+    def history_page(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
+                     limit: int | None = None) -> tuple[list[StoredMessage], int | None]:
+        """A page of the log and the cursor of the next page: the `after` to pass next, or
+        None when this page reaches the end. The cursor is a position, so a page never
+        skips or repeats a message while others append (a row that cannot be decoded is
+        skipped, as everywhere, without ending the paging early)."""
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < -1):
+            raise ValidationError("after", "must be a position (an integer >= -1)")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or not 1 <= limit <= MAX_HISTORY_PAGE):
+            raise ValidationError("limit", f"must be an integer within 1..{MAX_HISTORY_PAGE}")
         name, _ns, key = self._key(conversation_id, namespace)
-        return _named(self.cold.history(key), key, name)
+        start = 0 if after is None else after + 1
+        end = None if limit is None else start + limit - 1
+        msgs = _named(self.cold.history(key, start=start, end=end), key, name)
+        more = end is not None and end < self.cold.last_position(key)
+        return msgs, (end if more else None)
 
     def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
         """The messages after the latest checkpoint, with that checkpoint."""
@@ -769,8 +790,13 @@ class NamespacedMemory:
     def unpin(self, conversation_id: str, position: int) -> None:
         self.memory.unpin(conversation_id, position, namespace=self.namespace)
 
-    def history(self, conversation_id: str) -> list[StoredMessage]:
-        return self.memory.history(conversation_id, namespace=self.namespace)
+    def history(self, conversation_id: str, *, after: int | None = None, limit: int | None = None
+                ) -> list[StoredMessage]:
+        return self.memory.history(conversation_id, namespace=self.namespace, after=after, limit=limit)
+
+    def history_page(self, conversation_id: str, *, after: int | None = None, limit: int | None = None
+                     ) -> tuple[list[StoredMessage], int | None]:
+        return self.memory.history_page(conversation_id, namespace=self.namespace, after=after, limit=limit)
 
     def active(self, conversation_id: str) -> ActiveView:
         return self.memory.active(conversation_id, namespace=self.namespace)

@@ -140,6 +140,8 @@ class StoredMessageOut(BaseModel):
 class HistoryOut(BaseModel):
     conversation_id: str
     messages: list[StoredMessageOut]
+    # with `limit`: the `after` of the next page, null when this page reaches the end
+    next_after: int | None = None
 
 
 class ValidityPoint(BaseModel):

@@ -9,8 +9,9 @@ answers a namespace outside the token's prefix exactly like a missing conversati
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
+from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import Ns
 from tiermem.service.runtime import RuntimeDep
 from tiermem.service.schemas import (
@@ -78,11 +79,20 @@ def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: Runti
     response_model=HistoryOut,
     responses=CONV_ERRORS,
     tags=["read"],
-    summary="Every message, in order",
+    summary="The messages in order: every one, or a page",
 )
-def history(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) -> HistoryOut:
-    msgs = runtime.mem().history(conversation_id, namespace=ns)
-    return HistoryOut(conversation_id=conversation_id, messages=[stored_out(m) for m in msgs])
+def history(
+    conversation_id: ConvId,
+    ns: Ns,
+    runtime: RuntimeDep,
+    after: Annotated[int | None, Query(ge=-1, le=MAX_POSITION, description=(
+        "page cursor: only positions after this one (the previous page's `next_after`)"))] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_HISTORY_PAGE, description=(
+        "at most this many positions; `next_after` says where the next page starts"))] = None,
+) -> HistoryOut:
+    msgs, next_after = runtime.mem().history_page(conversation_id, namespace=ns, after=after, limit=limit)
+    return HistoryOut(conversation_id=conversation_id, messages=[stored_out(m) for m in msgs],
+                      next_after=next_after)
 
 
 @conversation_routes.get(
