@@ -209,6 +209,21 @@ def _load_lazy(name: str) -> click.Command:
         return unavailable
 
 
+def _keep_last_tune(path: Path, result: dict[str, Any]) -> None:
+    """The latest tune result in the data dir (0600, replaced atomically), for the
+    inspector's recall/cost chart; a data dir that cannot be written only loses the chart."""
+    from tiermem.tiers.files import create_private_file
+
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        create_private_file(tmp)
+        tmp.write_text(json.dumps(result, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        click.echo(f"warning: could not keep the result for the inspector in {path}: {exc}", err=True)
+
+
 def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
@@ -1118,6 +1133,7 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
                           max_cost_ratio=max_cost_ratio, progress=progress)
     if json_out is not None:
         json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    _keep_last_tune(state.config().last_tune_path, result)
     if write_config is not None:
         write_config.write_text(best_toml(result, base), encoding="utf-8")
     if plot is not None:

@@ -40,6 +40,7 @@ from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
 
 DEFAULT_DB_FILENAME = "tiermem.db"
+LAST_TUNE_FILENAME = "tune-last.json"
 DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024
 DEFAULT_MAX_ID_CHARS = 128
@@ -379,6 +380,11 @@ class Config(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.data_dir / self.db_filename
+
+    @property
+    def last_tune_path(self) -> Path:
+        """Where `tiermem tune` keeps its latest result (the inspector charts it)."""
+        return self.data_dir / LAST_TUNE_FILENAME
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:

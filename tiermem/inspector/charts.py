@@ -142,3 +142,30 @@ def ratio_series(values: Sequence[float], caption: str, height: int = 100) -> Ma
            f'<polyline points="{pts}" fill="none" stroke="{LAYER_COLOURS["retrieved"]}" stroke-width="2"/>'
            f'<text x="0" y="{height + 16}" font-size="11">mean {mean:.0%}, last {values[-1]:.0%}</text></svg>')
     return Markup(f'<figure class="chart">{svg}<figcaption>{escape(caption)}</figcaption></figure>')
+
+
+# one marker colour per tune candidate, cycled (the Okabe-Ito palette, as the layers)
+CANDIDATE_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+
+
+def recall_vs_cost(points: Sequence[tuple[str, int, float, float]], caption: str, height: int = 200) -> Markup:
+    """Recall (0..1, up) against billed cost as a share of full context's bill (right),
+    one point per (candidate, budget), from the latest `tiermem tune` result."""
+    if not points:
+        return Markup(f'<p class="empty">{escape(caption)}: no <code>tiermem tune</code> result in the data dir.</p>')
+    top_cost = max(max(c for _n, _b, c, _r in points), 1e-9)
+    names = sorted({n for n, _b, _c, _r in points})
+    colour = {n: CANDIDATE_COLOURS[i % len(CANDIDATE_COLOURS)] for i, n in enumerate(names)}
+    marks = "".join(
+        f'<circle cx="{c / top_cost * WIDTH:.1f}" cy="{height - min(max(r, 0.0), 1.0) * height:.1f}" r="4" '
+        f'fill="{colour[n]}"><title>{escape(n)} at {b} tokens: recall {r:.1%}, cost {c:.1%} of full</title></circle>'
+        for n, b, c, r in points)
+    legend = "".join(f'<text x="{WIDTH + 8}" y="{14 + 14 * i}" font-size="11" fill="{colour[n]}">{escape(n)}</text>'
+                     for i, n in enumerate(names))
+    svg = (f'<svg class="chart" viewBox="-4 -4 {WIDTH + 120} {height + 24}" width="{WIDTH + 120}" '
+           f'height="{height + 24}" role="img" aria-label="{escape(caption)}: {len(points)} points">'
+           f'<line x1="0" x2="{WIDTH}" y1="{height}" y2="{height}" stroke="#999"/>'
+           f'<line x1="0" x2="0" y1="0" y2="{height}" stroke="#999"/>'
+           f'<text x="0" y="{height + 16}" font-size="11">billed cost / full context (max {top_cost:.0%})</text>'
+           f'<text x="4" y="10" font-size="11">recall 100%</text>{marks}{legend}</svg>')
+    return Markup(f'<figure class="chart">{svg}<figcaption>{escape(caption)}</figcaption></figure>')

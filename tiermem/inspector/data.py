@@ -13,8 +13,10 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tiermem.hotlink import REDIS_ERRORS, pin_state
@@ -319,3 +321,22 @@ def age(at: float | None, now: float | None = None) -> str:
         if s >= size:
             return f"{s / size:.0f} {unit} ago"
     return f"{s:.0f} s ago"
+
+
+def tune_points(path: Path) -> tuple[list[tuple[str, int, float, float]], str]:
+    """(candidate, budget, billed cost vs full, recall) of the latest `tiermem tune` result
+    at `path`, and which recall it is (evidence when the data had probes, else the
+    label-free reply recall); nothing when there is no readable result."""
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        points: list[tuple[str, int, float, float]] = []
+        kind = "evidence_recall" if result.get("probes") else "reply_recall"
+        for cand in result.get("candidates", []):
+            label = ", ".join(f"{k}={v}" for k, v in (cand.get("values") or {}).items()) or str(cand.get("name"))
+            for budget, fig in (cand.get("budgets") or {}).items():
+                if fig.get(kind) is not None and fig.get("billed_vs_full") is not None:
+                    points.append((label, int(budget), float(fig["billed_vs_full"]), float(fig[kind])))
+        return points, kind.replace("_", " ")
+    except (OSError, ValueError, TypeError, AttributeError):
+        return [], ""
+

@@ -27,6 +27,7 @@ import math
 import time
 import urllib.parse
 from collections import Counter as Tally
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -34,6 +35,7 @@ import markupsafe
 import pydantic
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiermem.inspector import charts, data
@@ -380,9 +382,20 @@ def build_router(ins: Inspector) -> APIRouter:
                                           "budget use per call (tokens / budget)"),
             layer_chart=charts.layer_columns([(s.layers, s.budget) for s in recent],
                                              f"tokens per layer, last {len(recent)} calls"),
+            tune_chart=tune_chart(grant, ins.runtime.config.last_tune_path),
             recent=list(reversed(samples[-20:])))
 
     return r
+
+
+def tune_chart(grant: Grant, path: Path) -> Markup | None:
+    """The latest `tiermem tune` result as recall against cost, for an operator only: the
+    run's conversation ids and configuration belong to no single namespace."""
+    if grant.prefix not in (None, ""):
+        return None
+    points, kind = data.tune_points(path)
+    return charts.recall_vs_cost(points, f"latest tiermem tune: {kind or 'recall'} against billed cost, "
+                                         "one point per candidate and budget")
 
 
 def _plan_ctx(result: dict[str, Any]) -> dict[str, Any]:
