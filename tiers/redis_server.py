@@ -331,10 +331,10 @@ class EmbeddedRedis:
     def _adopt_under_lock(self) -> None:
         """A running server nobody watches (its watchdog was killed, or an older tiermem
         started it): give it a watchdog, so that it still stops when idle."""
-        with contextlib.suppress(OSError):  # a read-only data dir: it keeps running unwatched
-            with self._launch_lock(self._binary or "redis-server"):
-                if self.watchdog_pid is None and ping_socket(self.socket_path):
-                    self._adopt()
+        # a read-only data dir (no lock file can be made): it keeps running unwatched
+        with contextlib.suppress(OSError), self._launch_lock(self._binary or "redis-server"):
+            if self.watchdog_pid is None and ping_socket(self.socket_path):
+                self._adopt()
 
     def _adopt(self) -> None:
         pid = self._read_pid()

@@ -146,7 +146,7 @@ class Watchdog:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if _ask(self.socket_path, PING) == b"+PONG":
-                return "ok"
+                return READY.decode()
             code = self.child.poll()
             if code is not None:
                 return f"exit status {code}: {_tail(logfile)}"
@@ -316,10 +316,10 @@ def main(argv: list[str]) -> int:
         chunks = []
         while chunk := os.read(r, 65536):
             chunks.append(chunk)
-        verdict = b"".join(chunks)
-        if verdict == READY:
+        reply = b"".join(chunks)
+        if reply == READY:
             return 0
-        sys.stderr.write(verdict.decode(errors="replace") or "the watchdog died while starting the server")
+        sys.stderr.write(reply.decode(errors="replace") or "the watchdog died while starting the server")
         return 1
     os.close(r)
     # the daemon: no inherited stdio (the launcher waits for EOF on its pipes)
@@ -334,12 +334,12 @@ def main(argv: list[str]) -> int:
     pidfile = Path(opts.state_dir) / opts.pidfile_name
     try:
         _write_pidfile(pidfile)
-        verdict = "ok" if opts.adopt else dog.start(server_args, opts.logfile, opts.start_timeout)
+        verdict: str = "ok" if opts.adopt else dog.start(server_args, opts.logfile, opts.start_timeout)
     except Exception as exc:  # reported to the launcher, which raises RedisStartError
         verdict = f"{type(exc).__name__}: {exc}"
     os.write(w, verdict.encode())
     os.close(w)
-    if verdict != "ok":
+    if verdict.encode() != READY:
         dog._kill()
         dog._release_pidfile()
         return 1
