@@ -141,6 +141,41 @@ def test_the_cli_leaves_no_server_behind(tmp_path: Path, cleanup: list[int]) -> 
     assert not srv.socket_path.exists()
 
 
+# how `tiermem serve` goes: a clean stop and a kill that leaves it no time to clean up
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_serve_does_not_keep_it(tmp_path: Path, cleanup: list[int], sig: signal.Signals) -> None:
+    import socket
+    import urllib.request
+
+    data = tmp_path / "data"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "TIERMEM_REDIS_IDLE_TIMEOUT_S": str(IDLE_S)}
+    serve = subprocess.Popen([TIERMEM, "--data-dir", str(data), "serve", "--no-auth", "--port", str(port),
+                              "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    cleanup.append(serve.pid)
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    assert _wait(healthy, 120.0), "serve never answered /healthz"
+    srv = EmbeddedRedis(data)
+    pid = srv.pid
+    assert pid is not None
+    cleanup.append(pid)
+    time.sleep(IDLE_S * 3)
+    assert _alive(pid), "the server stopped while serve still ran"
+    serve.send_signal(sig)
+    serve.wait(timeout=30)
+    assert _wait(lambda: not _alive(pid), GONE_WITHIN_S)
+
+
 def test_a_killed_watchdog_is_replaced_and_the_server_still_stops(tmp_path: Path, cleanup: list[int]) -> None:
     srv = _start(tmp_path / "data", cleanup)
     pid, dog = srv.pid, srv.watchdog_pid
