@@ -189,6 +189,8 @@ def _owned_by_us(pid: int) -> bool:
 
 def _is_watchdog_of(pid: int, socket_path: Path) -> bool:
     """Guards against pid reuse: the watchdog script, watching exactly this socket."""
+    if not Path("/proc").is_dir():
+        return True  # no procfs (macOS): trust the pidfile, or every ensure() would adopt again
     cmd = _cmdline(pid)
     return WATCHDOG_SCRIPT.name.encode() in cmd and b"\0--socket\0" + os.fsencode(socket_path) + b"\0" in cmd
 
