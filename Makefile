@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser test lint bench bench-startup soak run clean
+.PHONY: install browser test lint bench bench-startup bench-ingest soak run clean
 
 install: $(STAMP) browser
 
@@ -41,6 +41,9 @@ bench: install
 
 bench-startup: install
 	$(BIN)/python -m tiermem.evals.bench_startup
+
+bench-ingest: install
+	$(BIN)/python -m tiermem.evals.bench_ingest
 
 soak: install
 	TIERMEM_SOAK=1 $(BIN)/pytest tests -m soak

@@ -924,14 +924,18 @@ class Superseder:
                      "meaning", conv, len(texts), MAX_MEANING_LOOKUPS)
         try:
             if small:  # a live append: the turns just before it get their vectors now
-                self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS)
+                # (only those before it: the search looks at earlier turns, and a catch-up
+                # that calls this has embedded them already, not the ones after)
+                self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo))
             vecs = self.embedder.embed([texts[p] for p in todo])
         except Exception:
             log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
             return {}
         out: dict[int, list[tuple[int, float]]] = {}
         for p, v in zip(todo, vecs, strict=True):
-            hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv)
+            # earlier turns only, however many later ones a catch-up has embedded already:
+            # the decision is the one an eager process made when the turn was appended
+            hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv, before=p)
             out[p] = [(q, cosine_from_l2(d)) for _c, q, d in hits if q < p]
         return out
 

@@ -579,3 +579,26 @@ def test_a_store_on_a_callers_pool_closes_nothing(pg_url: str, counter: BpeToken
         assert not pool.closed
         with pool.connection() as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_dense_search_before_a_position_and_pooled_catch_up(engine: Engine, embedder: Embedder) -> None:
+    """`before`: the k nearest among earlier turns only, however many later turns are
+    nearer (what a catch-up's supersession search needs); `end` stops a catch-up at a
+    position; a pool is hooked a batch at a time in log order."""
+    s = engine.open(embedder)
+    try:
+        texts = ["my seat preference is aisle", "volcano podcasts are fun"] + [
+            f"seat preference aisle, again ({i})" for i in range(6)]
+        key = s.append_batch("c", [user(t) for t in texts], namespace="ns").key
+        seen: list[list[int]] = []
+        s.on_embedded = lambda stored: seen.append([p for _c, p, _v in stored])
+        assert s.index_pending(conversation_id=key, end=3, batch=2, pool_batches=4) == 4
+        assert s.pending_embeddings(key) == 4 and seen == [[0, 1], [2, 3]]
+        assert s.index_pending(batch=2, pool_batches=2) == 4 and seen[2:] == [[4, 5], [6, 7]]
+        qv = embedder.embed(["seat preference aisle"])[0]
+        assert {p for _c, p, _d in s.search_dense(qv, 2, conversation_id=key)} <= set(range(2, 8))
+        early = s.search_dense(qv, 2, conversation_id=key, before=2)
+        assert [p for _c, p, _d in early] == [0, 1]  # the later, nearer ones do not crowd them out
+        assert [p for _c, p, _d in s.search_dense(qv, 1, conversation_id=key, before=1)] == [0]
+    finally:
+        s.close()

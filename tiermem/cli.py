@@ -922,7 +922,9 @@ def stop_redis(state: CliState) -> None:
     from tiermem.tiers.redis_server import EmbeddedRedis
 
     server = EmbeddedRedis(state.config().data_dir)
-    if server.pid is None and not server.is_running():
+    # orphans: servers on this data dir's socket path whose pidfile is gone (a removed
+    # and re-created data dir, a killed watchdog)
+    if server.pid is None and not server.is_running() and not server.orphans():
         click.echo("no embedded redis-server is running for this data dir")
         return
     server.stop()

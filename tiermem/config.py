@@ -45,6 +45,9 @@ DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024
 DEFAULT_MAX_ID_CHARS = 128
 DEFAULT_HOT_BUDGET_TOKENS = 4000
+# seconds; the same as tiers.redis_server.DEFAULT_IDLE_TIMEOUT_S (not imported: that module
+# imports redis, which `tiermem --help` does not need; tests/test_redis_lifecycle.py checks)
+DEFAULT_REDIS_IDLE_TIMEOUT_S = 300.0
 DEFAULT_HEAD_PROTECT_TURNS = 2
 DEFAULT_TAIL_PROTECT_TURNS = 8
 # 0.0 evicts the turn nearest the middle of the evictable window; 1.0 evicts the oldest.
@@ -231,6 +234,9 @@ class Config(BaseSettings):
     max_id_chars: int = Field(DEFAULT_MAX_ID_CHARS, ge=8, le=256)
     # hot tier
     redis_url: str | None = None
+    redis_idle_timeout_s: float = Field(DEFAULT_REDIS_IDLE_TIMEOUT_S, ge=0, le=7 * 86_400, description=(
+        "the embedded redis-server (redis_url unset) stops after this many seconds without a client or a "
+        "command; 0: never. Every process using it keeps a connection, so it outlives none of them"))
     hot_budget_tokens: int = Field(DEFAULT_HOT_BUDGET_TOKENS, ge=64)
     head_protect: int = Field(DEFAULT_HEAD_PROTECT_TURNS, ge=0)
     tail_protect: int = Field(DEFAULT_TAIL_PROTECT_TURNS, ge=0)

@@ -2,8 +2,10 @@
 what to do when Redis is gone.
 
 - With `Config.redis_url` unset, an embedded redis-server is started (or reused) on a
-  unix socket in the data dir; the server is shared by every process on that data dir
-  and outlives this one (stop it with `tiermem stop-redis` or by killing its pid).
+  unix socket in the data dir; the server is shared by every process on that data dir.
+  This link holds a pooled connection open while it lives, which keeps the server up;
+  once no process holds one, the server stops after `redis_idle_timeout_s`
+  (tiers/redis_watchdog.py), or at once with `tiermem stop-redis`.
 - Every hot set carries a generation marker, `<db uuid>:<conversation created_at>`. A
   missing or foreign marker (Redis restarted, flushed, evicted the keys, or points at
   another database) triggers a deterministic rebuild from the cold log; a hot set
@@ -62,9 +64,11 @@ class HotLink:
         if redis_client is None:
             url = cfg.redis_url
             if url is None:
-                self.embedded = EmbeddedRedis(cfg.data_dir)
+                self.embedded = EmbeddedRedis(cfg.data_dir, idle_timeout_s=cfg.redis_idle_timeout_s)
                 url = self.embedded.ensure()
             redis_client = make_client(url)
+            if self.embedded is not None:
+                self._hold(redis_client)
         self.client = redis_client
         self.tier = HotTier(
             redis_client,
@@ -77,6 +81,23 @@ class HotLink:
         self.last_error: str | None = None
         self.rebuilds = 0
         self._lock = threading.Lock()
+
+    def _hold(self, client: Any) -> None:
+        """Open the pool's first connection now and keep it: an open connection is what
+        tells the embedded server's watchdog that this process still uses it. Should the
+        server have stopped between `ensure()` and now (idle), start it again."""
+        assert self.embedded is not None
+        for attempt in range(2):
+            try:
+                client.ping()
+                return
+            except REDIS_ERRORS:
+                if attempt == 0:
+                    try:
+                        self.embedded.ensure()
+                    except Exception as exc:  # reads degrade to the log; _fail retries later
+                        log.warning("could not restart the embedded redis-server: %s", exc)
+                        return
 
     def close(self) -> None:
         """Close the client if this link created it; the embedded server keeps running

@@ -68,7 +68,7 @@ from tiermem.tiers.schema import (
 from tiermem.tiers.search import fts_query, fuse
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
-from tiermem.tiers.store import FrontierRow, SummaryRow
+from tiermem.tiers.store import INDEX_POOL_BATCHES, FrontierRow, SummaryRow
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
@@ -406,18 +406,26 @@ class ColdStore:
         batch: int = 64,
         max_rows: int | None = None,
         progress: Callable[[int], None] | None = None,
+        end: int | None = None,
+        pool_batches: int = INDEX_POOL_BATCHES,
     ) -> int:
         """Embed turns that have no vector yet; returns how many were stored.
 
-        The embedding runs without any lock held; the store step re-checks
-        `embedded = 0`, so two processes catching up at once never double-insert.
+        Rows are read `pool_batches` batches at a time and embedded together, so the
+        embedder can group texts of similar length (less padding: measured 2.3x fewer
+        tokens through the model on LoCoMo than batches in log order); they are stored in
+        one transaction and `on_embedded` sees them in log order, `batch` rows at a time.
+        `end` (with `conversation_id`) limits it to positions <= end. The embedding runs
+        without any lock held; the store step re-checks `embedded = 0`, so two processes
+        catching up at once never double-insert.
         """
         if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
         self._ensure_vec_table(self.embedder.dim)
         done = 0
+        pool = batch * max(1, pool_batches)
         while max_rows is None or done < max_rows:
-            limit = batch if max_rows is None else min(batch, max_rows - done)
+            limit = pool if max_rows is None else min(pool, max_rows - done)
             if conversation_id is None:
                 sql = ("SELECT t.conversation_id, t.position, t.id, m.body FROM turns t "
                        "JOIN messages m ON m.id = t.id WHERE t.embedded = 0 LIMIT ?")
@@ -425,8 +433,8 @@ class ColdStore:
             else:
                 sql = ("SELECT t.conversation_id, t.position, t.id, m.body FROM turns t "
                        "JOIN messages m ON m.id = t.id WHERE t.embedded = 0 AND t.conversation_id = ? "
-                       "ORDER BY t.position LIMIT ?")
-                rows = self._read(sql, (conversation_id, limit))
+                       "AND t.position <= ? ORDER BY t.position LIMIT ?")
+                rows = self._read(sql, (conversation_id, end if end is not None else 2**62, limit))
             if not rows:
                 break
             texts = []
@@ -448,11 +456,13 @@ class ColdStore:
                             (r[2], r[0], _vec_bytes(v)),
                         )
                         stored.append((r[0], r[1], v))
-            if stored and self.on_embedded is not None:
+            # the hook's work per call (supersession's meaning search) is sized for a batch
+            for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
                 try:
-                    self.on_embedded(stored)
+                    assert self.on_embedded is not None
+                    self.on_embedded(stored[start:start + batch])
                 except Exception:  # derived work: the vectors are stored, indexing goes on
-                    log.exception("after-embedding hook failed for %d turns", len(stored))
+                    log.exception("after-embedding hook failed for %d turns", len(stored[start:start + batch]))
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
@@ -1044,16 +1054,25 @@ class ColdStore:
 
     def search_dense(
         self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None, namespace: str | None = None,
-        exclude: str | None = None,
+        exclude: str | None = None, before: int | None = None,
     ) -> list[tuple[str, int, float]]:
         """(conversation, position, L2 distance) of the k nearest turns (`exclude`: a
-        conversation of the namespace not to scan, e.g. the one already searched)."""
+        conversation of the namespace not to scan, e.g. the one already searched;
+        `before`, with `conversation_id`: only positions below it)."""
         if not self._has_vec():
             return []
         convs = [c for c in self._scope(conversation_id, namespace) if c != exclude]
         if not convs:
             return []
-        k = max(1, min(int(k), 4096))  # vec0's limit
+        later = 0
+        if before is not None and conversation_id is not None:
+            # vec0 cannot filter on position: ask for as many more as there are later
+            # vectors, then drop those (a catch-up has embedded turns after the one it
+            # decides; without this they would crowd the earlier ones out of the k)
+            later = int(self._read("SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND position >= ? "
+                                   "AND embedded = 1", (conversation_id, before))[0][0])
+        k_asked = max(1, int(k))
+        k = max(1, min(k_asked + later, 4096))  # vec0's limit
         qb = _vec_bytes(query_vec)
         if len(convs) == 1:
             sql = (f"SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? AND k = ? "
@@ -1073,8 +1092,10 @@ class ColdStore:
         ph = ",".join("?" * len(ids))
         meta = self._read(f"SELECT id, conversation_id, position FROM turns WHERE id IN ({ph})", tuple(ids))
         out = [(m[1], int(m[2]), ids[int(m[0])]) for m in meta]
+        if later:
+            out = [t for t in out if before is None or t[1] < before]
         out.sort(key=lambda t: t[2])
-        return out
+        return out[:k_asked] if later else out
 
     def search_bm25(
         self, query: str, k: int, *, conversation_id: str | None = None, namespace: str | None = None,

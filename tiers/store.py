@@ -66,6 +66,11 @@ FrontierRow = tuple[str, int, float, float, int | None, int | None]
 # `name` or None, the FTS-indexed text or None.
 TurnFact = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]
 
+# index_pending reads and embeds this many batches at once (the embedder sorts them by
+# length): on LoCoMo, 16 x 64 rows put 2.3x fewer tokens (padding) through the model than
+# one batch of 64 in log order
+INDEX_POOL_BATCHES = 16
+
 
 class ColdLog(Protocol):
     """The append-only conversation log with its derived indexes and the warm tier's
@@ -165,10 +170,13 @@ class ColdLog(Protocol):
         ...
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
-                      progress: Callable[[int], None] | None = None) -> int:
+                      progress: Callable[[int], None] | None = None, end: int | None = None,
+                      pool_batches: int = INDEX_POOL_BATCHES) -> int:
         """Embed turns that have no vector (no lock held while embedding; two processes
         catching up at once never store a vector twice); returns how many were stored.
-        0 without an embedder."""
+        0 without an embedder. `pool_batches` batches are read and embedded together
+        (grouped by length: less padding), `on_embedded` is called a batch at a time, in
+        log order; `end` (with `conversation_id`) stops at that position."""
         ...
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
@@ -333,9 +341,11 @@ class ColdLog(Protocol):
     # -- search ----------------------------------------------------------------------------
 
     def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
-                     namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]:
+                     namespace: str | None = None, exclude: str | None = None,
+                     before: int | None = None) -> list[tuple[str, int, float]]:
         """(key, position, L2 distance) of the k nearest turns of a key or of exactly a
-        namespace (without `exclude`), nearest first. [] without vectors."""
+        namespace (without `exclude`), nearest first. [] without vectors. `before` (with
+        a key): the k nearest among positions below it only."""
         ...
 
     def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,

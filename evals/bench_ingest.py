@@ -1,0 +1,201 @@
+"""Bulk-ingest benchmark: LoCoMo conversations through `Memory.append_many` (what
+`tiermem import` does), then the deferred embedding catch-up, against a baseline run in
+the same process.
+
+    python -m tiermem.evals.bench_ingest [--data PATH] [--rounds 3] [--batch 1000]
+                                         [--no-embed] [--json PATH]
+
+Each round, in a fresh data dir, for each mode (interleaved round by round, so that both
+modes see the same machine load):
+
+- write: `import_dataset` (append_many in chunks of `--batch`, the hot tier off, as
+  `tiermem import` runs): turns/s, and each chunk's latency;
+- index: the catch-up that embeds every pending turn (`tiermem index`), through one
+  embedder loaded once for the whole run (its load is reported apart; its memo of recent
+  texts is cleared before every round, so no round is served by an earlier one);
+- total: turns / (write + index), the "bulk ingest with embeddings" figure.
+
+Modes: `new` embeds `INDEX_POOL_BATCHES` batches at once, grouped by length;
+`baseline` one batch at a time in log order (`pool_batches=1`, the code before). Both
+must record exactly the same supersession (compared pair by pair) and embed every turn,
+or the run fails. Medians and p99s (nearest rank) over the rounds; the ratio is
+new/baseline for throughputs (above 1: faster). The load average is printed with every
+figure: the machine is shared, and read the figures with it. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tiermem.evals.bench import dist, load_average, ratio, say
+from tiermem.tiers.store import INDEX_POOL_BATCHES
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
+NAMESPACE = "bench"
+MODES = {"new": None, "baseline": 1}  # pool_batches (None: the store's default)
+
+
+def _superseded(mem: Any) -> set[tuple[str, int, int]]:
+    """Every (conversation, old position, superseding position) the log records."""
+    out: set[tuple[str, int, int]] = set()
+    for key in mem.cold.all_keys():
+        named = mem.cold.name_of(key)
+        name = named[1] if named else key  # keys differ between data dirs, names do not
+        for r in mem.cold.turns(key):
+            if r.superseded_by is not None:
+                out.add((name, r.position, r.superseded_by))
+    return out
+
+
+def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool) -> dict[str, Any]:
+    from tiermem.config import Config
+    from tiermem.evals.conversations import import_dataset
+    from tiermem.memory import Memory
+
+    tmp = Path(tempfile.mkdtemp(prefix="tiermem-ingest-"))
+    try:
+        cfg = Config(data_dir=tmp / "data")
+        clear = getattr(embedder, "clear_memo", None)
+        if callable(clear):
+            clear()
+        with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+            chunks: list[float] = []
+            last = [time.perf_counter()]
+
+            def tick(n: int) -> None:
+                now = time.perf_counter()
+                if n:
+                    chunks.append((now - last[0]) * 1000.0)
+                last[0] = now
+
+            load_before = load_average()
+            t0 = time.perf_counter()
+            report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
+            write_s = time.perf_counter() - t0
+            out: dict[str, Any] = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks,
+                                   "load_before": load_before}
+            if embed:
+                t1 = time.perf_counter()
+                embedded = mem.cold.index_pending(batch=cfg.embedding_batch_size,
+                                                  pool_batches=pool_batches or INDEX_POOL_BATCHES)
+                out["index_s"] = time.perf_counter() - t1
+                out["embedded"] = embedded
+                out["pending_after"] = mem.cold.pending_embeddings()
+            out["superseded"] = sorted(_superseded(mem))
+            out["load_after"] = load_average()
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _summary(rounds: list[dict[str, Any]], embed: bool) -> dict[str, Any]:
+    s: dict[str, Any] = {
+        "write_turns_per_s": dist([r["turns"] / r["write_s"] for r in rounds], 1),
+        "chunk_ms": dist([c for r in rounds for c in r["chunk_ms"]], 1),
+    }
+    if embed:
+        s["index_turns_per_s"] = dist([r["turns"] / r["index_s"] for r in rounds], 1)
+        s["total_turns_per_s"] = dist([r["turns"] / (r["write_s"] + r["index_s"]) for r in rounds], 1)
+    return s
+
+
+def run(data_path: Path, *, rounds: int, batch: int, embed: bool) -> dict[str, Any]:
+    from tiermem.config import Config
+    from tiermem.evals.conversations import read_conversations
+    from tiermem.tiers.embed_onnx import build_embedder
+
+    cfg = Config()
+    data = read_conversations(data_path, max_content_bytes=cfg.max_content_bytes,
+                              max_metadata_bytes=cfg.max_metadata_bytes, strict=True, conversation_id=None)
+    embedder = build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
+                              batch_size=cfg.embedding_batch_size, cache_dir=cfg.embedding_cache_dir)
+    t0 = time.perf_counter()
+    runtime = embedder.load()
+    load_s = time.perf_counter() - t0
+    say(f"{data.n_messages} messages in {len(data.conversations)} conversations; embedder {runtime} "
+        f"loaded in {load_s:.2f} s; load average {load_average()}")
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    for i in range(rounds):
+        # alternate which mode goes first, so neither always meets the warmer cache
+        order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
+        for mode in order:
+            r = _round(data, embedder, MODES[mode], batch, embed)
+            results[mode].append(r)
+            say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
+                + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
+                + f"; load average {r['load_before']} -> {r['load_after']}")
+    for mode, rs in results.items():
+        for r in rs:
+            if embed and r["pending_after"] != 0:
+                raise SystemExit(f"{mode}: {r['pending_after']} turns left unembedded")
+    sup = {mode: [tuple(x) for x in rs[0]["superseded"]] for mode, rs in results.items()}
+    if embed and sup["new"] != sup["baseline"]:
+        diff = set(sup["new"]) ^ set(sup["baseline"])
+        raise SystemExit(f"supersession differs between the modes: {sorted(diff)[:10]}")
+    summary = {mode: _summary(rs, embed) for mode, rs in results.items()}
+    out: dict[str, Any] = {
+        "data": str(data_path), "turns": data.n_messages, "rounds": rounds, "batch": batch,
+        "embedder": {"runtime": runtime, "load_s": round(load_s, 3)},
+        "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
+        "superseded_pairs": len(sup["new"]),
+        "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
+        "summary": summary,
+        "ratio": {k: ratio(summary["new"][k]["p50"], summary["baseline"][k]["p50"])
+                  for k in summary["new"] if k.endswith("_per_s")},
+    }
+    return out
+
+
+def markdown(rep: dict[str, Any]) -> str:
+    la = rep["load_average"]
+    lines = [
+        f"{rep['turns']} turns (LoCoMo), {rep['rounds']} rounds per mode, append_many chunks of {rep['batch']}; "
+        f"embedder {rep['embedder']['runtime']} (loaded once, {rep['embedder']['load_s']} s); load average "
+        f"{la['first']} -> {la['last']} (2 cores, shared); {rep['superseded_pairs']} supersession pairs, identical "
+        "in both modes",
+        "",
+        "| what | new p50 | new p99 | baseline p50 | baseline p99 | new/baseline |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    names = {"write_turns_per_s": "write path (append_many, embedding deferred), turns/s",
+             "index_turns_per_s": "embedding catch-up, turns/s",
+             "total_turns_per_s": "bulk ingest with embeddings (write + catch-up), turns/s",
+             "chunk_ms": f"one append_many of {rep['batch']} turns, ms"}
+    for k, label in names.items():
+        if k not in rep["summary"]["new"]:
+            continue
+        n, b = rep["summary"]["new"][k], rep["summary"]["baseline"][k]
+        r = rep["ratio"].get(k, ratio(b["p50"], n["p50"]))  # latencies: baseline/new
+        lines.append(f"| {label} | {n['p50']} | {n['p99']} | {b['p50']} | {b['p99']} | {r}x |")
+    lines += ["", "The write path is the same code in both modes (only the catch-up differs): its ratio shows "
+              "how much the load moved between runs. Per round: "
+              + "; ".join(f"{m} " + ", ".join(f"{r['turns'] / r['index_s']:.1f}" for r in rep["rounds_raw"][m])
+                          + " turns/s caught up" for m in rep["rounds_raw"] if "index_s" in rep["rounds_raw"][m][0])]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo file (or any import format)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=1000, help="messages per append_many (tiermem import: 1000)")
+    ap.add_argument("--no-embed", action="store_true", help="the write path only")
+    ap.add_argument("--json", type=Path, default=None, help="write the full report here")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.batch < 1:
+        ap.error("--rounds and --batch must be at least 1")
+    rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed)
+    if args.json is not None:
+        args.json.write_text(json.dumps(rep, indent=2))
+    print(markdown(rep))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""The ingest benchmark runs end to end on a small file and checks what it claims: every
+turn embedded, and the same supersession in both modes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from cold_helpers import child_env
+
+
+def test_bench_ingest_smoke(tmp_path: Path) -> None:
+    data = tmp_path / "convs.jsonl"
+    lines = [{"conversation_id": "c1", "role": "user", "content": "Seat preference: aisle seat, every time."}]
+    lines += [{"conversation_id": "c1", "role": r, "content": f"small talk {i} about volcanoes"}
+              for i in range(30) for r in ("user", "assistant")]
+    lines += [{"conversation_id": "c1", "role": "user", "content": "Switch my seat preference to window seat."}]
+    data.write_text("\n".join(json.dumps(x) for x in lines))
+    out_json = tmp_path / "ingest.json"
+    cmd = [sys.executable, "-m", "tiermem.evals.bench_ingest", "--data", str(data), "--rounds", "1",
+           "--batch", "20", "--json", str(out_json)]
+    out = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "| bulk ingest with embeddings (write + catch-up), turns/s |" in out.stdout
+    rep = json.loads(out_json.read_text())
+    assert rep["turns"] == len(lines)
+    assert rep["superseded_pairs"] == 1  # the seat correction, in both modes (the run fails otherwise)
+    for mode in ("new", "baseline"):
+        (r,) = rep["rounds_raw"][mode]
+        assert r["pending_after"] == 0 and r["turns"] == len(lines)
+        assert len(r["chunk_ms"]) == 4  # 62 messages in chunks of 20
+        assert rep["summary"][mode]["total_turns_per_s"]["p50"] > 0
