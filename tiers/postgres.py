@@ -20,9 +20,16 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
-  tombstone with counts and no content, then VACUUMs the tables. PostgreSQL does not
-  scrub freed tuples or WAL segments: the bytes are unreachable through SQL at once and
-  overwritten as pages are reused (the SQLite engine zeroes them; see README).
+  tombstone with counts and no content, then reclaims. PostgreSQL has no secure_delete:
+  a plain VACUUM leaves fragments of a deleted tuple in the page's free space and a GIN
+  index keeps every lexeme it ever saw. So by default (`erase_scrub="full"`) the
+  affected tables are rewritten (`VACUUM (FULL, ANALYZE)`: new files, indexes rebuilt,
+  the old files truncated at commit): no data file of the cluster holds the erased
+  bytes afterwards (tests/test_erasure_postgres.py reads them). It takes each table's
+  ACCESS EXCLUSIVE lock for its rewrite (writers wait); `erase_scrub="vacuum"` is
+  the fast, non-blocking choice that does not guarantee it. Beyond the data files
+  PostgreSQL cannot scrub: WAL segments (pg_wal, and any archive or replica) keep the
+  records until recycled, and freed file-system blocks are the OS's (README).
 - Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
@@ -104,6 +111,13 @@ RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may 
 # crash of the server or the OS may lose the last such commits, never corrupts or
 # reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
 SYNCHRONOUS_COMMIT = ("on", "off")
+# After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
+# any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
+# space reusable without blocking (fragments and GIN lexemes stay until reused/reindexed).
+ERASE_SCRUB = ("full", "vacuum")
+# what reclaim() vacuums: every table that holds a conversation's rows or its name
+RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
+                  "pins", "plans", "conversations")
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
@@ -368,12 +382,16 @@ class PostgresStore:
         schema: str = DEFAULT_SCHEMA,
         pool_max: int = DEFAULT_POOL_MAX,
         synchronous_commit: str = "on",
+        erase_scrub: str = "full",
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
         if synchronous_commit not in SYNCHRONOUS_COMMIT:
             raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
         self._synchronous_commit = synchronous_commit
+        if erase_scrub not in ERASE_SCRUB:
+            raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
+        self.erase_scrub = erase_scrub
         if not SCHEMA_PATTERN.match(schema):
             raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
         self.tokens = tokens
@@ -1092,16 +1110,19 @@ class PostgresStore:
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
         return report
 
-    def reclaim(self) -> None:
-        """VACUUM the log's tables: dead tuples become reusable space at once instead of
-        at autovacuum's pace. (VACUUM cannot run in a transaction: a caller's pool in
-        transaction mode skips it; autovacuum does it later.)"""
-        tables = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "checkpoints", "pins", "plans")
+    def reclaim(self, *, full: bool | None = None) -> None:
+        """Hand the space of deleted rows back. `full` (default: `erase_scrub == "full"`)
+        rewrites the tables, so no data file holds a deleted byte afterwards; else a plain
+        VACUUM makes the space reusable at once instead of at autovacuum's pace. (VACUUM
+        cannot run in a transaction: a caller's pool in transaction mode skips it and
+        autovacuum does the plain part later.)"""
+        full = self.erase_scrub == "full" if full is None else full
         with self._conn() as conn:
             if not conn.autocommit:
-                log.info("reclaim: the pool's connections are not in autocommit; VACUUM left to autovacuum")
+                log.warning("reclaim: the pool's connections are not in autocommit; VACUUM left to autovacuum")
                 return
-            conn.execute("VACUUM " + ", ".join(tables))
+            # ANALYZE too: the planner's column statistics sample stored values
+            conn.execute(("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES))
 
     def defer_purge(self, keys: Sequence[str]) -> None:
         if not keys:
