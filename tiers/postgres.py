@@ -1399,7 +1399,9 @@ class PostgresStore:
             if fold_text is not None:
                 meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
                 c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text, json.dumps(meta), time.time()))
+                          # derived text: a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
+                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text.replace("\x00", " "), json.dumps(meta),
+                                                      time.time()))
             if keep_versions is not None:
                 c.execute("DELETE FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
                           "AND version <= %s", (conv, kind, key, version - keep_versions))
