@@ -706,6 +706,24 @@ class PostgresStore:
                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(dim),))
         self._vec_dim = dim
 
+    def prepare_vectors(self, dim: int) -> None:
+        """Make the vector table ready for `dim`-wide vectors now (else the first
+        `index_pending` does)."""
+        self._ensure_vec_dim(dim)
+
+    def drop_vector_index(self) -> None:
+        """Before a bulk load of vectors: without the HNSW index, inserts are several
+        times faster (namespace-wide dense search scans meanwhile). `create_vector_index`
+        afterwards."""
+        with self._tx() as c:
+            c.execute("DROP INDEX IF EXISTS messages_vec_hnsw")
+
+    def create_vector_index(self, dim: int) -> None:
+        """(Re)build the HNSW index of namespace-wide dense search for `dim`-wide vectors."""
+        with self._tx() as c:
+            c.execute(f"CREATE INDEX IF NOT EXISTS messages_vec_hnsw ON messages_vec USING hnsw "
+                      f"((embedding::vector({int(dim)})) vector_l2_ops)")
+
     def pending_embeddings(self, conversation_id: str | None = None) -> int:
         if conversation_id is None:
             return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
