@@ -1223,10 +1223,17 @@ class PostgresStore:
         # index; document frequencies are counted among those matches, which hold
         # every document of the scope that contains any query term.
         rows = self._read(
-            f"WITH terms AS (SELECT to_tsquery('{FTS_CONFIG}', w) AS tq FROM unnest(%(terms)s::text[]) AS u(w)), "
+            # numnode > 0: a word that is a stopword of PostgreSQL's dictionary (not of
+            # ours, e.g. "about") makes an empty tsquery, and every `@@` against an empty
+            # tsquery sends the client a NOTICE: one per row and term (2.7 s for a 300-turn
+            # conversation before this filter; tests/test_postgres_search.py)
+            # MATERIALIZED: inlined, `terms` and `df` were re-evaluated for every hit row
+            # (df's count over the hits once per hit: quadratic in the matches)
+            f"WITH terms AS MATERIALIZED (SELECT tq FROM (SELECT to_tsquery('{FTS_CONFIG}', w) AS tq "
+            "  FROM unnest(%(terms)s::text[]) AS u(w)) x WHERE numnode(tq) > 0), "
             f"hits AS MATERIALIZED (SELECT f.id, f.tsv FROM messages_fts f WHERE {scope} "
             f"  AND f.tsv @@ to_tsquery('{FTS_CONFIG}', %(q)s)), "
-            "df AS (SELECT t.tq, (SELECT COUNT(*) FROM hits h WHERE h.tsv @@ t.tq) AS n FROM terms t), "
+            "df AS MATERIALIZED (SELECT t.tq, (SELECT COUNT(*) FROM hits h WHERE h.tsv @@ t.tq) AS n FROM terms t), "
             f"total AS (SELECT GREATEST(COALESCE({total}, 0), 1)::float8 AS n) "
             "SELECT m.conversation_id, m.position, "
             "  -SUM(ln(1 + (total.n - df.n + 0.5) / (df.n + 0.5)) * ts_rank(h.tsv, df.tq, 1)) AS s "
