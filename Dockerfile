@@ -27,7 +27,9 @@ COPY evals ./evals
 # the embedding model is exported to ONNX at build time, into the image: a container
 # starts without torch and without exporting (tiers/embed_onnx.py)
 ENV TIERMEM_EMBEDDING_CACHE_DIR=/opt/tiermem/onnx
-RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu . \
+# with the `postgres` extra (psycopg): the same image serves a SQLite data dir or, with
+# TIERMEM_COLD_URL, a PostgreSQL log (compose.postgres.yaml, compose.cluster.yaml)
+RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu ".[postgres]" \
     && python -c "import tiermem.cli, tiermem.service" \
     && tiermem model
 

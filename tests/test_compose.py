@@ -20,7 +20,8 @@ from tiermem.service import TokenAuth
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = {"compose-test-token-0123456789": "acme"}
-SHELL_ENV = {"TIERMEM_AUTH_TOKENS": json.dumps(TOKENS)}
+PG_PASSWORD = "compose-test-password-0123456789"
+SHELL_ENV = {"TIERMEM_AUTH_TOKENS": json.dumps(TOKENS), "TIERMEM_PG_PASSWORD": PG_PASSWORD}
 
 _VAR = re.compile(
     r"\$(?:\$|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?])?(?P<arg>[^}]*)\}"
@@ -132,6 +133,47 @@ def test_compose_refuses_to_start_without_tokens() -> None:
         interpolate(raw, {})
 
 
+def check_postgres(services: dict[str, Any], doc: dict[str, Any]) -> dict[str, str]:
+    """The PostgreSQL service: pgvector's image, not published, a named volume at the
+    directory PostgreSQL 18 images keep PGDATA under, a pg_isready health check, and a
+    password compose refuses to start without. Returns its interpolated environment."""
+    pg = services["postgres"]
+    assert pg["image"].startswith("pgvector/pgvector:pg")
+    assert "ports" not in pg, "PostgreSQL must not be published on the host"
+    mounts = [str(v).split(":") for v in pg["volumes"]]
+    assert [m[1] for m in mounts] == ["/var/lib/postgresql"] and mounts[0][0] in doc["volumes"]
+    assert "pg_isready" in pg["healthcheck"]["test"]
+    with pytest.raises(KeyError, match="TIERMEM_PG_PASSWORD"):
+        interpolate(pg["environment"]["POSTGRES_PASSWORD"], {})
+    return environment(pg)
+
+
+def check_cold_url(cfg: Config, pg_env: dict[str, str], services: dict[str, Any]) -> None:
+    url = urllib.parse.urlsplit(cfg.cold_url or "")
+    assert url.scheme == "postgresql" and url.hostname == "postgres" and url.hostname in services
+    assert url.port == 5432
+    assert (url.username, url.password, url.path.lstrip("/")) == (
+        pg_env["POSTGRES_USER"], pg_env["POSTGRES_PASSWORD"], pg_env["POSTGRES_DB"])
+    assert cfg.cold_schema == "tiermem"
+
+
+def test_postgres_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = load("compose.postgres.yaml")
+    services = doc["services"]
+    assert set(services) == {"postgres", "redis", "tiermem"}
+    pg_env = check_postgres(services, doc)
+    app = services["tiermem"]
+    assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert app["depends_on"]["redis"]["condition"] == "service_healthy"
+    cfg = check_tiermem_env(environment(app), monkeypatch)
+    check_cold_url(cfg, pg_env, services)
+    url = urllib.parse.urlsplit(cfg.redis_url or "")
+    assert url.scheme == "redis" and url.hostname in services
+    assert "8080:8080" in app["ports"]
+    with pytest.raises(KeyError, match="TIERMEM_PG_PASSWORD"):
+        interpolate(app["environment"]["TIERMEM_COLD_URL"], {"TIERMEM_AUTH_TOKENS": "{}"})
+
+
 def test_cluster_variant(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = load("compose.cluster.yaml")
     services = doc["services"]
@@ -141,13 +183,24 @@ def test_cluster_variant(monkeypatch: pytest.MonkeyPatch) -> None:
         assert services[name]["image"] == "redis:7"
     init = " ".join(services["redis-cluster-init"]["command"])
     assert "--cluster create" in init and all(n in init for n in nodes)
-    app = services["tiermem"]
-    assert app["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
-    cfg = check_tiermem_env(environment(app), monkeypatch)
-    url = urllib.parse.urlsplit(cfg.redis_url or "")
-    assert url.scheme == "redis+cluster" and url.hostname in nodes
-    assert "8080:8080" in app["ports"]
-    assert [str(v).split(":")[1] for v in app["volumes"]] == ["/data"]
+    pg_env = check_postgres(services, doc)
+    replicas = sorted(n for n in services if n.startswith("tiermem"))
+    assert replicas == ["tiermem-1", "tiermem-2"]  # two services, one store
+    host_ports, volumes = [], []
+    for name in replicas:
+        app = services[name]
+        assert app["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
+        assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
+        cfg = check_tiermem_env(environment(app), monkeypatch)
+        check_cold_url(cfg, pg_env, services)
+        url = urllib.parse.urlsplit(cfg.redis_url or "")
+        assert url.scheme == "redis+cluster" and url.hostname in nodes
+        host_ports += [str(p).split(":")[0] for p in app["ports"]]
+        mounts = [str(v).split(":") for v in app["volumes"]]
+        assert [m[1] for m in mounts] == ["/data"] and mounts[0][0] in doc["volumes"]
+        volumes.append(mounts[0][0])
+    # each replica its own host port and its own volume for its embedded bits
+    assert len(set(host_ports)) == 2 and len(set(volumes)) == 2
 
 
 def test_dockerfile() -> None:
@@ -160,8 +213,10 @@ def test_dockerfile() -> None:
     assert "torch==2.13.0" in torch and "--index-url https://download.pytorch.org/whl/cpu" in torch
     # torch comes before the project, so the project's requirement is already met
     assert lines.index(torch) < next(
-        i for i, ln in enumerate(lines) if re.search(r"pip install .*\s\.(\s|$)", ln)
+        i for i, ln in enumerate(lines) if re.search(r"pip install .*\s\"?\.(\[[a-z,]+\])?\"?(\s|$)", ln)
     )
+    # the image can serve a PostgreSQL log (compose.postgres.yaml): psycopg is installed
+    assert any(re.search(r"pip install .*\"\.\[[a-z,]*postgres[a-z,]*\]\"", ln) for ln in lines)
     copied = {tok for ln in lines if ln.startswith("COPY ") for tok in shlex.split(ln)[1:-1]}
     for src in copied:
         assert (ROOT / src).exists(), src

@@ -10,8 +10,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # the two engines own their SQL; everything else goes through tiers.store.ColdLog
-# (the SQLite engine is cold.py and its schema and migrations, schema.py)
-ENGINES = {ROOT / "tiers" / "cold.py", ROOT / "tiers" / "schema.py", ROOT / "tiers" / "postgres.py"}
+# the engines (the SQLite one is cold.py and its schema and migrations, schema.py), and the
+# copier between them (migrate-store reads and writes both engines' tables row for row,
+# which no store method offers)
+ENGINES = {ROOT / "tiers" / "cold.py", ROOT / "tiers" / "schema.py", ROOT / "tiers" / "postgres.py",
+           ROOT / "tiers" / "migrate_store.py"}
 REACH_IN = re.compile(r"\bcold\._(read|tx|conn|lock)\b|\.execute\(\s*f?[\"'](SELECT|INSERT|UPDATE|DELETE)\b")
 
 

@@ -915,6 +915,39 @@ def model(state: CliState, as_json: bool) -> None:
         click.echo(", ".join(f"{k}={v}" for k, v in report.items() if v is not None))
 
 
+@cli.command("migrate-store")
+@click.option("--to", "target", required=True,
+              help="Where to copy the log: a postgresql:// URL, or a SQLite file or data dir (from PostgreSQL).")
+@click.option("--from", "source", default=None,
+              help="The log to copy [default: this config's cold store: cold_url, else the data dir's file].")
+@click.option("--schema", "target_schema", default=None, help="PostgreSQL schema of the target [default: cold_schema].")
+@click.option("--from-schema", "source_schema", default=None,
+              help="PostgreSQL schema of the source [default: cold_schema].")
+@click.option("--into-non-empty", is_flag=True, help="Merge into a target that already holds other conversations.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_state
+def migrate_store_command(state: CliState, target: str, source: str | None, target_schema: str | None,
+                          source_schema: str | None, into_non_empty: bool, as_json: bool) -> None:
+    """Copy the cold log between SQLite and PostgreSQL, verified; rerun to resume."""
+    from tiermem.tiers.migrate_store import migrate_store
+    from tiermem.tiers.tokens import BpeTokenCounter
+
+    cfg = state.config()
+    src = source if source is not None else (cfg.cold_url or str(cfg.db_path))
+    report = migrate_store(src, target, tokens=BpeTokenCounter(cfg.tokenizer),
+                           source_schema=source_schema or cfg.cold_schema,
+                           target_schema=target_schema or cfg.cold_schema, into_non_empty=into_non_empty,
+                           progress=None if as_json else lambda i, n: click.echo(f"copied {i}/{n}", err=True)
+                           if i == n or i % 100 == 0 else None)
+    if as_json:
+        _emit_json(report.to_json())
+        return
+    click.echo(f"{report.conversations} conversation(s), {report.messages} message(s), {report.vectors} vector(s), "
+               f"{report.keys} key(s), {report.tombstones} tombstone(s) verified in {report.target} "
+               f"({report.copied} copied now, {report.already_present} already there; sha256 {report.digest[:16]}; "
+               f"{report.seconds:.1f} s)")
+
+
 @cli.command("stop-redis")
 @pass_state
 def stop_redis(state: CliState) -> None:

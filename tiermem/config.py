@@ -228,6 +228,10 @@ class Config(BaseSettings):
     cold_synchronous_commit: Literal["on", "off"] = Field("on", description=(
         "PostgreSQL: 'on' waits for each commit's WAL to reach disk; 'off' returns at once and may lose "
         "the last ~0.6 s of commits in a crash (like sqlite_synchronous=NORMAL), 10x faster appends"))
+    cold_erase_scrub: Literal["full", "vacuum"] = Field("full", description=(
+        "PostgreSQL, after erasure and prune: 'full' rewrites the affected tables (VACUUM FULL) so no data "
+        "file keeps an erased byte, blocking their writers meanwhile; 'vacuum' does not block and does not "
+        "guarantee it (fragments and full-text lexemes stay until the space is reused)"))
     # limits on input
     max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1)
     max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2)

@@ -125,7 +125,8 @@ class Memory:
 
             self.cold = PostgresStore(self.config.cold_url, tokens=self.tokens, embedder=self.embedder,
                                       schema=self.config.cold_schema,
-                                      synchronous_commit=self.config.cold_synchronous_commit)
+                                      synchronous_commit=self.config.cold_synchronous_commit,
+                                      erase_scrub=self.config.cold_erase_scrub)
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
                                   busy_timeout_ms=self.config.busy_timeout_ms,

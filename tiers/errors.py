@@ -179,3 +179,23 @@ class ImportConflict(TiermemError, ValueError):
             f"conversation {conversation_id!r} already holds a different message at position {position}; "
             "import it under another conversation id or into another data dir"
         )
+
+
+class MigrationRefused(TiermemError, ValueError):
+    """`migrate-store` will not copy into this target (checked before anything is written):
+    names the target, what is in the way and what to do."""
+
+    def __init__(self, target: str, problem: str) -> None:
+        self.target = target
+        self.problem = problem
+        super().__init__(f"migrate-store into {target}: {problem}")
+
+
+class MigrationMismatch(TiermemError, RuntimeError):
+    """A copied conversation (or the keys, tombstones) read back differently from its
+    source: that part's transaction was rolled back."""
+
+    def __init__(self, what: str, source_digest: str, target_digest: str) -> None:
+        self.what = what
+        super().__init__(f"migrate-store: {what} differs between source and target (sha256 {source_digest[:16]} "
+                         f"against {target_digest[:16]}); the target's copy of it is not overwritten")

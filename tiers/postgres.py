@@ -20,9 +20,16 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
-  tombstone with counts and no content, then VACUUMs the tables. PostgreSQL does not
-  scrub freed tuples or WAL segments: the bytes are unreachable through SQL at once and
-  overwritten as pages are reused (the SQLite engine zeroes them; see README).
+  tombstone with counts and no content, then reclaims. PostgreSQL has no secure_delete:
+  a plain VACUUM leaves fragments of a deleted tuple in the page's free space and a GIN
+  index keeps every lexeme it ever saw. So by default (`erase_scrub="full"`) the
+  affected tables are rewritten (`VACUUM (FULL, ANALYZE)`: new files, indexes rebuilt,
+  the old files truncated at commit): no data file of the cluster holds the erased
+  bytes afterwards (tests/test_erasure_postgres.py reads them). It takes each table's
+  ACCESS EXCLUSIVE lock for its rewrite (writers wait); `erase_scrub="vacuum"` is
+  the fast, non-blocking choice that does not guarantee it. Beyond the data files
+  PostgreSQL cannot scrub: WAL segments (pg_wal, and any archive or replica) keep the
+  records until recycled, and freed file-system blocks are the OS's (README).
 - Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
@@ -102,6 +109,13 @@ RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may 
 # crash of the server or the OS may lose the last such commits, never corrupts or
 # reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
 SYNCHRONOUS_COMMIT = ("on", "off")
+# After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
+# any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
+# space reusable without blocking (fragments and GIN lexemes stay until reused/reindexed).
+ERASE_SCRUB = ("full", "vacuum")
+# what reclaim() vacuums: every table that holds a conversation's rows or its name
+RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
+                  "pins", "plans", "statement_supersessions", "conversations")
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
@@ -363,12 +377,16 @@ class PostgresStore:
         schema: str = DEFAULT_SCHEMA,
         pool_max: int = DEFAULT_POOL_MAX,
         synchronous_commit: str = "on",
+        erase_scrub: str = "full",
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
         if synchronous_commit not in SYNCHRONOUS_COMMIT:
             raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
         self._synchronous_commit = synchronous_commit
+        if erase_scrub not in ERASE_SCRUB:
+            raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
+        self.erase_scrub = erase_scrub
         if not SCHEMA_PATTERN.match(schema):
             raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
         self.tokens = tokens
@@ -682,6 +700,24 @@ class PostgresStore:
             c.execute("INSERT INTO meta(key, value) VALUES ('vec_dim', %s) "
                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(dim),))
         self._vec_dim = dim
+
+    def prepare_vectors(self, dim: int) -> None:
+        """Make the vector table ready for `dim`-wide vectors now (else the first
+        `index_pending` does)."""
+        self._ensure_vec_dim(dim)
+
+    def drop_vector_index(self) -> None:
+        """Before a bulk load of vectors: without the HNSW index, inserts are several
+        times faster (namespace-wide dense search scans meanwhile). `create_vector_index`
+        afterwards."""
+        with self._tx() as c:
+            c.execute("DROP INDEX IF EXISTS messages_vec_hnsw")
+
+    def create_vector_index(self, dim: int) -> None:
+        """(Re)build the HNSW index of namespace-wide dense search for `dim`-wide vectors."""
+        with self._tx() as c:
+            c.execute(f"CREATE INDEX IF NOT EXISTS messages_vec_hnsw ON messages_vec USING hnsw "
+                      f"((embedding::vector({int(dim)})) vector_l2_ops)")
 
     def pending_embeddings(self, conversation_id: str | None = None) -> int:
         if conversation_id is None:
@@ -1117,16 +1153,19 @@ class PostgresStore:
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
         return report
 
-    def reclaim(self) -> None:
-        """VACUUM the log's tables: dead tuples become reusable space at once instead of
-        at autovacuum's pace. (VACUUM cannot run in a transaction: a caller's pool in
-        transaction mode skips it; autovacuum does it later.)"""
-        tables = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "checkpoints", "pins", "plans")
+    def reclaim(self, *, full: bool | None = None) -> None:
+        """Hand the space of deleted rows back. `full` (default: `erase_scrub == "full"`)
+        rewrites the tables, so no data file holds a deleted byte afterwards; else a plain
+        VACUUM makes the space reusable at once instead of at autovacuum's pace. (VACUUM
+        cannot run in a transaction: a caller's pool in transaction mode skips it and
+        autovacuum does the plain part later.)"""
+        full = self.erase_scrub == "full" if full is None else full
         with self._conn() as conn:
             if not conn.autocommit:
-                log.info("reclaim: the pool's connections are not in autocommit; VACUUM left to autovacuum")
+                log.warning("reclaim: the pool's connections are not in autocommit; VACUUM left to autovacuum")
                 return
-            conn.execute("VACUUM " + ", ".join(tables))
+            # ANALYZE too: the planner's column statistics sample stored values
+            conn.execute(("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES))
 
     def defer_purge(self, keys: Sequence[str]) -> None:
         if not keys:
@@ -1210,10 +1249,17 @@ class PostgresStore:
         # index; document frequencies are counted among those matches, which hold
         # every document of the scope that contains any query term.
         rows = self._read(
-            f"WITH terms AS (SELECT to_tsquery('{FTS_CONFIG}', w) AS tq FROM unnest(%(terms)s::text[]) AS u(w)), "
+            # numnode > 0: a word that is a stopword of PostgreSQL's dictionary (not of
+            # ours, e.g. "about") makes an empty tsquery, and every `@@` against an empty
+            # tsquery sends the client a NOTICE: one per row and term (2.7 s for a 300-turn
+            # conversation before this filter; tests/test_postgres_search.py)
+            # MATERIALIZED: inlined, `terms` and `df` were re-evaluated for every hit row
+            # (df's count over the hits once per hit: quadratic in the matches)
+            f"WITH terms AS MATERIALIZED (SELECT tq FROM (SELECT to_tsquery('{FTS_CONFIG}', w) AS tq "
+            "  FROM unnest(%(terms)s::text[]) AS u(w)) x WHERE numnode(tq) > 0), "
             f"hits AS MATERIALIZED (SELECT f.id, f.tsv FROM messages_fts f WHERE {scope} "
             f"  AND f.tsv @@ to_tsquery('{FTS_CONFIG}', %(q)s)), "
-            "df AS (SELECT t.tq, (SELECT COUNT(*) FROM hits h WHERE h.tsv @@ t.tq) AS n FROM terms t), "
+            "df AS MATERIALIZED (SELECT t.tq, (SELECT COUNT(*) FROM hits h WHERE h.tsv @@ t.tq) AS n FROM terms t), "
             f"total AS (SELECT GREATEST(COALESCE({total}, 0), 1)::float8 AS n) "
             "SELECT m.conversation_id, m.position, "
             "  -SUM(ln(1 + (total.n - df.n + 0.5) / (df.n + 0.5)) * ts_rank(h.tsv, df.tq, 1)) AS s "
@@ -1405,7 +1451,9 @@ class PostgresStore:
             if fold_text is not None:
                 meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
                 c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text, json.dumps(meta), time.time()))
+                          # derived text: a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
+                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text.replace("\x00", " "), json.dumps(meta),
+                                                      time.time()))
             if keep_versions is not None:
                 c.execute("DELETE FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
                           "AND version <= %s", (conv, kind, key, version - keep_versions))

@@ -1,0 +1,549 @@
+"""Copy a cold log from one engine to the other: SQLite -> PostgreSQL (`tiermem
+migrate-store --to postgresql://...`) and back (`--from postgresql://... --to PATH`).
+
+What is copied, per conversation *incarnation* (its key), verbatim: the conversation row
+(key, name, namespace, parent, fork position, created and last-message times), every
+message (position, role, body text byte for byte, session, metadata, created_at), the turn
+index with its labels, exact token counts, content hashes and supersessions, the vectors,
+checkpoints, explicit pins, stored plans, warm summaries (every version) and their refresh
+errors. And for the whole store: every key ever issued (`conversation_keys`, so the target
+never hands out a key of an erased conversation), the tombstones and pending Redis purges.
+The full-text rows are recomputed from the bodies (each engine has its own index format).
+Internal message ids are the target's own (its sequence); the target keeps its own
+database id (`db_uuid`), so caches keyed by the source's are not trusted for it.
+
+Invariants:
+
+- Verified: each conversation is written in one target transaction that reads it back,
+  digests it (sha256 over every copied field) and commits only if the digest equals the
+  source's; at the end every conversation, the key set and the tombstones are compared
+  again on both sides, and the counts reported.
+- Refused before anything is written: a target that already holds conversations, keys or
+  tombstones (unless `into_non_empty`, and then no source key or name may be in use
+  there), the source itself, a row the target cannot store (PostgreSQL text holds no NUL),
+  vectors of another width than the target's. A target schema or file this run created
+  is removed again when it refuses.
+- Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
+  the first transaction, with every key and tombstone. A rerun into it copies only the
+  conversations not there yet, checks that those already there are identical, and writes
+  nothing when all are. An interrupted run loses at most the conversation it was writing.
+- The source is only read (opening it brings an older SQLite file to this code's schema,
+  as any open does). Stop its writers first: a conversation that changes during the copy
+  fails the final comparison instead of being copied half-new.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.errors import MigrationMismatch, MigrationRefused
+from tiermem.tiers.models import search_text
+from tiermem.tiers.schema import SCOPE_SQL, VEC_TABLE
+from tiermem.tiers.tokens import TokenCounter
+
+MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
+DONE = "migration_verified_at"  # meta key: when the last full verification passed
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
+
+Conn = Any
+Record = dict[str, Any]
+
+# Columns copied per table, in digest order. Vectors and the conversation row are separate.
+MESSAGE_COLS = "position, role, body, session_id, metadata, created_at"
+TURN_COLS = ("position, role, session_id, tokens, content_hash, created_at, intent, load_bearing, priority, "
+             "label_reason, superseded_by")
+TABLES: dict[str, tuple[str, str]] = {  # table -> (columns, order)
+    "checkpoints": ("position, summary, metadata, created_at", "id"),
+    "pins": ("position, priority, created_at", "position"),
+    "plans": ("last_position, plan, created_at", "id"),
+    "summaries": ("kind, key, version, start_position, end_position, body, tokens, summarizer, created_at",
+                  "kind, key, version"),
+    "summary_errors": ("kind, key, error, at", "id"),
+    # statement-level supersession (tiers/statements.py): derived, but copied like the turn labels
+    "statement_supersessions": ('position, start, "end", superseded_by', "position, start"),
+}
+TOMBSTONE_COLS = "key, namespace, name, reason, messages, summaries, checkpoints, created_at, deleted_at"
+CONV_COLS = "id, name, namespace, parent_id, fork_position, created_at, last_message_at"
+
+
+def is_postgres(target: str | Path) -> bool:
+    return str(target).startswith(POSTGRES_SCHEMES)
+
+
+@dataclass
+class MigrationReport:
+    source: str
+    target: str
+    resumed: bool = False  # the target already held part of this source's copy
+    conversations: int = 0  # in the source (= verified in the target)
+    copied: int = 0  # written by this run
+    already_present: int = 0  # verified identical and left alone
+    messages: int = 0
+    vectors: int = 0
+    keys: int = 0
+    tombstones: int = 0
+    digest: str = ""  # sha256 over every conversation's digest, the keys and the tombstones
+    seconds: float = 0.0
+    copied_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("copied_ids")
+        return out
+
+
+def _digest(obj: Any) -> str:
+    def enc(o: Any) -> Any:
+        if isinstance(o, bytes | bytearray | memoryview):
+            return {"bytes": bytes(o).hex()}
+        raise TypeError(type(o).__name__)
+
+    return hashlib.sha256(json.dumps(obj, default=enc, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+
+def _num(v: Any) -> Any:
+    # SMALLINT/INTEGER/BIGINT and REAL/DOUBLE come back as int and float on both engines;
+    # a stored integer-valued REAL read as int elsewhere must not change the digest
+    return float(v) if isinstance(v, float) else v
+
+
+class _Side:
+    """One engine, reached through the store's own connection (this module is part of
+    the storage layer, the only place SQL lives)."""
+
+    def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter) -> None:
+        self.postgres = is_postgres(spec)
+        self.created = False  # this run made the file or schema (removed again on refusal)
+        self.spec = str(spec)
+        self.schema = schema
+        if self.postgres:
+            from tiermem.tiers.postgres import PostgresStore, redact
+
+            self.label = f"{redact(self.spec)} schema {schema}"
+            self.created = not self._pg_schema_exists()
+            self.store: Any = PostgresStore(self.spec, tokens=tokens, schema=schema)
+        else:
+            path = Path(spec)
+            if path.is_dir() or not path.suffix:  # a data dir (made if missing), else the file itself
+                path = path / DATA_DIR_FILE
+            self.label = str(path)
+            self.created = not path.exists()
+            self.store = ColdStore(path, tokens=tokens)
+            self.path = path
+
+    def _pg_schema_exists(self) -> bool:
+        import psycopg
+
+        with psycopg.connect(self.spec, autocommit=True) as c:
+            return c.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is not None
+
+    def close(self) -> None:
+        self.store.close()
+
+    def discard(self) -> None:
+        """Remove what this run created (a refused run writes nothing)."""
+        self.close()
+        if not self.created:
+            return
+        if self.postgres:
+            import psycopg
+            from psycopg import sql as pgsql
+
+            with psycopg.connect(self.spec, autocommit=True) as c:
+                c.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(self.schema)))
+        else:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(str(self.path) + suffix)
+
+    # -- connections ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Conn]:
+        if self.postgres:
+            with self.store._conn() as c:
+                yield c
+        else:
+            with self.store._lock:
+                yield self.store._conn
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[Conn]:
+        with self.store._tx() as c:
+            yield c
+
+    def q(self, c: Conn, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self.postgres:
+            return list(c.execute(sql.replace("?", "%s"), params).fetchall())
+        return list(c.execute(sql, params).fetchall())
+
+    def many(self, c: Conn, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        if self.postgres:
+            c.cursor().executemany(sql.replace("?", "%s"), rows)
+        else:
+            c.executemany(sql, rows)
+
+    # -- whole-store reads ---------------------------------------------------------------
+
+    def meta(self, c: Conn, key: str) -> str | None:
+        rows = self.q(c, "SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, c: Conn, key: str, value: str) -> None:
+        self.q(c, "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value "
+                  "RETURNING key", (key, value))
+
+    def conversations(self, c: Conn) -> list[tuple[str, str, str]]:
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in self.q(c, "SELECT id, namespace, name FROM conversations "
+                                                                     "ORDER BY id")]
+
+    def keys(self, c: Conn) -> list[tuple[str, float]]:
+        return [(str(r[0]), float(r[1])) for r in self.q(c, "SELECT key, issued_at FROM conversation_keys ORDER BY key")]
+
+    def tombstones(self, c: Conn) -> list[list[Any]]:
+        return [[_num(v) for v in r] for r in self.q(c, f"SELECT {TOMBSTONE_COLS} FROM tombstones ORDER BY id")]
+
+    def purges(self, c: Conn) -> list[tuple[str, float]]:
+        return [(str(r[0]), float(r[1])) for r in self.q(c, "SELECT key, at FROM redis_purge ORDER BY key")]
+
+    def vec_dim(self, c: Conn) -> int | None:
+        v = self.meta(c, "vec_dim")
+        return int(v) if v is not None else None
+
+    def has_vectors(self, c: Conn) -> bool:
+        if self.postgres:
+            return bool(self.q(c, "SELECT 1 FROM messages_vec LIMIT 1"))
+        if not self.q(c, "SELECT 1 FROM sqlite_master WHERE name = ?", (VEC_TABLE,)):
+            return False
+        return bool(self.q(c, "SELECT 1 FROM turns WHERE embedded = 1 LIMIT 1"))
+
+    def unstorable_in_postgres(self, c: Conn) -> list[str]:
+        """Rows PostgreSQL text cannot hold (a NUL, or bytes that are not text)."""
+        assert not self.postgres
+        bad = []
+        for table, col, where in (("messages", "body", "position"), ("messages", "metadata", "position"),
+                                  ("messages", "session_id", "position"), ("checkpoints", "summary", "position"),
+                                  ("summaries", "body", "version"), ("plans", "plan", "last_position")):
+            for conv, pos in self.q(c, f"SELECT conversation_id, {where} FROM {table} WHERE {col} IS NOT NULL AND "
+                                       f"(typeof({col}) <> 'text' OR instr({col}, char(0)) > 0) LIMIT 5"):
+                bad.append(f"{table}.{col} of conversation {conv!r} at {where} {pos}")
+        return bad
+
+    # -- one conversation -------------------------------------------------------------
+
+    def record(self, c: Conn, key: str) -> Record | None:
+        conv = self.q(c, f"SELECT {CONV_COLS} FROM conversations WHERE id = ?", (key,))
+        if not conv:
+            return None
+        rec: Record = {"conversation": [_num(v) for v in conv[0]]}
+        rec["messages"] = [[_num(v) for v in r] for r in self.q(
+            c, f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id = ? ORDER BY position", (key,))]
+        turns = self.q(c, f"SELECT {TURN_COLS}, id FROM turns WHERE conversation_id = ? ORDER BY position", (key,))
+        vectors = self._vectors(c, key, [(int(t[0]), int(t[-1])) for t in turns])
+        rec["turns"] = [[_num(v) for v in t[:-1]] for t in turns]
+        rec["vectors"] = [[pos, vectors[pos]] for pos in sorted(vectors)]
+        for table, (cols, order) in TABLES.items():
+            rec[table] = [[_num(v) for v in r] for r in self.q(
+                c, f"SELECT {cols} FROM {table} WHERE conversation_id = ? ORDER BY {order}", (key,))]
+        pv = self.q(c, "SELECT version FROM pin_versions WHERE conversation_id = ?", (key,))
+        rec["pin_version"] = int(pv[0][0]) if pv else 0  # not digested: the target's triggers move it too
+        return rec
+
+    def _vectors(self, c: Conn, key: str, turns: list[tuple[int, int]]) -> dict[int, bytes]:
+        if self.postgres:
+            from tiermem.tiers.postgres import _vec_bytes
+
+            out: dict[int, bytes] = {}
+            for pos, sent in self.q(c, "SELECT position, vector_send(embedding) FROM messages_vec "
+                                       "WHERE conversation_id = ?", (key,)):
+                b = _vec_bytes(sent)
+                if b is not None:
+                    out[int(pos)] = b
+            return out
+        if not self.q(c, "SELECT 1 FROM sqlite_master WHERE name = ?", (VEC_TABLE,)):
+            return {}
+        out = {}
+        for pos, mid in turns:
+            row = c.execute(f"SELECT embedding FROM {VEC_TABLE} WHERE rowid = ?", (mid,)).fetchone()
+            if row is not None:
+                out[pos] = bytes(row[0])
+        return out
+
+    def write(self, c: Conn, rec: Record) -> None:
+        key, name, ns, parent, fork_pos, created, last_at = rec["conversation"]
+        msgs, turns = rec["messages"], rec["turns"]
+        vectors = dict((int(p), b) for p, b in rec["vectors"])
+        last_pos = max((int(m[0]) for m in msgs), default=-1)
+        if self.postgres:
+            self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
+                      "last_message_at, next_position) VALUES (?,?,?,?,?,?,?,?) RETURNING id",
+                   (key, name, ns, parent, fork_pos, created, last_at, last_pos + 1))
+            ids = [int(r[0]) for r in self.q(c, "SELECT nextval('messages_id_seq') FROM generate_series(1, ?)",
+                                             (len(msgs),))] if msgs else []
+        else:
+            self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
+                      "last_message_at) VALUES (?,?,?,?,?,?,?) RETURNING id",
+                   (key, name, ns, parent, fork_pos, created, last_at))
+            base = int(self.q(c, "SELECT COALESCE(MAX(id), 0) FROM messages")[0][0])
+            ids = list(range(base + 1, base + 1 + len(msgs)))
+        id_at = {int(m[0]): i for m, i in zip(msgs, ids, strict=True)}
+        self.many(c, "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, "
+                     "created_at) VALUES (?,?,?,?,?,?,?,?)",
+                  [(key, m[0], id_at[int(m[0])], *m[1:]) for m in msgs])
+        bodies = {int(m[0]): m[2] for m in msgs}
+        turn_rows: list[tuple[Any, ...]] = []
+        fts_rows: list[tuple[Any, ...]] = []
+        for t in turns:
+            pos = int(t[0])
+            mid = id_at.get(pos)
+            if mid is None:
+                continue  # a turn row without its message is drift; rebuild would drop it too
+            try:
+                body = json.loads(bodies[pos])
+                if not isinstance(body, dict):
+                    raise ValueError("not an object")
+            except (ValueError, TypeError):
+                body = {}  # undecodable (salvaged on every read): no index text
+            text = search_text(body) if body else ""
+            extra: tuple[Any, ...] = ()
+            if self.postgres:
+                from tiermem.tiers.postgres import _speaker
+
+                extra = (_speaker(body),)
+                fts_rows.append((mid, key, ns, text.replace("\x00", " ")))
+            else:
+                fts_rows.append((mid, text, key))
+            turn_rows.append((key, pos, mid, *t[1:], 1 if pos in vectors else 0, *extra))
+        turn_cols = f"conversation_id, position, id, {TURN_COLS.split(', ', 1)[1]}, embedded"
+        if self.postgres:
+            turn_cols += ", speaker"
+        self.many(c, f"INSERT INTO turns({turn_cols}) VALUES ({','.join('?' * len(turn_cols.split(',')))})", turn_rows)
+        if self.postgres:
+            from tiermem.tiers.postgres import _vec_text
+
+            self.many(c, "INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (?,?,?,?)", fts_rows)
+            self.many(c, "INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
+                         "VALUES (?,?,?,?,?::vector)",
+                      [(id_at[p], key, ns, p, _vec_text(np.frombuffer(b, dtype=np.float32)))
+                       for p, b in vectors.items() if p in id_at])
+        else:
+            self.many(c, "INSERT INTO messages_fts(rowid, text, scope) SELECT ?, ?, " + SCOPE_SQL +
+                      " FROM conversations c WHERE c.id = ?", fts_rows)
+            self.many(c, f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)",
+                      [(id_at[p], key, b) for p, b in vectors.items() if p in id_at])
+        for table, (cols, _order) in TABLES.items():
+            n = len(cols.split(","))
+            self.many(c, f"INSERT INTO {table}(conversation_id, {cols}) VALUES (?, {','.join('?' * n)})",
+                      [(key, *r) for r in rec[table]])
+        bump = "GREATEST(pin_versions.version, excluded.version)" if self.postgres else \
+            "MAX(pin_versions.version, excluded.version)"
+        self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
+                  f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
+
+    def ensure_vec_dim(self, dim: int) -> None:
+        if self.postgres:
+            self.store._ensure_vec_dim(dim)
+        else:
+            self.store._ensure_vec_table(dim)
+
+
+def record_digest(rec: Record) -> str:
+    return _digest({k: v for k, v in rec.items() if k != "pin_version"})
+
+
+def _store_digest(conv_digests: dict[str, str], keys: list[tuple[str, float]], stones: list[list[Any]]) -> str:
+    return _digest([sorted(conv_digests.items()), keys, stones])
+
+
+def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounter, source_schema: str = "tiermem",
+                  target_schema: str = "tiermem", into_non_empty: bool = False,
+                  progress: Callable[[int, int], None] | None = None,
+                  fault: Callable[[str], None] | None = None) -> MigrationReport:
+    """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
+    data dir each), verify it, and report. See the module docstring for the guarantees.
+    `fault(step)` is for tests: it is called after each conversation is written, inside
+    its transaction."""
+    if str(source) == str(target) and source_schema == target_schema:
+        raise MigrationRefused(str(target), "the target is the source")
+    t0 = time.perf_counter()
+    src = _Side(source, schema=source_schema, tokens=tokens)
+    try:
+        dst = _Side(target, schema=target_schema, tokens=tokens)
+    except BaseException:
+        src.close()
+        raise
+    if src.postgres == dst.postgres:
+        src.close()
+        dst.discard()
+        raise MigrationRefused(dst.label, "source and target are the same engine; copy the file or use pg_dump")
+    report = MigrationReport(source=src.label, target=dst.label)
+    try:
+        plan = _preflight(src, dst, into_non_empty, report)
+    except BaseException:
+        src.close()
+        dst.discard()
+        raise
+    try:
+        _copy(src, dst, plan, report, progress, fault)
+        _verify(src, dst, report)
+        with dst.read() as c:
+            done = dst.meta(c, DONE)
+        if report.copied or done is None:
+            with dst.tx() as c:
+                dst.set_meta(c, DONE, repr(time.time()))
+    finally:
+        src.close()
+        dst.close()
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
+
+
+@dataclass
+class _Plan:
+    source_uuid: str
+    todo: list[str]  # keys to copy
+    dim: int | None
+
+
+def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
+    """Everything that can refuse the run, before anything is written."""
+    with src.read() as sc:
+        source_uuid = src.meta(sc, "db_uuid") or ""
+        src_convs = src.conversations(sc)
+        src_keys = {k for k, _ in src.keys(sc)}
+        dim = src.vec_dim(sc) if src.has_vectors(sc) else None
+        if dst.postgres:
+            bad = src.unstorable_in_postgres(sc)
+            if bad:
+                raise MigrationRefused(dst.label, "PostgreSQL text cannot hold these rows (a NUL byte or binary "
+                                       f"data): {'; '.join(bad)}; erase or repair them in the source first")
+    with dst.read() as dc:
+        marker = dst.meta(dc, MARKER)
+        dst_convs = dst.conversations(dc)
+        dst_keys = {k for k, _ in dst.keys(dc)}
+        stones = dst.tombstones(dc)
+        dst_dim = dst.vec_dim(dc) if dst.has_vectors(dc) else None
+    report.resumed = marker == source_uuid
+    if marker is not None and marker != source_uuid and not into_non_empty:
+        raise MigrationRefused(dst.label, f"it holds a copy of another store ({marker}); pass --into-non-empty "
+                               "to merge")
+    empty = not (dst_convs or dst_keys or stones)
+    if not empty and not report.resumed and not into_non_empty:
+        raise MigrationRefused(dst.label, f"it is not empty ({len(dst_convs)} conversations, {len(dst_keys)} keys, "
+                               f"{len(stones)} tombstones); pass --into-non-empty to merge into it")
+    if dim is not None and dst_dim is not None and dim != dst_dim:
+        raise MigrationRefused(dst.label, f"its vectors are {dst_dim}-dimensional, the source's {dim}")
+    by_key = {k: (ns, n) for k, ns, n in dst_convs}
+    names = {(ns, n): k for k, ns, n in dst_convs}
+    todo: list[str] = []
+    for key, ns, name in src_convs:
+        if names.get((ns, name), key) != key:
+            raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} exists there under "
+                                   "another key")
+        if key in by_key and not report.resumed:
+            raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} is there already (key "
+                                   f"{key!r}) and not from a copy of this source")
+        if key in by_key:
+            if by_key[key] != (ns, name):
+                raise MigrationRefused(dst.label, f"key {key!r} names another conversation there")
+            with src.read() as sc:
+                a = src.record(sc, key)
+            with dst.read() as dc:
+                b = dst.record(dc, key)
+            assert a is not None and b is not None
+            if record_digest(a) != record_digest(b):
+                raise MigrationMismatch(f"conversation {name!r} of namespace {ns!r} (key {key!r}), already in "
+                                        "the target", record_digest(a), record_digest(b))
+            report.already_present += 1
+            continue
+        if key in dst_keys and not report.resumed:
+            raise MigrationRefused(dst.label, f"key {key!r} was already issued there")
+        todo.append(key)
+    if not report.resumed and (src_keys & dst_keys):
+        raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
+    return _Plan(source_uuid, todo, dim)
+
+
+def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
+          progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None) -> None:
+    # first: the marker, every key ever issued, the tombstones and pending purges, so a
+    # half-copied target can never issue a source key to a new conversation
+    with src.read() as sc:
+        keys, stones, purges = src.keys(sc), src.tombstones(sc), src.purges(sc)
+    if plan.dim is not None:
+        dst.ensure_vec_dim(plan.dim)
+    with dst.read() as c:
+        have_keys = {k for k, _ in dst.keys(c)}
+        have_stones = {_digest(s) for s in dst.tombstones(c)}
+        have_purges = {k for k, _ in dst.purges(c)}
+    keys = [k for k in keys if k[0] not in have_keys]
+    stones = [s for s in stones if _digest(s) not in have_stones]
+    purges = [p for p in purges if p[0] not in have_purges]
+    if keys or stones or purges or not report.resumed:  # a finished copy's rerun writes nothing
+        with dst.tx() as c:
+            dst.set_meta(c, MARKER, plan.source_uuid)
+            dst.many(c, "INSERT INTO conversation_keys(key, issued_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                     keys)
+            dst.many(c, f"INSERT INTO tombstones({TOMBSTONE_COLS}) VALUES ({','.join('?' * 9)})", stones)
+            dst.many(c, "INSERT INTO redis_purge(key, at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", purges)
+    for i, key in enumerate(plan.todo):
+        with src.read() as sc:
+            rec = src.record(sc, key)
+        if rec is None:  # erased in the source since the preflight
+            continue
+        want = record_digest(rec)
+        with dst.tx() as c:
+            dst.write(c, rec)
+            if fault is not None:
+                fault(key)
+            back = dst.record(c, key)
+            got = record_digest(back) if back is not None else ""
+            if got != want:  # raising here rolls this conversation back
+                raise MigrationMismatch(f"conversation {key!r}", want, got)
+        report.copied += 1
+        report.copied_ids.append(key)
+        if progress is not None:
+            progress(i + 1, len(plan.todo))
+
+
+def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
+    """Every source conversation, key and tombstone, compared with the target's."""
+    digests: dict[str, str] = {}
+    with src.read() as sc, dst.read() as dc:
+        for key, _ns, name in src.conversations(sc):
+            a, b = src.record(sc, key), dst.record(dc, key)
+            assert a is not None
+            want, got = record_digest(a), (record_digest(b) if b is not None else "")
+            if want != got:
+                raise MigrationMismatch(f"conversation {name!r} (key {key!r}; did the source change during the "
+                                        "copy?)", want, got)
+            digests[key] = want
+            report.messages += len(a["messages"])
+            report.vectors += len(a["vectors"])
+        keys, dkeys = src.keys(sc), dict(dst.keys(dc))
+        missing = [k for k, _ in keys if k not in dkeys]
+        if missing:
+            raise MigrationMismatch(f"the issued keys ({len(missing)} missing, e.g. {missing[0]!r})",
+                                    _digest(keys), _digest(sorted(dkeys.items())))
+        stones, dstones = src.tombstones(sc), dst.tombstones(dc)
+        have = {_digest(s) for s in dstones}
+        if any(_digest(s) not in have for s in stones):
+            raise MigrationMismatch("the tombstones", _digest(stones), _digest(dstones))
+    report.conversations = len(digests)
+    report.keys = len(keys)
+    report.tombstones = len(stones)
+    report.digest = _store_digest(digests, keys, stones)
