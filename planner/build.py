@@ -80,6 +80,17 @@ DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # room, as long as what it shows holds at least this share of their tokens; below it a
 # rewind or a new epoch gives the call its whole room.
 EXTEND_MIN_NEED_SHARE = 0.8
+# A context that starts an epoch fills up to this share of the budget with the turns
+# just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
+# big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
+# budget), small enough to leave room for the appends of an epoch.
+EPOCH_START_FILL_SHARE = 0.6
+# A rewind on a new user message that would keep less than this share of the budget as
+# the cached prefix starts a new epoch instead: a prefix that short is below the
+# providers' minimum cacheable length anyway, and a new epoch is filled
+# (EPOCH_START_FILL_SHARE) so it caches at once. (Another query on the same log, as in
+# the standard LoCoMo eval, still rewinds: nothing was appended to cache.)
+REWIND_MIN_KEPT_SHARE = 0.5
 # Truncating the latest user message leaves this many tokens spare at first (a cut
 # token sequence can decode to text that encodes longer); the exact count then cuts more.
 TRUNCATION_MARGIN_TOKENS = 1
@@ -237,7 +248,11 @@ class Planner:
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
-        packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor)
+        # a context that starts an epoch is filled (older tail turns, room nothing else
+        # wanted) to EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once
+        fill_to = (int(call.budget * EPOCH_START_FILL_SHARE) - (call.budget - fixed.room)
+                   if self.settings.epochs and self.settings.retrieved_placement == "before_latest" else 0)
+        packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         items, latest_item = self._items(call, fixed, packing)
@@ -542,6 +557,10 @@ class Planner:
                 return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
                               f"turn(s) would make about {over} of {budget} tokens")
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
+            kept = messages_tokens(self.tokens, [g.message for g in head[:cut]])
+            if latest_user != prev.latest_user and kept < REWIND_MIN_KEPT_SHARE * budget:
+                return None, (f"room used up: a rewind to message {cut} would keep only {kept} of {budget} "
+                              "tokens as the cached prefix")
             del head[blocks[-1]]
             dropped += 1
         segs = list(head)
