@@ -83,8 +83,9 @@ EXTEND_MIN_NEED_SHARE = 0.8
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
 # big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
-# budget), small enough to leave room for the appends of an epoch.
-EPOCH_START_FILL_SHARE = 0.6
+# budget: 1,040; 0.6 and 0.7 measured worse on the conv-26 replay), small enough to
+# leave room for the appends of an epoch.
+EPOCH_START_FILL_SHARE = 0.52
 # A rewind on a new user message that would keep less than this share of the budget as
 # the cached prefix starts a new epoch instead: a prefix that short is below the
 # providers' minimum cacheable length anyway, and a new epoch is filled
