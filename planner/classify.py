@@ -70,7 +70,8 @@ PROTOTYPE_MIN_SIMILARITY = 0.62
 # recall and stays one; the recall-cue rule above catches the common forms first.
 _ASKS_YOU = re.compile(r"\b(you|your|yours|yourself)\b")
 _YOU_BEFORE = re.compile(
-    r"\byou (said|told|suggested|recommended|mentioned|gave|sent|wrote|promised|asked"
+    r"\bdid you (say|tell|suggest|recommend|mention|give|send|write|promise|ask|decide|agree|choose|pick|book"
+    r"|plan|share|show|call|name)\b|\byou (said|told|suggested|recommended|mentioned|gave|sent|wrote|promised|asked"
     r"|decided|agreed|chose|picked|booked|planned|shared|showed|called|named)\b|\byour (last|previous|earlier)\b"
     r"|\b(remember|recall|remind)\b")
 # A question about what held before a change: "what was my budget before?", "which
