@@ -46,7 +46,8 @@ def test_a_short_rewind_on_a_new_message_starts_a_filled_epoch(memory: Memory) -
     memory.append("c", {"role": "user", "content": "what did we say about the violin and the glacier?"})
     broad = memory.context("c", "what did we say about the violin and the glacier?", budget=BUDGET)
     assert sum(it.tokens for it in broad.plan.items if it.slice == "retrieved") > BUDGET // 2  # a broad recall
-    memory.append("c", {"role": "assistant", "content": "we said a lot"})
+    # a reply long enough that the recall's context cannot simply grow by it
+    memory.append("c", {"role": "assistant", "content": "we said a lot: " + " ".join(WORDS * 20)})
     memory.append("c", {"role": "user", "content": "haha ok"})
     ctx = memory.context("c", "haha ok", budget=BUDGET)
     c = ctx.plan.cache
