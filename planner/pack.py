@@ -7,6 +7,9 @@ Invariants:
   lowest-value item until it fits; `top_up` spends what the exact count left over.
 - The stable layers (pinned, summary, tail) are sized by the budget alone; leftovers go
   to the retrieved slice only, so the stable layers' bytes do not depend on the query.
+  One exception, for a context that starts an epoch: room that the retrieved slice left
+  unused grows the tail backwards (`grow_tail`) up to the caller's fill target, so the
+  context is long enough to be cached from its next call on.
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix.
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
