@@ -81,6 +81,18 @@ DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # room, as long as what it shows holds at least this share of their tokens; below it a
 # rewind or a new epoch gives the call its whole room.
 EXTEND_MIN_NEED_SHARE = 0.8
+# A context that starts an epoch fills up to this share of the budget with the turns
+# just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
+# big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
+# budget: 1,040; 0.6 and 0.7 measured worse on the conv-26 replay), small enough to
+# leave room for the appends of an epoch.
+EPOCH_START_FILL_SHARE = 0.52
+# A rewind on a new user message that would keep less than this share of the budget as
+# the cached prefix starts a new epoch instead: a prefix that short is below the
+# providers' minimum cacheable length anyway, and a new epoch is filled
+# (EPOCH_START_FILL_SHARE) so it caches at once. (Another query on the same log, as in
+# the standard LoCoMo eval, still rewinds: nothing was appended to cache.)
+REWIND_MIN_KEPT_SHARE = 0.5
 # Truncating the latest user message leaves this many tokens spare at first (a cut
 # token sequence can decode to text that encodes longer); the exact count then cuts more.
 TRUNCATION_MARGIN_TOKENS = 1
@@ -247,7 +259,15 @@ class Planner:
         pools, caps = self._candidates(call, fixed)
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
         call.kept_from = self._memory_last_start(conv, self._epoch_key(call))
-        packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, kept_from=call.kept_from)
+        # a context that starts an epoch is filled (older tail turns, room nothing else
+        # wanted) to EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once
+        fill_to = (int(call.budget * EPOCH_START_FILL_SHARE) - (call.budget - fixed.room)
+                   if self.settings.epochs and self.settings.retrieved_placement == "before_latest"
+                   and not self.render.converting() else 0)  # no epochs under a conversion or moved memory
+        held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
+                               | self.statements.positions(conv)) if fill_to > 0 else frozenset())
+        packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
+                     kept_from=call.kept_from, held_back=held_back)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         items, latest_item = self._items(call, fixed, packing)
@@ -585,6 +605,10 @@ class Planner:
                 return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
                               f"turn(s) would make about {over} of {budget} tokens")
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
+            kept = messages_tokens(self.tokens, [g.message for g in head[:cut]])
+            if latest_user != prev.latest_user and kept < REWIND_MIN_KEPT_SHARE * budget:
+                return None, (f"room used up: a rewind to message {cut} would keep only {kept} of {budget} "
+                              "tokens as the cached prefix")
             del head[blocks[-1]]
             dropped += 1
         segs = list(head)

@@ -62,6 +62,21 @@ _PROTOTYPES: dict[str, list[str]] = {
     "new_subtask": ["let's start something new: write a cover letter", "now help me draft an email to my landlord"],
 }
 PROTOTYPE_MIN_SIMILARITY = 0.62
+# A question put to the other party about themselves, now ("How have you been?", "What
+# made you pick it?", "Is this your own painting?"): conversation, answered from the
+# recent tail, not a recall of the past; it brings back only clearly related turns (the
+# `default` class), so the per-turn part stays small and the prefix caches. A question
+# about what "you" said or did before ("did you mention", "what you suggested") is
+# recall and stays one; the recall-cue rule above catches the common forms first.
+_ASKS_YOU = re.compile(r"\b(you|your|yours|yourself)\b")
+_YOU_BEFORE = re.compile(
+    r"\bdid you (say|tell|suggest|recommend|mention|give|send|write|promise|ask|decide|agree|choose|pick|book"
+    r"|plan|share|show|call|name)\b|\byou (said|told|suggested|recommended|mentioned|gave|sent|wrote|promised|asked"
+    r"|decided|agreed|chose|picked|booked|planned|shared|showed|called|named)\b|\byour (last|previous|earlier)\b"
+    r"|\b(remember|recall|remind)\b"
+    # what the asker said or did earlier ("what dates did I give you?", "which email did
+    # we send you first?") is recall of the log, whoever it is put to
+    r"|\bdid (i|we)\b|\b(i|we) (said|told|gave|asked|mentioned|wrote|sent)\b")
 # A question about what held before a change: "what was my budget before?", "which
 # airline did we pick at first?", "what did I first say about ...", "what did I use to".
 _PAST = re.compile(
@@ -113,6 +128,8 @@ class QueryClassifier:
                     # related (what every default turn retrieves), not a broad recall
                     continue
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
+        if asks and _ASKS_YOU.search(q) and not _YOU_BEFORE.search(q) and not about_past(q):
+            return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
         if query_vec is not None and embed is not None:
             labels, mat = self._prototype_matrix(embed)
             sims = mat @ query_vec.astype(np.float32)

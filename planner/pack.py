@@ -7,6 +7,9 @@ Invariants:
   lowest-value item until it fits; `top_up` spends what the exact count left over.
 - The stable layers (pinned, summary, tail) are sized by the budget alone; leftovers go
   to the retrieved slice only, so the stable layers' bytes do not depend on the query.
+  One exception, for a context that starts an epoch: room that the retrieved slice left
+  unused grows the tail backwards (`grow_tail`) up to the caller's fill target, so the
+  context is long enough to be cached from its next call on.
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix.
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
@@ -56,10 +59,12 @@ class Packing:
         self.summary_current = {c.text for c in pools["summary"]}
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
-             tail_anchor: int, *, kept_from: int | None = None) -> None:
-        """Each slice up to its cap, then the leftovers to the per-turn part. `kept_from`
-        (system_messages="before_latest"): the previous call's tail start, kept while the
-        tail from there still fits TAIL_GROWTH times its share."""
+             tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
+             held_back: frozenset[int] = frozenset()) -> None:
+        """Each slice up to its cap, then the leftovers to the per-turn part; then, when
+        the slices use less than `fill_to` tokens of the room, older tail turns up to it
+        (`grow_tail`). `kept_from` (system_messages="before_latest"): the previous call's
+        tail start, kept while the tail from there still fits TAIL_GROWTH times its share."""
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -86,6 +91,42 @@ class Packing:
         # retrieve what is clearly related, so most of their room stays free: it is what
         # an epoch grows into.)
         self.take("retrieved", self.used["retrieved"] + self.remaining)
+        self.grow_tail(min(self.remaining, fill_to - sum(self.used.values())), held_back)
+
+    def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset()) -> None:
+        """Older tail units, contiguous, up to `extra` tokens more, stopping before a unit
+        that holds a position of `held_back` (a turn superseded wholly or in part: the tail
+        shows messages raw, so an old value there would read as current).
+
+        A context that starts an epoch on a turn that retrieves little would otherwise be
+        a few hundred tokens: below a provider's minimum cacheable prefix (1,024 tokens
+        for OpenAI and most Anthropic models) every call of the epoch pays in full until
+        appends grow it past that. Filling it with the turns just before the tail makes it
+        cacheable from its second call and leaves the rest of the room to grow into. Only
+        room nothing else wanted is used (retrieved turns were taken first), so a recall
+        question's per-turn part is as large as before; a retrieved turn the grown tail
+        now shows verbatim leaves the retrieved slice."""
+        pool = self.pools["tail"]  # after stable_tail: the units older than the tail, newest first
+        grown: list[Candidate] = []
+        while pool and extra > 0:
+            c = pool[0]
+            at = set(c.group) or {c.position}
+            if at & held_back:
+                break
+            back = self._retrieved_tokens_at(at)  # what its retrieved line gives back
+            if c.tokens > min(extra, self.remaining) + back:
+                break  # contiguous: an older unit never jumps one that does not fit
+            pool.pop(0)
+            self.withdraw("retrieved", at)
+            self.remaining -= c.tokens
+            self.used["tail"] += c.tokens
+            extra -= c.tokens - back
+            grown.append(c)
+        self.chosen["tail"].extend(grown)
+
+    def _retrieved_tokens_at(self, positions: set[int]) -> int:
+        return sum(c.tokens for c in self.chosen["retrieved"]
+                   if c.conversation_id == self.conv and c.position in positions)
 
     def take(self, slice_: str, limit: int) -> None:
         """Move the pool's candidates that fit into the slice (up to `limit` tokens in it)."""

@@ -70,6 +70,10 @@ class StatementView:
         """The superseded statements of the turn at `position`, in text order."""
         return self._of(conv).get(position, ())
 
+    def positions(self, conv: str) -> set[int]:
+        """The turns of which some statement was superseded."""
+        return set(self._of(conv))
+
     def _of(self, conv: str) -> dict[int, tuple[Part, ...]]:
         # outside a call (no `begin` on this thread) every read checks the version
         checked: set[str] = getattr(self._call, "checked", None) or set()

@@ -1,0 +1,32 @@
+"""A question put to the other party about now is conversation, not recall (issue 22):
+the `default` class, which brings back only clearly related turns, so the per-turn part
+of a chat stays small and the prefix caches. Fails on the code before: every question
+that no rule placed was targeted recall (broad retrieval)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem.planner.classify import QueryClassifier
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("Hey Mel! Good to see you! How have you been?", "default"),  # a greeting
+    ("Wow, that agency looks great! What made you pick it?", "default"),  # asks about the other's reasons
+    ("Is this your own painting?", "default"),  # about the other, now
+    ("did you mention the hotel's name?", "targeted_recall"),  # recall cue: what was said before
+    ("what hotel did you suggest to me?", "targeted_recall"),  # what "you" did before: recall
+    ("Did you hear any inspiring stories?", "default"),  # asks about the other's experience
+    ("what was the hotel you suggested?", "targeted_recall"),  # recall cue 'what was the'
+    ("which airline you recommended last time?", "temporal"),  # a time reference wins first
+    ("do you remember my sister's name?", "targeted_recall"),  # recall cue
+    ("What is Caroline's identity?", "targeted_recall"),  # a question about the past, no 'you'
+    ("When did Melanie paint a sunrise?", "temporal"),  # temporal rule first
+    # what the asker told "you" earlier is recall of the log (evals.knowledge's past
+    # questions regressed to no retrieval when these were taken for conversation)
+    ("What dates did I originally give you for the hotel?", "targeted_recall"),  # 'did I' + past cue
+    ("Which email did I give you first?", "targeted_recall"),  # 'did I'
+    ("What name did we ask you to use?", "targeted_recall"),  # 'we asked' form
+])
+def test_questions_to_you_are_conversation(query: str, expected: str) -> None:
+    assert QueryClassifier().classify(query).name == expected
