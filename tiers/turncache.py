@@ -65,6 +65,9 @@ class TurnTable:
     # the period each turn tells of (`derive`, NaN: none), POSIX seconds; None without `derive`
     told_start: np.ndarray | None = None
     told_end: np.ndarray | None = None
+    # each turn's speaker as an index into `speaker_names` (first seen first), -1: none or past MAX_NAMES
+    speaker: np.ndarray | None = None
+    speaker_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.positions.shape[0])
@@ -109,6 +112,8 @@ class _Entry:
         self.has_vec = np.zeros(cap, dtype=bool)
         self.told_start = np.full(cap, np.nan)
         self.told_end = np.full(cap, np.nan)
+        self.speaker = np.full(cap, -1, dtype=np.int16)
+        self.speaker_names: dict[str, int] = {}
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
         self.names: set[str] = set()
@@ -124,7 +129,7 @@ class _Entry:
 
     def nbytes(self) -> int:
         vec = 0 if self.vectors is None else self.vectors.nbytes
-        return vec + self.capacity * (8 * 6 + 1) + self.lexical.nbytes()
+        return vec + self.capacity * (8 * 6 + 2 + 1) + self.lexical.nbytes()
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -132,9 +137,10 @@ class _Entry:
             return
         while cap < need:
             cap *= 2
-        for name in ("positions", "tokens", "created", "groups", "has_vec", "told_start", "told_end"):
+        fill = {"told_start": np.nan, "told_end": np.nan, "speaker": -1}
+        for name in ("positions", "tokens", "created", "groups", "has_vec", "told_start", "told_end", "speaker"):
             old = getattr(self, name)
-            new = np.full(cap, np.nan) if name.startswith("told") else np.zeros(cap, dtype=old.dtype)
+            new = np.full(cap, fill.get(name, 0), dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
         if self.vectors is not None:
@@ -175,6 +181,8 @@ class _Entry:
                 if name and len(self.names) < MAX_NAMES:
                     self.names.add(name)
                 i = self.n
+                if name and (name in self.speaker_names or len(self.speaker_names) < MAX_NAMES):
+                    self.speaker[i] = self.speaker_names.setdefault(name, len(self.speaker_names))
                 self.positions[i] = pos
                 self.tokens[i] = toks
                 self.created[i] = created
@@ -225,6 +233,8 @@ class _Entry:
             self.lexical,
             self.told_start[:n] if self.derive is not None else None,
             self.told_end[:n] if self.derive is not None else None,
+            self.speaker[:n],
+            tuple(self.speaker_names),
         )
 
 
