@@ -21,7 +21,7 @@ MIN_NAME_CHARS = 2
 # On planner.rank's scale (z-score sums; the best turns score about 5-10): a nudge that reorders
 # close candidates, not one that lifts an unrelated turn. Chosen leave-one-conversation-out on
 # the LoCoMo dev conversations (README, issue 19).
-SPEAKER_BOOST = 0.0
+SPEAKER_BOOST = 0.5
 
 
 def named_speaker(table: TurnTable, query: str) -> int | None:
