@@ -374,7 +374,7 @@ class Candidates:
                 eligible[i] = False
         idx = np.flatnonzero(eligible)
         # what the turns say happened when (planner.timeline), whose turns it asks about (planner.speakers)
-        told = timeline_boost(table, query, windows)
+        told = timeline_boost(table, query, windows, scores.date)
         spoke = speaker_boost(table, query) if qclass in RECALL_CLASSES else np.zeros(len(table))
         total = scores.total + boost + told + spoke
         top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx

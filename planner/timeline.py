@@ -187,14 +187,21 @@ def told_closeness(told_start: np.ndarray | None, told_end: np.ndarray | None, n
 
 # Weights on planner.rank's scale (z-score sums; the best turns of a conversation score about
 # 5-10), chosen leave-one-conversation-out on the LoCoMo dev conversations (README, issue 19).
-TOLD_DATE = 2.0  # a turn telling of the period the query names: as much as being sent in it
+# A turn telling of the period the query names counts as half a turn sent in it (planner.rank's
+# DATE is 2.0): what was said on the day ranks above what was said later about the day.
+TOLD_DATE = 1.0
 WHEN_BOOST = 0.5  # a turn that says when, for a question that asks when
 
 
-def timeline_boost(table: TurnTable, query: str, windows: Sequence[TimeWindow]) -> np.ndarray:
-    """Per turn of `table`: the score the periods its turns tell of add for `query`."""
+def timeline_boost(table: TurnTable, query: str, windows: Sequence[TimeWindow],
+                   sent_credit: np.ndarray | None = None) -> np.ndarray:
+    """Per turn of `table`: the score the periods its turns tell of add for `query`. With
+    `sent_credit` (planner.rank's date score, for when each turn was sent) a turn gets one date
+    credit, the larger of the two, never both."""
     n = len(table)
     out = TOLD_DATE * told_closeness(table.told_start, table.told_end, n, windows)
+    if sent_credit is not None and sent_credit.shape[0] == n:
+        out = np.maximum(out - sent_credit, 0.0)
     if WHEN_BOOST and asks_when(query):
         out += WHEN_BOOST * when_mask(table.told_start, n)
     return out

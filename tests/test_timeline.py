@@ -103,12 +103,12 @@ def test_told_closeness_credits_overlap_and_fades() -> None:
 
 
 def _seed(mem: Memory) -> int:
-    """Three sessions on 1, 20 and 25 May 2023; the second one's turn tells of April. Returns its position."""
+    """Three sessions on 10, 20 and 25 May 2023 (none within planner.rank.DATE_SLACK_DAYS of April); the second one's turn tells of April. Returns its position."""
     may1 = float(calendar.timegm((2023, 5, 1, 10, 0, 0)))
     fillers = ["How are things going?", "Pretty good, busy at work.", "Nice, anything new?",
                "Not much, just the usual.", "Cool, talk soon!", "Sure, bye for now."]
     target = -1
-    for s, day in enumerate((0, 19, 24)):
+    for s, day in enumerate((9, 19, 24)):
         batch: list[dict[str, object]] = [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f,
              "created_at": may1 + day * 86_400 + i * 60} for i, f in enumerate(fillers)]
