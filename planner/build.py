@@ -64,6 +64,7 @@ from tiermem.planner.render import (
     shown,
 )
 from tiermem.planner.statements import StatementView
+from tiermem.planner.timeline import told_span
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import hidden_positions, wire_body
 from tiermem.tiers.models import StoredMessage, message_text
@@ -204,7 +205,7 @@ class Planner:
         turns: TurnCache | None = None,
     ) -> None:
         self.cold = cold
-        self.turns = turns if turns is not None else TurnCache(cold)
+        self.turns = turns if turns is not None else TurnCache(cold, derive=told_span)
         self.tokens = tokens
         self.embed = embed
         self.settings = settings

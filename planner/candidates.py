@@ -34,7 +34,9 @@ from tiermem.planner.dates import query_windows
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
+from tiermem.planner.speakers import speaker_boost
 from tiermem.planner.statements import StatementView
+from tiermem.planner.timeline import timeline_boost
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.formats import call_ids, is_control, is_reasoning, result_id, result_text_field, wire_body
 from tiermem.tiers.models import StoredMessage, canonical_role
@@ -375,7 +377,10 @@ class Candidates:
             if i is not None:
                 eligible[i] = False
         idx = np.flatnonzero(eligible)
-        total = scores.total + boost
+        # what the turns say happened when (planner.timeline), whose turns it asks about (planner.speakers)
+        told = timeline_boost(table, query, windows, scores.date)
+        spoke = speaker_boost(table, query) if qclass in RECALL_CLASSES else np.zeros(len(table))
+        total = scores.total + boost + told + spoke
         top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
         top = top[np.argsort(-total[top], kind="stable")]
         positions = [int(table.positions[i]) for i in top]
@@ -387,6 +392,10 @@ class Candidates:
         for i, p in zip(top, positions, strict=True):
             s = float(total[i])
             why = scores.reason(int(i)) + (", one of the newest turns" if boost[i] else "")
+            if told[i]:
+                why += f", tells when {told[i]:+.2f}"
+            if spoke[i]:
+                why += f", the named speaker's {spoke[i]:+.2f}"
             r = rows.get(p)
             if r is not None:
                 s += INTENT_BOOST.get(r.intent or "", 0.0)

@@ -26,6 +26,7 @@ from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
 from tiermem.planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from tiermem.planner.plan import Context
+from tiermem.planner.timeline import told_span
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded
@@ -141,7 +142,7 @@ class Memory:
         # the same rules without the meaning search, for appends: they need no model
         self._rules = Superseder(self.cold, None, self.classifier)
         # derived copies of each conversation's vectors and turn facts for the planner
-        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024)
+        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024, derive=told_span)
         self.planner = Planner(
             self.cold,
             self.tokens,

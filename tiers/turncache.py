@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,8 @@ SESSION_GAP_S = 30 * 60.0
 MAX_GROUP_TURNS = 50
 _PENDING_RECHECK_LIMIT = 512
 MAX_NAMES = 64  # speaker names kept per conversation (a group chat has a few, not hundreds)
+# A derived per-turn period (planner.timeline.told_span): (text, created) -> (start, end) or None.
+Derive = Callable[[str | None, float], tuple[float, float] | None]
 FactRow = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
 
 
@@ -59,6 +62,12 @@ class TurnTable:
     has_vec: np.ndarray  # bool
     names: frozenset[str] = frozenset()  # the `name`s speakers carry in this conversation
     lexical: LexicalIndex | None = None  # keyword postings of (at least) these turns
+    # the period each turn tells of (`derive`, NaN: none), POSIX seconds; None without `derive`
+    told_start: np.ndarray | None = None
+    told_end: np.ndarray | None = None
+    # each turn's speaker as an index into `speaker_names` (first seen first), -1: none or past MAX_NAMES
+    speaker: np.ndarray | None = None
+    speaker_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.positions.shape[0])
@@ -89,8 +98,9 @@ class TurnTable:
 class _Entry:
     """Capacity-doubling buffers behind a conversation's snapshots."""
 
-    def __init__(self, conversation_id: str) -> None:
+    def __init__(self, conversation_id: str, derive: Derive | None = None) -> None:
         self.conversation_id = conversation_id
+        self.derive = derive
         self.n = 0
         self.last = -1
         self.first: tuple[int, float] | None = None  # (id, created_at) of the first turn
@@ -100,6 +110,10 @@ class _Entry:
         self.created = np.zeros(cap, dtype=np.float64)
         self.groups = np.zeros(cap, dtype=np.int64)
         self.has_vec = np.zeros(cap, dtype=bool)
+        self.told_start = np.full(cap, np.nan)
+        self.told_end = np.full(cap, np.nan)
+        self.speaker = np.full(cap, -1, dtype=np.int16)
+        self.speaker_names: dict[str, int] = {}
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
         self.names: set[str] = set()
@@ -115,7 +129,7 @@ class _Entry:
 
     def nbytes(self) -> int:
         vec = 0 if self.vectors is None else self.vectors.nbytes
-        return vec + self.capacity * (8 * 4 + 1) + self.lexical.nbytes()
+        return vec + self.capacity * (8 * 6 + 2 + 1) + self.lexical.nbytes()
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -123,9 +137,10 @@ class _Entry:
             return
         while cap < need:
             cap *= 2
-        for name in ("positions", "tokens", "created", "groups", "has_vec"):
+        fill = {"told_start": np.nan, "told_end": np.nan, "speaker": -1}
+        for name in ("positions", "tokens", "created", "groups", "has_vec", "told_start", "told_end", "speaker"):
             old = getattr(self, name)
-            new = np.zeros(cap, dtype=old.dtype)
+            new = np.full(cap, fill.get(name, 0), dtype=old.dtype)
             new[: self.n] = old[: self.n]
             setattr(self, name, new)
         if self.vectors is not None:
@@ -166,10 +181,16 @@ class _Entry:
                 if name and len(self.names) < MAX_NAMES:
                     self.names.add(name)
                 i = self.n
+                if name and (name in self.speaker_names or len(self.speaker_names) < MAX_NAMES):
+                    self.speaker[i] = self.speaker_names.setdefault(name, len(self.speaker_names))
                 self.positions[i] = pos
                 self.tokens[i] = toks
                 self.created[i] = created
                 self.groups[i] = self._group_of(session, created)
+                if self.derive is not None:
+                    told = self.derive(text, created)
+                    if told is not None:
+                        self.told_start[i], self.told_end[i] = told
                 if blob is not None:
                     if not self._set_vector(i, blob):
                         return False
@@ -210,6 +231,10 @@ class _Entry:
             self.has_vec[:n],
             frozenset(self.names),
             self.lexical,
+            self.told_start[:n] if self.derive is not None else None,
+            self.told_end[:n] if self.derive is not None else None,
+            self.speaker[:n],
+            tuple(self.speaker_names),
         )
 
 
@@ -219,8 +244,10 @@ class TurnCache:
     It does not own the store: closing the store is its owner's business.
     """
 
-    def __init__(self, cold: ColdLog, *, max_bytes: int = DEFAULT_TURN_CACHE_BYTES) -> None:
+    def __init__(self, cold: ColdLog, *, max_bytes: int = DEFAULT_TURN_CACHE_BYTES,
+                 derive: Derive | None = None) -> None:
         self.cold = cold
+        self.derive = derive  # computed per turn as it is loaded: derived, rebuilt on every reload
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
@@ -236,7 +263,7 @@ class TurnCache:
                 e = None  # emptied, shrank, or pruned and re-created: reload
                 self.reloads += 1
             if e is None:
-                e = _Entry(conversation_id)
+                e = _Entry(conversation_id, self.derive)
                 self._entries[conversation_id] = e
             ok = True
             if last > e.last:
@@ -246,7 +273,7 @@ class TurnCache:
                 ok = e.fill(self.cold.turn_facts(conversation_id, positions=want))
             if not ok:
                 self.reloads += 1
-                e = _Entry(conversation_id)
+                e = _Entry(conversation_id, self.derive)
                 self._entries[conversation_id] = e
                 if not e.add(self.cold.turn_facts(conversation_id)):
                     e.vectors = None  # mixed dimensions in the log itself: no dense scores

@@ -1,0 +1,207 @@
+"""When a turn says something happened: relative time expressions resolved at ingest.
+
+"I went to a support group yesterday", sent on 8 May 2023, is about 7 May 2023. Each turn's
+text is read once, when the turn cache first loads it (`told_span` is the turn cache's
+`derive` hook), and the time it names is resolved against the turn's own timestamp into
+absolute UTC days: derived data, held next to the turn's vector in the turn cache,
+recomputed from the log whenever that cache reloads (a restart, `rebuild`), never stored in
+the cold tier.
+
+Recognised: everything `planner.dates.query_windows` reads ("13 October 2023", "yesterday",
+"last week", "two weeks ago", "a few days ago", "this month", ...), plus phrases that name a
+time people tell of rather than ask about:
+
+- "tomorrow", "tonight", "this morning/afternoon/evening", "last night" -> that day;
+- "last <weekday>" -> the latest such weekday strictly before the message's day (on a
+  Saturday, "last Saturday" is a week back); "this past <weekday>" likewise;
+  "next <weekday>" -> the first such weekday strictly after it;
+- "last weekend" -> the Saturday and Sunday before the message's week; "this weekend" ->
+  the weekend of the message's week; "N weekends ago" -> N weekends back;
+- "next week/month/year" -> the calendar period after the message's.
+
+Not resolved: vague words ("recently", "the other day", "a while ago"), a bare weekday ("on
+Saturday": past or future is a guess), a month without a year.
+
+Invariants:
+- `told_span(text, created)` never raises; it returns None when the text names no time it
+  can resolve, else one (start, end) span of whole UTC days in POSIX seconds, start < end;
+- of several spans in one text, the narrowest is kept (ties: the earliest), since it says
+  most precisely when;
+- the planner uses these spans only as extra evidence: `told_closeness` credits a turn that
+  tells of a period the query names, and `when_mask` marks turns that say when something
+  happened, for questions that ask when (`asks_when`). Nothing here names a person, topic
+  or date of any data set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import date
+
+import numpy as np
+
+from tiermem.planner.dates import DAY_S, MAX_YEAR, MIN_YEAR, WEEK_DAYS, TimeWindow, query_windows
+from tiermem.tiers.turncache import TurnTable
+
+_EPOCH_ORD = date(1970, 1, 1).toordinal()
+_MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
+_END_ORD = date(MAX_YEAR + 1, 1, 1).toordinal()
+SATURDAY = 5  # date.weekday(): Monday is 0
+WEEKEND_DAYS = 2
+MONTHS_PER_YEAR = 12
+MAX_TEXT_CHARS = 4000  # only a turn's opening is read: time words of a long paste say little
+# A turn that tells of a period just outside the query's gets at most this share of the credit,
+# fading to nothing this many days away (as planner.rank does for the turn's own time).
+OUTSIDE_CREDIT = 0.5
+SLACK_DAYS = 3.0
+
+_WEEKDAYS = {name: i for i, name in enumerate(
+    ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
+_WEEKDAY = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _re(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE | re.ASCII)
+
+
+_TOMORROW = _re(r"\btomorrow\b")
+_THIS_DAY = _re(r"\b(?:tonight|this\s+(?:morning|afternoon|evening))\b")
+_LAST_NIGHT = _re(r"\blast\s+night\b")
+_LAST_WEEKDAY = _re(rf"\b(?:last|this\s+past)\s+{_WEEKDAY}\b")
+_NEXT_WEEKDAY = _re(rf"\bnext\s+{_WEEKDAY}\b")
+_WEEKEND = _re(r"\b(?P<which>last|this|past)\s+weekend\b")
+_WEEKENDS_AGO = _re(r"\b(?P<n>[0-9]|a|one|two|three|four|five|six)\s+weekends?\s+ago\b")
+_NEXT_PERIOD = _re(r"\bnext\s+(?P<u>week|month|year)\b")
+
+# Questions that ask for a time: "when did ...", "what date ...", "how long ago ...", "which year".
+_ASKS_WHEN = _re(r"^\W*(?:when\b|what\s+(?:date|day|month|year|time)\b|(?:in\s+)?which\s+(?:date|day|month|year)\b)"
+                 r"|\bhow\s+long\s+ago\b")
+
+
+def _day(created: float) -> int | None:
+    if not (_MIN_ORD - _EPOCH_ORD) * DAY_S <= created < (_END_ORD - _EPOCH_ORD) * DAY_S:
+        return None  # NaN, or outside the years planner.dates accepts
+    return _EPOCH_ORD + int(created // DAY_S)
+
+
+def _month_span(index: int) -> tuple[int, int] | None:
+    year, m0 = divmod(index, MONTHS_PER_YEAR)
+    if not MIN_YEAR <= year < MAX_YEAR:
+        return None
+    ny, nm0 = divmod(index + 1, MONTHS_PER_YEAR)
+    return date(year, m0 + 1, 1).toordinal(), date(ny, nm0 + 1, 1).toordinal()
+
+
+def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
+    """Day spans (ordinals, end exclusive) of the phrases `query_windows` does not read."""
+    out: list[tuple[int, int]] = []
+    weekday = date.fromordinal(today).weekday()
+    if _TOMORROW.search(text):
+        out.append((today + 1, today + 2))
+    if _THIS_DAY.search(text):
+        out.append((today, today + 1))
+    if _LAST_NIGHT.search(text):
+        out.append((today - 1, today))
+    for m in _LAST_WEEKDAY.finditer(text):
+        back = (weekday - _WEEKDAYS[m["wd"].lower()]) % WEEK_DAYS or WEEK_DAYS
+        out.append((today - back, today - back + 1))
+    for m in _NEXT_WEEKDAY.finditer(text):
+        ahead = (_WEEKDAYS[m["wd"].lower()] - weekday) % WEEK_DAYS or WEEK_DAYS
+        out.append((today + ahead, today + ahead + 1))
+    monday = today - weekday
+    for m in _WEEKEND.finditer(text):
+        saturday = monday + SATURDAY - (0 if m["which"].lower() == "this" else WEEK_DAYS)
+        out.append((saturday, saturday + WEEKEND_DAYS))
+    for m in _WEEKENDS_AGO.finditer(text):
+        n = int(m["n"]) if m["n"].isdigit() else _NUMBERS[m["n"].lower()]
+        saturday = monday + SATURDAY - WEEK_DAYS * n
+        out.append((saturday, saturday + WEEKEND_DAYS))
+    for m in _NEXT_PERIOD.finditer(text):
+        unit = m["u"].lower()
+        d = date.fromordinal(today)
+        span: tuple[int, int] | None
+        if unit == "week":
+            span = (monday + WEEK_DAYS, monday + 2 * WEEK_DAYS)
+        elif unit == "month":
+            span = _month_span(d.year * MONTHS_PER_YEAR + d.month)  # the month after this one
+        else:
+            span = ((date(d.year + 1, 1, 1).toordinal(), date(d.year + 2, 1, 1).toordinal())
+                    if d.year + 1 < MAX_YEAR else None)
+        if span is not None:
+            out.append(span)
+    return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
+
+
+def told_span(text: str | None, created: float) -> tuple[float, float] | None:
+    """The period `text`, sent at `created` (POSIX seconds), says something happened in:
+    (start, end) POSIX seconds of whole UTC days, or None."""
+    if not text:
+        return None
+    try:
+        today = _day(float(created))
+        if today is None:
+            return None
+        text = text[:MAX_TEXT_CHARS]
+        spans = [(w.start, w.end) for w in query_windows(text, float(created))]
+        spans += [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _extra_spans(text, today)]
+    except (ValueError, OverflowError, TypeError):  # a turn must never break loading the cache
+        return None
+    if not spans:
+        return None
+    return min(spans, key=lambda s: (s[1] - s[0], s[0]))
+
+
+def asks_when(query: str) -> bool:
+    """Whether the query asks for a time ("when did ...", "what date ...", "how long ago ...")."""
+    return bool(_ASKS_WHEN.search(query))
+
+
+def when_mask(told_start: np.ndarray | None, n: int) -> np.ndarray:
+    """Per turn: whether it says when something happened (it has a resolved span)."""
+    if told_start is None or told_start.shape[0] < n:
+        return np.zeros(n, dtype=bool)
+    return ~np.isnan(told_start[:n])
+
+
+def told_closeness(told_start: np.ndarray | None, told_end: np.ndarray | None, n: int,
+                   windows: Sequence[TimeWindow]) -> np.ndarray:
+    """Per turn, 0..1: how closely the period it tells of meets a period the query names (1
+    when they overlap, at most OUTSIDE_CREDIT when within SLACK_DAYS, else 0)."""
+    out = np.zeros(n, dtype=np.float64)
+    if told_start is None or told_end is None or not windows or told_start.shape[0] < n:
+        return out
+    start, end = told_start[:n], told_end[:n]
+    known = ~np.isnan(start)
+    if not known.any():
+        return out
+    slack = SLACK_DAYS * DAY_S
+    s, e = np.where(known, start, 0.0), np.where(known, end, 0.0)
+    for w in windows:
+        gap = np.maximum(w.start - e, 0.0) + np.maximum(s - w.end, 0.0)  # 0 when they overlap
+        near = np.where(gap > 0, OUTSIDE_CREDIT * np.clip(1.0 - gap / slack, 0.0, 1.0), 1.0)
+        out = np.maximum(out, np.where(known, near, 0.0))
+    return out
+
+
+# Weights on planner.rank's scale (z-score sums; the best turns of a conversation score about
+# 5-10), chosen leave-one-conversation-out on the LoCoMo dev conversations (README, issue 19).
+# A turn telling of the period the query names counts as half a turn sent in it (planner.rank's
+# DATE is 2.0): what was said on the day ranks above what was said later about the day.
+TOLD_DATE = 1.0
+WHEN_BOOST = 0.5  # a turn that says when, for a question that asks when
+
+
+def timeline_boost(table: TurnTable, query: str, windows: Sequence[TimeWindow],
+                   sent_credit: np.ndarray | None = None) -> np.ndarray:
+    """Per turn of `table`: the score the periods its turns tell of add for `query`. With
+    `sent_credit` (planner.rank's date score, for when each turn was sent) a turn gets one date
+    credit, the larger of the two, never both."""
+    n = len(table)
+    out = TOLD_DATE * told_closeness(table.told_start, table.told_end, n, windows)
+    if sent_credit is not None and sent_credit.shape[0] == n:
+        out = np.maximum(out - sent_credit, 0.0)
+    if WHEN_BOOST and asks_when(query):
+        out += WHEN_BOOST * when_mask(table.told_start, n)
+    return out

@@ -1,0 +1,160 @@
+"""planner.timeline: relative time expressions in turns resolved against each turn's own time,
+held in the turn cache as derived data (recomputed after `rebuild`), and used by the planner for
+questions that name a period or ask when."""
+
+from __future__ import annotations
+
+import calendar
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from tiermem import Memory
+from tiermem.planner.dates import query_windows
+from tiermem.planner.timeline import asks_when, told_closeness, told_span
+
+# Monday 8 May 2023, 13:56 UTC: early in a week and in a month, so "last"/"this" periods differ.
+MONDAY = float(calendar.timegm((2023, 5, 8, 13, 56, 0)))
+# Saturday 13 May 2023, 09:00 UTC: "last Saturday" on a Saturday is a week back.
+SATURDAY = float(calendar.timegm((2023, 5, 13, 9, 0, 0)))
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()
+
+
+def told(text: str, created: float = MONDAY) -> tuple[str, str] | None:
+    """The told period as (first day, day after the last) ISO dates, or None."""
+    span = told_span(text, created)
+    return None if span is None else (_iso(span[0]), _iso(span[1]))
+
+
+@pytest.mark.parametrize(("text", "created", "expected"), [
+    # the day before the message's own day, not the wall clock's
+    ("Lost my job yesterday, so I'm starting my own business.", MONDAY, ("2023-05-07", "2023-05-08")),
+    # the message's day itself
+    ("I signed up for a pottery class today!", MONDAY, ("2023-05-08", "2023-05-09")),
+    ("The concert is tonight", MONDAY, ("2023-05-08", "2023-05-09")),
+    ("We talked last night", MONDAY, ("2023-05-07", "2023-05-08")),
+    ("My interview is tomorrow", MONDAY, ("2023-05-09", "2023-05-10")),
+    # the latest Saturday strictly before Monday 8 May
+    ("Last Saturday we went to the beach", MONDAY, ("2023-05-06", "2023-05-07")),
+    # on a Saturday, "last Saturday" is the one a week back
+    ("last Saturday was fun", SATURDAY, ("2023-05-06", "2023-05-07")),
+    # the first Friday strictly after the message's day
+    ("see you next Friday", MONDAY, ("2023-05-12", "2023-05-13")),
+    # the calendar week two back (Monday 24 April to Monday 1 May)
+    ("I started running two weeks ago", MONDAY, ("2023-04-24", "2023-05-01")),
+    # the weekend before the message's week, and the one before that
+    ("We went camping last weekend", MONDAY, ("2023-05-06", "2023-05-08")),
+    ("a quiet time after we went camping two weekends ago", MONDAY, ("2023-04-29", "2023-05-01")),
+    # the calendar periods after the message's
+    ("We're moving next month", MONDAY, ("2023-06-01", "2023-07-01")),
+    ("the festival is next week", MONDAY, ("2023-05-15", "2023-05-22")),
+    ("I lost my job at the store this month", MONDAY, ("2023-05-01", "2023-06-01")),
+    # 2..5 days back, both ends included
+    ("a few days ago I painted a sunset", MONDAY, ("2023-05-03", "2023-05-07")),
+    # an absolute date is kept as it is
+    ("the race was on 2 April 2023", MONDAY, ("2023-04-02", "2023-04-03")),
+    # of two periods the narrowest wins: "yesterday" says more than "this month"
+    ("This month has been busy; yesterday I finally finished the mural", MONDAY, ("2023-05-07", "2023-05-08")),
+    # across a year boundary: Sunday 1 January 2023, "last month" is December 2022
+    ("I got the tattoo last month", float(calendar.timegm((2023, 1, 1, 10, 0, 0))), ("2022-12-01", "2023-01-01")),
+    # vague or unanchored: nothing
+    ("I've been painting a lot recently", MONDAY, None),
+    ("the other day I saw a deer", MONDAY, None),
+    ("I love Saturdays", MONDAY, None),
+    ("in May we'll see", MONDAY, None),
+    ("", MONDAY, None),
+    # a timestamp outside the years planner.dates accepts, or NaN: nothing, no error
+    ("yesterday", float("nan"), None),
+    ("yesterday", 1e300, None),
+])
+def test_told_span(text: str, created: float, expected: tuple[str, str] | None) -> None:
+    assert told(text, created) == expected
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("When did Jo start the new job?", True),  # the usual form
+    ("when is the festival?", True),  # any tense
+    ("What date was the race?", True),  # asks for a date
+    ("In which month did they move?", True),
+    ("How long ago did we talk about it?", True),  # "how long ago" anywhere
+    ("What did Jo do when she moved?", False),  # "when" inside a clause asks no time
+    ("What activities does Jo do?", False),
+])
+def test_asks_when(query: str, expected: bool) -> None:
+    assert asks_when(query) is expected
+
+
+def test_told_closeness_credits_overlap_and_fades() -> None:
+    day = 86_400.0
+    april = query_windows("what happened in April 2023?", MONDAY)
+    assert len(april) == 1
+    w = april[0]
+    start = np.array([w.start + 3 * day, w.end + day, w.end + 10 * day, np.nan])
+    end = start + day
+    got = told_closeness(start, end, 4, april)
+    # inside: full credit; a day after: less than half; ten days after and unknown: none
+    assert got[0] == 1.0
+    assert 0.0 < got[1] < 0.5
+    assert got[2] == 0.0 and got[3] == 0.0
+
+
+def _seed(mem: Memory) -> int:
+    """Three sessions on 10, 20 and 25 May 2023 (none within planner.rank.DATE_SLACK_DAYS of April); the second one's turn tells of April. Returns its position."""
+    may1 = float(calendar.timegm((2023, 5, 1, 10, 0, 0)))
+    fillers = ["How are things going?", "Pretty good, busy at work.", "Nice, anything new?",
+               "Not much, just the usual.", "Cool, talk soon!", "Sure, bye for now."]
+    target = -1
+    for s, day in enumerate((9, 19, 24)):
+        batch: list[dict[str, object]] = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f,
+             "created_at": may1 + day * 86_400 + i * 60} for i, f in enumerate(fillers)]
+        if s == 1:
+            batch.insert(3, {"role": "user", "content": "We moved into the new flat last month.",
+                             "created_at": may1 + day * 86_400 + 150})
+        positions = mem.append_many("c", batch, session_id=f"s{s}")
+        if s == 1:
+            target = positions[3]
+    return target
+
+
+def test_turn_cache_holds_told_periods_and_rebuild_recomputes_them(cold_memory: Memory) -> None:
+    target = _seed(cold_memory)
+    table = cold_memory.turns.get("c")
+    assert table.told_start is not None and table.told_end is not None
+    i = table.index_of(target)
+    assert i is not None
+    # sent 20 May 2023, "last month" is April 2023
+    assert (_iso(table.told_start[i]), _iso(table.told_end[i])) == ("2023-04-01", "2023-05-01")
+    # the fillers tell of no time
+    assert int((~np.isnan(table.told_start)).sum()) == 1
+    before = (table.told_start.copy(), table.told_end.copy())
+    cold_memory.rebuild()
+    assert cold_memory.turns.stats()["conversations"] == 0  # the derived copy was dropped...
+    again = cold_memory.turns.get("c")  # ...and is recomputed from the log alone
+    assert again.told_start is not None and again.told_end is not None
+    np.testing.assert_array_equal(again.told_start, before[0])
+    np.testing.assert_array_equal(again.told_end, before[1])
+
+
+def test_a_query_naming_a_period_retrieves_the_turn_that_tells_of_it(cold_memory: Memory) -> None:
+    target = _seed(cold_memory)
+    query = "What happened in April 2023?"  # shares no word with the turn; no turn was sent in April
+    cold_memory.append("c", {"role": "user", "content": query})
+    ctx = cold_memory.context("c", query, budget=300)
+    retrieved = sorted((i for i in ctx.plan.items if i.slice == "retrieved"), key=lambda i: -i.score)
+    assert retrieved and target in retrieved[0].positions  # the best retrieved turn
+    assert "tells when" in retrieved[0].reason
+
+
+def test_a_when_question_prefers_the_turn_that_says_when(cold_memory: Memory) -> None:
+    target = _seed(cold_memory)
+    query = "When did they do it?"  # no period named: the turn that says when ranks up
+    cold_memory.append("c", {"role": "user", "content": query})
+    ctx = cold_memory.context("c", query, budget=300)
+    items = {p: i for i in ctx.plan.items if i.slice == "retrieved" for p in i.positions}
+    assert target in items
+    assert "tells when" in items[target].reason
