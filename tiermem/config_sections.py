@@ -45,9 +45,10 @@ def _section(prefix: str, fields: Iterable[str]) -> dict[str, str]:
 # (`pricing`, already a table of its own).
 SECTIONS: dict[str, dict[str, str]] = {
     "storage": _section("", ["data_dir", "db_filename", "sqlite_synchronous", "busy_timeout_ms",
-                             "cold_url", "cold_schema", "cold_synchronous_commit"]),
+                             "cold_url", "cold_schema", "cold_synchronous_commit", "cold_erase_scrub"]),
     "limits": _section("", ["max_content_bytes", "max_metadata_bytes", "max_id_chars", "max_body_bytes"]),
-    "hot": _section("hot_", ["redis_url", "hot_budget_tokens", "head_protect", "tail_protect", "eviction_bias"]),
+    "hot": _section("hot_", ["redis_url", "redis_idle_timeout_s", "hot_budget_tokens", "head_protect", "tail_protect",
+                            "eviction_bias"]),
     "embedding": _section("embedding_", ["embedding_model", "embedding_batch_size", "embedding_query_precision",
                                          "embedding_runtime", "embedding_cache_dir", "tokenizer"]),
     "retrieval": _section("retrieval_", ["retrieval_k", "rrf_k", "namespace_recall", "turn_cache_mb"]),
