@@ -22,7 +22,8 @@ from pathlib import Path
 import redis
 
 from tiermem.tiers.hot import HotTurn
-from tiermem.tiers.redis_server import _pid_alive, find_redis_binary, find_redis_cli
+from tiermem.tiers.redis_server import find_redis_binary, find_redis_cli
+from tiermem.tiers.redis_watchdog import pid_alive as _pid_alive
 
 # ---------------------------------------------------------------------------------------
 # processes

@@ -21,6 +21,7 @@ from hot_fixtures import kill_hard
 from tiermem.config import DEFAULT_REDIS_IDLE_TIMEOUT_S, Config
 from tiermem.tiers import redis_server
 from tiermem.tiers.redis_server import EmbeddedRedis, ping_socket, servers_on
+from tiermem.tiers.redis_watchdog import pid_alive
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 IDLE_S = 1.0  # short, so that the tests wait seconds; the default is minutes
@@ -39,7 +40,7 @@ time.sleep(600)
 
 
 def _alive(pid: int | None) -> bool:
-    return pid is not None and redis_server._pid_alive(pid)
+    return pid is not None and pid_alive(pid)
 
 
 def _wait(pred: Callable[[], bool], timeout: float) -> bool:

@@ -17,6 +17,7 @@ from hot_fixtures import kill_hard
 
 from tiermem.tiers import redis_server
 from tiermem.tiers.redis_server import EmbeddedRedis, RedisBinaryNotFound, find_redis_binary, ping_socket
+from tiermem.tiers.redis_watchdog import pid_alive
 
 CHILD = """
 import sys
@@ -33,7 +34,7 @@ def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     yield srv
     pid = srv.pid
     srv.stop()
-    if pid is not None and redis_server._pid_alive(pid):
+    if pid is not None and pid_alive(pid):
         kill_hard(pid)
 
 
@@ -140,9 +141,9 @@ def test_hung_server_is_killed_and_replaced(server: EmbeddedRedis) -> None:
     try:
         server.ensure()
         assert server.pid not in (None, old)
-        assert not redis_server._pid_alive(old)
+        assert not pid_alive(old)
     finally:
-        if redis_server._pid_alive(old):
+        if pid_alive(old):
             os.kill(old, signal.SIGCONT)
             kill_hard(old)
 
@@ -152,7 +153,7 @@ def test_stop_removes_files(server: EmbeddedRedis) -> None:
     pid = server.pid
     assert pid is not None
     server.stop()
-    assert not redis_server._pid_alive(pid)
+    assert not pid_alive(pid)
     assert not server.socket_path.exists() and not server.pidfile.exists()
     assert server.pid is None
     server.stop()  # idempotent

@@ -67,6 +67,7 @@ from redis.retry import Retry
 
 from tiermem.tiers.errors import RedisBinaryNotFound, RedisStartError
 from tiermem.tiers.files import private_dir
+from tiermem.tiers.redis_watchdog import pid_alive
 
 SOCKET_NAME = "redis.sock"
 PIDFILE_NAME = "redis.pid"
@@ -124,24 +125,6 @@ def find_redis_cli(server_binary: str | None = None) -> str:
     return find_redis_binary("redis-cli")
 
 
-def _pid_alive(pid: int) -> bool:
-    """True when `pid` runs and is not a zombie (PID 1 in containers often never reaps
-    orphaned daemons, so a SIGKILLed server can linger as a zombie and fool kill(pid, 0))."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs (macOS): kill(0) is all we have
-    # The state follows the parenthesized command name, which may itself hold spaces.
-    state = stat.rsplit(")", 1)[-1].split()[:1]
-    return state != ["Z"] and state != ["X"]
-
-
 def _is_redis_process(pid: int) -> bool:
     """Guards against pid reuse: only a redis-server is ever signalled."""
     try:
@@ -188,7 +171,7 @@ def servers_on(socket_path: Path) -> list[int]:
             pid = int(entry.name)
             cmd = _cmdline(pid).split(b"\0", 1)[0].rstrip()
             # the title is "<binary path> unixsocket:<path>"; the binary's path may hold spaces
-            if cmd.endswith(want) and b"redis-server" in cmd and _owned_by_us(pid) and _pid_alive(pid):
+            if cmd.endswith(want) and b"redis-server" in cmd and _owned_by_us(pid) and pid_alive(pid):
                 found.append(pid)
     return found
 
@@ -270,7 +253,7 @@ class EmbeddedRedis:
     def pid(self) -> int | None:
         """Pid of the running server according to its pidfile, None when none runs."""
         pid = self._read_pid()
-        return pid if pid is not None and _pid_alive(pid) else None
+        return pid if pid is not None and pid_alive(pid) else None
 
     @property
     def watchdog_pid(self) -> int | None:
@@ -282,7 +265,7 @@ class EmbeddedRedis:
         if not text.isdigit() or int(text) <= 0:
             return None
         pid = int(text)
-        return pid if _pid_alive(pid) and _is_watchdog_of(pid, self.socket_path) else None
+        return pid if pid_alive(pid) and _is_watchdog_of(pid, self.socket_path) else None
 
     def is_running(self) -> bool:
         return ping_socket(self.socket_path)
@@ -320,7 +303,7 @@ class EmbeddedRedis:
 
     def _adopt(self) -> None:
         pid = self._read_pid()
-        if pid is None or not _pid_alive(pid) or not _is_redis_process(pid):
+        if pid is None or not pid_alive(pid) or not _is_redis_process(pid):
             return
         try:
             self._spawn_watchdog(["--adopt", str(pid)])
@@ -416,7 +399,7 @@ class EmbeddedRedis:
     def _clear_stale(self) -> bool:
         """Remove what a dead server left behind; True when the server turned out alive."""
         pid = self._read_pid()
-        if pid is not None and _pid_alive(pid) and _is_redis_process(pid):
+        if pid is not None and pid_alive(pid) and _is_redis_process(pid):
             # Give a busy server one more, longer chance before calling it hung.
             if ping_socket(self.socket_path, timeout=1.0):
                 return True
@@ -441,18 +424,18 @@ class EmbeddedRedis:
     def _wait_or_kill(self, pid: int, timeout: float, *, polite: bool = True,
                       check: Callable[[int], bool] = _is_redis_process) -> None:
         deadline = time.monotonic() + timeout
-        while _pid_alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-        if not _pid_alive(pid) or not check(pid):
+        if not pid_alive(pid) or not check(pid):
             return
         # A hung or stopped server would sit on SIGTERM; only SIGKILL is sure to land.
         for sig in (signal.SIGTERM, signal.SIGKILL) if polite else (signal.SIGKILL,):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
             grace = time.monotonic() + 2.0
-            while _pid_alive(pid) and time.monotonic() < grace:
+            while pid_alive(pid) and time.monotonic() < grace:
                 time.sleep(0.01)
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return
 
     def _start(self, binary: str) -> None:

@@ -106,8 +106,10 @@ def _ident(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _alive(pid: int) -> bool:
-    """Running and not a zombie."""
+def pid_alive(pid: int) -> bool:
+    """True when `pid` runs and is not a zombie (PID 1 in containers often never reaps
+    orphaned daemons, so a SIGKILLed server can linger as a zombie and fool kill(pid, 0)).
+    Without procfs (macOS), kill(0) is all there is. The launcher uses this one too."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -160,7 +162,7 @@ class Watchdog:
         """The server exited (or, adopted, is no longer running)."""
         if self.child is not None:
             return self.child.poll() is not None
-        return not _alive(self.redis_pid)
+        return not pid_alive(self.redis_pid)
 
     def _orphaned(self) -> str | None:
         """Why the server can no longer be reached by anyone, or None."""
