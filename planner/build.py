@@ -264,7 +264,9 @@ class Planner:
         # wanted) to EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once
         fill_to = (int(call.budget * EPOCH_START_FILL_SHARE) - (call.budget - fixed.room)
                    if self.settings.epochs and self.settings.retrieved_placement == "before_latest"
-                   and not self.render.converting() else 0)  # no epochs under a conversion or moved memory
+                   # before_latest keeps its own tail start; a conversion or merge renders the
+                   # same plan (the fold only moves text), so it is filled the same way
+                   and self.settings.system_messages != "before_latest" else 0)
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                                | self.statements.positions(conv)) if fill_to > 0 else frozenset())
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
