@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - the dependency is declared
 
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+WAL_SWITCH_RETRY_S = 0.01  # between attempts to switch a contended fresh file to WAL
 DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
 # the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
 DriverDatabaseError = sqlite3.DatabaseError
@@ -372,7 +374,7 @@ def connect(
     # prune hand freed pages back to the file system.
     if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _switch_to_wal(conn, busy_timeout_ms)
     if synchronous not in ("NORMAL", "FULL"):
         raise ValidationError("sqlite_synchronous", "must be NORMAL or FULL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -382,6 +384,22 @@ def connect(
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
     return conn
+
+
+def _switch_to_wal(conn: Connection, busy_timeout_ms: int) -> None:
+    """`PRAGMA journal_mode = WAL`, retried while another process holds the file. Two
+    processes opening a fresh (rollback-journal) file at once both take a shared lock and
+    both need an exclusive one to switch: SQLite answers one of them "database is locked"
+    at once, without its busy handler (deadlock avoidance), so the wait is done here."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(WAL_SWITCH_RETRY_S)
 
 
 def migrate(conn: Connection, path: str) -> int:
