@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -181,9 +180,9 @@ def _import_time(src: Path, cwd: Path) -> float:
     raise RuntimeError("no tiermem line in -X importtime output")
 
 
-def _seed(data: Path, texts: list[str]) -> None:
-    """A `len(texts)`-turn conversation, embedded, with this tree's code (same schema as
-    the baseline's: the copy for the baseline is the same file)."""
+def _seed(data: Path, texts: list[str], src: Path) -> None:
+    """A `len(texts)`-turn conversation, embedded, written by `src`'s code: each side gets
+    a database of its own schema (a baseline refuses a database newer than itself)."""
     code = (
         "import sys, json; from tiermem import Memory, Config\n"
         "texts = json.load(sys.stdin)\n"
@@ -195,7 +194,7 @@ def _seed(data: Path, texts: list[str]) -> None:
         "    m.catch_up()\n"
     )
     subprocess.run([sys.executable, "-c", code, str(data), CONV], input=json.dumps(texts), text=True,
-                   env=_env(ROOT), cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+                   env=_env(src), cwd=src, check=True, stdout=subprocess.DEVNULL)
 
 
 def _stop_redis(src: Path, data: Path) -> None:
@@ -237,10 +236,9 @@ def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: in
     sides = {"new": new_src} | ({"baseline": base_src} if base_src is not None else {})
     data = {name: tmp / f"data-{name}" for name in sides}
     say(f"seeding a {turns}-turn conversation")
-    _seed(data["new"], _texts(data_file, turns))
-    for name in sides:
-        if name != "new":
-            shutil.copytree(data["new"], data[name], ignore=shutil.ignore_patterns("redis*", "*.sock"))
+    texts = _texts(data_file, turns)
+    for name, src in sides.items():
+        _seed(data[name], texts, src)
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     try:
         case_names = [c for c in _cases(data["new"]) if not only or any(o in c for o in only)]
