@@ -487,7 +487,8 @@ class PostgresStore:
         return int(row[0])
 
     def _session_sql(self) -> str:
-        return f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}"
+        return (f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}; "
+                f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}")
 
     def _configure(self, conn: Conn) -> None:
         conn.execute(self._session_sql())
@@ -793,7 +794,9 @@ class PostgresStore:
 
     _STORE_VECTORS = (
         "WITH v AS (SELECT * FROM unnest(%(ids)s::int8[], %(vecs)s::text[]) AS v(id, vec)), "
-        "l AS (SELECT t.id FROM turns t JOIN v ON v.id = t.id WHERE t.embedded = 0 ORDER BY t.id FOR UPDATE OF t), "
+        # the batch's conversation keys too: the distribution key (docs/postgres-distribution.md)
+        "l AS (SELECT t.id FROM turns t JOIN v ON v.id = t.id WHERE t.conversation_id = ANY(%(convs)s::text[]) "
+        "  AND t.embedded = 0 ORDER BY t.id FOR UPDATE OF t), "
         "u AS (UPDATE turns t SET embedded = 1 FROM l, conversations c WHERE t.id = l.id AND t.embedded = 0 "
         "  AND c.id = t.conversation_id RETURNING t.id, t.conversation_id, t.position, c.namespace), "
         "i AS (INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
@@ -836,7 +839,8 @@ class PostgresStore:
             # finds embedded = 1, an erased turn is gone; neither stores a vector.
             with self._conn() as c:
                 done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
-                    "ids": ids, "vecs": [_vec_text(by_id[i][2]) for i in ids]})]
+                    "ids": ids, "vecs": [_vec_text(by_id[i][2]) for i in ids],
+                    "convs": sorted({by_id[i][0] for i in ids})})]
             stored: list[tuple[str, int, np.ndarray]] = [by_id[i] for i in done_ids]
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
                 try:
@@ -1291,16 +1295,21 @@ class PostgresStore:
             dim = self._vec_dim or self._read_vec_dim()
             if dim is None or dim != int(np.asarray(query_vec).size):
                 return []  # no vectors yet, or another model's
-            with self._tx() as c:
-                # iterative scans (pgvector 0.8): the index keeps walking until k rows of
-                # this namespace are found instead of filtering a fixed ef_search set;
-                # relaxed order, so the rows are sorted again below
-                c.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, k))}")
-                rows = c.execute(
-                    f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)s::vector({dim}) AS d "
-                    "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
-                    "ORDER BY d LIMIT %(k)s", {"q": q, "n": namespace, "x": exclude, "k": k}).fetchall()
+            # iterative scans (pgvector 0.8): the index keeps walking until k rows of this
+            # namespace are found instead of filtering a fixed ef_search set; relaxed
+            # order, so the rows are sorted again below. Both are session settings of
+            # every connection (`_session_sql`): one round trip, unless k needs a wider
+            # candidate list than the session's, set for this transaction only.
+            sql = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)s::vector({dim}) AS d "
+                   "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
+                   "ORDER BY d LIMIT %(k)s")
+            params = {"q": q, "n": namespace, "x": exclude, "k": k}
+            if k <= HNSW_EF_SEARCH:
+                rows = self._read(sql, params)
+            else:
+                with self._tx() as c:
+                    c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, k)}")
+                    rows = c.execute(sql, params).fetchall()
             rows.sort(key=lambda r: (r[2], r[0], r[1]))
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
