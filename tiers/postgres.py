@@ -54,6 +54,7 @@ import json
 import logging
 import os
 import re
+import struct
 import tempfile
 import threading
 import time
@@ -93,7 +94,9 @@ try:
     import psycopg
     from psycopg import pq
     from psycopg import sql as pgsql
+    from psycopg.adapt import Dumper
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.types import TypeInfo
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - the `postgres` extra is not installed
     raise ImportError(f"the PostgreSQL cold store needs tiermem[postgres] (psycopg, psycopg-pool): {exc}") from exc
@@ -351,6 +354,24 @@ def _vec_text(v: np.ndarray) -> str:
     return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).ravel().tolist())) + "]"
 
 
+class Vec:
+    """A vector parameter, sent in pgvector's binary format (`vector_recv`: uint16 dim,
+    uint16 unused, big-endian float4s): exact, and ~500x cheaper to encode than the text
+    form (1M synthetic vectors of 384 floats: under a second, not ~15 minutes)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, v: np.ndarray) -> None:
+        self.data = np.asarray(v, dtype=">f4").ravel()
+
+
+class _VecDumper(Dumper):
+    format = pq.Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        return struct.pack(">HH", obj.data.size, 0) + obj.data.tobytes()
+
+
 def _vec_bytes(sent: bytes | None) -> bytes | None:
     """pgvector's binary send format (uint16 dim, uint16 unused, big-endian float4s) as
     the float32 native bytes the SQLite engine returns."""
@@ -477,6 +498,16 @@ class PostgresStore:
                 "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
                 "WHERE e.extname = 'vector'").fetchone()[0]
         self._search_path = f'"{self.schema}", "{ext_schema}"'
+        # the vector type (and its array type) of this database, for Vec parameters
+        info = TypeInfo.fetch(conn, f'"{ext_schema}".vector')
+        if info is None:  # pragma: no cover - created just above
+            raise StoreUnavailable(self.path, "the vector extension's type is missing")
+        self._vec_info = info
+        self._vec_dumper = type("VecDumper", (_VecDumper,), {"oid": info.oid})
+
+    def _register_vec(self, conn: Conn) -> None:
+        self._vec_info.register(conn)
+        conn.adapters.register_dumper(Vec, self._vec_dumper)
 
     def _recorded_version(self, conn: Conn) -> int:
         exists = conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".schema_migrations',)).fetchone()[0]
@@ -492,6 +523,7 @@ class PostgresStore:
 
     def _configure(self, conn: Conn) -> None:
         conn.execute(self._session_sql())
+        self._register_vec(conn)
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:
@@ -500,6 +532,7 @@ class PostgresStore:
         with self._pool.connection() as conn:
             if not self._owns_pool:  # the caller's connections: set ours on every checkout
                 conn.execute(self._session_sql())
+                self._register_vec(conn)
             yield conn
 
     @contextlib.contextmanager
@@ -793,14 +826,15 @@ class PostgresStore:
                               (conversation_id,))[0][0])
 
     _STORE_VECTORS = (
-        "WITH v AS (SELECT * FROM unnest(%(ids)s::int8[], %(vecs)s::text[]) AS v(id, vec)), "
+        "WITH v AS (SELECT * FROM unnest(%(ids)s::int8[], %(vecs)b::vector[]) AS v(id, vec)), "
         # the batch's conversation keys too: the distribution key (docs/postgres-distribution.md)
-        "l AS (SELECT t.id FROM turns t JOIN v ON v.id = t.id WHERE t.conversation_id = ANY(%(convs)s::text[]) "
-        "  AND t.embedded = 0 ORDER BY t.id FOR UPDATE OF t), "
-        "u AS (UPDATE turns t SET embedded = 1 FROM l, conversations c WHERE t.id = l.id AND t.embedded = 0 "
+        "l AS (SELECT t.id FROM turns t WHERE t.id = ANY(%(ids)s::int8[]) AND t.conversation_id = ANY(%(convs)s::text[]) "
+        "  AND t.embedded = 0 ORDER BY t.id FOR UPDATE), "
+        "u AS (UPDATE turns t SET embedded = 1 FROM conversations c WHERE t.id = ANY(ARRAY(SELECT id FROM l)) "
+        "  AND t.embedded = 0 "
         "  AND c.id = t.conversation_id RETURNING t.id, t.conversation_id, t.position, c.namespace), "
         "i AS (INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
-        "  SELECT u.id, u.conversation_id, u.namespace, u.position, v.vec::vector FROM u JOIN v ON v.id = u.id) "
+        "  SELECT u.id, u.conversation_id, u.namespace, u.position, v.vec FROM u JOIN v ON v.id = u.id) "
         "SELECT u.id FROM u ORDER BY u.id"
     )
 
@@ -839,7 +873,7 @@ class PostgresStore:
             # finds embedded = 1, an erased turn is gone; neither stores a vector.
             with self._conn() as c:
                 done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
-                    "ids": ids, "vecs": [_vec_text(by_id[i][2]) for i in ids],
+                    "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
                     "convs": sorted({by_id[i][0] for i in ids})})]
             stored: list[tuple[str, int, np.ndarray]] = [by_id[i] for i in done_ids]
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
@@ -1282,11 +1316,11 @@ class PostgresStore:
                      namespace: str | None = None, exclude: str | None = None,
                      before: int | None = None) -> list[tuple[str, int, float]]:
         k = max(1, min(int(k), MAX_DENSE_K))
-        q = _vec_text(query_vec)
+        q = Vec(query_vec)
         if conversation_id is not None:
             if conversation_id == exclude:
                 return []
-            rows = self._read("SELECT conversation_id, position, embedding <-> %(q)s::vector AS d FROM messages_vec "
+            rows = self._read("SELECT conversation_id, position, embedding <-> %(q)b::vector AS d FROM messages_vec "
                               "WHERE conversation_id = %(c)s AND position < %(b)s ORDER BY d, position LIMIT %(k)s",
                               {"q": q, "c": conversation_id, "k": k, "b": before if before is not None else 2**62})
         else:
@@ -1300,7 +1334,7 @@ class PostgresStore:
             # order, so the rows are sorted again below. Both are session settings of
             # every connection (`_session_sql`): one round trip, unless k needs a wider
             # candidate list than the session's, set for this transaction only.
-            sql = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)s::vector({dim}) AS d "
+            sql = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)b::vector({dim}) AS d "
                    "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
                    "ORDER BY d LIMIT %(k)s")
             params = {"q": q, "n": namespace, "x": exclude, "k": k}
