@@ -843,7 +843,8 @@ class PostgresStore:
                       pool_batches: int = INDEX_POOL_BATCHES) -> int:
         if self.embedder is None:
             return 0
-        self._ensure_vec_dim(self.embedder.dim)
+        if self._vec_dim != self.embedder.dim:  # checked once per store, not per call (4 round trips)
+            self._ensure_vec_dim(self.embedder.dim)
         done = 0
         pool = batch * max(1, pool_batches)  # as in tiers.cold: embedded together, hooked per batch
         while max_rows is None or done < max_rows:
@@ -1013,15 +1014,14 @@ class PostgresStore:
                            "ORDER BY t.position", {"c": conversation_id})
 
     def pin_candidates(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
-        pinned = self._read(
-            self._TURN_SELECT.replace("FROM turns t LEFT JOIN pins p ON", "FROM pins p JOIN turns t ON")
-            + "WHERE p.conversation_id = %s ORDER BY p.priority DESC, t.position DESC LIMIT %s",
-            (conversation_id, limit))
-        bearing = self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = %s AND t.load_bearing = 1 AND t.priority >= %s "
-            "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT %s",
-            (conversation_id, min_priority, limit))
-        turns = [self._turn(r) for r in (*pinned, *bearing)]
+        # the explicit pins and the auto-pin candidates, each its own top `limit`, in one round trip
+        rows = self._read(
+            "(" + self._TURN_SELECT.replace("FROM turns t LEFT JOIN pins p ON", "FROM pins p JOIN turns t ON")
+            + "WHERE p.conversation_id = %(c)s ORDER BY p.priority DESC, t.position DESC LIMIT %(l)s) UNION ALL ("
+            + self._TURN_SELECT + "WHERE t.conversation_id = %(c)s AND t.load_bearing = 1 AND t.priority >= %(m)s "
+            "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT %(l)s)",
+            {"c": conversation_id, "l": limit, "m": min_priority})
+        turns = [self._turn(r) for r in rows]
         turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
         return turns[:limit]
 
