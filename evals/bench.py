@@ -12,7 +12,9 @@ and writes `docs/bench.json` and `docs/bench.md` by default. The 1M-turn scale r
 separate (`python -m tiermem.evals.bench_scale --turns 1000000 --conversations 1000 --json
 docs/bench_scale.json`, minutes); when that file exists its rows are added to the
 table, marked as coming from that run; `--render-only` re-renders the table from the
-saved JSON without measuring anything.
+saved JSON without measuring anything. Likewise the PostgreSQL rows: `make bench-postgres`
+(evals.bench_postgres --out docs/bench_postgres.json) and the 1M one-conversation search rows
+of `evals.bench_scale --engine postgres --json docs/bench_scale_postgres.json`, when saved.
 
 The embedding model runs with one torch thread by default (see `set_torch_threads`).
 

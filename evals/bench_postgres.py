@@ -28,7 +28,14 @@ stopped and removed at the end). SQLite is a file in a temp dir.
 5. search(): hybrid search (query embedded by the model, dense + keyword, fused) in the
    `--turns`-turn conversation, alternating engines, with the context() queries.
 
-Printed: p50 and p99 of each, and PostgreSQL / SQLite ratios.
+Also measured: the disk's floor under a durable commit (`fsync_floor`: one 8 KiB page
+rewritten and flushed, as each `wal_sync_method` does it, on the data dir's file
+system), the client/server round trips of one `append()` (libpq's protocol trace), the
+server's durability settings, and the median planner stages of context() per engine.
+
+Printed: p50 and p99 of each, and PostgreSQL / SQLite ratios. `--out PATH` (what
+`make bench-postgres` passes: docs/bench_postgres.json) also writes the JSON there and
+the markdown table beside it (`.md`), whose rows `make bench` adds to its table.
 """
 
 from __future__ import annotations
