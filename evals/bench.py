@@ -12,7 +12,9 @@ and writes `docs/bench.json` and `docs/bench.md` by default. The 1M-turn scale r
 separate (`python -m tiermem.evals.bench_scale --turns 1000000 --conversations 1000 --json
 docs/bench_scale.json`, minutes); when that file exists its rows are added to the
 table, marked as coming from that run; `--render-only` re-renders the table from the
-saved JSON without measuring anything.
+saved JSON without measuring anything. Likewise the PostgreSQL rows: `make bench-postgres`
+(evals.bench_postgres --out docs/bench_postgres.json) and the 1M one-conversation search rows
+of `evals.bench_scale --engine postgres --json docs/bench_scale_postgres.json`, when saved.
 
 The embedding model runs with one torch thread by default (see `set_torch_threads`).
 
@@ -37,6 +39,10 @@ from typing import Any, TypedDict
 DEFAULT_JSON = Path("docs/bench.json")
 DEFAULT_MARKDOWN = Path("docs/bench.md")
 DEFAULT_SCALE_JSON = Path("docs/bench_scale.json")
+# PostgreSQL runs, saved by `make bench-postgres` (evals.bench_postgres --out) and by
+# evals.bench_scale --engine postgres --json; their rows join the table when present
+DEFAULT_POSTGRES_JSON = Path("docs/bench_postgres.json")
+DEFAULT_SCALE_POSTGRES_JSON = Path("docs/bench_scale_postgres.json")
 
 
 # ---------------------------------------------------------------------------------------
@@ -278,6 +284,34 @@ def scale_rows_from(path: Path) -> tuple[list[Row], dict[str, Any] | None]:
     return bench_scale.rows(saved), saved
 
 
+def postgres_rows_from(path: Path, scale_path: Path) -> tuple[list[Row], list[str]]:
+    """Rows of the saved PostgreSQL runs (evals.bench_postgres --out, evals.bench_scale
+    --engine postgres --json), each with a line naming the command and its load."""
+    rows: list[Row] = []
+    notes: list[str] = []
+    if path.is_file():
+        from tiermem.evals import bench_postgres
+
+        saved = json.loads(path.read_text())
+        rows.extend(bench_postgres.rows(saved))
+        la = saved.get("load_avg") or {}
+        notes.append(f"PostgreSQL rows: `{saved.get('command', 'python -m tiermem.evals.bench_postgres')}` "
+                     f"(load average {la.get('start')} -> {la.get('end')}).")
+    if scale_path.is_file():
+        from tiermem.evals import bench_scale
+
+        saved = json.loads(scale_path.read_text())
+        for r in bench_scale.rows(saved):
+            if "one conversation" in r["operation"]:
+                r["bench"] = "postgres"  # beside the other PostgreSQL rows, apart from SQLite's scale rows
+                rows.append(r)
+        la = saved.get("load_avg") or {}
+        notes.append(f"PostgreSQL scale rows (one conversation's search): `{saved.get('command')}` "
+                     f"({saved.get('turns'):,} turns in {saved.get('conversations'):,} conversations; load average "
+                     f"{la.get('start')} -> {la.get('end')}).")
+    return rows, notes
+
+
 def _load_line(meta: dict[str, Any], results: dict[str, Any]) -> str:
     parts = [f"start {meta['load_avg_start']}", f"end {meta['load_avg_end']}"]
     for name, res in results.items():
@@ -287,7 +321,8 @@ def _load_line(meta: dict[str, Any], results: dict[str, Any]) -> str:
     return "load average (1/5/15 min): " + "; ".join(parts)
 
 
-def render_markdown(report: dict[str, Any], rows: Sequence[Row], scale: dict[str, Any] | None) -> str:
+def render_markdown(report: dict[str, Any], rows: Sequence[Row], scale: dict[str, Any] | None,
+                    notes: Sequence[str] = ()) -> str:
     meta = report["meta"]
     env = meta.get("environment", {})
     lines = [
@@ -310,6 +345,7 @@ def render_markdown(report: dict[str, Any], rows: Sequence[Row], scale: dict[str
             f"{scale.get('namespace_size')}; load average {la.get('start')} -> {la.get('end')}); its vectors are "
             "synthetic (random unit vectors) and its queries carry a vector, so no query embedding is included; "
             "its baseline is the same operations when the database held its first namespace only.")
+    lines.extend(notes)
     missing = {**report.get("skipped", {}), **report["errors"]}
     if missing:
         lines.append("")
@@ -342,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-json", type=Path, default=DEFAULT_SCALE_JSON,
                         help="a saved `evals.bench_scale --json` result to include in the table, if it exists")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-tier benchmark")
+    parser.add_argument("--postgres-json", type=Path, default=DEFAULT_POSTGRES_JSON,
+                        help="a saved `evals.bench_postgres --out` result to include, if it exists")
+    parser.add_argument("--scale-postgres-json", type=Path, default=DEFAULT_SCALE_POSTGRES_JSON,
+                        help="a saved `evals.bench_scale --engine postgres --json` result to include, if it exists")
     parser.add_argument("--render-only", action="store_true",
                         help="measure nothing: re-render the table from the --json file (e.g. after a scale run)")
     args = parser.parse_args(argv)
@@ -352,10 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report = run(args.quick, data=args.data, include_warm=not args.no_warm)
     scale_rows, scale = scale_rows_from(args.scale_json)
-    rows = [*report["rows"], *scale_rows]
+    pg_rows, pg_notes = postgres_rows_from(args.postgres_json, args.scale_postgres_json)
+    rows = [*report["rows"], *scale_rows, *pg_rows]
     if scale is not None:
         report["scale"] = scale
-    md = render_markdown(report, rows, scale)
+    md = render_markdown(report, rows, scale, pg_notes)
     print(md if args.markdown else text_table(rows))
     if not args.markdown:
         print(_load_line(report["meta"], report["results"]))

