@@ -384,7 +384,8 @@ class Candidates:
         total = scores.total + boost + told + spoke
         # episode keys and a second round seeded by the best turns (planner.rounds)
         more = (more_rounds(table, query, scores.cosine, total, eligible,
-                            lambda ps: {m.position: message_text(m.body) for m in self.cold.get(conv, ps)})
+                            lambda ps: {m.position: message_text(m.body) for m in self.cold.get(conv, ps)},
+                            period=bool(windows))
                 if qclass in RECALL_CLASSES else None)
         if more is not None:
             total = total + more.boost

@@ -6,8 +6,9 @@ Invariants: the keys' and the hop's credit is never negative, so a turn the firs
 ranks high stays there unless a turn linked to the question by an episode or a hop passes
 it; the episode spread (planner.episodes.episode_spread, off unless set) is the one
 penalty, applied last, on the rank within each episode; the seeds are chosen after the
-episode keys' credit (an episode that matches as a whole may seed the hop); nothing
-stored.
+episode keys' credit (an episode that matches as a whole may seed the hop); a query that
+names a period does not hop (the date credit already says where its answer is: a hop
+would carry turns of other days past those of the named one); nothing stored.
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ class Rounds:
 
 
 def more_rounds(table: TurnTable, query: str, cosine: np.ndarray | None, total: np.ndarray,
-                eligible: np.ndarray, read: Callable[[list[int]], dict[int, str]]) -> Rounds | None:
-    """The episode keys', the second round's and the spread's credit per turn, or None when none adds any."""
+                eligible: np.ndarray, read: Callable[[list[int]], dict[int, str]], *,
+                period: bool = False) -> Rounds | None:
+    """The episode keys', the second round's and the spread's credit per turn, or None when
+    none adds any. `period`: the query names a period (planner.dates); its answer is in
+    that period, so no hop leads out of it."""
     keys = episode_keys(table, query, cosine)
     boost = keys.boost.copy() if keys is not None else np.zeros(len(table))
-    hop = second_round(table, total + boost, eligible, query, read)
+    hop = None if period else second_round(table, total + boost, eligible, query, read)
     if hop is not None:
         boost += hop.boost
     spread = episode_spread(table, total + boost, eligible)

@@ -22,7 +22,7 @@ FILLERS = [
     "My cat keeps knocking plants off the shelf.", "We tried a new pasta recipe with mushrooms.",
     "The train was delayed again this morning.", "I started reading a novel about pirates.",
     "The gym was crowded so I went running outside.", "Our neighbour is building a wooden fence.",
-    "I bought 2 monitors for office desk 42.", "The concert tickets sold out in minutes.",
+    "I bought 2 monitors for office desk 417.", "The concert tickets sold out in minutes.",
     "My brother adopted a very energetic puppy.", "We painted the bedroom walls light green.",
     "The museum opens a dinosaur exhibit next spring.", "I need to renew my passport soon enough.",
     "The bakery downtown makes excellent croissants.", "Our garden tomatoes are finally turning red.",
@@ -74,7 +74,7 @@ def test_second_hop_is_retrieved_after_and_not_before(cold_memory: Memory, monke
     # the place kept; the question's own word, stopwords and words of every turn not
     (FIRST_HOP + " (note 3)", ["sweden"], ["move", "note", "i", "from"]),
     # a number is entity-like (one only here links nothing); a word at a sentence start is not, nor rare in 3 of 64
-    ("Desk 42 had a dinosaur, note 12.", ["42"], ["desk", "dinosaur", "note", "12"]),
+    ("Desk 417 had a dinosaur, note 12.", ["417"], ["desk", "dinosaur", "note", "12"]),
     # capitalised inside a sentence: entity-like, so 3 of 64 turns is rare enough
     ("We saw the Dinosaur exhibit.", ["dinosaur"], ["exhibit"]),
     ("", [], []),  # no text, no term
