@@ -12,7 +12,7 @@ as a what-if context (`record=False`): no call extends another's epoch, as in th
 standard multi-budget eval, where each call changes the budget and so starts anew. A
 variant sets the planner's weights for its calls (`hop`: multihop.HOP_WEIGHT, `dense`:
 multihop.HOP_DENSE_WEIGHT, `keys`: episodes.KEY_WEIGHT, `seeds`: multihop.SEED_TURNS,
-`keytf`: episodes.KEY_MIN_TF, `spread`: episodes.SPREAD_WEIGHT, `cross`: multihop.HOP_OTHER_EPISODES; unnamed weights stay off), then they are put back.
+`keytf`: episodes.KEY_MIN_TF, `spread`: episodes.SPREAD_WEIGHT, `cross`: multihop.HOP_OTHER_EPISODES, `hoproom`: multihop.HOP_MIN_ROOM_TOKENS (0 unless set); unnamed weights stay off), then they are put back.
 
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
@@ -66,8 +66,11 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "keytf": (episodes, "KEY_MIN_TF"),
     "spread": (episodes, "SPREAD_WEIGHT"),
     "cross": (multihop, "HOP_OTHER_EPISODES"),
+    "hoproom": (multihop, "HOP_MIN_ROOM_TOKENS"),
 }
-OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0}
+# off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
+# hop runs at every budget
+OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0, "hoproom": 0}
 
 
 @dataclass(frozen=True)

@@ -385,7 +385,7 @@ class Candidates:
         # episode keys and a second round seeded by the best turns (planner.rounds)
         more = (more_rounds(table, query, scores.cosine, total, eligible,
                             lambda ps: {m.position: message_text(m.body) for m in self.cold.get(conv, ps)},
-                            period=bool(windows))
+                            period=bool(windows), room=room)
                 if qclass in RECALL_CLASSES else None)
         if more is not None:
             total = total + more.boost

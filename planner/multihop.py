@@ -39,7 +39,13 @@ HOP_DEPTH = 30  # second-round keyword matches per seed that get credit
 # On planner.rank's scale (z-score sums; the best turns score about 5-10): the best
 # second-round match of a seed gets this much. Chosen leave-one-conversation-out (README).
 HOP_WEIGHT = 0.5
-HOP_DENSE_WEIGHT = 0.5  # the same for the seed's nearest turns by meaning
+# The hop runs only when the retrieved turns have at least this much room: below it
+# (budgets up to 1,000 tokens) every held-out fold did as well or better without it, the
+# room being too small for linked turns beside the question's own matches (README).
+HOP_MIN_ROOM_TOKENS = 1500
+# the same for the seed's nearest turns by meaning: off, no better than the keyword hop
+# alone and worse on one held-out conversation (README)
+HOP_DENSE_WEIGHT = 0.0
 HOP_DENSE_DEPTH = 20  # nearest turns per seed that get dense credit
 # Only turns of other episodes than the seed's get credit: the hop is there to link
 # episodes (multi-hop evidence sits in two to four of them).

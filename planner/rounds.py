@@ -8,7 +8,8 @@ it; the episode spread (planner.episodes.episode_spread, off unless set) is the 
 penalty, applied last, on the rank within each episode; the seeds are chosen after the
 episode keys' credit (an episode that matches as a whole may seed the hop); a query that
 names a period does not hop (the date credit already says where its answer is: a hop
-would carry turns of other days past those of the named one); nothing stored.
+would carry turns of other days past those of the named one), nor does a call whose
+retrieved turns have little room (multihop.HOP_MIN_ROOM_TOKENS); nothing stored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tiermem.planner import multihop
 from tiermem.planner.episodes import Keys, episode_keys, episode_spread
 from tiermem.planner.multihop import Hop, second_round
 from tiermem.tiers.turncache import TurnTable
@@ -40,13 +42,15 @@ class Rounds:
 
 def more_rounds(table: TurnTable, query: str, cosine: np.ndarray | None, total: np.ndarray,
                 eligible: np.ndarray, read: Callable[[list[int]], dict[int, str]], *,
-                period: bool = False) -> Rounds | None:
+                period: bool = False, room: int | None = None) -> Rounds | None:
     """The episode keys', the second round's and the spread's credit per turn, or None when
     none adds any. `period`: the query names a period (planner.dates); its answer is in
-    that period, so no hop leads out of it."""
+    that period, so no hop leads out of it. `room`: the tokens the retrieved turns may
+    fill; below multihop.HOP_MIN_ROOM_TOKENS there is no hop."""
     keys = episode_keys(table, query, cosine)
     boost = keys.boost.copy() if keys is not None else np.zeros(len(table))
-    hop = None if period else second_round(table, total + boost, eligible, query, read)
+    hop_room = room is None or room >= multihop.HOP_MIN_ROOM_TOKENS
+    hop = second_round(table, total + boost, eligible, query, read) if hop_room and not period else None
     if hop is not None:
         boost += hop.boost
     spread = episode_spread(table, total + boost, eligible)

@@ -65,6 +65,8 @@ def test_second_hop_is_retrieved_after_and_not_before(cold_memory: Memory, monke
     assert first in before  # the first round finds the first hop
     assert second not in before
     monkeypatch.undo()  # the shipped weights
+    assert second not in _retrieved(cold_memory, budget)  # too little room for a hop (HOP_MIN_ROOM_TOKENS)
+    monkeypatch.setattr(multihop, "HOP_MIN_ROOM_TOKENS", 0)
     after = _retrieved(cold_memory, budget)
     assert first in after and second in after
     assert f"second round via #{first} (sweden" in after[second]
