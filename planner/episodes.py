@@ -16,6 +16,10 @@ Derived, rebuildable, nothing stored: the keys are computed per query from the t
 cache's keyword postings (tiers.lexical) and the cosines the first round already has,
 so `rebuild` or a reload changes nothing and there is no migration.
 
+Off by default (KEY_WEIGHT = 0, SPREAD_WEIGHT = 0): on the LoCoMo dev conversations both
+measured worse than without them at every weight tried (README, issue 19); the code stays
+so that `python -m tiermem.evals.recall_rounds` can measure them again.
+
 Invariants: pure; deterministic; no word list, no name of any data set.
 """
 

@@ -35,7 +35,7 @@ def test_applied_sets_knobs_for_the_block_only() -> None:
     with applied(Variant("v", {"keys": 0.25})):
         assert episodes.KEY_WEIGHT == 0.25
         assert multihop.HOP_WEIGHT == 0.0 and multihop.HOP_MIN_ROOM_TOKENS == 0  # unnamed: off
-    assert (multihop.HOP_WEIGHT, episodes.KEY_WEIGHT, multihop.HOP_MIN_ROOM_TOKENS) == (hop, keys, room)
+    assert (hop, keys, room) == (multihop.HOP_WEIGHT, episodes.KEY_WEIGHT, multihop.HOP_MIN_ROOM_TOKENS)
 
 
 def test_leave_one_out_chooses_on_the_other_samples() -> None:
