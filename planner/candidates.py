@@ -34,12 +34,13 @@ from tiermem.planner.dates import query_windows
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
+from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
 from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import timeline_boost
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.formats import call_ids, is_control, is_reasoning, result_id, result_text_field, wire_body
-from tiermem.tiers.models import StoredMessage, canonical_role
+from tiermem.tiers.models import StoredMessage, canonical_role, message_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -381,6 +382,13 @@ class Candidates:
         told = timeline_boost(table, query, windows, scores.date)
         spoke = speaker_boost(table, query) if qclass in RECALL_CLASSES else np.zeros(len(table))
         total = scores.total + boost + told + spoke
+        # episode keys and a second round seeded by the best turns (planner.rounds)
+        more = (more_rounds(table, query, scores.cosine, total, eligible,
+                            lambda ps: {m.position: message_text(m.body) for m in self.cold.get(conv, ps)},
+                            period=bool(windows), room=room)
+                if qclass in RECALL_CLASSES else None)
+        if more is not None:
+            total = total + more.boost
         top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
         top = top[np.argsort(-total[top], kind="stable")]
         positions = [int(table.positions[i]) for i in top]
@@ -396,6 +404,8 @@ class Candidates:
                 why += f", tells when {told[i]:+.2f}"
             if spoke[i]:
                 why += f", the named speaker's {spoke[i]:+.2f}"
+            if more is not None:
+                why += more.reason(int(i))
             r = rows.get(p)
             if r is not None:
                 s += INTENT_BOOST.get(r.intent or "", 0.0)

@@ -139,18 +139,16 @@ class LexicalIndex:
                 self._postings += len(c)
                 self._lengths.append(c.total())
 
-    def search(self, query: str, k: int, n: int | None = None) -> list[tuple[int, float]]:
-        """The k best matches among the first `n` turns (all by default): (turn index,
-        bm25), best first, bm25 negative like FTS5's (lower is better); ties go to the
-        earlier turn."""
-        terms = query_terms(query)
-        if not terms or k < 1:
-            return []
-        postings: list[tuple[np.ndarray, np.ndarray]] = []
+    def postings(self, terms: list[str], n: int | None = None
+                 ) -> tuple[int, np.ndarray, list[tuple[str, np.ndarray, np.ndarray]]]:
+        """Over the first `n` turns (all by default): how many there are, each one's length
+        in terms, and for each of `terms` (already index terms: `query_terms`, `doc_terms`)
+        that occurs there, the turns holding it and its count in each (copies)."""
+        out: list[tuple[str, np.ndarray, np.ndarray]] = []
         with self._lock:
             total = len(self._lengths) if n is None else min(n, len(self._lengths))
             if total == 0:
-                return []
+                return 0, np.zeros(0), out
             # copies, made under the lock: a buffer view held past it would stop the
             # arrays from growing
             lengths = np.frombuffer(self._lengths, dtype=np.int32)[:total].astype(np.float64)
@@ -161,9 +159,23 @@ class LexicalIndex:
                 docs = np.frombuffer(self._docs[tid], dtype=np.int32)
                 cut = int(np.searchsorted(docs, total))
                 if cut:
-                    postings.append((docs[:cut].astype(np.int64),
-                                     np.frombuffer(self._counts[tid], dtype=np.uint16)[:cut].astype(np.float64)))
+                    out.append((t, docs[:cut].astype(np.int64),
+                                np.frombuffer(self._counts[tid], dtype=np.uint16)[:cut].astype(np.float64)))
                 del docs
+        return total, lengths, out
+
+    def search(self, query: str, k: int, n: int | None = None) -> list[tuple[int, float]]:
+        """The k best matches among the first `n` turns (all by default): (turn index,
+        bm25), best first, bm25 negative like FTS5's (lower is better); ties go to the
+        earlier turn."""
+        return self.search_terms(query_terms(query), k, n)
+
+    def search_terms(self, terms: list[str], k: int, n: int | None = None) -> list[tuple[int, float]]:
+        """`search` for index terms given directly (`doc_terms` of a turn, say)."""
+        if not terms or k < 1:
+            return []
+        total, lengths, found = self.postings(terms, n)
+        postings = [(d, tf) for _t, d, tf in found]
         if not postings:
             return []
         avgdl = float(lengths.mean()) or 1.0
