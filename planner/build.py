@@ -60,6 +60,7 @@ from tiermem.planner.render import (
     LINE_SEP_TOKENS,
     Renderer,
     breakpoints,
+    converted_breakpoints,
     fresh_segments,
     shown,
 )
@@ -284,7 +285,12 @@ class Planner:
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
-        return Context(self.render.out([g.message for g in segs]), total, plan)
+        planned = [g.message for g in segs]
+        returned = self.render.out(planned)
+        if returned != planned:  # breakpoints index what the caller receives
+            plan.breakpoints = converted_breakpoints(plan.breakpoints, planned, returned, self.render.out,
+                                                     self.tokens)
+        return Context(returned, total, plan)
 
     def _fixed(self, call: _Call, truncate_latest: bool) -> _Fixed:
         """The caller's system message and the latest user message (truncated when it
