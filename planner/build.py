@@ -83,6 +83,9 @@ DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # room, as long as what it shows holds at least this share of their tokens; below it a
 # rewind or a new epoch gives the call its whole room.
 EXTEND_MIN_NEED_SHARE = 0.8
+# The classes whose retrieved turns are the answer (a recall, or the newest turns for
+# "what did I just say?"): only they may rewind earlier blocks or start an epoch for room.
+NEEDS_ROOM_CLASSES = RECALL_CLASSES | {"recent_recall"}
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
 # big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
@@ -595,6 +598,10 @@ class Planner:
             head, rest = list(prev.segments[:at]), list(prev.segments[at:])
         wanted = [] if tool_loop else chosen["retrieved"]
         wanted_tokens = sum(c.tokens for c in wanted)
+        # a turn that is not a recall (small talk, a remark, a question about now) is
+        # answered by the tail: its clearly related turns are appended as far as they fit,
+        # and never rewind an earlier block or end the epoch for room
+        min_share = EXTEND_MIN_NEED_SHARE if call.plan.query_class in NEEDS_ROOM_CLASSES else 0.0
         dropped = 0
         cut: int | None = None
         fits: list[Candidate] = []
@@ -606,7 +613,7 @@ class Planner:
             if fixed_total <= budget:
                 fits = self._fit_need(fixed_part, fixed_total, need, budget, conv)
                 kept_tokens = wanted_tokens - sum(c.tokens for c in need) + sum(c.tokens for c in fits)
-                if len(fits) == len(need) or kept_tokens >= EXTEND_MIN_NEED_SHARE * wanted_tokens:
+                if len(fits) == len(need) or kept_tokens >= min_share * wanted_tokens:
                     break
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
