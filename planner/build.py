@@ -50,7 +50,7 @@ from tiermem.planner.candidates import (
     tier_of,
     without_names,
 )
-from tiermem.planner.classify import QueryClassifier
+from tiermem.planner.classify import QueryClassifier, tells_only
 from tiermem.planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
 from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
@@ -86,6 +86,11 @@ EXTEND_MIN_NEED_SHARE = 0.8
 # The classes whose retrieved turns are the answer (a recall, or the newest turns for
 # "what did I just say?"): only they may rewind earlier blocks or start an epoch for room.
 NEEDS_ROOM_CLASSES = RECALL_CLASSES | {"recent_recall"}
+# The other classes bring back only clearly related turns, and at most this share of the
+# budget of them a call (no leftovers, no top-up): each line appended within an epoch is
+# paid in full once and later makes the epoch end or rewind sooner. (Chosen on the cost
+# replays of conv-26, conv-30 and conv-41 from 0.05 / 0.1 / 0.2 / uncapped; see README.)
+NARROW_RETRIEVED_SHARE = 0.1
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
 # big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
@@ -274,7 +279,8 @@ class Planner:
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                                | self.statements.positions(conv)) if fill_to > 0 else frozenset())
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
-                     kept_from=call.kept_from, held_back=held_back)
+                     kept_from=call.kept_from, held_back=held_back,
+                     leftovers=plan.query_class in NEEDS_ROOM_CLASSES)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         items, latest_item = self._items(call, fixed, packing)
@@ -366,15 +372,22 @@ class Planner:
                           if qclass.name in RECALL_CLASSES
                           else f"narrow: a {qclass.name} turn brings back only clearly related turns (cosine >= "
                                f"{STRONG_COSINE}) or turns of a period it names")
+        tells = qclass.name not in NEEDS_ROOM_CLASSES and tells_only(query)
+        if tells:
+            plan.retrieval = (f"none: a {qclass.name} turn that asks nothing and points to nothing said before "
+                              "(a remark, a request): the stable layers and the tail carry it")
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this
         # turn's message: what a class needs more of goes into the per-turn part
         layers = self.settings.layers
         caps = {s: int(call.budget * layers[s]) for s in STABLE_SLICES}
         caps["retrieved"] = int(room * shares["retrieved"])
+        if qclass.name not in NEEDS_ROOM_CLASSES:
+            caps["retrieved"] = min(caps["retrieved"], int(call.budget * NARROW_RETRIEVED_SHARE))
         plan.shares = dict(caps)
-        retrieved = self.candidates.retrieved(conv, call.namespace, query, qvec, qclass.name, room,
-                                              exclude=taken_positions, lexical=lexical, table=table)
+        retrieved = [] if tells else self.candidates.retrieved(
+            conv, call.namespace, query, qvec, qclass.name, room, exclude=taken_positions, lexical=lexical,
+            table=table)
         call.mark("retrieve")
         return {"pinned": pinned, "summary": summary, "retrieved": retrieved, "tail": tail}, caps
 
@@ -403,7 +416,7 @@ class Planner:
         # over goes to the next retrieved candidates, as long as the exact count still
         # fits (only retrieved: it sits last, so the slack, which varies from turn to
         # turn, never changes the cacheable prefix)
-        for _ in range(TOP_UP_ROUNDS):
+        for _ in range(TOP_UP_ROUNDS if plan.query_class in NEEDS_ROOM_CLASSES else 0):
             added = packing.top_up(["retrieved"], budget - total)
             if not added:
                 break

@@ -145,6 +145,19 @@ def follows_up(query: str) -> bool:
     return first is not None and first > 0 and any(re.search(r"\w", x) for x in parts[:first])
 
 
+def tells_only(query: str | None) -> bool:
+    """Whether a message asks nothing and points to nothing said before ("I went hiking
+    yesterday, it was lovely.", "Let's draft the cover letter now."): the recent tail and
+    the stable layers (pins, summary) carry what it needs, so it retrieves nothing. A
+    message that says "I told you", "as we discussed", "I mentioned", or names an earlier
+    value points back, and keeps its narrow retrieval."""
+    if not query or not query.strip():
+        return False
+    q = query.strip().lower()
+    return not question_text(query) and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(q) \
+        and not about_past(q) and not any(p.search(q) for n, _r, p in _RULES if n == "targeted_recall")
+
+
 def about_past(query: str | None) -> str | None:
     """The cue when `query` asks what held before a change (superseded values then answer
     it, shown with their validity), else None."""

@@ -32,7 +32,7 @@ def _mem(tmp_path: Path, embedder: SentenceTransformerEmbedder, **kw: Any) -> Me
     return Memory(Config(data_dir=tmp_path / "d", **kw), embedder=embedder, hot=False, background_indexing=False)
 
 
-def _notes(n: int) -> list[dict[str, Any]]:
+def _notes(n: int = 40) -> list[dict[str, Any]]:
     """Plain turns with a standing instruction among them (a pin), so the stable layers
     are several system messages before the tail."""
     out: list[dict[str, Any]] = [{"role": "user", "content": "Always answer in British English, never in bullets."}]
