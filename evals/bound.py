@@ -123,7 +123,7 @@ def best_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer
         for p in PROVIDERS:
             if p not in best or row[p] < best[p][0]:
                 best[p] = (row[p], f, s)
-    _, fill_openai, series = best["openai"]
+    series = best["openai"][2]
     out = series.summary()
     for p in PROVIDERS:
         out[f"total_billed_{p}"] = best[p][0]
