@@ -19,7 +19,12 @@ Invariants:
   when that is not enough, a pin or summary line shown as current stops being current,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
   The plan reports which (`plan.cache`) and where the stable prefix ends
-  (`plan.breakpoints`).
+  (`plan.breakpoints`, indexes of the returned messages, after any conversion).
+- Only a recall (NEEDS_ROOM_CLASSES) takes the room left, rewinds earlier blocks or ends
+  an epoch for its retrieved turns; any other turn retrieves nothing when it asks nothing
+  and points to nothing said before (planner.classify.tells_only), else clearly related
+  turns up to NARROW_RETRIEVED_SHARE of the budget, appended within an epoch as far as
+  they fit.
 - Superseded constraints are never presented as current: they are left out, and the
   plan says which turn superseded them. A superseded turn that is shown is marked, with
   its validity interval (valid from its own time until the superseding turn's), in the
@@ -372,10 +377,11 @@ class Planner:
                           if qclass.name in RECALL_CLASSES
                           else f"narrow: a {qclass.name} turn brings back only clearly related turns (cosine >= "
                                f"{STRONG_COSINE}) or turns of a period it names")
-        tells = qclass.name not in NEEDS_ROOM_CLASSES and tells_only(query)
+        tells = qclass.name not in NEEDS_ROOM_CLASSES and (tells_only(query) or qclass.tail_answers)
         if tells:
             plan.retrieval = (f"none: a {qclass.name} turn that asks nothing and points to nothing said before "
-                              "(a remark, a request): the stable layers and the tail carry it")
+                              "(a remark, a request): the stable layers and the tail carry it" if not qclass.tail_answers
+                              else f"none: a {qclass.name} turn about what was just said: the tail answers it")
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this
         # turn's message: what a class needs more of goes into the per-turn part

@@ -30,6 +30,9 @@ import numpy as np
 class QueryClass:
     name: str
     reason: str
+    # talk about what was just said (a follow-up, a greeting): the recent tail answers it,
+    # so it retrieves nothing (planner.build)
+    tail_answers: bool = False
 
 
 _RULES: list[tuple[str, str, re.Pattern[str]]] = [
@@ -203,10 +206,10 @@ class QueryClassifier:
                 return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
             if follows_up(query):
                 return QueryClass("default", "rule:follow-up (a question after a remark, about what was just said: "
-                                             "the tail answers it)")
+                                             "the tail answers it)", tail_answers=True)
             if _OPENER.search(q):
                 return QueryClass("default", "rule:chat-opener (a greeting or an interjection: talk in the flow "
-                                             "of the chat, the tail answers it)")
+                                             "of the chat, the tail answers it)", tail_answers=True)
         if query_vec is not None and embed is not None:
             labels, mat = self._prototype_matrix(embed)
             sims = mat @ query_vec.astype(np.float32)

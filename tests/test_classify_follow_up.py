@@ -62,6 +62,17 @@ def test_question_text(text: str, asked: str) -> None:
     assert question_text(text) == asked
 
 
+@pytest.mark.parametrize(("query", "tail_answers"), [
+    ("Love that purple color! For walking or running?", True),  # a follow-up on what was just said
+    ("Hey, how's it going?", True),  # a greeting
+    ("How have you been?", False),  # put to "you": may ask what the other knows, keeps its narrow retrieval
+    ("What phone number do you have for me?", False),  # the same
+    ("What is the name of the hotel?", False),  # a recall
+])
+def test_talk_about_what_was_just_said_is_answered_by_the_tail(query: str, tail_answers: bool) -> None:
+    assert QueryClassifier().classify(query).tail_answers is tail_answers
+
+
 def test_follows_up_needs_a_remark_before_the_question() -> None:
     assert follows_up("Nice! Where was it?")
     assert not follows_up("Where was it? Nice!")  # the remark comes after

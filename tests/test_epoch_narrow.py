@@ -57,6 +57,15 @@ def test_a_remark_that_asks_nothing_retrieves_nothing(memory: Memory) -> None:
     assert ctx.plan.retrieval.startswith("narrow") and retrieved_tokens(ctx) > 0, ctx.plan.explain()
 
 
+def test_a_follow_up_on_what_was_just_said_retrieves_nothing(memory: Memory) -> None:
+    history(memory)
+    q = "Wow, what a lovely painting! Was it painted by the lake at sunset?"
+    memory.append("c", {"role": "user", "content": q})
+    ctx = memory.context("c", q, budget=BUDGET)
+    assert ctx.plan.class_reason.startswith("rule:follow-up") and ctx.plan.retrieval.startswith("none")
+    assert retrieved_tokens(ctx) == 0
+
+
 def test_a_question_that_is_no_recall_retrieves_at_most_its_share(memory: Memory) -> None:
     history(memory)
     memory.append("c", {"role": "user", "content": REMARK})
