@@ -200,6 +200,8 @@ def locomo_command(
     default=None,
     help="Write cumulative billed tokens vs turn as a PNG here (e.g. docs/cost.png).",
 )
+@click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write one JSON line per tiermem context here (class, retrieval, stable tokens, epoch reason).")
 @_common
 def cost_command(
     data: Path | None,
@@ -208,6 +210,7 @@ def cost_command(
     turns: int | None,
     methods: tuple[str, ...],
     plot: Path | None,
+    trace: Path | None,
     as_json: bool,
     data_dir: Path | None,
     no_hot: bool,
@@ -218,6 +221,7 @@ def cost_command(
 
     data = _need_data(data)
     opened = _open(data_dir, no_hot)
+    traced: list[dict[str, Any]] = []
     try:
         with make_progress(not quiet) as progress:
             run = run_cost(
@@ -229,11 +233,14 @@ def cost_command(
                 methods=methods or COST_METHODS,
                 hot=opened.hot,
                 progress=progress,
+                trace=traced if trace is not None else None,
             )
     except LocomoError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         close_memory(opened)
+    if trace is not None:
+        trace.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in traced), encoding="utf-8")
     if plot is not None:
         from tiermem.evals.plots import cost_curves
 

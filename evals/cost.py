@@ -8,7 +8,9 @@ method builds the context the model would be sent:
 
 - ``tiermem``: ``Memory.context(conv, <that user message>, budget)``;
 - ``full_context``: every turn so far (the current one included);
-- ``tail``: the most recent turns that fit the same budget.
+- ``tail``: the most recent turns that fit the same budget;
+- ``bound``: a lower bound (evals.bound): the stable layers plus an append-only tail with
+  no retrieval at all, epochs restarting at the cost-optimal fill for each provider.
 
 Prompt caching is billed on the rendered token sequence, not on whole messages: each
 context is rendered as the chat format does (per message a start marker, the role, a
@@ -69,7 +71,7 @@ from tiermem.memory import Memory
 from tiermem.tiers.models import message_text
 from tiermem.tiers.tokens import messages_tokens
 
-COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail")
+COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail", "bound")
 DEFAULT_COST_BUDGET = 2000
 GOAL_TOTAL_RATIO = 0.10  # tiermem's tokens against full context's, uncached (issue 6)
 GOAL_CACHE_STABLE = 0.80
@@ -329,6 +331,22 @@ def tiermem_request(memory: Memory, conv: str, query: str, budget: int, *, names
     return out, ([b.index for b in marks] if marks else [len(out.messages) - 1]), getattr(plan, "cache", None)
 
 
+def trace_entry(turn: int, query: str, out: MethodOutput, s: MethodSeries) -> dict[str, Any]:
+    """One tiermem context of a replay, for `--trace`: what it was and why it missed."""
+    plan = out.plan
+    cache = getattr(plan, "cache", None)
+    per: dict[str, int] = plan.slice_tokens() if plan is not None else {}
+    return {
+        "turn": turn, "query": query, "class": getattr(plan, "query_class", None),
+        "class_reason": getattr(plan, "class_reason", None), "retrieval": getattr(plan, "retrieval", None),
+        "tokens": s.tokens[-1], "stable": s.stable[-1], "cached_openai": s.cached_openai[-1],
+        "billed_openai": s.billed[-1], "billed_anthropic": s.billed_anthropic[-1], "slices": per,
+        "new_epoch": bool(cache.new_epoch) if cache is not None else None,
+        "cache_reason": cache.reason if cache is not None else None,
+        "boundary": cache.boundary if cache is not None else None,
+    }
+
+
 def run_cost(
     memory: Memory,
     data: Path,
@@ -339,7 +357,13 @@ def run_cost(
     methods: Sequence[str] = COST_METHODS,
     hot: bool = True,
     progress: Progress | None = None,
+    trace: list[dict[str, Any]] | None = None,
 ) -> CostRun:
+    """`trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
+    class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason),
+    to see why each cache miss happened."""
+    from tiermem.evals.bound import BoundTurn, best_bound, stable_layers  # it builds on this module
+
     if budget < 1:
         raise LocomoError("budget must be a positive integer")
     unknown = set(methods) - set(COST_METHODS)
@@ -366,12 +390,14 @@ def run_cost(
     task = progress.add_task(f"replay {s.sample_id}", total=len(plan)) if progress is not None else None
     t0 = time.perf_counter()
     builds = 0
+    bound_turns: list[BoundTurn] = []
     for n, msg in enumerate(plan, start=1):
         memory.append_many(conv, [msg], namespace=ns)
         if msg["role"] == "user":
             builds += 1
             view.refresh(memory)
             query = message_text(msg)
+            layers: tuple[dict[str, Any], ...] = ()
             for name in active:
                 if name == TIERMEM:
                     memory.catch_up(conv, namespace=ns)  # what the background indexer would have done by now
@@ -380,19 +406,27 @@ def run_cost(
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
+                    layers = stable_layers(out.messages)
+                    if trace is not None:
+                        trace.append(trace_entry(n, query, out, series[name]))
                     if cache is not None and cache.new_epoch and builds > 1:
                         series[name].new_epochs += 1
                         cat = epoch_category(cache.reason)
                         series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
-                else:
+                elif name != "bound":
                     t = time.perf_counter()
                     out = full_context(view) if name == "full_context" else tail_truncation(view, budget)
                     ms = (time.perf_counter() - t) * 1000
                     series[name].add(n, out, ms, renderer=renderer,
                                      budget=None if name == "full_context" else budget)
+            bound_turns.append(BoundTurn(n, len(view), layers))
         if progress is not None and task is not None:
             progress.advance(task)
-    summaries = {m: series[m].summary() for m in active}
+    summaries = {m: series[m].summary() for m in active if m != "bound"}
+    if "bound" in active:  # replayed after the others: it takes tiermem's stable layers turn by turn
+        b = best_bound(view, bound_turns, budget, renderer, memory.tokens)
+        series["bound"] = b.pop("series")
+        summaries["bound"] = b
     full = summaries.get("full_context")
     for summ in summaries.values():
         if full and full["total_tokens"]:
@@ -452,7 +486,7 @@ def table(result: dict[str, Any]) -> Table:
             f"{m['total_billed_anthropic']:,.0f}",
             _pct(m["ratio_billed_vs_full_anthropic"]),
             _pct(m["cache_stable_share"]),
-            str(m["new_epochs"]) if name == TIERMEM else "-",
+            str(m["new_epochs"]) if name in (TIERMEM, "bound") else "-",
             "-" if m["context_ms"]["p50"] is None else f"{m['context_ms']['p50']:.1f}",
         )
     return t

@@ -30,6 +30,7 @@ LABELS = {
     "dense_topk": "dense top-k (MiniLM)",
     "bm25_topk": "BM25 top-k",
     "hybrid_topk": "hybrid top-k (RRF)",
+    "bound": "lower bound (append-only tail)",
 }
 
 

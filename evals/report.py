@@ -22,6 +22,7 @@ LABELS = {
     "dense_topk": "dense top-k",
     "bm25_topk": "BM25 top-k",
     "hybrid_topk": "hybrid top-k (RRF)",
+    "bound": "bound: stable layers + append-only tail, no retrieval",
 }
 CATEGORY_NAMES = {
     "1": "multi-hop",
@@ -151,7 +152,7 @@ def cost_markdown(result: Mapping[str, Any], *, command: str | None = None) -> s
                     _int(m.get("total_billed_anthropic")),
                     _pct(m.get("ratio_billed_vs_full_anthropic")),
                     _pct(m.get("cache_stable_share")),
-                    str(m.get("new_epochs", "-")) if name == "tiermem" else "-",
+                    str(m.get("new_epochs", "-")) if name in ("tiermem", "bound") else "-",
                     _ms(m["context_ms"]["p50"]),
                 ]
             )

@@ -19,7 +19,12 @@ Invariants:
   when that is not enough, a pin or summary line shown as current stops being current,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
   The plan reports which (`plan.cache`) and where the stable prefix ends
-  (`plan.breakpoints`).
+  (`plan.breakpoints`, indexes of the returned messages, after any conversion).
+- Only a recall (NEEDS_ROOM_CLASSES) takes the room left, rewinds earlier blocks or ends
+  an epoch for its retrieved turns; any other turn retrieves nothing when it asks nothing
+  and points to nothing said before (planner.classify.tells_only), else clearly related
+  turns up to NARROW_RETRIEVED_SHARE of the budget, appended within an epoch as far as
+  they fit.
 - Superseded constraints are never presented as current: they are left out, and the
   plan says which turn superseded them. A superseded turn that is shown is marked, with
   its validity interval (valid from its own time until the superseding turn's), in the
@@ -50,7 +55,7 @@ from tiermem.planner.candidates import (
     tier_of,
     without_names,
 )
-from tiermem.planner.classify import QueryClassifier
+from tiermem.planner.classify import QueryClassifier, tells_only
 from tiermem.planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
 from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
@@ -60,6 +65,7 @@ from tiermem.planner.render import (
     LINE_SEP_TOKENS,
     Renderer,
     breakpoints,
+    converted_breakpoints,
     fresh_segments,
     shown,
 )
@@ -82,6 +88,14 @@ DEFAULT_LAYER_SHARES = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 # room, as long as what it shows holds at least this share of their tokens; below it a
 # rewind or a new epoch gives the call its whole room.
 EXTEND_MIN_NEED_SHARE = 0.8
+# The classes whose retrieved turns are the answer (a recall, or the newest turns for
+# "what did I just say?"): only they may rewind earlier blocks or start an epoch for room.
+NEEDS_ROOM_CLASSES = RECALL_CLASSES | {"recent_recall"}
+# The other classes bring back only clearly related turns, and at most this share of the
+# budget of them a call (no leftovers, no top-up): each line appended within an epoch is
+# paid in full once and later makes the epoch end or rewind sooner. (Chosen on the cost
+# replays of conv-26, conv-30 and conv-41 from 0.05 / 0.1 / 0.2 / uncapped; see README.)
+NARROW_RETRIEVED_SHARE = 0.1
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
 # big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
@@ -270,7 +284,8 @@ class Planner:
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                                | self.statements.positions(conv)) if fill_to > 0 else frozenset())
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
-                     kept_from=call.kept_from, held_back=held_back)
+                     kept_from=call.kept_from, held_back=held_back,
+                     leftovers=plan.query_class in NEEDS_ROOM_CLASSES)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         items, latest_item = self._items(call, fixed, packing)
@@ -284,7 +299,12 @@ class Planner:
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
-        return Context(self.render.out([g.message for g in segs]), total, plan)
+        planned = [g.message for g in segs]
+        returned = self.render.out(planned)
+        if returned != planned:  # breakpoints index what the caller receives
+            plan.breakpoints = converted_breakpoints(plan.breakpoints, planned, returned, self.render.out,
+                                                     self.tokens)
+        return Context(returned, total, plan)
 
     def _fixed(self, call: _Call, truncate_latest: bool) -> _Fixed:
         """The caller's system message and the latest user message (truncated when it
@@ -357,15 +377,23 @@ class Planner:
                           if qclass.name in RECALL_CLASSES
                           else f"narrow: a {qclass.name} turn brings back only clearly related turns (cosine >= "
                                f"{STRONG_COSINE}) or turns of a period it names")
+        tells = qclass.name not in NEEDS_ROOM_CLASSES and (tells_only(query) or qclass.tail_answers)
+        if tells:
+            plan.retrieval = (f"none: a {qclass.name} turn that asks nothing and points to nothing said before "
+                              "(a remark, a request): the stable layers and the tail carry it" if not qclass.tail_answers
+                              else f"none: a {qclass.name} turn about what was just said: the tail answers it")
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this
         # turn's message: what a class needs more of goes into the per-turn part
         layers = self.settings.layers
         caps = {s: int(call.budget * layers[s]) for s in STABLE_SLICES}
         caps["retrieved"] = int(room * shares["retrieved"])
+        if qclass.name not in NEEDS_ROOM_CLASSES:
+            caps["retrieved"] = min(caps["retrieved"], int(call.budget * NARROW_RETRIEVED_SHARE))
         plan.shares = dict(caps)
-        retrieved = self.candidates.retrieved(conv, call.namespace, query, qvec, qclass.name, room,
-                                              exclude=taken_positions, lexical=lexical, table=table)
+        retrieved = [] if tells else self.candidates.retrieved(
+            conv, call.namespace, query, qvec, qclass.name, room, exclude=taken_positions, lexical=lexical,
+            table=table)
         call.mark("retrieve")
         return {"pinned": pinned, "summary": summary, "retrieved": retrieved, "tail": tail}, caps
 
@@ -394,7 +422,7 @@ class Planner:
         # over goes to the next retrieved candidates, as long as the exact count still
         # fits (only retrieved: it sits last, so the slack, which varies from turn to
         # turn, never changes the cacheable prefix)
-        for _ in range(TOP_UP_ROUNDS):
+        for _ in range(TOP_UP_ROUNDS if plan.query_class in NEEDS_ROOM_CLASSES else 0):
             added = packing.top_up(["retrieved"], budget - total)
             if not added:
                 break
@@ -589,6 +617,10 @@ class Planner:
             head, rest = list(prev.segments[:at]), list(prev.segments[at:])
         wanted = [] if tool_loop else chosen["retrieved"]
         wanted_tokens = sum(c.tokens for c in wanted)
+        # a turn that is not a recall (small talk, a remark, a question about now) is
+        # answered by the tail: its clearly related turns are appended as far as they fit,
+        # and never rewind an earlier block or end the epoch for room
+        min_share = EXTEND_MIN_NEED_SHARE if call.plan.query_class in NEEDS_ROOM_CLASSES else 0.0
         dropped = 0
         cut: int | None = None
         fits: list[Candidate] = []
@@ -600,7 +632,7 @@ class Planner:
             if fixed_total <= budget:
                 fits = self._fit_need(fixed_part, fixed_total, need, budget, conv)
                 kept_tokens = wanted_tokens - sum(c.tokens for c in need) + sum(c.tokens for c in fits)
-                if len(fits) == len(need) or kept_tokens >= EXTEND_MIN_NEED_SHARE * wanted_tokens:
+                if len(fits) == len(need) or kept_tokens >= min_share * wanted_tokens:
                     break
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:

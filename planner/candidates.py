@@ -11,8 +11,8 @@ Invariants:
   marked with its validity interval, in its line and its reason, and ranks down unless
   the question is about the past (then up).
 - Outside recall classes only clearly related turns (`STRONG_COSINE`) or turns of a
-  period the query names are eligible, so the retrieved block stays unchanged on most
-  turns and the prefix caches.
+  period the message's question names (not a remark's: planner.classify.question_text)
+  are eligible, so the retrieved block stays unchanged on most turns and the prefix caches.
 - Only as many candidates are read as could ever fit the room (`MIN_PIN_TOKENS`,
   `TYPICAL_LINE_TOKENS`, `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded.
 """
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner.classify import about_past
+from tiermem.planner.classify import about_past, question_text
 from tiermem.planner.dates import query_windows
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
@@ -365,7 +365,9 @@ class Candidates:
         if qclass not in RECALL_CLASSES:
             cos = scores.cosine if scores.cosine is not None else np.full(len(table), np.nan)
             eligible = np.nan_to_num(cos, nan=MISSING_COSINE) >= STRONG_COSINE
-            if windows:
+            # the turns of a period only when the message asks about it: a remark that
+            # names one ("I went hiking last week") tells, and the tail carries it
+            if windows and query_windows(question_text(query), float(table.created[-1])):
                 eligible |= scores.date >= IN_PERIOD_DATE_SCORE
         if qclass == "recent_recall":
             # "what did I just say?" needs the newest turns: the tail's share does not

@@ -8,6 +8,13 @@ Rules fire first and say which one fired. When none fires, embedding prototypes
 (a few example queries per class, embedded once) decide if one is close enough;
 otherwise the class is `default`. Both rule tables and prototypes are data, so a
 deployment can extend them without touching the planner.
+
+Talk in the flow of a chat is not recall: a question put to the other party ("How have
+you been?"), a question that follows a remark in the same message ("Love that color! For
+walking or running?") and one that opens with a greeting or an interjection ("Hey, how's
+it going?") are `default` (narrow retrieval) unless they carry a recall cue or ask what
+held before. A time named outside a message's question ("Got back yesterday! Anything
+new?") does not make it temporal: only the sentences that ask are read for one.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ import numpy as np
 class QueryClass:
     name: str
     reason: str
+    # talk about what was just said (a follow-up, a greeting): the recent tail answers it,
+    # so it retrieves nothing (planner.build)
+    tail_answers: bool = False
 
 
 _RULES: list[tuple[str, str, re.Pattern[str]]] = [
@@ -43,15 +53,28 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"|november|december|\d{4})|\d+ (days|weeks|months|years) ago)\b")),
     ("targeted_recall", "rule:recall-cue", re.compile(
         r"\b(where did we (land|end up|leave)|what did (we|i|you) (decide|agree|choose|pick|say|settle|mention)"
-        r"|remind me|do you remember|did (i|we|you) (mention|say|tell|decide|agree)|what was (the|that|our|my)"
+        r"|do you remember|did (i|we|you) (mention|say|tell|decide|agree)|what was (the|that|our|my)"
         r"|earlier (you|i|we) (said|mentioned)|as (i|we) (said|discussed)|we (discussed|talked about)"
-        r"|what('s| is| was) (my|our)\b|(i|we) told you)")),
+        r"|what('s| is| was) (my|our)\b|(i|we) told you)"
+        # "remind me" as a request ("remind me what...", "can you remind me"), not as a
+        # verb of a statement ("moments like these remind me of ...")
+        r"|(^|[.!?,;:]\s*|\b(please|can you|could you|would you|will you)\s+)remind me\b")),
     ("new_subtask", "rule:new-task", re.compile(
         r"^(ok(ay)?|now|next|also|alright|new task|let'?s|can you|could you|please|help me|write|create|draft"
         r"|build|generate|implement|make)\b.*\b(new|now|next|start|another|different|fresh|write|create|draft"
         r"|build|generate|implement|make)\b")),
 ]
 _QUESTION = re.compile(r"\?\s*$|^(who|what|which|where|why|how|whose|whom|did|does|do|is|are|was|were|has|have|can)\b")
+# Sentence ends: "!" or "?", or "." after a word of two letters or more that is no title,
+# each followed by a space ("Dr. Seuss", "the U.S. coast", "e.g. this" stay one sentence).
+_BREAK = re.compile(r"([.!?]+)\s+")
+_PLAIN_WORD_END = re.compile(r"\b([A-Za-z][a-z]+|[0-9]+)\.+$")
+_TITLES = frozenset({"mr", "mrs", "ms", "dr", "jr", "sr", "st", "prof", "rev", "gen", "col", "capt", "lt", "sgt",
+                     "inc", "ltd", "co", "vs", "no", "vol", "fig", "ch"})
+# A message that opens with a greeting or an interjection ("Hey, how's it going?",
+# "Wow, did it work?") is talk in the flow of a chat, not a lookup.
+_OPENER = re.compile(r"^(hey|hi|hello|wow|whoa|woah|oh|ooh|oof|aw+|yay|yeah|yep|yup|haha+|lol|cool|nice|great"
+                     r"|awesome|sweet|thanks|thank you)\b")
 
 _PROTOTYPES: dict[str, list[str]] = {
     "recent_recall": ["what did I just say?", "repeat your last answer", "what was my previous message?"],
@@ -73,10 +96,12 @@ _YOU_BEFORE = re.compile(
     r"\bdid you (say|tell|suggest|recommend|mention|give|send|write|promise|ask|decide|agree|choose|pick|book"
     r"|plan|share|show|call|name)\b|\byou (said|told|suggested|recommended|mentioned|gave|sent|wrote|promised|asked"
     r"|decided|agreed|chose|picked|booked|planned|shared|showed|called|named)\b|\byour (last|previous|earlier)\b"
-    r"|\b(remember|recall|remind)\b"
     # what the asker said or did earlier ("what dates did I give you?", "which email did
     # we send you first?") is recall of the log, whoever it is put to
     r"|\bdid (i|we)\b|\b(i|we) (said|told|gave|asked|mentioned|wrote|sent)\b")
+# Asking whether the other remembers is recall, read in the sentences that ask (in a
+# remark, "remember why I do it" and "these remind us of" are not).
+_RECALL_VERB = re.compile(r"\b(remember|recall|remind)\b")
 # A question about what held before a change: "what was my budget before?", "which
 # airline did we pick at first?", "what did I first say about ...", "what did I use to".
 _PAST = re.compile(
@@ -86,6 +111,54 @@ _PAST = re.compile(
     r"|(?:was|were|did|had)\b[^?]*\bbefore\b(?:\s*\??$| it| that| the change)"
     r"|old (?:value|address|number|plan|budget|name|date|time))"
 )
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a message, in order (blank ones left out)."""
+    text = text.strip()
+    out: list[str] = []
+    start = 0
+    for m in _BREAK.finditer(text):
+        seg = text[start:m.end(1)]
+        word = _PLAIN_WORD_END.search(seg)
+        if "!" in m.group(1) or "?" in m.group(1) or (word and word.group(1).lower() not in _TITLES):
+            out.append(seg.strip())
+            start = m.end()
+    out.append(text[start:].strip())
+    return [x for x in out if x]
+
+
+def question_text(query: str | None) -> str:
+    """The part of a message that asks: its sentences that end with "?" (a message with
+    none that reads as a question, "who wrote it", is all question), else ""."""
+    if not query or not query.strip():
+        return ""
+    asked = [x for x in sentences(query) if x.endswith("?")]
+    if asked:
+        return " ".join(asked)
+    return query.strip() if _QUESTION.search(query.strip().lower()) else ""
+
+
+def follows_up(query: str) -> bool:
+    """Whether the message asks only after saying something first ("Love that color! For
+    walking or running?", "Sounds fun. Did they have a good time?"): a reaction to, or a
+    remark on, what was just said, and a question about it, which the recent tail answers."""
+    parts = sentences(query)
+    first = next((i for i, x in enumerate(parts) if x.endswith("?")), None)
+    return first is not None and first > 0 and any(re.search(r"\w", x) for x in parts[:first])
+
+
+def tells_only(query: str | None) -> bool:
+    """Whether a message asks nothing and points to nothing said before ("I went hiking
+    yesterday, it was lovely.", "Let's draft the cover letter now."): the recent tail and
+    the stable layers (pins, summary) carry what it needs, so it retrieves nothing. A
+    message that says "I told you", "as we discussed", "I mentioned", or names an earlier
+    value points back, and keeps its narrow retrieval."""
+    if not query or not query.strip():
+        return False
+    q = query.strip().lower()
+    return not question_text(query) and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(q) \
+        and not about_past(q) and not any(p.search(q) for n, _r, p in _RULES if n == "targeted_recall")
 
 
 def about_past(query: str | None) -> str | None:
@@ -119,17 +192,24 @@ class QueryClassifier:
             return QueryClass("recent_recall", "rule:no-query (continue from the tail)")
         q = query.strip().lower()
         asks = bool(_QUESTION.search(q))
+        asked = question_text(query).lower()  # the sentences that ask
         for name, rule, pattern in _RULES:
-            m = pattern.search(q)
+            # "I went there yesterday" tells, it does not ask: a time named outside the
+            # message's question ("Got back yesterday! Anything new with you?") needs the
+            # turns of that time only if they are clearly related (what every default
+            # turn retrieves), not a broad recall
+            m = pattern.search(asked if rule == "rule:time-reference" else q)
             if m:
-                if rule == "rule:time-reference" and not asks:
-                    # "I went there yesterday" tells, it does not ask: a statement that
-                    # names a time needs the turns of that time only if they are clearly
-                    # related (what every default turn retrieves), not a broad recall
-                    continue
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
-        if asks and _ASKS_YOU.search(q) and not _YOU_BEFORE.search(q) and not about_past(q):
-            return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
+        if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):
+            if _ASKS_YOU.search(asked or q):
+                return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
+            if follows_up(query):
+                return QueryClass("default", "rule:follow-up (a question after a remark, about what was just said: "
+                                             "the tail answers it)", tail_answers=True)
+            if _OPENER.search(q):
+                return QueryClass("default", "rule:chat-opener (a greeting or an interjection: talk in the flow "
+                                             "of the chat, the tail answers it)", tail_answers=True)
         if query_vec is not None and embed is not None:
             labels, mat = self._prototype_matrix(embed)
             sims = mat @ query_vec.astype(np.float32)

@@ -60,11 +60,12 @@ class Packing:
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
-             held_back: frozenset[int] = frozenset()) -> None:
+             held_back: frozenset[int] = frozenset(), leftovers: bool = True) -> None:
         """Each slice up to its cap, then the leftovers to the per-turn part; then, when
         the slices use less than `fill_to` tokens of the room, older tail turns up to it
         (`grow_tail`). `kept_from` (system_messages="before_latest"): the previous call's
-        tail start, kept while the tail from there still fits TAIL_GROWTH times its share."""
+        tail start, kept while the tail from there still fits TAIL_GROWTH times its share.
+        `leftovers=False` (a narrow retrieval): the retrieved slice keeps to its cap."""
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -90,7 +91,8 @@ class Packing:
         # their bytes do not depend on what this query retrieved. (Non-recall classes only
         # retrieve what is clearly related, so most of their room stays free: it is what
         # an epoch grows into.)
-        self.take("retrieved", self.used["retrieved"] + self.remaining)
+        if leftovers:  # a narrow retrieval keeps to its cap: the room is what the epoch grows into
+            self.take("retrieved", self.used["retrieved"] + self.remaining)
         self.grow_tail(min(self.remaining, fill_to - sum(self.used.values())), held_back)
 
     def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset()) -> None:

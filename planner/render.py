@@ -11,20 +11,21 @@ Invariants:
   part; with `retrieved_placement="before_latest"` the retrieved block sits just before
   the latest user message, since it changes most.
 - What is counted is what is returned: `out` converts and folds exactly as the context
-  that is handed back.
+  that is handed back, and breakpoints index the returned messages
+  (`converted_breakpoints`), not the planned ones.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, PlanItem
 from tiermem.tiers.formats import fold_system, to_chat, to_responses
 from tiermem.tiers.models import StoredMessage
-from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
+from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, message_tokens
 
 if TYPE_CHECKING:
     from tiermem.planner.build import PlannerSettings
@@ -300,6 +301,42 @@ def breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakp
         else:
             out.append(Breakpoint(i, layer, cum[i + 1]))
     return out[-MAX_BREAKPOINTS:]
+
+
+def converted_breakpoints(marks: Sequence[Breakpoint], messages: Sequence[dict[str, Any]],
+                          returned: Sequence[dict[str, Any]], convert: Callable[[list[dict[str, Any]]],
+                                                                               list[dict[str, Any]]],
+                          tokens: TokenCounter) -> list[Breakpoint]:
+    """`marks` (indexes into `messages`, as planned) as indexes into `returned`, the
+    messages the caller receives (`convert(messages)`: a format conversion may split one
+    message into several items or merge several into one; a fold moves every system
+    message into the first).
+
+    A breakpoint after message i lands after the last returned message that converting
+    `messages[:i + 1]` gives, if those returned messages are exactly what converting the
+    prefix gives (nothing planned after i was merged into them); else after the last
+    returned message that still is, or nowhere (a merge folded this call's retrieved
+    block into the first message: nothing before it is stable). Tokens are recounted
+    on the returned messages; two marks that land on one message keep the later name."""
+    cum = [0]
+    for m in returned:
+        cum.append(cum[-1] + message_tokens(tokens, m))
+    out: list[Breakpoint] = []
+    for b in marks:
+        prefix = convert(list(messages[:b.index + 1]))
+        k = 0
+        for a, r in zip(prefix, returned, strict=False):
+            if a != r:
+                break
+            k += 1
+        if k == 0:
+            continue
+        at = k - 1
+        if out and out[-1].index == at:
+            out[-1] = Breakpoint(at, b.layer, cum[at + 1])
+        elif not out or out[-1].index < at:
+            out.append(Breakpoint(at, b.layer, cum[at + 1]))
+    return out
 
 
 def chosen_conv(chosen: dict[str, list[Candidate]], s: str) -> str:

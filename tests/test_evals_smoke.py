@@ -206,9 +206,16 @@ def test_prefix_cache_accounting() -> None:
 
 @needs_dev
 def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
-    run = run_cost(opened.memory, DEV, sample=0, budget=300, turns=30, hot=opened.hot)
+    trace: list[dict[str, Any]] = []
+    run = run_cost(opened.memory, DEV, sample=0, budget=300, turns=30, hot=opened.hot, trace=trace)
     res = run.result
     json.dumps(res)
+    json.dumps(trace)
+    # the lower bound (evals.bound): within the budget, never above what a sliding tail bills
+    bound = res["methods"]["bound"]
+    assert bound["max_context_tokens"] <= 300 and bound["budget_violations"] == 0
+    assert bound["total_billed_openai"] <= res["methods"]["tail"]["total_billed_openai"]
+    assert len(bound["fill_curve"]) == 91 and "series" not in bound
     assert res["turns_replayed"] == 30 and res["context_builds"] > 5
     full, tail = res["methods"]["full_context"], res["methods"]["tail"]
     assert full["cache_stable_share"] > 0.8  # each turn's full context extends the previous one
@@ -227,6 +234,9 @@ def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
         # the written tokens are paid for: Anthropic bills at least the read discount on each
         assert tm["total_billed_anthropic"] >= 0.1 * tm["total_tokens"]
         assert "tiermem_cache_stable_ok" in res["goals"]
+        # one trace entry per tiermem context, saying what it kept and why
+        assert len(trace) == res["context_builds"]
+        assert all(t["stable"] <= t["tokens"] and t["class"] and t["cache_reason"] for t in trace)
     png = cost_curves(run.series, tmp_path / "docs" / "cost.png")
     assert png.stat().st_size > 1000
 

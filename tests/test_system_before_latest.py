@@ -67,9 +67,9 @@ def test_memory_is_one_message_before_the_latest_user_turn(
                 with_memory += 1
                 # the plan still names what the memory message holds, in the "memory" layer
                 assert any(it.slice in ("pinned", "summary", "retrieved") for it in ctx.plan.items)
-                if fmt == "as_stored":  # (breakpoints index the messages before a family conversion)
-                    stable = [b for b in ctx.plan.breakpoints if b.layer == "stable"]
-                    assert stable and stable[-1].index == latest - 2, ctx.plan.breakpoints
+                # breakpoints index the returned messages, converted or not
+                stable = [b for b in ctx.plan.breakpoints if b.layer == "stable"]
+                assert stable and stable[-1].index == latest - 2, ctx.plan.breakpoints
         assert with_memory >= 2  # the corpus's pins and retrieval give a memory message at small budgets
 
 
