@@ -258,6 +258,46 @@ def ceiling(session: Any, texts: list[str], cfg: dict[str, Any], seconds: float 
             "flops_per_token": fpt}
 
 
+class LegacyEmbedder:
+    """The bulk path of the code before this work, for same-process baselines: the same
+    exported graph on onnxruntime's default threads, texts sorted by characters and cut
+    into batches of 64, each tokenized on its own. Same vectors (cosine >= 0.9999)."""
+
+    loaded = True
+
+    def __init__(self, batch_size: int = LEGACY_BATCH) -> None:
+        from tiermem.tiers.embed import bundled_model_path
+        from tiermem.tiers.embed_onnx import (
+            MANIFEST,
+            MODEL_FILE,
+            _OnnxSession,
+            default_cache_dir,
+            ensure_export,
+        )
+
+        model = bundled_model_path()
+        out = ensure_export(model, default_cache_dir())
+        self.session = _OnnxSession(model, out / MODEL_FILE, json.loads((out / MANIFEST).read_text("utf-8")))
+        self.batch_size = batch_size
+        self.dim = 384
+
+    def load(self) -> str:
+        return "onnx (before: default threads, batches of 64 by characters)"
+
+    def clear_memo(self) -> None:
+        """No memo: nothing to forget."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if len(texts) <= self.batch_size:
+            return self.session.run(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            out[idx] = self.session.run([texts[i] for i in idx])
+        return out
+
+
 def locomo_questions(path: Path, n: int) -> list[str]:
     """The first `n` LoCoMo questions: what a query embedding sees."""
     qs = [str(q["question"]) for sample in json.loads(path.read_text("utf-8")) for q in sample.get("qa", [])
