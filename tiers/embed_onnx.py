@@ -18,6 +18,10 @@ Invariants:
 - **Lazy.** Constructing an embedder imports nothing heavy and reads no file; the first
   `embed` loads (and, once per model, exports). `loaded` says whether that happened, so
   callers can leave embedding to a process that has the model (see tiermem.memory).
+- **Bulk.** A call with many texts tokenizes them once, sorts them by token count and
+  cuts batches of at most `batch_size` texts and `BULK_MAX_TOKENS` padded tokens, run by
+  `workers` threads on one session with one intra-op thread each; the vectors are those
+  of one text per call (padding is masked), in the caller's order.
 - **Fallback.** `runtime="auto"` uses the reference pipeline where onnxruntime or
   tokenizers is missing, or the export or its check fails (logged once);
   `runtime="onnx"` raises instead.
