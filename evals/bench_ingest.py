@@ -15,10 +15,14 @@ modes see the same machine load):
   texts is cleared before every round, so no round is served by an earlier one);
 - total: turns / (write + index), the "bulk ingest with embeddings" figure.
 
-Modes: `new` embeds `INDEX_POOL_BATCHES` batches at once, grouped by length;
-`baseline` one batch at a time in log order (`pool_batches=1`, the code before). Both
-must record exactly the same supersession (compared pair by pair) and embed every turn,
-or the run fails. Medians and p99s (nearest rank) over the rounds; the ratio is
+Modes: `new` is the embedder the config builds (tiers/embed_onnx.py: texts tokenized
+once, grouped by token count into batches of at most `BULK_MAX_TOKENS` padded tokens,
+run on one worker thread per CPU); `baseline` the bulk path before that
+(`evals.bench_embed_bulk.LegacyEmbedder`: the same graph on onnxruntime's default
+threads, batches of 64 sorted by characters). Both read `INDEX_POOL_BATCHES` batches at
+once (`--baseline-pool 1`: the baseline reads one batch at a time in log order, as
+before the pooling). Both must record exactly the same supersession (compared pair by
+pair) and embed every turn, or the run fails. Medians and p99s (nearest rank) over the rounds; the ratio is
 new/baseline for throughputs (above 1: faster). The load average is printed with every
 figure: the machine is shared, and read the figures with it. Nothing is downloaded.
 """
@@ -39,7 +43,7 @@ from tiermem.tiers.store import INDEX_POOL_BATCHES
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
 NAMESPACE = "bench"
-MODES = {"new": None, "baseline": 1}  # pool_batches (None: the store's default)
+MODES = ("new", "baseline")
 
 
 def _superseded(mem: Any) -> set[tuple[str, int, int]]:
@@ -106,8 +110,9 @@ def _summary(rounds: list[dict[str, Any]], embed: bool) -> dict[str, Any]:
     return s
 
 
-def run(data_path: Path, *, rounds: int, batch: int, embed: bool) -> dict[str, Any]:
+def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None) -> dict[str, Any]:
     from tiermem.config import Config
+    from tiermem.evals.bench_embed_bulk import LegacyEmbedder
     from tiermem.evals.conversations import read_conversations
     from tiermem.tiers.embed_onnx import build_embedder
 
@@ -119,14 +124,18 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool) -> dict[str, A
     t0 = time.perf_counter()
     runtime = embedder.load()
     load_s = time.perf_counter() - t0
+    before = LegacyEmbedder(cfg.embedding_batch_size)
+    embedders = {"new": (embedder, None), "baseline": (before, baseline_pool)}
     say(f"{data.n_messages} messages in {len(data.conversations)} conversations; embedder {runtime} "
-        f"loaded in {load_s:.2f} s; load average {load_average()}")
+        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); baseline {before.load()}; "
+        f"load average {load_average()}")
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for i in range(rounds):
         # alternate which mode goes first, so neither always meets the warmer cache
         order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
         for mode in order:
-            r = _round(data, embedder, MODES[mode], batch, embed)
+            emb, pool = embedders[mode]
+            r = _round(data, emb, pool, batch, embed)
             results[mode].append(r)
             say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
                 + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
@@ -142,7 +151,8 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool) -> dict[str, A
     summary = {mode: _summary(rs, embed) for mode, rs in results.items()}
     out: dict[str, Any] = {
         "data": str(data_path), "turns": data.n_messages, "rounds": rounds, "batch": batch,
-        "embedder": {"runtime": runtime, "load_s": round(load_s, 3)},
+        "embedder": {"runtime": runtime, "load_s": round(load_s, 3), "workers": getattr(embedder, "workers", 1),
+                     "baseline": before.load(), "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
         "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
         "superseded_pairs": len(sup["new"]),
         "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
@@ -157,7 +167,9 @@ def markdown(rep: dict[str, Any]) -> str:
     la = rep["load_average"]
     lines = [
         f"{rep['turns']} turns (LoCoMo), {rep['rounds']} rounds per mode, append_many chunks of {rep['batch']}; "
-        f"embedder {rep['embedder']['runtime']} (loaded once, {rep['embedder']['load_s']} s); load average "
+        f"embedder {rep['embedder']['runtime']} (loaded once, {rep['embedder']['load_s']} s, "
+        f"{rep['embedder'].get('workers', 1)} workers; baseline: {rep['embedder'].get('baseline')}, pools of "
+        f"{rep['embedder'].get('baseline_pool_batches')} batches); load average "
         f"{la['first']} -> {la['last']} (2 cores, shared); {rep['superseded_pairs']} supersession pairs, identical "
         "in both modes",
         "",
@@ -174,7 +186,7 @@ def markdown(rep: dict[str, Any]) -> str:
         n, b = rep["summary"]["new"][k], rep["summary"]["baseline"][k]
         r = rep["ratio"].get(k, ratio(b["p50"], n["p50"]))  # latencies: baseline/new
         lines.append(f"| {label} | {n['p50']} | {n['p99']} | {b['p50']} | {b['p99']} | {r}x |")
-    lines += ["", "The write path is the same code in both modes (only the catch-up differs): its ratio shows "
+    lines += ["", "The write path is the same code in both modes (only the embedder differs): its ratio shows "
               "how much the load moved between runs. Per round: "
               + "; ".join(f"{m} " + ", ".join(f"{r['turns'] / r['index_s']:.1f}" for r in rep["rounds_raw"][m])
                           + " turns/s caught up" for m in rep["rounds_raw"] if "index_s" in rep["rounds_raw"][m][0])]
@@ -187,11 +199,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1000, help="messages per append_many (tiermem import: 1000)")
     ap.add_argument("--no-embed", action="store_true", help="the write path only")
+    ap.add_argument("--baseline-pool", type=int, default=None,
+                    help="batches the baseline reads at once (default: the store's; 1: log order, as before pooling)")
     ap.add_argument("--json", type=Path, default=None, help="write the full report here")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")
-    rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed)
+    rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
+              baseline_pool=args.baseline_pool)
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2))
     print(markdown(rep))

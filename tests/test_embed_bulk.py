@@ -1,0 +1,86 @@
+"""The bulk embedding path (issue 17): texts tokenized once and grouped by token count into
+batches that pad little, run by several worker threads on one session, with the
+reference pipeline's vectors; an export whose graph computes other vectors is refused
+at load."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
+from tiermem.tiers.embed_onnx import (
+    MIN_COSINE,
+    MODEL_FILE,
+    EmbeddingRuntimeError,
+    FastEmbedder,
+    default_cache_dir,
+    ensure_export,
+    export_dir,
+    plan_batches,
+)
+
+
+@pytest.mark.parametrize(("lengths", "batch", "max_tokens", "want"), [
+    # sorted by length, then cut by count
+    ([5, 1, 3, 2, 4], 2, None, [[1, 3], [2, 4], [0]]),
+    # equal lengths keep their input order (a stable sort)
+    ([2, 2, 2], 2, None, [[0, 1], [2]]),
+    # the padded-token budget cuts before the count does: 3 x 4 > 10
+    ([4, 4, 4, 1], 8, 10, [[3, 0], [1, 2]]),
+    # a text longer than the budget still gets a batch of its own
+    ([300, 1], 8, 100, [[1], [0]]),
+    # nothing in, nothing out
+    ([], 4, None, []),
+])
+def test_plan_batches(lengths: list[int], batch: int, max_tokens: int | None, want: list[list[int]]) -> None:
+    got = plan_batches(lengths, batch_size=batch, max_tokens=max_tokens)
+    assert got == want
+    assert sorted(i for b in got for i in b) == list(range(len(lengths)))  # every text once
+
+
+def test_bulk_vectors_match_the_pipeline(embedder: SentenceTransformerEmbedder) -> None:
+    # short, long enough to be truncated, non-ASCII, and many lengths in one call, so the
+    # bulk path cuts several batches of different widths
+    texts = ["ok", "", "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+             "Melanie: 日本語のテキストと中文的句子。", "Δοκιμή ελληνικών και русский текст " * 3,
+             "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2. " * 40]
+    texts += [f"turn {i}: " + "we talked about the trip to the lake " * (i % 9) for i in range(150)]
+    want = embedder.embed(texts)
+    for workers in (1, 3):  # the caller's thread alone, and batches run at once
+        fast = FastEmbedder(runtime="onnx", batch_size=16, workers=workers)
+        fast.memo_size = 0
+        got = fast.embed(texts)
+        assert got.shape == want.shape and got.dtype == np.float32
+        assert float(np.min(np.sum(got * want, axis=1))) >= MIN_COSINE
+
+
+@pytest.mark.parametrize("workers", [0, -1])  # no thread would run anything
+def test_workers_below_one_are_refused(workers: int) -> None:
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        FastEmbedder(workers=workers)
+
+
+def test_a_perturbed_graph_is_refused_at_load(tmp_path: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    src = ensure_export(bundled_model_path(), default_cache_dir())
+    cache = tmp_path / "cache"
+    dst = export_dir(bundled_model_path(), cache)
+    shutil.copytree(src, dst)
+    model = onnx.load(str(dst / MODEL_FILE))
+    # one feed-forward weight matrix off by noise of a fifth of its spread: a file
+    # corrupted, or an optimizer that computes something else; the graph still runs
+    rng = np.random.default_rng(0)
+    weights = [t for t in model.graph.initializer if len(t.dims) == 2 and t.dims[0] == 384 and t.dims[1] == 1536]
+    assert weights
+    w = numpy_helper.to_array(weights[0])
+    weights[0].CopyFrom(numpy_helper.from_array((w + rng.standard_normal(w.shape) * 0.2 * w.std()).astype(w.dtype),
+                                                weights[0].name))
+    onnx.save(model, str(dst / MODEL_FILE))
+    with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
+        FastEmbedder(runtime="onnx", cache_dir=cache).load()
