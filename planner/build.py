@@ -490,7 +490,7 @@ class Planner:
         else:
             plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
             if excess > 0:
-                segments, total = self._leave_room(call, fixed, packing, excess)
+                segments, total = self._leave_room(call, fixed, packing, excess, segments, total)
         messages = [g.message for g in segments]
         kinds = [g.kind for g in segments]
         items = [it for g in segments for it in g.items]
@@ -519,15 +519,22 @@ class Planner:
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated))
         return segments, total
 
-    def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int) -> tuple[list[Segment], int]:
-        """A new epoch on a new user message, less its lowest-scored retrieved turns that
-        free `excess` tokens, so the next calls can append (planner.epoch_policy)."""
+    def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
+                    total: int) -> tuple[list[Segment], int]:
+        """A new epoch on a new user message (`segments`, `total` tokens), less its
+        lowest-scored retrieved turns that free `excess` tokens, so the next calls can
+        append (planner.epoch_policy). Only retrieved turns give way: when they are not
+        enough, the context keeps what the stable layers hold."""
         gone = epoch_policy.lowest(packing.chosen["retrieved"], excess)
+        if not gone:
+            return segments, total
         for c in gone:
             packing.chosen["retrieved"].remove(c)
         packing.pools["retrieved"] = epoch_policy.ranked(packing.pools["retrieved"], gone)
         reserve = epoch_policy.reserve_tokens(call.budget)
-        messages, kinds, where, total = self._fit(call, fixed, packing, limit=call.budget - reserve)
+        # the limit never asks more of the exact count than the retrieved turns freed
+        limit = max(call.budget - reserve, total - sum(c.tokens for c in gone))
+        messages, kinds, where, total = self._fit(call, fixed, packing, limit=limit)
         call.plan.retrieval += (f"; a new epoch on a new user message: {len(gone)} lowest-scored turn(s) left out "
                                 f"so {reserve} tokens stay free for the next calls to append")
         items, latest_item = self._items(call, fixed, packing)
