@@ -111,10 +111,15 @@ def run_session(
         renderer = Renderer(memory.tokens)
         series = {m: MethodSeries() for m in active}
         recalls: dict[str, list[tuple[int, float]]] = {m: [] for m in active}
+        # per sample: its questions' recalls per method, and where its questions start in
+        # each series (the breakdown by conversation: weights chosen on three, scored on the fourth)
+        sample_recalls: dict[str, dict[str, list[float]]] = {m: {} for m in active}
+        sample_starts: list[tuple[str, int]] = []
         asked = 0
         total_q = sum(len(s.qa if limit_questions is None else s.qa[:limit_questions]) for s in samples)
         task = progress.add_task(f"session at {budget}", total=total_q) if progress is not None else None
         for si, s in enumerate(samples):
+            sample_starts.append((s.sample_id, asked))
             for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
                 evidence = sorted({dia[(si, e.strip())] for e in qa.evidence
                                    if DIA_ID.match(e.strip()) and (si, e.strip()) in dia})
@@ -143,7 +148,9 @@ def run_session(
                                      budget=None if name == "full_context" else budget, breakpoints=marks,
                                      token_ok=messages_tokens(memory.tokens, out.messages) == out.tokens)
                     if evidence:
-                        recalls[name].append((qa.category, _recall(out, evidence)))
+                        r = _recall(out, evidence)
+                        recalls[name].append((qa.category, r))
+                        sample_recalls[name].setdefault(s.sample_id, []).append(r)
                 if progress is not None and task is not None:
                     progress.advance(task)
         summaries: dict[str, Any] = {}
@@ -161,6 +168,8 @@ def run_session(
             for p in PROVIDERS:
                 summ[f"ratio_billed_vs_full_{p}"] = (round(summ[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
                                                      if full and full[f"total_billed_{p}"] else None)
+        for name in active:
+            summaries[name]["by_sample"] = by_sample(series, name, sample_starts, sample_recalls[name])
         goals: dict[str, Any] = {"recall_min": GOAL_RECALL, "billed_vs_cached_full_max": GOAL_BILLED_VS_CACHED_FULL}
         tm = summaries.get(TIERMEM)
         if tm is not None:
@@ -179,6 +188,28 @@ def run_session(
         "elapsed_s": round(time.perf_counter() - t0, 2),
         "skipped_methods": [m for m in methods if m not in active],
     })
+
+
+def by_sample(series: dict[str, MethodSeries], name: str, starts: Sequence[tuple[str, int]],
+              recalls: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Per sample (its questions, asked in file order): evidence recall, and the bill of
+    its questions under each provider's rules, also against full context's for the same
+    questions (when full context ran)."""
+    full = series.get("full_context")
+    out: dict[str, dict[str, Any]] = {}
+    ends = [b for _s, b in starts[1:]] + [len(series[name].billed)]
+    for (sid, a), b in zip(starts, ends, strict=True):
+        rs = recalls.get(sid, [])
+        entry: dict[str, Any] = {"questions": b - a,
+                                 "evidence_recall": round(sum(rs) / len(rs), 4) if rs else None}
+        for p, billed in (("openai", series[name].billed), ("anthropic", series[name].billed_anthropic)):
+            mine = sum(billed[a:b])
+            entry[f"billed_{p}"] = round(mine, 1)
+            ref = (sum((full.billed if p == "openai" else full.billed_anthropic)[a:b])
+                   if full is not None else 0.0)
+            entry[f"ratio_billed_vs_full_{p}"] = round(mine / ref, 4) if ref else None
+        out[sid] = entry
+    return out
 
 
 def _recall(out: MethodOutput, evidence: Sequence[int]) -> float:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tiermem.planner import epoch_policy
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
@@ -404,12 +405,12 @@ class Planner:
         header["tail"] = 0
         return header
 
-    def _fit(self, call: _Call, fixed: _Fixed, packing: Packing
+    def _fit(self, call: _Call, fixed: _Fixed, packing: Packing, limit: int | None = None
              ) -> tuple[list[dict[str, Any]], list[str], list[int | None], int]:
-        """Render, count exactly, drop lowest-value items until it fits; then top up the
-        retrieved slice with what the exact count left over. The messages, their layers,
-        their log positions (None for blocks) and the exact total."""
-        budget, plan, render = call.budget, call.plan, self.render
+        """Render, count exactly, drop lowest-value items until it fits (`limit`, default
+        the budget); then top up the retrieved slice with what the exact count left over.
+        The messages, their layers, their log positions (None for blocks) and the exact total."""
+        budget, plan, render = (call.budget if limit is None else limit), call.plan, self.render
         chosen = packing.chosen
         while True:
             messages, kinds, where = render.render(fixed.messages, chosen, fixed.latest_body, fixed.latest_user)
@@ -489,13 +490,20 @@ class Planner:
         why_new = ("first context of this conversation in this process" if prev is None
                    else key_change(prev.key, key))
         ext: _Extension | None = None
+        # a new user message since the previous call (not another query on the same log):
+        # a new epoch then leaves room for the next calls (planner.epoch_policy)
+        moved_on = (prev is not None and latest_user is not None and prev.latest_user is not None
+                    and latest_user != prev.latest_user and self.settings.epochs
+                    and self.settings.retrieved_placement == "before_latest"
+                    and self.settings.system_messages != "before_latest" and not self.render.converting())
+        excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:
             if self.render.converting():
                 # an epoch extends messages as stored; a conversion (context_format,
                 # system_messages = "merge") may merge them, so every call starts anew
                 why_new = "epochs are off (messages are converted or moved: context_format / system_messages)"
             elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
-                ext, why_new = self._extend(prev, call, fixed, packing, latest_item)
+                ext, why_new = self._extend(prev, call, fixed, packing, latest_item, excess if moved_on else None)
             else:
                 why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
         kept_from = call.kept_from
@@ -509,6 +517,8 @@ class Planner:
                                      "sent them and grow by appends; the memory message is rebuilt")
         else:
             plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
+            if excess > 0:
+                segments, total = self._leave_room(call, fixed, packing, excess, segments, total)
         messages = [g.message for g in segments]
         kinds = [g.kind for g in segments]
         items = [it for g in segments for it in g.items]
@@ -523,7 +533,9 @@ class Planner:
             plan.cache.expected_cached_tokens = sum(tokens_each[:k])
             # the layer of the previous context where it stops being reused ("" when all of it is)
             plan.cache.boundary = prev.segments[k].kind if k < len(prev.segments) else ""
-        plan.breakpoints = breakpoints(kinds, tokens_each)
+        # a context that left room for appends (a new epoch's reserve) or extends one on a
+        # new user message is likely the next call's prefix: its end is marked too
+        plan.breakpoints = breakpoints(kinds, tokens_each, whole=excess > 0 or (moved_on and ext is not None))
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
@@ -535,14 +547,39 @@ class Planner:
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated))
         return segments, total
 
+    def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
+                    total: int) -> tuple[list[Segment], int]:
+        """A new epoch on a new user message (`segments`, `total` tokens), less its
+        lowest-scored retrieved turns that free `excess` tokens, so the next calls can
+        append (planner.epoch_policy). Only retrieved turns give way: when they are not
+        enough, the context keeps what the stable layers hold."""
+        gone = epoch_policy.lowest(packing.chosen["retrieved"], excess)
+        if not gone:
+            return segments, total
+        for c in gone:
+            packing.chosen["retrieved"].remove(c)
+        packing.pools["retrieved"] = epoch_policy.ranked(packing.pools["retrieved"], gone)
+        reserve = epoch_policy.reserve_tokens(call.budget)
+        # the limit never asks more of the exact count than the retrieved turns freed
+        limit = max(call.budget - reserve, total - sum(c.tokens for c in gone))
+        messages, kinds, where, total = self._fit(call, fixed, packing, limit=limit)
+        call.plan.retrieval += (f"; a new epoch on a new user message: {len(gone)} lowest-scored turn(s) left out "
+                                f"so {reserve} tokens stay free for the next calls to append")
+        items, latest_item = self._items(call, fixed, packing)
+        return fresh_segments(messages, kinds, where, items, latest_item), total
+
     def _extend(self, prev: EpochState, call: _Call, fixed: _Fixed, packing: Packing,
-                latest_item: PlanItem | None) -> tuple[_Extension | None, str]:
+                latest_item: PlanItem | None, excess: int | None = None) -> tuple[_Extension | None, str]:
         """The previous context extended by what arrived since and what this query needs
         that it does not show, or None and why a new epoch starts.
 
         When the room left cannot hold that, the retrieved blocks of earlier calls give
         way, newest first (the prefix before them stays cached), before an epoch ends;
-        the log turns shown stay, so the context keeps growing only by appends."""
+        the log turns shown stay, so the context keeps growing only by appends.
+
+        `excess` (a new user message): what a new epoch would leave out for its reserve;
+        then the extension also goes on when it shows enough of what a new epoch would
+        (planner.epoch_policy: by the weight of this call's ranked turns it shows)."""
         conv, budget = call.conv, call.budget
         chosen, pin_current, summary_current = packing.chosen, packing.pin_current, packing.summary_current
         tail_rows, tail_msgs = fixed.tail_rows, fixed.tail_msgs
@@ -621,6 +658,9 @@ class Planner:
         # answered by the tail: its clearly related turns are appended as far as they fit,
         # and never rewind an earlier block or end the epoch for room
         min_share = EXTEND_MIN_NEED_SHARE if call.plan.query_class in NEEDS_ROOM_CLASSES else 0.0
+        ranking = epoch_policy.ranked(wanted, packing.pools["retrieved"]) if excess is not None and wanted else []
+        worth = epoch_policy.new_epoch_value(ranking, wanted, excess or 0) if ranking else 0.0
+        by_value = False
         dropped = 0
         cut: int | None = None
         fits: list[Candidate] = []
@@ -633,6 +673,10 @@ class Planner:
                 fits = self._fit_need(fixed_part, fixed_total, need, budget, conv)
                 kept_tokens = wanted_tokens - sum(c.tokens for c in need) + sum(c.tokens for c in fits)
                 if len(fits) == len(need) or kept_tokens >= min_share * wanted_tokens:
+                    break
+                if ranking and epoch_policy.enough(
+                        epoch_policy.value(ranking, on_show | {(c.conversation_id, c.position) for c in fits}), worth):
+                    by_value = True
                     break
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
@@ -656,11 +700,14 @@ class Planner:
             return None, f"room used up: {total} of {budget} tokens"
         reason = (f"extends the previous context: {len(appended)} new message(s), {len(fits)} retrieved turn(s)"
                   + (f", {len(wanted) - len(need)} more already shown" if len(wanted) > len(need) else "")
-                  + (f", {len(need) - len(fits)} left out for room" if len(need) > len(fits) else ""))
+                  + (f", {len(need) - len(fits)} left out for room" if len(need) > len(fits) else "")
+                  + (f" (it shows at least {epoch_policy.EXTEND_MIN_VALUE_SHARE:.0%} of the ranked turns' weight "
+                     "that a new epoch would)" if by_value else ""))
         if dropped:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
         return _Extension(segs, total, reason), ""
+
     def _fit_need(self, fixed_part: list[dict[str, Any]], base: int, need: list[Candidate], budget: int,
                   conv: str) -> list[Candidate]:
         """The best of `need` (score order) whose block fits beside `fixed_part` (`base`

@@ -38,6 +38,7 @@ from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
 from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import timeline_boost
+from tiermem.planner.unanswered import UNANSWERED_QUESTION_PENALTY, unanswered
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.formats import call_ids, is_control, is_reasoning, result_id, result_text_field, wire_body
 from tiermem.tiers.models import StoredMessage, canonical_role, message_text
@@ -99,6 +100,9 @@ RECENT_RECALL_TURNS = 12  # newest turns a recent-recall question may bring back
 RECENT_RECALL_BOOST = 10.0  # on the scale of planner.rank's scores: above any match
 # the newest of those turns gets the whole boost, the oldest this share of it, linearly
 RECENT_RECALL_OLDEST_SHARE = 0.5
+# Rounds of choosing the best candidates again after unanswered questions among them
+# sank (planner.unanswered): each reads the rows of the newcomers only.
+UNANSWERED_ROUNDS = 3
 SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
 
@@ -391,10 +395,8 @@ class Candidates:
                 if qclass in RECALL_CLASSES else None)
         if more is not None:
             total = total + more.boost
-        top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
-        top = top[np.argsort(-total[top], kind="stable")]
+        top, rows, sunk = self._top(conv, table, total, idx, depth)
         positions = [int(table.positions[i]) for i in top]
-        rows = {r.position: r for r in self.cold.turns_at(conv, positions)}
         intervals = self.intervals(conv, [r for r in rows.values() if r.superseded_by is not None])
         past = about_past(query)
         last = int(table.positions[-1])
@@ -408,6 +410,8 @@ class Candidates:
                 why += f", the named speaker's {spoke[i]:+.2f}"
             if more is not None:
                 why += more.reason(int(i))
+            if p in sunk:
+                why += f", a question no reply followed {-UNANSWERED_QUESTION_PENALTY:+.2f}"
             r = rows.get(p)
             if r is not None:
                 s += INTENT_BOOST.get(r.intent or "", 0.0)
@@ -447,6 +451,35 @@ class Candidates:
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
         return out
+
+    def _top(self, conv: str, table: TurnTable, total: np.ndarray, idx: np.ndarray, depth: int
+             ) -> tuple[np.ndarray, dict[int, TurnRow], set[int]]:
+        """The `depth` best of `idx` by `total`, best first, their turn rows, and which of
+        them are unanswered questions (planner.unanswered): those sink in `total` (in
+        place) and the best are chosen again, so the room they took goes to turns that
+        say something."""
+        rows: dict[int, TurnRow] = {}
+        sunk: set[int] = set()
+        for _ in range(UNANSWERED_ROUNDS):
+            top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
+            top = top[np.argsort(-total[top], kind="stable")]
+            fresh = [int(table.positions[i]) for i in top if int(table.positions[i]) not in rows]
+            read = {r.position: r for r in self.cold.turns_at(conv, fresh)}
+            rows.update(read)
+            found = unanswered(self.cold, conv, read)
+            if not found:
+                break
+            for p in found:
+                i = table.index_of(p)
+                if i is not None:
+                    total[i] -= UNANSWERED_QUESTION_PENALTY
+            sunk |= found
+        else:  # the last round sank some: choose once more (their rows are read)
+            top = idx[np.argpartition(-total[idx], depth - 1)[:depth]] if idx.shape[0] > depth else idx
+            top = top[np.argsort(-total[top], kind="stable")]
+            rows.update({r.position: r for r in self.cold.turns_at(
+                conv, [int(table.positions[i]) for i in top if int(table.positions[i]) not in rows])})
+        return top, rows, sunk
 
     def lexical(self, conv: str, namespace: str, query: str | None, namespace_recall: bool,
                  table: TurnTable) -> Lexical:

@@ -266,13 +266,15 @@ def shown(segments: Sequence[Segment]) -> set[tuple[str, int]]:
             for p in it.positions}
 
 
-def breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakpoint]:
+def breakpoints(kinds: Sequence[str], tokens_each: Sequence[int], *, whole: bool = False) -> list[Breakpoint]:
     """Where the stable layers end (the last message of system, pinned, summary), where
     the part before this call's own (its retrieved turns and user message) ends
     (`stable`), and the whole context (`context`: within an epoch, the next call's
     prefix) unless this call's own part is most of it (a broad retrieval, which the next
     call is likely to rewind: writing it to a cache would cost a premium never read
-    back). Latest last, at most MAX_BREAKPOINTS (the earliest layers give way)."""
+    back) and `whole` is False (`whole`: the context left room for the next calls to
+    append, planner.epoch_policy, so it is likely read back). Latest last, at most
+    MAX_BREAKPOINTS (the earliest layers give way)."""
     if not kinds:
         return []
     cum = [0]
@@ -291,7 +293,7 @@ def breakpoints(kinds: Sequence[str], tokens_each: Sequence[int]) -> list[Breakp
     if own - 1 >= 0:
         ends.append((own - 1, "stable"))
     own_tokens = cum[-1] - cum[own] if own < len(kinds) else 0
-    if own_tokens <= BROAD_OWN_SHARE * cum[-1]:
+    if whole or own_tokens <= BROAD_OWN_SHARE * cum[-1]:
         ends.append((len(kinds) - 1, "context"))
     out: list[Breakpoint] = []
     rank = {"system": 0, "pinned": 1, "summary": 2, "stable": 3, "context": 4}

@@ -43,5 +43,12 @@ def test_session_small(opened: OpenedMemory, tmp_path: Path) -> None:
         assert method["token_mismatches"] == 0
     assert tm["ratio_billed_vs_full_openai"] < 1.0 and tm["evidence_recall"] >= tail["evidence_recall"]
     assert "tiermem_recall_ok" in entry["goals"]
+    # per conversation: each sample's questions, recall and bill (against full context's for them)
+    for method in (tm, full, tail):
+        per = method["by_sample"]
+        assert list(per) == res["samples"] and sum(v["questions"] for v in per.values()) == 4
+        assert sum(v["billed_openai"] for v in per.values()) == pytest.approx(method["total_billed_openai"], abs=1)
+    assert full["by_sample"][res["samples"][0]]["ratio_billed_vs_full_openai"] == 1.0
+    assert tm["by_sample"][res["samples"][0]]["evidence_recall"] == tm["evidence_recall"]
     png = recall_vs_cost(res, tmp_path / "docs" / "session.png")
     assert png.stat().st_size > 1000
