@@ -173,23 +173,25 @@ def _embed(v: Variant, session: Any, texts: list[str]) -> tuple[np.ndarray, int,
     return out, sum(widths), widths
 
 
+def _shipped_export() -> tuple[Path, Path, dict[str, Any]]:
+    """The bundled model, its export directory (exported first if missing: the graph the
+    runtime runs) and the export's manifest."""
+    from tiermem.tiers.embed import bundled_model_path
+    from tiermem.tiers.embed_onnx import MANIFEST, default_cache_dir, ensure_export
+
+    model = bundled_model_path()
+    out = ensure_export(model, default_cache_dir())
+    return model, out, json.loads((out / MANIFEST).read_text("utf-8"))
+
+
 def _key(v: Variant) -> tuple[str, int | None, bool]:
     return ("shipped", None, False) if v.group == "shipped" else (v.graph, v.threads, v.spinning)
 
 
 def _sessions(variants: list[Variant], workdir: Path) -> tuple[dict[tuple[str, int | None, bool], Any], dict[str, Any]]:
-    from tiermem.tiers.embed import bundled_model_path
-    from tiermem.tiers.embed_onnx import (
-        MANIFEST,
-        MODEL_FILE,
-        _OnnxSession,
-        default_cache_dir,
-        ensure_export,
-    )
+    from tiermem.tiers.embed_onnx import MODEL_FILE, OnnxSession
 
-    model = bundled_model_path()
-    plain = ensure_export(model, default_cache_dir())  # the graph the runtime runs
-    manifest = json.loads((plain / MANIFEST).read_text("utf-8"))
+    model, plain, manifest = _shipped_export()
     cfg = json.loads((model / "config.json").read_text("utf-8"))
     graphs = {"plain": plain / MODEL_FILE}
     info: dict[str, Any] = {"config": cfg, "manifest": {k: manifest[k] for k in ("max_length", "inputs")}}
@@ -210,7 +212,7 @@ def _sessions(variants: list[Variant], workdir: Path) -> tuple[dict[tuple[str, i
     for v in variants:
         key = ("shipped", None, False) if v.group == "shipped" else (v.graph, v.threads, v.spinning)
         if key not in sessions:
-            sessions[key] = _OnnxSession(model, graphs[v.graph], manifest, threads=v.threads, spinning=v.spinning)
+            sessions[key] = OnnxSession(model, graphs[v.graph], manifest, threads=v.threads, spinning=v.spinning)
     info["graphs"] = {k: str(p) for k, p in graphs.items()}
     return sessions, info
 
@@ -277,18 +279,10 @@ class LegacyEmbedder:
     loaded = True
 
     def __init__(self, batch_size: int = LEGACY_BATCH) -> None:
-        from tiermem.tiers.embed import bundled_model_path
-        from tiermem.tiers.embed_onnx import (
-            MANIFEST,
-            MODEL_FILE,
-            _OnnxSession,
-            default_cache_dir,
-            ensure_export,
-        )
+        from tiermem.tiers.embed_onnx import MODEL_FILE, OnnxSession
 
-        model = bundled_model_path()
-        out = ensure_export(model, default_cache_dir())
-        self.session = _OnnxSession(model, out / MODEL_FILE, json.loads((out / MANIFEST).read_text("utf-8")))
+        model, out, manifest = _shipped_export()
+        self.session = OnnxSession(model, out / MODEL_FILE, manifest)
         self.batch_size = batch_size
         self.dim = 384
 

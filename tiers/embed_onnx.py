@@ -244,7 +244,7 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
             "probes": list(PROBES),
             "reference": want.astype(float).tolist(),
         }
-        session = _OnnxSession(model_path, Path(tmp), manifest)
+        session = OnnxSession(model_path, Path(tmp), manifest)
         got = session.run(list(PROBES))
         worst = float(_cosines(got, want).min())
         if worst < MIN_COSINE:
@@ -292,7 +292,7 @@ def ensure_export(model_path: Path, cache_dir: Path) -> Path:
     return out
 
 
-class _OnnxSession:
+class OnnxSession:
     """One onnxruntime session and its tokenizer; `run(texts)` computes the vectors.
 
     `threads` None: `OMP_NUM_THREADS` if set, else onnxruntime's default (one per core).
@@ -385,7 +385,7 @@ class FastEmbedder(MemoAttributes):
             raise ValueError(f"workers must be at least 1, not {workers}")
         # threads that run a bulk call's batches at once (each on a one-thread session call)
         self.workers = workers or usable_cpus()
-        self._session: _OnnxSession | None = None
+        self._session: OnnxSession | None = None
         self._fallback: SentenceTransformerEmbedder | None = None
         self._lock = threading.Lock()
         self._memo = TextMemo()
@@ -422,7 +422,7 @@ class FastEmbedder(MemoAttributes):
             self.dim = self._fallback.dim
         return self.active_runtime
 
-    def _open(self) -> _OnnxSession:
+    def _open(self) -> OnnxSession:
         path = self.model_path or bundled_model_path()
         if not path.is_dir():
             raise FileNotFoundError(f"embedding model directory {path} does not exist")
@@ -434,7 +434,7 @@ class FastEmbedder(MemoAttributes):
             raise EmbeddingRuntimeError(path, f"cache {out} was written by another version")
         env = os.environ.get("OMP_NUM_THREADS", "")
         threads = int(env) if env.isdigit() and int(env) > 0 else SESSION_THREADS
-        session = _OnnxSession(path, out / MODEL_FILE, manifest, threads=threads)
+        session = OnnxSession(path, out / MODEL_FILE, manifest, threads=threads)
         want = np.asarray(manifest["reference"], dtype=np.float32)
         # one at a time: together they would all be padded to the long probe's length
         got = np.concatenate([session.run([p]) for p in PROBES])
