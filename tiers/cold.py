@@ -41,6 +41,7 @@ from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
+    StoreUnavailable,
     ValidationError,
 )
 from tiermem.tiers.models import (
@@ -155,6 +156,24 @@ class ColdStore:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             return list(self._conn.execute(sql, params).fetchall())
+
+    # -- raw access for the storage layer's own tools (tiers.store.SqlAccess) ----------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """The connection, under the store's lock (no other thread's statement in between)."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreUnavailable(str(self.path), "the store is closed")
+            yield self._conn
+
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]:
+        """One write transaction (BEGIN IMMEDIATE) under the store's lock."""
+        return self._tx()
+
+    def ensure_vector_width(self, dim: int) -> None:
+        """Make the vector table `dim` wide (a new width empties it, as a new embedder does)."""
+        self._ensure_vec_table(dim)
 
     @property
     def salvaged(self) -> int:

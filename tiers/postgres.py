@@ -349,11 +349,6 @@ def query_lexemes(text: str) -> list[str]:
     return [f"'{w}'" for w in query_words(text)]
 
 
-def _vec_text(v: np.ndarray) -> str:
-    # repr of a float32 widened to float64 parses back to the same float32
-    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).ravel().tolist())) + "]"
-
-
 class Vec:
     """A vector parameter, sent in pgvector's binary format (`vector_recv`: uint16 dim,
     uint16 unused, big-endian float4s): exact, and ~500x cheaper to encode than the text
@@ -372,7 +367,7 @@ class _VecDumper(Dumper):
         return struct.pack(">HH", obj.data.size, 0) + obj.data.tobytes()
 
 
-def _vec_bytes(sent: bytes | None) -> bytes | None:
+def vector_bytes(sent: bytes | None) -> bytes | None:
     """pgvector's binary send format (uint16 dim, uint16 unused, big-endian float4s) as
     the float32 native bytes the SQLite engine returns."""
     if sent is None:
@@ -408,7 +403,8 @@ def count_round_trips(store: PostgresStore, fn: Callable[[], Any]) -> int:
         return sum(1 for line in f if b"\tReadyForQuery" in line)
 
 
-def _speaker(body: dict[str, Any]) -> str | None:
+def speaker_name(body: dict[str, Any]) -> str | None:
+    """The `speaker` column of a turn: the message's `name`, without NUL (text cannot hold it)."""
     name = body.get("name")
     return name.replace("\x00", "") if isinstance(name, str) else None
 
@@ -555,6 +551,20 @@ class PostgresStore:
     def _read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self._conn() as conn:
             return list(conn.execute(sql, params).fetchall())
+
+    # -- raw access for the storage layer's own tools (tiers.store.SqlAccess) ----------
+
+    def reading(self) -> contextlib.AbstractContextManager[Conn]:
+        """A pooled connection (autocommit) for a sequence of reads."""
+        return self._conn()
+
+    def transaction(self) -> contextlib.AbstractContextManager[Conn]:
+        """One write transaction on one pooled connection."""
+        return self._tx()
+
+    def ensure_vector_width(self, dim: int) -> None:
+        """Make the vectors `dim` wide (a new width empties them, as a new embedder does)."""
+        self._ensure_vec_dim(dim)
 
     def _migrate(self) -> int:
         supported = schema_version()
@@ -744,7 +754,7 @@ class PostgresStore:
             cols["lb"].append(None if lb is None else int(lb))
             cols["prio"].append(prio)
             cols["reason"].append(reason)
-            cols["speaker"].append(_speaker(body))
+            cols["speaker"].append(speaker_name(body))
             cols["fts"].append(_fts_text(body))
         params: dict[str, Any] = dict(cols)
         params["n"] = len(msgs)
@@ -895,7 +905,7 @@ class PostgresStore:
                           "AND position = ANY(%s)", (conversation_id, list(positions)))
         out: dict[int, np.ndarray] = {}
         for pos, sent in rows:
-            b = _vec_bytes(sent)
+            b = vector_bytes(sent)
             if b is not None:
                 out[int(pos)] = np.frombuffer(b, dtype=np.float32)
         return out
@@ -926,7 +936,7 @@ class PostgresStore:
             join += "LEFT JOIN messages_fts f ON f.id = t.id "
             sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s ORDER BY t.position"
             params = (conversation_id, after)
-        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], _vec_bytes(r[5]), r[6], r[7])
+        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7])
                 for r in self._read(sql, params)]
 
     # -- reads --------------------------------------------------------------------------
@@ -1426,7 +1436,7 @@ class PostgresStore:
                     self._salvage(conv, pos, exc, what="rebuild skipped")
                     data = {"role": role, "content": ""}
                 turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
-                                  content_hash(data), created, _speaker(data)))
+                                  content_hash(data), created, speaker_name(data)))
                 fts_rows.append((mid, conv, ns, _fts_text(data)))
             cur = c.cursor()
             cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
