@@ -186,17 +186,12 @@ class _Side:
             yield c
 
     def q(self, c: Conn, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        if self.postgres:
-            return list(c.execute(sql.replace("?", "%s"), params).fetchall())
-        return list(c.execute(sql, params).fetchall())
+        """`sql` written with `?` placeholders, in the engine's dialect."""
+        return list(c.execute(self.store.dialect.sql(sql), params).fetchall())
 
     def many(self, c: Conn, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if not rows:
-            return
-        if self.postgres:
-            c.cursor().executemany(sql.replace("?", "%s"), rows)
-        else:
-            c.executemany(sql, rows)
+        if rows:
+            c.cursor().executemany(self.store.dialect.sql(sql), rows)
 
     # -- whole-store reads ---------------------------------------------------------------
 
@@ -350,8 +345,7 @@ class _Side:
             n = len(cols.split(","))
             self.many(c, f"INSERT INTO {table}(conversation_id, {cols}) VALUES (?, {','.join('?' * n)})",
                       [(key, *r) for r in rec[table]])
-        bump = "GREATEST(pin_versions.version, excluded.version)" if self.postgres else \
-            "MAX(pin_versions.version, excluded.version)"
+        bump = f"{self.store.dialect.greatest}(pin_versions.version, excluded.version)"
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
 

@@ -42,6 +42,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from tiermem.tiers.cold import Label
+    from tiermem.tiers.dialect import Dialect
     from tiermem.tiers.embed import Embedder
     from tiermem.tiers.models import (
         AppendResult,
@@ -451,6 +452,11 @@ class SqlAccess(Protocol):
     """Raw access for the storage layer's own tools that run their own SQL on either
     engine (`tiers.migrate_store`), so they need no engine's private members. Never for
     the planner, consolidation or the facade: they use `ColdLog` only."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """How the engine's SQL text differs (placeholders, GREATEST) (tiers.dialect)."""
+        ...
 
     def reading(self) -> contextlib.AbstractContextManager[Any]:
         """A connection for a sequence of reads (SQLite: the store's lock is held meanwhile)."""
