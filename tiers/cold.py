@@ -944,13 +944,7 @@ class ColdStore(SharedQueries):
             ).fetchall()
             n = 0
             for conv, pos, mid, role, body, session, created in rows:
-                try:
-                    data = json.loads(body)
-                    if not isinstance(data, dict):
-                        raise ValueError("not an object")
-                except ValueError as exc:
-                    self._salvage(conv, pos, exc, what="rebuild skipped")
-                    data = {"role": role, "content": ""}
+                data = self._rebuild_body(conv, pos, role, body)
                 c.execute(
                     "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
                     "created_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -1001,40 +995,20 @@ class ColdStore(SharedQueries):
             "version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
             "AND key = s.key)", (conversation_id,))}
 
-    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
-                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
-        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
-        with self._tx() as c:
-            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
-                             (conv,)).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(conv)
-            if end > last:
-                raise ValidationError("end_position", f"{end} is past the last position {last}")
-            prev = c.execute(
-                f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-                "ORDER BY version DESC LIMIT 1", (conv, kind, key)).fetchone()
-            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
-                return int(prev[3]), self._summary(prev)
-            version = (int(prev[3]) if prev is not None else 0) + 1
-            c.execute(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
-            if fold_text is not None:
-                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
-                c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                          "VALUES (?,?,?,?,?)", (conv, end, fold_text, json.dumps(meta), time.time()))
-            if keep_versions is not None:
-                # derived data stays proportional to the log: old versions of a view and
-                # old folds of its own go; a checkpoint a caller wrote is never touched
-                c.execute("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? AND version <= ?",
-                          (conv, kind, key, version - keep_versions))
-                if fold_text is not None:
-                    c.execute(
-                        "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
-                        "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
-                        "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
-                        "= 'warm' ORDER BY id DESC LIMIT ?2)", (conv, keep_versions))
-        return version, None
+    # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
+
+    def _lock_summaries(self, c: Connection, conversation_id: str) -> None:
+        pass  # BEGIN IMMEDIATE already serialises every writer of the file
+
+    def _derived_text(self, text: str) -> str:
+        return text
+
+    def _drop_old_warm_folds(self, c: Connection, conversation_id: str, keep: int) -> None:
+        c.execute(
+            "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
+            "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
+            "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
+            "= 'warm' ORDER BY id DESC LIMIT ?2)", (conversation_id, keep))
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from tiermem.tiers.embed import Embedder, query_embedding
-from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange
+from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
 from tiermem.tiers.models import (
     MAX_POSITION,
     ROLES,
@@ -100,6 +100,9 @@ class SharedQueries:
         def _require_in(c: Any, key: str) -> None: ...
         def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None: ...
         def _location(self) -> str: ...
+        def _lock_summaries(self, c: Any, conversation_id: str) -> None: ...
+        def _derived_text(self, text: str) -> str: ...
+        def _drop_old_warm_folds(self, c: Any, conversation_id: str, keep: int) -> None: ...
         def files_bytes(self) -> int: ...
         def list_conversations(self, namespace: str, *, exclude: str | None = None,
                                limit: int | None = None) -> list[str]: ...
@@ -315,6 +318,18 @@ class SharedQueries:
 
     # -- retention and stats ---------------------------------------------------------------
 
+    def _rebuild_body(self, conv: str, pos: int, role: str, body: str) -> dict[str, Any]:
+        """A message's body for `rebuild`; one that cannot be decoded is salvaged and
+        indexed as an empty message of its role (its position keeps a turn row)."""
+        try:
+            data = json.loads(body)
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            self._salvage(conv, pos, exc, what="rebuild skipped")
+            return {"role": role, "content": ""}
+        return data
+
     def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
         sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
                "FROM tombstones")
@@ -358,6 +373,40 @@ class SharedQueries:
     @staticmethod
     def _summary(r: Sequence[Any]) -> SummaryRow:
         return (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), r[8], float(r[9]))
+
+    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
+                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
+        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
+        sql = self.dialect.sql
+        with self._tx() as c:
+            self._lock_summaries(c, conv)
+            last = c.execute(sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?"),
+                             (conv,)).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conv)
+            if end > last:
+                raise ValidationError("end_position", f"{end} is past the last position {last}")
+            prev = c.execute(sql(
+                f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                "ORDER BY version DESC LIMIT 1"), (conv, kind, key)).fetchone()
+            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
+                return int(prev[3]), self._summary(prev)
+            version = (int(prev[3]) if prev is not None else 0) + 1
+            c.execute(sql(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
+                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
+            if fold_text is not None:
+                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
+                c.execute(sql("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                              "VALUES (?,?,?,?,?)"),
+                          (conv, end, self._derived_text(fold_text), json.dumps(meta), time.time()))
+            if keep_versions is not None:
+                # derived data stays proportional to the log: old versions of a view and
+                # old folds of its own go; a checkpoint a caller wrote is never touched
+                c.execute(sql("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                              "AND version <= ?"), (conv, kind, key, version - keep_versions))
+                if fold_text is not None:
+                    self._drop_old_warm_folds(c, conv, keep_versions)
+        return version, None
 
     def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
         return [self._summary(r) for r in self._q(

@@ -1253,13 +1253,7 @@ class PostgresStore(SharedQueries):
             turn_rows: list[tuple[Any, ...]] = []
             fts_rows: list[tuple[Any, ...]] = []
             for conv, pos, mid, role, body, session, created, ns in rows:
-                try:
-                    data = json.loads(body)
-                    if not isinstance(data, dict):
-                        raise ValueError("not an object")
-                except ValueError as exc:
-                    self._salvage(conv, pos, exc, what="rebuild skipped")
-                    data = {"role": role, "content": ""}
+                data = self._rebuild_body(conv, pos, role, body)
                 turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
                                   content_hash(data), created, speaker_name(data)))
                 fts_rows.append((mid, conv, ns, _fts_text(data)))
@@ -1307,46 +1301,27 @@ class PostgresStore(SharedQueries):
             "SELECT DISTINCT ON (key) key, end_position FROM summaries WHERE conversation_id = %s "
             "AND kind = 'session' ORDER BY key, version DESC", (conversation_id,))}
 
-    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
-                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
-        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
-        with self._tx() as c:
-            # FOR UPDATE on the conversation row: two refreshers of one conversation take
-            # turns, so the version numbers they compute never collide
-            if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conv,)).fetchone() is None:
-                raise ConversationNotFound(conv)
-            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
-                             (conv,)).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(conv)
-            if end > last:
-                raise ValidationError("end_position", f"{end} is past the last position {last}")
-            prev = c.execute(f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s "
-                             "AND key = %s ORDER BY version DESC LIMIT 1", (conv, kind, key)).fetchone()
-            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
-                return int(prev[3]), self._summary(prev)
-            version = (int(prev[3]) if prev is not None else 0) + 1
-            c.execute(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
-            if fold_text is not None:
-                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
-                c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                          # derived text: a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
-                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text.replace("\x00", " "), json.dumps(meta),
-                                                      time.time()))
-            if keep_versions is not None:
-                c.execute("DELETE FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
-                          "AND version <= %s", (conv, kind, key, version - keep_versions))
-                if fold_text is not None:
-                    # warm folds are the checkpoints whose metadata says so; IS JSON first,
-                    # so a caller's metadata that is not JSON is kept, never parsed
-                    c.execute(
-                        "WITH warm AS (SELECT id FROM checkpoints WHERE conversation_id = %(c)s AND "
-                        "  CASE WHEN metadata IS JSON OBJECT THEN metadata::json ->> 'source' END = 'warm') "
-                        "DELETE FROM checkpoints WHERE id IN (SELECT id FROM warm) "
-                        "AND id NOT IN (SELECT id FROM warm ORDER BY id DESC LIMIT %(n)s)",
-                        {"c": conv, "n": keep_versions})
-        return version, None
+    # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
+
+    def _lock_summaries(self, c: Conn, conversation_id: str) -> None:
+        # FOR UPDATE on the conversation row: two refreshers of one conversation take
+        # turns, so the version numbers they compute never collide
+        if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone() is None:
+            raise ConversationNotFound(conversation_id)
+
+    def _derived_text(self, text: str) -> str:
+        # a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
+        return text.replace("\x00", " ")
+
+    def _drop_old_warm_folds(self, c: Conn, conversation_id: str, keep: int) -> None:
+        # warm folds are the checkpoints whose metadata says so; IS JSON first, so a
+        # caller's metadata that is not JSON is kept, never parsed
+        c.execute(
+            "WITH warm AS (SELECT id FROM checkpoints WHERE conversation_id = %(c)s AND "
+            "  CASE WHEN metadata IS JSON OBJECT THEN metadata::json ->> 'source' END = 'warm') "
+            "DELETE FROM checkpoints WHERE id IN (SELECT id FROM warm) "
+            "AND id NOT IN (SELECT id FROM warm ORDER BY id DESC LIMIT %(n)s)",
+            {"c": conversation_id, "n": keep})
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:
