@@ -257,14 +257,6 @@ class ColdStore(SharedQueries):
                                                                chunk))
         return out
 
-    def require(self, conversation_id: str, namespace: str | None = None) -> str:
-        """The namespace of a conversation key; ConversationNotFound if it does not exist
-        or (when `namespace` is given) belongs to another namespace."""
-        owner = self.namespace_of(conversation_id)
-        if owner is None or (namespace is not None and owner != namespace):
-            raise ConversationNotFound(conversation_id, namespace)
-        return owner
-
     @staticmethod
     def _require_in(c: Connection, key: str) -> None:
         """Inside a write transaction: the key's conversation still exists (a prune or
@@ -611,12 +603,7 @@ class ColdStore(SharedQueries):
             if row is None:
                 raise ConversationNotFound(conversation_id)
             namespace, parent_name, last = row
-            if not 0 <= up_to <= last:
-                raise PositionOutOfRange("up_to", up_to, last)
-            child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
-            if c.execute("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?",
-                         (namespace, child_name)).fetchone():
-                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+            child_name = self._fork_name(c, namespace, parent_name, int(last), up_to, new_id)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute(

@@ -25,6 +25,7 @@ import contextlib
 import functools
 import json
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -130,6 +131,14 @@ class SharedQueries:
     def namespace_of(self, conversation_id: str) -> str | None:
         rows = self._q("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,))
         return rows[0][0] if rows else None
+
+    def require(self, conversation_id: str, namespace: str | None = None) -> str:
+        """The namespace of a conversation key; ConversationNotFound if it does not exist
+        or (when `namespace` is given) belongs to another namespace."""
+        owner = self.namespace_of(conversation_id)
+        if owner is None or (namespace is not None and owner != namespace):
+            raise ConversationNotFound(conversation_id, namespace)
+        return owner
 
     def conversation(self, conversation_id: str) -> dict[str, Any] | None:
         rows = self._q(
@@ -315,6 +324,18 @@ class SharedQueries:
             lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
         lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
         return fuse(lists, k, rrf_k=rrf_k)
+
+    def _fork_name(self, c: Any, namespace: str, parent_name: str, last: int, up_to: int,
+                   new_id: str | None) -> str:
+        """Inside fork's transaction: `up_to` checked against the parent's last position,
+        and the child's name (`new_id`, or one made from the parent's), free in the namespace."""
+        if not 0 <= up_to <= last:
+            raise PositionOutOfRange("up_to", up_to, last)
+        child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
+        if c.execute(self.dialect.sql("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?"),
+                     (namespace, child_name)).fetchone():
+            raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+        return child_name
 
     # -- retention and stats ---------------------------------------------------------------
 

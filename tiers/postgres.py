@@ -642,12 +642,6 @@ class PostgresStore(SharedQueries):
         return {str(k): str(n) for k, n in self._read("SELECT id, name FROM conversations WHERE id = ANY(%s)",
                                                         (sorted(set(keys)),))}
 
-    def require(self, conversation_id: str, namespace: str | None = None) -> str:
-        owner = self.namespace_of(conversation_id)
-        if owner is None or (namespace is not None and owner != namespace):
-            raise ConversationNotFound(conversation_id, namespace)
-        return owner
-
     @staticmethod
     def _require_in(c: Conn, key: str) -> None:
         # FOR SHARE: an erasure of this key waits for the caller's transaction
@@ -989,12 +983,7 @@ class PostgresStore(SharedQueries):
             if row is None:
                 raise ConversationNotFound(conversation_id)
             namespace, parent_name, last = row
-            if not 0 <= up_to <= last:
-                raise PositionOutOfRange("up_to", up_to, int(last))
-            child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
-            if c.execute("SELECT 1 FROM conversations WHERE namespace = %s AND name = %s",
-                         (namespace, child_name)).fetchone():
-                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+            child_name = self._fork_name(c, namespace, parent_name, int(last), up_to, new_id)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute("SELECT MAX(created_at) FROM messages WHERE conversation_id = %s AND position <= %s",
