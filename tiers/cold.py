@@ -600,10 +600,7 @@ class ColdStore(SharedQueries):
                 "FROM conversations WHERE id = ?1",
                 (conversation_id,),
             ).fetchone()
-            if row is None:
-                raise ConversationNotFound(conversation_id)
-            namespace, parent_name, last = row
-            child_name = self._fork_name(c, namespace, parent_name, int(last), up_to, new_id)
+            namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute(

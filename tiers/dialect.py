@@ -325,17 +325,22 @@ class SharedQueries:
         lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
         return fuse(lists, k, rrf_k=rrf_k)
 
-    def _fork_name(self, c: Any, namespace: str, parent_name: str, last: int, up_to: int,
-                   new_id: str | None) -> str:
-        """Inside fork's transaction: `up_to` checked against the parent's last position,
-        and the child's name (`new_id`, or one made from the parent's), free in the namespace."""
+    def _fork_name(self, c: Any, conversation_id: str, parent: Sequence[Any] | None, up_to: int,
+                   new_id: str | None) -> tuple[str, str]:
+        """Inside fork's transaction, from the parent's (namespace, name, last position)
+        row (None: it is gone): `up_to` checked against its last position, and the
+        (namespace, name) of the child (`new_id`, or one made from the parent's name),
+        that name free in the namespace."""
+        if parent is None:
+            raise ConversationNotFound(conversation_id)
+        namespace, parent_name, last = parent
         if not 0 <= up_to <= last:
-            raise PositionOutOfRange("up_to", up_to, last)
+            raise PositionOutOfRange("up_to", up_to, int(last))
         child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
         if c.execute(self.dialect.sql("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?"),
                      (namespace, child_name)).fetchone():
             raise ValidationError("new_id", f"conversation {child_name!r} already exists")
-        return child_name
+        return namespace, child_name
 
     # -- retention and stats ---------------------------------------------------------------
 

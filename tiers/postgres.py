@@ -980,10 +980,7 @@ class PostgresStore(SharedQueries):
             row = c.execute(
                 "SELECT namespace, name, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %(c)s) "
                 "FROM conversations WHERE id = %(c)s FOR SHARE", {"c": conversation_id}).fetchone()
-            if row is None:
-                raise ConversationNotFound(conversation_id)
-            namespace, parent_name, last = row
-            child_name = self._fork_name(c, namespace, parent_name, int(last), up_to, new_id)
+            namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute("SELECT MAX(created_at) FROM messages WHERE conversation_id = %s AND position <= %s",
