@@ -59,11 +59,13 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
 
 Conn = Any
+Record = dict[str, Any]
 
 
 class _Store(ColdLog, SqlAccess, Protocol):
-    """What this module asks of an engine: the store interface and its raw access only."""
-Record = dict[str, Any]
+    """What this module asks of an engine: the store interface and its raw access only
+    (tests/test_migrate_store_interface.py checks that it touches no private member)."""
+
 
 # Columns copied per table, in digest order. Vectors and the conversation row are separate.
 MESSAGE_COLS = "position, role, body, session_id, metadata, created_at"
