@@ -197,9 +197,10 @@ def _seed(data: Path, texts: list[str], src: Path) -> None:
                    env=_env(src), cwd=src, check=True, stdout=subprocess.DEVNULL)
 
 
-def _stop_redis(src: Path, data: Path) -> None:
-    subprocess.run([sys.executable, "-c", "import sys; from tiers.redis_server import EmbeddedRedis; "
-                    "EmbeddedRedis(sys.argv[1]).stop()", str(data)], env=_env(src), cwd=ROOT,
+def _stop_redis(data: Path) -> None:
+    # this tree's launcher stops either side's Redis (a baseline may predate tiermem.tiers)
+    subprocess.run([sys.executable, "-c", "import sys; from tiermem.tiers.redis_server import EmbeddedRedis; "
+                    "EmbeddedRedis(sys.argv[1]).stop()", str(data)], env=_env(ROOT), cwd=ROOT,
                    capture_output=True)
 
 
@@ -276,8 +277,8 @@ def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: in
                 if i:
                     results.setdefault("-X importtime: tiermem", {}).setdefault(name, {"wall": []})["wall"].append(t)
     finally:
-        for name, src in sides.items():
-            _stop_redis(src, data[name])
+        for name in sides:
+            _stop_redis(data[name])
     return {case: {name: {k: dist(v) for k, v in m.items()} for name, m in by.items()}
             for case, by in results.items()}
 

@@ -43,6 +43,13 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def _annotate_budgets(ax: Any, budgets: Sequence[int], xs: Sequence[float], ys: Sequence[float]) -> None:
+    """Label each plotted point with its token budget (points of one budget per method
+    sit apart on a cost axis, so the budget is written beside each, not on the axis)."""
+    for b, x, y in zip(budgets, xs, ys, strict=True):
+        ax.annotate(f"{b:,}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+
+
 def recall_series(result: Mapping[str, Any]) -> dict[str, list[tuple[int, float]]]:
     """method -> [(budget, recall)] from a locomo result."""
     out: dict[str, list[tuple[int, float]]] = {}
@@ -167,8 +174,7 @@ def recall_vs_cost(result: Mapping[str, Any], path: Path, *, title: str = "") ->
                           linewidth=2.5 if name == "tiermem" else 1.2)
         ax.plot([m["total_billed_anthropic"] for _b, m in pts], ys, marker="o", linestyle=":", fillstyle="none",
                 color=line.get_color(), label=f"{LABELS.get(name, name)} (Anthropic rules)")
-        for (b, _m), x, y in zip(pts, xs, ys, strict=True):
-            ax.annotate(f"{b:,}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        _annotate_budgets(ax, [b for b, _m in pts], xs, ys)
     ax.set_xscale("log")
     ax.set_xlabel("input tokens billed over the session, with prompt caching")
     ax.set_ylabel("evidence recall (%)")
@@ -199,8 +205,7 @@ def tune_recall_vs_cost(result: Mapping[str, Any], path: Path, *, title: str = "
             what = "evidence recall" if key == "evidence_recall" else "reply recall (no labels)"
             (line,) = ax.plot(xs, ys, label=f"{c['name']} ({values}): {what}", color=color, **style)
             color = line.get_color()
-            for (b, _r), x, y in zip(shown, xs, ys, strict=True):
-                ax.annotate(f"{b:,}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            _annotate_budgets(ax, [b for b, _r in shown], xs, ys)
     ax.set_xscale("log")
     ax.set_xlabel("input tokens billed over the replay, with prompt caching")
     ax.set_ylabel("recall (%)")

@@ -37,24 +37,20 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.dialect import SQLITE, SharedQueries
+from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
+    StoreUnavailable,
     ValidationError,
 )
 from tiermem.tiers.models import (
-    MAX_POSITION,
-    ROLES,
     AppendResult,
-    Checkpoint,
     ErasureReport,
     Message,
-    SearchHit,
     StoredMessage,
     TurnRow,
-    canonical_role,
-    check_stored_body,
     search_text,
 )
 from tiermem.tiers.schema import (
@@ -65,10 +61,10 @@ from tiermem.tiers.schema import (
     connect,
     migrate,
 )
-from tiermem.tiers.search import fts_query, fuse
+from tiermem.tiers.search import fts_query
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
-from tiermem.tiers.store import INDEX_POOL_BATCHES, FrontierRow, SummaryRow
+from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
@@ -91,13 +87,15 @@ def _vec_bytes(v: np.ndarray) -> bytes:
     return np.ascontiguousarray(v, dtype=np.float32).tobytes()
 
 
-class ColdStore:
+class ColdStore(SharedQueries):
     """The SQLite log. Thread-safe (one connection behind a lock); one per process.
 
     It opens and closes its own connection. It implements the store interface
     `tiers.store.ColdLog` (each method's contract is written there once), as does
     `tiers.postgres.PostgresStore`.
     """
+
+    dialect = SQLITE
 
     def __init__(
         self,
@@ -133,6 +131,9 @@ class ColdStore:
 
     # -- plumbing ------------------------------------------------------------------
 
+    def _location(self) -> str:
+        return str(self.path)
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -156,6 +157,24 @@ class ColdStore:
         with self._lock:
             return list(self._conn.execute(sql, params).fetchall())
 
+    # -- raw access for the storage layer's own tools (tiers.store.SqlAccess) ----------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """The connection, under the store's lock (no other thread's statement in between)."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreUnavailable(str(self.path), "the store is closed")
+            yield self._conn
+
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]:
+        """One write transaction (BEGIN IMMEDIATE) under the store's lock."""
+        return self._tx()
+
+    def ensure_vector_width(self, dim: int) -> None:
+        """Make the vector table `dim` wide (a new width empties it, as a new embedder does)."""
+        self._ensure_vec_table(dim)
+
     @property
     def salvaged(self) -> int:
         """How many distinct stored rows could not be decoded (this process has met)."""
@@ -167,10 +186,6 @@ class ColdStore:
         level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
         self._salvaged_rows.add(key)
         log.log(level, "salvage: %s conversation=%s position=%s: %s", what, conversation_id, position, reason)
-
-    def _step(self, name: str) -> None:
-        if self._fault is not None:
-            self._fault(name)
 
     def _read_vec_dim(self) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()
@@ -231,16 +246,6 @@ class ColdStore:
             key = f"{name}{KEY_SEPARATOR}{uuid.uuid4().hex[:KEY_SUFFIX_HEX]}"
         return key
 
-    def key_of(self, namespace: str, name: str) -> str | None:
-        """The key of the live conversation `name` in exactly `namespace`, or None."""
-        rows = self._read("SELECT id FROM conversations WHERE namespace = ? AND name = ?", (namespace, name))
-        return str(rows[0][0]) if rows else None
-
-    def name_of(self, key: str) -> tuple[str, str] | None:
-        """(namespace, name) of a live conversation key, or None."""
-        rows = self._read("SELECT namespace, name FROM conversations WHERE id = ?", (key,))
-        return (str(rows[0][0]), str(rows[0][1])) if rows else None
-
     def names_of(self, keys: Sequence[str]) -> dict[str, str]:
         """key -> name for the live conversations among `keys`."""
         out: dict[str, str] = {}
@@ -252,19 +257,6 @@ class ColdStore:
                                                                chunk))
         return out
 
-    def namespace_of(self, conversation_id: str) -> str | None:
-        """The namespace of a conversation key."""
-        rows = self._read("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,))
-        return rows[0][0] if rows else None
-
-    def require(self, conversation_id: str, namespace: str | None = None) -> str:
-        """The namespace of a conversation key; ConversationNotFound if it does not exist
-        or (when `namespace` is given) belongs to another namespace."""
-        owner = self.namespace_of(conversation_id)
-        if owner is None or (namespace is not None and owner != namespace):
-            raise ConversationNotFound(conversation_id, namespace)
-        return owner
-
     @staticmethod
     def _require_in(c: Connection, key: str) -> None:
         """Inside a write transaction: the key's conversation still exists (a prune or
@@ -273,21 +265,6 @@ class ColdStore:
         if c.execute("SELECT 1 FROM conversations WHERE id = ?", (key,)).fetchone() is None:
             raise ConversationNotFound(key)
 
-    def conversation(self, conversation_id: str) -> dict[str, Any] | None:
-        rows = self._read(
-            "SELECT id, name, namespace, parent_id, fork_position, created_at, last_message_at, "
-            "(SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = c.id) "
-            "FROM conversations c WHERE id = ?",
-            (conversation_id,),
-        )
-        if not rows:
-            return None
-        r = rows[0]
-        return {
-            "key": r[0], "id": r[1], "namespace": r[2], "parent_id": r[3], "fork_position": r[4],
-            "created_at": r[5], "last_message_at": r[6], "messages": r[7],
-        }
-
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
         """The keys of exactly `namespace`'s conversations (not those of namespaces
         below it), without the key `exclude`, at most `limit` (a caller that only needs
@@ -295,22 +272,6 @@ class ColdStore:
         return [r[0] for r in self._read(
             "SELECT id FROM conversations WHERE namespace = ? AND id IS NOT ? ORDER BY name LIMIT ?",
             (namespace, exclude, -1 if limit is None else limit))]
-
-    def list_names(self, namespace: str) -> list[str]:
-        """The ids (names) of exactly `namespace`'s conversations, sorted."""
-        return [r[0] for r in self._read("SELECT name FROM conversations WHERE namespace = ? ORDER BY name",
-                                         (namespace,))]
-
-    def all_keys(self) -> list[str]:
-        """Every live conversation key (rebuild and relabel walk them)."""
-        return [r[0] for r in self._read("SELECT id FROM conversations ORDER BY id")]
-
-    def last_position(self, conversation_id: str) -> int:
-        """-1 when the conversation has no messages."""
-        row = self._read(
-            "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?", (conversation_id,)
-        )
-        return int(row[0][0])
 
     # -- append -----------------------------------------------------------------------
 
@@ -389,15 +350,6 @@ class ColdStore:
         return AppendResult(key, positions, created)
 
     # -- embeddings (derived, outside the write lock) -------------------------------------
-
-    def pending_embeddings(self, conversation_id: str | None = None) -> int:
-        if conversation_id is None:
-            return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
-        return int(
-            self._read(
-                "SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?", (conversation_id,)
-            )[0][0]
-        )
 
     def index_pending(
         self,
@@ -485,22 +437,6 @@ class ColdStore:
                     out[int(pos)] = np.frombuffer(v[0], dtype=np.float32)
         return out
 
-    def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
-        """(first turn's id, first turn's created_at, last position), or None for a
-        conversation without turns: how a reader's copy of a conversation
-        (tiers.turncache) tells that it only grew, or was pruned and re-created. Two
-        index seeks, not a count (a COUNT over 20k turns costs 1.7 ms per call)."""
-        row = self._read(
-            "SELECT f.id, f.created_at, l.position FROM "
-            "(SELECT id, created_at FROM turns WHERE conversation_id = ?1 ORDER BY position LIMIT 1) f, "
-            "(SELECT position FROM turns WHERE conversation_id = ?1 ORDER BY position DESC LIMIT 1) l",
-            (conversation_id,),
-        )
-        if not row:
-            return None
-        r = row[0]
-        return int(r[0]), float(r[1]), int(r[2])
-
     def turn_facts(
         self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None
     ) -> list[tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]]:
@@ -537,38 +473,6 @@ class ColdStore:
 
     # -- reads --------------------------------------------------------------------------
 
-    def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
-        conv, pos, role, body, session, meta, created, tokens = row
-        try:
-            data = json.loads(body)
-            # the check that admitted the message on append runs on every read: a row of
-            # valid JSON but the wrong shape (tool_calls a string) is salvaged here, not
-            # met as an AttributeError by whatever renders it
-            check_stored_body(data)
-            if canonical_role(data) != role or role not in ROLES:
-                raise ValueError("body is not a message of the row's role")
-            metadata = json.loads(meta) if meta is not None else None
-            if metadata is not None and not isinstance(metadata, dict):
-                raise ValueError("metadata is not an object")
-            return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
-        except (ValueError, TypeError) as exc:
-            self._salvage(conv, pos, exc)
-            return None
-
-    _SELECT = (
-        "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
-        "FROM messages m LEFT JOIN turns t ON t.conversation_id = m.conversation_id AND t.position = m.position "
-    )
-
-    def history(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[StoredMessage]:
-        """Every message in order (positions start..end inclusive); bad rows skipped."""
-        hi = end if end is not None else MAX_POSITION
-        rows = self._read(
-            self._SELECT + "WHERE m.conversation_id = ? AND m.position BETWEEN ? AND ? ORDER BY m.position",
-            (conversation_id, start, hi),
-        )
-        return [m for m in map(self._decode, rows) if m is not None]
-
     def get(self, conversation_id: str, positions: Sequence[int]) -> list[StoredMessage]:
         if not positions:
             return []
@@ -589,42 +493,6 @@ class ColdStore:
             out.extend(self.get(conv, positions))
         return out
 
-    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
-        hi = at_or_before if at_or_before is not None else MAX_POSITION
-        rows = self._read(
-            "SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
-            "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT 1",
-            (conversation_id, hi),
-        )
-        if not rows:
-            return None
-        r = rows[0]
-        return Checkpoint(r[0], int(r[1]), r[2], json.loads(r[3]) if r[3] else None, float(r[4]))
-
-    def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
-        """The latest checkpoint and the messages after it (all of them if none)."""
-        cp = self.latest_checkpoint(conversation_id)
-        return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
-
-    _TURN_SELECT = (
-        "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
-        "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
-        "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
-    )
-
-    @staticmethod
-    def _turn(r: Sequence[Any]) -> TurnRow:
-        return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
-                       int(r[9] or 0), r[10], r[11], None if r[12] is None else int(r[12]))
-
-    def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
-        hi = end if end is not None else MAX_POSITION
-        rows = self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
-            (conversation_id, start, hi),
-        )
-        return [self._turn(r) for r in rows]
-
     def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
         if not positions:
             return []
@@ -634,14 +502,6 @@ class ColdStore:
             (conversation_id, *positions),
         )
         return [self._turn(r) for r in rows]
-
-    def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
-        """The last `limit` turns, in log order."""
-        rows = self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ? ORDER BY t.position DESC LIMIT ?",
-            (conversation_id, limit),
-        )
-        return [self._turn(r) for r in reversed(rows)]
 
     def pinned_turns(self, conversation_id: str) -> list[TurnRow]:
         """Turns pinned explicitly or labeled load-bearing (superseded ones included:
@@ -672,12 +532,6 @@ class ColdStore:
         turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
         return turns[:limit]
 
-    def pin_version(self, conversation_id: str) -> int:
-        """A counter that moves whenever `pin_candidates` or `superseded_pins` could
-        answer differently (kept by triggers, see m012_pin_versions); 0 before any."""
-        row = self._read("SELECT version FROM pin_versions WHERE conversation_id = ?", (conversation_id,))
-        return int(row[0][0]) if row else 0
-
     def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         """Load-bearing turns a later turn superseded (newest first), for the plan to say
         why they are not shown; explicitly pinned ones are the caller's to show."""
@@ -688,30 +542,7 @@ class ColdStore:
         )
         return [self._turn(r) for r in rows]
 
-    def latest_position(self, conversation_id: str, role: str) -> int | None:
-        row = self._read(
-            "SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ?", (conversation_id, role)
-        )
-        return None if row[0][0] is None else int(row[0][0])
-
     # -- derived labels (written by the consolidation layer) -----------------------------------
-
-    def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
-        """(position, intent, load_bearing, priority, reason) for turns; derived data."""
-        with self._tx() as c:
-            c.executemany(
-                "UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
-                "WHERE conversation_id = ? AND position = ?",
-                [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels],
-            )
-
-    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
-        """(old position, superseding position): a derived fact; messages untouched."""
-        with self._tx() as c:
-            c.executemany(
-                "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ?",
-                [(new, conversation_id, old) for old, new in pairs],
-            )
 
     def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
         """Statement-level supersession (tiers/statements.py): derived, messages untouched;
@@ -755,44 +586,7 @@ class ColdStore:
                     (conversation_id, position, priority, time.time()),
                 )
 
-    def store_plan(self, conversation_id: str, plan_json: str) -> None:
-        with self._tx() as c:
-            self._require_in(c, conversation_id)
-            c.execute(
-                "INSERT INTO plans(conversation_id, last_position, plan, created_at) VALUES (?, "
-                "(SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?), ?, ?)",
-                (conversation_id, conversation_id, plan_json, time.time()),
-            )
-
-    def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT last_position, plan, created_at FROM plans WHERE conversation_id = ?"
-        params: tuple[Any, ...] = (conversation_id,)
-        if last_position is not None:
-            sql += " AND last_position = ?"
-            params = (conversation_id, last_position)
-        return [{"last_position": r[0], "plan": json.loads(r[1]), "created_at": r[2]}
-                for r in self._read(sql + " ORDER BY id", params)]
-
     # -- checkpoint / fork / prune -------------------------------------------------------------
-
-    def checkpoint(
-        self, conversation_id: str, summary: str, position: int, metadata: dict[str, Any] | None = None
-    ) -> Checkpoint:
-        """A fold: `summary` stands in for positions <= `position`. Deletes nothing."""
-        now = time.time()
-        with self._tx() as c:
-            last = c.execute(
-                "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?", (conversation_id,)
-            ).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(conversation_id)
-            if not 0 <= position <= last:
-                raise PositionOutOfRange("position", position, last)
-            c.execute(
-                "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) VALUES (?,?,?,?,?)",
-                (conversation_id, position, summary, json.dumps(metadata) if metadata else None, now),
-            )
-        return Checkpoint(conversation_id, position, summary, metadata, now)
 
     def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
         """Copy positions 0..up_to (messages, index rows, vectors, the latest checkpoint
@@ -806,15 +600,7 @@ class ColdStore:
                 "FROM conversations WHERE id = ?1",
                 (conversation_id,),
             ).fetchone()
-            if row is None:
-                raise ConversationNotFound(conversation_id)
-            namespace, parent_name, last = row
-            if not 0 <= up_to <= last:
-                raise PositionOutOfRange("up_to", up_to, last)
-            child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
-            if c.execute("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?",
-                         (namespace, child_name)).fetchone():
-                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+            namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute(
@@ -1032,17 +818,6 @@ class ColdStore:
         with self._tx() as c:
             c.executemany("DELETE FROM redis_purge WHERE key = ?", [(k,) for k in keys])
 
-    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Tombstones of pruned and erased conversations (of `namespace`, or all)."""
-        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
-               "FROM tombstones")
-        params: tuple[Any, ...] = ()
-        if namespace is not None:
-            sql += " WHERE namespace = ?"
-            params = (namespace,)
-        cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
-        return [dict(zip(cols, r, strict=True)) for r in self._read(sql + " ORDER BY id", params)]
-
     # -- search ----------------------------------------------------------------------------
 
     def _scope(self, conversation_id: str | None, namespace: str | None) -> list[str]:
@@ -1134,31 +909,6 @@ class ColdStore:
             )
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        conversation_id: str | None = None,
-        namespace: str | None = None,
-        query_vec: np.ndarray | None = None,
-        rrf_k: int = 60,
-        depth: int | None = None,
-    ) -> list[SearchHit]:
-        """Hybrid search: vec0 KNN and FTS5 bm25, fused by reciprocal rank (RRF).
-
-        Each hit carries its rank in every retriever that found it. `depth` is how many
-        candidates each retriever contributes before fusion (default 3k).
-        """
-        depth = depth or max(3 * k, 20)
-        lists: dict[str, list[tuple[str, int, float]]] = {}
-        if query_vec is None and self.embedder is not None and query.strip():
-            query_vec = query_embedding(self.embedder)([query])[0]
-        if query_vec is not None:
-            lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
-        lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
-        return fuse(lists, k, rrf_k=rrf_k)
-
     # -- rebuild and stats ----------------------------------------------------------------------
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
@@ -1178,13 +928,7 @@ class ColdStore:
             ).fetchall()
             n = 0
             for conv, pos, mid, role, body, session, created in rows:
-                try:
-                    data = json.loads(body)
-                    if not isinstance(data, dict):
-                        raise ValueError("not an object")
-                except ValueError as exc:
-                    self._salvage(conv, pos, exc, what="rebuild skipped")
-                    data = {"role": role, "content": ""}
+                data = self._rebuild_body(conv, pos, role, body)
                 c.execute(
                     "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
                     "created_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -1221,67 +965,7 @@ class ColdStore:
                 c.execute("UPDATE turns SET embedded = 0")
         return {"turns": 0, "embedded": self.index_pending()}
 
-    def stats(self) -> dict[str, Any]:
-        row = self._read(
-            "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
-            "(SELECT COUNT(DISTINCT namespace) FROM conversations), (SELECT COUNT(*) FROM checkpoints), "
-            "(SELECT COUNT(*) FROM turns WHERE embedded = 0)"
-        )[0]
-        return {
-            "conversations": row[0],
-            "messages": row[1],
-            "namespaces": row[2],
-            "checkpoints": row[3],
-            "pending_embeddings": row[4],
-            "salvaged_rows": self.salvaged,
-            "schema_version": self.version,
-            "db_bytes": self.files_bytes(),
-            "path": str(self.path),
-        }
-
-    def _salvaged_in(self, namespace: str) -> int:
-        keys = set(self.list_conversations(namespace))
-        return sum(1 for key, _pos in self._salvaged_rows if key in keys)
-
-    def namespace_stats(self, namespace: str) -> dict[str, Any]:
-        row = self._read(
-            "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
-            "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = ?",
-            (namespace,),
-        )[0]
-        pending = self._read(
-            "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
-            "WHERE c.namespace = ? AND t.embedded = 0",
-            (namespace,),
-        )[0][0]
-        return {"conversations": row[0], "messages": row[1], "pending_embeddings": pending,
-                # only this namespace's bad rows: a tenant must not see another's count
-                "salvaged_rows": self._salvaged_in(namespace)}
-
     # -- the warm tier's tables (tiers.warm stores and reads its views through these) ---------
-
-    _SUMMARY_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
-                     "created_at")
-
-    @staticmethod
-    def _summary(r: Sequence[Any]) -> SummaryRow:
-        return (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), r[8], float(r[9]))
-
-    def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
-        return [self._summary(r) for r in self._read(
-            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "ORDER BY version DESC LIMIT ?", (conversation_id, kind, key, limit))]
-
-    def summary_version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryRow | None:
-        rows = self._read(
-            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "AND version = ?", (conversation_id, kind, key, version))
-        return self._summary(rows[0]) if rows else None
-
-    def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
-        return [int(r[0]) for r in self._read(
-            "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? ORDER BY version",
-            (conversation_id, kind, key))]
 
     def latest_session_summaries(self, conversation_id: str) -> list[SummaryRow]:
         return [self._summary(r) for r in self._read(
@@ -1295,91 +979,20 @@ class ColdStore:
             "version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
             "AND key = s.key)", (conversation_id,))}
 
-    def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
-        return [(r[0], float(r[1])) for r in self._read(
-            "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
-            "ORDER BY id DESC LIMIT ?", (conversation_id, kind, key, limit))]
+    # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
 
-    def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
-        return [self._turn(r) for r in self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ? AND t.load_bearing = 1 AND t.position > ? "
-            "AND t.position <= ? ORDER BY t.position", (conversation_id, after, end))]
+    def _lock_summaries(self, c: Connection, conversation_id: str) -> None:
+        pass  # BEGIN IMMEDIATE already serialises every writer of the file
 
-    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
-        return [self._turn(r) for r in self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ? AND t.position > ? AND t.position <= ? "
-            "AND t.session_id = ? ORDER BY t.position", (conversation_id, after, end, session_id))]
+    def _derived_text(self, text: str) -> str:
+        return text
 
-    def view_frontier(self) -> list[FrontierRow]:
-        # index seeks per conversation, no scan of the log
-        rows = self._read(
-            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
-            "c.last_message_at, c.created_at, "
-            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
-            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
-            "FROM conversations c")
-        return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
-                 None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
-
-    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
-                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
-        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = ? AND position > ?"
-        params: list[Any] = [conversation_id, after]
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            params.append(session_id)
-        sql += " ORDER BY position"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [(int(r[0]), r[1], float(r[2])) for r in self._read(sql, params)]
-
-    def turn_created_at(self, conversation_id: str, position: int) -> float | None:
-        rows = self._read("SELECT created_at FROM turns WHERE conversation_id = ? AND position = ?",
-                          (conversation_id, position))
-        return float(rows[0][0]) if rows else None
-
-    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
-        return [(int(r[0]), float(r[1])) for r in self._read(
-            "SELECT position, created_at FROM turns WHERE conversation_id = ? AND position > ? "
-            "AND intent IS NULL ORDER BY position", (conversation_id, after))]
-
-    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
-                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
-        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
-        with self._tx() as c:
-            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
-                             (conv,)).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(conv)
-            if end > last:
-                raise ValidationError("end_position", f"{end} is past the last position {last}")
-            prev = c.execute(
-                f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-                "ORDER BY version DESC LIMIT 1", (conv, kind, key)).fetchone()
-            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
-                return int(prev[3]), self._summary(prev)
-            version = (int(prev[3]) if prev is not None else 0) + 1
-            c.execute(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
-            if fold_text is not None:
-                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
-                c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                          "VALUES (?,?,?,?,?)", (conv, end, fold_text, json.dumps(meta), time.time()))
-            if keep_versions is not None:
-                # derived data stays proportional to the log: old versions of a view and
-                # old folds of its own go; a checkpoint a caller wrote is never touched
-                c.execute("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? AND version <= ?",
-                          (conv, kind, key, version - keep_versions))
-                if fold_text is not None:
-                    c.execute(
-                        "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
-                        "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
-                        "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
-                        "= 'warm' ORDER BY id DESC LIMIT ?2)", (conv, keep_versions))
-        return version, None
+    def _drop_old_warm_folds(self, c: Connection, conversation_id: str, keep: int) -> None:
+        c.execute(
+            "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "
+            "AND json_extract(metadata, '$.source') = 'warm' AND id NOT IN (SELECT id FROM checkpoints "
+            "WHERE conversation_id = ?1 AND json_valid(metadata) AND json_extract(metadata, '$.source') "
+            "= 'warm' ORDER BY id DESC LIMIT ?2)", (conversation_id, keep))
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:

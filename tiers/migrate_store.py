@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused
 from tiermem.tiers.models import search_text
 from tiermem.tiers.schema import SCOPE_SQL, VEC_TABLE
+from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
 
 MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
@@ -59,6 +60,12 @@ DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename
 
 Conn = Any
 Record = dict[str, Any]
+
+
+class _Store(ColdLog, SqlAccess, Protocol):
+    """What this module asks of an engine: the store interface and its raw access only
+    (tests/test_migrate_store_interface.py checks that it touches no private member)."""
+
 
 # Columns copied per table, in digest order. Vectors and the conversation row are separate.
 MESSAGE_COLS = "position, role, body, session_id, metadata, created_at"
@@ -133,7 +140,7 @@ class _Side:
 
             self.label = f"{redact(self.spec)} schema {schema}"
             self.created = not self._pg_schema_exists()
-            self.store: Any = PostgresStore(self.spec, tokens=tokens, schema=schema)
+            self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema)
         else:
             path = Path(spec)
             if path.is_dir() or not path.suffix:  # a data dir (made if missing), else the file itself
@@ -172,30 +179,21 @@ class _Side:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Conn]:
-        if self.postgres:
-            with self.store._conn() as c:
-                yield c
-        else:
-            with self.store._lock:
-                yield self.store._conn
+        with self.store.reading() as c:
+            yield c
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Conn]:
-        with self.store._tx() as c:
+        with self.store.transaction() as c:
             yield c
 
     def q(self, c: Conn, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        if self.postgres:
-            return list(c.execute(sql.replace("?", "%s"), params).fetchall())
-        return list(c.execute(sql, params).fetchall())
+        """`sql` written with `?` placeholders, in the engine's dialect."""
+        return list(c.execute(self.store.dialect.sql(sql), params).fetchall())
 
     def many(self, c: Conn, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if not rows:
-            return
-        if self.postgres:
-            c.cursor().executemany(sql.replace("?", "%s"), rows)
-        else:
-            c.executemany(sql, rows)
+        if rows:
+            c.cursor().executemany(self.store.dialect.sql(sql), rows)
 
     # -- whole-store reads ---------------------------------------------------------------
 
@@ -265,12 +263,12 @@ class _Side:
 
     def _vectors(self, c: Conn, key: str, turns: list[tuple[int, int]]) -> dict[int, bytes]:
         if self.postgres:
-            from tiermem.tiers.postgres import _vec_bytes
+            from tiermem.tiers.postgres import vector_bytes
 
             out: dict[int, bytes] = {}
             for pos, sent in self.q(c, "SELECT position, vector_send(embedding) FROM messages_vec "
                                        "WHERE conversation_id = ?", (key,)):
-                b = _vec_bytes(sent)
+                b = vector_bytes(sent)
                 if b is not None:
                     out[int(pos)] = b
             return out
@@ -321,9 +319,9 @@ class _Side:
             text = search_text(body) if body else ""
             extra: tuple[Any, ...] = ()
             if self.postgres:
-                from tiermem.tiers.postgres import _speaker
+                from tiermem.tiers.postgres import speaker_name
 
-                extra = (_speaker(body),)
+                extra = (speaker_name(body),)
                 fts_rows.append((mid, key, ns, text.replace("\x00", " ")))
             else:
                 fts_rows.append((mid, text, key))
@@ -333,12 +331,12 @@ class _Side:
             turn_cols += ", speaker"
         self.many(c, f"INSERT INTO turns({turn_cols}) VALUES ({','.join('?' * len(turn_cols.split(',')))})", turn_rows)
         if self.postgres:
-            from tiermem.tiers.postgres import _vec_text
+            from tiermem.tiers.postgres import Vec
 
             self.many(c, "INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (?,?,?,?)", fts_rows)
             self.many(c, "INSERT INTO messages_vec(id, conversation_id, namespace, position, embedding) "
-                         "VALUES (?,?,?,?,?::vector)",
-                      [(id_at[p], key, ns, p, _vec_text(np.frombuffer(b, dtype=np.float32)))
+                         "VALUES (?,?,?,?,?)",  # Vec: pgvector's binary form, as the engine sends it
+                      [(id_at[p], key, ns, p, Vec(np.frombuffer(b, dtype=np.float32)))
                        for p, b in vectors.items() if p in id_at])
         else:
             self.many(c, "INSERT INTO messages_fts(rowid, text, scope) SELECT ?, ?, " + SCOPE_SQL +
@@ -349,16 +347,12 @@ class _Side:
             n = len(cols.split(","))
             self.many(c, f"INSERT INTO {table}(conversation_id, {cols}) VALUES (?, {','.join('?' * n)})",
                       [(key, *r) for r in rec[table]])
-        bump = "GREATEST(pin_versions.version, excluded.version)" if self.postgres else \
-            "MAX(pin_versions.version, excluded.version)"
+        bump = f"{self.store.dialect.greatest}(pin_versions.version, excluded.version)"
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
 
     def ensure_vec_dim(self, dim: int) -> None:
-        if self.postgres:
-            self.store._ensure_vec_dim(dim)
-        else:
-            self.store._ensure_vec_table(dim)
+        self.store.ensure_vector_width(dim)
 
 
 def record_digest(rec: Record) -> str:

@@ -64,8 +64,9 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, ColdStore, Label, content_hash, fuse
-from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, Label, content_hash
+from tiermem.tiers.dialect import POSTGRES, SharedQueries
+from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -74,12 +75,9 @@ from tiermem.tiers.errors import (
     ValidationError,
 )
 from tiermem.tiers.models import (
-    MAX_POSITION,
     AppendResult,
-    Checkpoint,
     ErasureReport,
     Message,
-    SearchHit,
     StoredMessage,
     TurnRow,
     search_text,
@@ -87,7 +85,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow, postgres_migration
-from tiermem.tiers.store import INDEX_POOL_BATCHES, FrontierRow, SummaryRow, TurnFact
+from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, TurnFact
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 try:
@@ -349,11 +347,6 @@ def query_lexemes(text: str) -> list[str]:
     return [f"'{w}'" for w in query_words(text)]
 
 
-def _vec_text(v: np.ndarray) -> str:
-    # repr of a float32 widened to float64 parses back to the same float32
-    return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).ravel().tolist())) + "]"
-
-
 class Vec:
     """A vector parameter, sent in pgvector's binary format (`vector_recv`: uint16 dim,
     uint16 unused, big-endian float4s): exact, and ~500x cheaper to encode than the text
@@ -372,7 +365,7 @@ class _VecDumper(Dumper):
         return struct.pack(">HH", obj.data.size, 0) + obj.data.tobytes()
 
 
-def _vec_bytes(sent: bytes | None) -> bytes | None:
+def vector_bytes(sent: bytes | None) -> bytes | None:
     """pgvector's binary send format (uint16 dim, uint16 unused, big-endian float4s) as
     the float32 native bytes the SQLite engine returns."""
     if sent is None:
@@ -408,14 +401,17 @@ def count_round_trips(store: PostgresStore, fn: Callable[[], Any]) -> int:
         return sum(1 for line in f if b"\tReadyForQuery" in line)
 
 
-def _speaker(body: dict[str, Any]) -> str | None:
+def speaker_name(body: dict[str, Any]) -> str | None:
+    """The `speaker` column of a turn: the message's `name`, without NUL (text cannot hold it)."""
     name = body.get("name")
     return name.replace("\x00", "") if isinstance(name, str) else None
 
 
-class PostgresStore:
+class PostgresStore(SharedQueries):
     """The log on PostgreSQL. Thread-safe (a connection pool); many processes and
     machines may open the same database and schema at once."""
+
+    dialect = POSTGRES
 
     def __init__(
         self,
@@ -556,6 +552,20 @@ class PostgresStore:
         with self._conn() as conn:
             return list(conn.execute(sql, params).fetchall())
 
+    # -- raw access for the storage layer's own tools (tiers.store.SqlAccess) ----------
+
+    def reading(self) -> contextlib.AbstractContextManager[Conn]:
+        """A pooled connection (autocommit) for a sequence of reads."""
+        return self._conn()
+
+    def transaction(self) -> contextlib.AbstractContextManager[Conn]:
+        """One write transaction on one pooled connection."""
+        return self._tx()
+
+    def ensure_vector_width(self, dim: int) -> None:
+        """Make the vectors `dim` wide (a new width empties them, as a new embedder does)."""
+        self._ensure_vec_dim(dim)
+
     def _migrate(self) -> int:
         supported = schema_version()
         with self._conn() as conn:
@@ -580,6 +590,9 @@ class PostgresStore:
         """(version, name) of every applied step, in order."""
         return [(int(r[0]), r[1]) for r in self._read("SELECT version, name FROM schema_migrations ORDER BY version")]
 
+    def _location(self) -> str:
+        return self.path
+
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
@@ -595,10 +608,6 @@ class PostgresStore:
         level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
         self._salvaged_rows.add(key)
         log.log(level, "salvage: %s conversation=%s position=%s: %s", what, conversation_id, position, reason)
-
-    def _step(self, name: str) -> None:
-        if self._fault is not None:
-            self._fault(name)
 
     # -- conversations ----------------------------------------------------------------
 
@@ -627,29 +636,11 @@ class PostgresStore:
             key = f"{name}{KEY_SEPARATOR}{uuid.uuid4().hex[:KEY_SUFFIX_HEX]}"
         return key
 
-    def key_of(self, namespace: str, name: str) -> str | None:
-        rows = self._read("SELECT id FROM conversations WHERE namespace = %s AND name = %s", (namespace, name))
-        return str(rows[0][0]) if rows else None
-
-    def name_of(self, key: str) -> tuple[str, str] | None:
-        rows = self._read("SELECT namespace, name FROM conversations WHERE id = %s", (key,))
-        return (str(rows[0][0]), str(rows[0][1])) if rows else None
-
     def names_of(self, keys: Sequence[str]) -> dict[str, str]:
         if not keys:
             return {}
         return {str(k): str(n) for k, n in self._read("SELECT id, name FROM conversations WHERE id = ANY(%s)",
                                                         (sorted(set(keys)),))}
-
-    def namespace_of(self, conversation_id: str) -> str | None:
-        rows = self._read("SELECT namespace FROM conversations WHERE id = %s", (conversation_id,))
-        return rows[0][0] if rows else None
-
-    def require(self, conversation_id: str, namespace: str | None = None) -> str:
-        owner = self.namespace_of(conversation_id)
-        if owner is None or (namespace is not None and owner != namespace):
-            raise ConversationNotFound(conversation_id, namespace)
-        return owner
 
     @staticmethod
     def _require_in(c: Conn, key: str) -> None:
@@ -657,32 +648,10 @@ class PostgresStore:
         if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR SHARE", (key,)).fetchone() is None:
             raise ConversationNotFound(key)
 
-    def conversation(self, conversation_id: str) -> dict[str, Any] | None:
-        rows = self._read(
-            "SELECT id, name, namespace, parent_id, fork_position, created_at, last_message_at, "
-            "(SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = c.id) "
-            "FROM conversations c WHERE id = %s", (conversation_id,))
-        if not rows:
-            return None
-        r = rows[0]
-        return {"key": r[0], "id": r[1], "namespace": r[2], "parent_id": r[3], "fork_position": r[4],
-                "created_at": r[5], "last_message_at": r[6], "messages": int(r[7])}
-
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
         return [r[0] for r in self._read(
             "SELECT id FROM conversations WHERE namespace = %s AND id IS DISTINCT FROM %s ORDER BY name LIMIT %s",
             (namespace, exclude, limit))]
-
-    def list_names(self, namespace: str) -> list[str]:
-        return [r[0] for r in self._read("SELECT name FROM conversations WHERE namespace = %s ORDER BY name",
-                                         (namespace,))]
-
-    def all_keys(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT id FROM conversations ORDER BY id")]
-
-    def last_position(self, conversation_id: str) -> int:
-        return int(self._read("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
-                              (conversation_id,))[0][0])
 
     # -- append -----------------------------------------------------------------------
 
@@ -744,7 +713,7 @@ class PostgresStore:
             cols["lb"].append(None if lb is None else int(lb))
             cols["prio"].append(prio)
             cols["reason"].append(reason)
-            cols["speaker"].append(_speaker(body))
+            cols["speaker"].append(speaker_name(body))
             cols["fts"].append(_fts_text(body))
         params: dict[str, Any] = dict(cols)
         params["n"] = len(msgs)
@@ -819,12 +788,6 @@ class PostgresStore:
             c.execute(f"CREATE INDEX IF NOT EXISTS messages_vec_hnsw ON messages_vec USING hnsw "
                       f"((embedding::vector({int(dim)})) vector_l2_ops)")
 
-    def pending_embeddings(self, conversation_id: str | None = None) -> int:
-        if conversation_id is None:
-            return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
-        return int(self._read("SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = %s",
-                              (conversation_id,))[0][0])
-
     _STORE_VECTORS = (
         "WITH v AS (SELECT * FROM unnest(%(ids)s::int8[], %(vecs)b::vector[]) AS v(id, vec)), "
         # the batch's conversation keys too: the distribution key (docs/postgres-distribution.md)
@@ -895,21 +858,10 @@ class PostgresStore:
                           "AND position = ANY(%s)", (conversation_id, list(positions)))
         out: dict[int, np.ndarray] = {}
         for pos, sent in rows:
-            b = _vec_bytes(sent)
+            b = vector_bytes(sent)
             if b is not None:
                 out[int(pos)] = np.frombuffer(b, dtype=np.float32)
         return out
-
-    def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
-        rows = self._read(
-            "SELECT f.id, f.created_at, l.position FROM "
-            "(SELECT id, created_at FROM turns WHERE conversation_id = %(c)s ORDER BY position LIMIT 1) f, "
-            "(SELECT position FROM turns WHERE conversation_id = %(c)s ORDER BY position DESC LIMIT 1) l",
-            {"c": conversation_id})
-        if not rows:
-            return None
-        r = rows[0]
-        return int(r[0]), float(r[1]), int(r[2])
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
                    positions: Sequence[int] | None = None) -> list[TurnFact]:
@@ -926,25 +878,10 @@ class PostgresStore:
             join += "LEFT JOIN messages_fts f ON f.id = t.id "
             sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s ORDER BY t.position"
             params = (conversation_id, after)
-        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], _vec_bytes(r[5]), r[6], r[7])
+        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7])
                 for r in self._read(sql, params)]
 
     # -- reads --------------------------------------------------------------------------
-
-    def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
-        # the SQLite engine's decoder, not a copy: what makes a stored row readable (and
-        # what is salvaged) is defined once; it needs only `_salvage`, which both have
-        return ColdStore._decode(self, row)  # type: ignore[arg-type]
-
-    _SELECT = (
-        "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
-        "FROM messages m LEFT JOIN turns t ON t.conversation_id = m.conversation_id AND t.position = m.position "
-    )
-
-    def history(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[StoredMessage]:
-        rows = self._read(self._SELECT + "WHERE m.conversation_id = %s AND m.position BETWEEN %s AND %s "
-                          "ORDER BY m.position", (conversation_id, start, MAX_POSITION if end is None else end))
-        return [m for m in map(self._decode, rows) if m is not None]
 
     def get(self, conversation_id: str, positions: Sequence[int]) -> list[StoredMessage]:
         if not positions:
@@ -970,44 +907,14 @@ class PostgresStore:
         out.sort(key=lambda m: (order[m.conversation_id], m.position))
         return out
 
-    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
-        rows = self._read(
-            "SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
-            "WHERE conversation_id = %s AND position <= %s ORDER BY position DESC, id DESC LIMIT 1",
-            (conversation_id, MAX_POSITION if at_or_before is None else at_or_before))
-        if not rows:
-            return None
-        r = rows[0]
-        return Checkpoint(r[0], int(r[1]), r[2], json.loads(r[3]) if r[3] else None, float(r[4]))
-
-    def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
-        cp = self.latest_checkpoint(conversation_id)
-        return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
-
-    _TURN_SELECT = (
-        "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
-        "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
-        "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
-    )
-
-    _turn = staticmethod(ColdStore._turn)  # same columns, same record
-
     def _turns(self, where: str, params: Sequence[Any] | Mapping[str, Any]) -> list[TurnRow]:
         return [self._turn(r) for r in self._read(self._TURN_SELECT + where, params)]
-
-    def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
-        return self._turns("WHERE t.conversation_id = %s AND t.position BETWEEN %s AND %s ORDER BY t.position",
-                           (conversation_id, start, MAX_POSITION if end is None else end))
 
     def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
         if not positions:
             return []
         return self._turns("WHERE t.conversation_id = %s AND t.position = ANY(%s) ORDER BY t.position",
                            (conversation_id, list(positions)))
-
-    def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
-        rows = self._turns("WHERE t.conversation_id = %s ORDER BY t.position DESC LIMIT %s", (conversation_id, limit))
-        return rows[::-1]
 
     def pinned_turns(self, conversation_id: str) -> list[TurnRow]:
         return self._turns("WHERE t.conversation_id = %(c)s AND (t.load_bearing = 1 OR p.priority IS NOT NULL) "
@@ -1025,38 +932,13 @@ class PostgresStore:
         turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
         return turns[:limit]
 
-    def pin_version(self, conversation_id: str) -> int:
-        rows = self._read("SELECT version FROM pin_versions WHERE conversation_id = %s", (conversation_id,))
-        return int(rows[0][0]) if rows else 0
-
     def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         return self._turns(
             "WHERE t.conversation_id = %s AND t.load_bearing = 1 AND t.priority >= %s "
             "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT %s",
             (conversation_id, min_priority, limit))
 
-    def latest_position(self, conversation_id: str, role: str) -> int | None:
-        row = self._read("SELECT MAX(position) FROM turns WHERE conversation_id = %s AND role = %s",
-                         (conversation_id, role))
-        return None if row[0][0] is None else int(row[0][0])
-
     # -- derived labels and user state ------------------------------------------------------
-
-    def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
-        if not labels:
-            return
-        with self._tx() as c:
-            c.cursor().executemany(
-                "UPDATE turns SET intent = %s, load_bearing = %s, priority = %s, label_reason = %s "
-                "WHERE conversation_id = %s AND position = %s",
-                [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels])
-
-    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
-        if not pairs:
-            return
-        with self._tx() as c:
-            c.cursor().executemany("UPDATE turns SET superseded_by = %s WHERE conversation_id = %s AND position = %s",
-                                   [(new, conversation_id, old) for old, new in pairs])
 
     def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
         if not rows:
@@ -1091,53 +973,14 @@ class PostgresStore:
                           "ON CONFLICT (conversation_id, position) DO UPDATE SET priority = EXCLUDED.priority, "
                           "created_at = EXCLUDED.created_at", (conversation_id, position, priority, time.time()))
 
-    def store_plan(self, conversation_id: str, plan_json: str) -> None:
-        with self._tx() as c:
-            self._require_in(c, conversation_id)
-            c.execute("INSERT INTO plans(conversation_id, last_position, plan, created_at) VALUES (%(c)s, "
-                      "(SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %(c)s), %(p)s, %(t)s)",
-                      {"c": conversation_id, "p": plan_json, "t": time.time()})
-
-    def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT last_position, plan, created_at FROM plans WHERE conversation_id = %s"
-        params: tuple[Any, ...] = (conversation_id,)
-        if last_position is not None:
-            sql += " AND last_position = %s"
-            params = (conversation_id, last_position)
-        return [{"last_position": int(r[0]), "plan": json.loads(r[1]), "created_at": r[2]}
-                for r in self._read(sql + " ORDER BY id", params)]
-
     # -- checkpoint / fork / retention ---------------------------------------------------------
-
-    def checkpoint(self, conversation_id: str, summary: str, position: int,
-                   metadata: dict[str, Any] | None = None) -> Checkpoint:
-        now = time.time()
-        with self._tx() as c:
-            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
-                             (conversation_id,)).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(conversation_id)
-            if not 0 <= position <= last:
-                raise PositionOutOfRange("position", position, int(last))
-            c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                      "VALUES (%s,%s,%s,%s,%s)",
-                      (conversation_id, position, summary, json.dumps(metadata) if metadata else None, now))
-        return Checkpoint(conversation_id, position, summary, metadata, now)
 
     def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
         with self._tx() as c:
             row = c.execute(
                 "SELECT namespace, name, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %(c)s) "
                 "FROM conversations WHERE id = %(c)s FOR SHARE", {"c": conversation_id}).fetchone()
-            if row is None:
-                raise ConversationNotFound(conversation_id)
-            namespace, parent_name, last = row
-            if not 0 <= up_to <= last:
-                raise PositionOutOfRange("up_to", up_to, int(last))
-            child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
-            if c.execute("SELECT 1 FROM conversations WHERE namespace = %s AND name = %s",
-                         (namespace, child_name)).fetchone():
-                raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+            namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute("SELECT MAX(created_at) FROM messages WHERE conversation_id = %s AND position <= %s",
@@ -1299,17 +1142,6 @@ class PostgresStore:
         with self._tx() as c:
             c.execute("DELETE FROM redis_purge WHERE key = ANY(%s)", (list(keys),))
 
-    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
-               "FROM tombstones")
-        params: tuple[Any, ...] = ()
-        if namespace is not None:
-            sql += " WHERE namespace = %s"
-            params = (namespace,)
-        cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
-        return [dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
-                for r in self._read(sql + " ORDER BY id", params)]
-
     # -- search ----------------------------------------------------------------------------
 
     def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
@@ -1391,17 +1223,6 @@ class PostgresStore:
             {"terms": terms, "q": " | ".join(terms), "c": conversation_id, "n": namespace, "x": exclude, "k": k})
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
-    def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
-               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None) -> list[SearchHit]:
-        depth = depth or max(3 * k, 20)
-        lists: dict[str, list[tuple[str, int, float]]] = {}
-        if query_vec is None and self.embedder is not None and query.strip():
-            query_vec = query_embedding(self.embedder)([query])[0]
-        if query_vec is not None:
-            lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
-        lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
-        return fuse(lists, k, rrf_k=rrf_k)
-
     # -- rebuild and stats ----------------------------------------------------------------------
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
@@ -1418,15 +1239,9 @@ class PostgresStore:
             turn_rows: list[tuple[Any, ...]] = []
             fts_rows: list[tuple[Any, ...]] = []
             for conv, pos, mid, role, body, session, created, ns in rows:
-                try:
-                    data = json.loads(body)
-                    if not isinstance(data, dict):
-                        raise ValueError("not an object")
-                except ValueError as exc:
-                    self._salvage(conv, pos, exc, what="rebuild skipped")
-                    data = {"role": role, "content": ""}
+                data = self._rebuild_body(conv, pos, role, body)
                 turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
-                                  content_hash(data), created, _speaker(data)))
+                                  content_hash(data), created, speaker_name(data)))
                 fts_rows.append((mid, conv, ns, _fts_text(data)))
             cur = c.cursor()
             cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
@@ -1459,51 +1274,7 @@ class PostgresStore:
         out["vector"] = str(self._read("SELECT extversion FROM pg_extension WHERE extname = 'vector'")[0][0])
         return out
 
-    def stats(self) -> dict[str, Any]:
-        row = self._read(
-            "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
-            "(SELECT COUNT(DISTINCT namespace) FROM conversations), (SELECT COUNT(*) FROM checkpoints), "
-            "(SELECT COUNT(*) FROM turns WHERE embedded = 0)")[0]
-        return {"conversations": int(row[0]), "messages": int(row[1]), "namespaces": int(row[2]),
-                "checkpoints": int(row[3]), "pending_embeddings": int(row[4]), "salvaged_rows": self.salvaged,
-                "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self.path}
-
-    def _salvaged_in(self, namespace: str) -> int:
-        keys = set(self.list_conversations(namespace))
-        return sum(1 for key, _pos in self._salvaged_rows if key in keys)
-
-    def namespace_stats(self, namespace: str) -> dict[str, Any]:
-        row = self._read(
-            "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
-            "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = %s", (namespace,))[0]
-        pending = self._read(
-            "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
-            "WHERE c.namespace = %s AND t.embedded = 0", (namespace,))[0][0]
-        return {"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
-                # only this namespace's bad rows: a tenant must not see another's count
-                "salvaged_rows": self._salvaged_in(namespace)}
-
     # -- the warm tier's tables ---------------------------------------------------------------
-
-    _SUMMARY_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
-                     "created_at")
-
-    _summary = staticmethod(ColdStore._summary)
-
-    def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
-        return [self._summary(r) for r in self._read(
-            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
-            "ORDER BY version DESC LIMIT %s", (conversation_id, kind, key, limit))]
-
-    def summary_version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryRow | None:
-        rows = self._read(f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s "
-                          "AND key = %s AND version = %s", (conversation_id, kind, key, version))
-        return self._summary(rows[0]) if rows else None
-
-    def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
-        return [int(r[0]) for r in self._read(
-            "SELECT version FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s ORDER BY version",
-            (conversation_id, kind, key))]
 
     def latest_session_summaries(self, conversation_id: str) -> list[SummaryRow]:
         rows = [self._summary(r) for r in self._read(
@@ -1516,92 +1287,27 @@ class PostgresStore:
             "SELECT DISTINCT ON (key) key, end_position FROM summaries WHERE conversation_id = %s "
             "AND kind = 'session' ORDER BY key, version DESC", (conversation_id,))}
 
-    def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
-        return [(r[0], float(r[1])) for r in self._read(
-            "SELECT error, at FROM summary_errors WHERE conversation_id = %s AND kind = %s AND key = %s "
-            "ORDER BY id DESC LIMIT %s", (conversation_id, kind, key, limit))]
+    # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
 
-    def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
-        return self._turns("WHERE t.conversation_id = %s AND t.load_bearing = 1 AND t.position > %s "
-                           "AND t.position <= %s ORDER BY t.position", (conversation_id, after, end))
+    def _lock_summaries(self, c: Conn, conversation_id: str) -> None:
+        # FOR UPDATE on the conversation row: two refreshers of one conversation take
+        # turns, so the version numbers they compute never collide
+        if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone() is None:
+            raise ConversationNotFound(conversation_id)
 
-    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
-        return self._turns("WHERE t.conversation_id = %s AND t.position > %s AND t.position <= %s "
-                           "AND t.session_id = %s ORDER BY t.position", (conversation_id, after, end, session_id))
+    def _derived_text(self, text: str) -> str:
+        # a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
+        return text.replace("\x00", " ")
 
-    def view_frontier(self) -> list[FrontierRow]:
-        rows = self._read(
-            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id), "
-            "c.last_message_at, c.created_at, "
-            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
-            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
-            "FROM conversations c")
-        return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
-                 None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
-
-    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
-                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
-        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = %s AND position > %s"
-        params: list[Any] = [conversation_id, after]
-        if session_id is not None:
-            sql += " AND session_id = %s"
-            params.append(session_id)
-        sql += " ORDER BY position LIMIT %s"
-        params.append(limit)
-        return [(int(r[0]), r[1], float(r[2])) for r in self._read(sql, params)]
-
-    def turn_created_at(self, conversation_id: str, position: int) -> float | None:
-        rows = self._read("SELECT created_at FROM turns WHERE conversation_id = %s AND position = %s",
-                          (conversation_id, position))
-        return float(rows[0][0]) if rows else None
-
-    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
-        return [(int(r[0]), float(r[1])) for r in self._read(
-            "SELECT position, created_at FROM turns WHERE conversation_id = %s AND position > %s "
-            "AND intent IS NULL ORDER BY position", (conversation_id, after))]
-
-    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
-                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
-        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
-        with self._tx() as c:
-            # FOR UPDATE on the conversation row: two refreshers of one conversation take
-            # turns, so the version numbers they compute never collide
-            if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conv,)).fetchone() is None:
-                raise ConversationNotFound(conv)
-            last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
-                             (conv,)).fetchone()[0]
-            if last < 0:
-                raise ConversationNotFound(conv)
-            if end > last:
-                raise ValidationError("end_position", f"{end} is past the last position {last}")
-            prev = c.execute(f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = %s AND kind = %s "
-                             "AND key = %s ORDER BY version DESC LIMIT 1", (conv, kind, key)).fetchone()
-            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
-                return int(prev[3]), self._summary(prev)
-            version = (int(prev[3]) if prev is not None else 0) + 1
-            c.execute(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
-            if fold_text is not None:
-                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
-                c.execute("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
-                          # derived text: a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
-                          "VALUES (%s,%s,%s,%s,%s)", (conv, end, fold_text.replace("\x00", " "), json.dumps(meta),
-                                                      time.time()))
-            if keep_versions is not None:
-                c.execute("DELETE FROM summaries WHERE conversation_id = %s AND kind = %s AND key = %s "
-                          "AND version <= %s", (conv, kind, key, version - keep_versions))
-                if fold_text is not None:
-                    # warm folds are the checkpoints whose metadata says so; IS JSON first,
-                    # so a caller's metadata that is not JSON is kept, never parsed
-                    c.execute(
-                        "WITH warm AS (SELECT id FROM checkpoints WHERE conversation_id = %(c)s AND "
-                        "  CASE WHEN metadata IS JSON OBJECT THEN metadata::json ->> 'source' END = 'warm') "
-                        "DELETE FROM checkpoints WHERE id IN (SELECT id FROM warm) "
-                        "AND id NOT IN (SELECT id FROM warm ORDER BY id DESC LIMIT %(n)s)",
-                        {"c": conv, "n": keep_versions})
-        return version, None
+    def _drop_old_warm_folds(self, c: Conn, conversation_id: str, keep: int) -> None:
+        # warm folds are the checkpoints whose metadata says so; IS JSON first, so a
+        # caller's metadata that is not JSON is kept, never parsed
+        c.execute(
+            "WITH warm AS (SELECT id FROM checkpoints WHERE conversation_id = %(c)s AND "
+            "  CASE WHEN metadata IS JSON OBJECT THEN metadata::json ->> 'source' END = 'warm') "
+            "DELETE FROM checkpoints WHERE id IN (SELECT id FROM warm) "
+            "AND id NOT IN (SELECT id FROM warm ORDER BY id DESC LIMIT %(n)s)",
+            {"c": conversation_id, "n": keep})
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:

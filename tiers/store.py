@@ -33,6 +33,7 @@ Contract shared by every method (DESIGN invariants):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +42,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from tiermem.tiers.cold import Label
+    from tiermem.tiers.dialect import Dialect
     from tiermem.tiers.embed import Embedder
     from tiermem.tiers.models import (
         AppendResult,
@@ -446,6 +448,30 @@ class ColdLog(Protocol):
         ...
 
 
+class SqlAccess(Protocol):
+    """Raw access for the storage layer's own tools that run their own SQL on either
+    engine (`tiers.migrate_store`), so they need no engine's private members. Never for
+    the planner, consolidation or the facade: they use `ColdLog` only."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """How the engine's SQL text differs (placeholders, GREATEST) (tiers.dialect)."""
+        ...
+
+    def reading(self) -> contextlib.AbstractContextManager[Any]:
+        """A connection for a sequence of reads (SQLite: the store's lock is held meanwhile)."""
+        ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        ...
+
+    def ensure_vector_width(self, dim: int) -> None:
+        """Make the vector index `dim` wide; a different width than stored drops the
+        derived vectors and marks every turn for re-embedding."""
+        ...
+
+
 if TYPE_CHECKING:  # mypy proves both engines satisfy the interface
     from tiermem.tiers.cold import ColdStore
     from tiermem.tiers.postgres import PostgresStore
@@ -454,4 +480,10 @@ if TYPE_CHECKING:  # mypy proves both engines satisfy the interface
         return store
 
     def _postgres_is_a_cold_log(store: PostgresStore) -> ColdLog:
+        return store
+
+    def _sqlite_gives_sql_access(store: ColdStore) -> SqlAccess:
+        return store
+
+    def _postgres_gives_sql_access(store: PostgresStore) -> SqlAccess:
         return store

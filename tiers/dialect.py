@@ -1,0 +1,500 @@
+"""The SQL both cold engines share, written once: a small dialect layer and the store
+methods whose query and decoding are the same on SQLite and PostgreSQL.
+
+The engines (`tiers.cold.ColdStore`, `tiers.postgres.PostgresStore`) inherit
+`SharedQueries`; each says which `Dialect` it speaks. A shared query is written with
+`?` placeholders and sent through `Dialect.sql`, which turns it into the engine's
+paramstyle (`%s` for psycopg, with any literal `%` doubled). What stays in an engine is
+what really differs: appends and their position counters, `IN (...)` against
+`= ANY(%s)`, upserts SQLite spells `INSERT OR REPLACE`, locks (`FOR SHARE`/`FOR
+UPDATE`) PostgreSQL needs under READ COMMITTED, NUL scrubbing PostgreSQL text needs,
+the search SQL (FTS5 and vec0 against tsvector and pgvector), and numbered parameters
+(`?1`) that SQLite reuses.
+
+Invariants:
+
+- A method here behaves identically on both engines: same rows, same order, same
+  Python types (counts are cast to int, times to float, as the PostgreSQL engine did).
+- It reaches its engine only through the hooks declared below (`_read`, `_tx`,
+  `_require_in`, `_salvage`, ...), which each engine defines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
+from tiermem.tiers.models import (
+    MAX_POSITION,
+    ROLES,
+    Checkpoint,
+    SearchHit,
+    StoredMessage,
+    TurnRow,
+    canonical_role,
+    check_stored_body,
+)
+from tiermem.tiers.search import fuse
+
+if TYPE_CHECKING:
+    from tiermem.tiers.store import FrontierRow, SummaryRow
+
+
+@functools.lru_cache(maxsize=1024)
+def _to_pyformat(text: str) -> str:
+    # a shared query's text is fixed per call site: converted once, then looked up
+    return text.replace("%", "%%").replace("?", "%s")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs in the SQL text itself between the engines."""
+
+    name: str
+    placeholder: str  # one positional parameter
+    greatest: str  # the two-argument maximum: MAX(a, b) in SQLite, GREATEST(a, b) in PostgreSQL
+
+    def sql(self, text: str) -> str:
+        """`text`, written with `?` placeholders (and no `?` in a literal), in this dialect."""
+        return text if self.placeholder == "?" else _to_pyformat(text)
+
+    def params(self, n: int) -> str:
+        """`n` placeholders separated by commas (a VALUES list)."""
+        return ",".join([self.placeholder] * n)
+
+
+SQLITE = Dialect("sqlite", "?", "MAX")
+POSTGRES = Dialect("postgresql", "%s", "GREATEST")
+
+
+class SharedQueries:
+    """The store methods (tiers.store.ColdLog documents each contract) that are the same
+    on both engines but for the dialect."""
+
+    dialect: ClassVar[Dialect]
+
+    if TYPE_CHECKING:  # what each engine provides
+        _salvaged_rows: set[tuple[str, int]]
+        _fault: Callable[[str], None] | None
+        version: int
+        embedder: Embedder | None
+
+        def search_dense(self, query_vec: np.ndarray, k: int, *, conversation_id: str | None = None,
+                         namespace: str | None = None, exclude: str | None = None,
+                         before: int | None = None) -> list[tuple[str, int, float]]: ...
+        def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,
+                        namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]: ...
+
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+        def _tx(self) -> contextlib.AbstractContextManager[Any]: ...
+        @staticmethod
+        def _require_in(c: Any, key: str) -> None: ...
+        def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None: ...
+        def _location(self) -> str: ...
+        def _lock_summaries(self, c: Any, conversation_id: str) -> None: ...
+        def _derived_text(self, text: str) -> str: ...
+        def _drop_old_warm_folds(self, c: Any, conversation_id: str, keep: int) -> None: ...
+        def files_bytes(self) -> int: ...
+        def list_conversations(self, namespace: str, *, exclude: str | None = None,
+                               limit: int | None = None) -> list[str]: ...
+        @property
+        def salvaged(self) -> int: ...
+
+    def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """A shared read, in the engine's dialect."""
+        return self._read(self.dialect.sql(sql), params)
+
+    def _step(self, name: str) -> None:
+        if self._fault is not None:
+            self._fault(name)
+
+    # -- conversations ----------------------------------------------------------------
+
+    def key_of(self, namespace: str, name: str) -> str | None:
+        rows = self._q("SELECT id FROM conversations WHERE namespace = ? AND name = ?", (namespace, name))
+        return str(rows[0][0]) if rows else None
+
+    def name_of(self, key: str) -> tuple[str, str] | None:
+        rows = self._q("SELECT namespace, name FROM conversations WHERE id = ?", (key,))
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def namespace_of(self, conversation_id: str) -> str | None:
+        rows = self._q("SELECT namespace FROM conversations WHERE id = ?", (conversation_id,))
+        return rows[0][0] if rows else None
+
+    def require(self, conversation_id: str, namespace: str | None = None) -> str:
+        """The namespace of a conversation key; ConversationNotFound if it does not exist
+        or (when `namespace` is given) belongs to another namespace."""
+        owner = self.namespace_of(conversation_id)
+        if owner is None or (namespace is not None and owner != namespace):
+            raise ConversationNotFound(conversation_id, namespace)
+        return owner
+
+    def conversation(self, conversation_id: str) -> dict[str, Any] | None:
+        rows = self._q(
+            "SELECT id, name, namespace, parent_id, fork_position, created_at, last_message_at, "
+            "(SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = c.id) "
+            "FROM conversations c WHERE id = ?", (conversation_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return {"key": r[0], "id": r[1], "namespace": r[2], "parent_id": r[3], "fork_position": r[4],
+                "created_at": r[5], "last_message_at": r[6], "messages": int(r[7])}
+
+    def all_keys(self) -> list[str]:
+        return [r[0] for r in self._q("SELECT id FROM conversations ORDER BY id")]
+
+    def list_names(self, namespace: str) -> list[str]:
+        return [r[0] for r in self._q("SELECT name FROM conversations WHERE namespace = ? ORDER BY name",
+                                      (namespace,))]
+
+    def last_position(self, conversation_id: str) -> int:
+        return int(self._q("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
+                           (conversation_id,))[0][0])
+
+    def pending_embeddings(self, conversation_id: str | None = None) -> int:
+        if conversation_id is None:
+            return int(self._q("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
+        return int(self._q("SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?",
+                           (conversation_id,))[0][0])
+
+    def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
+        # two index seeks, not a count (a COUNT over 20k turns costs 1.7 ms per call)
+        rows = self._q(
+            "SELECT f.id, f.created_at, l.position FROM "
+            "(SELECT id, created_at FROM turns WHERE conversation_id = ? ORDER BY position LIMIT 1) f, "
+            "(SELECT position FROM turns WHERE conversation_id = ? ORDER BY position DESC LIMIT 1) l",
+            (conversation_id, conversation_id))
+        if not rows:
+            return None
+        r = rows[0]
+        return int(r[0]), float(r[1]), int(r[2])
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
+        conv, pos, role, body, session, meta, created, tokens = row
+        try:
+            data = json.loads(body)
+            # the check that admitted the message on append runs on every read: a row of
+            # valid JSON but the wrong shape (tool_calls a string) is salvaged here, not
+            # met as an AttributeError by whatever renders it
+            check_stored_body(data)
+            if canonical_role(data) != role or role not in ROLES:
+                raise ValueError("body is not a message of the row's role")
+            metadata = json.loads(meta) if meta is not None else None
+            if metadata is not None and not isinstance(metadata, dict):
+                raise ValueError("metadata is not an object")
+            return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
+        except (ValueError, TypeError) as exc:
+            self._salvage(conv, pos, exc)
+            return None
+
+    _SELECT = (
+        "SELECT m.conversation_id, m.position, m.role, m.body, m.session_id, m.metadata, m.created_at, t.tokens "
+        "FROM messages m LEFT JOIN turns t ON t.conversation_id = m.conversation_id AND t.position = m.position "
+    )
+
+    def history(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[StoredMessage]:
+        rows = self._q(self._SELECT + "WHERE m.conversation_id = ? AND m.position BETWEEN ? AND ? "
+                       "ORDER BY m.position", (conversation_id, start, MAX_POSITION if end is None else end))
+        return [m for m in map(self._decode, rows) if m is not None]
+
+    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
+        rows = self._q(
+            "SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
+            "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT 1",
+            (conversation_id, MAX_POSITION if at_or_before is None else at_or_before))
+        if not rows:
+            return None
+        r = rows[0]
+        return Checkpoint(r[0], int(r[1]), r[2], json.loads(r[3]) if r[3] else None, float(r[4]))
+
+    def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
+        cp = self.latest_checkpoint(conversation_id)
+        return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
+
+    _TURN_SELECT = (
+        "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
+        "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
+        "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
+    )
+
+    @staticmethod
+    def _turn(r: Sequence[Any]) -> TurnRow:
+        return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
+                       int(r[9] or 0), r[10], r[11], None if r[12] is None else int(r[12]))
+
+    def _turns_where(self, where: str, params: Sequence[Any]) -> list[TurnRow]:
+        return [self._turn(r) for r in self._q(self._TURN_SELECT + where, params)]
+
+    def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
+        return self._turns_where("WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
+                                 (conversation_id, start, MAX_POSITION if end is None else end))
+
+    def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
+        rows = self._turns_where("WHERE t.conversation_id = ? ORDER BY t.position DESC LIMIT ?",
+                                 (conversation_id, limit))
+        return rows[::-1]
+
+    def latest_position(self, conversation_id: str, role: str) -> int | None:
+        row = self._q("SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ?",
+                      (conversation_id, role))
+        return None if row[0][0] is None else int(row[0][0])
+
+    def pin_version(self, conversation_id: str) -> int:
+        # kept by triggers in both engines (m012_pin_versions)
+        rows = self._q("SELECT version FROM pin_versions WHERE conversation_id = ?", (conversation_id,))
+        return int(rows[0][0]) if rows else 0
+
+    # -- derived labels and user state ------------------------------------------------------
+
+    def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
+        if not labels:
+            return  # nothing to write: no transaction either
+        with self._tx() as c:
+            c.cursor().executemany(self.dialect.sql(
+                "UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
+                "WHERE conversation_id = ? AND position = ?"),
+                [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels])
+
+    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
+        if not pairs:
+            return
+        with self._tx() as c:
+            c.cursor().executemany(self.dialect.sql(
+                "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ?"),
+                [(new, conversation_id, old) for old, new in pairs])
+
+    def store_plan(self, conversation_id: str, plan_json: str) -> None:
+        with self._tx() as c:
+            self._require_in(c, conversation_id)
+            c.execute(self.dialect.sql(
+                "INSERT INTO plans(conversation_id, last_position, plan, created_at) VALUES (?, "
+                "(SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?), ?, ?)"),
+                (conversation_id, conversation_id, plan_json, time.time()))
+
+    def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT last_position, plan, created_at FROM plans WHERE conversation_id = ?"
+        params: tuple[Any, ...] = (conversation_id,)
+        if last_position is not None:
+            sql += " AND last_position = ?"
+            params = (conversation_id, last_position)
+        return [{"last_position": int(r[0]), "plan": json.loads(r[1]), "created_at": r[2]}
+                for r in self._q(sql + " ORDER BY id", params)]
+
+    def checkpoint(self, conversation_id: str, summary: str, position: int,
+                   metadata: dict[str, Any] | None = None) -> Checkpoint:
+        now = time.time()
+        with self._tx() as c:
+            last = c.execute(self.dialect.sql(
+                "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?"),
+                (conversation_id,)).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conversation_id)
+            if not 0 <= position <= last:
+                raise PositionOutOfRange("position", position, int(last))
+            c.execute(self.dialect.sql(
+                "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) VALUES (?,?,?,?,?)"),
+                (conversation_id, position, summary, json.dumps(metadata) if metadata else None, now))
+        return Checkpoint(conversation_id, position, summary, metadata, now)
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
+               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None) -> list[SearchHit]:
+        """Hybrid search: the engine's dense and keyword lists fused by reciprocal rank
+        (RRF); each hit carries its rank in every retriever that found it. `depth` is how
+        many candidates each retriever contributes before fusion (default 3k)."""
+        depth = depth or max(3 * k, 20)
+        lists: dict[str, list[tuple[str, int, float]]] = {}
+        if query_vec is None and self.embedder is not None and query.strip():
+            query_vec = query_embedding(self.embedder)([query])[0]
+        if query_vec is not None:
+            lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)
+        lists["bm25"] = self.search_bm25(query, depth, conversation_id=conversation_id, namespace=namespace)
+        return fuse(lists, k, rrf_k=rrf_k)
+
+    def _fork_name(self, c: Any, conversation_id: str, parent: Sequence[Any] | None, up_to: int,
+                   new_id: str | None) -> tuple[str, str]:
+        """Inside fork's transaction, from the parent's (namespace, name, last position)
+        row (None: it is gone): `up_to` checked against its last position, and the
+        (namespace, name) of the child (`new_id`, or one made from the parent's name),
+        that name free in the namespace."""
+        if parent is None:
+            raise ConversationNotFound(conversation_id)
+        namespace, parent_name, last = parent
+        if not 0 <= up_to <= last:
+            raise PositionOutOfRange("up_to", up_to, int(last))
+        child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
+        if c.execute(self.dialect.sql("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?"),
+                     (namespace, child_name)).fetchone():
+            raise ValidationError("new_id", f"conversation {child_name!r} already exists")
+        return namespace, child_name
+
+    # -- retention and stats ---------------------------------------------------------------
+
+    def _rebuild_body(self, conv: str, pos: int, role: str, body: str) -> dict[str, Any]:
+        """A message's body for `rebuild`; one that cannot be decoded is salvaged and
+        indexed as an empty message of its role (its position keeps a turn row)."""
+        try:
+            data = json.loads(body)
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            self._salvage(conv, pos, exc, what="rebuild skipped")
+            return {"role": role, "content": ""}
+        return data
+
+    def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
+               "FROM tombstones")
+        params: tuple[Any, ...] = ()
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params = (namespace,)
+        cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
+        return [dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
+                for r in self._q(sql + " ORDER BY id", params)]
+
+    def stats(self) -> dict[str, Any]:
+        row = self._q(
+            "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
+            "(SELECT COUNT(DISTINCT namespace) FROM conversations), (SELECT COUNT(*) FROM checkpoints), "
+            "(SELECT COUNT(*) FROM turns WHERE embedded = 0)")[0]
+        return {"conversations": int(row[0]), "messages": int(row[1]), "namespaces": int(row[2]),
+                "checkpoints": int(row[3]), "pending_embeddings": int(row[4]), "salvaged_rows": self.salvaged,
+                "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self._location()}
+
+    def _salvaged_in(self, namespace: str) -> int:
+        keys = set(self.list_conversations(namespace))
+        return sum(1 for key, _pos in self._salvaged_rows if key in keys)
+
+    def namespace_stats(self, namespace: str) -> dict[str, Any]:
+        row = self._q(
+            "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
+            "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = ?", (namespace,))[0]
+        pending = self._q(
+            "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
+            "WHERE c.namespace = ? AND t.embedded = 0", (namespace,))[0][0]
+        return {"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
+                # only this namespace's bad rows: a tenant must not see another's count
+                "salvaged_rows": self._salvaged_in(namespace)}
+
+    # -- the warm tier's tables (tiers.warm stores and reads its views through these) ---------
+
+    _SUMMARY_COLS = ("conversation_id, kind, key, version, start_position, end_position, body, tokens, summarizer, "
+                     "created_at")
+
+    @staticmethod
+    def _summary(r: Sequence[Any]) -> SummaryRow:
+        return (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), r[8], float(r[9]))
+
+    def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
+                    keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
+        conv, kind, key, _version, start, end, body, tokens, summarizer, created = row
+        sql = self.dialect.sql
+        with self._tx() as c:
+            self._lock_summaries(c, conv)
+            last = c.execute(sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?"),
+                             (conv,)).fetchone()[0]
+            if last < 0:
+                raise ConversationNotFound(conv)
+            if end > last:
+                raise ValidationError("end_position", f"{end} is past the last position {last}")
+            prev = c.execute(sql(
+                f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                "ORDER BY version DESC LIMIT 1"), (conv, kind, key)).fetchone()
+            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
+                return int(prev[3]), self._summary(prev)
+            version = (int(prev[3]) if prev is not None else 0) + 1
+            c.execute(sql(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
+                      (conv, kind, key, version, start, end, body, tokens, summarizer, created))
+            if fold_text is not None:
+                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
+                c.execute(sql("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
+                              "VALUES (?,?,?,?,?)"),
+                          (conv, end, self._derived_text(fold_text), json.dumps(meta), time.time()))
+            if keep_versions is not None:
+                # derived data stays proportional to the log: old versions of a view and
+                # old folds of its own go; a checkpoint a caller wrote is never touched
+                c.execute(sql("DELETE FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                              "AND version <= ?"), (conv, kind, key, version - keep_versions))
+                if fold_text is not None:
+                    self._drop_old_warm_folds(c, conv, keep_versions)
+        return version, None
+
+    def latest_summaries(self, conversation_id: str, kind: str, key: str, limit: int) -> list[SummaryRow]:
+        return [self._summary(r) for r in self._q(
+            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY version DESC LIMIT ?", (conversation_id, kind, key, limit))]
+
+    def summary_version(self, conversation_id: str, kind: str, key: str, version: int) -> SummaryRow | None:
+        rows = self._q(
+            f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "AND version = ?", (conversation_id, kind, key, version))
+        return self._summary(rows[0]) if rows else None
+
+    def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
+        return [int(r[0]) for r in self._q(
+            "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? ORDER BY version",
+            (conversation_id, kind, key))]
+
+    def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
+        return [(r[0], float(r[1])) for r in self._q(
+            "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
+            "ORDER BY id DESC LIMIT ?", (conversation_id, kind, key, limit))]
+
+    def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
+        return self._turns_where("WHERE t.conversation_id = ? AND t.load_bearing = 1 AND t.position > ? "
+                                 "AND t.position <= ? ORDER BY t.position", (conversation_id, after, end))
+
+    def session_turns(self, conversation_id: str, session_id: str, after: int, end: int) -> list[TurnRow]:
+        return self._turns_where("WHERE t.conversation_id = ? AND t.position > ? AND t.position <= ? "
+                                 "AND t.session_id = ? ORDER BY t.position", (conversation_id, after, end, session_id))
+
+    def view_frontier(self) -> list[FrontierRow]:
+        # index seeks per conversation, no scan of the log
+        rows = self._q(
+            "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
+            "c.last_message_at, c.created_at, "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
+            "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
+            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
+            "FROM conversations c")
+        return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
+                 None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
+
+    def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
+                   limit: int | None = None) -> list[tuple[int, str | None, float]]:
+        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = ? AND position > ?"
+        params: list[Any] = [conversation_id, after]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            params.append(session_id)
+        sql += " ORDER BY position"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [(int(r[0]), r[1], float(r[2])) for r in self._q(sql, params)]
+
+    def turn_created_at(self, conversation_id: str, position: int) -> float | None:
+        rows = self._q("SELECT created_at FROM turns WHERE conversation_id = ? AND position = ?",
+                       (conversation_id, position))
+        return float(rows[0][0]) if rows else None
+
+    def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
+        return [(int(r[0]), float(r[1])) for r in self._q(
+            "SELECT position, created_at FROM turns WHERE conversation_id = ? AND position > ? "
+            "AND intent IS NULL ORDER BY position", (conversation_id, after))]
