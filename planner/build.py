@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner import epoch_policy
+from tiermem.planner import epoch_policy, middle
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
@@ -157,6 +157,7 @@ class PlannerSettings:
     # the stable layers' budget shares, the same for every query class
     layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
     epochs: bool = True  # append-only contexts within an epoch (planner.epoch)
+    evict_middle: bool = True  # a used-up epoch keeps its head and rebuilds the rest (planner.middle)
 
 @dataclass(frozen=True)
 class _Extension:
@@ -165,6 +166,7 @@ class _Extension:
     segments: list[Segment]
     total: int
     reason: str
+    head: int = 0  # a middle eviction's kept head (planner.middle)
 
 
 @dataclass(frozen=True)
@@ -536,6 +538,9 @@ class Planner:
         # a context that left room for appends (a new epoch's reserve) or extends one on a
         # new user message is likely the next call's prefix: its end is marked too
         plan.breakpoints = breakpoints(kinds, tokens_each, whole=excess > 0 or (moved_on and ext is not None))
+        head = middle.kept_head(ext.head if ext is not None else 0, prev.segments if prev is not None and ext else (),
+                                prev.head if prev is not None else 0, segments)
+        plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
@@ -544,7 +549,7 @@ class Planner:
                 prev.summary_lines if ext is not None and prev is not None
                 else frozenset(c.text for c in chosen["summary"]),
                 max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
-                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated))
+                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head))
         return segments, total
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
@@ -681,11 +686,17 @@ class Planner:
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
                 over = fixed_total + sum(c.tokens for c in need)
+                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+                if mid is not None:
+                    return mid, ""
                 return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
                               f"turn(s) would make about {over} of {budget} tokens")
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
             kept = messages_tokens(self.tokens, [g.message for g in head[:cut]])
             if latest_user != prev.latest_user and kept < REWIND_MIN_KEPT_SHARE * budget:
+                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+                if mid is not None:
+                    return mid, ""
                 return None, (f"room used up: a rewind to message {cut} would keep only {kept} of {budget} "
                               "tokens as the cached prefix")
             del head[blocks[-1]]
@@ -707,6 +718,33 @@ class Planner:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
         return _Extension(segs, total, reason), ""
+
+    def _middle(self, prev: EpochState, call: _Call, fixed: _Fixed, at: int, before: list[Segment],
+                rest: list[Segment], wanted: list[Candidate], min_share: float) -> _Extension | None:
+        """On a new user message whose extension ran out of room: the previous context's
+        head kept, the newest turns rebuilt after it (planner.middle), or None."""
+        conv, budget, latest_user = call.conv, call.budget, fixed.latest_user
+        if latest_user is None or latest_user == prev.latest_user or not self.settings.evict_middle:
+            return None
+        cut = middle.head_cut(prev.segments[:at], self.tokens, budget)
+        if cut is None:
+            return None
+        head = list(prev.segments[:cut])
+        on_head = {p for c, p in shown(head) if c == conv}
+        recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position < latest_user],
+                                             fixed.tail_msgs, latest_user), key=lambda c: -c.position)
+        required = {p for g in before for it in g.items for p in it.positions}
+        tail = middle.rebuilt_tail(recent, required, on_head, budget,
+                                   f"newest turn, rebuilt after the kept head in epoch {prev.epoch}")
+        on_show = on_head | {p for c, p in shown(tail) if c == conv}
+        need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
+        min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
+        got = middle.evict(head, tail, rest[0], rest[1:], need,
+                           lambda msgs, base, todo: self._fit_need(msgs, base, todo, budget, conv),
+                           lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),
+                                                tuple(c.item() for c in fits)),
+                           self.tokens, budget, min_tokens)
+        return _Extension(got.segments, got.total, got.reason, cut) if got is not None else None
 
     def _fit_need(self, fixed_part: list[dict[str, Any]], base: int, need: list[Candidate], budget: int,
                   conv: str) -> list[Candidate]:
