@@ -150,7 +150,7 @@ KEEP_GRID: tuple[float, ...] = (0.45, 0.5, 0.52, 0.54, 0.56, 0.6)  # the kept he
 AFTER_GRID: tuple[float, ...] = (0.1, 0.2)
 # the restart point: when the next context would pass this share of the budget (a
 # smaller context is cheaper to read back, and restarts cost only the rebuilt part)
-CAP_GRID: tuple[float, ...] = (0.8, 0.9, 1.0)
+CAP_GRID: tuple[float, ...] = (0.7, 0.75, 0.8, 0.9, 1.0)
 
 
 def replay_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, keep: float, fill: float,

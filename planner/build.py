@@ -538,8 +538,7 @@ class Planner:
         # a context that left room for appends (a new epoch's reserve) or extends one on a
         # new user message is likely the next call's prefix: its end is marked too
         plan.breakpoints = breakpoints(kinds, tokens_each, whole=excess > 0 or (moved_on and ext is not None))
-        head = middle.kept_head(ext.head if ext is not None else 0, prev.segments if prev is not None and ext else (),
-                                prev.head if prev is not None else 0, segments)
+        head = middle.kept_head(ext.head, prev.segments, prev.head, segments) if ext and prev else 0
         plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
@@ -717,6 +716,10 @@ class Planner:
         if dropped:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
+        if total > middle.MIDDLE_CAP_SHARE * budget:  # long enough to read back dear: evict before it fills
+            mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+            if mid is not None:
+                return mid, ""
         return _Extension(segs, total, reason), ""
 
     def _middle(self, prev: EpochState, call: _Call, fixed: _Fixed, at: int, before: list[Segment],
