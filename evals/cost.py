@@ -368,7 +368,13 @@ def run_cost(
     """`trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
     class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason),
     to see why each cache miss happened."""
-    from tiermem.evals.bound import MIDDLE, BoundTurn, best_bound, best_middle, stable_layers  # it builds on this module
+    from tiermem.evals.bound import (  # it builds on this module
+        MIDDLE,
+        BoundTurn,
+        best_bound,
+        best_middle,
+        stable_layers,
+    )
     from tiermem.evals.floor import floor_summary
 
     if budget < 1:
@@ -458,14 +464,14 @@ def run_cost(
                 summ[f"ratio_billed_vs_full_{p}"] = None
     goals: dict[str, Any] = {"total_ratio_max": GOAL_TOTAL_RATIO, "cache_stable_min": GOAL_CACHE_STABLE,
                              "billed_vs_cached_full_max": dict(GOAL_BILLED_VS_CACHED_FULL)}
-    floor = summaries.get("floor")
-    if floor is not None and full is not None:
+    floor_row = summaries.get("floor")
+    if floor_row is not None and full is not None:
         for p, cap in GOAL_BILLED_VS_CACHED_FULL.items():
-            alt = floor.get("at_bound_fill")
-            if alt is not None and full[f"total_billed_{p}"]:
-                alt[f"ratio_billed_vs_full_{p}"] = round(alt[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
+            variant = floor_row.get("at_bound_fill")
+            if variant is not None and full[f"total_billed_{p}"]:
+                variant[f"ratio_billed_vs_full_{p}"] = round(variant[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
             # above the floor's ratio the target is out of reach of every policy (evals.floor)
-            got = floor[f"ratio_billed_vs_full_{p}"]
+            got = floor_row[f"ratio_billed_vs_full_{p}"]
             goals[f"billed_vs_cached_full_{p}_feasible"] = got is not None and got <= cap
     tm = summaries.get(TIERMEM)
     if tm is not None and full is not None:

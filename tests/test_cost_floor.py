@@ -56,8 +56,8 @@ THREE = [FloorTurn(5, 0, 8), FloorTurn(4, 2, 12), FloorTurn(6, 0, 18)]
     (THREE, TINY_ANTHROPIC, 26.5),  # the same and one write premium: 0.25 x 10
     # one read that saves 2 (10 in full against 1 + 7), less than the write premium (2.5):
     # Anthropic's floor never reads (8 + 10), OpenAI's does (8 + 8)
-    (THREE[:1] + [FloorTurn(4, 0, 12)], TINY_OPENAI, 16.0),
-    (THREE[:1] + [FloorTurn(4, 0, 12)], TINY_ANTHROPIC, 18.0),
+    ([*THREE[:1], FloorTurn(4, 0, 12)], TINY_OPENAI, 16.0),
+    ([*THREE[:1], FloorTurn(4, 0, 12)], TINY_ANTHROPIC, 18.0),
 ])
 def test_the_floor_equals_the_hand_computed_figure(turns: list[FloorTurn], rules: CacheRules, billed: float) -> None:
     assert floor_bill(turns, rules, keep=10, priming=PRIMING)["billed"] == billed

@@ -216,6 +216,13 @@ def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
     assert bound["max_context_tokens"] <= 300 and bound["budget_violations"] == 0
     assert bound["total_billed_openai"] <= res["methods"]["tail"]["total_billed_openai"]
     assert len(bound["fill_curve"]) == 91 and "series" not in bound
+    # the floor (evals.floor): no method, simulated or not, bills less under either provider
+    floor = res["methods"]["floor"]
+    for name, m in res["methods"].items():
+        for p in ("openai", "anthropic"):
+            assert floor[f"total_billed_{p}"] <= m[f"total_billed_{p}"], (name, p)
+    assert res["methods"]["bound_middle"]["budget_violations"] == 0
+    assert "billed_vs_cached_full_openai_feasible" in res["goals"]
     assert res["turns_replayed"] == 30 and res["context_builds"] > 5
     full, tail = res["methods"]["full_context"], res["methods"]["tail"]
     assert full["cache_stable_share"] > 0.8  # each turn's full context extends the previous one
