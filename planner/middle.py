@@ -5,7 +5,7 @@ A new epoch rebuilds the whole context: a provider's prompt cache then serves on
 caller's system prompt and the stable layers, and everything after them (about half the
 budget at the epoch start fill) is billed again in full. Instead, the previous context's
 head (the system prompt, the pinned block, the summary and the turns that follow them,
-up to `MIDDLE_KEEP_SHARE` of the budget) stays byte for byte, a prefix the cache still
+the fewest that reach `MIDDLE_MIN_KEPT_TOKENS`) stays byte for byte, a prefix the cache still
 holds across the restart; after it come the newest turns (at least the ones that
 arrived since, up to `MIDDLE_TAIL_SHARE` of the budget), this call's retrieved turns
 and the latest user message. The turns between the head and the new tail leave the
@@ -13,8 +13,7 @@ context (they stay in the log, retrievable). The next restart keeps the same hea
 its cost is only the rebuilt part.
 
 When it applies (`evict`): on a new user message, when the extension ran out of room and
-the head is long enough to be cacheable (at least `MIDDLE_MIN_KEPT_SHARE` of the budget,
-about a provider's 1,024-token minimum at 2,000); a recall (NEEDS_ROOM_CLASSES) still
+a head long enough to be cacheable ends within `MIDDLE_KEEP_SHARE` of the budget; a recall (NEEDS_ROOM_CLASSES) still
 gets a new epoch when the room after the head cannot show `need_share` of its retrieved
 turns' tokens. (Chosen on the cost replay's bound, evals.bound.best_middle: keeping
 0.5-0.56 of the budget and rebuilding 0.1 is cheapest on all four LoCoMo dev
@@ -37,8 +36,13 @@ from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint
 from tiermem.tiers.tokens import TokenCounter, messages_tokens
 
-MIDDLE_KEEP_SHARE = 0.54  # the head kept across the restart, at most this share of the budget
-MIDDLE_MIN_KEPT_SHARE = 0.5  # a shorter head is below a provider's minimum cacheable prefix: a new epoch
+# the head kept across the restart: the fewest leading messages that reach this many
+# tokens (the providers' 1,024-token minimum cacheable prefix and a margin for chat
+# formats that count a little differently: a shorter head is never cached, so a new epoch
+# is as cheap), and none when that takes more than MIDDLE_KEEP_SHARE of the budget (at a
+# small budget the head would crowd out the rest)
+MIDDLE_MIN_KEPT_TOKENS = 1040
+MIDDLE_KEEP_SHARE = 0.6
 MIDDLE_TAIL_SHARE = 0.1  # the newest turns rebuilt after the head, up to this share of the budget
 # An extension on a new user message that would pass this share of the budget evicts
 # instead: a long context is read back at every call (a tenth of its tokens each time),
@@ -55,21 +59,23 @@ class Eviction:
 
 
 def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int) -> int | None:
-    """How many leading segments stay: the most whose tokens fit `MIDDLE_KEEP_SHARE` of
-    the budget, stopping before the latest user message and never before a tool result
-    (it would be cut from its call); None when that keeps under `MIDDLE_MIN_KEPT_SHARE`."""
-    best: int | None = None
+    """How many leading segments stay: the fewest whose tokens reach
+    `MIDDLE_MIN_KEPT_TOKENS` (a head past a provider's minimum cacheable prefix, and no
+    longer: every call reads it back), stopping before the latest user
+    message and never before a tool result (it would be cut from its call); None when no
+    such head stays within `MIDDLE_KEEP_SHARE`. The same prefix gives the same head, so
+    a later restart keeps what an earlier one kept."""
     for k in range(1, len(segments) + 1):
         if segments[k - 1].kind == "latest":
-            break
-        if messages_tokens(tokens, [g.message for g in segments[:k]]) > MIDDLE_KEEP_SHARE * budget:
-            break
+            return None
+        kept = messages_tokens(tokens, [g.message for g in segments[:k]])
+        if kept > MIDDLE_KEEP_SHARE * budget:
+            return None
         nxt = segments[k].message if k < len(segments) else {}
-        if nxt.get("role") != "tool" and nxt.get("type") not in ("function_call_output", "custom_tool_call_output"):
-            best = k
-    if best is None or messages_tokens(tokens, [g.message for g in segments[:best]]) < MIDDLE_MIN_KEPT_SHARE * budget:
-        return None
-    return best
+        if kept >= MIDDLE_MIN_KEPT_TOKENS and nxt.get("role") != "tool" and \
+                nxt.get("type") not in ("function_call_output", "custom_tool_call_output"):
+            return k
+    return None
 
 
 def rebuilt_tail(recent: Sequence[Candidate], required: set[int], shown: set[int], budget: int,

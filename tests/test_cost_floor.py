@@ -95,8 +95,8 @@ def test_the_floor_is_at_most_every_methods_bill(counter: BpeTokenCounter, n: in
         bills["tail"].add(t.turn, tail_truncation(partial, BUDGET), 0.0, renderer=renderer, budget=BUDGET)
     for fill in (0.1, 0.52, 0.9):  # the bound's family at a long, a cacheable and a short epoch
         bills[f"bound {fill}"] = replay_bound(v, turns, BUDGET, fill, renderer, counter)
-    for keep, fill, cap in ((0.52, 0.56, 0.6), (0.54, 0.64, 0.8)):  # middle eviction, a degenerate one first
-        bills[f"middle {keep}"] = replay_middle(v, turns, BUDGET, keep, fill, renderer, counter, cap=cap)
+    for keep, after, cap in ((0.52, 0.01, 0.6), (0.54, 0.1, 0.8)):  # middle eviction, a degenerate one first
+        bills[f"middle {keep}"] = replay_middle(v, turns, BUDGET, keep, after, renderer, counter, cap=cap)
     for name, s in bills.items():
         summ = s.summary()
         for p in PROVIDERS:
