@@ -99,10 +99,12 @@ NEEDS_ROOM_CLASSES = RECALL_CLASSES | {"recent_recall"}
 NARROW_RETRIEVED_SHARE = 0.1
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
-# big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
-# budget: 1,040; 0.6 and 0.7 measured worse on the conv-26 replay), small enough to
-# leave room for the appends of an epoch.
-EPOCH_START_FILL_SHARE = 0.52
+# big enough to pass a provider's minimum cacheable prefix (1,024 tokens) at a 2,000-token
+# budget even when the last turn does not fit (0.52 left 1,019-1,024 rendered tokens on
+# 4 of 19 new epochs of conv-41/42, so their next call was not cached: 0.54 bills 0.2-0.8
+# points less on 3 of the 4 dev replays; 0.6 and 0.7 measured worse on conv-26), small
+# enough to leave room for the appends of an epoch.
+EPOCH_START_FILL_SHARE = 0.54
 # A rewind on a new user message that would keep less than this share of the budget as
 # the cached prefix starts a new epoch instead: a prefix that short is below the
 # providers' minimum cacheable length anyway, and a new epoch is filled
