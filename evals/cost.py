@@ -444,10 +444,10 @@ def run_cost(
         series[MIDDLE] = mid.pop("series")
         summaries[MIDDLE] = mid
     if "floor" in active:
-        summaries["floor"] = floor_summary(view, bound_turns, renderer)
+        summaries["floor"] = floor_summary(view, bound_turns, renderer, budget=budget)
         if "bound" in active:  # the "keeps a budget-sized memory" variant: M = budget x the bound's best fill
             kept = {p: int(budget * summaries["bound"][f"best_fill_{p}"]) for p in PROVIDERS}
-            alt = floor_summary(view, bound_turns, renderer, keep=kept)
+            alt = floor_summary(view, bound_turns, renderer, keep=kept, budget=budget)
             summaries["floor"]["at_bound_fill"] = {
                 **{f"keep_tokens_{p}": kept[p] for p in PROVIDERS},
                 **{f"total_billed_{p}": alt[f"total_billed_{p}"] for p in PROVIDERS}}

@@ -14,7 +14,8 @@ Requirements, at each replayed user turn t (a "build"):
   as is the assistant header the provider appends after them (the priming).
 - (b) The request holds at least min(H_t, M) tokens, H_t being the whole history so
   far as full context renders it (its request at t, priming included) and M the kept
-  memory (default: the provider's minimum cacheable prefix, 1,024 tokens).
+  memory (default: the provider's minimum cacheable prefix, 1,024 tokens; never more
+  than the replay's budget, which no policy of that budget can pass).
 
 Gifts:
 - Everything in the request but the new messages and the priming ("old" tokens) may be
@@ -120,14 +121,16 @@ def floor_bill(turns: Sequence[FloorTurn], rules: CacheRules, keep: int, priming
 
 
 def floor_summary(view: ConvView, turns: Sequence[BoundTurn], renderer: Renderer,
-                  keep: Mapping[str, int] | None = None) -> dict[str, Any]:
+                  keep: Mapping[str, int] | None = None, budget: int | None = None) -> dict[str, Any]:
     """The floor under every provider, keeping each provider's `keep` tokens (default:
-    its minimum cacheable prefix). Shaped like `MethodSeries.summary` where it can be."""
+    its minimum cacheable prefix), at most `budget`. Shaped like `MethodSeries.summary`
+    where it can be."""
     priming = int(renderer.priming.shape[0])
     ft = floor_turns(view, turns, renderer)
     out: dict[str, Any] = {"builds": len(ft)}
     for p, rules in PROVIDERS.items():
         m = keep[p] if keep is not None else rules.min_prefix
+        m = min(m, budget) if budget is not None else m
         got = floor_bill(ft, rules, m, priming)
         out[f"total_billed_{p}"] = got["billed"]
         out[f"keep_tokens_{p}"] = m

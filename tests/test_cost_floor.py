@@ -112,3 +112,15 @@ def test_a_larger_kept_memory_never_lowers_the_floor(counter: BpeTokenCounter) -
     got = [floor_summary(v, turns, renderer, keep={p: k for p in PROVIDERS})["total_billed_openai"]
            for k in (0, 1024, 1500, 2000)]
     assert got == sorted(got) and got[0] < got[-1]
+
+
+def test_the_kept_memory_never_passes_the_budget(counter: BpeTokenCounter) -> None:
+    # a budget-300 policy cannot keep 1,024 tokens: requirement (b) asks min(history, 300)
+    v = view_of(counter, 60)
+    renderer = Renderer(counter)
+    turns = user_turns(v)
+    small = floor_summary(v, turns, renderer, budget=300)
+    assert small["keep_tokens_openai"] == small["keep_tokens_anthropic"] == 300
+    # (the floor still grants a read of a padded 1,024-token prefix: a gift, so it stays a bound)
+    assert small["total_billed_openai"] <= floor_summary(v, turns, renderer)["total_billed_openai"]
+    assert floor_summary(v, turns, renderer, budget=BUDGET)["keep_tokens_openai"] == 1024
