@@ -739,8 +739,10 @@ class Planner:
         recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position < latest_user],
                                              fixed.tail_msgs, latest_user), key=lambda c: -c.position)
         required = {p for g in before for it in g.items for p in it.positions}
+        held_back = frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
+                              | self.statements.positions(conv))
         tail = middle.rebuilt_tail(recent, required, on_head, budget,
-                                   f"newest turn, rebuilt after the kept head in epoch {prev.epoch}")
+                                   f"newest turn, rebuilt after the kept head in epoch {prev.epoch}", held_back)
         on_show = on_head | {p for c, p in shown(tail) if c == conv}
         need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
         min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)

@@ -79,10 +79,13 @@ def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int) -> 
 
 
 def rebuilt_tail(recent: Sequence[Candidate], required: set[int], shown: set[int], budget: int,
-                 reason: str) -> list[Segment]:
+                 reason: str, held_back: frozenset[int] = frozenset()) -> list[Segment]:
     """The newest turns after the head, in log order: every unit holding a `required`
     position (what arrived since), then older ones newest first while they fit
-    `MIDDLE_TAIL_SHARE` of the budget; none the head shows. `recent` newest first."""
+    `MIDDLE_TAIL_SHARE` of the budget, stopping before one the head shows or one that
+    holds a position of `held_back` (superseded wholly or in part: the tail shows turns
+    raw, so an old value would read as current, as planner.pack.Packing.grow_tail does).
+    `recent` newest first."""
     room = MIDDLE_TAIL_SHARE * budget
     out: list[Candidate] = []
     used = 0
@@ -90,6 +93,8 @@ def rebuilt_tail(recent: Sequence[Candidate], required: set[int], shown: set[int
         positions = set(c.group or [c.position])
         if positions & shown:
             break  # the head shows it and everything older: the new tail starts after
+        if positions & held_back and not positions & required:
+            break
         if positions & required or used + c.tokens <= room:
             out.append(c)
             used += c.tokens

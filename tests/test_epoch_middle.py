@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 
 from tiermem import Memory
-from tiermem.planner.middle import MIDDLE_KEEP_SHARE, MIDDLE_MIN_KEPT_TOKENS
+from tiermem.planner.candidates import Candidate
+from tiermem.planner.middle import MIDDLE_KEEP_SHARE, MIDDLE_MIN_KEPT_TOKENS, rebuilt_tail
 from tiermem.tiers.tokens import messages_tokens
 
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
@@ -75,3 +76,22 @@ def test_without_middle_eviction_a_used_up_epoch_starts_anew(memory: Memory) -> 
     calls = chat(memory, 40)
     assert not [p for _, p in calls if "evicts from the middle" in p.cache.reason]
     assert any(p.cache.new_epoch and "room used up" in p.cache.reason for _, p in calls[1:])
+
+
+def test_the_rebuilt_tail_stops_before_a_superseded_turn() -> None:
+    # rebuilt newest first: what arrived since always, older units while they fit, never
+    # past one the head shows or one superseded since (it would read as current)
+
+    def unit(p: int) -> Candidate:
+        c = Candidate("tail", "c", p, 1.0, "recent turn", tokens=30)
+        c.body = {"messages": [{"role": "user" if p % 2 == 0 else "assistant", "content": f"turn {p}"}]}
+        return c
+
+    recent = [unit(p) for p in range(20, 10, -1)]  # 20 (newest) .. 11
+
+    def got(held_back: frozenset[int] = frozenset()) -> list[int]:
+        return [g.items[0].positions[0] for g in rebuilt_tail(recent, {20, 19}, {12}, BUDGET, "r", held_back)]
+
+    assert got() == [15, 16, 17, 18, 19, 20]  # 200 tokens: 6 units of 30 (the head shows 12)
+    assert got(held_back=frozenset({17})) == [18, 19, 20]  # stops before the superseded turn
+    assert got(held_back=frozenset({20})) == [15, 16, 17, 18, 19, 20]  # what arrived since stays
