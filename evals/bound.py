@@ -134,3 +134,102 @@ def best_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer
     out["fill_curve"] = curve
     out["series"] = series
     return out
+
+
+# -- the middle-eviction family -----------------------------------------------------------
+# A restart of the family above rebuilds the whole tail. Evicting from the middle
+# (docs/design.md) keeps the head of the previous epoch's context instead: the stable
+# layers and the turns after them, up to `keep` x budget tokens in all, stay byte for
+# byte, a prefix the cache still holds across the restart, and only what follows is
+# rebuilt: the newest turns, `after` x budget of them (the latest always). A restart then
+# pays only for what it rebuilds after the kept head.
+MIDDLE = "bound_middle"  # the second family's name in the replay's JSON
+KEEP_GRID: tuple[float, ...] = (0.52, 0.54, 0.56, 0.6, 0.65)  # the kept head, shares of the budget
+# the rebuilt part after the head at a restart, shares of the budget: at least the tail
+# layer's 10% (planner.build.DEFAULT_LAYER_SHARES), so the context keeps a recent tail
+AFTER_GRID: tuple[float, ...] = (0.1, 0.15, 0.2)
+# the restart point: when the next context would pass this share of the budget (a
+# smaller context is cheaper to read back, and restarts cost only the rebuilt part)
+CAP_GRID: tuple[float, ...] = (0.7, 0.75, 0.8, 0.9, 1.0)
+MIDDLE_START_FILL = 0.52  # the first epoch starts as the plain family's does at its usual best fill
+
+
+def replay_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, keep: float, after: float,
+                  renderer: Renderer, counter: TokenCounter, cap: float = 1.0,
+                  fill: float = MIDDLE_START_FILL) -> MethodSeries:
+    """The middle-eviction family's requests at one kept head, rebuilt part and restart
+    point, billed under every provider. The first epoch starts as `replay_bound`'s does
+    at `fill`; each restart keeps the previous context's leading turns while the layers
+    and they hold at most `keep` x budget tokens, then the newest turns up to `after` x
+    budget. A context never passes `cap` x budget unless its head and latest alone do."""
+    series = MethodSeries()
+    head: list[int] = []  # view indexes kept across restarts, after the layers
+    start = 0  # where the current epoch's rebuilt part begins
+    shown: list[int] = []  # the previous context's turns, in context order
+    limit = min(budget, int(cap * budget))
+    for t in turns:
+        layers = list(t.layers)
+        base = REPLY_PRIMING_TOKENS + sum(message_tokens(counter, m) for m in layers)
+        end = t.log_len
+        if end <= 0:
+            continue
+        body = head + list(range(max(start, head[-1] + 1 if head else 0), end))
+        used = base + sum(view.tokens[i] for i in body)
+        if start >= end or used > limit:
+            room = int(budget * fill)
+            if series.turn:  # a restart: keep the previous context's head
+                head, kept = [], base
+                for i in shown:
+                    if kept + view.tokens[i] > keep * budget:
+                        break
+                    head.append(i)
+                    kept += view.tokens[i]
+                room = kept + int(after * budget)
+                series.new_epochs += 1
+                series.epoch_reasons["room used up"] = series.epoch_reasons.get("room used up", 0) + 1
+            head_tokens = sum(view.tokens[i] for i in head)
+            start, used = end - 1, base + head_tokens + view.tokens[end - 1]
+            floor_at = head[-1] + 1 if head else 0
+            while start > floor_at and used + view.tokens[start - 1] <= min(room, limit):
+                start -= 1
+                used += view.tokens[start]
+            body = head + list(range(start, end))
+            if used > budget:  # the head and the latest pass the budget: the plain family's restart
+                head, start = [], end - 1
+                body, used = [end - 1], base + view.tokens[end - 1]
+                if used > budget:
+                    layers, base, used = [], REPLY_PRIMING_TOKENS, REPLY_PRIMING_TOKENS + view.tokens[end - 1]
+        shown = body
+        msgs = layers + [dict(view.bodies[i]) for i in body]
+        out = MethodOutput(msgs, {view.positions[i] for i in body}, used)
+        marks = ([len(layers) - 1] if layers else []) + ([len(layers) + len(head) - 1] if head else []) \
+            + [len(msgs) - 1]
+        series.add(t.turn, out, 0.0, renderer=renderer, budget=budget, breakpoints=marks)
+    series.ms.clear()
+    return series
+
+
+def best_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer: Renderer,
+                counter: TokenCounter, keeps: Sequence[float] = KEEP_GRID, afters: Sequence[float] = AFTER_GRID,
+                caps: Sequence[float] = CAP_GRID) -> dict[str, Any]:
+    """The middle-eviction family at its cheapest (keep, after, cap) per provider."""
+    best: dict[str, tuple[float, tuple[float, float, float], MethodSeries]] = {}
+    for k in keeps:
+        for a in afters:
+            for c in caps:
+                if k + a >= c:
+                    continue
+                s = replay_middle(view, turns, budget, k, a, renderer, counter, cap=c)
+                summ = s.summary()
+                for p in PROVIDERS:
+                    v = summ[f"total_billed_{p}"]
+                    if p not in best or v < best[p][0]:
+                        best[p] = (v, (k, a, c), s)
+    series = best["openai"][2]
+    out = series.summary()
+    for p in PROVIDERS:
+        out[f"total_billed_{p}"] = best[p][0]
+        out[f"best_keep_{p}"], out[f"best_after_{p}"], out[f"best_cap_{p}"] = best[p][1]
+    out["total_billed"] = out["total_billed_openai"]
+    out["series"] = series
+    return out

@@ -10,7 +10,12 @@ method builds the context the model would be sent:
 - ``full_context``: every turn so far (the current one included);
 - ``tail``: the most recent turns that fit the same budget;
 - ``bound``: a lower bound (evals.bound): the stable layers plus an append-only tail with
-  no retrieval at all, epochs restarting at the cost-optimal fill for each provider.
+  no retrieval at all, epochs restarting at the cost-optimal fill for each provider;
+  ``bound_middle`` (reported with it): the same, but a restart keeps the previous
+  context's head and rebuilds only what follows (evicting from the middle);
+- ``floor``: the least any context policy can bill (evals.floor) when every build carries
+  the messages that arrived since the previous one and at least min(history, 1,024)
+  tokens: a target above it is out of reach of every such policy.
 
 Prompt caching is billed on the rendered token sequence, not on whole messages: each
 context is rendered as the chat format does (per message a start marker, the role, a
@@ -71,7 +76,8 @@ from tiermem.memory import Memory
 from tiermem.tiers.models import message_text
 from tiermem.tiers.tokens import messages_tokens
 
-COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail", "bound")
+COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail", "bound", "floor")
+SIMULATED = ("bound", "floor")  # computed from the replay's log after it, no context of their own
 DEFAULT_COST_BUDGET = 2000
 GOAL_TOTAL_RATIO = 0.10  # tiermem's tokens against full context's, uncached (issue 6)
 GOAL_CACHE_STABLE = 0.80
@@ -362,7 +368,14 @@ def run_cost(
     """`trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
     class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason),
     to see why each cache miss happened."""
-    from tiermem.evals.bound import BoundTurn, best_bound, stable_layers  # it builds on this module
+    from tiermem.evals.bound import (  # it builds on this module
+        MIDDLE,
+        BoundTurn,
+        best_bound,
+        best_middle,
+        stable_layers,
+    )
+    from tiermem.evals.floor import floor_summary
 
     if budget < 1:
         raise LocomoError("budget must be a positive integer")
@@ -413,7 +426,7 @@ def run_cost(
                         series[name].new_epochs += 1
                         cat = epoch_category(cache.reason)
                         series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
-                elif name != "bound":
+                elif name not in SIMULATED:
                     t = time.perf_counter()
                     out = full_context(view) if name == "full_context" else tail_truncation(view, budget)
                     ms = (time.perf_counter() - t) * 1000
@@ -422,11 +435,22 @@ def run_cost(
             bound_turns.append(BoundTurn(n, len(view), layers))
         if progress is not None and task is not None:
             progress.advance(task)
-    summaries = {m: series[m].summary() for m in active if m != "bound"}
+    summaries = {m: series[m].summary() for m in active if m not in SIMULATED}
     if "bound" in active:  # replayed after the others: it takes tiermem's stable layers turn by turn
         b = best_bound(view, bound_turns, budget, renderer, memory.tokens)
         series["bound"] = b.pop("series")
         summaries["bound"] = b
+        mid = best_middle(view, bound_turns, budget, renderer, memory.tokens)  # the second family
+        series[MIDDLE] = mid.pop("series")
+        summaries[MIDDLE] = mid
+    if "floor" in active:
+        summaries["floor"] = floor_summary(view, bound_turns, renderer, budget=budget)
+        if "bound" in active:  # the "keeps a budget-sized memory" variant: M = budget x the bound's best fill
+            kept = {p: int(budget * summaries["bound"][f"best_fill_{p}"]) for p in PROVIDERS}
+            alt = floor_summary(view, bound_turns, renderer, keep=kept, budget=budget)
+            summaries["floor"]["at_bound_fill"] = {
+                **{f"keep_tokens_{p}": kept[p] for p in PROVIDERS},
+                **{f"total_billed_{p}": alt[f"total_billed_{p}"] for p in PROVIDERS}}
     full = summaries.get("full_context")
     for summ in summaries.values():
         if full and full["total_tokens"]:
@@ -440,6 +464,15 @@ def run_cost(
                 summ[f"ratio_billed_vs_full_{p}"] = None
     goals: dict[str, Any] = {"total_ratio_max": GOAL_TOTAL_RATIO, "cache_stable_min": GOAL_CACHE_STABLE,
                              "billed_vs_cached_full_max": dict(GOAL_BILLED_VS_CACHED_FULL)}
+    floor_row = summaries.get("floor")
+    if floor_row is not None and full is not None:
+        for p, cap in GOAL_BILLED_VS_CACHED_FULL.items():
+            variant = floor_row.get("at_bound_fill")
+            if variant is not None and full[f"total_billed_{p}"]:
+                variant[f"ratio_billed_vs_full_{p}"] = round(variant[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
+            # above the floor's ratio the target is out of reach of every policy (evals.floor)
+            got = floor_row[f"ratio_billed_vs_full_{p}"]
+            goals[f"billed_vs_cached_full_{p}_feasible"] = got is not None and got <= cap
     tm = summaries.get(TIERMEM)
     if tm is not None and full is not None:
         goals["tiermem_tokens_vs_full_ok"] = (
@@ -486,7 +519,7 @@ def table(result: dict[str, Any]) -> Table:
             f"{m['total_billed_anthropic']:,.0f}",
             _pct(m["ratio_billed_vs_full_anthropic"]),
             _pct(m["cache_stable_share"]),
-            str(m["new_epochs"]) if name in (TIERMEM, "bound") else "-",
+            str(m["new_epochs"]) if name in (TIERMEM, "bound", "bound_middle") else "-",
             "-" if m["context_ms"]["p50"] is None else f"{m['context_ms']['p50']:.1f}",
         )
     return t

@@ -31,6 +31,8 @@ LABELS = {
     "bm25_topk": "BM25 top-k",
     "hybrid_topk": "hybrid top-k (RRF)",
     "bound": "lower bound (append-only tail)",
+    "bound_middle": "lower bound (middle eviction)",
+    "floor": "floor (any policy)",
 }
 
 

@@ -23,6 +23,8 @@ LABELS = {
     "bm25_topk": "BM25 top-k",
     "hybrid_topk": "hybrid top-k (RRF)",
     "bound": "bound: stable layers + append-only tail, no retrieval",
+    "bound_middle": "bound, evicting from the middle (head kept across restarts)",
+    "floor": "floor: least any policy keeping 1,024 tokens can bill",
 }
 CATEGORY_NAMES = {
     "1": "multi-hop",
@@ -152,7 +154,7 @@ def cost_markdown(result: Mapping[str, Any], *, command: str | None = None) -> s
                     _int(m.get("total_billed_anthropic")),
                     _pct(m.get("ratio_billed_vs_full_anthropic")),
                     _pct(m.get("cache_stable_share")),
-                    str(m.get("new_epochs", "-")) if name in ("tiermem", "bound") else "-",
+                    str(m.get("new_epochs", "-")) if name in ("tiermem", "bound", "bound_middle") else "-",
                     _ms(m["context_ms"]["p50"]),
                 ]
             )

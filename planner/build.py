@@ -16,7 +16,9 @@ Invariants:
   context stays byte for byte, the turns that arrived since and this query's retrieved
   turns not yet shown are appended. When the room runs out, the retrieved blocks of
   earlier calls give way newest first (a rewind: the prefix before them still caches);
-  when that is not enough, a pin or summary line shown as current stops being current,
+  on a new user message whose context would pass 80% of the budget or not fit, the
+  previous context's head stays and only the newest turns are rebuilt after it
+  (planner.middle, "evict from the middle"); when that is not enough, a pin or summary line shown as current stops being current,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
   The plan reports which (`plan.cache`) and where the stable prefix ends
   (`plan.breakpoints`, indexes of the returned messages, after any conversion).
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner import epoch_policy
+from tiermem.planner import epoch_policy, middle
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
@@ -99,10 +101,12 @@ NEEDS_ROOM_CLASSES = RECALL_CLASSES | {"recent_recall"}
 NARROW_RETRIEVED_SHARE = 0.1
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
-# big enough to pass a provider's minimum cacheable prefix (1,024 tokens at a 2,000-token
-# budget: 1,040; 0.6 and 0.7 measured worse on the conv-26 replay), small enough to
-# leave room for the appends of an epoch.
-EPOCH_START_FILL_SHARE = 0.52
+# big enough to pass a provider's minimum cacheable prefix (1,024 tokens) at a 2,000-token
+# budget even when the last turn does not fit (0.52 left 1,019-1,024 rendered tokens on
+# 4 of 19 new epochs of conv-41/42, so their next call was not cached: 0.54 bills 0.2-0.8
+# points less on 3 of the 4 dev replays; 0.6 and 0.7 measured worse on conv-26), small
+# enough to leave room for the appends of an epoch.
+EPOCH_START_FILL_SHARE = 0.54
 # A rewind on a new user message that would keep less than this share of the budget as
 # the cached prefix starts a new epoch instead: a prefix that short is below the
 # providers' minimum cacheable length anyway, and a new epoch is filled
@@ -157,6 +161,7 @@ class PlannerSettings:
     # the stable layers' budget shares, the same for every query class
     layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
     epochs: bool = True  # append-only contexts within an epoch (planner.epoch)
+    evict_middle: bool = True  # a used-up epoch keeps its head and rebuilds the rest (planner.middle)
 
 @dataclass(frozen=True)
 class _Extension:
@@ -165,6 +170,7 @@ class _Extension:
     segments: list[Segment]
     total: int
     reason: str
+    head: int = 0  # a middle eviction's kept head (planner.middle)
 
 
 @dataclass(frozen=True)
@@ -536,6 +542,8 @@ class Planner:
         # a context that left room for appends (a new epoch's reserve) or extends one on a
         # new user message is likely the next call's prefix: its end is marked too
         plan.breakpoints = breakpoints(kinds, tokens_each, whole=excess > 0 or (moved_on and ext is not None))
+        head = middle.kept_head(ext.head, prev.segments, prev.head, segments) if ext and prev else 0
+        plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
@@ -544,7 +552,7 @@ class Planner:
                 prev.summary_lines if ext is not None and prev is not None
                 else frozenset(c.text for c in chosen["summary"]),
                 max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
-                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated))
+                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head))
         return segments, total
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
@@ -681,11 +689,17 @@ class Planner:
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
                 over = fixed_total + sum(c.tokens for c in need)
+                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+                if mid is not None:
+                    return mid, ""
                 return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
                               f"turn(s) would make about {over} of {budget} tokens")
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
             kept = messages_tokens(self.tokens, [g.message for g in head[:cut]])
             if latest_user != prev.latest_user and kept < REWIND_MIN_KEPT_SHARE * budget:
+                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+                if mid is not None:
+                    return mid, ""
                 return None, (f"room used up: a rewind to message {cut} would keep only {kept} of {budget} "
                               "tokens as the cached prefix")
             del head[blocks[-1]]
@@ -706,7 +720,40 @@ class Planner:
         if dropped:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
+        if total > middle.MIDDLE_CAP_SHARE * budget:  # long enough to read back dear: evict before it fills
+            mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+            if mid is not None:
+                return mid, ""
         return _Extension(segs, total, reason), ""
+
+    def _middle(self, prev: EpochState, call: _Call, fixed: _Fixed, at: int, before: list[Segment],
+                rest: list[Segment], wanted: list[Candidate], min_share: float) -> _Extension | None:
+        """On a new user message whose extension ran out of room: the previous context's
+        head kept, the newest turns rebuilt after it (planner.middle), or None."""
+        conv, budget, latest_user = call.conv, call.budget, fixed.latest_user
+        if latest_user is None or latest_user == prev.latest_user or not self.settings.evict_middle:
+            return None
+        cut = middle.head_cut(prev.segments[:at], self.tokens, budget)
+        if cut is None:
+            return None
+        head = list(prev.segments[:cut])
+        on_head = {p for c, p in shown(head) if c == conv}
+        recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position < latest_user],
+                                             fixed.tail_msgs, latest_user), key=lambda c: -c.position)
+        required = {p for g in before for it in g.items for p in it.positions}
+        held_back = frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
+                              | self.statements.positions(conv))
+        tail = middle.rebuilt_tail(recent, required, on_head, budget,
+                                   f"newest turn, rebuilt after the kept head in epoch {prev.epoch}", held_back)
+        on_show = on_head | {p for c, p in shown(tail) if c == conv}
+        need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
+        min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
+        got = middle.evict(head, tail, rest[0], rest[1:], need,
+                           lambda msgs, base, todo: self._fit_need(msgs, base, todo, budget, conv),
+                           lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),
+                                                tuple(c.item() for c in fits)),
+                           self.tokens, budget, min_tokens)
+        return _Extension(got.segments, got.total, got.reason, cut) if got is not None else None
 
     def _fit_need(self, fixed_part: list[dict[str, Any]], base: int, need: list[Candidate], budget: int,
                   conv: str) -> list[Candidate]:

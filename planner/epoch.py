@@ -62,6 +62,7 @@ class EpochState:
     last_position: int  # the newest log position the context shows
     latest_user: int | None
     latest_truncated: bool
+    head: int = 0  # leading segments kept across a middle eviction (planner.middle), marked for caching
 
 
 class EpochCache:

@@ -9,7 +9,15 @@ import random
 import pytest
 
 from tiermem.evals.baselines import ConvView, tail_truncation
-from tiermem.evals.bound import FILL_GRID, BoundTurn, best_bound, replay_bound, stable_layers
+from tiermem.evals.bound import (
+    FILL_GRID,
+    BoundTurn,
+    best_bound,
+    best_middle,
+    replay_bound,
+    replay_middle,
+    stable_layers,
+)
 from tiermem.evals.cost import MethodSeries, Renderer
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.tokens import BpeTokenCounter, message_tokens, messages_tokens
@@ -103,3 +111,44 @@ def test_stable_layers_are_the_leading_pinned_and_summary_blocks() -> None:
 
 def test_the_fill_grid_spans_short_to_long_epochs() -> None:
     assert FILL_GRID[0] == 0.05 and FILL_GRID[-1] == 0.95 and len(FILL_GRID) == 91
+
+
+# -- the middle-eviction family (evals.bound.replay_middle): new with the floor change; it
+# fails on the old code, which has no replay_middle / best_middle
+
+
+@pytest.mark.parametrize(("keep", "after", "cap"), [
+    (0.52, 0.1, 1.0),  # restarts at the budget, like the plain family
+    (0.54, 0.1, 0.8),  # restarts before the context passes 0.8 of it
+])
+def test_a_middle_restart_keeps_the_previous_head(counter: BpeTokenCounter, keep: float, after: float,
+                                                  cap: float) -> None:
+    v = view_of(counter, 400)
+    turns = user_turns(v, (PINNED,))
+    renderer = Renderer(counter)
+    s = replay_middle(v, turns, BUDGET, keep, after, renderer, counter, cap=cap)
+    assert len(s.tokens) == len(turns) and s.over_budget == 0
+    assert max(s.context_tokens) <= cap * BUDGET
+    priming = renderer.priming.shape[0]
+    restarts = [i for i in range(1, len(s.tokens)) if s.stable[i] < s.tokens[i - 1] - priming]
+    assert len(restarts) == s.new_epochs >= 2
+    for i in restarts[1:]:  # after the first restart every restart keeps the same head, cached
+        assert s.stable[i] >= keep * BUDGET - 60, (i, s.stable[i])
+        # and rebuilds about `after` of the budget after it (the latest at least)
+        assert s.context_tokens[i] <= (keep + after) * BUDGET + 60, (i, s.context_tokens[i])
+        assert s.cached_openai[i] >= 1024 and s.read_anthropic[i] >= 1024
+    plain = replay_bound(v, turns, BUDGET, 0.52, renderer, counter).summary()
+    assert s.summary()["total_billed_openai"] < plain["total_billed_openai"]
+
+
+def test_the_middle_family_keeps_the_cheapest_knobs_per_provider(counter: BpeTokenCounter) -> None:
+    v = view_of(counter, 300)
+    renderer = Renderer(counter)
+    turns = user_turns(v)
+    keeps, afters, caps = (0.5, 0.54), (0.1,), (0.8, 1.0)
+    b = best_middle(v, turns, BUDGET, renderer, counter, keeps=keeps, afters=afters, caps=caps)
+    every = [replay_middle(v, turns, BUDGET, k, a, renderer, counter, cap=c).summary()
+             for k in keeps for a in afters for c in caps]
+    for p in ("openai", "anthropic"):
+        assert b[f"total_billed_{p}"] == min(x[f"total_billed_{p}"] for x in every)
+        assert b[f"best_keep_{p}"] in keeps and b[f"best_cap_{p}"] in caps

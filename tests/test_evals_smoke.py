@@ -216,6 +216,17 @@ def test_cost_replay_small(opened: OpenedMemory, tmp_path: Path) -> None:
     assert bound["max_context_tokens"] <= 300 and bound["budget_violations"] == 0
     assert bound["total_billed_openai"] <= res["methods"]["tail"]["total_billed_openai"]
     assert len(bound["fill_curve"]) == 91 and "series" not in bound
+    # the floor (evals.floor): no method that carries every new message and keeps
+    # min(history, budget) tokens bills less under either provider (the bounds' cheapest
+    # restarts at 300 tokens keep less: tests/test_cost_floor.py checks them at 2,000)
+    floor = res["methods"]["floor"]
+    assert floor["keep_tokens_openai"] == 300  # never more than the budget
+    for name in ("full_context", "tiermem"):
+        m = res["methods"].get(name)
+        for p in ("openai", "anthropic"):
+            assert m is None or floor[f"total_billed_{p}"] <= m[f"total_billed_{p}"], (name, p)
+    assert res["methods"]["bound_middle"]["budget_violations"] == 0
+    assert "billed_vs_cached_full_openai_feasible" in res["goals"]
     assert res["turns_replayed"] == 30 and res["context_builds"] > 5
     full, tail = res["methods"]["full_context"], res["methods"]["tail"]
     assert full["cache_stable_share"] > 0.8  # each turn's full context extends the previous one

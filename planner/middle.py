@@ -1,0 +1,154 @@
+"""Evicting from the middle: when an epoch's room is used up, keep its head and rebuild
+only what follows (docs/design.md, "evict from the middle").
+
+A new epoch rebuilds the whole context: a provider's prompt cache then serves only the
+caller's system prompt and the stable layers, and everything after them (about half the
+budget at the epoch start fill) is billed again in full. Instead, the previous context's
+head (the system prompt, the pinned block, the summary and the turns that follow them,
+the fewest that reach `MIDDLE_MIN_KEPT_TOKENS`) stays byte for byte, a prefix the cache still
+holds across the restart; after it come the newest turns (at least the ones that
+arrived since, up to `MIDDLE_TAIL_SHARE` of the budget), this call's retrieved turns
+and the latest user message. The turns between the head and the new tail leave the
+context (they stay in the log, retrievable). The next restart keeps the same head, so
+its cost is only the rebuilt part.
+
+When it applies (`evict`): on a new user message, when the extension ran out of room and
+a head long enough to be cacheable ends within `MIDDLE_KEEP_SHARE` of the budget; a recall (NEEDS_ROOM_CLASSES) still
+gets a new epoch when the room after the head cannot show `need_share` of its retrieved
+turns' tokens. (Chosen on the cost replay's bound, evals.bound.best_middle: keeping
+0.5-0.56 of the budget and rebuilding 0.1 is cheapest on all four LoCoMo dev
+conversations.)
+
+Invariants: the head is a prefix of the previous context (so everything the previous
+call checked of it, pins and summary lines current, holds) and never splits a tool call
+from its results or holds the previous latest user message; the result is counted
+exactly and stays within the budget; no I/O beyond what the planner already read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiermem.planner.candidates import Candidate
+from tiermem.planner.epoch import Segment
+from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint
+from tiermem.tiers.tokens import TokenCounter, messages_tokens
+
+# the head kept across the restart: the fewest leading messages that reach this many
+# tokens (the providers' 1,024-token minimum cacheable prefix and a margin for chat
+# formats that count a little differently: a shorter head is never cached, so a new epoch
+# is as cheap), and none when that takes more than MIDDLE_KEEP_SHARE of the budget (at a
+# small budget the head would crowd out the rest)
+MIDDLE_MIN_KEPT_TOKENS = 1040
+MIDDLE_KEEP_SHARE = 0.6
+MIDDLE_TAIL_SHARE = 0.1  # the newest turns rebuilt after the head, up to this share of the budget
+# An extension on a new user message that would pass this share of the budget evicts
+# instead: a long context is read back at every call (a tenth of its tokens each time),
+# and a restart now costs only the rebuilt part (evals.bound.best_middle: restarting at
+# 0.7-0.8 of the budget is cheaper than at 0.9 or 1.0 on all four LoCoMo dev conversations)
+MIDDLE_CAP_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Eviction:
+    segments: list[Segment]
+    total: int
+    reason: str
+
+
+def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int) -> int | None:
+    """How many leading segments stay: the fewest whose tokens reach
+    `MIDDLE_MIN_KEPT_TOKENS` (a head past a provider's minimum cacheable prefix, and no
+    longer: every call reads it back), stopping before the latest user
+    message and never before a tool result (it would be cut from its call); None when no
+    such head stays within `MIDDLE_KEEP_SHARE`. The same prefix gives the same head, so
+    a later restart keeps what an earlier one kept."""
+    for k in range(1, len(segments) + 1):
+        if segments[k - 1].kind == "latest":
+            return None
+        kept = messages_tokens(tokens, [g.message for g in segments[:k]])
+        if kept > MIDDLE_KEEP_SHARE * budget:
+            return None
+        nxt = segments[k].message if k < len(segments) else {}
+        if kept >= MIDDLE_MIN_KEPT_TOKENS and nxt.get("role") != "tool" and \
+                nxt.get("type") not in ("function_call_output", "custom_tool_call_output"):
+            return k
+    return None
+
+
+def rebuilt_tail(recent: Sequence[Candidate], required: set[int], shown: set[int], budget: int,
+                 reason: str, held_back: frozenset[int] = frozenset()) -> list[Segment]:
+    """The newest turns after the head, in log order: every unit holding a `required`
+    position (what arrived since), then older ones newest first while they fit
+    `MIDDLE_TAIL_SHARE` of the budget, stopping before one the head shows or one that
+    holds a position of `held_back` (superseded wholly or in part: the tail shows turns
+    raw, so an old value would read as current, as planner.pack.Packing.grow_tail does).
+    `recent` newest first."""
+    room = MIDDLE_TAIL_SHARE * budget
+    out: list[Candidate] = []
+    used = 0
+    for c in recent:
+        positions = set(c.group or [c.position])
+        if positions & shown:
+            break  # the head shows it and everything older: the new tail starts after
+        if positions & held_back and not positions & required:
+            break
+        if positions & required or used + c.tokens <= room:
+            out.append(c)
+            used += c.tokens
+        else:
+            break
+    segs: list[Segment] = []
+    for c in sorted(out, key=lambda c: c.position):
+        assert c.body is not None
+        c.reason = reason
+        for i, body in enumerate(c.body["messages"]):
+            segs.append(Segment("tail", body, (c.item(),) if i == 0 else ()))
+    return segs
+
+
+def evict(head: list[Segment], tail: list[Segment], latest: Segment, after: list[Segment], need: list[Candidate],
+          fit: Callable[[list[dict[str, Any]], int, list[Candidate]], list[Candidate]],
+          block: Callable[[list[Candidate]], Segment], tokens: TokenCounter, budget: int,
+          min_need_tokens: float) -> Eviction | None:
+    """The evicted context: `head`, the rebuilt `tail`, as many of `need` (this call's
+    retrieved turns the head does not show) as `fit` finds room for, `latest` and
+    `after`; None when it cannot hold `min_need_tokens` of them or passes the budget."""
+    fixed = [*head, *tail, latest, *after]
+    base = messages_tokens(tokens, [g.message for g in fixed])
+    if base > budget:
+        return None
+    fits = fit([g.message for g in fixed], base, need)
+    if sum(c.tokens for c in fits) < min_need_tokens:
+        return None
+    segs = [*head, *tail, *([block(fits)] if fits else []), latest, *after]
+    total = messages_tokens(tokens, [g.message for g in segs])
+    if total > budget:
+        return None
+    kept = messages_tokens(tokens, [g.message for g in head])
+    reason = (f"evicts from the middle: the first {len(head)} message(s) ({kept} tokens) stay as the cached "
+              f"prefix, {len(tail)} newest message(s) and {len(fits)} retrieved turn(s) follow them")
+    return Eviction(segs, total, reason)
+
+
+def kept_head(evicted: int, prev: Sequence[Segment], prev_head: int, segments: Sequence[Segment]) -> int:
+    """The head this context keeps: a middle eviction's own, else the previous context's
+    while it is still this one's prefix (an append keeps it; a rewind into it ends it)."""
+    if evicted:
+        return evicted
+    if prev_head and min(len(segments), len(prev)) >= prev_head and all(
+            a.message == b.message for a, b in zip(prev[:prev_head], segments[:prev_head], strict=True)):
+        return prev_head
+    return 0
+
+
+def with_head(marks: Sequence[Breakpoint], head: int, tokens_each: Sequence[int]) -> list[Breakpoint]:
+    """`marks` and a breakpoint after the kept head (Anthropic-style caching reads only
+    lengths an earlier request marked: the next restart reads the head there), latest
+    marks kept first when there are too many."""
+    if head <= 0 or any(b.index == head - 1 for b in marks):
+        return list(marks)
+    out = sorted([*marks, Breakpoint(head - 1, "head", sum(tokens_each[:head]))], key=lambda b: b.index)
+    return out[-MAX_BREAKPOINTS:]
