@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
 NAMESPACE = "bench"
 MODES = ("new", "baseline")
+BASELINES = ("legacy", "serial")
 
 
 def _superseded(mem: Any) -> set[tuple[str, int, int]]:
@@ -58,7 +59,8 @@ def _superseded(mem: Any) -> set[tuple[str, int, int]]:
     return out
 
 
-def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool) -> dict[str, Any]:
+def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool, *,
+           pipeline_depth: int | None = None) -> dict[str, Any]:
     from tiermem.config import Config
     from tiermem.evals.conversations import import_dataset
     from tiermem.memory import Memory
@@ -70,6 +72,9 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
         if callable(clear):
             clear()
         with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+            if pipeline_depth == 0:  # the catch-up before tiers/catchup.py: one step after another
+                mem.cold.pipeline_depth = 0  # type: ignore[attr-defined]  # SQLite's
+                mem.cold.texts_ahead = None
             chunks: list[float] = []
             last = [time.perf_counter()]
 
@@ -110,7 +115,8 @@ def _summary(rounds: list[dict[str, Any]], embed: bool) -> dict[str, Any]:
     return s
 
 
-def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None) -> dict[str, Any]:
+def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None,
+        baseline: str = "legacy") -> dict[str, Any]:
     from tiermem.config import Config
     from tiermem.evals.bench_embed_bulk import LegacyEmbedder
     from tiermem.evals.conversations import read_conversations
@@ -124,18 +130,23 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     t0 = time.perf_counter()
     runtime = embedder.load()
     load_s = time.perf_counter() - t0
-    before = LegacyEmbedder(cfg.embedding_batch_size)
-    embedders = {"new": (embedder, None), "baseline": (before, baseline_pool)}
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    # legacy: the embedder before the bulk path; serial: this embedder, with the catch-up's
+    # steps one after another (no pipeline, tiers/catchup.py), as before it
+    before = LegacyEmbedder(cfg.embedding_batch_size) if baseline == "legacy" else embedder
+    before_name = before.load() if baseline == "legacy" else f"{runtime}, catch-up unpipelined"
+    embedders = {"new": (embedder, None, None), "baseline": (before, baseline_pool, 0 if baseline == "serial" else None)}
     say(f"{data.n_messages} messages in {len(data.conversations)} conversations; embedder {runtime} "
-        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); baseline {before.load()}; "
+        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); baseline {before_name}; "
         f"load average {load_average()}")
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for i in range(rounds):
         # alternate which mode goes first, so neither always meets the warmer cache
         order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
         for mode in order:
-            emb, pool = embedders[mode]
-            r = _round(data, emb, pool, batch, embed)
+            emb, pool, depth = embedders[mode]
+            r = _round(data, emb, pool, batch, embed, pipeline_depth=depth)
             results[mode].append(r)
             say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
                 + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
@@ -152,7 +163,7 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     out: dict[str, Any] = {
         "data": str(data_path), "turns": data.n_messages, "rounds": rounds, "batch": batch,
         "embedder": {"runtime": runtime, "load_s": round(load_s, 3), "workers": getattr(embedder, "workers", 1),
-                     "baseline": before.load(), "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
+                     "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
         "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
         "superseded_pairs": len(sup["new"]),
         "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
@@ -201,12 +212,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-embed", action="store_true", help="the write path only")
     ap.add_argument("--baseline-pool", type=int, default=None,
                     help="batches the baseline reads at once (default: the store's; 1: log order, as before pooling)")
+    ap.add_argument("--baseline", choices=BASELINES, default="legacy",
+                    help="legacy: the embedder before the bulk path; serial: this one, the catch-up unpipelined")
     ap.add_argument("--json", type=Path, default=None, help="write the full report here")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")
     rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
-              baseline_pool=args.baseline_pool)
+              baseline_pool=args.baseline_pool, baseline=args.baseline)
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2))
     print(markdown(rep))
