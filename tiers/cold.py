@@ -74,6 +74,11 @@ from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
 
+# `embed_ahead`: turns embedded per call (small, to keep up with the writer's commits;
+# the catch-up's pools group texts better), and how long it waits for the next commit
+AHEAD_POOL_ROWS = 128
+AHEAD_IDLE_S = 0.01
+AHEAD_WORKERS = 1
 MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host parameters
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
 # (`~` is outside the id alphabet, so such a key is never a name).
@@ -440,7 +445,7 @@ class ColdStore:
             read, after = 0, -1
             while max_rows is None or read < max_rows:
                 limit = pool if max_rows is None else min(pool, max_rows - read)
-                cols = "t.conversation_id, t.position, t.id, m.body, t.role, t.intent, t.load_bearing"
+                cols = self._POOL_COLUMNS
                 if conversation_id is None:
                     rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
                                       "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (after, limit))
@@ -455,27 +460,8 @@ class ColdStore:
                 after = int(rows[-1][7])
                 yield rows
 
-        ahead = self.texts_ahead
-
         def embed(rows: list[Any]) -> np.ndarray:
-            texts: list[str] = []
-            turns: list[PendingTurn] = []
-            for r in rows:
-                try:
-                    body = json.loads(r[3])
-                    texts.append(search_text(body))
-                except (ValueError, TypeError, AttributeError):
-                    texts.append("")  # salvage: an undecodable row still gets marked
-                    continue
-                turns.append(PendingTurn(r[0], int(r[1]), r[4], r[5], bool(r[6]), body))
-            extra: list[str] = []
-            if ahead is not None and getattr(embedder, "memo_size", 0) > 0:  # found again in the memo only
-                try:
-                    extra = ahead(turns)
-                except Exception:  # only speed depends on it
-                    log.exception("texts_ahead failed; the hook embeds its own texts")
-            # one call: the extra texts are batched with the pool's (and remembered)
-            return embedder.embed(texts + extra)[:len(texts)]
+            return self._pool_vectors(embedder.embed, rows)
 
         def store(rows: list[Any], vecs: np.ndarray) -> None:
             nonlocal done
@@ -505,6 +491,56 @@ class ColdStore:
         # the next pool is read and embedded while this thread stores one (tiers/catchup.py)
         pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool)
         return done
+
+    # what a catch-up reads of a pending turn (`_pool_vectors`), then its resume key
+    _POOL_COLUMNS = "t.conversation_id, t.position, t.id, m.body, t.role, t.intent, t.load_bearing"
+
+    def _pool_vectors(self, embed: Callable[[list[str]], np.ndarray], rows: list[Any]) -> np.ndarray:
+        """The vectors of a pool's rows (`_POOL_COLUMNS`), with `texts_ahead`'s texts
+        embedded in the same call (they are remembered, not returned)."""
+        texts: list[str] = []
+        turns: list[PendingTurn] = []
+        for r in rows:
+            try:
+                body = json.loads(r[3])
+                texts.append(search_text(body))
+            except (ValueError, TypeError, AttributeError):
+                texts.append("")  # salvage: an undecodable row still gets marked
+                continue
+            turns.append(PendingTurn(r[0], int(r[1]), r[4], r[5], bool(r[6]), body))
+        extra: list[str] = []
+        ahead = self.texts_ahead
+        if ahead is not None and getattr(self.embedder, "memo_size", 0) > 0:  # found again in the memo only
+            try:
+                extra = ahead(turns)
+            except Exception:  # only speed depends on it
+                log.exception("texts_ahead failed; the hook embeds its own texts")
+        # one call: the extra texts are batched with the pool's (and remembered)
+        return embed(texts + extra)[:len(texts)]
+
+    def embed_ahead(self, done: Callable[[], bool], *, max_texts: int, pool: int = AHEAD_POOL_ROWS) -> int:
+        """Until `done()`: embed the pending turns committed so far (and `texts_ahead`'s
+        texts), in log order, at most `max_texts` turns, storing nothing: the vectors land
+        in the embedder's memo of recent texts, where the catch-up that follows finds
+        them. For a bulk append that a catch-up follows at once (see
+        `Memory.embedding_ahead`); returns how many turns it embedded."""
+        if self.embedder is None or self.read_only:
+            return 0
+        embedder, after, n = self.embedder, -1, 0
+        with_workers = getattr(embedder, "embed_with", None)
+        # one thread: the writer keeps a core (the GIL allowing); the catch-up uses them all
+        embed = (lambda t: with_workers(t, workers=AHEAD_WORKERS)) if callable(with_workers) else embedder.embed
+        while not done() and n < max_texts:
+            rows = self._read(f"SELECT {self._POOL_COLUMNS}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
+                              "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?",
+                              (after, min(pool, max_texts - n)))
+            if not rows:
+                time.sleep(AHEAD_IDLE_S)  # the writer has not committed more yet
+                continue
+            after = int(rows[-1][7])
+            self._pool_vectors(embed, rows)
+            n += len(rows)
+        return n
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors for some positions (missing ones are absent)."""

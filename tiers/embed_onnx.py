@@ -454,6 +454,11 @@ class FastEmbedder(MemoAttributes):
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._memo.through(texts, self._compute, dim=self.dim)
 
+    def embed_with(self, texts: list[str], *, workers: int) -> np.ndarray:
+        """`embed` on at most `workers` threads: work that runs beside a busy thread of the
+        same process (the writes `ColdLog.embed_ahead` runs alongside) leaves it its core."""
+        return self._memo.through(texts, lambda t: self._compute(t, workers=workers), dim=self.dim)
+
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """Queries take the same float32 path: at ~2 ms it is already faster than the
         pipeline's bfloat16 one, and its vectors are the stored ones."""
@@ -461,7 +466,7 @@ class FastEmbedder(MemoAttributes):
             return self._fallback.embed_query(texts)
         return self.embed(texts)
 
-    def _compute(self, texts: list[str]) -> np.ndarray:
+    def _compute(self, texts: list[str], *, workers: int | None = None) -> np.ndarray:
         if not self.loaded:
             self.load()
         if self._session is None:
@@ -492,12 +497,12 @@ class FastEmbedder(MemoAttributes):
                         failed.append(exc)
                     return
 
-        workers = [threading.Thread(target=work, name=f"tiermem-embed-{i}", daemon=True)
-                   for i in range(min(self.workers, len(batches)) - 1)]
-        for w in workers:
+        threads = [threading.Thread(target=work, name=f"tiermem-embed-{i}", daemon=True)
+                   for i in range(min(workers or self.workers, len(batches)) - 1)]
+        for w in threads:
             w.start()
         work()  # the caller's thread is a worker too
-        for w in workers:
+        for w in threads:
             w.join()
         if failed:
             raise failed[0]
