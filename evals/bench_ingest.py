@@ -30,7 +30,6 @@ figure: the machine is shared, and read the figures with it. Nothing is download
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import tempfile
@@ -87,10 +86,7 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
 
             load_before = load_average()
             t0 = time.perf_counter()
-            # new: the turns committed are embedded while the rest is written (Memory.embedding_ahead)
-            ahead = mem.embedding_ahead() if embed and pipeline_depth != 0 else contextlib.nullcontext()
-            with ahead:
-                report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
+            report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
             write_s = time.perf_counter() - t0
             out: dict[str, Any] = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks,
                                    "load_before": load_before}

@@ -12,13 +12,12 @@ Thread-safe: one instance can serve every thread of a web server.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -535,35 +534,6 @@ class Memory:
         """Embed whatever is pending (for one conversation, or all) right now."""
         key = self._key(conversation_id, namespace)[2] if conversation_id is not None else None
         return self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
-
-    @contextlib.contextmanager
-    def embedding_ahead(self) -> Iterator[None]:
-        """For a bulk append that is caught up right after (`tiermem import --index`):
-        while the block appends, a thread embeds the turns already committed, storing
-        nothing (the vectors land in the embedder's memo of recent texts, at most half of
-        it), so the catch-up after the block finds them there and the cores do not idle
-        while the single-threaded writes run. The appends never wait for it; it stops when
-        the block ends, and its failure is logged, never raised: only speed depends on
-        it. Loads the model (the caller asked for embeddings)."""
-        room = int(getattr(self.embedder, "memo_size", 0)) // 2
-        if room <= 0 or self.cold.embedder is None:
-            yield
-            return
-        stop = threading.Event()
-
-        def run() -> None:
-            try:
-                self.cold.embed_ahead(stop.is_set, max_texts=room)
-            except Exception:
-                log.warning("embedding ahead of the catch-up failed; it embeds everything itself", exc_info=True)
-
-        worker = threading.Thread(target=run, name="tiermem-embed-ahead", daemon=True)
-        worker.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            worker.join()
 
     def search(
         self,

@@ -74,11 +74,6 @@ from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
 
-# `embed_ahead`: turns embedded per call (small, to keep up with the writer's commits;
-# the catch-up's pools group texts better), and how long it waits for the next commit
-AHEAD_POOL_ROWS = 128
-AHEAD_IDLE_S = 0.01
-AHEAD_WORKERS = 1
 MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host parameters
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
 # (`~` is outside the id alphabet, so such a key is never a name).
@@ -467,6 +462,7 @@ class ColdStore:
             nonlocal done
             stored: list[tuple[str, int, np.ndarray]] = []
             with self._tx() as c:
+                self._step("index_pending.store")
                 for r, v in zip(rows, vecs, strict=True):
                     cur = c.execute(
                         "UPDATE turns SET embedded = 1 WHERE id = ? AND embedded = 0", (r[2],)
@@ -517,30 +513,6 @@ class ColdStore:
                 log.exception("texts_ahead failed; the hook embeds its own texts")
         # one call: the extra texts are batched with the pool's (and remembered)
         return embed(texts + extra)[:len(texts)]
-
-    def embed_ahead(self, done: Callable[[], bool], *, max_texts: int, pool: int = AHEAD_POOL_ROWS) -> int:
-        """Until `done()`: embed the pending turns committed so far (and `texts_ahead`'s
-        texts), in log order, at most `max_texts` turns, storing nothing: the vectors land
-        in the embedder's memo of recent texts, where the catch-up that follows finds
-        them. For a bulk append that a catch-up follows at once (see
-        `Memory.embedding_ahead`); returns how many turns it embedded."""
-        if self.embedder is None or self.read_only:
-            return 0
-        embedder, after, n = self.embedder, -1, 0
-        with_workers = getattr(embedder, "embed_with", None)
-        # one thread: the writer keeps a core (the GIL allowing); the catch-up uses them all
-        embed = (lambda t: with_workers(t, workers=AHEAD_WORKERS)) if callable(with_workers) else embedder.embed
-        while not done() and n < max_texts:
-            rows = self._read(f"SELECT {self._POOL_COLUMNS}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
-                              "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?",
-                              (after, min(pool, max_texts - n)))
-            if not rows:
-                time.sleep(AHEAD_IDLE_S)  # the writer has not committed more yet
-                continue
-            after = int(rows[-1][7])
-            self._pool_vectors(embed, rows)
-            n += len(rows)
-        return n
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors for some positions (missing ones are absent)."""

@@ -454,11 +454,6 @@ class FastEmbedder(MemoAttributes):
     def embed(self, texts: list[str]) -> np.ndarray:
         return self._memo.through(texts, self._compute, dim=self.dim)
 
-    def embed_with(self, texts: list[str], *, workers: int) -> np.ndarray:
-        """`embed` on at most `workers` threads: work that runs beside a busy thread of the
-        same process (the writes `ColdLog.embed_ahead` runs alongside) leaves it its core."""
-        return self._memo.through(texts, lambda t: self._compute(t, workers=workers), dim=self.dim)
-
     def embed_query(self, texts: list[str]) -> np.ndarray:
         """Queries take the same float32 path: at ~2 ms it is already faster than the
         pipeline's bfloat16 one, and its vectors are the stored ones."""
@@ -466,7 +461,7 @@ class FastEmbedder(MemoAttributes):
             return self._fallback.embed_query(texts)
         return self.embed(texts)
 
-    def _compute(self, texts: list[str], *, workers: int | None = None) -> np.ndarray:
+    def _compute(self, texts: list[str]) -> np.ndarray:
         if not self.loaded:
             self.load()
         if self._session is None:
@@ -497,12 +492,12 @@ class FastEmbedder(MemoAttributes):
                         failed.append(exc)
                     return
 
-        threads = [threading.Thread(target=work, name=f"tiermem-embed-{i}", daemon=True)
-                   for i in range(min(workers or self.workers, len(batches)) - 1)]
-        for w in threads:
+        workers = [threading.Thread(target=work, name=f"tiermem-embed-{i}", daemon=True)
+                   for i in range(min(self.workers, len(batches)) - 1)]
+        for w in workers:
             w.start()
         work()  # the caller's thread is a worker too
-        for w in threads:
+        for w in workers:
             w.join()
         if failed:
             raise failed[0]

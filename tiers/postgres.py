@@ -890,9 +890,6 @@ class PostgresStore:
                 progress(len(rows))
         return done
 
-    def embed_ahead(self, done: Callable[[], bool], *, max_texts: int) -> int:
-        return 0  # not here: the catch-up after the writes embeds everything
-
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         if not positions:
             return {}

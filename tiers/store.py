@@ -183,13 +183,6 @@ class ColdLog(Protocol):
         log order; `end` (with `conversation_id`) stops at that position."""
         ...
 
-    def embed_ahead(self, done: Callable[[], bool], *, max_texts: int) -> int:
-        """Until `done()`: embed pending turns already committed (at most `max_texts`) and
-        store nothing, so that the catch-up right after finds their vectors in the
-        embedder's memo; returns how many. Only speed depends on it (an engine may
-        return 0 at once)."""
-        ...
-
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """position -> float32 vector for those of `positions` that have one."""
         ...
