@@ -30,6 +30,7 @@ figure: the machine is shared, and read the figures with it. Nothing is download
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import tempfile
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.evals.bench import dist, load_average, ratio, say
+from tiermem.evals.idle_estimate import IdleClock
+from tiermem.tiers.embed_onnx import usable_cpus
 from tiermem.tiers.store import INDEX_POOL_BATCHES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +63,10 @@ def _superseded(mem: Any) -> set[tuple[str, int, int]]:
 
 
 def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool, *,
-           pipeline_depth: int | None = None) -> dict[str, Any]:
+           pipeline_depth: int | None = None, idle_cores: int | None = None) -> dict[str, Any]:
+    def clock() -> Any:
+        return IdleClock(idle_cores) if idle_cores else contextlib.nullcontext()
+
     from tiermem.config import Config
     from tiermem.evals.conversations import import_dataset
     from tiermem.memory import Memory
@@ -86,15 +92,19 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
 
             load_before = load_average()
             t0 = time.perf_counter()
-            report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
+            with clock() as c_write:
+                report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
             write_s = time.perf_counter() - t0
             out: dict[str, Any] = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks,
                                    "load_before": load_before}
             if embed:
                 t1 = time.perf_counter()
-                embedded = mem.cold.index_pending(batch=cfg.embedding_batch_size,
-                                                  pool_batches=pool_batches or INDEX_POOL_BATCHES)
+                with clock() as c_index:
+                    embedded = mem.cold.index_pending(batch=cfg.embedding_batch_size,
+                                                      pool_batches=pool_batches or INDEX_POOL_BATCHES)
                 out["index_s"] = time.perf_counter() - t1
+                if idle_cores and c_write.estimate_s is not None and c_index.estimate_s is not None:
+                    out["idle_s"] = c_write.estimate_s + c_index.estimate_s
                 out["embedded"] = embedded
                 out["pending_after"] = mem.cold.pending_embeddings()
             out["superseded"] = sorted(_superseded(mem))
@@ -112,11 +122,13 @@ def _summary(rounds: list[dict[str, Any]], embed: bool) -> dict[str, Any]:
     if embed:
         s["index_turns_per_s"] = dist([r["turns"] / r["index_s"] for r in rounds], 1)
         s["total_turns_per_s"] = dist([r["turns"] / (r["write_s"] + r["index_s"]) for r in rounds], 1)
+        if all("idle_s" in r for r in rounds):
+            s["idle_equivalent_turns_per_s"] = dist([r["turns"] / r["idle_s"] for r in rounds], 1)
     return s
 
 
 def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None,
-        baseline: str = "legacy") -> dict[str, Any]:
+        baseline: str = "legacy", idle_cores: int | None = None) -> dict[str, Any]:
     from tiermem.config import Config
     from tiermem.evals.bench_embed_bulk import LegacyEmbedder
     from tiermem.evals.conversations import read_conversations
@@ -146,7 +158,7 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
         order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
         for mode in order:
             emb, pool, depth = embedders[mode]
-            r = _round(data, emb, pool, batch, embed, pipeline_depth=depth)
+            r = _round(data, emb, pool, batch, embed, pipeline_depth=depth, idle_cores=idle_cores)
             results[mode].append(r)
             say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
                 + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
@@ -190,6 +202,8 @@ def markdown(rep: dict[str, Any]) -> str:
     names = {"write_turns_per_s": "write path (append_many, embedding deferred), turns/s",
              "index_turns_per_s": "embedding catch-up, turns/s",
              "total_turns_per_s": "bulk ingest with embeddings (write + catch-up), turns/s",
+             "idle_equivalent_turns_per_s": "bulk ingest with embeddings, idle-equivalent (evals/idle_estimate.py), "
+                                            "turns/s",
              "chunk_ms": f"one append_many of {rep['batch']} turns, ms"}
     for k, label in names.items():
         if k not in rep["summary"]["new"]:
@@ -214,12 +228,16 @@ def main(argv: list[str] | None = None) -> None:
                     help="batches the baseline reads at once (default: the store's; 1: log order, as before pooling)")
     ap.add_argument("--baseline", choices=BASELINES, default="legacy",
                     help="legacy: the embedder before the bulk path; serial: this one, the catch-up unpipelined")
+    ap.add_argument("--idle-estimate", action="store_true",
+                    help="also estimate each run's time on an idle machine with this process's CPUs "
+                         "(evals/idle_estimate.py): for a shared machine")
     ap.add_argument("--json", type=Path, default=None, help="write the full report here")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")
     rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
-              baseline_pool=args.baseline_pool, baseline=args.baseline)
+              baseline_pool=args.baseline_pool, baseline=args.baseline,
+              idle_cores=usable_cpus() if args.idle_estimate else None)
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2))
     print(markdown(rep))
