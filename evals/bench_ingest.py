@@ -3,7 +3,8 @@
 the same process.
 
     python -m tiermem.evals.bench_ingest [--data PATH] [--rounds 3] [--batch 1000]
-                                         [--no-embed] [--json PATH]
+                                         [--no-embed] [--baseline legacy|serial]
+                                         [--idle-estimate] [--json PATH]
 
 Each round, in a fresh data dir, for each mode (interleaved round by round, so that both
 modes see the same machine load):
@@ -19,12 +20,16 @@ Modes: `new` is the embedder the config builds (tiers/embed_onnx.py: texts token
 once, grouped by token count into batches of at most `BULK_MAX_TOKENS` padded tokens,
 run on one worker thread per CPU); `baseline` the bulk path before that
 (`evals.bench_embed_bulk.LegacyEmbedder`: the same graph on onnxruntime's default
-threads, batches of 64 sorted by characters). Both read `INDEX_POOL_BATCHES` batches at
+threads, batches of 64 sorted by characters); `--baseline serial`: this embedder with the
+catch-up's steps one after another (no pipeline, no hook texts embedded with the pool:
+tiers/catchup.py, the code before it). Both read `INDEX_POOL_BATCHES` batches at
 once (`--baseline-pool 1`: the baseline reads one batch at a time in log order, as
 before the pooling). Both must record exactly the same supersession (compared pair by
 pair) and embed every turn, or the run fails. Medians and p99s (nearest rank) over the rounds; the ratio is
 new/baseline for throughputs (above 1: faster). The load average is printed with every
-figure: the machine is shared, and read the figures with it. Nothing is downloaded.
+figure: the machine is shared, and read the figures with it; `--idle-estimate` adds
+what each run would take on an idle machine with this process's CPUs
+(evals/idle_estimate.py), the figure to compare on a loaded one. Nothing is downloaded.
 """
 
 from __future__ import annotations
