@@ -3,7 +3,8 @@
 the same process.
 
     python -m tiermem.evals.bench_ingest [--data PATH] [--rounds 3] [--batch 1000]
-                                         [--no-embed] [--json PATH]
+                                         [--no-embed] [--baseline legacy|serial]
+                                         [--idle-estimate] [--json PATH]
 
 Each round, in a fresh data dir, for each mode (interleaved round by round, so that both
 modes see the same machine load):
@@ -19,17 +20,22 @@ Modes: `new` is the embedder the config builds (tiers/embed_onnx.py: texts token
 once, grouped by token count into batches of at most `BULK_MAX_TOKENS` padded tokens,
 run on one worker thread per CPU); `baseline` the bulk path before that
 (`evals.bench_embed_bulk.LegacyEmbedder`: the same graph on onnxruntime's default
-threads, batches of 64 sorted by characters). Both read `INDEX_POOL_BATCHES` batches at
+threads, batches of 64 sorted by characters); `--baseline serial`: this embedder with the
+catch-up's steps one after another (no pipeline, no hook texts embedded with the pool:
+tiers/catchup.py, the code before it). Both read `INDEX_POOL_BATCHES` batches at
 once (`--baseline-pool 1`: the baseline reads one batch at a time in log order, as
 before the pooling). Both must record exactly the same supersession (compared pair by
 pair) and embed every turn, or the run fails. Medians and p99s (nearest rank) over the rounds; the ratio is
 new/baseline for throughputs (above 1: faster). The load average is printed with every
-figure: the machine is shared, and read the figures with it. Nothing is downloaded.
+figure: the machine is shared, and read the figures with it; `--idle-estimate` adds
+what each run would take on an idle machine with this process's CPUs
+(evals/idle_estimate.py), the figure to compare on a loaded one. Nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import tempfile
@@ -38,12 +44,15 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.evals.bench import dist, load_average, ratio, say
+from tiermem.evals.idle_estimate import IdleClock
+from tiermem.tiers.embed_onnx import usable_cpus
 from tiermem.tiers.store import INDEX_POOL_BATCHES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
 NAMESPACE = "bench"
 MODES = ("new", "baseline")
+BASELINES = ("legacy", "serial")
 
 
 def _superseded(mem: Any) -> set[tuple[str, int, int]]:
@@ -58,7 +67,11 @@ def _superseded(mem: Any) -> set[tuple[str, int, int]]:
     return out
 
 
-def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool) -> dict[str, Any]:
+def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool, *,
+           pipeline_depth: int | None = None, idle_cores: int | None = None) -> dict[str, Any]:
+    def clock() -> Any:
+        return IdleClock(idle_cores) if idle_cores else contextlib.nullcontext()
+
     from tiermem.config import Config
     from tiermem.evals.conversations import import_dataset
     from tiermem.memory import Memory
@@ -70,6 +83,9 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
         if callable(clear):
             clear()
         with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+            if pipeline_depth == 0:  # the catch-up before tiers/catchup.py: one step after another
+                mem.cold.pipeline_depth = 0  # type: ignore[attr-defined]  # SQLite's
+                mem.cold.texts_ahead = None
             chunks: list[float] = []
             last = [time.perf_counter()]
 
@@ -81,15 +97,19 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
 
             load_before = load_average()
             t0 = time.perf_counter()
-            report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
+            with clock() as c_write:
+                report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
             write_s = time.perf_counter() - t0
             out: dict[str, Any] = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks,
                                    "load_before": load_before}
             if embed:
                 t1 = time.perf_counter()
-                embedded = mem.cold.index_pending(batch=cfg.embedding_batch_size,
-                                                  pool_batches=pool_batches or INDEX_POOL_BATCHES)
+                with clock() as c_index:
+                    embedded = mem.cold.index_pending(batch=cfg.embedding_batch_size,
+                                                      pool_batches=pool_batches or INDEX_POOL_BATCHES)
                 out["index_s"] = time.perf_counter() - t1
+                if idle_cores and c_write.estimate_s is not None and c_index.estimate_s is not None:
+                    out["idle_s"] = c_write.estimate_s + c_index.estimate_s
                 out["embedded"] = embedded
                 out["pending_after"] = mem.cold.pending_embeddings()
             out["superseded"] = sorted(_superseded(mem))
@@ -107,10 +127,13 @@ def _summary(rounds: list[dict[str, Any]], embed: bool) -> dict[str, Any]:
     if embed:
         s["index_turns_per_s"] = dist([r["turns"] / r["index_s"] for r in rounds], 1)
         s["total_turns_per_s"] = dist([r["turns"] / (r["write_s"] + r["index_s"]) for r in rounds], 1)
+        if all("idle_s" in r for r in rounds):
+            s["idle_equivalent_turns_per_s"] = dist([r["turns"] / r["idle_s"] for r in rounds], 1)
     return s
 
 
-def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None) -> dict[str, Any]:
+def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None,
+        baseline: str = "legacy", idle_cores: int | None = None) -> dict[str, Any]:
     from tiermem.config import Config
     from tiermem.evals.bench_embed_bulk import LegacyEmbedder
     from tiermem.evals.conversations import read_conversations
@@ -124,18 +147,23 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     t0 = time.perf_counter()
     runtime = embedder.load()
     load_s = time.perf_counter() - t0
-    before = LegacyEmbedder(cfg.embedding_batch_size)
-    embedders = {"new": (embedder, None), "baseline": (before, baseline_pool)}
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    # legacy: the embedder before the bulk path; serial: this embedder, with the catch-up's
+    # steps one after another (no pipeline, tiers/catchup.py), as before it
+    before = LegacyEmbedder(cfg.embedding_batch_size) if baseline == "legacy" else embedder
+    before_name = before.load() if baseline == "legacy" else f"{runtime}, catch-up unpipelined"
+    embedders = {"new": (embedder, None, None), "baseline": (before, baseline_pool, 0 if baseline == "serial" else None)}
     say(f"{data.n_messages} messages in {len(data.conversations)} conversations; embedder {runtime} "
-        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); baseline {before.load()}; "
+        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); baseline {before_name}; "
         f"load average {load_average()}")
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for i in range(rounds):
         # alternate which mode goes first, so neither always meets the warmer cache
         order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
         for mode in order:
-            emb, pool = embedders[mode]
-            r = _round(data, emb, pool, batch, embed)
+            emb, pool, depth = embedders[mode]
+            r = _round(data, emb, pool, batch, embed, pipeline_depth=depth, idle_cores=idle_cores)
             results[mode].append(r)
             say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
                 + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
@@ -152,7 +180,7 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     out: dict[str, Any] = {
         "data": str(data_path), "turns": data.n_messages, "rounds": rounds, "batch": batch,
         "embedder": {"runtime": runtime, "load_s": round(load_s, 3), "workers": getattr(embedder, "workers", 1),
-                     "baseline": before.load(), "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
+                     "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
         "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
         "superseded_pairs": len(sup["new"]),
         "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
@@ -179,6 +207,8 @@ def markdown(rep: dict[str, Any]) -> str:
     names = {"write_turns_per_s": "write path (append_many, embedding deferred), turns/s",
              "index_turns_per_s": "embedding catch-up, turns/s",
              "total_turns_per_s": "bulk ingest with embeddings (write + catch-up), turns/s",
+             "idle_equivalent_turns_per_s": "bulk ingest with embeddings, idle-equivalent (evals/idle_estimate.py), "
+                                            "turns/s",
              "chunk_ms": f"one append_many of {rep['batch']} turns, ms"}
     for k, label in names.items():
         if k not in rep["summary"]["new"]:
@@ -201,12 +231,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-embed", action="store_true", help="the write path only")
     ap.add_argument("--baseline-pool", type=int, default=None,
                     help="batches the baseline reads at once (default: the store's; 1: log order, as before pooling)")
+    ap.add_argument("--baseline", choices=BASELINES, default="legacy",
+                    help="legacy: the embedder before the bulk path; serial: this one, the catch-up unpipelined")
+    ap.add_argument("--idle-estimate", action="store_true",
+                    help="also estimate each run's time on an idle machine with this process's CPUs "
+                         "(evals/idle_estimate.py): for a shared machine")
     ap.add_argument("--json", type=Path, default=None, help="write the full report here")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")
     rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
-              baseline_pool=args.baseline_pool)
+              baseline_pool=args.baseline_pool, baseline=args.baseline,
+              idle_cores=usable_cpus() if args.idle_estimate else None)
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2))
     print(markdown(rep))

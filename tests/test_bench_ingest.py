@@ -8,10 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cold_helpers import child_env
 
 
-def test_bench_ingest_smoke(tmp_path: Path) -> None:
+# extra arguments, and the summary line they add
+@pytest.mark.parametrize(("extra", "row"), [
+    ([], None),  # the default baseline: the embedder before the bulk path
+    # the same embedder with the catch-up unpipelined, and the idle-machine estimate
+    (["--baseline", "serial", "--idle-estimate"], "idle_equivalent_turns_per_s"),
+])
+def test_bench_ingest_smoke(tmp_path: Path, extra: list[str], row: str | None) -> None:
     data = tmp_path / "convs.jsonl"
     lines = [{"conversation_id": "c1", "role": "user", "content": "Seat preference: aisle seat, every time."}]
     lines += [{"conversation_id": "c1", "role": r, "content": f"small talk {i} about volcanoes"}
@@ -20,7 +27,7 @@ def test_bench_ingest_smoke(tmp_path: Path) -> None:
     data.write_text("\n".join(json.dumps(x) for x in lines))
     out_json = tmp_path / "ingest.json"
     cmd = [sys.executable, "-m", "tiermem.evals.bench_ingest", "--data", str(data), "--rounds", "1",
-           "--batch", "20", "--json", str(out_json)]
+           "--batch", "20", "--json", str(out_json), *extra]
     out = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr[-3000:]
@@ -33,3 +40,5 @@ def test_bench_ingest_smoke(tmp_path: Path) -> None:
         assert r["pending_after"] == 0 and r["turns"] == len(lines)
         assert len(r["chunk_ms"]) == 4  # 62 messages in chunks of 20
         assert rep["summary"][mode]["total_turns_per_s"]["p50"] > 0
+        if row is not None:
+            assert rep["summary"][mode][row]["p50"] > 0

@@ -27,6 +27,7 @@ from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superse
 from tiermem.planner.build import HotView, Planner, PlannerSettings, SummaryBlock
 from tiermem.planner.plan import Context
 from tiermem.planner.timeline import told_span
+from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded
@@ -38,6 +39,7 @@ from tiermem.tiers.models import (
     PruneReport,
     SearchHit,
     StoredMessage,
+    message_text,
     parse_message,
     validate_id,
     validate_namespace,
@@ -135,6 +137,7 @@ class Memory:
         # supersession searches by meaning, so it runs when a turn is embedded (by
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded
+        self.cold.texts_ahead = self._texts_ahead  # embedded with the pool: the hook's meaning search
         self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
         self.classifier = TurnClassifier()
@@ -366,6 +369,21 @@ class Memory:
                               bool(rows[m.position].load_bearing)) for m in self.cold.get(conv, sorted(rows))]
             if any(self.superseder.assertion(t) for t in turns):
                 self._release(conv, self.superseder.on_append(conv, turns))
+
+    def _texts_ahead(self, turns: list[PendingTurn]) -> list[str]:
+        """The texts `_on_embedded` will embed for these turns (the corrections' assertive
+        parts, for supersession's meaning search), so the catch-up embeds them with the
+        pool, in parallel, and the hook finds them in the embedder's memo."""
+        if not self._supersede_on_embed:
+            return []
+        out = []
+        for t in turns:
+            if t.role == "user":
+                a = self.superseder.assertion(Appended(t.position, t.role, message_text(t.body),
+                                                       t.intent or "statement", t.load_bearing))
+                if a:
+                    out.append(a)
+        return out
 
     def _release(self, conv: str, pairs: Sequence[tuple[int, int]]) -> None:
         if self.hot is not None and pairs:

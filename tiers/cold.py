@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
 from tiermem.tiers.dialect import SQLITE, SharedQueries
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import (
@@ -121,6 +122,10 @@ class ColdStore(SharedQueries):
         # position, vector) of the turns this call embedded (each turn exactly once, in
         # whichever process flips its `embedded`): derived work that needs the vector
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        # pools embedded ahead while one is stored (tiers/catchup.py); 0: one at a time
+        self.pipeline_depth = PIPELINE_DEPTH
+        # texts the hook will embed for a pool's turns, embedded with the pool (ColdLog.texts_ahead)
+        self.texts_ahead: TextsAhead | None = None
         try:
             self.version = migrate(self._conn, str(self.path))
             self.db_uuid: str = self._conn.execute("SELECT value FROM meta WHERE key='db_uuid'").fetchone()[0]
@@ -369,35 +374,47 @@ class ColdStore(SharedQueries):
         one transaction and `on_embedded` sees them in log order, `batch` rows at a time.
         `end` (with `conversation_id`) limits it to positions <= end. The embedding runs
         without any lock held; the store step re-checks `embedded = 0`, so two processes
-        catching up at once never double-insert.
+        catching up at once never double-insert. The next pool is read and embedded while
+        this thread stores the current one (`pipeline_depth`, tiers/catchup.py); an error
+        is raised here, and a pool not stored stays pending.
         """
         if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
         self._ensure_vec_table(self.embedder.dim)
-        done = 0
+        embedder = self.embedder
         pool = batch * max(1, pool_batches)
-        while max_rows is None or done < max_rows:
-            limit = pool if max_rows is None else min(pool, max_rows - done)
-            if conversation_id is None:
-                sql = ("SELECT t.conversation_id, t.position, t.id, m.body FROM turns t "
-                       "JOIN messages m ON m.id = t.id WHERE t.embedded = 0 LIMIT ?")
-                rows = self._read(sql, (limit,))
-            else:
-                sql = ("SELECT t.conversation_id, t.position, t.id, m.body FROM turns t "
-                       "JOIN messages m ON m.id = t.id WHERE t.embedded = 0 AND t.conversation_id = ? "
-                       "AND t.position <= ? ORDER BY t.position LIMIT ?")
-                rows = self._read(sql, (conversation_id, end if end is not None else 2**62, limit))
-            if not rows:
-                break
-            texts = []
-            for r in rows:
-                try:
-                    texts.append(search_text(json.loads(r[3])))
-                except (ValueError, TypeError, AttributeError):
-                    texts.append("")  # salvage: an undecodable row still gets marked
-            vecs = self.embedder.embed(texts)
+        done = 0
+
+        def pools() -> Iterator[list[Any]]:
+            # each read resumes after the last row read (not the last stored: the pipeline
+            # reads pool N+1 before pool N is stored), in the order the loop read before
+            # (the pending index, by rowid; one conversation by position)
+            read, after = 0, -1
+            while max_rows is None or read < max_rows:
+                limit = pool if max_rows is None else min(pool, max_rows - read)
+                cols = self._POOL_COLUMNS
+                if conversation_id is None:
+                    rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
+                                      "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (after, limit))
+                else:
+                    rows = self._read(f"SELECT {cols}, t.position FROM turns t JOIN messages m ON m.id = t.id "
+                                      "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? "
+                                      "AND t.position > ? ORDER BY t.position LIMIT ?",
+                                      (conversation_id, end if end is not None else 2**62, after, limit))
+                if not rows:
+                    return
+                read += len(rows)
+                after = int(rows[-1][7])
+                yield rows
+
+        def embed(rows: list[Any]) -> np.ndarray:
+            return self._pool_vectors(embedder.embed, rows)
+
+        def store(rows: list[Any], vecs: np.ndarray) -> None:
+            nonlocal done
             stored: list[tuple[str, int, np.ndarray]] = []
             with self._tx() as c:
+                self._step("index_pending.store")
                 for r, v in zip(rows, vecs, strict=True):
                     cur = c.execute(
                         "UPDATE turns SET embedded = 1 WHERE id = ? AND embedded = 0", (r[2],)
@@ -418,7 +435,36 @@ class ColdStore(SharedQueries):
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
+
+        # the next pool is read and embedded while this thread stores one (tiers/catchup.py)
+        pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool)
         return done
+
+    # what a catch-up reads of a pending turn (`_pool_vectors`), then its resume key
+    _POOL_COLUMNS = "t.conversation_id, t.position, t.id, m.body, t.role, t.intent, t.load_bearing"
+
+    def _pool_vectors(self, embed: Callable[[list[str]], np.ndarray], rows: list[Any]) -> np.ndarray:
+        """The vectors of a pool's rows (`_POOL_COLUMNS`), with `texts_ahead`'s texts
+        embedded in the same call (they are remembered, not returned)."""
+        texts: list[str] = []
+        turns: list[PendingTurn] = []
+        for r in rows:
+            try:
+                body = json.loads(r[3])
+                texts.append(search_text(body))
+            except (ValueError, TypeError, AttributeError):
+                texts.append("")  # salvage: an undecodable row still gets marked
+                continue
+            turns.append(PendingTurn(r[0], int(r[1]), r[4], r[5], bool(r[6]), body))
+        extra: list[str] = []
+        ahead = self.texts_ahead
+        if ahead is not None and getattr(self.embedder, "memo_size", 0) > 0:  # found again in the memo only
+            try:
+                extra = ahead(turns)
+            except Exception:  # only speed depends on it
+                log.exception("texts_ahead failed; the hook embeds its own texts")
+        # one call: the extra texts are batched with the pool's (and remembered)
+        return embed(texts + extra)[:len(texts)]
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors for some positions (missing ones are absent)."""

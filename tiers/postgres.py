@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.tiers.catchup import TextsAhead
 from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, Label, content_hash
 from tiermem.tiers.dialect import POSTGRES, SharedQueries
 from tiermem.tiers.embed import Embedder
@@ -441,6 +442,7 @@ class PostgresStore(SharedQueries):
         # called after each committed batch of `index_pending` with the turns it embedded
         # (see ColdLog.on_embedded)
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        self.texts_ahead: TextsAhead | None = None  # unused here: the catch-up is not pipelined
         self.path = redact(url) if url is not None else "postgresql (caller's pool)"
         self._salvaged_rows: set[tuple[str, int]] = set()
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
+    from tiermem.tiers.catchup import TextsAhead
     from tiermem.tiers.cold import Label
     from tiermem.tiers.dialect import Dialect
     from tiermem.tiers.embed import Embedder
@@ -91,6 +92,9 @@ class ColdLog(Protocol):
         ...
 
     on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None
+    # texts `on_embedded` will embed for a pool's turns, embedded with the pool (only
+    # speed depends on it; tiers/catchup.py). An engine may ignore it.
+    texts_ahead: TextsAhead | None
 
     @property
     def salvaged(self) -> int:

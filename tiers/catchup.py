@@ -1,0 +1,140 @@
+"""The embedding catch-up's pipeline: the next pool is read and embedded while the
+caller's thread stores the current one and runs its after-embedding hooks.
+
+A catch-up (`ColdLog.index_pending`) repeats three steps per pool of pending turns:
+read (and decode) the rows, embed their texts (several threads, tiers/embed_onnx.py),
+store the vectors in one transaction and run the `on_embedded` hook (supersession, one
+thread). Done one after another, the cores idle while the single-threaded steps run;
+here a producer thread reads and embeds pool N+1 while the caller stores pool N.
+
+Invariants:
+
+- **Same order, same work.** Pools are read in the same order and cut the same way as
+  the one-at-a-time loop (the reader resumes after the last row it read, not after the
+  last one stored), and they are stored and hooked in that order by the caller's thread
+  alone, so the hooks see exactly what they saw before.
+- **Bounded.** At most `PIPELINE_DEPTH` embedded pools wait to be stored, besides the one
+  being embedded and the one being stored: memory stays a few pools' worth.
+- **Errors reach the caller; nothing is lost.** A failure to read or embed is re-raised
+  in the caller's thread after the pools before it are stored; a failure to store stops
+  the producer and is re-raised. A pool that was read or embedded but not stored leaves
+  its turns pending (`embedded = 0`) for the next catch-up: nothing is marked that has
+  no vector.
+- **Texts ahead.** `ColdLog.texts_ahead`, when set, names texts the hook will embed
+  for a pool's turns; the producer embeds them with the pool (they land in the
+  embedder's memo of recent texts, tiers/embed.py), so the hook's own call finds them
+  there. Only speed depends on it: a text evicted from the memo is embedded again.
+- A call whose first read is not a full pool (one conversation's few new turns, a live
+  append) runs in the caller's thread: no thread is started for one pool.
+- The producer is a daemon thread that ends with the call (joined before it returns).
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, NamedTuple, TypeVar, cast
+
+P = TypeVar("P")  # a pool: the rows read
+V = TypeVar("V")  # what embedding a pool gave
+
+# Embedded pools that may wait for the caller's store step: one is enough to keep the
+# embedder busy while a store runs (on LoCoMo a pool's store and hooks take ~0.13 CPU-s,
+# its embedding ~3 s on two cores)
+# and bounds memory at about three pools (one embedding, one waiting, one storing).
+PIPELINE_DEPTH = 1
+# How often a blocked producer looks whether the caller has given up (seconds).
+_POLL_S = 0.05
+
+
+class PendingTurn(NamedTuple):
+    """A turn a catch-up is about to embed, as `ColdLog.texts_ahead` sees it."""
+
+    conversation_id: str
+    position: int
+    role: str
+    intent: str | None
+    load_bearing: bool
+    body: dict[str, Any]
+
+
+# Texts the after-embedding hook will embed for the turns of a pool (supersession's
+# meaning search embeds each correction's assertive part): embedded in the producer with
+# the pool, in the same call, so the hook finds them in the embedder's memo instead of
+# running the model on one thread while the other cores wait.
+TextsAhead = Callable[[list[PendingTurn]], list[str]]
+
+
+class _Failed:
+    """The producer's failure, passed to the caller's thread to re-raise."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_DONE = object()
+
+
+class _Producer(Generic[P, V], threading.Thread):
+    def __init__(self, pools: Iterator[P], embed: Callable[[P], V], depth: int) -> None:
+        super().__init__(name="tiermem-catchup", daemon=True)
+        self.pools = pools
+        self.embed = embed
+        self.out: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
+        self.stop = threading.Event()
+
+    def _put(self, item: object) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.out.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(self) -> None:
+        try:
+            for pool in self.pools:
+                if self.stop.is_set():
+                    return
+                vecs = self.embed(pool)
+                if not self._put((pool, vecs)):
+                    return
+        except BaseException as exc:  # re-raised in the caller's thread
+            self._put(_Failed(exc))
+            return
+        self._put(_DONE)
+
+
+def pipelined(pools: Iterator[P], embed: Callable[[P], V], store: Callable[[P, V], None], *,
+              depth: int = PIPELINE_DEPTH, last: Callable[[P], bool] | None = None) -> None:
+    """For each pool of `pools` (read in a producer thread, in order): `embed` it there,
+    then `store(pool, vectors)` in the caller's thread, in the same order, while the
+    producer reads and embeds the next. `depth` 0, or a first pool that `last` says is
+    the last one (a short read): all in the caller's thread, one pool after another (the
+    loop before the pipeline). Errors: see the module docstring."""
+    if depth <= 0 or last is not None:
+        first = next(pools, None)
+        if first is None:
+            return
+        pools = itertools.chain([first], pools)
+        if depth <= 0 or (last is not None and last(first)):
+            for pool in pools:
+                store(pool, embed(pool))
+            return
+    producer: _Producer[P, V] = _Producer(pools, embed, depth)
+    producer.start()
+    try:
+        while True:
+            item = producer.out.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.exc
+            got = cast("tuple[P, V]", item)
+            store(got[0], got[1])
+    finally:
+        producer.stop.set()
+        producer.join()
