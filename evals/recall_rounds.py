@@ -53,7 +53,7 @@ from tiermem.evals.locomo import (
     load_samples,
     resolve_questions,
 )
-from tiermem.planner import episodes, multihop
+from tiermem.planner import density, episodes, multihop, rank, render, speakers
 from tiermem.tiers.errors import ValidationError
 
 BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail")
@@ -67,6 +67,11 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "spread": (episodes, "SPREAD_WEIGHT"),
     "cross": (multihop, "HOP_OTHER_EPISODES"),
     "hoproom": (multihop, "HOP_MIN_ROOM_TOKENS"),
+    "density": (density, "DENSITY_WEIGHT"),
+    "terse": (render, "TERSE"),
+    "speaker": (speakers, "SPEAKER_BOOST"),
+    "episode": (rank, "EPISODE"),
+    "neighbour": (rank, "NEIGHBOUR"),
 }
 # off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
 # hop runs at every budget

@@ -47,6 +47,11 @@ HEADERS = {
     "summary": "Summary of earlier parts of this conversation:",
     "retrieved": "Earlier turns relevant to the current message (retrieved from the log, in order):",
 }
+# TERSE = 1: the retrieved block's header says the same in fewer tokens, and a session
+# heading carries the date only (the session id costs tokens on every group and the model
+# cannot use it; the plan carries every item's positions and session)
+TERSE = 0
+TERSE_RETRIEVED_HEADER = "Earlier turns retrieved for this message (log order):"
 
 
 def when(ts: float) -> str:
@@ -63,6 +68,11 @@ def day(ts: float) -> str:
         return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
     except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
         return "unknown date"
+
+
+def header(s: str) -> str:
+    """A block slice's first line."""
+    return TERSE_RETRIEVED_HEADER if s == "retrieved" and TERSE else HEADERS[s]
 
 
 class Renderer:
@@ -113,7 +123,7 @@ class Renderer:
         """Retrieved lines are grouped under one heading per session (its date and id),
         so that a date costs tokens once per group, not once per line."""
         where = "" if conv == this_conv else f"conversation {conv}, "
-        session = f", {m.session_id}" if m.session_id else ""
+        session = f", {m.session_id}" if m.session_id and not TERSE else ""
         return f"({where}{day(m.created_at)}{session})"
 
     def line_tokens(self, line: str) -> int:
@@ -122,7 +132,7 @@ class Renderer:
     def block_header_tokens(self, s: str) -> int:
         """What a block slice's message costs before its first line: the message overhead
         and its header line."""
-        return MESSAGE_OVERHEAD_TOKENS + self.tokens.count(HEADERS[s]) + LINE_SEP_TOKENS
+        return MESSAGE_OVERHEAD_TOKENS + self.tokens.count(header(s)) + LINE_SEP_TOKENS
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -130,7 +140,7 @@ class Renderer:
         """One block slice as a system message: its header, then its lines in log order
         (this conversation's first), each retrieved run under its session heading."""
         items = sorted(cands, key=lambda c: (c.conversation_id != conv, c.conversation_id, c.position))
-        lines = [HEADERS[s]]
+        lines = [header(s)]
         heading = ""
         for c in items:
             if c.header and c.header != heading:
