@@ -4,7 +4,8 @@ the tail in layer order, and the result converted to the configured message fami
 Invariants:
 - A line carries no position numbers (they cost tokens on every line and the model cannot
   use them; the plan carries every item's positions); retrieved lines are grouped under
-  one heading per session, so a date costs tokens once per group.
+  one heading per session, so a date costs tokens once per group (and, with TERSE, the
+  heading is the date alone).
 - A long tool output keeps its head (`TRIM_HEAD_SHARE` of the allowance) and its tail, and
   says what was cut and where the full text is in the log.
 - Layer order (planner.plan.LAYERS): system, pinned, summary, the tail, then the per-turn
@@ -45,13 +46,15 @@ MEMORY_BLOCK_SEPARATOR = "\n\n"  # between the blocks of the one memory message 
 HEADERS = {
     "pinned": "Standing instructions and facts from this conversation (pinned, current values):",
     "summary": "Summary of earlier parts of this conversation:",
-    "retrieved": "Earlier turns relevant to the current message (retrieved from the log, in order):",
+    "retrieved": "Earlier turns retrieved for this message (log order):",
 }
-# TERSE = 1: the retrieved block's header says the same in fewer tokens, and a session
-# heading carries the date only (the session id costs tokens on every group and the model
-# cannot use it; the plan carries every item's positions and session)
-TERSE = 0
-TERSE_RETRIEVED_HEADER = "Earlier turns retrieved for this message (log order):"
+# TERSE = 1 (the default): the retrieved block's header above, in fewer tokens than the
+# verbose one, and a session heading carries the date only (the session id cost tokens on
+# every group and the model cannot use it; the plan carries every item's positions). At
+# 500 tokens that is most of one more retrieved turn; TERSE = 0 renders as before (the
+# recall harness measures both: evals/recall_rounds.py, knob `terse`).
+TERSE = 1
+VERBOSE_RETRIEVED_HEADER = "Earlier turns relevant to the current message (retrieved from the log, in order):"
 
 
 def when(ts: float) -> str:
@@ -72,7 +75,7 @@ def day(ts: float) -> str:
 
 def header(s: str) -> str:
     """A block slice's first line."""
-    return TERSE_RETRIEVED_HEADER if s == "retrieved" and TERSE else HEADERS[s]
+    return VERBOSE_RETRIEVED_HEADER if s == "retrieved" and not TERSE else HEADERS[s]
 
 
 class Renderer:

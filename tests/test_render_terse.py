@@ -37,14 +37,14 @@ def _retrieved(mem: Memory, budget: int) -> tuple[str, int, int]:
     ctx = mem.context("c", "What hobbies have I spent hours on?", budget=budget, record=False)
     assert ctx.tokens <= budget  # the budget is hard
     block = next(str(m["content"]) for m in ctx.messages
-                 if str(m.get("content", "")).startswith((render.HEADERS["retrieved"], render.TERSE_RETRIEVED_HEADER)))
+                 if str(m.get("content", "")).startswith((render.HEADERS["retrieved"], render.VERBOSE_RETRIEVED_HEADER)))
     shown = sum(len(it.positions) for it in ctx.plan.items if it.slice == "retrieved")
     return block, shown, ctx.tokens
 
 
 @pytest.mark.parametrize(("terse", "header", "heading"), [
-    (1, render.TERSE_RETRIEVED_HEADER, re.compile(r"^\(\d\d \w{3} \d{4}\)$")),  # the date only
-    (0, render.HEADERS["retrieved"], re.compile(r"^\(\d\d \w{3} \d{4}, session_\d+\)$")),  # as before: date, session
+    (1, render.HEADERS["retrieved"], re.compile(r"^\(\d\d \w{3} \d{4}\)$")),  # the default: the date only
+    (0, render.VERBOSE_RETRIEVED_HEADER, re.compile(r"^\(\d\d \w{3} \d{4}, session_\d+\)$")),  # as before: date, session
 ])
 def test_block_header_and_headings(cold_memory: Memory, monkeypatch: pytest.MonkeyPatch, terse: int,
                                    header: str, heading: re.Pattern[str]) -> None:
