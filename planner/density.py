@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tiermem.planner.candidates import Candidate
 
-# The weight of a line's length against its score (0: rank order). Chosen
-# leave-one-conversation-out on the LoCoMo dev conversations (README, issue 19).
+# The weight of a line's length against its score (0: rank order). Off: on the LoCoMo dev
+# conversations 0.25, 0.5, 1 and 2 each lost recall at 500 tokens (short lines are often
+# small talk) for at most +0.7 points at 1,000-2,000 (README, issue 19); the recall harness
+# sets it (evals/recall_rounds.py, knob `density`).
 DENSITY_WEIGHT = 0.0
 REFERENCE_LINE_TOKENS = 30  # about a LoCoMo-like turn's line: neither lifted nor lowered
 MIN_LINE_TOKENS = 1  # a line's token count as used in the logarithm (never 0)

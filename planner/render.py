@@ -123,8 +123,8 @@ class Renderer:
 
     @staticmethod
     def heading(conv: str, m: StoredMessage, this_conv: str) -> str:
-        """Retrieved lines are grouped under one heading per session (its date and id),
-        so that a date costs tokens once per group, not once per line."""
+        """Retrieved lines are grouped under one heading per session (its date; and its
+        id unless TERSE), so that a date costs tokens once per group, not once per line."""
         where = "" if conv == this_conv else f"conversation {conv}, "
         session = f", {m.session_id}" if m.session_id and not TERSE else ""
         return f"({where}{day(m.created_at)}{session})"
