@@ -12,7 +12,9 @@ as a what-if context (`record=False`): no call extends another's epoch, as in th
 standard multi-budget eval, where each call changes the budget and so starts anew. A
 variant sets the planner's weights for its calls (`hop`: multihop.HOP_WEIGHT, `dense`:
 multihop.HOP_DENSE_WEIGHT, `keys`: episodes.KEY_WEIGHT, `seeds`: multihop.SEED_TURNS,
-`keytf`: episodes.KEY_MIN_TF, `spread`: episodes.SPREAD_WEIGHT, `cross`: multihop.HOP_OTHER_EPISODES, `hoproom`: multihop.HOP_MIN_ROOM_TOKENS (0 unless set); unnamed weights stay off), then they are put back.
+`keytf`: episodes.KEY_MIN_TF, `spread`: episodes.SPREAD_WEIGHT, `cross`: multihop.HOP_OTHER_EPISODES, `hoproom`: multihop.HOP_MIN_ROOM_TOKENS (0 unless set); unnamed weights stay off;
+`density`: density.DENSITY_WEIGHT, `terse`: render.TERSE, `speaker`: speakers.SPEAKER_BOOST, `episode`:
+rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set), then they are put back.
 
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
@@ -53,7 +55,7 @@ from tiermem.evals.locomo import (
     load_samples,
     resolve_questions,
 )
-from tiermem.planner import episodes, multihop
+from tiermem.planner import density, episodes, multihop, rank, render, speakers
 from tiermem.tiers.errors import ValidationError
 
 BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail")
@@ -67,6 +69,11 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "spread": (episodes, "SPREAD_WEIGHT"),
     "cross": (multihop, "HOP_OTHER_EPISODES"),
     "hoproom": (multihop, "HOP_MIN_ROOM_TOKENS"),
+    "density": (density, "DENSITY_WEIGHT"),
+    "terse": (render, "TERSE"),
+    "speaker": (speakers, "SPEAKER_BOOST"),
+    "episode": (rank, "EPISODE"),
+    "neighbour": (rank, "NEIGHBOUR"),
 }
 # off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
 # hop runs at every budget

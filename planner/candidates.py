@@ -31,6 +31,7 @@ import numpy as np
 
 from tiermem.planner.classify import about_past, question_text
 from tiermem.planner.dates import query_windows
+from tiermem.planner.density import pack_order
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
@@ -450,7 +451,7 @@ class Candidates:
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
-        return out
+        return pack_order(out)  # value per token (planner.density; rank order at weight 0)
 
     def _top(self, conv: str, table: TurnTable, total: np.ndarray, idx: np.ndarray, depth: int
              ) -> tuple[np.ndarray, dict[int, TurnRow], set[int]]:

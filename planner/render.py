@@ -4,7 +4,8 @@ the tail in layer order, and the result converted to the configured message fami
 Invariants:
 - A line carries no position numbers (they cost tokens on every line and the model cannot
   use them; the plan carries every item's positions); retrieved lines are grouped under
-  one heading per session, so a date costs tokens once per group.
+  one heading per session, so a date costs tokens once per group (and, with TERSE, the
+  heading is the date alone).
 - A long tool output keeps its head (`TRIM_HEAD_SHARE` of the allowance) and its tail, and
   says what was cut and where the full text is in the log.
 - Layer order (planner.plan.LAYERS): system, pinned, summary, the tail, then the per-turn
@@ -45,8 +46,15 @@ MEMORY_BLOCK_SEPARATOR = "\n\n"  # between the blocks of the one memory message 
 HEADERS = {
     "pinned": "Standing instructions and facts from this conversation (pinned, current values):",
     "summary": "Summary of earlier parts of this conversation:",
-    "retrieved": "Earlier turns relevant to the current message (retrieved from the log, in order):",
+    "retrieved": "Earlier turns retrieved for this message (log order):",
 }
+# TERSE = 1 (the default): the retrieved block's header above, in fewer tokens than the
+# verbose one, and a session heading carries the date only (the session id cost tokens on
+# every group and the model cannot use it; the plan carries every item's positions). At
+# 500 tokens that is most of one more retrieved turn; TERSE = 0 renders as before (the
+# recall harness measures both: evals/recall_rounds.py, knob `terse`).
+TERSE = 1
+VERBOSE_RETRIEVED_HEADER = "Earlier turns relevant to the current message (retrieved from the log, in order):"
 
 
 def when(ts: float) -> str:
@@ -63,6 +71,11 @@ def day(ts: float) -> str:
         return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
     except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
         return "unknown date"
+
+
+def header(s: str) -> str:
+    """A block slice's first line."""
+    return VERBOSE_RETRIEVED_HEADER if s == "retrieved" and not TERSE else HEADERS[s]
 
 
 class Renderer:
@@ -110,10 +123,10 @@ class Renderer:
 
     @staticmethod
     def heading(conv: str, m: StoredMessage, this_conv: str) -> str:
-        """Retrieved lines are grouped under one heading per session (its date and id),
-        so that a date costs tokens once per group, not once per line."""
+        """Retrieved lines are grouped under one heading per session (its date; and its
+        id unless TERSE), so that a date costs tokens once per group, not once per line."""
         where = "" if conv == this_conv else f"conversation {conv}, "
-        session = f", {m.session_id}" if m.session_id else ""
+        session = f", {m.session_id}" if m.session_id and not TERSE else ""
         return f"({where}{day(m.created_at)}{session})"
 
     def line_tokens(self, line: str) -> int:
@@ -122,7 +135,7 @@ class Renderer:
     def block_header_tokens(self, s: str) -> int:
         """What a block slice's message costs before its first line: the message overhead
         and its header line."""
-        return MESSAGE_OVERHEAD_TOKENS + self.tokens.count(HEADERS[s]) + LINE_SEP_TOKENS
+        return MESSAGE_OVERHEAD_TOKENS + self.tokens.count(header(s)) + LINE_SEP_TOKENS
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -130,7 +143,7 @@ class Renderer:
         """One block slice as a system message: its header, then its lines in log order
         (this conversation's first), each retrieved run under its session heading."""
         items = sorted(cands, key=lambda c: (c.conversation_id != conv, c.conversation_id, c.position))
-        lines = [HEADERS[s]]
+        lines = [header(s)]
         heading = ""
         for c in items:
             if c.header and c.header != heading:

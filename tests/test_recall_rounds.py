@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tiermem.evals.recall_rounds import Variant, applied, leave_one_out, parse_variant
-from tiermem.planner import episodes, multihop
+from tiermem.planner import density, episodes, multihop, rank, render, speakers
 from tiermem.tiers.errors import ValidationError
 
 
@@ -48,3 +48,18 @@ def test_leave_one_out_chooses_on_the_other_samples() -> None:
     out = leave_one_out(recs, [Variant("base", {}), Variant("good", {})], "2000")
     assert out["c"]["chosen"] == "good" and out["c"]["held_out"] == 0.1 and out["c"]["base_held_out"] == 0.9
     assert out["a"]["chosen"] == "base" and out["a"]["held_out"] == 0.5
+
+
+@pytest.mark.parametrize(("knob", "module", "attr", "value"), [
+    ("terse", render, "TERSE", 0),  # the render's terse headings, set back to the old form
+    ("density", density, "DENSITY_WEIGHT", 0.5),  # value per token in the packing order
+    ("speaker", speakers, "SPEAKER_BOOST", 0.75),  # the named participant's turns
+    ("episode", rank, "EPISODE", 0.4),  # planner.rank's episode context
+    ("neighbour", rank, "NEIGHBOUR", 0.0),  # planner.rank's neighbour credit
+])
+def test_new_knobs_reach_their_constants(knob: str, module: object, attr: str, value: float) -> None:
+    before = getattr(module, attr)
+    with applied(parse_variant(f"v:{knob}={value}")):
+        assert getattr(module, attr) == value
+        assert type(getattr(module, attr)) is type(before)  # an int knob stays an int
+    assert getattr(module, attr) == before
