@@ -689,7 +689,7 @@ class Planner:
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
                 over = fixed_total + sum(c.tokens for c in need)
-                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
                 if mid is not None:
                     return mid, ""
                 return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
@@ -697,7 +697,7 @@ class Planner:
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
             kept = messages_tokens(self.tokens, [g.message for g in head[:cut]])
             if latest_user != prev.latest_user and kept < REWIND_MIN_KEPT_SHARE * budget:
-                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
                 if mid is not None:
                     return mid, ""
                 return None, (f"room used up: a rewind to message {cut} would keep only {kept} of {budget} "
@@ -721,15 +721,23 @@ class Planner:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
         if total > middle.MIDDLE_CAP_SHARE * budget:  # long enough to read back dear: evict before it fills
-            mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share)
+            mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
             if mid is not None:
                 return mid, ""
         return _Extension(segs, total, reason), ""
 
     def _middle(self, prev: EpochState, call: _Call, fixed: _Fixed, at: int, before: list[Segment],
-                rest: list[Segment], wanted: list[Candidate], min_share: float) -> _Extension | None:
+                rest: list[Segment], wanted: list[Candidate], min_share: float,
+                pins: list[Candidate]) -> _Extension | None:
         """On a new user message whose extension ran out of room: the previous context's
-        head kept, the newest turns rebuilt after it (planner.middle), or None."""
+        head kept, the newest turns rebuilt after it (planner.middle), or None.
+
+        None too when a current pin is shown only by the turns that would leave (a pin
+        made while its turn sat in the tail): pins are always in the context, and a new
+        epoch rebuilds the pinned block with it. (Showing such pins again after the head
+        was measured dearer: they pile up there until an epoch ends, every eviction
+        re-bills them, and conv-42's replay went from 27.6% to 34.4% of cached full
+        context.)"""
         conv, budget, latest_user = call.conv, call.budget, fixed.latest_user
         if latest_user is None or latest_user == prev.latest_user or not self.settings.evict_middle:
             return None
@@ -748,6 +756,8 @@ class Planner:
         on_show = on_head | {p for c, p in shown(tail) if c == conv}
         need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
         min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
+        if middle.unshown_pins(pins, conv, on_show):
+            return None
         got = middle.evict(head, tail, rest[0], rest[1:], need,
                            lambda msgs, base, todo: self._fit_need(msgs, base, todo, budget, conv),
                            lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),

@@ -19,7 +19,8 @@ turns' tokens. (Chosen on the cost replay's bound, evals.bound.best_middle: keep
 0.5-0.56 of the budget and rebuilding 0.1 is cheapest on all four LoCoMo dev
 conversations.)
 
-Invariants: the head is a prefix of the previous context (so everything the previous
+Invariants: every current pin stays shown (`unshown_pins`: when only the leaving turns
+show one, the eviction does not happen and a new epoch rebuilds the pinned block); the head is a prefix of the previous context (so everything the previous
 call checked of it, pins and summary lines current, holds) and never splits a tool call
 from its results or holds the previous latest user message; the result is counted
 exactly and stays within the budget; no I/O beyond what the planner already read.
@@ -131,6 +132,13 @@ def evict(head: list[Segment], tail: list[Segment], latest: Segment, after: list
     reason = (f"evicts from the middle: the first {len(head)} message(s) ({kept} tokens) stay as the cached "
               f"prefix, {len(tail)} newest message(s) and {len(fits)} retrieved turn(s) follow them")
     return Eviction(segs, total, reason)
+
+
+def unshown_pins(pins: Sequence[Candidate], conv: str, on_show: set[int]) -> list[int]:
+    """The positions of this conversation's current pins (`pins`, the pinned slice's
+    candidates) that neither the kept head nor the rebuilt tail shows (`on_show`)."""
+    return sorted(p for c in pins if c.conversation_id == conv
+                  for p in (c.group or [c.position]) if p not in on_show)
 
 
 def kept_head(evicted: int, prev: Sequence[Segment], prev_head: int, segments: Sequence[Segment]) -> int:

@@ -95,3 +95,28 @@ def test_the_rebuilt_tail_stops_before_a_superseded_turn() -> None:
     assert got() == [15, 16, 17, 18, 19, 20]  # 200 tokens: 6 units of 30 (the head shows 12)
     assert got(held_back=frozenset({17})) == [18, 19, 20]  # stops before the superseded turn
     assert got(held_back=frozenset({20})) == [15, 16, 17, 18, 19, 20]  # what arrived since stays
+
+
+def test_a_pin_made_in_the_tail_stays_shown_across_a_middle_eviction(memory: Memory) -> None:
+    # a turn pinned while the tail shows it is not in the pinned block of that epoch; the
+    # eviction drops the tail's middle, so the pin comes back after the head (pins are
+    # always in the context). Fails on the code before: the evicted context left the pin
+    # out, and the next call started a new epoch ("pin changed: ... pinned now and not shown").
+    history(memory, 300)
+    calls = chat(memory, 3)
+    pinned = max(it.positions[0] for it in calls[-1][1].items if it.slice == "tail") - 4
+    memory.pin("c", pinned)
+    rnd = random.Random(5)
+    plans = []
+    for i in range(40):
+        memory.append("c", {"role": "assistant", "content": " ".join(rnd.choices(WORDS, k=30)) + f" ({i})"})
+        text = f"{SMALL_TALK[i % len(SMALL_TALK)]} [{i}]"
+        memory.append("c", {"role": "user", "content": text})
+        ctx = memory.context("c", text, budget=BUDGET)
+        assert ctx.tokens <= BUDGET
+        on = {p for it in ctx.plan.items if it.fidelity in ("verbatim", "trimmed") for p in it.positions}
+        assert pinned in on, (i, ctx.plan.cache.reason)
+        plans.append(ctx.plan)
+    evicted = [i for i, p in enumerate(plans) if "evicts from the middle" in p.cache.reason]
+    assert evicted, [p.cache.reason for p in plans]
+    assert not [p.cache.reason for p in plans[evicted[0]:] if "pin changed" in p.cache.reason]
