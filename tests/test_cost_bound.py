@@ -4,9 +4,8 @@ the same provider rules as every other method. New with issue 22 (no bound befor
 
 from __future__ import annotations
 
-import random
-
 import pytest
+import replay_views
 
 from tiermem.evals.baselines import ConvView, tail_truncation
 from tiermem.evals.bound import (
@@ -20,26 +19,14 @@ from tiermem.evals.bound import (
 )
 from tiermem.evals.cost import MethodSeries, Renderer
 from tiermem.planner.render import HEADERS
-from tiermem.tiers.tokens import BpeTokenCounter, message_tokens, messages_tokens
+from tiermem.tiers.tokens import BpeTokenCounter, messages_tokens
 
 BUDGET = 2000
-WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
-         "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
 PINNED = {"role": "system", "content": HEADERS["pinned"] + "\n[user] Always answer in British English."}
 
 
 def view_of(counter: BpeTokenCounter, n: int, seed: int = 3) -> ConvView:
-    """A chat of `n` turns of 20-40 words each (LoCoMo-like: ~40 tokens a turn)."""
-    rnd = random.Random(seed)
-    v = ConvView("c")
-    for i in range(n):
-        body = {"role": "user" if i % 2 == 0 else "assistant",
-                "content": " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(20, 40)))}
-        v.index[i] = i
-        v.positions.append(i)
-        v.bodies.append(body)
-        v.tokens.append(message_tokens(counter, body))
-    return v
+    return replay_views.view_of(counter, n, seed)
 
 
 def user_turns(v: ConvView, layers: tuple[dict[str, str], ...] = ()) -> list[BoundTurn]:

@@ -5,19 +5,16 @@ has no evals.floor module and no floor row in the replay."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
+import replay_views
 
 from tiermem.evals.baselines import ConvView, full_context, tail_truncation
 from tiermem.evals.bound import BoundTurn, replay_bound, replay_middle
 from tiermem.evals.cost import PROVIDERS, CacheRules, MethodSeries, Renderer
 from tiermem.evals.floor import FloorTurn, floor_bill, floor_summary, floor_turns
-from tiermem.tiers.tokens import BpeTokenCounter, message_tokens
+from tiermem.tiers.tokens import BpeTokenCounter
 
 BUDGET = 2000
-WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
-         "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
 # tiny rules for hand-computed figures: caching from 10 tokens, reads at 0.1
 TINY_OPENAI = CacheRules(provider="openai", input_per_mtok=1.0, read_ratio=0.1, min_prefix=10, granularity=1)
 TINY_ANTHROPIC = CacheRules(provider="anthropic", input_per_mtok=1.0, read_ratio=0.1, write_ratio=1.25,
@@ -26,17 +23,7 @@ PRIMING = 3
 
 
 def view_of(counter: BpeTokenCounter, n: int, seed: int = 5) -> ConvView:
-    """A chat of `n` turns of 20-40 words each, user and assistant in turn."""
-    rnd = random.Random(seed)
-    v = ConvView("c")
-    for i in range(n):
-        body = {"role": "user" if i % 2 == 0 else "assistant",
-                "content": " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(20, 40)))}
-        v.index[i] = i
-        v.positions.append(i)
-        v.bodies.append(body)
-        v.tokens.append(message_tokens(counter, body))
-    return v
+    return replay_views.view_of(counter, n, seed)
 
 
 def user_turns(v: ConvView) -> list[BoundTurn]:
