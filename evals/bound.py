@@ -56,6 +56,10 @@ class BoundTurn:
     log_len: int
     layers: tuple[dict[str, Any], ...] = ()
 
+    def layer_tokens(self, counter: TokenCounter) -> int:
+        """The stable-layer messages' tokens, counted as the budget counts them."""
+        return sum(message_tokens(counter, m) for m in self.layers)
+
 
 def stable_layers(messages: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     """The leading pinned and summary blocks of a tiermem context (a caller's system
@@ -80,7 +84,7 @@ def replay_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, fill: 
     start = 0  # the view index where the current epoch's tail begins
     for t in turns:
         layers = list(t.layers)
-        base = REPLY_PRIMING_TOKENS + sum(message_tokens(counter, m) for m in layers)
+        base = REPLY_PRIMING_TOKENS + t.layer_tokens(counter)
         end = t.log_len
         if end <= 0:
             continue
@@ -129,8 +133,7 @@ def best_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer
         out[f"total_billed_{p}"] = best[p][0]
         out[f"best_fill_{p}"] = best[p][1]
     out["total_billed"] = out["total_billed_openai"]
-    out["layers_tokens_mean"] = round(sum(
-        sum(message_tokens(counter, m) for m in t.layers) for t in turns) / len(turns), 1) if turns else 0.0
+    out["layers_tokens_mean"] = round(sum(t.layer_tokens(counter) for t in turns) / len(turns), 1) if turns else 0.0
     out["fill_curve"] = curve
     out["series"] = series
     return out
@@ -169,7 +172,7 @@ def replay_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, keep:
     limit = min(budget, int(cap * budget))
     for t in turns:
         layers = list(t.layers)
-        base = REPLY_PRIMING_TOKENS + sum(message_tokens(counter, m) for m in layers)
+        base = REPLY_PRIMING_TOKENS + t.layer_tokens(counter)
         end = t.log_len
         if end <= 0:
             continue
