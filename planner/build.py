@@ -754,10 +754,10 @@ class Planner:
         tail = middle.rebuilt_tail(recent, required, on_head, budget,
                                    f"newest turn, rebuilt after the kept head in epoch {prev.epoch}", held_back)
         on_show = on_head | {p for c, p in shown(tail) if c == conv}
-        need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
-        min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
         if middle.unshown_pins(pins, conv, on_show):
             return None
+        need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
+        min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
         got = middle.evict(head, tail, rest[0], rest[1:], need,
                            lambda msgs, base, todo: self._fit_need(msgs, base, todo, budget, conv),
                            lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),
