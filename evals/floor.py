@@ -73,7 +73,8 @@ class FloorTurn:
 def floor_turns(view: ConvView, turns: Sequence[BoundTurn], renderer: Renderer) -> list[FloorTurn]:
     """The builds of a replay (the bound's turns: the log length at each user turn)."""
     out: list[FloorTurn] = []
-    sizes = [int(renderer.message(b).shape[0]) for b in view.bodies]
+    ids = [renderer.message(b) for b in view.bodies]  # each message rendered once
+    sizes = [int(x.shape[0]) for x in ids]
     priming = int(renderer.priming.shape[0])
     seen = 0  # log messages that existed at the previous build
     history = 0
@@ -83,7 +84,7 @@ def floor_turns(view: ConvView, turns: Sequence[BoundTurn], renderer: Renderer) 
             continue
         new = sum(sizes[seen:end])
         history += new
-        header = common_prefix_ids(renderer.message(view.bodies[seen]), renderer.priming) if end > seen else 0
+        header = common_prefix_ids(ids[seen], renderer.priming) if end > seen else 0
         out.append(FloorTurn(new, header, history + priming))
         seen = max(seen, end)
     return out
