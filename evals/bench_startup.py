@@ -18,7 +18,10 @@ both see the same machine load:
   runtime against the sentence-transformers pipeline on LoCoMo texts, and the worst
   cosine between their vectors.
 
-One warm-up run per case is discarded (page cache warm); then `--runs` runs, of which
+One warm-up run per case is discarded (page cache warm, and the bytecode written: the
+processes keep it under a temporary `PYTHONPYCACHEPREFIX`, as an installed package has
+its own, whatever PYTHONDONTWRITEBYTECODE says; `--no-bytecode` measures processes that
+compile every module from source instead); then `--runs` runs, of which
 the median and p99 (nearest rank: with 5 runs, the slowest) are printed, with the
 baseline/new ratio (above 1: this tree is faster). The load average is printed before
 and after: the machine is shared, read the figures with it. Nothing is downloaded.
@@ -73,10 +76,21 @@ def _questions(data: Path, n: int) -> list[str]:
     return (qs or [QUERY])[:n] if len(qs) >= n else [(qs or [QUERY])[i % max(1, len(qs))] for i in range(n)]
 
 
+# Where the measured processes keep their bytecode (None: none is written, every process
+# compiles every module it imports from source, as under PYTHONDONTWRITEBYTECODE=1).
+_BYTECODE: dict[str, Path | None] = {"dir": None}
+
+
 def _env(src: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(src)
     env.setdefault("OMP_NUM_THREADS", "1")  # as the tests and `make bench` run the model
+    if _BYTECODE["dir"] is not None:
+        # an installed package has its bytecode (pip compiles at install): the processes
+        # write theirs under a prefix of the run's own (both sides alike, the source trees
+        # untouched), so the warm-up run compiles and the measured ones read it
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(_BYTECODE["dir"])
     return env
 
 
@@ -316,8 +330,10 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
 
 
 def render(report: dict[str, Any]) -> str:
+    code = ("modules read from bytecode (compiled by the warm-up run, as an installed package's)"
+            if report.get("bytecode", True) else "every module compiled from source in every process")
     lines = [f"load average before {report['load_before']}, after {report['load_after']} "
-             f"({os.cpu_count()} cores, shared); {report['runs']} runs per case, medians and p99",
+             f"({os.cpu_count()} cores, shared); {report['runs']} runs per case, medians and p99; {code}",
              "",
              "| what (fresh process) | new p50 | new p99 | baseline p50 | baseline p99 | speed-up | "
              "new peak RSS | baseline peak RSS |",
@@ -359,6 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON for the texts")
     ap.add_argument("--skip-inprocess", action="store_true", help="skip the in-process runtime comparison")
     ap.add_argument("--json", type=Path, default=None, help="write the report here")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="measure processes that compile every module from source (no bytecode kept)")
     ap.add_argument("--only", action="append", default=None,
                     help="only the cases whose name contains this (repeatable), e.g. --only context")
     args = ap.parse_args(argv)
@@ -367,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     report: dict[str, Any] = {"runs": args.runs, "load_before": load_average()}
     with tempfile.TemporaryDirectory(prefix="tiermem-startup-") as tmp_s:
         tmp = Path(tmp_s)
+        _BYTECODE["dir"] = None if args.no_bytecode else tmp / "pycache"
+        report["bytecode"] = not args.no_bytecode
         base = _baseline_src(args, tmp)
         report["baseline"] = None if base is None else (args.baseline_src or args.baseline_ref)
         report["processes"] = measure_processes(ROOT, base, args.runs, args.turns, args.data, tmp, args.only)

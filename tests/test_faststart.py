@@ -250,3 +250,30 @@ def test_token_counts_match_the_bpe_package(text: str) -> None:
 
     for name in ("o200k_base", "cl100k_base"):
         assert BpeTokenCounter(name).count(text) == len(bpe_openai.get_encoding(name).encode(text))
+
+
+def test_a_passed_load_check_is_remembered_and_any_change_checks_again(tmp_path: Path) -> None:
+    cache = _copy_cache(tmp_path)
+    first = FastEmbedder(runtime="onnx", cache_dir=cache)
+    assert first.load() == "onnx" and first.load_check == "probes"
+    again = FastEmbedder(runtime="onnx", cache_dir=cache)
+    assert again.load() == "onnx" and again.load_check == "remembered"
+    text = ["the flight leaves at nine"]
+    assert np.array_equal(again.embed(text), first.embed(text))  # the same session, the same vectors
+    # the manifest rewritten (another model's probe vector): the remembered check is not
+    # this file's, so the probes run and refuse it
+    manifest_path = export_dir(bundled_model_path(), cache) / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["reference"][1] = list(-np.asarray(manifest["reference"][1]))
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
+        FastEmbedder(runtime="onnx", cache_dir=cache).load()
+
+
+def test_another_thread_count_checks_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = _copy_cache(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert FastEmbedder(runtime="onnx", cache_dir=cache).load() == "onnx"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # other kernels' summation order
+    two = FastEmbedder(runtime="onnx", cache_dir=cache)
+    assert two.load() == "onnx" and two.load_check == "probes"

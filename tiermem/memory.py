@@ -24,9 +24,6 @@ from typing import TYPE_CHECKING, Any
 from tiermem.config import Config
 from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
-from tiermem.planner.build import HotView, Planner, PlannerSettings, SummaryBlock
-from tiermem.planner.plan import Context
-from tiermem.planner.timeline import told_span
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
@@ -51,6 +48,8 @@ from tiermem.tiers.turncache import TurnCache
 if TYPE_CHECKING:
     from tiermem.consolidation.scheduler import ConsolidationScheduler
     from tiermem.hotlink import HotLink
+    from tiermem.planner.build import HotView, Planner, SummaryBlock
+    from tiermem.planner.plan import Context
     from tiermem.tiers.hot import RedisClient
 
 log = logging.getLogger("tiermem")
@@ -145,24 +144,9 @@ class Memory:
         # the same rules without the meaning search, for appends: they need no model
         self._rules = Superseder(self.cold, None, self.classifier)
         # derived copies of each conversation's vectors and turn facts for the planner
-        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024, derive=told_span)
-        self.planner = Planner(
-            self.cold,
-            self.tokens,
-            query_embedding(self.embedder),
-            PlannerSettings(
-                shares={k: v.model_dump() for k, v in self.config.slice_shares.items()},
-                retrieval_k=self.config.retrieval_k,
-                tool_trim_tokens=self.config.tool_trim_tokens,
-                tail_anchor=self.config.tail_anchor_turns,
-                retrieved_placement=self.config.retrieved_placement,
-                system_messages=self.config.system_messages,
-                context_format=self.config.context_format,
-                layers=self.config.layer_shares.model_dump(),
-                epochs=self.config.context_epochs,
-            ),
-            turns=self.turns,
-        )
+        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024, derive=_told_span)
+        self._planner: Planner | None = None  # built by the first context() (`planner`)
+        self._planner_lock = threading.Lock()
         self.hot: HotLink | None = None
         if hot:
             from tiermem.hotlink import HotLink
@@ -196,6 +180,34 @@ class Memory:
             self._indexer = _Indexer(self)
             self._indexer.start()
             self._indexer.wake.set()  # catch up whatever a crash left behind
+
+    @property
+    def planner(self) -> Planner:
+        """The context planner, built on first use: appends and reads never import it."""
+        if self._planner is not None:
+            return self._planner
+        from tiermem.planner.build import Planner, PlannerSettings
+
+        with self._planner_lock:  # one planner per Memory: it keeps state between calls
+            if self._planner is None:
+                self._planner = Planner(
+                    self.cold,
+                    self.tokens,
+                    query_embedding(self.embedder),
+                    PlannerSettings(
+                        shares={k: v.model_dump() for k, v in self.config.slice_shares.items()},
+                        retrieval_k=self.config.retrieval_k,
+                        tool_trim_tokens=self.config.tool_trim_tokens,
+                        tail_anchor=self.config.tail_anchor_turns,
+                        retrieved_placement=self.config.retrieved_placement,
+                        system_messages=self.config.system_messages,
+                        context_format=self.config.context_format,
+                        layers=self.config.layer_shares.model_dump(),
+                        epochs=self.config.context_epochs,
+                    ),
+                    turns=self.turns,
+                )
+        return self._planner
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -256,7 +268,8 @@ class Memory:
         cannot be reached now are recorded and deleted when Redis answers again."""
         for key in keys:
             self.turns.drop(key)
-            self.planner.forget(key)
+            if self._planner is not None:  # one never built remembers nothing
+                self._planner.forget(key)
         # the embedder remembers recent texts' vectors keyed by the text itself
         clear_memo = getattr(self.embedder, "clear_memo", None)
         if keys and callable(clear_memo):
@@ -616,6 +629,8 @@ class Memory:
         return ctx
 
     def _hot_view(self, conv: str) -> HotView:
+        from tiermem.planner.build import HotView
+
         if self.hot is None:
             return HotView({}, {}, degraded=True)
         res = self.hot.read(conv)
@@ -655,6 +670,8 @@ class Memory:
         return len(self.views.refresh_all(conv))
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
+        from tiermem.planner.build import SummaryBlock
+
         """The warm views the planner may show, with their staleness; the latest fold
         stands in when no view exists yet."""
         blocks: list[SummaryBlock] = []
@@ -729,6 +746,13 @@ class Memory:
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()
         return report
+
+
+def _told_span(text: str | None, created: float) -> tuple[float, float] | None:
+    """planner.timeline.told_span, imported when the turn cache first loads a turn."""
+    from tiermem.planner.timeline import told_span
+
+    return told_span(text, created)
 
 
 def _named(msgs: list[StoredMessage], key: str, name: str) -> list[StoredMessage]:

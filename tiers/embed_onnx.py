@@ -9,7 +9,13 @@ Invariants:
   probe texts (short, truncated at the model's max length, non-ASCII) and refused below
   `MIN_COSINE`; the pipeline's probe vectors are kept in the cache's manifest, and every
   load compares again with them, so a cache from another build, a changed runtime or a
-  corrupted file is refused before it embeds anything.
+  corrupted file is refused before it embeds anything. A comparison that passed is
+  remembered (`checked/` in the cache) under everything that could change its outcome:
+  the export's files (path, inode, size, mtime), the onnxruntime, tokenizers and numpy
+  versions, the CPU's model and flags and the session's thread count; a load that finds
+  its key there skips the probes (~80 ms: one of them is max-length), any other runs
+  them. (A file changed in place gets a new mtime; what this cannot see is a disk
+  that alters bytes without one.)
 - **Offline, exported once.** The export runs locally from the model's own files (torch
   and the `onnx` package, only then), at first use or by `tiermem model` at install,
   into the user's cache dir (or `embedding_cache_dir`), keyed by a hash of the model's
@@ -84,6 +90,7 @@ PROBES = (*PROBE_TEXTS, "", "日本語のテキストと中文的句子。")
 CACHE_FILE_MODE = 0o644
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
+CHECKED_DIR = "checked"  # in the cache dir: one empty-ish stamp per passed load check
 # Files of a sentence-transformers directory that do not change what it computes.
 _UNHASHED = {"README.md", ".gitattributes"}
 
@@ -167,6 +174,35 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(np.sum(a * b, axis=1), dtype=np.float64)
+
+
+def _cpu_signature() -> str:
+    """The CPU's model name and flags (what onnxruntime's kernels dispatch on)."""
+    import platform
+
+    sig = platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text("utf-8", "replace").splitlines():
+            if line.startswith(("model name", "flags", "Features")):
+                sig += "\n" + line
+                if line.startswith(("flags", "Features")):
+                    break
+    return sig
+
+
+def check_key(out: Path, threads: int) -> str:
+    """What a passed load check of the export in `out` is remembered under (see the
+    module docstring): a sha256 over the files' identities and the runtime around them."""
+    import onnxruntime
+    import tokenizers
+
+    parts = [f"v{EXPORT_VERSION}", f"threads={threads}", _cpu_signature(),
+             f"onnxruntime={onnxruntime.__version__}", f"tokenizers={tokenizers.__version__}",
+             f"numpy={np.__version__}"]
+    for name in (MODEL_FILE, MANIFEST):
+        st = (out / name).stat()
+        parts.append(f"{(out / name).resolve()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def export_dir(model_path: Path, cache_dir: Path) -> Path:
@@ -390,6 +426,9 @@ class FastEmbedder(MemoAttributes):
         self._lock = threading.Lock()
         self._memo = TextMemo()
         self.load_error: str | None = None  # why auto fell back to the pipeline, if it did
+        # how the last load checked the export: "probes" (ran them), "remembered" (a
+        # passed check with the same key, see the module docstring), None (not loaded)
+        self.load_check: str | None = None
 
     @property
     def loaded(self) -> bool:
@@ -428,20 +467,29 @@ class FastEmbedder(MemoAttributes):
             raise FileNotFoundError(f"embedding model directory {path} does not exist")
         if not runtime_available():
             raise EmbeddingRuntimeError(path, "onnxruntime or tokenizers is not installed")
-        out = ensure_export(path, self.cache_dir or default_cache_dir())
+        cache_dir = self.cache_dir or default_cache_dir()
+        out = ensure_export(path, cache_dir)
         manifest = json.loads((out / MANIFEST).read_text("utf-8"))
         if manifest.get("export_version") != EXPORT_VERSION or list(manifest.get("probes", [])) != list(PROBES):
             raise EmbeddingRuntimeError(path, f"cache {out} was written by another version")
         env = os.environ.get("OMP_NUM_THREADS", "")
         threads = int(env) if env.isdigit() and int(env) > 0 else SESSION_THREADS
         session = OnnxSession(path, out / MODEL_FILE, manifest, threads=threads)
-        want = np.asarray(manifest["reference"], dtype=np.float32)
-        # one at a time: together they would all be padded to the long probe's length
-        got = np.concatenate([session.run([p]) for p in PROBES])
-        worst = float(_cosines(got, want).min())
-        if worst < MIN_COSINE:
-            raise EmbeddingRuntimeError(path, f"{out} computes cosine {worst:.6f} to the pipeline's probe "
-                                              f"vectors, below {MIN_COSINE}")
+        stamp = cache_dir / CHECKED_DIR / check_key(out, threads)
+        if stamp.is_file():
+            self.load_check = "remembered"
+        else:
+            want = np.asarray(manifest["reference"], dtype=np.float32)
+            # one at a time: together they would all be padded to the long probe's length
+            got = np.concatenate([session.run([p]) for p in PROBES])
+            worst = float(_cosines(got, want).min())
+            if worst < MIN_COSINE:
+                raise EmbeddingRuntimeError(path, f"{out} computes cosine {worst:.6f} to the pipeline's probe "
+                                                  f"vectors, below {MIN_COSINE}")
+            self.load_check = "probes"
+            with contextlib.suppress(OSError):  # a read-only cache checks on every load
+                stamp.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomic(stamp, f"{worst:.9f}\n".encode())
         self.dim = int(manifest["dim"])
         return session
 
