@@ -33,7 +33,10 @@ from tiermem.tiers.embed_onnx import (
     export_dir,
 )
 
-HEAVY = ("torch", "sentence_transformers", "transformers", "onnxruntime", "bpe_openai.compat")
+# Modules a process that only writes and reads the log must not import: the model's
+# runtimes, and the planner (built by the first context(), ~25 ms of imports).
+HEAVY = ("torch", "sentence_transformers", "transformers", "onnxruntime", "bpe_openai.compat",
+         "tiermem.planner.build", "tiermem.planner.candidates")
 
 # Everything a process that only writes and reads the log does, in a fresh interpreter.
 NO_MODEL_CHILD = r"""

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY
 from tiermem.tiers.errors import HotStale, HotStateLost
 from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client
 from tiermem.tiers.models import TurnRow
@@ -302,6 +301,11 @@ def pin_state(row: TurnRow) -> tuple[bool, int]:
     pinned with its classifier priority."""
     if row.pinned_priority is not None:
         return True, row.pinned_priority
-    if row.load_bearing and row.superseded_by is None and row.priority >= AUTO_PIN_MIN_PRIORITY:
-        return True, row.priority
+    if row.load_bearing and row.superseded_by is None:
+        # the planner's threshold, imported here: a process that only appends or reads
+        # never imports the planner (~25 ms)
+        from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY
+
+        if row.priority >= AUTO_PIN_MIN_PRIORITY:
+            return True, row.priority
     return False, row.priority
