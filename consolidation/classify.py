@@ -32,6 +32,7 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ __all__ = [
     "ROLES",
     "TurnClassifier",
     "TurnLabel",
+    "clear_memo",
     "correction_cue",
     "normalize",
 ]
@@ -223,9 +225,44 @@ _NOT_X_BUT_Y = re.compile(
 )
 
 
-def correction_cue(norm: str, role: str = "user") -> tuple[str, str] | None:
-    """Return ``(rule, matched text)`` when ``norm`` (normalised text) revises an earlier turn."""
-    clauses = _clauses(norm) or [norm]
+# Results of `correction_cue` and `TurnClassifier.classify` remembered per text: both are
+# pure functions of their arguments (the compiled rules never change), and the write path
+# asks the same text twice (the classifier, then supersession's assertion check). Bounded;
+# emptied when full, which costs a recomputation, never another answer.
+MEMO_MAX_ENTRIES = 8192
+MEMO_MAX_CHARS = 4000  # longer texts are rare and not asked twice
+_cue_memo: dict[tuple[str, str], tuple[str, str] | None] = {}
+_label_memo: dict[tuple[str, str], TurnLabel] = {}  # classify() without an embedder
+_MISS: object = object()
+
+
+def clear_memo() -> None:
+    """Forget every remembered text (an erasure must leave no copy of a turn's text)."""
+    _cue_memo.clear()
+    _label_memo.clear()
+
+
+def _remember(memo: dict[Any, Any], key: tuple[str, str], value: Any) -> None:
+    if len(key[0]) <= MEMO_MAX_CHARS:
+        if len(memo) >= MEMO_MAX_ENTRIES:
+            memo.clear()
+        memo[key] = value
+
+
+def correction_cue(norm: str, role: str = "user", *,
+                   clauses: Sequence[str] | None = None) -> tuple[str, str] | None:
+    """Return ``(rule, matched text)`` when ``norm`` (normalised text) revises an earlier turn.
+    ``clauses``: ``_clauses(norm)`` when the caller has it already (a shortcut only)."""
+    key = (norm, role)
+    hit = _cue_memo.get(key, _MISS)
+    if hit is not _MISS:
+        return hit  # type: ignore[return-value]
+    got = _correction_cue(norm, role, (clauses if clauses is not None else _clauses(norm)) or [norm])
+    _remember(_cue_memo, key, got)
+    return got
+
+
+def _correction_cue(norm: str, role: str, clauses: Sequence[str]) -> tuple[str, str] | None:
     for name, pat in _CORRECTION_STRONG:
         # Patterns anchored with '^' describe how a clause opens; the others can match anywhere.
         for c in (norm, *clauses) if pat.pattern.startswith("^") else (norm,):
@@ -828,6 +865,16 @@ class TurnClassifier:
     def classify(self, text: str, role: str, *, embedding: np.ndarray | None = None) -> TurnLabel:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        if self._protos is not None:  # the fallback may embed: not a function of the text alone
+            return self._classify(text, role, embedding)
+        key = (text, role)
+        hit = _label_memo.get(key)
+        if hit is None:
+            hit = self._classify(text, role, None)
+            _remember(_label_memo, key, hit)
+        return hit
+
+    def _classify(self, text: str, role: str, embedding: np.ndarray | None) -> TurnLabel:
         if role == "tool":
             return TurnLabel("tool_result", False, PRIORITY["tool_result"], "rule:role-tool")
         if role == "system":
@@ -838,7 +885,7 @@ class TurnClassifier:
             return TurnLabel("chitchat", False, 0, "rule:empty")
         clauses = _clauses(norm)
 
-        corr = correction_cue(norm, role)
+        corr = correction_cue(norm, role, clauses=clauses)
         if corr is not None:
             reason = f"rule:correction-{corr[0]} '{corr[1]}'"
             return TurnLabel("correction", True, PRIORITY["correction"], reason)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tiermem.config import DEFAULT_MAX_CONTENT_BYTES, DEFAULT_MAX_METADATA_BYTES, Config
-from tiermem.consolidation.classify import TurnClassifier, correction_cue, normalize
+from tiermem.consolidation.classify import TurnClassifier, clear_memo, correction_cue, normalize
 from tiermem.evals.conversations import Dataset, read_conversations
 from tiermem.memory import Memory
 from tiermem.tiers.formats import message_text
@@ -79,19 +79,41 @@ def supersession_digest(data: Dataset, tmp: Path) -> tuple[int, str]:
     return sum(1 for r in rows if r[2] is not None), _digest(rows)
 
 
+# computed, then answered from the classifier's memo of recent texts: both are the record
 def test_every_label_is_the_recorded_one() -> None:
-    n, got = labels_digest(_data())
-    assert n > 2000 and got == LABELS_DIGEST
+    clear_memo()
+    data = _data()
+    for _ in range(2):
+        n, got = labels_digest(data)
+        assert n > 2000 and got == LABELS_DIGEST
 
 
 def test_every_correction_cue_is_the_recorded_one() -> None:
-    n, got = cues_digest(_data())
-    assert n > 2000 and got == CUES_DIGEST
+    clear_memo()
+    data = _data()
+    for _ in range(2):
+        n, got = cues_digest(data)
+        assert n > 2000 and got == CUES_DIGEST
 
 
 def test_append_time_supersession_is_the_recorded_one(tmp_path: Path) -> None:
+    clear_memo()
     n, got = supersession_digest(_data(), tmp_path)
     assert n > 0 and got == SUPERSESSION_DIGEST
+
+
+def test_the_memo_answers_as_computed_and_an_erasure_empties_it(tmp_path: Path) -> None:
+    from tiermem.consolidation import classify
+
+    text = "Actually, make it Wednesday at 3pm instead."
+    with Memory(Config(data_dir=tmp_path / "data"), hot=False, background_indexing=False) as mem:
+        mem.append("c", {"role": "user", "content": text})
+        assert (text, "user") in classify._label_memo
+        assert TurnClassifier().classify(text, "user") == classify.TurnClassifier()._classify(text, "user", None)
+        mem.delete_conversation("c")
+        # no copy of the erased turn's text is left in the classifier's memos
+        assert not any(text in k[0] or normalize(text) in k[0] for k in classify._label_memo)
+        assert not any(normalize(text) in k[0] for k in classify._cue_memo)
 
 
 if __name__ == "__main__":  # re-record (see the module docstring)

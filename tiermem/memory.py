@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.config import Config
 from tiermem.consolidation.classify import TurnClassifier
+from tiermem.consolidation.classify import clear_memo as forget_labels
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
@@ -274,6 +275,8 @@ class Memory:
         clear_memo = getattr(self.embedder, "clear_memo", None)
         if keys and callable(clear_memo):
             clear_memo()
+        if keys:  # the classifier remembers recent texts' labels too
+            forget_labels()
         if self.hot is not None and keys:
             left = self.hot.erase(list(keys))
             if left:
