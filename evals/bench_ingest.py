@@ -13,7 +13,8 @@ modes see the same machine load):
   `tiermem import` runs): turns/s, and each chunk's latency;
 - index: the catch-up that embeds every pending turn (`tiermem index`), through one
   embedder loaded once for the whole run (its load is reported apart; its memo of recent
-  texts is cleared before every round, so no round is served by an earlier one);
+  texts, and the classifier's, are cleared before every round, so no round is served by
+  an earlier one);
 - total: turns / (write + index), the "bulk ingest with embeddings" figure.
 
 Modes: `new` is the embedder the config builds (tiers/embed_onnx.py: texts tokenized
@@ -82,6 +83,10 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
         clear = getattr(embedder, "clear_memo", None)
         if callable(clear):
             clear()
+        with contextlib.suppress(ImportError):  # and the classifier's (a baseline may have none)
+            from tiermem.consolidation.classify import clear_memo
+
+            clear_memo()
         with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
             if pipeline_depth == 0:  # the catch-up before tiers/catchup.py: one step after another
                 mem.cold.pipeline_depth = 0  # type: ignore[attr-defined]  # SQLite's

@@ -280,3 +280,40 @@ def test_another_thread_count_checks_again(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # other kernels' summation order
     two = FastEmbedder(runtime="onnx", cache_dir=cache)
     assert two.load() == "onnx" and two.load_check == "probes"
+
+
+def test_a_background_load_serves_the_callers_embed_and_a_failed_one_raises_there(tmp_path: Path) -> None:
+    from tiermem.memory import load_in_background
+
+    cache = _copy_cache(tmp_path)
+    emb = FastEmbedder(runtime="onnx", cache_dir=cache)
+    thread = load_in_background(emb)
+    assert thread is not None
+    got = emb.embed(["the flight leaves at nine"])  # waits for that load, never a second one
+    thread.join(timeout=60)
+    assert emb.loaded and load_in_background(emb) is None  # loaded: nothing to start
+    want = FastEmbedder(runtime="onnx", cache_dir=cache).embed(["the flight leaves at nine"])
+    assert np.array_equal(got, want)
+    broken = FastEmbedder(tmp_path / "no-such-model", runtime="onnx", cache_dir=cache)
+    failed = load_in_background(broken)
+    assert failed is not None
+    failed.join(timeout=60)
+    assert not broken.loaded
+    with pytest.raises(FileNotFoundError, match="no-such-model"):
+        broken.embed(["x"])  # the caller's own call says why
+
+
+def test_a_query_starts_the_model_load_and_a_context_without_one_does_not(tmp_path: Path) -> None:
+    cache = _copy_cache(tmp_path)
+    cfg = Config(data_dir=tmp_path / "data")
+    with Memory(cfg, embedder=FastEmbedder(runtime="onnx", cache_dir=cache), hot=False,
+                background_indexing=False) as mem:
+        mem.append_many("c", [{"role": "user", "content": "We fly to Lisbon on Friday."},
+                              {"role": "assistant", "content": "Noted."}])
+        assert mem.catch_up() == 2
+    emb = FastEmbedder(runtime="onnx", cache_dir=cache)  # a fresh process's, not loaded
+    with Memory(cfg, embedder=emb, hot=False, background_indexing=False) as mem:
+        mem.context("c", None, 500)
+        assert not emb.loaded  # no query: no vector to compute (the pending turns stay pending)
+        ctx = mem.context("c", "When do we fly?", 500)
+        assert emb.loaded and "Lisbon" in json.dumps(ctx.messages)

@@ -608,6 +608,10 @@ class Memory:
             raise ValidationError("budget", f"must be an integer within 1..{MAX_BUDGET_TOKENS} tokens")
         if system is not None and len(system.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
             raise ValidationError("system", f"exceeds {self.config.max_content_bytes} bytes")
+        if query:
+            # the query's vector needs the model: its load (onnxruntime builds the session
+            # in C++, mostly without the GIL) overlaps the turn cache's first load below
+            load_in_background(self.embedder)
         table = None
         try:
             # only when this conversation has turns without a vector (the copy the
@@ -749,6 +753,25 @@ class Memory:
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()
         return report
+
+
+def load_in_background(embedder: object) -> threading.Thread | None:
+    """Start loading `embedder`'s model in a daemon thread, when it has one to load and
+    has not: a caller that embeds meanwhile waits for that load (the embedder's lock),
+    and a load that fails there is retried, and raises, in the caller's own call."""
+    load = getattr(embedder, "load", None)
+    if not callable(load) or embedder_loaded(embedder):
+        return None  # (two calls before it is loaded: the second thread waits on the first's lock)
+
+    def run() -> None:
+        try:
+            load()
+        except Exception:  # the caller's own embed call loads again and raises
+            log.debug("background model load failed; the next embed call retries", exc_info=True)
+
+    thread = threading.Thread(target=run, name="tiermem-model-load", daemon=True)
+    thread.start()
+    return thread
 
 
 def _told_span(text: str | None, created: float) -> tuple[float, float] | None:
