@@ -282,7 +282,9 @@ class ColdStore(SharedQueries):
 
     def _insert(
         self, c: Connection, conversation_id: str, msg: Message, label: Label | None = None
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, float]:
+        """Insert one message and its turn and FTS rows: (position, id, created). The
+        conversation's `last_message_at` is the caller's (`append_batch`: once per batch)."""
         body = msg.body()
         body_json = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         meta_json = json.dumps(msg.metadata, ensure_ascii=False) if msg.metadata is not None else None
@@ -309,11 +311,7 @@ class ColdStore(SharedQueries):
             "WHERE c.id = ?",
             (mid, text, conversation_id),
         )
-        c.execute(
-            "UPDATE conversations SET last_message_at = MAX(last_message_at, ?) WHERE id = ?",
-            (created, conversation_id),
-        )
-        return int(position), int(mid)
+        return int(position), int(mid), created
 
     def append(self, conversation_id: str, msg: Message, *, namespace: str = "default") -> int:
         """Append one validated message to the conversation named `conversation_id` in
@@ -351,7 +349,11 @@ class ColdStore(SharedQueries):
             raise ValueError("labels must match messages one to one")
         with self._tx() as c:
             key, created = self._claim_conversation(c, name, namespace, time.time())
-            positions = [self._insert(c, key, m, labels[i] if labels else None)[0] for i, m in enumerate(msgs)]
+            rows = [self._insert(c, key, m, labels[i] if labels else None) for i, m in enumerate(msgs)]
+            # once per batch, not per row: the same MAX, one statement instead of len(msgs)
+            c.execute("UPDATE conversations SET last_message_at = MAX(last_message_at, ?) WHERE id = ?",
+                      (max(r[2] for r in rows), key))
+            positions = [r[0] for r in rows]
         return AppendResult(key, positions, created)
 
     # -- embeddings (derived, outside the write lock) -------------------------------------
