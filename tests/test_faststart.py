@@ -27,6 +27,7 @@ from tiermem.tiers.embed_onnx import (
     PROBES,
     EmbeddingRuntimeError,
     FastEmbedder,
+    OnnxSession,
     default_cache_dir,
     embedder_loaded,
     ensure_export,
@@ -317,3 +318,39 @@ def test_a_query_starts_the_model_load_and_a_context_without_one_does_not(tmp_pa
         assert not emb.loaded  # no query: no vector to compute (the pending turns stay pending)
         ctx = mem.context("c", "When do we fly?", 500)
         assert emb.loaded and "Lisbon" in json.dumps(ctx.messages)
+
+
+def _built_query_session(emb: FastEmbedder) -> object:
+    deadline = time.monotonic() + 60
+    while not isinstance(emb._query, OnnxSession) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return emb._query
+
+
+def test_one_text_calls_get_a_two_thread_session_with_the_same_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cache = _copy_cache(tmp_path)
+    emb = FastEmbedder(runtime="onnx", cache_dir=cache)
+    emb.memo_size = 0
+    texts = [*PROBES, "When did Caroline go to the LGBTQ support group?"]
+    before = np.stack([emb.embed([t])[0] for t in texts])  # the second call starts the build
+    query = _built_query_session(emb)
+    assert isinstance(query, OnnxSession)
+    bulk = emb._session
+    assert bulk is not None
+    emb.workers = 10 ** 6  # every load average leaves a core spare
+    assert emb._one_text_session(bulk) is query
+    after = np.stack([emb.embed([t])[0] for t in texts])
+    assert np.array_equal(after, before)  # bit-identical: threads split outputs, not sums
+    emb.workers = 0  # no load average leaves a core spare: the one-thread session answers
+    assert emb._one_text_session(bulk) is bulk
+
+
+def test_omp_num_threads_keeps_queries_on_its_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    emb = FastEmbedder(runtime="onnx", cache_dir=_copy_cache(tmp_path))
+    emb.embed(["one text"])
+    assert emb._query is None  # one query: nothing started
+    emb.embed(["another text"])
+    assert emb._query is False  # none built, none will be

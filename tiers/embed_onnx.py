@@ -80,6 +80,18 @@ BULK_MAX_TOKENS = 512
 # at load 10) and less wall time on a busy machine (14-16 against 18-22 ms); idle it
 # measured 3.7 against 2.3 ms.
 SESSION_THREADS = 1
+# Threads of the session that embeds one text at a time (a query), beside the bulk
+# session's one: two, where two CPUs are usable. The vectors are bit-identical to the
+# one-thread session's (onnxruntime splits a GEMM's output between threads, never its
+# sums). Used only while the load average leaves a core spare (`spare_core`): idle, a
+# LoCoMo question took 4.08 ms on two threads against 4.92 on one (README, start-up);
+# on a busy machine the second thread waits for a core and one is faster. Built in a
+# background thread at the second one-text call, so no process that only bulk-embeds or
+# asks one query (a CLI `context`) pays for it (~0.2 s, a second copy of the weights).
+QUERY_THREADS = 2
+# The load average may exceed cpus - 1 by this much and still count as a core spare
+# (the measuring process itself counts ~1 while it runs).
+SPARE_CORE_LOAD = 0.5
 RUNTIMES = ("auto", "onnx", "torch")
 # Probe texts of the load-time check: the pipeline's own probes plus an empty text (all
 # padding but the special tokens) and a CJK one (the tokenizer's non-Latin path).
@@ -387,6 +399,36 @@ class OnnxSession:
         return self.run_encoded(self.encode(texts))
 
 
+def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: int,
+                     cache_dir: Path) -> tuple[OnnxSession, str]:
+    """A session on `threads` intra-op threads whose probe vectors match the manifest's
+    (the check remembered under `check_key`), and how it was checked."""
+    session = OnnxSession(path, out / MODEL_FILE, manifest, threads=threads)
+    stamp = cache_dir / CHECKED_DIR / check_key(out, threads)
+    if stamp.is_file():
+        return session, "remembered"
+    want = np.asarray(manifest["reference"], dtype=np.float32)
+    # one at a time: together they would all be padded to the long probe's length
+    got = np.concatenate([session.run([p]) for p in PROBES])
+    worst = float(_cosines(got, want).min())
+    if worst < MIN_COSINE:
+        raise EmbeddingRuntimeError(path, f"{out} computes cosine {worst:.6f} to the pipeline's probe "
+                                          f"vectors, below {MIN_COSINE}")
+    with contextlib.suppress(OSError):  # a read-only cache checks on every load
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(stamp, f"{worst:.9f}\n".encode())
+    return session, "probes"
+
+
+def spare_core(cpus: int) -> bool:
+    """Whether the machine has a core nobody runs on (1-minute load average): where a
+    second intra-op thread speeds one query up instead of waiting for a busy core."""
+    try:
+        return os.getloadavg()[0] <= cpus - 1 + SPARE_CORE_LOAD
+    except OSError:
+        return False
+
+
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity mask, else the machine's count)."""
     try:
@@ -422,6 +464,13 @@ class FastEmbedder(MemoAttributes):
         # threads that run a bulk call's batches at once (each on a one-thread session call)
         self.workers = workers or usable_cpus()
         self._session: OnnxSession | None = None
+        # (path, export dir, manifest, cache dir) of the loaded export, for the query session
+        self._opened: tuple[Path, Path, dict[str, Any], Path] | None = None
+        # the one-text session on QUERY_THREADS threads: None until built, False when
+        # there is none to build (one CPU, OMP_NUM_THREADS set, or its build failed)
+        self._query: OnnxSession | bool | None = None
+        self.query_threads = QUERY_THREADS
+        self._one_text_calls = 0
         self._fallback: SentenceTransformerEmbedder | None = None
         self._lock = threading.Lock()
         self._memo = TextMemo()
@@ -474,24 +523,39 @@ class FastEmbedder(MemoAttributes):
             raise EmbeddingRuntimeError(path, f"cache {out} was written by another version")
         env = os.environ.get("OMP_NUM_THREADS", "")
         threads = int(env) if env.isdigit() and int(env) > 0 else SESSION_THREADS
-        session = OnnxSession(path, out / MODEL_FILE, manifest, threads=threads)
-        stamp = cache_dir / CHECKED_DIR / check_key(out, threads)
-        if stamp.is_file():
-            self.load_check = "remembered"
-        else:
-            want = np.asarray(manifest["reference"], dtype=np.float32)
-            # one at a time: together they would all be padded to the long probe's length
-            got = np.concatenate([session.run([p]) for p in PROBES])
-            worst = float(_cosines(got, want).min())
-            if worst < MIN_COSINE:
-                raise EmbeddingRuntimeError(path, f"{out} computes cosine {worst:.6f} to the pipeline's probe "
-                                                  f"vectors, below {MIN_COSINE}")
-            self.load_check = "probes"
-            with contextlib.suppress(OSError):  # a read-only cache checks on every load
-                stamp.parent.mkdir(parents=True, exist_ok=True)
-                _write_atomic(stamp, f"{worst:.9f}\n".encode())
+        session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
+        self._opened = (path, out, manifest, cache_dir)
         self.dim = int(manifest["dim"])
         return session
+
+    def _one_text_session(self, session: OnnxSession) -> OnnxSession:
+        """The query session when it is built and a core is spare, else `session`; the
+        second call starts building it (see QUERY_THREADS)."""
+        query = self._query
+        if isinstance(query, OnnxSession):
+            return query if spare_core(self.workers) else session
+        if query is None:
+            self._one_text_calls += 1
+            if self._one_text_calls < 2:
+                return session
+            with self._lock:
+                if self._query is None:
+                    self._query = False  # until built: one build at a time
+                    if (self.query_threads > 1 and usable_cpus() > 1 and self._opened is not None
+                            and not os.environ.get("OMP_NUM_THREADS")):
+                        threading.Thread(target=self._build_query_session, name="tiermem-query-session",
+                                         daemon=True).start()
+        return session
+
+    def _build_query_session(self) -> None:
+        assert self._opened is not None
+        path, out, manifest, cache_dir = self._opened
+        try:
+            query, _how = _checked_session(path, out, manifest, min(self.query_threads, usable_cpus()), cache_dir)
+        except Exception:  # the one-thread session goes on serving queries
+            log.warning("no %d-thread query session; queries stay on one thread", self.query_threads, exc_info=True)
+            return
+        self._query = query
 
     def clear_memo(self) -> None:
         """Forget the remembered vectors, the torch fallback's too."""
@@ -517,7 +581,7 @@ class FastEmbedder(MemoAttributes):
             return self._fallback.embed(texts)
         session = self._session
         if len(texts) <= 1:
-            return session.run(texts)
+            return self._one_text_session(session).run(texts)
         # tokenized once, grouped by token count: each call pads to its longest text only
         encs = session.encode(texts)
         batches = plan_batches([len(e.ids) for e in encs], batch_size=self.batch_size, max_tokens=BULK_MAX_TOKENS)
