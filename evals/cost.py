@@ -57,6 +57,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from rich.progress import Progress
+from rich.console import Group
 from rich.table import Table
 
 from tiermem.evals.baselines import (
@@ -375,6 +376,7 @@ def run_cost(
         best_middle,
         stable_layers,
     )
+    from tiermem.evals.decompose import Decomposition
     from tiermem.evals.floor import floor_summary
 
     if budget < 1:
@@ -404,6 +406,7 @@ def run_cost(
     t0 = time.perf_counter()
     builds = 0
     bound_turns: list[BoundTurn] = []
+    parts = Decomposition(renderer)  # tiermem's bill by cause (evals.decompose)
     for n, msg in enumerate(plan, start=1):
         memory.append_many(conv, [msg], namespace=ns)
         if msg["role"] == "user":
@@ -420,6 +423,12 @@ def run_cost(
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
                     layers = stable_layers(out.messages)
+                    st = series[name]
+                    parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
+                              cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
+                              written_anthropic=st.written_anthropic[-1],
+                              new_epoch=cache.new_epoch if cache is not None else None,
+                              reason=cache.reason if cache is not None else "")
                     if trace is not None:
                         trace.append(trace_entry(n, query, out, series[name]))
                     if cache is not None and cache.new_epoch and builds > 1:
@@ -462,6 +471,9 @@ def run_cost(
             summ["ratio_tokens_vs_full"] = summ["ratio_billed_vs_full"] = None
             for p in PROVIDERS:
                 summ[f"ratio_billed_vs_full_{p}"] = None
+    if TIERMEM in summaries:
+        summaries[TIERMEM]["decomposition"] = parts.summary(
+            {p: full[f"total_billed_{p}"] for p in PROVIDERS} if full else None)
     goals: dict[str, Any] = {"total_ratio_max": GOAL_TOTAL_RATIO, "cache_stable_min": GOAL_CACHE_STABLE,
                              "billed_vs_cached_full_max": dict(GOAL_BILLED_VS_CACHED_FULL)}
     floor_row = summaries.get("floor")
@@ -500,7 +512,34 @@ def run_cost(
     return CostRun(result, series)
 
 
-def table(result: dict[str, Any]) -> Table:
+def table(result: dict[str, Any]) -> Table | Group:
+    """The methods' table, and tiermem's bill by cause when the replay has it."""
+    t = methods_table(result)
+    parts = result["methods"].get(TIERMEM, {}).get("decomposition")
+    return t if parts is None else Group(t, decomposition_table(parts))
+
+
+def decomposition_table(parts: dict[str, Any]) -> Table:
+    """tiermem's billed tokens by cause (evals.decompose), per provider, in tokens and in
+    points of cached full context's bill."""
+    from tiermem.evals.decompose import CAUSES
+
+    t = Table(title="tiermem's bill by cause (points: % of cached full context's bill)")
+    for col in ("cause", "OpenAI", "points", "Anthropic", "points", "retrieved in it"):
+        t.add_column(col, justify="left" if col == "cause" else "right")
+    for c in (*CAUSES, "total"):
+        row = [c]
+        for p in PROVIDERS:
+            got = parts[f"{p}_total"] if c == "total" else parts[p][c]
+            pts = parts.get(f"{p}_points_vs_full")
+            row += [f"{got:,.0f}", "-" if pts is None else
+                    f"{(sum(pts.values()) if c == 'total' else pts[c]):.2f}"]
+        row.append(f"{parts['retrieved_tokens_in'].get(c, 0):,}" if c != "total" else "")
+        t.add_row(*row)
+    return t
+
+
+def methods_table(result: dict[str, Any]) -> Table:
     t = Table(
         title=f"Cost replay of {result['sample']} ({result['turns_replayed']} turns, "
         f"{result['context_builds']} contexts, budget {result['budget']}; billed on rendered tokens, "
