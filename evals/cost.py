@@ -329,6 +329,12 @@ def epoch_category(reason: str) -> str:
     return reason.split(":", 1)[0].split("(", 1)[0].strip()
 
 
+def asked_by(plan: Any) -> str:
+    """A plan's query class and the rule or prototype that chose it, without its figures."""
+    reason = str(getattr(plan, "class_reason", "") or "")
+    return f"{getattr(plan, 'query_class', '')} {reason.split(' ', 1)[0].split('(', 1)[0].split('=', 1)[0]}".strip()
+
+
 def tiermem_request(memory: Memory, conv: str, query: str, budget: int, *, namespace: str
                     ) -> tuple[MethodOutput, list[int], Any]:
     """`tiermem_context`, plus the context's breakpoints and the plan's cache report."""
@@ -428,7 +434,8 @@ def run_cost(
                               cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
                               written_anthropic=st.written_anthropic[-1],
                               new_epoch=cache.new_epoch if cache is not None else None,
-                              reason=cache.reason if cache is not None else "")
+                              reason=cache.reason if cache is not None else "",
+                              asked_by=asked_by(out.plan))
                     if trace is not None:
                         trace.append(trace_entry(n, query, out, series[name]))
                     if cache is not None and cache.new_epoch and builds > 1:

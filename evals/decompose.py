@@ -82,13 +82,17 @@ class Decomposition:
         default_factory=lambda: {p: dict.fromkeys(CAUSES, 0.0) for p in PROVIDERS})
     retrieved_in: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
     events: dict[str, int] = field(default_factory=dict)
+    # OpenAI-billed tokens of retrieved blocks by the query class's rule that asked for them
+    retrieved_by: dict[str, float] = field(default_factory=dict)
     _recent: list[np.ndarray] = field(default_factory=list)
 
     def add(self, messages: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *, cached_openai: int,
-            read_anthropic: int, written_anthropic: int, new_epoch: bool | None, reason: str) -> None:
+            read_anthropic: int, written_anthropic: int, new_epoch: bool | None, reason: str,
+            asked_by: str = "") -> None:
         """One request: its messages, the log messages that arrived since the previous
         build, what each provider's cache served and wrote (evals.cost.MethodSeries), and
-        its plan's cache report."""
+        its plan's cache report; `asked_by`: what asked for its retrieval (the query
+        class and its rule), to count its retrieved tokens under."""
         ids, ends = self.renderer.render(messages)
         n = int(ids.shape[0])
         first = not self._recent
@@ -118,6 +122,7 @@ class Decomposition:
                 out[cause] += got
                 if p == "openai" and kind == "retrieved":
                     self.retrieved_in[cause] += got
+                    self.retrieved_by[asked_by] = self.retrieved_by.get(asked_by, 0) + got
 
     @staticmethod
     def _cause(kind: str, event: str) -> str:
@@ -133,7 +138,8 @@ class Decomposition:
         """Per provider: billed tokens per cause and their sum; with `full` (cached full
         context's bill per provider), each cause as a share of it, in points."""
         out: dict[str, Any] = {"events": dict(sorted(self.events.items())),
-                               "retrieved_tokens_in": {k: v for k, v in self.retrieved_in.items() if v}}
+                               "retrieved_tokens_in": {k: v for k, v in self.retrieved_in.items() if v},
+                               "retrieved_tokens_by": dict(sorted(self.retrieved_by.items(), key=lambda kv: -kv[1]))}
         for p, parts in self.parts.items():
             out[p] = {k: round(v, 1) for k, v in parts.items()}
             out[f"{p}_total"] = round(sum(parts.values()), 1)
