@@ -748,8 +748,7 @@ class Planner:
         on_head = {p for c, p in shown(head) if c == conv}
         recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position < latest_user],
                                              fixed.tail_msgs, latest_user), key=lambda c: -c.position)
-        # what arrived since and the previous user message: the last exchange stays whole
-        required = {p for g in before for it in g.items for p in it.positions} | middle.exchange(prev.latest_user)
+        required = {p for g in before for it in g.items for p in it.positions}
         held_back = frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                               | self.statements.positions(conv))
         tail = middle.rebuilt_tail(recent, required, on_head, budget,

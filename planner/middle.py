@@ -7,8 +7,8 @@ budget at the epoch start fill) is billed again in full. Instead, the previous c
 head (the system prompt, the pinned block, the summary and the turns that follow them,
 the fewest that reach `MIDDLE_MIN_KEPT_TOKENS`) stays byte for byte, a prefix the cache still
 holds across the restart; after it come the newest turns (at least the ones that
-arrived since and the previous user message, older ones up to `MIDDLE_TAIL_SHARE` of
-the budget), this call's retrieved turns
+arrived since, older ones up to `MIDDLE_TAIL_SHARE` of the budget), this call's
+retrieved turns
 and the latest user message. The turns between the head and the new tail leave the
 context (they stay in the log, retrievable). The next restart keeps the same head, so
 its cost is only the rebuilt part.
@@ -45,14 +45,16 @@ from tiermem.tiers.tokens import TokenCounter, messages_tokens
 # small budget the head would crowd out the rest)
 MIDDLE_MIN_KEPT_TOKENS = 1040
 MIDDLE_KEEP_SHARE = 0.6
-# The turns rebuilt after the head, besides the last exchange (what arrived since and the
-# previous user message, `exchange`): older ones up to this share of the budget. Every
+# The turns rebuilt after the head besides what arrived since: older ones up to this
+# share of the budget (the previous user message when it fits). Every
 # token of it is billed in full at each eviction and read back at every call after, and
 # the cost model says a smaller rebuilt tail is always cheaper (the cost replay's
 # decomposition, evals.decompose: at 0.1 the rebuilds were 1.5-3.1 points of cached
 # full context's bill on the four LoCoMo dev conversations, at 0.05 0.3-0.7, with the
-# tiermem bill 34.2/39.8/23.4/27.3 -> 31.6/37.3/21.9/25.9% at the 0.8 cap); what is
-# left is the tail the model reads of the recent chat, so it is not zero.
+# tiermem bill 34.2/39.8/23.4/27.3 -> 31.6/37.3/21.9/25.9% at the 0.8 cap; rebuilding
+# only what arrived since, 28.8% mean against 29.2%; always keeping the previous user
+# message, however long, cost 0.5 points more on the mean); what is left is the recent
+# chat the model reads after the head, so it is not zero.
 MIDDLE_TAIL_SHARE = 0.05
 # An extension on a new user message that would pass this share of the budget evicts
 # instead: a long context is read back at every call (a tenth of its tokens each time),
@@ -88,13 +90,6 @@ def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int) -> 
                 nxt.get("type") not in ("function_call_output", "custom_tool_call_output"):
             return k
     return None
-
-
-def exchange(previous_user: int | None) -> set[int]:
-    """The positions a rebuilt tail always shows besides what arrived since: the previous
-    user message, so the last exchange (the question and the reply to it) stays whole,
-    however long it is (`MIDDLE_TAIL_SHARE` bounds only the older turns)."""
-    return set() if previous_user is None else {previous_user}
 
 
 def rebuilt_tail(recent: Sequence[Candidate], required: set[int], shown: set[int], budget: int,
