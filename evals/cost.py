@@ -56,8 +56,8 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from rich.progress import Progress
 from rich.console import Group
+from rich.progress import Progress
 from rich.table import Table
 
 from tiermem.evals.baselines import (
@@ -543,6 +543,10 @@ def decomposition_table(parts: dict[str, Any]) -> Table:
                     f"{(sum(pts.values()) if c == 'total' else pts[c]):.2f}"]
         row.append(f"{parts['retrieved_tokens_in'].get(c, 0):,}" if c != "total" else "")
         t.add_row(*row)
+    beyond = [parts.get(f"{p}_reads_beyond_min") for p in PROVIDERS]
+    if None not in beyond:
+        t.caption = ("of cached_reads, for prefixes past the 1,024-token minimum: "
+                     + " / ".join(f"{b:,.0f}" for b in beyond if b is not None) + " (OpenAI / Anthropic)")
     return t
 
 

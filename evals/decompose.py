@@ -7,9 +7,12 @@ provider's rules:
 
 - ``cached_reads``: the prefix a cache served, at `read_ratio` (the price of keeping a
   context at all);
-- ``step_loss``: tokens shared with a recent request but billed in full anyway: OpenAI's
-  1,024-token minimum and 128-token steps; under Anthropic's rules, a shared prefix that
-  no earlier breakpoint wrote (or past the look-back);
+- ``short_prefix``: tokens shared with a recent request but billed in full because the
+  shared prefix is shorter than the provider's minimum (1,024 tokens: the start of a
+  conversation, before any policy has that much to cache);
+- ``step_loss``: tokens shared with a recent request, past the minimum, billed in full
+  anyway: OpenAI's 128-token steps; under Anthropic's rules, a shared prefix that no
+  earlier breakpoint wrote (or past the look-back);
 - every other uncached token by what it is and why it was sent again:
   ``new_messages`` (log messages that arrived since the previous build, and the
   assistant header the provider appends: no policy avoids them, evals.floor), and for
@@ -23,7 +26,9 @@ provider's rules:
   written; their base price stays with their cause.
 
 Per cause the retrieved tokens in it are counted too (``retrieved_in``), so a rebuild's
-own retrieval shows.
+own retrieval shows; ``reads_beyond_min`` says how much of ``cached_reads`` is for
+cached prefixes past the minimum (what a smaller context could save: a cached request
+reads at least `min_prefix` tokens).
 
 Invariants: pure arithmetic on the replay's ids; the same caches (`OpenAICache`,
 `AnthropicCache`) bill them, so each provider's parts sum to its bill (a test asserts it).
@@ -37,12 +42,19 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.cost import PROVIDERS, RECENT_REQUESTS, Renderer, canonical, common_prefix_ids, epoch_category
+from tiermem.evals.cost import (
+    PROVIDERS,
+    RECENT_REQUESTS,
+    Renderer,
+    canonical,
+    common_prefix_ids,
+    epoch_category,
+)
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.models import message_text
 
-CAUSES = ("new_messages", "retrieved_appended", "step_loss", "new_epoch", "middle_eviction", "pin_change",
-          "view_refresh", "rewind", "first", "cached_reads", "cache_writes")
+CAUSES = ("new_messages", "retrieved_appended", "short_prefix", "step_loss", "new_epoch", "middle_eviction",
+          "pin_change", "view_refresh", "rewind", "first", "cached_reads", "cache_writes")
 STABLE_HEADERS = (HEADERS["pinned"], HEADERS["summary"])
 # a new epoch's reason (evals.cost.epoch_category) -> its cause
 EPOCH_CAUSES = {"pin changed": "pin_change", "summary view refreshed": "view_refresh"}
@@ -81,6 +93,7 @@ class Decomposition:
     parts: dict[str, dict[str, float]] = field(
         default_factory=lambda: {p: dict.fromkeys(CAUSES, 0.0) for p in PROVIDERS})
     retrieved_in: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
+    reads_beyond_min: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PROVIDERS, 0.0))
     events: dict[str, int] = field(default_factory=dict)
     # OpenAI-billed tokens of retrieved blocks by the query class's rule that asked for them
     retrieved_by: dict[str, float] = field(default_factory=dict)
@@ -111,8 +124,10 @@ class Decomposition:
             rules = PROVIDERS[p]
             out = self.parts[p]
             out["cached_reads"] += read * rules.read_ratio
+            if read:
+                self.reads_beyond_min[p] += max(0, read - rules.min_prefix) * rules.read_ratio
             shared = max(lcp, read)
-            out["step_loss"] += shared - read
+            out["short_prefix" if not read and shared < rules.min_prefix else "step_loss"] += shared - read
             out["cache_writes"] += extra
             for kind, a, b in [*zip(kinds, starts, ends, strict=True), ("new", ends[-1] if ends else 0, n)]:
                 got = max(0, b - max(a, shared))
@@ -143,6 +158,7 @@ class Decomposition:
         for p, parts in self.parts.items():
             out[p] = {k: round(v, 1) for k, v in parts.items()}
             out[f"{p}_total"] = round(sum(parts.values()), 1)
+            out[f"{p}_reads_beyond_min"] = round(self.reads_beyond_min[p], 1)
             if full and full.get(p):
                 out[f"{p}_points_vs_full"] = {k: round(100 * v / full[p], 2) for k, v in parts.items()}
         return out

@@ -79,6 +79,8 @@ def test_parts_sum_to_the_bill_under_both_providers(counter: BpeTokenCounter) ->
         assert oa[cause] > 0, cause
     assert parts.parts["anthropic"]["cache_writes"] > 0 and oa["cache_writes"] == 0  # OpenAI writes free
     assert oa["step_loss"] > 0  # 128-token steps lose the end of every shared prefix
+    assert oa["short_prefix"] > 0  # the first builds share less than 1,024 tokens: nothing cached
+    assert 0 < parts.reads_beyond_min["openai"] < oa["cached_reads"]
     assert got["events"] == {"extension": 35, "first": 1, "middle_eviction": 1, "pin_change": 1,
                              "rewind": 1, "view_refresh": 1}
     assert parts.retrieved_in["retrieved_appended"] > 0

@@ -10,7 +10,7 @@ import random
 
 from tiermem import Memory
 from tiermem.planner import middle
-from tiermem.tiers.tokens import message_tokens, messages_tokens
+from tiermem.tiers.tokens import messages_tokens
 
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
          "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
