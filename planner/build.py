@@ -16,7 +16,7 @@ Invariants:
   context stays byte for byte, the turns that arrived since and this query's retrieved
   turns not yet shown are appended. When the room runs out, the retrieved blocks of
   earlier calls give way newest first (a rewind: the prefix before them still caches);
-  on a new user message whose context would pass 80% of the budget or not fit, the
+  on a new user message whose context would pass 70% of the budget or not fit, the
   previous context's head stays and only the newest turns are rebuilt after it
   (planner.middle, "evict from the middle"); when that is not enough, a pin or summary line shown as current stops being current,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
