@@ -117,7 +117,7 @@ class Decomposition:
         self.events[event] = self.events.get(event, 0) + 1
         fresh = {canonical(m) for m in new}
         kinds = [message_kind(m, fresh) for m in messages]
-        starts = [0, *ends[:-1]]
+        starts = [0, *ends[:-1]] if ends else []
         for p, read, extra in (("openai", cached_openai, 0.0),
                                ("anthropic", read_anthropic,
                                 (PROVIDERS["anthropic"].write_ratio - 1.0) * written_anthropic)):
