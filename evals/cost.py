@@ -373,8 +373,9 @@ def run_cost(
     trace: list[dict[str, Any]] | None = None,
 ) -> CostRun:
     """`trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
-    class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason),
-    to see why each cache miss happened."""
+    class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason;
+    `bill_by_cause`: its own bill per provider by cause, evals.decompose), to see why each
+    cache miss happened."""
     from tiermem.evals.bound import (  # it builds on this module
         MIDDLE,
         BoundTurn,
@@ -430,14 +431,14 @@ def run_cost(
                     series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
                     layers = stable_layers(out.messages)
                     st = series[name]
-                    parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
+                    own = parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
                               cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
                               written_anthropic=st.written_anthropic[-1],
                               new_epoch=cache.new_epoch if cache is not None else None,
                               reason=cache.reason if cache is not None else "",
                               asked_by=asked_by(out.plan))
                     if trace is not None:
-                        trace.append(trace_entry(n, query, out, series[name]))
+                        trace.append({**trace_entry(n, query, out, series[name]), "bill_by_cause": own})
                     if cache is not None and cache.new_epoch and builds > 1:
                         series[name].new_epochs += 1
                         cat = epoch_category(cache.reason)

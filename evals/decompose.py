@@ -101,11 +101,12 @@ class Decomposition:
 
     def add(self, messages: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *, cached_openai: int,
             read_anthropic: int, written_anthropic: int, new_epoch: bool | None, reason: str,
-            asked_by: str = "") -> None:
+            asked_by: str = "") -> dict[str, dict[str, float]]:
         """One request: its messages, the log messages that arrived since the previous
         build, what each provider's cache served and wrote (evals.cost.MethodSeries), and
         its plan's cache report; `asked_by`: what asked for its retrieval (the query
-        class and its rule), to count its retrieved tokens under."""
+        class and its rule), to count its retrieved tokens under. Returns this request's
+        own parts per provider (the causes it billed), for the replay's trace."""
         ids, ends = self.renderer.render(messages)
         n = int(ids.shape[0])
         first = not self._recent
@@ -118,11 +119,12 @@ class Decomposition:
         fresh = {canonical(m) for m in new}
         kinds = [message_kind(m, fresh) for m in messages]
         starts = [0, *ends[:-1]] if ends else []
+        mine: dict[str, dict[str, float]] = {}
         for p, read, extra in (("openai", cached_openai, 0.0),
                                ("anthropic", read_anthropic,
                                 (PROVIDERS["anthropic"].write_ratio - 1.0) * written_anthropic)):
             rules = PROVIDERS[p]
-            out = self.parts[p]
+            out = mine[p] = dict.fromkeys(CAUSES, 0.0)
             out["cached_reads"] += read * rules.read_ratio
             if read:
                 self.reads_beyond_min[p] += max(0, read - rules.min_prefix) * rules.read_ratio
@@ -138,6 +140,9 @@ class Decomposition:
                 if p == "openai" and kind == "retrieved":
                     self.retrieved_in[cause] += got
                     self.retrieved_by[asked_by] = self.retrieved_by.get(asked_by, 0) + got
+            for k, v in out.items():
+                self.parts[p][k] += v
+        return {p: {k: round(v, 1) for k, v in parts.items() if v} for p, parts in mine.items()}
 
     @staticmethod
     def _cause(kind: str, event: str) -> str:

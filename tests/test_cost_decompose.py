@@ -11,7 +11,7 @@ import pytest
 import replay_views
 
 from tiermem.evals.baselines import MethodOutput
-from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, methods_table, table
+from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, common_prefix_ids, methods_table, table
 from tiermem.evals.decompose import CAUSES, Decomposition, event_of
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.tokens import BpeTokenCounter, messages_tokens
@@ -62,9 +62,12 @@ def test_parts_sum_to_the_bill_under_both_providers(counter: BpeTokenCounter) ->
     for n, (ctx, end, epoch, reason) in enumerate(script(v.bodies), start=1):
         out = MethodOutput(ctx, set(), messages_tokens(counter, ctx))
         series.add(n, out, 0.0, renderer=renderer, budget=None)
-        parts.add(ctx, v.bodies[prev_len:end], cached_openai=series.cached_openai[-1],
-                  read_anthropic=series.read_anthropic[-1], written_anthropic=series.written_anthropic[-1],
-                  new_epoch=epoch, reason=reason)
+        own = parts.add(ctx, v.bodies[prev_len:end], cached_openai=series.cached_openai[-1],
+                        read_anthropic=series.read_anthropic[-1], written_anthropic=series.written_anthropic[-1],
+                        new_epoch=epoch, reason=reason)
+        # each request's own parts are its bill (the trace's rows), to the rounding
+        assert sum(own["openai"].values()) == pytest.approx(series.billed[-1], abs=0.1 * len(CAUSES))
+        assert sum(own["anthropic"].values()) == pytest.approx(series.billed_anthropic[-1], abs=0.1 * len(CAUSES))
         prev_len = end
     got = parts.summary({p: 1000.0 for p in PROVIDERS})
     assert got["openai_total"] == pytest.approx(sum(series.billed), abs=0.05)
@@ -88,8 +91,9 @@ def test_parts_sum_to_the_bill_under_both_providers(counter: BpeTokenCounter) ->
 
 
 def test_new_messages_are_billed_once_in_an_append_only_run(counter: BpeTokenCounter) -> None:
-    """A context that only ever appends, past the minimum prefix: nothing but the new
-    messages, the reads and the step loss is billed (no rebuild cause)."""
+    """A context that only ever appends: nothing but the new messages (each billed in
+    full exactly once, with the priming after it), the reads and the shared prefix's
+    losses is billed (no rebuild cause)."""
     v = replay_views.view_of(counter, 120, seed=9)
     renderer = Renderer(counter)
     series = MethodSeries()
@@ -104,7 +108,17 @@ def test_new_messages_are_billed_once_in_an_append_only_run(counter: BpeTokenCou
     oa = parts.parts["openai"]
     rebuilt = ("retrieved_appended", "new_epoch", "middle_eviction", "pin_change", "view_refresh", "rewind")
     assert all(oa[c] == 0 for c in rebuilt)
-    assert oa["new_messages"] > 0 and oa["cached_reads"] > 0
+    assert oa["cached_reads"] > 0 and oa["short_prefix"] > 0 and oa["step_loss"] > 0
+    # the new messages' rendered ids and the priming, less the header the previous
+    # request's priming already sent (an assistant message starts with the same ids)
+    priming = renderer.priming
+    expected = 0
+    for end in range(1, 121, 2):
+        ids = [renderer.message(b) for b in v.bodies[max(0, end - 2):end]]
+        expected += sum(int(x.shape[0]) for x in ids) + int(priming.shape[0])
+        if end > 1:
+            expected -= common_prefix_ids(ids[0], priming)
+    assert oa["new_messages"] == expected
     assert sum(oa.values()) == pytest.approx(sum(series.billed), rel=1e-12)
 
 
