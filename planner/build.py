@@ -608,17 +608,14 @@ class Planner:
             return None, "summary view refreshed: a shown line is no longer in it"
         retrieved_here = sorted({p for g in prev.segments if g.kind == "retrieved" for it in g.items
                                  if it.conversation_id == conv for p in it.positions})
-        stale: set[int] = set()  # shown turns superseded since: they must leave the context
-        stale_why = ""
         if retrieved_here:
             gone_by = [r.position for r in self.cold.turns_at(conv, retrieved_here) if r.superseded_by is not None]
             marked = {p for g in prev.segments if g.kind == "retrieved" for it in g.items
                       if "superseded by" in it.reason for p in it.positions}
             late = [p for p in gone_by if p not in marked]
             if late:
-                # shown before its correction arrived, unmarked: a rebuild marks it, or a
-                # middle eviction drops it with the turns after the head (planner.middle)
-                stale, stale_why = set(late), f"a shown turn was superseded since: #{late[0]}"
+                # shown before its correction arrived, unmarked: a rebuild marks it
+                return None, f"a shown turn was superseded since: #{late[0]}"
         # a shown turn of which a statement was superseded since (planner/statements.py);
         # the previous user message is a raw tail turn now, followed by what corrects it,
         # as a rebuild's tail would show it (planner.epoch.RAW_KINDS)
@@ -627,8 +624,7 @@ class Planner:
         part_late = sorted(p for p in shown_lines
                            if any(x.by > prev.last_position for x in self.statements.parts(conv, p)))
         if part_late:
-            stale |= set(part_late)
-            stale_why = stale_why or f"a shown turn was superseded in part since: #{part_late[0]}"
+            return None, f"a shown turn was superseded in part since: #{part_late[0]}"
         new_rows = [r for r in tail_rows if r.position > prev.last_position]
         if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
@@ -672,11 +668,6 @@ class Planner:
         # answered by the tail: its clearly related turns are appended as far as they fit,
         # and never rewind an earlier block or end the epoch for room
         min_share = EXTEND_MIN_NEED_SHARE if call.plan.query_class in NEEDS_ROOM_CLASSES else 0.0
-        if stale:
-            mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
-            if mid is None or middle.shows(mid.segments[:mid.head], conv, stale):
-                return None, stale_why
-            return _Extension(mid.segments, mid.total, f"{mid.reason} ({stale_why}: it left)", mid.head), ""
         ranking = epoch_policy.ranked(wanted, packing.pools["retrieved"]) if excess is not None and wanted else []
         worth = epoch_policy.new_epoch_value(ranking, wanted, excess or 0) if ranking else 0.0
         by_value = False

@@ -147,12 +147,6 @@ def evict(head: list[Segment], tail: list[Segment], latest: Segment, after: list
     return Eviction(segs, total, reason)
 
 
-def shows(head: Sequence[Segment], conv: str, positions: set[int]) -> bool:
-    """Whether any segment of `head` holds a line of one of this conversation's
-    `positions` (any layer: a pinned, summary, retrieved or tail line)."""
-    return any(it.conversation_id == conv and not positions.isdisjoint(it.positions) for g in head for it in g.items)
-
-
 def unshown_pins(pins: Sequence[Candidate], conv: str, on_show: set[int]) -> list[int]:
     """The positions of this conversation's current pins (`pins`, the pinned slice's
     candidates) that neither the kept head nor the rebuilt tail shows (`on_show`)."""

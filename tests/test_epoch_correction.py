@@ -2,9 +2,9 @@
 issue 22): the previous user message stays in place as a raw tail turn and the
 correction follows it, in log order, as a rebuilt context's tail shows them too (a
 rebuild billed ~1,100 tokens in full for the same lines: 0.45 points of conv-26's cost
-replay). A shown line out of log order (retrieved, pinned) still ends the epoch
-(tests/test_statements.py). Fails on the code before: the extension saw the previous
-user message as a shown non-tail line superseded in part, and started a new epoch."""
+replay). A shown line out of log order (retrieved, pinned) superseded since still ends
+the epoch (tests/test_statements.py). Fails on the code before: the extension saw the
+previous user message as a shown line superseded in part and started a new epoch."""
 
 from __future__ import annotations
 
@@ -38,3 +38,4 @@ def test_a_correction_of_the_previous_user_message_extends_the_epoch(cold_memory
     # followed by what replaced it
     assert texts[-3:] == [FACTS, "Both saved.", CORRECTION]
     assert second.tokens <= BUDGET
+
