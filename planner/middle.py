@@ -46,22 +46,21 @@ from tiermem.tiers.tokens import TokenCounter, messages_tokens
 MIDDLE_MIN_KEPT_TOKENS = 1040
 MIDDLE_KEEP_SHARE = 0.6
 # The turns rebuilt after the head besides what arrived since: older ones up to this
-# share of the budget (the previous user message when it fits). Every
-# token of it is billed in full at each eviction and read back at every call after, and
-# the cost model says a smaller rebuilt tail is always cheaper (the cost replay's
-# decomposition, evals.decompose: at 0.1 the rebuilds were 1.5-3.1 points of cached
-# full context's bill on the four LoCoMo dev conversations, at 0.05 0.3-0.7, with the
-# tiermem bill 34.2/39.8/23.4/27.3 -> 31.6/37.3/21.9/25.9% at the 0.8 cap; rebuilding
-# only what arrived since, 28.8% mean against 29.2%; always keeping the previous user
-# message, however long, cost 0.5 points more on the mean); what is left is the recent
-# chat the model reads after the head, so it is not zero.
+# share of the budget (the previous user message when it fits). Every token of it is
+# billed in full at each eviction and read back at every call after, and by the cost
+# model a smaller rebuilt tail is always cheaper. On the four LoCoMo dev replays
+# (evals.decompose), at the 0.8 cap: the rebuilds were 1.5-3.1 points of cached full
+# context's bill at 0.1, 0.3-0.7 at 0.05 (tiermem 34.2/39.8/23.4/27.3 ->
+# 31.6/37.3/21.9/25.9%); rebuilding only what arrived since, 28.8% mean against 29.2%;
+# always keeping the previous user message, however long, 0.5 points more. What is left
+# is the recent chat the model reads after the head, so it is not zero.
 MIDDLE_TAIL_SHARE = 0.05
 # An extension on a new user message that would pass this share of the budget evicts
 # instead: a long context is read back at every call (a tenth of its tokens each time),
 # and a restart costs only the rebuilt part. The cheaper the rebuild, the sooner it pays
 # (a restart every k calls costs rebuild/k + read_ratio x growth x k/2 a call): with the
-# 0.05 tail, 0.7 bills least of 0.65/0.7/0.75/0.8/0.9 on the four dev replays
-# (mean 28.9/28.7/-/29.2/29.9% under OpenAI's rules; with the 0.1 tail 0.8 was best).
+# 0.05 tail, 0.7 bills least of 0.65/0.7/0.8/0.9 on the four dev replays (mean
+# 28.9/28.7/29.2/29.9% under OpenAI's rules; with the 0.1 tail 0.8 was best: 0.7 32.9%).
 MIDDLE_CAP_SHARE = 0.7
 
 
