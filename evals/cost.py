@@ -40,7 +40,10 @@ Turns of a replay are assumed to fall inside the caches' TTL (minutes apart).
 Reported per method: input tokens (what is billed without caching), billed with each
 provider's rules, the token-prefix cache-stable share (tokens of each context that are
 a prefix of the previous turn's context, over all tokens), new epochs (tiermem), and
-ratios against full context, which caches best of all. Goals (issue 22, budget 2,000):
+ratios against full context, which caches best of all, and for tiermem its bill split by
+cause (evals.decompose: new messages, retrieved appends, short prefixes and step loss,
+middle evictions, new epochs, pin changes, view refreshes, rewinds, reads, the write
+premium; the parts sum to the bill; `--trace` rows carry each context's own). Goals (issue 22, budget 2,000):
 stable share at least 80%, billed at most 25% (OpenAI) and 30% (Anthropic) of cached
 full context's bill.
 """
