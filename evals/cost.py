@@ -40,7 +40,10 @@ Turns of a replay are assumed to fall inside the caches' TTL (minutes apart).
 Reported per method: input tokens (what is billed without caching), billed with each
 provider's rules, the token-prefix cache-stable share (tokens of each context that are
 a prefix of the previous turn's context, over all tokens), new epochs (tiermem), and
-ratios against full context, which caches best of all. Goals (issue 22, budget 2,000):
+ratios against full context, which caches best of all, and for tiermem its bill split by
+cause (evals.decompose: new messages, retrieved appends, short prefixes and step loss,
+middle evictions, new epochs, pin changes, view refreshes, rewinds, reads, the write
+premium; the parts sum to the bill; `--trace` rows carry each context's own). Goals (issue 22, budget 2,000):
 stable share at least 80%, billed at most 25% (OpenAI) and 30% (Anthropic) of cached
 full context's bill.
 """
@@ -56,6 +59,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Group
 from rich.progress import Progress
 from rich.table import Table
 
@@ -328,6 +332,12 @@ def epoch_category(reason: str) -> str:
     return reason.split(":", 1)[0].split("(", 1)[0].strip()
 
 
+def asked_by(plan: Any) -> str:
+    """A plan's query class and the rule or prototype that chose it, without its figures."""
+    reason = str(getattr(plan, "class_reason", "") or "")
+    return f"{getattr(plan, 'query_class', '')} {reason.split(' ', 1)[0].split('(', 1)[0].split('=', 1)[0]}".strip()
+
+
 def tiermem_request(memory: Memory, conv: str, query: str, budget: int, *, namespace: str
                     ) -> tuple[MethodOutput, list[int], Any]:
     """`tiermem_context`, plus the context's breakpoints and the plan's cache report."""
@@ -366,8 +376,9 @@ def run_cost(
     trace: list[dict[str, Any]] | None = None,
 ) -> CostRun:
     """`trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
-    class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason),
-    to see why each cache miss happened."""
+    class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason;
+    `bill_by_cause`: its own bill per provider by cause, evals.decompose), to see why each
+    cache miss happened."""
     from tiermem.evals.bound import (  # it builds on this module
         MIDDLE,
         BoundTurn,
@@ -375,6 +386,7 @@ def run_cost(
         best_middle,
         stable_layers,
     )
+    from tiermem.evals.decompose import Decomposition
     from tiermem.evals.floor import floor_summary
 
     if budget < 1:
@@ -404,6 +416,7 @@ def run_cost(
     t0 = time.perf_counter()
     builds = 0
     bound_turns: list[BoundTurn] = []
+    parts = Decomposition(renderer)  # tiermem's bill by cause (evals.decompose)
     for n, msg in enumerate(plan, start=1):
         memory.append_many(conv, [msg], namespace=ns)
         if msg["role"] == "user":
@@ -420,8 +433,15 @@ def run_cost(
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
                     layers = stable_layers(out.messages)
+                    st = series[name]
+                    own = parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
+                              cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
+                              written_anthropic=st.written_anthropic[-1],
+                              new_epoch=cache.new_epoch if cache is not None else None,
+                              reason=cache.reason if cache is not None else "",
+                              asked_by=asked_by(out.plan))
                     if trace is not None:
-                        trace.append(trace_entry(n, query, out, series[name]))
+                        trace.append({**trace_entry(n, query, out, series[name]), "bill_by_cause": own})
                     if cache is not None and cache.new_epoch and builds > 1:
                         series[name].new_epochs += 1
                         cat = epoch_category(cache.reason)
@@ -462,6 +482,9 @@ def run_cost(
             summ["ratio_tokens_vs_full"] = summ["ratio_billed_vs_full"] = None
             for p in PROVIDERS:
                 summ[f"ratio_billed_vs_full_{p}"] = None
+    if TIERMEM in summaries:
+        summaries[TIERMEM]["decomposition"] = parts.summary(
+            {p: full[f"total_billed_{p}"] for p in PROVIDERS} if full else None)
     goals: dict[str, Any] = {"total_ratio_max": GOAL_TOTAL_RATIO, "cache_stable_min": GOAL_CACHE_STABLE,
                              "billed_vs_cached_full_max": dict(GOAL_BILLED_VS_CACHED_FULL)}
     floor_row = summaries.get("floor")
@@ -500,7 +523,38 @@ def run_cost(
     return CostRun(result, series)
 
 
-def table(result: dict[str, Any]) -> Table:
+def table(result: dict[str, Any]) -> Table | Group:
+    """The methods' table, and tiermem's bill by cause when the replay has it."""
+    t = methods_table(result)
+    parts = result["methods"].get(TIERMEM, {}).get("decomposition")
+    return t if parts is None else Group(t, decomposition_table(parts))
+
+
+def decomposition_table(parts: dict[str, Any]) -> Table:
+    """tiermem's billed tokens by cause (evals.decompose), per provider, in tokens and in
+    points of cached full context's bill."""
+    from tiermem.evals.decompose import CAUSES
+
+    t = Table(title="tiermem's bill by cause (points: % of cached full context's bill)")
+    for col in ("cause", "OpenAI", "points", "Anthropic", "points", "retrieved in it"):
+        t.add_column(col, justify="left" if col == "cause" else "right")
+    for c in (*CAUSES, "total"):
+        row = [c]
+        for p in PROVIDERS:
+            got = parts[f"{p}_total"] if c == "total" else parts[p][c]
+            pts = parts.get(f"{p}_points_vs_full")
+            row += [f"{got:,.0f}", "-" if pts is None else
+                    f"{(sum(pts.values()) if c == 'total' else pts[c]):.2f}"]
+        row.append(f"{parts['retrieved_tokens_in'].get(c, 0):,}" if c != "total" else "")
+        t.add_row(*row)
+    beyond = [parts.get(f"{p}_reads_beyond_min") for p in PROVIDERS]
+    if None not in beyond:
+        t.caption = ("of cached_reads, for prefixes past the 1,024-token minimum: "
+                     + " / ".join(f"{b:,.0f}" for b in beyond if b is not None) + " (OpenAI / Anthropic)")
+    return t
+
+
+def methods_table(result: dict[str, Any]) -> Table:
     t = Table(
         title=f"Cost replay of {result['sample']} ({result['turns_replayed']} turns, "
         f"{result['context_builds']} contexts, budget {result['budget']}; billed on rendered tokens, "

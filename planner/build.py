@@ -16,7 +16,7 @@ Invariants:
   context stays byte for byte, the turns that arrived since and this query's retrieved
   turns not yet shown are appended. When the room runs out, the retrieved blocks of
   earlier calls give way newest first (a rewind: the prefix before them still caches);
-  on a new user message whose context would pass 80% of the budget or not fit, the
+  on a new user message whose context would pass 70% of the budget or not fit, the
   previous context's head stays and only the newest turns are rebuilt after it
   (planner.middle, "evict from the middle"); when that is not enough, a pin or summary line shown as current stops being current,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
@@ -59,7 +59,7 @@ from tiermem.planner.candidates import (
     without_names,
 )
 from tiermem.planner.classify import QueryClassifier, tells_only
-from tiermem.planner.epoch import EpochCache, EpochKey, EpochState, Segment, key_change
+from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
 from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
 from tiermem.planner.render import (
@@ -616,8 +616,10 @@ class Planner:
             if late:
                 # shown before its correction arrived, unmarked: a rebuild marks it
                 return None, f"a shown turn was superseded since: #{late[0]}"
-        # a shown turn of which a statement was superseded since (planner/statements.py)
-        shown_lines = {p for g in prev.segments if g.kind != "tail" for it in g.items
+        # a shown turn of which a statement was superseded since (planner/statements.py);
+        # the previous user message is a raw tail turn now, followed by what corrects it,
+        # as a rebuild's tail would show it (planner.epoch.RAW_KINDS)
+        shown_lines = {p for g in prev.segments if g.kind not in RAW_KINDS for it in g.items
                        if it.conversation_id == conv for p in it.positions} | set(prev.pinned)
         part_late = sorted(p for p in shown_lines
                            if any(x.by > prev.last_position for x in self.statements.parts(conv, p)))

@@ -31,6 +31,13 @@ from tiermem.planner.plan import PlanItem
 
 EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4 bytes a token each)
 
+# The segments of a context that show log turns raw, in log order (the tail, and the
+# user message an extension keeps in place as a tail turn): a correction that arrived
+# after one of them follows it in the same order, as a rebuilt context's tail shows it
+# too, so a statement of theirs superseded since ends no epoch (a pinned, summary or
+# retrieved line presented out of order does).
+RAW_KINDS = frozenset({"tail", "latest"})
+
 
 @dataclass(frozen=True)
 class EpochKey:

@@ -92,9 +92,9 @@ def test_the_rebuilt_tail_stops_before_a_superseded_turn() -> None:
     def got(held_back: frozenset[int] = frozenset()) -> list[int]:
         return [g.items[0].positions[0] for g in rebuilt_tail(recent, {20, 19}, {12}, BUDGET, "r", held_back)]
 
-    assert got() == [15, 16, 17, 18, 19, 20]  # 200 tokens: 6 units of 30 (the head shows 12)
-    assert got(held_back=frozenset({17})) == [18, 19, 20]  # stops before the superseded turn
-    assert got(held_back=frozenset({20})) == [15, 16, 17, 18, 19, 20]  # what arrived since stays
+    assert got() == [18, 19, 20]  # 100 tokens (0.05 of 2,000): 3 units of 30 (the head shows 12)
+    assert got(held_back=frozenset({18})) == [19, 20]  # stops before the superseded turn
+    assert got(held_back=frozenset({20})) == [18, 19, 20]  # what arrived since stays
 
 
 def test_a_pin_made_in_the_tail_stays_shown_across_a_middle_eviction(memory: Memory) -> None:
