@@ -1,0 +1,148 @@
+"""Query-focused excerpts of retrieved turns: the EXCERPT fidelity.
+
+A retrieved turn that does not fit the room left (or, with EXCERPT_LONG_TOKENS set, a
+long turn whose value is in one sentence) may be shown as an excerpt instead of being
+dropped or shown whole: the sentence(s) of its text that best match the query, in their
+order, with an ellipsis marker where text was left out, under the same session (date)
+heading as any retrieved line.
+
+A sentence's score is the planner's own keyword weight: the sum, over the query's terms
+(tiers.lexical.query_terms: FTS5's words, stopwords out, Porter stems) that the sentence
+holds, of each term's BM25 idf in this conversation (a word every turn says weighs
+nothing, a rare one much). A turn none of whose sentences holds a query term has no
+excerpt (its match was by meaning only, and no sentence can be chosen by the keyword
+scores; it stays whole or out).
+
+Invariants:
+- Derived, never stored: the log is untouched; an excerpt is rendered per call from the
+  turn's text and the query.
+- An excerpt is a strict subset of the turn's sentences (at most EXCERPT_MAX_SENTENCES),
+  kept in their original order, each verbatim; every cut is marked with ELLIPSIS, so an
+  excerpt never reads as the whole turn. The plan item says fidelity "excerpt" and why.
+- An excerpt line is shorter than the whole line (else the whole line is shown) and is
+  counted like any line: the budget stays exact and hard (planner.build counts the
+  rendered result).
+- Pure given the index: the same query, turn and limit give the same excerpt, so a
+  context rebuilt for the same query shows the same bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS
+from tiermem.tiers.lexical import IDF_FLOOR, doc_terms, query_terms
+
+if TYPE_CHECKING:
+    from tiermem.planner.candidates import Candidate
+    from tiermem.tiers.tokens import TokenCounter
+    from tiermem.tiers.turncache import TurnTable
+
+# 0: off (a turn is whole or out). LEFTOVER (1): a retrieved turn that does not fit whole
+# is offered as an excerpt in the room the verbatim lines left (after every verbatim line
+# that fits was taken, so no verbatim line gives way to an excerpt). INLINE (2): in rank
+# order, a turn that does not fit whole goes in as its excerpt before lower-ranked turns
+# take the room (they may then not fit). The recall harness sets it (knob `excerpt`).
+LEFTOVER = 1
+INLINE = 2
+EXCERPT = LEFTOVER
+# A retrieved line longer than this many tokens is offered as its excerpt already in the
+# first (verbatim) pass, leaving the room it saves to more turns; 0: off. The harness sets
+# it (knob `exlong`).
+EXCERPT_LONG_TOKENS = 0
+EXCERPT_MAX_SENTENCES = 2  # an excerpt is one or two sentences of the turn
+# Below this many tokens of room no excerpt is tried (a line's brackets, name, one
+# short sentence and the heading's share take about this many)
+MIN_EXCERPT_TOKENS = 10
+ELLIPSIS = "…"
+# a sentence ends at . ! or ? (and any closing quote or bracket) followed by space
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+
+
+@dataclass(frozen=True)
+class Focus:
+    """One query's keyword weights: each query term's idf in this conversation."""
+
+    weights: dict[str, float]
+
+    @classmethod
+    def of(cls, query: str, table: TurnTable) -> Focus:
+        terms = query_terms(query)
+        if table.lexical is None or not terms:
+            return cls({})
+        total, _lengths, found = table.lexical.postings(terms, len(table))
+        weights: dict[str, float] = {}
+        for t, docs, _tf in found:
+            df = docs.shape[0]
+            idf = math.log((total - df + 0.5) / (df + 0.5))
+            weights[t] = idf if idf > 0.0 else IDF_FLOOR
+        return cls(weights)
+
+    def score(self, sentence: str) -> float:
+        return sum(self.weights.get(t, 0.0) for t in set(doc_terms(sentence)))
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, in order, each stripped (a text without an end mark is one)."""
+    return [s.strip() for s in _SENTENCE_END.split(text.replace("\n", " ")) if s.strip()]
+
+
+def choose(parts: Sequence[str], focus: Focus, fits: int, cost: TokenCounter) -> list[int]:
+    """Indexes (ascending) of the best-scoring sentences, at most EXCERPT_MAX_SENTENCES,
+    whose text together costs at most `fits` tokens; [] when no sentence holds a query
+    term or none fits. The best sentence first; a second only if it also scores."""
+    scored = sorted(((focus.score(s), -i, i) for i, s in enumerate(parts)), reverse=True)
+    picked: list[int] = []
+    used = 0
+    for sc, _neg, i in scored:
+        if sc <= 0.0 or len(picked) >= EXCERPT_MAX_SENTENCES:
+            break
+        t = cost.count(parts[i]) + 1  # the ellipsis beside it
+        if used + t <= fits:
+            picked.append(i)
+            used += t
+    return sorted(picked)
+
+
+def render(prefix: str, parts: Sequence[str], picked: Sequence[int]) -> str:
+    """'[who] … kept sentence … kept sentence …': an ELLIPSIS wherever text was cut."""
+    out: list[str] = []
+    nxt = 0
+    for i in picked:
+        if i > nxt:
+            out.append(ELLIPSIS)
+        out.append(parts[i])
+        nxt = i + 1
+    if nxt < len(parts):
+        out.append(ELLIPSIS)
+    return f"{prefix} {' '.join(out)}"
+
+
+def excerpt_of(c: Candidate, limit: int, tokens: TokenCounter, why: str) -> Candidate | None:
+    """`c` (a retrieved verbatim line with a source text and a Focus) as an excerpt whose
+    line costs at most `limit` tokens (as packed: the line and its heading share), or None
+    (not excerptable, nothing matches, nothing fits, or no shorter than the whole).
+    `why` goes into the plan item's reason (it did not fit whole / a long turn)."""
+    if c.focus is None or not c.source or c.fidelity != "verbatim" or limit < MIN_EXCERPT_TOKENS:
+        return None
+    parts = sentences(c.source)
+    if len(parts) < 2:
+        return None
+    prefix = c.text[:c.text.index("]") + 1] if c.text.startswith("[") and "]" in c.text else ""
+    overhead = LINE_SEP_TOKENS + HEADING_SHARE_TOKENS  # as every retrieved line is packed
+    fits = limit - overhead - tokens.count(prefix) - 1
+    picked = choose(parts, c.focus, fits, tokens)
+    if not picked or len(picked) == len(parts):
+        return None
+    line = render(prefix, parts, picked)
+    cost = tokens.count(line) + overhead
+    if cost > limit or cost >= c.tokens:
+        return None
+    kept = len(picked)
+    return replace(c, text=line, tokens=cost, fidelity="excerpt",
+                   reason=f"{c.reason}; shown as an excerpt: {why} ({kept} of {len(parts)} sentences, the "
+                          f"best keyword match for the query; {c.tokens} tokens whole)")
