@@ -77,6 +77,7 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "neighbour": (rank, "NEIGHBOUR"),
     "excerpt": (excerpt, "EXCERPT"),
     "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),
+    "excompact": (excerpt, "COMPACT"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}

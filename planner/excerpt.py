@@ -6,7 +6,8 @@ dropped or shown whole: the sentence(s) of its text that best match the query, i
 order, with an ellipsis marker where text was left out, under the same session (date)
 heading as any retrieved line.
 
-A sentence's score is the planner's own keyword weight: the sum, over the query's terms
+Which sentences: the best-scoring first, then the rest by priority (planner.excerpt.choose)
+as far as the room allows. A sentence's score is the planner's own keyword weight: the sum, over the query's terms
 (tiers.lexical.query_terms: FTS5's words, stopwords out, Porter stems) that the sentence
 holds, of each term's BM25 idf in this conversation (a word every turn says weighs
 nothing, a rare one much). A turn none of whose sentences holds a query term has no
@@ -50,11 +51,19 @@ if TYPE_CHECKING:
 LEFTOVER = 1
 INLINE = 2
 EXCERPT = LEFTOVER
-# A retrieved line longer than this many tokens is offered as its excerpt already in the
-# first (verbatim) pass, leaving the room it saves to more turns; 0: off. The harness sets
-# it (knob `exlong`).
+# A retrieved line longer than this many tokens is offered as its excerpt of at most this
+# many tokens already in the first (verbatim) pass, leaving the room it saves to more
+# turns; 0: off. The harness sets it (knob `exlong`).
 EXCERPT_LONG_TOKENS = 0
-EXCERPT_MAX_SENTENCES = 2  # an excerpt is one or two sentences of the turn
+# COMPACT = 1: a long line's excerpt (EXCERPT_LONG_TOKENS) has no token cap: it keeps every
+# sentence that holds a query term or is a statement, and drops only the questions and
+# exclamations that hold none ("Wow, that's great!", "How was it?"), which rarely carry
+# an answer; 0: the excerpt is cut to EXCERPT_LONG_TOKENS by priority. Knob `excompact`.
+COMPACT = 0
+# A call tries at most this many turns that did not fit whole for an excerpt in each pass
+# (each try splits and counts a turn's sentences: bounded so a long pool costs little)
+EXCERPT_MAX_TRIES = 6
+EXCERPT_MAX_SENTENCES = 8  # sentences an excerpt keeps at most (a turn's few; bounds the work)
 # Below this many tokens of room no excerpt is tried (a line's brackets, name, one
 # short sentence and the heading's share take about this many)
 MIN_EXCERPT_TOKENS = 10
@@ -92,19 +101,30 @@ def sentences(text: str) -> list[str]:
 
 
 def choose(parts: Sequence[str], focus: Focus, fits: int, cost: TokenCounter) -> list[int]:
-    """Indexes (ascending) of the best-scoring sentences, at most EXCERPT_MAX_SENTENCES,
-    whose text together costs at most `fits` tokens; [] when no sentence holds a query
-    term or none fits. The best sentence first; a second only if it also scores."""
-    scored = sorted(((focus.score(s), -i, i) for i, s in enumerate(parts)), reverse=True)
+    """Indexes (ascending) of the sentences kept, whose text together costs at most `fits`
+    tokens; [] when no sentence holds a query term or the best one does not fit.
+
+    Sentences are kept greedily by priority: those holding query terms by their score,
+    then the others, statements before questions and exclamations (an answer is more often
+    told than asked or exclaimed), earlier first; each that still fits is kept. So a small
+    room keeps the best sentence, a larger one drops only the least useful ones."""
+    scores = [focus.score(s) for s in parts]
+    if not any(sc > 0.0 for sc in scores):
+        return []
+    if fits < 0:  # compact: every sentence but the unmatched questions and exclamations
+        return [i for i, p in enumerate(parts) if scores[i] > 0.0 or p.endswith(".")][:EXCERPT_MAX_SENTENCES]
+    order = sorted(range(len(parts)), key=lambda i: (-scores[i], not parts[i].endswith("."), i))
     picked: list[int] = []
     used = 0
-    for sc, _neg, i in scored:
-        if sc <= 0.0 or len(picked) >= EXCERPT_MAX_SENTENCES:
-            break
-        t = cost.count(parts[i]) + 1  # the ellipsis beside it
+    for i in order:
+        t = cost.count(parts[i]) + 1  # the ellipsis beside it, at most
         if used + t <= fits:
             picked.append(i)
             used += t
+        elif not picked:
+            return []  # the best sentence does not fit: no excerpt
+        if len(picked) >= EXCERPT_MAX_SENTENCES:
+            break
     return sorted(picked)
 
 
@@ -122,25 +142,30 @@ def render(prefix: str, parts: Sequence[str], picked: Sequence[int]) -> str:
     return f"{prefix} {' '.join(out)}"
 
 
-def excerpt_of(c: Candidate, limit: int, tokens: TokenCounter, why: str) -> Candidate | None:
+def excerpt_of(c: Candidate, limit: int | None, tokens: TokenCounter, why: str) -> Candidate | None:
     """`c` (a retrieved verbatim line with a source text and a Focus) as an excerpt whose
     line costs at most `limit` tokens (as packed: the line and its heading share), or None
     (not excerptable, nothing matches, nothing fits, or no shorter than the whole).
-    `why` goes into the plan item's reason (it did not fit whole / a long turn)."""
-    if c.focus is None or not c.source or c.fidelity != "verbatim" or limit < MIN_EXCERPT_TOKENS:
+    `why` goes into the plan item's reason (it did not fit whole / a long turn).
+    `limit` None: the compact excerpt (COMPACT), whatever it costs below the whole."""
+    if c.focus is None or not c.source or c.fidelity != "verbatim":
         return None
+    if limit is not None and limit < MIN_EXCERPT_TOKENS:
+        return None
+    if not c.focus.score(c.source):
+        return None  # no query word anywhere in it: no sentence can be chosen
     parts = sentences(c.source)
     if len(parts) < 2:
         return None
     prefix = c.text[:c.text.index("]") + 1] if c.text.startswith("[") and "]" in c.text else ""
     overhead = LINE_SEP_TOKENS + HEADING_SHARE_TOKENS  # as every retrieved line is packed
-    fits = limit - overhead - tokens.count(prefix) - 1
+    fits = -1 if limit is None else limit - overhead - tokens.count(prefix) - 1
     picked = choose(parts, c.focus, fits, tokens)
     if not picked or len(picked) == len(parts):
         return None
     line = render(prefix, parts, picked)
     cost = tokens.count(line) + overhead
-    if cost > limit or cost >= c.tokens:
+    if (limit is not None and cost > limit) or cost >= c.tokens:
         return None
     kept = len(picked)
     return replace(c, text=line, tokens=cost, fidelity="excerpt",

@@ -142,18 +142,21 @@ class Packing:
         chosen, used = self.chosen[slice_], self.used
         long = excerpt.EXCERPT_LONG_TOKENS if slice_ == "retrieved" else 0
         inline = slice_ == "retrieved" and excerpt.EXCERPT == excerpt.INLINE
+        tries = 0
         i = 0
         while i < len(pool):
             c = pool[i]
             if long and c.tokens > long and c.fidelity == "verbatim":
-                short = excerpt.excerpt_of(c, c.tokens - 1, self.tokens, f"a long turn (over {long} tokens)")
+                short = excerpt.excerpt_of(c, None if excerpt.COMPACT else long, self.tokens,
+                                           f"a long turn (over {long} tokens)")
                 if short is not None:
                     c = pool[i] = short
             extra = c.tokens + (self.header[slice_] if not chosen else 0)
             room = min(limit - used[slice_], self.remaining)
-            if extra > room and inline:
+            if extra > room and inline and tries < excerpt.EXCERPT_MAX_TRIES and room >= excerpt.MIN_EXCERPT_TOKENS:
                 # in rank order: a turn that does not fit whole goes in as its excerpt
                 # before lower-ranked turns take the room
+                tries += 1
                 short = excerpt.excerpt_of(c, room - (extra - c.tokens), self.tokens, "it did not fit whole")
                 if short is not None:
                     c, extra = short, short.tokens + (extra - c.tokens)
@@ -174,7 +177,7 @@ class Packing:
             return
         pool, chosen, used = self.pools[slice_], self.chosen[slice_], self.used
         i = 0
-        while i < len(pool):
+        while i < min(len(pool), excerpt.EXCERPT_MAX_TRIES):
             room = min(limit - used[slice_], self.remaining) - (self.header[slice_] if not chosen else 0)
             if room < excerpt.MIN_EXCERPT_TOKENS:
                 return
@@ -238,7 +241,7 @@ class Packing:
             if s != "retrieved" or not excerpt.EXCERPT:
                 continue
             # second pass: what did not fit whole, as an excerpt in the slack left
-            for c in list(pools[s]):
+            for c in list(pools[s])[:excerpt.EXCERPT_MAX_TRIES]:
                 if slack < excerpt.MIN_EXCERPT_TOKENS:
                     break
                 fixed = header[s] if not chosen[s] else 0

@@ -43,14 +43,24 @@ def test_sentences(text: str, n: int) -> None:
     assert len(sentences(text)) == n
 
 
-def test_excerpt_keeps_the_matching_sentence_and_marks_the_cuts() -> None:
+BEST = "Then my sister called about her new violin teacher in Lisbon."
+
+
+@pytest.mark.parametrize(("slack", "text", "kept"), [
+    # room for the best sentence only: it alone, cut on both sides
+    (25, f"[Ana] {ELLIPSIS} {BEST} {ELLIPSIS}", 1),
+    # room for all but a few tokens: the best sentence and the first (a statement, earlier
+    # than the last); the last one goes
+    (None, f"[Ana] We spent the morning on the beach and the kids built a huge sandcastle. {BEST} {ELLIPSIS}", 2),
+])
+def test_excerpt_keeps_the_matching_sentence_and_marks_the_cuts(slack: int | None, text: str, kept: int) -> None:
     c = _cand(7, 5.0, LONG, _focus("violin", "teacher"))
-    got = excerpt_of(c, c.tokens - 1, TOKENS, "it did not fit whole")
+    got = excerpt_of(c, c.tokens - 1 if slack is None else slack, TOKENS, "it did not fit whole")
     assert got is not None
-    assert got.text == f"[Ana] {ELLIPSIS} Then my sister called about her new violin teacher in Lisbon. {ELLIPSIS}"
+    assert got.text == text
     assert got.fidelity == "excerpt" and got.position == 7 and got.score == 5.0
     assert got.tokens == TOKENS.count(got.text) + LINE_SEP_TOKENS + HEADING_SHARE_TOKENS < c.tokens
-    assert "excerpt" in got.reason and "1 of 3 sentences" in got.reason
+    assert "excerpt" in got.reason and f"{kept} of 3 sentences" in got.reason
     assert c.fidelity == "verbatim" and c.text == f"[Ana] {LONG}"  # the candidate itself is unchanged
 
 
@@ -107,7 +117,7 @@ def test_inline_excerpts_go_in_rank_order(monkeypatch: pytest.MonkeyPatch, mode:
 
 
 def test_long_lines_are_offered_as_excerpts_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(excerpt, "EXCERPT_LONG_TOKENS", 20)  # LONG is over 20 tokens: its excerpt goes first
+    monkeypatch.setattr(excerpt, "EXCERPT_LONG_TOKENS", 30)  # LONG is over 30 tokens: its excerpt goes first
     long_ = _cand(2, 9.0, LONG, _focus("violin"))
     p = _packing([long_], 500)
     p.take("retrieved", 500)
@@ -133,7 +143,36 @@ def test_context_shows_an_excerpt_of_a_turn_that_does_not_fit(memory: Memory,
                 seen.add(it.fidelity)
                 if it.fidelity == "excerpt":
                     text = "\n".join(str(m.get("content")) for m in ctx.messages)
-                    assert f"{ELLIPSIS} Then my sister called about her new violin teacher in Lisbon. {ELLIPSIS}" in text
-                    assert "sandcastle" not in text and "excerpt" in it.reason
+                    assert f"{BEST} {ELLIPSIS}" in text and "sunset" not in text and "excerpt" in it.reason
     assert {"excerpt", "verbatim"} <= seen
     assert [m.text for m in memory.cold.get("c", list(range(41)))] == before  # derived: the log is untouched
+
+
+def test_an_epoch_keeps_the_bytes_of_an_excerpt_already_shown(memory: Memory,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # a turn shown as an excerpt stays exactly as shown while the epoch extends: the next
+    # calls append after it (a verbatim copy of it later is appended, never swapped in)
+    monkeypatch.setattr(excerpt, "EXCERPT", excerpt.INLINE)
+    filler = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"ok, sounds fine ({i})"} for i in range(40)]
+    memory.append_many("c", filler[:20])
+    memory.append("c", {"role": "user", "content": LONG})
+    memory.append_many("c", filler[20:])
+    q = "Who teaches my sister the violin?"
+    budget = next(b for b in range(90, 200, 4)
+                  if any(it.fidelity == "excerpt" for it in memory.context("c", q, budget=b, record=False).plan.items))
+    memory.append("c", {"role": "user", "content": q})
+    first = memory.context("c", q, budget=budget)
+    assert any(it.fidelity == "excerpt" for it in first.plan.items)
+    extended = 0
+    for i, follow in enumerate(["And what does she play, the violin?", "Where does the violin teacher live?"]):
+        memory.append("c", {"role": "assistant", "content": f"noted ({i})"})
+        memory.append("c", {"role": "user", "content": follow})
+        nxt = memory.context("c", follow, budget=budget)
+        assert messages_tokens(TOKENS, nxt.messages) <= nxt.plan.budget
+        if not nxt.plan.cache.new_epoch:
+            extended += 1
+            at = next(k for k, m in enumerate(first.messages) if m.get("content") == q)
+            assert nxt.messages[:at + 1] == first.messages[:at + 1]  # every earlier byte, the excerpt's too
+        first = nxt
+        q = follow
+    assert extended >= 1
