@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from tiermem.evals.baselines import INCLUDED_FIDELITIES, close_memory, open_memory
-from tiermem.evals.locomo import CATEGORIES, EvidenceCounts, embed_pending, ingest_sample, load_samples, resolve_questions
+from tiermem.evals.locomo import (
+    CATEGORIES,
+    EvidenceCounts,
+    embed_pending,
+    ingest_sample,
+    load_samples,
+    resolve_questions,
+)
 from tiermem.evals.recall_rounds import mean_layers, slice_tokens
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")

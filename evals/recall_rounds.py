@@ -254,6 +254,8 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
         # every (sample, category, recall), for leave-one-out over any subset of the variants
         "records": {v.name: {str(b): results[v.name][str(b)] for b in budgets} for v in variants},
         "records_with_excerpts": {v.name: {str(b): with_ex[v.name][str(b)] for b in budgets} for v in variants},
+        # (sample, category, 1.0 / 0.0): the normalized answer is in the context text
+        "records_answer": {v.name: {str(b): covered[v.name][str(b)] for b in budgets} for v in variants},
     }
     if baselines:
         out["baselines"] = {m: {str(b): _summary(base_recs[m][str(b)], []) for b in budgets}
@@ -318,8 +320,8 @@ def loo_one_setting(result: dict[str, Any], names: Sequence[str] | None = None,
     held-out sample, the variant (of `names`, default all; the first is the base) with the
     best recall on the other samples averaged over the budgets (ties: the base), and its
     held-out recall per budget and category beside the base's; then the held-out figures
-    pooled over the folds. `records`: "records" (verbatim turns) or
-    "records_with_excerpts" (excerpts count too)."""
+    pooled over the folds. `records`: "records" (verbatim turns),
+    "records_with_excerpts" (excerpts count too) or "records_answer" (answer coverage)."""
     rec = result[records]
     names = list(names or rec)
     budgets = [str(b) for b in result["budgets"]]
@@ -392,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      sample_questions=args.sample_questions, baselines=args.baselines)
     if args.loo:
         names = [n for n in args.names.split(",") if n] or None
-        result["loo"] = {k: loo_one_setting(result, names, k) for k in ("records", "records_with_excerpts")
+        result["loo"] = {k: loo_one_setting(result, names, k) for k in ("records", "records_with_excerpts", "records_answer")
                          if k in result}
     if args.json_out is not None and args.from_json is None:
         args.json_out.write_text(json.dumps(result, indent=2))

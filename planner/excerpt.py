@@ -56,9 +56,10 @@ EXCERPT = LEFTOVER
 # turns; 0: off. The harness sets it (knob `exlong`).
 EXCERPT_LONG_TOKENS = 0
 # COMPACT = 1: a long line's excerpt (EXCERPT_LONG_TOKENS) has no token cap: it keeps every
-# sentence that holds a query term or is a statement, and drops only the questions and
-# exclamations that hold none ("Wow, that's great!", "How was it?"), which rarely carry
-# an answer; 0: the excerpt is cut to EXCERPT_LONG_TOKENS by priority. Knob `excompact`.
+# sentence but the questions that hold no query term ("How was it?": a question asks, its
+# answer is told in a turn of its own); 0: the excerpt is cut to EXCERPT_LONG_TOKENS by
+# priority. (Dropping unmatched exclamations too lost answer coverage on the dev
+# conversations: chat tells facts with "!".) Knob `excompact`.
 COMPACT = 0
 # A call tries at most this many turns that did not fit whole for an excerpt in each pass
 # (each try splits and counts a turn's sentences: bounded so a long pool costs little)
@@ -112,7 +113,7 @@ def choose(parts: Sequence[str], focus: Focus, fits: int, cost: TokenCounter) ->
     if not any(sc > 0.0 for sc in scores):
         return []
     if fits < 0:  # compact: every sentence but the unmatched questions and exclamations
-        return [i for i, p in enumerate(parts) if scores[i] > 0.0 or p.endswith(".")][:EXCERPT_MAX_SENTENCES]
+        return [i for i, p in enumerate(parts) if scores[i] > 0.0 or not p.endswith("?")][:EXCERPT_MAX_SENTENCES]
     order = sorted(range(len(parts)), key=lambda i: (-scores[i], not parts[i].endswith("."), i))
     picked: list[int] = []
     used = 0

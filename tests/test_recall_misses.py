@@ -21,7 +21,7 @@ RANKING = {p: p for p in range(300)}  # eligible turns: rank == position
     (999, "gated", "gated"),  # not eligible at all
 ])
 def test_classify(p: int, outcome: str, where: str) -> None:
-    candidates = [3, 5] + list(range(10, 20)) + [7]
+    candidates = [3, 5, *list(range(10, 20)), 7]
     assert classify(p, {1}, {2}, candidates, RANKING) == (outcome, where)
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tiermem.evals.recall_rounds import Variant, applied, leave_one_out, loo_one_setting, parse_variant, slice_tokens
+from tiermem.evals.recall_rounds import (
+    Variant,
+    applied,
+    leave_one_out,
+    loo_one_setting,
+    parse_variant,
+    slice_tokens,
+)
 from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
 from tiermem.planner.plan import PlanItem
 from tiermem.tiers.errors import ValidationError
