@@ -78,6 +78,7 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "excerpt": (excerpt, "EXCERPT"),
     "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),
     "excompact": (excerpt, "COMPACT"),
+    "exroom": (excerpt, "INLINE_MAX_ROOM_TOKENS"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}

@@ -58,6 +58,7 @@ class Packing:
         self.chosen: dict[str, list[Candidate]] = {s: [] for s in PACKED_SLICES}
         self.used = {s: 0 for s in PACKED_SLICES}
         self.remaining = room
+        self.room = room  # the room for the slices, as the call began (excerpt.INLINE_MAX_ROOM_TOKENS)
         # what may be presented as current right now (an epoch's pinned block and summary
         # lines are checked against these before it is extended)
         self.pin_current = {c.position for c in pools["pinned"]}
@@ -141,7 +142,8 @@ class Packing:
         pool = self.pools[slice_]
         chosen, used = self.chosen[slice_], self.used
         long = excerpt.EXCERPT_LONG_TOKENS if slice_ == "retrieved" else 0
-        inline = slice_ == "retrieved" and excerpt.EXCERPT == excerpt.INLINE
+        inline = (slice_ == "retrieved" and excerpt.EXCERPT == excerpt.INLINE
+                  and self.room <= excerpt.INLINE_MAX_ROOM_TOKENS)
         tries = 0
         i = 0
         while i < len(pool):
@@ -172,7 +174,8 @@ class Packing:
 
     def take_excerpts(self, slice_: str, limit: int) -> None:
         """The pool's turns that did not fit whole, best first, as excerpts where one fits
-        the room left (up to `limit` tokens in the slice); off when excerpt.EXCERPT is 0."""
+        the room left (up to `limit` tokens in the slice); off when excerpt.EXCERPT is 0.
+        (Under INLINE the first pass already tried them; what it left, this tries again.)"""
         if not excerpt.EXCERPT:
             return
         pool, chosen, used = self.pools[slice_], self.chosen[slice_], self.used

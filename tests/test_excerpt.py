@@ -176,3 +176,20 @@ def test_an_epoch_keeps_the_bytes_of_an_excerpt_already_shown(memory: Memory,
         first = nxt
         q = follow
     assert extended >= 1
+
+
+@pytest.mark.parametrize(("room_cap", "got"), [
+    (10_000, [(2, "excerpt")]),  # the call's room is under the cap: inline, in rank order
+    (10, [(3, "verbatim")]),  # over it: as LEFTOVER (the filler that fits whole goes first)
+])
+def test_inline_only_below_the_room_cap(monkeypatch: pytest.MonkeyPatch, room_cap: int,
+                                        got: list[tuple[int, str]]) -> None:
+    monkeypatch.setattr(excerpt, "EXCERPT", excerpt.INLINE)
+    monkeypatch.setattr(excerpt, "INLINE_MAX_ROOM_TOKENS", room_cap)
+    long_ = _cand(2, 9.0, LONG, _focus("violin"))
+    filler = _cand(3, 1.0, "ok, sounds fine, see you later then, bye for now my friend!", _focus("violin"))
+    room = 5 + filler.tokens + 2
+    p = _packing([long_, filler], room)
+    p.take("retrieved", room)
+    p.take_excerpts("retrieved", room)
+    assert [(c.position, c.fidelity) for c in p.chosen["retrieved"]] == got
