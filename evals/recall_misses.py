@@ -41,7 +41,7 @@ from tiermem.evals.locomo import (
     load_samples,
     resolve_questions,
 )
-from tiermem.evals.recall_rounds import mean_layers, slice_tokens
+from tiermem.evals.recall_rounds import Variant, applied, mean_layers, parse_variant, slice_tokens
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")
 ROOM_BUCKETS = (10, 20, 50)  # candidate rank bounds of the `room` buckets
@@ -101,8 +101,10 @@ class Probe:
             del cands._top, cands.retrieved  # the class's methods again
 
 
-def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions: int | None = None
-        ) -> dict[str, Any]:
+def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions: int | None = None,
+        variant: Variant | None = None) -> dict[str, Any]:
+    """`variant`: recall_rounds' knobs set for the run (its off defaults apply: name the
+    shipped weights it should keep); None: the planner as shipped."""
     counts: dict[str, dict[str, Counter[str]]] = {str(b): {str(c): Counter() for c in CATEGORIES} for b in budgets}
     buckets: dict[str, dict[str, Counter[str]]] = {str(b): {str(c): Counter() for c in CATEGORIES} for b in budgets}
     layers: dict[str, list[dict[str, int]]] = {str(b): [] for b in budgets}
@@ -120,7 +122,9 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions
             qs = [q for q in resolve_questions(ing, 0, None, EvidenceCounts()) if q.evidence_positions]
             if sample_questions is not None:
                 qs = qs[::max(1, len(qs) // sample_questions)][:sample_questions]
-            with probe.on(memory.planner.candidates):
+            setting = (applied(variant, memory.planner.settings.layers) if variant is not None
+                       else contextlib.nullcontext())
+            with probe.on(memory.planner.candidates), setting:
                 for q in qs:
                     for b in budgets:
                         ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
@@ -136,6 +140,7 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions
         finally:
             close_memory(opened)
     return {"data": str(data), "samples": [s.sample_id for s in samples], "budgets": list(budgets),
+            "variant": None if variant is None else {"name": variant.name, "values": variant.values},
             "outcomes": {b: {c: dict(v) for c, v in d.items()} for b, d in counts.items()},
             "buckets": {b: {c: dict(v) for c, v in d.items()} for b, d in buckets.items()},
             "layer_tokens": {b: mean_layers(v) for b, v in layers.items()}}
@@ -163,10 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data-root", type=Path, default=Path("/tmp/tiermem-recall-rounds"),
                     help="one data dir per sample under it, reused between runs")
     ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
+    ap.add_argument("--variant", default=None, help="NAME:KEY=V,... as recall_rounds (default: as shipped)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
     budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
-    result = run(args.data, budgets, data_root=args.data_root, sample_questions=args.sample_questions)
+    result = run(args.data, budgets, data_root=args.data_root, sample_questions=args.sample_questions,
+                 variant=None if args.variant is None else parse_variant(args.variant))
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(table(result))

@@ -33,6 +33,7 @@ from tiermem.planner.classify import about_past, question_text
 from tiermem.planner.dates import query_windows
 from tiermem.planner.density import pack_order
 from tiermem.planner.excerpt import Focus
+from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
@@ -441,7 +442,8 @@ class Candidates:
         msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
         # excerpts (recall only) weigh the query's words without the speakers' names: a name
         # matches the sentence that addresses someone, not the one that answers
-        focus = Focus.of(without_names(query, table.names), table) if qclass in RECALL_CLASSES else None
+        focus = (Focus.of(without_names(query, table.names), table)
+                 if qclass in RECALL_CLASSES and excerpt_enabled() else None)
         out = []
         for key, (score, why) in scored.items():
             m = msgs.get(key)

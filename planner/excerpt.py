@@ -48,17 +48,20 @@ if TYPE_CHECKING:
 # that fits was taken, so no verbatim line gives way to an excerpt). INLINE (2): in rank
 # order, a turn that does not fit whole goes in as its excerpt before lower-ranked turns
 # take the room (they may then not fit). The recall harness sets it (knob `excerpt`).
-# INLINE ships (below INLINE_MAX_ROOM_TOKENS): on the four dev conversations, leave one
-# out (one setting per fold over 500 / 1,000 / 2,000 tokens), it was chosen on every fold
-# counting excerpts (held out
-# 79.1 / 87.3 / 93.1 against 78.4 / 87.1 / 93.1) and by answer coverage (33.0 / 35.7 / 37.7
-# against 32.8 / 35.7 / 37.5); counting verbatim turns only it is 0.4 / 0.1 / 0 lower
-# (README, issue 19). LEFTOVER changed nothing measurable (the room left is too small).
+# Off by default: on the four dev conversations (final run, README, issue 19), INLINE
+# below INLINE_MAX_ROOM_TOKENS raised recall counting excerpts (held out, one setting per
+# fold over 500 / 1,000 / 2,000 / 4,000: 79.1 / 87.3 / 93.1 / 96.4 against 78.4 / 87.1 /
+# 93.1 / 96.4) but not answer coverage (32.9 / 35.5 / 37.5 / 38.9 against 32.8 / 35.7 /
+# 37.5 / 38.9) and cost verbatim recall (78.0 / 87.0 at 500 / 1,000); excerpting every
+# line over 40 tokens (EXCERPT_LONG_TOKENS = 40) raised recall counting excerpts to
+# 81.4 / 89.4 / 93.8 / 96.8 but lost 2.7-3.8 points of answer coverage: the sentences the
+# keywords choose often are not the ones that hold the answer. LEFTOVER changed nothing
+# measurable (the room left after the whole lines is too small for an excerpt).
 # (INLINE at 2,000 tokens lost 0.1 point of verbatim recall in `tiermem eval locomo`,
 # 0.4 of it temporal, for no answer coverage: hence INLINE_MAX_ROOM_TOKENS.)
 LEFTOVER = 1
 INLINE = 2
-EXCERPT = INLINE
+EXCERPT = 0
 # INLINE applies to a context whose room for the slices is at most this many tokens (a
 # 500 or 1,000-token budget): with more room the turns that do not fit whole rank low,
 # and their excerpts only displace whole turns the room still fits (LEFTOVER applies
@@ -154,6 +157,11 @@ def render(prefix: str, parts: Sequence[str], picked: Sequence[int]) -> str:
     if nxt < len(parts):
         out.append(ELLIPSIS)
     return f"{prefix} {' '.join(out)}"
+
+
+def enabled() -> bool:
+    """Whether any excerpt mode is on (else the candidates need no Focus)."""
+    return bool(EXCERPT or EXCERPT_LONG_TOKENS)
 
 
 def excerpt_of(c: Candidate, limit: int | None, tokens: TokenCounter, why: str) -> Candidate | None:

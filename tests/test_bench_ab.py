@@ -9,7 +9,7 @@ from tiermem.planner import excerpt, multihop
 
 def test_knobs_set_only_what_they_name_and_restore() -> None:
     hop, mode = multihop.HOP_WEIGHT, excerpt.EXCERPT
-    with knobs({"excerpt": 0}):
-        assert excerpt.EXCERPT == 0 and isinstance(excerpt.EXCERPT, int)
-        assert multihop.HOP_WEIGHT == hop  # not named: shipped value, not recall_rounds' 0
-    assert (multihop.HOP_WEIGHT, excerpt.EXCERPT) == (hop, mode)
+    with knobs({"excerpt": excerpt.INLINE}):
+        assert excerpt.EXCERPT == excerpt.INLINE != mode and isinstance(excerpt.EXCERPT, int)
+        assert hop == multihop.HOP_WEIGHT  # not named: shipped value, not recall_rounds' 0
+    assert (hop, mode) == (multihop.HOP_WEIGHT, excerpt.EXCERPT)
