@@ -19,7 +19,8 @@ rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set),
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 5 adversarial), per sample, and context() p50/p99; `--baselines` adds the top-k
-baselines of `evals.baselines` packed into the same budgets. Leave-one-out: for each
+baselines of `evals.baselines` packed into the same budgets (and the full context, which
+ignores the budget: the upper bound). Leave-one-out: for each
 sample, the variant with the best pooled recall over the other samples at that budget,
 and its recall on the held-out one, against the base variant's (the first).
 
@@ -59,7 +60,7 @@ from tiermem.evals.locomo import (
 from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
 from tiermem.tiers.errors import ValidationError
 
-BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail")
+BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail", "full_context")  # full: no budget
 # variant key -> (module, constant): what a variant may set; every other one is off
 KNOBS: dict[str, tuple[Any, str]] = {
     "hop": (multihop, "HOP_WEIGHT"),
