@@ -15,10 +15,12 @@ Invariants:
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
   the pinned block shows, is withdrawn from its other slice, and its tokens go back.
 - At least the highest-priority pin fits (a constraint left out is an answer gone wrong).
-- A retrieved turn may be shown as a query-focused excerpt (planner.excerpt): only in the
-  room the verbatim lines left (`take_excerpts`, then `top_up`'s second pass), so no turn
-  that fits whole gives way to an excerpt; with EXCERPT_LONG_TOKENS, a long line is
-  offered as its excerpt in the first pass. A turn is shown once, whole or as excerpt.
+- A retrieved turn may be shown as a query-focused excerpt (planner.excerpt; off by
+  default): LEFTOVER only in the room the whole lines left (`take_excerpts`, then
+  `top_up`'s second pass), so no turn that fits whole gives way to an excerpt; INLINE in
+  rank order as `take` meets a turn that does not fit (lower-ranked whole lines may then
+  not fit); with EXCERPT_LONG_TOKENS a long line is offered as its excerpt in the first
+  pass. A turn is shown once, whole or as excerpt.
 """
 
 from __future__ import annotations
