@@ -19,7 +19,8 @@ rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set),
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 5 adversarial), per sample, and context() p50/p99; `--baselines` adds the top-k
-baselines of `evals.baselines` packed into the same budgets. Leave-one-out: for each
+baselines of `evals.baselines` packed into the same budgets (and the full context, which
+ignores the budget: the upper bound). Leave-one-out: for each
 sample, the variant with the best pooled recall over the other samples at that budget,
 and its recall on the held-out one, against the base variant's (the first).
 
@@ -50,15 +51,16 @@ from tiermem.evals.baselines import (
 from tiermem.evals.locomo import (
     CATEGORIES,
     EvidenceCounts,
+    answer_covered,
     embed_pending,
     ingest_sample,
     load_samples,
     resolve_questions,
 )
-from tiermem.planner import density, episodes, multihop, rank, render, speakers
+from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
 from tiermem.tiers.errors import ValidationError
 
-BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail")
+BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail", "full_context")  # full: no budget
 # variant key -> (module, constant): what a variant may set; every other one is off
 KNOBS: dict[str, tuple[Any, str]] = {
     "hop": (multihop, "HOP_WEIGHT"),
@@ -74,7 +76,15 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "speaker": (speakers, "SPEAKER_BOOST"),
     "episode": (rank, "EPISODE"),
     "neighbour": (rank, "NEIGHBOUR"),
+    "excerpt": (excerpt, "EXCERPT"),
+    "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),
+    "excompact": (excerpt, "COMPACT"),
+    "exroom": (excerpt, "INLINE_MAX_ROOM_TOKENS"),
 }
+# variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
+LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
+# a turn counts as shown for the second recall figure at these fidelities too
+WITH_EXCERPTS = INCLUDED_FIDELITIES | {"excerpt"}
 # off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
 # hop runs at every budget
 OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0, "hoproom": 0}
@@ -94,24 +104,32 @@ def parse_variant(spec: str) -> Variant:
     values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         k, eq, v = part.partition("=")
-        if not eq or k not in KNOBS:
-            raise ValidationError("variant", f"{part!r}: keys are {sorted(KNOBS)}")
+        if not eq or (k not in KNOBS and k not in LAYER_KNOBS):
+            raise ValidationError("variant", f"{part!r}: keys are {sorted([*KNOBS, *LAYER_KNOBS])}")
         values[k] = float(v)
     return Variant(name.strip(), values)
 
 
 @contextlib.contextmanager
-def applied(v: Variant) -> Iterator[None]:
-    """The planner's weights set as the variant says (the rest off) for the block."""
+def applied(v: Variant, layers: dict[str, float] | None = None) -> Iterator[None]:
+    """The planner's weights set as the variant says (the rest off) for the block, and
+    the stable layers' shares in `layers` (a Memory's PlannerSettings.layers, in place)."""
     saved = {k: getattr(mod, attr) for k, (mod, attr) in KNOBS.items()}
+    saved_layers = dict(layers) if layers is not None else {}
     try:
         for k, (mod, attr) in KNOBS.items():
             val = v.values.get(k, OFF.get(k, saved[k]))
             setattr(mod, attr, type(saved[k])(val))
+        if layers is not None:
+            for k, layer in LAYER_KNOBS.items():
+                if k in v.values:
+                    layers[layer] = v.values[k]
         yield
     finally:
         for k, (mod, attr) in KNOBS.items():
             setattr(mod, attr, saved[k])
+        if layers is not None:
+            layers.update(saved_layers)
 
 
 Rec = tuple[str, int, float]  # sample, category, recall
@@ -172,6 +190,11 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
         sample_questions: int | None, baselines: bool, hot: bool = True) -> dict[str, Any]:
     samples = load_samples(data)
     results: dict[str, dict[str, list[Rec]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
+    # the same questions counting turns shown as an excerpt too, and answer coverage
+    with_ex: dict[str, dict[str, list[Rec]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
+    covered: dict[str, dict[str, list[Rec]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
+    layer_tokens: dict[str, dict[str, list[dict[str, int]]]] = {v.name: {str(b): [] for b in budgets}
+                                                                for v in variants}
     latency: dict[str, dict[str, list[float]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
     base_recs: dict[str, dict[str, list[Rec]]] = {m: {str(b): [] for b in budgets} for m in BASELINE_METHODS}
     t0 = time.perf_counter()
@@ -190,17 +213,22 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
             cid = ing.conversation_id
             view = ConvView.load(memory, cid) if baselines else None
             for v in variants:
-                with applied(v):
+                with applied(v, memory.planner.settings.layers):
                     for q in qs:
                         for b in budgets:
                             t = time.perf_counter()
                             ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
                             latency[v.name][str(b)].append((time.perf_counter() - t) * 1000)
-                            got = {p for it in ctx.plan.items if it.conversation_id == cid
-                                   and it.fidelity in INCLUDED_FIDELITIES for p in it.positions}
-                            hit = sum(1 for p in q.evidence_positions if p in got)
-                            results[v.name][str(b)].append(
-                                (sample.sample_id, q.qa.category, hit / len(q.evidence_positions)))
+                            key = (sample.sample_id, q.qa.category)
+                            for fids, into in ((INCLUDED_FIDELITIES, results), (WITH_EXCERPTS, with_ex)):
+                                got = {p for it in ctx.plan.items if it.conversation_id == cid
+                                       and it.fidelity in fids for p in it.positions}
+                                hit = sum(1 for p in q.evidence_positions if p in got)
+                                into[v.name][str(b)].append((*key, hit / len(q.evidence_positions)))
+                            cov = answer_covered(q.qa.answer, context_text(ctx.messages)) if q.qa.answer else None
+                            if cov is not None:
+                                covered[v.name][str(b)].append((*key, float(cov)))
+                            layer_tokens[v.name][str(b)].append(slice_tokens(ctx.plan.items))
             if view is not None:
                 for q in qs:
                     rankings = rank_all(memory, view, q.qa.question, BASELINE_METHODS)
@@ -219,16 +247,44 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
         "sample_questions": sample_questions,
         "elapsed_s": round(time.perf_counter() - t0, 1),
         "variants": {v.name: {"values": v.values,
-                              "budgets": {str(b): _summary(results[v.name][str(b)], latency[v.name][str(b)])
+                              "budgets": {str(b): {**_summary(results[v.name][str(b)], latency[v.name][str(b)]),
+                                                   "with_excerpts": _summary(with_ex[v.name][str(b)], []),
+                                                   "answer_coverage": _summary(covered[v.name][str(b)], []),
+                                                   "layer_tokens": mean_layers(layer_tokens[v.name][str(b)])}
                                           for b in budgets}} for v in variants},
         "leave_one_out": {str(b): leave_one_out(results, variants, str(b)) for b in budgets},
         # every (sample, category, recall), for leave-one-out over any subset of the variants
         "records": {v.name: {str(b): results[v.name][str(b)] for b in budgets} for v in variants},
+        "records_with_excerpts": {v.name: {str(b): with_ex[v.name][str(b)] for b in budgets} for v in variants},
+        # (sample, category, 1.0 / 0.0): the normalized answer is in the context text
+        "records_answer": {v.name: {str(b): covered[v.name][str(b)] for b in budgets} for v in variants},
     }
     if baselines:
         out["baselines"] = {m: {str(b): _summary(base_recs[m][str(b)], []) for b in budgets}
                             for m in BASELINE_METHODS}
     return out
+
+
+def context_text(messages: Sequence[dict[str, Any]]) -> str:
+    """Every message's text, for answer coverage."""
+    return "\n".join(m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                     for m in messages)
+
+
+def slice_tokens(items: Sequence[Any]) -> dict[str, int]:
+    """The plan's tokens by layer (system, pinned, summary, tail, retrieved; the latest
+    user message apart), as estimated per item (the block headers are not in any item)."""
+    out: dict[str, int] = {}
+    for it in items:
+        name = "latest" if it.reason == "the latest user message is always kept" else it.slice
+        out[name] = out.get(name, 0) + it.tokens
+    return out
+
+
+def mean_layers(rows: Sequence[dict[str, int]]) -> dict[str, float]:
+    """Mean tokens per layer over the calls (a layer a call lacks counts 0)."""
+    names = sorted({k for r in rows for k in r})
+    return {k: round(sum(r.get(k, 0) for r in rows) / len(rows), 1) for k in names} if rows else {}
 
 
 def _pct(x: float | None) -> str:
@@ -238,7 +294,8 @@ def _pct(x: float | None) -> str:
 def table(result: dict[str, Any]) -> str:
     lines = []
     cats = "".join(f" {'c' + str(c):>6}" for c in CATEGORIES)
-    lines.append(f"{'variant':<14} {'budget':>6} {'recall':>7}{cats} {'p50':>6} {'p99':>6}")
+    lines.append(f"{'variant':<14} {'budget':>6} {'recall':>7}{cats} {'p50':>6} {'p99':>6} {'+excpt':>6} "
+                 f"{'answer':>6}  layers")
     rows = [(n, r) for n, r in result["variants"].items()] + [(m, {"budgets": r})
                                                             for m, r in result.get("baselines", {}).items()]
     for name, r in rows:
@@ -247,11 +304,70 @@ def table(result: dict[str, Any]) -> str:
             ms = s.get("context_ms") or {}
             p50 = "-" if ms.get("p50") is None else f"{ms['p50']:.1f}"
             p99 = "-" if ms.get("p99") is None else f"{ms['p99']:.1f}"
-            lines.append(f"{name:<14} {b:>6} {100 * (s['evidence_recall'] or 0):7.1f}{c} {p50:>6} {p99:>6}")
+            ex = _pct((s.get("with_excerpts") or {}).get("evidence_recall"))
+            cov = _pct((s.get("answer_coverage") or {}).get("evidence_recall"))
+            lay = " ".join(f"{k}={v:.0f}" for k, v in (s.get("layer_tokens") or {}).items())
+            lines.append(f"{name:<14} {b:>6} {100 * (s['evidence_recall'] or 0):7.1f}{c} {p50:>6} {p99:>6} "
+                         f"{ex:>6} {cov:>6}  {lay}")
     for b, folds in result["leave_one_out"].items():
         for held, f in folds.items():
             lines.append(f"LOO {b} {held}: chose {f['chosen']} ({100 * f['chosen_on_others']:.1f} on the others), "
                          f"held-out {100 * f['held_out']:.1f} vs base {100 * f['base_held_out']:.1f}")
+    return "\n".join(lines)
+
+
+def loo_one_setting(result: dict[str, Any], names: Sequence[str] | None = None,
+                    records: str = "records") -> dict[str, Any]:
+    """Leave one conversation out with ONE setting per fold for every budget: for each
+    held-out sample, the variant (of `names`, default all; the first is the base) with the
+    best recall on the other samples averaged over the budgets (ties: the base), and its
+    held-out recall per budget and category beside the base's; then the held-out figures
+    pooled over the folds. `records`: "records" (verbatim turns),
+    "records_with_excerpts" (excerpts count too) or "records_answer" (answer coverage)."""
+    rec = result[records]
+    names = list(names or rec)
+    budgets = [str(b) for b in result["budgets"]]
+    base = names[0]
+
+    def xs(n: str, b: str, held: str, inside: bool, cat: int | None = None) -> list[float]:
+        return [x for s, c, x in rec[n][b] if (s == held) == inside and (cat is None or c == cat)]
+
+    def avg(v: list[float]) -> float | None:
+        return round(sum(v) / len(v), 4) if v else None
+
+    folds: dict[str, Any] = {}
+    pooled: dict[str, dict[str, list[float]]] = {b: {"chosen": [], "base": []} for b in budgets}
+    for held in result["samples"]:
+        def on_others(n: str, held: str = held) -> tuple[float, bool]:
+            return sum(avg(xs(n, b, held, False)) or 0.0 for b in budgets) / len(budgets), n == base
+
+        chosen = max(names, key=on_others)
+        fold: dict[str, Any] = {"chosen": chosen, "chosen_on_others": round(on_others(chosen)[0], 4),
+                                "base_on_others": round(on_others(base)[0], 4), "budgets": {}}
+        for b in budgets:
+            fold["budgets"][b] = {
+                "held_out": avg(xs(chosen, b, held, True)), "base_held_out": avg(xs(base, b, held, True)),
+                "by_category": {str(c): avg(xs(chosen, b, held, True, c)) for c in CATEGORIES},
+                "base_by_category": {str(c): avg(xs(base, b, held, True, c)) for c in CATEGORIES}}
+            pooled[b]["chosen"].extend(xs(chosen, b, held, True))
+            pooled[b]["base"].extend(xs(base, b, held, True))
+        folds[held] = fold
+    return {"records": records, "base": base, "variants": names, "folds": folds,
+            "pooled": {b: {k: avg(v) for k, v in d.items()} for b, d in pooled.items()}}
+
+
+def loo_table(loo: dict[str, Any]) -> str:
+    lines = [f"leave-one-out, one setting per fold ({loo['records']}; base {loo['base']}):"]
+    for held, f in loo["folds"].items():
+        lines.append(f"  {held}: chose {f['chosen']} ({100 * f['chosen_on_others']:.2f} on the others, "
+                     f"base {100 * f['base_on_others']:.2f})")
+        for b, x in f["budgets"].items():
+            cats = "/".join(_pct(x["by_category"][str(c)]) for c in CATEGORIES)
+            bcats = "/".join(_pct(x["base_by_category"][str(c)]) for c in CATEGORIES)
+            lines.append(f"    {b:>5}: held-out {_pct(x['held_out'])} vs base {_pct(x['base_held_out'])}; "
+                         f"by category {cats} vs {bcats}")
+    lines.append("  pooled held-out: " + "; ".join(
+        f"{b}: {_pct(x['chosen'])} vs base {_pct(x['base'])}" for b, x in loo["pooled"].items()))
     return "\n".join(lines)
 
 
@@ -265,14 +381,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
     ap.add_argument("--baselines", action="store_true", help="also the top-k baselines and the tail")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--loo", action="store_true",
+                    help="also leave one conversation out with one setting per fold over every budget")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="no run: the tables (and --loo) of a saved --json-out result")
+    ap.add_argument("--names", default="", help="with --loo: the variants to choose among (the first is the base)")
     args = ap.parse_args(argv)
-    budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
-    variants = [parse_variant(s) for s in (args.variant or ["base:"])]
-    result = run(args.data, budgets, variants, data_root=args.data_root,
-                 sample_questions=args.sample_questions, baselines=args.baselines)
-    if args.json_out is not None:
+    if args.from_json is not None:
+        result = json.loads(args.from_json.read_text())
+    else:
+        budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
+        variants = [parse_variant(s) for s in (args.variant or ["base:"])]
+        result = run(args.data, budgets, variants, data_root=args.data_root,
+                     sample_questions=args.sample_questions, baselines=args.baselines)
+    if args.loo:
+        names = [n for n in args.names.split(",") if n] or None
+        result["loo"] = {k: loo_one_setting(result, names, k) for k in ("records", "records_with_excerpts", "records_answer")
+                         if k in result}
+    if args.json_out is not None and args.from_json is None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(table(result))
+    for loo in result.get("loo", {}).values():
+        print(loo_table(loo))
     return 0
 
 

@@ -32,6 +32,8 @@ import numpy as np
 from tiermem.planner.classify import about_past, question_text
 from tiermem.planner.dates import query_windows
 from tiermem.planner.density import pack_order
+from tiermem.planner.excerpt import Focus
+from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
@@ -124,6 +126,10 @@ class Candidate:
     tier: str = "cold"
     group: list[int] = field(default_factory=list)  # tail: positions kept together (tool pairs)
     header: str = ""  # retrieved: the session/date heading this line is shown under
+    # retrieved: the turn's text and the query's keyword weights, for an excerpt of it
+    # (planner.excerpt; "" / None: it is shown whole or not at all)
+    source: str = ""
+    focus: Focus | None = None
 
     def item(self, reason: str | None = None) -> PlanItem:
         """This candidate as a plan item (with `reason` instead of its own, when given)."""
@@ -434,22 +440,30 @@ class Candidates:
             return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
         msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
+        # excerpts (recall only) weigh the query's words without the speakers' names: a name
+        # matches the sentence that addresses someone, not the one that answers
+        focus = (Focus.of(without_names(query, table.names), table)
+                 if qclass in RECALL_CLASSES and excerpt_enabled() else None)
         out = []
         for key, (score, why) in scored.items():
             m = msgs.get(key)
             if m is None or is_control(m.body):
                 continue
             line, trimmed = self.render.line(m, dated=False)
+            source = m.text if m.role in ("user", "assistant") and not trimmed else ""
             if gone := self.statements.parts(key[0], key[1]):
                 why += "; " + self.statements.reason(key[1], gone, m.created_at)
+                source = ""  # its superseded statements are marked line by line: shown whole
             elif key in superseded:
                 # shown for the history it carries, never as a current value: with what
                 # was true when
                 line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
+                source = ""
             heading = self.render.heading(key[0], m, conv)
             out.append(Candidate("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
-                             fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading))
+                             fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading,
+                             source=source if key[0] == conv else "", focus=focus))
         out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
         return pack_order(out)  # value per token (planner.density; rank order at weight 0)
 

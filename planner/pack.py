@@ -15,12 +15,19 @@ Invariants:
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
   the pinned block shows, is withdrawn from its other slice, and its tokens go back.
 - At least the highest-priority pin fits (a constraint left out is an answer gone wrong).
+- A retrieved turn may be shown as a query-focused excerpt (planner.excerpt; off by
+  default): LEFTOVER only in the room the whole lines left (`take_excerpts`, then
+  `top_up`'s second pass), so no turn that fits whole gives way to an excerpt; INLINE in
+  rank order as `take` meets a turn that does not fit (lower-ranked whole lines may then
+  not fit); with EXCERPT_LONG_TOKENS a long line is offered as its excerpt in the first
+  pass. A turn is shown once, whole or as excerpt.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tiermem.planner import excerpt
 from tiermem.planner.candidates import PLAN_LEFT_OUT_PER_SLICE, Candidate
 from tiermem.planner.plan import SLICES, Plan, PlanItem
 from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS
@@ -53,6 +60,7 @@ class Packing:
         self.chosen: dict[str, list[Candidate]] = {s: [] for s in PACKED_SLICES}
         self.used = {s: 0 for s in PACKED_SLICES}
         self.remaining = room
+        self.room = room  # the room for the slices, as the call began (excerpt.INLINE_MAX_ROOM_TOKENS)
         # what may be presented as current right now (an epoch's pinned block and summary
         # lines are checked against these before it is extended)
         self.pin_current = {c.position for c in pools["pinned"]}
@@ -93,6 +101,7 @@ class Packing:
         # an epoch grows into.)
         if leftovers:  # a narrow retrieval keeps to its cap: the room is what the epoch grows into
             self.take("retrieved", self.used["retrieved"] + self.remaining)
+            self.take_excerpts("retrieved", self.used["retrieved"] + self.remaining)
         self.grow_tail(min(self.remaining, fill_to - sum(self.used.values())), held_back)
 
     def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset()) -> None:
@@ -134,11 +143,28 @@ class Packing:
         """Move the pool's candidates that fit into the slice (up to `limit` tokens in it)."""
         pool = self.pools[slice_]
         chosen, used = self.chosen[slice_], self.used
+        long = excerpt.EXCERPT_LONG_TOKENS if slice_ == "retrieved" else 0
+        inline = (slice_ == "retrieved" and excerpt.EXCERPT == excerpt.INLINE
+                  and self.room <= excerpt.INLINE_MAX_ROOM_TOKENS)
+        tries = 0
         i = 0
         while i < len(pool):
             c = pool[i]
+            if long and c.tokens > long and c.fidelity == "verbatim":
+                short = excerpt.excerpt_of(c, None if excerpt.COMPACT else long, self.tokens,
+                                           f"a long turn (over {long} tokens)")
+                if short is not None:
+                    c = pool[i] = short
             extra = c.tokens + (self.header[slice_] if not chosen else 0)
-            if extra <= min(limit - used[slice_], self.remaining):
+            room = min(limit - used[slice_], self.remaining)
+            if extra > room and inline and tries < excerpt.EXCERPT_MAX_TRIES and room >= excerpt.MIN_EXCERPT_TOKENS:
+                # in rank order: a turn that does not fit whole goes in as its excerpt
+                # before lower-ranked turns take the room
+                tries += 1
+                short = excerpt.excerpt_of(c, room - (extra - c.tokens), self.tokens, "it did not fit whole")
+                if short is not None:
+                    c, extra = short, short.tokens + (extra - c.tokens)
+            if extra <= room:
                 chosen.append(c)
                 used[slice_] += extra
                 self.remaining -= extra
@@ -147,6 +173,28 @@ class Packing:
             if slice_ == "tail":
                 break  # the tail is contiguous: an older turn cannot jump a gap
             i += 1
+
+    def take_excerpts(self, slice_: str, limit: int) -> None:
+        """The pool's turns that did not fit whole, best first, as excerpts where one fits
+        the room left (up to `limit` tokens in the slice); off when excerpt.EXCERPT is 0.
+        (Under INLINE the first pass already tried them; what it left, this tries again.)"""
+        if not excerpt.EXCERPT:
+            return
+        pool, chosen, used = self.pools[slice_], self.chosen[slice_], self.used
+        i = 0
+        while i < min(len(pool), excerpt.EXCERPT_MAX_TRIES):
+            room = min(limit - used[slice_], self.remaining) - (self.header[slice_] if not chosen else 0)
+            if room < excerpt.MIN_EXCERPT_TOKENS:
+                return
+            short = excerpt.excerpt_of(pool[i], room, self.tokens, "it did not fit whole")
+            if short is None:
+                i += 1
+                continue
+            extra = short.tokens + (self.header[slice_] if not chosen else 0)
+            chosen.append(short)
+            used[slice_] += extra
+            self.remaining -= extra
+            pool.pop(i)
 
     def withdraw(self, slice_: str, positions: set[int]) -> None:
         """Take this conversation's `positions` out of a slice (chosen and pool), so a
@@ -195,6 +243,25 @@ class Packing:
                     headings.add(c.header)
                     added.append((s, c))
                     slack -= cost
+            if s != "retrieved" or not excerpt.EXCERPT:
+                continue
+            # second pass: what did not fit whole, as an excerpt in the slack left
+            for c in list(pools[s])[:excerpt.EXCERPT_MAX_TRIES]:
+                if slack < excerpt.MIN_EXCERPT_TOKENS:
+                    break
+                fixed = header[s] if not chosen[s] else 0
+                if c.header:  # excerpt_of counts a heading share, as packing does
+                    fixed -= HEADING_SHARE_TOKENS
+                    if c.header not in headings:
+                        fixed += self.tokens.count(c.header) + LINE_SEP_TOKENS
+                short = excerpt.excerpt_of(c, slack - fixed, self.tokens, "it did not fit whole")
+                if short is None:
+                    continue
+                chosen[s].append(short)
+                pools[s].remove(c)
+                headings.add(c.header)
+                added.append((s, short))
+                slack -= short.tokens + fixed
         return added
 
     def drop_one(self, plan: Plan) -> bool:

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from tiermem.evals.recall_rounds import Variant, applied, leave_one_out, parse_variant
-from tiermem.planner import density, episodes, multihop, rank, render, speakers
+from tiermem.evals.recall_rounds import (
+    Variant,
+    applied,
+    leave_one_out,
+    loo_one_setting,
+    parse_variant,
+    slice_tokens,
+)
+from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
+from tiermem.planner.plan import PlanItem
 from tiermem.tiers.errors import ValidationError
 
 
@@ -56,6 +64,8 @@ def test_leave_one_out_chooses_on_the_other_samples() -> None:
     ("speaker", speakers, "SPEAKER_BOOST", 0.75),  # the named participant's turns
     ("episode", rank, "EPISODE", 0.4),  # planner.rank's episode context
     ("neighbour", rank, "NEIGHBOUR", 0.0),  # planner.rank's neighbour credit
+    ("excerpt", excerpt, "EXCERPT", 2),  # the excerpt fidelity's mode
+    ("exlong", excerpt, "EXCERPT_LONG_TOKENS", 40),  # long lines shown as excerpts first
 ])
 def test_new_knobs_reach_their_constants(knob: str, module: object, attr: str, value: float) -> None:
     before = getattr(module, attr)
@@ -63,3 +73,35 @@ def test_new_knobs_reach_their_constants(knob: str, module: object, attr: str, v
         assert getattr(module, attr) == value
         assert type(getattr(module, attr)) is type(before)  # an int knob stays an int
     assert getattr(module, attr) == before
+
+
+def test_layer_knobs_set_the_memory_layers_for_the_block_only() -> None:
+    layers = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
+    with applied(parse_variant("v:ltail=0.05,lpinned=0"), layers):
+        assert layers == {"pinned": 0.0, "summary": 0.1, "tail": 0.05}
+    assert layers == {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
+
+
+def test_loo_one_setting_chooses_once_over_every_budget() -> None:
+    # "small" wins at 500 on a and b but loses at 2000 by more: averaged over the budgets
+    # "base" is chosen for held-out c; held out a, "small" is ahead on b and c on average
+    result = {"samples": ["a", "b", "c"], "budgets": [500, 2000], "records": {
+        "base": {"500": [("a", 1, 0.5), ("b", 1, 0.5), ("c", 2, 0.5)],
+                 "2000": [("a", 1, 0.9), ("b", 1, 0.9), ("c", 2, 0.9)]},
+        "small": {"500": [("a", 1, 0.7), ("b", 1, 0.6), ("c", 2, 1.0)],
+                  "2000": [("a", 1, 0.5), ("b", 1, 0.6), ("c", 2, 0.9)]}}}
+    out = loo_one_setting(result)
+    assert out["folds"]["c"]["chosen"] == "base"  # on a, b: base 0.7 vs small 0.6
+    assert out["folds"]["a"]["chosen"] == "small"  # on b, c: small 0.775 vs base 0.7
+    assert out["folds"]["a"]["budgets"]["500"]["held_out"] == 0.7  # scored on a only
+    assert out["folds"]["a"]["budgets"]["500"]["base_held_out"] == 0.5
+    assert out["folds"]["c"]["budgets"]["2000"]["by_category"]["2"] == 0.9
+    assert out["pooled"]["500"]["base"] == 0.5
+
+
+def test_slice_tokens_separates_the_latest_message() -> None:
+    items = [PlanItem("tail", "c", [9], "cold", "verbatim", 40, 1.0, "the latest user message is always kept"),
+             PlanItem("tail", "c", [8], "cold", "verbatim", 10, 1.0, "recent turn"),
+             PlanItem("retrieved", "c", [1], "cold", "excerpt", 12, 3.0, "x"),
+             PlanItem("retrieved", "c", [2], "cold", "verbatim", 30, 2.0, "y")]
+    assert slice_tokens(items) == {"latest": 40, "tail": 10, "retrieved": 42}
