@@ -32,16 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.baselines import INCLUDED_FIDELITIES, close_memory, open_memory
-from tiermem.evals.locomo import (
-    CATEGORIES,
-    EvidenceCounts,
-    embed_pending,
-    ingest_sample,
-    load_samples,
-    resolve_questions,
-)
-from tiermem.evals.recall_rounds import Variant, applied, mean_layers, parse_variant, slice_tokens
+from tiermem.evals.baselines import INCLUDED_FIDELITIES
+from tiermem.evals.locomo import CATEGORIES, load_samples
+from tiermem.evals.recall_rounds import Variant, applied, mean_layers, parse_variant, prepared, slice_tokens
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")
 ROOM_BUCKETS = (10, 20, 50)  # candidate rank bounds of the `room` buckets
@@ -110,35 +103,23 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions
     layers: dict[str, list[dict[str, int]]] = {str(b): [] for b in budgets}
     probe = Probe()
     samples = load_samples(data)
-    for sample in samples:
-        path = data_root / sample.sample_id
-        path.mkdir(parents=True, exist_ok=True)
-        opened = open_memory(path, hot=True)
-        memory = opened.memory
-        try:
-            ing = ingest_sample(memory, sample)
-            embed_pending(memory, ing.conversation_id)
-            cid = ing.conversation_id
-            qs = [q for q in resolve_questions(ing, 0, None, EvidenceCounts()) if q.evidence_positions]
-            if sample_questions is not None:
-                qs = qs[::max(1, len(qs) // sample_questions)][:sample_questions]
-            setting = (applied(variant, memory.planner.settings.layers) if variant is not None
-                       else contextlib.nullcontext())
-            with probe.on(memory.planner.candidates), setting:
-                for q in qs:
-                    for b in budgets:
-                        ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
-                        items = [it for it in ctx.plan.items if it.conversation_id == cid]
-                        shown = {p for it in items if it.fidelity in INCLUDED_FIDELITIES for p in it.positions}
-                        excerpted = {p for it in items if it.fidelity == "excerpt" for p in it.positions}
-                        order = [c.position for c in probe.candidates if c.conversation_id == cid]
-                        for p in q.evidence_positions:
-                            kind, where = classify(p, shown, excerpted, order, probe.ranking)
-                            counts[str(b)][str(q.qa.category)][kind] += 1
-                            buckets[str(b)][str(q.qa.category)][where] += 1
-                        layers[str(b)].append(slice_tokens(ctx.plan.items))
-        finally:
-            close_memory(opened)
+    for prep in prepared(samples, data_root, hot=True, sample_questions=sample_questions):
+        memory, cid, qs = prep.memory, prep.ingested.conversation_id, prep.questions
+        setting = (applied(variant, memory.planner.settings.layers) if variant is not None
+                   else contextlib.nullcontext())
+        with probe.on(memory.planner.candidates), setting:
+            for q in qs:
+                for b in budgets:
+                    ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
+                    items = [it for it in ctx.plan.items if it.conversation_id == cid]
+                    shown = {p for it in items if it.fidelity in INCLUDED_FIDELITIES for p in it.positions}
+                    excerpted = {p for it in items if it.fidelity == "excerpt" for p in it.positions}
+                    order = [c.position for c in probe.candidates if c.conversation_id == cid]
+                    for p in q.evidence_positions:
+                        kind, where = classify(p, shown, excerpted, order, probe.ranking)
+                        counts[str(b)][str(q.qa.category)][kind] += 1
+                        buckets[str(b)][str(q.qa.category)][where] += 1
+                    layers[str(b)].append(slice_tokens(ctx.plan.items))
     return {"data": str(data), "samples": [s.sample_id for s in samples], "budgets": list(budgets),
             "variant": None if variant is None else {"name": variant.name, "values": variant.values},
             "outcomes": {b: {c: dict(v) for c, v in d.items()} for b, d in counts.items()},

@@ -186,6 +186,36 @@ def _cat(recs: Sequence[Rec], c: int) -> float | None:
     return round(sum(xs) / len(xs), 4) if xs else None
 
 
+@dataclass
+class Prepared:
+    """One sample ingested into its own Memory, embeddings caught up, and its questions."""
+
+    sample: Any
+    memory: Any
+    ingested: Any
+    questions: list[Any]
+
+
+def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
+             sample_questions: int | None) -> Iterator[Prepared]:
+    """Each sample in its own Memory under `data_root`, with the questions that have
+    evidence (every n-th when `sample_questions` is set: spread over the conversation,
+    the same every run); the Memory is closed as the loop moves past it."""
+    for sample in samples:
+        path = data_root / sample.sample_id
+        path.mkdir(parents=True, exist_ok=True)
+        opened = open_memory(path, hot=hot)
+        try:
+            ing = ingest_sample(opened.memory, sample)
+            embed_pending(opened.memory, ing.conversation_id)
+            qs = [q for q in resolve_questions(ing, 0, None, EvidenceCounts()) if q.evidence_positions]
+            if sample_questions is not None:
+                qs = qs[::max(1, len(qs) // sample_questions)][:sample_questions]
+            yield Prepared(sample, opened.memory, ing, qs)
+        finally:
+            close_memory(opened)
+
+
 def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data_root: Path,
         sample_questions: int | None, baselines: bool, hot: bool = True) -> dict[str, Any]:
     samples = load_samples(data)
@@ -198,48 +228,36 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
     latency: dict[str, dict[str, list[float]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
     base_recs: dict[str, dict[str, list[Rec]]] = {m: {str(b): [] for b in budgets} for m in BASELINE_METHODS}
     t0 = time.perf_counter()
-    for sample in samples:
-        path = data_root / sample.sample_id
-        path.mkdir(parents=True, exist_ok=True)
-        opened = open_memory(path, hot=hot)
-        memory = opened.memory
-        try:
-            ing = ingest_sample(memory, sample)
-            embed_pending(memory, ing.conversation_id)
-            qs = [q for q in resolve_questions(ing, 0, None, EvidenceCounts()) if q.evidence_positions]
-            if sample_questions is not None:
-                step = max(1, len(qs) // sample_questions)
-                qs = qs[::step][:sample_questions]  # spread over the conversation, the same every run
-            cid = ing.conversation_id
-            view = ConvView.load(memory, cid) if baselines else None
-            for v in variants:
-                with applied(v, memory.planner.settings.layers):
-                    for q in qs:
-                        for b in budgets:
-                            t = time.perf_counter()
-                            ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
-                            latency[v.name][str(b)].append((time.perf_counter() - t) * 1000)
-                            key = (sample.sample_id, q.qa.category)
-                            for fids, into in ((INCLUDED_FIDELITIES, results), (WITH_EXCERPTS, with_ex)):
-                                got = {p for it in ctx.plan.items if it.conversation_id == cid
-                                       and it.fidelity in fids for p in it.positions}
-                                hit = sum(1 for p in q.evidence_positions if p in got)
-                                into[v.name][str(b)].append((*key, hit / len(q.evidence_positions)))
-                            cov = answer_covered(q.qa.answer, context_text(ctx.messages)) if q.qa.answer else None
-                            if cov is not None:
-                                covered[v.name][str(b)].append((*key, float(cov)))
-                            layer_tokens[v.name][str(b)].append(slice_tokens(ctx.plan.items))
-            if view is not None:
+    for prep in prepared(samples, data_root, hot=hot, sample_questions=sample_questions):
+        sample, memory, ing, qs = prep.sample, prep.memory, prep.ingested, prep.questions
+        cid = ing.conversation_id
+        view = ConvView.load(memory, cid) if baselines else None
+        for v in variants:
+            with applied(v, memory.planner.settings.layers):
                 for q in qs:
-                    rankings = rank_all(memory, view, q.qa.question, BASELINE_METHODS)
                     for b in budgets:
-                        for m in BASELINE_METHODS:
-                            packed, _ms = run_baseline(m, view, rankings, b)
-                            hit = sum(1 for p in q.evidence_positions if p in packed.positions)
-                            base_recs[m][str(b)].append(
-                                (sample.sample_id, q.qa.category, hit / len(q.evidence_positions)))
-        finally:
-            close_memory(opened)
+                        t = time.perf_counter()
+                        ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
+                        latency[v.name][str(b)].append((time.perf_counter() - t) * 1000)
+                        key = (sample.sample_id, q.qa.category)
+                        for fids, into in ((INCLUDED_FIDELITIES, results), (WITH_EXCERPTS, with_ex)):
+                            got = {p for it in ctx.plan.items if it.conversation_id == cid
+                                   and it.fidelity in fids for p in it.positions}
+                            hit = sum(1 for p in q.evidence_positions if p in got)
+                            into[v.name][str(b)].append((*key, hit / len(q.evidence_positions)))
+                        cov = answer_covered(q.qa.answer, context_text(ctx.messages)) if q.qa.answer else None
+                        if cov is not None:
+                            covered[v.name][str(b)].append((*key, float(cov)))
+                        layer_tokens[v.name][str(b)].append(slice_tokens(ctx.plan.items))
+        if view is not None:
+            for q in qs:
+                rankings = rank_all(memory, view, q.qa.question, BASELINE_METHODS)
+                for b in budgets:
+                    for m in BASELINE_METHODS:
+                        packed, _ms = run_baseline(m, view, rankings, b)
+                        hit = sum(1 for p in q.evidence_positions if p in packed.positions)
+                        base_recs[m][str(b)].append(
+                            (sample.sample_id, q.qa.category, hit / len(q.evidence_positions)))
     out: dict[str, Any] = {
         "data": str(data),
         "samples": [s.sample_id for s in samples],

@@ -100,6 +100,18 @@ def test_excerpts_only_use_the_room_verbatim_left(monkeypatch: pytest.MonkeyPatc
     assert [c.position for c in p.pools["retrieved"]] == ([] if mode else [2])  # shown once
 
 
+def _long_then_filler() -> list[tuple[int, str]]:
+    """(position, fidelity) packed from a long, better-ranked turn and a short filler
+    turn, in a room where the filler fits whole and the long turn only as its excerpt."""
+    long_ = _cand(2, 9.0, LONG, _focus("violin"))
+    filler = _cand(3, 1.0, "ok, sounds fine, see you later then, bye for now my friend!", _focus("violin"))
+    room = 5 + filler.tokens + 2
+    p = _packing([long_, filler], room)
+    p.take("retrieved", room)
+    p.take_excerpts("retrieved", room)
+    return [(c.position, c.fidelity) for c in p.chosen["retrieved"]]
+
+
 @pytest.mark.parametrize(("mode", "got"), [
     (1, [(3, "verbatim")]),  # leftover: the filler line that fits whole goes first, then no room is left
     (2, [(2, "excerpt")]),  # inline: the better turn goes in as its excerpt, in rank order
@@ -107,13 +119,7 @@ def test_excerpts_only_use_the_room_verbatim_left(monkeypatch: pytest.MonkeyPatc
 def test_inline_excerpts_go_in_rank_order(monkeypatch: pytest.MonkeyPatch, mode: int,
                                           got: list[tuple[int, str]]) -> None:
     monkeypatch.setattr(excerpt, "EXCERPT", mode)
-    long_ = _cand(2, 9.0, LONG, _focus("violin"))
-    filler = _cand(3, 1.0, "ok, sounds fine, see you later then, bye for now my friend!", _focus("violin"))
-    room = 5 + filler.tokens + 2
-    p = _packing([long_, filler], room)
-    p.take("retrieved", room)
-    p.take_excerpts("retrieved", room)
-    assert [(c.position, c.fidelity) for c in p.chosen["retrieved"]] == got
+    assert _long_then_filler() == got
 
 
 def test_long_lines_are_offered_as_excerpts_first(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,10 +192,4 @@ def test_inline_only_below_the_room_cap(monkeypatch: pytest.MonkeyPatch, room_ca
                                         got: list[tuple[int, str]]) -> None:
     monkeypatch.setattr(excerpt, "EXCERPT", excerpt.INLINE)
     monkeypatch.setattr(excerpt, "INLINE_MAX_ROOM_TOKENS", room_cap)
-    long_ = _cand(2, 9.0, LONG, _focus("violin"))
-    filler = _cand(3, 1.0, "ok, sounds fine, see you later then, bye for now my friend!", _focus("violin"))
-    room = 5 + filler.tokens + 2
-    p = _packing([long_, filler], room)
-    p.take("retrieved", room)
-    p.take_excerpts("retrieved", room)
-    assert [(c.position, c.fidelity) for c in p.chosen["retrieved"]] == got
+    assert _long_then_filler() == got
