@@ -769,7 +769,10 @@ def load_in_background(embedder: object) -> threading.Thread | None:
         except Exception:  # the caller's own embed call loads again and raises
             log.debug("background model load failed; the next embed call retries", exc_info=True)
 
-    thread = threading.Thread(target=run, name="tiermem-model-load", daemon=True)
+    # not a daemon: onnxruntime aborts the process ("terminate called without an active
+    # exception", rc 134) when the interpreter exits while a thread builds its session,
+    # so an exit waits for the load (a fraction of a second) instead
+    thread = threading.Thread(target=run, name="tiermem-model-load", daemon=False)
     thread.start()
     return thread
 

@@ -543,8 +543,10 @@ class FastEmbedder(MemoAttributes):
                     self._query = False  # until built: one build at a time
                     if (self.query_threads > 1 and usable_cpus() > 1 and self._opened is not None
                             and not os.environ.get("OMP_NUM_THREADS")):
+                        # not a daemon: an exit while onnxruntime builds the session
+                        # aborts the process (see memory.load_in_background); it waits
                         threading.Thread(target=self._build_query_session, name="tiermem-query-session",
-                                         daemon=True).start()
+                                         daemon=False).start()
         return session
 
     def _build_query_session(self) -> None:
