@@ -8,15 +8,23 @@ tier is rebuilt from the log when Redis returns, embeddings are caught up from
 `turns.embedded = 0`.
 
 Thread-safe: one instance can serve every thread of a web server.
+
+At interpreter exit, the background work of every Memory not closed (the indexer, the
+scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
+the process when it exits while a daemon thread is inside a model call, so a script
+that appends and exits without `close()` would report a crash after its work was done.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -72,6 +80,25 @@ class ActiveView:
 
     checkpoint: Checkpoint | None
     messages: list[StoredMessage]
+
+
+INDEXER_JOIN_TIMEOUT_S = 30  # close() waits this long for the indexer's current catch-up
+
+# Every Memory not yet closed (weakly: one that is collected needs no stopping).
+_OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
+
+
+def _stop_background_at_exit() -> None:
+    """At exit, stop the background threads of every Memory still open (see the module
+    docstring). The stores are left to the process's end, as a crash would leave them:
+    the log is committed, and what is derived is caught up by the next process."""
+    for memory in list(_OPEN):
+        if not memory._closed:
+            with contextlib.suppress(Exception):  # an exit must go on whatever one Memory does
+                memory._stop_background()
+
+
+atexit.register(_stop_background_at_exit)
 
 
 class _Indexer(threading.Thread):
@@ -181,6 +208,7 @@ class Memory:
             self._indexer = _Indexer(self)
             self._indexer.start()
             self._indexer.wake.set()  # catch up whatever a crash left behind
+        _OPEN.add(self)
 
     @property
     def planner(self) -> Planner:
@@ -222,15 +250,19 @@ class Memory:
         if self._closed:
             return
         self._closed = True
+        self._stop_background()
+        if self.hot is not None:
+            self.hot.close()
+        self.cold.close()
+
+    def _stop_background(self) -> None:
+        """Stop the scheduler and the indexer and wait for what they are doing."""
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)
         if self._indexer is not None:
             self._indexer.stopping.set()
             self._indexer.wake.set()
-            self._indexer.join(timeout=30)
-        if self.hot is not None:
-            self.hot.close()
-        self.cold.close()
+            self._indexer.join(timeout=INDEXER_JOIN_TIMEOUT_S)
 
     def namespaced(self, namespace: str) -> NamespacedMemory:
         """A view whose every call is confined to `namespace` (a user or tenant)."""
