@@ -131,13 +131,18 @@ def test_long_lines_are_offered_as_excerpts_first(monkeypatch: pytest.MonkeyPatc
     assert "a long turn" in p.chosen["retrieved"][0].reason
 
 
-def test_context_shows_an_excerpt_of_a_turn_that_does_not_fit(memory: Memory,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(excerpt, "EXCERPT", excerpt.INLINE)
+def _seed_long_among_filler(memory: Memory) -> None:
+    """Conversation "c": 20 filler turns, LONG at position 20, 20 more filler turns."""
     filler = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"ok, sounds fine ({i})"} for i in range(40)]
     memory.append_many("c", filler[:20])
     memory.append("c", {"role": "user", "content": LONG})
     memory.append_many("c", filler[20:])
+
+
+def test_context_shows_an_excerpt_of_a_turn_that_does_not_fit(memory: Memory,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(excerpt, "EXCERPT", excerpt.INLINE)
+    _seed_long_among_filler(memory)
     memory.append("c", {"role": "user", "content": "Who teaches my sister the violin?"})
     before = [m.text for m in memory.cold.get("c", list(range(41)))]
     seen = set()
@@ -159,10 +164,7 @@ def test_an_epoch_keeps_the_bytes_of_an_excerpt_already_shown(memory: Memory,
     # a turn shown as an excerpt stays exactly as shown while the epoch extends: the next
     # calls append after it (a verbatim copy of it later is appended, never swapped in)
     monkeypatch.setattr(excerpt, "EXCERPT", excerpt.INLINE)
-    filler = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"ok, sounds fine ({i})"} for i in range(40)]
-    memory.append_many("c", filler[:20])
-    memory.append("c", {"role": "user", "content": LONG})
-    memory.append_many("c", filler[20:])
+    _seed_long_among_filler(memory)
     q = "Who teaches my sister the violin?"
     budget = next(b for b in range(90, 200, 4)
                   if any(it.fidelity == "excerpt" for it in memory.context("c", q, budget=b, record=False).plan.items))
