@@ -709,10 +709,10 @@ class Memory:
         return len(self.views.refresh_all(conv))
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
-        from tiermem.planner.build import SummaryBlock
-
         """The warm views the planner may show, with their staleness; the latest fold
         stands in when no view exists yet."""
+        from tiermem.planner.build import SummaryBlock
+
         blocks: list[SummaryBlock] = []
         try:
             view = self.warm.latest(conv, "rolling")
@@ -788,7 +788,7 @@ class Memory:
 
 
 def load_in_background(embedder: object) -> threading.Thread | None:
-    """Start loading `embedder`'s model in a daemon thread, when it has one to load and
+    """Start loading `embedder`'s model in a thread, when it has one to load and
     has not: a caller that embeds meanwhile waits for that load (the embedder's lock),
     and a load that fails there is retried, and raises, in the caller's own call."""
     load = getattr(embedder, "load", None)
