@@ -25,12 +25,11 @@ Invariants: pure; deterministic; no word list, no name of any data set.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from tiermem.tiers.lexical import BM25_B, BM25_K1, IDF_FLOOR, query_terms
+from tiermem.tiers.lexical import BM25_B, BM25_K1, bm25_idf, query_terms
 from tiermem.tiers.turncache import TurnTable
 
 # On planner.rank's scale (z-score sums; the best turns score about 5-10). Chosen
@@ -94,8 +93,7 @@ def episode_keys(table: TurnTable, query: str, cosine: np.ndarray | None) -> Key
             df = int((stf > 0).sum())
             if df == 0:
                 continue
-            idf = math.log((g - df + 0.5) / (df + 0.5))
-            lex += (idf if idf > 0 else IDF_FLOOR) * stf * (BM25_K1 + 1.0) / (stf + norm)
+            lex += bm25_idf(g, df) * stf * (BM25_K1 + 1.0) / (stf + norm)
             matched |= stf > 0
     score = _z(lex, matched)
     if cosine is not None:

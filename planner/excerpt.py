@@ -29,14 +29,13 @@ Invariants:
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS
-from tiermem.tiers.lexical import IDF_FLOOR, doc_terms, query_terms
+from tiermem.tiers.lexical import bm25_idf, doc_terms, query_terms
 
 if TYPE_CHECKING:
     from tiermem.planner.candidates import Candidate
@@ -101,12 +100,7 @@ class Focus:
         if table.lexical is None or not terms:
             return cls({})
         total, _lengths, found = table.lexical.postings(terms, len(table))
-        weights: dict[str, float] = {}
-        for t, docs, _tf in found:
-            df = docs.shape[0]
-            idf = math.log((total - df + 0.5) / (df + 0.5))
-            weights[t] = idf if idf > 0.0 else IDF_FLOOR
-        return cls(weights)
+        return cls({t: bm25_idf(total, docs.shape[0]) for t, docs, _tf in found})
 
     def score(self, sentence: str) -> float:
         return sum(self.weights.get(t, 0.0) for t in set(doc_terms(sentence)))

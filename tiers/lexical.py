@@ -51,6 +51,13 @@ _terms: dict[str, str] = {}  # lower-cased word -> term (folded, stemmed)
 _porter: Any = None
 
 
+def bm25_idf(total: int, df: int) -> float:
+    """A term's BM25 idf among `total` documents, `df` of which hold it, floored as FTS5
+    floors it (IDF_FLOOR for a word in over half of them)."""
+    idf = math.log((total - df + 0.5) / (df + 0.5))
+    return idf if idf > 0.0 else IDF_FLOOR
+
+
 def _term(word: str) -> str:
     """The term of a lower-cased word: diacritics removed, then (ASCII letters only, as
     FTS5's porter tokenizer) Porter-stemmed. Remembered: a conversation repeats words."""
@@ -184,9 +191,7 @@ class LexicalIndex:
         matched = np.zeros(total, dtype=bool)
         for docs_t, tf in postings:
             df = docs_t.shape[0]
-            idf = math.log((total - df + 0.5) / (df + 0.5))
-            if idf <= 0.0:
-                idf = IDF_FLOOR
+            idf = bm25_idf(total, df)
             score[docs_t] += idf * tf * (BM25_K1 + 1.0) / (tf + norm[docs_t])
             matched[docs_t] = True
         hits = np.flatnonzero(matched)
