@@ -5,7 +5,8 @@ Invariants: Memory (with the embedding model) and the scheduler are created in t
 lifespan, i.e. in the worker process after uvicorn has started it, never at import; the
 embedding model loads in the background, so /healthz answers from the start; a
 scheduler that fails to start is logged and the service serves without it; at shutdown
-the scheduler stops before a Memory the app opened is closed. The guard middleware runs
+the model load is waited for and the scheduler stopped before a Memory the app opened is
+closed, so no tiermem thread is left running in onnxruntime when the process exits. The guard middleware runs
 inside the metrics middleware, so refused requests are timed and counted too.
 """
 
@@ -27,6 +28,8 @@ from tiermem.service.routes import install_routes
 from tiermem.service.runtime import Runtime
 
 log = logging.getLogger("tiermem.service")
+
+WARM_UP_THREAD = "tiermem-warm-up"
 
 
 def create_app(
@@ -93,12 +96,16 @@ def _version() -> str:
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     runtime: Runtime = app.state.runtime
+    warm_up: threading.Thread | None = None
     if runtime.memory is None:
         runtime.memory = await run_in_threadpool(Memory, runtime.config)
         runtime.owns_memory = True
         # load the embedding model now, not on the first request, but without holding
-        # up the start: /healthz answers meanwhile and says "embedder": "loading"
-        threading.Thread(target=runtime.warm_embedder, name="tiermem-warm-up", daemon=True).start()
+        # up the start: /healthz answers meanwhile and says "embedder": "loading". Not a
+        # daemon, and joined at shutdown: a process that exits while onnxruntime builds
+        # a session in a daemon thread aborts (see tests/test_exit_clean.py)
+        warm_up = threading.Thread(target=runtime.warm_embedder, name=WARM_UP_THREAD)
+        warm_up.start()
     if runtime.start_scheduler and runtime.config.scheduler_enabled:
         try:
             runtime.scheduler = runtime.memory.make_scheduler()
@@ -109,6 +116,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        if warm_up is not None:
+            await run_in_threadpool(warm_up.join)
         if runtime.scheduler is not None:
             await run_in_threadpool(runtime.scheduler.shutdown, True)
             runtime.scheduler = None
