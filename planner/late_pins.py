@@ -38,11 +38,12 @@ from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 KIND = "late_pinned"  # the segment kind (planner.plan.LAYERS) of a late-pin block
 HEADER = "Also pinned since (standing instructions and facts, current values):"
-# The late-pin blocks of one context hold at most this share of the budget: each is read
-# back at every later call of the epoch and shortens the room before the next eviction,
-# so past it a new epoch folds them into the pinned block (the pinned layer's own share,
-# planner.build.DEFAULT_LAYER_SHARES; chosen on the cost replays, see the README).
-LATE_PINS_SHARE = 0.1
+# The late-pin blocks of one context hold at most this share of the budget (half the
+# pinned layer's, planner.build.DEFAULT_LAYER_SHARES): each is read back at every later
+# call of the epoch, so past it a new epoch folds them into the pinned block. (Chosen on
+# the cost replays from 0.03 / 0.05 / 0.075 / 0.1, three conversations at a time: see the
+# README.)
+LATE_PINS_SHARE = 0.05
 # A late-pin block after the head is read back at every call, a fold is paid once: the
 # new epoch that puts the pins in the pinned block (inside the head, which reaches the
 # minimum cacheable prefix anyway) bills about one epoch-start context in full. Like
