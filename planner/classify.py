@@ -64,6 +64,9 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"|build|generate|implement|make)\b.*\b(new|now|next|start|another|different|fresh|write|create|draft"
         r"|build|generate|implement|make)\b")),
 ]
+# Sentences shaped like a question that ask nothing: a "guess what ..." (the teller
+# answers it next) and an exclamation ("What a photo!", "What an adventure!").
+_ASKS_NOTHING = re.compile(r"^(guess (what|who|where|how|which|when)\b|what an? [^?]*!)")
 _QUESTION = re.compile(r"\?\s*$|^(who|what|which|where|why|how|whose|whom|did|does|do|is|are|was|were|has|have|can)\b")
 # Sentence ends: "!" or "?", or "." after a word of two letters or more that is no title,
 # each followed by a space ("Dr. Seuss", "the U.S. coast", "e.g. this" stay one sentence).
@@ -130,12 +133,17 @@ def sentences(text: str) -> list[str]:
 
 def question_text(query: str | None) -> str:
     """The part of a message that asks: its sentences that end with "?" (a message with
-    none that reads as a question, "who wrote it", is all question), else ""."""
+    none that reads as a question, "who wrote it", is all question), else "". A sentence
+    that only sounds like one asks nothing (`_ASKS_NOTHING`: "Guess what I did this week?"
+    is answered by the teller, "What a photo!" exclaims)."""
     if not query or not query.strip():
         return ""
-    asked = [x for x in sentences(query) if x.endswith("?")]
+    parts = sentences(query)
+    asked = [x for x in parts if x.endswith("?") and not _ASKS_NOTHING.match(x.lower())]
     if asked:
         return " ".join(asked)
+    if any(x.endswith("?") for x in parts) or _ASKS_NOTHING.match(query.strip().lower()):
+        return ""
     return query.strip() if _QUESTION.search(query.strip().lower()) else ""
 
 
@@ -191,7 +199,7 @@ class QueryClassifier:
         if not query or not query.strip():
             return QueryClass("recent_recall", "rule:no-query (continue from the tail)")
         q = query.strip().lower()
-        asks = bool(_QUESTION.search(q))
+        asks = bool(_QUESTION.search(q)) and not _ASKS_NOTHING.match(q)
         asked = question_text(query).lower()  # the sentences that ask
         for name, rule, pattern in _RULES:
             # "I went there yesterday" tells, it does not ask: a time named outside the

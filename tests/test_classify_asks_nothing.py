@@ -1,0 +1,44 @@
+"""Sentences shaped like a question that ask nothing (planner.classify._ASKS_NOTHING,
+issue 22): "Guess what I did this week?" is answered by the teller in the next sentence,
+and "What a photo!" exclaims. Neither is a recall: the message tells, so it retrieves
+nothing and its time ("this week", "last weekend") names no period to look up. Fails on
+the code before: both read as questions (the first by its "?", the second by its opening
+"what"), and their times made them broad temporal recalls (about 700 retrieved tokens
+each on the LoCoMo cost replays, appended and billed in full)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem.planner.classify import QueryClassifier, question_text, tells_only
+
+CLASSIFY = QueryClassifier()
+
+
+@pytest.mark.parametrize("text", [
+    # the teller answers its own "guess what" at once
+    "Hi! Hope you're doing good. Guess what I did this week? I applied to three agencies!",
+    "Guess what? I'm now part of the volunteer fire brigade.",
+    # an exclamation that opens with "what a", then a remark with a time in it
+    "What a photo! Last weekend I had an experience that reminded me of the impact we can make.",
+    "What an adventure! I got back yesterday and slept for ten hours.",
+])
+def test_a_question_shape_that_asks_nothing_tells(text: str) -> None:
+    assert question_text(text) == ""
+    assert tells_only(text)
+    assert CLASSIFY.classify(text).name == "default"
+
+
+@pytest.mark.parametrize(("text", "asked", "name"), [
+    # a real question after a "guess what" still asks, and its time still counts
+    ("Guess what happened? What did we decide last week about the venue?",
+     "What did we decide last week about the venue?", "temporal"),
+    # a question that starts with "what a" but asks
+    ("What a day. When did I book the flight?", "When did I book the flight?", "temporal"),
+    # a question without its mark still reads as one
+    ("what did I say about the budget", "what did I say about the budget", "targeted_recall"),
+])
+def test_a_real_question_beside_one_still_asks(text: str, asked: str, name: str) -> None:
+    assert question_text(text) == asked
+    assert not tells_only(text)
+    assert CLASSIFY.classify(text).name == name
