@@ -207,6 +207,10 @@ class QueryClassifier:
             # turns of that time only if they are clearly related (what every default
             # turn retrieves), not a broad recall
             m = pattern.search(asked if rule == "rule:time-reference" else q)
+            if m and rule == "rule:recall-cue" and m.group(0).startswith("what was") and follows_up(query):
+                # "Sounds fun! What was the best part?": a question about what was just
+                # said, after a remark on it (the follow-up rule below), not a lookup
+                m = None
             if m:
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
         if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):

@@ -1,10 +1,14 @@
-"""Sentences shaped like a question that ask nothing (planner.classify._ASKS_NOTHING,
-issue 22): "Guess what I did this week?" is answered by the teller in the next sentence,
-and "What a photo!" exclaims. Neither is a recall: the message tells, so it retrieves
-nothing and its time ("this week", "last weekend") names no period to look up. Fails on
-the code before: both read as questions (the first by its "?", the second by its opening
-"what"), and their times made them broad temporal recalls (about 700 retrieved tokens
-each on the LoCoMo cost replays, appended and billed in full)."""
+"""Chat shapes that are no recall (planner.classify, issue 22).
+
+Sentences shaped like a question that ask nothing (`_ASKS_NOTHING`): "Guess what I did
+this week?" is answered by the teller in the next sentence, and "What a photo!" exclaims;
+the message tells, so it retrieves nothing and its time ("this week", "last weekend")
+names no period to look up. And "what was the ..." after a remark on what was just said
+("Sounds fun! What was the best part?") is a follow-up, not the recall cue it is alone.
+Fails on the code before: the first two read as questions and their times made them
+broad temporal recalls, the third was a targeted recall (each about 450-750 retrieved
+tokens on the LoCoMo cost replays, appended and billed in full). No LoCoMo QA question
+changes class or question text by these rules; 8 of the 2,080 chat turns do."""
 
 from __future__ import annotations
 
@@ -41,4 +45,16 @@ def test_a_question_shape_that_asks_nothing_tells(text: str) -> None:
 def test_a_real_question_beside_one_still_asks(text: str, asked: str, name: str) -> None:
     assert question_text(text) == asked
     assert not tells_only(text)
+    assert CLASSIFY.classify(text).name == name
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    # a follow-up on what was just said: the tail answers it
+    ("Sounds fun! What was the best part? Do you do it often with the kids?", "default"),
+    ("No way, that's really cool. What was the most exciting part of it?", "default"),
+    # alone, or pointing back, the same words are a recall
+    ("What was the name of the hotel?", "targeted_recall"),
+    ("Thanks! What was the hotel I mentioned?", "targeted_recall"),
+])
+def test_what_was_after_a_remark_is_a_follow_up(text: str, name: str) -> None:
     assert CLASSIFY.classify(text).name == name
