@@ -5,10 +5,12 @@ this week?" is answered by the teller in the next sentence, and "What a photo!" 
 the message tells, so it retrieves nothing and its time ("this week", "last weekend")
 names no period to look up. And "what was the ..." after a remark on what was just said
 ("Sounds fun! What was the best part?") is a follow-up, not the recall cue it is alone.
-Fails on the code before: the first two read as questions and their times made them
-broad temporal recalls, the third was a targeted recall (each about 450-750 retrieved
-tokens on the LoCoMo cost replays, appended and billed in full). No LoCoMo QA question
-changes class or question text by these rules; 8 of the 2,080 chat turns do."""
+A time ahead ("Are you coming next month?") names no period of the log, so it makes no
+temporal recall. Fails on the code before: the first two read as questions and their
+times made them broad temporal recalls, the third was a targeted recall, the last a
+temporal one (each about 450-750 retrieved tokens on the LoCoMo cost replays, appended
+and billed in full). No LoCoMo QA question changes class or question text by these
+rules; 9 of the 2,080 chat turns do."""
 
 from __future__ import annotations
 
@@ -57,4 +59,16 @@ def test_a_real_question_beside_one_still_asks(text: str, asked: str, name: str)
     ("Thanks! What was the hotel I mentioned?", "targeted_recall"),
 ])
 def test_what_was_after_a_remark_is_a_follow_up(text: str, name: str) -> None:
+    assert CLASSIFY.classify(text).name == name
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    # a time ahead: no period of the log to look up
+    ("Thanks! Are you coming to the event next month? Love to have you there!", "default"),
+    ("Are you doing anything next weekend?", "default"),
+    # a question about what was said of it still recalls; a time behind is temporal
+    ("What did we decide for next month?", "targeted_recall"),
+    ("Did you go anywhere last weekend?", "temporal"),
+])
+def test_a_time_ahead_is_no_temporal_recall(text: str, name: str) -> None:
     assert CLASSIFY.classify(text).name == name
