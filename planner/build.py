@@ -553,6 +553,10 @@ class Planner:
             plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each, late_pins.KIND)
         else:
             plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
+        if head and total - late_pins.tokens_in(segments, self.tokens) > middle.MIDDLE_CAP_SHARE * call.budget:
+            # past the cap the next call on a new user message evicts to the head: what
+            # follows it would not be read back, and marking it would pay a cache write
+            plan.breakpoints = [b for b in plan.breakpoints if b.index < head]
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),

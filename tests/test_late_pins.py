@@ -179,3 +179,20 @@ def test_the_cost_replay_bills_a_late_pin_block_as_the_pin_change() -> None:
     assert Decomposition._cause("late_pin", "extension") == "pin_change"
     assert Decomposition._cause("late_pin", "middle_eviction") == "pin_change"
     assert Decomposition._cause("retrieved", "extension") == "retrieved_appended"
+
+
+def test_a_context_past_the_eviction_cap_marks_nothing_after_its_head(memory: Memory) -> None:
+    # the next call on a new user message evicts to the head, so nothing after it would
+    # be read back: a cache_control mark there would only pay Anthropic's write premium.
+    # Fails on the code before: the stable part and the whole context were marked too.
+    history(memory)
+    chat = Chat(memory)
+    while not chat.calls or not chat.calls[-1][1].cache.reason.startswith("evicts from the middle"):
+        chat.turns(1)
+        assert len(chat.calls) < 60, "no middle eviction"
+    # another query on the same log, whose clearly related turns are appended past the cap
+    ctx = memory.context("c", "glacier lantern marathon orchid pottery satellite and so on?", budget=BUDGET)
+    plan = ctx.plan
+    assert not plan.cache.new_epoch and plan.tokens > MIDDLE_CAP_SHARE * BUDGET, (plan.cache, plan.tokens)
+    head = next(b.index for b in plan.breakpoints if b.layer == "head")
+    assert plan.breakpoints and all(b.index <= head for b in plan.breakpoints), plan.breakpoints
