@@ -646,11 +646,11 @@ class Planner:
         new_positions = {r.position for r in new_rows}
         shown_here = {p for c, p in shown(prev.segments) if c == conv} | new_positions
         fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
-        late: list[Segment] = []  # pins made after their turn left the context (planner.late_pins)
+        shown_late: list[Segment] = []  # pins made after their turn left the context (planner.late_pins)
         if fresh_pins:
-            late = [late_pins.segment(late_pins.unshown(chosen["pinned"], conv, shown_here),
+            shown_late = [late_pins.segment(late_pins.unshown(chosen["pinned"], conv, shown_here),
                                       f"pinned after its turn left the context: shown late in epoch {prev.epoch}")]
-            if not late_pins.fits([*prev.segments, *late], self.tokens, budget):
+            if not late_pins.fits([*prev.segments, *shown_late], self.tokens, budget):
                 return None, (f"pin changed: #{min(fresh_pins)} is pinned now and not shown (the late pins would "
                               f"pass {late_pins.LATE_PINS_SHARE:.0%} of the budget: the pinned block takes them)")
         epoch = prev.epoch
@@ -671,17 +671,17 @@ class Planner:
             it = old.items[0]
             head = [*prev.segments[:at], Segment("tail", old.message, (PlanItem(
                 it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens, it.score,
-                "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before, *late]
+                "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before, *shown_late]
             rest = [latest, *after]
         elif new_rows:  # the same user message, more turns after it (a tool loop): append
-            head, rest = [*prev.segments, *late, *before, *after], []
+            head, rest = [*prev.segments, *shown_late, *before, *after], []
             # the same question was retrieved for already, and the newest tool result
             # must stay last for the model to answer it: no retrieved block after it
             tool_loop = True
         else:
             # the same log asked again (another query for this turn): its user message and
             # what follows it move after this call's retrieved turns
-            head, rest = [*prev.segments[:at], *late], list(prev.segments[at:])
+            head, rest = [*prev.segments[:at], *shown_late], list(prev.segments[at:])
         wanted = [] if tool_loop else chosen["retrieved"]
         wanted_tokens = sum(c.tokens for c in wanted)
         # a turn that is not a recall (small talk, a remark, a question about now) is
@@ -742,7 +742,7 @@ class Planner:
                   + (f" (it shows at least {epoch_policy.EXTEND_MIN_VALUE_SHARE:.0%} of the ranked turns' weight "
                      "that a new epoch would)" if by_value else "")
                   + (f"; pin(s) {', '.join(f'#{p}' for p in sorted(fresh_pins))} made since shown late, after it"
-                     if late else ""))
+                     if shown_late else ""))
         if dropped:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
