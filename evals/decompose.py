@@ -20,7 +20,8 @@ provider's rules:
   after a kept prefix: an extension or a middle eviction), ``middle_eviction`` (the
   turns rebuilt after the kept head), ``rewind`` (what an extension sends again after
   earlier retrieved blocks gave way), ``new_epoch`` (a full rebuild for room or any other
-  reason), ``pin_change`` and ``view_refresh`` (full rebuilds for those reasons);
+  reason), ``pin_change`` and ``view_refresh`` (full rebuilds for those reasons;
+  ``pin_change`` also holds the late-pin blocks sent instead, planner.late_pins);
   ``first`` for the very first request;
 - ``cache_writes`` (Anthropic): the write premium (`write_ratio - 1`) on the tokens
   written; their base price stays with their cause.
@@ -50,6 +51,7 @@ from tiermem.evals.cost import (
     common_prefix_ids,
     epoch_category,
 )
+from tiermem.planner import late_pins
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.models import message_text
 
@@ -77,11 +79,15 @@ def event_of(first: bool, new_epoch: bool | None, reason: str) -> str:
 
 def message_kind(m: dict[str, Any], new: set[str]) -> str:
     """"new" (a log message since the previous build), "retrieved", "stable" (the pinned
-    or summary block) or "old" (a turn sent before)."""
+    or summary block), "late_pin" (a late-pin block, planner.late_pins) or "old" (a turn
+    sent before)."""
     if canonical(m) in new:
         return "new"
     if m.get("role") == "system":
-        return "stable" if message_text(m).startswith(STABLE_HEADERS) else "retrieved"
+        text = message_text(m)
+        if text.startswith(late_pins.HEADER):
+            return "late_pin"
+        return "stable" if text.startswith(STABLE_HEADERS) else "retrieved"
     return "old"
 
 
@@ -148,6 +154,8 @@ class Decomposition:
     def _cause(kind: str, event: str) -> str:
         if kind == "new" or event == "first":
             return "new_messages" if kind == "new" else "first"
+        if kind == "late_pin" and event in ("extension", "middle_eviction"):
+            return "pin_change"  # a pin shown late instead of a rebuild: what the pin change cost
         if event in ("extension", "middle_eviction") and kind == "retrieved":
             return "retrieved_appended"
         if event == "extension":

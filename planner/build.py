@@ -18,7 +18,10 @@ Invariants:
   earlier calls give way newest first (a rewind: the prefix before them still caches);
   on a new user message whose context would pass 70% of the budget or not fit, the
   previous context's head stays and only the newest turns are rebuilt after it
-  (planner.middle, "evict from the middle"); when that is not enough, a pin or summary line shown as current stops being current,
+  (planner.middle, "evict from the middle"); a pin whose turn the context no longer shows
+  goes into a late-pin block after the kept context or head (planner.late_pins); when
+  that is not enough, a pin or summary line shown as current stops being current, late
+  pins are due to fold into the pinned block,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
   The plan reports which (`plan.cache`) and where the stable prefix ends
   (`plan.breakpoints`, indexes of the returned messages, after any conversion).
@@ -49,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner import epoch_policy, middle
+from tiermem.planner import epoch_policy, late_pins, middle
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
@@ -543,16 +546,28 @@ class Planner:
         # new user message is likely the next call's prefix: its end is marked too
         plan.breakpoints = breakpoints(kinds, tokens_each, whole=excess > 0 or (moved_on and ext is not None))
         head = middle.kept_head(ext.head, prev.segments, prev.head, segments) if ext and prev else 0
-        plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
+        if head > 1 and kinds[head - 1] == late_pins.KIND:
+            # the head ends with late pins: its bare part is marked too, so a restart whose
+            # late pins changed still reads the head an earlier request wrote
+            plan.breakpoints = middle.with_head(plan.breakpoints, head - 1, tokens_each)
+            plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each, late_pins.KIND)
+        else:
+            plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
+        if head and total - late_pins.tokens_in(segments, self.tokens) > middle.MIDDLE_CAP_SHARE * call.budget:
+            # past the cap the next call on a new user message evicts to the head: what
+            # follows it would not be read back, and marking it would pay a cache write
+            plan.breakpoints = [b for b in plan.breakpoints if b.index < head]
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
-                prev.pinned if ext is not None and prev is not None
+                prev.pinned | late_pins.positions(segments) if ext is not None and prev is not None
                 else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
                 prev.summary_lines if ext is not None and prev is not None
                 else frozenset(c.text for c in chosen["summary"]),
                 max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
-                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head))
+                latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
+                late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
+                + late_pins.tokens_in(segments, self.tokens)))
         return segments, total
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
@@ -631,8 +646,13 @@ class Planner:
         new_positions = {r.position for r in new_rows}
         shown_here = {p for c, p in shown(prev.segments) if c == conv} | new_positions
         fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
+        shown_late: list[Segment] = []  # pins made after their turn left the context (planner.late_pins)
         if fresh_pins:
-            return None, f"pin changed: #{min(fresh_pins)} is pinned now and not shown"
+            shown_late = [late_pins.segment(late_pins.unshown(chosen["pinned"], conv, shown_here),
+                                      f"pinned after its turn left the context: shown late in epoch {prev.epoch}")]
+            if not late_pins.fits([*prev.segments, *shown_late], self.tokens, budget):
+                return None, (f"pin changed: #{min(fresh_pins)} is pinned now and not shown (the late pins would "
+                              f"pass {late_pins.LATE_PINS_SHARE:.0%} of the budget: the pinned block takes them)")
         epoch = prev.epoch
         before: list[Segment] = []  # new turns before this call's user message, then after it
         after: list[Segment] = []
@@ -651,17 +671,17 @@ class Planner:
             it = old.items[0]
             head = [*prev.segments[:at], Segment("tail", old.message, (PlanItem(
                 it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens, it.score,
-                "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before]
+                "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before, *shown_late]
             rest = [latest, *after]
         elif new_rows:  # the same user message, more turns after it (a tool loop): append
-            head, rest = [*prev.segments, *before, *after], []
+            head, rest = [*prev.segments, *shown_late, *before, *after], []
             # the same question was retrieved for already, and the newest tool result
             # must stay last for the model to answer it: no retrieved block after it
             tool_loop = True
         else:
             # the same log asked again (another query for this turn): its user message and
             # what follows it move after this call's retrieved turns
-            head, rest = list(prev.segments[:at]), list(prev.segments[at:])
+            head, rest = [*prev.segments[:at], *shown_late], list(prev.segments[at:])
         wanted = [] if tool_loop else chosen["retrieved"]
         wanted_tokens = sum(c.tokens for c in wanted)
         # a turn that is not a recall (small talk, a remark, a question about now) is
@@ -691,17 +711,19 @@ class Planner:
             blocks = [i for i, g in enumerate(head) if g.kind == "retrieved"]
             if not blocks:
                 over = fixed_total + sum(c.tokens for c in need)
-                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
-                if mid is not None:
-                    return mid, ""
+                mid, fold = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share,
+                                         chosen["pinned"])
+                if mid is not None or fold:
+                    return mid, fold
                 return None, (f"room used up: {len(before) + len(after)} new message(s) and {len(need)} retrieved "
                               f"turn(s) would make about {over} of {budget} tokens")
             cut = blocks[-1] if cut is None else min(cut, blocks[-1])
             kept = messages_tokens(self.tokens, [g.message for g in head[:cut]])
             if latest_user != prev.latest_user and kept < REWIND_MIN_KEPT_SHARE * budget:
-                mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
-                if mid is not None:
-                    return mid, ""
+                mid, fold = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share,
+                                         chosen["pinned"])
+                if mid is not None or fold:
+                    return mid, fold
                 return None, (f"room used up: a rewind to message {cut} would keep only {kept} of {budget} "
                               "tokens as the cached prefix")
             del head[blocks[-1]]
@@ -718,34 +740,41 @@ class Planner:
                   + (f", {len(wanted) - len(need)} more already shown" if len(wanted) > len(need) else "")
                   + (f", {len(need) - len(fits)} left out for room" if len(need) > len(fits) else "")
                   + (f" (it shows at least {epoch_policy.EXTEND_MIN_VALUE_SHARE:.0%} of the ranked turns' weight "
-                     "that a new epoch would)" if by_value else ""))
+                     "that a new epoch would)" if by_value else "")
+                  + (f"; pin(s) {', '.join(f'#{p}' for p in sorted(fresh_pins))} made since shown late, after it"
+                     if shown_late else ""))
         if dropped:
             reason = (f"rewinds to message {cut}: the retrieved turns of {dropped} earlier call(s) give way; "
                       + reason)
-        if total > middle.MIDDLE_CAP_SHARE * budget:  # long enough to read back dear: evict before it fills
-            mid = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share, chosen["pinned"])
-            if mid is not None:
-                return mid, ""
+        # long enough to read back dear: evict before it fills (late pins not counted: a
+        # restart keeps them, so evicting sooner for them would only rebuild more often)
+        if total - late_pins.tokens_in(segs, self.tokens) > middle.MIDDLE_CAP_SHARE * budget:
+            mid, fold = self._middle(prev, call, fixed, at, before, [latest, *after], wanted, min_share,
+                                     chosen["pinned"])
+            if mid is not None or fold:
+                return mid, fold
         return _Extension(segs, total, reason), ""
 
     def _middle(self, prev: EpochState, call: _Call, fixed: _Fixed, at: int, before: list[Segment],
                 rest: list[Segment], wanted: list[Candidate], min_share: float,
-                pins: list[Candidate]) -> _Extension | None:
+                pins: list[Candidate]) -> tuple[_Extension | None, str]:
         """On a new user message whose extension ran out of room: the previous context's
-        head kept, the newest turns rebuilt after it (planner.middle), or None.
+        head kept, the newest turns rebuilt after it (planner.middle), or None; and why a
+        new epoch must start now instead ("" when none must: late pins to fold).
 
-        None too when a current pin is shown only by the turns that would leave (a pin
-        made while its turn sat in the tail): pins are always in the context, and a new
-        epoch rebuilds the pinned block with it. (Showing such pins again after the head
-        was measured dearer: they pile up there until an epoch ends, every eviction
-        re-bills them, and conv-42's replay went from 27.6% to 34.4% of cached full
-        context.)"""
+        A current pin shown only by the turns that would leave (a pin made while its turn
+        sat in the tail) is shown again in a late-pin block right after the head, which
+        later restarts keep byte for byte (planner.late_pins: so it is read back, not
+        re-billed at every eviction as when such pins were rebuilt with the tail, which
+        measured dearer than a new epoch); when the late pins would pass their share of
+        the budget, or have been read back about as much as a fold costs, a new epoch
+        folds them into the pinned block instead."""
         conv, budget, latest_user = call.conv, call.budget, fixed.latest_user
         if latest_user is None or latest_user == prev.latest_user or not self.settings.evict_middle:
-            return None
+            return None, ""
         cut = middle.head_cut(prev.segments[:at], self.tokens, budget)
         if cut is None:
-            return None
+            return None, ""
         head = list(prev.segments[:cut])
         on_head = {p for c, p in shown(head) if c == conv}
         recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position < latest_user],
@@ -756,8 +785,21 @@ class Planner:
         tail = middle.rebuilt_tail(recent, required, on_head, budget,
                                    f"newest turn, rebuilt after the kept head in epoch {prev.epoch}", held_back)
         on_show = on_head | {p for c, p in shown(tail) if c == conv}
-        if middle.unshown_pins(pins, conv, on_show):
-            return None
+        # current pins only the leaving turns show: one late-pin block right after the
+        # head, part of the head later restarts keep (planner.late_pins)
+        unshown = late_pins.unshown(pins, conv, on_show)
+        late = [late_pins.segment(unshown, f"pinned while its turn was shown: kept after the head in epoch "
+                                           f"{prev.epoch}")] if unshown else []
+        if late and (not late_pins.fits(late, self.tokens, budget)
+                     or late_pins.fold_due(prev.late_paid, int(budget * EPOCH_START_FILL_SHARE))):
+            # a new epoch folds them into the pinned block: cheaper from here on than
+            # reading them back after the head at every call
+            return None, (f"pin changed: {len(unshown)} late pin(s) fold into the pinned block "
+                          f"({prev.late_paid} late-pin tokens sent in this epoch)")
+        if late and late[0].message == (prev.segments[cut].message if cut < len(prev.segments) else None):
+            late = [prev.segments[cut]]  # the block a previous restart placed: byte for byte, read back
+        head = [*head, *late]
+        on_show |= {p for c, p in shown(late) if c == conv}
         need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
         min_tokens = min_share * sum(c.tokens for c in wanted) - sum(c.tokens for c in wanted if c not in need)
         got = middle.evict(head, tail, rest[0], rest[1:], need,
@@ -765,7 +807,10 @@ class Planner:
                            lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),
                                                 tuple(c.item() for c in fits)),
                            self.tokens, budget, min_tokens)
-        return _Extension(got.segments, got.total, got.reason, cut) if got is not None else None
+        if got is None:
+            return None, ""
+        reason = got.reason + (f"; {len(unshown)} pin(s) its leaving turns showed follow the head" if late else "")
+        return _Extension(got.segments, got.total, reason, len(head)), ""
 
     def _fit_need(self, fixed_part: list[dict[str, Any]], base: int, need: list[Candidate], budget: int,
                   conv: str) -> list[Candidate]:

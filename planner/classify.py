@@ -48,7 +48,9 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"(^|\b)(when (did|was|were|is|will|do|does|had|have)|what (date|day|time|year|month)|how long (ago|since)"
         r"|which (day|date|year|month|week)|since when|how many (days|weeks|months|years))\b")),
     ("temporal", "rule:time-reference", re.compile(
-        r"\b(yesterday|last (week|month|year|weekend|night|time)|(this|next) (week|month|year|weekend)"
+        # a time ahead ("next month") names no period of the log: not here (what it
+        # asks about is found as any other question's, by the rules below)
+        r"\b(yesterday|last (week|month|year|weekend|night|time)|this (week|month|year|weekend)"
         r"|(in|on|during|before|after) (january|february|march|april|may|june|july|august|september|october"
         r"|november|december|\d{4})|\d+ (days|weeks|months|years) ago)\b")),
     ("targeted_recall", "rule:recall-cue", re.compile(
@@ -64,6 +66,9 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"|build|generate|implement|make)\b.*\b(new|now|next|start|another|different|fresh|write|create|draft"
         r"|build|generate|implement|make)\b")),
 ]
+# Sentences shaped like a question that ask nothing: a "guess what ..." (the teller
+# answers it next) and an exclamation ("What a photo!", "What an adventure!").
+_ASKS_NOTHING = re.compile(r"^(guess (what|who|where|how|which|when)\b|what an? [^?]*!)")
 _QUESTION = re.compile(r"\?\s*$|^(who|what|which|where|why|how|whose|whom|did|does|do|is|are|was|were|has|have|can)\b")
 # Sentence ends: "!" or "?", or "." after a word of two letters or more that is no title,
 # each followed by a space ("Dr. Seuss", "the U.S. coast", "e.g. this" stay one sentence).
@@ -130,12 +135,17 @@ def sentences(text: str) -> list[str]:
 
 def question_text(query: str | None) -> str:
     """The part of a message that asks: its sentences that end with "?" (a message with
-    none that reads as a question, "who wrote it", is all question), else ""."""
+    none that reads as a question, "who wrote it", is all question), else "". A sentence
+    that only sounds like one asks nothing (`_ASKS_NOTHING`: "Guess what I did this week?"
+    is answered by the teller, "What a photo!" exclaims)."""
     if not query or not query.strip():
         return ""
-    asked = [x for x in sentences(query) if x.endswith("?")]
+    parts = sentences(query)
+    asked = [x for x in parts if x.endswith("?") and not _ASKS_NOTHING.match(x.lower())]
     if asked:
         return " ".join(asked)
+    if any(x.endswith("?") for x in parts) or _ASKS_NOTHING.match(query.strip().lower()):
+        return ""
     return query.strip() if _QUESTION.search(query.strip().lower()) else ""
 
 
@@ -191,7 +201,7 @@ class QueryClassifier:
         if not query or not query.strip():
             return QueryClass("recent_recall", "rule:no-query (continue from the tail)")
         q = query.strip().lower()
-        asks = bool(_QUESTION.search(q))
+        asks = bool(_QUESTION.search(q)) and not _ASKS_NOTHING.match(q)
         asked = question_text(query).lower()  # the sentences that ask
         for name, rule, pattern in _RULES:
             # "I went there yesterday" tells, it does not ask: a time named outside the
@@ -199,6 +209,10 @@ class QueryClassifier:
             # turns of that time only if they are clearly related (what every default
             # turn retrieves), not a broad recall
             m = pattern.search(asked if rule == "rule:time-reference" else q)
+            if m and rule == "rule:recall-cue" and m.group(0).startswith("what was") and follows_up(query):
+                # "Sounds fun! What was the best part?": a question about what was just
+                # said, after a remark on it (the follow-up rule below), not a lookup
+                m = None
             if m:
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
         if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):

@@ -70,6 +70,7 @@ class EpochState:
     latest_user: int | None
     latest_truncated: bool
     head: int = 0  # leading segments kept across a middle eviction (planner.middle), marked for caching
+    late_paid: int = 0  # late-pin tokens sent so far in this epoch, summed over its calls (planner.late_pins)
 
 
 class EpochCache:

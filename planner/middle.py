@@ -20,8 +20,9 @@ turns' tokens. (The bound, evals.bound.best_middle, found keeping 0.5-0.56 of th
 budget and rebuilding 0.1 cheapest; tiermem's own replays, with retrieval, bill less
 rebuilding 0.05 and restarting at 0.7: see the constants.)
 
-Invariants: every current pin stays shown (`unshown_pins`: when only the leaving turns
-show one, the eviction does not happen and a new epoch rebuilds the pinned block); the head is a prefix of the previous context (so everything the previous
+Invariants: every current pin stays shown (when only the leaving turns show one, the
+planner puts it in a late-pin block after the head, planner.late_pins, or starts a new
+epoch that rebuilds the pinned block); the head is a prefix of the previous context (so everything the previous
 call checked of it, pins and summary lines current, holds) and never splits a tool call
 from its results or holds the previous latest user message; the result is counted
 exactly and stays within the budget; no I/O beyond what the planner already read.
@@ -146,13 +147,6 @@ def evict(head: list[Segment], tail: list[Segment], latest: Segment, after: list
     return Eviction(segs, total, reason)
 
 
-def unshown_pins(pins: Sequence[Candidate], conv: str, on_show: set[int]) -> list[int]:
-    """The positions of this conversation's current pins (`pins`, the pinned slice's
-    candidates) that neither the kept head nor the rebuilt tail shows (`on_show`)."""
-    return sorted(p for c in pins if c.conversation_id == conv
-                  for p in (c.group or [c.position]) if p not in on_show)
-
-
 def kept_head(evicted: int, prev: Sequence[Segment], prev_head: int, segments: Sequence[Segment]) -> int:
     """The head this context keeps: a middle eviction's own, else the previous context's
     while it is still this one's prefix (an append keeps it; a rewind into it ends it)."""
@@ -164,11 +158,12 @@ def kept_head(evicted: int, prev: Sequence[Segment], prev_head: int, segments: S
     return 0
 
 
-def with_head(marks: Sequence[Breakpoint], head: int, tokens_each: Sequence[int]) -> list[Breakpoint]:
+def with_head(marks: Sequence[Breakpoint], head: int, tokens_each: Sequence[int], layer: str = "head"
+              ) -> list[Breakpoint]:
     """`marks` and a breakpoint after the kept head (Anthropic-style caching reads only
     lengths an earlier request marked: the next restart reads the head there), latest
-    marks kept first when there are too many."""
+    marks kept first when there are too many; `layer`: what the mark says ends there."""
     if head <= 0 or any(b.index == head - 1 for b in marks):
         return list(marks)
-    out = sorted([*marks, Breakpoint(head - 1, "head", sum(tokens_each[:head]))], key=lambda b: b.index)
+    out = sorted([*marks, Breakpoint(head - 1, layer, sum(tokens_each[:head]))], key=lambda b: b.index)
     return out[-MAX_BREAKPOINTS:]
