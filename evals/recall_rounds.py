@@ -57,7 +57,7 @@ from tiermem.evals.locomo import (
     load_samples,
     resolve_questions,
 )
-from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
+from tiermem.planner import density, episodes, excerpt, feedback, multihop, query_text, rank, render, speakers
 from tiermem.tiers.errors import ValidationError
 
 BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail", "full_context")  # full: no budget
@@ -80,6 +80,12 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),
     "excompact": (excerpt, "COMPACT"),
     "exroom": (excerpt, "INLINE_MAX_ROOM_TOKENS"),
+    "prf": (feedback, "PRF_WEIGHT"),
+    "rocchio": (feedback, "ROCCHIO_WEIGHT"),
+    "fbdocs": (feedback, "FB_DOCS"),
+    "fbterms": (feedback, "FB_TERMS"),
+    "fbcommon": (feedback, "COMMON_SHARE"),
+    "declarative": (query_text, "DECLARATIVE"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
