@@ -57,7 +57,18 @@ from tiermem.evals.locomo import (
     load_samples,
     resolve_questions,
 )
-from tiermem.planner import density, episodes, excerpt, feedback, multihop, query_text, rank, render, speakers
+from tiermem.planner import (
+    density,
+    episodes,
+    excerpt,
+    feedback,
+    multihop,
+    prior,
+    query_text,
+    rank,
+    render,
+    speakers,
+)
 from tiermem.tiers.errors import ValidationError
 
 BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail", "full_context")  # full: no budget
@@ -86,6 +97,8 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "fbterms": (feedback, "FB_TERMS"),
     "fbcommon": (feedback, "COMMON_SHARE"),
     "declarative": (query_text, "DECLARATIVE"),
+    "length": (prior, "LENGTH_WEIGHT"),
+    "lenroom": (prior, "LENGTH_MAX_ROOM_TOKENS"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}

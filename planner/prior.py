@@ -1,0 +1,40 @@
+"""A length prior for recall questions: a turn that says more is more likely to hold what
+a question asks after than a short reply ("Wow, that's cool!", "They loved it."), whose
+few words embed close to any question on the same theme (the document length prior of
+language-model retrieval: Kraaij, Westerveld and Hiemstra 2002).
+
+`length_prior` gives each turn LENGTH_WEIGHT times the z-score of the logarithm of its
+tokens among the conversation's turns, clipped to +-MAX_LENGTH_Z. Off (0.0) unless chosen
+leave-one-conversation-out (README, issue 19).
+
+Invariants: pure; derived per call from the turn cache's token counts (nothing stored);
+zero for every turn when off or when the turns are all of one length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tiermem.tiers.turncache import TurnTable
+
+# On planner.rank's scale (z-score sums; the best turns score about 5-10)
+LENGTH_WEIGHT = 0.0
+MAX_LENGTH_Z = 2.0  # a very long turn (a pasted document) gets no more than this
+MIN_TOKENS = 1  # a turn's tokens as used in the logarithm (never 0)
+# The prior applies only when the retrieved turns have at most this much room: with more,
+# a longer line costs room that two short ones would use, and the shorter turns' evidence
+# is lost (README). 0: no limit.
+LENGTH_MAX_ROOM_TOKENS = 0
+
+
+def length_prior(table: TurnTable, room: int | None = None) -> np.ndarray:
+    """Per turn: LENGTH_WEIGHT * clip(z(log tokens)); zeros when off, or when `room` (the
+    tokens the retrieved turns may fill) is over LENGTH_MAX_ROOM_TOKENS."""
+    n = len(table)
+    if not LENGTH_WEIGHT or n < 2 or (LENGTH_MAX_ROOM_TOKENS and room is not None and room > LENGTH_MAX_ROOM_TOKENS):
+        return np.zeros(n)
+    lg = np.log(np.maximum(table.tokens.astype(np.float64), MIN_TOKENS))
+    sd = float(lg.std())
+    if sd < 1e-9:
+        return np.zeros(n)
+    return LENGTH_WEIGHT * np.clip((lg - float(lg.mean())) / sd, -MAX_LENGTH_Z, MAX_LENGTH_Z)
