@@ -99,6 +99,7 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "declarative": (query_text, "DECLARATIVE"),
     "length": (prior, "LENGTH_WEIGHT"),
     "lenroom": (prior, "LENGTH_MAX_ROOM_TOKENS"),
+    "lenup": (prior, "MAX_LENGTH_UP_Z"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
@@ -106,7 +107,8 @@ LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
 WITH_EXCERPTS = INCLUDED_FIDELITIES | {"excerpt"}
 # off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
 # hop runs at every budget
-OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0, "hoproom": 0}
+OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0, "hoproom": 0,
+                         "length": 0.0, "lenroom": 0}
 
 
 @dataclass(frozen=True)

@@ -396,7 +396,7 @@ class Candidates:
         told = timeline_boost(table, query, windows, scores.date)
         spoke = speaker_boost(table, query) if qclass in RECALL_CLASSES else np.zeros(len(table))
         # how much a turn says (planner.prior; off unless set)
-        prior = length_prior(table, room) if qclass in RECALL_CLASSES else np.zeros(len(table))
+        prior = length_prior(table, room, period=bool(windows)) if qclass in RECALL_CLASSES else np.zeros(len(table))
         total = scores.total + boost + told + spoke + prior
         # episode keys and a second round seeded by the best turns (planner.rounds)
         more = (more_rounds(table, query, scores.cosine, total, eligible,

@@ -44,6 +44,9 @@ def test_length_prior(cold_memory: Memory, monkeypatch: pytest.MonkeyPatch, weig
     assert (np.diff(got[order]) >= 0).all()  # monotone in the tokens
     assert got[int(np.argmax(table.tokens))] > 0 > got[int(np.argmin(table.tokens))]
     assert np.abs(got).max() <= weight * prior.MAX_LENGTH_Z
+    assert not length_prior(table, period=True).any()  # a query naming a period: the date decides
+    monkeypatch.setattr(prior, "LENGTH_MAX_ROOM_TOKENS", 600)
+    assert length_prior(table, room=600).any() and not length_prior(table, room=601).any()  # the room gate
 
 
 def test_length_prior_reorders_retrieved_turns(cold_memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,3 +66,18 @@ def test_length_prior_reorders_retrieved_turns(cold_memory: Memory, monkeypatch:
     on = rank_of()
     # the long turn gains on the short one by the prior's difference
     assert (on[long_p] - on[short_p]) > (off[long_p] - off[short_p]) + 1.0
+
+
+@pytest.mark.parametrize(("budget", "applies"), [
+    (500, True),  # a small room: the shipped prior orders the retrieved turns
+    (2000, False),  # more room than LENGTH_MAX_ROOM_TOKENS: as without it
+])
+def test_shipped_prior_only_at_small_rooms(cold_memory: Memory, budget: int, applies: bool) -> None:
+    assert prior.LENGTH_WEIGHT > 0 and prior.LENGTH_MAX_ROOM_TOKENS  # shipped on, with its gate
+    fillers = [f"Note {i}: the printer jammed and the train was late again." for i in range(200)]
+    _talk(cold_memory, [*fillers[:50], LONG, *fillers[50:]])
+    cold_memory.append("c", {"role": "user", "content": QUESTION, "created_at": DAY + 300})
+    ctx = cold_memory.context("c", QUESTION, budget=budget, record=False)
+    reasons = [i.reason for i in ctx.plan.items + ctx.plan.left_out if i.slice == "retrieved"]
+    assert reasons  # the question is a recall question: turns are retrieved
+    assert any(", its length " in r for r in reasons) is applies
