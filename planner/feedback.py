@@ -80,7 +80,7 @@ def expansion_terms(texts: list[str], query: str, table: TurnTable, limit: int =
     if table.lexical is None or not texts:
         return []
     skip = set(query_terms(query))
-    mass: Counter[str] = Counter()
+    mass: dict[str, float] = {}
     k = len(texts)
     for rank, text in enumerate(texts):
         words = [w for w in doc_terms(text) if w not in skip and w not in STOPWORDS
@@ -89,7 +89,7 @@ def expansion_terms(texts: list[str], query: str, table: TurnTable, limit: int =
             continue
         doc_weight = (k - rank) / k  # the best feedback turn counts most
         for t, c in Counter(words).items():
-            mass[t] += doc_weight * c / len(words)
+            mass[t] = mass.get(t, 0.0) + doc_weight * c / len(words)
     if not mass:
         return []
     total, _lengths, found = table.lexical.postings(list(mass), len(table))

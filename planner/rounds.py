@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tiermem.planner import multihop
-from tiermem.planner.feedback import Feedback, feedback
 from tiermem.planner.episodes import Keys, episode_keys, episode_spread
+from tiermem.planner.feedback import Feedback, feedback
 from tiermem.planner.multihop import Hop, second_round
 from tiermem.tiers.turncache import TurnTable
 

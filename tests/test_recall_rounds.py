@@ -13,7 +13,18 @@ from tiermem.evals.recall_rounds import (
     parse_variant,
     slice_tokens,
 )
-from tiermem.planner import density, episodes, excerpt, feedback, multihop, prior, query_text, rank, render, speakers
+from tiermem.planner import (
+    density,
+    episodes,
+    excerpt,
+    feedback,
+    multihop,
+    prior,
+    query_text,
+    rank,
+    render,
+    speakers,
+)
 from tiermem.planner.plan import PlanItem
 from tiermem.tiers.errors import ValidationError
 
