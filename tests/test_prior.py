@@ -69,11 +69,13 @@ def test_length_prior_reorders_retrieved_turns(cold_memory: Memory, monkeypatch:
 
 
 @pytest.mark.parametrize(("budget", "applies"), [
-    (500, True),  # a small room: the shipped prior orders the retrieved turns
+    (500, True),  # a small room: the prior orders the retrieved turns
     (2000, False),  # more room than LENGTH_MAX_ROOM_TOKENS: as without it
 ])
-def test_shipped_prior_only_at_small_rooms(cold_memory: Memory, budget: int, applies: bool) -> None:
-    assert prior.LENGTH_WEIGHT > 0 and prior.LENGTH_MAX_ROOM_TOKENS  # shipped on, with its gate
+def test_prior_only_at_small_rooms(cold_memory: Memory, monkeypatch: pytest.MonkeyPatch, budget: int,
+                                   applies: bool) -> None:
+    assert prior.LENGTH_WEIGHT == 0.0 and prior.LENGTH_MAX_ROOM_TOKENS == 600  # shipped off, with its gate
+    monkeypatch.setattr(prior, "LENGTH_WEIGHT", 0.5)  # the weight chosen leave-one-out (README)
     fillers = [f"Note {i}: the printer jammed and the train was late again." for i in range(200)]
     _talk(cold_memory, [*fillers[:50], LONG, *fillers[50:]])
     cold_memory.append("c", {"role": "user", "content": QUESTION, "created_at": DAY + 300})

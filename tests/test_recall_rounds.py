@@ -57,7 +57,7 @@ def test_applied_sets_knobs_for_the_block_only() -> None:
         assert multihop.HOP_WEIGHT == 0.0 and multihop.HOP_MIN_ROOM_TOKENS == 0  # unnamed: off
         assert prior.LENGTH_WEIGHT == 0.0 and prior.LENGTH_MAX_ROOM_TOKENS == 0  # the length prior too
     assert (hop, keys, room) == (multihop.HOP_WEIGHT, episodes.KEY_WEIGHT, multihop.HOP_MIN_ROOM_TOKENS)
-    assert length == prior.LENGTH_WEIGHT == 0.5  # shipped
+    assert length == prior.LENGTH_WEIGHT == 0.0  # shipped off
 
 
 def test_leave_one_out_chooses_on_the_other_samples() -> None:
