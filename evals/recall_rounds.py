@@ -14,7 +14,10 @@ variant sets the planner's weights for its calls (`hop`: multihop.HOP_WEIGHT, `d
 multihop.HOP_DENSE_WEIGHT, `keys`: episodes.KEY_WEIGHT, `seeds`: multihop.SEED_TURNS,
 `keytf`: episodes.KEY_MIN_TF, `spread`: episodes.SPREAD_WEIGHT, `cross`: multihop.HOP_OTHER_EPISODES, `hoproom`: multihop.HOP_MIN_ROOM_TOKENS (0 unless set); unnamed weights stay off;
 `density`: density.DENSITY_WEIGHT, `terse`: render.TERSE, `speaker`: speakers.SPEAKER_BOOST, `episode`:
-rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set), then they are put back.
+rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set; `prf`, `rocchio`,
+`fbdocs`, `fbterms`, `fbcommon`: planner.feedback's, `declarative`: query_text.DECLARATIVE,
+`lenup`: prior.MAX_LENGTH_UP_Z likewise; `length`: prior.LENGTH_WEIGHT and `lenroom`:
+prior.LENGTH_MAX_ROOM_TOKENS are off unless set, as the hop), then they are put back.
 
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,

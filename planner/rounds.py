@@ -1,6 +1,8 @@
 """Retrieval beyond the first round, for recall questions: episode keys
-(planner.episodes) and a second round seeded by the first one's best turns
-(planner.multihop), as one credit per turn that planner.candidates adds to its scores.
+(planner.episodes), a second round seeded by the first one's best turns
+(planner.multihop) and pseudo-relevance feedback from the best turns so far
+(planner.feedback, off by default), as one credit per turn that planner.candidates adds
+to its scores.
 
 Invariants: the keys' and the hop's credit is never negative, so a turn the first round
 ranks high stays there unless a turn linked to the question by an episode or a hop passes
