@@ -14,7 +14,10 @@ variant sets the planner's weights for its calls (`hop`: multihop.HOP_WEIGHT, `d
 multihop.HOP_DENSE_WEIGHT, `keys`: episodes.KEY_WEIGHT, `seeds`: multihop.SEED_TURNS,
 `keytf`: episodes.KEY_MIN_TF, `spread`: episodes.SPREAD_WEIGHT, `cross`: multihop.HOP_OTHER_EPISODES, `hoproom`: multihop.HOP_MIN_ROOM_TOKENS (0 unless set); unnamed weights stay off;
 `density`: density.DENSITY_WEIGHT, `terse`: render.TERSE, `speaker`: speakers.SPEAKER_BOOST, `episode`:
-rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set), then they are put back.
+rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set; `prf`, `rocchio`,
+`fbdocs`, `fbterms`, `fbcommon`: planner.feedback's, `declarative`: query_text.DECLARATIVE,
+`lenup`: prior.MAX_LENGTH_UP_Z likewise; `length`: prior.LENGTH_WEIGHT and `lenroom`:
+prior.LENGTH_MAX_ROOM_TOKENS are off unless set, as the hop), then they are put back.
 
 Reported per variant and budget: evidence recall pooled over every question with
 evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
@@ -57,7 +60,18 @@ from tiermem.evals.locomo import (
     load_samples,
     resolve_questions,
 )
-from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
+from tiermem.planner import (
+    density,
+    episodes,
+    excerpt,
+    feedback,
+    multihop,
+    prior,
+    query_text,
+    rank,
+    render,
+    speakers,
+)
 from tiermem.tiers.errors import ValidationError
 
 BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail", "full_context")  # full: no budget
@@ -80,6 +94,15 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),
     "excompact": (excerpt, "COMPACT"),
     "exroom": (excerpt, "INLINE_MAX_ROOM_TOKENS"),
+    "prf": (feedback, "PRF_WEIGHT"),
+    "rocchio": (feedback, "ROCCHIO_WEIGHT"),
+    "fbdocs": (feedback, "FB_DOCS"),
+    "fbterms": (feedback, "FB_TERMS"),
+    "fbcommon": (feedback, "COMMON_SHARE"),
+    "declarative": (query_text, "DECLARATIVE"),
+    "length": (prior, "LENGTH_WEIGHT"),
+    "lenroom": (prior, "LENGTH_MAX_ROOM_TOKENS"),
+    "lenup": (prior, "MAX_LENGTH_UP_Z"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
@@ -87,7 +110,8 @@ LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
 WITH_EXCERPTS = INCLUDED_FIDELITIES | {"excerpt"}
 # off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
 # hop runs at every budget
-OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0, "hoproom": 0}
+OFF: dict[str, float] = {"hop": 0.0, "dense": 0.0, "keys": 0.0, "spread": 0.0, "hoproom": 0,
+                         "length": 0.0, "lenroom": 0}
 
 
 @dataclass(frozen=True)

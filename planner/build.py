@@ -52,14 +52,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner import epoch_policy, late_pins, middle
+from tiermem.planner import epoch_policy, late_pins, middle, query_text
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
     Candidate,
     Candidates,
     tier_of,
-    without_names,
 )
 from tiermem.planner.classify import QueryClassifier, tells_only
 from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, Segment, key_change
@@ -377,7 +376,7 @@ class Planner:
         # thread read the log measured slower on a 2-core machine (32.6 against 29.4 ms
         # p50 at 20k turns): the model and the reads contend for the GIL and for memory
         # bandwidth, so the overlap saved nothing and the handover cost.
-        qvec = (self.embed([without_names(query, table.names)])[0]
+        qvec = (self.embed([query_text.dense_text(query, table.names)])[0]
                 if query and query.strip() and self.embed is not None else None)
         call.mark("embed")  # when the vector was there
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)

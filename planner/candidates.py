@@ -35,6 +35,7 @@ from tiermem.planner.density import pack_order
 from tiermem.planner.excerpt import Focus
 from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
+from tiermem.planner.prior import length_prior
 from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
 from tiermem.planner.rounds import more_rounds
@@ -394,7 +395,9 @@ class Candidates:
         # what the turns say happened when (planner.timeline), whose turns it asks about (planner.speakers)
         told = timeline_boost(table, query, windows, scores.date)
         spoke = speaker_boost(table, query) if qclass in RECALL_CLASSES else np.zeros(len(table))
-        total = scores.total + boost + told + spoke
+        # how much a turn says (planner.prior; off unless set)
+        prior = length_prior(table, room, period=bool(windows)) if qclass in RECALL_CLASSES else np.zeros(len(table))
+        total = scores.total + boost + told + spoke + prior
         # episode keys and a second round seeded by the best turns (planner.rounds)
         more = (more_rounds(table, query, scores.cosine, total, eligible,
                             lambda ps: {m.position: message_text(m.body) for m in self.cold.get(conv, ps)},
@@ -415,6 +418,8 @@ class Candidates:
                 why += f", tells when {told[i]:+.2f}"
             if spoke[i]:
                 why += f", the named speaker's {spoke[i]:+.2f}"
+            if prior[i]:
+                why += f", its length {prior[i]:+.2f}"
             if more is not None:
                 why += more.reason(int(i))
             if p in sunk:

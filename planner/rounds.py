@@ -1,6 +1,8 @@
 """Retrieval beyond the first round, for recall questions: episode keys
-(planner.episodes) and a second round seeded by the first one's best turns
-(planner.multihop), as one credit per turn that planner.candidates adds to its scores.
+(planner.episodes), a second round seeded by the first one's best turns
+(planner.multihop) and pseudo-relevance feedback from the best turns so far
+(planner.feedback, off by default), as one credit per turn that planner.candidates adds
+to its scores.
 
 Invariants: the keys' and the hop's credit is never negative, so a turn the first round
 ranks high stays there unless a turn linked to the question by an episode or a hop passes
@@ -21,6 +23,7 @@ import numpy as np
 
 from tiermem.planner import multihop
 from tiermem.planner.episodes import Keys, episode_keys, episode_spread
+from tiermem.planner.feedback import Feedback, feedback
 from tiermem.planner.multihop import Hop, second_round
 from tiermem.tiers.turncache import TurnTable
 
@@ -32,10 +35,12 @@ class Rounds:
     keys: Keys | None
     hop: Hop | None
     spread: np.ndarray | None = None
+    feedback: Feedback | None = None
 
     def reason(self, i: int) -> str:
         return ((self.keys.reason(i) if self.keys is not None else "")
                 + (self.hop.reason(i, self.table) if self.hop is not None else "")
+                + (self.feedback.reason(i) if self.feedback is not None else "")
                 + (f", later in its episode {self.spread[i]:+.2f}"
                    if self.spread is not None and self.spread[i] else ""))
 
@@ -53,9 +58,13 @@ def more_rounds(table: TurnTable, query: str, cosine: np.ndarray | None, total: 
     hop = second_round(table, total + boost, eligible, query, read) if hop_room and not period else None
     if hop is not None:
         boost += hop.boost
+    # pseudo-relevance feedback from the best turns so far (planner.feedback; off unless set)
+    fb = feedback(table, total + boost, eligible, query, read)
+    if fb is not None:
+        boost += fb.boost
     spread = episode_spread(table, total + boost, eligible)
     if spread is not None:
         boost += spread
-    if keys is None and hop is None and spread is None:
+    if keys is None and hop is None and spread is None and fb is None:
         return None
-    return Rounds(table, boost, keys, hop, spread)
+    return Rounds(table, boost, keys, hop, spread, fb)

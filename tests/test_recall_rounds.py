@@ -13,7 +13,18 @@ from tiermem.evals.recall_rounds import (
     parse_variant,
     slice_tokens,
 )
-from tiermem.planner import density, episodes, excerpt, multihop, rank, render, speakers
+from tiermem.planner import (
+    density,
+    episodes,
+    excerpt,
+    feedback,
+    multihop,
+    prior,
+    query_text,
+    rank,
+    render,
+    speakers,
+)
 from tiermem.planner.plan import PlanItem
 from tiermem.tiers.errors import ValidationError
 
@@ -40,10 +51,13 @@ def test_parse_variant_refuses(spec: str) -> None:
 
 def test_applied_sets_knobs_for_the_block_only() -> None:
     hop, keys, room = multihop.HOP_WEIGHT, episodes.KEY_WEIGHT, multihop.HOP_MIN_ROOM_TOKENS
+    length = prior.LENGTH_WEIGHT
     with applied(Variant("v", {"keys": 0.25})):
         assert episodes.KEY_WEIGHT == 0.25
         assert multihop.HOP_WEIGHT == 0.0 and multihop.HOP_MIN_ROOM_TOKENS == 0  # unnamed: off
+        assert prior.LENGTH_WEIGHT == 0.0 and prior.LENGTH_MAX_ROOM_TOKENS == 0  # the length prior too
     assert (hop, keys, room) == (multihop.HOP_WEIGHT, episodes.KEY_WEIGHT, multihop.HOP_MIN_ROOM_TOKENS)
+    assert length == prior.LENGTH_WEIGHT == 0.0  # shipped off
 
 
 def test_leave_one_out_chooses_on_the_other_samples() -> None:
@@ -66,6 +80,11 @@ def test_leave_one_out_chooses_on_the_other_samples() -> None:
     ("neighbour", rank, "NEIGHBOUR", 0.0),  # planner.rank's neighbour credit
     ("excerpt", excerpt, "EXCERPT", 2),  # the excerpt fidelity's mode
     ("exlong", excerpt, "EXCERPT_LONG_TOKENS", 40),  # long lines shown as excerpts first
+    ("prf", feedback, "PRF_WEIGHT", 1.0),  # pseudo-relevance feedback, the words' form
+    ("rocchio", feedback, "ROCCHIO_WEIGHT", 0.5),  # and the vector's
+    ("fbdocs", feedback, "FB_DOCS", 5),  # feedback turns (an int)
+    ("declarative", query_text, "DECLARATIVE", 1),  # the embedded query without question words (a bool)
+    ("lenup", prior, "MAX_LENGTH_UP_Z", 0.0),  # the length prior only lowering short turns
 ])
 def test_new_knobs_reach_their_constants(knob: str, module: object, attr: str, value: float) -> None:
     before = getattr(module, attr)
