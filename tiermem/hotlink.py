@@ -13,6 +13,11 @@ what to do when Redis is gone.
   missing turns in order, which is what live appends would have done.
 - Redis errors never escape: appends stay committed in the cold log, reads fall back
   to the log and report `degraded`, and the next successful call recovers.
+- Nor does any other failure of the hot tier (a reply no code path expects: a script
+  error on a key of the wrong type, an out-of-memory refusal, a garbled field): the
+  conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
+  should that fail too the call degrades as in an outage. An append is acknowledged
+  once the log has committed it, whatever the hot tier does after.
 """
 
 from __future__ import annotations
@@ -126,6 +131,21 @@ class HotLink:
             except Exception as start_exc:
                 log.warning("could not restart the embedded redis-server: %s", start_exc)
 
+    def _distrust(self, conversation_id: str, exc: BaseException) -> HotSet | None:
+        """After an unexpected failure: drop the conversation's set and rebuild it from
+        the log; None (degraded) if Redis fails that too."""
+        log.error("hot set of %s failed unexpectedly; rebuilding it from the log", conversation_id,
+                  exc_info=exc)
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        try:
+            self.tier.drop(conversation_id)
+            hs = self._rebuild(conversation_id)
+        except Exception as again:
+            self._fail(again)
+            return None
+        self._ok()
+        return hs
+
     @property
     def healthy(self) -> bool:
         return self.degraded_since is None
@@ -193,6 +213,9 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
             return None
+        except Exception as exc:
+            self._distrust(conversation_id, exc)
+            return None
 
     def read(self, conversation_id: str) -> HotRead:
         try:
@@ -202,6 +225,11 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
             return HotRead(None, True, error=self.last_error)
+        except Exception as exc:
+            again = self._distrust(conversation_id, exc)
+            if again is None:
+                return HotRead(None, True, error=self.last_error)
+            return HotRead(again, False, True)
 
     def refresh(self, conversation_id: str) -> None:
         try:
@@ -221,6 +249,8 @@ class HotLink:
             self._ok()
         except REDIS_ERRORS as exc:
             self._fail(exc)
+        except Exception as exc:  # the pin is in the log: the rebuild shows it
+            self._distrust(conversation_id, exc)
 
     def unpin(self, conversation_id: str, position: int) -> None:
         try:
@@ -228,6 +258,8 @@ class HotLink:
             self._ok()
         except REDIS_ERRORS as exc:
             self._fail(exc)
+        except Exception as exc:
+            self._distrust(conversation_id, exc)
 
     def drop(self, conversation_id: str) -> None:
         try:
