@@ -1,9 +1,10 @@
 """Bulk-ingest benchmark: LoCoMo conversations through `Memory.append_many` (what
-`tiermem import` does), then the deferred embedding catch-up, against a baseline run in
-the same process.
+`tiermem import` does) and the deferred embedding catch-up, beside the writes (`tiermem
+import --index`) or after them, against a baseline run in the same process.
 
     python -m tiermem.evals.bench_ingest [--data PATH] [--rounds 3] [--batch 1000]
                                          [--no-embed] [--baseline legacy|serial]
+                                         [--new overlapped|sequential]
                                          [--idle-estimate] [--json PATH]
 
 Each round, in a fresh data dir, for each mode (interleaved round by round, so that both
@@ -16,6 +17,12 @@ modes see the same machine load):
   texts, and the classifier's, are cleared before every round, so no round is served by
   an earlier one);
 - total: turns / (write + index), the "bulk ingest with embeddings" figure.
+
+`--new overlapped` (the default): the new mode runs `tiermem.ingest.import_and_index`, the
+catch-up in a thread beside the writes from the first committed chunk on; its "write" is
+the time to the last chunk's commit (the catch-up running meanwhile) and its "index" the
+catch-up's time after that, so only their sum compares with the baseline's.
+`--new sequential`: the import, then the catch-up, as the baseline.
 
 Modes: `new` is the embedder the config builds (tiers/embed_onnx.py: texts tokenized
 once, grouped by token count into batches of at most `BULK_MAX_TOKENS` padded tokens,
