@@ -100,8 +100,10 @@ class _Gated(FastEmbedder):
         super().__init__(runtime="onnx")
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.threads: list[str] = []
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        self.threads.append(threading.current_thread().name)
         self.entered.set()
         assert self.release.wait(60), "never released"
         return super().embed(texts)
@@ -123,9 +125,14 @@ def test_the_writes_go_on_while_the_model_runs(tmp_path: Path, data: Dataset) ->
     with _memory(tmp_path / "data", gated) as mem:
         report, embedded = import_and_index(mem, data, namespace=NS, batch=CHUNK, progress=progress)
         assert mem.cold.pending_embeddings() == 0
+        assert mem.cold.pipeline_short_reads is False  # a live append's short catch-up starts no thread again
     # every chunk after the first was written while the catch-up's first call waited on the model
     assert len(written) == 3 and all(blocked for _, blocked in written[1:])  # c1: 101, 101; c2: 40
     assert embedded == report.appended == len(_lines())
+    # the first read (one chunk, short of a pool) was embedded by the pipeline's reader,
+    # which went on with the chunks committed meanwhile (later calls in the caller's thread
+    # are the supersession hook's, which the memo answers)
+    assert gated.threads[:2] == ["tiermem-catchup", "tiermem-catchup"]
 
 
 class _Failing(FastEmbedder):

@@ -82,6 +82,11 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
         if progress is not None:
             progress(n)
 
+    # the catch-up's first read is one chunk, short of a pool: its reader goes on with the
+    # chunks committed meanwhile, pipelined (SQLite's store; others end the call and loop)
+    short_reads = getattr(cold, "pipeline_short_reads", None)
+    if short_reads is not None:
+        cold.pipeline_short_reads = True
     # not a daemon: its first embed may build the onnxruntime session, and an exit in the
     # middle of that aborts the process (see tiermem.memory.load_in_background)
     indexer = threading.Thread(target=catch_up, name="tiermem-ingest-index", daemon=False)
@@ -95,6 +100,8 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
         writes_done.set()
         wake.set()
         indexer.join()
+        if short_reads is not None:
+            cold.pipeline_short_reads = short_reads
     if failed:
         raise failed[0]
     return report, done[0]

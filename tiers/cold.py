@@ -124,6 +124,10 @@ class ColdStore(SharedQueries):
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
         # pools embedded ahead while one is stored (tiers/catchup.py); 0: one at a time
         self.pipeline_depth = PIPELINE_DEPTH
+        # a first read short of a pool is all there is (a live append's few turns): no
+        # thread for it. True while an import commits more rows meanwhile (tiermem/ingest.py):
+        # the reader goes on with them instead of the call ending and a new one starting cold
+        self.pipeline_short_reads = False
         # texts the hook will embed for a pool's turns, embedded with the pool (ColdLog.texts_ahead)
         self.texts_ahead: TextsAhead | None = None
         try:
@@ -439,7 +443,8 @@ class ColdStore(SharedQueries):
                 progress(len(rows))
 
         # the next pool is read and embedded while this thread stores one (tiers/catchup.py)
-        pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool)
+        pipelined(pools(), embed, store, depth=self.pipeline_depth,
+                  last=None if self.pipeline_short_reads else lambda rows: len(rows) < pool)
         return done
 
     # what a catch-up reads of a pending turn (`_pool_vectors`), then its resume key
