@@ -22,10 +22,11 @@ from tiermem.ingest import import_and_index
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 NS = "default"
-# c1 in two chunks, c2 in one. Chunks of more than 64 turns are decided by the rules at
-# append whatever the model (consolidation.supersede.INLINE_INDEX_ROWS); a smaller one that
-# holds a correction is embedded at append when the model is loaded, in both paths alike
+# c1 in two chunks, c2 and c3 in one each. Chunks of more than 64 turns are decided by the
+# rules at append whatever the model (consolidation.supersede.INLINE_INDEX_ROWS); a smaller
+# one that holds a correction is embedded at append when the model is loaded, in both alike
 CHUNK = 101
+BATCH = 8  # embedding_batch_size: pools of 8 x 16 = 128 rows, so c1 alone fills one
 SMALL_TALK = ["What's a good podcast about volcanoes?", "Ugh, the weather here is windy again.",
               "How long should I cook potatoes for dinner tonight?", "Tell me a fun fact about coral reefs."]
 
@@ -37,7 +38,8 @@ def _lines() -> list[dict[str, Any]]:
            for i in range(100) for r in ("user", "assistant")]
     c1 += [{"conversation_id": "c1", "role": "user", "content": "Switch my seat preference to window seat."}]
     c2 = [{"conversation_id": "c2", "role": "user", "content": f"{SMALL_TALK[i % 4]} ({i})"} for i in range(40)]
-    return c1 + c2
+    c3 = [{"conversation_id": "c3", "role": "assistant", "content": f"Fun fact {i}: coral reefs."} for i in range(40)]
+    return c1 + c2 + c3
 
 
 @pytest.fixture
@@ -55,42 +57,59 @@ def fast() -> FastEmbedder:
 
 
 def _memory(path: Path, embedder: FastEmbedder) -> Memory:
-    return Memory(Config(data_dir=path), embedder=embedder, hot=False, background_indexing=False)
+    return Memory(Config(data_dir=path, embedding_batch_size=BATCH), embedder=embedder, hot=False,
+                  background_indexing=False)
 
 
 def _state(mem: Memory) -> dict[str, Any]:
     """What the ingest leaves: supersession and vectors per conversation, pending count."""
     out: dict[str, Any] = {"pending": mem.cold.pending_embeddings()}
-    for cid in ("c1", "c2"):
+    for cid in ("c1", "c2", "c3"):
         turns = mem.cold.turns(cid)
         out[cid] = {r.position: r.superseded_by for r in turns if r.superseded_by is not None}
         out[cid + "_vectors"] = mem.cold.embeddings(cid, [r.position for r in turns])
     return out
 
 
-# chunk size of the import: where the catch-up's pools are cut against the writes
+class _Recording(FastEmbedder):
+    """The real fast embedder, recording the texts of each call (pools, hook lookups)."""
+
+    def __init__(self) -> None:
+        super().__init__(runtime="onnx")
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return super().embed(texts)
+
+
+# chunk size of the import: where the writes commit against the catch-up's reads
 @pytest.mark.parametrize("batch", [
     1000,  # one chunk per conversation (tiermem import's)
-    CHUNK,  # several chunks: the catch-up starts after the first and reads between later ones
+    CHUNK,  # c1 in two chunks: its rows are committed before it is finished
 ])
-def test_it_records_what_the_import_then_the_catch_up_record(tmp_path: Path, data: Dataset, fast: FastEmbedder,
-                                                             batch: int) -> None:
-    with _memory(tmp_path / "two-steps", fast) as mem:
+def test_it_records_what_the_import_then_the_catch_up_record(tmp_path: Path, data: Dataset, batch: int) -> None:
+    two, one = _Recording(), _Recording()
+    with _memory(tmp_path / "two-steps", two) as mem:
         report = import_dataset(mem, data, namespace=NS, batch=batch)
-        assert mem.cold.index_pending(batch=mem.config.embedding_batch_size) == report.appended
+        assert mem.cold.index_pending(batch=BATCH) == report.appended
         want = _state(mem)
-    fast.clear_memo()
-    with _memory(tmp_path / "overlapped", fast) as mem:
+    with _memory(tmp_path / "overlapped", one) as mem:
         got_report, embedded = import_and_index(mem, data, namespace=NS, batch=batch)
         got = _state(mem)
+        assert mem.cold.read_gate is None  # a later catch-up (a live append's) reads at once again
     assert got_report.to_json() == report.to_json() and report.appended == len(_lines())
     assert embedded == report.appended and got["pending"] == want["pending"] == 0
+    # the same pools, hook lookups and order: what a catch-up after the import embeds
+    assert [len(c) for c in one.calls] == [len(c) for c in two.calls] and one.calls == two.calls
+    assert len(one.calls[0]) >= 16 * BATCH  # a whole pool (plus the hook's texts ahead)
     assert got["c1"] == want["c1"] == {0: 201}  # the seat correction, found by its meaning search
-    assert got["c2"] == want["c2"] == {}
-    for cid in ("c1", "c2"):
+    assert got["c2"] == want["c2"] == got["c3"] == want["c3"] == {}
+    for cid in ("c1", "c2", "c3"):
         a, b = got[cid + "_vectors"], want[cid + "_vectors"]
         assert sorted(a) == sorted(b) == list(range(len(b)))  # every turn has its vector
-        assert min(float(np.dot(a[p], b[p])) for p in a) >= 0.9999
+        # embedded in the same batches: the very same floats
+        assert all(np.array_equal(a[p], b[p]) for p in a)
 
 
 class _Gated(FastEmbedder):
@@ -100,10 +119,8 @@ class _Gated(FastEmbedder):
         super().__init__(runtime="onnx")
         self.entered = threading.Event()
         self.release = threading.Event()
-        self.threads: list[str] = []
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        self.threads.append(threading.current_thread().name)
         self.entered.set()
         assert self.release.wait(60), "never released"
         return super().embed(texts)
@@ -116,8 +133,8 @@ def test_the_writes_go_on_while_the_model_runs(tmp_path: Path, data: Dataset) ->
     def progress(n: int) -> None:
         if not n:
             return
-        if not written:  # the first chunk is committed: the catch-up starts on it
-            assert gated.entered.wait(60), "the catch-up did not start after the first chunk"
+        if sum(k for k, _ in written) == 2 * CHUNK:  # c1 is finished: a whole pool is readable
+            assert gated.entered.wait(60), "the catch-up did not start on the finished conversation"
         written.append((n, gated.entered.is_set() and not gated.release.is_set()))
         if sum(k for k, _ in written) == len(_lines()):
             gated.release.set()  # the last chunk is written: let the model run
@@ -125,14 +142,11 @@ def test_the_writes_go_on_while_the_model_runs(tmp_path: Path, data: Dataset) ->
     with _memory(tmp_path / "data", gated) as mem:
         report, embedded = import_and_index(mem, data, namespace=NS, batch=CHUNK, progress=progress)
         assert mem.cold.pending_embeddings() == 0
-        assert mem.cold.pipeline_short_reads is False  # a live append's short catch-up starts no thread again
-    # every chunk after the first was written while the catch-up's first call waited on the model
-    assert len(written) == 3 and all(blocked for _, blocked in written[1:])  # c1: 101, 101; c2: 40
+    # c1 in two chunks (no whole pool yet while it is written), then c2 and c3 were written
+    # while the catch-up's first pool waited inside the model
+    assert [n for n, _ in written] == [CHUNK, CHUNK, 40, 40]
+    assert [blocked for _, blocked in written] == [False, False, True, True]
     assert embedded == report.appended == len(_lines())
-    # the first read (one chunk, short of a pool) was embedded by the pipeline's reader,
-    # which went on with the chunks committed meanwhile (later calls in the caller's thread
-    # are the supersession hook's, which the memo answers)
-    assert gated.threads[:2] == ["tiermem-catchup", "tiermem-catchup"]
 
 
 class _Failing(FastEmbedder):
@@ -155,7 +169,7 @@ def test_a_catch_up_failure_is_raised_after_every_write(tmp_path: Path, data: Da
         with pytest.raises(RuntimeError, match="the model failed"):
             import_and_index(mem, data, namespace=NS, batch=CHUNK)
         # the writes are kept, whole; what has no vector is pending, for the next catch-up
-        assert len(mem.history("c1")) + len(mem.history("c2")) == len(_lines())
+        assert sum(len(mem.history(c)) for c in ("c1", "c2", "c3")) == len(_lines())
         pending = mem.cold.pending_embeddings()
         assert pending > 0
         assert mem.catch_up() == pending and mem.cold.pending_embeddings() == 0
@@ -176,8 +190,8 @@ def test_an_import_failure_stops_the_catch_up_and_is_raised(tmp_path: Path, data
             import_and_index(mem, data, namespace=NS, batch=CHUNK, progress=progress)
         assert not [t for t in threading.enumerate() if t.name == "tiermem-ingest-index"]
         written = len(mem.history("c1"))
-        assert written == 2 * CHUNK  # c1's two chunks committed, c2 never written
-        assert "c2" not in mem.conversations()
+        assert written == 2 * CHUNK  # c1's two chunks committed, c2 and c3 never written
+        assert mem.conversations() == ["c1"]
         stored = len(mem.cold.embeddings("c1", list(range(written))))
         # every turn either has its vector or is pending: nothing half-stored
         assert stored + mem.cold.pending_embeddings() == written
@@ -204,3 +218,15 @@ def test_cli_import_index(tmp_path: Path, fast: FastEmbedder, extra: list[str], 
         assert "embedded" not in rep
         with _memory(tmp_path / "data", fast) as mem:
             assert mem.cold.pending_embeddings() == len(_lines())
+
+
+def test_small_chunks_embedded_at_append_do_not_hold_the_writes(tmp_path: Path, data: Dataset,
+                                                                fast: FastEmbedder) -> None:
+    # chunks of 20: the one holding c1's correction is embedded at append (the model is
+    # loaded), by the writer's own catch-up of c1, which the import's read gate must not
+    # hold (it did: the writer waited for the end of its own writes)
+    fast.clear_memo()
+    with _memory(tmp_path / "data", fast) as mem:
+        report, _embedded = import_and_index(mem, data, namespace=NS, batch=20)
+        assert report.appended == len(_lines()) and mem.cold.pending_embeddings() == 0
+        assert {r.position: r.superseded_by for r in mem.cold.turns("c1") if r.superseded_by is not None} == {0: 201}

@@ -2,27 +2,32 @@
 its writes (`tiermem import --index`).
 
 A plain import writes every turn and leaves the embedding to later (`tiermem index`):
-written one after the other, the writes run on one core while the model, which needs
-every core, waits for them. Here a catch-up thread starts as soon as the first chunk is
-committed and embeds what is committed while the import writes the rest, so the cores
-are busy from the start (the writes are Python and hold the GIL; onnxruntime's runs
-release it).
+done one after the other, the writes run on one core while the model, which needs every
+core, waits for them. Here one catch-up call (`ColdLog.index_pending`) runs in a thread
+beside the writes and reads each pool as soon as a whole pool of finished conversations
+is committed, so the cores are busy from the first pool on (the writes are Python and
+hold the GIL; onnxruntime's runs release it).
 
 Invariants:
 
 - **Same data as the two steps.** The writes are `import_dataset`'s (same appends, same
-  report, the same idempotence); the catch-up is `ColdLog.index_pending` (same vectors,
-  hooks in log order). Its pools are cut at other places than a catch-up after the
-  import would cut them; what the hooks record does not depend on that
-  (tests/test_ingest_index.py, tests/test_ingest_overlapped.py).
+  report, the same idempotence); the catch-up is one `index_pending` call whose pools
+  are cut where a catch-up after the import cuts them: each read waits
+  (`ColdStore.read_gate`) until a whole pool of rows of finished conversations (and of
+  turns pending before) is committed, or the writes ended. So the same rows are
+  embedded together and hooked in the same batches, and a conversation is hooked only
+  once it is all written, as after the import (tested: same calls, vectors, supersession).
+  (A chunk of at most 64 turns holding a correction is embedded at append when the model
+  is loaded, in both paths alike: consolidation.supersede.INLINE_INDEX_ROWS.)
 - **The writes never wait for the embedding.** The import runs in the caller's thread,
   exactly as without `--index`; the catch-up only reads what is committed.
-- **Done means embedded.** It returns after a last catch-up that began after the last
-  write, so every turn the import appended (and any left pending before) has its vector,
-  or raises. An import error is raised after the catch-up stopped (at the end of the pool
-  it was storing: the turns not stored stay pending, as after a plain import); a catch-up
-  error is raised after the import finished (the writes are kept, the turns pending).
-- Without an embedder (none configured) it is the plain import.
+- **Done means embedded.** It returns after the catch-up read past the last write, so
+  every turn the import appended (and any left pending before) has its vector, or
+  raises. An import error is raised after the catch-up stopped (it reads no further pool
+  and ends after the one it was storing: the turns not stored stay pending, as after a
+  plain import); a catch-up error is raised after the import finished (the writes are
+  kept, the turns pending).
+- A store without `read_gate` (PostgreSQL) runs the two steps one after the other.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import threading
 from typing import Any
 
 from tiermem.evals.conversations import Dataset, ImportReport, import_dataset
+from tiermem.tiers.store import INDEX_POOL_BATCHES
 
 
 class _Stopped(Exception):
@@ -44,13 +50,30 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
     import's (messages written), `embedded(n)` the catch-up's (turns stored with vectors),
     called from the catch-up's thread."""
     cold = memory.cold
-    if getattr(cold, "embedder", None) is None:  # nothing to embed with: the plain import
-        return import_dataset(memory, data, namespace=namespace, batch=batch, progress=progress), 0
-    wake = threading.Event()  # a chunk was committed, or the writes ended
-    writes_done = threading.Event()
+    if getattr(cold, "embedder", None) is None or not hasattr(cold, "read_gate"):
+        # nothing to embed with, or a store whose reads cannot be held: the two steps
+        report = import_dataset(memory, data, namespace=namespace, batch=batch, progress=progress)
+        return report, memory.catch_up() if getattr(cold, "embedder", None) is not None else 0
+    pool = memory.config.embedding_batch_size * INDEX_POOL_BATCHES  # what index_pending reads at once
+    cond = threading.Condition()
+    # rows the catch-up may read: those pending before, then each finished conversation's
+    ready = [cold.pending_embeddings()]
+    writes_done = [False]
     stop = threading.Event()
     done = [0]
     failed: list[BaseException] = []
+
+    def finished(n: int) -> None:
+        with cond:
+            ready[0] += n
+            cond.notify_all()
+
+    def gate(read: int) -> None:
+        # a whole pool of finished conversations, or whatever is left once the writes ended
+        with cond:
+            cond.wait_for(lambda: writes_done[0] or ready[0] - read >= pool)
+        if stop.is_set():  # the import failed: read nothing more
+            raise _Stopped
 
     def stored(n: int) -> None:
         done[0] += n
@@ -60,48 +83,30 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
             raise _Stopped
 
     def catch_up() -> None:
-        while True:
-            wake.wait()
-            wake.clear()
-            last = writes_done.is_set()  # read before the call: one more call follows a late write
-            if stop.is_set():
-                return
-            try:
-                cold.index_pending(batch=memory.config.embedding_batch_size, progress=stored)
-            except _Stopped:
-                return
-            except BaseException as exc:  # re-raised in the caller's thread, after the writes
-                failed.append(exc)
-                return
-            if last:
-                return
+        try:
+            cold.index_pending(batch=memory.config.embedding_batch_size, progress=stored)
+        except _Stopped:
+            return
+        except BaseException as exc:  # re-raised in the caller's thread, after the writes
+            failed.append(exc)
 
-    def written(n: int) -> None:
-        if n:
-            wake.set()
-        if progress is not None:
-            progress(n)
-
-    # the catch-up's first read is one chunk, short of a pool: its reader goes on with the
-    # chunks committed meanwhile, pipelined (SQLite's store; others end the call and loop)
-    short_reads = getattr(cold, "pipeline_short_reads", None)
-    if short_reads is not None:
-        cold.pipeline_short_reads = True
+    cold.read_gate = gate
     # not a daemon: its first embed may build the onnxruntime session, and an exit in the
     # middle of that aborts the process (see tiermem.memory.load_in_background)
     indexer = threading.Thread(target=catch_up, name="tiermem-ingest-index", daemon=False)
     indexer.start()
     try:
-        report = import_dataset(memory, data, namespace=namespace, batch=batch, progress=written)
+        report = import_dataset(memory, data, namespace=namespace, batch=batch, progress=progress,
+                                finished=finished)
     except BaseException:
         stop.set()
         raise
     finally:
-        writes_done.set()
-        wake.set()
+        with cond:
+            writes_done[0] = True
+            cond.notify_all()
         indexer.join()
-        if short_reads is not None:
-            cold.pipeline_short_reads = short_reads
+        cold.read_gate = None
     if failed:
         raise failed[0]
     return report, done[0]
