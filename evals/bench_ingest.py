@@ -19,7 +19,8 @@ modes see the same machine load):
 - total: turns / (write + index), the "bulk ingest with embeddings" figure.
 
 `--new overlapped` (the default): the new mode runs `tiermem.ingest.import_and_index`, the
-catch-up in a thread beside the writes from the first committed chunk on; its "write" is
+catch-up in a thread beside the writes (each pool read once a whole pool of finished
+conversations is committed, cut as after the import); its "write" is
 the time to the last chunk's commit (the catch-up running meanwhile) and its "index" the
 catch-up's time after that, so only their sum compares with the baseline's.
 `--new sequential`: the import, then the catch-up, as the baseline.
