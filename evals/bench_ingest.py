@@ -1,9 +1,10 @@
 """Bulk-ingest benchmark: LoCoMo conversations through `Memory.append_many` (what
-`tiermem import` does), then the deferred embedding catch-up, against a baseline run in
-the same process.
+`tiermem import` does) and the deferred embedding catch-up, beside the writes (`tiermem
+import --index`) or after them, against a baseline run in the same process.
 
     python -m tiermem.evals.bench_ingest [--data PATH] [--rounds 3] [--batch 1000]
                                          [--no-embed] [--baseline legacy|serial]
+                                         [--new overlapped|sequential]
                                          [--idle-estimate] [--json PATH]
 
 Each round, in a fresh data dir, for each mode (interleaved round by round, so that both
@@ -16,6 +17,13 @@ modes see the same machine load):
   texts, and the classifier's, are cleared before every round, so no round is served by
   an earlier one);
 - total: turns / (write + index), the "bulk ingest with embeddings" figure.
+
+`--new overlapped` (the default): the new mode runs `tiermem.ingest.import_and_index`, the
+catch-up in a thread beside the writes (each pool read once a whole pool of finished
+conversations is committed, cut as after the import); its "write" is
+the time to the last chunk's commit (the catch-up running meanwhile) and its "index" the
+catch-up's time after that, so only their sum compares with the baseline's.
+`--new sequential`: the import, then the catch-up, as the baseline.
 
 Modes: `new` is the embedder the config builds (tiers/embed_onnx.py: texts tokenized
 once, grouped by token count into batches of at most `BULK_MAX_TOKENS` padded tokens,
@@ -54,6 +62,9 @@ DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
 NAMESPACE = "bench"
 MODES = ("new", "baseline")
 BASELINES = ("legacy", "serial")
+# what the `new` mode runs (--new)
+NEWS = {"overlapped": "import with the catch-up beside the writes (tiermem import --index, tiermem/ingest.py)",
+        "sequential": "import, then the catch-up (tiermem import, then tiermem index)"}
 
 
 def _superseded(mem: Any) -> set[tuple[str, int, int]]:
@@ -69,7 +80,8 @@ def _superseded(mem: Any) -> set[tuple[str, int, int]]:
 
 
 def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed: bool, *,
-           pipeline_depth: int | None = None, idle_cores: int | None = None) -> dict[str, Any]:
+           pipeline_depth: int | None = None, idle_cores: int | None = None,
+           overlapped: bool = False) -> dict[str, Any]:
     def clock() -> Any:
         return IdleClock(idle_cores) if idle_cores else contextlib.nullcontext()
 
@@ -102,11 +114,24 @@ def _round(data: Any, embedder: Any, pool_batches: int | None, batch: int, embed
 
             load_before = load_average()
             t0 = time.perf_counter()
-            with clock() as c_write:
-                report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
-            write_s = time.perf_counter() - t0
-            out: dict[str, Any] = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks,
-                                   "load_before": load_before}
+            if overlapped and embed:  # `tiermem import --index`: the catch-up beside the writes
+                from tiermem.ingest import import_and_index
+
+                with clock() as c_all:
+                    report, embedded = import_and_index(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
+                # the writes end at the last chunk's commit; what follows is the catch-up alone
+                write_s = last[0] - t0
+                out: dict[str, Any] = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks,
+                                       "load_before": load_before, "index_s": time.perf_counter() - last[0],
+                                       "embedded": embedded, "pending_after": mem.cold.pending_embeddings()}
+                if idle_cores and c_all.estimate_s is not None:
+                    out["idle_s"] = c_all.estimate_s
+                embed = False  # measured above
+            else:
+                with clock() as c_write:
+                    report = import_dataset(mem, data, namespace=NAMESPACE, batch=batch, progress=tick)
+                write_s = time.perf_counter() - t0
+                out = {"turns": report.appended, "write_s": write_s, "chunk_ms": chunks, "load_before": load_before}
             if embed:
                 t1 = time.perf_counter()
                 with clock() as c_index:
@@ -138,7 +163,7 @@ def _summary(rounds: list[dict[str, Any]], embed: bool) -> dict[str, Any]:
 
 
 def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool: int | None = None,
-        baseline: str = "legacy", idle_cores: int | None = None) -> dict[str, Any]:
+        baseline: str = "legacy", idle_cores: int | None = None, new: str = "overlapped") -> dict[str, Any]:
     from tiermem.config import Config
     from tiermem.evals.bench_embed_bulk import LegacyEmbedder
     from tiermem.evals.conversations import read_conversations
@@ -154,21 +179,25 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     load_s = time.perf_counter() - t0
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, not {baseline!r}")
+    if new not in NEWS:
+        raise ValueError(f"new must be one of {', '.join(NEWS)}, not {new!r}")
     # legacy: the embedder before the bulk path; serial: this embedder, with the catch-up's
     # steps one after another (no pipeline, tiers/catchup.py), as before it
     before = LegacyEmbedder(cfg.embedding_batch_size) if baseline == "legacy" else embedder
     before_name = before.load() if baseline == "legacy" else f"{runtime}, catch-up unpipelined"
     embedders = {"new": (embedder, None, None), "baseline": (before, baseline_pool, 0 if baseline == "serial" else None)}
+    new_name = NEWS[new]
     say(f"{data.n_messages} messages in {len(data.conversations)} conversations; embedder {runtime} "
-        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); baseline {before_name}; "
-        f"load average {load_average()}")
+        f"loaded in {load_s:.2f} s ({getattr(embedder, 'workers', 1)} workers); new: {new_name}; "
+        f"baseline {before_name}; load average {load_average()}")
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for i in range(rounds):
         # alternate which mode goes first, so neither always meets the warmer cache
         order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
         for mode in order:
             emb, pool, depth = embedders[mode]
-            r = _round(data, emb, pool, batch, embed, pipeline_depth=depth, idle_cores=idle_cores)
+            r = _round(data, emb, pool, batch, embed, pipeline_depth=depth, idle_cores=idle_cores,
+                       overlapped=mode == "new" and new == "overlapped")
             results[mode].append(r)
             say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
                 + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
@@ -185,7 +214,7 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     out: dict[str, Any] = {
         "data": str(data_path), "turns": data.n_messages, "rounds": rounds, "batch": batch,
         "embedder": {"runtime": runtime, "load_s": round(load_s, 3), "workers": getattr(embedder, "workers", 1),
-                     "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
+                     "new": new_name, "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
         "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
         "superseded_pairs": len(sup["new"]),
         "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
@@ -201,7 +230,8 @@ def markdown(rep: dict[str, Any]) -> str:
     lines = [
         f"{rep['turns']} turns (LoCoMo), {rep['rounds']} rounds per mode, append_many chunks of {rep['batch']}; "
         f"embedder {rep['embedder']['runtime']} (loaded once, {rep['embedder']['load_s']} s, "
-        f"{rep['embedder'].get('workers', 1)} workers; baseline: {rep['embedder'].get('baseline')}, pools of "
+        f"{rep['embedder'].get('workers', 1)} workers; new: {rep['embedder'].get('new')}; "
+        f"baseline: {rep['embedder'].get('baseline')}, pools of "
         f"{rep['embedder'].get('baseline_pool_batches')} batches); load average "
         f"{la['first']} -> {la['last']} (2 cores, shared); {rep['superseded_pairs']} supersession pairs, identical "
         "in both modes",
@@ -209,8 +239,11 @@ def markdown(rep: dict[str, Any]) -> str:
         "| what | new p50 | new p99 | baseline p50 | baseline p99 | new/baseline |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    names = {"write_turns_per_s": "write path (append_many, embedding deferred), turns/s",
-             "index_turns_per_s": "embedding catch-up, turns/s",
+    overlapped = str(rep["embedder"].get("new", "")).startswith("import with the catch-up beside")
+    names = {"write_turns_per_s": "write path (append_many, embedding deferred), turns/s"
+             + (" (new: until its last commit, beside the catch-up)" if overlapped else ""),
+             "index_turns_per_s": "embedding catch-up, turns/s"
+             + (" (new: turns / the catch-up's time after the last commit)" if overlapped else ""),
              "total_turns_per_s": "bulk ingest with embeddings (write + catch-up), turns/s",
              "idle_equivalent_turns_per_s": "bulk ingest with embeddings, idle-equivalent (evals/idle_estimate.py), "
                                             "turns/s",
@@ -238,6 +271,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="batches the baseline reads at once (default: the store's; 1: log order, as before pooling)")
     ap.add_argument("--baseline", choices=BASELINES, default="legacy",
                     help="legacy: the embedder before the bulk path; serial: this one, the catch-up unpipelined")
+    ap.add_argument("--new", choices=list(NEWS), default="overlapped",
+                    help="overlapped: `tiermem import --index` (the catch-up beside the writes); "
+                         "sequential: the import, then the catch-up (`tiermem import`, then `tiermem index`)")
     ap.add_argument("--idle-estimate", action="store_true",
                     help="also estimate each run's time on an idle machine with this process's CPUs "
                          "(evals/idle_estimate.py): for a shared machine")
@@ -246,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")
     rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
-              baseline_pool=args.baseline_pool, baseline=args.baseline,
+              baseline_pool=args.baseline_pool, baseline=args.baseline, new=args.new,
               idle_cores=usable_cpus() if args.idle_estimate else None)
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2))

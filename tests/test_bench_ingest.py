@@ -17,6 +17,8 @@ from cold_helpers import child_env
     ([], None),  # the default baseline: the embedder before the bulk path
     # the same embedder with the catch-up unpipelined, and the idle-machine estimate
     (["--baseline", "serial", "--idle-estimate"], "idle_equivalent_turns_per_s"),
+    # the new mode as the two steps (import, then the catch-up) instead of overlapped
+    (["--new", "sequential", "--baseline", "serial"], None),
 ])
 def test_bench_ingest_smoke(tmp_path: Path, extra: list[str], row: str | None) -> None:
     data = tmp_path / "convs.jsonl"
@@ -35,6 +37,8 @@ def test_bench_ingest_smoke(tmp_path: Path, extra: list[str], row: str | None) -
     rep = json.loads(out_json.read_text())
     assert rep["turns"] == len(lines)
     assert rep["superseded_pairs"] == 1  # the seat correction, in both modes (the run fails otherwise)
+    # which new mode ran: `tiermem import --index`'s unless asked for the two steps
+    assert rep["embedder"]["new"].startswith("import, then" if "sequential" in extra else "import with the catch-up")
     for mode in ("new", "baseline"):
         (r,) = rep["rounds_raw"][mode]
         assert r["pending_after"] == 0 and r["turns"] == len(lines)

@@ -1045,9 +1045,12 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--conversation", default=None, help="Conversation id for lines that give none.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
+@click.option("--index", "and_index", is_flag=True,
+              help="Also embed the imported turns, beside the writes (as `tiermem index` after it, sooner).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
-def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, as_json: bool) -> None:
+def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, and_index: bool,
+                   as_json: bool) -> None:
     """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -1061,12 +1064,22 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
     with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=_console(stderr=True), transient=True, disable=as_json) as bar:
         task = bar.add_task("import", total=data.n_messages)
-        report = import_dataset(mem, data, namespace=state.namespace, progress=lambda n: bar.advance(task, n))
+        if and_index:  # the catch-up runs beside the writes (tiermem/ingest.py)
+            from tiermem.ingest import import_and_index
+            from tiermem.memory import load_in_background
+
+            load_in_background(mem.embedder)  # the model loads while the first chunk is written
+            report, embedded = import_and_index(mem, data, namespace=state.namespace,
+                                                progress=lambda n: bar.advance(task, n))
+        else:
+            report = import_dataset(mem, data, namespace=state.namespace, progress=lambda n: bar.advance(task, n))
+    extra = {"embedded": embedded, "pending": mem.cold.pending_embeddings()} if and_index else {}
     if as_json:
-        _emit_json({"format": data.format, **report.to_json()})
+        _emit_json({"format": data.format, **report.to_json(), **extra})
         return
     click.echo(f"imported {report.appended} message(s) into {report.conversations} conversation(s) "
-               f"({data.format}); {report.already_present} already present; {report.probes} probe(s)")
+               f"({data.format}); {report.already_present} already present; {report.probes} probe(s)"
+               + (f"; embedded {extra['embedded']} turn(s), {extra['pending']} pending" if and_index else ""))
     for b in report.bad_lines:
         click.echo(f"skipped line {b.line}: {b.problem}", err=True)
 

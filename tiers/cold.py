@@ -124,6 +124,12 @@ class ColdStore(SharedQueries):
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
         # pools embedded ahead while one is stored (tiers/catchup.py); 0: one at a time
         self.pipeline_depth = PIPELINE_DEPTH
+        # called with the rows read so far before each pool of a catch-up over every
+        # conversation is read (not one conversation's: an append's inline catch-up); it
+        # may wait. Set only while an import writes beside the catch-up (tiermem/ingest.py):
+        # it holds each read until a whole pool of finished conversations is committed, so
+        # the pools (and the hooks' batches) are cut where a catch-up after the import would
+        self.read_gate: Callable[[int], None] | None = None
         # texts the hook will embed for a pool's turns, embedded with the pool (ColdLog.texts_ahead)
         self.texts_ahead: TextsAhead | None = None
         try:
@@ -394,6 +400,8 @@ class ColdStore(SharedQueries):
             read, after = 0, -1
             while max_rows is None or read < max_rows:
                 limit = pool if max_rows is None else min(pool, max_rows - read)
+                if self.read_gate is not None and conversation_id is None:  # not an append's own
+                    self.read_gate(read)
                 cols = self._POOL_COLUMNS
                 if conversation_id is None:
                     rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
