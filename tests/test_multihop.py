@@ -5,6 +5,7 @@ answers its first hop."""
 from __future__ import annotations
 
 import pytest
+from unrelated_turns import FILLERS
 
 from tiermem import Memory
 from tiermem.planner import multihop
@@ -16,18 +17,6 @@ FIRST_HOP = "I moved here from Sweden four years ago, after university."
 # shares no word with the question, only the place with the first hop
 SECOND_HOP = "My grandma back in Sweden knitted me this scarf for the winter."
 QUESTION = "Where did I move from?"
-FILLERS = [
-    "The weather has been rainy all week long.", "Did you watch the football game on Sunday?",
-    "I finally repaired the kitchen sink myself.", "Our team launched the new billing dashboard.",
-    "My cat keeps knocking plants off the shelf.", "We tried a new pasta recipe with mushrooms.",
-    "The train was delayed again this morning.", "I started reading a novel about pirates.",
-    "The gym was crowded so I went running outside.", "Our neighbour is building a wooden fence.",
-    "I bought 2 monitors for office desk 417.", "The concert tickets sold out in minutes.",
-    "My brother adopted a very energetic puppy.", "We painted the bedroom walls light green.",
-    "The museum opens a dinosaur exhibit next spring.", "I need to renew my passport soon enough.",
-    "The bakery downtown makes excellent croissants.", "Our garden tomatoes are finally turning red.",
-    "I learned to juggle three balls yesterday.", "The printer at work jammed twice today.",
-]
 
 
 def _talk(mem: Memory) -> tuple[int, int]:
