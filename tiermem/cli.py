@@ -1046,7 +1046,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 @click.option("--conversation", default=None, help="Conversation id for lines that give none.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
 @click.option("--index", "and_index", is_flag=True,
-              help="Also embed the imported turns, beside the writes (as `tiermem index` after it, sooner).")
+              help="Also embed the imported turns, beside the writes: returns with every turn embedded, as `tiermem index` after it would.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, and_index: bool,
