@@ -531,6 +531,7 @@ class Planner:
         kinds = [g.kind for g in segments]
         items = [it for g in segments for it in g.items]
         tokens_each = [message_tokens(self.tokens, m) for m in messages]
+        late_tokens = sum(t for k, t in zip(kinds, tokens_each, strict=True) if k == late_pins.KIND)
         if prev is not None:
             k = 0
             for a, b in zip(prev.segments, segments, strict=False):
@@ -552,7 +553,7 @@ class Planner:
             plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each, late_pins.KIND)
         else:
             plan.breakpoints = middle.with_head(plan.breakpoints, head, tokens_each)
-        if head and total - late_pins.tokens_in(segments, self.tokens) > middle.MIDDLE_CAP_SHARE * call.budget:
+        if head and total - late_tokens > middle.MIDDLE_CAP_SHARE * call.budget:
             # past the cap the next call on a new user message evicts to the head: what
             # follows it would not be read back, and marking it would pay a cache write
             plan.breakpoints = [b for b in plan.breakpoints if b.index < head]
@@ -566,7 +567,7 @@ class Planner:
                 max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
-                + late_pins.tokens_in(segments, self.tokens)))
+                + late_tokens))
         return segments, total
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
