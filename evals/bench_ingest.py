@@ -214,7 +214,7 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
     out: dict[str, Any] = {
         "data": str(data_path), "turns": data.n_messages, "rounds": rounds, "batch": batch,
         "embedder": {"runtime": runtime, "load_s": round(load_s, 3), "workers": getattr(embedder, "workers", 1),
-                     "new": new_name, "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
+                     "new": new_name, "new_mode": new, "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
         "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
         "superseded_pairs": len(sup["new"]),
         "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
@@ -239,7 +239,7 @@ def markdown(rep: dict[str, Any]) -> str:
         "| what | new p50 | new p99 | baseline p50 | baseline p99 | new/baseline |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    overlapped = str(rep["embedder"].get("new", "")).startswith("import with the catch-up beside")
+    overlapped = rep["embedder"].get("new_mode") == "overlapped"
     names = {"write_turns_per_s": "write path (append_many, embedding deferred), turns/s"
              + (" (new: until its last commit, beside the catch-up)" if overlapped else ""),
              "index_turns_per_s": "embedding catch-up, turns/s"
