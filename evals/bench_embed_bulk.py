@@ -12,7 +12,7 @@ over the rounds, load average before and after each run.
   threads, no spinning, texts sorted by character length and cut into batches of 64,
   each batch tokenized on its own (what `FastEmbedder._compute` did);
 - the other variants change one or more of: the graph (`fused`: onnxruntime's
-  transformer optimizer, `fuse_graph` below; not shipped), threads per session, spinning,
+  transformer optimizer, tiers.embed_onnx.fuse_graph; in bulk not shipped), threads per session, spinning,
   how texts are grouped (by token count after one tokenization of all texts) and cut
   (fixed count, or a budget of padded tokens per call), and two sessions' worth of
   workers (two threads calling one single-threaded session at once).
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.evals.bench import load_average, say
-from tiermem.tiers.embed_onnx import BULK_MAX_TOKENS
+from tiermem.tiers.embed_onnx import BULK_MAX_TOKENS, fuse_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"
@@ -108,28 +108,6 @@ VARIANTS = {v.name: v for v in [
 ]}
 DEFAULT_VARIANTS = ("baseline", "shipped", "tokens-64", "fused", "budget-1024-1thread", "budget-1024-spin",
                     "budget-512-2workers", "budget-1024-2workers", "budget-2048-2workers", "fused-budget-512-2workers")
-
-
-def fuse_graph(plain: Path, out: Path, *, num_heads: int, hidden_size: int, opt_level: int | None = None) -> dict[str, int]:
-    """onnxruntime's transformer optimizer over the exported BERT graph: attention,
-    LayerNorm, GELU, SkipLayerNorm and the embedding layer become single contrib
-    operators (float32 kept). Writes `out`; returns the fused operators' counts. (Measured
-    here and not shipped: slower than the plain graph under onnxruntime's own fusions.)"""
-    import logging
-
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    # its fusion report is logged on its own loggers: not this report's concern
-    ort_log = logging.getLogger("onnxruntime.transformers")
-    level = ort_log.level
-    ort_log.setLevel(logging.ERROR)
-    try:
-        model = optimize_model(str(plain), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
-                               opt_level=opt_level, use_gpu=False)
-    finally:
-        ort_log.setLevel(level)
-    model.save_model_to_file(str(out))
-    return {str(k): int(v) for k, v in model.get_fused_operator_statistics().items() if v}
 
 
 def plan(lengths: list[int], batch: int, max_tokens: int | None) -> list[list[int]]:
@@ -199,7 +177,7 @@ def _sessions(variants: list[Variant], workdir: Path) -> tuple[dict[tuple[str, i
         graphs["fused"] = workdir / "fused.onnx"
         t0 = time.perf_counter()
         info["fused_ops"] = fuse_graph(graphs["plain"], graphs["fused"], num_heads=int(cfg["num_attention_heads"]),
-                                       hidden_size=int(cfg["hidden_size"]))
+                                       hidden_size=int(cfg["hidden_size"]), opt_level=None)
         info["fuse_s"] = round(time.perf_counter() - t0, 2)
     sessions: dict[tuple[str, int | None, bool], Any] = {}
     if any(v.group == "shipped" for v in variants):

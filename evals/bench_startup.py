@@ -52,6 +52,8 @@ CONV = "bench"
 QUERY = "When did Caroline go to the LGBTQ support group?"
 HEALTHZ_POLL_S = 0.02
 WARM_QUERIES_S = 1.0  # in-process query latency: the warm-up lasts at least this long
+QUERY_ROUNDS = 3  # in-process query latency: the sides take turns, this many rounds each
+PLAIN_QUERY_SIDE = "onnx, plain query graph"  # the query session before the fused graph and spinning
 SERVE_TIMEOUT_S = 180.0
 MB = 1024.0  # ru_maxrss is in KiB on Linux
 
@@ -298,8 +300,11 @@ def measure_processes(new_src: Path, base_src: Path | None, runs: int, turns: in
             for case, by in results.items()}
 
 
-def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 1024) -> dict[str, Any]:
-    """The ONNX runtime against the pipeline, in this process: the same texts, memo off."""
+def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 1024,
+                       rounds: int = QUERY_ROUNDS) -> dict[str, Any]:
+    """The ONNX runtime against the pipeline, in this process: the same texts, memo off.
+    Queries are also asked of the ONNX runtime as it was before the fused query graph
+    (`fused_queries=False`, `query_spin=False`), the sides taking turns round by round."""
     import numpy as np
 
     from tiermem.tiers.embed import SentenceTransformerEmbedder
@@ -309,29 +314,45 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
     texts = _texts(data_file, n_turns)
     out: dict[str, Any] = {}
     vecs = {}
-    for name, emb in (("onnx", FastEmbedder(runtime="onnx")), ("torch pipeline", SentenceTransformerEmbedder())):
+    before = FastEmbedder(runtime="onnx", fused_queries=False)
+    before.query_spin = False
+    sides: dict[str, Any] = {"onnx": FastEmbedder(runtime="onnx"), PLAIN_QUERY_SIDE: before,
+                             "torch pipeline": SentenceTransformerEmbedder()}
+    embed_q: dict[str, Callable[[list[str]], Any]] = {}
+    for name, emb in sides.items():
         started = time.perf_counter()
         emb.embed(["warm-up"])
-        load_s = time.perf_counter() - started
+        out[name] = {"load_s": round(time.perf_counter() - started, 3)}
         emb.memo_size = 0
-        embed_q: Callable[[list[str]], Any] = getattr(emb, "embed_query", emb.embed)
+        embed_q[name] = getattr(emb, "embed_query", emb.embed)
         # a warm process: at least 10 queries and one second of them (what a process
         # builds after its first queries, such as the ONNX runtime's query session, is up)
         warm_until = time.perf_counter() + WARM_QUERIES_S
         for i in range(10 ** 6):
-            embed_q([queries[i % len(queries)]])
+            embed_q[name]([queries[i % len(queries)]])
             if i >= 9 and time.perf_counter() >= warm_until:
                 break
-        lat = []
-        for q in queries:
-            t = time.perf_counter()
-            embed_q([q])
-            lat.append((time.perf_counter() - t) * 1000)
+    lat: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name in sides:
+            for q in queries:
+                t = time.perf_counter()
+                embed_q[name]([q])
+                lat[name].append((time.perf_counter() - t) * 1000)
+    for name, emb in sides.items():
+        out[name]["query_ms"] = dist(lat[name], 2)
+        if name == PLAIN_QUERY_SIDE:
+            out[name]["query_graph"] = emb.query_graph
+            continue
         t = time.perf_counter()
         vecs[name] = np.concatenate([emb.embed(texts[i:i + 64]) for i in range(0, len(texts), 64)])
-        rate = len(texts) / (time.perf_counter() - t)
-        out[name] = {"load_s": round(load_s, 3), "query_ms": dist(lat, 2), "bulk_turns_per_s": round(rate, 1)}
+        out[name]["bulk_turns_per_s"] = round(len(texts) / (time.perf_counter() - t), 1)
+    out["onnx"]["query_graph"] = sides["onnx"].query_graph
     out["cosine_min"] = round(float(np.min(np.sum(vecs["onnx"] * vecs["torch pipeline"], axis=1))), 7)
+    # the query vectors themselves, fused graph against the stored vectors' (one text each)
+    fused = np.stack([sides["onnx"].embed_query([q])[0] for q in queries])
+    stored = np.stack([sides["onnx"].embed([q])[0] for q in queries])
+    out["query_cosine_min"] = round(float(np.min(np.sum(fused * stored, axis=1))), 7)
     return out
 
 
@@ -363,11 +384,19 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"| query embedding p50 / p99 | {o['query_ms']['p50']:.2f} / {o['query_ms']['p99']:.2f} ms | "
                      f"{t['query_ms']['p50']:.2f} / {t['query_ms']['p99']:.2f} ms | "
                      f"{ratio(t['query_ms']['p50'], o['query_ms']['p50'])}x |")
+        plain = inproc.get(PLAIN_QUERY_SIDE)
+        if plain:
+            lines.append(f"| query embedding p50 / p99, onnx before (plain graph, no spinning) | "
+                         f"{plain['query_ms']['p50']:.2f} / {plain['query_ms']['p99']:.2f} ms | - | "
+                         f"{ratio(plain['query_ms']['p50'], o['query_ms']['p50'])}x |")
         lines.append(f"| bulk embedding (LoCoMo turns, batches of 64) | {o['bulk_turns_per_s']:g} turns/s | "
                      f"{t['bulk_turns_per_s']:g} turns/s | {ratio(o['bulk_turns_per_s'], t['bulk_turns_per_s'])}x |")
         lines.append(f"| model load in the process | {o['load_s']:.2f} s | {t['load_s']:.2f} s | "
                      f"{ratio(t['load_s'], o['load_s'])}x |")
         lines.append(f"\nworst cosine between the two runtimes' vectors over those turns: {inproc['cosine_min']}")
+        if "query_cosine_min" in inproc:
+            lines.append(f"worst cosine between a query's vector ({o.get('query_graph')}) and the same text's "
+                         f"stored one: {inproc['query_cosine_min']}")
     return "\n".join(lines)
 
 

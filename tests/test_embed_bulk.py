@@ -5,11 +5,11 @@ at load."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from export_cache import copy_export_cache, perturb_feed_forward
 
 from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiermem.tiers.embed_onnx import (
@@ -17,8 +17,6 @@ from tiermem.tiers.embed_onnx import (
     MODEL_FILE,
     EmbeddingRuntimeError,
     FastEmbedder,
-    default_cache_dir,
-    ensure_export,
     export_dir,
     plan_batches,
 )
@@ -65,22 +63,7 @@ def test_workers_below_one_are_refused(workers: int) -> None:
 
 
 def test_a_perturbed_graph_is_refused_at_load(tmp_path: Path) -> None:
-    import onnx
-    from onnx import numpy_helper
-
-    src = ensure_export(bundled_model_path(), default_cache_dir())
-    cache = tmp_path / "cache"
-    dst = export_dir(bundled_model_path(), cache)
-    shutil.copytree(src, dst)
-    model = onnx.load(str(dst / MODEL_FILE))
-    # one feed-forward weight matrix off by noise of a fifth of its spread: a file
-    # corrupted, or an optimizer that computes something else; the graph still runs
-    rng = np.random.default_rng(0)
-    weights = [t for t in model.graph.initializer if len(t.dims) == 2 and t.dims[0] == 384 and t.dims[1] == 1536]
-    assert weights
-    w = numpy_helper.to_array(weights[0])
-    weights[0].CopyFrom(numpy_helper.from_array((w + rng.standard_normal(w.shape) * 0.2 * w.std()).astype(w.dtype),
-                                                weights[0].name))
-    onnx.save(model, str(dst / MODEL_FILE))
+    cache = copy_export_cache(tmp_path)
+    perturb_feed_forward(export_dir(bundled_model_path(), cache) / MODEL_FILE)
     with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
         FastEmbedder(runtime="onnx", cache_dir=cache).load()

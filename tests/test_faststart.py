@@ -10,7 +10,6 @@ vectors and refuses a cache that does not.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -19,12 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cold_helpers import child_env
+from export_cache import copy_export_cache
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiermem.tiers.embed_onnx import (
     MANIFEST,
     PROBES,
+    QUERY_MODEL_FILE,
     EmbeddingRuntimeError,
     FastEmbedder,
     OnnxSession,
@@ -169,17 +170,8 @@ def test_onnx_vectors_match_the_pipeline(embedder: SentenceTransformerEmbedder) 
     assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
 
 
-def _copy_cache(tmp_path: Path) -> Path:
-    """A private copy of the shared export (exporting anew costs a torch start)."""
-    src = ensure_export(bundled_model_path(), default_cache_dir())
-    cache = tmp_path / "cache"
-    dst = export_dir(bundled_model_path(), cache)
-    shutil.copytree(src, dst)
-    return cache
-
-
 def test_a_cache_that_does_not_reproduce_the_pipeline_is_refused(tmp_path: Path) -> None:
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     manifest_path = export_dir(bundled_model_path(), cache) / MANIFEST
     manifest = json.loads(manifest_path.read_text())
     manifest["reference"][1] = list(-np.asarray(manifest["reference"][1]))  # another model's vector
@@ -193,7 +185,7 @@ def test_a_cache_that_does_not_reproduce_the_pipeline_is_refused(tmp_path: Path)
 
 
 def test_a_good_copy_loads_and_constructing_loads_nothing(tmp_path: Path) -> None:
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     fast = FastEmbedder(cache_dir=cache)
     assert not fast.loaded and not embedder_loaded(fast) and fast.active_runtime == "unloaded"
     assert fast.load() == "onnx" and fast.loaded
@@ -257,7 +249,7 @@ def test_token_counts_match_the_bpe_package(text: str) -> None:
 
 
 def test_a_passed_load_check_is_remembered_and_any_change_checks_again(tmp_path: Path) -> None:
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     first = FastEmbedder(runtime="onnx", cache_dir=cache)
     assert first.load() == "onnx" and first.load_check == "probes"
     again = FastEmbedder(runtime="onnx", cache_dir=cache)
@@ -275,7 +267,7 @@ def test_a_passed_load_check_is_remembered_and_any_change_checks_again(tmp_path:
 
 
 def test_another_thread_count_checks_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert FastEmbedder(runtime="onnx", cache_dir=cache).load() == "onnx"
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # other kernels' summation order
@@ -286,7 +278,7 @@ def test_another_thread_count_checks_again(tmp_path: Path, monkeypatch: pytest.M
 def test_a_background_load_serves_the_callers_embed_and_a_failed_one_raises_there(tmp_path: Path) -> None:
     from tiermem.memory import load_in_background
 
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     emb = FastEmbedder(runtime="onnx", cache_dir=cache)
     thread = load_in_background(emb)
     assert thread is not None
@@ -305,7 +297,7 @@ def test_a_background_load_serves_the_callers_embed_and_a_failed_one_raises_ther
 
 
 def test_a_query_starts_the_model_load_and_a_context_without_one_does_not(tmp_path: Path) -> None:
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=FastEmbedder(runtime="onnx", cache_dir=cache), hot=False,
                 background_indexing=False) as mem:
@@ -327,29 +319,30 @@ def _built_query_session(emb: FastEmbedder) -> object:
     return emb._query
 
 
-def test_one_text_calls_get_a_two_thread_session_with_the_same_vectors(
+def test_one_text_calls_get_a_two_thread_query_session_and_stored_vectors_stay_the_exports(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cache = _copy_cache(tmp_path)
+    cache = copy_export_cache(tmp_path)
     emb = FastEmbedder(runtime="onnx", cache_dir=cache)
     emb.memo_size = 0
     texts = [*PROBES, "When did Caroline go to the LGBTQ support group?"]
     before = np.stack([emb.embed([t])[0] for t in texts])  # the second call starts the build
     query = _built_query_session(emb)
-    assert isinstance(query, OnnxSession)
-    bulk = emb._session
-    assert bulk is not None
+    assert isinstance(query, OnnxSession) and emb.query_graph == QUERY_MODEL_FILE
     emb.workers = 10 ** 6  # every load average leaves a core spare
-    assert emb._one_text_session(bulk) is query
+    assert emb._spare_query_session() is query
     after = np.stack([emb.embed([t])[0] for t in texts])
-    assert np.array_equal(after, before)  # bit-identical: threads split outputs, not sums
+    assert np.array_equal(after, before)  # a text to store never takes the fused graph
+    queried = np.stack([emb.embed_query([t])[0] for t in texts])
+    assert float(np.min(np.sum(queried * before, axis=1))) >= 0.99999
     emb.workers = 0  # no load average leaves a core spare: the one-thread session answers
-    assert emb._one_text_session(bulk) is bulk
+    assert emb._spare_query_session() is None
+    assert np.array_equal(np.stack([emb.embed_query([t])[0] for t in texts]), before)
 
 
 def test_omp_num_threads_keeps_queries_on_its_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    emb = FastEmbedder(runtime="onnx", cache_dir=_copy_cache(tmp_path))
+    emb = FastEmbedder(runtime="onnx", cache_dir=copy_export_cache(tmp_path))
     emb.embed(["one text"])
     assert emb._query is None  # one query: nothing started
     emb.embed(["another text"])

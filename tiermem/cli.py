@@ -908,7 +908,9 @@ def model(state: CliState, as_json: bool) -> None:
     if runtime == "onnx":
         where = export_dir(cfg.embedding_model or bundled_model_path(), cfg.embedding_cache_dir or default_cache_dir())
         manifest = json.loads((where / MANIFEST).read_text("utf-8"))
-        report.update(export=str(where), cosine_to_pipeline=manifest.get("export_cosine_min"))
+        prepare = getattr(emb, "prepare_query_graph", None)
+        report.update(export=str(where), cosine_to_pipeline=manifest.get("export_cosine_min"),
+                      query_graph=prepare() if callable(prepare) else None)
     if as_json:
         _emit_json(report)
     else:

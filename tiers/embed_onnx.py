@@ -28,6 +28,11 @@ Invariants:
   cuts batches of at most `batch_size` texts and `BULK_MAX_TOKENS` padded tokens, run by
   `workers` threads on one session with one intra-op thread each; the vectors are those
   of one text per call (padding is masked), in the caller's order.
+- **Queries.** One query at a time runs a second session (two threads, where a core is
+  spare) of a fused copy of the export (`QUERY_MODEL_FILE`, made once beside it and probe
+  checked like it): its vectors are within MIN_COSINE of the stored ones and are never
+  remembered as stored ones; a cache where it cannot be made serves queries from the
+  export itself.
 - **Fallback.** `runtime="auto"` uses the reference pipeline where onnxruntime or
   tokenizers is missing, or the export or its check fails (logged once);
   `runtime="onnx"` raises instead.
@@ -80,15 +85,27 @@ BULK_MAX_TOKENS = 512
 # at load 10) and less wall time on a busy machine (14-16 against 18-22 ms); idle it
 # measured 3.7 against 2.3 ms.
 SESSION_THREADS = 1
-# Threads of the session that embeds one text at a time (a query), beside the bulk
-# session's one: two, where two CPUs are usable. The vectors are bit-identical to the
-# one-thread session's (onnxruntime splits a GEMM's output between threads, never its
-# sums). Used only while the load average leaves a core spare (`spare_core`): idle, a
-# LoCoMo question took 4.08 ms on two threads against 4.92 on one (README, start-up);
-# on a busy machine the second thread waits for a core and one is faster. Built in a
-# background thread at the second one-text call, so no process that only bulk-embeds or
-# asks one query (a CLI `context`) pays for it (~0.2 s, a second copy of the weights).
+# Threads of the session that embeds one query at a time, beside the bulk session's one:
+# two, where two CPUs are usable. Used only while the load average leaves a core spare
+# (`spare_core`): idle, a LoCoMo question took 4.08 ms on two threads against 4.92 on one
+# (README, start-up); on a busy machine the second thread waits for a core and one is
+# faster. Built in a background thread at the second one-text call, so no process that
+# only bulk-embeds or asks one query (a CLI `context`) pays for it (~0.2 s, a second copy
+# of the weights; the first build also fuses QUERY_MODEL_FILE, ~2 s, once per cache). It
+# runs the fused graph; where that cannot be made or fails its check, the plain export,
+# whose vectors are bit-identical to the one-thread session's (onnxruntime splits a
+# GEMM's output between threads, never its sums), so it then embeds single texts to
+# store too.
 QUERY_THREADS = 2
+# The query session's graph: the export through onnxruntime's transformer optimizer
+# (`fuse_graph`: Attention, SkipLayerNormalization, BiasGelu and EmbedLayerNormalization,
+# 25 fused operators for ~150 plain ones), derived once from the export and kept beside
+# it. One query is ~15 tokens, where the hand-offs between operators cost as much as their
+# FLOPs: fewer operators answer a LoCoMo question ~10% sooner (README, start-up); in bulk
+# the same graph is 0.97x (docs/ingest.md), so batches and stored vectors keep the plain
+# export. Its vectors pass the same probe check (cosine >= MIN_COSINE to the pipeline;
+# measured 0.9999999), and are never remembered as stored ones.
+QUERY_MODEL_FILE = "model.query.onnx"
 # The load average may exceed cpus - 1 by this much and still count as a core spare
 # (the measuring process itself counts ~1 while it runs).
 SPARE_CORE_LOAD = 0.5
@@ -202,16 +219,19 @@ def _cpu_signature() -> str:
     return sig
 
 
-def check_key(out: Path, threads: int) -> str:
-    """What a passed load check of the export in `out` is remembered under (see the
-    module docstring): a sha256 over the files' identities and the runtime around them."""
+def check_key(out: Path, threads: int, graph: str = MODEL_FILE) -> str:
+    """What a passed load check of the export in `out` (its `graph` file) is remembered
+    under (see the module docstring): a sha256 over the files' identities and the runtime
+    around them."""
     import onnxruntime
     import tokenizers
 
     parts = [f"v{EXPORT_VERSION}", f"threads={threads}", _cpu_signature(),
              f"onnxruntime={onnxruntime.__version__}", f"tokenizers={tokenizers.__version__}",
              f"numpy={np.__version__}"]
-    for name in (MODEL_FILE, MANIFEST):
+    if graph != MODEL_FILE:  # the export's own key is unchanged, so its stamps stay valid
+        parts.append(f"graph={graph}")
+    for name in (graph, MANIFEST):
         st = (out / name).stat()
         parts.append(f"{(out / name).resolve()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -340,15 +360,78 @@ def ensure_export(model_path: Path, cache_dir: Path) -> Path:
     return out
 
 
+@contextlib.contextmanager
+def _quiet_optimizer() -> Iterator[None]:
+    """The transformer optimizer reports every fusion on loggers named after its own
+    modules (`fusion_base`, `onnx_model_bert`, ...): errors only while it runs."""
+    import logging
+
+    import onnxruntime.transformers as ort_transformers
+
+    names = {"onnxruntime.transformers"} | {p.stem for p in Path(ort_transformers.__file__).parent.glob("*.py")}
+    loggers = [logging.getLogger(n) for n in sorted(names)]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def fuse_graph(plain: Path, out: Path, *, num_heads: int, hidden_size: int, opt_level: int | None = 0) -> dict[str, int]:
+    """onnxruntime's transformer optimizer over an exported BERT graph: attention,
+    LayerNorm, GELU, SkipLayerNorm and the embedding layer become single contrib
+    operators (float32 kept; `opt_level` 0: its own fusions only, onnxruntime applies the
+    rest at load). Writes `out` atomically (readable by all, as the export); returns the
+    fused operators' counts. Needs onnx."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with _quiet_optimizer():
+        model = optimize_model(str(plain), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                               opt_level=opt_level, use_gpu=False)
+        counts = {str(k): int(v) for k, v in model.get_fused_operator_statistics().items() if v}
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+    os.close(fd)
+    try:
+        model.save_model_to_file(tmp)
+        os.chmod(tmp, CACHE_FILE_MODE)
+        os.replace(tmp, out)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return counts
+
+
+def ensure_query_graph(model_path: Path, out: Path, cache_dir: Path) -> Path:
+    """`QUERY_MODEL_FILE` in the export directory `out`, fused from the export first if it
+    is not there (under the export's lock: concurrent first uses fuse once). Raises where
+    it cannot be made (no onnx, a read-only cache, a graph the optimizer refuses)."""
+    target = out / QUERY_MODEL_FILE
+    if target.is_file():
+        return target
+    with _file_lock(cache_dir / ".export.lock"):
+        if not target.is_file():
+            cfg = json.loads((model_path / "config.json").read_text("utf-8"))
+            counts = fuse_graph(out / MODEL_FILE, target, num_heads=int(cfg["num_attention_heads"]),
+                                hidden_size=int(cfg["hidden_size"]))
+            log.info("fused the query graph %s (%s)", target, counts)
+    return target
+
+
 class OnnxSession:
     """One onnxruntime session and its tokenizer; `run(texts)` computes the vectors.
 
     `threads` None: `OMP_NUM_THREADS` if set, else onnxruntime's default (one per core).
     `spinning`: idle pool threads spin between operators instead of sleeping (faster
-    for back-to-back bulk batches, wasteful on a request path that idles between calls)."""
+    for back-to-back bulk batches, wasteful on a request path that idles between calls).
+    `spin_within_run`: they spin between one run's operators only, and stop when it ends
+    (`session.force_spinning_stop`): the query session's hand-offs without the ~40 ms of
+    a spinning core after each query."""
 
     def __init__(self, model_path: Path, onnx_file: Path, manifest: dict[str, Any], *,
-                 threads: int | None = None, spinning: bool = False) -> None:
+                 threads: int | None = None, spinning: bool = False, spin_within_run: bool = False) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -368,7 +451,10 @@ class OnnxSession:
         opts.inter_op_num_threads = 1
         # idle worker threads sleep instead of spinning by default: the cores are shared
         # with the web server, Redis and other processes
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        opts.add_session_config_entry("session.intra_op.allow_spinning",
+                                      "1" if spinning or spin_within_run else "0")
+        if spin_within_run and not spinning:
+            opts.add_session_config_entry("session.force_spinning_stop", "1")
         self.session = ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
         # the Rust tokenizer refuses concurrent use of one instance ("Already borrowed")
         self._tok_lock = threading.Lock()
@@ -400,11 +486,13 @@ class OnnxSession:
 
 
 def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: int,
-                     cache_dir: Path) -> tuple[OnnxSession, str]:
-    """A session on `threads` intra-op threads whose probe vectors match the manifest's
-    (the check remembered under `check_key`), and how it was checked."""
-    session = OnnxSession(path, out / MODEL_FILE, manifest, threads=threads)
-    stamp = cache_dir / CHECKED_DIR / check_key(out, threads)
+                     cache_dir: Path, graph: str = MODEL_FILE,
+                     spin_within_run: bool = False) -> tuple[OnnxSession, str]:
+    """A session of the export's `graph` on `threads` intra-op threads whose probe
+    vectors match the manifest's (the check remembered under `check_key`), and how it was
+    checked."""
+    session = OnnxSession(path, out / graph, manifest, threads=threads, spin_within_run=spin_within_run)
+    stamp = cache_dir / CHECKED_DIR / check_key(out, threads, graph)
     if stamp.is_file():
         return session, "remembered"
     want = np.asarray(manifest["reference"], dtype=np.float32)
@@ -412,8 +500,8 @@ def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: i
     got = np.concatenate([session.run([p]) for p in PROBES])
     worst = float(_cosines(got, want).min())
     if worst < MIN_COSINE:
-        raise EmbeddingRuntimeError(path, f"{out} computes cosine {worst:.6f} to the pipeline's probe "
-                                          f"vectors, below {MIN_COSINE}")
+        raise EmbeddingRuntimeError(path, f"{out / graph} computes cosine {worst:.6f} to the pipeline's "
+                                          f"probe vectors, below {MIN_COSINE}")
     with contextlib.suppress(OSError):  # a read-only cache checks on every load
         stamp.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(stamp, f"{worst:.9f}\n".encode())
@@ -450,7 +538,7 @@ class FastEmbedder(MemoAttributes):
 
     def __init__(self, model_path: Path | None = None, *, batch_size: int = 64, dim: int = DEFAULT_EMBED_DIM,
                  runtime: str = "auto", cache_dir: Path | None = None, query_precision: str = "auto",
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, fused_queries: bool = True) -> None:
         if runtime not in ("auto", "onnx"):
             raise ValueError(f"runtime must be 'auto' or 'onnx', not {runtime!r}")
         self.model_path = Path(model_path) if model_path is not None else None
@@ -470,6 +558,12 @@ class FastEmbedder(MemoAttributes):
         # there is none to build (one CPU, OMP_NUM_THREADS set, or its build failed)
         self._query: OnnxSession | bool | None = None
         self.query_threads = QUERY_THREADS
+        # the graph the query session runs: the fused one (QUERY_MODEL_FILE) unless
+        # `fused_queries` is off or it cannot be made; None until the session is built
+        self.fused_queries = fused_queries
+        self.query_graph: str | None = None
+        # its pool threads spin between one query's operators (OnnxSession.spin_within_run)
+        self.query_spin = True
         self._one_text_calls = 0
         self._fallback: SentenceTransformerEmbedder | None = None
         self._lock = threading.Lock()
@@ -528,16 +622,16 @@ class FastEmbedder(MemoAttributes):
         self.dim = int(manifest["dim"])
         return session
 
-    def _one_text_session(self, session: OnnxSession) -> OnnxSession:
-        """The query session when it is built and a core is spare, else `session`; the
-        second call starts building it (see QUERY_THREADS)."""
+    def _spare_query_session(self) -> OnnxSession | None:
+        """The query session when it is built and a core is spare, else None; the second
+        one-text call starts building it (see QUERY_THREADS)."""
         query = self._query
         if isinstance(query, OnnxSession):
-            return query if spare_core(self.workers) else session
+            return query if spare_core(self.workers) else None
         if query is None:
             self._one_text_calls += 1
             if self._one_text_calls < 2:
-                return session
+                return None
             with self._lock:
                 if self._query is None:
                     self._query = False  # until built: one build at a time
@@ -547,17 +641,46 @@ class FastEmbedder(MemoAttributes):
                         # aborts the process (see memory.load_in_background); it waits
                         threading.Thread(target=self._build_query_session, name="tiermem-query-session",
                                          daemon=False).start()
-        return session
+        return None
 
     def _build_query_session(self) -> None:
         assert self._opened is not None
         path, out, manifest, cache_dir = self._opened
+        threads = min(self.query_threads, usable_cpus())
+        if self.fused_queries:
+            try:
+                ensure_query_graph(path, out, cache_dir)
+                query, _how = _checked_session(path, out, manifest, threads, cache_dir, QUERY_MODEL_FILE,
+                                               spin_within_run=self.query_spin)
+            except Exception as exc:  # the plain export serves queries as before
+                log.info("no fused query graph (%s: %s); queries run the plain export", type(exc).__name__, exc)
+            else:
+                self.query_graph = QUERY_MODEL_FILE
+                self._query = query
+                return
         try:
-            query, _how = _checked_session(path, out, manifest, min(self.query_threads, usable_cpus()), cache_dir)
+            query, _how = _checked_session(path, out, manifest, threads, cache_dir,
+                                           spin_within_run=self.query_spin)
         except Exception:  # the one-thread session goes on serving queries
             log.warning("no %d-thread query session; queries stay on one thread", self.query_threads, exc_info=True)
             return
+        self.query_graph = MODEL_FILE
         self._query = query
+
+    def prepare_query_graph(self) -> str | None:
+        """Load, then fuse and check the query session's graph now (`tiermem model` does,
+        at install, so no serving process spends the ~2 s): the graph file queries will
+        run, or None on the torch fallback."""
+        self.load()
+        if self._opened is None:
+            return None
+        with self._lock:
+            build = self._query is None
+            if build:
+                self._query = False  # one build at a time, as in _spare_query_session
+        if build:
+            self._build_query_session()
+        return self.query_graph
 
     def clear_memo(self) -> None:
         """Forget the remembered vectors, the torch fallback's too."""
@@ -569,11 +692,24 @@ class FastEmbedder(MemoAttributes):
         return self._memo.through(texts, self._compute, dim=self.dim)
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
-        """Queries take the same float32 path: at ~2 ms it is already faster than the
-        pipeline's bfloat16 one, and its vectors are the stored ones."""
+        """Vectors to search with. One text on a spare core runs the query session (the
+        fused graph: float32, cosine >= MIN_COSINE to the stored vectors' pipeline); its
+        vector is not remembered, so `embed` never hands it out for storage. Anything
+        else takes the stored vectors' path (and finds them remembered)."""
         if self._session is None and self._fallback is not None:
             return self._fallback.embed_query(texts)
-        return self.embed(texts)
+        from_query_graph = False
+
+        def compute(missing: list[str]) -> np.ndarray:
+            nonlocal from_query_graph
+            if len(missing) == 1 and self._session is not None:
+                query = self._spare_query_session()
+                if query is not None:
+                    from_query_graph = self.query_graph != MODEL_FILE
+                    return query.run(missing)
+            return self._compute(missing)
+
+        return self._memo.through(texts, compute, dim=self.dim, remember=lambda: not from_query_graph)
 
     def _compute(self, texts: list[str]) -> np.ndarray:
         if not self.loaded:
@@ -583,7 +719,9 @@ class FastEmbedder(MemoAttributes):
             return self._fallback.embed(texts)
         session = self._session
         if len(texts) <= 1:
-            return self._one_text_session(session).run(texts)
+            # a single text to store: the query session only where it runs the export itself
+            query = self._spare_query_session()
+            return (query if query is not None and self.query_graph == MODEL_FILE else session).run(texts)
         # tokenized once, grouped by token count: each call pads to its longest text only
         encs = session.encode(texts)
         batches = plan_batches([len(e.ids) for e in encs], batch_size=self.batch_size, max_tokens=BULK_MAX_TOKENS)
