@@ -123,3 +123,20 @@ def test_no_core_spins_after_a_query(tmp_path: Path) -> None:
     after = resource.getrusage(resource.RUSAGE_SELF)
     used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     assert used < IDLE_CPU_MAX_S, f"{used:.3f} CPU-s used in {IDLE_S} s after the last query"
+
+
+def test_tiermem_model_prepares_the_query_graph(tmp_path: Path) -> None:
+    # what `make install` and the image build run: the fused graph is made there, not by
+    # the first serving process's second query
+    from click.testing import CliRunner
+
+    from tiermem.cli import cli
+
+    cache = copy_export_cache(tmp_path)
+    (_export(cache) / QUERY_MODEL_FILE).unlink(missing_ok=True)
+    result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "data"), "model", "--json"],
+                                env={"TIERMEM_EMBEDDING_CACHE_DIR": str(cache), "TIERMEM_EMBEDDING_RUNTIME": "onnx"})
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["runtime"] == "onnx" and report["query_graph"] == QUERY_MODEL_FILE
+    assert (_export(cache) / QUERY_MODEL_FILE).is_file()

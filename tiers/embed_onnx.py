@@ -91,17 +91,18 @@ SESSION_THREADS = 1
 # (README, start-up); on a busy machine the second thread waits for a core and one is
 # faster. Built in a background thread at the second one-text call, so no process that
 # only bulk-embeds or asks one query (a CLI `context`) pays for it (~0.2 s, a second copy
-# of the weights; the first build also fuses QUERY_MODEL_FILE, ~2 s, once per cache). It
+# of the weights; the first build also fuses QUERY_MODEL_FILE, ~2.5 s, once per cache). It
 # runs the fused graph; where that cannot be made or fails its check, the plain export,
 # whose vectors are bit-identical to the one-thread session's (onnxruntime splits a
 # GEMM's output between threads, never its sums), so it then embeds single texts to
 # store too.
 QUERY_THREADS = 2
 # The query session's graph: the export through onnxruntime's transformer optimizer
-# (`fuse_graph`: Attention, SkipLayerNormalization, BiasGelu and EmbedLayerNormalization,
-# 25 fused operators for ~150 plain ones), derived once from the export and kept beside
+# (`fuse_graph`: Attention, SkipLayerNormalization, BiasGelu and EmbedLayerNormalization:
+# 62 nodes for the export's 532), derived once from the export (~2.5 s) and kept beside
 # it. One query is ~15 tokens, where the hand-offs between operators cost as much as their
-# FLOPs: fewer operators answer a LoCoMo question ~10% sooner (README, start-up); in bulk
+# FLOPs: fewer operators answer a LoCoMo question sooner (with spinning within the run,
+# 1.19x: README, start-up); in bulk
 # the same graph is 0.97x (docs/ingest.md), so batches and stored vectors keep the plain
 # export. Its vectors pass the same probe check (cosine >= MIN_COSINE to the pipeline;
 # measured 0.9999999), and are never remembered as stored ones.
@@ -669,7 +670,7 @@ class FastEmbedder(MemoAttributes):
 
     def prepare_query_graph(self) -> str | None:
         """Load, then fuse and check the query session's graph now (`tiermem model` does,
-        at install, so no serving process spends the ~2 s): the graph file queries will
+        at install, so no serving process spends the ~2.5 s): the graph file queries will
         run, or None on the torch fallback."""
         self.load()
         if self._opened is None:
