@@ -81,6 +81,38 @@ def load_average() -> list[float]:
         return []
 
 
+# The machine-speed probe: float32 matrix products at the embedding model's feed-forward
+# shape (512 tokens x 384 -> 1,536), for at least this long
+SPEED_PROBE_S = 0.3
+SPEED_PROBE_SHAPE = (512, 384, 1536)
+
+
+def machine_speed() -> float:
+    """GFLOP per CPU-second of numpy's float32 matrix product at the model's shape, on
+    numpy's own BLAS threads: how fast this machine is right now, relative to another run
+    of this probe (not to a one-thread figure). On this project's shared 2-core VM the same
+    product on one thread ran at 103-117 GFLOP/s at 03:15 UTC and at 73-80 at 03:53 on
+    2026-12-02, nothing else running: a third, which no load average shows. A benchmark
+    prints this beside its figures so that runs made at different times can be told apart
+    from code that changed."""
+    import time
+
+    import numpy as np
+
+    m, k, n = SPEED_PROBE_SHAPE
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    a @ b  # the first call pays for the BLAS threads' start
+    done = 0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    while time.perf_counter() - wall0 < SPEED_PROBE_S:
+        a @ b
+        done += 1
+    cpu = max(time.process_time() - cpu0, 1e-9)
+    return round(2.0 * m * k * n * done / cpu / 1e9, 1)
+
+
 def environment() -> dict[str, Any]:
     """What the figures depend on besides the code."""
     out: dict[str, Any] = {

@@ -40,6 +40,7 @@ from tiermem.evals.bench import (
     dist,
     environment,
     load_average,
+    machine_speed,
     ratio,
     row,
     say,
@@ -100,6 +101,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
     others, other_turns = (1, 100) if quick else (2, 500)
     per_kind = 3 if quick else 40
     la0 = load_average()
+    speed0 = machine_speed()
     corpus = load_corpus(data)
     cached = CachedEmbedder(default_embedder(embedder))
     main_msgs = synthetic_messages(corpus, turns)
@@ -139,6 +141,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
         finally:
             EmbeddedRedis(data_dir).stop()
     out["load_avg"] = {"start": la0, "end": load_average()}
+    out["machine_speed"] = {"start": speed0, "end": machine_speed()}  # evals.bench.machine_speed
     out["environment"] = environment()
     return out
 
@@ -240,7 +243,9 @@ def format_table(r: dict[str, Any]) -> str:
     la = r["load_avg"]
     classes = "; ".join(f"{k}: {v}" for k, v in r["query_classes_by_kind"].items())
     return (text_table(rows(r)) + f"\nquery classes chosen: {classes}"
-            f"\nload average (1/5/15 min): start {la['start']}, end {la['end']}")
+            f"\nload average (1/5/15 min): start {la['start']}, end {la['end']}"
+            + (f"; machine speed {r['machine_speed']['start']} -> {r['machine_speed']['end']} GFLOP per CPU-second"
+               if "machine_speed" in r else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

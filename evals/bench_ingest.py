@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist, load_average, ratio, say
+from tiermem.evals.bench import dist, load_average, machine_speed, ratio, say
 from tiermem.evals.idle_estimate import IdleClock
 from tiermem.tiers.embed_onnx import usable_cpus
 from tiermem.tiers.store import INDEX_POOL_BATCHES
@@ -196,12 +196,14 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
         order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
         for mode in order:
             emb, pool, depth = embedders[mode]
+            speed = machine_speed()
             r = _round(data, emb, pool, batch, embed, pipeline_depth=depth, idle_cores=idle_cores,
                        overlapped=mode == "new" and new == "overlapped")
+            r["machine_speed"] = speed
             results[mode].append(r)
             say(f"round {i + 1}/{rounds} {mode}: write {r['turns'] / r['write_s']:.0f} turns/s"
                 + (f", index {r['turns'] / r['index_s']:.1f} turns/s" if embed else "")
-                + f"; load average {r['load_before']} -> {r['load_after']}")
+                + f"; load average {r['load_before']} -> {r['load_after']}; machine {speed} GFLOP/CPU-s")
     for mode, rs in results.items():
         for r in rs:
             if embed and r["pending_after"] != 0:
@@ -216,6 +218,8 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
         "embedder": {"runtime": runtime, "load_s": round(load_s, 3), "workers": getattr(embedder, "workers", 1),
                      "new": new_name, "new_mode": new, "baseline": before_name, "baseline_pool_batches": baseline_pool or INDEX_POOL_BATCHES},
         "load_average": {"first": results["new"][0]["load_before"], "last": results["new"][-1]["load_after"]},
+        # evals.bench.machine_speed before each round: the machine's own pace, which the load does not show
+        "machine_speed": sorted(r["machine_speed"] for rs in results.values() for r in rs),
         "superseded_pairs": len(sup["new"]),
         "rounds_raw": {m: [{k: v for k, v in r.items() if k != "superseded"} for r in rs] for m, rs in results.items()},
         "summary": summary,
@@ -223,6 +227,11 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
                   for k in summary["new"] if k.endswith("_per_s")},
     }
     return out
+
+
+def _speed_range(rep: dict[str, Any]) -> str:
+    speeds = rep.get("machine_speed") or []
+    return f"{speeds[0]}-{speeds[-1]}" if speeds else "not measured"
 
 
 def markdown(rep: dict[str, Any]) -> str:
@@ -233,8 +242,8 @@ def markdown(rep: dict[str, Any]) -> str:
         f"{rep['embedder'].get('workers', 1)} workers; new: {rep['embedder'].get('new')}; "
         f"baseline: {rep['embedder'].get('baseline')}, pools of "
         f"{rep['embedder'].get('baseline_pool_batches')} batches); load average "
-        f"{la['first']} -> {la['last']} (2 cores, shared); {rep['superseded_pairs']} supersession pairs, identical "
-        "in both modes",
+        f"{la['first']} -> {la['last']} (2 cores, shared); machine speed {_speed_range(rep)} GFLOP per CPU-second "
+        f"(evals.bench.machine_speed); {rep['superseded_pairs']} supersession pairs, identical in both modes",
         "",
         "| what | new p50 | new p99 | baseline p50 | baseline p99 | new/baseline |",
         "|---|---:|---:|---:|---:|---:|",

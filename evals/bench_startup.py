@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist, load_average, ratio, say
+from tiermem.evals.bench import dist, load_average, machine_speed, ratio, say
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE_REF = "e22d172"  # main before the fast-start branch
@@ -371,8 +371,10 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
 def render(report: dict[str, Any]) -> str:
     code = ("modules read from bytecode (compiled by the warm-up run, as an installed package's)"
             if report.get("bytecode", True) else "every module compiled from source in every process")
+    speed = (f"; machine speed {report['speed_before']} -> {report['speed_after']} GFLOP per CPU-second "
+             "(evals.bench.machine_speed)" if "speed_before" in report else "")
     lines = [f"load average before {report['load_before']}, after {report['load_after']} "
-             f"({os.cpu_count()} cores, shared); {report['runs']} runs per case, medians and p99; {code}",
+             f"({os.cpu_count()} cores, shared){speed}; {report['runs']} runs per case, medians and p99; {code}",
              "",
              "| what (fresh process) | new p50 | new p99 | baseline p50 | baseline p99 | speed-up | "
              "new peak RSS | baseline peak RSS |",
@@ -429,7 +431,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
-    report: dict[str, Any] = {"runs": args.runs, "load_before": load_average()}
+    report: dict[str, Any] = {"runs": args.runs, "load_before": load_average(), "speed_before": machine_speed()}
     with tempfile.TemporaryDirectory(prefix="tiermem-startup-") as tmp_s:
         tmp = Path(tmp_s)
         _BYTECODE["dir"] = None if args.no_bytecode else tmp / "pycache"
@@ -441,6 +443,7 @@ def main(argv: list[str] | None = None) -> None:
         say("in-process: query latency and bulk throughput, onnx vs the torch pipeline")
         report["in_process"] = measure_in_process(args.data)
     report["load_after"] = load_average()
+    report["speed_after"] = machine_speed()
     text = render(report)
     print(text)
     if args.json is not None:

@@ -44,5 +44,6 @@ def test_bench_ingest_smoke(tmp_path: Path, extra: list[str], row: str | None) -
         assert r["pending_after"] == 0 and r["turns"] == len(lines)
         assert len(r["chunk_ms"]) == 4  # 62 messages in chunks of 20
         assert rep["summary"][mode]["total_turns_per_s"]["p50"] > 0
+        assert r["machine_speed"] > 0  # the machine's pace before the round, beside its figures
         if row is not None:
             assert rep["summary"][mode][row]["p50"] > 0

@@ -89,6 +89,7 @@ def test_bench_context_quick(context_result: dict[str, Any]) -> None:
     positive(r["timings_ms_median"], "embed", "total")
     positive(r, "ratio_vs_search_p50", "calls")
     assert r["over_budget"] == 0  # the planner's hard budget, not a timing
+    assert r["machine_speed"]["start"] > 0 and r["machine_speed"]["end"] > 0
     assert r["query_classes_by_kind"]["recent"].get("recent_recall", 0) > 0
     assert len(bench_context.rows(r)) >= 8
 
