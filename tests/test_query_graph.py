@@ -64,6 +64,24 @@ def test_the_query_graph_is_fused_once_and_computes_the_pipelines_vectors(tmp_pa
     assert again.load_check == "remembered"
 
 
+def test_one_query_in_a_loaded_process_builds_no_query_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a CLI `context` asks one query, often after the model loaded for something else (a
+    # catch-up, the background load): it must not start the session build, which its exit
+    # would then wait for
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # set, it keeps queries on its threads
+    emb = FastEmbedder(runtime="onnx", cache_dir=copy_export_cache(tmp_path))
+    emb.memo_size = 0
+    emb.load()
+    emb.embed_query([QUESTION])
+    assert emb._query is None  # nothing started
+    emb.embed_query([f"{QUESTION} (again)"])  # the second one-text call starts it
+    deadline = time.monotonic() + 60
+    while not isinstance(emb._query, OnnxSession) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert isinstance(emb._query, OnnxSession)
+
+
 def test_a_query_vector_is_never_handed_out_for_storage(tmp_path: Path) -> None:
     emb = _spare(FastEmbedder(runtime="onnx", cache_dir=copy_export_cache(tmp_path)))
     assert emb.prepare_query_graph() == QUERY_MODEL_FILE

@@ -703,11 +703,13 @@ class FastEmbedder(MemoAttributes):
 
         def compute(missing: list[str]) -> np.ndarray:
             nonlocal from_query_graph
-            if len(missing) == 1 and self._session is not None:
-                query = self._spare_query_session()
+            session = self._session
+            if len(missing) == 1 and session is not None:
+                query = self._spare_query_session()  # counts this call, once
                 if query is not None:
                     from_query_graph = self.query_graph != MODEL_FILE
                     return query.run(missing)
+                return session.run(missing)
             return self._compute(missing)
 
         return self._memo.through(texts, compute, dim=self.dim, remember=lambda: not from_query_graph)
