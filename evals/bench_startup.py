@@ -54,7 +54,6 @@ HEALTHZ_POLL_S = 0.02
 WARM_QUERIES_S = 1.0  # in-process query latency: the warm-up lasts at least this long
 QUERY_ROUNDS = 3  # in-process query latency: the sides take turns, this many rounds each
 PLAIN_QUERY_SIDE = "onnx, plain query graph"  # the query session before the fused graph and spinning
-ALWAYS_SPARE = 10 ** 6  # FastEmbedder.workers while queries are measured: every load leaves a core spare
 SERVE_TIMEOUT_S = 180.0
 MB = 1024.0  # ru_maxrss is in KiB on Linux
 
@@ -340,9 +339,9 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
             if i >= 9 and time.perf_counter() >= warm_until:
                 break
     lat: dict[str, list[float]] = {name: [] for name in sides}
-    cpus = {name: emb.workers for name, emb in sides.items() if isinstance(emb, FastEmbedder)}
-    for name in cpus:
-        sides[name].workers = ALWAYS_SPARE
+    onnx_sides = [emb for emb in sides.values() if isinstance(emb, FastEmbedder)]
+    for emb in onnx_sides:
+        emb.query_session = "always"
     for _ in range(rounds):
         for name in sides:
             for q in queries:
@@ -351,17 +350,17 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
                 lat[name].append((time.perf_counter() - t) * 1000)
     # the query vectors themselves, fused graph against the stored vectors' (one text each)
     fused = np.stack([sides["onnx"].embed_query([q])[0] for q in queries])
-    for name, n in cpus.items():  # the bulk rows run on the real CPU count
-        sides[name].workers = n
+    for emb in onnx_sides:
+        emb.query_session = "spare"
     for name, emb in sides.items():
         out[name]["query_ms"] = dist(lat[name], 2)
-        if name == PLAIN_QUERY_SIDE:
+        if isinstance(emb, FastEmbedder):
             out[name]["query_graph"] = emb.query_graph
+        if name == PLAIN_QUERY_SIDE:
             continue
         t = time.perf_counter()
         vecs[name] = np.concatenate([emb.embed(texts[i:i + 64]) for i in range(0, len(texts), 64)])
         out[name]["bulk_turns_per_s"] = round(len(texts) / (time.perf_counter() - t), 1)
-    out["onnx"]["query_graph"] = sides["onnx"].query_graph
     out["cosine_min"] = round(float(np.min(np.sum(vecs["onnx"] * vecs["torch pipeline"], axis=1))), 7)
     stored = np.stack([sides["onnx"].embed([q])[0] for q in queries])
     out["query_cosine_min"] = round(float(np.min(np.sum(fused * stored, axis=1))), 7)

@@ -26,11 +26,11 @@ from typing import Any
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
 from tiermem.evals.locomo import load_samples
 from tiermem.evals.recall_rounds import prepared
-from tiermem.tiers.embed_onnx import QUERY_MODEL_FILE, FastEmbedder
+from tiermem.tiers.embed_onnx import QUERY_MODEL_FILE, FastEmbedder, QuerySessionPolicy
 
 PATHS = ("query session", "export, one thread")
-ALWAYS_SPARE = 10 ** 6  # FastEmbedder.workers: every load average leaves a core spare
-NEVER_SPARE = 0  # no load average does: one-text calls stay on the one-thread session
+# FastEmbedder.query_session for each path, whatever this run's own load
+POLICIES: tuple[QuerySessionPolicy, ...] = ("always", "never")
 
 
 def _plan(ctx: Any) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -52,8 +52,8 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path) -> dict[str, Any
         for q in prep.questions:
             for b in budgets:
                 plans = []
-                for path, workers in zip(PATHS, (ALWAYS_SPARE, NEVER_SPARE), strict=True):
-                    emb.workers = workers
+                for path, policy in zip(PATHS, POLICIES, strict=True):
+                    emb.query_session = policy
                     ctx = prep.memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
                     plans.append(_plan(ctx))
                     shown = {p for it in ctx.plan.items if it.conversation_id == cid

@@ -23,6 +23,7 @@ from tiermem.tiers.embed_onnx import (
     QUERY_MODEL_FILE,
     FastEmbedder,
     OnnxSession,
+    QuerySessionPolicy,
     export_dir,
 )
 
@@ -38,7 +39,7 @@ def _export(cache: Path) -> Path:
 
 
 def _spare(emb: FastEmbedder) -> FastEmbedder:
-    emb.workers = 10 ** 6  # every load average leaves a core spare: queries take the query session
+    emb.query_session = "always"  # whatever the load: queries take the query session
     return emb
 
 
@@ -96,6 +97,21 @@ def test_a_query_vector_is_never_handed_out_for_storage(tmp_path: Path) -> None:
     hits = emb.memo_hits
     emb.embed_query(["stored before it was asked"])
     assert emb.memo_hits == hits + 1
+
+
+@pytest.mark.parametrize(("policy", "fused"), [
+    ("always", True),  # the query session answers whatever the load average
+    ("never", False),  # the export on one thread answers whatever the load average
+])
+def test_the_query_session_policy_decides_which_path_answers(tmp_path: Path, policy: QuerySessionPolicy,
+                                                             fused: bool) -> None:
+    emb = FastEmbedder(runtime="onnx", cache_dir=copy_export_cache(tmp_path))
+    emb.memo_size = 0
+    assert emb.prepare_query_graph() == QUERY_MODEL_FILE
+    emb.query_session = policy
+    queried = emb.embed_query([QUESTION])[0]
+    assert emb._session is not None
+    assert (not np.array_equal(queried, emb._session.run([QUESTION])[0])) == fused
 
 
 def _not_onnx(graph: Path) -> None:

@@ -49,7 +49,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -107,6 +107,8 @@ QUERY_THREADS = 2
 # export. Its vectors pass the same probe check (cosine >= MIN_COSINE to the pipeline;
 # measured 0.9999999), and are never remembered as stored ones.
 QUERY_MODEL_FILE = "model.query.onnx"
+# When a built query session answers one-text calls (FastEmbedder.query_session)
+QuerySessionPolicy = Literal["spare", "always", "never"]
 # The load average may exceed cpus - 1 by this much and still count as a core spare
 # (the measuring process itself counts ~1 while it runs).
 SPARE_CORE_LOAD = 0.5
@@ -565,6 +567,10 @@ class FastEmbedder(MemoAttributes):
         self.query_graph: str | None = None
         # its pool threads spin between one query's operators (OnnxSession.spin_within_run)
         self.query_spin = True
+        # when a built query session answers one-text calls: "spare" (while the load
+        # average leaves a core spare), "always" or "never" (benchmarks and evals that
+        # measure one path on purpose, whatever their own load)
+        self.query_session: QuerySessionPolicy = "spare"
         self._one_text_calls = 0
         self._fallback: SentenceTransformerEmbedder | None = None
         self._lock = threading.Lock()
@@ -628,7 +634,8 @@ class FastEmbedder(MemoAttributes):
         one-text call starts building it (see QUERY_THREADS)."""
         query = self._query
         if isinstance(query, OnnxSession):
-            return query if spare_core(self.workers) else None
+            use = self.query_session == "always" or (self.query_session == "spare" and spare_core(self.workers))
+            return query if use else None
         if query is None:
             self._one_text_calls += 1
             if self._one_text_calls < 2:
