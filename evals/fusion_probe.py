@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.evals.locomo import load_samples
-from tiermem.evals.recall_rounds import prepared
+from tiermem.evals.recall_rounds import add_recall_args, parse_budgets, prepared
 from tiermem.planner import candidates, rank
 from tiermem.planner.excerpt import sentences
 from tiermem.planner.query_text import dense_text
@@ -383,14 +383,9 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.fusion_probe", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("..") / "shared" / "data" / "locomo-dev.json")
-    ap.add_argument("--budgets", default="500,1000,2000,4000", help="comma-separated token budgets")
-    ap.add_argument("--data-root", type=Path, default=Path("/tmp/tiermem-recall-rounds"),
-                    help="one data dir per sample under it, reused between runs (as evals.recall_rounds)")
-    ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
-    ap.add_argument("--json-out", type=Path, default=None)
+    add_recall_args(ap, budgets="500,1000,2000,4000")
     args = ap.parse_args(argv)
-    budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
+    budgets = parse_budgets(args.budgets)
     result = run(args.data, budgets, args.data_root, sample_questions=args.sample_questions)
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))

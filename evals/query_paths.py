@@ -25,7 +25,7 @@ from typing import Any
 
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
 from tiermem.evals.locomo import load_samples
-from tiermem.evals.recall_rounds import prepared
+from tiermem.evals.recall_rounds import add_recall_args, parse_budgets, prepared
 from tiermem.tiers.embed_onnx import QUERY_MODEL_FILE, FastEmbedder, QuerySessionPolicy
 
 PATHS = ("query session", "export, one thread")
@@ -71,13 +71,9 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path) -> dict[str, Any
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.query_paths", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("..") / "shared" / "data" / "locomo-dev.json")
-    ap.add_argument("--budgets", default="500,2000", help="comma-separated token budgets")
-    ap.add_argument("--data-root", type=Path, default=Path("/tmp/tiermem-recall-rounds"),
-                    help="one data dir per sample under it, reused between runs")
-    ap.add_argument("--json-out", type=Path, default=None)
+    add_recall_args(ap, budgets="500,2000", sample_questions=False)
     args = ap.parse_args(argv)
-    budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
+    budgets = parse_budgets(args.budgets)
     result = run(args.data, budgets, data_root=args.data_root)
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))

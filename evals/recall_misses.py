@@ -34,7 +34,16 @@ import numpy as np
 
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
 from tiermem.evals.locomo import CATEGORIES, load_samples
-from tiermem.evals.recall_rounds import Variant, applied, mean_layers, parse_variant, prepared, slice_tokens
+from tiermem.evals.recall_rounds import (
+    Variant,
+    add_recall_args,
+    applied,
+    mean_layers,
+    parse_budgets,
+    parse_variant,
+    prepared,
+    slice_tokens,
+)
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")
 ROOM_BUCKETS = (10, 20, 50)  # candidate rank bounds of the `room` buckets
@@ -144,15 +153,10 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.recall_misses", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("..") / "shared" / "data" / "locomo-dev.json")
-    ap.add_argument("--budgets", default="500,1000,2000", help="comma-separated token budgets")
-    ap.add_argument("--data-root", type=Path, default=Path("/tmp/tiermem-recall-rounds"),
-                    help="one data dir per sample under it, reused between runs")
-    ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
+    add_recall_args(ap, budgets="500,1000,2000")
     ap.add_argument("--variant", default=None, help="NAME:KEY=V,... as recall_rounds (default: as shipped)")
-    ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
-    budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
+    budgets = parse_budgets(args.budgets)
     result = run(args.data, budgets, data_root=args.data_root, sample_questions=args.sample_questions,
                  variant=None if args.variant is None else parse_variant(args.variant))
     if args.json_out is not None:

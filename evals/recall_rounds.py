@@ -74,6 +74,8 @@ from tiermem.planner import (
 )
 from tiermem.tiers.errors import ValidationError
 
+DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo-dev.json"  # relative to the repo root, as CI runs
+DEFAULT_DATA_ROOT = Path("/tmp/tiermem-recall-rounds")
 BASELINE_METHODS = ("hybrid_topk", "bm25_topk", "dense_topk", "tail", "full_context")  # full: no budget
 # variant key -> (module, constant): what a variant may set; every other one is off
 KNOBS: dict[str, tuple[Any, str]] = {
@@ -413,16 +415,28 @@ def loo_table(loo: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def add_recall_args(ap: argparse.ArgumentParser, *, budgets: str, sample_questions: bool = True) -> None:
+    """The options every eval over `prepared` samples takes: the data file, the budgets,
+    the data root its Memories are kept under, the questions per sample, a JSON output."""
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--budgets", default=budgets, help="comma-separated token budgets")
+    ap.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
+                    help="one data dir per sample under it, reused between runs")
+    if sample_questions:
+        ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
+    ap.add_argument("--json-out", type=Path, default=None)
+
+
+def parse_budgets(spec: str) -> list[int]:
+    """'500, 2000,500' -> [500, 2000]."""
+    return sorted({int(x) for x in spec.split(",") if x.strip()})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.recall_rounds", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("..") / "shared" / "data" / "locomo-dev.json")
-    ap.add_argument("--budgets", default="2000", help="comma-separated token budgets")
+    add_recall_args(ap, budgets="2000")
     ap.add_argument("--variant", action="append", default=[], help="NAME:KEY=V,... (the first is the base)")
-    ap.add_argument("--data-root", type=Path, default=Path("/tmp/tiermem-recall-rounds"),
-                    help="one data dir per sample under it, reused between runs")
-    ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
     ap.add_argument("--baselines", action="store_true", help="also the top-k baselines and the tail")
-    ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--loo", action="store_true",
                     help="also leave one conversation out with one setting per fold over every budget")
     ap.add_argument("--from-json", type=Path, default=None,
@@ -432,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json is not None:
         result = json.loads(args.from_json.read_text())
     else:
-        budgets = sorted({int(x) for x in args.budgets.split(",") if x.strip()})
+        budgets = parse_budgets(args.budgets)
         variants = [parse_variant(s) for s in (args.variant or ["base:"])]
         result = run(args.data, budgets, variants, data_root=args.data_root,
                      sample_questions=args.sample_questions, baselines=args.baselines)

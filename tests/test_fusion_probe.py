@@ -88,13 +88,17 @@ QUESTIONS = [
 ]
 
 
-def test_probe_on_a_small_file_packs_as_the_planner_did(tmp_path: Path) -> None:
+def _small_file(tmp_path: Path) -> Path:
     convo = {"speaker_a": "Ana", "speaker_b": "Ben", "session_1_date_time": "1:56 pm on 8 May, 2023",
              "session_1": [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(TURNS, start=1)]}
     data = tmp_path / "small-locomo.json"
     data.write_text(json.dumps([{"sample_id": sid, "conversation": convo, "qa": QUESTIONS}
                                 for sid in ("small-1", "small-2")]))
-    out = fusion_probe.run(data, [100], tmp_path / "data")
+    return data
+
+
+def test_probe_on_a_small_file_packs_as_the_planner_did(tmp_path: Path) -> None:
+    out = fusion_probe.run(_small_file(tmp_path), [100], tmp_path / "data")
     assert out["contexts"] == 2 * len(QUESTIONS)  # every recall question ranked, in both samples
     # the offline packer, with the shipped weights, shows what the planner's block showed
     assert out["offline"] == out["planner"]
@@ -104,3 +108,12 @@ def test_probe_on_a_small_file_packs_as_the_planner_did(tmp_path: Path) -> None:
         assert set(fold) == {"fusion", *EXTRA}
         assert set(fold["fusion"]["weights"]) == set(PARTS)
     assert "held-out recall" in fusion_probe.table(out)
+
+
+def test_main_writes_the_json_it_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "probe.json"
+    assert fusion_probe.main(["--data", str(_small_file(tmp_path)), "--budgets", "100, 100",
+                              "--data-root", str(tmp_path / "data"), "--json-out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["budgets"] == [100]  # the repeated budget asked once
+    assert capsys.readouterr().out.strip() == fusion_probe.table(result)

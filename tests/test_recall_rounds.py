@@ -10,6 +10,7 @@ from tiermem.evals.recall_rounds import (
     applied,
     leave_one_out,
     loo_one_setting,
+    parse_budgets,
     parse_variant,
     slice_tokens,
 )
@@ -124,3 +125,12 @@ def test_slice_tokens_separates_the_latest_message() -> None:
              PlanItem("retrieved", "c", [1], "cold", "excerpt", 12, 3.0, "x"),
              PlanItem("retrieved", "c", [2], "cold", "verbatim", 30, 2.0, "y")]
     assert slice_tokens(items) == {"latest": 40, "tail": 10, "retrieved": 42}
+
+
+@pytest.mark.parametrize(("spec", "budgets"), [
+    ("2000", [2000]),  # one budget
+    ("2000,500", [500, 2000]),  # sorted
+    ("500, 2000,500,", [500, 2000]),  # spaces, a repeat and a trailing comma
+])
+def test_parse_budgets(spec: str, budgets: list[int]) -> None:
+    assert parse_budgets(spec) == budgets
