@@ -20,13 +20,22 @@ an abbreviation; optional st/nd/rd/th after a day; optional commas):
   - "N days ago" -> that single day; "N weeks/months/years ago" -> the calendar week, month or
     year N back, so "a week ago" is "last week" and "a month ago" is "last month". N is digits,
     one..twelve, or "a"/"an";
-  - "a few days ago" -> 2 to 5 days ago, both ends included;
+  - "a few days ago" -> 2 to 5 days ago, both ends included; likewise "a few" or "several"
+    weeks, months or years ago -> the calendar weeks, months or years 2 to 5 back, and "a
+    couple of" (or "a couple", "couple of") days, weeks, months or years ago -> 2 to 3 back;
+- a season (meteorological, northern hemisphere: spring March-May, summer June-August,
+  autumn or fall September-November, winter December to February): "summer 2022", "the
+  summer of 2022" -> that summer ("winter 2022" is December 2022 to February 2023);
+  "last summer" -> the latest summer that ended before today; "this summer" -> the summer
+  that holds today, and nothing outside one (whether "this winter" in October is the coming
+  one or the last is a guess);
   - "past week/month/year", "last/past N days/weeks/months/years" -> a rolling span that ends
     with today and starts the day after the same date one unit (or N units) back, so
     "past week" is the 7 days ending today.
 
 Not windows: vague words ("recently", "a while ago"), a month or day without a year ("in May",
-"on the 13th"), times of day, "since 2022" (open-ended).
+"on the 13th"), a season without a year or "last"/"this" ("in the summer"), times of day,
+"since 2022" (open-ended).
 
 Invariants:
 - every window is whole UTC days: `start` and `end` are midnights, `start < end`; `end` is
@@ -56,6 +65,12 @@ MIN_YEAR = 1900
 MAX_YEAR = 2200
 FEW_DAYS_NEAREST = 2  # "a few days ago": 2..5 days back, both included
 FEW_DAYS_FARTHEST = 5
+# "a few"/"several" weeks, months or years ago: that many units back, both included, as days
+VAGUE_BACK = {"few": (FEW_DAYS_NEAREST, FEW_DAYS_FARTHEST), "several": (FEW_DAYS_NEAREST, FEW_DAYS_FARTHEST),
+              "couple": (2, 3)}
+SEASON_MONTHS = 3
+# a season's first month; winter starts in December of its year and runs into the next
+SEASON_START_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
 _EPOCH_ORD = date(1970, 1, 1).toordinal()
 _MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
@@ -86,6 +101,7 @@ _NUM = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) 
 # "last a days" is not English, so the rolling form takes digits and number words only.
 _COUNT = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(set(_NUMBERS) - {"a", "an"}, key=len, reverse=True)) + ")"
 _UNIT = r"(?P<u>day|week|month|year)"
+_SEASON = r"(?P<s>spring|summer|autumn|fall|winter)"
 # After "in 2000", these make it a quantity, not a year ("reply in 2000 words").
 _QUANTITY_UNITS = (r"ms|millis(?:econds?)?|seconds?|secs?|minutes?|mins?|hours?|hrs?|words?|tokens?"
                    r"|characters?|chars?|lines?|bytes?|[kmgt]b|pages?|steps?|rows?|items?|records?"
@@ -192,6 +208,50 @@ def _ago(m: re.Match[str], today: int | None) -> Span | None:
     return _year_span(date.fromordinal(today).year - n)
 
 
+def _vague_ago(m: re.Match[str], today: int | None) -> Span | None:
+    """"a few weeks ago": from the unit VAGUE_BACK's farthest back to its nearest, whole units."""
+    if today is None:
+        return None
+    nearest, farthest = VAGUE_BACK[m["v"].lower()]
+    unit = m["u"].lower()
+    if unit == "day":
+        return today - farthest, today - nearest + 1
+    if unit == "week":
+        return _week_span(today, farthest)[0], _week_span(today, nearest)[1]
+    if unit == "month":
+        first, last = _month_span(_month_index(today) - farthest), _month_span(_month_index(today) - nearest)
+    else:
+        year = date.fromordinal(today).year
+        first, last = _year_span(year - farthest), _year_span(year - nearest)
+    return None if first is None or last is None else (first[0], last[1])
+
+
+def _season_span(season: str, year: int) -> Span | None:
+    """The season that starts in `year` (winter: December `year` to February `year` + 1)."""
+    start = _month_span(year * MONTHS_PER_YEAR + SEASON_START_MONTH[season] - 1)
+    end = _month_span(year * MONTHS_PER_YEAR + SEASON_START_MONTH[season] - 1 + SEASON_MONTHS - 1)
+    return None if start is None or end is None else (start[0], end[1])
+
+
+def _season_year(m: re.Match[str], today: int | None) -> Span | None:
+    return _season_span(m["s"].lower(), int(m["y"]))
+
+
+def _season_relative(m: re.Match[str], today: int | None) -> Span | None:
+    if today is None:
+        return None
+    season, year = m["s"].lower(), date.fromordinal(today).year
+    for y in (year, year - 1, year - 2):  # the latest occurrences first
+        span = _season_span(season, y)
+        if span is None:
+            continue
+        if m["which"].lower() == "last" and span[1] <= today:
+            return span
+        if m["which"].lower() == "this" and span[0] <= today < span[1]:
+            return span
+    return None
+
+
 def _calendar(m: re.Match[str], today: int | None) -> Span | None:
     if today is None:
         return None
@@ -218,17 +278,20 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], int | None], Span |
     # Lookarounds, not \b: "2023-10-13T09:00" has a letter right after the day.
     (_re(r"(?<![0-9])(?P<y>[0-9]{4})(?P<sep>[-/])(?P<mo>[0-9]{1,2})(?P=sep)(?P<d>[0-9]{1,2})(?![0-9])"), _iso),
     (_re(rf"\b{_MONTH}{_SEP}(?:of\s+)?{_YEAR}"), _month_year),
+    (_re(rf"\b(?:the\s+)?{_SEASON}\s+(?:of\s+)?{_YEAR}"), _season_year),
     (_re(rf"\b(?:in|during|throughout)\s+(?:the\s+year\s+)?{_YEAR}(?![-/.:][0-9])(?!\s*%)"
          rf"(?!\s+(?:{_QUANTITY_UNITS})\b)"), _year),
     (_re(r"\b(?:the\s+)?day\s+before\s+yesterday\b"), _days_back(2, 2)),
     (_re(r"\byesterday\b"), _days_back(1, 1)),
     (_re(r"\btoday\b"), _days_back(0, 0)),
-    (_re(r"\b(?:a\s+)?few\s+days\s+ago\b"), _days_back(FEW_DAYS_NEAREST, FEW_DAYS_FARTHEST)),
+    (_re(r"\b(?:a\s+)?(?P<v>few|couple|several)(?:\s+of)?\s+(?P<u>day|week|month|year)s\s+ago\b"), _vague_ago),
     (_re(rf"\b{_NUM}\s+{_UNIT}s?\s+ago\b"), _ago),
     (_re(rf"\b(?:the\s+)?(?:last|past)\s+{_COUNT}\s+{_UNIT}s?\b"), _rolling),
     # Singular only: "in past years" is vague, "the past year" is not.
     (_re(r"\b(?:the\s+)?past\s+(?P<u>week|month|year)\b"), _rolling),
     (_re(r"\b(?P<which>this|last)\s+(?P<u>week|month|year)\b"), _calendar),
+    # not after "the": "the last summer we spent there" names no time relative to today
+    (_re(rf"(?<!\bthe\s)\b(?P<which>this|last)\s+{_SEASON}\b"), _season_relative),
 ]
 
 

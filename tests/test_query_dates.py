@@ -82,6 +82,10 @@ def test_years(query: str, expected: list[tuple[str, str]]) -> None:
     "Octember 2023",  # not a month
     "what did we do recently?",  # too vague
     "a while ago",
+    "in the summer",  # which summer is a guess
+    "this summer",  # 15 May is not in one: the coming one or the last is a guess
+    "the last fall I had",  # a noun after "the", not a time relative to today
+    "a few times ago",  # not a unit of time
     "",
 ])
 def test_not_windows(query: str) -> None:
@@ -109,6 +113,22 @@ def test_not_windows(query: str) -> None:
     ("one day ago", [("2024-05-14", "2024-05-15")]),
     # 2 to 5 days back, both included
     ("a few days ago", [("2024-05-10", "2024-05-14")]),
+    # vague counts of larger units: whole calendar weeks, months, years, 2..5 back ("couple": 2..3)
+    ("a few weeks ago", [("2024-04-08", "2024-05-06")]),
+    ("several months ago", [("2023-12-01", "2024-04-01")]),
+    ("a couple of weeks ago", [("2024-04-22", "2024-05-06")]),
+    ("couple days ago", [("2024-05-12", "2024-05-14")]),
+    ("a couple years ago", [("2021-01-01", "2023-01-01")]),
+    # seasons (northern, meteorological): with a year, the one starting in it
+    ("in the summer of 2022", [("2022-06-01", "2022-09-01")]),
+    ("fall 2021", [("2021-09-01", "2021-12-01")]),
+    ("winter 2023", [("2023-12-01", "2024-03-01")]),  # into the next year
+    # "last": the latest that ended before today (15 May: winter 2023/24 has ended)
+    ("what did we do last summer?", [("2023-06-01", "2023-09-01")]),
+    ("last winter", [("2023-12-01", "2024-03-01")]),
+    ("last spring", [("2023-03-01", "2023-06-01")]),  # this spring has not ended yet
+    # "this": the one that holds today
+    ("this spring", [("2024-03-01", "2024-06-01")]),
     # two phrases naming the same day: one window
     ("yesterday, i.e. 14 May 2024", [("2024-05-14", "2024-05-15")]),
     # too far back for the year range

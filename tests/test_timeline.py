@@ -55,6 +55,10 @@ def told(text: str, created: float = MONDAY) -> tuple[str, str] | None:
     ("I lost my job at the store this month", MONDAY, ("2023-05-01", "2023-06-01")),
     # 2..5 days back, both ends included
     ("a few days ago I painted a sunset", MONDAY, ("2023-05-03", "2023-05-07")),
+    # vague counts and seasons, against the message's own day (Monday 8 May 2023)
+    ("I started pottery a couple of weeks ago", MONDAY, ("2023-04-17", "2023-05-01")),
+    ("We adopted her a few months ago", MONDAY, ("2022-12-01", "2023-04-01")),
+    ("Last summer we drove to the coast", MONDAY, ("2022-06-01", "2022-09-01")),
     # an absolute date is kept as it is
     ("the race was on 2 April 2023", MONDAY, ("2023-04-02", "2023-04-03")),
     # of two periods the narrowest wins: "yesterday" says more than "this month"
