@@ -17,7 +17,7 @@ an abbreviation; optional st/nd/rd/th after a day; optional commas):
   - "this week" / "last week" -> the ISO calendar week (Monday to Monday) holding today / the one
     before; likewise "this month" / "last month" and "this year" / "last year" for calendar
     months and years;
-  - "N days ago" -> that single day; "N weeks/months/years ago" -> the calendar week, month or
+  - "N days ago" (or "back") -> that single day; "N weeks/months/years ago" -> the calendar week, month or
     year N back, so "a week ago" is "last week" and "a month ago" is "last month". N is digits,
     one..twelve, or "a"/"an";
   - "a few days ago" -> 2 to 5 days ago, both ends included; likewise "a few" or "several"
@@ -29,6 +29,11 @@ an abbreviation; optional st/nd/rd/th after a day; optional commas):
   "last summer" -> the latest summer that ended before today; "this summer" -> the summer
   that holds today, and nothing outside one (whether "this winter" in October is the coming
   one or the last is a guess);
+- a holiday of a fixed day, or US Thanksgiving (the fourth Thursday of November): Christmas
+  (Eve, Day), New Year's (Eve, Day), Halloween, Valentine's Day, Thanksgiving. With a year
+  ("Christmas 2022", "Halloween of 2021") -> that day; "last Christmas" or "this past
+  Christmas" -> the latest one before today. A bare "at Christmas" is not a window (past or
+  coming is a guess);
   - "past week/month/year", "last/past N days/weeks/months/years" -> a rolling span that ends
     with today and starts the day after the same date one unit (or N units) back, so
     "past week" is the 7 days ending today.
@@ -69,6 +74,15 @@ FEW_DAYS_FARTHEST = 5
 VAGUE_BACK = {"few": (FEW_DAYS_NEAREST, FEW_DAYS_FARTHEST), "several": (FEW_DAYS_NEAREST, FEW_DAYS_FARTHEST),
               "couple": (2, 3)}
 SEASON_MONTHS = 3
+THANKSGIVING_MONTH = 11
+THANKSGIVING_NTH_THURSDAY = 4
+THURSDAY = 3  # date.weekday(): Monday is 0
+# holiday -> (month, day) of a fixed-day holiday; None: computed (planner.dates._holiday_day)
+HOLIDAYS: dict[str, tuple[int, int] | None] = {
+    "christmas eve": (12, 24), "christmas day": (12, 25), "christmas": (12, 25),
+    "new year's eve": (12, 31), "new years eve": (12, 31), "new year's day": (1, 1), "new years day": (1, 1),
+    "halloween": (10, 31), "valentine's day": (2, 14), "valentines day": (2, 14), "thanksgiving": None,
+}
 # a season's first month; winter starts in December of its year and runs into the next
 SEASON_START_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
@@ -102,6 +116,9 @@ _NUM = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) 
 _COUNT = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(set(_NUMBERS) - {"a", "an"}, key=len, reverse=True)) + ")"
 _UNIT = r"(?P<u>day|week|month|year)"
 _SEASON = r"(?P<s>spring|summer|autumn|fall|winter)"
+# longest first, so "Christmas Eve" is not read as "Christmas"; any apostrophe or none
+_HOLIDAY = ("(?P<h>" + "|".join(sorted((k.replace("'", "['\u2019]?").replace(" ", r"\s+") for k in HOLIDAYS),
+                                      key=len, reverse=True)) + r")\b")
 # After "in 2000", these make it a quantity, not a year ("reply in 2000 words").
 _QUANTITY_UNITS = (r"ms|millis(?:econds?)?|seconds?|secs?|minutes?|mins?|hours?|hrs?|words?|tokens?"
                    r"|characters?|chars?|lines?|bytes?|[kmgt]b|pages?|steps?|rows?|items?|records?"
@@ -233,6 +250,36 @@ def _season_span(season: str, year: int) -> Span | None:
     return None if start is None or end is None else (start[0], end[1])
 
 
+def _holiday_day(name: str, year: int) -> int | None:
+    """The ordinal of holiday `name` (a HOLIDAYS key, any case, curly apostrophe allowed) in `year`."""
+    if not MIN_YEAR <= year <= MAX_YEAR:
+        return None
+    key = " ".join(name.lower().replace("\u2019", "'").split())
+    if key not in HOLIDAYS:
+        return None
+    fixed = HOLIDAYS[key]
+    if fixed is not None:
+        return date(year, *fixed).toordinal()
+    first = date(year, THANKSGIVING_MONTH, 1)
+    return first.toordinal() + (THURSDAY - first.weekday()) % WEEK_DAYS + WEEK_DAYS * (THANKSGIVING_NTH_THURSDAY - 1)
+
+
+def _holiday_year(m: re.Match[str], today: int | None) -> Span | None:
+    day = _holiday_day(m["h"], int(m["y"]))
+    return None if day is None else (day, day + 1)
+
+
+def _holiday_last(m: re.Match[str], today: int | None) -> Span | None:
+    if today is None:
+        return None
+    year = date.fromordinal(today).year
+    for y in (year, year - 1):
+        day = _holiday_day(m["h"], y)
+        if day is not None and day < today:
+            return day, day + 1
+    return None
+
+
 def _season_year(m: re.Match[str], today: int | None) -> Span | None:
     return _season_span(m["s"].lower(), int(m["y"]))
 
@@ -279,19 +326,21 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], int | None], Span |
     (_re(r"(?<![0-9])(?P<y>[0-9]{4})(?P<sep>[-/])(?P<mo>[0-9]{1,2})(?P=sep)(?P<d>[0-9]{1,2})(?![0-9])"), _iso),
     (_re(rf"\b{_MONTH}{_SEP}(?:of\s+)?{_YEAR}"), _month_year),
     (_re(rf"\b(?:the\s+)?{_SEASON}\s+(?:of\s+)?{_YEAR}"), _season_year),
+    (_re(rf"\b{_HOLIDAY}{_SEP}(?:of\s+)?{_YEAR}"), _holiday_year),
     (_re(rf"\b(?:in|during|throughout)\s+(?:the\s+year\s+)?{_YEAR}(?![-/.:][0-9])(?!\s*%)"
          rf"(?!\s+(?:{_QUANTITY_UNITS})\b)"), _year),
     (_re(r"\b(?:the\s+)?day\s+before\s+yesterday\b"), _days_back(2, 2)),
     (_re(r"\byesterday\b"), _days_back(1, 1)),
     (_re(r"\btoday\b"), _days_back(0, 0)),
-    (_re(r"\b(?:a\s+)?(?P<v>few|couple|several)(?:\s+of)?\s+(?P<u>day|week|month|year)s\s+ago\b"), _vague_ago),
-    (_re(rf"\b{_NUM}\s+{_UNIT}s?\s+ago\b"), _ago),
+    (_re(r"\b(?:a\s+)?(?P<v>few|couple|several)(?:\s+of)?\s+(?P<u>day|week|month|year)s\s+(?:ago|back)\b"), _vague_ago),
+    (_re(rf"\b{_NUM}\s+{_UNIT}s?\s+(?:ago|back)\b"), _ago),
     (_re(rf"\b(?:the\s+)?(?:last|past)\s+{_COUNT}\s+{_UNIT}s?\b"), _rolling),
     # Singular only: "in past years" is vague, "the past year" is not.
     (_re(r"\b(?:the\s+)?past\s+(?P<u>week|month|year)\b"), _rolling),
     (_re(r"\b(?P<which>this|last)\s+(?P<u>week|month|year)\b"), _calendar),
     # not after "the": "the last summer we spent there" names no time relative to today
     (_re(rf"(?<!\bthe\s)\b(?P<which>this|last)\s+{_SEASON}\b"), _season_relative),
+    (_re(rf"\b(?:last|this\s+past)\s+{_HOLIDAY}"), _holiday_last),
 ]
 
 

@@ -86,6 +86,8 @@ def test_years(query: str, expected: list[tuple[str, str]]) -> None:
     "this summer",  # 15 May is not in one: the coming one or the last is a guess
     "the last fall I had",  # a noun after "the", not a time relative to today
     "a few times ago",  # not a unit of time
+    "at Christmas",  # the last one or the coming one is a guess
+    "I got it back two weeks later",  # "back" not right after the period
     "",
 ])
 def test_not_windows(query: str) -> None:
@@ -129,6 +131,17 @@ def test_not_windows(query: str) -> None:
     ("last spring", [("2023-03-01", "2023-06-01")]),  # this spring has not ended yet
     # "this": the one that holds today
     ("this spring", [("2024-03-01", "2024-06-01")]),
+    # "back" as "ago"
+    ("a month back", [("2024-04-01", "2024-05-01")]),
+    ("a few weeks back", [("2024-04-08", "2024-05-06")]),
+    # holidays: with a year, that day; "last" / "this past", the latest before today
+    ("Christmas Eve 2022", [("2022-12-24", "2022-12-25")]),  # not read as Christmas
+    ("NEW YEARS   EVE, 2021", [("2021-12-31", "2022-01-01")]),  # any case, spacing, no apostrophe
+    ("Halloween of 2021", [("2021-10-31", "2021-11-01")]),
+    ("Thanksgiving 2023", [("2023-11-23", "2023-11-24")]),  # the fourth Thursday of November
+    ("what did I cook last Thanksgiving?", [("2023-11-23", "2023-11-24")]),
+    ("last Christmas", [("2023-12-25", "2023-12-26")]),
+    ("this past Valentine\u2019s Day", [("2024-02-14", "2024-02-15")]),  # a curly apostrophe
     # two phrases naming the same day: one window
     ("yesterday, i.e. 14 May 2024", [("2024-05-14", "2024-05-15")]),
     # too far back for the year range

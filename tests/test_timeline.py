@@ -59,6 +59,7 @@ def told(text: str, created: float = MONDAY) -> tuple[str, str] | None:
     ("I started pottery a couple of weeks ago", MONDAY, ("2023-04-17", "2023-05-01")),
     ("We adopted her a few months ago", MONDAY, ("2022-12-01", "2023-04-01")),
     ("Last summer we drove to the coast", MONDAY, ("2022-06-01", "2022-09-01")),
+    ("We met last Christmas", MONDAY, ("2022-12-25", "2022-12-26")),
     # an absolute date is kept as it is
     ("the race was on 2 April 2023", MONDAY, ("2023-04-02", "2023-04-03")),
     # of two periods the narrowest wins: "yesterday" says more than "this month"
