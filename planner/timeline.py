@@ -17,7 +17,11 @@ time people tell of rather than ask about:
   "next <weekday>" -> the first such weekday strictly after it;
 - "last weekend" -> the Saturday and Sunday before the message's week; "this weekend" ->
   the weekend of the message's week; "N weekends ago" -> N weekends back;
-- "next week/month/year" -> the calendar period after the message's.
+- "next week/month/year" -> the calendar period after the message's;
+- a duration up to now, in the present perfect ("I've had them for 3 years", "we have been
+  friends for two months now") -> when it began: the calendar unit that many back, as "3
+  years ago" reads; "since 2019" after a present perfect ("I've lived here since 2019") -> that
+  year. A duration alone ("I'm away for two weeks", "it took 3 years") tells no start.
 
 Not resolved: vague words ("recently", "the other day", "a while ago"), a bare weekday ("on
 Saturday": past or future is a guess), a month without a year.
@@ -76,6 +80,14 @@ _WEEKENDS_AGO = _re(r"\b(?P<n>[0-9]|a|one|two|three|four|five|six)\s+weekends?\s
 _NEXT_PERIOD = _re(r"\bnext\s+(?P<u>week|month|year)\b")
 
 # Questions that ask for a time: "when did ...", "what date ...", "how long ago ...", "which year".
+# "'ve had them for 3 years", "has been teaching for ten years now": the perfect, then at most
+# a few words, then the duration; the words may not end the clause (no "." between)
+_PERFECT = r"(?:'ve|\bhave|\bhas|(?<=\w)'s\s+been)\s+(?:been\s+)?(?:[a-z'-]+\s+){0,5}?"
+_FOR_SINCE_NUMBERS = ("a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+                      "thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty")
+_FOR_DURATION = _re(_PERFECT + r"for\s+(?:about\s+|almost\s+|nearly\s+|over\s+|around\s+)?"
+                    rf"(?P<n>[0-9]{{1,3}}|{_FOR_SINCE_NUMBERS})\s+(?P<u>day|week|month|year)s?\b")
+_SINCE_YEAR = _re(_PERFECT + r"since\s+(?P<y>[0-9]{4})\b")
 _ASKS_WHEN = _re(r"^\W*(?:when\b|what\s+(?:date|day|month|year|time)\b|(?:in\s+)?which\s+(?:date|day|month|year)\b)"
                  r"|\bhow\s+long\s+ago\b")
 
@@ -134,6 +146,22 @@ def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
     return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
 
 
+_TENS = {"thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+         "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
+
+
+def _began(text: str, created: float) -> list[tuple[float, float]]:
+    """When the durations up to now that `text` tells of began (POSIX spans), read as
+    planner.dates reads "N units ago" / "in YYYY" (its public `query_windows`)."""
+    phrases = []
+    for m in _FOR_DURATION.finditer(text):
+        n = m["n"].lower()
+        count = _TENS.get(n) or (1 if n in ("a", "an") else None)
+        phrases.append(f"{count if count is not None else n} {m['u'].lower()}s ago")
+    phrases += [f"in {m['y']}" for m in _SINCE_YEAR.finditer(text)]
+    return [(w.start, w.end) for p in phrases for w in query_windows(p, created)]
+
+
 def told_span(text: str | None, created: float) -> tuple[float, float] | None:
     """The period `text`, sent at `created` (POSIX seconds), says something happened in:
     (start, end) POSIX seconds of whole UTC days, or None."""
@@ -146,6 +174,7 @@ def told_span(text: str | None, created: float) -> tuple[float, float] | None:
         text = text[:MAX_TEXT_CHARS]
         spans = [(w.start, w.end) for w in query_windows(text, float(created))]
         spans += [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _extra_spans(text, today)]
+        spans += _began(text, float(created))
     except (ValueError, OverflowError, TypeError):  # a turn must never break loading the cache
         return None
     if not spans:

@@ -60,6 +60,16 @@ def told(text: str, created: float = MONDAY) -> tuple[str, str] | None:
     ("We adopted her a few months ago", MONDAY, ("2022-12-01", "2023-04-01")),
     ("Last summer we drove to the coast", MONDAY, ("2022-06-01", "2022-09-01")),
     ("We met last Christmas", MONDAY, ("2022-12-25", "2022-12-26")),
+    # a duration up to now in the present perfect tells when it began (the unit that many back)
+    ("I've had them for 3 years now and they bring me joy", MONDAY, ("2020-01-01", "2021-01-01")),
+    ("We have been friends for two months now", MONDAY, ("2023-03-01", "2023-04-01")),
+    ("She has been teaching for fifteen years", MONDAY, ("2008-01-01", "2009-01-01")),
+    ("I've lived here since 2019", MONDAY, ("2019-01-01", "2020-01-01")),
+    # a duration that is not up to now, or not after a perfect in the same sentence: nothing
+    ("I'm away for two weeks", MONDAY, None),
+    ("It took 3 years to finish", MONDAY, None),
+    ("I have a dog. For 3 years I wanted one", MONDAY, None),
+    ("I have been waiting for 2 hours", MONDAY, None),  # not a unit the days are counted in
     # an absolute date is kept as it is
     ("the race was on 2 April 2023", MONDAY, ("2023-04-02", "2023-04-03")),
     # of two periods the narrowest wins: "yesterday" says more than "this month"
