@@ -318,29 +318,39 @@ def _rolling(m: re.Match[str], today: int | None) -> Span | None:
     return None if start is None else (start + 1, today + 1)
 
 
+# Words one of which a rule's match must hold (lower case), or None: a rule whose words are
+# all absent from the text is not run. Most text names no time, and each rule's scan costs
+# more than these substring tests.
+_MONTH_WORDS = tuple(_MONTHS)
+_SEASON_WORDS = ("spring", "summer", "autumn", "fall", "winter")
+_HOLIDAY_WORDS = ("christmas", "year", "halloween", "valentine", "thanksgiving")  # "new  year": any spacing
+_Resolver = Callable[[re.Match[str], int | None], Span | None]
+
 # Priority order: an earlier pattern's match claims its text before a later one can.
-_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], int | None], Span | None]]] = [
-    (_re(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}{_SEP}{_YEAR}"), _day_month_year),
-    (_re(rf"\b{_MONTH}\s+{_DAY}{_SEP}{_YEAR}"), _day_month_year),
+_RULES: list[tuple[re.Pattern[str], _Resolver, tuple[str, ...] | None]] = [
+    (_re(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}{_SEP}{_YEAR}"), _day_month_year, _MONTH_WORDS),
+    (_re(rf"\b{_MONTH}\s+{_DAY}{_SEP}{_YEAR}"), _day_month_year, _MONTH_WORDS),
     # Lookarounds, not \b: "2023-10-13T09:00" has a letter right after the day.
-    (_re(r"(?<![0-9])(?P<y>[0-9]{4})(?P<sep>[-/])(?P<mo>[0-9]{1,2})(?P=sep)(?P<d>[0-9]{1,2})(?![0-9])"), _iso),
-    (_re(rf"\b{_MONTH}{_SEP}(?:of\s+)?{_YEAR}"), _month_year),
-    (_re(rf"\b(?:the\s+)?{_SEASON}\s+(?:of\s+)?{_YEAR}"), _season_year),
-    (_re(rf"\b{_HOLIDAY}{_SEP}(?:of\s+)?{_YEAR}"), _holiday_year),
+    (_re(r"(?<![0-9])(?P<y>[0-9]{4})(?P<sep>[-/])(?P<mo>[0-9]{1,2})(?P=sep)(?P<d>[0-9]{1,2})(?![0-9])"), _iso,
+     ("-", "/")),
+    (_re(rf"\b{_MONTH}{_SEP}(?:of\s+)?{_YEAR}"), _month_year, _MONTH_WORDS),
+    (_re(rf"\b(?:the\s+)?{_SEASON}\s+(?:of\s+)?{_YEAR}"), _season_year, _SEASON_WORDS),
+    (_re(rf"\b{_HOLIDAY}{_SEP}(?:of\s+)?{_YEAR}"), _holiday_year, _HOLIDAY_WORDS),
     (_re(rf"\b(?:in|during|throughout)\s+(?:the\s+year\s+)?{_YEAR}(?![-/.:][0-9])(?!\s*%)"
-         rf"(?!\s+(?:{_QUANTITY_UNITS})\b)"), _year),
-    (_re(r"\b(?:the\s+)?day\s+before\s+yesterday\b"), _days_back(2, 2)),
-    (_re(r"\byesterday\b"), _days_back(1, 1)),
-    (_re(r"\btoday\b"), _days_back(0, 0)),
-    (_re(r"\b(?:a\s+)?(?P<v>few|couple|several)(?:\s+of)?\s+(?P<u>day|week|month|year)s\s+(?:ago|back)\b"), _vague_ago),
-    (_re(rf"\b{_NUM}\s+{_UNIT}s?\s+(?:ago|back)\b"), _ago),
-    (_re(rf"\b(?:the\s+)?(?:last|past)\s+{_COUNT}\s+{_UNIT}s?\b"), _rolling),
+         rf"(?!\s+(?:{_QUANTITY_UNITS})\b)"), _year, None),
+    (_re(r"\b(?:the\s+)?day\s+before\s+yesterday\b"), _days_back(2, 2), ("yesterday",)),
+    (_re(r"\byesterday\b"), _days_back(1, 1), ("yesterday",)),
+    (_re(r"\btoday\b"), _days_back(0, 0), ("today",)),
+    (_re(r"\b(?:a\s+)?(?P<v>few|couple|several)(?:\s+of)?\s+(?P<u>day|week|month|year)s\s+(?:ago|back)\b"), _vague_ago,
+     ("ago", "back")),
+    (_re(rf"\b{_NUM}\s+{_UNIT}s?\s+(?:ago|back)\b"), _ago, ("ago", "back")),
+    (_re(rf"\b(?:the\s+)?(?:last|past)\s+{_COUNT}\s+{_UNIT}s?\b"), _rolling, ("last", "past")),
     # Singular only: "in past years" is vague, "the past year" is not.
-    (_re(r"\b(?:the\s+)?past\s+(?P<u>week|month|year)\b"), _rolling),
-    (_re(r"\b(?P<which>this|last)\s+(?P<u>week|month|year)\b"), _calendar),
+    (_re(r"\b(?:the\s+)?past\s+(?P<u>week|month|year)\b"), _rolling, ("past",)),
+    (_re(r"\b(?P<which>this|last)\s+(?P<u>week|month|year)\b"), _calendar, ("this", "last")),
     # not after "the": "the last summer we spent there" names no time relative to today
-    (_re(rf"(?<!\bthe\s)\b(?P<which>this|last)\s+{_SEASON}\b"), _season_relative),
-    (_re(rf"\b(?:last|this\s+past)\s+{_HOLIDAY}"), _holiday_last),
+    (_re(rf"(?<!\bthe\s)\b(?P<which>this|last)\s+{_SEASON}\b"), _season_relative, _SEASON_WORDS),
+    (_re(rf"\b(?:last|this\s+past)\s+{_HOLIDAY}"), _holiday_last, _HOLIDAY_WORDS),
 ]
 
 
@@ -364,7 +374,10 @@ def query_windows(text: str, now: float) -> list[TimeWindow]:
     # a long paste full of "today").
     claimed: list[tuple[int, int]] = []
     hits: list[tuple[int, TimeWindow]] = []
-    for pattern, resolve in _RULES:
+    low = text.lower()
+    for pattern, resolve, words in _RULES:
+        if words is not None and not any(w in low for w in words):
+            continue
         for m in pattern.finditer(text):
             lo, hi = m.span()
             i = bisect.bisect_left(claimed, (lo, hi))

@@ -153,6 +153,9 @@ _TENS = {"thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventee
 def _began(text: str, created: float) -> list[tuple[float, float]]:
     """When the durations up to now that `text` tells of began (POSIX spans), read as
     planner.dates reads "N units ago" / "in YYYY" (its public `query_windows`)."""
+    low = text.lower()
+    if "for " not in low and "since " not in low:  # most turns: skip the perfect's regexes
+        return []
     phrases = []
     for m in _FOR_DURATION.finditer(text):
         n = m["n"].lower()

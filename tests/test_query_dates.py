@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tiermem.planner import dates
 from tiermem.planner.dates import DAY_S, TimeWindow, query_windows
 
 # Wednesday 15 May 2024, 12:00 UTC: mid-week and mid-month, so "this"/"last" periods differ.
@@ -165,7 +166,9 @@ def test_unusable_now_gives_no_relative_windows(now: float) -> None:
 
 
 _FRAGMENTS = ["13", "October", "Oct.", "2023", "2023-10-13", "in", "during", "last", "past", "week",
-              "days", "ago", "a few", "today", ",", "31 February", "9999", "th", "of"]
+              "days", "ago", "a few", "today", ",", "31 February", "9999", "th", "of", "summer", "Fall",
+              "the", "this past", "Christmas", "NEW", "Year's", "Eve", "couple", "several", "back", "months",
+              "yesterday", "2023/1/5", "SEPT", "this"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -176,3 +179,16 @@ def test_never_raises(parts: list[str], now: float) -> None:
     assert all(w.start < w.end and w.start % DAY_S == 0 and w.end % DAY_S == 0 for w in windows)
     assert windows == sorted(windows, key=lambda w: (w.start, w.end))
     assert len({(w.start, w.end) for w in windows}) == len(windows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.sampled_from([" ", "  ", "\t"])), max_size=14))
+def test_rule_words_only_skip_rules_that_cannot_match(parts: list[str]) -> None:
+    # each rule runs only when one of its words is in the text: the same windows as with
+    # every rule always run, for any mix of the time words the rules look for
+    text = " ".join(parts)
+    every = [(p, r, None) for p, r, _words in dates._RULES]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dates, "_RULES", every)
+        unfiltered = query_windows(text, NOW)
+    assert query_windows(text, NOW) == unfiltered
