@@ -89,7 +89,7 @@ _FOR_DURATION = _re(_PERFECT + r"for\s+(?:about\s+|almost\s+|nearly\s+|over\s+|a
                     rf"(?P<n>[0-9]{{1,3}}|{_FOR_SINCE_NUMBERS})\s+(?P<u>day|week|month|year)s?\b")
 _SINCE_YEAR = _re(_PERFECT + r"since\s+(?P<y>[0-9]{4})\b")
 _ASKS_WHEN = _re(r"^\W*(?:when\b|what\s+(?:date|day|month|year|time)\b|(?:in\s+)?which\s+(?:date|day|month|year)\b)"
-                 r"|\bhow\s+long\s+ago\b")
+                 r"|\bhow\s+long\s+(?:ago|has|have)\b")
 
 
 def _day(created: float) -> int | None:
@@ -186,7 +186,8 @@ def told_span(text: str | None, created: float) -> tuple[float, float] | None:
 
 
 def asks_when(query: str) -> bool:
-    """Whether the query asks for a time ("when did ...", "what date ...", "how long ago ...")."""
+    """Whether the query asks for a time ("when did ...", "what date ...", "how long ago ...",
+    "how long has ...": a duration up to now asks when it began)."""
     return bool(_ASKS_WHEN.search(query))
 
 

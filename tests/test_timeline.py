@@ -96,6 +96,9 @@ def test_told_span(text: str, created: float, expected: tuple[str, str] | None) 
     ("What date was the race?", True),  # asks for a date
     ("In which month did they move?", True),
     ("How long ago did we talk about it?", True),  # "how long ago" anywhere
+    ("How long has Jo had her dog?", True),  # a duration up to now: when it began
+    ("How long have they been friends?", True),
+    ("How long did the trip take?", False),  # a duration, not anchored to now
     ("What did Jo do when she moved?", False),  # "when" inside a clause asks no time
     ("What activities does Jo do?", False),
 ])
