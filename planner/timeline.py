@@ -79,7 +79,6 @@ _WEEKEND = _re(r"\b(?P<which>last|this|past)\s+weekend\b")
 _WEEKENDS_AGO = _re(r"\b(?P<n>[0-9]|a|one|two|three|four|five|six)\s+weekends?\s+ago\b")
 _NEXT_PERIOD = _re(r"\bnext\s+(?P<u>week|month|year)\b")
 
-# Questions that ask for a time: "when did ...", "what date ...", "how long ago ...", "which year".
 # "'ve had them for 3 years", "has been teaching for ten years now": the perfect, then at most
 # a few words, then the duration; the words may not end the clause (no "." between)
 _PERFECT = r"(?:'ve|\bhave|\bhas|(?<=\w)'s\s+been)\s+(?:been\s+)?(?:[a-z'-]+\s+){0,5}?"
@@ -88,6 +87,8 @@ _FOR_SINCE_NUMBERS = ("a|an|one|two|three|four|five|six|seven|eight|nine|ten|ele
 _FOR_DURATION = _re(_PERFECT + r"for\s+(?:about\s+|almost\s+|nearly\s+|over\s+|around\s+)?"
                     rf"(?P<n>[0-9]{{1,3}}|{_FOR_SINCE_NUMBERS})\s+(?P<u>day|week|month|year)s?\b")
 _SINCE_YEAR = _re(_PERFECT + r"since\s+(?P<y>[0-9]{4})\b")
+# Questions that ask for a time: "when did ...", "what date ...", "how long ago ...", "which year",
+# "how long has ..." (a duration up to now: when it began).
 _ASKS_WHEN = _re(r"^\W*(?:when\b|what\s+(?:date|day|month|year|time)\b|(?:in\s+)?which\s+(?:date|day|month|year)\b)"
                  r"|\bhow\s+long\s+(?:ago|has|have)\b")
 
