@@ -115,7 +115,7 @@ _NUM = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) 
 # "last a days" is not English, so the rolling form takes digits and number words only.
 _COUNT = r"(?P<n>[0-9]{1,4}|" + "|".join(sorted(set(_NUMBERS) - {"a", "an"}, key=len, reverse=True)) + ")"
 _UNIT = r"(?P<u>day|week|month|year)"
-_SEASON = r"(?P<s>spring|summer|autumn|fall|winter)"
+_SEASON = "(?P<s>" + "|".join(SEASON_START_MONTH) + ")"
 # longest first, so "Christmas Eve" is not read as "Christmas"; any apostrophe or none
 _HOLIDAY = ("(?P<h>" + "|".join(sorted((k.replace("'", "['\u2019]?").replace(" ", r"\s+") for k in HOLIDAYS),
                                       key=len, reverse=True)) + r")\b")
@@ -212,10 +212,8 @@ def _days_back(first: int, last: int) -> Callable[[re.Match[str], int | None], S
     return resolve
 
 
-def _ago(m: re.Match[str], today: int | None) -> Span | None:
-    if today is None:
-        return None
-    n, unit = _count(m), m["u"].lower()
+def _units_back(today: int, n: int, unit: str) -> Span | None:
+    """The day, calendar week, month or year `n` units before today's."""
     if unit == "day":
         return today - n, today - n + 1
     if unit == "week":
@@ -225,21 +223,17 @@ def _ago(m: re.Match[str], today: int | None) -> Span | None:
     return _year_span(date.fromordinal(today).year - n)
 
 
+def _ago(m: re.Match[str], today: int | None) -> Span | None:
+    return None if today is None else _units_back(today, _count(m), m["u"].lower())
+
+
 def _vague_ago(m: re.Match[str], today: int | None) -> Span | None:
     """"a few weeks ago": from the unit VAGUE_BACK's farthest back to its nearest, whole units."""
     if today is None:
         return None
     nearest, farthest = VAGUE_BACK[m["v"].lower()]
     unit = m["u"].lower()
-    if unit == "day":
-        return today - farthest, today - nearest + 1
-    if unit == "week":
-        return _week_span(today, farthest)[0], _week_span(today, nearest)[1]
-    if unit == "month":
-        first, last = _month_span(_month_index(today) - farthest), _month_span(_month_index(today) - nearest)
-    else:
-        year = date.fromordinal(today).year
-        first, last = _year_span(year - farthest), _year_span(year - nearest)
+    first, last = _units_back(today, farthest, unit), _units_back(today, nearest, unit)
     return None if first is None or last is None else (first[0], last[1])
 
 
@@ -322,7 +316,7 @@ def _rolling(m: re.Match[str], today: int | None) -> Span | None:
 # all absent from the text is not run. Most text names no time, and each rule's scan costs
 # more than these substring tests.
 _MONTH_WORDS = tuple(_MONTHS)
-_SEASON_WORDS = ("spring", "summer", "autumn", "fall", "winter")
+_SEASON_WORDS = tuple(SEASON_START_MONTH)
 _HOLIDAY_WORDS = ("christmas", "year", "halloween", "valentine", "thanksgiving")  # "new  year": any spacing
 _Resolver = Callable[[re.Match[str], int | None], Span | None]
 
