@@ -346,11 +346,15 @@ def run(data: Path, budgets: Sequence[int], data_root: Path, *, sample_questions
         out["offline"][str(b)] = round(recall(rs, base), 2)
     for held in samples:
         others = [s for s in samples if s != held]
+        shipped = {b: round(recall(groups[(held, b)], base), 2) for b in budgets}  # every probe's "before"
+
+        def held_out(weights: np.ndarray, held: str = held, shipped: dict[int, float] = shipped) -> dict[str, list[float]]:
+            return {str(b): [shipped[b], round(recall(groups[(held, b)], weights), 2)] for b in budgets}
+
         fold: dict[str, Any] = {}
         fitted = coordinate_search(groups, others)
         fold["fusion"] = {"weights": dict(zip(PARTS, (float(x) for x in fitted[:len(PARTS)]), strict=True)),
-                          "held_out": {str(b): [round(recall(groups[(held, b)], base), 2),
-                                                round(recall(groups[(held, b)], fitted), 2)] for b in budgets}}
+                          "held_out": held_out(fitted)}
         for k, name in enumerate(EXTRA):
             settings = {}
             for wx in EXTRA_WEIGHTS:
@@ -358,10 +362,7 @@ def run(data: Path, budgets: Sequence[int], data_root: Path, *, sample_questions
                 w[len(PARTS) + k] = wx
                 settings[f"{wx:g}"] = w
             pick = choose(settings, groups, samples, held)
-            fold[name] = {"weight": float(pick),
-                          "held_out": {str(b): [round(recall(groups[(held, b)], base), 2),
-                                                round(recall(groups[(held, b)], settings[pick]), 2)]
-                                       for b in budgets}}
+            fold[name] = {"weight": float(pick), "held_out": held_out(settings[pick])}
         out["folds"][held] = fold
     return out
 
