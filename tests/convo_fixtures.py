@@ -72,3 +72,23 @@ def tiny_locomo() -> list[dict[str, Any]]:
                      "category": 4},
                     {"question": "Where did Ann hike?", "answer": "Dolomites", "evidence": ["D2:1; D2:2"],
                      "category": 4}]}]
+
+
+# Two questions about a one-session chat of Ana and Ben (the turns are each test's own:
+# D1:1 is Ana's dog, D1:2 and D1:6 are Ben's pottery)
+SMALL_QA = [
+    {"question": "What kind of dog did Ana adopt?", "answer": "a whippet", "evidence": ["D1:1"], "category": 4},
+    {"question": "What has Ben made at pottery?", "answer": "two bowls and a cup", "evidence": ["D1:2", "D1:6"],
+     "category": 1},
+]
+
+
+def one_session_locomo(path: Path, turns: list[tuple[str, str]], qa: list[dict[str, Any]],
+                       sample_ids: tuple[str, ...] = ("small-1",)) -> Path:
+    """A LoCoMo-format file: `turns` ((speaker, text), the first two speakers as speaker_a
+    and speaker_b) as one session, with `qa`, under each of `sample_ids`."""
+    speakers = list(dict.fromkeys(s for s, _ in turns))
+    convo = {"speaker_a": speakers[0], "speaker_b": speakers[1], "session_1_date_time": "1:56 pm on 8 May, 2023",
+             "session_1": [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(turns, start=1)]}
+    path.write_text(json.dumps([{"sample_id": sid, "conversation": convo, "qa": qa} for sid in sample_ids]))
+    return path

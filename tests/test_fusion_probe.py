@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from convo_fixtures import SMALL_QA, one_session_locomo
 
 from tiermem.evals import fusion_probe
 from tiermem.evals.fusion_probe import EXTRA, PARTS, Row, by, choose, pack, recall, shipped_weights, tapped
@@ -81,25 +82,13 @@ TURNS = [
     ("Ana", "My brother visited and we cooked paella together."),
     ("Ben", "I read a novel about sailors crossing the Atlantic."),
 ]
-QUESTIONS = [
-    {"question": "What kind of dog did Ana adopt?", "answer": "a whippet", "evidence": ["D1:1"], "category": 4},
-    {"question": "What has Ben made at pottery?", "answer": "two bowls and a cup", "evidence": ["D1:2", "D1:6"],
-     "category": 1},
-]
-
-
 def _small_file(tmp_path: Path) -> Path:
-    convo = {"speaker_a": "Ana", "speaker_b": "Ben", "session_1_date_time": "1:56 pm on 8 May, 2023",
-             "session_1": [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(TURNS, start=1)]}
-    data = tmp_path / "small-locomo.json"
-    data.write_text(json.dumps([{"sample_id": sid, "conversation": convo, "qa": QUESTIONS}
-                                for sid in ("small-1", "small-2")]))
-    return data
+    return one_session_locomo(tmp_path / "small-locomo.json", TURNS, SMALL_QA, ("small-1", "small-2"))
 
 
 def test_probe_on_a_small_file_packs_as_the_planner_did(tmp_path: Path) -> None:
     out = fusion_probe.run(_small_file(tmp_path), [100], tmp_path / "data")
-    assert out["contexts"] == 2 * len(QUESTIONS)  # every recall question ranked, in both samples
+    assert out["contexts"] == 2 * len(SMALL_QA)  # every recall question ranked, in both samples
     # the offline packer, with the shipped weights, shows what the planner's block showed
     assert out["offline"] == out["planner"]
     assert 0 < out["planner"]["100"] < 100  # a budget that shows some evidence, not all
