@@ -14,7 +14,13 @@ time people tell of rather than ask about:
 - "tomorrow", "tonight", "this morning/afternoon/evening", "last night" -> that day;
 - "last <weekday>" -> the latest such weekday strictly before the message's day (on a
   Saturday, "last Saturday" is a week back); "this past <weekday>" likewise;
-  "next <weekday>" -> the first such weekday strictly after it;
+  "next <weekday>" -> the first such weekday strictly after it; "this <weekday>" -> that
+  day of the message's (Monday-to-Sunday) week. After "last", "next" or "this" a weekday
+  may be abbreviated where the abbreviation is no English word ("last Fri", "next Tues";
+  not "Sat" or "Sun": "I last sat there");
+- a bare weekday, "on Friday" or "Friday night" (full names only) -> the latest such
+  weekday strictly before the message's day, or the first after it when its sentence
+  speaks of what is to come ("will", "'ll", "going to", "can't wait", ...);
 - "last weekend" -> the Saturday and Sunday before the message's week; "this weekend" ->
   the weekend of the message's week; "N weekends ago" -> N weekends back;
 - "next week/month/year" -> the calendar period after the message's;
@@ -23,8 +29,15 @@ time people tell of rather than ask about:
   years ago" reads; "since 2019" after a present perfect ("I've lived here since 2019") -> that
   year. A duration alone ("I'm away for two weeks", "it took 3 years") tells no start.
 
-Not resolved: vague words ("recently", "the other day", "a while ago"), a bare weekday ("on
-Saturday": past or future is a guess), a month without a year.
+Recency words, read only when the text tells no time more precisely, and only in a
+sentence that is not a question ("Have you painted lately?" tells nothing):
+
+- a first-person event "just" done ("I just joined", "we've just moved"; not a verb of mind:
+  "I just wanted to say hi") -> the JUST_DAYS days before the message's day and that day;
+- "recently", "lately" -> the RECENT_DAYS days before the message's day and that day.
+
+Not resolved: "the other day", "a while ago", a weekday as a habit ("on Fridays"), a month
+without a year.
 
 Invariants:
 - `told_span(text, created)` never raises; it returns None when the text names no time it
@@ -62,7 +75,14 @@ SLACK_DAYS = 3.0
 
 _WEEKDAYS = {name: i for i, name in enumerate(
     ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
-_WEEKDAY = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+# Abbreviations are read only where they are no English word ("I last sat there", "the last
+# sun"): Sat and Sun are left out.
+_WEEKDAY_ABBREVIATIONS = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4}
+_WEEKDAY_INDEX = {**_WEEKDAYS, **_WEEKDAY_ABBREVIATIONS}
+_WEEKDAY_STEMS = tuple(name[:3] for name in _WEEKDAYS)  # every weekday word holds its stem
+_WEEKDAY = ("(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+            + "|".join(sorted(_WEEKDAY_ABBREVIATIONS, key=len, reverse=True)) + r")\b\.?")
+_FULL_WEEKDAY = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
 _NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 
@@ -73,8 +93,28 @@ def _re(pattern: str) -> re.Pattern[str]:
 _TOMORROW = _re(r"\btomorrow\b")
 _THIS_DAY = _re(r"\b(?:tonight|this\s+(?:morning|afternoon|evening))\b")
 _LAST_NIGHT = _re(r"\blast\s+night\b")
-_LAST_WEEKDAY = _re(rf"\b(?:last|this\s+past)\s+{_WEEKDAY}\b")
-_NEXT_WEEKDAY = _re(rf"\bnext\s+{_WEEKDAY}\b")
+_LAST_WEEKDAY = _re(rf"\b(?:last|this\s+past)\s+{_WEEKDAY}")
+_NEXT_WEEKDAY = _re(rf"\bnext\s+{_WEEKDAY}")
+_THIS_WEEKDAY = _re(rf"\bthis\s+{_WEEKDAY}")  # that day of the message's week
+# "on Friday", "Friday night": full names only, not after last/next/this (read above)
+_BARE_WEEKDAY = _re(rf"(?<!\blast\s)(?<!\bnext\s)(?<!\bthis\s)(?<!\bpast\s)"
+                    rf"\b(?:(?<=\bon\s){_FULL_WEEKDAY}|{_FULL_WEEKDAY.replace('wd', 'wd2')}"
+                    rf"(?=\s+(?:morning|afternoon|evening|night)\b))")
+# Words that put a sentence's bare weekday ahead of its message rather than behind it.
+_FUTURE = _re(r"\b(?:will|won't|going\s+to|gonna|plan(?:s|ning)?\s+to|can't\s+wait|looking\s+forward|"
+              r"hope\s+to|tomorrow|upcoming|coming\s+up)\b|'ll\b")
+_SENTENCE_END = _re(r"[.!?;\n]")
+# A run of time told only vaguely, read only when nothing more precise is: an event "just"
+# done (in the first person's perfect or past) is within JUST_DAYS of its message; "recently"
+# or "lately" within RECENT_DAYS.
+# (Verbs of mind are no events: "I just wanted to say hi".)
+_JUST = _re(r"\b(?:i|we|i've|we've|i\s+have|we\s+have|i'd|we'd)\s+(?:only\s+)?just\s+"
+            r"(?!(?:wanted|needed|wondered|figured|realized|realised|remembered|noticed|hoped|loved|liked)\b)"
+            r"(?:got|went|had|made|came|took|did|saw|met|won|ran|began|bought|found|left|moved|heard|"
+            r"became|built|wrote|sold|gave|[a-z]+ed)\b")
+_RECENTLY = _re(r"\b(?:recently|lately)\b")
+JUST_DAYS = 3
+RECENT_DAYS = 30
 _WEEKEND = _re(r"\b(?P<which>last|this|past)\s+weekend\b")
 _WEEKENDS_AGO = _re(r"\b(?P<n>[0-9]|a|one|two|three|four|five|six)\s+weekends?\s+ago\b")
 _NEXT_PERIOD = _re(r"\bnext\s+(?P<u>week|month|year)\b")
@@ -117,12 +157,9 @@ def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
         out.append((today, today + 1))
     if _LAST_NIGHT.search(text):
         out.append((today - 1, today))
-    for m in _LAST_WEEKDAY.finditer(text):
-        back = (weekday - _WEEKDAYS[m["wd"].lower()]) % WEEK_DAYS or WEEK_DAYS
-        out.append((today - back, today - back + 1))
-    for m in _NEXT_WEEKDAY.finditer(text):
-        ahead = (_WEEKDAYS[m["wd"].lower()] - weekday) % WEEK_DAYS or WEEK_DAYS
-        out.append((today + ahead, today + ahead + 1))
+    low = text.lower()
+    if any(stem in low for stem in _WEEKDAY_STEMS):  # most turns name no weekday: skip four scans
+        out += _weekday_spans(text, today, weekday)
     monday = today - weekday
     for m in _WEEKEND.finditer(text):
         saturday = monday + SATURDAY - (0 if m["which"].lower() == "this" else WEEK_DAYS)
@@ -144,6 +181,55 @@ def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
                     if d.year + 1 < MAX_YEAR else None)
         if span is not None:
             out.append(span)
+    return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
+
+
+def _weekday_spans(text: str, today: int, weekday: int) -> list[tuple[int, int]]:
+    """Day spans (ordinals) of the weekdays `text` names: last, next, this, or bare."""
+    out: list[tuple[int, int]] = []
+    for m in _LAST_WEEKDAY.finditer(text):
+        back = (weekday - _WEEKDAY_INDEX[m["wd"].lower()]) % WEEK_DAYS or WEEK_DAYS
+        out.append((today - back, today - back + 1))
+    for m in _NEXT_WEEKDAY.finditer(text):
+        ahead = (_WEEKDAY_INDEX[m["wd"].lower()] - weekday) % WEEK_DAYS or WEEK_DAYS
+        out.append((today + ahead, today + ahead + 1))
+    for m in _THIS_WEEKDAY.finditer(text):
+        day = today - weekday + _WEEKDAY_INDEX[m["wd"].lower()]
+        out.append((day, day + 1))
+    for m in _BARE_WEEKDAY.finditer(text):
+        day = _WEEKDAYS[(m["wd"] or m["wd2"]).lower()]
+        if _FUTURE.search(_sentence(text, m.start())):
+            ahead = (day - weekday) % WEEK_DAYS or WEEK_DAYS
+            out.append((today + ahead, today + ahead + 1))
+        else:
+            back = (weekday - day) % WEEK_DAYS or WEEK_DAYS
+            out.append((today - back, today - back + 1))
+    return out
+
+
+def _sentence(text: str, at: int) -> str:
+    """The sentence of `text` that holds offset `at`."""
+    starts = [m.end() for m in _SENTENCE_END.finditer(text, 0, at)]
+    end = _SENTENCE_END.search(text, at)
+    return text[starts[-1] if starts else 0:end.start() if end else len(text)]
+
+
+def _asked(text: str, at: int) -> bool:
+    """Whether the sentence of `text` that holds offset `at` is a question ("Have you painted
+    lately?" tells nothing of when)."""
+    end = _SENTENCE_END.search(text, at)
+    return end is not None and end.group() == "?"
+
+
+def _vague_spans(text: str, today: int) -> list[tuple[int, int]]:
+    """Day spans of the recency words of told (not asked) sentences ("I just joined",
+    "recently"), narrowest first."""
+    out = []
+    low = text.lower()
+    if "just" in low and any(not _asked(text, m.start()) for m in _JUST.finditer(text)):
+        out.append((today - JUST_DAYS, today + 1))
+    if ("recent" in low or "lately" in low) and any(not _asked(text, m.start()) for m in _RECENTLY.finditer(text)):
+        out.append((today - RECENT_DAYS, today + 1))
     return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
 
 
@@ -179,6 +265,8 @@ def told_span(text: str | None, created: float) -> tuple[float, float] | None:
         spans = [(w.start, w.end) for w in query_windows(text, float(created))]
         spans += [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _extra_spans(text, today)]
         spans += _began(text, float(created))
+        if not spans:
+            spans = [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _vague_spans(text, today)]
     except (ValueError, OverflowError, TypeError):  # a turn must never break loading the cache
         return None
     if not spans:

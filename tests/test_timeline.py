@@ -76,8 +76,29 @@ def told(text: str, created: float = MONDAY) -> tuple[str, str] | None:
     ("This month has been busy; yesterday I finally finished the mural", MONDAY, ("2023-05-07", "2023-05-08")),
     # across a year boundary: Sunday 1 January 2023, "last month" is December 2022
     ("I got the tattoo last month", float(calendar.timegm((2023, 1, 1, 10, 0, 0))), ("2022-12-01", "2023-01-01")),
+    # abbreviated weekdays that are no English word (Sat and Sun are, so they are not read)
+    ("Last Fri I took my kids to a workshop", MONDAY, ("2023-05-05", "2023-05-06")),
+    ("I joined a new group last Tues.", MONDAY, ("2023-05-02", "2023-05-03")),
+    ("see you next thurs!", MONDAY, ("2023-05-11", "2023-05-12")),
+    ("I last sat there years ago", MONDAY, None),
+    # "this <weekday>": that day of the message's week, before or after the message's day
+    ("I'm meeting him this Friday", MONDAY, ("2023-05-12", "2023-05-13")),
+    ("This Thursday I went out", SATURDAY, ("2023-05-11", "2023-05-12")),
+    # a bare weekday: behind the message, unless its sentence speaks of what is to come
+    ("I won my fourth tournament on Friday! It was awesome.", MONDAY, ("2023-05-05", "2023-05-06")),
+    ("Saturday night we danced", SATURDAY, ("2023-05-06", "2023-05-07")),
+    ("I'm going to a gig on Friday", MONDAY, ("2023-05-12", "2023-05-13")),
+    ("We'll talk on Monday. I went out on Friday.", SATURDAY, ("2023-05-12", "2023-05-13")),
+    ("I love Saturdays", MONDAY, None),  # a habit, not a day
+    # recency words, read only when nothing more precise is told, and not in a question:
+    # "just" done is within 3 days of the message, "recently" / "lately" within 30
+    ("I just launched an ad campaign for my store", MONDAY, ("2023-05-05", "2023-05-09")),
+    ("I've been painting a lot recently", MONDAY, ("2023-04-08", "2023-05-09")),
+    ("I just got back from Rome last Saturday", MONDAY, ("2023-05-06", "2023-05-07")),
+    ("I just wanted to say hi", MONDAY, None),  # a verb of mind is no event
+    ("It's just that I'm tired", MONDAY, None),
+    ("Have you made any art lately?", MONDAY, None),  # asked, not told
     # vague or unanchored: nothing
-    ("I've been painting a lot recently", MONDAY, None),
     ("the other day I saw a deer", MONDAY, None),
     ("I love Saturdays", MONDAY, None),
     ("in May we'll see", MONDAY, None),
