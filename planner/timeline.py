@@ -22,7 +22,13 @@ time people tell of rather than ask about:
   weekday strictly before the message's day, or the first after it when its sentence
   speaks of what is to come ("will", "'ll", "going to", "can't wait", ...);
 - "last weekend" -> the Saturday and Sunday before the message's week; "this weekend" ->
-  the weekend of the message's week; "N weekends ago" -> N weekends back;
+  the weekend of the message's week; "N weekends ago" -> N weekends back; "over (on, at,
+  during) the weekend" -> the latest weekend begun before the message's day, or the next
+  one when its sentence looks ahead;
+- a month without a year ("in May", "since August", "in early June"; "May" and "March"
+  only capitalised) -> the latest such month up to the message's month, or the first from
+  it when its sentence looks ahead; "last May" -> the latest May before the message's
+  month; "this May" -> the May of the message's year;
 - "next week/month/year" -> the calendar period after the message's;
 - a duration up to now, in the present perfect ("I've had them for 3 years", "we have been
   friends for two months now") -> when it began: the calendar unit that many back, as "3
@@ -34,10 +40,11 @@ sentence that is not a question ("Have you painted lately?" tells nothing):
 
 - a first-person event "just" done ("I just joined", "we've just moved"; not a verb of mind:
   "I just wanted to say hi") -> the JUST_DAYS days before the message's day and that day;
+- "the other day" -> the OTHER_DAY_DAYS days before the message's day;
 - "recently", "lately" -> the RECENT_DAYS days before the message's day and that day.
 
-Not resolved: "the other day", "a while ago", a weekday as a habit ("on Fridays"), a month
-without a year.
+Not resolved: "a while ago", a weekday as a habit ("on Fridays"), a day of a month without
+a year ("on May 3rd", "on the 3rd").
 
 Invariants:
 - `told_span(text, created)` never raises; it returns None when the text names no time it
@@ -54,6 +61,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from datetime import date
 
 import numpy as np
@@ -79,7 +87,6 @@ _WEEKDAYS = {name: i for i, name in enumerate(
 # sun"): Sat and Sun are left out.
 _WEEKDAY_ABBREVIATIONS = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4}
 _WEEKDAY_INDEX = {**_WEEKDAYS, **_WEEKDAY_ABBREVIATIONS}
-_WEEKDAY_STEMS = tuple(name[:3] for name in _WEEKDAYS)  # every weekday word holds its stem
 _WEEKDAY = ("(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
             + "|".join(sorted(_WEEKDAY_ABBREVIATIONS, key=len, reverse=True)) + r")\b\.?")
 _FULL_WEEKDAY = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
@@ -113,11 +120,37 @@ _JUST = _re(r"\b(?:i|we|i've|we've|i\s+have|we\s+have|i'd|we'd)\s+(?:only\s+)?ju
             r"(?:got|went|had|made|came|took|did|saw|met|won|ran|began|bought|found|left|moved|heard|"
             r"became|built|wrote|sold|gave|[a-z]+ed)\b")
 _RECENTLY = _re(r"\b(?:recently|lately)\b")
+_OTHER_DAY = _re(r"\bthe\s+other\s+day\b")
 JUST_DAYS = 3
+OTHER_DAY_DAYS = 7  # "the other day": within the week before the message's day
 RECENT_DAYS = 30
 _WEEKEND = _re(r"\b(?P<which>last|this|past)\s+weekend\b")
 _WEEKENDS_AGO = _re(r"\b(?P<n>[0-9]|a|one|two|three|four|five|six)\s+weekends?\s+ago\b")
 _NEXT_PERIOD = _re(r"\bnext\s+(?P<u>week|month|year)\b")
+_THE_WEEKEND = _re(r"\b(?:over|on|at|during)\s+the\s+weekend\b")
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+                "october", "november", "december")
+# A month without a year: not followed by a day or year ("in May 2022" is planner.dates'),
+# and "May" / "March" only capitalised ("this may help", "in march order" are no months).
+_BARE_MONTH = _re(r"\b(?P<which>in|last|this|since|during)\s+(?:early\s+|late\s+|mid-?\s*)?"
+                  rf"(?P<m>{'|'.join(_MONTH_NAMES)})\b(?!\s*,?\s*(?:of\s+)?[0-9])")
+_CAPITALISED_ONLY = ("may", "march")
+# A day of a month without a year ("on May 3rd", "the 3rd of June"); the abbreviations that
+# are no English word may stand for a month here ("Sept 3"), and a year after it is
+# planner.dates' ("May 3, 2023").
+_MONTH_ABBREVIATIONS = {"jan": 0, "feb": 1, "apr": 3, "jun": 5, "jul": 6, "aug": 7, "sep": 8, "sept": 8,
+                        "oct": 9, "nov": 10, "dec": 11}
+_ANY_MONTH = ("(?P<m>" + "|".join(sorted([*_MONTH_NAMES, *_MONTH_ABBREVIATIONS], key=len, reverse=True))
+              + r")\b(?!['\u2019]s\b)\.?")  # "June's apples" names no day
+_NO_YEAR = r"(?!\s*,?\s*(?:of\s+)?[0-9])"
+# The words of a text, once, gate the weekday and month patterns: most turns name neither,
+# and a set lookup costs less than a scan for either (a "\b(?:...)" alternation is slow).
+_WORD = re.compile(r"[a-z]+")
+_WEEKDAY_WORDS = frozenset(_WEEKDAY_INDEX)
+_MONTH_WORDS = frozenset([*_MONTH_NAMES, *_MONTH_ABBREVIATIONS])
+_MONTH_DAY = _re(rf"\b{_ANY_MONTH}\s+(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?\b{_NO_YEAR}")
+_DAY_MONTH = _re(rf"\b(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+of\s+{_ANY_MONTH}{_NO_YEAR}"
+                 rf"|\b(?P<d2>[0-9]{{1,2}})(?:st|nd|rd|th)\s+{_ANY_MONTH.replace('<m>', '<m2>')}{_NO_YEAR}")
 
 # "'ve had them for 3 years", "has been teaching for ten years now": the perfect, then at most
 # a few words, then the duration; the words may not end the clause (no "." between)
@@ -151,26 +184,36 @@ def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
     """Day spans (ordinals, end exclusive) of the phrases `query_windows` does not read."""
     out: list[tuple[int, int]] = []
     weekday = date.fromordinal(today).weekday()
-    if _TOMORROW.search(text):
+    words = _words(text)  # each pattern runs only if its words are here
+    if "tomorrow" in words and _TOMORROW.search(text):
         out.append((today + 1, today + 2))
-    if _THIS_DAY.search(text):
+    if ("tonight" in words or "this" in words) and _THIS_DAY.search(text):
         out.append((today, today + 1))
-    if _LAST_NIGHT.search(text):
+    if "night" in words and _LAST_NIGHT.search(text):
         out.append((today - 1, today))
-    low = text.lower()
-    if any(stem in low for stem in _WEEKDAY_STEMS):  # most turns name no weekday: skip four scans
+    if not words.isdisjoint(_WEEKDAY_WORDS):
         out += _weekday_spans(text, today, weekday)
     monday = today - weekday
-    for m in _WEEKEND.finditer(text):
-        saturday = monday + SATURDAY - (0 if m["which"].lower() == "this" else WEEK_DAYS)
-        out.append((saturday, saturday + WEEKEND_DAYS))
-    for m in _WEEKENDS_AGO.finditer(text):
-        n = int(m["n"]) if m["n"].isdigit() else _NUMBERS[m["n"].lower()]
-        saturday = monday + SATURDAY - WEEK_DAYS * n
-        out.append((saturday, saturday + WEEKEND_DAYS))
+    if "weekend" in words or "weekends" in words:
+        out += _weekend_spans(text, weekday, monday)
+    if not words.isdisjoint(_MONTH_WORDS):
+        out += _month_spans(text, today)
+    if "next" in words:
+        out += _next_period_spans(text, today, monday)
+    return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
+
+
+def _words(text: str) -> AbstractSet[str]:
+    """The lower-cased ASCII words of `text`, for the word gates."""
+    return set(_WORD.findall(text.lower()))
+
+
+def _next_period_spans(text: str, today: int, monday: int) -> list[tuple[int, int]]:
+    """Spans (ordinals) of "next week / month / year": the calendar period after the message's."""
+    out: list[tuple[int, int]] = []
+    d = date.fromordinal(today)
     for m in _NEXT_PERIOD.finditer(text):
         unit = m["u"].lower()
-        d = date.fromordinal(today)
         span: tuple[int, int] | None
         if unit == "week":
             span = (monday + WEEK_DAYS, monday + 2 * WEEK_DAYS)
@@ -181,7 +224,26 @@ def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
                     if d.year + 1 < MAX_YEAR else None)
         if span is not None:
             out.append(span)
-    return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
+    return out
+
+
+def _weekend_spans(text: str, weekday: int, monday: int) -> list[tuple[int, int]]:
+    """Saturday-to-Monday spans (ordinals) of the weekends `text` names."""
+    out: list[tuple[int, int]] = []
+    for m in _WEEKEND.finditer(text):
+        saturday = monday + SATURDAY - (0 if m["which"].lower() == "this" else WEEK_DAYS)
+        out.append((saturday, saturday + WEEKEND_DAYS))
+    for m in _WEEKENDS_AGO.finditer(text):
+        n = int(m["n"]) if m["n"].isdigit() else _NUMBERS[m["n"].lower()]
+        saturday = monday + SATURDAY - WEEK_DAYS * n
+        out.append((saturday, saturday + WEEKEND_DAYS))
+    for m in _THE_WEEKEND.finditer(text):
+        if _FUTURE.search(_sentence(text, m.start())):
+            saturday = monday + SATURDAY + (0 if weekday < SATURDAY else WEEK_DAYS)
+        else:  # the latest weekend begun before the message's day
+            saturday = monday + SATURDAY - (0 if weekday > SATURDAY else WEEK_DAYS)
+        out.append((saturday, saturday + WEEKEND_DAYS))
+    return out
 
 
 def _weekday_spans(text: str, today: int, weekday: int) -> list[tuple[int, int]]:
@@ -207,6 +269,59 @@ def _weekday_spans(text: str, today: int, weekday: int) -> list[tuple[int, int]]
     return out
 
 
+def _month_spans(text: str, today: int) -> list[tuple[int, int]]:
+    """Month spans (ordinals) of the months `text` names without a year: "last May" is the
+    latest May before the message's month, "this May" the message's year's; "in May" (or
+    "since", "during") the latest May up to the message's month, or the first from it when
+    its sentence speaks of what is to come."""
+    out: list[tuple[int, int]] = []
+    d = date.fromordinal(today)
+    current = d.year * MONTHS_PER_YEAR + d.month - 1
+    for m in _BARE_MONTH.finditer(text):
+        name = m["m"].lower()
+        if name in _CAPITALISED_ONLY and not m["m"][0].isupper():
+            continue
+        month0, which = _MONTH_NAMES.index(name), m["which"].lower()
+        this_year = d.year * MONTHS_PER_YEAR + month0
+        if which == "this":
+            index = this_year
+        elif which == "last":
+            index = this_year if this_year < current else this_year - MONTHS_PER_YEAR
+        elif _FUTURE.search(_sentence(text, m.start())):
+            index = this_year if this_year >= current else this_year + MONTHS_PER_YEAR
+        else:
+            index = this_year if this_year <= current else this_year - MONTHS_PER_YEAR
+        span = _month_span(index)
+        if span is not None:
+            out.append(span)
+    for m in [*_MONTH_DAY.finditer(text), *_DAY_MONTH.finditer(text)]:
+        word = m["m"] or m["m2"]
+        if word.lower() in _CAPITALISED_ONLY and not word[0].isupper():
+            continue
+        month0 = _MONTH_NAMES.index(word.lower()) if word.lower() in _MONTH_NAMES else _MONTH_ABBREVIATIONS[word.lower()]
+        day = _day_of(d.year, month0, int(m["d"] or m["d2"]))
+        if day is None:
+            continue
+        ahead = _FUTURE.search(_sentence(text, m.start()))
+        if ahead and day < today:
+            day = _day_of(d.year + 1, month0, int(m["d"] or m["d2"]))
+        elif not ahead and day > today:
+            day = _day_of(d.year - 1, month0, int(m["d"] or m["d2"]))
+        if day is not None:
+            out.append((day, day + 1))
+    return out
+
+
+def _day_of(year: int, month0: int, day: int) -> int | None:
+    """The ordinal of a day, or None where there is no such day (30 February) or year."""
+    if not MIN_YEAR <= year < MAX_YEAR:
+        return None
+    try:
+        return date(year, month0 + 1, day).toordinal()
+    except ValueError:
+        return None
+
+
 def _sentence(text: str, at: int) -> str:
     """The sentence of `text` that holds offset `at`."""
     starts = [m.end() for m in _SENTENCE_END.finditer(text, 0, at)]
@@ -228,6 +343,8 @@ def _vague_spans(text: str, today: int) -> list[tuple[int, int]]:
     low = text.lower()
     if "just" in low and any(not _asked(text, m.start()) for m in _JUST.finditer(text)):
         out.append((today - JUST_DAYS, today + 1))
+    if "other day" in low and any(not _asked(text, m.start()) for m in _OTHER_DAY.finditer(text)):
+        out.append((today - OTHER_DAY_DAYS, today))
     if ("recent" in low or "lately" in low) and any(not _asked(text, m.start()) for m in _RECENTLY.finditer(text)):
         out.append((today - RECENT_DAYS, today + 1))
     return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]

@@ -5,12 +5,16 @@ questions that name a period or ask when."""
 from __future__ import annotations
 
 import calendar
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiermem import Memory
+from tiermem.planner import timeline
 from tiermem.planner.dates import query_windows
 from tiermem.planner.timeline import asks_when, told_closeness, told_span
 
@@ -98,10 +102,31 @@ def told(text: str, created: float = MONDAY) -> tuple[str, str] | None:
     ("I just wanted to say hi", MONDAY, None),  # a verb of mind is no event
     ("It's just that I'm tired", MONDAY, None),
     ("Have you made any art lately?", MONDAY, None),  # asked, not told
+    ("the other day I saw a deer", MONDAY, ("2023-05-01", "2023-05-08")),  # the week before
+    # "over the weekend": the latest weekend begun before the message's day, or the next one
+    ("I went hiking over the weekend", MONDAY, ("2023-05-06", "2023-05-08")),
+    ("I'll go hiking over the weekend", MONDAY, ("2023-05-13", "2023-05-15")),
+    # a month without a year: the latest one up to the message's month, or the next one ahead;
+    # "last" is strictly before the message's month, "this" is the message's year's
+    ("I went to Paris in March", MONDAY, ("2023-03-01", "2023-04-01")),
+    ("We visited in early June", MONDAY, ("2022-06-01", "2022-07-01")),
+    ("We're going to Rome in June!", MONDAY, ("2023-06-01", "2023-07-01")),
+    ("I started a job in May", MONDAY, ("2023-05-01", "2023-06-01")),
+    ("Last May I ran a marathon", MONDAY, ("2022-05-01", "2022-06-01")),
+    ("this December we will travel", MONDAY, ("2023-12-01", "2024-01-01")),
+    ("This may help you", MONDAY, None),  # "may" and "march" count only as "May", "March"
+    ("in May 2022 we met", MONDAY, ("2022-05-01", "2022-06-01")),  # with its year: planner.dates
+    # a day of a month without a year: the latest up to the message's day, or the next ahead
+    ("I had an interview on May 3rd", MONDAY, ("2023-05-03", "2023-05-04")),
+    ("We met on the 14th of June", MONDAY, ("2022-06-14", "2022-06-15")),
+    ("I'll see you on Sept. 3rd!", MONDAY, ("2023-09-03", "2023-09-04")),
+    ("We married on 2nd April", MONDAY, ("2023-04-02", "2023-04-03")),
+    ("On February 30 nothing happened", MONDAY, None),  # no such day
+    ("Give me 3 of June's apples", MONDAY, None),  # a possessive names no day
     # vague or unanchored: nothing
-    ("the other day I saw a deer", MONDAY, None),
+    ("a while ago I saw a deer", MONDAY, None),
     ("I love Saturdays", MONDAY, None),
-    ("in May we'll see", MONDAY, None),
+    ("in May we'll see", MONDAY, ("2023-05-01", "2023-06-01")),  # ahead, and May is the message's month
     ("", MONDAY, None),
     # a timestamp outside the years planner.dates accepts, or NaN: nothing, no error
     ("yesterday", float("nan"), None),
@@ -197,3 +222,33 @@ def test_a_when_question_prefers_the_turn_that_says_when(cold_memory: Memory) ->
     items = {p: i for i in ctx.plan.items if i.slice == "retrieved" for p in i.positions}
     assert target in items
     assert "tells when" in items[target].reason
+
+
+# The phrases the turn rules look for, and words that hold a weekday's or a month's first
+# letters without naming one ("friend", "maybe", "decided").
+_TOLD_FRAGMENTS = ["this morning", "tonight", "last night", "tomorrow", "next week", "next month", "next year",
+                   "last Friday", "last Fri", "next Tues", "this thurs", "this past Sunday", "on Friday",
+                   "Saturday night", "on Fridays", "last weekend", "this weekend", "two weekends ago",
+                   "over the weekend", "in May", "last March", "this June", "since August", "May 3rd",
+                   "the 14th of June", "Sept. 3", "in May 2022", "I just joined", "I just wanted", "the other day",
+                   "recently", "lately", "we will", "I'll", "going to", "friend", "maybe", "decided", "march", "?",
+                   ".", "!"]
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_TOLD_FRAGMENTS), max_size=12), st.sampled_from([MONDAY, SATURDAY]))
+def test_word_gates_only_skip_patterns_that_cannot_match(parts: list[str], created: float) -> None:
+    # each turn pattern runs only when its words are among the text's: the same span as with
+    # every pattern always run, for any mix of the words they look for
+    text = " ".join(parts)
+
+    class EveryWord(frozenset[str]):
+        """Every word is in it: no gate skips its pattern."""
+        def __contains__(self, _word: object) -> bool:
+            return True
+
+        def isdisjoint(self, _other: Iterable[object]) -> bool:
+            return False
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(timeline, "_words", lambda _text: EveryWord())
+        ungated = told_span(text, created)
+    assert told_span(text, created) == ungated
