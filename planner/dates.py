@@ -37,10 +37,15 @@ an abbreviation; optional st/nd/rd/th after a day; optional commas):
   - "past week/month/year", "last/past N days/weeks/months/years" -> a rolling span that ends
     with today and starts the day after the same date one unit (or N units) back, so
     "past week" is the 7 days ending today.
+- a month without a year after "in", "during" or "last" ("what did we discuss in June?",
+  "in early June"; "May" and "March" only capitalised: "in march order" is no month) -> the
+  latest such month up to today's ("in June" asked in June is this June; "last June" the one
+  before): a memory is asked about what has been, and of several Junes the latest is the
+  likeliest meant.
 
-Not windows: vague words ("recently", "a while ago"), a month or day without a year ("in May",
-"on the 13th"), a season without a year or "last"/"this" ("in the summer"), times of day,
-"since 2022" (open-ended).
+Not windows: vague words ("recently", "a while ago"), a day without a year ("on the 13th",
+"on June 3rd"), a month after "since" (open-ended, as "since 2022"), a season without a year
+or "last"/"this" ("in the summer"), times of day.
 
 Invariants:
 - every window is whole UTC days: `start` and `end` are midnights, `start < end`; `end` is
@@ -237,6 +242,19 @@ def _vague_ago(m: re.Match[str], today: int | None) -> Span | None:
     return None if first is None or last is None else (first[0], last[1])
 
 
+def _month_no_year(m: re.Match[str], today: int | None) -> Span | None:
+    """"in May": the latest May up to today's month (a memory is asked about the past);
+    "last May": the latest one before today's month."""
+    month = _MONTHS.get(m["m"][:3].lower())
+    if today is None or month is None or (m["m"].lower() in ("may", "march") and not m["m"][0].isupper()):
+        return None
+    current = _month_index(today)
+    index = date.fromordinal(today).year * MONTHS_PER_YEAR + month - 1
+    if index > current or (index == current and m["which"].lower() == "last"):
+        index -= MONTHS_PER_YEAR
+    return _month_span(index)
+
+
 def _season_span(season: str, year: int) -> Span | None:
     """The season that starts in `year` (winter: December `year` to February `year` + 1)."""
     start = _month_span(year * MONTHS_PER_YEAR + SEASON_START_MONTH[season] - 1)
@@ -345,6 +363,9 @@ _RULES: list[tuple[re.Pattern[str], _Resolver, tuple[str, ...] | None]] = [
     # not after "the": "the last summer we spent there" names no time relative to today
     (_re(rf"(?<!\bthe\s)\b(?P<which>this|last)\s+{_SEASON}\b"), _season_relative, _SEASON_WORDS),
     (_re(rf"\b(?:last|this\s+past)\s+{_HOLIDAY}"), _holiday_last, _HOLIDAY_WORDS),
+    # after every dated form has claimed its text: a month named without a year
+    (_re(rf"\b(?P<which>in|during|last)\s+(?:early\s+|late\s+|mid-?\s*)?{_MONTH}(?!\s*,?\s*(?:of\s+)?[0-9])"),
+     _month_no_year, _MONTH_WORDS),
 ]
 
 
@@ -359,9 +380,11 @@ def _seconds(ordinal: int) -> float:
     return (ordinal - _EPOCH_ORD) * DAY_S
 
 
-def query_windows(text: str, now: float) -> list[TimeWindow]:
+def query_windows(text: str, now: float, *, undated_months: bool = True) -> list[TimeWindow]:
     """Time windows named in `text`; `now` (POSIX seconds) anchors relative phrases
-    (the planner passes the time of the conversation's latest message, not the wall clock)."""
+    (the planner passes the time of the conversation's latest message, not the wall clock).
+    `undated_months=False` leaves a month without a year unread: a question asks about the
+    latest one, but a turn may tell of the coming one (planner.timeline reads it by tense)."""
     today = _today(now)
     # Claimed spans never overlap, so sorted by start they are sorted by end too and only the
     # neighbours of an insertion point can overlap a new span (a linear scan is quadratic on
@@ -370,6 +393,8 @@ def query_windows(text: str, now: float) -> list[TimeWindow]:
     hits: list[tuple[int, TimeWindow]] = []
     low = text.lower()
     for pattern, resolve, words in _RULES:
+        if resolve is _month_no_year and not undated_months:
+            continue
         if words is not None and not any(w in low for w in words):
             continue
         for m in pattern.finditer(text):

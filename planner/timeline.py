@@ -379,7 +379,7 @@ def told_span(text: str | None, created: float) -> tuple[float, float] | None:
         if today is None:
             return None
         text = text[:MAX_TEXT_CHARS]
-        spans = [(w.start, w.end) for w in query_windows(text, float(created))]
+        spans = [(w.start, w.end) for w in query_windows(text, float(created), undated_months=False)]
         spans += [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _extra_spans(text, today)]
         spans += _began(text, float(created))
         if not spans:

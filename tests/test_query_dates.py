@@ -47,6 +47,13 @@ def test_absolute_days(query: str, expected: list[tuple[str, str]]) -> None:
 
 @pytest.mark.parametrize(("query", "expected"), [
     ("when did we talk in May 2023?", [("2023-05-01", "2023-06-01")]),
+    # a month without a year: the latest up to today's month, "last" the one before it
+    ("When did Jo go camping in March?", [("2024-03-01", "2024-04-01")]),
+    ("what did we discuss in early December?", [("2023-12-01", "2024-01-01")]),  # not the coming one
+    ("what happened in May?", [("2024-05-01", "2024-06-01")]),  # today's month
+    ("what happened last May?", [("2023-05-01", "2023-06-01")]),  # before today's month
+    ("this may help, in march order", []),  # "may" and "march" count only as "May", "March"
+    ("ever since August", []),  # open-ended
     ("Oct, 2023", [("2023-10-01", "2023-11-01")]),
     ("in December of 2023", [("2023-12-01", "2024-01-01")]),
     # a full date claims its month name: one window, not two
@@ -192,3 +199,11 @@ def test_rule_words_only_skip_rules_that_cannot_match(parts: list[str]) -> None:
         mp.setattr(dates, "_RULES", every)
         unfiltered = query_windows(text, NOW)
     assert query_windows(text, NOW) == unfiltered
+
+
+def test_undated_months_can_be_left_to_the_caller() -> None:
+    # planner.timeline reads a turn's undated month by its tense ("we're going in June"),
+    # so it asks for every window but that one
+    assert [w.text for w in query_windows("camping in March, on 2 April 2024", NOW)] == ["in March", "2 April 2024"]
+    assert [w.text for w in query_windows("camping in March, on 2 April 2024", NOW, undated_months=False)] == [
+        "2 April 2024"]
