@@ -162,8 +162,13 @@ _FOR_DURATION = _re(_PERFECT + r"for\s+(?:about\s+|almost\s+|nearly\s+|over\s+|a
 _SINCE_YEAR = _re(_PERFECT + r"since\s+(?P<y>[0-9]{4})\b")
 # Questions that ask for a time: "when did ...", "what date ...", "how long ago ...", "which year",
 # "how long has ..." (a duration up to now: when it began).
-_ASKS_WHEN = _re(r"^\W*(?:when\b|what\s+(?:date|day|month|year|time)\b|(?:in\s+)?which\s+(?:date|day|month|year)\b)"
-                 r"|\bhow\s+long\s+(?:ago|has|have)\b")
+# Opening the question, with a preposition or "around" before it or not: "In what year ...",
+# "On which day ...", "Around when ...", "What was the date of ...".
+_ASKS_WHEN = _re(r"^\W*(?:(?:around|about|roughly|approximately|since|by|until)\s+)?when\b"
+                 r"|^\W*(?:(?:in|on|at|during|by|for)\s+)?(?:what|which)\s+"
+                 r"(?:date|day|month|year|week|weekend|time)\b"
+                 r"|^\W*what\s+(?:was|is)\s+the\s+(?:date|day|month|year)\b"
+                 r"|\bhow\s+long\s+(?:ago|has|have)\b|\bhow\s+many\s+(?:days|weeks|months|years)\s+ago\b")
 
 
 def _day(created: float) -> int | None:

@@ -144,6 +144,17 @@ def test_told_span(text: str, created: float, expected: tuple[str, str] | None) 
     ("How long ago did we talk about it?", True),  # "how long ago" anywhere
     ("How long has Jo had her dog?", True),  # a duration up to now: when it began
     ("How long have they been friends?", True),
+    # a preposition or "around" before the question word
+    ("In what year did Jo move?", True),
+    ("On which day did they meet?", True),
+    ("During which month did they meet?", True),
+    ("Around when did Jo move?", True),
+    ("Since when has Jo been painting?", True),
+    ("Which weekend did they go camping?", True),
+    ("What was the date of the party?", True),
+    ("How many years ago did Jo move?", True),
+    ("Which season does Jo love?", False),  # a preference, not a time
+    ("At what age did Jo start?", False),
     ("How long did the trip take?", False),  # a duration, not anchored to now
     ("What did Jo do when she moved?", False),  # "when" inside a clause asks no time
     ("What activities does Jo do?", False),
