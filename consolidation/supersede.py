@@ -28,7 +28,11 @@ the turn classifier through their public methods. Its invariants:
 
 - Only assertions supersede. Only a user turn's assertive sentences (its questions
   removed) can supersede; a question, small talk, a tool result or an assistant turn
-  never does. A turn with update words ("now", "actually", "change") supersedes by
+  never does. An attachment's bracketed description ("[image: a photo of ...]") asserts
+  nothing: it neither supersedes nor is superseded. A cue word inside an idiom that
+  revises nothing ("I'll never forget it", "from scratch", "drop by") is no cue, and
+  joining something new ("I joined a running group") adds, where joining a named place
+  ("I joined Globex") changes. A turn with update words ("now", "actually", "change") supersedes by
   meaning only when it asserts a value (a typed slot value or a name) for the same slot
   or topic as its target.
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
@@ -105,7 +109,9 @@ NOT_SUPERSEDABLE = frozenset({"question", "chitchat", "tool_result"})
 
 # State changes that revise a fact without a correction word: "I moved to Seattle", "I joined Globex".
 _STATE_CHANGE = re.compile(
-    r"\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined|left|quit|changed|started at|"
+    # ("joined a ..." adds a membership, "joined Globex" changes an employer)
+    r"\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined(?! (?:a|an|another|some)\b)|left|quit|"
+    r"changed|started at|"
     r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\b(?:my|our|the) new \w+(?: \w+)? (?:is|are)\b"
     # "switch to English instead": a change of value ordered without naming the slot
     r"|^(?:please |ok,? |okay,? )?(?:switch|change|move|go) (?:back |over )?to\b"
@@ -339,7 +345,7 @@ def find_superseded(
     """
     norm = normalize(text)
     cue = correction_cue(norm, "user")
-    state = _STATE_CHANGE.search(norm)
+    state = _STATE_CHANGE.search(_cue_text(norm))
     if cue is None and state is None:
         return []
     cue_txt = cue[1] if cue else state.group(0) if state else ""
@@ -487,6 +493,21 @@ MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidenc
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # Words that end what they name without replacing it ("forget the allergy thing").
 _RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
+# Idioms that hold a cue word and revise nothing ("I'll never forget it", "don't forget to
+# pack", "baked from scratch", "drop by", "scratch my head"): removed before the cue words
+# are looked for.
+_IDIOMS = re.compile(
+    r"(?:\b(?:never|not|no)|n't)\s+(?:\w+\s+){0,2}?(?:forget|ignore)\b|\bforget-me-nots?\b|\bfrom scratch\b"
+    r"|\bdrop(?:ped|ping|s)?\s+(?:by|off|in|out)\b|\bscratch(?:ed|es|ing)?\s+(?:my|his|her|our|their|the)\s+"
+    r"(?:head|back|surface)\b")
+# An attachment described in brackets ("[image: a photo of a lake]"): it asserts nothing a
+# correction could revise, and its words ("image", "photo") are shared by every such turn.
+_ATTACHMENT = re.compile(r"\[(?:image|photo|picture|file|attachment|audio|video)\b[^\]]*\]", re.IGNORECASE)
+
+
+def _cue_text(norm: str) -> str:
+    """Normalised text with the idioms that hold a cue word but revise nothing removed."""
+    return _IDIOMS.sub(" ", norm)
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
 
 
@@ -693,7 +714,7 @@ class Superseder:
         turn's assertive sentences, when they carry a correction or update cue."""
         if turn.role != "user" or turn.intent in ("chitchat", "tool_result"):
             return ""
-        text = assertive_text(turn.text)
+        text = assertive_text(_ATTACHMENT.sub(" ", turn.text))
         if not text:
             return ""
         # what is left once the questions are gone decides (a question is never a correction)
@@ -701,7 +722,8 @@ class Superseder:
                 self.classifier.classify(text, "user").intent in NOT_SUPERSEDABLE:
             return ""
         norm = normalize(text)
-        if correction_cue(norm, "user") or _STATE_CHANGE.search(norm) or UPDATE_CUE.search(norm):
+        cues = _cue_text(norm)
+        if correction_cue(norm, "user") or _STATE_CHANGE.search(cues) or UPDATE_CUE.search(cues):
             return text
         return ""
 
@@ -805,7 +827,8 @@ class Superseder:
         out = []
         for a, e in statement_spans(t.text):
             s = t.text[a:e]
-            if s.rstrip(" \"')").endswith("?") or not (_content(s) or _slots(s)):
+            if s.rstrip(" \"')").endswith("?") or not _ATTACHMENT.sub("", s).strip(" .,;:!") or \
+                    not (_content(s) or _slots(s)):
                 continue
             if t.role == "user" and len(s) < len(t.text.strip()) and \
                     self.classifier.classify(s, "user").intent in NOT_SUPERSEDABLE:
@@ -831,7 +854,7 @@ class Superseder:
             found = self._via_chain(text, [q for q in users if q in b.by or b.parts.get(q)], b)
         norm = normalize(text)
         elliptical = _elliptical(norm)
-        if not found and meaning and (MEANING_CUE.search(norm) or elliptical):
+        if not found and meaning and (MEANING_CUE.search(_cue_text(norm)) or elliptical):
             found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical)
         if not found and elliptical:
             found = self._chain_head(text, users, b)
@@ -882,7 +905,7 @@ class Superseder:
                 nxt = b.by[nxt]
             end = b.pool.get(nxt) if nxt is not None else None
             if end is not None and end.role == "user" and end.position not in b.by and b.current_text(end.position) and \
-                    _RETRACTS.search(normalize(end.text)) is None:
+                    _RETRACTS.search(_cue_text(normalize(end.text))) is None:
                 return [(end.position, f"{why}; #{q} was superseded by #{nxt}: its current value")]
         return []
 
@@ -956,7 +979,7 @@ class Superseder:
             return []  # the nearest statement is not close enough: nothing is
         best_cos = eligible[0][0]
         # a retraction ("drop the flight rule") ends a statement without a new value
-        retracts = bool(_RETRACTS.search(normalize(text)))
+        retracts = bool(_RETRACTS.search(_cue_text(normalize(text))))
         # a named old value ("instead of Monday") must be in the target (a retraction
         # names a topic, "forget the allergy thing", not a value)
         named = set() if retracts else _old_values(text)
