@@ -499,7 +499,11 @@ _RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\
 _IDIOMS = re.compile(
     r"(?:\b(?:never|not|no)|n't)\s+(?:\w+\s+){0,2}?(?:forget|ignore)\b|\bforget-me-nots?\b|\bfrom scratch\b"
     r"|\bdrop(?:ped|ping|s)?\s+(?:by|off|in|out)\b|\bscratch(?:ed|es|ing)?\s+(?:my|his|her|our|their|the)\s+"
-    r"(?:head|back|surface)\b")
+    r"(?:head|back|surface)\b"
+    # a changed outlook ("it changed my view on helping others") and change as a cause
+    # ("striving for change", "for a change") revise no value
+    r"|\bchang(?:ed|es|ing)\s+(?:my|his|her|our|their|your)\s+(?:view|views|perspective|outlook|life|lives|world)\b"
+    r"|\bfor\s+(?:a\s+)?change\b")
 # An attachment described in brackets ("[image: a photo of a lake]"): it asserts nothing a
 # correction could revise, and its words ("image", "photo") are shared by every such turn.
 _ATTACHMENT = re.compile(r"\[(?:image|photo|picture|file|attachment|audio|video)\b[^\]]*\]", re.IGNORECASE)

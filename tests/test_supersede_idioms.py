@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from tiermem.consolidation.classify import normalize
+from tiermem.consolidation.supersede import MEANING_CUE, UPDATE_CUE, _cue_text
+
 FILLER = ["What a week it has been, honestly.", "The weather is lovely today."]
 
 # (earlier user statement, later user turn, whether the later one supersedes the earlier)
@@ -50,3 +53,24 @@ def test_narration_revises_nothing(cold_memory: Any, earlier: str, later: str, s
         assert whole == {0: last} or parts == {(0, last)}
     else:
         assert whole == {} and parts == set()
+
+
+@pytest.mark.parametrize(("text", "cue"), [
+    ("I'll never forget that day", False),  # negated "forget"
+    ("I'm not gonna forget a second of it", False),
+    ("Don't forget to pack the charger", False),  # a reminder
+    ("We baked it from scratch", False),
+    ("Tom will drop by later", False),
+    ("It changed my view on helping others", False),  # an outlook, not a value
+    ("My family keeps me striving for change", False),  # change as a cause
+    ("Let's eat out for a change", False),
+    # real cues stay
+    ("Forget the aisle seat rule", True),
+    ("I changed my mind, make it Tuesday", True),
+    ("Change the budget to $500", True),
+    ("Drop the flight rule", True),
+    ("Scratch that", True),
+])
+def test_idioms_hide_their_cue_word(text: str, cue: bool) -> None:
+    cues = _cue_text(normalize(text).lower())
+    assert bool(UPDATE_CUE.search(cues) or MEANING_CUE.search(cues)) is cue
