@@ -17,6 +17,10 @@ recall harness scores both files and the difference is what the phrasing alone c
 (a separate `--data-root`: the recall harness reuses a data dir that holds a sample of the
 same id and size, and the paraphrased samples have both).
 
+With `--questions` the questions that open "When did / is / was ..." are opened another way
+("On what date did", "Around when did", "In which month did", "At what point did"), and
+`--no-turns` leaves the turns as they are, so the two can be measured apart.
+
 Caveats, stated in every report: the alternatives are this project's own list of common
 forms, some of which the planner reads and some of which it does not ("last Sat": Sat and
 Sun are English words, so planner.timeline leaves them unread); it measures robustness to
@@ -87,6 +91,24 @@ RULES: list[tuple[str, re.Pattern[str], Alternatives]] = [
 ]
 
 
+# Questions that ask when, asked another way (`--questions`): the same question, in the other
+# forms people open it with. The forms name the same event; "In which month" asks for less
+# precision, which evidence recall does not see.
+_WHEN_DID = re.compile(r"^(\s*)When (did|is|was|were|will|does|do|has|have|had) ", re.IGNORECASE)
+_WHEN_OPENERS = ("On what date {v} ", "Around when {v} ", "In which month {v} ", "At what point {v} ")
+
+
+def paraphrase_question(text: str, *, seed: int, key: str, counts: Counter[str] | None = None) -> str:
+    """A question that opens with "When <auxiliary>" opened another way; any other as it is."""
+    m = _WHEN_DID.match(text)
+    if m is None:
+        return text
+    opener = _pick([o.format(v=m[2].lower()) for o in _WHEN_OPENERS], seed, key, 0)
+    if counts is not None:
+        counts["when <auxiliary> (question)"] += 1
+    return m[1] + opener + text[m.end():]
+
+
 def _sentence_of(text: str, at: int) -> str:
     start = max(text.rfind(c, 0, at) for c in ".!?\n") + 1
     ends = [i for i in (text.find(c, at) for c in ".!?\n") if i >= 0]
@@ -115,13 +137,19 @@ def paraphrase(text: str, *, seed: int, key: str, counts: Counter[str] | None = 
     return text
 
 
-def paraphrase_file(data: Any, *, seed: int) -> tuple[Any, Counter[str]]:
-    """A copy of a LoCoMo-format list with every turn's text paraphrased, and the counts."""
+def paraphrase_file(data: Any, *, seed: int, turns: bool = True, questions: bool = False
+                    ) -> tuple[Any, Counter[str]]:
+    """A copy of a LoCoMo-format list with every turn's text (`turns`) and every question
+    (`questions`) paraphrased, and the counts."""
     counts: Counter[str] = Counter()
     out = json.loads(json.dumps(data))
-    for sample in out if isinstance(out, list) else []:
+    for index, sample in enumerate(out if isinstance(out, list) else []):
+        if questions and isinstance(sample, dict) and isinstance(sample.get("qa"), list):
+            for n, qa in enumerate(sample["qa"]):
+                if isinstance(qa, dict) and isinstance(qa.get("question"), str):
+                    qa["question"] = paraphrase_question(qa["question"], seed=seed, key=f"{index}:{n}", counts=counts)
         conversation = sample.get("conversation") if isinstance(sample, dict) else None
-        if not isinstance(conversation, dict):
+        if not turns or not isinstance(conversation, dict):
             continue
         for key, session in conversation.items():
             if not (key.startswith("session_") and isinstance(session, list)):
@@ -138,10 +166,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     p.add_argument("--out", type=Path, required=True, help="where the paraphrased file goes")
     p.add_argument("--seed", type=int, default=0, help="which alternative each phrase gets")
+    p.add_argument("--turns", action=argparse.BooleanOptionalAction, default=True,
+                   help="say the turns' time phrases another way (default: on)")
+    p.add_argument("--questions", action=argparse.BooleanOptionalAction, default=False,
+                   help="open the questions that ask 'When did ...' another way (default: off)")
     a = p.parse_args(argv)
     if a.out.resolve() == a.data.resolve():
         p.error("--out must not be --data")
-    out, counts = paraphrase_file(json.loads(a.data.read_text(encoding="utf-8")), seed=a.seed)
+    out, counts = paraphrase_file(json.loads(a.data.read_text(encoding="utf-8")), seed=a.seed, turns=a.turns,
+                                  questions=a.questions)
     a.out.write_text(json.dumps(out, indent=1), encoding="utf-8")
     print(f"{sum(counts.values())} phrases said another way, written to {a.out}")
     for name, n in counts.most_common():

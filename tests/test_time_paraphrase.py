@@ -68,3 +68,26 @@ def test_main_writes_the_file_and_refuses_to_overwrite_its_input(tmp_path: Path,
     with pytest.raises(SystemExit) as e:
         time_paraphrase.main(["--data", str(src), "--out", str(src)])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize(("question", "allowed"), [
+    ("When did Jo move to Ohio?", {"On what date did Jo move to Ohio?", "Around when did Jo move to Ohio?",
+                                   "In which month did Jo move to Ohio?", "At what point did Jo move to Ohio?"}),
+    ("When is the festival?", {"On what date is the festival?", "Around when is the festival?",
+                               "In which month is the festival?", "At what point is the festival?"}),
+    ("What did Jo say when she moved?", {"What did Jo say when she moved?"}),  # asks no time
+])
+def test_questions_that_ask_when_are_opened_another_way(question: str, allowed: set[str]) -> None:
+    assert {time_paraphrase.paraphrase_question(question, seed=s, key="0:1") for s in range(40)} == allowed
+
+
+def test_questions_only_when_asked(tmp_path: Path) -> None:
+    qa = [{"question": "When did Ana adopt a whippet?", "answer": "May", "evidence": ["D1:1"], "category": 2}]
+    data = json.loads(one_session_locomo(tmp_path / "in.json", [("Ana", "I adopted a whippet last week."),
+                                                                ("Ben", "Nice!")], qa).read_text())
+    turns_only, _ = paraphrase_file(data, seed=0)
+    assert turns_only[0]["qa"] == data[0]["qa"]
+    questions_only, counts = paraphrase_file(data, seed=0, turns=False, questions=True)
+    assert questions_only[0]["conversation"] == data[0]["conversation"]
+    assert not questions_only[0]["qa"][0]["question"].startswith("When")
+    assert counts == Counter({"when <auxiliary> (question)": 1})
