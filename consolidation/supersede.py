@@ -512,6 +512,8 @@ _ATTACHMENT = re.compile(r"\[(?:image|photo|picture|file|attachment|audio|video)
 def _cue_text(norm: str) -> str:
     """Normalised text with the idioms that hold a cue word but revise nothing removed."""
     return _IDIOMS.sub(" ", norm)
+
+
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
 
 

@@ -105,6 +105,9 @@ class TimeWindow:
     text: str  # the words of the query it came from, e.g. "13 October 2023", "last week"
 
 
+# Month names that are also common words ("this may help", "in march order"): a month only
+# when capitalised, in every rule that reads a month without a year (planner.timeline too).
+CAPITALISED_ONLY_MONTHS = ("may", "march")
 _MONTHS = {name: i for i, name in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
 _MONTH = (r"(?P<m>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
@@ -246,7 +249,7 @@ def _month_no_year(m: re.Match[str], today: int | None) -> Span | None:
     """"in May": the latest May up to today's month (a memory is asked about the past);
     "last May": the latest one before today's month."""
     month = _MONTHS.get(m["m"][:3].lower())
-    if today is None or month is None or (m["m"].lower() in ("may", "march") and not m["m"][0].isupper()):
+    if today is None or month is None or (m["m"].lower() in CAPITALISED_ONLY_MONTHS and not m["m"][0].isupper()):
         return None
     current = _month_index(today)
     index = date.fromordinal(today).year * MONTHS_PER_YEAR + month - 1

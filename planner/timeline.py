@@ -29,6 +29,8 @@ time people tell of rather than ask about:
   only capitalised) -> the latest such month up to the message's month, or the first from
   it when its sentence looks ahead; "last May" -> the latest May before the message's
   month; "this May" -> the May of the message's year;
+- a day of a month without a year ("on May 3rd", "the 14th of June", "Sept. 3") -> the
+  latest such day up to the message's day, or the next when its sentence looks ahead;
 - "next week/month/year" -> the calendar period after the message's;
 - a duration up to now, in the present perfect ("I've had them for 3 years", "we have been
   friends for two months now") -> when it began: the calendar unit that many back, as "3
@@ -43,8 +45,8 @@ sentence that is not a question ("Have you painted lately?" tells nothing):
 - "the other day" -> the OTHER_DAY_DAYS days before the message's day;
 - "recently", "lately" -> the RECENT_DAYS days before the message's day and that day.
 
-Not resolved: "a while ago", a weekday as a habit ("on Fridays"), a day of a month without
-a year ("on May 3rd", "on the 3rd").
+Not resolved: "a while ago", a weekday as a habit ("on Fridays"), a day without its month
+("on the 3rd").
 
 Invariants:
 - `told_span(text, created)` never raises; it returns None when the text names no time it
@@ -66,7 +68,15 @@ from datetime import date
 
 import numpy as np
 
-from tiermem.planner.dates import DAY_S, MAX_YEAR, MIN_YEAR, WEEK_DAYS, TimeWindow, query_windows
+from tiermem.planner.dates import (
+    CAPITALISED_ONLY_MONTHS,
+    DAY_S,
+    MAX_YEAR,
+    MIN_YEAR,
+    WEEK_DAYS,
+    TimeWindow,
+    query_windows,
+)
 from tiermem.tiers.turncache import TurnTable
 
 _EPOCH_ORD = date(1970, 1, 1).toordinal()
@@ -130,24 +140,23 @@ _NEXT_PERIOD = _re(r"\bnext\s+(?P<u>week|month|year)\b")
 _THE_WEEKEND = _re(r"\b(?:over|on|at|during)\s+the\s+weekend\b")
 _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
                 "october", "november", "december")
-# A month without a year: not followed by a day or year ("in May 2022" is planner.dates'),
-# and "May" / "March" only capitalised ("this may help", "in march order" are no months).
+# Not followed by a day or a year: "in May 2022" and "May 3, 2023" are planner.dates'.
+_NO_YEAR = r"(?!\s*,?\s*(?:of\s+)?[0-9])"
+# A month without a year, "May" / "March" only capitalised (CAPITALISED_ONLY_MONTHS).
 _BARE_MONTH = _re(r"\b(?P<which>in|last|this|since|during)\s+(?:early\s+|late\s+|mid-?\s*)?"
-                  rf"(?P<m>{'|'.join(_MONTH_NAMES)})\b(?!\s*,?\s*(?:of\s+)?[0-9])")
-_CAPITALISED_ONLY = ("may", "march")
+                  rf"(?P<m>{'|'.join(_MONTH_NAMES)})\b{_NO_YEAR}")
 # A day of a month without a year ("on May 3rd", "the 3rd of June"); the abbreviations that
-# are no English word may stand for a month here ("Sept 3"), and a year after it is
-# planner.dates' ("May 3, 2023").
+# are no English word may stand for a month here ("Sept 3").
 _MONTH_ABBREVIATIONS = {"jan": 0, "feb": 1, "apr": 3, "jun": 5, "jul": 6, "aug": 7, "sep": 8, "sept": 8,
                         "oct": 9, "nov": 10, "dec": 11}
-_ANY_MONTH = ("(?P<m>" + "|".join(sorted([*_MONTH_NAMES, *_MONTH_ABBREVIATIONS], key=len, reverse=True))
+_MONTH_INDEX = {**{name: i for i, name in enumerate(_MONTH_NAMES)}, **_MONTH_ABBREVIATIONS}  # word -> 0..11
+_ANY_MONTH = ("(?P<m>" + "|".join(sorted(_MONTH_INDEX, key=len, reverse=True))
               + r")\b(?!['\u2019]s\b)\.?")  # "June's apples" names no day
-_NO_YEAR = r"(?!\s*,?\s*(?:of\s+)?[0-9])"
 # The words of a text, once, gate the weekday and month patterns: most turns name neither,
 # and a set lookup costs less than a scan for either (a "\b(?:...)" alternation is slow).
 _WORD = re.compile(r"[a-z]+")
 _WEEKDAY_WORDS = frozenset(_WEEKDAY_INDEX)
-_MONTH_WORDS = frozenset([*_MONTH_NAMES, *_MONTH_ABBREVIATIONS])
+_MONTH_WORDS = frozenset(_MONTH_INDEX)
 _MONTH_DAY = _re(rf"\b{_ANY_MONTH}\s+(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?\b{_NO_YEAR}")
 _DAY_MONTH = _re(rf"\b(?P<d>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+of\s+{_ANY_MONTH}{_NO_YEAR}"
                  rf"|\b(?P<d2>[0-9]{{1,2}})(?:st|nd|rd|th)\s+{_ANY_MONTH.replace('<m>', '<m2>')}{_NO_YEAR}")
@@ -243,7 +252,7 @@ def _weekend_spans(text: str, weekday: int, monday: int) -> list[tuple[int, int]
         saturday = monday + SATURDAY - WEEK_DAYS * n
         out.append((saturday, saturday + WEEKEND_DAYS))
     for m in _THE_WEEKEND.finditer(text):
-        if _FUTURE.search(_sentence(text, m.start())):
+        if _looks_ahead(text, m.start()):
             saturday = monday + SATURDAY + (0 if weekday < SATURDAY else WEEK_DAYS)
         else:  # the latest weekend begun before the message's day
             saturday = monday + SATURDAY - (0 if weekday > SATURDAY else WEEK_DAYS)
@@ -265,7 +274,7 @@ def _weekday_spans(text: str, today: int, weekday: int) -> list[tuple[int, int]]
         out.append((day, day + 1))
     for m in _BARE_WEEKDAY.finditer(text):
         day = _WEEKDAYS[(m["wd"] or m["wd2"]).lower()]
-        if _FUTURE.search(_sentence(text, m.start())):
+        if _looks_ahead(text, m.start()):
             ahead = (day - weekday) % WEEK_DAYS or WEEK_DAYS
             out.append((today + ahead, today + ahead + 1))
         else:
@@ -284,15 +293,15 @@ def _month_spans(text: str, today: int) -> list[tuple[int, int]]:
     current = d.year * MONTHS_PER_YEAR + d.month - 1
     for m in _BARE_MONTH.finditer(text):
         name = m["m"].lower()
-        if name in _CAPITALISED_ONLY and not m["m"][0].isupper():
+        if name in CAPITALISED_ONLY_MONTHS and not m["m"][0].isupper():
             continue
-        month0, which = _MONTH_NAMES.index(name), m["which"].lower()
+        month0, which = _MONTH_INDEX[name], m["which"].lower()
         this_year = d.year * MONTHS_PER_YEAR + month0
         if which == "this":
             index = this_year
         elif which == "last":
             index = this_year if this_year < current else this_year - MONTHS_PER_YEAR
-        elif _FUTURE.search(_sentence(text, m.start())):
+        elif _looks_ahead(text, m.start()):
             index = this_year if this_year >= current else this_year + MONTHS_PER_YEAR
         else:
             index = this_year if this_year <= current else this_year - MONTHS_PER_YEAR
@@ -301,17 +310,17 @@ def _month_spans(text: str, today: int) -> list[tuple[int, int]]:
             out.append(span)
     for m in [*_MONTH_DAY.finditer(text), *_DAY_MONTH.finditer(text)]:
         word = m["m"] or m["m2"]
-        if word.lower() in _CAPITALISED_ONLY and not word[0].isupper():
+        if word.lower() in CAPITALISED_ONLY_MONTHS and not word[0].isupper():
             continue
-        month0 = _MONTH_NAMES.index(word.lower()) if word.lower() in _MONTH_NAMES else _MONTH_ABBREVIATIONS[word.lower()]
-        day = _day_of(d.year, month0, int(m["d"] or m["d2"]))
+        month0, number = _MONTH_INDEX[word.lower()], int(m["d"] or m["d2"])
+        day = _day_of(d.year, month0, number)
         if day is None:
             continue
-        ahead = _FUTURE.search(_sentence(text, m.start()))
+        ahead = _looks_ahead(text, m.start())
         if ahead and day < today:
-            day = _day_of(d.year + 1, month0, int(m["d"] or m["d2"]))
+            day = _day_of(d.year + 1, month0, number)
         elif not ahead and day > today:
-            day = _day_of(d.year - 1, month0, int(m["d"] or m["d2"]))
+            day = _day_of(d.year - 1, month0, number)
         if day is not None:
             out.append((day, day + 1))
     return out
@@ -332,6 +341,11 @@ def _sentence(text: str, at: int) -> str:
     starts = [m.end() for m in _SENTENCE_END.finditer(text, 0, at)]
     end = _SENTENCE_END.search(text, at)
     return text[starts[-1] if starts else 0:end.start() if end else len(text)]
+
+
+def _looks_ahead(text: str, at: int) -> bool:
+    """Whether the sentence of `text` that holds offset `at` speaks of what is to come."""
+    return _FUTURE.search(_sentence(text, at)) is not None
 
 
 def _asked(text: str, at: int) -> bool:
