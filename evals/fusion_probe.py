@@ -171,7 +171,8 @@ def parts_of(record: dict[str, Any]) -> np.ndarray:
     return np.stack([zd, zb, neighbour, episode, s.date, record["told"], record["speaker"], rounds, recency], 1)
 
 
-def _z(x: np.ndarray) -> np.ndarray:
+def zscore(x: np.ndarray) -> np.ndarray:
+    """`x` as z-scores; a (near-)constant `x` scores all zero."""
     sd = float(x.std())
     return (x - float(x.mean())) / (sd if sd > 1e-9 else 1.0)
 
@@ -245,9 +246,9 @@ class Signals:
         hit = expansion > 0
         if int(hit.sum()) > 1:
             # a match is a lead, as a keyword match is in planner.rank: above every non-match
-            expansion[hit] = _z(expansion[hit]) + 1.0
+            expansion[hit] = zscore(expansion[hit]) + 1.0
         idx = np.searchsorted(self.positions, positions)
-        return np.stack([_z(best), _z(pair), expansion], 1)[idx]
+        return np.stack([zscore(best), zscore(pair), expansion], 1)[idx]
 
 
 def capture(data: Path, budgets: Sequence[int], data_root: Path, *,

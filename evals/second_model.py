@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.evals.fusion_probe import zscore
 from tiermem.evals.locomo import DIA_ID, Sample, load_samples, turn_content
 from tiermem.tiers.lexical import LexicalIndex
 
@@ -57,11 +58,6 @@ class Scored:
     second: np.ndarray
     evidence: list[int]  # turn indexes
     category: int
-
-
-def zscore(x: np.ndarray) -> np.ndarray:
-    sd = float(x.std())
-    return (x - x.mean()) / (sd if sd > 0.0 else 1.0)
 
 
 def turn_texts(sample: Sample) -> tuple[list[str], dict[str, int]]:
