@@ -327,11 +327,11 @@ _SOCIAL_IMPERATIVE = re.compile(
     r"^(?:keep (?:it up|going|me posted|me updated|up the|at it|in touch|smiling|spreading|improving|"
     r"rocking|pushing|doing|being|chasing|working hard)|take care|look at|check (?:\w+ ){0,2}out\b|go for it|"
     r"have (?:a|an|fun)|enjoy|see (?:ya|you)|let me know|get well|stay (?:safe|strong|tuned)|"
-    r"try (?:it|not to worry)|give it a (?:shot|try|go)|sign me up|show me (?:a|one|some) (?:pic|photo)|"
+    r"try (?:it|not to worry)|push through|give it a (?:shot|try|go)|sign me up|show me (?:a|one|some) (?:pic|photo)|"
     r"keep on|keep (?:[a-z]+ing)\b|believe in|trust (?:me|yourself|the)|remember (?:that|you)|"
     # encouragement between people, not orders to an agent
     r"(?:don't|do not|never) (?:give up|be afraid|be so|be too|worry|hesitate|stress|lose|ever|"
-    r"stop believing|"
+    r"stop believing|say never|"
     r"forget (?:that|to (?:take care|smile|have))|let (?:it|them|anyone|anything)))"
 )
 # Advice to a person ("do your research", "follow your dreams") uses second person and no first
@@ -350,15 +350,30 @@ def _is_advice(clause: str) -> bool:
     return not _AGENT_OUTPUT.search(clause) and not _FIRST_PERSON_OBJ.search(clause)
 
 
+# A reminder ("don't forget to ...", "remember to ...") is an order to the agent only when
+# what it asks is a service act; "don't forget to prepare emotionally" and "remember to stay
+# positive" are advice to a person, whoever says them.
+_REMINDER_VERBS: tuple[str, ...] = (*_TASK_VERBS, "attach", "bring", "cc", "double-check", "log",
+                                    "mention", "note", "save")
+_REMINDER_ACT = r"(?:" + "|".join(_REMINDER_VERBS) + r")\b"
+# A verb in the past after "never" narrates ("never saw this coming", "never worked out"); an
+# order has the base form. "-eed" words (need, feed, exceed) are base forms, not pasts.
+_NARRATED_PAST = (r"[a-z]+[^e\W]ed\b|saw|came|went|did|made|said|told|was|were|could|would|should|"
+                  r"will|once|seemed|quite")
+# "always" before a participle or a state describes ("always supporting each other", "always
+# full of memories"); "always bring my ID" is an order, so "bring" is not a participle.
+_DESCRIBED_STATE = r"(?!bring\b)[a-z]+ing\b|full|ready|busy|welcome|willing|open|better|best|the|my|our|on|in"
+
 _CONSTRAINT = re.compile(
     # "always"/"never"/"don't" open an order only when a verb follows, not "always good to hear",
     # "never been there", "don't you think", "don't feel like it".
-    r"^(?:always(?! (?:good|great|nice|happy|here|there|a|an|so|been|fun|glad|down|up))|"
+    r"^(?:always(?! (?:good|great|nice|happy|here|there|a|an|so|been|fun|glad|down|up|"
+    + _DESCRIBED_STATE + r"))|"
     r"never(?! (?:been|had|seen|heard|thought|done|tried|gone|knew|known|got|felt|met|used|really|"
-    r"expected|imagined|realized|stopped|liked|ever))|"
+    r"expected|imagined|realized|stopped|liked|ever|" + _NARRATED_PAST + r"))|"
     r"(?:don't|do not|dont)(?! (?:you|they|we|it|i|he|she|think|know|feel|get|understand|mind|care|"
-    r"really|remember|even|like|want|have|see|believe|worry|blame))|"
-    r"make sure|be sure|remember to|no more|avoid|only)\b|"
+    r"really|remember|even|like|want|have|see|believe|worry|blame)\b| forget to (?!" + _REMINDER_ACT + r"))|"
+    r"make sure|be sure|remember to(?= " + _REMINDER_ACT + r")|no more|avoid|only)\b|"
     r"(?<!i'll )(?<!i will )\b(?:from now on|for all (?:future|correspondence)|at all times|"
     r"every time you)\b(?!.*\bi'll\b)|"
     r"^(?:going|moving) forward\b|\b(?:going|moving) forward[.!]?$|"
@@ -387,7 +402,7 @@ _GO_AHEAD = re.compile(
 )
 _LETS_DECIDE = re.compile(
     r"\blet's (?:go with|use|do (?:that|it|the|this)|book|ship|take|pick|choose|stick with|switch|"
-    r"keep (?:it|the|using)|try the|get the|move|schedule|deploy|merge|call it|go for the)\b"
+    r"keep (?:it(?! up)|the|using)|try the|get the|move|schedule|deploy|merge|call it|go for the)\b"
 )
 # "The adjuster should call my cell", "Pets must be allowed": an obligation on a third party.
 # Epistemic uses ("it must be scary", "you should be proud") are excluded by subject and by
