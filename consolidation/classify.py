@@ -361,8 +361,9 @@ _REMINDER_ACT = r"(?:" + "|".join(_REMINDER_VERBS) + r")\b"
 _NARRATED_PAST = (r"[a-z]+[^e\W]ed\b|saw|came|went|did|made|said|told|was|were|could|would|should|"
                   r"will|once|seemed|quite")
 # "always" before a participle or a state describes ("always supporting each other", "always
-# full of memories"); "always bring my ID" is an order, so "bring" is not a participle.
-_DESCRIBED_STATE = r"(?!bring\b)[a-z]+ing\b|full|ready|busy|welcome|willing|open|better|best|the|my|our|on|in"
+# full of memories"); "always bring my ID" is an order, so "bring" is not a participle, and
+# "always in English" may be one, so no preposition is listed.
+_DESCRIBED_STATE = r"(?!bring\b)[a-z]+ing\b|full|ready|busy|welcome|willing|better|best"
 
 _CONSTRAINT = re.compile(
     # "always"/"never"/"don't" open an order only when a verb follows, not "always good to hear",

@@ -60,6 +60,8 @@ def test_advice_narration_and_cheering_are_not_pinned(text: str) -> None:
     ("Never feed the cat after 8pm.", "imperative-constraint"),
     ("Always bring my badge to the site visits.", "imperative-constraint"),
     ("Always verify the account holder's name first.", "imperative-constraint"),
+    # "always" before a preposition may still be an order
+    ("Always in English, please.", "imperative-constraint"),
     # keeping a thing is a decision
     ("Let's keep it on the Tuesday slot.", "decision"),
 ])
