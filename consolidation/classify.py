@@ -330,7 +330,9 @@ _SOCIAL_IMPERATIVE = re.compile(
     r"try (?:it|not to worry)|push through|give it a (?:shot|try|go)|sign me up|show me (?:a|one|some) (?:pic|photo)|"
     r"keep on|keep (?:[a-z]+ing)\b|believe in|trust (?:me|yourself|the)|remember (?:that|you)|"
     # encouragement between people, not orders to an agent
-    r"(?:don't|do not|never) (?:give up|be afraid|be so|be too|worry|hesitate|stress|lose|ever|"
+    r"(?:make sure you |be sure you )?(?:don't|do not|never) (?:give up|quit(?![ \w])|be afraid|be so|be too|worry|hesitate|stress|lose|ever|"
+    # "don't let the setbacks get you down": the listener's feelings, not the agent's work
+    r"let (?:\w+ ){1,5}?(?:get|bring|keep|hold|stop|define) you\b|"
     r"stop believing|say never|"
     r"forget (?:that|to (?:take care|smile|have))|let (?:it|them|anyone|anything)))"
 )
@@ -582,6 +584,11 @@ _CONDITION_GATE = re.compile(
     r"allergic|intoleran|celiac|coeliac|vegetarian|vegan|kosher|halal|diabetic|"
     r"pregnant|gluten|wheelchair"
 )
+# "I don't want future generations to go through that" wishes something for others; a
+# preference names the speaker's own things ("I don't want my kids to see it", "we don't want
+# anything touristy") or the agent ("I don't want you to call before 9").
+_WISHED_ON_OTHERS = (r"(?!(?:you|me|us|my|our|any\w*|some\w*|to|it|that|this|him|her|them)\b)"
+                     r"(?:\w+ ){1,3}to (?!be\b)\w+")
 _PERSONAL_CONSTRAINT = re.compile(
     r"\b(?:my|her|his|our) (?:\w+ )?(?:allergy|allergies|intolerance|diabetes|diet)\b|"
     r"\b(?:i|we|she|he|they|my \w+) (?:have|has) (?:an? )?(?:\w+ )?(?:allergy|intolerance|diabetes)\b|"
@@ -589,7 +596,7 @@ _PERSONAL_CONSTRAINT = re.compile(
     r"\b(?:i|we|she|he|they|my \w+) (?:don't|doesn't|do not|does not) (?:eat|drink)\b|"
     r"\b(?:"
     r"my budget|budget (?:is|of)|i prefer|i'd prefer|i would prefer|i'd rather|i would rather|i hate|"
-    r"(?:i|we) (?:don't|do not) (?:like|want)|i dislike|i can't stand|"
+    r"(?:i|we) (?:don't|do not) (?:like|want(?! " + _WISHED_ON_OTHERS + r"))|i dislike|i can't stand|"
     r"i take \d+ ?(?:mg|mcg|g|ml|units?)|\d+ ?(?:mg|mcg) of)\b"
 )
 _DECISION_STMT = re.compile(

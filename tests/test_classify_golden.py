@@ -32,16 +32,16 @@ DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-d
 pytestmark = pytest.mark.skipif(not DEV.is_file(), reason="LoCoMo dev data is not here")
 
 # recorded on 4f6b8c3 (see the module docstring); re-recorded on purpose (2026-12-02, the
-# reminder, narration and cheering shapes of consolidation/classify.py): 8 of the 2,080 turns
-# are no longer load-bearing orders (tests/test_classify_reminders.py)
-LABELS_DIGEST = "9913578025e10b4f148bccd443ab98bcb51dea3dcf0f8d78f98016bae3946cb8"
+# reminder, narration, cheering and wish shapes of consolidation/classify.py): 13 of the
+# 2,080 turns are no longer load-bearing (tests/test_classify_reminders.py)
+LABELS_DIGEST = "dafc23a8ef158b291b1702036084203064e0c3741086250f687d4370499eb7ef"
 CUES_DIGEST = "f549e8622c37dad7fc98422e0aabccac704b0ade744255791c339c5b7664fe25"
 # re-recorded on purpose (2026-12-02, the narration idioms of consolidation/supersede.py):
 # the rules alone now supersede no whole turn of these conversations, where before they
 # superseded some, every one wrong by reading (README, "Narration that held a cue word");
 # the digest still pins every turn's stored label and that none is superseded; re-recorded
 # with the labels above (stored labels changed, the pairs did not)
-SUPERSESSION_DIGEST = "79afaa35776fc6a24c4ad27a919f54f97fc2b883494c44d6680ab61ea2aa36cb"
+SUPERSESSION_DIGEST = "7591652b4587597b7a32b2274a9007c7985acd0d591191f9d5feda5c1fa722a6"
 SUPERSESSION_PAIRS = 0
 
 

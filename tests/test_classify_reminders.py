@@ -1,8 +1,8 @@
 """Advice, narration and cheering are no standing orders (consolidation.classify, issue 19).
 
 A pin is forced into every context, so a turn pinned by mistake costs every call its
-tokens: at 500 tokens the top pin alone is a tenth of the budget. Three shapes were read
-as constraints (priority 85) and one as a decision:
+tokens: at 500 tokens the top pin alone is a tenth of the budget. These shapes were read
+as constraints or decisions:
 - a reminder whose act is not a service ("don't forget to prepare emotionally", "remember
   to stay positive"): advice to a person; a reminder to do a service act ("don't forget
   to cc my manager") still is an order;
@@ -10,10 +10,13 @@ as constraints (priority 85) and one as a decision:
 - "always" before a participle or a state ("always supporting each other", "always full
   of surprises"): description, not "always do X";
 - cheering: "let's keep it up" (not "let's keep it", a decision to keep something), "push
-  through" (not "push the branch"), "never say never".
-Fails on the code before: nine of the first table's ten cases were load-bearing (the
-"never liked" one already was not); three such turns were the top pins of three of the four
-LoCoMo dev conversations.
+  through" (not "push the branch"), "never say never", "don't quit", "don't let X get you
+  down";
+- "I don't want <others> to ...": a wish for other people, not the speaker's preference
+  ("I don't want my kids to see it" and "I don't want you to call" still are).
+Fails on the code before: every case of the first table but one (the "never liked" one)
+was load-bearing; such turns were the top pins of three of the four LoCoMo dev
+conversations.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ CLASSIFY = TurnClassifier()
     "Together we can make a difference. Let's keep it up!",
     "Push through and it'll be worth it.",
     "Maybe I'll go back to acting someday. Never say never!",
+    "Way to go! Don't quit, remember: failures lead you closer to success.",
+    "You got this! Don't let the bumps in the road bring you down.",
+    "Just make sure you don't quit - the path forward will show up soon.",
+    # a wish for others, not the speaker's preference
+    "I don't want future generations to go through what we did.",
 ])
 def test_advice_narration_and_cheering_are_not_pinned(text: str) -> None:
     label = CLASSIFY.classify(text, "user")
@@ -55,6 +63,8 @@ def test_advice_narration_and_cheering_are_not_pinned(text: str) -> None:
     ("Remember to use metric units.", "imperative-constraint"),
     # "don't forget" with no "to" names a thing to keep in mind
     ("Don't forget my peanut allergy.", "imperative-constraint"),
+    # a preference about the speaker's own people or the agent
+    ("I don't want my kids to see violent films.", "personal-constraint"),
     # never / always with a base-form verb, including words that end in -eed or -ing
     ("Never book red-eye flights for me.", "imperative-constraint"),
     ("Never feed the cat after 8pm.", "imperative-constraint"),
@@ -62,10 +72,13 @@ def test_advice_narration_and_cheering_are_not_pinned(text: str) -> None:
     ("Always verify the account holder's name first.", "imperative-constraint"),
     # "always" before a preposition may still be an order
     ("Always in English, please.", "imperative-constraint"),
+    # "don't let" an agent act, "never quit" an app: orders
+    ("Don't let the agent email my boss.", "imperative-constraint"),
+    ("Never quit the app without saving my draft.", "imperative-constraint"),
     # keeping a thing is a decision
     ("Let's keep it on the Tuesday slot.", "decision"),
 ])
 def test_orders_still_are(text: str, rule: str) -> None:
     label = CLASSIFY.classify(text, "user")
-    assert label.intent == "instruction" and label.load_bearing, label
+    assert label.load_bearing, label
     assert label.reason.startswith(f"rule:{rule}"), label
