@@ -14,9 +14,12 @@ as constraints or decisions:
   down";
 - "I don't want <others> to ...": a wish for other people, not the speaker's preference
   ("I don't want my kids to see it" and "I don't want you to call" still are).
+And one order was missed: "don't" before a verb that begins with a word the rule excludes
+("don't i..." / "don't it..." / "don't we...": "don't include", "don't ignore", "don't
+invite") was no constraint at all, the exclusion matching a prefix of the verb.
 Fails on the code before: every case of the first table but one (the "never liked" one)
-was load-bearing; such turns were the top pins of three of the four LoCoMo dev
-conversations.
+was load-bearing, and the three "don't i..." orders were plain statements; turns of the
+first table's shapes were the top pins of three of the four LoCoMo dev conversations.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ def test_advice_narration_and_cheering_are_not_pinned(text: str) -> None:
     # "don't let" an agent act, "never quit" an app: orders
     ("Don't let the agent email my boss.", "imperative-constraint"),
     ("Never quit the app without saving my draft.", "imperative-constraint"),
+    # "don't" before a verb that begins with a word of its exclusion list ("i", "it", "we")
+    ("Don't include my middle name on the booking.", "imperative-constraint"),
+    ("Don't ignore my emails.", "imperative-constraint"),
+    ("Don't invite Tom to the meeting.", "imperative-constraint"),
     # keeping a thing is a decision
     ("Let's keep it on the Tuesday slot.", "decision"),
 ])
