@@ -71,6 +71,7 @@ from tiermem.planner import (
     rank,
     render,
     speakers,
+    timeline,
 )
 from tiermem.tiers.errors import ValidationError
 
@@ -91,6 +92,8 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "terse": (render, "TERSE"),
     "speaker": (speakers, "SPEAKER_BOOST"),
     "episode": (rank, "EPISODE"),
+    "date": (rank, "DATE"),
+    "told": (timeline, "TOLD_DATE"),
     "neighbour": (rank, "NEIGHBOUR"),
     "excerpt": (excerpt, "EXCERPT"),
     "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),

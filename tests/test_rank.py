@@ -110,3 +110,21 @@ def test_scores_are_deterministic() -> None:
 )
 def test_names_left_out_of_the_query_embedding(query: str, names: set[str], expected: str) -> None:
     assert without_names(query, frozenset(names)) == expected
+
+
+def test_a_turn_of_the_named_period_outranks_good_matches_of_other_periods() -> None:
+    # "what did I do in week 3?": five turns of other weeks are about as like the query as
+    # an answer usually is (half its direction); turn 21, sent in the named week, shares
+    # nothing with it. The named period decides. (A turn that alone matches the query
+    # outright still wins: the date credit is a weight, not a filter.)
+    n = 40
+    created = [T0 + d * DAY_S for d in range(n)]
+    half = (unit(0) + unit(1)) / np.linalg.norm(unit(0) + unit(1))
+    vecs = np.stack([unit(1)] * n)
+    for i in (2, 9, 30, 33, 38):
+        vecs[i] = half
+    t = table(n, created=created, groups=list(range(n)), vectors=vecs)
+    week3 = TimeWindow(T0 + 20 * DAY_S - 10, T0 + 27 * DAY_S - 10, "week three")
+    s = score_turns(t, unit(0), [], [week3])
+    assert all(s.total[21] > s.total[i] for i in (2, 9, 30, 33, 38))
+    assert s.total[30] > s.total[5]  # outside the period, the matches still lead
