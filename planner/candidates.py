@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tiermem.planner import rank as planner_rank
 from tiermem.planner.classify import about_past, question_text
 from tiermem.planner.dates import query_windows
 from tiermem.planner.density import pack_order
@@ -97,9 +96,6 @@ PRIORITY_SCALE = 100.0  # priorities run 0..100; a pin's score is its priority o
 # clearly the same topic), or turns from a period the message names.
 STRONG_COSINE = 0.55
 MISSING_COSINE = -1.0  # a turn without a vector yet: the lowest cosine, never clearly related
-# the share of planner.rank's full date credit (rank.DATE) at or above which a turn counts
-# as from the named period: inside it or close to its edges (rank.OUTSIDE_CREDIT at most)
-IN_PERIOD_DATE_SHARE = 0.5
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
 RECENT_RECALL_TURNS = 12  # newest turns a recent-recall question may bring back in its per-turn part
 RECENT_RECALL_BOOST = 10.0  # on the scale of planner.rank's scores: above any match
@@ -381,7 +377,7 @@ class Candidates:
             # the turns of a period only when the message asks about it: a remark that
             # names one ("I went hiking last week") tells, and the tail carries it
             if windows and query_windows(question_text(query), float(table.created[-1])):
-                eligible |= scores.date >= IN_PERIOD_DATE_SHARE * planner_rank.DATE
+                eligible |= scores.in_period()
         if qclass == "recent_recall":
             # "what did I just say?" needs the newest turns: the tail's share does not
             # depend on the class, so those it does not reach come in the per-turn part

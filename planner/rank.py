@@ -49,6 +49,9 @@ EPISODE_KEY = 1e6
 DATE = 8.0
 DATE_SLACK_DAYS = 3.0  # a turn this many days outside a named period gets no date credit
 OUTSIDE_CREDIT = 0.5  # the most a turn outside the period gets
+# the share of the full date credit at or above which a turn counts as from the named
+# period: inside it or close to its edges (OUTSIDE_CREDIT at most)
+IN_PERIOD_SHARE = 0.5
 
 
 @dataclass
@@ -81,6 +84,11 @@ class TurnScores:
             names = ", ".join(f"'{w.text}'" for w in self.windows)
             parts.append(f"date {names} {self.date[i]:+.2f}")
         return ", ".join(parts) or "context only"
+
+    def in_period(self) -> np.ndarray:
+        """Per turn: whether it counts as from a period the query names (all False when
+        it names none)."""
+        return (self.date > 0) & (self.date >= IN_PERIOD_SHARE * DATE)
 
     def z_dense(self, cosine: float) -> float:
         if self.dense_stats is None:

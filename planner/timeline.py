@@ -445,8 +445,8 @@ def told_closeness(told_start: np.ndarray | None, told_end: np.ndarray | None, n
 
 # Weights on planner.rank's scale (z-score sums; the best turns of a conversation score about
 # 5-10), chosen leave-one-conversation-out on the LoCoMo dev conversations (README, issue 19).
-# A turn telling of the period the query names gets TOLD_DATE (planner.rank's DATE, for a turn
-# sent in it, is 8.0): what was said on the day ranks above what was said later about the day.
+# A turn telling of the period the query names gets TOLD_DATE, well under planner.rank's DATE
+# for a turn sent in it: what was said on the day ranks above what was said later about the day.
 # Scaling this with DATE (4 with 8, 3 with 6, 6 with 12) won no fold (README, issue 19).
 TOLD_DATE = 1.0
 WHEN_BOOST = 0.5  # a turn that says when, for a question that asks when
