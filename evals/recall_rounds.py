@@ -95,6 +95,8 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "date": (rank, "DATE"),
     "told": (timeline, "TOLD_DATE"),
     "neighbour": (rank, "NEIGHBOUR"),
+    "reply": (rank, "REPLY"),
+    "replyroom": (rank, "REPLY_MAX_ROOM_TOKENS"),
     "excerpt": (excerpt, "EXCERPT"),
     "exlong": (excerpt, "EXCERPT_LONG_TOKENS"),
     "excompact": (excerpt, "COMPACT"),

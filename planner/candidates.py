@@ -36,7 +36,7 @@ from tiermem.planner.excerpt import Focus
 from tiermem.planner.excerpt import enabled as excerpt_enabled
 from tiermem.planner.plan import Plan, PlanItem
 from tiermem.planner.prior import length_prior
-from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, score_turns
+from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_apply, score_turns
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
 from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
@@ -365,7 +365,8 @@ class Candidates:
                     min(MAX_RETRIEVED_CANDIDATES, room // TYPICAL_LINE_TOKENS + EXTRA_RETRIEVED_CANDIDATES))
         bm25 = [(p, s) for _c, p, s in lexical.here]
         windows = query_windows(query, float(table.created[-1]))
-        scores = score_turns(table, qvec, bm25, windows)
+        scores = score_turns(table, qvec, bm25, windows,
+                             replies=qclass in RECALL_CLASSES and replies_apply(room))
         eligible = np.ones(len(table), dtype=bool)
         # Recall questions fill their share with the best candidates; other turns (a
         # statement, a new request) only bring back what is clearly related, so the

@@ -68,6 +68,8 @@ class TurnTable:
     # each turn's speaker as an index into `speaker_names` (first seen first), -1: none or past MAX_NAMES
     speaker: np.ndarray | None = None
     speaker_names: tuple[str, ...] = ()
+    # bool per turn: its text holds a question mark (the turn after it may be the answer)
+    asks: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.positions.shape[0])
@@ -113,6 +115,7 @@ class _Entry:
         self.told_start = np.full(cap, np.nan)
         self.told_end = np.full(cap, np.nan)
         self.speaker = np.full(cap, -1, dtype=np.int16)
+        self.asks = np.zeros(cap, dtype=bool)
         self.speaker_names: dict[str, int] = {}
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
@@ -138,7 +141,8 @@ class _Entry:
         while cap < need:
             cap *= 2
         fill = {"told_start": np.nan, "told_end": np.nan, "speaker": -1}
-        for name in ("positions", "tokens", "created", "groups", "has_vec", "told_start", "told_end", "speaker"):
+        for name in ("positions", "tokens", "created", "groups", "has_vec", "told_start", "told_end", "speaker",
+                     "asks"):
             old = getattr(self, name)
             new = np.full(cap, fill.get(name, 0), dtype=old.dtype)
             new[: self.n] = old[: self.n]
@@ -187,6 +191,7 @@ class _Entry:
                 self.tokens[i] = toks
                 self.created[i] = created
                 self.groups[i] = self._group_of(session, created)
+                self.asks[i] = text is not None and "?" in text
                 if self.derive is not None:
                     told = self.derive(text, created)
                     if told is not None:
@@ -235,6 +240,7 @@ class _Entry:
             self.told_end[:n] if self.derive is not None else None,
             self.speaker[:n],
             tuple(self.speaker_names),
+            self.asks[:n],
         )
 
 
