@@ -7,8 +7,8 @@ is not its similarity alone:
 
     base      = z(cosine to the query) + z(bm25 among the keyword matches)
     neighbour = NEIGHBOUR * max(base of the turn before, base of the turn after); with
-                `replies`, a turn after one that asks a question takes REPLY (more) of
-                the asking turn's base: the answer to a matching question
+                `replies`, a turn that asks nothing after one that asks a question
+                takes REPLY (more) of the asking turn's base: the answer to a match
     episode   = EPISODE * mean of the best EPISODE_TOP (base + neighbour) in its episode
     date      = DATE * closeness of its time to a period the query names (1 inside it,
                 at most OUTSIDE_CREDIT outside, nothing DATE_SLACK_DAYS away)
@@ -236,7 +236,9 @@ def score_turns(
         after = np.r_[base[1:], -np.inf]
         from_before = np.full(n, NEIGHBOUR)
         if replies and table.asks is not None and table.asks.shape[0] == n:
-            from_before[1:] = np.where(table.asks[:-1], max(REPLY, NEIGHBOUR), NEIGHBOUR)
+            # a turn that asks again is no answer (a user's flow of questions nobody replied to)
+            replying = table.asks[:-1] & ~table.asks[1:]
+            from_before[1:] = np.where(replying, max(REPLY, NEIGHBOUR), NEIGHBOUR)
         neighbour = np.maximum(from_before * before, NEIGHBOUR * after)
     else:
         neighbour = np.zeros(n)

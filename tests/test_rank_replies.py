@@ -85,3 +85,13 @@ def test_the_turn_cache_marks_turns_that_ask(cold: ColdStore, text: str, asks: b
     t = TurnCache(cold).get("c")
     assert t.asks is not None
     assert [bool(a) for a in t.asks] == [False, asks]
+
+
+def test_a_turn_that_asks_again_is_no_reply() -> None:
+    # a flow of questions nobody answered: the next question takes no reply credit
+    asks = [False] * 10
+    asks[4] = asks[5] = True
+    t = asking_table(asks)
+    off = score_turns(t, unit(0), [])
+    on = score_turns(t, unit(0), [], replies=True)
+    assert on.neighbour[5] == pytest.approx(off.neighbour[5])
