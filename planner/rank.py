@@ -43,8 +43,9 @@ NEIGHBOUR = 0.2
 # question or a second match of the same words ("What did you paint?" / "A sunset over the
 # lake"). Chosen leave-one-conversation-out on the LoCoMo dev conversations (README,
 # issue 19) from {0.3, 0.4, 0.6} at room gates 600 and 1,000 (every fold chose 0.6 at
-# 1,000); ungated, it measured a wash or a loss at 2,000 and 4,000 tokens, where both turns
-# fit and the stronger credit only reorders.
+# 1,000), and again from {off, 0.4, 0.6} once a turn that asks again stopped counting as a
+# reply (every fold chose 0.6); ungated, it measured a wash or a loss at 2,000 and 4,000
+# tokens, where both turns fit and the stronger credit only reorders.
 REPLY = 0.6
 REPLY_MAX_ROOM_TOKENS = 1000
 EPISODE = 0.8
@@ -234,12 +235,11 @@ def score_turns(
     if n > 1:
         before = np.r_[-np.inf, base[:-1]]
         after = np.r_[base[1:], -np.inf]
-        from_before = np.full(n, NEIGHBOUR)
+        neighbour = NEIGHBOUR * np.maximum(before, after)
         if replies and table.asks is not None and table.asks.shape[0] == n:
             # a turn that asks again is no answer (a user's flow of questions nobody replied to)
-            replying = table.asks[:-1] & ~table.asks[1:]
-            from_before[1:] = np.where(replying, max(REPLY, NEIGHBOUR), NEIGHBOUR)
-        neighbour = np.maximum(from_before * before, NEIGHBOUR * after)
+            rep = np.flatnonzero(table.asks[:-1] & ~table.asks[1:]) + 1
+            neighbour[rep] = np.maximum(max(REPLY, NEIGHBOUR) * before[rep], NEIGHBOUR * after[rep])
     else:
         neighbour = np.zeros(n)
     local = base + neighbour
