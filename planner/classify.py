@@ -104,6 +104,13 @@ _YOU_BEFORE = re.compile(
     # what the asker said or did earlier ("what dates did I give you?", "which email did
     # we send you first?") is recall of the log, whoever it is put to
     r"|\bdid (i|we)\b|\b(i|we) (said|told|gave|asked|mentioned|wrote|sent)\b")
+# What "you" should do for the asker ("What should you call me?", "Which flights should you
+# avoid for me?") asks for the asker's standing orders: recall of the log, not talk about
+# the other party now (evals.pressure's probes lost retention to 0.90 when these were
+# taken for conversation). Both an obligation put to "you" and the asker as its object.
+_YOU_SHOULD = re.compile(r"\b(should|must|shall) you\b|\byou (should|must|shall|ought to|need to|have to"
+                         r"|are supposed to|are meant to)\b")
+_ASKER = re.compile(r"\b(me|my|mine|us|our|ours)\b")
 # Asking whether the other remembers is recall, read in the sentences that ask (in a
 # remark, "remember why I do it" and "these remind us of" are not).
 _RECALL_VERB = re.compile(r"\b(remember|recall|remind)\b")
@@ -216,7 +223,8 @@ class QueryClassifier:
             if m:
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
         if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):
-            if _ASKS_YOU.search(asked or q):
+            you = asked or q
+            if _ASKS_YOU.search(you) and not (_YOU_SHOULD.search(you) and _ASKER.search(you)):
                 return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
             if follows_up(query):
                 return QueryClass("default", "rule:follow-up (a question after a remark, about what was just said: "

@@ -27,6 +27,14 @@ from tiermem.planner.classify import QueryClassifier
     ("What dates did I originally give you for the hotel?", "targeted_recall"),  # 'did I' + past cue
     ("Which email did I give you first?", "targeted_recall"),  # 'did I'
     ("What name did we ask you to use?", "targeted_recall"),  # 'we asked' form
+    # what "you" should do for the asker asks for its standing orders: recall (evals.pressure's
+    # probes lost retention to 0.90 when these were conversation)
+    ("What should you call me?", "targeted_recall"),  # an obligation of "you" toward the asker
+    ("What kind of flights should you avoid for me?", "targeted_recall"),  # 'should you' + 'for me'
+    ("What hotels should you book for me?", "targeted_recall"),  # the same, another slot
+    ("Which language do you have to answer us in?", "targeted_recall"),  # 'you have to' + 'us'
+    ("Should you be working this late?", "default"),  # an obligation, but not toward the asker
+    ("What do you think of my painting?", "default"),  # the asker named, no obligation: talk, now
 ])
 def test_questions_to_you_are_conversation(query: str, expected: str) -> None:
     assert QueryClassifier().classify(query).name == expected

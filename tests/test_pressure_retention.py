@@ -1,0 +1,44 @@
+"""Every current constraint survives eviction pressure (DESIGN invariant: pins and the
+planner keep load-bearing turns; evals.pressure measures it). A probe put to "you" about the
+asker's standing orders ("What should you call me?") must retrieve like any recall
+question. Fails on the code before: those probes were classed as conversation with the
+other party, retrieved nothing, and retention at 1,000 tokens fell to 0.93 (the nickname
+given as "By the way, I go by ..." is no pin, so only retrieval brings it back)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tiermem.evals import pressure
+from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
+from tiermem.tiers.embed import SentenceTransformerEmbedder
+
+BUDGET_TOKENS = 1000
+# the generator's first two conversations at its default length: they hold probes of both
+# shapes ("What should you call me?", "What kind of flights should you avoid for me?")
+CONVERSATIONS = 2
+TURNS = pressure.DEFAULT_TURNS
+
+
+@pytest.fixture
+def opened(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[OpenedMemory]:
+    o = open_memory(tmp_path / "data", hot=True, embedder=embedder)
+    try:
+        yield o
+    finally:
+        o.stop_redis = True
+        close_memory(o)
+
+
+def test_every_current_constraint_is_retained_and_nothing_stale_leaks(opened: OpenedMemory) -> None:
+    run = pressure.run_pressure(opened.memory, seed=0, budgets=[BUDGET_TOKENS], turns=TURNS,
+                                conversations=CONVERSATIONS, methods=("tiermem",), hot=opened.hot)
+    entry = run.result["budgets"][str(BUDGET_TOKENS)]
+    assert entry["available"]
+    probes = [f"{f['slot']}: {f['probe']} (expected {f['expected']})" for f in entry["failures"]]
+    assert entry["retention"] == 1.0, probes
+    assert entry["leakage"] == 0
+    assert entry["budget_violations"] == 0
