@@ -541,6 +541,8 @@ _NAME_IS = re.compile(
     rf"\b(?:[Hh]is|[Hh]er|[Tt]heir|[Mm]y|[Ii]ts) name is ({_CAP})"
     rf"|\b(?:{_RELATIONS})s? (?:named|called) ({_CAP})"
     rf"|\bcall me ({_CAP})"
+    # the name the speaker goes by: "By the way, I go by Lexi."
+    rf"|\b[Ii] go by ({_CAP})"
 )
 _NAMED_ME = re.compile(rf"\bI named (?:him|her|it|them) ({_CAP})")
 _WORK_LIVE = re.compile(
@@ -597,7 +599,10 @@ _PERSONAL_CONSTRAINT = re.compile(
     r"\b(?:"
     r"my budget|budget (?:is|of)|i prefer|i'd prefer|i would prefer|i'd rather|i would rather|i hate|"
     r"(?:i|we) (?:don't|do not) (?:like|want(?! " + _WISHED_ON_OTHERS + r"))|i dislike|i can't stand|"
-    r"i take \d+ ?(?:mg|mcg|g|ml|units?)|\d+ ?(?:mg|mcg) of)\b"
+    r"i take \d+ ?(?:mg|mcg|g|ml|units?)|\d+ ?(?:mg|mcg) of)\b|"
+    # a standing preference or rule given as a label ("Seat preference: aisle, every time.",
+    # "Travel rule for me: absolutely no red-eyes") or as the one thing to avoid
+    r"\b(?:preference|rule)(?: for (?:me|us))?: ?\S|\b(?:only|one) things? to avoid (?:is|are)\b"
 )
 _DECISION_STMT = re.compile(
     r"\b(?:we agreed (?:on|to|that)|we (?:decided|settled) (?:on|to go with|to use|to book|that)|"
