@@ -847,6 +847,8 @@ class Superseder:
         """Decide one correction at `p`: add its pair or statement rows (and its target's
         echoes) to `b`; False when it supersedes nothing."""
         pool = b.pool
+        if p in b.heads:
+            return True  # decided already (an import's rules, before its catch-up's meaning search)
         cand_pos = {q for q in range(max(0, p - SUPERSEDE_WINDOW), p) if q in pool}
         i = bisect_left(bearing, p)
         cand_pos.update(bearing[max(0, i - MAX_PIN_CANDIDATES):i])
@@ -857,7 +859,7 @@ class Superseder:
                  if q not in b.by and b.current_text(q)]
         found = find_superseded(text, cands) if cands else []
         if not found:
-            found = self._via_chain(text, [q for q in users if q in b.by or b.parts.get(q)], b)
+            found = self._via_chain(text, p, [q for q in users if q in b.by or b.parts.get(q)], b)
         norm = normalize(text)
         elliptical = _elliptical(norm)
         if not found and meaning and (MEANING_CUE.search(_cue_text(norm)) or elliptical):
@@ -891,11 +893,12 @@ class Superseder:
         return sorted(hit)
 
     @staticmethod
-    def _via_chain(text: str, superseded: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
-        """A correction that matches only something already superseded ("the HTTP client
-        should be aiohttp" after "Use requests for the HTTP client", "Switch to httpx
-        instead") revises the value that replaced it: the end of its chain, when that is
-        a user turn that still holds."""
+    def _via_chain(text: str, p: int, superseded: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
+        """A correction at `p` that matches only something already superseded ("the HTTP
+        client should be aiohttp" after "Use requests for the HTTP client", "Switch to
+        httpx instead") revises the value that replaced it: the end of its chain, when
+        that is a user turn before `p` that still holds (a chain that ends at `p` was
+        revised by this correction already: a turn never supersedes itself)."""
         cands = []
         for q in superseded:
             t = b.pool[q]
@@ -910,7 +913,8 @@ class Superseder:
                 seen.add(nxt)
                 nxt = b.by[nxt]
             end = b.pool.get(nxt) if nxt is not None else None
-            if end is not None and end.role == "user" and end.position not in b.by and b.current_text(end.position) and \
+            if end is not None and end.position < p and end.role == "user" and end.position not in b.by and \
+                    b.current_text(end.position) and \
                     _RETRACTS.search(_cue_text(normalize(end.text))) is None:
                 return [(end.position, f"{why}; #{q} was superseded by #{nxt}: its current value")]
         return []
