@@ -110,6 +110,13 @@ _YOU_BEFORE = re.compile(
 # taken for conversation). Both an obligation put to "you" and the asker as its object.
 _YOU_SHOULD = re.compile(r"\b(should|must|shall) you\b|\byou (should|must|shall|ought to|need to|have to"
                          r"|are supposed to|are meant to)\b")
+# What "you" hold of the asker ("What phone number do you have for me?", "Do you know my
+# name?", "Which address is on file for us?") asks for a value the asker gave: recall of
+# the log. With the asker named too; "What do you have planned for us?" is talk, now.
+_YOU_HOLD = re.compile(
+    r"\b(?:what|which)\b(?: \w+){0,3} (?:do|did|does) you (?:still |currently )?(?:have|hold|keep|know|store|got)\b"
+    r"(?! (?:planned|in mind|going on|on your))"
+    r"|\b(?:do|did) you (?:still |currently )?(?:have|hold|keep|know|store) (?:my|our)\b|\bon (?:file|record)\b")
 _ASKER = re.compile(r"\b(me|my|mine|us|our|ours)\b")
 # Asking whether the other remembers is recall, read in the sentences that ask (in a
 # remark, "remember why I do it" and "these remind us of" are not).
@@ -224,7 +231,8 @@ class QueryClassifier:
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
         if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):
             you = asked or q
-            if _ASKS_YOU.search(you) and not (_YOU_SHOULD.search(you) and _ASKER.search(you)):
+            if _ASKS_YOU.search(you) and not ((_YOU_SHOULD.search(you) or _YOU_HOLD.search(you))
+                                              and _ASKER.search(you)):
                 return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
             if follows_up(query):
                 return QueryClass("default", "rule:follow-up (a question after a remark, about what was just said: "

