@@ -489,6 +489,13 @@ CORRECTION_PRIORITY = PRIORITY["correction"]  # what a correction that inherits 
 ELLIPSIS_REACH = 8  # user turns back an elliptical replacement ("make it X") may refer to
 ECHO_SCAN_TURNS = 12  # an acknowledgement is in the reply to its source, at most this many turns after it
 MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidence of an echo
+# A reply of at most this many words that shares one content word with its source is an
+# acknowledgement of it ("requests it is.", "Switched to httpx."): nothing else it says
+ECHO_SHORT_WORDS = 4
+# a number said in words is the same value as in digits ("Four nights." for "4 nights")
+_NUMBER_VALUES = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+                  "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15",
+                  "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "hundred": "100"}
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # Words that end what they name without replacing it ("forget the allergy thing").
@@ -573,7 +580,17 @@ def _entities(text: str) -> set[str]:
 
 
 def _values(text: str) -> set[tuple[str, str]]:
-    return {(slot, v) for slot, vs in _slots(text).items() for v in vs if len(v) >= MIN_ECHO_VALUE_CHARS}
+    """Typed values for matching an echo, a number word as its digits ("four nights" is
+    "4 nights")."""
+    out = set()
+    for slot, vs in _slots(text).items():
+        for v in vs:
+            if slot == "number":
+                head, sep, unit = v.partition(" ")
+                v = _NUMBER_VALUES.get(head, head) + sep + unit
+            if len(v) >= MIN_ECHO_VALUE_CHARS:
+                out.add((slot, v))
+    return out
 
 
 def _numbers(text: str) -> set[str]:
@@ -593,7 +610,8 @@ def _identifiers(text: str) -> set[str]:
 def _echoes(source: str, reply: str) -> bool:
     """Whether an assistant `reply` restates a value of `source`: a shared typed value
     ("2,000 eur", "14 harcourt road", "12" for "12 seats"), a shared name or identifier
-    ("order-api", "v2.3"), or two shared content words."""
+    ("order-api", "v2.3"), two shared content words, or one in a reply of at most
+    ECHO_SHORT_WORDS words."""
     if _values(source) & _values(reply) or _numbers(source) & _numbers(reply):
         return True
     if _identifiers(source) & _identifiers(reply):
@@ -601,7 +619,10 @@ def _echoes(source: str, reply: str) -> bool:
     if _entities(source) & {_stem(w.lower()) for w in re.findall(r"[\w'-]+", reply)}:
         return True
     src, rep = _content(source), _content(reply)
-    return sum(max(src[w], rep[w]) for w in set(src) & set(rep)) >= 2.0
+    shared = set(src) & set(rep)
+    if shared and len(reply.split()) <= ECHO_SHORT_WORDS:
+        return True
+    return sum(max(src[w], rep[w]) for w in shared) >= 2.0
 
 
 def _asserts_new_value(text: str, target: str) -> bool:
