@@ -19,6 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tiermem import Config, Memory
+from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -65,6 +66,18 @@ def full_memory(config: Config, embedder: SentenceTransformerEmbedder) -> Iterat
     finally:
         mem.close()
         EmbeddedRedis(config.data_dir).stop()
+
+
+@contextlib.contextmanager
+def eval_memory(data_dir: Path, embedder: SentenceTransformerEmbedder, *, hot: bool) -> Iterator[OpenedMemory]:
+    """A Memory opened the way the evals open theirs (`evals.baselines.open_memory`), closed
+    afterwards with the redis-server it started, if any."""
+    o = open_memory(data_dir, hot=hot, embedder=embedder)
+    try:
+        yield o
+    finally:
+        o.stop_redis = True
+        close_memory(o)
 
 
 @pytest.fixture

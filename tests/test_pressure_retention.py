@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import eval_memory
 
 from tiermem.evals import pressure
-from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
+from tiermem.evals.baselines import OpenedMemory
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 
 BUDGET_TOKENS = 1000
@@ -25,12 +26,8 @@ TURNS = pressure.DEFAULT_TURNS
 
 @pytest.fixture
 def opened(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[OpenedMemory]:
-    o = open_memory(tmp_path / "data", hot=True, embedder=embedder)
-    try:
+    with eval_memory(tmp_path / "data", embedder, hot=True) as o:
         yield o
-    finally:
-        o.stop_redis = True
-        close_memory(o)
 
 
 def test_every_current_constraint_is_retained_and_nothing_stale_leaks(opened: OpenedMemory) -> None:

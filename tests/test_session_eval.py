@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import eval_memory
 
-from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
+from tiermem.evals.baselines import OpenedMemory
 from tiermem.evals.plots import recall_vs_cost
 from tiermem.evals.session import run_session
 from tiermem.tiers.embed import SentenceTransformerEmbedder
@@ -20,11 +21,8 @@ needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not f
 
 @pytest.fixture
 def opened(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[OpenedMemory]:
-    o = open_memory(tmp_path / "data", hot=False, embedder=embedder)
-    try:
+    with eval_memory(tmp_path / "data", embedder, hot=False) as o:
         yield o
-    finally:
-        close_memory(o)
 
 
 @needs_dev
