@@ -118,6 +118,15 @@ _YOU_HOLD = re.compile(
     r"(?! (?:planned|in mind|going on|on your))"
     r"|\b(?:do|did) you (?:still |currently )?(?:have|hold|keep|know|store) (?:my|our)\b|\bon (?:file|record)\b")
 _ASKER = re.compile(r"\b(me|my|mine|us|our|ours)\b")
+# A polite request to look something up ("Can you tell me my flight number?", "Could you
+# tell me which hotel I picked?", "Which hotel are we staying at, can you check?") puts
+# "you" to work on the asker's own facts: recall. The asker must own what is asked (my,
+# our, I, we); "Could you tell me a joke?" and "Can you show me a picture of it?" point to
+# nothing the asker said and stay talk.
+_YOU_REQUEST = re.compile(
+    r"\b(?:can|could|would|will) you (?:please |just |quickly |now )?(?:tell|give|remind|repeat|confirm|list|check"
+    r"|look up|find|pull up|show|send|read|recap|say)\b")
+_ASKER_OWNS = re.compile(r"\b(my|our|mine|ours|i|we)\b")
 # Asking whether the other remembers is recall, read in the sentences that ask (in a
 # remark, "remember why I do it" and "these remind us of" are not).
 _RECALL_VERB = re.compile(r"\b(remember|recall|remind)\b")
@@ -231,8 +240,9 @@ class QueryClassifier:
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
         if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):
             you = asked or q
-            if _ASKS_YOU.search(you) and not ((_YOU_SHOULD.search(you) or _YOU_HOLD.search(you))
-                                              and _ASKER.search(you)):
+            for_asker = ((_YOU_SHOULD.search(you) or _YOU_HOLD.search(you)) and _ASKER.search(you)) or \
+                (_YOU_REQUEST.search(you) and _ASKER_OWNS.search(you))
+            if _ASKS_YOU.search(you) and not for_asker:
                 return QueryClass("default", "rule:asks-you (a question to the other party, now: the tail answers it)")
             if follows_up(query):
                 return QueryClass("default", "rule:follow-up (a question after a remark, about what was just said: "

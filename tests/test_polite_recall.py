@@ -1,0 +1,53 @@
+"""A polite request for what the asker said ("Can you tell me my flight number?",
+"Could you look up my hotel booking?") is recall of the log, not talk with the other
+party (planner/classify.py, `_YOU_REQUEST`): before, the question-to-"you" rule took it
+for conversation, and the context held nothing of the fact it asks for."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem import Memory
+from tiermem.planner.classify import QueryClassifier
+
+T0 = 1_777_600_000.0  # 2026-05-01 01:46 UTC
+HOUR = 3600.0
+BUDGET_TOKENS = 300
+FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "My cat knocked a glass over.",
+          "I finally finished that novel.", "Traffic was terrible on the bridge.", "I made pancakes today."]
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("Can you tell me my flight number?", "targeted_recall"),  # a value the asker gave
+    ("Could you tell me which hotel I picked?", "targeted_recall"),  # what the asker did
+    ("Can you give me my order number again?", "targeted_recall"),  # the asker's value, again
+    ("Which hotel are we staying at, can you check?", "targeted_recall"),  # 'we' + a request to check
+    ("Could you look up my hotel booking?", "targeted_recall"),  # look up the asker's booking
+    ("Can you tell me more about your trip?", "default"),  # about the other party: talk
+    ("Could you tell me a joke?", "default"),  # a request that points to nothing said
+    ("Can you show me a picture of it?", "default"),  # the asker only as the recipient
+])
+def test_a_polite_request_for_the_askers_facts_is_recall(query: str, expected: str) -> None:
+    assert QueryClassifier().classify(query).name == expected
+
+
+# (what the user said early on, the request many turns later, what the context must hold)
+@pytest.mark.parametrize(("fact", "asked", "value"), [
+    # the hotel named, the request asks "which hotel I picked"
+    ("We booked two nights at the Hotel Adlon in Berlin.", "Could you tell me which hotel I picked?", "Adlon"),
+    # "order" is the only word in common
+    ("The order went through, it's #88213.", "Can you give me my order number again?", "88213"),
+    # a booking said as a reservation
+    ("Reservation confirmed at the Grand Budapest, room 12.", "Could you look up my hotel booking?",
+     "Grand Budapest"),
+])
+def test_the_context_holds_the_fact_a_polite_request_asks_for(cold_memory: Memory, fact: str, asked: str,
+                                                               value: str) -> None:
+    turns = [("user", fact), ("assistant", "Noted.")]
+    for f in FILLER * 3:
+        turns += [("user", f), ("assistant", "I see.")]
+    turns.append(("user", asked))
+    cold_memory.append_many("c", [{"role": r, "content": t, "created_at": T0 + i * HOUR}
+                                  for i, (r, t) in enumerate(turns)])
+    ctx = cold_memory.context("c", asked, BUDGET_TOKENS)
+    assert any(value in str(m["content"]) for m in ctx.messages), ctx.plan.to_json()
