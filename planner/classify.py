@@ -60,7 +60,11 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"|what('s| is| was) (my|our)\b|(i|we) told you)"
         # "remind me" as a request ("remind me what...", "can you remind me"), not as a
         # verb of a statement ("moments like these remind me of ...")
-        r"|(^|[.!?,;:]\s*|\b(please|can you|could you|would you|will you)\s+)remind me\b")),
+        r"|(^|[.!?,;:]\s*|\b(please|can you|could you|would you|will you)\s+)remind me\b"
+        # an order to give back the asker's own facts ("Tell me my confirmation code.",
+        # "Please confirm my seat preference."), at the start of a sentence or after please
+        r"|(^|[.!?,;:]\s*|\bplease\s+)((tell|give|show|send|read) me (back )?|(list|repeat|confirm|read back) )"
+        r"(my|our)\b")),
     ("new_subtask", "rule:new-task", re.compile(
         r"^(ok(ay)?|now|next|also|alright|new task|let'?s|can you|could you|please|help me|write|create|draft"
         r"|build|generate|implement|make)\b.*\b(new|now|next|start|another|different|fresh|write|create|draft"

@@ -1,7 +1,8 @@
-"""A polite request for what the asker said ("Can you tell me my flight number?",
-"Could you look up my hotel booking?") is recall of the log, not talk with the other
-party (planner/classify.py, `_YOU_REQUEST`): before, the question-to-"you" rule took it
-for conversation, and the context held nothing of the fact it asks for."""
+"""A polite request or an order for what the asker said ("Can you tell me my flight
+number?", "Tell me my confirmation code.") is recall of the log, not talk with the other
+party (planner/classify.py, `_YOU_REQUEST` and the recall cues): before, the
+question-to-"you" rule took the request for conversation and no rule read the order, and
+the context held nothing of the fact either asks for."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "
     ("Can you tell me more about your trip?", "default"),  # about the other party: talk
     ("Could you tell me a joke?", "default"),  # a request that points to nothing said
     ("Can you show me a picture of it?", "default"),  # the asker only as the recipient
+    # an order to give back the asker's facts, at the start of a sentence
+    ("Tell me my confirmation code.", "targeted_recall"),  # imperative, the asker's value
+    ("Please confirm my seat preference.", "targeted_recall"),  # after 'please'
+    ("Tell me a story.", "default"),  # an order that points to nothing said
+    ("Those moments tell me my kids are growing up.", "default"),  # 'tell me my' inside a remark
 ])
 def test_a_polite_request_for_the_askers_facts_is_recall(query: str, expected: str) -> None:
     assert QueryClassifier().classify(query).name == expected
