@@ -57,7 +57,9 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"\b(where did we (land|end up|leave)|what did (we|i|you) (decide|agree|choose|pick|say|settle|mention)"
         r"|do you remember|did (i|we|you) (mention|say|tell|decide|agree)|what was (the|that|our|my)"
         r"|earlier (you|i|we) (said|mentioned)|as (i|we) (said|discussed)|we (discussed|talked about)"
-        r"|what('s| is| was) (my|our)\b|(i|we) told you)"
+        r"|what('s| is| was) (my|our)\b|(i|we) (already |just |previously |earlier )?told you"
+        # "the tracking link from before": a thing given earlier in the conversation
+        r"|from (before|earlier)\b)"
         # "remind me" as a request ("remind me what...", "can you remind me"), not as a
         # verb of a statement ("moments like these remind me of ...")
         r"|(^|[.!?,;:]\s*|\b(please|can you|could you|would you|will you)\s+)remind me\b"
@@ -107,7 +109,7 @@ _YOU_BEFORE = re.compile(
     r"|decided|agreed|chose|picked|booked|planned|shared|showed|called|named)\b|\byour (last|previous|earlier)\b"
     # what the asker said or did earlier ("what dates did I give you?", "which email did
     # we send you first?") is recall of the log, whoever it is put to
-    r"|\bdid (i|we)\b|\b(i|we) (said|told|gave|asked|mentioned|wrote|sent)\b")
+    r"|\bdid (i|we)\b|\b(i|we) (already |just |previously |earlier )?(said|told|gave|asked|mentioned|wrote|sent)\b")
 # What "you" should do for the asker ("What should you call me?", "Which flights should you
 # avoid for me?") asks for the asker's standing orders: recall of the log, not talk about
 # the other party now (evals.pressure's probes lost retention to 0.90 when these were
