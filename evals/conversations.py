@@ -339,8 +339,9 @@ def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1
                    progress: Any = None, finished: Any = None) -> ImportReport:
     """Append every conversation of `data` in `namespace`. Idempotent: messages the data
     dir already holds (the same bodies, in order) are skipped, so a re-import appends
-    nothing and an import of a longer file appends only the new tail. `finished(n)` is
-    called after each conversation with the messages it appended (tiermem/ingest.py)."""
+    nothing and an import of a longer file appends only the new tail. `finished(n, name)`
+    is called after each conversation with the messages it appended and its name
+    (tiermem/ingest.py)."""
     report = ImportReport(bad_lines=list(data.bad))
     # check every conversation before writing any, so a conflict writes nothing
     starts = [stored_prefix(memory, c, namespace) for c in data.conversations]
@@ -357,7 +358,7 @@ def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1
             if progress is not None:
                 progress(len(chunk))
         if finished is not None:
-            finished(len(conv.messages) - start)
+            finished(len(conv.messages) - start, conv.conversation_id)
     return report
 
 

@@ -6,6 +6,7 @@ on either side reaches the caller with nothing half-stored."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ NS = "default"
 # one that holds a correction is embedded at append when the model is loaded, in both alike
 CHUNK = 101
 BATCH = 8  # embedding_batch_size: pools of 8 x 16 = 128 rows, so c1 alone fills one
+SLOW_WRITE_S = 0.3  # a pause after each written chunk: time for the catch-up to read ahead
 SMALL_TALK = ["What's a good podcast about volcanoes?", "Ugh, the weather here is windy again.",
               "How long should I cook potatoes for dinner tonight?", "Tell me a fun fact about coral reefs."]
 
@@ -230,3 +232,30 @@ def test_small_chunks_embedded_at_append_do_not_hold_the_writes(tmp_path: Path, 
         report, _embedded = import_and_index(mem, data, namespace=NS, batch=20)
         assert report.appended == len(_lines()) and mem.cold.pending_embeddings() == 0
         assert {r.position: r.superseded_by for r in mem.cold.turns("c1") if r.superseded_by is not None} == {0: 201}
+
+
+def test_turns_embedded_at_append_do_not_let_the_catch_up_overtake_the_writes(tmp_path: Path, data: Dataset) -> None:
+    # chunks of 20: the chunk holding c1's correction embeds all of c1 at append, so c1
+    # leaves nothing pending when it is finished. Counting its 202 turns toward a pool let
+    # the catch-up read c2's first chunk, read again while c2's second chunk was still
+    # being written, find nothing and stop: c2 and c3 stayed pending (a CI run, 1 in 3
+    # under load). The writes are slowed here so the catch-up always has that chance.
+    two, one = _Recording(), _Recording()
+    two.load()  # loaded: a chunk with a correction is embedded at append
+    one.load()
+    with _memory(tmp_path / "two-steps", two) as mem:
+        import_dataset(mem, data, namespace=NS, batch=20)
+        mem.cold.index_pending(batch=BATCH)
+        want = _state(mem)
+
+    def slow(n: int) -> None:
+        if n:
+            time.sleep(SLOW_WRITE_S)
+
+    with _memory(tmp_path / "overlapped", one) as mem:
+        report, _embedded = import_and_index(mem, data, namespace=NS, batch=20, progress=slow)
+        got = _state(mem)
+    assert got["pending"] == want["pending"] == 0 and report.appended == len(_lines())
+    assert got["c1"] == want["c1"] == {0: 201}
+    # the pools the two steps embed: c2 and c3 together, once both are written
+    assert one.calls == two.calls

@@ -23,7 +23,11 @@ Invariants:
   exactly as without `--index`; the catch-up only reads what is committed.
 - **Done means embedded.** It returns after the catch-up read past the last write, so
   every turn the import appended (and any left pending before) has its vector, or
-  raises. An import error is raised after the catch-up stopped (it reads no further pool
+  raises. A finished conversation counts toward a pool with the turns it still has
+  pending: a chunk that holds a correction may have embedded its conversation's turns
+  at append already, and counting those let the catch-up read ahead of the writes,
+  find nothing and stop with turns pending. Whatever a race still leaves is embedded
+  after the writes, in the caller's thread, before it returns. An import error is raised after the catch-up stopped (it reads no further pool
   and ends after the one it was storing: the turns not stored stay pending, as after a
   plain import); a catch-up error is raised after the import finished (the writes are
   kept, the turns pending).
@@ -63,9 +67,13 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
     done = [0]
     failed: list[BaseException] = []
 
-    def finished(n: int) -> None:
+    def finished(n: int, name: str) -> None:
+        # the turns of this conversation the catch-up will find pending, not all `n` it
+        # appended: an append's own catch-up may have embedded some (see the docstring)
+        key = cold.key_of(namespace, name)
+        left = cold.pending_embeddings(key) if key is not None else n
         with cond:
-            ready[0] += n
+            ready[0] += left
             cond.notify_all()
 
     def gate(read: int) -> None:
@@ -109,4 +117,6 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
         cold.read_gate = None
     if failed:
         raise failed[0]
+    if cold.pending_embeddings():  # a read that overtook the writes ended the catch-up early
+        cold.index_pending(batch=memory.config.embedding_batch_size, progress=stored)
     return report, done[0]
