@@ -147,9 +147,12 @@ _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 )
-_NUMBER_WORDS = (
-    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred"
-)
+# number words a slot value may hold, with their digits: an echo in words is the same
+# value as in digits ("Four nights." for "4 nights")
+_NUMBER_VALUES = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+                  "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15",
+                  "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "hundred": "100"}
+_NUMBER_WORDS = "|".join(_NUMBER_VALUES)
 _LANGUAGES = (
     "english|french|spanish|german|italian|portuguese|dutch|russian|chinese|mandarin|cantonese|japanese|korean|"
     "arabic|hindi|turkish|polish|swedish|norwegian|danish|finnish|greek|hebrew|vietnamese|thai|indonesian"
@@ -492,10 +495,6 @@ MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidenc
 # A reply of at most this many words that shares one content word with its source is an
 # acknowledgement of it ("requests it is.", "Switched to httpx."): nothing else it says
 ECHO_SHORT_WORDS = 4
-# a number said in words is the same value as in digits ("Four nights." for "4 nights")
-_NUMBER_VALUES = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-                  "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15",
-                  "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "hundred": "100"}
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # Words that end what they name without replacing it ("forget the allergy thing").

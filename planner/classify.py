@@ -130,7 +130,7 @@ _ASKER = re.compile(r"\b(me|my|mine|us|our|ours)\b")
 # our, I, we); "Could you tell me a joke?" and "Can you show me a picture of it?" point to
 # nothing the asker said and stay talk.
 _YOU_REQUEST = re.compile(
-    r"\b(?:can|could|would|will) you (?:please |just |quickly |now )?(?:tell|give|remind|repeat|confirm|list|check"
+    r"\b(?:can|could|would|will) you (?:please |just |quickly |now )?(?:tell|give|repeat|confirm|list|check"
     r"|look up|find|pull up|show|send|read|recap|say)\b")
 _ASKER_OWNS = re.compile(r"\b(my|our|mine|ours|i|we)\b")
 # Asking whether the other remembers is recall, read in the sentences that ask (in a

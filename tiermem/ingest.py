@@ -27,10 +27,11 @@ Invariants:
   pending: a chunk that holds a correction may have embedded its conversation's turns
   at append already, and counting those let the catch-up read ahead of the writes,
   find nothing and stop with turns pending. Whatever a race still leaves is embedded
-  after the writes, in the caller's thread, before it returns. An import error is raised after the catch-up stopped (it reads no further pool
-  and ends after the one it was storing: the turns not stored stay pending, as after a
-  plain import); a catch-up error is raised after the import finished (the writes are
-  kept, the turns pending).
+  after the writes, in the caller's thread, before it returns. An import error is
+  raised after the catch-up stopped (it reads no further pool and ends after the one
+  it was storing: the turns not stored stay pending, as after a plain import); a
+  catch-up error is raised after the import finished (the writes are kept, the turns
+  pending).
 - A store without `read_gate` (PostgreSQL) runs the two steps one after the other.
 """
 
