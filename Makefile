@@ -6,6 +6,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest worker processes for make test: one per core, at most 4 (each loads the embedding
+# model, ~0.5 GiB); the suite is about half waiting on real servers and children, so two
+# workers on two cores roughly halve it. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 .PHONY: install browser test lint bench bench-postgres bench-startup bench-ingest soak run clean
 
@@ -34,7 +38,7 @@ lint: install
 	$(BIN)/mypy tiermem  # tiermem/{tiers,planner,consolidation,evals} link the top-level folders
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 bench: install
 	$(BIN)/python -m tiermem.evals.bench
