@@ -301,6 +301,37 @@ def _content_items(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(out.items())
 
 
+# A word shared only as a verb's -ed/-ing form on one side and its bare form on the other
+# ("I watched a documentary" / "get him a Garmin watch") is often two words that share a
+# stem, a verb and a noun: it counts this share of a shared word.
+INFLECTION_CROSS_SHARE = 0.5
+
+
+@functools.lru_cache(maxsize=4096)
+def _inflected(text: str) -> frozenset[str]:
+    """Content stems that `text` holds only as -ed/-ing forms ("watched", "booking")."""
+    forms: dict[str, bool] = {}
+    for m in re.finditer(r"[A-Za-z][\w'-]*", text):
+        low = m.group(0).lower()
+        if low in _STOP or len(low) < 3:
+            continue
+        st = _stem(low)
+        verbal = st != low.strip("'") and low.endswith(("ed", "ing"))
+        forms[st] = forms.get(st, True) and verbal
+    return frozenset(st for st, verbal in forms.items() if verbal)
+
+
+def _shared(text: str, words: Mapping[str, float], other: str, other_words: Mapping[str, float]
+            ) -> tuple[list[str], float]:
+    """The content stems two texts share, and their weight: the larger side's (entities
+    double), INFLECTION_CROSS_SHARE of it where one side has only the verb's -ed/-ing form."""
+    shared = sorted(set(words) & set(other_words))
+    mine, theirs = _inflected(text), _inflected(other)
+    score = sum(max(words[w], other_words[w]) * (INFLECTION_CROSS_SHARE if (w in mine) != (w in theirs) else 1.0)
+                for w in shared)
+    return shared, score
+
+
 def _old_values(text: str) -> set[str]:
     vals = set()
     for m in _OLD_VALUE.finditer(text):
@@ -380,9 +411,7 @@ def find_superseded(
         old_score = 3.0 if hit_old else 0.0
         if hit_old:
             why.append(f"old value '{hit_old[0]}'")
-        cw = _content(c.text)
-        shared = sorted(set(words) & set(cw))
-        lex_score = sum(max(words[w], cw[w]) for w in shared)
+        shared, lex_score = _shared(text, words, c.text, _content(c.text))
         if shared:
             why.append("shared " + ",".join(f"'{w}'" for w in shared[:3]))
         cslots = _slots(c.text)
@@ -654,8 +683,7 @@ def _evidence(text: str, cand: str) -> tuple[float, float]:
     for v in old_vals:
         words.pop(_stem(v), None)
     named = 3.0 if any(_contains_value(cand, v) for v in old_vals) else 0.0
-    cw = _content(cand)
-    named += sum(max(words[w], cw[w]) for w in set(words) & set(cw))
+    named += _shared(text, words, cand, _content(cand))[1]
     slots, cslots = _slots(text), _slots(cand)
     same = _matching_slots(slots, cslots)
     slot = 0.0 if not same else 0.5 if same == ["number"] and _unitless_number(slots, cslots) else 1.0

@@ -1,8 +1,7 @@
 """The knowledge-update eval's figures are floors, not a report (`evals/knowledge.py`):
 a change elsewhere in the planner that stops a correction from being shown as current
 fails here, not at the next README rerun. Both hand-written sets (not LoCoMo), at the
-eval's own budget; the held-out set's known misses (README, "Knowledge updates") are
-the only ones allowed. A query-class change of the cache3 merge (130f8ae) took "What
+eval's own budget; every probe of both is right (README, "Knowledge updates"). A query-class change of the cache3 merge (130f8ae) took "What
 phone number do you have for me?" for conversation and retrieved nothing: 0.947 where
 the README said 0.974, unnoticed for two days."""
 
@@ -26,9 +25,9 @@ def _scores(tmp_path: Path, cases: Path) -> dict[str, Any]:
 @pytest.mark.parametrize(("cases", "floor"), [
     # the development set: every probe right
     (CASES_PATH, {"tp": 38, "echo_hit": 20, "present_ok": 62, "past_ok": 33}),
-    # the held-out set: one chain step (a filler turn taken for its target), its echo and
-    # its past probe missed
-    (HELDOUT_PATH, {"tp": 28, "echo_hit": 22, "present_ok": 38, "past_ok": 18}),
+    # the held-out set: every probe right since a verb's -ed form stopped counting as the
+    # same word as its noun ("I watched ..." was taken for the target of "a Garmin watch")
+    (HELDOUT_PATH, {"tp": 29, "echo_hit": 23, "present_ok": 38, "past_ok": 19}),
 ], ids=["cases", "heldout"])
 def test_the_knowledge_eval_keeps_its_figures(tmp_path: Path, cases: Path, floor: dict[str, int]) -> None:
     res = _scores(tmp_path, cases)
@@ -36,4 +35,4 @@ def test_the_knowledge_eval_keeps_its_figures(tmp_path: Path, cases: Path, floor
            "present_ok": round(res["present_share"] * res["present_n"]),
            "past_ok": round(res["past_share"] * res["past_n"])}
     assert {k: got[k] >= v for k, v in floor.items()} == dict.fromkeys(floor, True), (got, res["errors"])
-    assert res["supersession"]["fp"] <= (0 if cases == CASES_PATH else 1), res["errors"]
+    assert res["supersession"]["fp"] == 0, res["errors"]
