@@ -1,7 +1,7 @@
 """Does the query classifier send a user's message to broad retrieval when it asks for
 something from the log, and only then?
 
-    python -m tiermem.evals.query_class_eval [--no-embeddings] [--json] [--errors]
+    python -m tiermem.evals.query_class_eval [--data FILE] [--no-embeddings] [--json] [--errors]
 
 Data: ``evals/data/query_lookup.jsonl``, one user message per line, ``{"text", "lookup",
 "source"}``, written for this project (not from LoCoMo, whose questions are all about third
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from tiermem.tiers.embed import Embedder
 
 DATA_PATH = Path(__file__).parent / "data" / "query_lookup.jsonl"
+# a second set of 77, written 2026-12-03 after the first set's fixes and scored blind once
+FRESH_PATH = Path(__file__).parent / "data" / "query_lookup_fresh.jsonl"
 
 
 @dataclass(frozen=True)
@@ -95,14 +97,17 @@ def run(*, embeddings: bool = True, embedder: Embedder | None = None, path: Path
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.query_class_eval", description=__doc__.split("\n")[0])
     ap.add_argument("--no-embeddings", action="store_true", help="rules only; skip the prototype fallback")
+    ap.add_argument("--data", type=Path, default=DATA_PATH,
+                    help=f"a message file in the same format (default {DATA_PATH.name}; {FRESH_PATH.name} "
+                    "is the second set)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--errors", action="store_true", help="list every message scored wrong")
     args = ap.parse_args(argv)
-    res = run(embeddings=not args.no_embeddings)
+    res = run(embeddings=not args.no_embeddings, path=args.data)
     if args.json:
         print(json.dumps(res, ensure_ascii=False, indent=1))
         return 0
-    print(f"query classes ({DATA_PATH.name}), {res['messages']} messages")
+    print(f"query classes ({args.data.name}), {res['messages']} messages")
     print(f"  lookup recall {res['lookup_recall']:.3f} of {res['lookup_n']}; "
           f"talk kept narrow {res['talk_kept_narrow']:.3f} of {res['talk_n']}")
     for s, p in res["by_source"].items():

