@@ -218,8 +218,14 @@ _ADDITIVE = re.compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
 # "it's Flat 3 not Flat 2", "the 22nd, not the 21st": a value swapped for another.
 # The swapped values must look like values: separated by a comma ("6 now, not 5:30") or both
 # carrying digits ("Flat 3 not Flat 2"); "it's just not right" is not a correction.
+# A word that reads as a value on its own: digits ("7:40", "$80", "3rd"), a day or a month.
+_VALUE_WORD = (r"(?:[\w:$.-]*\d[\w:$.-]*|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow"
+               r"|tonight|january|february|march|april|may|june|july|august|september|october|november|december)")
 _NOT_X_BUT_Y = re.compile(
-    r"\b(?:it's|it is|is|was|meant|at|on)\b[^.!?]{1,40}?, not (?:the |a |an )?[\w:$.-]+(?: [\w:$.-]+)?[.!]?$"
+    # opening with the value swapped out: "Not Tuesday but Wednesday for the plumber call.";
+    # both sides values ("Not bad but the room was small" swaps nothing)
+    rf"^(?:(?:no|sorry|oops|wait)[,.!]?\s+)?not (?:the |on |at )?{_VALUE_WORD},? but (?:the |on |at )?{_VALUE_WORD}\b"
+    r"|\b(?:it's|it is|is|was|meant|at|on)\b[^.!?]{1,40}?, not (?:the |a |an )?[\w:$.-]+(?: [\w:$.-]+)?[.!]?$"
     r"|\b(?:it's|it is|is|was|meant|at|on)\b[^.!?,]{0,30}\d[^.!?,]{0,10} not (?:the |a |"
     r"an )?[\w:$.-]*\d[\w:$.-]*[.!]?$"
 )

@@ -107,6 +107,15 @@ NOT_SUPERSEDABLE = frozenset({"question", "chitchat", "tool_result"})
 # Cues
 # --------------------------------------------------------------------------------------------------
 
+# A value that went up or down to a number ("we're down to 9 seats", "the rent went up to
+# $2,100") or moves to one ("the sessions move to 7am"; not "moving to the next item").
+_VALUE_MOVE = (r"(?:(?:is|are|'s|'re|was|were|went|goes|go|has gone|have gone|dropped|fell|rose|came) (?:down|up)"
+               r"|moves?|shifts?|is moving|are moving|will move) to (?=[$€£]?\d)")
+# A change from a named time on ("from next week ...", "starting Monday ...", "as of today ..."),
+# as "from now on" is; not a span of days.
+_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_FROM_THEN_ON = (rf"^(?:from|starting|as of|beginning) (?:next \w+|this (?:week|month|year|weekend|{_DAY})|tomorrow"
+                 rf"|today|{_DAY})\b(?! (?:to|through|till|until|and)\b|-)")  # "from Monday to Friday" is a range
 # State changes that revise a fact without a correction word: "I moved to Seattle", "I joined Globex".
 _STATE_CHANGE = re.compile(
     # ("joined a ..." adds a membership, "joined Globex" changes an employer)
@@ -115,6 +124,8 @@ _STATE_CHANGE = re.compile(
     r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\b(?:my|our|the) new \w+(?: \w+)? (?:is|are)\b"
     # "switch to English instead": a change of value ordered without naming the slot
     r"|^(?:please |ok,? |okay,? )?(?:switch|change|move|go) (?:back |over )?to\b"
+    # "we're down to 9 seats", "the sessions move to 7am": a value moved
+    r"|\b" + _VALUE_MOVE + r"|" + _FROM_THEN_ON +
     # "on second thought, the client should be aiohttp": a revision announced, not named
     r"|^(?:(?:hmm+|oh|ok(?:ay)?|well|no)[,.!]?\s+)?on (?:second thoughts?|reflection)\b"
     # "the phone number is wrong: it's ...", "sorry, it's 4 nights": a wrong value replaced
@@ -158,9 +169,10 @@ _LANGUAGES = (
     "arabic|hindi|turkish|polish|swedish|norwegian|danish|finnish|greek|hebrew|vietnamese|thai|indonesian"
 )
 _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
-    "email": re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+"),
+    "email": re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),  # "a@b.com." closing a sentence is "a@b.com"
     "phone": re.compile(r"\b(?:\+?\d{1,3}[ -])?(?:\(?\d{3}\)?[ -])?\d{3}-\d{4}\b"),
-    "money": re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:dollars|euros|pounds|usd|eur|gbp|bucks)\b"),
+    # the value ends at a digit: "$500." closing a sentence is "$500", as in "$500 a month"
+    "money": re.compile(r"[$€£]\s?\d+(?:[,.]\d+)*|\b\d+(?:[,.]\d+)*\s?(?:dollars|euros|pounds|usd|eur|gbp|bucks)\b"),
     "time": re.compile(
         r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b|\bnoon\b|\bmidnight\b"
         # "at 6", "by 10": a bare hour after a time preposition, unless a unit follows ("to 6 people")
@@ -289,7 +301,7 @@ def _content(text: str) -> dict[str, float]:
 @functools.lru_cache(maxsize=4096)
 def _content_items(text: str) -> tuple[tuple[str, float], ...]:
     out: dict[str, float] = {}
-    for sent in re.split(r"(?<=[.!?])\s+", text):
+    for sent in re.split(r"(?<=[.!?])\s+", _untitled(text)):
         for i, m in enumerate(re.finditer(r"[A-Za-z][\w'-]*", sent)):
             tok = m.group(0)
             low = tok.lower()
@@ -493,6 +505,7 @@ def _unitless_number(new: Mapping[str, AbstractSet[str]], old: Mapping[str, Abst
 # Words that announce an update of something said before; with a turn close in meaning
 # (and a value asserted for the same slot) they mark that turn superseded.
 UPDATE_CUE = re.compile(
+    _FROM_THEN_ON + r"|\b" + _VALUE_MOVE + r"|"
     r"\b(now|instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
@@ -502,6 +515,7 @@ UPDATE_CUE = re.compile(
 # questions and narration ("Now my phone contract ends", "Actually one more: ...") too
 # often; they count only in the form of a value change ("the budget is now ...").
 MEANING_CUE = re.compile(
+    _FROM_THEN_ON + r"|\b" + _VALUE_MOVE + r"|"
     r"\b(instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
@@ -550,6 +564,14 @@ def _cue_text(norm: str) -> str:
 
 
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
+# A title's period ends no sentence: "with Dr. Nguyen now" names Nguyen mid-sentence.
+_TITLES = ("Dr", "Mr", "Mrs", "Ms", "Mx", "Prof", "St", "Jr", "Sr", "Capt", "Sgt", "Rev")
+_TITLE_PERIOD = re.compile(rf"\b({'|'.join(_TITLES)})\.(?= [A-Z])")
+_TITLE_WORDS = frozenset(t.lower() for t in _TITLES)  # a title is part of a name, not one
+
+
+def _untitled(text: str) -> str:
+    return _TITLE_PERIOD.sub(r"\1", text)
 
 
 @dataclass(frozen=True)
@@ -599,10 +621,10 @@ def assertive_text(text: str) -> str:
 def _entities(text: str) -> set[str]:
     """Capitalised words inside a sentence (names), lower-cased."""
     out: set[str] = set()
-    for sent in _SENTENCE.split(text):
+    for sent in _SENTENCE.split(_untitled(text)):
         for m in _ENTITY.finditer(sent.strip()):
             low = m.group(0).lower()
-            if low not in _STOP and len(low) >= 3:
+            if low not in _STOP and low not in _TITLE_WORDS and len(low) >= 3:
                 out.add(_stem(low))
     return out
 

@@ -1,0 +1,65 @@
+"""Cues and values the third knowledge set (evals/data/knowledge_fresh.jsonl) showed
+missing, each a general shape rather than its case: a value swapped at the start of a
+sentence ("Not Tuesday but Wednesday ..."), a value that went down or up or moves to a
+number ("We're down to 9 seats now.", "... move to 7am"), a change from a named time on
+("From next week ..."), a name after a title ("Dr. Nguyen"), and a typed value that ends
+a sentence ("$500." is "$500", as the echo "Limit set: $500 a month." says it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem.consolidation.classify import correction_cue, normalize
+from tiermem.consolidation.supersede import MEANING_CUE, UPDATE_CUE, _cue_text, _entities, detect_slots
+
+
+# (text, the values detected): a value closing a sentence keeps no punctuation
+@pytest.mark.parametrize(("text", "slots"), [
+    ("Set my monthly spending limit to $500.", {"money": {"$500"}}),  # '$500.' before
+    ("It came to $1,200, tax included.", {"money": {"$1,200"}}),  # '$1,200,' before
+    ("Limit set: $500 a month.", {"money": {"$500"}}),  # the echo, unchanged
+    ("Mail the invoice to jane.roe@example.com.", {"email": {"jane.roe@example.com"}}),  # '...com.' before
+    ("It was 1.5 dollars.", {"money": {"1.5 dollars"}}),  # a decimal stays whole
+])
+def test_a_value_ends_where_its_characters_do(text: str, slots: dict[str, set[str]]) -> None:
+    assert detect_slots(text) == slots
+
+
+# (text, names): a title's period ends no sentence
+@pytest.mark.parametrize(("text", "names"), [
+    ("So it's with Dr. Nguyen now.", {"nguyen"}),  # 'Dr' and no 'Nguyen' before
+    ("I met Mrs. Alvarez at the bakery.", {"alvarez"}),
+    ("I went home. Maria called.", set()),  # a real sentence start is no name
+])
+def test_a_name_after_a_title_is_a_name(text: str, names: set[str]) -> None:
+    assert _entities(text) == names
+
+
+# (text, whether it is a not-X-but-Y correction)
+@pytest.mark.parametrize(("text", "cue"), [
+    ("Not Tuesday but Wednesday for the plumber call.", True),  # a day for a day
+    ("No, not 7pm but 8pm.", True),  # a time for a time
+    ("Not the 3rd but the 5th.", True),
+    ("Not bad but the room was small.", False),  # an opinion swaps no value
+    ("Not everyone but most of us came.", False),
+])
+def test_a_value_swapped_at_the_start_is_a_correction(text: str, cue: bool) -> None:
+    got = correction_cue(normalize(text), "user")
+    assert (got is not None and got[0] == "not-x-but-y") is cue
+
+
+# (text, whether it announces an update: both the gate and the meaning search read it)
+@pytest.mark.parametrize(("text", "update"), [
+    ("We're down to 9 seats now.", True),  # a value gone down to a number
+    ("The rent went up to $2,100.", True),
+    ("From next week the gym sessions move to 7am.", True),  # a time on, a move to a number
+    ("Starting Monday it's 9am.", True),
+    ("As of today the code is 4471.", True),
+    ("From Monday to Friday I work at the clinic.", False),  # a span of days
+    ("From this window you can see the lake.", False),
+    ("Let's move to the next item.", False),  # a move to no value
+    ("We went up to the cabin for the weekend.", False),
+])
+def test_a_value_moved_or_a_change_from_a_time_on_is_an_update(text: str, update: bool) -> None:
+    cues = _cue_text(normalize(text))
+    assert (bool(UPDATE_CUE.search(cues)) and bool(MEANING_CUE.search(cues))) is update
