@@ -7,15 +7,13 @@ the context held nothing of the fact either asks for."""
 from __future__ import annotations
 
 import pytest
+from recall_helpers import context_after_small_talk
 
 from tiermem import Memory
 from tiermem.planner.classify import QueryClassifier
 
-T0 = 1_777_600_000.0  # 2026-05-01 01:46 UTC
-HOUR = 3600.0
 BUDGET_TOKENS = 300
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "My cat knocked a glass over.",
-          "I finally finished that novel.", "Traffic was terrible on the bridge.", "I made pancakes today."]
+
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -49,11 +47,5 @@ def test_a_polite_request_for_the_askers_facts_is_recall(query: str, expected: s
 ])
 def test_the_context_holds_the_fact_a_polite_request_asks_for(cold_memory: Memory, fact: str, asked: str,
                                                                value: str) -> None:
-    turns = [("user", fact), ("assistant", "Noted.")]
-    for f in FILLER * 3:
-        turns += [("user", f), ("assistant", "I see.")]
-    turns.append(("user", asked))
-    cold_memory.append_many("c", [{"role": r, "content": t, "created_at": T0 + i * HOUR}
-                                  for i, (r, t) in enumerate(turns)])
-    ctx = cold_memory.context("c", asked, BUDGET_TOKENS)
+    ctx = context_after_small_talk(cold_memory, fact, asked, BUDGET_TOKENS)
     assert any(value in str(m["content"]) for m in ctx.messages), ctx.plan.to_json()

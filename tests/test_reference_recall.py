@@ -4,20 +4,18 @@ described", "the options you listed") asks for the log (planner/classify.py, the
 cues): before, an order with such a reference matched no rule and retrieved only clearly
 related turns, and a question about what "you" listed or proposed was taken for talk with
 the other party. Found by the second query-class set (evals/data/query_lookup_fresh.jsonl),
-scored blind: 8 of its 40 lookups missed."""
+scored blind: 8 of its 39 lookups missed."""
 
 from __future__ import annotations
 
 import pytest
+from recall_helpers import context_after_small_talk
 
 from tiermem import Memory
 from tiermem.planner.classify import QueryClassifier, tells_only
 
-T0 = 1_777_600_000.0  # 2026-05-01 01:46 UTC
-HOUR = 3600.0
 BUDGET_TOKENS = 300
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "My cat knocked a glass over.",
-          "I finally finished that novel.", "Traffic was terrible on the bridge.", "I made pancakes today."]
+
 
 
 @pytest.mark.parametrize(("query", "expected"), [
@@ -60,11 +58,5 @@ def test_a_story_with_the_same_words_still_retrieves_nothing() -> None:
 ])
 def test_the_context_holds_what_the_reference_points_at(cold_memory: Memory, fact: str, asked: str,
                                                         value: str) -> None:
-    turns = [("user", fact), ("assistant", "Noted.")]
-    for f in FILLER * 3:
-        turns += [("user", f), ("assistant", "I see.")]
-    turns.append(("user", asked))
-    cold_memory.append_many("c", [{"role": r, "content": t, "created_at": T0 + i * HOUR}
-                                  for i, (r, t) in enumerate(turns)])
-    ctx = cold_memory.context("c", asked, BUDGET_TOKENS)
+    ctx = context_after_small_talk(cold_memory, fact, asked, BUDGET_TOKENS)
     assert any(value in str(m["content"]) for m in ctx.messages), ctx.plan.to_json()
