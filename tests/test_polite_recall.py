@@ -15,7 +15,6 @@ from tiermem.planner.classify import QueryClassifier
 BUDGET_TOKENS = 300
 
 
-
 @pytest.mark.parametrize(("query", "expected"), [
     ("Can you tell me my flight number?", "targeted_recall"),  # a value the asker gave
     ("Could you tell me which hotel I picked?", "targeted_recall"),  # what the asker did

@@ -17,7 +17,6 @@ from tiermem.planner.classify import QueryClassifier, tells_only
 BUDGET_TOKENS = 300
 
 
-
 @pytest.mark.parametrize(("query", "expected"), [
     ("Same delivery address as last time please.", "targeted_recall"),  # 'as last time'
     ("Book the same table as before.", "targeted_recall"),  # 'as before'
