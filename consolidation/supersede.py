@@ -119,7 +119,8 @@ _FROM_THEN_ON = (rf"^(?:from|starting|as of|beginning) (?:next \w+|this (?:week|
 # State changes that revise a fact without a correction word: "I moved to Seattle", "I joined Globex".
 _STATE_CHANGE = re.compile(
     # ("joined a ..." adds a membership, "joined Globex" changes an employer)
-    r"\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined(?! (?:a|an|another|some)\b)|left|quit|"
+    r"\b(?:i|we|she|he|they|it)(?:'ve| have)? switched (?:the |my |our |its |their )?\w+(?: \w+)? to\b"
+    r"|\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined(?! (?:a|an|another|some)\b)|left|quit|"
     r"changed|started at|"
     r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\b(?:my|our|the) new \w+(?: \w+)? (?:is|are)\b"
     # "switch to English instead": a change of value ordered without naming the slot
@@ -190,6 +191,8 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
         r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"
     ),
     "language": re.compile(rf"\b(?:{_LANGUAGES})\b"),
+    # a code of digits and letters ("room 4b", "gate b12", "seat 14c"), not an ordinal or a unit
+    "code": re.compile(r"\b(?=[a-z]*\d)(?=\d*[a-z])(?!\d+(?:st|nd|rd|th|am|pm|s|k|m|km|kg|g|h|x)\b)[a-z0-9]{2,8}\b"),
     "number": re.compile(rf"\b(?:\d+(?:\.\d+)?|{_NUMBER_WORDS})\b"),
 }
 # Place: a capitalised name after a locative preposition, or a street address.
@@ -347,7 +350,7 @@ def _shared(text: str, words: Mapping[str, float], other: str, other_words: Mapp
 def _old_values(text: str) -> set[str]:
     vals = set()
     for m in _OLD_VALUE.finditer(text):
-        v = m.group(1).strip(" .,!")
+        v = m.group(1).strip(" .,!:;")
         low = v.lower()
         if low in _STOP or len(low) < 2:
             continue
@@ -506,7 +509,7 @@ def _unitless_number(new: Mapping[str, AbstractSet[str]], old: Mapping[str, Abst
 # (and a value asserted for the same slot) they mark that turn superseded.
 UPDATE_CUE = re.compile(
     _FROM_THEN_ON + r"|\b" + _VALUE_MOVE + r"|"
-    r"\b(now|instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
+    r"\b(now|instead|from now on|from here on|going forward|(?:it )?turns out|ended up|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|actually|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
     r"(?:it|the|my|our))\b"
@@ -516,12 +519,12 @@ UPDATE_CUE = re.compile(
 # often; they count only in the form of a value change ("the budget is now ...").
 MEANING_CUE = re.compile(
     _FROM_THEN_ON + r"|\b" + _VALUE_MOVE + r"|"
-    r"\b(instead|from now on|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|"
+    r"\b(instead|from now on|from here on|going forward|(?:it )?turns out|ended up|any ?more|no longer|switch(ed)?|chang(e|ed)|moved|updated?|"
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
     r"(?:it|the|my|our)|(?:is|are|'s|'re) now|now (?:is|are|live|work|use|eat|prefer|take|have|at|in|on)"
     # a value then "now" ("Leo is 5 now"): the value holds from here on
-    r"|(?:is|are|'s|'re) (?:[\w$€£.,:-]+ ){1,3}now(?=[,.!;]|$))\b"
+    r"|(?:is|are|'s|'re) (?:[\w$€£.,:-]+ ){1,3}now(?=[,.!;]|$)|\d+ [a-z]+ now(?=[,.!;]|$))\b"
 )
 SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
 SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however far back
@@ -1063,9 +1066,11 @@ class Superseder:
         # a named old value ("instead of Monday") must be in the target (a retraction
         # names a topic, "forget the allergy thing", not a value)
         named = set() if retracts else _old_values(text)
+        # ... or, naming the old value the target holds ("allergic to shellfish, not
+        # peanuts" after "I have a peanut allergy"), a plain word for the new one
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
-                and (retracts or elliptical or _asserts_new_value(text, t.text))
-                and (not named or any(_contains_value(t.text, v) for v in named))]
+                and (not named or any(_contains_value(t.text, v) for v in named))
+                and (retracts or elliptical or bool(named) or _asserts_new_value(text, t.text))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
         for cos, t in fits:

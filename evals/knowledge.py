@@ -66,6 +66,8 @@ HELDOUT_PATH = Path(__file__).parent / "data" / "knowledge_heldout.jsonl"
 # a third set of 16 conversations, written 2026-12-03 after every rule above and scored
 # blind once (README, "Knowledge updates")
 FRESH_PATH = Path(__file__).parent / "data" / "knowledge_fresh.jsonl"
+# a fourth set of 16, written after the third set's fixes and scored blind once
+FOURTH_PATH = Path(__file__).parent / "data" / "knowledge_fourth.jsonl"
 BUDGET = 300  # tokens per probe context: the facts do not all fit, as in a long chat
 FILLER_PAIRS = 3  # neutral exchanges after each case turn
 TURN_SECONDS = 3600.0  # an hour between turns, so intervals span dates
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--errors", action="store_true", help="list every miss")
     ap.add_argument("--cases", type=Path, default=CASES_PATH,
                     help=f"a case file (default {CASES_PATH.name}; {HELDOUT_PATH.name} holds the held-out set, "
-                         f"{FRESH_PATH.name} the third)")
+                         f"{FRESH_PATH.name} and {FOURTH_PATH.name} the third and fourth)")
     ap.add_argument("--locomo", type=Path, default=None,
                     help="instead: list every supersession decided on this LoCoMo file (precision by reading)")
     ap.add_argument("--limit-samples", type=int, default=None)

@@ -10,7 +10,15 @@ from __future__ import annotations
 import pytest
 
 from tiermem.consolidation.classify import correction_cue, normalize
-from tiermem.consolidation.supersede import MEANING_CUE, UPDATE_CUE, _cue_text, _entities, detect_slots
+from tiermem.consolidation.supersede import (
+    _STATE_CHANGE,
+    MEANING_CUE,
+    UPDATE_CUE,
+    _cue_text,
+    _entities,
+    _old_values,
+    detect_slots,
+)
 
 
 # (text, the values detected): a value closing a sentence keeps no punctuation
@@ -63,3 +71,46 @@ def test_a_value_swapped_at_the_start_is_a_correction(text: str, cue: bool) -> N
 def test_a_value_moved_or_a_change_from_a_time_on_is_an_update(text: str, update: bool) -> None:
     cues = _cue_text(normalize(text))
     assert (bool(UPDATE_CUE.search(cues)) and bool(MEANING_CUE.search(cues))) is update
+
+
+# (text, the code values): letters and digits together name a thing ("Room 4B"); an
+# ordinal, a time or a quantity with its unit is no code
+@pytest.mark.parametrize(("text", "codes"), [
+    ("The design review is now in Room 4B.", {"4b"}),  # no value before: 'Room' is in both turns
+    ("Boarding at gate B12, seat 14C.", {"b12", "14c"}),
+    ("It's on the 3rd.", set()),  # an ordinal is a date
+    ("I ran 10km at 7pm.", set()),  # a quantity, a time
+])
+def test_a_code_of_letters_and_digits_is_a_value(text: str, codes: set[str]) -> None:
+    assert set(detect_slots(text).get("code", set())) == codes
+
+
+# (text, whether it announces an update): cues of the fourth set
+@pytest.mark.parametrize(("text", "update"), [
+    ("Please use kilometres from here on.", True),  # as 'from now on'
+    ("Going forward, send the report on Fridays.", True),
+    ("Turns out I'm allergic to shellfish, not peanuts.", True),
+    ("I ended up buying the Corolla, not the Civic.", True),
+    ("We hired another designer, so 3 designers now.", True),  # a counted value, then 'now'
+    ("I ended the call early.", False),  # 'ended', not 'ended up'
+    ("The movie turned out fine.", False),  # 'turned out' narrates
+])
+def test_the_fourth_sets_cues_announce_updates(text: str, update: bool) -> None:
+    cues = _cue_text(normalize(text))
+    assert bool(MEANING_CUE.search(cues)) is update
+
+
+def test_an_old_value_ends_at_its_word() -> None:
+    # "about the refund:" names "refund"; with the colon no earlier turn held it, and the
+    # correction was taken for one about something out of view
+    assert _old_values("I changed my mind about the refund: please send store credit instead.") == {"refund"}
+
+
+# (text, whether it states a change of state): a switch of a named thing to a new value
+@pytest.mark.parametrize(("text", "change"), [
+    ("We've switched the newsletter to biweekly.", True),
+    ("I switched my phone plan to the unlimited one.", True),
+    ("I switched the lights off and went to bed.", False),  # no new value
+])
+def test_a_thing_switched_to_a_value_is_a_change(text: str, change: bool) -> None:
+    assert bool(_STATE_CHANGE.search(_cue_text(normalize(text)))) is change
