@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 DATA_PATH = Path(__file__).parent / "data" / "query_lookup.jsonl"
 # a second set of 77, written 2026-12-03 after the first set's fixes and scored blind once
 FRESH_PATH = Path(__file__).parent / "data" / "query_lookup_fresh.jsonl"
+# a third set of 38, written after the second set's fixes and scored blind once
+THIRD_PATH = Path(__file__).parent / "data" / "query_lookup_third.jsonl"
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-embeddings", action="store_true", help="rules only; skip the prototype fallback")
     ap.add_argument("--data", type=Path, default=DATA_PATH,
                     help=f"a message file in the same format (default {DATA_PATH.name}; {FRESH_PATH.name} "
-                    "is the second set)")
+                    f"and {THIRD_PATH.name} are the second and third sets)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--errors", action="store_true", help="list every message scored wrong")
     args = ap.parse_args(argv)

@@ -122,7 +122,9 @@ _YOU_BEFORE = re.compile(
     r"|outlined|offered|explained|provided)\b|\byour (last|previous|earlier)\b"
     # what the asker said or did earlier ("what dates did I give you?", "which email did
     # we send you first?") is recall of the log, whoever it is put to
-    r"|\bdid (i|we)\b|\b(i|we) (already |just |previously |earlier )?(said|told|gave|asked|mentioned|wrote|sent)\b")
+    r"|\bdid (i|we)\b|\b(i|we) (already |just |previously |earlier )?(said|told|gave|asked|mentioned|wrote|sent)\b"
+    # what someone on the other side said or did ("What did your colleague promise me?")
+    r"|\bdid your [a-z]+ (say|tell|promise|offer|quote|send|give|agree|decide|mention)\b")
 # What "you" should do for the asker ("What should you call me?", "Which flights should you
 # avoid for me?") asks for the asker's standing orders: recall of the log, not talk about
 # the other party now (evals.pressure's probes lost retention to 0.90 when these were
@@ -146,6 +148,19 @@ _YOU_REQUEST = re.compile(
     r"\b(?:can|could|would|will) you (?:please |just |quickly |now )?(?:tell|give|repeat|confirm|list|check"
     r"|look up|find|pull up|show|send|read|recap|say)\b")
 _ASKER_OWNS = re.compile(r"\b(my|our|mine|ours|i|we)\b")
+# An order or a question that points back at a thing of the log by how it was given or
+# used ("Send the draft to the same people as yesterday.", "Use the gift budget I set for
+# my nephew.", "Apply the same fix you did for the login bug.", "Can you rebook the
+# restaurant we liked in Porto?"): recall. Read only in a message that orders or asks; in
+# a story "the cake we made" points at nothing the agent must find.
+_BACK_REF = re.compile(
+    r"\b(?:the|those|my|our) (?:same )?(?:[a-z]+ ){1,2}(?:i|we|you) (?:already |just |usually )?"
+    r"(?:[a-z]+ed|set|use|did|made|put|chose|agreed on|gave you|told you about|sent|bought|paid|wrote|built|ran)\b"
+    r"|\bsame (?:[a-z]+ ){1,2}as (?:yesterday|last (?:time|week|month)|before)\b")
+_ORDER_START = re.compile(
+    r"^(?:(?:ok(?:ay)?|now|and|also|hey|hi)[,!]?\s+)?(?:please |just )?(?:send|use|put|apply|run|book|rebook|order"
+    r"|pay|ship|charge|add|call|email|text|schedule|reuse|repeat|redo|do|make|set|get|bring|forward|reply|move"
+    r"|copy|pick|pull up|open|deploy|restore|reinstall|cancel|renew)\b")
 # Asking whether the other remembers is recall, read in the sentences that ask (in a
 # remark, "remember why I do it" and "these remind us of" are not).
 _RECALL_VERB = re.compile(r"\b(remember|recall|remind)\b")
@@ -257,6 +272,8 @@ class QueryClassifier:
                 m = None
             if m:
                 return QueryClass(name, f"{rule} '{m.group(0).strip()}'")
+        if (asks or _ORDER_START.search(q)) and (m := _BACK_REF.search(asked or q)):
+            return QueryClass("targeted_recall", f"rule:back-reference '{m.group(0)}'")
         if asks and not _YOU_BEFORE.search(q) and not _RECALL_VERB.search(asked or q) and not about_past(q):
             you = asked or q
             for_asker = ((_YOU_SHOULD.search(you) or _YOU_HOLD.search(you)) and _ASKER.search(you)) or \
@@ -266,7 +283,7 @@ class QueryClassifier:
             if follows_up(query):
                 return QueryClass("default", "rule:follow-up (a question after a remark, about what was just said: "
                                              "the tail answers it)", tail_answers=True)
-            if _OPENER.search(q):
+            if _OPENER.search(q) and not for_asker:
                 return QueryClass("default", "rule:chat-opener (a greeting or an interjection: talk in the flow "
                                              "of the chat, the tail answers it)", tail_answers=True)
         if query_vec is not None and embed is not None:

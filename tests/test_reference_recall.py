@@ -59,3 +59,32 @@ def test_the_context_holds_what_the_reference_points_at(cold_memory: Memory, fac
                                                         value: str) -> None:
     ctx = context_after_small_talk(cold_memory, fact, asked, BUDGET_TOKENS)
     assert any(value in str(m["content"]) for m in ctx.messages), ctx.plan.to_json()
+
+
+# (query, class): the third query-class set (evals/data/query_lookup_third.jsonl), blind
+# 17 of 25 lookups: an order or a question that points back at a thing by how it was
+# given or used, a request after a greeting, what the other side's colleague said
+@pytest.mark.parametrize(("query", "expected"), [
+    ("Send the draft to the same people as yesterday.", "targeted_recall"),  # 'same ... as yesterday'
+    ("Use the gift budget I set for my nephew.", "targeted_recall"),  # 'the ... I set'
+    ("Apply the same fix you did for the login bug.", "targeted_recall"),
+    ("Run the migration with the flags we agreed on.", "targeted_recall"),
+    ("Can you rebook the restaurant we liked in Porto?", "targeted_recall"),  # was talk: 'you'
+    ("Hey, can you pull up the ticket I opened about the broken hinge?", "targeted_recall"),  # was a greeting
+    ("What did your colleague promise me on the phone?", "targeted_recall"),  # was talk: 'your'
+    # lookalikes: a story, a request pointing at nothing said, talk
+    ("I loved the movie we watched last night.", "default"),  # a story, not an order
+    ("The cake we baked was a hit.", "default"),
+    ("Book a table for two at eight.", "default"),
+    ("Hey, how are you doing?", "default"),
+    ("What do you think of the plan?", "default"),
+])
+def test_a_pointer_back_in_an_order_or_a_question_is_recall(query: str, expected: str) -> None:
+    assert QueryClassifier().classify(query).name == expected
+
+
+def test_the_context_holds_what_an_order_points_back_at(cold_memory: Memory) -> None:
+    asked = "Use the gift budget I set for my nephew."
+    ctx = context_after_small_talk(cold_memory, "For Sam's birthday present, keep it under $40 please.", asked,
+                                   BUDGET_TOKENS)
+    assert any("$40" in str(m["content"]) for m in ctx.messages), ctx.plan.to_json()
