@@ -81,6 +81,8 @@ class TurnLabel:
 # Normalisation
 # --------------------------------------------------------------------------------------------------
 
+# the day names, as an alternation for patterns (here and in consolidation.supersede)
+DAY_NAMES = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _QUOTES = str.maketrans(
     {"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-"}
 )
@@ -215,12 +217,12 @@ _CORRECTION_CHANGE = re.compile(
     r"\b(?:is|are) (?:at|on|in)\b"
 )
 _ADDITIVE = re.compile(r"\b(?:also|too|as well|another|in addition|one more)\b")
+# A word that reads as a value on its own: digits ("7:40", "$80", "3rd"), a day or a month.
+_VALUE_WORD = (rf"(?:[\w:$.-]*\d[\w:$.-]*|{DAY_NAMES}|today|tomorrow"
+               r"|tonight|january|february|march|april|may|june|july|august|september|october|november|december)")
 # "it's Flat 3 not Flat 2", "the 22nd, not the 21st": a value swapped for another.
 # The swapped values must look like values: separated by a comma ("6 now, not 5:30") or both
 # carrying digits ("Flat 3 not Flat 2"); "it's just not right" is not a correction.
-# A word that reads as a value on its own: digits ("7:40", "$80", "3rd"), a day or a month.
-_VALUE_WORD = (r"(?:[\w:$.-]*\d[\w:$.-]*|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow"
-               r"|tonight|january|february|march|april|may|june|july|august|september|october|november|december)")
 _NOT_X_BUT_Y = re.compile(
     # opening with the value swapped out: "Not Tuesday but Wednesday for the plumber call.";
     # both sides values ("Not bad but the room was small" swaps nothing)
@@ -295,7 +297,7 @@ def _correction_cue(norm: str, role: str, clauses: Sequence[str]) -> tuple[str, 
 def _slot_value(s: str) -> bool:
     return bool(
         re.search(
-            r"\b(?:\d+(?::\d\d)?\s*(?:am|pm)|\d+|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+            rf"\b(?:\d+(?::\d\d)?\s*(?:am|pm)|\d+|{DAY_NAMES}|"
             r"one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty)\b",
             s,
         )
@@ -632,7 +634,7 @@ _CONTACT = re.compile(
 # A short answer that is just a chosen value: "The 16th, same time if possible.", "Thursday at 9",
 # "Size medium.", "$40 max".
 _SLOT_ANSWER = re.compile(
-    r"^(?:the )?(?:\d{1,2}(?:st|nd|rd|th)|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    rf"^(?:the )?(?:\d{{1,2}}(?:st|nd|rd|th)|{DAY_NAMES}|"
     r"\d{1,2}(?::\d\d)?\s?(?:am|pm)|(?:size|colou?r|quantity|qty) \w+|[$€£]\s?\d[\d,.]*)(?:\b|$)"
 )
 
@@ -722,9 +724,8 @@ _FACT = re.compile(
     r"went|got|made|took|had|has|have|did|began|started|starting|planning|working|bought|found|met|saw|"
     r"gave|ran|wrote|built|ordered|finished|joined|moved|visited|chose|painted|printed|using|use|"
     r"is|are|was|were)\b"
-    r"|\b(?:yesterday|last (?:week|month|year|night|monday|tuesday|wednesday|thursday|friday|saturday|"
-    r"sunday)|this (?:morning|weekend|week|month)|since|ago|tomorrow|next (?:week|month|year)|"
-    r"currently|recently)\b"
+    rf"|\b(?:yesterday|last (?:week|month|year|night|{DAY_NAMES})|this (?:morning|weekend|week|month)|since|ago"
+    r"|tomorrow|next (?:week|month|year)|currently|recently)\b"
     r"|\d"
 )
 _FACT_WEAK_VERBS = re.compile(

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiermem.consolidation.classify import PRIORITY, correction_cue, normalize
+from tiermem.consolidation.classify import DAY_NAMES, PRIORITY, correction_cue, normalize
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.statements import StatementRow
@@ -113,7 +113,7 @@ _VALUE_MOVE = (r"(?:(?:is|are|'s|'re|was|were|went|goes|go|has gone|have gone|dr
                r"|moves?|shifts?|is moving|are moving|will move) to (?=[$€£]?\d)")
 # A change from a named time on ("from next week ...", "starting Monday ...", "as of today ..."),
 # as "from now on" is; not a span of days.
-_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_DAY = rf"(?:{DAY_NAMES})"
 _FROM_THEN_ON = (rf"^(?:from|starting|as of|beginning) (?:next \w+|this (?:week|month|year|weekend|{_DAY})|tomorrow"
                  rf"|today|{_DAY})\b(?! (?:to|through|till|until|and)\b|-)")  # "from Monday to Friday" is a range
 # State changes that revise a fact without a correction word: "I moved to Seattle", "I joined Globex".
@@ -185,7 +185,7 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
         r"|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
     ),
     "weekday": re.compile(
-        r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|tomorrow|tonight)s?\b"
+        rf"\b(?:{DAY_NAMES}|weekend|tomorrow|tonight)s?\b"
     ),
     "size": re.compile(
         r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"
@@ -203,7 +203,7 @@ _PLACE = re.compile(
     r"|\b\d+\s+[A-Z][\w'-]+\s+(?:Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl)\b"
 )
 _NOT_PLACE = re.compile(
-    rf"^(?:the|a|an|my|our|i|it|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    rf"^(?:the|a|an|my|our|i|it|{DAY_NAMES}|"
     rf"{_MONTHS}|{_LANGUAGES})$",
     re.I,
 )
