@@ -81,6 +81,27 @@ def load_average() -> list[float]:
         return []
 
 
+# A benchmark that times queries right after heavy work of its own (embedding a corpus,
+# building a store) waits at most this long for the 1-minute load average to leave a core
+# spare again, polling this often: the embedder chooses its query threads from that
+# average (tiers.embed_onnx.spare_core), which still counts the build for a minute after
+# it ended.
+SETTLE_MAX_S = 120.0
+SETTLE_POLL_S = 2.0
+
+
+def settle_load(max_s: float = SETTLE_MAX_S) -> dict[str, Any]:
+    """Wait until the 1-minute load average leaves a core spare, or `max_s` passed; says
+    how long it waited, the load average then, and whether it settled."""
+    from tiermem.tiers.embed_onnx import spare_core, usable_cpus
+
+    t0 = time.monotonic()
+    cpus = usable_cpus()
+    while not spare_core(cpus) and time.monotonic() - t0 < max_s:
+        time.sleep(SETTLE_POLL_S)
+    return {"waited_s": round(time.monotonic() - t0, 1), "load_avg": load_average(), "settled": spare_core(cpus)}
+
+
 # The machine-speed probe: float32 matrix products at the embedding model's feed-forward
 # shape (512 tokens x 384 -> 1,536), for at least this long
 SPEED_PROBE_S = 0.3

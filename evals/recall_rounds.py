@@ -16,7 +16,8 @@ multihop.HOP_DENSE_WEIGHT, `keys`: episodes.KEY_WEIGHT, `seeds`: multihop.SEED_T
 `density`: density.DENSITY_WEIGHT, `terse`: render.TERSE, `speaker`: speakers.SPEAKER_BOOST, `episode`:
 rank.EPISODE, `neighbour`: rank.NEIGHBOUR keep their shipped values unless set; `prf`, `rocchio`,
 `fbdocs`, `fbterms`, `fbcommon`: planner.feedback's, `declarative`: query_text.DECLARATIVE,
-`lenup`: prior.MAX_LENGTH_UP_Z likewise; `length`: prior.LENGTH_WEIGHT and `lenroom`:
+`lenup`: prior.MAX_LENGTH_UP_Z and `depth`: candidates.TYPICAL_LINE_TOKENS (how many retrieved
+candidates are read: the room over it) likewise; `length`: prior.LENGTH_WEIGHT and `lenroom`:
 prior.LENGTH_MAX_ROOM_TOKENS are off unless set, as the hop), then they are put back.
 
 Reported per variant and budget: evidence recall pooled over every question with
@@ -61,6 +62,7 @@ from tiermem.evals.locomo import (
     resolve_questions,
 )
 from tiermem.planner import (
+    candidates,
     density,
     episodes,
     excerpt,
@@ -110,6 +112,7 @@ KNOBS: dict[str, tuple[Any, str]] = {
     "length": (prior, "LENGTH_WEIGHT"),
     "lenroom": (prior, "LENGTH_MAX_ROOM_TOKENS"),
     "lenup": (prior, "MAX_LENGTH_UP_Z"),
+    "depth": (candidates, "TYPICAL_LINE_TOKENS"),
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}

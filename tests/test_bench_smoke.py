@@ -83,6 +83,9 @@ def test_bench_context_quick(context_result: dict[str, Any]) -> None:
     dist_ok(r["search_ms"])
     assert set(r["context_ms_by_budget"]) == {str(b) for b in bench_context.BUDGETS}
     assert set(r["context_ms_by_kind"]) == {"recent", "targeted", "temporal", "default"}
+    # a quick run does not wait for the load to settle, but says what it was
+    assert r["settle"]["waited_s"] == 0.0 and isinstance(r["settle"]["settled"], bool)
+    positive(r, "speed_at_measure")
     for d in [*r["context_ms_by_budget"].values(), *r["context_ms_by_kind"].values()]:
         dist_ok(d)
     assert set(r["timings_ms_median"]) == set(bench_context.TIMING_KEYS)
