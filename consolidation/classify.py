@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.models import ROLES  # the canonical roles of the turn index (one home)
+from tiermem.tiers.vectors import row_dots
 
 __all__ = [
     "INTENTS",
@@ -858,7 +859,7 @@ class _Prototypes:
         v = _l2(np.asarray(vec, dtype=np.float32).reshape(1, -1))[0]
         if v.shape[0] != mat.shape[1]:
             raise ValueError(f"embedding has dimension {v.shape[0]}, prototypes have {mat.shape[1]}")
-        sims = mat @ v
+        sims = row_dots(mat, v)
         # Score a label by its best prototype: labels are multi-modal, a mean would blur them.
         best: dict[str, float] = {}
         for lab, s in zip(labels, sims.tolist(), strict=True):

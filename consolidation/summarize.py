@@ -38,6 +38,7 @@ import numpy as np
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import SummarizerError
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
+from tiermem.tiers.vectors import row_dots
 from tiermem.tiers.warm import Sentence, render
 
 log = logging.getLogger("tiermem.summarize")
@@ -318,7 +319,7 @@ class ExtractiveSummarizer:
         vecs = _normalize(vecs)
         centroid = vecs.mean(axis=0)
         norm = float(np.linalg.norm(centroid))
-        centrality = vecs @ (centroid / norm) if norm > 0 else np.zeros(len(cands), dtype=np.float32)
+        centrality = row_dots(vecs, centroid / norm) if norm > 0 else np.zeros(len(cands), dtype=np.float32)
         rel = np.array([c.relevance for c in cands], dtype=np.float64) + CENTRALITY_WEIGHT * centrality
         # Filler and chitchat compete only when nothing else is left.
         eligible = np.array([c.relevance >= 0 for c in cands])

@@ -49,6 +49,7 @@ from tiermem.tiers.models import StoredMessage, canonical_role, message_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
+from tiermem.tiers.vectors import row_dots
 
 if TYPE_CHECKING:
     from tiermem.planner.build import HotView, PlannerSettings, SummaryBlock
@@ -586,7 +587,7 @@ def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str |
     bm25: list[tuple[str, int, float]] = []
     for t in tables:
         if qvec is not None and t.vectors is not None and len(t) and t.vectors.shape[1] == qvec.shape[0]:
-            cos = t.vectors @ np.asarray(qvec, dtype=np.float32)
+            cos = row_dots(t.vectors, np.asarray(qvec, dtype=np.float32))
             cos[~t.has_vec] = -np.inf  # no vector yet: not a neighbour
             best = np.argpartition(-cos, k - 1)[:k] if cos.shape[0] > k else np.arange(cos.shape[0])
             dense.extend((t.conversation_id, int(t.positions[i]), float(cos[i])) for i in best if cos[i] > -np.inf)

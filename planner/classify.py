@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tiermem.tiers.vectors import row_dots
+
 
 @dataclass(frozen=True)
 class QueryClass:
@@ -288,7 +290,7 @@ class QueryClassifier:
                                              "of the chat, the tail answers it)", tail_answers=True)
         if query_vec is not None and embed is not None:
             labels, mat = self._prototype_matrix(embed)
-            sims = mat @ query_vec.astype(np.float32)
+            sims = row_dots(mat, query_vec.astype(np.float32))
             best = int(np.argmax(sims))
             if float(sims[best]) >= PROTOTYPE_MIN_SIMILARITY:
                 return QueryClass(labels[best], f"prototype:{labels[best]} sim={float(sims[best]):.2f}")

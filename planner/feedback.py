@@ -37,6 +37,7 @@ import numpy as np
 from tiermem.tiers.lexical import BM25_B, BM25_K1, bm25_idf, doc_terms, query_terms
 from tiermem.tiers.search import STOPWORDS
 from tiermem.tiers.turncache import TurnTable
+from tiermem.tiers.vectors import row_dots
 
 # On planner.rank's scale (z-score sums; the best turns score about 5-10). Off (0.0)
 # unless chosen leave-one-conversation-out (README, issue 19).
@@ -149,7 +150,7 @@ def feedback(table: TurnTable, total: np.ndarray, eligible: np.ndarray, query: s
             centre = (table.vectors[have] * w[:, None]).sum(axis=0)
             size = float(np.linalg.norm(centre))
             if size > 1e-9:
-                cos = (table.vectors @ (centre / size)).astype(np.float64)
+                cos = row_dots(table.vectors, centre / size).astype(np.float64)
                 v = cos[table.has_vec]
                 if v.shape[0] >= 2 and float(v.std()) > 1e-9:
                     z = (cos - float(v.mean())) / float(v.std())

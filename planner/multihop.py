@@ -32,6 +32,7 @@ import numpy as np
 from tiermem.tiers.lexical import doc_terms, query_terms
 from tiermem.tiers.search import STOPWORDS
 from tiermem.tiers.turncache import TurnTable
+from tiermem.tiers.vectors import row_dots
 
 SEED_TURNS = 3  # first-round turns whose terms seed the second round
 HOP_TERMS = 5  # salient terms of one seed searched for (the rarest first)
@@ -151,7 +152,7 @@ def second_round(table: TurnTable, total: np.ndarray, eligible: np.ndarray, quer
                 sc = np.array([v for _, v in found])
                 credit(s, hits, sc / max(float(sc.max()), 1e-9), HOP_WEIGHT)
         if HOP_DENSE_WEIGHT and table.vectors is not None and bool(table.has_vec[s]):
-            cos = table.vectors @ table.vectors[s]
+            cos = row_dots(table.vectors, table.vectors[s])
             cos = np.where(table.has_vec, cos, -np.inf)
             cos[s] = -np.inf
             d = min(HOP_DENSE_DEPTH, n - 1)

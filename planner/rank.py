@@ -34,6 +34,7 @@ import numpy as np
 
 from tiermem.planner.dates import DAY_S, TimeWindow
 from tiermem.tiers.turncache import TurnTable
+from tiermem.tiers.vectors import row_dots
 
 BM25_DEPTH = 100  # keyword matches standardised and scored; the rest count as missing
 MISSING_Z = -1.0
@@ -214,7 +215,7 @@ def score_turns(
     if query_vec is not None and table.vectors is not None and n:
         q = np.asarray(query_vec, dtype=np.float32)
         if q.shape[0] == table.vectors.shape[1]:
-            cosine = (table.vectors @ q).astype(np.float64)
+            cosine = row_dots(table.vectors, q).astype(np.float64)
             cosine[~table.has_vec] = np.nan
     if cosine is not None:
         zd, dense_stats = _standardise(cosine, table.has_vec)
