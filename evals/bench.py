@@ -82,16 +82,16 @@ def load_average() -> list[float]:
 
 
 # A benchmark that times queries right after heavy work of its own (embedding a corpus,
-# building a store) waits at most this long for the 1-minute load average to leave a core
-# spare again, polling this often: the embedder chooses its query threads from that
-# average (tiers.embed_onnx.spare_core), which still counts the build for a minute after
-# it ended.
+# building a store) waits at most this long for a core to be spare again, polling this
+# often: the embedder chooses its query threads by that (tiers.embed_onnx.spare_core:
+# the other work on the CPUs over the last poll, or the 1-minute load average, which
+# counts the build for a minute after it ended, where it cannot read the CPUs).
 SETTLE_MAX_S = 120.0
 SETTLE_POLL_S = 2.0
 
 
 def settle_load(max_s: float = SETTLE_MAX_S) -> dict[str, Any]:
-    """Wait until the 1-minute load average leaves a core spare, or `max_s` passed; says
+    """Wait until a core is spare (as the embedder judges it), or `max_s` passed; says
     how long it waited, the load average then, and whether it settled."""
     from tiermem.tiers.embed_onnx import spare_core, usable_cpus
 

@@ -20,8 +20,8 @@ start of the call: turns, fixed, candidates, embed, retrieve, pack, total) with 
 per-stage differences ("embed" is the query embedding itself: it runs inline, after the
 candidates were read).
 
-Before timing, the benchmark waits (at most SETTLE_MAX_S) for the load average to leave a
-core spare after its own build, as the embedder reads it to choose its query threads
+Before timing, the benchmark waits (at most SETTLE_MAX_S) for a core to be spare after its
+own build, as the embedder judges it to choose its query threads
 (tiers.embed_onnx.spare_core); the wait, the load average and the machine speed then are
 reported.
 

@@ -306,7 +306,7 @@ def measure_in_process(data_file: Path, n_queries: int = 100, n_turns: int = 102
     Queries are also asked of the ONNX runtime as it was before the fused query graph
     (`fused_queries=False`, `query_spin=False`), the sides taking turns round by round.
     Both ONNX sides answer from their query session, as on an idle machine: this
-    benchmark's own processes keep the load average near the line above which a query
+    benchmark's own processes may keep the machine near the line above which a query
     stays on the one-thread session (tiers.embed_onnx.spare_core), and a side measured
     on one path and the other on the other would compare nothing."""
     import numpy as np

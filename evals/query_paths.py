@@ -7,7 +7,7 @@ one thread (what a busy one takes), and the two plans compared item by item.
         --budgets 500,2000 [--json-out PATH]
 
 Why: the two paths' vectors differ at the 1e-7 level (cosine 0.9999999), and which one
-answers depends on the load average at the moment of the call (tiers.embed_onnx.spare_core),
+answers depends on the machine's other work at the moment of the call (tiers.embed_onnx.spare_core),
 so a context is only reproducible if no ranking is that close. Each sample is ingested into
 its own Memory under `--data-root` (reused between runs, as recall_rounds' are); the
 memo of recent texts is off, so every call embeds its query. Reported: contexts compared,

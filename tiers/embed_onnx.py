@@ -44,9 +44,11 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -86,8 +88,8 @@ BULK_MAX_TOKENS = 512
 # measured 3.7 against 2.3 ms.
 SESSION_THREADS = 1
 # Threads of the session that embeds one query at a time, beside the bulk session's one:
-# two, where two CPUs are usable. Used only while the load average leaves a core spare
-# (`spare_core`): idle, a LoCoMo question took 4.08 ms on two threads against 4.92 on one
+# two, where two CPUs are usable. Used only while everyone else's work leaves a core
+# spare (`spare_core`): idle, a LoCoMo question took 4.08 ms on two threads against 4.92 on one
 # (README, start-up); on a busy machine the second thread waits for a core and one is
 # faster. Built in a background thread at the second one-text call, so no process that
 # only bulk-embeds or asks one query (a CLI `context`) pays for it (~0.2 s, a second copy
@@ -109,9 +111,15 @@ QUERY_THREADS = 2
 QUERY_MODEL_FILE = "model.query.onnx"
 # When a built query session answers one-text calls (FastEmbedder.query_session)
 QuerySessionPolicy = Literal["spare", "always", "never"]
-# The load average may exceed cpus - 1 by this much and still count as a core spare
-# (the measuring process itself counts ~1 while it runs).
+# A core counts as spare while the work of everyone but the calling thread, on the CPUs
+# this process may use, leaves one free but for this much (`spare_core`).
 SPARE_CORE_LOAD = 0.5
+# `spare_core` reads the CPUs' busy time (/proc/stat) at most this often per thread and
+# judges the window since that thread's last reading; between readings its verdict stands.
+SPARE_SAMPLE_S = 0.25
+# A thread's window older than this, or none yet, is not judged: the 1-minute load average
+# answers instead (which counts the caller itself, hence SPARE_CORE_LOAD's ~1 below).
+SPARE_MAX_WINDOW_S = 60.0
 RUNTIMES = ("auto", "onnx", "torch")
 # Probe texts of the load-time check: the pipeline's own probes plus an empty text (all
 # padding but the special tokens) and a CJK one (the tokenizer's non-Latin path).
@@ -512,12 +520,92 @@ def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: i
 
 
 def spare_core(cpus: int) -> bool:
-    """Whether the machine has a core nobody runs on (1-minute load average): where a
-    second intra-op thread speeds one query up instead of waiting for a busy core."""
+    """Whether one of the `cpus` cores runs nobody else's work: where a second intra-op
+    thread speeds the caller's query up instead of waiting for a busy core.
+
+    Judged over the window since the calling thread's last reading (at least
+    SPARE_SAMPLE_S): the busy time of the CPUs this process may use, less the calling
+    thread's own CPU time, must leave a core free but for SPARE_CORE_LOAD. The 1-minute
+    load average answered alone before: it counts the caller's own thread, so a process
+    asking for contexts back to back sat at its threshold and flipped between the two
+    sessions, and it trails the machine by a minute. It still answers a thread's first
+    call, after a long pause, and where /proc/stat cannot be read (not Linux)."""
+    return others_cores() <= cpus - 1 - SPARE_CORE_LOAD
+
+
+def others_cores() -> float:
+    """Cores' worth of work by everyone but the calling thread, on the CPUs this process
+    may use, over the window since this thread's last reading (see `spare_core`)."""
+    now = time.monotonic()
+    last: tuple[float, float, float, float] | None = getattr(_reading, "last", None)
+    if last is not None and now - last[0] < SPARE_SAMPLE_S:
+        return last[3]
+    busy = _busy_cpu_seconds()
+    own = time.thread_time()
+    if busy is None or last is None or now - last[0] > SPARE_MAX_WINDOW_S:
+        others = _others_by_load_average()
+    else:
+        others = window_others(now - last[0], busy - last[1], own - last[2])
+    if busy is not None:
+        _reading.last = (now, busy, own, others)
+    return others
+
+
+def window_others(window_s: float, busy_s: float, own_s: float) -> float:
+    """Cores' worth of everyone else's work in a window of `window_s` in which the CPUs
+    were busy `busy_s` seconds, `own_s` of them the calling thread's (its clock ticks
+    apart from theirs: never below 0); no window: infinite, nothing is known."""
+    if window_s <= 0:
+        return math.inf
+    return max(0.0, busy_s - own_s) / window_s
+
+
+# per thread, `last`: its last reading's (monotonic time, busy CPU seconds of the usable
+# CPUs, the thread's CPU seconds, others' cores then); gone with the thread
+_reading = threading.local()
+_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# /proc/stat's per-CPU columns that are busy time: user, nice, system, (not idle, iowait),
+# irq, softirq, steal (the hypervisor ran someone else: not ours either)
+_BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+
+
+def _busy_cpu_seconds() -> float | None:
+    """Busy seconds since boot of the CPUs this process may use, from /proc/stat; None
+    where it cannot be read."""
     try:
-        return os.getloadavg()[0] <= cpus - 1 + SPARE_CORE_LOAD
+        with open("/proc/stat", "rb") as f:
+            data = f.read()
+        allowed: set[int] | None = set(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return None
+    ticks = 0
+    seen = False
+    for line in data.splitlines():
+        if not line.startswith(b"cpu"):
+            if seen:
+                break  # the per-CPU lines are all at the top
+            continue
+        name, *cols = line.split()
+        if name == b"cpu":
+            continue  # the all-CPU total
+        seen = True
+        try:
+            cpu = int(name[3:])
+            if allowed is not None and cpu not in allowed:
+                continue
+            ticks += sum(int(cols[i]) for i in _BUSY_COLUMNS if i < len(cols))
+        except ValueError:
+            return None
+    return ticks / _CLOCK_TICKS_PER_S if seen else None
+
+
+def _others_by_load_average() -> float:
+    """Others' cores by the 1-minute load average, which counts the caller itself (~1
+    while it runs); infinite where there is none."""
+    try:
+        return max(0.0, os.getloadavg()[0] - 1)
     except OSError:
-        return False
+        return math.inf
 
 
 def usable_cpus() -> int:
