@@ -145,6 +145,12 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
                 out["settle"] = settle_load(0.0 if quick else SETTLE_MAX_S)
                 out["speed_at_measure"] = machine_speed()
                 out.update(_measure(mem, mix, cfg.retrieval_k))
+                if not quick:
+                    from tiermem.evals.bench_threads import compare
+
+                    calls = [(q, b) for i in range(per_kind) for qs in mix.values() for q in qs[i:i + 1]
+                             for b in BUDGETS]
+                    out["threads"] = compare(mem, calls, CONV, NAMESPACE)
                 hot = mem.stats().get("hot", {})
                 out["hot"] = {k: hot.get(k) for k in ("healthy", "backend", "members", "tokens", "evictions",
                                                       "overflow_tokens", "rebuilds") if k in hot}
@@ -241,6 +247,16 @@ def rows(r: dict[str, Any]) -> list[Row]:
     for kind, d in r["context_ms_by_kind"].items():
         out.append(row("context", f"context(), {kind} queries", d["p50"], d["p99"], "ms", baseline="hybrid search",
                        baseline_p50=s))
+    th = r.get("threads")
+    if th:
+        old, new = th["pool"], th["shipped"]
+        out.append(row("context", "context(), cosines on BLAS's pool and the spare core by load average "
+                       "(the way it was; alternating blocks)", old["context_ms"]["p50"], old["context_ms"]["p99"],
+                       "ms", baseline="shipped, same blocks", baseline_p50=new["context_ms"]["p50"]))
+        out.append(row("context", f"same blocks: CPU per context() call (mean, whole process) shipped "
+                       f"{new['cpu_ms_per_call']} ms, the way it was {old['cpu_ms_per_call']} ms; query "
+                       f"embedding (median) {new['embed_ms_median']} against {old['embed_ms_median']} ms",
+                       None, None, "ms"))
     stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stage_ms_median"].items())
     out.append(row("context", f"plan stages, medians in ms: {stages}", r["timings_ms_median"].get("total"), None,
                    "ms"))
