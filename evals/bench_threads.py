@@ -40,7 +40,7 @@ def _load_average_others() -> float:
     """Others' cores as the 1-minute load average alone said (it counts the caller)."""
     try:
         return max(0.0, os.getloadavg()[0] - 1)
-    except OSError:
+    except (OSError, AttributeError):
         return float("inf")
 
 

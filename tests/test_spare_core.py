@@ -81,6 +81,12 @@ def test_a_threads_first_reading_takes_the_load_average(monkeypatch: pytest.Monk
     assert in_fresh_thread(first_then_soon_after) == (spare, spare, True)
 
 
+def test_no_counters_and_no_load_average_mean_no_spare_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embed_onnx, "_busy_cpu_seconds", lambda: None)  # not Linux
+    monkeypatch.delattr(os, "getloadavg", raising=False)  # Windows has none
+    assert in_fresh_thread(lambda: spare_core(10 ** 6)) is False
+
+
 @linux_only
 def test_the_cpu_counters_see_another_process_work() -> None:
     before = _busy_cpu_seconds()

@@ -604,7 +604,7 @@ def _others_by_load_average() -> float:
     while it runs); infinite where there is none."""
     try:
         return max(0.0, os.getloadavg()[0] - 1)
-    except OSError:
+    except (OSError, AttributeError):  # none to read; Windows has no getloadavg
         return math.inf
 
 
