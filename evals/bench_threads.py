@@ -36,14 +36,6 @@ def _pool_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return matrix @ vector  # BLAS: threaded past ~1,200 rows of 384 (see tiers.vectors)
 
 
-def _load_average_others() -> float:
-    """Others' cores as the 1-minute load average alone said (it counts the caller)."""
-    try:
-        return max(0.0, os.getloadavg()[0] - 1)
-    except (OSError, AttributeError):
-        return float("inf")
-
-
 @contextlib.contextmanager
 def pool_side() -> Iterator[None]:
     """The planner's cosines on BLAS's pool and the spare core by the load average, for
@@ -57,7 +49,7 @@ def pool_side() -> Iterator[None]:
     try:
         for m in modules:
             m.row_dots = _pool_dots  # type: ignore[attr-defined]
-        embed_onnx.others_cores = _load_average_others
+        embed_onnx.others_cores = embed_onnx.load_average_others
         yield
     finally:
         for m, f in zip(modules, saved, strict=True):

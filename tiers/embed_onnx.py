@@ -118,7 +118,7 @@ SPARE_CORE_LOAD = 0.5
 # judges the window since that thread's last reading; between readings its verdict stands.
 SPARE_SAMPLE_S = 0.25
 # A thread's window older than this, or none yet, is not judged: the 1-minute load average
-# answers instead (which counts the caller itself, hence SPARE_CORE_LOAD's ~1 below).
+# answers instead, less the ~1 of the caller it counts (`load_average_others`).
 SPARE_MAX_WINDOW_S = 60.0
 RUNTIMES = ("auto", "onnx", "torch")
 # Probe texts of the load-time check: the pipeline's own probes plus an empty text (all
@@ -543,7 +543,7 @@ def others_cores() -> float:
     busy = _busy_cpu_seconds()
     own = time.thread_time()
     if busy is None or last is None or now - last[0] > SPARE_MAX_WINDOW_S:
-        others = _others_by_load_average()
+        others = load_average_others()
     else:
         others = window_others(now - last[0], busy - last[1], own - last[2])
     if busy is not None:
@@ -575,7 +575,7 @@ def _busy_cpu_seconds() -> float | None:
     try:
         with open("/proc/stat", "rb") as f:
             data = f.read()
-        allowed: set[int] | None = set(os.sched_getaffinity(0))
+        allowed = set(os.sched_getaffinity(0))
     except (OSError, AttributeError):
         return None
     ticks = 0
@@ -591,7 +591,7 @@ def _busy_cpu_seconds() -> float | None:
         seen = True
         try:
             cpu = int(name[3:])
-            if allowed is not None and cpu not in allowed:
+            if cpu not in allowed:
                 continue
             ticks += sum(int(cols[i]) for i in _BUSY_COLUMNS if i < len(cols))
         except ValueError:
@@ -599,7 +599,7 @@ def _busy_cpu_seconds() -> float | None:
     return ticks / _CLOCK_TICKS_PER_S if seen else None
 
 
-def _others_by_load_average() -> float:
+def load_average_others() -> float:
     """Others' cores by the 1-minute load average, which counts the caller itself (~1
     while it runs); infinite where there is none."""
     try:
