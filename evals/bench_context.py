@@ -148,7 +148,7 @@ def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embe
                 if not quick:
                     from tiermem.evals.bench_threads import compare
 
-                    calls = [(q, b) for i in range(per_kind) for qs in mix.values() for q in qs[i:i + 1]
+                    calls = [(qs[i], b) for i in range(per_kind) for qs in mix.values() if i < len(qs)
                              for b in BUDGETS]
                     out["threads"] = compare(mem, calls, CONV, NAMESPACE)
                 hot = mem.stats().get("hot", {})

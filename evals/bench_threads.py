@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -39,11 +40,13 @@ def _pool_dots(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 @contextlib.contextmanager
 def pool_side() -> Iterator[None]:
     """The planner's cosines on BLAS's pool and the spare core by the load average, for
-    the duration; everything put back after."""
-    from tiermem.planner import candidates, classify, feedback, multihop, rank
-    from tiermem.tiers import embed_onnx
+    the duration; everything put back after. Every loaded planner module that calls
+    `row_dots` is rebound, so a new caller cannot stay on the shipped path unnoticed."""
+    import tiermem.planner.build  # noqa: F401  (loads every module the planner calls)
+    from tiermem.tiers import embed_onnx, vectors
 
-    modules = (rank, candidates, classify, multihop, feedback)
+    modules = [m for name, m in sorted(sys.modules.items())
+               if name.startswith("tiermem.planner.") and getattr(m, "row_dots", None) is vectors.row_dots]
     saved = [m.row_dots for m in modules]
     saved_others = embed_onnx.others_cores
     try:

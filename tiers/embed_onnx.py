@@ -525,11 +525,11 @@ def spare_core(cpus: int) -> bool:
 
     Judged over the window since the calling thread's last reading (at least
     SPARE_SAMPLE_S): the busy time of the CPUs this process may use, less the calling
-    thread's own CPU time, must leave a core free but for SPARE_CORE_LOAD. The 1-minute
-    load average answered alone before: it counts the caller's own thread, so a process
-    asking for contexts back to back sat at its threshold and flipped between the two
-    sessions, and it trails the machine by a minute. It still answers a thread's first
-    call, after a long pause, and where /proc/stat cannot be read (not Linux)."""
+    thread's own CPU time, must leave a core free but for SPARE_CORE_LOAD. Not the 1-minute
+    load average alone: it counts the caller's own thread (a process asking for contexts
+    back to back sits at the threshold) and trails the machine by a minute. It answers
+    only a thread's first call, after a long pause, and where /proc/stat cannot be read
+    (not Linux)."""
     return others_cores() <= cpus - 1 - SPARE_CORE_LOAD
 
 
