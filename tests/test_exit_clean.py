@@ -8,6 +8,14 @@ a segfault): a CLI command, a script or a server shutting down would report a cr
 after its work was done. Each case exits at a moment the build is in flight; on the
 code with daemon threads these failed in most runs (3 of 4, and 5 of 6 at 0.1-0.2 s;
 the unclosed Memory 7 of 7).
+
+A build can also start after Python has joined its non-daemon threads: the background
+indexer, stopped by an exit handler, embeds its last single turn, which is the one-text
+call that starts the query session's build. An exit starts no build and waits for those in
+flight; the last exit handler sees no tiermem thread alive. The indexer's timing makes
+that case a race (on the code before it aborted in 1 to 7 of 10 runs of a script, 0 of 3
+under pytest), so a one-text call from an exit handler stands for it: on the code before,
+the build's thread was alive at the end in every run.
 """
 
 from __future__ import annotations
@@ -45,12 +53,45 @@ for i in range(60):
     m.append("c1", {"role": "user", "content": f"another message {i} about the cat and the holiday in Porto"})
 """
 
+# Each reports, from the handler that runs last (registered first), the tiermem threads
+# still alive then: any is inside onnxruntime while the interpreter finalizes.
+ALIVE_AT_THE_END = """
+import atexit, sys, threading
+atexit.register(lambda: print("alive at the end:", sorted(t.name for t in threading.enumerate()
+                                                          if t.name.startswith("tiermem")), file=sys.stderr))
+"""
+
+# A one-text call from an exit handler: the second, so it would start the query session's
+# build after Python joined the non-daemon threads (as the stopped indexer's last embed
+# can; the handler runs before tiermem's own, which were registered at import).
+ONE_TEXT_CALL_AT_EXIT = ALIVE_AT_THE_END + """
+from tiermem.tiers.embed_onnx import FastEmbedder
+e = FastEmbedder(runtime="onnx")
+e.embed_query(["where did we go on holiday?"])
+atexit.register(lambda: e.embed_query(["and the dog?"]))
+"""
+
+# The same through Memory: the indexer's single-turn embed is the second one-text call
+# (context's query was the first), made while the exit stops the indexer.
+INDEXER_AT_EXIT = ALIVE_AT_THE_END + """
+import time
+from tiermem import Config, Memory
+m = Memory(Config(data_dir=sys.argv[1]))
+for i in range(5):
+    m.append("c1", {"role": "user", "content": f"message {i} about the garden, the dog and the trip to Lisbon"})
+m.context("c1", "what about the dog?", budget=500)
+time.sleep(1.0)
+m.append("c1", {"role": "user", "content": "one more about the cat"})
+"""
+
 CASES = [
     (QUERY_SESSION, "exit just after the second one-text call starts the two-thread query session"),
     (MODEL_LOAD % "0.1", "exit 0.1 s into a background model load (session construction)"),
     (MODEL_LOAD % "0.15", "exit 0.15 s into it"),
     (MODEL_LOAD % "0.2", "exit 0.2 s into it"),
     (UNCLOSED_MEMORY, "exit without close() while the background indexer embeds the appends"),
+    (ONE_TEXT_CALL_AT_EXIT, "a one-text call from an exit handler would start the query session's build"),
+    (INDEXER_AT_EXIT, "exit while the stopped indexer's last embed may start the query session's build"),
 ]
 
 
@@ -63,3 +104,4 @@ def test_an_exit_during_model_work_is_clean(code: str, when: str, tmp_path: Path
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, f"{when}: rc {out.returncode}\n{out.stderr[-2000:]}"
         assert "terminate called" not in out.stderr, when
+        assert "alive at the end" not in out.stderr or "alive at the end: []" in out.stderr, f"{when}: {out.stderr}"

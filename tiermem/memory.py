@@ -36,7 +36,7 @@ from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superse
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
-from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded
+from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.models import (
     Checkpoint,
@@ -803,10 +803,8 @@ def load_in_background(embedder: object) -> threading.Thread | None:
 
     # not a daemon: onnxruntime aborts the process ("terminate called without an active
     # exception", rc 134) when the interpreter exits while a thread builds its session,
-    # so an exit waits for the load (a fraction of a second) instead
-    thread = threading.Thread(target=run, name="tiermem-model-load", daemon=False)
-    thread.start()
-    return thread
+    # so an exit waits for the load (a fraction of a second) instead; none starts at exit
+    return start_build(run, "tiermem-model-load")
 
 
 def _told_span(text: str | None, created: float) -> tuple[float, float] | None:

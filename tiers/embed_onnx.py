@@ -32,7 +32,11 @@ Invariants:
   spare) of a fused copy of the export (`QUERY_MODEL_FILE`, made once beside it and probe
   checked like it): its vectors are within MIN_COSINE of the stored ones and are never
   remembered as stored ones; a cache where it cannot be made serves queries from the
-  export itself.
+  export itself. Its build runs on a thread that is not a daemon (onnxruntime aborts a
+  process that finalizes while a daemon thread is inside session construction), and an
+  exit waits for every build in flight and starts none (`_wait_for_builds_at_exit`): a
+  background indexer stopped at exit may make the one-text call that would start one,
+  after the interpreter has joined its non-daemon threads.
 - **Fallback.** `runtime="auto"` uses the reference pipeline where onnxruntime or
   tokenizers is missing, or the export or its check fails (logged once);
   `runtime="onnx"` raises instead.
@@ -40,6 +44,7 @@ Invariants:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -49,7 +54,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -519,6 +524,50 @@ def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: i
     return session, "probes"
 
 
+
+# The query-session builds in flight, and whether the interpreter is exiting (then no new
+# build starts): see the module docstring's "Queries".
+_builds_lock = threading.Lock()
+_builds: set[threading.Thread] = set()
+_exiting = False
+
+
+def start_build(target: Callable[[], None], name: str) -> threading.Thread | None:
+    """Run `target`, which builds an onnxruntime session, on a new non-daemon thread
+    unless the interpreter is exiting (then None). An exit waits for it
+    (`_wait_for_builds_at_exit`)."""
+    with _builds_lock:
+        if _exiting:
+            return None
+
+        def run() -> None:
+            try:
+                target()
+            finally:
+                with _builds_lock:
+                    _builds.discard(thread)
+
+        thread = threading.Thread(target=run, name=name, daemon=False)
+        _builds.add(thread)
+        thread.start()
+    return thread
+
+
+def _wait_for_builds_at_exit() -> None:
+    """At exit: start no more builds, and wait for those in flight. Python joins the
+    non-daemon threads before the exit handlers run, so a build started by one (a
+    background indexer embedding its last turn while `tiermem.memory` stops it) would
+    otherwise be inside onnxruntime while the interpreter finalizes."""
+    global _exiting
+    with _builds_lock:
+        _exiting = True
+        builds = list(_builds)
+    for thread in builds:
+        thread.join()
+
+
+atexit.register(_wait_for_builds_at_exit)
+
 def spare_core(cpus: int) -> bool:
     """Whether one of the `cpus` cores runs nobody else's work: where a second intra-op
     thread speeds the caller's query up instead of waiting for a busy core.
@@ -732,11 +781,9 @@ class FastEmbedder(MemoAttributes):
                 if self._query is None:
                     self._query = False  # until built: one build at a time
                     if (self.query_threads > 1 and usable_cpus() > 1 and self._opened is not None
-                            and not os.environ.get("OMP_NUM_THREADS")):
-                        # not a daemon: an exit while onnxruntime builds the session
-                        # aborts the process (see memory.load_in_background); it waits
-                        threading.Thread(target=self._build_query_session, name="tiermem-query-session",
-                                         daemon=False).start()
+                            and not os.environ.get("OMP_NUM_THREADS")
+                            and start_build(self._build_query_session, "tiermem-query-session") is None):
+                        self._query = None  # the interpreter is exiting: no build
         return None
 
     def _build_query_session(self) -> None:
