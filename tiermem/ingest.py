@@ -41,11 +41,8 @@ import threading
 from typing import Any
 
 from tiermem.evals.conversations import Dataset, ImportReport, import_dataset
+from tiermem.tiers.errors import CatchUpStopped
 from tiermem.tiers.store import INDEX_POOL_BATCHES
-
-
-class _Stopped(Exception):
-    """Raised from the catch-up's progress hook to end it after the pool it stored."""
 
 
 def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int = 1000,
@@ -82,19 +79,19 @@ def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int =
         with cond:
             cond.wait_for(lambda: writes_done[0] or ready[0] - read >= pool)
         if stop.is_set():  # the import failed: read nothing more
-            raise _Stopped
+            raise CatchUpStopped("the import failed")
 
     def stored(n: int) -> None:
         done[0] += n
         if embedded is not None:
             embedded(n)
         if stop.is_set():
-            raise _Stopped
+            raise CatchUpStopped("the import failed")
 
     def catch_up() -> None:
         try:
             cold.index_pending(batch=memory.config.embedding_batch_size, progress=stored)
-        except _Stopped:
+        except CatchUpStopped:
             return
         except BaseException as exc:  # re-raised in the caller's thread, after the writes
             failed.append(exc)

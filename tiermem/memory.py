@@ -37,7 +37,7 @@ from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
-from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.errors import CatchUpStopped, ConversationNotFound, ValidationError
 from tiermem.tiers.models import (
     Checkpoint,
     ErasureReport,
@@ -110,6 +110,13 @@ class _Indexer(threading.Thread):
         self.wake = threading.Event()
         self.stopping = threading.Event()
 
+    def _stop_point(self, _stored: int) -> None:
+        # a backlog's catch-up ends after the pool it stored once close() or an exit asks:
+        # the rest stays pending for the next catch-up, and the wait is a pool or two
+        # (seconds), not the backlog (minutes at 10k turns, past INDEXER_JOIN_TIMEOUT_S)
+        if self.stopping.is_set():
+            raise CatchUpStopped("the Memory is closing")
+
     def run(self) -> None:
         while not self.stopping.is_set():
             self.wake.wait(timeout=5.0)
@@ -119,7 +126,10 @@ class _Indexer(threading.Thread):
             if not embedder_loaded(self.memory.embedder):
                 continue  # no process pays for the model just to append: see Memory.warm_up
             try:
-                self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size)
+                self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size,
+                                               progress=self._stop_point)
+            except CatchUpStopped:
+                break
             except Exception:  # a derived index must never kill the process
                 log.exception("background embedding failed; will retry")
 

@@ -199,3 +199,13 @@ class MigrationMismatch(TiermemError, RuntimeError):
         self.what = what
         super().__init__(f"migrate-store: {what} differs between source and target (sha256 {source_digest[:16]} "
                          f"against {target_digest[:16]}); the target's copy of it is not overwritten")
+
+
+class CatchUpStopped(Exception):
+    """Raised by the progress hook or read gate of an embedding catch-up
+    (`ColdLog.index_pending`) to end it after the pool it stored; the hook's owner catches
+    it, so it never reaches a caller. Not a TiermemError: nothing failed."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"embedding catch-up stopped: {reason}")

@@ -182,7 +182,9 @@ class ColdLog(Protocol):
         catching up at once never store a vector twice); returns how many were stored.
         0 without an embedder. `pool_batches` batches are read and embedded together
         (grouped by length: less padding), `on_embedded` is called a batch at a time, in
-        log order; `end` (with `conversation_id`) stops at that position."""
+        log order; `end` (with `conversation_id`) stops at that position. `progress(n)`
+        follows each stored pool; raising `CatchUpStopped` there ends the catch-up (the
+        pool being embedded ahead is finished and left pending)."""
         ...
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:

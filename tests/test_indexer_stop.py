@@ -1,0 +1,68 @@
+"""`close()`, or an exit without it, ends the background indexer's catch-up of a backlog
+after the pool it is storing: the rest stays pending, the next catch-up embeds it, and
+nothing is lost; the wait is a pool or two, not the backlog.
+
+On the code before, the indexer went on through the whole backlog: `close()` waited for
+it (up to INDEXER_JOIN_TIMEOUT_S, then closed the store under it), and an exit whose
+backlog took longer than that aborted the process ("terminate called without an active
+exception", rc 134: the daemon thread was inside onnxruntime as the interpreter
+finalized; 4,000 appended turns: 39 s and rc 134, now 10 s and rc 0). Here pools are
+small (`embedding_batch_size` 8: 128 turns) so the backlog is many pools yet quick to
+embed; on the code before, no turn was left pending.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cold_helpers import child_env
+
+from tiermem import Config, Memory
+from tiermem.tiers.store import INDEX_POOL_BATCHES
+
+BATCH = 8
+BACKLOG = 1500  # turns: about 12 pools of BATCH * INDEX_POOL_BATCHES
+
+# argv: data dir, "close" or "exit", batch size, backlog, pending turns at which to stop
+CHILD = """
+import sys, time
+from tiermem import Config, Memory
+data, how, batch, backlog, stop_at = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+m = Memory(Config(data_dir=data, embedding_batch_size=batch), hot=False)
+m.append("c1", {"role": "user", "content": "hello"})
+m.warm_up()  # the model is loaded: the indexer embeds what is appended from now on
+m.append_many("c1", [{"role": "user", "content": f"note {i}: the garden, the dog and the trip to Lisbon"}
+                     for i in range(backlog)])
+while m.cold.pending_embeddings() > stop_at:  # until the indexer has stored a pool of them
+    time.sleep(0.01)
+if how == "close":
+    m.close()
+print("done")
+"""
+
+
+@pytest.mark.parametrize("how", [
+    "close",  # close() while the indexer works through the backlog
+    "exit",  # the script ends without close(): the exit handler stops the indexer
+])
+def test_a_stop_leaves_the_backlog_pending_and_a_catch_up_embeds_it(how: str, tmp_path: Path) -> None:
+    env = child_env()
+    env.pop("OMP_NUM_THREADS", None)
+    args = [str(tmp_path / "data"), how, str(BATCH), str(BACKLOG), str(BACKLOG - BATCH * INDEX_POOL_BATCHES)]
+    out = subprocess.run([sys.executable, "-c", CHILD, *args], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
+    assert "terminate called" not in out.stderr
+    with Memory(Config(data_dir=tmp_path / "data", embedding_batch_size=BATCH), hot=False,
+                background_indexing=False) as m:
+        pending = m.cold.pending_embeddings()
+        # stopped within a few pools (the one stored as the stop came, the one embedded
+        # ahead of it); half the backlog leaves room for a slow machine's timing
+        assert pending > 0, "the indexer went on through the whole backlog"
+        assert pending >= BACKLOG // 2
+        assert m.catch_up() == pending
+        assert m.cold.pending_embeddings() == 0
+        assert len(m.history("c1", limit=BACKLOG + 1)) == BACKLOG + 1
