@@ -13,6 +13,8 @@ At interpreter exit, the background work of every Memory not closed (the indexer
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
 the process when it exits while a daemon thread is inside a model call, so a script
 that appends and exits without `close()` would report a crash after its work was done.
+A stopped indexer (exit or `close()`) ends its catch-up after the pool it is storing; the
+rest stays pending for the next catch-up, so the wait is a pool or two, not a backlog.
 """
 
 from __future__ import annotations
