@@ -548,8 +548,11 @@ def start_build(target: Callable[[], None], name: str) -> threading.Thread | Non
                     _builds.discard(thread)
 
         thread = threading.Thread(target=run, name=name, daemon=False)
-        _builds.add(thread)
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # Python 3.12+ refuses new threads once finalization began
+            return None
+        _builds.add(thread)  # before `run` can discard it: it waits for this lock
     return thread
 
 
