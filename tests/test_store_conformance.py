@@ -28,7 +28,7 @@ from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, Schem
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.statements import StatementRow
-from tiermem.tiers.store import ColdLog
+from tiermem.tiers.store import INDEX_POOL_MAX_CHARS, POOL_CHARS_PER_TEXT, ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 from tiermem.tiers.warm import Sentence, SummaryView, WarmStore
 
@@ -612,5 +612,39 @@ def test_dense_search_before_a_position_and_pooled_catch_up(engine: Engine, embe
         early = s.search_dense(qv, 2, conversation_id=key, before=2)
         assert [p for _c, p, _d in early] == [0, 1]  # the later, nearer ones do not crowd them out
         assert [p for _c, p, _d in s.search_dense(qv, 1, conversation_id=key, before=1)] == [0]
+    finally:
+        s.close()
+
+
+class _Sized:
+    """Unit vectors from each text's hash; it records how many texts each call got."""
+
+    dim = 384
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        out = np.stack([np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(self.dim) for t in texts])
+        return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_a_backlog_of_long_texts_is_embedded_in_pools_cut_by_characters(engine: Engine) -> None:
+    """A pool stops where its bodies pass INDEX_POOL_MAX_CHARS (each counted up to
+    POOL_CHARS_PER_TEXT), so a stopped catch-up waits seconds, not a minute, on long
+    texts; the rest is read with the next pool and nothing is skipped or embedded twice.
+    On the code before, the 300 texts were one pool (the row count's 1,024)."""
+    emb = _Sized()
+    s = engine.open(emb)  # type: ignore[arg-type]
+    try:
+        texts = [f"{i}: " + "a long note about the garden, the dog and the trip " * 40 for i in range(300)]
+        assert all(len(t) > POOL_CHARS_PER_TEXT for t in texts)  # each counts as the cap
+        s.append_batch("c", [user(t) for t in texts])
+        pools: list[int] = []
+        assert s.index_pending(batch=64, progress=pools.append) == 300
+        per_pool = INDEX_POOL_MAX_CHARS // POOL_CHARS_PER_TEXT
+        assert pools == [per_pool, 300 - per_pool] and emb.calls == pools
+        assert s.pending_embeddings() == 0
     finally:
         s.close()

@@ -13,8 +13,9 @@ At interpreter exit, the background work of every Memory not closed (the indexer
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
 the process when it exits while a daemon thread is inside a model call, so a script
 that appends and exits without `close()` would report a crash after its work was done.
-A stopped indexer (exit or `close()`) ends its catch-up after the pool it is storing; the
-rest stays pending for the next catch-up, so the wait is a pool or two, not a backlog.
+A stopped indexer (exit or `close()`) reads no further pool and stores what it embedded;
+the rest stays pending for the next catch-up, so the wait is about a pool (pools are cut
+by characters too: tiers.store.INDEX_POOL_MAX_CHARS), not a backlog.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
-from tiermem.tiers.errors import CatchUpStopped, ConversationNotFound, ValidationError
+from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.models import (
     Checkpoint,
     ErasureReport,
@@ -84,7 +85,6 @@ class ActiveView:
     messages: list[StoredMessage]
 
 
-INDEXER_JOIN_TIMEOUT_S = 30  # close() waits this long for the indexer's current catch-up
 
 # Every Memory not yet closed (weakly: one that is collected needs no stopping).
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
@@ -112,13 +112,6 @@ class _Indexer(threading.Thread):
         self.wake = threading.Event()
         self.stopping = threading.Event()
 
-    def _stop_point(self, _stored: int) -> None:
-        # a backlog's catch-up ends after the pool it stored once close() or an exit asks:
-        # the rest stays pending for the next catch-up, and the wait is a pool or two
-        # (seconds), not the backlog (minutes at 10k turns, past INDEXER_JOIN_TIMEOUT_S)
-        if self.stopping.is_set():
-            raise CatchUpStopped("the Memory is closing")
-
     def run(self) -> None:
         while not self.stopping.is_set():
             self.wake.wait(timeout=5.0)
@@ -128,10 +121,11 @@ class _Indexer(threading.Thread):
             if not embedder_loaded(self.memory.embedder):
                 continue  # no process pays for the model just to append: see Memory.warm_up
             try:
+                # a backlog's catch-up ends at the next pool once close() or an exit asks:
+                # the rest stays pending for the next catch-up, and the wait is at most
+                # about a pool (seconds: tiers.store.INDEX_POOL_MAX_CHARS), not the backlog
                 self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size,
-                                               progress=self._stop_point)
-            except CatchUpStopped:
-                break
+                                               stop=self.stopping.is_set)
             except Exception:  # a derived index must never kill the process
                 log.exception("background embedding failed; will retry")
 
@@ -268,13 +262,16 @@ class Memory:
         self.cold.close()
 
     def _stop_background(self) -> None:
-        """Stop the scheduler and the indexer and wait for what they are doing."""
+        """Stop the scheduler and the indexer and wait for what they are doing: the
+        indexer's catch-up reads no further pool and stores what it embedded.
+        No timeout: one would leave the indexer writing to a closed store, and inside
+        onnxruntime as the interpreter exits (an abort)."""
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)
         if self._indexer is not None:
             self._indexer.stopping.set()
             self._indexer.wake.set()
-            self._indexer.join(timeout=INDEXER_JOIN_TIMEOUT_S)
+            self._indexer.join()
 
     def namespaced(self, namespace: str) -> NamespacedMemory:
         """A view whose every call is confined to `namespace` (a user or tenant)."""

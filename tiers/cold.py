@@ -65,7 +65,7 @@ from tiermem.tiers.schema import (
 from tiermem.tiers.search import fts_query
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
-from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow
+from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, pool_rows
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
@@ -373,6 +373,7 @@ class ColdStore(SharedQueries):
         progress: Callable[[int], None] | None = None,
         end: int | None = None,
         pool_batches: int = INDEX_POOL_BATCHES,
+        stop: Callable[[], bool] | None = None,
     ) -> int:
         """Embed turns that have no vector yet; returns how many were stored.
 
@@ -384,7 +385,8 @@ class ColdStore(SharedQueries):
         without any lock held; the store step re-checks `embedded = 0`, so two processes
         catching up at once never double-insert. The next pool is read and embedded while
         this thread stores the current one (`pipeline_depth`, tiers/catchup.py); an error
-        is raised here, and a pool not stored stays pending.
+        is raised here, and a pool not stored stays pending. `stop()`, asked before each
+        read, ends the catch-up there: what was embedded is stored, nothing more is read.
         """
         if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
@@ -393,12 +395,14 @@ class ColdStore(SharedQueries):
         pool = batch * max(1, pool_batches)
         done = 0
 
+        cut = [False]  # whether a read was cut short by pool_rows (then it is not the last)
+
         def pools() -> Iterator[list[Any]]:
             # each read resumes after the last row read (not the last stored: the pipeline
             # reads pool N+1 before pool N is stored), in the order the loop read before
             # (the pending index, by rowid; one conversation by position)
             read, after = 0, -1
-            while max_rows is None or read < max_rows:
+            while (max_rows is None or read < max_rows) and not (stop is not None and stop()):
                 limit = pool if max_rows is None else min(pool, max_rows - read)
                 if self.read_gate is not None and conversation_id is None:  # not an append's own
                     self.read_gate(read)
@@ -413,6 +417,10 @@ class ColdStore(SharedQueries):
                                       (conversation_id, end if end is not None else 2**62, after, limit))
                 if not rows:
                     return
+                keep = pool_rows([len(r[3]) for r in rows])
+                if keep < len(rows):  # long texts: the rest is read with the next pool
+                    rows = rows[:keep]
+                    cut[0] = True
                 read += len(rows)
                 after = int(rows[-1][7])
                 yield rows
@@ -447,7 +455,7 @@ class ColdStore(SharedQueries):
                 progress(len(rows))
 
         # the next pool is read and embedded while this thread stores one (tiers/catchup.py)
-        pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool)
+        pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool and not cut[0])
         return done
 
     # what a catch-up reads of a pending turn (`_pool_vectors`), then its resume key

@@ -86,7 +86,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow, postgres_migration
-from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, TurnFact
+from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, TurnFact, pool_rows
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 try:
@@ -805,14 +805,14 @@ class PostgresStore(SharedQueries):
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
                       progress: Callable[[int], None] | None = None, end: int | None = None,
-                      pool_batches: int = INDEX_POOL_BATCHES) -> int:
+                      pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None) -> int:
         if self.embedder is None:
             return 0
         if self._vec_dim != self.embedder.dim:  # checked once per store, not per call (4 round trips)
             self._ensure_vec_dim(self.embedder.dim)
         done = 0
         pool = batch * max(1, pool_batches)  # as in tiers.cold: embedded together, hooked per batch
-        while max_rows is None or done < max_rows:
+        while (max_rows is None or done < max_rows) and not (stop is not None and stop()):
             limit = pool if max_rows is None else min(pool, max_rows - done)
             where = "t.embedded = 0" + (" AND t.conversation_id = %s" if conversation_id is not None else "")
             params: tuple[Any, ...] = (conversation_id, limit) if conversation_id is not None else (limit,)
@@ -824,6 +824,7 @@ class PostgresStore(SharedQueries):
                 f"WHERE {where} ORDER BY t.conversation_id, t.position LIMIT %s", params)
             if not rows:
                 break
+            rows = rows[:pool_rows([len(r[3]) for r in rows])]  # long texts: the rest in the next pool
             texts = []
             for r in rows:
                 try:
