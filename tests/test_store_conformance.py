@@ -648,3 +648,24 @@ def test_a_backlog_of_long_texts_is_embedded_in_pools_cut_by_characters(engine: 
         assert s.pending_embeddings() == 0
     finally:
         s.close()
+
+
+def test_a_catch_up_asked_to_stop_reads_no_further_pool(engine: Engine) -> None:
+    """`stop()` is asked before each pool is read: true ends the catch-up there, with what
+    was read stored and the rest pending (how close() and an exit end the indexer's work
+    at the next pool instead of the backlog's end)."""
+    emb = _Sized()
+    s = engine.open(emb)  # type: ignore[arg-type]
+    try:
+        s.append_batch("c", [user(f"turn {i} about the garden") for i in range(6)])
+        asked: list[int] = []
+
+        def stop() -> bool:
+            asked.append(1)
+            return len(asked) > 1  # the first read goes ahead, the second is refused
+
+        assert s.index_pending(batch=2, pool_batches=1, stop=stop) == 2
+        assert s.pending_embeddings() == 4 and emb.calls == [2]
+        assert s.index_pending(batch=2, pool_batches=1) == 4 and s.pending_embeddings() == 0
+    finally:
+        s.close()
