@@ -85,7 +85,6 @@ class ActiveView:
     messages: list[StoredMessage]
 
 
-
 # Every Memory not yet closed (weakly: one that is collected needs no stopping).
 _OPEN: weakref.WeakSet[Memory] = weakref.WeakSet()
 

@@ -524,9 +524,8 @@ def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: i
     return session, "probes"
 
 
-
-# The query-session builds in flight, and whether the interpreter is exiting (then no new
-# build starts): see the module docstring's "Queries".
+# The session builds in flight (the query session's, a background model load), and
+# whether the interpreter is exiting (then none starts): see the docstring's "Queries".
 _builds_lock = threading.Lock()
 _builds: set[threading.Thread] = set()
 _exiting = False
@@ -570,6 +569,7 @@ def _wait_for_builds_at_exit() -> None:
 
 
 atexit.register(_wait_for_builds_at_exit)
+
 
 def spare_core(cpus: int) -> bool:
     """Whether one of the `cpus` cores runs nobody else's work: where a second intra-op

@@ -76,9 +76,9 @@ INDEX_POOL_BATCHES = 16
 # A pool is also cut where its message bodies pass this many characters, each body counted
 # up to POOL_CHARS_PER_TEXT (about what the model reads: 256 word pieces), so a backlog
 # of long texts embeds in pools of seconds as one of chat turns does, and a stopped
-# catch-up (close(), an exit) waits for the pool being stored and the one embedded ahead
-# only. Measured on 2 cores: 1,024 LoCoMo turns are 143-227k characters (never cut; ~4.7
-# s to embed); 1,024 texts at the model's length took 55 s, cut to 250 of them ~13 s.
+# catch-up (close(), an exit) waits for the pool it is embedding only. Measured on 2
+# cores: 1,024 LoCoMo turns are 143-227k characters (never cut; ~4.7 s to embed); 1,024
+# texts at the model's length took 55 s, cut to 250 of them ~13 s.
 INDEX_POOL_MAX_CHARS = 300_000
 POOL_CHARS_PER_TEXT = 1_200
 
