@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ports import free_port
 
 TOKEN_A = "tokA-alice-reliability-0123456789"
 TOKEN_B = "tokB-bob-reliability-0123456789"
@@ -60,11 +60,6 @@ def record_figure(name: str, value: float | int | str, unit: str = "", command: 
         with open(out, "a", encoding="utf-8") as f:
             f.write(json.dumps({"name": name, "value": value, "unit": unit, "command": command}) + "\n")
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:

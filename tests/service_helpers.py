@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from ports import free_port
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
@@ -46,11 +47,6 @@ def bearer(token: str, namespace: str | None = None) -> dict[str, str]:
         h["X-Tiermem-Namespace"] = namespace
     return h
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

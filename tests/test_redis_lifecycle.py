@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from hot_fixtures import kill_hard
+from ports import free_port
 
 from tiermem.config import DEFAULT_REDIS_IDLE_TIMEOUT_S, Config
 from tiermem.tiers import redis_server
@@ -145,13 +146,10 @@ def test_the_cli_leaves_no_server_behind(tmp_path: Path, cleanup: list[int]) -> 
 # how `tiermem serve` goes: a clean stop and a kill that leaves it no time to clean up
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_serve_does_not_keep_it(tmp_path: Path, cleanup: list[int], sig: signal.Signals) -> None:
-    import socket
     import urllib.request
 
     data = tmp_path / "data"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "TIERMEM_REDIS_IDLE_TIMEOUT_S": str(IDLE_S)}
     serve = subprocess.Popen([TIERMEM, "--data-dir", str(data), "serve", "--no-auth", "--port", str(port),
                               "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -21,7 +21,8 @@ import httpx
 import pytest
 import uvicorn
 from cold_helpers import raw
-from reliability_helpers import TOKEN_METRICS, TOKENS, A, M, free_port, record_figure, stop_redis
+from ports import free_port
+from reliability_helpers import TOKEN_METRICS, TOKENS, A, M, record_figure, stop_redis
 
 from tiermem import Config, Memory
 from tiermem.service import create_app

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from ports import free_port
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
@@ -34,11 +34,6 @@ M = {"Authorization": f"Bearer {TOKEN_METRICS}"}
 STARTUP_TIMEOUT_S = 180.0
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:

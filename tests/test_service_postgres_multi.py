@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
-from reliability_helpers import A, Server, free_port, stop_server, wait_ready
+from ports import free_port
+from reliability_helpers import A, Server, stop_server, wait_ready
 
 from tiermem.tiers.redis_server import EmbeddedRedis
 
