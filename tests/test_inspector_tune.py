@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from convo_fixtures import support_lines, write_jsonl
 from fastapi.testclient import TestClient
 from inspector_helpers import TOKEN_ACME, TOKENS
 
@@ -70,7 +71,9 @@ def test_a_missing_or_bad_result_is_an_empty_chart(mem: Memory, content: str | N
 
 def test_tune_keeps_its_result_private_in_the_data_dir(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
     data = tmp_path / "data"
-    r = CliRunner().invoke(cli, ["--data-dir", str(data), "tune", "--budgets", "300", "--json"],
+    # a small conversation file: what is checked is where the result goes, not the tuning
+    convo = write_jsonl(tmp_path / "support.jsonl", support_lines(recap=True))
+    r = CliRunner().invoke(cli, ["--data-dir", str(data), "tune", str(convo), "--budgets", "300", "--json"],
                            obj=CliState(embedder=embedder))
     assert r.exit_code == 0, r.output
     kept = Config(data_dir=data).last_tune_path
