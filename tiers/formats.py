@@ -277,7 +277,8 @@ def kind_of(body: dict[str, Any]) -> str:
               + f" (Chat Completions), got {role!r}")
     content = body.get("content")
     if role in RESPONSES_ROLES and isinstance(content, list) and any(
-            isinstance(p, dict) and p.get("type") in RESPONSES_ONLY_PART_TYPES for p in content):
+            isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in RESPONSES_ONLY_PART_TYPES
+            for p in content):
         return "message"  # a Responses EasyInputMessage: a role and Responses parts, no type
     return f"chat:{role}"
 

@@ -28,12 +28,12 @@ import time
 import urllib.parse
 from collections import Counter as Tally
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import jinja2
 import markupsafe
 import pydantic
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,7 +43,7 @@ from tiermem.inspector.metrics import PlanMetrics
 from tiermem.memory import MAX_BUDGET_TOKENS, Memory
 from tiermem.planner.plan import SLICES
 from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
-from tiermem.tiers.models import validate_id, validate_namespace
+from tiermem.tiers.models import MAX_POSITION, validate_id, validate_namespace
 
 if TYPE_CHECKING:
     from tiermem.service import Grant, Runtime
@@ -85,7 +85,7 @@ class PlanIn(BaseModel):
 
 class PinIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    position: int = Field(ge=0, le=2**62)
+    position: int = Field(ge=0, le=MAX_POSITION)
     pinned: bool
     priority: int = Field(50, ge=0, le=100)
 
@@ -319,7 +319,8 @@ def build_router(ins: Inspector) -> APIRouter:
         return HTMLResponse(html, headers=PAGE_HEADERS)
 
     @r.get("/c/{cid}/plans")
-    def plans(request: Request, cid: str, turn: int | None = None) -> HTMLResponse:
+    def plans(request: Request, cid: str,
+              turn: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None) -> HTMLResponse:
         grant, ns, cid = ins.conversation(request, cid)
         try:
             stored = data.stored_plans(ins.mem(), ns, cid, turn)
@@ -332,7 +333,7 @@ def build_router(ins: Inspector) -> APIRouter:
 
     @r.get("/c/{cid}/views")
     def views(request: Request, cid: str, kind: str | None = None, key: str = "",
-              version: int | None = None) -> HTMLResponse:
+              version: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None) -> HTMLResponse:
         grant, ns, cid = ins.conversation(request, cid)
         want = (kind, key, version) if kind is not None and version is not None else None
         try:
@@ -349,9 +350,11 @@ def build_router(ins: Inspector) -> APIRouter:
         grant, ns, cid = ins.conversation(request, cid)
         try:
             wanted = [int(p) for p in positions.split(",") if p.strip()][: data.TURNS_PER_PAGE]
+            if any(not 0 <= p <= MAX_POSITION for p in wanted):
+                raise ValueError("out of range")
         except ValueError:
-            return HTMLResponse('<p class="error" role="alert">positions: comma-separated integers</p>',
-                                status_code=422)
+            return HTMLResponse('<p class="error" role="alert">positions: comma-separated integers '
+                                f'from 0 to {MAX_POSITION}</p>', status_code=422)
         try:
             msgs = data.source_turns(ins.mem(), ns, cid, wanted)
         except ConversationNotFound:

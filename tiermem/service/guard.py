@@ -6,7 +6,8 @@ a valid bearer token is refused before any of its body is read (401); a body is 
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
 counting the stream); a non-empty body must be `application/json` in UTF-8 or carry no
 Content-Type (415), and must be strict UTF-8 JSON without NaN/Infinity, nested at most
-`MAX_JSON_DEPTH`, without lone surrogates (422 naming where). The app then reads the
+`MAX_JSON_DEPTH`, without lone surrogates or integers of more than `MAX_JSON_INT_DIGITS`
+digits (422 naming where). The app then reads the
 buffered body, never the wire again.
 """
 
@@ -21,6 +22,9 @@ from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import error_body
 
 MAX_JSON_DEPTH = 32
+# digits of one JSON integer: 2**64 has 20, so no field tiermem reads needs more; Python's
+# own limit (4,300) raises a ValueError that json.loads does not wrap
+MAX_JSON_INT_DIGITS = 40
 # headers whose second copy would let two parsers disagree (the guard and FastAPI read
 # different copies): a request that repeats one is refused
 SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower())
@@ -37,6 +41,13 @@ def _reject_constant(name: str) -> Any:
     raise _BodyProblem(["body"], f"{name} is not valid JSON", "json_invalid")
 
 
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_JSON_INT_DIGITS:
+        raise _BodyProblem(["body"], f"a JSON integer has {len(digits.lstrip('-'))} digits, "
+                           f"more than {MAX_JSON_INT_DIGITS}", "json_invalid")
+    return int(digits)
+
+
 def check_json_body(raw: bytes) -> None:
     """Raise `_BodyProblem` unless `raw` is strict UTF-8 JSON, at most MAX_JSON_DEPTH deep,
     whose strings (keys included) are valid Unicode."""
@@ -47,7 +58,7 @@ def check_json_body(raw: bytes) -> None:
             ["body"], f"request body is not valid UTF-8 (byte {exc.start})", "unicode_error"
         ) from None
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        doc = json.loads(text, parse_constant=_reject_constant, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
         raise _BodyProblem(["body", exc.pos], f"invalid JSON: {exc.msg}", "json_invalid") from None
     except RecursionError:
