@@ -75,6 +75,7 @@ DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
 MIN_PIN_PRIORITY = 0  # demoted first under pressure
 MAX_PIN_PRIORITY = 100
+MAX_AGE_S = 1e12  # seconds (~31,700 years): a prune age past it selects nothing anyway
 
 
 @dataclass(frozen=True)
@@ -489,12 +490,21 @@ class Memory:
         age, or a cutoff datetime, or an age in seconds), with every derived byte;
         reclaims disk. Like every method, it acts on `namespace` (default: "default")
         only; every namespace only with `all_namespaces=True`."""
+        now = time.time()
+        # an age below zero or a cutoff in the future would erase conversations still being
+        # written to: refused whichever way it is given
         if isinstance(older_than, dt.timedelta):
-            cutoff = time.time() - older_than.total_seconds()
+            if older_than < dt.timedelta(0):
+                raise ValidationError("older_than", f"must be a non-negative age, got {older_than}")
+            cutoff = now - older_than.total_seconds()
         elif isinstance(older_than, dt.datetime):
             cutoff = older_than.timestamp()
+            if cutoff > now:
+                raise ValidationError("older_than", f"must not be in the future, got {older_than.isoformat()}")
         elif isinstance(older_than, int | float) and not isinstance(older_than, bool) and older_than >= 0:
-            cutoff = time.time() - float(older_than)
+            if not older_than <= MAX_AGE_S:  # NaN, infinity, and ages a float cannot hold
+                raise ValidationError("older_than", f"must be an age of at most {MAX_AGE_S:.0f} seconds")
+            cutoff = now - float(older_than)
         else:
             raise ValidationError("older_than", "must be a timedelta, a datetime or a non-negative age in seconds")
         if all_namespaces and namespace is not None:
@@ -517,7 +527,10 @@ class Memory:
 
     def delete_namespace(self, namespace: str) -> ErasureReport:
         """Erase every conversation of `namespace` and of the namespaces below it (a
-        user's or a tenant's right to erasure). The namespace is required."""
+        user's or a tenant's right to erasure). The namespace is required: None is refused,
+        not read as "default" as other methods read it."""
+        if namespace is None:
+            raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
         report = self.cold.delete_namespace(self._ns(namespace))
         self._forget(report.keys)
         return report

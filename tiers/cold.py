@@ -798,6 +798,7 @@ class ColdStore(SharedQueries):
         with self._tx() as c:
             keys = [r[0] for r in c.execute(select_keys, params).fetchall()]
             if not keys:
+                report.bytes_after = report.bytes_before  # nothing erased, nothing reclaimed
                 return report
             c.execute("CREATE TEMP TABLE IF NOT EXISTS erase_keys(id TEXT PRIMARY KEY)")
             c.execute("DELETE FROM temp.erase_keys")

@@ -1081,6 +1081,7 @@ class PostgresStore(SharedQueries):
             keys = [r[0] for r in c.execute(f"SELECT id FROM conversations WHERE {where} ORDER BY id FOR UPDATE",
                                             params).fetchall()]
             if not keys:
+                report.bytes_after = report.bytes_before  # nothing erased, nothing reclaimed
                 return report
             rows = c.execute(
                 "SELECT c.id, c.namespace, c.name, c.created_at, "
