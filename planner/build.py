@@ -506,6 +506,8 @@ class Planner:
                     and self.settings.system_messages != "before_latest" and not self.render.converting())
         excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:
+            why_new = self._shown_gone(conv, prev)
+        if prev is not None and not why_new:
             if self.render.converting():
                 # an epoch extends messages as stored; a conversion (context_format,
                 # system_messages = "merge") may merge them, so every call starts anew
@@ -569,6 +571,17 @@ class Planner:
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
                 + late_tokens))
         return segments, total
+
+    def _shown_gone(self, conv: str, prev: EpochState) -> str:
+        """Why `prev` must not be extended because it shows turns of another conversation
+        (namespace recall) that no longer exists ("" when it need not end): an erased or
+        pruned conversation's text is never sent again, whichever process erased it."""
+        others = sorted({it.conversation_id for g in prev.segments for it in g.items if it.conversation_id != conv})
+        if not others:
+            return ""
+        live = self.cold.names_of(others)
+        gone = [k for k in others if k not in live]
+        return (f"{len(gone)} other conversation(s) it showed turns of were erased or pruned" if gone else "")
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
                     total: int) -> tuple[list[Segment], int]:

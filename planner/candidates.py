@@ -451,6 +451,10 @@ class Candidates:
         # matches the sentence that addresses someone, not the one that answers
         focus = (Focus.of(without_names(query, table.names), table)
                  if qclass in RECALL_CLASSES and excerpt_enabled() else None)
+        # headings name another conversation by its id: its internal key would tell that
+        # the id is (or was) used in another namespace (tiers.cold, incarnations)
+        others = sorted({k[0] for k in scored if k[0] != conv})
+        names = self.cold.names_of(others) if others else {}
         out = []
         for key, (score, why) in scored.items():
             m = msgs.get(key)
@@ -466,7 +470,9 @@ class Candidates:
                 # was true when
                 line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
                 source = ""
-            heading = self.render.heading(key[0], m, conv)
+            if key[0] != conv and key[0] not in names:
+                continue  # erased since it was found
+            heading = self.render.heading(m, None if key[0] == conv else names[key[0]])
             out.append(Candidate("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading,

@@ -122,10 +122,12 @@ class Renderer:
         return f"[{' '.join(parts)}] {text}", trimmed
 
     @staticmethod
-    def heading(conv: str, m: StoredMessage, this_conv: str) -> str:
+    def heading(m: StoredMessage, other: str | None = None) -> str:
         """Retrieved lines are grouped under one heading per session (its date; and its
-        id unless TERSE), so that a date costs tokens once per group, not once per line."""
-        where = "" if conv == this_conv else f"conversation {conv}, "
+        id unless TERSE), so that a date costs tokens once per group, not once per line.
+        `other`: the id (never the internal key) of the conversation the line is from,
+        when it is not the one answered."""
+        where = f"conversation {other}, " if other is not None else ""
         session = f", {m.session_id}" if m.session_id and not TERSE else ""
         return f"({where}{day(m.created_at)}{session})"
 
