@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.formats import is_control
 from tiermem.tiers.models import (
     Checkpoint,
     ErasureReport,
@@ -354,6 +355,24 @@ class Memory:
             namespace=namespace,
         )[0]
 
+    def _check_controls(self, conv: str, ns: str, parsed: Sequence[Message]) -> None:
+        """A control row that names a position (a retraction) must name an earlier row: one
+        naming itself or a row not written yet would hide the message that later takes
+        that position. Race-free: positions only grow, so a row's own position is past
+        the last one read here."""
+        named = [(i, m.body()["position"]) for i, m in enumerate(parsed)
+                 if is_control(m.body()) and "position" in m.body()]
+        if not named:
+            return
+        key = self.cold.key_of(ns, conv)
+        last = self.cold.last_position(key) if key is not None else -1
+        for i, pos in named:
+            if pos > last + i:  # the rows before it in this batch come first
+                field = "position" if len(parsed) == 1 else f"messages[{i}].position"
+                raise ValidationError(field, f"must name an earlier message: {pos} is not written yet "
+                                      f"(the latest is {last + i})" if last + i >= 0 else
+                                      "must name an earlier message: the conversation has none yet")
+
     def append_many(
         self,
         conversation_id: str,
@@ -365,6 +384,9 @@ class Memory:
         """Append a batch in one transaction (all or nothing); returns the positions."""
         conv = self._conv(conversation_id)
         ns = self._ns(namespace)
+        if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
+            raise ValidationError("messages", f"must be a list of messages, got {type(messages).__name__}")
+        messages = list(messages)
         if len(messages) > MAX_BATCH_MESSAGES:
             raise ValidationError("messages", f"{len(messages)} messages exceed the batch limit of "
                                   f"{MAX_BATCH_MESSAGES}")
@@ -379,6 +401,7 @@ class Memory:
                 exc.field = f"messages[{i}].{exc.field}"
                 exc.args = (f"{exc.field}: {exc.problem}",)
                 raise
+        self._check_controls(conv, ns, parsed)
         labels = [self._label(m.text(), m.role) for m in parsed]
         res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels)
         key, positions = res.key, res.positions

@@ -604,8 +604,11 @@ def hidden_positions(rows: list[tuple[int, dict[str, Any]]]) -> tuple[set[int], 
         t = body.get("type")
         if t == RETRACT_TYPE:
             hidden.add(pos)
-            if isinstance(body.get("position"), int):
-                hidden.add(body["position"])
+            named = body.get("position")
+            # only an earlier row: a retraction stored naming itself or a later position
+            # (refused at append since) must not hide the message written there afterwards
+            if isinstance(named, int) and not isinstance(named, bool) and named < pos:
+                hidden.add(named)
         elif t == CLEAR_TYPE:
             hidden.add(pos)
             clear = max(clear, pos)
