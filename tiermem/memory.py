@@ -43,6 +43,7 @@ from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_buil
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import is_control
 from tiermem.tiers.models import (
+    MAX_POSITION,
     Checkpoint,
     ErasureReport,
     Message,
@@ -287,6 +288,25 @@ class Memory:
         return validate_namespace(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
                                   self.config.max_id_chars)
 
+    @staticmethod
+    def _position(value: object, field: str, *, low: int = 0) -> int:
+        """An integer position within low..MAX_POSITION (not a bool, not a float)."""
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_POSITION:
+            raise ValidationError(field, f"must be an integer position within {low}..{MAX_POSITION}")
+        return value
+
+    def _text(self, value: object, field: str) -> str:
+        """A string of valid Unicode (no lone surrogates) of at most max_content_bytes."""
+        if not isinstance(value, str):
+            raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValidationError(field, "is not valid Unicode (a lone UTF-16 surrogate)") from None
+        if size > self.config.max_content_bytes:
+            raise ValidationError(field, f"{size} bytes exceed the limit of {self.config.max_content_bytes} bytes")
+        return value
+
     def _parse(self, message: Message | dict[str, Any], **envelope: Any) -> Message:
         return parse_message(
             message,
@@ -483,10 +503,9 @@ class Memory:
     ) -> Checkpoint:
         """Fold: `summary` stands in for positions <= `position`; nothing is deleted."""
         name, _ns, key = self._key(conversation_id, namespace)
-        if not isinstance(summary, str) or not summary.strip():
+        if not self._text(summary, "summary").strip():
             raise ValidationError("summary", "must be a non-empty string")
-        if len(summary.encode()) > self.config.max_content_bytes:
-            raise ValidationError("summary", f"exceeds {self.config.max_content_bytes} bytes")
+        self._position(position, "position")
         return dataclasses.replace(self.cold.checkpoint(key, summary, position), conversation_id=name)
 
     def fork(
@@ -496,8 +515,7 @@ class Memory:
         _name, _ns, key = self._key(conversation_id, namespace)
         if new_id is not None:
             new_id = self._conv(new_id)
-        if isinstance(up_to, bool) or not isinstance(up_to, int):
-            raise ValidationError("up_to", "must be an integer position")
+        self._position(up_to, "up_to")
         child = self.cold.fork(key, up_to, new_id=new_id)
         if self.hot is not None:
             self.hot.erase([child])
@@ -568,12 +586,14 @@ class Memory:
         _name, _ns, key = self._key(conversation_id, namespace)
         if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PIN_PRIORITY <= priority <= MAX_PIN_PRIORITY:
             raise ValidationError("priority", f"must be an integer within {MIN_PIN_PRIORITY}..{MAX_PIN_PRIORITY}")
+        self._position(position, "position")
         self.cold.set_pin(key, position, priority)
         if self.hot is not None:
             self.hot.pin(key, position, priority)
 
     def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
         _name, _ns, key = self._key(conversation_id, namespace)
+        self._position(position, "position")
         self.cold.set_pin(key, position, None)
         if self.hot is not None:
             self.hot.unpin(key, position)
@@ -593,8 +613,8 @@ class Memory:
         None when this page reaches the end. The cursor is a position, so a page never
         skips or repeats a message while others append (a row that cannot be decoded is
         skipped, as everywhere, without ending the paging early)."""
-        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < -1):
-            raise ValidationError("after", "must be a position (an integer >= -1)")
+        if after is not None:
+            self._position(after, "after", low=-1)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or not 1 <= limit <= MAX_HISTORY_PAGE):
             raise ValidationError("limit", f"must be an integer within 1..{MAX_HISTORY_PAGE}")
@@ -637,10 +657,7 @@ class Memory:
     ) -> list[SearchHit]:
         """Hybrid search (vectors + bm25, RRF) in one conversation, or across the
         namespace when `conversation_id` is None."""
-        if not isinstance(query, str):
-            raise ValidationError("query", "must be a string")
-        if len(query.encode()) > self.config.max_content_bytes:
-            raise ValidationError("query", f"exceeds {self.config.max_content_bytes} bytes")
+        self._text(query, "query")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
             raise ValidationError("k", f"must be an integer within 1..{MAX_SEARCH_K}")
         if conversation_id is not None:
@@ -676,14 +693,12 @@ class Memory:
         a what-if plan (the inspector's) that neither advances the prompt-cache epoch nor
         lands in the plans table, so the agent's next call sees no difference."""
         name, ns, conv = self._key(conversation_id, namespace)
-        if query is not None and not isinstance(query, str):
-            raise ValidationError("query", "must be a string")
-        if query is not None and len(query.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
-            raise ValidationError("query", f"exceeds {self.config.max_content_bytes} bytes")
+        if query is not None:
+            self._text(query, "query")
         if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET_TOKENS:
             raise ValidationError("budget", f"must be an integer within 1..{MAX_BUDGET_TOKENS} tokens")
-        if system is not None and len(system.encode("utf-8", "surrogatepass")) > self.config.max_content_bytes:
-            raise ValidationError("system", f"exceeds {self.config.max_content_bytes} bytes")
+        if system is not None:
+            self._text(system, "system")
         if query:
             # the query's vector needs the model: its load (onnxruntime builds the session
             # in C++, mostly without the GIL) overlaps the turn cache's first load below
