@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,9 @@ class HotLink:
         self.last_error: str | None = None
         self.rebuilds = 0
         self._lock = threading.Lock()
+        # called once each time Redis answers again after a failure (Memory: delete the
+        # keys of conversations erased while it could not be reached)
+        self.on_recover: Callable[[], None] | None = None
 
     def _hold(self, client: Any) -> None:
         """Open the pool's first connection now and keep it: an open connection is what
@@ -115,9 +118,15 @@ class HotLink:
     # -- health ------------------------------------------------------------------------------
 
     def _ok(self) -> None:
-        if self.degraded_since is not None:
-            log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
+        if self.degraded_since is None:
+            return
+        log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
         self.degraded_since = None
+        if self.on_recover is not None:
+            try:
+                self.on_recover()
+            except Exception:  # the call that noticed the recovery must still answer
+                log.warning("could not run the hot tier's recovery work", exc_info=True)
 
     def _fail(self, exc: BaseException) -> None:
         if self.degraded_since is None:
@@ -176,6 +185,12 @@ class HotLink:
         hs = self.tier.rebuild(conversation_id, self._hot_turns(conversation_id, rows),
                                generation=self.generation(conversation_id))
         self.rebuilds += 1
+        if self.cold.conversation(conversation_id) is None:
+            # erased between the read and the write: the erasure's own deletion may have
+            # run before this write, so the keys it just made are deleted here (an
+            # erasure commits before it deletes, so one of the two always sees the other);
+            # the set read serves only the call that was already under way
+            self.tier.drop_all(conversation_id)
         return hs
 
     def _sync(self, conversation_id: str) -> tuple[HotSet, bool]:

@@ -188,6 +188,10 @@ class Memory:
             from tiermem.hotlink import HotLink
 
             self.hot = HotLink(self.config, self.cold, redis_client=redis_client)
+            # keys of conversations erased while Redis could not be reached: deleted when
+            # it answers again, and now, for those an earlier process left recorded
+            self.hot.on_recover = self._purge_deferred_quietly
+            self._purge_deferred_quietly()
         from tiermem.consolidation.summarize import build_summarizer
         from tiermem.consolidation.views import ViewMaintainer
         from tiermem.tiers.warm import WarmStore
@@ -344,9 +348,17 @@ class Memory:
             if left:
                 self.cold.defer_purge(left)
 
+    def _purge_deferred_quietly(self) -> None:
+        try:
+            if n := self.purge_deferred():
+                log.info("deleted the Redis keys of %d conversation(s) erased while Redis was unreachable", n)
+        except Exception:  # a read-only store, a locked database: the next recovery retries
+            log.warning("could not delete the Redis keys of erased conversations", exc_info=True)
+
     def purge_deferred(self) -> int:
         """Delete the Redis keys of conversations erased while Redis was unreachable;
-        returns how many conversations were purged."""
+        returns how many conversations were purged. Runs by itself when the hot tier
+        recovers from a failure and when a Memory opens; callable by hand too."""
         pending = self.cold.deferred_purges()
         if not pending or self.hot is None:
             return 0

@@ -298,8 +298,12 @@ class WarmStore:
             "created_at": view.created_at, "sentences": [s.to_json() for s in view.sentences],
         }, ensure_ascii=False)
         try:
-            self.redis.eval(_CACHE_SET, 1, self.cache_key(view.conversation_id, view.kind, view.key),
-                            view.version, payload, CACHE_TTL_S)
+            cache_key = self.cache_key(view.conversation_id, view.kind, view.key)
+            self.redis.eval(_CACHE_SET, 1, cache_key, view.version, payload, CACHE_TTL_S)
+            if self.cold.conversation(view.conversation_id) is None:
+                # erased since the view was read: the erasure may have deleted its keys
+                # before this write (it commits first, then deletes), so delete it here
+                self.redis.delete(cache_key)
         except Exception as exc:
             self.cache_errors += 1
             log.debug("warm cache write failed: %s", exc)
