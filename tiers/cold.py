@@ -59,6 +59,7 @@ from tiermem.tiers.schema import (
     SCOPE_SQL,
     VEC_TABLE,
     Connection,
+    DriverDatabaseError,
     connect,
     migrate,
 )
@@ -111,6 +112,7 @@ class ColdStore(SharedQueries):
         self.tokens = tokens
         self.embedder = embedder
         self._lock = threading.RLock()
+        self._wal_scrub_pending = False  # an erasure's WAL truncation waits for a reader
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         # opened read-only (the storage refuses writes): reads skip their derived catch-up
         self.read_only = bool(self._conn.execute("PRAGMA query_only").fetchone()[0])
@@ -148,8 +150,19 @@ class ColdStore(SharedQueries):
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
+                if self._wal_scrub_pending:
+                    self._retry_wal_scrub()
                 self._conn.close()
                 self._conn = None
+
+    def _retry_wal_scrub(self) -> None:
+        """An erasure could not truncate the WAL (a reader held it): try again now."""
+        try:
+            if self.truncate_wal():
+                self._wal_scrub_pending = False
+                log.info("erasure: the WAL is truncated now")
+        except DriverDatabaseError:  # busy or read-only: the next write or close tries again
+            pass
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -163,6 +176,8 @@ class ColdStore(SharedQueries):
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        if self._wal_scrub_pending:
+            self._retry_wal_scrub()
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
@@ -842,6 +857,7 @@ class ColdStore(SharedQueries):
             c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.erase_keys)")
             c.execute("DELETE FROM temp.erase_keys")
         self.reclaim()
+        report.wal_truncated = not self._wal_scrub_pending
         report.bytes_after = self.files_bytes()
         gone = set(report.keys)  # their bad rows no longer exist either
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
@@ -859,9 +875,13 @@ class ColdStore(SharedQueries):
             # each step of this pragma frees one page: without fetchall() it frees one
             self._conn.execute("PRAGMA incremental_vacuum").fetchall()
         if not self.truncate_wal():
-            # another connection's read transaction holds old frames; its next
-            # checkpoint (any writer's, or the next erasure) finishes the job
-            log.warning("erasure: the WAL could not be truncated now (a reader holds it)")
+            # another connection's read transaction holds old frames: this store's next
+            # write (or its close) truncates it once the reader is done
+            self._wal_scrub_pending = True
+            log.warning("erasure: the WAL could not be truncated now (a reader holds it); "
+                        "it is truncated at this store's next write or close")
+        else:
+            self._wal_scrub_pending = False
 
     def truncate_wal(self) -> bool:
         """Checkpoint the WAL into the database file and truncate it to zero bytes;

@@ -332,6 +332,9 @@ class ErasureReport:
     conversation_ids: list[str] = field(default_factory=list)  # the names, as callers know them
     keys: list[str] = field(default_factory=list)  # the incarnations gone (derived stores key on them)
     tombstones: list[dict[str, Any]] = field(default_factory=list)
+    # False: another connection's read transaction held the SQLite WAL, whose old frames
+    # (the erased rows' former pages) stay until this store's next write or close
+    wal_truncated: bool = True
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -340,7 +343,7 @@ class ErasureReport:
     def to_json(self) -> dict[str, Any]:
         return {"conversations": self.conversations, "messages": self.messages,
                 "bytes_reclaimed": self.bytes_reclaimed, "conversation_ids": list(self.conversation_ids),
-                "tombstones": [dict(t) for t in self.tombstones]}
+                "tombstones": [dict(t) for t in self.tombstones], "wal_truncated": self.wal_truncated}
 
 
 PruneReport = ErasureReport  # prune is one of the two retention operations
