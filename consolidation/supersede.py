@@ -219,6 +219,13 @@ def detect_slots(text: str) -> dict[str, set[str]]:
     return {k: set(v) for k, v in _slots(text).items()}
 
 
+def clear_memo() -> None:
+    """Forget what the text-keyed caches below remember (and so the texts): an erasure
+    leaves no copy of erased text in this process."""
+    for cached in (_slots, _content_items, _inflected):
+        cached.cache_clear()
+
+
 @functools.lru_cache(maxsize=4096)
 def _slots(text: str) -> dict[str, frozenset[str]]:
     # Cached: the same earlier turns are scanned again for every new correction.

@@ -185,3 +185,22 @@ def test_erasure_leaves_no_copy_of_the_text_in_the_embedders_memory(cold_memory:
         assert not any(CANARY in t for t in emb._memo)  # type: ignore[attr-defined]
     finally:
         emb.memo_size = old_size  # type: ignore[attr-defined]
+
+
+def test_erasure_leaves_no_copy_of_the_text_in_the_counters_or_supersessions_memory(cold_memory: Memory) -> None:
+    """The token counter remembers short texts' counts keyed by the text, and supersession
+    caches what it read of recent texts (slots, content words, inflections); an erasure
+    clears both (before, the text stayed in them: an audit, 2026-12-03)."""
+    from tiermem.consolidation import supersede
+
+    text = f"Actually my locker code is now {CANARY}, not the old one."
+    cold_memory.append("secret", {"role": "user", "content": "My locker code is 1234."})
+    cold_memory.append("secret", {"role": "user", "content": text})
+    cold_memory.context("secret", "what is my locker code?", 500)
+    counts = cold_memory.tokens._memo  # type: ignore[attr-defined]
+    assert any(CANARY in t for t in counts)
+    assert supersede._content_items.cache_info().currsize > 0
+    cold_memory.delete_conversation("secret")
+    assert not any(CANARY in t for t in cold_memory.tokens._memo)  # type: ignore[attr-defined]
+    for cached in (supersede._slots, supersede._content_items, supersede._inflected):
+        assert cached.cache_info().currsize == 0

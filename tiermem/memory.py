@@ -36,6 +36,7 @@ from tiermem.config import Config
 from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.classify import clear_memo as forget_labels
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
+from tiermem.consolidation.supersede import clear_memo as forget_slots
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
@@ -341,8 +342,12 @@ class Memory:
         clear_memo = getattr(self.embedder, "clear_memo", None)
         if keys and callable(clear_memo):
             clear_memo()
-        if keys:  # the classifier remembers recent texts' labels too
+        if keys:  # the classifier, the token counter and supersession remember texts too
             forget_labels()
+            forget_slots()
+            clear_counts = getattr(self.tokens, "clear_memo", None)
+            if callable(clear_counts):
+                clear_counts()
         if self.hot is not None and keys:
             left = self.hot.erase(list(keys))
             if left:

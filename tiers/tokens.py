@@ -146,6 +146,11 @@ class BpeTokenCounter:
             self._memo[text] = n
         return n
 
+    def clear_memo(self) -> None:
+        """Forget the remembered counts (and so the texts they are keyed by): an erasure
+        leaves no copy of erased text in this process."""
+        self._memo = {}
+
     def encode(self, text: str) -> list[int]:
         out: list[int] = []
         for c in _chunks(text):
