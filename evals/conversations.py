@@ -168,7 +168,7 @@ def _probe(raw: Any) -> Probe:
 
 def _conv_id(obj: dict[str, Any], default: str | None) -> str:
     cid = obj.get("conversation_id", default)
-    if not isinstance(cid, str) or not ID_PATTERN.match(cid):
+    if not isinstance(cid, str) or not ID_PATTERN.fullmatch(cid):
         raise ValidationError("conversation_id", f"must be an id matching {ID_PATTERN.pattern}, got {cid!r}")
     return cid
 

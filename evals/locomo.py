@@ -282,7 +282,7 @@ def load_samples(path: Path) -> list[Sample]:
 
 def conversation_id(sample_id: str) -> str:
     cid = "locomo-" + re.sub(r"[^A-Za-z0-9._:@-]", "_", sample_id)
-    if not ID_PATTERN.match(cid):  # pragma: no cover - the prefix makes it match
+    if not ID_PATTERN.fullmatch(cid):  # pragma: no cover - the prefix makes it match
         raise LocomoError(f"cannot make an id from sample id {sample_id!r}")
     return cid[:128]
 

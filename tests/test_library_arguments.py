@@ -64,3 +64,18 @@ def test_good_arguments_still_work(mem: Memory) -> None:
     assert mem.checkpoint("c", "greeted", 1).position == 1
     assert [m.position for m in mem.history("c", after=0, limit=1)] == [1]
     assert mem.context("c", "where to?", 500, system="You are a travel agent.").tokens <= 500
+
+
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda m: m.append("ab\n", {"role": "user", "content": "x"}), "conversation_id"),  # a trailing newline
+    (lambda m: m.append("ab", {"role": "user", "content": "x"}, namespace="acme\n"), "namespace"),
+    (lambda m: m.history("c", namespace="default\n"), "namespace"),
+], ids=["id", "namespace on append", "namespace on read"])
+def test_an_id_or_namespace_ending_in_a_newline_is_refused(mem: Memory, call: Callable[[Memory], Any],
+                                                           field: str) -> None:
+    # the patterns end in $, which also matches before a final newline: "ab\n" was an id
+    before = _counts(mem)
+    with pytest.raises(ValidationError) as err:
+        call(mem)
+    assert err.value.field == field
+    assert _counts(mem) == before

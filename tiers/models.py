@@ -68,7 +68,7 @@ def _bounded_string(value: object, field: str, max_chars: int) -> str:
 
 def validate_id(value: object, field: str, max_chars: int) -> str:
     value = _bounded_string(value, field, max_chars)
-    if not ID_PATTERN.match(value):
+    if not ID_PATTERN.fullmatch(value):  # match() would let a trailing newline through ($)
         raise ValidationError(
             field, "may contain only ASCII letters, digits and . _ : @ - (and not start with . or -)"
         )
@@ -78,7 +78,7 @@ def validate_id(value: object, field: str, max_chars: int) -> str:
 def validate_namespace(value: object, field: str, max_chars: int) -> str:
     """A namespace: one to `MAX_NAMESPACE_DEPTH` ids joined by `/`, at most `max_chars`."""
     value = _bounded_string(value, field, max_chars)
-    if not NAMESPACE_PATTERN.match(value):
+    if not NAMESPACE_PATTERN.fullmatch(value):
         raise ValidationError(
             field, "must be ids joined by '/' (each of ASCII letters, digits and . _ : @ -, "
             "not starting with . or -)"
