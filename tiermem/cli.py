@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -38,12 +39,14 @@ from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_NAMESPACE,
     DEFAULT_PIN_PRIORITY,
+    MAX_AGE_S,
     MAX_BUDGET_TOKENS,
+    MAX_HISTORY_PAGE,
     MAX_PIN_PRIORITY,
     MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
 )
-from tiermem.tiers.models import ROLES
+from tiermem.tiers.models import MAX_POSITION, ROLES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,6 +57,8 @@ if TYPE_CHECKING:
     from tiermem.tiers.models import ErasureReport
 
 CONTENT_PREVIEW_CHARS = 100
+MIN_DEMO_BUDGET_TOKENS = 50
+MAX_WATCH_INTERVAL_S = 7 * 86_400.0  # `consolidate --watch --interval`: a week at most
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 # Lazily loaded subcommands: name -> (module, attribute, one-line help shown without importing).
@@ -257,15 +262,72 @@ def parse_age(value: str) -> float:
 
 
 class AgeType(click.ParamType):
+    """An age (`parse_age`) of at most `max_s` seconds."""
+
     name = "AGE"
+
+    def __init__(self, max_s: float = MAX_AGE_S) -> None:
+        self.max_s = max_s
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_age(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            seconds = float(value)
+        else:
+            try:
+                seconds = parse_age(str(value))
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        if not 0 <= seconds <= self.max_s:  # also NaN, and the infinity of a too long number
+            self.fail(f"must be an age of at most {self.max_s:.0f} seconds", param, ctx)
+        return seconds
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why `text` is not valid Unicode, or None. An argument with bytes that are not UTF-8
+    reaches Python with each such byte as a lone surrogate (surrogateescape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for the byte code - 0xDC00
+            return f"byte 0x{code - 0xDC00:02x} at character {exc.start + 1} is not UTF-8"
+        return f"character {exc.start + 1} is a lone surrogate (U+{code:04X})"
+    return None
+
+
+class TextType(click.ParamType):
+    """Text from the command line or env: a usage error naming the option when it is not
+    valid Unicode (the library could neither store nor embed it) or, unless `allow_empty`,
+    when it is empty."""
+
+    name = "TEXT"
+
+    def __init__(self, *, allow_empty: bool = True) -> None:
+        self.allow_empty = allow_empty
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text: str = click.STRING.convert(value, param, ctx)
+        problem = unicode_problem(text)
+        if problem is not None:
+            self.fail(f"must be valid UTF-8 text: {problem}", param, ctx)
+        if not text and not self.allow_empty:
+            self.fail("must not be empty", param, ctx)
+        return text
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange without NaN and the infinities (a range check lets NaN through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number: float = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+TEXT = TextType()
+NON_EMPTY_TEXT = TextType(allow_empty=False)
+POSITION = click.IntRange(0, MAX_POSITION)
 
 
 # -- the group ------------------------------------------------------------------------------------------
@@ -288,6 +350,7 @@ class AgeType(click.ParamType):
 @click.option(
     "--namespace",
     "namespace",
+    type=NON_EMPTY_TEXT,
     default=None,
     envvar="TIERMEM_NAMESPACE",
     help="Namespace (user/tenant) to act in [default: default].",
@@ -339,7 +402,7 @@ def mcp(state: CliState) -> None:
 
 
 @cli.command()
-@click.option("--host", default=None, help="Bind address [default: config http_host, 127.0.0.1].")
+@click.option("--host", type=TEXT, default=None, help="Bind address [default: config http_host, 127.0.0.1].")
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=None, help="Port [default: config http_port, 8080]."
 )
@@ -387,6 +450,20 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on")
 
 
+def check_service_settings(cfg: Config) -> None:
+    """Refuse what `tiermem serve` would refuse of `cfg` beyond its fields' own checks (an empty
+    token, a token's namespace prefix that is no namespace, a metrics token that is also a
+    tenant's), by the code serve runs (`TokenAuth`, built by `create_app`). Having no token
+    is no error here: `serve --no-auth` needs none."""
+    from tiermem.service.auth import ServiceConfigError, TokenAuth
+
+    try:
+        TokenAuth(cfg.auth_tokens, enabled=False, default_namespace=DEFAULT_NAMESPACE,
+                  max_id_chars=cfg.max_id_chars, metrics_tokens=cfg.metrics_tokens)
+    except ServiceConfigError as exc:
+        raise CliError(f"invalid configuration: {exc}") from None
+
+
 def _check_port_free(host: str, port: int) -> None:
     """Fail with exit code 1 and the port named when `host:port` cannot be bound (another
     process listens there, or the port needs privileges); uvicorn would only find out after
@@ -409,7 +486,7 @@ def _check_port_free(host: str, port: int) -> None:
 @cli.command()
 @click.option(
     "--budget",
-    type=click.IntRange(min=50),
+    type=click.IntRange(MIN_DEMO_BUDGET_TOKENS, MAX_BUDGET_TOKENS),
     default=800,
     show_default=True,
     help="Token budget for both tiermem and tail truncation.",
@@ -452,15 +529,15 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
 
 
 @cli.command()
-@click.argument("conversation")
+@click.argument("conversation", type=TEXT)
 @click.option("--role", type=click.Choice(ROLES), help="Role of the message (with --content).")
-@click.option("--content", help="Text of the message (with --role).")
+@click.option("--content", type=TEXT, help="Text of the message (with --role).")
 @click.option(
     "--json-file",
     type=click.File("r", encoding="utf-8"),
     help="A JSON message or list of messages ('-' for stdin; stdin is also read when piped).",
 )
-@click.option("--session-id", default=None, help="Session id for the appended message(s).")
+@click.option("--session-id", type=TEXT, default=None, help="Session id for the appended message(s).")
 @click.option("--json", "as_json", is_flag=True, help="Print the positions as JSON.")
 @pass_state
 def append(
@@ -503,13 +580,22 @@ def append(
 
 
 @cli.command()
-@click.argument("conversation")
-@click.argument("up_to", type=click.IntRange(min=0))
-@click.option("--new-id", default=None, help="Id of the new conversation [default: generated].")
+@click.argument("conversation", type=TEXT)
+@click.argument("up_to", type=POSITION)
+@click.option("--new-id", type=NON_EMPTY_TEXT, default=None,
+              help="Id of the new conversation [default: generated].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
 def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_json: bool) -> None:
     """Copy positions 0..UP_TO into a new conversation; prints its id."""
+    if new_id is not None:  # Memory.fork names a bad new id `conversation_id`, as it does the parent
+        from tiermem.tiers.errors import ValidationError
+        from tiermem.tiers.models import validate_id
+
+        try:
+            validate_id(new_id, "new_id", state.config().max_id_chars)
+        except ValidationError as exc:
+            raise click.BadParameter(exc.problem, ctx=click.get_current_context(), param_hint="'--new-id'") from None
     mem = state.memory(hot=False)  # the fork's hot set is built on its first read
     child = mem.fork(conversation, up_to, new_id=new_id, namespace=state.namespace)
     if as_json:
@@ -519,8 +605,8 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
 
 
 @cli.command()
-@click.argument("conversation")
-@click.argument("position", type=click.IntRange(min=0))
+@click.argument("conversation", type=TEXT)
+@click.argument("position", type=POSITION)
 @click.option(
     "--priority",
     type=click.IntRange(MIN_PIN_PRIORITY, MAX_PIN_PRIORITY),
@@ -536,8 +622,8 @@ def pin(state: CliState, conversation: str, position: int, priority: int) -> Non
 
 
 @cli.command()
-@click.argument("conversation")
-@click.argument("position", type=click.IntRange(min=0))
+@click.argument("conversation", type=TEXT)
+@click.argument("position", type=POSITION)
 @pass_state
 def unpin(state: CliState, conversation: str, position: int) -> None:
     """Remove an explicit pin from a turn."""
@@ -567,7 +653,7 @@ def prune(state: CliState, older_than: float, all_namespaces: bool, as_json: boo
 
 
 @cli.command()
-@click.argument("conversation")
+@click.argument("conversation", type=TEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def delete(state: CliState, conversation: str, as_json: bool) -> None:
@@ -577,7 +663,7 @@ def delete(state: CliState, conversation: str, as_json: bool) -> None:
 
 
 @cli.command("delete-namespace")
-@click.argument("namespace")
+@click.argument("namespace", type=NON_EMPTY_TEXT)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
@@ -603,13 +689,13 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("conversation")
-@click.option("--query", "-q", default=None, help="The new turn's question.")
+@click.argument("conversation", type=TEXT)
+@click.option("--query", "-q", type=TEXT, default=None, help="The new turn's question.")
 @click.option(
     "--budget", "-b", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), default=DEFAULT_BUDGET_TOKENS, show_default=True,
     help="Token budget."
 )
-@click.option("--system", default=None, help="A system message to put first.")
+@click.option("--system", type=TEXT, default=None, help="A system message to put first.")
 @click.option("--no-namespace-recall", is_flag=True, help="Retrieve from this conversation only.")
 @click.option(
     "--truncate-latest", is_flag=True, help="Cut the latest user message if it alone is over budget."
@@ -655,7 +741,7 @@ def context(
 
 
 @cli.command()
-@click.argument("conversation")
+@click.argument("conversation", type=TEXT)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 @pass_state
 def facts(state: CliState, conversation: str, as_json: bool) -> None:
@@ -676,10 +762,10 @@ def facts(state: CliState, conversation: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("conversation")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
+@click.argument("conversation", type=TEXT)
+@click.option("--limit", type=click.IntRange(1, MAX_HISTORY_PAGE), default=None,
               help="Only the last N messages (with --after: the N positions after it).")
-@click.option("--after", type=click.IntRange(min=-1), default=None,
+@click.option("--after", type=click.IntRange(-1, MAX_POSITION), default=None,
               help="Page cursor: only positions after this one (the previous page's next_after).")
 @click.option("--json", "as_json", is_flag=True, help="Print the messages as JSON.")
 @pass_state
@@ -735,8 +821,8 @@ def history(state: CliState, conversation: str, limit: int | None, after: int | 
 
 
 @cli.command()
-@click.argument("query")
-@click.option("--conversation", "-c", default=None, help="Search one conversation [default: the namespace].")
+@click.argument("query", type=TEXT)
+@click.option("--conversation", "-c", type=TEXT, default=None, help="Search one conversation [default: the namespace].")
 @click.option("-k", type=click.IntRange(1, MAX_SEARCH_K), default=10, show_default=True, help="How many hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 @pass_state
@@ -829,7 +915,7 @@ def rebuild(state: CliState, as_json: bool) -> None:
 @click.option("--watch", is_flag=True, help="Keep running the scheduler until interrupted.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(0.1, MAX_WATCH_INTERVAL_S),
     default=None,
     help="Seconds between runs with --watch [default: config scheduler_interval_s].",
 )
@@ -918,12 +1004,12 @@ def model(state: CliState, as_json: bool) -> None:
 
 
 @cli.command("migrate-store")
-@click.option("--to", "target", required=True,
+@click.option("--to", "target", type=TEXT, required=True,
               help="Where to copy the log: a postgresql:// URL, or a SQLite file or data dir (from PostgreSQL).")
-@click.option("--from", "source", default=None,
+@click.option("--from", "source", type=TEXT, default=None,
               help="The log to copy [default: this config's cold store: cold_url, else the data dir's file].")
-@click.option("--schema", "target_schema", default=None, help="PostgreSQL schema of the target [default: cold_schema].")
-@click.option("--from-schema", "source_schema", default=None,
+@click.option("--schema", "target_schema", type=TEXT, default=None, help="PostgreSQL schema of the target [default: cold_schema].")
+@click.option("--from-schema", "source_schema", type=TEXT, default=None,
               help="PostgreSQL schema of the source [default: cold_schema].")
 @click.option("--into-non-empty", is_flag=True, help="Merge into a target that already holds other conversations.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -996,6 +1082,10 @@ def config_command(ctx: click.Context, state: CliState, check_file: Path | None,
     if path is not None:
         read_file(path)  # a file that does not parse is named as such, before any field
     overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
+    if check_file is not None:
+        from tiermem.config import Config
+
+        check_service_settings(Config.load(path, **overrides))
     if export_to is not None:
         _export_config(path, overrides, export_to, with_secrets=with_secrets)
         return
@@ -1045,7 +1135,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 
 @cli.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--conversation", default=None, help="Conversation id for lines that give none.")
+@click.option("--conversation", type=TEXT, default=None, help="Conversation id for lines that give none.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
 @click.option("--index", "and_index", is_flag=True,
               help="Also embed the imported turns, beside the writes: returns with every turn embedded, as `tiermem index` after it would.")
@@ -1083,11 +1173,11 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
                f"({data.format}); {report.already_present} already present; {report.probes} probe(s)"
                + (f"; embedded {extra['embedded']} turn(s), {extra['pending']} pending" if and_index else ""))
     for b in report.bad_lines:
-        click.echo(f"skipped line {b.line}: {b.problem}", err=True)
+        click.echo(f"skipped {file}:{b.line}: {b.problem}", err=True)
 
 
 @cli.command("export")
-@click.argument("conversations", nargs=-1)
+@click.argument("conversations", nargs=-1, type=TEXT)
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True), default="-",
               show_default=True, help="The JSONL file to write (- for stdout).")
 @pass_state
@@ -1117,14 +1207,14 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -
 
 @cli.command("tune")
 @click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
-@click.option("--budgets", default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
+@click.option("--budgets", type=TEXT, default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
 @click.option("--config", "base_config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               default=None, help="Base TOML config of every candidate [default: the global --config].")
-@click.option("--grid", "grid_specs", multiple=True, metavar="KEY=V1,V2",
+@click.option("--grid", "grid_specs", type=TEXT, multiple=True, metavar="KEY=V1,V2",
               help="Values to try for a setting (dotted for nested ones); repeat: every combination runs.")
-@click.option("--conversation", "conversations", multiple=True, help="Only this conversation id (repeat).")
-@click.option("--min-recall", type=click.FloatRange(0, 1), default=None, help="Best: cheapest with this recall.")
-@click.option("--max-cost-ratio", type=click.FloatRange(min=0), default=None,
+@click.option("--conversation", "conversations", type=TEXT, multiple=True, help="Only this conversation id (repeat).")
+@click.option("--min-recall", type=FiniteFloatRange(0, 1), default=None, help="Best: cheapest with this recall.")
+@click.option("--max-cost-ratio", type=FiniteFloatRange(min=0), default=None,
               help="Best: only points billed at most this times full context.")
 @click.option("--json-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the results (each candidate's effective config and figures) as JSON here.")
