@@ -265,7 +265,7 @@ def read_conversations(
     if stripped.startswith("["):
         try:
             doc = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
             raise DataFileError(str(path), f"is not valid JSON: {exc}") from None
         if _is_locomo(doc):
             return _read_locomo(path)
@@ -282,6 +282,8 @@ def read_conversations(
                 objects.append((n, json.loads(line)))
             except json.JSONDecodeError as exc:
                 bad_json.append(BadLine(n, f"not valid JSON ({exc.msg})"))
+            except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
+                bad_json.append(BadLine(n, f"not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"))
     limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes}
     convs: dict[str, ConversationData] = {}
     bad = [] if stripped.startswith("[") else bad_json
