@@ -349,7 +349,7 @@ class Planner:
                 room = (budget - base - message_tokens(self.tokens, {"role": "user", "content": ""})
                         - TRUNCATION_MARGIN_TOKENS)
                 if room < 1:
-                    raise BudgetTooSmall(budget, base + need)
+                    raise BudgetTooSmall(budget, budget - room + 1, truncated=True)
                 ids = self.tokens.encode(message_text(latest_body))
                 latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
                 while message_tokens(self.tokens, latest_body) + base > budget and room > 0:

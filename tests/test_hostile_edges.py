@@ -77,3 +77,13 @@ def test_the_part_type_is_refused_in_the_library_too(tmp_path: Path, embedder: S
         with pytest.raises(ValidationError, match="type"):
             mem.append("c", {"role": "user", "content": [{"type": ["text"], "text": "hi"}]})
         assert mem.conversations() == []
+
+
+@pytest.mark.parametrize("budget", [1, 5])
+def test_a_budget_too_small_even_to_truncate_does_not_advise_truncating(served: tuple[TestClient, Memory],
+                                                                        budget: int) -> None:
+    # the advice to pass truncate_latest=True was given to a call that had passed it
+    client, _mem = served
+    r = client.post(f"{C}/context", json={"query": "x", "budget": budget, "truncate_latest": True})
+    assert r.status_code == 422, r.text
+    assert "truncate_latest" not in r.text and "truncated" in r.text

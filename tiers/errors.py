@@ -128,9 +128,15 @@ class HotTurnNotResident(TiermemError, LookupError):
 
 
 class BudgetTooSmall(ValidationError):
-    def __init__(self, budget: int, needed: int) -> None:
+    """`needed`: the tokens of the whole latest user message, or with `truncated`, the
+    least a context holding any of it takes (then truncating cannot help)."""
+
+    def __init__(self, budget: int, needed: int, *, truncated: bool = False) -> None:
+        self.budget, self.needed = budget, needed
         super().__init__(
             "budget",
+            f"{budget} tokens cannot hold even a truncated latest user message (at least {needed} tokens); "
+            "raise the budget" if truncated else
             f"{budget} tokens cannot hold the latest user message ({needed} tokens); "
             "raise the budget or pass truncate_latest=True",
         )
