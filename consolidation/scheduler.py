@@ -19,6 +19,10 @@ are over their freshness budget.
 - In-process runs compete with request threads for the GIL and the ColdStore lock:
   `evals.bench_warm` measures the effect on append latency. A heavy summarizer belongs
   in its own process.
+- `stats.lag_turns` / `lag_seconds` are the largest lag over every namespace: they are
+  the operator's figures (`/metrics`, `tiermem stats`). A tenant's view of the lag is
+  `lag(owns)`, over the views of the conversations `owns` accepts only, so one
+  namespace's figures never reflect another's writes.
 """
 
 from __future__ import annotations
@@ -92,6 +96,9 @@ class ConsolidationScheduler:
         self._pid: int | None = None
         self._stopping = threading.Event()
         self._run_lock = threading.Lock()
+        # (conversation key, turns behind, seconds behind) of each view the last run found
+        # over budget; replaced whole by each run, so a reader needs no lock
+        self._lagging: tuple[tuple[str, int, float], ...] = ()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -207,10 +214,20 @@ class ConsolidationScheduler:
         s.last_selected = len(detailed)
         s.last_refreshed = refreshed
         s.saturated = len(detailed) >= self.max_views_per_run
-        s.lag_turns = max((st.turns_behind for _, st in detailed), default=0)
-        s.lag_seconds = max((st.seconds_behind for _, st in detailed), default=0.0)
+        self._lagging = tuple((conv, st.turns_behind, st.seconds_behind) for (conv, _k, _key), st in detailed)
+        s.lag_turns, s.lag_seconds = self.lag()
         s.last_duration_s = time.perf_counter() - t0
         return refreshed
+
+    def lag(self, owns: Callable[[str], bool] | None = None) -> tuple[int, float]:
+        """(turns, seconds): the largest lag among the views the last run found over
+        budget whose conversation key `owns` accepts (None: every view, the figure of
+        `stats`). `owns` is asked once per conversation; (0, 0.0) when none is lagging."""
+        lagging = self._lagging
+        if owns is not None:
+            mine = {conv: owns(conv) for conv in {conv for conv, _t, _s in lagging}}
+            lagging = tuple(v for v in lagging if mine[v[0]])
+        return max((t for _c, t, _s in lagging), default=0), max((sec for _c, _t, sec in lagging), default=0.0)
 
     def snapshot(self) -> dict[str, Any]:
         """The stats as a plain dict (for `stats()` and the HTTP service)."""

@@ -41,6 +41,7 @@ CASES: list[tuple[str, Callable[[Memory], Any], str]] = [
     ("checkpoint summary with a lone surrogate", lambda m: m.checkpoint("c", "sum \ud800", 0), "summary"),
     ("history after 2**70 (OverflowError)", lambda m: m.history("c", after=2**70), "after"),
     ("fork up to 2**70 (refused before too, by the store)", lambda m: m.fork("c", 2**70), "up_to"),
+    ("fork with an empty new id (named conversation_id)", lambda m: m.fork("c", 1, new_id=""), "new_id"),
     ("search with a lone surrogate", lambda m: m.search("c", "hi \ud800"), "query"),
     ("context query with a lone surrogate", lambda m: m.context("c", "hi \ud800", 500), "query"),
     ("context system with a lone surrogate", lambda m: m.context("c", "q", 500, system="s \ud800"), "system"),

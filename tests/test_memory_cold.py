@@ -98,7 +98,7 @@ def test_fork_through_memory(mem: Memory) -> None:
     assert mem.fork("trip", 0, new_id="trip-alt") == "trip-alt"
     with pytest.raises(tiermem.ValidationError, match="new_id"):
         mem.fork("trip", 0, new_id="trip-alt")
-    with pytest.raises(tiermem.ValidationError, match="conversation_id"):
+    with pytest.raises(tiermem.ValidationError, match="new_id"):  # the argument given, by its name
         mem.fork("trip", 0, new_id="../escape")
     with pytest.raises(tiermem.ValidationError, match="up_to"):
         mem.fork("trip", "3")  # type: ignore[arg-type]

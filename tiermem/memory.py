@@ -216,6 +216,10 @@ class Memory:
             max_seconds_behind=self.config.warm_max_seconds_behind,
         )
         self.scheduler: ConsolidationScheduler | None = None
+        # called with the report of every prune or erasure this Memory does, after its own
+        # derived copies are gone, so that what others keep of it (the service's
+        # per-namespace metrics) goes too; a hook that raises is logged, the erasure stands
+        self.erasure_hooks: list[Callable[[ErasureReport], None]] = []
         self._indexer: _Indexer | None = None
         if background_indexing:
             self._indexer = _Indexer(self)
@@ -329,6 +333,18 @@ class Memory:
         if key is None:
             raise ConversationNotFound(name, ns)
         return name, ns, key
+
+    def _erased(self, report: ErasureReport) -> None:
+        """After a retention operation: drop this Memory's derived copies (`_forget`),
+        then tell `erasure_hooks` what went."""
+        self._forget(report.keys)
+        if not report.keys:
+            return
+        for hook in list(self.erasure_hooks):
+            try:
+                hook(report)
+            except Exception:
+                log.exception("an erasure hook failed; the erasure itself is done")
 
     def _forget(self, keys: Sequence[str]) -> None:
         """After a retention operation: drop every derived copy of these incarnations
@@ -531,7 +547,7 @@ class Memory:
         """A new conversation holding positions 0..up_to of this one; the parent is unchanged."""
         _name, _ns, key = self._key(conversation_id, namespace)
         if new_id is not None:
-            new_id = self._conv(new_id)
+            new_id = validate_id(new_id, "new_id", self.config.max_id_chars)
         self._position(up_to, "up_to")
         child = self.cold.fork(key, up_to, new_id=new_id)
         if self.hot is not None:
@@ -571,7 +587,7 @@ class Memory:
             report = self.cold.prune(cutoff, all_namespaces=True)
         else:
             report = self.cold.prune(cutoff, namespace=self._ns(namespace))
-        self._forget(report.keys)
+        self._erased(report)
         return report
 
     def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
@@ -580,7 +596,7 @@ class Memory:
         domain action; disk reclaimed; a tombstone with counts and no content remains."""
         _name, _ns, key = self._key(conversation_id, namespace)
         report = self.cold.delete_conversation(key)
-        self._forget(report.keys)
+        self._erased(report)
         return report
 
     def delete_namespace(self, namespace: str) -> ErasureReport:
@@ -590,7 +606,7 @@ class Memory:
         if namespace is None:
             raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
         report = self.cold.delete_namespace(self._ns(namespace))
-        self._forget(report.keys)
+        self._erased(report)
         return report
 
     def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:

@@ -33,8 +33,9 @@ __all__ = ["PlanMetrics", "install"]
 
 def install(app: FastAPI, runtime: Runtime) -> PlanMetrics:
     """Mount /ui, /ui/static, /docs, /redoc on `app`; observe every context the service
-    hands out (runtime.plan_hooks) into /metrics and the inspector's history."""
-    metrics = PlanMetrics(runtime.registry)
+    hands out (runtime.plan_hooks) into /metrics and the inspector's history, which
+    forgets what the runtime's Memory erases (PlanMetrics.follow)."""
+    metrics = PlanMetrics(runtime.registry, memory_of=lambda: runtime.memory)
     runtime.plan_hooks.append(metrics.observe)
     app.state.plan_metrics = metrics
     app.mount("/ui/static", StaticFiles(packages=[("tiermem.inspector", "static")]), name="ui-static")

@@ -22,8 +22,24 @@ observes every plan the service hands to an agent (the HTTP `context` route call
 Invariants: /metrics carries no namespace label (it is read with a metrics token that
 sees every namespace; a namespace name in a label would be one more place a tenant's name
 leaks to, and an unbounded label set). The per-namespace history lives in this process
-only (`HISTORY_CALLS` calls per namespace, `MAX_NAMESPACES_TRACKED` namespaces, the least
-recently seen dropped) and the inspector shows a caller only namespaces its grant allows.
+only, and the inspector shows a caller only namespaces its grant allows.
+
+The history is bounded per tenant, a tenant being a top-level namespace (`acme` for
+`acme/alice`: a scoped token never reaches outside its top level): each keeps the
+`HISTORY_CALLS` last calls of each of its `MAX_NAMESPACES_PER_TENANT` most recently seen
+namespaces, so a tenant's sub-namespaces compete only with each other and no number of
+them evicts another tenant's history. At most `MAX_TENANTS_TRACKED` tenants are kept,
+the least recently seen dropped: only a new top-level namespace, i.e. another tenant (or
+a caller with no prefix, the operator), can push one out. In all, at most
+MAX_TENANTS_TRACKED x MAX_NAMESPACES_PER_TENANT x HISTORY_CALLS = 500,000 samples (under
+1 KB each), the same total as when 1,000 namespaces shared one pool.
+
+Erasure reaches the history: `follow(memory)` (done on the first observed call, through
+`memory_of`) registers `erased` in `Memory.erasure_hooks`, so a prune, a conversation's
+erasure or a namespace's drops the calls of every conversation it erased (ids, times,
+token counts, query classes), and a namespace left with none is no longer tracked. Only
+erasures by the Memory this process serves with are seen (another process's, e.g. the
+CLI's, are not: this history is per process).
 """
 
 from __future__ import annotations
@@ -31,18 +47,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tiermem.planner.plan import SLICES, Plan
+from tiermem.tiers.models import NAMESPACE_SEPARATOR, ErasureReport
+
+if TYPE_CHECKING:
+    from tiermem.memory import Memory
 
 log = logging.getLogger("tiermem.inspector")
 
 HISTORY_CALLS = 500  # plans kept per namespace for the inspector's charts
-MAX_NAMESPACES_TRACKED = 1000  # namespaces with a history; the least recently seen dropped
+MAX_NAMESPACES_PER_TENANT = 20  # namespaces of one tenant with a history; its least recently seen dropped
+MAX_TENANTS_TRACKED = 50  # tenants (top-level namespaces) with a history; the least recently seen dropped
 USE_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)  # tokens / budget
 TOKEN_BUCKETS = (0, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)  # tokens
 
@@ -81,12 +104,34 @@ class PlanSample:
                    plan.cache.expected_cached_tokens)
 
 
+def tenant_of(namespace: str) -> str:
+    """The tenant a namespace belongs to: its top-level namespace."""
+    return namespace.split(NAMESPACE_SEPARATOR, 1)[0]
+
+
+class _Erased:
+    """`PlanMetrics.erased` as an erasure hook that does not keep the metrics alive: a
+    Memory outlives the apps served with it (one per test, in the tests)."""
+
+    def __init__(self, metrics: PlanMetrics) -> None:
+        self._metrics = weakref.ref(metrics)
+
+    def __call__(self, report: ErasureReport) -> None:
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.erased(report)
+
+
 @dataclass
 class PlanMetrics:
     registry: CollectorRegistry
     clock: Callable[[], float] = time.time
-    _history: OrderedDict[str, deque[PlanSample]] = field(default_factory=OrderedDict)
+    # the Memory whose erasures reach the history (the service's, once it is open)
+    memory_of: Callable[[], Memory | None] | None = None
+    # tenant -> namespace -> its last calls; both levels in least recently seen order
+    _history: OrderedDict[str, OrderedDict[str, deque[PlanSample]]] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _followed: weakref.WeakSet[Memory] = field(default_factory=weakref.WeakSet)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -116,7 +161,39 @@ class PlanMetrics:
         except Exception:
             log.exception("could not record the metrics of a plan")
 
+    def follow(self, memory: Memory) -> None:
+        """Drop from the history what `memory` erases from now on (idempotent)."""
+        with self._lock:
+            if memory in self._followed:
+                return
+            self._followed.add(memory)
+        memory.erasure_hooks.append(_Erased(self))
+
+    def erased(self, report: ErasureReport) -> None:
+        """Drop the calls of the conversations a prune or an erasure removed (each named by
+        its tombstone's namespace and id), and the namespaces and tenants left empty."""
+        gone: dict[str, set[str]] = {}
+        for t in report.tombstones:
+            gone.setdefault(str(t["namespace"]), set()).add(str(t["id"]))
+        with self._lock:
+            for ns, ids in gone.items():
+                tenant = tenant_of(ns)
+                spaces = self._history.get(tenant)
+                q = spaces.get(ns) if spaces is not None else None
+                if spaces is None or q is None:
+                    continue
+                kept = [s for s in q if s.conversation_id not in ids]
+                if kept:
+                    spaces[ns] = deque(kept, maxlen=HISTORY_CALLS)
+                else:
+                    del spaces[ns]
+                if not spaces:
+                    del self._history[tenant]
+
     def _observe(self, namespace: str, plan: Plan) -> None:
+        memory = self.memory_of() if self.memory_of is not None else None
+        if memory is not None:  # before the call is kept: an erasure after it must reach it
+            self.follow(memory)
         self.calls.inc()
         if plan.budget > 0:
             self.budget_use.observe(plan.tokens / plan.budget)
@@ -135,22 +212,32 @@ class PlanMetrics:
             self.epochs.inc()
         self.cached.observe(plan.cache.expected_cached_tokens)
         sample = PlanSample.of(plan, self.clock())
+        tenant = tenant_of(namespace)
         with self._lock:
-            q = self._history.get(namespace)
+            spaces = self._history.get(tenant)
+            if spaces is None:
+                spaces = self._history[tenant] = OrderedDict()
+            self._history.move_to_end(tenant)
+            q = spaces.get(namespace)
             if q is None:
-                q = self._history[namespace] = deque(maxlen=HISTORY_CALLS)
-            self._history.move_to_end(namespace)
+                q = spaces[namespace] = deque(maxlen=HISTORY_CALLS)
+            spaces.move_to_end(namespace)
             q.append(sample)
-            while len(self._history) > MAX_NAMESPACES_TRACKED:
+            # each bound drops only what competes with the caller's own: its tenant's
+            # namespaces, or (a new top level only) the least recently seen tenant
+            while len(spaces) > MAX_NAMESPACES_PER_TENANT:
+                spaces.popitem(last=False)
+            while len(self._history) > MAX_TENANTS_TRACKED:
                 self._history.popitem(last=False)
 
     def history(self, namespaces: Iterable[str]) -> list[PlanSample]:
         """The samples of exactly these namespaces, oldest first."""
+        none: OrderedDict[str, deque[PlanSample]] = OrderedDict()
         with self._lock:
-            out = [s for ns in set(namespaces) for s in self._history.get(ns, ())]
+            out = [s for ns in set(namespaces) for s in self._history.get(tenant_of(ns), none).get(ns, ())]
         return sorted(out, key=lambda s: s.at)
 
     def namespaces(self, allowed: Callable[[str], bool]) -> list[str]:
         """The tracked namespaces a caller may see."""
         with self._lock:
-            return sorted(ns for ns in self._history if allowed(ns))
+            return sorted(ns for spaces in self._history.values() for ns in spaces if allowed(ns))

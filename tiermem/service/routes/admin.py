@@ -6,13 +6,19 @@ every derived byte in one action and answers the erasure report (counts and tomb
 no content); a whole namespace is erased only when the request names it in
 `NAMESPACE_HEADER` (422 without it), never by default; namespace routes outside the
 token's prefix answer 403, the same for every outside namespace; what a route counts is
-its own namespace's only.
+its own namespace's only: the scheduler's lag in /v1/stats is the largest among the
+stale views of this namespace's conversations (the namespace itself, as the cold
+counts), never the process-wide figure, which would show another tenant's writes
+(that one is the operator's, on /metrics).
 """
+
+import logging
+from typing import Any
 
 from fastapi import APIRouter
 
 from tiermem.service.auth import NAMESPACE_HEADER, ExplicitNs, Ns, SpaceNs
-from tiermem.service.runtime import RuntimeDep
+from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERRORS,
     NS_ERRORS,
@@ -30,6 +36,10 @@ from tiermem.service.schemas import (
 COLD_STATS = ("conversations", "messages", "pending_embeddings")
 HOT_STATS = ("healthy", "backend", "tokens", "members", "pins", "evictions", "overflow_tokens", "demoted_pins")
 SCHEDULER_STATS = ("running", "interval_s", "lag_turns", "lag_seconds")
+# of those, the figures computed over this namespace's views only (`namespace_lag`)
+NAMESPACE_LAG_STATS = ("lag_turns", "lag_seconds")
+
+log = logging.getLogger("tiermem.service")
 
 admin_routes = APIRouter()
 
@@ -107,4 +117,21 @@ def stats(ns: SpaceNs, runtime: RuntimeDep) -> StatsOut:
         hot = {k: raw["hot"].get(k) for k in HOT_STATS}
     snap = runtime.scheduler_snapshot()
     sched = None if snap is None else {k: snap.get(k) for k in SCHEDULER_STATS}
+    if sched is not None:
+        sched.update(namespace_lag(runtime, ns))
     return StatsOut(namespace=ns, cold=finite(cold), hot=finite(hot), scheduler=finite(sched))
+
+
+def namespace_lag(runtime: Runtime, ns: str) -> dict[str, Any]:
+    """The scheduler's lag over the views of `ns`'s own conversations (an erased one is in
+    no namespace); None for both figures when it cannot be computed: never the global one."""
+    sched = runtime.scheduler
+    if sched is None:
+        return dict.fromkeys(NAMESPACE_LAG_STATS)
+    cold = runtime.mem().cold
+    try:
+        turns, seconds = sched.lag(lambda key: cold.namespace_of(key) == ns)
+    except Exception:  # a store that cannot answer now: the stats still answer, without the lag
+        log.exception("could not compute the scheduler lag of a namespace")
+        return dict.fromkeys(NAMESPACE_LAG_STATS)
+    return {"lag_turns": turns, "lag_seconds": seconds}
