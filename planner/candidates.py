@@ -440,9 +440,11 @@ class Candidates:
                         why += f", asked about the past ({past})"
             s += RECENCY_WEIGHT * (p / max(1, last))
             scored[(conv, p)] = (s, why)
+        names: dict[str, str] = {}  # other conversations' keys -> their ids
         if lexical.others and qclass != "recent_recall":
-            scored.update(self.namespace_hits(conv, namespace, lexical.others, query, qvec, scores,
-                                               qclass in RECALL_CLASSES))
+            hits, names = self.namespace_hits(conv, namespace, lexical.others, query, qvec, scores,
+                                              qclass in RECALL_CLASSES)
+            scored.update(hits)
         if not scored:
             return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
@@ -451,10 +453,6 @@ class Candidates:
         # matches the sentence that addresses someone, not the one that answers
         focus = (Focus.of(without_names(query, table.names), table)
                  if qclass in RECALL_CLASSES and excerpt_enabled() else None)
-        # headings name another conversation by its id: its internal key would tell that
-        # the id is (or was) used in another namespace (tiers.cold, incarnations)
-        others = sorted({k[0] for k in scored if k[0] != conv})
-        names = self.cold.names_of(others) if others else {}
         out = []
         for key, (score, why) in scored.items():
             m = msgs.get(key)
@@ -470,8 +468,8 @@ class Candidates:
                 # was true when
                 line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
                 source = ""
-            if key[0] != conv and key[0] not in names:
-                continue  # erased since it was found
+            # another conversation is named by its id: its internal key would tell that the
+            # id is (or was) used in another namespace (tiers.cold, incarnations)
             heading = self.render.heading(m, None if key[0] == conv else names[key[0]])
             out.append(Candidate("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
@@ -526,10 +524,12 @@ class Candidates:
         return Lexical(here, others)
 
     def namespace_hits(self, conv: str, namespace: str, others: list[str], query: str, qvec: np.ndarray | None,
-                        scores: TurnScores, recall: bool) -> dict[tuple[str, int], tuple[float, str]]:
+                        scores: TurnScores, recall: bool
+                        ) -> tuple[dict[tuple[str, int], tuple[float, str]], dict[str, str]]:
         """The user's other conversations: the best few hits, on this conversation's scale
         (their cosines and bm25 standardised with this conversation's statistics), less
-        OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant.
+        OTHER_CONVERSATION_PENALTY, since another session is less likely to be meant; and
+        the ids of the conversations they are from, by key.
 
         Recall questions search by meaning and by keyword; other messages, like this
         conversation's own turns for them, only bring back what is close in meaning
@@ -559,16 +559,19 @@ class Candidates:
             for rank, (c, p, bm) in enumerate(bm25, start=1):
                 found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
         out: dict[tuple[str, int], tuple[float, str]] = {}
-        # reasons name a conversation by the id its owner knows, not by its internal key
-        names = self.cold.names_of([k[0] for k in found]) if found else {}
+        # reasons and headings name a conversation by the id its owner knows, not by its
+        # internal key; a conversation erased since it was found has none and is left out
+        names = self.cold.names_of(sorted({k[0] for k in found})) if found else {}
         for key, f in found.items():
+            if key[0] not in names:
+                continue
             s = (scores.z_dense(f["cosine"]) if "cosine" in f else MISSING_Z) + scores.z_bm25(f.get("bm25"))
             parts = [f"cosine {f['cosine']:.2f}"] if "cosine" in f else []
             if "rank" in f:
                 parts.append(f"bm25 rank {int(f['rank'])}")
             out[key] = (s - OTHER_CONVERSATION_PENALTY,
-                        f"from {names.get(key[0], key[0])} in this namespace: " + ", ".join(parts))
-        return out
+                        f"from {names[key[0]]} in this namespace: " + ", ".join(parts))
+        return out, names
 
     def tables_in_memory(self, others: list[str]) -> list[TurnTable] | None:
         """The other conversations' turn tables, when they are few and would take at

@@ -54,6 +54,17 @@ def _seed(mem: Memory) -> str:
     return key
 
 
+def _erase_while_stalled(mem: Memory, server: EmbeddedRedis) -> None:
+    """Erase the seeded conversation while the server is stopped (SIGSTOP: unreachable,
+    its data kept), then let it answer again."""
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        mem.delete_conversation("secret", namespace=NS)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
 def test_keys_deferred_while_redis_was_unreachable_are_deleted_when_it_answers(
         tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url)
@@ -61,12 +72,7 @@ def test_keys_deferred_while_redis_was_unreachable_are_deleted_when_it_answers(
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem:
         key = _seed(mem)
         assert _keys_of(probe, key)
-        assert server.pid is not None
-        os.kill(server.pid, signal.SIGSTOP)  # unreachable, its data kept
-        try:
-            mem.delete_conversation("secret", namespace=NS)
-        finally:
-            os.kill(server.pid, signal.SIGCONT)
+        _erase_while_stalled(mem, server)
         assert mem.cold.deferred_purges() == [key]
         assert _keys_of(probe, key)  # still there: Redis did not answer the erasure
         # the service carries on: the first call that finds Redis answering again purges
@@ -82,12 +88,7 @@ def test_a_memory_that_opens_purges_what_an_earlier_process_deferred(
     probe = redis.Redis.from_url(server.url)
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem:
         key = _seed(mem)
-        assert server.pid is not None
-        os.kill(server.pid, signal.SIGSTOP)
-        try:
-            mem.delete_conversation("secret", namespace=NS)
-        finally:
-            os.kill(server.pid, signal.SIGCONT)
+        _erase_while_stalled(mem, server)
     # that process ended before Redis answered it again (nothing it did afterwards hit Redis)
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem2:
         assert mem2.cold.deferred_purges() == []

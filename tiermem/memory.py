@@ -413,8 +413,8 @@ class Memory:
         naming itself or a row not written yet would hide the message that later takes
         that position. Race-free: positions only grow, so a row's own position is past
         the last one read here."""
-        named = [(i, m.body()["position"]) for i, m in enumerate(parsed)
-                 if is_control(m.body()) and "position" in m.body()]
+        bodies = [m.body() for m in parsed]
+        named = [(i, b["position"]) for i, b in enumerate(bodies) if is_control(b) and "position" in b]
         if not named:
             return
         key = self.cold.key_of(ns, conv)

@@ -86,6 +86,11 @@ CHAT_PART_TYPES: dict[str, frozenset[str]] = {
 }
 # Part types that only the Responses API uses: a role-only message carrying one is a
 # Responses `EasyInputMessage`, not a chat message.
+# Bytes of a message that are neither its text nor its payloads (ids, statuses, call ids,
+# annotations, fields tiermem stores without reading): they are sent but not counted as
+# tokens, and `max_content_bytes` does not see them, so they have a bound of their own
+# (`check_envelope`). 128 parallel tool calls with their ids and types take about 9 KiB.
+MAX_ENVELOPE_BYTES = 32 * 1024
 RESPONSES_ONLY_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file"})
 RESPONSES_PART_TYPES = RESPONSES_ONLY_PART_TYPES | {"input_audio", "refusal"}
 OUTPUT_PART_TYPES = frozenset({"input_text", "input_image", "input_file"})
@@ -516,6 +521,36 @@ def content_bytes(body: dict[str, Any]) -> int:
     if isinstance(audio, dict) and isinstance(audio.get("data"), str):
         n += len(audio["data"])
     return n
+
+
+def _escapes(value: object) -> int:
+    """Bytes JSON's escaping adds to the strings in `value` (a newline or a quote is two
+    bytes in JSON, a control character six): text that is counted pays them too, and they
+    are no part of the envelope."""
+    stack, n = [value], 0
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            n += len(_compact(v).encode("utf-8", "surrogatepass")) - 2 - len(v.encode("utf-8", "surrogatepass"))
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return n
+
+
+def check_envelope(body: dict[str, Any], counted: int) -> None:
+    """Refuse a body whose bytes besides the `counted` ones (`content_bytes`: text and
+    payloads) pass MAX_ENVELOPE_BYTES, naming its largest field."""
+    def size(v: object) -> int:
+        return len(_compact(v).encode("utf-8", "surrogatepass"))
+
+    envelope = size(body) - counted - _escapes(body)
+    if envelope > MAX_ENVELOPE_BYTES:
+        largest = max(body, key=lambda k: size(body[k]))
+        _fail(largest, f"the message holds {envelope} bytes besides its text and payloads (ids, statuses, "
+              "annotations, fields tiermem stores without reading), over the limit of "
+              f"{MAX_ENVELOPE_BYTES} bytes; this field holds {size(body[largest])}")
 
 
 # -- pairing ------------------------------------------------------------------------------------

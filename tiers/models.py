@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import (
+    MAX_ENVELOPE_BYTES,
     NAME_MAX_CHARS,
     canonical_role,
     check_body,
+    check_envelope,
     content_bytes,
     message_text,
     wire_body,
@@ -31,7 +33,7 @@ from tiermem.tiers.formats import (
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-__all__ = ["NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "message_text", "parse_message", "search_text"]
+__all__ = ["MAX_ENVELOPE_BYTES", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "message_text", "parse_message", "search_text"]
 
 # Ids become SQLite keys, Redis hash tags, URL path segments and file-free log lines: a
 # conservative ASCII alphabet keeps all four safe (no control characters, no look-alike
@@ -43,11 +45,6 @@ MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datet
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
 # the open end of a position range, and the largest position an API accepts.
 MAX_POSITION = 2**62
-# Bytes of a message that are neither its text nor its payloads (ids, statuses, call ids,
-# annotations, fields tiermem stores without reading): they are sent but not counted as
-# tokens, and `max_content_bytes` does not see them, so they have a bound of their own.
-# 128 parallel tool calls with their ids and types take about 9 KiB.
-MAX_ENVELOPE_BYTES = 32 * 1024
 # Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
 # credential bound to `acme` may act on `acme` and every namespace below it.
 NAMESPACE_SEPARATOR = "/"
@@ -140,39 +137,6 @@ def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return body, envelope
 
 
-def _compact_bytes(value: object) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
-
-
-def _escapes(value: object) -> int:
-    """Bytes JSON's escaping adds to the strings in `value` (a newline or a quote is two
-    bytes in JSON, a control character six): text that is counted pays them too, and they
-    are no part of the envelope."""
-    stack, n = [value], 0
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            n += len(json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2 \
-                - len(v.encode("utf-8", "surrogatepass"))
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return n
-
-
-def _check_envelope(body: dict[str, Any], counted: int) -> None:
-    """Refuse a body whose bytes besides the `counted` ones (text and payloads) pass
-    MAX_ENVELOPE_BYTES, naming its largest field."""
-    envelope = _compact_bytes(body) - counted - _escapes(body)
-    if envelope <= MAX_ENVELOPE_BYTES:
-        return
-    largest = max(body, key=lambda k: _compact_bytes(body[k]))
-    raise ValidationError(largest, f"the message holds {envelope} bytes besides its text and payloads (ids, "
-                          "statuses, annotations, fields tiermem stores without reading), over the limit of "
-                          f"{MAX_ENVELOPE_BYTES} bytes; this field holds {_compact_bytes(body[largest])}")
-
-
 def parse_message(
     raw: Message | dict[str, Any] | Any,
     *,
@@ -215,7 +179,7 @@ def parse_message(
     size = content_bytes(body)
     if size > max_content_bytes:
         raise LimitExceeded("content", size, max_content_bytes)
-    _check_envelope(body, size)
+    check_envelope(body, size)
     try:
         encoded.encode("utf-8")
     except UnicodeEncodeError:
