@@ -92,3 +92,12 @@ def memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Me
     finally:
         mem.close()
         EmbeddedRedis(data).stop()
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No TIERMEM_* variable of the environment the tests run in: modules that check which
+    setting wins (config, CLI, service start-up) opt in with `pytestmark`."""
+    for key in list(os.environ):
+        if key.startswith("TIERMEM_"):
+            monkeypatch.delenv(key)

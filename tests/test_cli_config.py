@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,7 @@ from tiermem.config import REDACTED, explain_sources
 SECRET = "s3cret-token-value"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def rows(args: list[str], env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:

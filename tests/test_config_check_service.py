@@ -4,7 +4,6 @@ still passes (`serve --no-auth` needs none)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,7 @@ TOKEN_A = "tok-0123456789abcdef0"
 TOKEN_B = "tok-fedcba9876543210f"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def check(tmp_path: Path, content: str) -> tuple[Path, Result]:

@@ -40,11 +40,7 @@ input_per_mtok = 1.25
 ENV = {"TIERMEM_EMBEDDING__BATCH_SIZE": "16", "TIERMEM_REDIS_URL": f"redis://u:{SECRET}@localhost:6390/0"}
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def export(tmp_path: Path, target: str, *extra: str) -> Result:

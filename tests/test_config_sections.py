@@ -6,7 +6,6 @@ with "Extra inputs are not permitted" on the section's name."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,7 @@ from tiermem.cli import CliState, cli
 from tiermem.config import Config, explain_sources
 from tiermem.config_sections import DOTTED, SECTIONS
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:

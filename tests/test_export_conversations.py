@@ -5,7 +5,6 @@ no export command before (a usage error)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,7 @@ from tiermem.config import Config
 from tiermem.memory import Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def tm(embedder: SentenceTransformerEmbedder, data: Path, *args: str) -> Any:

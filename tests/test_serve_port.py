@@ -4,7 +4,6 @@ exit with code 3)."""
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
@@ -13,12 +12,7 @@ from click.testing import CliRunner
 
 from tiermem.cli import cli
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def test_port_in_use_is_named_with_exit_code_1(tmp_path: Path) -> None:

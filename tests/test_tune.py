@@ -5,7 +5,6 @@ candidate recorded, the best one written as TOML that loads back."""
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,7 @@ from tiermem.tiers.embed import SentenceTransformerEmbedder
 BUDGETS = (150, 1500)  # 1,500 holds the whole conversation; 150 cannot
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def tune(embedder: SentenceTransformerEmbedder, *args: str) -> Result:

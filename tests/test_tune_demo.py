@@ -5,7 +5,6 @@ Before, DATA was a required argument (a usage error without it)."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner
@@ -14,12 +13,7 @@ from tiermem.cli import CliState, cli
 from tiermem.evals.demo_data import demo_dataset
 from tiermem.tiers.embed import SentenceTransformerEmbedder
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("TIERMEM_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
 def test_demo_probes_point_at_the_messages_that_state_them() -> None:
