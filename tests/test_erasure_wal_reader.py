@@ -51,7 +51,7 @@ def test_an_erasure_under_a_reader_says_so_and_the_next_write_scrubs_the_wal(
             assert reader.stdout is not None and reader.stdout.readline().strip() == "31"
             report = mem.delete_conversation("secret")
             assert report.messages == 30
-            assert report.wal_truncated is False
+            assert report.wal_truncated is False and report.scrubbed is False
             assert report.to_json()["wal_truncated"] is False
         finally:
             assert reader.stdin is not None
@@ -68,5 +68,6 @@ def test_an_erasure_without_a_reader_truncates_at_once(tmp_path: Path,
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("secret", [{"role": "user", "content": f"x{i} {CANARY}"} for i in range(30)])
-        assert mem.delete_conversation("secret").wal_truncated is True
+        done = mem.delete_conversation("secret")
+        assert done.wal_truncated is True and done.scrubbed is True
         assert _files_with(cfg.data_dir, CANARY) == []

@@ -683,6 +683,9 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
             f"{verb} {report.conversations} conversation(s), {report.messages} message(s); "
             f"files {report.bytes_before} -> {report.bytes_after} bytes"
         )
+        if report.conversations and not report.scrubbed:
+            click.echo("note: the rows are deleted, but the store did not rewrite their storage: their bytes "
+                       "may stay in its files for now (README, \"Erasure on real bytes\")", err=True)
 
 
 # -- reads ------------------------------------------------------------------------------------------

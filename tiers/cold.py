@@ -856,20 +856,20 @@ class ColdStore(SharedQueries):
             c.execute("DELETE FROM prune_guard")
             c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.erase_keys)")
             c.execute("DELETE FROM temp.erase_keys")
-        self.reclaim()
-        report.wal_truncated = not self._wal_scrub_pending
+        report.wal_truncated = report.scrubbed = self.reclaim()
         report.bytes_after = self.files_bytes()
         gone = set(report.keys)  # their bad rows no longer exist either
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
         return report
 
-    def reclaim(self) -> None:
+    def reclaim(self) -> bool:
         """Make deleted rows unrecoverable from the files and hand space back: FTS5
         keeps a deleted row's terms in its index segments until they merge, so merge
         them all; `secure_delete` (set on every connection) has zeroed freed content;
         freed pages go back to the file system (auto_vacuum=INCREMENTAL, set when the
         file was made); the WAL, which still holds the old page images, is
-        checkpointed and truncated to zero bytes."""
+        checkpointed and truncated to zero bytes. Returns whether it was (a reader can
+        hold it: see `wal_truncated`)."""
         with self._lock:
             self._conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             # each step of this pragma frees one page: without fetchall() it frees one
@@ -882,6 +882,7 @@ class ColdStore(SharedQueries):
                         "it is truncated at this store's next write or close")
         else:
             self._wal_scrub_pending = False
+        return not self._wal_scrub_pending
 
     def truncate_wal(self) -> bool:
         """Checkpoint the WAL into the database file and truncate it to zero bytes;

@@ -297,8 +297,14 @@ class ErasureReport:
     keys: list[str] = field(default_factory=list)  # the incarnations gone (derived stores key on them)
     tombstones: list[dict[str, Any]] = field(default_factory=list)
     # False: another connection's read transaction held the SQLite WAL, whose old frames
-    # (the erased rows' former pages) stay until this store's next write or close
+    # (the erased rows' former pages) stay until this store's next write or close; always
+    # False on PostgreSQL, whose WAL keeps the records until its segments are recycled
     wal_truncated: bool = True
+    # True: no data file of the store holds an erased byte any more (the WAL aside). False:
+    # the engine could not rewrite the freed storage now (SQLite: the WAL, as above;
+    # PostgreSQL: erase_scrub="vacuum", or its VACUUM FULL failed, e.g. on a lock
+    # timeout: the rows are gone, their bytes wait for the next erasure's rewrite)
+    scrubbed: bool = True
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -307,7 +313,8 @@ class ErasureReport:
     def to_json(self) -> dict[str, Any]:
         return {"conversations": self.conversations, "messages": self.messages,
                 "bytes_reclaimed": self.bytes_reclaimed, "conversation_ids": list(self.conversation_ids),
-                "tombstones": [dict(t) for t in self.tombstones], "wal_truncated": self.wal_truncated}
+                "tombstones": [dict(t) for t in self.tombstones], "wal_truncated": self.wal_truncated,
+                "scrubbed": self.scrubbed}
 
 
 PruneReport = ErasureReport  # prune is one of the two retention operations

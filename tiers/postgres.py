@@ -1106,25 +1106,44 @@ class PostgresStore(SharedQueries):
             c.execute("DELETE FROM messages WHERE conversation_id = ANY(%s)", (keys,))
             c.execute(f"SET LOCAL {RETENTION_GUC} = 'off'")
             c.execute("DELETE FROM conversations WHERE id = ANY(%s)", (keys,))
-        self.reclaim()
-        report.bytes_after = self.files_bytes()
+        # committed: from here on nothing may raise, or the caller never learns which keys
+        # went and their Redis keys and in-process copies outlive the erasure
+        report.wal_truncated = False  # PostgreSQL's WAL keeps the records (module docstring)
+        try:
+            report.scrubbed = self.reclaim()
+        except psycopg.Error as exc:  # a lock or statement timeout, a dropped connection
+            report.scrubbed = False
+            log.warning("erasure: the rows are deleted but the tables were not rewritten (%s); "
+                        "their bytes stay in the data files until the next erasure or reclaim()",
+                        str(exc).strip())
+        try:
+            report.bytes_after = self.files_bytes()
+        except psycopg.Error:
+            report.bytes_after = report.bytes_before  # unknown: claim nothing reclaimed
         gone = set(report.keys)
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
         return report
 
-    def reclaim(self, *, full: bool | None = None) -> None:
+    def reclaim(self, *, full: bool | None = None) -> bool:
         """Hand the space of deleted rows back. `full` (default: `erase_scrub == "full"`)
         rewrites the tables, so no data file holds a deleted byte afterwards; else a plain
-        VACUUM makes the space reusable at once instead of at autovacuum's pace. (VACUUM
-        cannot run in a transaction: a caller's pool in transaction mode skips it and
-        autovacuum does the plain part later.)"""
+        VACUUM makes the space reusable at once instead of at autovacuum's pace. VACUUM
+        cannot run in a transaction: on a caller's pool in transaction mode the connection
+        is switched to autocommit for it and back. Returns whether the tables were
+        rewritten (the scrub is guaranteed). Raises psycopg.Error when the VACUUM fails."""
         full = self.erase_scrub == "full" if full is None else full
         with self._conn() as conn:
-            if not conn.autocommit:
-                log.warning("reclaim: the pool's connections are not in autocommit; VACUUM left to autovacuum")
-                return
-            # ANALYZE too: the planner's column statistics sample stored values
-            conn.execute(("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES))
+            switched = not conn.autocommit
+            if switched:
+                conn.commit()  # the session settings of the checkout; autocommit needs no open transaction
+                conn.autocommit = True
+            try:
+                # ANALYZE too: the planner's column statistics sample stored values
+                conn.execute(("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES))
+            finally:
+                if switched:
+                    conn.autocommit = False
+        return full
 
     def analyze(self) -> None:
         """Refresh the planner's statistics of every conversation table now (after a bulk

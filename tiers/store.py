@@ -346,8 +346,9 @@ class ColdLog(Protocol):
         """Erase `namespace` and the namespaces below it (`a` takes `a/b`, not `ab`)."""
         ...
 
-    def reclaim(self) -> None:
-        """Hand the space of deleted rows back to the engine/file system."""
+    def reclaim(self) -> bool:
+        """Hand the space of deleted rows back to the engine/file system; True when no
+        data file holds a deleted byte afterwards (`ErasureReport.scrubbed`)."""
         ...
 
     def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
