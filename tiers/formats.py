@@ -669,6 +669,9 @@ def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # Lossy only where the target family has no place for something: chat has no reasoning
 # or hosted-tool items (left out), Responses messages no audio part (kept as its text
 # reference). Control rows are never converted: callers drop them first.
+# No conversion changes its input: the bodies converted are the stored ones, the hot
+# tier's and the planner's cached copies, and a context's planned messages, which later
+# calls read again (and count tokens by); an output shares no list it appends to with them.
 
 
 def _to_input_part(p: dict[str, Any]) -> dict[str, Any]:
@@ -747,7 +750,8 @@ def _to_chat_part(p: dict[str, Any]) -> dict[str, Any] | None:
         if "file_data" in f or "file_id" in f:
             return {"type": "file", "file": f}
     if t == "input_audio":
-        return {"type": "input_audio", "input_audio": p.get("input_audio")}
+        audio = p.get("input_audio")
+        return {"type": "input_audio", "input_audio": dict(audio) if isinstance(audio, dict) else audio}
     text = _joined([p])
     return {"type": "text", "text": text} if text else None
 
@@ -779,7 +783,9 @@ def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
             prev = out[-1] if out else None
             if prev is not None and prev.get("role") == "assistant" and (
                     prev.get("tool_calls") or isinstance(prev.get("content"), str)):
-                prev.setdefault("tool_calls", []).append(call)
+                # a new list: `prev` may be a chat body in wire form, a shallow copy whose
+                # `tool_calls` is the stored (or cached, or planned) body's own list
+                prev["tool_calls"] = [*(prev.get("tool_calls") or ()), call]
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif t in ("function_call_output", "custom_tool_call_output"):
