@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
+from tiermem.tiers.formats import hidden_positions
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
@@ -125,8 +126,10 @@ class ViewMaintainer:
     def _sources(self, conversation_id: str, rows: Sequence[TurnRow], *,
                  embeddings: bool = True) -> list[SourceTurn]:
         """SourceTurns (text, labels, stored embedding) for turn rows, in log order.
-        Rows whose message cannot be decoded are skipped (salvaged by the cold tier)."""
-        rows = sorted({r.position: r for r in rows}.values(), key=lambda r: r.position)
+        Rows whose message cannot be decoded are skipped (salvaged by the cold tier), and
+        so are items a control row hides (a popped item: no view may show it)."""
+        hidden = hidden_positions(self.cold.control_rows([conversation_id]).get(conversation_id, []))[0]
+        rows = sorted({r.position: r for r in rows if r.position not in hidden}.values(), key=lambda r: r.position)
         out: list[SourceTurn] = []
         for i in range(0, len(rows), SOURCE_CHUNK_TURNS):
             chunk = rows[i:i + SOURCE_CHUNK_TURNS]

@@ -324,9 +324,9 @@ class Planner:
             fixed_msgs.append({"role": "system", "content": system})
         tail_rows = self.cold.tail_turns(conv, self.candidates.tail_scan(call.table, budget))
         tail_msgs = {m.position: m for m in self.candidates.messages(conv, [r.position for r in tail_rows], hot)}
-        # control rows (tiers.formats: a retraction, a clear) hide items from the tail and
-        # are never sent themselves
-        hidden, cleared = hidden_positions([(p, tail_msgs[p].body) for p in sorted(tail_msgs)])
+        # control rows (tiers.formats: a retraction, a clear) hide items from every slice
+        # and are never sent themselves; a retraction can name an item long out of the tail
+        hidden, cleared = hidden_positions(self.cold.control_rows([conv]).get(conv, []))
         if hidden or cleared >= 0:
             tail_rows = [r for r in tail_rows if r.position > cleared and r.position not in hidden]
         latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
@@ -369,7 +369,7 @@ class Planner:
                   if c.position != latest_user and c.position not in hidden]
         tail = self.candidates.tail(conv, fixed.tail_rows, fixed.tail_msgs, latest_user)
         taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
-        summary = self.candidates.summary(conv, call.summaries)
+        summary = self.candidates.summary(conv, call.summaries, hidden)
         lexical = self.candidates.lexical(conv, call.namespace, query, call.namespace_recall, table)
         call.mark("candidates")
         # The query is embedded here, on this thread. Embedding it on a worker while this
@@ -506,7 +506,7 @@ class Planner:
                     and self.settings.system_messages != "before_latest" and not self.render.converting())
         excess = total - (call.budget - epoch_policy.reserve_tokens(call.budget)) if moved_on else 0
         if prev is not None and not why_new:
-            why_new = self._shown_gone(conv, prev)
+            why_new = self._shown_gone(conv, prev, fixed.hidden)
         if prev is not None and not why_new:
             if self.render.converting():
                 # an epoch extends messages as stored; a conversion (context_format,
@@ -572,16 +572,26 @@ class Planner:
                 + late_tokens))
         return segments, total
 
-    def _shown_gone(self, conv: str, prev: EpochState) -> str:
-        """Why `prev` must not be extended because it shows turns of another conversation
-        (namespace recall) that no longer exists ("" when it need not end): an erased or
-        pruned conversation's text is never sent again, whichever process erased it."""
-        others = sorted({it.conversation_id for g in prev.segments for it in g.items if it.conversation_id != conv})
+    def _shown_gone(self, conv: str, prev: EpochState, hidden: set[int]) -> str:
+        """Why `prev` must not be extended because it shows what may no longer be sent
+        ("" when it need not end): an item a control row hides now (a pop after the
+        context showed it: `hidden`, this conversation's), or turns of another
+        conversation (namespace recall) that was erased or pruned, or whose control
+        rows hide them now. Whichever process erased or retracted."""
+        shown = {(it.conversation_id, p) for g in prev.segments for it in g.items for p in it.positions}
+        retracted = {p for c, p in shown if c == conv} & hidden
+        if retracted:
+            return f"{len(retracted)} item(s) it showed were retracted since"
+        others = sorted({c for c, _p in shown if c != conv})
         if not others:
             return ""
         live = self.cold.names_of(others)
         gone = [k for k in others if k not in live]
-        return (f"{len(gone)} other conversation(s) it showed turns of were erased or pruned" if gone else "")
+        if gone:
+            return f"{len(gone)} other conversation(s) it showed turns of were erased or pruned"
+        hid = sum(1 for c, rows in self.cold.control_rows(others).items()
+                  for p in hidden_positions(rows)[0] if (c, p) in shown)
+        return f"{hid} item(s) of other conversations it showed were retracted since" if hid else ""
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
                     total: int) -> tuple[list[Segment], int]:

@@ -44,7 +44,15 @@ from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import timeline_boost
 from tiermem.planner.unanswered import UNANSWERED_QUESTION_PENALTY, unanswered
 from tiermem.tiers.embed import cosine_from_l2
-from tiermem.tiers.formats import call_ids, is_control, is_reasoning, result_id, result_text_field, wire_body
+from tiermem.tiers.formats import (
+    call_ids,
+    hidden_positions,
+    is_control,
+    is_reasoning,
+    result_id,
+    result_text_field,
+    wire_body,
+)
 from tiermem.tiers.models import StoredMessage, canonical_role, message_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
@@ -343,10 +351,14 @@ class Candidates:
         newest = np.minimum(table.tokens[::-1][:TAIL_SCAN_TURNS], self.settings.tool_trim_tokens + TRIMMED_OVERHEAD_TOKENS)
         return min(TAIL_SCAN_TURNS, int(np.searchsorted(np.cumsum(newest), budget)) + TAIL_SCAN_EXTRA_ROWS)
 
-    def summary(self, conv: str, summaries: Sequence[SummaryBlock]) -> list[Candidate]:
+    def summary(self, conv: str, summaries: Sequence[SummaryBlock], hidden: set[int]) -> list[Candidate]:
+        """The views' lines; a line drawn from an item a control row hides now (a view
+        built before the retraction) is left out, as the item is everywhere else."""
         out = []
         for s in summaries:
             for i, (text, positions) in enumerate(s.lines):
+                if hidden and not hidden.isdisjoint(positions):
+                    continue
                 line = f"- {text}"
                 score = 1.0 - i / max(1, len(s.lines))
                 reason = f"{s.kind} summary v{s.version} (#{s.start}..#{s.end})"
@@ -445,6 +457,11 @@ class Candidates:
             hits, names = self.namespace_hits(conv, namespace, lexical.others, query, qvec, scores,
                                               qclass in RECALL_CLASSES)
             scored.update(hits)
+            # an item another conversation's control rows hide is hidden here too (this
+            # conversation's are in `exclude`)
+            for other, controls in self.cold.control_rows(sorted({c for c, _p in hits})).items():
+                for p in hidden_positions(controls)[0]:
+                    scored.pop((other, p), None)
         if not scored:
             return []
         superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}

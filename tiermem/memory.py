@@ -42,7 +42,7 @@ from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
-from tiermem.tiers.formats import is_control
+from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.models import (
     MAX_POSITION,
     Checkpoint,
@@ -78,6 +78,8 @@ DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
 MIN_PIN_PRIORITY = 0  # demoted first under pressure
 MAX_PIN_PRIORITY = 100
+# (intent, load_bearing, priority, reason) of a control row (tiers.formats: a pop, a clear)
+CONTROL_LABEL: tuple[str, bool, int, str] = ("chitchat", False, 0, "control row: hides items, never sent")
 MAX_AGE_S = 1e12  # seconds (~31,700 years): a prune age past it selects nothing anyway
 
 
@@ -455,7 +457,7 @@ class Memory:
                 exc.args = (f"{exc.field}: {exc.problem}",)
                 raise
         self._check_controls(conv, ns, parsed)
-        labels = [self._label(m.text(), m.role) for m in parsed]
+        labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
         res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels)
         key, positions = res.key, res.positions
         if res.created and self.hot is not None:
@@ -479,7 +481,11 @@ class Memory:
         self._after_append(key, positions)
         return positions
 
-    def _label(self, text: str, role: str) -> tuple[str, bool, int, str]:
+    def _label(self, text: str, role: str, body: dict[str, Any]) -> tuple[str, bool, int, str]:
+        if is_control(body):
+            # a pop or a clear is stored with the system role but instructs nobody: never
+            # load-bearing, so never pinned, never in the hot set's pins
+            return CONTROL_LABEL
         # rules only at append time: the turn's embedding does not exist yet (it is made
         # after the commit), and rules decide the large majority of turns
         lab = self.classifier.classify(text, role)
@@ -696,11 +702,24 @@ class Memory:
         if conversation_id is not None:
             _name, _ns, key = self._key(conversation_id, namespace)
             self.cold.index_pending(conversation_id=key)
-            hits = self.cold.search(query, k, conversation_id=key, rrf_k=self.config.rrf_k)
         else:
             ns = self._ns(namespace)
             self.cold.index_pending()
-            hits = self.cold.search(query, k, namespace=ns, rrf_k=self.config.rrf_k)
+        # what control rows hide (a popped item, the control rows themselves) is never a
+        # hit: ask for as many more as were hidden until k are left or the scope runs out
+        want = k
+        while True:
+            if conversation_id is not None:
+                hits = self.cold.search(query, want, conversation_id=key, rrf_k=self.config.rrf_k)
+            else:
+                hits = self.cold.search(query, want, namespace=ns, rrf_k=self.config.rrf_k)
+            hidden = {(c, p) for c, rows in self.cold.control_rows([h.conversation_id for h in hits]).items()
+                      for p in hidden_positions(rows)[0]}
+            shown = [h for h in hits if (h.conversation_id, h.position) not in hidden]
+            if len(shown) >= k or len(hits) < want:
+                hits = shown[:k]
+                break
+            want = max(2 * want, k + len(hidden))
         texts = {(m.conversation_id, m.position): m.text for m in
                  self.cold.get_many([(h.conversation_id, h.position) for h in hits])}
         names = self.cold.names_of([h.conversation_id for h in hits])
@@ -857,7 +876,7 @@ class Memory:
         n = 0
         for conv in self.cold.all_keys():
             msgs = self.cold.history(conv)
-            labels = [self._label(m.text, m.role) for m in msgs]
+            labels = [self._label(m.text, m.role, m.body) for m in msgs]
             self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
             self._release(conv, self.superseder.replay(
                 conv, [Appended(m.position, m.role, m.text, lab[0], lab[1]) for m, lab in zip(msgs, labels, strict=True)]))

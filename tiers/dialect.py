@@ -34,6 +34,7 @@ import numpy as np
 
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
+from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control
 from tiermem.tiers.models import (
     MAX_POSITION,
     ROLES,
@@ -72,6 +73,8 @@ class Dialect:
         """`n` placeholders separated by commas (a VALUES list)."""
         return ",".join([self.placeholder] * n)
 
+
+CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
 
 SQLITE = Dialect("sqlite", "?", "MAX")
 POSTGRES = Dialect("postgresql", "%s", "GREATEST")
@@ -251,6 +254,31 @@ class SharedQueries:
         row = self._q("SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ?",
                       (conversation_id, role))
         return None if row[0][0] is None else int(row[0][0])
+
+    def control_rows(self, conversation_ids: Sequence[str]) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+        """Per conversation, its control rows (a retraction, a clear: tiers.formats) as
+        (position, body) in log order; conversations without any are absent. They carry
+        the canonical role "system", so the role index finds them among a conversation's
+        few system rows, and only bodies naming a control type are decoded."""
+        out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        uniq = sorted(set(conversation_ids))
+        for i in range(0, len(uniq), CONTROL_QUERY_KEYS):
+            chunk = uniq[i:i + CONTROL_QUERY_KEYS]
+            rows = self._q(
+                "SELECT m.conversation_id, m.position, m.body FROM turns t JOIN messages m "
+                "ON m.conversation_id = t.conversation_id AND m.position = t.position "
+                f"WHERE t.conversation_id IN ({','.join('?' * len(chunk))}) AND t.role = 'system' "
+                "ORDER BY m.conversation_id, m.position", chunk)
+            for conv, pos, body in rows:
+                if CONTROL_TYPE_PREFIX not in body:
+                    continue
+                try:
+                    data = json.loads(body)
+                except ValueError:
+                    continue  # salvaged where it is read; it hides nothing
+                if isinstance(data, dict) and is_control(data):
+                    out.setdefault(str(conv), []).append((int(pos), data))
+        return out
 
     def pin_version(self, conversation_id: str) -> int:
         # kept by triggers in both engines (m012_pin_versions)

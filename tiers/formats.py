@@ -120,6 +120,7 @@ OPAQUE_ITEM_TYPES = frozenset({
 # The dot keeps them apart from any OpenAI type.
 RETRACT_TYPE = "tiermem.retract"
 CLEAR_TYPE = "tiermem.clear"
+CONTROL_TYPE_PREFIX = "tiermem."  # in every control row's stored JSON: a cheap filter before decoding
 CONTROL_FIELDS: dict[str, frozenset[str]] = {
     RETRACT_TYPE: frozenset({"type", "position"}),
     CLEAR_TYPE: frozenset({"type"}),

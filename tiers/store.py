@@ -267,6 +267,12 @@ class ColdLog(Protocol):
         best first (priority, then newest), at most `limit`."""
         ...
 
+    def control_rows(self, conversation_ids: Sequence[str]) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+        """Per conversation, its control rows (tiers.formats: retractions, clears) as
+        (position, body) in log order: what `hidden_positions` reads to hide items from
+        every context, view and search, wherever they are in the log."""
+        ...
+
     def pin_version(self, conversation_id: str) -> int:
         """A counter that moves, in the database, for every writer in any process,
         whenever `pin_candidates` or `superseded_pins` could answer differently; 0
