@@ -47,6 +47,7 @@ Invariants and policy (README, "Message formats"):
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from typing import Any
@@ -696,44 +697,62 @@ def _joined(content: object) -> str:
 
 
 def to_responses(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Chat Completions messages as Responses input items (Responses items pass as they are)."""
-    out: list[dict[str, Any]] = []
+    """Chat Completions messages as Responses input items (Responses items pass as they
+    are, in wire form)."""
+    return [item for items in to_responses_rows(bodies) for item in items]
+
+
+def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -> list[list[dict[str, Any]]]:
+    """`to_responses`, one list per body: a control row gives none, a Responses item one,
+    a chat message as many as it converts to (an assistant turn's text, then each call).
+    `verbatim`: Responses items (typed, or role-only messages with Responses parts) come
+    back as stored (explicit nulls and reply-only fields kept, as the Agents SDK's own
+    sessions return them) instead of in wire form; copies either way."""
+    out: list[list[dict[str, Any]]] = []
     custom: set[str] = set()
     for b in bodies:
+        row: list[dict[str, Any]] = []
+        out.append(row)
         if is_control(b):
             continue
         if "type" in b:
-            out.append(wire_body(b))
+            row.append(copy.deepcopy(b) if verbatim else wire_body(b))
+            continue
+        if verbatim and kind_of(b) == "message":
+            # a role-only message with Responses parts is a Responses item already; in wire
+            # form below it is rebuilt from its text and parts, which an assistant one needs
+            # (its output_text parts are no request param without the item's id and status)
+            row.append(copy.deepcopy(b))
             continue
         role = b.get("role")
         content = b.get("content")
         if role in ("system", "developer", "user"):
             parts = content if isinstance(content, str) else [_to_input_part(p) for p in content or ()
                                                                if isinstance(p, dict)]
-            out.append({"role": role, "content": parts})
+            row.append({"role": role, "content": parts})
         elif role == "assistant":
             text = "\n".join(x for x in [_joined(content), b.get("refusal") or "",
                                          (b.get("audio") or {}).get("transcript") or ""] if x)
             if text:
-                out.append({"role": "assistant", "content": text})
+                row.append({"role": "assistant", "content": text})
             for c in b.get("tool_calls") or ():
                 if c.get("type", "function") == "custom":
                     custom.add(c["id"])
                     cu = c.get("custom") or {}
-                    out.append({"type": "custom_tool_call", "call_id": c["id"], "name": cu.get("name", ""),
+                    row.append({"type": "custom_tool_call", "call_id": c["id"], "name": cu.get("name", ""),
                                 "input": cu.get("input", "")})
                 else:
                     fn = c.get("function") or {}
-                    out.append({"type": "function_call", "call_id": c["id"], "name": fn.get("name", ""),
+                    row.append({"type": "function_call", "call_id": c["id"], "name": fn.get("name", ""),
                                 "arguments": fn.get("arguments") or ""})
             fc = b.get("function_call")
             if isinstance(fc, dict):
-                out.append({"type": "function_call", "call_id": LEGACY_FUNCTION_PREFIX + fc.get("name", ""),
+                row.append({"type": "function_call", "call_id": LEGACY_FUNCTION_PREFIX + fc.get("name", ""),
                             "name": fc.get("name", ""), "arguments": fc.get("arguments") or ""})
         elif role in ("tool", "function"):
             cid = result_id(b) or ""
             kind = "custom_tool_call_output" if cid in custom else "function_call_output"
-            out.append({"type": kind, "call_id": cid, "output": _joined(content)})
+            row.append({"type": kind, "call_id": cid, "output": _joined(content)})
     return out
 
 

@@ -5,12 +5,17 @@
                               run_config=RunConfig(call_model_input_filter=session.model_input_filter(budget=2000)))
 
 - `add_items` appends the SDK's items (Responses input items, stored losslessly).
-- `get_items(limit)` returns the session's view (`tiermem.adapters._common.visible`) as
-  Responses items, the latest `limit` of them.
+- `get_items(limit)` returns the session's view (`tiermem.adapters._common.visible`: the
+  whole log, folds included, less what pops and clears hide) as Responses items, the
+  latest `limit` of them, or of `session_settings.limit` when `limit` is None, as the
+  SDK's `SQLiteSession` does (0: none; negative: all). Stored Responses items come back
+  as stored, explicit nulls included, equal to what `SQLiteSession` returns; chat
+  messages other clients wrote are converted.
 - `pop_item` appends a retraction row that hides the latest item from `get_items` and
-  from every planned context; `clear_session` appends a clear row, a read boundary for
-  both. Neither changes or deletes a row: `history()` keeps the items and the control
-  rows, for audit.
+  from every planned context, and returns that item; `clear_session` appends a clear
+  row, a read boundary for both. Neither changes or deletes a row: `history()` keeps the
+  items and the control rows, for audit. Pops are serialised per conversation
+  (`tiermem.adapters._common.retract_latest`): concurrent pops return distinct items.
 - `model_input_filter(budget)` makes what the model receives tiermem's planned context
   under the budget (pinned facts, summary, retrieved turns, the recent tail), not the
   whole history. It relies on the SDK having saved the run's items before each model
@@ -26,6 +31,7 @@ from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
     clear,
+    items_of,
     latest_user_text,
     retract_latest,
     visible,
@@ -41,16 +47,23 @@ class TiermemSession:
     """An Agents SDK `Session` whose items live in a tiermem conversation."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *,
-                 session_settings: SessionSettings | None = None) -> None:
+                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
         self.memory = memory
         self.session_id = conversation_id
+        if isinstance(session_settings, dict):  # the SDK's sessions take a dict too
+            from agents.memory.session_settings import coerce_session_settings
+
+            session_settings = coerce_session_settings(session_settings)
         self.session_settings = session_settings
 
     def _items(self) -> list[dict[str, Any]]:
-        return to_responses([m.body for m in visible(self.memory, self.session_id)])
+        return [item for _m, items in items_of(visible(self.memory, self.session_id)) for item in items]
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
         items = await asyncio.to_thread(self._items)
+        # SQLiteSession's LIMIT: the latest N; 0 none; a negative one is no limit
         return items[-limit:] if limit is not None and limit > 0 else ([] if limit == 0 else items)
 
     async def add_items(self, items: list[Any]) -> None:
@@ -58,11 +71,7 @@ class TiermemSession:
             await asyncio.to_thread(self.memory.append_many, self.session_id, list(items))
 
     async def pop_item(self) -> Any | None:
-        m = await asyncio.to_thread(retract_latest, self.memory, self.session_id)
-        if m is None:
-            return None
-        converted = to_responses([m.body])
-        return converted[0] if converted else m.body
+        return await asyncio.to_thread(retract_latest, self.memory, self.session_id)
 
     async def clear_session(self) -> None:
         await asyncio.to_thread(clear, self.memory, self.session_id)
