@@ -107,6 +107,9 @@ def _bpe_bindings() -> ModuleType:
     return mod
 
 
+# a UTF-8 character is at most 4 bytes and every token holds at least one, so a cut splits
+# a character's bytes over at most 3 tokens on its side
+MAX_PARTIAL_CHAR_TOKENS = 3
 MEMO_MAX_CHARS = 2000
 MEMO_MAX_ENTRIES = 100_000  # at most ~30 MB of remembered short texts
 
@@ -158,7 +161,19 @@ class BpeTokenCounter:
         return out
 
     def decode(self, tokens: list[int]) -> str:
-        return str(self._tok.decode(list(tokens)))
+        """The text of `tokens`, which may be a cut of an encoding (a prefix, a suffix, a
+        slice): a character whose bytes span several tokens (an emoji, a rare CJK or
+        math letter) can be split at either end, and that partial character is dropped,
+        so a cut never decodes to more tokens than it holds."""
+        ids = list(tokens)
+        for head in range(MAX_PARTIAL_CHAR_TOKENS + 1):
+            for tail in range(MAX_PARTIAL_CHAR_TOKENS + 1):
+                try:
+                    return str(self._tok.decode(ids[head:len(ids) - tail]))
+                except ValueError:  # not valid UTF-8: a character cut at an end
+                    if head + tail >= len(ids):
+                        break
+        raise ValueError(f"token ids do not decode as UTF-8 even without {MAX_PARTIAL_CHAR_TOKENS} at each end")
 
 
 def message_tokens(counter: TokenCounter, body: dict[str, Any]) -> int:
