@@ -938,8 +938,12 @@ def _name_plan(plan: Any, key: str, name: str, cold: ColdLog) -> None:
     names = cold.names_of(sorted(keys)) if any(KEY_SEPARATOR in k for k in keys) else {}
     names[key] = name
     plan.conversation_id = name
-    for it in [*plan.items, *plan.left_out]:
-        it.conversation_id = names.get(it.conversation_id, it.conversation_id)
+    # copies: the items are also the planner's record of what this epoch showed (by key);
+    # renamed in place, the next call would find "its" turns gone and start a new epoch
+    plan.items = [dataclasses.replace(it, conversation_id=names.get(it.conversation_id, it.conversation_id))
+                  for it in plan.items]
+    plan.left_out = [dataclasses.replace(it, conversation_id=names.get(it.conversation_id, it.conversation_id))
+                     for it in plan.left_out]
 
 
 class NamespacedMemory:
