@@ -330,10 +330,8 @@ class Planner:
         if hidden or cleared >= 0:
             tail_rows = [r for r in tail_rows if r.position > cleared and r.position not in hidden]
         latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
-        if latest_user is None and cleared < 0:
-            latest_user = self.cold.latest_position(conv, "user")
-            if latest_user in hidden:
-                latest_user = None
+        if latest_user is None:  # older than the tail's rows: the newest one nothing hides
+            latest_user = self.cold.latest_position(conv, "user", after=cleared, skip=hidden)
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
         base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)

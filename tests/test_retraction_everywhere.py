@@ -106,3 +106,18 @@ def test_control_rows_are_never_pinned(mem: Memory) -> None:
     for budget in (300, 1000):
         ctx = mem.context("c", "what now?", budget)
         assert not [it for it in ctx.plan.items if it.slice == "pinned"]
+
+
+@pytest.mark.parametrize("budget", [300, 1000, 4000])  # the long replies fit only in the last
+def test_popping_the_newest_user_message_brings_back_the_one_before(mem: Memory, budget: int) -> None:
+    """The user message before the popped one lies beyond the tail's rows (long replies
+    between): the context ended up with no user message at all, which both provider APIs
+    refuse."""
+    mem.append("c", {"role": "user", "content": "Find me a flight to Lisbon next Friday, please."})
+    for i in range(6):
+        mem.append("c", {"role": "assistant", "content": f"Option {i}: " + "Flight TP1350 leaves at 09:10. " * 40})
+    pos = mem.append("c", {"role": "user", "content": "oops, wrong window"})
+    mem.append("c", {"type": RETRACT_TYPE, "position": pos})
+    ctx = mem.context("c", None, budget)
+    users = [m for m in ctx.messages if m["role"] == "user"]
+    assert [u["content"] for u in users] == ["Find me a flight to Lisbon next Friday, please."]

@@ -26,7 +26,7 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -250,10 +250,16 @@ class SharedQueries:
                                  (conversation_id, limit))
         return rows[::-1]
 
-    def latest_position(self, conversation_id: str, role: str) -> int | None:
-        row = self._q("SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ?",
-                      (conversation_id, role))
-        return None if row[0][0] is None else int(row[0][0])
+    def latest_position(self, conversation_id: str, role: str, *, after: int = -1,
+                        skip: Collection[int] = ()) -> int | None:
+        if not skip:
+            row = self._q("SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ? AND position > ?",
+                          (conversation_id, role, after))
+            return None if row[0][0] is None else int(row[0][0])
+        # among the newest len(skip) + 1 turns of the role, one at least is not skipped
+        rows = self._q("SELECT position FROM turns WHERE conversation_id = ? AND role = ? AND position > ? "
+                       "ORDER BY position DESC LIMIT ?", (conversation_id, role, after, len(skip) + 1))
+        return next((int(r[0]) for r in rows if int(r[0]) not in skip), None)
 
     def control_rows(self, conversation_ids: Sequence[str]) -> dict[str, list[tuple[int, dict[str, Any]]]]:
         """Per conversation, its control rows (a retraction, a clear: tiers.formats) as

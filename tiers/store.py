@@ -34,7 +34,7 @@ Contract shared by every method (DESIGN invariants):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -284,8 +284,9 @@ class ColdLog(Protocol):
         and nobody pinned, newest first."""
         ...
 
-    def latest_position(self, conversation_id: str, role: str) -> int | None:
-        """The last position of a turn of `role`, or None."""
+    def latest_position(self, conversation_id: str, role: str, *, after: int = -1,
+                        skip: Collection[int] = ()) -> int | None:
+        """The last position of a turn of `role` after `after`, not in `skip`; or None."""
         ...
 
     def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
