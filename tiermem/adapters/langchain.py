@@ -4,9 +4,19 @@
     chain = RunnableWithMessageHistory(model, lambda session_id: TiermemChatMessageHistory(mem, session_id))
 
 Messages are stored in OpenAI format (`langchain_core.messages.convert_to_openai_messages`),
-so other clients of the same conversation read them as any other message; a message's
-LangChain id goes in its metadata (`langchain_id`) and comes back on read. `clear()`
-appends a clear row (a read boundary): the log keeps everything.
+so other clients of the same conversation read them as any other message; what that
+format has no field for goes in the row's metadata and comes back on read: the message's
+LangChain id (`langchain_id`), a tool message's `status` when it is not "success"
+(`langchain_status`), and its `artifact` (`langchain_artifact`) when it is JSON and fits
+`max_metadata_bytes` with the rest (else it is left out: the message is stored without
+it). A tool message's `name` is kept in the stored body. `clear()` appends a clear row (a
+read boundary): the log keeps everything.
+
+`messages` is the whole visible history (`tiermem.adapters._common.visible`: folds do not
+cut it). Reading accepts every stored shape, the `openai` SDK's own replies included: an
+assistant message whose `content` is null (a tool-calling or refusal-only reply) is an
+`AIMessage` with empty content, and a tool call whose arguments are not a JSON object is
+one of its `invalid_tool_calls` (LangChain's conversion raised on both).
 """
 
 from __future__ import annotations
@@ -23,32 +33,111 @@ from tiermem.tiers.formats import is_control, to_chat
 from tiermem.tiers.models import StoredMessage
 
 METADATA_ID_KEY = "langchain_id"
+METADATA_STATUS_KEY = "langchain_status"
+METADATA_ARTIFACT_KEY = "langchain_artifact"
 
 
-def to_openai(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """LangChain messages as OpenAI chat messages with their ids in the envelope metadata."""
+def _fits(value: object, limit: int | None) -> bool:
+    """Whether `value` is JSON tiermem can store in metadata within `limit` bytes."""
+    try:
+        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return limit is None or size <= limit
+
+
+def to_openai(messages: Sequence[BaseMessage], *, max_metadata_bytes: int | None = None) -> list[dict[str, Any]]:
+    """LangChain messages as OpenAI chat messages, with what that format has no field
+    for (the id, a tool message's status and artifact) in the envelope metadata."""
+    from langchain_core.messages import ToolMessage
+
     out: list[dict[str, Any]] = []
     for m in messages:
         body = dict(convert_to_openai_messages(m))
+        meta: dict[str, Any] = {}
         if m.id:
-            body["metadata"] = {METADATA_ID_KEY: m.id}
+            meta[METADATA_ID_KEY] = m.id
+        if isinstance(m, ToolMessage):
+            if m.status != "success":
+                meta[METADATA_STATUS_KEY] = m.status
+            if m.artifact is not None and _fits({**meta, METADATA_ARTIFACT_KEY: m.artifact}, max_metadata_bytes):
+                meta[METADATA_ARTIFACT_KEY] = m.artifact
+        if meta:
+            body["metadata"] = meta
         out.append(body)
     return out
 
 
-def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = None) -> list[BaseMessage]:
+def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = None, *,
+                 metadata: Sequence[dict[str, Any] | None] | None = None) -> list[BaseMessage]:
     """Bodies of any format as LangChain messages (Responses items through `to_chat`);
-    `ids`, one per body, restore LangChain ids where a body maps to one message."""
+    `ids` (or `metadata`, the rows' metadata), one per body, restore LangChain ids, and
+    `metadata` a tool message's status and artifact, where a body maps to one message."""
     out: list[BaseMessage] = []
     for i, b in enumerate(bodies):
         if is_control(b):
             continue
-        chat = [_function_calls_only(c) for c in to_chat([b])]
-        msgs = convert_to_messages(chat)
-        if ids is not None and len(msgs) == 1 and ids[i]:
-            msgs[0].id = ids[i]
+        msgs: list[BaseMessage] = []
+        for c in to_chat([b]):
+            msgs.extend(_to_message(_function_calls_only(c)))
+        if len(msgs) == 1:
+            meta = (metadata[i] if metadata is not None else None) or {}
+            lc_id = ids[i] if ids is not None else meta.get(METADATA_ID_KEY)
+            msgs[0] = _restore(msgs[0], b, meta, lc_id)
         out.extend(msgs)
     return _merge_calls(out)
+
+
+def _to_message(chat: dict[str, Any]) -> list[BaseMessage]:
+    """One chat message (wire form) as a LangChain message. Wire form leaves out null
+    fields, and LangChain refuses a dict without `content` (a tool-calling or
+    refusal-only reply has none) and raises on call arguments that are not JSON: those
+    calls become `invalid_tool_calls`, as LangChain's own parsers make them."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.messages.tool import invalid_tool_call
+
+    chat = {**chat, "content": chat.get("content") or ""}
+    bad: list[Any] = []
+    if chat.get("role") == "assistant" and chat.get("tool_calls"):
+        good: list[dict[str, Any]] = []
+        for c in chat["tool_calls"]:
+            fn = c.get("function") or {}
+            error: str | None = None
+            try:
+                args = json.loads(fn.get("arguments") or "{}", strict=False)
+            except (ValueError, RecursionError) as exc:
+                error = f"arguments are not valid JSON: {exc}"
+            else:
+                if not isinstance(args, dict):
+                    error = "arguments are not a JSON object"
+            if error is None:
+                good.append(c)
+            else:
+                bad.append(invalid_tool_call(name=fn.get("name"), args=fn.get("arguments"), id=c.get("id"),
+                                             error=error))
+        chat["tool_calls"] = good
+    msg = convert_to_messages([chat])[0]
+    if bad and isinstance(msg, AIMessage):
+        msg = msg.model_copy(update={"invalid_tool_calls": [*msg.invalid_tool_calls, *bad]})
+    return [msg]
+
+
+def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id: str | None) -> BaseMessage:
+    """Put back what the OpenAI wire form leaves out: the id, a tool message's name
+    (stored in the body, not sent), status and artifact (in metadata)."""
+    from langchain_core.messages import ToolMessage
+
+    update: dict[str, Any] = {}
+    if lc_id:
+        update["id"] = lc_id
+    if isinstance(msg, ToolMessage):
+        if isinstance(body.get("name"), str) and body.get("role") == "tool":
+            update["name"] = body["name"]
+        if meta.get(METADATA_STATUS_KEY) in ("success", "error"):
+            update["status"] = meta[METADATA_STATUS_KEY]
+        if METADATA_ARTIFACT_KEY in meta:
+            update["artifact"] = meta[METADATA_ARTIFACT_KEY]
+    return msg.model_copy(update=update) if update else msg
 
 
 def _function_calls_only(body: dict[str, Any]) -> dict[str, Any]:
@@ -95,11 +184,12 @@ class TiermemChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         stored = visible(self.memory, self.conversation_id)
-        return to_langchain([m.body for m in stored], stored_ids(stored))
+        return to_langchain([m.body for m in stored], metadata=[m.metadata for m in stored])
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         if messages:
-            self.memory.append_many(self.conversation_id, to_openai(messages))
+            self.memory.append_many(self.conversation_id, to_openai(
+                messages, max_metadata_bytes=self.memory.config.max_metadata_bytes))
 
     def clear(self) -> None:
         clear(self.memory, self.conversation_id)
