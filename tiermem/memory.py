@@ -544,6 +544,9 @@ class Memory:
         name, _ns, key = self._key(conversation_id, namespace)
         if not self._text(summary, "summary").strip():
             raise ValidationError("summary", "must be a non-empty string")
+        if "\x00" in summary:
+            # stored as text, not JSON: PostgreSQL refuses NUL in text, so both engines do
+            raise ValidationError("summary", "must not contain NUL (U+0000) characters")
         self._position(position, "position")
         return dataclasses.replace(self.cold.checkpoint(key, summary, position), conversation_id=name)
 

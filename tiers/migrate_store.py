@@ -319,10 +319,10 @@ class _Side:
             text = search_text(body) if body else ""
             extra: tuple[Any, ...] = ()
             if self.postgres:
-                from tiermem.tiers.postgres import speaker_name
+                from tiermem.tiers.postgres import fts_text, speaker_name
 
                 extra = (speaker_name(body),)
-                fts_rows.append((mid, key, ns, text.replace("\x00", " ")))
+                fts_rows.append((mid, key, ns, fts_text(body) if body else ""))
             else:
                 fts_rows.append((mid, text, key))
             turn_rows.append((key, pos, mid, *t[1:], 1 if pos in vectors else 0, *extra))

@@ -110,6 +110,11 @@ MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
 FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
+# PostgreSQL refuses a tsvector over 1,048,575 bytes; measured, a text's tsvector is at most
+# ~2.4x its UTF-8 size (distinct numbers; hex words 1.8x, CJK 1.3x), so one message's index
+# text is cut here with room to spare. Words past it are found by meaning only (SQLite's
+# FTS5 indexes them all).
+MAX_FTS_TEXT_BYTES = 256 * 1024
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may be deleted
 # "on": a commit returns once its WAL is on disk (an fsync per append: 1.5-5 ms on this
@@ -374,9 +379,15 @@ def vector_bytes(sent: bytes | None) -> bytes | None:
     return np.frombuffer(sent, dtype=">f4", offset=4).astype(np.float32).tobytes()
 
 
-def _fts_text(body: dict[str, Any]) -> str:
-    # PostgreSQL text cannot hold NUL; the JSON body escapes it, the index text drops it
-    return search_text(body).replace("\x00", " ")
+def fts_text(body: dict[str, Any]) -> str:
+    """A message's keyword index text on PostgreSQL: its search text without NUL (text
+    cannot hold it; the JSON body escapes it), cut at MAX_FTS_TEXT_BYTES (a tsvector
+    over 1 MiB is refused, and any message up to max_content_bytes must be storable)."""
+    text = search_text(body).replace("\x00", " ")
+    raw = text.encode("utf-8")
+    if len(raw) > MAX_FTS_TEXT_BYTES:  # a cut character at the end is dropped
+        text = raw[:MAX_FTS_TEXT_BYTES].decode("utf-8", errors="ignore")
+    return text
 
 
 def count_round_trips(store: PostgresStore, fn: Callable[[], Any]) -> int:
@@ -716,7 +727,7 @@ class PostgresStore(SharedQueries):
             cols["prio"].append(prio)
             cols["reason"].append(reason)
             cols["speaker"].append(speaker_name(body))
-            cols["fts"].append(_fts_text(body))
+            cols["fts"].append(fts_text(body))
         params: dict[str, Any] = dict(cols)
         params["n"] = len(msgs)
         return params
@@ -1265,7 +1276,7 @@ class PostgresStore(SharedQueries):
                 data = self._rebuild_body(conv, pos, role, body)
                 turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
                                   content_hash(data), created, speaker_name(data)))
-                fts_rows.append((mid, conv, ns, _fts_text(data)))
+                fts_rows.append((mid, conv, ns, fts_text(data)))
             cur = c.cursor()
             cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
                             "created_at, speaker) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)", turn_rows)
