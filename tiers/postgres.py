@@ -1200,7 +1200,7 @@ class PostgresStore(SharedQueries):
             # order, so the rows are sorted again below. Both are session settings of
             # every connection (`_session_sql`): one round trip, unless k needs a wider
             # candidate list than the session's, set for this transaction only.
-            sql = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)b::vector({dim}) AS d "
+            sql = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)b::vector({dim}) AS d, id "
                    "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
                    "ORDER BY d LIMIT %(k)s")
             params = {"q": q, "n": namespace, "x": exclude, "k": k}
@@ -1210,7 +1210,9 @@ class PostgresStore(SharedQueries):
                 with self._tx() as c:
                     c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, k)}")
                     rows = c.execute(sql, params).fetchall()
-            rows.sort(key=lambda r: (r[2], r[0], r[1]))
+            # ties by the row's id, as the keyword search breaks them: never by key, whose
+            # spelling tells whether the id is (or was) used in another namespace
+            rows.sort(key=lambda r: (r[2], r[3]))
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
 
     def _read_vec_dim(self) -> int | None:

@@ -46,13 +46,17 @@ def fts_query(text: str) -> str | None:
 
 
 def fuse(lists: dict[str, list[tuple[str, int, float]]], k: int, *, rrf_k: int = DEFAULT_RRF_K) -> list[SearchHit]:
-    """Reciprocal-rank fusion: score = sum over retrievers of 1 / (rrf_k + rank)."""
+    """Reciprocal-rank fusion: score = sum over retrievers of 1 / (rrf_k + rank). Equal
+    scores keep the order the retrievers gave (best single rank, then first seen), never
+    the keys' order: a key's spelling tells whether its id is used in another namespace."""
     scores: dict[tuple[str, int], float] = {}
     ranks: dict[tuple[str, int], dict[str, int]] = {}
+    seen: dict[tuple[str, int], int] = {}
     for name, hits in lists.items():
         for rank, (conv, pos, _raw) in enumerate(hits, start=1):
             key = (conv, pos)
             scores[key] = scores.get(key, 0.0) + 1.0 / (rrf_k + rank)
             ranks.setdefault(key, {})[name] = rank
-    best = sorted(scores, key=lambda key: (-scores[key], key[0], key[1]))[:k]
+            seen.setdefault(key, len(seen))
+    best = sorted(scores, key=lambda key: (-scores[key], min(ranks[key].values()), seen[key]))[:k]
     return [SearchHit(c, p, scores[(c, p)], ranks[(c, p)]) for c, p in best]
