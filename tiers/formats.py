@@ -94,7 +94,8 @@ CHAT_PART_TYPES: dict[str, frozenset[str]] = {
 MAX_ENVELOPE_BYTES = 32 * 1024
 RESPONSES_ONLY_PART_TYPES = frozenset({"input_text", "output_text", "input_image", "input_file"})
 RESPONSES_PART_TYPES = RESPONSES_ONLY_PART_TYPES | {"input_audio", "refusal"}
-OUTPUT_PART_TYPES = frozenset({"input_text", "input_image", "input_file"})
+INPUT_PART_TYPES = frozenset({"input_text", "input_image", "input_file"})  # of a Responses request
+OUTPUT_PART_TYPES = INPUT_PART_TYPES  # a function_call_output's parts are request parts too
 ITEM_FIELDS: dict[str, frozenset[str]] = {
     "message": frozenset({"type", "role", "content", "status", "id", "phase"}),
     "function_call": frozenset({"type", "call_id", "name", "arguments", "id", "status", "namespace", "caller",
@@ -678,6 +679,8 @@ def fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _to_input_part(p: dict[str, Any]) -> dict[str, Any]:
     t = p.get("type")
+    if t in INPUT_PART_TYPES:  # a Responses input part already (a role-only message's): as it is
+        return copy.deepcopy(p)
     if t == "text":
         return {"type": "input_text", "text": p.get("text", "")}
     if t == "image_url":
