@@ -77,7 +77,7 @@ from tiermem.planner.render import (
 from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import told_span
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
-from tiermem.tiers.formats import hidden_positions, wire_body
+from tiermem.tiers.formats import call_ids, hidden_positions, is_reasoning, result_id, wire_body
 from tiermem.tiers.models import StoredMessage, message_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
@@ -214,6 +214,21 @@ class _Call:
         self.timings[step] = (time.perf_counter() - self.t0) * MS_PER_S
 
 
+def open_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """The call ids a context's messages leave waiting at their end (its last unit is the
+    agent's pending tool round): their results, when they arrive, go right after it."""
+    waiting: set[str] = set()
+    for m in messages:
+        rid = result_id(m)
+        if rid is not None:
+            waiting.discard(rid)
+        elif call_ids(m):
+            waiting |= set(call_ids(m))
+        elif not is_reasoning(m):
+            waiting = set()  # text: in a valid context no call is open before it
+    return frozenset(waiting)
+
+
 class Planner:
     """Plans each turn's context of a conversation (`build`); keeps, between calls, the
     previous context of each conversation (its epoch) and its pin candidates."""
@@ -304,7 +319,12 @@ class Planner:
         plan.tokens = total
         plan.timings_ms = {k: round(v, TIMING_DECIMALS) for k, v in call.timings.items()}
         plan.items = [it for g in segs for it in g.items]
-        plan.left_out.extend(packing.left_out(shown(segs)))
+        on_show = shown(segs)
+        # a unit the fresh grouping left out incomplete that an extension shows complete
+        # (its call in the previous context): not left out
+        plan.left_out = [it for it in plan.left_out if it.slice != "tail"
+                         or not any((it.conversation_id, p) in on_show for p in it.positions)]
+        plan.left_out.extend(packing.left_out(on_show))
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
@@ -365,7 +385,7 @@ class Planner:
         latest_user, hidden, room = fixed.latest_user, fixed.hidden, fixed.room
         pinned = [c for c in self.candidates.pinned(conv, call.hot, plan, room)
                   if c.position != latest_user and c.position not in hidden]
-        tail = self.candidates.tail(conv, fixed.tail_rows, fixed.tail_msgs, latest_user)
+        tail = self.candidates.tail(conv, fixed.tail_rows, fixed.tail_msgs, latest_user, plan)
         taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
         summary = self.candidates.summary(conv, call.summaries, hidden)
         lexical = self.candidates.lexical(conv, call.namespace, query, call.namespace_recall, table)
@@ -677,7 +697,14 @@ class Planner:
         epoch = prev.epoch
         before: list[Segment] = []  # new turns before this call's user message, then after it
         after: list[Segment] = []
-        for c in sorted(self.candidates.tail(conv, new_rows, tail_msgs, latest_user), key=lambda c: c.position):
+        # results of calls the previous context left waiting (the agent was mid-loop)
+        # continue its last unit; anything else after such a call would leave it
+        # unanswered mid-context, which both APIs refuse: a rebuild leaves it out
+        arrived, grouping = self.candidates.tail_units(conv, new_rows, tail_msgs, latest_user,
+                                                        open_calls=open_calls([g.message for g in prev.segments]))
+        if grouping.interrupted:
+            return None, "a tool call it showed was never answered: a later message followed it without its result"
+        for c in sorted(arrived, key=lambda c: c.position):
             assert c.body is not None
             c.reason = f"arrived since the previous call; appended within epoch {epoch}"
             for i, body in enumerate(c.body["messages"]):
@@ -798,7 +825,9 @@ class Planner:
             return None, ""
         head = list(prev.segments[:cut])
         on_head = {p for c, p in shown(head) if c == conv}
-        recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position < latest_user],
+        # through the latest user message (skipped, it is placed apart): a call before it
+        # without its result is unanswered mid-context, not the pending round at the end
+        recent = sorted(self.candidates.tail(conv, [r for r in fixed.tail_rows if r.position <= latest_user],
                                              fixed.tail_msgs, latest_user), key=lambda c: -c.position)
         required = {p for g in before for it in g.items for p in it.positions}
         held_back = frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}

@@ -6,7 +6,12 @@ Invariants:
 - Candidates are read from the store interface (tiers.store.ColdLog) and the turn cache
   only; a turn the hot tier holds is rendered from it, its envelope from the turn index.
 - A call and every result that answers it, and a reasoning item with the item after it,
-  form one tail unit (`units`); a result whose call cannot be read is dropped with it.
+  form one tail unit (`tool_units`), and every unit shown is complete, as both provider
+  APIs require: a result whose call is not shown (retracted, unreadable, before the tail)
+  and a call that later messages follow before its results (a crash mid-loop, a
+  retracted result, a fork cut mid-unit) are left out, and the plan says why. Only a call
+  at the very end of the log may wait for its result: the agent is mid-loop and
+  appends it next.
 - Superseded turns are never pinned as current; a superseded turn that is retrieved is
   marked with its validity interval, in its line and its reason, and ranks down unless
   the question is about the past (then up).
@@ -315,15 +320,28 @@ class Candidates:
         return got
 
     def tail(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
-                         latest_user: int | None) -> list[Candidate]:
+             latest_user: int | None, plan: Plan | None = None) -> list[Candidate]:
         """Newest first, in units that are never split: a call and every result that
         answers it (chat `tool_calls` and `tool` messages, Responses `function_call` items
         and their `*_output` by `call_id`, parallel calls included), and a reasoning
-        item with the item after it."""
-        groups = units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
-                        [r.position == latest_user for r in rows])
+        item with the item after it. Incomplete units are left out (`tool_units`), with
+        why in `plan.left_out` when a plan is given."""
+        return self.tail_units(conv, rows, msgs, latest_user, plan=plan)[0]
+
+    def tail_units(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
+                   latest_user: int | None, *, open_calls: frozenset[str] = frozenset(),
+                   plan: Plan | None = None) -> tuple[list[Candidate], Units]:
+        """`tail`, and the grouping it came from; `open_calls`: call ids the context the
+        rows are appended to left waiting (an epoch's extension), whose results continue
+        that context's last unit."""
+        got = tool_units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
+                         [r.position == latest_user for r in rows], open_calls)
+        if plan is not None:
+            for g, why in got.dropped:
+                plan.left_out.append(PlanItem("tail", conv, [m.position for m in g], g[0].extra.get("tier", "cold"),
+                                              "verbatim", sum(m.tokens for m in g), 0.0, why))
         out = []
-        for g in groups:
+        for g in got.groups:
             bodies = []
             fid = "verbatim"
             for m in g:
@@ -340,7 +358,7 @@ class Candidates:
                       tier=g[0].extra.get("tier", "cold"), group=[m.position for m in g])
             c.body = {"messages": bodies}
             out.append(c)
-        return out
+        return out, got
 
     def tail_scan(self, table: TurnTable, budget: int) -> int:
         """How many of the newest turns the tail could ever use at this budget: enough
@@ -624,55 +642,108 @@ def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str |
     return dense[:k], bm25[:k]
 
 
-def units(msgs: list[StoredMessage | None], skip: list[bool]) -> list[list[StoredMessage]]:
-    """Group the tail's messages (oldest first; None: unreadable) into units, newest
-    unit first. Walking back from the newest, results wait for their calls: a unit
-    closes when every result it holds has met its call (or a message that is neither
-    arrives: results whose call is not there form a unit of their own). A result whose
-    call cannot be read is dropped with it; a reasoning item joins the unit after it."""
-    groups: list[list[StoredMessage]] = []
-    pending: list[StoredMessage] = []
-    waiting: set[str] = set()
+# A unit left out of the tail, and why (the plan says it)
+UNANSWERED_CALL = ("a tool call no result answers, and later messages follow it (an agent that stopped "
+                   "mid-loop, a retracted result, a fork cut between call and result): both APIs refuse "
+                   "a call without its result, so it is left out")
+ORPHAN_RESULT = ("a tool result whose call is not shown (retracted, unreadable, or older than the tail): "
+                 "both APIs refuse a result without its call, so it is left out")
+UNREADABLE_PART = "a tool call whose unit holds an unreadable message: left out whole"
 
-    def close() -> None:
-        nonlocal pending, waiting
-        if pending:
-            groups.append(list(reversed(pending)))
-        pending, waiting = [], set()
 
-    for m, skipped in zip(reversed(msgs), reversed(skip), strict=True):
+@dataclass
+class Units:
+    """The tail's messages grouped into units (`units`), newest unit first; the units left
+    out with why; and whether calls left open by the previous context (`open_calls`)
+    were followed by a message that is not their result (an extension must not show
+    that: the call would stand unanswered mid-context)."""
+
+    groups: list[list[StoredMessage]]
+    dropped: list[tuple[list[StoredMessage], str]]
+    interrupted: bool = False
+
+
+def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
+               open_calls: frozenset[str] = frozenset()) -> Units:
+    """Group the tail's messages (oldest first; None: unreadable, or with `skip` the
+    latest user message, which the planner places itself) into units that both provider
+    APIs accept: a call and every result that answers it (parallel calls included: the
+    calls of one unit come before any of its results), a reasoning item with the unit
+    after it, any other message alone.
+
+    Complete units only: a result whose call is not among `msgs` (nor open from the
+    previous context, `open_calls`) is left out; a call that a later message (a user or
+    assistant message, the latest user message included) follows before all its results
+    is left out with its results. A call still waiting at the very end of `msgs` is kept:
+    the agent is mid-loop and appends the result next (an epoch then appends the result
+    right after it). A unit holding an unreadable message while a call waits is left out
+    (the unreadable one may be its result)."""
+    groups: list[list[StoredMessage]] = []  # oldest first
+    dropped: list[tuple[list[StoredMessage], str]] = []
+    cur: list[StoredMessage] = []
+    waiting: set[str] = set(open_calls)  # call ids of `cur` (or the previous context) without a result yet
+    answered = False  # a result is in `cur`: a later call starts a new round
+    cont = bool(open_calls)  # `cur` continues the previous context's open unit
+    lead: list[StoredMessage] = []  # reasoning items waiting for the unit after them
+    interrupted = False
+
+    def end(why: str = UNANSWERED_CALL) -> None:
+        nonlocal cur, waiting, answered, cont, interrupted
+        if waiting:
+            interrupted = interrupted or cont
+            if cur:
+                dropped.append((cur, why))
+        elif cur:
+            groups.append(cur)
+        cur, waiting, answered, cont = [], set(), False, False
+
+    for m, skipped in zip(msgs, skip, strict=True):
         if m is None:
-            if skipped:
-                close()
-            else:  # unreadable: results waiting for it cannot be shown without their call
-                pending, waiting = [], set()
+            # the latest user message is text after any open call; an unreadable message
+            # may be the result an open call waits for
+            end(UNREADABLE_PART if waiting and not skipped else UNANSWERED_CALL)
+            if lead:  # a reasoning item never joins a unit across it
+                groups.append(lead)
+                lead = []
             continue
         rid = result_id(m.body)
         ids = call_ids(m.body)
         if rid is not None:
-            if pending and not waiting:
-                close()  # the previous unit was complete: this result starts a new one
-            pending.append(m)
-            waiting.add(rid)
+            if rid in waiting:
+                cur.append(m)
+                waiting.discard(rid)
+                answered = True
+            else:  # its call is not shown (or was answered already): never alone
+                dropped.append(([m], ORPHAN_RESULT))
             continue
-        if ids and (waiting & set(ids)):
-            pending.append(m)
-            waiting -= set(ids)
-            if not waiting:
-                close()
+        if ids:
+            if waiting and not answered:  # parallel calls (Responses items): one round
+                cur.append(m)
+                waiting |= set(ids)
+                continue
+            end()
+            cur, waiting, lead = [*lead, m], set(ids), []
             continue
         if is_reasoning(m.body):
-            if pending:
-                pending.append(m)
-            elif groups:
-                groups[-1].insert(0, m)  # it precedes the unit just closed
+            if waiting:
+                cur.append(m)
             else:
-                groups.append([m])
+                end()
+                lead.append(m)
             continue
-        close()
-        groups.append([m])
-    close()
-    return groups
+        end()
+        groups.append([*lead, m])
+        lead = []
+    if cur:  # the newest unit: a call still waiting here is the agent's pending round
+        groups.append(cur)
+    if lead:
+        groups.append(lead)
+    return Units(list(reversed(groups)), dropped, interrupted)
+
+
+def units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool]) -> list[list[StoredMessage]]:
+    """The tail's units, newest first (`tool_units`, without what it left out)."""
+    return tool_units(msgs, skip).groups
 
 
 def without_names(query: str, names: frozenset[str]) -> str:

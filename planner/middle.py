@@ -37,6 +37,7 @@ from typing import Any
 from tiermem.planner.candidates import Candidate
 from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint
+from tiermem.tiers.formats import result_id
 from tiermem.tiers.tokens import TokenCounter, messages_tokens
 
 # the head kept across the restart: the fewest leading messages that reach this many
@@ -76,7 +77,8 @@ def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int) -> 
     """How many leading segments stay: the fewest whose tokens reach
     `MIDDLE_MIN_KEPT_TOKENS` (a head past a provider's minimum cacheable prefix, and no
     longer: every call reads it back), stopping before the latest user
-    message and never before a tool result (it would be cut from its call); None when no
+    message and never inside a tool unit (a result would be cut from its call, a parallel
+    call from the round it belongs to); None when no
     such head stays within `MIDDLE_KEEP_SHARE`. The same prefix gives the same head, so
     a later restart keeps what an earlier one kept."""
     for k in range(1, len(segments) + 1):
@@ -85,9 +87,11 @@ def head_cut(segments: Sequence[Segment], tokens: TokenCounter, budget: int) -> 
         kept = messages_tokens(tokens, [g.message for g in segments[:k]])
         if kept > MIDDLE_KEEP_SHARE * budget:
             return None
-        nxt = segments[k].message if k < len(segments) else {}
-        if kept >= MIDDLE_MIN_KEPT_TOKENS and nxt.get("role") != "tool" and \
-                nxt.get("type") not in ("function_call_output", "custom_tool_call_output"):
+        nxt = segments[k] if k < len(segments) else None
+        # never inside a unit: a tool result (of any kind), or a unit's later message (a
+        # tail segment without items: a parallel call, the call after its reasoning item)
+        inside = nxt is not None and (result_id(nxt.message) is not None or (nxt.kind == "tail" and not nxt.items))
+        if kept >= MIDDLE_MIN_KEPT_TOKENS and not inside:
             return k
     return None
 

@@ -52,8 +52,9 @@ CASES: list[tuple[list[dict[str, Any]], list[list[int]]]] = [
     ([U, RS, _fc("a"), _out("a")], [[0], [1, 2, 3]]),
     # a call whose result has not arrived yet stands alone
     ([U, _fc("a")], [[0], [1]]),
-    # results whose call is not in view form a unit of their own
-    ([_out("x"), U], [[0], [1]]),
+    # results whose call is not in view are left out: both APIs refuse them alone
+    # (tests/test_tool_units_complete.py)
+    ([_out("x"), U], [[1]]),
     # two sequential call rounds stay two units
     ([_fc("a"), _out("a"), _fc("b"), _out("b")], [[0, 1], [2, 3]]),
     # the legacy function_call pairs with the function message by name
