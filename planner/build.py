@@ -581,7 +581,7 @@ class Planner:
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
                 prev.pinned | late_pins.positions(segments) if ext is not None and prev is not None
-                else frozenset(p for c in chosen["pinned"] for p in (c.group or [c.position])),
+                else frozenset(p for c in chosen["pinned"] if c.current for p in (c.group or [c.position])),
                 prev.summary_lines if ext is not None and prev is not None
                 else frozenset(c.text for c in chosen["summary"]),
                 max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
@@ -686,7 +686,7 @@ class Planner:
             return None, "more turns arrived than the tail can show"
         new_positions = {r.position for r in new_rows}
         shown_here = {p for c, p in shown(prev.segments) if c == conv} | new_positions
-        fresh_pins = {p for c in chosen["pinned"] for p in (c.group or [c.position])} - shown_here
+        fresh_pins = {p for c in chosen["pinned"] if c.current for p in (c.group or [c.position])} - shown_here
         shown_late: list[Segment] = []  # pins made after their turn left the context (planner.late_pins)
         if fresh_pins:
             shown_late = [late_pins.segment(late_pins.unshown(chosen["pinned"], conv, shown_here),

@@ -12,9 +12,10 @@ Invariants:
   retracted result, a fork cut mid-unit) are left out, and the plan says why. Only a call
   at the very end of the log may wait for its result: the agent is mid-loop and
   appends it next.
-- Superseded turns are never pinned as current; a superseded turn that is retrieved is
-  marked with its validity interval, in its line and its reason, and ranks down unless
-  the question is about the past (then up).
+- Superseded turns are never pinned as current; a superseded turn that is retrieved, or
+  that the caller pinned (the store still offers it: the caller's pin stands), is marked
+  with its validity interval, in its line and its reason (`Candidate.current` False), and
+  a retrieved one ranks down unless the question is about the past (then up).
 - Outside recall classes only clearly related turns (`STRONG_COSINE`) or turns of a
   period the message's question names (not a remark's: planner.classify.question_text)
   are eligible, so the retrieved block stays unchanged on most turns and the prefix caches.
@@ -145,6 +146,9 @@ class Candidate:
     # (planner.excerpt; "" / None: it is shown whole or not at all)
     source: str = ""
     focus: Focus | None = None
+    # pinned: presented as a current value (False: a caller pin superseded since, shown
+    # marked; an epoch's `pinned` set and late pins hold current ones only)
+    current: bool = True
 
     def item(self, reason: str | None = None) -> PlanItem:
         """This candidate as a plan item (with `reason` instead of its own, when given)."""
@@ -161,6 +165,8 @@ class PinSet:
     rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
     superseded: tuple[TurnRow, ...]
     intervals: tuple[str, ...] = ()  # each superseded row's validity interval, for the plan
+    # caller pins superseded since (shown, marked): position -> their interval, for the plan
+    marked: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,9 +255,12 @@ class Candidates:
             why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
             if gone := self.statements.parts(conv, r.position):
                 why += "; " + self.statements.reason(r.position, gone, r.created_at)
+            marked = pins.marked.get(r.position)
+            if marked is not None:
+                why += f"; superseded by #{r.superseded_by} ({marked}): shown marked, not as a current value"
             out.append(Candidate("pinned", conv, r.position, prio / PRIORITY_SCALE, f"{why} (priority {prio})", line,
                              tokens=tokens, fidelity="trimmed" if trimmed else "verbatim",
-                             tier=tier_of(r.position, hot)))
+                             tier=tier_of(r.position, hot), current=marked is None))
         # highest priority first for packing; rendered in log order
         out.sort(key=lambda c: (-c.score, -c.position))
         return out
@@ -302,6 +311,10 @@ class Candidates:
             reach.append(r.position)
             used += r.tokens
         msgs = {m.position: m for m in self.cold.get(conv, reach)}
+        # a caller pin stays the caller's to show after a correction superseded it (the
+        # store's candidates keep it), but never as a current value: its line carries the
+        # marker and validity interval that a superseded retrieved line carries
+        gone_by = self.intervals(conv, [r for r in rows if r.superseded_by is not None and r.position in msgs])
         rendered: list[tuple[TurnRow, str, bool, int]] = []
         for r in rows:
             m = msgs.get(r.position)
@@ -309,10 +322,13 @@ class Candidates:
                 rendered.append((r, "", False, 0))
                 continue
             line, trimmed = self.render.line(m)
+            if r.position in gone_by:
+                line = line.replace("] ", f" · SUPERSEDED, not current: {gone_by[r.position][1]}] ", 1)
             rendered.append((r, line, trimmed, self.render.line_tokens(line)))
         intervals = self.intervals(conv, superseded)
         got = PinSet(version, room, tuple(rendered), tuple(superseded),
-                      tuple(intervals[r.position][0] for r in superseded))
+                      tuple(intervals[r.position][0] for r in superseded),
+                      {p: v[0] for p, v in gone_by.items()})
         with self._pins_lock:
             self.pins[conv] = got
             while len(self.pins) > PIN_CACHE_CONVERSATIONS:

@@ -56,10 +56,12 @@ LATE_FOLD_RATIO = 1.0
 
 
 def unshown(pins: Sequence[Candidate], conv: str, on_show: Iterable[int]) -> list[Candidate]:
-    """This conversation's pin candidates (the pinned slice's, chosen) of which a position
-    is not in `on_show`, in log order."""
+    """This conversation's current pin candidates (the pinned slice's, chosen) of which a
+    position is not in `on_show`, in log order (a caller pin superseded since is not
+    current: the next epoch's pinned block shows it, marked)."""
     seen = set(on_show)
-    return sorted((c for c in pins if c.conversation_id == conv and any(p not in seen for p in c.group or [c.position])),
+    return sorted((c for c in pins if c.conversation_id == conv and c.current
+                   and any(p not in seen for p in c.group or [c.position])),
                   key=lambda c: c.position)
 
 

@@ -63,7 +63,7 @@ class Packing:
         self.room = room  # the room for the slices, as the call began (excerpt.INLINE_MAX_ROOM_TOKENS)
         # what may be presented as current right now (an epoch's pinned block and summary
         # lines are checked against these before it is extended)
-        self.pin_current = {c.position for c in pools["pinned"]}
+        self.pin_current = {c.position for c in pools["pinned"] if c.current}
         self.summary_current = {c.text for c in pools["summary"]}
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
