@@ -25,6 +25,7 @@ from test_erasure_postgres import checkpoint, data_dir, files_with
 
 import tiermem
 from tiermem import Config, Memory
+from tiermem.tiers.cold import SCRUB_PENDING_KEY
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
@@ -35,6 +36,12 @@ LOCK_TIMEOUT = "1s"  # what an operator sets on the role; the erasure's VACUUM m
 
 def canary() -> str:
     return f"zq8canary{uuid.uuid4().hex}quince"
+
+
+def owed(url: str, schema: str) -> bool:
+    """Whether the store records an erasure's rewrite as still to do."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s', (SCRUB_PENDING_KEY,)).fetchone() is not None
 
 
 def redis_values(mem: Memory) -> str:
@@ -87,11 +94,16 @@ def test_a_failed_rewrite_still_reports_the_erasure_and_drops_the_redis_copies(
             mem.history("victim")
         assert [t["id"] for t in mem.tombstones()] == ["victim"]
 
-        # the next erasure's rewrite takes the bytes the failed one left
+        # the erasure recorded the rewrite as owed: the next store to open does it
+        assert owed(pg_url, schema)
+        with Memory(Config(data_dir=tmp_path / "data2", cold_url=pg_url, cold_schema=schema), embedder=embedder,
+                    hot=False, background_indexing=False):
+            assert not owed(pg_url, schema)
+            checkpoint(pg_url)
+            assert files_with(data_dir(pg_url), secret.encode()) == []
+        # and an erasure after that scrubs as usual
         again = mem.delete_conversation("other")
         assert again.scrubbed is True
-        checkpoint(pg_url)
-        assert files_with(data_dir(pg_url), secret.encode()) == []
 
 
 def test_a_callers_pool_in_transaction_mode_is_scrubbed_too(pg_url: str, counter: BpeTokenCounter) -> None:  # noqa: F811

@@ -367,9 +367,11 @@ class Memory:
             if callable(clear_counts):
                 clear_counts()
         if self.hot is not None and keys:
-            left = self.hot.erase(list(keys))
-            if left:
-                self.cold.defer_purge(left)
+            # the erasure recorded every key as owed (ColdLog.defer_purge's table) in its own
+            # transaction; those deleted now are crossed off, the rest wait for Redis
+            left = set(self.hot.erase(list(keys)))
+            if done := [k for k in keys if k not in left]:
+                self.cold.purged(done)
 
     def _purge_deferred_quietly(self) -> None:
         try:

@@ -71,6 +71,7 @@ from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
 
+SCRUB_PENDING_KEY = "scrub_pending"  # meta: an erasure committed, its reclaim not yet done
 MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host parameters
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
 # (`~` is outside the id alphabet, so such a key is never a name).
@@ -141,6 +142,19 @@ class ColdStore(SharedQueries):
         except BaseException:
             self._conn.close()
             raise
+        self._finish_scrub()
+
+    def _finish_scrub(self) -> None:
+        """An erasure whose process died between its commit and its scrub (FTS merge,
+        freed pages, WAL) is scrubbed now, at the next open that may write."""
+        if self.read_only or not self._conn.execute("SELECT 1 FROM meta WHERE key = ?",
+                                                    (SCRUB_PENDING_KEY,)).fetchone():
+            return
+        try:
+            self.reclaim()
+            log.info("finished the scrub of an erasure interrupted before it was done")
+        except DriverDatabaseError:  # busy: the marker stays, the next open tries again
+            log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -856,6 +870,11 @@ class ColdStore(SharedQueries):
             c.execute("DELETE FROM prune_guard")
             c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.erase_keys)")
             c.execute("DELETE FROM temp.erase_keys")
+            # owed after the commit, recorded with it: a process killed before they are
+            # done leaves them to the next open (the scrub) and the next Memory with a hot
+            # tier (the Redis keys), never to nobody
+            c.executemany("INSERT OR IGNORE INTO redis_purge(key, at) VALUES (?, ?)", [(k, now) for k in keys])
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (SCRUB_PENDING_KEY,))
         report.wal_truncated = report.scrubbed = self.reclaim()
         report.bytes_after = self.files_bytes()
         gone = set(report.keys)  # their bad rows no longer exist either
@@ -874,6 +893,7 @@ class ColdStore(SharedQueries):
             self._conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             # each step of this pragma frees one page: without fetchall() it frees one
             self._conn.execute("PRAGMA incremental_vacuum").fetchall()
+            self._conn.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,))
         if not self.truncate_wal():
             # another connection's read transaction holds old frames: this store's next
             # write (or its close) truncates it once the reader is done
@@ -903,6 +923,10 @@ class ColdStore(SharedQueries):
     def purged(self, keys: Sequence[str]) -> None:
         with self._tx() as c:
             c.executemany("DELETE FROM redis_purge WHERE key = ?", [(k,) for k in keys])
+        # this runs right after an erasure truncated the WAL: leave it as the report said
+        # (these frames hold keys, no content, but "truncated" is a promise to the caller)
+        with contextlib.suppress(DriverDatabaseError):
+            self.truncate_wal()
 
     # -- search ----------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.catchup import TextsAhead
-from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, Label, content_hash
+from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, SCRUB_PENDING_KEY, Label, content_hash
 from tiermem.tiers.dialect import POSTGRES, SharedQueries
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import (
@@ -482,6 +482,18 @@ class PostgresStore(SharedQueries):
         except BaseException:
             self.close()
             raise
+        self._finish_scrub()
+
+    def _finish_scrub(self) -> None:
+        """An erasure whose rewrite did not run (its process died after the commit, or
+        the VACUUM failed) is scrubbed now, at the next open."""
+        try:
+            if not self._read("SELECT 1 FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)):
+                return
+            self.reclaim()
+            log.info("finished the scrub of an erasure interrupted before it was done")
+        except psycopg.Error:  # a lock timeout, a read-only role: the next open retries
+            log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -1117,6 +1129,11 @@ class PostgresStore(SharedQueries):
             c.execute("DELETE FROM messages WHERE conversation_id = ANY(%s)", (keys,))
             c.execute(f"SET LOCAL {RETENTION_GUC} = 'off'")
             c.execute("DELETE FROM conversations WHERE id = ANY(%s)", (keys,))
+            # owed after the commit, recorded with it (tiers.cold: the same)
+            c.cursor().executemany("INSERT INTO redis_purge(key, at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                                   [(k, now) for k in keys])
+            c.execute("INSERT INTO meta(key, value) VALUES (%s, '1') ON CONFLICT (key) DO NOTHING",
+                      (SCRUB_PENDING_KEY,))
         # committed: from here on nothing may raise, or the caller never learns which keys
         # went and their Redis keys and in-process copies outlive the erasure
         report.wal_truncated = False  # PostgreSQL's WAL keeps the records (module docstring)
@@ -1151,6 +1168,7 @@ class PostgresStore(SharedQueries):
             try:
                 # ANALYZE too: the planner's column statistics sample stored values
                 conn.execute(("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES))
+                conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,))
             finally:
                 if switched:
                     conn.autocommit = False

@@ -364,7 +364,9 @@ class ColdLog(Protocol):
         ...
 
     def defer_purge(self, keys: Sequence[str]) -> None:
-        """Remember erased keys whose Redis keys could not be deleted yet."""
+        """Remember erased keys whose Redis keys are not deleted yet. Every erasure and
+        prune records its keys here in its own transaction (a process killed after the
+        commit leaves them owed, not forgotten); `purged` crosses them off."""
         ...
 
     def deferred_purges(self) -> list[str]:
