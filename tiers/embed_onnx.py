@@ -372,8 +372,21 @@ def ensure_export(model_path: Path, cache_dir: Path) -> Path:
         return out
     with _file_lock(cache_dir / ".export.lock"):
         if not ((out / MANIFEST).is_file() and (out / MODEL_FILE).is_file()):  # another process may have
+            _remove_temporaries(out)
             export_model(model_path, out)
     return out
+
+
+def _remove_temporaries(out: Path) -> None:
+    """Temporary files an export or a fusion killed mid-write left in `out` (its graph
+    alone is ~90 MB). Only under the export lock: no one else writes there then."""
+    if not out.is_dir():
+        return
+    for p in out.glob(".*"):
+        if p.is_file():
+            with contextlib.suppress(OSError):
+                p.unlink()
+                log.info("removed %s, left by an export that did not finish", p)
 
 
 @contextlib.contextmanager
@@ -429,6 +442,7 @@ def ensure_query_graph(model_path: Path, out: Path, cache_dir: Path) -> Path:
         return target
     with _file_lock(cache_dir / ".export.lock"):
         if not target.is_file():
+            _remove_temporaries(out)
             cfg = json.loads((model_path / "config.json").read_text("utf-8"))
             counts = fuse_graph(out / MODEL_FILE, target, num_heads=int(cfg["num_attention_heads"]),
                                 hidden_size=int(cfg["hidden_size"]))
