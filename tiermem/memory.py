@@ -176,6 +176,7 @@ class Memory:
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded
         self.cold.texts_ahead = self._texts_ahead  # embedded with the pool: the hook's meaning search
+        self.cold.labeler = self._label  # a rebuild labels its turn rows as appends do
         self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
         self.classifier = TurnClassifier()

@@ -46,6 +46,7 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     ValidationError,
 )
+from tiermem.tiers.formats import message_text
 from tiermem.tiers.models import (
     AppendResult,
     ErasureReport,
@@ -80,6 +81,17 @@ KEY_SUFFIX_HEX = 16
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions")
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
+NO_LABEL: tuple[None, None, None, None] = (None, None, None, None)
+
+
+def rebuilt_labels(labeler: Callable[[str, str, dict[str, Any]], Label] | None, role: str, body: dict[str, Any]
+            ) -> tuple[str, int, int, str] | tuple[None, None, None, None]:
+    """A rebuilt turn's label columns (ColdLog.labeler), load_bearing as the 0/1 both
+    engines store; NO_LABEL without a labeler or a decodable body."""
+    if labeler is None or not body:
+        return NO_LABEL
+    intent, lb, prio, reason = labeler(message_text(body), role, body)
+    return intent, int(lb), prio, reason
 
 
 def content_hash(body: dict[str, Any]) -> str:
@@ -135,6 +147,7 @@ class ColdStore(SharedQueries):
         self.read_gate: Callable[[int], None] | None = None
         # texts the hook will embed for a pool's turns, embedded with the pool (ColdLog.texts_ahead)
         self.texts_ahead: TextsAhead | None = None
+        self.labeler: Callable[[str, str, dict[str, Any]], Label] | None = None  # ColdLog.labeler
         try:
             self.version = migrate(self._conn, str(self.path))
             self.db_uuid: str = self._conn.execute("SELECT value FROM meta WHERE key='db_uuid'").fetchone()[0]
@@ -1022,8 +1035,9 @@ class ColdStore(SharedQueries):
     # -- rebuild and stats ----------------------------------------------------------------------
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
-        """Recompute the turn index, FTS and vectors from the messages. Labels are
-        cleared; the consolidation layer recomputes them."""
+        """Recompute the turn index, FTS and vectors from the messages. Labels come from
+        `labeler` in the same transaction (cleared without one); supersession is cleared,
+        and the consolidation layer replays it."""
         with self._tx() as c:
             c.execute("DELETE FROM turns")
             c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
@@ -1039,10 +1053,12 @@ class ColdStore(SharedQueries):
             n = 0
             for conv, pos, mid, role, body, session, created in rows:
                 data = self._rebuild_body(conv, pos, role, body)
+                lab = rebuilt_labels(self.labeler, role, data)
                 c.execute(
                     "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
-                    "created_at) VALUES (?,?,?,?,?,?,?,?)",
-                    (conv, pos, mid, role, session, message_tokens(self.tokens, data), content_hash(data), created),
+                    "created_at, intent, load_bearing, priority, label_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (conv, pos, mid, role, session, message_tokens(self.tokens, data), content_hash(data), created,
+                     *lab),
                 )
                 c.execute(
                     "INSERT INTO messages_fts(rowid, text, scope) SELECT ?, ?, " + SCOPE_SQL + " FROM conversations c "

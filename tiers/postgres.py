@@ -65,7 +65,14 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.catchup import TextsAhead
-from tiermem.tiers.cold import KEY_SEPARATOR, KEY_SUFFIX_HEX, SCRUB_PENDING_KEY, Label, content_hash
+from tiermem.tiers.cold import (
+    KEY_SEPARATOR,
+    KEY_SUFFIX_HEX,
+    SCRUB_PENDING_KEY,
+    Label,
+    content_hash,
+    rebuilt_labels,
+)
 from tiermem.tiers.dialect import POSTGRES, SharedQueries
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import (
@@ -454,6 +461,7 @@ class PostgresStore(SharedQueries):
         # (see ColdLog.on_embedded)
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
         self.texts_ahead: TextsAhead | None = None  # unused here: the catch-up is not pipelined
+        self.labeler: Callable[[str, str, dict[str, Any]], Label] | None = None  # ColdLog.labeler
         self.path = redact(url) if url is not None else "postgresql (caller's pool)"
         self._salvaged_rows: set[tuple[str, int]] = set()
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
@@ -1294,12 +1302,15 @@ class PostgresStore(SharedQueries):
             fts_rows: list[tuple[Any, ...]] = []
             for conv, pos, mid, role, body, session, created, ns in rows:
                 data = self._rebuild_body(conv, pos, role, body)
+                lab = rebuilt_labels(self.labeler, role, data)
                 turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
-                                  content_hash(data), created, speaker_name(data)))
+                                  content_hash(data), created, speaker_name(data),
+                                  *lab))
                 fts_rows.append((mid, conv, ns, fts_text(data)))
             cur = c.cursor()
             cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
-                            "created_at, speaker) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)", turn_rows)
+                            "created_at, speaker, intent, load_bearing, priority, label_reason) "
+                            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", turn_rows)
             cur.executemany("INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (%s,%s,%s,%s)",
                             fts_rows)
         embedded = self.index_pending(progress=progress) if embed else 0

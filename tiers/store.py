@@ -114,6 +114,10 @@ class ColdLog(Protocol):
     # texts `on_embedded` will embed for a pool's turns, embedded with the pool (only
     # speed depends on it; tiers/catchup.py). An engine may ignore it.
     texts_ahead: TextsAhead | None
+    # the append-time labels of a message (text, canonical role, body) -> (intent,
+    # load_bearing, priority, reason): `rebuild` writes them in the same transaction as the
+    # turn rows, so an interrupted rebuild never leaves turns unlabeled (nothing pinned)
+    labeler: Callable[[str, str, dict[str, Any]], tuple[str, bool, int, str]] | None
 
     @property
     def salvaged(self) -> int:
@@ -401,7 +405,8 @@ class ColdLog(Protocol):
     # -- rebuild and stats -------------------------------------------------------------------
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
-        """Recompute the turn index, FTS and vectors from the messages (labels cleared)."""
+        """Recompute the turn index, FTS and vectors from the messages; labels from
+        `labeler` when set (else cleared), supersession cleared for its replay."""
         ...
 
     def integrity(self) -> dict[str, int]:
