@@ -19,7 +19,8 @@ Invariants:
   on a new user message whose context would pass 70% of the budget or not fit, the
   previous context's head stays and only the newest turns are rebuilt after it
   (planner.middle, "evict from the middle"); a pin whose turn the context no longer shows
-  goes into a late-pin block after the kept context or head (planner.late_pins); when
+  goes into a late-pin block after the kept context or head, before the per-turn part
+  (planner.late_pins; in a tool loop no such place is left: a new epoch); when
   that is not enough, a pin or summary line shown as current stops being current, late
   pins are due to fold into the pinned block,
   or the caller's budget or system prompt changes, a new epoch rebuilds the context.
@@ -722,7 +723,14 @@ class Planner:
                 "an earlier user message, kept in place"),)), *prev.segments[at + 1:], *before, *shown_late]
             rest = [latest, *after]
         elif new_rows:  # the same user message, more turns after it (a tool loop): append
-            head, rest = [*prev.segments, *shown_late, *before, *after], []
+            if shown_late:
+                # the late-pin block belongs before the per-turn part (docs/design.md,
+                # invariant 6), but the latest user message and its replies are already
+                # in the prefix, and a block after them could also cut a pending call from
+                # its result: only a rebuild puts the pin where it belongs
+                return None, (f"pin changed: #{min(fresh_pins)} is pinned now and not shown; in a tool loop a "
+                              "late-pin block would follow the latest user message: the pinned block takes it")
+            head, rest = [*prev.segments, *before, *after], []
             # the same question was retrieved for already, and the newest tool result
             # must stay last for the model to answer it: no retrieved block after it
             tool_loop = True

@@ -12,7 +12,10 @@ Instead such pins are shown in a late-pin block, a system message with its own h
 (`HEADER`), placed where nothing cached moves:
 
 - within an epoch (an extension), appended after the kept context, before this call's
-  retrieved turns and user message: the previous context stays the prefix;
+  retrieved turns and user message: the previous context stays the prefix; in a tool
+  loop (the same user message, its replies appended) that user message is already in
+  the prefix, so no place before the per-turn part is left: a new epoch's pinned block
+  takes the pin instead;
 - on a middle eviction (planner.middle), one block of every current pin that neither the
   kept head nor the rebuilt tail shows, right after the head; it counts as part of the
   head (marked for caching with it), and the same pins render the same bytes, so a later
