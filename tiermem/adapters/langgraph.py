@@ -52,7 +52,7 @@ class TiermemHooks:
         self._seen: dict[str, int] = {}  # LangChain id -> the first position holding it
         self._after: int | None = None  # the last position read into _seen
 
-    def _read(self) -> list[StoredMessage]:
+    def _load_seen(self) -> list[StoredMessage]:
         """Note the ids of the rows appended since the last read; returns those rows."""
         rows = log_pages(self.memory, self.conversation_id, after=self._after)
         if not rows and self._after is not None and not self._still_there(self._after):
@@ -74,7 +74,7 @@ class TiermemHooks:
     def sync(self, messages: list[BaseMessage]) -> int:
         """Append the messages not stored yet (all of those without an id); returns how many."""
         with conversation_lock(self.memory, self.conversation_id):
-            self._read()
+            self._load_seen()
             new, ids = [], set()
             for m in messages:
                 if m.id and (m.id in self._seen or m.id in ids):
@@ -86,7 +86,7 @@ class TiermemHooks:
                 return 0
             positions = self.memory.append_many(self.conversation_id, to_openai(
                 new, max_metadata_bytes=self.memory.config.max_metadata_bytes))
-            self._read()
+            self._load_seen()
             # another process may have stored some of them between the read and the append:
             # the copy at the lower position stands, this one is hidden
             dupes = [p for p, m in zip(positions, new, strict=True) if m.id and self._seen[m.id] < p]
