@@ -597,11 +597,13 @@ class Planner:
         context showed it: `hidden`, this conversation's), or turns of another
         conversation (namespace recall) that was erased or pruned, or whose control
         rows hide them now. Whichever process erased or retracted."""
-        shown = {(it.conversation_id, p) for g in prev.segments for it in g.items for p in it.positions}
-        retracted = {p for c, p in shown if c == conv} & hidden
+        # every item, not `shown()`'s verbatim turns: a summary line or an excerpt drawn
+        # from a retracted item repeats its text too
+        showed = {(it.conversation_id, p) for g in prev.segments for it in g.items for p in it.positions}
+        retracted = {p for c, p in showed if c == conv} & hidden
         if retracted:
             return f"{len(retracted)} item(s) it showed were retracted since"
-        others = sorted({c for c, _p in shown if c != conv})
+        others = sorted({c for c, _p in showed if c != conv})
         if not others:
             return ""
         live = self.cold.names_of(others)
@@ -609,7 +611,7 @@ class Planner:
         if gone:
             return f"{len(gone)} other conversation(s) it showed turns of were erased or pruned"
         hid = sum(1 for c, rows in self.cold.control_rows(others).items()
-                  for p in hidden_positions(rows)[0] if (c, p) in shown)
+                  for p in hidden_positions(rows)[0] if (c, p) in showed)
         return f"{hid} item(s) of other conversations it showed were retracted since" if hid else ""
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],

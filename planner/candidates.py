@@ -669,7 +669,7 @@ UNREADABLE_PART = "a tool call whose unit holds an unreadable message: left out 
 
 @dataclass
 class Units:
-    """The tail's messages grouped into units (`units`), newest unit first; the units left
+    """The tail's messages grouped into units (`tool_units`), newest unit first; the units left
     out with why; and whether calls left open by the previous context (`open_calls`)
     were followed by a message that is not their result (an extension must not show
     that: the call would stand unanswered mid-context)."""
@@ -756,10 +756,6 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
         groups.append(lead)
     return Units(list(reversed(groups)), dropped, interrupted)
 
-
-def units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool]) -> list[list[StoredMessage]]:
-    """The tail's units, newest first (`tool_units`, without what it left out)."""
-    return tool_units(msgs, skip).groups
 
 
 def without_names(query: str, names: frozenset[str]) -> str:

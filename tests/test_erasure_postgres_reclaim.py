@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from psycopg_pool import ConnectionPool
+from test_erasure import _redis_with
 from test_erasure_postgres import checkpoint, data_dir, files_with
 
 import tiermem
@@ -44,27 +45,6 @@ def owed(url: str, schema: str) -> bool:
         return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s', (SCRUB_PENDING_KEY,)).fetchone() is not None
 
 
-def redis_values(mem: Memory) -> str:
-    """Every value of every key of the hot tier's Redis, as one string."""
-    assert mem.hot is not None
-    client = mem.hot.client
-    out = []
-    for k in client.scan_iter(count=1000):
-        kind = client.type(k)
-        kind = kind.decode() if isinstance(kind, bytes) else kind
-        if kind == "string":
-            out.append(repr(client.get(k)))
-        elif kind == "hash":
-            out.append(repr(client.hgetall(k)))
-        elif kind == "zset":
-            out.append(repr(client.zrange(k, 0, -1)))
-        elif kind == "list":
-            out.append(repr(client.lrange(k, 0, -1)))
-        elif kind == "set":
-            out.append(repr(client.smembers(k)))
-    return "\n".join(out)
-
-
 def test_a_failed_rewrite_still_reports_the_erasure_and_drops_the_redis_copies(
         tmp_path: Path, pg_url: str, embedder: Embedder) -> None:  # noqa: F811
     secret = canary()
@@ -76,7 +56,7 @@ def test_a_failed_rewrite_still_reports_the_erasure_and_drops_the_redis_copies(
             mem.append("victim", {"role": "user", "content": f"my recovery code is {secret}, note {i}"})
         mem.append("other", {"role": "user", "content": "an unrelated thread"})
         mem.context("victim", "what is my recovery code?", 400)  # the hot set holds it now
-        assert secret in redis_values(mem)
+        assert _redis_with(mem, secret.encode())
 
         reader = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
         try:
@@ -89,7 +69,7 @@ def test_a_failed_rewrite_still_reports_the_erasure_and_drops_the_redis_copies(
         assert report.conversation_ids == ["victim"] and report.messages == 6
         assert report.scrubbed is False and report.to_json()["scrubbed"] is False
         assert report.wal_truncated is False  # PostgreSQL never truncates its WAL
-        assert secret not in redis_values(mem)  # dropped although the rewrite failed
+        assert _redis_with(mem, secret.encode()) == []  # dropped although the rewrite failed
         with pytest.raises(tiermem.ConversationNotFound):
             mem.history("victim")
         assert [t["id"] for t in mem.tombstones()] == ["victim"]

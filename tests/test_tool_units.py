@@ -1,4 +1,4 @@
-"""A call and its results are one unit (planner.candidates.units): chat tool_calls with tool
+"""A call and its results are one unit (planner.candidates.tool_units): chat tool_calls with tool
 messages, Responses function_call items with their outputs by call_id (parallel calls
 included), a reasoning item with what follows it; and the hot tier's payloads render the
 same contexts as the cold log."""
@@ -11,8 +11,13 @@ import pytest
 import sdk_corpus as corpus
 
 from tiermem import Memory
-from tiermem.planner.candidates import units as _units
+from tiermem.planner.candidates import tool_units
 from tiermem.tiers.models import StoredMessage, canonical_role
+
+
+def _units(msgs: list[Any], skip: list[bool]) -> list[list[Any]]:
+    """The units `tool_units` keeps, newest first."""
+    return tool_units(msgs, skip).groups
 
 
 def _m(pos: int, body: dict[str, Any]) -> StoredMessage:

@@ -316,7 +316,6 @@ class _Side:
                     raise ValueError("not an object")
             except (ValueError, TypeError):
                 body = {}  # undecodable (salvaged on every read): no index text
-            text = search_text(body) if body else ""
             extra: tuple[Any, ...] = ()
             if self.postgres:
                 from tiermem.tiers.postgres import fts_text, speaker_name
@@ -324,7 +323,7 @@ class _Side:
                 extra = (speaker_name(body),)
                 fts_rows.append((mid, key, ns, fts_text(body) if body else ""))
             else:
-                fts_rows.append((mid, text, key))
+                fts_rows.append((mid, search_text(body) if body else "", key))
             turn_rows.append((key, pos, mid, *t[1:], 1 if pos in vectors else 0, *extra))
         turn_cols = f"conversation_id, position, id, {TURN_COLS.split(', ', 1)[1]}, embedded"
         if self.postgres:

@@ -303,7 +303,8 @@ class ErasureReport:
     # True: no data file of the store holds an erased byte any more (the WAL aside). False:
     # the engine could not rewrite the freed storage now (SQLite: the WAL, as above;
     # PostgreSQL: erase_scrub="vacuum", or its VACUUM FULL failed, e.g. on a lock
-    # timeout: the rows are gone, their bytes wait for the next erasure's rewrite)
+    # timeout: the rows are gone, their bytes wait for the rewrite the next open of the
+    # store, or the next erasure, does)
     scrubbed: bool = True
 
     @property

@@ -1150,7 +1150,8 @@ class PostgresStore(SharedQueries):
         except psycopg.Error as exc:  # a lock or statement timeout, a dropped connection
             report.scrubbed = False
             log.warning("erasure: the rows are deleted but the tables were not rewritten (%s); "
-                        "their bytes stay in the data files until the next erasure or reclaim()",
+                        "their bytes stay in the data files until the next open of the store, the next "
+                        "erasure or reclaim()",
                         str(exc).strip())
         try:
             report.bytes_after = self.files_bytes()

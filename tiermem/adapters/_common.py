@@ -75,24 +75,9 @@ def log_pages(mem: MemoryLike, conversation_id: str, after: int | None = None) -
 
 def visible(mem: MemoryLike, conversation_id: str) -> list[StoredMessage]:
     """The session's items in log order, from the whole log (folds do not cut it)."""
-    kept: list[StoredMessage] = []
-    hidden: set[int] = set()
-    cleared = -1
-    after: int | None = None
-    try:
-        while True:
-            page, after = mem.history_page(conversation_id, after=after, limit=HISTORY_PAGE)
-            h, c = hidden_positions([(m.position, m.body) for m in page])
-            hidden |= h
-            if c > cleared:
-                cleared = c
-                kept = []  # nothing before a clear is in the view: keep no more of it
-            kept.extend(m for m in page if m.position > cleared)
-            if after is None:
-                break
-    except ConversationNotFound:
-        return []
-    return [m for m in kept if m.position not in hidden]
+    rows = log_pages(mem, conversation_id)
+    hidden, cleared = hidden_positions([(m.position, m.body) for m in rows])
+    return [m for m in rows if m.position > cleared and m.position not in hidden]
 
 
 def items_of(stored: list[StoredMessage], *, verbatim: bool = True) -> list[tuple[StoredMessage, list[dict[str, Any]]]]:

@@ -30,7 +30,6 @@ from langchain_core.messages import BaseMessage, convert_to_messages, convert_to
 
 from tiermem.adapters._common import MemoryLike, clear, visible
 from tiermem.tiers.formats import is_control, to_chat
-from tiermem.tiers.models import StoredMessage
 
 METADATA_ID_KEY = "langchain_id"
 METADATA_STATUS_KEY = "langchain_status"
@@ -168,10 +167,6 @@ def _merge_calls(msgs: list[BaseMessage]) -> list[BaseMessage]:
             continue
         out.append(m)
     return out
-
-
-def stored_ids(stored: list[StoredMessage]) -> list[str | None]:
-    return [(m.metadata or {}).get(METADATA_ID_KEY) for m in stored]
 
 
 class TiermemChatMessageHistory(BaseChatMessageHistory):

@@ -225,7 +225,7 @@ class ErasureOut(BaseModel):
     bytes_reclaimed: int = Field(description="bytes the database file gave back")
     scrubbed: bool = Field(
         description="no data file holds an erased byte any more; false: the rows are gone but their bytes wait "
-                    "for the store's next write (SQLite WAL held by a reader) or the next erasure (PostgreSQL)"
+                    "for the store's next write (SQLite WAL held by a reader) or its next open or erasure (PostgreSQL)"
     )
     tombstones: list[dict[str, Any]] = Field(
         description="one per erased conversation: id, namespace, time and counts, no content"
