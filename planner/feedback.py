@@ -75,9 +75,14 @@ class Feedback:
         return out
 
 
-def expansion_terms(texts: list[str], query: str, table: TurnTable, limit: int = FB_TERMS) -> list[tuple[str, float]]:
+def expansion_terms(texts: list[str], query: str, table: TurnTable,
+                    limit: int | None = None) -> list[tuple[str, float]]:
     """RM3's expansion terms of the feedback `texts` (best first): (index term, weight),
-    heaviest first, none of the query's; weights sum to 1."""
+    heaviest first, none of the query's; weights sum to 1. `limit`: at most this many
+    (None: FB_TERMS as it is at the call, so a what-if that sets it takes effect; a
+    default of FB_TERMS would be fixed at import)."""
+    if limit is None:
+        limit = FB_TERMS
     if table.lexical is None or not texts:
         return []
     skip = set(query_terms(query))
