@@ -261,7 +261,7 @@ def cost_command(
               help="Write recall against billed cost as a PNG here (e.g. docs/session.png).")
 @_common
 def session_command(
-    data: Path,
+    data: Path | None,
     budgets: tuple[int, ...],
     limit_samples: int | None,
     limit_questions: int | None,
@@ -275,8 +275,7 @@ def session_command(
     """A long-history QA session: every question asked in one chained conversation; recall and billed cost."""
     from tiermem.evals.session import DEFAULT_SESSION_BUDGETS, run_session, table
 
-    if not data.is_file():
-        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+    data = _need_data(data)
     opened = _open(data_dir, no_hot)
     try:
         with make_progress(not quiet) as progress:
