@@ -161,14 +161,19 @@ def run(memory: Memory, cases: list[dict[str, Any]]) -> dict[str, Any]:
         # (facts() lists both: a statement of a turn that holds several facts)
         ended = [(v.position, v.until_position) for v in memory.facts(conv)
                  if v.role == "user" and v.until_position is not None]
-        got = {(back[p], back.get(new, -1)) if p in back else (-1, -1) for p, new in ended}
+        # a filler turn has no case position: each one superseded is its own false
+        # positive (as a case pair they would all be (-1, -1) and count once in a set)
+        got = {(back[p], back.get(new, -1)) for p, new in ended if p in back}
+        filler = sorted((p, new) for p, new in ended if p not in back)
         want = {tuple(p) for p in case["supersede"]}
         c_tp = len(got & want)
         tp += c_tp
-        fp += len(got - want)
+        fp += len(got - want) + len(filler)
         fn += len(want - got)
         for p in sorted(got - want):
             errors.append(f"{case['id']}: superseded {p} (not expected)")
+        for old_pos, new_pos in filler:
+            errors.append(f"{case['id']}: filler turn at log position {old_pos} superseded by log position {new_pos}")
         for p in sorted(want - got):
             errors.append(f"{case['id']}: missed {p}")
         ends = {(v.position, v.until_position) for v in memory.facts(conv) if v.until_position is not None}
