@@ -63,6 +63,7 @@ from rich.console import Group
 from rich.progress import Progress
 from rich.table import Table
 
+from tiermem.config import Pricing
 from tiermem.evals.baselines import (
     TIERMEM,
     ConvView,
@@ -114,6 +115,14 @@ PROVIDERS: dict[str, CacheRules] = {
     "anthropic": CacheRules(provider="anthropic", input_per_mtok=3.0, read_ratio=0.1, write_ratio=1.25,
                             min_prefix=1024, granularity=1, max_breakpoints=4),
 }
+USD_PER_MTOK = 1e-6  # prices are per million tokens
+
+
+def priced(pricing: Pricing, base: CacheRules = PROVIDERS["openai"]) -> CacheRules:
+    """`base`'s caching rules (automatic, OpenAI's: `Config.pricing` names no provider,
+    minimum prefix or step) at a config's prices: its input price and cached-input ratio."""
+    return base.model_copy(update={"input_per_mtok": pricing.input_per_mtok,
+                                   "read_ratio": pricing.cached_input_ratio})
 
 
 def canonical(message: dict[str, Any]) -> str:
@@ -249,16 +258,23 @@ class MethodSeries:
     epoch_reasons: dict[str, int] = field(default_factory=dict)
     over_budget: int = 0
     token_mismatches: int = 0
+    # the rules each request is billed under (`billed`: automatic caching; `tune` passes
+    # the candidate's `pricing` through `priced`)
+    openai_rules: CacheRules = field(default_factory=lambda: PROVIDERS["openai"])
+    anthropic_rules: CacheRules = field(default_factory=lambda: PROVIDERS["anthropic"])
     _prev: np.ndarray | None = None
-    _openai: OpenAICache = field(default_factory=lambda: OpenAICache(PROVIDERS["openai"]))
-    _anthropic: AnthropicCache = field(default_factory=lambda: AnthropicCache(PROVIDERS["anthropic"]))
+    _openai: OpenAICache = field(init=False)
+    _anthropic: AnthropicCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.new_prompt()
 
     def new_prompt(self) -> None:
         """Another conversation is another prompt: nothing of the last one's prefix is
         shared or cached from here on."""
         self._prev = None
-        self._openai = OpenAICache(PROVIDERS["openai"])
-        self._anthropic = AnthropicCache(PROVIDERS["anthropic"])
+        self._openai = OpenAICache(self.openai_rules)
+        self._anthropic = AnthropicCache(self.anthropic_rules)
 
     def add(self, turn: int, out: MethodOutput, ms: float, *, renderer: Renderer, budget: int | None,
             breakpoints: Sequence[int] | None = None, token_ok: bool = True) -> None:
@@ -273,10 +289,10 @@ class MethodSeries:
         self.tokens.append(int(ids.shape[0]))
         self.context_tokens.append(out.tokens)
         self.cached_openai.append(o.read)
-        self.billed.append(o.billed(PROVIDERS["openai"]))
+        self.billed.append(o.billed(self.openai_rules))
         self.read_anthropic.append(a.read)
         self.written_anthropic.append(a.written)
-        self.billed_anthropic.append(a.billed(PROVIDERS["anthropic"]))
+        self.billed_anthropic.append(a.billed(self.anthropic_rules))
         self.ms.append(ms)
         if budget is not None and out.tokens > budget:
             self.over_budget += 1

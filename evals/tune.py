@@ -19,8 +19,10 @@ that nothing is retrieved across conversations:
   message the context for it is built at every budget (the turn's embedding done first,
   as the background indexer would have), and billed by `evals.cost`'s token-level
   model of OpenAI's automatic prompt caching (a cached prefix from 1,024 tokens, in
-  128-token steps, at a tenth of the input price). Full context (every message so far)
-  is billed the same way, for `vs full`.
+  128-token steps) at the candidate's `pricing`: cached input at its
+  `cached_input_ratio` of the input price (default a tenth), and in USD at its
+  `input_per_mtok`. Full context (every message so far) is billed the same way, for
+  `vs full`.
 - **recall** (`evals.locomo.score` / `summarize`): once a conversation is in, each
   probe's question is asked at every budget; evidence recall is the share of its evidence
   messages the context includes verbatim or trimmed, averaged over probes with evidence;
@@ -60,7 +62,7 @@ from tiermem.config_sections import flatten, nest, read_file, to_toml
 from tiermem.evals.attribution import ReplyScore, attribute, spearman
 from tiermem.evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
 from tiermem.evals.conversations import Dataset
-from tiermem.evals.cost import MethodSeries, Renderer
+from tiermem.evals.cost import USD_PER_MTOK, MethodSeries, Renderer, priced
 from tiermem.evals.locomo import QA, EvidenceCounts, Question, Record, score, summarize
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
@@ -185,8 +187,9 @@ def run_candidate(
     opened = open_memory(None, hot=hot, embedder=embedder, config=cand.config)
     memory = opened.memory
     renderer = Renderer(memory.tokens)
-    points = {b: Point(b) for b in budgets}
-    full = MethodSeries()
+    rules = priced(cand.config.pricing)  # the candidate's prices, tiermem and full context alike
+    points = {b: Point(b, MethodSeries(openai_rules=rules)) for b in budgets}
+    full = MethodSeries(openai_rules=rules)
     counts = EvidenceCounts()
     full_tokens: list[float] = []
     t0 = time.perf_counter()
@@ -261,6 +264,7 @@ def run_candidate(
             "budget_too_small": p.too_small,
             "total_tokens": cost["total_tokens"],
             "total_billed": cost["total_billed"],
+            "total_billed_usd": _usd(cost["total_billed"], rules.input_per_mtok),
             "cache_stable_share": cost["cache_stable_share"],
             "billed_vs_full": billed_ratio,
             "context_ms": cost["context_ms"],
@@ -273,9 +277,15 @@ def run_candidate(
         "config": effective(cand.config),
         "hot_tier": opened.hot,
         "elapsed_s": round(time.perf_counter() - t0, 2),
-        "full_context": {"total_tokens": full_sum["total_tokens"], "total_billed": full_sum["total_billed"]},
+        "full_context": {"total_tokens": full_sum["total_tokens"], "total_billed": full_sum["total_billed"],
+                         "total_billed_usd": _usd(full_sum["total_billed"], rules.input_per_mtok)},
         "budgets": results,
     }
+
+
+def _usd(billed_tokens: float, input_per_mtok: float) -> float:
+    """Billed tokens (cached ones already weighted by their ratio) at the input price."""
+    return round(billed_tokens * input_per_mtok * USD_PER_MTOK, 6)
 
 
 def recall_key(cands: Sequence[dict[str, Any]]) -> str:
