@@ -51,6 +51,29 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+# counters of what went wrong in a run: each should be 0, and the tables do not show them
+FAILURE_COUNTERS = {
+    "budget_violations": "over the budget",
+    "token_mismatches": "token count mismatches",
+    "unverified_positions": "plan positions whose text is not in the context",
+    "degraded": "degraded contexts",
+}
+
+
+def failures_line(rows: list[tuple[str, Mapping[str, Any]]]) -> str:
+    """One line under a table: the failure counters that are not 0, per row (a label and
+    that row's entry), or that every counter the rows carry is 0."""
+    bad = []
+    for label, e in rows:
+        got = [f"{e[k]:,} {what}" for k, what in FAILURE_COUNTERS.items() if e.get(k)]
+        if got:
+            bad.append(f"{label}: {', '.join(got)}")
+    if bad:
+        return "**Failures:** " + "; ".join(bad) + "."
+    carried = [what for k, what in FAILURE_COUNTERS.items() if any(k in e for _l, e in rows)]
+    return "Failures: none (" + ", ".join(carried) + ": 0 in every row)." if carried else ""
+
+
 def _methods(entry: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     rows: list[tuple[str, Mapping[str, Any]]] = []
     if entry.get("available"):
@@ -125,6 +148,10 @@ def locomo_markdown(result: Mapping[str, Any], *, command: str | None = None) ->
     skipped = max((e.get("skipped_evidence_ids") or 0 for e in counted), default=0)
     missing = max((e.get("missing_evidence_ids") or 0 for e in counted), default=0)
     lines += ["", f"Evidence ids skipped: {skipped} malformed, {missing} not in the conversation."]
+    fails = failures_line([(f"{int(b):,} {LABELS.get(name, name)}", e)
+                           for b in budgets for name, e in _methods(result["budgets"][b])])
+    if fails:
+        lines += ["", fails]
     return "\n".join(lines)
 
 
@@ -159,6 +186,9 @@ def cost_markdown(result: Mapping[str, Any], *, command: str | None = None) -> s
                 ]
             )
         )
+    fails = failures_line([(LABELS.get(name, name), m) for name, m in result["methods"].items()])
+    if fails:
+        lines += ["", fails]
     return "\n".join(lines)
 
 
