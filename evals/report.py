@@ -95,14 +95,20 @@ def locomo_markdown(result: Mapping[str, Any], *, command: str | None = None) ->
     ]
     if command:
         lines += [f"`{command}`", ""]
-    lines.append("Evidence recall (%) and answer coverage (%) by context budget (tokens):")
+    # older results have no coverage without category 5: their table keeps one answer column per budget
+    non_adv = "answer_coverage_non_adversarial" in first
+    lines.append("Evidence recall (%) and answer coverage (%) by context budget (tokens). Answer coverage: the "
+                 "answer found anywhere in the context's text; \"all\" counts every question with an answer, "
+                 "category 5's adversarial answers included"
+                 + (", \"excl. c5\" leaves them out" if non_adv else "")
+                 + ". tiermem's context also carries speaker-name and session-date headings, which the "
+                 "baselines' do not, so an answer that is a name or a date can count for it alone:")
     lines.append("")
-    lines.append(
-        _row(
-            ["method", *(f"recall @ {int(b):,}" for b in budgets), *(f"answer @ {int(b):,}" for b in budgets)]
-        )
-    )
-    lines.append(_row(["---"] + ["---:"] * (2 * len(budgets))))
+    answer_cols = [f"answer (all) @ {int(b):,}" for b in budgets]
+    if non_adv:
+        answer_cols += [f"answer (excl. c5) @ {int(b):,}" for b in budgets]
+    lines.append(_row(["method", *(f"recall @ {int(b):,}" for b in budgets), *answer_cols]))
+    lines.append(_row(["---"] + ["---:"] * (len(budgets) + len(answer_cols))))
     for name in methods:
         cells = [LABELS.get(name, name)]
         entries = [
@@ -111,6 +117,8 @@ def locomo_markdown(result: Mapping[str, Any], *, command: str | None = None) ->
         ]
         cells += [_pct(e.get("evidence_recall")) for e in entries]
         cells += [_pct(e.get("answer_coverage")) for e in entries]
+        if non_adv:
+            cells += [_pct(e.get("answer_coverage_non_adversarial")) for e in entries]
         if name == "full_context":
             cells[0] += f" ({_int(entries[0].get('full_context_tokens'))} tokens)"
         lines.append(_row(cells))
