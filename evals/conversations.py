@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
-from tiermem.evals.locomo import conversation_id as locomo_conversation_id
+from tiermem.evals.locomo import conversation_ids as locomo_conversation_ids
 from tiermem.tiers.errors import DataFileError, ValidationError
 from tiermem.tiers.formats import canonical_role
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
@@ -218,8 +218,9 @@ def _read_locomo(path: Path) -> Dataset:
         raise DataFileError(str(path), str(exc)) from None
     convs: list[ConversationData] = []
     skipped = 0
-    for s in samples:
-        c = ConversationData(locomo_conversation_id(s.sample_id))
+    # unique within the file: two samples under one id would be replayed as one conversation
+    for s, cid in zip(samples, locomo_conversation_ids([s.sample_id for s in samples]), strict=True):
+        c = ConversationData(cid)
         times, _ = session_times(s)
         for session, start in zip(s.sessions, times, strict=True):
             for i, turn in enumerate(session.turns):

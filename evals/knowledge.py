@@ -224,11 +224,12 @@ def locomo_census(memory: Memory, path: Path, limit: int | None = None) -> dict[
     few real corrections): whole-turn pairs and statement rows, each with both texts, for
     judging precision by reading them. Appended as the LoCoMo harness does (a session per
     batch), so live-sized batches search by meaning as a service's appends do."""
-    from tiermem.evals.locomo import ingest_sample, load_samples
+    from tiermem.evals.locomo import conversation_ids, ingest_sample, load_samples
 
     out: dict[str, Any] = {"conversations": 0, "user_turns": 0, "pairs": [], "statements": []}
-    for sample in load_samples(path)[:limit]:
-        got = ingest_sample(memory, sample)
+    samples = load_samples(path)[:limit]
+    for sample, cid in zip(samples, conversation_ids([s.sample_id for s in samples]), strict=True):
+        got = ingest_sample(memory, sample, cid=cid)
         key = memory.cold.key_of(got.namespace, got.conversation_id) or got.conversation_id
         memory.catch_up(got.conversation_id, namespace=got.namespace)
         rows = memory.cold.turns(key)

@@ -9,7 +9,9 @@ Ingestion (one conversation per sample, each in its own namespace, so that a sam
 questions can never retrieve another sample's turns):
 
 - conversation id and namespace: ``locomo-<sample_id>`` (characters outside the id
-  alphabet become ``_``);
+  alphabet become ``_``; a sample whose id maps to one an earlier sample of the file
+  took gets ``-2``, ``-3``, ...); a conversation the data dir already holds is reused
+  only when its turns are the sample's (else the run stops: use a fresh data dir);
 - turns in session order (``session_1``, ``session_2``, ... by number), one
   `append_many` (one transaction) per session;
 - roles: ``speaker_a`` -> ``"user"``, ``speaker_b`` -> ``"assistant"``; ``name`` is the
@@ -63,6 +65,7 @@ from typing import Any
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
+from tiermem.config import DEFAULT_MAX_ID_CHARS
 from tiermem.evals.baselines import (
     BASELINES,
     METHODS,
@@ -79,7 +82,7 @@ from tiermem.evals.baselines import (
     warn,
 )
 from tiermem.memory import Memory
-from tiermem.tiers.models import ID_PATTERN, NAME_MAX_CHARS
+from tiermem.tiers.models import ID_PATTERN, NAME_MAX_CHARS, StoredMessage, message_text
 from tiermem.tiers.tokens import messages_tokens
 
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo-dev.json"
@@ -95,6 +98,7 @@ DIA_ID = re.compile(r"^D(\d+):(\d+)$")
 SESSION_KEY = re.compile(r"^session_(\d+)$")
 FALLBACK_EPOCH = 1_600_000_000.0  # when no session date of a sample parses at all
 DAY_S = 86_400.0
+ID_MAX_CHARS = DEFAULT_MAX_ID_CHARS  # a conversation id the harness makes fits the default id limit
 
 
 class LocomoError(Exception):
@@ -284,7 +288,28 @@ def conversation_id(sample_id: str) -> str:
     cid = "locomo-" + re.sub(r"[^A-Za-z0-9._:@-]", "_", sample_id)
     if not ID_PATTERN.fullmatch(cid):  # pragma: no cover - the prefix makes it match
         raise LocomoError(f"cannot make an id from sample id {sample_id!r}")
-    return cid[:128]
+    return cid[:ID_MAX_CHARS]
+
+
+def conversation_ids(sample_ids: Sequence[str]) -> list[str]:
+    """A conversation id per sample, unique within the file: `conversation_id`, and for a
+    sample whose id maps to one already taken (`team/1` after `team_1`, or a sample id
+    given twice) the same with `-2`, `-3`, ... (as `baselines.unique_conversation_id`
+    does against a data dir). Two samples in one conversation would have the second's
+    questions scored against the first's turns. The same file gives the same ids every
+    run, so a data dir's conversations are reused."""
+    taken: set[str] = set()
+    out: list[str] = []
+    for sid in sample_ids:
+        base = cid = conversation_id(sid)
+        n = 1
+        while cid in taken:
+            n += 1
+            suffix = f"-{n}"
+            cid = base[:ID_MAX_CHARS - len(suffix)] + suffix
+        taken.add(cid)
+        out.append(cid)
+    return out
 
 
 def turn_content(turn: Turn) -> str:
@@ -343,11 +368,14 @@ class Ingested:
 
 
 def ingest_sample(
-    memory: Memory, sample: Sample, *, progress: Progress | None = None, task: TaskID | None = None
+    memory: Memory, sample: Sample, *, cid: str | None = None, progress: Progress | None = None,
+    task: TaskID | None = None
 ) -> Ingested:
     """Append the sample as one conversation (one transaction per session), or reuse it
-    when the data dir already holds it with the same number of turns."""
-    cid = conversation_id(sample.sample_id)
+    when the data dir already holds it with the same turns (LocomoError when it holds
+    other ones). `cid`: its conversation id (default `conversation_id(sample_id)`; a file
+    of several samples passes `conversation_ids`' so that no two share one)."""
+    cid = cid or conversation_id(sample.sample_id)
     ns = cid
     times, unparsed = session_times(sample)
     key = memory.cold.key_of(ns, cid)
@@ -358,8 +386,10 @@ def ingest_sample(
                 f"the data dir already holds conversation {cid} (namespace {ns}, {have} turns) but this "
                 f"sample has {sample.n_turns} turns; use a fresh --data-dir"
             )
+        stored = memory.history(cid, namespace=ns)
+        _check_stored(cid, sample, stored, times)
         dia: dict[str, int] = {}
-        for m in memory.history(cid, namespace=ns):
+        for m in stored:
             d = (m.metadata or {}).get("dia_id")
             if isinstance(d, str):
                 dia.setdefault(d, m.position)
@@ -383,6 +413,22 @@ def ingest_sample(
         if progress is not None and task is not None:
             progress.advance(task, len(batch))
     return Ingested(sample, cid, ns, dia_to_pos, unknown_speakers=unknown, unparsed_dates=unparsed)
+
+
+def _check_stored(cid: str, sample: Sample, stored: Sequence[StoredMessage], times: Sequence[float]) -> None:
+    """Refuse to reuse a stored conversation whose turns are not the sample's (another
+    sample with as many turns, or an edited file): its questions would be scored against
+    the wrong turns. Compared per turn: role, speaker name, text and dia_id."""
+    want = [turn_message(t, sample, session, start + i)[0]
+            for session, start in zip(sample.sessions, times, strict=True) for i, t in enumerate(session.turns)]
+    if len(stored) != len(want):
+        raise LocomoError(f"the data dir holds conversation {cid} with {len(stored)} readable turns, sample "
+                          f"{sample.sample_id!r} has {len(want)}; use a fresh --data-dir")
+    for m, w in zip(stored, want, strict=True):
+        if (m.role, m.body.get("name"), m.text, (m.metadata or {}).get("dia_id")) != (
+                w["role"], w.get("name"), message_text(w), w["metadata"]["dia_id"]):
+            raise LocomoError(f"the data dir holds conversation {cid} with other turns than sample "
+                              f"{sample.sample_id!r} (position {m.position} differs); use a fresh --data-dir")
 
 
 def embed_pending(
@@ -589,8 +635,8 @@ def run_locomo(
     if progress is not None:
         t_ing = progress.add_task("ingest (append)", total=total_turns)
         t_emb = progress.add_task("ingest (embed)", total=total_turns)
-    for s in samples:
-        ing = ingest_sample(memory, s, progress=progress, task=t_ing if progress is not None else None)
+    for s, cid in zip(samples, conversation_ids([s.sample_id for s in samples]), strict=True):
+        ing = ingest_sample(memory, s, cid=cid, progress=progress, task=t_ing if progress is not None else None)
         embed_pending(
             memory, ing.conversation_id, progress=progress, task=t_emb if progress is not None else None
         )
@@ -674,6 +720,7 @@ def run_locomo(
     result: dict[str, Any] = {
         "data": str(data),
         "samples": [s.sample_id for s in samples],
+        "conversation_ids": [i.conversation_id for i in ingested],
         "turns": total_turns,
         "hot_tier": hot,
         "hot_budget_tokens": memory.config.hot_budget_tokens if hot else None,
