@@ -156,14 +156,14 @@ def test_matches_reference_and_keeps_invariants(
                 if expected is None:
                     event("pin of a cold turn without the turn")
                     with pytest.raises(HotTurnNotResident):
-                        hot.pin(conv, pos, priority, turn=given_turn)
+                        hot.pin(conv, pos, priority, generation=GEN, turn=given_turn)
                     continue
-                res = hot.pin(conv, pos, priority, turn=given_turn)
+                res = hot.pin(conv, pos, priority, generation=GEN, turn=given_turn)
                 added.append(pos)
                 want = expected
                 pins[pos] = priority
             else:
-                res = hot.unpin(conv, pos)
+                res = hot.unpin(conv, pos, generation=GEN)
                 want = ref.unpin(pos)
                 pins.pop(pos, None)
         assert (res.evicted, res.demoted) == want
@@ -263,8 +263,8 @@ def test_pins_over_budget_demote_lowest_priority_then_oldest(client: redis.Redis
     assert positions(s) == [0, 4] and s.total_tokens == 40 and s.overflow_tokens == 0
     assert s.demoted == [1, 2] and s.demoted_tokens == 40
     # unpinning a demoted turn forgets it as demoted; re-pinning with the turn re-admits
-    hot.unpin(conv, 1)
-    res = hot.pin(conv, 2, 9, turn=turn(2, 20))
+    hot.unpin(conv, 1, generation=GEN)
+    res = hot.pin(conv, 2, 9, generation=GEN, turn=turn(2, 20))
     assert res.demoted == [4]  # priority 3 is now the lowest
     s = hot.read(conv)
     assert s is not None and positions(s) == [0, 2] and s.demoted == [4]
@@ -284,20 +284,20 @@ def test_pin_unpin(client: redis.Redis) -> None:
     hot = tier(client, budget=50, head=0, tail=1, bias=1.0)
     conv = cid()
     hot.admit_many(conv, [turn(i) for i in range(5)], generation=GEN)
-    hot.pin(conv, 0, 2)
+    hot.pin(conv, 0, 2, generation=GEN)
     res = hot.admit(conv, turn(5), generation=GEN)
     assert res.evicted == [1]  # 0 is pinned, so the oldest evictable is 1
     with pytest.raises(HotTurnNotResident):
-        hot.pin(conv, 1, 1)
-    res = hot.pin(conv, 1, 1, turn=turn(1))
+        hot.pin(conv, 1, 1, generation=GEN)
+    res = hot.pin(conv, 1, 1, generation=GEN, turn=turn(1))
     assert res.evicted == [2] and 1 in positions(hot.read(conv))
     with pytest.raises(ValueError, match="only admitted up to 5"):
-        hot.pin(conv, 9, 1, turn=turn(9))
-    res = hot.unpin(conv, 0)
+        hot.pin(conv, 9, 1, generation=GEN, turn=turn(9))
+    res = hot.unpin(conv, 0, generation=GEN)
     assert res.evicted == []
     res = hot.admit(conv, turn(6), generation=GEN)
     assert res.evicted == [0]
-    assert hot.unpin(conv, 42).evicted == []  # unknown position: no-op
+    assert hot.unpin(conv, 42, generation=GEN).evicted == []  # unknown position: no-op
 
 
 def test_admit_is_idempotent_per_position(client: redis.Redis) -> None:
@@ -339,8 +339,8 @@ def test_stale_states_raise_and_write_nothing(client: redis.Redis) -> None:
     assert info.value.reason == "missing" and info.value.stored_generation is None
     assert hot.read(conv) is None
     # pin/unpin without a set: nothing to do (the next read rebuilds with the pin)
-    assert hot.pin(conv, 0, 1, turn=turn(0)) == AdmitResult([], [], 0, 0)
-    assert hot.unpin(conv, 0) == AdmitResult([], [], 0, 0)
+    assert hot.pin(conv, 0, 1, generation=GEN, turn=turn(0)) == AdmitResult([], [], 0, 0)
+    assert hot.unpin(conv, 0, generation=GEN) == AdmitResult([], [], 0, 0)
     assert hot.read(conv) is None
     hot.admit_many(conv, [turn(0), turn(1)], generation=GEN)
     before = hot.read(conv)

@@ -82,12 +82,12 @@ def test_admit_many_pin_unpin(client: RedisClient) -> None:
     ts = [HotTurn(i, 10, False, 0, f"m{i}") for i in range(8)]
     res = hot.admit_many(conv, ts, generation=GEN)
     assert res.evicted == [0, 1] and res.total_tokens == 60
-    hot.pin(conv, 2, 3)
+    hot.pin(conv, 2, 3, generation=GEN)
     assert hot.admit(conv, HotTurn(8, 10, False, 0, "m8"), generation=GEN).evicted == [3]
     with pytest.raises(HotTurnNotResident):
-        hot.pin(conv, 0, 1)
-    assert hot.pin(conv, 0, 1, turn=ts[0]).evicted == [4]
-    assert hot.unpin(conv, 2).evicted == []
+        hot.pin(conv, 0, 1, generation=GEN)
+    assert hot.pin(conv, 0, 1, generation=GEN, turn=ts[0]).evicted == [4]
+    assert hot.unpin(conv, 2, generation=GEN).evicted == []
     assert hot.admit(conv, HotTurn(9, 10, False, 0, "m9"), generation=GEN).evicted == [2]
     s = hot.read(conv)
     assert s is not None
@@ -124,7 +124,7 @@ def test_keys_share_one_slot_and_spread_over_masters(
     convs = [f"spread-{{{i}}}-{uuid.uuid4().hex}" for i in range(30)]
     for conv in convs:
         hot.admit(conv, HotTurn(0, 5, False, 0, conv), generation=GEN)
-        hot.pin(conv, 0, 1)
+        hot.pin(conv, 0, 1, generation=GEN)
         s = hot.read(conv)
         assert s is not None and s.turns[0].payload == conv
     if not isinstance(client, RedisCluster):

@@ -57,7 +57,7 @@ def ttls_ms(client: redis.Redis, hot: HotTier, conv: str) -> list[int]:
 # (how the set was last written, so every path that writes live keys is covered)
 WRITES = [
     ("admitted", lambda hot, c: hot.admit_many(c, turns(6, pin=2), generation=GEN)),
-    ("pinned", lambda hot, c: (hot.admit_many(c, turns(6), generation=GEN), hot.pin(c, 5, priority=80))),
+    ("pinned", lambda hot, c: (hot.admit_many(c, turns(6), generation=GEN), hot.pin(c, 5, priority=80, generation=GEN))),
     ("rebuilt", lambda hot, c: hot.rebuild(c, turns(6, pin=2), generation=GEN)),
 ]
 

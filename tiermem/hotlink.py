@@ -11,6 +11,9 @@ what to do when Redis is gone.
   another database) triggers a deterministic rebuild from the cold log; a hot set
   behind the log (appends made while Redis was down) is caught up by admitting the
   missing turns in order, which is what live appends would have done.
+- Pin and unpin write into a set only of this log's generation: in a Redis shared with
+  another database, a set under the same key that is not ours is left alone (the next
+  read rebuilds ours from the log, pin included). Stats count only our sets.
 - Redis errors never escape: appends stay committed in the cold log, reads fall back
   to the log and report `degraded`, and the next successful call recovers.
 - Nor does any other failure of the hot tier (a reply no code path expects: a script
@@ -261,8 +264,11 @@ class HotLink:
             turn = turns[0] if turns else None
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
-            self.tier.pin(conversation_id, position, priority, turn=turn)
+            self.tier.pin(conversation_id, position, priority, generation=self.generation(conversation_id),
+                          turn=turn)
             self._ok()
+        except HotStale as exc:
+            self._stale_pin(conversation_id, exc)
         except REDIS_ERRORS as exc:
             self._fail(exc)
         except Exception as exc:  # the pin is in the log: the rebuild shows it
@@ -270,12 +276,24 @@ class HotLink:
 
     def unpin(self, conversation_id: str, position: int) -> None:
         try:
-            self.tier.unpin(conversation_id, position)
+            self.tier.unpin(conversation_id, position, generation=self.generation(conversation_id))
             self._ok()
+        except HotStale as exc:
+            self._stale_pin(conversation_id, exc)
         except REDIS_ERRORS as exc:
             self._fail(exc)
         except Exception as exc:
             self._distrust(conversation_id, exc)
+
+    def _stale_pin(self, conversation_id: str, exc: HotStale) -> None:
+        """A pin or unpin the stored set refused, having written nothing. Of another
+        generation (another database on this Redis, or an older incarnation): not ours
+        to touch, and our next read rebuilds our set from the log, pin included. Any
+        other refusal (an inconsistent set) is a set that cannot be trusted."""
+        if exc.reason == "generation":
+            self._ok()
+            return
+        self._distrust(conversation_id, exc)
 
     def drop(self, conversation_id: str) -> None:
         try:
@@ -323,7 +341,9 @@ class HotLink:
         try:
             for conv in convs:
                 hs = self.tier.read(conv)
-                if hs is None:
+                # a set under this key of another generation (another database sharing
+                # this Redis) is not ours to count
+                if hs is None or hs.generation != self.generation(conv):
                     continue
                 tokens += hs.total_tokens
                 members += len(hs.turns)

@@ -31,7 +31,9 @@ Invariants:
   stored set belongs to the caller's generation and that positions arrive without a gap.
   Otherwise it raises `HotStale` and the caller rebuilds from the cold log: that is how a
   flushed, restarted or partly evicted Redis, or one that missed appends while it was
-  down, is detected.
+  down, is detected. `pin` and `unpin` check the generation too (HotStale, nothing
+  written): a Redis shared by two databases must never take one's turn into the other's
+  set.
 - `rebuild` replays the turns through the same Lua engine as `admit`, so the result is
   the set that live admits of the same turns with the same pin flags produce. (A pin
   applied long after a turn's admission may have re-admitted it after evictions that a
@@ -443,7 +445,7 @@ if demoted_dirty then
 end
 local overflow = total - budget
 if overflow < 0 then overflow = 0 end
--- pin and unpin pass no generation: keep the stored one.
+-- Without flag g (a rebuild's later chunks) the stored generation stays.
 if exists and meta.gen then gen = meta.gen end
 redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last,
   'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens)
@@ -790,13 +792,14 @@ class HotTier:
         return AdmitResult(evicted, demoted, int(res[2]), int(res[3]))
 
     def pin(
-        self, conversation_id: str, position: int, priority: int, *, turn: HotTurn | None = None
+        self, conversation_id: str, position: int, priority: int, *, generation: str, turn: HotTurn | None = None
     ) -> AdmitResult:
         """Pin a hot turn (or update its priority). A turn that is not hot is re-admitted
         as pinned when `turn` is given, else HotTurnNotResident. Pinning can demote
         lower-priority pins (possibly this one) when pins alone exceed the budget.
         Without a stored set for the conversation this is a no-op (all zeros): the
-        caller's next read rebuilds the set from the log, with the pin."""
+        caller's next read rebuilds the set from the log, with the pin. A stored set of
+        another generation raises HotStale, nothing written: it is not this log's."""
         if turn is not None:
             _check_turn(turn)
             if turn.position != position:
@@ -805,13 +808,15 @@ class HotTier:
             raise TypeError(f"priority must be an int, got {priority!r}")
         ops = _op("p", position, turn.tokens if turn is not None else -1, True, priority)
         payloads = [turn.payload] if turn is not None else []
-        res = self._apply(conversation_id, self.keys(conversation_id), "cpe", ops, payloads)
+        res = self._apply(conversation_id, self.keys(conversation_id), "cgpe", ops, payloads, generation=generation)
         return self._result(res)
 
-    def unpin(self, conversation_id: str, position: int) -> AdmitResult:
+    def unpin(self, conversation_id: str, position: int, *, generation: str) -> AdmitResult:
         """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
-        forgotten as demoted; anything else, a missing set included, is a no-op."""
-        res = self._apply(conversation_id, self.keys(conversation_id), "cpe", _op("u", position, 0, False, 0))
+        forgotten as demoted; anything else, a missing set included, is a no-op. A
+        stored set of another generation raises HotStale, nothing written."""
+        res = self._apply(conversation_id, self.keys(conversation_id), "cgpe", _op("u", position, 0, False, 0),
+                          generation=generation)
         return self._result(res)
 
     def read(self, conversation_id: str) -> HotSet | None:
