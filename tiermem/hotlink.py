@@ -11,6 +11,15 @@ what to do when Redis is gone.
   another database) triggers a deterministic rebuild from the cold log; a hot set
   behind the log (appends made while Redis was down) is caught up by admitting the
   missing turns in order, which is what live appends would have done.
+- The generation does not tell two timelines of one database apart: a backup restored
+  while Redis kept the sets of the newer, discarded timeline. So a set also records the
+  fingerprint of its last turn (tiers.keys.turn_fingerprint), and a read trusts it only
+  when the log holds that very append at that position: a set ahead of the log, or one
+  whose last turn the log does not hold, is rebuilt. An append (or a read's catch-up)
+  extends a set only if it ends with the log's turn just before the new ones (checked
+  in the same script, else rebuilt), so a set never grows from a discarded timeline into
+  the restored one. A restore thus needs no `tiermem rebuild`: the next read of each
+  conversation rebuilds what is stale.
 - Pin and unpin write into a set only of this log's generation: in a Redis shared with
   another database, a set under the same key that is not ours is left alone (the next
   read rebuilds ours from the log, pin included). Stats count only our sets.
@@ -37,6 +46,7 @@ import redis
 
 from tiermem.tiers.errors import HotStale, HotStateLost
 from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client
+from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
 
@@ -170,24 +180,27 @@ class HotLink:
         created = info["created_at"] if info else 0.0
         return f"{self.cold.db_uuid}:{created!r}"
 
-    def _hot_turns(self, conversation_id: str, rows: Sequence[TurnRow]) -> list[HotTurn]:
+    def _hot_turns(self, conversation_id: str, rows: Sequence[TurnRow]) -> tuple[list[HotTurn], str]:
+        """The rows as hot turns, and the log fingerprint of the last of those ('' when none)."""
         if not rows:
-            return []
+            return [], ""
         msgs = {m.position: m for m in
                 self.cold.history(conversation_id, start=rows[0].position, end=rows[-1].position)}
         out = []
+        tip = ""
         for r in rows:
             m = msgs.get(r.position)
             if m is None:  # salvaged row: it cannot be rendered, so it is not hot
                 continue
             pinned, priority = pin_state(r)
             out.append(HotTurn(r.position, r.tokens, pinned, priority, json.dumps(m.body, ensure_ascii=False)))
-        return out
+            tip = turn_fingerprint(r.content_hash, r.created_at)
+        return out, tip
 
     def _rebuild(self, conversation_id: str) -> HotSet:
         rows = self.cold.turns(conversation_id)
-        hs = self.tier.rebuild(conversation_id, self._hot_turns(conversation_id, rows),
-                               generation=self.generation(conversation_id))
+        turns, tip = self._hot_turns(conversation_id, rows)
+        hs = self.tier.rebuild(conversation_id, turns, generation=self.generation(conversation_id), tip=tip)
         self.rebuilds += 1
         if self.cold.conversation(conversation_id) is None:
             # erased between the read and the write: the erasure's own deletion may have
@@ -203,11 +216,22 @@ class HotLink:
         hs = self.tier.read(conversation_id)
         if hs is None or hs.generation != gen:
             return self._rebuild(conversation_id), True
-        last = self.cold.last_position(conversation_id)
-        if hs.last_position < last:
-            rows = self.cold.turns(conversation_id, start=hs.last_position + 1)
+        # The log from the set's last position on: its first row must be the very turn the
+        # set ends with (module docstring: a set ahead of the log, or from a discarded
+        # timeline, is rebuilt); the rest, if any, are the appends the set missed.
+        rows = self.cold.turns(conversation_id, start=max(hs.last_position, 0))
+        prev_tip = ""
+        if hs.last_position >= 0:
+            head = rows[0] if rows and rows[0].position == hs.last_position else None
+            prev_tip = turn_fingerprint(head.content_hash, head.created_at) if head is not None else ""
+            if head is None or prev_tip != hs.tip:
+                return self._rebuild(conversation_id), True
+            rows = rows[1:]
+        if rows:
+            turns, tip = self._hot_turns(conversation_id, rows)
             try:
-                self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+                # prev_tip again: another process may have replaced the set since the read
+                self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip)
             except HotStale:
                 return self._rebuild(conversation_id), True
             hs = self.tier.read(conversation_id) or self._rebuild(conversation_id)
@@ -218,9 +242,16 @@ class HotLink:
             # admit checks the generation and the gap atomically (HotStale), so no extra
             # round trip to compare generations first
             gen = self.generation(conversation_id)
-            rows = self.cold.turns(conversation_id, start=positions[0], end=positions[-1])
+            # from the turn before the first new one: the set must end with it (else it grew
+            # from a discarded timeline of the log: HotStale 'diverged', rebuilt below)
+            rows = self.cold.turns(conversation_id, start=max(positions[0] - 1, 0), end=positions[-1])
+            prev_tip = ""
+            if rows and rows[0].position < positions[0]:
+                prev_tip = turn_fingerprint(rows[0].content_hash, rows[0].created_at)
+                rows = rows[1:]
+            turns, tip = self._hot_turns(conversation_id, rows)
             try:
-                res = self.tier.admit_many(conversation_id, self._hot_turns(conversation_id, rows), generation=gen)
+                res = self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip)
             except HotStale:
                 # the stored set missed appends (Redis was down, or another process's
                 # admit raced ours): the log has them all, replay it
@@ -260,7 +291,7 @@ class HotLink:
     def pin(self, conversation_id: str, position: int, priority: int) -> None:
         try:
             rows = self.cold.turns(conversation_id, start=position, end=position)
-            turns = self._hot_turns(conversation_id, rows)
+            turns, _ = self._hot_turns(conversation_id, rows)
             turn = turns[0] if turns else None
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)

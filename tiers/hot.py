@@ -34,6 +34,10 @@ Invariants:
   down, is detected. `pin` and `unpin` check the generation too (HotStale, nothing
   written): a Redis shared by two databases must never take one's turn into the other's
   set.
+- The meta records the fingerprint of the last admitted turn (`tip`,
+  tiers.keys.turn_fingerprint), given by the caller with each admit and rebuild, so that
+  the caller can tell a set derived from this log from one derived from another timeline
+  of it (a restored backup: same generation, and possibly the same last position).
 - `rebuild` replays the turns through the same Lua engine as `admit`, so the result is
   the set that live admits of the same turns with the same pin flags produce. (A pin
   applied long after a turn's admission may have re-admitted it after evictions that a
@@ -44,7 +48,7 @@ Invariants:
   (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
 
 Key layout per conversation, tag T = `{tm:<escaped id>}`:
-  T:meta  hash  gen, total, budget, last, evictions, overflow, demoted_tokens
+  T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens
   T:z     zset  member = position, score = position (the hot window in log order)
   T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
@@ -105,11 +109,16 @@ APPLY_LUA = r"""
 --                    last position (later ones in the same call need only ascend),
 --                g = check the stored generation equals ARGV[1],
 --                r = reset (delete the six keys first),
---                p = ops carry payloads (ARGV[9..], one per admit and per pin with a turn),
+--                p = ops carry payloads (ARGV[11..], one per admit and per pin with a turn),
 --                e = return evicted positions, m = return the member positions;
 -- ARGV[7] ttl in ms for the six keys (0: leave as is);
 -- ARGV[8] ops: "<k><pos>,<tokens>,<pinned>,<priority>;" repeated, k = a (admit),
 --         p (pin; tokens -1 when no turn is given), u (unpin).
+-- ARGV[9] tip: the log fingerprint of the last admit in ops; stored as meta 'tip' when the
+--         call moves the set's last position ('' there: unknown, the caller rebuilds).
+-- ARGV[10] prev_tip: with flag c, the log fingerprint of the turn just before the first
+--         admit ('' : not checked); the stored tip must equal it when that admit extends
+--         the set, else the set grew from another timeline of the log ('STALE|diverged').
 -- Returns one string (redis-py parses one bulk string much faster than nested arrays):
 --   'OK|<evicted,...>|<demoted,...>|total|overflow|last|n_evicted|<members,...>'
 --   (members only with flag m), or, with nothing written,
@@ -126,6 +135,8 @@ local bias = tonumber(ARGV[5])
 local flags = ARGV[6]
 local ttl = tonumber(ARGV[7])
 local ops = ARGV[8]
+local tip_arg = ARGV[9]
+local prev_tip = ARGV[10]
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local check, check_gen, with_payloads = flag('c'), flag('g'), flag('p')
 local want_evicted, want_members = flag('e'), flag('m')
@@ -330,7 +341,7 @@ local function enforce()
   end
 end
 
-local argi = 9
+local argi = 11
 for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+);') do
   local p, t, pr = tonumber(ps), tonumber(ts), tonumber(prs)
   local payload = nil
@@ -346,6 +357,10 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
       if check and last == stored_last and p ~= last + 1 then
         if last < 0 then return stale('missing') end
         return stale('gap')
+      end
+      -- ...and that the turn it ends with is the log's turn before this one.
+      if check and last == stored_last and last >= 0 and prev_tip ~= '' and (meta.tip or '') ~= prev_tip then
+        return stale('diverged')
       end
       undemote(p)
       insert(p, t, pns == '1' and pr or nil)
@@ -447,7 +462,10 @@ local overflow = total - budget
 if overflow < 0 then overflow = 0 end
 -- Without flag g (a rebuild's later chunks) the stored generation stays.
 if exists and meta.gen then gen = meta.gen end
-redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last,
+-- The tip names the turn at `last`: it changes exactly when `last` does.
+local tip = meta.tip or ''
+if last ~= stored_last then tip = tip_arg end
+redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last, 'tip', tip,
   'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens)
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
@@ -541,6 +559,9 @@ class HotSet:
     evictions: int
     demoted: list[int]
     demoted_tokens: int = 0
+    # the log fingerprint of the turn at last_position ('' when not known: a set written
+    # before tips were recorded, or by a caller that gave none)
+    tip: str = ""
 
 
 RedisClient = redis.Redis | RedisCluster
@@ -706,10 +727,13 @@ class HotTier:
         *,
         generation: str = "",
         ttl_ms: int | None = None,
+        tip: str = "",
+        prev_tip: str = "",
     ) -> list[str]:
         """Run APPLY_LUA; returns the fields after 'OK': evicted, demoted, total,
         overflow, last, n_evicted, members (the lists comma-separated). `ttl_ms` None:
-        the live keys' idle TTL."""
+        the live keys' idle TTL. `tip`: the fingerprint of the last admit in `ops`,
+        `prev_tip` that of the log's turn before the first (see APPLY_LUA)."""
         if ttl_ms is None:
             ttl_ms = self.idle_ttl_ms
         args = [
@@ -721,6 +745,8 @@ class HotTier:
             flags,
             ttl_ms,
             ops,
+            tip,
+            prev_tip,
             *payloads,
         ]
         try:
@@ -756,21 +782,32 @@ class HotTier:
 
     # -- API -----------------------------------------------------------------------------
 
-    def admit(self, conversation_id: str, turn: HotTurn, *, generation: str) -> AdmitResult:
+    def admit(
+        self, conversation_id: str, turn: HotTurn, *, generation: str, tip: str = "", prev_tip: str = ""
+    ) -> AdmitResult:
         """Add one turn (the next position of the log), then evict while over budget.
 
         A position at or below the last admitted one is a no-op (retries are safe).
         Raises HotStale when the stored set is missing (and the turn is not position 0),
         of another generation, inconsistent, or when the turn does not follow the last
         admitted position (appends were missed): the caller rebuilds from the cold log,
-        which holds the turn.
+        which holds the turn. `tip`: the turn's log fingerprint, recorded as the set's
+        (HotSet.tip) when the turn becomes its last position; `prev_tip`: that of the
+        log's turn before it, which the set must end with (else HotStale 'diverged': it
+        grew from another timeline of the log); '' checks nothing.
         """
-        return self.admit_many(conversation_id, [turn], generation=generation)
+        return self.admit_many(conversation_id, [turn], generation=generation, tip=tip, prev_tip=prev_tip)
 
-    def admit_many(self, conversation_id: str, turns: Sequence[HotTurn], *, generation: str) -> AdmitResult:
+    def admit_many(
+        self, conversation_id: str, turns: Sequence[HotTurn], *, generation: str, tip: str = "",
+        prev_tip: str = "",
+    ) -> AdmitResult:
         """Same effect as admitting the turns one by one, in one script call per
         ADMIT_CHUNK turns (each chunk atomic on its own). Positions must ascend; the first
-        new one must follow the stored set (else HotStale), later ones may skip."""
+        new one must follow the stored set (else HotStale), later ones may skip. `tip`:
+        the log fingerprint of the last turn (a chunk before the last records '', which
+        the caller treats as unknown should the later chunks never run); `prev_tip`: as
+        in `admit`, checked by the first chunk (later ones extend what it wrote)."""
         keys = self.keys(conversation_id)
         for t in turns:  # all of them first: bad input writes nothing
             _check_turn(t)
@@ -784,8 +821,10 @@ class HotTier:
         for start in range(0, len(turns), ADMIT_CHUNK):
             chunk = turns[start : start + ADMIT_CHUNK]
             ops = "".join(_op("a", t.position, t.tokens, t.pinned, t.priority) for t in chunk)
+            final = start + ADMIT_CHUNK >= len(turns)
             res = self._apply(
-                conversation_id, keys, "cgpe", ops, [t.payload for t in chunk], generation=generation
+                conversation_id, keys, "cgpe", ops, [t.payload for t in chunk], generation=generation,
+                tip=tip if final else "", prev_tip=prev_tip if start == 0 else "",
             )
             evicted += _ints(res[0])
             demoted += _ints(res[1])
@@ -846,6 +885,7 @@ class HotTier:
                 evictions=int(meta["evictions"]),
                 demoted=sorted(int(p) for p in demoted),
                 demoted_tokens=int(meta.get("demoted_tokens", 0)),
+                tip=meta.get("tip", ""),
             )
         except (KeyError, ValueError):
             return None
@@ -854,9 +894,10 @@ class HotTier:
         value = self.client.hget(self.keys(conversation_id)[0], "gen")
         return None if value is None else _text(value)
 
-    def rebuild(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str) -> HotSet:
+    def rebuild(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str, tip: str = "") -> HotSet:
         """Replace the conversation's hot set by the replay of `turns` (ascending
-        positions, each with its current pin flag and priority).
+        positions, each with its current pin flag and priority); `tip` is the log
+        fingerprint of the last of them.
 
         The replay sends no texts to Lua, REBUILD_CHUNK turns per call, into scratch
         keys; payloads are kept here only for turns still hot after each chunk and are
@@ -879,6 +920,9 @@ class HotTier:
                 "".join(ops),
                 generation=generation,
                 ttl_ms=REBUILD_TTL_MS,
+                # every chunk moves `last`, so the final one's tip is the one that stays;
+                # the scratch keys are renamed over the live ones only after it
+                tip=tip,
             )
             first = False
             ops.clear()

@@ -27,6 +27,13 @@ Invariants:
   a cache write only ever raises the cached version (one Lua script, so two processes
   cannot regress it), entries carry the database's uuid and expire, and any Redis
   error falls back to SQLite. The client is the caller's and is never closed here.
+- A cached view is served only while the log holds the very turn its `end_position`
+  names (the entry records that turn's fingerprint, tiers.keys.turn_fingerprint): after
+  a backup is restored, the uuid is the same but a view cached from the discarded
+  timeline covers turns the log no longer has (it is ahead of the log, or its last turn
+  differs). Such an entry is deleted, so the log's own version, perhaps a lower version
+  number, is cached in its place. A fingerprint that matches proves every turn the view
+  covers is in this log (the timelines agree up to that append).
 - A stored row that cannot be decoded is logged, counted (`salvaged`) and skipped;
   `latest` then answers the newest version that decodes.
 
@@ -46,7 +53,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tiermem.tiers.errors import ValidationError
-from tiermem.tiers.keys import escape_id, hash_tag
+from tiermem.tiers.keys import escape_id, hash_tag, turn_fingerprint
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.store import ColdLog, SummaryRow
 
@@ -284,17 +291,33 @@ class WarmStore:
             if d.get("db") != self.cold.db_uuid:
                 return None
             sentences = tuple(Sentence.from_json(s) for s in d["sentences"])
-            return SummaryView(conversation_id, kind, key, int(d["version"]), int(d["start"]), int(d["end"]),
+            view = SummaryView(conversation_id, kind, key, int(d["version"]), int(d["start"]), int(d["end"]),
                                sentences, int(d["tokens"]), str(d["summarizer"]), float(d["created_at"]))
+            tip = d.get("tip")
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
+        if tip is None or tip != self._log_tip(conversation_id, view.end_position):
+            # derived from another timeline of this log (module docstring), or written
+            # before entries named their turn: delete it, or the raise-only cache write
+            # would keep refusing the log's own (lower-numbered) version
+            self.invalidate(conversation_id, kind, key)
+            return None
+        return view
+
+    def _log_tip(self, conversation_id: str, position: int) -> str | None:
+        """The log's fingerprint of the turn at `position`; None when it holds none."""
+        rows = self.cold.turns_at(conversation_id, [position])
+        return turn_fingerprint(rows[0].content_hash, rows[0].created_at) if rows else None
 
     def _cache_set(self, view: SummaryView) -> None:
         if self.redis is None:
             return
+        tip = self._log_tip(view.conversation_id, view.end_position)
+        if tip is None:  # the log no longer holds the view's last turn (erased): nothing to cache
+            return
         payload = json.dumps({
             "db": self.cold.db_uuid, "version": view.version, "start": view.start_position,
-            "end": view.end_position, "tokens": view.tokens, "summarizer": view.summarizer,
+            "end": view.end_position, "tip": tip, "tokens": view.tokens, "summarizer": view.summarizer,
             "created_at": view.created_at, "sentences": [s.to_json() for s in view.sentences],
         }, ensure_ascii=False)
         try:
