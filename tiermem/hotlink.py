@@ -20,6 +20,8 @@ what to do when Redis is gone.
   in the same script, else rebuilt), so a set never grows from a discarded timeline into
   the restored one. A restore thus needs no `tiermem rebuild`: the next read of each
   conversation rebuilds what is stale.
+- A set built under another `hot_budget_tokens` (the setting changed between runs) is
+  rebuilt on its next read, so the budget in force is the configured one from then on.
 - Pin and unpin write into a set only of this log's generation: in a Redis shared with
   another database, a set under the same key that is not ours is left alone (the next
   read rebuilds ours from the log, pin included). Stats count only our sets.
@@ -214,7 +216,7 @@ class HotLink:
         """The conversation's hot set, rebuilt or caught up with the log as needed."""
         gen = self.generation(conversation_id)
         hs = self.tier.read(conversation_id)
-        if hs is None or hs.generation != gen:
+        if hs is None or hs.generation != gen or hs.budget != self.tier.budget_tokens:
             return self._rebuild(conversation_id), True
         # The log from the set's last position on: its first row must be the very turn the
         # set ends with (module docstring: a set ahead of the log, or from a discarded
