@@ -231,10 +231,13 @@ class Prepared:
 
 
 def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
-             sample_questions: int | None) -> Iterator[Prepared]:
+             sample_questions: int | None, counts: EvidenceCounts | None = None) -> Iterator[Prepared]:
     """Each sample in its own Memory under `data_root`, with the questions that have
     evidence (every n-th when `sample_questions` is set: spread over the conversation,
-    the same every run); the Memory is closed as the loop moves past it."""
+    the same every run); the Memory is closed as the loop moves past it. `counts`, when
+    given, adds up the evidence ids dropped (malformed, or not in the conversation)."""
+    if counts is None:
+        counts = EvidenceCounts()
     for sample in samples:
         path = data_root / sample.sample_id
         path.mkdir(parents=True, exist_ok=True)
@@ -242,7 +245,7 @@ def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
         try:
             ing = ingest_sample(opened.memory, sample)
             embed_pending(opened.memory, ing.conversation_id)
-            qs = [q for q in resolve_questions(ing, 0, None, EvidenceCounts()) if q.evidence_positions]
+            qs = [q for q in resolve_questions(ing, 0, None, counts) if q.evidence_positions]
             if sample_questions is not None:
                 qs = qs[::max(1, len(qs) // sample_questions)][:sample_questions]
             yield Prepared(sample, opened.memory, ing, qs)
@@ -262,7 +265,8 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
     latency: dict[str, dict[str, list[float]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
     base_recs: dict[str, dict[str, list[Rec]]] = {m: {str(b): [] for b in budgets} for m in BASELINE_METHODS}
     t0 = time.perf_counter()
-    for prep in prepared(samples, data_root, hot=hot, sample_questions=sample_questions):
+    counts = EvidenceCounts()
+    for prep in prepared(samples, data_root, hot=hot, sample_questions=sample_questions, counts=counts):
         sample, memory, ing, qs = prep.sample, prep.memory, prep.ingested, prep.questions
         cid = ing.conversation_id
         view = ConvView.load(memory, cid) if baselines else None
@@ -297,6 +301,10 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
         "samples": [s.sample_id for s in samples],
         "budgets": list(budgets),
         "sample_questions": sample_questions,
+        # evidence ids dropped from the questions (malformed / not in the conversation), as
+        # `tiermem eval locomo` reports them
+        "skipped_evidence_ids": counts.skipped,
+        "missing_evidence_ids": counts.missing,
         "elapsed_s": round(time.perf_counter() - t0, 1),
         "variants": {v.name: {"values": v.values,
                               "budgets": {str(b): {**_summary(results[v.name][str(b)], latency[v.name][str(b)]),

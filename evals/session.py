@@ -16,6 +16,10 @@ replays the session on a fresh copy of the conversation (the questions are appen
 Goals (issue 22, budget 2,000): tiermem's evidence recall at least 85%, its bill with
 caching at most 20% of cached full context's.
 
+Evidence ids that are malformed (not ``D<int>:<int>``) or absent from their sample are
+counted per budget (``skipped_evidence_ids``, ``missing_evidence_ids``) beside
+``questions_with_evidence``, the questions recall is averaged over, as in `evals.locomo`.
+
 Baseline contexts always include the question itself (hybrid top-k gets it first, then
 its hits), as tiermem's and tail truncation's do.
 """
@@ -43,7 +47,14 @@ from tiermem.evals.baselines import (
     warn,
 )
 from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
-from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
+from tiermem.evals.locomo import (
+    DIA_ID,
+    EvidenceCounts,
+    LocomoError,
+    load_samples,
+    session_times,
+    turn_message,
+)
 from tiermem.memory import Memory
 from tiermem.tiers.tokens import messages_tokens
 
@@ -115,14 +126,15 @@ def run_session(
         # each series (the breakdown by conversation: weights chosen on three, scored on the fourth)
         sample_recalls: dict[str, dict[str, list[float]]] = {m: {} for m in active}
         sample_starts: list[tuple[str, int]] = []
-        asked = 0
+        asked = with_evidence = 0
+        counts = EvidenceCounts()  # ids dropped from the questions' evidence, as `eval locomo` reports
         total_q = sum(len(s.qa if limit_questions is None else s.qa[:limit_questions]) for s in samples)
         task = progress.add_task(f"session at {budget}", total=total_q) if progress is not None else None
         for si, s in enumerate(samples):
             sample_starts.append((s.sample_id, asked))
             for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
-                evidence = sorted({dia[(si, e.strip())] for e in qa.evidence
-                                   if DIA_ID.match(e.strip()) and (si, e.strip()) in dia})
+                evidence = sorted(_resolve(qa.evidence, si, dia, counts))
+                with_evidence += bool(evidence)
                 pos = memory.append(conv, {"role": "user", "content": qa.question}, namespace=conv)
                 memory.catch_up(conv, namespace=conv)
                 view.refresh(memory)
@@ -177,7 +189,9 @@ def run_session(
             for p in PROVIDERS:
                 got = tm[f"ratio_billed_vs_full_{p}"]
                 goals[f"tiermem_billed_vs_cached_full_{p}_ok"] = got is not None and got <= GOAL_BILLED_VS_CACHED_FULL
-        per_budget[str(budget)] = {"methods": summaries, "goals": goals, "questions": asked}
+        per_budget[str(budget)] = {"methods": summaries, "goals": goals, "questions": asked,
+                                   "questions_with_evidence": with_evidence,
+                                   "skipped_evidence_ids": counts.skipped, "missing_evidence_ids": counts.missing}
         meta = {"samples": [s.sample_id for s in samples], "history_turns": turns, "history_tokens": history_tokens}
     return SessionRun({
         "data": str(data),
@@ -212,6 +226,21 @@ def by_sample(series: dict[str, MethodSeries], name: str, starts: Sequence[tuple
     return out
 
 
+def _resolve(ids: Sequence[str], sample: int, dia: dict[tuple[int, str], int], counts: EvidenceCounts) -> set[int]:
+    """The positions of a question's evidence ids; malformed ids (not ``D<int>:<int>``)
+    and ids absent from the sample are counted in `counts`, not dropped unseen."""
+    out: set[int] = set()
+    for e in ids:
+        e = e.strip()
+        if not DIA_ID.match(e):
+            counts.skipped += 1
+        elif (sample, e) not in dia:
+            counts.missing += 1
+        else:
+            out.add(dia[(sample, e)])
+    return out
+
+
 def _recall(out: MethodOutput, evidence: Sequence[int]) -> float:
     return sum(1 for p in evidence if p in out.positions) / len(evidence)
 
@@ -221,6 +250,11 @@ def table(result: dict[str, Any]) -> Any:
 
     t = Table(title=f"Long-history QA session ({result.get('history_turns', 0):,} turns, "
                     f"{result.get('history_tokens', 0):,} tokens of history)")
+    # recall is over the questions with evidence: say how many, and what evidence was dropped
+    t.caption = "; ".join(
+        f"{b}: {e.get('questions_with_evidence', '?')} of {e['questions']} questions with evidence, evidence ids "
+        f"skipped {e.get('skipped_evidence_ids', '?')} malformed, {e.get('missing_evidence_ids', '?')} "
+        "not in the conversation" for b, e in result["budgets"].items())
     for col in ("budget", "method", "recall", "input tokens", "billed OpenAI", "vs cached full", "billed Anthropic",
                 "vs cached full", "cache-stable", "new epochs", "p50 ms"):
         t.add_column(col, justify="left" if col == "method" else "right")
