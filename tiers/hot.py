@@ -90,6 +90,9 @@ SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when era
 REBUILD_TTL_MS = 120_000
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
+# The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
+# "never", so a positive TTL below 1 ms is rounded up to this rather than down to never.
+MIN_IDLE_TTL_MS = 1
 
 # Lua prints numbers with %.14g: integers stay exact below 10^14.
 _MAX_INT = 10**14
@@ -692,6 +695,9 @@ class HotTier:
         # a conversation's keys expire together this long after its last read or write
         # (0: never); an expired set is a missing one, rebuilt from the log when next used
         self.idle_ttl_ms = int(idle_ttl_s * MS_PER_S)
+        if idle_ttl_s > 0:
+            # truncated to 0 it would mean never: the opposite of a very short TTL
+            self.idle_ttl_ms = max(MIN_IDLE_TTL_MS, self.idle_ttl_ms)
 
     # -- keys ----------------------------------------------------------------------------
 
