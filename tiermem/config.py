@@ -45,6 +45,9 @@ DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024
 DEFAULT_MAX_ID_CHARS = 128
 DEFAULT_HOT_BUDGET_TOKENS = 4000
+# tokens; far above any model's context window (10M at most), far below 10**14, past which
+# the hot tier's Lua (numbers printed with %.14g) no longer writes the budget as an integer
+MAX_HOT_BUDGET_TOKENS = 100_000_000
 # seconds; the same as tiers.redis_server.DEFAULT_IDLE_TIMEOUT_S (not imported: that module
 # imports redis, which `tiermem --help` does not need; tests/test_redis_lifecycle.py checks)
 DEFAULT_REDIS_IDLE_TIMEOUT_S = 300.0
@@ -244,7 +247,7 @@ class Config(BaseSettings):
     redis_idle_timeout_s: float = Field(DEFAULT_REDIS_IDLE_TIMEOUT_S, ge=0, le=7 * 86_400, description=(
         "the embedded redis-server (redis_url unset) stops after this many seconds without a client or a "
         "command; 0: never. Every process using it keeps a connection, so it outlives none of them"))
-    hot_budget_tokens: int = Field(DEFAULT_HOT_BUDGET_TOKENS, ge=64)
+    hot_budget_tokens: int = Field(DEFAULT_HOT_BUDGET_TOKENS, ge=64, le=MAX_HOT_BUDGET_TOKENS)
     head_protect: int = Field(DEFAULT_HEAD_PROTECT_TURNS, ge=0)
     tail_protect: int = Field(DEFAULT_TAIL_PROTECT_TURNS, ge=0)
     eviction_bias: float = Field(DEFAULT_EVICTION_BIAS, ge=0.0, le=1.0)

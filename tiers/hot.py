@@ -670,6 +670,9 @@ class HotTier:
     ) -> None:
         if budget_tokens < 0 or head_protect < 0 or tail_protect < 0:
             raise ValueError("budget_tokens, head_protect and tail_protect must be >= 0")
+        if budget_tokens >= _MAX_INT:
+            # Lua would store it as 1e+17, which no read parses back: the set never loads
+            raise ValueError(f"budget_tokens must be below {_MAX_INT}, got {budget_tokens}")
         if not 0.0 <= eviction_bias <= 1.0:
             raise ValueError(f"eviction_bias must be in [0, 1], got {eviction_bias}")
         if not _PREFIX_RE.match(key_prefix):
