@@ -36,6 +36,7 @@ from pydantic_settings import (
 )
 
 from tiermem import config_sections
+from tiermem.tiers.redis_url import parse_redis_url
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
 
@@ -388,6 +389,15 @@ class Config(BaseSettings):
     def _postgres_url(cls, v: str | None) -> str | None:
         if v is not None and not v.startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql:// URL (or unset for the SQLite file in data_dir)")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str | None) -> str | None:
+        # the client's own parser: a URL accepted here is one the hot tier can open. An
+        # empty string is refused like cold_url's (unset means the embedded server)
+        if v is not None:
+            parse_redis_url(v)
         return v
 
     @model_validator(mode="after")

@@ -65,7 +65,6 @@ import hashlib
 import json
 import re
 import secrets
-import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +77,7 @@ from redis.retry import Retry
 
 from tiermem.tiers.errors import HotStale, HotStateLost, HotTurnNotResident
 from tiermem.tiers.keys import hash_tag
+from tiermem.tiers.redis_url import parse_redis_url
 
 DEFAULT_SOCKET_TIMEOUT_S = 0.5
 DEFAULT_HEALTH_CHECK_INTERVAL_S = 30
@@ -588,21 +588,7 @@ def make_client(
     retry with a few ms of backoff rides over a single dropped connection, e.g. the first
     command after Redis restarted, and redis-py reconnects per command by itself.
     """
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    cluster = False
-    if scheme.endswith("+cluster"):
-        scheme, cluster = scheme.removesuffix("+cluster"), True
-    query = []
-    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if key == "cluster":
-            cluster = cluster or value.lower() in ("1", "true", "yes")
-        else:
-            query.append((key, value))
-    # Reassembled by hand: urlunsplit drops the "//" of "unix:///path" (empty netloc).
-    clean = f"{scheme}://{parts.netloc}{parts.path}"
-    if query:
-        clean += "?" + urllib.parse.urlencode(query)
+    parsed = parse_redis_url(url)  # ValueError for a URL tiermem does not accept
     retry = Retry(ExponentialBackoff(cap=0.05, base=0.005), retries)
     common: dict[str, Any] = {
         "decode_responses": True,
@@ -611,11 +597,9 @@ def make_client(
         "health_check_interval": health_check_interval,
         "retry": retry,
     }
-    if cluster:
-        if scheme not in ("redis", "rediss"):
-            raise ValueError(f"a Redis Cluster URL needs redis:// or rediss://, not {url!r}")
-        return RedisCluster.from_url(clean, **common)
-    return redis.Redis.from_url(clean, **common)
+    if parsed.cluster:
+        return RedisCluster.from_url(parsed.url, **common)
+    return redis.Redis.from_url(parsed.url, **common)
 
 
 def _text(value: Any) -> str:
