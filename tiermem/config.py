@@ -69,6 +69,14 @@ DEFAULT_RRF_K = 60
 DEFAULT_WARM_MAX_TURNS_BEHIND = 20
 DEFAULT_WARM_MAX_SECONDS_BEHIND = 300.0
 DEFAULT_SCHEDULER_INTERVAL_S = 30.0
+# Upper bounds of float settings. Every float is also finite (allow_inf_nan=False below):
+# inf passed `gt=0` and then broke whatever used it (APScheduler overflowed on an infinite
+# interval, so `serve` ran with no scheduler), and so did 1e308; the bounds are far past
+# any useful value and well inside what the consumers accept.
+MAX_SCHEDULER_INTERVAL_S = 86_400.0  # seconds; to stop it, scheduler_enabled = false
+MAX_WARM_SECONDS_BEHIND = 365 * 86_400.0  # seconds: a year
+MAX_LLM_TIMEOUT_S = 3_600.0  # seconds per summarizer request
+MAX_PRICE_PER_MTOK_USD = 10_000.0  # USD per million tokens (the dearest models ask ~150)
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 ENV_PREFIX = "TIERMEM_"
@@ -150,7 +158,7 @@ class SliceShares(BaseModel):
     """Budget shares of the context slices for one query class; they need not sum to 1,
     unused share flows to the next slice in packing order."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     pinned: float = Field(0.15, ge=0, le=1)
     summary: float = Field(0.15, ge=0, le=1)
     retrieved: float = Field(0.4, ge=0, le=1)
@@ -179,21 +187,23 @@ class LayerShares(BaseModel):
     What a class needs more of goes into the per-turn part (`slice_shares[...].retrieved`
     and whatever the stable layers leave)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     pinned: float = Field(0.1, ge=0, le=1)
     summary: float = Field(0.1, ge=0, le=1)
     tail: float = Field(0.1, ge=0, le=1)
 
 
 class Pricing(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    input_per_mtok: float = Field(2.5, ge=0, description="USD per million uncached input tokens")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    input_per_mtok: float = Field(2.5, ge=0, le=MAX_PRICE_PER_MTOK_USD,
+                                  description="USD per million uncached input tokens")
     cached_input_ratio: float = Field(0.1, ge=0, le=1, description="cached input price / input price")
 
 
 class Config(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="TIERMEM_", env_nested_delimiter="__", extra="forbid", validate_default=True
+        env_prefix="TIERMEM_", env_nested_delimiter="__", extra="forbid", validate_default=True,
+        allow_inf_nan=False,  # no setting means anything with inf or nan (MAX_SCHEDULER_INTERVAL_S)
     )
 
     def __init__(self, **values: Any) -> None:
@@ -312,19 +322,19 @@ class Config(BaseSettings):
                                    "moves on a token grid so consecutive contexts share a cacheable prefix")
     # warm tier
     warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1)
-    warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0)
+    warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0, le=MAX_WARM_SECONDS_BEHIND)
     summary_target_tokens: int = Field(300, ge=16)
     warm_keep_versions: int = Field(DEFAULT_WARM_KEEP_VERSIONS, ge=1, le=10_000, description=(
         "versions kept of each warm view (older ones are deleted as new ones are written) and of "
         "consolidation's own fold checkpoints; checkpoints a caller wrote are always kept"))
-    scheduler_interval_s: float = Field(DEFAULT_SCHEDULER_INTERVAL_S, gt=0)
+    scheduler_interval_s: float = Field(DEFAULT_SCHEDULER_INTERVAL_S, gt=0, le=MAX_SCHEDULER_INTERVAL_S)
     scheduler_max_views_per_run: int = Field(50, ge=1)
     scheduler_enabled: bool = Field(True, description="run the consolidation scheduler in `tiermem serve`")
     summarizer: Literal["extractive", "llm"] = "extractive"
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key_env: str = "OPENAI_API_KEY"
-    llm_timeout_s: float = Field(30.0, gt=0)
+    llm_timeout_s: float = Field(30.0, gt=0, le=MAX_LLM_TIMEOUT_S)
     # service
     http_host: str = DEFAULT_HTTP_HOST
     http_port: int = Field(DEFAULT_HTTP_PORT, ge=1, le=65535)
