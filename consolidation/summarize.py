@@ -10,8 +10,10 @@ Contract shared by both:
 - `render(sentences)` (one sentence per line, exactly what `SummaryView.text()` shows)
   never has more than `target_tokens` tokens, counted with the summarizer's
   `TokenCounter`.
-- Turns with `superseded_by` set are left out: a rolling or session summary states the
-  current value, not the retracted one (the constraint extract marks them instead).
+- Turns with `superseded_by` set are left out, and so are the statements of a turn that
+  a later turn superseded (`SourceTurn.superseded_spans`, the statement rows of
+  tiers/statements.py): a rolling or session summary states the current value, not the
+  replaced or retracted one (the constraint extract marks them instead).
 - Failure raises `tiers.errors.SummarizerError`; the caller keeps the previous
   version. A summarizer never returns error text as sentences.
 
@@ -37,6 +39,7 @@ import numpy as np
 
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import SummarizerError
+from tiermem.tiers.statements import remaining_spans, remaining_text
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.vectors import row_dots
 from tiermem.tiers.warm import Sentence, render
@@ -58,6 +61,20 @@ class SourceTurn:
     embedding: np.ndarray | None = None
     session_id: str | None = None
     created_at: float = 0.0
+    # characters of `text` a later turn superseded (the rest of the turn still holds)
+    superseded_spans: tuple[tuple[int, int], ...] = ()
+
+    def current_spans(self, span: tuple[int, int]) -> list[tuple[int, int]]:
+        """The parts of `text[span]` that still hold (exact substrings): `span` itself
+        unless a superseded statement overlaps it."""
+        if not self.superseded_spans:
+            return [span]
+        return [(a, e) for a, e in remaining_spans(self.text, self.superseded_spans, span)
+                if _HAS_WORD.search(self.text[a:e])]
+
+    def current_text(self) -> str:
+        """What still holds of the turn: its text without its superseded statements."""
+        return remaining_text(self.text, self.superseded_spans) if self.superseded_spans else self.text
 
 
 class Summarizer(Protocol):
@@ -293,7 +310,8 @@ class ExtractiveSummarizer:
         owner: list[int] = []
         seen: set[str] = set()
         for ti, t in enumerate(live):
-            for s, e in split_sentences(t.text):
+            # a superseded statement is cut out of its sentence: what is left still holds
+            for s, e in (piece for span in split_sentences(t.text) for piece in t.current_spans(span)):
                 text = t.text[s:e]
                 key = " ".join(text.lower().split())
                 if key in seen:
@@ -309,7 +327,7 @@ class ExtractiveSummarizer:
         # is the weighted sum of the three cosines; a turn without an embedding still
         # compares by words).
         model = self._model_vectors(live)
-        turn_lex = _lex_vectors([t.text for t in live])
+        turn_lex = _lex_vectors([t.current_text() for t in live])
         lex = _lex_vectors([c.text for c in cands])
         own_share = 1 - MODEL_SHARE - TURN_WORDS_SHARE
         parts = [math.sqrt(TURN_WORDS_SHARE) * turn_lex[owner], math.sqrt(own_share) * lex]
@@ -440,7 +458,7 @@ class LLMSummarizer:
     def _prompt(self, turns: Sequence[SourceTurn], target_tokens: int) -> list[dict[str, str]]:
         lines = []
         for t in turns:
-            text = " ".join(t.text.split())
+            text = " ".join(t.current_text().split())
             if len(text) > self.max_turn_chars:
                 half = self.max_turn_chars // 2
                 text = text[:half] + " … " + text[-half:]

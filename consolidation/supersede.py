@@ -67,7 +67,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -75,7 +75,7 @@ import numpy as np
 from tiermem.consolidation.classify import DAY_NAMES, PRIORITY, correction_cue, normalize
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2
-from tiermem.tiers.statements import StatementRow
+from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
 
 if TYPE_CHECKING:
     from tiermem.consolidation.classify import TurnClassifier
@@ -222,7 +222,7 @@ def detect_slots(text: str) -> dict[str, set[str]]:
 def clear_memo() -> None:
     """Forget what the text-keyed caches below remember (and so the texts): an erasure
     leaves no copy of erased text in this process."""
-    for cached in (_slots, _content_items, _inflected):
+    for cached in (_slots, _content_items, _inflected, _holder, _holders):
         cached.cache_clear()
 
 
@@ -405,7 +405,8 @@ def find_superseded(
     if cue is None and state is None:
         return []
     cue_txt = cue[1] if cue else state.group(0) if state else ""
-    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE]
+    # whose fact: someone else's change never revises the user's own (same_holder)
+    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE and same_holder(text, c.text)]
     if not eligible:
         return []
 
@@ -571,6 +572,132 @@ _ATTACHMENT = re.compile(r"\[(?:image|photo|picture|file|attachment|audio|video)
 def _cue_text(norm: str) -> str:
     """Normalised text with the idioms that hold a cue word but revise nothing removed."""
     return _IDIOMS.sub(" ", norm)
+
+
+# --------------------------------------------------------------------------------------------------
+# Whose fact: a statement's holder
+# --------------------------------------------------------------------------------------------------
+
+# A statement's holder: whose fact it states. SELF: the user's own ("I live in Berlin",
+# "my phone number is ..."); a third party named by the user ("my brother moved ...", "my
+# mom's number ..."): that party's word; OTHER: someone who is not the user but may be
+# any other party (he/she/they, or a capitalised word opening the sentence, "Tom moved
+# ...", which may as well be a thing: "Deploys moved ..."); None: nobody in particular
+# ("the deadline is March 3", "actually the hotel is the Pestana"), which may be anyone's.
+SELF_HOLDER = "i"
+OTHER_HOLDER = "someone else"
+MIN_CLAUSE_WORDS = 3  # a shorter clause ("Oh", "Scratch that") names no subject of its own
+# people a user speaks of as "my X": a statement with one as its subject is that person's
+_PARTY_NOUNS = frozenset((
+    "brother", "brothers", "sister", "sisters", "sibling", "siblings", "mom", "mum", "mother", "dad", "father",
+    "parents", "wife", "husband", "partner", "son", "sons", "daughter", "daughters", "kid", "kids", "child",
+    "children", "baby", "friend", "friends", "neighbour", "neighbor", "neighbours", "neighbors", "boss",
+    "colleague", "colleagues", "coworker", "co-worker", "roommate", "flatmate", "cousin", "uncle", "aunt",
+    "grandma", "grandpa", "grandmother", "grandfather", "grandparents", "boyfriend", "girlfriend", "fiance",
+    "fiancee", "nephew", "niece", "in-laws", "teammate", "landlord", "stepson", "stepdaughter",
+))
+# discourse openers before a statement's subject ("Actually, ...", "Update: ...", "Oh so ...")
+_OPENER = re.compile(r"^(?:(?:actually|oh|so|well|also|and|but|now|update|correction|sorry|ok|okay|hmm+|um+|btw|"
+                     r"wait|no|yes|yeah|anyway|fyi|quick update|by the way|just so you know|heads up)\b[,:;.!-]*\s*)+")
+# words that may stand between a subject and its verb ("my parents just moved")
+_ADVERBS = frozenset(("just", "finally", "already", "also", "recently", "now", "actually", "then", "since",
+                      "has", "have", "had"))
+# what follows a third party's verb when the fact is still theirs: their own thing ("his
+# car"), a place they moved to ("to Munich"), a state ("is vegan", "jobs")
+_THEIRS_AFTER_VERB = frozenset(("his", "her", "hers", "their", "its", "to", "in", "at", "from", "into", "back",
+                                "out", "away", "home", "house", "houses", "job", "jobs", "schools", "now", "over",
+                                "up", "a", "an"))
+_COPULAS = frozenset(("is", "are", "was", "were", "'s", "'re", "got", "gets", "has", "have", "had", "became",
+                      "becomes", "lives", "live", "works", "work", "quit", "left", "retired"))
+# a named person as the subject of a change of their own state ("Tom moved to Munich")
+_NAME_SUBJECT = re.compile(r"^([A-Z][a-z]+)(?:'s\b| (?:just |finally |recently )?(?:moved|lives|works|switched|changed|"
+                           r"quit|joined|left|started|got|is now|retired|relocated|transferred))")
+_NOT_NAMES = frozenset(("the", "this", "that", "these", "those", "it", "there", "here", "what", "which", "our",
+                        "my", "your", "we", "they", "he", "she", "let", "please", "make", "change", "switch",
+                        "move", "from", "starting", "as", "not", "no", "on", "in", "at", "for", "after", "before"))
+_CLAUSE_CUT = re.compile(r"\s*[,;:\u2014]\s+|\s+-\s+")
+_WORD_RE = re.compile(r"[a-z][a-z'-]*|[^\sa-z]")
+
+
+def _party_after(rest: Sequence[str], party: str) -> str | None:
+    """The holder of "<party> <verb> ...": the party's own when the verb is a state or is
+    followed by their thing or a place ("moved to", "traded his car", "is vegan"); the
+    user's when it acts on the user's thing ("they moved my appointment"); nobody's when
+    on a thing of its own ("my boss moved the meeting")."""
+    words = [w for w in rest if w not in _ADVERBS or w in _COPULAS][:3]
+    if not words:
+        return party
+    verb, obj = words[0], words[1] if len(words) > 1 else ""
+    if verb in _COPULAS or not obj or obj in _THEIRS_AFTER_VERB:
+        return party
+    if obj in ("my", "our", "me", "us"):
+        return SELF_HOLDER
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _holder(statement: str) -> str | None:
+    """Whose fact one clause states (SELF_HOLDER, a third party's word, OTHER_HOLDER, or
+    None: nobody in particular), from its subject."""
+    text = _OPENER.sub("", statement.strip().lstrip("\"'(-* "), count=1)
+    if not text:
+        return None
+    name = _NAME_SUBJECT.match(text)
+    if name and name.group(1).lower() not in _NOT_NAMES and name.group(1).lower() not in _STOP:
+        return OTHER_HOLDER
+    words = _WORD_RE.findall(text.lower().replace("\u2019", "'"))
+    if not words:
+        return None
+    first = words[0]
+    if first in ("i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll", "me", "us"):
+        return SELF_HOLDER
+    if first in ("my", "our") and len(words) > 1:
+        noun = words[1]
+        possessive = noun.endswith("'s") or (len(words) > 2 and words[2] == "'s")
+        noun = noun.removesuffix("'s")
+        if noun not in _PARTY_NOUNS:
+            return SELF_HOLDER  # "my phone number", "our flight"
+        return noun if possessive else _party_after(words[2:], noun)
+    if first in ("he", "she", "they", "he's", "she's", "they're", "his", "her", "their"):
+        if first in ("his", "her", "their"):
+            return OTHER_HOLDER  # "his new address is ..."
+        return _party_after(words[1:], OTHER_HOLDER) if first in ("he", "she", "they") else OTHER_HOLDER
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _holders(text: str) -> frozenset[str | None]:
+    """The holders of `text`'s clauses: its statements, and the parts of each a comma
+    joins ("Priya left last week, the new contact is Tom Weber" is Priya's and nobody's);
+    a clause of fewer than MIN_CLAUSE_WORDS words after its opener names nobody. A
+    title's period ends no statement ("Dr. Park")."""
+    plain = _untitled(text)
+    out = set()
+    for a, e in statement_spans(plain):
+        for clause in _CLAUSE_CUT.split(plain[a:e]):
+            if len(_OPENER.sub("", clause.strip(), count=1).split()) >= MIN_CLAUSE_WORDS:
+                out.add(_holder(clause))
+    return frozenset(out) or frozenset((None,))
+
+
+def _holder_fits(new: str | None, old: str | None) -> bool:
+    """Whether a statement held by `new` may revise one held by `old`: someone else's
+    change never revises the user's own fact, nor another person's; a statement about
+    nobody in particular ("it's Dr. Park now") may revise anyone's; a third party named by
+    the user revises only that party's (or a he/she/they statement that may be about them)."""
+    if new is None:
+        return True
+    if new == SELF_HOLDER:
+        return old in (None, SELF_HOLDER)
+    if new == OTHER_HOLDER:
+        return old != SELF_HOLDER
+    return old in (new, OTHER_HOLDER)
+
+
+def same_holder(new: str, old: str) -> bool:
+    """Whether some statement of `new` may revise some statement of `old` by whose fact
+    each is (`_holder_fits`)."""
+    return any(_holder_fits(a, b) for a in _holders(new) for b in _holders(old))
 
 
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
@@ -744,6 +871,7 @@ class _Batch:
     within turns (`parts`), and what this batch adds (`pairs`, `statements`)."""
 
     pool: dict[int, Appended]
+    hidden: Hidden = NOTHING_HIDDEN  # popped turns: neither corrections nor targets
     by: dict[int, int] = field(default_factory=dict)
     parts: dict[int, dict[tuple[int, int], int]] = field(default_factory=dict)
     pairs: list[tuple[int, int]] = field(default_factory=list)
@@ -865,6 +993,12 @@ class Superseder:
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
             return [], []
+        # a popped turn (a control row hides it) neither corrects nor is corrected: a
+        # replay then records what readers see through tiers.statements.Hidden
+        hid = read_hidden(self.cold, conv)
+        gated = {p: txt for p, txt in gated.items() if p not in hid.positions}
+        if not gated:
+            return [], []
         first = appended[0].position
         # candidates, read once per batch: the window before the batch and the pins
         rows: dict[int, TurnRow] = {r.position: r for r in self.cold.turns(conv, start=max(0, first - SUPERSEDE_WINDOW),
@@ -872,10 +1006,11 @@ class Superseder:
         for r in self.cold.pin_candidates(conv, min_priority=0, limit=MAX_PIN_CANDIDATES):
             if r.position < first:
                 rows.setdefault(r.position, r)
-        b = _Batch(self._pool(conv, rows))
+        b = _Batch(self._pool(conv, rows, hid), hid)
         self._load(conv, b, rows)
         for a in appended:
-            b.pool[a.position] = a
+            if a.position not in hid.positions:
+                b.pool[a.position] = a
         bearing = sorted(p for p, t in b.pool.items() if t.load_bearing and t.role == "user")
         small = len(appended) <= INLINE_INDEX_ROWS
         unresolved: list[int] = []
@@ -890,21 +1025,26 @@ class Superseder:
         near = self._nearest(conv, {p: gated[p] for p in unresolved}, small=small)
         far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
             conv, sorted({q for hits in near.values() for q, _c in hits} - set(b.pool))))}
-        b.pool.update(self._pool(conv, far))
+        b.pool.update(self._pool(conv, far, hid))
         self._load(conv, b, far)
         for p in unresolved:
             self._decide(conv, p, gated[p], near.get(p, ()), b, bearing, meaning=True)
         return b.pairs, b.statements
 
-    def _pool(self, conv: str, rows: Mapping[int, TurnRow]) -> dict[int, Appended]:
+    def _pool(self, conv: str, rows: Mapping[int, TurnRow], hidden: Hidden = NOTHING_HIDDEN
+              ) -> dict[int, Appended]:
+        rows = {p: r for p, r in rows.items() if p not in hidden.positions}
         texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
         return {p: Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing)
                 for p, r in rows.items() if p in texts}
 
     def _load(self, conv: str, b: _Batch, rows: Mapping[int, TurnRow]) -> None:
-        """What the stored rows say was superseded: whole turns, and statements."""
-        b.by.update({p: r.superseded_by for p, r in rows.items() if r.superseded_by is not None})
-        for s in self.cold.superseded_statements(conv, sorted(rows)):
+        """What the stored rows say was superseded: whole turns, and statements (a
+        supersession by a popped turn read as absent)."""
+        for p, r in rows.items():
+            if (by := b.hidden.by(r.superseded_by)) is not None:
+                b.by[p] = by
+        for s in b.hidden.statements(self.cold.superseded_statements(conv, sorted(rows))):
             b.parts.setdefault(s.position, {})[(s.start, s.end)] = s.superseded_by
 
     def _facts(self, t: Appended) -> list[tuple[int, int]]:
@@ -964,7 +1104,12 @@ class Superseder:
         hit: set[tuple[int, int]] = set()
         for a, e in statement_spans(text):
             own = text[a:e]
-            scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans]
+            # only a statement of the same holder ("I moved" revises "I live ...", not
+            # "my brother lives ..." beside it)
+            scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans
+                      if same_holder(own, target.text[s:t])]
+            if not scores:
+                continue
             best = max(sc for sc, _sp in scores)
             if best > (0.0, 0.0):
                 hit |= {sp for sc, sp in scores if sc >= best}
@@ -1013,6 +1158,8 @@ class Superseder:
             if q in b.by or t.intent in NOT_SUPERSEDABLE:
                 continue
             cur = b.current_text(q)
+            if not same_holder(text, cur):
+                continue  # someone else's value is not the one being changed
             if q in b.heads:
                 return [(q, f"elliptical replacement of the latest correction #{q}")]
             has = _entities(cur), set(_slots(cur))
@@ -1064,7 +1211,7 @@ class Superseder:
         "go with the Sonos speaker") asserts its value by its form: its object."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
-                    and pool[q].intent not in NOT_SUPERSEDABLE]
+                    and pool[q].intent not in NOT_SUPERSEDABLE and same_holder(text, pool[q].text)]
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
             return []  # the nearest statement is not close enough: nothing is
         best_cos = eligible[0][0]
@@ -1096,20 +1243,17 @@ class Superseder:
         (None: all of them)."""
         pool = b.pool
         span = range(old + 1, min(new, old + ECHO_SCAN_TURNS + 1))
-        missing = [q for q in span if q not in pool]
+        missing = [q for q in span if q not in pool and q not in b.hidden.positions]
         if missing:
-            got = {m.position: m.text for m in self.cold.get(conv, missing)}
-            for r in self.cold.turns_at(conv, sorted(got)):
-                pool[r.position] = Appended(r.position, r.role, got[r.position], r.intent or "statement",
-                                            r.load_bearing)
-                if r.superseded_by is not None:
-                    b.by[r.position] = r.superseded_by
-            for s in self.cold.superseded_statements(conv, sorted(got)):
-                b.parts.setdefault(s.position, {})[(s.start, s.end)] = s.superseded_by
+            rows = {r.position: r for r in self.cold.turns_at(conv, missing)}
+            b.pool.update(self._pool(conv, rows))  # rows whose message can be read
+            self._load(conv, b, rows)
         src = pool[old].text
         source = src if targets is None else " ".join(src[s:e] for s, e in targets)
         out: list[tuple[int, list[tuple[int, int]] | None]] = []
         for q in span:
+            if q in b.hidden.positions:
+                continue  # a popped turn is no reply
             t = pool.get(q)
             if t is None or t.role == "user":
                 break  # the reply ends where the user speaks again
@@ -1150,16 +1294,24 @@ class Superseder:
         """The conversation's load-bearing user statements that hold now, and every
         statement something superseded, with its interval: what the agent believes now
         and what it believed before. In log order. A turn that holds several facts, of
-        which some were superseded, is listed statement by statement (`Validity.span`)."""
-        rows = self.cold.turns(conversation_id)
+        which some were superseded, is listed statement by statement (`Validity.span`).
+        A popped item (a control row hides it) is not believed: it is not listed, and
+        what only it superseded holds again (tiers.statements.Hidden)."""
+        hid = read_hidden(self.cold, conversation_id)
+        stored = [s for s in self.cold.superseded_statements(conversation_id) if s.position not in hid.positions]
         parts: dict[int, list[StatementRow]] = {}
-        for s in self.cold.superseded_statements(conversation_id):
+        for s in hid.statements(stored):
             parts.setdefault(s.position, []).append(s)
+        # a turn of which a statement holds again, once its correction was popped, is
+        # current in part, whatever its superseded_by says
+        revived = {s.position for s in stored if hid.by(s.superseded_by) is None}
+        rows = [replace(hid.row(r), superseded_by=None) if r.position in revived else hid.row(r)
+                for r in self.cold.turns(conversation_id) if r.position not in hid.positions]
         keep = {r.position: r for r in rows if r.superseded_by is not None or r.position in parts
                 or (r.role == "user" and r.load_bearing and r.intent not in NOT_SUPERSEDABLE)}
         texts = {m.position: m.text for m in self.cold.get(conversation_id, sorted(keep))}
         by_pos = {r.position: r for r in rows}
-        got = self._intervals(conversation_id, {p: r for p, r in keep.items() if p not in parts}, texts, by_pos)
+        got = self._intervals(conversation_id, {p: r for p, r in keep.items() if p not in parts}, texts, by_pos, hid)
         out = [got[p] for p in sorted(got)]
         for p, stmts in parts.items():
             r = by_pos.get(p)
@@ -1192,12 +1344,13 @@ class Superseder:
         return None if cue is not None and cue[0] == "retraction" else end
 
     def _intervals(self, conv: str, keep: Mapping[int, TurnRow], texts: Mapping[int, str],
-                   by_pos: Mapping[int, TurnRow] | None = None) -> dict[int, Validity]:
+                   by_pos: Mapping[int, TurnRow] | None = None, hidden: Hidden = NOTHING_HIDDEN
+                   ) -> dict[int, Validity]:
         known: dict[int, TurnRow] = dict(by_pos or keep)
         # follow each chain to its end (A -> B -> C), reading the rows it passes through
         frontier = {r.superseded_by for r in keep.values() if r.superseded_by is not None} - set(known)
         while frontier:
-            got = self.cold.turns_at(conv, sorted(p for p in frontier if p is not None))
+            got = [hidden.row(r) for r in self.cold.turns_at(conv, sorted(p for p in frontier if p is not None))]
             known.update({r.position: r for r in got})
             frontier = {r.superseded_by for r in got if r.superseded_by is not None} - set(known)
         end_texts: dict[int, str] = {}

@@ -11,7 +11,9 @@ Three kinds per conversation (docs/design.md, "Warm"):
 - `constraints` (key ''): the current instructions, constraints, entities and
   decisions: the sentences of load-bearing turns (turn labels), plus the turns that
   supersede them, each pointing at its source position and labeled with the turn's
-  intent; a superseded one is kept with status 'superseded'. Refreshed from the
+  intent; a superseded one is kept with status 'superseded', and so is a superseded
+  statement of a turn that holds in part (the rest of its sentence stays current). A
+  supersession by a popped turn counts as absent. Refreshed from the
   previous version's sources (labels and supersession re-read) plus the load-bearing
   turns after it (`full=True` reconsiders all of them). Nothing is cut unless the
   rendering is over the target; then superseded sentences go first, then current ones
@@ -44,8 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
-from tiermem.tiers.formats import hidden_positions
 from tiermem.tiers.models import TurnRow
+from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.warm import (
@@ -125,17 +127,22 @@ class ViewMaintainer:
 
     def _sources(self, conversation_id: str, rows: Sequence[TurnRow], *,
                  embeddings: bool = True) -> list[SourceTurn]:
-        """SourceTurns (text, labels, stored embedding) for turn rows, in log order.
-        Rows whose message cannot be decoded are skipped (salvaged by the cold tier), and
-        so are items a control row hides (a popped item: no view may show it)."""
-        hidden = hidden_positions(self.cold.control_rows([conversation_id]).get(conversation_id, []))[0]
-        rows = sorted({r.position: r for r in rows if r.position not in hidden}.values(), key=lambda r: r.position)
+        """SourceTurns (text, labels, stored embedding, superseded statements) for turn
+        rows, in log order. Rows whose message cannot be decoded are skipped (salvaged by
+        the cold tier), and so are items a control row hides (a popped item: no view may
+        show it); a supersession by a popped turn counts as absent (tiers.statements.Hidden)."""
+        hidden = read_hidden(self.cold, conversation_id)
+        rows = sorted({r.position: hidden.row(r) for r in rows if r.position not in hidden.positions}.values(),
+                      key=lambda r: r.position)
         out: list[SourceTurn] = []
         for i in range(0, len(rows), SOURCE_CHUNK_TURNS):
             chunk = rows[i:i + SOURCE_CHUNK_TURNS]
             positions = [r.position for r in chunk]
             texts = {m.position: m.text for m in self.cold.get(conversation_id, positions)}
             vecs = self.cold.embeddings(conversation_id, positions) if embeddings else {}
+            gone: dict[int, list[tuple[int, int]]] = {}
+            for st in hidden.statements(self.cold.superseded_statements(conversation_id, positions)):
+                gone.setdefault(st.position, []).append((st.start, st.end))
             for r in chunk:
                 if r.position not in texts:
                     continue
@@ -145,6 +152,7 @@ class ViewMaintainer:
                     load_bearing=r.load_bearing, priority=r.priority, superseded_by=r.superseded_by,
                     embedding=None if v is None else np.asarray(v, dtype=np.float32),
                     session_id=r.session_id, created_at=r.created_at,
+                    superseded_spans=tuple(sorted(gone.get(r.position, ()))),
                 ))
         return out
 
@@ -201,10 +209,18 @@ class ViewMaintainer:
         for t in sources:
             if t.intent in _FILLER_INTENTS and not t.load_bearing:
                 continue
-            status = "superseded" if t.superseded_by is not None else "current"
-            spans = split_sentences(t.text)
-            for idx, (s, e) in enumerate(spans):
+            whole = "superseded" if t.superseded_by is not None else "current"
+            # a sentence holding a superseded statement: that statement is marked, what
+            # is left of the sentence stays current (statement rows, tiers/statements.py)
+            pieces = [(a, e, whole) for span in split_sentences(t.text)
+                      for a, e in (t.current_spans(span) if whole == "current" else [span])]
+            if whole == "current":
+                pieces += [(a, e, "superseded") for a, e in t.superseded_spans if "\n" not in t.text[a:e]]
+            pieces.sort()
+            for idx, (s, e, status) in enumerate(pieces):
                 text = t.text[s:e]
+                if not text.strip():
+                    continue
                 sent = Sentence(text, (t.position,), status, t.intent or "constraint")
                 # keep-preference: current first, then priority, load-bearing, newer, earlier in turn
                 pref = (int(status == "current"), t.priority, int(t.load_bearing), t.position, -idx)

@@ -32,7 +32,9 @@ Invariants:
   turns up to NARROW_RETRIEVED_SHARE of the budget, appended within an epoch as far as
   they fit.
 - Superseded constraints are never presented as current: they are left out, and the
-  plan says which turn superseded them. A superseded turn that is shown is marked, with
+  plan says which turn superseded them; so is a summary line of a view built before the
+  correction (a superseded statement is cut out of its line), and a supersession by a
+  popped turn counts as absent (tiers.statements.Hidden). A superseded turn that is shown is marked, with
   its validity interval (valid from its own time until the superseding turn's), in the
   line and in the plan item's reason; a question about the past (`about_past`) ranks
   superseded turns up instead of down.
@@ -80,6 +82,7 @@ from tiermem.planner.timeline import told_span
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import call_ids, hidden_positions, is_reasoning, result_id, wire_body
 from tiermem.tiers.models import StoredMessage, message_text
+from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -348,6 +351,9 @@ class Planner:
         # control rows (tiers.formats: a retraction, a clear) hide items from every slice
         # and are never sent themselves; a retraction can name an item long out of the tail
         hidden, cleared = hidden_positions(self.cold.control_rows([conv]).get(conv, []))
+        # a supersession by a hidden turn (a popped correction) counts as absent for the
+        # rest of this call: pins, retrieved lines, summary lines, statements
+        self.statements.hide(conv, read_hidden(self.cold, conv, hidden))
         if hidden or cleared >= 0:
             tail_rows = [r for r in tail_rows if r.position > cleared and r.position not in hidden]
         latest_user = next((r.position for r in reversed(tail_rows) if r.role == "user"), None)
@@ -388,7 +394,7 @@ class Planner:
                   if c.position != latest_user and c.position not in hidden]
         tail = self.candidates.tail(conv, fixed.tail_rows, fixed.tail_msgs, latest_user, plan)
         taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
-        summary = self.candidates.summary(conv, call.summaries, hidden)
+        summary = self.candidates.summary(conv, call.summaries, hidden, plan)
         lexical = self.candidates.lexical(conv, call.namespace, query, call.namespace_recall, table)
         call.mark("candidates")
         # The query is embedded here, on this thread. Embedding it on a worker while this
@@ -668,13 +674,21 @@ class Planner:
         retrieved_here = sorted({p for g in prev.segments if g.kind == "retrieved" for it in g.items
                                  if it.conversation_id == conv for p in it.positions})
         if retrieved_here:
-            gone_by = [r.position for r in self.cold.turns_at(conv, retrieved_here) if r.superseded_by is not None]
+            hid = self.statements.hidden(conv)
+            gone_by = [r.position for r in self.cold.turns_at(conv, retrieved_here)
+                       if hid.row(r).superseded_by is not None]
             marked = {p for g in prev.segments if g.kind == "retrieved" for it in g.items
                       if "superseded by" in it.reason for p in it.positions}
             late = [p for p in gone_by if p not in marked]
             if late:
                 # shown before its correction arrived, unmarked: a rebuild marks it
                 return None, f"a shown turn was superseded since: #{late[0]}"
+            marked_here = {p for g in prev.segments if g.kind == "retrieved" for it in g.items
+                           if it.conversation_id == conv and ", superseded by #" in it.reason for p in it.positions}
+            revived = sorted(marked_here - set(gone_by))
+            if revived:
+                # shown marked superseded, and the correction was popped since: current again
+                return None, f"a shown turn marked superseded is current again (its correction was popped): #{revived[0]}"
         # a shown turn of which a statement was superseded since (planner/statements.py);
         # the previous user message is a raw tail turn now, followed by what corrects it,
         # as a rebuild's tail would show it (planner.epoch.RAW_KINDS)

@@ -29,7 +29,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ from tiermem.planner.rank import BM25_DEPTH, MISSING_Z, TurnScores, replies_appl
 from tiermem.planner.render import HEADING_SHARE_TOKENS, Renderer, when
 from tiermem.planner.rounds import more_rounds
 from tiermem.planner.speakers import speaker_boost
-from tiermem.planner.statements import StatementView
+from tiermem.planner.statements import Part, StatementView
 from tiermem.planner.timeline import timeline_boost
 from tiermem.planner.unanswered import UNANSWERED_QUESTION_PENALTY, unanswered
 from tiermem.tiers.embed import cosine_from_l2
@@ -60,6 +60,7 @@ from tiermem.tiers.formats import (
     wire_body,
 )
 from tiermem.tiers.models import StoredMessage, canonical_role, message_text
+from tiermem.tiers.statements import remaining_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -123,6 +124,7 @@ RECENT_RECALL_OLDEST_SHARE = 0.5
 # sank (planner.unanswered): each reads the rows of the newcomers only.
 UNANSWERED_ROUNDS = 3
 SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
+_HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
 
 
@@ -167,6 +169,7 @@ class PinSet:
     intervals: tuple[str, ...] = ()  # each superseded row's validity interval, for the plan
     # caller pins superseded since (shown, marked): position -> their interval, for the plan
     marked: dict[int, str] = field(default_factory=dict)
+    hidden: frozenset[int] = frozenset()  # what control rows hid when it was read (a pop moves no pin version)
 
 
 @dataclass(frozen=True)
@@ -286,21 +289,30 @@ class Candidates:
         """The conversation's pin candidates (best first) with their rendered lines, for
         a pinned share of up to `room` tokens, and its superseded pins: kept between
         calls and re-read only when the log's pin version moved (a load-bearing turn, a
-        relabel, a supersession, a pin), not on every appended turn, or when a call has
-        more room than the kept set was read for."""
+        relabel, a supersession, a pin) or what control rows hide, not on every appended
+        turn, or when a call has more room than the kept set was read for. A pin
+        superseded only by a popped turn is a pin again (tiers.statements.Hidden)."""
         version = self.cold.pin_version(conv)
+        hid = self.statements.hidden(conv)
         with self._pins_lock:
             got = self.pins.get(conv)
             if got is not None:
                 self.pins.move_to_end(conv)
-        if got is not None and got.version == version:
+        if got is not None and got.version == version and got.hidden == hid.positions:
             if room <= got.room:
                 return got
             room = max(room, got.room)
         limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
         rows = self.cold.pin_candidates(conv, min_priority=AUTO_PIN_MIN_PRIORITY, limit=limit + 1)
         superseded = self.cold.superseded_pins(conv, min_priority=AUTO_PIN_MIN_PRIORITY,
-                                               limit=PLAN_LEFT_OUT_PER_SLICE)
+                                               limit=limit + 1 if hid.positions else PLAN_LEFT_OUT_PER_SLICE)
+        if hid.positions:
+            # what only a popped turn superseded is current again: back among the candidates
+            superseded = [hid.row(r) for r in superseded]
+            rows = sorted([*(hid.row(r) for r in rows), *(r for r in superseded if r.superseded_by is None)],
+                          key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority),
+                                         -t.position))[:limit + 1]
+            superseded = [r for r in superseded if r.superseded_by is not None][:PLAN_LEFT_OUT_PER_SLICE]
         # the messages of the rows a call with this much room can reach (packing stops
         # at the first row that starts past it), not of every candidate read
         reach: list[int] = []
@@ -328,7 +340,7 @@ class Candidates:
         intervals = self.intervals(conv, superseded)
         got = PinSet(version, room, tuple(rendered), tuple(superseded),
                       tuple(intervals[r.position][0] for r in superseded),
-                      {p: v[0] for p, v in gone_by.items()})
+                      {p: v[0] for p, v in gone_by.items()}, hid.positions)
         with self._pins_lock:
             self.pins[conv] = got
             while len(self.pins) > PIN_CACHE_CONVERSATIONS:
@@ -385,16 +397,40 @@ class Candidates:
         newest = np.minimum(table.tokens[::-1][:TAIL_SCAN_TURNS], self.settings.tool_trim_tokens + TRIMMED_OVERHEAD_TOKENS)
         return min(TAIL_SCAN_TURNS, int(np.searchsorted(np.cumsum(newest), budget)) + TAIL_SCAN_EXTRA_ROWS)
 
-    def summary(self, conv: str, summaries: Sequence[SummaryBlock], hidden: set[int]) -> list[Candidate]:
+    def summary(self, conv: str, summaries: Sequence[SummaryBlock], hidden: set[int],
+                plan: Plan | None = None) -> list[Candidate]:
         """The views' lines; a line drawn from an item a control row hides now (a view
-        built before the retraction) is left out, as the item is everywhere else."""
+        built before the retraction) is left out, as the item is everywhere else. A line
+        is never presented as current once what it says was superseded (a view built
+        before the correction, or not refreshed since): a line citing a superseded turn
+        (and not the turn that superseded it) is left out, with why in `plan.left_out`,
+        as a superseded pin is; a line holding a superseded statement of a turn current
+        in part is shown without it, or left out when it can not be found in its turn
+        (an abstractive line) and its view was built before the correction."""
+        cited = sorted({p for s in summaries for _t, ps in s.lines for p in ps} - hidden)
+        hid = self.statements.hidden(conv)
+        rows = {r.position: hid.row(r) for r in self.cold.turns_at(conv, cited)} if cited else {}
+        parted = {p: parts for p in cited if (parts := self.statements.parts(conv, p))}
+        texts = {m.position: m.text for m in self.cold.get(conv, sorted(parted))} if parted else {}
         out = []
         for s in summaries:
             for i, (text, positions) in enumerate(s.lines):
                 if hidden and not hidden.isdisjoint(positions):
                     continue
-                line = f"- {text}"
                 score = 1.0 - i / max(1, len(s.lines))
+                gone = next((r for p in positions if (r := rows.get(p)) is not None
+                             and r.superseded_by is not None and r.superseded_by not in positions), None)
+                why_gone = (f"superseded by #{gone.superseded_by}: not presented as current" if gone is not None
+                            else "")
+                if not why_gone:
+                    text, why_gone = self._current_part(text, positions, parted, texts, s.end)
+                if why_gone:
+                    if plan is not None:
+                        plan.left_out.append(PlanItem("summary", conv, list(positions), s.tier, "summary", 0,
+                                                      round(score, SCORE_DECIMALS),
+                                                      f"{s.kind} summary v{s.version}: {why_gone}"))
+                    continue
+                line = f"- {text}"
                 reason = f"{s.kind} summary v{s.version} (#{s.start}..#{s.end})"
                 if s.over_budget:
                     reason += f", {s.turns_behind} turns behind"
@@ -403,6 +439,35 @@ class Candidates:
                           group=list(positions))
                 out.append(c)
         return out
+
+    @staticmethod
+    def _current_part(text: str, positions: Sequence[int], parted: Mapping[int, tuple[Part, ...]],
+                      texts: Mapping[int, str], view_end: int) -> tuple[str, str]:
+        """(what of a summary line still holds, why it is left out: "" when it is not):
+        the line less the superseded statements of the turns it cites (found in the turn's
+        text: an extractive line is a substring of it), the turn that superseded a
+        statement cited too aside."""
+        for p in positions:
+            parts = [x for x in parted.get(p, ()) if x.by not in positions]
+            source = texts.get(p)
+            if not parts or source is None:
+                continue
+            at = source.find(text)
+            if at < 0:
+                # not found in its turn (an abstractive line): it may state the old value
+                # if its view was built before the correction
+                late = [x for x in parts if x.by > view_end]
+                if late:
+                    return "", (f"cites #{p}, of which a statement was superseded by #{late[0].by} after the view "
+                                "was built: not presented as current")
+                continue
+            cut = [(max(x.start, at) - at, min(x.end, at + len(text)) - at) for x in parts
+                   if x.start < at + len(text) and x.end > at]
+            if cut:
+                text = remaining_text(text, cut)
+                if not _HAS_WORD.search(text):
+                    return "", f"its statement of #{p} was superseded by #{parts[0].by}: not presented as current"
+        return text, ""
 
     def retrieved(
         self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str,
@@ -454,6 +519,8 @@ class Candidates:
         if more is not None:
             total = total + more.boost
         top, rows, sunk = self._top(conv, table, total, idx, depth)
+        hid = self.statements.hidden(conv)  # a supersession by a popped turn counts as absent
+        rows = {p: hid.row(r) for p, r in rows.items()}
         positions = [int(table.positions[i]) for i in top]
         intervals = self.intervals(conv, [r for r in rows.values() if r.superseded_by is not None])
         past = about_past(query)

@@ -16,6 +16,9 @@ Invariants:
 - The record is kept per conversation key between calls and re-read only when the
   key's pin version moved (recording a statement moves it, tiers/statements.py), and
   the version is read at most once per conversation per `context()` call (`begin`).
+- A statement superseded only by a turn a control row hides now (a popped correction)
+  holds again: the call's `Hidden` (`hide`, read with the call's control rows, which
+  move no pin version) is applied to the kept record on every read.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from tiermem.tiers.statements import remaining_text
+from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, remaining_text
 from tiermem.tiers.store import ColdLog
 
 __all__ = ["Part", "StatementView"]
@@ -65,14 +68,38 @@ class StatementView:
     def begin(self) -> None:
         """A new `context()` call: pin versions are read again (once per key)."""
         self._call.checked = set()
+        self._call.hidden = {}
+
+    def hide(self, conv: str, hidden: Hidden) -> None:
+        """What control rows hide in `conv` for the rest of this call (`begin` clears it)."""
+        if not hasattr(self._call, "hidden"):
+            self._call.hidden = {}
+        self._call.hidden[conv] = hidden
+
+    def hidden(self, conv: str) -> Hidden:
+        """What this call was told control rows hide in `conv` (nothing, if not told)."""
+        return getattr(self._call, "hidden", {}).get(conv, NOTHING_HIDDEN)
 
     def parts(self, conv: str, position: int) -> tuple[Part, ...]:
-        """The superseded statements of the turn at `position`, in text order."""
-        return self._of(conv).get(position, ())
+        """The superseded statements of the turn at `position`, in text order; a part
+        only a hidden (popped) turn superseded holds again."""
+        got = self._of(conv).get(position, ())
+        hid = self.hidden(conv)
+        if not got or not hid.positions:
+            return got
+        out = []
+        for p in got:
+            by = hid.by(p.by)
+            if by is not None:  # past a popped step of a chain: until a later message
+                out.append(p if by == p.by else Part(p.start, p.end, by, None, p.how))
+        return tuple(out)
 
     def positions(self, conv: str) -> set[int]:
         """The turns of which some statement was superseded."""
-        return set(self._of(conv))
+        got = self._of(conv)
+        if not self.hidden(conv).positions:
+            return set(got)
+        return {p for p in got if self.parts(conv, p)}
 
     def _of(self, conv: str) -> dict[int, tuple[Part, ...]]:
         # outside a call (no `begin` on this thread) every read checks the version

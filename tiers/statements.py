@@ -19,16 +19,28 @@ time until the message at ``superseded_by``. Invariants:
   a kept copy is re-read.
 - Rows are written once per (conversation, position, start): a replay that decides the
   same again leaves them as they are.
+- A pop hides a correction without editing these rows or ``superseded_by``: readers see
+  supersession through ``Hidden`` (``read_hidden``), where a turn or statement superseded
+  by a hidden turn counts as superseded by what superseded that one in turn, and as
+  current when nothing did; a replay (``rebuild``) never takes a hidden turn as a
+  correction or a target, so it records the same.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["StatementRow", "postgres_migration", "remaining_text", "sqlite_migration"]
+from tiermem.tiers.formats import hidden_positions
+from tiermem.tiers.models import TurnRow
+
+if TYPE_CHECKING:
+    from tiermem.tiers.store import ColdLog
+
+__all__ = ["NOTHING_HIDDEN", "Hidden", "StatementRow", "postgres_migration", "read_hidden", "remaining_spans",
+           "remaining_text", "sqlite_migration"]
 
 TABLE = "statement_supersessions"
 
@@ -83,21 +95,83 @@ _JOINER_END = re.compile(r"[\s,;]*(?:\b(?:and|but|while|whereas))?[\s,;]*$", re.
 _JOINER_START = re.compile(r"^[\s,;]*(?:(?:and|but|while|whereas)\b)?[\s,;]*", re.I)
 
 
+def remaining_spans(text: str, gone: Sequence[tuple[int, int]], within: tuple[int, int] | None = None
+                    ) -> list[tuple[int, int]]:
+    """The spans of `text` (of `text[within]`, when given) outside the spans in `gone`,
+    each without the words that joined it to a gone one: exact substrings, in order."""
+    start, end = within if within is not None else (0, len(text))
+    pieces: list[tuple[int, int]] = []
+    at = start
+    for a, b in sorted(gone):
+        if b <= at or a >= end:
+            continue
+        if a > at:
+            pieces.append((at, a))
+        at = max(at, b)
+    if at < end:
+        pieces.append((at, end))
+    out = []
+    for a, b in pieces:
+        head = _JOINER_START.match(text[a:b])  # on the piece: "^" ignores a start offset
+        a += head.end() if head is not None else 0
+        tail = _JOINER_END.search(text[a:b])
+        b = a + tail.start() if tail is not None else b
+        if a < b:
+            out.append((a, b))
+    return out
+
+
 def remaining_text(text: str, gone: Sequence[tuple[int, int]]) -> str:
     """`text` without the spans in `gone` (and the words that joined them to the rest):
     the statements that still hold, whitespace collapsed."""
     if not gone:
         return text
-    pieces: list[str] = []
-    at = 0
-    for a, b in sorted(gone):
-        if a > at:
-            pieces.append(text[at:a])
-        at = max(at, b)
-    pieces.append(text[at:])
-    out = []
-    for p in pieces:
-        p = _JOINER_START.sub("", _JOINER_END.sub("", p))
-        if p:
-            out.append(" ".join(p.split()))
-    return " ".join(out)
+    return " ".join(" ".join(text[a:b].split()) for a, b in remaining_spans(text, gone))
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """What a conversation's control rows hide now (a pop), as supersession readers need
+    it: `after` holds each hidden position's own ``superseded_by``, so a chain A -> B -> C
+    with B popped reads A -> C, and with C popped B is current again."""
+
+    positions: frozenset[int] = frozenset()
+    after: Mapping[int, int | None] = field(default_factory=dict)
+
+    def by(self, by: int | None) -> int | None:
+        """The turn that supersedes, for a record that says `by`: past the hidden ones."""
+        seen: set[int] = set()
+        while by is not None and by in self.positions and by not in seen:
+            seen.add(by)
+            by = self.after.get(by)
+        return by
+
+    def row(self, r: TurnRow) -> TurnRow:
+        """`r` with its ``superseded_by`` read past the hidden turns."""
+        if r.superseded_by is None or r.superseded_by not in self.positions:
+            return r
+        return replace(r, superseded_by=self.by(r.superseded_by))
+
+    def statements(self, rows: Sequence[StatementRow]) -> list[StatementRow]:
+        """`rows` read past the hidden turns: a statement only a hidden turn superseded
+        holds again, so its row is left out."""
+        out = []
+        for s in rows:
+            by = self.by(s.superseded_by)
+            if by is not None:
+                out.append(s if by == s.superseded_by else StatementRow(s.position, s.start, s.end, by))
+        return out
+
+
+NOTHING_HIDDEN = Hidden()
+
+
+def read_hidden(cold: ColdLog, conversation_id: str, hidden: set[int] | frozenset[int] | None = None) -> Hidden:
+    """`Hidden` for a conversation: its control rows read (or `hidden`, the positions a
+    caller read already), and what superseded each hidden turn."""
+    if hidden is None:
+        hidden = hidden_positions(cold.control_rows([conversation_id]).get(conversation_id, []))[0]
+    if not hidden:
+        return NOTHING_HIDDEN
+    after = {r.position: r.superseded_by for r in cold.turns_at(conversation_id, sorted(hidden))}
+    return Hidden(frozenset(hidden), after)
