@@ -25,6 +25,7 @@ from tiermem.tiers.redis_server import EmbeddedRedis
 
 GEN = "gen-1"
 TTL_S = 60.0
+IDLE_TTL_S = 2.0  # the Memory test's idle TTL: expired after a short sleep, not during its setup
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +88,16 @@ def test_zero_means_never(client: redis.Redis) -> None:
 
 
 def test_an_expired_set_is_rebuilt_from_the_log(tmp_path: Path, embedder: Embedder) -> None:
-    cfg = Config(data_dir=tmp_path / "data", hot_idle_ttl_s=0.5)
+    # long enough that a loaded runner's first context() (embedding, planning) does not
+    # outlast it between the append and the premise's read
+    cfg = Config(data_dir=tmp_path / "data", hot_idle_ttl_s=IDLE_TTL_S)
     try:
         with Memory(cfg, embedder=embedder, background_indexing=False) as mem:
             mem.append_many("c", [{"role": "user", "content": f"message {i} about the router"} for i in range(6)])
             first = mem.context("c", "what about the router?", 500)
             key = mem.cold.key_of("default", "c") or ""
             assert mem.hot is not None and mem.hot.tier.read(key) is not None  # the premise: the set is there
-            time.sleep(1.0)
+            time.sleep(IDLE_TTL_S + 1.0)
             assert mem.hot.tier.read(key) is None  # expired, every key of it
             mem.append("c", {"role": "user", "content": "and the firewall?"})
             later = mem.context("c", "and the firewall?", 500)
