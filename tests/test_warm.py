@@ -337,7 +337,13 @@ def test_rolling_refresh_versions_and_folds(
     assert_provenance(cold, v1)
     cp = cold.latest_checkpoint("c")
     assert cp is not None and cp.position == 59 and cp.summary == v1.text()
-    assert cp.metadata == {"source": "warm", "kind": "rolling", "version": 1, "summarizer": "extractive"}
+    assert cp.metadata is not None
+    assert {k: v for k, v in cp.metadata.items() if k != "lines"} == {
+        "source": "warm", "kind": "rolling", "version": 1, "summarizer": "extractive"}
+    # each line of the fold with the positions of the sentence it renders
+    lines = cp.lines()
+    assert lines is not None and [(ln.text, ln.positions) for ln in lines] == [
+        (s.text, s.positions) for s in v1.sentences]
     # a fresh view is returned as is, no new version
     assert m.refresh("c", "rolling") == v1
     # the fold deleted nothing: history is whole, active() is the suffix after it

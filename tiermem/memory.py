@@ -44,9 +44,11 @@ from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_buil
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.models import (
+    FOLD_LINES_KEY,
     MAX_POSITION,
     Checkpoint,
     ErasureReport,
+    FoldLine,
     Message,
     PruneReport,
     SearchHit,
@@ -81,6 +83,10 @@ MAX_PIN_PRIORITY = 100
 # (intent, load_bearing, priority, reason) of a control row (tiers.formats: a pop, a clear)
 CONTROL_LABEL: tuple[str, bool, int, str] = ("chitchat", False, 0, "control row: hides items, never sent")
 MAX_AGE_S = 1e12  # seconds (~31,700 years): a prune age past it selects nothing anyway
+# checkpoints looked at, newest first, for one that may stand in for what it covers (an
+# older one is needed only when a later pop hides an item inside a fold that lacks its
+# lines' positions, or every line of a fold)
+MAX_FOLDS_TRIED = 16
 
 
 @dataclass(frozen=True)
@@ -671,9 +677,13 @@ class Memory:
         return msgs, (end if more else None)
 
     def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
-        """The messages after the latest checkpoint, with that checkpoint."""
+        """The messages after the latest checkpoint, with that checkpoint: the latest that
+        may stand in for what it covers, its lines a control row hides left out
+        (`_fold`)."""
         name, _ns, key = self._key(conversation_id, namespace)
-        cp, msgs = self.cold.active(key)
+        fold = self._fold(key)
+        cp = fold[0] if fold is not None else None
+        msgs = self.cold.history(key, start=(cp.position + 1) if cp is not None else 0)
         return ActiveView(dataclasses.replace(cp, conversation_id=name) if cp is not None else None,
                           _named(msgs, key, name))
 
@@ -842,12 +852,49 @@ class Memory:
             blocks.append(SummaryBlock("rolling", view.version, view.start_position, view.end_position, lines,
                                        st.turns_behind, st.seconds_behind, st.over_budget))
             return blocks
-        cp = self.cold.latest_checkpoint(conv)
-        if cp is None:
+        fold = self._fold(conv)
+        if fold is None:
             return []
+        cp, fold_lines = fold
+        # a fold's lines keep their source positions, so the planner leaves out what a
+        # control row hides as it does for a view; one without them is a single line
+        shown: list[tuple[str, tuple[int, ...]]] = [(cp.summary, (cp.position,))]
+        if fold_lines is not None:
+            shown = [(ln.text, ln.positions) for ln in fold_lines if ln.status == "current"]
         last = self.cold.last_position(conv)
-        return [SummaryBlock("checkpoint", 1, 0, cp.position, [(cp.summary, (cp.position,))],
-                             last - cp.position, 0.0, False, tier="cold")]
+        return [SummaryBlock("checkpoint", 1, 0, cp.position, shown, last - cp.position, 0.0, False, tier="cold")]
+
+    def _fold(self, conv: str) -> tuple[Checkpoint, list[FoldLine] | None] | None:
+        """The latest checkpoint that may stand in for what it covers (DESIGN invariant
+        4: a popped item is hidden everywhere, a fold included), with its lines (None: it
+        has no per-line positions). A fold whose lines carry positions loses the lines
+        drawn from a hidden item; one without them is passed over when a control row
+        after it hides an item inside it (its text may hold that item), and so is a fold
+        left with no line: an older checkpoint, or none, stands in instead."""
+        rows = self.cold.control_rows([conv]).get(conv, [])
+        hidden = hidden_positions(rows)[0]
+        at: int | None = None
+        for _ in range(MAX_FOLDS_TRIED):
+            cp = self.cold.latest_checkpoint(conv, at_or_before=at)
+            if cp is None:
+                return None
+            lines = cp.lines()
+            if lines is None:
+                later = hidden_positions([r for r in rows if r[0] > cp.position])[0]
+                if not any(p <= cp.position for p in later):
+                    return cp, None
+            else:
+                kept = [ln for ln in lines if hidden.isdisjoint(ln.positions)]
+                if len(kept) == len(lines):
+                    return cp, lines
+                if kept:
+                    meta = dict(cp.metadata or {})
+                    meta[FOLD_LINES_KEY] = [{"positions": list(ln.positions), "status": ln.status} for ln in kept]
+                    return dataclasses.replace(cp, summary="\n".join(ln.text for ln in kept), metadata=meta), kept
+            if cp.position == 0:
+                return None
+            at = cp.position - 1
+        return None
 
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
         """Counts and health of every tier (only `namespace`'s counts when given)."""

@@ -779,6 +779,16 @@ class ColdStore(SharedQueries):
                 "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT 1",
                 (child, conversation_id, up_to),
             )
+            # the newest rolling view inside the prefix, as the child's first version: its
+            # sentences keep their positions, so what the child's control rows hide stays
+            # hidden (a fold alone is one text), and the child's refreshes go on from it
+            c.execute(
+                "INSERT INTO summaries(conversation_id, kind, key, version, start_position, end_position, body, tokens, "
+                "summarizer, created_at) SELECT ?, kind, key, 1, start_position, end_position, body, tokens, "
+                "summarizer, created_at FROM summaries WHERE conversation_id = ? AND kind = 'rolling' "
+                "AND key = '' AND end_position <= ? ORDER BY version DESC LIMIT 1",
+                (child, conversation_id, up_to),
+            )
             c.execute(
                 "INSERT INTO pins(conversation_id, position, priority, created_at) "
                 "SELECT ?, position, priority, created_at FROM pins WHERE conversation_id = ? AND position <= ? "

@@ -36,6 +36,7 @@ from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
 from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control
 from tiermem.tiers.models import (
+    FOLD_LINES_KEY,
     MAX_POSITION,
     ROLES,
     Checkpoint,
@@ -44,6 +45,7 @@ from tiermem.tiers.models import (
     TurnRow,
     canonical_role,
     check_stored_body,
+    fold_lines_meta,
 )
 from tiermem.tiers.search import fuse
 
@@ -455,7 +457,12 @@ class SharedQueries:
             c.execute(sql(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
                       (conv, kind, key, version, start, end, body, tokens, summarizer, created))
             if fold_text is not None:
-                meta = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
+                meta: dict[str, Any] = {"source": "warm", "kind": kind, "version": version, "summarizer": summarizer}
+                # each line's source positions: a reader can then leave out a line whose
+                # item a later control row hides, as it does a view's (Checkpoint.lines)
+                lines = fold_lines_meta(body)
+                if lines is not None:
+                    meta[FOLD_LINES_KEY] = lines
                 c.execute(sql("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
                               "VALUES (?,?,?,?,?)"),
                           (conv, end, self._derived_text(fold_text), json.dumps(meta), time.time()))

@@ -321,6 +321,35 @@ class ErasureReport:
 PruneReport = ErasureReport  # prune is one of the two retention operations
 
 
+# A warm fold's metadata carries, under this key, one entry per line of its text: the
+# log positions and status of the view sentence that line renders (fold_lines_meta).
+FOLD_LINES_KEY = "lines"
+FOLD_STATUSES = ("current", "superseded")
+
+
+@dataclass(frozen=True)
+class FoldLine:
+    """One line of a fold's text with the log positions it came from."""
+
+    text: str
+    positions: tuple[int, ...]
+    status: str  # "current" or "superseded" when the fold was written
+
+
+def fold_lines_meta(body: str) -> list[dict[str, Any]] | None:
+    """The per-line provenance to store with a fold written from a warm view whose
+    stored body is `body` (a JSON list of sentences, tiers.warm.SummaryView.body_json:
+    the fold's text renders them one per line, in order). None when the body is not
+    that shape: the fold is then stored without provenance."""
+    try:
+        sentences = json.loads(body)
+        out = [{"positions": [int(p) for p in s["positions"]], "status": str(s.get("status", "current"))}
+               for s in sentences]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return out if isinstance(sentences, list) else None
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     conversation_id: str
@@ -328,3 +357,25 @@ class Checkpoint:
     summary: str
     metadata: dict[str, Any] | None
     created_at: float
+
+    def lines(self) -> list[FoldLine] | None:
+        """The fold's text line by line with each line's source positions, when it was
+        written with them (a warm fold, fold_lines_meta); None for a fold without them
+        (a caller's checkpoint, or a fold written before folds carried them), or whose
+        provenance does not match its text line for line."""
+        meta = self.metadata.get(FOLD_LINES_KEY) if isinstance(self.metadata, dict) else None
+        if not isinstance(meta, list):
+            return None
+        texts = self.summary.split("\n")
+        if len(texts) != len(meta):
+            return None
+        out: list[FoldLine] = []
+        for text, m in zip(texts, meta, strict=True):
+            positions = m.get("positions") if isinstance(m, dict) else None
+            status = m.get("status") if isinstance(m, dict) else None
+            if (not isinstance(positions, list) or not positions or status not in FOLD_STATUSES
+                    or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= self.position
+                               for p in positions)):
+                return None
+            out.append(FoldLine(text, tuple(positions), status))
+        return out

@@ -1065,6 +1065,12 @@ class PostgresStore(SharedQueries):
                 "SELECT %(child)s, position, summary, metadata, created_at FROM checkpoints "
                 "WHERE conversation_id = %(parent)s AND position <= %(up)s ORDER BY position DESC, id DESC LIMIT 1",
                 args)
+            # the newest rolling view inside the prefix, as the child's first version (tiers.cold)
+            c.execute(
+                "INSERT INTO summaries(conversation_id, kind, key, version, start_position, end_position, body, tokens, "
+                "summarizer, created_at) SELECT %(child)s, kind, key, 1, start_position, end_position, body, tokens, "
+                "summarizer, created_at FROM summaries WHERE conversation_id = %(parent)s AND kind = 'rolling' "
+                "AND key = '' AND end_position <= %(up)s ORDER BY version DESC LIMIT 1", args)
             c.execute(
                 "INSERT INTO pins(conversation_id, position, priority, created_at) "
                 "SELECT %(child)s, position, priority, created_at FROM pins WHERE conversation_id = %(parent)s "

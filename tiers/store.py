@@ -336,7 +336,8 @@ class ColdLog(Protocol):
 
     def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
         """Copy positions 0..up_to (messages, turn rows, FTS rows, vectors, the latest
-        checkpoint at or before up_to, explicit pins) into a new conversation named
+        checkpoint at or before up_to, the newest rolling view version ending at or
+        before up_to, explicit pins) into a new conversation named
         `new_id` (unique in the parent's namespace, `ValidationError` otherwise) in one
         transaction; returns the child's key. Undecodable rows stay gaps."""
         ...
@@ -482,7 +483,8 @@ class ColdLog(Protocol):
         and (newest version, newest) is returned; else (new version, None). With
         `fold_text`, the same transaction writes a checkpoint at end_position holding it
         (metadata source 'warm'). With `keep_versions`, versions older than the newest
-        `keep_versions` of the view, and of the conversation's warm folds, are deleted."""
+        `keep_versions` of the view, and of the conversation's warm folds, are deleted.
+        A fold's metadata carries its lines' source positions (`Checkpoint.lines`)."""
         ...
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
