@@ -33,13 +33,22 @@ the next refresh.
 
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
 the previous version stays current and is returned.
+
+One refresher per view, also across processes (two service workers each with its
+scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
+lease (`ColdLog.claim_view`, a `view_claims` row that expires after `VIEW_CLAIM_TTL_S`)
+before it reads the view's frontier, so the summarizer runs once per stretch of log; a
+refresh that finds the lease held returns the current version.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +79,10 @@ SOURCE_CHUNK_TURNS = 500  # turns fetched per store call when loading a view's s
 _TAIL_WINDOW = 256  # positions looked at for a trailing run of unlabeled turns
 _LOCK_STRIPES = 64
 _FILLER_INTENTS = frozenset({"chitchat"})
+# how long a refresh's lease on its view lasts: past any one refresh (an LLM request is
+# bounded by llm_timeout_s, retried a few times, per chunk of a backlog); a holder that
+# died holds the view no longer than this
+VIEW_CLAIM_TTL_S = 600.0
 
 
 @dataclass
@@ -85,8 +98,9 @@ class _SessionScan:
 
 class ViewMaintainer:
     """Computes and stores the warm views of conversations. Thread-safe; refreshes of
-    one view are serialized within the process (and `WarmStore.put` refuses a write
-    that would move a view backwards, across processes)."""
+    one view are serialized within the process, and across processes by a lease on the
+    view (`ColdLog.claim_view`); `WarmStore.put` still refuses a write that would move a
+    view backwards or store the same version twice (a lease that expired mid-refresh)."""
 
     def __init__(
         self,
@@ -120,6 +134,7 @@ class ViewMaintainer:
         self.label_grace_s = float(label_grace_s)
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._scan_lock = threading.Lock()
+        self._holder = f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}"  # this maintainer, in view_claims
         self._sessions: dict[str, _SessionScan] = {}
         self.failures = 0
 
@@ -247,11 +262,24 @@ class ViewMaintainer:
         check_view_key(kind, key)
         lock = self._locks[hash((conversation_id, kind, key)) % _LOCK_STRIPES]
         with lock:
-            if kind == "rolling":
-                return self._refresh_rolling(conversation_id, full)
-            if kind == "constraints":
-                return self._refresh_constraints(conversation_id, full)
-            return self._refresh_session(conversation_id, key, full)
+            # and across processes: under the view's lease the refresh reads the view's
+            # frontier afresh, so a second process finds it covered instead of running
+            # the summarizer (perhaps a paid LLM) again; while another holds it, the
+            # current version is answered as is
+            holder = f"{self._holder}:{os.getpid()}"  # a pre-fork server's workers differ
+            if not self.cold.claim_view(conversation_id, kind, key, holder, VIEW_CLAIM_TTL_S):
+                return self.warm.latest(conversation_id, kind, key)
+            try:
+                if kind == "rolling":
+                    return self._refresh_rolling(conversation_id, full)
+                if kind == "constraints":
+                    return self._refresh_constraints(conversation_id, full)
+                return self._refresh_session(conversation_id, key, full)
+            finally:
+                try:
+                    self.cold.release_view(conversation_id, kind, key, holder)
+                except Exception:  # the lease expires on its own; the refresh's answer stands
+                    log.exception("views: could not release the lease on %s/%s/%s", conversation_id, kind, key)
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
                              fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:

@@ -79,7 +79,8 @@ MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host pa
 KEY_SEPARATOR = "~"
 KEY_SUFFIX_HEX = 16
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
-CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions")
+CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions",
+                       "view_claims")
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 NO_LABEL: tuple[None, None, None, None] = (None, None, None, None)
 

@@ -451,7 +451,13 @@ class SharedQueries:
             prev = c.execute(sql(
                 f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
                 "ORDER BY version DESC LIMIT 1"), (conv, kind, key)).fetchone()
-            if prev is not None and int(prev[5]) > end and keep_current(self._summary(prev)):
+            # behind the newest version (a slower refresher), or the very version again
+            # (two processes that refreshed the same view from the same log): the newest
+            # stays, nothing is written, no second fold. A refresh over the same range
+            # that says something else (a full one after a relabeling) is a new version.
+            if prev is not None and (int(prev[5]) > end or (
+                    int(prev[5]) == end and int(prev[4]) == start and prev[8] == summarizer and prev[6] == body)
+            ) and keep_current(self._summary(prev)):
                 return int(prev[3]), self._summary(prev)
             version = (int(prev[3]) if prev is not None else 0) + 1
             c.execute(sql(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
@@ -495,6 +501,29 @@ class SharedQueries:
         return [(r[0], float(r[1])) for r in self._q(
             "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
             "ORDER BY id DESC LIMIT ?", (conversation_id, kind, key, limit))]
+
+    def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float) -> bool:
+        # one upsert: a free view, an expired lease or the holder's own is taken; a live
+        # lease of another holder is left as it is. Read back in the same transaction
+        # rather than with RETURNING, which older SQLite libraries lack.
+        now = time.time()
+        sql = self.dialect.sql
+        with self._tx() as c:
+            c.execute(sql(
+                "INSERT INTO view_claims(conversation_id, kind, key, holder, expires_at) VALUES (?,?,?,?,?) "
+                "ON CONFLICT (conversation_id, kind, key) DO UPDATE SET holder = excluded.holder, "
+                "expires_at = excluded.expires_at "
+                "WHERE view_claims.expires_at < ? OR view_claims.holder = excluded.holder"),
+                (conversation_id, kind, key, holder, now + ttl_s, now))
+            row = c.execute(sql("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?"),
+                            (conversation_id, kind, key)).fetchone()
+        return row is not None and row[0] == holder
+
+    def release_view(self, conversation_id: str, kind: str, key: str, holder: str) -> None:
+        with self._tx() as c:
+            c.execute(self.dialect.sql(
+                "DELETE FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ? AND holder = ?"),
+                (conversation_id, kind, key, holder))
 
     def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
         return self._turns_where("WHERE t.conversation_id = ? AND t.load_bearing = 1 AND t.position > ? "

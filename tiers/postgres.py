@@ -135,11 +135,11 @@ SYNCHRONOUS_COMMIT = ("on", "off")
 ERASE_SCRUB = ("full", "vacuum")
 # what reclaim() vacuums: every table that holds a conversation's rows or its name
 RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
-                  "pins", "plans", "statement_supersessions", "conversations")
+                  "pins", "plans", "statement_supersessions", "view_claims", "conversations")
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
-                       "summary_errors", "statement_supersessions")
+                       "summary_errors", "statement_supersessions", "view_claims")
 
 Conn = Any  # psycopg.Connection; kept loose so callers need not import psycopg
 
@@ -330,6 +330,17 @@ def m006_know2(c: Conn) -> None:
     postgres_migration(c)
 
 
+def m007_view_claims(c: Conn) -> None:
+    # a lease per warm view being refreshed, as the SQLite engine's m015_view_claims
+    c.execute("""CREATE TABLE view_claims(
+        conversation_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (conversation_id, kind, key))""")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -337,6 +348,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m004_pin_versions,
     m005_summaries,
     m006_know2,
+    m007_view_claims,
 ]
 
 

@@ -308,6 +308,22 @@ def m014_statement_supersessions(c: Connection) -> None:
     sqlite_migration(c)
 
 
+def m015_view_claims(c: Connection) -> None:
+    # a lease per warm view being refreshed (tiers.store.ColdLog.claim_view), so two
+    # processes on one file do not run the summarizer for the same view twice; a holder
+    # that died frees it when expires_at (unix seconds) passes
+    c.execute(
+        """CREATE TABLE view_claims(
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, kind, key)
+        )"""
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -323,6 +339,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m012_pin_versions,
     m013_conversation_incarnations,
     m014_statement_supersessions,
+    m015_view_claims,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

@@ -484,7 +484,20 @@ class ColdLog(Protocol):
         `fold_text`, the same transaction writes a checkpoint at end_position holding it
         (metadata source 'warm'). With `keep_versions`, versions older than the newest
         `keep_versions` of the view, and of the conversation's warm folds, are deleted.
-        A fold's metadata carries its lines' source positions (`Checkpoint.lines`)."""
+        A `row` equal to the newest version (same range, summarizer and body: a second
+        refresher of the same log) is not written either, nor folded again. A fold's
+        metadata carries its lines' source positions (`Checkpoint.lines`)."""
+        ...
+
+    def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float) -> bool:
+        """Take the lease to refresh one view for `ttl_s` seconds (a `view_claims` row):
+        True when `holder` holds it now (it was free, expired, or already `holder`'s),
+        False while another holder's lease is live. Across processes and engines, so a
+        summarizer (perhaps a paid LLM) does not run twice for the same view."""
+        ...
+
+    def release_view(self, conversation_id: str, kind: str, key: str, holder: str) -> None:
+        """Give back `holder`'s lease on a view (nothing if it holds none)."""
         ...
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
