@@ -839,6 +839,7 @@ class Memory:
         """The warm views the planner may show, with their staleness; the latest fold
         stands in when no view exists yet."""
         from tiermem.planner.build import SummaryBlock
+        from tiermem.tiers.warm import staleness  # here: importing tiers must not load the warm tier
 
         blocks: list[SummaryBlock] = []
         try:
@@ -862,7 +863,13 @@ class Memory:
         if fold_lines is not None:
             shown = [(ln.text, ln.positions) for ln in fold_lines if ln.status == "current"]
         last = self.cold.last_position(conv)
-        return [SummaryBlock("checkpoint", 1, 0, cp.position, shown, last - cp.position, 0.0, False, tier="cold")]
+        now = self.views.clock()
+        first = self.warm.created_at(conv, cp.position + 1) if last > cp.position else None
+        st = staleness(None, last_position=last, last_message_at=first or now, max_turns=self.views.max_turns_behind,
+                       max_seconds=self.views.max_seconds_behind, now=now, first_uncovered_at=first,
+                       turns_behind=last - cp.position)
+        return [SummaryBlock("checkpoint", 1, 0, cp.position, shown, st.turns_behind, st.seconds_behind,
+                             st.over_budget, tier="cold")]
 
     def _fold(self, conv: str) -> tuple[Checkpoint, list[FoldLine] | None] | None:
         """The latest checkpoint that may stand in for what it covers (DESIGN invariant
