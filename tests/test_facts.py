@@ -31,7 +31,7 @@ def test_facts_over_http(tmp_path: Path, embedder: SentenceTransformerEmbedder) 
         mem.append_many("trip", CHAT)
         mem.append("theirs", {"role": "user", "content": "I work at Acme."}, namespace="someone")
         app = create_app(cfg, mem, auth=False, namespace="default", start_scheduler=False)
-        with TestClient(app) as c:
+        with TestClient(app, base_url="http://127.0.0.1") as c:
             got = c.get("/v1/conversations/trip/facts").json()
             by = {f["position"]: f for f in got["facts"]}
             assert by[0]["status"] == "superseded"

@@ -219,7 +219,7 @@ def test_service_answers_healthz_while_the_model_loads(tmp_path: Path) -> None:
 
     app = create_app(Config(data_dir=tmp_path / "data"), auth=False, start_scheduler=False)
     states = []
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             r = client.get("/healthz")

@@ -28,7 +28,7 @@ def served(tmp_path_factory: pytest.TempPathFactory,
         mem.append("c", {"role": "user", "content": "hello there"})
         mem.append("c", {"role": "assistant", "content": "hi"})
         app = create_app(cfg, mem, auth=False, start_scheduler=False)
-        with TestClient(app, raise_server_exceptions=False) as client:
+        with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
             yield client, mem
 
 

@@ -34,7 +34,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerE
 
 @pytest.fixture
 def client(mem: Memory) -> Iterator[TestClient]:
-    with TestClient(create_app(mem.config, mem, start_scheduler=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False), base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -161,7 +161,7 @@ def test_bad_urls_are_named(client: TestClient, path: str, named: str) -> None:
 
 
 def test_no_auth_needs_no_login(mem: Memory, tmp_path: Path) -> None:
-    with TestClient(create_app(mem.config, mem, auth=False, namespace="acme", start_scheduler=False)) as c:
+    with TestClient(create_app(mem.config, mem, auth=False, namespace="acme", start_scheduler=False), base_url="http://127.0.0.1") as c:
         r = c.get("/ui/")
         assert r.status_code == 200 and CONV in r.text and "Sign out" not in r.text
         assert c.get(f"/ui/c/{OTHER}", params={"ns": "globex"}).status_code == 200  # every namespace

@@ -61,7 +61,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerE
 
 @pytest.fixture
 def client(mem: Memory) -> Iterator[TestClient]:
-    with TestClient(create_app(mem.config, mem, start_scheduler=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False), base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -136,7 +136,7 @@ def test_stale_warm_reads(client: TestClient, mem: Memory) -> None:
 def test_degraded_contexts(tmp_path: Any, embedder: SentenceTransformerEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=TOKENS, metrics_tokens=[TOKEN_METRICS])
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m, \
-            TestClient(create_app(cfg, m, start_scheduler=False)) as c:
+            TestClient(create_app(cfg, m, start_scheduler=False), base_url="http://127.0.0.1") as c:
         m.append(CONV, {"role": "user", "content": "hello"}, namespace="acme")
         plan = ask(c, "hello?", 300)
         assert plan["degraded"] is True

@@ -83,7 +83,7 @@ def metrics_page(c: TestClient, ns: str) -> str:
 def test_erasure_drops_the_calls_it_erased(mem: Memory, erase: Callable[[TestClient, Memory], None],
                                            erased: set[tuple[str, str]]) -> None:
     app = create_app(mem.config, mem, start_scheduler=False)
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         for ns, convs in SEEDED.items():
             h = bearer(TOKEN_FOR.get(ns, TOKEN_ACME), ns)
             for conv in convs:

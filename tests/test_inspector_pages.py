@@ -37,7 +37,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerE
 
 @pytest.fixture
 def client(mem: Memory) -> Iterator[TestClient]:
-    with TestClient(create_app(mem.config, mem, start_scheduler=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False), base_url="http://127.0.0.1") as c:
         r = c.post("/ui/login", json={"token": TOKEN_ACME}, headers=HX)
         assert r.status_code == 200
         yield c

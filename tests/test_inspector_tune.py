@@ -40,7 +40,7 @@ def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memor
 
 def test_an_operator_sees_the_latest_tune_as_points(mem: Memory) -> None:
     mem.config.last_tune_path.write_text(json.dumps(RESULT))
-    with TestClient(create_app(mem.config, mem, start_scheduler=False, auth=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False, auth=False), base_url="http://127.0.0.1") as c:
         page = c.get("/ui/metrics").text
     assert page.count("<circle") == 3  # one per (candidate, budget)
     assert "layer_shares.tail=0.05 at 2000 tokens: recall 90.0%, cost 30.0% of full" in page
@@ -49,7 +49,7 @@ def test_an_operator_sees_the_latest_tune_as_points(mem: Memory) -> None:
 
 def test_a_tenant_never_sees_it(mem: Memory) -> None:
     mem.config.last_tune_path.write_text(json.dumps(RESULT))
-    with TestClient(create_app(mem.config, mem, start_scheduler=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False), base_url="http://127.0.0.1") as c:
         assert c.post("/ui/login", json={"token": TOKEN_ACME}, headers=HX).status_code == 200
         page = c.get("/ui/metrics").text
     assert "<circle" not in page and "Tuning" not in page
@@ -63,7 +63,7 @@ def test_a_tenant_never_sees_it(mem: Memory) -> None:
 def test_a_missing_or_bad_result_is_an_empty_chart(mem: Memory, content: str | None) -> None:
     if content is not None:
         mem.config.last_tune_path.write_text(content)
-    with TestClient(create_app(mem.config, mem, start_scheduler=False, auth=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False, auth=False), base_url="http://127.0.0.1") as c:
         r = c.get("/ui/metrics")
     assert r.status_code == 200
     assert "no <code>tiermem tune</code> result in the data dir" in r.text

@@ -547,7 +547,7 @@ def test_no_auth_mode_serves_one_namespace(tmp_path: Path, embedder: SentenceTra
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append("theirs", {"role": "user", "content": "other namespace"}, namespace="someone")
         app = create_app(cfg, mem, auth=False, namespace="default", start_scheduler=False)
-        with TestClient(app) as c:
+        with TestClient(app, base_url="http://127.0.0.1") as c:
             r = c.post("/v1/conversations/mine/messages", json={"role": "user", "content": "hi"})
             assert r.status_code == 201
             assert mem.cold.namespace_of("mine") == "default"

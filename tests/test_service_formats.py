@@ -21,7 +21,7 @@ def test_http_round_trips_every_format(tmp_path: Path, embedder: SentenceTransfo
     chat, resp = corpus.chat_conversation(), corpus.responses_conversation()
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         app = create_app(cfg, mem, auth=False, namespace="default", start_scheduler=False)
-        with TestClient(app) as c:
+        with TestClient(app, base_url="http://127.0.0.1") as c:
             for m in chat:  # one at a time: the single-message endpoint
                 assert c.post("/v1/conversations/chat/messages", json=m).status_code == 201, m
             r = c.post("/v1/conversations/resp/messages:batch", json={"messages": resp})

@@ -50,7 +50,10 @@ def fuzz_schema(
     tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
 ) -> Iterator[Any]:
     data: Path = tmp_path_factory.mktemp("fuzz") / "data"
-    cfg = Config(data_dir=data, redis_url=None, auth_tokens={TOKEN: NAMESPACE}, max_body_bytes=256 * 1024)
+    # schemathesis's ASGI client names its host "testserver": a loopback service answers
+    # only local names and those in http_allowed_hosts (DNS rebinding)
+    cfg = Config(data_dir=data, redis_url=None, auth_tokens={TOKEN: NAMESPACE}, max_body_bytes=256 * 1024,
+                 http_allowed_hosts=["testserver"])
     mem = Memory(cfg, embedder=embedder, hot=True, background_indexing=False)
     try:
         mem.append_many(

@@ -15,7 +15,7 @@ from tiermem.service.app import WARM_UP_THREAD, create_app
 
 def test_shutdown_waits_for_the_model_load(tmp_path: Path) -> None:
     app = create_app(Config(data_dir=str(tmp_path / "data")), auth=False, start_scheduler=False)
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         assert client.get("/healthz").status_code == 200
         # the lifespan has started the load; shutting down now races it
     alive = [t.name for t in threading.enumerate() if t.name == WARM_UP_THREAD]

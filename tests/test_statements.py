@@ -242,7 +242,7 @@ def test_facts_over_http_list_a_turn_statement_by_statement(tmp_path: Path, embe
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         w = _chat(mem, "trip", TWO_FACTS)
         app = create_app(cfg, mem, auth=False, namespace="default", start_scheduler=False)
-        with TestClient(app) as c:
+        with TestClient(app, base_url="http://127.0.0.1") as c:
             got = [f for f in c.get("/v1/conversations/trip/facts").json()["facts"] if f["position"] == w[0]]
     text = TWO_FACTS[0][1]
     a = text.index("my hotel")

@@ -63,7 +63,7 @@ def scraped_lag_turns(c: TestClient) -> float:
 def test_each_namespace_sees_its_own_lag(mem: Memory, writes: list[tuple[str, str, int]],
                                          erased: list[tuple[str, str]], want: dict[str, int]) -> None:
     app = create_app(mem.config, mem, start_scheduler=False)
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         sched = app.state.runtime.scheduler = mem.make_scheduler()  # what the lifespan does, not started
         for ns, conv, n in writes:
             r = c.post(f"/v1/conversations/{conv}/messages:batch", headers=bearer(TOKEN_OF[ns]),
@@ -84,6 +84,6 @@ def test_each_namespace_sees_its_own_lag(mem: Memory, writes: list[tuple[str, st
 
 def test_no_scheduler_no_lag(mem: Memory) -> None:
     # without a scheduler (start_scheduler=False) the stats say so: no scheduler part at all
-    with TestClient(create_app(mem.config, mem, start_scheduler=False)) as c:
+    with TestClient(create_app(mem.config, mem, start_scheduler=False), base_url="http://127.0.0.1") as c:
         r = c.get("/v1/stats", headers=bearer(TOKEN_ACME))
         assert r.status_code == 200 and r.json()["scheduler"] is None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -152,6 +153,28 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+# a DNS name: dot-separated labels of letters, digits and inner hyphens (what a Host header
+# carries before its port)
+_HOST_NAME_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+MAX_HOST_NAME_CHARS = 253  # DNS's limit on a full name
+
+
+def allowed_host(value: str) -> str:
+    """`value` as an entry of `http_allowed_hosts`: a DNS name or an IP address, lower-cased
+    (an IPv6 address without brackets); ValueError for anything else (a scheme, a port,
+    a path, a wildcard)."""
+    host = value.strip().lower()
+    try:
+        return str(ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host))
+    except ValueError:
+        pass
+    labels = host.split(".")
+    if 0 < len(host) <= MAX_HOST_NAME_CHARS and all(re.fullmatch(_HOST_NAME_LABEL, lb) for lb in labels):
+        return host
+    raise ValueError(f"{value!r} is not a host name or an IP address (give the name alone: no scheme, port, "
+                     "path or wildcard)")
 
 
 class SliceShares(BaseModel):
@@ -346,6 +369,11 @@ class Config(BaseSettings):
     metrics_public: bool = Field(False, description=(
         "serve /metrics without a token; allowed only when http_host is a loopback address, and then "
         "only to loopback clients (a scraper on the same host)"))
+    http_allowed_hosts: list[str] = Field(default_factory=list, description=(
+        "host names (or addresses) the service answers to in the Host header, any port, besides "
+        "127.0.0.1, localhost and [::1]; a page of another origin is refused too. On a loopback "
+        "http_host only the loopback names are served without it (DNS rebinding); on another "
+        "http_host an empty list checks no Host"))
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024)
     pricing: Pricing = Field(default_factory=Pricing)
 
@@ -384,6 +412,11 @@ class Config(BaseSettings):
         if v in (".", "..") or "/" in v or "\\" in v or "\x00" in v or Path(v).is_absolute():
             raise ValueError(f"must be a plain file name inside data_dir (no directory part), got {v!r}")
         return v
+
+    @field_validator("http_allowed_hosts")
+    @classmethod
+    def _host_names(cls, v: list[str]) -> list[str]:
+        return [allowed_host(h) for h in v]
 
     @model_validator(mode="after")
     def _public_metrics_on_loopback(self) -> Config:

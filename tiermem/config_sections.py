@@ -59,7 +59,8 @@ SECTIONS: dict[str, dict[str, str]] = {
                                "llm_timeout_s"]),
     "scheduler": _section("scheduler_", ["scheduler_interval_s", "scheduler_max_views_per_run",
                                          "scheduler_enabled"]),
-    "service": _section("http_", ["http_host", "http_port", "auth_tokens", "metrics_tokens", "metrics_public"]),
+    "service": _section("http_", ["http_host", "http_port", "http_allowed_hosts", "auth_tokens",
+                                  "metrics_tokens", "metrics_public"]),
 }
 # flat field -> its dotted name in a file ("hot_budget_tokens" -> "hot.budget_tokens")
 DOTTED: dict[str, str] = {flat: f"{sec}.{key}" for sec, keys in SECTIONS.items() for key, flat in keys.items()}

@@ -23,8 +23,11 @@ Invariants:
   every request is authorized on its own, any worker can answer it, and a restart loses
   nothing a client holds.
 - DNS rebinding protection (Host and Origin checked) when the service binds a loopback
-  address, as the `mcp` package does for local servers: with `--no-auth` a web page
-  must not reach the tools through a rebound name.
+  address: with `--no-auth` a web page must not reach the tools through a rebound name.
+  The service's guard makes that check for every path, this one included
+  (tiermem.service.guard.HostCheck, with `http_allowed_hosts`); the `mcp` package's own
+  check, which knows no allowed names and wants a port in Host, is off, so /v1/mcp
+  answers exactly the hosts every other route does.
 - Without the `mcp` package (the `mcp` extra), nothing is mounted: /v1/mcp is a 404 and
   the rest of the service is unchanged. With it, the package is imported in the
   background after start-up (about 1-2 s): `tiermem serve` starts, and restarts, as
@@ -133,6 +136,7 @@ def _build_manager(runtime: Any) -> Any:
     """The MCP server over the runtime's Memory and its stateless session manager (not
     yet running). Imports the `mcp` package."""
     from mcp.server.mcpserver import Context
+    from mcp.server.transport_security import TransportSecuritySettings
 
     from tiermem.adapters.mcp_server import MemoryToolError, build_server
 
@@ -149,8 +153,10 @@ def _build_manager(runtime: Any) -> Any:
     server = build_server(resolve=resolve)
     # builds the session manager (the Starlette app it returns is not used: the route
     # is mounted in the service's own app, behind its middleware)
+    # the guard middleware checks Host and Origin for the whole app (DNS rebinding)
     server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
-                               host=runtime.config.http_host)
+                               host=runtime.config.http_host,
+                               transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     return server.session_manager
 
 

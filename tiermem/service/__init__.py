@@ -27,6 +27,10 @@ Rules this module keeps:
   route), so a tenant token may not read it (403): it needs a token from
   `config.metrics_tokens`, or `config.metrics_public` (loopback `http_host` only, served
   only to loopback clients), or a `--no-auth` server.
+- **DNS rebinding.** Bound to a loopback `http_host`, the service answers (every path
+  but /healthz) only a `Host` of 127.0.0.1, localhost or [::1] (any port) or a name in
+  `config.http_allowed_hosts` (else 421), and an `Origin`, when sent, of such a host
+  (else 403); bound elsewhere, only when `http_allowed_hosts` is set (`guard.HostCheck`).
 - **Hostile input.** Bodies are read into memory up to `config.max_body_bytes` (413
   past it, from Content-Length or by counting the stream), then checked before any
   handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
@@ -48,7 +52,7 @@ Rules this module keeps:
 
 Where each rule lives: `app` (create_app, the lifespan), `runtime` (what one app holds),
 `auth` (tokens, prefix grants, the namespace header and the scope dependencies), `guard`
-(the body guard middleware), `handlers` (exceptions to status codes), `metrics`
+(the Host check and the body guard middleware), `handlers` (exceptions to status codes), `metrics`
 (Prometheus), `schemas` (request and response models), `routes` (one module per area:
 ops, conversations, recall, admin).
 """

@@ -1,6 +1,11 @@
 """The body guard: an ASGI middleware that checks every request before FastAPI parses it.
 
-Invariants (tiermem.service states the rules): a header whose second copy would let two
+Invariants (tiermem.service states the rules): first, the one Host and Origin check of
+the whole app (`HostCheck`, DNS rebinding; /v1/mcp included, whose own check in the mcp
+package is off): on a loopback `http_host` a request is answered only when its Host is a
+loopback name (127.0.0.1, localhost, [::1], any port) or in `http_allowed_hosts` (else
+421) and its Origin, when sent, names such a host (else 403); on another `http_host` only
+when `http_allowed_hosts` is set; /healthz (no data) answers every Host, for probes. A header whose second copy would let two
 parsers disagree (`SINGLE_HEADERS`) is refused when repeated (400); a /v1 request without
 a valid bearer token is refused before any of its body is read (401); a body is read
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
@@ -15,11 +20,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tiermem.service.asgi import HttpMiddleware, Receive, Scope, Send
+from tiermem.config import is_loopback
+from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import error_body
+
+if TYPE_CHECKING:
+    from tiermem.service.runtime import Runtime
 
 MAX_JSON_DEPTH = 32
 # digits of one JSON integer: 2**64 has 20, so no field tiermem reads needs more; Python's
@@ -29,6 +38,10 @@ MAX_JSON_INT_DIGITS = 40
 # different copies): a request that repeats one is refused
 SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower())
 MAX_ECHO_CHARS = 80  # of a refused header value quoted back in an error
+# the names a loopback service answers to (any port): what a browser on this host uses
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+HOST_UNCHECKED_PATHS = frozenset({"/healthz"})  # liveness probes name whatever they like; no data
+ORIGIN_SCHEMES = ("http", "https")
 
 
 class _BodyProblem(Exception):
@@ -122,15 +135,80 @@ def json_content_type(value: str) -> bool:
     return True
 
 
+def host_of(value: str) -> str | None:
+    """The host part of a Host header (`name`, `name:port`, `[v6]:port`), lower-cased, an
+    IPv6 address without brackets; None when it is not of that form."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        addr, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return addr
+    name, sep, port = value.rpartition(":")
+    if not sep:
+        return value or None
+    return name if port.isdigit() and name and ":" not in name else None
+
+
+def origin_host(origin: str) -> str | None:
+    """The host an Origin header names (`http://name:port`), as `host_of` gives it; None
+    for an opaque origin (`null`) or one that is not http(s)."""
+    scheme, sep, rest = origin.strip().partition("://")
+    if not sep or scheme.lower() not in ORIGIN_SCHEMES or "/" in rest:
+        return None
+    return host_of(rest)
+
+
+class HostCheck:
+    """Which Host and Origin a service answers, from its config: DNS rebinding makes a web
+    page's own name resolve to the service's address, and the browser then sends that
+    name in Host (and the page's origin in Origin), never a local one."""
+
+    def __init__(self, http_host: str, allowed_hosts: Iterable[str]) -> None:
+        named = frozenset(allowed_hosts)
+        if is_loopback(http_host):
+            # the bind address itself too (127.0.0.2 is as local as 127.0.0.1)
+            self.allowed: frozenset[str] | None = LOOPBACK_NAMES | named | {http_host.strip("[]").lower()}
+        elif named:
+            self.allowed = LOOPBACK_NAMES | named  # a probe or an operator on the host itself
+        else:
+            self.allowed = None  # bound to another address with no names given: the proxy decides
+
+    def refusal(self, path: str, headers: dict[str, str]) -> tuple[int, str] | None:
+        """(status, detail) for a request to refuse, else None."""
+        if self.allowed is None or path in HOST_UNCHECKED_PATHS:
+            return None
+        host = host_of(headers.get("host", ""))
+        if host is None or host not in self.allowed:
+            return 421, ("this service answers only requests addressed to its own name (Host header); add the "
+                         "name to http_allowed_hosts to serve it")
+        origin = headers.get("origin")
+        if origin is not None and origin_host(origin) not in self.allowed:
+            return 403, "requests from pages of another origin are refused (Origin header)"
+        return None
+
+
 class GuardMiddleware(HttpMiddleware):
-    """Repeated headers, auth (before any body is read), body size, content type and the
-    body checks of `check_json_body` on every non-empty body; then hands the buffered
-    body to the app."""
+    """Host and Origin (`HostCheck`), repeated headers, auth (before any body is read),
+    body size, content type and the body checks of `check_json_body` on every non-empty
+    body; then hands the buffered body to the app."""
+
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
+        super().__init__(app, runtime)
+        self.hosts = HostCheck(runtime.config.http_host, runtime.config.http_allowed_hosts)
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         all_headers: dict[str, list[str]] = {}
         for k, v in scope.get("headers", []):
             all_headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
+        for name in ("host", "origin"):
+            if len(all_headers.get(name, ())) > 1:  # which copy would a browser have meant?
+                await _send_json(send, 400, {"detail": f"the {name} header is sent more than once; send it once"})
+                return
+        refused = self.hosts.refusal(scope.get("path", ""), {k: v[0] for k, v in all_headers.items()})
+        if refused is not None:
+            await _send_json(send, refused[0], {"detail": refused[1]})
+            return
         for name in SINGLE_HEADERS:
             if len(all_headers.get(name, ())) > 1:
                 # the guard and FastAPI could each read a different copy
