@@ -2,7 +2,11 @@
 answered 500, and the state of the tiers and the scheduler, read on scrape.
 
 Invariants: labels carry route templates, never raw paths, so no conversation id or
-namespace reaches a label; the state collector reads the tiers at most once per
+namespace reaches a label, and methods from `METHOD_LABELS` only (any other a client
+invents is "other": HTTP lets a method be any token, and a label per invented method
+would grow /metrics and the process without bound, before auth); a request the client
+abandoned before any answer (it hung up mid-body) is recorded as status "499", not as
+a server error; the state collector reads the tiers at most once per
 `METRICS_CACHE_S` (reading the hot stats visits every conversation); a tier that fails
 to answer is reported down (`tiermem_tier_up` 0), never a failed scrape. `/metrics`
 counts every namespace, so only a metrics token may read it (tiermem.service.routes.ops).
@@ -28,6 +32,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("tiermem.service")
 
 METRICS_CACHE_S = 10.0
+# the methods a request is labelled with; any other is OTHER_METHOD
+METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER_METHOD = "other"
+# a request the client gave up on before any answer (nginx's "client closed request")
+CLIENT_CLOSED_STATUS = 499
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -183,7 +192,15 @@ class MetricsMiddleware(HttpMiddleware):
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
-        status = 500
+        status: int | None = None  # no answer started yet
+        disconnected = False
+
+        async def receive_wrapper() -> MutableMapping[str, Any]:
+            nonlocal disconnected
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected = True
+            return message
 
         async def send_wrapper(message: MutableMapping[str, Any]) -> None:
             nonlocal status
@@ -194,13 +211,22 @@ class MetricsMiddleware(HttpMiddleware):
             await send(message)
 
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive_wrapper, send_wrapper)
         except Exception:
             status = 500
             raise
         finally:
+            if status is None:
+                # no answer: the client hung up before one (the guard stops reading a body
+                # on http.disconnect), else the app returned without answering, a bug
+                status = CLIENT_CLOSED_STATUS if disconnected else 500
             route = scope.get("route")
             label = getattr(route, "path", None) or "unmatched"
-            self.runtime.latency.labels(scope.get("method", ""), label, str(status)).observe(
+            self.runtime.latency.labels(method_label(scope.get("method", "")), label, str(status)).observe(
                 time.perf_counter() - start
             )
+
+
+def method_label(method: str) -> str:
+    """The method as a label: one of METHOD_LABELS, else OTHER_METHOD."""
+    return method if method in METHOD_LABELS else OTHER_METHOD
