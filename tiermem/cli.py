@@ -447,7 +447,11 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
         f"{f'no auth, default namespace {state.namespace!r}' if no_auth else f'{len(cfg.auth_tokens)} token(s)'})",
         err=True,
     )
-    uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on")
+    from tiermem.service.logs import log_config
+
+    # request lines are logged without their query strings: a log outlives erasure
+    uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on",
+                log_config=log_config())
 
 
 def check_service_settings(cfg: Config) -> None:

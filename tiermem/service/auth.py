@@ -11,6 +11,7 @@ caller sees depends on another namespace's contents.
 """
 
 import hmac
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -216,6 +217,25 @@ def search_scope(request: Request, x_tiermem_namespace: NsHeader = None) -> str:
     return namespace_scope(request, x_tiermem_namespace)
 
 
+async def search_body_scope(request: Request, x_tiermem_namespace: NsHeader = None) -> str:
+    """`POST /v1/search`'s scope, as the GET's: with a `conversation_id` in the body a
+    conversation route, without one a namespace route; decided before the body is
+    validated, so no body makes an outside namespace answer differently. The guard has
+    checked the body is JSON; a body that is no object has no conversation_id."""
+    try:
+        doc = json.loads(await request.body() or b"{}")
+    except ValueError:
+        doc = None
+    cid = doc.get("conversation_id") if isinstance(doc, dict) else None
+    grant = grant_of(request)
+    ns = named(request, x_tiermem_namespace, grant)
+    if grant.allows(ns):
+        return ns
+    if cid is not None:
+        raise ConversationNotFound(cid if isinstance(cid, str) else "")
+    raise HTTPException(403, f"namespace {ns!r} is outside this token's scope")
+
+
 def explicit_namespace(request: Request, x_tiermem_namespace: NsHeader = None) -> str:
     """Like `namespace_scope`, but the header is required: a whole namespace is never
     erased by default."""
@@ -236,4 +256,5 @@ def explicit_namespace(request: Request, x_tiermem_namespace: NsHeader = None) -
 Ns = Annotated[str, Depends(conversation_scope)]
 SpaceNs = Annotated[str, Depends(namespace_scope)]
 SearchNs = Annotated[str, Depends(search_scope)]
+SearchBodyNs = Annotated[str, Depends(search_body_scope)]
 ExplicitNs = Annotated[str, Depends(explicit_namespace)]

@@ -23,6 +23,7 @@ from tiermem.memory import (
     MAX_BATCH_MESSAGES,
     MAX_BUDGET_TOKENS,
     MAX_PIN_PRIORITY,
+    MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
 )
 from tiermem.tiers.models import (
@@ -235,6 +236,19 @@ class ErasureOut(BaseModel):
 class ConversationsOut(BaseModel):
     namespace: str
     conversations: list[str]
+
+
+DEFAULT_SEARCH_K = 10  # hits /v1/search returns when the caller names no k
+
+
+class SearchIn(BaseModel):
+    """The body of `POST /v1/search`: the query travels in the body, so it stays out of
+    URLs and the logs that record them."""
+
+    model_config = ConfigDict(extra="forbid")
+    q: str = Field(description="free text; search syntax is not interpreted")
+    conversation_id: str | None = Field(None, description="omit to search the whole namespace")
+    k: int = Field(DEFAULT_SEARCH_K, ge=1, le=MAX_SEARCH_K, description="how many hits")
 
 
 class SearchHitOut(BaseModel):

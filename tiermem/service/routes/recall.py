@@ -5,7 +5,9 @@ Invariants: the context never holds more tokens than the budget asked (Memory.co
 DESIGN invariant 5) and carries its plan; /v1/search with a `conversation_id` is a
 conversation route (outside the prefix: 404 like a missing conversation), without one a
 namespace route (403), and stays inside the exact namespace asked for; search text is
-never interpreted as query syntax; scores are finite.
+never interpreted as query syntax; scores are finite. `POST /v1/search` takes the query
+in its body, so it stays out of URLs and of the logs that record them; it answers
+exactly as the GET.
 """
 
 import math
@@ -15,20 +17,20 @@ from fastapi import APIRouter, Query
 
 from tiermem.errors import ValidationError
 from tiermem.memory import MAX_SEARCH_K
-from tiermem.service.auth import Ns, SearchNs
-from tiermem.service.runtime import RuntimeDep
+from tiermem.service.auth import Ns, SearchBodyNs, SearchNs
+from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     CONV_ERRORS,
+    DEFAULT_SEARCH_K,
     NS_ERRORS,
     ContextIn,
     ContextOut,
     ConvId,
     SearchHitOut,
+    SearchIn,
     SearchOut,
     finite,
 )
-
-DEFAULT_SEARCH_K = 10  # hits /v1/search returns when the caller names no k
 
 recall_routes = APIRouter()
 
@@ -76,6 +78,22 @@ def search(
     ] = None,
     k: Annotated[int, Query(ge=1, le=MAX_SEARCH_K)] = DEFAULT_SEARCH_K,
 ) -> SearchOut:
+    return _search(runtime, ns, q, conversation_id, k)
+
+
+@recall_routes.post(
+    "/v1/search",
+    response_model=SearchOut,
+    responses={**CONV_ERRORS, **NS_ERRORS},
+    tags=["read"],
+    summary="Hybrid search, the query in the body (kept out of URLs and access logs)",
+    description="As `GET /v1/search`, with `q`, `conversation_id` and `k` in a JSON body.",
+)
+def search_post(body: SearchIn, ns: SearchBodyNs, runtime: RuntimeDep) -> SearchOut:
+    return _search(runtime, ns, body.q, body.conversation_id, body.k)
+
+
+def _search(runtime: Runtime, ns: str, q: str, conversation_id: str | None, k: int) -> SearchOut:
     try:
         hits = runtime.mem().search(conversation_id, q, k, namespace=ns)
     except ValidationError as exc:
