@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from tiermem.inspector.docs import install_docs
-from tiermem.inspector.metrics import PlanMetrics
+from tiermem.inspector.metrics import PlanMetrics, tenant_of
 from tiermem.inspector.routes import install_ui
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ def install(app: FastAPI, runtime: Runtime) -> PlanMetrics:
     """Mount /ui, /ui/static, /docs, /redoc on `app`; observe every context the service
     hands out (runtime.plan_hooks) into /metrics and the inspector's history, which
     forgets what the runtime's Memory erases (PlanMetrics.follow)."""
-    metrics = PlanMetrics(runtime.registry, memory_of=lambda: runtime.memory)
+    # a namespace's history competes with those of its token's reach only
+    metrics = PlanMetrics(runtime.registry, memory_of=lambda: runtime.memory,
+                          group_of=lambda ns: runtime.auth.reach(ns) or tenant_of(ns))
     runtime.plan_hooks.append(metrics.observe)
     app.state.plan_metrics = metrics
     app.mount("/ui/static", StaticFiles(packages=[("tiermem.inspector", "static")]), name="ui-static")

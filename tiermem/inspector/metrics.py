@@ -24,15 +24,18 @@ sees every namespace; a namespace name in a label would be one more place a tena
 leaks to, and an unbounded label set). The per-namespace history lives in this process
 only, and the inspector shows a caller only namespaces its grant allows.
 
-The history is bounded per tenant, a tenant being a top-level namespace (`acme` for
-`acme/alice`: a scoped token never reaches outside its top level): each keeps the
-`HISTORY_CALLS` last calls of each of its `MAX_NAMESPACES_PER_TENANT` most recently seen
-namespaces, so a tenant's sub-namespaces compete only with each other and no number of
-them evicts another tenant's history. At most `MAX_TENANTS_TRACKED` tenants are kept,
-the least recently seen dropped: only a new top-level namespace, i.e. another tenant (or
-a caller with no prefix, the operator), can push one out. In all, at most
-MAX_TENANTS_TRACKED x MAX_NAMESPACES_PER_TENANT x HISTORY_CALLS = 500,000 samples (under
-1 KB each), the same total as when 1,000 namespaces shared one pool.
+The history is bounded per group, a group being the reach of a token: `group_of(ns)`,
+in the service the most specific configured token prefix that covers the namespace
+(`acme/alice` for `acme/alice/s3` when alice has a token, `acme/bob` for bob's), else
+its top-level namespace (`tenant_of`, the default). Each group keeps the `HISTORY_CALLS`
+last calls of each of its `MAX_NAMESPACES_PER_TENANT` most recently seen namespaces, so
+a token's sub-namespaces compete only with each other: no number of alice's evicts bob's
+(`acme/bob`, a sibling with a token of his own) or another tenant's history. A token for
+`acme` acting in `acme/alice/...` shares alice's group, and may read and erase all of it
+anyway. At most `MAX_TENANTS_TRACKED` groups are kept, the least recently seen dropped:
+only a namespace of another group, i.e. activity under another token's reach (or an
+operator's), can push one out. In all, at most MAX_TENANTS_TRACKED x
+MAX_NAMESPACES_PER_TENANT x HISTORY_CALLS = 500,000 samples (under 1 KB each).
 
 Erasure reaches the history: `follow(memory)` (done on the first observed call, through
 `memory_of`) registers `erased` in `Memory.erasure_hooks`, so a prune, a conversation's
@@ -64,8 +67,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("tiermem.inspector")
 
 HISTORY_CALLS = 500  # plans kept per namespace for the inspector's charts
-MAX_NAMESPACES_PER_TENANT = 20  # namespaces of one tenant with a history; its least recently seen dropped
-MAX_TENANTS_TRACKED = 50  # tenants (top-level namespaces) with a history; the least recently seen dropped
+MAX_NAMESPACES_PER_TENANT = 20  # namespaces of one group with a history; its least recently seen dropped
+MAX_TENANTS_TRACKED = 50  # groups (token reaches, else top levels) with a history; least recently seen dropped
 USE_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)  # tokens / budget
 TOKEN_BUCKETS = (0, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)  # tokens
 
@@ -128,7 +131,10 @@ class PlanMetrics:
     clock: Callable[[], float] = time.time
     # the Memory whose erasures reach the history (the service's, once it is open)
     memory_of: Callable[[], Memory | None] | None = None
-    # tenant -> namespace -> its last calls; both levels in least recently seen order
+    # the group whose bound a namespace's history counts against (the same answer for a
+    # namespace every time: the service's is its token prefixes')
+    group_of: Callable[[str], str] = tenant_of
+    # group -> namespace -> its last calls; both levels in least recently seen order
     _history: OrderedDict[str, OrderedDict[str, deque[PlanSample]]] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _followed: weakref.WeakSet[Memory] = field(default_factory=weakref.WeakSet)
@@ -177,8 +183,8 @@ class PlanMetrics:
             gone.setdefault(str(t["namespace"]), set()).add(str(t["id"]))
         with self._lock:
             for ns, ids in gone.items():
-                tenant = tenant_of(ns)
-                spaces = self._history.get(tenant)
+                group = self.group_of(ns)
+                spaces = self._history.get(group)
                 q = spaces.get(ns) if spaces is not None else None
                 if spaces is None or q is None:
                     continue
@@ -188,7 +194,7 @@ class PlanMetrics:
                 else:
                     del spaces[ns]
                 if not spaces:
-                    del self._history[tenant]
+                    del self._history[group]
 
     def _observe(self, namespace: str, plan: Plan) -> None:
         memory = self.memory_of() if self.memory_of is not None else None
@@ -212,19 +218,19 @@ class PlanMetrics:
             self.epochs.inc()
         self.cached.observe(plan.cache.expected_cached_tokens)
         sample = PlanSample.of(plan, self.clock())
-        tenant = tenant_of(namespace)
+        group = self.group_of(namespace)
         with self._lock:
-            spaces = self._history.get(tenant)
+            spaces = self._history.get(group)
             if spaces is None:
-                spaces = self._history[tenant] = OrderedDict()
-            self._history.move_to_end(tenant)
+                spaces = self._history[group] = OrderedDict()
+            self._history.move_to_end(group)
             q = spaces.get(namespace)
             if q is None:
                 q = spaces[namespace] = deque(maxlen=HISTORY_CALLS)
             spaces.move_to_end(namespace)
             q.append(sample)
-            # each bound drops only what competes with the caller's own: its tenant's
-            # namespaces, or (a new top level only) the least recently seen tenant
+            # each bound drops only what competes with the caller's own: its group's
+            # namespaces, or (a new group only) the least recently seen group
             while len(spaces) > MAX_NAMESPACES_PER_TENANT:
                 spaces.popitem(last=False)
             while len(self._history) > MAX_TENANTS_TRACKED:
@@ -234,7 +240,7 @@ class PlanMetrics:
         """The samples of exactly these namespaces, oldest first."""
         none: OrderedDict[str, deque[PlanSample]] = OrderedDict()
         with self._lock:
-            out = [s for ns in set(namespaces) for s in self._history.get(tenant_of(ns), none).get(ns, ())]
+            out = [s for ns in set(namespaces) for s in self._history.get(self.group_of(ns), none).get(ns, ())]
         return sorted(out, key=lambda s: s.at)
 
     def namespaces(self, allowed: Callable[[str], bool]) -> list[str]:

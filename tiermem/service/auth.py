@@ -96,6 +96,7 @@ class TokenAuth:
                     f"auth_tokens: namespace prefix {ns!r} is not a valid namespace ({exc.problem})"
                 ) from None
             self._tokens.append((token.encode("utf-8"), ns))
+        self._prefixes = frozenset(ns for _t, ns in self._tokens)
         self._metrics: list[bytes] = []
         for token in metrics_tokens:
             if not token or not token.strip():
@@ -134,6 +135,12 @@ class TokenAuth:
             if hmac.compare_digest(known, given):
                 found = ns
         return Grant(found, found) if found is not None else None
+
+    def reach(self, namespace: str) -> str | None:
+        """The most specific token prefix that covers `namespace` (the reach of the
+        narrowest token that may act on it); None when no token covers it."""
+        covering = [p for p in self._prefixes if namespace_within(namespace, p)]
+        return max(covering, key=len) if covering else None
 
     def namespace(self, authorization: str | None) -> str | None:
         """The namespace a request with this token acts in by default; None: no valid token."""
