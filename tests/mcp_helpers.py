@@ -60,12 +60,13 @@ def check(out: dict[str, Any]) -> None:
     assert ctx["tokens"] <= 400 and ctx["messages"][-1] == {"role": "user", "content": "Which seat do I like?"}
     assert any("window seat" in json.dumps(m) for m in ctx["messages"][:-1])
     assert ctx["plan"]["items"] and "query class" in ctx["explain"]
-    assert [m["position"] for m in out["history"]["messages"]] == [1, 2, 3] and out["history"]["total"] == 8
+    assert [m["position"] for m in out["history"]["messages"]] == [1, 2, 3] and out["history"]["next_start"] == 4
     assert out["history"]["messages"][1]["message"] == corpus.responses_conversation()[3]  # stored as given
     assert out["search"]["hits"] and out["search"]["hits"][0]["position"] in (0, 1)
     assert out["bad"][0] and "role" in out["bad"][1] and "moderator" in out["bad"][1]
-    assert out["after_bad"]["total"] == 8  # the refused message wrote nothing
+    # the refused message wrote nothing
+    assert len(out["after_bad"]["messages"]) == 8 and out["after_bad"]["next_start"] is None
     assert out["missing"][0] and "not found" in out["missing"][1]
-    assert out["unconfirmed"][0] and "confirm" in out["unconfirmed"][1] and out["still_there"]["total"] == 1
+    assert out["unconfirmed"][0] and "confirm" in out["unconfirmed"][1] and len(out["still_there"]["messages"]) == 1
     assert out["erased"]["erased"] and out["erased"]["messages"] == 1 and "forget me" not in json.dumps(out["erased"])
     assert out["gone"]

@@ -24,6 +24,7 @@ from pydantic import Field
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.tiers.errors import TiermemError, ValidationError
+from tiermem.tiers.models import MAX_POSITION
 
 HISTORY_PAGE_MAX = 500
 SEARCH_K_MAX = 100
@@ -93,16 +94,17 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
                 "explain": out.plan.explain()}
 
     @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
-                 "at most `limit` from position `start`).")
+                 "at most `limit` positions from position `start`; `next_start` is where the next page "
+                 "starts, null at the end).")
     def history(ctx: Context, conversation_id: ConvId,
-                start: Annotated[int, Field(ge=0, description="first position")] = 0,
+                start: Annotated[int, Field(ge=0, le=MAX_POSITION, description="first position")] = 0,
                 limit: Annotated[int, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
                 ) -> dict[str, Any]:
-        msgs = guard("history", mem_of(ctx).history, conversation_id)
-        page = [m for m in msgs if m.position >= start][:limit]
+        # reads the page's rows only (Memory.history_page), never the whole conversation
+        page, last = guard("history", mem_of(ctx).history_page, conversation_id, after=start - 1, limit=limit)
         return {"messages": [{"position": m.position, "role": m.role, "message": m.body,
                               "session_id": m.session_id, "created_at": m.created_at} for m in page],
-                "total": len(msgs)}
+                "next_start": None if last is None else last + 1}
 
     @server.tool(description="Search past messages by meaning and keywords, in one conversation or (without "
                  "conversation_id) across this namespace's conversations.")
