@@ -112,7 +112,7 @@ def test_every_tool_over_http_in_the_tokens_namespace(server: Server) -> None:
 
     check(asyncio.run(run()))
     # it all happened in acme (the token's own prefix), as the HTTP API sees it
-    assert _api(server, TOKEN_ACME, "/v1/conversations") == (200, {"namespace": "acme", "conversations": ["trip"]})
+    assert _api(server, TOKEN_ACME, "/v1/conversations") == (200, {"namespace": "acme", "conversations": ["trip"], "next_after": None})
     status, body = _api(server, TOKEN_ACME, "/v1/conversations/trip/history")
     assert status == 200 and len(body["messages"]) == 8
     assert _api(server, TOKEN_GLOBEX, "/v1/conversations")[1]["conversations"] == []

@@ -97,7 +97,7 @@ def test_namespace_wide_views_never_show_another_namespace(http: httpx.Client) -
         assert r.status_code == 200
         assert all(h["conversation_id"] == "bob-own" for h in r.json()["hits"]), r.text
         assert "kumquat" not in r.text and "7-4-1" not in r.text
-    assert http.get("/v1/conversations", headers=B).json() == {"namespace": "bob", "conversations": ["bob-own"]}
+    assert http.get("/v1/conversations", headers=B).json() == {"namespace": "bob", "conversations": ["bob-own"], "next_after": None}
     stats = http.get("/v1/stats", headers=B).json()
     assert stats["namespace"] == "bob"
     assert stats["cold"]["conversations"] == 1 and stats["cold"]["messages"] == 1

@@ -292,7 +292,7 @@ def test_other_namespace_is_404_exactly_like_missing(http: httpx.Client) -> None
     assert r.status_code == 200
     assert all(h["conversation_id"] == "bob-1" for h in r.json()["hits"])
     assert "launch" not in r.text
-    assert http.get("/v1/conversations", headers=B).json() == {"namespace": "bob", "conversations": ["bob-1"]}
+    assert http.get("/v1/conversations", headers=B).json() == {"namespace": "bob", "conversations": ["bob-1"], "next_after": None}
     stats_b = http.get("/v1/stats", headers=B).json()
     assert stats_b["namespace"] == "bob"
     assert stats_b["cold"]["conversations"] == 1 and stats_b["cold"]["messages"] == 1

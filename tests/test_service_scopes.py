@@ -149,7 +149,7 @@ def test_outside_the_prefix_a_namespace_route_answers_403_the_same_for_every_nam
 def test_a_token_acts_on_its_prefix_and_below(http: httpx.Client) -> None:
     # no header: the token's own prefix
     r = http.get("/v1/conversations", headers=bearer(TOKEN_ACME))
-    assert r.json() == {"namespace": "acme", "conversations": [ACME_CONV]}
+    assert r.json() == {"namespace": "acme", "conversations": [ACME_CONV], "next_after": None}
     # the tenant token reaches its user's namespace by naming it
     r = http.get(f"/v1/conversations/{ALICE_CONV}/history", headers=bearer(TOKEN_ACME, "acme/alice"))
     assert r.status_code == 200 and "7-4-1" in r.text
@@ -158,7 +158,7 @@ def test_a_token_acts_on_its_prefix_and_below(http: httpx.Client) -> None:
                   json={"role": "user", "content": "a sub-scope of alice"})
     assert r.status_code == 201, r.text
     r = http.get("/v1/conversations", headers=bearer(TOKEN_ACME, "acme/alice/travel"))
-    assert r.json() == {"namespace": "acme/alice/travel", "conversations": ["deep-1"]}
+    assert r.json() == {"namespace": "acme/alice/travel", "conversations": ["deep-1"], "next_after": None}
     # a namespace lists only its own conversations, never its children's
     assert http.get("/v1/conversations", headers=bearer(TOKEN_ACME, "acme")).json()["conversations"] == [ACME_CONV]
     # the stats of a namespace count only it
@@ -221,4 +221,4 @@ def test_no_auth_serves_any_namespace(tmp_path_factory: pytest.TempPathFactory,
         # without the header: the server's --namespace
         r = c.post("/v1/conversations/mine/messages", json={"role": "user", "content": "x"})
         assert r.status_code == 201
-        assert c.get("/v1/conversations").json() == {"namespace": "local", "conversations": ["mine"]}
+        assert c.get("/v1/conversations").json() == {"namespace": "local", "conversations": ["mine"], "next_after": None}

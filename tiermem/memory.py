@@ -75,6 +75,8 @@ DEFAULT_NAMESPACE = "default"
 MAX_SEARCH_K = 200
 MAX_BATCH_MESSAGES = 10_000
 MAX_HISTORY_PAGE = 10_000  # messages per history page
+DEFAULT_CONVERSATIONS_PAGE = 100  # conversation ids per page of a namespace's listing
+MAX_CONVERSATIONS_PAGE = 1_000  # at most this many ids in one page
 MAX_BUDGET_TOKENS = 2_000_000
 DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
@@ -694,8 +696,23 @@ class Memory:
         return self.superseder.facts(key)
 
     def conversations(self, namespace: str | None = None) -> list[str]:
-        """The ids of exactly `namespace`'s conversations (not those below it)."""
+        """The ids of exactly `namespace`'s conversations (not those below it), all of
+        them (`conversations_page` reads a namespace of many a page at a time)."""
         return self.cold.list_names(self._ns(namespace))
+
+    def conversations_page(self, namespace: str | None = None, *, after: str | None = None,
+                           limit: int = DEFAULT_CONVERSATIONS_PAGE) -> tuple[list[str], str | None]:
+        """A page of `conversations(namespace)`: at most `limit` ids in order, those after
+        the id `after` (the previous page's cursor; None: from the first), and the cursor
+        of the next page (its last id), None when this page reaches the end. A cursor is
+        an id, so a page never repeats an id while others create or erase conversations."""
+        ns = self._ns(namespace)
+        if after is not None:
+            after = validate_id(after, "after", self.config.max_id_chars)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CONVERSATIONS_PAGE:
+            raise ValidationError("limit", f"must be an integer within 1..{MAX_CONVERSATIONS_PAGE}")
+        names = self.cold.list_names(ns, after=after, limit=limit + 1)  # one more: is there a next page?
+        return (names[:limit], names[limit - 1]) if len(names) > limit else (names, None)
 
     def catch_up(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
         """Embed whatever is pending (for one conversation, or all) right now."""
@@ -1081,6 +1098,10 @@ class NamespacedMemory:
 
     def conversations(self) -> list[str]:
         return self.memory.conversations(self.namespace)
+
+    def conversations_page(self, *, after: str | None = None, limit: int = DEFAULT_CONVERSATIONS_PAGE
+                           ) -> tuple[list[str], str | None]:
+        return self.memory.conversations_page(self.namespace, after=after, limit=limit)
 
     def catch_up(self, conversation_id: str) -> int:
         return self.memory.catch_up(conversation_id, namespace=self.namespace)

@@ -159,9 +159,21 @@ class SharedQueries:
     def all_keys(self) -> list[str]:
         return [r[0] for r in self._q("SELECT id FROM conversations ORDER BY id")]
 
-    def list_names(self, namespace: str) -> list[str]:
-        return [r[0] for r in self._q("SELECT name FROM conversations WHERE namespace = ? ORDER BY name",
-                                      (namespace,))]
+    def list_names(self, namespace: str, *, after: str | None = None, limit: int | None = None) -> list[str]:
+        # the (namespace, name) unique index serves the cursor and the order on both engines
+        sql = "SELECT name FROM conversations WHERE namespace = ?"
+        params: list[object] = [namespace]
+        if after is not None:
+            sql += " AND name > ?"
+            params.append(after)
+        sql += " ORDER BY name"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [r[0] for r in self._q(sql, params)]
+
+    def count_names(self, namespace: str) -> int:
+        return int(self._q("SELECT COUNT(*) FROM conversations WHERE namespace = ?", (namespace,))[0][0])
 
     def last_position(self, conversation_id: str) -> int:
         return int(self._q("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",

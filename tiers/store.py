@@ -157,8 +157,14 @@ class ColdLog(Protocol):
         without `exclude`, at most `limit`."""
         ...
 
-    def list_names(self, namespace: str) -> list[str]:
-        """Names of exactly `namespace`'s conversations, sorted."""
+    def list_names(self, namespace: str, *, after: str | None = None, limit: int | None = None) -> list[str]:
+        """Names of exactly `namespace`'s conversations, sorted (in the engine's order of
+        names), only those after `after` (a cursor: the last name of the previous page),
+        at most `limit`."""
+        ...
+
+    def count_names(self, namespace: str) -> int:
+        """How many conversations exactly `namespace` has."""
         ...
 
     def all_keys(self) -> list[str]:

@@ -116,22 +116,22 @@ def conversation_row(mem: Memory, namespace: str, name: str) -> ConversationRow:
 class ConversationsPage:
     namespace: str
     rows: list[ConversationRow]
-    page: int
-    pages: int
+    after: str | None  # the cursor this page starts after (None: the first page)
+    next_after: str | None  # the next page's cursor; None: this is the last page
     total: int
 
 
-def conversations_page(mem: Memory, namespace: str, page: int) -> ConversationsPage:
-    names = mem.conversations(namespace)
-    pages = max(1, -(-len(names) // CONVERSATIONS_PER_PAGE))
-    page = min(max(page, 0), pages - 1)
+def conversations_page(mem: Memory, namespace: str, after: str | None) -> ConversationsPage:
+    """One page of the namespace's conversations after the id `after`: the page's ids and
+    a count are read, never every id of the namespace."""
+    names, next_after = mem.conversations_page(namespace, after=after, limit=CONVERSATIONS_PER_PAGE)
     rows = []
-    for name in names[page * CONVERSATIONS_PER_PAGE:(page + 1) * CONVERSATIONS_PER_PAGE]:
+    for name in names:
         try:
             rows.append(conversation_row(mem, namespace, name))
         except ConversationNotFound:  # erased between the listing and this read
             continue
-    return ConversationsPage(namespace, rows, page, pages, len(names))
+    return ConversationsPage(namespace, rows, after, next_after, mem.cold.count_names(namespace))
 
 
 @dataclass

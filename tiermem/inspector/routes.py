@@ -250,9 +250,12 @@ def build_router(ins: Inspector) -> APIRouter:
         return resp
 
     @r.get("/")
-    def conversations(request: Request, page: int = 0) -> HTMLResponse:
+    def conversations(request: Request, after: str | None = None) -> HTMLResponse:
         grant, ns = ins.space(request)
-        listing = data.conversations_page(ins.mem(), ns, page)
+        try:
+            listing = data.conversations_page(ins.mem(), ns, after)
+        except ValidationError as exc:  # a cursor that is no id
+            raise ins.error(request, 422, str(exc), grant) from None
         return ins.page(request, "conversations.html", title=f"Conversations in {ns}", grant=grant, ns=ns,
                         listing=listing)
 

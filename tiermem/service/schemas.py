@@ -236,6 +236,8 @@ class ErasureOut(BaseModel):
 class ConversationsOut(BaseModel):
     namespace: str
     conversations: list[str]
+    # the `after` of the next page, null when this page reaches the end
+    next_after: str | None = None
 
 
 DEFAULT_SEARCH_K = 10  # hits /v1/search returns when the caller names no k

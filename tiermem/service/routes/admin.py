@@ -13,10 +13,11 @@ counts), never the process-wide figure, which would show another tenant's writes
 """
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
+from tiermem.memory import DEFAULT_CONVERSATIONS_PAGE, MAX_CONVERSATIONS_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, ExplicitNs, Ns, SpaceNs
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
@@ -96,10 +97,18 @@ def delete_namespace(ns: ExplicitNs, runtime: RuntimeDep) -> ErasureOut:
     response_model=ConversationsOut,
     responses=NS_ERRORS,
     tags=["read"],
-    summary="This namespace's conversations",
+    summary="This namespace's conversations, a page at a time, in order of id",
 )
-def conversations(ns: SpaceNs, runtime: RuntimeDep) -> ConversationsOut:
-    return ConversationsOut(namespace=ns, conversations=runtime.mem().conversations(ns))
+def conversations(
+    ns: SpaceNs,
+    runtime: RuntimeDep,
+    after: Annotated[str | None, Query(description=(
+        "page cursor: only ids after this one (the previous page's `next_after`)"))] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS_PAGE, description=(
+        "at most this many ids; `next_after` says where the next page starts"))] = DEFAULT_CONVERSATIONS_PAGE,
+) -> ConversationsOut:
+    names, next_after = runtime.mem().conversations_page(ns, after=after, limit=limit)
+    return ConversationsOut(namespace=ns, conversations=names, next_after=next_after)
 
 
 @admin_routes.get(
