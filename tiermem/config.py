@@ -227,6 +227,9 @@ class Config(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TIERMEM_", env_nested_delimiter="__", extra="forbid", validate_default=True,
         allow_inf_nan=False,  # no setting means anything with inf or nan (MAX_SCHEDULER_INTERVAL_S)
+        # an error names the setting and the rule, never the value given: redis_url and
+        # cold_url carry passwords, and these errors reach logs and tracebacks
+        hide_input_in_errors=True,
     )
 
     def __init__(self, **values: Any) -> None:
@@ -245,7 +248,7 @@ class Config(BaseSettings):
                     loc = (*origins[str(loc[0])].split("."), *loc[1:])
                 details.append({"type": e["type"], "loc": loc, "input": e.get("input"),
                                 **({"ctx": e["ctx"]} if "ctx" in e else {})})
-            raise ValidationError.from_exception_data(exc.title, details) from None
+            raise ValidationError.from_exception_data(exc.title, details, hide_input=True) from None
         finally:
             _origins.reset(token)
 
