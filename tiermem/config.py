@@ -46,6 +46,7 @@ LAST_TUNE_FILENAME = "tune-last.json"
 DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024
 DEFAULT_MAX_ID_CHARS = 128
+MAX_ID_CHARS_LIMIT = 256  # the largest max_id_chars a config may set (ids stored under any config fit it)
 DEFAULT_HOT_BUDGET_TOKENS = 4000
 # tokens; far above any model's context window (10M at most), far below 10**14, past which
 # the hot tier's Lua (numbers printed with %.14g) no longer writes the budget as an integer
@@ -278,7 +279,7 @@ class Config(BaseSettings):
     # limits on input
     max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1)
     max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2)
-    max_id_chars: int = Field(DEFAULT_MAX_ID_CHARS, ge=8, le=256)
+    max_id_chars: int = Field(DEFAULT_MAX_ID_CHARS, ge=8, le=MAX_ID_CHARS_LIMIT)
     # hot tier
     redis_url: str | None = None
     redis_idle_timeout_s: float = Field(DEFAULT_REDIS_IDLE_TIMEOUT_S, ge=0, le=7 * 86_400, description=(
