@@ -146,8 +146,12 @@ def host_of(value: str) -> str | None:
         return addr
     name, sep, port = value.rpartition(":")
     if not sep:
-        return value or None
-    return name if port.isdigit() and name and ":" not in name else None
+        name = value
+    elif not (port.isdigit() and name and ":" not in name):
+        return None
+    # a fully qualified name's trailing dot names the same host (`localhost.`)
+    name = name[:-1] if name.endswith(".") else name
+    return name or None
 
 
 def origin_host(origin: str) -> str | None:
@@ -178,8 +182,9 @@ class HostCheck:
         """(status, detail) for a request to refuse, else None."""
         if self.allowed is None or path in HOST_UNCHECKED_PATHS:
             return None
-        host = host_of(headers.get("host", ""))
-        if host is None or host not in self.allowed:
+        # no Host at all (an HTTP/1.0 client on this machine): no browser sends a request
+        # without one, so its absence names no rebound page; the Origin check still runs
+        if "host" in headers and host_of(headers["host"]) not in self.allowed:
             return 421, ("this service answers only requests addressed to its own name (Host header); add the "
                          "name to http_allowed_hosts to serve it")
         origin = headers.get("origin")
