@@ -69,3 +69,28 @@ def test_a_read_applies_the_configured_budget(tmp_path: Path, server: EmbeddedRe
         mem.hot.refresh("c")
         fresh = mem.hot.tier.read("c")
         assert fresh is not None and fresh.turns == got.turns
+
+
+def test_two_processes_with_different_budgets_do_not_rebuild_each_other(
+        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder) -> None:
+    """Two Memory objects (as two processes: each its own HotLink) on one log and one Redis,
+    configured with different budgets: each rebuilds a set stored under the other's budget
+    once, not on every read. On the code before 44df2f0's follow-up, every read after the
+    other's write rebuilt the whole set (O(conversation) a read: 89 ms at 400 turns)."""
+    def config(budget: int) -> Config:
+        return Config(data_dir=tmp_path / "data", redis_url=server.url, hot_budget_tokens=budget)
+
+    with Memory(config(4000), embedder=embedder, background_indexing=False) as a, \
+            Memory(config(3000), embedder=embedder, background_indexing=False) as b:
+        assert a.hot is not None and b.hot is not None
+        for i in range(TURNS):
+            a.append("c", {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: {TEXT}"})
+        before = (a.hot.rebuilds, b.hot.rebuilds)
+        for i in range(8):
+            b.context("c", "what did we say?", 800)
+            a.context("c", "what did we say?", 800)
+            a.append("c", {"role": "user", "content": f"more {i}: {TEXT}"})
+        rebuilt = (a.hot.rebuilds - before[0], b.hot.rebuilds - before[1])
+        assert max(rebuilt) <= 1, rebuilt
+        for mem in (a, b):  # and the contexts still end with the log's newest turn
+            assert mem.context("c", "and now?", 800).messages[-1]["content"].startswith("more 7:")

@@ -21,7 +21,11 @@ what to do when Redis is gone.
   the restored one. A restore thus needs no `tiermem rebuild`: the next read of each
   conversation rebuilds what is stale.
 - A set built under another `hot_budget_tokens` (the setting changed between runs) is
-  rebuilt on its next read, so the budget in force is the configured one from then on.
+  rebuilt on its next read, so the budget in force is the configured one from then on;
+  once per conversation and process: two processes sharing a Redis with different
+  budgets (a rolling deploy, a misconfigured worker) would otherwise rebuild each
+  other's sets on every read. After that one rebuild each process's own writes evict
+  under its own budget, and the mismatch is logged once.
 - Pin and unpin write into a set only of this log's generation: in a Redis shared with
   another database, a set under the same key that is not ours is left alone (the next
   read rebuilds ours from the log, pin included). Stats count only our sets.
@@ -57,6 +61,9 @@ if TYPE_CHECKING:
     from tiermem.tiers.store import ColdLog
 
 log = logging.getLogger("tiermem.hot")
+# conversations a HotLink remembers having rebuilt for a budget mismatch (the memory is
+# cleared when full: at worst one more rebuild each)
+MAX_BUDGET_REBUILDS_TRACKED = 100_000
 
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
 # log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
@@ -100,6 +107,9 @@ class HotLink:
         self.degraded_since: float | None = None
         self.last_error: str | None = None
         self.rebuilds = 0
+        # conversations rebuilt once for a set stored under another budget (_sync)
+        self._budget_rebuilt: set[str] = set()
+        self._budget_mismatch_logged = False
         self._lock = threading.Lock()
         # called once each time Redis answers again after a failure (Memory: delete the
         # keys of conversations erased while it could not be reached)
@@ -216,8 +226,19 @@ class HotLink:
         """The conversation's hot set, rebuilt or caught up with the log as needed."""
         gen = self.generation(conversation_id)
         hs = self.tier.read(conversation_id)
-        if hs is None or hs.generation != gen or hs.budget != self.tier.budget_tokens:
+        if hs is None or hs.generation != gen:
             return self._rebuild(conversation_id), True
+        if hs.budget != self.tier.budget_tokens:
+            if conversation_id not in self._budget_rebuilt:
+                if len(self._budget_rebuilt) >= MAX_BUDGET_REBUILDS_TRACKED:
+                    self._budget_rebuilt.clear()
+                self._budget_rebuilt.add(conversation_id)
+                return self._rebuild(conversation_id), True
+            if not self._budget_mismatch_logged:
+                self._budget_mismatch_logged = True
+                log.warning("another process sharing this Redis writes hot sets under hot_budget_tokens=%d "
+                            "(this one: %d); every process should use one budget", hs.budget,
+                            self.tier.budget_tokens)
         # The log from the set's last position on: its first row must be the very turn the
         # set ends with (module docstring: a set ahead of the log, or from a discarded
         # timeline, is rebuilt); the rest, if any, are the appends the set missed.
