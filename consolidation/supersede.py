@@ -586,6 +586,10 @@ def _cue_text(norm: str) -> str:
 # ("the deadline is March 3", "actually the hotel is the Pestana"), which may be anyone's.
 SELF_HOLDER = "i"
 OTHER_HOLDER = "someone else"
+# the holder of a clause opening with a capitalised word and a change ("Tom moved to ...",
+# "Flight moved to 11am"): someone else, unless the fact it would revise is about that
+# very word ("My flight is at 9am"), when it is that thing's, nobody in particular
+NAMED_PREFIX = "named:"
 MIN_CLAUSE_WORDS = 3  # a shorter clause ("Oh", "Scratch that") names no subject of its own
 # people a user speaks of as "my X": a statement with one as its subject is that person's
 _PARTY_NOUNS = frozenset((
@@ -598,7 +602,9 @@ _PARTY_NOUNS = frozenset((
 ))
 # discourse openers before a statement's subject ("Actually, ...", "Update: ...", "Oh so ...")
 _OPENER = re.compile(r"^(?:(?:actually|oh|so|well|also|and|but|now|update|correction|sorry|ok|okay|hmm+|um+|btw|"
-                     r"wait|no|yes|yeah|anyway|fyi|quick update|by the way|just so you know|heads up)\b[,:;.!-]*\s*)+")
+                     r"wait|no|yes|yeah|anyway|fyi|quick update|by the way|just so you know|heads up|"
+                     # a self-correction's frame: the holder is what follows ("I meant she is 8")
+                     r"[Ii] meant|[Ii] mean)\b[,:;.!-]*\s*)+")
 # words that may stand between a subject and its verb ("my parents just moved")
 _ADVERBS = frozenset(("just", "finally", "already", "also", "recently", "now", "actually", "then", "since",
                       "has", "have", "had"))
@@ -644,7 +650,7 @@ def _holder(statement: str) -> str | None:
         return None
     name = _NAME_SUBJECT.match(text)
     if name and name.group(1).lower() not in _NOT_NAMES and name.group(1).lower() not in _STOP:
-        return OTHER_HOLDER
+        return NAMED_PREFIX + name.group(1).lower()  # a person, or a thing: same_holder decides
     words = _WORD_RE.findall(text.lower().replace("\u2019", "'"))
     if not words:
         return None
@@ -697,7 +703,15 @@ def _holder_fits(new: str | None, old: str | None) -> bool:
 def same_holder(new: str, old: str) -> bool:
     """Whether some statement of `new` may revise some statement of `old` by whose fact
     each is (`_holder_fits`)."""
-    return any(_holder_fits(a, b) for a in _holders(new) for b in _holders(old))
+    old_words = frozenset(_WORD_RE.findall(old.lower()))
+
+    def resolved(holder: str | None, *, revising: bool) -> str | None:
+        if holder is None or not holder.startswith(NAMED_PREFIX):
+            return holder
+        return None if revising and holder[len(NAMED_PREFIX):] in old_words else OTHER_HOLDER
+
+    return any(_holder_fits(resolved(a, revising=True), resolved(b, revising=False))
+               for a in _holders(new) for b in _holders(old))
 
 
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")

@@ -31,6 +31,7 @@ LOOKALIKES = [
     ("The project deadline is March 3.", "My friend's thesis deadline moved to March 10."),
     ("I'm vegetarian.", "My daughter is vegan now."),
     ("I live in Berlin.", "Tom moved to Munich last month."),
+    ("My flight to Oslo is at 9am.", "Anna moved to Oslo last month."),  # a name, not the fact's word
     ("I live in Berlin.", "He moved to Munich last month."),
 ]
 
@@ -41,6 +42,18 @@ CORRECTIONS = [
     ("My brother lives in Munich.", "My brother moved to Hamburg last month."),
     ("My appointment is at 2pm on Friday.", "They moved my appointment to 3pm."),
     ("My dentist is Dr. Lee.", "Actually my dentist is Dr. Park, not Dr. Lee."),
+    # a clipped correction opening with the capitalised name of the fact's own thing: the
+    # thing's, not a person's (review of 3f12b2c: each was read as someone else's)
+    ("My flight is at 9am on Tuesday.", "Flight moved to 11am."),
+    ("My rent is $1200 a month.", "Rent is now $1500 a month."),
+    ("My dentist appointment is on Monday.", "Dentist moved it to Wednesday."),
+    ("I work at Acme Corp.", "Work moved me to the Globex office."),
+    ("My team standup is at 9am.", "Standup moved to 10am."),
+    ("My budget is $500.", "Budget's now $800."),
+    ("My order number is 4411.", "Order's been changed to 4499."),
+    ("Our wedding is in May.", "Wedding got moved to June."),
+    # "I meant" frames the correction: its holder is what follows (the daughter's age)
+    ("My daughter is 7 years old.", "Sorry, I meant she is 8 years old."),
 ]
 
 
