@@ -38,7 +38,11 @@ One refresher per view, also across processes (two service workers each with its
 scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
 lease (`ColdLog.claim_view`, a `view_claims` row that expires after `VIEW_CLAIM_TTL_S`)
 before it reads the view's frontier, so the summarizer runs once per stretch of log; a
-refresh that finds the lease held returns the current version.
+refresh that finds the lease held returns the current version. A lease whose holder is
+a process of this host that no longer runs (killed mid-refresh; the restarted service is
+a new holder) is taken over at once rather than waited out. (Containers that share a
+host name but not a pid namespace may see a live holder as dead: the cost is one
+duplicate refresh, which `put_summary` stores only if it differs.)
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
 from tiermem.tiers.models import TurnRow
+from tiermem.tiers.redis_watchdog import pid_alive
 from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
@@ -81,8 +86,16 @@ _LOCK_STRIPES = 64
 _FILLER_INTENTS = frozenset({"chitchat"})
 # how long a refresh's lease on its view lasts: past any one refresh (an LLM request is
 # bounded by llm_timeout_s, retried a few times, per chunk of a backlog); a holder that
-# died holds the view no longer than this
+# died holds the view no longer than this (one of this host is taken over at once)
 VIEW_CLAIM_TTL_S = 600.0
+
+
+def dead_holder(holder: str) -> bool:
+    """Whether a lease `holder` (`host:maintainer:pid`) is a process of this host that no
+    longer runs."""
+    host, _, rest = holder.partition(":")
+    pid = rest.rpartition(":")[2]
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
 
 
 @dataclass
@@ -268,7 +281,10 @@ class ViewMaintainer:
             # current version is answered as is
             holder = f"{self._holder}:{os.getpid()}"  # a pre-fork server's workers differ
             if not self.cold.claim_view(conversation_id, kind, key, holder, VIEW_CLAIM_TTL_S):
-                return self.warm.latest(conversation_id, kind, key)
+                other = self.cold.view_holder(conversation_id, kind, key)
+                if other is None or not dead_holder(other) or not self.cold.claim_view(
+                        conversation_id, kind, key, holder, VIEW_CLAIM_TTL_S, replacing=other):
+                    return self.warm.latest(conversation_id, kind, key)
             try:
                 if kind == "rolling":
                     return self._refresh_rolling(conversation_id, full)

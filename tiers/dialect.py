@@ -514,10 +514,11 @@ class SharedQueries:
             "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
             "ORDER BY id DESC LIMIT ?", (conversation_id, kind, key, limit))]
 
-    def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float) -> bool:
-        # one upsert: a free view, an expired lease or the holder's own is taken; a live
-        # lease of another holder is left as it is. Read back in the same transaction
-        # rather than with RETURNING, which older SQLite libraries lack.
+    def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float, *,
+                   replacing: str | None = None) -> bool:
+        # one upsert: a free view, an expired lease, the holder's own or the dead one's
+        # named by `replacing` is taken; another live lease is left as it is. Read back in
+        # the same transaction rather than with RETURNING, which older SQLite libraries lack.
         now = time.time()
         sql = self.dialect.sql
         with self._tx() as c:
@@ -525,11 +526,17 @@ class SharedQueries:
                 "INSERT INTO view_claims(conversation_id, kind, key, holder, expires_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT (conversation_id, kind, key) DO UPDATE SET holder = excluded.holder, "
                 "expires_at = excluded.expires_at "
-                "WHERE view_claims.expires_at < ? OR view_claims.holder = excluded.holder"),
-                (conversation_id, kind, key, holder, now + ttl_s, now))
+                "WHERE view_claims.expires_at < ? OR view_claims.holder = excluded.holder "
+                "OR view_claims.holder = ?"),
+                (conversation_id, kind, key, holder, now + ttl_s, now, replacing or holder))
             row = c.execute(sql("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?"),
                             (conversation_id, kind, key)).fetchone()
         return row is not None and row[0] == holder
+
+    def view_holder(self, conversation_id: str, kind: str, key: str) -> str | None:
+        rows = self._q("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?",
+                       (conversation_id, kind, key))
+        return str(rows[0][0]) if rows else None
 
     def release_view(self, conversation_id: str, kind: str, key: str, holder: str) -> None:
         with self._tx() as c:

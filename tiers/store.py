@@ -495,11 +495,17 @@ class ColdLog(Protocol):
         metadata carries its lines' source positions (`Checkpoint.lines`)."""
         ...
 
-    def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float) -> bool:
+    def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float, *,
+                   replacing: str | None = None) -> bool:
         """Take the lease to refresh one view for `ttl_s` seconds (a `view_claims` row):
-        True when `holder` holds it now (it was free, expired, or already `holder`'s),
-        False while another holder's lease is live. Across processes and engines, so a
-        summarizer (perhaps a paid LLM) does not run twice for the same view."""
+        True when `holder` holds it now (it was free, expired, already `holder`'s, or
+        `replacing`'s: a holder the caller knows is dead), False while another holder's
+        lease is live. Across processes and engines, so a summarizer (perhaps a paid LLM)
+        does not run twice for the same view."""
+        ...
+
+    def view_holder(self, conversation_id: str, kind: str, key: str) -> str | None:
+        """Who holds the lease on a view, live or expired (None: nobody)."""
         ...
 
     def release_view(self, conversation_id: str, kind: str, key: str, holder: str) -> None:
