@@ -21,15 +21,24 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from tiermem import Config, Memory
 from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed import Embedder
+from tiermem.tiers.embed_onnx import FastEmbedder, build_embedder
 from tiermem.tiers.tokens import BpeTokenCounter
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    # loaded up front: a Memory with a loaded model resolves supersession at append, as
-    # the tests of it expect (with an unloaded one it waits for the turn's embedding)
-    emb = SentenceTransformerEmbedder()
+def embedder() -> FastEmbedder:
+    # the runtime Memory picks by default (the ONNX export; it embeds a batch in ~2/3 of the
+    # torch pipeline's time, the same vectors within embed.MIN_COSINE); tests of the torch
+    # pipeline build their own. Loaded up front: a Memory with a loaded model resolves
+    # supersession at append, as the tests of it expect (with an unloaded one it waits
+    # for the turn's embedding)
+    emb = build_embedder()
+    assert isinstance(emb, FastEmbedder)
+    # queries on the export itself, not on the fused query session whose use depends on
+    # the machine's load: the same vectors whatever else runs (tests of that session
+    # build their own embedder)
+    emb.query_session = "never"
     emb.embed(["warm-up"])
     return emb
 
@@ -40,14 +49,14 @@ def counter() -> BpeTokenCounter:
 
 
 @pytest.fixture
-def cold(tmp_path: Path, counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder) -> Iterator[ColdStore]:
+def cold(tmp_path: Path, counter: BpeTokenCounter, embedder: Embedder) -> Iterator[ColdStore]:
     store = ColdStore(tmp_path / "data" / "tiermem.db", tokens=counter, embedder=embedder)
     yield store
     store.close()
 
 
 @pytest.fixture
-def cold_memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def cold_memory(tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
     """A Memory without the hot tier, for tests of the cold log alone."""
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
                 background_indexing=False) as mem:
@@ -55,7 +64,7 @@ def cold_memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterat
 
 
 @contextlib.contextmanager
-def full_memory(config: Config, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def full_memory(config: Config, embedder: Embedder) -> Iterator[Memory]:
     """A full Memory on `config` (its embedded Redis stopped afterwards), for tests that
     need a config of their own."""
     from tiermem.tiers.redis_server import EmbeddedRedis
@@ -69,7 +78,7 @@ def full_memory(config: Config, embedder: SentenceTransformerEmbedder) -> Iterat
 
 
 @contextlib.contextmanager
-def eval_memory(data_dir: Path, embedder: SentenceTransformerEmbedder, *, hot: bool) -> Iterator[OpenedMemory]:
+def eval_memory(data_dir: Path, embedder: Embedder, *, hot: bool) -> Iterator[OpenedMemory]:
     """A Memory opened the way the evals open theirs (`evals.baselines.open_memory`), closed
     afterwards with the redis-server it started, if any."""
     o = open_memory(data_dir, hot=hot, embedder=embedder)
@@ -81,7 +90,7 @@ def eval_memory(data_dir: Path, embedder: SentenceTransformerEmbedder, *, hot: b
 
 
 @pytest.fixture
-def memory(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def memory(tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
     """A full Memory: cold log, embedded Redis hot tier (stopped afterwards)."""
     from tiermem.tiers.redis_server import EmbeddedRedis
 
