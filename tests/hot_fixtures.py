@@ -15,14 +15,14 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
 from tiermem.tiers.hot import HotTurn
-from tiermem.tiers.redis_server import find_redis_binary, find_redis_cli
+from tiermem.tiers.redis_server import EmbeddedRedis, find_redis_binary, find_redis_cli
 from tiermem.tiers.redis_watchdog import pid_alive as _pid_alive
 
 # ---------------------------------------------------------------------------------------
@@ -39,6 +39,21 @@ def kill_hard(pid: int, timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"pid {pid} survived SIGKILL for {timeout} s")
         time.sleep(0.005)
+
+
+@contextlib.contextmanager
+def own_redis(state_dir: Path) -> Iterator[EmbeddedRedis]:
+    """A redis-server of the test's own under `state_dir`, reached by URL (tiermem neither
+    owns nor restarts it), stopped afterwards even when the stop leaves it a zombie."""
+    srv = EmbeddedRedis(state_dir)
+    srv.ensure()
+    pid = srv.pid
+    try:
+        yield srv
+    finally:
+        srv.stop()
+        if pid is not None:
+            kill_hard(pid)
 
 
 def _port_free(port: int) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import kill_hard
+from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder
@@ -29,13 +29,8 @@ CANARY = "zq7canary4471kumquat"
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """A Redis server of the test's own, reached by URL (tiermem neither owns nor restarts it)."""
-    srv = EmbeddedRedis(tmp_path / "redis")
-    srv.ensure()
-    pid = srv.pid
-    yield srv
-    srv.stop()
-    if pid is not None:
-        kill_hard(pid)
+    with own_redis(tmp_path / "redis") as srv:
+        yield srv
 
 
 def _keys_of(client: redis.Redis, key: str) -> list[bytes]:

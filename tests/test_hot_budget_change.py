@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hot_fixtures import kill_hard
+from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder
@@ -28,13 +28,8 @@ TEXT = "lorem ipsum dolor sit amet " * 15  # ~80 tokens a turn: 30 turns are ~2,
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    srv = EmbeddedRedis(tmp_path / "redis")
-    srv.ensure()
-    pid = srv.pid
-    yield srv
-    srv.stop()
-    if pid is not None:
-        kill_hard(pid)
+    with own_redis(tmp_path / "redis") as srv:
+        yield srv
 
 
 # (budget of the first run, budget of the second)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hot_fixtures import kill_hard
+from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder
@@ -28,13 +28,8 @@ SMALL = {"hot_budget_tokens": 100, "head_protect": 1, "tail_protect": 2}  # A's 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    srv = EmbeddedRedis(tmp_path / "redis")
-    srv.ensure()
-    pid = srv.pid
-    yield srv
-    srv.stop()
-    if pid is not None:
-        kill_hard(pid)
+    with own_redis(tmp_path / "redis") as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hot_fixtures import kill_hard
+from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder
@@ -35,13 +35,8 @@ BIG_BUDGET = 20_000  # every turn fits in the hot set and the context
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """A Redis server of the test's own: it keeps the sets across the restore."""
-    srv = EmbeddedRedis(tmp_path / "redis")
-    srv.ensure()
-    pid = srv.pid
-    yield srv
-    srv.stop()
-    if pid is not None:
-        kill_hard(pid)
+    with own_redis(tmp_path / "redis") as srv:
+        yield srv
 
 
 def say(mem: Memory, i: int, text: str) -> None:
