@@ -1,70 +1,33 @@
-"""A real uvicorn serving the real app on a loopback port of 7500-7599, for the tests of
-the service's web edges that need what only a real server has: a client address
-(`request.client`), raw sockets (made-up methods, a body cut short), its own Host header.
-
-Invariants: a port is handed out only after a bind of it succeeded; the workers of one
-pytest-xdist run start at different offsets of the block, so two rarely try the same port.
+"""A real uvicorn serving the real app on a loopback port (service_helpers.serve_in_thread,
+ports.free_port), for the tests of the service's web edges that need what only a real
+server has: a client address (`request.client`), raw sockets (made-up methods, a body cut
+short), its own Host header.
 """
 
 from __future__ import annotations
 
-import itertools
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
-import uvicorn
-from ports import worker_index
+from ports import free_port
+from service_helpers import serve_in_thread
 
 from tiermem import Config, Memory
-from tiermem.service import create_app
 
-FIRST_PORT = 7500
-PORTS = 100  # 7500-7599
-PORTS_PER_WORKER_OFFSET = 10  # where each xdist worker starts in the block
-START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
-
-_lock = threading.Lock()
-_next = itertools.count()
-
-
-def edge_port() -> int:
-    """A free loopback port in 7500-7599."""
-    start = worker_index() * PORTS_PER_WORKER_OFFSET
-    with _lock:
-        for _ in range(PORTS):
-            port = FIRST_PORT + (start + next(_next)) % PORTS
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError(f"no free loopback port in {FIRST_PORT}-{FIRST_PORT + PORTS - 1}")
+edge_port = free_port  # a free loopback port of this worker's block
 
 
 @contextmanager
 def edge_server(config: Config, memory: Memory, **create_kw: Any) -> Iterator[tuple[str, int]]:
     """Serve `memory` with `create_app(config, memory, **create_kw)` on 127.0.0.1; yields
     (base URL, port)."""
-    port = edge_port()
-    app = create_app(config, memory, start_scheduler=False, **create_kw)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port}", port
-    finally:
-        server.should_exit = True
-        thread.join(timeout=STOP_TIMEOUT_S)
+    with serve_in_thread(config, memory, **create_kw) as url:
+        port = urlsplit(url).port
+        assert port is not None
+        yield url, port
 
 
 def raw_exchange(port: int, data: bytes, *, read: bool = True, timeout_s: float = 10.0) -> bytes:
