@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from hot_fixtures import kill_hard
+from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -30,16 +30,11 @@ IDLE_TTL_S = 2.0  # the Memory test's idle TTL: expired after a short sleep, not
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[redis.Redis]:
-    srv = EmbeddedRedis(tmp_path_factory.mktemp("hot-ttl"))
-    srv.ensure()
-    c = make_client(srv.url)
-    assert isinstance(c, redis.Redis)
-    yield c
-    c.close()
-    pid = srv.pid
-    srv.stop()
-    if pid is not None:
-        kill_hard(pid)
+    with own_redis(tmp_path_factory.mktemp("hot-ttl")) as srv:
+        c = make_client(srv.url)
+        assert isinstance(c, redis.Redis)
+        yield c
+        c.close()
 
 
 def tier(client: redis.Redis, ttl_s: float) -> HotTier:

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from hot_fixtures import kill_hard
+from hot_fixtures import own_redis
 
 from tiermem.tiers.hot import HotTier, HotTurn, make_client
-from tiermem.tiers.redis_server import EmbeddedRedis
 
 GEN = "gen-1"
 WAIT_S = 0.05  # far past a 1 ms TTL
@@ -25,16 +24,11 @@ WAIT_S = 0.05  # far past a 1 ms TTL
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[redis.Redis]:
-    srv = EmbeddedRedis(tmp_path_factory.mktemp("hot-ttl-floor"))
-    srv.ensure()
-    c = make_client(srv.url)
-    assert isinstance(c, redis.Redis)
-    yield c
-    c.close()
-    pid = srv.pid
-    srv.stop()
-    if pid is not None:
-        kill_hard(pid)
+    with own_redis(tmp_path_factory.mktemp("hot-ttl-floor")) as srv:
+        c = make_client(srv.url)
+        assert isinstance(c, redis.Redis)
+        yield c
+        c.close()
 
 
 # (hot_idle_ttl_s, the TTL in ms the tier applies, whether the set is gone after WAIT_S)
