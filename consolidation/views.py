@@ -40,7 +40,9 @@ lease (`ColdLog.claim_view`, a `view_claims` row that expires after `VIEW_CLAIM_
 before it reads the view's frontier, so the summarizer runs once per stretch of log; a
 refresh that finds the lease held returns the current version. A lease whose holder is
 a process of this host that no longer runs (killed mid-refresh; the restarted service is
-a new holder) is taken over at once rather than waited out. (Containers that share a
+a new holder, also when it runs under the killed one's pid, as a restarted container's
+PID 1 does: the holder records its process's start time) is taken over at once rather
+than waited out. (Containers that share a
 host name but not a pid namespace may see a live holder as dead: the cost is one
 duplicate refresh, which `put_summary` stores only if it differs.)
 """
@@ -60,7 +62,7 @@ import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
 from tiermem.tiers.models import TurnRow
-from tiermem.tiers.redis_watchdog import pid_alive
+from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
 from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
@@ -90,12 +92,32 @@ _FILLER_INTENTS = frozenset({"chitchat"})
 VIEW_CLAIM_TTL_S = 600.0
 
 
+def lease_holder(maintainer: str) -> str:
+    """This process's name in `view_claims`: `host:maintainer:pid:start`, the start being
+    the process's start time in clock ticks (0 where procfs is missing). The pid tells a
+    pre-fork server's workers apart; the start time tells this process from a killed one
+    that had its pid (a restarted container's PID 1)."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{maintainer}:{pid}:{process_start_ticks(pid) or 0}"
+
+
 def dead_holder(holder: str) -> bool:
-    """Whether a lease `holder` (`host:maintainer:pid`) is a process of this host that no
-    longer runs."""
+    """Whether a lease `holder` (`host:maintainer:pid:start`, or `host:maintainer:pid`
+    as written before the start time was recorded) is a process of this host that no
+    longer runs: its pid runs no process, or one that started at another time."""
     host, _, rest = holder.partition(":")
-    pid = rest.rpartition(":")[2]
-    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+    if host != socket.gethostname():
+        return False
+    parts = rest.split(":")
+    if len(parts) not in (2, 3) or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if not pid_alive(pid):
+        return True
+    if len(parts) == 3 and parts[2].isdigit() and int(parts[2]):
+        started = process_start_ticks(pid)
+        return started is not None and started != int(parts[2])
+    return False
 
 
 @dataclass
@@ -147,7 +169,7 @@ class ViewMaintainer:
         self.label_grace_s = float(label_grace_s)
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._scan_lock = threading.Lock()
-        self._holder = f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}"  # this maintainer, in view_claims
+        self._maintainer = uuid.uuid4().hex[:12]  # this maintainer, in view_claims
         self._sessions: dict[str, _SessionScan] = {}
         self.failures = 0
 
@@ -279,7 +301,7 @@ class ViewMaintainer:
             # frontier afresh, so a second process finds it covered instead of running
             # the summarizer (perhaps a paid LLM) again; while another holds it, the
             # current version is answered as is
-            holder = f"{self._holder}:{os.getpid()}"  # a pre-fork server's workers differ
+            holder = lease_holder(self._maintainer)
             if not self.cold.claim_view(conversation_id, kind, key, holder, VIEW_CLAIM_TTL_S):
                 other = self.cold.view_holder(conversation_id, kind, key)
                 if other is None or not dead_holder(other) or not self.cold.claim_view(

@@ -123,6 +123,18 @@ def pid_alive(pid: int) -> bool:
     return state not in (["Z"], ["X"])
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (`/proc/<pid>/stat` field 22), or None
+    without procfs or such a process. Tells a pid's incarnations apart: a restarted
+    container's PID 1 has the pid of the one killed, never its start time."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    # the fields after the command name start at field 3: starttime (22) is the 20th
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
 class Watchdog:
     def __init__(self, opts: argparse.Namespace) -> None:
         self.state_dir: str = opts.state_dir
