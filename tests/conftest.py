@@ -21,7 +21,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from tiermem import Config, Memory
 from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import Embedder
+from tiermem.tiers.embed import Embedder, SentenceTransformerEmbedder
 from tiermem.tiers.embed_onnx import FastEmbedder, build_embedder
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -41,6 +41,13 @@ def embedder() -> FastEmbedder:
     emb.query_session = "never"
     emb.embed(["warm-up"])
     return emb
+
+
+@pytest.fixture(scope="session")
+def reference_embedder() -> SentenceTransformerEmbedder:
+    """The torch pipeline the ONNX export must reproduce: the reference of the parity
+    tests, never the runtime under test (loaded only by the tests that ask for it)."""
+    return SentenceTransformerEmbedder()
 
 
 @pytest.fixture(scope="session")

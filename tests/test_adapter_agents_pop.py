@@ -19,7 +19,7 @@ from agents import SQLiteSession
 
 from tiermem import Config, Memory
 from tiermem.adapters.openai_agents import TiermemSession
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 ITEMS = [{"role": "user", "content": f"m{i}"} for i in range(12)]
 
@@ -45,7 +45,7 @@ def _pop(session: TiermemSession, start: threading.Barrier, got: list[Any]) -> N
 
 
 def test_pops_through_two_memories_on_one_directory_stay_distinct(tmp_path: Path,
-                                                                  embedder: SentenceTransformerEmbedder) -> None:
+                                                                  embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "d")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as a, \
             Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as b:

@@ -20,7 +20,7 @@ from openai.types.chat import ChatCompletionMessage
 from tiermem import Config, Memory
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.adapters.langgraph import TiermemHooks
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Lisbon"}'}}
 REPLY = ChatCompletionMessage.model_validate({"role": "assistant", "content": None, "tool_calls": [CALL]})
@@ -83,7 +83,7 @@ def test_tool_messages_keep_name_status_and_artifact(cold_memory: Memory) -> Non
             want.id, want.name, want.status, want.artifact, want.content)
 
 
-def test_an_artifact_tiermem_cannot_keep_is_left_out(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_an_artifact_tiermem_cannot_keep_is_left_out(tmp_path: Path, embedder: FastEmbedder) -> None:
     with Memory(Config(data_dir=tmp_path / "d", max_metadata_bytes=200), embedder=embedder, hot=False,
                 background_indexing=False) as mem:
         h = TiermemChatMessageHistory(mem, "big")

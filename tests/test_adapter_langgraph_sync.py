@@ -20,7 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from tiermem import Config, Memory
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.adapters.langgraph import TiermemHooks
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 
 class FakeToolModel(GenericFakeChatModel):
@@ -45,7 +45,7 @@ def test_two_workers_on_one_checkpointer_store_each_turn_once(cold_memory: Memor
 
 
 def test_hooks_through_two_memories_on_one_directory_leave_each_message_visible_once(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "d")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as a, \
             Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as b:

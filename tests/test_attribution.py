@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tiermem.evals.attribution import RECENT_MESSAGES, ReplyScore, attribute, replies, spearman
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 FACT = "My daughter Mirela starts violin lessons at the Brandt conservatory in Porto next April."
 RESTATED = "Mirela's violin lessons at the Brandt conservatory in Porto start in April, right?"
@@ -26,7 +26,7 @@ def convo(early: str, reply: str, *, system: str | None = None, gap: int = len(F
     return msgs
 
 
-def sources_of_last(msgs: list[dict[str, Any]], embedder: SentenceTransformerEmbedder) -> list[int]:
+def sources_of_last(msgs: list[dict[str, Any]], embedder: FastEmbedder) -> list[int]:
     last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
     return {r.user_index: r.sources for r in attribute(msgs, embedder)}[last_user]
 
@@ -39,7 +39,7 @@ def sources_of_last(msgs: list[dict[str, Any]], embedder: SentenceTransformerEmb
     ("within_recent", []),          # the fact is one of the RECENT_MESSAGES just before: never counted
     ("system_fact", [1]),           # the same fact in the system message is no source; the user turn is
 ])
-def test_sources(case: str, want: list[int], embedder: SentenceTransformerEmbedder) -> None:
+def test_sources(case: str, want: list[int], embedder: FastEmbedder) -> None:
     msgs = {
         "restated": lambda: convo(FACT, RESTATED),
         "small_talk": lambda: convo(FACT, "Great, thanks so much, sounds lovely!"),

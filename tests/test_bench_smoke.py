@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tiermem.evals import bench, bench_cold, bench_context, bench_hot, bench_scale
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 DATA: Path | None = DEV if DEV.is_file() else None  # without it the benches use the labeled turn set
@@ -35,12 +35,12 @@ def dist_ok(d: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def cold_result(embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+def cold_result(embedder: FastEmbedder) -> dict[str, Any]:
     return bench_cold.run(quick=True, data=DATA, embedder=embedder)
 
 
 @pytest.fixture(scope="module")
-def context_result(embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+def context_result(embedder: FastEmbedder) -> dict[str, Any]:
     return bench_context.run(quick=True, data=DATA, embedder=embedder)
 
 
@@ -120,7 +120,7 @@ def test_bench_hot_quick(hot_result: dict[str, Any]) -> None:
     assert len(bench.hot_rows(hot_result)) == 3
 
 
-def test_bench_combined(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_bench_combined(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, embedder: FastEmbedder,
                         cold_result: dict[str, Any], context_result: dict[str, Any],
                         scale_result: dict[str, Any], hot_result: dict[str, Any],
                         capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ import sdk_corpus as corpus
 
 from tiermem import Config, Memory
 from tiermem.planner.render import HEADERS
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import message_tokens
 
 SYSTEM = "Be brief."
@@ -28,7 +28,7 @@ QUERIES = ("which flight and what weather?", "what did the tool say about Tokyo?
 BUDGETS = (400, 900, 2200)
 
 
-def _mem(tmp_path: Path, embedder: SentenceTransformerEmbedder, **kw: Any) -> Memory:
+def _mem(tmp_path: Path, embedder: FastEmbedder, **kw: Any) -> Memory:
     return Memory(Config(data_dir=tmp_path / "d", **kw), embedder=embedder, hot=False, background_indexing=False)
 
 
@@ -55,7 +55,7 @@ CASES = [
 
 @pytest.mark.parametrize(("fmt", "policy", "conversation"), CASES,
                          ids=[f"{f}-{p}-{c.__name__}" for f, p, c in CASES])
-def test_breakpoints_index_the_returned_messages(tmp_path: Path, embedder: SentenceTransformerEmbedder, fmt: str,
+def test_breakpoints_index_the_returned_messages(tmp_path: Path, embedder: FastEmbedder, fmt: str,
                                                  policy: str, conversation: Any) -> None:
     with _mem(tmp_path, embedder, context_format=fmt, system_messages=policy) as mem:
         mem.append_many("c", conversation())
@@ -83,7 +83,7 @@ def test_breakpoints_index_the_returned_messages(tmp_path: Path, embedder: Sente
 
 
 def test_a_fold_that_takes_the_retrieved_block_leaves_no_stable_mark_before_it(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, embedder: FastEmbedder) -> None:
     with _mem(tmp_path, embedder, system_messages="merge") as mem:
         mem.append_many("c", _notes(40))
         ctx = mem.context("c", "which depot ships for client 3?", 900, system=SYSTEM)

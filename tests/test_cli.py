@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tiermem.cli import LAZY_COMMANDS, CliState, cli, parse_age
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
@@ -33,7 +33,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 class Cli:
-    def __init__(self, data: Path, embedder: SentenceTransformerEmbedder) -> None:
+    def __init__(self, data: Path, embedder: FastEmbedder) -> None:
         self.data = data
         self.embedder = embedder
         self.runner = CliRunner()
@@ -55,7 +55,7 @@ class Cli:
 
 
 @pytest.fixture
-def run(data_dir: Path, embedder: SentenceTransformerEmbedder) -> Cli:
+def run(data_dir: Path, embedder: FastEmbedder) -> Cli:
     return Cli(data_dir, embedder)
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from tiermem.cli import CliState, cli
 from tiermem.memory import MAX_AGE_S, MAX_HISTORY_PAGE
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import MAX_POSITION
 from tiermem.tiers.redis_server import EmbeddedRedis
 
@@ -29,7 +29,7 @@ CONV = "c"
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder) -> Iterator[Path]:
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: FastEmbedder) -> Iterator[Path]:
     for key in list(os.environ):
         if key.startswith("TIERMEM_"):
             monkeypatch.delenv(key)
@@ -41,7 +41,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: Sentence
     EmbeddedRedis(data).stop()  # a no-op unless a command started it
 
 
-def invoke(data: Path, embedder: SentenceTransformerEmbedder, *args: str) -> Result:
+def invoke(data: Path, embedder: FastEmbedder, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--data-dir", str(data), *args], obj=CliState(embedder=embedder))
 
 
@@ -75,7 +75,7 @@ USAGE_ERRORS = [
 
 @pytest.mark.parametrize(("args", "named"), USAGE_ERRORS)
 def test_bad_values_are_usage_errors_naming_the_option(
-        args: list[str], named: str, data_dir: Path, embedder: SentenceTransformerEmbedder) -> None:
+        args: list[str], named: str, data_dir: Path, embedder: FastEmbedder) -> None:
     r = invoke(data_dir, embedder, *args)
     assert r.exit_code == USAGE_EXIT, (r.exit_code, r.output)
     assert named in r.stderr and "Traceback" not in r.output, r.output
@@ -93,7 +93,7 @@ STILL_ACCEPTED = [
 
 @pytest.mark.parametrize(("args", "shown"), STILL_ACCEPTED)
 def test_valid_values_still_work(
-        args: list[str], shown: str, data_dir: Path, embedder: SentenceTransformerEmbedder) -> None:
+        args: list[str], shown: str, data_dir: Path, embedder: FastEmbedder) -> None:
     r = invoke(data_dir, embedder, *args)
     assert r.exit_code == 0 and shown in r.stdout, r.output
 
@@ -108,7 +108,7 @@ def test_argv_bytes_that_are_not_utf8_through_the_console_script(data_dir: Path)
 
 
 def test_skipped_import_lines_name_the_file_and_line(
-        tmp_path: Path, data_dir: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, data_dir: Path, embedder: FastEmbedder) -> None:
     f = tmp_path / "in.jsonl"
     good = json.dumps({"conversation_id": "imp", "role": "user", "content": "fine"})
     bad = json.dumps({"conversation_id": "imp", "role": "user", "content": [{"type": ["text"], "text": "x"}]})

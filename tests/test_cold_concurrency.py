@@ -12,7 +12,7 @@ from pathlib import Path
 from cold_helpers import raw, worker
 
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -64,7 +64,7 @@ def test_four_processes_get_contiguous_unique_positions(tmp_path: Path) -> None:
 
 
 def test_two_stores_catching_up_at_once_store_each_vector_once(
-    tmp_path: Path, counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, counter: BpeTokenCounter, embedder: FastEmbedder
 ) -> None:
     # two connections (as two processes would have) embed the same backlog at once;
     # the store step re-checks `embedded = 0` under the write lock

@@ -15,7 +15,7 @@ from pathlib import Path
 from cold_helpers import raw, worker
 
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import BpeTokenCounter
 
 ACKED_BEFORE_KILL = 150  # let the child commit this many messages, then kill it mid-stride
@@ -33,7 +33,7 @@ def _read_line(proc: subprocess.Popen[str], deadline: float) -> str:
 
 
 def test_sigkill_mid_ingest_loses_nothing_acknowledged(
-    tmp_path: Path, counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, counter: BpeTokenCounter, embedder: FastEmbedder
 ) -> None:
     db = tmp_path / "data" / "tiermem.db"
     proc = worker("ingest", str(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -12,7 +12,7 @@ import pytest
 from cold_helpers import conversation_rows, file_sizes, raw, table_rows
 
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -135,7 +135,7 @@ def test_prune_is_confined_to_a_namespace(cold: ColdStore) -> None:
 
 
 def test_prune_by_a_store_opened_before_the_vectors_existed(tmp_path: Path, counter: BpeTokenCounter,
-                                                            embedder: SentenceTransformerEmbedder) -> None:
+                                                            embedder: FastEmbedder) -> None:
     # e.g. `tiermem prune` started while the service had not embedded anything yet
     db = tmp_path / "data" / "tiermem.db"
     early = ColdStore(db, tokens=counter, embedder=None)

@@ -11,7 +11,7 @@ import pytest
 import tiermem
 from tiermem import Memory
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import Message
 from tiermem.tiers.search import MAX_FTS_TERMS, fts_query
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -36,7 +36,7 @@ PLANTED_AT = 7
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, counter: BpeTokenCounter,
-          embedder: SentenceTransformerEmbedder) -> Iterator[ColdStore]:
+          embedder: FastEmbedder) -> Iterator[ColdStore]:
     """One indexed conversation for the whole module: every test here only reads."""
     cold = ColdStore(tmp_path_factory.mktemp("search") / "tiermem.db", tokens=counter, embedder=embedder)
     texts = [*FILLER[:PLANTED_AT], PLANTED, *FILLER[PLANTED_AT:]]

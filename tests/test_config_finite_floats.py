@@ -20,7 +20,7 @@ import pytest
 
 from tiermem import Config, Memory
 from tiermem.config import MAX_SCHEDULER_INTERVAL_S
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 INF, NAN = math.inf, math.nan
 
@@ -58,7 +58,7 @@ def test_env_inf_is_refused_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         Config(data_dir=tmp_path / "data")
 
 
-def test_the_largest_interval_runs_a_scheduler(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_the_largest_interval_runs_a_scheduler(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", scheduler_interval_s=MAX_SCHEDULER_INTERVAL_S)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append("c", {"role": "user", "content": "hi"})

@@ -16,7 +16,7 @@ import pytest
 
 from tiermem import Config, Memory
 from tiermem.config import MAX_HOT_BUDGET_TOKENS
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 # (how the budget is given, the value): each refused, naming the setting as given
@@ -38,7 +38,7 @@ def test_a_budget_over_the_bound_is_refused_naming_the_field(tmp_path: Path, nam
     assert ".".join(str(p) for p in err["loc"]) == name and err["type"] == "less_than_equal"
 
 
-def test_the_bound_itself_works(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_the_bound_itself_works(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", hot_budget_tokens=MAX_HOT_BUDGET_TOKENS)
     try:
         with Memory(cfg, embedder=embedder, background_indexing=False) as mem:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 CONV = "c"
 AGENT_BUDGET = 500  # tokens: what the agent asks for every turn
@@ -20,7 +20,7 @@ WHAT_IF_BUDGET = 900  # tokens: what a person tries in the inspector
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Memory:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Memory:
     m = Memory(Config(data_dir=tmp_path / "data", store_plans=True), embedder=embedder, hot=False,
                background_indexing=False)
     for i in range(6):

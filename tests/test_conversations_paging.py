@@ -24,7 +24,7 @@ from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from tiermem import Config, Memory
 from tiermem import memory as memory_module
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 TOKEN = "tok-acme-0123456789abcdef"
 NAMES = [f"c{i:03d}" for i in range(23)]
@@ -37,7 +37,7 @@ def _seed(mem: Memory) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def mem(request: pytest.FixtureRequest, tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(request: pytest.FixtureRequest, tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     extra: dict[str, str] = {}
     if request.param == "postgres":
         extra = {"cold_url": request.getfixturevalue("pg_url"), "cold_schema": fresh_schema()}
@@ -70,7 +70,7 @@ def test_memory_pages_visit_every_name_once(mem: Memory) -> None:
 
 
 @pytest.fixture
-def client(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[TestClient]:
+def client(tmp_path: Path, embedder: FastEmbedder) -> Iterator[TestClient]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens={TOKEN: "acme"})
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         _seed(m)

@@ -40,14 +40,14 @@ def test_plan_batches(lengths: list[int], batch: int, max_tokens: int | None, wa
     assert sorted(i for b in got for i in b) == list(range(len(lengths)))  # every text once
 
 
-def test_bulk_vectors_match_the_pipeline(embedder: SentenceTransformerEmbedder) -> None:
+def test_bulk_vectors_match_the_pipeline(reference_embedder: SentenceTransformerEmbedder) -> None:
     # short, long enough to be truncated, non-ASCII, and many lengths in one call, so the
     # bulk path cuts several batches of different widths
     texts = ["ok", "", "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
              "Melanie: 日本語のテキストと中文的句子。", "Δοκιμή ελληνικών και русский текст " * 3,
              "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2. " * 40]
     texts += [f"turn {i}: " + "we talked about the trip to the lake " * (i % 9) for i in range(150)]
-    want = embedder.embed(texts)
+    want = reference_embedder.embed(texts)
     for workers in (1, 3):  # the caller's thread alone, and batches run at once
         fast = FastEmbedder(runtime="onnx", batch_size=16, workers=workers)
         fast.memo_size = 0

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from tiermem import Config, Memory, ValidationError
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import MAX_ENVELOPE_BYTES
 
 BIG = "x" * (MAX_ENVELOPE_BYTES + 1)
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     with Memory(Config(data_dir=tmp_path / "data", max_content_bytes=2_000_000), embedder=embedder, hot=False,
                 background_indexing=False) as m:
         yield m

@@ -15,14 +15,14 @@ from conftest import full_memory
 
 import tiermem
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 CANARY = "zq7canary-4471-kumquat"
 
 
 @pytest.fixture
-def planned(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def planned(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     """A full Memory that also stores its plans (plans quote turns)."""
     with full_memory(Config(data_dir=tmp_path / "data", hot_budget_tokens=600, store_plans=True), embedder) as mem:
         yield mem

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 NS = "acme/alice"
 SECRET = "kumquat7731"
@@ -31,7 +31,7 @@ def data(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def mem(data: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(data: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as m:
         yield m
 
@@ -77,7 +77,7 @@ def test_an_erased_conversation_leaves_the_contexts_that_showed_it(mem: Memory,
 
 
 def test_an_erasure_by_another_process_ends_the_epoch_too(mem: Memory, data: Path,
-                                                           embedder: SentenceTransformerEmbedder) -> None:
+                                                           embedder: FastEmbedder) -> None:
     _seed(mem)
     # another Memory on the same data dir (another worker, or `tiermem delete`): this one's
     # planner state is not told

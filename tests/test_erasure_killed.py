@@ -23,7 +23,7 @@ import pytest
 from test_erasure import CANARY, _files_with, _plant, _redis_with
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 # the child erases; its scrub stalls after the commit (the kill's timing, nothing else)
@@ -64,7 +64,7 @@ def kill_after_commit(data: Path, how: str) -> None:
 
 
 @pytest.mark.parametrize("how", HOWS)
-def test_the_next_process_finishes_a_killed_erasure(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_the_next_process_finishes_a_killed_erasure(tmp_path: Path, embedder: FastEmbedder,
                                                      how: str) -> None:
     data = tmp_path / "data"
     cfg = Config(data_dir=data)
@@ -87,7 +87,7 @@ def test_the_next_process_finishes_a_killed_erasure(tmp_path: Path, embedder: Se
 
 
 def test_an_erasure_without_a_hot_tier_leaves_the_redis_keys_owed(tmp_path: Path,
-                                                                  embedder: SentenceTransformerEmbedder) -> None:
+                                                                  embedder: FastEmbedder) -> None:
     """A Memory without Redis (hot=False: a script, a CLI) erases; the keys the service's
     hot tier made are purged by the next Memory that has one."""
     data = tmp_path / "data"

@@ -19,7 +19,7 @@ import redis
 from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 NS = "acme/alice"
@@ -61,7 +61,7 @@ def _erase_while_stalled(mem: Memory, server: EmbeddedRedis) -> None:
 
 
 def test_keys_deferred_while_redis_was_unreachable_are_deleted_when_it_answers(
-        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url)
     probe = redis.Redis.from_url(server.url)
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem:
@@ -78,7 +78,7 @@ def test_keys_deferred_while_redis_was_unreachable_are_deleted_when_it_answers(
 
 
 def test_a_memory_that_opens_purges_what_an_earlier_process_deferred(
-        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url)
     probe = redis.Redis.from_url(server.url)
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem:
@@ -90,14 +90,14 @@ def test_a_memory_that_opens_purges_what_an_earlier_process_deferred(
     assert _keys_of(probe, key) == []
 
 
-def _erase_from_another_process(cfg: Config, embedder: SentenceTransformerEmbedder) -> None:
+def _erase_from_another_process(cfg: Config, embedder: FastEmbedder) -> None:
     with Memory(cfg, embedder=embedder, background_indexing=False) as other:
         assert other.delete_conversation("secret", namespace=NS).messages == 12
 
 
 @pytest.mark.parametrize("read", ["turns", "latest_summaries"], ids=["hot-set rebuild", "warm-view cache fill"])
 def test_a_read_just_before_an_erasure_does_not_write_it_back(
-        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder, read: str,
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder, read: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url)
     probe = redis.Redis.from_url(server.url)

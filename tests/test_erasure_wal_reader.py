@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 CANARY = "zq7canary4471kumquat"
 # a reader in another process: a read transaction held until a line arrives on stdin
@@ -40,7 +40,7 @@ def _files_with(data_dir: Path, needle: str) -> list[str]:
 
 
 def test_an_erasure_under_a_reader_says_so_and_the_next_write_scrubs_the_wal(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("secret", [{"role": "user", "content": f"x{i} {CANARY}"} for i in range(30)])
@@ -64,7 +64,7 @@ def test_an_erasure_under_a_reader_says_so_and_the_next_write_scrubs_the_wal(
 
 
 def test_an_erasure_without_a_reader_truncates_at_once(tmp_path: Path,
-                                                       embedder: SentenceTransformerEmbedder) -> None:
+                                                       embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("secret", [{"role": "user", "content": f"x{i} {CANARY}"} for i in range(30)])

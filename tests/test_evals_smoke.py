@@ -36,7 +36,7 @@ from tiermem.evals.cost import canonical, common_prefix_chars, common_prefix_mes
 from tiermem.evals.locomo import answer_covered, normalize, parse_session_date, run_locomo
 from tiermem.evals.plots import cost_curves, latency_histogram, recall_vs_budget
 from tiermem.evals.report import render_markdown
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not found at {DEV.resolve()}")
@@ -53,7 +53,7 @@ FIELDS = (
 )
 
 
-def _open(path: Path | None, embedder: SentenceTransformerEmbedder) -> OpenedMemory:
+def _open(path: Path | None, embedder: FastEmbedder) -> OpenedMemory:
     opened = open_memory(
         path, hot=True, embedder=embedder
     )  # falls back to cold-only if the hot tier can't start
@@ -61,7 +61,7 @@ def _open(path: Path | None, embedder: SentenceTransformerEmbedder) -> OpenedMem
 
 
 @pytest.fixture
-def opened(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[OpenedMemory]:
+def opened(tmp_path: Path, embedder: FastEmbedder) -> Iterator[OpenedMemory]:
     o = _open(tmp_path / "data", embedder)
     try:
         yield o
@@ -87,7 +87,7 @@ def _in_unit(x: Any) -> bool:
 
 @needs_dev
 def test_locomo_small_run_then_cli_reuses_the_data_dir(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, embedder: FastEmbedder
 ) -> None:
     data_dir = tmp_path / "data"
     o = _open(data_dir, embedder)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from tiermem.cli import CliState, cli
 from tiermem.planner.plan import Plan, PlanItem
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 LONG = "My booking reference is QX-7781 and the hotel is the Pensao Amor on Rua do Alecrim, third floor."
@@ -40,7 +40,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     EmbeddedRedis(tmp_path / "data").stop()
 
 
-def test_piped_context_keeps_long_lines_whole(data_dir: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_piped_context_keeps_long_lines_whole(data_dir: Path, embedder: FastEmbedder) -> None:
     def tm(*args: str, input: str | None = None) -> str:
         r = CliRunner().invoke(cli, ["--data-dir", str(data_dir), *args], input=input,
                                obj=CliState(embedder=embedder), catch_exceptions=False)

@@ -15,25 +15,25 @@ from convo_fixtures import support_lines, write_jsonl
 from tiermem.cli import CliState, cli
 from tiermem.config import Config
 from tiermem.memory import Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
-def tm(embedder: SentenceTransformerEmbedder, data: Path, *args: str) -> Any:
+def tm(embedder: FastEmbedder, data: Path, *args: str) -> Any:
     r = CliRunner().invoke(cli, ["--data-dir", str(data), *args], obj=CliState(embedder=embedder),
                            catch_exceptions=False)
     assert r.exit_code == 0, r.output
     return r
 
 
-def histories(data: Path, embedder: SentenceTransformerEmbedder) -> dict[str, list[tuple[Any, ...]]]:
+def histories(data: Path, embedder: FastEmbedder) -> dict[str, list[tuple[Any, ...]]]:
     with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
         return {c: [(m.body, m.session_id, m.metadata, m.created_at) for m in mem.history(c, namespace="default")]
                 for c in mem.conversations("default")}
 
 
-def test_export_then_import_gives_the_same_histories(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_export_then_import_gives_the_same_histories(tmp_path: Path, embedder: FastEmbedder) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", support_lines("a") + support_lines("b"))
     first, second = tmp_path / "d1", tmp_path / "d2"
     tm(embedder, first, "import", str(src))
@@ -49,7 +49,7 @@ def test_export_then_import_gives_the_same_histories(tmp_path: Path, embedder: S
     assert (again["appended"], again["already_present"]) == (0, len(lines))  # idempotent by content
 
 
-def test_export_one_conversation_to_stdout(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_export_one_conversation_to_stdout(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = tmp_path / "d"
     tm(embedder, data, "import", str(write_jsonl(tmp_path / "in.jsonl", support_lines("a") + support_lines("b"))))
     r = tm(embedder, data, "export", "b")

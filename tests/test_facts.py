@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tiermem import Config, Memory
 from tiermem.cli import CliState, cli
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 T0 = 1_777_600_000.0
 CHAT = [
@@ -23,7 +23,7 @@ CHAT = [
 ]
 
 
-def test_facts_over_http(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_facts_over_http(tmp_path: Path, embedder: FastEmbedder) -> None:
     from fastapi.testclient import TestClient
 
     cfg = Config(data_dir=tmp_path / "data")
@@ -45,7 +45,7 @@ def test_facts_over_http(tmp_path: Path, embedder: SentenceTransformerEmbedder) 
             assert "/v1/conversations/{conversation_id}/facts" in c.get("/openapi.json").json()["paths"]
 
 
-def test_facts_from_the_cli(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_facts_from_the_cli(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = tmp_path / "data"
     with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("trip", CHAT)

@@ -114,7 +114,7 @@ def _seat_conversation(mem: Memory) -> None:
 
 
 def test_supersession_waits_for_the_embedding_and_matches_the_eager_result(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, embedder: FastEmbedder) -> None:
     # eager: the model is loaded, so an update is embedded and resolved before append returns
     with Memory(Config(data_dir=tmp_path / "eager"), embedder=embedder, hot=False,
                 background_indexing=False) as mem:
@@ -155,11 +155,11 @@ def test_the_planner_finds_an_unembedded_turn_by_keyword_and_recency(tmp_path: P
         assert ctx.tokens <= 300
 
 
-def test_onnx_vectors_match_the_pipeline(embedder: SentenceTransformerEmbedder) -> None:
+def test_onnx_vectors_match_the_pipeline(reference_embedder: SentenceTransformerEmbedder) -> None:
     fast = FastEmbedder(runtime="onnx")
     texts = [*PROBES, "the flight leaves at nine", "Flight AZ 611 leaves FCO at 09:05 on 12 March.",
              "   padded with spaces   ", "x" * 5000, "Δοκιμή ελληνικών και русский текст"]
-    want = embedder.embed(texts)
+    want = reference_embedder.embed(texts)
     one_by_one = np.stack([fast.embed([t])[0] for t in texts])
     fast.memo_size = 0
     batched = fast.embed(texts)  # padded to the longest, sorted by length

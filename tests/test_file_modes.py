@@ -20,7 +20,7 @@ from cold_helpers import raw
 
 from tiermem import Config, Memory
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.errors import SchemaTooNew
 from tiermem.tiers.redis_server import EmbeddedRedis
 from tiermem.tiers.schema import schema_version
@@ -42,7 +42,7 @@ def mode(p: Path) -> int:
     return stat.S_IMODE(p.lstat().st_mode)
 
 
-def test_every_file_is_0600_and_every_directory_0700(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_every_file_is_0600_and_every_directory_0700(tmp_path: Path, embedder: FastEmbedder,
                                                     loose_umask: None) -> None:
     top = tmp_path / "made"  # none of made/by/tiermem exists yet: tiermem creates all three
     data = top / "by" / "tiermem"

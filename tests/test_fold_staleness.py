@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from tiermem import Config
 from tiermem.inspector.metrics import PlanMetrics
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 MAX_TURNS_BEHIND = 3
 MAX_SECONDS_BEHIND = 60.0  # seconds
@@ -27,7 +27,7 @@ def config(tmp_path: Path) -> Config:
 
 
 def test_a_fold_behind_the_log_reports_its_lag_and_counts_as_a_stale_read(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, embedder: FastEmbedder) -> None:
     then = time.time() - WAITED_S
     with full_memory(config(tmp_path), embedder) as mem:
         mem.append_many("c", [{"role": "user", "content": "I booked the flight to Lisbon.", "created_at": then},
@@ -45,7 +45,7 @@ def test_a_fold_behind_the_log_reports_its_lag_and_counts_as_a_stale_read(
         assert metrics.registry.get_sample_value("tiermem_warm_stale_reads_total", {"kind": "checkpoint"}) == 1
 
 
-def test_a_fold_covering_the_log_is_fresh(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_fold_covering_the_log_is_fresh(tmp_path: Path, embedder: FastEmbedder) -> None:
     # control: nothing after the fold, nothing to wait for
     with full_memory(config(tmp_path), embedder) as mem:
         mem.append_many("c", [{"role": "user", "content": "I booked the flight to Lisbon."},

@@ -15,7 +15,7 @@ import sdk_corpus as corpus
 
 import tiermem
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import IMAGE_LOW_DETAIL_TOKENS, IMAGE_TOKENS, message_text, wire_body
 from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, BpeTokenCounter, message_tokens
 
@@ -26,12 +26,12 @@ def _json(v: Any) -> Any:
     return json.loads(json.dumps(v))
 
 
-def _mem(tmp_path: Path, embedder: SentenceTransformerEmbedder, **kw: Any) -> Memory:
+def _mem(tmp_path: Path, embedder: FastEmbedder, **kw: Any) -> Memory:
     return Memory(Config(data_dir=tmp_path / "d", **kw), embedder=embedder, hot=False, background_indexing=False)
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     with _mem(tmp_path, embedder) as m:
         yield m
 
@@ -68,7 +68,7 @@ def test_a_pydantic_sdk_object_appends_as_its_model_dump(mem: Memory) -> None:
 
 @pytest.mark.parametrize("system_messages", ["as_is", "merge"])
 def test_chat_contexts_are_valid_sdk_params_at_every_budget(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder, system_messages: str) -> None:
+        tmp_path: Path, embedder: FastEmbedder, system_messages: str) -> None:
     with _mem(tmp_path, embedder, system_messages=system_messages) as mem:
         mem.append_many("chat", corpus.chat_conversation())
         for budget in BUDGETS:
@@ -85,7 +85,7 @@ def test_chat_contexts_are_valid_sdk_params_at_every_budget(
         assert any(m["role"] == "function" for m in full.messages)
 
 
-def test_merge_folds_what_as_is_leaves_in_the_middle(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_merge_folds_what_as_is_leaves_in_the_middle(tmp_path: Path, embedder: FastEmbedder) -> None:
     with _mem(tmp_path / "a", embedder) as a, _mem(tmp_path / "m", embedder, system_messages="merge") as m:
         for mem in (a, m):
             mem.append_many("chat", corpus.chat_conversation())
@@ -186,7 +186,7 @@ BAD: list[tuple[dict[str, Any], tuple[str, ...]]] = [
 
 
 @pytest.mark.parametrize(("message", "words"), BAD)
-def test_bad_variants_are_refused_naming_the_field(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_bad_variants_are_refused_naming_the_field(tmp_path: Path, embedder: FastEmbedder,
                                                    message: dict[str, Any], words: tuple[str, ...]) -> None:
     with _mem(tmp_path, embedder, max_content_bytes=300) as mem:
         mem.append("c", {"role": "user", "content": "keep"})
@@ -207,7 +207,7 @@ SHAPES = [
 
 
 @pytest.mark.parametrize(("fmt", "conversation", "valid"), SHAPES)
-def test_context_format_converts_to_one_family(tmp_path: Path, embedder: SentenceTransformerEmbedder, fmt: str,
+def test_context_format_converts_to_one_family(tmp_path: Path, embedder: FastEmbedder, fmt: str,
                                                conversation: Any, valid: Any) -> None:
     with _mem(tmp_path, embedder, context_format=fmt) as mem:
         mem.append_many("c", conversation())

@@ -16,7 +16,7 @@ import sdk_corpus as corpus
 from conftest import full_memory
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import to_chat, to_responses, wire_body
 from tiermem.tiers.tokens import messages_tokens
 
@@ -58,7 +58,7 @@ def test_to_chat_merges_a_call_into_a_new_list() -> None:
 
 @pytest.mark.parametrize("hot", [False, True], ids=["cold", "hot"])
 def test_chat_contexts_keep_each_call_once_and_count_what_they_send(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder, hot: bool) -> None:
+        tmp_path: Path, embedder: FastEmbedder, hot: bool) -> None:
     with contextlib.ExitStack() as stack:
         cfg = Config(data_dir=tmp_path / "d", context_format="chat")
         mem = stack.enter_context(full_memory(cfg, embedder) if hot else

@@ -20,13 +20,13 @@ from tiermem import Config, Memory
 from tiermem.cli import CliState, cli
 from tiermem.errors import ValidationError
 from tiermem.memory import MAX_HISTORY_PAGE
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 N_MESSAGES = 7
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Memory:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Memory:
     m = Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False)
     m.append_many("c1", [{"role": "user", "content": f"message {i}"} for i in range(N_MESSAGES)])
     return m
@@ -105,7 +105,7 @@ def test_http_pages_and_documents_the_parameters(tmp_path: Path, mem: Memory) ->
     mem.close()
 
 
-def test_cli_pages_with_after(tmp_path: Path, mem: Memory, embedder: SentenceTransformerEmbedder) -> None:
+def test_cli_pages_with_after(tmp_path: Path, mem: Memory, embedder: FastEmbedder) -> None:
     mem.close()
     r = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "d"), "history", "c1", "--after", "1", "--limit", "2",
                                  "--json"], obj=CliState(embedder=embedder))

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 C = "/v1/conversations/c"
 HUGE_INT = "1" + "0" * 4400  # past Python's 4,300-digit limit for int()
@@ -22,7 +22,7 @@ COUNTS = ("messages", "pins", "checkpoints", "conversations")
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory,
-           embedder: SentenceTransformerEmbedder) -> Iterator[tuple[TestClient, Memory]]:
+           embedder: FastEmbedder) -> Iterator[tuple[TestClient, Memory]]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("edges") / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append("c", {"role": "user", "content": "hello there"})
@@ -69,7 +69,7 @@ def test_an_edge_input_is_refused_with_a_4xx_and_writes_nothing(served: tuple[Te
     assert _counts(mem) == before
 
 
-def test_the_part_type_is_refused_in_the_library_too(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_the_part_type_is_refused_in_the_library_too(tmp_path: Path, embedder: FastEmbedder) -> None:
     from tiermem import ValidationError
 
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,

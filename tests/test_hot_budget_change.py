@@ -19,7 +19,7 @@ import pytest
 from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 TURNS = 30
@@ -41,7 +41,7 @@ CASES = [
 
 @pytest.mark.parametrize(("first", "second"), CASES)
 def test_a_read_applies_the_configured_budget(tmp_path: Path, server: EmbeddedRedis,
-                                              embedder: SentenceTransformerEmbedder, first: int, second: int) -> None:
+                                              embedder: FastEmbedder, first: int, second: int) -> None:
     def config(budget: int) -> Config:
         return Config(data_dir=tmp_path / "data", redis_url=server.url, hot_budget_tokens=budget)
 
@@ -67,7 +67,7 @@ def test_a_read_applies_the_configured_budget(tmp_path: Path, server: EmbeddedRe
 
 
 def test_two_processes_with_different_budgets_do_not_rebuild_each_other(
-        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder) -> None:
     """Two Memory objects (as two processes: each its own HotLink) on one log and one Redis,
     configured with different budgets: each rebuilds a set stored under the other's budget
     once, not on every read. On the code before 44df2f0's follow-up, every read after the

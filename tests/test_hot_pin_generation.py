@@ -18,7 +18,7 @@ import pytest
 from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 CONV = "support-1"  # the same id, so the same Redis key, in both databases
@@ -34,7 +34,7 @@ def server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
 
 @pytest.fixture
 def pair(tmp_path: Path, server: EmbeddedRedis,
-         embedder: SentenceTransformerEmbedder) -> Iterator[tuple[Memory, Memory]]:
+         embedder: FastEmbedder) -> Iterator[tuple[Memory, Memory]]:
     """A and B, each its own data dir, one Redis. B writes first, then A's appends take the
     key over (A's admit sees B's generation and rebuilds A's set)."""
     a = Memory(Config(data_dir=tmp_path / "A", redis_url=server.url, **SMALL), embedder=embedder,

@@ -24,7 +24,7 @@ import pytest
 from hot_fixtures import own_redis
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 COMMON = 3  # turns in the backup
@@ -73,7 +73,7 @@ HOT_CASES = [
 
 @pytest.mark.parametrize("restored", HOT_CASES)
 def test_context_after_a_restore_shows_only_the_log(
-        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder, restored: int) -> None:
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder, restored: int) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url, hot_budget_tokens=BIG_BUDGET)
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem:
         for i in range(COMMON):
@@ -108,7 +108,7 @@ WARM_CASES = [
 
 @pytest.mark.parametrize(("discarded", "restored"), WARM_CASES)
 def test_warm_cache_after_a_restore_serves_only_views_of_the_log(
-        tmp_path: Path, server: EmbeddedRedis, embedder: SentenceTransformerEmbedder,
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder,
         discarded: int, restored: int) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url)
     with Memory(cfg, embedder=embedder, background_indexing=False) as mem:

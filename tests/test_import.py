@@ -17,7 +17,7 @@ from tiermem.config import DEFAULT_MAX_CONTENT_BYTES, DEFAULT_MAX_METADATA_BYTES
 from tiermem.errors import DataFileError
 from tiermem.evals.conversations import read_conversations
 from tiermem.memory import Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 LIMITS = {"max_content_bytes": DEFAULT_MAX_CONTENT_BYTES, "max_metadata_bytes": DEFAULT_MAX_METADATA_BYTES}
 
@@ -30,12 +30,12 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-def tm(data: Path, embedder: SentenceTransformerEmbedder, *args: str) -> Result:
+def tm(data: Path, embedder: FastEmbedder, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--data-dir", str(data), *args], obj=CliState(embedder=embedder))
 
 
 @pytest.fixture
-def history(data_dir: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Any]:
+def history(data_dir: Path, embedder: FastEmbedder) -> Iterator[Any]:
     def read(conv: str) -> list[Any]:
         with Memory(Config(data_dir=data_dir), embedder=embedder, hot=False, background_indexing=False) as mem:
             return mem.history(conv, namespace="default")
@@ -43,7 +43,7 @@ def history(data_dir: Path, embedder: SentenceTransformerEmbedder) -> Iterator[A
 
 
 def test_every_role_and_the_envelope_round_trip(tmp_path: Path, data_dir: Path,
-                                                embedder: SentenceTransformerEmbedder, history: Any) -> None:
+                                                embedder: FastEmbedder, history: Any) -> None:
     lines = support_lines()
     f = write_jsonl(tmp_path / "support.jsonl", lines)
     r = tm(data_dir, embedder, "import", str(f), "--json")
@@ -61,7 +61,7 @@ def test_every_role_and_the_envelope_round_trip(tmp_path: Path, data_dir: Path,
 
 
 def test_reimport_appends_nothing_and_a_longer_file_only_the_tail(
-        tmp_path: Path, data_dir: Path, embedder: SentenceTransformerEmbedder, history: Any) -> None:
+        tmp_path: Path, data_dir: Path, embedder: FastEmbedder, history: Any) -> None:
     lines = [x for x in support_lines() if "probe" not in x]
     short = write_jsonl(tmp_path / "short.jsonl", lines[:5])
     full = write_jsonl(tmp_path / "full.jsonl", lines)
@@ -77,7 +77,7 @@ def test_reimport_appends_nothing_and_a_longer_file_only_the_tail(
 
 
 def test_a_different_stored_message_is_a_conflict_and_writes_nothing(
-        tmp_path: Path, data_dir: Path, embedder: SentenceTransformerEmbedder, history: Any) -> None:
+        tmp_path: Path, data_dir: Path, embedder: FastEmbedder, history: Any) -> None:
     lines = [x for x in support_lines() if "probe" not in x]
     tm(data_dir, embedder, "import", str(write_jsonl(tmp_path / "a.jsonl", lines[:3])))
     changed = [*lines[:2], {"conversation_id": "support-1", "role": "user", "content": "something else"},
@@ -100,7 +100,7 @@ BAD = [
 
 @pytest.mark.parametrize(("bad", "named"), BAD)
 def test_bad_lines_are_named_by_number_and_refused_or_skipped(
-        bad: str, named: str, tmp_path: Path, data_dir: Path, embedder: SentenceTransformerEmbedder,
+        bad: str, named: str, tmp_path: Path, data_dir: Path, embedder: FastEmbedder,
         history: Any) -> None:
     good = json.dumps({"conversation_id": "c", "role": "user", "content": "fine"})
     f = tmp_path / "x.jsonl"
@@ -117,7 +117,7 @@ def test_bad_lines_are_named_by_number_and_refused_or_skipped(
 
 
 def test_locomo_files_are_read_with_evals_locomo(tmp_path: Path, data_dir: Path,
-                                                 embedder: SentenceTransformerEmbedder, history: Any) -> None:
+                                                 embedder: FastEmbedder, history: Any) -> None:
     f = tmp_path / "lo.json"
     f.write_text(json.dumps(tiny_locomo()))
     data = read_conversations(f, **LIMITS)

@@ -18,7 +18,7 @@ import pytest
 import tiermem
 from tiermem import Memory
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.schema import schema_version
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -142,7 +142,7 @@ def cold_msg(text: str) -> tiermem.Message:
 
 
 def test_a_database_from_before_incarnations_migrates_with_nothing_lost(
-    tmp_path: Path, counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder
+    tmp_path: Path, counter: BpeTokenCounter, embedder: FastEmbedder
 ) -> None:
     """A file made by the code before m013 (global ids): every message, pin, checkpoint
     and view is still there under the same ids; the ids become per namespace, and the id
@@ -180,7 +180,7 @@ def test_a_database_from_before_incarnations_migrates_with_nothing_lost(
     ("acme/alice/work", True, False),  # a namespace below: never
 ])
 def test_cross_conversation_recall_stays_in_exactly_one_namespace(
-    tmp_path: Path, embedder: SentenceTransformerEmbedder, reader: str, recall_on: bool, sees: bool
+    tmp_path: Path, embedder: FastEmbedder, reader: str, recall_on: bool, sees: bool
 ) -> None:
     cfg = tiermem.Config(data_dir=tmp_path / "data", namespace_recall=recall_on)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 SMALL_TALK = ["What's a good podcast about volcanoes?", "Ugh, the weather here is windy again.",
@@ -40,7 +39,7 @@ def _superseded(mem: Memory) -> dict[int, int]:
 
 
 @pytest.fixture(scope="module")
-def eager(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> dict[int, int]:
+def eager(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> dict[int, int]:
     # the model is loaded: each correction is embedded and decided before append returns
     with Memory(Config(data_dir=tmp_path_factory.mktemp("eager")), embedder=embedder, hot=False,
                 background_indexing=False) as mem:

@@ -17,13 +17,13 @@ from inspector_helpers import CONV, OTHER, SECRET, TOKEN_ACME, TOKEN_GLOBEX, TOK
 from tiermem import Config, Memory
 from tiermem.inspector.routes import COOKIE
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 HX = {"HX-Request": "true"}
 
 
 @pytest.fixture(scope="module")
-def mem(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("inspector-auth") / "data", auth_tokens=TOKENS)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         m.append_many(CONV, trip_messages()[:6], namespace="acme")

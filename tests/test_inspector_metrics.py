@@ -22,7 +22,7 @@ from tiermem import Config, Memory
 from tiermem.inspector.metrics import load_bearing_left_out, stale_views
 from tiermem.planner.plan import SLICES, Plan, PlanItem, ViewStaleness
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 HX = {"HX-Request": "true"}
 ACME = {"Authorization": f"Bearer {TOKEN_ACME}"}
@@ -51,7 +51,7 @@ def ask(c: TestClient, query: str, budget: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def mem(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("inspector-metrics") / "data", auth_tokens=TOKENS,
                  metrics_tokens=[TOKEN_METRICS], warm_max_turns_behind=1, hot_budget_tokens=400)
     with full_memory(cfg, embedder) as m:
@@ -133,7 +133,7 @@ def test_stale_warm_reads(client: TestClient, mem: Memory) -> None:
     assert value(scrape(client), "tiermem_warm_stale_reads_total", kind="rolling") - before == 1
 
 
-def test_degraded_contexts(tmp_path: Any, embedder: SentenceTransformerEmbedder) -> None:
+def test_degraded_contexts(tmp_path: Any, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=TOKENS, metrics_tokens=[TOKEN_METRICS])
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m, \
             TestClient(create_app(cfg, m, start_scheduler=False), base_url="http://127.0.0.1") as c:

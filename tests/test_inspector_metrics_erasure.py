@@ -21,7 +21,7 @@ from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_GLOBEX, bearer
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 HX = {"HX-Request": "true"}
 ALICE, KID = "acme/alice", "acme/alice/kid"  # a user of tenant acme, and a namespace below hers
@@ -66,7 +66,7 @@ CASES = [
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=SCOPED_TOKENS)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         yield m

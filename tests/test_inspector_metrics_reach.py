@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from tiermem import Config, Memory
 from tiermem.inspector import metrics as metrics_module
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 ACME = "tok-acme-0123456789abcdef"
 ALICE = "tok-acme-alice-0123456789abcdef"
@@ -43,7 +43,7 @@ def _context(c: TestClient, token: str, ns: str) -> None:
     assert r.status_code == 200, r.text
 
 
-def test_a_user_cannot_evict_a_sibling_users_history(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_user_cannot_evict_a_sibling_users_history(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=TOKENS)
     flood = metrics_module.MAX_NAMESPACES_PER_TENANT + 5
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \

@@ -17,14 +17,14 @@ from inspector_helpers import CONV, TOKEN_ACME, TOKENS, trip_messages
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 HX = {"HX-Request": "true"}
 CORRECTION = 19  # "Actually my budget is at most 300 euros": supersedes #2
 
 
 @pytest.fixture(scope="module")
-def mem(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("inspector-pages") / "data", auth_tokens=TOKENS,
                  store_plans=True, hot_budget_tokens=400, warm_max_turns_behind=2)
     with full_memory(cfg, embedder) as m:

@@ -20,7 +20,7 @@ from inspector_helpers import TOKEN_ACME, TOKENS
 from tiermem import Config, Memory
 from tiermem.cli import CliState, cli
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 HX = {"HX-Request": "true"}
 RESULT = {"probes": 3, "candidates": [
@@ -32,7 +32,7 @@ RESULT = {"probes": 3, "candidates": [
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=TOKENS)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         yield m
@@ -69,7 +69,7 @@ def test_a_missing_or_bad_result_is_an_empty_chart(mem: Memory, content: str | N
     assert "no <code>tiermem tune</code> result in the data dir" in r.text
 
 
-def test_tune_keeps_its_result_private_in_the_data_dir(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_tune_keeps_its_result_private_in_the_data_dir(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = tmp_path / "data"
     # a small conversation file: what is checked is where the result goes, not the tuning
     convo = write_jsonl(tmp_path / "support.jsonl", support_lines(recap=True))

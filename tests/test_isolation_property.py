@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import tiermem
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 MARKER = re.compile(r"mk\d+x")
 NAMESPACES = ("t1/u", "t2/u")
@@ -34,7 +34,7 @@ OPS = st.lists(
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def shared(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("prop") / "data", hot_budget_tokens=300, warm_max_turns_behind=2)
     with full_memory(cfg, embedder) as mem:
         yield mem

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from tiermem import Config, Memory
 from tiermem.evals import bench_supersede, knowledge
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 # one case of each kind the eval scores: a correction with an echo and a question with
 # "now" after it, a question that looks like an update, a retraction, a partial update
 SMOKE_IDS = ("travel-budget", "support-plan-q", "code-retract-tabs", "pa-party-partial")
 
 
-def test_knowledge_eval_scores_a_few_cases(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_knowledge_eval_scores_a_few_cases(tmp_path: Path, embedder: FastEmbedder) -> None:
     cases = [c for c in knowledge.load_cases() if c["id"] in SMOKE_IDS]
     assert len(cases) == len(SMOKE_IDS)
     with Memory(Config(data_dir=tmp_path / "d"), embedder=embedder, hot=False, background_indexing=False) as mem:

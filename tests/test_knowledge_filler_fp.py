@@ -12,7 +12,7 @@ import pytest
 
 from tiermem import Config, Memory
 from tiermem.evals import knowledge
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 CHAIN = 6  # filler exchanges used by a two-turn case: FILLER_PAIRS after each turn
 CASE = {"id": "fp", "supersede": [[0, 1]], "echo": [], "present": [], "past": [], "kinds": [],
@@ -20,7 +20,7 @@ CASE = {"id": "fp", "supersede": [[0, 1]], "echo": [], "present": [], "past": []
                   {"role": "user", "content": "Actually, make the trip budget 200 EUR instead."}]}
 
 
-def test_each_filler_false_positive_counts(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_each_filler_false_positive_counts(tmp_path: Path, embedder: FastEmbedder,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(CASE["turns"]) * knowledge.FILLER_PAIRS == CHAIN
     # each filler user turn corrects the one before it: a topic apart from the case's

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from tiermem import Config, Memory, ValidationError
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 TABLES = ("messages", "pins", "checkpoints", "conversations")
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
                 background_indexing=False) as m:
         m.append("c", {"role": "user", "content": "hello"})

@@ -15,7 +15,7 @@ from locomo_mini import question, sample, write
 
 from tiermem.evals.conversations import read_conversations
 from tiermem.evals.locomo import LocomoError, run_locomo
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 BUDGET = 500
 ANN = sample("team/1", ["I live in Oslo.", "Nice city.", "My sister plays the cello.", "Lovely."],
@@ -26,13 +26,13 @@ CEM = sample("team_1", ["I work as a welder in Izmir.", "Tough job.", "I keep th
              speakers=("Cem", "Dee"))
 
 
-def _run(data_dir: Path, data: Path, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+def _run(data_dir: Path, data: Path, embedder: FastEmbedder) -> dict[str, Any]:
     with eval_memory(data_dir, embedder, hot=False) as o:
         return run_locomo(o.memory, data, [BUDGET], methods=["full_context"]).result
 
 
 def test_colliding_sample_ids_get_conversations_of_their_own(tmp_path: Path,
-                                                              embedder: SentenceTransformerEmbedder) -> None:
+                                                              embedder: FastEmbedder) -> None:
     data = write(tmp_path / "collide.json", [ANN, CEM])
     res = _run(tmp_path / "d", data, embedder)
     # full context holds each sample's own turns: every answer is in it
@@ -46,7 +46,7 @@ def test_colliding_sample_ids_get_conversations_of_their_own(tmp_path: Path,
 
 
 def test_reuse_refuses_a_stored_conversation_with_other_turns(tmp_path: Path,
-                                                              embedder: SentenceTransformerEmbedder) -> None:
+                                                              embedder: FastEmbedder) -> None:
     _run(tmp_path / "d", write(tmp_path / "ann.json", [ANN]), embedder)
     # another sample under the same id, as many turns: reusing it would score the wrong text
     edited = {**CEM, "sample_id": ANN["sample_id"]}

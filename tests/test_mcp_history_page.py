@@ -23,7 +23,7 @@ from mcp import Client
 
 from tiermem import Config, Memory
 from tiermem.adapters.mcp_server import build_server
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 MESSAGES = 30
 BAD_POSITION = 25  # past the page read below
@@ -56,7 +56,7 @@ def _history(mem: Memory, **args: Any) -> dict[str, Any]:
     return asyncio.run(call())
 
 
-def test_a_page_reads_only_its_rows(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_page_reads_only_its_rows(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("big", [{"role": "user", "content": f"message {i}"} for i in range(MESSAGES)],

@@ -15,7 +15,7 @@ from conftest import eval_memory
 
 from tiermem.evals import pressure
 from tiermem.evals.baselines import OpenedMemory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 BUDGET_TOKENS = 1000
 # the generator's first two conversations at its default length: they hold probes of both
@@ -25,7 +25,7 @@ TURNS = pressure.DEFAULT_TURNS
 
 
 @pytest.fixture
-def opened(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[OpenedMemory]:
+def opened(tmp_path: Path, embedder: FastEmbedder) -> Iterator[OpenedMemory]:
     with eval_memory(tmp_path / "data", embedder, hot=True) as o:
         yield o
 

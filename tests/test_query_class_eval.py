@@ -13,7 +13,7 @@ import pytest
 
 from tiermem.evals.query_class_eval import DATA_PATH, FRESH_PATH, THIRD_PATH, load_rows, run
 from tiermem.planner.classify import QueryClassifier
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 # today's talk share kept narrow: 37 of 46 (general questions such as "What's the capital
 # of Australia?" retrieve broadly: a cost, not a lost fact)
@@ -31,7 +31,7 @@ THIRD_TALK_KEPT_NARROW = 8 / 13
     (FRESH_PATH, FRESH_TALK_KEPT_NARROW),
     (THIRD_PATH, THIRD_TALK_KEPT_NARROW),
 ], ids=["first", "fresh", "third"])
-def test_every_lookup_goes_to_broad_retrieval(embedder: SentenceTransformerEmbedder, path: Path,
+def test_every_lookup_goes_to_broad_retrieval(embedder: FastEmbedder, path: Path,
                                               talk_floor: float) -> None:
     res = run(embedder=embedder, path=path)
     assert res["lookup_recall"] == 1.0, [e for e in res["errors"] if e["lookup"]]

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 CHILD = """
 import sys, time
@@ -42,7 +42,7 @@ def labels(mem: Memory, conv: str) -> list[tuple[int, str | None, bool, int]]:
 
 
 def test_a_rebuild_killed_while_it_embeds_leaves_the_labels(tmp_path: Path,
-                                                            embedder: SentenceTransformerEmbedder) -> None:
+                                                            embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("trip", [

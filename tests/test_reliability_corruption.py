@@ -16,7 +16,7 @@ from test_cold_salvage import corrupt
 
 from tiermem import Config, Memory
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import Message
 from tiermem.tiers.schema import VEC_TABLE
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -25,7 +25,7 @@ WAL_HEADER = 32
 FRAME_HEADER = 24
 
 
-def test_garbled_rows_are_salvaged_and_counted(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_garbled_rows_are_salvaged_and_counted(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         for i in range(10):
@@ -108,7 +108,7 @@ def test_truncated_wal_opens_with_its_committed_prefix(tmp_path: Path) -> None:
                   f"{n - 1} of {len(written)} rows", "", "pytest tests/test_reliability_corruption.py")
 
 
-def test_dropped_vector_table_is_rebuilt(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_dropped_vector_table_is_rebuilt(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     texts = ["the ferry to Naxos leaves at nine", "my cat is called Pixel", "we booked the blue hotel"]
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
@@ -134,7 +134,7 @@ def test_dropped_vector_table_is_rebuilt(tmp_path: Path, embedder: SentenceTrans
 
 
 @pytest.mark.parametrize("table", ["messages_fts", "turns"])
-def test_lost_derived_rows_are_rebuilt(tmp_path: Path, embedder: SentenceTransformerEmbedder, table: str) -> None:
+def test_lost_derived_rows_are_rebuilt(tmp_path: Path, embedder: FastEmbedder, table: str) -> None:
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         for i in range(4):

@@ -26,7 +26,7 @@ from reliability_helpers import TOKEN_METRICS, TOKENS, A, M, record_figure, stop
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 NO_LIMIT = 4294967294
 
@@ -39,7 +39,7 @@ class InProcess:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[InProcess]:
+def served(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[InProcess]:
     data = tmp_path_factory.mktemp("rel-disk") / "data"
     cfg = Config(data_dir=data, auth_tokens=TOKENS, metrics_tokens=[TOKEN_METRICS])
     mem = Memory(cfg, embedder=embedder)

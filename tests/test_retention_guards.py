@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from tiermem import Config, Memory, ValidationError
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Any:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Any:
     with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
                 background_indexing=False) as m:
         m.append("trip", {"role": "user", "content": "Book the 9:40 to Lisbon."})

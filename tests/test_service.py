@@ -22,7 +22,7 @@ from ports import free_port
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 TOKEN_A = "tokA-alice-0123456789abcdef"
@@ -540,7 +540,7 @@ def test_no_request_reached_the_catch_all(http: httpx.Client) -> None:
 # -- in process: the no-auth mode ----------------------------------------------------------------------------
 
 
-def test_no_auth_mode_serves_one_namespace(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_no_auth_mode_serves_one_namespace(tmp_path: Path, embedder: FastEmbedder) -> None:
     from fastapi.testclient import TestClient
 
     cfg = Config(data_dir=tmp_path / "data")

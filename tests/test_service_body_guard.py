@@ -20,7 +20,7 @@ from service_helpers import TOKEN_ACME, bearer, raw_request, serve_in_thread
 
 from tiermem import Config, Memory
 from tiermem.service import MAX_JSON_DEPTH
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 AUTH = ("Authorization", f"Bearer {TOKEN_ACME}")
 JSON = ("Content-Type", "application/json")
@@ -37,7 +37,7 @@ def message(metadata: str = '{"k": 1}', content: str = '"hello"') -> bytes:
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[str]:
+def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[str]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("guard") / "data", auth_tokens={TOKEN_ACME: "acme"})
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, serve_in_thread(cfg, mem) as u:
         yield u

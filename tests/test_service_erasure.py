@@ -19,7 +19,7 @@ from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX
 
 from tiermem import Config, Memory
 from tiermem.service import NAMESPACE_HEADER
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 CANARY = "canary-5f1e-erase-me-9c2d"
 
@@ -32,7 +32,7 @@ class Served:
 
 
 @pytest.fixture
-def served(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Served]:
+def served(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Served]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=SCOPED_TOKENS)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, serve_in_thread(cfg, mem) as u:
         yield Served(u, mem, cfg.db_path)

@@ -11,10 +11,10 @@ import sdk_corpus as corpus
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 
-def test_http_round_trips_every_format(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_http_round_trips_every_format(tmp_path: Path, embedder: FastEmbedder) -> None:
     from fastapi.testclient import TestClient
 
     cfg = Config(data_dir=tmp_path / "data")

@@ -22,7 +22,7 @@ from schemathesis import GenerationMode
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 TOKEN = "fuzz-token-0123456789abcdef"
@@ -47,7 +47,7 @@ OPERATIONS = _operations()
 
 @pytest.fixture(scope="module")
 def fuzz_schema(
-    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
+    tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder
 ) -> Iterator[Any]:
     data: Path = tmp_path_factory.mktemp("fuzz") / "data"
     # schemathesis's ASGI client names its host "testserver": a loopback service answers

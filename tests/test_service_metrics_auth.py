@@ -16,13 +16,13 @@ from service_helpers import TOKEN_ACME, TOKEN_GLOBEX, TOKEN_METRICS, bearer, ser
 
 from tiermem import Config, Memory
 from tiermem.service import ServiceConfigError, create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 TOKENS = {TOKEN_ACME: "acme", TOKEN_GLOBEX: "globex"}
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[str]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("metrics") / "data", auth_tokens=TOKENS,
                  metrics_tokens=[TOKEN_METRICS])
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, serve_in_thread(cfg, mem) as u:
@@ -57,7 +57,7 @@ def test_a_metrics_token_is_no_tenant(served: str) -> None:
     assert r.status_code == 401
 
 
-def test_public_metrics_only_on_loopback(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_public_metrics_only_on_loopback(tmp_path: Path, embedder: FastEmbedder) -> None:
     # refused at configuration time, naming the field, for a non-loopback host
     with pytest.raises(pydantic.ValidationError, match="metrics_public"):
         Config(data_dir=tmp_path / "d", metrics_public=True, http_host="0.0.0.0")

@@ -18,7 +18,7 @@ import httpx
 from edge_server import edge_server, raw_exchange
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 METRICS_TOKEN = "tok-metrics-0123456789abcdef"
 ABANDONED = 5
@@ -31,7 +31,7 @@ def _count(text: str, status: str) -> float:
         text))
 
 
-def test_a_body_cut_short_is_499_not_500(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_body_cut_short_is_499_not_500(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens={"tok-acme-0123456789abcdef": "acme"},
                  metrics_tokens=[METRICS_TOKEN])
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \

@@ -19,7 +19,7 @@ import pytest
 from edge_server import edge_server, raw_exchange
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 TOKEN = "tok-acme-0123456789abcdef"
 METRICS_TOKEN = "tok-metrics-0123456789abcdef"
@@ -27,7 +27,7 @@ INVENTED = 40  # made-up methods sent; each was a new label set before the fix
 
 
 @pytest.fixture
-def served(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[tuple[str, int]]:
+def served(tmp_path: Path, embedder: FastEmbedder) -> Iterator[tuple[str, int]]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens={TOKEN: "acme"}, metrics_tokens=[METRICS_TOKEN])
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
             edge_server(cfg, mem) as served:

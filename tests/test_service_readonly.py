@@ -26,7 +26,7 @@ from service_helpers import TOKEN_ACME, TOKEN_METRICS, bearer, frozen, serve_in_
 
 from tiermem import Config, Memory
 from tiermem.service import STORAGE_RETRY_AFTER_S
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 TIERMEM = str(Path(sys.executable).with_name("tiermem"))
@@ -65,7 +65,7 @@ def history(http: httpx.Client, conv: str = CONV) -> list[str]:
     return [m["message"]["content"] for m in r.json()["messages"]]
 
 
-def test_a_live_server_whose_storage_turns_read_only(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_live_server_whose_storage_turns_read_only(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = tmp_path / "data"
     cfg = config(data)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
@@ -94,7 +94,7 @@ def test_a_live_server_whose_storage_turns_read_only(tmp_path: Path, embedder: S
         assert http.get("/healthz").json()["tiers"]["cold"] == "ok"
 
 
-def test_a_server_started_on_a_read_only_data_dir(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_a_server_started_on_a_read_only_data_dir(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = tmp_path / "data"
     cfg = config(data)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
@@ -120,7 +120,7 @@ def cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def populated(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Path]:
+def populated(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Path]:
     """A data dir with a conversation and a running embedded Redis (its socket inside)."""
     data = tmp_path / "data"
     with Memory(Config(data_dir=data), embedder=embedder, background_indexing=False) as mem:

@@ -26,7 +26,7 @@ import pytest
 from edge_server import edge_server
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 TOKEN = "tok-acme-0123456789abcdef"
 SECRET = "rebinding-canary-4711"
@@ -35,7 +35,7 @@ EVIL = "attacker.example"
 PATHS = ["/v1/conversations", "/v1/stats", "/ui/", "/ui/metrics", "/docs", "/openapi.json", "/metrics"]
 
 
-def _memory(root: Path, embedder: SentenceTransformerEmbedder, **cfg: object) -> tuple[Config, Memory]:
+def _memory(root: Path, embedder: FastEmbedder, **cfg: object) -> tuple[Config, Memory]:
     config = Config(data_dir=root / "data", **cfg)  # type: ignore[arg-type]
     mem = Memory(config, embedder=embedder, hot=False, background_indexing=False)
     mem.append("diary", {"role": "user", "content": SECRET}, namespace="default")
@@ -43,7 +43,7 @@ def _memory(root: Path, embedder: SentenceTransformerEmbedder, **cfg: object) ->
 
 
 @pytest.fixture(scope="module")
-def no_auth(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[tuple[str, int, Memory]]:
+def no_auth(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[tuple[str, int, Memory]]:
     """What `tiermem serve --no-auth` builds (loopback http_host, the default)."""
     config, mem = _memory(tmp_path_factory.mktemp("noauth"), embedder)
     with mem, edge_server(config, mem, auth=False) as (url, port):
@@ -97,7 +97,7 @@ def test_healthz_answers_any_host(no_auth: tuple[str, int, Memory]) -> None:
     assert httpx.get(url + "/healthz", headers={"Host": f"{EVIL}:{port}"}).status_code == 200
 
 
-def test_public_metrics_are_not_served_to_a_rebound_name(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_public_metrics_are_not_served_to_a_rebound_name(tmp_path: Path, embedder: FastEmbedder) -> None:
     # metrics_public trusts a loopback client address, which a rebound page has
     config, mem = _memory(tmp_path, embedder, auth_tokens={TOKEN: "acme"}, metrics_public=True)
     with mem, edge_server(config, mem) as (url, port):
@@ -106,7 +106,7 @@ def test_public_metrics_are_not_served_to_a_rebound_name(tmp_path: Path, embedde
         assert httpx.get(url + "/metrics").status_code == 200  # the scraper on this host
 
 
-def test_allowed_hosts_behind_a_local_proxy(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_allowed_hosts_behind_a_local_proxy(tmp_path: Path, embedder: FastEmbedder) -> None:
     # nginx on the same host passing the public name through: that name is served too
     config, mem = _memory(tmp_path, embedder, auth_tokens={TOKEN: "acme"},
                           http_allowed_hosts=["mem.example.com"])
@@ -119,7 +119,7 @@ def test_allowed_hosts_behind_a_local_proxy(tmp_path: Path, embedder: SentenceTr
         assert httpx.get(url + "/v1/stats", headers={**auth, "Host": EVIL}).status_code == 421
 
 
-def test_another_bind_address_checks_only_named_hosts(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_another_bind_address_checks_only_named_hosts(tmp_path: Path, embedder: FastEmbedder) -> None:
     # http_host 0.0.0.0 (a container behind a proxy): whatever Host the proxy sends is
     # served, unless http_allowed_hosts names the hosts
     auth = {"Authorization": f"Bearer {TOKEN}"}

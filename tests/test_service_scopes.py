@@ -22,7 +22,7 @@ from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX
 
 from tiermem import Config, Memory
 from tiermem.service import NAMESPACE_HEADER
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 ACME_CONV = "acme-ops"  # in acme
 ALICE_CONV = "alice-trip"  # in acme/alice
@@ -32,7 +32,7 @@ SECRET = "the vault code is 7-4-1"
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> Iterator[str]:
+def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[str]:
     cfg = Config(data_dir=tmp_path_factory.mktemp("scopes") / "data", auth_tokens=SCOPED_TOKENS)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, serve_in_thread(cfg, mem) as u:
         with httpx.Client(base_url=u, timeout=60) as c:
@@ -208,7 +208,7 @@ def test_the_namespace_header_is_in_the_openapi_spec(http: httpx.Client) -> None
 
 
 def test_no_auth_serves_any_namespace(tmp_path_factory: pytest.TempPathFactory,
-                                      embedder: SentenceTransformerEmbedder) -> None:
+                                      embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path_factory.mktemp("noauth") / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
             serve_in_thread(cfg, mem, auth=False, namespace="local") as u, httpx.Client(base_url=u) as c:

@@ -26,7 +26,7 @@ from fastapi.testclient import TestClient
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 ACME = "tok-acme-0123456789abcdef"
 GLOBEX = "tok-globex-0123456789abcdef"
@@ -36,7 +36,7 @@ SERVE_START_S = 60.0
 
 
 @pytest.fixture
-def client(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[TestClient]:
+def client(tmp_path: Path, embedder: FastEmbedder) -> Iterator[TestClient]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=TOKENS)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append("trip", {"role": "user", "content": f"my passport number is {CANARY}"}, namespace="acme")

@@ -13,14 +13,14 @@ from conftest import eval_memory
 from tiermem.evals.baselines import OpenedMemory
 from tiermem.evals.plots import recall_vs_cost
 from tiermem.evals.session import run_session
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not found at {DEV.resolve()}")
 
 
 @pytest.fixture
-def opened(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[OpenedMemory]:
+def opened(tmp_path: Path, embedder: FastEmbedder) -> Iterator[OpenedMemory]:
     with eval_memory(tmp_path / "data", embedder, hot=False) as o:
         yield o
 

@@ -13,7 +13,7 @@ from locomo_mini import question, sample, write
 from tiermem.evals.locomo import EvidenceCounts, load_samples
 from tiermem.evals.recall_rounds import prepared
 from tiermem.evals.session import run_session, table
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 BUDGETS = (300, 500)
 ODD = sample("odd", ["I adopted a grey cat named Pixel.", "Nice! How old is Pixel?", "She is two years old.",
@@ -23,7 +23,7 @@ ODD = sample("odd", ["I adopted a grey cat named Pixel.", "Nice! How old is Pixe
               question("Where does Ann paddle?", "lake near my house", ["D1:6"])])
 
 
-def test_session_reports_dropped_evidence_per_budget(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_session_reports_dropped_evidence_per_budget(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = write(tmp_path / "odd.json", [ODD])
     with eval_memory(tmp_path / "d", embedder, hot=False) as o:
         res = run_session(o.memory, data, budgets=BUDGETS, methods=("full_context", "tail")).result

@@ -28,7 +28,7 @@ from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.consolidation.supersede import Appended, Superseder
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import message_text
 
 T0 = 1_777_600_000.0  # 2026-05-01 01:46 UTC
@@ -234,7 +234,7 @@ def test_a_later_partial_correction_ends_the_epoch_that_showed_the_turn(cold_mem
     assert not _current(lines, "Tivoli")
 
 
-def test_facts_over_http_list_a_turn_statement_by_statement(tmp_path: Path, embedder: SentenceTransformerEmbedder
+def test_facts_over_http_list_a_turn_statement_by_statement(tmp_path: Path, embedder: FastEmbedder
                                                             ) -> None:
     from fastapi.testclient import TestClient
 

@@ -22,7 +22,7 @@ from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 MAX_TURNS_BEHIND = 5  # warm views more turns behind than this are over budget (the scheduler picks them)
 # the namespace each token acts in by default
@@ -45,7 +45,7 @@ CASES = [
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path / "data", auth_tokens=SCOPED_TOKENS, metrics_tokens=[TOKEN_METRICS],
                  warm_max_turns_behind=MAX_TURNS_BEHIND)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:

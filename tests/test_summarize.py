@@ -23,7 +23,7 @@ from tiermem.consolidation.summarize import (
     parse_lines,
     split_sentences,
 )
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.errors import SummarizerError
 from tiermem.tiers.tokens import BpeTokenCounter
 from tiermem.tiers.warm import render
@@ -80,7 +80,7 @@ def test_split_sentences_are_exact_spans(text: str) -> None:
 @pytest.mark.parametrize("target", [1, 8, 16, 40, 100, 300, 1000])
 @pytest.mark.parametrize("with_embeddings", [False, True])
 def test_extractive_never_exceeds_target_and_keeps_provenance(
-    counter: BpeTokenCounter, embedder: SentenceTransformerEmbedder, target: int, with_embeddings: bool
+    counter: BpeTokenCounter, embedder: FastEmbedder, target: int, with_embeddings: bool
 ) -> None:
     turns = labeled_turns(120)
     if with_embeddings:

@@ -14,7 +14,7 @@ import pytest
 import sdk_corpus as corpus
 
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.tokens import messages_tokens
 
@@ -23,7 +23,7 @@ SYSTEM = "Be brief."
 QUERY = "which flight and what weather?"
 
 
-def _mem(tmp_path: Path, embedder: SentenceTransformerEmbedder, **kw: Any) -> Memory:
+def _mem(tmp_path: Path, embedder: FastEmbedder, **kw: Any) -> Memory:
     return Memory(Config(data_dir=tmp_path / "d", **kw), embedder=embedder, hot=False, background_indexing=False)
 
 
@@ -49,7 +49,7 @@ SHAPES = [
 
 @pytest.mark.parametrize(("fmt", "conversation", "valid"), SHAPES, ids=[f"{f}-{c.__name__}" for f, c, _ in SHAPES])
 def test_memory_is_one_message_before_the_latest_user_turn(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder, fmt: str, conversation: Any, valid: Any) -> None:
+        tmp_path: Path, embedder: FastEmbedder, fmt: str, conversation: Any, valid: Any) -> None:
     with _mem(tmp_path, embedder, context_format=fmt, system_messages="before_latest") as mem:
         mem.append_many("c", conversation())
         stored_texts = {message_text(m.body) for m in mem.history("c")}
@@ -98,7 +98,7 @@ PIN_CASES = [
 
 
 @pytest.mark.parametrize(("policy", "expected"), PIN_CASES)
-def test_a_new_pin_leaves_the_prefix_alone(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_a_new_pin_leaves_the_prefix_alone(tmp_path: Path, embedder: FastEmbedder,
                                            policy: str, expected: str) -> None:
     with _mem(tmp_path, embedder, system_messages=policy) as mem:
         mem.append_many("c", _turns(40))
@@ -121,7 +121,7 @@ def test_a_new_pin_leaves_the_prefix_alone(tmp_path: Path, embedder: SentenceTra
 
 
 def test_the_turns_are_kept_and_grow_by_appends_until_re_anchored(
-        tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+        tmp_path: Path, embedder: FastEmbedder) -> None:
     """Without epochs (the memory message moves), the turns before it are what caches:
     each call keeps the previous call's tail start while the tail fits TAIL_GROWTH
     times its share, so the previous context up to its memory message is the prefix."""
@@ -154,7 +154,7 @@ SHAPE_GRID = [(f, p) for f in ("as_stored", "chat", "responses") for p in ("as_i
 
 
 @pytest.mark.parametrize(("fmt", "policy"), SHAPE_GRID, ids=[f"{f}-{p}" for f, p in SHAPE_GRID])
-def test_every_shape_and_policy_is_a_valid_sdk_request(tmp_path: Path, embedder: SentenceTransformerEmbedder,
+def test_every_shape_and_policy_is_a_valid_sdk_request(tmp_path: Path, embedder: FastEmbedder,
                                                        fmt: str, policy: str) -> None:
     with _mem(tmp_path, embedder, context_format=fmt, system_messages=policy) as mem:
         mem.append_many("chat", corpus.chat_conversation())

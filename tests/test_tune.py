@@ -15,7 +15,7 @@ from convo_fixtures import support_lines, write_jsonl
 
 from tiermem.cli import CliState, cli
 from tiermem.config import Config
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 BUDGETS = (150, 1500)  # 1,500 holds the whole conversation; 150 cannot
 
@@ -23,12 +23,12 @@ BUDGETS = (150, 1500)  # 1,500 holds the whole conversation; 150 cannot
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 
-def tune(embedder: SentenceTransformerEmbedder, *args: str) -> Result:
+def tune(embedder: FastEmbedder, *args: str) -> Result:
     return CliRunner().invoke(cli, ["tune", *args], obj=CliState(embedder=embedder))
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> dict[str, Any]:
+def run(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> dict[str, Any]:
     d = tmp_path_factory.mktemp("tune")
     data = write_jsonl(d / "support.jsonl", support_lines(recap=True))
     base = d / "base.toml"
@@ -108,7 +108,7 @@ def test_min_recall_picks_the_cheapest_that_meets_it(run: dict[str, Any]) -> Non
     (["--conversation", "nope"], "nope"),                             # not in the file
 ])
 def test_bad_options_fail_before_running(args: list[str], named: str, tmp_path: Path,
-                                         embedder: SentenceTransformerEmbedder) -> None:
+                                         embedder: FastEmbedder) -> None:
     data = write_jsonl(tmp_path / "s.jsonl", support_lines())
     r = tune(embedder, str(data), *args)
     assert r.exit_code == 1 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output

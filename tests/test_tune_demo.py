@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from tiermem.cli import CliState, cli
 from tiermem.evals.demo_data import demo_dataset
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
@@ -34,7 +34,7 @@ def test_demo_probes_point_at_the_messages_that_state_them() -> None:
     assert data.format == "demo" and data.n_messages > 150
 
 
-def test_tune_without_a_file_runs_on_the_demo(embedder: SentenceTransformerEmbedder) -> None:
+def test_tune_without_a_file_runs_on_the_demo(embedder: FastEmbedder) -> None:
     r = CliRunner().invoke(cli, ["tune", "--budgets", "600", "--json"], obj=CliState(embedder=embedder))
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)

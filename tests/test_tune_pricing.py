@@ -14,7 +14,7 @@ from unrelated_turns import FILLERS
 from tiermem.config import Config
 from tiermem.evals.conversations import read_conversations
 from tiermem.evals.tune import candidates, parse_grid, run_candidate
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
@@ -25,7 +25,7 @@ USD_PER_MTOK = 2.0  # the base config's input price
 FREE, FULL_PRICE = 0.0, 1.0  # cached input at no cost / at the full input price
 
 
-def test_each_candidate_is_billed_at_its_own_pricing(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> None:
+def test_each_candidate_is_billed_at_its_own_pricing(tmp_path: Path, embedder: FastEmbedder) -> None:
     data = write_jsonl(tmp_path / "chat.jsonl", [
         {"conversation_id": "c", "role": "user" if i % 2 == 0 else "assistant",
          "content": f"Note {i}: " + " ".join(FILLERS[(i + k) % len(FILLERS)] for k in range(FILLERS_PER_TURN))}

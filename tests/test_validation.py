@@ -11,7 +11,7 @@ import pytest
 
 import tiermem
 from tiermem import Config, Memory, Message
-from tiermem.tiers.embed import SentenceTransformerEmbedder
+from tiermem.tiers.embed_onnx import FastEmbedder
 
 MAX_CONTENT = 100
 MAX_METADATA = 64
@@ -21,7 +21,7 @@ CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "argu
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Memory]:
     config = Config(data_dir=tmp_path / "d", max_content_bytes=MAX_CONTENT, max_metadata_bytes=MAX_METADATA)
     with Memory(config, embedder=embedder, hot=False, background_indexing=False) as m:
         m.append("existing", GOOD)  # something to leave alone
