@@ -37,7 +37,7 @@ from pydantic_settings import (
 )
 
 from tiermem import config_sections
-from tiermem.tiers.redis_url import parse_redis_url
+from tiermem.tiers.redis_url import REDACTED, parse_redis_url, redacted_url
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
 
@@ -238,13 +238,17 @@ class Config(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            # name each bad setting as it was given: `hot.budget_tokens`, not `hot_budget_tokens`
+            # name each bad setting as it was given: `hot.budget_tokens`, not `hot_budget_tokens`;
+            # and never by a secret: an auth_tokens key is the bearer token itself
             origins = _origins.get()[0]  # type: ignore[index]
-            if not any(e["loc"] and e["loc"][0] in origins for e in exc.errors()):
+            if not any(e["loc"] and (e["loc"][0] in origins or e["loc"][0] in SECRET_KEYED_FIELDS)
+                       for e in exc.errors()):
                 raise
             details: list[Any] = []
             for e in exc.errors():
                 loc = tuple(e["loc"])
+                if loc and loc[0] in SECRET_KEYED_FIELDS and len(loc) > 1:
+                    loc = (loc[0], TOKEN_PLACEHOLDER, *loc[2:])
                 if loc and loc[0] in origins:
                     loc = (*origins[str(loc[0])].split("."), *loc[1:])
                 details.append({"type": e["type"], "loc": loc, "input": e.get("input"),
@@ -499,8 +503,9 @@ class Config(BaseSettings):
 # mappings whose items are settings of their own: reported one leaf per line
 NESTED_FIELDS = frozenset({"slice_shares", "pricing"})
 SECRET_FIELDS = frozenset({"auth_tokens", "metrics_tokens"})  # bearer tokens: never printed
-URL_FIELDS = frozenset({"redis_url", "llm_base_url"})  # may carry a password in their userinfo
-REDACTED = "<redacted>"
+SECRET_KEYED_FIELDS = frozenset({"auth_tokens"})  # mappings keyed by a bearer token
+TOKEN_PLACEHOLDER = "<token>"  # what an error's location says in place of such a key
+URL_FIELDS = frozenset({"redis_url", "cold_url", "llm_base_url"})  # may carry a password
 DEFAULT_SOURCE = "default"
 ARGUMENT_SOURCE = "argument"
 
@@ -513,13 +518,7 @@ def redact(key: str, value: Any) -> Any:
     if key in SECRET_FIELDS and isinstance(value, list):
         return [REDACTED] * len(value)
     if key in URL_FIELDS and isinstance(value, str):
-        from urllib.parse import urlsplit, urlunsplit
-
-        parts = urlsplit(value)
-        if parts.password:
-            host = parts.netloc.rsplit("@", 1)[1]
-            user = parts.username or ""
-            return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
+        return redacted_url(value)
     return value
 
 

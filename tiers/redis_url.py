@@ -11,10 +11,13 @@ Invariants:
 - The cluster flag is removed from what redis-py sees; nothing else of the URL changes
   (user, password, database, other query parameters pass through).
 - No import of redis here: `tiermem --help` and the config check do not need it.
+- A URL is printed (errors, `tiermem config`) only through `redacted_url`: no password,
+  however its userinfo is written, and no secret-looking query value.
 """
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from dataclasses import dataclass
 
@@ -24,6 +27,9 @@ CLUSTER_SUFFIX = "+cluster"
 CLUSTER_TRUE = ("1", "true", "yes")
 MAX_PORT = 65535
 ACCEPTED = "redis://, rediss://, unix://, redis+cluster:// or rediss+cluster://"
+REDACTED = "<redacted>"
+# query parameters that may carry a credential (redis-py and libpq read `password=`)
+SECRET_QUERY_KEY = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -70,13 +76,24 @@ def parse_redis_url(url: str) -> RedisURL:
 
 
 def _shown(url: str) -> str:
-    """The URL for an error message, its password replaced (errors are logged)."""
-    parts = urllib.parse.urlsplit(url)
-    try:
-        password = parts.password
-    except ValueError:
-        password = None
-    if not password:
-        return repr(url)
-    host = parts.netloc.rsplit("@", 1)[1]
-    return repr(urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username or ''}:<redacted>@{host}")))
+    return repr(redacted_url(url))
+
+
+def redacted_url(url: str) -> str:
+    """`url` as it may be printed: its userinfo's password (everything up to the last
+    `@`, which a password holding an unescaped `/`, `?` or `#` hides from urlsplit) and
+    the values of secret-looking query parameters replaced by REDACTED. A user name
+    stays when one precedes a `:`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    userinfo, at, hostpart = rest.rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        shown_user = f"{user}:{REDACTED}" if colon and "/" not in user else REDACTED
+        rest = f"{shown_user}@{hostpart}"
+    head, q, query = rest.partition("?")
+    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    if any(SECRET_QUERY_KEY.search(k) for k, _ in pairs):  # else the query stays as written
+        rest = head + q + "&".join(f"{k}={REDACTED if SECRET_QUERY_KEY.search(k) else v}" for k, v in pairs)
+    return f"{scheme}{sep}{rest}"
