@@ -58,6 +58,7 @@ def test_pages_pass_an_id_longer_than_todays_limit(config: Config, embedder: Emb
 BAD = [
     ("x" * (MAX_ID_CHARS_LIMIT + 1), "longer than any config allows"),
     ("a\x00b", "a NUL: PostgreSQL text cannot hold one"),
+    ("café", "not ASCII: no id under any config is"),
 ]
 
 
@@ -71,3 +72,11 @@ def test_a_cursor_no_id_can_be_is_refused_naming_after(config: Config, embedder:
         with TestClient(app, base_url="http://127.0.0.1") as c:
             r = c.get("/v1/conversations", params={"after": after})
             assert r.status_code == 422 and "after" in r.text, (why, r.status_code, r.text)
+
+
+def test_a_lone_surrogate_cursor_is_refused_naming_after(config: Config, embedder: Embedder) -> None:
+    # only the library can be given one (HTTP decodes the query string to valid text);
+    # it reached the store and raised UnicodeEncodeError there
+    with (Memory(config, embedder=embedder, hot=False, background_indexing=False) as mem,
+          pytest.raises(ValidationError, match="after")):
+        mem.conversations_page(after="a\ud800")

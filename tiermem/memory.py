@@ -707,10 +707,10 @@ class Memory:
         of the next page (its last id), None when this page reaches the end. A cursor is
         an id, so a page never repeats an id while others create or erase conversations."""
         ns = self._ns(namespace)
-        if after is not None and (not isinstance(after, str) or "\x00" in after or len(after) > MAX_ID_CHARS_LIMIT):
+        if after is not None:
             # a cursor is a stored id, which a config with a higher max_id_chars may have
             # made: bounded by what any config allows, not this one (it is only compared)
-            raise ValidationError("after", f"must be a conversation id of at most {MAX_ID_CHARS_LIMIT} characters")
+            validate_id(after, "after", MAX_ID_CHARS_LIMIT)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CONVERSATIONS_PAGE:
             raise ValidationError("limit", f"must be an integer within 1..{MAX_CONVERSATIONS_PAGE}")
         names = self.cold.list_names(ns, after=after, limit=limit + 1)  # one more: is there a next page?
