@@ -587,8 +587,10 @@ def _cue_text(norm: str) -> str:
 SELF_HOLDER = "i"
 OTHER_HOLDER = "someone else"
 # the holder of a clause opening with a capitalised word and a change ("Tom moved to ...",
-# "Flight moved to 11am"): someone else, unless the fact it would revise is about that
-# very word ("My flight is at 9am"), when it is that thing's, nobody in particular
+# "Flight moved to 11am"): decided against the fact it would revise. That thing's, nobody
+# in particular, when the fact writes the word in lower case ("My flight is at 9am"); the
+# person's own when the fact names them mid-sentence ("I share a flat with Tom"), which
+# revises only a fact of theirs; someone else otherwise
 NAMED_PREFIX = "named:"
 MIN_CLAUSE_WORDS = 3  # a shorter clause ("Oh", "Scratch that") names no subject of its own
 # people a user speaks of as "my X": a statement with one as its subject is that person's
@@ -623,6 +625,12 @@ _NOT_NAMES = frozenset(("the", "this", "that", "these", "those", "it", "there", 
                         "move", "from", "starting", "as", "not", "no", "on", "in", "at", "for", "after", "before"))
 _CLAUSE_CUT = re.compile(r"\s*[,;:\u2014]\s+|\s+-\s+")
 _WORD_RE = re.compile(r"[a-z][a-z'-]*|[^\sa-z]")
+_COMMON_WORD_RE = re.compile(r"(?<![\w'-])[a-z][a-z'-]*")  # a word as written in lower case
+
+
+def _number_forms(word: str) -> frozenset[str]:
+    """`word` and its singular or plural (flight, flights; class, classes)."""
+    return frozenset((word, word + "s", word + "es", word.removesuffix("s"), word.removesuffix("es")))
 
 
 def _party_after(rest: Sequence[str], party: str) -> str | None:
@@ -690,7 +698,8 @@ def _holder_fits(new: str | None, old: str | None) -> bool:
     """Whether a statement held by `new` may revise one held by `old`: someone else's
     change never revises the user's own fact, nor another person's; a statement about
     nobody in particular ("it's Dr. Park now") may revise anyone's; a third party named by
-    the user revises only that party's (or a he/she/they statement that may be about them)."""
+    the user revises only that party's (or a he/she/they statement that may be about them),
+    and so does a person the old statement names (`NAMED_PREFIX`)."""
     if new is None:
         return True
     if new == SELF_HOLDER:
@@ -703,12 +712,19 @@ def _holder_fits(new: str | None, old: str | None) -> bool:
 def same_holder(new: str, old: str) -> bool:
     """Whether some statement of `new` may revise some statement of `old` by whose fact
     each is (`_holder_fits`)."""
-    old_words = frozenset(_WORD_RE.findall(old.lower()))
+    # the words `old` writes in lower case, singular and plural: the things it names ("my
+    # flights"); and the words it capitalises mid-sentence: the people it names ("a flat
+    # with Tom"), whose own change revises only a fact of theirs, never the user's
+    things = frozenset(f for w in _COMMON_WORD_RE.findall(old) for f in _number_forms(w))
+    names = frozenset(m.group(0).lower().removesuffix("'s") for m in _ENTITY.finditer(_untitled(old)))
 
     def resolved(holder: str | None, *, revising: bool) -> str | None:
         if holder is None or not holder.startswith(NAMED_PREFIX):
             return holder
-        return None if revising and holder[len(NAMED_PREFIX):] in old_words else OTHER_HOLDER
+        word = holder[len(NAMED_PREFIX):]
+        if revising and not things.isdisjoint(_number_forms(word)):
+            return None
+        return holder if revising and word in names else OTHER_HOLDER
 
     return any(_holder_fits(resolved(a, revising=True), resolved(b, revising=False))
                for a in _holders(new) for b in _holders(old))

@@ -33,6 +33,14 @@ LOOKALIKES = [
     ("I live in Berlin.", "Tom moved to Munich last month."),
     ("My flight to Oslo is at 9am.", "Anna moved to Oslo last month."),  # a name, not the fact's word
     ("I live in Berlin.", "He moved to Munich last month."),
+    # a person the user's fact names mid-sentence: their change is theirs (review of
+    # 4222846: a named word found anywhere in the fact was read as the fact's own thing)
+    ("I share a flat in Berlin with Tom.", "Tom moved to Munich last month."),
+    ("I'm having lunch with Sarah on Friday at noon.", "Sarah's lunch moved to Thursday."),
+    ("My manager is Tom Becker.", "Tom moved to the London office."),
+    ("I go climbing with Ben on Tuesdays.", "Ben started going on Wednesdays instead."),
+    ("I train at the gym with Mark at 7am.", "Mark is now training at 6am."),
+    ("I live in Leeds, two streets from Priya.", "Priya moved to Glasgow in the spring."),
 ]
 
 # (a fact, the user's correction of it): each must still supersede
@@ -52,6 +60,10 @@ CORRECTIONS = [
     ("My budget is $500.", "Budget's now $800."),
     ("My order number is 4411.", "Order's been changed to 4499."),
     ("Our wedding is in May.", "Wedding got moved to June."),
+    # the thing named in the other number ("my flights" / "Flight", "my lesson" / "Lessons")
+    ("My flights are at 9am and 4pm on Tuesday.", "Flight moved to 11am."),
+    ("My piano lesson is on Thursday at 5pm.", "Lessons moved to Friday at 5pm."),
+    ("My shift is 9 to 5 on weekdays.", "Shifts moved to 10 to 6."),
     # "I meant" frames the correction: its holder is what follows (the daughter's age)
     ("My daughter is 7 years old.", "Sorry, I meant she is 8 years old."),
 ]
