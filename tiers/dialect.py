@@ -66,6 +66,9 @@ class Dialect:
     name: str
     placeholder: str  # one positional parameter
     greatest: str  # the two-argument maximum: MAX(a, b) in SQLite, GREATEST(a, b) in PostgreSQL
+    # the database's clock in unix seconds: what a lease shared by several hosts expires
+    # by (a client's clock may be minutes off; SQLite's database is on this host anyway)
+    now: str
 
     def sql(self, text: str) -> str:
         """`text`, written with `?` placeholders (and no `?` in a literal), in this dialect."""
@@ -78,8 +81,8 @@ class Dialect:
 
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
 
-SQLITE = Dialect("sqlite", "?", "MAX")
-POSTGRES = Dialect("postgresql", "%s", "GREATEST")
+SQLITE = Dialect("sqlite", "?", "MAX", "((julianday('now') - 2440587.5) * 86400.0)")
+POSTGRES = Dialect("postgresql", "%s", "GREATEST", "EXTRACT(EPOCH FROM clock_timestamp())::double precision")
 
 
 class SharedQueries:
@@ -517,19 +520,20 @@ class SharedQueries:
     def claim_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float, *,
                    replacing: str | None = None) -> bool:
         # one upsert: a free view, an expired lease, the holder's own or the dead one's
-        # named by `replacing` is taken; another live lease is left as it is. Read back in
-        # the same transaction rather than with RETURNING, which older SQLite libraries lack.
-        now = time.time()
-        sql = self.dialect.sql
+        # named by `replacing` is taken; another live lease is left as it is. Expiry by the
+        # database's clock, which every host sharing it reads alike. Read back in the same
+        # transaction rather than with RETURNING, which older SQLite libraries lack.
+        d = self.dialect
         with self._tx() as c:
-            c.execute(sql(
-                "INSERT INTO view_claims(conversation_id, kind, key, holder, expires_at) VALUES (?,?,?,?,?) "
+            c.execute(d.sql(
+                "INSERT INTO view_claims(conversation_id, kind, key, holder, expires_at) "
+                f"VALUES (?,?,?,?,{d.now} + ?) "
                 "ON CONFLICT (conversation_id, kind, key) DO UPDATE SET holder = excluded.holder, "
                 "expires_at = excluded.expires_at "
-                "WHERE view_claims.expires_at < ? OR view_claims.holder = excluded.holder "
+                f"WHERE view_claims.expires_at < {d.now} OR view_claims.holder = excluded.holder "
                 "OR view_claims.holder = ?"),
-                (conversation_id, kind, key, holder, now + ttl_s, now, replacing or holder))
-            row = c.execute(sql("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?"),
+                (conversation_id, kind, key, holder, float(ttl_s), replacing or holder))
+            row = c.execute(d.sql("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?"),
                             (conversation_id, kind, key)).fetchone()
         return row is not None and row[0] == holder
 

@@ -501,7 +501,8 @@ class ColdLog(Protocol):
         True when `holder` holds it now (it was free, expired, already `holder`'s, or
         `replacing`'s: a holder the caller knows is dead), False while another holder's
         lease is live. Across processes and engines, so a summarizer (perhaps a paid LLM)
-        does not run twice for the same view."""
+        does not run twice for the same view. Expiry is by the database's clock, not the
+        caller's (hosts sharing a log may disagree by minutes)."""
         ...
 
     def view_holder(self, conversation_id: str, kind: str, key: str) -> str | None:
