@@ -40,6 +40,9 @@ def test_plan_batches(lengths: list[int], batch: int, max_tokens: int | None, wa
     assert sorted(i for b in got for i in b) == list(range(len(lengths)))  # every text once
 
 
+REFERENCE_STRIDE = 4
+
+
 def test_bulk_vectors_match_the_pipeline(reference_embedder: SentenceTransformerEmbedder) -> None:
     # short, long enough to be truncated, non-ASCII, and many lengths in one call, so the
     # bulk path cuts several batches of different widths
@@ -47,13 +50,17 @@ def test_bulk_vectors_match_the_pipeline(reference_embedder: SentenceTransformer
              "Melanie: 日本語のテキストと中文的句子。", "Δοκιμή ελληνικών και русский текст " * 3,
              "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2. " * 40]
     texts += [f"turn {i}: " + "we talked about the trip to the lake " * (i % 9) for i in range(150)]
-    want = reference_embedder.embed(texts)
+    # the reference (torch, one thread) on the special texts and every REFERENCE_STRIDE-th
+    # other: each batch of 16 (sorted by length) holds several of them, so a batch cut
+    # wrong still shows, at a fraction of the reference's time
+    checked = [*range(6), *range(6, len(texts), REFERENCE_STRIDE)]
+    want = reference_embedder.embed([texts[i] for i in checked])
     for workers in (1, 3):  # the caller's thread alone, and batches run at once
         fast = FastEmbedder(runtime="onnx", batch_size=16, workers=workers)
         fast.memo_size = 0
-        got = fast.embed(texts)
-        assert got.shape == want.shape and got.dtype == np.float32
-        assert float(np.min(np.sum(got * want, axis=1))) >= MIN_COSINE
+        got = fast.embed(texts)  # all of them in one call: the bulk path's batches
+        assert got.shape == (len(texts), want.shape[1]) and got.dtype == np.float32
+        assert float(np.min(np.sum(got[checked] * want, axis=1))) >= MIN_COSINE
 
 
 @pytest.mark.parametrize("workers", [0, -1])  # no thread would run anything
