@@ -7,9 +7,11 @@ tests exercise SQLite's cross-process locking and crash recovery, not threads.
                             one, print the positions as one JSON list
     open SYNC K DB...       for each DB in turn: meet the other K-1 processes (files in the
                             directory SYNC), then open (and migrate) it, print its version
-    ingest DB               load the embedder, then append forever, printing "A pos" after
-                            each commit and "E n" after each embedding batch; embedding
-                            falls behind on purpose, so a kill always leaves a gap
+    ingest DB               load the embedder (the runtime Memory builds by default, the
+                            ONNX export: ~1 s, the torch pipeline took ~15 s), then append
+                            forever, printing "A pos" after each commit and "E n" after each
+                            embedding batch; embedding falls behind on purpose, so a kill
+                            always leaves a gap
 """
 
 from __future__ import annotations
@@ -63,11 +65,11 @@ def open_db(sync: str, parties: str, *dbs: str) -> None:
 
 def ingest(db: str) -> None:
     from tiermem.tiers.cold import ColdStore
-    from tiermem.tiers.embed import SentenceTransformerEmbedder
+    from tiermem.tiers.embed_onnx import build_embedder
     from tiermem.tiers.models import Message
     from tiermem.tiers.tokens import BpeTokenCounter
 
-    embedder = SentenceTransformerEmbedder()
+    embedder = build_embedder()
     embedder.embed(["warm up"])  # load the model before the clock starts
     store = ColdStore(Path(db), tokens=BpeTokenCounter(), embedder=embedder)
     print("ready", flush=True)
