@@ -37,8 +37,12 @@ lint: install
 	$(BIN)/ruff check tiermem tiers planner consolidation evals tests
 	$(BIN)/mypy tiermem  # tiermem/{tiers,planner,consolidation,evals} link the top-level folders
 
+# Bytecode is written for the run even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE): otherwise each worker re-parses and re-rewrites every test
+# module for its asserts (~7 s of CPU per worker), and each of the suite's hundreds of
+# child processes compiles tiermem from source again. __pycache__ is git-ignored.
 test: lint
-	$(BIN)/pytest -n $(TEST_WORKERS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS)
 
 bench: install
 	$(BIN)/python -m tiermem.evals.bench

@@ -117,3 +117,25 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("TIERMEM_"):
             monkeypatch.delenv(key)
+
+
+# Modules holding a test of 15 s or more (crash and load runs, benchmark and eval smokes,
+# children that load the model): run first, so that under pytest-xdist the last minutes are
+# not one worker finishing a long test while the others have nothing left. Only the order
+# changes; a module missing here just runs in its place.
+LONG_RUNNING_MODULES = (
+    "test_cold_crash", "test_reliability_crash", "test_indexer_stop", "test_embed_bulk",
+    "test_bench_embed_bulk", "test_tune_demo", "test_embed_offline", "test_bench_smoke",
+    "test_pressure_retention", "test_inspector_browser", "test_bench_startup", "test_layout",
+    "test_bench_exit", "test_postgres_text_limits", "test_session_eval", "test_evals_smoke",
+    "test_knowledge_floors", "test_question_flow", "test_service_postgres_multi",
+    "test_bench_startup_seed", "test_reliability_redis", "test_reliability_load", "test_query_graph",
+    "test_late_pins", "test_exit_clean", "test_faststart", "test_cli",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_RUNNING_MODULES)}
+    last = len(rank)
+    # a stable sort: the same order in every worker, as pytest-xdist requires
+    items.sort(key=lambda item: rank.get(item.path.stem, last))
