@@ -176,8 +176,8 @@ import os, sys, signal, json
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 data_dir, port = sys.argv[1], int(sys.argv[2])
 from tiermem import Config, Memory
-from tiermem.tiers.embed import SentenceTransformerEmbedder
-emb = SentenceTransformerEmbedder()
+from tiermem.tiers.embed_onnx import build_embedder
+emb = build_embedder()  # the runtime `tiermem serve` builds (the ONNX export)
 emb.embed(["warm-up"])
 print("ready", flush=True)
 for line in sys.stdin:
