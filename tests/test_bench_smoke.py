@@ -6,6 +6,12 @@ rely on exist, and every latency, throughput and size is a positive number. Each
 runs once (module-scoped fixtures); the combined `evals.bench` command is then run
 with those results substituted for the sub-runs, so its wiring, table, JSON and
 markdown are tested without measuring everything twice.
+
+The sizes are below the quick mode's where a bench takes one (a smoke checks the harness
+and its fields, not the figures): a 100-turn search store, a 150-turn conversation for
+context(), a 2,000-turn scale database (quick: 300, 300 and 20,000). The embedder is the
+session's ONNX export, so torch's thread count is left alone (setting it imports torch,
+which nothing here runs).
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from tiermem.tiers.embed_onnx import FastEmbedder
 
 DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 DATA: Path | None = DEV if DEV.is_file() else None  # without it the benches use the labeled turn set
+SEARCH_TURNS = 100  # bench_cold's search store
+SCALE_TURNS = 2_000  # bench_scale's database, over its quick mode's 20 conversations
+CONTEXT_TURNS = 150  # bench_context's conversation
 
 
 def positive(d: dict[str, Any], *keys: str) -> None:
@@ -36,17 +45,18 @@ def dist_ok(d: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def cold_result(embedder: FastEmbedder) -> dict[str, Any]:
-    return bench_cold.run(quick=True, data=DATA, embedder=embedder)
+    return bench_cold.run(quick=True, data=DATA, embedder=embedder, search_turns=SEARCH_TURNS, torch_threads=None)
 
 
 @pytest.fixture(scope="module")
 def context_result(embedder: FastEmbedder) -> dict[str, Any]:
-    return bench_context.run(quick=True, data=DATA, embedder=embedder)
+    return bench_context.run(quick=True, data=DATA, embedder=embedder, turns=CONTEXT_TURNS, torch_threads=None)
 
 
 @pytest.fixture(scope="module")
 def scale_result() -> dict[str, Any]:
-    return bench_scale.run(quick=True, data=DATA, n_queries=10, n_appends=30)
+    # the conversations' count stays the quick mode's
+    return bench_scale.run(quick=True, turns=SCALE_TURNS, data=DATA, n_queries=10, n_appends=30)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +109,7 @@ def test_bench_context_quick(context_result: dict[str, Any]) -> None:
 
 def test_bench_scale_quick(scale_result: dict[str, Any]) -> None:
     r = scale_result
-    assert r["turns"] == bench_scale.QUICK[0] and r["conversations"] == bench_scale.QUICK[1]
+    assert r["turns"] == SCALE_TURNS and r["conversations"] == bench_scale.QUICK[1]
     for part in ("full", "baseline"):
         for key in bench_scale.LABELS:
             dist_ok(r[part][key])
