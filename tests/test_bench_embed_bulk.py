@@ -12,12 +12,20 @@ from cold_helpers import child_env
 
 
 def test_bench_embed_bulk_smoke(tmp_path: Path) -> None:
-    data = tmp_path / "convs.jsonl"
-    # lengths from 2 to ~60 words, so that character and token grouping cut differently
-    lines = [{"conversation_id": "c1", "role": "user" if i % 2 else "assistant",
-              "content": " ".join(["volcano trip", "hotel budget", "ok"][i % 3] for _ in range(1 + i % 29))}
-             for i in range(90)]
-    data.write_text("\n".join(json.dumps(x) for x in lines))
+    data = tmp_path / "locomo.json"
+    # lengths from 2 to ~60 words, so that character and token grouping cut differently;
+    # more than one baseline batch (64) of them
+    lines = [{"speaker": "Ana" if i % 2 else "Ben", "dia_id": f"D1:{i + 1}",
+              "text": " ".join(["volcano trip", "hotel budget", "ok"][i % 3] for _ in range(1 + i % 29))}
+             for i in range(70)]
+    # LoCoMo's shape, for its few questions: the query-latency part embeds those one per
+    # call (from a file without questions every turn is asked: 4 x (10 + 70) single-text calls)
+    questions = ["Where does the volcano trip go?", "What is the hotel budget?", "ok?"]
+    data.write_text(json.dumps([{
+        "sample_id": "s1",
+        "conversation": {"speaker_a": "Ana", "speaker_b": "Ben", "session_1_date_time": "1:56 pm on 8 May, 2023",
+                         "session_1": lines},
+        "qa": [{"question": q, "answer": "x", "evidence": ["D1:1"], "category": 1} for q in questions]}]))
     out_json = tmp_path / "bulk.json"
     env = child_env()
     env["TIERMEM_BENCH_CEILING_S"] = "0.2"
@@ -36,4 +44,5 @@ def test_bench_embed_bulk_smoke(tmp_path: Path) -> None:
     # grouping by token count never pads more than sorting by characters, and every text
     # is at least its own tokens
     assert rep["real_tokens"] <= s["budget-512-2workers"]["padded_tokens"] <= s["baseline"]["padded_tokens"]
+    assert s["baseline"]["calls"] == 2  # 70 texts in batches of 64
     assert rep["queries"] and rep["ceiling"]
