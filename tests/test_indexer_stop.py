@@ -8,7 +8,7 @@ it (up to 30 s, then closed the store under it), and an exit whose backlog took 
 than that aborted the process ("terminate called without an active exception", rc 134:
 the daemon thread was inside onnxruntime as the interpreter finalized; 4,000 appended
 turns: 39 s and rc 134, now 10 s and rc 0). Here pools are
-small (`embedding_batch_size` 8: 128 turns) so the backlog is many pools yet quick to
+small (`embedding_batch_size` 4: 64 turns) so the backlog is many pools (12) yet quick to
 embed; on the code before, no turn was left pending.
 """
 
@@ -22,10 +22,11 @@ import pytest
 from cold_helpers import child_env
 
 from tiermem import Config, Memory
+from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.store import INDEX_POOL_BATCHES
 
-BATCH = 8
-BACKLOG = 1500  # turns: about 12 pools of BATCH * INDEX_POOL_BATCHES
+BATCH = 4
+BACKLOG = 768  # turns: 12 pools of BATCH * INDEX_POOL_BATCHES (the catch-up after embeds ~700)
 
 # argv: data dir, "close" or "exit", batch size, backlog, pending turns at which to stop
 CHILD = """
@@ -49,7 +50,8 @@ print("done")
     "close",  # close() while the indexer works through the backlog
     "exit",  # the script ends without close(): the exit handler stops the indexer
 ])
-def test_a_stop_leaves_the_backlog_pending_and_a_catch_up_embeds_it(how: str, tmp_path: Path) -> None:
+def test_a_stop_leaves_the_backlog_pending_and_a_catch_up_embeds_it(how: str, tmp_path: Path,
+                                                                   embedder: FastEmbedder) -> None:
     env = child_env()
     env.pop("OMP_NUM_THREADS", None)
     args = [str(tmp_path / "data"), how, str(BATCH), str(BACKLOG), str(BACKLOG - BATCH * INDEX_POOL_BATCHES)]
@@ -57,7 +59,8 @@ def test_a_stop_leaves_the_backlog_pending_and_a_catch_up_embeds_it(how: str, tm
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
     assert "terminate called" not in out.stderr
-    with Memory(Config(data_dir=tmp_path / "data", embedding_batch_size=BATCH), hot=False,
+    # the catch-up after runs here on the session's loaded model (the child had its own)
+    with Memory(Config(data_dir=tmp_path / "data", embedding_batch_size=BATCH), embedder=embedder, hot=False,
                 background_indexing=False) as m:
         pending = m.cold.pending_embeddings()
         # stopped within a pool or two (the one embedding as the stop came, and one the
