@@ -116,22 +116,25 @@ def test_query_vectors_match_stored_ones(embedder, text: str) -> None:  # type: 
     assert float(query @ stored) >= 0.999
 
 
-def test_a_query_vector_is_never_handed_out_for_storage(embedder) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def float32_pipeline():  # type: ignore[no-untyped-def]
+    """The torch pipeline with float32 queries, loaded once for the two tests that use it."""
     from tiermem.tiers.embed import SentenceTransformerEmbedder
 
+    return SentenceTransformerEmbedder(query_precision="float32")
+
+
+def test_a_query_vector_is_never_handed_out_for_storage(embedder, float32_pipeline) -> None:  # type: ignore[no-untyped-def]
     text = "a text first asked as a query, then stored"
     embedder.memo_size = MEMO_MAX_TEXTS
     embedder.embed_query([text])
     stored = embedder.embed([text])[0]  # must come from the float32 pipeline, not the query's memory
-    fresh = SentenceTransformerEmbedder(query_precision="float32")
-    np.testing.assert_allclose(stored, fresh.embed([text])[0], atol=1e-6)
+    np.testing.assert_allclose(stored, float32_pipeline.embed([text])[0], atol=1e-6)
 
 
-def test_float32_queries_are_the_stored_vectors() -> None:
-    from tiermem.tiers.embed import SentenceTransformerEmbedder
-
-    emb = SentenceTransformerEmbedder(query_precision="float32")
-    emb.memo_size = 0
+def test_float32_queries_are_the_stored_vectors(float32_pipeline) -> None:  # type: ignore[no-untyped-def]
+    emb = float32_pipeline
+    emb.memo_size = 0  # both paths computed, neither remembered
     for text in QUERIES:
         assert float(emb.embed_query([text])[0] @ emb.embed([text])[0]) == pytest.approx(1.0, abs=1e-5)
     assert emb.effective_query_precision == "float32"
