@@ -32,10 +32,13 @@ def mem(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder) -> I
 
 
 def filler(n: int, what: str) -> list[dict[str, str]]:
+    """n exchanges of talk. Their texts come round every 4 exchanges: the rows are as many
+    (what moves the retraction out of the tail), the model embeds 8 texts, not 2n (a
+    worker whose memo has lost them embedded ~340 texts per test)."""
     out = []
     for i in range(n):
-        out += [{"role": "user", "content": f"{what} question {i} about trains and buses"},
-                {"role": "assistant", "content": f"{what} answer {i}"}]
+        out += [{"role": "user", "content": f"{what} question {i % 4} about trains and buses"},
+                {"role": "assistant", "content": f"{what} answer {i % 4}"}]
     return out
 
 
@@ -114,8 +117,8 @@ def test_popping_the_newest_user_message_brings_back_the_one_before(mem: Memory,
     between): the context ended up with no user message at all, which both provider APIs
     refuse."""
     mem.append("c", {"role": "user", "content": "Find me a flight to Lisbon next Friday, please."})
-    for i in range(6):
-        mem.append("c", {"role": "assistant", "content": f"Option {i}: " + "Flight TP1350 leaves at 09:10. " * 40})
+    for _ in range(6):  # the same long reply: the model embeds it once
+        mem.append("c", {"role": "assistant", "content": "Option: " + "Flight TP1350 leaves at 09:10. " * 40})
     pos = mem.append("c", {"role": "user", "content": "oops, wrong window"})
     mem.append("c", {"type": RETRACT_TYPE, "position": pos})
     ctx = mem.context("c", None, budget)
