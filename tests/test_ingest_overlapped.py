@@ -239,7 +239,8 @@ def test_turns_embedded_at_append_do_not_let_the_catch_up_overtake_the_writes(tm
     # leaves nothing pending when it is finished. Counting its 202 turns toward a pool let
     # the catch-up read c2's first chunk, read again while c2's second chunk was still
     # being written, find nothing and stop: c2 and c3 stayed pending (a CI run, 1 in 3
-    # under load). The writes are slowed here so the catch-up always has that chance.
+    # under load). The writes are slowed here so the catch-up always has that chance: after
+    # each chunk from c1's last on (c1's own chunks, 11 of 15, need no pause for it).
     two, one = _Recording(), _Recording()
     two.load()  # loaded: a chunk with a correction is embedded at append
     one.load()
@@ -248,8 +249,12 @@ def test_turns_embedded_at_append_do_not_let_the_catch_up_overtake_the_writes(tm
         mem.cold.index_pending(batch=BATCH)
         want = _state(mem)
 
+    c1 = sum(1 for line in _lines() if line["conversation_id"] == "c1")
+    written = [0]
+
     def slow(n: int) -> None:
-        if n:
+        written[0] += n
+        if n and written[0] >= c1:
             time.sleep(SLOW_WRITE_S)
 
     with _memory(tmp_path / "overlapped", one) as mem:
