@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
+from tiermem.consolidation.views import VIEW_CLAIM_TTL_S
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, SchemaTooNew, ValidationError
@@ -503,6 +504,36 @@ def test_a_warm_fold_of_text_holding_a_nul_is_stored(store: ColdLog) -> None:
     assert cp is not None and cp.summary.replace("\u0000", " ") == "code a b"
     assert store.history(key)[0].body["content"] == "code a\u0000b"
 
+
+# A view's lease expires by the database's clock, not the claiming host's: hosts sharing a
+# PostgreSQL log may disagree by minutes. On the code before, claim_view compared expiry
+# with the client's time.time(): a host whose clock ran VIEW_CLAIM_TTL_S ahead took
+# another host's live lease (its summarizer ran twice), one running behind wrote leases
+# the others found expired at once.
+CLOCK_SKEW_S = VIEW_CLAIM_TTL_S + 60.0  # past the lease's whole life
+
+
+def test_a_host_whose_clock_runs_ahead_does_not_take_a_live_lease(
+        store: ColdLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert store.claim_view("c", "rolling", "", "host-a:m1:100:1", VIEW_CLAIM_TTL_S)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + CLOCK_SKEW_S)
+    assert not store.claim_view("c", "rolling", "", "host-b:m2:200:1", VIEW_CLAIM_TTL_S)
+    assert store.view_holder("c", "rolling", "") == "host-a:m1:100:1"
+    # while a lease that has run out by the database's clock is free to it
+    assert store.claim_view("d", "rolling", "", "host-a:m1:100:1", -1.0)
+    assert store.claim_view("d", "rolling", "", "host-b:m2:200:1", VIEW_CLAIM_TTL_S)
+
+
+def test_a_lease_taken_by_a_host_whose_clock_runs_behind_lives_its_whole_ttl(
+        store: ColdLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - CLOCK_SKEW_S)
+    assert store.claim_view("c", "rolling", "", "host-b:m2:200:1", VIEW_CLAIM_TTL_S)
+    monkeypatch.setattr(time, "time", real)
+    # a host with the right time must not find it already expired
+    assert not store.claim_view("c", "rolling", "", "host-a:m1:100:1", VIEW_CLAIM_TTL_S)
+    assert store.view_holder("c", "rolling", "") == "host-b:m2:200:1"
 
 # -- migrations, salvage, rebuild --------------------------------------------------------------------
 
