@@ -106,6 +106,15 @@ def _ident(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """`/proc/<pid>/stat` after the command name (which may hold spaces and parentheses),
+    from field 3 (the state) on; None without procfs or such a process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+
+
 def pid_alive(pid: int) -> bool:
     """True when `pid` runs and is not a zombie (PID 1 in containers often never reaps
     orphaned daemons, so a SIGKILLed server can linger as a zombie and fool kill(pid, 0)).
@@ -116,23 +125,17 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[:1]
-    except OSError:
-        return True
-    return state not in (["Z"], ["X"])
+    fields = _stat_fields(pid)
+    return fields is None or fields[:1] not in (["Z"], ["X"])
 
 
 def process_start_ticks(pid: int) -> int | None:
     """When `pid` started, in clock ticks since boot (`/proc/<pid>/stat` field 22), or None
     without procfs or such a process. Tells a pid's incarnations apart: a restarted
     container's PID 1 has the pid of the one killed, never its start time."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
-    except OSError:
-        return None
-    # the fields after the command name start at field 3: starttime (22) is the 20th
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+    fields = _stat_fields(pid)
+    # fields from 3 on: starttime (22) is the 20th
+    return int(fields[19]) if fields is not None and len(fields) > 19 and fields[19].isdigit() else None
 
 
 class Watchdog:
