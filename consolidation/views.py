@@ -42,9 +42,9 @@ refresh that finds the lease held returns the current version. A lease whose hol
 a process of this host that no longer runs (killed mid-refresh; the restarted service is
 a new holder, also when it runs under the killed one's pid, as a restarted container's
 PID 1 does: the holder records its process's start time) is taken over at once rather
-than waited out. (Containers that share a
-host name but not a pid namespace may see a live holder as dead: the cost is one
-duplicate refresh, which `put_summary` stores only if it differs.)
+than waited out. (Containers that share a host name but not a pid namespace may see a
+live holder as dead: the cost is one duplicate refresh, which `put_summary` stores only
+if it differs.)
 """
 
 from __future__ import annotations
