@@ -90,33 +90,44 @@ _FILLER_INTENTS = frozenset({"chitchat"})
 # bounded by llm_timeout_s, retried a few times, per chunk of a backlog); a holder that
 # died holds the view no longer than this (one of this host is taken over at once)
 VIEW_CLAIM_TTL_S = 600.0
+_START_MARK = "~"  # between the maintainer id (hex) and its process's start time
 
 
 def lease_holder(maintainer: str) -> str:
-    """This process's name in `view_claims`: `host:maintainer:pid:start`, the start being
+    """This process's name in `view_claims`: `host:maintainer~start:pid`, the start being
     the process's start time in clock ticks (0 where procfs is missing). The pid tells a
     pre-fork server's workers apart; the start time tells this process from a killed one
-    that had its pid (a restarted container's PID 1)."""
+    that had its pid (a restarted container's PID 1). The pid stays the last field, where
+    every earlier version reads it, so a process of one during a rolling upgrade does not
+    take a start time for a pid and a live lease for a dead one."""
     pid = os.getpid()
-    return f"{socket.gethostname()}:{maintainer}:{pid}:{process_start_ticks(pid) or 0}"
+    start = process_start_ticks(pid) or 0
+    return f"{socket.gethostname()}:{maintainer}{_START_MARK}{start}:{pid}"
 
 
 def dead_holder(holder: str) -> bool:
-    """Whether a lease `holder` (`host:maintainer:pid:start`, or `host:maintainer:pid`
-    as written before the start time was recorded) is a process of this host that no
-    longer runs: its pid runs no process, or one that started at another time."""
+    """Whether a lease `holder` is a process of this host that no longer runs: its pid
+    runs no process, or one that started at another time. It reads every form written:
+    `host:maintainer~start:pid` (now), `host:maintainer:pid:start` and
+    `host:maintainer:pid` (earlier versions)."""
     host, _, rest = holder.partition(":")
     if host != socket.gethostname():
         return False
     parts = rest.split(":")
-    if len(parts) not in (2, 3) or not parts[1].isdigit():
+    if len(parts) == 2:
+        start = parts[0].partition(_START_MARK)[2]
+        pid = parts[1]
+    elif len(parts) == 3:
+        pid, start = parts[1], parts[2]
+    else:
         return False
-    pid = int(parts[1])
-    if not pid_alive(pid):
+    if not pid.isdigit():
+        return False
+    if not pid_alive(int(pid)):
         return True
-    if len(parts) == 3 and parts[2].isdigit() and int(parts[2]):
-        started = process_start_ticks(pid)
-        return started is not None and started != int(parts[2])
+    if start.isdigit() and int(start):
+        started = process_start_ticks(int(pid))
+        return started is not None and started != int(start)
     return False
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tiermem.consolidation.summarize import ExtractiveSummarizer
-from tiermem.consolidation.views import VIEW_CLAIM_TTL_S, ViewMaintainer, lease_holder
+from tiermem.consolidation.views import VIEW_CLAIM_TTL_S, ViewMaintainer, dead_holder, lease_holder
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.redis_watchdog import process_start_ticks
@@ -80,18 +80,21 @@ def test_a_killed_refreshers_lease_is_taken_over_at_once(tmp_path: Path) -> None
         cold.close()
 
 
-@pytest.mark.parametrize("with_start", [
-    True,   # the holder as written now: host:maintainer:pid:start
-    False,  # as written before the start time was recorded: host:maintainer:pid
+@pytest.mark.parametrize("form", [
+    "now",      # host:maintainer~start:pid, as written now
+    "pid first", # host:maintainer:pid:start, as 895ce72 wrote it
+    "no start", # host:maintainer:pid, as written before the start time was recorded
 ])
-def test_a_live_holders_lease_is_respected(tmp_path: Path, with_start: bool) -> None:
+def test_a_live_holders_lease_is_respected(tmp_path: Path, form: str) -> None:
     tok = BpeTokenCounter()
     cold = _store(tmp_path / "t.db", tok)
     live = subprocess.Popen(["sleep", "60"])
     try:
-        other = f"{socket.gethostname()}:someone:{live.pid}"
-        if with_start:
-            other += f":{process_start_ticks(live.pid)}"
+        host, start = socket.gethostname(), process_start_ticks(live.pid)
+        other = {"now": f"{host}:someone~{start}:{live.pid}",
+                 "pid first": f"{host}:someone:{live.pid}:{start}",
+                 "no start": f"{host}:someone:{live.pid}"}[form]
+        assert not dead_holder(other)
         assert cold.claim_view("c", "rolling", "", other, VIEW_CLAIM_TTL_S)
         assert _maintainer(cold, tok).refresh("c", "rolling") is None  # left to the live holder
         assert cold.view_holder("c", "rolling", "") == other
@@ -101,22 +104,38 @@ def test_a_live_holders_lease_is_respected(tmp_path: Path, with_start: bool) -> 
         cold.close()
 
 
-def test_a_lease_under_our_pid_from_an_earlier_start_is_taken_over(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", [
+    "now",      # host:maintainer~start:pid
+    "pid first", # host:maintainer:pid:start
+])
+def test_a_lease_under_our_pid_from_an_earlier_start_is_taken_over(tmp_path: Path, form: str) -> None:
     # what a restarted container's PID 1 finds: the killed PID 1's lease, its pid ours
     started = process_start_ticks(os.getpid())
     assert started, "procfs gives this process's start time"
     tok = BpeTokenCounter()
     cold = _store(tmp_path / "t.db", tok)
     try:
-        earlier = f"{socket.gethostname()}:killed:{os.getpid()}:{started - 1}"
+        host, pid = socket.gethostname(), os.getpid()
+        earlier = {"now": f"{host}:killed~{started - 1}:{pid}",
+                   "pid first": f"{host}:killed:{pid}:{started - 1}"}[form]
         assert cold.claim_view("c", "rolling", "", earlier, VIEW_CLAIM_TTL_S)
         view = _maintainer(cold, tok).refresh("c", "rolling")
         assert view is not None and view.end_position == 11
         # while our own live lease, start time and all, is ours: claimed again, not lost
         mine = lease_holder("mine")
-        assert mine.endswith(f":{os.getpid()}:{started}")
+        assert mine.endswith(f"~{started}:{pid}") and not dead_holder(mine)
     finally:
         cold.close()
+
+
+def test_the_pid_is_the_holders_last_field_where_earlier_versions_read_it() -> None:
+    # b670316's reader took the last field for the pid; with the start time last, one of
+    # its processes in a rolling upgrade saw our live lease's "pid" (a start time, no
+    # such process) as dead and took the view over from us
+    holder = lease_holder("mine")
+    assert holder.rpartition(":")[2] == str(os.getpid())
+    # and 895ce72's reader (host:maintainer:pid[:start]) finds the pid second as well
+    assert holder.split(":")[2] == str(os.getpid())
 
 
 def _in_own_pid_namespace() -> list[str] | None:
@@ -146,7 +165,7 @@ def test_a_restarted_pid_1_takes_over_the_killed_pid_1s_lease(tmp_path: Path) ->
     cold = _store(db, tok)
     try:
         holder = cold.view_holder("c", "rolling", "")
-        assert holder is not None and holder.split(":")[2] == "1"  # the premise: PID 1's lease
+        assert holder is not None and holder.rpartition(":")[2] == "1"  # the premise: PID 1's lease
     finally:
         cold.close()
     second = textwrap.dedent("""
