@@ -33,7 +33,13 @@ from tiermem.tiers.embed import SentenceTransformerEmbedder
 emb = SentenceTransformerEmbedder()
 vecs = emb.embed(["x"])
 more = emb.embed(["the flight leaves at nine", "the plane departs at 9", "marmalade recipe"])
+query_path_after_storing = emb.effective_query_precision
+query = emb.embed_query(["when does the flight leave"])  # not in the memo: computed
 print(json.dumps({
+    "query_path_after_storing": query_path_after_storing,
+    "query_precision": emb.effective_query_precision,
+    "query_near": float(query[0] @ more[0]),
+    "query_far": float(query[0] @ more[2]),
     "shape": list(vecs.shape),
     "dtype": str(vecs.dtype),
     "norm": float(np.linalg.norm(vecs[0])),
@@ -59,6 +65,11 @@ def test_embedding_works_with_the_network_unreachable() -> None:
     assert got["similar"] > got["unrelated"] + 0.2
     # nothing even tried to reach the network
     assert got["attempts"] == []
+    # storing never built the query path (its probes and bfloat16 copy cost ~2 s); the
+    # first query did, and its vector finds the stored text it asks about
+    assert got["query_path_after_storing"] == "unloaded"
+    assert got["query_precision"] in ("float32", "bfloat16")
+    assert got["query_near"] > got["query_far"] + 0.2
 
 
 def test_a_text_embedded_once_is_served_from_memory(embedder) -> None:  # type: ignore[no-untyped-def]

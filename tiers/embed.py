@@ -336,9 +336,17 @@ class SentenceTransformerEmbedder(MemoAttributes):
                 got = getter()
                 if got is not None:
                     self.dim = int(got)
-                self._query_model, self._query_direct = self._make_query_path(model)
                 self._model = model
             return self._model
+
+    def _query_path(self) -> Any:
+        """The model queries run on, built on the first query: a process that only stores
+        (an indexer, a bulk import) never pays for the probes and the bfloat16 copy."""
+        model = self._load()
+        with self._lock:
+            if self._query_model is None:
+                self._query_model, self._query_direct = self._make_query_path(model)
+            return self._query_model
 
     def _make_query_path(self, model: Any) -> tuple[Any, _DirectEncoder | None]:
         """The model queries run on (float32, or a bfloat16 copy) and, where it matches
@@ -361,7 +369,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
 
     @property
     def effective_query_precision(self) -> str:
-        """The dtype queries run in (known once the model has loaded)."""
+        """The dtype queries run in (known once the model has answered a query)."""
         import torch
 
         if self._query_model is None:
@@ -380,8 +388,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
 
     def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
         def compute(missing: list[str]) -> np.ndarray:
-            model = self._load()
-            return self._compute(self._query_model if query else model, missing)
+            return self._compute(self._query_path() if query else self._load(), missing)
 
         # a query vector in a lower precision than the stored ones is not remembered
         return self._memo.through(texts, compute, dim=self.dim,
