@@ -892,7 +892,7 @@ class Planner:
         tokens), counted exactly."""
         if not need:
             return []
-        ranked = sorted(need, key=lambda c: (-c.score, c.conversation_id, c.position))
+        ranked = sorted(need, key=lambda c: (-c.score, *c.tie_order()))
         room = budget - base
         out: list[Candidate] = []
         est = self.render.block_header_tokens("retrieved")

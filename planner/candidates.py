@@ -151,6 +151,15 @@ class Candidate:
     # pinned: presented as a current value (False: a caller pin superseded since, shown
     # marked; an epoch's `pinned` set and late pins hold current ones only)
     current: bool = True
+    # retrieved from another conversation of the namespace: the id its owner knows ("" for
+    # the conversation asked about). Orderings use it, never `conversation_id` (the key):
+    # a key's spelling tells whether the id is, or was, used in another namespace
+    other: str = ""
+
+    def tie_order(self) -> tuple[str, int]:
+        """Where this candidate goes among equals: the conversation asked about first,
+        then other conversations by the id their owner knows, each in log order."""
+        return self.other, self.position
 
     def item(self, reason: str | None = None) -> PlanItem:
         """This candidate as a plan item (with `reason` instead of its own, when given)."""
@@ -592,8 +601,9 @@ class Candidates:
             out.append(Candidate("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading,
-                             source=source if key[0] == conv else "", focus=focus))
-        out.sort(key=lambda c: (-c.score, c.conversation_id, c.position))
+                             source=source if key[0] == conv else "", focus=focus,
+                             other="" if key[0] == conv else names[key[0]]))
+        out.sort(key=lambda c: (-c.score, *c.tie_order()))
         return pack_order(out)  # value per token (planner.density; rank order at weight 0)
 
     def _top(self, conv: str, table: TurnTable, total: np.ndarray, idx: np.ndarray, depth: int
@@ -709,20 +719,22 @@ class Candidates:
 def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str | None,
                   k: int) -> tuple[list[tuple[str, int, float]], list[tuple[str, int, float]]]:
     """The k nearest turns (conversation, position, cosine) over `tables`, best first,
-    and with a query the k best keyword matches (conversation, position, bm25)."""
-    dense: list[tuple[str, int, float]] = []
-    bm25: list[tuple[str, int, float]] = []
-    for t in tables:
+    and with a query the k best keyword matches (conversation, position, bm25). Ties
+    keep the tables' order (`list_conversations` gives it by name), never the keys'."""
+    dense: list[tuple[int, str, int, float]] = []
+    bm25: list[tuple[int, str, int, float]] = []
+    for n, t in enumerate(tables):
         if qvec is not None and t.vectors is not None and len(t) and t.vectors.shape[1] == qvec.shape[0]:
             cos = row_dots(t.vectors, np.asarray(qvec, dtype=np.float32))
             cos[~t.has_vec] = -np.inf  # no vector yet: not a neighbour
             best = np.argpartition(-cos, k - 1)[:k] if cos.shape[0] > k else np.arange(cos.shape[0])
-            dense.extend((t.conversation_id, int(t.positions[i]), float(cos[i])) for i in best if cos[i] > -np.inf)
+            dense.extend((n, t.conversation_id, int(t.positions[i]), float(cos[i]))
+                         for i in best if cos[i] > -np.inf)
         if query is not None:
-            bm25.extend((t.conversation_id, p, s) for p, s in t.bm25(query, k))
-    dense.sort(key=lambda h: (-h[2], h[0], h[1]))
-    bm25.sort(key=lambda h: (h[2], h[0], h[1]))
-    return dense[:k], bm25[:k]
+            bm25.extend((n, t.conversation_id, p, s) for p, s in t.bm25(query, k))
+    dense.sort(key=lambda h: (-h[3], h[0], h[2]))
+    bm25.sort(key=lambda h: (h[3], h[0], h[2]))
+    return [h[1:] for h in dense[:k]], [h[1:] for h in bm25[:k]]
 
 
 # A unit left out of the tail, and why (the plan says it)

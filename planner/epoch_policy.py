@@ -40,7 +40,7 @@ EPOCH_RESERVE_SHARE = 0.15
 
 def ranked(*pools: Iterable[Candidate]) -> list[Candidate]:
     """Candidates of one call, best first (the order retrieval scored them in)."""
-    return sorted((c for pool in pools for c in pool), key=lambda c: (-c.score, c.conversation_id, c.position))
+    return sorted((c for pool in pools for c in pool), key=lambda c: (-c.score, *c.tie_order()))
 
 
 def value(ranking: Sequence[Candidate], shown: set[tuple[str, int]]) -> float:
@@ -59,7 +59,7 @@ def lowest(chosen: Sequence[Candidate], tokens: int) -> list[Candidate]:
     when they do not)."""
     out: list[Candidate] = []
     freed = 0
-    for c in sorted(chosen, key=lambda c: (c.score, c.conversation_id, -c.position)):
+    for c in sorted(chosen, key=lambda c: (c.score, c.other, -c.position)):
         if freed >= tokens:
             break
         out.append(c)

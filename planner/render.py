@@ -144,7 +144,7 @@ class Renderer:
     def block(self, s: str, cands: Sequence[Candidate], conv: str) -> dict[str, Any]:
         """One block slice as a system message: its header, then its lines in log order
         (this conversation's first), each retrieved run under its session heading."""
-        items = sorted(cands, key=lambda c: (c.conversation_id != conv, c.conversation_id, c.position))
+        items = sorted(cands, key=lambda c: c.tie_order())
         lines = [header(s)]
         heading = ""
         for c in items:
