@@ -33,7 +33,7 @@ from tiermem.tiers.formats import (
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-__all__ = ["MAX_ENVELOPE_BYTES", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "message_text", "parse_message", "search_text"]
+__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "message_text", "parse_message", "search_text"]
 
 # Ids become SQLite keys, Redis hash tags, URL path segments and file-free log lines: a
 # conservative ASCII alphabet keeps all four safe (no control characters, no look-alike
@@ -50,6 +50,14 @@ MAX_POSITION = 2**62
 NAMESPACE_SEPARATOR = "/"
 MAX_NAMESPACE_DEPTH = 8
 NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*(/[A-Za-z0-9_][A-Za-z0-9._:@-]*)*$")
+# Levels of nesting a message may have as a JSON document: the message object is level 1,
+# its fields' values (metadata included) nest below it, and no value may sit deeper than
+# this. The one limit of every way in: `parse_message` (library, CLI, import) and the HTTP
+# service's body guard (tiermem.service.guard, on the request body, which for an append is
+# the message). Real messages nest under ~10 levels (a hosted-tool item's payload, a part's
+# annotations); pydantic's serializer gives up past 255 levels and Python's json near
+# 1,000, so a row stored deeper could not be served back (the service answered 500).
+MAX_JSON_DEPTH = 32
 
 
 def _bounded_string(value: object, field: str, max_chars: int) -> str:
@@ -131,6 +139,32 @@ class Message(BaseModel):
         return dict(self.__pydantic_extra__ or {})
 
 
+def nested_deeper_than(value: object, limit: int, depth: int = 0) -> bool:
+    """True when some value inside `value` (itself at `depth`; each dict, list or tuple
+    adds a level) sits deeper than `limit`. Iterative, and stops at the first one: a value
+    nested thousands of levels deep is answered without recursion."""
+    stack: list[tuple[object, int]] = [(value, depth)]
+    while stack:
+        node, d = stack.pop()
+        if d > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend((v, d + 1) for v in node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, d + 1) for v in node)
+    return False
+
+
+def _check_depth(fields: dict[str, Any]) -> None:
+    """Refuse a message nested deeper than MAX_JSON_DEPTH, naming the top-level field that is
+    (`fields` are the message's top-level fields, envelope included, at level 1)."""
+    for name, value in fields.items():
+        if nested_deeper_than(value, MAX_JSON_DEPTH, depth=1):
+            raise ValidationError(
+                name, f"is nested deeper than the limit of {MAX_JSON_DEPTH} levels (the message itself is level 1)"
+            )
+
+
 def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     body = {k: v for k, v in raw.items() if k not in ENVELOPE_FIELDS}
     envelope = {k: raw[k] for k in ENVELOPE_FIELDS if k in raw}
@@ -169,6 +203,7 @@ def parse_message(
         envelope["created_at"] = created_at
     if "metadata" in envelope and envelope["metadata"] is not None and not isinstance(envelope["metadata"], dict):
         raise ValidationError("metadata", "must be a JSON object")
+    _check_depth({**body, **envelope})  # before anything below recurses into the values
     check_body(body)  # names the field; Message() below would only say "value error"
     try:
         encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)

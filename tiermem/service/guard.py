@@ -26,11 +26,11 @@ from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import error_body
+from tiermem.tiers.models import MAX_JSON_DEPTH  # parse_message's limit too: one for every way in
 
 if TYPE_CHECKING:
     from tiermem.service.runtime import Runtime
 
-MAX_JSON_DEPTH = 32
 # digits of one JSON integer: 2**64 has 20, so no field tiermem reads needs more; Python's
 # own limit (4,300) raises a ValueError that json.loads does not wrap
 MAX_JSON_INT_DIGITS = 40

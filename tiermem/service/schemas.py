@@ -28,6 +28,7 @@ from tiermem.memory import (
 )
 from tiermem.tiers.models import (
     ID_PATTERN,
+    MAX_JSON_DEPTH,
     MAX_POSITION,
     MAX_TIMESTAMP,
     ErasureReport,
@@ -325,15 +326,39 @@ APPEND_ERRORS = CONV_ERRORS  # ids are per namespace: an append never meets anot
 # -- conversions into response bodies -------------------------------------------------------
 
 
-def finite(value: Any) -> Any:
-    """`value` with every non-finite float replaced by None (JSON has no NaN/Infinity)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
+# Levels of nesting a response value is rendered to. Whatever is stored since
+# MAX_JSON_DEPTH was enforced on every way in nests at most that; this leaves room for the
+# response's own wrapping (a list of messages, a plan's slices). A row an older version
+# stored deeper (the library took any depth) is rendered down to here and the rest shown as
+# DEEP_VALUE_MARKER: past 255 levels pydantic's serializer fails, and every read of the
+# conversation answered 500. The stored row is never changed (export has it whole).
+MAX_RENDER_DEPTH = 4 * MAX_JSON_DEPTH
+DEEP_VALUE_MARKER = f"[tiermem: not rendered, nested deeper than {MAX_RENDER_DEPTH} levels]"
+
+
+def finite(value: Any, max_depth: int = MAX_RENDER_DEPTH) -> Any:
+    """`value` as finite JSON: every non-finite float replaced by None (JSON has no
+    NaN/Infinity), tuples as lists, and every value nested deeper than `max_depth` (the
+    value itself is at 0) replaced by `DEEP_VALUE_MARKER`. Iterative: a stored value of
+    any depth is answered without recursion."""
+    root: list[Any] = [None]
+    # (the node, the container its copy goes into, the key or index there, its depth)
+    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
+    while stack:
+        node, parent, key, depth = stack.pop()
+        out: Any = node
+        if depth > max_depth:
+            out = DEEP_VALUE_MARKER
+        elif isinstance(node, float):
+            out = node if math.isfinite(node) else None
+        elif isinstance(node, dict):
+            out = dict.fromkeys(node)  # the keys in order; each value filled in below
+            stack.extend((v, out, k, depth + 1) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            out = [None] * len(node)
+            stack.extend((v, out, i, depth + 1) for i, v in enumerate(node))
+        parent[key] = out
+    return root[0]
 
 
 def stored_out(m: StoredMessage) -> StoredMessageOut:
