@@ -28,9 +28,17 @@ reads): each sample becomes a conversation `locomo-<sample_id>` with the roles, 
 sessions and `dia_id`s `evals.locomo` gives it, its `qa` become probes (evidence: the
 `dia_id`s; malformed ids are dropped and counted in `skipped_evidence`).
 
-Every message is validated as `Memory.append` would (limits from the Config). A bad
-line is reported by line number; `strict` (the default) refuses the file with every
-bad line named and nothing read, otherwise bad lines are skipped and listed.
+Every message is validated as `Memory.append` would (limits from the Config), and so
+is what `Memory.append_many` checks beyond the message: the conversation id's length
+(`max_id_chars`) and that a retraction names an earlier message of its conversation
+(positions counted in file order within the conversation: the positions the import
+writes). A bad line is reported by line number (LoCoMo: the sample's number in the
+list, its id and the turn's `dia_id`); `strict` (the default) refuses the file with every
+bad line named and nothing read, otherwise bad lines (LoCoMo: bad turns) are skipped and
+listed. So an import either writes the whole file or stops before writing anything.
+
+JSONL lines end at "\n" only (a "\r" before it is dropped): U+2028, U+2029, U+0085 and
+the other characters `str.splitlines` breaks at are text inside a JSON string.
 """
 
 from __future__ import annotations
@@ -40,12 +48,13 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from tiermem.evals.locomo import DIA_ID, LocomoError, load_samples, session_times, turn_message
-from tiermem.evals.locomo import conversation_ids as locomo_conversation_ids
-from tiermem.tiers.errors import DataFileError, ValidationError
-from tiermem.tiers.formats import canonical_role
+from tiermem.config import MAX_ID_CHARS_LIMIT
+from tiermem.evals.locomo import DIA_ID, ID_MAX_CHARS, LocomoError, load_samples, session_times, turn_message
+from tiermem.evals.locomo import conversation_id as locomo_conversation_id
+from tiermem.tiers.errors import DataFileError, LimitExceeded, ValidationError
+from tiermem.tiers.formats import canonical_role, is_control
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
@@ -166,19 +175,31 @@ def _probe(raw: Any) -> Probe:
     return Probe(q, list(ev), None if ans is None else str(ans))
 
 
-def _conv_id(obj: dict[str, Any], default: str | None) -> str:
+def _conv_id(obj: dict[str, Any], default: str | None, max_id_chars: int) -> str:
     cid = obj.get("conversation_id", default)
     if not isinstance(cid, str) or not ID_PATTERN.fullmatch(cid):
         raise ValidationError("conversation_id", f"must be an id matching {ID_PATTERN.pattern}, got {cid!r}")
+    if len(cid) > max_id_chars:  # append_many would refuse it after the conversations before it
+        raise LimitExceeded("conversation_id", len(cid), max_id_chars, unit="characters")
     return cid
+
+
+def _check_control(msg: dict[str, Any], position: int, field: str) -> None:
+    """A retraction must name an earlier message (Memory._check_controls): checked here,
+    with `position` the message's index in its conversation, which is its log position
+    once imported (an import appends to an empty conversation or after the same messages)."""
+    if is_control(msg) and "position" in msg and msg["position"] >= position:
+        raise ValidationError(field, f"must name an earlier message: {msg['position']} is not written yet "
+                              f"(this row would be written at position {position})")
 
 
 def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], default_conv: str | None) -> None:
     """Parse one object of the conversations format into `convs`; all or nothing."""
     if not isinstance(obj, dict):
         raise ValidationError("line", f"must be a JSON object, got {type(obj).__name__}")
-    cid = _conv_id(obj, default_conv)
+    cid = _conv_id(obj, default_conv, limits["max_id_chars"])
     new = ConversationData(cid)
+    start = len(convs[cid].messages) if cid in convs else 0  # the next message's position
     if "messages" in obj or "probes" in obj:
         extra = set(obj) - {"conversation_id", "messages", "probes"}
         if extra:
@@ -193,6 +214,7 @@ def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], d
                 msg, mid = _message(m, limits)
             except ValidationError as exc:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
+            _check_control(msg, start + i, f"messages[{i}].position")
             new.messages.append(msg)
             new.message_ids.append(mid)
         probes = obj.get("probes", [])
@@ -203,6 +225,7 @@ def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], d
         new.probes = [_probe(obj["probe"])]
     else:
         msg, mid = _message(obj, limits)
+        _check_control(msg, start, "position")
         new.messages.append(msg)
         new.message_ids.append(mid)
     have = convs.setdefault(cid, ConversationData(cid))
@@ -211,20 +234,51 @@ def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], d
     have.probes += new.probes
 
 
-def _read_locomo(path: Path) -> Dataset:
+def locomo_ids(sample_ids: list[str], max_chars: int) -> list[str]:
+    """`evals.locomo.conversation_ids` within `max_chars` as well: the same ids under the
+    default limit (so a file imports into the conversations an earlier import or the
+    eval made), shorter ones when the Config's `max_id_chars` is lower."""
+    limit = min(ID_MAX_CHARS, max_chars)
+    taken: set[str] = set()
+    out: list[str] = []
+    for sid in sample_ids:
+        base = cid = locomo_conversation_id(sid)[:limit]
+        n = 1
+        while cid in taken:
+            n += 1
+            suffix = f"-{n}"
+            cid = base[:limit - len(suffix)] + suffix
+        taken.add(cid)
+        out.append(cid)
+    return out
+
+
+def _read_locomo(path: Path, limits: dict[str, int], strict: bool) -> Dataset:
+    """A LoCoMo file, every turn checked as `append` would check it; a bad turn is named by
+    its sample (number in the list and id) and `dia_id`, and refuses the file (`strict`)
+    or is left out."""
     try:
         samples = load_samples(path)
     except LocomoError as exc:
         raise DataFileError(str(path), str(exc)) from None
     convs: list[ConversationData] = []
+    bad: list[BadLine] = []
     skipped = 0
     # unique within the file: two samples under one id would be replayed as one conversation
-    for s, cid in zip(samples, locomo_conversation_ids([s.sample_id for s in samples]), strict=True):
+    ids = locomo_ids([s.sample_id for s in samples], limits["max_id_chars"])
+    for number, (s, cid) in enumerate(zip(samples, ids, strict=True), start=1):
         c = ConversationData(cid)
         times, _ = session_times(s)
         for session, start in zip(s.sessions, times, strict=True):
             for i, turn in enumerate(session.turns):
                 msg, _known = turn_message(turn, s, session, start + i)
+                try:
+                    parse_message(msg, max_content_bytes=limits["max_content_bytes"],
+                                  max_metadata_bytes=limits["max_metadata_bytes"])
+                except ValidationError as exc:
+                    turn_name = turn.dia_id or f"#{i + 1} of session_{session.number}"
+                    bad.append(BadLine(number, f"sample {s.sample_id!r}, turn {turn_name!r}: {exc}"))
+                    continue
                 c.messages.append(msg)
                 c.message_ids.append(turn.dia_id or None)
         for qa in s.qa:
@@ -236,7 +290,17 @@ def _read_locomo(path: Path) -> Dataset:
                     skipped += 1
             c.probes.append(Probe(qa.question, ev, qa.answer, qa.category))
         convs.append(c)
-    return Dataset(path, "locomo", convs, skipped_evidence=skipped)
+    if bad and strict:
+        _refuse(path, bad, "turn", "sample #")
+    return Dataset(path, "locomo", convs, bad, skipped_evidence=skipped)
+
+
+def _refuse(path: Path, bad: list[BadLine], what: str, where: str) -> NoReturn:
+    """The error of a strict read: how many bad `what`s, the first few by `where`."""
+    shown = "; ".join(f"{where}{b.line}: {b.problem}" for b in bad[:BAD_LINES_SHOWN])
+    more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
+    raise DataFileError(str(path), f"{len(bad)} bad {what}(s), nothing imported ({shown}{more}); "
+                        "fix them or pass --skip-bad to skip them")
 
 
 def _is_locomo(doc: Any) -> bool:
@@ -244,16 +308,28 @@ def _is_locomo(doc: Any) -> bool:
         isinstance(s, dict) and isinstance(s.get("conversation"), dict) for s in doc)
 
 
+def _jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based number, line) of a JSONL text. Lines end at "\n" only, not where
+    `str.splitlines` would also break (U+2028, U+2029, U+0085, \x0b, \x0c, \x1c-\x1e):
+    those are text inside a JSON string, as `tiermem export` writes it. A "\r" before the
+    "\n" (a CRLF file) is dropped."""
+    for n, line in enumerate(text.split("\n"), start=1):
+        yield n, line.removesuffix("\r")
+
+
 def read_conversations(
     path: Path,
     *,
     max_content_bytes: int,
     max_metadata_bytes: int,
+    max_id_chars: int = MAX_ID_CHARS_LIMIT,
     strict: bool = True,
     conversation_id: str | None = None,
 ) -> Dataset:
     """Read a conversations-format file (JSONL or JSON) or a LoCoMo file. `conversation_id`
-    is the id of lines that give none. Raises DataFileError naming the file and line."""
+    is the id of lines that give none. Raises DataFileError naming the file and line.
+    `max_id_chars`: the Config's (a caller that writes passes it; the default is the
+    largest any Config allows)."""
     path = Path(path)
     if not path.is_file():
         raise DataFileError(str(path), "no such file")
@@ -261,6 +337,8 @@ def read_conversations(
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataFileError(str(path), f"cannot be read as UTF-8 text: {exc}") from None
+    limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes,
+              "max_id_chars": max_id_chars}
     stripped = text.lstrip()
     doc: Any = None
     if stripped.startswith("["):
@@ -269,14 +347,14 @@ def read_conversations(
         except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
             raise DataFileError(str(path), f"is not valid JSON: {exc}") from None
         if _is_locomo(doc):
-            return _read_locomo(path)
+            return _read_locomo(path, limits, strict)
         if not isinstance(doc, list):  # pragma: no cover - starts with '['
             raise DataFileError(str(path), "is not a JSON list")
         objects: list[tuple[int, Any]] = list(enumerate(doc, start=1))
     else:
         objects = []
         bad_json: list[BadLine] = []
-        for n, line in enumerate(text.splitlines(), start=1):
+        for n, line in _jsonl_lines(text):
             if not line.strip():
                 continue
             try:
@@ -285,7 +363,6 @@ def read_conversations(
                 bad_json.append(BadLine(n, f"not valid JSON ({exc.msg})"))
             except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
                 bad_json.append(BadLine(n, f"not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"))
-    limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes}
     convs: dict[str, ConversationData] = {}
     bad = [] if stripped.startswith("[") else bad_json
     for n, obj in objects:
@@ -295,10 +372,7 @@ def read_conversations(
             bad.append(BadLine(n, str(exc)))
     bad.sort(key=lambda b: b.line)
     if bad and strict:
-        shown = "; ".join(f"line {b.line}: {b.problem}" for b in bad[:BAD_LINES_SHOWN])
-        more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
-        raise DataFileError(str(path), f"{len(bad)} bad line(s), nothing imported ({shown}{more}); "
-                            "fix them or pass --skip-bad to skip them")
+        _refuse(path, bad, "line", "line ")
     if not convs:
         raise DataFileError(str(path), "holds no conversation")
     return Dataset(path, "conversations", list(convs.values()), bad)

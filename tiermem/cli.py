@@ -1157,8 +1157,8 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
 
     cfg = state.config()
     data = read_conversations(file, max_content_bytes=cfg.max_content_bytes,
-                              max_metadata_bytes=cfg.max_metadata_bytes, strict=not skip_bad,
-                              conversation_id=conversation)
+                              max_metadata_bytes=cfg.max_metadata_bytes, max_id_chars=cfg.max_id_chars,
+                              strict=not skip_bad, conversation_id=conversation)
     mem = state.memory(hot=False, config=cfg)  # the hot tier catches up with the log on its next read
     with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=_console(stderr=True), transient=True, disable=as_json) as bar:
@@ -1183,6 +1183,19 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
         click.echo(f"skipped {file}:{b.line}: {b.problem}", err=True)
 
 
+# Characters JSON leaves raw with ensure_ascii=False that line-based readers (Python's
+# str.splitlines, JavaScript before ES2019) take for line breaks: escaped in an export, so
+# every record stays one line for any reader. Only ever inside a JSON string, where the
+# escape reads back as the same character.
+EXPORT_ESCAPES = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\u0085\u2028\u2029"})
+
+
+def export_json(line: dict[str, Any]) -> str:
+    """One export record: readable UTF-8 (ensure_ascii=False), but no character a
+    line-based reader would break the record at."""
+    return json.dumps(line, ensure_ascii=False).translate(EXPORT_ESCAPES)
+
+
 @cli.command("export")
 @click.argument("conversations", nargs=-1, type=TEXT)
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True), default="-",
@@ -1199,7 +1212,7 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -
         missing = [c for c in ids if c not in known]
         if missing:
             raise CliError(f"no conversation {missing[0]!r} in namespace {state.namespace!r}")
-    lines = (json.dumps(x, ensure_ascii=False) + "\n" for x in export_lines(mem, ids, namespace=state.namespace))
+    lines = (export_json(x) + "\n" for x in export_lines(mem, ids, namespace=state.namespace))
     if str(out) == "-":
         for line in lines:
             click.echo(line, nl=False)
