@@ -30,6 +30,12 @@ Invariants:
 - The source is only read (opening it brings an older SQLite file to this code's schema,
   as any open does). Stop its writers first: a conversation that changes during the copy
   fails the final comparison instead of being copied half-new.
+- The source must exist: a SQLite file (or a data dir holding one) with SQLite's header,
+  or a PostgreSQL schema holding a log. A mistyped `--from` is refused naming it, before
+  anything is opened, instead of being created empty and "copied" (0 conversations),
+  which would mark the target as migrated and refuse the real run after it.
+- A target file that exists is checked to be a SQLite database (its header) before
+  anything opens or chmods it: `--to notes.txt` is refused naming `--to` and left as it was.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.errors import MigrationMismatch, MigrationRefused
+from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
+from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import search_text
 from tiermem.tiers.schema import SCOPE_SQL, VEC_TABLE
 from tiermem.tiers.store import ColdLog, SqlAccess
@@ -87,6 +94,50 @@ CONV_COLS = "id, name, namespace, parent_id, fork_position, created_at, last_mes
 
 def is_postgres(target: str | Path) -> bool:
     return str(target).startswith(POSTGRES_SCHEMES)
+
+
+def sqlite_path(spec: str | Path) -> Path:
+    """The database file a SQLite spec names: a directory (or a name without a suffix that
+    does not exist yet) is a data dir, holding DATA_DIR_FILE; anything else is the file."""
+    path = Path(spec)
+    if path.is_dir() or (not path.suffix and not path.exists()):
+        return path / DATA_DIR_FILE
+    return path
+
+
+def check_sqlite_file(path: Path, option: str, *, must_exist: bool) -> None:
+    """Refuse (ValidationError naming `option`) a database file that is not one, before
+    SQLite opens it or anything chmods it; with `must_exist` (a source) also one that is
+    missing or empty: opening it would create an empty log to copy."""
+    if not path.exists():
+        if must_exist:
+            raise ValidationError(option, f"{path} does not exist, so there is nothing to copy; name an existing "
+                                  "tiermem data dir or database file")
+        return
+    if not path.is_file():
+        raise ValidationError(option, f"{path} is not a file; name a tiermem data dir or database file")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise ValidationError(option, f"{path} cannot be read: {exc.strerror or exc}") from None
+    if not header:
+        if must_exist:  # SQLite would take it for an empty database
+            raise ValidationError(option, f"{path} is empty, so there is nothing to copy; name a tiermem database")
+        return  # an empty file is an empty SQLite database: a target like a new file
+    if header != SQLITE_HEADER:
+        raise ValidationError(option, f"{path} is not a SQLite database (its first bytes are not SQLite's header); "
+                              "name a tiermem data dir or database file" + ("" if must_exist else
+                                                                         ", or a path that does not exist yet"))
+
+
+def _label(spec: str | Path, schema: str) -> str:
+    """How reports and errors name a side (a URL without its password)."""
+    if is_postgres(spec):
+        from tiermem.tiers.postgres import redact
+
+        return f"{redact(str(spec))} schema {schema}"
+    return str(sqlite_path(spec))
 
 
 @dataclass
@@ -130,22 +181,25 @@ class _Side:
     """One engine, reached through the store's own connection (this module is part of
     the storage layer, the only place SQL lives)."""
 
-    def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter) -> None:
+    def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter, source: bool = False) -> None:
+        """`source`: the side is read and must exist (a file or schema holding a log): it
+        is refused, naming --from, before anything is created."""
         self.postgres = is_postgres(spec)
         self.created = False  # this run made the file or schema (removed again on refusal)
         self.spec = str(spec)
         self.schema = schema
+        self.label = _label(spec, schema)
         if self.postgres:
-            from tiermem.tiers.postgres import PostgresStore, redact
+            from tiermem.tiers.postgres import PostgresStore
 
-            self.label = f"{redact(self.spec)} schema {schema}"
+            if source and not self._pg_has_log():
+                raise ValidationError("--from", f"{self.label} holds no tiermem log, so there is nothing to copy; "
+                                      "check --from and --from-schema")
             self.created = not self._pg_schema_exists()
             self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema)
         else:
-            path = Path(spec)
-            if path.is_dir() or not path.suffix:  # a data dir (made if missing), else the file itself
-                path = path / DATA_DIR_FILE
-            self.label = str(path)
+            path = sqlite_path(spec)  # a data dir (made if missing, for a target), else the file itself
+            check_sqlite_file(path, "--from" if source else "--to", must_exist=source)
             self.created = not path.exists()
             self.store = ColdStore(path, tokens=tokens)
             self.path = path
@@ -155,6 +209,15 @@ class _Side:
 
         with psycopg.connect(self.spec, autocommit=True) as c:
             return c.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is not None
+
+    def _pg_has_log(self) -> bool:
+        """The schema exists and holds a log (its meta table): opening one that does not
+        would create it."""
+        import psycopg
+
+        with psycopg.connect(self.spec, autocommit=True) as c:
+            return c.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'",
+                             (self.schema,)).fetchone() is not None
 
     def close(self) -> None:
         self.store.close()
@@ -373,16 +436,21 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     if str(source) == str(target) and source_schema == target_schema:
         raise MigrationRefused(str(target), "the target is the source")
     t0 = time.perf_counter()
-    src = _Side(source, schema=source_schema, tokens=tokens)
+    # what can be refused without a connection, before either side is opened (opening
+    # creates a missing file, schema or data dir)
+    if not is_postgres(source):
+        check_sqlite_file(sqlite_path(source), "--from", must_exist=True)
+    if not is_postgres(target):
+        check_sqlite_file(sqlite_path(target), "--to", must_exist=False)
+    if is_postgres(source) == is_postgres(target):
+        raise MigrationRefused(_label(target, target_schema),
+                               "source and target are the same engine; copy the file or use pg_dump")
+    src = _Side(source, schema=source_schema, tokens=tokens, source=True)
     try:
         dst = _Side(target, schema=target_schema, tokens=tokens)
     except BaseException:
         src.close()
         raise
-    if src.postgres == dst.postgres:
-        src.close()
-        dst.discard()
-        raise MigrationRefused(dst.label, "source and target are the same engine; copy the file or use pg_dump")
     report = MigrationReport(source=src.label, target=dst.label)
     try:
         plan = _preflight(src, dst, into_non_empty, report)
