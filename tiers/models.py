@@ -165,6 +165,55 @@ def _check_depth(fields: dict[str, Any]) -> None:
             )
 
 
+# The openai SDK's Python field names that differ from the wire's (its `alias`): what a
+# plain `model_dump()` (no by_alias) of a Responses tool-call item writes. The item is
+# stored under the wire name, the one `to_dict()`, `model_dump(by_alias=True)` and the API use.
+SDK_FIELD_ALIASES: dict[str, dict[str, str]] = {
+    "function_call": {"async_": "async"},
+    "custom_tool_call": {"async_": "async"},
+}
+# What the SDK's `.parse()` helpers add to a reply on the client: the parse of `content`
+# (ParsedChatCompletionMessage.parsed, ParsedResponseOutputText.parsed) or of `arguments`
+# (ParsedFunction.parsed_arguments, ParsedResponseFunctionToolCall.parsed_arguments). The
+# API never sends them, a request may not carry them, and the text they were parsed from
+# is kept: they are dropped, not stored.
+SDK_PARSED_FIELD = "parsed"
+SDK_PARSED_ARGUMENTS_FIELD = "parsed_arguments"
+
+
+def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the wire has it when it came from an openai SDK object however serialized:
+    Python field names renamed to their aliases (SDK_FIELD_ALIASES) and the client-side
+    parse results dropped (SDK_PARSED_FIELD, SDK_PARSED_ARGUMENTS_FIELD). A new dict when
+    anything changes; the caller's is never modified."""
+    out = body
+    kind = body.get("type")
+    aliases = SDK_FIELD_ALIASES.get(kind) if isinstance(kind, str) else None
+    if aliases and any(k in body and v not in body for k, v in aliases.items()):
+        # the same key order, each Python name in its place under the wire name
+        out = {(aliases[k] if k in aliases and aliases[k] not in body else k): v for k, v in body.items()}
+    if kind == "function_call" and SDK_PARSED_ARGUMENTS_FIELD in out:
+        out = {k: v for k, v in out.items() if k != SDK_PARSED_ARGUMENTS_FIELD}
+    elif kind is None and out.get("role") == "assistant":
+        if SDK_PARSED_FIELD in out:
+            out = {k: v for k, v in out.items() if k != SDK_PARSED_FIELD}
+        calls = out.get("tool_calls")
+        if isinstance(calls, list) and any(
+                isinstance(c, dict) and isinstance(c.get("function"), dict)
+                and SDK_PARSED_ARGUMENTS_FIELD in c["function"] for c in calls):
+            out = {**out, "tool_calls": [
+                {**c, "function": {k: v for k, v in c["function"].items() if k != SDK_PARSED_ARGUMENTS_FIELD}}
+                if isinstance(c, dict) and isinstance(c.get("function"), dict) else c for c in calls]}
+    if (kind == "message" or kind is None) and out.get("role") == "assistant":
+        parts = out.get("content")
+        if isinstance(parts, list) and any(
+                isinstance(p, dict) and p.get("type") == "output_text" and SDK_PARSED_FIELD in p for p in parts):
+            out = {**out, "content": [
+                {k: v for k, v in p.items() if k != SDK_PARSED_FIELD}
+                if isinstance(p, dict) and p.get("type") == "output_text" else p for p in parts]}
+    return out
+
+
 def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     body = {k: v for k, v in raw.items() if k not in ENVELOPE_FIELDS}
     envelope = {k: raw[k] for k in ENVELOPE_FIELDS if k in raw}
@@ -192,9 +241,11 @@ def parse_message(
     elif isinstance(raw, dict):
         body, envelope = _split(raw)
     elif isinstance(raw, BaseModel):
-        body, envelope = _split(raw.model_dump(mode="json"))
+        # by_alias: the wire's field names (`async`, not the SDK's Python name `async_`)
+        body, envelope = _split(raw.model_dump(mode="json", by_alias=True))
     else:
         raise ValidationError("message", f"must be an object, got {type(raw).__name__}")
+    body = _sdk_wire_form(body)  # an SDK reply however serialized (an HTTP body too)
     if session_id is not None:
         envelope["session_id"] = session_id
     if metadata is not None:
