@@ -79,6 +79,22 @@ MAX_SCHEDULER_INTERVAL_S = 86_400.0  # seconds; to stop it, scheduler_enabled = 
 MAX_WARM_SECONDS_BEHIND = 365 * 86_400.0  # seconds: a year
 MAX_LLM_TIMEOUT_S = 3_600.0  # seconds per summarizer request
 MAX_PRICE_PER_MTOK_USD = 10_000.0  # USD per million tokens (the dearest models ask ~150)
+# Upper bounds of integer settings that had none: 2**63 passed `config --check`, then
+# search / context failed with an OverflowError naming nothing (a 500 in the service).
+# Each is far past any useful value and well inside what its consumers (floats, SQLite's
+# and Redis's 64-bit integers, Lua's doubles) take.
+MAX_RRF_K = 10_000  # RRF's constant (60 is the usual); past a few hundred ranks stop mattering
+# tokens: the largest context budget (tiermem.memory.MAX_BUDGET_TOKENS; not imported, memory
+# imports this module): a tool output or a summary past it could never be sent whole anyway
+MAX_CONTEXT_TOKENS = 2_000_000
+MAX_PROTECT_TURNS = 1_000_000  # turns: past what a hot set holds, it protects every turn
+MAX_WARM_TURNS_BEHIND = 1_000_000  # turns a warm view may lag its conversation
+MAX_VIEWS_PER_RUN = 1_000_000  # warm views one consolidation run refreshes
+# bytes of one message's text and inline payloads: 128 MiB, far past any model's context
+# (10M tokens is ~40 MB of text), and so that its JSON (at most 6 bytes a character, as
+# \uXXXX) stays under SQLite's 1,000,000,000-byte limit on one value
+MAX_CONTENT_BYTES_LIMIT = 128 * 1024 * 1024
+MAX_METADATA_BYTES_LIMIT = 16 * 1024 * 1024  # bytes of one message's metadata JSON
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 ENV_PREFIX = "TIERMEM_"
@@ -281,8 +297,8 @@ class Config(BaseSettings):
         "file keeps an erased byte, blocking their writers meanwhile; 'vacuum' does not block and does not "
         "guarantee it (fragments and full-text lexemes stay until the space is reused)"))
     # limits on input
-    max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1)
-    max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2)
+    max_content_bytes: int = Field(DEFAULT_MAX_CONTENT_BYTES, ge=1, le=MAX_CONTENT_BYTES_LIMIT)
+    max_metadata_bytes: int = Field(DEFAULT_MAX_METADATA_BYTES, ge=2, le=MAX_METADATA_BYTES_LIMIT)
     max_id_chars: int = Field(DEFAULT_MAX_ID_CHARS, ge=8, le=MAX_ID_CHARS_LIMIT)
     # hot tier
     redis_url: str | None = None
@@ -290,8 +306,8 @@ class Config(BaseSettings):
         "the embedded redis-server (redis_url unset) stops after this many seconds without a client or a "
         "command; 0: never. Every process using it keeps a connection, so it outlives none of them"))
     hot_budget_tokens: int = Field(DEFAULT_HOT_BUDGET_TOKENS, ge=64, le=MAX_HOT_BUDGET_TOKENS)
-    head_protect: int = Field(DEFAULT_HEAD_PROTECT_TURNS, ge=0)
-    tail_protect: int = Field(DEFAULT_TAIL_PROTECT_TURNS, ge=0)
+    head_protect: int = Field(DEFAULT_HEAD_PROTECT_TURNS, ge=0, le=MAX_PROTECT_TURNS)
+    tail_protect: int = Field(DEFAULT_TAIL_PROTECT_TURNS, ge=0, le=MAX_PROTECT_TURNS)
     eviction_bias: float = Field(DEFAULT_EVICTION_BIAS, ge=0.0, le=1.0)
     hot_idle_ttl_s: float = Field(DEFAULT_HOT_IDLE_TTL_S, ge=0, le=365 * 86_400, description=(
         "a conversation's hot set expires from Redis this many seconds after its last read or write, and is "
@@ -311,7 +327,7 @@ class Config(BaseSettings):
     tokenizer: Literal["o200k_base", "cl100k_base"] = "o200k_base"
     # retrieval and planning
     retrieval_k: int = Field(DEFAULT_RETRIEVAL_K, ge=1, le=1000)
-    rrf_k: int = Field(DEFAULT_RRF_K, ge=1)
+    rrf_k: int = Field(DEFAULT_RRF_K, ge=1, le=MAX_RRF_K)
     slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
     # the stable layers' shares (class-independent); of `slice_shares`, only `retrieved`
     # (the per-turn part) is read per class
@@ -319,7 +335,7 @@ class Config(BaseSettings):
     context_epochs: bool = Field(True, description=(
         "append-only contexts within an epoch: the previous call's context is a prefix of the next one "
         "until the room runs out (then a new epoch, reported in the plan); false rebuilds every call"))
-    tool_trim_tokens: int = Field(400, ge=32, description="tool outputs longer than this are trimmed")
+    tool_trim_tokens: int = Field(400, ge=32, le=MAX_CONTEXT_TOKENS, description="tool outputs longer than this are trimmed")
     turn_cache_mb: int = Field(DEFAULT_TURN_CACHE_MB, ge=1, le=1_000_000, description=(
         "memory for the planner's copy of conversations' vectors and turn facts (about 1.6 MB per "
         "1,000 turns); least recently used conversations are dropped past it"))
@@ -352,14 +368,14 @@ class Config(BaseSettings):
     tail_anchor_turns: int = Field(8, ge=1, le=256, description="1 turns the stable tail off (a plain sliding window); above 1 the tail start "
                                    "moves on a token grid so consecutive contexts share a cacheable prefix")
     # warm tier
-    warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1)
+    warm_max_turns_behind: int = Field(DEFAULT_WARM_MAX_TURNS_BEHIND, ge=1, le=MAX_WARM_TURNS_BEHIND)
     warm_max_seconds_behind: float = Field(DEFAULT_WARM_MAX_SECONDS_BEHIND, gt=0, le=MAX_WARM_SECONDS_BEHIND)
-    summary_target_tokens: int = Field(300, ge=16)
+    summary_target_tokens: int = Field(300, ge=16, le=MAX_CONTEXT_TOKENS)
     warm_keep_versions: int = Field(DEFAULT_WARM_KEEP_VERSIONS, ge=1, le=10_000, description=(
         "versions kept of each warm view (older ones are deleted as new ones are written) and of "
         "consolidation's own fold checkpoints; checkpoints a caller wrote are always kept"))
     scheduler_interval_s: float = Field(DEFAULT_SCHEDULER_INTERVAL_S, gt=0, le=MAX_SCHEDULER_INTERVAL_S)
-    scheduler_max_views_per_run: int = Field(50, ge=1)
+    scheduler_max_views_per_run: int = Field(50, ge=1, le=MAX_VIEWS_PER_RUN)
     scheduler_enabled: bool = Field(True, description="run the consolidation scheduler in `tiermem serve`")
     summarizer: Literal["extractive", "llm"] = "extractive"
     llm_base_url: str | None = None
