@@ -74,7 +74,7 @@ import numpy as np
 
 from tiermem.consolidation.classify import DAY_NAMES, PRIORITY, correction_cue, normalize
 from tiermem.consolidation.statements import remaining_text, statement_spans
-from tiermem.tiers.embed import cosine_from_l2
+from tiermem.tiers.embed import cosine_from_l2, memo_scope, remembered_for
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
 
 if TYPE_CHECKING:
@@ -1217,7 +1217,8 @@ class Superseder:
                 # (only those before it: the search looks at earlier turns, and a catch-up
                 # that calls this has embedded them already, not the ones after)
                 self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo))
-            vecs = self.embedder.embed([texts[p] for p in todo])
+            with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # where the catch-up remembered them
+                vecs = self.embedder.embed([texts[p] for p in todo])
         except Exception:
             log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
             return {}

@@ -39,7 +39,7 @@ from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superse
 from tiermem.consolidation.supersede import clear_memo as forget_slots
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
-from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.embed import Embedder, memo_scope, query_embedding, remembered_for
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
@@ -520,7 +520,7 @@ class Memory:
             if any(self.superseder.assertion(t) for t in turns):
                 self._release(conv, self.superseder.on_append(conv, turns))
 
-    def _texts_ahead(self, turns: list[PendingTurn]) -> list[str]:
+    def _texts_ahead(self, turns: list[PendingTurn]) -> list[tuple[str, str]]:
         """The texts `_on_embedded` will embed for these turns (the corrections' assertive
         parts, for supersession's meaning search), so the catch-up embeds them with the
         pool, in parallel, and the hook finds them in the embedder's memo."""
@@ -532,7 +532,7 @@ class Memory:
                 a = self.superseder.assertion(Appended(t.position, t.role, message_text(t.body),
                                                        t.intent or "statement", t.load_bearing))
                 if a:
-                    out.append(a)
+                    out.append((t.conversation_id, a))
         return out
 
     def _release(self, conv: str, pairs: Sequence[tuple[int, int]]) -> None:
@@ -743,11 +743,16 @@ class Memory:
         # what control rows hide (a popped item, the control rows themselves) is never a
         # hit: ask for as many more as were hidden until k are left or the scope runs out
         want = k
+        # the query finds vectors remembered for this conversation only; a namespace's
+        # search has a scope of its own
+        scope = (memo_scope(self.cold.db_uuid, key) if conversation_id is not None
+                 else memo_scope(self.cold.db_uuid, namespace=ns))
         while True:
-            if conversation_id is not None:
-                hits = self.cold.search(query, want, conversation_id=key, rrf_k=self.config.rrf_k)
-            else:
-                hits = self.cold.search(query, want, namespace=ns, rrf_k=self.config.rrf_k)
+            with remembered_for(scope):
+                if conversation_id is not None:
+                    hits = self.cold.search(query, want, conversation_id=key, rrf_k=self.config.rrf_k)
+                else:
+                    hits = self.cold.search(query, want, namespace=ns, rrf_k=self.config.rrf_k)
             hidden = {(c, p) for c, rows in self.cold.control_rows([h.conversation_id for h in hits]).items()
                       for p in hidden_positions(rows)[0]}
             shown = [h for h in hits if (h.conversation_id, h.position) not in hidden]
@@ -804,10 +809,11 @@ class Memory:
             log.warning("could not embed pending turns of %s before planning", conv, exc_info=True)
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
-        ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
-                                 summaries=summaries,
-                                 namespace_recall=namespace_recall and self.config.namespace_recall,
-                                 truncate_latest=truncate_latest, table=table, record=record)
+        with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # the query finds this conversation's vectors only
+            ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
+                                     summaries=summaries,
+                                     namespace_recall=namespace_recall and self.config.namespace_recall,
+                                     truncate_latest=truncate_latest, table=table, record=record)
         _name_plan(ctx.plan, conv, name, self.cold)
         if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())

@@ -63,8 +63,9 @@ class PendingTurn(NamedTuple):
 # Texts the after-embedding hook will embed for the turns of a pool (supersession's
 # meaning search embeds each correction's assertive part): embedded in the producer with
 # the pool, in the same call, so the hook finds them in the embedder's memo instead of
-# running the model on one thread while the other cores wait.
-TextsAhead = Callable[[list[PendingTurn]], list[str]]
+# running the model on one thread while the other cores wait. Each text comes with the
+# conversation it is for: the memo finds a vector again only in that conversation's scope.
+TextsAhead = Callable[[list[PendingTurn]], list[tuple[str, str]]]
 
 
 class _Failed:

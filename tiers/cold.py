@@ -39,7 +39,7 @@ import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
 from tiermem.tiers.dialect import SQLITE, SharedQueries
-from tiermem.tiers.embed import Embedder
+from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -509,6 +509,7 @@ class ColdStore(SharedQueries):
         embedded in the same call (they are remembered, not returned)."""
         texts: list[str] = []
         turns: list[PendingTurn] = []
+        scopes = [memo_scope(self.db_uuid, str(r[0])) for r in rows]  # each remembered for its conversation
         for r in rows:
             try:
                 body = json.loads(r[3])
@@ -517,7 +518,7 @@ class ColdStore(SharedQueries):
                 texts.append("")  # salvage: an undecodable row still gets marked
                 continue
             turns.append(PendingTurn(r[0], int(r[1]), r[4], r[5], bool(r[6]), body))
-        extra: list[str] = []
+        extra: list[tuple[str, str]] = []
         ahead = self.texts_ahead
         if ahead is not None and getattr(self.embedder, "memo_size", 0) > 0:  # found again in the memo only
             try:
@@ -525,7 +526,8 @@ class ColdStore(SharedQueries):
             except Exception:  # only speed depends on it
                 log.exception("texts_ahead failed; the hook embeds its own texts")
         # one call: the extra texts are batched with the pool's (and remembered)
-        return embed(texts + extra)[:len(texts)]
+        with remembered_for(scopes + [memo_scope(self.db_uuid, conv) for conv, _t in extra]):
+            return embed(texts + [t for _conv, t in extra])[:len(texts)]
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors for some positions (missing ones are absent)."""

@@ -12,11 +12,12 @@ sqlite-vec's L2 distance orders results the same way.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -50,23 +51,52 @@ def cosine_from_l2(distance: float) -> float:
     return 1.0 - distance * distance / 2.0
 
 
+# The scope a text's vector is remembered under, and the only scope it is found again
+# in: one string for every text of the next calls, or one per text (a catch-up's pool
+# spans conversations). None (the default) is a scope of its own. See `TextMemo`.
+MemoScope = str | tuple[str, ...] | None
+_memo_scope: contextvars.ContextVar[MemoScope] = contextvars.ContextVar("tiermem_memo_scope", default=None)
+
+
+def memo_scope(db_uuid: str, conversation: str | None = None, *, namespace: str | None = None) -> str:
+    """The memo scope of a conversation (by key) or of a namespace's search, in one
+    database: keys are unique only within their database, and one embedder may serve
+    several. No id holds a NUL, so the parts cannot run into each other."""
+    return f"{db_uuid}\0c\0{conversation}" if conversation is not None else f"{db_uuid}\0n\0{namespace}"
+
+
+@contextlib.contextmanager
+def remembered_for(scope: str | Sequence[str] | None) -> Iterator[None]:
+    """Embed within `scope` on this thread (and the tasks it starts with its context):
+    vectors computed now are remembered for it, and only its own are found again."""
+    token = _memo_scope.set(scope if scope is None or isinstance(scope, str) else tuple(scope))
+    try:
+        yield
+    finally:
+        _memo_scope.reset(token)
+
+
 class TextMemo:
-    """Recent short texts' vectors, an LRU keyed by the text, shared by every embedder.
+    """Recent short texts' vectors, an LRU keyed by the scope and the text.
 
     An agent appends the user's message and then asks for context with that same text as
-    the query: the indexer has just embedded it, so the model runs once per text, not
-    once per caller. Thread-safe. `size` 0 turns it off (benchmarks of "query embedding
+    the query: the catch-up has just embedded it, so the model runs once per text, not
+    once per caller. A vector is found again only in the scope it was computed for (its
+    conversation in its database, as the catch-up and `tiermem.memory` set it): a text
+    another tenant wrote never answers faster, so no caller's latency says what anybody
+    else wrote. Thread-safe. `size` 0 turns it off (benchmarks of "query embedding
     included" do); `clear()` forgets every text (an erasure must leave no copy)."""
 
     def __init__(self, size: int = MEMO_MAX_TEXTS) -> None:
         self.size = size
         self.hits = 0  # texts answered from memory (for stats and tests)
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: OrderedDict[tuple[str | None, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     def __iter__(self) -> Iterator[str]:
+        """The remembered texts (of every scope)."""
         with self._lock:
-            return iter(list(self._vectors))
+            return iter([t for _scope, t in self._vectors])
 
     def clear(self) -> None:
         with self._lock:
@@ -74,29 +104,39 @@ class TextMemo:
 
     def through(self, texts: list[str], compute: Callable[[list[str]], np.ndarray], *, dim: int,
                 remember: Callable[[], bool] | None = None) -> np.ndarray:
-        """Vectors for `texts`, computing (once each) only those not remembered. The
-        computed ones are remembered unless `remember()`, asked after `compute` ran, says
-        no (vectors that must not be handed out as stored ones, such as lower-precision
-        query vectors); a text found here never makes `compute` (or a model load) run."""
+        """Vectors for `texts`, computing (once each) only those not remembered in their
+        scope (`remembered_for`). The computed ones are remembered unless `remember()`,
+        asked after `compute` ran, says no (vectors that must not be handed out as stored
+        ones, such as lower-precision query vectors); a text found here never makes
+        `compute` (or a model load) run."""
         if not texts:
             return np.zeros((0, dim), dtype=np.float32)
+        scope = _memo_scope.get()
+        if isinstance(scope, tuple):
+            if len(scope) != len(texts):
+                raise ValueError(f"{len(scope)} memo scopes for {len(texts)} texts")
+            keys = list(zip(scope, texts, strict=True))
+        else:
+            keys = [(scope, t) for t in texts]
         with self._lock:
-            known = {t: self._vectors[t] for t in texts if t in self._vectors} if self.size else {}
-            for t in known:
-                self._vectors.move_to_end(t)
-        missing = [t for t in dict.fromkeys(texts) if t not in known]
+            known = {k: self._vectors[k] for k in keys if k in self._vectors} if self.size else {}
+            for k in known:
+                self._vectors.move_to_end(k)
+        missing = [k for k in dict.fromkeys(keys) if k not in known]
         if missing:
-            fresh = compute(missing)
+            # a text wanted in two scopes is computed once
+            fresh = dict(zip(dict.fromkeys(t for _s, t in missing),
+                             compute(list(dict.fromkeys(t for _s, t in missing))), strict=True))
             keep = remember is None or remember()
             with self._lock:
-                for t, v in zip(missing, fresh, strict=True):
-                    known[t] = v
-                    if keep and self.size and len(t) <= MEMO_MAX_CHARS:
-                        self._vectors[t] = v
+                for k in missing:
+                    known[k] = fresh[k[1]]
+                    if keep and self.size and len(k[1]) <= MEMO_MAX_CHARS:
+                        self._vectors[k] = known[k]
                 while len(self._vectors) > self.size:
                     self._vectors.popitem(last=False)
-        self.hits += len(texts) - len(missing)
-        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+        self.hits += len(keys) - len(missing)
+        return np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
 
 
 class MemoAttributes:

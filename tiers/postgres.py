@@ -74,7 +74,7 @@ from tiermem.tiers.cold import (
     rebuilt_labels,
 )
 from tiermem.tiers.dialect import POSTGRES, SharedQueries
-from tiermem.tiers.embed import Embedder
+from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -874,7 +874,8 @@ class PostgresStore(SharedQueries):
                     texts.append(search_text(json.loads(r[3])))
                 except (ValueError, TypeError, AttributeError):
                     texts.append("")  # salvage: an undecodable row still gets marked
-            vecs = self.embedder.embed(texts)
+            with remembered_for([memo_scope(self.db_uuid, str(r[0])) for r in rows]):  # each for its conversation
+                vecs = self.embedder.embed(texts)
             by_id = {int(r[2]): (r[0], int(r[1]), v) for r, v in zip(rows, vecs, strict=True)}
             ids = sorted(by_id)
             # One statement for the pool (a round trip per batch, not two per turn), its
