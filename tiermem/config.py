@@ -427,6 +427,20 @@ class Config(BaseSettings):
         merged.update(v)
         return merged
 
+    @field_validator("data_dir", "embedding_cache_dir", mode="before")
+    @classmethod
+    def _directory_path(cls, v: Any) -> Any:
+        # before the str becomes a Path: Path("") is ".", which put the database in whatever
+        # directory the process ran in; a NUL failed later as "embedded null byte", naming nothing
+        if isinstance(v, str | bytes | os.PathLike):
+            text = os.fsdecode(v)
+            if not text.strip():
+                raise ValueError("must be a directory path, got an empty string (for the current directory, "
+                                 "say '.')")
+            if "\x00" in text:
+                raise ValueError("must not contain a NUL byte")
+        return v
+
     @field_validator("db_filename")
     @classmethod
     def _plain_file_name(cls, v: str) -> str:
