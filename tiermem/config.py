@@ -21,6 +21,7 @@ greater than or equal to 64`).
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
@@ -30,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -100,6 +102,19 @@ DEFAULT_HTTP_PORT = 8080
 ENV_PREFIX = "TIERMEM_"
 ENV_NESTED = "__"
 CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
+# TIERMEM_* variables that are not settings: anything else under the prefix that names no
+# setting is refused (a misspelt TIERMEM_HOT_BUDGET_TOKEN was silently ignored), as an
+# unknown key of a section already was. The variable `llm_api_key_env` names is allowed too.
+NON_SETTING_ENV = frozenset({
+    CONFIG_ENV,
+    "TIERMEM_NAMESPACE",  # the CLI's --namespace
+    "TIERMEM_LOCOMO_DATA",  # `tiermem eval`'s dataset path
+    "TIERMEM_PG_PASSWORD",  # compose.postgres.yaml / compose.cluster.yaml, exported in the shell
+    "TIERMEM_URL",  # the README's MCP client example: where the service listens
+    # the test suite's and the benches' knobs
+    "TIERMEM_SOAK", "TIERMEM_RELIABILITY_OUT", "TIERMEM_FUZZ_EXAMPLES", "TIERMEM_INSPECTOR_SCREENSHOTS",
+    "TIERMEM_BENCH_CEILING_S", "TIERMEM_TEST_LLM_KEY",
+})
 
 _toml_path: ContextVar[Path | None] = ContextVar("tiermem_toml_path", default=None)
 # while a Config is being built: flat field -> the dotted name its winning value was given
@@ -154,6 +169,14 @@ class _Sectioned(PydanticBaseSettingsSource):
                     if k in local:
                         origins[k] = local[k]
         return out
+
+
+def _env_setting_names() -> list[str]:
+    """Every flat and sectioned env name of a top-level setting and the other TIERMEM_*
+    variables, without the prefix (for "did you mean")."""
+    flat = [f.upper() for f in Config.model_fields]
+    dotted = [config_sections.dotted_name(f).replace(".", ENV_NESTED).upper() for f in Config.model_fields]
+    return sorted({*flat, *dotted, *(n[len(ENV_PREFIX):] for n in NON_SETTING_ENV)})
 
 
 def default_data_dir() -> Path:
@@ -253,6 +276,7 @@ class Config(BaseSettings):
         token = _origins.set(({}, set()))
         try:
             super().__init__(**values)
+            self._no_unknown_env()
         except ValidationError as exc:
             # name each bad setting as it was given: `hot.budget_tokens`, not `hot_budget_tokens`;
             # and never by a secret: an auth_tokens key is the bearer token itself
@@ -272,6 +296,27 @@ class Config(BaseSettings):
             raise ValidationError.from_exception_data(exc.title, details, hide_input=True) from None
         finally:
             _origins.reset(token)
+
+    def _no_unknown_env(self) -> None:
+        """Refuse a TIERMEM_* variable that names no setting (flat, nested with `__`, or in a
+        section) and is not one of NON_SETTING_ENV: a misspelt name was silently ignored."""
+        errors: list[InitErrorDetails] = []
+        for name in sorted(os.environ):
+            upper = name.upper()
+            if not upper.startswith(ENV_PREFIX) or upper in NON_SETTING_ENV or upper == self.llm_api_key_env.upper():
+                continue
+            parts = [p.lower() for p in upper[len(ENV_PREFIX):].split(ENV_NESTED)]
+            if all(parts) and (parts[0] in type(self).model_fields
+                               or (parts[0] in config_sections.SECTIONS and len(parts) > 1)):
+                continue  # a setting: its value is checked where it is read
+            # compared without the prefix, which every name shares
+            close = difflib.get_close_matches(upper[len(ENV_PREFIX):], _env_setting_names(), n=1)
+            hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+            errors.append({"type": PydanticCustomError(
+                "unknown_setting", "no such setting{hint} (TIERMEM_* variables name settings: the field in "
+                "upper case, or SECTION__KEY)", {"hint": hint}), "loc": (name,), "input": None})
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors, hide_input=True)
 
     @model_validator(mode="before")
     @classmethod
