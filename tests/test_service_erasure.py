@@ -58,7 +58,7 @@ def test_delete_a_conversation(served: Served) -> None:
         assert r.status_code == 200, r.text
         report = r.json()
         assert (report["conversations"], report["messages"]) == (1, 3)
-        assert report["bytes_reclaimed"] >= 0
+        assert "bytes_reclaimed" not in report  # the store's figure counts other tenants' writes
         assert len(report["tombstones"]) == 1 and CANARY not in r.text
         assert count(http, TOKEN_ALICE, "acme/alice", "trip") == 0
         assert count(http, TOKEN_ALICE, "acme/alice", "keep") == 1

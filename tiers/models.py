@@ -398,8 +398,15 @@ class ErasureReport:
         return max(0, self.bytes_before - self.bytes_after)
 
     def to_json(self) -> dict[str, Any]:
+        """The whole report, as the operator's CLI prints it."""
+        return {**self.tenant_json(), "bytes_reclaimed": self.bytes_reclaimed}
+
+    def tenant_json(self) -> dict[str, Any]:
+        """What the tenant who asked may see of it (the HTTP and MCP answers): its own
+        counts and tombstones, never the store's file sizes, whose change since the last
+        erasure counts every tenant's writes."""
         return {"conversations": self.conversations, "messages": self.messages,
-                "bytes_reclaimed": self.bytes_reclaimed, "conversation_ids": list(self.conversation_ids),
+                "conversation_ids": list(self.conversation_ids),
                 "tombstones": [dict(t) for t in self.tombstones], "wal_truncated": self.wal_truncated,
                 "scrubbed": self.scrubbed}
 

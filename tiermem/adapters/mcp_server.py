@@ -141,6 +141,6 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
             raise MemoryToolError(ValidationError(
                 "confirm", f"must repeat the conversation_id ({conversation_id!r}) to erase it; nothing was erased"))
         report = guard("erase", mem_of(ctx).delete_conversation, conversation_id)
-        return {"erased": True, **report.to_json()}
+        return {"erased": True, **report.tenant_json()}
 
     return server

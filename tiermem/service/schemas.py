@@ -224,7 +224,6 @@ class PruneOut(BaseModel):
 class ErasureOut(BaseModel):
     conversations: int = Field(description="conversations erased")
     messages: int = Field(description="messages erased with them")
-    bytes_reclaimed: int = Field(description="bytes the database file gave back")
     scrubbed: bool = Field(
         description="no data file holds an erased byte any more; false: the rows are gone but their bytes wait "
                     "for the store's next write (SQLite WAL held by a reader) or its next open or erasure (PostgreSQL)"
@@ -379,7 +378,6 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
     return ErasureOut(
         conversations=report.conversations,
         messages=report.messages,
-        bytes_reclaimed=report.bytes_reclaimed,
         scrubbed=report.scrubbed,
         tombstones=[finite(dict(t)) for t in report.tombstones],
     )

@@ -6,7 +6,8 @@ every derived byte in one action and answers the erasure report (counts and tomb
 no content); a whole namespace is erased only when the request names it in
 `NAMESPACE_HEADER` (422 without it), never by default; namespace routes outside the
 token's prefix answer 403, the same for every outside namespace; what a route counts is
-its own namespace's only: the scheduler's lag in /v1/stats is the largest among the
+its own namespace's only (an erasure answers its counts, not the bytes the store gave
+back, which count every tenant's writes: those are logged): the scheduler's lag in /v1/stats is the largest among the
 stale views of this namespace's conversations (the namespace itself, as the cold
 counts), never the process-wide figure, which would show another tenant's writes
 (that one is the operator's, on /metrics).
@@ -32,6 +33,7 @@ from tiermem.service.schemas import (
     erasure_out,
     finite,
 )
+from tiermem.tiers.models import ErasureReport
 
 # what /v1/stats shows of each part of Memory.stats (the rest is internal)
 COLD_STATS = ("conversations", "messages", "pending_embeddings")
@@ -58,7 +60,7 @@ admin_routes = APIRouter()
     "token's prefix), with the body of a missing conversation.",
 )
 def delete_conversation(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) -> ErasureOut:
-    return erasure_out(runtime.mem().delete_conversation(conversation_id, namespace=ns))
+    return _answered(runtime.mem().delete_conversation(conversation_id, namespace=ns))
 
 
 @admin_routes.post(
@@ -89,7 +91,15 @@ def prune(body: PruneIn, ns: SpaceNs, runtime: RuntimeDep) -> PruneOut:
     "erased by default. 403 when it is outside the token's prefix.",
 )
 def delete_namespace(ns: ExplicitNs, runtime: RuntimeDep) -> ErasureOut:
-    return erasure_out(runtime.mem().delete_namespace(ns))
+    return _answered(runtime.mem().delete_namespace(ns))
+
+
+def _answered(report: ErasureReport) -> ErasureOut:
+    # the bytes the store gave back are the operator's figure (its log), not the
+    # tenant's: they count every tenant's writes since the store's last erasure
+    log.info("erasure: %d conversation(s), %d message(s), %d bytes reclaimed", report.conversations,
+             report.messages, report.bytes_reclaimed)
+    return erasure_out(report)
 
 
 @admin_routes.get(
