@@ -102,8 +102,16 @@ def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
         key = key.strip()
         if not sep or not key or not values.strip():
             raise ValidationError("grid", f"{spec!r} is not KEY=V1,V2,...")
+        if not all(part.strip() for part in key.split(".")):
+            raise ValidationError("grid", f"{key!r} is not a setting's name (dotted parts must not be empty)")
         if key in grid:
             raise ValidationError("grid", f"{key!r} is given twice")
+        for other in grid:
+            # `a=1` and `a.x=2` both set `a`: the first a value, the second a part of it
+            if other.startswith(key + ".") or key.startswith(other + "."):
+                whole, part = sorted((key, other), key=len)
+                raise ValidationError("grid", f"{whole!r} and {part!r} overlap: {whole!r} sets the whole of "
+                                      f"what {part!r} sets part of; give one")
         grid[key] = [_value(v.strip()) for v in values.split(",")]
     return grid
 

@@ -178,9 +178,15 @@ def read_file(path: str | Path) -> dict[str, Any]:
         else:
             with p.open("rb") as fh:
                 data = tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
+        # the decoders' errors, and what they raise that is not theirs: Python's limit on an
+        # integer's digits (4,300) is a bare ValueError naming no file
         kind = "JSON" if is_json(p) else "TOML"
-        raise ValueError(f"{p} is not valid {kind}: {' '.join(str(exc).split())}") from None
+        detail = " ".join(str(exc).split()).split("; use sys.set_int_max_str_digits")[0]  # no Python advice
+        raise ValueError(f"{p} is not valid {kind}: {detail}") from None
+    except RecursionError:
+        # nested deeper than the parser's recursion (~1,000 levels); no setting nests past 4
+        raise ValueError(f"{p} is nested too deeply to be a config file") from None
     if not isinstance(data, dict):
         raise ValueError(f"{p} must hold one JSON object of settings, got {type(data).__name__}")
     return data
