@@ -112,6 +112,7 @@ class TextMemo:
         if not texts:
             return np.zeros((0, dim), dtype=np.float32)
         scope = _memo_scope.get()
+        keys: list[tuple[str | None, str]]
         if isinstance(scope, tuple):
             if len(scope) != len(texts):
                 raise ValueError(f"{len(scope)} memo scopes for {len(texts)} texts")
