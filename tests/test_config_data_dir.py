@@ -65,6 +65,21 @@ def test_the_cli_writes_nothing_into_the_working_directory(tmp_path: Path, monke
     assert os.listdir(cwd) == []
 
 
+@pytest.mark.parametrize("given", [
+    "",     # an unset shell variable in --data-dir "$DIR": click made it Path(".")
+    "   ",  # blanks
+])
+def test_the_cli_option_refuses_an_empty_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  given: str) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    res = CliRunner().invoke(cli, ["--data-dir", given, "append", "c1", "--role", "user", "--content", "note"],
+                             obj=CliState())
+    assert res.exit_code == 2 and "--data-dir" in res.output and "Traceback" not in res.output, res.output
+    assert os.listdir(cwd) == []
+
+
 def test_the_current_directory_said_as_dot_still_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TIERMEM_DATA_DIR", ".")

@@ -330,13 +330,24 @@ NON_EMPTY_TEXT = TextType(allow_empty=False)
 POSITION = click.IntRange(0, MAX_POSITION)
 
 
+def _data_dir_given(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Path | None:
+    # read as text: Path("") is Path("."), so an unset shell variable in
+    # `--data-dir "$DIR"` would put the log in whatever directory the command ran from
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter("must name a directory (empty; write . for the current one)")
+    return Path(value)
+
+
 # -- the group ------------------------------------------------------------------------------------------
 
 
 @click.group(cls=TiermemGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--data-dir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(path_type=str, file_okay=False),
+    callback=_data_dir_given,
     envvar="TIERMEM_DATA_DIR",
     help="Data directory (env TIERMEM_DATA_DIR; default ~/.local/share/tiermem).",
 )
