@@ -20,6 +20,11 @@ Invariants (docs/design.md, "The invariants"):
   anything opens or chmods it (its header is read first). A database this process cannot
   write (read-only mount, immutable file) is opened read-only: reads work, writes raise.
 - A row that cannot be decoded is logged, counted and skipped; its neighbours load.
+- Keyword ranking sees only its scope (docs/design.md invariant 10): FTS5 MATCH, narrowed
+  by the scope tokens, finds the candidate rows, and `search_bm25` scores them with BM25
+  (tiers/lexical.py's words and formula) over the scope's own document count, document
+  frequencies and mean length, never FTS5's `bm25()`, whose statistics span the whole
+  table and so would let one tenant's text reorder another's results.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ from tiermem.tiers.errors import (
     ValidationError,
 )
 from tiermem.tiers.formats import message_text
+from tiermem.tiers.lexical import bm25_top, query_words_terms, term_counts, total_length
 from tiermem.tiers.models import (
     AppendResult,
     ErasureReport,
@@ -64,7 +71,6 @@ from tiermem.tiers.schema import (
     connect,
     migrate,
 )
-from tiermem.tiers.search import fts_query
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
 from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, pool_rows
@@ -78,6 +84,9 @@ MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host pa
 # (`~` is outside the id alphabet, so such a key is never a name).
 KEY_SEPARATOR = "~"
 KEY_SUFFIX_HEX = 16
+# conversations whose keyword statistics (turns, terms) `search_bm25` remembers: ~150
+# bytes each, so at most ~10 MB; one forgotten is counted again from its text
+MAX_SCOPE_SIZES = 65_536
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions",
                        "view_claims")
@@ -133,6 +142,11 @@ class ColdStore(SharedQueries):
         # rows skipped because they could not be decoded; a set, because every read of
         # the conversation meets the same bad row again and it is still one row
         self._salvaged_rows: set[tuple[str, int]] = set()
+        # conversation key -> (next position counted, turns, terms): search_bm25's scope
+        # statistics, extended by the turns appended since (the log is append-only and a
+        # key is never reused, so a count never goes stale); least recently used first
+        self._scope_sizes: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        self._scope_sizes_lock = threading.Lock()
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         # called after each committed batch of `index_pending` with the (conversation,
         # position, vector) of the turns this call embedded (each turn exactly once, in
@@ -1013,37 +1027,94 @@ class ColdStore(SharedQueries):
         exclude: str | None = None,
     ) -> list[tuple[str, int, float]]:
         """(conversation, position, bm25) of the k best FTS matches (lower bm25 is better);
-        `exclude`: a conversation of the namespace not to search."""
-        q = fts_query(query)
-        if q is None:
+        `exclude`: a conversation of the namespace not to search.
+
+        FTS5 finds the rows of the scope holding any query term; they are scored here with
+        FTS5's formula over the scope's statistics (turns, mean length in terms, each
+        term's document frequency among the scope's rows), not FTS5's `bm25()`, whose
+        statistics are the whole table's: with them another namespace's text (one
+        occurrence of a rare word) would change this scope's order and scores. The cost
+        follows the matches in scope (their text is tokenized) plus the turns appended
+        to the scope since its last search (counted into `_scope_sizes`)."""
+        words = query_words_terms(query)
+        if not words or k < 1:
             return []
-        # The scope tokens narrow FTS5 to one conversation's (or namespace's) doclist
-        # before ranking, and the k best are ranked inside FTS5 before any join, so the
-        # cost follows the matches in scope. The SQL filter on the joined rows stays, so
-        # a stemmer collision of two scope tokens could only cost results, never mix
-        # conversations.
-        if conversation_id is not None:
-            match = f'scope : "c{conversation_id.encode().hex()}" AND text : ({q})'
-            rows = self._read(
-                "SELECT m.conversation_id, m.position, h.s FROM (SELECT rowid, bm25(messages_fts, 1.0, 0.0) AS s "
-                "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY s LIMIT ?) h "
-                "JOIN messages m ON m.id = h.rowid WHERE m.conversation_id = ? ORDER BY h.s, m.id",
-                (match, k, conversation_id),
-            )
-        else:
-            if namespace is None:
-                raise ValidationError("conversation_id", "search needs a conversation or a namespace")
-            scope = f'scope : "n{namespace.encode().hex()}"'
-            if exclude is not None:
-                scope = f'({scope} NOT scope : "c{exclude.encode().hex()}")'
-            rows = self._read(
-                "SELECT m.conversation_id, m.position, h.s FROM (SELECT rowid, bm25(messages_fts, 1.0, 0.0) AS s "
-                "FROM messages_fts WHERE messages_fts MATCH ? ORDER BY s LIMIT ?) h "
-                "JOIN messages m ON m.id = h.rowid JOIN conversations c ON c.id = m.conversation_id "
-                "WHERE c.namespace = ? AND m.conversation_id IS NOT ? ORDER BY h.s, m.id",
-                (f"{scope} AND text : ({q})", k, namespace, exclude),
-            )
-        return [(r[0], int(r[1]), float(r[2])) for r in rows]
+        # each word is letters and digits only: quoted, no user text can break the query
+        q = " OR ".join(f'"{w}"' for w, _t in words)
+        # The scope tokens narrow FTS5 to one conversation's (or namespace's) doclist. The
+        # SQL filter on the joined rows stays, so a stemmer collision of two scope tokens
+        # could only cost results, never mix conversations (nor their counts).
+        with self._lock:
+            if conversation_id is not None:
+                rows = self._conn.execute(
+                    "SELECT h.rowid, h.text, m.conversation_id, m.position FROM (SELECT rowid, text "
+                    "FROM messages_fts WHERE messages_fts MATCH ?) h JOIN messages m ON m.id = h.rowid "
+                    "WHERE m.conversation_id = ?",
+                    (f'scope : "c{conversation_id.encode().hex()}" AND text : ({q})', conversation_id),
+                ).fetchall()
+                # read after the matches: the log is append-only, so the counts cover them
+                last = self._conn.execute(
+                    "SELECT MAX(position) FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchall()
+                ends = [(conversation_id, last[0][0])] if last and last[0][0] is not None else []
+            else:
+                if namespace is None:
+                    raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+                scope = f'scope : "n{namespace.encode().hex()}"'
+                if exclude is not None:
+                    scope = f'({scope} NOT scope : "c{exclude.encode().hex()}")'
+                rows = self._conn.execute(
+                    "SELECT h.rowid, h.text, m.conversation_id, m.position FROM (SELECT rowid, text "
+                    "FROM messages_fts WHERE messages_fts MATCH ?) h JOIN messages m ON m.id = h.rowid "
+                    "JOIN conversations c ON c.id = m.conversation_id "
+                    "WHERE c.namespace = ? AND m.conversation_id IS NOT ?",
+                    (f"{scope} AND text : ({q})", namespace, exclude),
+                ).fetchall()
+                ends = [(r[0], r[1]) for r in self._conn.execute(
+                    "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) "
+                    "FROM conversations c WHERE c.namespace = ? AND c.id IS NOT ?", (namespace, exclude),
+                ).fetchall() if r[1] is not None]
+            if not rows:
+                return []
+            turns, terms = self._scope_size(ends)
+        # a conversation erased between the two reads has matches but no counts
+        live = {c for c, _ in ends}
+        rows = sorted((r for r in rows if r[2] in live), key=lambda r: r[0])  # ties: the earlier row
+        lengths, found = term_counts([r[1] for r in rows], [t for _w, t in words])
+        postings = [(d, tf) for d, tf in found if d.shape[0]]
+        best = bm25_top(turns, terms / turns if turns else 1.0, lengths, postings, k)
+        return [(rows[j][2], int(rows[j][3]), s) for j, s in best]
+
+    def _scope_size(self, ends: list[tuple[str, int]]) -> tuple[int, int]:
+        """(turns, terms) of the conversations given as (key, last position): counted
+        from their FTS text with `total_length` (the words `search_bm25` scores), each
+        conversation's count remembered and extended by the turns after it. Under
+        `self._lock` (the first search of a large scope counts all of its text there, once),
+        called by `search_bm25` only."""
+        turns = terms = 0
+        for conv, last in ends:
+            with self._scope_sizes_lock:
+                got = self._scope_sizes.get(conv)
+                if got is not None:
+                    self._scope_sizes.move_to_end(conv)
+            start, n, size = got if got is not None else (0, 0, 0)
+            if start <= last:
+                # LEFT JOIN: a turn whose FTS row is missing (repair fills it) still counts
+                texts = self._conn.execute(
+                    "SELECT f.text FROM messages m LEFT JOIN messages_fts f ON f.rowid = m.id "
+                    "WHERE m.conversation_id = ? AND m.position >= ? AND m.position <= ?", (conv, start, last),
+                ).fetchall()
+                n += len(texts)
+                size += total_length(t[0] for t in texts if t[0])
+                with self._scope_sizes_lock:
+                    mine = self._scope_sizes.get(conv)
+                    if mine is None or mine[0] < last + 1:
+                        self._scope_sizes[conv] = (last + 1, n, size)
+                        self._scope_sizes.move_to_end(conv)
+                    while len(self._scope_sizes) > MAX_SCOPE_SIZES:
+                        self._scope_sizes.popitem(last=False)
+            turns += n
+            terms += size
+        return turns, terms
 
     # -- rebuild and stats ----------------------------------------------------------------------
 
@@ -1080,6 +1151,8 @@ class ColdStore(SharedQueries):
                 )
                 n += 1
         self._vec_dim = None
+        with self._scope_sizes_lock:  # counted from the FTS text just rewritten
+            self._scope_sizes.clear()
         embedded = self.index_pending(progress=progress) if embed else 0
         return {"turns": n, "embedded": embedded}
 

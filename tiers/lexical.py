@@ -23,6 +23,10 @@ Invariants:
   conversation counts as common there whatever the others say.
 - Append-only, like the log: a turn is added once, in log order, and postings only grow.
   A reader scores the first `n` turns (its snapshot); one lock guards the arrays.
+- The words, the counts, the formula and the top-k (`query_words_terms`,
+  `term_counts`, `total_length`, `bm25_top`) are public and shared with the SQLite
+  store's `search_bm25`, which ranks FTS5's matches with them over its scope's own
+  statistics: one tokenizer and one formula, never a second copy.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import threading
 import unicodedata
 from array import array
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import chain, pairwise
 from typing import Any
 
 import numpy as np
@@ -46,6 +52,9 @@ MAX_STEM_MEMO = 200_000  # distinct words whose stems are remembered (~20 MB at 
 MAX_TERM_COUNT = 65_535  # a term's count within one turn is stored in 16 bits
 
 _TOKEN = re.compile(r"[^\W_]+")  # unicode61's token characters: letters and digits
+# The same split of ASCII text, 5x faster than the regex: every byte that is not a
+# letter or digit becomes a space, then bytes.split (search_bm25 splits every match)
+_ASCII_SPACES = bytes(b if chr(b).isascii() and chr(b).isalnum() else 0x20 for b in range(256))
 _lock = threading.Lock()
 _terms: dict[str, str] = {}  # lower-cased word -> term (folded, stemmed)
 _porter: Any = None
@@ -92,18 +101,109 @@ def doc_terms(text: str) -> list[str]:
     return out  # type: ignore[return-value]
 
 
-def query_terms(query: str) -> list[str]:
-    """A query's distinct terms, stopwords left out, at most MAX_FTS_TERMS."""
-    out: list[str] = []
+def _words(text: str) -> list[str] | list[bytes]:
+    """The lower-cased words `doc_terms` stems, unstemmed; as bytes for ASCII text."""
+    low = text.lower()
+    if low.isascii():
+        return low.encode("ascii").translate(_ASCII_SPACES).split()
+    return _TOKEN.findall(low)
+
+
+def total_length(texts: Iterable[str]) -> int:
+    """How many terms `doc_terms` finds in all of `texts` together (no stemming needed to
+    count them: one pass over the texts joined by a separator)."""
+    return len(_words("\n".join(texts)))
+
+
+class _WordSlots(dict[Any, int]):
+    """word (str, or bytes of ASCII) -> the index of its term among `terms`, -1 if none:
+    a dict that stems a word the first time it is asked for."""
+
+    def __init__(self, terms: Sequence[str]) -> None:
+        super().__init__()
+        self._slot = {t: i for i, t in enumerate(terms)}
+
+    def __missing__(self, word: Any) -> int:
+        i = self[word] = self._slot.get(_term(word.decode("ascii") if isinstance(word, bytes) else word), -1)
+        return i
+
+
+def term_counts(texts: Sequence[str | None], terms: Sequence[str]
+                ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """What a LexicalIndex of `texts` would hold for `terms` (index terms, distinct):
+    each text's length in terms and, per term, the texts holding it (indexes, ascending)
+    and its count in each (both empty for a term none holds). Counted as `doc_terms`
+    counts, but each distinct word is stemmed once per call and the rest is bulk work:
+    one split per text, then numpy over every word at once."""
+    n = len(texts)
+    per_text = [_words(t) if t else [] for t in texts]
+    lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=n)
+    flat: list[Any] = list(chain.from_iterable(per_text))
+    # each word's term slot (-1: none of them), each distinct word stemmed once
+    slots = np.fromiter(map(_WordSlots(terms).__getitem__, flat), dtype=np.int64, count=len(flat))
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+    doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    held = slots >= 0
+    # one key per (term, text): sorted by term, then text; its count is the term's count there
+    keys, counts = np.unique(slots[held] * n + doc[held], return_counts=True)
+    bounds = np.searchsorted(keys, np.arange(len(terms) + 1, dtype=np.int64) * n)
+    out = [(keys[a:b] % n, counts[a:b].astype(np.float64)) if b > a else empty
+           for a, b in pairwise(bounds)]
+    return lengths.astype(np.float64), out
+
+
+def query_words_terms(query: str) -> list[tuple[str, str]]:
+    """A query's distinct terms, stopwords left out, at most MAX_FTS_TERMS, each with the
+    first word of the query that gave it: (word, term). A word is one token (letters and
+    digits, lower-cased, unstemmed), so quoted it is a one-token FTS5 string that FTS5's
+    tokenizer turns into the same term; a `\\w+` word with an underscore would be a
+    phrase there instead."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
     for w in _TOKEN.findall(query.lower()):
         if w in STOPWORDS:
             continue
         t = _term(w)
-        if t not in out:
-            out.append(t)
+        if t not in seen:
+            seen.add(t)
+            out.append((w, t))
             if len(out) >= MAX_FTS_TERMS:
                 break
     return out
+
+
+def query_terms(query: str) -> list[str]:
+    """A query's distinct terms, stopwords left out, at most MAX_FTS_TERMS."""
+    return [t for _w, t in query_words_terms(query)]
+
+
+def bm25_top(total: int, avgdl: float, lengths: np.ndarray,
+             postings: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> list[tuple[int, float]]:
+    """FTS5's `bm25()` over documents 0..len(lengths)-1 (each one's length in terms):
+    `postings` holds, per query term, the documents holding it (every one of the
+    collection that does, so that their count is the term's document frequency) and its
+    count in each. `total` documents of mean length `avgdl` make the collection the idf
+    and the length norm are computed in; documents holding no term need not be among
+    `lengths`. The k best: (document, bm25), best first, bm25 negative (lower is
+    better); ties go to the lower document."""
+    n = lengths.shape[0]
+    if not postings or k < 1 or n == 0:
+        return []
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / (avgdl or 1.0))
+    score = np.zeros(n, dtype=np.float64)
+    matched = np.zeros(n, dtype=bool)
+    for docs_t, tf in postings:
+        df = docs_t.shape[0]
+        idf = bm25_idf(total, df)
+        score[docs_t] += idf * tf * (BM25_K1 + 1.0) / (tf + norm[docs_t])
+        matched[docs_t] = True
+    hits = np.flatnonzero(matched)
+    if hits.shape[0] > k:
+        # the k best, then any documents tied with the k-th (the tie-break needs them all)
+        kth = -np.partition(-score[hits], k - 1)[k - 1]
+        hits = hits[score[hits] >= kth]
+    order = np.lexsort((hits, -score[hits]))[:k]
+    return [(int(hits[i]), -float(score[hits[i]])) for i in order]
 
 
 class LexicalIndex:
@@ -185,19 +285,4 @@ class LexicalIndex:
         postings = [(d, tf) for _t, d, tf in found]
         if not postings:
             return []
-        avgdl = float(lengths.mean()) or 1.0
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / avgdl)
-        score = np.zeros(total, dtype=np.float64)
-        matched = np.zeros(total, dtype=bool)
-        for docs_t, tf in postings:
-            df = docs_t.shape[0]
-            idf = bm25_idf(total, df)
-            score[docs_t] += idf * tf * (BM25_K1 + 1.0) / (tf + norm[docs_t])
-            matched[docs_t] = True
-        hits = np.flatnonzero(matched)
-        if hits.shape[0] > k:
-            # the k best, then any turns tied with the k-th (the tie-break needs them all)
-            kth = -np.partition(-score[hits], k - 1)[k - 1]
-            hits = hits[score[hits] >= kth]
-        order = np.lexsort((hits, -score[hits]))[:k]
-        return [(int(hits[i]), -float(score[hits[i]])) for i in order]
+        return bm25_top(total, float(lengths.mean()) or 1.0, lengths, postings, k)
