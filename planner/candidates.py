@@ -661,8 +661,9 @@ class Candidates:
 
         Recall questions search by meaning and by keyword; other messages, like this
         conversation's own turns for them, only bring back what is close in meaning
-        (STRONG_COSINE), so they skip the keyword search, whose FTS5 doclists span the
-        whole database and cost more than the rest of the plan.
+        (STRONG_COSINE), so they skip the keyword search, which reads and scores every
+        match in the namespace (its own statistics: tiers.cold `search_bm25`) and costs
+        more than the rest of the plan.
 
         A namespace of a few conversations that fit the turn cache is searched there
         (the same exact cosine and bm25 as this conversation's); a larger one through
