@@ -53,7 +53,7 @@ from tiermem.tiers.errors import (
     ValidationError,
 )
 from tiermem.tiers.formats import message_text
-from tiermem.tiers.lexical import bm25_top, query_words_terms, term_counts, total_length
+from tiermem.tiers.lexical import BM25_K1, bm25_idf, bm25_top, query_words_terms, term_counts, total_length
 from tiermem.tiers.models import (
     AppendResult,
     ErasureReport,
@@ -1033,56 +1033,81 @@ class ColdStore(SharedQueries):
         FTS5's formula over the scope's statistics (turns, mean length in terms, each
         term's document frequency among the scope's rows), not FTS5's `bm25()`, whose
         statistics are the whole table's: with them another namespace's text (one
-        occurrence of a rare word) would change this scope's order and scores. The cost
-        follows the matches in scope (their text is tokenized) plus the turns appended
-        to the scope since its last search (counted into `_scope_sizes`)."""
+        occurrence of a rare word) would change this scope's order and scores. Each
+        word's document frequency is counted by FTS5; the text of only the matches that
+        can still enter the k best is read and tokenized (MaxScore, below), plus the
+        turns appended to the scope since its last search (counted into `_scope_sizes`)."""
         words = query_words_terms(query)
         if not words or k < 1:
             return []
-        # each word is letters and digits only: quoted, no user text can break the query
-        q = " OR ".join(f'"{w}"' for w, _t in words)
         # The scope tokens narrow FTS5 to one conversation's (or namespace's) doclist. The
         # SQL filter on the joined rows stays, so a stemmer collision of two scope tokens
         # could only cost results, never mix conversations (nor their counts).
+        if conversation_id is not None:
+            scope = f'scope : "c{conversation_id.encode().hex()}"'
+            join, where, params = "", "m.conversation_id = ?", (conversation_id,)
+        else:
+            if namespace is None:
+                raise ValidationError("conversation_id", "search needs a conversation or a namespace")
+            scope = f'scope : "n{namespace.encode().hex()}"'
+            if exclude is not None:
+                scope = f'({scope} NOT scope : "c{exclude.encode().hex()}")'
+            join = " JOIN conversations c ON c.id = m.conversation_id"
+            where, params = "c.namespace = ? AND m.conversation_id IS NOT ?", (namespace, exclude)
+
+        def matching(columns: str) -> str:
+            return (f"SELECT {columns} FROM (SELECT rowid, text FROM messages_fts WHERE messages_fts MATCH ?) h "
+                    f"JOIN messages m ON m.id = h.rowid{join} WHERE {where}")
+
+        # each word is letters and digits only: quoted, no user text can break the query
+        quoted = [f'"{w}"' for w, _t in words]
         with self._lock:
+            dfs = [int(self._conn.execute(matching("COUNT(*)"), (f"{scope} AND text : {q}", *params)).fetchone()[0])
+                   for q in quoted]
+            if not any(dfs):
+                return []
+            # read after the counts: the log is append-only, so the scope's sizes cover them
             if conversation_id is not None:
-                rows = self._conn.execute(
-                    "SELECT h.rowid, h.text, m.conversation_id, m.position FROM (SELECT rowid, text "
-                    "FROM messages_fts WHERE messages_fts MATCH ?) h JOIN messages m ON m.id = h.rowid "
-                    "WHERE m.conversation_id = ?",
-                    (f'scope : "c{conversation_id.encode().hex()}" AND text : ({q})', conversation_id),
-                ).fetchall()
-                # read after the matches: the log is append-only, so the counts cover them
                 last = self._conn.execute(
                     "SELECT MAX(position) FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchall()
                 ends = [(conversation_id, last[0][0])] if last and last[0][0] is not None else []
             else:
-                if namespace is None:
-                    raise ValidationError("conversation_id", "search needs a conversation or a namespace")
-                scope = f'scope : "n{namespace.encode().hex()}"'
-                if exclude is not None:
-                    scope = f'({scope} NOT scope : "c{exclude.encode().hex()}")'
-                rows = self._conn.execute(
-                    "SELECT h.rowid, h.text, m.conversation_id, m.position FROM (SELECT rowid, text "
-                    "FROM messages_fts WHERE messages_fts MATCH ?) h JOIN messages m ON m.id = h.rowid "
-                    "JOIN conversations c ON c.id = m.conversation_id "
-                    "WHERE c.namespace = ? AND m.conversation_id IS NOT ?",
-                    (f"{scope} AND text : ({q})", namespace, exclude),
-                ).fetchall()
                 ends = [(r[0], r[1]) for r in self._conn.execute(
                     "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) "
                     "FROM conversations c WHERE c.namespace = ? AND c.id IS NOT ?", (namespace, exclude),
                 ).fetchall() if r[1] is not None]
-            if not rows:
-                return []
-            turns, terms = self._scope_size(ends)
-        # a conversation erased between the two reads has matches but no counts
-        live = {c for c, _ in ends}
-        rows = sorted((r for r in rows if r[2] in live), key=lambda r: r[0])  # ties: the earlier row
+            live = {c for c, _ in ends}  # a conversation erased meanwhile has matches but no counts
+            turns, size = self._scope_size(ends)
+            avgdl = size / turns if turns else 1.0
+            idfs = [bm25_idf(turns, df) for df in dfs]
+            # MaxScore: the rows holding the rarest word first; a row holding none of the
+            # words read so far scores at most its words' idf x (k1 + 1), so once the k-th
+            # best score read is above that bound the rest of the matches cannot enter
+            # the k best (nor tie: a term's part is strictly below its bound). The scores
+            # are exact, over the scope's statistics, for every row read.
+            order = sorted((i for i in range(len(words)) if dfs[i]), key=lambda i: -idfs[i])
+            bounds = [sum(idfs[i] for i in order[j:]) * (BM25_K1 + 1.0) for j in range(len(order))]
+            rows: list[Any] = []
+            best: list[tuple[int, float]] = []
+            for j, i in enumerate(order):
+                if len(best) >= k and -best[k - 1][1] > bounds[j]:
+                    break
+                expr = quoted[i] if j == 0 else f"{quoted[i]} NOT ({' OR '.join(quoted[o] for o in order[:j])})"
+                rows += [r for r in self._conn.execute(matching("h.rowid, h.text, m.conversation_id, m.position"),
+                                                       (f"{scope} AND text : ({expr})", *params)) if r[2] in live]
+                best = self._scored(rows, words, dfs, turns, avgdl, k)
+        return [(rows[d][2], int(rows[d][3]), s) for d, s in best]  # rows: as _scored sorted them
+
+    @staticmethod
+    def _scored(rows: list[Any], words: list[tuple[str, str]], dfs: list[int], turns: int, avgdl: float,
+                k: int) -> list[tuple[int, float]]:
+        """The k best of `rows` (rowid, text, ...) by BM25 over the scope's statistics:
+        (index into the rows sorted by rowid, bm25), best first; ties to the earlier row."""
+        rows.sort(key=lambda r: r[0])
         lengths, found = term_counts([r[1] for r in rows], [t for _w, t in words])
         postings = [(d, tf) for d, tf in found if d.shape[0]]
-        best = bm25_top(turns, terms / turns if turns else 1.0, lengths, postings, k)
-        return [(rows[j][2], int(rows[j][3]), s) for j, s in best]
+        dfs_of = [df for df, (d, _tf) in zip(dfs, found, strict=True) if d.shape[0]]
+        return bm25_top(turns, avgdl, lengths, postings, k, dfs=dfs_of)
 
     def _scope_size(self, ends: list[tuple[str, int]]) -> tuple[int, int]:
         """(turns, terms) of the conversations given as (key, last position): counted

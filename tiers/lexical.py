@@ -178,22 +178,25 @@ def query_terms(query: str) -> list[str]:
 
 
 def bm25_top(total: int, avgdl: float, lengths: np.ndarray,
-             postings: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> list[tuple[int, float]]:
+             postings: Sequence[tuple[np.ndarray, np.ndarray]], k: int,
+             dfs: Sequence[int] | None = None) -> list[tuple[int, float]]:
     """FTS5's `bm25()` over documents 0..len(lengths)-1 (each one's length in terms):
     `postings` holds, per query term, the documents holding it (every one of the
     collection that does, so that their count is the term's document frequency) and its
     count in each. `total` documents of mean length `avgdl` make the collection the idf
     and the length norm are computed in; documents holding no term need not be among
     `lengths`. The k best: (document, bm25), best first, bm25 negative (lower is
-    better); ties go to the lower document."""
+    better); ties go to the lower document. `dfs`: each term's document frequency, when
+    `postings` hold only some of the documents that hold it (a search that read part of
+    its matches)."""
     n = lengths.shape[0]
     if not postings or k < 1 or n == 0:
         return []
     norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths / (avgdl or 1.0))
     score = np.zeros(n, dtype=np.float64)
     matched = np.zeros(n, dtype=bool)
-    for docs_t, tf in postings:
-        df = docs_t.shape[0]
+    for t, (docs_t, tf) in enumerate(postings):
+        df = docs_t.shape[0] if dfs is None else dfs[t]
         idf = bm25_idf(total, df)
         score[docs_t] += idf * tf * (BM25_K1 + 1.0) / (tf + norm[docs_t])
         matched[docs_t] = True
