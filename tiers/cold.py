@@ -1045,7 +1045,8 @@ class ColdStore(SharedQueries):
         # could only cost results, never mix conversations (nor their counts).
         if conversation_id is not None:
             scope = f'scope : "c{conversation_id.encode().hex()}"'
-            join, where, params = "", "m.conversation_id = ?", (conversation_id,)
+            params: tuple[str | None, ...] = (conversation_id,)
+            join, where = "", "m.conversation_id = ?"
         else:
             if namespace is None:
                 raise ValidationError("conversation_id", "search needs a conversation or a namespace")
