@@ -739,7 +739,7 @@ class Memory:
             self.cold.index_pending(conversation_id=key)
         else:
             ns = self._ns(namespace)
-            self.cold.index_pending()
+            self.cold.index_pending(namespace=ns)  # this namespace's backlog only
         # what control rows hide (a popped item, the control rows themselves) is never a
         # hit: ask for as many more as were hidden until k are left or the scope runs out
         want = k

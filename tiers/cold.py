@@ -431,6 +431,7 @@ class ColdStore(SharedQueries):
         end: int | None = None,
         pool_batches: int = INDEX_POOL_BATCHES,
         stop: Callable[[], bool] | None = None,
+        namespace: str | None = None,
     ) -> int:
         """Embed turns that have no vector yet; returns how many were stored.
 
@@ -464,7 +465,12 @@ class ColdStore(SharedQueries):
                 if self.read_gate is not None and conversation_id is None:  # not an append's own
                     self.read_gate(read)
                 cols = self._POOL_COLUMNS
-                if conversation_id is None:
+                if conversation_id is None and namespace is not None:
+                    rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
+                                      "WHERE t.embedded = 0 AND t.rowid > ? AND t.conversation_id IN "
+                                      "(SELECT id FROM conversations WHERE namespace = ?) ORDER BY t.rowid LIMIT ?",
+                                      (after, namespace, limit))
+                elif conversation_id is None:
                     rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
                                       "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (after, limit))
                 else:

@@ -848,7 +848,8 @@ class PostgresStore(SharedQueries):
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
                       progress: Callable[[int], None] | None = None, end: int | None = None,
-                      pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None) -> int:
+                      pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None,
+                      namespace: str | None = None) -> int:
         if self.embedder is None:
             return 0
         if self._vec_dim != self.embedder.dim:  # checked once per store, not per call (4 round trips)
@@ -859,6 +860,9 @@ class PostgresStore(SharedQueries):
             limit = pool if max_rows is None else min(pool, max_rows - done)
             where = "t.embedded = 0" + (" AND t.conversation_id = %s" if conversation_id is not None else "")
             params: tuple[Any, ...] = (conversation_id, limit) if conversation_id is not None else (limit,)
+            if conversation_id is None and namespace is not None:
+                where += " AND t.conversation_id IN (SELECT id FROM conversations WHERE namespace = %s)"
+                params = (namespace, limit)
             if conversation_id is not None and end is not None:
                 where += " AND t.position <= %s"
                 params = (conversation_id, end, limit)

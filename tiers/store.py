@@ -206,9 +206,12 @@ class ColdLog(Protocol):
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
                       progress: Callable[[int], None] | None = None, end: int | None = None,
-                      pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None) -> int:
+                      pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None,
+                      namespace: str | None = None) -> int:
         """Embed turns that have no vector (no lock held while embedding; two processes
         catching up at once never store a vector twice); returns how many were stored.
+        `namespace` (without `conversation_id`): only that namespace's turns (a tenant's
+        request never embeds, nor waits for, another tenant's backlog).
         0 without an embedder. `pool_batches` batches are read and embedded together
         (grouped by length: less padding), `on_embedded` is called a batch at a time, in
         log order; `end` (with `conversation_id`) stops at that position. `stop()` is
