@@ -1094,27 +1094,43 @@ class ColdStore(SharedQueries):
             # are exact, over the scope's statistics, for every row read.
             order = sorted((i for i in range(len(words)) if dfs[i]), key=lambda i: -idfs[i])
             bounds = [sum(idfs[i] for i in order[j:]) * (BM25_K1 + 1.0) for j in range(len(order))]
+            terms = [t for _w, t in words]
             rows: list[Any] = []
+            counted: list[tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]] = []  # per read
             best: list[tuple[int, float]] = []
             for j, i in enumerate(order):
                 if len(best) >= k and -best[k - 1][1] > bounds[j]:
                     break
                 expr = quoted[i] if j == 0 else f"{quoted[i]} NOT ({' OR '.join(quoted[o] for o in order[:j])})"
-                rows += [r for r in self._conn.execute(matching("h.rowid, h.text, m.conversation_id, m.position"),
-                                                       (f"{scope} AND text : ({expr})", *params)) if r[2] in live]
-                best = self._scored(rows, words, dfs, turns, avgdl, k)
-        return [(rows[d][2], int(rows[d][3]), s) for d, s in best]  # rows: as _scored sorted them
+                new = [r for r in self._conn.execute(matching("h.rowid, h.text, m.conversation_id, m.position"),
+                                                     (f"{scope} AND text : ({expr})", *params)) if r[2] in live]
+                if not new:
+                    continue
+                # each read's text is split once; the reads' counts are joined for scoring
+                lengths, found = term_counts([r[1] for r in new], terms)
+                counted.append((lengths, [(d + len(rows), tf) for d, tf in found]))
+                rows += new
+                best = self._scored(rows, counted, dfs, turns, avgdl, k)
+        return [(rows[d][2], int(rows[d][3]), s) for d, s in best]
 
     @staticmethod
-    def _scored(rows: list[Any], words: list[tuple[str, str]], dfs: list[int], turns: int, avgdl: float,
-                k: int) -> list[tuple[int, float]]:
-        """The k best of `rows` (rowid, text, ...) by BM25 over the scope's statistics:
-        (index into the rows sorted by rowid, bm25), best first; ties to the earlier row."""
-        rows.sort(key=lambda r: r[0])
-        lengths, found = term_counts([r[1] for r in rows], [t for _w, t in words])
-        postings = [(d, tf) for d, tf in found if d.shape[0]]
-        dfs_of = [df for df, (d, _tf) in zip(dfs, found, strict=True) if d.shape[0]]
-        return bm25_top(turns, avgdl, lengths, postings, k, dfs=dfs_of)
+    def _scored(rows: list[Any], counted: list[tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]],
+                dfs: list[int], turns: int, avgdl: float, k: int) -> list[tuple[int, float]]:
+        """The k best of `rows` (rowid first) by BM25 over the scope's statistics, from
+        each read's (lengths, postings per term): (index into `rows`, bm25), best first,
+        ties to the earlier row."""
+        by_rowid = np.argsort(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), kind="stable")
+        place = np.empty_like(by_rowid)
+        place[by_rowid] = np.arange(by_rowid.shape[0])  # a row's index -> its place in rowid order
+        lengths = np.concatenate([c[0] for c in counted])[by_rowid]
+        postings: list[tuple[np.ndarray, np.ndarray]] = []
+        dfs_of: list[int] = []
+        for t, df in enumerate(dfs):
+            docs = np.concatenate([c[1][t][0] for c in counted])
+            if docs.shape[0]:
+                postings.append((place[docs], np.concatenate([c[1][t][1] for c in counted])))
+                dfs_of.append(df)
+        return [(int(by_rowid[d]), s) for d, s in bm25_top(turns, avgdl, lengths, postings, k, dfs=dfs_of)]
 
     def _scope_size(self, ends: list[tuple[str, int]]) -> tuple[int, int]:
         """(turns, terms) of the conversations given as (key, last position): counted
