@@ -51,8 +51,14 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 from tiermem.config import MAX_ID_CHARS_LIMIT
-from tiermem.evals.locomo import DIA_ID, ID_MAX_CHARS, LocomoError, load_samples, session_times, turn_message
-from tiermem.evals.locomo import conversation_id as locomo_conversation_id
+from tiermem.evals.locomo import (
+    DIA_ID,
+    LocomoError,
+    conversation_ids,
+    load_samples,
+    session_times,
+    turn_message,
+)
 from tiermem.tiers.errors import DataFileError, LimitExceeded, ValidationError
 from tiermem.tiers.formats import canonical_role, is_control
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
@@ -238,19 +244,7 @@ def locomo_ids(sample_ids: list[str], max_chars: int) -> list[str]:
     """`evals.locomo.conversation_ids` within `max_chars` as well: the same ids under the
     default limit (so a file imports into the conversations an earlier import or the
     eval made), shorter ones when the Config's `max_id_chars` is lower."""
-    limit = min(ID_MAX_CHARS, max_chars)
-    taken: set[str] = set()
-    out: list[str] = []
-    for sid in sample_ids:
-        base = cid = locomo_conversation_id(sid)[:limit]
-        n = 1
-        while cid in taken:
-            n += 1
-            suffix = f"-{n}"
-            cid = base[:limit - len(suffix)] + suffix
-        taken.add(cid)
-        out.append(cid)
-    return out
+    return conversation_ids(sample_ids, max_chars)
 
 
 def _read_locomo(path: Path, limits: dict[str, int], strict: bool) -> Dataset:

@@ -291,22 +291,24 @@ def conversation_id(sample_id: str) -> str:
     return cid[:ID_MAX_CHARS]
 
 
-def conversation_ids(sample_ids: Sequence[str]) -> list[str]:
+def conversation_ids(sample_ids: Sequence[str], max_chars: int = ID_MAX_CHARS) -> list[str]:
     """A conversation id per sample, unique within the file: `conversation_id`, and for a
     sample whose id maps to one already taken (`team/1` after `team_1`, or a sample id
     given twice) the same with `-2`, `-3`, ... (as `baselines.unique_conversation_id`
     does against a data dir). Two samples in one conversation would have the second's
     questions scored against the first's turns. The same file gives the same ids every
-    run, so a data dir's conversations are reused."""
+    run, so a data dir's conversations are reused. `max_chars` (at most ID_MAX_CHARS):
+    a lower id limit, which shortens the ids."""
+    limit = min(ID_MAX_CHARS, max_chars)
     taken: set[str] = set()
     out: list[str] = []
     for sid in sample_ids:
-        base = cid = conversation_id(sid)
+        base = cid = conversation_id(sid)[:limit]
         n = 1
         while cid in taken:
             n += 1
             suffix = f"-{n}"
-            cid = base[:ID_MAX_CHARS - len(suffix)] + suffix
+            cid = base[:limit - len(suffix)] + suffix
         taken.add(cid)
         out.append(cid)
     return out
