@@ -24,6 +24,7 @@ from openai.types.responses import (
     ParsedResponseOutputMessage,
     ResponseCustomToolCall,
     ResponseFunctionToolCall,
+    ResponseOutputMessage,
 )
 from pydantic import BaseModel
 
@@ -72,6 +73,13 @@ CASES: list[tuple[str, BaseModel, str, dict[str, Any]]] = [
                      "parsed": {"city": "Lisbon"}}]}), "responses",
      {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
       "content": [{"type": "output_text", "text": '{"city": "Lisbon"}', "annotations": [], "logprobs": []}]}),
+    # a plain reply message, logprobs not asked for: model_dump() writes a null inside the
+    # part, which context() leaves out (the request type has no null logprobs)
+    ("output_message", ResponseOutputMessage.model_validate({
+        "type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "Sunny, 24 C.", "annotations": []}]}), "responses",
+     {"type": "message", "id": "msg_2", "role": "assistant", "status": "completed",
+      "content": [{"type": "output_text", "text": "Sunny, 24 C.", "annotations": []}]}),
     # chat.completions.parse() with a response_format: `parsed` dropped, content kept
     ("parsed_chat_message", ParsedChatCompletionMessage[dict].model_validate({  # type: ignore[index]
         "role": "assistant", "content": '{"city": "Lisbon"}', "parsed": {"city": "Lisbon"}}), "chat",

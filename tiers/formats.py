@@ -41,8 +41,10 @@ Invariants and policy (README, "Message formats"):
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
 - **Wire form** (`wire_body`): what a context sends is a valid request param: fields only a
-  reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data) and
-  top-level nulls are left out; `history()` still has them.
+  reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data),
+  top-level nulls and the nulls of content parts (a `model_dump()` of an SDK reply writes
+  every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
+  still has them.
 """
 
 from __future__ import annotations
@@ -615,6 +617,10 @@ def result_text_field(body: dict[str, Any]) -> str | None:
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
     out = {k: v for k, v in body.items() if v is not None}
+    content = out.get("content")
+    if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
+        out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
+                          for p in content]
     if "type" not in out:
         for k in REPLY_ONLY_FIELDS:
             out.pop(k, None)
