@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_helpers import tm
 from convo_fixtures import write_jsonl
 
-from tiermem.cli import CliState, cli
 from tiermem.config import Config
 from tiermem.memory import Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -60,15 +59,6 @@ CASES: list[tuple[str, list[dict[str, Any]], str, int, str]] = [
         {"role": "user", "content": "hi"}, {"type": RETRACT, "position": 7}]}], "", 4,
      "messages[1].position: must name an earlier message"),
 ]
-
-
-def tm(tmp_path: Path, embedder: FastEmbedder, toml: str, *args: str) -> Result:
-    pre = []
-    if toml:
-        (tmp_path / "c.toml").write_text(toml)
-        pre = ["--config", str(tmp_path / "c.toml")]
-    return CliRunner().invoke(cli, [*pre, "--data-dir", str(tmp_path / "data"), *args],
-                              obj=CliState(embedder=embedder))
 
 
 def stored(tmp_path: Path, embedder: FastEmbedder) -> dict[str, int]:

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_helpers import tm
 from locomo_mini import question, sample
 
-from tiermem.cli import CliState, cli
 from tiermem.config import Config
 from tiermem.evals.conversations import read_conversations
 from tiermem.memory import Memory
@@ -49,15 +48,6 @@ CASES: list[tuple[str, dict[str, Any], str, list[str], str]] = [
 def write(path: Path, samples: list[dict[str, Any]]) -> Path:
     path.write_text(json.dumps(samples), encoding="utf-8")  # ensure_ascii: the surrogate as \ud800
     return path
-
-
-def tm(tmp_path: Path, embedder: FastEmbedder, toml: str, *args: str) -> Result:
-    pre = []
-    if toml:
-        (tmp_path / "c.toml").write_text(toml)
-        pre = ["--config", str(tmp_path / "c.toml")]
-    return CliRunner().invoke(cli, [*pre, "--data-dir", str(tmp_path / "data"), *args],
-                              obj=CliState(embedder=embedder))
 
 
 def stored(tmp_path: Path, embedder: FastEmbedder) -> dict[str, list[str]]:
