@@ -204,3 +204,18 @@ def test_erasure_leaves_no_copy_of_the_text_in_the_counters_or_supersessions_mem
     assert not any(CANARY in t for t in cold_memory.tokens._memo)  # type: ignore[attr-defined]
     for cached in (supersede._slots, supersede._content_items, supersede._inflected):
         assert cached.cache_info().currsize == 0
+
+
+def test_erasure_leaves_no_copy_of_the_words_in_the_keyword_stem_memo(cold_memory: Memory) -> None:
+    """Keyword search remembers every word it stemmed (tiers/lexical.py), process-wide; an
+    erasure forgets them (before, an erased turn's words stayed there until 200,000 other
+    words filled the memo: a scale audit, 2026-12-05)."""
+    from tiermem.tiers import lexical
+
+    word = CANARY.replace("-", "")  # one token, as the index splits it
+    cold_memory.append("secret", {"role": "user", "content": f"My vault word is {word}."})
+    cold_memory.search("secret", "vault word")
+    lexical.doc_terms(f"My vault word is {word}.")  # what search_bm25 does with each match it reads
+    assert word in lexical._terms
+    cold_memory.delete_conversation("secret")
+    assert word not in lexical._terms

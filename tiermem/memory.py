@@ -43,6 +43,7 @@ from tiermem.tiers.embed import Embedder, memo_scope, query_embedding, remembere
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
+from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
     MAX_POSITION,
@@ -369,9 +370,10 @@ class Memory:
         clear_memo = getattr(self.embedder, "clear_memo", None)
         if keys and callable(clear_memo):
             clear_memo()
-        if keys:  # the classifier, the token counter and supersession remember texts too
+        if keys:  # the classifier, supersession, keyword stems and the token counter remember texts too
             forget_labels()
             forget_slots()
+            forget_terms()
             clear_counts = getattr(self.tokens, "clear_memo", None)
             if callable(clear_counts):
                 clear_counts()

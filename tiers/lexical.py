@@ -91,6 +91,13 @@ def _term(word: str) -> str:
     return term
 
 
+def forget_terms() -> None:
+    """Forget the remembered words (and so the texts they came from): an erasure leaves
+    no copy of erased text in this process."""
+    with _lock:
+        _terms.clear()
+
+
 def doc_terms(text: str) -> list[str]:
     """A turn's terms, as the index counts them."""
     memo = _terms
