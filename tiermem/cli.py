@@ -428,7 +428,7 @@ def mcp(state: CliState) -> None:
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     default="info",
     show_default=True,
-    help="uvicorn's log level.",
+    help="Log level of uvicorn and of tiermem's own messages (--debug: debug for both).",
 )
 @pass_state
 def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, log_level: str) -> None:
@@ -461,8 +461,9 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     from tiermem.service.logs import log_config
 
     # request lines are logged without their query strings: a log outlives erasure
-    uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=log_level, lifespan="on",
-                log_config=log_config())
+    level = "debug" if state.debug else log_level
+    uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=level, lifespan="on",
+                log_config=log_config(level))
 
 
 def check_service_settings(cfg: Config) -> None:

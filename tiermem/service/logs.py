@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 ACCESS_LOGGER = "uvicorn.access"
+TIERMEM_LOGGER = "tiermem"  # every module's logger is below it (logging.getLogger(__name__))
 # the position of the path in uvicorn's access record: (client, method, path, http version, status)
 ACCESS_PATH_ARG = 2
 
@@ -30,12 +31,17 @@ class DropQueryString(logging.Filter):
         return True
 
 
-def log_config() -> dict[str, Any]:
+def log_config(level: str = "info") -> dict[str, Any]:
     """uvicorn's own logging config, with `DropQueryString` on its access logger and
-    handler (a handler an operator adds to the logger gets cut records too)."""
+    handler (a handler an operator adds to the logger gets cut records too), and
+    tiermem's own loggers at `level` (`serve --log-level`): their records go on to the
+    root handler the CLI set up. Without it they sat at the CLI's WARNING, so what the
+    service logs for the operator at INFO (an erasure's bytes reclaimed, the hot tier's
+    recovery) was never written."""
     from uvicorn.config import LOGGING_CONFIG
 
     config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"][TIERMEM_LOGGER] = {"level": level.upper()}
     config.setdefault("filters", {})["drop_query_string"] = {"()": DropQueryString}
     config["loggers"][ACCESS_LOGGER].setdefault("filters", []).append("drop_query_string")
     config["handlers"]["access"].setdefault("filters", []).append("drop_query_string")
