@@ -70,6 +70,7 @@ from tiermem.tiers.schema import (
     DriverDatabaseError,
     connect,
     migrate,
+    vec_table_sql,
 )
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
@@ -271,10 +272,7 @@ class ColdStore(SharedQueries):
             if self._vec_dim is not None:
                 c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
                 c.execute("UPDATE turns SET embedded = 0")
-            c.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {VEC_TABLE} USING vec0("
-                f"conversation_id TEXT PARTITION KEY, embedding float[{dim}])"
-            )
+            c.execute(vec_table_sql(VEC_TABLE, dim))
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vec_dim', ?)", (str(dim),))
         self._vec_dim = dim
 
