@@ -2,14 +2,17 @@
 separate metrics tokens, and the FastAPI dependencies that resolve a request's namespace.
 
 Invariants (DESIGN invariant 10, tiermem.service states the rules): a token acts on its
-prefix and every namespace below it, never on a sibling or a parent; tokens are compared
-in constant time (`hmac.compare_digest`, no early exit); a request names its namespace
+prefix and every namespace below it, never on a sibling or a parent; a token is looked
+up by its SHA-256 digest, so the time of the lookup depends neither on how many tokens
+there are nor, usefully, on the token given (what a probe could learn is where the
+digest of its guess falls, not how much of a real token it matched); a request names its namespace
 in `NAMESPACE_HEADER` (absent: the token's own prefix); outside the prefix a
 conversation route answers exactly what a missing conversation gets (404, the same
 body) and a namespace route 403, the same for every outside namespace, so nothing a
 caller sees depends on another namespace's contents.
 """
 
+import hashlib
 import hmac
 import json
 import logging
@@ -25,7 +28,7 @@ from tiermem.config import DEFAULT_MAX_ID_CHARS
 from tiermem.errors import ConversationNotFound, ValidationError
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_type
-from tiermem.tiers.models import NAMESPACE_PATTERN, namespace_within, validate_namespace
+from tiermem.tiers.models import NAMESPACE_PATTERN, NAMESPACE_SEPARATOR, namespace_within, validate_namespace
 
 log = logging.getLogger("tiermem.service")
 
@@ -68,8 +71,10 @@ class Grant:
 
 
 class TokenAuth:
-    """Bearer token -> namespace prefix (and the separate metrics tokens), compared in
-    constant time."""
+    """Bearer token -> namespace prefix (and the separate metrics tokens). A request
+    costs the same with 20 or 20,000 tokens: `grant` is one lookup by digest, `reach`
+    one set lookup per level of the namespace (audit_scale: the loops over every token
+    and every prefix took 2.7 ms and 10 ms a request at 20,000 tokens)."""
 
     def __init__(
         self,
@@ -97,6 +102,8 @@ class TokenAuth:
                 ) from None
             self._tokens.append((token.encode("utf-8"), ns))
         self._prefixes = frozenset(ns for _t, ns in self._tokens)
+        # SHA-256 of the token -> its prefix: the key a request's token is looked up by
+        self._by_digest: dict[bytes, str] = {_digest(t): ns for t, ns in self._tokens}
         self._metrics: list[bytes] = []
         for token in metrics_tokens:
             if not token or not token.strip():
@@ -130,17 +137,26 @@ class TokenAuth:
         given = self._given(authorization)
         if given is None:
             return None
-        found: str | None = None
-        for known, ns in self._tokens:  # no early exit: the time does not depend on which matched
-            if hmac.compare_digest(known, given):
-                found = ns
+        # Looked up by digest, not compared token by token: a dict compares the digests
+        # (after their hashes), never the tokens, so a timing difference tells a caller
+        # about SHA-256 of its guess only, which says nothing about a real token's bytes.
+        found = self._by_digest.get(_digest(given))
         return Grant(found, found) if found is not None else None
 
     def reach(self, namespace: str) -> str | None:
         """The most specific token prefix that covers `namespace` (the reach of the
         narrowest token that may act on it); None when no token covers it."""
-        covering = [p for p in self._prefixes if namespace_within(namespace, p)]
-        return max(covering, key=len) if covering else None
+        # The prefixes covering `namespace` are itself and its ancestors (a prefix covers
+        # exactly the namespaces equal to it or starting with it and a separator), so walk
+        # those from the longest: at most MAX_NAMESPACE_DEPTH lookups for a valid namespace.
+        candidate = namespace
+        while True:
+            if candidate in self._prefixes:
+                return candidate
+            cut = candidate.rfind(NAMESPACE_SEPARATOR)
+            if cut < 0:
+                return None
+            candidate = candidate[:cut]
 
     def namespace(self, authorization: str | None) -> str | None:
         """The namespace a request with this token acts in by default; None: no valid token."""
@@ -156,6 +172,10 @@ class TokenAuth:
         for known in self._metrics:
             ok |= hmac.compare_digest(known, given)
         return ok
+
+
+def _digest(token: bytes) -> bytes:
+    return hashlib.sha256(token).digest()
 
 
 # -- the request's namespace (FastAPI dependencies) ----------------------------------------------------
