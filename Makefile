@@ -1,7 +1,7 @@
 # make install: create .venv when missing (CPU torch first, so pip never fetches a CUDA build),
 # then the project with its dev extras; as root on a machine with apt (CI), also Debian's
 # chromium + chromium-driver for the inspector's browser tests (elsewhere they skip, saying why).
-# make test: install, ruff, mypy, pytest.
+# make test: install, ruff, then pytest with mypy beside it.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -41,8 +41,19 @@ lint: install
 # (PYTHONDONTWRITEBYTECODE): otherwise each worker re-parses and re-rewrites every test
 # module for its asserts (~7 s of CPU per worker), and each of the suite's hundreds of
 # child processes compiles tiermem from source again. __pycache__ is git-ignored.
-test: lint
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS)
+#
+# mypy (about 100 s of one core, cold as in CI) runs beside pytest, not before it: the
+# suite leaves about a quarter of the cores idle (it waits on servers and children), so
+# the type check costs the run little wall time. Its report is printed after pytest's, and
+# the target fails if either fails. ruff (a second) runs first and stops the run early.
+test: install
+	$(BIN)/ruff check tiermem tiers planner consolidation evals tests
+	@log=$$(mktemp); \
+	$(BIN)/mypy tiermem >"$$log" 2>&1 & mypy=$$!; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS); tests=$$?; \
+	wait $$mypy; typed=$$?; \
+	echo "mypy tiermem:"; cat "$$log"; rm -f "$$log"; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 bench: install
 	$(BIN)/python -m tiermem.evals.bench
