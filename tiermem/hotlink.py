@@ -107,6 +107,11 @@ class HotLink:
         self.degraded_since: float | None = None
         self.last_error: str | None = None
         self.rebuilds = 0
+        # turns this process's admits, pins and unpins evicted, and pins they demoted,
+        # counted as the scripts report them: what /metrics exports, without visiting
+        # every conversation's set (stats() does that, per namespace, on demand)
+        self.evictions = 0
+        self.demotions = 0
         # conversations rebuilt once for a set stored under another budget (_sync)
         self._budget_rebuilt: set[str] = set()
         self._budget_mismatch_logged = False
@@ -213,7 +218,8 @@ class HotLink:
         rows = self.cold.turns(conversation_id)
         turns, tip = self._hot_turns(conversation_id, rows)
         hs = self.tier.rebuild(conversation_id, turns, generation=self.generation(conversation_id), tip=tip)
-        self.rebuilds += 1
+        with self._lock:
+            self.rebuilds += 1
         if self.cold.conversation(conversation_id) is None:
             # erased between the read and the write: the erasure's own deletion may have
             # run before this write, so the keys it just made are deleted here (an
@@ -254,7 +260,8 @@ class HotLink:
             turns, tip = self._hot_turns(conversation_id, rows)
             try:
                 # prev_tip again: another process may have replaced the set since the read
-                self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip)
+                self._count(self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip,
+                                                 prev_tip=prev_tip))
             except HotStale:
                 return self._rebuild(conversation_id), True
             hs = self.tier.read(conversation_id) or self._rebuild(conversation_id)
@@ -281,6 +288,7 @@ class HotLink:
                 self._rebuild(conversation_id)
                 self._ok()
                 return None
+            self._count(res)
             self._ok()
             return res
         except REDIS_ERRORS as exc:
@@ -318,8 +326,8 @@ class HotLink:
             turn = turns[0] if turns else None
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
-            self.tier.pin(conversation_id, position, priority, generation=self.generation(conversation_id),
-                          turn=turn)
+            self._count(self.tier.pin(conversation_id, position, priority,
+                                      generation=self.generation(conversation_id), turn=turn))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -330,7 +338,7 @@ class HotLink:
 
     def unpin(self, conversation_id: str, position: int) -> None:
         try:
-            self.tier.unpin(conversation_id, position, generation=self.generation(conversation_id))
+            self._count(self.tier.unpin(conversation_id, position, generation=self.generation(conversation_id)))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -378,6 +386,30 @@ class HotLink:
                 self._fail(exc)
                 break
         return n
+
+    def _count(self, res: AdmitResult) -> None:
+        with self._lock:  # appends run on many threads of one process
+            self.evictions += len(res.evicted)
+            self.demotions += len(res.demoted)
+
+    def counters(self) -> dict[str, Any]:
+        """What a /metrics scrape reads: whether Redis answers (one PING) and this
+        process's running counts. Its cost does not depend on how many conversations
+        there are, unlike stats(), which reads every set. The sizes of the sets (tokens,
+        pins, overflow) are not kept as running totals in Redis: a set that expires idle
+        (`hot_idle_ttl_s`), is evicted by maxmemory or flushed leaves no trace to subtract,
+        and on Redis Cluster a global counter key cannot share a script with a
+        conversation's keys (one hash slot per script)."""
+        healthy = True
+        try:
+            self.client.ping()
+            self._ok()
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+            healthy = False
+        with self._lock:
+            return {"healthy": healthy and self.healthy, "rebuilds": self.rebuilds,
+                    "evictions": self.evictions, "demotions": self.demotions}
 
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
