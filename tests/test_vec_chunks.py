@@ -5,41 +5,23 @@ that copies its vectors (none lost, KNN unchanged) and keeps erasure's scrub."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 from cold_helpers import raw
+from hash_embedder import DIM, HashEmbedder
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.schema import MIGRATIONS, VEC_CHUNK_SLOTS, VEC_TABLE, m016_vec_small_chunks
 from tiermem.tiers.tokens import BpeTokenCounter
 
-DIM = 384  # MiniLM's width, the default model's
 MIB = 2**20
 # 100 conversations x 2 turns: the old layout made 100 chunks of 1,024 x 384 x 4 B
 # (150 MiB); the small one needs 100 x 64 slots (9.6 MiB) plus the text and indexes
 SMALL_STORE_BOUND_BYTES = 20 * MIB
 # the schema version a store made before the small chunks had
 VERSION_BEFORE = MIGRATIONS.index(m016_vec_small_chunks)
-
-
-class HashEmbedder:
-    """Deterministic unit vectors from a hash of the text: no model time, same vector
-    for the same text."""
-
-    dim = DIM
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(texts), DIM), dtype=np.float32)
-        for i, t in enumerate(texts):
-            seed = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
-            v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-            out[i] = v / np.linalg.norm(v)
-        return out
 
 
 def _store(db: Path, counter: BpeTokenCounter) -> ColdStore:

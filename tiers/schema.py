@@ -59,6 +59,8 @@ def vec_table_sql(name: str, dim: int) -> str:
 # The FTS `scope` column of a message: a token for its conversation and one for its
 # namespace (hex of the UTF-8 id: any id becomes one alphanumeric token). `c` is the
 # conversations row.
+# the FTS5 tokenizer of messages_fts (m005, m011); erasure tokenizes erased text with it
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 SCOPE_SQL = "('c' || lower(hex(c.id)) || ' n' || lower(hex(c.namespace)))"
 
 Connection = Any  # sqlean.Connection; the driver ships no type stubs
@@ -362,6 +364,17 @@ def m016_vec_small_chunks(c: Connection) -> None:
     c.execute("PRAGMA incremental_vacuum").fetchall()
 
 
+def m017_fts_secure_delete(c: Connection) -> None:
+    # FTS5 kept an erased row's terms in its index segments until they merged, so every
+    # erasure merged the whole index ('optimize': 259 ms of a 30-turn erasure at 60k
+    # turns, growing with every tenant's text). With 'secure-delete' a delete removes the
+    # row's entries from the segments at once; erasure merges only when a page key of
+    # the segment index (messages_fts_idx) still spells a prefix of an erased term that
+    # no live term has (tiers/cold.py ColdStore._fts_keys_leak). A persistent setting of
+    # the table (its _config row); SQLite >= 3.42.
+    c.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 1)")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -379,6 +392,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m014_statement_supersessions,
     m015_view_claims,
     m016_vec_small_chunks,
+    m017_fts_secure_delete,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
