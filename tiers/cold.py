@@ -465,10 +465,12 @@ class ColdStore(SharedQueries):
                     self.read_gate(read)
                 cols = self._POOL_COLUMNS
                 if conversation_id is None and namespace is not None:
-                    rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
-                                      "WHERE t.embedded = 0 AND t.rowid > ? AND t.conversation_id IN "
-                                      "(SELECT id FROM conversations WHERE namespace = ?) ORDER BY t.rowid LIMIT ?",
-                                      (after, namespace, limit))
+                    # from the namespace's conversations (CROSS JOIN: in that order), each one's
+                    # pending turns by turns_pending_by_conv: not every tenant's backlog
+                    rows = self._read(f"SELECT {cols}, t.rowid FROM conversations c CROSS JOIN turns t "
+                                      "INDEXED BY turns_pending_by_conv ON t.conversation_id = c.id "
+                                      "JOIN messages m ON m.id = t.id WHERE c.namespace = ? AND t.embedded = 0 "
+                                      "AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (namespace, after, limit))
                 elif conversation_id is None:
                     rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
                                       "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (after, limit))

@@ -435,9 +435,11 @@ class SharedQueries:
         row = self._q(
             "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
             "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = ?", (namespace,))[0]
+        # from the namespace's conversations (SQLite keeps a CROSS JOIN's order) to each
+        # one's pending turns (a partial index on both engines), not from every tenant's
         pending = self._q(
-            "SELECT COUNT(*) FROM turns t JOIN conversations c ON c.id = t.conversation_id "
-            "WHERE c.namespace = ? AND t.embedded = 0", (namespace,))[0][0]
+            "SELECT COUNT(*) FROM conversations c CROSS JOIN turns t "
+            "WHERE c.namespace = ? AND t.conversation_id = c.id AND t.embedded = 0", (namespace,))[0][0]
         return {"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
                 # only this namespace's bad rows: a tenant must not see another's count
                 "salvaged_rows": self._salvaged_in(namespace)}

@@ -375,6 +375,15 @@ def m017_fts_secure_delete(c: Connection) -> None:
     c.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 1)")
 
 
+def m018_index_pending_by_conversation(c: Connection) -> None:
+    # A namespace's catch-up and its stats' pending count walked turns_pending (every
+    # tenant's turns waiting for a vector, by rowid) and kept their own: another
+    # tenant's import backlog made them slow (stats(namespace=) 110x). This index lets
+    # them start from the namespace's conversations; its rows are in rowid order within
+    # a conversation (the rowid closes every index key), so a catch-up resumes by rowid.
+    c.execute("CREATE INDEX turns_pending_by_conv ON turns(conversation_id) WHERE embedded = 0")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -393,6 +402,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m015_view_claims,
     m016_vec_small_chunks,
     m017_fts_secure_delete,
+    m018_index_pending_by_conversation,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
