@@ -6,6 +6,7 @@ that copies its vectors (none lost, KNN unchanged) and keeps erasure's scrub."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cold_helpers import raw
@@ -48,6 +49,13 @@ def test_a_store_of_many_short_conversations_is_small(tmp_path: Path, counter: B
     assert size < SMALL_STORE_BOUND_BYTES, f"{size / MIB:.1f} MiB for 200 turns"
 
 
+def _back_to_before(conn: Any) -> None:
+    """Undo what the steps after VERSION_BEFORE made, and record that version."""
+    conn.execute("DROP INDEX IF EXISTS turns_pending_by_conv")  # m018
+    conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 0)")  # m017
+    conn.execute(f"PRAGMA user_version = {VERSION_BEFORE}")
+
+
 def _old_layout(db: Path) -> None:
     """Turn a current store back into one made before the small chunks: its vector table
     with vec0's default chunk, schema version VERSION_BEFORE."""
@@ -58,7 +66,7 @@ def _old_layout(db: Path) -> None:
         conn.execute(f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0(conversation_id TEXT PARTITION KEY, "
                      f"embedding float[{DIM}])")
         conn.executemany(f"INSERT INTO {VEC_TABLE}(rowid, conversation_id, embedding) VALUES (?, ?, ?)", rows)
-        conn.execute(f"PRAGMA user_version = {VERSION_BEFORE}")
+        _back_to_before(conn)
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
@@ -131,7 +139,7 @@ def test_the_migration_without_a_vector_table(tmp_path: Path, counter: BpeTokenC
     with raw(db) as conn:
         if vectors:
             conn.execute("INSERT INTO meta(key, value) VALUES ('vec_dim', ?)", (str(DIM),))
-        conn.execute(f"PRAGMA user_version = {VERSION_BEFORE}")
+        _back_to_before(conn)
     store = _store(db, counter)
     try:
         assert store.version == len(MIGRATIONS)
