@@ -219,3 +219,15 @@ def test_erasure_leaves_no_copy_of_the_words_in_the_keyword_stem_memo(cold_memor
     assert word in lexical._terms
     cold_memory.delete_conversation("secret")
     assert word not in lexical._terms
+
+
+def test_erasure_leaves_no_keyword_statistics_of_the_conversation(cold_memory: Memory) -> None:
+    """Keyword search remembers each conversation's turn and word counts (its BM25
+    statistics); an erasure drops the erased conversation's (before, they stayed until
+    65,536 other conversations pushed them out)."""
+    cold_memory.append("secret", {"role": "user", "content": f"My vault word is {CANARY}."})
+    cold_memory.search("secret", "vault word")
+    key = cold_memory.cold.key_of("default", "secret")
+    assert key is not None and key in cold_memory.cold._scope_sizes  # type: ignore[attr-defined]
+    cold_memory.delete_conversation("secret")
+    assert key not in cold_memory.cold._scope_sizes  # type: ignore[attr-defined]

@@ -929,6 +929,9 @@ class ColdStore(SharedQueries):
         report.bytes_after = self.files_bytes()
         gone = set(report.keys)  # their bad rows no longer exist either
         self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
+        with self._scope_sizes_lock:  # sizes of erased text: no copy of it stays in the process
+            for key in gone:
+                self._scope_sizes.pop(key, None)
         return report
 
     def _erased_terms(self, c: Connection) -> list[bytes]:
