@@ -22,9 +22,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner, Result
 from service_helpers import TOKEN_ACME, TOKEN_METRICS, bearer, frozen, serve_in_thread
 
 from tiermem import Config, Memory
+from tiermem.cli import CliState
+from tiermem.cli import cli as cli_group
 from tiermem.service import STORAGE_RETRY_AFTER_S
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.redis_server import EmbeddedRedis
@@ -114,9 +117,17 @@ def test_a_server_started_on_a_read_only_data_dir(tmp_path: Path, embedder: Fast
 
 
 def cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The console script in a child process: what a user runs, its exit status and stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
     return subprocess.run([TIERMEM, "--data-dir", str(data), "--namespace", "acme", *args], capture_output=True,
                           text=True, timeout=CLI_TIMEOUT_S, env=env, check=False)
+
+
+def cli_here(data: Path, embedder: FastEmbedder, *args: str) -> Result:
+    """The same command in this process, on the session's embedder: the read commands'
+    answers on the frozen dir (each child spawn costs ~2 s of imports and model load)."""
+    return CliRunner().invoke(cli_group, ["--data-dir", str(data), "--namespace", "acme", *args],
+                              obj=CliState(embedder=embedder))
 
 
 @pytest.fixture
@@ -139,27 +150,30 @@ def digest(data: Path) -> dict[str, str]:
             for p in sorted(data.rglob("*")) if p.is_file()}
 
 
-def test_cli_read_commands_on_a_read_only_data_dir(populated: Path) -> None:
+@pytest.mark.usefixtures("clean_env")
+def test_cli_read_commands_on_a_read_only_data_dir(populated: Path, embedder: FastEmbedder) -> None:
     data = populated
     before = digest(data)
     with frozen(data) as how:
-        r = cli(data, "history", CONV, "--json")
-        assert r.returncode == 0, (how, r.stderr)
-        assert [m["message"]["content"] for m in json.loads(r.stdout)] == ["the vault code is 7-4-1", "noted"]
-        r = cli(data, "stats", "--json")  # the embedded Redis still runs: it answers
-        assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["cold"]["messages"] == 2
-        r = cli(data, "stop-redis")
-        assert r.returncode == 0, r.stderr
-        assert "stopped" in r.stdout
+        # the read commands in this process (their answers are the point), the refused
+        # write through the console script (its stderr and exit status are)
+        h = cli_here(data, embedder, "history", CONV, "--json")
+        assert h.exit_code == 0, (how, h.output, h.exception)
+        assert [m["message"]["content"] for m in json.loads(h.stdout)] == ["the vault code is 7-4-1", "noted"]
+        h = cli_here(data, embedder, "stats", "--json")  # the embedded Redis still runs: it answers
+        assert h.exit_code == 0, (h.output, h.exception)
+        assert json.loads(h.stdout)["cold"]["messages"] == 2
+        h = cli_here(data, embedder, "stop-redis")
+        assert h.exit_code == 0, (h.output, h.exception)
+        assert "stopped" in h.stdout
         assert not EmbeddedRedis(data).is_running()
         # no Redis and none can start here: stats says so and answers from the cold log
-        r = cli(data, "stats", "--json")
-        assert r.returncode == 0, r.stderr
-        assert "hot tier unavailable" in r.stderr
-        assert json.loads(r.stdout)["cold"]["messages"] == 2
-        r = cli(data, "search", "vault", "--json")
-        assert r.returncode == 0, r.stderr
+        h = cli_here(data, embedder, "stats", "--json")
+        assert h.exit_code == 0, (h.output, h.exception)
+        assert "hot tier unavailable" in h.stderr
+        assert json.loads(h.stdout)["cold"]["messages"] == 2
+        h = cli_here(data, embedder, "search", "vault", "--json")
+        assert h.exit_code == 0, (h.output, h.exception)
         # a write is refused with one clear line, not a traceback
         r = cli(data, "append", CONV, "--role", "user", "--content", "refused")
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
