@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 ACCESS_LOGGER = "uvicorn.access"
-TIERMEM_LOGGER = "tiermem"  # every module's logger is below it (logging.getLogger(__name__))
+PACKAGE_LOGGER = "tiermem"  # every module's logger is below it (logging.getLogger(__name__))
 # the position of the path in uvicorn's access record: (client, method, path, http version, status)
 ACCESS_PATH_ARG = 2
 
@@ -41,7 +41,7 @@ def log_config(level: str = "info") -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
 
     config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
-    config["loggers"][TIERMEM_LOGGER] = {"level": level.upper()}
+    config["loggers"][PACKAGE_LOGGER] = {"level": level.upper()}
     config.setdefault("filters", {})["drop_query_string"] = {"()": DropQueryString}
     config["loggers"][ACCESS_LOGGER].setdefault("filters", []).append("drop_query_string")
     config["handlers"]["access"].setdefault("filters", []).append("drop_query_string")
