@@ -2,6 +2,8 @@
 
 - `serve_in_thread`: the real app (`create_app`) served by uvicorn on loopback from a
   thread, so that tests speak real HTTP to it and can still reach its Memory.
+- `serve_process`: the real `tiermem serve` as a subprocess, its output in a log file,
+  waited for until `/healthz` answers and terminated after.
 - `raw_request`: one HTTP/1.1 request written byte for byte on a socket, for what
   clients (httpx included) normalise away: repeated headers, odd Content-Types.
 - `frozen`: make a directory tree really unwritable, also for root (for whom mode bits
@@ -17,6 +19,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from ports import free_port
@@ -66,6 +70,30 @@ def serve_in_thread(config: Config, memory: Memory, **create_kw: Any) -> Iterato
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@contextmanager
+def serve_process(data_dir: Path, port: int, log: Path, *args: str, env: dict[str, str]) -> Iterator[str]:
+    """`tiermem --data-dir DATA_DIR serve --port PORT ARGS...` with `env`, stdout and stderr
+    in `log`; yields its URL once `/healthz` answers (200 or 503), terminates it after."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tiermem.cli", "--data-dir", str(data_dir), "serve",
+                                 "--port", str(port), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if httpx.get(url + "/healthz").status_code in (200, 503):
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=START_TIMEOUT_S)
 
 
 def raw_request(url: str, method: str, path: str, headers: list[tuple[str, str]], body: bytes = b"") -> tuple[int, dict[str, str], Any]:

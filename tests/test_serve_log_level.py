@@ -10,16 +10,14 @@ erasure, its log read back.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from edge_server import edge_port
+from service_helpers import serve_process
 
-SERVE_START_S = 60.0
 ERASURE_LINE = "bytes reclaimed"
 
 
@@ -31,29 +29,12 @@ def test_the_erasure_figure_reaches_the_serve_log(tmp_path: Path, args: list[str
     port = edge_port()
     env = {**os.environ, "TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0", "TIERMEM_SCHEDULER_ENABLED": "false"}
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tiermem.cli", "--data-dir", str(tmp_path / "data"), "serve",
-                                 "--no-auth", "--port", str(port), *args], stdout=out, stderr=subprocess.STDOUT,
-                                env=env)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + SERVE_START_S
-        while True:
-            try:
-                if httpx.get(url + "/healthz").status_code in (200, 503):
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with serve_process(tmp_path / "data", port, log, "--no-auth", *args, env=env) as url:
         r = httpx.post(url + "/v1/conversations/c1/messages", json={"role": "user", "content": "hello"}, timeout=60)
         assert r.status_code == 201, r.text
         r = httpx.delete(url + "/v1/conversations/c1", timeout=60)
         assert r.status_code == 200, r.text
         time.sleep(0.5)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     text = log.read_text()
     assert '"DELETE /v1/conversations/c1 HTTP/1.1" 200' in text or not written, text[-2000:]
     assert (ERASURE_LINE in text) == written, text[-2000:]

@@ -13,8 +13,6 @@ X1234567") outlived the erasure of the conversation it found. Invariants:
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ import httpx
 import pytest
 from edge_server import edge_port
 from fastapi.testclient import TestClient
+from service_helpers import serve_process
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
@@ -32,7 +31,6 @@ ACME = "tok-acme-0123456789abcdef"
 GLOBEX = "tok-globex-0123456789abcdef"
 TOKENS = {ACME: "acme", GLOBEX: "globex"}
 CANARY = "X1234567"
-SERVE_START_S = 60.0
 
 
 @pytest.fixture
@@ -97,26 +95,10 @@ def test_the_access_log_holds_no_query_string(tmp_path: Path) -> None:
     env = {**os.environ, "TIERMEM_AUTH_TOKENS": f'{{"{ACME}": "acme"}}', "TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",
            "TIERMEM_SCHEDULER_ENABLED": "false"}
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tiermem.cli", "--data-dir", str(tmp_path / "data"), "serve",
-                                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + SERVE_START_S
-        while True:
-            try:
-                if httpx.get(url + "/healthz").status_code in (200, 503):
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with serve_process(tmp_path / "data", port, log, env=env) as url:
         httpx.get(url + "/v1/search", params={"q": f"passport number {CANARY}"})  # no token: 401, still logged
         httpx.get(url + "/v1/stats", params={"q": CANARY}, headers=_auth())
         time.sleep(0.5)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     text = log.read_text()
     assert '"GET /v1/search HTTP/1.1" 401' in text and '"GET /v1/stats HTTP/1.1" 200' in text, text[-2000:]
     assert CANARY not in text
