@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from hash_embedder import HashEmbedder
+from store_trace import traced
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
@@ -28,17 +29,6 @@ def store(tmp_path: Path, counter: BpeTokenCounter) -> Iterator[ColdStore]:
     s = ColdStore(tmp_path / "tiermem.db", tokens=counter, embedder=HashEmbedder())  # type: ignore[arg-type]
     yield s
     s.close()
-
-
-def _traced(store: ColdStore, action: Callable[[], object]) -> list[str]:
-    """The statements `action` ran on the store's connection, with their parameters."""
-    log: list[str] = []
-    store._conn.set_trace_callback(log.append)
-    try:
-        action()
-    finally:
-        store._conn.set_trace_callback(None)
-    return log
 
 
 # A plan step that walks a whole table of the database (not a temp table of the erased
@@ -75,7 +65,7 @@ def test_erasure_statements_use_indexes(store: ColdStore, name: str, erase: Call
             store.append_many(f"c{c}", [Message(role="user", content=f"{ns} turn {t}") for t in range(3)],
                               namespace=ns)
     store.index_pending()
-    statements = _traced(store, lambda: erase(store))
+    statements = traced(store, lambda: erase(store))
     walks = []
     for sql in statements:
         if sql.split()[0].upper() in ("SELECT", "INSERT", "DELETE", "UPDATE", "WITH"):
@@ -99,7 +89,7 @@ def test_erased_terms_are_gone_without_merging_every_time(store: ColdStore) -> N
     merged = 0
     erased: list[str] = []
     for c in range(0, 40, 2):
-        merged += any(OPTIMIZE in s for s in _traced(store, lambda c=c: store.delete_conversation(f"c{c}")))
+        merged += any(OPTIMIZE in s for s in traced(store, lambda c=c: store.delete_conversation(f"c{c}")))
         erased += canaries[f"c{c}"]
         files = [db.read_bytes()] + [p.read_bytes() for p in (Path(f"{db}-wal"),) if p.exists()]
         # 6 bytes: longer than a page key that only tells "zq" from the words before it

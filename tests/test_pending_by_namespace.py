@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from hash_embedder import HashEmbedder
+from store_trace import traced
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
@@ -33,13 +34,7 @@ def _store(tmp_path: Path, counter: BpeTokenCounter) -> ColdStore:
 
 def _plans(store: ColdStore, action: Callable[[], object]) -> list[tuple[str, str]]:
     """(statement, plan step) of every statement `action` ran."""
-    log: list[str] = []
-    store._conn.set_trace_callback(log.append)
-    try:
-        action()
-    finally:
-        store._conn.set_trace_callback(None)
-    return [(sql, step[-1]) for sql in log if sql.split()[0].upper() == "SELECT"
+    return [(sql, step[-1]) for sql in traced(store, action) if sql.split()[0].upper() == "SELECT"
             for step in store._read("EXPLAIN QUERY PLAN " + sql)]
 
 

@@ -56,11 +56,11 @@ def vec_table_sql(name: str, dim: int) -> str:
     return (f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING vec0("
             f"conversation_id TEXT PARTITION KEY, embedding float[{int(dim)}], chunk_size={VEC_CHUNK_SLOTS})")
 
+# the FTS5 tokenizer of messages_fts (m005, m011); erasure tokenizes erased text with it
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # The FTS `scope` column of a message: a token for its conversation and one for its
 # namespace (hex of the UTF-8 id: any id becomes one alphanumeric token). `c` is the
 # conversations row.
-# the FTS5 tokenizer of messages_fts (m005, m011); erasure tokenizes erased text with it
-FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 SCOPE_SQL = "('c' || lower(hex(c.id)) || ' n' || lower(hex(c.namespace)))"
 
 Connection = Any  # sqlean.Connection; the driver ships no type stubs
