@@ -7,7 +7,10 @@ are over their freshness budget.
   `max_views_per_run` views, most-behind first (`ViewMaintainer.stale_views`).
 - No scheduler state is durable: what is stale is computed from the summaries and
   the log, so a new scheduler (after a restart, or in another process) resumes where
-  the previous one stopped.
+  the previous one stopped. The one mark a run leaves is derived too: a conversation
+  whose views all cover its log is marked current (`WarmStore.mark_current`) and left
+  out of later runs until its next append, so a run costs what was written since, not
+  the number of conversations (`tiers.store.VIEWS_BEHIND_SQL`).
 - **Start it after fork.** The job runs in a thread of the process that called
   `start()`; a child forked afterwards (pre-fork servers: gunicorn, uvicorn
   --workers) inherits no running thread, and its copy of the SQLite connection must

@@ -449,10 +449,15 @@ class ViewMaintainer:
         """Views over their freshness budget, most behind first (by the larger of
         turns/max_turns and seconds/max_seconds), at most `limit`.
 
-        Rolling and constraint views cost index seeks per conversation. Session
-        coverage is tracked incrementally: each call reads only the turns appended
-        since the previous call (a new maintainer, e.g. after a restart, scans each
-        conversation once), so the state is derived from the database."""
+        Only conversations appended to since their views were last found current are
+        read (`WarmStore.frontier`); a conversation whose every view covers its log is
+        marked current and costs nothing more until its next append, so a sweep follows
+        the conversations being written, not the store's size. Rolling and constraint
+        views cost index seeks per such conversation. Session coverage is tracked
+        incrementally: each call reads only the turns appended since the previous call,
+        or since the position the conversation was last marked current at (a new
+        maintainer, e.g. after a restart, scans from there), so the state is derived
+        from the database."""
         return [k for k, _ in self.stale_views_detailed(limit)]
 
     def stale_views_detailed(self, limit: int) -> list[tuple[ViewKey, Staleness]]:
@@ -466,10 +471,12 @@ class ViewMaintainer:
             for f in self.warm.frontier():
                 conv, last = f.conversation_id, f.last_position
                 seen.add(conv)
+                behind = False
                 for kind, end in (("rolling", f.rolling_end), ("constraints", f.constraints_end)):
                     e = -1 if end is None else end
                     if last <= e:
                         continue
+                    behind = True
                     first = self.warm.created_at(conv, e + 1)
                     st = staleness(None, last_position=last, last_message_at=now,
                                    max_turns=self.max_turns_behind, max_seconds=self.max_seconds_behind,
@@ -478,18 +485,24 @@ class ViewMaintainer:
                     if st.over_budget:
                         found.append((st.severity(self.max_turns_behind, self.max_seconds_behind),
                                       (conv, kind, ""), st))
-                found.extend(self._stale_sessions(conv, last, f.created_at, now))
+                found.extend(self._stale_sessions(conv, last, f.created_at, now, f.checked_through))
+                if not behind and not self._sessions[conv].pending and self.warm.mark_current(f):
+                    # out of the next sweeps until its next append; the position it was
+                    # current at is where a later session scan of it starts
+                    seen.discard(conv)
             for gone in set(self._sessions) - seen:
                 del self._sessions[gone]
         found.sort(key=lambda f: (-f[0], f[1]))
         return [(k, st) for _, k, st in found[:limit]]
 
     def _stale_sessions(
-        self, conv: str, last: int, created_at: float, now: float
+        self, conv: str, last: int, created_at: float, now: float, checked_through: int
     ) -> list[tuple[float, ViewKey, Staleness]]:
         scan = self._sessions.get(conv)
         if scan is None or scan.created_at != created_at or scan.through > last:  # new, or pruned and reused
-            scan = self._sessions[conv] = _SessionScan(created_at)
+            # every session view covered the turns through `checked_through` when the
+            # conversation was last marked current: only the turns after it can be pending
+            scan = self._sessions[conv] = _SessionScan(created_at, through=min(checked_through, last))
         if last > scan.through:
             for pos, sid, at in self.warm.turn_times(conv, scan.through):
                 if sid is not None:

@@ -51,6 +51,9 @@ def test_a_store_of_many_short_conversations_is_small(tmp_path: Path, counter: B
 
 def _back_to_before(conn: Any) -> None:
     """Undo what the steps after VERSION_BEFORE made, and record that version."""
+    conn.execute("DROP INDEX IF EXISTS conversations_views_behind")  # m019
+    for column in ("views_seq", "views_checked_seq", "views_through"):
+        conn.execute(f"ALTER TABLE conversations DROP COLUMN {column}")
     conn.execute("DROP INDEX IF EXISTS turns_pending_by_conv")  # m018
     conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 0)")  # m017
     conn.execute(f"PRAGMA user_version = {VERSION_BEFORE}")

@@ -412,9 +412,10 @@ class ColdStore(SharedQueries):
         with self._tx() as c:
             key, created = self._claim_conversation(c, name, namespace, time.time())
             rows = [self._insert(c, key, m, labels[i] if labels else None) for i, m in enumerate(msgs)]
-            # once per batch, not per row: the same MAX, one statement instead of len(msgs)
-            c.execute("UPDATE conversations SET last_message_at = MAX(last_message_at, ?) WHERE id = ?",
-                      (max(r[2] for r in rows), key))
+            # once per batch, not per row: the same MAX, one statement instead of len(msgs);
+            # views_seq puts the conversation in the scheduler's sweep (tiers.store)
+            c.execute("UPDATE conversations SET last_message_at = MAX(last_message_at, ?), "
+                      "views_seq = views_seq + 1 WHERE id = ?", (max(r[2] for r in rows), key))
             positions = [r[0] for r in rows]
         return AppendResult(key, positions, created)
 

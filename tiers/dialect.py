@@ -48,6 +48,7 @@ from tiermem.tiers.models import (
     fold_lines_meta,
 )
 from tiermem.tiers.search import fuse
+from tiermem.tiers.store import VIEWS_BEHIND_SQL
 
 if TYPE_CHECKING:
     from tiermem.tiers.store import FrontierRow, SummaryRow
@@ -477,6 +478,11 @@ class SharedQueries:
             ) and keep_current(self._summary(prev)):
                 return int(prev[3]), self._summary(prev)
             version = (int(prev[3]) if prev is not None else 0) + 1
+            if prev is not None and int(prev[5]) > end:
+                # a version that covers less than the one it replaces (which could not be
+                # read): the sweep must look at the conversation again, from the start
+                c.execute(sql("UPDATE conversations SET views_seq = views_seq + 1, views_through = -1 WHERE id = ?"),
+                          (conv,))
             c.execute(sql(f"INSERT INTO summaries({self._SUMMARY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)"),
                       (conv, kind, key, version, start, end, body, tokens, summarizer, created))
             if fold_text is not None:
@@ -559,17 +565,27 @@ class SharedQueries:
                                  "AND t.session_id = ? ORDER BY t.position", (conversation_id, after, end, session_id))
 
     def view_frontier(self) -> list[FrontierRow]:
-        # index seeks per conversation, no scan of the log
+        # the conversations_views_behind partial index, then index seeks per conversation
         rows = self._q(
             "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
             "c.last_message_at, c.created_at, "
             "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
             " AND s.key = '' ORDER BY version DESC LIMIT 1), "
             "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1) "
-            "FROM conversations c")
+            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
+            f"c.views_seq, c.views_through FROM conversations c WHERE c.{VIEWS_BEHIND_SQL}")
         return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
-                 None if r[5] is None else int(r[5])) for r in rows if r[1] is not None]
+                 None if r[5] is None else int(r[5]), int(r[6]), int(r[7])) for r in rows if r[1] is not None]
+
+    def mark_views_current(self, conversation_id: str, seq: int, through: int) -> bool:
+        with self._tx() as c:
+            # the seq test is the whole race: an append bumps views_seq in its own
+            # transaction, so a mark read before it matches nothing (PostgreSQL re-checks
+            # the condition on the row an append just updated)
+            cur = c.execute(self.dialect.sql(
+                "UPDATE conversations SET views_checked_seq = ?, views_through = ? WHERE id = ? AND views_seq = ?"),
+                (seq, through, conversation_id, seq))
+            return bool(cur.rowcount)
 
     def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
                    limit: int | None = None) -> list[tuple[int, str | None, float]]:

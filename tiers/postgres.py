@@ -93,7 +93,15 @@ from tiermem.tiers.models import (
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow, postgres_migration
-from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, TurnFact, pool_rows
+from tiermem.tiers.store import (
+    INDEX_POOL_BATCHES,
+    VIEWS_BEHIND_SQL,
+    VIEWS_SEQ_START,
+    VIEWS_UNCHECKED,
+    SummaryRow,
+    TurnFact,
+    pool_rows,
+)
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 try:
@@ -341,6 +349,15 @@ def m007_view_claims(c: Conn) -> None:
         PRIMARY KEY (conversation_id, kind, key))""")
 
 
+def m008_views_behind(c: Conn) -> None:
+    # the scheduler's sweep reads only conversations written since their views were
+    # last found current, as the SQLite engine's m019_views_behind
+    c.execute(f"ALTER TABLE conversations ADD COLUMN views_seq BIGINT NOT NULL DEFAULT {VIEWS_SEQ_START}")
+    c.execute(f"ALTER TABLE conversations ADD COLUMN views_checked_seq BIGINT NOT NULL DEFAULT {VIEWS_UNCHECKED}")
+    c.execute("ALTER TABLE conversations ADD COLUMN views_through BIGINT NOT NULL DEFAULT -1")
+    c.execute(f"CREATE INDEX conversations_views_behind ON conversations(id) WHERE {VIEWS_BEHIND_SQL}")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -349,6 +366,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m005_summaries,
     m006_know2,
     m007_view_claims,
+    m008_views_behind,
 ]
 
 
@@ -718,7 +736,7 @@ class PostgresStore(SharedQueries):
         "WITH v AS (SELECT * FROM unnest("
         + ", ".join(f"%({n})s::{t}[]" for n, t in _APPEND_COLUMNS)
         + ") WITH ORDINALITY AS v(" + ", ".join(n for n, _t in _APPEND_COLUMNS) + ", ord)), "
-        "c AS (UPDATE conversations SET next_position = next_position + %(n)s, "
+        "c AS (UPDATE conversations SET next_position = next_position + %(n)s, views_seq = views_seq + 1, "
         "  last_message_at = GREATEST(last_message_at, (SELECT MAX(created) FROM v)) WHERE {where} "
         "  RETURNING id, next_position - %(n)s AS base, namespace), "
         # each row once, materialised (it is read three times, and nextval is volatile):

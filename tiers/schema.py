@@ -23,6 +23,7 @@ from typing import Any
 from tiermem.tiers.errors import DriverUnavailable, SchemaTooNew, ValidationError
 from tiermem.tiers.files import create_private_file, database_writable, refuse_newer_header
 from tiermem.tiers.statements import sqlite_migration
+from tiermem.tiers.store import VIEWS_BEHIND_SQL, VIEWS_SEQ_START, VIEWS_UNCHECKED
 
 # Driver: sqlean.py. The stdlib sqlite3 of many Python builds (this machine's included)
 # is compiled without `enable_load_extension`, so sqlite-vec cannot load through it.
@@ -384,6 +385,20 @@ def m018_index_pending_by_conversation(c: Connection) -> None:
     c.execute("CREATE INDEX turns_pending_by_conv ON turns(conversation_id) WHERE embedded = 0")
 
 
+def m019_views_behind(c: Connection) -> None:
+    # The scheduler's sweep read every conversation's frontier each tick, under the
+    # store's lock (141 ms at 2,010 conversations, growing with the whole store, every
+    # 30 s). Each append batch now bumps `views_seq`; the sweep records the value at
+    # which it found every view covering the log (`views_checked_seq`, and the last
+    # position then, `views_through`), and reads only the rows where the two differ,
+    # through this partial index. Existing rows start behind: the first sweep after the
+    # upgrade looks at each once, as every sweep did before.
+    c.execute(f"ALTER TABLE conversations ADD COLUMN views_seq INTEGER NOT NULL DEFAULT {VIEWS_SEQ_START}")
+    c.execute(f"ALTER TABLE conversations ADD COLUMN views_checked_seq INTEGER NOT NULL DEFAULT {VIEWS_UNCHECKED}")
+    c.execute("ALTER TABLE conversations ADD COLUMN views_through INTEGER NOT NULL DEFAULT -1")
+    c.execute(f"CREATE INDEX conversations_views_behind ON conversations(id) WHERE {VIEWS_BEHIND_SQL}")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -403,6 +418,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m016_vec_small_chunks,
     m017_fts_secure_delete,
     m018_index_pending_by_conversation,
+    m019_views_behind,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

@@ -62,8 +62,20 @@ if TYPE_CHECKING:
 # body (the JSON list of sentences), tokens, summarizer, created_at.
 SummaryRow = tuple[str, str, str, int, int, int, str, int, str, float]
 # A view's refresh frontier: conversation key, last position, last_message_at,
-# created_at, end_position of the latest rolling view, of the latest constraints view.
-FrontierRow = tuple[str, int, float, float, int | None, int | None]
+# created_at, end_position of the latest rolling view, of the latest constraints view,
+# the conversation's `views_seq` when read, and `views_through` (below).
+FrontierRow = tuple[str, int, float, float, int | None, int | None, int, int]
+
+# Which conversations the scheduler's sweep reads (`view_frontier`). Every append batch
+# bumps the row's `views_seq` in its own transaction; `mark_views_current(key, seq,
+# through)` records that at `views_seq` == seq every view covered the log through
+# position `through` (the last one). A conversation is behind while the two sequence
+# numbers differ: a new conversation (`views_checked_seq` starts below `views_seq`),
+# one appended to since, or one whose view was rewritten to cover less. The mark is
+# derived data: lost or reset, it costs a sweep one more look at the conversation.
+VIEWS_SEQ_START = 0
+VIEWS_UNCHECKED = -1
+VIEWS_BEHIND_SQL = "views_seq <> views_checked_seq"
 # What the planner's exhaustive scoring reads per turn (tiers.turncache): turn id,
 # position, tokens, created_at, session id, float32 vector bytes or None, the speaker's
 # `name` or None, the FTS-indexed text or None.
@@ -467,7 +479,17 @@ class ColdLog(Protocol):
         ...
 
     def view_frontier(self) -> list[FrontierRow]:
-        """One `FrontierRow` per live conversation with messages."""
+        """One `FrontierRow` per live conversation with messages whose views may be
+        behind (`VIEWS_BEHIND_SQL`), through a partial index: the sweep's cost follows
+        the conversations written since their views were last found current, not the
+        store's size."""
+        ...
+
+    def mark_views_current(self, conversation_id: str, seq: int, through: int) -> bool:
+        """Record that every view of the conversation covered the log through position
+        `through` when its `views_seq` was `seq` (as `view_frontier` read them). Only if
+        `views_seq` is still `seq`: an append since (which bumped it) keeps the
+        conversation behind. True when recorded."""
         ...
 
     def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,

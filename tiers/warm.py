@@ -161,6 +161,8 @@ class Frontier:
     created_at: float  # the conversation's: a pruned and re-created id gets a new one
     rolling_end: int | None
     constraints_end: int | None
+    seq: int  # the conversation's views_seq when read (`mark_current`)
+    checked_through: int  # every view covered the log through here when last marked current
 
 
 @dataclass(frozen=True)
@@ -423,9 +425,18 @@ class WarmStore:
         return self.cold.session_turns(conversation_id, session_id, after, end)
 
     def frontier(self) -> list[Frontier]:
-        """One row per conversation with messages: its last position and the end of its
-        rolling and constraint views. Index seeks per conversation, no scan of the log."""
+        """One row per conversation with messages whose views may be behind (appended to
+        since they were last marked current, `mark_current`): its last position and the
+        end of its rolling and constraint views. Index seeks per such conversation; the
+        conversations whose views are current cost nothing."""
         return [Frontier(*r) for r in self.cold.view_frontier()]
+
+    def mark_current(self, f: Frontier) -> bool:
+        """Record that every view of `f`'s conversation covered its log through
+        `f.last_position` as `frontier()` read it, so the next `frontier()` leaves it out
+        until it is appended to again. False (nothing recorded) if it was appended to
+        since the read."""
+        return self.cold.mark_views_current(f.conversation_id, f.seq, f.last_position)
 
     def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
                    limit: int | None = None) -> list[tuple[int, str | None, float]]:
