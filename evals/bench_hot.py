@@ -3,7 +3,9 @@
     python -m tiermem.evals.bench_hot [--n 2000] [--quick] [--json]
 
 Measures admit p50/p99 (a steady state with evictions, defaults of Config), a read of a
-2k-token hot set, and a rebuild of a 10k-turn conversation; and, over the same unix
+2k-token hot set, a rebuild of a 10k-turn conversation, and the counts of `STATS_SETS`
+sets as stats read them (`summaries`, pipelined) against a whole `read` of each (what
+stats did before); and, over the same unix
 socket and client settings, a raw redis-py pipeline (ZADD + HSET) and PING, so that the
 ratios say what the Lua script costs on top of the round trip. Targets: admit p50 <=
 0.4 ms, rebuild of 10k turns <= 200 ms.
@@ -29,6 +31,9 @@ ADMIT_P50_TARGET_US = 400.0
 REBUILD_10K_TARGET_MS = 200.0
 # Config defaults, so the numbers describe what users get.
 BUDGET, HEAD, TAIL, BIAS = 4000, 2, 8, 0.25
+STATS_SETS = 1000  # a namespace's conversations, each a set of STATS_SET_TURNS turns
+STATS_SET_TURNS = 20
+STATS_RUNS = 7
 
 
 def _turns(n: int, seed: int, start: int = 0) -> list[HotTurn]:
@@ -111,6 +116,23 @@ def _run(client: Any, n: int, rebuild_runs: int) -> dict[str, Any]:
         rebuild_ms.append((time.perf_counter() - t0) * 1000)
     assert rebuilt.last_position == 9_999
 
+    # the counts of many sets, as stats read them, against a whole read of each
+    sets = [f"{tag}-s{i}" for i in range(STATS_SETS)]
+    for i, c in enumerate(sets):
+        hot.admit_many(c, _turns(STATS_SET_TURNS, seed=100 + i), generation="b")
+    whole_ms, counts_ms = [], []
+    for _ in range(rebuild_runs if rebuild_runs < STATS_RUNS else STATS_RUNS):
+        t0 = time.perf_counter()
+        whole = [hot.read(c) for c in sets]
+        whole_ms.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        counted = hot.summaries(sets)
+        counts_ms.append((time.perf_counter() - t0) * 1000)
+    assert len(counted) == STATS_SETS and sum(s.members for s in counted.values()) == sum(
+        len(w.turns) for w in whole if w is not None)
+    for c in sets:
+        hot.drop(c)
+
     # baselines on the same connection settings
     zkey, hkey = f"{{{tag}}}:bz", f"{{{tag}}}:bh"
 
@@ -141,12 +163,16 @@ def _run(client: Any, n: int, rebuild_runs: int) -> dict[str, Any]:
         "rebuild_10k_members": len(rebuilt.turns),
         "pipeline_zadd_hset_p50_us": _pct(pipe_us, 0.5),
         "pipeline_zadd_hset_p99_us": _pct(pipe_us, 0.99),
+        "stats_sets": STATS_SETS,
+        "stats_whole_reads_ms": statistics.median(whole_ms),
+        "stats_summaries_ms": statistics.median(counts_ms),
         "ping_p50_us": _pct(ping_us, 0.5),
         "ping_p99_us": _pct(ping_us, 0.99),
     }
     out["admit_vs_pipeline"] = out["admit_p50_us"] / out["pipeline_zadd_hset_p50_us"]
     out["admit_vs_ping"] = out["admit_p50_us"] / out["ping_p50_us"]
     out["read_vs_ping"] = out["read_2k_p50_us"] / out["ping_p50_us"]
+    out["stats_ratio"] = out["stats_whole_reads_ms"] / out["stats_summaries_ms"]
     out["admit_p50_ok"] = out["admit_p50_us"] <= ADMIT_P50_TARGET_US
     out["rebuild_10k_ok"] = out["rebuild_10k_ms"] <= REBUILD_10K_TARGET_MS
     return out
@@ -164,6 +190,9 @@ def format_table(r: dict[str, Any]) -> str:
          f"{r['read_2k_p50_us']:.0f} µs", f"{r['read_2k_p99_us']:.0f} µs", f"{r['read_vs_ping']:.2f}x PING"),
         ("rebuild, 10k turns", f"{r['rebuild_10k_ms']:.1f} ms", f"min {r['rebuild_10k_min_ms']:.1f} ms",
          f"median of runs; target <= {REBUILD_10K_TARGET_MS:.0f} ms: {ok(r['rebuild_10k_ok'])}"),
+        (f"counts of {r['stats_sets']} sets (stats)", f"{r['stats_summaries_ms']:.1f} ms", "",
+         f"median of runs; a whole read of each: {r['stats_whole_reads_ms']:.1f} ms "
+         f"({r['stats_ratio']:.1f}x)"),
         ("baseline: pipeline ZADD + HSET", f"{r['pipeline_zadd_hset_p50_us']:.0f} µs",
          f"{r['pipeline_zadd_hset_p99_us']:.0f} µs", "redis-py, same socket"),
         ("baseline: PING", f"{r['ping_p50_us']:.0f} µs", f"{r['ping_p99_us']:.0f} µs",

@@ -137,6 +137,22 @@ def test_keys_share_one_slot_and_spread_over_masters(
     assert len(holders) == 3
 
 
+def test_summaries_read_sets_on_every_master(client: RedisClient) -> None:
+    # one pipeline spans every slot: the cluster client routes each set's reads
+    hot = tier(client)
+    convs = [f"count-{{{i}}}-{uuid.uuid4().hex}" for i in range(30)]
+    for i, conv in enumerate(convs):
+        hot.admit_many(conv, turns(3 + i % 5, pin_every=2), generation=GEN)
+    got = hot.summaries([*convs, "count-never-written"])
+    assert list(got) == convs
+    for conv in convs:
+        whole = hot.read(conv)
+        assert whole is not None
+        s = got[conv]
+        assert (s.members, s.pins, s.total_tokens, s.evictions) == (
+            len(whole.turns), sum(t.pinned for t in whole.turns), whole.total_tokens, whole.evictions)
+
+
 def test_scripts_reload_after_script_flush(client: RedisClient, request: pytest.FixtureRequest) -> None:
     hot = tier(client)
     conv = f"noscript-{uuid.uuid4().hex}"

@@ -425,19 +425,20 @@ class HotLink:
         tokens = members = pins = evictions = overflow = 0
         demoted: dict[str, list[int]] = {}
         try:
-            for conv in convs:
-                hs = self.tier.read(conv)
+            # counts only, pipelined: reading each whole set renewed its idle TTL (a
+            # polled /v1/stats kept every idle set alive) and took a round trip per set
+            for conv, hs in self.tier.summaries(convs).items():
                 # a set under this key of another generation (another database sharing
                 # this Redis) is not ours to count
-                if hs is None or hs.generation != self.generation(conv):
+                if hs.generation != self.generation(conv):
                     continue
                 tokens += hs.total_tokens
-                members += len(hs.turns)
-                pins += sum(1 for t in hs.turns if t.pinned)
+                members += hs.members
+                pins += hs.pins
                 evictions += hs.evictions
                 overflow += hs.overflow_tokens
                 if hs.demoted:
-                    demoted[conv] = list(hs.demoted)
+                    demoted[conv] = hs.demoted
             self._ok()
         except REDIS_ERRORS as exc:
             self._fail(exc)

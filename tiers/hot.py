@@ -88,6 +88,7 @@ REBUILD_CHUNK = 2000
 SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when erasing a tag
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
+SUMMARY_PIPELINE_SETS = 256  # hot sets whose counts one round trip reads (6 commands each)
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 # The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
@@ -567,6 +568,19 @@ class HotSet:
     tip: str = ""
 
 
+@dataclass(frozen=True)
+class HotSummary:
+    """A hot set's counts, without its turns (`HotTier.summaries`)."""
+
+    generation: str
+    total_tokens: int
+    members: int
+    pins: int
+    evictions: int
+    overflow_tokens: int
+    demoted: list[int]
+
+
 RedisClient = redis.Redis | RedisCluster
 
 
@@ -882,6 +896,37 @@ class HotTier:
             )
         except (KeyError, ValueError):
             return None
+
+    def summaries(self, conversation_ids: Sequence[str]) -> dict[str, HotSummary]:
+        """The counts of each conversation's hot set that has one (complete), by plain
+        reads pipelined `SUMMARY_PIPELINE_SETS` sets per round trip. Unlike `read`, it
+        neither renews the sets' idle TTL (a stats poll must not keep every idle set
+        alive) nor loads their texts."""
+        out: dict[str, HotSummary] = {}
+        for i in range(0, len(conversation_ids), SUMMARY_PIPELINE_SETS):
+            chunk = conversation_ids[i:i + SUMMARY_PIPELINE_SETS]
+            pipe = self.client.pipeline(transaction=False) if not self.cluster else self.client.pipeline()
+            for conv in chunk:
+                meta, z, t, p, pin, d = self.keys(conv)
+                pipe.hmget(meta, "gen", "total", "evictions", "overflow")
+                pipe.zcard(z)
+                pipe.hlen(t)
+                pipe.hlen(p)
+                pipe.hlen(pin)
+                pipe.hkeys(d)
+            replies = pipe.execute()
+            for j, conv in enumerate(chunk):
+                (gen, total, evictions, overflow), members, tokens, payloads, pins, demoted = replies[6 * j:6 * j + 6]
+                # no meta: no set; fewer token counts or texts than members: partly
+                # lost (maxmemory evicted a key), as good as gone, as `read` says
+                if gen is None or not members == tokens == payloads:
+                    continue
+                try:
+                    out[conv] = HotSummary(_text(gen), int(total), int(members), int(pins), int(evictions),
+                                           int(overflow), sorted(int(x) for x in demoted))
+                except (TypeError, ValueError):
+                    continue
+        return out
 
     def generation(self, conversation_id: str) -> str | None:
         value = self.client.hget(self.keys(conversation_id)[0], "gen")
