@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,6 +42,33 @@ def embedder() -> FastEmbedder:
     emb.query_session = "never"
     emb.embed(["warm-up"])
     return emb
+
+
+# text -> the export's vector, for the whole test session (see `shared_vectors`)
+_VECTORS: dict[str, np.ndarray] = {}
+
+
+@pytest.fixture
+def shared_vectors(embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch) -> FastEmbedder:
+    """The session's embedder, its model run once per distinct text for the whole test
+    session, for tests whose subject is what is done with the vectors (the evals' figures),
+    not how they are computed. The embedder's memo of texts is scoped by conversation, as
+    the product wants (no caller's latency says what another wrote): an eval that writes the
+    same filler turns into 61 conversations embeds them 61 times. Below the memo, so its
+    scopes and hits are as before; a text's vector is the export's own (computed in another
+    batch: equal within float rounding). The tests of the embedding itself never use it."""
+    compute = embedder._compute
+
+    def cached(texts: list[str]) -> np.ndarray:
+        if not texts:
+            return compute(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in _VECTORS))
+        if missing:
+            _VECTORS.update(zip(missing, compute(missing), strict=True))
+        return np.stack([_VECTORS[t] for t in texts])
+
+    monkeypatch.setattr(embedder, "_compute", cached)
+    return embedder
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,10 @@ def test_demo_probes_point_at_the_messages_that_state_them() -> None:
     assert data.format == "demo" and data.n_messages > 150
 
 
-def test_tune_without_a_file_runs_on_the_demo(embedder: FastEmbedder) -> None:
-    r = CliRunner().invoke(cli, ["tune", "--budgets", "600", "--json"], obj=CliState(embedder=embedder))
+def test_tune_without_a_file_runs_on_the_demo(shared_vectors: FastEmbedder) -> None:
+    # the replies' attribution and the candidate's log embed the same demo turns (in other
+    # memo scopes): computed once (conftest.shared_vectors)
+    r = CliRunner().invoke(cli, ["tune", "--budgets", "600", "--json"], obj=CliState(embedder=shared_vectors))
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
     assert res["format"] == "demo" and res["conversations"] == ["demo-dani"] and res["probes"] == 6
