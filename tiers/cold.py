@@ -66,6 +66,7 @@ from tiermem.tiers.schema import (
     DEFAULT_BUSY_TIMEOUT_MS,
     FTS_TOKENIZE,
     SCOPE_SQL,
+    SCRUB_PENDING_KEY,
     VEC_TABLE,
     Connection,
     DriverDatabaseError,
@@ -80,7 +81,6 @@ from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 log = logging.getLogger("tiermem.cold")
 
-SCRUB_PENDING_KEY = "scrub_pending"  # meta: an erasure committed, its reclaim not yet done
 MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host parameters
 # An erasure merges the FTS index before secure-deleting its rows when their deletes,
 # estimated from a timed sample, would cost more than the merge (`ColdStore.

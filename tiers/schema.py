@@ -37,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - the dependency is declared
 
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+SCRUB_PENDING_KEY = "scrub_pending"  # meta: an erasure committed, its reclaim not yet done
 WAL_SWITCH_RETRY_S = 0.01  # between attempts to switch a contended fresh file to WAL
 DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
 # the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
@@ -399,6 +400,21 @@ def m019_views_behind(c: Connection) -> None:
     c.execute(f"CREATE INDEX conversations_views_behind ON conversations(id) WHERE {VIEWS_BEHIND_SQL}")
 
 
+def m020_fts_rebuild_after_plain_erasures(c: Connection) -> None:
+    # Before m017 an erasure deleted its FTS rows plainly and then merged the index
+    # ('optimize'). For rows written in batches (an import, `append_many` of a history)
+    # that merge left erased terms in a live leaf of the merged segment: bytes in the
+    # file after the erasure's scrub, which no query reaches but a reader of the file
+    # does (found 2026-12-05 with a namespace of 1,500 such turns). A store that erased
+    # anything may hold them: its index is rebuilt from the stored text once (0.8 s at
+    # 60k messages), and the scrub the open runs next (`SCRUB_PENDING_KEY`) hands the
+    # freed pages back and truncates the WAL that holds their images.
+    if c.execute("SELECT 1 FROM tombstones LIMIT 1").fetchone() is None:
+        return
+    c.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (SCRUB_PENDING_KEY,))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -419,6 +435,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m017_fts_secure_delete,
     m018_index_pending_by_conversation,
     m019_views_behind,
+    m020_fts_rebuild_after_plain_erasures,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
