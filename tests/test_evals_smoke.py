@@ -87,10 +87,10 @@ def _in_unit(x: Any) -> bool:
 
 @needs_dev
 def test_locomo_small_run_then_cli_reuses_the_data_dir(
-    tmp_path: Path, embedder: FastEmbedder
+    tmp_path: Path, shared_vectors: FastEmbedder
 ) -> None:
     data_dir = tmp_path / "data"
-    o = _open(data_dir, embedder)
+    o = _open(data_dir, shared_vectors)  # LoCoMo's first conversation, embedded once a session
     has_context = tiermem_available(o.memory)
     try:
         run = run_locomo(o.memory, DEV, [300, 1000], limit_samples=1, limit_questions=10, hot=o.hot)

@@ -20,8 +20,9 @@ needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not f
 
 
 @pytest.fixture
-def opened(tmp_path: Path, embedder: FastEmbedder) -> Iterator[OpenedMemory]:
-    with eval_memory(tmp_path / "data", embedder, hot=False) as o:
+def opened(tmp_path: Path, shared_vectors: FastEmbedder) -> Iterator[OpenedMemory]:
+    # LoCoMo's first conversation, embedded once a session (conftest.shared_vectors)
+    with eval_memory(tmp_path / "data", shared_vectors, hot=False) as o:
         yield o
 
 
