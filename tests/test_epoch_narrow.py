@@ -13,8 +13,14 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tiermem import Memory
 from tiermem.planner.build import NARROW_RETRIEVED_SHARE
+
+# the same seeded history and chat texts in every test (and module): their vectors are
+# computed once a session (conftest.shared_vectors)
+pytestmark = pytest.mark.usefixtures("shared_vectors")
 
 BUDGET = 2000
 TOPIC = "I love painting sunsets with watercolors down by the lake"

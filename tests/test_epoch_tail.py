@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tiermem import Memory
 from tiermem.planner import middle
 from tiermem.tiers.tokens import messages_tokens
+
+# the same seeded history and chat texts in every test (and module): their vectors are
+# computed once a session (conftest.shared_vectors)
+pytestmark = pytest.mark.usefixtures("shared_vectors")
 
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
          "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
