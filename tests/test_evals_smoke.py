@@ -61,8 +61,10 @@ def _open(path: Path | None, embedder: FastEmbedder) -> OpenedMemory:
 
 
 @pytest.fixture
-def opened(tmp_path: Path, embedder: FastEmbedder) -> Iterator[OpenedMemory]:
-    o = _open(tmp_path / "data", embedder)
+def opened(tmp_path: Path, shared_vectors: FastEmbedder) -> Iterator[OpenedMemory]:
+    # LoCoMo's and the generator's turns recur across these tests: each text's vector is
+    # computed once a session (conftest.shared_vectors)
+    o = _open(tmp_path / "data", shared_vectors)
     try:
         yield o
     finally:

@@ -25,8 +25,9 @@ TURNS = pressure.DEFAULT_TURNS
 
 
 @pytest.fixture
-def opened(tmp_path: Path, embedder: FastEmbedder) -> Iterator[OpenedMemory]:
-    with eval_memory(tmp_path / "data", embedder, hot=True) as o:
+def opened(tmp_path: Path, shared_vectors: FastEmbedder) -> Iterator[OpenedMemory]:
+    # the generator's filler recurs across its conversations: embedded once (conftest.shared_vectors)
+    with eval_memory(tmp_path / "data", shared_vectors, hot=True) as o:
         yield o
 
 

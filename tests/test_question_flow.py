@@ -20,6 +20,10 @@ from tiermem.planner import epoch_policy
 from tiermem.planner.candidates import Candidate
 from tiermem.tiers.tokens import messages_tokens
 
+# the same seeded history in two tests and LoCoMo's first conversation (in two other
+# modules too): their vectors are computed once a session (conftest.shared_vectors)
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
          "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
 BUDGET = 2000
@@ -106,7 +110,6 @@ def test_another_query_on_the_same_log_keeps_the_whole_room(memory: Memory) -> N
 
 
 @pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not found at {DEV.resolve()}")
-@pytest.mark.usefixtures("shared_vectors")  # LoCoMo's first conversation, embedded once a session
 def test_questions_extend_by_the_weight_of_what_they_show(memory: Memory) -> None:
     """LoCoMo's first conversation, then its first questions one after another: some
     extend the epoch because the context already shows the best of their ranking."""
