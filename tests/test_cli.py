@@ -311,6 +311,7 @@ def test_config_errors_are_one_line(run: Cli, tmp_path: Path, monkeypatch: pytes
     assert r.exit_code == 1 and "http_port" in r.stderr
 
 
+@pytest.mark.usefixtures("shared_vectors")  # the demo's turns, as test_tune_demo embeds them: once a session
 def test_demo_beats_tail_truncation(run: Cli) -> None:
     result = run.json("demo", "--budget", "800")
     assert result["conversation"]["messages"] >= 150
