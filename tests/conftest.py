@@ -48,15 +48,10 @@ def embedder() -> FastEmbedder:
 _VECTORS: dict[str, np.ndarray] = {}
 
 
-@pytest.fixture
-def shared_vectors(embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch) -> FastEmbedder:
-    """The session's embedder, its model run once per distinct text for the whole test
-    session, for tests whose subject is what is done with the vectors (the evals' figures),
-    not how they are computed. The embedder's memo of texts is scoped by conversation, as
-    the product wants (no caller's latency says what another wrote): an eval that writes the
-    same filler turns into 61 conversations embeds them 61 times. Below the memo, so its
-    scopes and hits are as before; a text's vector is the export's own (computed in another
-    batch: equal within float rounding). The tests of the embedding itself never use it."""
+@contextlib.contextmanager
+def vectors_shared(embedder: FastEmbedder) -> Iterator[FastEmbedder]:
+    """`embedder` with its model run once per distinct text for the whole test session,
+    while the block runs (the fixture `shared_vectors`; for a module-scoped fixture)."""
     compute = embedder._compute
 
     def cached(texts: list[str]) -> np.ndarray:
@@ -67,8 +62,30 @@ def shared_vectors(embedder: FastEmbedder, monkeypatch: pytest.MonkeyPatch) -> F
             _VECTORS.update(zip(missing, compute(missing), strict=True))
         return np.stack([_VECTORS[t] for t in texts])
 
-    monkeypatch.setattr(embedder, "_compute", cached)
-    return embedder
+    before = vars(embedder).get("_compute")  # a block of this already around this one
+    embedder._compute = cached  # type: ignore[method-assign]
+    try:
+        yield embedder
+    finally:
+        if before is None:
+            del embedder._compute  # the class's method again
+        else:
+            embedder._compute = before  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def shared_vectors(embedder: FastEmbedder) -> Iterator[FastEmbedder]:
+    """The session's embedder, its model run once per distinct text for the whole test
+    session, for tests whose subject is what is done with the vectors (the evals' figures,
+    the planner's epochs), not how they are computed. The embedder's memo of texts is
+    scoped by conversation, as the product wants (no caller's latency says what another
+    wrote): an eval that writes the same filler turns into 61 conversations embeds them 61
+    times. This sits below the memo, so its scopes and hits are as before; a text's vector
+    is the export's own (computed in another batch: equal within float rounding). The tests
+    of the embedding itself never use it, nor tests that patch the embedder's methods (this
+    instance attribute would hide a patch of the class's)."""
+    with vectors_shared(embedder) as emb:
+        yield emb
 
 
 @pytest.fixture(scope="session")

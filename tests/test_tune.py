@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import vectors_shared
 from convo_fixtures import support_lines, write_jsonl
 
 from tiermem.cli import CliState, cli
@@ -35,8 +36,10 @@ def run(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> dic
     # one setting flat, one in its section: a base file may mix them
     base.write_text("hot_budget_tokens = 3000\n[planner.slice_shares.targeted_recall]\ntail = 0.2\n")
     out, best, plot = d / "tune.json", d / "best.toml", d / "tune.png"
-    r = tune(embedder, str(data), "--budgets", ",".join(map(str, BUDGETS)), "--config", str(base),
-             "--grid", "retrieval.k=3,20", "--json-out", str(out), "--write-config", str(best), "--plot", str(plot))
+    # the attribution and both candidates embed the same turns: once (conftest.shared_vectors)
+    with vectors_shared(embedder):
+        r = tune(embedder, str(data), "--budgets", ",".join(map(str, BUDGETS)), "--config", str(base),
+                 "--grid", "retrieval.k=3,20", "--json-out", str(out), "--write-config", str(best), "--plot", str(plot))
     assert r.exit_code == 0, r.output
     return {"table": r.stdout, "result": json.loads(out.read_text()), "best": best, "base": base, "plot": plot}
 

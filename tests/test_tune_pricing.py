@@ -25,7 +25,8 @@ USD_PER_MTOK = 2.0  # the base config's input price
 FREE, FULL_PRICE = 0.0, 1.0  # cached input at no cost / at the full input price
 
 
-def test_each_candidate_is_billed_at_its_own_pricing(tmp_path: Path, embedder: FastEmbedder) -> None:
+def test_each_candidate_is_billed_at_its_own_pricing(tmp_path: Path, shared_vectors: FastEmbedder) -> None:
+    embedder = shared_vectors  # both candidates replay the same turns: embedded once (conftest.shared_vectors)
     data = write_jsonl(tmp_path / "chat.jsonl", [
         {"conversation_id": "c", "role": "user" if i % 2 == 0 else "assistant",
          "content": f"Note {i}: " + " ".join(FILLERS[(i + k) % len(FILLERS)] for k in range(FILLERS_PER_TURN))}
