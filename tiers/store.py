@@ -19,7 +19,9 @@ Contract shared by every method (DESIGN invariants):
   retention operations (`prune`, `delete_conversation`, `delete_namespace`), and the
   database itself refuses anything else. Positions are assigned by the store, contiguous
   from 0 per conversation, also with many writer processes.
-- **One domain action, one transaction.** Each write method commits whole or not at all.
+- **One domain action, one transaction.** Each write method commits whole or not at all,
+  except the SQLite engine's `prune` and `delete_namespace`, which commit per batch of
+  whole conversations (each one's rows, tombstone and owed purges together).
 - **Derived data is rebuildable.** The turn index, FTS, vectors, labels and summaries can
   be recomputed from the messages (`rebuild`); pins and checkpoints are user state.
 - **Salvage.** A stored row that cannot be decoded is logged, counted (`salvaged`) and
@@ -367,7 +369,8 @@ class ColdLog(Protocol):
               ) -> ErasureReport:
         """Delete whole conversations of exactly `namespace` (or, only when asked, of
         every namespace) whose last message is older than `older_than`, with every
-        derived row, in one transaction; tombstones left."""
+        derived row; tombstones left. Each conversation goes whole or not at all;
+        SQLite commits per batch of conversations (`delete_namespace`)."""
         ...
 
     def delete_conversation(self, conversation_id: str) -> ErasureReport:
@@ -376,7 +379,12 @@ class ColdLog(Protocol):
         ...
 
     def delete_namespace(self, namespace: str) -> ErasureReport:
-        """Erase `namespace` and the namespaces below it (`a` takes `a/b`, not `ab`)."""
+        """Erase `namespace` and the namespaces below it (`a` takes `a/b`, not `ab`).
+        Each conversation goes whole or not at all. PostgreSQL erases in one
+        transaction (its row locks stall nobody else); SQLite, whose write lock stalls
+        every writer, commits per batch of conversations (`cold.ERASE_BATCH_MESSAGES`),
+        so a process killed meanwhile leaves part of the namespace, which a retry
+        erases."""
         ...
 
     def reclaim(self) -> bool:
