@@ -17,6 +17,10 @@ from tiermem import Config, Memory
 from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.tiers.tokens import messages_tokens
 
+# the same seeded histories in several tests: their vectors are computed once a session
+# (conftest.shared_vectors)
+pytestmark = pytest.mark.usefixtures("shared_vectors")
+
 SYSTEM = "You are a helpful travel assistant."
 FILLER = ["haha that's funny", "the weather is nice today", "I watched a movie last night", "ok cool",
           "I had pasta for lunch", "my cat knocked over a plant", "traffic was terrible this morning"]

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tiermem import Memory
 from tiermem.planner.build import EPOCH_START_FILL_SHARE, REWIND_MIN_KEPT_SHARE
 from tiermem.tiers.tokens import messages_tokens
+
+# the same seeded histories in several tests: their vectors are computed once a session
+# (conftest.shared_vectors)
+pytestmark = pytest.mark.usefixtures("shared_vectors")
 
 WORDS = ["garden", "violin", "harbour", "pancake", "glacier", "lantern", "marathon", "orchid", "pottery",
          "satellite", "tunnel", "umbrella", "volcano", "walrus", "yoga", "zeppelin", "bakery", "canyon"]
