@@ -44,8 +44,9 @@ def embedder() -> FastEmbedder:
     return emb
 
 
-# text -> the export's vector, for the whole test session (see `shared_vectors`)
-_VECTORS: dict[str, np.ndarray] = {}
+# embedder -> text -> its vector, for the whole test session (see `shared_vectors`); per
+# embedder, so that no two models' vectors ever mix
+_VECTORS: dict[int, dict[str, np.ndarray]] = {}
 
 
 @contextlib.contextmanager
@@ -53,14 +54,15 @@ def vectors_shared(embedder: FastEmbedder) -> Iterator[FastEmbedder]:
     """`embedder` with its model run once per distinct text for the whole test session,
     while the block runs (the fixture `shared_vectors`; for a module-scoped fixture)."""
     compute = embedder._compute
+    known = _VECTORS.setdefault(id(embedder), {})  # the session's embedders live as long
 
     def cached(texts: list[str]) -> np.ndarray:
         if not texts:
             return compute(texts)
-        missing = list(dict.fromkeys(t for t in texts if t not in _VECTORS))
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
-            _VECTORS.update(zip(missing, compute(missing), strict=True))
-        return np.stack([_VECTORS[t] for t in texts])
+            known.update(zip(missing, compute(missing), strict=True))
+        return np.stack([known[t] for t in texts])
 
     before = vars(embedder).get("_compute")  # a block of this already around this one
     embedder._compute = cached  # type: ignore[method-assign]
