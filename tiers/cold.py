@@ -907,15 +907,16 @@ class ColdStore(SharedQueries):
         while True:
             began = time.perf_counter()
             with self._tx() as c:
-                keys = (self._erase_batch(c, select_keys, params, limit) if batched
-                        else [r[0] for r in c.execute(select_keys, params).fetchall()])
+                keys, last = (self._erase_batch(c, select_keys, params, limit) if batched
+                              else ([r[0] for r in c.execute(select_keys, params).fetchall()], True))
                 if not keys:
                     break
                 erased_terms += self._erase_keys(c, keys, report, reason, now)
-            if not batched:
-                break
             held = time.perf_counter() - began
-            self._step("erase:batch")
+            if batched:
+                self._step("erase:batch")
+            if last:  # nothing left to erase: no pause, no further look
+                break
             # the next batch sized to hold the lock about ERASE_BATCH_TARGET_S (a message
             # costs 0.3-3 ms, more in a large index); then the lock is free, but this
             # thread would take it again before a waiter woke (threads) or polled (other
@@ -935,9 +936,11 @@ class ColdStore(SharedQueries):
                 self._scope_sizes.pop(key, None)
         return report
 
-    def _erase_batch(self, c: Connection, select_keys: str, params: Sequence[Any], limit: int) -> list[str]:
+    def _erase_batch(self, c: Connection, select_keys: str, params: Sequence[Any], limit: int
+                     ) -> tuple[list[str], bool]:
         """The next keys of a batched erasure: those `select_keys` still finds, up to
-        `limit` messages together (at least one conversation)."""
+        `limit` messages together (at least one conversation); and whether they are all
+        that is left."""
         keys = [r[0] for r in c.execute(select_keys + " LIMIT ?", (*params, ERASE_BATCH_CONVERSATIONS)).fetchall()]
         out: list[str] = []
         total = 0
@@ -948,7 +951,7 @@ class ColdStore(SharedQueries):
                 break
             out.append(key)
             total += size
-        return out
+        return out, len(out) == len(keys) < ERASE_BATCH_CONVERSATIONS
 
     def _erase_keys(self, c: Connection, keys: Sequence[str], report: ErasureReport, reason: str, now: float
                     ) -> list[bytes]:
