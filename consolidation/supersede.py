@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiermem.consolidation.classify import DAY_NAMES, PRIORITY, correction_cue, normalize
+from tiermem.consolidation.classify import CLASSIFY_MAX_CHARS, DAY_NAMES, PRIORITY, correction_cue, normalize
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2, memo_scope, remembered_for
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
@@ -958,11 +958,12 @@ class Superseder:
         turn's assertive sentences, when they carry a correction or update cue."""
         if turn.role != "user" or turn.intent in ("chitchat", "tool_result"):
             return ""
-        text = assertive_text(_ATTACHMENT.sub(" ", turn.text))
+        head = turn.text[:CLASSIFY_MAX_CHARS]  # what the rules read (classify.CLASSIFY_MAX_CHARS)
+        text = assertive_text(_ATTACHMENT.sub(" ", head))
         if not text:
             return ""
         # what is left once the questions are gone decides (a question is never a correction)
-        if (text != turn.text.strip() or turn.intent == "question") and \
+        if (text != head.strip() or turn.intent == "question") and \
                 self.classifier.classify(text, "user").intent in NOT_SUPERSEDABLE:
             return ""
         norm = normalize(text)
