@@ -86,7 +86,8 @@ class TurnLabel:
 DAY_NAMES = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 # The rules read at most this much of a turn (its head), here and in supersession: they
 # ran ~200 regular expressions over all of it, 2.6 s of CPU for one 900 KB message (a
-# paste, an export), ~6 s at the 2 MB content limit, every append of one. Instructions,
+# paste, an export; `max_content_bytes` is 1 MiB by default and may be set to 128 MiB),
+# every append of one. Instructions,
 # corrections and constraints sit in what a person types; past this is pasted material,
 # which the embedding model reads only the first 256 tokens of anyway.
 CLASSIFY_MAX_CHARS = 16_384
