@@ -346,10 +346,13 @@ class Memory:
             raise ConversationNotFound(name, ns)
         return name, ns, key
 
-    def _erased(self, report: ErasureReport) -> None:
-        """After a retention operation: drop this Memory's derived copies (`_forget`),
-        then tell `erasure_hooks` what went."""
-        self._forget(report.keys)
+    def _erased(self, report: ErasureReport, *, forgotten: bool = False) -> None:
+        """After a retention operation: drop this Memory's derived copies (`_forget`;
+        `forgotten`: the store's `on_erased` already did, batch by batch, so a batch
+        that failed after others committed leaves none of theirs), then tell
+        `erasure_hooks` what went."""
+        if not forgotten:
+            self._forget(report.keys)
         if not report.keys:
             return
         for hook in list(self.erasure_hooks):
@@ -606,10 +609,10 @@ class Memory:
         if all_namespaces and namespace is not None:
             raise ValidationError("namespace", "give a namespace or all_namespaces=True, not both")
         if all_namespaces:
-            report = self.cold.prune(cutoff, all_namespaces=True)
+            report = self.cold.prune(cutoff, all_namespaces=True, on_erased=self._forget)
         else:
-            report = self.cold.prune(cutoff, namespace=self._ns(namespace))
-        self._erased(report)
+            report = self.cold.prune(cutoff, namespace=self._ns(namespace), on_erased=self._forget)
+        self._erased(report, forgotten=True)
         return report
 
     def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
@@ -627,8 +630,8 @@ class Memory:
         not read as "default" as other methods read it."""
         if namespace is None:
             raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
-        report = self.cold.delete_namespace(self._ns(namespace))
-        self._erased(report)
+        report = self.cold.delete_namespace(self._ns(namespace), on_erased=self._forget)
+        self._erased(report, forgotten=True)
         return report
 
     def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:

@@ -857,8 +857,8 @@ class ColdStore(SharedQueries):
                 total += p.stat().st_size
         return total
 
-    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False
-              ) -> ErasureReport:
+    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False,
+              on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """Delete whole conversations of exactly `namespace` whose last message is older
         than `older_than` (unix seconds), with every derived row, in transactions of
         whole conversations (`_erase`, batched); then hand the space back. Every namespace only with `all_namespaces=True`, never
@@ -870,7 +870,7 @@ class ColdStore(SharedQueries):
         if namespace is not None:
             sql += " AND namespace = ?"
             params = (older_than, namespace)
-        return self._erase(sql, params, reason="prune", batched=True)
+        return self._erase(sql, params, reason="prune", batched=True, on_erased=on_erased)
 
     def delete_conversation(self, conversation_id: str) -> ErasureReport:
         """Erase one conversation (by key) on request: every row of it, derived or not,
@@ -880,17 +880,18 @@ class ColdStore(SharedQueries):
             raise ConversationNotFound(conversation_id)
         return report
 
-    def delete_namespace(self, namespace: str) -> ErasureReport:
+    def delete_namespace(self, namespace: str, *, on_erased: Callable[[Sequence[str]], None] | None = None
+                         ) -> ErasureReport:
         """Erase every conversation of `namespace` and of the namespaces below it
         (`acme` takes `acme/alice`, never `acme2`)."""
         # a range of the namespace index ('/' + 1 is '0'), not substr(), which scans every
         # conversation of every tenant
         return self._erase(
             "SELECT id FROM conversations WHERE namespace = ?1 OR (namespace >= ?1 || '/' AND namespace < ?1 || '0')",
-            (namespace,), reason="erase", batched=True)
+            (namespace,), reason="erase", batched=True, on_erased=on_erased)
 
-    def _erase(self, select_keys: str, params: Sequence[Any], *, reason: str, batched: bool = False
-               ) -> ErasureReport:
+    def _erase(self, select_keys: str, params: Sequence[Any], *, reason: str, batched: bool = False,
+               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """The one deletion path of both retention operations (DESIGN invariant 3).
 
         `batched` (a namespace, a prune): in transactions of whole conversations sized to
@@ -899,7 +900,9 @@ class ColdStore(SharedQueries):
         (and other processes' writes) for its whole length: one transaction held it 6.5 s
         for a 3,000-turn namespace in a 33k-turn store. A process killed meanwhile leaves
         the rest of what it was erasing, each conversation whole or gone; a retry erases
-        the rest. One scrub at the end."""
+        the rest. One scrub at the end. `on_erased(keys)` runs after each commit with
+        the keys it erased, so a caller drops its copies of them (Redis, caches) batch by
+        batch, also when a later batch fails."""
         report = ErasureReport(bytes_before=self.files_bytes())
         now = time.time()
         erased_terms: list[bytes] = []
@@ -913,6 +916,8 @@ class ColdStore(SharedQueries):
                     break
                 erased_terms += self._erase_keys(c, keys, report, reason, now)
             held = time.perf_counter() - began
+            if on_erased is not None:
+                on_erased(keys)
             if batched:
                 self._step("erase:batch")
             if last:  # nothing left to erase: no pause, no further look

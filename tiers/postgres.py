@@ -1125,13 +1125,14 @@ class PostgresStore(SharedQueries):
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
             (self.schema,))[0][0])
 
-    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False
-              ) -> ErasureReport:
+    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False,
+              on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         if all_namespaces == (namespace is not None):
             raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
         if namespace is None:
-            return self._erase("last_message_at < %s", (older_than,), reason="prune")
-        return self._erase("last_message_at < %s AND namespace = %s", (older_than, namespace), reason="prune")
+            return self._erase("last_message_at < %s", (older_than,), reason="prune", on_erased=on_erased)
+        return self._erase("last_message_at < %s AND namespace = %s", (older_than, namespace), reason="prune",
+                           on_erased=on_erased)
 
     def delete_conversation(self, conversation_id: str) -> ErasureReport:
         report = self._erase("id = %s", (conversation_id,), reason="erase")
@@ -1139,12 +1140,15 @@ class PostgresStore(SharedQueries):
             raise ConversationNotFound(conversation_id)
         return report
 
-    def delete_namespace(self, namespace: str) -> ErasureReport:
+    def delete_namespace(self, namespace: str, *, on_erased: Callable[[Sequence[str]], None] | None = None
+                         ) -> ErasureReport:
         return self._erase("namespace = %s OR starts_with(namespace, %s)", (namespace, namespace + "/"),
-                           reason="erase")
+                           reason="erase", on_erased=on_erased)
 
-    def _erase(self, where: str, params: Sequence[Any], *, reason: str) -> ErasureReport:
-        """The one deletion path of both retention operations (DESIGN invariant 3)."""
+    def _erase(self, where: str, params: Sequence[Any], *, reason: str,
+               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
+        """The one deletion path of both retention operations (DESIGN invariant 3), in one
+        transaction; `on_erased(keys)` runs once after its commit."""
         report = ErasureReport(bytes_before=self.files_bytes())
         now = time.time()
         with self._tx() as c:
@@ -1185,6 +1189,8 @@ class PostgresStore(SharedQueries):
                       (SCRUB_PENDING_KEY,))
         # committed: from here on nothing may raise, or the caller never learns which keys
         # went and their Redis keys and in-process copies outlive the erasure
+        if on_erased is not None:
+            on_erased(report.keys)
         report.wal_truncated = False  # PostgreSQL's WAL keeps the records (module docstring)
         try:
             report.scrubbed = self.reclaim()

@@ -365,12 +365,13 @@ class ColdLog(Protocol):
         transaction; returns the child's key. Undecodable rows stay gaps."""
         ...
 
-    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False
-              ) -> ErasureReport:
+    def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False,
+              on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """Delete whole conversations of exactly `namespace` (or, only when asked, of
         every namespace) whose last message is older than `older_than`, with every
         derived row; tombstones left. Each conversation goes whole or not at all;
-        SQLite commits per batch of conversations (`delete_namespace`)."""
+        SQLite commits per batch of conversations (`delete_namespace`, also for
+        `on_erased`)."""
         ...
 
     def delete_conversation(self, conversation_id: str) -> ErasureReport:
@@ -378,13 +379,16 @@ class ColdLog(Protocol):
         `ConversationNotFound` if it is not live."""
         ...
 
-    def delete_namespace(self, namespace: str) -> ErasureReport:
+    def delete_namespace(self, namespace: str, *, on_erased: Callable[[Sequence[str]], None] | None = None
+                         ) -> ErasureReport:
         """Erase `namespace` and the namespaces below it (`a` takes `a/b`, not `ab`).
         Each conversation goes whole or not at all. PostgreSQL erases in one
         transaction (its row locks stall nobody else); SQLite, whose write lock stalls
         every writer, commits per batch of conversations (`cold.ERASE_BATCH_MESSAGES`),
         so a process killed meanwhile leaves part of the namespace, which a retry
-        erases."""
+        erases. `on_erased(keys)` runs after each commit with the keys it erased (once
+        on PostgreSQL), so the caller drops its copies of them as they go, also when a
+        later batch fails."""
         ...
 
     def reclaim(self) -> bool:
