@@ -67,6 +67,7 @@ from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.warm import (
+    Frontier,
     Sentence,
     Staleness,
     SummaryView,
@@ -486,7 +487,7 @@ class ViewMaintainer:
                         found.append((st.severity(self.max_turns_behind, self.max_seconds_behind),
                                       (conv, kind, ""), st))
                 found.extend(self._stale_sessions(conv, last, f.created_at, now, f.checked_through))
-                if not behind and not self._sessions[conv].pending and self.warm.mark_current(f):
+                if not behind and not self._sessions[conv].pending and self._mark_current(f):
                     # out of the next sweeps until its next append; the position it was
                     # current at is where a later session scan of it starts
                     seen.discard(conv)
@@ -494,6 +495,18 @@ class ViewMaintainer:
                 del self._sessions[gone]
         found.sort(key=lambda f: (-f[0], f[1]))
         return [(k, st) for _, k, st in found[:limit]]
+
+    def _mark_current(self, f: Frontier) -> bool:
+        """`WarmStore.mark_current`, which is only a saving: a store that cannot take the
+        write (read-only storage, a database busy past its timeout) keeps the
+        conversation in the sweep, and the sweep goes on."""
+        if getattr(self.cold, "read_only", False):
+            return False
+        try:
+            return self.warm.mark_current(f)
+        except Exception as exc:
+            log.debug("views of %s are current but could not be marked so (%s)", f.conversation_id, exc)
+            return False
 
     def _stale_sessions(
         self, conv: str, last: int, created_at: float, now: float, checked_through: int

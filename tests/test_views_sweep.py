@@ -229,3 +229,21 @@ def test_a_fork_is_behind_until_its_views_are_current(store: ColdLog, fresh: boo
         assert warm.mark_current(f)
     child = store.fork(key, 1, new_id="child")
     assert child in _behind(store)
+
+
+def test_a_store_that_refuses_the_mark_keeps_the_sweep_going(tmp_path: Path, counter: BpeTokenCounter) -> None:
+    # the mark is a write in a sweep that wrote nothing before: storage that refuses it
+    # (here a connection set query-only, as a read-only store's is) must not stop the sweep
+    store = ColdStore(tmp_path / "tiermem.db", tokens=counter)
+    try:
+        key = store.append_batch("c", [Message(role="user", content="one", created_at=T0)], labels=[LABEL]).key
+        sched = _scheduler(store, counter, Clock(LATER))
+        sched.run_once()
+        with store.reading() as conn:
+            conn.execute("PRAGMA query_only = 1")
+        assert sched.maintainer.stale_views(1000) == []  # current, only not marked so
+        assert _behind(store) == [key]
+    finally:
+        with store.reading() as conn:
+            conn.execute("PRAGMA query_only = 0")
+        store.close()
