@@ -131,3 +131,25 @@ def test_a_kill_between_batches_leaves_whole_conversations_and_a_retry_finishes(
         assert not any(files_with(db, canary(c)) for c in range(CONVERSATIONS))
     finally:
         store.close()
+
+
+def test_a_conversation_created_during_the_erasure_stays(tmp_path: Path, counter: BpeTokenCounter) -> None:
+    # the erasure takes the conversations there were when it began: a writer that keeps
+    # creating conversations in the namespace cannot keep it going (one created after a
+    # single-transaction erasure would stay too)
+    store = ColdStore(tmp_path / "tiermem.db", tokens=counter)
+    try:
+        fill(store)
+        made: list[str] = []
+
+        def step(name: str) -> None:
+            if name == "erase:batch" and not made:
+                made.append(store.append_batch("late", [Message(role="user", content="new")], namespace="big").key)
+
+        store._fault = step
+        report = store.delete_namespace("big")
+        store._fault = None
+        assert report.conversations == CONVERSATIONS and made[0] not in report.keys
+        assert store.key_of("big", "late") == made[0]
+    finally:
+        store.close()

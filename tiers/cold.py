@@ -29,6 +29,7 @@ Invariants (docs/design.md, "The invariants"):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
@@ -87,20 +88,18 @@ MAX_SQL_PARAMS = 500  # ids per IN (...) list: well under SQLite's 32766 host pa
 # _delete_fts_rows`); a merge ('optimize') measured ~7 us per indexed row on a 2-core
 # machine (381 ms at 60k rows, 21 ms at 3k).
 FTS_MERGE_S_PER_ROW = 7e-6
+FTS_SECURE_DELETE_SAMPLE_ROWS = 16  # rows of an erasure deleted and timed first
 # A namespace's erasure or a prune commits in batches of whole conversations, so the
 # store's lock is free between them. The first holds at most ERASE_BATCH_MESSAGES
 # messages; each next one is sized from the last to hold the lock ERASE_BATCH_TARGET_S
 # (a message costs 0.3-3 ms: vectors, FTS secure deletes, rows, more in a large index),
 # within MIN..MAX messages (a conversation larger than that goes alone); between two, a
-# pause as long as the last one held it (at most ERASE_PAUSE_MAX_S). Conversations
-# looked at per batch, to size it: ERASE_BATCH_CONVERSATIONS.
+# pause as long as the last one held it (at most ERASE_PAUSE_MAX_S).
 ERASE_BATCH_MESSAGES = 200
 ERASE_BATCH_MIN_MESSAGES = 16
 ERASE_BATCH_MAX_MESSAGES = 5000
 ERASE_BATCH_TARGET_S = 0.2
-ERASE_BATCH_CONVERSATIONS = 64
 ERASE_PAUSE_MAX_S = 1.0
-FTS_SECURE_DELETE_SAMPLE_ROWS = 16
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
 # (`~` is outside the id alphabet, so such a key is never a name).
 KEY_SEPARATOR = "~"
@@ -861,8 +860,9 @@ class ColdStore(SharedQueries):
               on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """Delete whole conversations of exactly `namespace` whose last message is older
         than `older_than` (unix seconds), with every derived row, in transactions of
-        whole conversations (`_erase`, batched); then hand the space back. Every namespace only with `all_namespaces=True`, never
-        by omission. Forks keep their copies."""
+        whole conversations (`_erase`, batched); then hand the space back. Every
+        namespace only with `all_namespaces=True`, never by omission. Forks keep their
+        copies."""
         if all_namespaces == (namespace is not None):
             raise ValidationError("namespace", "give a namespace, or all_namespaces=True (not both)")
         sql = "SELECT id FROM conversations WHERE last_message_at < ?"
@@ -907,11 +907,18 @@ class ColdStore(SharedQueries):
         now = time.time()
         erased_terms: list[bytes] = []
         limit = ERASE_BATCH_MESSAGES
+        # batched: the conversations there are now, erased in batches; one created in the
+        # namespace meanwhile stays (as one created after a single transaction would), so a
+        # writer that keeps creating cannot keep the erasure going
+        pending = collections.deque(r[0] for r in self._read(select_keys, params)) if batched else None
         while True:
             began = time.perf_counter()
             with self._tx() as c:
-                keys, last = (self._erase_batch(c, select_keys, params, limit) if batched
-                              else ([r[0] for r in c.execute(select_keys, params).fetchall()], True))
+                if pending is None:
+                    keys, last = [r[0] for r in c.execute(select_keys, params).fetchall()], True
+                else:
+                    keys = self._erase_batch(c, pending, limit)
+                    last = not pending
                 if not keys:
                     break
                 erased_terms += self._erase_keys(c, keys, report, reason, now)
@@ -941,22 +948,24 @@ class ColdStore(SharedQueries):
                 self._scope_sizes.pop(key, None)
         return report
 
-    def _erase_batch(self, c: Connection, select_keys: str, params: Sequence[Any], limit: int
-                     ) -> tuple[list[str], bool]:
-        """The next keys of a batched erasure: those `select_keys` still finds, up to
-        `limit` messages together (at least one conversation); and whether they are all
-        that is left."""
-        keys = [r[0] for r in c.execute(select_keys + " LIMIT ?", (*params, ERASE_BATCH_CONVERSATIONS)).fetchall()]
+    def _erase_batch(self, c: Connection, pending: collections.deque[str], limit: int) -> list[str]:
+        """Inside a transaction: take the next keys of a batched erasure off `pending`, up
+        to `limit` messages together (at least one conversation); keys already gone (an
+        erasure beside this one) are dropped."""
         out: list[str] = []
         total = 0
-        for key in keys:
-            size = int(c.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?",
-                                 (key,)).fetchone()[0])
-            if out and total + size > limit:
+        while pending:
+            row = c.execute("SELECT (SELECT COALESCE(MAX(position) + 1, 0) FROM messages m "
+                            "WHERE m.conversation_id = c.id) FROM conversations c WHERE c.id = ?",
+                            (pending[0],)).fetchone()
+            if row is None:
+                pending.popleft()
+                continue
+            if out and total + int(row[0]) > limit:
                 break
-            out.append(key)
-            total += size
-        return out, len(out) == len(keys) < ERASE_BATCH_CONVERSATIONS
+            out.append(pending.popleft())
+            total += int(row[0])
+        return out
 
     def _erase_keys(self, c: Connection, keys: Sequence[str], report: ErasureReport, reason: str, now: float
                     ) -> list[bytes]:
