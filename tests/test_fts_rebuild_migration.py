@@ -24,7 +24,7 @@ class PlainErasure(ColdStore):
     """The FTS delete of the code before m017: one plain statement (the table's
     'secure-delete' is off, as it was), the merge after the commit removing the rest."""
 
-    def _delete_fts_rows(self, c):  # type: ignore[no-untyped-def]
+    def _delete_fts_rows(self, c, ids):  # type: ignore[no-untyped-def]
         c.execute("DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages "
                   "WHERE conversation_id IN (SELECT id FROM temp.erase_keys))")
 
