@@ -905,7 +905,7 @@ class HotTier:
         out: dict[str, HotSummary] = {}
         for i in range(0, len(conversation_ids), SUMMARY_PIPELINE_SETS):
             chunk = conversation_ids[i:i + SUMMARY_PIPELINE_SETS]
-            pipe = self.client.pipeline(transaction=False) if not self.cluster else self.client.pipeline()
+            pipe = self.client.pipeline(transaction=False)  # a cluster pipeline routes each set's reads
             for conv in chunk:
                 meta, z, t, p, pin, d = self.keys(conv)
                 pipe.hmget(meta, "gen", "total", "evictions", "overflow")
