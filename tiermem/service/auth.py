@@ -90,7 +90,8 @@ class TokenAuth:
             self.default_namespace = validate_namespace(default_namespace, "namespace", max_id_chars)
         except ValidationError as exc:
             raise ServiceConfigError(f"namespace {default_namespace!r}: {exc.problem}") from None
-        self._tokens: list[tuple[bytes, str]] = []
+        # SHA-256 of the token -> its prefix: the key a request's token is looked up by
+        self._by_digest: dict[bytes, str] = {}
         for token, ns in tokens.items():
             if not token or not token.strip():
                 raise ServiceConfigError("auth_tokens: a token is empty")
@@ -100,10 +101,8 @@ class TokenAuth:
                 raise ServiceConfigError(
                     f"auth_tokens: namespace prefix {ns!r} is not a valid namespace ({exc.problem})"
                 ) from None
-            self._tokens.append((token.encode("utf-8"), ns))
-        self._prefixes = frozenset(ns for _t, ns in self._tokens)
-        # SHA-256 of the token -> its prefix: the key a request's token is looked up by
-        self._by_digest: dict[bytes, str] = {_digest(t): ns for t, ns in self._tokens}
+            self._by_digest[_digest(token.encode("utf-8"))] = ns
+        self._prefixes = frozenset(self._by_digest.values())
         self._metrics: list[bytes] = []
         for token in metrics_tokens:
             if not token or not token.strip():
@@ -113,12 +112,13 @@ class TokenAuth:
                     "metrics_tokens: a token is also in auth_tokens; a metrics token must not be a tenant's"
                 )
             self._metrics.append(token.encode("utf-8"))
-        if enabled and not self._tokens:
+        if enabled and not self._by_digest:
             raise ServiceConfigError(
                 "auth is on but no tokens are configured: set auth_tokens (env TIERMEM_AUTH_TOKENS="
                 '\'{"<token>": "<namespace prefix>"}\') or run without auth (loopback only)'
             )
-        if (enabled and any(len(t) < MIN_TOKEN_CHARS for t, _ in self._tokens)) or any(len(t) < MIN_TOKEN_CHARS for t in self._metrics):
+        if (enabled and any(len(t.encode("utf-8")) < MIN_TOKEN_CHARS for t in tokens)) or any(
+                len(t) < MIN_TOKEN_CHARS for t in self._metrics):
             log.warning("some auth tokens are shorter than %d characters; use long random tokens", MIN_TOKEN_CHARS)
 
     @staticmethod
