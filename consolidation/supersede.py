@@ -76,12 +76,14 @@ from tiermem.consolidation.classify import CLASSIFY_MAX_CHARS, DAY_NAMES, PRIORI
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2, memo_scope, remembered_for
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
+from tiermem.tiers.vectors import row_dots
 
 if TYPE_CHECKING:
     from tiermem.consolidation.classify import TurnClassifier
     from tiermem.tiers.embed import Embedder
     from tiermem.tiers.models import TurnRow
     from tiermem.tiers.store import ColdLog
+    from tiermem.tiers.turncache import TurnCache, TurnTable
 
 __all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",
            "detect_slots", "find_superseded"]
@@ -942,14 +944,42 @@ class _Batch:
         self.statements.append(StatementRow(old, sp[0], sp[1], new))
 
 
+def _nearest_in(table: TurnTable, vec: np.ndarray, before: int, k: int) -> list[tuple[int, float]] | None:
+    """(position, cosine) of the `k` turns of `table` before position `before` nearest to
+    the unit vector `vec`, nearest first, equal cosines in log order: what the store's
+    vector index answers (`ColdLog.search_dense` with `before`), scored in memory. None
+    when the table cannot answer for every earlier turn: one without its vector yet (the
+    cache re-reads late vectors a bounded number at a time, the store may hold it
+    already), or vectors of another width."""
+    m = int(np.searchsorted(table.positions, before))  # the rows before `before` (log order)
+    if m == 0:
+        return []
+    vectors = table.vectors
+    if vectors is None or vectors.shape[1] != vec.shape[0] or not bool(table.has_vec[:m].all()):
+        return None
+    # |a - b|^2 = 2 - 2 cos for unit vectors: the nearest by L2 are the highest cosines
+    # on this thread (row_dots): BLAS's pool would spin a second core after the call
+    cos = row_dots(vectors[:m], np.asarray(vec, dtype=np.float32))
+    kk = min(k, m)
+    # every row tied with the k-th best, then (cosine desc, position asc): a stable cut
+    kth = np.partition(cos, m - kk)[m - kk]
+    idx = np.nonzero(cos >= kth)[0]
+    idx = idx[np.lexsort((table.positions[idx], -cos[idx]))][:kk]
+    return [(int(table.positions[i]), float(cos[i])) for i in idx]
+
+
 class Superseder:
     """Decides which earlier statements a conversation's new turns supersede, records it
     in the turn index (`ColdStore.set_superseded`), and reads validity intervals back."""
 
-    def __init__(self, cold: ColdLog, embedder: Embedder | None, classifier: TurnClassifier) -> None:
+    def __init__(self, cold: ColdLog, embedder: Embedder | None, classifier: TurnClassifier,
+                 turns: TurnCache | None = None) -> None:
         self.cold = cold
         self.embedder = embedder
         self.classifier = classifier
+        # the planner's in-process copy of each conversation's vectors: the meaning search
+        # scores those rather than scanning the store's vector index under its lock
+        self.turns = turns
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -1214,9 +1244,11 @@ class Superseder:
             log.info("supersession of %s: %d corrections unresolved by the rules in one batch, %d searched by "
                      "meaning", conv, len(texts), MAX_MEANING_LOOKUPS)
         try:
-            if small:  # a live append: the turns just before it get their vectors now
-                # (only those before it: the search looks at earlier turns, and a catch-up
-                # that calls this has embedded them already, not the ones after)
+            # a live append: the turns just before it get their vectors now (only those
+            # before it: the search looks at earlier turns, and a catch-up that calls this
+            # has embedded them already, not the ones after); asked first whether any turn
+            # waits, an index seek: index_pending's read walks the conversation's turns
+            if small and self.cold.pending_embeddings(conv):
                 self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo))
             with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # where the catch-up remembered them
                 vecs = self.embedder.embed([texts[p] for p in todo])
@@ -1224,12 +1256,27 @@ class Superseder:
             log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
             return {}
         out: dict[int, list[tuple[int, float]]] = {}
+        table = self._table(conv)
         for p, v in zip(todo, vecs, strict=True):
             # earlier turns only, however many later ones a catch-up has embedded already:
             # the decision is the one an eager process made when the turn was appended
-            hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv, before=p)
-            out[p] = [(q, cosine_from_l2(d)) for _c, q, d in hits if q < p]
+            near = _nearest_in(table, v, p, SUPERSEDE_SEARCH_K) if table is not None else None
+            if near is None:
+                hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv, before=p)
+                near = [(q, cosine_from_l2(d)) for _c, q, d in hits if q < p]
+            out[p] = near
         return out
+
+    def _table(self, conv: str) -> TurnTable | None:
+        """The conversation's vectors from the turn cache (None without one, or when it
+        cannot be read: the store's index is searched instead)."""
+        if self.turns is None:
+            return None
+        try:
+            return self.turns.get(conv)
+        except Exception:  # derived: the store's own index answers the same
+            log.warning("turn cache of %s unreadable; searching the store's vector index", conv, exc_info=True)
+            return None
 
     @staticmethod
     def _by_meaning(text: str, near: Sequence[tuple[int, float]], pool: Mapping[int, Appended],

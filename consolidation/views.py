@@ -84,6 +84,9 @@ CONSTRAINTS_SUMMARIZER = "constraints"
 DEFAULT_CHUNK_TOKENS = 8000
 DEFAULT_LABEL_GRACE_S = 10.0
 SOURCE_CHUNK_TURNS = 500  # turns fetched per store call when loading a view's sources
+# turns per read when refresh_all looks for each session's last turn: a read of a
+# 20,000-turn conversation's turn times at once held the store's lock ~140 ms (load 5)
+SESSION_SCAN_PAGE_TURNS = 2000
 _TAIL_WINDOW = 256  # positions looked at for a trailing run of unlabeled turns
 _LOCK_STRIPES = 64
 _FILLER_INTENTS = frozenset({"chitchat"})
@@ -307,6 +310,13 @@ class ViewMaintainer:
         A summarizer failure is recorded and the previous version returned; it never
         raises for one."""
         check_view_key(kind, key)
+        if not full:
+            # a view that covers the log is answered as is, before the lease: claiming
+            # and releasing it are two write transactions, which every other writer of
+            # the store (another tenant's append too) would wait behind for nothing
+            current = self._covering(conversation_id, kind, key)
+            if current is not None:
+                return current
         lock = self._locks[hash((conversation_id, kind, key)) % _LOCK_STRIPES]
         with lock:
             # and across processes: under the view's lease the refresh reads the view's
@@ -330,6 +340,18 @@ class ViewMaintainer:
                     self.cold.release_view(conversation_id, kind, key, holder)
                 except Exception:  # the lease expires on its own; the refresh's answer stands
                     log.exception("views: could not release the lease on %s/%s/%s", conversation_id, kind, key)
+
+    def _covering(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
+        """The view's current version if it covers every turn a refresh could add to it
+        (then a refresh would return it unchanged), else None. Reads only."""
+        prev = self.warm.latest(conversation_id, kind, key)
+        if prev is None:
+            return None
+        if kind == "session":
+            # the session's turns after the view's end: none, nothing to add
+            later = self.warm.turn_times(conversation_id, prev.end_position, session_id=key, limit=1)
+            return None if later else prev
+        return prev if prev.end_position >= self.cold.last_position(conversation_id) else None
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
                              fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
@@ -417,9 +439,25 @@ class ViewMaintainer:
             v = self.refresh(conversation_id, kind)
             if v is not None:
                 out.append(v)
-        sessions = {sid for _, sid, _ in self.warm.turn_times(conversation_id, -1) if sid is not None}
-        for sid in sorted(sessions):
-            v = self.refresh(conversation_id, "session", sid)
+        # each session's last turn against its view's end: only a session with turns
+        # after it is refreshed (a refresh of each of a long conversation's thousand
+        # sessions cost two write transactions apiece even when nothing was new); the
+        # others' current versions come from one read
+        last: dict[str, int] = {}
+        after = -1
+        while True:  # in pages: each read holds the store's lock for one page, not the whole log
+            page = self.warm.turn_times(conversation_id, after, limit=SESSION_SCAN_PAGE_TURNS)
+            for pos, sid, _ in page:
+                if sid is not None:
+                    last[sid] = pos
+            if len(page) < SESSION_SCAN_PAGE_TURNS:
+                break
+            after = page[-1][0]
+        current = {v.key: v for v in self.warm.sessions(conversation_id)}
+        for sid in sorted(last):
+            v = current.get(sid)
+            if v is None or last[sid] > v.end_position:
+                v = self.refresh(conversation_id, "session", sid)
             if v is not None:
                 out.append(v)
         return out

@@ -25,7 +25,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections import OrderedDict
@@ -59,7 +58,7 @@ from tiermem.tiers.formats import (
     result_text_field,
     wire_body,
 )
-from tiermem.tiers.models import StoredMessage, canonical_role, message_text
+from tiermem.tiers.models import StoredMessage, canonical_role, loads_stored, message_text
 from tiermem.tiers.statements import remaining_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
@@ -223,7 +222,7 @@ class Candidates:
                 missing.append(p)
                 continue
             try:
-                body = json.loads(payload)
+                body = loads_stored(payload)  # one an older version cached past json's depth too
             except ValueError:
                 missing.append(p)
                 continue

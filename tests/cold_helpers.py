@@ -8,7 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +86,35 @@ def worker(*args: str, **popen: Any) -> subprocess.Popen[str]:
     """Start `tests/cold_workers.py <args>` in a fresh interpreter."""
     popen.setdefault("env", child_env())
     return subprocess.Popen([sys.executable, str(WORKERS), *args], text=True, **popen)
+
+
+def rewrite_stored(db: Path, key: str, changes: Sequence[tuple[int, str, str]]) -> None:
+    """Rewrite stored message rows of conversation key `key` behind tiermem's back, as a
+    bug, a torn write or an older version could have left them: (position, column, new
+    value) each, in one transaction with the append-only trigger lifted and put back."""
+    conn = sqlean.connect(str(db), isolation_level=None)
+    try:
+        (trigger,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
+                                  "AND name = 'messages_no_update'").fetchone()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DROP TRIGGER messages_no_update")
+        for position, column, value in changes:
+            conn.execute(f"UPDATE messages SET {column} = ? WHERE conversation_id = ? AND position = ?",
+                         (value, key, position))
+        conn.execute(trigger)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def store_as_an_older_version(db: Path, name: str, body_json: str, metadata_json: str) -> None:
+    """Insert a message row at position 1 of the conversation named `name`, as a version
+    without today's limits on what goes in (the nesting depth) wrote it."""
+    conn = sqlean.connect(str(db), isolation_level=None)
+    try:
+        key = conn.execute("SELECT id FROM conversations WHERE name = ?", (name,)).fetchone()[0]
+        next_id = conn.execute("SELECT MAX(id) + 1 FROM messages").fetchone()[0]
+        conn.execute("INSERT INTO messages(conversation_id, position, id, role, body, metadata, created_at) "
+                     "VALUES (?, 1, ?, 'assistant', ?, ?, 1.0)", (key, next_id, body_json, metadata_json))
+    finally:
+        conn.close()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cold_helpers import raw
 
+from tiermem.tiers import cold
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.schema import MIGRATIONS, m020_fts_rebuild_after_plain_erasures
@@ -24,13 +25,16 @@ class PlainErasure(ColdStore):
     """The FTS delete of the code before m017: one plain statement (the table's
     'secure-delete' is off, as it was), the merge after the commit removing the rest."""
 
-    def _delete_fts_rows(self, c, ids):  # type: ignore[no-untyped-def]
-        c.execute("DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages "
-                  "WHERE conversation_id IN (SELECT id FROM temp.erase_keys))")
+    def _delete_fts_rows(self, c, ids, **_how):  # type: ignore[no-untyped-def]
+        c.executemany("DELETE FROM messages_fts WHERE rowid = ?", ids)
 
-    def delete_namespace(self, namespace):  # type: ignore[no-untyped-def]
-        # in one transaction, as it was
-        return self._erase("SELECT id FROM conversations WHERE namespace = ?", (namespace,), reason="erase")
+    def delete_namespace(self, namespace, **kw):  # type: ignore[no-untyped-def]
+        # in one transaction, as it was: one batch as large as the namespace
+        saved, cold.ERASE_BATCH_MESSAGES = cold.ERASE_BATCH_MESSAGES, 10**9
+        try:
+            return super().delete_namespace(namespace, **kw)
+        finally:
+            cold.ERASE_BATCH_MESSAGES = saved
 
 
 def _left(db: Path, terms: list[str]) -> list[str]:

@@ -223,6 +223,10 @@ def test_names_are_per_namespace_and_keys_are_never_reused(store: ColdLog) -> No
     assert store.names_of([a.key, b.key, "gone"]) == {a.key: "s1", b.key: "s1"}
     assert store.list_conversations("acme") == [a.key] and store.list_names("globex") == ["s1"]
     assert store.list_conversations("acme", exclude=a.key) == []
+    # creation times as `conversation` gives them (a hot set's generation is built from them)
+    born = {k: (store.conversation(k) or {})["created_at"] for k in (a.key, b.key)}
+    assert store.created_times("acme") == {a.key: born[a.key]}
+    assert store.created_times() == born and store.created_times("acme/alice") == {}
     assert [m.text for m in store.history(a.key)] == ["acme's"]
     seen = {a.key, b.key}
     for _ in range(3):  # erase and re-create: a new key every time
@@ -455,6 +459,24 @@ def test_search_by_keyword_meaning_and_both_stays_in_scope(engine: Engine, embed
         assert s.search_bm25("printer jams", 4, conversation_id=rare)[0][1] == 3
     finally:
         s.close()
+
+
+def test_a_namespace_search_excluding_a_conversation_ranks_as_if_it_were_not_there(store: ColdLog) -> None:
+    # bm25's statistics are the scope's own (DESIGN invariant 10): the excluded
+    # conversation's turns count neither as documents holding a word nor in the total
+    # (before, PostgreSQL counted the excluded conversation's turns in the total)
+    big = [user(f"line {i} about the weather today") for i in range(40)]
+    rest = {"b": [user("the invoice for march is overdue"), user("my cat likes sardines")],
+            "c": [user("an invoice paid in april"), user("lunch at noon")]}
+    skip = store.append_batch("a", big, namespace="u1").key
+    for name, msgs in rest.items():
+        store.append_batch(name, msgs, namespace="u1")
+        store.append_batch(name, msgs, namespace="u2")  # the same scope without `a`
+    names = {k: n for n, k in ((n, store.key_of(ns, n)) for ns in ("u1", "u2") for n in rest) if k}
+    without = [(names[c], p, round(sc, 6)) for c, p, sc in store.search_bm25("overdue invoice", 10, namespace="u2")]
+    excluded = [(names[c], p, round(sc, 6))
+                for c, p, sc in store.search_bm25("overdue invoice", 10, namespace="u1", exclude=skip)]
+    assert excluded == without and len(without) == 2
 
 
 # -- the warm tier's tables -----------------------------------------------------------------------

@@ -189,11 +189,12 @@ class Memory:
         self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
         self.classifier = TurnClassifier()
-        self.superseder = Superseder(self.cold, self.embedder, self.classifier)
+        # derived copies of each conversation's vectors and turn facts for the planner
+        # (and for supersession's meaning search, which scores them in memory)
+        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024, derive=_told_span)
+        self.superseder = Superseder(self.cold, self.embedder, self.classifier, turns=self.turns)
         # the same rules without the meaning search, for appends: they need no model
         self._rules = Superseder(self.cold, None, self.classifier)
-        # derived copies of each conversation's vectors and turn facts for the planner
-        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024, derive=_told_span)
         self._planner: Planner | None = None  # built by the first context() (`planner`)
         self._planner_lock = threading.Lock()
         self.hot: HotLink | None = None
@@ -620,8 +621,8 @@ class Memory:
         index, FTS, vectors, summaries, checkpoints, plans, pins, Redis keys) in one
         domain action; disk reclaimed; a tombstone with counts and no content remains."""
         _name, _ns, key = self._key(conversation_id, namespace)
-        report = self.cold.delete_conversation(key)
-        self._erased(report)
+        report = self.cold.delete_conversation(key, on_erased=self._forget)
+        self._erased(report, forgotten=True)
         return report
 
     def delete_namespace(self, namespace: str) -> ErasureReport:
@@ -983,6 +984,9 @@ class Memory:
             report["labeled"] = self._relabel_all()
         finally:
             self._supersede_on_embed = True
+            # the replay's supersession reads through the turn cache: what it loaded on
+            # the way goes too, so nothing read during the rebuild outlives it
+            self.turns.drop()
         if self.hot is not None:
             report["hot_rebuilt"] = self.hot.rebuild_all()
         return report

@@ -46,6 +46,7 @@ from tiermem.tiers.models import (
     canonical_role,
     check_stored_body,
     fold_lines_meta,
+    loads_stored,
 )
 from tiermem.tiers.search import fuse
 from tiermem.tiers.store import VIEWS_BEHIND_SQL
@@ -163,6 +164,14 @@ class SharedQueries:
     def all_keys(self) -> list[str]:
         return [r[0] for r in self._q("SELECT id FROM conversations ORDER BY id")]
 
+    def created_times(self, namespace: str | None = None) -> dict[str, Any]:
+        # as `conversation` returns it (uncast): a hot set's generation is built from it
+        if namespace is None:
+            rows = self._q("SELECT id, created_at FROM conversations ORDER BY id")
+        else:
+            rows = self._q("SELECT id, created_at FROM conversations WHERE namespace = ? ORDER BY id", (namespace,))
+        return {r[0]: r[1] for r in rows}
+
     def list_names(self, namespace: str, *, after: str | None = None, limit: int | None = None) -> list[str]:
         # the (namespace, name) unique index serves the cursor and the order on both engines
         sql = "SELECT name FROM conversations WHERE namespace = ?"
@@ -206,14 +215,14 @@ class SharedQueries:
     def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
         conv, pos, role, body, session, meta, created, tokens = row
         try:
-            data = json.loads(body)
+            data = loads_stored(body)  # a row nested past what json decodes is salvaged too
             # the check that admitted the message on append runs on every read: a row of
             # valid JSON but the wrong shape (tool_calls a string) is salvaged here, not
             # met as an AttributeError by whatever renders it
             check_stored_body(data)
             if canonical_role(data) != role or role not in ROLES:
                 raise ValueError("body is not a message of the row's role")
-            metadata = json.loads(meta) if meta is not None else None
+            metadata = loads_stored(meta) if meta is not None else None
             if metadata is not None and not isinstance(metadata, dict):
                 raise ValueError("metadata is not an object")
             return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
@@ -297,7 +306,7 @@ class SharedQueries:
                 if CONTROL_TYPE_PREFIX not in body:
                     continue
                 try:
-                    data = json.loads(body)
+                    data = loads_stored(body)
                 except ValueError:
                     continue  # salvaged where it is read; it hides nothing
                 if isinstance(data, dict) and is_control(data):
@@ -400,7 +409,7 @@ class SharedQueries:
         """A message's body for `rebuild`; one that cannot be decoded is salvaged and
         indexed as an empty message of its role (its position keeps a turn row)."""
         try:
-            data = json.loads(body)
+            data = loads_stored(body)
             if not isinstance(data, dict):
                 raise ValueError("not an object")
         except ValueError as exc:

@@ -55,7 +55,7 @@ import numpy as np
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
-from tiermem.tiers.models import search_text
+from tiermem.tiers.models import loads_stored, search_text
 from tiermem.tiers.schema import SCOPE_SQL, VEC_TABLE
 from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
@@ -374,7 +374,7 @@ class _Side:
             if mid is None:
                 continue  # a turn row without its message is drift; rebuild would drop it too
             try:
-                body = json.loads(bodies[pos])
+                body = loads_stored(bodies[pos])
                 if not isinstance(body, dict):
                     raise ValueError("not an object")
             except (ValueError, TypeError):

@@ -88,6 +88,7 @@ from tiermem.tiers.models import (
     Message,
     StoredMessage,
     TurnRow,
+    loads_stored,
     search_text,
 )
 from tiermem.tiers.search import query_words
@@ -893,7 +894,7 @@ class PostgresStore(SharedQueries):
             texts = []
             for r in rows:
                 try:
-                    texts.append(search_text(json.loads(r[3])))
+                    texts.append(search_text(loads_stored(r[3])))
                 except (ValueError, TypeError, AttributeError):
                     texts.append("")  # salvage: an undecodable row still gets marked
             with remembered_for([memo_scope(self.db_uuid, str(r[0])) for r in rows]):  # each for its conversation
@@ -1134,8 +1135,9 @@ class PostgresStore(SharedQueries):
         return self._erase("last_message_at < %s AND namespace = %s", (older_than, namespace), reason="prune",
                            on_erased=on_erased)
 
-    def delete_conversation(self, conversation_id: str) -> ErasureReport:
-        report = self._erase("id = %s", (conversation_id,), reason="erase")
+    def delete_conversation(self, conversation_id: str, *,
+                            on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
+        report = self._erase("id = %s", (conversation_id,), reason="erase", on_erased=on_erased)
         if not report.conversations:
             raise ConversationNotFound(conversation_id)
         return report
@@ -1304,7 +1306,9 @@ class PostgresStore(SharedQueries):
             total = "(SELECT next_position FROM conversations WHERE id = %(c)s)"
         elif namespace is not None:
             scope = "f.namespace = %(n)s AND f.conversation_id IS DISTINCT FROM %(x)s"
-            total = "(SELECT SUM(next_position) FROM conversations WHERE namespace = %(n)s)"
+            # the scope's own documents: the excluded conversation is not in it
+            total = ("(SELECT SUM(next_position) FROM conversations WHERE namespace = %(n)s "
+                     "AND id IS DISTINCT FROM %(x)s)")
         else:
             raise ValidationError("conversation_id", "search needs a conversation or a namespace")
         # bm25's shape on PostgreSQL's parts: per query term, idf (from the term's

@@ -415,6 +415,18 @@ def m020_fts_rebuild_after_plain_erasures(c: Connection) -> None:
     c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')", (SCRUB_PENDING_KEY,))
 
 
+def m021_erasures_owed(c: Connection) -> None:
+    # A conversation too large to erase in one transaction without stalling every other
+    # writer (SQLite has one) is detached first: its tombstone written and its metadata
+    # row deleted in one short transaction, so no read reaches it from then on and its
+    # id is free; its rows are then deleted in batches. This table records the keys
+    # whose rows are still owed, so a process killed between batches leaves them to the
+    # next open or the next erasure (`ColdStore.finish_owed_erasures`), never to nobody.
+    # IF NOT EXISTS: a store rolled back to an older version number (as the upgrade
+    # tests do) runs this again over the table it has
+    c.execute("CREATE TABLE IF NOT EXISTS erase_owed(key TEXT PRIMARY KEY, reason TEXT NOT NULL, at REAL NOT NULL)")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -436,6 +448,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m018_index_pending_by_conversation,
     m019_views_behind,
     m020_fts_rebuild_after_plain_erasures,
+    m021_erasures_owed,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

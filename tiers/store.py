@@ -185,6 +185,11 @@ class ColdLog(Protocol):
         """Every live key, sorted (rebuild and relabel walk them)."""
         ...
 
+    def created_times(self, namespace: str | None = None) -> dict[str, Any]:
+        """key -> created_at (as `conversation` gives it) of every live conversation of
+        exactly `namespace`, or of every namespace when None; one read for all of them."""
+        ...
+
     def last_position(self, conversation_id: str) -> int:
         """The last position of a key's log; -1 when it has none (or the key is gone)."""
         ...
@@ -361,8 +366,12 @@ class ColdLog(Protocol):
         """Copy positions 0..up_to (messages, turn rows, FTS rows, vectors, the latest
         checkpoint at or before up_to, the newest rolling view version ending at or
         before up_to, explicit pins) into a new conversation named
-        `new_id` (unique in the parent's namespace, `ValidationError` otherwise) in one
-        transaction; returns the child's key. Undecodable rows stay gaps."""
+        `new_id` (unique in the parent's namespace, `ValidationError` otherwise);
+        returns the child's key. Undecodable rows stay gaps. Whole or not at all to
+        every reader: PostgreSQL in one transaction; SQLite, whose write lock stalls
+        every other writer, copies a long prefix in batches under a key bound to no
+        name and publishes it in one short transaction (a process killed mid-way
+        leaves nothing reachable; the next open deletes its rows)."""
         ...
 
     def prune(self, older_than: float, *, namespace: str | None = None, all_namespaces: bool = False,
@@ -374,9 +383,16 @@ class ColdLog(Protocol):
         `on_erased`)."""
         ...
 
-    def delete_conversation(self, conversation_id: str) -> ErasureReport:
+    def delete_conversation(self, conversation_id: str, *,
+                            on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         """Erase one key on request: every row, derived or not; a tombstone left;
-        `ConversationNotFound` if it is not live."""
+        `ConversationNotFound` if it is not live. SQLite erases a conversation larger
+        than a batch (`cold.ERASE_BATCH_MESSAGES`) in two steps: one transaction detaches
+        it (tombstone written, its metadata row deleted: no read reaches it from then
+        on, its id is free), then its rows go in batches, so the write lock is never
+        held for its whole length; a process killed between them leaves its rows owed,
+        deleted by the next open or erasure. `on_erased(keys)` runs after the commit
+        that makes it unreachable (and, on SQLite, again once its rows are gone)."""
         ...
 
     def delete_namespace(self, namespace: str, *, on_erased: Callable[[Sequence[str]], None] | None = None
@@ -440,7 +456,11 @@ class ColdLog(Protocol):
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
         """Recompute the turn index, FTS and vectors from the messages; labels from
-        `labeler` when set (else cleared), supersession cleared for its replay."""
+        `labeler` when set (else cleared), supersession cleared for its replay. SQLite
+        rewrites in batches of messages, its lock free between them: every message
+        keeps its turn and FTS rows at every commit, and a rebuild killed mid-way
+        leaves a store that reads correctly, re-embeds at its next catch-up and is
+        finished by a rerun."""
         ...
 
     def integrity(self) -> dict[str, int]:

@@ -19,9 +19,15 @@ Invariants:
 - A turn stored before its vector is re-read until the vector exists; until then its
   dense score is "unknown", never a stale or zero-similarity guess.
 - Bounded: past `max_bytes`, least recently used conversations are dropped.
-- Thread-safe: one lock guards the entries; a `TurnTable` handed out is a consistent
-  snapshot (arrays are views of append-only buffers; rows below `n` are written before
-  `n` moves past them, and a vector row is written before its `has_vec` flag).
+- Thread-safe: one lock guards the map of entries, held only to look up, insert and
+  trim; a conversation's own lock is held while it is read from the log and derived, so
+  the first call on a 20,000-turn conversation (seconds: its dates and keyword postings
+  derived per turn) delays calls on that conversation only, not every other tenant's
+  (it did: 3.5-7.8 s for another conversation's context(), audit of 2026-12-05). An
+  entry read while it was dropped (an erasure's `drop`) is handed out but not kept. A
+  `TurnTable` handed out is a consistent snapshot (arrays are views of append-only
+  buffers; rows below `n` are written before `n` moves past them, and a vector row is
+  written before its `has_vec` flag).
 """
 
 from __future__ import annotations
@@ -256,37 +262,69 @@ class TurnCache:
         self.derive = derive  # computed per turn as it is loaded: derived, rebuilt on every reload
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the map of entries (and the per-conversation locks)
+        # conversation -> (its lock, callers holding or waiting for it): one per
+        # conversation in use, removed when its last caller leaves
+        self._conv_locks: dict[str, tuple[threading.Lock, int]] = {}
+        # conversations dropped while a caller held their lock: that caller's entry,
+        # read across the drop (an erasure forgetting it), is handed out but not kept
+        self._dropped: set[str] = set()
         self.reloads = 0
+
+    def _conversation_lock(self, conversation_id: str, delta: int) -> threading.Lock:
+        with self._lock:
+            lock, users = self._conv_locks.get(conversation_id) or (threading.Lock(), 0)
+            if users + delta:
+                self._conv_locks[conversation_id] = (lock, users + delta)
+            else:
+                self._conv_locks.pop(conversation_id, None)
+                self._dropped.discard(conversation_id)  # nobody left to read it
+            return lock
 
     def get(self, conversation_id: str) -> TurnTable:
         """The conversation as the log holds it now (an empty table when it has no turns)."""
+        lock = self._conversation_lock(conversation_id, +1)
+        try:
+            with lock:
+                return self._get(conversation_id)
+        finally:
+            self._conversation_lock(conversation_id, -1)
+
+    def _get(self, conversation_id: str) -> TurnTable:
+        """`get`, under the conversation's lock: only this thread changes its entry."""
         census = self.cold.turn_census(conversation_id)
         first, last = (None, -1) if census is None else ((census[0], census[1]), census[2])
         with self._lock:
+            self._dropped.discard(conversation_id)
             e = self._entries.get(conversation_id)
             if e is not None and e.n and (first != e.first or last < e.last):
                 e = None  # emptied, shrank, or pruned and re-created: reload
                 self.reloads += 1
-            if e is None:
-                e = _Entry(conversation_id, self.derive)
-                self._entries[conversation_id] = e
-            ok = True
-            if last > e.last:
-                ok = e.add(self.cold.turn_facts(conversation_id, after=e.last))
-            if ok and e.pending and self.cold.embedder is not None:
-                want = [int(e.positions[i]) for i in e.pending[:_PENDING_RECHECK_LIMIT]]
-                ok = e.fill(self.cold.turn_facts(conversation_id, positions=want))
-            if not ok:
+        # read and derived outside the map's lock: other conversations' calls go on
+        if e is None:
+            e = _Entry(conversation_id, self.derive)
+        ok = True
+        if last > e.last:
+            ok = e.add(self.cold.turn_facts(conversation_id, after=e.last))
+        if ok and e.pending and self.cold.embedder is not None:
+            want = [int(e.positions[i]) for i in e.pending[:_PENDING_RECHECK_LIMIT]]
+            ok = e.fill(self.cold.turn_facts(conversation_id, positions=want))
+        if not ok:
+            with self._lock:
                 self.reloads += 1
-                e = _Entry(conversation_id, self.derive)
+            e = _Entry(conversation_id, self.derive)
+            if not e.add(self.cold.turn_facts(conversation_id)):
+                e.vectors = None  # mixed dimensions in the log itself: no dense scores
+                e.has_vec[:] = False
+        with self._lock:
+            if conversation_id in self._dropped:  # dropped meanwhile: not kept
+                self._dropped.discard(conversation_id)
+                self._entries.pop(conversation_id, None)
+            else:
                 self._entries[conversation_id] = e
-                if not e.add(self.cold.turn_facts(conversation_id)):
-                    e.vectors = None  # mixed dimensions in the log itself: no dense scores
-                    e.has_vec[:] = False
-            self._entries.move_to_end(conversation_id)
-            self._trim()
-            return e.snapshot()
+                self._entries.move_to_end(conversation_id)
+                self._trim()
+        return e.snapshot()
 
     def _trim(self) -> None:
         total = sum(e.nbytes() for e in self._entries.values())
@@ -299,8 +337,11 @@ class TurnCache:
         with self._lock:
             if conversation_id is None:
                 self._entries.clear()
+                self._dropped.update(self._conv_locks)
             else:
                 self._entries.pop(conversation_id, None)
+                if conversation_id in self._conv_locks:
+                    self._dropped.add(conversation_id)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
