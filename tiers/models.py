@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -33,7 +34,7 @@ from tiermem.tiers.formats import (
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "message_text", "parse_message", "search_text"]
+__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "MAX_STORED_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "loads_stored", "message_text", "parse_message", "search_text"]
 
 # Ids become SQLite keys, Redis hash tags, URL path segments and file-free log lines: a
 # conservative ASCII alphabet keeps all four safe (no control characters, no look-alike
@@ -58,6 +59,72 @@ NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*(/[A-Za-z0-9_][A-
 # annotations); pydantic's serializer gives up past 255 levels and Python's json near
 # 1,000, so a row stored deeper could not be served back (the service answered 500).
 MAX_JSON_DEPTH = 32
+# Levels of brackets ('{', '[') a stored row's text may have open at once (the message
+# object is 1) for a read to decode it: `loads_stored`. Rows written before MAX_JSON_DEPTH
+# held on every way in, or with SQL, can be deeper. `json.loads` recurses once per level
+# on Python's recursion limit (1,000, shared with the caller's frames: a read of the
+# service or the CLI decodes ~20 frames down, a test ~70), so past ~950 levels it raised
+# a bare RecursionError that failed the whole read (the service answered 500). The bound
+# keeps every row an older version was known to serve (900 levels of payload in a
+# message: 901, tests/test_mcp_deep_rows.py) and leaves ~80 levels to the caller's stack;
+# a deeper row is salvaged, the same on every read path whatever its stack.
+MAX_STORED_JSON_DEPTH = 920
+# The depth scan of `stored_json_deeper_than` reads the UTF-8 bytes of the text (no byte of
+# a multi-byte sequence is ASCII): the bytes it keeps (quotes and brackets; every other one
+# deleted by `bytes.translate`), and each kept byte's step: +1 opens a level, -1 closes one.
+_QUOTE = ord('"')
+_NOT_KEPT = bytes(b for b in range(256) if b not in b'"[]{}')
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[list(b"[{")] = 1
+_BRACKET_STEP[list(b"]}")] = -1
+
+
+def stored_json_deeper_than(text: str, limit: int) -> bool:
+    """True when the JSON text `text` has more than `limit` brackets open at once, found
+    without recursing and without decoding. A text with at most `limit` opening brackets
+    in all (inside strings too: an upper bound) cannot be deeper, which `len` or two
+    `str.count` calls tell (every ordinary row). Otherwise the brackets outside string
+    tokens are summed in order with bytes methods and numpy: a scan in Python (a regex
+    over the strings, or the brackets summed one by one) cost 3 times `json.loads` on a
+    120 KB hosted-tool item, this one about a third (and about as much as `json.loads` on
+    a 140 KB tool result of JSON text, whose every quote is escaped). On invalid JSON the
+    answer may be either: `json.loads` refuses that text anyway, and before its first
+    error it has opened no bracket the scan missed."""
+    if len(text) <= limit or text.count("{") + text.count("[") <= limit:
+        return False
+    raw = text.encode("utf-8", "surrogatepass")
+    if b"\\" in raw:
+        # escapes out, pairs of backslashes first (`\\"` ends a string, `\"` does not), so
+        # that every quote left delimits a string
+        if b"\\\\" in raw:
+            raw = raw.replace(b"\\\\", b"")
+        raw = raw.replace(b'\\"', b"")
+    marks = np.frombuffer(raw.translate(None, _NOT_KEPT), dtype=np.uint8)  # quotes and brackets, in order
+    # a bracket after an odd number of quotes is inside a string: text, not nesting (the
+    # count of quotes may wrap in uint8: its parity does not)
+    inside = np.cumsum(marks == _QUOTE, dtype=np.uint8) & 1
+    steps = np.where(inside == 0, _BRACKET_STEP[marks], np.int8(0))
+    # int32: a body is far below 2**31 bytes
+    return bool(steps.size) and int(np.cumsum(steps, dtype=np.int32).max()) > limit
+
+
+def loads_stored(text: str | bytes) -> Any:
+    """Decode a stored row's JSON text (a message body, its metadata; also a hot-tier
+    payload): `json.loads`, except that a text nested deeper than MAX_STORED_JSON_DEPTH
+    raises ValueError, as undecodable text does, so that every reader salvages the row
+    (DESIGN invariant 8) instead of meeting a RecursionError. Anything else that is not
+    text raises TypeError, as `json.loads` does."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")  # UnicodeDecodeError is a ValueError
+    # `len` first, here: most rows are shorter than the bound, and then cost no call
+    if (isinstance(text, str) and len(text) > MAX_STORED_JSON_DEPTH
+            and stored_json_deeper_than(text, MAX_STORED_JSON_DEPTH)):
+        raise ValueError(f"nested deeper than {MAX_STORED_JSON_DEPTH} levels, the most a stored row is decoded at")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        # within the bound but under a caller deeper than any tiermem's: salvaged the same
+        raise ValueError(f"nested too deeply to decode here (at most {MAX_STORED_JSON_DEPTH} levels)") from None
 
 
 def _bounded_string(value: object, field: str, max_chars: int) -> str:
