@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from tiermem import Config
 from tiermem.cli import CliState, cli
 from tiermem.config import (
+    MAX_BODY_BYTES_LIMIT,
     MAX_CONTENT_BYTES_LIMIT,
     MAX_CONTEXT_TOKENS,
     MAX_METADATA_BYTES_LIMIT,
@@ -43,6 +44,8 @@ BOUNDS = [
     ("scheduler.max_views_per_run", MAX_VIEWS_PER_RUN),
     ("limits.max_content_bytes", MAX_CONTENT_BYTES_LIMIT),
     ("limits.max_metadata_bytes", MAX_METADATA_BYTES_LIMIT),
+    # 10**15 was accepted: the service's guard then read any body whole into memory
+    ("limits.max_body_bytes", MAX_BODY_BYTES_LIMIT),
 ]
 
 

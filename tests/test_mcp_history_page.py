@@ -12,11 +12,11 @@ server in process (`build_server`), real SQLite.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cold_helpers import rewrite_stored
 
 pytest.importorskip("mcp")
 from mcp import Client
@@ -30,19 +30,8 @@ BAD_POSITION = 25  # past the page read below
 
 
 def _corrupt(db: Path, key: str, position: int) -> None:
-    # rewrite one stored row behind tiermem's back (the append-only trigger lifted and put back)
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        (trigger,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
-                                  "AND name = 'messages_no_update'").fetchone()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("DROP TRIGGER messages_no_update")
-        conn.execute("UPDATE messages SET body = '{\"role\":\"user\",\"content\":\"trunc' "
-                     "WHERE conversation_id = ? AND position = ?", (key, position))
-        conn.execute(trigger)
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
+    # a torn body, written behind tiermem's back
+    rewrite_stored(db, key, [(position, "body", '{"role":"user","content":"trunc')])
 
 
 def _history(mem: Memory, **args: Any) -> dict[str, Any]:

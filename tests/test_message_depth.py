@@ -10,13 +10,13 @@ files, the real CLI (CliRunner) and the real app (TestClient)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from cold_helpers import store_as_an_older_version
 from fastapi.testclient import TestClient
 
 from tiermem import Config, Memory
@@ -109,18 +109,6 @@ def test_cli_append_json_file_refuses_and_writes_nothing(tmp_path: Path, embedde
         EmbeddedRedis(data).stop()  # a no-op unless a command started it
 
 
-def _store_as_an_older_version(db: Path, body_json: str, metadata_json: str) -> None:
-    """Insert a message row into the log as a version without the depth limit wrote it."""
-    con = sqlite3.connect(str(db), isolation_level=None)
-    try:
-        key = con.execute("SELECT id FROM conversations WHERE name = ?", (CONV,)).fetchone()[0]
-        next_id = con.execute("SELECT MAX(id) + 1 FROM messages").fetchone()[0]
-        con.execute("INSERT INTO messages(conversation_id, position, id, role, body, metadata, created_at) "
-                    "VALUES (?, 1, ?, 'assistant', ?, ?, 1.0)", (key, next_id, body_json, metadata_json))
-    finally:
-        con.close()
-
-
 # (the stored body's JSON, the stored metadata's JSON) -- depths an older version stored
 STORED_DEEP = [
     # 400 levels: pydantic's serializer failed (500)
@@ -140,7 +128,7 @@ def test_a_deep_row_stored_by_an_older_version_is_served(tmp_path: Path, embedde
     cfg = Config(data_dir=tmp_path / "data")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         m.append(CONV, {"role": "user", "content": "what did the search find?"})
-    _store_as_an_older_version(cfg.db_path, body_json, metadata_json)
+    store_as_an_older_version(cfg.db_path, CONV, body_json, metadata_json)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         m.rebuild()  # the derived index over the old row too, so that context() plans with it
         with TestClient(create_app(cfg, m, auth=False, start_scheduler=False), base_url="http://127.0.0.1",

@@ -41,8 +41,39 @@ def readonly_error(tmp_path: Path) -> BaseException:
     raise AssertionError("a read-only connection wrote")
 
 
+def busy_error(tmp_path: Path) -> BaseException:
+    """A real SQLITE_BUSY: another connection holds the write lock past the wait allowed."""
+    db = tmp_path / "b.db"
+    holder = sqlite3.connect(str(db), isolation_level=None)
+    holder.execute("CREATE TABLE t(x)")
+    holder.execute("BEGIN IMMEDIATE")
+    conn = sqlite3.connect(str(db), isolation_level=None, timeout=0)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        return exc
+    finally:
+        conn.close()
+        holder.close()
+    raise AssertionError("two writers at once")
+
+
+def pg_error(name: str) -> BaseException:
+    import psycopg
+
+    return getattr(psycopg.errors, name)("from the server")  # its SQLSTATE is the class's
+
+
 # (error, status) -- None: not the storage, a bug that stays a 500
 CASES = [
+    (busy_error, 503),  # by its error code (before: a 500)
+    (lambda p: sqlite3.OperationalError("database is locked"), 503),
+    (lambda p: pg_error("LockNotAvailable"), 503),  # lock_timeout
+    (lambda p: pg_error("QueryCanceled"), 503),  # statement_timeout
+    (lambda p: pg_error("DeadlockDetected"), 503),
+    (lambda p: pg_error("AdminShutdown"), 503),  # 57P01: the server shutting down
+    (lambda p: pg_error("ConnectionFailure"), 503),  # 08006: the server went away
+    (lambda p: pg_error("UndefinedTable"), None),  # a bug, not the storage
     (lambda p: chained(sqlite3.OperationalError("disk I/O error"),
                        sqlite3.OperationalError("cannot rollback - no transaction is active")), 503),
     (lambda p: sqlite3.OperationalError("disk I/O error"), 503),
@@ -64,3 +95,5 @@ def test_storage_problem(tmp_path: Path, make: object, status: int | None) -> No
     assert (got[0] if got else None) == status, (exc, got)
     if got is not None:
         assert "nothing was written" in got[1] or "rolled back" in got[1]
+        # only a busy database is busy: /healthz says nothing of it
+        assert got.busy == ("locked" in str(exc) or getattr(exc, "sqlstate", "") in ("55P03", "57014", "40P01"))

@@ -1264,7 +1264,7 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
     """Recall and billed cost of candidate configs at several budgets, on a conversations file
     (without DATA: the bundled demo conversation)."""
     from tiermem.evals.baselines import make_progress
-    from tiermem.evals.conversations import read_conversations
+    from tiermem.evals.conversations import FIX_HINT, read_conversations
     from tiermem.evals.tune import best_toml, candidates, parse_budgets, parse_grid, run_tune, table
 
     base = base_config or state.config_path
@@ -1282,8 +1282,12 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
         if not as_json:
             click.echo(f"no data file given: tuning on the bundled demo conversation ({dataset.path.name})", err=True)
     else:
-        dataset = read_conversations(data, max_content_bytes=cfg.max_content_bytes,
-                                     max_metadata_bytes=cfg.max_metadata_bytes)
+        # every candidate appends the whole file under its own limits (a grid may set them):
+        # read under the strictest, so that a line any candidate would refuse is named now,
+        # with import's error, not met midway through the run
+        dataset = read_conversations(data, max_content_bytes=min(c.config.max_content_bytes for c in cands),
+                                     max_metadata_bytes=min(c.config.max_metadata_bytes for c in cands),
+                                     max_id_chars=min(c.config.max_id_chars for c in cands), hint=FIX_HINT)
     if conversations:
         unknown = set(conversations) - {c.conversation_id for c in dataset.conversations}
         if unknown:

@@ -97,6 +97,12 @@ MAX_VIEWS_PER_RUN = 1_000_000  # warm views one consolidation run refreshes
 # \uXXXX) stays under SQLite's 1,000,000,000-byte limit on one value
 MAX_CONTENT_BYTES_LIMIT = 128 * 1024 * 1024
 MAX_METADATA_BYTES_LIMIT = 16 * 1024 * 1024  # bytes of one message's metadata JSON
+# bytes of one HTTP request body: 256 MiB, twice the largest max_content_bytes (the default
+# keeps the same ratio: room for a message at the content limit and its JSON's quoting), far
+# past any real request. The guard holds a body whole in memory (and its parse, several
+# times its size) per request in flight: with no bound (10**15 was accepted) it refused no
+# real body, and a client could stream one until the process ran out of memory.
+MAX_BODY_BYTES_LIMIT = 2 * MAX_CONTENT_BYTES_LIMIT
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 ENV_PREFIX = "TIERMEM_"
@@ -443,7 +449,7 @@ class Config(BaseSettings):
         "127.0.0.1, localhost and [::1]; a page of another origin is refused too. On a loopback "
         "http_host only the loopback names are served without it (DNS rebinding); on another "
         "http_host an empty list checks no Host"))
-    max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024)
+    max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024, le=MAX_BODY_BYTES_LIMIT)
     pricing: Pricing = Field(default_factory=Pricing)
 
     @field_validator("slice_shares", mode="before")

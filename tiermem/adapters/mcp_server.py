@@ -4,6 +4,9 @@ Tools (each takes a conversation id; every call acts in one namespace): `append`
 message, `context` for a query under a token budget (with the plan's reasons), `history`,
 `search`, `pin`, `unpin` and `erase` (with a confirmation argument). Input that tiermem
 refuses comes back as a tool error whose text names the field, and nothing is written.
+What the tools return is rendered as the HTTP service renders it (`render`, the service's
+`finite`): a row an older version stored deeper than `MAX_RENDER_DEPTH` is served with
+the part past it shown as `DEEP_VALUE_MARKER`, no non-finite float, the row unchanged.
 
 `build_server(memory)` binds every call to one `Memory` / `NamespacedMemory` (stdio, in
 process); `build_server(resolve=...)` asks `resolve(ctx)` for the memory of each call,
@@ -36,6 +39,18 @@ INSTRUCTIONS = (
 )
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
+
+
+def render(value: Any) -> Any:
+    """`value` as the HTTP service renders it (tiermem.service.schemas.finite): a stored
+    body an older version wrote past `MAX_RENDER_DEPTH` levels (the library once took any
+    depth) made the MCP server's JSON encoding fail (pydantic gives up past 255 levels),
+    and every `history` or `context` call of that conversation answered a tool error.
+    Imported here, not at the top: the service package costs `tiermem mcp` a second of
+    imports at start-up, for a function the first read needs."""
+    from tiermem.service.schemas import finite
+
+    return finite(value)
 
 
 class MemoryToolError(ToolError):
@@ -90,7 +105,7 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
                 system: Annotated[str | None, Field(description="a system message to put first")] = None,
                 ) -> dict[str, Any]:
         out = guard("context", mem_of(ctx).context, conversation_id, query, budget, system=system)
-        return {"messages": out.messages, "tokens": out.tokens, "plan": out.plan.to_dict(),
+        return {"messages": render(out.messages), "tokens": out.tokens, "plan": render(out.plan.to_dict()),
                 "explain": out.plan.explain()}
 
     @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
@@ -102,7 +117,7 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
                 ) -> dict[str, Any]:
         # reads the page's rows only (Memory.history_page), never the whole conversation
         page, last = guard("history", mem_of(ctx).history_page, conversation_id, after=start - 1, limit=limit)
-        return {"messages": [{"position": m.position, "role": m.role, "message": m.body,
+        return {"messages": [{"position": m.position, "role": m.role, "message": render(m.body),
                               "session_id": m.session_id, "created_at": m.created_at} for m in page],
                 "next_start": None if last is None else last + 1}
 

@@ -36,9 +36,11 @@ Rules this module keeps:
   handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
   `Authorization` and the namespace header at most once each (400), a non-empty body
   only as `application/json` in UTF-8 or with no Content-Type (415), and every non-empty
-  body must be strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH`,
-  without lone surrogates; then pydantic models, then Memory's own validation. Every
-  refusal is 4xx with a message naming the field; nothing is written.
+  body must be strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH`
+  plus the levels its route wraps a message in (`guard.ENVELOPE_LEVELS`: a message nests
+  `MAX_JSON_DEPTH` on every route, as in the library), without lone surrogates; then
+  pydantic models, then Memory's own validation. Every refusal is 4xx with a message
+  naming the field; nothing is written.
 - **Storage that refuses.** A full disk answers 507; a read-only or failing database
   (read-only mount, immutable file, I/O errors) answers 503 with `Retry-After`, never 500,
   and `/healthz` reports the cold tier `read-only` (the kernel's answer to "may this

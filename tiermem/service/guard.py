@@ -11,17 +11,21 @@ a valid bearer token is refused before any of its body is read (401); a body is 
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
 counting the stream); a non-empty body must be `application/json` in UTF-8 or carry no
 Content-Type (415), and must be strict UTF-8 JSON without NaN/Infinity, nested at most
-`MAX_JSON_DEPTH`, without lone surrogates or integers of more than `MAX_JSON_INT_DIGITS`
-digits (422 naming where). The app then reads the
-buffered body, never the wire again.
+`MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
+batch's `{"messages": [...]}` 2, an MCP tool call's JSON-RPC 3), so that a message nests
+`MAX_JSON_DEPTH` levels on every way in, as in the library, without lone surrogates or
+integers of more than `MAX_JSON_INT_DIGITS` digits (422 naming where and the limit). The
+app then reads the buffered body, never the wire again.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from tiermem.adapters.mcp_http import MCP_PATH
 from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
@@ -42,6 +46,19 @@ MAX_ECHO_CHARS = 80  # of a refused header value quoted back in an error
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 HOST_UNCHECKED_PATHS = frozenset({"/healthz"})  # liveness probes name whatever they like; no data
 ORIGIN_SCHEMES = ("http", "https")
+# Levels a route's body wraps a message in, above the message itself (a path matching no
+# pattern: 0). The body guard allows a body MAX_JSON_DEPTH plus these, so that a message may
+# nest MAX_JSON_DEPTH levels whichever way it comes in, exactly as parse_message allows it
+# in the library: bounding the whole body at MAX_JSON_DEPTH left a message of a batch 2
+# levels fewer and one sent to the MCP `append` tool 3. A single append's body is the
+# message itself (0); every other route's body is flat, and its model refuses depth anyway.
+ENVELOPE_LEVELS: tuple[tuple[re.Pattern[str], int], ...] = (
+    # POST /v1/conversations/{id}/messages:batch: {"messages": [<message>, ...]}
+    (re.compile(r"/v1/conversations/[^/]+/messages:batch"), 2),
+    # a tools/call of the MCP append tool: {"params": {"arguments": {"message": <message>}}}
+    # (the mcp package takes one JSON-RPC message per request, no batch array around it)
+    (re.compile(re.escape(MCP_PATH)), 3),
+)
 
 
 class _BodyProblem(Exception):
@@ -61,8 +78,26 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
-def check_json_body(raw: bytes) -> None:
-    """Raise `_BodyProblem` unless `raw` is strict UTF-8 JSON, at most MAX_JSON_DEPTH deep,
+def depth_limit(path: str) -> int:
+    """How deep a body sent to `path` may nest: MAX_JSON_DEPTH plus the levels its route
+    wraps a message in (`ENVELOPE_LEVELS`)."""
+    for pattern, levels in ENVELOPE_LEVELS:
+        if pattern.fullmatch(path):
+            return MAX_JSON_DEPTH + levels
+    return MAX_JSON_DEPTH
+
+
+def _too_deep(max_depth: int) -> str:
+    """The refusal of a body nested deeper than `max_depth`, naming the message's limit
+    when the route's envelope adds levels to it."""
+    if max_depth == MAX_JSON_DEPTH:
+        return f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    return (f"JSON nested deeper than {max_depth} levels: a message nests at most {MAX_JSON_DEPTH} "
+            f"(the message itself level 1), and this request wraps it in {max_depth - MAX_JSON_DEPTH} more")
+
+
+def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise `_BodyProblem` unless `raw` is strict UTF-8 JSON, at most `max_depth` deep,
     whose strings (keys included) are valid Unicode."""
     try:
         text = raw.decode("utf-8")
@@ -75,16 +110,12 @@ def check_json_body(raw: bytes) -> None:
     except json.JSONDecodeError as exc:
         raise _BodyProblem(["body", exc.pos], f"invalid JSON: {exc.msg}", "json_invalid") from None
     except RecursionError:
-        raise _BodyProblem(
-            ["body"], f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep"
-        ) from None
+        raise _BodyProblem(["body"], _too_deep(max_depth), "json_too_deep") from None
     stack: list[tuple[Any, list[str | int]]] = [(doc, ["body"])]
     while stack:
         node, loc = stack.pop()
-        if len(loc) - 1 > MAX_JSON_DEPTH:
-            raise _BodyProblem(
-                loc[: MAX_JSON_DEPTH + 1], f"JSON nested deeper than {MAX_JSON_DEPTH} levels", "json_too_deep"
-            )
+        if len(loc) - 1 > max_depth:
+            raise _BodyProblem(loc[: max_depth + 1], _too_deep(max_depth), "json_too_deep")
         if isinstance(node, str):
             _check_unicode(node, loc)
         elif isinstance(node, dict):
@@ -261,7 +292,7 @@ class GuardMiddleware(HttpMiddleware):
                 )
                 return
             try:
-                check_json_body(raw)
+                check_json_body(raw, depth_limit(path))
             except _BodyProblem as p:
                 await _send_json(send, 422, error_body(p.loc, p.msg, p.type))
                 return

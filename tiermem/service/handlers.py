@@ -5,7 +5,9 @@ Invariants (tiermem.service states the rules): a pydantic or tiermem `Validation
 is 422 with a `loc` that points at the field (path, query or body); a missing
 conversation is 404 with the same body whether it does not exist or belongs to another
 namespace; a full disk is 507 and a read-only or failing database 503 with Retry-After
-(and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it);
+(and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
+busy one (another writer held SQLite past `busy_timeout_ms`, a PostgreSQL lock or
+statement timeout) 503 with a Retry-After of `STORAGE_BUSY_RETRY_AFTER_S`, /healthz unmoved;
 anything else is logged, counted in `tiermem_http_unhandled_errors` and answered 500.
 """
 
@@ -27,6 +29,7 @@ from tiermem.tiers.schema import DriverDatabaseError
 log = logging.getLogger("tiermem.service")
 
 STORAGE_RETRY_AFTER_S = 30  # what a 503 from refusing storage tells clients to wait
+STORAGE_BUSY_RETRY_AFTER_S = 1  # ... and from busy storage (another writer's transaction)
 
 
 def _field_loc(field_name: str) -> list[str | int]:
@@ -73,10 +76,12 @@ def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None
     problem = storage_problem(exc)
     if problem is None:
         return None
-    status, detail = problem
+    status, detail, busy = problem
     log.warning("%s %s refused by the storage: %s", request.method, request.url.path, exc)
     headers = {}
-    if status == 503:
+    if busy:  # nothing wrong with the storage: /healthz stays "ok"
+        headers["Retry-After"] = str(STORAGE_BUSY_RETRY_AFTER_S)
+    elif status == 503:
         runtime_of(request).storage_failed_at = time.monotonic()
         headers["Retry-After"] = str(STORAGE_RETRY_AFTER_S)
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
