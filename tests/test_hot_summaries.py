@@ -126,3 +126,35 @@ def test_namespace_stats_leave_idle_sets_to_expire(tmp_path: Path, embedder: Emb
         assert all(0 < int(rc.pttl(k)) <= SHORT_TTL_MS for k in keys)
         assert _scripts_run(rc) == scripts
         assert (stats["members"], stats["pins"]) == (12, 1) and stats["tokens"] > 0
+
+
+def test_namespace_stats_read_the_store_once_and_count_only_their_generation(tmp_path: Path,
+                                                                              embedder: Embedder) -> None:
+    """`Memory.stats(namespace=)` reads every conversation's creation time in one statement
+    (a lookup of each conversation's metadata and log end made the stats of a namespace of
+    2,000 conversations cost ~300 ms of SQL), and still leaves out a set of another
+    generation (another database sharing this Redis, or an older incarnation of the id)."""
+    n = 12
+    with full_memory(Config(data_dir=tmp_path / "data"), embedder) as mem:
+        for c in range(n):
+            mem.append_many(f"c{c}", [{"role": "user", "content": f"note {i} on pump {c}"} for i in range(3)],
+                            namespace="acme")
+        mem.append("other", {"role": "user", "content": "another tenant's note"}, namespace="globex")
+        assert mem.hot is not None
+        before = mem.stats(namespace="acme")["hot"]
+        assert before["members"] == 3 * n
+        # one set claims another generation: not ours to count
+        mem.hot.tier.client.hset(mem.hot.tier.keys(mem.cold.key_of("acme", "c0") or "")[0], "gen", "elsewhere:1.0")
+        statements: list[str] = []
+        with mem.cold.reading() as conn:
+            conn.set_trace_callback(statements.append)
+        try:
+            after = mem.stats(namespace="acme")["hot"]
+        finally:
+            with mem.cold.reading() as conn:
+                conn.set_trace_callback(None)
+        assert after["members"] == 3 * (n - 1)
+        per_conversation = [s for s in statements if "FROM conversations c WHERE id" in s]
+        # before: one metadata read per conversation of the namespace
+        assert per_conversation == [], per_conversation[:3]
+        assert len(statements) < n, statements

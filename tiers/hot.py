@@ -43,7 +43,10 @@ Invariants:
   applied long after a turn's admission may have re-admitted it after evictions that a
   replay with the pin in place would not make; the rebuilt set is the canonical one.)
   The replay runs in temporary keys and is renamed over the live ones in one script, so
-  readers never see a half-built set.
+  readers never see a half-built set. The replay carries no texts: the members are
+  decided from positions, tokens and pins alone. `simulate_replay` runs the same admit
+  and eviction rules in Python and `load` writes its result in one script, so a long
+  log's rebuild reads and sends the texts of its survivors only (tiermem.hotlink).
 - Redis being unreachable surfaces as redis-py's ConnectionError/TimeoutError, quickly
   (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
 
@@ -61,12 +64,14 @@ the script's time against one packed record per member (measured, 40-member wind
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
+import math
 import re
 import secrets
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -502,6 +507,57 @@ end
 return 'OK'
 """
 
+LOAD_LUA = r"""
+-- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
+-- ARGV[1] generation, [2] total, [3] budget, [4] last, [5] tip, [6] evictions,
+-- [7] overflow, [8] demoted tokens, [9] idle TTL in ms (0: none); then the count of
+-- members and position, tokens, payload for each (ascending); the count of pins and
+-- position, priority for each; the count of demoted pins and position, tokens for each.
+-- Replaces the conversation's set by this one (a replay simulated by the caller,
+-- `simulate_replay`) in one step: readers see the old set or the whole new one.
+local meta_key, z_key, t_key, p_key, pin_key, d_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+redis.call('DEL', meta_key, z_key, t_key, p_key, pin_key, d_key)
+local function call_chunked(cmd, key, list)
+  -- unpack() is bounded by the Lua C stack; 1000 is even, so pairs never split.
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+local i = 10
+local n = tonumber(ARGV[i])
+i = i + 1
+local zargs, targs, pargs = {}, {}, {}
+for _ = 1, n do
+  local pos = ARGV[i]
+  zargs[#zargs + 1] = pos
+  zargs[#zargs + 1] = pos
+  targs[#targs + 1] = pos
+  targs[#targs + 1] = ARGV[i + 1]
+  pargs[#pargs + 1] = pos
+  pargs[#pargs + 1] = ARGV[i + 2]
+  i = i + 3
+end
+if n > 0 then
+  call_chunked('ZADD', z_key, zargs)
+  call_chunked('HSET', t_key, targs)
+  call_chunked('HSET', p_key, pargs)
+end
+for _, key in ipairs({pin_key, d_key}) do
+  local m = tonumber(ARGV[i])
+  local list = {}
+  for j = i + 1, i + 2 * m do list[#list + 1] = ARGV[j] end
+  if m > 0 then call_chunked('HSET', key, list) end
+  i = i + 1 + 2 * m
+end
+redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3], 'last', ARGV[4], 'tip', ARGV[5],
+  'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8])
+local ttl = tonumber(ARGV[9])
+if ttl > 0 then
+  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
+end
+return 'OK'
+"""
+
 READ_LUA = r"""
 -- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
 -- ARGV[1] their idle TTL in ms, renewed by the read (0: none).
@@ -532,7 +588,7 @@ return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL
                      d = redis.call('HGETALL', KEYS[6])})
 """
 
-_SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA}
+_SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA, "load": LOAD_LUA}
 
 
 @dataclass(frozen=True)
@@ -566,6 +622,29 @@ class HotSet:
     # the log fingerprint of the turn at last_position ('' when not known: a set written
     # before tips were recorded, or by a caller that gave none)
     tip: str = ""
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A replayed hot set in scratch keys, not yet live (`HotTier._replay`): its members
+    in log order, whose payloads `HotTier.install` needs."""
+
+    conversation_id: str
+    scratch: str
+    members: list[int]
+
+
+@dataclass
+class ReplayState:
+    """What replaying admits through APPLY_LUA leaves (`simulate_replay`), without texts."""
+
+    members: list[int] = field(default_factory=list)  # positions, ascending
+    tokens: dict[int, int] = field(default_factory=dict)  # member -> tokens
+    pins: dict[int, int] = field(default_factory=dict)  # pinned member -> priority
+    demoted: dict[int, int] = field(default_factory=dict)  # demoted pin -> tokens
+    total: int = 0
+    last: int = -1
+    evictions: int = 0
 
 
 @dataclass(frozen=True)
@@ -646,6 +725,68 @@ def _check_turn(turn: HotTurn) -> None:
         )
     if not isinstance(turn.payload, str):
         raise TypeError(f"HotTurn.payload must be a str, got {type(turn.payload).__name__}")
+
+
+def simulate_replay(
+    turns: Iterable[tuple[int, int, bool, int]], *, budget: int, head: int, tail: int, bias: float
+) -> ReplayState:
+    """The set that admitting `turns` (position, tokens, pinned, priority; ascending
+    positions) one by one into an empty set leaves: APPLY_LUA's admit and eviction,
+    step for step, in Python. A rebuild of a long log keeps ~100 of its turns: simulated
+    here it costs a few bisects a turn (the victim is found among the pins only) where
+    the Lua replay parsed and re-ran every turn in Redis, and only the survivors are
+    then written (`HotTier.load`). tests/test_hot_rebuild_survivors.py compares it with
+    the Lua replay (`HotTier.rebuild`), the canonical engine."""
+    st = ReplayState()
+    members, tok, pins, demoted = st.members, st.tokens, st.pins, st.demoted
+    # the members split by kind, each ascending: the candidates of victim_index are the
+    # unpinned members between the window's first and last member, found by bisection
+    pinned: list[int] = []
+    free: list[int] = []
+    total = pinned_total = evictions = 0
+    last = -1
+    for position, tokens, is_pinned, priority in turns:
+        if position <= last:
+            raise ValueError(f"rebuild needs ascending positions: {position} after {last}")
+        members.append(position)
+        tok[position] = tokens
+        total += tokens
+        if is_pinned:
+            pins[position] = priority
+            pinned.append(position)
+            pinned_total += tokens
+        else:
+            free.append(position)
+        last = position
+        while total > budget:
+            # victim_index of APPLY_LUA (0-based here): the candidates are the unpinned
+            # members at indices lo..hi, the victim the (k+1)-th of them
+            lo, hi = head, len(members) - 1 - tail
+            if lo <= hi:
+                a = bisect.bisect_left(free, members[lo])
+                n_cand = bisect.bisect_right(free, members[hi]) - a
+            else:
+                n_cand = 0
+            if n_cand > 0:
+                k = max(0, math.ceil((1 - bias) * ((n_cand - 1) / 2) - 0.5))
+                victim = free.pop(a + k)
+                del members[bisect.bisect_left(members, victim)]
+                total -= tok.pop(victim)
+                evictions += 1
+            elif pinned_total > budget:
+                # the lowest priority, the oldest among equals (the first in position order)
+                worst = min(pinned, key=pins.__getitem__)
+                pinned.remove(worst)
+                del members[bisect.bisect_left(members, worst)]
+                t = tok.pop(worst)
+                del pins[worst]
+                total -= t
+                pinned_total -= t
+                demoted[worst] = t
+            else:
+                break
+    st.total, st.last, st.evictions = total, last, evictions
+    return st
 
 
 def _op(kind: str, position: int, tokens: int, pinned: bool, priority: int) -> str:
@@ -941,16 +1082,23 @@ class HotTier:
         keys; payloads are kept here only for turns still hot after each chunk and are
         written by the final script, which renames the scratch keys over the live ones.
         """
+        payloads: dict[int, str] = {}
+        staged = self._replay(conversation_id, turns, generation=generation, tip=tip, keep=payloads)
+        return self.install(staged, payloads)
+
+    def _replay(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str, tip: str,
+                keep: dict[int, str] | None) -> Replay:
+        """`replay`; with `keep`, the turns' payloads are collected into it, pruned to the
+        members after each chunk (a whole log's texts are never held at once)."""
         scratch = secrets.token_hex(8)
         tmp = self.keys(conversation_id, scratch=scratch)
-        payloads: dict[int, str] = {}
         members: list[int] = []
         ops: list[str] = []
         first = True
         prev = -1
 
         def flush() -> None:
-            nonlocal first, members, payloads
+            nonlocal first, members
             res = self._apply(
                 conversation_id,
                 tmp,
@@ -965,7 +1113,10 @@ class HotTier:
             first = False
             ops.clear()
             members = _ints(res[6])
-            payloads = {p: payloads[p] for p in members}
+            if keep is not None:
+                kept = {p: keep[p] for p in members}
+                keep.clear()
+                keep.update(kept)
 
         for t in turns:
             _check_turn(t)
@@ -973,17 +1124,53 @@ class HotTier:
                 raise ValueError(f"rebuild needs ascending positions: {t.position} after {prev}")
             prev = t.position
             ops.append(_op("a", t.position, t.tokens, t.pinned, t.priority))
-            payloads[t.position] = t.payload
+            if keep is not None:
+                keep[t.position] = t.payload
             if len(ops) >= REBUILD_CHUNK:
                 flush()
         if ops or first:
             flush()
+        return Replay(conversation_id, scratch, members)
+
+    def install(self, staged: Replay, payloads: Mapping[int, str]) -> HotSet:
+        """Write the members' payloads into a replay's scratch set and rename it over the
+        live one in one script (readers see the old set or the whole new one). Raises
+        KeyError, having written nothing, when `payloads` lacks a member."""
+        conversation_id = staged.conversation_id
         args: list[Any] = [self.idle_ttl_ms]
-        for p in members:
-            args += (p, payloads[p])
+        for p in staged.members:
+            payload = payloads[p]
+            if not isinstance(payload, str):
+                raise TypeError(f"payload of position {p} must be a str, got {type(payload).__name__}")
+            args += (p, payload)
+        tmp = self.keys(conversation_id, scratch=staged.scratch)
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
         if status != "OK":
             raise HotStateLost(conversation_id, status, REBUILD_TTL_MS)
+        hot = self.read(conversation_id)
+        if hot is None:
+            raise HotStale(conversation_id, "dropped during rebuild", None, -1)
+        return hot
+
+    def load(self, conversation_id: str, state: ReplayState, payloads: Mapping[int, str], *, generation: str,
+             tip: str = "") -> HotSet:
+        """Replace the conversation's hot set by `state` (`simulate_replay` under this
+        tier's budget and protection), with the members' `payloads`, in one script; `tip`
+        is the log fingerprint of the turn at `state.last`. Raises KeyError, having
+        written nothing, when `payloads` lacks a member."""
+        args: list[Any] = [generation, state.total, self.budget_tokens, state.last, tip, state.evictions,
+                           max(0, state.total - self.budget_tokens), sum(state.demoted.values()),
+                           self.idle_ttl_ms, len(state.members)]
+        for p in state.members:
+            payload = payloads[p]
+            if not isinstance(payload, str):
+                raise TypeError(f"payload of position {p} must be a str, got {type(payload).__name__}")
+            args += (p, state.tokens[p], payload)
+        for table in (state.pins, state.demoted):
+            args.append(len(table))
+            for p, value in sorted(table.items()):
+                args += (p, value)
+        self._run("load", self.keys(conversation_id), args)
         hot = self.read(conversation_id)
         if hot is None:
             raise HotStale(conversation_id, "dropped during rebuild", None, -1)
