@@ -454,12 +454,16 @@ def eval_memory(
 
 
 def unique_conversation_id(memory: Memory, base: str) -> str:
-    """`base`, or `base-2`, `base-3`... if the data dir already holds it (the evals put
-    each conversation in a namespace of its own name)."""
-    cid, n = base, 1
+    """`base` within the Config's `max_id_chars`, or the same with `-2`, `-3`... if the
+    data dir already holds it (the evals put each conversation in a namespace of its own
+    name), cut so that the suffix fits too. `base` is in the id alphabet (callers put a
+    file's text through `locomo.id_text`)."""
+    limit = memory.config.max_id_chars
+    cid, n = base[:limit], 1
     while memory.cold.key_of(cid, cid) is not None:
         n += 1
-        cid = f"{base}-{n}"
+        suffix = f"-{n}"
+        cid = base[:limit - len(suffix)] + suffix
     return cid
 
 

@@ -54,12 +54,13 @@ CEILING_S = float(os.environ.get("TIERMEM_BENCH_CEILING_S", "3"))  # seconds per
 def locomo_texts(path: Path) -> list[str]:
     """Every message's indexed text (what index_pending embeds), in log order."""
     from tiermem.config import Config
-    from tiermem.evals.conversations import read_conversations
+    from tiermem.evals.conversations import FIX_HINT, read_conversations
     from tiermem.tiers.models import search_text
 
     cfg = Config()
     data = read_conversations(path, max_content_bytes=cfg.max_content_bytes,
-                              max_metadata_bytes=cfg.max_metadata_bytes, strict=True, conversation_id=None)
+                              max_metadata_bytes=cfg.max_metadata_bytes, max_id_chars=cfg.max_id_chars,
+                              strict=True, conversation_id=None, hint=FIX_HINT)
     return [search_text(m) for c in data.conversations for m in c.messages]
 
 
@@ -478,7 +479,12 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown or args.rounds < 1:
         ap.error(f"unknown variants {unknown}" if unknown else "--rounds must be at least 1")
-    rep = run(args.data, sample=args.sample, rounds=args.rounds, names=names, reference=args.reference)
+    from tiermem.tiers.errors import DataFileError
+
+    try:
+        rep = run(args.data, sample=args.sample, rounds=args.rounds, names=names, reference=args.reference)
+    except DataFileError as exc:  # a file `tiermem import` would refuse too: one line, exit 1
+        raise SystemExit(f"error: {exc}") from None
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2, default=str))
     print(markdown(rep))

@@ -166,12 +166,13 @@ def run(data_path: Path, *, rounds: int, batch: int, embed: bool, baseline_pool:
         baseline: str = "legacy", idle_cores: int | None = None, new: str = "overlapped") -> dict[str, Any]:
     from tiermem.config import Config
     from tiermem.evals.bench_embed_bulk import LegacyEmbedder
-    from tiermem.evals.conversations import read_conversations
+    from tiermem.evals.conversations import FIX_HINT, read_conversations
     from tiermem.tiers.embed_onnx import build_embedder
 
     cfg = Config()
     data = read_conversations(data_path, max_content_bytes=cfg.max_content_bytes,
-                              max_metadata_bytes=cfg.max_metadata_bytes, strict=True, conversation_id=None)
+                              max_metadata_bytes=cfg.max_metadata_bytes, max_id_chars=cfg.max_id_chars,
+                              strict=True, conversation_id=None, hint=FIX_HINT)
     embedder = build_embedder(cfg.embedding_model, runtime=cfg.embedding_runtime,
                               batch_size=cfg.embedding_batch_size, cache_dir=cfg.embedding_cache_dir)
     t0 = time.perf_counter()
@@ -290,9 +291,14 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")
-    rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
-              baseline_pool=args.baseline_pool, baseline=args.baseline, new=args.new,
-              idle_cores=usable_cpus() if args.idle_estimate else None)
+    from tiermem.tiers.errors import DataFileError
+
+    try:
+        rep = run(args.data, rounds=args.rounds, batch=args.batch, embed=not args.no_embed,
+                  baseline_pool=args.baseline_pool, baseline=args.baseline, new=args.new,
+                  idle_cores=usable_cpus() if args.idle_estimate else None)
+    except DataFileError as exc:  # a file `tiermem import` would refuse too: one line, exit 1
+        raise SystemExit(f"error: {exc}") from None
     if args.json is not None:
         args.json.write_text(json.dumps(rep, indent=2))
     print(markdown(rep))

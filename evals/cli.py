@@ -30,6 +30,7 @@ from tiermem.evals.locomo import DEFAULT_BUDGETS, LocomoError
 from tiermem.evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from tiermem.evals.report import report_command
 from tiermem.evals.session import SESSION_METHODS
+from tiermem.tiers.errors import DataFileError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -172,7 +173,7 @@ def locomo_command(
                 hot=opened.hot,
                 progress=progress,
             )
-    except LocomoError as exc:
+    except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
         raise click.ClickException(str(exc)) from None
     finally:
         close_memory(opened)
@@ -235,7 +236,7 @@ def cost_command(
                 progress=progress,
                 trace=traced if trace is not None else None,
             )
-    except LocomoError as exc:
+    except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
         raise click.ClickException(str(exc)) from None
     finally:
         close_memory(opened)
@@ -282,7 +283,7 @@ def session_command(
             run = run_session(opened.memory, data, budgets=budgets or DEFAULT_SESSION_BUDGETS,
                               methods=methods or SESSION_METHODS, limit_samples=limit_samples,
                               limit_questions=limit_questions, progress=progress)
-    except LocomoError as exc:
+    except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
         raise click.ClickException(str(exc)) from None
     finally:
         close_memory(opened)

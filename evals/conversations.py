@@ -1,4 +1,4 @@
-"""Conversations from files, for `tiermem import` and `tiermem tune`.
+"""Conversations from files, for `tiermem import`, `tiermem tune`, `tiermem eval` and the benchmarks.
 
 Two formats, told apart by their content (not their file name):
 
@@ -26,7 +26,9 @@ first line.
 **LoCoMo** (a JSON list of samples with a `conversation` object, as `evals.locomo`
 reads): each sample becomes a conversation `locomo-<sample_id>` with the roles, times,
 sessions and `dia_id`s `evals.locomo` gives it, its `qa` become probes (evidence: the
-`dia_id`s; malformed ids are dropped and counted in `skipped_evidence`).
+`dia_id`s; malformed ids are dropped and counted in `skipped_evidence`). A turn with no
+`text`, a field of the wrong type (`locomo.turn_problem`) or an item of a session that is
+not a turn object is a bad turn; `checked_samples` checks a file so for `tiermem eval`.
 
 Every message is validated as `Memory.append` would (limits from the Config), and so
 is what `Memory.append_many` checks beyond the message: the conversation id's length
@@ -50,10 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-from tiermem.config import MAX_ID_CHARS_LIMIT
+from tiermem.config import MAX_ID_CHARS_LIMIT, Config
 from tiermem.evals.locomo import (
     DIA_ID,
     LocomoError,
+    Sample,
     conversation_ids,
     load_samples,
     session_times,
@@ -65,6 +68,10 @@ from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
 BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a count
+# the end of that error: what the reader of it can do (import has --skip-bad; tune, the evals
+# and the benchmarks have not)
+SKIP_BAD_HINT = "fix them or pass --skip-bad to skip them"
+FIX_HINT = "fix them"
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
 
 
@@ -247,14 +254,48 @@ def locomo_ids(sample_ids: list[str], max_chars: int) -> list[str]:
     return conversation_ids(sample_ids, max_chars)
 
 
-def _read_locomo(path: Path, limits: dict[str, int], strict: bool) -> Dataset:
+def _sample_turns(number: int, s: Sample, limits: dict[str, int],
+                  bad: list[BadLine]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(dia_id, message) of each good turn of sample `s` (the `number`th of its file), in
+    log order, checked as `append` would check it; each bad turn goes to `bad`, named by its
+    sample and its dia_id (else its place in its session): an item that is not a turn
+    object, a field of the wrong type (`locomo.turn_problem`), a message `parse_message`
+    refuses (a date before 1970, a lone surrogate, a text over `max_content_bytes`)."""
+    def refuse(turn_name: str, problem: object) -> None:
+        bad.append(BadLine(number, f"sample {s.sample_id!r}, turn {turn_name!r}: {problem}"))
+
+    times, _ = session_times(s)
+    for session, start in zip(s.sessions, times, strict=True):
+        for place, kind in session.malformed:
+            refuse(f"#{place} of session_{session.number}", f"must be an object, got {kind}")
+        for i, turn in enumerate(session.turns):
+            named_by_dia_id = turn.dia_id and (turn.problem is None or turn.problem[0] != "dia_id")
+            turn_name = turn.dia_id if named_by_dia_id else f"#{turn.index} of session_{session.number}"
+            if turn.problem is not None:
+                refuse(turn_name, ValidationError(*turn.problem))
+                continue
+            msg, _known = turn_message(turn, s, session, start + i)
+            try:
+                parse_message(msg, max_content_bytes=limits["max_content_bytes"],
+                              max_metadata_bytes=limits["max_metadata_bytes"])
+            except ValidationError as exc:
+                refuse(turn_name, exc)
+                continue
+            yield turn.dia_id, msg
+
+
+def _samples(path: Path) -> list[Sample]:
+    try:
+        return load_samples(path)
+    except LocomoError as exc:
+        raise DataFileError(str(path), str(exc)) from None
+
+
+def _read_locomo(path: Path, limits: dict[str, int], strict: bool, hint: str) -> Dataset:
     """A LoCoMo file, every turn checked as `append` would check it; a bad turn is named by
     its sample (number in the list and id) and `dia_id`, and refuses the file (`strict`)
     or is left out."""
-    try:
-        samples = load_samples(path)
-    except LocomoError as exc:
-        raise DataFileError(str(path), str(exc)) from None
+    samples = _samples(path)
     convs: list[ConversationData] = []
     bad: list[BadLine] = []
     skipped = 0
@@ -262,19 +303,9 @@ def _read_locomo(path: Path, limits: dict[str, int], strict: bool) -> Dataset:
     ids = locomo_ids([s.sample_id for s in samples], limits["max_id_chars"])
     for number, (s, cid) in enumerate(zip(samples, ids, strict=True), start=1):
         c = ConversationData(cid)
-        times, _ = session_times(s)
-        for session, start in zip(s.sessions, times, strict=True):
-            for i, turn in enumerate(session.turns):
-                msg, _known = turn_message(turn, s, session, start + i)
-                try:
-                    parse_message(msg, max_content_bytes=limits["max_content_bytes"],
-                                  max_metadata_bytes=limits["max_metadata_bytes"])
-                except ValidationError as exc:
-                    turn_name = turn.dia_id or f"#{i + 1} of session_{session.number}"
-                    bad.append(BadLine(number, f"sample {s.sample_id!r}, turn {turn_name!r}: {exc}"))
-                    continue
-                c.messages.append(msg)
-                c.message_ids.append(turn.dia_id or None)
+        for dia_id, msg in _sample_turns(number, s, limits, bad):
+            c.messages.append(msg)
+            c.message_ids.append(dia_id or None)
         for qa in s.qa:
             ev: list[str | int] = []
             for e in qa.evidence:
@@ -285,16 +316,32 @@ def _read_locomo(path: Path, limits: dict[str, int], strict: bool) -> Dataset:
             c.probes.append(Probe(qa.question, ev, qa.answer, qa.category))
         convs.append(c)
     if bad and strict:
-        _refuse(path, bad, "turn", "sample #")
+        _refuse(path, bad, "turn", "sample #", hint)
     return Dataset(path, "locomo", convs, bad, skipped_evidence=skipped)
 
 
-def _refuse(path: Path, bad: list[BadLine], what: str, where: str) -> NoReturn:
+def checked_samples(path: Path, config: Config) -> list[Sample]:
+    """The samples of a LoCoMo file for `tiermem eval` (locomo, cost, session), every turn
+    checked as `tiermem import` checks the file (under `config`'s limits), before the eval
+    writes anything: a bad turn refuses the file with import's error (DataFileError naming
+    each bad turn's sample and dia_id)."""
+    path = Path(path)
+    samples = _samples(path)
+    limits = {"max_content_bytes": config.max_content_bytes, "max_metadata_bytes": config.max_metadata_bytes}
+    bad: list[BadLine] = []
+    for number, s in enumerate(samples, start=1):
+        for _ in _sample_turns(number, s, limits, bad):
+            pass
+    if bad:
+        _refuse(path, bad, "turn", "sample #", FIX_HINT)
+    return samples
+
+
+def _refuse(path: Path, bad: list[BadLine], what: str, where: str, hint: str) -> NoReturn:
     """The error of a strict read: how many bad `what`s, the first few by `where`."""
     shown = "; ".join(f"{where}{b.line}: {b.problem}" for b in bad[:BAD_LINES_SHOWN])
     more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
-    raise DataFileError(str(path), f"{len(bad)} bad {what}(s), nothing imported ({shown}{more}); "
-                        "fix them or pass --skip-bad to skip them")
+    raise DataFileError(str(path), f"{len(bad)} bad {what}(s), nothing imported ({shown}{more}); {hint}")
 
 
 def _is_locomo(doc: Any) -> bool:
@@ -319,11 +366,13 @@ def read_conversations(
     max_id_chars: int = MAX_ID_CHARS_LIMIT,
     strict: bool = True,
     conversation_id: str | None = None,
+    hint: str = SKIP_BAD_HINT,
 ) -> Dataset:
     """Read a conversations-format file (JSONL or JSON) or a LoCoMo file. `conversation_id`
-    is the id of lines that give none. Raises DataFileError naming the file and line.
-    `max_id_chars`: the Config's (a caller that writes passes it; the default is the
-    largest any Config allows)."""
+    is the id of lines that give none. Raises DataFileError naming the file and line,
+    ending with `hint` (what the caller's user can do). `max_id_chars`: the Config's
+    (every reader of a user's file passes it, so that a file `tiermem import` refuses is
+    refused by all of them; the default is the largest any Config allows)."""
     path = Path(path)
     if not path.is_file():
         raise DataFileError(str(path), "no such file")
@@ -341,7 +390,7 @@ def read_conversations(
         except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
             raise DataFileError(str(path), f"is not valid JSON: {exc}") from None
         if _is_locomo(doc):
-            return _read_locomo(path, limits, strict)
+            return _read_locomo(path, limits, strict, hint)
         if not isinstance(doc, list):  # pragma: no cover - starts with '['
             raise DataFileError(str(path), "is not a JSON list")
         objects: list[tuple[int, Any]] = list(enumerate(doc, start=1))
@@ -366,7 +415,7 @@ def read_conversations(
             bad.append(BadLine(n, str(exc)))
     bad.sort(key=lambda b: b.line)
     if bad and strict:
-        _refuse(path, bad, "line", "line ")
+        _refuse(path, bad, "line", "line ", hint)
     if not convs:
         raise DataFileError(str(path), "holds no conversation")
     return Dataset(path, "conversations", list(convs.values()), bad)

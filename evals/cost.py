@@ -76,7 +76,8 @@ from tiermem.evals.baselines import (
     unique_conversation_id,
     warn,
 )
-from tiermem.evals.locomo import LocomoError, Sample, load_samples, session_times, turn_message
+from tiermem.evals.conversations import checked_samples
+from tiermem.evals.locomo import LocomoError, Sample, id_text, session_times, turn_message
 from tiermem.memory import Memory
 from tiermem.tiers.models import message_text
 from tiermem.tiers.tokens import messages_tokens
@@ -410,12 +411,13 @@ def run_cost(
     unknown = set(methods) - set(COST_METHODS)
     if unknown:
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(COST_METHODS)}")
-    s = pick_sample(load_samples(data), sample)
+    # every turn checked as `tiermem import` checks it, before anything is written
+    s = pick_sample(checked_samples(data, memory.config), sample)
     use_tiermem = TIERMEM in methods and tiermem_available(memory)
     if TIERMEM in methods and not use_tiermem:
         warn("Memory has no context() yet: the tiermem method is skipped in the cost replay")
     active = [m for m in methods if m != TIERMEM or use_tiermem]
-    conv = unique_conversation_id(memory, f"locomo-cost-{s.sample_id}"[:120])
+    conv = unique_conversation_id(memory, f"locomo-cost-{id_text(s.sample_id)}")  # within max_id_chars
     ns = conv
     times, _ = session_times(s)
     plan: list[dict[str, Any]] = []

@@ -228,7 +228,8 @@ def locomo_census(memory: Memory, path: Path, limit: int | None = None) -> dict[
 
     out: dict[str, Any] = {"conversations": 0, "user_turns": 0, "pairs": [], "statements": []}
     samples = load_samples(path)[:limit]
-    for sample, cid in zip(samples, conversation_ids([s.sample_id for s in samples]), strict=True):
+    ids = conversation_ids([s.sample_id for s in samples], memory.config.max_id_chars)  # as import makes them
+    for sample, cid in zip(samples, ids, strict=True):
         got = ingest_sample(memory, sample, cid=cid)
         key = memory.cold.key_of(got.namespace, got.conversation_id) or got.conversation_id
         memory.catch_up(got.conversation_id, namespace=got.namespace)

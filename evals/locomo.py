@@ -3,13 +3,18 @@
     tiermem eval locomo --data ../shared/data/locomo-dev.json --budget 1000 --budget 2000 --json
 
 Reads any file in the LoCoMo format (a JSON list of samples, see
-../shared/data/README.md); nothing here names a sample, a speaker or a question.
+../shared/data/README.md); nothing here names a sample, a speaker or a question. Every
+turn is checked as `tiermem import` checks it (`evals.conversations.checked_samples`,
+under the Memory's Config), before anything is written: a bad turn (no text, a field of
+the wrong type, a date before 1970, ...) refuses the file with import's error, naming
+its sample and dia_id.
 
 Ingestion (one conversation per sample, each in its own namespace, so that a sample's
 questions can never retrieve another sample's turns):
 
 - conversation id and namespace: ``locomo-<sample_id>`` (characters outside the id
-  alphabet become ``_``; a sample whose id maps to one an earlier sample of the file
+  alphabet become ``_``; cut to the Config's ``max_id_chars``, as `tiermem import`
+  cuts them; a sample whose id maps to one an earlier sample of the file
   took gets ``-2``, ``-3``, ...); a conversation the data dir already holds is reused
   only when its turns are the sample's (else the run stops: use a fresh data dir);
 - turns in session order (``session_1``, ``session_2``, ... by number), one
@@ -115,6 +120,10 @@ class Turn:
     dia_id: str
     text: str
     blip_caption: str | None = None
+    index: int = 0  # 1-based place in its session's list in the file (names a turn without a dia_id)
+    # (field, problem) of a turn object that is not as the format says (`turn_problem`):
+    # the checked reader (`evals.conversations`) refuses it, the other evals read it leniently
+    problem: tuple[str, str] | None = None
 
 
 @dataclass
@@ -122,6 +131,9 @@ class Session:
     number: int
     date_text: str | None
     turns: list[Turn]
+    # items of the session's list that are not turn objects: (1-based place, JSON type);
+    # left out of `turns`, refused by the checked reader
+    malformed: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -212,6 +224,32 @@ def _as_text(value: Any) -> str | None:
     return text or None
 
 
+_JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+                                bool: "boolean", type(None): "null"}
+TURN_STRING_FIELDS = ("text", "speaker", "dia_id", "blip_caption")
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for errors about the file."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def turn_problem(raw: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, problem) of the first field of a turn object that is not as the format
+    says (`text` present and a string; `speaker`, `dia_id`, `blip_caption` strings when
+    given), else None. `parse_sample` reads such a turn leniently (a missing text as
+    "", a number as its digits) for the evals that replay files they trust; the checked
+    reader (`evals.conversations`, for `tiermem import` and `tiermem eval`) refuses it
+    rather than store a turn the file never said."""
+    if raw.get("text") is None:
+        return "text", "missing (every turn has a text, a string)"
+    for name in TURN_STRING_FIELDS:
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            return name, f"must be a string, got {_json_type(value)}"
+    return None
+
+
 def parse_sample(raw: Any, index: int) -> Sample:
     if not isinstance(raw, dict):
         raise LocomoError(f"sample #{index} is not an object")
@@ -228,8 +266,10 @@ def parse_sample(raw: Any, index: int) -> Sample:
             continue
         n = int(m.group(1))
         turns: list[Turn] = []
-        for t in value:
+        malformed: list[tuple[int, str]] = []
+        for place, t in enumerate(value, start=1):
             if not isinstance(t, dict):
+                malformed.append((place, _json_type(t)))
                 continue
             turns.append(
                 Turn(
@@ -237,13 +277,18 @@ def parse_sample(raw: Any, index: int) -> Sample:
                     dia_id=_as_text(t.get("dia_id")) or "",
                     text=str(t.get("text") or ""),
                     blip_caption=_as_text(t.get("blip_caption")),
+                    index=place,
+                    problem=turn_problem(t),
                 )
             )
         date = conv.get(f"session_{n}_date_time")
-        sessions.append(Session(n, date if isinstance(date, str) else None, turns))
+        sessions.append(Session(n, date if isinstance(date, str) else None, turns, malformed))
     sessions.sort(key=lambda s: s.number)
     qa: list[QA] = []
-    for q in raw.get("qa") or []:
+    raw_qa = raw.get("qa") or []
+    if not isinstance(raw_qa, list):
+        raise LocomoError(f"sample {sample_id!r}: 'qa' must be a list, got {_json_type(raw_qa)}")
+    for q in raw_qa:
         if not isinstance(q, dict):
             continue
         try:
@@ -256,6 +301,9 @@ def parse_sample(raw: Any, index: int) -> Sample:
         evidence = q.get("evidence") or []
         if isinstance(evidence, str):
             evidence = [evidence]
+        if not isinstance(evidence, list):
+            raise LocomoError(f"sample {sample_id!r}: a question's 'evidence' must be a list of dia_ids, "
+                              f"got {_json_type(evidence)}")
         qa.append(
             QA(
                 str(q.get("question") or ""),
@@ -284,8 +332,13 @@ def load_samples(path: Path) -> list[Sample]:
 # Ingestion
 
 
+def id_text(text: str) -> str:
+    """`text` in the id alphabet: every other character becomes `_`."""
+    return re.sub(r"[^A-Za-z0-9._:@-]", "_", text)
+
+
 def conversation_id(sample_id: str) -> str:
-    cid = "locomo-" + re.sub(r"[^A-Za-z0-9._:@-]", "_", sample_id)
+    cid = "locomo-" + id_text(sample_id)
     if not ID_PATTERN.fullmatch(cid):  # pragma: no cover - the prefix makes it match
         raise LocomoError(f"cannot make an id from sample id {sample_id!r}")
     return cid[:ID_MAX_CHARS]
@@ -377,7 +430,7 @@ def ingest_sample(
     when the data dir already holds it with the same turns (LocomoError when it holds
     other ones). `cid`: its conversation id (default `conversation_id(sample_id)`; a file
     of several samples passes `conversation_ids`' so that no two share one)."""
-    cid = cid or conversation_id(sample.sample_id)
+    cid = cid or conversation_ids([sample.sample_id], memory.config.max_id_chars)[0]
     ns = cid
     times, unparsed = session_times(sample)
     key = memory.cold.key_of(ns, cid)
@@ -621,7 +674,11 @@ def run_locomo(
     unknown = set(wanted) - set(METHODS)
     if unknown:
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(METHODS)}")
-    samples = load_samples(data)
+    from tiermem.evals.conversations import checked_samples  # that module imports this one
+
+    # every turn checked as `tiermem import` checks it (limits from the Memory's Config),
+    # before anything is written: a bad one refuses the file, naming its sample and dia_id
+    samples = checked_samples(data, memory.config)
     if limit_samples is not None:
         samples = samples[:limit_samples]
     if not samples:
@@ -637,7 +694,9 @@ def run_locomo(
     if progress is not None:
         t_ing = progress.add_task("ingest (append)", total=total_turns)
         t_emb = progress.add_task("ingest (embed)", total=total_turns)
-    for s, cid in zip(samples, conversation_ids([s.sample_id for s in samples]), strict=True):
+    # within the Config's max_id_chars: the ids `tiermem import` gives the same file
+    ids = conversation_ids([s.sample_id for s in samples], memory.config.max_id_chars)
+    for s, cid in zip(samples, ids, strict=True):
         ing = ingest_sample(memory, s, cid=cid, progress=progress, task=t_ing if progress is not None else None)
         embed_pending(
             memory, ing.conversation_id, progress=progress, task=t_emb if progress is not None else None

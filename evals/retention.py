@@ -1,6 +1,7 @@
 """Retention: how big derived data grows beside the log, and what an erasure costs.
 
-    python -m tiermem.evals.retention [--rounds 200] [--turns 5] [--erase-turns 20000] [--json]
+    python -m tiermem.evals.retention [--rounds 200] [--turns 5] [--erase-turns 20000]
+        [--large-turns 5000] [--json]
 
 1. Derived bytes against the log's after `--rounds` consolidations of `--turns` new
    turns each (issue 13, break 10): summary view bodies plus checkpoint texts, over the
@@ -16,6 +17,10 @@
    same erasure with the FTS merge-first decision off (`cold.FTS_MERGE_S_PER_ROW`
    infinite: every row secure-deleted across the batches' segments, as before; the
    rows are deleted in rowid order either way, which the code before did not do).
+4. One conversation of `--large-turns` turns written by an import (`Memory.delete_conversation`
+   of it) beside another tenant's, and the longest a read of the other tenant waited.
+   Baseline in the same process: the same erasure in one transaction (the code before
+   detaching: `cold.ERASE_BATCH_MESSAGES` larger than the conversation).
 
 No embedding model runs (one unit vector for every text): this measures storage, not retrieval.
 """
@@ -28,6 +33,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,7 @@ ERASE_SAMPLES = 5
 NAMESPACE_CONVERSATIONS, NAMESPACE_TURNS = 20, 150
 NAMESPACE_SAMPLES = 3
 READER_PAUSE_S = 0.002
+IMPORT_BATCH_TURNS = 300  # turns per append_many when a large conversation is imported
 EMBED_DIM = 384  # the bundled model's width, so the vector table is as large as in use
 
 
@@ -106,48 +113,82 @@ def erase_latency(total_turns: int) -> dict[str, Any]:
             "erase_ms_p99": round(times[-1], 1), "reclaim_alone_ms": round(reclaim_ms, 1)}
 
 
+def _imported(c: int, turns: int) -> list[dict[str, Any]]:
+    """An imported ticket's turns (written in batches of IMPORT_BATCH_TURNS, as an import writes)."""
+    return [{"role": "user" if i % 2 == 0 else "assistant",
+             "content": f"ticket {c} line {i}: the invoice {c * 1000 + i} for shipping labels and the refund "
+                        f"of order {i * 7919 % 10007} were discussed with the billing team"}
+            for i in range(turns)]
+
+
+def _erasure_beside_a_reader(fill: Callable[[Memory], None], erase: Callable[[Memory], object]) -> tuple[float, float]:
+    """(ms `erase` took, ms the other tenant's longest read took meanwhile)."""
+    with tempfile.TemporaryDirectory() as tmp, \
+            Memory(Config(data_dir=Path(tmp)), embedder=UnitEmbedder(), hot=False,
+                   background_indexing=False) as mem:
+        mem.append_many("mine", [{"role": "user", "content": f"turn {i} about my printer"} for i in range(30)],
+                        namespace="other")
+        fill(mem)
+        mem.catch_up()
+        waits: list[float] = []
+        stop = threading.Event()
+
+        def reader() -> None:
+            while not stop.is_set():
+                t = time.perf_counter()
+                mem.history("mine", namespace="other")
+                waits.append((time.perf_counter() - t) * 1000)
+                time.sleep(READER_PAUSE_S)
+
+        th = threading.Thread(target=reader)
+        th.start()
+        time.sleep(0.2)
+        waits.clear()
+        t0 = time.perf_counter()
+        erase(mem)
+        took = (time.perf_counter() - t0) * 1000
+        stop.set()
+        th.join()
+    return took, max(waits, default=0.0)
+
+
 def _namespace_erasure(merge_first: bool) -> tuple[float, float]:
     """(ms the erasure took, ms the other tenant's longest read took meanwhile)."""
     from tiermem.tiers import cold
+
+    def fill(mem: Memory) -> None:
+        for c in range(NAMESPACE_CONVERSATIONS):
+            mem.append_many(f"imported-{c}", _imported(c, NAMESPACE_TURNS), namespace="big")
 
     saved = cold.FTS_MERGE_S_PER_ROW
     if not merge_first:
         cold.FTS_MERGE_S_PER_ROW = float("inf")
     try:
-        with tempfile.TemporaryDirectory() as tmp, \
-                Memory(Config(data_dir=Path(tmp)), embedder=UnitEmbedder(), hot=False,
-                       background_indexing=False) as mem:
-            mem.append_many("mine", [{"role": "user", "content": f"turn {i} about my printer"} for i in range(30)],
-                            namespace="other")
-            for c in range(NAMESPACE_CONVERSATIONS):
-                mem.append_many(f"imported-{c}", [
-                    {"role": "user" if i % 2 == 0 else "assistant",
-                     "content": f"ticket {c} line {i}: the invoice {c * 1000 + i} for shipping labels and the refund "
-                                f"of order {i * 7919 % 10007} were discussed with the billing team"}
-                    for i in range(NAMESPACE_TURNS)], namespace="big")
-            mem.catch_up()
-            waits: list[float] = []
-            stop = threading.Event()
-
-            def reader() -> None:
-                while not stop.is_set():
-                    t = time.perf_counter()
-                    mem.history("mine", namespace="other")
-                    waits.append((time.perf_counter() - t) * 1000)
-                    time.sleep(READER_PAUSE_S)
-
-            th = threading.Thread(target=reader)
-            th.start()
-            time.sleep(0.2)
-            waits.clear()
-            t0 = time.perf_counter()
-            mem.delete_namespace("big")
-            took = (time.perf_counter() - t0) * 1000
-            stop.set()
-            th.join()
-        return took, max(waits, default=0.0)
+        return _erasure_beside_a_reader(fill, lambda mem: mem.delete_namespace("big"))
     finally:
         cold.FTS_MERGE_S_PER_ROW = saved
+
+
+def large_erasure(turns: int) -> dict[str, Any]:
+    """One `turns`-turn conversation's erasure: detached then in batches, against one
+    transaction (the baseline), each beside another tenant's reader."""
+    from tiermem.tiers import cold
+
+    def fill(mem: Memory) -> None:
+        msgs = _imported(0, turns)
+        for i in range(0, turns, IMPORT_BATCH_TURNS):
+            mem.append_many("long", msgs[i:i + IMPORT_BATCH_TURNS], namespace="big")
+
+    out: dict[str, Any] = {"turns": turns}
+    saved = cold.ERASE_BATCH_MESSAGES
+    for name, first_batch in (("one_transaction", turns + 1), ("default", saved)):
+        cold.ERASE_BATCH_MESSAGES = first_batch
+        try:
+            took, wait = _erasure_beside_a_reader(fill, lambda mem: mem.delete_conversation("long", namespace="big"))
+        finally:
+            cold.ERASE_BATCH_MESSAGES = saved
+        out[name] = {"erase_ms": round(took, 1), "other_tenant_wait_ms_max": round(wait, 1)}
+    return out
 
 
 def namespace_erasure() -> dict[str, Any]:
@@ -165,13 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--turns", type=int, default=5)
     ap.add_argument("--erase-turns", type=int, default=20_000)
+    ap.add_argument("--large-turns", type=int, default=5_000)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     base = derived_ratio(args.rounds, args.turns, None)
     kept = derived_ratio(args.rounds, args.turns, Config().warm_keep_versions)
     erase = erase_latency(args.erase_turns)
     tenant = namespace_erasure()
+    large = large_erasure(args.large_turns)
     out = {"baseline_keep_all": base, "default": kept, "erase": erase, "erase_namespace": tenant,
+           "erase_large_conversation": large,
            "ratio_default_vs_baseline": round(kept["derived_over_log"] / base["derived_over_log"], 3)}
     if args.json:
         print(json.dumps(out, indent=2))
@@ -189,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'erase namespace':>18}: {name:<11} p50 {r['erase_ms_p50']} ms for {n} turns written in "
                   f"batches; another tenant's read waited up to {r['other_tenant_wait_ms_max']} ms")
         print(f"{'':>18}  {tenant['ratio']}x faster than the baseline (secure_only)")
+        for name in ("one_transaction", "default"):
+            r = large[name]
+            print(f"{'erase large':>18}: {name:<15} {r['erase_ms']} ms for one conversation of {large['turns']} "
+                  f"turns; another tenant's read waited up to {r['other_tenant_wait_ms_max']} ms")
     return 0
 
 

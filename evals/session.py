@@ -46,12 +46,13 @@ from tiermem.evals.baselines import (
     unique_conversation_id,
     warn,
 )
+from tiermem.evals.conversations import checked_samples
 from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
 from tiermem.evals.locomo import (
     DIA_ID,
     EvidenceCounts,
     LocomoError,
-    load_samples,
+    Sample,
     session_times,
     turn_message,
 )
@@ -69,12 +70,9 @@ class SessionRun:
     result: dict[str, Any]
 
 
-def _chain(memory: Memory, conv: str, data: Path, limit_samples: int | None) -> tuple[list[Any], dict[tuple[int, str], int], int]:
-    """Append every sample's sessions to `conv`, in file order; (samples, (sample index,
-    dia_id) -> position, turns)."""
-    samples = load_samples(data)
-    if limit_samples is not None:
-        samples = samples[:limit_samples]
+def _chain(memory: Memory, conv: str, samples: list[Sample]) -> tuple[dict[tuple[int, str], int], int]:
+    """Append every sample's sessions to `conv`, in file order; ((sample index, dia_id) ->
+    position, turns)."""
     dia: dict[tuple[int, str], int] = {}
     turns = 0
     for si, s in enumerate(samples):
@@ -89,7 +87,7 @@ def _chain(memory: Memory, conv: str, data: Path, limit_samples: int | None) -> 
                 if t.dia_id:
                     dia.setdefault((si, t.dia_id), p)
     memory.catch_up(conv, namespace=conv)
-    return samples, dia, turns
+    return dia, turns
 
 
 def run_session(
@@ -111,12 +109,16 @@ def run_session(
     if TIERMEM in methods and not use_tiermem:
         warn("Memory has no context() yet: the tiermem method is skipped in the session eval")
     active = [m for m in methods if m != TIERMEM or use_tiermem]
+    # every turn checked as `tiermem import` checks it, before anything is written
+    samples = checked_samples(data, memory.config)
+    if limit_samples is not None:
+        samples = samples[:limit_samples]
     t0 = time.perf_counter()
     per_budget: dict[str, Any] = {}
     meta: dict[str, Any] = {}
     for budget in budgets:
         conv = unique_conversation_id(memory, f"locomo-session-{budget}")
-        samples, dia, turns = _chain(memory, conv, data, limit_samples)
+        dia, turns = _chain(memory, conv, samples)
         view = ConvView.load(memory, conv)
         history_tokens = view.total_tokens()
         renderer = Renderer(memory.tokens)

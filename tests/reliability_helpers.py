@@ -6,8 +6,10 @@
   server processes on demand, so that a SIGKILL + restart costs a second, not the model
   load; the forked child runs the same app (`create_app` + uvicorn) as `tiermem serve`.
 - `load_worker`: a client process (multiprocessing spawn, httpx only) that appends and
-  reads for T seconds and records every acknowledged append and every "maybe" (an append
-  whose answer never came back: it may or may not have committed).
+  reads for T seconds (or until told to stop) and records every acknowledged append and
+  every "maybe" (an append whose answer never came back: it may or may not have
+  committed); `run_load` starts the load when every client says it is ready, and
+  counts acknowledged appends as they come (`ack_counter`), for a `during` that acts on them.
 - `check_log`: every acknowledged append is in the log exactly once at its position,
   positions are contiguous, nothing appears that nobody sent.
 - `record_figure`: prints a measured figure and, with TIERMEM_RELIABILITY_OUT set, adds it
@@ -294,21 +296,38 @@ def conv_ids(n: int) -> list[str]:
     return [f"load-{i:03d}" for i in range(n)]
 
 
+LOAD_CONTEXT = multiprocessing.get_context("spawn")  # client processes: a fresh interpreter, httpx only
+WORKERS_READY_TIMEOUT_S = 120.0  # every client spawned and its imports done, on a loaded machine
+WORKER_ALIVE_POLL_S = 0.01
+
+
+def ack_counter() -> Any:
+    """A count of acknowledged appends, shared with the load's client processes (pass it as
+    `run_load(acks=...)`): `during` reads `.value` to act on the load as it goes."""
+    return LOAD_CONTEXT.Value("q", 0)
+
+
 def load_worker(
-    url: str, token: str, convs: list[str], start_at: float, seconds: float, wid: int, out: str,
-    read_share: float = 0.3,
+    url: str, token: str, convs: list[str], seconds: float, wid: int, out: str, read_share: float,
+    ready: Any, go: Any, stop: Any, acks: Any,
 ) -> None:
-    """Append and read until start_at + seconds; write a WorkerResult as JSON to `out`.
-    Never retries an append: an answer that did not come back is a 'maybe'."""
+    """Append and read from the moment `go` is set for `seconds` or until `stop` is set;
+    write a WorkerResult as JSON to `out`. Counts itself in `ready` once it can send (so
+    the load starts when every client can, not after a guessed delay) and each
+    acknowledged append in `acks`. Never retries an append: an answer that did not come
+    back is a 'maybe'."""
     rng = random.Random(wid)
     res = WorkerResult()
     headers = {"Authorization": f"Bearer {token}"}
     seq = 0
-    while time.time() < start_at:
-        time.sleep(0.005)
-    end = start_at + seconds
     with httpx.Client(base_url=url, timeout=30.0, headers=headers) as c:
-        while time.time() < end:
+        with ready.get_lock():
+            ready.value += 1
+        if not go.wait(WORKERS_READY_TIMEOUT_S + seconds):
+            return  # run_load gave up waiting for the others: it fails and kills this process
+        t_start = time.time()
+        end = t_start + seconds
+        while time.time() < end and not stop.is_set():
             conv = rng.choice(convs)
             if rng.random() < read_share:
                 t0 = time.perf_counter()
@@ -339,33 +358,52 @@ def load_worker(
                 continue
             if r.status_code == 201:
                 res.acked.append((conv, int(r.json()["position"]), content))
+                with acks.get_lock():
+                    acks.value += 1
             else:
                 res.refused.append((conv, content, r.status_code, r.text[:200]))
-    res.appends_s = seconds
+    res.appends_s = time.time() - t_start
     Path(out).write_text(json.dumps(res.__dict__))
 
 
 def run_load(
     url: str, convs: list[str], seconds: float, workers: int, tmp: Path, *, token: str = TOKEN_A,
-    during: Any = None, read_share: float = 0.3,
+    during: Any = None, read_share: float = 0.3, acks: Any = None, stop_after_during: float | None = None,
 ) -> list[WorkerResult]:
-    """`workers` spawned client processes for `seconds`; `during(start_at)` runs in this
-    process meanwhile (kills, restarts). Returns their results."""
-    ctx = multiprocessing.get_context("spawn")
-    start_at = time.time() + 3.0  # spawn + import httpx, on a loaded machine
+    """`workers` spawned client processes for `seconds` from the moment all of them are
+    ready; `during(start_at)` runs in this process meanwhile (kills, restarts). With
+    `stop_after_during`, the load ends that many seconds after `during` returns (`seconds`
+    is then only a cap). `acks` (`ack_counter()`): counts the acknowledged appends as they
+    come. Returns the clients' results."""
+    acks = acks if acks is not None else ack_counter()
+    ready = LOAD_CONTEXT.Value("i", 0)
+    go, stop = LOAD_CONTEXT.Event(), LOAD_CONTEXT.Event()
     outs = [tmp / f"worker-{i}.json" for i in range(workers)]
     procs = [
-        ctx.Process(target=load_worker, args=(url, token, convs, start_at, seconds, i, str(o), read_share))
+        LOAD_CONTEXT.Process(target=load_worker,
+                             args=(url, token, convs, seconds, i, str(o), read_share, ready, go, stop, acks))
         for i, o in enumerate(outs)
     ]
     for p in procs:
         p.start()
     try:
+        deadline = time.monotonic() + WORKERS_READY_TIMEOUT_S
+        while ready.value < workers:  # a signal from each client, not a guessed spawn time
+            dead = [p.exitcode for p in procs if not p.is_alive()]
+            assert not dead, f"a load worker exited before it was ready: {dead}"
+            assert time.monotonic() < deadline, f"{ready.value} of {workers} load workers ready"
+            time.sleep(WORKER_ALIVE_POLL_S)
+        start_at = time.time()
+        go.set()
         if during is not None:
             during(start_at)
+            if stop_after_during is not None:
+                time.sleep(stop_after_during)
+                stop.set()
         for p in procs:
             p.join(timeout=seconds + 120)
     finally:
+        stop.set()
         for p in procs:
             if p.is_alive():
                 p.kill()

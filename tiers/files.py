@@ -12,8 +12,9 @@ Invariants:
   nothing. It is a cheap check (a few syscalls), used when opening the database and by
   `/healthz`.
 
-- `storage_problem` classifies an exception as the storage refusing or failing (full,
-  read-only, I/O error), for the HTTP service (507/503) and the CLI's one-line errors.
+- `storage_problem` classifies an exception as the storage refusing, failing (full,
+  read-only, I/O error) or busy (another writer held it past the busy timeout, a lock
+  or statement timeout), for the HTTP service (507/503) and the CLI's one-line errors.
 
 This module imports only the standard library and `tiers.errors`, so every tier may use it.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from tiermem.tiers.errors import SchemaTooNew, StorageReadOnly
 
@@ -108,19 +110,39 @@ def database_writable(db_path: Path) -> bool:
 
 
 SQLITE_PERM = 3
+SQLITE_BUSY = 5  # another connection held the lock past the busy timeout
+SQLITE_LOCKED = 6  # a table locked by another statement of the same connection
 SQLITE_READONLY = 8
 SQLITE_IOERR = 10
 SQLITE_FULL = 13
 SQLITE_CANTOPEN = 14
 READ_ONLY_TEXT = ("readonly database", "read-only file system", "attempt to write a readonly")
 IO_FAILURE_TEXT = ("disk i/o error", "unable to open database file")
+BUSY_TEXT = ("database is locked", "database table is locked")
+# PostgreSQL's SQLSTATEs (psycopg's `sqlstate`) of a transaction that lost to others
+# and was rolled back: lock_not_available (lock_timeout), query_canceled
+# (statement_timeout), serialization_failure, deadlock_detected
+BUSY_SQLSTATES = frozenset({"55P03", "57014", "40001", "40P01"})
+# connection exceptions, and the server shutting down or starting (operator intervention)
+UNREACHABLE_SQLSTATES = ("08", "57P")
 
 
-def storage_problem(exc: BaseException) -> tuple[int, str] | None:
-    """(status, message) when `exc` (or what it was raised from) is the storage refusing
-    or failing: 507 for a full disk or the database's size cap; 503 for a read-only
-    database (read-only mount, immutable or foreign file) and for I/O errors; else None.
-    SQLite rolled the transaction back either way (a failed ROLLBACK after an I/O error,
+class StorageProblem(NamedTuple):
+    """What `storage_problem` says: the HTTP status, the message, and whether the storage
+    was only busy (a retry soon may pass; nothing is wrong with it)."""
+
+    status: int
+    detail: str
+    busy: bool = False
+
+
+def storage_problem(exc: BaseException) -> StorageProblem | None:
+    """(status, message, busy) when `exc` (or what it was raised from) is the storage
+    refusing, failing or busy: 507 for a full disk or the database's size cap; 503 for a
+    read-only database (read-only mount, immutable or foreign file), for I/O errors and a
+    lost PostgreSQL connection, and (busy) for a write that waited out the busy timeout
+    behind another writer or a PostgreSQL lock or statement timeout; else None. The
+    transaction was rolled back either way (a failed ROLLBACK after an I/O error,
     "cannot rollback - no transaction is active", means SQLite already had), so the
     answer says nothing was written, or that the write was rolled back."""
     seen: set[int] = set()
@@ -131,16 +153,24 @@ def storage_problem(exc: BaseException) -> tuple[int, str] | None:
         primary = code & 0xFF if isinstance(code, int) else None
         text = str(e).lower()
         os_errno = e.errno if isinstance(e, OSError) else None
+        sqlstate = getattr(e, "sqlstate", None)
+        if primary in (SQLITE_BUSY, SQLITE_LOCKED) or any(t in text for t in BUSY_TEXT) or sqlstate in BUSY_SQLSTATES:
+            return StorageProblem(503, "storage busy: another writer held the database past the wait allowed; "
+                                       "this request's transaction was rolled back, retry shortly", busy=True)
+        if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
+            return StorageProblem(503, "storage unreachable (the database connection failed): "
+                                       "the write was rolled back; retry later")
         if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
-            return 507, "storage full: the database cannot grow (database or disk is full); nothing was written"
+            return StorageProblem(507, "storage full: the database cannot grow (database or disk is full); "
+                                       "nothing was written")
         if (
             isinstance(e, StorageReadOnly)
             or primary in (SQLITE_READONLY, SQLITE_PERM)
             or any(t in text for t in READ_ONLY_TEXT)
             or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)
         ):
-            return 503, "storage is read-only: the database cannot be written; nothing was written"
+            return StorageProblem(503, "storage is read-only: the database cannot be written; nothing was written")
         if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
-            return 503, "storage is failing (disk I/O error): the write was rolled back; retry later"
+            return StorageProblem(503, "storage is failing (disk I/O error): the write was rolled back; retry later")
         e = e.__cause__ or e.__context__
     return None
