@@ -17,6 +17,10 @@ Invariants:
   Python types (counts are cast to int, times to float, as the PostgreSQL engine did).
 - It reaches its engine only through the hooks declared below (`_read`, `_tx`,
   `_require_in`, `_salvage`, ...), which each engine defines.
+- Every stored JSON text it reads (a message's body and metadata, a checkpoint's
+  metadata, a stored plan) is decoded with `tiers.models.loads_stored`; a row that cannot
+  be decoded is salvaged (`_salvage`: logged, counted in `salvaged_rows`), never raised
+  to the caller: a message or plan row is skipped, a checkpoint is read as absent.
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ class Dialect:
 
 
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
+# checkpoints read, newest first, for the newest one that can be read (latest_checkpoint)
+CHECKPOINT_LOOKBACK = 5
 
 SQLITE = Dialect("sqlite", "?", "MAX", "((julianday('now') - 2440587.5) * 86400.0)")
 POSTGRES = Dialect("postgresql", "%s", "GREATEST", "EXTRACT(EPOCH FROM clock_timestamp())::double precision")
@@ -240,15 +246,35 @@ class SharedQueries:
                        "ORDER BY m.position", (conversation_id, start, MAX_POSITION if end is None else end))
         return [m for m in map(self._decode, rows) if m is not None]
 
-    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
-        rows = self._q(
-            "SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
-            "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT 1",
-            (conversation_id, MAX_POSITION if at_or_before is None else at_or_before))
-        if not rows:
+    def _checkpoint(self, r: Sequence[Any]) -> Checkpoint | None:
+        """A checkpoint row; None when it cannot be read (salvaged: logged, counted)."""
+        conv, pos, summary, meta, created = r
+        try:
+            if not isinstance(summary, str):
+                raise ValueError("summary is not text")
+            # decoded as a message's metadata is: a row nested past what json decodes, or
+            # not JSON at all, is salvaged rather than failing the read that met it
+            metadata = loads_stored(meta) if meta else None
+            if metadata is not None and not isinstance(metadata, dict):
+                raise ValueError("metadata is not an object")
+            return Checkpoint(conv, int(pos), summary, metadata, float(created))
+        except (ValueError, TypeError) as exc:
+            self._salvage(conv, pos, exc, what="checkpoint skipped")
             return None
-        r = rows[0]
-        return Checkpoint(r[0], int(r[1]), r[2], json.loads(r[3]) if r[3] else None, float(r[4]))
+
+    def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
+        sql = ("SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
+               "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT ?")
+        at = MAX_POSITION if at_or_before is None else at_or_before
+        rows = self._q(sql, (conversation_id, at, 1))  # one fold's text, not a few, on every context
+        newest = self._checkpoint(rows[0]) if rows else None
+        if newest is not None or not rows:
+            return newest
+        # a checkpoint that cannot be read is absent: the newest readable one among the
+        # newest CHECKPOINT_LOOKBACK stands in, or none (what it covered is then read from
+        # the log, the source of truth). From the newest again: one written since is read.
+        rows = self._q(sql, (conversation_id, at, CHECKPOINT_LOOKBACK))
+        return next((cp for cp in map(self._checkpoint, rows) if cp is not None), None)
 
     def active(self, conversation_id: str) -> tuple[Checkpoint | None, list[StoredMessage]]:
         cp = self.latest_checkpoint(conversation_id)
@@ -351,8 +377,17 @@ class SharedQueries:
         if last_position is not None:
             sql += " AND last_position = ?"
             params = (conversation_id, last_position)
-        return [{"last_position": int(r[0]), "plan": json.loads(r[1]), "created_at": r[2]}
-                for r in self._q(sql + " ORDER BY id", params)]
+        out: list[dict[str, Any]] = []
+        for last, text, created in self._q(sql + " ORDER BY id", params):
+            try:
+                plan = loads_stored(text)  # nested past what json decodes, or not JSON: skipped
+                if not isinstance(plan, dict):
+                    raise ValueError("plan is not an object")
+            except (ValueError, TypeError) as exc:
+                self._salvage(conversation_id, last, exc, what="plan skipped")
+                continue
+            out.append({"last_position": int(last), "plan": plan, "created_at": created})
+        return out
 
     def checkpoint(self, conversation_id: str, summary: str, position: int,
                    metadata: dict[str, Any] | None = None) -> Checkpoint:

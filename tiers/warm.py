@@ -34,8 +34,11 @@ Invariants:
   differs). Such an entry is deleted, so the log's own version, perhaps a lower version
   number, is cached in its place. A fingerprint that matches proves every turn the view
   covers is in this log (the timelines agree up to that append).
-- A stored row that cannot be decoded is logged, counted (`salvaged`) and skipped;
-  `latest` then answers the newest version that decodes.
+- A stored row that cannot be decoded (`tiers.models.loads_stored`: corrupt, or nested
+  past what json decodes) is logged, counted (`salvaged`) and skipped; `latest` then
+  answers the newest version that decodes, or none, as for a view never written (a
+  refresh then writes a new version: `put` is not held back by a version it cannot
+  read). A cache entry that cannot be decoded is a miss.
 
 Rendering: `SummaryView.text()` is one sentence per line; a superseded sentence is
 prefixed with `SUPERSEDED_PREFIX`. `render()` is the one implementation, and stored
@@ -54,7 +57,7 @@ from typing import Any
 
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.keys import escape_id, hash_tag, turn_fingerprint
-from tiermem.tiers.models import TurnRow
+from tiermem.tiers.models import TurnRow, loads_stored
 from tiermem.tiers.store import ColdLog, SummaryRow
 
 log = logging.getLogger("tiermem.warm")
@@ -260,7 +263,7 @@ class WarmStore:
     def _decode(self, row: Sequence[Any]) -> SummaryView | None:
         conv, kind, key, version, start, end, body, tokens, summarizer, created = row
         try:
-            data = json.loads(body)
+            data = loads_stored(body)  # nested past what json decodes: salvaged, not a RecursionError
             if not isinstance(data, list):
                 raise ValueError("body is not a list")
             sentences = tuple(Sentence.from_json(d) for d in data)
@@ -289,7 +292,7 @@ class WarmStore:
         if raw is None:
             return None
         try:
-            d = json.loads(raw)
+            d = loads_stored(raw)  # anyone with access to Redis could have written it
             if d.get("db") != self.cold.db_uuid:
                 return None
             sentences = tuple(Sentence.from_json(s) for s in d["sentences"])
