@@ -7,8 +7,10 @@
     tiermem eval report   --locomo locomo.json --cost cost.json --pressure pressure.json
 
 Every command runs its own Memory in `--data-dir` (default: a temporary dir, deleted
-afterwards along with the embedded Redis it started), with the hot tier on. Progress
-bars and warnings go to stderr; `--json` prints exactly one JSON object on stdout.
+afterwards along with the embedded Redis it started), with the hot tier on. A `--data`
+file is checked before `--data-dir` is created or its store opened: a file the eval
+refuses leaves the data dir as it was. Progress bars and warnings go to stderr; `--json`
+prints exactly one JSON object on stdout.
 Standalone: `python -m tiermem.evals.cli ...`.
 """
 
@@ -25,7 +27,8 @@ from rich.console import Console
 
 from tiermem.config import Config
 from tiermem.evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
-from tiermem.evals.cost import COST_METHODS, DEFAULT_COST_BUDGET
+from tiermem.evals.conversations import checked_samples
+from tiermem.evals.cost import COST_METHODS, DEFAULT_COST_BUDGET, pick_sample
 from tiermem.evals.locomo import DEFAULT_BUDGETS, LocomoError
 from tiermem.evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from tiermem.evals.report import report_command
@@ -95,16 +98,40 @@ def eval_group() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _open(data_dir: Path | None, no_hot: bool) -> OpenedMemory:
+def _open(data_dir: Path | None, no_hot: bool, data: Path | None = None, *, sample: str | None = None,
+          need_samples: bool = False) -> OpenedMemory:
     """The eval's Memory. Under `tiermem eval`, the root command's `--config` file (and an
     embedder that tests inject) are honoured; its `--data-dir` is not: an eval ingests
-    into its own `--data-dir` (default: a temporary dir), never into the user's data."""
+    into its own `--data-dir` (default: a temporary dir), never into the user's data.
+    A LoCoMo file `data` is checked first (`_check_data`), so that a file the eval
+    refuses neither creates `--data-dir` nor opens a store in it."""
     ctx = click.get_current_context(silent=True)
     state = ctx.find_root().obj if ctx is not None else None
     config_path = getattr(state, "config_path", None)
     embedder = getattr(state, "embedder", None)
     config = Config.load(config_path) if config_path is not None else None
+    if data is not None:
+        # the limits do not depend on the data dir: the Config open_memory builds has the same
+        _check_data(data, config if config is not None else Config.load(), sample=sample,
+                    need_samples=need_samples)
     return open_memory(data_dir, hot=not no_hot, embedder=embedder, config=config)
+
+
+def _check_data(data: Path, config: Config, *, sample: str | None, need_samples: bool) -> None:
+    """The refusals of the eval's reader that depend on the file alone, made before the
+    data dir is touched (bad input writes nothing): every turn checked as `tiermem import`
+    checks it under `config`'s limits, the `--sample` that `eval cost` replays found, a
+    file of no samples refused where the eval needs one. `run_locomo`, `run_cost` and
+    `run_session` check the file again for a library caller (about 65 ms on the 2,080
+    turns of locomo-dev.json)."""
+    try:
+        samples = checked_samples(data, config)
+        if need_samples and not samples:
+            raise LocomoError(f"{data} holds no samples")
+        if sample is not None:
+            pick_sample(samples, sample)
+    except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
+        raise click.ClickException(str(exc)) from None
 
 
 @eval_group.command("locomo")
@@ -160,7 +187,7 @@ def locomo_command(
     from tiermem.evals.locomo import run_locomo, table
 
     data = _need_data(data)
-    opened = _open(data_dir, no_hot)
+    opened = _open(data_dir, no_hot, data, need_samples=True)
     try:
         with make_progress(not quiet) as progress:
             run = run_locomo(
@@ -221,7 +248,7 @@ def cost_command(
     from tiermem.evals.cost import run_cost, table
 
     data = _need_data(data)
-    opened = _open(data_dir, no_hot)
+    opened = _open(data_dir, no_hot, data, sample=sample)
     traced: list[dict[str, Any]] = []
     try:
         with make_progress(not quiet) as progress:
@@ -277,7 +304,7 @@ def session_command(
     from tiermem.evals.session import DEFAULT_SESSION_BUDGETS, run_session, table
 
     data = _need_data(data)
-    opened = _open(data_dir, no_hot)
+    opened = _open(data_dir, no_hot, data)
     try:
         with make_progress(not quiet) as progress:
             run = run_session(opened.memory, data, budgets=budgets or DEFAULT_SESSION_BUDGETS,
