@@ -355,6 +355,9 @@ def test_labels_supersession_and_pins_move_the_pin_version(store: ColdLog) -> No
     census = store.turn_census(key)
     assert census is not None and census[2] == 4
     assert [f[1] for f in store.turn_facts(key, after=2)] == [3, 4]
+    # a page: the first `limit` after `after`, in log order (the turn cache reads in pages)
+    assert [f[1] for f in store.turn_facts(key, after=0, limit=2)] == [1, 2]
+    assert [f[1] for f in store.turn_facts(key, after=3, limit=2)] == [4]
     assert store.unlabeled_tail(key, 0) == [(p, store.turn_created_at(key, p)) for p in (2, 4)]
 
 

@@ -639,7 +639,8 @@ class ColdStore(SharedQueries):
         return out
 
     def turn_facts(
-        self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None
+        self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None,
+        limit: int | None = None,
     ) -> list[tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]]:
         """(turn id, position, tokens, created_at, session_id, vector bytes or None, speaker name or
         None, indexed text or None) for the turns after `after`, or for `positions`, in
@@ -668,6 +669,9 @@ class ColdStore(SharedQueries):
         else:
             sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position > ? ORDER BY t.position"
             params = (conversation_id, after)
+            if limit is not None:
+                sql += " LIMIT ?"
+                params += (limit,)
         return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
                  r[7] if isinstance(r[7], str) else None)
                 for r in self._read(sql, params)]

@@ -934,7 +934,7 @@ class PostgresStore(SharedQueries):
         return out
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
-                   positions: Sequence[int] | None = None) -> list[TurnFact]:
+                   positions: Sequence[int] | None = None, limit: int | None = None) -> list[TurnFact]:
         cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, vector_send(v.embedding), t.speaker, "
                 + ("NULL" if positions is not None else "f.text"))
         join = "LEFT JOIN messages_vec v ON v.id = t.id AND t.embedded = 1 "
@@ -948,6 +948,9 @@ class PostgresStore(SharedQueries):
             join += "LEFT JOIN messages_fts f ON f.id = t.id "
             sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s ORDER BY t.position"
             params = (conversation_id, after)
+            if limit is not None:
+                sql += " LIMIT %s"
+                params += (limit,)
         return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7])
                 for r in self._read(sql, params)]
 

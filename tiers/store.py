@@ -250,9 +250,9 @@ class ColdLog(Protocol):
         ...
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
-                   positions: Sequence[int] | None = None) -> list[TurnFact]:
-        """`TurnFact`s of the turns after `after`, or at `positions` (then without the
-        text), in log order."""
+                   positions: Sequence[int] | None = None, limit: int | None = None) -> list[TurnFact]:
+        """`TurnFact`s of the turns after `after` (the first `limit` of them when given),
+        or at `positions` (then without the text), in log order."""
         ...
 
     # -- reads ---------------------------------------------------------------------------

@@ -23,7 +23,11 @@ Invariants:
   trim; a conversation's own lock is held while it is read from the log and derived, so
   the first call on a 20,000-turn conversation (seconds: its dates and keyword postings
   derived per turn) delays calls on that conversation only, not every other tenant's
-  (it did: 3.5-7.8 s for another conversation's context(), audit of 2026-12-05). An
+  (it did: 3.5-7.8 s for another conversation's context(), audit of 2026-12-05). The
+  log is read in pages of `FACTS_PAGE_TURNS` turns, each its own read: the store's lock
+  (every tenant's reads and writes wait on it) is held a page at a time, not for the
+  whole conversation. Turns appended between two pages are read by the later page; a
+  conversation emptied or re-created meanwhile is caught by the next `get`'s census. An
   entry read while it was dropped (an erasure's `drop`) is handed out but not kept. A
   `TurnTable` handed out is a consistent snapshot (arrays are views of append-only
   buffers; rows below `n` are written before `n` moves past them, and a vector row is
@@ -49,6 +53,10 @@ DEFAULT_TURN_CACHE_BYTES = DEFAULT_TURN_CACHE_MB * 1024 * 1024
 SESSION_GAP_S = 30 * 60.0
 MAX_GROUP_TURNS = 50
 _PENDING_RECHECK_LIMIT = 512
+# turns per read of the log while a conversation loads: the store's lock is held about
+# 50 ms per 1,000 turns (vectors and texts included), which bounds what one tenant's first
+# call costs the others
+FACTS_PAGE_TURNS = 1000
 MAX_NAMES = 64  # speaker names kept per conversation (a group chat has a few, not hundreds)
 # A derived per-turn period (planner.timeline.told_span): (text, created) -> (start, end) or None.
 Derive = Callable[[str | None, float], tuple[float, float] | None]
@@ -125,6 +133,8 @@ class _Entry:
         self.speaker_names: dict[str, int] = {}
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
+        # vectors of two widths in the log itself: every turn kept, none scored by meaning
+        self.no_dense = False
         self.names: set[str] = set()
         self.lexical = LexicalIndex()
         self._group = -1
@@ -202,7 +212,9 @@ class _Entry:
                     told = self.derive(text, created)
                     if told is not None:
                         self.told_start[i], self.told_end[i] = told
-                if blob is not None:
+                if self.no_dense:
+                    pass
+                elif blob is not None:
                     if not self._set_vector(i, blob):
                         return False
                 else:
@@ -305,7 +317,7 @@ class TurnCache:
             e = _Entry(conversation_id, self.derive)
         ok = True
         if last > e.last:
-            ok = e.add(self.cold.turn_facts(conversation_id, after=e.last))
+            ok = self._read_after(e)
         if ok and e.pending and self.cold.embedder is not None:
             want = [int(e.positions[i]) for i in e.pending[:_PENDING_RECHECK_LIMIT]]
             ok = e.fill(self.cold.turn_facts(conversation_id, positions=want))
@@ -313,9 +325,10 @@ class TurnCache:
             with self._lock:
                 self.reloads += 1
             e = _Entry(conversation_id, self.derive)
-            if not e.add(self.cold.turn_facts(conversation_id)):
-                e.vectors = None  # mixed dimensions in the log itself: no dense scores
-                e.has_vec[:] = False
+            if not self._read_after(e):  # mixed dimensions in the log itself: no dense scores
+                e = _Entry(conversation_id, self.derive)
+                e.no_dense = True
+                self._read_after(e)
         with self._lock:
             if conversation_id in self._dropped:  # dropped meanwhile: not kept
                 self._dropped.discard(conversation_id)
@@ -325,6 +338,16 @@ class TurnCache:
                 self._entries.move_to_end(conversation_id)
                 self._trim()
         return e.snapshot()
+
+    def _read_after(self, e: _Entry) -> bool:
+        """Add the turns after `e.last` to `e`, a page per read; False when a vector does not
+        fit (`_Entry.add`)."""
+        while True:
+            page = self.cold.turn_facts(e.conversation_id, after=e.last, limit=FACTS_PAGE_TURNS)
+            if not e.add(page):
+                return False
+            if len(page) < FACTS_PAGE_TURNS:
+                return True
 
     def _trim(self) -> None:
         total = sum(e.nbytes() for e in self._entries.values())
