@@ -2,6 +2,11 @@
 
     POST /v1/mcp   Authorization: Bearer <token>   [X-Tiermem-Namespace: acme/user-7]
 
+`/v1/mcp/` (as many MCP client configs write the URL) is the same endpoint, answered in
+place: Starlette would redirect it (307), and not every MCP client follows a redirect of
+a POST (the `mcp` client follows one only within the URL's origin, and behind a proxy
+that terminates TLS the redirect names http://, another origin).
+
 The tools are those of `tiermem mcp` (`tiermem.adapters.mcp_server`), served by the
 official `mcp` package's streamable-HTTP session manager, whose task group runs in the
 service's lifespan. An MCP client connects with the endpoint's URL and the same headers
@@ -14,7 +19,13 @@ Invariants:
   limits and checks; the endpoint here resolves the token's grant again, and the
   namespace it acts in: the namespace header, validated (422 naming it), else the
   token's own prefix; a namespace outside the prefix answers 403, the same for every
-  outside namespace, like the namespace routes.
+  outside namespace, like the namespace routes. A request the guard refuses for its body
+  or its framing (400, 413, 415, 422) is answered with a JSON-RPC error
+  (`jsonrpc_refusal`), as the `mcp` package's own transport answers a body it cannot
+  take, so that an MCP client shows the reason; auth (401) and Host/Origin (421, 403)
+  refusals are plain HTTP, as the `mcp` package's own auth and host checks answer them.
+- Both spellings of the path (`MCP_PATHS`) are one route, under the same auth and guard,
+  counted in the metrics as `/v1/mcp`.
 - Every tool call acts in exactly that namespace: the endpoint writes it into the
   request's ASGI scope and each tool asks for `memory.namespaced(<it>)` from the scope
   of the HTTP request that carried the call, not from a session. A conversation of
@@ -56,6 +67,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/v1/mcp"
+# the endpoint's spellings: with the trailing slash many MCP client configs write
+MCP_PATHS = frozenset({MCP_PATH, MCP_PATH + "/"})
+# JSON-RPC 2.0's error codes (mcp_types.PARSE_ERROR, INVALID_REQUEST), not imported: the
+# guard uses them and the mcp package is optional and 1-2 s of imports
+JSONRPC_PARSE_ERROR = -32700
+JSONRPC_INVALID_REQUEST = -32600
 # the ASGI scope key the endpoint writes the request's namespace under (read by the tools)
 SCOPE_NAMESPACE = "tiermem.namespace"
 NAMESPACE_HEADER = b"x-tiermem-namespace"
@@ -70,6 +87,13 @@ async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[byt
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": payload})
+
+
+def jsonrpc_refusal(code: int, message: str, data: Any) -> dict[str, Any]:
+    """A JSON-RPC error response for a request refused before it was parsed (id null), in
+    the shape the `mcp` package's streamable-HTTP transport answers a body it cannot take
+    with; `data` carries what the service answers on its other routes."""
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": data}}
 
 
 class McpEndpoint:
@@ -170,10 +194,14 @@ def mount(app: FastAPI, runtime: Any) -> bool:
     from starlette.routing import Match, Route
 
     class McpRoute(Route):
-        """A route that names itself in the scope, as FastAPI's do, so the service's
-        metrics label its requests `/v1/mcp`, not "unmatched"."""
+        """A route at both of `MCP_PATHS` that names itself in the scope, as FastAPI's do,
+        so the service's metrics label its requests `/v1/mcp`, not "unmatched"."""
 
         def matches(self, scope: Scope) -> tuple[Match, Scope]:
+            if scope.get("path") in MCP_PATHS:
+                # either spelling matches the route's own path; the endpoint and the
+                # guard see the request's path unchanged
+                scope = {**scope, "path": MCP_PATH}
             match, child = super().matches(scope)
             if match != Match.NONE:
                 child["route"] = self

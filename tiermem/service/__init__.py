@@ -40,7 +40,8 @@ Rules this module keeps:
   plus the levels its route wraps a message in (`guard.ENVELOPE_LEVELS`: a message nests
   `MAX_JSON_DEPTH` on every route, as in the library), without lone surrogates; then
   pydantic models, then Memory's own validation. Every refusal is 4xx with a message
-  naming the field; nothing is written.
+  naming the field (at /v1/mcp a body's refusal is a JSON-RPC error carrying it);
+  nothing is written.
 - **Storage that refuses.** A full disk answers 507; a read-only or failing database
   (read-only mount, immutable file, I/O errors) answers 503 with `Retry-After`, never 500,
   and `/healthz` reports the cold tier `read-only` (the kernel's answer to "may this

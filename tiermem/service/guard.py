@@ -15,7 +15,11 @@ Content-Type (415), and must be strict UTF-8 JSON without NaN/Infinity, nested a
 batch's `{"messages": [...]}` 2, an MCP tool call's JSON-RPC 3), so that a message nests
 `MAX_JSON_DEPTH` levels on every way in, as in the library, without lone surrogates or
 integers of more than `MAX_JSON_INT_DIGITS` digits (422 naming where and the limit). The
-app then reads the buffered body, never the wire again.
+app then reads the buffered body, never the wire again. Every refusal answers the
+service's error JSON, except that on the MCP endpoint (`MCP_PATHS`) a refusal of the body
+or its framing (400, 413, 415, 422: the same status and message) is a JSON-RPC error
+carrying that JSON in its `data` (`mcp_http.jsonrpc_refusal`), so an MCP client shows the
+reason; its auth and Host/Origin refusals stay plain, as the mcp package's own are.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ import re
 from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from tiermem.adapters.mcp_http import MCP_PATH
+from tiermem.adapters.mcp_http import (
+    JSONRPC_INVALID_REQUEST,
+    JSONRPC_PARSE_ERROR,
+    MCP_PATH,
+    MCP_PATHS,
+    jsonrpc_refusal,
+)
 from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
@@ -57,7 +67,7 @@ ENVELOPE_LEVELS: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"/v1/conversations/[^/]+/messages:batch"), 2),
     # a tools/call of the MCP append tool: {"params": {"arguments": {"message": <message>}}}
     # (the mcp package takes one JSON-RPC message per request, no batch array around it)
-    (re.compile(re.escape(MCP_PATH)), 3),
+    (re.compile(re.escape(MCP_PATH) + "/?"), 3),  # either spelling (MCP_PATHS)
 )
 
 
@@ -154,6 +164,23 @@ async def _send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
+async def _refuse(
+    send: Send, path: str, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer a refusal of the request's body or framing: the service's error JSON, or on
+    the MCP endpoint a JSON-RPC error of the same status and message (an MCP client reads
+    the reason only from a JSON-RPC error)."""
+    if path in MCP_PATHS:
+        detail = body["detail"]
+        if isinstance(detail, str):
+            code, message = JSONRPC_INVALID_REQUEST, detail
+        else:  # a body check's items (error_body): JSON the request's parse would refuse
+            code = JSONRPC_PARSE_ERROR
+            message = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in detail)
+        body = jsonrpc_refusal(code, message, body)
+    await _send_json(send, status, body, headers)
+
+
 def json_content_type(value: str) -> bool:
     """True for `application/json` and `application/*+json`, with no charset or UTF-8."""
     media, *params = (part.strip().lower() for part in value.split(";"))
@@ -241,17 +268,17 @@ class GuardMiddleware(HttpMiddleware):
             if len(all_headers.get(name, ())) > 1:  # which copy would a browser have meant?
                 await _send_json(send, 400, {"detail": f"the {name} header is sent more than once; send it once"})
                 return
-        refused = self.hosts.refusal(scope.get("path", ""), {k: v[0] for k, v in all_headers.items()})
+        path: str = scope.get("path", "")
+        refused = self.hosts.refusal(path, {k: v[0] for k, v in all_headers.items()})
         if refused is not None:
             await _send_json(send, refused[0], {"detail": refused[1]})
             return
         for name in SINGLE_HEADERS:
             if len(all_headers.get(name, ())) > 1:
                 # the guard and FastAPI could each read a different copy
-                await _send_json(send, 400, {"detail": f"the {name} header is sent more than once; send it once"})
+                await _refuse(send, path, 400, {"detail": f"the {name} header is sent more than once; send it once"})
                 return
         headers = {k: v[0] for k, v in all_headers.items()}
-        path: str = scope.get("path", "")
         if path.startswith("/v1/") and self.runtime.auth.grant(headers.get("authorization")) is None:
             await _send_json(
                 send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")]
@@ -261,10 +288,10 @@ class GuardMiddleware(HttpMiddleware):
         declared = headers.get("content-length")
         if declared is not None:
             if not declared.strip().isdigit():
-                await _send_json(send, 400, {"detail": "invalid Content-Length"})
+                await _refuse(send, path, 400, {"detail": "invalid Content-Length"})
                 return
             if int(declared) > limit:
-                await _send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"})
                 return
         chunks: list[bytes] = []
         total = 0
@@ -275,7 +302,7 @@ class GuardMiddleware(HttpMiddleware):
             body = message.get("body", b"")
             total += len(body)
             if total > limit:
-                await _send_json(send, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"})
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -287,14 +314,14 @@ class GuardMiddleware(HttpMiddleware):
             ctype = headers.get("content-type")
             if ctype is not None and not json_content_type(ctype):
                 shown = ctype if len(ctype) <= MAX_ECHO_CHARS else ctype[:MAX_ECHO_CHARS] + "..."
-                await _send_json(
-                    send, 415, {"detail": f"Content-Type must be application/json (UTF-8), got {shown!r}"}
+                await _refuse(
+                    send, path, 415, {"detail": f"Content-Type must be application/json (UTF-8), got {shown!r}"}
                 )
                 return
             try:
                 check_json_body(raw, depth_limit(path))
             except _BodyProblem as p:
-                await _send_json(send, 422, error_body(p.loc, p.msg, p.type))
+                await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type))
                 return
         sent = False
 
