@@ -32,7 +32,8 @@ Rules this module keeps:
   `config.http_allowed_hosts` (else 421), and an `Origin`, when sent, of such a host
   (else 403); bound elsewhere, only when `http_allowed_hosts` is set (`guard.HostCheck`).
 - **Hostile input.** Bodies are read into memory up to `config.max_body_bytes` (413
-  past it, from Content-Length or by counting the stream), then checked before any
+  past it, from Content-Length or by counting the stream; never below
+  `max_content_bytes`: `create_app` refuses such a config), then checked before any
   handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
   `Authorization` and the namespace header at most once each (400), a non-empty body
   only as `application/json` in UTF-8 or with no Content-Type (415), and every non-empty

@@ -7,7 +7,11 @@ embedding model loads in the background, so /healthz answers from the start; a
 scheduler that fails to start is logged and the service serves without it; at shutdown
 the model load is waited for and the scheduler stopped before a Memory the app opened is
 closed, so no tiermem thread is left running in onnxruntime when the process exits. The guard middleware runs
-inside the metrics middleware, so refused requests are timed and counted too.
+inside the metrics middleware, so refused requests are timed and counted too. `create_app`
+refuses (ServiceConfigError) a config the service cannot honour, before anything starts:
+bad tokens (TokenAuth) and a `max_body_bytes` below `max_content_bytes`
+(`check_service_limits`), which would answer 413 for messages the library stores; a
+library-only Memory takes such a config.
 """
 
 import logging
@@ -20,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from tiermem.config import Config
 from tiermem.memory import DEFAULT_NAMESPACE, Memory
-from tiermem.service.auth import NAMESPACE_HEADER, TokenAuth
+from tiermem.service.auth import NAMESPACE_HEADER, ServiceConfigError, TokenAuth
 from tiermem.service.guard import GuardMiddleware
 from tiermem.service.handlers import install_handlers
 from tiermem.service.metrics import MetricsMiddleware
@@ -43,6 +47,7 @@ def create_app(
     """The FastAPI app. With `memory=None` a Memory is opened (and warmed) in the
     lifespan and closed at shutdown; a Memory passed in is the caller's to close.
     `auth=False` serves `namespace` to every caller: bind it to loopback only."""
+    check_service_limits(config)
     runtime = Runtime(
         config=config,
         auth=TokenAuth(
@@ -82,6 +87,22 @@ def create_app(
     app.add_middleware(GuardMiddleware, runtime=runtime)
     app.add_middleware(MetricsMiddleware, runtime=runtime)
     return app
+
+
+def check_service_limits(config: Config) -> None:
+    """Refuse limits the service cannot honour: a request body limit below the largest
+    message content the library stores, under which the service would answer 413 for
+    messages `Memory.append` and the CLI accept. Only serving needs the rule: the library
+    never reads `max_body_bytes`."""
+    if config.max_body_bytes < config.max_content_bytes:
+        # twice the content limit (the default ratio; at most MAX_BODY_BYTES_LIMIT) leaves
+        # room for the JSON around a message at the limit and its escapes
+        suggested = 2 * config.max_content_bytes
+        raise ServiceConfigError(
+            f"max_body_bytes ({config.max_body_bytes}) is below max_content_bytes ({config.max_content_bytes}): "
+            "the service would refuse (413) messages the library stores; set max_body_bytes to at least "
+            f"{config.max_content_bytes} (better {suggested}) or lower max_content_bytes"
+        )
 
 
 def _version() -> str:
