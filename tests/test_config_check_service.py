@@ -1,6 +1,7 @@
-"""`tiermem config --check FILE` refuses every file `tiermem serve` refuses for its tokens, with
-the message serve gives (both run `tiermem.service.auth.TokenAuth`); a file without tokens
-still passes (`serve --no-auth` needs none)."""
+"""`tiermem config --check FILE` refuses every file `tiermem serve` refuses for its tokens or
+its limits, with the message serve gives (both run `tiermem.service.auth.TokenAuth` and
+`tiermem.service.app.check_service_limits`); a file without tokens still passes
+(`serve --no-auth` needs none)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ REFUSED = [
     ('auth_tokens = {"" = "acme"}\n', "auth_tokens"),                                # an empty token
     ('metrics_tokens = ["", "x"]\n', "metrics_tokens"),                              # an empty metrics token
     (f'auth_tokens = {{"{TOKEN_A}" = "acme"}}\nmetrics_tokens = ["{TOKEN_A}"]\n', "metrics_tokens"),  # a tenant's
+    ("max_body_bytes = 1048576\nmax_content_bytes = 4194304\n", "max_body_bytes"),  # 413 for what append takes
 ]
 
 
@@ -52,6 +54,7 @@ def test_check_refuses_what_serve_refuses(content: str, named: str, tmp_path: Pa
 # files serve takes (with --no-auth when they hold no token)
 ACCEPTED = [
     "retrieval_k = 7\n",                                                             # no tokens at all
+    "max_body_bytes = 4194304\nmax_content_bytes = 4194304\n",                      # the body limit at the content limit
     f'auth_tokens = {{"{TOKEN_A}" = "acme/team-1"}}\nmetrics_tokens = ["{TOKEN_B}"]\n',  # good tokens
 ]
 

@@ -469,13 +469,16 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
 def check_service_settings(cfg: Config) -> None:
     """Refuse what `tiermem serve` would refuse of `cfg` beyond its fields' own checks (an empty
     token, a token's namespace prefix that is no namespace, a metrics token that is also a
-    tenant's), by the code serve runs (`TokenAuth`, built by `create_app`). Having no token
-    is no error here: `serve --no-auth` needs none."""
+    tenant's, a body limit below the content limit), by the code serve runs (`TokenAuth`
+    and `check_service_limits`, both run by `create_app`). Having no token is no error
+    here: `serve --no-auth` needs none."""
+    from tiermem.service.app import check_service_limits
     from tiermem.service.auth import ServiceConfigError, TokenAuth
 
     try:
         TokenAuth(cfg.auth_tokens, enabled=False, default_namespace=DEFAULT_NAMESPACE,
                   max_id_chars=cfg.max_id_chars, metrics_tokens=cfg.metrics_tokens)
+        check_service_limits(cfg)
     except ServiceConfigError as exc:
         raise CliError(f"invalid configuration: {exc}") from None
 
