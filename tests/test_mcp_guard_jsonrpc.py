@@ -1,9 +1,11 @@
 """A request to the MCP endpoint that the service's guard refuses for its body or framing
 (too deep, invalid UTF-8, NaN, wrong Content-Type, too large, a repeated header) is
 answered with a JSON-RPC error, as the `mcp` package's own transport answers a body it
-cannot take: the same status as before, `id` null (the request was never parsed), the
-message naming the field and the limit, the service's error JSON in `data`. Every other
-route answers the service's error JSON, unchanged.
+cannot take: the same status as before, `id` null where the request was never parsed
+(the request's own id where the body parsed and the problem was found in it: see
+tests/test_mcp_endpoint_jsonrpc.py), the message naming the field and the limit, the
+service's error JSON in `data`. Every other route answers the service's error JSON,
+unchanged.
 
 Before, /v1/mcp answered these with the service's `{"detail": ...}` only, which an MCP
 client cannot read: the `mcp` client showed "Server returned an error response" and no
@@ -41,11 +43,12 @@ AUTH = ("Authorization", f"Bearer {TOKEN_ACME}")
 ACCEPT = ("Accept", "application/json, text/event-stream")
 JSON = ("Content-Type", "application/json")
 CONV = "refused"
+RPC_ID = 7  # the id of every request below
 
 
 def _append(message: bytes) -> bytes:
     """A tools/call of `append` with `message` as its raw JSON."""
-    return (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"append","arguments":'
+    return (b'{"jsonrpc":"2.0","id":' + str(RPC_ID).encode() + b',"method":"tools/call","params":{"name":"append","arguments":'
             b'{"conversation_id":"' + CONV.encode() + b'","message":' + message + b"}}}")
 
 
@@ -62,40 +65,43 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> 
         yield url, mem
 
 
-# (headers besides auth and Accept, body, status, JSON-RPC code, what the message must name)
-REFUSED: list[tuple[list[tuple[str, str]], bytes, int, int, list[str]]] = [
-    # a message nested past the limit: names where and the limit
+# (headers besides auth and Accept, body, status, JSON-RPC code, what the message must name,
+# the id the answer carries: the request's (RPC_ID) where the body parsed, else null)
+REFUSED: list[tuple[list[tuple[str, str]], bytes, int, int, list[str], int | None]] = [
+    # a message nested past the limit (found in the parsed body): names where and the limit
     ([JSON], _append(b'{"role":"user","content":"x","metadata":' + _deep(MAX_JSON_DEPTH) + b"}"), 422,
-     PARSE_ERROR, ["metadata", str(MAX_JSON_DEPTH), str(MCP_DEPTH)]),
+     PARSE_ERROR, ["metadata", str(MAX_JSON_DEPTH), str(MCP_DEPTH)], RPC_ID),
     # invalid UTF-8 in a string: names the byte
-    ([JSON], _append(b'{"role":"user","content":"\xc3\x28"}'), 422, PARSE_ERROR, ["UTF-8", "byte"]),
+    ([JSON], _append(b'{"role":"user","content":"\xc3\x28"}'), 422, PARSE_ERROR, ["UTF-8", "byte"], None),
     # NaN, which JSON has not
-    ([JSON], _append(b'{"role":"user","content":"x","metadata":{"score":NaN}}'), 422, PARSE_ERROR, ["NaN"]),
-    # a lone UTF-16 surrogate in a key: names the key
+    ([JSON], _append(b'{"role":"user","content":"x","metadata":{"score":NaN}}'), 422, PARSE_ERROR, ["NaN"],
+     None),
+    # a lone UTF-16 surrogate in a key (found in the parsed body): names the key
     ([JSON], _append(b'{"role":"user","content":"x","metadata":{"k\\ud800":1}}'), 422, PARSE_ERROR,
-     ["metadata", "surrogate"]),
+     ["metadata", "surrogate"], RPC_ID),
     # a Content-Type that is not JSON: names what was sent
     ([("Content-Type", "text/plain")], _append(b'{"role":"user","content":"x"}'), 415, INVALID_REQUEST,
-     ["application/json", "text/plain"]),
+     ["application/json", "text/plain"], None),
     # over max_body_bytes, by Content-Length: names the limit
     ([JSON], _append(b'{"role":"user","content":"' + b"x" * BODY_LIMIT + b'"}'), 413, INVALID_REQUEST,
-     [str(BODY_LIMIT)]),
+     [str(BODY_LIMIT)], None),
     # two Content-Types, which the guard and the transport could read apart: names the header
     ([JSON, ("Content-Type", "text/plain")], _append(b'{"role":"user","content":"x"}'), 400, INVALID_REQUEST,
-     ["content-type"]),
+     ["content-type"], None),
 ]
 IDS = ["too deep", "invalid utf-8", "NaN", "lone surrogate", "content type", "too large", "two content types"]
 
 
-@pytest.mark.parametrize(("headers", "body", "status", "code", "named"), REFUSED, ids=IDS)
+@pytest.mark.parametrize(("headers", "body", "status", "code", "named", "rpc_id"), REFUSED, ids=IDS)
 @pytest.mark.parametrize("path", [MCP_PATH, MCP_PATH + "/"])
 def test_mcp_refusals_are_jsonrpc_errors(served: tuple[str, Memory], path: str, headers: list[tuple[str, str]],
-                                         body: bytes, status: int, code: int, named: list[str]) -> None:
+                                         body: bytes, status: int, code: int, named: list[str],
+                                         rpc_id: int | None) -> None:
     url, mem = served
     got, resp_headers, answer = raw_request(url, "POST", path, [AUTH, ACCEPT, *headers], body)
     assert got == status, answer
     assert resp_headers["content-type"] == "application/json"
-    assert set(answer) == {"jsonrpc", "id", "error"} and answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert set(answer) == {"jsonrpc", "id", "error"} and answer["jsonrpc"] == "2.0" and answer["id"] == rpc_id
     assert answer["error"]["code"] == code
     for word in named:
         assert word in answer["error"]["message"], (word, answer["error"]["message"])
@@ -104,9 +110,10 @@ def test_mcp_refusals_are_jsonrpc_errors(served: tuple[str, Memory], path: str, 
     assert mem.conversations("acme") == []  # nothing written
 
 
-@pytest.mark.parametrize(("headers", "body", "status", "code", "named"), REFUSED, ids=IDS)
+@pytest.mark.parametrize(("headers", "body", "status", "code", "named", "rpc_id"), REFUSED, ids=IDS)
 def test_other_routes_answer_the_service_json(served: tuple[str, Memory], headers: list[tuple[str, str]],
-                                              body: bytes, status: int, code: int, named: list[str]) -> None:
+                                              body: bytes, status: int, code: int, named: list[str],
+                                              rpc_id: int | None) -> None:
     url, mem = served
     got, _, answer = raw_request(url, "POST", f"/v1/conversations/{CONV}/messages", [AUTH, *headers], body)
     assert got == status and set(answer) == {"detail"}, answer

@@ -174,10 +174,13 @@ def test_namespace_header_outside_or_malformed(server: Server, token: str, names
     headers = {**MCP_ACCEPT, "Authorization": f"Bearer {token}", "X-Tiermem-Namespace": namespace}
     r = httpx.post(server.url + MCP_PATH, headers=headers, content=json.dumps(INITIALIZE), timeout=30)
     assert r.status_code == status
+    # a JSON-RPC error (tests/test_mcp_endpoint_jsonrpc.py), the service's error JSON in data
+    answer = r.json()
+    assert answer["id"] is None and "X-Tiermem-Namespace" in answer["error"]["message"]
     if status == 403:
-        assert r.json() == {"detail": f"namespace {namespace!r} is outside this token's scope"}
+        assert answer["error"]["data"] == {"detail": f"namespace {namespace!r} is outside this token's scope"}
     else:
-        assert r.json()["detail"][0]["loc"] == ["header", "X-Tiermem-Namespace"]
+        assert answer["error"]["data"]["detail"][0]["loc"] == ["header", "X-Tiermem-Namespace"]
 
 
 def test_the_service_still_serves_its_api_and_log_is_clean(server: Server) -> None:

@@ -19,11 +19,20 @@ Invariants:
   limits and checks; the endpoint here resolves the token's grant again, and the
   namespace it acts in: the namespace header, validated (422 naming it), else the
   token's own prefix; a namespace outside the prefix answers 403, the same for every
-  outside namespace, like the namespace routes. A request the guard refuses for its body
-  or its framing (400, 413, 415, 422) is answered with a JSON-RPC error
-  (`jsonrpc_refusal`), as the `mcp` package's own transport answers a body it cannot
-  take, so that an MCP client shows the reason; auth (401) and Host/Origin (421, 403)
-  refusals are plain HTTP, as the `mcp` package's own auth and host checks answer them.
+  outside namespace, like the namespace routes.
+- Refusals an MCP client must be able to read are JSON-RPC errors (`jsonrpc_refusal`:
+  the same status, the message naming the header or field and the rule, the service's
+  error JSON in `data`), as the `mcp` package's own transport and session manager answer
+  a request they refuse: the guard's refusals of a body or its framing (400, 413, 415,
+  422), and this endpoint's own: the namespace header outside the prefix (403) or
+  malformed (422), the server still starting or failed (503, with Retry-After). Their
+  `id` is null unless the guard had parsed the body and read a valid id from it
+  (`request_id_of`); this endpoint refuses on headers alone and never reads the body
+  for a refusal (mounted without the guard, that body would be unbounded). Auth (401:
+  the guard's, and this endpoint's own for a direct mount) and Host/Origin (421, 403)
+  refusals are plain HTTP, as the `mcp` package's own bearer-auth middleware (OAuth
+  error JSON and WWW-Authenticate, which its client's auth flow reads) and host check
+  (plain text) answer them.
 - Both spellings of the path (`MCP_PATHS`) are one route, under the same auth and guard,
   counted in the metrics as `/v1/mcp`.
 - Every tool call acts in exactly that namespace: the endpoint writes it into the
@@ -73,9 +82,12 @@ MCP_PATHS = frozenset({MCP_PATH, MCP_PATH + "/"})
 # guard uses them and the mcp package is optional and 1-2 s of imports
 JSONRPC_PARSE_ERROR = -32700
 JSONRPC_INVALID_REQUEST = -32600
+# what the mcp package's session manager answers its own 503 with (too many sessions)
+JSONRPC_INTERNAL_ERROR = -32603
 # the ASGI scope key the endpoint writes the request's namespace under (read by the tools)
 SCOPE_NAMESPACE = "tiermem.namespace"
 NAMESPACE_HEADER = b"x-tiermem-namespace"
+NAMESPACE_FIELD = "X-Tiermem-Namespace"  # as a refusal names it (the namespace routes' spelling)
 MCP_METHODS = ["GET", "POST", "DELETE"]  # the streamable-HTTP transport's verbs
 MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long, then 503
 
@@ -89,11 +101,47 @@ async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[byt
     await send({"type": "http.response.body", "body": payload})
 
 
-def jsonrpc_refusal(code: int, message: str, data: Any) -> dict[str, Any]:
-    """A JSON-RPC error response for a request refused before it was parsed (id null), in
-    the shape the `mcp` package's streamable-HTTP transport answers a body it cannot take
-    with; `data` carries what the service answers on its other routes."""
-    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": data}}
+def jsonrpc_refusal(code: int, message: str, data: Any, request_id: str | int | None = None) -> dict[str, Any]:
+    """A JSON-RPC error response for a refused request, in the shape the `mcp` package's
+    streamable-HTTP transport answers a body it cannot take with; `data` carries what the
+    service answers on its other routes. `request_id` null when the request's id could
+    not be read (JSON-RPC 2.0: only then)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": data}}
+
+
+def refusal_message(detail: str | list[dict[str, Any]]) -> str:
+    """The service's error `detail` as a JSON-RPC error message: itself, or a check's
+    items (`error_body`) as `loc: msg`, which names the field or header."""
+    if isinstance(detail, str):
+        return detail
+    return "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in detail)
+
+
+def request_id_of(doc: Any) -> str | int | None:
+    """The id of a parsed JSON-RPC request, when it is one a response may carry back (a
+    string of valid Unicode or an integer, as the mcp package's RequestId); else None (a
+    notification, a batch, an id of another type, or one the body check refuses itself:
+    a lone surrogate cannot even be encoded in the answer)."""
+    rid = doc.get("id") if isinstance(doc, dict) else None
+    if isinstance(rid, bool):  # JSON true is no id, though Python's bool is an int
+        return None
+    if isinstance(rid, int):
+        return rid
+    if isinstance(rid, str):
+        try:
+            rid.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return rid
+    return None
+
+
+async def _refuse(send: Send, status: int, code: int, body: dict[str, Any], message: str | None = None,
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer one of this endpoint's refusals as a JSON-RPC error (id null: the body is not
+    read for a refusal) carrying `body`, the service's error JSON, in `data`."""
+    text = message if message is not None else refusal_message(body["detail"])
+    await _send_json(send, status, jsonrpc_refusal(code, text, body), headers)
 
 
 class McpEndpoint:
@@ -130,27 +178,40 @@ class McpEndpoint:
         auth = headers.get(b"authorization")
         grant = self.runtime.auth.grant(auth.decode("latin-1") if auth is not None else None)
         if grant is None:  # the guard middleware refused it already; kept for direct mounts
+            # plain, as the guard's 401 and the mcp package's own bearer auth answer it
             await _send_json(send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")])
             return
         raw = headers.get(NAMESPACE_HEADER)
         ns = grant.default
         if raw is not None:
             try:
-                ns = validate_namespace(raw.decode("latin-1"), "X-Tiermem-Namespace", self.runtime.config.max_id_chars)
+                ns = validate_namespace(raw.decode("latin-1"), NAMESPACE_FIELD, self.runtime.config.max_id_chars)
             except ValidationError as exc:
-                await _send_json(send, 422, {"detail": [{"loc": ["header", "X-Tiermem-Namespace"],
-                                                         "msg": exc.problem, "type": "validation_error"}]})
+                # not at import: the service imports this module
+                from tiermem.service.schemas import error_body, error_type
+
+                # the item a namespace route answers for the same header, type included
+                await _refuse(send, 422, JSONRPC_INVALID_REQUEST,
+                              error_body(["header", NAMESPACE_FIELD], exc.problem, error_type(exc)))
                 return
         if not grant.allows(ns):
-            await _send_json(send, 403, {"detail": f"namespace {ns!r} is outside this token's scope"})
+            # only the header can name a namespace outside the prefix (the default is the prefix)
+            detail = f"namespace {ns!r} is outside this token's scope"
+            await _refuse(send, 403, JSONRPC_INVALID_REQUEST, {"detail": detail},
+                          f"header.{NAMESPACE_FIELD}: {detail} (a token acts on its namespace prefix and below)")
             return
         if not self.ready.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ready.wait(), MCP_START_WAIT_S)
         if self.runtime.memory is None or self.manager is None:
+            # not at import: the service imports this module
+            from tiermem.service.runtime import STARTING_RETRY_AFTER_S
+
             detail = (f"the MCP server failed to start ({self.failed})" if self.failed
                       else "the service is starting")
-            await _send_json(send, 503, {"detail": detail}, [(b"retry-after", b"5")])
+            await _refuse(send, 503, JSONRPC_INTERNAL_ERROR, {"detail": detail},
+                          f"{detail}; retry after {STARTING_RETRY_AFTER_S} s (Retry-After)",
+                          [(b"retry-after", str(STARTING_RETRY_AFTER_S).encode())])
             return
         scope[SCOPE_NAMESPACE] = ns
         await self.manager.handle_request(scope, receive, send)

@@ -19,7 +19,10 @@ app then reads the buffered body, never the wire again. Every refusal answers th
 service's error JSON, except that on the MCP endpoint (`MCP_PATHS`) a refusal of the body
 or its framing (400, 413, 415, 422: the same status and message) is a JSON-RPC error
 carrying that JSON in its `data` (`mcp_http.jsonrpc_refusal`), so an MCP client shows the
-reason; its auth and Host/Origin refusals stay plain, as the mcp package's own are.
+reason; its `id` is the request's when the body parsed and a problem was found in the
+parsed document (too deep for the route but within the parser's reach, a lone surrogate)
+and its id is valid (`mcp_http.request_id_of`), else null (the body did not parse). Its
+auth and Host/Origin refusals stay plain, as the mcp package's own are.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from tiermem.adapters.mcp_http import (
     MCP_PATH,
     MCP_PATHS,
     jsonrpc_refusal,
+    refusal_message,
+    request_id_of,
 )
 from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
@@ -72,9 +77,13 @@ ENVELOPE_LEVELS: tuple[tuple[re.Pattern[str], int], ...] = (
 
 
 class _BodyProblem(Exception):
-    def __init__(self, loc: list[str | int], msg: str, type_: str) -> None:
+    """A refused body: where, why, the error type; `request_id` the JSON-RPC id read from
+    a body that parsed (`request_id_of`), None when it did not parse or has none."""
+
+    def __init__(self, loc: list[str | int], msg: str, type_: str, request_id: str | int | None = None) -> None:
         super().__init__(msg)
         self.loc, self.msg, self.type = loc, msg, type_
+        self.request_id = request_id
 
 
 def _reject_constant(name: str) -> Any:
@@ -121,6 +130,16 @@ def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
         raise _BodyProblem(["body", exc.pos], f"invalid JSON: {exc.msg}", "json_invalid") from None
     except RecursionError:
         raise _BodyProblem(["body"], _too_deep(max_depth), "json_too_deep") from None
+    try:
+        _check_document(doc, max_depth)
+    except _BodyProblem as p:
+        # the body parsed, so its id was determined: a JSON-RPC answer carries it back
+        raise _BodyProblem(p.loc, p.msg, p.type, request_id_of(doc)) from None
+
+
+def _check_document(doc: Any, max_depth: int) -> None:
+    """Raise `_BodyProblem` unless the parsed `doc` nests at most `max_depth` levels and
+    its strings (keys included) are valid Unicode."""
     stack: list[tuple[Any, list[str | int]]] = [(doc, ["body"])]
     while stack:
         node, loc = stack.pop()
@@ -165,19 +184,21 @@ async def _send_json(
 
 
 async def _refuse(
-    send: Send, path: str, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
+    send: Send,
+    path: str,
+    status: int,
+    body: dict[str, Any],
+    headers: Iterable[tuple[bytes, bytes]] = (),
+    request_id: str | int | None = None,
 ) -> None:
     """Answer a refusal of the request's body or framing: the service's error JSON, or on
     the MCP endpoint a JSON-RPC error of the same status and message (an MCP client reads
-    the reason only from a JSON-RPC error)."""
+    the reason only from a JSON-RPC error), carrying `request_id` when the body parsed."""
     if path in MCP_PATHS:
         detail = body["detail"]
-        if isinstance(detail, str):
-            code, message = JSONRPC_INVALID_REQUEST, detail
-        else:  # a body check's items (error_body): JSON the request's parse would refuse
-            code = JSONRPC_PARSE_ERROR
-            message = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in detail)
-        body = jsonrpc_refusal(code, message, body)
+        # a body check's items (error_body): JSON the request's parse would refuse
+        code = JSONRPC_INVALID_REQUEST if isinstance(detail, str) else JSONRPC_PARSE_ERROR
+        body = jsonrpc_refusal(code, refusal_message(detail), body, request_id)
     await _send_json(send, status, body, headers)
 
 
@@ -321,7 +342,7 @@ class GuardMiddleware(HttpMiddleware):
             try:
                 check_json_body(raw, depth_limit(path))
             except _BodyProblem as p:
-                await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type))
+                await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type), request_id=p.request_id)
                 return
         sent = False
 
