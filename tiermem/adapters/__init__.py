@@ -3,13 +3,15 @@
 Each takes a `Memory` or a `NamespacedMemory` (`mem.namespaced(ns)`) and a conversation
 id. Each lives in its own module and imports its framework only there, so the base
 install needs none of them: `pip install 'tiermem[agents]'` (or `langchain`,
-`langgraph`, `mcp`) for the one you use.
+`langchain-agent`, `langgraph`, `mcp`) for the one you use.
 
 - `tiermem.adapters.openai_agents.TiermemSession`: the Agents SDK `Session` protocol,
   plus `model_input_filter()` for `RunConfig(call_model_input_filter=...)`.
 - `tiermem.adapters.langchain.TiermemChatMessageHistory`: a `BaseChatMessageHistory`.
+- `tiermem.adapters.langchain_agent.TiermemMiddleware`: middleware for LangChain v1's
+  `create_agent`.
 - `tiermem.adapters.langgraph.TiermemHooks`: `pre_model_hook` / `post_model_hook` for
-  `create_react_agent`.
+  LangGraph's `create_react_agent` (deprecated in LangGraph 1.x for `create_agent`).
 - `tiermem.adapters.mcp_server.build_server`: a FastMCP server (`tiermem mcp`).
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 _LAZY = {
     "TiermemSession": "tiermem.adapters.openai_agents",
     "TiermemChatMessageHistory": "tiermem.adapters.langchain",
+    "TiermemMiddleware": "tiermem.adapters.langchain_agent",
     "TiermemHooks": "tiermem.adapters.langgraph",
     "build_server": "tiermem.adapters.mcp_server",
 }

@@ -1,0 +1,100 @@
+"""A LangChain agent's message state kept in one tiermem conversation: what the LangGraph
+hooks (`tiermem.adapters.langgraph`) and the `create_agent` middleware
+(`tiermem.adapters.langchain_agent`) share.
+
+`sync(messages)` appends the messages tiermem has not stored yet, matched by LangChain
+message id (kept in each row's metadata, `tiermem.adapters.langchain.METADATA_ID_KEY`);
+a message without an id is always appended. `model_input(messages)` syncs, then returns
+tiermem's planned context for the latest human message under the budget: what the model
+is sent in place of the whole state, which the caller leaves unchanged.
+
+"Already stored" is read from the log, not remembered: each sync first reads the rows
+appended since its last read (by this instance, another one, or another process), so
+several instances on one conversation (workers sharing a checkpointer) store each message
+once. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
+two processes that both append a message in the same instant leave it twice in the log,
+and the later copy is hidden at once by a retraction row (the first by position wins),
+so views and contexts show it once while `history()` keeps both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage
+
+from tiermem.adapters._common import (
+    DEFAULT_BUDGET_TOKENS,
+    MemoryLike,
+    conversation_lock,
+    latest_user_text,
+    log_pages,
+)
+from tiermem.adapters.langchain import METADATA_ID_KEY, to_langchain, to_openai
+from tiermem.tiers.errors import ConversationNotFound
+from tiermem.tiers.formats import RETRACT_TYPE
+from tiermem.tiers.models import StoredMessage
+
+
+class ConversationSync:
+    """One tiermem conversation as the store and the model input of a LangChain agent."""
+
+    def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
+                 system: str | None = None) -> None:
+        self.memory = memory
+        self.conversation_id = conversation_id
+        self.budget = budget
+        self.system = system
+        self._seen: dict[str, int] = {}  # LangChain id -> the first position holding it
+        self._after: int | None = None  # the last position read into _seen
+
+    def _load_seen(self) -> list[StoredMessage]:
+        """Note the ids of the rows appended since the last read; returns those rows."""
+        rows = log_pages(self.memory, self.conversation_id, after=self._after)
+        if not rows and self._after is not None and not self._still_there(self._after):
+            self._seen, self._after = {}, None  # erased (and maybe begun again): read it anew
+            rows = log_pages(self.memory, self.conversation_id)
+        for m in rows:
+            lc_id = (m.metadata or {}).get(METADATA_ID_KEY)
+            if lc_id:
+                self._seen.setdefault(str(lc_id), m.position)
+            self._after = m.position
+        return rows
+
+    def _still_there(self, position: int) -> bool:
+        try:
+            return bool(self.memory.history(self.conversation_id, after=position - 1, limit=1))
+        except ConversationNotFound:
+            return False
+
+    def sync(self, messages: Sequence[BaseMessage]) -> int:
+        """Append the messages not stored yet (all of those without an id); returns how many."""
+        with conversation_lock(self.memory, self.conversation_id):
+            self._load_seen()
+            new, ids = [], set()
+            for m in messages:
+                if m.id and (m.id in self._seen or m.id in ids):
+                    continue
+                new.append(m)
+                if m.id:
+                    ids.add(m.id)
+            if not new:
+                return 0
+            positions = self.memory.append_many(self.conversation_id, to_openai(
+                new, max_metadata_bytes=self.memory.config.max_metadata_bytes))
+            self._load_seen()
+            # another process may have stored some of them between the read and the append:
+            # the copy at the lower position stands, this one is hidden
+            dupes = [p for p, m in zip(positions, new, strict=True) if m.id and self._seen[m.id] < p]
+            if dupes:
+                self.memory.append_many(self.conversation_id, [{"type": RETRACT_TYPE, "position": p} for p in dupes])
+            return len(new) - len(dupes)
+
+    def context_messages(self, query: str | None) -> list[BaseMessage]:
+        ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system)
+        return to_langchain(ctx.messages)
+
+    def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """Store the state's new messages, then plan the context for its latest human message."""
+        self.sync(messages)
+        return self.context_messages(latest_user_text(to_openai(messages)))

@@ -1,0 +1,85 @@
+"""LangChain `create_agent` middleware over tiermem (`pip install 'tiermem[langchain-agent]'`).
+
+    agent = create_agent(model, tools, middleware=[TiermemMiddleware(mem, "user-42", budget=2000)])
+
+Each model call (`wrap_model_call`, and `awrap_model_call` for `ainvoke`/`astream`)
+first appends the agent state's messages that tiermem has not stored yet (matched by
+LangChain message id, kept in each message's metadata), then sends the model tiermem's
+planned context for the latest human message under the budget in place of the state's
+messages: only the model's input changes, the state keeps every message. `after_model`
+stores the model's reply, so the log has every turn even when the run ends on it, and
+`after_agent` whatever came after the last model call (a `return_direct` tool's result,
+a run another middleware ended before the model). Without a checkpointer the state holds
+only the new input and tiermem supplies the past; with one, already-stored messages are
+skipped. Tool calls and their results are stored and come back in later contexts.
+
+"Already stored" is read from the log at every sync, so several agents on one
+conversation (workers sharing a checkpointer, or processes) store each message once
+(`tiermem.adapters._langchain_sync`, shared with the LangGraph hooks, says how a race
+between processes ends).
+
+The budget covers tiermem's context, `system` (this middleware's) included;
+`create_agent(system_prompt=...)` is sent before it, outside the budget. Middleware
+listed after this one (inner) sees, and may edit, tiermem's context; middleware listed
+before it (outer) edits messages this one replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.runtime import Runtime
+
+from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
+from tiermem.adapters._langchain_sync import ConversationSync
+
+ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
+
+
+class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """`create_agent` middleware for one tiermem conversation."""
+
+    def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
+                 system: str | None = None) -> None:
+        super().__init__()
+        self.conversation = ConversationSync(memory, conversation_id, budget=budget, system=system)
+
+    def _planned(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        # the state, not request.messages: what the graph holds is what tiermem must store
+        # (request.messages is the state as outer middleware edited it for this call)
+        context = self.conversation.model_input(request.state["messages"])
+        return request.override(messages=cast("list[AnyMessage]", context))
+
+    def _sync_state(self, state: AgentState[Any]) -> None:
+        self.conversation.sync(state["messages"])
+
+    def wrap_model_call(self, request: ModelRequest[Any],
+                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> ModelCallResult:
+        return handler(self._planned(request))
+
+    async def awrap_model_call(self, request: ModelRequest[Any],
+                               handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+                               ) -> ModelCallResult:
+        # tiermem's reads and writes block (SQLite, Redis): off the event loop
+        return await handler(await asyncio.to_thread(self._planned, request))
+
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._sync_state(state)
+        return None
+
+    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        await asyncio.to_thread(self._sync_state, state)
+        return None
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._sync_state(state)
+        return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        await asyncio.to_thread(self._sync_state, state)
+        return None
