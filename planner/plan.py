@@ -11,13 +11,27 @@ epoch is the next call's prefix); at most `MAX_BREAKPOINTS` (Anthropic's limit o
 same conversation: the leading messages they share, their tokens (what a provider's
 prompt cache can serve), the layer where they first differ and why (a new epoch, a pin
 that changed, a refreshed summary view).
+
+Stored plans (`store_plans`) are read back through `read_stored_plan`, the one check of
+a stored plan's shape: the row is whatever the database holds (an older version's plan,
+a hand-written statement), so every field is checked against what `to_dict` writes,
+with bounds (token counts up to `MAX_STORED_TOKENS`, positions up to `MAX_POSITION`,
+finite scores). What passes is returned in `to_dict`'s shape (a missing optional field
+takes its default); what does not is left out and named in a problem line, so a reader
+(the inspector) shows the rest and says what it could not show.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import ValidationError as ShapeError
+
+from tiermem.tiers.models import MAX_POSITION
 
 SLICES = ("system", "pinned", "summary", "retrieved", "tail")
 # a context's message kinds, in order ("memory": pinned, summary and retrieved in one
@@ -202,3 +216,137 @@ class Context:
                     m["cache_control"] = {"type": "ephemeral"}
             out.append(m)
         return out
+
+
+# -- stored plans, read back ---------------------------------------------------------------
+
+# tokens: the largest budget a call accepts (memory.MAX_BUDGET_TOKENS; memory imports this
+# module, so the bound is restated here and a test keeps the two equal); no count of a
+# plan (its tokens, an item's, a share, a breakpoint's) exceeds its budget
+MAX_STORED_TOKENS = 2_000_000
+MAX_SHAPE_PROBLEMS = 5  # problem lines per list field; the rest are counted in one line
+
+
+def _known_slice(s: str) -> str:
+    if s not in SLICES:
+        raise ValueError(f"not one of {', '.join(SLICES)}")
+    return s
+
+
+Tokens = Annotated[int, Field(ge=0, le=MAX_STORED_TOKENS)]
+Count = Annotated[int, Field(ge=0, le=MAX_POSITION)]  # message indexes, epochs, calls
+Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Shape(BaseModel):
+    # strict: "12" is no count and true is no number; unknown keys (a newer version's) are ignored
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StoredItem(_Shape):
+    slice: Annotated[str, AfterValidator(_known_slice)]
+    conversation_id: str
+    positions: list[Position]
+    tier: str
+    fidelity: str
+    tokens: Tokens
+    score: Finite
+    reason: str
+
+
+class StoredView(_Shape):
+    kind: str
+    version: Count
+    covers: tuple[Position, Position]
+    turns_behind: Count
+    seconds_behind: Finite
+    over_budget: bool
+
+
+class StoredBreakpoint(_Shape):
+    index: Count
+    layer: str
+    tokens: Tokens
+
+
+class StoredCache(_Shape):
+    epoch: Count = 0
+    epoch_calls: Count = 0
+    new_epoch: bool = True
+    reason: str = ""
+    prefix_messages: Count = 0
+    expected_cached_tokens: Tokens = 0
+    boundary: str = ""
+
+
+# field -> (what one value is checked as, its default, whether a plan lacks it only when broken);
+# a list field's entries are checked one by one, so one bad item hides only itself
+_SCALARS: dict[str, tuple[TypeAdapter[Any], Callable[[], Any], bool]] = {
+    "conversation_id": (TypeAdapter(str, config=_Shape.model_config), str, False),
+    "query": (TypeAdapter(str | None, config=_Shape.model_config), lambda: None, False),
+    "query_class": (TypeAdapter(str, config=_Shape.model_config), str, False),
+    "class_reason": (TypeAdapter(str, config=_Shape.model_config), str, False),
+    "budget": (TypeAdapter(Tokens, config=_Shape.model_config), int, True),
+    "tokens": (TypeAdapter(Tokens, config=_Shape.model_config), int, True),
+    "tiers": (TypeAdapter(dict[str, str], config=_Shape.model_config), dict, False),
+    "degraded": (TypeAdapter(bool, config=_Shape.model_config), bool, False),
+    "shares": (TypeAdapter(dict[str, Tokens], config=_Shape.model_config), dict, False),
+    "retrieval": (TypeAdapter(str, config=_Shape.model_config), str, False),
+    "cache": (TypeAdapter(StoredCache), lambda: StoredCache().model_dump(), False),
+}
+_LISTS: dict[str, tuple[type[_Shape], bool]] = {
+    "items": (StoredItem, True),
+    "left_out": (StoredItem, False),
+    "views": (StoredView, False),
+    "breakpoints": (StoredBreakpoint, False),
+}
+
+
+def _problem(field_name: str, exc: ShapeError) -> str:
+    e = exc.errors()[0]
+    where = ".".join([field_name, *(str(p) for p in e.get("loc", ()))])
+    return f"{where}: {e.get('msg', 'invalid')}"
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, BaseModel) else value
+
+
+def read_stored_plan(raw: Any) -> tuple[dict[str, Any], list[str]]:
+    """A stored plan in `to_dict`'s shape, of the parts that pass the check, and a line per
+    part that does not (`field[index].key: why`, with the limit where one was passed)."""
+    if not isinstance(raw, dict):
+        return {}, [f"plan: not an object but {type(raw).__name__}"]
+    plan: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, (adapter, default, required) in _SCALARS.items():
+        plan[name] = default()
+        if name not in raw:
+            if required:
+                problems.append(f"{name}: missing")
+            continue
+        try:
+            plan[name] = _dump(adapter.validate_python(raw[name]))
+        except ShapeError as exc:
+            problems.append(_problem(name, exc))
+    for name, (model, required) in _LISTS.items():
+        plan[name] = []
+        if name not in raw:
+            if required:
+                problems.append(f"{name}: missing")
+            continue
+        entries = raw[name]
+        if not isinstance(entries, list):
+            problems.append(f"{name}: not a list but {type(entries).__name__}")
+            continue
+        bad: list[str] = []
+        for i, entry in enumerate(entries):
+            try:
+                plan[name].append(model.model_validate(entry).model_dump())
+            except ShapeError as exc:
+                bad.append(_problem(f"{name}[{i}]", exc))
+        problems += bad[:MAX_SHAPE_PROBLEMS]
+        if len(bad) > MAX_SHAPE_PROBLEMS:
+            problems.append(f"{name}: {len(bad) - MAX_SHAPE_PROBLEMS} more entries cannot be shown")
+    return plan, problems

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
-from tiermem.tiers.dialect import SQLITE, SharedQueries
+from tiermem.tiers.dialect import SALVAGE_ROW_IDS, SQLITE, SharedQueries
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -205,7 +205,7 @@ class ColdStore(SharedQueries):
         self.read_only = bool(self._conn.execute("PRAGMA query_only").fetchone()[0])
         # rows skipped because they could not be decoded; a set, because every read of
         # the conversation meets the same bad row again and it is still one row
-        self._salvaged_rows: set[tuple[str, int]] = set()
+        self._salvaged_rows: set[tuple[str, str, int]] = set()  # (conversation, kind, row)
         # conversation key -> (next position counted, turns, terms): search_bm25's scope
         # statistics, extended by the turns appended since (the log is append-only and a
         # key is never reused, so a count never goes stale); least recently used first
@@ -320,12 +320,13 @@ class ColdStore(SharedQueries):
         """How many distinct stored rows could not be decoded (this process has met)."""
         return len(self._salvaged_rows)
 
-    def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None:
-        key = (conversation_id, int(position))
+    def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *, what: str = "skipped") -> None:
+        key = (conversation_id, kind, int(row))
         # warn the first time; later reads of the same row would only repeat it
         level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
         self._salvaged_rows.add(key)
-        log.log(level, "salvage: %s conversation=%s position=%s: %s", what, conversation_id, position, reason)
+        log.log(level, "salvage: %s conversation=%s %s=%s: %s", what, conversation_id, SALVAGE_ROW_IDS[kind], row,
+                reason)
 
     def _read_vec_dim(self) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()

@@ -21,6 +21,9 @@ Invariants:
   metadata, a stored plan) is decoded with `tiers.models.loads_stored`; a row that cannot
   be decoded is salvaged (`_salvage`: logged, counted in `salvaged_rows`), never raised
   to the caller: a message or plan row is skipped, a checkpoint is read as absent.
+  `salvaged_rows` counts distinct bad rows: one is known by its kind and its identity
+  within the conversation (`SALVAGE_ROW_IDS`), so a bad message and a bad checkpoint or
+  plan at the same position are two rows, and a row met on many reads is one.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -85,6 +88,11 @@ class Dialect:
         return ",".join([self.placeholder] * n)
 
 
+# a salvaged row's kind -> what identifies one row of that kind in its conversation (the
+# log line names it): a message by its position; checkpoints and plans by their row id,
+# since several can share a position
+SALVAGE_ROW_IDS = {"message": "position", "checkpoint": "checkpoint_id", "plan": "plan_id"}
+
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
 # checkpoints read, newest first, for the newest one that can be read (latest_checkpoint)
 CHECKPOINT_LOOKBACK = 5
@@ -100,7 +108,7 @@ class SharedQueries:
     dialect: ClassVar[Dialect]
 
     if TYPE_CHECKING:  # what each engine provides
-        _salvaged_rows: set[tuple[str, int]]
+        _salvaged_rows: set[tuple[str, str, int]]  # (conversation, kind, SALVAGE_ROW_IDS[kind])
         _fault: Callable[[str], None] | None
         version: int
         embedder: Embedder | None
@@ -115,7 +123,8 @@ class SharedQueries:
         def _tx(self) -> contextlib.AbstractContextManager[Any]: ...
         @staticmethod
         def _require_in(c: Any, key: str) -> None: ...
-        def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None: ...
+        def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *,
+                     what: str = "skipped") -> None: ...
         def _location(self) -> str: ...
         def _lock_summaries(self, c: Any, conversation_id: str) -> None: ...
         def _derived_text(self, text: str) -> str: ...
@@ -233,7 +242,7 @@ class SharedQueries:
                 raise ValueError("metadata is not an object")
             return StoredMessage(conv, int(pos), role, data, session, metadata, float(created), int(tokens or 0))
         except (ValueError, TypeError) as exc:
-            self._salvage(conv, pos, exc)
+            self._salvage(conv, "message", pos, exc)
             return None
 
     _SELECT = (
@@ -248,7 +257,7 @@ class SharedQueries:
 
     def _checkpoint(self, r: Sequence[Any]) -> Checkpoint | None:
         """A checkpoint row; None when it cannot be read (salvaged: logged, counted)."""
-        conv, pos, summary, meta, created = r
+        conv, pos, summary, meta, created, row_id = r
         try:
             if not isinstance(summary, str):
                 raise ValueError("summary is not text")
@@ -259,11 +268,11 @@ class SharedQueries:
                 raise ValueError("metadata is not an object")
             return Checkpoint(conv, int(pos), summary, metadata, float(created))
         except (ValueError, TypeError) as exc:
-            self._salvage(conv, pos, exc, what="checkpoint skipped")
+            self._salvage(conv, "checkpoint", row_id, exc, what="checkpoint skipped")
             return None
 
     def latest_checkpoint(self, conversation_id: str, at_or_before: int | None = None) -> Checkpoint | None:
-        sql = ("SELECT conversation_id, position, summary, metadata, created_at FROM checkpoints "
+        sql = ("SELECT conversation_id, position, summary, metadata, created_at, id FROM checkpoints "
                "WHERE conversation_id = ? AND position <= ? ORDER BY position DESC, id DESC LIMIT ?")
         at = MAX_POSITION if at_or_before is None else at_or_before
         rows = self._q(sql, (conversation_id, at, 1))  # one fold's text, not a few, on every context
@@ -372,21 +381,24 @@ class SharedQueries:
                 (conversation_id, conversation_id, plan_json, time.time()))
 
     def plans(self, conversation_id: str, last_position: int | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT last_position, plan, created_at FROM plans WHERE conversation_id = ?"
+        sql = "SELECT id, last_position, plan, created_at FROM plans WHERE conversation_id = ?"
         params: tuple[Any, ...] = (conversation_id,)
         if last_position is not None:
             sql += " AND last_position = ?"
             params = (conversation_id, last_position)
         out: list[dict[str, Any]] = []
-        for last, text, created in self._q(sql + " ORDER BY id", params):
+        for row_id, last, text, created in self._q(sql + " ORDER BY id", params):
             try:
                 plan = loads_stored(text)  # nested past what json decodes, or not JSON: skipped
                 if not isinstance(plan, dict):
                     raise ValueError("plan is not an object")
+                # a column SQLite stores as text when it is no integer: a row of no turn
+                last = int(last)
             except (ValueError, TypeError) as exc:
-                self._salvage(conversation_id, last, exc, what="plan skipped")
+                self._salvage(conversation_id, "plan", row_id, exc, what="plan skipped")
                 continue
-            out.append({"last_position": int(last), "plan": plan, "created_at": created})
+            # the plan's own shape is checked where it is shown (planner.plan.read_stored_plan)
+            out.append({"last_position": last, "plan": plan, "created_at": created})
         return out
 
     def checkpoint(self, conversation_id: str, summary: str, position: int,
@@ -448,7 +460,7 @@ class SharedQueries:
             if not isinstance(data, dict):
                 raise ValueError("not an object")
         except ValueError as exc:
-            self._salvage(conv, pos, exc, what="rebuild skipped")
+            self._salvage(conv, "message", pos, exc, what="rebuild skipped")
             return {"role": role, "content": ""}
         return data
 
@@ -474,7 +486,7 @@ class SharedQueries:
 
     def _salvaged_in(self, namespace: str) -> int:
         keys = set(self.list_conversations(namespace))
-        return sum(1 for key, _pos in self._salvaged_rows if key in keys)
+        return sum(1 for key, _kind, _row in self._salvaged_rows if key in keys)
 
     def namespace_stats(self, namespace: str) -> dict[str, Any]:
         row = self._q(
@@ -496,7 +508,9 @@ class SharedQueries:
 
     @staticmethod
     def _summary(r: Sequence[Any]) -> SummaryRow:
-        return (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), r[8], float(r[9]))
+        # uncast: a column SQLite holds as text must fail where the row is decoded
+        # (WarmStore._decode salvages it), not here, out of every read of the view
+        return cast("SummaryRow", tuple(r))
 
     def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
                     keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
@@ -560,9 +574,10 @@ class SharedQueries:
         return self._summary(rows[0]) if rows else None
 
     def summary_versions(self, conversation_id: str, kind: str, key: str) -> list[int]:
+        # a version SQLite holds as text names no row a reader can decode: not listed
         return [int(r[0]) for r in self._q(
             "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? ORDER BY version",
-            (conversation_id, kind, key))]
+            (conversation_id, kind, key)) if isinstance(r[0], int) and not isinstance(r[0], bool)]
 
     def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
         return [(r[0], float(r[1])) for r in self._q(

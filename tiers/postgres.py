@@ -73,7 +73,7 @@ from tiermem.tiers.cold import (
     content_hash,
     rebuilt_labels,
 )
-from tiermem.tiers.dialect import POSTGRES, SharedQueries
+from tiermem.tiers.dialect import POSTGRES, SALVAGE_ROW_IDS, SharedQueries
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -494,7 +494,7 @@ class PostgresStore(SharedQueries):
         self.texts_ahead: TextsAhead | None = None  # unused here: the catch-up is not pipelined
         self.labeler: Callable[[str, str, dict[str, Any]], Label] | None = None  # ColdLog.labeler
         self.path = redact(url) if url is not None else "postgresql (caller's pool)"
-        self._salvaged_rows: set[tuple[str, int]] = set()
+        self._salvaged_rows: set[tuple[str, str, int]] = set()  # (conversation, kind, row)
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         self._lock = threading.Lock()
         self._search_path = schema  # completed with the vector extension's schema below
@@ -667,11 +667,12 @@ class PostgresStore(SharedQueries):
     def salvaged(self) -> int:
         return len(self._salvaged_rows)
 
-    def _salvage(self, conversation_id: str, position: int, reason: object, *, what: str = "skipped") -> None:
-        key = (conversation_id, int(position))
+    def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *, what: str = "skipped") -> None:
+        key = (conversation_id, kind, int(row))
         level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
         self._salvaged_rows.add(key)
-        log.log(level, "salvage: %s conversation=%s position=%s: %s", what, conversation_id, position, reason)
+        log.log(level, "salvage: %s conversation=%s %s=%s: %s", what, conversation_id, SALVAGE_ROW_IDS[kind], row,
+                reason)
 
     # -- conversations ----------------------------------------------------------------
 

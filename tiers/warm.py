@@ -35,7 +35,8 @@ Invariants:
   number, is cached in its place. A fingerprint that matches proves every turn the view
   covers is in this log (the timelines agree up to that append).
 - A stored row that cannot be decoded (`tiers.models.loads_stored`: corrupt, or nested
-  past what json decodes) is logged, counted (`salvaged`) and skipped; `latest` then
+  past what json decodes; a column or a sentence of the wrong type, or a sentence
+  position outside 0..MAX_POSITION) is logged, counted (`salvaged`) and skipped; `latest` then
   answers the newest version that decodes, or none, as for a view never written (a
   refresh then writes a new version: `put` is not held back by a version it cannot
   read). A cache entry that cannot be decoded is a miss.
@@ -57,7 +58,7 @@ from typing import Any
 
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.keys import escape_id, hash_tag, turn_fingerprint
-from tiermem.tiers.models import TurnRow, loads_stored
+from tiermem.tiers.models import MAX_POSITION, TurnRow, loads_stored
 from tiermem.tiers.store import ColdLog, SummaryRow
 
 log = logging.getLogger("tiermem.warm")
@@ -109,6 +110,10 @@ class Sentence:
             raise ValueError("sentence has the wrong shape")
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
             raise ValueError("sentence positions are not integers")
+        # `put` admits only positions of the log; one past any (written behind its back)
+        # would reach SQL as an integer no engine holds
+        if not all(0 <= p <= MAX_POSITION for p in positions):
+            raise ValueError(f"sentence positions are not within 0..{MAX_POSITION}")
         if label is not None and not isinstance(label, str):
             raise ValueError("sentence label is not a string")
         return cls(text, tuple(positions), status, label)

@@ -7,6 +7,9 @@ Invariants:
 - Reads only, with one exception the caller asks for explicitly (`Memory.pin`/`unpin`).
   A what-if plan is made with `record=False`: it advances no prompt-cache epoch and is not
   stored, so inspecting never changes what the agent gets next.
+- A stored value is shown as what it is only when it is one: a conversation's times are
+  read through `_time`, a stored plan through `planner.plan.read_stored_plan` (by the
+  routes), so an odd row renders as "-" or a note, never a 500.
 - No SQL here (the layout test greps): everything goes through `Memory`, `ColdLog`'s
   public methods, the hot link and the warm store.
 """
@@ -14,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,11 +108,19 @@ class ConversationRow:
     index_lag: int  # turns not embedded yet
 
 
+def _time(value: Any) -> float | None:
+    """A stored time as a float, or None where the row holds none a page can show (the
+    store returns a conversation's times uncast; SQLite keeps whatever was written)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def conversation_row(mem: Memory, namespace: str, name: str) -> ConversationRow:
     key = resolve(mem, namespace, name)
     meta = mem.cold.conversation(key) or {}
-    return ConversationRow(name, int(meta.get("messages") or 0), float(meta.get("created_at") or 0.0),
-                           meta.get("last_message_at"), hot_figures(mem, key), view_lag(mem, key, "rolling"),
+    return ConversationRow(name, int(meta.get("messages") or 0), _time(meta.get("created_at")) or 0.0,
+                           _time(meta.get("last_message_at")), hot_figures(mem, key), view_lag(mem, key, "rolling"),
                            mem.cold.pending_embeddings(key))
 
 

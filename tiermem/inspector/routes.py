@@ -41,9 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from tiermem.inspector import charts, data
 from tiermem.inspector.metrics import PlanMetrics
 from tiermem.memory import MAX_BUDGET_TOKENS, Memory
-from tiermem.planner.plan import SLICES
+from tiermem.planner.plan import SLICES, read_stored_plan
 from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
-from tiermem.tiers.models import MAX_POSITION, validate_id, validate_namespace
+from tiermem.tiers.models import MAX_POSITION, MAX_TIMESTAMP, validate_id, validate_namespace
 
 if TYPE_CHECKING:
     from tiermem.service import Grant, Runtime
@@ -90,12 +90,19 @@ class PinIn(BaseModel):
     priority: int = Field(50, ge=0, le=100)
 
 
+def _ts(t: Any) -> str:
+    """A stored time as UTC text; "-" for what is no time a page can show (a stored row
+    may hold text, a non-finite number or one past the year 9999, where gmtime raises)."""
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or not 0 <= t <= MAX_TIMESTAMP:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("tiermem.inspector", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(SLICES=SLICES, LAYER_COLOURS=charts.LAYER_COLOURS, age=data.age)
-    env.filters["ts"] = lambda t: "-" if t is None or not math.isfinite(t) else time.strftime(
-        "%Y-%m-%d %H:%M:%S", time.gmtime(t))
+    env.filters["ts"] = _ts
     env.filters["pct"] = lambda x: f"{x:.0%}"
     return env
 
@@ -329,8 +336,7 @@ def build_router(ins: Inspector) -> APIRouter:
             stored = data.stored_plans(ins.mem(), ns, cid, turn)
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
-        rendered = [{"created_at": p["created_at"], **_plan_ctx({"plan": p["plan"], "messages": [], "error": None})}
-                    for p in stored.plans]
+        rendered = [{"created_at": p["created_at"], **_stored_plan_ctx(p["plan"])} for p in stored.plans]
         return ins.page(request, "plans.html", title=f"Stored plans: {cid}", grant=grant, ns=ns, cid=cid,
                         stored=stored, rendered=rendered, enabled=ins.runtime.config.store_plans, tab="plans")
 
@@ -405,10 +411,13 @@ def tune_chart(grant: Grant, path: Path) -> Markup | None:
 
 
 def _plan_ctx(result: dict[str, Any]) -> dict[str, Any]:
-    """What `_plan.html` needs: the plan (a dict, live or stored), its messages, a chart."""
+    """What `_plan.html` needs: the plan (a dict in `Plan.to_dict`'s shape), its messages,
+    a chart, and `notes`: the parts of a stored plan that could not be shown."""
     plan = result.get("plan")
+    notes = result.get("notes") or []
     if plan is None:
-        return {"plan": None, "messages": [], "error": result.get("error"), "chart": None, "by_layer": {}}
+        return {"plan": None, "messages": [], "error": result.get("error"), "chart": None, "by_layer": {},
+                "notes": notes}
     by_layer: dict[str, list[dict[str, Any]]] = {}
     for it in plan.get("items", []):
         by_layer.setdefault(it["slice"], []).append(it)
@@ -416,7 +425,14 @@ def _plan_ctx(result: dict[str, Any]) -> dict[str, Any]:
     chart = charts.budget_bar(layers, int(plan.get("budget") or 0), "token budget use per layer",
                               total=int(plan.get("tokens") or 0))
     return {"plan": plan, "messages": result.get("messages") or [], "error": result.get("error"), "chart": chart,
-            "by_layer": by_layer}
+            "by_layer": by_layer, "notes": notes}
+
+
+def _stored_plan_ctx(raw: Any) -> dict[str, Any]:
+    """A stored plan is whatever its row holds: only what passes `read_stored_plan` is
+    rendered, and each part that does not becomes a visible note."""
+    plan, notes = read_stored_plan(raw)
+    return _plan_ctx({"plan": plan or None, "messages": [], "error": None, "notes": notes})
 
 
 def install_ui(app: FastAPI, runtime: Runtime, metrics: PlanMetrics) -> Inspector:
