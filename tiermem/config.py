@@ -272,11 +272,27 @@ class Pricing(BaseModel):
 class Config(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="TIERMEM_", env_nested_delimiter="__", extra="forbid", validate_default=True,
+        # a setting assigned after construction (`cfg.rrf_k = ...`) meets the same rules as
+        # one given to it: an unchecked NaN or 0 reached the planner's arithmetic
+        validate_assignment=True,
         allow_inf_nan=False,  # no setting means anything with inf or nan (MAX_SCHEDULER_INTERVAL_S)
         # an error names the setting and the rule, never the value given: redis_url and
         # cold_url carry passwords, and these errors reach logs and tracebacks
         hide_input_in_errors=True,
     )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # validate_assignment checks the field, then the model's rules (metrics_public on a
+        # loopback host) with the new value already set: a refusal by those would leave it
+        if name not in type(self).model_fields:
+            super().__setattr__(name, value)
+            return
+        before = self.__dict__.get(name)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError:
+            self.__dict__[name] = before
+            raise
 
     def __init__(self, **values: Any) -> None:
         token = _origins.set(({}, set()))
