@@ -1,4 +1,4 @@
-"""Adapters where agents run: the OpenAI Agents SDK, LangChain, LangGraph, MCP.
+"""Adapters where agents run: the OpenAI Agents SDK, LangChain, LangGraph, MCP, Anthropic.
 
 Each takes a `Memory` or a `NamespacedMemory` (`mem.namespaced(ns)`) and a conversation
 id. Each lives in its own module and imports its framework only there, so the base
@@ -13,6 +13,9 @@ install needs none of them: `pip install 'tiermem[agents]'` (or `langchain`,
 - `tiermem.adapters.langgraph.TiermemHooks`: `pre_model_hook` / `post_model_hook` for
   LangGraph's `create_react_agent` (deprecated in LangGraph 1.x for `create_agent`).
 - `tiermem.adapters.mcp_server.build_server`: a FastMCP server (`tiermem mcp`).
+- `tiermem.adapters.anthropic.from_anthropic` / `to_anthropic`: Anthropic Messages API
+  messages and replies in, a context as a `messages.create` request (`AnthropicRequest`)
+  out (needs no SDK itself; `tiermem[anthropic]` installs it for the agent).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ _LAZY = {
     "TiermemMiddleware": "tiermem.adapters.langchain_agent",
     "TiermemHooks": "tiermem.adapters.langgraph",
     "build_server": "tiermem.adapters.mcp_server",
+    "from_anthropic": "tiermem.adapters.anthropic",
+    "to_anthropic": "tiermem.adapters.anthropic",
+    "AnthropicRequest": "tiermem.adapters.anthropic",
 }
 __all__ = list(_LAZY)
 

@@ -1,0 +1,612 @@
+"""Anthropic's Messages API over tiermem (`pip install 'tiermem[anthropic]'`).
+
+    mem.append_many("user-42", from_anthropic({"role": "user", "content": "Weather in Tokyo?"}))
+    req = to_anthropic(mem.context("user-42", "Weather in Tokyo?", 2000, system="Be brief."), mem)
+    reply = client.messages.create(model=..., max_tokens=1024, tools=..., **req.kwargs())
+    mem.append_many("user-42", from_anthropic(reply))
+
+**In** (`from_anthropic`): one `MessageParam` (a dict, its blocks dicts or the SDK's
+block objects) or a reply (`anthropic.types.Message`, or its `model_dump()`) as the
+OpenAI chat messages tiermem stores: text blocks as content (a string for one block,
+parts for several or with images), `image` blocks as `image_url` parts (a base64 source
+as a data URL), `tool_use` blocks as the assistant's `tool_calls` (arguments
+`json.dumps(input)`), each `tool_result` block as a `tool` message (its text; a user
+message's text and images after its results become one user message), `system` as a
+system message. What the OpenAI form has no field for goes in each stored message's
+metadata, under these keys, so that `to_anthropic` can put it back:
+
+- `anthropic_thinking`: `[[index, block], ...]`, the `thinking` (with its `signature`)
+  and `redacted_thinking` blocks, verbatim, at their index among the message's blocks;
+- `anthropic_extra`: `[[index, {field: value}], ...]`, the fields of a converted block
+  that OpenAI's has no place for: `citations`, a `tool_result`'s `is_error`, a
+  `tool_use`'s `caller` and `toolset_name`, an image's `transformations`,
+  `cache_control` (kept, never sent back: the plan's breakpoints place the marks);
+- `anthropic_content`: a `tool_result`'s content when it is more than text (images,
+  documents, search results, text blocks with citations), verbatim;
+- `anthropic_order`: the order of the text (`t`) and `tool_use` (`u`) blocks when a text
+  block came after a `tool_use` (the OpenAI form has the text first);
+- `anthropic_reply`: a reply's fields besides its content (`id`, `model`, `stop_reason`,
+  `stop_sequence`, `usage`, ...).
+
+Indexes count the Anthropic blocks that one stored message converts back to (a
+`tool` message: its one `tool_result`). A message whose metadata would pass
+`max_metadata_bytes` is refused (`ValidationError` naming the largest block kept there,
+nothing returned to append); so is a block type other than text, image, `tool_use`,
+`tool_result`, thinking and redacted thinking (naming the block), an image given by
+file id, and a block a role cannot hold.
+
+**Out** (`to_anthropic`): a `Context` as an `AnthropicRequest` (`system` blocks and
+`messages`). The system messages the context opens with (the caller's system prompt,
+stored system messages, tiermem's pinned and summary blocks) are `system` text blocks,
+one per message, in order. A system message after the conversation began (the
+retrieved block placed before the latest message, `retrieved_placement =
+"before_latest"`) is a text block of the user turn it sits in: moved into `system` it
+would change the start of every request, and the provider's prompt cache with it.
+The rest alternate user / assistant, consecutive messages of one role merged into one
+message's blocks; a `tool` message is a `tool_result` block of the next user message,
+results first in it (the API's rule). Responses items (what the Agents SDK stores) are
+converted as `tiers.formats.to_chat` reads them: `function_call` and
+`custom_tool_call` are `tool_use` (arguments that are not a JSON object, and a custom
+call's text, become `{"input": ...}`), their outputs `tool_result`; `reasoning` and
+hosted-tool items are left out (an OpenAI model's encrypted reasoning means nothing to
+Claude). Audio and non-PDF file parts become a short text reference (`[audio]`,
+`[file name]`); a PDF given as data is a `document` block.
+
+Pairing: every `tool_use` is answered by a `tool_result` in the next user message. The
+planner keeps a call and its results in one unit (`tiers.formats.call_ids`), so a
+context only breaks the rule where the log does (a call never answered, a result whose
+call went before a clear): such a block is left out, and an assistant message left
+empty with it. A context that opens with an assistant message (its tail starts there)
+gets a user message holding `CONTINUED_TEXT` first: the API refuses any other opening.
+Ids are made of the characters the API accepts (`[A-Za-z0-9_-]`; OpenAI's are already).
+
+Restoring metadata: given the `memory` the context came from, the stored rows of the
+context's tail are read (one read from the tail's first position, in pages) and each
+message is matched to its row: a message with tool calls by its first call id, a tool
+result by its call id, others by their wire form. A matched message gets its thinking
+blocks, citations and the rest back; one whose text the planner trimmed (a long tool
+output) keeps the trimmed text and only its thinking blocks and `is_error`. Without
+`memory` nothing is restored: a tool loop with extended thinking needs it. Thinking
+blocks are not in the plan's token count (the API does not count earlier turns'
+thinking either; the current tool loop's does count).
+
+`cache_control`: one `{"type": "ephemeral"}` mark per breakpoint of `ctx.plan`, at most
+`max_breakpoints` (Anthropic's limit of 4, less the marks the caller puts on its
+tools), the most valuable first (`BREAKPOINT_PRIORITY`: the end of the stable prefix,
+then the whole context, the kept head of a middle eviction, then the layers, latest
+first), on the last block the breakpoint's message converts to (a thinking block takes
+none: the one before it does). No other block carries one.
+
+Deterministic: the same context (and the same stored rows, which never change) gives the
+same request, byte for byte, which is what a provider's prompt cache keys on.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tiermem.adapters._common import HISTORY_PAGE, MemoryLike
+from tiermem.config import DEFAULT_MAX_METADATA_BYTES
+from tiermem.planner.plan import MAX_BREAKPOINTS, Context
+from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.formats import call_ids, message_text, result_id, to_chat
+
+THINKING_KEY = "anthropic_thinking"
+EXTRA_KEY = "anthropic_extra"
+CONTENT_KEY = "anthropic_content"
+ORDER_KEY = "anthropic_order"
+REPLY_KEY = "anthropic_reply"
+METADATA_KEYS = (THINKING_KEY, EXTRA_KEY, CONTENT_KEY, ORDER_KEY, REPLY_KEY)
+
+THINKING_TYPES = ("thinking", "redacted_thinking")
+BLOCK_TYPES = ("text", "image", "tool_use", "tool_result", *THINKING_TYPES)
+# the fields of each converted block that the OpenAI form holds; the others are extras
+CORE_FIELDS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "text"}),
+    "image": frozenset({"type", "source"}),
+    "tool_use": frozenset({"type", "id", "name", "input"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content"}),
+}
+ROLE_BLOCKS: dict[str, frozenset[str]] = {
+    "user": frozenset({"text", "image", "tool_result"}),
+    "assistant": frozenset({"text", "tool_use", *THINKING_TYPES}),
+    "system": frozenset({"text"}),
+}
+PARAM_FIELDS = frozenset({"role", "content"})  # a MessageParam's; a reply (type "message") has more
+EPHEMERAL = {"type": "ephemeral"}
+# The opening user message of a context whose first message is the assistant's (the
+# Messages API refuses that opening; the tail can start with a reply).
+CONTINUED_TEXT = "[earlier conversation continues]"
+# Which breakpoints get a mark when there are more than the request may carry: the end of
+# the stable prefix (read back by every call of the epoch), the whole context (the next
+# call's prefix), the head a middle eviction keeps, then the layers, latest first.
+BREAKPOINT_PRIORITY = ("stable", "context", "head", "late_pinned", "summary", "pinned", "system")
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+PDF_MEDIA_TYPE = "application/pdf"
+
+
+@dataclass(frozen=True)
+class AnthropicRequest:
+    """`system` text blocks and `messages` for `client.messages.create`."""
+
+    system: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+    def kwargs(self) -> dict[str, Any]:
+        """`system` and `messages` as keyword arguments (`system` left out when empty)."""
+        return {"system": self.system, "messages": self.messages} if self.system else {"messages": self.messages}
+
+
+# -- in ---------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """An SDK object (pydantic) as JSON data, unset fields left out."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json", exclude_none=True) if callable(dump) else value
+
+
+def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
+    b = _plain(raw)
+    if not isinstance(b, dict):
+        raise ValidationError(path, f"must be a content block (an object), got {type(b).__name__}")
+    b = {k: v for k, v in b.items() if v is not None}  # a reply's model_dump() writes unset fields as null
+    t = b.get("type")
+    if t not in BLOCK_TYPES:
+        raise ValidationError(f"{path}.type", f"{t!r} is not a block type tiermem converts "
+                              f"(converted: {', '.join(BLOCK_TYPES)})")
+    if t not in ROLE_BLOCKS[role]:
+        raise ValidationError(f"{path}.type", f"a {role} message cannot hold a {t!r} block")
+
+    def need_str(key: str, *, nonempty: bool = False) -> None:
+        v = b.get(key)
+        if not isinstance(v, str) or (nonempty and not v):
+            raise ValidationError(f"{path}.{key}", "Field required (a non-empty string)" if nonempty
+                                  else "Field required (a string)")
+
+    if t == "text":
+        need_str("text")
+    elif t == "thinking":
+        need_str("thinking")
+        need_str("signature")
+    elif t == "redacted_thinking":
+        need_str("data")
+    elif t == "tool_use":
+        need_str("id", nonempty=True)
+        need_str("name", nonempty=True)
+        if not isinstance(b.get("input"), dict):
+            raise ValidationError(f"{path}.input", "must be an object (the tool's arguments)")
+    elif t == "tool_result":
+        need_str("tool_use_id", nonempty=True)
+        content = b.get("content", "")
+        if not isinstance(content, str | list):
+            raise ValidationError(f"{path}.content", "must be a string or a list of content blocks")
+        if isinstance(content, list):
+            b["content"] = content = [_plain(c) for c in content]
+            for j, c in enumerate(content):
+                if not isinstance(c, dict) or not isinstance(c.get("type"), str):
+                    raise ValidationError(f"{path}.content[{j}]", "must be a content block with a string type")
+        if "is_error" in b and not isinstance(b["is_error"], bool):
+            raise ValidationError(f"{path}.is_error", "must be a boolean")
+    elif t == "image":
+        source = b.get("source")
+        if not isinstance(source, dict):
+            raise ValidationError(f"{path}.source", "Field required (an object)")
+        kind = source.get("type")
+        if kind == "base64":
+            for key in ("media_type", "data"):
+                if not isinstance(source.get(key), str):
+                    raise ValidationError(f"{path}.source.{key}", "Field required (a string)")
+        elif kind == "url":
+            if not isinstance(source.get("url"), str):
+                raise ValidationError(f"{path}.source.url", "Field required (a string)")
+        else:
+            raise ValidationError(f"{path}.source.type", f"{kind!r} has no OpenAI chat form "
+                                  "(converted: 'base64', 'url'; an image given by file id is not)")
+    return b
+
+
+def _extras(b: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in b.items() if k not in CORE_FIELDS[b["type"]]}
+
+
+def _image_part(b: dict[str, Any]) -> dict[str, Any]:
+    s = b["source"]
+    url = f"data:{s['media_type']};base64,{s['data']}" if s["type"] == "base64" else s["url"]
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+class _Out:
+    """One stored message being built, with what its metadata keeps and, for each entry,
+    the block (its index in the Anthropic message) it came from."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.meta: dict[str, Any] = {}
+        self.sources: list[tuple[int, int]] = []  # (block index in the Anthropic message, bytes kept)
+
+    def keep(self, key: str, value: Any, source: int) -> None:
+        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+        if key in (THINKING_KEY, EXTRA_KEY):
+            self.meta.setdefault(key, []).append(value)
+        else:
+            self.meta[key] = value
+        self.sources.append((source, size))
+
+    def finish(self, limit: int) -> dict[str, Any]:
+        if not self.meta:
+            return self.body
+        try:
+            size = len(json.dumps(self.meta, ensure_ascii=False, allow_nan=False).encode())
+        except (TypeError, ValueError) as exc:
+            raise ValidationError("metadata", f"what the OpenAI form has no field for is not JSON: {exc}") from None
+        if size > limit:
+            block, held = max(self.sources, key=lambda s: s[1]) if self.sources else (-1, size)
+            field = f"content[{block}]" if block >= 0 else "message"
+            raise ValidationError(field, f"this block's data kept in metadata ({held} bytes; the message's "
+                                  f"metadata {size} bytes) exceeds max_metadata_bytes = {limit} bytes")
+        return {**self.body, "metadata": self.meta}
+
+
+def from_anthropic(message: Any, *, max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES) -> list[dict[str, Any]]:
+    """One Anthropic message (a `MessageParam` or a reply) as the OpenAI chat messages
+    tiermem stores, ready for `append_many` (module docstring, "In"); pass the memory's
+    `config.max_metadata_bytes` when it is not the default."""
+    m = _plain(message)
+    if not isinstance(m, dict):
+        raise ValidationError("message", f"must be an Anthropic message (an object), got {type(m).__name__}")
+    reply = m.get("type") == "message"
+    if not reply:
+        for k in m:
+            if k not in PARAM_FIELDS:
+                raise ValidationError(str(k), "is not a field of an Anthropic MessageParam (its fields: content, "
+                                      "role); a reply carries type 'message'")
+    role = m.get("role")
+    if role not in ROLE_BLOCKS or (reply and role != "assistant"):
+        raise ValidationError("role", f"must be 'user', 'assistant' or 'system' (a reply: 'assistant'), got {role!r}")
+    content = m.get("content")
+    if isinstance(content, str):
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+    elif isinstance(content, list):
+        blocks = [_block(b, f"content[{i}]", role) for i, b in enumerate(content)]
+    else:
+        raise ValidationError("content", "Field required (a string or a list of content blocks)")
+    if role == "assistant":
+        outs = [_assistant(blocks)]
+        if reply:
+            fields = {k: _plain(v) for k, v in m.items() if k not in ("type", "role", "content") and v is not None}
+            outs[0].keep(REPLY_KEY, fields, -1)
+    else:
+        outs = _user(blocks, role)
+    return [o.finish(max_metadata_bytes) for o in outs]
+
+
+def _texts(texts: list[str]) -> str | list[dict[str, Any]]:
+    if len(texts) == 1:
+        return texts[0]
+    return [{"type": "text", "text": t} for t in texts]
+
+
+def _assistant(blocks: list[dict[str, Any]]) -> _Out:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    order = ""
+    kept: list[tuple[str, Any, int]] = []
+    for i, b in enumerate(blocks):
+        t = b["type"]
+        if t in THINKING_TYPES:
+            kept.append((THINKING_KEY, [i, b], i))
+            continue
+        extra = _extras(b)
+        if extra:
+            kept.append((EXTRA_KEY, [i, extra], i))
+        if t == "text":
+            texts.append(b["text"])
+            order += "t"
+        else:
+            calls.append({"id": b["id"], "type": "function",
+                          "function": {"name": b["name"], "arguments": json.dumps(b["input"])}})
+            order += "u"
+    # no text: null beside tool calls (as the openai SDK's replies have it), else empty
+    body: dict[str, Any] = {"role": "assistant", "content": _texts(texts) if texts else None if calls else ""}
+    if calls:
+        body["tool_calls"] = calls
+    out = _Out(body)
+    for key, value, source in kept:
+        out.keep(key, value, source)
+    if order != "".join(sorted(order, key=lambda c: c != "t")):
+        out.keep(ORDER_KEY, order, -1)
+    return out
+
+
+def _user(blocks: list[dict[str, Any]], role: str) -> list[_Out]:
+    outs: list[_Out] = []
+    parts: list[dict[str, Any]] = []
+    part_kept: list[tuple[str, Any, int]] = []
+    for i, b in enumerate(blocks):
+        t = b["type"]
+        extra = _extras(b)
+        if t == "tool_result":
+            content = b.get("content", "")
+            out = _Out({"role": "tool", "tool_call_id": b["tool_use_id"], "content": ""})
+            if isinstance(content, str):
+                out.body["content"] = content
+            else:
+                texts = [c["text"] for c in content if c.get("type") == "text" and isinstance(c.get("text"), str)]
+                if all(set(c) == {"type", "text"} and isinstance(c.get("text"), str) for c in content):
+                    out.body["content"] = [{"type": "text", "text": x} for x in texts]
+                else:  # images, documents, citations: the text is what OpenAI's form holds
+                    out.body["content"] = "\n".join(texts)
+                    out.keep(CONTENT_KEY, content, i)
+            extra.pop("content", None)
+            if extra:
+                out.keep(EXTRA_KEY, [0, extra], i)
+            outs.append(out)
+            continue
+        if extra:
+            part_kept.append((EXTRA_KEY, [len(parts), extra], i))
+        parts.append({"type": "text", "text": b["text"]} if t == "text" else _image_part(b))
+    if parts or not outs:
+        one_text = len(parts) == 1 and parts[0]["type"] == "text"
+        out = _Out({"role": role, "content": parts[0]["text"] if one_text else parts})
+        for key, value, source in part_kept:
+            out.keep(key, value, source)
+        outs.append(out)
+    return outs
+
+
+# -- out --------------------------------------------------------------------------------------
+
+
+def _safe_id(cid: str) -> str:
+    return _ID_CHARS.sub("_", cid) or "_"
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except (ValueError, RecursionError):
+        return {"input": arguments}
+    return value if isinstance(value, dict) else {"input": arguments}
+
+
+def _part_block(p: dict[str, Any]) -> dict[str, Any] | None:
+    t = p.get("type")
+    if t == "text":
+        return {"type": "text", "text": p.get("text", "")}
+    if t == "refusal":
+        return {"type": "text", "text": p.get("refusal", "")}
+    if t == "image_url":
+        url = (p.get("image_url") or {}).get("url", "")
+        m = _DATA_URL.fullmatch(url)
+        source = ({"type": "base64", "media_type": m.group(1), "data": m.group(2)} if m
+                  else {"type": "url", "url": url})
+        return {"type": "image", "source": source}
+    if t == "file":
+        f = p.get("file") or {}
+        m = _DATA_URL.fullmatch(f.get("file_data") or "")
+        if m and m.group(1) == PDF_MEDIA_TYPE:
+            return {"type": "document", "source": {"type": "base64", "media_type": PDF_MEDIA_TYPE,
+                                                   "data": m.group(2)}}
+        return {"type": "text", "text": f"[file {f.get('filename') or f.get('file_id') or ''}]".replace(" ]", "]")}
+    if t == "input_audio":
+        return {"type": "text", "text": "[audio]"}
+    text = message_text({"role": "user", "content": [p]})
+    return {"type": "text", "text": text} if text else None
+
+
+def _content_blocks(content: object) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    out: list[dict[str, Any]] = []
+    for p in content if isinstance(content, list) else ():
+        if isinstance(p, dict) and (b := _part_block(p)) is not None:
+            out.append(b)
+    return out
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_without_cache_control(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k != "cache_control"}
+    return value
+
+
+def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool) -> list[dict[str, Any]]:
+    """Put back what from_anthropic kept in metadata (see the module docstring)."""
+    if exact:
+        order = meta.get(ORDER_KEY)
+        if isinstance(order, str) and len(order) == len(blocks):
+            texts = iter([b for b in blocks if b["type"] != "tool_use"])
+            uses = iter([b for b in blocks if b["type"] == "tool_use"])
+            blocks = [next(uses) if c == "u" else next(texts) for c in order]
+        for entry in meta.get(EXTRA_KEY) or ():
+            if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
+                    and 0 <= entry[0] < len(blocks) and isinstance(entry[1], dict)):
+                i = entry[0]
+                extra = {k: copy.deepcopy(v) for k, v in entry[1].items() if k not in ("cache_control", "type")}
+                if blocks[i]["type"] == "tool_use":
+                    extra = {k: v for k, v in extra.items() if k in ("caller", "toolset_name")}
+                blocks[i] = {**blocks[i], **extra}
+    for entry in meta.get(THINKING_KEY) or ():
+        if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
+                and isinstance(entry[1], dict) and entry[1].get("type") in THINKING_TYPES):
+            at = entry[0] if exact else 0  # trimmed: before the assistant's blocks, where the API wants it
+            blocks.insert(min(max(at, 0), len(blocks)), copy.deepcopy(entry[1]))
+    return blocks
+
+
+def _stored(ctx: Context, memory: MemoryLike | None) -> dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]]:
+    """The context's tail rows that carry Anthropic metadata, by what matches them to a
+    context message: ("call", first call id), ("result", call id), ("body", wire JSON);
+    each with its chat form and metadata."""
+    if memory is None:
+        return {}
+    conv = ctx.plan.conversation_id
+    positions = [p for it in ctx.plan.items if it.slice == "tail" and it.conversation_id == conv
+                 for p in it.positions]
+    if not positions:
+        return {}
+    lo, hi = min(positions), max(positions)
+    out: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+    after: int | None = lo - 1 if lo > 0 else None
+    try:
+        while True:
+            page, after = memory.history_page(conv, after=after, limit=HISTORY_PAGE)
+            for row in page:
+                meta = row.metadata or {}
+                if row.position > hi or not any(k in meta for k in METADATA_KEYS):
+                    continue
+                chats = to_chat([row.body])
+                if len(chats) != 1:
+                    continue
+                chat = chats[0]
+                calls, rid = call_ids(row.body), result_id(row.body)
+                key = ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
+                out[key] = (chat, meta)
+            if after is None or (page and page[-1].position >= hi):
+                return out
+    except ConversationNotFound:  # erased since the context was built: nothing to restore
+        return out
+
+
+def _key(chat: dict[str, Any]) -> str:
+    return json.dumps(chat, sort_keys=True, ensure_ascii=False)
+
+
+def _blocks_of(chat: dict[str, Any], stored: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]]
+               ) -> tuple[str, list[dict[str, Any]]]:
+    """One chat message (wire form) as (role, Anthropic blocks); role "system" for a
+    system or developer message, "" for nothing to send."""
+    role = chat.get("role")
+    calls, rid = call_ids(chat), result_id(chat)
+    key = ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
+    hit = stored.get(key)
+    meta = hit[1] if hit else {}
+    exact = hit is not None and hit[0] == chat
+    if role in ("system", "developer"):
+        text = message_text(chat)
+        return "system", [{"type": "text", "text": text}] if text else []
+    if role == "user":
+        return "user", _restore(_content_blocks(chat.get("content")), meta, exact=exact)
+    if role == "assistant":
+        blocks = _content_blocks(chat.get("content"))
+        for c in chat.get("tool_calls") or ():
+            if c.get("type", "function") == "custom":
+                cu = c.get("custom") or {}
+                blocks.append({"type": "tool_use", "id": _safe_id(c["id"]), "name": cu.get("name", ""),
+                               "input": {"input": cu.get("input", "")}})
+            else:
+                fn = c.get("function") or {}
+                blocks.append({"type": "tool_use", "id": _safe_id(c["id"]), "name": fn.get("name", ""),
+                               "input": _tool_input(fn.get("arguments") or "")})
+        fc = chat.get("function_call")
+        if isinstance(fc, dict) and calls:
+            blocks.append({"type": "tool_use", "id": _safe_id(calls[-1]), "name": fc.get("name", ""),
+                           "input": _tool_input(fc.get("arguments") or "")})
+        return "assistant", _restore(blocks, meta, exact=exact)
+    if rid is not None:  # tool, function
+        content = chat.get("content")
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": _safe_id(rid)}
+        kept = meta.get(CONTENT_KEY)
+        if exact and isinstance(kept, list):
+            result["content"] = _without_cache_control(copy.deepcopy(kept))
+        elif isinstance(content, list):
+            result["content"] = _content_blocks(content)
+        else:
+            result["content"] = content if isinstance(content, str) else ""
+        for entry in meta.get(EXTRA_KEY) or ():
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], dict):
+                result.update({k: copy.deepcopy(v) for k, v in entry[1].items()
+                               if k not in ("cache_control", "type", "tool_use_id", "content")
+                               and (exact or k == "is_error")})
+        return "user", [result]
+    return "", []
+
+
+def _sendable(b: dict[str, Any]) -> bool:
+    """Whether the API takes this block (it refuses an empty or blank text block)."""
+    return b["type"] != "text" or bool(b["text"].strip())
+
+
+def _pair(turns: list[list[Any]]) -> list[list[Any]]:
+    """Every tool_use answered in the next user message, results first there; unanswered
+    calls, results without their call and messages left empty go (module docstring)."""
+    for i, (role, blocks) in enumerate(turns):
+        if role != "assistant":
+            continue
+        nxt = turns[i + 1][1] if i + 1 < len(turns) and turns[i + 1][0] == "user" else []
+        answered = {b["tool_use_id"] for b in nxt if b["type"] == "tool_result"}
+        blocks[:] = [b for b in blocks if b["type"] != "tool_use" or b["id"] in answered]
+    for i, (role, blocks) in enumerate(turns):
+        if role != "user":
+            continue
+        prev = turns[i - 1][1] if i > 0 and turns[i - 1][0] == "assistant" else []
+        asked = {b["id"] for b in prev if b["type"] == "tool_use"}
+        results = [b for b in blocks if b["type"] == "tool_result" and b["tool_use_id"] in asked]
+        blocks[:] = results + [b for b in blocks if b["type"] != "tool_result"]
+    kept = [t for t in turns if any(b["type"] not in THINKING_TYPES for b in t[1])]
+    out: list[list[Any]] = []
+    for role, blocks in kept:
+        if out and out[-1][0] == role:  # a message left out between two of one role
+            out[-1][1].extend(blocks)
+        else:
+            out.append([role, blocks])
+    if len(out) != len(turns):
+        return _pair(out)  # merging can put a user turn's results after its text: order again
+    return out
+
+
+def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
+                 max_breakpoints: int = MAX_BREAKPOINTS) -> AnthropicRequest:
+    """A context as a Messages API request (module docstring, "Out"); `memory`, the one
+    the context came from, restores what `from_anthropic` kept in metadata."""
+    if isinstance(max_breakpoints, bool) or not isinstance(max_breakpoints, int) \
+            or not 0 <= max_breakpoints <= MAX_BREAKPOINTS:
+        raise ValidationError("max_breakpoints", f"must be an integer within 0..{MAX_BREAKPOINTS} "
+                              "(Anthropic's limit on cache_control marks in a request)")
+    stored = _stored(ctx, memory)
+    system: list[dict[str, Any]] = []
+    turns: list[list[Any]] = []
+    last_block: list[dict[str, Any] | None] = []  # per context message: the last markable block so far
+    mark: dict[str, Any] | None = None
+    for m in ctx.messages:
+        for chat in to_chat([m]):
+            role, blocks = _blocks_of(chat, stored)
+            blocks = [b for b in blocks if _sendable(b)]
+            if not blocks:
+                continue
+            if role == "system" and not turns:
+                system.extend(blocks)
+            else:
+                role = "user" if role == "system" else role
+                if turns and turns[-1][0] == role:
+                    turns[-1][1].extend(blocks)
+                else:
+                    turns.append([role, blocks])
+            mark = next((b for b in reversed(blocks) if b["type"] not in THINKING_TYPES), mark)
+        last_block.append(mark)
+    turns = _pair(turns)
+    if turns and turns[0][0] == "assistant":
+        turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
+    sent = {id(b) for b in system} | {id(b) for _r, bs in turns for b in bs}
+    rank = {layer: i for i, layer in enumerate(BREAKPOINT_PRIORITY)}
+    chosen: list[int] = []
+    for bp in sorted(ctx.plan.breakpoints, key=lambda b: (rank.get(b.layer, len(rank)), -b.index)):
+        block = last_block[bp.index] if 0 <= bp.index < len(last_block) else None
+        if len(chosen) < max_breakpoints and block is not None and id(block) in sent and id(block) not in chosen:
+            chosen.append(id(block))
+    marked = set(chosen)
+
+    def marks(b: dict[str, Any]) -> dict[str, Any]:
+        return {**b, "cache_control": dict(EPHEMERAL)} if id(b) in marked else b
+
+    return AnthropicRequest(system=[marks(b) for b in system],
+                            messages=[{"role": r, "content": [marks(b) for b in bs]} for r, bs in turns])
+
