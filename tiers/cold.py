@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
-from tiermem.tiers.dialect import SALVAGE_ROW_IDS, SQLITE, SharedQueries
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, SALVAGE_ROW_IDS, SQLITE, SharedQueries
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -58,6 +58,8 @@ from tiermem.tiers.errors import (
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.lexical import BM25_K1, bm25_idf, bm25_top, query_words_terms, term_counts, total_length
 from tiermem.tiers.models import (
+    MAX_POSITION,
+    MAX_TIMESTAMP,
     AppendResult,
     ErasureReport,
     Message,
@@ -649,7 +651,11 @@ class ColdStore(SharedQueries):
         them (tiers.turncache). The text is what the FTS index holds; re-reads of
         `positions` (vectors that arrived late) leave it out."""
         vec = self._has_vec()
-        cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, " + ("v.embedding" if vec else "NULL")
+        # tokens and time NULL where out of range (text too: it sorts after every number),
+        # so that the one-pass conversion below fails for such a row (`usable_facts`)
+        cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "
+                f"CASE WHEN t.created_at BETWEEN 0 AND {MAX_TIMESTAMP} THEN t.created_at END, t.session_id, "
+                + ("v.embedding" if vec else "NULL")
                 # a garbled body must not fail the read (salvage is row by row): no name
                 # a speaker's name only: on calls, results and tool messages `name` is the tool's
                 + ", CASE WHEN json_valid(m.body) AND json_extract(m.body, '$.type') IS NULL AND "
@@ -668,14 +674,22 @@ class ColdStore(SharedQueries):
                    "ORDER BY t.position")
             params: tuple[Any, ...] = (conversation_id, *positions)
         else:
-            sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position > ? ORDER BY t.position"
-            params = (conversation_id, after)
+            # positions in range: one SQLite holds as text sorts after every integer
+            sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = ? AND t.position > ? "
+                   "AND t.position <= ? ORDER BY t.position")
+            params = (conversation_id, after, MAX_POSITION)
             if limit is not None:
                 sql += " LIMIT ?"
                 params += (limit,)
-        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
-                 r[7] if isinstance(r[7], str) else None)
-                for r in self._read(sql, params)]
+        rows = self._read(sql, params)
+        try:
+            return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
+                     r[7] if isinstance(r[7], str) else None) for r in rows]
+        except (ValueError, TypeError):
+            pass  # a row the index cannot use: the careful pass, only now
+        return self.usable_facts(conversation_id, rows, lambda r: (
+            int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
+            r[7] if isinstance(r[7], str) else None), limit=limit, positions=positions)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -707,7 +721,7 @@ class ColdStore(SharedQueries):
             self._TURN_SELECT + f"WHERE t.conversation_id = ? AND t.position IN ({ph}) ORDER BY t.position",
             (conversation_id, *positions),
         )
-        return [self._turn(r) for r in rows]
+        return self._turn_rows(rows)
 
     def pinned_turns(self, conversation_id: str) -> list[TurnRow]:
         """Turns pinned explicitly or labeled load-bearing (superseded ones included:
@@ -717,7 +731,7 @@ class ColdStore(SharedQueries):
             "(SELECT position FROM pins WHERE conversation_id = ?1)) ORDER BY t.position",
             (conversation_id,),
         )
-        return [self._turn(r) for r in rows]
+        return self._turn_rows(rows)
 
     def pin_candidates(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         """What the planner may pin, best first: explicit pins, and load-bearing turns of
@@ -734,7 +748,7 @@ class ColdStore(SharedQueries):
             "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT ?3",
             (conversation_id, min_priority, limit),
         )
-        turns = [self._turn(r) for r in (*pinned, *bearing)]
+        turns = self._turn_rows((*pinned, *bearing))
         turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
         return turns[:limit]
 
@@ -746,7 +760,7 @@ class ColdStore(SharedQueries):
             "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT ?3",
             (conversation_id, min_priority, limit),
         )
-        return [self._turn(r) for r in rows]
+        return self._turn_rows(rows)
 
     # -- derived labels (written by the consolidation layer) -----------------------------------
 
@@ -1538,7 +1552,9 @@ class ColdStore(SharedQueries):
             return []
         ids = {int(r[0]): float(r[1]) for r in rows}
         ph = ",".join("?" * len(ids))
-        meta = self._read(f"SELECT id, conversation_id, position FROM turns WHERE id IN ({ph})", tuple(ids))
+        # positions in range: one SQLite holds as text is no turn a hit can name
+        meta = self._read(f"SELECT id, conversation_id, position FROM turns WHERE id IN ({ph}) "
+                          "AND position BETWEEN 0 AND ?", (*ids, MAX_POSITION))
         out = [(m[1], int(m[2]), ids[int(m[0])]) for m in meta]
         if later:
             out = [t for t in out if before is None or t[1] < before]

@@ -24,6 +24,13 @@ Invariants:
   `salvaged_rows` counts distinct bad rows: one is known by its kind and its identity
   within the conversation (`SALVAGE_ROW_IDS`), so a bad message and a bad checkpoint or
   plan at the same position are two rows, and a row met on many reads is one.
+- A turn-index row (derived: `rebuild` recomputes it) whose columns cannot be used (a
+  token count, time, priority or supersession SQLite holds as text, or out of its range:
+  `turn_problem`) is salvaged as a "turn" row: missing from the index for that read, as a
+  turn not indexed yet is (the planner skips it; its message stays in `history`, counted
+  as 0 tokens). Rows are converted in one pass and checked row by row only when that
+  pass fails, so good rows cost what they did. A position out of range is left out by the
+  reads' own position bounds (text sorts after every integer in SQLite).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
     MAX_POSITION,
+    MAX_TIMESTAMP,
     ROLES,
     Checkpoint,
     SearchHit,
@@ -59,7 +67,7 @@ from tiermem.tiers.search import fuse
 from tiermem.tiers.store import VIEWS_BEHIND_SQL
 
 if TYPE_CHECKING:
-    from tiermem.tiers.store import FrontierRow, SummaryRow
+    from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
 
 
 @functools.lru_cache(maxsize=1024)
@@ -91,7 +99,43 @@ class Dialect:
 # a salvaged row's kind -> what identifies one row of that kind in its conversation (the
 # log line names it): a message by its position; checkpoints and plans by their row id,
 # since several can share a position
-SALVAGE_ROW_IDS = {"message": "position", "checkpoint": "checkpoint_id", "plan": "plan_id"}
+SALVAGE_ROW_IDS = {"message": "position", "checkpoint": "checkpoint_id", "plan": "plan_id", "turn": "position"}
+
+# tokens: the largest count a turn-index row holds and is used with, PostgreSQL's INTEGER
+# column's largest value (a message under the largest body limit, 256 MiB, counts far
+# fewer); a sum over 2**32 such turns still fits the turn cache's int64 arrays
+MAX_TURN_TOKENS = 2**31 - 1
+# a turn's priority: a label's or a pin's, within PostgreSQL's INTEGER column
+MIN_TURN_PRIORITY, MAX_TURN_PRIORITY = -(2**31), 2**31 - 1
+# a census's first-turn time when the row holds none that can be read: no usable turn
+# has a negative time, so the census still compares equal to itself call after call
+UNREADABLE_TIME = -1.0
+
+
+def _is_int(v: object, lo: int, hi: int) -> bool:
+    return type(v) is int and lo <= v <= hi
+
+
+def turn_problem(position: object, tokens: object, created: object, priority: object = None,
+                 superseded_by: object = None) -> str | None:
+    """Why a turn-index row's values cannot be used, naming the column and its limit (None:
+    they can). SQLite keeps text (or a REAL) in an INTEGER column that does not convert;
+    PostgreSQL's typed columns can still hold a negative count or a NaN time."""
+    if not _is_int(position, 0, MAX_POSITION):
+        return f"position {position!r} is not an integer from 0 to {MAX_POSITION}"
+    if not _is_int(tokens, 0, MAX_TURN_TOKENS):
+        return f"tokens {tokens!r} is not an integer from 0 to {MAX_TURN_TOKENS}"
+    if type(created) not in (int, float) or not 0 <= cast("float", created) <= MAX_TIMESTAMP:
+        return f"created_at {created!r} is not a time from 0 to {MAX_TIMESTAMP}"
+    if priority is not None and not _is_int(priority, MIN_TURN_PRIORITY, MAX_TURN_PRIORITY):
+        return f"priority {priority!r} is not an integer from {MIN_TURN_PRIORITY} to {MAX_TURN_PRIORITY}"
+    if superseded_by is not None and not _is_int(superseded_by, 0, MAX_POSITION):
+        return f"superseded_by {superseded_by!r} is not an integer from 0 to {MAX_POSITION}"
+    return None
+
+
+class UnusableTurn(ValueError):
+    """A turn-index row `turn_problem` refuses (raised inside a read, salvaged there)."""
 
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
 # checkpoints read, newest first, for the newest one that can be read (latest_checkpoint)
@@ -118,6 +162,9 @@ class SharedQueries:
                          before: int | None = None) -> list[tuple[str, int, float]]: ...
         def search_bm25(self, query: str, k: int, *, conversation_id: str | None = None,
                         namespace: str | None = None, exclude: str | None = None) -> list[tuple[str, int, float]]: ...
+
+        def turn_facts(self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None,
+                       limit: int | None = None) -> list[TurnFact]: ...
 
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
         def _tx(self) -> contextlib.AbstractContextManager[Any]: ...
@@ -215,20 +262,29 @@ class SharedQueries:
 
     def turn_census(self, conversation_id: str) -> tuple[int, float, int] | None:
         # two index seeks, not a count (a COUNT over 20k turns costs 1.7 ms per call)
+        # the last position in range: one SQLite holds as text sorts after every integer
         rows = self._q(
             "SELECT f.id, f.created_at, l.position FROM "
             "(SELECT id, created_at FROM turns WHERE conversation_id = ? ORDER BY position LIMIT 1) f, "
-            "(SELECT position FROM turns WHERE conversation_id = ? ORDER BY position DESC LIMIT 1) l",
-            (conversation_id, conversation_id))
+            "(SELECT position FROM turns WHERE conversation_id = ? AND position BETWEEN 0 AND ? "
+            "ORDER BY position DESC LIMIT 1) l",
+            (conversation_id, conversation_id, MAX_POSITION))
         if not rows:
             return None
         r = rows[0]
-        return int(r[0]), float(r[1]), int(r[2])
+        # the first turn's identity only: a time that cannot be used is not read as one
+        created = float(r[1]) if type(r[1]) in (int, float) else UNREADABLE_TIME
+        return int(r[0]), created, int(r[2])
 
     # -- reads --------------------------------------------------------------------------
 
     def _decode(self, row: Sequence[Any]) -> StoredMessage | None:
         conv, pos, role, body, session, meta, created, tokens = row
+        if tokens is not None and not _is_int(tokens, 0, MAX_TURN_TOKENS):
+            # the turn index's count, not the message: the message stays, as one not indexed yet
+            self._salvage(conv, "turn", pos, f"tokens {tokens!r} is not an integer from 0 to {MAX_TURN_TOKENS}",
+                          what="turn skipped")
+            tokens = 0
         try:
             data = loads_stored(body)  # a row nested past what json decodes is salvaged too
             # the check that admitted the message on append runs on every read: a row of
@@ -297,30 +353,75 @@ class SharedQueries:
 
     @staticmethod
     def _turn(r: Sequence[Any]) -> TurnRow:
-        return TurnRow(r[0], int(r[1]), r[2], r[3], int(r[4]), r[5], float(r[6]), r[7], bool(r[8]),
-                       int(r[9] or 0), r[10], r[11], None if r[12] is None else int(r[12]))
+        # the checks only: a row that fails them is met by `_turn_rows`' second pass
+        if not (type(r[4]) is int and 0 <= r[4] <= MAX_TURN_TOKENS and type(r[6]) in (int, float)
+                and 0 <= r[6] <= MAX_TIMESTAMP and (r[9] is None or _is_int(r[9], MIN_TURN_PRIORITY, MAX_TURN_PRIORITY))
+                and (r[11] is None or _is_int(r[11], 0, MAX_POSITION))):
+            raise UnusableTurn(turn_problem(r[1], r[4], r[6], r[9], r[11]) or "unusable")
+        return TurnRow(r[0], int(r[1]), r[2], r[3], r[4], r[5], float(r[6]), r[7], bool(r[8]),
+                       r[9] or 0, r[10], r[11], None if r[12] is None else int(r[12]))
+
+    def _turn_rows(self, rows: Sequence[Sequence[Any]]) -> list[TurnRow]:
+        """`rows` of `_TURN_SELECT` as TurnRows; one that cannot be used is salvaged (a
+        "turn" row) and left out, as a turn not indexed yet is."""
+        try:
+            return [self._turn(r) for r in rows]
+        except (ValueError, TypeError):
+            pass  # a second pass, row by row: the first one stays as cheap as it was
+        out: list[TurnRow] = []
+        for r in rows:
+            try:
+                out.append(self._turn(r))
+            except (ValueError, TypeError) as exc:
+                self._salvage(r[0], "turn", r[1] if type(r[1]) is int else -1, exc, what="turn skipped")
+        return out
+
+    def usable_facts(self, conversation_id: str, rows: Sequence[Sequence[Any]],
+                     convert: Callable[[Sequence[Any]], TurnFact], *, limit: int | None,
+                     positions: Sequence[int] | None) -> list[TurnFact]:
+        """`turn_facts`' careful pass, once its one-pass conversion of `rows` failed: each
+        row converted alone, one the index cannot use (its tokens or time out of range, NULL
+        in the engine's SELECT) salvaged and left out. A page (`limit`) is filled up from
+        the rows after it: the turn cache reads pages until one comes back short."""
+        out: list[TurnFact] = []
+        for r in rows:
+            try:
+                out.append(convert(r))
+            except (ValueError, TypeError, OverflowError) as exc:
+                reason: object = exc
+                if r[2] is None:
+                    reason = f"tokens is not an integer from 0 to {MAX_TURN_TOKENS}"
+                elif r[3] is None:
+                    reason = f"created_at is not a time from 0 to {MAX_TIMESTAMP}"
+                self._salvage(conversation_id, "turn", r[1] if type(r[1]) is int else -1, reason, what="turn skipped")
+        if positions is None and limit is not None and len(rows) == limit and len(out) < limit:
+            out += self.turn_facts(conversation_id, after=int(rows[-1][1]), limit=limit - len(out))
+        return out
 
     def _turns_where(self, where: str, params: Sequence[Any]) -> list[TurnRow]:
-        return [self._turn(r) for r in self._q(self._TURN_SELECT + where, params)]
+        return self._turn_rows(self._q(self._TURN_SELECT + where, params))
 
     def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
         return self._turns_where("WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
                                  (conversation_id, start, MAX_POSITION if end is None else end))
 
     def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
-        rows = self._turns_where("WHERE t.conversation_id = ? ORDER BY t.position DESC LIMIT ?",
-                                 (conversation_id, limit))
+        # positions in range: one SQLite holds as text sorts after every integer
+        rows = self._turns_where("WHERE t.conversation_id = ? AND t.position <= ? ORDER BY t.position DESC LIMIT ?",
+                                 (conversation_id, MAX_POSITION, limit))
         return rows[::-1]
 
     def latest_position(self, conversation_id: str, role: str, *, after: int = -1,
                         skip: Collection[int] = ()) -> int | None:
         if not skip:
-            row = self._q("SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ? AND position > ?",
-                          (conversation_id, role, after))
+            # positions in range: one SQLite holds as text sorts after every integer
+            row = self._q("SELECT MAX(position) FROM turns WHERE conversation_id = ? AND role = ? "
+                          "AND position > ? AND position <= ?", (conversation_id, role, after, MAX_POSITION))
             return None if row[0][0] is None else int(row[0][0])
         # among the newest len(skip) + 1 turns of the role, one at least is not skipped
         rows = self._q("SELECT position FROM turns WHERE conversation_id = ? AND role = ? AND position > ? "
-                       "ORDER BY position DESC LIMIT ?", (conversation_id, role, after, len(skip) + 1))
+                       "AND position <= ? ORDER BY position DESC LIMIT ?",
+                       (conversation_id, role, after, MAX_POSITION, len(skip) + 1))
         return next((int(r[0]) for r in rows if int(r[0]) not in skip), None)
 
     def control_rows(self, conversation_ids: Sequence[str]) -> dict[str, list[tuple[int, dict[str, Any]]]]:

@@ -73,7 +73,7 @@ from tiermem.tiers.cold import (
     content_hash,
     rebuilt_labels,
 )
-from tiermem.tiers.dialect import POSTGRES, SALVAGE_ROW_IDS, SharedQueries
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SALVAGE_ROW_IDS, SharedQueries
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -83,6 +83,8 @@ from tiermem.tiers.errors import (
     ValidationError,
 )
 from tiermem.tiers.models import (
+    MAX_POSITION,
+    MAX_TIMESTAMP,
     AppendResult,
     ErasureReport,
     Message,
@@ -936,8 +938,11 @@ class PostgresStore(SharedQueries):
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
                    positions: Sequence[int] | None = None, limit: int | None = None) -> list[TurnFact]:
-        cols = ("t.id, t.position, t.tokens, t.created_at, t.session_id, vector_send(v.embedding), t.speaker, "
-                + ("NULL" if positions is not None else "f.text"))
+        # tokens and time NULL where out of range (a negative count, a NaN time), so that the
+        # one-pass conversion below fails for such a row (`usable_facts`)
+        cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "
+                f"CASE WHEN t.created_at BETWEEN 0 AND {MAX_TIMESTAMP} THEN t.created_at END, t.session_id, "
+                "vector_send(v.embedding), t.speaker, " + ("NULL" if positions is not None else "f.text"))
         join = "LEFT JOIN messages_vec v ON v.id = t.id AND t.embedded = 1 "
         if positions is not None:
             if not positions:
@@ -947,13 +952,20 @@ class PostgresStore(SharedQueries):
             params: tuple[Any, ...] = (conversation_id, list(positions))
         else:
             join += "LEFT JOIN messages_fts f ON f.id = t.id "
-            sql = f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s ORDER BY t.position"
-            params = (conversation_id, after)
+            sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s "
+                   "AND t.position <= %s ORDER BY t.position")
+            params = (conversation_id, after, MAX_POSITION)
             if limit is not None:
                 sql += " LIMIT %s"
                 params += (limit,)
-        return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7])
-                for r in self._read(sql, params)]
+        rows = self._read(sql, params)
+        try:
+            return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7]) for r in rows]
+        except (ValueError, TypeError):
+            pass  # a row the index cannot use: the careful pass, only now
+        return self.usable_facts(conversation_id, rows, lambda r: (
+            int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7]),
+            limit=limit, positions=positions)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -982,7 +994,7 @@ class PostgresStore(SharedQueries):
         return out
 
     def _turns(self, where: str, params: Sequence[Any] | Mapping[str, Any]) -> list[TurnRow]:
-        return [self._turn(r) for r in self._read(self._TURN_SELECT + where, params)]
+        return self._turn_rows(self._read(self._TURN_SELECT + where, params))
 
     def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
         if not positions:
@@ -1002,7 +1014,7 @@ class PostgresStore(SharedQueries):
             + self._TURN_SELECT + "WHERE t.conversation_id = %(c)s AND t.load_bearing = 1 AND t.priority >= %(m)s "
             "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT %(l)s)",
             {"c": conversation_id, "l": limit, "m": min_priority})
-        turns = [self._turn(r) for r in rows]
+        turns = self._turn_rows(rows)
         turns.sort(key=lambda t: (-(t.pinned_priority if t.pinned_priority is not None else t.priority), -t.position))
         return turns[:limit]
 

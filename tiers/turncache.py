@@ -29,6 +29,8 @@ Invariants:
   whole conversation. Turns appended between two pages are read by the later page; a
   conversation emptied or re-created meanwhile is caught by the next `get`'s census. An
   entry read while it was dropped (an erasure's `drop`) is handed out but not kept. A
+  turn-index row the store cannot use is not in the table (the store salvages it), as a
+  turn not indexed yet; an entry is known by the census's first turn all the same. A
   `TurnTable` handed out is a consistent snapshot (arrays are views of append-only
   buffers; rows below `n` are written before `n` moves past them, and a vector row is
   written before its `has_vec` flag).
@@ -329,6 +331,10 @@ class TurnCache:
                 e = _Entry(conversation_id, self.derive)
                 e.no_dense = True
                 self._read_after(e)
+        if first is not None and e.n:
+            # the census's first turn, not the first one read: a first row the index cannot
+            # use is left out of the table, and must not make every call reload it
+            e.first = first
         with self._lock:
             if conversation_id in self._dropped:  # dropped meanwhile: not kept
                 self._dropped.discard(conversation_id)
