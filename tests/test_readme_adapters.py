@@ -16,14 +16,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BLOCKS = re.findall(r"<!-- docs-test -->\n```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
 # what each example must print or leave behind (by its order in the README)
-EXPECT = ["", "items in the session", "You asked about Lisbon.", "'append', 'context'",
+EXPECT = ["", "items in the session", "last block: tool_result", "You asked about Lisbon.", "'append', 'context'",
           "over HTTP: [{'role': 'user', 'content': 'Window seat, always.'}]"]
-IDS = ["formats", "openai_agents", "langchain_langgraph", "mcp", "mcp_http"]
+IDS = ["formats", "openai_agents", "anthropic", "langchain_langgraph", "mcp", "mcp_http"]
 README_TOKENS = {"tok-alice-0123456789abcdef": "alice"}  # the token the README's serve command sets
 
 
 def test_every_marked_block_is_found() -> None:
-    assert len(BLOCKS) == len(EXPECT) == len(IDS) == 5
+    assert len(BLOCKS) == len(EXPECT) == len(IDS) == 6
 
 
 @pytest.mark.parametrize(("code", "expect", "name"), list(zip(BLOCKS, EXPECT, IDS, strict=True)), ids=IDS)
