@@ -118,3 +118,21 @@ def store_as_an_older_version(db: Path, name: str, body_json: str, metadata_json
                      "VALUES (?, 1, ?, 'assistant', ?, ?, 1.0)", (key, next_id, body_json, metadata_json))
     finally:
         conn.close()
+
+
+def sql_behind(cfg: Any, sql: str, params: tuple[Any, ...]) -> None:
+    """One statement (`?` placeholders) on the cold store `cfg` (a tiermem `Config`) names,
+    SQLite or PostgreSQL, behind tiermem's back: how tests plant rows an older version or
+    a hand edit left."""
+    if cfg.cold_url is None:
+        conn = sqlean.connect(str(cfg.db_path), isolation_level=None)
+        try:
+            conn.execute(sql, params)
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(cfg.cold_url, autocommit=True) as pg:
+        pg.execute(f'SET search_path TO "{cfg.cold_schema}"')
+        pg.execute(sql.replace("?", "%s"), params)

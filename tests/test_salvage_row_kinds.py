@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-import sqlean
+from cold_helpers import sql_behind
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from test_cold_salvage import corrupt
 
@@ -38,16 +38,7 @@ def engine_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
 
 
 def _rewrite(cfg: Config, sql: str, params: tuple[Any, ...]) -> None:
-    if cfg.cold_url is None:
-        conn = sqlean.connect(str(cfg.db_path), isolation_level=None)
-        try:
-            conn.execute(sql, params)
-        finally:
-            conn.close()
-        return
-    with psycopg.connect(cfg.cold_url, autocommit=True) as pg:
-        pg.execute(f'SET search_path TO "{cfg.cold_schema}"')
-        pg.execute(sql.replace("?", "%s"), params)
+    sql_behind(cfg, sql, params)
 
 
 def _break_message(cfg: Config, key: str, position: int) -> None:

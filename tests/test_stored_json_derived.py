@@ -29,10 +29,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
-import sqlean
+from cold_helpers import sql_behind
 from fastapi.testclient import TestClient
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from test_warm import redis_client  # noqa: F401  (pytest fixture)
@@ -84,16 +83,7 @@ def engine_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
 
 def _rewrite(cfg: Config, sql: str, params: tuple[Any, ...]) -> None:
     """One UPDATE behind tiermem's back (`?` placeholders), on the config's engine."""
-    if cfg.cold_url is None:
-        conn = sqlean.connect(str(cfg.db_path), isolation_level=None)
-        try:
-            conn.execute(sql, params)
-        finally:
-            conn.close()
-        return
-    with psycopg.connect(cfg.cold_url, autocommit=True) as pg:
-        pg.execute(f'SET search_path TO "{cfg.cold_schema}"')
-        pg.execute(sql.replace("?", "%s"), params)
+    sql_behind(cfg, sql, params)
 
 
 def _open(cfg: Config, embedder: FastEmbedder) -> Memory:

@@ -21,10 +21,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-import sqlean
 from cli_helpers import tm
+from cold_helpers import sql_behind
 from fastapi.testclient import TestClient
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
@@ -83,16 +82,7 @@ def _seed(cfg: Config, embedder: FastEmbedder, n: int = TURNS) -> str:
 def _rewrite(cfg: Config, key: str, column: str, value: str, position: int = BAD) -> None:
     """The turn row at `position` set to `value` (SQL text) behind tiermem's back."""
     sql = f"UPDATE turns SET {column} = {value} WHERE conversation_id = ? AND position = ?"
-    if cfg.cold_url is None:
-        conn = sqlean.connect(str(cfg.db_path), isolation_level=None)
-        try:
-            conn.execute(sql, (key, position))
-        finally:
-            conn.close()
-        return
-    with psycopg.connect(cfg.cold_url, autocommit=True) as pg:
-        pg.execute(f'SET search_path TO "{cfg.cold_schema}"')
-        pg.execute(sql.replace("?", "%s"), (key, position))
+    sql_behind(cfg, sql, (key, position))
 
 
 def _positions(ctx_messages: list[dict[str, Any]]) -> str:
