@@ -16,7 +16,10 @@ alternating each round:
 
 Printed per side: the other tenant's longest `context()` during the load (median over
 rounds, and the worst), its median call, and the huge conversation's first-call time.
-What remains with pages is mostly the GIL: the load derives every turn in Python."""
+What remains with pages is mostly the GIL: the load derives every turn in Python. And
+the peak memory of the load alone (`TurnCache.get` on a fresh cache, traced by
+`tracemalloc`, numpy's buffers included), against the size of the entry it keeps: one
+read holds every row of the conversation as Python objects at once, pages one page."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import statistics
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +92,27 @@ def once(data: Path, page_turns: int) -> dict[str, float]:
     return {"other_max_ms": max(waits), "other_p50_ms": statistics.median(waits), "first_ms": first}
 
 
+def peak_mb(data: Path, page_turns: int) -> tuple[float, float]:
+    """(peak MB traced while a fresh turn cache loads the huge conversation, MB its entry keeps)."""
+    saved = turncache.FACTS_PAGE_TURNS
+    turncache.FACTS_PAGE_TURNS = page_turns
+    try:
+        with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+            key = mem.cold.key_of("big", "long")
+            assert key is not None
+            cache = turncache.TurnCache(mem.cold)
+            tracemalloc.start()
+            try:
+                cache.get(key)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            kept = cache.stats()["bytes"]
+    finally:
+        turncache.FACTS_PAGE_TURNS = saved
+    return peak / 2**20, kept / 2**20
+
+
 def measure(turns: int, rounds: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-tc-"))
     try:
@@ -97,6 +122,8 @@ def measure(turns: int, rounds: int) -> dict[str, Any]:
             for side in (SIDES if r % 2 == 0 else SIDES[::-1]):
                 page = turns + 1 if side == "one_read" else turncache.FACTS_PAGE_TURNS
                 runs[side].append(once(tmp / "data", page))
+        memory = {side: peak_mb(tmp / "data", turns + 1 if side == "one_read" else turncache.FACTS_PAGE_TURNS)
+                  for side in SIDES}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out: dict[str, Any] = {"turns": turns, "rounds": rounds, "page_turns": turncache.FACTS_PAGE_TURNS}
@@ -105,7 +132,8 @@ def measure(turns: int, rounds: int) -> dict[str, Any]:
         out[side] = {"other_max_ms_median": round(statistics.median(x["other_max_ms"] for x in rs), 1),
                      "other_max_ms_worst": round(max(x["other_max_ms"] for x in rs), 1),
                      "other_p50_ms": round(statistics.median(x["other_p50_ms"] for x in rs), 2),
-                     "first_ms_median": round(statistics.median(x["first_ms"] for x in rs), 1)}
+                     "first_ms_median": round(statistics.median(x["first_ms"] for x in rs), 1),
+                     "load_peak_mb": round(memory[side][0], 1), "entry_mb": round(memory[side][1], 1)}
     out["ratio"] = round(out["one_read"]["other_max_ms_median"] / max(out["pages"]["other_max_ms_median"], 1e-9), 2)
     return out
 
@@ -121,13 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print("| turns | other tenant's longest call, one read (median / worst ms) | with pages | ratio "
-          "| its median call, one read / pages ms | first call, one read / pages ms |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "| its median call, one read / pages ms | first call, one read / pages ms "
+          "| load's peak memory, one read / pages MB (entry kept) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         a, b = r["one_read"], r["pages"]
         print(f"| {r['turns']:,} | {a['other_max_ms_median']} / {a['other_max_ms_worst']} | "
               f"{b['other_max_ms_median']} / {b['other_max_ms_worst']} | {r['ratio']}x | "
-              f"{a['other_p50_ms']} / {b['other_p50_ms']} | {a['first_ms_median']:.0f} / {b['first_ms_median']:.0f} |")
+              f"{a['other_p50_ms']} / {b['other_p50_ms']} | {a['first_ms_median']:.0f} / {b['first_ms_median']:.0f} | "
+              f"{a['load_peak_mb']} / {b['load_peak_mb']} ({b['entry_mb']}) |")
     return 0
 
 

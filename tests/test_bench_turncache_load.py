@@ -17,4 +17,5 @@ def test_bench_reports_both_sides(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     row = bench.measure(150, 1)
     for side in bench.SIDES:
         assert row[side]["first_ms_median"] > 0 and row[side]["other_max_ms_median"] > 0
+        assert row[side]["load_peak_mb"] > 0 and row[side]["entry_mb"] > 0
     assert row["page_turns"] == 40 and turncache.FACTS_PAGE_TURNS == 40  # restored after each side
