@@ -50,7 +50,12 @@ converted as `tiers.formats.to_chat` reads them: `function_call` and
 call's text, become `{"input": ...}`), their outputs `tool_result`; `reasoning` and
 hosted-tool items are left out (an OpenAI model's encrypted reasoning means nothing to
 Claude). Audio and non-PDF file parts become a short text reference (`[audio]`,
-`[file name]`); a PDF given as data is a `document` block.
+`[file name]`); a PDF given as data is a `document` block; an image given as data of a
+type a base64 source cannot have (the API takes JPEG, PNG, GIF and WebP) becomes
+`[image type]`. No text block is empty or blank (the API refuses one), in a
+`tool_result` either. A context that ends with an assistant message is sent as prefill
+(the API continues it) with its trailing whitespace cut, which the API refuses there
+(models without prefill refuse the request: end the context on a user message).
 
 Pairing: every `tool_use` is answered by a `tool_result` in the next user message. The
 planner keeps a call and its results in one unit (`tiers.formats.call_ids`), so a
@@ -65,7 +70,9 @@ context's tail are read (one read from the tail's first position, in pages) and 
 message is matched to its row: a message with tool calls by its first call id, a tool
 result by its call id, others by their wire form. A matched message gets its thinking
 blocks, citations and the rest back; one whose text the planner trimmed (a long tool
-output) keeps the trimmed text and only its thinking blocks and `is_error`. Without
+output) keeps the trimmed text and only its thinking blocks and `is_error`. An assistant
+message's thinking blocks come first, in their order (what the API requires of one with
+thinking), also where it is merged from several (a context of Responses items). Without
 `memory` nothing is restored: a tool loop with extended thinking needs it. Thinking
 blocks are not in the plan's token count (the API does not count earlier turns'
 thinking either; the current tool loop's does count).
@@ -126,8 +133,11 @@ CONTINUED_TEXT = "[earlier conversation continues]"
 # call's prefix), the head a middle eviction keeps, then the layers, latest first.
 BREAKPOINT_PRIORITY = ("stable", "context", "head", "late_pinned", "summary", "pinned", "system")
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL | re.IGNORECASE)
 PDF_MEDIA_TYPE = "application/pdf"
+DATA_SCHEME = "data:"
+# the media types a base64 image source may have (the API refuses any other with a 400)
+IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
 @dataclass(frozen=True)
@@ -383,10 +393,13 @@ def _part_block(p: dict[str, Any]) -> dict[str, Any] | None:
         return {"type": "text", "text": p.get("refusal", "")}
     if t == "image_url":
         url = (p.get("image_url") or {}).get("url", "")
+        if url[:len(DATA_SCHEME)].lower() != DATA_SCHEME:
+            return {"type": "image", "source": {"type": "url", "url": url}}
         m = _DATA_URL.fullmatch(url)
-        source = ({"type": "base64", "media_type": m.group(1), "data": m.group(2)} if m
-                  else {"type": "url", "url": url})
-        return {"type": "image", "source": source}
+        media_type = (m.group(1) if m else url[len(DATA_SCHEME):].split(",")[0].split(";")[0]).lower()
+        if m and media_type in IMAGE_MEDIA_TYPES:
+            return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": m.group(2)}}
+        return {"type": "text", "text": f"[image {media_type}]"}
     if t == "file":
         f = p.get("file") or {}
         m = _DATA_URL.fullmatch(f.get("file_data") or "")
@@ -419,13 +432,23 @@ def _without_cache_control(value: Any) -> Any:
 
 
 def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool) -> list[dict[str, Any]]:
-    """Put back what from_anthropic kept in metadata (see the module docstring)."""
+    """Put back what from_anthropic kept in metadata (see the module docstring): the
+    order, then the thinking blocks, then the extras, whose indexes count the thinking
+    blocks (a field put on the block at its index before they are would land on another)."""
     if exact:
         order = meta.get(ORDER_KEY)
         if isinstance(order, str) and len(order) == len(blocks):
             texts = iter([b for b in blocks if b["type"] != "tool_use"])
             uses = iter([b for b in blocks if b["type"] == "tool_use"])
             blocks = [next(uses) if c == "u" else next(texts) for c in order]
+    ahead = 0  # not exact: the thinking blocks go first, in their order (the API refuses them reordered)
+    for entry in meta.get(THINKING_KEY) or ():
+        if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
+                and isinstance(entry[1], dict) and entry[1].get("type") in THINKING_TYPES):
+            at = entry[0] if exact else ahead
+            blocks.insert(min(max(at, 0), len(blocks)), copy.deepcopy(entry[1]))
+            ahead += 1
+    if exact:
         for entry in meta.get(EXTRA_KEY) or ():
             if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
                     and 0 <= entry[0] < len(blocks) and isinstance(entry[1], dict)):
@@ -434,11 +457,6 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool)
                 if blocks[i]["type"] == "tool_use":
                     extra = {k: v for k, v in extra.items() if k in ("caller", "toolset_name")}
                 blocks[i] = {**blocks[i], **extra}
-    for entry in meta.get(THINKING_KEY) or ():
-        if (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int)
-                and isinstance(entry[1], dict) and entry[1].get("type") in THINKING_TYPES):
-            at = entry[0] if exact else 0  # trimmed: before the assistant's blocks, where the API wants it
-            blocks.insert(min(max(at, 0), len(blocks)), copy.deepcopy(entry[1]))
     return blocks
 
 
@@ -517,8 +535,8 @@ def _blocks_of(chat: dict[str, Any], stored: dict[tuple[str, str], tuple[dict[st
         kept = meta.get(CONTENT_KEY)
         if exact and isinstance(kept, list):
             result["content"] = _without_cache_control(copy.deepcopy(kept))
-        elif isinstance(content, list):
-            result["content"] = _content_blocks(content)
+        elif isinstance(content, list):  # the API refuses an empty text block here as at the top level
+            result["content"] = [b for b in _content_blocks(content) if _sendable(b)] or ""
         else:
             result["content"] = content if isinstance(content, str) else ""
         for entry in meta.get(EXTRA_KEY) or ():
@@ -593,8 +611,15 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
             mark = next((b for b in reversed(blocks) if b["type"] not in THINKING_TYPES), mark)
         last_block.append(mark)
     turns = _pair(turns)
+    for role, blocks in turns:
+        if role == "assistant":  # merged from several messages: its thinking first, in order
+            blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
     if turns and turns[0][0] == "assistant":
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
+    if turns and turns[-1][0] == "assistant":  # prefill: the API refuses it ending in whitespace
+        last = turns[-1][1][-1]
+        if last["type"] == "text":
+            last["text"] = last["text"].rstrip()  # not blank: _sendable kept it
     sent = {id(b) for b in system} | {id(b) for _r, bs in turns for b in bs}
     rank = {layer: i for i, layer in enumerate(BREAKPOINT_PRIORITY)}
     chosen: list[int] = []
