@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, SALVAGE_ROW_IDS, SQLITE, SharedQueries
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, SALVAGE_ROW_IDS, SQLITE, SharedQueries, view_end
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -1835,10 +1835,11 @@ class ColdStore(SharedQueries):
             "AND key = s.key) ORDER BY start_position, key", (conversation_id,))]
 
     def session_summary_ends(self, conversation_id: str) -> dict[str, int]:
-        return {r[0]: int(r[1]) for r in self._read(
+        # an end that cannot be used is no view's: that session reads as never summarized
+        return {r[0]: e for r in self._read(
             "SELECT key, end_position FROM summaries s WHERE conversation_id = ?1 AND kind = 'session' AND "
             "version = (SELECT MAX(version) FROM summaries WHERE conversation_id = ?1 AND kind = 'session' "
-            "AND key = s.key)", (conversation_id,))}
+            "AND key = s.key)", (conversation_id,)) if (e := view_end(r[1])) is not None}
 
     # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
 

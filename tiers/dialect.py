@@ -30,7 +30,13 @@ Invariants:
   turn not indexed yet is (the planner skips it; its message stays in `history`, counted
   as 0 tokens). Rows are converted in one pass and checked row by row only when that
   pass fails, so good rows cost what they did. A position out of range is left out by the
-  reads' own position bounds (text sorts after every integer in SQLite).
+  reads' own position bounds (text sorts after every integer in SQLite). The background
+  reads (`turn_times`, `turn_created_at`, `unlabeled_tail`) check each row with the same
+  `turn_problem`; the turn census reads an id or time it cannot use as UNREADABLE_ID/_TIME.
+- A view row whose columns cannot be used (`summary_problem`) is absent to `put_summary`
+  and to the sweep (`view_frontier`, `session_summary_ends`) as to its readers: the next
+  version is written after the highest version in 1..MAX_VIEW_VERSION, never onto the odd
+  row's number, and the odd row is never rewritten.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
@@ -110,6 +117,14 @@ MIN_TURN_PRIORITY, MAX_TURN_PRIORITY = -(2**31), 2**31 - 1
 # a census's first-turn time when the row holds none that can be read: no usable turn
 # has a negative time, so the census still compares equal to itself call after call
 UNREADABLE_TIME = -1.0
+# and its first-turn id: no turn's id (a message's rowid) is negative
+UNREADABLE_ID = -1
+# a view's versions: 1 up to one below PostgreSQL's INTEGER largest, so that the version
+# after any readable one still fits the column; a version outside (or SQLite text) is an
+# odd row, and a new version is written after the highest one in range, never onto it
+MAX_VIEW_VERSION = 2**31 - 2
+# the newest view rows put_summary looks through for one it can read (WarmStore reads as many)
+SUMMARY_LOOKBACK = 5
 
 
 def _is_int(v: object, lo: int, hi: int) -> bool:
@@ -136,6 +151,26 @@ def turn_problem(position: object, tokens: object, created: object, priority: ob
 
 class UnusableTurn(ValueError):
     """A turn-index row `turn_problem` refuses (raised inside a read, salvaged there)."""
+
+
+def summary_problem(row: Sequence[Any]) -> str | None:
+    """Why a stored view row (`SummaryRow`) cannot be used, naming the column and its limit
+    (None: it can). Its body is decoded by its reader (tiers.warm), not here."""
+    _conv, _kind, _key, version, start, end, body, tokens, summarizer, created = row
+    if not _is_int(version, 1, MAX_VIEW_VERSION):
+        return f"version {version!r} is not an integer from 1 to {MAX_VIEW_VERSION}"
+    if not _is_int(start, 0, MAX_POSITION):
+        return f"start_position {start!r} is not an integer from 0 to {MAX_POSITION}"
+    if not _is_int(end, start, MAX_POSITION):
+        return f"end_position {end!r} is not an integer from start_position ({start}) to {MAX_POSITION}"
+    if not _is_int(tokens, 0, MAX_TURN_TOKENS):
+        return f"tokens {tokens!r} is not an integer from 0 to {MAX_TURN_TOKENS}"
+    if type(created) not in (int, float):
+        # a number out of range is still the view's: its readers show no time for it
+        return f"created_at {created!r} is not a number"
+    if not isinstance(body, str) or not isinstance(summarizer, str):
+        return "body and summarizer must be text"
+    return None
 
 CONTROL_QUERY_KEYS = 500  # conversation ids per IN (...) list (SQLite allows 32766 parameters)
 # checkpoints read, newest first, for the newest one that can be read (latest_checkpoint)
@@ -264,17 +299,20 @@ class SharedQueries:
         # two index seeks, not a count (a COUNT over 20k turns costs 1.7 ms per call)
         # the last position in range: one SQLite holds as text sorts after every integer
         rows = self._q(
-            "SELECT f.id, f.created_at, l.position FROM "
-            "(SELECT id, created_at FROM turns WHERE conversation_id = ? ORDER BY position LIMIT 1) f, "
+            "SELECT f.id, f.created_at, l.position, f.position FROM "
+            "(SELECT id, created_at, position FROM turns WHERE conversation_id = ? ORDER BY position LIMIT 1) f, "
             "(SELECT position FROM turns WHERE conversation_id = ? AND position BETWEEN 0 AND ? "
             "ORDER BY position DESC LIMIT 1) l",
             (conversation_id, conversation_id, MAX_POSITION))
         if not rows:
             return None
         r = rows[0]
-        # the first turn's identity only: a time that cannot be used is not read as one
+        # the first turn's identity only: a time or an id that cannot be used is not read as one
         created = float(r[1]) if type(r[1]) in (int, float) else UNREADABLE_TIME
-        return int(r[0]), created, int(r[2])
+        if type(r[0]) is not int:
+            self._salvage(conversation_id, "turn", r[3] if type(r[3]) is int else -1,
+                          f"id {r[0]!r} is not an integer", what="turn skipped")
+        return r[0] if type(r[0]) is int else UNREADABLE_ID, created, int(r[2])
 
     # -- reads --------------------------------------------------------------------------
 
@@ -625,19 +663,30 @@ class SharedQueries:
                 raise ConversationNotFound(conv)
             if end > last:
                 raise ValidationError("end_position", f"{end} is past the last position {last}")
-            prev = c.execute(sql(
+            # the newest rows whose version is in range; an odd one (a version, range, count
+            # or time that cannot be used) is absent to the checks below, as it is to readers
+            # (WarmStore salvages it), but still holds its version number
+            rows = c.execute(sql(
                 f"SELECT {self._SUMMARY_COLS} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
-                "ORDER BY version DESC LIMIT 1"), (conv, kind, key)).fetchone()
+                "AND version BETWEEN 1 AND ? ORDER BY version DESC LIMIT ?"),
+                (conv, kind, key, MAX_VIEW_VERSION, SUMMARY_LOOKBACK)).fetchall()
+            prev = next((r for r in rows if summary_problem(r) is None), None)
             # behind the newest version (a slower refresher), or the very version again
             # (two processes that refreshed the same view from the same log): the newest
             # stays, nothing is written, no second fold. A refresh over the same range
             # that says something else (a full one after a relabeling) is a new version.
-            if prev is not None and (int(prev[5]) > end or (
-                    int(prev[5]) == end and int(prev[4]) == start and prev[8] == summarizer and prev[6] == body)
+            if prev is not None and (prev[5] > end or (
+                    prev[5] == end and prev[4] == start and prev[8] == summarizer and prev[6] == body)
             ) and keep_current(self._summary(prev)):
                 return int(prev[3]), self._summary(prev)
-            version = (int(prev[3]) if prev is not None else 0) + 1
-            if prev is not None and int(prev[5]) > end:
+            # after the highest version in range, whether its row can be read or not (a
+            # REAL 2.5 SQLite kept: 3), so no two rows share a number (the UNIQUE key)
+            top = rows[0][3] if rows else 0
+            version = math.floor(top) + 1
+            if version > MAX_VIEW_VERSION:
+                raise ValidationError("version", f"the view already has version {top}, the last one "
+                                      f"(versions run from 1 to {MAX_VIEW_VERSION})")
+            if rows and (rows[0] is not prev or prev[5] > end):
                 # a version that covers less than the one it replaces (which could not be
                 # read): the sweep must look at the conversation again, from the start
                 c.execute(sql("UPDATE conversations SET views_seq = views_seq + 1, views_through = -1 WHERE id = ?"),
@@ -725,17 +774,20 @@ class SharedQueries:
                                  "AND t.session_id = ? ORDER BY t.position", (conversation_id, after, end, session_id))
 
     def view_frontier(self) -> list[FrontierRow]:
-        # the conversations_views_behind partial index, then index seeks per conversation
+        # the conversations_views_behind partial index, then index seeks per conversation;
+        # each view's newest version in range, whose end, if it cannot be used, is read as
+        # no view: the sweep refreshes it, and the new version is one it can read
         rows = self._q(
             "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) AS lastpos, "
             "c.last_message_at, c.created_at, "
             "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'rolling' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
+            " AND s.key = '' AND s.version BETWEEN 1 AND ? ORDER BY version DESC LIMIT 1), "
             "(SELECT end_position FROM summaries s WHERE s.conversation_id = c.id AND s.kind = 'constraints' "
-            " AND s.key = '' ORDER BY version DESC LIMIT 1), "
-            f"c.views_seq, c.views_through FROM conversations c WHERE c.{VIEWS_BEHIND_SQL}")
-        return [(r[0], int(r[1]), float(r[2]), float(r[3]), None if r[4] is None else int(r[4]),
-                 None if r[5] is None else int(r[5]), int(r[6]), int(r[7])) for r in rows if r[1] is not None]
+            " AND s.key = '' AND s.version BETWEEN 1 AND ? ORDER BY version DESC LIMIT 1), "
+            f"c.views_seq, c.views_through FROM conversations c WHERE c.{VIEWS_BEHIND_SQL}",
+            (MAX_VIEW_VERSION, MAX_VIEW_VERSION))
+        return [(r[0], int(r[1]), float(r[2]), float(r[3]), view_end(r[4]), view_end(r[5]), int(r[6]), int(r[7]))
+                for r in rows if r[1] is not None]
 
     def mark_views_current(self, conversation_id: str, seq: int, through: int) -> bool:
         with self._tx() as c:
@@ -747,10 +799,28 @@ class SharedQueries:
                 (seq, through, conversation_id, seq))
             return bool(cur.rowcount)
 
+    # what `turn_problem` checks, first in each background read of the turn index below
+    _CHECKED = "position, tokens, created_at, priority, superseded_by"
+
+    def _indexed(self, conversation_id: str, rows: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+        """`rows` (`_CHECKED` first) that `turn_problem` accepts; another is salvaged as a
+        "turn" row and left out, as a turn not indexed yet is."""
+        out: list[Sequence[Any]] = []
+        for r in rows:
+            problem = turn_problem(*r[:5])
+            if problem is None:
+                out.append(r)
+            else:
+                self._salvage(conversation_id, "turn", r[0] if type(r[0]) is int else -1, problem,
+                              what="turn skipped")
+        return out
+
     def turn_times(self, conversation_id: str, after: int, *, session_id: str | None = None,
                    limit: int | None = None) -> list[tuple[int, str | None, float]]:
-        sql = "SELECT position, session_id, created_at FROM turns WHERE conversation_id = ? AND position > ?"
-        params: list[Any] = [conversation_id, after]
+        # positions in range: one SQLite holds as text sorts after every integer
+        sql = (f"SELECT {self._CHECKED}, session_id FROM turns WHERE conversation_id = ? AND position > ? "
+               "AND position <= ?")
+        params: list[Any] = [conversation_id, after, MAX_POSITION]
         if session_id is not None:
             sql += " AND session_id = ?"
             params.append(session_id)
@@ -758,14 +828,25 @@ class SharedQueries:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [(int(r[0]), r[1], float(r[2])) for r in self._q(sql, params)]
+        rows = self._q(sql, params)
+        out = [(int(r[0]), r[5], float(r[2])) for r in self._indexed(conversation_id, rows)]
+        if limit is not None and len(rows) == limit and len(out) < limit:
+            # a page stays full unless the log ends there: its reader stops at a short one
+            out += self.turn_times(conversation_id, rows[-1][0], session_id=session_id, limit=limit - len(out))
+        return out
 
     def turn_created_at(self, conversation_id: str, position: int) -> float | None:
-        rows = self._q("SELECT created_at FROM turns WHERE conversation_id = ? AND position = ?",
-                       (conversation_id, position))
-        return float(rows[0][0]) if rows else None
+        rows = self._indexed(conversation_id, self._q(
+            f"SELECT {self._CHECKED} FROM turns WHERE conversation_id = ? AND position = ?",
+            (conversation_id, position)))
+        return float(rows[0][2]) if rows else None
 
     def unlabeled_tail(self, conversation_id: str, after: int) -> list[tuple[int, float]]:
-        return [(int(r[0]), float(r[1])) for r in self._q(
-            "SELECT position, created_at FROM turns WHERE conversation_id = ? AND position > ? "
-            "AND intent IS NULL ORDER BY position", (conversation_id, after))]
+        return [(int(r[0]), float(r[2])) for r in self._indexed(conversation_id, self._q(
+            f"SELECT {self._CHECKED} FROM turns WHERE conversation_id = ? AND position > ? AND position <= ? "
+            "AND intent IS NULL ORDER BY position", (conversation_id, after, MAX_POSITION)))]
+
+
+def view_end(end: object) -> int | None:
+    """A view row's end_position as the sweep reads it; None (no view) when it cannot be used."""
+    return cast("int", end) if _is_int(end, 0, MAX_POSITION) else None

@@ -73,7 +73,7 @@ from tiermem.tiers.cold import (
     content_hash,
     rebuilt_labels,
 )
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SALVAGE_ROW_IDS, SharedQueries
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SALVAGE_ROW_IDS, SharedQueries, view_end
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -1416,9 +1416,10 @@ class PostgresStore(SharedQueries):
         return sorted(rows, key=lambda s: (s[4], s[2]))
 
     def session_summary_ends(self, conversation_id: str) -> dict[str, int]:
-        return {r[0]: int(r[1]) for r in self._read(
+        # an end that cannot be used is no view's: that session reads as never summarized
+        return {r[0]: e for r in self._read(
             "SELECT DISTINCT ON (key) key, end_position FROM summaries WHERE conversation_id = %s "
-            "AND kind = 'session' ORDER BY key, version DESC", (conversation_id,))}
+            "AND kind = 'session' ORDER BY key, version DESC", (conversation_id,)) if (e := view_end(r[1])) is not None}
 
     # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
 

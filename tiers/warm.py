@@ -36,7 +36,8 @@ Invariants:
   covers is in this log (the timelines agree up to that append).
 - A stored row that cannot be decoded (`tiers.models.loads_stored`: corrupt, or nested
   past what json decodes; a column or a sentence of the wrong type, or a sentence
-  position outside 0..MAX_POSITION) is logged, counted (`salvaged`) and skipped; `latest` then
+  position outside 0..MAX_POSITION; a version, range or count out of range:
+  `tiers.dialect.summary_problem`) is logged once, counted (`salvaged`) and skipped; `latest` then
   answers the newest version that decodes, or none, as for a view never written (a
   refresh then writes a new version: `put` is not held back by a version it cannot
   read). A cache entry that cannot be decoded is a miss.
@@ -56,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tiermem.tiers.dialect import summary_problem
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.keys import escape_id, hash_tag, turn_fingerprint
 from tiermem.tiers.models import MAX_POSITION, TurnRow, loads_stored
@@ -260,6 +262,7 @@ class WarmStore:
         self.redis = redis_client
         self.key_prefix = key_prefix
         self.salvaged = 0
+        self._salvaged_seen: set[tuple[str, str, str, str]] = set()
         self.cache_errors = 0
         self._cache_script: Any = None
 
@@ -268,6 +271,9 @@ class WarmStore:
     def _decode(self, row: Sequence[Any]) -> SummaryView | None:
         conv, kind, key, version, start, end, body, tokens, summarizer, created = row
         try:
+            problem = summary_problem(row)  # a column of the wrong type or out of its range
+            if problem is not None:
+                raise ValueError(problem)
             data = loads_stored(body)  # nested past what json decodes: salvaged, not a RecursionError
             if not isinstance(data, list):
                 raise ValueError("body is not a list")
@@ -276,8 +282,12 @@ class WarmStore:
                                str(summarizer), float(created))
         except (ValueError, TypeError) as exc:
             self.salvaged += 1
-            log.warning("salvage: skipped summary conversation=%s kind=%s key=%s version=%s: %s",
-                        conv, kind, key, version, exc)
+            # warn the first time; every refresh and read of the view meets the row again
+            seen = (conv, kind, key, repr(version))
+            level = logging.DEBUG if seen in self._salvaged_seen else logging.WARNING
+            self._salvaged_seen.add(seen)
+            log.log(level, "salvage: skipped summary conversation=%s kind=%s key=%s version=%r: %s",
+                    conv, kind, key, version, exc)
             return None
 
     # -- cache ---------------------------------------------------------------------------
