@@ -77,6 +77,21 @@ thinking), also where it is merged from several (a context of Responses items). 
 blocks are not in the plan's token count (the API does not count earlier turns'
 thinking either; the current tool loop's does count).
 
+Which thinking goes back (`thinking=`): by default only the current tool loop's, the
+assistant turns after the last user turn that answers no tool call (one that holds
+results continues the loop, text after them included). A thinking
+block is valid only while everything before it (system, tools, earlier messages) is
+what Claude saw when it wrote it; models with preserved thinking check that and answer
+400 (or drop the block) when it is not (platform.claude.com/docs/build-with-claude/
+preserved-thinking/prefix-checks). A memory rewrites what comes before by design
+(pinned facts and summaries in `system`, turns evicted, retrieved turns placed), so
+older turns' thinking would fail the check; Anthropic's advice for an integration that
+trims or summarizes earlier turns is to remove the thinking of the turns it keeps. The
+current loop's thinking is what the API requires (an assistant turn with thinking
+continuing a tool loop) and stays valid while the context is append-only (tiermem's
+epochs); a new epoch inside a loop can still invalidate it. `thinking="all"` sends every
+restored block, for models without the check.
+
 `cache_control`: one `{"type": "ephemeral"}` mark per breakpoint of `ctx.plan`, at most
 `max_breakpoints` (Anthropic's limit of 4, less the marks the caller puts on its
 tools), the most valuable first (`BREAKPOINT_PRIORITY`: the end of the stable prefix,
@@ -128,6 +143,7 @@ EPHEMERAL = {"type": "ephemeral"}
 # The opening user message of a context whose first message is the assistant's (the
 # Messages API refuses that opening; the tail can start with a reply).
 CONTINUED_TEXT = "[earlier conversation continues]"
+THINKING_SCOPES = ("current_loop", "all")  # which assistant turns' thinking goes back (module docstring)
 # Which breakpoints get a mark when there are more than the request may carry: the end of
 # the stable prefix (read back by every call of the epoch), the whole context (the next
 # call's prefix), the head a middle eviction keeps, then the layers, latest first.
@@ -581,10 +597,33 @@ def _pair(turns: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
+def _current_loop_thinking(turns: list[list[Any]]) -> list[list[Any]]:
+    """`turns` with the thinking blocks of every assistant turn before the current tool
+    loop left out; an assistant turn left empty goes, and the user turns around it merge."""
+    start = next((i for i in range(len(turns) - 1, -1, -1)
+                  if turns[i][0] == "user" and all(b["type"] != "tool_result" for b in turns[i][1])), None)
+    if start is None:
+        return turns
+    out: list[list[Any]] = []
+    for i, (role, blocks) in enumerate(turns):
+        if role == "assistant" and i < start:
+            blocks = [b for b in blocks if b["type"] not in THINKING_TYPES]
+            if not blocks:
+                continue
+        if out and out[-1][0] == role:
+            out[-1][1].extend(blocks)
+        else:
+            out.append([role, blocks])
+    return out
+
+
 def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
-                 max_breakpoints: int = MAX_BREAKPOINTS) -> AnthropicRequest:
+                 max_breakpoints: int = MAX_BREAKPOINTS, thinking: str = "current_loop") -> AnthropicRequest:
     """A context as a Messages API request (module docstring, "Out"); `memory`, the one
-    the context came from, restores what `from_anthropic` kept in metadata."""
+    the context came from, restores what `from_anthropic` kept in metadata; `thinking`,
+    whose turns' thinking blocks go back (module docstring)."""
+    if thinking not in THINKING_SCOPES:
+        raise ValidationError("thinking", f"must be one of {', '.join(THINKING_SCOPES)}")
     if isinstance(max_breakpoints, bool) or not isinstance(max_breakpoints, int) \
             or not 0 <= max_breakpoints <= MAX_BREAKPOINTS:
         raise ValidationError("max_breakpoints", f"must be an integer within 0..{MAX_BREAKPOINTS} "
@@ -611,6 +650,8 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
             mark = next((b for b in reversed(blocks) if b["type"] not in THINKING_TYPES), mark)
         last_block.append(mark)
     turns = _pair(turns)
+    if thinking == "current_loop":
+        turns = _current_loop_thinking(turns)
     for role, blocks in turns:
         if role == "assistant":  # merged from several messages: its thinking first, in order
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
