@@ -5,13 +5,16 @@ response bodies.
 Invariants: every request model forbids unknown fields (except `MessageIn`, whose extra
 fields are the message body, checked by tiers.formats), bounds every number the store
 keeps (`MAX_POSITION`, `MAX_CREATED_AT`) and refuses NaN/Infinity; every response body
-is finite JSON (`finite`): no NaN, no Infinity, whatever a stored row holds.
+is finite JSON (`finite`): no NaN, no Infinity, whatever a stored row holds. A
+`format` field picks the wire format of the messages a route takes or answers: OpenAI's
+(the default, whose answers are the same as before the field existed) or Anthropic's,
+converted by `tiermem.adapters.anthropic` alone, so HTTP and the library agree.
 """
 
 import math
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -26,6 +29,7 @@ from tiermem.memory import (
     MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
 )
+from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.tiers.models import (
     ID_PATTERN,
     MAX_JSON_DEPTH,
@@ -41,6 +45,12 @@ MAX_CREATED_AT = MAX_TIMESTAMP  # the last instant a datetime can show (tiers.mo
 _ID_SCHEMA: dict[str, Any] = {"pattern": ID_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS}
 _ID_DOC = "ASCII letters, digits and . _ : @ - (not starting with . or -)"
 ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_schema_extra=_ID_SCHEMA)]
+
+# the wire formats of messages; OpenAI's is the default, what every route spoke before
+MessageFormat = Literal["openai", "anthropic"]
+OPENAI_FORMAT: MessageFormat = "openai"
+# to_anthropic's `thinking` (its THINKING_SCOPES, which a test holds this equal to)
+ThinkingScope = Literal["current_loop", "all"]
 
 
 # -- request and response models ---------------------------------------------------------------
@@ -68,10 +78,15 @@ class MessageIn(Message):
 
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES, description=(
+        "OpenAI-format messages; with `format: \"anthropic\"`, Anthropic MessageParams or replies, each "
+        "stored as the OpenAI messages `from_anthropic` makes of it (its envelope fields on every one)"))
     session_id: str | None = Field(
         None, min_length=1, max_length=128, description="applied to every message of the batch"
     )
+    format: MessageFormat = Field(OPENAI_FORMAT, description=(
+        "the format of `messages`: `openai` (Chat Completions messages or Responses items) or `anthropic` "
+        "(Messages API `{role, content}` params or whole replies, `id`/`model`/`usage` kept in metadata)"))
 
 
 class ContextIn(BaseModel):
@@ -85,6 +100,16 @@ class ContextIn(BaseModel):
     truncate_latest: bool = Field(
         False, description="cut the latest user message instead of failing when it alone exceeds the budget"
     )
+    format: MessageFormat = Field(OPENAI_FORMAT, description=(
+        "the answer's format: `openai` (`messages` ready for Chat Completions) or `anthropic` (`system` and "
+        "`messages` ready for Anthropic's `messages.create`, thinking blocks and metadata restored)"))
+    # None: the adapter's default; refused with format openai, where they mean nothing
+    thinking: ThinkingScope | None = Field(None, description=(
+        "format anthropic only: whose thinking blocks go back, `current_loop` (default: the current tool "
+        "loop's, what models with preserved thinking accept) or `all`"))
+    max_breakpoints: int | None = Field(None, ge=0, le=MAX_BREAKPOINTS, description=(
+        f"format anthropic only: at most this many `cache_control` marks (default {MAX_BREAKPOINTS}, "
+        f"Anthropic's limit; less the marks your tools carry)"))
 
 
 class ForkIn(BaseModel):
@@ -196,8 +221,23 @@ class ActiveOut(BaseModel):
 
 
 class ContextOut(BaseModel):
+    # forbid: an Anthropic answer (more fields) never validates as this one in the union
+    model_config = ConfigDict(extra="forbid")
     messages: list[dict[str, Any]] = Field(description="OpenAI-format messages, ready to send")
     tokens: int = Field(description="exact token count of `messages`, never above the budget")
+    plan: dict[str, Any] = Field(description="every slice, why it was chosen, what was left out")
+    explain: str = Field(description="the plan as text")
+
+
+class AnthropicContextOut(BaseModel):
+    """The context with `format: "anthropic"`: `to_anthropic`'s request, with the plan."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: Literal["anthropic"] = Field(description="the answer's format, as asked")
+    system: list[dict[str, Any]] = Field(description="Anthropic `system` text blocks (empty: send no system)")
+    messages: list[dict[str, Any]] = Field(description="Anthropic messages, user and assistant alternating")
+    tokens: int = Field(description="exact token count of the planned context, never above the budget "
+                        "(thinking blocks not counted, as the API counts no earlier turn's)")
     plan: dict[str, Any] = Field(description="every slice, why it was chosen, what was left out")
     explain: str = Field(description="the plan as text")
 

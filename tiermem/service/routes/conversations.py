@@ -4,13 +4,22 @@ and checkpoints, under /v1/conversations/{conversation_id}.
 Invariants: every route acts in the namespace `auth.conversation_scope` resolved, which
 answers a namespace outside the token's prefix exactly like a missing conversation
 (before the body is validated); writes answer 201; every body returned is finite JSON.
+A batch with `format: "anthropic"` is converted by `from_anthropic` (one Anthropic
+message may become several stored ones; `positions` lists them all) and appended in the
+same one transaction: a message any step refuses is named by its index in the batch as
+sent (`messages[2].content[1].type`) and nothing is written. The single-message route
+takes OpenAI messages only: its body is the message itself, and its answer one position.
 """
 
+import re
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
+from tiermem.adapters.anthropic import METADATA_KEYS, from_anthropic
+from tiermem.errors import ValidationError
 from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import Ns
 from tiermem.service.runtime import RuntimeDep
@@ -18,6 +27,7 @@ from tiermem.service.schemas import (
     APPEND_ERRORS,
     CONV_ERRORS,
     MAX_POSITION,
+    OPENAI_FORMAT,
     ActiveOut,
     AppendOut,
     BatchIn,
@@ -41,6 +51,7 @@ from tiermem.tiers.models import validate_id
 CONVERSATION = "/v1/conversations/{conversation_id}"
 
 conversation_routes = APIRouter(prefix=CONVERSATION)
+_BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
 
 
 @conversation_routes.post(
@@ -65,13 +76,48 @@ def append(conversation_id: ConvId, message: MessageIn, ns: Ns, runtime: Runtime
     summary="Append messages in one transaction (all or nothing)",
 )
 def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: RuntimeDep) -> BatchOut:
-    positions = runtime.mem().append_many(
-        conversation_id,
-        list(batch.messages),
-        namespace=ns,
-        session_id=batch.session_id,
-    )
+    if batch.format == OPENAI_FORMAT:
+        messages: Sequence[MessageIn | dict[str, Any]] = list(batch.messages)
+        sent_as: list[int] | None = None
+    else:
+        messages, sent_as = _from_anthropic(batch.messages, runtime.config.max_metadata_bytes)
+    try:
+        positions = runtime.mem().append_many(conversation_id, messages, namespace=ns, session_id=batch.session_id)
+    except ValidationError as exc:
+        m = _BATCH_INDEX.match(exc.field)
+        if sent_as is not None and m is not None and int(m.group(1)) < len(sent_as):
+            # the stored message's index is not the caller's: name the message as sent
+            exc.field = f"messages[{sent_as[int(m.group(1))]}]{exc.field[m.end():]}"
+            exc.args = (f"{exc.field}: {exc.problem}",)
+        raise
     return BatchOut(conversation_id=conversation_id, positions=positions)
+
+
+def _from_anthropic(sent: list[MessageIn], max_metadata_bytes: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """The OpenAI messages `from_anthropic` makes of each Anthropic message of a batch,
+    each carrying its message's envelope (its metadata beside the adapter's keys), and for
+    each the index of the message it came from. Converts them all before anything is
+    written, so a refusal of any leaves the batch unwritten."""
+    out: list[dict[str, Any]] = []
+    sent_as: list[int] = []
+    for i, m in enumerate(sent):
+        where = f"messages[{i}]"
+        taken = sorted(set(m.metadata or {}) & set(METADATA_KEYS))
+        if taken:
+            raise ValidationError(f"{where}.metadata.{taken[0]}", "is a key the Anthropic adapter keeps its "
+                                  f"blocks' data under (reserved: {', '.join(METADATA_KEYS)})")
+        try:
+            converted = from_anthropic(m.body(), max_metadata_bytes=max_metadata_bytes)
+        except ValidationError as exc:
+            raise ValidationError(f"{where}.{exc.field}", exc.problem) from None
+        for c in converted:
+            envelope: dict[str, Any] = {k: v for k, v in (("session_id", m.session_id), ("created_at", m.created_at))
+                                        if v is not None}
+            if m.metadata is not None or "metadata" in c:
+                envelope["metadata"] = {**(m.metadata or {}), **c.get("metadata", {})}
+            out.append({**c, **envelope})
+            sent_as.append(i)
+    return out, sent_as
 
 
 @conversation_routes.get(

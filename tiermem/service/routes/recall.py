@@ -7,14 +7,18 @@ conversation route (outside the prefix: 404 like a missing conversation), withou
 namespace route (403), and stays inside the exact namespace asked for; search text is
 never interpreted as query syntax; scores are finite. `POST /v1/search` takes the query
 in its body, so it stays out of URLs and of the logs that record them; it answers
-exactly as the GET.
+exactly as the GET. With `format: "anthropic"` the context is answered as
+`to_anthropic` builds it from the request's namespace (thinking and metadata restored
+from the stored rows), next to the same plan and token count; the default answer is
+OpenAI's, unchanged. `thinking` and `max_breakpoints` are refused without it.
 """
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from tiermem.adapters.anthropic import to_anthropic
 from tiermem.errors import ValidationError
 from tiermem.memory import MAX_SEARCH_K
 from tiermem.service.auth import Ns, SearchBodyNs, SearchNs
@@ -23,6 +27,8 @@ from tiermem.service.schemas import (
     CONV_ERRORS,
     DEFAULT_SEARCH_K,
     NS_ERRORS,
+    OPENAI_FORMAT,
+    AnthropicContextOut,
     ContextIn,
     ContextOut,
     ConvId,
@@ -33,17 +39,27 @@ from tiermem.service.schemas import (
 )
 
 recall_routes = APIRouter()
+ANTHROPIC_OPTIONS = ("thinking", "max_breakpoints")  # ContextIn's fields passed to to_anthropic
 
 
 @recall_routes.post(
     "/v1/conversations/{conversation_id}/context",
-    response_model=ContextOut,
+    response_model=ContextOut | AnthropicContextOut,
     responses=CONV_ERRORS,
     tags=["read"],
     summary="The slice of the past to send with this turn, under a hard token budget",
+    description="OpenAI-format messages by default; with `format: \"anthropic\"`, `system` and `messages` "
+    "for Anthropic's Messages API (`AnthropicContextOut`).",
 )
-def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDep) -> ContextOut:
-    ctx = runtime.mem().context(
+def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDep
+            ) -> ContextOut | AnthropicContextOut:
+    # the adapter's options the caller set; unset ones keep to_anthropic's defaults
+    options: dict[str, Any] = {f: v for f in ANTHROPIC_OPTIONS if (v := getattr(body, f)) is not None}
+    if body.format == OPENAI_FORMAT and options:
+        raise ValidationError(next(iter(options)), 'only with format "anthropic" (an OpenAI context has no '
+                              "thinking blocks or cache marks)")
+    mem = runtime.mem()
+    ctx = mem.context(
         conversation_id,
         body.query,
         body.budget,
@@ -54,6 +70,11 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
     )
     for hook in runtime.plan_hooks:
         hook(ns, ctx.plan)
+    if body.format != OPENAI_FORMAT:
+        # the request's namespace: the stored rows that restore thinking are read there
+        req = to_anthropic(ctx, mem.namespaced(ns), **options)
+        return AnthropicContextOut(format=body.format, system=finite(req.system), messages=finite(req.messages),
+                                   tokens=ctx.tokens, plan=finite(ctx.plan.to_dict()), explain=ctx.plan.explain())
     return ContextOut(
         messages=finite(ctx.messages),
         tokens=ctx.tokens,
