@@ -2,7 +2,9 @@
 
 Tools (each takes a conversation id; every call acts in one namespace): `append` a
 message, `context` for a query under a token budget (with the plan's reasons), `history`,
-`search`, `pin`, `unpin` and `erase` (with a confirmation argument). Input that tiermem
+`search`, `pin`, `unpin` and `erase` (with a confirmation argument). `context` answers
+OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
+`tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
 refuses comes back as a tool error whose text names the field, and nothing is written.
 What the tools return is rendered as the HTTP service renders it (`render`, the service's
 `finite`): a row an older version stored deeper than `MAX_RENDER_DEPTH` is served with
@@ -19,16 +21,18 @@ Built on the `mcp` package's `MCPServer` (mcp 2.x; `FastMCP` in mcp 1.x).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
+from tiermem.adapters.anthropic import to_anthropic
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import MAX_POSITION
 
+ANTHROPIC_FORMAT = "anthropic"
 HISTORY_PAGE_MAX = 500
 SEARCH_K_MAX = 100
 SERVER_NAME = "tiermem"
@@ -103,10 +107,18 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
                 budget: Annotated[int, Field(ge=1, description="hard cap on the returned tokens")] =
                 DEFAULT_BUDGET_TOKENS,
                 system: Annotated[str | None, Field(description="a system message to put first")] = None,
+                format: Annotated[Literal["openai", "anthropic"], Field(
+                    description="`openai`: Chat Completions messages; `anthropic`: `system` blocks and "
+                    "`messages` for Anthropic's messages.create")] = "openai",
                 ) -> dict[str, Any]:
-        out = guard("context", mem_of(ctx).context, conversation_id, query, budget, system=system)
-        return {"messages": render(out.messages), "tokens": out.tokens, "plan": render(out.plan.to_dict()),
-                "explain": out.plan.explain()}
+        mem = mem_of(ctx)
+        out = guard("context", mem.context, conversation_id, query, budget, system=system)
+        answer = {"messages": render(out.messages), "tokens": out.tokens, "plan": render(out.plan.to_dict()),
+                  "explain": out.plan.explain()}
+        if format == ANTHROPIC_FORMAT:
+            req = guard("context", to_anthropic, out, mem)
+            answer = {"format": format, "system": render(req.system), **answer, "messages": render(req.messages)}
+        return answer
 
     @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
                  "at most `limit` positions from position `start`; `next_start` is where the next page "
