@@ -33,7 +33,11 @@ Indexes count the Anthropic blocks that one stored message converts back to (a
 `max_metadata_bytes` is refused (`ValidationError` naming the largest block kept there,
 nothing returned to append); so is a block type other than text, image, `tool_use`,
 `tool_result`, thinking and redacted thinking (naming the block), an image given by
-file id, and a block a role cannot hold.
+file id, a block a role cannot hold, a block holding what stored JSON cannot (NaN or an
+infinity, a lone surrogate, an int past `str()`'s digit limit, nesting past the
+recursion limit: named by the block), and an id or tool name past the stored form's
+limits (`tiers.formats`: named by the field as sent). Whatever the input, the only
+exception is `ValidationError`, naming a field.
 
 **Out** (`to_anthropic`): a `Context` as an `AnthropicRequest` (`system` blocks and
 `messages`). The system messages the context opens with (the caller's system prompt,
@@ -115,7 +119,14 @@ from tiermem.adapters._common import HISTORY_PAGE, MemoryLike
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
 from tiermem.planner.plan import MAX_BREAKPOINTS, Context
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
-from tiermem.tiers.formats import call_ids, message_text, result_id, to_chat
+from tiermem.tiers.formats import (
+    CALL_ID_MAX_CHARS,
+    TOOL_NAME_MAX_CHARS,
+    call_ids,
+    message_text,
+    result_id,
+    to_chat,
+)
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -154,6 +165,11 @@ PDF_MEDIA_TYPE = "application/pdf"
 DATA_SCHEME = "data:"
 # the media types a base64 image source may have (the API refuses any other with a 400)
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+# how much of a refused value an error quotes: enough to recognise it, never a whole payload
+MAX_SHOWN_CHARS = 60
+MAX_SHOWN_INT = 10 ** 30  # larger ints are named by type (`repr` refuses past 4300 digits)
+# a field name an error may quote as the field itself; any other is named by its repr
+_PLAIN_FIELD = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -171,6 +187,31 @@ class AnthropicRequest:
 # -- in ---------------------------------------------------------------------------------------
 
 
+def _shown(value: Any) -> str:
+    """`value` as an error message may quote it: a string's repr (lone surrogates escaped)
+    cut to MAX_SHOWN_CHARS, a scalar's repr, else its type (a huge int has no repr)."""
+    if isinstance(value, str):
+        shown = repr(value)
+        return shown if len(shown) <= MAX_SHOWN_CHARS else shown[:MAX_SHOWN_CHARS] + "..."
+    if value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) < MAX_SHOWN_INT):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _json_bytes(value: Any, field: str) -> int:
+    """The size of `value` as stored JSON (UTF-8); ValidationError naming `field` for a value
+    the store cannot hold as JSON (NaN, infinities, lone surrogates, an int past `str()`'s
+    digit limit, nesting past the interpreter's recursion limit)."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+    except UnicodeEncodeError:
+        raise ValidationError(field, "is not valid UTF-8 (a lone surrogate)") from None
+    except RecursionError:
+        raise ValidationError(field, "is nested too deep to store") from None
+    except (TypeError, ValueError) as exc:  # NaN, infinities, an int past str()'s digit limit
+        raise ValidationError(field, f"is not storable as JSON ({exc})") from None
+
+
 def _plain(value: Any) -> Any:
     """An SDK object (pydantic) as JSON data, unset fields left out."""
     dump = getattr(value, "model_dump", None)
@@ -184,16 +225,19 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
     b = {k: v for k, v in b.items() if v is not None}  # a reply's model_dump() writes unset fields as null
     t = b.get("type")
     if t not in BLOCK_TYPES:
-        raise ValidationError(f"{path}.type", f"{t!r} is not a block type tiermem converts "
+        raise ValidationError(f"{path}.type", f"{_shown(t)} is not a block type tiermem converts "
                               f"(converted: {', '.join(BLOCK_TYPES)})")
     if t not in ROLE_BLOCKS[role]:
         raise ValidationError(f"{path}.type", f"a {role} message cannot hold a {t!r} block")
 
-    def need_str(key: str, *, nonempty: bool = False) -> None:
+    def need_str(key: str, *, nonempty: bool = False, max_chars: int | None = None) -> None:
         v = b.get(key)
         if not isinstance(v, str) or (nonempty and not v):
             raise ValidationError(f"{path}.{key}", "Field required (a non-empty string)" if nonempty
                                   else "Field required (a string)")
+        # the stored form's limit (tiers.formats), named here by the field as sent
+        if max_chars is not None and len(v) > max_chars:
+            raise ValidationError(f"{path}.{key}", f"{len(v)} characters exceed the limit of {max_chars} characters")
 
     if t == "text":
         need_str("text")
@@ -203,12 +247,12 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
     elif t == "redacted_thinking":
         need_str("data")
     elif t == "tool_use":
-        need_str("id", nonempty=True)
-        need_str("name", nonempty=True)
+        need_str("id", nonempty=True, max_chars=CALL_ID_MAX_CHARS)
+        need_str("name", nonempty=True, max_chars=TOOL_NAME_MAX_CHARS)
         if not isinstance(b.get("input"), dict):
             raise ValidationError(f"{path}.input", "must be an object (the tool's arguments)")
     elif t == "tool_result":
-        need_str("tool_use_id", nonempty=True)
+        need_str("tool_use_id", nonempty=True, max_chars=CALL_ID_MAX_CHARS)
         content = b.get("content", "")
         if not isinstance(content, str | list):
             raise ValidationError(f"{path}.content", "must be a string or a list of content blocks")
@@ -232,8 +276,11 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
             if not isinstance(source.get("url"), str):
                 raise ValidationError(f"{path}.source.url", "Field required (a string)")
         else:
-            raise ValidationError(f"{path}.source.type", f"{kind!r} has no OpenAI chat form "
+            raise ValidationError(f"{path}.source.type", f"{_shown(kind)} has no OpenAI chat form "
                                   "(converted: 'base64', 'url'; an image given by file id is not)")
+    # what the block holds anywhere (a tool's input, citations, a result's blocks) must be
+    # storable JSON: refused here by its block, not by the store or the wire after
+    _json_bytes(b, path)
     return b
 
 
@@ -257,7 +304,7 @@ class _Out:
         self.sources: list[tuple[int, int]] = []  # (block index in the Anthropic message, bytes kept)
 
     def keep(self, key: str, value: Any, source: int) -> None:
-        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+        size = _json_bytes(value, f"content[{source}]" if source >= 0 else "message")
         if key in (THINKING_KEY, EXTRA_KEY):
             self.meta.setdefault(key, []).append(value)
         else:
@@ -290,13 +337,19 @@ def from_anthropic(message: Any, *, max_metadata_bytes: int = DEFAULT_MAX_METADA
     if not reply:
         for k in m:
             if k not in PARAM_FIELDS:
-                raise ValidationError(str(k), "is not a field of an Anthropic MessageParam (its fields: content, "
-                                      "role); a reply carries type 'message'")
+                # a key that is no plain name (empty, control characters, lone surrogates)
+                # is quoted, not made the field: the field goes into paths and logs
+                plain = isinstance(k, str) and _PLAIN_FIELD.fullmatch(k)
+                raise ValidationError(k if plain else "message", f"{'' if plain else _shown(k) + ' '}is not a "
+                                      "field of an Anthropic MessageParam (its fields: content, role); a reply "
+                                      "carries type 'message'")
     role = m.get("role")
-    if role not in ROLE_BLOCKS or (reply and role != "assistant"):
-        raise ValidationError("role", f"must be 'user', 'assistant' or 'system' (a reply: 'assistant'), got {role!r}")
+    if not isinstance(role, str) or role not in ROLE_BLOCKS or (reply and role != "assistant"):
+        raise ValidationError("role", f"must be 'user', 'assistant' or 'system' (a reply: 'assistant'), "
+                              f"got {_shown(role)}")
     content = m.get("content")
     if isinstance(content, str):
+        _json_bytes(content, "content")
         blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
     elif isinstance(content, list):
         blocks = [_block(b, f"content[{i}]", role) for i, b in enumerate(content)]
