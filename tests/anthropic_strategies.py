@@ -73,7 +73,9 @@ replacements = st.one_of(
 )
 
 ids = st.from_regex(r"toolu_[A-Za-z0-9]{1,8}", fullmatch=True)
-texts = st.text(st.characters(codec="utf-8"), min_size=1, max_size=30)
+# what the API takes as text: not blank (it refuses a whitespace-only block), and no edge
+# whitespace (a final assistant message's is cut: the API refuses it in prefill)
+texts = st.text(st.characters(codec="utf-8"), min_size=1, max_size=30).map(str.strip).filter(bool)
 CITATION = {"type": "char_location", "cited_text": "21C", "document_index": 0, "document_title": "w",
             "start_char_index": 0, "end_char_index": 3}
 EPHEMERAL = {"type": "ephemeral"}

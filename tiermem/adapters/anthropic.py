@@ -529,10 +529,15 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool)
     return blocks
 
 
-def _stored(ctx: Context, memory: MemoryLike | None) -> dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]]:
-    """The context's tail rows that carry Anthropic metadata, by what matches them to a
-    context message: ("call", first call id), ("result", call id), ("body", wire JSON);
-    each with its chat form and metadata."""
+_Stored = dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]]
+
+
+def _stored(ctx: Context, memory: MemoryLike | None) -> _Stored:
+    """The context's tail rows, by what matches them to a context message: ("call", first
+    call id), ("result", call id), ("body", wire JSON); for each key its rows' chat forms and
+    metadata in log order. Rows without Anthropic metadata are kept too: the context shows
+    the tail in log order, so the n-th message with a key is the n-th row with it (two
+    equal messages, "ok" twice, each get their own row's metadata, not the later one's)."""
     if memory is None:
         return {}
     conv = ctx.plan.conversation_id
@@ -541,14 +546,14 @@ def _stored(ctx: Context, memory: MemoryLike | None) -> dict[tuple[str, str], tu
     if not positions:
         return {}
     lo, hi = min(positions), max(positions)
-    out: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+    out: _Stored = {}
     after: int | None = lo - 1 if lo > 0 else None
     try:
         while True:
             page, after = memory.history_page(conv, after=after, limit=HISTORY_PAGE)
             for row in page:
                 meta = row.metadata or {}
-                if row.position > hi or not any(k in meta for k in METADATA_KEYS):
+                if row.position > hi:
                     continue
                 chats = to_chat([row.body])
                 if len(chats) != 1:
@@ -556,7 +561,7 @@ def _stored(ctx: Context, memory: MemoryLike | None) -> dict[tuple[str, str], tu
                 chat = chats[0]
                 calls, rid = call_ids(row.body), result_id(row.body)
                 key = ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
-                out[key] = (chat, meta)
+                out.setdefault(key, []).append((chat, meta if any(k in meta for k in METADATA_KEYS) else {}))
             if after is None or (page and page[-1].position >= hi):
                 return out
     except ConversationNotFound:  # erased since the context was built: nothing to restore
@@ -567,14 +572,14 @@ def _key(chat: dict[str, Any]) -> str:
     return json.dumps(chat, sort_keys=True, ensure_ascii=False)
 
 
-def _blocks_of(chat: dict[str, Any], stored: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]]
-               ) -> tuple[str, list[dict[str, Any]]]:
+def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[str, Any]]]:
     """One chat message (wire form) as (role, Anthropic blocks); role "system" for a
     system or developer message, "" for nothing to send."""
     role = chat.get("role")
     calls, rid = call_ids(chat), result_id(chat)
     key = ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
-    hit = stored.get(key)
+    rows = stored.get(key)
+    hit = rows.pop(0) if rows else None  # the next row with this key, in log order
     meta = hit[1] if hit else {}
     exact = hit is not None and hit[0] == chat
     if role in ("system", "developer"):
