@@ -113,3 +113,20 @@ def test_found_refused_naming_the_field(message: Any, field: str) -> None:
     with pytest.raises(ValidationError) as err:
         from_anthropic(message)
     assert err.value.field == field
+
+
+def test_metadata_nested_past_the_recursion_limit_is_a_validation_error() -> None:
+    """Citations nested just below what one block's check reaches, but past it once the
+    message's whole metadata is encoded, raised a bare RecursionError (the one place the
+    size was computed without `_json_bytes`)."""
+    import sys
+
+    for depth in range(sys.getrecursionlimit() - 80, sys.getrecursionlimit() + 10):
+        nested: Any = "x"
+        for _ in range(depth):
+            nested = [nested]
+        msg = {"role": "assistant", "content": [{"type": "text", "text": "a", "citations": nested}]}
+        try:
+            from_anthropic(msg)
+        except ValidationError:
+            pass

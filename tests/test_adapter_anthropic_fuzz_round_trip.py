@@ -83,3 +83,22 @@ def test_equal_messages_each_get_their_own_rows_metadata(mem: Memory) -> None:
     req = to_anthropic(mem.context(cid, "0", 8000), mem)
     assert [[_strip(b) for b in m["content"]] for m in req.messages] == [
         [{"type": "text", "text": "0"}], [{"type": "text", "text": "ok"}], [cited]]
+
+
+def test_a_hidden_row_does_not_shift_the_matches(mem: Memory) -> None:
+    """A row the context does not show (here retracted) took its place in the n-th-row
+    matching, so the shown "ok" came back with the hidden one's thinking (a wrong signature:
+    a 400 from the API in a tool loop). Only the rows the tail shows are matched."""
+    from tiermem.adapters._common import retract_latest
+
+    sig = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxDYXJlZnVsbHkgdGhpbmsiMHNpZ25lZA=="
+    cid = "hidden-row"
+    mem.append_many(cid, from_anthropic({"role": "user", "content": "hi"}))
+    mem.append_many(cid, from_anthropic({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "OLD", "signature": sig}, {"type": "text", "text": "ok"}]}))
+    retract_latest(mem, cid)
+    mem.append_many(cid, from_anthropic({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "NEW", "signature": sig}, {"type": "text", "text": "ok"}]}))
+    req = to_anthropic(mem.context(cid, None, 8000), mem, thinking="all")
+    thinking = [b["thinking"] for m in req.messages for b in m["content"] if b["type"] == "thinking"]
+    assert thinking == ["NEW"]

@@ -115,10 +115,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tiermem.adapters._common import HISTORY_PAGE, MemoryLike
+from tiermem.adapters._common import MemoryLike, log_pages
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
 from tiermem.planner.plan import MAX_BREAKPOINTS, Context
-from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
     TOOL_NAME_MAX_CHARS,
@@ -314,10 +314,7 @@ class _Out:
     def finish(self, limit: int) -> dict[str, Any]:
         if not self.meta:
             return self.body
-        try:
-            size = len(json.dumps(self.meta, ensure_ascii=False, allow_nan=False).encode())
-        except (TypeError, ValueError) as exc:
-            raise ValidationError("metadata", f"what the OpenAI form has no field for is not JSON: {exc}") from None
+        size = _json_bytes(self.meta, "metadata")
         if size > limit:
             block, held = max(self.sources, key=lambda s: s[1]) if self.sources else (-1, size)
             field = f"content[{block}]" if block >= 0 else "message"
@@ -532,40 +529,40 @@ def _restore(blocks: list[dict[str, Any]], meta: dict[str, Any], *, exact: bool)
 _Stored = dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]]
 
 
+def _match_key(body: dict[str, Any], chat: dict[str, Any]) -> tuple[str, str]:
+    """What matches a context message to its stored row: ("call", first call id), ("result",
+    call id), else ("body", its chat form as JSON); `body` is the row's or the message's."""
+    calls, rid = call_ids(body), result_id(body)
+    return ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
+
+
 def _stored(ctx: Context, memory: MemoryLike | None) -> _Stored:
-    """The context's tail rows, by what matches them to a context message: ("call", first
-    call id), ("result", call id), ("body", wire JSON); for each key its rows' chat forms and
-    metadata in log order. Rows without Anthropic metadata are kept too: the context shows
-    the tail in log order, so the n-th message with a key is the n-th row with it (two
-    equal messages, "ok" twice, each get their own row's metadata, not the later one's)."""
+    """The rows the context's tail shows, by `_match_key`; for each key its rows' chat forms
+    and metadata in log order. Rows without Anthropic metadata are kept too: the context
+    shows its tail rows in log order, so the n-th message with a key is the n-th shown row
+    with it (two equal messages, "ok" twice, each get their own row's metadata, not the
+    later one's). Rows the tail does not show (a retracted one, a turn a middle eviction
+    cut) are left out, or they would shift the matches after them."""
     if memory is None:
         return {}
     conv = ctx.plan.conversation_id
-    positions = [p for it in ctx.plan.items if it.slice == "tail" and it.conversation_id == conv
-                 for p in it.positions]
-    if not positions:
+    shown = {p for it in ctx.plan.items if it.slice == "tail" and it.conversation_id == conv
+             for p in it.positions}
+    if not shown:
         return {}
-    lo, hi = min(positions), max(positions)
+    lo = min(shown)
     out: _Stored = {}
-    after: int | None = lo - 1 if lo > 0 else None
-    try:
-        while True:
-            page, after = memory.history_page(conv, after=after, limit=HISTORY_PAGE)
-            for row in page:
-                meta = row.metadata or {}
-                if row.position > hi:
-                    continue
-                chats = to_chat([row.body])
-                if len(chats) != 1:
-                    continue
-                chat = chats[0]
-                calls, rid = call_ids(row.body), result_id(row.body)
-                key = ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
-                out.setdefault(key, []).append((chat, meta if any(k in meta for k in METADATA_KEYS) else {}))
-            if after is None or (page and page[-1].position >= hi):
-                return out
-    except ConversationNotFound:  # erased since the context was built: nothing to restore
-        return out
+    # log_pages answers [] for a conversation erased since the context was built
+    for row in log_pages(memory, conv, after=lo - 1 if lo > 0 else None):
+        if row.position not in shown:
+            continue
+        chats = to_chat([row.body])
+        if len(chats) != 1:
+            continue
+        meta = row.metadata or {}
+        out.setdefault(_match_key(row.body, chats[0]), []).append(
+            (chats[0], meta if any(k in meta for k in METADATA_KEYS) else {}))
+    return out
 
 
 def _key(chat: dict[str, Any]) -> str:
@@ -577,8 +574,7 @@ def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[st
     system or developer message, "" for nothing to send."""
     role = chat.get("role")
     calls, rid = call_ids(chat), result_id(chat)
-    key = ("call", calls[0]) if calls else ("result", rid) if rid else ("body", _key(chat))
-    rows = stored.get(key)
+    rows = stored.get(_match_key(chat, chat))
     hit = rows.pop(0) if rows else None  # the next row with this key, in log order
     meta = hit[1] if hit else {}
     exact = hit is not None and hit[0] == chat

@@ -113,12 +113,11 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
                 ) -> dict[str, Any]:
         mem = mem_of(ctx)
         out = guard("context", mem.context, conversation_id, query, budget, system=system)
-        answer = {"messages": render(out.messages), "tokens": out.tokens, "plan": render(out.plan.to_dict()),
-                  "explain": out.plan.explain()}
+        rest = {"tokens": out.tokens, "plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
         if format == ANTHROPIC_FORMAT:
             req = guard("context", to_anthropic, out, mem)
-            answer = {"format": format, "system": render(req.system), **answer, "messages": render(req.messages)}
-        return answer
+            return {"format": format, "system": render(req.system), "messages": render(req.messages), **rest}
+        return {"messages": render(out.messages), **rest}
 
     @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
                  "at most `limit` positions from position `start`; `next_start` is where the next page "

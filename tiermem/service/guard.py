@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from tiermem.adapters.mcp_http import (
     JSONRPC_INVALID_REQUEST,
     JSONRPC_PARSE_ERROR,
-    MCP_PATH,
     MCP_PATHS,
     jsonrpc_refusal,
     refusal_message,
@@ -72,7 +71,7 @@ ENVELOPE_LEVELS: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"/v1/conversations/[^/]+/messages:batch"), 2),
     # a tools/call of the MCP append tool: {"params": {"arguments": {"message": <message>}}}
     # (the mcp package takes one JSON-RPC message per request, no batch array around it)
-    (re.compile(re.escape(MCP_PATH) + "/?"), 3),  # either spelling (MCP_PATHS)
+    (re.compile("|".join(map(re.escape, MCP_PATHS))), 3),  # either spelling
 )
 
 
