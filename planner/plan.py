@@ -258,7 +258,8 @@ class StoredItem(_Shape):
 class StoredView(_Shape):
     kind: str
     version: Count
-    covers: tuple[Position, Position]
+    # JSON gives a list where to_dict wrote a tuple: the pair's items stay strict
+    covers: tuple[Position, Position] = Field(strict=False)
     turns_behind: Count
     seconds_behind: Finite
     over_budget: bool

@@ -178,3 +178,17 @@ def test_a_bad_row_does_not_cut_the_turn_cache_short(tmp_path: Path, embedder: F
         m.turns.get(key)
         assert m.turns.reloads == reloads
         assert m.cold.stats()["salvaged_rows"] == len(bad)
+
+
+def test_a_nan_first_turn_time_does_not_reload_the_cache_every_call(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                                    embedder: FastEmbedder) -> None:
+    """PostgreSQL's double precision holds NaN, and NaN compares unequal to itself: the
+    census's first turn (id, NaN) never matched the cached entry's, so every `context()`
+    reread and re-derived the whole conversation. Such a time is no time (a constant)."""
+    cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema())
+    key = _seed(cfg, embedder)
+    _rewrite(cfg, key, "created_at", "'NaN'", position=0)
+    with _open(cfg, embedder) as m:
+        for _ in range(3):
+            m.context(CONV, QUERY, BUDGET)
+        assert m.turns.reloads == 0

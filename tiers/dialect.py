@@ -308,7 +308,9 @@ class SharedQueries:
             return None
         r = rows[0]
         # the first turn's identity only: a time or an id that cannot be used is not read as one
-        created = float(r[1]) if type(r[1]) in (int, float) else UNREADABLE_TIME
+        # NaN (PostgreSQL holds it) is no time: it compares unequal to itself, and the turn
+        # cache would read the census as a new first turn, reloading on every call
+        created = float(r[1]) if type(r[1]) in (int, float) and 0 <= r[1] <= MAX_TIMESTAMP else UNREADABLE_TIME
         if type(r[0]) is not int:
             self._salvage(conversation_id, "turn", r[3] if type(r[3]) is int else -1,
                           f"id {r[0]!r} is not an integer", what="turn skipped")
