@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cold_helpers import raw
+from cold_helpers import raw, rewrite_stored
 
 import tiermem.tiers.cold as cold_module
 from tiermem.tiers.cold import ColdStore
@@ -250,3 +250,23 @@ def test_a_fork_past_the_end_is_refused_at_once(store: ColdStore, up_to: int) ->
     assert not worker.is_alive()  # before: 2**62 / 2,000 reads, effectively forever
     assert len(out) == 1 and isinstance(out[0], PositionOutOfRange)
     assert store.key_of("acme", "too-far") is None
+
+
+def test_a_text_time_in_the_parent_does_not_fail_the_fork(tmp_path: Path, counter: BpeTokenCounter) -> None:
+    """A message row an older version or a hand edit left with `created_at` as text: the
+    batched fork converted each batch's newest time with float() and raised where the fork
+    before it (one MAX over the prefix, stored as the column holds it) succeeded."""
+    db = tmp_path / "tiermem.db"
+    s = ColdStore(db, tokens=counter)
+    key = s.append_batch("c", [Message(role="user", content=f"turn {i}") for i in range(5)]).key
+    s.close()
+    rewrite_stored(db, key, [(2, "created_at", "not a time")])
+    s = ColdStore(db, tokens=counter)
+    try:
+        child = s.fork(key, 3)
+        info = s.conversation(child)
+        assert info is not None and info["messages"] == 4
+        # the odd row is salvaged on read, in the parent as in the child
+        assert [m.position for m in s.history(child)] == [m.position for m in s.history(key, end=3)]
+    finally:
+        s.close()

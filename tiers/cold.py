@@ -163,7 +163,7 @@ def _vec_bytes(v: np.ndarray) -> bytes:
     return np.ascontiguousarray(v, dtype=np.float32).tobytes()
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _ForkCopy:
     """What each batch of one fork needs (`ColdStore.fork`)."""
 
@@ -174,8 +174,6 @@ class _ForkCopy:
     up_to: int
     base: int  # the child's message at position p gets id base + p
     now: float
-    has_vec: bool = False  # whether the batch being copied has a vector table to copy
-    last_at: float = 0.0  # the newest created_at copied so far
 
 
 class ColdStore(SharedQueries):
@@ -918,7 +916,7 @@ class ColdStore(SharedQueries):
         c.executemany("INSERT OR IGNORE INTO temp.fork_skip(position) VALUES (?)", [(p,) for p in bad])
         # the table, not this process's cached width, and at each batch: another process
         # may have made it since we opened, or a rebuild dropped it since the last batch
-        f.has_vec = self._has_vec()
+        has_vec = self._has_vec()
         args = (f.child, f.base, f.parent, lo, hi, f.up_to, f.namespace)
         c.execute(
             "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, created_at) "
@@ -927,16 +925,13 @@ class ColdStore(SharedQueries):
             "AND position NOT IN (SELECT position FROM temp.fork_skip) ORDER BY position",
             args[:5],
         )
-        f.last_at = max(f.last_at, float(c.execute(
-            "SELECT COALESCE(MAX(created_at), 0) FROM messages WHERE conversation_id = ? AND position BETWEEN ? AND ?",
-            (f.parent, lo, hi)).fetchone()[0]))
         self._step("fork:messages")
         c.execute(
             "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, created_at, "
             "embedded, intent, load_bearing, priority, label_reason, superseded_by) "
             "SELECT ?1, position, ?2 + position, role, session_id, tokens, content_hash, created_at, "
             # without a vector table the child's turns are embedded by catch-up
-            + ("embedded" if f.has_vec else "0") + ", intent, load_bearing, priority, label_reason, "
+            + ("embedded" if has_vec else "0") + ", intent, load_bearing, priority, label_reason, "
             "CASE WHEN superseded_by <= ?6 THEN superseded_by END "
             "FROM turns WHERE conversation_id = ?3 AND position BETWEEN ?4 AND ?5 "
             "AND position NOT IN (SELECT position FROM temp.fork_skip)",
@@ -952,7 +947,7 @@ class ColdStore(SharedQueries):
             args,
         )
         self._step("fork:index")
-        if f.has_vec:
+        if has_vec:
             # one statement: vec0 looks each vector up by rowid (the join's inner loop)
             want = int(c.execute(
                 "SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND position BETWEEN ? AND ? AND embedded = 1",
@@ -985,10 +980,14 @@ class ColdStore(SharedQueries):
             (f.parent,),
         ).fetchone()
         self._fork_name(c, f.parent, row, f.up_to, f.name)  # erased, or the name taken, since it began
+        # stored as the column holds it, as before the fork was batched (a row an older version
+        # or a hand edit left as text must not make the fork fail)
+        last_at = c.execute("SELECT MAX(created_at) FROM messages WHERE conversation_id = ? AND position <= ?",
+                            (f.parent, f.up_to)).fetchone()[0]
         c.execute(
             "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, last_message_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (f.child, f.name, f.namespace, f.parent, f.up_to, f.now, f.last_at),
+            (f.child, f.name, f.namespace, f.parent, f.up_to, f.now, last_at),
         )
         c.execute("CREATE TEMP TABLE IF NOT EXISTS fork_skip(position INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.fork_skip")
