@@ -1,5 +1,5 @@
 """A hot-set rebuild reads the bodies of the turns that stay hot only (tiermem.hotlink
-`_replay_rows`, tiers.hot `replay` / `install`), on a real redis-server and real SQLite.
+`_replay_rows`, tiers.hot `simulate_replay` / `HotTier.load`), on a real redis-server and real SQLite.
 
 Audit audit_huge, finding F6: rebuilding a conversation's set (after a FLUSHALL, a Redis
 restart, the idle TTL, a budget change) read, JSON-decoded and re-encoded every body of

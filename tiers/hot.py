@@ -624,16 +624,6 @@ class HotSet:
     tip: str = ""
 
 
-@dataclass(frozen=True)
-class Replay:
-    """A replayed hot set in scratch keys, not yet live (`HotTier._replay`): its members
-    in log order, whose payloads `HotTier.install` needs."""
-
-    conversation_id: str
-    scratch: str
-    members: list[int]
-
-
 @dataclass
 class ReplayState:
     """What replaying admits through APPLY_LUA leaves (`simulate_replay`), without texts."""
@@ -1082,23 +1072,16 @@ class HotTier:
         keys; payloads are kept here only for turns still hot after each chunk and are
         written by the final script, which renames the scratch keys over the live ones.
         """
-        payloads: dict[int, str] = {}
-        staged = self._replay(conversation_id, turns, generation=generation, tip=tip, keep=payloads)
-        return self.install(staged, payloads)
-
-    def _replay(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str, tip: str,
-                keep: dict[int, str] | None) -> Replay:
-        """`replay`; with `keep`, the turns' payloads are collected into it, pruned to the
-        members after each chunk (a whole log's texts are never held at once)."""
         scratch = secrets.token_hex(8)
         tmp = self.keys(conversation_id, scratch=scratch)
+        payloads: dict[int, str] = {}
         members: list[int] = []
         ops: list[str] = []
         first = True
         prev = -1
 
         def flush() -> None:
-            nonlocal first, members
+            nonlocal first, members, payloads
             res = self._apply(
                 conversation_id,
                 tmp,
@@ -1113,10 +1096,7 @@ class HotTier:
             first = False
             ops.clear()
             members = _ints(res[6])
-            if keep is not None:
-                kept = {p: keep[p] for p in members}
-                keep.clear()
-                keep.update(kept)
+            payloads = {p: payloads[p] for p in members}
 
         for t in turns:
             _check_turn(t)
@@ -1124,26 +1104,14 @@ class HotTier:
                 raise ValueError(f"rebuild needs ascending positions: {t.position} after {prev}")
             prev = t.position
             ops.append(_op("a", t.position, t.tokens, t.pinned, t.priority))
-            if keep is not None:
-                keep[t.position] = t.payload
+            payloads[t.position] = t.payload
             if len(ops) >= REBUILD_CHUNK:
                 flush()
         if ops or first:
             flush()
-        return Replay(conversation_id, scratch, members)
-
-    def install(self, staged: Replay, payloads: Mapping[int, str]) -> HotSet:
-        """Write the members' payloads into a replay's scratch set and rename it over the
-        live one in one script (readers see the old set or the whole new one). Raises
-        KeyError, having written nothing, when `payloads` lacks a member."""
-        conversation_id = staged.conversation_id
         args: list[Any] = [self.idle_ttl_ms]
-        for p in staged.members:
-            payload = payloads[p]
-            if not isinstance(payload, str):
-                raise TypeError(f"payload of position {p} must be a str, got {type(payload).__name__}")
-            args += (p, payload)
-        tmp = self.keys(conversation_id, scratch=staged.scratch)
+        for p in members:
+            args += (p, payloads[p])
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
         if status != "OK":
             raise HotStateLost(conversation_id, status, REBUILD_TTL_MS)
