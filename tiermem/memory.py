@@ -347,13 +347,10 @@ class Memory:
             raise ConversationNotFound(name, ns)
         return name, ns, key
 
-    def _erased(self, report: ErasureReport, *, forgotten: bool = False) -> None:
-        """After a retention operation: drop this Memory's derived copies (`_forget`;
-        `forgotten`: the store's `on_erased` already did, batch by batch, so a batch
-        that failed after others committed leaves none of theirs), then tell
-        `erasure_hooks` what went."""
-        if not forgotten:
-            self._forget(report.keys)
+    def _erased(self, report: ErasureReport) -> None:
+        """After a retention operation: tell `erasure_hooks` what went. This Memory's
+        derived copies are gone already: the store's `on_erased` (`_forget`) dropped them
+        batch by batch, so a batch that failed after others committed leaves none of theirs."""
         if not report.keys:
             return
         for hook in list(self.erasure_hooks):
@@ -613,7 +610,7 @@ class Memory:
             report = self.cold.prune(cutoff, all_namespaces=True, on_erased=self._forget)
         else:
             report = self.cold.prune(cutoff, namespace=self._ns(namespace), on_erased=self._forget)
-        self._erased(report, forgotten=True)
+        self._erased(report)
         return report
 
     def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
@@ -622,7 +619,7 @@ class Memory:
         domain action; disk reclaimed; a tombstone with counts and no content remains."""
         _name, _ns, key = self._key(conversation_id, namespace)
         report = self.cold.delete_conversation(key, on_erased=self._forget)
-        self._erased(report, forgotten=True)
+        self._erased(report)
         return report
 
     def delete_namespace(self, namespace: str) -> ErasureReport:
@@ -632,7 +629,7 @@ class Memory:
         if namespace is None:
             raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
         report = self.cold.delete_namespace(self._ns(namespace), on_erased=self._forget)
-        self._erased(report, forgotten=True)
+        self._erased(report)
         return report
 
     def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:

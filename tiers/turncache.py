@@ -199,7 +199,7 @@ class _Entry:
         self._grow(self.n + len(rows))
         texts: list[str | None] = []
         try:
-            for pid, pos, toks, created, session, blob, name, text in rows:
+            for _pid, pos, toks, created, session, blob, name, text in rows:
                 if name and len(self.names) < MAX_NAMES:
                     self.names.add(name)
                 i = self.n
@@ -222,8 +222,6 @@ class _Entry:
                 else:
                     self.pending.append(i)
                 texts.append(text)
-                if i == 0:
-                    self.first = (pid, created)
                 self.n = i + 1
                 self.last = pos
             return True
