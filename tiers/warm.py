@@ -57,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tiermem.tiers.dialect import summary_problem
+from tiermem.tiers.dialect import SUMMARY_LOOKBACK, summary_problem
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.keys import escape_id, hash_tag, turn_fingerprint
 from tiermem.tiers.models import MAX_POSITION, TurnRow, loads_stored
@@ -71,7 +71,6 @@ SUPERSEDED_PREFIX = "(superseded) "
 MAX_ERROR_CHARS = 2000
 ERRORS_KEPT_PER_VIEW = 20
 CACHE_TTL_S = 3600
-_SALVAGE_LOOKBACK = 5  # versions tried when the newest rows do not decode
 
 
 # ----------------------------------------------------------------------------------
@@ -375,7 +374,7 @@ class WarmStore:
         return view
 
     def _latest_cold(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
-        rows = self.cold.latest_summaries(conversation_id, kind, key, _SALVAGE_LOOKBACK)
+        rows = self.cold.latest_summaries(conversation_id, kind, key, SUMMARY_LOOKBACK)
         for r in rows:
             view = self._decode(r)
             if view is not None:
