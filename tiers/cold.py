@@ -185,6 +185,7 @@ class ColdStore(SharedQueries):
     """
 
     dialect = SQLITE
+    _log = log
 
     def __init__(
         self,
@@ -314,19 +315,6 @@ class ColdStore(SharedQueries):
     def ensure_vector_width(self, dim: int) -> None:
         """Make the vector table `dim` wide (a new width empties it, as a new embedder does)."""
         self._ensure_vec_table(dim)
-
-    @property
-    def salvaged(self) -> int:
-        """How many distinct stored rows could not be decoded (this process has met)."""
-        return len(self._salvaged_rows)
-
-    def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *, what: str = "skipped") -> None:
-        key = (conversation_id, kind, int(row))
-        # warn the first time; later reads of the same row would only repeat it
-        level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
-        self._salvaged_rows.add(key)
-        log.log(level, "salvage: %s conversation=%s %s=%s: %s", what, conversation_id, SALVAGE_ROW_IDS[kind], row,
-                reason)
 
     def _read_vec_dim(self) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 import time
 import uuid
@@ -185,6 +186,7 @@ class SharedQueries:
     on both engines but for the dialect."""
 
     dialect: ClassVar[Dialect]
+    _log: ClassVar[logging.Logger]  # the engine's logger (salvage lines name it)
 
     if TYPE_CHECKING:  # what each engine provides
         _salvaged_rows: set[tuple[str, str, int]]  # (conversation, kind, SALVAGE_ROW_IDS[kind])
@@ -205,8 +207,6 @@ class SharedQueries:
         def _tx(self) -> contextlib.AbstractContextManager[Any]: ...
         @staticmethod
         def _require_in(c: Any, key: str) -> None: ...
-        def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *,
-                     what: str = "skipped") -> None: ...
         def _location(self) -> str: ...
         def _lock_summaries(self, c: Any, conversation_id: str) -> None: ...
         def _derived_text(self, text: str) -> str: ...
@@ -214,8 +214,19 @@ class SharedQueries:
         def files_bytes(self) -> int: ...
         def list_conversations(self, namespace: str, *, exclude: str | None = None,
                                limit: int | None = None) -> list[str]: ...
-        @property
-        def salvaged(self) -> int: ...
+
+    @property
+    def salvaged(self) -> int:
+        """How many distinct stored rows could not be decoded (this process has met)."""
+        return len(self._salvaged_rows)
+
+    def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *, what: str = "skipped") -> None:
+        key = (conversation_id, kind, int(row))
+        # warn the first time; later reads of the same row would only repeat it
+        level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
+        self._salvaged_rows.add(key)
+        self._log.log(level, "salvage: %s conversation=%s %s=%s: %s", what, conversation_id, SALVAGE_ROW_IDS[kind],
+                      row, reason)
 
     def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """A shared read, in the engine's dialect."""

@@ -464,6 +464,7 @@ class PostgresStore(SharedQueries):
     machines may open the same database and schema at once."""
 
     dialect = POSTGRES
+    _log = log
 
     def __init__(
         self,
@@ -664,17 +665,6 @@ class PostgresStore(SharedQueries):
             pool, self._pool = self._pool, None
         if pool is not None and self._owns_pool:
             pool.close()
-
-    @property
-    def salvaged(self) -> int:
-        return len(self._salvaged_rows)
-
-    def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *, what: str = "skipped") -> None:
-        key = (conversation_id, kind, int(row))
-        level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
-        self._salvaged_rows.add(key)
-        log.log(level, "salvage: %s conversation=%s %s=%s: %s", what, conversation_id, SALVAGE_ROW_IDS[kind], row,
-                reason)
 
     # -- conversations ----------------------------------------------------------------
 
