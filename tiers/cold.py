@@ -667,13 +667,7 @@ class ColdStore(SharedQueries):
             if limit is not None:
                 sql += " LIMIT ?"
                 params += (limit,)
-        rows = self._read(sql, params)
-        try:
-            return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
-                     r[7] if isinstance(r[7], str) else None) for r in rows]
-        except (ValueError, TypeError):
-            pass  # a row the index cannot use: the careful pass, only now
-        return self.usable_facts(conversation_id, rows, lambda r: (
+        return self.usable_facts(conversation_id, self._read(sql, params), lambda r: (
             int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
             r[7] if isinstance(r[7], str) else None), limit=limit, positions=positions)
 

@@ -430,10 +430,15 @@ class SharedQueries:
     def usable_facts(self, conversation_id: str, rows: Sequence[Sequence[Any]],
                      convert: Callable[[Sequence[Any]], TurnFact], *, limit: int | None,
                      positions: Sequence[int] | None) -> list[TurnFact]:
-        """`turn_facts`' careful pass, once its one-pass conversion of `rows` failed: each
-        row converted alone, one the index cannot use (its tokens or time out of range, NULL
-        in the engine's SELECT) salvaged and left out. A page (`limit`) is filled up from
-        the rows after it: the turn cache reads pages until one comes back short."""
+        """`rows` (a `turn_facts` read) converted by `convert` in one pass; only when that
+        fails, the careful pass: each row converted alone, one the index cannot use (its
+        tokens or time out of range, NULL in the engine's SELECT) salvaged and left out. A
+        page (`limit`) is filled up from the rows after it: the turn cache reads pages
+        until one comes back short."""
+        try:
+            return [convert(r) for r in rows]
+        except (ValueError, TypeError):
+            pass  # a row the index cannot use: the careful pass, only now
         out: list[TurnFact] = []
         for r in rows:
             try:

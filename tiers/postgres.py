@@ -948,12 +948,7 @@ class PostgresStore(SharedQueries):
             if limit is not None:
                 sql += " LIMIT %s"
                 params += (limit,)
-        rows = self._read(sql, params)
-        try:
-            return [(int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7]) for r in rows]
-        except (ValueError, TypeError):
-            pass  # a row the index cannot use: the careful pass, only now
-        return self.usable_facts(conversation_id, rows, lambda r: (
+        return self.usable_facts(conversation_id, self._read(sql, params), lambda r: (
             int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7]),
             limit=limit, positions=positions)
 
