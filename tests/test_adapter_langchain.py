@@ -5,7 +5,7 @@ which stays valid OpenAI input."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +13,6 @@ import pytest
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
 import sdk_corpus as corpus
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -22,31 +21,12 @@ from langchain_core.messages import (
     ToolMessage,
     convert_to_openai_messages,
 )
-from langchain_core.tools import tool
+from langchain_helpers import RecordingFakeModel, weather
 
 from tiermem import Memory
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.adapters.langgraph import TiermemHooks
 from tiermem.tiers.tokens import messages_tokens
-
-
-class RecordingFakeModel(GenericFakeChatModel):
-    """The fake chat model, able to bind tools, recording what each call received."""
-
-    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, per instance below)
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingFakeModel:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-@tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny and 21C in {city}"
 
 
 def test_history_round_trips_messages_with_their_ids(cold_memory: Memory) -> None:

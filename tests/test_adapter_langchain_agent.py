@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +16,6 @@ import pytest
 pytest.importorskip("langchain.agents")
 import sdk_corpus as corpus
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -25,6 +24,7 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 from langchain_core.tools import tool
+from langchain_helpers import RecordingFakeModel, weather
 from langgraph.checkpoint.memory import InMemorySaver
 
 from tiermem import Memory
@@ -34,25 +34,6 @@ from tiermem.tiers.tokens import messages_tokens
 
 PAST_TURNS = 50  # a past far over the budget: the model must get a planned slice of it
 BUDGET_TOKENS = 500
-
-
-class RecordingFakeModel(GenericFakeChatModel):
-    """The fake chat model, able to bind tools, recording what each call received."""
-
-    received: list[list[BaseMessage]] = []  # noqa: RUF012 (a pydantic field, per instance below)
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordingFakeModel:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-
-@tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny and 21C in {city}"
 
 
 @tool(return_direct=True)
