@@ -186,3 +186,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     last = len(rank)
     # a stable sort: the same order in every worker, as pytest-xdist requires
     items.sort(key=lambda item: rank.get(item.path.stem, last))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    """A `Config` on each engine (a fresh PostgreSQL schema), plans stored: for tests that
+    plant odd rows with `cold_helpers.sql_behind` and read them back through tiermem (the
+    test module imports `pg_server.pg_url`)."""
+    from pg_server import fresh_schema
+
+    if request.param == "sqlite":
+        return Config(data_dir=tmp_path / "data", store_plans=True)
+    url: str = request.getfixturevalue("pg_url")
+    return Config(data_dir=tmp_path / "data", store_plans=True, cold_url=url, cold_schema=fresh_schema())

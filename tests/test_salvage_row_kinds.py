@@ -9,9 +9,6 @@ Real SQLite and PostgreSQL; the rows rewritten behind tiermem's back with SQL.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import psycopg
 import pytest
 from cold_helpers import sql_behind
@@ -27,18 +24,6 @@ TURNS = 6
 AT = TURNS - 1  # the position every bad row of the conversation is at
 TORN = '{"role": "user", "content": "torn'  # JSON a torn write leaves: no reader decodes it
 PLANS_AT_AT = 2  # context calls made at the last turn, each storing a plan
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def engine_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
-    if request.param == "sqlite":
-        return Config(data_dir=tmp_path / "data", store_plans=True)
-    url: str = request.getfixturevalue("pg_url")
-    return Config(data_dir=tmp_path / "data", store_plans=True, cold_url=url, cold_schema=fresh_schema())
-
-
-def _rewrite(cfg: Config, sql: str, params: tuple[Any, ...]) -> None:
-    sql_behind(cfg, sql, params)
 
 
 def _break_message(cfg: Config, key: str, position: int) -> None:
@@ -72,8 +57,8 @@ def test_bad_rows_of_each_kind_at_one_position_count_apart(engine_config: Config
     # shop: its message, its checkpoint and both its plans at AT; other: only its checkpoint
     _break_message(cfg, shop, AT)
     for key in (shop, other):
-        _rewrite(cfg, "UPDATE checkpoints SET metadata = ? WHERE conversation_id = ?", ("[1, 2]", key))
-    _rewrite(cfg, "UPDATE plans SET plan = ? WHERE conversation_id = ?", ("not json", shop))
+        sql_behind(cfg, "UPDATE checkpoints SET metadata = ? WHERE conversation_id = ?", ("[1, 2]", key))
+    sql_behind(cfg, "UPDATE plans SET plan = ? WHERE conversation_id = ?", ("not json", shop))
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
         for _ in range(2):  # a row met on every read is still one row
             assert [x.position for x in m.history("bad", namespace="shop")] == list(range(AT))

@@ -73,19 +73,6 @@ def _messages() -> list[dict[str, Any]]:
             for i in range(TURNS)]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def engine_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
-    if request.param == "sqlite":
-        return Config(data_dir=tmp_path / "data", store_plans=True)
-    url: str = request.getfixturevalue("pg_url")
-    return Config(data_dir=tmp_path / "data", store_plans=True, cold_url=url, cold_schema=fresh_schema())
-
-
-def _rewrite(cfg: Config, sql: str, params: tuple[Any, ...]) -> None:
-    """One UPDATE behind tiermem's back (`?` placeholders), on the config's engine."""
-    sql_behind(cfg, sql, params)
-
-
 def _open(cfg: Config, embedder: FastEmbedder) -> Memory:
     return Memory(cfg, embedder=embedder, hot=False, background_indexing=False)
 
@@ -106,7 +93,7 @@ def _seed_checkpoints(cfg: Config, embedder: FastEmbedder, text: str) -> None:
         m.checkpoint(CONV, "older fold of the early turns", OLDER_FOLD)
         m.checkpoint(CONV, "newer fold of the later turns", NEWER_FOLD)
         key = _key(m)
-    _rewrite(cfg, "UPDATE checkpoints SET metadata = ? WHERE conversation_id = ? AND position = ?",
+    sql_behind(cfg, "UPDATE checkpoints SET metadata = ? WHERE conversation_id = ? AND position = ?",
              (text, key, NEWER_FOLD))
 
 
@@ -149,7 +136,7 @@ def _seed_plans(cfg: Config, embedder: FastEmbedder, text: str) -> None:
         m.append(CONV, _messages()[-1])
         m.context(CONV, QUERY, 5_000)  # a plan at last position TURNS - 1: made unreadable
         key = _key(m)
-    _rewrite(cfg, "UPDATE plans SET plan = ? WHERE conversation_id = ? AND last_position = ?",
+    sql_behind(cfg, "UPDATE plans SET plan = ? WHERE conversation_id = ? AND last_position = ?",
              (text, key, TURNS - 1))
 
 
@@ -187,8 +174,8 @@ def _seed_view(cfg: Config, embedder: FastEmbedder, text: str) -> None:
         assert m.warm.latest(_key(m), "rolling") is not None
         key = _key(m)
     # every version of the rolling view, and its fold (a checkpoint) out of the way
-    _rewrite(cfg, "UPDATE summaries SET body = ? WHERE conversation_id = ? AND kind = 'rolling'", (text, key))
-    _rewrite(cfg, "DELETE FROM checkpoints WHERE conversation_id = ?", (key,))
+    sql_behind(cfg, "UPDATE summaries SET body = ? WHERE conversation_id = ? AND kind = 'rolling'", (text, key))
+    sql_behind(cfg, "DELETE FROM checkpoints WHERE conversation_id = ?", (key,))
 
 
 @pytest.mark.parametrize("text", [u[1] for u in UNREADABLE_VIEWS], ids=[u[0] for u in UNREADABLE_VIEWS])
