@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, SALVAGE_ROW_IDS, SQLITE, SharedQueries, view_end
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, SQLITE, SharedQueries, view_end
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,

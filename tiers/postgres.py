@@ -73,7 +73,7 @@ from tiermem.tiers.cold import (
     content_hash,
     rebuilt_labels,
 )
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SALVAGE_ROW_IDS, SharedQueries, view_end
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SharedQueries, view_end
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
