@@ -37,7 +37,8 @@ Invariants:
 - A stored row that cannot be decoded (`tiers.models.loads_stored`: corrupt, or nested
   past what json decodes; a column or a sentence of the wrong type, or a sentence
   position outside 0..MAX_POSITION; a version, range or count out of range:
-  `tiers.dialect.summary_problem`) is logged once, counted (`salvaged`) and skipped; `latest` then
+  `tiers.dialect.summary_problem`) is logged once, counted once (`salvaged`: distinct
+  rows, by conversation, kind, key and version) and skipped; `latest` then
   answers the newest version that decodes, or none, as for a view never written (a
   refresh then writes a new version: `put` is not held back by a version it cannot
   read). A cache entry that cannot be decoded is a miss.
@@ -260,10 +261,15 @@ class WarmStore:
         self.keep_versions = keep_versions
         self.redis = redis_client
         self.key_prefix = key_prefix
-        self.salvaged = 0
-        self._salvaged_seen: set[tuple[str, str, str, str]] = set()
+        self._salvaged_rows: set[tuple[str, str, str, str]] = set()  # (conversation, kind, key, version)
         self.cache_errors = 0
         self._cache_script: Any = None
+
+    @property
+    def salvaged(self) -> int:
+        """How many distinct stored view rows could not be decoded (this process has met),
+        as the cold store counts its rows: one read again is not counted again."""
+        return len(self._salvaged_rows)
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -280,11 +286,10 @@ class WarmStore:
             return SummaryView(conv, kind, key, int(version), int(start), int(end), sentences, int(tokens),
                                str(summarizer), float(created))
         except (ValueError, TypeError) as exc:
-            self.salvaged += 1
             # warn the first time; every refresh and read of the view meets the row again
             seen = (conv, kind, key, repr(version))
-            level = logging.DEBUG if seen in self._salvaged_seen else logging.WARNING
-            self._salvaged_seen.add(seen)
+            level = logging.DEBUG if seen in self._salvaged_rows else logging.WARNING
+            self._salvaged_rows.add(seen)
             log.log(level, "salvage: skipped summary conversation=%s kind=%s key=%s version=%r: %s",
                     conv, kind, key, version, exc)
             return None
