@@ -5,7 +5,10 @@ status as before, `id` null (the endpoint refuses on headers, before reading the
 the message naming the header and the rule, the service's error JSON in `data`: what a
 namespace route answers for the same header. And a body the guard refuses after parsing
 it (nested too deep for the route, a lone surrogate) carries the request's id back,
-JSON-RPC 2.0 allowing null only where the id could not be determined.
+JSON-RPC 2.0 allowing null only where the id could not be determined; it is invalid
+params (-32602), not a parse error: a parse error (-32700: not UTF-8, not JSON, past the
+parser) answers id null, as JSON-RPC 2.0 requires. Before (a review, 2026-12-06), a body
+that parsed was answered -32700 with its id, a parse error that knew its id.
 
 Before, the endpoint answered `{"detail": ...}` only, which the `mcp` client cannot read
 ("Server returned an error response", no reason), and every guard refusal had id null.
@@ -47,7 +50,8 @@ READ_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 60.0
 START_WAIT_S = 0.2  # how long a request waits for a server that never starts, instead of 30 s
 INVALID_REQUEST = -32600  # JSON-RPC 2.0: the request itself is refused
-PARSE_ERROR = -32700  # JSON-RPC 2.0: the body is not JSON this service parses
+PARSE_ERROR = -32700  # JSON-RPC 2.0: the body is not JSON this service parses (its id unknown: null)
+INVALID_PARAMS = -32602  # JSON-RPC 2.0: a body that parsed, refused (as the mcp package answers one)
 INTERNAL_ERROR = -32603  # JSON-RPC 2.0, as the mcp package's session manager answers its own 503
 MAX_ID_CHARS = 64  # the config's max_id_chars here: a namespace over it is refused naming it
 NS = "X-Tiermem-Namespace"
@@ -159,20 +163,20 @@ PAST_THE_PARSER = _deep(2000)  # deeper than Python's json can parse: the body n
 
 # (raw id, message, status, JSON-RPC code, the id the answer carries)
 GUARD_IDS: list[tuple[bytes, bytes, int, int, Any]] = [
-    # a body that parsed, too deep for the route: its integer id back
-    (b"7", TOO_DEEP, 422, PARSE_ERROR, 7),
+    # a body that parsed, too deep for the route: its integer id back (no parse error)
+    (b"7", TOO_DEEP, 422, INVALID_PARAMS, 7),
     # the same with a string id
-    (b'"req-1"', TOO_DEEP, 422, PARSE_ERROR, "req-1"),
+    (b'"req-1"', TOO_DEEP, 422, INVALID_PARAMS, "req-1"),
     # a lone surrogate elsewhere in a parsed body: its id back
-    (b"8", SURROGATE, 422, PARSE_ERROR, 8),
+    (b"8", SURROGATE, 422, INVALID_PARAMS, 8),
     # a lone surrogate in the id itself: no id a response could carry, null
-    (b'"r\\ud800"', b'{"role":"user","content":"x"}', 422, PARSE_ERROR, None),
+    (b'"r\\ud800"', b'{"role":"user","content":"x"}', 422, INVALID_PARAMS, None),
     # true is no JSON-RPC id: null
-    (b"true", TOO_DEEP, 422, PARSE_ERROR, None),
+    (b"true", TOO_DEEP, 422, INVALID_PARAMS, None),
     # a fraction is no id the mcp package takes: null
-    (b"1.5", TOO_DEEP, 422, PARSE_ERROR, None),
+    (b"1.5", TOO_DEEP, 422, INVALID_PARAMS, None),
     # a notification has no id: null
-    (b"", TOO_DEEP, 422, PARSE_ERROR, None),
+    (b"", TOO_DEEP, 422, INVALID_PARAMS, None),
     # too deep for the parser itself: the id was never read, null
     (b"9", PAST_THE_PARSER, 422, PARSE_ERROR, None),
     # invalid UTF-8 is found before parsing: null
@@ -190,6 +194,8 @@ def test_a_parsed_body_refused_carries_its_id(served: tuple[str, Memory], rpc_id
     assert got == status, answer
     assert answer["error"]["code"] == code
     assert "id" in answer and answer["id"] == expected and type(answer["id"]) is type(expected), answer["id"]
+    # JSON-RPC 2.0: a parse error's id cannot be known, so it is null
+    assert answer["error"]["code"] != PARSE_ERROR or answer["id"] is None, answer
     assert mem.conversations("acme") == []  # nothing written
 
 
@@ -198,7 +204,7 @@ def test_a_batch_too_deep_carries_no_id(served: tuple[str, Memory]) -> None:
     url, _ = served
     body = b"[" + _call(b"1", TOO_DEEP) + b"]"
     got, _, answer = raw_request(url, "POST", MCP_PATH, [_auth(TOKEN_ACME), ACCEPT, JSON], body)
-    assert got == 422 and answer["id"] is None and answer["error"]["code"] == PARSE_ERROR
+    assert got == 422 and answer["id"] is None and answer["error"]["code"] == INVALID_PARAMS  # it parsed
 
 
 @contextmanager

@@ -38,6 +38,7 @@ READ_TIMEOUT_S = 60.0
 BODY_LIMIT = 64 * 1024  # bytes: a small max_body_bytes, so "too large" costs little
 PARSE_ERROR = -32700  # JSON-RPC 2.0: the body is not JSON this service parses
 INVALID_REQUEST = -32600  # JSON-RPC 2.0: the request itself is refused
+INVALID_PARAMS = -32602  # JSON-RPC 2.0: a body that parsed, refused (its id known)
 MCP_DEPTH = MAX_JSON_DEPTH + 3  # the guard's limit on /v1/mcp: the append envelope's 3 levels
 AUTH = ("Authorization", f"Bearer {TOKEN_ACME}")
 ACCEPT = ("Accept", "application/json, text/event-stream")
@@ -70,14 +71,14 @@ def served(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> 
 REFUSED: list[tuple[list[tuple[str, str]], bytes, int, int, list[str], int | None]] = [
     # a message nested past the limit (found in the parsed body): names where and the limit
     ([JSON], _append(b'{"role":"user","content":"x","metadata":' + _deep(MAX_JSON_DEPTH) + b"}"), 422,
-     PARSE_ERROR, ["metadata", str(MAX_JSON_DEPTH), str(MCP_DEPTH)], RPC_ID),
+     INVALID_PARAMS, ["metadata", str(MAX_JSON_DEPTH), str(MCP_DEPTH)], RPC_ID),
     # invalid UTF-8 in a string: names the byte
     ([JSON], _append(b'{"role":"user","content":"\xc3\x28"}'), 422, PARSE_ERROR, ["UTF-8", "byte"], None),
     # NaN, which JSON has not
     ([JSON], _append(b'{"role":"user","content":"x","metadata":{"score":NaN}}'), 422, PARSE_ERROR, ["NaN"],
      None),
     # a lone UTF-16 surrogate in a key (found in the parsed body): names the key
-    ([JSON], _append(b'{"role":"user","content":"x","metadata":{"k\\ud800":1}}'), 422, PARSE_ERROR,
+    ([JSON], _append(b'{"role":"user","content":"x","metadata":{"k\\ud800":1}}'), 422, INVALID_PARAMS,
      ["metadata", "surrogate"], RPC_ID),
     # a Content-Type that is not JSON: names what was sent
     ([("Content-Type", "text/plain")], _append(b'{"role":"user","content":"x"}'), 415, INVALID_REQUEST,
@@ -103,6 +104,7 @@ def test_mcp_refusals_are_jsonrpc_errors(served: tuple[str, Memory], path: str, 
     assert resp_headers["content-type"] == "application/json"
     assert set(answer) == {"jsonrpc", "id", "error"} and answer["jsonrpc"] == "2.0" and answer["id"] == rpc_id
     assert answer["error"]["code"] == code
+    assert code != PARSE_ERROR or rpc_id is None  # JSON-RPC 2.0: a parse error's id is null
     for word in named:
         assert word in answer["error"]["message"], (word, answer["error"]["message"])
     # the service's own error JSON rides along, as every other route answers it

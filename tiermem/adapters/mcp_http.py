@@ -27,7 +27,8 @@ Invariants:
   422), and this endpoint's own: the namespace header outside the prefix (403) or
   malformed (422), the server still starting or failed (503, with Retry-After). Their
   `id` is null unless the guard had parsed the body and read a valid id from it
-  (`request_id_of`); this endpoint refuses on headers alone and never reads the body
+  (`request_id_of`; such a refusal is invalid params, never a parse error, whose id
+  JSON-RPC 2.0 requires null); this endpoint refuses on headers alone and never reads the body
   for a refusal (mounted without the guard, that body would be unbounded). Auth (401:
   the guard's, and this endpoint's own for a direct mount) and Host/Origin (421, 403)
   refusals are plain HTTP, as the `mcp` package's own bearer-auth middleware (OAuth
@@ -78,10 +79,11 @@ log = logging.getLogger(__name__)
 MCP_PATH = "/v1/mcp"
 # the endpoint's spellings: with the trailing slash many MCP client configs write
 MCP_PATHS = frozenset({MCP_PATH, MCP_PATH + "/"})
-# JSON-RPC 2.0's error codes (mcp_types.PARSE_ERROR, INVALID_REQUEST), not imported: the
-# guard uses them and the mcp package is optional and 1-2 s of imports
+# JSON-RPC 2.0's error codes (mcp_types.PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS), not
+# imported: the guard uses them and the mcp package is optional and 1-2 s of imports
 JSONRPC_PARSE_ERROR = -32700
 JSONRPC_INVALID_REQUEST = -32600
+JSONRPC_INVALID_PARAMS = -32602
 # what the mcp package's session manager answers its own 503 with (too many sessions)
 JSONRPC_INTERNAL_ERROR = -32603
 # the ASGI scope key the endpoint writes the request's namespace under (read by the tools)

@@ -19,10 +19,12 @@ app then reads the buffered body, never the wire again. Every refusal answers th
 service's error JSON, except that on the MCP endpoint (`MCP_PATHS`) a refusal of the body
 or its framing (400, 413, 415, 422: the same status and message) is a JSON-RPC error
 carrying that JSON in its `data` (`mcp_http.jsonrpc_refusal`), so an MCP client shows the
-reason; its `id` is the request's when the body parsed and a problem was found in the
-parsed document (too deep for the route but within the parser's reach, a lone surrogate)
-and its id is valid (`mcp_http.request_id_of`), else null (the body did not parse). Its
-auth and Host/Origin refusals stay plain, as the mcp package's own are.
+reason. A body that did not parse (not UTF-8, not JSON, past the parser's depth) is a
+parse error (-32700) with `id` null, as JSON-RPC 2.0 requires: its id cannot be known. A
+body that parsed but holds a problem (too deep for the route within the parser's reach, a
+lone surrogate) is invalid params (-32602, as the mcp package answers a parsed message it
+refuses), carrying the request's id when it has a valid one (`mcp_http.request_id_of`),
+else null. Its auth and Host/Origin refusals stay plain, as the mcp package's own are.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from tiermem.adapters.mcp_http import (
+    JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
     JSONRPC_PARSE_ERROR,
     MCP_PATHS,
@@ -76,13 +79,15 @@ ENVELOPE_LEVELS: tuple[tuple[re.Pattern[str], int], ...] = (
 
 
 class _BodyProblem(Exception):
-    """A refused body: where, why, the error type; `request_id` the JSON-RPC id read from
-    a body that parsed (`request_id_of`), None when it did not parse or has none."""
+    """A refused body: where, why, the error type; `parsed` whether the body parsed (the
+    problem is in the parsed document); `request_id` the JSON-RPC id read from a body that
+    parsed (`request_id_of`), None when it did not parse or has none."""
 
-    def __init__(self, loc: list[str | int], msg: str, type_: str, request_id: str | int | None = None) -> None:
+    def __init__(self, loc: list[str | int], msg: str, type_: str, request_id: str | int | None = None,
+                 *, parsed: bool = False) -> None:
         super().__init__(msg)
         self.loc, self.msg, self.type = loc, msg, type_
-        self.request_id = request_id
+        self.request_id, self.parsed = request_id, parsed
 
 
 def _reject_constant(name: str) -> Any:
@@ -133,7 +138,7 @@ def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
         _check_document(doc, max_depth)
     except _BodyProblem as p:
         # the body parsed, so its id was determined: a JSON-RPC answer carries it back
-        raise _BodyProblem(p.loc, p.msg, p.type, request_id_of(doc)) from None
+        raise _BodyProblem(p.loc, p.msg, p.type, request_id_of(doc), parsed=True) from None
 
 
 def _check_document(doc: Any, max_depth: int) -> None:
@@ -189,14 +194,21 @@ async def _refuse(
     body: dict[str, Any],
     headers: Iterable[tuple[bytes, bytes]] = (),
     request_id: str | int | None = None,
+    *,
+    parsed: bool = False,
 ) -> None:
     """Answer a refusal of the request's body or framing: the service's error JSON, or on
     the MCP endpoint a JSON-RPC error of the same status and message (an MCP client reads
     the reason only from a JSON-RPC error), carrying `request_id` when the body parsed."""
     if path in MCP_PATHS:
         detail = body["detail"]
-        # a body check's items (error_body): JSON the request's parse would refuse
-        code = JSONRPC_INVALID_REQUEST if isinstance(detail, str) else JSONRPC_PARSE_ERROR
+        if isinstance(detail, str):  # the framing, not the body's JSON
+            code = JSONRPC_INVALID_REQUEST
+        elif parsed:  # the id was read, so this is no parse error (those answer id null)
+            code = JSONRPC_INVALID_PARAMS
+        else:
+            code = JSONRPC_PARSE_ERROR
+            request_id = None
         body = jsonrpc_refusal(code, refusal_message(detail), body, request_id)
     await _send_json(send, status, body, headers)
 
@@ -341,7 +353,8 @@ class GuardMiddleware(HttpMiddleware):
             try:
                 check_json_body(raw, depth_limit(path))
             except _BodyProblem as p:
-                await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type), request_id=p.request_id)
+                await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type), request_id=p.request_id,
+                              parsed=p.parsed)
                 return
         sent = False
 
