@@ -48,6 +48,7 @@ exact count (planner.render), then the epoch: extend the previous context or sta
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,8 @@ from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
+from tiermem.tiers.zones import UTC_NAME, Zone
+from tiermem.tiers.zones import zone as zone_named
 
 if TYPE_CHECKING:
     from tiermem.tiers.models import TurnRow
@@ -168,6 +171,11 @@ class PlannerSettings:
     layers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_SHARES))
     epochs: bool = True  # append-only contexts within an epoch (planner.epoch)
     evict_middle: bool = True  # a used-up epoch keeps its head and rebuilds the rest (planner.middle)
+    timezone: str = UTC_NAME  # the user's calendar: days and shown times (Config.timezone, tiers.zones)
+
+    @property
+    def zone(self) -> Zone:
+        return zone_named(self.timezone)
 
 @dataclass(frozen=True)
 class _Extension:
@@ -247,12 +255,13 @@ class Planner:
         turns: TurnCache | None = None,
     ) -> None:
         self.cold = cold
-        self.turns = turns if turns is not None else TurnCache(cold, derive=told_span)
+        self.turns = turns if turns is not None else TurnCache(cold, derive=functools.partial(told_span,
+                                                                                               zone=settings.zone))
         self.tokens = tokens
         self.embed = embed
         self.settings = settings
         self.classifier = classifier or QueryClassifier()
-        self.statements = StatementView(cold)  # turns current in part (planner/statements.py)
+        self.statements = StatementView(cold, settings.zone)  # turns current in part (planner/statements.py)
         self.render = Renderer(tokens, settings, self.statements)
         self.candidates = Candidates(cold, self.turns, tokens, settings, self.render, self.statements)
         self._epochs = EpochCache()

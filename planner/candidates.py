@@ -287,10 +287,11 @@ class Candidates:
         out: dict[int, tuple[str, str]] = {}
         for r in rows:
             end = ends.get(r.superseded_by) if r.superseded_by is not None else None
-            until = when(end.created_at) if end is not None else "a later message"
+            zone = self.settings.zone
+            until = when(end.created_at, zone) if end is not None else "a later message"
             how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
-            out[r.position] = (f"valid #{r.position} {when(r.created_at)} until #{r.superseded_by} {until}, {how}",
-                               f"valid {when(r.created_at)} until {until}, then {how}")
+            out[r.position] = (f"valid #{r.position} {when(r.created_at, zone)} until #{r.superseded_by} {until}, {how}",
+                               f"valid {when(r.created_at, zone)} until {until}, then {how}")
         return out
 
     def pin_set(self, conv: str, room: int) -> PinSet:
@@ -487,7 +488,7 @@ class Candidates:
         depth = max(self.settings.retrieval_k,
                     min(MAX_RETRIEVED_CANDIDATES, room // TYPICAL_LINE_TOKENS + EXTRA_RETRIEVED_CANDIDATES))
         bm25 = [(p, s) for _c, p, s in lexical.here]
-        windows = query_windows(query, float(table.created[-1]))
+        windows = query_windows(query, float(table.created[-1]), zone=self.settings.zone)
         scores = score_turns(table, qvec, bm25, windows,
                              replies=qclass in RECALL_CLASSES and replies_apply(room))
         eligible = np.ones(len(table), dtype=bool)
@@ -500,7 +501,7 @@ class Candidates:
             eligible = np.nan_to_num(cos, nan=MISSING_COSINE) >= STRONG_COSINE
             # the turns of a period only when the message asks about it: a remark that
             # names one ("I went hiking last week") tells, and the tail carries it
-            if windows and query_windows(question_text(query), float(table.created[-1])):
+            if windows and query_windows(question_text(query), float(table.created[-1]), zone=self.settings.zone):
                 eligible |= scores.in_period()
         if qclass == "recent_recall":
             # "what did I just say?" needs the newest turns: the tail's share does not

@@ -7,13 +7,15 @@ Recognised (month names full or as 3-letter abbreviations, plus "Sept"; an optio
 an abbreviation; optional st/nd/rd/th after a day; optional commas):
 
 - a day: "13 October 2023", "13th of Oct, 2023", "October 13, 2023", "Oct 13 2023",
-  "2023-10-13", "2023/10/13" -> that UTC day;
+  "2023-10-13", "2023/10/13" -> that day (a day, here and below, is the calendar day of the
+  zone `query_windows` is given: `Config.timezone`, UTC by default; tiers.zones);
 - a month: "October 2023", "Oct, 2023", "October of 2023" -> that calendar month;
 - a year, only after "in", "during" or "throughout" ("in 2022", "during the year 2022") and not
   followed by a unit ("in 2000 ms", "in 2000 words") -> that calendar year. A bare number such as
   "2022 tickets" or "2023 was fun" is not a date;
 - relative to `now` (the time of the conversation's latest message, not the wall clock):
-  - "today", "yesterday", "the day before yesterday" -> that UTC day;
+  - "today", "yesterday", "the day before yesterday" -> that day (today: the zone's day
+    holding `now`);
   - "this week" / "last week" -> the ISO calendar week (Monday to Monday) holding today / the one
     before; likewise "this month" / "last month" and "this year" / "last year" for calendar
     months and years;
@@ -48,8 +50,9 @@ Not windows: vague words ("recently", "a while ago"), a day without a year ("on 
 or "last"/"this" ("in the summer"), times of day.
 
 Invariants:
-- every window is whole UTC days: `start` and `end` are midnights, `start < end`; `end` is
-  exclusive and may lie after `now` ("today", "this week" run to the end of the period);
+- every window is whole days of the zone: `start` and `end` are its local midnights (in
+  UTC, the default, midnights UTC), `start < end`; `end` is exclusive and may lie after `now`
+  ("today", "this week" run to the end of the period);
 - each piece of text yields at most one window: patterns claim their span in priority order (full
   dates, then months, years, relative phrases), so "13 October 2023" is not also "October 2023";
   an invalid date ("31 February 2023", "2023-13-45") claims its span and yields nothing;
@@ -68,7 +71,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-DAY_S = 86_400.0
+from tiermem.tiers.zones import DAY_S as DAY_S  # re-exported: planner.rank and the tests read it here
+from tiermem.tiers.zones import UTC, Zone, day_start, local_day
+
 WEEK_DAYS = 7
 MONTHS_PER_YEAR = 12
 MIN_YEAR = 1900
@@ -100,8 +105,8 @@ Span = tuple[int, int]  # [first day, end day) as proleptic Gregorian ordinals
 
 @dataclass(frozen=True)
 class TimeWindow:
-    start: float  # POSIX seconds, UTC, inclusive
-    end: float  # POSIX seconds, UTC, exclusive
+    start: float  # POSIX seconds, inclusive: a local midnight of the zone asked in
+    end: float  # POSIX seconds, exclusive
     text: str  # the words of the query it came from, e.g. "13 October 2023", "last week"
 
 
@@ -372,23 +377,20 @@ _RULES: list[tuple[re.Pattern[str], _Resolver, tuple[str, ...] | None]] = [
 ]
 
 
-def _today(now: float) -> int | None:
+def _today(now: float, zone: Zone) -> int | None:
     # Chained comparison rather than math.isfinite: NaN fails it, and a huge int cannot overflow.
     if not (_MIN_ORD - _EPOCH_ORD) * DAY_S <= now < (_END_ORD - _EPOCH_ORD) * DAY_S:
         return None
-    return _EPOCH_ORD + int(now // DAY_S)
+    return local_day(now, zone)
 
 
-def _seconds(ordinal: int) -> float:
-    return (ordinal - _EPOCH_ORD) * DAY_S
-
-
-def query_windows(text: str, now: float, *, undated_months: bool = True) -> list[TimeWindow]:
+def query_windows(text: str, now: float, *, undated_months: bool = True, zone: Zone = UTC) -> list[TimeWindow]:
     """Time windows named in `text`; `now` (POSIX seconds) anchors relative phrases
-    (the planner passes the time of the conversation's latest message, not the wall clock).
+    (the planner passes the time of the conversation's latest message, not the wall clock),
+    and `zone` says whose calendar the days are (the user's: `Config.timezone`).
     `undated_months=False` leaves a month without a year unread: a question asks about the
     latest one, but a turn may tell of the coming one (planner.timeline reads it by tense)."""
-    today = _today(now)
+    today = _today(now, zone)
     # Claimed spans never overlap, so sorted by start they are sorted by end too and only the
     # neighbours of an insertion point can overlap a new span (a linear scan is quadratic on
     # a long paste full of "today").
@@ -412,7 +414,7 @@ def query_windows(text: str, now: float, *, undated_months: bool = True) -> list
                 span = None
             if span is None or not _MIN_ORD <= span[0] < span[1] <= _END_ORD:
                 continue
-            hits.append((lo, TimeWindow(_seconds(span[0]), _seconds(span[1]), m[0])))
+            hits.append((lo, TimeWindow(day_start(span[0], zone), day_start(span[1], zone), m[0])))
     hits.sort(key=lambda h: (h[1].start, h[1].end, h[0]))
     out: list[TimeWindow] = []
     for _, w in hits:

@@ -2,6 +2,9 @@
 the tail in layer order, and the result converted to the configured message family.
 
 Invariants:
+- Dates and times are the user's (`PlannerSettings.timezone`, tiers.zones): in UTC (the
+  default) exactly as before zones existed, no zone shown; in any other zone the local date
+  or time with its UTC offset ("04 Dec 2026 21:00 -08:00"), so the model reads the user's clock.
 - A line carries no position numbers (they cost tokens on every line and the model cannot
   use them; the plan carries every item's positions); retrieved lines are grouped under
   one heading per session, so a date costs tokens once per group (and, with TERSE, the
@@ -18,7 +21,6 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, PlanItem
 from tiermem.tiers.formats import fold_system, to_chat, to_responses
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, message_tokens
+from tiermem.tiers.zones import UTC, Zone, shown_day, shown_time
 
 if TYPE_CHECKING:
     from tiermem.planner.build import PlannerSettings
@@ -57,20 +60,15 @@ TERSE = 1
 VERBOSE_RETRIEVED_HEADER = "Earlier turns relevant to the current message (retrieved from the log, in order):"
 
 
-def when(ts: float) -> str:
-    """A turn's time for a validity interval: date and minute (UTC)."""
-    try:
-        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y %H:%M")
-    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
-        return "unknown time"
+def when(ts: float, zone: Zone = UTC) -> str:
+    """A turn's time for a validity interval: date and minute in `zone` (its offset shown
+    unless UTC)."""
+    return shown_time(ts, zone) or "unknown time"  # None: a stored time no calendar can show
 
 
-def day(ts: float) -> str:
-    """A turn's date (UTC)."""
-    try:
-        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y")
-    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
-        return "unknown date"
+def day(ts: float, zone: Zone = UTC) -> str:
+    """A turn's date in `zone` (its offset shown unless UTC: whose day it is)."""
+    return shown_day(ts, zone) or "unknown date"  # None: a stored time no calendar can show
 
 
 def header(s: str) -> str:
@@ -107,7 +105,7 @@ class Renderer:
         # cannot use them; the plan carries every item's positions
         parts = [str(who)]
         if dated:
-            parts.append(day(m.created_at))
+            parts.append(day(m.created_at, self.settings.zone))
         gone = (self.statements.parts(m.conversation_id, m.position)
                 if self.statements is not None and m.role in ("user", "assistant") else ())
         if gone and self.statements is not None:
@@ -121,15 +119,14 @@ class Renderer:
             text, trimmed = self.trim(text, self.settings.tool_trim_tokens, m.position)
         return f"[{' '.join(parts)}] {text}", trimmed
 
-    @staticmethod
-    def heading(m: StoredMessage, other: str | None = None) -> str:
+    def heading(self, m: StoredMessage, other: str | None = None) -> str:
         """Retrieved lines are grouped under one heading per session (its date; and its
         id unless TERSE), so that a date costs tokens once per group, not once per line.
         `other`: the id (never the internal key) of the conversation the line is from,
         when it is not the one answered."""
         where = f"conversation {other}, " if other is not None else ""
         session = f", {m.session_id}" if m.session_id and not TERSE else ""
-        return f"({where}{day(m.created_at)}{session})"
+        return f"({where}{day(m.created_at, self.settings.zone)}{session})"
 
     def line_tokens(self, line: str) -> int:
         return self.tokens.count(line) + LINE_SEP_TOKENS

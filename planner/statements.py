@@ -16,6 +16,8 @@ Invariants:
 - The record is kept per conversation key between calls and re-read only when the
   key's pin version moved (recording a statement moves it, tiers/statements.py), and
   the version is read at most once per conversation per `context()` call (`begin`).
+- Its intervals' times are the user's (`zone`, from `Config.timezone`; tiers.zones): in
+  UTC exactly as before zones existed, elsewhere local with the UTC offset shown.
 - A statement superseded only by a turn a control row hides now (a popped correction)
   holds again: the call's `Hidden` (`hide`, read with the call's control rows, which
   move no pin version) is applied to the kept record on every read.
@@ -23,13 +25,13 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, remaining_text
 from tiermem.tiers.store import ColdLog
+from tiermem.tiers.zones import UTC, Zone, shown_time
 
 __all__ = ["Part", "StatementView"]
 
@@ -47,20 +49,18 @@ class Part:
     how: str  # "replaced" or "retracted"
 
 
-def _when(ts: float | None) -> str:
+def _when(ts: float | None, zone: Zone) -> str:
     if ts is None:
         return "a later message"
-    try:
-        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%d %b %Y %H:%M")
-    except (OverflowError, OSError, ValueError):  # a stored time no calendar can show
-        return "unknown time"
+    return shown_time(ts, zone) or "unknown time"  # None: a stored time no calendar can show
 
 
 class StatementView:
     """The statement-level supersessions of conversations, as the planner renders them."""
 
-    def __init__(self, cold: ColdLog) -> None:
+    def __init__(self, cold: ColdLog, zone: Zone = UTC) -> None:
         self.cold = cold
+        self.zone = zone  # whose clock the intervals show (Config.timezone)
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[int, dict[int, tuple[Part, ...]]]] = OrderedDict()
         self._call = threading.local()  # the keys whose version this call has checked
@@ -134,16 +134,16 @@ class StatementView:
         with self._lock:
             self._kept.pop(conv, None)
 
-    @staticmethod
-    def render(text: str, parts: tuple[Part, ...], since: float) -> tuple[str, list[tuple[str, str]]]:
+    def render(self, text: str, parts: tuple[Part, ...], since: float) -> tuple[str, list[tuple[str, str]]]:
         """(what still holds of `text`, [(a superseded statement, its interval)])."""
-        gone = [(" ".join(text[p.start:p.end].split()), f"valid {_when(since)} until {_when(p.until)}, then {p.how}")
-                for p in parts]
+        zone = self.zone
+        gone = [(" ".join(text[p.start:p.end].split()),
+                 f"valid {_when(since, zone)} until {_when(p.until, zone)}, then {p.how}") for p in parts]
         current = remaining_text(text, [(p.start, p.end) for p in parts])
         return current, gone
 
-    @staticmethod
-    def reason(position: int, parts: tuple[Part, ...], since: float) -> str:
+    def reason(self, position: int, parts: tuple[Part, ...], since: float) -> str:
         """The plan's wording: each superseded statement with its interval."""
+        zone = self.zone
         return "; ".join(f"statement at characters {p.start}-{p.end} superseded by #{p.by} (valid #{position} "
-                         f"{_when(since)} until #{p.by} {_when(p.until)}, {p.how})" for p in parts)
+                         f"{_when(since, zone)} until #{p.by} {_when(p.until, zone)}, {p.how})" for p in parts)

@@ -3,7 +3,8 @@
 "I went to a support group yesterday", sent on 8 May 2023, is about 7 May 2023. Each turn's
 text is read once, when the turn cache first loads it (`told_span` is the turn cache's
 `derive` hook), and the time it names is resolved against the turn's own timestamp into
-absolute UTC days: derived data, held next to the turn's vector in the turn cache,
+absolute days of the user's calendar (`Config.timezone`, UTC by default; tiers.zones: at
+21:00 on Friday in Los Angeles, "yesterday" is Thursday there, not Friday as in UTC): derived data, held next to the turn's vector in the turn cache,
 recomputed from the log whenever that cache reloads (a restart, `rebuild`), never stored in
 the cold tier.
 
@@ -49,8 +50,9 @@ Not resolved: "a while ago", a weekday as a habit ("on Fridays"), a day without 
 ("on the 3rd").
 
 Invariants:
-- `told_span(text, created)` never raises; it returns None when the text names no time it
-  can resolve, else one (start, end) span of whole UTC days in POSIX seconds, start < end;
+- `told_span(text, created, zone)` never raises; it returns None when the text names no time
+  it can resolve, else one (start, end) span of whole days of `zone` (local midnight to local
+  midnight) in POSIX seconds, start < end;
 - of several spans in one text, the narrowest is kept (ties: the earliest), since it says
   most precisely when;
 - the planner uses these spans only as extra evidence: `told_closeness` credits a turn that
@@ -70,7 +72,6 @@ import numpy as np
 
 from tiermem.planner.dates import (
     CAPITALISED_ONLY_MONTHS,
-    DAY_S,
     MAX_YEAR,
     MIN_YEAR,
     WEEK_DAYS,
@@ -78,6 +79,7 @@ from tiermem.planner.dates import (
     query_windows,
 )
 from tiermem.tiers.turncache import TurnTable
+from tiermem.tiers.zones import DAY_S, UTC, Zone, day_start, local_day
 
 _EPOCH_ORD = date(1970, 1, 1).toordinal()
 _MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
@@ -180,10 +182,10 @@ _ASKS_WHEN = _re(r"^\W*(?:(?:around|about|roughly|approximately|since|by|until)\
                  r"|\bhow\s+long\s+(?:ago|has|have)\b|\bhow\s+many\s+(?:days|weeks|months|years)\s+ago\b")
 
 
-def _day(created: float) -> int | None:
+def _day(created: float, zone: Zone) -> int | None:
     if not (_MIN_ORD - _EPOCH_ORD) * DAY_S <= created < (_END_ORD - _EPOCH_ORD) * DAY_S:
         return None  # NaN, or outside the years planner.dates accepts
-    return _EPOCH_ORD + int(created // DAY_S)
+    return local_day(created, zone)
 
 
 def _month_span(index: int) -> tuple[int, int] | None:
@@ -373,7 +375,7 @@ _TENS = {"thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventee
          "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
 
 
-def _began(text: str, created: float) -> list[tuple[float, float]]:
+def _began(text: str, created: float, zone: Zone) -> list[tuple[float, float]]:
     """When the durations up to now that `text` tells of began (POSIX spans), read as
     planner.dates reads "N units ago" / "in YYYY" (its public `query_windows`)."""
     low = text.lower()
@@ -385,24 +387,24 @@ def _began(text: str, created: float) -> list[tuple[float, float]]:
         count = _TENS.get(n) or (1 if n in ("a", "an") else None)
         phrases.append(f"{count if count is not None else n} {m['u'].lower()}s ago")
     phrases += [f"in {m['y']}" for m in _SINCE_YEAR.finditer(text)]
-    return [(w.start, w.end) for p in phrases for w in query_windows(p, created)]
+    return [(w.start, w.end) for p in phrases for w in query_windows(p, created, zone=zone)]
 
 
-def told_span(text: str | None, created: float) -> tuple[float, float] | None:
+def told_span(text: str | None, created: float, zone: Zone = UTC) -> tuple[float, float] | None:
     """The period `text`, sent at `created` (POSIX seconds), says something happened in:
-    (start, end) POSIX seconds of whole UTC days, or None."""
+    (start, end) POSIX seconds of whole days of `zone` (the user's calendar), or None."""
     if not text:
         return None
     try:
-        today = _day(float(created))
+        today = _day(float(created), zone)
         if today is None:
             return None
         text = text[:MAX_TEXT_CHARS]
-        spans = [(w.start, w.end) for w in query_windows(text, float(created), undated_months=False)]
-        spans += [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _extra_spans(text, today)]
-        spans += _began(text, float(created))
+        spans = [(w.start, w.end) for w in query_windows(text, float(created), undated_months=False, zone=zone)]
+        spans += [(day_start(s, zone), day_start(e, zone)) for s, e in _extra_spans(text, today)]
+        spans += _began(text, float(created), zone)
         if not spans:
-            spans = [((s - _EPOCH_ORD) * DAY_S, (e - _EPOCH_ORD) * DAY_S) for s, e in _vague_spans(text, today)]
+            spans = [(day_start(s, zone), day_start(e, zone)) for s, e in _vague_spans(text, today)]
     except (ValueError, OverflowError, TypeError):  # a turn must never break loading the cache
         return None
     if not spans:

@@ -42,6 +42,7 @@ from tiermem import config_sections
 from tiermem.tiers.redis_url import REDACTED, parse_redis_url, redacted_url
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.turncache import DEFAULT_TURN_CACHE_MB
+from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, UTC_NAME, zone
 
 DEFAULT_DB_FILENAME = "tiermem.db"
 LAST_TUNE_FILENAME = "tune-last.json"
@@ -432,6 +433,10 @@ class Config(BaseSettings):
         "for that API); chat: Chat Completions messages; responses: Responses API input items (conversions in "
         "tiers.formats: reasoning and hosted-tool items have no chat form and are left out)",
     )
+    timezone: str = Field(UTC_NAME, max_length=MAX_ZONE_NAME_CHARS, description=(
+        "the user's time zone, an IANA name (America/Los_Angeles): the calendar of the context's dates and "
+        "times (shown with their UTC offset unless UTC) and of the days a turn tells of ('yesterday') and a "
+        "query asks about; UTC (the default) shows times as stored, without a zone"))
     tail_anchor_turns: int = Field(8, ge=1, le=256, description="1 turns the stable tail off (a plain sliding window); above 1 the tail start "
                                    "moves on a token grid so consecutive contexts share a cacheable prefix")
     # warm tier
@@ -516,6 +521,12 @@ class Config(BaseSettings):
             raise ValueError("must be a file name, got an empty string")
         if v in (".", "..") or "/" in v or "\\" in v or "\x00" in v or Path(v).is_absolute():
             raise ValueError(f"must be a plain file name inside data_dir (no directory part), got {v!r}")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        zone(v)  # ValueError naming the name: pydantic names the setting
         return v
 
     @field_validator("http_allowed_hosts")

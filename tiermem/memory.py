@@ -24,6 +24,7 @@ import atexit
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import threading
 import time
@@ -62,6 +63,8 @@ from tiermem.tiers.models import (
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import TurnCache
+from tiermem.tiers.zones import Zone
+from tiermem.tiers.zones import zone as zone_named
 
 if TYPE_CHECKING:
     from tiermem.consolidation.scheduler import ConsolidationScheduler
@@ -191,7 +194,10 @@ class Memory:
         self.classifier = TurnClassifier()
         # derived copies of each conversation's vectors and turn facts for the planner
         # (and for supersession's meaning search, which scores them in memory)
-        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024, derive=_told_span)
+        # told days are the user's (Config.timezone): "yesterday" at 21:00 in Los Angeles is
+        # the day before there, not in UTC
+        self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024,
+                               derive=functools.partial(_told_span, zone=zone_named(self.config.timezone)))
         self.superseder = Superseder(self.cold, self.embedder, self.classifier, turns=self.turns)
         # the same rules without the meaning search, for appends: they need no model
         self._rules = Superseder(self.cold, None, self.classifier)
@@ -263,6 +269,7 @@ class Memory:
                         context_format=self.config.context_format,
                         layers=self.config.layer_shares.model_dump(),
                         epochs=self.config.context_epochs,
+                        timezone=self.config.timezone,
                     ),
                     turns=self.turns,
                 )
@@ -1009,11 +1016,11 @@ def load_in_background(embedder: object) -> threading.Thread | None:
     return start_build(run, "tiermem-model-load")
 
 
-def _told_span(text: str | None, created: float) -> tuple[float, float] | None:
+def _told_span(text: str | None, created: float, zone: Zone) -> tuple[float, float] | None:
     """planner.timeline.told_span, imported when the turn cache first loads a turn."""
     from tiermem.planner.timeline import told_span
 
-    return told_span(text, created)
+    return told_span(text, created, zone)
 
 
 def _named(msgs: list[StoredMessage], key: str, name: str) -> list[StoredMessage]:
