@@ -31,7 +31,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as ShapeError
 
-from tiermem.tiers.models import MAX_POSITION
+from tiermem.tiers.models import MAX_BUDGET_TOKENS, MAX_POSITION
 
 SLICES = ("system", "pinned", "summary", "retrieved", "tail")
 # a context's message kinds, in order ("memory": pinned, summary and retrieved in one
@@ -220,10 +220,9 @@ class Context:
 
 # -- stored plans, read back ---------------------------------------------------------------
 
-# tokens: the largest budget a call accepts (memory.MAX_BUDGET_TOKENS; memory imports this
-# module, so the bound is restated here and a test keeps the two equal); no count of a
-# plan (its tokens, an item's, a share, a breakpoint's) exceeds its budget
-MAX_STORED_TOKENS = 2_000_000
+# tokens: no count of a plan (its tokens, an item's, a share, a breakpoint's) exceeds its
+# budget, so a stored count is bounded by the largest budget a call accepts
+MAX_STORED_TOKENS = MAX_BUDGET_TOKENS
 MAX_SHAPE_PROBLEMS = 5  # problem lines per list field; the rest are counted in one line
 
 

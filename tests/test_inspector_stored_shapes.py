@@ -191,7 +191,7 @@ def test_a_plan_with_non_finite_numbers_renders_with_a_note(store: Config, embed
 
 
 def test_the_stored_token_bound_is_the_budget_bound() -> None:
-    # restated in planner.plan (memory imports it): the two must not drift apart
+    # planner.plan defines its bound from the budget's (tiers.models): they cannot drift apart
     assert MAX_STORED_TOKENS == MAX_BUDGET_TOKENS
 
 

@@ -47,6 +47,7 @@ from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
+    MAX_BUDGET_TOKENS,
     MAX_POSITION,
     Checkpoint,
     ErasureReport,
@@ -81,7 +82,6 @@ MAX_BATCH_MESSAGES = 10_000
 MAX_HISTORY_PAGE = 10_000  # messages per history page
 DEFAULT_CONVERSATIONS_PAGE = 100  # conversation ids per page of a namespace's listing
 MAX_CONVERSATIONS_PAGE = 1_000  # at most this many ids in one page
-MAX_BUDGET_TOKENS = 2_000_000
 DEFAULT_BUDGET_TOKENS = 2000
 DEFAULT_PIN_PRIORITY = 50
 MIN_PIN_PRIORITY = 0  # demoted first under pressure

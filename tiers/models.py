@@ -46,6 +46,10 @@ MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datet
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
 # the open end of a position range, and the largest position an API accepts.
 MAX_POSITION = 2**62
+# tokens: the largest context budget a call accepts (tiermem.memory re-exports it). Here,
+# below both tiermem.memory and planner.plan, so that a stored plan's token bound is
+# defined from it, not restated: memory imports the planner only when first used.
+MAX_BUDGET_TOKENS = 2_000_000
 # Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
 # credential bound to `acme` may act on `acme` and every namespace below it.
 NAMESPACE_SEPARATOR = "/"
