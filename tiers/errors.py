@@ -207,6 +207,33 @@ class MigrationMismatch(TiermemError, RuntimeError):
                          f"against {target_digest[:16]}); the target's copy of it is not overwritten")
 
 
+class ServiceError(TiermemError, RuntimeError):
+    """`tiermem serve` answered an error that no more specific exception describes (a
+    5xx, a 413, an answer the client could not read): the HTTP status and an excerpt of
+    what the service said."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(f"tiermem service answered HTTP {status}: {detail}")
+
+
+class ServiceAuthError(ServiceError, PermissionError):
+    """401: the request carried no token, or one the service does not know; 403: the
+    token's namespace prefix does not cover the namespace asked for."""
+
+
+class ServiceUnavailable(ServiceError, ConnectionError):
+    """503: the service is starting, or its storage is busy (another writer's
+    transaction), read-only or failing; nothing was written. `retry_after_s`: the wait
+    the service asked for (its Retry-After), None when it named none."""
+
+    def __init__(self, status: int, detail: str, retry_after_s: float | None) -> None:
+        self.retry_after_s = retry_after_s
+        when = f"; retry after {retry_after_s:g} s" if retry_after_s is not None else ""
+        super().__init__(status, f"{detail}{when}")
+
+
 class CatchUpStopped(Exception):
     """Raised by the progress hook or read gate of an embedding catch-up
     (`ColdLog.index_pending`) to end it after the pool it stored; the hook's owner catches

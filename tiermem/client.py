@@ -1,0 +1,798 @@
+"""A Python client for `tiermem serve`: `Client` (blocking, on `httpx.Client`) and
+`AsyncClient` (on `httpx.AsyncClient`), with the methods of `Memory` the service offers,
+named and shaped like them, answering the library's own records (`Context` with its
+`Plan`, `StoredMessage`, `SearchHit`, `ErasureReport`, `Checkpoint`).
+
+    from tiermem.client import Client
+    with Client("http://memory:8700", token="tok-acme-...", namespace="acme/alice") as mem:
+        mem.append("trip-1", {"role": "user", "content": "No red-eyes, please."})
+        ctx = mem.context("trip-1", "Book the flight", budget=2000)
+
+Invariants:
+- One place builds every request and reads every answer (`_Calls`, `_answer`): the two
+  clients differ only in how they send and wait.
+- What `Memory` would refuse at its edge without reading the store (an empty or malformed
+  conversation id or namespace, a position or count out of range, a message that is not
+  one) is refused here, with the library's `ValidationError` naming the same field, and
+  nothing is sent. Limits that are the server's configuration (content bytes, id length
+  past `MAX_ID_CHARS_LIMIT`) are the server's to check.
+- The service's answers become the library's exceptions (tiers.errors): 422
+  `ValidationError` naming the field as the service named it (`messages[2].content`);
+  404 on a conversation `ConversationNotFound`, as `Memory` raises it (the same for a
+  conversation outside the token's prefix); 401/403 `ServiceAuthError`; 503
+  `ServiceUnavailable` with the service's Retry-After; any other error `ServiceError`
+  with the status and an excerpt of the body. Network failures stay httpx's
+  (`httpx.TransportError`).
+- Retries are off by default (`DEFAULT_RETRIES`): with `retries=n`, a 503 that carries a
+  Retry-After of at most `max_retry_wait_s` is sent again after that wait, at most n
+  times. The service answers 503 only when nothing was written, so a retried write is
+  never applied twice.
+- `namespace`: the client's, or a call's own; neither: the token's own prefix (no
+  `X-Tiermem-Namespace` header), as the service defines it.
+- Importing this module loads neither the service (FastAPI) nor an embedding runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Literal, TypeVar, overload
+from urllib.parse import quote
+
+import httpx
+
+from tiermem.adapters.anthropic import AnthropicRequest
+from tiermem.config import MAX_CONTENT_BYTES_LIMIT, MAX_ID_CHARS_LIMIT, MAX_METADATA_BYTES_LIMIT
+from tiermem.memory import (
+    DEFAULT_BUDGET_TOKENS,
+    DEFAULT_CONVERSATIONS_PAGE,
+    DEFAULT_PIN_PRIORITY,
+    MAX_AGE_S,
+    MAX_BATCH_MESSAGES,
+    MAX_BUDGET_TOKENS,
+    MAX_CONVERSATIONS_PAGE,
+    MAX_HISTORY_PAGE,
+    MAX_PIN_PRIORITY,
+    MAX_SEARCH_K,
+    MIN_PIN_PRIORITY,
+    ActiveView,
+)
+from tiermem.planner.plan import (
+    MAX_BREAKPOINTS,
+    Breakpoint,
+    CacheReport,
+    Context,
+    Plan,
+    PlanItem,
+    ViewStaleness,
+)
+from tiermem.tiers.errors import (
+    ConversationNotFound,
+    ServiceAuthError,
+    ServiceError,
+    ServiceUnavailable,
+    ValidationError,
+)
+from tiermem.tiers.models import (
+    MAX_POSITION,
+    Checkpoint,
+    ErasureReport,
+    Message,
+    SearchHit,
+    StoredMessage,
+    parse_message,
+    validate_id,
+    validate_namespace,
+)
+
+__all__ = ["AnthropicContext", "AsyncClient", "Client"]
+
+DEFAULT_TIMEOUT_S = 60.0  # per request; a context over a long conversation plans in well under it
+DEFAULT_RETRIES = 0  # retries of a 503 are off unless asked for
+MAX_RETRIES = 10  # more than this is a loop, not a retry
+DEFAULT_MAX_RETRY_WAIT_S = 30.0  # a Retry-After longer than this is not waited for: raised at once
+MAX_ERROR_EXCERPT_CHARS = 500  # of an error body quoted in ServiceError
+# the service's (tiermem.service.auth): restated so that the client never imports FastAPI;
+# a test holds the two equal
+NAMESPACE_HEADER = "X-Tiermem-Namespace"
+OPENAI_FORMAT = "openai"
+ANTHROPIC_FORMAT = "anthropic"
+THINKING_SCOPES = ("current_loop", "all")  # to_anthropic's; a test holds the two equal
+# where FastAPI says a refused input was: dropped from the field name, as Memory names fields
+_LOCATIONS = ("body", "query", "path", "header")
+
+T = TypeVar("T")
+MessageLike = Message | dict[str, Any] | Any  # a dict, a Message or an SDK object (parse_message)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnthropicContext(AnthropicRequest):
+    """`context(..., format="anthropic")`: `system` and `messages` for Anthropic's
+    `messages.create` (`kwargs()`), the planned context's exact `tokens` and its `plan`."""
+
+    tokens: int
+    plan: Plan
+
+    @property
+    def breakpoints(self) -> list[Breakpoint]:
+        return self.plan.breakpoints
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One request, and how its answer becomes a result. `conversation_id`: the
+    conversation a 404 means is missing (None: a 404 is no conversation's)."""
+
+    method: str
+    path: str
+    read: Callable[[Any], T]
+    json: Any = None
+    params: dict[str, Any] | None = None
+    namespace: str | None = None
+    conversation_id: str | None = None
+    ok_statuses: tuple[int, ...] = ()  # errors answered as results (/healthz's 503)
+
+
+# -- the shared part: arguments checked, requests built, answers read ----------------------------
+
+
+def _conv(conversation_id: object) -> str:
+    return validate_id(conversation_id, "conversation_id", MAX_ID_CHARS_LIMIT)
+
+
+def _int_within(value: object, field: str, low: int, high: int, what: str = "an integer") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(field, f"must be {what} within {low}..{high}")
+    return value
+
+
+def _position(value: object, field: str, *, low: int = 0) -> int:
+    return _int_within(value, field, low, MAX_POSITION, "an integer position")
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _wire(message: MessageLike, *, session_id: str | None = None, metadata: dict[str, Any] | None = None,
+          created_at: float | None = None) -> dict[str, Any]:
+    """The message as the service's append takes it: its body and the envelope fields
+    the caller set, checked as `Memory` checks it (the server's byte limits aside). A
+    time the caller did not set is left to the server's clock (parse_message fills in
+    this machine's)."""
+    parsed = parse_message(message, max_content_bytes=MAX_CONTENT_BYTES_LIMIT, max_metadata_bytes=MAX_METADATA_BYTES_LIMIT,
+                           session_id=session_id, metadata=metadata, created_at=created_at)
+    out = {**parsed.body(), **{k: v for k in ("session_id", "metadata") if (v := getattr(parsed, k)) is not None}}
+    if created_at is None:
+        created_at = message.get("created_at") if isinstance(message, dict) else getattr(message, "created_at", None)
+    if created_at is not None:
+        out["created_at"] = parsed.created_at
+    return out
+
+
+def _stored(row: dict[str, Any]) -> StoredMessage:
+    return StoredMessage(conversation_id=row["conversation_id"], position=row["position"], role=row["role"],
+                         body=row["message"], session_id=row["session_id"], metadata=row["metadata"],
+                         created_at=row["created_at"], tokens=row["tokens"])
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of dataclass `cls` in `data` (a newer service's extra fields ignored)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _item(data: dict[str, Any]) -> PlanItem:
+    # the service answers a non-finite score as null (JSON has no NaN)
+    return PlanItem(**{**_known(PlanItem, data), "score": float("nan") if data["score"] is None else data["score"]})
+
+
+def plan_from_dict(data: dict[str, Any]) -> Plan:
+    """The `Plan` whose `to_dict()` the service answered, so that `explain()` and every
+    field read as they do on the library's context."""
+    fields = _known(Plan, data)
+    fields["items"] = [_item(i) for i in data.get("items", [])]
+    fields["left_out"] = [_item(i) for i in data.get("left_out", [])]
+    fields["views"] = [ViewStaleness(**{**_known(ViewStaleness, v), "covers": tuple(v["covers"])})
+                       for v in data.get("views", [])]
+    fields["breakpoints"] = [Breakpoint(**_known(Breakpoint, b)) for b in data.get("breakpoints", [])]
+    fields["cache"] = CacheReport(**_known(CacheReport, data.get("cache", {})))
+    return Plan(**fields)
+
+
+def _context(body: dict[str, Any]) -> Context | AnthropicContext:
+    plan = plan_from_dict(body["plan"])
+    if body.get("format") == ANTHROPIC_FORMAT:
+        return AnthropicContext(system=body["system"], messages=body["messages"], tokens=body["tokens"], plan=plan)
+    return Context(messages=body["messages"], tokens=body["tokens"], plan=plan)
+
+
+def _erasure(body: dict[str, Any]) -> ErasureReport:
+    tombstones = list(body["tombstones"])
+    return ErasureReport(conversations=body["conversations"], messages=body["messages"], scrubbed=body["scrubbed"],
+                         tombstones=tombstones, conversation_ids=[t["id"] for t in tombstones if "id" in t])
+
+
+def _checkpoint(body: dict[str, Any]) -> Checkpoint:
+    return Checkpoint(conversation_id=body["conversation_id"], position=body["position"], summary=body["summary"],
+                      metadata=body["metadata"], created_at=body["created_at"])
+
+
+def _active(body: dict[str, Any]) -> ActiveView:
+    cp = body["checkpoint"]
+    return ActiveView(_checkpoint(cp) if cp is not None else None, [_stored(m) for m in body["messages"]])
+
+
+def _hit(h: dict[str, Any]) -> SearchHit:
+    return SearchHit(h["conversation_id"], h["position"], h["score"], dict(h["ranks"]), h["text"])
+
+
+def _none(_body: Any) -> None:
+    return None
+
+
+class _Calls:
+    """Every request the clients send, built from Memory-shaped arguments: checks them,
+    then says what to send and how to read the answer."""
+
+    def __init__(self, base_url: str, token: str | None, namespace: str | None) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValidationError("base_url", f"must be an http:// or https:// URL, got {base_url!r}")
+        if token is not None and (not isinstance(token, str) or not token.strip()):
+            raise ValidationError("token", "must be a non-empty string (None: no Authorization header)")
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.namespace = self._checked_ns(namespace)
+
+    @staticmethod
+    def _checked_ns(namespace: object | None) -> str | None:
+        return None if namespace is None else validate_namespace(namespace, "namespace", MAX_ID_CHARS_LIMIT)
+
+    def _ns(self, namespace: object | None) -> str | None:
+        """The namespace a call acts in: its own, else the client's (None: the token's prefix)."""
+        return self.namespace if namespace is None else self._checked_ns(namespace)
+
+    def url(self, call: _Call[Any]) -> str:
+        return self.base_url + call.path
+
+    def headers(self, call: _Call[Any]) -> dict[str, str]:
+        out = {"Authorization": f"Bearer {self.token}"} if self.token is not None else {}
+        if call.namespace is not None:
+            out[NAMESPACE_HEADER] = call.namespace
+        return out
+
+    def _conv_call(self, method: str, conversation_id: object, suffix: str, read: Callable[[Any], T],
+                   namespace: object | None, **kw: Any) -> _Call[T]:
+        conv = _conv(conversation_id)
+        return _Call(method, f"/v1/conversations/{quote(conv, safe='')}{suffix}", read,
+                     namespace=self._ns(namespace), conversation_id=conv, **kw)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def append(self, conversation_id: object, message: MessageLike, session_id: str | None,
+               metadata: dict[str, Any] | None, created_at: float | None, namespace: object | None) -> _Call[int]:
+        conv = _conv(conversation_id)
+        body = _wire(message, session_id=session_id, metadata=metadata, created_at=created_at)
+        return self._conv_call("POST", conv, "/messages", lambda b: int(b["position"]), namespace, json=body)
+
+    def append_many(self, conversation_id: object, messages: Sequence[MessageLike], session_id: str | None,
+                    format: str, namespace: object | None) -> _Call[list[int]]:
+        conv = _conv(conversation_id)
+        if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
+            raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
+        if isinstance(messages, str | bytes | dict) or not isinstance(messages, Sequence):
+            raise ValidationError("messages", f"must be a list of messages, got {type(messages).__name__}")
+        if not 1 <= len(messages) <= MAX_BATCH_MESSAGES:
+            raise ValidationError("messages", f"must hold 1..{MAX_BATCH_MESSAGES} messages, got {len(messages)}")
+        wire: list[Any] = []
+        for i, m in enumerate(messages):
+            try:
+                # an Anthropic message is converted by the service's adapter, which names its fields
+                wire.append(_wire(m) if format == OPENAI_FORMAT else dict(m))
+            except ValidationError as exc:
+                raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
+            except (TypeError, ValueError):
+                raise ValidationError(f"messages[{i}]", f"must be an object, got {type(m).__name__}") from None
+        body: dict[str, Any] = {"messages": wire, "format": format}
+        if session_id is not None:
+            body["session_id"] = session_id
+        return self._conv_call("POST", conv, "/messages:batch", lambda b: [int(p) for p in b["positions"]],
+                               namespace, json=body)
+
+    def checkpoint(self, conversation_id: object, summary: str, position: int,
+                   namespace: object | None) -> _Call[Checkpoint]:
+        body = {"summary": _text(summary, "summary"), "position": _position(position, "position")}
+        if not summary.strip():
+            raise ValidationError("summary", "must be a non-empty string")
+        return self._conv_call("POST", conversation_id, "/checkpoints", _checkpoint, namespace, json=body)
+
+    def fork(self, conversation_id: object, up_to: int, new_id: str | None, namespace: object | None) -> _Call[str]:
+        body: dict[str, Any] = {"up_to": _position(up_to, "up_to")}
+        if new_id is not None:
+            body["new_id"] = validate_id(new_id, "new_id", MAX_ID_CHARS_LIMIT)
+        return self._conv_call("POST", conversation_id, "/fork", lambda b: str(b["conversation_id"]), namespace,
+                               json=body)
+
+    def pin(self, conversation_id: object, position: int, priority: int, namespace: object | None) -> _Call[None]:
+        body = {"position": _position(position, "position"),
+                "priority": _int_within(priority, "priority", MIN_PIN_PRIORITY, MAX_PIN_PRIORITY)}
+        return self._conv_call("POST", conversation_id, "/pins", _none, namespace, json=body)
+
+    def unpin(self, conversation_id: object, position: int, namespace: object | None) -> _Call[None]:
+        return self._conv_call("DELETE", conversation_id, f"/pins/{_position(position, 'position')}", _none,
+                               namespace)
+
+    def delete_conversation(self, conversation_id: object, namespace: object | None) -> _Call[ErasureReport]:
+        return self._conv_call("DELETE", conversation_id, "", _erasure, namespace)
+
+    def delete_namespace(self, namespace: object) -> _Call[ErasureReport]:
+        if namespace is None:
+            raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
+        return _Call("DELETE", "/v1/namespace", _erasure, namespace=self._ns(namespace))
+
+    def prune(self, older_than: dt.timedelta | float, namespace: object | None) -> _Call[ErasureReport]:
+        age = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
+        if isinstance(age, bool) or not isinstance(age, int | float) or not 0 <= age <= MAX_AGE_S:
+            raise ValidationError("older_than", f"must be a timedelta or an age in seconds within 0..{MAX_AGE_S:.0f}")
+
+        def read(b: dict[str, Any]) -> ErasureReport:
+            return ErasureReport(conversations=b["conversations"], messages=b["messages"],
+                                 conversation_ids=list(b["conversation_ids"]))
+
+        return _Call("POST", "/v1/prune", read, json={"older_than_seconds": float(age)}, namespace=self._ns(namespace))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def history_page(self, conversation_id: object, after: int | None, limit: int | None,
+                     namespace: object | None) -> _Call[tuple[list[StoredMessage], int | None]]:
+        params: dict[str, Any] = {}
+        if after is not None:
+            params["after"] = _position(after, "after", low=-1)
+        if limit is not None:
+            params["limit"] = _int_within(limit, "limit", 1, MAX_HISTORY_PAGE)
+        return self._conv_call("GET", conversation_id, "/history",
+                               lambda b: ([_stored(m) for m in b["messages"]], b.get("next_after")), namespace,
+                               params=params)
+
+    def active(self, conversation_id: object, namespace: object | None) -> _Call[ActiveView]:
+        return self._conv_call("GET", conversation_id, "/active", _active, namespace)
+
+    def facts(self, conversation_id: object, namespace: object | None) -> _Call[list[dict[str, Any]]]:
+        return self._conv_call("GET", conversation_id, "/facts", lambda b: list(b["facts"]), namespace)
+
+    def context(self, conversation_id: object, query: str | None, budget: int, system: str | None,
+                namespace_recall: bool, truncate_latest: bool, format: str, thinking: str | None,
+                max_breakpoints: int | None, namespace: object | None) -> _Call[Context | AnthropicContext]:
+        conv = _conv(conversation_id)
+        body: dict[str, Any] = {"budget": _int_within(budget, "budget", 1, MAX_BUDGET_TOKENS),
+                                "namespace_recall": bool(namespace_recall), "truncate_latest": bool(truncate_latest)}
+        if query is not None:
+            body["query"] = _text(query, "query")
+        if system is not None:
+            body["system"] = _text(system, "system")
+        if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
+            raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
+        body["format"] = format
+        if thinking is not None or max_breakpoints is not None:
+            if format != ANTHROPIC_FORMAT:
+                raise ValidationError("thinking" if thinking is not None else "max_breakpoints",
+                                      f'only with format "{ANTHROPIC_FORMAT}" (an OpenAI context has no '
+                                      "thinking blocks or cache marks)")
+            if thinking is not None:
+                if thinking not in THINKING_SCOPES:
+                    raise ValidationError("thinking", f"must be one of {', '.join(THINKING_SCOPES)}")
+                body["thinking"] = thinking
+            if max_breakpoints is not None:
+                body["max_breakpoints"] = _int_within(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS)
+        return self._conv_call("POST", conv, "/context", _context, namespace, json=body)
+
+    def search(self, conversation_id: object | None, query: str, k: int | None,
+               namespace: object | None) -> _Call[list[SearchHit]]:
+        # POST: the query stays out of URLs and the access logs that record them
+        body: dict[str, Any] = {"q": _text(query, "query")}
+        conv = None if conversation_id is None else _conv(conversation_id)
+        if conv is not None:
+            body["conversation_id"] = conv
+        if k is not None:
+            body["k"] = _int_within(k, "k", 1, MAX_SEARCH_K)
+        return _Call("POST", "/v1/search", lambda b: [_hit(h) for h in b["hits"]], json=body,
+                     namespace=self._ns(namespace), conversation_id=conv)
+
+    def conversations_page(self, namespace: object | None, after: str | None,
+                           limit: int) -> _Call[tuple[list[str], str | None]]:
+        params: dict[str, Any] = {"limit": _int_within(limit, "limit", 1, MAX_CONVERSATIONS_PAGE)}
+        if after is not None:
+            params["after"] = validate_id(after, "after", MAX_ID_CHARS_LIMIT)
+        return _Call("GET", "/v1/conversations", lambda b: (list(b["conversations"]), b.get("next_after")),
+                     params=params, namespace=self._ns(namespace))
+
+    def stats(self, namespace: object | None) -> _Call[dict[str, Any]]:
+        return _Call("GET", "/v1/stats", dict, namespace=self._ns(namespace))
+
+    def health(self) -> _Call[dict[str, Any]]:
+        # /healthz answers its report with 503 too (starting, cold tier down): a result, not an error
+        return _Call("GET", "/healthz", dict, ok_statuses=(503,))
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """The Retry-After of a response in seconds; None when absent or not a number of
+    seconds (an HTTP date is not one the service sends)."""
+    raw = response.headers.get("retry-after")
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 <= value < float("inf") else None
+
+
+def _detail(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    return body.get("detail", body) if isinstance(body, dict) else body
+
+
+def _excerpt(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= MAX_ERROR_EXCERPT_CHARS else text[:MAX_ERROR_EXCERPT_CHARS] + "..."
+
+
+def _field_name(loc: Sequence[Any]) -> str:
+    """FastAPI's `loc` as Memory names a field: ['body', 'messages', 2, 'content'] ->
+    'messages[2].content'."""
+    parts = list(loc[1:] if loc and loc[0] in _LOCATIONS else loc)
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "body"
+
+
+def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
+    """The library's exception for an error answer."""
+    status = response.status_code
+    detail = _detail(response)
+    if status == httpx.codes.UNPROCESSABLE_ENTITY:
+        if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+            first = detail[0]
+            more = f" (and {len(detail) - 1} more problem(s))" if len(detail) > 1 else ""
+            return ValidationError(_field_name(first.get("loc", ())), f"{first.get('msg', 'invalid')}{more}")
+        return ValidationError("body", _excerpt(detail))
+    if status == httpx.codes.NOT_FOUND and call.conversation_id is not None:
+        return ConversationNotFound(call.conversation_id, call.namespace)
+    if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
+        return ServiceAuthError(status, _excerpt(detail))
+    if status == httpx.codes.SERVICE_UNAVAILABLE:
+        return ServiceUnavailable(status, _excerpt(detail), _retry_after_s(response))
+    return ServiceError(status, _excerpt(detail))
+
+
+def _answer(call: _Call[T], response: httpx.Response) -> T:
+    """The result of `call` from its response, or the library's exception for it."""
+    if response.is_error and response.status_code not in call.ok_statuses:
+        raise _refused(call, response)
+    try:
+        return call.read(response.json())
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not the answer this route gives
+        raise ServiceError(response.status_code, f"answer not understood ({type(exc).__name__}: {exc}): "
+                           f"{_excerpt(response.text)}") from None
+
+
+class _Base:
+    """What both clients hold: the request builder, the HTTP client and the retry policy."""
+
+    def __init__(self, base_url: str, token: str | None, namespace: str | None, timeout_s: float,
+                 retries: int, max_retry_wait_s: float) -> None:
+        self._calls = _Calls(base_url, token, namespace)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s < float("inf"):
+            raise ValidationError("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
+        self._timeout_s = float(timeout_s)
+        self._retries = _int_within(retries, "retries", 0, MAX_RETRIES)
+        if isinstance(max_retry_wait_s, bool) or not isinstance(max_retry_wait_s, int | float) \
+                or not 0 <= max_retry_wait_s < float("inf"):
+            raise ValidationError("max_retry_wait_s", f"must be a non-negative number of seconds, got "
+                                  f"{max_retry_wait_s!r}")
+        self._max_retry_wait_s = float(max_retry_wait_s)
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace every call acts in unless it names one (None: the token's prefix)."""
+        return self._calls.namespace
+
+    def _request(self, call: _Call[Any]) -> dict[str, Any]:
+        return {"method": call.method, "url": self._calls.url(call), "params": call.params, "json": call.json,
+                "headers": self._calls.headers(call), "timeout": self._timeout_s}
+
+    def _wait_before_retry(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before sending again, None to answer this response."""
+        if response.status_code != httpx.codes.SERVICE_UNAVAILABLE or attempt >= self._retries:
+            return None
+        wait = _retry_after_s(response)
+        return wait if wait is not None and wait <= self._max_retry_wait_s else None
+
+
+class Client(_Base):
+    """A blocking client of `tiermem serve` (module docstring).
+
+    `token`: the bearer token (None: none sent, for a `--no-auth` service). `namespace`:
+    the namespace calls act in unless they name one (None: the token's own prefix).
+    `timeout_s`: each request's. `retries`: how many times a 503 that carries a
+    Retry-After of at most `max_retry_wait_s` seconds is sent again after that wait;
+    0 (the default) raises `ServiceUnavailable` at once.
+
+    `http_client`: an `httpx.Client` of yours (proxies, TLS, pooling): the client sends on
+    it and never closes it; without one, the client builds its own and closes it in
+    `close()` (or at the end of a `with` block). It closes only what it opened.
+    """
+
+    def __init__(self, base_url: str, *, token: str | None = None, namespace: str | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, http_client: httpx.Client | None = None,
+                 retries: int = DEFAULT_RETRIES, max_retry_wait_s: float = DEFAULT_MAX_RETRY_WAIT_S) -> None:
+        super().__init__(base_url, token, namespace, timeout_s, retries, max_retry_wait_s)
+        if http_client is not None and not isinstance(http_client, httpx.Client):
+            raise ValidationError("http_client", f"must be an httpx.Client, got {type(http_client).__name__}")
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client()
+
+    def close(self) -> None:
+        """Close the HTTP client if this client built it (a given one is left open)."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, call: _Call[T]) -> T:
+        attempt = 0
+        while True:
+            response = self._http.request(**self._request(call))
+            wait = self._wait_before_retry(response, attempt)
+            if wait is None:
+                return _answer(call, response)
+            attempt += 1
+            time.sleep(wait)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def append(self, conversation_id: str, message: MessageLike, *, session_id: str | None = None,
+               metadata: dict[str, Any] | None = None, created_at: float | None = None,
+               namespace: str | None = None) -> int:
+        """Append one message (OpenAI format); returns its position."""
+        return self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at, namespace))
+
+    def append_many(self, conversation_id: str, messages: Sequence[MessageLike], *, session_id: str | None = None,
+                    format: Literal["openai", "anthropic"] = "openai", namespace: str | None = None) -> list[int]:
+        """Append a batch in one transaction (all or nothing); returns the positions.
+        `format="anthropic"`: Anthropic messages, stored as the library converts them."""
+        return self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace))
+
+    def checkpoint(self, conversation_id: str, summary: str, position: int, *,
+                   namespace: str | None = None) -> Checkpoint:
+        return self._send(self._calls.checkpoint(conversation_id, summary, position, namespace))
+
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None,
+             namespace: str | None = None) -> str:
+        return self._send(self._calls.fork(conversation_id, up_to, new_id, namespace))
+
+    def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY,
+            namespace: str | None = None) -> None:
+        self._send(self._calls.pin(conversation_id, position, priority, namespace))
+
+    def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
+        self._send(self._calls.unpin(conversation_id, position, namespace))
+
+    def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
+        return self._send(self._calls.delete_conversation(conversation_id, namespace))
+
+    def delete_namespace(self, namespace: str) -> ErasureReport:
+        return self._send(self._calls.delete_namespace(namespace))
+
+    def prune(self, older_than: dt.timedelta | float, *, namespace: str | None = None) -> ErasureReport:
+        return self._send(self._calls.prune(older_than, namespace))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def history(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
+                limit: int | None = None) -> list[StoredMessage]:
+        return self.history_page(conversation_id, namespace=namespace, after=after, limit=limit)[0]
+
+    def history_page(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
+                     limit: int | None = None) -> tuple[list[StoredMessage], int | None]:
+        return self._send(self._calls.history_page(conversation_id, after, limit, namespace))
+
+    def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
+        return self._send(self._calls.active(conversation_id, namespace))
+
+    def facts(self, conversation_id: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The service's facts: each a dict as `Validity.to_json()` gives it."""
+        return self._send(self._calls.facts(conversation_id, namespace))
+
+    @overload
+    def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
+                system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
+                namespace: str | None = ..., format: Literal["openai"] = ...) -> Context: ...
+
+    @overload
+    def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
+                system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
+                namespace: str | None = ..., format: Literal["anthropic"],
+                thinking: Literal["current_loop", "all"] | None = ...,
+                max_breakpoints: int | None = ...) -> AnthropicContext: ...
+
+    def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
+                system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
+                namespace: str | None = None, format: Literal["openai", "anthropic"] = "openai",
+                thinking: Literal["current_loop", "all"] | None = None,
+                max_breakpoints: int | None = None) -> Context | AnthropicContext:
+        """The slice of the past to send with this turn (`Memory.context`): a `Context`,
+        or with `format="anthropic"` an `AnthropicContext` (`system`, `messages`)."""
+        return self._send(self._calls.context(conversation_id, query, budget, system, namespace_recall,
+                                              truncate_latest, format, thinking, max_breakpoints, namespace))
+
+    def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
+               namespace: str | None = None) -> list[SearchHit]:
+        """Hybrid search in one conversation, or the namespace when `conversation_id` is
+        None; `k` None: the service's default."""
+        return self._send(self._calls.search(conversation_id, query, k, namespace))
+
+    def conversations(self, namespace: str | None = None) -> list[str]:
+        """Every conversation id of exactly `namespace`, read a page at a time."""
+        out: list[str] = []
+        after: str | None = None
+        while True:
+            names, after = self.conversations_page(namespace, after=after, limit=MAX_CONVERSATIONS_PAGE)
+            out += names
+            if after is None:
+                return out
+
+    def conversations_page(self, namespace: str | None = None, *, after: str | None = None,
+                           limit: int = DEFAULT_CONVERSATIONS_PAGE) -> tuple[list[str], str | None]:
+        return self._send(self._calls.conversations_page(namespace, after, limit))
+
+    def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
+        return self._send(self._calls.stats(namespace))
+
+    def health(self) -> dict[str, Any]:
+        """/healthz: `status` (ok, degraded, starting, down) and each tier's state."""
+        return self._send(self._calls.health())
+
+
+class AsyncClient(_Base):
+    """`Client`'s methods as coroutines, on an `httpx.AsyncClient` (`Client`'s
+    docstring says what each argument does). `http_client`: an `httpx.AsyncClient` of
+    yours, never closed by this client; without one it builds its own and closes it in
+    `aclose()` (or at the end of an `async with` block)."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, namespace: str | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, http_client: httpx.AsyncClient | None = None,
+                 retries: int = DEFAULT_RETRIES, max_retry_wait_s: float = DEFAULT_MAX_RETRY_WAIT_S) -> None:
+        super().__init__(base_url, token, namespace, timeout_s, retries, max_retry_wait_s)
+        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+            raise ValidationError("http_client", f"must be an httpx.AsyncClient, got {type(http_client).__name__}")
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.AsyncClient()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this client built it (a given one is left open)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, call: _Call[T]) -> T:
+        attempt = 0
+        while True:
+            response = await self._http.request(**self._request(call))
+            wait = self._wait_before_retry(response, attempt)
+            if wait is None:
+                return _answer(call, response)
+            attempt += 1
+            await asyncio.sleep(wait)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def append(self, conversation_id: str, message: MessageLike, *, session_id: str | None = None,
+                     metadata: dict[str, Any] | None = None, created_at: float | None = None,
+                     namespace: str | None = None) -> int:
+        return await self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at,
+                                                   namespace))
+
+    async def append_many(self, conversation_id: str, messages: Sequence[MessageLike], *,
+                          session_id: str | None = None, format: Literal["openai", "anthropic"] = "openai",
+                          namespace: str | None = None) -> list[int]:
+        return await self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace))
+
+    async def checkpoint(self, conversation_id: str, summary: str, position: int, *,
+                         namespace: str | None = None) -> Checkpoint:
+        return await self._send(self._calls.checkpoint(conversation_id, summary, position, namespace))
+
+    async def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None,
+                   namespace: str | None = None) -> str:
+        return await self._send(self._calls.fork(conversation_id, up_to, new_id, namespace))
+
+    async def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY,
+                  namespace: str | None = None) -> None:
+        await self._send(self._calls.pin(conversation_id, position, priority, namespace))
+
+    async def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
+        await self._send(self._calls.unpin(conversation_id, position, namespace))
+
+    async def delete_conversation(self, conversation_id: str, *, namespace: str | None = None) -> ErasureReport:
+        return await self._send(self._calls.delete_conversation(conversation_id, namespace))
+
+    async def delete_namespace(self, namespace: str) -> ErasureReport:
+        return await self._send(self._calls.delete_namespace(namespace))
+
+    async def prune(self, older_than: dt.timedelta | float, *, namespace: str | None = None) -> ErasureReport:
+        return await self._send(self._calls.prune(older_than, namespace))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def history(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
+                      limit: int | None = None) -> list[StoredMessage]:
+        return (await self.history_page(conversation_id, namespace=namespace, after=after, limit=limit))[0]
+
+    async def history_page(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
+                           limit: int | None = None) -> tuple[list[StoredMessage], int | None]:
+        return await self._send(self._calls.history_page(conversation_id, after, limit, namespace))
+
+    async def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
+        return await self._send(self._calls.active(conversation_id, namespace))
+
+    async def facts(self, conversation_id: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        return await self._send(self._calls.facts(conversation_id, namespace))
+
+    @overload
+    async def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
+                      system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
+                      namespace: str | None = ..., format: Literal["openai"] = ...) -> Context: ...
+
+    @overload
+    async def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
+                      system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
+                      namespace: str | None = ..., format: Literal["anthropic"],
+                      thinking: Literal["current_loop", "all"] | None = ...,
+                      max_breakpoints: int | None = ...) -> AnthropicContext: ...
+
+    async def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
+                      system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
+                      namespace: str | None = None, format: Literal["openai", "anthropic"] = "openai",
+                      thinking: Literal["current_loop", "all"] | None = None,
+                      max_breakpoints: int | None = None) -> Context | AnthropicContext:
+        return await self._send(self._calls.context(conversation_id, query, budget, system, namespace_recall,
+                                                    truncate_latest, format, thinking, max_breakpoints, namespace))
+
+    async def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
+                     namespace: str | None = None) -> list[SearchHit]:
+        return await self._send(self._calls.search(conversation_id, query, k, namespace))
+
+    async def conversations(self, namespace: str | None = None) -> list[str]:
+        out: list[str] = []
+        after: str | None = None
+        while True:
+            names, after = await self.conversations_page(namespace, after=after, limit=MAX_CONVERSATIONS_PAGE)
+            out += names
+            if after is None:
+                return out
+
+    async def conversations_page(self, namespace: str | None = None, *, after: str | None = None,
+                                 limit: int = DEFAULT_CONVERSATIONS_PAGE) -> tuple[list[str], str | None]:
+        return await self._send(self._calls.conversations_page(namespace, after, limit))
+
+    async def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
+        return await self._send(self._calls.stats(namespace))
+
+    async def health(self) -> dict[str, Any]:
+        return await self._send(self._calls.health())
