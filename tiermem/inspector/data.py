@@ -108,9 +108,11 @@ class ConversationRow:
     index_lag: int  # turns not embedded yet
 
 
-def _time(value: Any) -> float | None:
+def stored_time(value: Any) -> float | None:
     """A stored time as a float, or None where the row holds none a page can show (the
-    store returns a conversation's times uncast; SQLite keeps whatever was written)."""
+    store returns a conversation's times uncast; SQLite keeps whatever was written). The
+    pages' one test of a stored time: `age` takes what this returns, and the `ts` filter
+    (tiermem.inspector.routes) also bounds it to what a date can show."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)
@@ -119,8 +121,8 @@ def _time(value: Any) -> float | None:
 def conversation_row(mem: Memory, namespace: str, name: str) -> ConversationRow:
     key = resolve(mem, namespace, name)
     meta = mem.cold.conversation(key) or {}
-    return ConversationRow(name, int(meta.get("messages") or 0), _time(meta.get("created_at")) or 0.0,
-                           _time(meta.get("last_message_at")), hot_figures(mem, key), view_lag(mem, key, "rolling"),
+    return ConversationRow(name, int(meta.get("messages") or 0), stored_time(meta.get("created_at")) or 0.0,
+                           stored_time(meta.get("last_message_at")), hot_figures(mem, key), view_lag(mem, key, "rolling"),
                            mem.cold.pending_embeddings(key))
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 import urllib.parse
 from collections import Counter as Tally
@@ -93,9 +92,10 @@ class PinIn(BaseModel):
 def _ts(t: Any) -> str:
     """A stored time as UTC text; "-" for what is no time a page can show (a stored row
     may hold text, a non-finite number or one past the year 9999, where gmtime raises)."""
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or not 0 <= t <= MAX_TIMESTAMP:
+    at = data.stored_time(t)
+    if at is None or not 0 <= at <= MAX_TIMESTAMP:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
 
 
 def _env() -> jinja2.Environment:
