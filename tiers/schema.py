@@ -427,6 +427,23 @@ def m021_erasures_owed(c: Connection) -> None:
     c.execute("CREATE TABLE IF NOT EXISTS erase_owed(key TEXT PRIMARY KEY, reason TEXT NOT NULL, at REAL NOT NULL)")
 
 
+PENDING_BY_POSITION_INDEX = "turns_pending_by_pos"  # m022; tiers.cold names it (INDEXED BY)
+
+
+def m022_index_pending_by_position(c: Connection) -> None:
+    # One conversation's catch-up (an append's own embedding pass, a search's, a view
+    # refresh's) reads its pending turns in position order after a resume position. No
+    # index held both: SQLite walked the primary key from the resume position on and
+    # looked up every turn to test `embedded = 0` (60,030 turns per call when the newest
+    # of a 60k-turn conversation is the one pending), or sorted turns_pending_by_conv's.
+    # This one holds only the pending turns, in position order: a seek. turns_pending_by_conv
+    # stays: a namespace's catch-up resumes by rowid through it (INDEXED BY).
+    # IF NOT EXISTS: a store rolled back to an older version number (as the upgrade
+    # tests do) runs this again over the index it has
+    c.execute(f"CREATE INDEX IF NOT EXISTS {PENDING_BY_POSITION_INDEX} ON turns(conversation_id, position) "
+              "WHERE embedded = 0")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -449,6 +466,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m019_views_behind,
     m020_fts_rebuild_after_plain_erasures,
     m021_erasures_owed,
+    m022_index_pending_by_position,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
