@@ -1,0 +1,175 @@
+"""What one conversation's own embedding pass costs when the conversation is huge.
+
+    python -m tiermem.evals.bench_pending_seek [--data DIR] [--turns 20000,60000] [--calls 30] [--json]
+
+A SQLite store holds one conversation of N imported turns, all embedded (`build`: the
+layout of bench_turncache_load, unit vectors), and another tenant's 30-turn one; `--data`
+takes an existing data dir of that layout instead (copied first: the original is never
+written). On the huge conversation, in one process against the same store, two sides
+alternate call by call:
+
+- `walk`: the read before m022, which SQLite ran through the primary key
+  (conversation_id, position), looking up every turn after the resume position to test
+  `embedded = 0` (the plan the shipped statement had; set through
+  `ColdStore._CONV_PENDING_INDEX`);
+- `seek`: the shipped read, through turns_pending_by_pos (the pending turns only).
+
+Timed per side (median and p99 of `--calls` calls, ms): `index_pending(conversation_id=)`
+when the newest turn is the one pending (an append's own pass), the same when none is
+(what every `search` and view refresh of the conversation runs first), and a whole
+`Memory.append` of a correction (its supersession embeds it inline, before append
+returns). And `pending_embeddings(conv)`, the same statement on both sides, with its
+plan. The load averages are printed before and after: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tiermem import Config, Memory
+from tiermem.evals.retention import IMPORT_BATCH_TURNS, UnitEmbedder, _imported
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.models import Message
+
+HUGE = ("big", "long")  # (namespace, name) of the huge conversation
+OTHER = ("other", "mine")
+OTHER_TURNS = 30
+SIDES = ("walk", "seek")
+NO_END = 2**62  # index_pending's bound when no `end` is given
+P99 = 0.99
+# a user turn with a correction cue: supersession embeds it inline (Memory.append_many)
+CORRECTION = "Actually, my router is the model R{i} now."
+FILLER = "noted, thanks ({i})"
+
+
+def build(data: Path, turns: int) -> None:
+    with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+        mem.append_many(OTHER[1], [{"role": "user", "content": f"turn {i} about my printer"}
+                                   for i in range(OTHER_TURNS)], namespace=OTHER[0])
+        msgs = _imported(0, turns)
+        for i in range(0, turns, IMPORT_BATCH_TURNS):
+            mem.append_many(HUGE[1], msgs[i:i + IMPORT_BATCH_TURNS], namespace=HUGE[0])
+        mem.catch_up()
+
+
+def _pk_index(cold: ColdStore) -> str:
+    """The name SQLite gave the turns table's primary-key index (the walk's)."""
+    return str(next(r[1] for r in cold._read("PRAGMA index_list(turns)") if r[3] == "pk"))
+
+
+def _plan(cold: ColdStore, key: str) -> list[str]:
+    sql = (f"SELECT t.position FROM turns t INDEXED BY {cold._CONV_PENDING_INDEX} JOIN messages m ON m.id = t.id "
+           "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? AND t.position > ? "
+           "ORDER BY t.position LIMIT 1")
+    return [str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, NO_END, -1))]
+
+
+def _timed(call: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    call()
+    return (time.perf_counter() - t) * 1000
+
+
+def _summary(ms: list[float]) -> dict[str, float]:
+    ordered = sorted(ms)
+    return {"p50_ms": round(statistics.median(ordered), 3),
+            "p99_ms": round(ordered[min(len(ordered) - 1, int(P99 * len(ordered)))], 3)}
+
+
+def measure(data: Path, calls: int) -> dict[str, Any]:
+    saved = ColdStore._CONV_PENDING_INDEX
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    times: dict[str, dict[str, list[float]]] = {s: {"one_pending": [], "none_pending": [], "append": []}
+                                                for s in SIDES}
+    try:
+        with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+            cold = mem.cold
+            assert isinstance(cold, ColdStore), "a SQLite store"
+            key = cold.key_of(*HUGE)
+            assert key is not None, f"no conversation {HUGE[1]!r} in namespace {HUGE[0]!r}"
+            index = {"walk": _pk_index(cold), "seek": saved}
+            plans: dict[str, list[str]] = {}
+            turns = cold.last_position(key) + 1
+            # untimed: the first append loads what every later one reuses (the labeler's rules)
+            mem.append(HUGE[1], {"role": "user", "content": CORRECTION.format(i=-1)}, namespace=HUGE[0])
+            for i in range(calls):
+                for side in (SIDES if i % 2 == 0 else SIDES[::-1]):
+                    ColdStore._CONV_PENDING_INDEX = index[side]
+                    plans.setdefault(side, _plan(cold, key))
+                    cold.append(HUGE[1], Message(role="assistant", content=FILLER.format(i=i)), namespace=HUGE[0])
+                    catch_up = functools.partial(cold.index_pending, conversation_id=key)
+                    times[side]["one_pending"].append(_timed(catch_up))
+                    times[side]["none_pending"].append(_timed(catch_up))
+                    msg = {"role": "user", "content": CORRECTION.format(i=i)}
+                    times[side]["append"].append(_timed(functools.partial(mem.append, HUGE[1], msg,
+                                                                          namespace=HUGE[0])))
+                    # the append's own pass embedded its turn: nothing is left for the next call
+                    assert cold.pending_embeddings(key) == 0, "the append did not embed its turn inline"
+            cold.append(HUGE[1], Message(role="assistant", content=FILLER.format(i=calls)), namespace=HUGE[0])
+            assert cold.pending_embeddings(key) == 1
+            count_ms = [_timed(functools.partial(cold.pending_embeddings, key)) for _ in range(calls)]
+            count_plan = [str(r[-1]) for r in cold._read(
+                "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?", (key,))]
+    finally:
+        ColdStore._CONV_PENDING_INDEX = saved
+    out: dict[str, Any] = {"turns": turns, "calls": calls, "load_before": load_before,
+                           "load_after": [round(x, 2) for x in os.getloadavg()], "plans": plans}
+    for side in SIDES:
+        out[side] = {name: _summary(ms) for name, ms in times[side].items()}
+    out["ratio_p50"] = {name: round(out["walk"][name]["p50_ms"] / max(out["seek"][name]["p50_ms"], 1e-9), 1)
+                        for name in times["seek"]}
+    out["pending_embeddings"] = {**_summary(count_ms), "plan": count_plan}
+    return out
+
+
+def run(turns: int | None, source: Path | None, calls: int) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-seek-"))
+    try:
+        if source is not None:
+            shutil.copytree(source, tmp / "data")  # the original is never written
+        else:
+            assert turns is not None
+            build(tmp / "data", turns)
+        return measure(tmp / "data", calls)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--turns", default="20000,60000", help="sizes of the huge conversation, comma-separated")
+    ap.add_argument("--data", action="append", type=Path, help="an existing data dir of this layout (repeatable)")
+    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = ([run(None, d, args.calls) for d in args.data] if args.data
+            else [run(int(n), None, args.calls) for n in args.turns.split(",")])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['turns']:,} turns, {r['calls']} calls a side; load {r['load_before']} -> {r['load_after']}")
+        for side in SIDES:
+            print(f"  {side}: {r['plans'][side]}")
+        print("| call | walk p50 / p99 ms | seek p50 / p99 ms | ratio (p50) |")
+        print("|---|---:|---:|---:|")
+        for name in r["ratio_p50"]:
+            a, b = r["walk"][name], r["seek"][name]
+            print(f"| {name} | {a['p50_ms']} / {a['p99_ms']} | {b['p50_ms']} / {b['p99_ms']} | {r['ratio_p50'][name]}x |")
+        pe = r["pending_embeddings"]
+        print(f"pending_embeddings(conv): {pe['p50_ms']} / {pe['p99_ms']} ms, {pe['plan']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
