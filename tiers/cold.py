@@ -898,12 +898,25 @@ class ColdStore(SharedQueries):
                           (conversation_id, lo, hi))
         return [int(r[1]) for r in rows if self._decode(r) is None], len(rows)
 
-    def _fork_batch(self, c: Connection, f: _ForkCopy, lo: int, hi: int, bad: Sequence[int]) -> None:
-        """Inside a fork's transaction: copy the parent's positions lo..hi (but `bad`)
-        into the child, each table in one INSERT ... SELECT (ids `base + position`)."""
+    @staticmethod
+    @contextlib.contextmanager
+    def _fork_skipping(c: Connection, bad: Sequence[int]) -> Iterator[None]:
+        """Inside a fork's transaction: `temp.fork_skip` holds the positions `bad` (rows
+        that fail their model: the copy leaves them gaps) for the statements run in it,
+        and is emptied after them."""
         c.execute("CREATE TEMP TABLE IF NOT EXISTS fork_skip(position INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.fork_skip")
         c.executemany("INSERT OR IGNORE INTO temp.fork_skip(position) VALUES (?)", [(p,) for p in bad])
+        yield
+        c.execute("DELETE FROM temp.fork_skip")
+
+    def _fork_batch(self, c: Connection, f: _ForkCopy, lo: int, hi: int, bad: Sequence[int]) -> None:
+        """Inside a fork's transaction: copy the parent's positions lo..hi (but `bad`)
+        into the child, each table in one INSERT ... SELECT (ids `base + position`)."""
+        with self._fork_skipping(c, bad):
+            self._fork_batch_rows(c, f, lo, hi)
+
+    def _fork_batch_rows(self, c: Connection, f: _ForkCopy, lo: int, hi: int) -> None:
         # the table, not this process's cached width, and at each batch: another process
         # may have made it since we opened, or a rebuild dropped it since the last batch
         has_vec = self._has_vec()
@@ -958,7 +971,6 @@ class ColdStore(SharedQueries):
                         "SELECT id FROM turns WHERE conversation_id = ? AND position BETWEEN ? AND ? AND embedded = 1",
                         (f.child, lo, hi)).fetchall() if int(r[0]) not in have])
         self._step("fork:vectors")
-        c.execute("DELETE FROM temp.fork_skip")
 
     def _fork_publish(self, c: Connection, f: _ForkCopy, bad: Sequence[int]) -> None:
         """Inside a fork's last transaction: bind the child's key to its name (the
@@ -979,9 +991,10 @@ class ColdStore(SharedQueries):
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (f.child, f.name, f.namespace, f.parent, f.up_to, f.now, last_at),
         )
-        c.execute("CREATE TEMP TABLE IF NOT EXISTS fork_skip(position INTEGER PRIMARY KEY)")
-        c.execute("DELETE FROM temp.fork_skip")
-        c.executemany("INSERT OR IGNORE INTO temp.fork_skip(position) VALUES (?)", [(p,) for p in bad])
+        with self._fork_skipping(c, bad):
+            self._fork_publish_rows(c, f)
+
+    def _fork_publish_rows(self, c: Connection, f: _ForkCopy) -> None:
         c.execute(
             "INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
             "SELECT ?, position, summary, metadata, created_at FROM checkpoints "
@@ -1011,7 +1024,6 @@ class ColdStore(SharedQueries):
             (f.child, f.parent, f.up_to),
         )
         self._step("fork:checkpoint")
-        c.execute("DELETE FROM temp.fork_skip")
 
     @staticmethod
     def _fork_owned(c: Connection, child: str) -> None:
@@ -1031,8 +1043,20 @@ class ColdStore(SharedQueries):
         FORK_ABANDONED_S after it was made)."""
         if fcntl is None:
             return None
+        fd = self._try_fork_lock(child)
+        if fd is None:  # a new key, so nobody else should hold it: refuse rather than copy unlocked
+            raise StoreUnavailable(child, "another process holds the unpublished fork's lock")
+        return fd
+
+    def _try_fork_lock(self, child: str) -> int | None:
+        """The exclusive file lock on the unpublished child `child`, taken without waiting:
+        its descriptor, or None while another process holds it. Only with file locks."""
         fd = os.open(self._fork_lock_path(child), os.O_CREAT | os.O_RDWR, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new key: nobody else holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held
+            os.close(fd)
+            return None
         return fd
 
     def _fork_unlock(self, child: str, fd: int | None) -> None:
@@ -1049,13 +1073,7 @@ class ColdStore(SharedQueries):
         process still copies it."""
         if fcntl is None:
             return -1 if time.time() - at > FORK_ABANDONED_S else None
-        fd = os.open(self._fork_lock_path(child), os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: the fork is being copied
-            os.close(fd)
-            return None
-        return fd
+        return self._try_fork_lock(child)  # None while held: the fork is being copied
 
     def _abandon_fork(self, child: str) -> None:
         """Delete an unpublished fork's rows and owed record (`_purge_owed`), and its
