@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pg_server import pg_url  # noqa: F401  (pytest fixture, for engine_config)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -55,9 +56,17 @@ WEEK = [  # (sent, role, text), Wednesday 2 to Friday 4 December 2026, Los Angel
 ]
 
 
-def _open(tmp_path: Path, embedder: Embedder, timezone: str) -> Memory:
-    return Memory(Config(data_dir=tmp_path / "data", timezone=timezone), embedder=embedder, hot=False,
-                  background_indexing=False)
+def _open(tmp_path: Path, embedder: Embedder, timezone: str, base: Config | None = None) -> Memory:
+    settings = base.model_dump(exclude_unset=True) if base is not None else {"data_dir": tmp_path / "data"}
+    return Memory(Config(**settings, timezone=timezone), embedder=embedder, hot=False, background_indexing=False)
+
+
+def _week(mem: Memory) -> list[int]:
+    """WEEK and the evening's question appended to conversation "c"; WEEK's positions."""
+    positions = mem.append_many("c", [{"role": r, "content": t, "created_at": ts} for ts, r, t in WEEK],
+                                session_id="week")
+    mem.append("c", {"role": "user", "content": QUESTION, "created_at": pst(4, 21, 30)})
+    return positions
 
 
 @pytest.mark.parametrize(("timezone", "told", "best", "headings"), [
@@ -74,9 +83,7 @@ def _open(tmp_path: Path, embedder: Embedder, timezone: str) -> Memory:
 def test_the_dentist_yesterday_is_the_users_thursday(tmp_path: Path, embedder: Embedder, timezone: str,
                                                      told: tuple[str, str], best: str, headings: list[str]) -> None:
     with _open(tmp_path, embedder, timezone) as mem:
-        positions = mem.append_many("c", [{"role": r, "content": t, "created_at": ts} for ts, r, t in WEEK],
-                                    session_id="week")
-        mem.append("c", {"role": "user", "content": QUESTION, "created_at": pst(4, 21, 30)})
+        positions = _week(mem)
         table = mem.turns.get("c")
         assert table.told_start is not None and table.told_end is not None
         i = table.index_of(positions[WEEK.index(next(w for w in WEEK if w[2] == TOLD_DENTIST))])
@@ -121,3 +128,16 @@ def test_across_the_end_of_summer_time_a_day_is_25_hours(tmp_path: Path, embedde
         # each day's heading shows the offset in force that day: summer time on Saturday,
         # standard time on Monday
         assert "(31 Oct 2026 -07:00)" in block and "(02 Nov 2026 -08:00)" in block, block
+
+
+def test_both_engines_keep_the_users_days(tmp_path: Path, embedder: Embedder, engine_config: Config) -> None:
+    # the days are the planner's arithmetic over the stored seconds: the same on PostgreSQL
+    with _open(tmp_path, embedder, "America/Los_Angeles", engine_config) as mem:
+        positions = _week(mem)
+        table = mem.turns.get("c")
+        assert table.told_start is not None
+        i = table.index_of(positions[6])  # TOLD_DENTIST
+        assert i is not None and _iso(table.told_start[i]) == "2026-12-03T08:00+00:00"
+        ctx = mem.context("c", QUESTION, budget=BUDGET)
+        best = max((it for it in ctx.plan.items if it.slice == "retrieved"), key=lambda it: it.score)
+        assert best.positions[0] == positions[2]  # MORNING_DENTIST, Thursday's
