@@ -521,12 +521,14 @@ def test_summaries_are_versioned_and_never_move_backwards(store: ColdLog) -> Non
 def test_a_warm_fold_of_text_holding_a_nul_is_stored(store: ColdLog) -> None:
     """PostgreSQL text cannot hold NUL: the warm tier's fold of a user's "a\\x00b" made
     PostgreSQL refuse the whole refresh (found by migrate-store); the derived text keeps
-    a space there instead. The message itself keeps its NUL on both engines."""
+    a space there instead, on both engines (SQLite kept the NUL: the same fold read
+    differently after migrate-store, which refused to copy it; tests/test_engines_differential.py
+    found it). The message itself keeps its NUL on both engines."""
     key = store.append_batch("c", [user("code a\u0000b"), user("more")]).key
     view = SummaryView(key, "rolling", "", 0, 0, 1, (Sentence("code a\u0000b", (0,)),), 0, "test", time.time())
     WarmStore(store).put(view, fold=True)
     cp = store.latest_checkpoint(key)
-    assert cp is not None and cp.summary.replace("\u0000", " ") == "code a b"
+    assert cp is not None and cp.summary == "code a b"
     assert store.history(key)[0].body["content"] == "code a\u0000b"
 
 
