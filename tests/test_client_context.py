@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from client_helpers import BUDGET, CONV, NS, QUERY, served
@@ -56,15 +57,15 @@ CALLS = [
 
 @pytest.mark.parametrize("args", CALLS)
 def test_the_clients_context_is_the_librarys(url_mem: tuple[str, Memory], client: Client,
-                                             args: dict[str, object]) -> None:
+                                             args: dict[str, Any]) -> None:
     mem = url_mem[1]
     # a context depends on the calls before it (the prompt-cache epoch keeps their layout):
     # the library's what-if plan (record=False) leaves that state as the client's call finds it
-    want = mem.context(CONV, **args, namespace=NS, record=False)  # type: ignore[arg-type]
-    got = client.context(CONV, **args)  # type: ignore[arg-type]
+    want = mem.context(CONV, **args, namespace=NS, record=False)
+    got = client.context(CONV, **args)
     assert isinstance(got, Context)
     assert got.messages == json.loads(json.dumps(finite(want.messages)))
-    assert got.tokens == want.tokens <= args["budget"]  # type: ignore[operator]
+    assert got.tokens == want.tokens <= args["budget"]
     assert _same_plan(got.plan, want.plan) == {}
     assert got.breakpoints == want.breakpoints
     # the plan is data, and reads as the library's does
