@@ -1247,7 +1247,8 @@ class Superseder:
             # a live append: the turns just before it get their vectors now (only those
             # before it: the search looks at earlier turns, and a catch-up that calls this
             # has embedded them already, not the ones after); asked first whether any turn
-            # waits, an index seek: index_pending's read walks the conversation's turns
+            # waits, an index seek (so is index_pending's read since m022; it walked the
+            # conversation's turns before)
             if small and self.cold.pending_embeddings(conv):
                 self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo))
             with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # where the catch-up remembered them
