@@ -1336,8 +1336,13 @@ class ColdStore(SharedQueries):
         batches are; the last one takes the conversation's other rows and its
         `erase_owed` record. Returns the FTS terms of the rows deleted (for the scrub;
         [] unless `terms`) and the last batch size. Another thread or process may be deleting the same
-        rows: each batch deletes what is there when it runs."""
+        rows: each batch deletes what is there when it runs. Nothing owed (never, or finished
+        by someone else) takes no write transaction: the read decides as the transaction's
+        check would at that moment, and a record written after it is its writer's to purge
+        (an erasure's, a fork's) or the next `finish_owed_erasures`'s."""
         erased: list[bytes] = []
+        if not self._read("SELECT 1 FROM erase_owed WHERE key = ?", (key,)):
+            return erased, limit  # behind another writer, waiting for its lock would be for nothing
         while True:
             began = time.perf_counter()
             with self._tx() as c:
