@@ -453,18 +453,24 @@ def eval_memory(
         close_memory(opened)
 
 
+def suffixed_id(base: str, limit: int, taken: Callable[[str], bool]) -> str:
+    """`base` cut to `limit` characters, or, while that is `taken`, the same with `-2`,
+    `-3`, ... cut so that the suffix fits too: the one rule the evals make an id unique by
+    (against a data dir, `unique_conversation_id`; within a file, `locomo.conversation_ids`)."""
+    cid, n = base[:limit], 1
+    while taken(cid):
+        n += 1
+        suffix = f"-{n}"
+        cid = base[:limit - len(suffix)] + suffix
+    return cid
+
+
 def unique_conversation_id(memory: Memory, base: str) -> str:
     """`base` within the Config's `max_id_chars`, or the same with `-2`, `-3`... if the
     data dir already holds it (the evals put each conversation in a namespace of its own
     name), cut so that the suffix fits too. `base` is in the id alphabet (callers put a
     file's text through `locomo.id_text`)."""
-    limit = memory.config.max_id_chars
-    cid, n = base[:limit], 1
-    while memory.cold.key_of(cid, cid) is not None:
-        n += 1
-        suffix = f"-{n}"
-        cid = base[:limit - len(suffix)] + suffix
-    return cid
+    return suffixed_id(base, memory.config.max_id_chars, lambda cid: memory.cold.key_of(cid, cid) is not None)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -81,6 +81,7 @@ from tiermem.evals.baselines import (
     percentiles,
     rank_all,
     run_baseline,
+    suffixed_id,
     tiermem_available,
     tiermem_context,
     verify_positions,
@@ -347,8 +348,8 @@ def conversation_id(sample_id: str) -> str:
 def conversation_ids(sample_ids: Sequence[str], max_chars: int = ID_MAX_CHARS) -> list[str]:
     """A conversation id per sample, unique within the file: `conversation_id`, and for a
     sample whose id maps to one already taken (`team/1` after `team_1`, or a sample id
-    given twice) the same with `-2`, `-3`, ... (as `baselines.unique_conversation_id`
-    does against a data dir). Two samples in one conversation would have the second's
+    given twice) the same with `-2`, `-3`, ... (`baselines.suffixed_id`, as
+    `baselines.unique_conversation_id` makes one against a data dir). Two samples in one conversation would have the second's
     questions scored against the first's turns. The same file gives the same ids every
     run, so a data dir's conversations are reused. `max_chars` (at most ID_MAX_CHARS):
     a lower id limit, which shortens the ids."""
@@ -356,12 +357,7 @@ def conversation_ids(sample_ids: Sequence[str], max_chars: int = ID_MAX_CHARS) -
     taken: set[str] = set()
     out: list[str] = []
     for sid in sample_ids:
-        base = cid = conversation_id(sid)[:limit]
-        n = 1
-        while cid in taken:
-            n += 1
-            suffix = f"-{n}"
-            cid = base[:limit - len(suffix)] + suffix
+        cid = suffixed_id(conversation_id(sid), limit, taken.__contains__)
         taken.add(cid)
         out.append(cid)
     return out
