@@ -83,6 +83,17 @@ def tiermem_available(memory: Memory) -> bool:
     return callable(getattr(memory, "context", None))
 
 
+def tiermem_runs(memory: Memory, methods: Sequence[str], skipped: str) -> bool:
+    """Whether an eval runs the tiermem method: asked for in `methods` and available; asked
+    for but not available, a warning says it is skipped, `skipped` saying how."""
+    if TIERMEM not in methods:
+        return False
+    if not tiermem_available(memory):
+        warn(f"Memory has no context() yet: the tiermem method is skipped{skipped}")
+        return False
+    return True
+
+
 def _item_is_superseded(item: Any) -> bool:
     reason = str(getattr(item, "reason", "") or "")
     return "superseded" in reason.lower()

@@ -71,10 +71,9 @@ from tiermem.evals.baselines import (
     full_context,
     percentiles,
     tail_truncation,
-    tiermem_available,
     tiermem_context,
+    tiermem_runs,
     unique_conversation_id,
-    warn,
 )
 from tiermem.evals.conversations import checked_samples
 from tiermem.evals.locomo import LocomoError, Sample, id_text, session_times, turn_message
@@ -413,9 +412,7 @@ def run_cost(
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(COST_METHODS)}")
     # every turn checked as `tiermem import` checks it, before anything is written
     s = pick_sample(checked_samples(data, memory.config), sample)
-    use_tiermem = TIERMEM in methods and tiermem_available(memory)
-    if TIERMEM in methods and not use_tiermem:
-        warn("Memory has no context() yet: the tiermem method is skipped in the cost replay")
+    use_tiermem = tiermem_runs(memory, methods, " in the cost replay")
     active = [m for m in methods if m != TIERMEM or use_tiermem]
     conv = unique_conversation_id(memory, f"locomo-cost-{id_text(s.sample_id)}")  # within max_id_chars
     ns = conv

@@ -82,10 +82,9 @@ from tiermem.evals.baselines import (
     rank_all,
     run_baseline,
     suffixed_id,
-    tiermem_available,
     tiermem_context,
+    tiermem_runs,
     verify_positions,
-    warn,
 )
 from tiermem.memory import Memory
 from tiermem.tiers.models import ID_PATTERN, NAME_MAX_CHARS, StoredMessage, message_text
@@ -679,9 +678,7 @@ def run_locomo(
         samples = samples[:limit_samples]
     if not samples:
         raise LocomoError(f"{data} holds no samples")
-    use_tiermem = TIERMEM in wanted and tiermem_available(memory)
-    if TIERMEM in wanted and not use_tiermem:
-        warn("Memory has no context() yet: the tiermem method is skipped, baselines only")
+    use_tiermem = tiermem_runs(memory, wanted, ", baselines only")
     baselines = [m for m in BASELINES if m in wanted]
 
     t0 = time.perf_counter()

@@ -56,10 +56,9 @@ from tiermem.evals.baselines import (
     percentiles,
     rank_all,
     run_baseline,
-    tiermem_available,
     tiermem_context,
+    tiermem_runs,
     unique_conversation_id,
-    warn,
 )
 from tiermem.memory import Memory
 from tiermem.tiers.models import message_text
@@ -588,9 +587,7 @@ def run_pressure(
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; known: {list(METHODS)}")
-    use_tiermem = TIERMEM in methods and tiermem_available(memory)
-    if TIERMEM in methods and not use_tiermem:
-        warn("Memory has no context() yet: the tiermem method is skipped, baselines only")
+    use_tiermem = tiermem_runs(memory, methods, ", baselines only")
     baselines = [m for m in BASELINES if m in methods]
     active = ([TIERMEM] if use_tiermem else []) + baselines
     gens = [generate(seed * 1000 + i, turns) for i in range(conversations)]

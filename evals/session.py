@@ -42,9 +42,8 @@ from tiermem.evals.baselines import (
     pack_ranked,
     rank_all,
     tail_truncation,
-    tiermem_available,
+    tiermem_runs,
     unique_conversation_id,
-    warn,
 )
 from tiermem.evals.conversations import checked_samples
 from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
@@ -105,9 +104,7 @@ def run_session(
     unknown = set(methods) - set(SESSION_METHODS)
     if unknown:
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(SESSION_METHODS)}")
-    use_tiermem = TIERMEM in methods and tiermem_available(memory)
-    if TIERMEM in methods and not use_tiermem:
-        warn("Memory has no context() yet: the tiermem method is skipped in the session eval")
+    use_tiermem = tiermem_runs(memory, methods, " in the session eval")
     active = [m for m in methods if m != TIERMEM or use_tiermem]
     # every turn checked as `tiermem import` checks it, before anything is written
     samples = checked_samples(data, memory.config)
