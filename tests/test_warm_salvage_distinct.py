@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tiermem import Memory
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.warm import Sentence, SummaryView, WarmStore
@@ -16,12 +17,12 @@ from tiermem.tiers.warm import Sentence, SummaryView, WarmStore
 READS = 10  # reads of the same view; each meets every bad row again
 
 
-def _bad_row(cold: ColdStore, kind: str, key: str, version: int) -> None:
+def _bad_row(cold: ColdStore, kind: str, key: str, version: int, *, conversation: str = "c") -> None:
     with cold._tx() as c:
         c.execute(
             "INSERT INTO summaries(conversation_id, kind, key, version, start_position, end_position, body, "
-            "tokens, summarizer, created_at) VALUES ('c', ?, ?, ?, 0, 1, '{not json', 1, 'x', 2.0)",
-            (kind, key, version),
+            "tokens, summarizer, created_at) VALUES (?, ?, ?, ?, 0, 1, '{not json', 1, 'x', 2.0)",
+            (conversation, kind, key, version),
         )
 
 
@@ -44,3 +45,21 @@ def test_a_bad_view_row_counts_once(cold: ColdStore, bad: list[tuple[str, str, i
         for kind in good:
             assert warm.latest("c", kind) == good[kind]
     assert warm.salvaged == expected
+
+
+def test_bad_view_rows_show_in_stats_and_leave_with_their_conversation(cold_memory: Memory) -> None:
+    # before, WarmStore.salvaged was reported nowhere: stats() and /metrics showed only the
+    # log's bad rows, and an erased conversation's bad view rows stayed counted
+    mem = cold_memory
+    mem.append("c", {"role": "user", "content": "one"})
+    mem.append("c", {"role": "user", "content": "two"})
+    key = mem.cold.key_of("default", "c")
+    assert key is not None
+    warm = mem.warm
+    good = warm.put(SummaryView(key, "rolling", "", 0, 0, 0, (Sentence("one", (0,)),), 0, "x", 1.0))
+    _bad_row(mem.cold, "rolling", "", 2, conversation=key)
+    for _ in range(READS):
+        assert warm.latest(key, "rolling") == good
+    assert mem.stats()["warm"] == {"salvaged_rows": 1}
+    mem.delete_conversation("c")
+    assert mem.stats()["warm"] == {"salvaged_rows": 0}

@@ -370,6 +370,7 @@ class Memory:
         """After a retention operation: drop every derived copy of these incarnations
         outside SQLite (turn cache, kept pinned blocks, Redis keys). Redis keys that
         cannot be reached now are recorded and deleted when Redis answers again."""
+        self.warm.forget(keys)
         for key in keys:
             self.turns.drop(key)
             if self._planner is not None:  # one never built remembers nothing
@@ -948,6 +949,8 @@ class Memory:
         if self.hot is not None:
             out["hot"] = self.hot.stats(namespace=namespace)
         if namespace is None:
+            # bad view rows this process met (a namespace's own count would need its keys)
+            out["warm"] = {"salvaged_rows": self.warm.salvaged}
             out["turn_cache"] = self.turns.stats()
             out["embedder"] = {"loaded": embedder_loaded(self.embedder),
                                "runtime": str(getattr(self.embedder, "active_runtime", "external"))}

@@ -271,6 +271,12 @@ class WarmStore:
         as the cold store counts its rows: one read again is not counted again."""
         return len(self._salvaged_rows)
 
+    def forget(self, conversation_ids: Sequence[str]) -> None:
+        """After an erasure or prune: these incarnations' bad rows no longer exist, so they
+        leave the count (as the cold store's do)."""
+        gone = set(conversation_ids)
+        self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
+
     # -- decoding ------------------------------------------------------------------------
 
     def _decode(self, row: Sequence[Any]) -> SummaryView | None:

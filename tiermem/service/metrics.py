@@ -99,7 +99,8 @@ class StateCollector(Collector):
                 ("pending_embeddings", "tiermem_pending_embeddings", "turns not embedded yet"),
             ):
                 out.append(GaugeMetricFamily(name, doc, value=float(cold.get(key, 0))))
-            salvaged = float(cold.get("salvaged_rows", 0))
+            # the log's bad rows and the warm views' (one counter: a bad stored row is one either way)
+            salvaged = float(cold.get("salvaged_rows", 0) + mem.warm.salvaged)
             out.append(
                 CounterMetricFamily(
                     "tiermem_salvaged_rows", "stored rows skipped as undecodable", value=salvaged
