@@ -72,8 +72,10 @@ from tiermem.tiers.schema import (
     DEFAULT_BUSY_TIMEOUT_MS,
     FTS_TOKENIZE,
     PENDING_BY_POSITION_INDEX,
+    PIN_CANDIDATES_INDEX,
     SCOPE_SQL,
     SCRUB_PENDING_KEY,
+    SUPERSEDED_PINS_INDEX,
     VEC_TABLE,
     Connection,
     DriverDatabaseError,
@@ -731,8 +733,11 @@ class ColdStore(SharedQueries):
             + "WHERE p.conversation_id = ?1 ORDER BY p.priority DESC, t.position DESC LIMIT ?2",
             (conversation_id, limit),
         )
+        # a backward walk of the candidates' own index (m023) that stops after `limit`
+        # rows (a pinned one is skipped: the first read has it); not a sort of all of them
         bearing = self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
+            self._TURN_SELECT.replace("FROM turns t ", f"FROM turns t INDEXED BY {self._PIN_CANDIDATES_INDEX} ")
+            + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
             "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT ?3",
             (conversation_id, min_priority, limit),
         )
@@ -743,12 +748,20 @@ class ColdStore(SharedQueries):
     def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         """Load-bearing turns a later turn superseded (newest first), for the plan to say
         why they are not shown; explicitly pinned ones are the caller's to show."""
+        # the superseded ones' own index (m023), newest first: not a walk of every
+        # load-bearing turn testing each
         rows = self._read(
-            self._TURN_SELECT + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
+            self._TURN_SELECT.replace("FROM turns t ", f"FROM turns t INDEXED BY {self._SUPERSEDED_PINS_INDEX} ")
+            + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
             "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT ?3",
             (conversation_id, min_priority, limit),
         )
         return self._turn_rows(rows)
+
+    # the indexes the two pin reads walk (m023); evals/bench_pin_candidates sets
+    # turns_load_bearing's to time the reads they replaced
+    _PIN_CANDIDATES_INDEX: ClassVar[str] = PIN_CANDIDATES_INDEX
+    _SUPERSEDED_PINS_INDEX: ClassVar[str] = SUPERSEDED_PINS_INDEX
 
     # -- derived labels (written by the consolidation layer) -----------------------------------
 

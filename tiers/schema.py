@@ -444,6 +444,28 @@ def m022_index_pending_by_position(c: Connection) -> None:
               "WHERE embedded = 0")
 
 
+# m023; tiers.cold names them (INDEXED BY)
+PIN_CANDIDATES_INDEX = "turns_pin_candidates"
+SUPERSEDED_PINS_INDEX = "turns_superseded_pins"
+
+
+def m023_index_pin_candidates(c: Connection) -> None:
+    # The planner's pinned block (on a pin version change) and supersession (on every
+    # correction) read a conversation's best load-bearing, not superseded turns: the top
+    # `limit` by priority, then newest. turns_load_bearing is by position only, so SQLite
+    # read every one of them and sorted (29,700 turns of a 60k-turn conversation, 29 ms).
+    # This one holds exactly those turns in (priority, position) order: a backward walk
+    # that stops after `limit`. The superseded ones (the plan's "superseded by" notes,
+    # newest first) get their own, by position: the walk of turns_load_bearing tested
+    # `superseded_by` turn by turn and, with few superseded, read them all. Each append
+    # of a load-bearing turn writes one more index entry; a supersession moves one.
+    # IF NOT EXISTS: a store rolled back to an older version number (as the upgrade
+    # tests do) runs this again over the indexes it has
+    c.execute(f"CREATE INDEX IF NOT EXISTS {PIN_CANDIDATES_INDEX} ON turns(conversation_id, priority, position) "
+              "WHERE load_bearing = 1 AND superseded_by IS NULL")
+    c.execute(f"CREATE INDEX IF NOT EXISTS {SUPERSEDED_PINS_INDEX} ON turns(conversation_id, position) "
+              "WHERE load_bearing = 1 AND superseded_by IS NOT NULL")
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -467,6 +489,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m020_fts_rebuild_after_plain_erasures,
     m021_erasures_owed,
     m022_index_pending_by_position,
+    m023_index_pin_candidates,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
