@@ -23,7 +23,7 @@ Invariants:
   (planner.late_pins; in a tool loop no such place is left: a new epoch); when
   that is not enough, a pin or summary line shown as current stops being current, late
   pins are due to fold into the pinned block,
-  or the caller's budget or system prompt changes, a new epoch rebuilds the context.
+  or the caller's budget, system prompt or time zone changes, a new epoch rebuilds the context.
   The plan reports which (`plan.cache`) and where the stable prefix ends
   (`plan.breakpoints`, indexes of the returned messages, after any conversion).
 - Only a recall (NEEDS_ROOM_CLASSES) takes the room left, rewinds earlier blocks or ends
@@ -48,7 +48,6 @@ exact count (planner.render), then the epoch: extend the previous context or sta
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,7 +86,7 @@ from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
-from tiermem.tiers.zones import UTC_NAME, Zone
+from tiermem.tiers.zones import UTC_NAME, Zone, check_timezone
 from tiermem.tiers.zones import zone as zone_named
 
 if TYPE_CHECKING:
@@ -219,7 +218,12 @@ class _Call:
     t0: float
     timings: dict[str, float] = field(default_factory=dict)
     record: bool = True  # False: a what-if plan (the inspector's), the epoch is not advanced
+    timezone: str = UTC_NAME  # the user's calendar for this call (its days, shown dates)
     kept_from: int | None = None  # before_latest: where the previous call's turns began, kept
+
+    @property
+    def zone(self) -> Zone:
+        return zone_named(self.timezone)
 
     def mark(self, step: str) -> None:
         """Record when `step` ended, in milliseconds since the call began."""
@@ -255,8 +259,7 @@ class Planner:
         turns: TurnCache | None = None,
     ) -> None:
         self.cold = cold
-        self.turns = turns if turns is not None else TurnCache(cold, derive=functools.partial(told_span,
-                                                                                               zone=settings.zone))
+        self.turns = turns if turns is not None else TurnCache(cold, derive=told_span, zone=settings.timezone)
         self.tokens = tokens
         self.embed = embed
         self.settings = settings
@@ -288,16 +291,21 @@ class Planner:
         truncate_latest: bool = False,
         table: TurnTable | None = None,
         record: bool = True,
+        timezone: str | None = None,
     ) -> Context:
-        """`table`: the conversation's turn table when the caller just read it. `record=False`
-        (a what-if plan, e.g. the inspector's): the epoch is not advanced, so the agent's next
-        call is compared with its own previous context, not with this one."""
+        """`table`: the conversation's turn table when the caller just read it (in this
+        call's zone: `TurnCache.get`). `record=False` (a what-if plan, e.g. the inspector's):
+        the epoch is not advanced, so the agent's next call is compared with its own
+        previous context, not with this one. `timezone`: the user's IANA zone for this call
+        (None: the settings'), the calendar of the days turns tell of and the query names and
+        the clock of the dates shown."""
         t0 = time.perf_counter()
         self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
+        tz_name = check_timezone(timezone) if timezone is not None else self.settings.timezone
         conv = conversation_id
-        table = table if table is not None else self.turns.get(conv)
+        table = table if table is not None else self.turns.get(conv, tz_name)
         turns_ms = (time.perf_counter() - t0) * MS_PER_S
         hot = hot or HotView({}, {}, degraded=True)
         plan = Plan(conv, query, "default", "", budget)
@@ -305,7 +313,7 @@ class Planner:
         plan.tiers = {"cold": "ok", "hot": "degraded" if hot.degraded else ("rebuilt" if hot.rebuilt else "ok"),
                       "warm": "ok" if summaries else "unused"}
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     {"turns": turns_ms}, record)
+                     {"turns": turns_ms}, record, tz_name)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
@@ -399,7 +407,7 @@ class Planner:
         cap in tokens; sets the plan's query class, retrieval mode and shares."""
         conv, query, plan, table = call.conv, call.query, call.plan, call.table
         latest_user, hidden, room = fixed.latest_user, fixed.hidden, fixed.room
-        pinned = [c for c in self.candidates.pinned(conv, call.hot, plan, room)
+        pinned = [c for c in self.candidates.pinned(conv, call.hot, plan, room, call.zone)
                   if c.position != latest_user and c.position not in hidden]
         tail = self.candidates.tail(conv, fixed.tail_rows, fixed.tail_msgs, latest_user, plan)
         taken_positions = ({latest_user} if latest_user is not None else set()) | hidden
@@ -436,7 +444,7 @@ class Planner:
         plan.shares = dict(caps)
         retrieved = [] if tells else self.candidates.retrieved(
             conv, call.namespace, query, qvec, qclass.name, room, exclude=taken_positions, lexical=lexical,
-            table=table)
+            table=table, zone=call.zone)
         call.mark("retrieve")
         return {"pinned": pinned, "summary": summary, "retrieved": retrieved, "tail": tail}, caps
 
@@ -504,7 +512,7 @@ class Planner:
         table = call.table
         return EpochKey(call.budget, call.system or "",
                         (int(table.positions[0]), float(table.created[0])) if len(table) else None,
-                        bool(call.namespace_recall))
+                        bool(call.namespace_recall), call.timezone)
 
     def _memory_last_start(self, conv: str, key: EpochKey) -> int | None:
         """Under `system_messages="before_latest"` (no epochs): where the previous call's

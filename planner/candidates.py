@@ -64,6 +64,7 @@ from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
 from tiermem.tiers.vectors import row_dots
+from tiermem.tiers.zones import Zone
 
 if TYPE_CHECKING:
     from tiermem.planner.build import HotView, PlannerSettings, SummaryBlock
@@ -178,6 +179,7 @@ class PinSet:
     # caller pins superseded since (shown, marked): position -> their interval, for the plan
     marked: dict[int, str] = field(default_factory=dict)
     hidden: frozenset[int] = frozenset()  # what control rows hid when it was read (a pop moves no pin version)
+    zone: Zone | None = None  # whose clock its lines' dates and intervals show (a call's zone)
 
 
 @dataclass(frozen=True)
@@ -242,12 +244,15 @@ class Candidates:
         fixed.sort(key=lambda m: m.position)
         return fixed
 
-    def pinned(self, conv: str, hot: HotView, plan: Plan, room: int) -> list[Candidate]:
+    def pinned(self, conv: str, hot: HotView, plan: Plan, room: int, zone: Zone | None = None) -> list[Candidate]:
+        """The pin candidates; `zone`: the call's (None: the settings'), whose clock their
+        dates and validity intervals show."""
+        zone = zone if zone is not None else self.settings.zone
         # only as many as could ever fit, highest priority then newest first: a long
         # conversation has hundreds of load-bearing turns, and reading them all would
         # cost more than the rest of the plan
         limit = max(PLAN_LEFT_OUT_PER_SLICE, room // MIN_PIN_TOKENS)
-        pins = self.pin_set(conv, room)
+        pins = self.pin_set(conv, room, zone)
         for r, interval in zip(pins.superseded, pins.intervals, strict=True):
             plan.left_out.append(PlanItem("pinned", conv, [r.position], "cold", "reference", 0, 0.0,
                                           f"superseded by #{r.superseded_by}: not presented as current "
@@ -265,7 +270,7 @@ class Candidates:
             prio = r.pinned_priority if r.pinned_priority is not None else r.priority
             why = "pinned by the caller" if r.pinned_priority is not None else f"load-bearing {r.intent or ''}".strip()
             if gone := self.statements.parts(conv, r.position):
-                why += "; " + self.statements.reason(r.position, gone, r.created_at)
+                why += "; " + self.statements.reason(r.position, gone, r.created_at, zone)
             marked = pins.marked.get(r.position)
             if marked is not None:
                 why += f"; superseded by #{r.superseded_by} ({marked}): shown marked, not as a current value"
@@ -276,10 +281,10 @@ class Candidates:
         out.sort(key=lambda c: (-c.score, -c.position))
         return out
 
-    def intervals(self, conv: str, rows: Sequence[TurnRow]) -> dict[int, tuple[str, str]]:
+    def intervals(self, conv: str, rows: Sequence[TurnRow], zone: Zone) -> dict[int, tuple[str, str]]:
         """For superseded rows: (the plan's wording, the line's wording) of their validity
         interval, from their own time until the superseding turn's (the turn index's
-        `superseded_by` and the turn times: derived, nothing stored)."""
+        `superseded_by` and the turn times: derived, nothing stored), on `zone`'s clock."""
         if not rows:
             return {}
         ends = {r.position: r for r in self.cold.turns_at(conv, sorted({r.superseded_by for r in rows
@@ -287,27 +292,28 @@ class Candidates:
         out: dict[int, tuple[str, str]] = {}
         for r in rows:
             end = ends.get(r.superseded_by) if r.superseded_by is not None else None
-            zone = self.settings.zone
             until = when(end.created_at, zone) if end is not None else "a later message"
             how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
             out[r.position] = (f"valid #{r.position} {when(r.created_at, zone)} until #{r.superseded_by} {until}, {how}",
                                f"valid {when(r.created_at, zone)} until {until}, then {how}")
         return out
 
-    def pin_set(self, conv: str, room: int) -> PinSet:
+    def pin_set(self, conv: str, room: int, zone: Zone | None = None) -> PinSet:
         """The conversation's pin candidates (best first) with their rendered lines, for
         a pinned share of up to `room` tokens, and its superseded pins: kept between
         calls and re-read only when the log's pin version moved (a load-bearing turn, a
         relabel, a supersession, a pin) or what control rows hide, not on every appended
         turn, or when a call has more room than the kept set was read for. A pin
-        superseded only by a popped turn is a pin again (tiers.statements.Hidden)."""
+        superseded only by a popped turn is a pin again (tiers.statements.Hidden). The kept
+        lines show `zone`'s dates (None: the settings'): a call in another zone reads them again."""
+        zone = zone if zone is not None else self.settings.zone
         version = self.cold.pin_version(conv)
         hid = self.statements.hidden(conv)
         with self._pins_lock:
             got = self.pins.get(conv)
             if got is not None:
                 self.pins.move_to_end(conv)
-        if got is not None and got.version == version and got.hidden == hid.positions:
+        if got is not None and got.version == version and got.hidden == hid.positions and got.zone == zone:
             if room <= got.room:
                 return got
             room = max(room, got.room)
@@ -335,21 +341,21 @@ class Candidates:
         # a caller pin stays the caller's to show after a correction superseded it (the
         # store's candidates keep it), but never as a current value: its line carries the
         # marker and validity interval that a superseded retrieved line carries
-        gone_by = self.intervals(conv, [r for r in rows if r.superseded_by is not None and r.position in msgs])
+        gone_by = self.intervals(conv, [r for r in rows if r.superseded_by is not None and r.position in msgs], zone)
         rendered: list[tuple[TurnRow, str, bool, int]] = []
         for r in rows:
             m = msgs.get(r.position)
             if m is None:  # past the reach, or unreadable (salvaged away): never shown
                 rendered.append((r, "", False, 0))
                 continue
-            line, trimmed = self.render.line(m)
+            line, trimmed = self.render.line(m, zone=zone)
             if r.position in gone_by:
                 line = line.replace("] ", f" · SUPERSEDED, not current: {gone_by[r.position][1]}] ", 1)
             rendered.append((r, line, trimmed, self.render.line_tokens(line)))
-        intervals = self.intervals(conv, superseded)
+        intervals = self.intervals(conv, superseded, zone)
         got = PinSet(version, room, tuple(rendered), tuple(superseded),
                       tuple(intervals[r.position][0] for r in superseded),
-                      {p: v[0] for p, v in gone_by.items()}, hid.positions)
+                      {p: v[0] for p, v in gone_by.items()}, hid.positions, zone)
         with self._pins_lock:
             self.pins[conv] = got
             while len(self.pins) > PIN_CACHE_CONVERSATIONS:
@@ -480,15 +486,19 @@ class Candidates:
 
     def retrieved(
         self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str,
-        room: int, *, exclude: set[int], lexical: Lexical, table: TurnTable,
+        room: int, *, exclude: set[int], lexical: Lexical, table: TurnTable, zone: Zone | None = None,
     ) -> list[Candidate]:
+        """The turns retrieved for `query`; `zone`: the call's (None: the settings'), the
+        calendar of the days it names and the clock its lines' dates show (`table`'s told
+        periods are that zone's: TurnCache.get)."""
+        zone = zone if zone is not None else self.settings.zone
         if not query or not query.strip() or not len(table):
             return []
         # enough candidates to fill the whole remaining room, not just the share
         depth = max(self.settings.retrieval_k,
                     min(MAX_RETRIEVED_CANDIDATES, room // TYPICAL_LINE_TOKENS + EXTRA_RETRIEVED_CANDIDATES))
         bm25 = [(p, s) for _c, p, s in lexical.here]
-        windows = query_windows(query, float(table.created[-1]), zone=self.settings.zone)
+        windows = query_windows(query, float(table.created[-1]), zone=zone)
         scores = score_turns(table, qvec, bm25, windows,
                              replies=qclass in RECALL_CLASSES and replies_apply(room))
         eligible = np.ones(len(table), dtype=bool)
@@ -501,7 +511,7 @@ class Candidates:
             eligible = np.nan_to_num(cos, nan=MISSING_COSINE) >= STRONG_COSINE
             # the turns of a period only when the message asks about it: a remark that
             # names one ("I went hiking last week") tells, and the tail carries it
-            if windows and query_windows(question_text(query), float(table.created[-1]), zone=self.settings.zone):
+            if windows and query_windows(question_text(query), float(table.created[-1]), zone=zone):
                 eligible |= scores.in_period()
         if qclass == "recent_recall":
             # "what did I just say?" needs the newest turns: the tail's share does not
@@ -531,7 +541,7 @@ class Candidates:
         hid = self.statements.hidden(conv)  # a supersession by a popped turn counts as absent
         rows = {p: hid.row(r) for p, r in rows.items()}
         positions = [int(table.positions[i]) for i in top]
-        intervals = self.intervals(conv, [r for r in rows.values() if r.superseded_by is not None])
+        intervals = self.intervals(conv, [r for r in rows.values() if r.superseded_by is not None], zone)
         past = about_past(query)
         last = int(table.positions[-1])
         scored: dict[tuple[str, int], tuple[float, str]] = {}
@@ -585,10 +595,10 @@ class Candidates:
             m = msgs.get(key)
             if m is None or is_control(m.body):
                 continue
-            line, trimmed = self.render.line(m, dated=False)
+            line, trimmed = self.render.line(m, dated=False, zone=zone)
             source = m.text if m.role in ("user", "assistant") and not trimmed else ""
             if gone := self.statements.parts(key[0], key[1]):
-                why += "; " + self.statements.reason(key[1], gone, m.created_at)
+                why += "; " + self.statements.reason(key[1], gone, m.created_at, zone)
                 source = ""  # its superseded statements are marked line by line: shown whole
             elif key in superseded:
                 # shown for the history it carries, never as a current value: with what
@@ -597,7 +607,7 @@ class Candidates:
                 source = ""
             # another conversation is named by its id: its internal key would tell that the
             # id is (or was) used in another namespace (tiers.cold, incarnations)
-            heading = self.render.heading(m, None if key[0] == conv else names[key[0]])
+            heading = self.render.heading(m, None if key[0] == conv else names[key[0]], zone)
             out.append(Candidate("retrieved", key[0], key[1], score, f"{qclass}: {why}", line,
                              tokens=self.render.line_tokens(line) + HEADING_SHARE_TOKENS,
                              fidelity="trimmed" if trimmed else "verbatim", tier="cold", header=heading,

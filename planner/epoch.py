@@ -6,8 +6,8 @@ were, byte for byte, and the next call appends the log turns that arrived since,
 turns retrieved for its own query that are not shown yet, and its latest user message.
 A provider's prompt cache then serves the whole previous context. When the room left
 cannot hold what the call needs, when a pin shown as current stops being current, when
-a shown summary line leaves its view, or when the caller changes the budget or the
-system prompt, a new epoch starts: the context is rebuilt from the stable layers (one
+a shown summary line leaves its view, or when the caller changes the budget, the
+system prompt or the time zone (the dates shown are another clock's), a new epoch starts: the context is rebuilt from the stable layers (one
 planned cache miss, reported in the plan with its reason).
 
 Invariants:
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiermem.planner.plan import PlanItem
+from tiermem.tiers.zones import UTC_NAME
 
 EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4 bytes a token each)
 
@@ -47,6 +48,7 @@ class EpochKey:
     system: str
     stamp: tuple[int, float] | None  # first turn's position and time: the incarnation
     namespace_recall: bool
+    timezone: str = UTC_NAME  # the user's zone: the context's dates and headings are its clock's
 
 
 @dataclass(frozen=True)
@@ -110,4 +112,6 @@ def key_change(old: EpochKey, new: EpochKey) -> str:
         return "system prompt changed"
     if old.namespace_recall != new.namespace_recall:
         return "namespace recall switched"
+    if old.timezone != new.timezone:
+        return f"time zone changed ({old.timezone} -> {new.timezone}): the dates shown are another clock's"
     return ""

@@ -2,9 +2,10 @@
 the tail in layer order, and the result converted to the configured message family.
 
 Invariants:
-- Dates and times are the user's (`PlannerSettings.timezone`, tiers.zones): in UTC (the
-  default) exactly as before zones existed, no zone shown; in any other zone the local date
-  or time with its UTC offset ("04 Dec 2026 21:00 -08:00"), so the model reads the user's clock.
+- Dates and times are the user's (the call's zone, else `PlannerSettings.timezone`;
+  tiers.zones): in UTC (the default) exactly as before zones existed, no zone shown; in
+  any other zone the local date or time with its UTC offset ("04 Dec 2026 21:00 -08:00"),
+  so the model reads the user's clock.
 - A line carries no position numbers (they cost tokens on every line and the model cannot
   use them; the plan carries every item's positions); retrieved lines are grouped under
   one heading per session, so a date costs tokens once per group (and, with TERSE, the
@@ -99,18 +100,20 @@ class Renderer:
                   f"in the log (history/get) ...]\n")
         return self.tokens.decode(ids[:head]) + marker + self.tokens.decode(ids[len(ids) - tail:]), True
 
-    def line(self, m: StoredMessage, *, dated: bool = True) -> tuple[str, bool]:
+    def line(self, m: StoredMessage, *, dated: bool = True, zone: Zone | None = None) -> tuple[str, bool]:
+        """`m` as a line of a block; `zone`: the call's (None: the settings')."""
+        zone = zone if zone is not None else self.settings.zone
         who = m.body.get("name") or m.role
         # no position numbers in the text: they cost tokens on every line and the model
         # cannot use them; the plan carries every item's positions
         parts = [str(who)]
         if dated:
-            parts.append(day(m.created_at, self.settings.zone))
+            parts.append(day(m.created_at, zone))
         gone = (self.statements.parts(m.conversation_id, m.position)
                 if self.statements is not None and m.role in ("user", "assistant") else ())
         if gone and self.statements is not None:
             # some of its statements were superseded: they are marked, on lines of their own
-            current, old = self.statements.render(m.text, gone, m.created_at)
+            current, old = self.statements.render(m.text, gone, m.created_at, zone)
             lines = [f"[{' '.join(parts)}] {current}"] if current else []
             return "\n".join(lines + [f"[{who} · SUPERSEDED, not current: {valid}] {stmt}" for stmt, valid in old]), False
         text = m.text.replace("\n", " ").strip() if m.role != "tool" else m.text
@@ -119,14 +122,14 @@ class Renderer:
             text, trimmed = self.trim(text, self.settings.tool_trim_tokens, m.position)
         return f"[{' '.join(parts)}] {text}", trimmed
 
-    def heading(self, m: StoredMessage, other: str | None = None) -> str:
+    def heading(self, m: StoredMessage, other: str | None = None, zone: Zone | None = None) -> str:
         """Retrieved lines are grouped under one heading per session (its date; and its
         id unless TERSE), so that a date costs tokens once per group, not once per line.
         `other`: the id (never the internal key) of the conversation the line is from,
-        when it is not the one answered."""
+        when it is not the one answered. `zone`: the call's (None: the settings')."""
         where = f"conversation {other}, " if other is not None else ""
         session = f", {m.session_id}" if m.session_id and not TERSE else ""
-        return f"({where}{day(m.created_at, self.settings.zone)}{session})"
+        return f"({where}{day(m.created_at, zone if zone is not None else self.settings.zone)}{session})"
 
     def line_tokens(self, line: str) -> int:
         return self.tokens.count(line) + LINE_SEP_TOKENS

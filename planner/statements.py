@@ -16,8 +16,10 @@ Invariants:
 - The record is kept per conversation key between calls and re-read only when the
   key's pin version moved (recording a statement moves it, tiers/statements.py), and
   the version is read at most once per conversation per `context()` call (`begin`).
-- Its intervals' times are the user's (`zone`, from `Config.timezone`; tiers.zones): in
-  UTC exactly as before zones existed, elsewhere local with the UTC offset shown.
+- Its intervals' times are the user's (the call's zone, else `zone`, from
+  `Config.timezone`; tiers.zones): in UTC exactly as before zones existed, elsewhere local
+  with the UTC offset shown. What it keeps between calls (the parts) holds no time text,
+  so calls in different zones share it.
 - A statement superseded only by a turn a control row hides now (a popped correction)
   holds again: the call's `Hidden` (`hide`, read with the call's control rows, which
   move no pin version) is applied to the kept record on every read.
@@ -134,16 +136,18 @@ class StatementView:
         with self._lock:
             self._kept.pop(conv, None)
 
-    def render(self, text: str, parts: tuple[Part, ...], since: float) -> tuple[str, list[tuple[str, str]]]:
-        """(what still holds of `text`, [(a superseded statement, its interval)])."""
-        zone = self.zone
+    def render(self, text: str, parts: tuple[Part, ...], since: float, zone: Zone | None = None
+               ) -> tuple[str, list[tuple[str, str]]]:
+        """(what still holds of `text`, [(a superseded statement, its interval)]); `zone`: the
+        call's (None: this view's)."""
+        zone = zone if zone is not None else self.zone
         gone = [(" ".join(text[p.start:p.end].split()),
                  f"valid {_when(since, zone)} until {_when(p.until, zone)}, then {p.how}") for p in parts]
         current = remaining_text(text, [(p.start, p.end) for p in parts])
         return current, gone
 
-    def reason(self, position: int, parts: tuple[Part, ...], since: float) -> str:
-        """The plan's wording: each superseded statement with its interval."""
-        zone = self.zone
+    def reason(self, position: int, parts: tuple[Part, ...], since: float, zone: Zone | None = None) -> str:
+        """The plan's wording: each superseded statement with its interval (`zone`: as `render`)."""
+        zone = zone if zone is not None else self.zone
         return "; ".join(f"statement at characters {p.start}-{p.end} superseded by #{p.by} (valid #{position} "
                          f"{_when(since, zone)} until #{p.by} {_when(p.until, zone)}, {p.how})" for p in parts)

@@ -87,6 +87,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
+from tiermem.tiers.zones import check_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client"]
 
@@ -367,7 +368,8 @@ class _Calls:
 
     def context(self, conversation_id: object, query: str | None, budget: int, system: str | None,
                 namespace_recall: bool, truncate_latest: bool, format: str, thinking: str | None,
-                max_breakpoints: int | None, namespace: object | None) -> _Call[Context | AnthropicContext]:
+                max_breakpoints: int | None, namespace: object | None, timezone: object | None = None
+                ) -> _Call[Context | AnthropicContext]:
         conv = _conv(conversation_id)
         body: dict[str, Any] = {"budget": _int_within(budget, "budget", 1, MAX_BUDGET_TOKENS),
                                 "namespace_recall": bool(namespace_recall), "truncate_latest": bool(truncate_latest)}
@@ -375,6 +377,8 @@ class _Calls:
             body["query"] = _text(query, "query")
         if system is not None:
             body["system"] = _text(system, "system")
+        if timezone is not None:  # unset: the server's config's zone, as the library's None
+            body["timezone"] = check_timezone(timezone)
         if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
             raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
         body["format"] = format
@@ -618,24 +622,27 @@ class Client(_Base):
     @overload
     def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                 system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
-                namespace: str | None = ..., format: Literal["openai"] = ...) -> Context: ...
+                namespace: str | None = ..., format: Literal["openai"] = ..., timezone: str | None = ...
+                ) -> Context: ...
 
     @overload
     def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                 system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
                 namespace: str | None = ..., format: Literal["anthropic"],
                 thinking: Literal["current_loop", "all"] | None = ...,
-                max_breakpoints: int | None = ...) -> AnthropicContext: ...
+                max_breakpoints: int | None = ..., timezone: str | None = ...) -> AnthropicContext: ...
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                 system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
                 namespace: str | None = None, format: Literal["openai", "anthropic"] = "openai",
                 thinking: Literal["current_loop", "all"] | None = None,
-                max_breakpoints: int | None = None) -> Context | AnthropicContext:
+                max_breakpoints: int | None = None, timezone: str | None = None) -> Context | AnthropicContext:
         """The slice of the past to send with this turn (`Memory.context`): a `Context`,
-        or with `format="anthropic"` an `AnthropicContext` (`system`, `messages`)."""
+        or with `format="anthropic"` an `AnthropicContext` (`system`, `messages`).
+        `timezone`: the user's IANA zone for this call (None: the server's `Config.timezone`)."""
         return self._send(self._calls.context(conversation_id, query, budget, system, namespace_recall,
-                                              truncate_latest, format, thinking, max_breakpoints, namespace))
+                                              truncate_latest, format, thinking, max_breakpoints, namespace,
+                                              timezone))
 
     def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
                namespace: str | None = None) -> list[SearchHit]:
@@ -757,22 +764,25 @@ class AsyncClient(_Base):
     @overload
     async def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                       system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
-                      namespace: str | None = ..., format: Literal["openai"] = ...) -> Context: ...
+                      namespace: str | None = ..., format: Literal["openai"] = ..., timezone: str | None = ...
+                ) -> Context: ...
 
     @overload
     async def context(self, conversation_id: str, query: str | None = ..., budget: int = ..., *,
                       system: str | None = ..., namespace_recall: bool = ..., truncate_latest: bool = ...,
                       namespace: str | None = ..., format: Literal["anthropic"],
                       thinking: Literal["current_loop", "all"] | None = ...,
-                      max_breakpoints: int | None = ...) -> AnthropicContext: ...
+                      max_breakpoints: int | None = ..., timezone: str | None = ...) -> AnthropicContext: ...
 
     async def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                       system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
                       namespace: str | None = None, format: Literal["openai", "anthropic"] = "openai",
                       thinking: Literal["current_loop", "all"] | None = None,
-                      max_breakpoints: int | None = None) -> Context | AnthropicContext:
+                      max_breakpoints: int | None = None, timezone: str | None = None
+                      ) -> Context | AnthropicContext:
         return await self._send(self._calls.context(conversation_id, query, budget, system, namespace_recall,
-                                                    truncate_latest, format, thinking, max_breakpoints, namespace))
+                                                    truncate_latest, format, thinking, max_breakpoints, namespace,
+                                                    timezone))
 
     async def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
                      namespace: str | None = None) -> list[SearchHit]:

@@ -24,7 +24,6 @@ import atexit
 import contextlib
 import dataclasses
 import datetime as dt
-import functools
 import logging
 import threading
 import time
@@ -64,8 +63,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import TurnCache
-from tiermem.tiers.zones import Zone
-from tiermem.tiers.zones import zone as zone_named
+from tiermem.tiers.zones import Zone, check_timezone
 
 if TYPE_CHECKING:
     from tiermem.consolidation.scheduler import ConsolidationScheduler
@@ -194,10 +192,10 @@ class Memory:
         self.classifier = TurnClassifier()
         # derived copies of each conversation's vectors and turn facts for the planner
         # (and for supersession's meaning search, which scores them in memory)
-        # told days are the user's (Config.timezone): "yesterday" at 21:00 in Los Angeles is
-        # the day before there, not in UTC
+        # told days are the user's (Config.timezone, or a call's own zone): "yesterday" at
+        # 21:00 in Los Angeles is the day before there, not in UTC
         self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024,
-                               derive=functools.partial(_told_span, zone=zone_named(self.config.timezone)))
+                               derive=_told_span, zone=self.config.timezone)
         self.superseder = Superseder(self.cold, self.embedder, self.classifier, turns=self.turns)
         # the same rules without the meaning search, for appends: they need no model
         self._rules = Superseder(self.cold, None, self.classifier)
@@ -304,9 +302,10 @@ class Memory:
             self._indexer.wake.set()
             self._indexer.join()
 
-    def namespaced(self, namespace: str) -> NamespacedMemory:
-        """A view whose every call is confined to `namespace` (a user or tenant)."""
-        return NamespacedMemory(self, namespace)
+    def namespaced(self, namespace: str, *, timezone: str | None = None) -> NamespacedMemory:
+        """A view whose every call is confined to `namespace` (a user or tenant);
+        `timezone`: that user's IANA zone, its calls' default (None: `Config.timezone`)."""
+        return NamespacedMemory(self, namespace, timezone=timezone)
 
     # -- validation helpers -----------------------------------------------------------------
 
@@ -790,11 +789,16 @@ class Memory:
         namespace: str | None = None,
         truncate_latest: bool = False,
         record: bool = True,
+        timezone: str | None = None,
     ) -> Context:
         """The slice of the past to send with this turn: OpenAI-format messages, their
         exact token count (never above `budget`) and the plan that says why. `record=False`:
         a what-if plan (the inspector's) that neither advances the prompt-cache epoch nor
-        lands in the plans table, so the agent's next call sees no difference."""
+        lands in the plans table, so the agent's next call sees no difference. `timezone`:
+        the user's IANA zone for this call (None: `Config.timezone`): the calendar of the
+        days turns tell of and the query names, and the clock of the dates shown; a change
+        from the previous call's starts a new prompt-cache epoch."""
+        tz = check_timezone(timezone) if timezone is not None else self.config.timezone
         name, ns, conv = self._key(conversation_id, namespace)
         if query is not None:
             self._text(query, "query")
@@ -810,10 +814,10 @@ class Memory:
         try:
             # only when this conversation has turns without a vector (the copy the
             # planner scores from knows): the probe alone costs more than a plan stage
-            table = self.turns.get(conv)
+            table = self.turns.get(conv, tz)
             if not bool(table.has_vec.all()) and self.cold.index_pending(
                     conversation_id=conv, batch=self.config.embedding_batch_size):
-                table = self.turns.get(conv)
+                table = self.turns.get(conv, tz)
         except Exception:
             # catching up vectors is a write; a read must still answer (full disk, locked
             # db): the turns not yet embedded are found by bm25 and the tail meanwhile
@@ -824,7 +828,8 @@ class Memory:
             ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
                                      summaries=summaries,
                                      namespace_recall=namespace_recall and self.config.namespace_recall,
-                                     truncate_latest=truncate_latest, table=table, record=record)
+                                     truncate_latest=truncate_latest, table=table, record=record,
+                                     timezone=tz)
         _name_plan(ctx.plan, conv, name, self.cold)
         if self.config.store_plans and record:
             self.cold.store_plan(conv, ctx.plan.to_json())
@@ -1053,9 +1058,11 @@ class NamespacedMemory:
     method added to Memory is not reachable here until it is confined too. Closing the
     view, or leaving its `with` block, does not close the Memory it came from."""
 
-    def __init__(self, memory: Memory, namespace: str) -> None:
+    def __init__(self, memory: Memory, namespace: str, *, timezone: str | None = None) -> None:
         self.memory = memory
         self.namespace = memory._ns(namespace)
+        # the user's zone: the default of this view's calls (None: the Memory's config)
+        self.timezone = check_timezone(timezone) if timezone is not None else None
 
     def __enter__(self) -> NamespacedMemory:
         return self
@@ -1070,10 +1077,11 @@ class NamespacedMemory:
     def config(self) -> Config:
         return self.memory.config
 
-    def namespaced(self, namespace: str) -> NamespacedMemory:
-        """A view of a namespace below this one (`acme` -> `acme/alice`)."""
+    def namespaced(self, namespace: str, *, timezone: str | None = None) -> NamespacedMemory:
+        """A view of a namespace below this one (`acme` -> `acme/alice`); `timezone`: its
+        calls' default (None: this view's)."""
         sub = self.memory._ns(f"{self.namespace}/{namespace}")
-        return NamespacedMemory(self.memory, sub)
+        return NamespacedMemory(self.memory, sub, timezone=timezone if timezone is not None else self.timezone)
 
     def append(self, conversation_id: str, message: Message | dict[str, Any], *, session_id: str | None = None,
                metadata: dict[str, Any] | None = None, created_at: float | None = None) -> int:
@@ -1135,9 +1143,10 @@ class NamespacedMemory:
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
                 system: str | None = None, namespace_recall: bool = True, truncate_latest: bool = False,
-                record: bool = True) -> Context:
+                record: bool = True, timezone: str | None = None) -> Context:
         return self.memory.context(conversation_id, query, budget, system=system, namespace_recall=namespace_recall,
-                                   truncate_latest=truncate_latest, namespace=self.namespace, record=record)
+                                   truncate_latest=truncate_latest, namespace=self.namespace, record=record,
+                                   timezone=timezone if timezone is not None else self.timezone)
 
     def consolidate(self, conversation_id: str) -> int:
         """Refresh one conversation's warm views now (the all-namespace sweep is the

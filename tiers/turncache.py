@@ -34,10 +34,21 @@ Invariants:
   `TurnTable` handed out is a consistent snapshot (arrays are views of append-only
   buffers; rows below `n` are written before `n` moves past them, and a vector row is
   written before its `has_vec` flag).
+- Told periods (`derive`) depend on the user's time zone ("yesterday" is another day in
+  Tokyo than in Los Angeles): a table handed out for a zone holds only spans derived in
+  that zone. Each turn is derived at load in the cache's own zone (`zone`, the config's);
+  a call in another zone derives, on its first use of the conversation, only the turns
+  that told of a time in the cache's zone (whether a text names a time does not depend
+  on the zone; only near the calendar's ends, where a day falls out of range in one zone
+  and not another, are undated turns derived again too), reading their texts back from
+  the log, and from then on each loaded turn in that zone as well. At most
+  `MAX_ZONES_PER_CONVERSATION` other zones are kept per conversation, least recently used
+  dropped (derived, re-read on their next use).
 """
 
 from __future__ import annotations
 
+import calendar
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -46,7 +57,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tiermem.tiers.lexical import LexicalIndex
+from tiermem.tiers.models import search_text
 from tiermem.tiers.store import ColdLog
+from tiermem.tiers.zones import DAY_S, UTC_NAME, Zone
+from tiermem.tiers.zones import zone as zone_named
 
 DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
 DEFAULT_TURN_CACHE_BYTES = DEFAULT_TURN_CACHE_MB * 1024 * 1024
@@ -60,8 +74,18 @@ _PENDING_RECHECK_LIMIT = 512
 # call costs the others
 FACTS_PAGE_TURNS = 1000
 MAX_NAMES = 64  # speaker names kept per conversation (a group chat has a few, not hundreds)
-# A derived per-turn period (planner.timeline.told_span): (text, created) -> (start, end) or None.
-Derive = Callable[[str | None, float], tuple[float, float] | None]
+# A derived per-turn period (planner.timeline.told_span): (text, created, the user's zone)
+# -> (start, end) or None.
+Derive = Callable[[str | None, float, Zone], tuple[float, float] | None]
+# zones other than the cache's own whose told periods are kept per conversation: a service's
+# users of one conversation are in one or a few zones; 16 bytes a turn each
+MAX_ZONES_PER_CONVERSATION = 8
+# planner.dates reads days of years 1900..2200 only; a turn within this much of either end
+# may fall inside in one zone and outside in another (UTC offsets reach +14:00 and -12:00),
+# so its period is derived again in another zone even when it told of none in the cache's
+ZONE_EDGE_S = 2 * DAY_S
+_FIRST_DAY_S = float(calendar.timegm((1900, 1, 1, 0, 0, 0)))  # planner.dates.MIN_YEAR's first day
+_END_DAY_S = float(calendar.timegm((2201, 1, 1, 0, 0, 0)))  # the day after planner.dates.MAX_YEAR's last
 FactRow = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
 
 
@@ -113,12 +137,31 @@ class TurnTable:
         return int(self.tokens[:i].sum())
 
 
+class _Zoned:
+    """A conversation's told periods derived in a zone other than the cache's own."""
+
+    def __init__(self, tz: Zone, capacity: int) -> None:
+        self.zone = tz
+        self.start = np.full(capacity, np.nan)
+        self.end = np.full(capacity, np.nan)
+        self.n = 0  # turns derived so far: the entry's first n
+
+    def grow(self, capacity: int, n: int) -> None:
+        for name in ("start", "end"):
+            new = np.full(capacity, np.nan)
+            new[:n] = getattr(self, name)[:n]
+            setattr(self, name, new)
+
+
 class _Entry:
     """Capacity-doubling buffers behind a conversation's snapshots."""
 
-    def __init__(self, conversation_id: str, derive: Derive | None = None) -> None:
+    def __init__(self, conversation_id: str, derive: Derive | None = None, zone: Zone | None = None) -> None:
         self.conversation_id = conversation_id
         self.derive = derive
+        self.zone = zone if zone is not None else zone_named(UTC_NAME)  # the cache's own (derived at load)
+        # zone name -> periods derived in it (TurnCache.get with another zone), least recently used first
+        self.zoned: OrderedDict[str, _Zoned] = OrderedDict()
         self.n = 0
         self.last = -1
         self.first: tuple[int, float] | None = None  # (id, created_at) of the first turn
@@ -150,7 +193,8 @@ class _Entry:
 
     def nbytes(self) -> int:
         vec = 0 if self.vectors is None else self.vectors.nbytes
-        return vec + self.capacity * (8 * 6 + 2 + 1) + self.lexical.nbytes()
+        zoned = len(self.zoned) * self.capacity * 8 * 2
+        return vec + zoned + self.capacity * (8 * 6 + 2 + 1) + self.lexical.nbytes()
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -169,6 +213,8 @@ class _Entry:
             nv = np.zeros((cap, self.vectors.shape[1]), dtype=np.float32)
             nv[: self.n] = self.vectors[: self.n]
             self.vectors = nv
+        for z in self.zoned.values():
+            z.grow(cap, z.n)
 
     def _set_vector(self, i: int, blob: bytes) -> bool:
         v = np.frombuffer(blob, dtype=np.float32)
@@ -211,9 +257,15 @@ class _Entry:
                 self.groups[i] = self._group_of(session, created)
                 self.asks[i] = text is not None and "?" in text
                 if self.derive is not None:
-                    told = self.derive(text, created)
+                    told = self.derive(text, created, self.zone)
                     if told is not None:
                         self.told_start[i], self.told_end[i] = told
+                    for z in self.zoned.values():
+                        if z.n == i:  # in step (a zone is backfilled whole before it is kept)
+                            told = self.derive(text, created, z.zone)
+                            if told is not None:
+                                z.start[i], z.end[i] = told
+                            z.n = i + 1
                 if self.no_dense:
                     pass
                 elif blob is not None:
@@ -242,8 +294,10 @@ class _Entry:
             self.pending = [i for i in self.pending if i not in got]
         return True
 
-    def snapshot(self) -> TurnTable:
+    def snapshot(self, zoned: _Zoned | None = None) -> TurnTable:
+        """The table; `zoned`: with the told periods derived in that zone."""
         n = self.n
+        start, end = (self.told_start, self.told_end) if zoned is None else (zoned.start, zoned.end)
         return TurnTable(
             self.conversation_id,
             self.positions[:n],
@@ -254,8 +308,8 @@ class _Entry:
             self.has_vec[:n],
             frozenset(self.names),
             self.lexical,
-            self.told_start[:n] if self.derive is not None else None,
-            self.told_end[:n] if self.derive is not None else None,
+            start[:n] if self.derive is not None else None,
+            end[:n] if self.derive is not None else None,
             self.speaker[:n],
             tuple(self.speaker_names),
             self.asks[:n],
@@ -269,9 +323,11 @@ class TurnCache:
     """
 
     def __init__(self, cold: ColdLog, *, max_bytes: int = DEFAULT_TURN_CACHE_BYTES,
-                 derive: Derive | None = None) -> None:
+                 derive: Derive | None = None, zone: str = UTC_NAME) -> None:
         self.cold = cold
         self.derive = derive  # computed per turn as it is loaded: derived, rebuilt on every reload
+        self.zone = zone  # the zone `derive` runs in at load (Config.timezone); others on demand
+        self._zone = zone_named(zone)  # ValueError for an unknown name
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()  # the map of entries (and the per-conversation locks)
@@ -293,16 +349,18 @@ class TurnCache:
                 self._dropped.discard(conversation_id)  # nobody left to read it
             return lock
 
-    def get(self, conversation_id: str) -> TurnTable:
-        """The conversation as the log holds it now (an empty table when it has no turns)."""
+    def get(self, conversation_id: str, zone: str | None = None) -> TurnTable:
+        """The conversation as the log holds it now (an empty table when it has no turns),
+        its told periods derived in `zone` (an IANA name; None: the cache's own)."""
+        tz = None if zone is None or zone == self.zone else zone_named(zone)  # refused before any read
         lock = self._conversation_lock(conversation_id, +1)
         try:
             with lock:
-                return self._get(conversation_id)
+                return self._get(conversation_id, (zone, tz) if zone is not None and tz is not None else None)
         finally:
             self._conversation_lock(conversation_id, -1)
 
-    def _get(self, conversation_id: str) -> TurnTable:
+    def _get(self, conversation_id: str, other: tuple[str, Zone] | None = None) -> TurnTable:
         """`get`, under the conversation's lock: only this thread changes its entry."""
         census = self.cold.turn_census(conversation_id)
         first, last = (None, -1) if census is None else ((census[0], census[1]), census[2])
@@ -314,7 +372,7 @@ class TurnCache:
                 self.reloads += 1
         # read and derived outside the map's lock: other conversations' calls go on
         if e is None:
-            e = _Entry(conversation_id, self.derive)
+            e = _Entry(conversation_id, self.derive, self._zone)
         ok = True
         if last > e.last:
             ok = self._read_after(e)
@@ -324,15 +382,16 @@ class TurnCache:
         if not ok:
             with self._lock:
                 self.reloads += 1
-            e = _Entry(conversation_id, self.derive)
+            e = _Entry(conversation_id, self.derive, self._zone)
             if not self._read_after(e):  # mixed dimensions in the log itself: no dense scores
-                e = _Entry(conversation_id, self.derive)
+                e = _Entry(conversation_id, self.derive, self._zone)
                 e.no_dense = True
                 self._read_after(e)
         if first is not None and e.n:
             # the census's first turn, not the first one read: a first row the index cannot
             # use is left out of the table, and must not make every call reload it
             e.first = first
+        zoned = self._zoned(e, *other) if other is not None and self.derive is not None else None
         with self._lock:
             if conversation_id in self._dropped:  # dropped meanwhile: not kept
                 self._dropped.discard(conversation_id)
@@ -341,7 +400,35 @@ class TurnCache:
                 self._entries[conversation_id] = e
                 self._entries.move_to_end(conversation_id)
                 self._trim()
-        return e.snapshot()
+        return e.snapshot(zoned)
+
+    def _zoned(self, e: _Entry, name: str, tz: Zone) -> _Zoned:
+        """`e`'s told periods in zone `name`, derived now for the turns not derived in it
+        yet: only those that told of a time in the cache's zone (or lie near the calendar's
+        ends), their texts read back from the log a page at a time. Under the
+        conversation's lock."""
+        z = e.zoned.get(name)
+        if z is None:
+            z = _Zoned(tz, e.capacity)
+            while len(e.zoned) >= MAX_ZONES_PER_CONVERSATION:
+                e.zoned.popitem(last=False)
+        e.zoned[name] = z
+        e.zoned.move_to_end(name)
+        if z.n < e.n and self.derive is not None:
+            lo, n = z.n, e.n
+            created = e.created[lo:n]
+            edge = (created < _FIRST_DAY_S + ZONE_EDGE_S) | (created >= _END_DAY_S - ZONE_EDGE_S)
+            todo = [int(e.positions[lo + i]) for i in np.flatnonzero(~np.isnan(e.told_start[lo:n]) | edge)]
+            at = {int(e.positions[i]): i for i in range(lo, n)}
+            for k in range(0, len(todo), FACTS_PAGE_TURNS):
+                for m in self.cold.get(e.conversation_id, todo[k:k + FACTS_PAGE_TURNS]):
+                    i = at[m.position]
+                    # the text the load derived from (the keyword index's: tiers.models.search_text)
+                    told = self.derive(search_text(m.body), float(e.created[i]), tz)
+                    if told is not None:
+                        z.start[i], z.end[i] = told
+            z.n = n
+        return z
 
     def _read_after(self, e: _Entry) -> bool:
         """Add the turns after `e.last` to `e`, a page per read; False when a vector does not

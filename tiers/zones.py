@@ -15,7 +15,9 @@ Invariants:
   (23 or 25 hours across a DST change: zoneinfo's rules), and a shown time carries its UTC
   offset ("04 Dec 2026 21:00 -08:00") so that the model reads it as the user's clock;
 - `zone(name)` accepts exactly the IANA names zoneinfo knows (the OS database, else the
-  `tzdata` package) and raises ValueError naming the name otherwise.
+  `tzdata` package) and raises ValueError naming the name otherwise; `check_timezone` is
+  the same check at a call's edge (a per-call zone: `Memory.context(timezone=)`, HTTP,
+  MCP), a ValidationError naming the field.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import datetime as dt
 import functools
 import zoneinfo
 
-__all__ = ["DAY_S", "UTC", "UTC_NAME", "Zone", "day_start", "local_datetime", "local_day", "offset_suffix",
+from tiermem.tiers.errors import ValidationError
+
+__all__ = ["DAY_S", "MAX_ZONE_NAME_CHARS", "TIMEZONE_DOC", "UTC", "UTC_NAME", "Zone", "check_timezone", "day_start", "local_datetime", "local_day", "offset_suffix",
            "shown_day", "shown_time", "zone"]
 
 DAY_S = 86_400.0
@@ -32,6 +36,11 @@ UTC_NAME = "UTC"
 UTC: dt.tzinfo = dt.UTC
 Zone = dt.tzinfo
 MAX_ZONE_NAME_CHARS = 64  # the longest IANA name is about 30 characters
+# a call's `timezone`, as the HTTP schema and the MCP tool document it
+TIMEZONE_DOC = ("the user's IANA time zone for this call (e.g. `America/Los_Angeles`): the calendar of the days "
+                "turns tell of ('yesterday') and the query names, and the clock of the context's dates (shown "
+                "with their UTC offset unless UTC); omitted: the server's `timezone` setting (UTC by default). A "
+                "change from the conversation's previous call starts a new prompt-cache epoch")
 _EPOCH_ORD = dt.date(1970, 1, 1).toordinal()
 _SECONDS_PER_MINUTE = 60
 _MINUTES_PER_HOUR = 60
@@ -52,6 +61,18 @@ def zone(name: str) -> Zone:
         # ValueError: a path-like key ("../x", "/etc/passwd"); OSError: an unreadable file
         raise ValueError(f"is not a known IANA time zone name (e.g. 'America/Los_Angeles' or 'UTC'): "
                          f"{name!r}") from None
+
+
+def check_timezone(value: object, field: str = "timezone") -> str:
+    """`value` when it is a zone name `zone` knows; else ValidationError naming `field` (a
+    call's zone is refused before anything is read or computed)."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be an IANA time zone name (a string), got {type(value).__name__}")
+    try:
+        zone(value)
+    except ValueError as e:
+        raise ValidationError(field, str(e)) from None
+    return value
 
 
 def _offset_s(ts: float, tz: Zone) -> float:

@@ -31,6 +31,7 @@ from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import MAX_POSITION
+from tiermem.tiers.zones import TIMEZONE_DOC
 
 ANTHROPIC_FORMAT = "anthropic"
 HISTORY_PAGE_MAX = 500
@@ -110,9 +111,10 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
                 format: Annotated[Literal["openai", "anthropic"], Field(
                     description="`openai`: Chat Completions messages; `anthropic`: `system` blocks and "
                     "`messages` for Anthropic's messages.create")] = "openai",
+                timezone: Annotated[str | None, Field(description=TIMEZONE_DOC)] = None,
                 ) -> dict[str, Any]:
         mem = mem_of(ctx)
-        out = guard("context", mem.context, conversation_id, query, budget, system=system)
+        out = guard("context", mem.context, conversation_id, query, budget, system=system, timezone=timezone)
         rest = {"tokens": out.tokens, "plan": render(out.plan.to_dict()), "explain": out.plan.explain()}
         if format == ANTHROPIC_FORMAT:
             req = guard("context", to_anthropic, out, mem)

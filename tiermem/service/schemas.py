@@ -39,6 +39,7 @@ from tiermem.tiers.models import (
     Message,
     StoredMessage,
 )
+from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, TIMEZONE_DOC
 
 MAX_CREATED_AT = MAX_TIMESTAMP  # the last instant a datetime can show (tiers.models)
 # Ids are documented with their pattern but validated by Memory, whose message is clearer.
@@ -110,6 +111,8 @@ class ContextIn(BaseModel):
     max_breakpoints: int | None = Field(None, ge=0, le=MAX_BREAKPOINTS, description=(
         f"format anthropic only: at most this many `cache_control` marks (default {MAX_BREAKPOINTS}, "
         f"Anthropic's limit; less the marks your tools carry)"))
+    # checked by Memory.context (tiers.zones.check_timezone): a 422 naming `timezone`
+    timezone: str | None = Field(None, max_length=MAX_ZONE_NAME_CHARS, description=TIMEZONE_DOC)
 
 
 class ForkIn(BaseModel):

@@ -67,6 +67,7 @@ def context(conversation_id: ConvId, body: ContextIn, ns: Ns, runtime: RuntimeDe
         namespace_recall=body.namespace_recall,
         namespace=ns,
         truncate_latest=body.truncate_latest,
+        timezone=body.timezone,
     )
     for hook in runtime.plan_hooks:
         hook(ns, ctx.plan)
