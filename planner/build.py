@@ -601,6 +601,7 @@ class Planner:
             # past the cap the next call on a new user message evicts to the head: what
             # follows it would not be read back, and marking it would pay a cache write
             plan.breakpoints = [b for b in plan.breakpoints if b.index < head]
+        last_shown = max([p for it in items if it.slice == "tail" for p in it.positions], default=-1)
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
@@ -608,7 +609,7 @@ class Planner:
                 else frozenset(p for c in chosen["pinned"] if c.current for p in (c.group or [c.position])),
                 prev.summary_lines if ext is not None and prev is not None
                 else frozenset(c.text for c in chosen["summary"]),
-                max([p for it in items if it.slice == "tail" for p in it.positions], default=-1),
+                last_shown, max(last_shown, fixed.tail_rows[-1].position if fixed.tail_rows else -1),
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
                 + late_tokens))
@@ -712,10 +713,16 @@ class Planner:
         shown_lines = {p for g in prev.segments if g.kind not in RAW_KINDS for it in g.items
                        if it.conversation_id == conv for p in it.positions} | set(prev.pinned)
         part_late = sorted(p for p in shown_lines
-                           if any(x.by > prev.last_position for x in self.statements.parts(conv, p)))
+                           if any(x.by > prev.read_position for x in self.statements.parts(conv, p)))
         if part_late:
             return None, f"a shown turn was superseded in part since: #{part_late[0]}"
-        new_rows = [r for r in tail_rows if r.position > prev.last_position]
+        # what arrived since the previous call read the log; a turn it left out for room is
+        # not new (appending it would change an unchanged call's context, and when it does
+        # not fit, rewind or end the epoch, whose rebuild leaves it out again: the same
+        # call alternating between two contexts); once something new arrives, it is
+        # appended too, so the raw tail stays contiguous (planner.epoch)
+        anything_new = any(r.position > prev.read_position for r in tail_rows)
+        new_rows = [r for r in tail_rows if r.position > prev.last_position] if anything_new else []
         if new_rows and (not tail_rows or tail_rows[0].position > prev.last_position + 1):
             return None, "more turns arrived than the tail can show"
         new_positions = {r.position for r in new_rows}

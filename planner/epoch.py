@@ -18,6 +18,13 @@ Invariants:
   continues an epoch of its predecessor.
 - Nothing in it is presented as current unless the call that extends it has checked
   that it still is (pins, summary lines).
+- What arrived since is what the log holds past the newest position the previous call
+  read (`read_position`), not past the newest one its context shows (`last_position`):
+  a turn the previous context left out for room is not new, so a call with nothing new
+  extends the previous context by what its query needs and nothing else (the same call
+  again gives the same context: a rebuild is a fixed point, not one side of a cycle).
+  Once something new arrives, the appended turns start right after `last_position`, so
+  the raw tail stays contiguous (a tool result is never appended without its call).
 """
 
 from __future__ import annotations
@@ -69,6 +76,9 @@ class EpochState:
     pinned: frozenset[int]  # positions in the pinned block, presented as current
     summary_lines: frozenset[str]  # lines of the summary block, presented as current
     last_position: int  # the newest log position the context shows
+    # The newest log position the call read (its tail rows): a turn after last_position
+    # and not after this one was in the log and left out for room, not "arrived since".
+    read_position: int
     latest_user: int | None
     latest_truncated: bool
     head: int = 0  # leading segments kept across a middle eviction (planner.middle), marked for caching
