@@ -46,7 +46,9 @@ from tiermem.memory import (
     MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
 )
+from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.models import MAX_POSITION, ROLES
+from tiermem.tiers.zones import check_timezone
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -338,6 +340,17 @@ def _data_dir_given(_ctx: click.Context, _param: click.Parameter, value: str | N
     if not value.strip():
         raise click.BadParameter("must name a directory (empty; write . for the current one)")
     return Path(value)
+
+
+def _timezone_given(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # refused while parsing, before the command opens the data dir: a usage error (exit 2)
+    # naming the option, with nothing read or written
+    if value is None:
+        return None
+    try:
+        return check_timezone(value)
+    except ValidationError as exc:
+        raise click.BadParameter(exc.problem) from None
 
 
 # -- the group ------------------------------------------------------------------------------------------
@@ -718,6 +731,11 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
     help="Token budget."
 )
 @click.option("--system", type=TEXT, default=None, help="A system message to put first.")
+@click.option(
+    "--timezone", type=TEXT, default=None, callback=_timezone_given,
+    help="The user's IANA time zone for this call (e.g. America/Los_Angeles): the calendar of the days turns "
+         "tell of and the query names, and the clock of the dates shown (default: the config's timezone)."
+)
 @click.option("--no-namespace-recall", is_flag=True, help="Retrieve from this conversation only.")
 @click.option(
     "--truncate-latest", is_flag=True, help="Cut the latest user message if it alone is over budget."
@@ -730,6 +748,7 @@ def context(
     query: str | None,
     budget: int,
     system: str | None,
+    timezone: str | None,
     no_namespace_recall: bool,
     truncate_latest: bool,
     as_json: bool,
@@ -744,6 +763,7 @@ def context(
         namespace_recall=not no_namespace_recall,
         namespace=state.namespace,
         truncate_latest=truncate_latest,
+        timezone=timezone,
     )
     if as_json:
         _emit_json({"messages": ctx.messages, "tokens": ctx.tokens, "plan": ctx.plan.to_dict()})

@@ -6,7 +6,10 @@ hooks (`tiermem.adapters.langgraph`) and the `create_agent` middleware
 message id (kept in each row's metadata, `tiermem.adapters.langchain.METADATA_ID_KEY`);
 a message without an id is always appended. `model_input(messages)` syncs, then returns
 tiermem's planned context for the latest human message under the budget: what the model
-is sent in place of the whole state, which the caller leaves unchanged.
+is sent in place of the whole state, which the caller leaves unchanged. `timezone` (an
+IANA name, checked when the instance is made) is the user's zone for every context it
+plans: the calendar of the days turns tell of and the clock of the dates shown (None:
+the memory's, or the namespaced view's, zone).
 
 "Already stored" is read from the log, not remembered: each sync first reads the rows
 appended since its last read (by this instance, another one, or another process), so
@@ -34,17 +37,20 @@ from tiermem.adapters.langchain import METADATA_ID_KEY, to_langchain, to_openai
 from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.formats import RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
+from tiermem.tiers.zones import check_timezone
 
 
 class ConversationSync:
     """One tiermem conversation as the store and the model input of a LangChain agent."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
-                 system: str | None = None) -> None:
+                 system: str | None = None, timezone: str | None = None) -> None:
         self.memory = memory
         self.conversation_id = conversation_id
         self.budget = budget
         self.system = system
+        # refused here, not at the first model call mid-run
+        self.timezone = check_timezone(timezone) if timezone is not None else None
         self._seen: dict[str, int] = {}  # LangChain id -> the first position holding it
         self._after: int | None = None  # the last position read into _seen
 
@@ -91,7 +97,8 @@ class ConversationSync:
             return len(new) - len(dupes)
 
     def context_messages(self, query: str | None) -> list[BaseMessage]:
-        ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system)
+        ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
+                                  timezone=self.timezone)
         return to_langchain(ctx.messages)
 
     def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -22,6 +22,10 @@ The budget covers tiermem's context, `system` (this middleware's) included;
 `create_agent(system_prompt=...)` is sent before it, outside the budget. Middleware
 listed after this one (inner) sees, and may edit, tiermem's context; middleware listed
 before it (outer) edits messages this one replaces.
+
+`timezone` (an IANA name such as `America/Los_Angeles`, checked when the middleware is
+made) is the user's zone for every context it plans: the days turns tell of and the
+dates shown are that zone's (None: the memory's, or the namespaced view's, zone).
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """`create_agent` middleware for one tiermem conversation."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
-                 system: str | None = None) -> None:
+                 system: str | None = None, timezone: str | None = None) -> None:
         super().__init__()
-        self.conversation = ConversationSync(memory, conversation_id, budget=budget, system=system)
+        self.conversation = ConversationSync(memory, conversation_id, budget=budget, system=system,
+                                             timezone=timezone)
 
     def _planned(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         # the state, not request.messages: what the graph holds is what tiermem must store

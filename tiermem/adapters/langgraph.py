@@ -16,6 +16,8 @@ under the budget, in place of the whole state, which the graph keeps unchanged.
 `post_model_hook` stores the model's reply, so the log has every turn even when the run
 ends on it. Without a checkpointer the state holds only the new input and tiermem
 supplies the past; with one, already-stored messages are skipped.
+`TiermemHooks(..., timezone="America/Los_Angeles")` plans every context in that user's
+zone (checked when the hooks are made; None: the memory's, or the namespaced view's).
 
 "Already stored" is read from the log at every sync, so several hooks on one conversation
 (workers sharing a checkpointer, or processes) store each message once

@@ -19,7 +19,10 @@
 - `model_input_filter(budget)` makes what the model receives tiermem's planned context
   under the budget (pinned facts, summary, retrieved turns, the recent tail), not the
   whole history. It relies on the SDK having saved the run's items before each model
-  call, which the tests check for the installed SDK.
+  call, which the tests check for the installed SDK. `TiermemSession(...,
+  timezone="America/Los_Angeles")` plans every context (`context_items`, the filter) in
+  that user's zone, checked when the session is made (None: the memory's, or the
+  namespaced view's, zone).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.formats import to_responses
+from tiermem.tiers.zones import check_timezone
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -47,9 +51,12 @@ class TiermemSession:
     """An Agents SDK `Session` whose items live in a tiermem conversation."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *,
-                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
+                 session_settings: SessionSettings | dict[str, Any] | None = None,
+                 timezone: str | None = None) -> None:
         self.memory = memory
         self.session_id = conversation_id
+        # refused here, not at the first model call mid-run
+        self.timezone = check_timezone(timezone) if timezone is not None else None
         if isinstance(session_settings, dict):  # the SDK's sessions take a dict too
             from agents.memory.session_settings import coerce_session_settings
 
@@ -79,7 +86,7 @@ class TiermemSession:
     def context_items(self, query: str | None, budget: int = DEFAULT_BUDGET_TOKENS,
                       system: str | None = None) -> list[dict[str, Any]]:
         """tiermem's planned context for `query`, as Responses input items."""
-        ctx = self.memory.context(self.session_id, query, budget, system=system)
+        ctx = self.memory.context(self.session_id, query, budget, system=system, timezone=self.timezone)
         return to_responses(ctx.messages)
 
     def model_input_filter(self, budget: int = DEFAULT_BUDGET_TOKENS) -> Any:
