@@ -544,7 +544,7 @@ class ColdStore(SharedQueries):
                                       "JOIN messages m ON m.id = t.id "
                                       "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? "
                                       "AND t.position > ? ORDER BY t.position LIMIT ?",
-                                      (conversation_id, end if end is not None else 2**62, after, limit))
+                                      (conversation_id, end if end is not None else MAX_POSITION, after, limit))
                 if not rows:
                     return
                 keep = pool_rows([len(r[3]) for r in rows])

@@ -10,7 +10,11 @@ errors. And for the whole store: every key ever issued (`conversation_keys`, so 
 never hands out a key of an erased conversation), the tombstones and pending Redis purges.
 The full-text rows are recomputed from the bodies (each engine has its own index format).
 Internal message ids are the target's own (its sequence); the target keeps its own
-database id (`db_uuid`), so caches keyed by the source's are not trusted for it.
+database id (`db_uuid`), so caches keyed by the source's are not trusted for it. Searches
+break exact ties by that id (rows of equal vectors: equal texts, a fork's copies of its
+parent's rows), and the copy writes one conversation at a time, in key order: across a
+namespace, two tied rows of different conversations may come in the other order after
+the copy (within one conversation, ids keep the log's order).
 
 Invariants:
 

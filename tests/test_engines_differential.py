@@ -1,0 +1,400 @@
+"""A differential property: the same random sequence of operations on a `Memory` over
+SQLite (a real file under tmp_path) and over PostgreSQL + pgvector (tests/pg_server.py,
+a fresh schema) gives the same answer to every call: appends and their refusals (the
+same exception class and field), pins, retractions, forks, checkpoints, prune and both
+erasures, history and its pages, active, facts, search, namespace stats, tombstones and
+`context()` (messages, tokens, plan slices). A user who moves from one engine to the
+other (`tiermem migrate-store`) must not see a difference; the second property builds a
+SQLite store with a random sequence, migrates it and compares the reads on both.
+
+Time is the caller's (`created_at` from a counter far in the past), so prune's cutoff
+and every stored time are the same on both sides.
+
+What may differ, and how it is compared instead (each documented where cited):
+- the keyword ranking: PostgreSQL ranks with idf x `ts_rank` over its `english`
+  tsvector, SQLite with bm25 over FTS5's matches (tiers/postgres.py's docstring, "Keywords";
+  README, "PostgreSQL"): a search's fused order and scores are compared only where no
+  keyword matched (the order is then the vectors'); otherwise the hits as a set, each
+  with its vector rank. The texts use words both tokenizers read alike. For the same
+  reason `context()` is compared without namespace recall (which recalls by that
+  search); the planner's own scoring is the engine-free turn cache's (tiers/lexical.py).
+- an erasure lists its conversations in key order on both engines (`ORDER BY c.id` in
+  ColdStore._tombstones and PostgresStore._erase), and a key's suffix is random per
+  store: same-named conversations of two namespaces come in either order, so an
+  erasure's report and the tombstones are compared as sets.
+- an erasure's byte counts, `wal_truncated` and `scrubbed` are the engine's own
+  (tiers/models.py, ErasureReport); the stats' sizes and paths likewise.
+- a fork without `new_id` gets a random name: every fork here names its child.
+- after migrate-store, exact ties across a namespace's conversations (equal texts have
+  equal vectors) may come in the other order: ties go by the internal row id, which the
+  copy assigns conversation by conversation (tiers/migrate_store.py's docstring). The
+  migrated store's namespace searches compare each text's ranks, not which tied row
+  holds which (`_tied_all`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import vectors_shared
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+
+from tiermem import Config, Memory
+from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.embed_onnx import FastEmbedder
+from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
+from tiermem.tiers.migrate_store import migrate_store
+from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.tokens import BpeTokenCounter
+
+# sequences per property (~60 s for both on a 2-core machine, the migration's twice as slow)
+SAME_EXAMPLES = 120
+MIGRATED_EXAMPLES = 50
+BASE_TIME = 1_600_000_000.0  # unix seconds (2020-09): every message is far older than now
+STEP_S = 60.0  # seconds between two appended messages
+BUDGET_TOKENS = 400  # context budget: small enough that the planner must choose
+PAGE = 3  # history page size: several pages per conversation
+SEARCH_K = 200  # a search's k: the whole scope, so the hit sets compare whatever the ranking
+ALL_FIELDS_K = 5  # a search's k where only the vectors rank (no keyword matched)
+
+# Words PostgreSQL's english stemmer and FTS5's porter read alike and neither drops as a stopword
+WORDS = ("peanut", "porto", "invoice", "garden", "violin", "ticket", "river", "lantern", "harbour", "copper")
+STATEMENTS = ("I live in Porto.", "I live in Lisbon now.", "From now on always answer in French.",
+              "From now on always answer in German.", "My favourite colour is green.",
+              "Actually my favourite colour is blue.")
+NAMESPACES = ("a", "a/b", "c")  # under the example's own root; a/b is below a
+CONVERSATIONS = ("s1", "S2", "s-3")  # mixed case and punctuation: the engines' name order must agree
+NO_MATCH_QUERY = "zqxv"  # no stored text holds this word: the fused order is the vectors'
+
+TEXT = st.one_of(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join),
+    st.sampled_from(STATEMENTS),
+    st.just("note with a NUL \x00 inside peanut"),  # PostgreSQL text holds no NUL: the body escapes it
+    st.just("accents: été garden naïve"),
+)
+MESSAGE = st.tuples(st.sampled_from(["user", "user", "assistant", "system"]), TEXT)
+BAD_MESSAGE = st.sampled_from([
+    {"role": "robot", "content": "x"},  # an unknown role
+    {"role": "user", "content": "\ud800"},  # a lone surrogate
+    {"role": "user", "content": "x", "created_at": -1},  # before the epoch
+    {"role": "user"},  # no content
+])
+# messages beyond plain text: a speaker's name, metadata, a session, a tool call and its result
+RICH = st.sampled_from([
+    [{"role": "user", "name": "ana", "content": "ana says the violin is in the garden",
+      "metadata": {"lang": "pt", "n": 1.5, "tags": ["a", "\u00e9"]}, "session_id": "sess-1"}],
+    [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "find", "arguments": '{"q": "ticket"}'}}]},
+     {"role": "tool", "tool_call_id": "c1", "content": "ticket: river harbour"}],
+    [{"type": "function_call", "call_id": "f1", "name": "look", "arguments": "{}"},
+     {"type": "function_call_output", "call_id": "f1", "output": "copper lantern"}],
+    [{"role": "user", "content": [{"type": "text", "text": "peanut porto"}, {"type": "text", "text": "invoice"}]}],
+    [{"type": CLEAR_TYPE}],  # a read boundary: active views and contexts start after it
+])
+IDX = st.integers(0, 2)
+POS = st.integers(-1, 12)  # -1 and past the end: refusals
+
+APPEND = st.tuples(st.just("append"), IDX, IDX, MESSAGE)
+APPEND_MANY = st.tuples(st.just("append_many"), IDX, IDX, st.lists(MESSAGE, min_size=1, max_size=6))
+OP = st.one_of(
+    APPEND, APPEND_MANY, APPEND, APPEND_MANY,  # twice: most operations then find a conversation to act on
+    st.tuples(st.just("append_bad"), IDX, IDX, st.tuples(st.lists(MESSAGE, max_size=2), BAD_MESSAGE)),
+    st.tuples(st.just("append_rich"), IDX, IDX, RICH),
+    # a message stamped at a given time, maybe before the conversation's latest: the
+    # caller's clock need not be monotonic, and prune reads the conversation's last time
+    st.tuples(st.just("append_at"), IDX, IDX, st.tuples(MESSAGE, st.integers(0, 40))),
+    st.tuples(st.just("retract"), IDX, IDX, POS),
+    st.tuples(st.just("pin"), IDX, IDX, st.tuples(POS, st.integers(0, 100))),
+    st.tuples(st.just("unpin"), IDX, IDX, POS),
+    st.tuples(st.just("fork"), IDX, IDX, st.tuples(POS, IDX)),
+    st.tuples(st.just("checkpoint"), IDX, IDX, POS),
+    st.tuples(st.just("prune"), IDX, IDX, st.integers(0, 40)),
+    st.tuples(st.just("prune_all"), IDX, IDX, st.integers(0, 40)),
+    st.tuples(st.just("delete_conversation"), IDX, IDX, st.none()),
+    st.tuples(st.just("delete_namespace"), IDX, IDX, st.none()),
+    st.tuples(st.just("consolidate"), IDX, IDX, st.none()),
+    st.tuples(st.just("read"), IDX, IDX, st.sampled_from(WORDS)),
+)
+OPS = st.lists(OP, min_size=4, max_size=20)
+
+
+class Both:
+    """The two Memories and the clock the sequence writes with."""
+
+    def __init__(self, sqlite: Memory, postgres: Memory) -> None:
+        self.mems = {"sqlite": sqlite, "postgres": postgres}
+        self.clock = itertools.count()
+
+    def now(self) -> float:
+        return BASE_TIME + STEP_S * next(self.clock)
+
+    def same(self, what: str, call: Callable[[Memory], Any], norm: Callable[[Any], Any] = lambda x: x) -> Any:
+        """Run `call` on both; the normalised answers (or refusals) must be equal."""
+        out = {name: _outcome(call, mem, norm) for name, mem in self.mems.items()}
+        assert out["sqlite"] == out["postgres"], f"{what}: the engines differ"
+        return out["sqlite"]
+
+
+def _outcome(call: Callable[[Memory], Any], mem: Memory, norm: Callable[[Any], Any]) -> Any:
+    try:
+        return ("ok", norm(call(mem)))
+    except Exception as exc:  # a refusal is an answer too: its class and field must agree
+        return ("raised", type(exc).__name__, getattr(exc, "field", None))
+
+
+def _messages(msgs: list[Any]) -> list[str]:
+    # as JSON text: the order of a body's or metadata's keys is part of the answer
+    return [json.dumps(dataclasses.asdict(m), ensure_ascii=False) for m in msgs]
+
+
+def _page(page: tuple[list[Any], int | None]) -> tuple[list[str], int | None]:
+    return _messages(page[0]), page[1]
+
+
+def _checkpoint(cp: Any) -> dict[str, Any] | None:
+    if cp is None:
+        return None
+    d = dataclasses.asdict(cp)
+    del d["created_at"]  # when the fold was written: the store's clock, not the caller's
+    return d
+
+
+def _active(view: Any) -> tuple[Any, ...]:
+    return _checkpoint(view.checkpoint), _messages(view.messages)
+
+
+def _report(r: Any) -> dict[str, Any]:
+    return {"conversations": r.conversations, "messages": r.messages, "ids": sorted(r.conversation_ids),
+            "tombstones": _stones(r.tombstones)}
+
+
+def _stone(t: dict[str, Any]) -> dict[str, Any]:
+    # when the conversation was created and erased: the store's clock, not the caller's
+    return {k: v for k, v in t.items() if k not in ("created_at", "deleted_at")}
+
+
+def _stones(ts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((_stone(t) for t in ts), key=repr)
+
+
+def _facts(fs: list[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(f) for f in fs]
+
+
+def _hits_all(hits: list[Any]) -> list[tuple[Any, ...]]:
+    # the whole scope as a set, each hit with its vector rank and whether keywords found it
+    return sorted((h.conversation_id, h.position, h.text, h.ranks.get("dense"), "bm25" in h.ranks) for h in hits)
+
+
+def _hits_ranked(hits: list[Any]) -> list[tuple[Any, ...]]:
+    return [(h.conversation_id, h.position, h.text, h.ranks, round(h.score, 9)) for h in hits]
+
+
+def _tied_all(hits: list[Any]) -> list[tuple[Any, ...]]:
+    # after migrate-store, rows of equal vectors (equal texts) in two conversations tie, and
+    # ties go by the row's id, the target's own (tiers/migrate_store.py's docstring): each
+    # hit holds one of its text's ranks, which one may differ
+    ranks: dict[str, list[Any]] = {}
+    for h in hits:
+        ranks.setdefault(h.text, []).append(h.ranks.get("dense"))
+    return sorted((h.conversation_id, h.position, h.text, sorted(ranks[h.text]), "bm25" in h.ranks) for h in hits)
+
+
+def _tied_ranked(hits: list[Any]) -> list[tuple[Any, ...]]:
+    # as `_tied_all`: which of the tied rows fills a rank may differ, the text and score not
+    return [(h.text, h.ranks, round(h.score, 9)) for h in hits]
+
+
+def _context(ctx: Any) -> dict[str, Any]:
+    p = ctx.plan
+
+    def items(xs: list[Any]) -> list[tuple[Any, ...]]:
+        return [(i.slice, i.conversation_id, i.positions, i.tier, i.fidelity, i.tokens) for i in xs]
+
+    return {"messages": json.dumps(ctx.messages, ensure_ascii=False), "tokens": ctx.tokens, "plan_tokens": p.tokens, "items": items(p.items),
+            "left_out": items(p.left_out), "slices": p.slice_tokens(), "class": p.query_class,
+            "views": [(v.kind, v.version, v.covers, v.turns_behind) for v in p.views], "tiers": p.tiers,
+            "degraded": p.degraded, "retrieval": p.retrieval}
+
+
+def _ns_stats(s: dict[str, Any]) -> dict[str, Any]:
+    return s["cold"]
+
+
+def _store_stats(s: dict[str, Any]) -> dict[str, Any]:
+    # the file's size and where it lives are the engine's own
+    return {k: v for k, v in s["cold"].items() if k not in ("db_bytes", "path", "schema_version")}
+
+
+def read_all(both: Both, nss: list[str], word: str, *, migrated: bool = False) -> None:
+    """Every read of every conversation the examples may have touched, on both engines.
+    `migrated`: the second store is a migrate-store copy of the first (see `_tied_all`)."""
+    across, across_ranked = (_tied_all, _tied_ranked) if migrated else (_hits_all, _hits_ranked)
+    both.same("stats", lambda m: m.stats(), _store_stats)
+    for ns in nss:
+        names = both.same(f"conversations {ns}", lambda m, ns=ns: m.conversations(ns))
+        cursor = None
+        for _ in range(len(CONVERSATIONS) * 4):  # every page of one id, by each engine's cursor
+            page = both.same(f"conversations page {ns} after {cursor}",
+                             lambda m, ns=ns, a=cursor: m.conversations_page(ns, after=a, limit=1))
+            cursor = page[1][1] if page[0] == "ok" else None
+            if cursor is None:
+                break
+        both.same(f"tombstones {ns}", lambda m, ns=ns: m.tombstones(namespace=ns), _stones)
+        both.same(f"stats {ns}", lambda m, ns=ns: m.stats(namespace=ns), _ns_stats)
+        both.same(f"search {ns} {word}", lambda m, ns=ns: m.search(None, word, SEARCH_K, namespace=ns), across)
+        both.same(f"vector-only search {ns}",
+                  lambda m, ns=ns: m.search(None, NO_MATCH_QUERY, ALL_FIELDS_K, namespace=ns),
+                  across_ranked)
+        if names[0] != "ok":
+            continue
+        for conv in names[1]:
+            def kw(ns: str = ns) -> dict[str, Any]:
+                return {"namespace": ns}
+
+            both.same(f"history {ns}/{conv}", lambda m, c=conv, k=kw(): m.history(c, **k), _messages)
+            after = None
+            for _ in range(20):  # every page, by the cursor each engine answers
+                page = both.same(f"page {ns}/{conv} after {after}",
+                                 lambda m, c=conv, k=kw(), a=after: m.history_page(c, after=a, limit=PAGE, **k), _page)
+                after = page[1][1] if page[0] == "ok" else None
+                if after is None:
+                    break
+            both.same(f"active {ns}/{conv}", lambda m, c=conv, k=kw(): m.active(c, **k), _active)
+            both.same(f"facts {ns}/{conv}", lambda m, c=conv, k=kw(): m.facts(c, **k), _facts)
+            both.same(f"search {ns}/{conv} {word}", lambda m, c=conv, k=kw(): m.search(c, word, SEARCH_K, **k),
+                      _hits_all)
+            both.same(f"vector-only search {ns}/{conv}",
+                      lambda m, c=conv, k=kw(): m.search(c, NO_MATCH_QUERY, ALL_FIELDS_K, **k), _hits_ranked)
+            both.same(f"context {ns}/{conv} {word}",
+                      lambda m, c=conv, k=kw(): m.context(c, f"what about the {word}?", BUDGET_TOKENS, namespace_recall=False, **k), _context)
+
+
+def apply(both: Both, op: tuple[str, int, int, Any], nss: list[str], forks: Iterator[int]) -> None:
+    """One operation on both engines; its answer (or refusal) must agree."""
+    name, n, c, arg = op
+    ns, conv = nss[n], CONVERSATIONS[c]
+    what = f"{name}({ns}, {conv}, {arg!r})"
+    if name == "append":
+        role, text = arg
+        at = both.now()
+        both.same(what, lambda m: m.append(conv, {"role": role, "content": text}, created_at=at, namespace=ns))
+    elif name == "append_many":
+        batch = [{"role": r, "content": t, "created_at": both.now()} for r, t in arg]
+        both.same(what, lambda m: m.append_many(conv, batch, namespace=ns))
+    elif name == "append_bad":
+        good, bad = arg
+        batch = [{"role": r, "content": t, "created_at": both.now()} for r, t in good] + [bad]
+        both.same(what, lambda m: m.append_many(conv, batch, namespace=ns))
+    elif name == "append_rich":
+        batch = [{**m, "created_at": both.now()} for m in arg]
+        both.same(what, lambda m: m.append_many(conv, batch, namespace=ns))
+    elif name == "append_at":
+        (role, text), step = arg
+        at = BASE_TIME + STEP_S * step
+        both.same(what, lambda m: m.append(conv, {"role": role, "content": text}, created_at=at, namespace=ns))
+    elif name == "retract":
+        at = both.now()
+        both.same(what, lambda m: m.append(conv, {"type": RETRACT_TYPE, "position": arg}, created_at=at,
+                                           namespace=ns))
+    elif name == "pin":
+        pos, prio = arg
+        both.same(what, lambda m: m.pin(conv, pos, priority=prio, namespace=ns))
+    elif name == "unpin":
+        both.same(what, lambda m: m.unpin(conv, arg, namespace=ns))
+    elif name == "fork":
+        up_to, child = arg
+        new_id = f"{CONVERSATIONS[child]}-f{next(forks)}"
+        both.same(what, lambda m: m.fork(conv, up_to, new_id=new_id, namespace=ns))
+    elif name == "checkpoint":
+        both.same(what, lambda m: m.checkpoint(conv, f"fold of {conv} up to {arg}: garden", arg, namespace=ns),
+                  _checkpoint)
+    elif name == "prune":
+        cutoff = dt.datetime.fromtimestamp(BASE_TIME + STEP_S * arg, tz=dt.UTC)
+        both.same(what, lambda m: m.prune(cutoff, namespace=ns), _report)
+    elif name == "prune_all":  # every namespace: other examples' conversations too, alike on both
+        cutoff = dt.datetime.fromtimestamp(BASE_TIME + STEP_S * arg, tz=dt.UTC)
+        both.same(what, lambda m: m.prune(cutoff, all_namespaces=True), _report)
+    elif name == "delete_conversation":
+        both.same(what, lambda m: m.delete_conversation(conv, namespace=ns), _report)
+    elif name == "delete_namespace":
+        both.same(what, lambda m: m.delete_namespace(ns), _report)
+    elif name == "consolidate":
+        both.same(what, lambda m: m.consolidate(conv, namespace=ns))
+    elif name == "read":
+        both.same(f"search {ns}/{conv} {arg}", lambda m: m.search(conv, arg, SEARCH_K, namespace=ns), _hits_all)
+        both.same(f"context {ns}/{conv} {arg}",
+                  lambda m: m.context(conv, f"tell me about the {arg}", BUDGET_TOKENS, namespace=ns,
+                                    namespace_recall=False), _context)
+        both.same(f"history {ns}/{conv}", lambda m: m.history_page(conv, after=0, limit=PAGE, namespace=ns), _page)
+
+
+def _open(config: Config, embedder: FastEmbedder) -> Memory:
+    return Memory(config, embedder=embedder, hot=False, background_indexing=False)
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg_url: str  # noqa: F811
+            ) -> Iterator[Both]:
+    # one vector per distinct text for both engines: a difference is the store's, never the
+    # model's rounding in another batch
+    with vectors_shared(embedder) as emb:
+        root = tmp_path_factory.mktemp("diff")
+        with _open(Config(data_dir=root / "sqlite"), emb) as lite, \
+                _open(Config(data_dir=root / "pg", cold_url=pg_url, cold_schema=fresh_schema()), emb) as pg:
+            assert isinstance(lite.cold, ColdStore) and isinstance(pg.cold, PostgresStore)
+            yield Both(lite, pg)
+
+
+_run = itertools.count()
+
+
+def _settings(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@_settings(SAME_EXAMPLES)
+@given(ops=OPS, word=st.sampled_from(WORDS))
+def test_the_same_operations_answer_the_same_on_both_engines(engines: Both, ops: list[tuple[str, int, int, Any]],
+                                                             word: str) -> None:
+    run = next(_run)
+    engines.clock = itertools.count()  # each example's times from BASE_TIME: its prunes cut inside it
+    # each example under a root namespace of its own: examples cannot see each other
+    nss = [f"r{run}/{ns}" for ns in NAMESPACES]
+    forks = itertools.count()
+    for op in ops:
+        apply(engines, op, nss, forks)
+    read_all(engines, nss, word)
+
+
+@_settings(MIGRATED_EXAMPLES)
+@given(ops=OPS, word=st.sampled_from(WORDS))
+def test_a_store_migrated_to_postgres_answers_as_the_sqlite_one_did(
+        tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+        counter: BpeTokenCounter, ops: list[tuple[str, int, int, Any]], word: str) -> None:
+    nss = [f"m/{ns}" for ns in NAMESPACES]
+    data: Path = tmp_path_factory.mktemp("mig") / "data"
+    schema = fresh_schema()
+    with vectors_shared(embedder) as emb:
+        # the SQLite store the user built, written twice: once to migrate, once to compare with
+        # (the sequence runs on a pair so that each step's answers are checked as above)
+        with _open(Config(data_dir=data), emb) as lite, \
+                _open(Config(data_dir=data.parent / "twin", cold_url=pg_url, cold_schema=fresh_schema()), emb) as twin:
+            both = Both(lite, twin)
+            forks = itertools.count()
+            for op in ops:
+                apply(both, op, nss, forks)
+        migrate_store(data, pg_url, tokens=counter, target_schema=schema)
+        with _open(Config(data_dir=data), emb) as lite, \
+                _open(Config(data_dir=data.parent / "moved", cold_url=pg_url, cold_schema=schema), emb) as moved:
+            read_all(Both(lite, moved), nss, word, migrated=True)
