@@ -2,8 +2,8 @@
 
     python -m tiermem.evals.bench_pending_seek [--data DIR] [--turns 20000,60000] [--calls 30] [--json]
 
-A SQLite store holds one conversation of N imported turns, all embedded (`build`: the
-layout of bench_turncache_load, unit vectors), and another tenant's 30-turn one; `--data`
+A SQLite store holds one conversation of N imported turns, all embedded (unit vectors),
+and another tenant's 30-turn one (evals.huge_store, as bench_turncache_load's); `--data`
 takes an existing data dir of that layout instead (copied first: the original is never
 written). On the huge conversation, in one process against the same store, two sides
 alternate call by call:
@@ -24,42 +24,23 @@ plan. The load averages are printed before and after: the machine is shared.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
-import os
-import shutil
-import statistics
-import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
-from tiermem.evals.retention import IMPORT_BATCH_TURNS, UnitEmbedder, _imported
+from tiermem.evals.baselines import timed
+from tiermem.evals.bench import load_average
+from tiermem.evals.huge_store import HUGE, data_dir, print_sides, ratios_p50, rows_from_args, summary
+from tiermem.evals.retention import UnitEmbedder
 from tiermem.tiers.cold import ColdStore
-from tiermem.tiers.models import Message
+from tiermem.tiers.models import MAX_POSITION, Message
 
-HUGE = ("big", "long")  # (namespace, name) of the huge conversation
-OTHER = ("other", "mine")
-OTHER_TURNS = 30
 SIDES = ("walk", "seek")
-NO_END = 2**62  # index_pending's bound when no `end` is given
-P99 = 0.99
 # a user turn with a correction cue: supersession embeds it inline (Memory.append_many)
 CORRECTION = "Actually, my router is the model R{i} now."
 FILLER = "noted, thanks ({i})"
-
-
-def build(data: Path, turns: int) -> None:
-    with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
-        mem.append_many(OTHER[1], [{"role": "user", "content": f"turn {i} about my printer"}
-                                   for i in range(OTHER_TURNS)], namespace=OTHER[0])
-        msgs = _imported(0, turns)
-        for i in range(0, turns, IMPORT_BATCH_TURNS):
-            mem.append_many(HUGE[1], msgs[i:i + IMPORT_BATCH_TURNS], namespace=HUGE[0])
-        mem.catch_up()
 
 
 def _pk_index(cold: ColdStore) -> str:
@@ -71,24 +52,12 @@ def _plan(cold: ColdStore, key: str) -> list[str]:
     sql = (f"SELECT t.position FROM turns t INDEXED BY {cold._CONV_PENDING_INDEX} JOIN messages m ON m.id = t.id "
            "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? AND t.position > ? "
            "ORDER BY t.position LIMIT 1")
-    return [str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, NO_END, -1))]
-
-
-def _timed(call: Callable[[], object]) -> float:
-    t = time.perf_counter()
-    call()
-    return (time.perf_counter() - t) * 1000
-
-
-def _summary(ms: list[float]) -> dict[str, float]:
-    ordered = sorted(ms)
-    return {"p50_ms": round(statistics.median(ordered), 3),
-            "p99_ms": round(ordered[min(len(ordered) - 1, int(P99 * len(ordered)))], 3)}
+    return [str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, MAX_POSITION, -1))]
 
 
 def measure(data: Path, calls: int) -> dict[str, Any]:
     saved = ColdStore._CONV_PENDING_INDEX
-    load_before = [round(x, 2) for x in os.getloadavg()]
+    load_before = load_average()
     times: dict[str, dict[str, list[float]]] = {s: {"one_pending": [], "none_pending": [], "append": []}
                                                 for s in SIDES}
     try:
@@ -108,64 +77,42 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
                     plans.setdefault(side, _plan(cold, key))
                     cold.append(HUGE[1], Message(role="assistant", content=FILLER.format(i=i)), namespace=HUGE[0])
                     catch_up = functools.partial(cold.index_pending, conversation_id=key)
-                    times[side]["one_pending"].append(_timed(catch_up))
-                    times[side]["none_pending"].append(_timed(catch_up))
+                    times[side]["one_pending"].append(timed(catch_up)[1])
+                    times[side]["none_pending"].append(timed(catch_up)[1])
                     msg = {"role": "user", "content": CORRECTION.format(i=i)}
-                    times[side]["append"].append(_timed(functools.partial(mem.append, HUGE[1], msg,
-                                                                          namespace=HUGE[0])))
+                    times[side]["append"].append(timed(functools.partial(mem.append, HUGE[1], msg,
+                                                                        namespace=HUGE[0]))[1])
                     # the append's own pass embedded its turn: nothing is left for the next call
                     assert cold.pending_embeddings(key) == 0, "the append did not embed its turn inline"
             cold.append(HUGE[1], Message(role="assistant", content=FILLER.format(i=calls)), namespace=HUGE[0])
             assert cold.pending_embeddings(key) == 1
-            count_ms = [_timed(functools.partial(cold.pending_embeddings, key)) for _ in range(calls)]
+            count_ms = [timed(functools.partial(cold.pending_embeddings, key))[1] for _ in range(calls)]
             count_plan = [str(r[-1]) for r in cold._read(
                 "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?", (key,))]
     finally:
         ColdStore._CONV_PENDING_INDEX = saved
     out: dict[str, Any] = {"turns": turns, "calls": calls, "load_before": load_before,
-                           "load_after": [round(x, 2) for x in os.getloadavg()], "plans": plans}
+                           "load_after": load_average(), "plans": plans}
     for side in SIDES:
-        out[side] = {name: _summary(ms) for name, ms in times[side].items()}
-    out["ratio_p50"] = {name: round(out["walk"][name]["p50_ms"] / max(out["seek"][name]["p50_ms"], 1e-9), 1)
-                        for name in times["seek"]}
-    out["pending_embeddings"] = {**_summary(count_ms), "plan": count_plan}
+        out[side] = {name: summary(ms) for name, ms in times[side].items()}
+    out["ratio_p50"] = ratios_p50(out["walk"], out["seek"])
+    out["pending_embeddings"] = {**summary(count_ms), "plan": count_plan}
     return out
 
 
 def run(turns: int | None, source: Path | None, calls: int) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-seek-"))
-    try:
-        if source is not None:
-            shutil.copytree(source, tmp / "data")  # the original is never written
-        else:
-            assert turns is not None
-            build(tmp / "data", turns)
-        return measure(tmp / "data", calls)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with data_dir(turns, source, "tiermem-bench-seek-") as data:
+        return measure(data, calls)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--turns", default="20000,60000", help="sizes of the huge conversation, comma-separated")
-    ap.add_argument("--data", action="append", type=Path, help="an existing data dir of this layout (repeatable)")
-    ap.add_argument("--calls", type=int, default=30)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    rows = ([run(None, d, args.calls) for d in args.data] if args.data
-            else [run(int(n), None, args.calls) for n in args.turns.split(",")])
-    if args.json:
+    rows, as_json = rows_from_args(argv, __doc__, run)
+    if as_json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
         print(f"{r['turns']:,} turns, {r['calls']} calls a side; load {r['load_before']} -> {r['load_after']}")
-        for side in SIDES:
-            print(f"  {side}: {r['plans'][side]}")
-        print("| call | walk p50 / p99 ms | seek p50 / p99 ms | ratio (p50) |")
-        print("|---|---:|---:|---:|")
-        for name in r["ratio_p50"]:
-            a, b = r["walk"][name], r["seek"][name]
-            print(f"| {name} | {a['p50_ms']} / {a['p99_ms']} | {b['p50_ms']} / {b['p99_ms']} | {r['ratio_p50'][name]}x |")
+        print_sides(r, SIDES, list(r["ratio_p50"]))
         pe = r["pending_embeddings"]
         print(f"pending_embeddings(conv): {pe['p50_ms']} / {pe['p99_ms']} ms, {pe['plan']}")
     return 0

@@ -4,7 +4,7 @@
 
 A SQLite store holds one conversation of N imported turns (`retention._imported`, written
 in batches as an import writes them; unit vectors: the vector table as wide as the
-bundled model's, no model run) and another tenant's 30-turn conversation. A fresh
+bundled model's, no model run) and another tenant's 30-turn conversation (evals.huge_store). A fresh
 `Memory` (its turn cache empty, as after a start) serves the other tenant's `context()`
 in a loop on a thread while the main thread makes the huge conversation's first
 `context()`, which reads all its turns into the turn cache. Two sides, in this process,
@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
-import tempfile
 import threading
 import time
 import tracemalloc
@@ -35,26 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
-from tiermem.evals.retention import IMPORT_BATCH_TURNS, UnitEmbedder, _imported
+from tiermem.evals.huge_store import HUGE, OTHER, data_dir
+from tiermem.evals.retention import UnitEmbedder
 from tiermem.tiers import turncache
 
-OTHER_TURNS = 30
 WARM_CALLS = 5  # the other tenant's calls before the load: its own copy cached
 READER_PAUSE_S = 0.002
 SETTLE_S = 0.2  # the reader runs alone this long before the load, and after it
 SIDES = ("one_read", "pages")
 QUERY = "the refund of the order for shipping labels"
 OTHER_QUERY = "what about my printer?"
-
-
-def build(data: Path, turns: int) -> None:
-    with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
-        mem.append_many("mine", [{"role": "user", "content": f"turn {i} about my printer"}
-                                 for i in range(OTHER_TURNS)], namespace="other")
-        msgs = _imported(0, turns)
-        for i in range(0, turns, IMPORT_BATCH_TURNS):
-            mem.append_many("long", msgs[i:i + IMPORT_BATCH_TURNS], namespace="big")
-        mem.catch_up()
 
 
 def once(data: Path, page_turns: int) -> dict[str, float]:
@@ -64,14 +52,14 @@ def once(data: Path, page_turns: int) -> dict[str, float]:
     try:
         with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
             for _ in range(WARM_CALLS):
-                mem.context("mine", OTHER_QUERY, 1000, namespace="other")
+                mem.context(OTHER[1], OTHER_QUERY, 1000, namespace=OTHER[0])
             waits: list[float] = []
             stop = threading.Event()
 
             def reader() -> None:
                 while not stop.is_set():
                     t = time.perf_counter()
-                    mem.context("mine", OTHER_QUERY, 1000, namespace="other")
+                    mem.context(OTHER[1], OTHER_QUERY, 1000, namespace=OTHER[0])
                     waits.append((time.perf_counter() - t) * 1000)
                     time.sleep(READER_PAUSE_S)
 
@@ -81,7 +69,7 @@ def once(data: Path, page_turns: int) -> dict[str, float]:
                 time.sleep(SETTLE_S)
                 waits.clear()
                 t0 = time.perf_counter()
-                mem.context("long", QUERY, 2000, namespace="big")
+                mem.context(HUGE[1], QUERY, 2000, namespace=HUGE[0])
                 first = (time.perf_counter() - t0) * 1000
                 time.sleep(SETTLE_S)
             finally:
@@ -98,7 +86,7 @@ def peak_mb(data: Path, page_turns: int) -> tuple[float, float]:
     turncache.FACTS_PAGE_TURNS = page_turns
     try:
         with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
-            key = mem.cold.key_of("big", "long")
+            key = mem.cold.key_of(*HUGE)
             assert key is not None
             cache = turncache.TurnCache(mem.cold)
             tracemalloc.start()
@@ -114,18 +102,14 @@ def peak_mb(data: Path, page_turns: int) -> tuple[float, float]:
 
 
 def measure(turns: int, rounds: int) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="tiermem-bench-tc-"))
-    try:
-        build(tmp / "data", turns)
+    with data_dir(turns, None, "tiermem-bench-tc-") as data:
         runs: dict[str, list[dict[str, float]]] = {s: [] for s in SIDES}
         for r in range(rounds):
             for side in (SIDES if r % 2 == 0 else SIDES[::-1]):
                 page = turns + 1 if side == "one_read" else turncache.FACTS_PAGE_TURNS
-                runs[side].append(once(tmp / "data", page))
-        memory = {side: peak_mb(tmp / "data", turns + 1 if side == "one_read" else turncache.FACTS_PAGE_TURNS)
+                runs[side].append(once(data, page))
+        memory = {side: peak_mb(data, turns + 1 if side == "one_read" else turncache.FACTS_PAGE_TURNS)
                   for side in SIDES}
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     out: dict[str, Any] = {"turns": turns, "rounds": rounds, "page_turns": turncache.FACTS_PAGE_TURNS}
     for side in SIDES:
         rs = runs[side]

@@ -1,0 +1,100 @@
+"""The store the huge-conversation benchmarks measure, and the harness they share
+(evals.bench_turncache_load, evals.bench_pending_seek, evals.bench_pin_candidates).
+
+A SQLite store holds one conversation of N imported turns (`retention._imported`,
+written in batches as an import writes them), all embedded with unit vectors (the
+vector table as wide as the bundled model's, no model run), and another tenant's
+`OTHER_TURNS`-turn conversation. A run measures a copy of a given data dir of that
+layout (the original is never written) or one built for it, removed afterwards.
+
+The two-sided benchmarks (a side before a change against the shipped one, alternating
+call by call) report each call's median (`p50_ms`) and nearest-rank p99 (`p99_ms`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tiermem import Config, Memory
+from tiermem.evals.bench import pct
+from tiermem.evals.retention import IMPORT_BATCH_TURNS, UnitEmbedder, _imported
+
+HUGE = ("big", "long")  # (namespace, name) of the huge conversation
+OTHER = ("other", "mine")  # (namespace, name) of the other tenant's conversation
+OTHER_TURNS = 30
+P99 = 0.99
+RATIO_FLOOR_MS = 1e-9  # a side's median below this counts as this: a ratio, not a division by zero
+DEFAULT_TURNS = "20000,60000"
+DEFAULT_CALLS = 30
+
+
+def build(data: Path, turns: int) -> None:
+    """Write the layout into a new data dir `data`, the huge conversation `turns` long."""
+    with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+        mem.append_many(OTHER[1], [{"role": "user", "content": f"turn {i} about my printer"}
+                                   for i in range(OTHER_TURNS)], namespace=OTHER[0])
+        msgs = _imported(0, turns)
+        for i in range(0, turns, IMPORT_BATCH_TURNS):
+            mem.append_many(HUGE[1], msgs[i:i + IMPORT_BATCH_TURNS], namespace=HUGE[0])
+        mem.catch_up()
+
+
+@contextlib.contextmanager
+def data_dir(turns: int | None, source: Path | None, prefix: str) -> Iterator[Path]:
+    """A data dir of the layout to measure: a copy of `source` (the original is never
+    written) or, without one, one built with `turns` turns; removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        if source is not None:
+            shutil.copytree(source, tmp / "data")
+        else:
+            assert turns is not None, "turns or a source data dir"
+            build(tmp / "data", turns)
+        yield tmp / "data"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def summary(ms: Sequence[float]) -> dict[str, float]:
+    """One call's timings (ms): the median and the nearest-rank p99."""
+    return {"p50_ms": round(statistics.median(ms), 3), "p99_ms": round(pct(ms, P99), 3)}
+
+
+def ratios_p50(old: Mapping[str, Mapping[str, float]], new: Mapping[str, Mapping[str, float]]
+               ) -> dict[str, float]:
+    """Per call, the old side's median over the new side's."""
+    return {name: round(old[name]["p50_ms"] / max(new[name]["p50_ms"], RATIO_FLOOR_MS), 1) for name in new}
+
+
+def rows_from_args(argv: list[str] | None, doc: str | None,
+                   run: Callable[[int | None, Path | None, int], dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """The two-sided benchmarks' command line: `run` per `--data` dir, or per size of
+    `--turns` when none is given; (the rows, whether `--json` was asked)."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    ap.add_argument("--turns", default=DEFAULT_TURNS, help="sizes of the huge conversation, comma-separated")
+    ap.add_argument("--data", action="append", type=Path, help="an existing data dir of this layout (repeatable)")
+    ap.add_argument("--calls", type=int, default=DEFAULT_CALLS)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = ([run(None, d, args.calls) for d in args.data] if args.data
+            else [run(int(n), None, args.calls) for n in args.turns.split(",")])
+    return rows, bool(args.json)
+
+
+def print_sides(row: Mapping[str, Any], sides: tuple[str, str], calls: Sequence[str]) -> None:
+    """A two-sided row's plans per side, then its markdown table of `calls`."""
+    old, new = sides
+    for side in sides:
+        print(f"  {side}: {row['plans'][side]}")
+    print(f"| call | {old} p50 / p99 ms | {new} p50 / p99 ms | ratio (p50) |")
+    print("|---|---:|---:|---:|")
+    for name in calls:
+        a, b = row[old][name], row[new][name]
+        print(f"| {name} | {a['p50_ms']} / {a['p99_ms']} | {b['p50_ms']} / {b['p99_ms']} | {row['ratio_p50'][name]}x |")
