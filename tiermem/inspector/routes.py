@@ -43,6 +43,7 @@ from tiermem.memory import MAX_BUDGET_TOKENS, Memory
 from tiermem.planner.plan import SLICES, read_stored_plan
 from tiermem.tiers.errors import ConversationNotFound, TiermemError, ValidationError
 from tiermem.tiers.models import MAX_POSITION, MAX_TIMESTAMP, validate_id, validate_namespace
+from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS
 
 if TYPE_CHECKING:
     from tiermem.service import Grant, Runtime
@@ -80,6 +81,8 @@ class PlanIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field("", max_length=MAX_QUERY_CHARS)
     budget: int = Field(DEFAULT_PLAN_BUDGET, ge=1, le=MAX_BUDGET_TOKENS)
+    # the user's IANA zone to plan in; empty: the server's `timezone` setting
+    timezone: str = Field("", max_length=MAX_ZONE_NAME_CHARS)
 
 
 class PinIn(BaseModel):
@@ -208,10 +211,12 @@ class Inspector:
 
     # -- plans ------------------------------------------------------------------------------------
 
-    def what_if(self, ns: str, cid: str, query: str | None, budget: int) -> dict[str, Any]:
-        """A plan the agent would get now, made without recording anything (`record=False`)."""
+    def what_if(self, ns: str, cid: str, query: str | None, budget: int, timezone: str = "") -> dict[str, Any]:
+        """A plan the agent would get now, made without recording anything (`record=False`),
+        in `timezone` (empty: the server's zone); a bad zone is the form's error, like a bad budget."""
         try:
-            ctx = self.mem().context(cid, query or None, budget, namespace=ns, record=False)
+            ctx = self.mem().context(cid, query or None, budget, namespace=ns, record=False,
+                                     timezone=timezone or None)
         except ConversationNotFound:
             raise
         except ValidationError as exc:
@@ -305,15 +310,17 @@ def build_router(ins: Inspector) -> APIRouter:
         return HTMLResponse(html, headers=PAGE_HEADERS)
 
     @r.get("/c/{cid}/plan")
-    def plan_page(request: Request, cid: str, q: str = "", budget: int = DEFAULT_PLAN_BUDGET) -> HTMLResponse:
+    def plan_page(request: Request, cid: str, q: str = "", budget: int = DEFAULT_PLAN_BUDGET,
+                  timezone: str = "") -> HTMLResponse:
         grant, ns, cid = ins.conversation(request, cid)
         budget = min(max(budget, 1), MAX_BUDGET_TOKENS)
         try:
-            result = ins.what_if(ns, cid, q, budget)
+            result = ins.what_if(ns, cid, q, budget, timezone)
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
         return ins.page(request, "plan.html", title=f"Plan a context: {cid}", grant=grant, ns=ns, cid=cid,
-                        query=q, budget=budget, slider_min=SLIDER_MIN, slider_max=max(ins.slider_max(), budget),
+                        query=q, budget=budget, timezone=timezone, max_zone_chars=MAX_ZONE_NAME_CHARS,
+                        slider_min=SLIDER_MIN, slider_max=max(ins.slider_max(), budget),
                         slider_step=SLIDER_STEP, tab="plan", **_plan_ctx(result))
 
     @r.post("/c/{cid}/plan")
@@ -322,7 +329,7 @@ def build_router(ins: Inspector) -> APIRouter:
         grant, ns, cid = ins.conversation(request, cid)
         body: PlanIn = await ins.body(request, PlanIn)
         try:
-            result = ins.what_if(ns, cid, body.query, body.budget)
+            result = ins.what_if(ns, cid, body.query, body.budget, body.timezone)
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
         html = ins.env.get_template("_plan.html").render(url=ins.url, ns=ns, cid=cid, **_plan_ctx(result))
