@@ -1873,11 +1873,6 @@ class ColdStore(SharedQueries):
     def _lock_summaries(self, c: Connection, conversation_id: str) -> None:
         pass  # BEGIN IMMEDIATE already serialises every writer of the file
 
-    def _derived_text(self, text: str) -> str:
-        # a NUL becomes a space, as PostgreSQL's must (its text holds none): a fold reads the
-        # same on both engines, and migrate-store can copy it (it refuses a NUL)
-        return text.replace("\x00", " ")
-
     def _drop_old_warm_folds(self, c: Connection, conversation_id: str, keep: int) -> None:
         c.execute(
             "DELETE FROM checkpoints WHERE conversation_id = ?1 AND json_valid(metadata) "

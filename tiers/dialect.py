@@ -7,7 +7,8 @@ The engines (`tiers.cold.ColdStore`, `tiers.postgres.PostgresStore`) inherit
 paramstyle (`%s` for psycopg, with any literal `%` doubled). What stays in an engine is
 what really differs: appends and their position counters, `IN (...)` against
 `= ANY(%s)`, upserts SQLite spells `INSERT OR REPLACE`, locks (`FOR SHARE`/`FOR
-UPDATE`) PostgreSQL needs under READ COMMITTED, NUL scrubbing PostgreSQL text needs,
+UPDATE`) PostgreSQL needs under READ COMMITTED, NUL scrubbing PostgreSQL text needs
+(a warm fold's text is scrubbed here, on both engines, so they read it alike),
 the search SQL (FTS5 and vec0 against tsvector and pgvector), and numbered parameters
 (`?1`) that SQLite reuses.
 
@@ -209,7 +210,6 @@ class SharedQueries:
         def _require_in(c: Any, key: str) -> None: ...
         def _location(self) -> str: ...
         def _lock_summaries(self, c: Any, conversation_id: str) -> None: ...
-        def _derived_text(self, text: str) -> str: ...
         def _drop_old_warm_folds(self, c: Any, conversation_id: str, keep: int) -> None: ...
         def files_bytes(self) -> int: ...
         def list_conversations(self, namespace: str, *, exclude: str | None = None,
@@ -718,9 +718,11 @@ class SharedQueries:
                 lines = fold_lines_meta(body)
                 if lines is not None:
                     meta[FOLD_LINES_KEY] = lines
+                # a NUL becomes a space on both engines: PostgreSQL text cannot hold one, and a
+                # fold must read the same on either (migrate-store refuses a NUL to copy)
                 c.execute(sql("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
                               "VALUES (?,?,?,?,?)"),
-                          (conv, end, self._derived_text(fold_text), json.dumps(meta), time.time()))
+                          (conv, end, fold_text.replace("\x00", " "), json.dumps(meta), time.time()))
             if keep_versions is not None:
                 # derived data stays proportional to the log: old versions of a view and
                 # old folds of its own go; a checkpoint a caller wrote is never touched

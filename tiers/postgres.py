@@ -1431,10 +1431,6 @@ class PostgresStore(SharedQueries):
         if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone() is None:
             raise ConversationNotFound(conversation_id)
 
-    def _derived_text(self, text: str) -> str:
-        # a NUL (PostgreSQL text holds none) becomes a space, as in the FTS text
-        return text.replace("\x00", " ")
-
     def _drop_old_warm_folds(self, c: Conn, conversation_id: str, keep: int) -> None:
         # warm folds are the checkpoints whose metadata says so; IS JSON first, so a
         # caller's metadata that is not JSON is kept, never parsed
