@@ -492,7 +492,14 @@ class Memory:
         # is a live one, else by whoever embeds them. An import-sized batch is decided by
         # the rules now, without the model (consolidation.supersede: rules first for those).
         if len(parsed) > INLINE_INDEX_ROWS:
-            self._release(key, self._rules.on_append(key, turns))
+            try:
+                self._release(key, self._rules.on_append(key, turns))
+            except Exception:
+                # the batch is committed: a busy lock here must not answer the append as
+                # failed (a retry would store it twice). Its turns are still unembedded, so
+                # whoever embeds them decides their supersession (_on_embedded)
+                log.warning("could not decide supersession for %s's new turns; it waits for their embedding",
+                            key, exc_info=True)
         elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
             try:
                 self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
