@@ -47,7 +47,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, SQLITE, SharedQueries, view_end
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, SQLITE, SalvagedRows, SharedQueries, view_end
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -207,9 +207,9 @@ class ColdStore(SharedQueries):
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         # opened read-only (the storage refuses writes): reads skip their derived catch-up
         self.read_only = bool(self._conn.execute("PRAGMA query_only").fetchone()[0])
-        # rows skipped because they could not be decoded; a set, because every read of
+        # rows skipped because they could not be decoded; distinct, because every read of
         # the conversation meets the same bad row again and it is still one row
-        self._salvaged_rows: set[tuple[str, str, int]] = set()  # (conversation, kind, row)
+        self._salvaged_rows = SalvagedRows()  # (conversation, kind, row)
         # conversation key -> (next position counted, turns, terms): search_bm25's scope
         # statistics, extended by the turns appended since (the log is append-only and a
         # key is never reused, so a count never goes stale); least recently used first
@@ -1211,8 +1211,8 @@ class ColdStore(SharedQueries):
             return report
         report.wal_truncated = report.scrubbed = self.reclaim(erased_terms=erased_terms)
         report.bytes_after = self.files_bytes()
-        gone = set(report.keys)  # their bad rows no longer exist either
-        self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
+        gone = set(report.keys)
+        self._salvaged_rows.forget(gone)  # their bad rows no longer exist either
         with self._scope_sizes_lock:  # sizes of erased text: no copy of it stays in the process
             for key in gone:
                 self._scope_sizes.pop(key, None)

@@ -182,6 +182,37 @@ SQLITE = Dialect("sqlite", "?", "MAX", "((julianday('now') - 2440587.5) * 86400.
 POSTGRES = Dialect("postgresql", "%s", "GREATEST", "EXTRACT(EPOCH FROM clock_timestamp())::double precision")
 
 
+class SalvagedRows:
+    """The distinct stored rows a store could not decode, as this process has met them
+    (both cold engines' `salvaged_rows`, tiers.warm's `salvaged`). A row is known by its
+    conversation, then its identity there: every read of the conversation meets the same
+    bad row again and it is still one row. Not locked: a count, read for stats only."""
+
+    def __init__(self) -> None:
+        self._rows: set[tuple[object, ...]] = set()  # (conversation, *identity)
+
+    def add(self, conversation_id: str, *identity: object) -> bool:
+        """Count the row; whether it is new (its salvage is then worth a warning, later
+        reads of it only a debug line)."""
+        row = (conversation_id, *identity)
+        new = row not in self._rows
+        self._rows.add(row)
+        return new
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def forget(self, conversation_ids: Collection[str]) -> None:
+        """After an erasure or prune: these incarnations' bad rows no longer exist."""
+        gone = set(conversation_ids)
+        self._rows = {r for r in self._rows if r[0] not in gone}
+
+    def count_in(self, conversation_ids: Collection[str]) -> int:
+        """How many of the rows are these conversations' (a namespace's count)."""
+        keys = set(conversation_ids)
+        return sum(1 for r in self._rows if r[0] in keys)
+
+
 class SharedQueries:
     """The store methods (tiers.store.ColdLog documents each contract) that are the same
     on both engines but for the dialect."""
@@ -190,7 +221,7 @@ class SharedQueries:
     _log: ClassVar[logging.Logger]  # the engine's logger (salvage lines name it)
 
     if TYPE_CHECKING:  # what each engine provides
-        _salvaged_rows: set[tuple[str, str, int]]  # (conversation, kind, SALVAGE_ROW_IDS[kind])
+        _salvaged_rows: SalvagedRows  # (conversation, kind, SALVAGE_ROW_IDS[kind])
         _fault: Callable[[str], None] | None
         version: int
         embedder: Embedder | None
@@ -221,10 +252,8 @@ class SharedQueries:
         return len(self._salvaged_rows)
 
     def _salvage(self, conversation_id: str, kind: str, row: int, reason: object, *, what: str = "skipped") -> None:
-        key = (conversation_id, kind, int(row))
         # warn the first time; later reads of the same row would only repeat it
-        level = logging.DEBUG if key in self._salvaged_rows else logging.WARNING
-        self._salvaged_rows.add(key)
+        level = logging.WARNING if self._salvaged_rows.add(conversation_id, kind, int(row)) else logging.DEBUG
         self._log.log(level, "salvage: %s conversation=%s %s=%s: %s", what, conversation_id, SALVAGE_ROW_IDS[kind],
                       row, reason)
 
@@ -642,8 +671,7 @@ class SharedQueries:
                 "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self._location()}
 
     def _salvaged_in(self, namespace: str) -> int:
-        keys = set(self.list_conversations(namespace))
-        return sum(1 for key, _kind, _row in self._salvaged_rows if key in keys)
+        return self._salvaged_rows.count_in(self.list_conversations(namespace))
 
     def namespace_stats(self, namespace: str) -> dict[str, Any]:
         row = self._q(

@@ -73,7 +73,7 @@ from tiermem.tiers.cold import (
     content_hash,
     rebuilt_labels,
 )
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SharedQueries, view_end
+from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SalvagedRows, SharedQueries, view_end
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -510,7 +510,7 @@ class PostgresStore(SharedQueries):
         self.texts_ahead: TextsAhead | None = None  # unused here: the catch-up is not pipelined
         self.labeler: Callable[[str, str, dict[str, Any]], Label] | None = None  # ColdLog.labeler
         self.path = redact(url) if url is not None else "postgresql (caller's pool)"
-        self._salvaged_rows: set[tuple[str, str, int]] = set()  # (conversation, kind, row)
+        self._salvaged_rows = SalvagedRows()  # (conversation, kind, row)
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         self._lock = threading.Lock()
         self._search_path = schema  # completed with the vector extension's schema below
@@ -1224,8 +1224,7 @@ class PostgresStore(SharedQueries):
             report.bytes_after = self.files_bytes()
         except psycopg.Error:
             report.bytes_after = report.bytes_before  # unknown: claim nothing reclaimed
-        gone = set(report.keys)
-        self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
+        self._salvaged_rows.forget(report.keys)  # their bad rows no longer exist either
         return report
 
     def reclaim(self, *, full: bool | None = None) -> bool:

@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tiermem.tiers.dialect import SUMMARY_LOOKBACK, summary_problem
+from tiermem.tiers.dialect import SUMMARY_LOOKBACK, SalvagedRows, summary_problem
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.keys import escape_id, hash_tag, turn_fingerprint
 from tiermem.tiers.models import MAX_POSITION, TurnRow, loads_stored
@@ -261,7 +261,7 @@ class WarmStore:
         self.keep_versions = keep_versions
         self.redis = redis_client
         self.key_prefix = key_prefix
-        self._salvaged_rows: set[tuple[str, str, str, str]] = set()  # (conversation, kind, key, version)
+        self._salvaged_rows = SalvagedRows()  # (conversation, kind, key, version)
         self.cache_errors = 0
         self._cache_script: Any = None
 
@@ -274,8 +274,7 @@ class WarmStore:
     def forget(self, conversation_ids: Sequence[str]) -> None:
         """After an erasure or prune: these incarnations' bad rows no longer exist, so they
         leave the count (as the cold store's do)."""
-        gone = set(conversation_ids)
-        self._salvaged_rows = {k for k in self._salvaged_rows if k[0] not in gone}
+        self._salvaged_rows.forget(conversation_ids)
 
     # -- decoding ------------------------------------------------------------------------
 
@@ -293,9 +292,7 @@ class WarmStore:
                                str(summarizer), float(created))
         except (ValueError, TypeError) as exc:
             # warn the first time; every refresh and read of the view meets the row again
-            seen = (conv, kind, key, repr(version))
-            level = logging.DEBUG if seen in self._salvaged_rows else logging.WARNING
-            self._salvaged_rows.add(seen)
+            level = logging.WARNING if self._salvaged_rows.add(conv, kind, key, repr(version)) else logging.DEBUG
             log.log(level, "salvage: skipped summary conversation=%s kind=%s key=%s version=%r: %s",
                     conv, kind, key, version, exc)
             return None
