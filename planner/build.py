@@ -78,7 +78,7 @@ from tiermem.planner.render import (
     shown,
 )
 from tiermem.planner.statements import StatementView
-from tiermem.planner.timeline import told_span
+from tiermem.planner.timeline import told
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import call_ids, hidden_positions, is_reasoning, result_id, wire_body
 from tiermem.tiers.models import StoredMessage, message_text
@@ -259,7 +259,7 @@ class Planner:
         turns: TurnCache | None = None,
     ) -> None:
         self.cold = cold
-        self.turns = turns if turns is not None else TurnCache(cold, derive=told_span, zone=settings.timezone)
+        self.turns = turns if turns is not None else TurnCache(cold, derive=told, zone=settings.timezone)
         self.tokens = tokens
         self.embed = embed
         self.settings = settings

@@ -72,12 +72,12 @@ from dataclasses import dataclass
 from datetime import date
 
 from tiermem.tiers.zones import DAY_S as DAY_S  # re-exported: planner.rank and the tests read it here
-from tiermem.tiers.zones import UTC, Zone, day_start, local_day
+from tiermem.tiers.zones import MAX_YEAR as MAX_YEAR  # re-exported: planner.timeline reads them here
+from tiermem.tiers.zones import MIN_YEAR as MIN_YEAR
+from tiermem.tiers.zones import UTC, Zone, bounded_day, day_start
 
 WEEK_DAYS = 7
 MONTHS_PER_YEAR = 12
-MIN_YEAR = 1900
-MAX_YEAR = 2200
 FEW_DAYS_NEAREST = 2  # "a few days ago": 2..5 days back, both included
 FEW_DAYS_FARTHEST = 5
 # "a few"/"several" weeks, months or years ago: that many units back, both included, as days
@@ -96,7 +96,6 @@ HOLIDAYS: dict[str, tuple[int, int] | None] = {
 # a season's first month; winter starts in December of its year and runs into the next
 SEASON_START_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
-_EPOCH_ORD = date(1970, 1, 1).toordinal()
 _MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
 _END_ORD = date(MAX_YEAR + 1, 1, 1).toordinal()  # exclusive
 
@@ -377,11 +376,14 @@ _RULES: list[tuple[re.Pattern[str], _Resolver, tuple[str, ...] | None]] = [
 ]
 
 
-def _today(now: float, zone: Zone) -> int | None:
-    # Chained comparison rather than math.isfinite: NaN fails it, and a huge int cannot overflow.
-    if not (_MIN_ORD - _EPOCH_ORD) * DAY_S <= now < (_END_ORD - _EPOCH_ORD) * DAY_S:
-        return None
-    return local_day(now, zone)
+def names_a_time(text: str, *, undated_months: bool = True) -> bool:
+    """Whether any of `query_windows`' phrases occurs in `text`, whether or not it resolves to
+    a window: the same for every zone and every `now` (only what a phrase resolves to, and
+    whether that falls inside the accepted years, depends on them)."""
+    low = text.lower()
+    return any(pattern.search(text) is not None for pattern, resolve, words in _RULES
+               if (undated_months or resolve is not _month_no_year)
+               and (words is None or any(w in low for w in words)))
 
 
 def query_windows(text: str, now: float, *, undated_months: bool = True, zone: Zone = UTC) -> list[TimeWindow]:
@@ -390,7 +392,7 @@ def query_windows(text: str, now: float, *, undated_months: bool = True, zone: Z
     and `zone` says whose calendar the days are (the user's: `Config.timezone`).
     `undated_months=False` leaves a month without a year unread: a question asks about the
     latest one, but a turn may tell of the coming one (planner.timeline reads it by tense)."""
-    today = _today(now, zone)
+    today = bounded_day(now, zone)
     # Claimed spans never overlap, so sorted by start they are sorted by end too and only the
     # neighbours of an insertion point can overlap a new span (a linear scan is quadratic on
     # a long paste full of "today").

@@ -53,6 +53,9 @@ Invariants:
 - `told_span(text, created, zone)` never raises; it returns None when the text names no time
   it can resolve, else one (start, end) span of whole days of `zone` (local midnight to local
   midnight) in POSIX seconds, start < end;
+- `told(text, created, zone)` is `told_span` and whether the text names a time at all, a
+  flag the same in every zone: a text that names none resolves to None in every zone (the
+  turn cache derives again in another zone only the turns that name one);
 - of several spans in one text, the narrowest is kept (ties: the earliest), since it says
   most precisely when;
 - the planner uses these spans only as extra evidence: `told_closeness` credits a turn that
@@ -76,12 +79,12 @@ from tiermem.planner.dates import (
     MIN_YEAR,
     WEEK_DAYS,
     TimeWindow,
+    names_a_time,
     query_windows,
 )
 from tiermem.tiers.turncache import TurnTable
-from tiermem.tiers.zones import DAY_S, UTC, Zone, day_start, local_day
+from tiermem.tiers.zones import DAY_S, END_DAY_S, FIRST_DAY_S, UTC, Zone, bounded_day, day_start
 
-_EPOCH_ORD = date(1970, 1, 1).toordinal()
 _MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
 _END_ORD = date(MAX_YEAR + 1, 1, 1).toordinal()
 SATURDAY = 5  # date.weekday(): Monday is 0
@@ -180,12 +183,6 @@ _ASKS_WHEN = _re(r"^\W*(?:(?:around|about|roughly|approximately|since|by|until)\
                  r"(?:date|day|month|year|week|weekend|time)\b"
                  r"|^\W*what\s+(?:was|is)\s+the\s+(?:date|day|month|year)\b"
                  r"|\bhow\s+long\s+(?:ago|has|have)\b|\bhow\s+many\s+(?:days|weeks|months|years)\s+ago\b")
-
-
-def _day(created: float, zone: Zone) -> int | None:
-    if not (_MIN_ORD - _EPOCH_ORD) * DAY_S <= created < (_END_ORD - _EPOCH_ORD) * DAY_S:
-        return None  # NaN, or outside the years planner.dates accepts
-    return local_day(created, zone)
 
 
 def _month_span(index: int) -> tuple[int, int] | None:
@@ -390,13 +387,49 @@ def _began(text: str, created: float, zone: Zone) -> list[tuple[float, float]]:
     return [(w.start, w.end) for p in phrases for w in query_windows(p, created, zone=zone)]
 
 
+def told(text: str | None, created: float, zone: Zone = UTC) -> tuple[tuple[float, float] | None, bool]:
+    """`told_span`, and whether `text` names a time at all (resolved or not: a phrase that
+    resolves outside the accepted years in this zone may resolve inside in another). The turn
+    cache's `derive`: only turns that name a time are derived again in another zone."""
+    span = told_span(text, created, zone)
+    if span is not None:
+        return span, True
+    try:
+        dated = FIRST_DAY_S <= float(created) < END_DAY_S  # bounded_day's bound: the same in every zone
+    except (ValueError, OverflowError, TypeError):  # as told_span: never raises
+        return None, False
+    return None, bool(text) and dated and _names_a_time(str(text)[:MAX_TEXT_CHARS])
+
+
+def _names_a_time(text: str) -> bool:
+    """Whether `text` holds any phrase `told_span` reads, whatever it resolves to (the same in
+    every zone): each pattern behind the same gate as where it is read."""
+    if names_a_time(text, undated_months=False):
+        return True
+    words, low = _words(text), text.lower()
+    checks: tuple[tuple[bool, tuple[re.Pattern[str], ...]], ...] = (
+        ("tomorrow" in words, (_TOMORROW,)),
+        ("tonight" in words or "this" in words, (_THIS_DAY,)),
+        ("night" in words, (_LAST_NIGHT,)),
+        (not words.isdisjoint(_WEEKDAY_WORDS), (_LAST_WEEKDAY, _NEXT_WEEKDAY, _THIS_WEEKDAY, _BARE_WEEKDAY)),
+        ("weekend" in words or "weekends" in words, (_WEEKEND, _WEEKENDS_AGO, _THE_WEEKEND)),
+        (not words.isdisjoint(_MONTH_WORDS), (_BARE_MONTH, _MONTH_DAY, _DAY_MONTH)),
+        ("next" in words, (_NEXT_PERIOD,)),
+        ("for " in low or "since " in low, (_FOR_DURATION, _SINCE_YEAR)),
+        ("just" in low, (_JUST,)),
+        ("other day" in low, (_OTHER_DAY,)),
+        ("recent" in low or "lately" in low, (_RECENTLY,)),
+    )
+    return any(gate and any(p.search(text) is not None for p in patterns) for gate, patterns in checks)
+
+
 def told_span(text: str | None, created: float, zone: Zone = UTC) -> tuple[float, float] | None:
     """The period `text`, sent at `created` (POSIX seconds), says something happened in:
     (start, end) POSIX seconds of whole days of `zone` (the user's calendar), or None."""
     if not text:
         return None
     try:
-        today = _day(float(created), zone)
+        today = bounded_day(float(created), zone)
         if today is None:
             return None
         text = text[:MAX_TEXT_CHARS]

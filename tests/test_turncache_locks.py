@@ -20,11 +20,11 @@ def blocking_cache(cold: ColdStore) -> tuple[TurnCache, threading.Event, threadi
     """A cache whose derive step blocks on the slow conversation's turns until `release`."""
     entered, release = threading.Event(), threading.Event()
 
-    def derive(text: str | None, created: float, _zone: object) -> tuple[float, float] | None:
+    def derive(text: str | None, created: float, _zone: object) -> tuple[tuple[float, float] | None, bool]:
         if text and SLOW in text:
             entered.set()
             release.wait(WAIT_S)
-        return None
+        return None, False
 
     return TurnCache(cold, derive=derive), entered, release
 

@@ -195,7 +195,7 @@ class Memory:
         # told days are the user's (Config.timezone, or a call's own zone): "yesterday" at
         # 21:00 in Los Angeles is the day before there, not in UTC
         self.turns = TurnCache(self.cold, max_bytes=self.config.turn_cache_mb * 1024 * 1024,
-                               derive=_told_span, zone=self.config.timezone)
+                               derive=_told, zone=self.config.timezone)
         self.superseder = Superseder(self.cold, self.embedder, self.classifier, turns=self.turns)
         # the same rules without the meaning search, for appends: they need no model
         self._rules = Superseder(self.cold, None, self.classifier)
@@ -1031,11 +1031,11 @@ def load_in_background(embedder: object) -> threading.Thread | None:
     return start_build(run, "tiermem-model-load")
 
 
-def _told_span(text: str | None, created: float, zone: Zone) -> tuple[float, float] | None:
-    """planner.timeline.told_span, imported when the turn cache first loads a turn."""
-    from tiermem.planner.timeline import told_span
+def _told(text: str | None, created: float, zone: Zone) -> tuple[tuple[float, float] | None, bool]:
+    """planner.timeline.told, imported when the turn cache first loads a turn."""
+    from tiermem.planner.timeline import told
 
-    return told_span(text, created, zone)
+    return told(text, created, zone)
 
 
 def _named(msgs: list[StoredMessage], key: str, name: str) -> list[StoredMessage]:

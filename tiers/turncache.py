@@ -38,17 +38,16 @@ Invariants:
   Tokyo than in Los Angeles): a table handed out for a zone holds only spans derived in
   that zone. Each turn is derived at load in the cache's own zone (`zone`, the config's);
   a call in another zone derives, on its first use of the conversation, only the turns
-  that told of a time in the cache's zone (whether a text names a time does not depend
-  on the zone; only near the calendar's ends, where a day falls out of range in one zone
-  and not another, are undated turns derived again too), reading their texts back from
-  the log, and from then on each loaded turn in that zone as well. At most
+  whose text names a time (`derive`'s flag, kept per turn: whether a text names one does
+  not depend on the zone, whether what it names falls inside the accepted years does),
+  reading their texts back from the log, and from then on each loaded turn that names a
+  time in that zone as well; a turn that names none has no period in any zone. At most
   `MAX_ZONES_PER_CONVERSATION` other zones are kept per conversation, least recently used
   dropped (derived, re-read on their next use).
 """
 
 from __future__ import annotations
 
-import calendar
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -59,7 +58,7 @@ import numpy as np
 from tiermem.tiers.lexical import LexicalIndex
 from tiermem.tiers.models import search_text
 from tiermem.tiers.store import ColdLog
-from tiermem.tiers.zones import DAY_S, UTC_NAME, Zone
+from tiermem.tiers.zones import UTC_NAME, Zone
 from tiermem.tiers.zones import zone as zone_named
 
 DEFAULT_TURN_CACHE_MB = 256  # the planner's in-process copy of conversations' vectors
@@ -74,18 +73,12 @@ _PENDING_RECHECK_LIMIT = 512
 # call costs the others
 FACTS_PAGE_TURNS = 1000
 MAX_NAMES = 64  # speaker names kept per conversation (a group chat has a few, not hundreds)
-# A derived per-turn period (planner.timeline.told_span): (text, created, the user's zone)
-# -> (start, end) or None.
-Derive = Callable[[str | None, float, Zone], tuple[float, float] | None]
+# A derived per-turn period (planner.timeline.told): (text, created, the user's zone) ->
+# ((start, end) or None, whether the text names a time at all: the same in every zone)
+Derive = Callable[[str | None, float, Zone], tuple[tuple[float, float] | None, bool]]
 # zones other than the cache's own whose told periods are kept per conversation: a service's
 # users of one conversation are in one or a few zones; 16 bytes a turn each
 MAX_ZONES_PER_CONVERSATION = 8
-# planner.dates reads days of years 1900..2200 only; a turn within this much of either end
-# may fall inside in one zone and outside in another (UTC offsets reach +14:00 and -12:00),
-# so its period is derived again in another zone even when it told of none in the cache's
-ZONE_EDGE_S = 2 * DAY_S
-_FIRST_DAY_S = float(calendar.timegm((1900, 1, 1, 0, 0, 0)))  # planner.dates.MIN_YEAR's first day
-_END_DAY_S = float(calendar.timegm((2201, 1, 1, 0, 0, 0)))  # the day after planner.dates.MAX_YEAR's last
 FactRow = tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]  # pending vectors re-read per call (the rest on the next calls)
 
 
@@ -175,6 +168,8 @@ class _Entry:
         self.told_end = np.full(cap, np.nan)
         self.speaker = np.full(cap, -1, dtype=np.int16)
         self.asks = np.zeros(cap, dtype=bool)
+        # bool per turn: its text names a time (`derive`'s flag), the turns derived again in another zone
+        self.tells = np.zeros(cap, dtype=bool)
         self.speaker_names: dict[str, int] = {}
         self.vectors: np.ndarray | None = None
         self.pending: list[int] = []  # indexes whose vector has not been stored yet
@@ -194,7 +189,7 @@ class _Entry:
     def nbytes(self) -> int:
         vec = 0 if self.vectors is None else self.vectors.nbytes
         zoned = len(self.zoned) * self.capacity * 8 * 2
-        return vec + zoned + self.capacity * (8 * 6 + 2 + 1) + self.lexical.nbytes()
+        return vec + zoned + self.capacity * (8 * 6 + 2 + 1 + 1) + self.lexical.nbytes()
 
     def _grow(self, need: int) -> None:
         cap = self.capacity
@@ -204,7 +199,7 @@ class _Entry:
             cap *= 2
         fill = {"told_start": np.nan, "told_end": np.nan, "speaker": -1}
         for name in ("positions", "tokens", "created", "groups", "has_vec", "told_start", "told_end", "speaker",
-                     "asks"):
+                     "asks", "tells"):
             old = getattr(self, name)
             new = np.full(cap, fill.get(name, 0), dtype=old.dtype)
             new[: self.n] = old[: self.n]
@@ -257,12 +252,14 @@ class _Entry:
                 self.groups[i] = self._group_of(session, created)
                 self.asks[i] = text is not None and "?" in text
                 if self.derive is not None:
-                    told = self.derive(text, created, self.zone)
+                    told, tells = self.derive(text, created, self.zone)
+                    self.tells[i] = tells
                     if told is not None:
                         self.told_start[i], self.told_end[i] = told
                     for z in self.zoned.values():
                         if z.n == i:  # in step (a zone is backfilled whole before it is kept)
-                            told = self.derive(text, created, z.zone)
+                            # a text that names no time has no period in any zone
+                            told = self.derive(text, created, z.zone)[0] if tells else None
                             if told is not None:
                                 z.start[i], z.end[i] = told
                             z.n = i + 1
@@ -404,9 +401,8 @@ class TurnCache:
 
     def _zoned(self, e: _Entry, name: str, tz: Zone) -> _Zoned:
         """`e`'s told periods in zone `name`, derived now for the turns not derived in it
-        yet: only those that told of a time in the cache's zone (or lie near the calendar's
-        ends), their texts read back from the log a page at a time. Under the
-        conversation's lock."""
+        yet: only those whose text names a time (`_Entry.tells`), their texts read back from
+        the log a page at a time. Under the conversation's lock."""
         z = e.zoned.get(name)
         if z is None:
             z = _Zoned(tz, e.capacity)
@@ -416,15 +412,14 @@ class TurnCache:
         e.zoned.move_to_end(name)
         if z.n < e.n and self.derive is not None:
             lo, n = z.n, e.n
-            created = e.created[lo:n]
-            edge = (created < _FIRST_DAY_S + ZONE_EDGE_S) | (created >= _END_DAY_S - ZONE_EDGE_S)
-            todo = [int(e.positions[lo + i]) for i in np.flatnonzero(~np.isnan(e.told_start[lo:n]) | edge)]
+            # a text that names no time has no period in any zone: only the others are derived
+            todo = [int(e.positions[lo + i]) for i in np.flatnonzero(e.tells[lo:n])]
             at = {int(e.positions[i]): i for i in range(lo, n)}
             for k in range(0, len(todo), FACTS_PAGE_TURNS):
                 for m in self.cold.get(e.conversation_id, todo[k:k + FACTS_PAGE_TURNS]):
                     i = at[m.position]
                     # the text the load derived from (the keyword index's: tiers.models.search_text)
-                    told = self.derive(search_text(m.body), float(e.created[i]), tz)
+                    told = self.derive(search_text(m.body), float(e.created[i]), tz)[0]
                     if told is not None:
                         z.start[i], z.end[i] = told
             z.n = n

@@ -22,13 +22,14 @@ Invariants:
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import functools
 import zoneinfo
 
 from tiermem.tiers.errors import ValidationError
 
-__all__ = ["DAY_S", "MAX_ZONE_NAME_CHARS", "TIMEZONE_DOC", "UTC", "UTC_NAME", "Zone", "check_timezone", "day_start", "local_datetime", "local_day", "offset_suffix",
+__all__ = ["DAY_S", "END_DAY_S", "FIRST_DAY_S", "MAX_YEAR", "MAX_ZONE_NAME_CHARS", "MIN_YEAR", "TIMEZONE_DOC", "UTC", "UTC_NAME", "Zone", "bounded_day", "check_timezone", "day_start", "local_datetime", "local_day", "offset_suffix",
            "shown_day", "shown_time", "zone"]
 
 DAY_S = 86_400.0
@@ -41,6 +42,12 @@ TIMEZONE_DOC = ("the user's IANA time zone for this call (e.g. `America/Los_Ange
                 "turns tell of ('yesterday') and the query names, and the clock of the context's dates (shown "
                 "with their UTC offset unless UTC); omitted: the server's `timezone` setting (UTC by default). A "
                 "change from the conversation's previous call starts a new prompt-cache epoch")
+# the years whose days tiermem reads (planner.dates, planner.timeline): an instant outside
+# [FIRST_DAY_S, END_DAY_S) has no day (`bounded_day`), in every zone alike
+MIN_YEAR = 1900
+MAX_YEAR = 2200
+FIRST_DAY_S = float(calendar.timegm((MIN_YEAR, 1, 1, 0, 0, 0)))  # POSIX seconds of MIN_YEAR's first UTC midnight
+END_DAY_S = float(calendar.timegm((MAX_YEAR + 1, 1, 1, 0, 0, 0)))  # the UTC midnight after MAX_YEAR's last day
 _EPOCH_ORD = dt.date(1970, 1, 1).toordinal()
 _SECONDS_PER_MINUTE = 60
 _MINUTES_PER_HOUR = 60
@@ -85,8 +92,18 @@ def _offset_s(ts: float, tz: Zone) -> float:
 
 def local_day(ts: float, tz: Zone = UTC) -> int:
     """The proleptic Gregorian ordinal of the local calendar day holding instant `ts`. The
-    caller bounds `ts` (planner.dates accepts years 1900..2200)."""
+    caller bounds `ts` (`bounded_day` does)."""
     return _EPOCH_ORD + int((ts + _offset_s(ts, tz)) // DAY_S)
+
+
+def bounded_day(ts: float, tz: Zone = UTC) -> int | None:
+    """`local_day` of `ts` when the instant lies in [FIRST_DAY_S, END_DAY_S), else None (NaN
+    too). The bound is on the instant, not on the local day, so whether `ts` has a day at all
+    is the same in every zone."""
+    # Chained comparison rather than math.isfinite: NaN fails it, and a huge int cannot overflow.
+    if not FIRST_DAY_S <= ts < END_DAY_S:
+        return None
+    return local_day(ts, tz)
 
 
 def day_start(ordinal: int, tz: Zone = UTC) -> float:
