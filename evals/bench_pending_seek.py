@@ -49,10 +49,8 @@ def _pk_index(cold: ColdStore) -> str:
 
 
 def _plan(cold: ColdStore, key: str) -> list[str]:
-    sql = (f"SELECT t.position FROM turns t INDEXED BY {cold._CONV_PENDING_INDEX} JOIN messages m ON m.id = t.id "
-           "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? AND t.position > ? "
-           "ORDER BY t.position LIMIT 1")
-    return [str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, MAX_POSITION, -1))]
+    sql = cold._conv_pending_sql(cold._POOL_COLUMNS)  # the shipped statement's text
+    return [str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, MAX_POSITION, -1, 1))]
 
 
 def measure(data: Path, calls: int) -> dict[str, Any]:

@@ -54,14 +54,10 @@ PLANNER_LIMIT = PLAN_LEFT_OUT_PER_SLICE + 1  # pin_set's read at the default bud
 
 def _plans(cold: ColdStore, key: str) -> list[str]:
     """The pin_candidates load-bearing read's plan, then superseded_pins'."""
-    sel = cold._TURN_SELECT
     out = []
-    for index, where in ((cold._PIN_CANDIDATES_INDEX, "t.superseded_by IS NULL AND p.priority IS NULL "
-                          "ORDER BY t.priority DESC, t.position DESC"),
-                         (cold._SUPERSEDED_PINS_INDEX, "t.superseded_by IS NOT NULL AND p.priority IS NULL "
-                          "ORDER BY t.position DESC")):
-        sql = (sel.replace("FROM turns t ", f"FROM turns t INDEXED BY {index} ")
-               + f"WHERE t.conversation_id = ? AND t.load_bearing = 1 AND t.priority >= ? AND {where} LIMIT ?")
+    for index, where in ((cold._PIN_CANDIDATES_INDEX, cold._PIN_CANDIDATES_WHERE),
+                         (cold._SUPERSEDED_PINS_INDEX, cold._SUPERSEDED_PINS_WHERE)):
+        sql = cold._turns_through(index) + where  # the shipped statement's text
         out.append("; ".join(str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, 0, 1))))
     return out
 

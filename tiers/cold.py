@@ -540,10 +540,7 @@ class ColdStore(SharedQueries):
                 else:
                     # a seek to the conversation's pending turns after `after`, in position
                     # order (m022): not a walk of all its turns after it, pending or not
-                    rows = self._read(f"SELECT {cols}, t.position FROM turns t INDEXED BY {self._CONV_PENDING_INDEX} "
-                                      "JOIN messages m ON m.id = t.id "
-                                      "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? "
-                                      "AND t.position > ? ORDER BY t.position LIMIT ?",
+                    rows = self._read(self._conv_pending_sql(cols),
                                       (conversation_id, end if end is not None else MAX_POSITION, after, limit))
                 if not rows:
                     return
@@ -591,6 +588,16 @@ class ColdStore(SharedQueries):
     # the index one conversation's catch-up reads its pending turns through (by position);
     # evals/bench_pending_seek sets the primary key's to time the walk it replaced
     _CONV_PENDING_INDEX: ClassVar[str] = PENDING_BY_POSITION_INDEX
+
+    @classmethod
+    def _conv_pending_sql(cls, cols: str) -> str:
+        """One conversation's catch-up read of `cols` (parameters: the conversation, the
+        last position, the resume position, the limit); evals/bench_pending_seek plans this
+        very text, so its plans are those of what runs."""
+        return (f"SELECT {cols}, t.position FROM turns t INDEXED BY {cls._CONV_PENDING_INDEX} "
+                "JOIN messages m ON m.id = t.id "
+                "WHERE t.embedded = 0 AND t.conversation_id = ? AND t.position <= ? "
+                "AND t.position > ? ORDER BY t.position LIMIT ?")
 
     # what a catch-up reads of a pending turn (`_pool_vectors`), then its resume key
     _POOL_COLUMNS = "t.conversation_id, t.position, t.id, m.body, t.role, t.intent, t.load_bearing"
@@ -736,9 +743,7 @@ class ColdStore(SharedQueries):
         # a backward walk of the candidates' own index (m023) that stops after `limit`
         # rows (a pinned one is skipped: the first read has it); not a sort of all of them
         bearing = self._read(
-            self._TURN_SELECT.replace("FROM turns t ", f"FROM turns t INDEXED BY {self._PIN_CANDIDATES_INDEX} ")
-            + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
-            "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT ?3",
+            self._turns_through(self._PIN_CANDIDATES_INDEX) + self._PIN_CANDIDATES_WHERE,
             (conversation_id, min_priority, limit),
         )
         turns = self._turn_rows((*pinned, *bearing))
@@ -751,9 +756,7 @@ class ColdStore(SharedQueries):
         # the superseded ones' own index (m023), newest first: not a walk of every
         # load-bearing turn testing each
         rows = self._read(
-            self._TURN_SELECT.replace("FROM turns t ", f"FROM turns t INDEXED BY {self._SUPERSEDED_PINS_INDEX} ")
-            + "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
-            "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT ?3",
+            self._turns_through(self._SUPERSEDED_PINS_INDEX) + self._SUPERSEDED_PINS_WHERE,
             (conversation_id, min_priority, limit),
         )
         return self._turn_rows(rows)
@@ -762,6 +765,20 @@ class ColdStore(SharedQueries):
     # turns_load_bearing's to time the reads they replaced
     _PIN_CANDIDATES_INDEX: ClassVar[str] = PIN_CANDIDATES_INDEX
     _SUPERSEDED_PINS_INDEX: ClassVar[str] = SUPERSEDED_PINS_INDEX
+    # the two reads' conditions and order (parameters: the conversation, the least
+    # priority, the limit); evals/bench_pin_candidates plans this very text
+    _PIN_CANDIDATES_WHERE: ClassVar[str] = (
+        "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
+        "AND t.superseded_by IS NULL AND p.priority IS NULL ORDER BY t.priority DESC, t.position DESC LIMIT ?3")
+    _SUPERSEDED_PINS_WHERE: ClassVar[str] = (
+        "WHERE t.conversation_id = ?1 AND t.load_bearing = 1 AND t.priority >= ?2 "
+        "AND t.superseded_by IS NOT NULL AND p.priority IS NULL ORDER BY t.position DESC LIMIT ?3")
+
+    @classmethod
+    def _turns_through(cls, index: str) -> str:
+        """`_TURN_SELECT` reading the turns through `index` (INDEXED BY: SQLite fails the
+        statement rather than plan another way)."""
+        return cls._TURN_SELECT.replace("FROM turns t ", f"FROM turns t INDEXED BY {index} ")
 
     # -- derived labels (written by the consolidation layer) -----------------------------------
 
