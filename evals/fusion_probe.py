@@ -265,7 +265,7 @@ def capture(data: Path, budgets: Sequence[int], data_root: Path, *,
             texts = {m.position: message_text(m.body) for m in msgs}
             # what a retrieved line costs, counted as planner.candidates counts it
             render = memory.planner.render
-            line_cost = {m.position: render.line_tokens(render.line(m, dated=False)[0]) + HEADING_SHARE_TOKENS
+            line_cost = {m.position: render.line_tokens(render.line(m, dated=False, zone=memory.planner.settings.zone)[0]) + HEADING_SHARE_TOKENS
                          for m in msgs}
             embed = memory.embedder.embed
             signals = Signals.of(texts, table.names, embed)

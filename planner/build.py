@@ -264,7 +264,7 @@ class Planner:
         self.embed = embed
         self.settings = settings
         self.classifier = classifier or QueryClassifier()
-        self.statements = StatementView(cold, settings.zone)  # turns current in part (planner/statements.py)
+        self.statements = StatementView(cold)  # turns current in part (planner/statements.py)
         self.render = Renderer(tokens, settings, self.statements)
         self.candidates = Candidates(cold, self.turns, tokens, settings, self.render, self.statements)
         self._epochs = EpochCache()

@@ -175,11 +175,11 @@ class PinSet:
     room: int  # read for a pinned share of up to this many tokens
     rows: tuple[tuple[TurnRow, str, bool, int], ...]  # row, rendered line ("" not shown), trimmed, tokens
     superseded: tuple[TurnRow, ...]
+    zone: Zone  # whose clock its lines' dates and intervals show (a call's zone)
     intervals: tuple[str, ...] = ()  # each superseded row's validity interval, for the plan
     # caller pins superseded since (shown, marked): position -> their interval, for the plan
     marked: dict[int, str] = field(default_factory=dict)
     hidden: frozenset[int] = frozenset()  # what control rows hid when it was read (a pop moves no pin version)
-    zone: Zone | None = None  # whose clock its lines' dates and intervals show (a call's zone)
 
 
 @dataclass(frozen=True)
@@ -244,10 +244,9 @@ class Candidates:
         fixed.sort(key=lambda m: m.position)
         return fixed
 
-    def pinned(self, conv: str, hot: HotView, plan: Plan, room: int, zone: Zone | None = None) -> list[Candidate]:
-        """The pin candidates; `zone`: the call's (None: the settings'), whose clock their
-        dates and validity intervals show."""
-        zone = zone if zone is not None else self.settings.zone
+    def pinned(self, conv: str, hot: HotView, plan: Plan, room: int, zone: Zone) -> list[Candidate]:
+        """The pin candidates; `zone`: the call's, whose clock their dates and validity
+        intervals show."""
         # only as many as could ever fit, highest priority then newest first: a long
         # conversation has hundreds of load-bearing turns, and reading them all would
         # cost more than the rest of the plan
@@ -298,15 +297,14 @@ class Candidates:
                                f"valid {when(r.created_at, zone)} until {until}, then {how}")
         return out
 
-    def pin_set(self, conv: str, room: int, zone: Zone | None = None) -> PinSet:
+    def pin_set(self, conv: str, room: int, zone: Zone) -> PinSet:
         """The conversation's pin candidates (best first) with their rendered lines, for
         a pinned share of up to `room` tokens, and its superseded pins: kept between
         calls and re-read only when the log's pin version moved (a load-bearing turn, a
         relabel, a supersession, a pin) or what control rows hide, not on every appended
         turn, or when a call has more room than the kept set was read for. A pin
         superseded only by a popped turn is a pin again (tiers.statements.Hidden). The kept
-        lines show `zone`'s dates (None: the settings'): a call in another zone reads them again."""
-        zone = zone if zone is not None else self.settings.zone
+        lines show `zone`'s dates: a call in another zone reads them again."""
         version = self.cold.pin_version(conv)
         hid = self.statements.hidden(conv)
         with self._pins_lock:
@@ -353,9 +351,9 @@ class Candidates:
                 line = line.replace("] ", f" · SUPERSEDED, not current: {gone_by[r.position][1]}] ", 1)
             rendered.append((r, line, trimmed, self.render.line_tokens(line)))
         intervals = self.intervals(conv, superseded, zone)
-        got = PinSet(version, room, tuple(rendered), tuple(superseded),
+        got = PinSet(version, room, tuple(rendered), tuple(superseded), zone,
                       tuple(intervals[r.position][0] for r in superseded),
-                      {p: v[0] for p, v in gone_by.items()}, hid.positions, zone)
+                      {p: v[0] for p, v in gone_by.items()}, hid.positions)
         with self._pins_lock:
             self.pins[conv] = got
             while len(self.pins) > PIN_CACHE_CONVERSATIONS:
@@ -486,12 +484,11 @@ class Candidates:
 
     def retrieved(
         self, conv: str, namespace: str, query: str | None, qvec: np.ndarray | None, qclass: str,
-        room: int, *, exclude: set[int], lexical: Lexical, table: TurnTable, zone: Zone | None = None,
+        room: int, *, exclude: set[int], lexical: Lexical, table: TurnTable, zone: Zone,
     ) -> list[Candidate]:
-        """The turns retrieved for `query`; `zone`: the call's (None: the settings'), the
+        """The turns retrieved for `query`; `zone`: the call's, the
         calendar of the days it names and the clock its lines' dates show (`table`'s told
         periods are that zone's: TurnCache.get)."""
-        zone = zone if zone is not None else self.settings.zone
         if not query or not query.strip() or not len(table):
             return []
         # enough candidates to fill the whole remaining room, not just the share

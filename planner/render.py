@@ -2,7 +2,7 @@
 the tail in layer order, and the result converted to the configured message family.
 
 Invariants:
-- Dates and times are the user's (the call's zone, else `PlannerSettings.timezone`;
+- Dates and times are the user's (the call's zone, by default `PlannerSettings.timezone`;
   tiers.zones): in UTC (the default) exactly as before zones existed, no zone shown; in
   any other zone the local date or time with its UTC offset ("04 Dec 2026 21:00 -08:00"),
   so the model reads the user's clock.
@@ -100,9 +100,8 @@ class Renderer:
                   f"in the log (history/get) ...]\n")
         return self.tokens.decode(ids[:head]) + marker + self.tokens.decode(ids[len(ids) - tail:]), True
 
-    def line(self, m: StoredMessage, *, dated: bool = True, zone: Zone | None = None) -> tuple[str, bool]:
-        """`m` as a line of a block; `zone`: the call's (None: the settings')."""
-        zone = zone if zone is not None else self.settings.zone
+    def line(self, m: StoredMessage, *, dated: bool = True, zone: Zone) -> tuple[str, bool]:
+        """`m` as a line of a block; `zone`: the call's, whose clock its dates show."""
         who = m.body.get("name") or m.role
         # no position numbers in the text: they cost tokens on every line and the model
         # cannot use them; the plan carries every item's positions
@@ -122,14 +121,14 @@ class Renderer:
             text, trimmed = self.trim(text, self.settings.tool_trim_tokens, m.position)
         return f"[{' '.join(parts)}] {text}", trimmed
 
-    def heading(self, m: StoredMessage, other: str | None = None, zone: Zone | None = None) -> str:
+    def heading(self, m: StoredMessage, other: str | None, zone: Zone) -> str:
         """Retrieved lines are grouped under one heading per session (its date; and its
         id unless TERSE), so that a date costs tokens once per group, not once per line.
         `other`: the id (never the internal key) of the conversation the line is from,
-        when it is not the one answered. `zone`: the call's (None: the settings')."""
+        when it is not the one answered. `zone`: the call's."""
         where = f"conversation {other}, " if other is not None else ""
         session = f", {m.session_id}" if m.session_id and not TERSE else ""
-        return f"({where}{day(m.created_at, zone if zone is not None else self.settings.zone)}{session})"
+        return f"({where}{day(m.created_at, zone)}{session})"
 
     def line_tokens(self, line: str) -> int:
         return self.tokens.count(line) + LINE_SEP_TOKENS

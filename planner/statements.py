@@ -16,7 +16,7 @@ Invariants:
 - The record is kept per conversation key between calls and re-read only when the
   key's pin version moved (recording a statement moves it, tiers/statements.py), and
   the version is read at most once per conversation per `context()` call (`begin`).
-- Its intervals' times are the user's (the call's zone, else `zone`, from
+- Its intervals' times are the user's (the call's zone, which defaults to
   `Config.timezone`; tiers.zones): in UTC exactly as before zones existed, elsewhere local
   with the UTC offset shown. What it keeps between calls (the parts) holds no time text,
   so calls in different zones share it.
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, remaining_text
 from tiermem.tiers.store import ColdLog
-from tiermem.tiers.zones import UTC, Zone, shown_time
+from tiermem.tiers.zones import Zone, shown_time
 
 __all__ = ["Part", "StatementView"]
 
@@ -60,9 +60,8 @@ def _when(ts: float | None, zone: Zone) -> str:
 class StatementView:
     """The statement-level supersessions of conversations, as the planner renders them."""
 
-    def __init__(self, cold: ColdLog, zone: Zone = UTC) -> None:
+    def __init__(self, cold: ColdLog) -> None:
         self.cold = cold
-        self.zone = zone  # whose clock the intervals show (Config.timezone)
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[int, dict[int, tuple[Part, ...]]]] = OrderedDict()
         self._call = threading.local()  # the keys whose version this call has checked
@@ -136,18 +135,16 @@ class StatementView:
         with self._lock:
             self._kept.pop(conv, None)
 
-    def render(self, text: str, parts: tuple[Part, ...], since: float, zone: Zone | None = None
+    def render(self, text: str, parts: tuple[Part, ...], since: float, zone: Zone
                ) -> tuple[str, list[tuple[str, str]]]:
         """(what still holds of `text`, [(a superseded statement, its interval)]); `zone`: the
-        call's (None: this view's)."""
-        zone = zone if zone is not None else self.zone
+        call's, whose clock the intervals show."""
         gone = [(" ".join(text[p.start:p.end].split()),
                  f"valid {_when(since, zone)} until {_when(p.until, zone)}, then {p.how}") for p in parts]
         current = remaining_text(text, [(p.start, p.end) for p in parts])
         return current, gone
 
-    def reason(self, position: int, parts: tuple[Part, ...], since: float, zone: Zone | None = None) -> str:
+    def reason(self, position: int, parts: tuple[Part, ...], since: float, zone: Zone) -> str:
         """The plan's wording: each superseded statement with its interval (`zone`: as `render`)."""
-        zone = zone if zone is not None else self.zone
         return "; ".join(f"statement at characters {p.start}-{p.end} superseded by #{p.by} (valid #{position} "
                          f"{_when(since, zone)} until #{p.by} {_when(p.until, zone)}, {p.how})" for p in parts)
