@@ -21,6 +21,10 @@ Load-bearing turns are the ones a memory must not lose: system prompts, the user
 and persistent constraints, named entities the user introduced ("my daughter Maya", "I work at
 Acme"), durable personal constraints (allergies, diet, budget, preferences), decisions reached
 (by either side: "let's go with the Delta", "Booked: ..."), and corrections of any of those.
+An assistant's acknowledgement that names nothing it confirms ("Noted.", "Done!", "Booked.",
+"Got it, thanks.": a marker with only thanks, assent, "it"/"for you" and bare numbers) is not
+load-bearing: what was decided is in the user's turn before it, and the pinned block shows
+each turn on its own line, so the bare reply would be a pin that says nothing.
 ``priority`` (0..100) orders pins when the hot tier must demote some: system > corrections >
 persistent constraints > decisions and entities > one-shot tasks > everything else.
 """
@@ -705,6 +709,32 @@ _ASSISTANT_DECISION = re.compile(
     r"\b(?:is|has been) (?:now|moved|changed)\b"
     r"|\b(?:we'll|we will|i'll|i will) (?:use|go with|avoid|refund|stick with)\b"
 )
+# What an assistant acknowledgement may hold and still confirm nothing: the rule's own markers
+# and verbs, thanks and assent, words pointing back ("it", "that", "for you") and bare numbers
+# ("Noted 4." numbers a note, it states no value; "for 2" keeps its "for", so it is content).
+# A turn of these alone ("Noted.", "Done!", "Got it, thanks.", "All set, booked!") repeats the
+# user's turn before it without its content: pinned, it would spend the pinned share on a line
+# that says nothing and move the pin version for nothing. The turn that holds what was
+# confirmed is the user's (their request, their fact), which the reply cannot stand in for.
+_ACK_FILLER = re.compile(
+    r"\b(?:booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|updated|cancel+ed|"
+    r"rescheduled|scheduled|reminder set|added|set|got it|changed|moved|assigned|reinstated|flagged|"
+    r"escalat\w+|placed|submitted|filed|use|go with|avoid|refund|stick with|"
+    # the longer forms first: "i" would take the head of "i've" and leave "ve"
+    r"i've|i have|i'm|i am|i'll|i will|i|we'll|we will|we|it|that|this|these|those|for you|all set|"
+    r"thank you|thanks|thx|so much|very much|ok|okay|sure(?: thing)?|will do|no problem|no worries|"
+    r"of course|perfect|great|alright|all right|understood|cheers|yes|yep|now|just|and)\b"
+    # a bare number, not part of a time ("3:30"), a phone number ("555-0123"), an amount
+    # ("$40", "50%"), a quantity with a unit ("10mg") or an identifier ("#4417")
+    r"|(?<![\w:/$€£¥#+-])\d[\d,.]*(?![\w:/%-])"
+)
+# Anything left that is a letter or digit (any script) is content the acknowledgement confirms.
+_CONTENT = re.compile(r"[^\W_]")
+
+
+def _bare_acknowledgement(norm: str) -> bool:
+    """Whether an assistant turn is only a marker, fillers, numbers and punctuation."""
+    return _CONTENT.search(_ACK_FILLER.sub(" ", norm)) is None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -966,7 +996,8 @@ class TurnClassifier:
 
         if role == "assistant":
             m = _ASSISTANT_DECISION.search(norm)
-            if m:
+            # a bare acknowledgement names nothing a pin could carry: the assistant default decides
+            if m and not _bare_acknowledgement(norm):
                 reason = f"rule:assistant-decision '{m.group(0).strip()}'"
                 return TurnLabel("statement", True, PRIORITY["decision"], reason)
 
