@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
@@ -38,6 +38,17 @@ SLICES = ("system", "pinned", "summary", "retrieved", "tail")
 # message before the latest, under system_messages="before_latest")
 LAYERS = ("system", "pinned", "summary", "tail", "retrieved", "memory", "latest")
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control breakpoints per request
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of dataclass `cls` in `data` (a newer version's extra fields ignored)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _item(data: dict[str, Any]) -> PlanItem:
+    # a non-finite score is answered as null in JSON
+    return PlanItem(**{**_known(PlanItem, data), "score": float("nan") if data["score"] is None else data["score"]})
 
 
 @dataclass
@@ -138,6 +149,20 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "stage_ms": self.stage_ms}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """The plan whose `to_dict()` this is (as the service answers it), so that
+        `explain()` and every field read as on the plan itself. Fields this version does
+        not know (a newer service's) are ignored; a null score is NaN (JSON has none)."""
+        kw = _known(cls, data)
+        kw["items"] = [_item(i) for i in data.get("items", [])]
+        kw["left_out"] = [_item(i) for i in data.get("left_out", [])]
+        kw["views"] = [ViewStaleness(**{**_known(ViewStaleness, v), "covers": tuple(v["covers"])})
+                    for v in data.get("views", [])]
+        kw["breakpoints"] = [Breakpoint(**_known(Breakpoint, b)) for b in data.get("breakpoints", [])]
+        kw["cache"] = CacheReport(**_known(CacheReport, data.get("cache", {})))
+        return cls(**kw)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)

@@ -18,7 +18,7 @@ from service_helpers import TOKEN_ACME
 
 from tiermem import Memory
 from tiermem.adapters.anthropic import to_anthropic
-from tiermem.client import AnthropicContext, Client, plan_from_dict
+from tiermem.client import AnthropicContext, Client
 from tiermem.planner.plan import Context, Plan
 from tiermem.service.schemas import finite
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -77,8 +77,8 @@ def test_a_plan_reads_back_as_the_library_wrote_it(url_mem: tuple[str, Memory]) 
     plan = url_mem[1].context(CONV, QUERY, TIGHT_BUDGET, namespace=NS, record=False).plan
     assert plan.items and plan.left_out  # the budget left something out: both lists are read back
     wire = json.loads(json.dumps(finite(plan.to_dict())))
-    assert plan_from_dict(wire) == plan
-    assert plan_from_dict(wire).explain() == plan.explain()
+    assert Plan.from_dict(wire) == plan
+    assert Plan.from_dict(wire).explain() == plan.explain()
 
 
 def test_an_anthropic_context_is_the_librarys(url_mem: tuple[str, Memory], client: Client) -> None:

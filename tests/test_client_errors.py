@@ -19,7 +19,7 @@ from service_helpers import TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX
 
 from tiermem import Memory
 from tiermem.client import NAMESPACE_HEADER as CLIENT_NAMESPACE_HEADER
-from tiermem.client import THINKING_SCOPES, Client
+from tiermem.client import Client
 from tiermem.errors import (
     ConversationNotFound,
     LimitExceeded,
@@ -42,12 +42,6 @@ def url_mem(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) ->
 
 def test_the_client_and_the_service_name_the_same_header() -> None:
     assert CLIENT_NAMESPACE_HEADER == NAMESPACE_HEADER
-
-
-def test_the_client_knows_the_adapters_thinking_scopes() -> None:
-    from tiermem.adapters.anthropic import THINKING_SCOPES as ADAPTER_SCOPES
-
-    assert tuple(THINKING_SCOPES) == tuple(ADAPTER_SCOPES)
 
 
 # (token, namespace the client asks for, the namespace the error names) -- the conversation
@@ -137,6 +131,11 @@ EDGE_REFUSALS: list[tuple[Callable[[Client], Any], str]] = [
     (lambda c: c.search(CONV, "q", 0), "k"),
     (lambda c: c.prune(-1), "older_than"),
     (lambda c: c.delete_namespace(None), "namespace"),  # type: ignore[arg-type]  # erasure names it
+    (lambda c: c.search(CONV, "Lisbon \ud800"), "query"),  # a lone surrogate (before: httpx's UnicodeEncodeError)
+    (lambda c: c.context(CONV, "Lisbon \udfff"), "query"),  # ... in a context's query
+    (lambda c: c.context(CONV, "q", system="be \ud800 brief"), "system"),  # ... in its system prompt
+    (lambda c: c.checkpoint(CONV, "Lisbon\x00trip", 0), "summary"),  # NUL (before: sent, refused by the server)
+    (lambda c: c.checkpoint(CONV, "   ", 0), "summary"),  # blank
 ]
 
 
@@ -147,6 +146,55 @@ def test_what_memory_refuses_at_its_edge_is_refused_before_sending(call: Callabl
             pytest.raises(ValidationError) as got:
         call(client)
     assert got.value.field == field, str(got.value)
+
+
+# (the client's call, Memory's same call) -- the two refuse with the same words (one check
+# for both: tiers.models.check_*), Memory's being the ones its tests match
+SAME_WORDS: list[tuple[Callable[[Client], Any], Callable[[Memory], Any]]] = [
+    (lambda c: c.context(CONV, "q", 0), lambda m: m.context(CONV, "q", 0, namespace=NS)),  # before: no " tokens"
+    (lambda c: c.search(CONV, "\ud800"), lambda m: m.search(CONV, "\ud800", namespace=NS)),
+    (lambda c: c.checkpoint(CONV, "a\x00b", 0), lambda m: m.checkpoint(CONV, "a\x00b", 0, namespace=NS)),
+    (lambda c: c.checkpoint(CONV, "", 0), lambda m: m.checkpoint(CONV, "", 0, namespace=NS)),
+    (lambda c: c.checkpoint(CONV, 7, 0), lambda m: m.checkpoint(CONV, 7, 0, namespace=NS)),  # not a string
+    (lambda c: c.pin(CONV, 0, priority=101), lambda m: m.pin(CONV, 0, priority=101, namespace=NS)),
+    (lambda c: c.history(CONV, after=-2), lambda m: m.history(CONV, after=-2, namespace=NS)),
+    (lambda c: c.history(CONV, limit=True), lambda m: m.history(CONV, limit=True, namespace=NS)),  # a bool
+    (lambda c: c.search(CONV, "q", 201), lambda m: m.search(CONV, "q", 201, namespace=NS)),
+    (lambda c: c.conversations_page(NS, limit=0), lambda m: m.conversations_page(NS, limit=0)),
+    (lambda c: c.fork(CONV, 1.5), lambda m: m.fork(CONV, 1.5, namespace=NS)),  # not an integer
+]
+
+
+@pytest.mark.parametrize(("call", "memory_call"), SAME_WORDS)
+def test_the_client_refuses_with_memorys_words(url_mem: tuple[str, Memory], call: Callable[[Client], Any],
+                                               memory_call: Callable[[Memory], Any]) -> None:
+    with pytest.raises(ValidationError) as want:
+        memory_call(url_mem[1])
+    with Client(f"http://127.0.0.1:{free_port()}", token=TOKEN_ACME) as client, \
+            pytest.raises(ValidationError) as got:
+        call(client)
+    assert str(got.value) == str(want.value)
+
+
+# (a call naming a conversation) -- behind a base URL the service does not serve, FastAPI's
+# own 404 {"detail": "Not Found"} is no conversation's (before: ConversationNotFound)
+ON_UNKNOWN_PATH: list[Callable[[Client], Any]] = [
+    lambda c: c.history(CONV),  # a GET
+    lambda c: c.append(CONV, {"role": "user", "content": "hi"}),  # a write
+    lambda c: c.context(CONV, "card?"),  # a POST read
+    lambda c: c.search(CONV, "card number"),  # a route that names the conversation in its body
+]
+
+
+@pytest.mark.parametrize("call", ON_UNKNOWN_PATH)
+def test_a_404_that_is_not_the_services_is_no_missing_conversation(
+        url_mem: tuple[str, Memory], call: Callable[[Client], Any]) -> None:
+    with Client(url_mem[0] + "/not-tiermem", token=TOKEN_ACME, namespace=NS) as client, \
+            pytest.raises(ServiceError) as got:
+        call(client)
+    assert got.value.status == 404 and "Not Found" in str(got.value)
+    assert not isinstance(got.value, ConversationNotFound)
+    assert [m.body for m in url_mem[1].history(CONV, namespace=NS)] == TRIP  # nothing written
 
 
 def test_another_error_answer_names_its_status_and_body(url_mem: tuple[str, Memory]) -> None:

@@ -64,36 +64,39 @@ def pg_error(name: str) -> BaseException:
     return getattr(psycopg.errors, name)("from the server")  # its SQLSTATE is the class's
 
 
-# (error, status) -- None: not the storage, a bug that stays a 500
+# (error, status, refused before writing) -- None: not the storage, a bug that stays a 500;
+# only busy and read-only are certain to have written nothing (a connection lost during
+# COMMIT may have committed: no "written": false, so no client retries that write)
 CASES = [
-    (busy_error, 503),  # by its error code (before: a 500)
-    (lambda p: sqlite3.OperationalError("database is locked"), 503),
-    (lambda p: pg_error("LockNotAvailable"), 503),  # lock_timeout
-    (lambda p: pg_error("QueryCanceled"), 503),  # statement_timeout
-    (lambda p: pg_error("DeadlockDetected"), 503),
-    (lambda p: pg_error("AdminShutdown"), 503),  # 57P01: the server shutting down
-    (lambda p: pg_error("ConnectionFailure"), 503),  # 08006: the server went away
-    (lambda p: pg_error("UndefinedTable"), None),  # a bug, not the storage
+    (busy_error, 503, True),  # by its error code (before: a 500)
+    (lambda p: sqlite3.OperationalError("database is locked"), 503, True),
+    (lambda p: pg_error("LockNotAvailable"), 503, True),  # lock_timeout
+    (lambda p: pg_error("QueryCanceled"), 503, True),  # statement_timeout
+    (lambda p: pg_error("DeadlockDetected"), 503, True),
+    (lambda p: pg_error("AdminShutdown"), 503, False),  # 57P01: the server shutting down
+    (lambda p: pg_error("ConnectionFailure"), 503, False),  # 08006: the server went away
+    (lambda p: pg_error("UndefinedTable"), None, False),  # a bug, not the storage
     (lambda p: chained(sqlite3.OperationalError("disk I/O error"),
-                       sqlite3.OperationalError("cannot rollback - no transaction is active")), 503),
-    (lambda p: sqlite3.OperationalError("disk I/O error"), 503),
-    (readonly_error, 503),  # a real SQLITE_READONLY, by its error code
-    (lambda p: OSError(errno.EROFS, "Read-only file system"), 503),
-    (lambda p: PermissionError(errno.EPERM, "Operation not permitted"), 503),  # an immutable file
-    (lambda p: StorageReadOnly("x.db", "it needs migration"), 503),
-    (lambda p: sqlite3.OperationalError("database or disk is full"), 507),
-    (lambda p: OSError(errno.ENOSPC, "No space left on device"), 507),
-    (lambda p: sqlite3.OperationalError("no such table: nope"), None),  # a bug, not the disk
-    (lambda p: KeyError("x"), None),
+                       sqlite3.OperationalError("cannot rollback - no transaction is active")), 503, False),
+    (lambda p: sqlite3.OperationalError("disk I/O error"), 503, False),
+    (readonly_error, 503, True),  # a real SQLITE_READONLY, by its error code
+    (lambda p: OSError(errno.EROFS, "Read-only file system"), 503, True),
+    (lambda p: PermissionError(errno.EPERM, "Operation not permitted"), 503, True),  # an immutable file
+    (lambda p: StorageReadOnly("x.db", "it needs migration"), 503, True),
+    (lambda p: sqlite3.OperationalError("database or disk is full"), 507, False),
+    (lambda p: OSError(errno.ENOSPC, "No space left on device"), 507, False),
+    (lambda p: sqlite3.OperationalError("no such table: nope"), None, False),  # a bug, not the disk
+    (lambda p: KeyError("x"), None, False),
 ]
 
 
-@pytest.mark.parametrize(("make", "status"), CASES)
-def test_storage_problem(tmp_path: Path, make: object, status: int | None) -> None:
+@pytest.mark.parametrize(("make", "status", "unwritten"), CASES)
+def test_storage_problem(tmp_path: Path, make: object, status: int | None, unwritten: bool) -> None:
     exc = make(tmp_path)  # type: ignore[operator]
     got = storage_problem(exc)
     assert (got[0] if got else None) == status, (exc, got)
     if got is not None:
-        assert "nothing was written" in got[1] or "rolled back" in got[1]
+        assert "nothing was written" in got[1] or "rolled back" in got[1] or "may or may not have" in got[1]
+        assert got.refused_unwritten == unwritten, (exc, got)
         # only a busy database is busy: /healthz says nothing of it
         assert got.busy == ("locked" in str(exc) or getattr(exc, "sqlstate", "") in ("55P03", "57014", "40P01"))

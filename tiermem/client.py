@@ -18,15 +18,22 @@ Invariants:
   past `MAX_ID_CHARS_LIMIT`) are the server's to check.
 - The service's answers become the library's exceptions (tiers.errors): 422
   `ValidationError` naming the field as the service named it (`messages[2].content`);
-  404 on a conversation `ConversationNotFound`, as `Memory` raises it (the same for a
-  conversation outside the token's prefix); 401/403 `ServiceAuthError`; 503
-  `ServiceUnavailable` with the service's Retry-After; any other error `ServiceError`
-  with the status and an excerpt of the body. Network failures stay httpx's
-  (`httpx.TransportError`).
+  the service's own 404 for a conversation (`tiers.errors.not_found_detail`)
+  `ConversationNotFound`, as `Memory` raises it (the same for a conversation outside the
+  token's prefix), and any other 404 (a path the service does not serve: an older
+  server, a wrong prefix behind a proxy) `ServiceError(404)`; 401/403
+  `ServiceAuthError`; 503 `ServiceUnavailable` with the service's Retry-After and
+  whether it said nothing was written; any other error `ServiceError` with the status
+  and an excerpt of the body. Network failures stay httpx's (`httpx.TransportError`).
 - Retries are off by default (`DEFAULT_RETRIES`): with `retries=n`, a 503 that carries a
   Retry-After of at most `max_retry_wait_s` is sent again after that wait, at most n
-  times. The service answers 503 only when nothing was written, so a retried write is
-  never applied twice.
+  times, and only where sending again cannot apply anything twice: a read (every GET:
+  history, active, facts, conversations, stats; `search`; `context`) on any such 503; a
+  write (append, append_many, checkpoint, fork, pin, unpin, the erasures, prune) only
+  when the 503's body says `"written": false` (the store refused before writing: busy,
+  read-only). A 503 for unreachable or failing storage, which may come after a COMMIT
+  landed, or from a starting service, is raised to the caller of a write. `health()`
+  answers its 503 (starting, down) at once, as its result.
 - `namespace`: the client's, or a call's own; neither: the token's own prefix (no
   `X-Tiermem-Namespace` header), as the service defines it.
 - Importing this module loads neither the service (FastAPI) nor an embedding runtime.
@@ -44,7 +51,7 @@ from urllib.parse import quote
 
 import httpx
 
-from tiermem.adapters.anthropic import AnthropicRequest
+from tiermem.adapters.anthropic import THINKING_SCOPES, AnthropicRequest
 from tiermem.config import MAX_CONTENT_BYTES_LIMIT, MAX_ID_CHARS_LIMIT, MAX_METADATA_BYTES_LIMIT
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
@@ -60,29 +67,26 @@ from tiermem.memory import (
     MIN_PIN_PRIORITY,
     ActiveView,
 )
-from tiermem.planner.plan import (
-    MAX_BREAKPOINTS,
-    Breakpoint,
-    CacheReport,
-    Context,
-    Plan,
-    PlanItem,
-    ViewStaleness,
-)
+from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context, Plan
 from tiermem.tiers.errors import (
+    WRITTEN_FIELD,
     ConversationNotFound,
     ServiceAuthError,
     ServiceError,
     ServiceUnavailable,
     ValidationError,
+    not_found_detail,
 )
 from tiermem.tiers.models import (
-    MAX_POSITION,
     Checkpoint,
     ErasureReport,
     Message,
     SearchHit,
     StoredMessage,
+    check_int,
+    check_position,
+    check_summary,
+    check_text,
     parse_message,
     validate_id,
     validate_namespace,
@@ -101,7 +105,6 @@ MAX_ERROR_EXCERPT_CHARS = 500  # of an error body quoted in ServiceError
 NAMESPACE_HEADER = "X-Tiermem-Namespace"
 OPENAI_FORMAT = "openai"
 ANTHROPIC_FORMAT = "anthropic"
-THINKING_SCOPES = ("current_loop", "all")  # to_anthropic's; a test holds the two equal
 # where FastAPI says a refused input was: dropped from the field name, as Memory names fields
 _LOCATIONS = ("body", "query", "path", "header")
 
@@ -135,6 +138,12 @@ class _Call(Generic[T]):
     namespace: str | None = None
     conversation_id: str | None = None
     ok_statuses: tuple[int, ...] = ()  # errors answered as results (/healthz's 503)
+    reads: bool = False  # writes nothing: sent again on any 503 (GETs are, whatever this says)
+
+    @property
+    def retry_safe_503(self) -> bool:
+        """Whether any 503 may be sent again (a read), not only one saying nothing was written."""
+        return self.reads or self.method == "GET"
 
 
 # -- the shared part: arguments checked, requests built, answers read ----------------------------
@@ -144,20 +153,9 @@ def _conv(conversation_id: object) -> str:
     return validate_id(conversation_id, "conversation_id", MAX_ID_CHARS_LIMIT)
 
 
-def _int_within(value: object, field: str, low: int, high: int, what: str = "an integer") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError(field, f"must be {what} within {low}..{high}")
-    return value
-
-
-def _position(value: object, field: str, *, low: int = 0) -> int:
-    return _int_within(value, field, low, MAX_POSITION, "an integer position")
-
-
 def _text(value: object, field: str) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
-    return value
+    # the server's byte limit is its configuration: only past any config's is it refused here
+    return check_text(value, field, MAX_CONTENT_BYTES_LIMIT)
 
 
 def _wire(message: MessageLike, *, session_id: str | None = None, metadata: dict[str, Any] | None = None,
@@ -182,32 +180,8 @@ def _stored(row: dict[str, Any]) -> StoredMessage:
                          created_at=row["created_at"], tokens=row["tokens"])
 
 
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The fields of dataclass `cls` in `data` (a newer service's extra fields ignored)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
-
-
-def _item(data: dict[str, Any]) -> PlanItem:
-    # the service answers a non-finite score as null (JSON has no NaN)
-    return PlanItem(**{**_known(PlanItem, data), "score": float("nan") if data["score"] is None else data["score"]})
-
-
-def plan_from_dict(data: dict[str, Any]) -> Plan:
-    """The `Plan` whose `to_dict()` the service answered, so that `explain()` and every
-    field read as they do on the library's context."""
-    fields = _known(Plan, data)
-    fields["items"] = [_item(i) for i in data.get("items", [])]
-    fields["left_out"] = [_item(i) for i in data.get("left_out", [])]
-    fields["views"] = [ViewStaleness(**{**_known(ViewStaleness, v), "covers": tuple(v["covers"])})
-                       for v in data.get("views", [])]
-    fields["breakpoints"] = [Breakpoint(**_known(Breakpoint, b)) for b in data.get("breakpoints", [])]
-    fields["cache"] = CacheReport(**_known(CacheReport, data.get("cache", {})))
-    return Plan(**fields)
-
-
 def _context(body: dict[str, Any]) -> Context | AnthropicContext:
-    plan = plan_from_dict(body["plan"])
+    plan = Plan.from_dict(body["plan"])
     if body.get("format") == ANTHROPIC_FORMAT:
         return AnthropicContext(system=body["system"], messages=body["messages"], tokens=body["tokens"], plan=plan)
     return Context(messages=body["messages"], tokens=body["tokens"], plan=plan)
@@ -307,25 +281,24 @@ class _Calls:
 
     def checkpoint(self, conversation_id: object, summary: str, position: int,
                    namespace: object | None) -> _Call[Checkpoint]:
-        body = {"summary": _text(summary, "summary"), "position": _position(position, "position")}
-        if not summary.strip():
-            raise ValidationError("summary", "must be a non-empty string")
+        body = {"summary": check_summary(summary, MAX_CONTENT_BYTES_LIMIT),
+                "position": check_position(position, "position")}
         return self._conv_call("POST", conversation_id, "/checkpoints", _checkpoint, namespace, json=body)
 
     def fork(self, conversation_id: object, up_to: int, new_id: str | None, namespace: object | None) -> _Call[str]:
-        body: dict[str, Any] = {"up_to": _position(up_to, "up_to")}
+        body: dict[str, Any] = {"up_to": check_position(up_to, "up_to")}
         if new_id is not None:
             body["new_id"] = validate_id(new_id, "new_id", MAX_ID_CHARS_LIMIT)
         return self._conv_call("POST", conversation_id, "/fork", lambda b: str(b["conversation_id"]), namespace,
                                json=body)
 
     def pin(self, conversation_id: object, position: int, priority: int, namespace: object | None) -> _Call[None]:
-        body = {"position": _position(position, "position"),
-                "priority": _int_within(priority, "priority", MIN_PIN_PRIORITY, MAX_PIN_PRIORITY)}
+        body = {"position": check_position(position, "position"),
+                "priority": check_int(priority, "priority", MIN_PIN_PRIORITY, MAX_PIN_PRIORITY)}
         return self._conv_call("POST", conversation_id, "/pins", _none, namespace, json=body)
 
     def unpin(self, conversation_id: object, position: int, namespace: object | None) -> _Call[None]:
-        return self._conv_call("DELETE", conversation_id, f"/pins/{_position(position, 'position')}", _none,
+        return self._conv_call("DELETE", conversation_id, f"/pins/{check_position(position, 'position')}", _none,
                                namespace)
 
     def delete_conversation(self, conversation_id: object, namespace: object | None) -> _Call[ErasureReport]:
@@ -353,9 +326,9 @@ class _Calls:
                      namespace: object | None) -> _Call[tuple[list[StoredMessage], int | None]]:
         params: dict[str, Any] = {}
         if after is not None:
-            params["after"] = _position(after, "after", low=-1)
+            params["after"] = check_position(after, "after", low=-1)
         if limit is not None:
-            params["limit"] = _int_within(limit, "limit", 1, MAX_HISTORY_PAGE)
+            params["limit"] = check_int(limit, "limit", 1, MAX_HISTORY_PAGE)
         return self._conv_call("GET", conversation_id, "/history",
                                lambda b: ([_stored(m) for m in b["messages"]], b.get("next_after")), namespace,
                                params=params)
@@ -371,7 +344,7 @@ class _Calls:
                 max_breakpoints: int | None, namespace: object | None, timezone: object | None = None
                 ) -> _Call[Context | AnthropicContext]:
         conv = _conv(conversation_id)
-        body: dict[str, Any] = {"budget": _int_within(budget, "budget", 1, MAX_BUDGET_TOKENS),
+        body: dict[str, Any] = {"budget": check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens"),
                                 "namespace_recall": bool(namespace_recall), "truncate_latest": bool(truncate_latest)}
         if query is not None:
             body["query"] = _text(query, "query")
@@ -392,8 +365,9 @@ class _Calls:
                     raise ValidationError("thinking", f"must be one of {', '.join(THINKING_SCOPES)}")
                 body["thinking"] = thinking
             if max_breakpoints is not None:
-                body["max_breakpoints"] = _int_within(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS)
-        return self._conv_call("POST", conv, "/context", _context, namespace, json=body)
+                body["max_breakpoints"] = check_int(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS)
+        # POST for its body; it records the plan and the prompt-cache epoch, which a repeat only restates
+        return self._conv_call("POST", conv, "/context", _context, namespace, json=body, reads=True)
 
     def search(self, conversation_id: object | None, query: str, k: int | None,
                namespace: object | None) -> _Call[list[SearchHit]]:
@@ -403,13 +377,13 @@ class _Calls:
         if conv is not None:
             body["conversation_id"] = conv
         if k is not None:
-            body["k"] = _int_within(k, "k", 1, MAX_SEARCH_K)
+            body["k"] = check_int(k, "k", 1, MAX_SEARCH_K)
         return _Call("POST", "/v1/search", lambda b: [_hit(h) for h in b["hits"]], json=body,
-                     namespace=self._ns(namespace), conversation_id=conv)
+                     namespace=self._ns(namespace), conversation_id=conv, reads=True)
 
     def conversations_page(self, namespace: object | None, after: str | None,
                            limit: int) -> _Call[tuple[list[str], str | None]]:
-        params: dict[str, Any] = {"limit": _int_within(limit, "limit", 1, MAX_CONVERSATIONS_PAGE)}
+        params: dict[str, Any] = {"limit": check_int(limit, "limit", 1, MAX_CONVERSATIONS_PAGE)}
         if after is not None:
             params["after"] = validate_id(after, "after", MAX_ID_CHARS_LIMIT)
         return _Call("GET", "/v1/conversations", lambda b: (list(b["conversations"]), b.get("next_after")),
@@ -432,6 +406,15 @@ def _retry_after_s(response: httpx.Response) -> float | None:
     except ValueError:
         return None
     return value if value is not None and 0 <= value < float("inf") else None
+
+
+def _written(response: httpx.Response) -> bool | None:
+    """False when the service's 503 says nothing was written; None when it does not say."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return False if isinstance(body, dict) and body.get(WRITTEN_FIELD) is False else None
 
 
 def _detail(response: httpx.Response) -> Any:
@@ -467,12 +450,13 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
             more = f" (and {len(detail) - 1} more problem(s))" if len(detail) > 1 else ""
             return ValidationError(_field_name(first.get("loc", ())), f"{first.get('msg', 'invalid')}{more}")
         return ValidationError("body", _excerpt(detail))
-    if status == httpx.codes.NOT_FOUND and call.conversation_id is not None:
+    if status == httpx.codes.NOT_FOUND and call.conversation_id is not None \
+            and detail == not_found_detail(call.conversation_id):
         return ConversationNotFound(call.conversation_id, call.namespace)
     if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
         return ServiceAuthError(status, _excerpt(detail))
     if status == httpx.codes.SERVICE_UNAVAILABLE:
-        return ServiceUnavailable(status, _excerpt(detail), _retry_after_s(response))
+        return ServiceUnavailable(status, _excerpt(detail), _retry_after_s(response), _written(response))
     return ServiceError(status, _excerpt(detail))
 
 
@@ -496,7 +480,7 @@ class _Base:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 < timeout_s < float("inf"):
             raise ValidationError("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
         self._timeout_s = float(timeout_s)
-        self._retries = _int_within(retries, "retries", 0, MAX_RETRIES)
+        self._retries = check_int(retries, "retries", 0, MAX_RETRIES)
         if isinstance(max_retry_wait_s, bool) or not isinstance(max_retry_wait_s, int | float) \
                 or not 0 <= max_retry_wait_s < float("inf"):
             raise ValidationError("max_retry_wait_s", f"must be a non-negative number of seconds, got "
@@ -512,10 +496,14 @@ class _Base:
         return {"method": call.method, "url": self._calls.url(call), "params": call.params, "json": call.json,
                 "headers": self._calls.headers(call), "timeout": self._timeout_s}
 
-    def _wait_before_retry(self, response: httpx.Response, attempt: int) -> float | None:
-        """Seconds to wait before sending again, None to answer this response."""
-        if response.status_code != httpx.codes.SERVICE_UNAVAILABLE or attempt >= self._retries:
+    def _wait_before_retry(self, call: _Call[Any], response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before sending `call` again, None to answer this response (one the
+        call takes as its result is answered at once)."""
+        if response.status_code != httpx.codes.SERVICE_UNAVAILABLE or response.status_code in call.ok_statuses \
+                or attempt >= self._retries:
             return None
+        if not call.retry_safe_503 and _written(response) is not False:
+            return None  # the write may have landed: sending it again could apply it twice
         wait = _retry_after_s(response)
         return wait if wait is not None and wait <= self._max_retry_wait_s else None
 
@@ -526,8 +514,9 @@ class Client(_Base):
     `token`: the bearer token (None: none sent, for a `--no-auth` service). `namespace`:
     the namespace calls act in unless they name one (None: the token's own prefix).
     `timeout_s`: each request's. `retries`: how many times a 503 that carries a
-    Retry-After of at most `max_retry_wait_s` seconds is sent again after that wait;
-    0 (the default) raises `ServiceUnavailable` at once.
+    Retry-After of at most `max_retry_wait_s` seconds is sent again after that wait (a
+    read on any such 503, a write only on one saying `"written": false`: module
+    docstring); 0 (the default) raises `ServiceUnavailable` at once.
 
     `http_client`: an `httpx.Client` of yours (proxies, TLS, pooling): the client sends on
     it and never closes it; without one, the client builds its own and closes it in
@@ -558,7 +547,7 @@ class Client(_Base):
         attempt = 0
         while True:
             response = self._http.request(**self._request(call))
-            wait = self._wait_before_retry(response, attempt)
+            wait = self._wait_before_retry(call, response, attempt)
             if wait is None:
                 return _answer(call, response)
             attempt += 1
@@ -702,7 +691,7 @@ class AsyncClient(_Base):
         attempt = 0
         while True:
             response = await self._http.request(**self._request(call))
-            wait = self._wait_before_retry(response, attempt)
+            wait = self._wait_before_retry(call, response, attempt)
             if wait is None:
                 return _answer(call, response)
             attempt += 1

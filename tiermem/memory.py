@@ -47,7 +47,6 @@ from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
     MAX_BUDGET_TOKENS,
-    MAX_POSITION,
     Checkpoint,
     ErasureReport,
     FoldLine,
@@ -55,6 +54,10 @@ from tiermem.tiers.models import (
     PruneReport,
     SearchHit,
     StoredMessage,
+    check_int,
+    check_position,
+    check_summary,
+    check_text,
     message_text,
     parse_message,
     validate_id,
@@ -318,22 +321,10 @@ class Memory:
 
     @staticmethod
     def _position(value: object, field: str, *, low: int = 0) -> int:
-        """An integer position within low..MAX_POSITION (not a bool, not a float)."""
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_POSITION:
-            raise ValidationError(field, f"must be an integer position within {low}..{MAX_POSITION}")
-        return value
+        return check_position(value, field, low=low)
 
     def _text(self, value: object, field: str) -> str:
-        """A string of valid Unicode (no lone surrogates) of at most max_content_bytes."""
-        if not isinstance(value, str):
-            raise ValidationError(field, f"must be a string, got {type(value).__name__}")
-        try:
-            size = len(value.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise ValidationError(field, "is not valid Unicode (a lone UTF-16 surrogate)") from None
-        if size > self.config.max_content_bytes:
-            raise ValidationError(field, f"{size} bytes exceed the limit of {self.config.max_content_bytes} bytes")
-        return value
+        return check_text(value, field, self.config.max_content_bytes)
 
     def _parse(self, message: Message | dict[str, Any], **envelope: Any) -> Message:
         return parse_message(
@@ -570,11 +561,7 @@ class Memory:
     ) -> Checkpoint:
         """Fold: `summary` stands in for positions <= `position`; nothing is deleted."""
         name, _ns, key = self._key(conversation_id, namespace)
-        if not self._text(summary, "summary").strip():
-            raise ValidationError("summary", "must be a non-empty string")
-        if "\x00" in summary:
-            # stored as text, not JSON: PostgreSQL refuses NUL in text, so both engines do
-            raise ValidationError("summary", "must not contain NUL (U+0000) characters")
+        check_summary(summary, self.config.max_content_bytes)
         self._position(position, "position")
         return dataclasses.replace(self.cold.checkpoint(key, summary, position), conversation_id=name)
 
@@ -654,8 +641,7 @@ class Memory:
             namespace: str | None = None) -> None:
         """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
         _name, _ns, key = self._key(conversation_id, namespace)
-        if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PIN_PRIORITY <= priority <= MAX_PIN_PRIORITY:
-            raise ValidationError("priority", f"must be an integer within {MIN_PIN_PRIORITY}..{MAX_PIN_PRIORITY}")
+        check_int(priority, "priority", MIN_PIN_PRIORITY, MAX_PIN_PRIORITY)
         self._position(position, "position")
         self.cold.set_pin(key, position, priority)
         if self.hot is not None:
@@ -685,9 +671,8 @@ class Memory:
         skipped, as everywhere, without ending the paging early)."""
         if after is not None:
             self._position(after, "after", low=-1)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or not 1 <= limit <= MAX_HISTORY_PAGE):
-            raise ValidationError("limit", f"must be an integer within 1..{MAX_HISTORY_PAGE}")
+        if limit is not None:
+            check_int(limit, "limit", 1, MAX_HISTORY_PAGE)
         name, _ns, key = self._key(conversation_id, namespace)
         start = 0 if after is None else after + 1
         end = None if limit is None else start + limit - 1
@@ -728,8 +713,7 @@ class Memory:
             # a cursor is a stored id, which a config with a higher max_id_chars may have
             # made: bounded by what any config allows, not this one (it is only compared)
             validate_id(after, "after", MAX_ID_CHARS_LIMIT)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CONVERSATIONS_PAGE:
-            raise ValidationError("limit", f"must be an integer within 1..{MAX_CONVERSATIONS_PAGE}")
+        check_int(limit, "limit", 1, MAX_CONVERSATIONS_PAGE)
         names = self.cold.list_names(ns, after=after, limit=limit + 1)  # one more: is there a next page?
         return (names[:limit], names[limit - 1]) if len(names) > limit else (names, None)
 
@@ -749,8 +733,7 @@ class Memory:
         """Hybrid search (vectors + bm25, RRF) in one conversation, or across the
         namespace when `conversation_id` is None."""
         self._text(query, "query")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
-            raise ValidationError("k", f"must be an integer within 1..{MAX_SEARCH_K}")
+        check_int(k, "k", 1, MAX_SEARCH_K)
         if conversation_id is not None:
             _name, _ns, key = self._key(conversation_id, namespace)
             self.cold.index_pending(conversation_id=key)
@@ -809,8 +792,7 @@ class Memory:
         name, ns, conv = self._key(conversation_id, namespace)
         if query is not None:
             self._text(query, "query")
-        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_BUDGET_TOKENS:
-            raise ValidationError("budget", f"must be an integer within 1..{MAX_BUDGET_TOKENS} tokens")
+        check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens")
         if system is not None:
             self._text(system, "system")
         if query:

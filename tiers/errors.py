@@ -30,12 +30,19 @@ class LimitExceeded(ValidationError):
         super().__init__(field, f"{value} {unit} exceeds the limit of {limit} {unit}")
 
 
+def not_found_detail(conversation_id: str) -> str:
+    """The `detail` of the service's 404 for a conversation, missing or in another
+    namespace alike: one format, so that the client tells it from any other 404 (a path
+    the service does not serve)."""
+    return f"conversation {conversation_id!r} not found"
+
+
 class ConversationNotFound(TiermemError, KeyError):
     def __init__(self, conversation_id: str, namespace: str | None = None) -> None:
         self.conversation_id = conversation_id
         self.namespace = namespace
         where = f" in namespace {namespace!r}" if namespace is not None else ""
-        super().__init__(f"conversation {conversation_id!r} not found{where}")
+        super().__init__(f"{not_found_detail(conversation_id)}{where}")
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
@@ -223,13 +230,25 @@ class ServiceAuthError(ServiceError, PermissionError):
     token's namespace prefix does not cover the namespace asked for."""
 
 
+# the field of the service's 503 body that says what became of the request's write:
+# false only where the store refused before writing anything (busy, read-only); absent
+# where that is not certain (a PostgreSQL connection lost during COMMIT may have committed)
+WRITTEN_FIELD = "written"
+
+
 class ServiceUnavailable(ServiceError, ConnectionError):
     """503: the service is starting, or its storage is busy (another writer's
-    transaction), read-only or failing; nothing was written. `retry_after_s`: the wait
-    the service asked for (its Retry-After), None when it named none."""
+    transaction), read-only, failing or unreachable. `written`: False when the service
+    said the store refused before writing anything (busy, read-only: a retry cannot apply
+    the write twice); None when it could not say (unreachable or failing storage: the
+    write may have committed before the connection was lost; a starting service).
+    `retry_after_s`: the wait the service asked for (its Retry-After), None when it named
+    none. The client retries a read on any 503, a write only when `written` is False."""
 
-    def __init__(self, status: int, detail: str, retry_after_s: float | None) -> None:
+    def __init__(self, status: int, detail: str, retry_after_s: float | None,
+                 written: bool | None = None) -> None:
         self.retry_after_s = retry_after_s
+        self.written = written
         when = f"; retry after {retry_after_s:g} s" if retry_after_s is not None else ""
         super().__init__(status, f"{detail}{when}")
 

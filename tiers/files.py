@@ -128,12 +128,16 @@ UNREACHABLE_SQLSTATES = ("08", "57P")
 
 
 class StorageProblem(NamedTuple):
-    """What `storage_problem` says: the HTTP status, the message, and whether the storage
-    was only busy (a retry soon may pass; nothing is wrong with it)."""
+    """What `storage_problem` says: the HTTP status, the message, whether the storage
+    was only busy (a retry soon may pass; nothing is wrong with it), and whether it is
+    certain that the store refused before writing (`refused_unwritten`: a busy lock, a
+    read-only database; not a lost connection, which may have come after the COMMIT
+    reached the server, nor an I/O error)."""
 
     status: int
     detail: str
     busy: bool = False
+    refused_unwritten: bool = False
 
 
 def storage_problem(exc: BaseException) -> StorageProblem | None:
@@ -142,9 +146,10 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
     read-only database (read-only mount, immutable or foreign file), for I/O errors and a
     lost PostgreSQL connection, and (busy) for a write that waited out the busy timeout
     behind another writer or a PostgreSQL lock or statement timeout; else None. The
-    transaction was rolled back either way (a failed ROLLBACK after an I/O error,
-    "cannot rollback - no transaction is active", means SQLite already had), so the
-    answer says nothing was written, or that the write was rolled back."""
+    transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
+    no transaction is active", means SQLite already had), except that a PostgreSQL
+    connection lost during COMMIT leaves unknown whether it committed: only a busy or
+    read-only refusal is `refused_unwritten`."""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -156,10 +161,12 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
         sqlstate = getattr(e, "sqlstate", None)
         if primary in (SQLITE_BUSY, SQLITE_LOCKED) or any(t in text for t in BUSY_TEXT) or sqlstate in BUSY_SQLSTATES:
             return StorageProblem(503, "storage busy: another writer held the database past the wait allowed; "
-                                       "this request's transaction was rolled back, retry shortly", busy=True)
+                                       "this request's transaction was rolled back, retry shortly", busy=True,
+                                  refused_unwritten=True)
         if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
+            # lost during COMMIT, the write may have committed: the answer cannot say it was not
             return StorageProblem(503, "storage unreachable (the database connection failed): "
-                                       "the write was rolled back; retry later")
+                                       "a write in flight may or may not have committed; retry later")
         if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
             return StorageProblem(507, "storage full: the database cannot grow (database or disk is full); "
                                        "nothing was written")
@@ -169,7 +176,8 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
             or any(t in text for t in READ_ONLY_TEXT)
             or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)
         ):
-            return StorageProblem(503, "storage is read-only: the database cannot be written; nothing was written")
+            return StorageProblem(503, "storage is read-only: the database cannot be written; nothing was written",
+                                  refused_unwritten=True)
         if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
             return StorageProblem(503, "storage is failing (disk I/O error): the write was rolled back; retry later")
         e = e.__cause__ or e.__context__

@@ -164,6 +164,45 @@ def validate_namespace(value: object, field: str, max_chars: int) -> str:
     return value
 
 
+def check_int(value: object, field: str, low: int, high: int, unit: str = "") -> int:
+    """An integer within low..high (not a bool, not a float); `unit` follows the range
+    in the message ("tokens")."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValidationError(field, f"must be an integer within {low}..{high}{f' {unit}' if unit else ''}")
+    return value
+
+
+def check_position(value: object, field: str, *, low: int = 0) -> int:
+    """An integer position within low..MAX_POSITION (not a bool, not a float)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_POSITION:
+        raise ValidationError(field, f"must be an integer position within {low}..{MAX_POSITION}")
+    return value
+
+
+def check_text(value: object, field: str, max_bytes: int) -> str:
+    """A string of valid Unicode (no lone surrogates) of at most `max_bytes` in UTF-8."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValidationError(field, "is not valid Unicode (a lone UTF-16 surrogate)") from None
+    if size > max_bytes:
+        raise ValidationError(field, f"{size} bytes exceed the limit of {max_bytes} bytes")
+    return value
+
+
+def check_summary(value: object, max_bytes: int) -> str:
+    """A checkpoint's summary: `check_text`, not blank, and without NUL."""
+    summary = check_text(value, "summary", max_bytes)
+    if not summary.strip():
+        raise ValidationError("summary", "must be a non-empty string")
+    if "\x00" in summary:
+        # stored as text, not JSON: PostgreSQL refuses NUL in text, so both engines do
+        raise ValidationError("summary", "must not contain NUL (U+0000) characters")
+    return summary
+
+
 def namespace_within(namespace: str, prefix: str) -> bool:
     """True when `namespace` is `prefix` or below it (`acme/alice` is within `acme`,
     `acme2` is not)."""

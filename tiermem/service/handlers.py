@@ -8,6 +8,8 @@ namespace; a full disk is 507 and a read-only or failing database 503 with Retry
 (and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
 busy one (another writer held SQLite past `busy_timeout_ms`, a PostgreSQL lock or
 statement timeout) 503 with a Retry-After of `STORAGE_BUSY_RETRY_AFTER_S`, /healthz unmoved;
+a 503 body carries `"written": false` only where the store certainly refused before
+writing (busy, read-only), never for a lost connection (the COMMIT may have landed);
 anything else is logged, counted in `tiermem_http_unhandled_errors` and answered 500.
 """
 
@@ -23,6 +25,7 @@ from fastapi.responses import JSONResponse
 from tiermem.errors import ConversationNotFound, StorageReadOnly, TiermemError, ValidationError
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_body, error_type
+from tiermem.tiers.errors import WRITTEN_FIELD, not_found_detail
 from tiermem.tiers.files import storage_problem
 from tiermem.tiers.schema import DriverDatabaseError
 
@@ -69,14 +72,14 @@ async def validation_error(request: Request, exc: ValidationError) -> JSONRespon
 
 async def not_found(request: Request, exc: ConversationNotFound) -> JSONResponse:
     # the same body whether it does not exist or belongs to another namespace
-    return JSONResponse({"detail": f"conversation {exc.conversation_id!r} not found"}, status_code=404)
+    return JSONResponse({"detail": not_found_detail(exc.conversation_id)}, status_code=404)
 
 
 def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None:
     problem = storage_problem(exc)
     if problem is None:
         return None
-    status, detail, busy = problem
+    status, detail, busy, refused_unwritten = problem
     log.warning("%s %s refused by the storage: %s", request.method, request.url.path, exc)
     headers = {}
     if busy:  # nothing wrong with the storage: /healthz stays "ok"
@@ -84,7 +87,10 @@ def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None
     elif status == 503:
         runtime_of(request).storage_failed_at = time.monotonic()
         headers["Retry-After"] = str(STORAGE_RETRY_AFTER_S)
-    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+    # "written": false only where the store certainly refused before writing: the client
+    # retries a write on that alone (a lost connection may have come after the COMMIT)
+    body: dict[str, object] = {"detail": detail, **({WRITTEN_FIELD: False} if refused_unwritten else {})}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def storage_error(request: Request, exc: Exception) -> JSONResponse:

@@ -324,6 +324,13 @@ class ErrorOut(BaseModel):
     detail: str
 
 
+class UnavailableOut(ErrorOut):
+    written: bool | None = Field(None, description=(
+        "false when the storage refused before writing anything (busy, read-only): a retry cannot apply the "
+        "write twice; absent when that is not certain (a lost database connection, a failing disk, a "
+        "starting service)"))
+
+
 class ErrorItem(BaseModel):
     loc: list[str | int]
     msg: str
@@ -342,8 +349,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     415: {"model": ErrorOut, "description": "a body that is not application/json in UTF-8"},
     422: {"model": ValidationErrorOut, "description": "invalid input, naming the field; nothing written"},
     503: {
-        "model": ErrorOut,
-        "description": "the storage is read-only or failing (or the service is starting); nothing written",
+        "model": UnavailableOut,
+        "description": "the storage is busy, read-only, failing or unreachable (or the service is starting); "
+                       "'written': false when nothing was written",
         "headers": _RETRY_AFTER,
     },
     507: {"model": ErrorOut, "description": "the disk (or the database's size cap) is full; nothing written"},

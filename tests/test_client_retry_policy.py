@@ -1,0 +1,149 @@
+"""Which 503s the client sends again (`retries`): a read on any; a write only on one whose
+body says `"written": false` (the store refused before writing: busy, read-only), never
+on one that cannot say (a starting service; a lost database connection, after which the
+COMMIT may have landed); and `health()` answers its own 503 ("starting") at once, as its
+result. A real service on a real SQLite file: "starting" is its runtime without a Memory
+yet, busy a real lock held by another process.
+
+Fail on the code before: the busy 503 said nothing of what was written; a write on a
+starting service was sent again after its Retry-After; `health()` waited out
+Retry-After `retries` times before answering "starting"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from client_helpers import CONV, NS, TRIP
+from ports import free_port
+from service_helpers import SCOPED_TOKENS, START_TIMEOUT_S, TOKEN_ACME, bearer
+
+from tiermem import Config, Memory
+from tiermem.client import Client
+from tiermem.errors import ServiceUnavailable
+from tiermem.service import NAMESPACE_HEADER, create_app
+from tiermem.service.runtime import STARTING_RETRY_AFTER_S, Runtime
+from tiermem.tiers.embed_onnx import FastEmbedder
+
+BUSY_TIMEOUT_MS = 200  # how long the server's write waits for the lock before it answers 503
+RETRIES = 2
+READY_AFTER_S = 0.3  # a "starting" service gets its Memory this long after the read is sent
+LATE = {"role": "user", "content": "sent while the service starts"}
+# another process's long transaction on the database, until a line arrives on its stdin
+HOLD_LOCK = """
+import sys, sqlean
+conn = sqlean.connect(sys.argv[1], isolation_level=None, timeout=10)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
+
+
+@contextmanager
+def service(data_dir: Path, embedder: FastEmbedder) -> Iterator[tuple[str, Memory, Runtime]]:
+    """The service over a Memory holding `TRIP` as `CONV` in `NS`, with its runtime, whose
+    `memory` a test sets to None to make it "starting"."""
+    cfg = Config(data_dir=data_dir, auth_tokens=SCOPED_TOKENS, busy_timeout_ms=BUSY_TIMEOUT_MS)
+    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.append_many(CONV, TRIP, namespace=NS)
+        app = create_app(cfg, mem, start_scheduler=False)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                               lifespan="on"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not server.started:
+                assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+                time.sleep(0.02)
+            yield f"http://127.0.0.1:{port}", mem, app.state.runtime
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+
+@pytest.fixture
+def served(tmp_path: Path, embedder: FastEmbedder) -> Iterator[tuple[str, Memory, Runtime]]:
+    with service(tmp_path / "data", embedder) as got:
+        yield got
+
+
+@contextmanager
+def starting(runtime: Runtime) -> Iterator[None]:
+    mem, runtime.memory = runtime.memory, None
+    try:
+        yield
+    finally:
+        runtime.memory = mem
+
+
+def test_health_answers_starting_at_once(served: tuple[str, Memory, Runtime]) -> None:
+    url, _mem, runtime = served
+    with Client(url, retries=RETRIES) as client, starting(runtime):
+        began = time.monotonic()
+        got = client.health()
+        assert time.monotonic() - began < STARTING_RETRY_AFTER_S  # before: RETRIES waits of Retry-After
+    assert got["status"] == "starting"
+
+
+def test_a_write_that_may_have_landed_is_not_sent_again(served: tuple[str, Memory, Runtime]) -> None:
+    url, _mem, runtime = served
+    with Client(url, token=TOKEN_ACME, namespace=NS, retries=RETRIES) as client:
+        with starting(runtime), pytest.raises(ServiceUnavailable) as got:
+            began = time.monotonic()
+            client.append(CONV, LATE)
+        assert time.monotonic() - began < STARTING_RETRY_AFTER_S  # raised at once, not sent again
+        assert got.value.written is None and got.value.retry_after_s == STARTING_RETRY_AFTER_S
+        assert [m.body for m in client.history(CONV)] == TRIP
+
+
+def test_a_read_is_sent_again_on_any_503(served: tuple[str, Memory, Runtime]) -> None:
+    url, mem, runtime = served
+    with Client(url, token=TOKEN_ACME, namespace=NS, retries=RETRIES) as client:
+        with starting(runtime):
+            ready = threading.Timer(READY_AFTER_S, setattr, args=(runtime, "memory", mem))
+            ready.start()
+            history = client.history(CONV)  # the first answer is "starting"; the retry finds it ready
+            ready.join()
+        assert [m.body for m in history] == TRIP
+
+
+def _hold_lock(db: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def _release(proc: subprocess.Popen[str]) -> None:
+    if proc.stdin is not None and not proc.stdin.closed:
+        proc.stdin.write("\n")
+        proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_a_busy_refusal_says_nothing_was_written(served: tuple[str, Memory, Runtime]) -> None:
+    url, mem, _runtime = served
+    proc = _hold_lock(mem.config.db_path)
+    try:
+        raw = httpx.post(f"{url}/v1/conversations/{CONV}/messages", json=LATE,
+                         headers={**bearer(TOKEN_ACME), NAMESPACE_HEADER: NS})
+        with Client(url, token=TOKEN_ACME, namespace=NS) as client, pytest.raises(ServiceUnavailable) as got:
+            client.append(CONV, LATE)
+    finally:
+        _release(proc)
+    body: dict[str, Any] = raw.json()
+    assert raw.status_code == 503 and body["written"] is False, body
+    assert got.value.written is False  # so a client with retries sends it again
+    assert [m.body for m in mem.history(CONV, namespace=NS)] == TRIP
