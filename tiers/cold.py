@@ -646,13 +646,14 @@ class ColdStore(SharedQueries):
 
     def turn_facts(
         self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None,
-        limit: int | None = None,
+        limit: int | None = None, texts: bool = False,
     ) -> list[tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]]:
         """(turn id, position, tokens, created_at, session_id, vector bytes or None, speaker name or
         None, indexed text or None) for the turns after `after`, or for `positions`, in
         log order; the planner's exhaustive scoring reads these once per turn and keeps
         them (tiers.turncache). The text is what the FTS index holds; re-reads of
-        `positions` (vectors that arrived late) leave it out."""
+        `positions` (vectors that arrived late) leave it out unless `texts`."""
+        with_text = positions is None or texts
         vec = self._has_vec()
         # tokens and time NULL where out of range (text too: it sorts after every number),
         # so that the one-pass conversion below fails for such a row (`usable_facts`)
@@ -664,9 +665,9 @@ class ColdStore(SharedQueries):
                 + ", CASE WHEN json_valid(m.body) AND json_extract(m.body, '$.type') IS NULL AND "
                 "json_extract(m.body, '$.role') IN ('system', 'developer', 'user', 'assistant') "
                 "THEN json_extract(m.body, '$.name') END, "
-                + ("NULL" if positions is not None else "f.text"))
+                + ("f.text" if with_text else "NULL"))
         join = "JOIN messages m ON m.id = t.id "
-        if positions is None:
+        if with_text:
             join += "LEFT JOIN messages_fts f ON f.rowid = t.id "
         join += f"LEFT JOIN {VEC_TABLE} v ON v.rowid = t.id AND t.embedded = 1 " if vec else ""
         if positions is not None:

@@ -940,13 +940,17 @@ class PostgresStore(SharedQueries):
         return out
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
-                   positions: Sequence[int] | None = None, limit: int | None = None) -> list[TurnFact]:
+                   positions: Sequence[int] | None = None, limit: int | None = None,
+                   texts: bool = False) -> list[TurnFact]:
+        with_text = positions is None or texts
         # tokens and time NULL where out of range (a negative count, a NaN time), so that the
         # one-pass conversion below fails for such a row (`usable_facts`)
         cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "
                 f"CASE WHEN t.created_at BETWEEN 0 AND {MAX_TIMESTAMP} THEN t.created_at END, t.session_id, "
-                "vector_send(v.embedding), t.speaker, " + ("NULL" if positions is not None else "f.text"))
+                "vector_send(v.embedding), t.speaker, " + ("f.text" if with_text else "NULL"))
         join = "LEFT JOIN messages_vec v ON v.id = t.id AND t.embedded = 1 "
+        if with_text:
+            join += "LEFT JOIN messages_fts f ON f.id = t.id "
         if positions is not None:
             if not positions:
                 return []
@@ -954,7 +958,6 @@ class PostgresStore(SharedQueries):
                    "ORDER BY t.position")
             params: tuple[Any, ...] = (conversation_id, list(positions))
         else:
-            join += "LEFT JOIN messages_fts f ON f.id = t.id "
             sql = (f"SELECT {cols} FROM turns t {join}WHERE t.conversation_id = %s AND t.position > %s "
                    "AND t.position <= %s ORDER BY t.position")
             params = (conversation_id, after, MAX_POSITION)

@@ -56,7 +56,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tiermem.tiers.lexical import LexicalIndex
-from tiermem.tiers.models import search_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.zones import UTC_NAME, Zone
 from tiermem.tiers.zones import zone as zone_named
@@ -416,10 +415,10 @@ class TurnCache:
             todo = [int(e.positions[lo + i]) for i in np.flatnonzero(e.tells[lo:n])]
             at = {int(e.positions[i]): i for i in range(lo, n)}
             for k in range(0, len(todo), FACTS_PAGE_TURNS):
-                for m in self.cold.get(e.conversation_id, todo[k:k + FACTS_PAGE_TURNS]):
-                    i = at[m.position]
-                    # the text the load derived from (the keyword index's: tiers.models.search_text)
-                    told = self.derive(search_text(m.body), float(e.created[i]), tz)[0]
+                # the very text the load derived from (the keyword index's), not the bodies
+                for row in self.cold.turn_facts(e.conversation_id, positions=todo[k:k + FACTS_PAGE_TURNS], texts=True):
+                    i = at[row[1]]
+                    told = self.derive(row[7], float(e.created[i]), tz)[0]
                     if told is not None:
                         z.start[i], z.end[i] = told
             z.n = n
