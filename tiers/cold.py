@@ -137,6 +137,7 @@ MAX_ROWID = 2**63 - 1  # SQLite's largest rowid: "every id above" as a bound
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
 # (`~` is outside the id alphabet, so such a key is never a name).
 KEY_SEPARATOR = "~"
+VEC0_MAX_K = 4096  # rows: the most one vec0 nearest-neighbour query returns
 KEY_SUFFIX_HEX = 16
 # conversations whose keyword statistics (turns, terms) `search_bm25` remembers: ~150
 # bytes each, so at most ~10 MB; one forgotten is counted again from its text
@@ -1579,32 +1580,47 @@ class ColdStore(SharedQueries):
             later = int(self._read("SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND position >= ? "
                                    "AND embedded = 1", (conversation_id, before))[0][0])
         k_asked = max(1, int(k))
-        k = max(1, min(k_asked + later, 4096))  # vec0's limit
+        k = max(1, min(k_asked + later, VEC0_MAX_K))
         qb = _vec_bytes(query_vec)
-        if len(convs) == 1:
-            sql = (f"SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? AND k = ? "
-                   "AND conversation_id = ?")
-            rows = self._read(sql, (qb, k, convs[0]))
-        else:
-            # IN over partition keys returns k rows per partition; an outer LIMIT over a
-            # vec0 subquery fails, hence the MATERIALIZED CTE.
-            ph = ",".join("?" * len(convs))
-            sql = (f"WITH hits AS MATERIALIZED (SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? "
-                   f"AND k = ? AND conversation_id IN ({ph})) SELECT rowid, distance FROM hits "
-                   "ORDER BY distance LIMIT ?")
-            rows = self._read(sql, (qb, k, *convs, k))
+        want = k
+        while True:
+            # ties by the row's id: the earlier row first
+            rows = sorted(self._nearest(qb, want, convs), key=lambda r: (float(r[1]), int(r[0])))
+            # vec0 keeps any of the rows tied at the k-th distance (equal vectors: equal
+            # texts, a fork's copies): ask again for more until every tied row is among
+            # them, so that ties go to the earlier row, as the keyword search's and
+            # PostgreSQL's do, whichever rows vec0 happened to keep
+            if len(rows) < want or want >= VEC0_MAX_K or float(rows[-1][1]) > float(rows[k - 1][1]):
+                break
+            want = min(2 * want, VEC0_MAX_K)
         if not rows:
             return []
-        ids = {int(r[0]): float(r[1]) for r in rows}
+        ids = {int(r[0]): float(r[1]) for r in rows[:k]}
         ph = ",".join("?" * len(ids))
         # positions in range: one SQLite holds as text is no turn a hit can name
         meta = self._read(f"SELECT id, conversation_id, position FROM turns WHERE id IN ({ph}) "
                           "AND position BETWEEN 0 AND ?", (*ids, MAX_POSITION))
-        out = [(m[1], int(m[2]), ids[int(m[0])]) for m in meta]
+        out = [(m[1], int(m[2]), ids[int(m[0])], int(m[0])) for m in meta]
         if later:
             out = [t for t in out if before is None or t[1] < before]
-        out.sort(key=lambda t: t[2])
-        return out[:k_asked] if later else out
+        out.sort(key=lambda t: (t[2], t[3]))  # ties by the row's id: the earlier row first
+        hits = [(c, pos, d) for c, pos, d, _id in out]
+        return hits[:k_asked] if later else hits
+
+    def _nearest(self, qb: bytes, k: int, convs: list[str]) -> list[Any]:
+        """(rowid, distance) of the k nearest vectors of `convs`, nearest first (vec0's
+        order among equal distances)."""
+        if len(convs) == 1:
+            sql = (f"SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? AND k = ? "
+                   "AND conversation_id = ?")
+            return self._read(sql, (qb, k, convs[0]))
+        # IN over partition keys returns k rows per partition; an outer LIMIT over a
+        # vec0 subquery fails, hence the MATERIALIZED CTE.
+        ph = ",".join("?" * len(convs))
+        sql = (f"WITH hits AS MATERIALIZED (SELECT rowid, distance FROM {VEC_TABLE} WHERE embedding MATCH ? "
+               f"AND k = ? AND conversation_id IN ({ph})) SELECT rowid, distance FROM hits "
+               "ORDER BY distance LIMIT ?")
+        return self._read(sql, (qb, k, *convs, k))
 
     def search_bm25(
         self, query: str, k: int, *, conversation_id: str | None = None, namespace: str | None = None,
