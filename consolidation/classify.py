@@ -710,8 +710,8 @@ _ASSISTANT_DECISION = re.compile(
     r"|\b(?:we'll|we will|i'll|i will) (?:use|go with|avoid|refund|stick with)\b"
 )
 # What an assistant acknowledgement may hold and still confirm nothing: the rule's own markers
-# and verbs, thanks and assent, words pointing back ("it", "that", "for you") and bare numbers
-# ("Noted 4." numbers a note, it states no value; "for 2" keeps its "for", so it is content).
+# and verbs, thanks and assent, words pointing back ("it", "that", "for you", "the update") and
+# bare numbers ("Noted 4." numbers a note, it states no value; "for 2" keeps its "for": content).
 # A turn of these alone ("Noted.", "Done!", "Got it, thanks.", "All set, booked!") repeats the
 # user's turn before it without its content: pinned, it would spend the pinned share on a line
 # that says nothing and move the pin version for nothing. The turn that holds what was
@@ -723,7 +723,9 @@ _ACK_FILLER = re.compile(
     # the longer forms first: "i" would take the head of "i've" and leave "ve"
     r"i've|i have|i'm|i am|i'll|i will|i|we'll|we will|we|it|that|this|these|those|for you|all set|"
     r"thank you|thanks|thx|so much|very much|ok|okay|sure(?: thing)?|will do|no problem|no worries|"
-    r"of course|perfect|great|alright|all right|understood|cheers|yes|yep|now|just|and)\b"
+    r"of course|perfect|great|alright|all right|understood|cheers|yes|yep|now|just|and|"
+    # what any acknowledgement says of the user's turn, naming nothing in it
+    r"(?:for )?the update|for letting me know|(?:in |to )?my notes)\b"
     # a bare number, not part of a time ("3:30"), a phone number ("555-0123"), an amount
     # ("$40", "50%"), a quantity with a unit ("10mg") or an identifier ("#4417")
     r"|(?<![\w:/$€£¥#+-])\d[\d,.]*(?![\w:/%-])"

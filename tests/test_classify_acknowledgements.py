@@ -54,6 +54,10 @@ PINNED_HEADER = "Standing instructions"
     "I've updated it.",
     "I'm escalating this.",
     "Reminder set.",
+    # evals/pressure.py's acknowledgements of a planted or corrected value
+    "Got it, I've noted that.",
+    "Thanks for the update, noted.",
+    "Okay, updated my notes.",
 ])
 def test_a_bare_acknowledgement_is_not_load_bearing(text: str) -> None:
     label = CLASSIFY.classify(text, "assistant")
