@@ -695,11 +695,14 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     return None
 
 
+# The markers that open a decision ("Booked: ..."), one list for the rule and for what a bare
+# acknowledgement may hold: a marker added to one and not the other would pin "Xed." again.
+_DECISION_MARKERS = (r"booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|"
+                     r"updated|cancel+ed|rescheduled|scheduled|reminder set|added|set|got it")
 # Assistant turns that record a decision, booking or changed setting the user will rely on.
 _ASSISTANT_DECISION = re.compile(
     # "Booked: ...", "Thanks. Done, I moved ...": a decision marker opening the turn or its 2nd sentence
-    r"^(?:[\w ,!.]{0,25}?[.,!] )?(?:booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|"
-    r"updated|cancel+ed|rescheduled|scheduled|reminder set|added|set|got it)\b[:,]?"
+    rf"^(?:[\w ,!.]{{0,25}}?[.,!] )?(?:{_DECISION_MARKERS})\b[:,]?"
     r"|\b(?:confirmed|booked|reserved|scheduled|rescheduled) (?:for|on|at)\b|\b(?:rescheduled|moved) to\b"
     r"|^\w+ (?:placed|confirmed|booked|scheduled|reserved|cancel+ed|submitted|filed)\b"
     r"|\bi(?:'ve| have)? (?:booked|reserved|confirmed|updated|changed|moved|rescheduled|assigned|reinstated|"
@@ -717,8 +720,7 @@ _ASSISTANT_DECISION = re.compile(
 # that says nothing and move the pin version for nothing. The turn that holds what was
 # confirmed is the user's (their request, their fact), which the reply cannot stand in for.
 _ACK_FILLER = re.compile(
-    r"\b(?:booked|reserved|confirmed|decision(?: recorded)?|decided|done|noted|updated|cancel+ed|"
-    r"rescheduled|scheduled|reminder set|added|set|got it|changed|moved|assigned|reinstated|flagged|"
+    rf"\b(?:{_DECISION_MARKERS}|changed|moved|assigned|reinstated|flagged|"
     r"escalat\w+|placed|submitted|filed|use|go with|avoid|refund|stick with|"
     # the longer forms first: "i" would take the head of "i've" and leave "ve"
     r"i've|i have|i'm|i am|i'll|i will|i|we'll|we will|we|it|that|this|these|those|for you|all set|"

@@ -319,10 +319,6 @@ class Memory:
         return validate_namespace(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
                                   self.config.max_id_chars)
 
-    @staticmethod
-    def _position(value: object, field: str, *, low: int = 0) -> int:
-        return check_position(value, field, low=low)
-
     def _text(self, value: object, field: str) -> str:
         return check_text(value, field, self.config.max_content_bytes)
 
@@ -482,21 +478,17 @@ class Memory:
         # searches by meaning: before append returns when the model is here and the batch
         # is a live one, else by whoever embeds them. An import-sized batch is decided by
         # the rules now, without the model (consolidation.supersede: rules first for those).
-        if len(parsed) > INLINE_INDEX_ROWS:
-            try:
+        try:
+            if len(parsed) > INLINE_INDEX_ROWS:
                 self._release(key, self._rules.on_append(key, turns))
-            except Exception:
-                # the batch is committed: a busy lock here must not answer the append as
-                # failed (a retry would store it twice). Its turns are still unembedded, so
-                # whoever embeds them decides their supersession (_on_embedded)
-                log.warning("could not decide supersession for %s's new turns; it waits for their embedding",
-                            key, exc_info=True)
-        elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
-            try:
+            elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
                 self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
-            except Exception:
-                log.warning("could not embed %s's new turns; supersession waits for the indexer", key,
-                            exc_info=True)
+        except Exception:
+            # the batch is committed: a busy lock here must not answer the append as failed
+            # (a retry would store it twice). Its turns are still unembedded, so whoever
+            # embeds them decides their supersession (_on_embedded)
+            log.warning("could not decide supersession for %s's new turns; it waits for their embedding",
+                        key, exc_info=True)
         self._after_append(key, positions)
         return positions
 
@@ -562,7 +554,7 @@ class Memory:
         """Fold: `summary` stands in for positions <= `position`; nothing is deleted."""
         name, _ns, key = self._key(conversation_id, namespace)
         check_summary(summary, self.config.max_content_bytes)
-        self._position(position, "position")
+        check_position(position, "position")
         return dataclasses.replace(self.cold.checkpoint(key, summary, position), conversation_id=name)
 
     def fork(
@@ -572,7 +564,7 @@ class Memory:
         _name, _ns, key = self._key(conversation_id, namespace)
         if new_id is not None:
             new_id = validate_id(new_id, "new_id", self.config.max_id_chars)
-        self._position(up_to, "up_to")
+        check_position(up_to, "up_to")
         child = self.cold.fork(key, up_to, new_id=new_id)
         if self.hot is not None:
             self.hot.erase([child])
@@ -642,14 +634,14 @@ class Memory:
         """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
         _name, _ns, key = self._key(conversation_id, namespace)
         check_int(priority, "priority", MIN_PIN_PRIORITY, MAX_PIN_PRIORITY)
-        self._position(position, "position")
+        check_position(position, "position")
         self.cold.set_pin(key, position, priority)
         if self.hot is not None:
             self.hot.pin(key, position, priority)
 
     def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
         _name, _ns, key = self._key(conversation_id, namespace)
-        self._position(position, "position")
+        check_position(position, "position")
         self.cold.set_pin(key, position, None)
         if self.hot is not None:
             self.hot.unpin(key, position)
@@ -670,7 +662,7 @@ class Memory:
         skips or repeats a message while others append (a row that cannot be decoded is
         skipped, as everywhere, without ending the paging early)."""
         if after is not None:
-            self._position(after, "after", low=-1)
+            check_position(after, "after", low=-1)
         if limit is not None:
             check_int(limit, "limit", 1, MAX_HISTORY_PAGE)
         name, _ns, key = self._key(conversation_id, namespace)

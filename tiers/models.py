@@ -164,19 +164,18 @@ def validate_namespace(value: object, field: str, max_chars: int) -> str:
     return value
 
 
-def check_int(value: object, field: str, low: int, high: int, unit: str = "") -> int:
+def check_int(value: object, field: str, low: int, high: int, unit: str = "", *,
+              what: str = "an integer") -> int:
     """An integer within low..high (not a bool, not a float); `unit` follows the range
-    in the message ("tokens")."""
+    in the message ("tokens"), `what` names the kind ("an integer position")."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError(field, f"must be an integer within {low}..{high}{f' {unit}' if unit else ''}")
+        raise ValidationError(field, f"must be {what} within {low}..{high}{f' {unit}' if unit else ''}")
     return value
 
 
 def check_position(value: object, field: str, *, low: int = 0) -> int:
     """An integer position within low..MAX_POSITION (not a bool, not a float)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_POSITION:
-        raise ValidationError(field, f"must be an integer position within {low}..{MAX_POSITION}")
-    return value
+    return check_int(value, field, low, MAX_POSITION, what="an integer position")
 
 
 def check_text(value: object, field: str, max_bytes: int) -> str:

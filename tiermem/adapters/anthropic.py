@@ -127,6 +127,7 @@ from tiermem.tiers.formats import (
     result_id,
     to_chat,
 )
+from tiermem.tiers.models import check_int
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -678,10 +679,8 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     whose turns' thinking blocks go back (module docstring)."""
     if thinking not in THINKING_SCOPES:
         raise ValidationError("thinking", f"must be one of {', '.join(THINKING_SCOPES)}")
-    if isinstance(max_breakpoints, bool) or not isinstance(max_breakpoints, int) \
-            or not 0 <= max_breakpoints <= MAX_BREAKPOINTS:
-        raise ValidationError("max_breakpoints", f"must be an integer within 0..{MAX_BREAKPOINTS} "
-                              "(Anthropic's limit on cache_control marks in a request)")
+    check_int(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS,
+              "(Anthropic's limit on cache_control marks in a request)")
     stored = _stored(ctx, memory)
     system: list[dict[str, Any]] = []
     turns: list[list[Any]] = []
