@@ -72,9 +72,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from tiermem.tiers.zones import DAY_S as DAY_S  # re-exported: planner.rank and the tests read it here
-from tiermem.tiers.zones import MAX_YEAR as MAX_YEAR  # re-exported: planner.timeline reads them here
-from tiermem.tiers.zones import MIN_YEAR as MIN_YEAR
-from tiermem.tiers.zones import UTC, Zone, bounded_day, day_start
+from tiermem.tiers.zones import END_ORD, MAX_YEAR, MIN_ORD, MIN_YEAR, UTC, Zone, bounded_day, day_start
 
 WEEK_DAYS = 7
 MONTHS_PER_YEAR = 12
@@ -95,9 +93,6 @@ HOLIDAYS: dict[str, tuple[int, int] | None] = {
 }
 # a season's first month; winter starts in December of its year and runs into the next
 SEASON_START_MONTH = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
-
-_MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
-_END_ORD = date(MAX_YEAR + 1, 1, 1).toordinal()  # exclusive
 
 Span = tuple[int, int]  # [first day, end day) as proleptic Gregorian ordinals
 
@@ -376,22 +371,19 @@ _RULES: list[tuple[re.Pattern[str], _Resolver, tuple[str, ...] | None]] = [
 ]
 
 
-def names_a_time(text: str, *, undated_months: bool = True) -> bool:
-    """Whether any of `query_windows`' phrases occurs in `text`, whether or not it resolves to
-    a window: the same for every zone and every `now` (only what a phrase resolves to, and
-    whether that falls inside the accepted years, depends on them)."""
-    low = text.lower()
-    return any(pattern.search(text) is not None for pattern, resolve, words in _RULES
-               if (undated_months or resolve is not _month_no_year)
-               and (words is None or any(w in low for w in words)))
-
-
 def query_windows(text: str, now: float, *, undated_months: bool = True, zone: Zone = UTC) -> list[TimeWindow]:
     """Time windows named in `text`; `now` (POSIX seconds) anchors relative phrases
     (the planner passes the time of the conversation's latest message, not the wall clock),
     and `zone` says whose calendar the days are (the user's: `Config.timezone`).
     `undated_months=False` leaves a month without a year unread: a question asks about the
     latest one, but a turn may tell of the coming one (planner.timeline reads it by tense)."""
+    return _windows(text, now, undated_months=undated_months, zone=zone)[0]
+
+
+def _windows(text: str, now: float, *, undated_months: bool = True, zone: Zone = UTC) -> tuple[list[TimeWindow], bool]:
+    """`query_windows`, and whether any of its phrases occurs in `text` (claimed), whether or
+    not it resolves to a window: the same for every zone and every `now` (only what a phrase
+    resolves to, and whether that falls inside the accepted years, depends on them)."""
     today = bounded_day(now, zone)
     # Claimed spans never overlap, so sorted by start they are sorted by end too and only the
     # neighbours of an insertion point can overlap a new span (a linear scan is quadratic on
@@ -414,7 +406,7 @@ def query_windows(text: str, now: float, *, undated_months: bool = True, zone: Z
                 span = resolve(m, today)
             except (ValueError, OverflowError):  # belt and braces: a query must never break planning
                 span = None
-            if span is None or not _MIN_ORD <= span[0] < span[1] <= _END_ORD:
+            if span is None or not MIN_ORD <= span[0] < span[1] <= END_ORD:
                 continue
             hits.append((lo, TimeWindow(day_start(span[0], zone), day_start(span[1], zone), m[0])))
     hits.sort(key=lambda h: (h[1].start, h[1].end, h[0]))
@@ -422,5 +414,5 @@ def query_windows(text: str, now: float, *, undated_months: bool = True, zone: Z
     for _, w in hits:
         if not out or (out[-1].start, out[-1].end) != (w.start, w.end):
             out.append(w)
-    return out
+    return out, bool(claimed)
 

@@ -73,20 +73,10 @@ from datetime import date
 
 import numpy as np
 
-from tiermem.planner.dates import (
-    CAPITALISED_ONLY_MONTHS,
-    MAX_YEAR,
-    MIN_YEAR,
-    WEEK_DAYS,
-    TimeWindow,
-    names_a_time,
-    query_windows,
-)
+from tiermem.planner.dates import CAPITALISED_ONLY_MONTHS, WEEK_DAYS, TimeWindow, _windows, query_windows
 from tiermem.tiers.turncache import TurnTable
-from tiermem.tiers.zones import DAY_S, END_DAY_S, FIRST_DAY_S, UTC, Zone, bounded_day, day_start
+from tiermem.tiers.zones import DAY_S, END_ORD, MAX_YEAR, MIN_ORD, MIN_YEAR, UTC, Zone, bounded_day, day_start
 
-_MIN_ORD = date(MIN_YEAR, 1, 1).toordinal()
-_END_ORD = date(MAX_YEAR + 1, 1, 1).toordinal()
 SATURDAY = 5  # date.weekday(): Monday is 0
 WEEKEND_DAYS = 2
 MONTHS_PER_YEAR = 12
@@ -193,8 +183,9 @@ def _month_span(index: int) -> tuple[int, int] | None:
     return date(year, m0 + 1, 1).toordinal(), date(ny, nm0 + 1, 1).toordinal()
 
 
-def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
-    """Day spans (ordinals, end exclusive) of the phrases `query_windows` does not read."""
+def _extra_spans(text: str, today: int) -> tuple[list[tuple[int, int]], bool]:
+    """Day spans (ordinals, end exclusive) of the phrases `query_windows` does not read, and
+    whether `text` holds any of them, in range or not (the same in every zone)."""
     out: list[tuple[int, int]] = []
     weekday = date.fromordinal(today).weekday()
     words = _words(text)  # each pattern runs only if its words are here
@@ -209,11 +200,17 @@ def _extra_spans(text: str, today: int) -> list[tuple[int, int]]:
     monday = today - weekday
     if "weekend" in words or "weekends" in words:
         out += _weekend_spans(text, weekday, monday)
+    # the parsers above yield a span per match; these two drop a match whose day or month
+    # falls outside the years (or is no day, 29 February) in this zone's year only
+    named = False
     if not words.isdisjoint(_MONTH_WORDS):
-        out += _month_spans(text, today)
+        spans, named = _month_spans(text, today)
+        out += spans
     if "next" in words:
-        out += _next_period_spans(text, today, monday)
-    return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
+        spans, next_named = _next_period_spans(text, today, monday)
+        out += spans
+        named = named or next_named
+    return [s for s in out if MIN_ORD <= s[0] < s[1] <= END_ORD], named or bool(out)
 
 
 def _words(text: str) -> AbstractSet[str]:
@@ -221,11 +218,14 @@ def _words(text: str) -> AbstractSet[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def _next_period_spans(text: str, today: int, monday: int) -> list[tuple[int, int]]:
-    """Spans (ordinals) of "next week / month / year": the calendar period after the message's."""
+def _next_period_spans(text: str, today: int, monday: int) -> tuple[list[tuple[int, int]], bool]:
+    """Spans (ordinals) of "next week / month / year": the calendar period after the message's;
+    and whether `text` names any (in range or not)."""
     out: list[tuple[int, int]] = []
+    named = False
     d = date.fromordinal(today)
     for m in _NEXT_PERIOD.finditer(text):
+        named = True
         unit = m["u"].lower()
         span: tuple[int, int] | None
         if unit == "week":
@@ -237,7 +237,7 @@ def _next_period_spans(text: str, today: int, monday: int) -> list[tuple[int, in
                     if d.year + 1 < MAX_YEAR else None)
         if span is not None:
             out.append(span)
-    return out
+    return out, named
 
 
 def _weekend_spans(text: str, weekday: int, monday: int) -> list[tuple[int, int]]:
@@ -282,18 +282,21 @@ def _weekday_spans(text: str, today: int, weekday: int) -> list[tuple[int, int]]
     return out
 
 
-def _month_spans(text: str, today: int) -> list[tuple[int, int]]:
+def _month_spans(text: str, today: int) -> tuple[list[tuple[int, int]], bool]:
     """Month spans (ordinals) of the months `text` names without a year: "last May" is the
     latest May before the message's month, "this May" the message's year's; "in May" (or
     "since", "during") the latest May up to the message's month, or the first from it when
-    its sentence speaks of what is to come."""
+    its sentence speaks of what is to come. And whether `text` names any such month or day,
+    whether or not it is one in this zone's year (the same in every zone)."""
     out: list[tuple[int, int]] = []
+    named = False
     d = date.fromordinal(today)
     current = d.year * MONTHS_PER_YEAR + d.month - 1
     for m in _BARE_MONTH.finditer(text):
         name = m["m"].lower()
         if name in CAPITALISED_ONLY_MONTHS and not m["m"][0].isupper():
             continue
+        named = True
         month0, which = _MONTH_INDEX[name], m["which"].lower()
         this_year = d.year * MONTHS_PER_YEAR + month0
         if which == "this":
@@ -311,6 +314,7 @@ def _month_spans(text: str, today: int) -> list[tuple[int, int]]:
         word = m["m"] or m["m2"]
         if word.lower() in CAPITALISED_ONLY_MONTHS and not word[0].isupper():
             continue
+        named = True
         month0, number = _MONTH_INDEX[word.lower()], int(m["d"] or m["d2"])
         day = _day_of(d.year, month0, number)
         if day is None:
@@ -322,7 +326,7 @@ def _month_spans(text: str, today: int) -> list[tuple[int, int]]:
             day = _day_of(d.year - 1, month0, number)
         if day is not None:
             out.append((day, day + 1))
-    return out
+    return out, named
 
 
 def _day_of(year: int, month0: int, day: int) -> int | None:
@@ -354,9 +358,9 @@ def _asked(text: str, at: int) -> bool:
     return end is not None and end.group() == "?"
 
 
-def _vague_spans(text: str, today: int) -> list[tuple[int, int]]:
+def _vague_spans(text: str, today: int) -> tuple[list[tuple[int, int]], bool]:
     """Day spans of the recency words of told (not asked) sentences ("I just joined",
-    "recently"), narrowest first."""
+    "recently"), narrowest first; and whether there are any, in range or not."""
     out = []
     low = text.lower()
     if "just" in low and any(not _asked(text, m.start()) for m in _JUST.finditer(text)):
@@ -365,84 +369,70 @@ def _vague_spans(text: str, today: int) -> list[tuple[int, int]]:
         out.append((today - OTHER_DAY_DAYS, today))
     if ("recent" in low or "lately" in low) and any(not _asked(text, m.start()) for m in _RECENTLY.finditer(text)):
         out.append((today - RECENT_DAYS, today + 1))
-    return [s for s in out if _MIN_ORD <= s[0] < s[1] <= _END_ORD]
+    return [s for s in out if MIN_ORD <= s[0] < s[1] <= END_ORD], bool(out)
 
 
 _TENS = {"thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
          "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50}
 
 
-def _began(text: str, created: float, zone: Zone) -> list[tuple[float, float]]:
+def _began(text: str, created: float, zone: Zone) -> tuple[list[tuple[float, float]], bool]:
     """When the durations up to now that `text` tells of began (POSIX spans), read as
-    planner.dates reads "N units ago" / "in YYYY" (its public `query_windows`)."""
+    planner.dates reads "N units ago" / "in YYYY" (its public `query_windows`); and whether
+    `text` tells of any (resolved or not)."""
     low = text.lower()
     if "for " not in low and "since " not in low:  # most turns: skip the perfect's regexes
-        return []
+        return [], False
     phrases = []
     for m in _FOR_DURATION.finditer(text):
         n = m["n"].lower()
         count = _TENS.get(n) or (1 if n in ("a", "an") else None)
         phrases.append(f"{count if count is not None else n} {m['u'].lower()}s ago")
     phrases += [f"in {m['y']}" for m in _SINCE_YEAR.finditer(text)]
-    return [(w.start, w.end) for p in phrases for w in query_windows(p, created, zone=zone)]
+    return [(w.start, w.end) for p in phrases for w in query_windows(p, created, zone=zone)], bool(phrases)
 
 
 def told(text: str | None, created: float, zone: Zone = UTC) -> tuple[tuple[float, float] | None, bool]:
     """`told_span`, and whether `text` names a time at all (resolved or not: a phrase that
-    resolves outside the accepted years in this zone may resolve inside in another). The turn
-    cache's `derive`: only turns that name a time are derived again in another zone."""
-    span = told_span(text, created, zone)
-    if span is not None:
-        return span, True
-    try:
-        dated = FIRST_DAY_S <= float(created) < END_DAY_S  # bounded_day's bound: the same in every zone
-    except (ValueError, OverflowError, TypeError):  # as told_span: never raises
+    resolves outside the accepted years in this zone may resolve inside in another), worked
+    out by the same pass that parses it. The turn cache's `derive`: only turns that name a
+    time are derived again in another zone."""
+    if not text:
         return None, False
-    return None, bool(text) and dated and _names_a_time(str(text)[:MAX_TEXT_CHARS])
-
-
-def _names_a_time(text: str) -> bool:
-    """Whether `text` holds any phrase `told_span` reads, whatever it resolves to (the same in
-    every zone): each pattern behind the same gate as where it is read."""
-    if names_a_time(text, undated_months=False):
-        return True
-    words, low = _words(text), text.lower()
-    checks: tuple[tuple[bool, tuple[re.Pattern[str], ...]], ...] = (
-        ("tomorrow" in words, (_TOMORROW,)),
-        ("tonight" in words or "this" in words, (_THIS_DAY,)),
-        ("night" in words, (_LAST_NIGHT,)),
-        (not words.isdisjoint(_WEEKDAY_WORDS), (_LAST_WEEKDAY, _NEXT_WEEKDAY, _THIS_WEEKDAY, _BARE_WEEKDAY)),
-        ("weekend" in words or "weekends" in words, (_WEEKEND, _WEEKENDS_AGO, _THE_WEEKEND)),
-        (not words.isdisjoint(_MONTH_WORDS), (_BARE_MONTH, _MONTH_DAY, _DAY_MONTH)),
-        ("next" in words, (_NEXT_PERIOD,)),
-        ("for " in low or "since " in low, (_FOR_DURATION, _SINCE_YEAR)),
-        ("just" in low, (_JUST,)),
-        ("other day" in low, (_OTHER_DAY,)),
-        ("recent" in low or "lately" in low, (_RECENTLY,)),
-    )
-    return any(gate and any(p.search(text) is not None for p in patterns) for gate, patterns in checks)
+    try:
+        now = float(created)
+    except (ValueError, OverflowError, TypeError):  # never raises: a turn must never break loading the cache
+        return None, False
+    today = bounded_day(now, zone)  # None outside the years: in every zone alike
+    if today is None:
+        return None, False
+    try:
+        text = text[:MAX_TEXT_CHARS]
+        windows, named = _windows(text, now, undated_months=False, zone=zone)
+        spans = [(w.start, w.end) for w in windows]
+        extra, extra_named = _extra_spans(text, today)
+        spans += [(day_start(s, zone), day_start(e, zone)) for s, e in extra]
+        began, began_named = _began(text, now, zone)
+        spans += began
+        named = named or extra_named or began_named
+        if not spans:
+            # read only when nothing else is, and the flag with it: where another zone finds a
+            # span above, `named` is already set
+            vague, vague_named = _vague_spans(text, today)
+            spans = [(day_start(s, zone), day_start(e, zone)) for s, e in vague]
+            named = named or vague_named
+    except (ValueError, OverflowError, TypeError):
+        # what this zone could not read another zone may: derive it there again
+        return None, True
+    if not spans:
+        return None, named
+    return min(spans, key=lambda s: (s[1] - s[0], s[0])), named
 
 
 def told_span(text: str | None, created: float, zone: Zone = UTC) -> tuple[float, float] | None:
     """The period `text`, sent at `created` (POSIX seconds), says something happened in:
     (start, end) POSIX seconds of whole days of `zone` (the user's calendar), or None."""
-    if not text:
-        return None
-    try:
-        today = bounded_day(float(created), zone)
-        if today is None:
-            return None
-        text = text[:MAX_TEXT_CHARS]
-        spans = [(w.start, w.end) for w in query_windows(text, float(created), undated_months=False, zone=zone)]
-        spans += [(day_start(s, zone), day_start(e, zone)) for s, e in _extra_spans(text, today)]
-        spans += _began(text, float(created), zone)
-        if not spans:
-            spans = [(day_start(s, zone), day_start(e, zone)) for s, e in _vague_spans(text, today)]
-    except (ValueError, OverflowError, TypeError):  # a turn must never break loading the cache
-        return None
-    if not spans:
-        return None
-    return min(spans, key=lambda s: (s[1] - s[0], s[0]))
+    return told(text, created, zone)[0]
 
 
 def asks_when(query: str) -> bool:

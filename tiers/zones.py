@@ -29,8 +29,9 @@ import zoneinfo
 
 from tiermem.tiers.errors import ValidationError
 
-__all__ = ["DAY_S", "END_DAY_S", "FIRST_DAY_S", "MAX_YEAR", "MAX_ZONE_NAME_CHARS", "MIN_YEAR", "TIMEZONE_DOC", "UTC", "UTC_NAME", "Zone", "bounded_day", "check_timezone", "day_start", "local_datetime", "local_day", "offset_suffix",
-           "shown_day", "shown_time", "zone"]
+__all__ = ["DAY_S", "END_DAY_S", "END_ORD", "FIRST_DAY_S", "MAX_YEAR", "MAX_ZONE_NAME_CHARS", "MIN_ORD", "MIN_YEAR",
+           "TIMEZONE_DOC", "UTC", "UTC_NAME", "Zone", "bounded_day", "check_timezone", "day_start", "local_datetime",
+           "local_day", "offset_suffix", "optional_timezone", "shown_day", "shown_time", "zone"]
 
 DAY_S = 86_400.0
 UTC_NAME = "UTC"
@@ -48,6 +49,10 @@ MIN_YEAR = 1900
 MAX_YEAR = 2200
 FIRST_DAY_S = float(calendar.timegm((MIN_YEAR, 1, 1, 0, 0, 0)))  # POSIX seconds of MIN_YEAR's first UTC midnight
 END_DAY_S = float(calendar.timegm((MAX_YEAR + 1, 1, 1, 0, 0, 0)))  # the UTC midnight after MAX_YEAR's last day
+# the same bound as day ordinals (proleptic Gregorian): a span of days [start, end) is read
+# only within [MIN_ORD, END_ORD]
+MIN_ORD = dt.date(MIN_YEAR, 1, 1).toordinal()
+END_ORD = dt.date(MAX_YEAR + 1, 1, 1).toordinal()  # exclusive: the day after MAX_YEAR's last
 _EPOCH_ORD = dt.date(1970, 1, 1).toordinal()
 _SECONDS_PER_MINUTE = 60
 _MINUTES_PER_HOUR = 60
@@ -80,6 +85,12 @@ def check_timezone(value: object, field: str = "timezone") -> str:
     except ValueError as e:
         raise ValidationError(field, str(e)) from None
     return value
+
+
+def optional_timezone(value: object, field: str = "timezone") -> str | None:
+    """`check_timezone(value)`, or None when `value` is None (a call that names no zone: the
+    configured one applies)."""
+    return None if value is None else check_timezone(value, field)
 
 
 def _offset_s(ts: float, tz: Zone) -> float:
