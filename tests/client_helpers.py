@@ -4,6 +4,10 @@
 
 `MAX_CONTENT_BYTES` is small, so that a test text can pass the server's limit while the
 client (which does not know the server's configuration) lets it through.
+
+`both`: the same adapter scenario over the server's Memory and over a `Client`, each in
+its own namespace under `acme` (so that neither's namespace recall sees the other's
+turns), for tests that hold the two results equal.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from service_helpers import SCOPED_TOKENS, TOKEN_ACME, serve_in_thread
 
 from tiermem import Config, Memory
+from tiermem.adapters._common import MemoryLike
 from tiermem.client import Client
 from tiermem.tiers.embed_onnx import FastEmbedder
 
@@ -24,6 +29,8 @@ CONV = "trip-1"
 QUERY = "Which flight should I book to Lisbon?"
 BUDGET = 600
 MAX_CONTENT_BYTES = 4096
+NS_VIA_MEMORY = "acme/via-memory"
+NS_VIA_CLIENT = "acme/via-client"
 TRIP: list[dict[str, Any]] = [
     {"role": "user", "content": "I am flying to Lisbon on the 14th. No red-eyes, please."},
     {"role": "assistant", "content": "Noted: no overnight flights. Any airline preference?"},
@@ -43,3 +50,11 @@ def served(data_dir: Path, embedder: FastEmbedder, **config: Any) -> Iterator[tu
         with Client(url, token=TOKEN_ACME, namespace=NS) as client:
             client.append_many(CONV, TRIP)
         yield url, mem
+
+
+@contextmanager
+def both(url: str, mem: Memory) -> Iterator[tuple[MemoryLike, MemoryLike]]:
+    """The server's Memory as a view of `NS_VIA_MEMORY`, and a Client (`TOKEN_ACME`) of
+    `NS_VIA_CLIENT` on the same server."""
+    with Client(url, token=TOKEN_ACME, namespace=NS_VIA_CLIENT) as client:
+        yield mem.namespaced(NS_VIA_MEMORY), client

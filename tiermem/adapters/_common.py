@@ -8,19 +8,29 @@ a framework that sends its history to the model (`RunnableWithMessageHistory`, t
 Agents SDK without `model_input_filter`) must still get every turn after a fold. The log
 itself is never changed: `history()` still returns every row, control rows included.
 
+The adapters act through `MemoryLike`: the few methods of `Memory` they call, which a
+`NamespacedMemory` and a blocking `tiermem.client.Client` (a shared `tiermem serve`) both
+have. Nothing here reads a store's configuration: the one limit an adapter adapts to
+(metadata bytes, for LangChain artifacts) is `metadata_limit`, known in this process
+only for a local Memory; a server's is the server's, which refuses what passes it.
+An `AsyncClient` is refused when an adapter is made (`check_memory`): its methods are
+coroutines, and the adapters' logic is blocking code (run off the event loop where the
+framework is async).
+
 Writes that read the view first (a pop, the LangGraph hooks' "stored yet?") hold a lock
-per (Memory, namespace, conversation) in this process (`conversation_lock`); across
-processes they check the log after writing, whose positions are one total order
-(see `retract_latest`).
+per (Memory or Client, namespace, conversation) in this process (`conversation_lock`);
+across instances and processes they check the log after writing, whose positions are one
+total order (see `retract_latest`).
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
-from tiermem.tiers.errors import ConversationNotFound
+from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import (
     CLEAR_TYPE,
     RETRACT_TYPE,
@@ -31,24 +41,86 @@ from tiermem.tiers.formats import (
 from tiermem.tiers.models import StoredMessage
 
 if TYPE_CHECKING:
+    from tiermem.client import Client
     from tiermem.memory import Memory, NamespacedMemory
+    from tiermem.planner.plan import Context
 
-MemoryLike = Union["Memory", "NamespacedMemory"]
 DEFAULT_BUDGET_TOKENS = 4000
+
+
+class MemoryLike(Protocol):
+    """What the session adapters (Agents, LangChain, LangGraph) and `to_anthropic` call:
+    `Memory`, `NamespacedMemory` and `tiermem.client.Client` each have it."""
+
+    def append(self, conversation_id: str, message: dict[str, Any]) -> int: ...
+
+    def append_many(self, conversation_id: str, messages: Sequence[dict[str, Any]]) -> list[int]: ...
+
+    def history(self, conversation_id: str, *, after: int | None = None,
+                limit: int | None = None) -> list[StoredMessage]: ...
+
+    def history_page(self, conversation_id: str, *, after: int | None = None,
+                     limit: int | None = None) -> tuple[list[StoredMessage], int | None]: ...
+
+    def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,
+                system: str | None = None, timezone: str | None = None) -> Context: ...
+
+
+if TYPE_CHECKING:
+    def _all_memory_like(memory: Memory, view: NamespacedMemory, client: Client) -> list[MemoryLike]:
+        """Never called: mypy holds the three to the protocol here."""
+        return [memory, view, client]
+
+
+# a store in this process: what the MCP server acts on (it calls more than MemoryLike has)
+LocalMemory = Union["Memory", "NamespacedMemory"]
 HISTORY_PAGE = 2000  # rows per history() read while building a view
 POPPED_FROM_KEY = "tiermem_popped_from"  # metadata of the items a pop of a multi-item row put back
 
 _locks_guard = threading.Lock()
-_locks: weakref.WeakKeyDictionary[Memory, dict[tuple[str, str], threading.Lock]] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[object, dict[tuple[str | None, str], threading.Lock]] = weakref.WeakKeyDictionary()
 
 
-def _base(mem: MemoryLike) -> tuple[Memory, str]:
-    """The Memory behind `mem` and the namespace `mem` acts in."""
-    from tiermem.memory import DEFAULT_NAMESPACE, NamespacedMemory
+def _base(mem: MemoryLike) -> tuple[object, str | None]:
+    """What `mem` writes through (the Memory behind a view; a Client itself) and the
+    namespace it acts in (a Client's None: its token's prefix)."""
+    from tiermem.client import Client
+    from tiermem.memory import DEFAULT_NAMESPACE, Memory, NamespacedMemory
 
     if isinstance(mem, NamespacedMemory):
         return mem.memory, mem.namespace
-    return mem, DEFAULT_NAMESPACE
+    if isinstance(mem, Client):
+        return mem, mem.namespace
+    if isinstance(mem, Memory):
+        return mem, DEFAULT_NAMESPACE
+    return mem, None  # another MemoryLike: its own lock set
+
+
+def check_memory(mem: object) -> MemoryLike:
+    """`mem` as an adapter takes it, refused at once (not mid-run) when it is not one."""
+    from tiermem.client import AsyncClient
+
+    if isinstance(mem, AsyncClient):
+        raise ValidationError("memory", "an AsyncClient's methods are coroutines; the adapters call the memory "
+                              "from blocking code (off the event loop where the framework is async): pass "
+                              "tiermem.client.Client, with the same URL, token and namespace")
+    missing = [name for name in _MEMORY_METHODS if not callable(getattr(mem, name, None))]
+    if missing:
+        raise ValidationError("memory", f"must be a Memory, a NamespacedMemory or a tiermem.client.Client, got "
+                              f"{type(mem).__name__} (no {', '.join(missing)})")
+    return mem  # type: ignore[return-value]
+
+
+_MEMORY_METHODS = ("append", "append_many", "history", "history_page", "context")
+
+
+def metadata_limit(mem: MemoryLike) -> int | None:
+    """The store's metadata byte limit where this process knows it (a local Memory's
+    config); None for a client: the server's limit is its configuration, which the
+    client does not copy, and the server refuses (422, nothing written) what passes it."""
+    from tiermem.memory import Memory, NamespacedMemory
+
+    return mem.config.max_metadata_bytes if isinstance(mem, Memory | NamespacedMemory) else None
 
 
 def conversation_lock(mem: MemoryLike, conversation_id: str) -> threading.Lock:

@@ -9,7 +9,9 @@ tiermem's planned context for the latest human message under the budget: what th
 is sent in place of the whole state, which the caller leaves unchanged. `timezone` (an
 IANA name, checked when the instance is made) is the user's zone for every context it
 plans: the calendar of the days turns tell of and the clock of the dates shown (None:
-the memory's, or the namespaced view's, zone).
+the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the server's).
+`memory` may be a `Client` of a shared `tiermem serve`: the same rows are stored and the
+same contexts planned as over the server's Memory.
 
 "Already stored" is read from the log, not remembered: each sync first reads the rows
 appended since its last read (by this instance, another one, or another process), so
@@ -29,11 +31,12 @@ from langchain_core.messages import BaseMessage
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
+    check_memory,
     conversation_lock,
     latest_user_text,
     log_pages,
 )
-from tiermem.adapters.langchain import METADATA_ID_KEY, to_langchain, to_openai
+from tiermem.adapters.langchain import METADATA_ID_KEY, append_messages, to_langchain, to_openai
 from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.formats import RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
@@ -45,7 +48,7 @@ class ConversationSync:
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
                  system: str | None = None, timezone: str | None = None) -> None:
-        self.memory = memory
+        self.memory = check_memory(memory)
         self.conversation_id = conversation_id
         self.budget = budget
         self.system = system
@@ -86,8 +89,7 @@ class ConversationSync:
                     ids.add(m.id)
             if not new:
                 return 0
-            positions = self.memory.append_many(self.conversation_id, to_openai(
-                new, max_metadata_bytes=self.memory.config.max_metadata_bytes))
+            positions = append_messages(self.memory, self.conversation_id, new)
             self._load_seen()
             # another process may have stored some of them between the read and the append:
             # the copy at the lower position stands, this one is hidden

@@ -8,9 +8,15 @@ so other clients of the same conversation read them as any other message; what t
 format has no field for goes in the row's metadata and comes back on read: the message's
 LangChain id (`langchain_id`), a tool message's `status` when it is not "success"
 (`langchain_status`), and its `artifact` (`langchain_artifact`) when it is JSON and fits
-`max_metadata_bytes` with the rest (else it is left out: the message is stored without
-it). A tool message's `name` is kept in the stored body. `clear()` appends a clear row (a
-read boundary): the log keeps everything.
+the store's `max_metadata_bytes` with the rest (else it is left out: the message is stored
+without it). A tool message's `name` is kept in the stored body. `clear()` appends a clear
+row (a read boundary): the log keeps everything.
+
+`memory` is a `Memory`, a `NamespacedMemory` or a `tiermem.client.Client` (a shared
+`tiermem serve`). A client does not know the server's metadata limit (its
+configuration): the batch is sent with every JSON artifact, and when the server refuses
+one message's metadata (422, nothing written) that message's artifact is left out and
+the batch sent again (`append_messages`), so both store the same rows.
 
 `messages` is the whole visible history (`tiermem.adapters._common.visible`: folds do not
 cut it). Reading accepts every stored shape, the `openai` SDK's own replies included: an
@@ -22,18 +28,22 @@ one of its `invalid_tool_calls` (LangChain's conversion raised on both).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
 
-from tiermem.adapters._common import MemoryLike, clear, visible
+from tiermem.adapters._common import MemoryLike, check_memory, clear, metadata_limit, visible
+from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.formats import is_control, to_chat
 
 METADATA_ID_KEY = "langchain_id"
 METADATA_STATUS_KEY = "langchain_status"
 METADATA_ARTIFACT_KEY = "langchain_artifact"
+# how Memory and the service name a batch message's metadata they refuse
+_REFUSED_METADATA = re.compile(r"messages\[(\d+)\]\.metadata")
 
 
 def _fits(value: object, limit: int | None) -> bool:
@@ -65,6 +75,33 @@ def to_openai(messages: Sequence[BaseMessage], *, max_metadata_bytes: int | None
             body["metadata"] = meta
         out.append(body)
     return out
+
+
+def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence[BaseMessage]) -> list[int]:
+    """Append `messages` in one batch (`to_openai`); returns their positions. An artifact
+    is left out where the store's metadata limit refuses it: checked before sending where
+    this process knows the limit (`_common.metadata_limit`), else on the store's refusal
+    of that message's metadata (nothing written), after which the batch is sent again."""
+    bodies = to_openai(messages, max_metadata_bytes=metadata_limit(memory))
+    while True:
+        try:
+            return memory.append_many(conversation_id, bodies)
+        except ValidationError as exc:
+            i = _artifact_refused(exc, bodies)
+            if i is None:
+                raise
+            meta = {k: v for k, v in bodies[i]["metadata"].items() if k != METADATA_ARTIFACT_KEY}
+            bodies[i] = {k: v for k, v in bodies[i].items() if k != "metadata"} | ({"metadata": meta} if meta else {})
+
+
+def _artifact_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> int | None:
+    """The batch index whose metadata `exc` refused, when that metadata holds an artifact
+    to leave out (None: a refusal leaving it out cannot mend, raised as it is)."""
+    match = _REFUSED_METADATA.fullmatch(exc.field)
+    if match is None or not int(match.group(1)) < len(bodies):
+        return None
+    i = int(match.group(1))
+    return i if METADATA_ARTIFACT_KEY in (bodies[i].get("metadata") or {}) else None
 
 
 def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = None, *,
@@ -173,7 +210,7 @@ class TiermemChatMessageHistory(BaseChatMessageHistory):
     """A LangChain `BaseChatMessageHistory` whose messages live in a tiermem conversation."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str) -> None:
-        self.memory = memory
+        self.memory = check_memory(memory)
         self.conversation_id = conversation_id
 
     @property
@@ -183,8 +220,7 @@ class TiermemChatMessageHistory(BaseChatMessageHistory):
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         if messages:
-            self.memory.append_many(self.conversation_id, to_openai(
-                messages, max_metadata_bytes=self.memory.config.max_metadata_bytes))
+            append_messages(self.memory, self.conversation_id, messages)
 
     def clear(self) -> None:
         clear(self.memory, self.conversation_id)

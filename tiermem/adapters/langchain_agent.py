@@ -26,6 +26,9 @@ before it (outer) edits messages this one replaces.
 `timezone` (an IANA name such as `America/Los_Angeles`, checked when the middleware is
 made) is the user's zone for every context it plans: the days turns tell of and the
 dates shown are that zone's (None: the memory's, or the namespaced view's, zone).
+
+`memory` may be a `tiermem.client.Client` of a shared `tiermem serve` (agents in other
+processes on one store): the blocking calls run off the event loop in `ainvoke` too.
 """
 
 from __future__ import annotations

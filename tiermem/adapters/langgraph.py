@@ -18,6 +18,7 @@ ends on it. Without a checkpointer the state holds only the new input and tierme
 supplies the past; with one, already-stored messages are skipped.
 `TiermemHooks(..., timezone="America/Los_Angeles")` plans every context in that user's
 zone (checked when the hooks are made; None: the memory's, or the namespaced view's).
+`memory` may be a `tiermem.client.Client` of a shared `tiermem serve`.
 
 "Already stored" is read from the log at every sync, so several hooks on one conversation
 (workers sharing a checkpointer, or processes) store each message once

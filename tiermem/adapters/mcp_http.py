@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from starlette.types import Receive, Scope, Send
 
-    from tiermem.adapters._common import MemoryLike
+    from tiermem.adapters._common import LocalMemory
 
 log = logging.getLogger(__name__)
 
@@ -227,14 +227,14 @@ def _build_manager(runtime: Any) -> Any:
 
     from tiermem.adapters.mcp_server import MemoryToolError, build_server
 
-    def resolve(ctx: Context) -> MemoryLike:
+    def resolve(ctx: Context) -> LocalMemory:
         request = ctx.request_context.request
         scope: MutableMapping[str, Any] | None = getattr(request, "scope", None)
         ns = scope.get(SCOPE_NAMESPACE) if scope is not None else None
         memory = runtime.memory
         if not isinstance(ns, str) or memory is None:  # not through McpEndpoint: act nowhere
             raise MemoryToolError(RuntimeError("this call carries no authorized namespace"))
-        namespaced: MemoryLike = memory.namespaced(ns)
+        namespaced: LocalMemory = memory.namespaced(ns)
         return namespaced
 
     server = build_server(resolve=resolve)

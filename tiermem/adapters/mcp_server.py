@@ -27,7 +27,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
+from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import MAX_POSITION
@@ -66,10 +66,10 @@ class MemoryToolError(ToolError):
         super().__init__(str(error))
 
 
-MemoryResolver = Callable[[Context], MemoryLike]
+MemoryResolver = Callable[[Context], LocalMemory]
 
 
-def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | None = None,
+def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver | None = None,
                  name: str = SERVER_NAME) -> MCPServer:
     """An MCP server whose tools act on `memory` (a `Memory`, or `mem.namespaced(ns)` to
     confine every call to one namespace), or on `resolve(ctx)`, asked once per call
@@ -79,7 +79,7 @@ def build_server(memory: MemoryLike | None = None, *, resolve: MemoryResolver | 
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
     fixed = memory
 
-    def mem_of(ctx: Context) -> MemoryLike:
+    def mem_of(ctx: Context) -> LocalMemory:
         if fixed is not None:
             return fixed
         assert resolve is not None

@@ -23,6 +23,12 @@
   timezone="America/Los_Angeles")` plans every context (`context_items`, the filter) in
   that user's zone, checked when the session is made (None: the memory's, or the
   namespaced view's, zone).
+- `memory`: a `Memory`, a `NamespacedMemory`, or a blocking `tiermem.client.Client` of a
+  shared `tiermem serve` (the same items, pops and contexts, confined to the client's
+  namespace by its token). The session runs every call in `asyncio.to_thread`, so the
+  blocking client keeps the event loop free; an `AsyncClient` is refused when the
+  session is made (its coroutines would need a second, async copy of the pop and view
+  logic): pass a `Client` with the same URL, token and namespace.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
+    check_memory,
     clear,
     items_of,
     latest_user_text,
@@ -53,7 +60,7 @@ class TiermemSession:
     def __init__(self, memory: MemoryLike, conversation_id: str, *,
                  session_settings: SessionSettings | dict[str, Any] | None = None,
                  timezone: str | None = None) -> None:
-        self.memory = memory
+        self.memory = check_memory(memory)
         self.session_id = conversation_id
         # refused here, not at the first model call mid-run
         self.timezone = check_timezone(timezone) if timezone is not None else None
