@@ -358,11 +358,12 @@ def test_labels_supersession_and_pins_move_the_pin_version(store: ColdLog) -> No
     # a page: the first `limit` after `after`, in log order (the turn cache reads in pages)
     assert [f[1] for f in store.turn_facts(key, after=0, limit=2)] == [1, 2]
     assert [f[1] for f in store.turn_facts(key, after=3, limit=2)] == [4]
-    # re-reads of positions leave the text out unless asked; asked, it is the load's text
-    # (the turn cache derives another zone's told periods from it)
+    # re-reads of positions leave the text out; indexed_texts reads it, the load's text (the
+    # turn cache derives another zone's told periods from it), for positions that have one
     loaded = {f[1]: f[7] for f in store.turn_facts(key)}
     assert [f[7] for f in store.turn_facts(key, positions=[1, 3])] == [None, None]
-    assert [(f[1], f[7]) for f in store.turn_facts(key, positions=[1, 3], texts=True)] == [(1, loaded[1]), (3, loaded[3])]
+    assert store.indexed_texts(key, [1, 3, 99]) == {1: loaded[1], 3: loaded[3]}
+    assert store.indexed_texts(key, []) == {}
     assert store.unlabeled_tail(key, 0) == [(p, store.turn_created_at(key, p)) for p in (2, 4)]
 
 

@@ -647,14 +647,14 @@ class ColdStore(SharedQueries):
 
     def turn_facts(
         self, conversation_id: str, *, after: int = -1, positions: Sequence[int] | None = None,
-        limit: int | None = None, texts: bool = False,
+        limit: int | None = None,
     ) -> list[tuple[int, int, int, float, str | None, bytes | None, str | None, str | None]]:
         """(turn id, position, tokens, created_at, session_id, vector bytes or None, speaker name or
         None, indexed text or None) for the turns after `after`, or for `positions`, in
         log order; the planner's exhaustive scoring reads these once per turn and keeps
         them (tiers.turncache). The text is what the FTS index holds; re-reads of
-        `positions` (vectors that arrived late) leave it out unless `texts`."""
-        with_text = positions is None or texts
+        `positions` (vectors that arrived late) leave it out (`indexed_texts` reads it)."""
+        with_text = positions is None
         vec = self._has_vec()
         # tokens and time NULL where out of range (text too: it sorts after every number),
         # so that the one-pass conversion below fails for such a row (`usable_facts`)
@@ -689,6 +689,16 @@ class ColdStore(SharedQueries):
         return self.usable_facts(conversation_id, self._read(sql, params), lambda r: (
             int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
             r[7] if isinstance(r[7], str) else None), limit=limit, positions=positions)
+
+    def indexed_texts(self, conversation_id: str, positions: Sequence[int]) -> dict[int, str]:
+        if not positions:
+            return {}
+        ph = ",".join("?" * len(positions))
+        rows = self._read(
+            "SELECT t.position, f.text FROM turns t JOIN messages_fts f ON f.rowid = t.id "
+            f"WHERE t.conversation_id = ? AND t.position IN ({ph})", (conversation_id, *positions))
+        # an odd row SQLite holds as text is no position (turn_facts salvages it)
+        return {p: text for p, text in rows if isinstance(p, int) and isinstance(text, str)}
 
     # -- reads --------------------------------------------------------------------------
 

@@ -940,9 +940,8 @@ class PostgresStore(SharedQueries):
         return out
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
-                   positions: Sequence[int] | None = None, limit: int | None = None,
-                   texts: bool = False) -> list[TurnFact]:
-        with_text = positions is None or texts
+                   positions: Sequence[int] | None = None, limit: int | None = None) -> list[TurnFact]:
+        with_text = positions is None
         # tokens and time NULL where out of range (a negative count, a NaN time), so that the
         # one-pass conversion below fails for such a row (`usable_facts`)
         cols = (f"t.id, t.position, CASE WHEN t.tokens BETWEEN 0 AND {MAX_TURN_TOKENS} THEN t.tokens END, "
@@ -967,6 +966,13 @@ class PostgresStore(SharedQueries):
         return self.usable_facts(conversation_id, self._read(sql, params), lambda r: (
             int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], vector_bytes(r[5]), r[6], r[7]),
             limit=limit, positions=positions)
+
+    def indexed_texts(self, conversation_id: str, positions: Sequence[int]) -> dict[int, str]:
+        if not positions:
+            return {}
+        rows = self._read("SELECT t.position, f.text FROM turns t JOIN messages_fts f ON f.id = t.id "
+                          "WHERE t.conversation_id = %s AND t.position = ANY(%s)", (conversation_id, list(positions)))
+        return {int(p): text for p, text in rows if isinstance(text, str)}
 
     # -- reads --------------------------------------------------------------------------
 

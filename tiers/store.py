@@ -250,13 +250,17 @@ class ColdLog(Protocol):
         ...
 
     def turn_facts(self, conversation_id: str, *, after: int = -1,
-                   positions: Sequence[int] | None = None, limit: int | None = None,
-                   texts: bool = False) -> list[TurnFact]:
+                   positions: Sequence[int] | None = None, limit: int | None = None) -> list[TurnFact]:
         """`TurnFact`s of the turns after `after` (the first `limit` of them when given),
-        or at `positions` (then without the text unless `texts`: the text the load read,
-        for the turn cache's derivation in another zone), in log order. A turn-index row the index
+        or at `positions` (then without the text), in log order. A turn-index row the index
         cannot use is salvaged and left out; a page still holds `limit` turns unless the
         log ends there."""
+        ...
+
+    def indexed_texts(self, conversation_id: str, positions: Sequence[int]) -> dict[int, str]:
+        """position -> the text the keyword index holds, for those of `positions` that have a
+        turn and an indexed text: the very text a `turn_facts` load read (the turn cache
+        derives another zone's told periods from it), without the vectors and names."""
         ...
 
     # -- reads ---------------------------------------------------------------------------

@@ -412,13 +412,13 @@ class TurnCache:
         if z.n < e.n and self.derive is not None:
             lo, n = z.n, e.n
             # a text that names no time has no period in any zone: only the others are derived
-            todo = [int(e.positions[lo + i]) for i in np.flatnonzero(e.tells[lo:n])]
-            at = {int(e.positions[i]): i for i in range(lo, n)}
+            at = {int(e.positions[i]): int(i) for i in lo + np.flatnonzero(e.tells[lo:n])}
+            todo = list(at)
             for k in range(0, len(todo), FACTS_PAGE_TURNS):
                 # the very text the load derived from (the keyword index's), not the bodies
-                for row in self.cold.turn_facts(e.conversation_id, positions=todo[k:k + FACTS_PAGE_TURNS], texts=True):
-                    i = at[row[1]]
-                    told = self.derive(row[7], float(e.created[i]), tz)[0]
+                for position, text in self.cold.indexed_texts(e.conversation_id, todo[k:k + FACTS_PAGE_TURNS]).items():
+                    i = at[position]
+                    told = self.derive(text, float(e.created[i]), tz)[0]
                     if told is not None:
                         z.start[i], z.end[i] = told
             z.n = n
