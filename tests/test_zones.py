@@ -15,7 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tiermem.planner.dates import query_windows
-from tiermem.tiers.zones import DAY_S, UTC, day_start, local_day, shown_day, shown_time, zone
+from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.zones import (
+    DAY_S,
+    UTC,
+    day_start,
+    local_day,
+    optional_timezone,
+    shown_day,
+    shown_time,
+    zone,
+)
 
 HOUR_S = 3600.0
 EPOCH_ORD = date(1970, 1, 1).toordinal()
@@ -115,3 +125,23 @@ def test_query_windows_are_the_zones_days() -> None:
 def test_an_unknown_zone_is_refused_naming_it(name: str, says: str) -> None:
     with pytest.raises(ValueError, match=says):
         zone(name)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, None),  # a call that names no zone: the configured one applies
+    ("UTC", "UTC"),
+    ("America/Los_Angeles", "America/Los_Angeles"),
+])
+def test_optional_timezone_passes_a_zone_or_none(value: object, expected: str | None) -> None:
+    assert optional_timezone(value) == expected
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("", "1 to 64 characters"),  # empty is no "unset": refused, as check_timezone refuses it
+    ("Mars/Olympus_Mons", "not a known IANA time zone"),
+    (8, r"a string\), got int"),  # an offset in hours is no zone
+])
+def test_optional_timezone_refuses_what_check_timezone_refuses(value: object, says: str) -> None:
+    with pytest.raises(ValidationError, match=says) as e:
+        optional_timezone(value, "tz")
+    assert e.value.field == "tz"

@@ -91,7 +91,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
-from tiermem.tiers.zones import check_timezone
+from tiermem.tiers.zones import optional_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client"]
 
@@ -350,8 +350,9 @@ class _Calls:
             body["query"] = _text(query, "query")
         if system is not None:
             body["system"] = _text(system, "system")
-        if timezone is not None:  # unset: the server's config's zone, as the library's None
-            body["timezone"] = check_timezone(timezone)
+        tz = optional_timezone(timezone)
+        if tz is not None:  # unset: the server's config's zone, as the library's None
+            body["timezone"] = tz
         if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
             raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
         body["format"] = format

@@ -66,7 +66,7 @@ from tiermem.tiers.models import (
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import TurnCache
-from tiermem.tiers.zones import Zone, check_timezone
+from tiermem.tiers.zones import Zone, optional_timezone
 
 if TYPE_CHECKING:
     from tiermem.consolidation.scheduler import ConsolidationScheduler
@@ -780,7 +780,7 @@ class Memory:
         the user's IANA zone for this call (None: `Config.timezone`): the calendar of the
         days turns tell of and the query names, and the clock of the dates shown; a change
         from the previous call's starts a new prompt-cache epoch."""
-        tz = check_timezone(timezone) if timezone is not None else self.config.timezone
+        tz = optional_timezone(timezone) or self.config.timezone
         name, ns, conv = self._key(conversation_id, namespace)
         if query is not None:
             self._text(query, "query")
@@ -1043,7 +1043,7 @@ class NamespacedMemory:
         self.memory = memory
         self.namespace = memory._ns(namespace)
         # the user's zone: the default of this view's calls (None: the Memory's config)
-        self.timezone = check_timezone(timezone) if timezone is not None else None
+        self.timezone = optional_timezone(timezone)
 
     def __enter__(self) -> NamespacedMemory:
         return self
