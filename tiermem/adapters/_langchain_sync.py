@@ -40,7 +40,7 @@ from tiermem.adapters.langchain import METADATA_ID_KEY, append_messages, to_lang
 from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.formats import RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
-from tiermem.tiers.zones import check_timezone
+from tiermem.tiers.zones import optional_timezone
 
 
 class ConversationSync:
@@ -53,7 +53,7 @@ class ConversationSync:
         self.budget = budget
         self.system = system
         # refused here, not at the first model call mid-run
-        self.timezone = check_timezone(timezone) if timezone is not None else None
+        self.timezone = optional_timezone(timezone)
         self._seen: dict[str, int] = {}  # LangChain id -> the first position holding it
         self._after: int | None = None  # the last position read into _seen
 

@@ -47,7 +47,7 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.formats import to_responses
-from tiermem.tiers.zones import check_timezone
+from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
     from agents.memory import SessionSettings
@@ -63,7 +63,7 @@ class TiermemSession:
         self.memory = check_memory(memory)
         self.session_id = conversation_id
         # refused here, not at the first model call mid-run
-        self.timezone = check_timezone(timezone) if timezone is not None else None
+        self.timezone = optional_timezone(timezone)
         if isinstance(session_settings, dict):  # the SDK's sessions take a dict too
             from agents.memory.session_settings import coerce_session_settings
 
