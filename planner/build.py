@@ -86,7 +86,7 @@ from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
-from tiermem.tiers.zones import UTC_NAME, Zone, check_timezone
+from tiermem.tiers.zones import UTC_NAME, Zone, optional_timezone
 from tiermem.tiers.zones import zone as zone_named
 
 if TYPE_CHECKING:
@@ -303,7 +303,7 @@ class Planner:
         self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
-        tz_name = check_timezone(timezone) if timezone is not None else self.settings.timezone
+        tz_name = optional_timezone(timezone) or self.settings.timezone
         conv = conversation_id
         table = table if table is not None else self.turns.get(conv, tz_name)
         turns_ms = (time.perf_counter() - t0) * MS_PER_S

@@ -48,7 +48,7 @@ from tiermem.memory import (
 )
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.models import MAX_POSITION, ROLES
-from tiermem.tiers.zones import check_timezone
+from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -345,10 +345,8 @@ def _data_dir_given(_ctx: click.Context, _param: click.Parameter, value: str | N
 def _timezone_given(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     # refused while parsing, before the command opens the data dir: a usage error (exit 2)
     # naming the option, with nothing read or written
-    if value is None:
-        return None
     try:
-        return check_timezone(value)
+        return optional_timezone(value)
     except ValidationError as exc:
         raise click.BadParameter(exc.problem) from None
 

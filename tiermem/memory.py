@@ -487,8 +487,8 @@ class Memory:
             # the batch is committed: a busy lock here must not answer the append as failed
             # (a retry would store it twice). Its turns are still unembedded, so whoever
             # embeds them decides their supersession (_on_embedded)
-            log.warning("could not decide supersession for %s's new turns; it waits for their embedding",
-                        key, exc_info=True)
+            log.warning("could not embed or decide supersession for %s's new turns now; it waits for "
+                        "their embedding", key, exc_info=True)
         self._after_append(key, positions)
         return positions
 
