@@ -18,10 +18,6 @@ What may differ, and how it is compared instead (each documented where cited):
   with its vector rank. The texts use words both tokenizers read alike. For the same
   reason `context()` is compared without namespace recall (which recalls by that
   search); the planner's own scoring is the engine-free turn cache's (tiers/lexical.py).
-- an erasure lists its conversations in key order on both engines (`ORDER BY c.id` in
-  ColdStore._tombstones and PostgresStore._erase), and a key's suffix is random per
-  store: same-named conversations of two namespaces come in either order, so an
-  erasure's report and the tombstones are compared as sets.
 - an erasure's byte counts, `wal_truncated` and `scrubbed` are the engine's own
   (tiers/models.py, ErasureReport); the stats' sizes and paths likewise.
 - a fork without `new_id` gets a random name: every fork here names its child.
@@ -188,7 +184,7 @@ def _active(view: Any) -> tuple[Any, ...]:
 
 
 def _report(r: Any) -> dict[str, Any]:
-    return {"conversations": r.conversations, "messages": r.messages, "ids": sorted(r.conversation_ids),
+    return {"conversations": r.conversations, "messages": r.messages, "ids": r.conversation_ids,
             "tombstones": _stones(r.tombstones)}
 
 
@@ -198,7 +194,7 @@ def _stone(t: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stones(ts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted((_stone(t) for t in ts), key=repr)
+    return [_stone(t) for t in ts]
 
 
 def _facts(fs: list[Any]) -> list[dict[str, Any]]:

@@ -47,7 +47,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, SQLITE, SalvagedRows, SharedQueries, view_end
+from tiermem.tiers.dialect import (
+    ERASURE_ORDER,
+    MAX_TURN_TOKENS,
+    SQLITE,
+    SalvagedRows,
+    SharedQueries,
+    view_end,
+    without_nul,
+)
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -687,7 +695,9 @@ class ColdStore(SharedQueries):
                 sql += " LIMIT ?"
                 params += (limit,)
         return self.usable_facts(conversation_id, self._read(sql, params), lambda r: (
-            int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5], r[6] if isinstance(r[6], str) else None,
+            int(r[0]), int(r[1]), int(r[2]), float(r[3]), r[4], r[5],
+            # the speaker read from the body, which keeps a NUL: as PostgreSQL's column holds it
+            without_nul(r[6]) if isinstance(r[6], str) else None,
             r[7] if isinstance(r[7], str) else None), limit=limit, positions=positions)
 
     def indexed_texts(self, conversation_id: str, positions: Sequence[int]) -> dict[int, str]:
@@ -1199,8 +1209,10 @@ class ColdStore(SharedQueries):
         limit = ERASE_BATCH_MESSAGES
         # the conversations there are now, erased in batches; one created in the
         # namespace meanwhile stays (as one created after a single transaction would), so a
-        # writer that keeps creating cannot keep the erasure going
-        pending = collections.deque(r[0] for r in self._read(select_keys, params))
+        # writer that keeps creating cannot keep the erasure going. In ERASURE_ORDER, so
+        # that the report, batch after batch, lists them as PostgreSQL's one transaction
+        # does (which batch takes which conversation changes nothing else)
+        pending = collections.deque(r[0] for r in self._read(f"{select_keys} ORDER BY {ERASURE_ORDER}", params))
         while True:
             began = time.perf_counter()
             detached = None
@@ -1305,7 +1317,7 @@ class ColdStore(SharedQueries):
             "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
             "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
             "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
-            "FROM conversations c WHERE c.id IN (SELECT id FROM temp.erase_keys) ORDER BY c.id"
+            f"FROM conversations c WHERE c.id IN (SELECT id FROM temp.erase_keys) ORDER BY {ERASURE_ORDER}"
         ).fetchall()
         for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
             c.execute(
@@ -1593,7 +1605,7 @@ class ColdStore(SharedQueries):
         k = max(1, min(k_asked + later, VEC0_MAX_K))
         qb = _vec_bytes(query_vec)
         # one row past the k-th: a search without a tie there is settled by its first scan
-        want = min(k + 1, VEC0_MAX_K)
+        want = k
         while True:
             # ties by the row's id: the earlier row first
             rows = sorted(self._nearest(qb, want, convs), key=lambda r: (float(r[1]), int(r[0])))
@@ -1928,7 +1940,7 @@ class ColdStore(SharedQueries):
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:
             c.execute("INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (?,?,?,?,?)",
-                      (conversation_id, kind, key, error, time.time()))
+                      (conversation_id, kind, key, without_nul(error), time.time()))
             c.execute(
                 "DELETE FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 AND id <= "
                 "(SELECT id FROM summary_errors WHERE conversation_id = ?1 AND kind = ?2 AND key = ?3 "

@@ -127,6 +127,24 @@ UNREADABLE_ID = -1
 MAX_VIEW_VERSION = 2**31 - 2
 # the newest view rows put_summary looks through for one it can read (WarmStore reads as many)
 SUMMARY_LOOKBACK = 5
+# The order an erasure reports its conversations in (ErasureReport's tombstones, keys and
+# conversation_ids) on both engines: by namespace, then name (the engine's collation, as
+# conversation listings sort), then several incarnations of one name by creation time;
+# the key, random per store, only breaks an exact tie. Over `conversations` columns.
+ERASURE_ORDER = "namespace, name, created_at, id"
+# tombstones(): the oldest erasure first, each erasure's conversations in ERASURE_ORDER
+# (over the `tombstones` table, whose key column is `key`)
+TOMBSTONE_ORDER = "deleted_at, namespace, name, created_at, key"
+# PostgreSQL text cannot hold NUL: derived and diagnostic text (a warm fold, the keyword
+# index's text, a turn's speaker, a view's refresh error) holds this in its place on both
+# engines, so they read alike and migrate-store copies such rows. A message's body keeps
+# its NUL (its JSON escapes it).
+NUL_STAND_IN = " "
+
+
+def without_nul(text: str) -> str:
+    """`text` as derived text stores it on either engine: each NUL a `NUL_STAND_IN`."""
+    return text.replace("\x00", NUL_STAND_IN)
 
 
 def _is_int(v: object, lo: int, hi: int) -> bool:
@@ -659,7 +677,7 @@ class SharedQueries:
             params = (namespace,)
         cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
         return [dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
-                for r in self._q(sql + " ORDER BY id", params)]
+                for r in self._q(sql + f" ORDER BY {TOMBSTONE_ORDER}", params)]
 
     def stats(self) -> dict[str, Any]:
         row = self._q(
@@ -746,11 +764,11 @@ class SharedQueries:
                 lines = fold_lines_meta(body)
                 if lines is not None:
                     meta[FOLD_LINES_KEY] = lines
-                # a NUL becomes a space on both engines: PostgreSQL text cannot hold one, and a
-                # fold must read the same on either (migrate-store refuses a NUL to copy)
+                # without NUL on both engines: a fold must read the same on either
+                # (migrate-store refuses a NUL to copy)
                 c.execute(sql("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
                               "VALUES (?,?,?,?,?)"),
-                          (conv, end, fold_text.replace("\x00", " "), json.dumps(meta), time.time()))
+                          (conv, end, without_nul(fold_text), json.dumps(meta), time.time()))
             if keep_versions is not None:
                 # derived data stays proportional to the log: old versions of a view and
                 # old folds of its own go; a checkpoint a caller wrote is never touched

@@ -482,7 +482,9 @@ class AppendResult:
 @dataclass
 class ErasureReport:
     """What a retention operation (prune, or erasure on request) removed. Tombstones
-    hold ids, namespaces, times and counts: no content."""
+    hold ids, namespaces, times and counts: no content. The conversations are listed
+    (tombstones, keys, conversation_ids alike) by namespace, then name, then an older
+    incarnation of a name first, on every engine (`tiers.dialect.ERASURE_ORDER`)."""
 
     conversations: int = 0
     messages: int = 0

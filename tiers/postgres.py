@@ -73,7 +73,15 @@ from tiermem.tiers.cold import (
     content_hash,
     rebuilt_labels,
 )
-from tiermem.tiers.dialect import MAX_TURN_TOKENS, POSTGRES, SalvagedRows, SharedQueries, view_end
+from tiermem.tiers.dialect import (
+    ERASURE_ORDER,
+    MAX_TURN_TOKENS,
+    POSTGRES,
+    SalvagedRows,
+    SharedQueries,
+    view_end,
+    without_nul,
+)
 from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
@@ -436,7 +444,7 @@ def fts_text(body: dict[str, Any]) -> str:
     """A message's keyword index text on PostgreSQL: its search text without NUL (text
     cannot hold it; the JSON body escapes it), cut at MAX_FTS_TEXT_BYTES (a tsvector
     over 1 MiB is refused, and any message up to max_content_bytes must be storable)."""
-    text = search_text(body).replace("\x00", " ")
+    text = without_nul(search_text(body))
     raw = text.encode("utf-8")
     if len(raw) > MAX_FTS_TEXT_BYTES:  # a cut character at the end is dropped
         text = raw[:MAX_FTS_TEXT_BYTES].decode("utf-8", errors="ignore")
@@ -467,9 +475,9 @@ def count_round_trips(store: PostgresStore, fn: Callable[[], Any]) -> int:
 
 
 def speaker_name(body: dict[str, Any]) -> str | None:
-    """The `speaker` column of a turn: the message's `name`, without NUL (text cannot hold it)."""
+    """The `speaker` column of a turn: the message's `name`, without NUL (`without_nul`)."""
     name = body.get("name")
-    return name.replace("\x00", "") if isinstance(name, str) else None
+    return without_nul(name) if isinstance(name, str) else None
 
 
 class PostgresStore(SharedQueries):
@@ -1193,7 +1201,7 @@ class PostgresStore(SharedQueries):
                 "(SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id), "
                 "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
                 "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
-                "FROM conversations c WHERE c.id = ANY(%s) ORDER BY c.id", (keys,)).fetchall()
+                f"FROM conversations c WHERE c.id = ANY(%s) ORDER BY {ERASURE_ORDER}", (keys,)).fetchall()
             for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
                 c.execute("INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
                           "created_at, deleted_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
@@ -1452,7 +1460,7 @@ class PostgresStore(SharedQueries):
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:
             c.execute("INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (%s,%s,%s,%s,%s)",
-                      (conversation_id, kind, key, error.replace("\x00", ""), time.time()))
+                      (conversation_id, kind, key, without_nul(error), time.time()))
             c.execute(
                 "DELETE FROM summary_errors WHERE conversation_id = %(c)s AND kind = %(k)s AND key = %(y)s AND id <= "
                 "(SELECT id FROM summary_errors WHERE conversation_id = %(c)s AND kind = %(k)s AND key = %(y)s "

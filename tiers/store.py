@@ -422,7 +422,8 @@ class ColdLog(Protocol):
 
     def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """What is left of pruned and erased conversations: id (the name), namespace,
-        reason, counts, created_at, deleted_at; no content. Oldest first."""
+        reason, counts, created_at, deleted_at; no content. The oldest erasure first, one
+        erasure's conversations as its report lists them (`dialect.TOMBSTONE_ORDER`)."""
         ...
 
     def defer_purge(self, keys: Sequence[str]) -> None:
