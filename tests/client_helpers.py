@@ -12,7 +12,7 @@ turns), for tests that hold the two results equal.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,11 +42,13 @@ TRIP: list[dict[str, Any]] = [
 
 
 @contextmanager
-def served(data_dir: Path, embedder: FastEmbedder, **config: Any) -> Iterator[tuple[str, Memory]]:
-    """The service over a Memory holding `TRIP` as `CONV` in `NS`; yields (URL, Memory)."""
+def served(data_dir: Path, embedder: FastEmbedder, *, drop_paths: Iterable[str] = (),
+           **config: Any) -> Iterator[tuple[str, Memory]]:
+    """The service over a Memory holding `TRIP` as `CONV` in `NS`; yields (URL, Memory).
+    `drop_paths`: routes it serves without (an older server)."""
     cfg = Config(data_dir=data_dir, auth_tokens=SCOPED_TOKENS, max_content_bytes=MAX_CONTENT_BYTES, **config)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
-            serve_in_thread(cfg, mem) as url:
+            serve_in_thread(cfg, mem, drop_paths=drop_paths) as url:
         with Client(url, token=TOKEN_ACME, namespace=NS) as client:
             client.append_many(CONV, TRIP)
         yield url, mem

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi.responses import JSONResponse
 from ports import free_port
 
 from tiermem import Config, Memory
@@ -54,11 +55,22 @@ def bearer(token: str, namespace: str | None = None) -> dict[str, str]:
 
 
 @contextmanager
-def serve_in_thread(config: Config, memory: Memory, **create_kw: Any) -> Iterator[str]:
-    """Serve `memory` over real HTTP on loopback; yields the base URL."""
+def serve_in_thread(config: Config, memory: Memory, *, drop_paths: Iterable[str] = (),
+                    **create_kw: Any) -> Iterator[str]:
+    """Serve `memory` over real HTTP on loopback; yields the base URL. `drop_paths`: routes
+    the app serves without (an older server that had not got them yet)."""
     port = free_port()
     app = create_app(config, memory, start_scheduler=False, **create_kw)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    dropped = frozenset(drop_paths)
+
+    async def served_app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in dropped:
+            # what FastAPI answers for a path it does not serve
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    server = uvicorn.Server(uvicorn.Config(served_app if dropped else app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

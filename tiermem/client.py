@@ -14,8 +14,12 @@ Invariants:
 - What `Memory` would refuse at its edge without reading the store (an empty or malformed
   conversation id or namespace, a position or count out of range, a message that is not
   one) is refused here, with the library's `ValidationError` naming the same field, and
-  nothing is sent. Limits that are the server's configuration (content bytes, id length
-  past `MAX_ID_CHARS_LIMIT`) are the server's to check.
+  nothing is sent. Limits that are the server's configuration are the server's to check,
+  except where this client has read them (`limits()`, once per client: the LangChain
+  adapters read them for artifacts) and the check here gives the server's own error
+  (the same field and message): a message's content and metadata bytes and a
+  conversation id's length; a check never sends a request of its own. A server without
+  `GET /v1/limits` (an older one: 404) leaves every such limit to the server.
 - The service's answers become the library's exceptions (tiers.errors): 422
   `ValidationError` naming the field as the service named it (`messages[2].content`);
   the service's own 404 for a conversation (`tiers.errors.not_found_detail`)
@@ -93,7 +97,7 @@ from tiermem.tiers.models import (
 )
 from tiermem.tiers.zones import optional_timezone
 
-__all__ = ["AnthropicContext", "AsyncClient", "Client"]
+__all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
 
 DEFAULT_TIMEOUT_S = 60.0  # per request; a context over a long conversation plans in well under it
 DEFAULT_RETRIES = 0  # retries of a 503 are off unless asked for
@@ -126,6 +130,32 @@ class AnthropicContext(AnthropicRequest):
 
 
 @dataclasses.dataclass(frozen=True)
+class Limits:
+    """What the server refuses past (`GET /v1/limits`), each named as its `Config`
+    setting or library constant (a test holds these fields equal to the service's
+    `LimitsOut`)."""
+
+    max_content_bytes: int
+    max_metadata_bytes: int
+    max_body_bytes: int
+    max_id_chars: int
+    max_batch_messages: int
+    max_budget_tokens: int
+    max_history_page: int
+    max_conversations_page: int
+    max_search_k: int
+    max_json_depth: int
+    max_namespace_depth: int
+    session_max_chars: int
+    max_breakpoints: int
+
+
+def _limits(body: dict[str, Any]) -> Limits:
+    # the fields this client knows; a newer server may answer more
+    return Limits(**{f.name: int(body[f.name]) for f in dataclasses.fields(Limits)})
+
+
+@dataclasses.dataclass(frozen=True)
 class _Call(Generic[T]):
     """One request, and how its answer becomes a result. `conversation_id`: the
     conversation a 404 means is missing (None: a 404 is no conversation's)."""
@@ -149,8 +179,8 @@ class _Call(Generic[T]):
 # -- the shared part: arguments checked, requests built, answers read ----------------------------
 
 
-def _conv(conversation_id: object) -> str:
-    return validate_id(conversation_id, "conversation_id", MAX_ID_CHARS_LIMIT)
+def _conv(conversation_id: object, max_id_chars: int = MAX_ID_CHARS_LIMIT) -> str:
+    return validate_id(conversation_id, "conversation_id", max_id_chars)
 
 
 def _text(value: object, field: str) -> str:
@@ -158,13 +188,16 @@ def _text(value: object, field: str) -> str:
     return check_text(value, field, MAX_CONTENT_BYTES_LIMIT)
 
 
-def _wire(message: MessageLike, *, session_id: str | None = None, metadata: dict[str, Any] | None = None,
-          created_at: float | None = None) -> dict[str, Any]:
+def _wire(message: MessageLike, limits: Limits | None, *, session_id: str | None = None,
+          metadata: dict[str, Any] | None = None, created_at: float | None = None) -> dict[str, Any]:
     """The message as the service's append takes it: its body and the envelope fields
-    the caller set, checked as `Memory` checks it (the server's byte limits aside). A
+    the caller set, checked as `Memory` checks it, within the server's byte limits when
+    `limits` (read from it) says them, else within the largest any config allows. A
     time the caller did not set is left to the server's clock (parse_message fills in
     this machine's)."""
-    parsed = parse_message(message, max_content_bytes=MAX_CONTENT_BYTES_LIMIT, max_metadata_bytes=MAX_METADATA_BYTES_LIMIT,
+    content, meta = ((limits.max_content_bytes, limits.max_metadata_bytes) if limits is not None
+                     else (MAX_CONTENT_BYTES_LIMIT, MAX_METADATA_BYTES_LIMIT))
+    parsed = parse_message(message, max_content_bytes=content, max_metadata_bytes=meta,
                            session_id=session_id, metadata=metadata, created_at=created_at)
     out = {**parsed.body(), **{k: v for k in ("session_id", "metadata") if (v := getattr(parsed, k)) is not None}}
     if created_at is None:
@@ -223,6 +256,13 @@ class _Calls:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.namespace = self._checked_ns(namespace)
+        # the server's limits once read (`_Base.limits`); None: not read, or not served
+        self.server_limits: Limits | None = None
+
+    def _conv(self, conversation_id: object) -> str:
+        # the server's max_id_chars when read: validate_id gives the error Memory gives
+        known = self.server_limits
+        return _conv(conversation_id, known.max_id_chars if known is not None else MAX_ID_CHARS_LIMIT)
 
     @staticmethod
     def _checked_ns(namespace: object | None) -> str | None:
@@ -243,7 +283,7 @@ class _Calls:
 
     def _conv_call(self, method: str, conversation_id: object, suffix: str, read: Callable[[Any], T],
                    namespace: object | None, **kw: Any) -> _Call[T]:
-        conv = _conv(conversation_id)
+        conv = self._conv(conversation_id)
         return _Call(method, f"/v1/conversations/{quote(conv, safe='')}{suffix}", read,
                      namespace=self._ns(namespace), conversation_id=conv, **kw)
 
@@ -251,13 +291,13 @@ class _Calls:
 
     def append(self, conversation_id: object, message: MessageLike, session_id: str | None,
                metadata: dict[str, Any] | None, created_at: float | None, namespace: object | None) -> _Call[int]:
-        conv = _conv(conversation_id)
-        body = _wire(message, session_id=session_id, metadata=metadata, created_at=created_at)
+        conv = self._conv(conversation_id)
+        body = _wire(message, self.server_limits, session_id=session_id, metadata=metadata, created_at=created_at)
         return self._conv_call("POST", conv, "/messages", lambda b: int(b["position"]), namespace, json=body)
 
     def append_many(self, conversation_id: object, messages: Sequence[MessageLike], session_id: str | None,
                     format: str, namespace: object | None) -> _Call[list[int]]:
-        conv = _conv(conversation_id)
+        conv = self._conv(conversation_id)
         if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
             raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
         if isinstance(messages, str | bytes | dict) or not isinstance(messages, Sequence):
@@ -268,7 +308,7 @@ class _Calls:
         for i, m in enumerate(messages):
             try:
                 # an Anthropic message is converted by the service's adapter, which names its fields
-                wire.append(_wire(m) if format == OPENAI_FORMAT else dict(m))
+                wire.append(_wire(m, self.server_limits) if format == OPENAI_FORMAT else dict(m))
             except ValidationError as exc:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
             except (TypeError, ValueError):
@@ -343,7 +383,7 @@ class _Calls:
                 namespace_recall: bool, truncate_latest: bool, format: str, thinking: str | None,
                 max_breakpoints: int | None, namespace: object | None, timezone: object | None = None
                 ) -> _Call[Context | AnthropicContext]:
-        conv = _conv(conversation_id)
+        conv = self._conv(conversation_id)
         body: dict[str, Any] = {"budget": check_int(budget, "budget", 1, MAX_BUDGET_TOKENS, "tokens"),
                                 "namespace_recall": bool(namespace_recall), "truncate_latest": bool(truncate_latest)}
         if query is not None:
@@ -374,7 +414,7 @@ class _Calls:
                namespace: object | None) -> _Call[list[SearchHit]]:
         # POST: the query stays out of URLs and the access logs that record them
         body: dict[str, Any] = {"q": _text(query, "query")}
-        conv = None if conversation_id is None else _conv(conversation_id)
+        conv = None if conversation_id is None else self._conv(conversation_id)
         if conv is not None:
             body["conversation_id"] = conv
         if k is not None:
@@ -392,6 +432,9 @@ class _Calls:
 
     def stats(self, namespace: object | None) -> _Call[dict[str, Any]]:
         return _Call("GET", "/v1/stats", dict, namespace=self._ns(namespace))
+
+    def limits(self) -> _Call[Limits]:
+        return _Call("GET", "/v1/limits", _limits)
 
     def health(self) -> _Call[dict[str, Any]]:
         # /healthz answers its report with 503 too (starting, cold tier down): a result, not an error
@@ -487,6 +530,19 @@ class _Base:
             raise ValidationError("max_retry_wait_s", f"must be a non-negative number of seconds, got "
                                   f"{max_retry_wait_s!r}")
         self._max_retry_wait_s = float(max_retry_wait_s)
+        self._limits_read = False  # whether /v1/limits was asked (its answer: _calls.server_limits)
+
+    def _remember_limits(self, limits: Limits | None) -> Limits | None:
+        """Keep the server's limits (None: it does not say them) for every later call."""
+        self._calls.server_limits = limits
+        self._limits_read = True
+        return limits
+
+    @staticmethod
+    def _limits_unknown(exc: ServiceError) -> bool:
+        """Whether a refused /v1/limits means the server does not serve it (an older one),
+        rather than an error to raise (a bad token, an unavailable service)."""
+        return exc.status == httpx.codes.NOT_FOUND
 
     @property
     def namespace(self) -> str | None:
@@ -661,6 +717,20 @@ class Client(_Base):
         """/healthz: `status` (ok, degraded, starting, down) and each tier's state."""
         return self._send(self._calls.health())
 
+    def limits(self) -> Limits | None:
+        """What the server refuses past (`GET /v1/limits`), read once per client and kept;
+        None when the server does not say (an older one, without the route). Once read,
+        this client checks a message's content and metadata bytes and a conversation id's
+        length against them before sending, with the error the server would give."""
+        if not self._limits_read:
+            try:
+                return self._remember_limits(self._send(self._calls.limits()))
+            except ServiceError as exc:
+                if not self._limits_unknown(exc):
+                    raise
+                return self._remember_limits(None)
+        return self._calls.server_limits
+
 
 class AsyncClient(_Base):
     """`Client`'s methods as coroutines, on an `httpx.AsyncClient` (`Client`'s
@@ -796,3 +866,15 @@ class AsyncClient(_Base):
 
     async def health(self) -> dict[str, Any]:
         return await self._send(self._calls.health())
+
+    async def limits(self) -> Limits | None:
+        """`Client.limits`: read once per client and kept; None from an older server."""
+        if not self._limits_read:
+            try:
+                read: Limits = await self._send(self._calls.limits())
+                return self._remember_limits(read)
+            except ServiceError as exc:
+                if not self._limits_unknown(exc):
+                    raise
+                return self._remember_limits(None)
+        return self._calls.server_limits

@@ -11,8 +11,9 @@ itself is never changed: `history()` still returns every row, control rows inclu
 The adapters act through `MemoryLike`: the few methods of `Memory` they call, which a
 `NamespacedMemory` and a blocking `tiermem.client.Client` (a shared `tiermem serve`) both
 have. Nothing here reads a store's configuration: the one limit an adapter adapts to
-(metadata bytes, for LangChain artifacts) is `metadata_limit`, known in this process
-only for a local Memory; a server's is the server's, which refuses what passes it.
+(metadata bytes, for LangChain artifacts) is `metadata_limit`, a local Memory's config
+or a server's own (`Client.limits()`, read once per client); only a server that does
+not say it (an older one) leaves it unknown, and refuses what passes it.
 An `AsyncClient` is refused when an adapter is made (`check_memory`): its methods are
 coroutines, and the adapters' logic is blocking code (run off the event loop where the
 framework is async).
@@ -115,12 +116,19 @@ _MEMORY_METHODS = ("append", "append_many", "history", "history_page", "context"
 
 
 def metadata_limit(mem: MemoryLike) -> int | None:
-    """The store's metadata byte limit where this process knows it (a local Memory's
-    config); None for a client: the server's limit is its configuration, which the
-    client does not copy, and the server refuses (422, nothing written) what passes it."""
+    """The store's metadata byte limit: a local Memory's config, or the server's as a
+    client reads it (`Client.limits()`, one request per client); None where it is not
+    known (a server without /v1/limits, another MemoryLike): the store then refuses
+    (422, nothing written) what passes it."""
+    from tiermem.client import Client
     from tiermem.memory import Memory, NamespacedMemory
 
-    return mem.config.max_metadata_bytes if isinstance(mem, Memory | NamespacedMemory) else None
+    if isinstance(mem, Memory | NamespacedMemory):
+        return mem.config.max_metadata_bytes
+    if isinstance(mem, Client):
+        limits = mem.limits()
+        return limits.max_metadata_bytes if limits is not None else None
+    return None
 
 
 def conversation_lock(mem: MemoryLike, conversation_id: str) -> threading.Lock:

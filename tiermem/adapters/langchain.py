@@ -13,10 +13,12 @@ without it). A tool message's `name` is kept in the stored body. `clear()` appen
 row (a read boundary): the log keeps everything.
 
 `memory` is a `Memory`, a `NamespacedMemory` or a `tiermem.client.Client` (a shared
-`tiermem serve`). A client does not know the server's metadata limit (its
-configuration): the batch is sent with every JSON artifact, and when the server refuses
-one message's metadata (422, nothing written) that message's artifact is left out and
-the batch sent again (`append_messages`), so both store the same rows.
+`tiermem serve`). A client reads the server's metadata limit (`Client.limits()`, once,
+at the first batch holding an artifact) and artifacts are checked before sending, as
+over a Memory. Only a server that does not say its limits (an older one) gets the batch
+with every JSON artifact; when it refuses one message's metadata (422, nothing written)
+that message's artifact is left out and the batch sent again (`append_messages`), so
+every way stores the same rows.
 
 `messages` is the whole visible history (`tiermem.adapters._common.visible`: folds do not
 cut it). Reading accepts every stored shape, the `openai` SDK's own replies included: an
@@ -82,7 +84,9 @@ def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence
     is left out where the store's metadata limit refuses it: checked before sending where
     this process knows the limit (`_common.metadata_limit`), else on the store's refusal
     of that message's metadata (nothing written), after which the batch is sent again."""
-    bodies = to_openai(messages, max_metadata_bytes=metadata_limit(memory))
+    # the limit bounds artifacts only: a batch without one never asks a client's server for it
+    with_artifact = any(getattr(m, "artifact", None) is not None for m in messages)
+    bodies = to_openai(messages, max_metadata_bytes=metadata_limit(memory) if with_artifact else None)
     while True:
         try:
             return memory.append_many(conversation_id, bodies)

@@ -315,6 +315,28 @@ class StatsOut(BaseModel):
     scheduler: dict[str, Any] | None
 
 
+class LimitsOut(BaseModel):
+    """What this service refuses past (`GET /v1/limits`), each field named as the
+    setting (`Config`) or library constant it comes from; the route fills it from one
+    map (`tiermem.service.routes.limits`), so nothing here restates a value."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_content_bytes: int = Field(description="config: UTF-8 bytes of one message's text (and of a query, "
+                                   "a system message, a checkpoint summary)")
+    max_metadata_bytes: int = Field(description="config: bytes of one message's metadata, as JSON")
+    max_body_bytes: int = Field(description="config: bytes of one request body (413 past it)")
+    max_id_chars: int = Field(description="config: characters of a conversation id and of each namespace level")
+    max_batch_messages: int = Field(description="messages in one `messages:batch` request")
+    max_budget_tokens: int = Field(description="the largest `budget` of a context")
+    max_history_page: int = Field(description="the largest `limit` of a history page")
+    max_conversations_page: int = Field(description="the largest `limit` of a page of conversation ids")
+    max_search_k: int = Field(description="the largest `k` of a search")
+    max_json_depth: int = Field(description="levels a message may nest (the message itself level 1)")
+    max_namespace_depth: int = Field(description="levels of a namespace (`acme/user-7` has 2)")
+    session_max_chars: int = Field(description="characters of a `session_id`")
+    max_breakpoints: int = Field(description="the largest `max_breakpoints` of an Anthropic context")
+
+
 class HealthOut(BaseModel):
     status: str
     tiers: dict[str, str]

@@ -1,6 +1,6 @@
 """The HTTP routes, one module per area: ops (/healthz, /metrics), conversations (one
-conversation's reads and writes), recall (context, search) and admin (a namespace's
-listing, counts, retention and erasure).
+conversation's reads and writes), recall (context, search), admin (a namespace's
+listing, counts, retention and erasure) and limits (what the service refuses past).
 
 Every route but /healthz carries the bearer credentials dependency (`auth.credentials`),
 so that OpenAPI shows the scheme when auth is on; what a token may do is decided by the
@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from tiermem.service.auth import credentials
 from tiermem.service.routes.admin import admin_routes
 from tiermem.service.routes.conversations import conversation_routes
+from tiermem.service.routes.limits import limits_routes
 from tiermem.service.routes.ops import health_routes, metrics_routes
 from tiermem.service.routes.recall import recall_routes
 
@@ -19,5 +20,5 @@ from tiermem.service.routes.recall import recall_routes
 def install_routes(app: FastAPI, *, auth_enabled: bool) -> None:
     creds = credentials(auth_enabled)
     app.include_router(health_routes)
-    for routes in (metrics_routes, conversation_routes, recall_routes, admin_routes):
+    for routes in (metrics_routes, conversation_routes, recall_routes, admin_routes, limits_routes):
         app.include_router(routes, dependencies=creds)
