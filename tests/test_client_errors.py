@@ -87,11 +87,11 @@ def test_a_namespace_route_outside_the_prefix_and_a_bad_token_are_auth_errors(ur
 # (what is sent, the field the service names, the exception class) -- each over a limit
 # only the server knows, or a rule only the server applies; none writes anything
 SERVER_REFUSALS: list[tuple[Callable[[Client], Any], str, type[ValidationError]]] = [
-    # the server's max_content_bytes: Memory's LimitExceeded, carried as a ValidationError
-    (lambda c: c.append(CONV, {"role": "user", "content": TOO_LONG}), "content", ValidationError),
+    # the server's max_content_bytes: Memory's LimitExceeded, its numbers read back from the words
+    (lambda c: c.append(CONV, {"role": "user", "content": TOO_LONG}), "content", LimitExceeded),
     # ... in a batch, naming the message by its index; the first one is not written either
     (lambda c: c.append_many(CONV, [{"role": "user", "content": "ok"}, {"role": "user", "content": TOO_LONG}]),
-     "messages[1].content", ValidationError),
+     "messages[1].content", LimitExceeded),
     # an Anthropic block the adapter does not know, named as sent
     (lambda c: c.append_many(CONV, [{"role": "user", "content": [{"type": "hologram"}]}], format="anthropic"),
      "messages[0].content[0].type", ValidationError),
@@ -109,7 +109,8 @@ def test_a_422_is_a_validation_error_naming_the_field_and_writes_nothing(
         with pytest.raises(kind) as got:
             call(client)
         assert got.value.field == field, str(got.value)  # type: ignore[attr-defined]
-        assert not isinstance(got.value, LimitExceeded)  # the service sends the words, not the numbers
+        # a limit keeps its numbers, as the library raises it; any other refusal is no limit
+        assert isinstance(got.value, LimitExceeded) == (kind is LimitExceeded)
         assert client.history(CONV) == before
 
 

@@ -75,6 +75,7 @@ from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context, Plan
 from tiermem.tiers.errors import (
     WRITTEN_FIELD,
     ConversationNotFound,
+    LimitExceeded,
     ServiceAuthError,
     ServiceError,
     ServiceUnavailable,
@@ -491,8 +492,11 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
     if status == httpx.codes.UNPROCESSABLE_ENTITY:
         if isinstance(detail, list) and detail and isinstance(detail[0], dict):
             first = detail[0]
-            more = f" (and {len(detail) - 1} more problem(s))" if len(detail) > 1 else ""
-            return ValidationError(_field_name(first.get("loc", ())), f"{first.get('msg', 'invalid')}{more}")
+            field, msg = _field_name(first.get("loc", ())), str(first.get("msg", "invalid"))
+            if len(detail) > 1:
+                return ValidationError(field, f"{msg} (and {len(detail) - 1} more problem(s))")
+            # a limit keeps its numbers, as the library raises it
+            return LimitExceeded.from_problem(field, msg) or ValidationError(field, msg)
         return ValidationError("body", _excerpt(detail))
     if status == httpx.codes.NOT_FOUND and call.conversation_id is not None \
             and detail == not_found_detail(call.conversation_id):

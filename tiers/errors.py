@@ -7,6 +7,8 @@ exceptions still catch them, and builds its message from its arguments.
 
 from __future__ import annotations
 
+import re
+
 
 class TiermemError(Exception):
     """Base class of every error tiermem raises on purpose."""
@@ -27,7 +29,19 @@ class LimitExceeded(ValidationError):
     def __init__(self, field: str, value: int, limit: int, unit: str = "bytes") -> None:
         self.value = value
         self.limit = limit
+        self.unit = unit
         super().__init__(field, f"{value} {unit} exceeds the limit of {limit} {unit}")
+
+    @classmethod
+    def from_problem(cls, field: str, problem: str) -> LimitExceeded | None:
+        """The LimitExceeded whose message `problem` is (a service's 422 carries only the
+        field and the message), or None for any other problem."""
+        m = _LIMIT_PROBLEM.fullmatch(problem)
+        return cls(field, int(m["value"]), int(m["limit"]), m["unit"]) if m else None
+
+
+# LimitExceeded's message, read back (from_problem): the format above, one place
+_LIMIT_PROBLEM = re.compile(r"(?P<value>\d+) (?P<unit>\S+) exceeds the limit of (?P<limit>\d+) (?P=unit)")
 
 
 def not_found_detail(conversation_id: str) -> str:

@@ -115,7 +115,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tiermem.adapters._common import MemoryLike, log_pages
+from tiermem.adapters._common import MemoryLike, check_memory, log_pages
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
 from tiermem.planner.plan import MAX_BREAKPOINTS, Context
 from tiermem.tiers.errors import ValidationError
@@ -681,7 +681,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
         raise ValidationError("thinking", f"must be one of {', '.join(THINKING_SCOPES)}")
     check_int(max_breakpoints, "max_breakpoints", 0, MAX_BREAKPOINTS,
               "(Anthropic's limit on cache_control marks in a request)")
-    stored = _stored(ctx, memory)
+    stored = _stored(ctx, check_memory(memory) if memory is not None else None)
     system: list[dict[str, Any]] = []
     turns: list[list[Any]] = []
     last_block: list[dict[str, Any] | None] = []  # per context message: the last markable block so far

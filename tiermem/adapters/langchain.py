@@ -38,7 +38,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
 
 from tiermem.adapters._common import MemoryLike, check_memory, clear, metadata_limit, visible
-from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import is_control, to_chat
 
 METADATA_ID_KEY = "langchain_id"
@@ -99,8 +99,11 @@ def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence
 
 
 def _artifact_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> int | None:
-    """The batch index whose metadata `exc` refused, when that metadata holds an artifact
-    to leave out (None: a refusal leaving it out cannot mend, raised as it is)."""
+    """The batch index whose metadata `exc` refused for its size, when that metadata
+    holds an artifact to leave out (None: a refusal leaving it out cannot mend, or one a
+    local Memory raises too, such as nesting too deep: raised as it is)."""
+    if not isinstance(exc, LimitExceeded):
+        return None
     match = _REFUSED_METADATA.fullmatch(exc.field)
     if match is None or not int(match.group(1)) < len(bodies):
         return None
