@@ -1,6 +1,7 @@
 """Helpers for the cold-tier tests: a raw SQL connection that bypasses ColdStore (to
 check what is really on disk, or to attack the schema), row counts per conversation,
-and a runner for child processes that import the project from this checkout."""
+a runner for child processes that import the project from this checkout, and another
+process holding a database's write lock (`locked`, `hold_lock`/`release`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ import sqlite_vec
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = Path(__file__).resolve().parent / "cold_workers.py"
+HOLDER_EXIT_TIMEOUT_S = 30  # how long a released lock holder may take to roll back and exit
+# another process's long transaction on the database, until a line arrives on its stdin
+HOLD_LOCK = """
+import sys, sqlean
+conn = sqlean.connect(sys.argv[1], isolation_level=None, timeout=10)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
 
 
 @contextlib.contextmanager
@@ -71,6 +82,34 @@ def file_sizes(db: Path) -> dict[str, int]:
         p = Path(str(db) + suffix)
         out[suffix or "db"] = p.stat().st_size if p.exists() else 0
     return out
+
+
+def hold_lock(db: Path) -> subprocess.Popen[str]:
+    """Another process holding `db`'s write lock from when this returns until `release`:
+    a real lock on the file, as a long erasure or fork in another process holds it."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def release(proc: subprocess.Popen[str]) -> None:
+    """End the holder's transaction; a no-op the second time (a timer and a test's
+    cleanup may both release it)."""
+    if proc.poll() is None and proc.stdin is not None and not proc.stdin.closed:
+        proc.stdin.write("\n")
+        proc.stdin.close()
+
+
+@contextlib.contextmanager
+def locked(db: Path) -> Iterator[subprocess.Popen[str]]:
+    """`hold_lock(db)` for the block (which may `release` it early); the holder is gone after."""
+    proc = hold_lock(db)
+    try:
+        yield proc
+    finally:
+        release(proc)
+        proc.wait(timeout=HOLDER_EXIT_TIMEOUT_S)
 
 
 def child_env(**extra: str) -> dict[str, str]:

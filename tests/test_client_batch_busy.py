@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from client_helpers import CONV, NS, TRIP, served
+from cold_helpers import HOLDER_EXIT_TIMEOUT_S, hold_lock, release
 from service_helpers import TOKEN_ACME
 
 from tiermem import Memory
@@ -31,15 +31,6 @@ from tiermem.tiers.models import AppendResult
 
 BUSY_TIMEOUT_MS = 200  # how long the server's write waits for the lock before it gives up
 RELEASE_AFTER_S = 0.8  # the other process ends its transaction this long after the batch committed
-# another process's long transaction on the database, until a line arrives on its stdin
-HOLD_LOCK = """
-import sys, sqlean
-conn = sqlean.connect(sys.argv[1], isolation_level=None, timeout=10)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
 FILLER = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Small talk number {i} about the weather."}
           for i in range(INLINE_INDEX_ROWS)]
 CORRECTION = {"role": "user", "content": "Actually, not Lisbon: I am flying to Porto on the 14th."}
@@ -50,12 +41,6 @@ BATCH = [*FILLER, CORRECTION]  # one more than a live batch: the rules decide it
 def url_mem(tmp_path: Path, embedder: FastEmbedder) -> Iterator[tuple[str, Memory]]:
     with served(tmp_path / "data", embedder, busy_timeout_ms=BUSY_TIMEOUT_MS) as got:
         yield got
-
-
-def _release(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None and proc.stdin is not None and not proc.stdin.closed:
-        proc.stdin.write("\n")
-        proc.stdin.close()
 
 
 def _superseded(mem: Memory) -> list[Any]:
@@ -71,11 +56,9 @@ def test_a_large_batch_committed_before_a_busy_lock_answers_its_positions_once(
     def committed_then_locked(*args: Any, **kw: Any) -> AppendResult:
         res = real_append(*args, **kw)  # committed: from here on the messages are stored
         if not holders:  # the first attempt only: another process takes the write lock
-            proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(mem.config.db_path)],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            proc = hold_lock(mem.config.db_path)
             holders.append(proc)
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-            threading.Timer(RELEASE_AFTER_S, _release, args=(proc,)).start()
+            threading.Timer(RELEASE_AFTER_S, release, args=(proc,)).start()
         return res
 
     monkeypatch.setattr(mem.cold, "append_batch", committed_then_locked)
@@ -88,8 +71,8 @@ def test_a_large_batch_committed_before_a_busy_lock_answers_its_positions_once(
             assert [m.body for m in client.history(CONV)] == [*TRIP, *BATCH]  # stored once
     finally:
         for proc in holders:
-            _release(proc)
-            proc.wait(timeout=30)
+            release(proc)
+            proc.wait(timeout=HOLDER_EXIT_TIMEOUT_S)
     assert holders and "decide supersession" in caplog.text  # the lock was met after the commit
     assert _superseded(mem) == []  # not decided yet: the rules' write met the lock
     mem.catch_up(CONV, namespace=NS)  # the embedding (the indexer's, the scheduler's) decides it

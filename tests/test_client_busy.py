@@ -8,16 +8,14 @@ Fails on the code before: there was no `tiermem.client`."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from client_helpers import CONV, NS, TRIP, served
+from cold_helpers import locked, release
 from service_helpers import TOKEN_ACME
 
 from tiermem.client import Client
@@ -27,15 +25,6 @@ from tiermem.tiers.embed_onnx import FastEmbedder
 
 BUSY_TIMEOUT_MS = 200  # how long the server's write waits for the lock before it answers 503
 RELEASE_AFTER_S = 0.5  # the other process ends its transaction this long after the first attempt starts
-# another process's long transaction on the database, until a line arrives on its stdin
-HOLD_LOCK = """
-import sys, sqlean
-conn = sqlean.connect(sys.argv[1], isolation_level=None, timeout=10)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
 LATE = {"role": "user", "content": "behind the lock"}
 
 
@@ -43,24 +32,6 @@ LATE = {"role": "user", "content": "behind the lock"}
 def url_db(tmp_path: Path, embedder: FastEmbedder) -> Iterator[tuple[str, Path]]:
     with served(tmp_path / "data", embedder, busy_timeout_ms=BUSY_TIMEOUT_MS) as (u, mem):
         yield u, mem.config.db_path
-
-
-@contextmanager
-def locked(db: Path) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-        yield proc
-    finally:
-        release(proc)
-        proc.wait(timeout=30)
-
-
-def release(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None and proc.stdin is not None and not proc.stdin.closed:
-        proc.stdin.write("\n")
-        proc.stdin.close()
 
 
 def test_a_busy_write_raises_with_the_retry_delay_and_writes_nothing(url_db: tuple[str, Path]) -> None:

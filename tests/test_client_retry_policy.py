@@ -11,8 +11,6 @@ Retry-After `retries` times before answering "starting"."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +22,7 @@ import httpx
 import pytest
 import uvicorn
 from client_helpers import CONV, NS, TRIP
+from cold_helpers import locked
 from ports import free_port
 from service_helpers import SCOPED_TOKENS, START_TIMEOUT_S, TOKEN_ACME, bearer
 
@@ -38,15 +37,6 @@ BUSY_TIMEOUT_MS = 200  # how long the server's write waits for the lock before i
 RETRIES = 2
 READY_AFTER_S = 0.3  # a "starting" service gets its Memory this long after the read is sent
 LATE = {"role": "user", "content": "sent while the service starts"}
-# another process's long transaction on the database, until a line arrives on its stdin
-HOLD_LOCK = """
-import sys, sqlean
-conn = sqlean.connect(sys.argv[1], isolation_level=None, timeout=10)
-conn.execute("BEGIN IMMEDIATE")
-print("locked", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
 
 
 @contextmanager
@@ -119,30 +109,13 @@ def test_a_read_is_sent_again_on_any_503(served: tuple[str, Memory, Runtime]) ->
         assert [m.body for m in history] == TRIP
 
 
-def _hold_lock(db: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-    return proc
-
-
-def _release(proc: subprocess.Popen[str]) -> None:
-    if proc.stdin is not None and not proc.stdin.closed:
-        proc.stdin.write("\n")
-        proc.stdin.close()
-    proc.wait(timeout=30)
-
-
 def test_a_busy_refusal_says_nothing_was_written(served: tuple[str, Memory, Runtime]) -> None:
     url, mem, _runtime = served
-    proc = _hold_lock(mem.config.db_path)
-    try:
+    with locked(mem.config.db_path):
         raw = httpx.post(f"{url}/v1/conversations/{CONV}/messages", json=LATE,
                          headers={**bearer(TOKEN_ACME), NAMESPACE_HEADER: NS})
         with Client(url, token=TOKEN_ACME, namespace=NS) as client, pytest.raises(ServiceUnavailable) as got:
             client.append(CONV, LATE)
-    finally:
-        _release(proc)
     body: dict[str, Any] = raw.json()
     assert raw.status_code == 503 and body["written"] is False, body
     assert got.value.written is False  # so a client with retries sends it again
