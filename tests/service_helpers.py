@@ -1,7 +1,8 @@
 """Shared machinery of the service tests that need the app in this process.
 
 - `serve_in_thread`: the real app (`create_app`) served by uvicorn on loopback from a
-  thread, so that tests speak real HTTP to it and can still reach its Memory.
+  thread, so that tests speak real HTTP to it and can still reach its Memory;
+  `serve_app` the same for an app a test built itself.
 - `serve_process`: the real `tiermem serve` as a subprocess, its output in a log file,
   waited for until `/healthz` answers and terminated after.
 - `raw_request`: one HTTP/1.1 request written byte for byte on a socket, for what
@@ -59,7 +60,6 @@ def serve_in_thread(config: Config, memory: Memory, *, drop_paths: Iterable[str]
                     **create_kw: Any) -> Iterator[str]:
     """Serve `memory` over real HTTP on loopback; yields the base URL. `drop_paths`: routes
     the app serves without (an older server that had not got them yet)."""
-    port = free_port()
     app = create_app(config, memory, start_scheduler=False, **create_kw)
     dropped = frozenset(drop_paths)
 
@@ -70,7 +70,18 @@ def serve_in_thread(config: Config, memory: Memory, *, drop_paths: Iterable[str]
             return
         await app(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(served_app if dropped else app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    with serve_app(served_app if dropped else app) as url:
+        yield url
+
+
+@contextmanager
+def serve_app(app: Any, *, lifespan: str = "on") -> Iterator[str]:
+    """Serve the ASGI `app` by uvicorn on loopback from a thread; yields the base URL once
+    uvicorn has started, stops it after. `lifespan="off"` runs it as `uvicorn --lifespan
+    off` does (the app's startup never runs)."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan=lifespan))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

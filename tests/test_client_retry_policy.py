@@ -20,11 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from client_helpers import CONV, NS, TRIP
 from cold_helpers import locked
-from ports import free_port
-from service_helpers import SCOPED_TOKENS, START_TIMEOUT_S, TOKEN_ACME, bearer
+from service_helpers import SCOPED_TOKENS, TOKEN_ACME, bearer, serve_app
 
 from tiermem import Config, Memory
 from tiermem.client import Client
@@ -47,20 +45,8 @@ def service(data_dir: Path, embedder: FastEmbedder) -> Iterator[tuple[str, Memor
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many(CONV, TRIP, namespace=NS)
         app = create_app(cfg, mem, start_scheduler=False)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               lifespan="on"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not server.started:
-                assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-                time.sleep(0.02)
-            yield f"http://127.0.0.1:{port}", mem, app.state.runtime
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
+        with serve_app(app) as url:
+            yield url, mem, app.state.runtime
 
 
 @pytest.fixture

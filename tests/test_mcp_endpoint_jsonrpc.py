@@ -20,8 +20,6 @@ the mcp package's own bearer auth and host check answer them.
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,11 +28,17 @@ import pytest
 
 pytest.importorskip("mcp")
 import httpx2  # the mcp package's HTTP client
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from ports import free_port
-from service_helpers import SCOPED_TOKENS, TOKEN_ACME, TOKEN_ALICE, TOKEN_GLOBEX, raw_request, serve_in_thread
+from service_helpers import (
+    SCOPED_TOKENS,
+    TOKEN_ACME,
+    TOKEN_ALICE,
+    TOKEN_GLOBEX,
+    raw_request,
+    serve_app,
+    serve_in_thread,
+)
 
 from tiermem import Config, Memory
 from tiermem.adapters import mcp_http
@@ -47,7 +51,6 @@ from tiermem.tiers.models import MAX_JSON_DEPTH
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 READ_TIMEOUT_S = 60.0
-START_TIMEOUT_S = 60.0
 START_WAIT_S = 0.2  # how long a request waits for a server that never starts, instead of 30 s
 INVALID_REQUEST = -32600  # JSON-RPC 2.0: the request itself is refused
 PARSE_ERROR = -32700  # JSON-RPC 2.0: the body is not JSON this service parses (its id unknown: null)
@@ -213,20 +216,8 @@ def _never_started(tmp: Any) -> Iterator[str]:
     runs it): no Memory is ever opened and the MCP server never starts, so the endpoint
     answers as it does while the service starts."""
     cfg = Config(data_dir=tmp / "data", auth_tokens={TOKEN_ACME: "acme"})
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(cfg, start_scheduler=False), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_app(create_app(cfg, start_scheduler=False), lifespan="off") as url:
+        yield url
 
 
 @pytest.fixture
