@@ -9,7 +9,7 @@ other's, and a catch-up that failed half way resumes with the rest."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +41,21 @@ def _store(db: Path, counter: BpeTokenCounter) -> ColdStore:
     return s
 
 
+@pytest.fixture
+def store(tmp_path: Path, counter: BpeTokenCounter) -> Iterator[ColdStore]:
+    """`_store`'s layout, closed after the test."""
+    s = _store(tmp_path / "tiermem.db", counter)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _append_late(s: ColdStore, turns: int) -> None:
+    """`turns` more turns of 'long', pending behind its newest."""
+    s.append_many("long", [Message(role="user", content=f"late {t}") for t in range(turns)], namespace="a")
+
+
 def _key(s: ColdStore, namespace: str, name: str) -> str:
     key = s.key_of(namespace, name)
     assert key is not None
@@ -67,68 +82,55 @@ CALLS: list[tuple[str, Callable[[ColdStore, str], object]]] = [
 
 
 @pytest.mark.parametrize("name,call", CALLS, ids=[c[0] for c in CALLS])
-def test_a_conversation_s_catch_up_seeks_to_its_pending_turns(tmp_path: Path, counter: BpeTokenCounter,
-                                                               name: str,
+def test_a_conversation_s_catch_up_seeks_to_its_pending_turns(store: ColdStore, name: str,
                                                                call: Callable[[ColdStore, str], object]) -> None:
-    store = _store(tmp_path / "tiermem.db", counter)
-    try:
-        key = _key(store, "a", "long")
-        steps = _pending_reads(store, lambda: call(store, key))
-        assert steps, "no read of pending turns traced"
-        # every read names a per-conversation pending index; the primary key (a walk of
-        # every turn) and turns_pending (every tenant's pending turns) never
-        assert [s for s in steps if not any(f"INDEX {i} " in s[1] for i in PER_CONVERSATION_INDEXES)] == []
-        if name.startswith("index_pending"):
-            assert all(f"INDEX {PENDING_BY_POSITION_INDEX} (conversation_id=? AND position>?" in s[1]
-                       for s in steps), steps
-    finally:
-        store.close()
+    key = _key(store, "a", "long")
+    steps = _pending_reads(store, lambda: call(store, key))
+    assert steps, "no read of pending turns traced"
+    # every read names a per-conversation pending index; the primary key (a walk of
+    # every turn) and turns_pending (every tenant's pending turns) never
+    assert [s for s in steps if not any(f"INDEX {i} " in s[1] for i in PER_CONVERSATION_INDEXES)] == []
+    if name.startswith("index_pending"):
+        assert all(f"INDEX {PENDING_BY_POSITION_INDEX} (conversation_id=? AND position>?" in s[1]
+                   for s in steps), steps
 
 
-def test_only_the_conversation_s_pending_turns_are_embedded(tmp_path: Path, counter: BpeTokenCounter) -> None:
-    store = _store(tmp_path / "tiermem.db", counter)
-    try:
-        long_key, other_key = _key(store, "a", "long"), _key(store, "b", "other")
-        store.append_many("long", [Message(role="user", content=f"late {t}") for t in range(3)], namespace="a")
-        # end= stops at that position: the newest turn and the first late one only
-        assert store.index_pending(conversation_id=long_key, end=LONG_TURNS + 1) == 2
-        assert store.pending_embeddings(long_key) == 2
-        assert store.index_pending(conversation_id=long_key) == 2
-        assert store.pending_embeddings(long_key) == 0
-        assert len(store.embeddings(long_key, list(range(LONG_TURNS + 4)))) == LONG_TURNS + 4
-        # the other conversation's turns wait for their own pass
-        assert store.pending_embeddings(other_key) == OTHER_TURNS
-        assert store.embeddings(other_key, list(range(OTHER_TURNS))) == {}
-        assert store.index_pending(conversation_id=other_key) == OTHER_TURNS
-        assert store.stats()["pending_embeddings"] == 0
-    finally:
-        store.close()
+def test_only_the_conversation_s_pending_turns_are_embedded(store: ColdStore) -> None:
+    long_key, other_key = _key(store, "a", "long"), _key(store, "b", "other")
+    _append_late(store, 3)
+    # end= stops at that position: the newest turn and the first late one only
+    assert store.index_pending(conversation_id=long_key, end=LONG_TURNS + 1) == 2
+    assert store.pending_embeddings(long_key) == 2
+    assert store.index_pending(conversation_id=long_key) == 2
+    assert store.pending_embeddings(long_key) == 0
+    assert len(store.embeddings(long_key, list(range(LONG_TURNS + 4)))) == LONG_TURNS + 4
+    # the other conversation's turns wait for their own pass
+    assert store.pending_embeddings(other_key) == OTHER_TURNS
+    assert store.embeddings(other_key, list(range(OTHER_TURNS))) == {}
+    assert store.index_pending(conversation_id=other_key) == OTHER_TURNS
+    assert store.stats()["pending_embeddings"] == 0
 
 
-def test_a_failed_catch_up_resumes_with_the_rest(tmp_path: Path, counter: BpeTokenCounter) -> None:
-    store = _store(tmp_path / "tiermem.db", counter)
-    try:
-        key, other_key = _key(store, "a", "long"), _key(store, "b", "other")
-        store.append_many("long", [Message(role="user", content=f"late {t}") for t in range(9)], namespace="a")
-        stores: list[str] = []
+def test_a_failed_catch_up_resumes_with_the_rest(store: ColdStore) -> None:
+    key, other_key = _key(store, "a", "long"), _key(store, "b", "other")
+    _append_late(store, 9)
+    stores: list[str] = []
 
-        def fault(step: str) -> None:
-            if step == "index_pending.store":
-                stores.append(step)
-                if len(stores) == 2:
-                    raise OSError("database is full")
+    def fault(step: str) -> None:
+        if step == "index_pending.store":
+            stores.append(step)
+            if len(stores) == 2:
+                raise OSError("database is full")
 
-        store._fault = fault
-        with pytest.raises(OSError, match="database is full"):
-            store.index_pending(conversation_id=key, batch=2, pool_batches=2)
-        store._fault = None
-        assert store.pending_embeddings(key) == 10 - 4  # the first pool of 4 is stored
-        assert store.index_pending(conversation_id=key, batch=2, pool_batches=2) == 6
-        assert store.pending_embeddings(key) == 0
-        assert len(store.embeddings(key, list(range(LONG_TURNS + 10)))) == LONG_TURNS + 10
-        assert store.pending_embeddings(other_key) == OTHER_TURNS
-    finally:
-        store.close()
+    store._fault = fault
+    with pytest.raises(OSError, match="database is full"):
+        store.index_pending(conversation_id=key, batch=2, pool_batches=2)
+    store._fault = None
+    assert store.pending_embeddings(key) == 10 - 4  # the first pool of 4 is stored
+    assert store.index_pending(conversation_id=key, batch=2, pool_batches=2) == 6
+    assert store.pending_embeddings(key) == 0
+    assert len(store.embeddings(key, list(range(LONG_TURNS + 10)))) == LONG_TURNS + 10
+    assert store.pending_embeddings(other_key) == OTHER_TURNS
 
 
 def test_a_store_from_before_gets_the_index(tmp_path: Path, counter: BpeTokenCounter) -> None:
