@@ -25,14 +25,14 @@ plan. The load averages are printed before and after: the machine is shared.
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
+from tiermem.evals import huge_store
 from tiermem.evals.baselines import timed
 from tiermem.evals.bench import load_average
-from tiermem.evals.huge_store import HUGE, data_dir, print_sides, ratios_p50, rows_from_args, summary
+from tiermem.evals.huge_store import HUGE, data_dir, print_sides, sides_out, summary
 from tiermem.evals.retention import UnitEmbedder
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import MAX_POSITION, Message
@@ -91,9 +91,7 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
         ColdStore._CONV_PENDING_INDEX = saved
     out: dict[str, Any] = {"turns": turns, "calls": calls, "load_before": load_before,
                            "load_after": load_average(), "plans": plans}
-    for side in SIDES:
-        out[side] = {name: summary(ms) for name, ms in times[side].items()}
-    out["ratio_p50"] = ratios_p50(out["walk"], out["seek"])
+    out.update(sides_out(times, SIDES))
     out["pending_embeddings"] = {**summary(count_ms), "plan": count_plan}
     return out
 
@@ -103,17 +101,15 @@ def run(turns: int | None, source: Path | None, calls: int) -> dict[str, Any]:
         return measure(data, calls)
 
 
+def print_row(r: dict[str, Any]) -> None:
+    print(f"{r['turns']:,} turns, {r['calls']} calls a side; load {r['load_before']} -> {r['load_after']}")
+    print_sides(r, SIDES, list(r["ratio_p50"]))
+    pe = r["pending_embeddings"]
+    print(f"pending_embeddings(conv): {pe['p50_ms']} / {pe['p99_ms']} ms, {pe['plan']}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    rows, as_json = rows_from_args(argv, __doc__, run)
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    for r in rows:
-        print(f"{r['turns']:,} turns, {r['calls']} calls a side; load {r['load_before']} -> {r['load_after']}")
-        print_sides(r, SIDES, list(r["ratio_p50"]))
-        pe = r["pending_embeddings"]
-        print(f"pending_embeddings(conv): {pe['p50_ms']} / {pe['p99_ms']} ms, {pe['plan']}")
-    return 0
+    return huge_store.main(argv, __doc__, run, print_row)
 
 
 if __name__ == "__main__":

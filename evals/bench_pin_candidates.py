@@ -28,15 +28,15 @@ are printed before and after: the machine is shared.
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
 from tiermem.consolidation.supersede import MAX_PIN_CANDIDATES
+from tiermem.evals import huge_store
 from tiermem.evals.baselines import timed
 from tiermem.evals.bench import load_average
-from tiermem.evals.huge_store import HUGE, data_dir, print_sides, ratios_p50, rows_from_args, summary
+from tiermem.evals.huge_store import HUGE, data_dir, print_sides, sides_out
 from tiermem.evals.retention import UnitEmbedder
 from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY, PLAN_LEFT_OUT_PER_SLICE
 from tiermem.tiers.cold import ColdStore
@@ -121,9 +121,7 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
     out: dict[str, Any] = {"turns": turns, "load_bearing_unsuperseded": bearing, "calls": calls,
                            "load_before": load_before, "load_after": load_average(),
                            "plans": plans, "answers_identical": True}
-    for side in SIDES:
-        out[side] = {name: summary(ms) for name, ms in times[side].items()}
-    out["ratio_p50"] = ratios_p50(out["sort"], out["index"])
+    out.update(sides_out(times, SIDES))
     return out
 
 
@@ -132,16 +130,14 @@ def run(turns: int | None, source: Path | None, calls: int) -> dict[str, Any]:
         return measure(data, calls)
 
 
+def print_row(r: dict[str, Any]) -> None:
+    print(f"{r['turns']:,} turns ({r['load_bearing_unsuperseded']:,} load-bearing, not superseded), "
+          f"{r['calls']} calls a side; load {r['load_before']} -> {r['load_after']}")
+    print_sides(r, SIDES, CALL_NAMES)
+
+
 def main(argv: list[str] | None = None) -> int:
-    rows, as_json = rows_from_args(argv, __doc__, run)
-    if as_json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    for r in rows:
-        print(f"{r['turns']:,} turns ({r['load_bearing_unsuperseded']:,} load-bearing, not superseded), "
-              f"{r['calls']} calls a side; load {r['load_before']} -> {r['load_after']}")
-        print_sides(r, SIDES, CALL_NAMES)
-    return 0
+    return huge_store.main(argv, __doc__, run, print_row)
 
 
 if __name__ == "__main__":

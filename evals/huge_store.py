@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import statistics
 import tempfile
@@ -67,16 +68,21 @@ def summary(ms: Sequence[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ms), 3), "p99_ms": round(pct(ms, P99), 3)}
 
 
-def ratios_p50(old: Mapping[str, Mapping[str, float]], new: Mapping[str, Mapping[str, float]]
-               ) -> dict[str, float]:
-    """Per call, the old side's median over the new side's."""
-    return {name: round(old[name]["p50_ms"] / max(new[name]["p50_ms"], RATIO_FLOOR_MS), 1) for name in new}
+def sides_out(times: Mapping[str, Mapping[str, Sequence[float]]], sides: tuple[str, str]
+              ) -> dict[str, Any]:
+    """A two-sided row's timings: per side each call's `summary`, then `ratio_p50`, per
+    call the first side's median over the second's."""
+    out: dict[str, Any] = {side: {name: summary(ms) for name, ms in times[side].items()} for side in sides}
+    old, new = out[sides[0]], out[sides[1]]
+    out["ratio_p50"] = {name: round(old[name]["p50_ms"] / max(new[name]["p50_ms"], RATIO_FLOOR_MS), 1)
+                        for name in new}
+    return out
 
 
-def rows_from_args(argv: list[str] | None, doc: str | None,
-                   run: Callable[[int | None, Path | None, int], dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+def main(argv: list[str] | None, doc: str | None, run: Callable[[int | None, Path | None, int], dict[str, Any]],
+         print_row: Callable[[dict[str, Any]], None]) -> int:
     """The two-sided benchmarks' command line: `run` per `--data` dir, or per size of
-    `--turns` when none is given; (the rows, whether `--json` was asked)."""
+    `--turns` when none is given; the rows as JSON with `--json`, else `print_row` each."""
     ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
     ap.add_argument("--turns", default=DEFAULT_TURNS, help="sizes of the huge conversation, comma-separated")
     ap.add_argument("--data", action="append", type=Path, help="an existing data dir of this layout (repeatable)")
@@ -85,7 +91,12 @@ def rows_from_args(argv: list[str] | None, doc: str | None,
     args = ap.parse_args(argv)
     rows = ([run(None, d, args.calls) for d in args.data] if args.data
             else [run(int(n), None, args.calls) for n in args.turns.split(",")])
-    return rows, bool(args.json)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        print_row(row)
+    return 0
 
 
 def print_sides(row: Mapping[str, Any], sides: tuple[str, str], calls: Sequence[str]) -> None:
