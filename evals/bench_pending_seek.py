@@ -28,12 +28,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tiermem import Config, Memory
 from tiermem.evals import huge_store
 from tiermem.evals.baselines import timed
 from tiermem.evals.bench import load_average
-from tiermem.evals.huge_store import HUGE, data_dir, print_sides, sides_out, summary
-from tiermem.evals.retention import UnitEmbedder
+from tiermem.evals.huge_store import HUGE, data_dir, opened, print_sides, sides_out, summary
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import MAX_POSITION, Message
 
@@ -59,11 +57,7 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
     times: dict[str, dict[str, list[float]]] = {s: {"one_pending": [], "none_pending": [], "append": []}
                                                 for s in SIDES}
     try:
-        with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
-            cold = mem.cold
-            assert isinstance(cold, ColdStore), "a SQLite store"
-            key = cold.key_of(*HUGE)
-            assert key is not None, f"no conversation {HUGE[1]!r} in namespace {HUGE[0]!r}"
+        with opened(data) as (mem, cold, key):
             index = {"walk": _pk_index(cold), "seek": saved}
             plans: dict[str, list[str]] = {}
             turns = cold.last_position(key) + 1

@@ -31,13 +31,11 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tiermem import Config, Memory
 from tiermem.consolidation.supersede import MAX_PIN_CANDIDATES
 from tiermem.evals import huge_store
 from tiermem.evals.baselines import timed
 from tiermem.evals.bench import load_average
-from tiermem.evals.huge_store import HUGE, data_dir, print_sides, sides_out
-from tiermem.evals.retention import UnitEmbedder
+from tiermem.evals.huge_store import HUGE, data_dir, opened, print_sides, sides_out
 from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY, PLAN_LEFT_OUT_PER_SLICE
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
@@ -70,11 +68,7 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
     load_before = load_average()
     times: dict[str, dict[str, list[float]]] = {s: {n: [] for n in CALL_NAMES} for s in SIDES}
     try:
-        with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
-            cold = mem.cold
-            assert isinstance(cold, ColdStore), "a SQLite store"
-            key = cold.key_of(*HUGE)
-            assert key is not None, f"no conversation {HUGE[1]!r} in namespace {HUGE[0]!r}"
+        with opened(data) as (mem, cold, key):
             indexes = {"sort": (OLD_INDEX, OLD_INDEX), "index": saved}
             plans: dict[str, list[str]] = {}
             turns = cold.last_position(key) + 1

@@ -26,6 +26,7 @@ from typing import Any
 from tiermem import Config, Memory
 from tiermem.evals.bench import pct
 from tiermem.evals.retention import IMPORT_BATCH_TURNS, UnitEmbedder, _imported
+from tiermem.tiers.cold import ColdStore
 
 HUGE = ("big", "long")  # (namespace, name) of the huge conversation
 OTHER = ("other", "mine")  # (namespace, name) of the other tenant's conversation
@@ -61,6 +62,19 @@ def data_dir(turns: int | None, source: Path | None, prefix: str) -> Iterator[Pa
         yield tmp / "data"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def opened(data: Path) -> Iterator[tuple[Memory, ColdStore, str]]:
+    """The data dir `data` of this layout opened as the benchmarks measure it (unit
+    vectors, no hot tier, no background indexing): (its Memory, its SQLite store, the
+    huge conversation's key)."""
+    with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
+        cold = mem.cold
+        assert isinstance(cold, ColdStore), "a SQLite store"
+        key = cold.key_of(*HUGE)
+        assert key is not None, f"no conversation {HUGE[1]!r} in namespace {HUGE[0]!r}"
+        yield mem, cold, key
 
 
 def summary(ms: Sequence[float]) -> dict[str, float]:
