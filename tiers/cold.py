@@ -1605,7 +1605,7 @@ class ColdStore(SharedQueries):
         k = max(1, min(k_asked + later, VEC0_MAX_K))
         qb = _vec_bytes(query_vec)
         # one row past the k-th: a search without a tie there is settled by its first scan
-        want = k
+        want = min(k + 1, VEC0_MAX_K)
         while True:
             # ties by the row's id: the earlier row first
             rows = sorted(self._nearest(qb, want, convs), key=lambda r: (float(r[1]), int(r[0])))
