@@ -31,7 +31,7 @@ from typing import Any
 from tiermem.evals import huge_store
 from tiermem.evals.baselines import timed
 from tiermem.evals.bench import load_average
-from tiermem.evals.huge_store import HUGE, data_dir, opened, print_sides, sides_out, summary
+from tiermem.evals.huge_store import HUGE, data_dir, opened, print_sides, sides_out, sql_rows, summary
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import MAX_POSITION, Message
 
@@ -43,12 +43,12 @@ FILLER = "noted, thanks ({i})"
 
 def _pk_index(cold: ColdStore) -> str:
     """The name SQLite gave the turns table's primary-key index (the walk's)."""
-    return str(next(r[1] for r in cold._read("PRAGMA index_list(turns)") if r[3] == "pk"))
+    return str(next(r[1] for r in sql_rows(cold, "PRAGMA index_list(turns)") if r[3] == "pk"))
 
 
 def _plan(cold: ColdStore, key: str) -> list[str]:
     sql = cold._conv_pending_sql(cold._POOL_COLUMNS)  # the shipped statement's text
-    return [str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, MAX_POSITION, -1, 1))]
+    return [str(r[-1]) for r in sql_rows(cold, "EXPLAIN QUERY PLAN " + sql, (key, MAX_POSITION, -1, 1))]
 
 
 def measure(data: Path, calls: int) -> dict[str, Any]:
@@ -79,8 +79,8 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
             cold.append(HUGE[1], Message(role="assistant", content=FILLER.format(i=calls)), namespace=HUGE[0])
             assert cold.pending_embeddings(key) == 1
             count_ms = [timed(functools.partial(cold.pending_embeddings, key))[1] for _ in range(calls)]
-            count_plan = [str(r[-1]) for r in cold._read(
-                "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?", (key,))]
+            count_plan = [str(r[-1]) for r in sql_rows(
+                cold, "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?", (key,))]
     finally:
         ColdStore._CONV_PENDING_INDEX = saved
     out: dict[str, Any] = {"turns": turns, "calls": calls, "load_before": load_before,

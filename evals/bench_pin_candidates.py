@@ -35,7 +35,7 @@ from tiermem.consolidation.supersede import MAX_PIN_CANDIDATES
 from tiermem.evals import huge_store
 from tiermem.evals.baselines import timed
 from tiermem.evals.bench import load_average
-from tiermem.evals.huge_store import HUGE, data_dir, opened, print_sides, sides_out
+from tiermem.evals.huge_store import HUGE, data_dir, opened, print_sides, sides_out, sql_rows
 from tiermem.planner.candidates import AUTO_PIN_MIN_PRIORITY, PLAN_LEFT_OUT_PER_SLICE
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
@@ -56,7 +56,7 @@ def _plans(cold: ColdStore, key: str) -> list[str]:
     for index, where in ((cold._PIN_CANDIDATES_INDEX, cold._PIN_CANDIDATES_WHERE),
                          (cold._SUPERSEDED_PINS_INDEX, cold._SUPERSEDED_PINS_WHERE)):
         sql = cold._turns_through(index) + where  # the shipped statement's text
-        out.append("; ".join(str(r[-1]) for r in cold._read("EXPLAIN QUERY PLAN " + sql, (key, 0, 1))))
+        out.append("; ".join(str(r[-1]) for r in sql_rows(cold, "EXPLAIN QUERY PLAN " + sql, (key, 0, 1))))
     return out
 
 
@@ -72,8 +72,8 @@ def measure(data: Path, calls: int) -> dict[str, Any]:
             indexes = {"sort": (OLD_INDEX, OLD_INDEX), "index": saved}
             plans: dict[str, list[str]] = {}
             turns = cold.last_position(key) + 1
-            bearing = cold._read("SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND load_bearing = 1 "
-                                 "AND superseded_by IS NULL", (key,))[0][0]
+            bearing = sql_rows(cold, "SELECT COUNT(*) FROM turns WHERE conversation_id = ? AND load_bearing = 1 "
+                               "AND superseded_by IS NULL", (key,))[0][0]
 
             def planner_reads() -> object:
                 return (cold.pin_candidates(key, min_priority=AUTO_PIN_MIN_PRIORITY, limit=PLANNER_LIMIT),

@@ -77,6 +77,13 @@ def opened(data: Path) -> Iterator[tuple[Memory, ColdStore, str]]:
         yield mem, cold, key
 
 
+def sql_rows(cold: ColdStore, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """The rows of a statement the benchmarks ask SQLite itself (EXPLAIN QUERY PLAN, the
+    index list, a count), through the store's public raw access (`SqlAccess.reading`)."""
+    with cold.reading() as c:
+        return list(c.execute(sql, tuple(params)))
+
+
 def summary(ms: Sequence[float]) -> dict[str, float]:
     """One call's timings (ms): the median and the nearest-rank p99."""
     return {"p50_ms": round(statistics.median(ms), 3), "p99_ms": round(pct(ms, P99), 3)}

@@ -7,8 +7,7 @@ Invariants:
 - code imports them only by those names: an `import tiers...` would load a second copy of
   every module (two `ColdStore` classes, two of every exception), so none may exist;
 - outside `tiers/` (the storage layer) no module runs SQL on a store's private handle or
-  imports a SQLite driver; the evals' raw-driver *baselines* and the plan benchmarks are the
-  named exceptions.
+  imports a SQLite driver; the evals' raw-driver *baselines* are the named exceptions.
 """
 
 from __future__ import annotations
@@ -34,9 +33,6 @@ PRIVATE_SQL = re.compile(r"\._(?:read|tx|conn|write)\b|^\s*(?:import|from)\s+(?:
 # benchmarks whose *baseline* is the raw driver (what tiermem is compared against), and the
 # retention eval that measures the database file's tables the way an auditor would
 RAW_DRIVER_BASELINES = {"evals/bench_cold.py", "evals/bench.py", "evals/retention.py"}
-# benchmarks that set the store's own statements against the plans they replaced: they ask
-# SQLite for EXPLAIN QUERY PLAN and the index list, which no public method answers
-PLAN_BENCHMARKS = {"evals/bench_pending_seek.py", "evals/bench_pin_candidates.py"}
 
 
 def _sources(*dirs: str) -> list[Path]:
@@ -59,7 +55,7 @@ def test_no_module_imports_a_linked_folder_by_its_bare_name() -> None:
 
 def test_nothing_outside_the_storage_layer_touches_sql_or_the_stores_privates() -> None:
     outside = [p for p in _sources("tiermem", "planner", "consolidation", "evals")
-               if str(p.relative_to(ROOT)) not in RAW_DRIVER_BASELINES | PLAN_BENCHMARKS]
+               if str(p.relative_to(ROOT)) not in RAW_DRIVER_BASELINES]
     offenders = [f"{p.relative_to(ROOT)}:{p.read_text()[:m.start()].count(chr(10)) + 1}"
                  for p in outside for m in PRIVATE_SQL.finditer(p.read_text())
                  if not p.read_text()[:m.start()].rsplit("\n", 1)[-1].lstrip().startswith("#")]
