@@ -765,7 +765,7 @@ class SharedQueries:
                 if lines is not None:
                     meta[FOLD_LINES_KEY] = lines
                 # without NUL on both engines: a fold must read the same on either
-                # (migrate-store refuses a NUL to copy)
+                # (migrate-store copies an older store's fold NUL by the same rule)
                 c.execute(sql("INSERT INTO checkpoints(conversation_id, position, summary, metadata, created_at) "
                               "VALUES (?,?,?,?,?)"),
                           (conv, end, without_nul(fold_text), json.dumps(meta), time.time()))

@@ -1,7 +1,8 @@
 """Copy a cold log from one engine to the other: SQLite -> PostgreSQL (`tiermem
 migrate-store --to postgresql://...`) and back (`--from postgresql://... --to PATH`).
 
-What is copied, per conversation *incarnation* (its key), verbatim: the conversation row
+What is copied, per conversation *incarnation* (its key), verbatim (but for derived text,
+below): the conversation row
 (key, name, namespace, parent, fork position, created and last-message times), every
 message (position, role, body text byte for byte, session, metadata, created_at), the turn
 index with its labels, exact token counts, content hashes and supersessions, the vectors,
@@ -16,6 +17,17 @@ parent's rows), and the copy writes one conversation at a time, in key order: ac
 namespace, two tied rows of different conversations may come in the other order after
 the copy (within one conversation, ids keep the log's order).
 
+Derived and diagnostic text is not the user's data: a warm fold's text (a checkpoint whose
+metadata says `"source": "warm"`) and a view's refresh error are copied with each NUL a
+space (`tiers.dialect.without_nul`, the rule both engines write them by now; a SQLite
+store an older tiermem wrote may still hold a NUL there), and a turn's speaker is derived
+from the copied body by the target's own rule. Both sides are read through that same rule
+before they are digested, so the verification compares the text as the target holds it,
+and a NUL there neither refuses the copy nor fails it. A NUL in the user's data (a
+message's body, metadata or session, a caller's own checkpoint, a view's body, a plan) is
+refused as below: that is copied byte for byte or not at all. PostgreSQL text holds no
+NUL, so the PostgreSQL -> SQLite direction copies its text as it is.
+
 Invariants:
 
 - Verified: each conversation is written in one target transaction that reads it back,
@@ -24,7 +36,8 @@ Invariants:
   again on both sides, and the counts reported.
 - Refused before anything is written: a target that already holds conversations, keys or
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
-  there), the source itself, a row the target cannot store (PostgreSQL text holds no NUL),
+  there), the source itself, a row of the user's data the target cannot store (PostgreSQL
+  text holds no NUL; derived text has a space in its place, above),
   vectors of another width than the target's. A target schema or file this run created
   is removed again when it refuses.
 - Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
@@ -57,6 +70,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.dialect import without_nul
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
@@ -94,6 +108,8 @@ TABLES: dict[str, tuple[str, str]] = {  # table -> (columns, order)
 }
 TOMBSTONE_COLS = "key, namespace, name, reason, messages, summaries, checkpoints, created_at, deleted_at"
 CONV_COLS = "id, name, namespace, parent_id, fork_position, created_at, last_message_at"
+WARM_FOLD_SOURCE = "warm"  # a warm fold's checkpoint metadata: {"source": "warm", ...} (SharedQueries.put_summary)
+MAX_NAMED_ROWS = 5  # unstorable rows a refusal names per column (the first few: the rest are alike)
 
 
 def is_postgres(target: str | Path) -> bool:
@@ -173,6 +189,29 @@ def _digest(obj: Any) -> str:
         raise TypeError(type(o).__name__)
 
     return hashlib.sha256(json.dumps(obj, default=enc, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+
+def is_warm_fold(metadata: Any) -> bool:
+    """Whether a checkpoint's metadata marks it as a warm fold (derived text), as the
+    engines tell them apart; unreadable metadata is a caller's checkpoint."""
+    if not isinstance(metadata, str):
+        return False
+    try:
+        meta = json.loads(metadata)
+    except ValueError:
+        return False
+    return isinstance(meta, dict) and meta.get("source") == WARM_FOLD_SOURCE
+
+
+def _derived(table: str, row: list[Any]) -> list[Any]:
+    """A row of `table` (its TABLES columns) with its derived text as the target stores it
+    (`without_nul`): a warm fold's summary, a refresh error. Applied to both sides' reads,
+    so the digests compare what the target holds; other columns are left byte for byte."""
+    if table == "checkpoints" and isinstance(row[1], str) and is_warm_fold(row[2]):
+        return [row[0], without_nul(row[1]), *row[2:]]
+    if table == "summary_errors" and isinstance(row[2], str):
+        return [row[0], row[1], without_nul(row[2]), *row[3:]]
+    return row
 
 
 def _num(v: Any) -> Any:
@@ -297,15 +336,32 @@ class _Side:
         return bool(self.q(c, "SELECT 1 FROM turns WHERE embedded = 1 LIMIT 1"))
 
     def unstorable_in_postgres(self, c: Conn) -> list[str]:
-        """Rows PostgreSQL text cannot hold (a NUL, or bytes that are not text)."""
+        """Rows PostgreSQL text cannot hold: bytes that are not text, or a NUL in the
+        user's data. A NUL in derived text (a warm fold, a refresh error) is not one: it is
+        copied as a space (`_derived`)."""
         assert not self.postgres
         bad = []
-        for table, col, where in (("messages", "body", "position"), ("messages", "metadata", "position"),
-                                  ("messages", "session_id", "position"), ("checkpoints", "summary", "position"),
-                                  ("summaries", "body", "version"), ("plans", "plan", "last_position")):
-            for conv, pos in self.q(c, f"SELECT conversation_id, {where} FROM {table} WHERE {col} IS NOT NULL AND "
-                                       f"(typeof({col}) <> 'text' OR instr({col}, char(0)) > 0) LIMIT 5"):
+        # (table, column, what names the row, the metadata column telling a warm fold, or
+        # None; whether any NUL there is derived text)
+        checks: tuple[tuple[str, str, str, str | None, bool], ...] = (
+            ("messages", "body", "position", None, False), ("messages", "metadata", "position", None, False),
+            ("messages", "session_id", "position", None, False), ("checkpoints", "summary", "position", "metadata", False),
+            ("summaries", "body", "version", None, False), ("plans", "plan", "last_position", None, False),
+            ("summary_errors", "error", "id", None, True))
+        for table, col, where, meta, derived in checks:
+            # the rows that may be refused, read whole: a warm fold with a NUL is told apart
+            # here (is_warm_fold), by the rule the copy applies, not by SQLite's JSON
+            rows = c.execute(f"SELECT conversation_id, {where}, typeof({col}) = 'text', {meta or 'NULL'} "
+                             f"FROM {table} WHERE {col} IS NOT NULL AND (typeof({col}) <> 'text' OR "
+                             f"instr({col}, char(0)) > 0)")
+            named = 0
+            for conv, pos, is_text, metadata in rows:
+                if is_text and (derived or (meta is not None and is_warm_fold(metadata))):
+                    continue
                 bad.append(f"{table}.{col} of conversation {conv!r} at {where} {pos}")
+                named += 1
+                if named == MAX_NAMED_ROWS:
+                    break
         return bad
 
     # -- one conversation -------------------------------------------------------------
@@ -322,7 +378,7 @@ class _Side:
         rec["turns"] = [[_num(v) for v in t[:-1]] for t in turns]
         rec["vectors"] = [[pos, vectors[pos]] for pos in sorted(vectors)]
         for table, (cols, order) in TABLES.items():
-            rec[table] = [[_num(v) for v in r] for r in self.q(
+            rec[table] = [_derived(table, [_num(v) for v in r]) for r in self.q(
                 c, f"SELECT {cols} FROM {table} WHERE conversation_id = ? ORDER BY {order}", (key,))]
         pv = self.q(c, "SELECT version FROM pin_versions WHERE conversation_id = ?", (key,))
         rec["pin_version"] = int(pv[0][0]) if pv else 0  # not digested: the target's triggers move it too
