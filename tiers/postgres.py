@@ -39,7 +39,9 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   break `to_tsquery`'s syntax. Meaning: pgvector
   `<->` (L2 over the embedder's unit vectors, so the order is cosine's): an exact scan
   of a conversation's rows; over a namespace, an HNSW index with iterative scans
-  (recall 0.96 at k=20 on 20k clustered vectors, a quarter of them in the namespace).
+  (recall 0.96 at k=20 on 20k clustered vectors, a quarter of them in the namespace);
+  rows tied at the k-th distance (equal vectors) go to the earliest ids: a tie seen
+  there is asked for again by its exact distance (a scan of the namespace's rows).
 - A stored row that cannot be decoded is logged, counted and skipped; neighbours load.
 
 Ownership: a store given a URL opens its own pool and closes it; a store given a
@@ -1310,20 +1312,40 @@ class PostgresStore(SharedQueries):
             # order, so the rows are sorted again below. Both are session settings of
             # every connection (`_session_sql`): one round trip, unless k needs a wider
             # candidate list than the session's, set for this transaction only.
-            sql = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)b::vector({dim}) AS d, id "
-                   "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s "
-                   "ORDER BY d LIMIT %(k)s")
-            params = {"q": q, "n": namespace, "x": exclude, "k": k}
-            if k <= HNSW_EF_SEARCH:
-                rows = self._read(sql, params)
+            scope = (f"SELECT conversation_id, position, embedding::vector({dim}) <-> %(q)b::vector({dim}) AS d, id "
+                     "FROM messages_vec WHERE namespace = %(n)s AND conversation_id IS DISTINCT FROM %(x)s ")
+            # one row past the k-th: whether the k-th distance is tied beyond the answer
+            params: dict[str, Any] = {"q": q, "n": namespace, "x": exclude, "k": k + 1}
+            if k < HNSW_EF_SEARCH:
+                rows = self._read(scope + "ORDER BY d LIMIT %(k)s", params)
             else:
                 with self._tx() as c:
-                    c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, k)}")
-                    rows = c.execute(sql, params).fetchall()
+                    c.execute(f"SET LOCAL hnsw.ef_search = {min(HNSW_EF_SEARCH_MAX, k + 1)}")
+                    rows = c.execute(scope + "ORDER BY d LIMIT %(k)s", params).fetchall()
             # ties by the row's id, as the keyword search breaks them: never by key, whose
             # spelling tells whether the id is (or was) used in another namespace
             rows.sort(key=lambda r: (r[2], r[3]))
+            # another row at the k-th distance: equal vectors, of which the index walk may
+            # have met any (a tie only inside the answer still re-asks: the walk may have
+            # missed an earlier copy)
+            if len(rows) >= k and sum(r[2] == rows[k - 1][2] for r in rows) > 1:
+                rows = self._tied_at(scope, params, rows, k)
+            rows = rows[:k]
         return [(r[0], int(r[1]), float(r[2])) for r in rows]
+
+    def _tied_at(self, scope: str, params: dict[str, Any], rows: list[Any], k: int) -> list[Any]:
+        """The answer when more rows share the k-th distance than fit in it (equal
+        vectors: a text written again, a fork's copies): `ORDER BY d LIMIT` keeps any
+        of the tied rows (a top-N sort's pick, or whichever the HNSW walk met first), so
+        the tied rows are asked for again by that exact distance (the same expression,
+        so equal floats) and the earliest ids kept. That query filters instead of
+        ordering by distance, so it reads the namespace's rows through its btree: paid
+        only when a tie crosses the k-th place."""
+        tied = rows[k - 1][2]
+        nearer = [r for r in rows if r[2] < tied]
+        again = self._read(f"SELECT * FROM ({scope}) s WHERE d = %(t)s ORDER BY id LIMIT %(m)s",
+                           {**params, "t": tied, "m": k - len(nearer)})
+        return nearer + again
 
     def _read_vec_dim(self) -> int | None:
         rows = self._read("SELECT value FROM meta WHERE key = 'vec_dim'")
