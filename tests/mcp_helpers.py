@@ -70,3 +70,11 @@ def check(out: dict[str, Any]) -> None:
     assert out["unconfirmed"][0] and "confirm" in out["unconfirmed"][1] and len(out["still_there"]["messages"]) == 1
     assert out["erased"]["erased"] and out["erased"]["messages"] == 1 and "forget me" not in json.dumps(out["erased"])
     assert out["gone"]
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions an MCP client raised, out of the exception groups its task groups
+    wrap them in."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in leaves(e)]
+    return [exc]

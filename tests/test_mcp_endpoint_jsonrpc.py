@@ -30,6 +30,7 @@ pytest.importorskip("mcp")
 import httpx2  # the mcp package's HTTP client
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import leaves
 from service_helpers import (
     SCOPED_TOKENS,
     TOKEN_ACME,
@@ -121,13 +122,7 @@ def _client_error(url: str, headers: dict[str, str]) -> str:
 
     with pytest.raises(BaseException) as info:
         asyncio.run(run())
-    return "\n".join(str(e) for e in _leaves(info.value))
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
-    return [exc]
+    return "\n".join(str(e) for e in leaves(info.value))
 
 
 # (token, namespace header, what the error the client shows must name)

@@ -25,6 +25,7 @@ pytest.importorskip("mcp")
 import httpx2  # the mcp package's HTTP client
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import leaves
 from service_helpers import TOKEN_ACME, bearer, raw_request, serve_in_thread
 
 from tiermem import Config, Memory
@@ -145,13 +146,7 @@ def _client_error(url: str, message: dict[str, Any]) -> str:
 
     with pytest.raises(BaseException) as info:
         asyncio.run(run())
-    return "\n".join(str(e) for e in _leaves(info.value))
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
-    return [exc]
+    return "\n".join(str(e) for e in leaves(info.value))
 
 
 def _nested(levels: int) -> Any:

@@ -19,7 +19,7 @@ import httpx
 import httpx2  # the mcp package's HTTP client
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import check, exercise
+from mcp_helpers import check, exercise, leaves
 from reliability_helpers import Server, start_server, stop_server
 
 TOKEN_ACME = "tok-acme-mcp-http-0123456789abcdef"
@@ -95,14 +95,8 @@ def test_official_client_without_token_fails(server: Server) -> None:
     # the client reports the refused handshake as an MCPError (inside anyio's task groups)
     with pytest.raises(BaseException) as info:
         asyncio.run(run())
-    assert _leaves(info.value) and all(type(e).__name__ == "McpError" or type(e).__name__ == "MCPError"
-                                       for e in _leaves(info.value)), repr(info.value)
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
-    return [exc]
+    assert leaves(info.value) and all(type(e).__name__ == "McpError" or type(e).__name__ == "MCPError"
+                                       for e in leaves(info.value)), repr(info.value)
 
 
 def test_every_tool_over_http_in_the_tokens_namespace(server: Server) -> None:
