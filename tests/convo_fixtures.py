@@ -92,3 +92,14 @@ def one_session_locomo(path: Path, turns: list[tuple[str, str]], qa: list[dict[s
              "session_1": [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(turns, start=1)]}
     path.write_text(json.dumps([{"sample_id": sid, "conversation": convo, "qa": qa} for sid in sample_ids]))
     return path
+
+
+def depot_notes(n: int = 40) -> list[dict[str, Any]]:
+    """Plain turns after a standing instruction (a pin, so the stable layers are several
+    system messages before the tail), ending on a question."""
+    out: list[dict[str, Any]] = [{"role": "user", "content": "Always answer in British English, never in bullets."}]
+    for i in range(n):
+        out.append({"role": "user", "content": f"Note {i}: the parcel for client {i} ships from depot {i % 7}."})
+        out.append({"role": "assistant", "content": f"Recorded note {i}, depot {i % 7}."})
+    out.append({"role": "user", "content": "Which depot ships for client 3?"})
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import sdk_corpus as corpus
+from convo_fixtures import depot_notes
 
 from tiermem import Config, Memory
 from tiermem.adapters.anthropic import CONTINUED_TEXT, AnthropicRequest, to_anthropic
@@ -32,16 +33,6 @@ ID = re.compile(r"[A-Za-z0-9_-]+")
 
 def _mem(tmp_path: Path, embedder: FastEmbedder, **kw: Any) -> Memory:
     return Memory(Config(data_dir=tmp_path / "d", **kw), embedder=embedder, hot=False, background_indexing=False)
-
-
-def _notes(n: int = 40) -> list[dict[str, Any]]:
-    """Plain turns after a standing instruction, ending on a question."""
-    out: list[dict[str, Any]] = [{"role": "user", "content": "Always answer in British English, never in bullets."}]
-    for i in range(n):
-        out.append({"role": "user", "content": f"Note {i}: the parcel for client {i} ships from depot {i % 7}."})
-        out.append({"role": "assistant", "content": f"Recorded note {i}, depot {i % 7}."})
-    out.append({"role": "user", "content": "Which depot ships for client 3?"})
-    return out
 
 
 def check_shape(req: AnthropicRequest) -> None:
@@ -75,7 +66,7 @@ CASES = [
     ("as_stored", corpus.chat_conversation),  # every chat variant: parallel and custom calls, legacy function
     ("as_stored", corpus.responses_conversation),  # the Agents SDK's items: reasoning, hosted tools
     ("responses", corpus.chat_conversation),  # chat rows returned as Responses items
-    ("as_stored", _notes),  # a retrieved block before the latest message
+    ("as_stored", depot_notes),  # a retrieved block before the latest message
 ]
 
 
@@ -113,7 +104,7 @@ def test_responses_items_convert(tmp_path: Path, embedder: FastEmbedder) -> None
 
 def test_a_system_block_after_the_opening_goes_into_the_user_turn(tmp_path: Path, embedder: FastEmbedder) -> None:
     with _mem(tmp_path, embedder) as mem:
-        mem.append_many("c", _notes(40))
+        mem.append_many("c", depot_notes(40))
         ctx = mem.context("c", "which depot ships for client 3?", 900, system=SYSTEM)
         req = to_anthropic(ctx, mem)
     check_shape(req)
@@ -126,7 +117,7 @@ def test_a_system_block_after_the_opening_goes_into_the_user_turn(tmp_path: Path
 
 def test_breakpoints_land_on_the_last_block_of_their_message(tmp_path: Path, embedder: FastEmbedder) -> None:
     with _mem(tmp_path, embedder) as mem:
-        mem.append_many("c", _notes(40))
+        mem.append_many("c", depot_notes(40))
         ctx = mem.context("c", "which depot ships for client 3?", 900, system=SYSTEM)
         layers = {b.layer: b.index for b in ctx.plan.breakpoints}
         assert {"system", "stable"} <= set(layers), ctx.plan.breakpoints
@@ -147,7 +138,7 @@ def test_breakpoints_land_on_the_last_block_of_their_message(tmp_path: Path, emb
 
 def test_the_next_call_repeats_the_previous_request_as_its_prefix(tmp_path: Path, embedder: FastEmbedder) -> None:
     with _mem(tmp_path, embedder) as mem:
-        mem.append_many("c", _notes(10)[:-1])
+        mem.append_many("c", depot_notes(10)[:-1])
         mem.append("c", {"role": "user", "content": "Thanks, that is all for the notes."})
         first = to_anthropic(mem.context("c", None, 4000, system=SYSTEM), mem)
         mem.append_many("c", [{"role": "assistant", "content": "You're welcome."},

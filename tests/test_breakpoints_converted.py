@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import sdk_corpus as corpus
+from convo_fixtures import depot_notes
 
 from tiermem import Config, Memory
 from tiermem.planner.render import HEADERS
@@ -32,23 +33,12 @@ def _mem(tmp_path: Path, embedder: FastEmbedder, **kw: Any) -> Memory:
     return Memory(Config(data_dir=tmp_path / "d", **kw), embedder=embedder, hot=False, background_indexing=False)
 
 
-def _notes(n: int = 40) -> list[dict[str, Any]]:
-    """Plain turns with a standing instruction among them (a pin), so the stable layers
-    are several system messages before the tail."""
-    out: list[dict[str, Any]] = [{"role": "user", "content": "Always answer in British English, never in bullets."}]
-    for i in range(n):
-        out.append({"role": "user", "content": f"Note {i}: the parcel for client {i} ships from depot {i % 7}."})
-        out.append({"role": "assistant", "content": f"Recorded note {i}, depot {i % 7}."})
-    out.append({"role": "user", "content": "Which depot ships for client 3?"})
-    return out
-
-
 # (context_format, system_messages, conversation): each way the returned messages differ
 # from the planned ones
 CASES = [
     ("responses", "as_is", corpus.chat_conversation),  # an assistant turn with tool calls splits into items
     ("chat", "as_is", corpus.responses_conversation),  # calls join into one message, reasoning is dropped
-    ("as_stored", "merge", _notes),  # the pinned block and the retrieved block fold into the first message
+    ("as_stored", "merge", depot_notes),  # the pinned block and the retrieved block fold into the first message
     ("chat", "merge", corpus.responses_conversation),  # both at once
 ]
 
@@ -85,7 +75,7 @@ def test_breakpoints_index_the_returned_messages(tmp_path: Path, embedder: FastE
 def test_a_fold_that_takes_the_retrieved_block_leaves_no_stable_mark_before_it(
         tmp_path: Path, embedder: FastEmbedder) -> None:
     with _mem(tmp_path, embedder, system_messages="merge") as mem:
-        mem.append_many("c", _notes(40))
+        mem.append_many("c", depot_notes(40))
         ctx = mem.context("c", "which depot ships for client 3?", 900, system=SYSTEM)
         assert any(it.slice == "retrieved" for it in ctx.plan.items)  # a retrieved block exists
         first = str(ctx.messages[0]["content"])
