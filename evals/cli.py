@@ -28,11 +28,12 @@ from rich.console import Console
 from tiermem.config import Config
 from tiermem.evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
 from tiermem.evals.conversations import checked_samples
-from tiermem.evals.cost import COST_METHODS, DEFAULT_COST_BUDGET, pick_sample
+from tiermem.evals.cost import COST_METHODS, DEFAULT_COST_BUDGET, MAX_COST_INSTANCES, pick_sample
 from tiermem.evals.locomo import DEFAULT_BUDGETS, LocomoError
 from tiermem.evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from tiermem.evals.report import report_command
 from tiermem.evals.session import SESSION_METHODS
+from tiermem.memory import Memory
 from tiermem.tiers.errors import DataFileError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -230,6 +231,9 @@ def locomo_command(
 )
 @click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write one JSON line per tiermem context here (class, retrieval, stable tokens, epoch reason).")
+@click.option("--instances", type=click.IntRange(1, MAX_COST_INSTANCES), default=1, show_default=True,
+              help="Memory objects on the same data dir and Redis that serve the contexts in turn "
+                   "(the processes of one deployment behind a load balancer).")
 @_common
 def cost_command(
     data: Path | None,
@@ -239,6 +243,7 @@ def cost_command(
     methods: tuple[str, ...],
     plot: Path | None,
     trace: Path | None,
+    instances: int,
     as_json: bool,
     data_dir: Path | None,
     no_hot: bool,
@@ -250,7 +255,14 @@ def cost_command(
     data = _need_data(data)
     opened = _open(data_dir, no_hot, data, sample=sample)
     traced: list[dict[str, Any]] = []
+    others: list[Memory] = []
     try:
+        first = opened.memory
+        # the other processes of the deployment: the same store and Redis; the embedder
+        # and tokenizer are shared only to load them once (neither keeps per-call state)
+        for _ in range(instances - 1):
+            others.append(Memory(first.config, embedder=first.embedder, tokens=first.tokens, hot=opened.hot,
+                                 background_indexing=False))
         with make_progress(not quiet) as progress:
             run = run_cost(
                 opened.memory,
@@ -262,10 +274,13 @@ def cost_command(
                 hot=opened.hot,
                 progress=progress,
                 trace=traced if trace is not None else None,
+                others=others,
             )
     except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
         raise click.ClickException(str(exc)) from None
     finally:
+        for m in others:
+            m.close()
         close_memory(opened)
     if trace is not None:
         trace.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in traced), encoding="utf-8")

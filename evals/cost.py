@@ -37,6 +37,11 @@ provider appends), and two provider models bill it (`CacheRules`, `PROVIDERS`):
 
 Turns of a replay are assumed to fall inside the caches' TTL (minutes apart).
 
+``--instances N`` replays a deployment of N processes on one store (servers behind a
+load balancer, a web app's workers): the tiermem contexts come from N `Memory` objects
+on the same data dir and Redis in turn, so consecutive turns of the conversation land on
+different ones, each with its own per-process state.
+
 Reported per method: input tokens (what is billed without caching), billed with each
 provider's rules, the token-prefix cache-stable share (tokens of each context that are
 a prefix of the previous turn's context, over all tokens), new epochs (tiermem), and
@@ -84,6 +89,9 @@ from tiermem.tiers.tokens import messages_tokens
 COST_METHODS: tuple[str, ...] = (TIERMEM, "full_context", "tail", "bound", "floor")
 SIMULATED = ("bound", "floor")  # computed from the replay's log after it, no context of their own
 DEFAULT_COST_BUDGET = 2000
+# Memory objects a replay may spread its contexts over (`--instances`): each holds its
+# own store connection and turn cache, and a few already show what sharing costs
+MAX_COST_INSTANCES = 8
 GOAL_TOTAL_RATIO = 0.10  # tiermem's tokens against full context's, uncached (issue 6)
 GOAL_CACHE_STABLE = 0.80
 GOAL_BILLED_VS_CACHED_FULL = {"openai": 0.25, "anthropic": 0.30}
@@ -390,8 +398,13 @@ def run_cost(
     hot: bool = True,
     progress: Progress | None = None,
     trace: list[dict[str, Any]] | None = None,
+    others: Sequence[Memory] = (),
 ) -> CostRun:
-    """`trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
+    """`others`: more Memory objects on the same data dir and Redis (the processes of one
+    deployment): tiermem's contexts come from `memory` and them in turn, one context call
+    each (a load balancer's round robin), while `memory` alone appends; each keeps its own
+    per-process state (the epoch, caches), as separate processes would.
+    `trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
     class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason;
     `bill_by_cause`: its own bill per provider by cause, evals.decompose), to see why each
     cache miss happened."""
@@ -413,6 +426,7 @@ def run_cost(
     # every turn checked as `tiermem import` checks it, before anything is written
     s = pick_sample(checked_samples(data, memory.config), sample)
     use_tiermem = tiermem_runs(memory, methods, " in the cost replay")
+    instances = (memory, *others)
     active = [m for m in methods if m != TIERMEM or use_tiermem]
     conv = unique_conversation_id(memory, f"locomo-cost-{id_text(s.sample_id)}")  # within max_id_chars
     ns = conv
@@ -441,9 +455,10 @@ def run_cost(
             layers: tuple[dict[str, Any], ...] = ()
             for name in active:
                 if name == TIERMEM:
-                    memory.catch_up(conv, namespace=ns)  # what the background indexer would have done by now
+                    serving = instances[(builds - 1) % len(instances)]
+                    serving.catch_up(conv, namespace=ns)  # what the background indexer would have done by now
                     t = time.perf_counter()
-                    out, marks, cache = tiermem_request(memory, conv, query, budget, namespace=ns)
+                    out, marks, cache = tiermem_request(serving, conv, query, budget, namespace=ns)
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
@@ -529,6 +544,7 @@ def run_cost(
         "providers": {p: r.model_dump() for p, r in PROVIDERS.items()},
         "cached_input_ratio": PROVIDERS["openai"].read_ratio,
         "hot_tier": hot,
+        "instances": len(instances),
         "tokenizer": memory.tokens.name,
         "elapsed_s": round(time.perf_counter() - t0, 2),
         "methods": summaries,
