@@ -25,10 +25,12 @@ turn it cites.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import math
 import os
 import re
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -386,6 +388,8 @@ class ExtractiveSummarizer:
 # ----------------------------------------------------------------------------------
 # LLM (OpenAI-compatible chat completions)
 
+# the thread that makes one request, so that `timeout_s` bounds the whole of it
+REQUEST_THREAD_NAME = "tiermem-llm-request"
 _REFS = re.compile(r"\[\s*(#?\d+(?:\s*,\s*#?\d+)*)\s*\]\s*[.]?\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 SYSTEM_PROMPT = (
@@ -420,7 +424,9 @@ class LLMSummarizer:
     Input turns are numbered by log position; the model is asked for one line per
     fact ending in position refs ("[#12,#15]"), which become the sentences'
     provenance. Lines without a valid ref are dropped; the result is cut to the token
-    target line by line. Requests time out after `timeout_s`; timeouts, connection
+    target line by line. A request times out `timeout_s` after it starts, however the
+    endpoint trickles its answer (so one call takes at most about
+    (retries + 1) * timeout_s plus the backoff); timeouts, connection
     errors, 429 and 5xx are retried `retries` times with exponential backoff; other
     failures (and an answer with no usable line) raise SummarizerError. The API key
     is read from the environment variable `api_key_env` at call time (none is sent if
@@ -469,6 +475,39 @@ class LLMSummarizer:
             {"role": "user", "content": "\n".join(lines)},
         ]
 
+    def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
+        """One request: (status, body). Raises httpx's errors, and `httpx.TimeoutException`
+        when the whole exchange takes longer than `timeout_s`.
+
+        httpx's timeouts bound each connect, write and read, not the request: an endpoint
+        that sends a byte now and then never trips them. So a worker thread makes the
+        request, and one that is not done by the deadline is abandoned; closing its
+        client makes it fail at its next read (it holds no lock of ours meanwhile)."""
+        import httpx  # here: only the LLM summarizer talks HTTP, and importing it costs every start
+
+        client = httpx.Client(timeout=httpx.Timeout(self.timeout_s))
+        done: list[tuple[int, bytes] | Exception] = []
+
+        def run() -> None:
+            try:
+                with client.stream("POST", url, json=payload, headers=headers) as resp:
+                    done.append((resp.status_code, b"".join(resp.iter_bytes())))
+            except Exception as exc:  # handed to the caller's thread, which raises it
+                done.append(exc)
+
+        worker = threading.Thread(target=run, name=REQUEST_THREAD_NAME, daemon=True)
+        try:
+            worker.start()
+            worker.join(self.timeout_s)
+        finally:
+            client.close()
+        if not done:
+            raise httpx.TimeoutException(f"no complete answer within {self.timeout_s} s")
+        result = done[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
     def _post(self, payload: dict[str, Any]) -> str:
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -482,21 +521,20 @@ class LLMSummarizer:
             if attempt:
                 self.sleep(min(self.backoff_s * 2 ** (attempt - 1), 30.0))
             try:
-                with httpx.Client(timeout=httpx.Timeout(self.timeout_s)) as client:
-                    resp = client.post(url, json=payload, headers=headers)
+                status, body = self._exchange(url, payload, headers)
             except httpx.TimeoutException as exc:
                 last = f"timeout after {self.timeout_s} s ({type(exc).__name__})"
                 continue
             except httpx.TransportError as exc:
                 last = f"transport error: {exc}"
                 continue
-            if resp.status_code == 429 or resp.status_code >= 500:
-                last = f"HTTP {resp.status_code}"
+            if status == 429 or status >= 500:
+                last = f"HTTP {status}"
                 continue
-            if resp.status_code != 200:
-                raise SummarizerError(self.name, f"HTTP {resp.status_code}: {resp.text[:200]}")
+            if status != 200:
+                raise SummarizerError(self.name, f"HTTP {status}: {body.decode('utf-8', 'replace')[:200]}")
             try:
-                content = resp.json()["choices"][0]["message"]["content"]
+                content = json.loads(body)["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 raise SummarizerError(self.name, f"malformed completion: {exc!r}") from None
             if not isinstance(content, str):

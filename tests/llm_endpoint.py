@@ -1,0 +1,97 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1 that misbehaves on
+demand, for the tests of the LLM summarizer's failure handling (no test uses the
+network).
+
+`reply` answers every request: a function of the request (`Request`) returning a
+`Reply`. The server records each request it got (`requests`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def prompt(self) -> str:
+        """The user message of the summary request (the numbered turns)."""
+        return str(self.body["messages"][-1]["content"])
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    # send the body this many bytes at a time, sleeping `trickle_s` between pieces
+    # (a server that keeps a connection alive without ever finishing its answer)
+    trickle_bytes: int = 0
+    trickle_s: float = 0.0
+
+
+def completion(content: Any) -> Reply:
+    """A well-formed answer whose one choice holds `content`."""
+    return Reply(body=json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode())
+
+
+@dataclass
+class LLMEndpoint:
+    reply: Callable[[Request], Reply] = field(default=lambda _r: completion("fact [#0]"))
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length", "0"))
+                req = Request(self.path, dict(self.headers), json.loads(self.rfile.read(n) or b"{}"))
+                endpoint.requests.append(req)
+                r = endpoint.reply(req)
+                try:
+                    self.send_response(r.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(r.body)))
+                    self.end_headers()
+                    step = r.trickle_bytes or len(r.body) or 1
+                    for i in range(0, len(r.body), step):
+                        self.wfile.write(r.body[i:i + step])
+                        self.wfile.flush()
+                        if r.trickle_s:
+                            time.sleep(r.trickle_s)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serving(reply: Callable[[Request], Reply] | None = None) -> Iterator[LLMEndpoint]:
+    """For a fixture: an endpoint, closed afterwards."""
+    endpoint = LLMEndpoint(reply) if reply is not None else LLMEndpoint()
+    try:
+        yield endpoint
+    finally:
+        endpoint.close()
