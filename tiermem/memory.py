@@ -47,6 +47,7 @@ from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
     MAX_BUDGET_TOKENS,
+    AppendOutcome,
     Checkpoint,
     ErasureReport,
     FoldLine,
@@ -54,12 +55,15 @@ from tiermem.tiers.models import (
     PruneReport,
     SearchHit,
     StoredMessage,
+    append_fingerprint,
+    check_idempotency_key,
     check_int,
     check_position,
     check_summary,
     check_text,
     message_text,
     parse_message,
+    stamped,
     validate_id,
     validate_namespace,
 )
@@ -322,11 +326,12 @@ class Memory:
     def _text(self, value: object, field: str) -> str:
         return check_text(value, field, self.config.max_content_bytes)
 
-    def _parse(self, message: Message | dict[str, Any], **envelope: Any) -> Message:
+    def _parse(self, message: Message | dict[str, Any], *, stamp: bool = True, **envelope: Any) -> Message:
         return parse_message(
             message,
             max_content_bytes=self.config.max_content_bytes,
             max_metadata_bytes=self.config.max_metadata_bytes,
+            stamp=stamp,
             **envelope,
         )
 
@@ -409,14 +414,18 @@ class Memory:
         metadata: dict[str, Any] | None = None,
         created_at: float | None = None,
         namespace: str | None = None,
+        idempotency_key: str | None = None,
     ) -> int:
         """Append one message; returns its position. Invalid input raises
-        `ValidationError` and writes nothing."""
-        return self.append_many(
+        `ValidationError` and writes nothing. `idempotency_key`: see `append_outcome`."""
+        if idempotency_key is not None:  # at the edge, before the message is read
+            check_idempotency_key(idempotency_key)
+        # unstamped: a created_at left to default must not enter the key's fingerprint
+        return self.append_outcome(
             conversation_id,
-            [self._parse(message, session_id=session_id, metadata=metadata, created_at=created_at)],
-            namespace=namespace,
-        )[0]
+            [self._parse(message, session_id=session_id, metadata=metadata, created_at=created_at, stamp=False)],
+            namespace=namespace, idempotency_key=idempotency_key,
+        ).positions[0]
 
     def _check_controls(self, conv: str, ns: str, parsed: Sequence[Message]) -> None:
         """A control row that names a position (a retraction) must name an earlier row: one
@@ -443,10 +452,37 @@ class Memory:
         *,
         namespace: str | None = None,
         session_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> list[int]:
-        """Append a batch in one transaction (all or nothing); returns the positions."""
+        """Append a batch in one transaction (all or nothing); returns the positions.
+        `idempotency_key`: see `append_outcome`."""
+        return self.append_outcome(conversation_id, messages, namespace=namespace, session_id=session_id,
+                                   idempotency_key=idempotency_key).positions
+
+    def append_outcome(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message | dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendOutcome:
+        """`append_many`, saying whether the answer is a replay. With an idempotency key
+        (1..MAX_IDEMPOTENCY_KEY_CHARS visible ASCII characters, the caller's id of this
+        request), a retry of a request whose answer was lost is safe: the first append
+        records the key with the request's fingerprint (each message's role, body,
+        session, metadata, and created_at where given: `append_fingerprint`) in its own
+        transaction; a later append of the same request under the key writes nothing
+        (no turn, no hot-tier admit, no embedding) and returns the first one's positions
+        with `replayed=True`; another request under it raises `IdempotencyKeyReused` and
+        writes nothing. Keys belong to the conversation (its namespace's, and only this
+        incarnation's: erased or pruned, it takes its keys with it) and live as long as
+        it does: no expiry."""
         conv = self._conv(conversation_id)
         ns = self._ns(namespace)
+        if idempotency_key is not None:  # at the edge, before anything is read
+            check_idempotency_key(idempotency_key)
         if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
             raise ValidationError("messages", f"must be a list of messages, got {type(messages).__name__}")
         messages = list(messages)
@@ -456,18 +492,24 @@ class Memory:
         parsed = []
         for i, m in enumerate(messages):
             try:
-                # a Message object passed pydantic but not the configured limits: parse it too
-                parsed.append(self._parse(m, session_id=session_id))
+                # a Message object passed pydantic but not the configured limits: parse it
+                # too; unstamped until fingerprinted (a defaulted created_at is not the caller's)
+                parsed.append(self._parse(m, session_id=session_id, stamp=False))
             except ValidationError as exc:
                 # name the message in the batch, keeping the class (LimitExceeded carries
                 # the value and the limit)
                 exc.field = f"messages[{i}].{exc.field}"
                 exc.args = (f"{exc.field}: {exc.problem}",)
                 raise
+        fingerprint = append_fingerprint(parsed) if idempotency_key is not None else None
+        parsed = [stamped(m) for m in parsed]
         self._check_controls(conv, ns, parsed)
         labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
-        res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels)
+        res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
+                                     fingerprint=fingerprint)
         key, positions = res.key, res.positions
+        if res.replayed:  # an earlier append stored this request: what followed it was done then
+            return AppendOutcome(positions, replayed=True)
         if res.created and self.hot is not None:
             # a new key is never one issued before, but Redis may predate this database's
             # key registry (a database from before incarnations): start from nothing
@@ -490,7 +532,7 @@ class Memory:
             log.warning("could not embed or decide supersession for %s's new turns now; it waits for "
                         "their embedding", key, exc_info=True)
         self._after_append(key, positions)
-        return positions
+        return AppendOutcome(positions)
 
     def _label(self, text: str, role: str, body: dict[str, Any]) -> tuple[str, bool, int, str]:
         if is_control(body):
@@ -1065,13 +1107,20 @@ class NamespacedMemory:
         return NamespacedMemory(self.memory, sub, timezone=timezone if timezone is not None else self.timezone)
 
     def append(self, conversation_id: str, message: Message | dict[str, Any], *, session_id: str | None = None,
-               metadata: dict[str, Any] | None = None, created_at: float | None = None) -> int:
+               metadata: dict[str, Any] | None = None, created_at: float | None = None,
+               idempotency_key: str | None = None) -> int:
         return self.memory.append(conversation_id, message, session_id=session_id, metadata=metadata,
-                                  created_at=created_at, namespace=self.namespace)
+                                  created_at=created_at, namespace=self.namespace, idempotency_key=idempotency_key)
 
     def append_many(self, conversation_id: str, messages: Sequence[Message | dict[str, Any]], *,
-                    session_id: str | None = None) -> list[int]:
-        return self.memory.append_many(conversation_id, messages, session_id=session_id, namespace=self.namespace)
+                    session_id: str | None = None, idempotency_key: str | None = None) -> list[int]:
+        return self.memory.append_many(conversation_id, messages, session_id=session_id, namespace=self.namespace,
+                                       idempotency_key=idempotency_key)
+
+    def append_outcome(self, conversation_id: str, messages: Sequence[Message | dict[str, Any]], *,
+                       session_id: str | None = None, idempotency_key: str | None = None) -> AppendOutcome:
+        return self.memory.append_outcome(conversation_id, messages, session_id=session_id, namespace=self.namespace,
+                                          idempotency_key=idempotency_key)
 
     def checkpoint(self, conversation_id: str, summary: str, position: int) -> Checkpoint:
         return self.memory.checkpoint(conversation_id, summary, position, namespace=self.namespace)

@@ -10,6 +10,10 @@ Invariants (docs/design.md, "The invariants"):
   processes get contiguous, unique positions; callers never pass one.
 - One domain action, one transaction: an append writes the message, its turn-index row
   and its FTS row together; fork and prune are single transactions too.
+- An append with an idempotency key looks the key up and records it inside its own
+  `BEGIN IMMEDIATE` transaction (one writer at a time, every process): the same request
+  again writes nothing and answers the recorded positions, another one is refused. The
+  records (`idempotency_keys`) live as long as their conversation: no expiry.
 - Everything except `messages`, `conversations`, `checkpoints` and `pins` is derived
   (the turn index, FTS, vectors) and `rebuild()` recomputes it from the messages.
   Embeddings are computed *outside* the write lock, after the commit; a crash in
@@ -152,7 +156,7 @@ KEY_SUFFIX_HEX = 16
 MAX_SCOPE_SIZES = 65_536
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions",
-                       "view_claims")
+                       "view_claims", "idempotency_keys")
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 NO_LABEL: tuple[None, None, None, None] = (None, None, None, None)
 
@@ -470,24 +474,40 @@ class ColdStore(SharedQueries):
         *,
         namespace: str = "default",
         labels: Sequence[Label | None] | None = None,
+        idempotency_key: str | None = None,
+        fingerprint: bytes | None = None,
     ) -> AppendResult:
         """`append_many` that also says which incarnation the messages went to. The
         name is resolved inside the write transaction, so a prune racing the append
         either happens before (a new incarnation) or after (the batch goes with it).
         `labels` (intent, load_bearing, priority, reason) are derived turn-index values
-        that the caller computed from the text; they commit with the messages."""
+        that the caller computed from the text; they commit with the messages.
+        `idempotency_key`: tiers.store.ColdLog.append_batch; the key is looked up inside
+        the write transaction (BEGIN IMMEDIATE: one writer at a time across processes),
+        so two appends under one key write once."""
         if not msgs:
             return AppendResult(self.key_of(namespace, name) or "", [], False)
         if labels is not None and len(labels) != len(msgs):
             raise ValueError("labels must match messages one to one")
+        if (idempotency_key is None) != (fingerprint is None):
+            raise ValueError("idempotency_key and fingerprint go together")
         with self._tx() as c:
-            key, created = self._claim_conversation(c, name, namespace, time.time())
+            now = time.time()
+            key, created = self._claim_conversation(c, name, namespace, now)
+            if idempotency_key is not None and fingerprint is not None and not created:
+                replayed = self._replayed(c, key, idempotency_key, fingerprint)
+                if replayed is not None:  # nothing written in this transaction: its commit is empty
+                    return AppendResult(key, replayed, False, replayed=True)
             rows = [self._insert(c, key, m, labels[i] if labels else None) for i, m in enumerate(msgs)]
             # once per batch, not per row: the same MAX, one statement instead of len(msgs);
             # views_seq puts the conversation in the scheduler's sweep (tiers.store)
             c.execute("UPDATE conversations SET last_message_at = MAX(last_message_at, ?), "
                       "views_seq = views_seq + 1 WHERE id = ?", (max(r[2] for r in rows), key))
             positions = [r[0] for r in rows]
+            if idempotency_key is not None and fingerprint is not None and not self._record_key(
+                    c, key, idempotency_key, fingerprint, positions, now):
+                # cannot happen under SQLite's one writer (the lookup above saw no record)
+                raise RuntimeError(f"idempotency key of {key!r} recorded by another writer inside a write lock")
         return AppendResult(key, positions, created)
 
     # -- embeddings (derived, outside the write lock) -------------------------------------

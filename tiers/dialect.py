@@ -56,7 +56,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import numpy as np
 
 from tiermem.tiers.embed import Embedder, query_embedding
-from tiermem.tiers.errors import ConversationNotFound, PositionOutOfRange, ValidationError
+from tiermem.tiers.errors import (
+    ConversationNotFound,
+    IdempotencyKeyReused,
+    PositionOutOfRange,
+    ValidationError,
+)
 from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
@@ -64,6 +69,7 @@ from tiermem.tiers.models import (
     MAX_TIMESTAMP,
     ROLES,
     Checkpoint,
+    IdempotencyRecord,
     SearchHit,
     StoredMessage,
     TurnRow,
@@ -231,6 +237,10 @@ class SalvagedRows:
         return sum(1 for r in self._rows if r[0] in keys)
 
 
+def _idempotency_record(row: Sequence[Any]) -> IdempotencyRecord:
+    return IdempotencyRecord(bytes(row[0]), int(row[1]), int(row[2]), float(row[3]))
+
+
 class SharedQueries:
     """The store methods (tiers.store.ColdLog documents each contract) that are the same
     on both engines but for the dialect."""
@@ -288,6 +298,46 @@ class SharedQueries:
     def key_of(self, namespace: str, name: str) -> str | None:
         rows = self._q("SELECT id FROM conversations WHERE namespace = ? AND name = ?", (namespace, name))
         return str(rows[0][0]) if rows else None
+
+    # -- idempotency keys (tiers.store: "Idempotency keys"; the table: SQLite m024,
+    # PostgreSQL m010) ---------------------------------------------------------------------
+
+    _IDEMPOTENCY_COLS = "fingerprint, first_position, message_count, created_at"
+
+    def idempotency_record(self, conversation_id: str, idempotency_key: str) -> IdempotencyRecord | None:
+        rows = self._q(f"SELECT {self._IDEMPOTENCY_COLS} FROM idempotency_keys WHERE conversation_id = ? "
+                       "AND idem_key = ?", (conversation_id, idempotency_key))
+        return _idempotency_record(rows[0]) if rows else None
+
+    def _replayed(self, c: Any, key: str, idempotency_key: str, fingerprint: bytes) -> list[int] | None:
+        """Inside an append's write transaction, the conversation's row held: the
+        positions an earlier append of this same request wrote under `idempotency_key`
+        (a replay: the caller writes nothing), or None when the key is new here.
+        IdempotencyKeyReused when the key was used for another request."""
+        row = c.execute(self.dialect.sql(f"SELECT {self._IDEMPOTENCY_COLS} FROM idempotency_keys "
+                                         "WHERE conversation_id = ? AND idem_key = ?"),
+                        (key, idempotency_key)).fetchone()
+        if row is None:
+            return None
+        record = _idempotency_record(row)
+        if record.fingerprint != fingerprint:
+            raise IdempotencyKeyReused(idempotency_key, record.first_position,
+                                       record.first_position + record.count - 1)
+        return record.positions
+
+    def _record_key(self, c: Any, key: str, idempotency_key: str, fingerprint: bytes, positions: Sequence[int],
+                    now: float) -> bool:
+        """Inside the append's transaction, after its rows: record the key with the
+        positions written; False when another transaction recorded it first (the caller
+        rolls its work back and answers from that record). One batch's positions are
+        contiguous on both engines (one counter under the conversation's write lock), so
+        the first and the count stand for them all."""
+        if list(positions) != list(range(positions[0], positions[0] + len(positions))):
+            raise RuntimeError(f"append positions of {key!r} are not contiguous: {list(positions)}")
+        return c.execute(self.dialect.sql(
+            "INSERT INTO idempotency_keys(conversation_id, idem_key, fingerprint, first_position, message_count, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1"),
+            (key, idempotency_key, fingerprint, positions[0], len(positions), now)).fetchone() is not None
 
     def name_of(self, key: str) -> tuple[str, str] | None:
         rows = self._q("SELECT namespace, name FROM conversations WHERE id = ?", (key,))

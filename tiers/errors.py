@@ -7,6 +7,7 @@ exceptions still catch them, and builds its message from its arguments.
 
 from __future__ import annotations
 
+import ast
 import re
 
 
@@ -21,6 +22,41 @@ class ValidationError(TiermemError, ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}")
+
+
+class IdempotencyKeyReused(ValidationError):
+    """An append named an idempotency key that its conversation already holds for a
+    different request (other messages, metadata, times or session): nothing was written.
+    `first`..`last`: the positions the key's first request wrote."""
+
+    def __init__(self, key: str, first: int, last: int) -> None:
+        self.key = key
+        self.first = first
+        self.last = last
+        super().__init__(
+            "idempotency_key",
+            f"{key!r} was first used for a different request (it wrote positions {first}..{last}); "
+            "a retry must send the same request, a new request needs a new key",
+        )
+
+    @classmethod
+    def from_problem(cls, problem: str) -> IdempotencyKeyReused | None:
+        """The IdempotencyKeyReused whose message `problem` is (a service's 422 carries
+        only the field and the message), or None for any other problem."""
+        m = _REUSED_PROBLEM.fullmatch(problem)
+        if m is None:
+            return None
+        try:
+            key = ast.literal_eval(m["key"])
+        except (ValueError, SyntaxError):
+            return None
+        return cls(key, int(m["first"]), int(m["last"])) if isinstance(key, str) else None
+
+
+# IdempotencyKeyReused's message, read back (from_problem): the format above, one place
+_REUSED_PROBLEM = re.compile(r"(?P<key>'.*'|\".*\") was first used for a different request \(it wrote positions "
+                             r"(?P<first>\d+)\.\.(?P<last>\d+)\); a retry must send the same request, a new request "
+                             r"needs a new key", re.DOTALL)
 
 
 class LimitExceeded(ValidationError):

@@ -9,9 +9,11 @@ a dropped field is data lost (the policy is in `tiers.formats`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,6 +52,11 @@ MAX_POSITION = 2**62
 # below both tiermem.memory and planner.plan, so that a stored plan's token bound is
 # defined from it, not restated: memory imports the planner only when first used.
 MAX_BUDGET_TOKENS = 2_000_000
+# An append's idempotency key (`check_idempotency_key`): characters, at most. It travels in
+# an HTTP header (the IETF draft "The Idempotency-Key HTTP Header Field"), so it is visible
+# ASCII only; 255 holds a UUID, a ULID or a caller's own request id with room to spare.
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"[\x21-\x7e]+")  # visible ASCII: no space, no control character
 # Namespaces are hierarchical scopes: `acme`, `acme/alice`. Each segment is an id; a
 # credential bound to `acme` may act on `acme` and every namespace below it.
 NAMESPACE_SEPARATOR = "/"
@@ -189,6 +196,38 @@ def check_text(value: object, field: str, max_bytes: int) -> str:
     if size > max_bytes:
         raise ValidationError(field, f"{size} bytes exceed the limit of {max_bytes} bytes")
     return value
+
+
+def check_idempotency_key(value: object, field: str = "idempotency_key") -> str:
+    """An append's idempotency key: a string of 1..MAX_IDEMPOTENCY_KEY_CHARS visible ASCII
+    characters (0x21-0x7E: what an HTTP header carries unchanged). The client checks it
+    with this too, before it sends anything."""
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValidationError(field, f"must not be empty (1..{MAX_IDEMPOTENCY_KEY_CHARS} characters)")
+    if len(value) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise LimitExceeded(field, len(value), MAX_IDEMPOTENCY_KEY_CHARS, unit="characters")
+    if not IDEMPOTENCY_KEY_PATTERN.fullmatch(value):
+        raise ValidationError(field, "may contain only visible ASCII characters (0x21-0x7E: no space, no control "
+                              "character, nothing outside ASCII)")
+    return value
+
+
+def append_fingerprint(messages: Sequence[Message]) -> bytes:
+    """sha256 of what an append asked to store, for its idempotency key: each message's
+    role, body, session, metadata, and its created_at only where the caller gave one
+    (`parse_message(..., stamp=False)` leaves a defaulted one None: "now" differs between
+    a request and its retry). Canonical JSON (sorted keys), so a `Message` and the equal
+    dict fingerprint alike; the batch's order counts."""
+    rows = []
+    for m in messages:
+        row: dict[str, Any] = {"role": m.role, "body": m.body(), "session_id": m.session_id, "metadata": m.metadata}
+        if m.created_at is not None:
+            row["created_at"] = m.created_at
+        rows.append(row)
+    text = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def check_summary(value: object, max_bytes: int) -> str:
@@ -337,12 +376,15 @@ def parse_message(
     session_id: str | None = None,
     metadata: dict[str, Any] | None = None,
     created_at: float | None = None,
+    stamp: bool = True,
 ) -> Message:
     """Validate a caller's message and fold the keyword envelope into it.
 
     Accepts a dict, a `Message`, or any pydantic model (an `openai` SDK object such as
     `ChatCompletionMessage` or a Responses output item: its `model_dump()`). Raises
-    `ValidationError` naming the field; never partially accepts a message.
+    `ValidationError` naming the field; never partially accepts a message. A message
+    without created_at gets now, unless `stamp` is False (then None: the caller tells a
+    given time from a default, as an idempotency fingerprint must, and stamps it itself).
     """
     if isinstance(raw, Message):
         body = raw.body()
@@ -394,9 +436,14 @@ def parse_message(
             raise ValidationError("metadata", "is not valid UTF-8 (lone surrogate)") from None
         if meta_bytes > max_metadata_bytes:
             raise LimitExceeded("metadata", meta_bytes, max_metadata_bytes)
-    if msg.created_at is None:
-        msg = msg.model_copy(update={"created_at": time.time()})
+    if stamp and msg.created_at is None:
+        msg = stamped(msg)
     return msg
+
+
+def stamped(msg: Message) -> Message:
+    """`msg` with created_at now when it has none."""
+    return msg if msg.created_at is not None else msg.model_copy(update={"created_at": time.time()})
 
 
 @dataclass(frozen=True)
@@ -477,6 +524,34 @@ class AppendResult:
     key: str  # the incarnation the messages went to
     positions: list[int]
     created: bool  # this append created the conversation
+    # the batch's idempotency key was recorded by an earlier append of the same request:
+    # nothing was written now, and `positions` are the ones that append wrote
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class AppendOutcome:
+    """`Memory.append_outcome`: the positions of the batch, and whether they come from
+    an earlier append under the same idempotency key (a replay: nothing was written)."""
+
+    positions: list[int]
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """What a conversation keeps of an append made with an idempotency key: the
+    request's fingerprint (`append_fingerprint`) and the positions it wrote, which are
+    contiguous (one batch, under the conversation's write lock on both engines)."""
+
+    fingerprint: bytes
+    first_position: int
+    count: int
+    created_at: float
+
+    @property
+    def positions(self) -> list[int]:
+        return list(range(self.first_position, self.first_position + self.count))
 
 
 @dataclass

@@ -17,6 +17,12 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   conversation exists, one round trip; the first append of a conversation creates it
   and appends in one explicit transaction. Fork, prune, erasure and a warm write are
   one transaction each.
+- An append with an idempotency key is one explicit transaction instead: the
+  conversation's row locked first (it orders the conversation's writers), then the key
+  looked up; the same request again writes nothing and answers the recorded positions,
+  another one is refused; a new key is recorded with the rows (ON CONFLICT DO NOTHING:
+  a conflict rolls this transaction's work back and answers the other's record). The
+  records (`idempotency_keys`) live as long as their conversation: no expiry.
 - Migrations are an ordered list of named functions, each applied in its own
   transaction under an advisory lock and recorded in `schema_migrations`; a database
   recorded at a newer version than this code is refused before anything is written.
@@ -157,11 +163,11 @@ SYNCHRONOUS_COMMIT = ("on", "off")
 ERASE_SCRUB = ("full", "vacuum")
 # what reclaim() vacuums: every table that holds a conversation's rows or its name
 RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
-                  "pins", "plans", "statement_supersessions", "view_claims", "conversations")
+                  "pins", "plans", "statement_supersessions", "view_claims", "idempotency_keys", "conversations")
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
-                       "summary_errors", "statement_supersessions", "view_claims")
+                       "summary_errors", "statement_supersessions", "view_claims", "idempotency_keys")
 
 Conn = Any  # psycopg.Connection; kept loose so callers need not import psycopg
 
@@ -383,6 +389,21 @@ def m009_index_pin_candidates(c: Conn) -> None:
               "WHERE load_bearing = 1 AND superseded_by IS NOT NULL")
 
 
+def m010_idempotency_keys(c: Conn) -> None:
+    # appends made with an idempotency key, as the SQLite engine's m024_idempotency_keys:
+    # recorded in the append's transaction, kept as long as the conversation (the erasure
+    # deletes them with its other rows, CONVERSATION_TABLES; the foreign key makes any
+    # other deletion of the conversation take them too)
+    c.execute("""CREATE TABLE idempotency_keys(
+        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        idem_key TEXT NOT NULL,
+        fingerprint BYTEA NOT NULL,
+        first_position BIGINT NOT NULL,
+        message_count INTEGER NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (conversation_id, idem_key))""")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -393,6 +414,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m007_view_claims,
     m008_views_behind,
     m009_index_pin_candidates,
+    m010_idempotency_keys,
 ]
 
 
@@ -414,6 +436,11 @@ def query_lexemes(text: str) -> list[str]:
     """`to_tsquery` arguments from arbitrary user text, one per word (tiers.search's
     query_words), each quoted as a lexeme: no input can break the syntax."""
     return [f"'{w}'" for w in query_words(text)]
+
+
+class _KeyTaken(Exception):
+    """Rolls back an append whose idempotency key another transaction recorded first
+    (`PostgresStore._append_keyed`); never leaves the store."""
 
 
 class Vec:
@@ -807,13 +834,18 @@ class PostgresStore(SharedQueries):
         return self.append_batch(conversation_id, msgs, namespace=namespace, labels=labels).positions
 
     def append_batch(self, name: str, msgs: Sequence[Message], *, namespace: str = "default",
-                     labels: Sequence[Label | None] | None = None) -> AppendResult:
+                     labels: Sequence[Label | None] | None = None, idempotency_key: str | None = None,
+                     fingerprint: bytes | None = None) -> AppendResult:
         if not msgs:
             return AppendResult(self.key_of(namespace, name) or "", [], False)
         if labels is not None and len(labels) != len(msgs):
             raise ValueError("labels must match messages one to one")
+        if (idempotency_key is None) != (fingerprint is None):
+            raise ValueError("idempotency_key and fingerprint go together")
         params = self._append_params(msgs, labels)
         params["ns"], params["name"] = namespace, name
+        if idempotency_key is not None and fingerprint is not None:
+            return self._append_keyed(name, namespace, params, idempotency_key, fingerprint)
         with self._conn() as conn:
             rows = self._statement(conn, self._APPEND_BY_NAME, params)
             if rows:
@@ -825,6 +857,40 @@ class PostgresStore(SharedQueries):
                 params["key"] = key
                 rows = conn.execute(self._APPEND_BY_KEY, params).fetchall()
         return AppendResult(key, [int(r[1]) for r in rows], created)
+
+    def _append_keyed(self, name: str, namespace: str, params: dict[str, Any], idempotency_key: str,
+                      fingerprint: bytes) -> AppendResult:
+        """An append under an idempotency key, in one explicit transaction: the
+        conversation's row locked first (`_claim_conversation`: FOR UPDATE, or created),
+        which orders every writer of the conversation, so the key's record, looked up
+        next, is one a concurrent append under the same key committed before we got the
+        lock (READ COMMITTED: each statement sees what committed before it). No record:
+        the batch is written and the key recorded with ON CONFLICT DO NOTHING; should
+        another transaction have recorded it all the same, this one's work is rolled back
+        and the answer is that record's (nothing written twice)."""
+        taken = False
+        with self._conn() as conn:
+            try:
+                with conn.transaction():
+                    now = time.time()
+                    key, created = self._claim_conversation(conn, name, namespace, now)
+                    replayed = None if created else self._replayed(conn, key, idempotency_key, fingerprint)
+                    if replayed is not None:  # nothing written: the transaction ends empty
+                        return AppendResult(key, replayed, False, replayed=True)
+                    params["key"] = key
+                    positions = [int(r[1]) for r in conn.execute(self._APPEND_BY_KEY, params).fetchall()]
+                    if not self._record_key(conn, key, idempotency_key, fingerprint, positions, now):
+                        taken = True
+                        raise _KeyTaken
+            except _KeyTaken:
+                pass
+            if taken:  # rolled back: the record another transaction committed is the answer
+                with conn.transaction():
+                    replayed = self._replayed(conn, key, idempotency_key, fingerprint)
+                if replayed is None:
+                    raise RuntimeError(f"idempotency key of {key!r} vanished after a conflict on it")
+                return AppendResult(key, replayed, False, replayed=True)
+        return AppendResult(key, positions, created)
 
     # -- embeddings (derived, outside the write transaction) ------------------------------
 

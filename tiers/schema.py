@@ -466,6 +466,30 @@ def m023_index_pin_candidates(c: Connection) -> None:
     c.execute(f"CREATE INDEX IF NOT EXISTS {SUPERSEDED_PINS_INDEX} ON turns(conversation_id, position) "
               "WHERE load_bearing = 1 AND superseded_by IS NOT NULL")
 
+
+def m024_idempotency_keys(c: Connection) -> None:
+    # An append made with an idempotency key records it here in the append's own
+    # transaction: the request's fingerprint (sha256, tiers.models.append_fingerprint) and
+    # the positions written (one batch is contiguous: first and count), so a retry of a
+    # timed-out append answers those positions instead of storing the messages twice.
+    # Scoped to the conversation's key (its incarnation: a re-created conversation starts
+    # with none); kept as long as the conversation, deleted with it by every retention
+    # operation (cold.CONVERSATION_TABLES: SQLite's foreign keys are off). WITHOUT ROWID:
+    # the primary key is the only way in, and the row is stored once, in its b-tree.
+    # IF NOT EXISTS: a store rolled back to an older version number (as the upgrade
+    # tests do) runs this again over the table it has
+    c.execute(
+        """CREATE TABLE IF NOT EXISTS idempotency_keys(
+            conversation_id TEXT NOT NULL,
+            idem_key TEXT NOT NULL,
+            fingerprint BLOB NOT NULL,
+            first_position INTEGER NOT NULL,
+            message_count INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, idem_key)
+        ) WITHOUT ROWID"""
+    )
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -490,6 +514,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m021_erasures_owed,
     m022_index_pending_by_position,
     m023_index_pin_candidates,
+    m024_idempotency_keys,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

@@ -24,6 +24,13 @@ Contract shared by every method (DESIGN invariants):
   whole conversations (each one's rows, tombstone and owed purges together).
 - **Derived data is rebuildable.** The turn index, FTS, vectors, labels and summaries can
   be recomputed from the messages (`rebuild`); pins and checkpoints are user state.
+- **Idempotency keys.** An append may carry an idempotency key (`append_batch`): the
+  key, the request's fingerprint and the positions written are recorded in the same
+  transaction as the messages, scoped to the conversation's key (its incarnation, so its
+  namespace too). A later append of the same request under that key writes nothing and
+  answers the recorded positions; another request under it raises
+  `IdempotencyKeyReused` and writes nothing. The records live as long as their
+  conversation (no expiry): retention deletes them with it, a fork copies none.
 - **Salvage.** A stored row that cannot be decoded is logged, counted (`salvaged`) and
   skipped on every read path; its neighbours load.
 - **Namespaces are walls.** Nothing scoped to a namespace answers with, or counts,
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
         AppendResult,
         Checkpoint,
         ErasureReport,
+        IdempotencyRecord,
         Message,
         SearchHit,
         StoredMessage,
@@ -207,14 +215,27 @@ class ColdLog(Protocol):
         ...
 
     def append_batch(self, name: str, msgs: Sequence[Message], *, namespace: str = "default",
-                     labels: Sequence[Label | None] | None = None) -> AppendResult:
+                     labels: Sequence[Label | None] | None = None, idempotency_key: str | None = None,
+                     fingerprint: bytes | None = None) -> AppendResult:
         """Append a batch to the conversation named `name` in `namespace` in one
         transaction: the messages, their turn-index rows (with `labels`, derived values
         the caller computed) and FTS rows. The name is resolved inside the transaction,
         so a racing prune happens wholly before (a new incarnation) or after. Positions
         are contiguous, assigned by the store. Returns the key written to, the positions
         and whether the conversation was created. Vectors are computed later
-        (`index_pending`), outside the transaction. An empty batch writes nothing."""
+        (`index_pending`), outside the transaction. An empty batch writes nothing.
+
+        With `idempotency_key` (and the request's `fingerprint`, both or neither), inside
+        the same transaction and before writing: a record of that key in the
+        conversation with the same fingerprint makes this a replay (nothing written,
+        `replayed=True`, the recorded positions); with another fingerprint it raises
+        `IdempotencyKeyReused`. Else the batch is written and the key recorded with it.
+        Concurrent appends under one key write once and all answer its positions."""
+        ...
+
+    def idempotency_record(self, conversation_id: str, idempotency_key: str) -> IdempotencyRecord | None:
+        """What the conversation (by key) recorded of the append made under
+        `idempotency_key`, or None."""
         ...
 
     # -- embeddings (derived) ----------------------------------------------------------
