@@ -30,11 +30,13 @@ sessions and `dia_id`s `evals.locomo` gives it, its `qa` become probes (evidence
 `text`, a field of the wrong type (`locomo.turn_problem`) or an item of a session that is
 not a turn object is a bad turn; `checked_samples` checks a file so for `tiermem eval`.
 
-Every message is validated as `Memory.append` would (limits from the Config), and so
-is what `Memory.append_many` checks beyond the message: the conversation id's length
-(`max_id_chars`) and that a retraction names an earlier message of its conversation
-(positions counted in file order within the conversation: the positions the import
-writes). A bad line is reported by line number (LoCoMo: the sample's number in the
+Every message is validated as `Memory.append` would (limits from the Config), and kept
+in the form `append` stores (an openai SDK object's serialized form in its wire form:
+`tiers.models.parse_message`), so that an import recognises the messages it wrote before
+and a re-import adds nothing. So is what `Memory.append_many` checks beyond the message:
+the conversation id's length (`max_id_chars`) and that a retraction names an earlier
+message of its conversation (positions counted in file order within the conversation:
+the positions the import writes). A bad line is reported by line number (LoCoMo: the sample's number in the
 list, its id and the turn's `dia_id`); `strict` (the default) refuses the file with every
 bad line named and nothing read, otherwise bad lines (LoCoMo: bad turns) are skipped and
 listed. So an import either writes the whole file or stops before writing anything.
@@ -168,8 +170,12 @@ def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any
     if msg.get("created_at") is not None:
         msg["created_at"] = _created_at(msg["created_at"])
     # raises ValidationError naming the field
-    parse_message(msg, max_content_bytes=limits["max_content_bytes"], max_metadata_bytes=limits["max_metadata_bytes"])
-    return msg, None if mid is None else str(mid)
+    parsed = parse_message(msg, max_content_bytes=limits["max_content_bytes"],
+                           max_metadata_bytes=limits["max_metadata_bytes"])
+    # the body as append stores it (an SDK object's serialized form becomes its wire form):
+    # what is already stored is recognised by comparing bodies (stored_prefix)
+    envelope = {k: msg[k] for k in ENVELOPE_FIELDS if k in msg}
+    return {**parsed.body(), **envelope}, None if mid is None else str(mid)
 
 
 def _probe(raw: Any) -> Probe:
