@@ -41,6 +41,7 @@ import numpy as np
 
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import SummarizerError
+from tiermem.tiers.redis_url import REDACTED
 from tiermem.tiers.statements import remaining_spans, remaining_text
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.vectors import row_dots
@@ -390,6 +391,8 @@ class ExtractiveSummarizer:
 
 # the thread that makes one request, so that `timeout_s` bounds the whole of it
 REQUEST_THREAD_NAME = "tiermem-llm-request"
+ERROR_BODY_CHARS = 200  # of an endpoint's error body, kept with the view's refresh error
+ANSWER_HEAD_CHARS = 120  # of an answer with no usable line, kept likewise
 _REFS = re.compile(r"\[\s*(#?\d+(?:\s*,\s*#?\d+)*)\s*\]\s*[.]?\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 SYSTEM_PROMPT = (
@@ -430,7 +433,9 @@ class LLMSummarizer:
     errors, 429 and 5xx are retried `retries` times with exponential backoff; other
     failures (and an answer with no usable line) raise SummarizerError. The API key
     is read from the environment variable `api_key_env` at call time (none is sent if
-    it is unset, for local servers).
+    it is unset, for local servers), and is in no error: an endpoint that echoes it has
+    it replaced. What the endpoint answered (an error body, an unusable answer's head)
+    may quote the turns: it is the error's `excerpt`, never its message.
     """
 
     def __init__(
@@ -475,6 +480,16 @@ class LLMSummarizer:
             {"role": "user", "content": "\n".join(lines)},
         ]
 
+    def _key(self) -> str | None:
+        """The API key, from the environment at call time."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def _unkeyed(self, text: str) -> str:
+        """`text` with the API key replaced (an endpoint may echo the Authorization
+        header); before any cut, so no prefix of the key is left either."""
+        key = self._key()
+        return text.replace(key, REDACTED) if key else text
+
     def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
         """One request: (status, body). Raises httpx's errors, and `httpx.TimeoutException`
         when the whole exchange takes longer than `timeout_s`.
@@ -510,7 +525,7 @@ class LLMSummarizer:
 
     def _post(self, payload: dict[str, Any]) -> str:
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = self._key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         import httpx  # here: only the LLM summarizer talks HTTP, and importing it costs every start
@@ -526,13 +541,15 @@ class LLMSummarizer:
                 last = f"timeout after {self.timeout_s} s ({type(exc).__name__})"
                 continue
             except httpx.TransportError as exc:
-                last = f"transport error: {exc}"
+                last = f"transport error: {self._unkeyed(str(exc))}"
                 continue
             if status == 429 or status >= 500:
                 last = f"HTTP {status}"
                 continue
             if status != 200:
-                raise SummarizerError(self.name, f"HTTP {status}: {body.decode('utf-8', 'replace')[:200]}")
+                # the body may echo the prompt or the key: an excerpt, never the message
+                raise SummarizerError(self.name, f"HTTP {status}",
+                                      self._unkeyed(body.decode("utf-8", "replace"))[:ERROR_BODY_CHARS])
             try:
                 content = json.loads(body)["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -555,7 +572,8 @@ class LLMSummarizer:
         content = self._post(payload)
         parsed = parse_lines(content, {t.position for t in live})
         if not parsed:
-            raise SummarizerError(self.name, f"no line with valid turn refs in the answer: {content[:120]!r}")
+            raise SummarizerError(self.name, "no line with valid turn refs in the answer",
+                                  repr(self._unkeyed(content)[:ANSWER_HEAD_CHARS]))
         by_pos = {t.position: t for t in live}
         out: list[Sentence] = []
         for text, refs in parsed:

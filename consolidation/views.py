@@ -32,7 +32,9 @@ its labels (or the supersession it causes) landed would carry the old reading un
 the next refresh.
 
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
-the previous version stays current and is returned.
+the previous version stays current and is returned. The log gets the error's message
+only, never what the endpoint answered (`SummarizerError.excerpt`, which may quote the
+turns): that is stored with the view's error, which is erased with the conversation.
 
 One refresher per view, also across processes (two service workers each with its
 scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
@@ -61,6 +63,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
+from tiermem.tiers.errors import SummarizerError
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
 from tiermem.tiers.statements import read_hidden
@@ -359,8 +362,12 @@ class ViewMaintainer:
             return fn()
         except Exception as exc:
             self.failures += 1
+            # the message says what failed; what the endpoint answered may quote the turns,
+            # so it goes only to the view's stored error, erased with the conversation
             log.warning("views: %s refresh of %s/%s failed: %s", kind, conversation_id, key, exc)
-            self.warm.record_error(conversation_id, kind, key, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            excerpt = exc.excerpt if isinstance(exc, SummarizerError) else ""
+            self.warm.record_error(conversation_id, kind, key, f"{error}; answer: {excerpt}" if excerpt else error)
             return None
 
     def _refresh_rolling(self, conv: str, full: bool) -> SummaryView | None:

@@ -200,7 +200,16 @@ class BudgetTooSmall(ValidationError):
 
 
 class SummarizerError(TiermemError, RuntimeError):
-    def __init__(self, summarizer: str, detail: str) -> None:
+    """A summarizer failed; the view keeps its previous version. The message says what
+    failed (a status, a timeout, attempts) and is logged. `excerpt` is what the endpoint
+    answered (its error body, or the head of an answer with no usable line): it may
+    quote the conversation's turns, so it stays out of the message and is stored only
+    with the view's refresh error, which is erased with the conversation."""
+
+    def __init__(self, summarizer: str, detail: str, excerpt: str = "") -> None:
+        self.summarizer = summarizer
+        self.detail = detail
+        self.excerpt = excerpt
         super().__init__(f"summarizer {summarizer} failed: {detail}")
 
 
