@@ -492,8 +492,9 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     """Every stored message of the conversations (all of `namespace`'s when None) as lines
     of the conversations format, in log order: `tiermem import` of them gives the same
     histories (bodies, sessions, metadata, times), and re-importing into the same data dir
-    appends nothing."""
-    ids = memory.conversations(namespace) if conversation_ids is None else conversation_ids
+    appends nothing. A conversation named twice is exported once (import would read the
+    second copy as more messages of the same conversation)."""
+    ids = memory.conversations(namespace) if conversation_ids is None else list(dict.fromkeys(conversation_ids))
     for cid in ids:
         for m in memory.history(cid, namespace=namespace):
             line: dict[str, Any] = {"conversation_id": cid, "message": m.body, "created_at": m.created_at}
