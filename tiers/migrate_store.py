@@ -7,7 +7,8 @@ below): the conversation row
 message (position, role, body text byte for byte, session, metadata, created_at), the turn
 index with its labels, exact token counts, content hashes and supersessions, the vectors,
 checkpoints, explicit pins, stored plans, warm summaries (every version) and their refresh
-errors. And for the whole store: every key ever issued (`conversation_keys`, so the target
+errors, and the idempotency keys of its appends (a retry after the move is still answered
+from them). And for the whole store: every key ever issued (`conversation_keys`, so the target
 never hands out a key of an erased conversation), the tombstones and pending Redis purges.
 The full-text rows are recomputed from the bodies (each engine has its own index format).
 Internal message ids are the target's own (its sequence); the target keeps its own
@@ -105,6 +106,8 @@ TABLES: dict[str, tuple[str, str]] = {  # table -> (columns, order)
     "summary_errors": ("kind, key, error, at", "id"),
     # statement-level supersession (tiers/statements.py): derived, but copied like the turn labels
     "statement_supersessions": ('position, start, "end", superseded_by', "position, start"),
+    # appends made with an idempotency key: copied, so a retry stays safe across the move
+    "idempotency_keys": ("idem_key, fingerprint, first_position, message_count, created_at", "idem_key"),
 }
 TOMBSTONE_COLS = "key, namespace, name, reason, messages, summaries, checkpoints, created_at, deleted_at"
 CONV_COLS = "id, name, namespace, parent_id, fork_position, created_at, last_message_at"
