@@ -25,6 +25,7 @@ import difflib
 import ipaddress
 import os
 import re
+import urllib.parse
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -81,6 +82,7 @@ DEFAULT_SCHEDULER_INTERVAL_S = 30.0
 MAX_SCHEDULER_INTERVAL_S = 86_400.0  # seconds; to stop it, scheduler_enabled = false
 MAX_WARM_SECONDS_BEHIND = 365 * 86_400.0  # seconds: a year
 MAX_LLM_TIMEOUT_S = 3_600.0  # seconds per summarizer request
+LLM_URL_SCHEMES = ("http", "https")  # what the summarizer's HTTP client requests
 MAX_PRICE_PER_MTOK_USD = 10_000.0  # USD per million tokens (the dearest models ask ~150)
 # Upper bounds of integer settings that had none: 2**63 passed `config --check`, then
 # search / context failed with an OverflowError naming nothing (a 500 in the service).
@@ -559,6 +561,15 @@ class Config(BaseSettings):
             parse_redis_url(v)
         return v
 
+    @field_validator("llm_base_url")
+    @classmethod
+    def _llm_base_url(cls, v: str | None) -> str | None:
+        # the summarizer requests `<llm_base_url>/chat/completions`: refused here, a URL
+        # it cannot request would fail every refresh in the background instead
+        if v is not None:
+            check_llm_base_url(v)
+        return v
+
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> Config:
         if self.summarizer == "llm" and not (self.llm_base_url and self.llm_model):
@@ -604,6 +615,28 @@ class Config(BaseSettings):
         if not toml.is_file():
             raise FileNotFoundError(f"config file {toml} does not exist")
         return (init, env, _Sectioned(settings_cls, file=toml))
+
+
+def check_llm_base_url(url: str) -> None:
+    """Raise ValueError unless `url` is an http(s) URL with a host, a valid port if any,
+    and no query or fragment (`/chat/completions` is appended to its path). The message
+    shows the URL with its password redacted."""
+    shown = redacted_url(url)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in LLM_URL_SCHEMES:
+        raise ValueError(f"must be an http:// or https:// URL, got {shown!r}")
+    if not parts.hostname:
+        raise ValueError(f"must name a host, got {shown!r}")
+    try:
+        parts.port  # noqa: B018 (urlsplit checks the port when it is read)
+    except ValueError:
+        raise ValueError(f"has an invalid port (a number 0-65535; a '/', '?' or '#' in a password "
+                         f"must be percent-encoded), got {shown!r}") from None
+    # a bare trailing `?` or `#` splits off an empty one, which the request would still carry
+    for name, value, mark in (("query", parts.query, "?"), ("fragment", parts.fragment, "#")):
+        if value or url.endswith(mark):
+            raise ValueError(f"must have no {name} (the summarizer appends /chat/completions to the "
+                             f"path), got {shown!r}")
 
 
 # -- where each value came from (`tiermem config`) ---------------------------------------------
