@@ -6,6 +6,12 @@ renders OpenAPI 3.1, and ReDoc); we serve its files under `/docs/static` and bui
 pages with FastAPI's own `get_swagger_ui_html` / `get_redoc_html`, with every URL local:
 script, stylesheet, favicon, no Google fonts, and no validator badge (which would call
 validator.swagger.io).
+
+Both pages send `DOCS_HEADERS`: no other site may frame them (Swagger UI's "Try it out"
+sends real requests, with no token at all on a `--no-auth` server, so a framed page could
+be clicked through on a user's behalf), no content sniffing, no referrer. Their policy
+sets no script or style sources: Swagger UI starts from an inline script and ReDoc adds
+its styles at run time, which the inspector pages' `script-src 'self'` would refuse.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from fastapi.staticfiles import StaticFiles
 
 DOCS_STATIC = "/docs/static"
 SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png", "redoc.standalone.js")
+DOCS_CSP = "frame-ancestors 'none'; base-uri 'none'; object-src 'none'; form-action 'self'"
+DOCS_HEADERS = {"Content-Security-Policy": DOCS_CSP, "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer"}
 
 
 def assets_dir() -> pathlib.Path:
@@ -37,21 +46,26 @@ def install_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(
+        return _guarded(get_swagger_ui_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title=title,
             swagger_js_url=f"{DOCS_STATIC}/swagger-ui-bundle.js",
             swagger_css_url=f"{DOCS_STATIC}/swagger-ui.css",
             swagger_favicon_url=f"{DOCS_STATIC}/favicon.png",
             swagger_ui_parameters={"validatorUrl": None},
-        )
+        ))
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
-        return get_redoc_html(
+        return _guarded(get_redoc_html(
             openapi_url=app.openapi_url or "/openapi.json",
             title=title,
             redoc_js_url=f"{DOCS_STATIC}/redoc.standalone.js",
             redoc_favicon_url=f"{DOCS_STATIC}/favicon.png",
             with_google_fonts=False,
-        )
+        ))
+
+
+def _guarded(page: HTMLResponse) -> HTMLResponse:
+    page.headers.update(DOCS_HEADERS)
+    return page
