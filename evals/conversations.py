@@ -41,7 +41,8 @@ list, its id and the turn's `dia_id`); `strict` (the default) refuses the file w
 bad line named and nothing read, otherwise bad lines (LoCoMo: bad turns) are skipped and
 listed. So an import either writes the whole file or stops before writing anything.
 
-JSONL lines end at "\n" only (a "\r" before it is dropped): U+2028, U+2029, U+0085 and
+A UTF-8 byte order mark that starts the file is ignored (as RFC 8259 allows). JSONL
+lines end at "\n" only (a "\r" before it is dropped): U+2028, U+2029, U+0085 and
 the other characters `str.splitlines` breaks at are text inside a JSON string.
 """
 
@@ -383,7 +384,9 @@ def read_conversations(
     if not path.is_file():
         raise DataFileError(str(path), "no such file")
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte order mark a Windows tool put first is no part of the text
+        # (RFC 8259 lets a reader ignore it); one inside a JSON string stays text
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataFileError(str(path), f"cannot be read as UTF-8 text: {exc}") from None
     limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes,

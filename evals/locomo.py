@@ -320,7 +320,7 @@ def load_samples(path: Path) -> list[Sample]:
     if not path.is_file():
         raise LocomoError(f"LoCoMo data file {path} does not exist")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))  # a leading byte order mark is not JSON
     except (OSError, ValueError) as exc:
         raise LocomoError(f"cannot read {path} as JSON: {exc}") from None
     if not isinstance(raw, list):
