@@ -9,9 +9,11 @@ validator.swagger.io).
 
 Both pages send `DOCS_HEADERS`: no other site may frame them (Swagger UI's "Try it out"
 sends real requests, with no token at all on a `--no-auth` server, so a framed page could
-be clicked through on a user's behalf), no content sniffing, no referrer. Their policy
-sets no script or style sources: Swagger UI starts from an inline script and ReDoc adds
-its styles at run time, which the inspector pages' `script-src 'self'` would refuse.
+be clicked through on a user's behalf), no content sniffing, no referrer, and nothing
+fetched from another host: ReDoc's bundle draws its footer logo from cdn.redoc.ly, which
+`img-src` refuses (the link beside it stays). The policy sets no script or style sources:
+Swagger UI starts from an inline script and ReDoc adds its styles at run time, which the
+inspector pages' `script-src 'self'` would refuse.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from fastapi.staticfiles import StaticFiles
 
 DOCS_STATIC = "/docs/static"
 SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png", "redoc.standalone.js")
-DOCS_CSP = "frame-ancestors 'none'; base-uri 'none'; object-src 'none'; form-action 'self'"
+# images: the packaged ones, the data: icons of Swagger UI's stylesheet, and the blob:
+# a "Try it out" answer that is an image is shown from
+DOCS_CSP = ("img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+            "base-uri 'none'; object-src 'none'; form-action 'self'")
 DOCS_HEADERS = {"Content-Security-Policy": DOCS_CSP, "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "no-referrer"}
 
