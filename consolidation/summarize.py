@@ -393,6 +393,21 @@ class ExtractiveSummarizer:
 REQUEST_THREAD_NAME = "tiermem-llm-request"
 ERROR_BODY_CHARS = 200  # of an endpoint's error body, kept with the view's refresh error
 ANSWER_HEAD_CHARS = 120  # of an answer with no usable line, kept likewise
+# An answer is read up to what the requested max_tokens can take: each token as wide as
+# JSON writes one (a BPE token holds up to ~16 characters, a non-ASCII one escaped as
+# \uXXXX is 6 bytes a character), plus the envelope (ids, usage, a refusal, an error
+# object). Past it the endpoint ignored max_tokens, and the rest is not held in memory.
+ANSWER_BYTES_PER_TOKEN = 16 * 6
+ANSWER_ENVELOPE_BYTES = 64 * 1024
+
+
+def answer_bytes_limit(max_tokens: int) -> int:
+    """The most bytes of an answer (or error body) read for a request of `max_tokens`."""
+    return ANSWER_ENVELOPE_BYTES + ANSWER_BYTES_PER_TOKEN * max_tokens
+
+
+class _AnswerTooLarge(Exception):
+    """Raised by the request's worker when the answer passes its limit."""
 _REFS = re.compile(r"\[\s*(#?\d+(?:\s*,\s*#?\d+)*)\s*\]\s*[.]?\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 SYSTEM_PROMPT = (
@@ -435,7 +450,9 @@ class LLMSummarizer:
     is read from the environment variable `api_key_env` at call time (none is sent if
     it is unset, for local servers), and is in no error: an endpoint that echoes it has
     it replaced. What the endpoint answered (an error body, an unusable answer's head)
-    may quote the turns: it is the error's `excerpt`, never its message.
+    may quote the turns: it is the error's `excerpt`, never its message. An answer is
+    read up to `answer_bytes_limit(max_tokens)` bytes; a longer one (the endpoint
+    ignored max_tokens) raises SummarizerError without being held whole.
     """
 
     def __init__(
@@ -490,9 +507,15 @@ class LLMSummarizer:
         key = self._key()
         return text.replace(key, REDACTED) if key else text
 
+    def max_tokens(self, target_tokens: int) -> int:
+        """The completion tokens a request for a summary of `target_tokens` asks for
+        (room for lines that are cut to the target afterwards)."""
+        return max(64, 2 * target_tokens + 32)
+
     def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request: (status, body). Raises httpx's errors, and `httpx.TimeoutException`
-        when the whole exchange takes longer than `timeout_s`.
+        """One request: (status, body). Raises httpx's errors, `httpx.TimeoutException`
+        when the whole exchange takes longer than `timeout_s`, and `_AnswerTooLarge` when
+        the body passes `answer_bytes_limit(payload["max_tokens"])`.
 
         httpx's timeouts bound each connect, write and read, not the request: an endpoint
         that sends a byte now and then never trips them. So a worker thread makes the
@@ -500,13 +523,19 @@ class LLMSummarizer:
         client makes it fail at its next read (it holds no lock of ours meanwhile)."""
         import httpx  # here: only the LLM summarizer talks HTTP, and importing it costs every start
 
+        limit = answer_bytes_limit(int(payload["max_tokens"]))
         client = httpx.Client(timeout=httpx.Timeout(self.timeout_s))
         done: list[tuple[int, bytes] | Exception] = []
 
         def run() -> None:
             try:
                 with client.stream("POST", url, json=payload, headers=headers) as resp:
-                    done.append((resp.status_code, b"".join(resp.iter_bytes())))
+                    body = bytearray()
+                    for chunk in resp.iter_bytes():
+                        body += chunk
+                        if len(body) > limit:
+                            raise _AnswerTooLarge(limit)
+                    done.append((resp.status_code, bytes(body)))
             except Exception as exc:  # handed to the caller's thread, which raises it
                 done.append(exc)
 
@@ -543,6 +572,10 @@ class LLMSummarizer:
             except httpx.TransportError as exc:
                 last = f"transport error: {self._unkeyed(str(exc))}"
                 continue
+            except _AnswerTooLarge as exc:
+                # not retried: an endpoint that ignores max_tokens does so again
+                raise SummarizerError(self.name, f"answer over {exc.args[0]} bytes (max_tokens "
+                                      f"{payload['max_tokens']}): the endpoint ignored max_tokens") from None
             if status == 429 or status >= 500:
                 last = f"HTTP {status}"
                 continue
@@ -567,7 +600,7 @@ class LLMSummarizer:
             "model": self.model,
             "messages": self._prompt(live, target_tokens),
             "temperature": 0,
-            "max_tokens": max(64, 2 * target_tokens + 32),
+            "max_tokens": self.max_tokens(target_tokens),
         }
         content = self._post(payload)
         parsed = parse_lines(content, {t.position for t in live})
