@@ -64,7 +64,7 @@ from tiermem.planner.candidates import (
     tier_of,
 )
 from tiermem.planner.classify import QueryClassifier, tells_only
-from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, Segment, key_change
+from tiermem.planner.epoch import RAW_KINDS, EpochCache, EpochKey, EpochState, EpochStore, Segment, key_change
 from tiermem.planner.pack import PACKED_SLICES, Packing
 from tiermem.planner.plan import CacheReport, Context, Plan, PlanItem, ViewStaleness
 from tiermem.planner.render import (
@@ -257,7 +257,10 @@ class Planner:
         settings: PlannerSettings,
         classifier: QueryClassifier | None = None,
         turns: TurnCache | None = None,
+        epochs: EpochStore | None = None,
     ) -> None:
+        """`epochs`: where the previous contexts are kept (planner.epoch; default: this
+        process's own `EpochCache`)."""
         self.cold = cold
         self.turns = turns if turns is not None else TurnCache(cold, derive=told, zone=settings.timezone)
         self.tokens = tokens
@@ -267,7 +270,7 @@ class Planner:
         self.statements = StatementView(cold)  # turns current in part (planner/statements.py)
         self.render = Renderer(tokens, settings, self.statements)
         self.candidates = Candidates(cold, self.turns, tokens, settings, self.render, self.statements)
-        self._epochs = EpochCache()
+        self._epochs: EpochStore = epochs if epochs is not None else EpochCache()
 
     def forget(self, conv: str) -> None:
         """Drop what is kept between calls for a conversation key (it was erased)."""
@@ -537,7 +540,8 @@ class Planner:
         segments = fresh
         key = self._epoch_key(call)
         prev = self._epochs.get(conv)
-        why_new = ("first context of this conversation in this process" if prev is None
+        why_new = ("no previous context of this conversation is kept (its first, or the state expired or was "
+                   "lost: a restart or another process without a shared Redis)" if prev is None
                    else key_change(prev.key, key))
         ext: _Extension | None = None
         # a new user message since the previous call (not another query on the same log):

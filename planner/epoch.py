@@ -11,8 +11,20 @@ system prompt or the time zone (the dates shown are another clock's), a new epoc
 planned cache miss, reported in the plan with its reason).
 
 Invariants:
-- The state is derived and per process: losing it (a restart, another worker, the LRU
-  dropping a conversation) costs one new epoch, never a wrong context.
+- The state is derived: losing it (an expiry, the LRU dropping a conversation, a
+  restart without the hot tier) costs one new epoch, never a wrong context.
+- With a hot tier it is shared by every process on that Redis (`RedisEpochs`), so the
+  turns of one conversation that a load balancer spreads over several processes, or
+  that straddle a restart, extend one lineage: each process extends the context the
+  previous call sent, whichever process made it. Without one, or while Redis fails, each
+  process keeps its own (`EpochCache`, which `RedisEpochs` also fills as its fallback).
+  Two processes planning one conversation at once: the last writer wins, and either
+  context is one a single process could have built (the call that extends a state
+  re-checks what it presents as current, below).
+- The shared copy holds message text, so it is one more key under the conversation's
+  hash tag (tiers.keys): erasure deletes it with the hot set, or later when Redis was
+  unreachable (the deferred purge), and a state is written only beside a live hot set
+  of the conversation, so a call that raced an erasure does not write it back.
 - It is keyed by the conversation and an incarnation stamp (the first turn's position
   and time), so a conversation pruned and created again under the same id never
   continues an epoch of its predecessor.
@@ -29,15 +41,32 @@ Invariants:
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.planner.plan import PlanItem
+from tiermem.tiers.models import loads_stored
 from tiermem.tiers.zones import UTC_NAME
 
+if TYPE_CHECKING:
+    from tiermem.tiers.hot import HotTier
+
+log = logging.getLogger("tiermem.epoch")
+
 EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4 bytes a token each)
+# The shared copy's layout; a copy of another (an older or newer process during a rolling
+# deploy) is ignored: one new epoch, not a misread state
+STATE_FORMAT = 1
+EPOCH_KEY_SUFFIX = ":epoch"  # after the conversation's hash tag (tiers.keys)
+# After a Redis failure the shared copy is left alone this long: a call whose read failed
+# must not wait out the timeout again on its write, nor every later call while Redis is down
+REDIS_RETRY_AFTER_S = 5.0
 
 # The segments of a context that show log turns raw, in log order (the tail, and the
 # user message an extension keeps in place as a tail turn): a correction that arrived
@@ -85,6 +114,16 @@ class EpochState:
     late_paid: int = 0  # late-pin tokens sent so far in this epoch, summed over its calls (planner.late_pins)
 
 
+class EpochStore(Protocol):
+    """Where the planner keeps each conversation's last context, by conversation key."""
+
+    def get(self, conversation_id: str) -> EpochState | None: ...
+
+    def put(self, conversation_id: str, state: EpochState) -> None: ...
+
+    def drop(self, conversation_id: str) -> None: ...
+
+
 class EpochCache:
     """The last context per conversation, least recently used dropped; thread-safe."""
 
@@ -110,6 +149,131 @@ class EpochCache:
     def drop(self, conversation_id: str) -> None:
         with self._lock:
             self._states.pop(conversation_id, None)
+
+
+# Write the state only beside the conversation's hot set (KEYS[2], its meta hash): an
+# erasure deletes the set, so a call that planned before it does not write the text back.
+# KEYS[1] the state's key; ARGV[1] the state's JSON, ARGV[2] idle TTL in ms (0: none).
+_PUT_LUA = """
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+
+class RedisEpochs:
+    """The epoch states in the hot tier's Redis, shared by every process on it, with an
+    `EpochCache` of this process's own as the fallback while Redis fails (module
+    docstring). Uses the hot tier's client and its timeouts: a call pays at most one of
+    them here, then the cache answers for `REDIS_RETRY_AFTER_S`. Never raises."""
+
+    def __init__(self, tier: HotTier, db_uuid: str, *, usable: Callable[[], bool] = lambda: True,
+                 local: EpochCache | None = None) -> None:
+        self.tier = tier
+        # a Redis shared by two databases may hold a conversation key of each: a state is
+        # read only by the database that wrote it
+        self.db_uuid = db_uuid
+        self.usable = usable  # False while the hot tier is degraded: its own read waited already
+        self.local = local if local is not None else EpochCache()
+        self.errors = 0
+        self._down_until = 0.0
+
+    def key(self, conversation_id: str) -> str:
+        return self.tier.tag(conversation_id) + EPOCH_KEY_SUFFIX
+
+    def _up(self) -> bool:
+        return time.monotonic() >= self._down_until and self.usable()
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self.errors += 1
+        self._down_until = time.monotonic() + REDIS_RETRY_AFTER_S
+        log.warning("epoch state %s failed, this process's copy answers meanwhile: %s", what, exc)
+
+    def get(self, conversation_id: str) -> EpochState | None:
+        own = self.local.get(conversation_id)
+        if not self._up():
+            return own
+        try:
+            raw = self.tier.client.get(self.key(conversation_id))
+        except Exception as exc:  # any Redis failure: this process's copy answers
+            self._failed("read", exc)
+            return own
+        st = state_from_json(raw, self.db_uuid) if raw is not None else None
+        if st is None:
+            return own
+        if own is not None and own.key == st.key and (own.epoch, own.calls) > (st.epoch, st.calls):
+            # this process went on alone while Redis failed: its copy is the lineage's newest
+            return own
+        self.local.put(conversation_id, st)
+        return st
+
+    def put(self, conversation_id: str, state: EpochState) -> None:
+        self.local.put(conversation_id, state)
+        if not self._up():
+            return
+        try:
+            self.tier.client.eval(_PUT_LUA, 2, self.key(conversation_id), self.tier.keys(conversation_id)[0],
+                                  state_json(state, self.db_uuid), self.tier.idle_ttl_ms)
+        except Exception as exc:  # any Redis failure (or a state it cannot carry): this process's copy
+            self._failed("write", exc)
+
+    def drop(self, conversation_id: str) -> None:
+        self.local.drop(conversation_id)
+        if not self._up():
+            return  # an erasure's deferred purge deletes it with the conversation's other keys
+        try:
+            self.tier.client.delete(self.key(conversation_id))
+        except Exception as exc:
+            self._failed("delete", exc)
+
+
+def state_json(state: EpochState, db_uuid: str) -> str:
+    """`state` as compact JSON (positional arrays), for the shared copy."""
+    k = state.key
+    return json.dumps([
+        STATE_FORMAT, db_uuid, [k.budget, k.system, list(k.stamp) if k.stamp is not None else None,
+                                k.namespace_recall, k.timezone],
+        state.epoch, state.calls,
+        [[g.kind, g.message, [[it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens,
+                               it.score, it.reason] for it in g.items]] for g in state.segments],
+        sorted(state.pinned), sorted(state.summary_lines), state.last_position, state.read_position,
+        state.latest_user, state.latest_truncated, state.head, state.late_paid,
+    ], ensure_ascii=False, separators=(",", ":"))
+
+
+def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | None:
+    """The state `state_json` wrote for database `db_uuid`; None for anything else (another
+    layout or database, or a value that is not one: anyone with access to Redis could
+    have written it)."""
+    try:
+        d = loads_stored(raw)
+        if not isinstance(d, list) or len(d) != 14 or d[0] != STATE_FORMAT or d[1] != db_uuid:
+            return None
+        (_fmt, _db, key, epoch, calls, segments, pinned, summary_lines, last_position, read_position,
+         latest_user, latest_truncated, head, late_paid) = d
+        budget, system, stamp, namespace_recall, timezone = key
+        segs = []
+        for kind, message, items in segments:
+            if not isinstance(message, dict):
+                return None
+            segs.append(Segment(str(kind), message, tuple(
+                PlanItem(str(sl), str(conv), [int(p) for p in positions], str(tier), str(fid), int(tokens),
+                         float(score), str(reason))
+                for sl, conv, positions, tier, fid, tokens, score, reason in items)))
+        return EpochState(
+            EpochKey(int(budget), str(system), (int(stamp[0]), float(stamp[1])) if stamp is not None else None,
+                     bool(namespace_recall), str(timezone)),
+            int(epoch), int(calls), tuple(segs), frozenset(int(p) for p in pinned),
+            frozenset(str(t) for t in summary_lines), int(last_position), int(read_position),
+            int(latest_user) if latest_user is not None else None, bool(latest_truncated), head=int(head),
+            late_paid=int(late_paid))
+    except (ValueError, TypeError, IndexError, KeyError):
+        log.warning("an epoch state in Redis could not be read; a new epoch starts", exc_info=True)
+        return None
 
 
 def key_change(old: EpochKey, new: EpochKey) -> str:

@@ -1,6 +1,10 @@
 """`tiermem eval cost --instances N`: the tiermem contexts of a replay come from N Memory
 objects on one data dir and Redis in turn (a deployment's processes behind a load
-balancer), the appends from the first; the count is bounded at the CLI's edge."""
+balancer), the appends from the first; the count is bounded at the CLI's edge. With the
+epoch state shared through Redis (planner.epoch.RedisEpochs), N instances build exactly
+the contexts one builds; with per-process state (the code before) the second instance's
+first context started a new epoch and the bill rose (conv-26 at 2,000 tokens: 29.4% of
+cached full context's OpenAI bill on one instance, 35.8% on two, 42.5% on three)."""
 
 from __future__ import annotations
 
@@ -22,23 +26,37 @@ needs_dev = pytest.mark.skipif(not DEV.is_file(), reason=f"LoCoMo dev file not f
 TURNS = 40  # enough user turns for several contexts on each instance, well under a second each
 
 
-@needs_dev
-def test_contexts_come_from_each_instance_in_turn(tmp_path: Path, shared_vectors: FastEmbedder) -> None:
-    opened = open_memory(tmp_path / "data", embedder=shared_vectors)
-    second = Memory(opened.memory.config, embedder=shared_vectors, hot=opened.hot, background_indexing=False)
+def replay(data_dir: Path, embedder: FastEmbedder, instances: int) -> tuple[dict[str, Any], list[dict[str, Any]],
+                                                                             list[Memory]]:
+    """A short replay on `instances` Memory objects; its result, trace and the Memory objects (closed)."""
+    opened = open_memory(data_dir, embedder=embedder)
+    others = [Memory(opened.memory.config, embedder=embedder, hot=opened.hot, background_indexing=False)
+              for _ in range(instances - 1)]
     trace: list[dict[str, Any]] = []
     try:
         run = run_cost(opened.memory, DEV, sample=0, budget=300, turns=TURNS, methods=(TIERMEM,),
-                       hot=opened.hot, trace=trace, others=[second])
+                       hot=opened.hot, trace=trace, others=others)
     finally:
-        second.close()
+        for m in others:
+            m.close()
         opened.stop_redis = True
         close_memory(opened)
-    res = run.result
-    assert res["instances"] == 2 and len(trace) == res["context_builds"] > 4
-    # the second context is the second instance's first: both served, in turn
-    assert opened.memory._planner is not None and second._planner is not None
-    assert trace[1]["new_epoch"] and trace[1]["cache_reason"] == "first context of this conversation in this process"
+    return run.result, trace, [opened.memory, *others]
+
+
+@needs_dev
+def test_several_instances_on_one_redis_build_the_contexts_one_instance_builds(
+        tmp_path: Path, shared_vectors: FastEmbedder) -> None:
+    one, one_trace, _ = replay(tmp_path / "one", shared_vectors, 1)
+    res, trace, served = replay(tmp_path / "three", shared_vectors, 3)
+    assert res["instances"] == 3 and len(trace) == res["context_builds"] > 4
+    assert all(m._planner is not None for m in served)  # each built contexts: in turn
+    # the epoch state is shared through their Redis (planner.epoch): each call extends the
+    # previous call's context whichever instance made it, so the bill is one instance's
+    for f in ("total_tokens", "total_billed_openai", "total_billed_anthropic", "cache_stable_share", "new_epochs"):
+        assert res["methods"][TIERMEM][f] == one["methods"][TIERMEM][f], f
+    assert [(t["tokens"], t["stable"], t["cache_reason"]) for t in trace] == \
+        [(t["tokens"], t["stable"], t["cache_reason"]) for t in one_trace]
 
 
 @pytest.mark.parametrize("count", [

@@ -58,6 +58,7 @@ from tiermem.tiers.redis_server import EmbeddedRedis
 
 if TYPE_CHECKING:
     from tiermem.config import Config
+    from tiermem.planner.epoch import RedisEpochs
     from tiermem.tiers.store import ColdLog
 
 log = logging.getLogger("tiermem.hot")
@@ -151,6 +152,15 @@ class HotLink:
                 self.client.close()
             except Exception:
                 pass
+
+    def epochs(self) -> RedisEpochs:
+        """The planner's epoch states kept in this Redis, shared by every process on it
+        (planner.epoch), left alone while this link is degraded: a context call whose hot
+        read waited out Redis's timeout does not wait again for them."""
+        # lazy: a process that only appends never imports the planner
+        from tiermem.planner.epoch import RedisEpochs
+
+        return RedisEpochs(self.tier, self.cold.db_uuid, usable=lambda: self.healthy)
 
     # -- health ------------------------------------------------------------------------------
 

@@ -277,6 +277,8 @@ class Memory:
                         timezone=self.config.timezone,
                     ),
                     turns=self.turns,
+                    # with a hot tier, every process on its Redis extends one lineage per conversation
+                    epochs=self.hot.epochs() if self.hot is not None else None,
                 )
         return self._planner
 

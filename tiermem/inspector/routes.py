@@ -14,9 +14,11 @@ Auth and scope, the same walls as the API (tiermem.service):
 - Every POST needs the `HX-Request` header (a cross-site form cannot send it without a
   CORS preflight, which this server never grants) and a JSON body (the service's guard
   refuses any other); with SameSite=Strict that is the CSRF defence.
-- Pages send a Content-Security-Policy that allows only this origin's scripts and styles
-  (htmx, its json-enc extension and a few lines of our own, all packaged), `no-store`,
-  and `Referrer-Policy: no-referrer` (namespaces and ids appear in URLs, tokens never).
+- Every HTML answer (`_html`: a page, an htmx fragment, a refusal) sends a
+  Content-Security-Policy that allows only this origin's scripts and styles (htmx, its
+  json-enc extension and a few lines of our own, all packaged) and no framing, `no-store`,
+  `nosniff` and `Referrer-Policy: no-referrer` (namespaces and ids appear in URLs, tokens
+  never).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 PAGE_HEADERS = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
                 "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
+STARTING_RETRY_S = 5  # seconds a browser is told to wait while the service opens its Memory
 
 
 class _Answer(Exception):  # control flow inside this module, never an error a caller sees
@@ -133,7 +136,7 @@ class Inspector:
             ns = grant.default
         html = self.env.get_template(template).render(
             request=request, ns=ns, grant=grant, auth=self.runtime.auth.enabled, url=self.url, **ctx)
-        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+        return _html(html, status)
 
     @staticmethod
     def url(path: str, ns: str | None = None, **params: Any) -> str:
@@ -192,13 +195,13 @@ class Inspector:
 
     def mem(self) -> Memory:
         if self.runtime.memory is None:
-            raise _Answer(HTMLResponse("the service is starting", status_code=503, headers={"Retry-After": "5"}))
+            raise _Answer(_html("the service is starting", 503, {"Retry-After": str(STARTING_RETRY_S)}))
         return self.runtime.memory
 
     @staticmethod
     def csrf(request: Request) -> None:
         if request.headers.get("hx-request") != "true":
-            raise _Answer(HTMLResponse("a form of this inspector is needed (HX-Request header)", status_code=403))
+            raise _Answer(_html("a form of this inspector is needed (HX-Request header)", 403))
 
     @staticmethod
     async def body(request: Request, model: type[pydantic.BaseModel]) -> Any:
@@ -207,7 +210,7 @@ class Inspector:
             return model.model_validate(json.loads(raw) if raw else {})
         except (pydantic.ValidationError, ValueError) as exc:
             msg = _first_error(exc) if isinstance(exc, pydantic.ValidationError) else "body: not JSON"
-            raise _Answer(HTMLResponse(f'<p class="error" role="alert">{_escape(msg)}</p>', status_code=422)) from None
+            raise _Answer(_html(f'<p class="error" role="alert">{_escape(msg)}</p>', 422)) from None
 
     # -- plans ------------------------------------------------------------------------------------
 
@@ -225,6 +228,12 @@ class Inspector:
 
     def slider_max(self) -> int:
         return max(SLIDER_MAX_FLOOR, self.runtime.config.hot_budget_tokens)
+
+
+def _html(body: str, status: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
+    """Every HTML answer of the inspector, with the page headers: a fragment or a refusal
+    is as much a page to a browser that is sent to its URL (or frames it) as a full one."""
+    return HTMLResponse(body, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
 
 
 def _escape(s: str) -> str:
@@ -248,7 +257,7 @@ def build_router(ins: Inspector) -> APIRouter:
         body: LoginIn = await ins.body(request, LoginIn)
         grant = ins.runtime.auth.grant(f"Bearer {body.token}")
         if grant is None or not ins.runtime.auth.enabled:
-            return HTMLResponse('<p class="error" role="alert">That token is not valid here.</p>', status_code=401)
+            return _html('<p class="error" role="alert">That token is not valid here.</p>', 401)
         resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
         resp.set_cookie(COOKIE, body.token, path=COOKIE_PATH, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https")
@@ -300,14 +309,13 @@ def build_router(ins: Inspector) -> APIRouter:
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
         except TiermemError as exc:
-            return HTMLResponse(f'<tr><td colspan="9" class="error" role="alert">{_escape(str(exc))}</td></tr>',
-                                status_code=422)
+            return _html(f'<tr><td colspan="9" class="error" role="alert">{_escape(str(exc))}</td></tr>', 422)
         row = next((t for t in turns.rows if t.position == body.position), None)
         if row is None:
-            return HTMLResponse(f'<tr><td colspan="9" class="error" role="alert">no turn at position '
-                                f'{body.position}</td></tr>', status_code=422)
+            return _html(f'<tr><td colspan="9" class="error" role="alert">no turn at position '
+                         f'{body.position}</td></tr>', 422)
         html = ins.env.get_template("_turn_row.html").render(t=row, ns=ns, cid=cid, url=ins.url)
-        return HTMLResponse(html, headers=PAGE_HEADERS)
+        return _html(html)
 
     @r.get("/c/{cid}/plan")
     def plan_page(request: Request, cid: str, q: str = "", budget: int = DEFAULT_PLAN_BUDGET,
@@ -333,7 +341,7 @@ def build_router(ins: Inspector) -> APIRouter:
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
         html = ins.env.get_template("_plan.html").render(url=ins.url, ns=ns, cid=cid, **_plan_ctx(result))
-        return HTMLResponse(html, headers=PAGE_HEADERS)
+        return _html(html)
 
     @r.get("/c/{cid}/plans")
     def plans(request: Request, cid: str,
@@ -369,14 +377,14 @@ def build_router(ins: Inspector) -> APIRouter:
             if any(not 0 <= p <= MAX_POSITION for p in wanted):
                 raise ValueError("out of range")
         except ValueError:
-            return HTMLResponse('<p class="error" role="alert">positions: comma-separated integers '
-                                f'from 0 to {MAX_POSITION}</p>', status_code=422)
+            return _html('<p class="error" role="alert">positions: comma-separated integers '
+                         f'from 0 to {MAX_POSITION}</p>', 422)
         try:
             msgs = data.source_turns(ins.mem(), ns, cid, wanted)
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
         html = ins.env.get_template("_sources.html").render(msgs=msgs, ns=ns, cid=cid, url=ins.url)
-        return HTMLResponse(html, headers=PAGE_HEADERS)
+        return _html(html)
 
     @r.get("/metrics")
     def metrics_page(request: Request) -> HTMLResponse:
