@@ -20,6 +20,11 @@ Rules this module keeps:
   - a malformed namespace header answers 422 naming the header; a duplicated one 400.
   Without a valid token, 401. `auth=False` (the CLI's `--no-auth`, loopback only) serves
   every namespace; without the header it acts in the `namespace` given to `create_app`.
+- **Idempotent appends.** Both appends take an optional `Idempotency-Key` header
+  (routes.conversations): a request sent again under its key stores nothing and answers
+  the first answer (201, the same body) with `Idempotent-Replayed: true`; a malformed key,
+  or one the conversation holds for a different request, is a 422 naming the header.
+  `GET /v1/limits` says `idempotency_keys: true`, which an older server does not.
 - **Erasure.** `DELETE /v1/conversations/{id}` and `DELETE /v1/namespace` erase on
   request (Memory.delete_conversation / delete_namespace) and answer the erasure report;
   the namespace route needs the header: nothing is erased by default.
@@ -35,7 +40,7 @@ Rules this module keeps:
   past it, from Content-Length or by counting the stream; never below
   `max_content_bytes`: `create_app` refuses such a config), then checked before any
   handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
-  `Authorization` and the namespace header at most once each (400), a non-empty body
+  `Authorization`, the namespace header and `Idempotency-Key` at most once each (400), a non-empty body
   only as `application/json` in UTF-8 or with no Content-Type (415), and every non-empty
   body must be strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH`
   plus the levels its route wraps a message in (`guard.ENVELOPE_LEVELS`: a message nests

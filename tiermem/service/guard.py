@@ -46,7 +46,7 @@ from tiermem.adapters.mcp_http import (
 from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
-from tiermem.service.schemas import error_body
+from tiermem.service.schemas import IDEMPOTENCY_HEADER, error_body
 from tiermem.tiers.models import MAX_JSON_DEPTH  # parse_message's limit too: one for every way in
 
 if TYPE_CHECKING:
@@ -56,8 +56,10 @@ if TYPE_CHECKING:
 # own limit (4,300) raises a ValueError that json.loads does not wrap
 MAX_JSON_INT_DIGITS = 40
 # headers whose second copy would let two parsers disagree (the guard and FastAPI read
-# different copies): a request that repeats one is refused
-SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower())
+# different copies): a request that repeats one is refused. Two idempotency keys would
+# make a retry's replay depend on which copy a proxy kept
+SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower(),
+                  IDEMPOTENCY_HEADER.lower())
 MAX_ECHO_CHARS = 80  # of a refused header value quoted back in an error
 # the names a loopback service answers to (any port): what a browser on this host uses
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})

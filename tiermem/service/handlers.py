@@ -2,7 +2,7 @@
 refusing storage is 503/507, and only a bug is 500.
 
 Invariants (tiermem.service states the rules): a pydantic or tiermem `ValidationError`
-is 422 with a `loc` that points at the field (path, query or body); a missing
+is 422 with a `loc` that points at the field (path, query, header or body); a missing
 conversation is 404 with the same body whether it does not exist or belongs to another
 namespace; a full disk is 507 and a read-only or failing database 503 with Retry-After
 (and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
@@ -43,12 +43,14 @@ def _field_loc(field_name: str) -> list[str | int]:
     return out or [field_name]
 
 
-def _route_params(request: Request) -> tuple[set[str], set[str]]:
+def _route_params(request: Request) -> tuple[set[str], set[str], set[str]]:
+    """The path, query and header parameters the route declares, by the names sent."""
     route = request.scope.get("route")
     dep = getattr(route, "dependant", None)
     if dep is None:
-        return set(request.path_params), set(request.query_params)
-    return ({p.alias for p in dep.path_params}, {p.alias for p in dep.query_params})
+        return set(request.path_params), set(request.query_params), set()
+    return ({p.alias for p in dep.path_params}, {p.alias for p in dep.query_params},
+            {p.alias for p in dep.header_params})
 
 
 async def pydantic_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -65,8 +67,9 @@ async def pydantic_error(request: Request, exc: RequestValidationError) -> JSONR
 
 async def validation_error(request: Request, exc: ValidationError) -> JSONResponse:
     loc = _field_loc(exc.field)
-    path_params, query_params = _route_params(request)
-    where = "path" if loc[0] in path_params else "query" if loc[0] in query_params else "body"
+    path_params, query_params, header_params = _route_params(request)
+    where = ("path" if loc[0] in path_params else "query" if loc[0] in query_params
+             else "header" if loc[0] in header_params else "body")
     return JSONResponse(error_body([where, *loc], exc.problem, error_type(exc)), status_code=422)
 
 

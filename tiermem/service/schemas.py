@@ -50,6 +50,10 @@ ConvId = Annotated[str, Path(description=f"conversation id: {_ID_DOC}", json_sch
 # the wire formats of messages; OpenAI's is the default, what every route spoke before
 MessageFormat = Literal["openai", "anthropic"]
 OPENAI_FORMAT: MessageFormat = "openai"
+# the appends' optional request header (IETF draft "The Idempotency-Key HTTP Header Field"),
+# and the header of an answer that replays the first one given under that key
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
 # to_anthropic's `thinking` (its THINKING_SCOPES, which a test holds this equal to)
 ThinkingScope = Literal["current_loop", "all"]
 
@@ -335,6 +339,11 @@ class LimitsOut(BaseModel):
     max_namespace_depth: int = Field(description="levels of a namespace (`acme/user-7` has 2)")
     session_max_chars: int = Field(description="characters of a `session_id`")
     max_breakpoints: int = Field(description="the largest `max_breakpoints` of an Anthropic context")
+    idempotency_keys: bool = Field(description=f"the appends honour an `{IDEMPOTENCY_HEADER}` header: a "
+                                   "request sent again under its key is stored once (an older server "
+                                   "ignores the header and does not say this)")
+    max_idempotency_key_chars: int = Field(description=f"characters of an `{IDEMPOTENCY_HEADER}` (visible "
+                                           "ASCII only)")
 
 
 class HealthOut(BaseModel):
@@ -392,7 +401,22 @@ NS_ERRORS = {
     **ERRORS,
     403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
 }
-APPEND_ERRORS = CONV_ERRORS  # ids are per namespace: an append never meets another namespace's id
+# ids are per namespace: an append never meets another namespace's id
+APPEND_ERRORS = {
+    **CONV_ERRORS,
+    422: {"model": ValidationErrorOut, "description": (
+        f"invalid input, naming the field; nothing written. Also a malformed `{IDEMPOTENCY_HEADER}`, or one "
+        "this conversation already holds for a different request (`type` `idempotency_key_reused`): "
+        f"`loc` is `[\"header\", \"{IDEMPOTENCY_HEADER}\"]`")},
+}
+# the appends' 201: a replay under an idempotency key says so (the body is the first answer's)
+APPENDED: dict[int | str, dict[str, Any]] = {
+    201: {"description": "appended; or, sent again under the same idempotency key, the first answer again",
+          "headers": {REPLAYED_HEADER: {
+              "description": f"`true` when this answer replays the first one given under the request's "
+                             f"`{IDEMPOTENCY_HEADER}` (nothing was stored now); absent otherwise",
+              "schema": {"type": "string", "enum": ["true"]}}}},
+}
 
 
 # -- conversions into response bodies -------------------------------------------------------

@@ -9,6 +9,14 @@ message may become several stored ones; `positions` lists them all) and appended
 same one transaction: a message any step refuses is named by its index in the batch as
 sent (`messages[2].content[1].type`) and nothing is written. The single-message route
 takes OpenAI messages only: its body is the message itself, and its answer one position.
+
+Both appends take an optional `Idempotency-Key` header (IETF draft "The Idempotency-Key
+HTTP Header Field"; `Memory.append_outcome`): the first request under a key is stored
+with it, and the same request sent again under it stores nothing and gets the first
+answer again (201, the same body) with `Idempotent-Replayed: true`. The key is checked
+before anything is read or converted (`check_idempotency_key`, the library's own check)
+and a refusal, malformed or reused for a different request, is a 422 whose `loc` names
+the header (`["header", "Idempotency-Key"]`), never the library's argument name.
 """
 
 import re
@@ -16,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from tiermem.adapters.anthropic import METADATA_KEYS, from_anthropic
 from tiermem.errors import ValidationError
@@ -25,9 +33,12 @@ from tiermem.service.auth import Ns
 from tiermem.service.runtime import RuntimeDep
 from tiermem.service.schemas import (
     APPEND_ERRORS,
+    APPENDED,
     CONV_ERRORS,
+    IDEMPOTENCY_HEADER,
     MAX_POSITION,
     OPENAI_FORMAT,
+    REPLAYED_HEADER,
     ActiveOut,
     AppendOut,
     BatchIn,
@@ -46,51 +57,102 @@ from tiermem.service.schemas import (
     finite,
     stored_out,
 )
-from tiermem.tiers.models import validate_id
+from tiermem.tiers.models import (
+    IDEMPOTENCY_KEY_PATTERN,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    check_idempotency_key,
+    validate_id,
+)
 
 CONVERSATION = "/v1/conversations/{conversation_id}"
 
 conversation_routes = APIRouter(prefix=CONVERSATION)
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
+_ONLY_MESSAGE = "messages[0]"  # how append_outcome names the one message of the single append
+_KEY_FIELD = "idempotency_key"  # how the library names the key; the caller sent it as a header
+
+IdempotencyKey = Annotated[str | None, Header(
+    alias=IDEMPOTENCY_HEADER,
+    description=f"optional: 1..{MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters (a UUID will do), "
+    "unique per request you mean to store once. Sent again with the same request (a retry after a "
+    "timeout), nothing is stored and the first answer comes back with `Idempotent-Replayed: true`; "
+    "sent with a different request to the same conversation, 422. Kept as long as the conversation",
+    json_schema_extra={"maxLength": MAX_IDEMPOTENCY_KEY_CHARS, "pattern": f"^{IDEMPOTENCY_KEY_PATTERN.pattern}$"})]
+
+
+def _as_header(exc: ValidationError) -> ValidationError:
+    """`exc`, a refusal of the key, naming the header the caller sent instead of the
+    library's argument (in place: its class, IdempotencyKeyReused included, is kept)."""
+    if exc.field == _KEY_FIELD:
+        exc.field = IDEMPOTENCY_HEADER
+        exc.args = (f"{exc.field}: {exc.problem}",)
+    return exc
+
+
+def _checked_key(key: str | None) -> str | None:
+    try:
+        return None if key is None else check_idempotency_key(key)
+    except ValidationError as exc:
+        raise _as_header(exc) from None
+
+
+def _replayed(response: Response, replayed: bool) -> None:
+    if replayed:
+        response.headers[REPLAYED_HEADER] = "true"
 
 
 @conversation_routes.post(
     "/messages",
     response_model=AppendOut,
     status_code=201,
-    responses=APPEND_ERRORS,
+    responses={**APPEND_ERRORS, **APPENDED},
     tags=["write"],
     summary="Append one message",
 )
-def append(conversation_id: ConvId, message: MessageIn, ns: Ns, runtime: RuntimeDep) -> AppendOut:
-    pos = runtime.mem().append(conversation_id, message, namespace=ns)  # the body as sent, nulls included
-    return AppendOut(conversation_id=conversation_id, position=pos)
+def append(conversation_id: ConvId, message: MessageIn, ns: Ns, runtime: RuntimeDep, response: Response,
+           idempotency_key: IdempotencyKey = None) -> AppendOut:
+    key = _checked_key(idempotency_key)
+    try:  # the body as sent, nulls included
+        out = runtime.mem().append_outcome(conversation_id, [message], namespace=ns, idempotency_key=key)
+    except ValidationError as exc:
+        _as_header(exc)
+        if exc.field.startswith(_ONLY_MESSAGE):  # the body is the message: named as Memory.append names it
+            exc.field = exc.field[len(_ONLY_MESSAGE):].removeprefix(".") or "body"
+            exc.args = (f"{exc.field}: {exc.problem}",)
+        raise
+    _replayed(response, out.replayed)
+    return AppendOut(conversation_id=conversation_id, position=out.positions[0])
 
 
 @conversation_routes.post(
     "/messages:batch",
     response_model=BatchOut,
     status_code=201,
-    responses=APPEND_ERRORS,
+    responses={**APPEND_ERRORS, **APPENDED},
     tags=["write"],
     summary="Append messages in one transaction (all or nothing)",
 )
-def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: RuntimeDep) -> BatchOut:
+def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: RuntimeDep, response: Response,
+                 idempotency_key: IdempotencyKey = None) -> BatchOut:
+    key = _checked_key(idempotency_key)  # before the conversion: a bad header converts nothing
     if batch.format == OPENAI_FORMAT:
         messages: Sequence[MessageIn | dict[str, Any]] = list(batch.messages)
         sent_as: list[int] | None = None
     else:
         messages, sent_as = _from_anthropic(batch.messages, runtime.config.max_metadata_bytes)
     try:
-        positions = runtime.mem().append_many(conversation_id, messages, namespace=ns, session_id=batch.session_id)
+        out = runtime.mem().append_outcome(conversation_id, messages, namespace=ns, session_id=batch.session_id,
+                                           idempotency_key=key)
     except ValidationError as exc:
+        _as_header(exc)
         m = _BATCH_INDEX.match(exc.field)
         if sent_as is not None and m is not None and int(m.group(1)) < len(sent_as):
             # the stored message's index is not the caller's: name the message as sent
             exc.field = f"messages[{sent_as[int(m.group(1))]}]{exc.field[m.end():]}"
             exc.args = (f"{exc.field}: {exc.problem}",)
         raise
-    return BatchOut(conversation_id=conversation_id, positions=positions)
+    _replayed(response, out.replayed)
+    return BatchOut(conversation_id=conversation_id, positions=out.positions)
 
 
 def _from_anthropic(sent: list[MessageIn], max_metadata_bytes: int) -> tuple[list[dict[str, Any]], list[int]]:

@@ -1,5 +1,7 @@
 """`GET /v1/limits`: what the service refuses past, so that a client can check before
-sending (`tiermem.client.Client.limits`, the adapters' `metadata_limit`).
+sending (`tiermem.client.Client.limits`, the adapters' `metadata_limit`), and that the
+appends honour an `Idempotency-Key` (`idempotency_keys: true`, which a server older than
+them does not say: the client retries an append under a key only where it is said).
 
 Invariants: the answer is this process's configuration and the library's fixed limits,
 read from the one map below (`CONFIG_LIMITS`, `FIXED_LIMITS`), never a copy of a value,
@@ -15,7 +17,13 @@ from tiermem.memory import MAX_BATCH_MESSAGES, MAX_CONVERSATIONS_PAGE, MAX_HISTO
 from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.service.runtime import RuntimeDep
 from tiermem.service.schemas import ERRORS, LimitsOut
-from tiermem.tiers.models import MAX_BUDGET_TOKENS, MAX_JSON_DEPTH, MAX_NAMESPACE_DEPTH, SESSION_MAX_CHARS
+from tiermem.tiers.models import (
+    MAX_BUDGET_TOKENS,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_NAMESPACE_DEPTH,
+    SESSION_MAX_CHARS,
+)
 
 # the Config settings a client must respect, answered under their own names
 CONFIG_LIMITS = ("max_content_bytes", "max_metadata_bytes", "max_body_bytes", "max_id_chars")
@@ -30,6 +38,10 @@ FIXED_LIMITS = {
     "max_namespace_depth": MAX_NAMESPACE_DEPTH,
     "session_max_chars": SESSION_MAX_CHARS,
     "max_breakpoints": MAX_BREAKPOINTS,
+    # what this server honours, not a limit: an older server, which ignores the header,
+    # does not say it, so a client retries an append under a key only where it is said
+    "idempotency_keys": True,
+    "max_idempotency_key_chars": MAX_IDEMPOTENCY_KEY_CHARS,
 }
 
 limits_routes = APIRouter()  # included with the bearer credentials dependency
