@@ -1,7 +1,8 @@
 """Which 503s the client sends again (`retries`): a read on any; a write only on one whose
 body says `"written": false` (the store refused before writing: busy, read-only), never
 on one that cannot say (a starting service; a lost database connection, after which the
-COMMIT may have landed); and `health()` answers its own 503 ("starting") at once, as its
+COMMIT may have landed), except an append to a server that honours idempotency keys,
+sent again on any under its key; and `health()` answers its own 503 ("starting") at once, as its
 result. A real service on a real SQLite file: "starting" is its runtime without a Memory
 yet, busy a real lock held by another process.
 
@@ -76,12 +77,26 @@ def test_health_answers_starting_at_once(served: tuple[str, Memory, Runtime]) ->
 def test_a_write_that_may_have_landed_is_not_sent_again(served: tuple[str, Memory, Runtime]) -> None:
     url, _mem, runtime = served
     with Client(url, token=TOKEN_ACME, namespace=NS, retries=RETRIES) as client:
+        # a write without an idempotency key (an append has one: the test below)
         with starting(runtime), pytest.raises(ServiceUnavailable) as got:
             began = time.monotonic()
-            client.append(CONV, LATE)
+            client.checkpoint(CONV, "the trip so far", 1)
         assert time.monotonic() - began < STARTING_RETRY_AFTER_S  # raised at once, not sent again
         assert got.value.written is None and got.value.retry_after_s == STARTING_RETRY_AFTER_S
-        assert [m.body for m in client.history(CONV)] == TRIP
+        assert client.active(CONV).checkpoint is None
+
+
+def test_an_append_is_sent_again_on_any_503_under_its_key(served: tuple[str, Memory, Runtime]) -> None:
+    # the server honours idempotency keys (/v1/limits): the client's made-up key makes the
+    # retry safe, whether or not the first was stored (tests/test_client_idempotency.py)
+    url, mem, runtime = served
+    with Client(url, token=TOKEN_ACME, namespace=NS, retries=RETRIES) as client:
+        with starting(runtime):
+            ready = threading.Timer(READY_AFTER_S, setattr, args=(runtime, "memory", mem))
+            ready.start()
+            position = client.append(CONV, LATE)  # "starting" first; the retry finds it ready
+            ready.join()
+        assert position == len(TRIP) and [m.body for m in client.history(CONV)] == [*TRIP, LATE]
 
 
 def test_a_read_is_sent_again_on_any_503(served: tuple[str, Memory, Runtime]) -> None:

@@ -29,15 +29,33 @@ Invariants:
   `ServiceAuthError`; 503 `ServiceUnavailable` with the service's Retry-After and
   whether it said nothing was written; any other error `ServiceError` with the status
   and an excerpt of the body. Network failures stay httpx's (`httpx.TransportError`).
-- Retries are off by default (`DEFAULT_RETRIES`): with `retries=n`, a 503 that carries a
-  Retry-After of at most `max_retry_wait_s` is sent again after that wait, at most n
-  times, and only where sending again cannot apply anything twice: a read (every GET:
-  history, active, facts, conversations, stats; `search`; `context`) on any such 503; a
-  write (append, append_many, checkpoint, fork, pin, unpin, the erasures, prune) only
-  when the 503's body says `"written": false` (the store refused before writing: busy,
-  read-only). A 503 for unreachable or failing storage, which may come after a COMMIT
-  landed, or from a starting service, is raised to the caller of a write. `health()`
-  answers its 503 (starting, down) at once, as its result.
+- Retries are off by default (`DEFAULT_RETRIES`): with `retries=n`, a request is sent
+  again at most n times, and only where sending again cannot apply anything twice:
+  - a 503 that carries a Retry-After of at most `max_retry_wait_s`, after that wait: a
+    read (every GET: history, active, facts, conversations, stats; `search`; `context`)
+    on any such 503; a write (append, append_many, checkpoint, fork, pin, unpin, the
+    erasures, prune) only when the 503's body says `"written": false` (the store refused
+    before writing: busy, read-only). A 503 for unreachable or failing storage, which
+    may come after a COMMIT landed, or from a starting service, is raised to the caller
+    of a write. `health()` answers its 503 (starting, down) at once, as its result;
+  - any request whose connection failed before it was sent (httpx's `ConnectError`,
+    `ConnectTimeout`, `PoolTimeout`), after `RETRY_WAIT_S` doubled at each retry (at
+    most `max_retry_wait_s`);
+  - an append (`append`, `append_many`) under an idempotency key, on every failure after
+    which it may or may not have been stored: any 503, a proxy's 502 or 504, and a
+    transport error after the request went out (a read timeout, a connection reset or
+    closed without an answer), with the same key (so the server stores it once and
+    answers a retry with the first answer), waiting the Retry-After as above or, without
+    one, as after a failed connection. Only against a server that says it honours keys
+    (`idempotency_keys` in `limits()`, read once per client before the first append
+    when `retries` is set): there an append without a key of the caller's gets a
+    generated one (a uuid4), the same for each of its retries. A server that does not
+    say so (an older one ignores the header) gets the policy above and nothing more; a
+    key the caller gave is sent to it all the same. Other writes keep the policy above.
+- An idempotency key is checked before sending by the library's check
+  (`check_idempotency_key`: the same field and message) and travels in the
+  `Idempotency-Key` header. The server's refusal of a key it holds for a different
+  request is raised as the library raises it (`IdempotencyKeyReused`).
 - `namespace`: the client's, or a call's own; neither: the token's own prefix (no
   `X-Tiermem-Namespace` header), as the service defines it.
 - Importing this module loads neither the service (FastAPI) nor an embedding runtime.
@@ -49,6 +67,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar, overload
 from urllib.parse import quote
@@ -75,6 +94,7 @@ from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, Context, Plan
 from tiermem.tiers.errors import (
     WRITTEN_FIELD,
     ConversationNotFound,
+    IdempotencyKeyReused,
     LimitExceeded,
     ServiceAuthError,
     ServiceError,
@@ -88,6 +108,7 @@ from tiermem.tiers.models import (
     Message,
     SearchHit,
     StoredMessage,
+    check_idempotency_key,
     check_int,
     check_position,
     check_summary,
@@ -101,13 +122,23 @@ from tiermem.tiers.zones import optional_timezone
 __all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
 
 DEFAULT_TIMEOUT_S = 60.0  # per request; a context over a long conversation plans in well under it
-DEFAULT_RETRIES = 0  # retries of a 503 are off unless asked for
+DEFAULT_RETRIES = 0  # retries are off unless asked for
+# seconds before the first retry of a failure that names no wait (a failed connection, a
+# dropped answer, a proxy's 502/504), doubled at each next one; at most max_retry_wait_s
+RETRY_WAIT_S = 0.5
 MAX_RETRIES = 10  # more than this is a loop, not a retry
 DEFAULT_MAX_RETRY_WAIT_S = 30.0  # a Retry-After longer than this is not waited for: raised at once
 MAX_ERROR_EXCERPT_CHARS = 500  # of an error body quoted in ServiceError
 # the service's (tiermem.service.auth): restated so that the client never imports FastAPI;
 # a test holds the two equal
 NAMESPACE_HEADER = "X-Tiermem-Namespace"
+IDEMPOTENCY_HEADER = "Idempotency-Key"  # the service's (tiermem.service.schemas), held equal too
+# failures after which an append under a key may have been stored: sent again under it
+_MAYBE_APPLIED_STATUSES = (httpx.codes.BAD_GATEWAY, httpx.codes.SERVICE_UNAVAILABLE, httpx.codes.GATEWAY_TIMEOUT)
+# transport errors raised before a byte of the request went out: any request may be sent again
+_UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# ... and after it went out (a timeout waiting for the answer, a reset, a close without one)
+_SENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 OPENAI_FORMAT = "openai"
 ANTHROPIC_FORMAT = "anthropic"
 # where FastAPI says a refused input was: dropped from the field name, as Memory names fields
@@ -149,11 +180,21 @@ class Limits:
     max_namespace_depth: int
     session_max_chars: int
     max_breakpoints: int
+    # what the server honours: an older one does not say it (the defaults)
+    idempotency_keys: bool = False
+    max_idempotency_key_chars: int | None = None
 
 
 def _limits(body: dict[str, Any]) -> Limits:
-    # the fields this client knows; a newer server may answer more
-    return Limits(**{f.name: int(body[f.name]) for f in dataclasses.fields(Limits)})
+    # the fields this client knows (a newer server may answer more); one with a default
+    # may be absent: an older server did not say it
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(Limits):
+        if f.name not in body and f.default is not dataclasses.MISSING:
+            continue
+        value = body[f.name]
+        out[f.name] = value is True if f.type in (bool, "bool") else int(value)
+    return Limits(**out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +211,10 @@ class _Call(Generic[T]):
     conversation_id: str | None = None
     ok_statuses: tuple[int, ...] = ()  # errors answered as results (/healthz's 503)
     reads: bool = False  # writes nothing: sent again on any 503 (GETs are, whatever this says)
+    keyable: bool = False  # an append: the server may take an idempotency key for it
+    idempotency_key: str | None = None  # sent as IDEMPOTENCY_HEADER
+    # under a key the server honours: sent again on any failure after which it may have been stored
+    replay_safe: bool = False
 
     @property
     def retry_safe_503(self) -> bool:
@@ -182,6 +227,11 @@ class _Call(Generic[T]):
 
 def _conv(conversation_id: object, max_id_chars: int = MAX_ID_CHARS_LIMIT) -> str:
     return validate_id(conversation_id, "conversation_id", max_id_chars)
+
+
+def _key(idempotency_key: object | None) -> str | None:
+    # the library's check, at the edge: a key the server would refuse is never sent
+    return None if idempotency_key is None else check_idempotency_key(idempotency_key)
 
 
 def _text(value: object, field: str) -> str:
@@ -280,6 +330,8 @@ class _Calls:
         out = {"Authorization": f"Bearer {self.token}"} if self.token is not None else {}
         if call.namespace is not None:
             out[NAMESPACE_HEADER] = call.namespace
+        if call.idempotency_key is not None:
+            out[IDEMPOTENCY_HEADER] = call.idempotency_key
         return out
 
     def _conv_call(self, method: str, conversation_id: object, suffix: str, read: Callable[[Any], T],
@@ -291,13 +343,18 @@ class _Calls:
     # -- writes ----------------------------------------------------------------------------
 
     def append(self, conversation_id: object, message: MessageLike, session_id: str | None,
-               metadata: dict[str, Any] | None, created_at: float | None, namespace: object | None) -> _Call[int]:
+               metadata: dict[str, Any] | None, created_at: float | None, namespace: object | None,
+               idempotency_key: object | None = None) -> _Call[int]:
+        key = _key(idempotency_key)
         conv = self._conv(conversation_id)
         body = _wire(message, self.server_limits, session_id=session_id, metadata=metadata, created_at=created_at)
-        return self._conv_call("POST", conv, "/messages", lambda b: int(b["position"]), namespace, json=body)
+        return self._conv_call("POST", conv, "/messages", lambda b: int(b["position"]), namespace, json=body,
+                               keyable=True, idempotency_key=key)
 
     def append_many(self, conversation_id: object, messages: Sequence[MessageLike], session_id: str | None,
-                    format: str, namespace: object | None) -> _Call[list[int]]:
+                    format: str, namespace: object | None, idempotency_key: object | None = None
+                    ) -> _Call[list[int]]:
+        key = _key(idempotency_key)
         conv = self._conv(conversation_id)
         if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
             raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
@@ -318,7 +375,7 @@ class _Calls:
         if session_id is not None:
             body["session_id"] = session_id
         return self._conv_call("POST", conv, "/messages:batch", lambda b: [int(p) for p in b["positions"]],
-                               namespace, json=body)
+                               namespace, json=body, keyable=True, idempotency_key=key)
 
     def checkpoint(self, conversation_id: object, summary: str, position: int,
                    namespace: object | None) -> _Call[Checkpoint]:
@@ -475,6 +532,11 @@ def _excerpt(value: Any) -> str:
     return text if len(text) <= MAX_ERROR_EXCERPT_CHARS else text[:MAX_ERROR_EXCERPT_CHARS] + "..."
 
 
+# a header the service names in a 422, as the client's argument that sets it is named
+_HEADER_ARGUMENTS = {IDEMPOTENCY_HEADER: "idempotency_key"}
+_REUSED_TYPE = "idempotency_key_reused"  # the service's `type` for IdempotencyKeyReused (its class, snake case)
+
+
 def _field_name(loc: Sequence[Any]) -> str:
     """FastAPI's `loc` as Memory names a field: ['body', 'messages', 2, 'content'] ->
     'messages[2].content'."""
@@ -493,8 +555,11 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
         if isinstance(detail, list) and detail and isinstance(detail[0], dict):
             first = detail[0]
             field, msg = _field_name(first.get("loc", ())), str(first.get("msg", "invalid"))
+            field = _HEADER_ARGUMENTS.get(field, field)
             if len(detail) > 1:
                 return ValidationError(field, f"{msg} (and {len(detail) - 1} more problem(s))")
+            if first.get("type") == _REUSED_TYPE:  # raised as the library raises it, with its positions
+                return IdempotencyKeyReused.from_problem(msg) or ValidationError(field, msg)
             # a limit keeps its numbers, as the library raises it
             return LimitExceeded.from_problem(field, msg) or ValidationError(field, msg)
         return ValidationError("body", _excerpt(detail))
@@ -557,16 +622,54 @@ class _Base:
         return {"method": call.method, "url": self._calls.url(call), "params": call.params, "json": call.json,
                 "headers": self._calls.headers(call), "timeout": self._timeout_s}
 
+    @property
+    def _needs_limits(self) -> bool:
+        """Whether an append must first learn if the server honours idempotency keys:
+        only a client that retries uses the answer, and only the first time."""
+        return self._retries > 0 and not self._limits_read
+
+    def _keyed(self, call: _Call[T]) -> _Call[T]:
+        """`call` as sent: an append to a server that says it honours idempotency keys
+        carries one (the caller's, else a new uuid4 when this client retries), and is then
+        sent again on any failure after which it may have been stored; to any other
+        server exactly as before keys existed (a caller's key is sent all the same)."""
+        known = self._calls.server_limits
+        if not call.keyable or known is None or not known.idempotency_keys:
+            return call
+        key = call.idempotency_key
+        if key is None and self._retries > 0:
+            key = str(uuid.uuid4())
+        return dataclasses.replace(call, idempotency_key=key, replay_safe=key is not None)
+
+    def _backoff_s(self, attempt: int) -> float:
+        return min(RETRY_WAIT_S * 2 ** attempt, self._max_retry_wait_s)
+
     def _wait_before_retry(self, call: _Call[Any], response: httpx.Response, attempt: int) -> float | None:
         """Seconds to wait before sending `call` again, None to answer this response (one the
         call takes as its result is answered at once)."""
-        if response.status_code != httpx.codes.SERVICE_UNAVAILABLE or response.status_code in call.ok_statuses \
-                or attempt >= self._retries:
+        status = response.status_code
+        if status in call.ok_statuses or attempt >= self._retries:
+            return None
+        wait = _retry_after_s(response)
+        if call.replay_safe and status in _MAYBE_APPLIED_STATUSES:
+            # under its key a retry stores nothing twice, whatever happened to the first
+            if wait is None:
+                return self._backoff_s(attempt)
+            return wait if wait <= self._max_retry_wait_s else None
+        if status != httpx.codes.SERVICE_UNAVAILABLE:
             return None
         if not call.retry_safe_503 and _written(response) is not False:
             return None  # the write may have landed: sending it again could apply it twice
-        wait = _retry_after_s(response)
         return wait if wait is not None and wait <= self._max_retry_wait_s else None
+
+    def _wait_after_error(self, call: _Call[Any], exc: httpx.TransportError, attempt: int) -> float | None:
+        """Seconds to wait before sending `call` again after `exc`, None to raise it: a
+        request never sent may be sent again; one sent only under an idempotency key."""
+        if attempt >= self._retries:
+            return None
+        if isinstance(exc, _UNSENT_ERRORS) or (call.replay_safe and isinstance(exc, _SENT_ERRORS)):
+            return self._backoff_s(attempt)
+        return None
 
 
 class Client(_Base):
@@ -574,10 +677,13 @@ class Client(_Base):
 
     `token`: the bearer token (None: none sent, for a `--no-auth` service). `namespace`:
     the namespace calls act in unless they name one (None: the token's own prefix).
-    `timeout_s`: each request's. `retries`: how many times a 503 that carries a
-    Retry-After of at most `max_retry_wait_s` seconds is sent again after that wait (a
-    read on any such 503, a write only on one saying `"written": false`: module
-    docstring); 0 (the default) raises `ServiceUnavailable` at once.
+    `timeout_s`: each request's. `retries`: how many times a request is sent again where
+    that cannot apply it twice (module docstring): a 503 that carries a Retry-After of at
+    most `max_retry_wait_s` seconds, after that wait (a read on any such 503, a write only
+    on one saying `"written": false`); a connection that failed before sending; an
+    append under an idempotency key (made up when you give none) on any failure after
+    which it may have been stored, where the server says it honours keys. 0 (the
+    default) raises at once.
 
     `http_client`: an `httpx.Client` of yours (proxies, TLS, pooling): the client sends on
     it and never closes it; without one, the client builds its own and closes it in
@@ -605,12 +711,21 @@ class Client(_Base):
         self.close()
 
     def _send(self, call: _Call[T]) -> T:
+        if call.keyable and self._needs_limits:
+            self.limits()  # whether the server honours idempotency keys (once per client)
+        call = self._keyed(call)
         attempt = 0
         while True:
-            response = self._http.request(**self._request(call))
-            wait = self._wait_before_retry(call, response, attempt)
-            if wait is None:
-                return _answer(call, response)
+            try:
+                response = self._http.request(**self._request(call))
+            except httpx.TransportError as exc:
+                wait = self._wait_after_error(call, exc, attempt)
+                if wait is None:
+                    raise
+            else:
+                wait = self._wait_before_retry(call, response, attempt)
+                if wait is None:
+                    return _answer(call, response)
             attempt += 1
             time.sleep(wait)
 
@@ -618,15 +733,22 @@ class Client(_Base):
 
     def append(self, conversation_id: str, message: MessageLike, *, session_id: str | None = None,
                metadata: dict[str, Any] | None = None, created_at: float | None = None,
-               namespace: str | None = None) -> int:
-        """Append one message (OpenAI format); returns its position."""
-        return self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at, namespace))
+               namespace: str | None = None, idempotency_key: str | None = None) -> int:
+        """Append one message (OpenAI format); returns its position. `idempotency_key`:
+        your id of this request (1..255 visible ASCII characters): sent again under it,
+        the same request is stored once and answered the first position (module
+        docstring: a client with `retries` makes one up when you give none)."""
+        return self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at, namespace,
+                                             idempotency_key))
 
     def append_many(self, conversation_id: str, messages: Sequence[MessageLike], *, session_id: str | None = None,
-                    format: Literal["openai", "anthropic"] = "openai", namespace: str | None = None) -> list[int]:
+                    format: Literal["openai", "anthropic"] = "openai", namespace: str | None = None,
+                    idempotency_key: str | None = None) -> list[int]:
         """Append a batch in one transaction (all or nothing); returns the positions.
-        `format="anthropic"`: Anthropic messages, stored as the library converts them."""
-        return self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace))
+        `format="anthropic"`: Anthropic messages, stored as the library converts them.
+        `idempotency_key`: as `append`'s, for the whole batch."""
+        return self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace,
+                                                  idempotency_key))
 
     def checkpoint(self, conversation_id: str, summary: str, position: int, *,
                    namespace: str | None = None) -> Checkpoint:
@@ -763,12 +885,21 @@ class AsyncClient(_Base):
         await self.aclose()
 
     async def _send(self, call: _Call[T]) -> T:
+        if call.keyable and self._needs_limits:
+            await self.limits()  # whether the server honours idempotency keys (once per client)
+        call = self._keyed(call)
         attempt = 0
         while True:
-            response = await self._http.request(**self._request(call))
-            wait = self._wait_before_retry(call, response, attempt)
-            if wait is None:
-                return _answer(call, response)
+            try:
+                response = await self._http.request(**self._request(call))
+            except httpx.TransportError as exc:
+                wait = self._wait_after_error(call, exc, attempt)
+                if wait is None:
+                    raise
+            else:
+                wait = self._wait_before_retry(call, response, attempt)
+                if wait is None:
+                    return _answer(call, response)
             attempt += 1
             await asyncio.sleep(wait)
 
@@ -776,14 +907,15 @@ class AsyncClient(_Base):
 
     async def append(self, conversation_id: str, message: MessageLike, *, session_id: str | None = None,
                      metadata: dict[str, Any] | None = None, created_at: float | None = None,
-                     namespace: str | None = None) -> int:
+                     namespace: str | None = None, idempotency_key: str | None = None) -> int:
         return await self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at,
-                                                   namespace))
+                                                   namespace, idempotency_key))
 
     async def append_many(self, conversation_id: str, messages: Sequence[MessageLike], *,
                           session_id: str | None = None, format: Literal["openai", "anthropic"] = "openai",
-                          namespace: str | None = None) -> list[int]:
-        return await self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace))
+                          namespace: str | None = None, idempotency_key: str | None = None) -> list[int]:
+        return await self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace,
+                                                        idempotency_key))
 
     async def checkpoint(self, conversation_id: str, summary: str, position: int, *,
                          namespace: str | None = None) -> Checkpoint:
