@@ -47,7 +47,7 @@ from tiermem.memory import (
     MIN_PIN_PRIORITY,
 )
 from tiermem.tiers.errors import ValidationError
-from tiermem.tiers.models import MAX_POSITION, ROLES
+from tiermem.tiers.models import MAX_POSITION, ROLES, check_idempotency_key
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
@@ -351,6 +351,14 @@ def _timezone_given(_ctx: click.Context, _param: click.Parameter, value: str | N
         raise click.BadParameter(exc.problem) from None
 
 
+def _idempotency_key_given(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # the library's check, while parsing: a usage error (exit 2) before the data dir is opened
+    try:
+        return None if value is None else check_idempotency_key(value)
+    except ValidationError as exc:
+        raise click.BadParameter(exc.problem) from None
+
+
 # -- the group ------------------------------------------------------------------------------------------
 
 
@@ -568,6 +576,8 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
     help="A JSON message or list of messages ('-' for stdin; stdin is also read when piped).",
 )
 @click.option("--session-id", type=TEXT, default=None, help="Session id for the appended message(s).")
+@click.option("--idempotency-key", "idempotency_key", metavar="KEY", default=None, callback=_idempotency_key_given,
+              help="Your id of this append: run again with the same KEY and messages, it stores nothing twice.")
 @click.option("--json", "as_json", is_flag=True, help="Print the positions as JSON.")
 @pass_state
 def append(
@@ -577,6 +587,7 @@ def append(
     content: str | None,
     json_file: IO[str] | None,
     session_id: str | None,
+    idempotency_key: str | None,
     as_json: bool,
 ) -> None:
     """Append messages to a conversation; prints their positions."""
@@ -597,16 +608,24 @@ def append(
         messages = _read_messages(stdin, "stdin")
     # The hot tier is not opened: it catches up with the log on its next read.
     mem = state.memory(hot=False)
-    positions = mem.append_many(conversation, messages, namespace=state.namespace, session_id=session_id)
+    out = mem.append_outcome(conversation, messages, namespace=state.namespace, session_id=session_id,
+                             idempotency_key=idempotency_key)
+    positions = out.positions
     if as_json:
-        _emit_json({"conversation_id": conversation, "positions": positions})
+        # "replayed" only with a key: the answer without one is as it always was
+        _emit_json({"conversation_id": conversation, "positions": positions,
+                    **({"replayed": out.replayed} if idempotency_key is not None else {})})
     else:
         where = (
             f"position {positions[0]}"
             if len(positions) == 1
             else f"positions {positions[0]}..{positions[-1]}"
         )
-        click.echo(f"appended {len(positions)} message(s) to {conversation} at {where}")
+        if out.replayed:
+            click.echo(f"already appended under idempotency key {idempotency_key}: {len(positions)} message(s) "
+                       f"in {conversation} at {where}; nothing stored now")
+        else:
+            click.echo(f"appended {len(positions)} message(s) to {conversation} at {where}")
 
 
 @cli.command()

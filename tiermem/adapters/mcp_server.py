@@ -1,7 +1,8 @@
 """An MCP server over tiermem (`pip install 'tiermem[mcp]'`; `tiermem mcp` runs it on stdio).
 
 Tools (each takes a conversation id; every call acts in one namespace): `append` a
-message, `context` for a query under a token budget (with the plan's reasons), `history`,
+message (with an optional `idempotency_key`: called again with the same key and message,
+it stores nothing and answers the first position; `Memory.append_outcome`), `context` for a query under a token budget (with the plan's reasons), `history`,
 `search`, `pin`, `unpin` and `erase` (with a confirmation argument). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
@@ -30,7 +31,7 @@ from pydantic import Field
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.tiers.errors import TiermemError, ValidationError
-from tiermem.tiers.models import MAX_POSITION
+from tiermem.tiers.models import MAX_IDEMPOTENCY_KEY_CHARS, MAX_POSITION
 from tiermem.tiers.zones import TIMEZONE_DOC
 
 ANTHROPIC_FORMAT = "anthropic"
@@ -96,8 +97,14 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     def append(ctx: Context, conversation_id: ConvId,
                message: Annotated[dict[str, Any], Field(description="the message, as a JSON object")],
                session_id: Annotated[str | None, Field(description="optional session (visit) id")] = None,
+               idempotency_key: Annotated[str | None, Field(description=(
+                   f"optional: your id of this append (1..{MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters). "
+                   "Call again with the same key and message after a failure or timeout: it is stored once "
+                   "and the first position comes back"))] = None,
                ) -> dict[str, int]:
-        return {"position": guard("append", mem_of(ctx).append, conversation_id, message, session_id=session_id)}
+        # the key is checked by the library (check_idempotency_key): a bad one is a tool error naming it
+        return {"position": guard("append", mem_of(ctx).append, conversation_id, message, session_id=session_id,
+                                  idempotency_key=idempotency_key)}
 
     @server.tool(description="The context to send with the next model call: pinned facts, summaries, "
                  "retrieved turns and the recent tail, never more than `budget` tokens, with the plan "
