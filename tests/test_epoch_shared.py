@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import own_redis
+from hot_fixtures import own_redis, start_local_cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -88,6 +88,28 @@ def test_two_processes_in_turn_extend_one_lineage(cfg: Config, embedder: FastEmb
             ctx = ask(b if n % 2 else a, n)
             assert extends(prev, ctx), (n, ctx.plan.cache)
             prev = ctx
+
+
+def test_one_lineage_and_its_erasure_on_redis_cluster(tmp_path: Path, embedder: FastEmbedder) -> None:
+    """The state's key shares its conversation's hash tag: the put script (state and hot
+    set meta) runs in one slot, and erasure's scan of the tag finds it."""
+    cluster = start_local_cluster(tmp_path / "cluster")
+    try:
+        cfg = Config(data_dir=tmp_path / "data", redis_url=cluster.url)
+        with Memory(cfg, embedder=embedder, background_indexing=False) as a, \
+                Memory(cfg, embedder=embedder, background_indexing=False) as b:
+            seed(a)
+            prev = ask(a, 0)
+            ctx = ask(b, 1)
+            assert extends(prev, ctx), ctx.plan.cache
+            store = b.planner._epochs
+            assert isinstance(store, RedisEpochs) and store.errors == 0
+            key = b.cold.key_of("default", "c")
+            assert key is not None and store.tier.client.exists(store.key(key))
+            a.delete_conversation("c")
+            assert not store.tier.client.exists(store.key(key))
+    finally:
+        cluster.stop()
 
 
 def test_the_epoch_continues_after_a_restart(cfg: Config, embedder: FastEmbedder) -> None:
