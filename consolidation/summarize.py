@@ -94,6 +94,15 @@ class Summarizer(Protocol):
     def summarize(self, turns: Sequence[SourceTurn], *, target_tokens: int) -> list[Sentence]: ...
 
 
+def call_bound_s(summarizer: Summarizer) -> float:
+    """The most seconds one `summarize` call of `summarizer` can take past the work on
+    this host: its `call_bound_s` (a summarizer that waits on a remote model says how
+    long it may wait, so a view's lease is held that much longer), 0 for one that has
+    none (the extractive summarizer: local work only)."""
+    bound = getattr(summarizer, "call_bound_s", 0.0)
+    return float(bound) if isinstance(bound, int | float) and math.isfinite(bound) and bound > 0 else 0.0
+
+
 # ----------------------------------------------------------------------------------
 # Sentence splitting (spans, so every piece is an exact substring of the turn)
 
@@ -391,6 +400,7 @@ class ExtractiveSummarizer:
 
 # the thread that makes one request, so that `timeout_s` bounds the whole of it
 REQUEST_THREAD_NAME = "tiermem-llm-request"
+RETRY_BACKOFF_MAX_S = 30.0  # the longest wait between two attempts of one request
 ERROR_BODY_CHARS = 200  # of an endpoint's error body, kept with the view's refresh error
 ANSWER_HEAD_CHARS = 120  # of an answer with no usable line, kept likewise
 # An answer is read up to what the requested max_tokens can take: each token as wide as
@@ -443,8 +453,8 @@ class LLMSummarizer:
     fact ending in position refs ("[#12,#15]"), which become the sentences'
     provenance. Lines without a valid ref are dropped; the result is cut to the token
     target line by line. A request times out `timeout_s` after it starts, however the
-    endpoint trickles its answer (so one call takes at most about
-    (retries + 1) * timeout_s plus the backoff); timeouts, connection
+    endpoint trickles its answer (so one call takes at most `call_bound_s`:
+    (retries + 1) * timeout_s plus the backoff between attempts); timeouts, connection
     errors, 429 and 5xx are retried `retries` times with exponential backoff; other
     failures (and an answer with no usable line) raise SummarizerError. The API key
     is read from the environment variable `api_key_env` at call time (none is sent if
@@ -496,6 +506,18 @@ class LLMSummarizer:
             {"role": "system", "content": SYSTEM_PROMPT.format(lines=max_lines, tokens=target_tokens)},
             {"role": "user", "content": "\n".join(lines)},
         ]
+
+    @property
+    def call_bound_s(self) -> float:
+        """The most seconds one `summarize` call takes: every attempt runs to its
+        timeout, with the backoff before each retry (a view's lease lasts this long past
+        VIEW_CLAIM_TTL_S, so no other process starts the same paid refresh meanwhile)."""
+        waits = sum(self._backoff(attempt) for attempt in range(1, self.retries + 1))
+        return (self.retries + 1) * self.timeout_s + waits
+
+    def _backoff(self, attempt: int) -> float:
+        """Seconds slept before retry `attempt` (1 for the first retry)."""
+        return min(self.backoff_s * 2 ** (attempt - 1), RETRY_BACKOFF_MAX_S)
 
     def _key(self) -> str | None:
         """The API key, from the environment at call time."""
@@ -563,7 +585,7 @@ class LLMSummarizer:
         last = "no attempt"
         for attempt in range(self.retries + 1):
             if attempt:
-                self.sleep(min(self.backoff_s * 2 ** (attempt - 1), 30.0))
+                self.sleep(self._backoff(attempt))
             try:
                 status, body = self._exchange(url, payload, headers)
             except httpx.TimeoutException as exc:

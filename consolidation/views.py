@@ -38,9 +38,15 @@ turns): that is stored with the view's error, which is erased with the conversat
 
 One refresher per view, also across processes (two service workers each with its
 scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
-lease (`ColdLog.claim_view`, a `view_claims` row that expires after `VIEW_CLAIM_TTL_S`)
-before it reads the view's frontier, so the summarizer runs once per stretch of log; a
-refresh that finds the lease held returns the current version. A lease whose holder is
+lease (`ColdLog.claim_view`, a `view_claims` row) before it reads the view's frontier,
+so the summarizer runs once per stretch of log; a refresh that finds the lease held
+returns the current version. The lease outlives the refresh: it lasts
+`VIEW_CLAIM_TTL_S` plus the most one summarizer call can take
+(`summarize.call_bound_s`: an LLM's (retries + 1) x llm_timeout_s and backoff, 0 for
+the extractive summarizer), and is renewed before each chunk of a long backlog, so no
+second process starts the same (paid) refresh while the first still runs. A refresh
+that finds its lease taken at a renewal (this process stalled past it) stops there and
+returns the current version. A lease whose holder is
 a process of this host that no longer runs (killed mid-refresh; the restarted service is
 a new holder, also when it runs under the killed one's pid, as a restarted container's
 PID 1 does: the holder records its process's start time) is taken over at once rather
@@ -62,7 +68,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, split_sentences
+from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, call_bound_s, split_sentences
 from tiermem.tiers.errors import SummarizerError
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
@@ -93,9 +99,10 @@ SESSION_SCAN_PAGE_TURNS = 2000
 _TAIL_WINDOW = 256  # positions looked at for a trailing run of unlabeled turns
 _LOCK_STRIPES = 64
 _FILLER_INTENTS = frozenset({"chitchat"})
-# how long a refresh's lease on its view lasts: past any one refresh (an LLM request is
-# bounded by llm_timeout_s, retried a few times, per chunk of a backlog); a holder that
-# died holds the view no longer than this (one of this host is taken over at once)
+# how long a refresh's lease on its view lasts past the summarizer's own bound on one
+# call (summarize.call_bound_s; the lease is renewed before each chunk of a backlog):
+# room for the store's reads and writes around the call. A holder that died holds the
+# view no longer than this plus that bound (one of this host is taken over at once)
 VIEW_CLAIM_TTL_S = 600.0
 _START_MARK = "~"  # between the maintainer id (hex) and its process's start time
 
@@ -136,6 +143,20 @@ def dead_holder(holder: str) -> bool:
         started = process_start_ticks(int(pid))
         return started is not None and started != int(start)
     return False
+
+
+@dataclass(frozen=True)
+class _Lease:
+    """The lease a refresh holds on its view (`view_claims`)."""
+
+    conversation_id: str
+    kind: str
+    key: str
+    holder: str
+
+
+class _LeaseLost(Exception):
+    """A renewal found the view's lease held by another: the refresh stops."""
 
 
 @dataclass
@@ -237,10 +258,23 @@ class ViewMaintainer:
 
     # -- summarizing -------------------------------------------------------------------------
 
-    def _incremental(self, conversation_id: str, carried: Sequence[TurnRow], new: Sequence[TurnRow]
-                     ) -> list[Sentence]:
+    def lease_ttl_s(self) -> float:
+        """Seconds a refresh's lease lasts from its claim or renewal: VIEW_CLAIM_TTL_S past
+        the most one summarizer call can take (module docstring)."""
+        return VIEW_CLAIM_TTL_S + call_bound_s(self.summarizer)
+
+    def _renew(self, lease: _Lease) -> None:
+        """Extend `lease` by `lease_ttl_s` from now; `_LeaseLost` when another holds the
+        view (this refresh stalled past its lease, and that one redoes its work)."""
+        if not self.cold.claim_view(lease.conversation_id, lease.kind, lease.key, lease.holder,
+                                    self.lease_ttl_s()):
+            raise _LeaseLost(lease)
+
+    def _incremental(self, conversation_id: str, carried: Sequence[TurnRow], new: Sequence[TurnRow],
+                     lease: _Lease) -> list[Sentence]:
         """Summarize carried + new turns; a long `new` goes in chunks of ~chunk_tokens,
-        each chunk summarized together with the turns the previous step cited."""
+        each chunk summarized together with the turns the previous step cited, the lease
+        renewed before each chunk after the first (the claim covered the first)."""
         state = list(carried)
         chunks: list[list[TurnRow]] = [[]]
         size = 0
@@ -251,7 +285,9 @@ class ViewMaintainer:
             chunks[-1].append(r)
             size += r.tokens
         sentences: list[Sentence] = []
-        for chunk in chunks:
+        for i, chunk in enumerate(chunks):
+            if i:
+                self._renew(lease)
             rows = {r.position: r for r in (*state, *chunk)}
             sources = self._sources(conversation_id, list(rows.values()))
             sentences = self._check(self.summarizer.summarize(sources, target_tokens=self.target_tokens),
@@ -327,17 +363,23 @@ class ViewMaintainer:
             # the summarizer (perhaps a paid LLM) again; while another holds it, the
             # current version is answered as is
             holder = lease_holder(self._maintainer)
-            if not self.cold.claim_view(conversation_id, kind, key, holder, VIEW_CLAIM_TTL_S):
+            ttl = self.lease_ttl_s()
+            if not self.cold.claim_view(conversation_id, kind, key, holder, ttl):
                 other = self.cold.view_holder(conversation_id, kind, key)
                 if other is None or not dead_holder(other) or not self.cold.claim_view(
-                        conversation_id, kind, key, holder, VIEW_CLAIM_TTL_S, replacing=other):
+                        conversation_id, kind, key, holder, ttl, replacing=other):
                     return self.warm.latest(conversation_id, kind, key)
+            lease = _Lease(conversation_id, kind, key, holder)
             try:
                 if kind == "rolling":
-                    return self._refresh_rolling(conversation_id, full)
+                    return self._refresh_rolling(conversation_id, full, lease)
                 if kind == "constraints":
                     return self._refresh_constraints(conversation_id, full)
-                return self._refresh_session(conversation_id, key, full)
+                return self._refresh_session(conversation_id, key, full, lease)
+            except _LeaseLost:
+                log.info("views: the lease on %s/%s/%s passed to another refresher mid-refresh; it goes on",
+                         conversation_id, kind, key)
+                return self.warm.latest(conversation_id, kind, key)
             finally:
                 try:
                     self.cold.release_view(conversation_id, kind, key, holder)
@@ -360,6 +402,8 @@ class ViewMaintainer:
                              fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
         try:
             return fn()
+        except _LeaseLost:
+            raise  # not a failure: the lease's new holder refreshes the view
         except Exception as exc:
             self.failures += 1
             # the message says what failed; what the endpoint answered may quote the turns,
@@ -370,7 +414,7 @@ class ViewMaintainer:
             self.warm.record_error(conversation_id, kind, key, f"{error}; answer: {excerpt}" if excerpt else error)
             return None
 
-    def _refresh_rolling(self, conv: str, full: bool) -> SummaryView | None:
+    def _refresh_rolling(self, conv: str, full: bool, lease: _Lease) -> SummaryView | None:
         prev = self.warm.latest(conv, "rolling")
         last = self.cold.last_position(conv)
         now = self.clock()
@@ -381,7 +425,7 @@ class ViewMaintainer:
         carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
         new = self.cold.turns(conv, start=start_new, end=end)
         sentences = self._summarize_or_record(
-            conv, "rolling", "", lambda: self._incremental(conv, carried, new))
+            conv, "rolling", "", lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
             return prev
         view = SummaryView(conv, "rolling", "", 0, 0, end, tuple(sentences), 0, self.summarizer.name, now)
@@ -413,7 +457,7 @@ class ViewMaintainer:
                            CONSTRAINTS_SUMMARIZER, now)
         return self.warm.put(view)
 
-    def _refresh_session(self, conv: str, session_id: str, full: bool) -> SummaryView | None:
+    def _refresh_session(self, conv: str, session_id: str, full: bool, lease: _Lease) -> SummaryView | None:
         prev = self.warm.latest(conv, "session", session_id)
         last = self.cold.last_position(conv)
         now = self.clock()
@@ -424,7 +468,7 @@ class ViewMaintainer:
             return prev
         carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
         sentences = self._summarize_or_record(
-            conv, "session", session_id, lambda: self._incremental(conv, carried, new))
+            conv, "session", session_id, lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
             return prev
         start = prev.start_position if prev is not None and not full else new[0].position
