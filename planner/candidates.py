@@ -766,6 +766,16 @@ class Units:
     interrupted: bool = False
 
 
+def _item_round(m: StoredMessage, cur: Sequence[StoredMessage]) -> bool:
+    """Whether call `m` joins the waiting calls of `cur` as a parallel call: only Responses
+    items do (each parallel call is an item of its own). A chat assistant message holds
+    all of its round's calls, so one after calls still waiting is a new model turn: the
+    round before it was abandoned, and Chat Completions refuses a `tool_calls` message not
+    followed by its results."""
+    return isinstance(m.body.get("type"), str) and all(
+        isinstance(x.body.get("type"), str) for x in cur if call_ids(x.body))
+
+
 def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
                open_calls: frozenset[str] = frozenset()) -> Units:
     """Group the tail's messages (oldest first; None: unreadable, or with `skip` the
@@ -777,7 +787,9 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     Complete units only: a result whose call is not among `msgs` (nor open from the
     previous context, `open_calls`) is left out; a call that a later message (a user or
     assistant message, the latest user message included) follows before all its results
-    is left out with its results. A call still waiting at the very end of `msgs` is kept:
+    is left out with its results; so is one a chat assistant message with calls follows
+    (Chat Completions puts a round's parallel calls in one message: the next one is a new
+    turn, the round before it abandoned). A call still waiting at the very end of `msgs` is kept:
     the agent is mid-loop and appends the result next (an epoch then appends the result
     right after it). A unit holding an unreadable message while a call waits is left out
     (the unreadable one may be its result)."""
@@ -820,7 +832,7 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
                 dropped.append(([m], ORPHAN_RESULT))
             continue
         if ids:
-            if waiting and not answered:  # parallel calls (Responses items): one round
+            if waiting and not answered and _item_round(m, cur):  # parallel calls (Responses items): one round
                 cur.append(m)
                 waiting |= set(ids)
                 continue
