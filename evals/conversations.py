@@ -62,6 +62,7 @@ from tiermem.evals.locomo import (
     Sample,
     conversation_ids,
     load_samples,
+    samples_of,
     session_times,
     turn_message,
 )
@@ -291,18 +292,19 @@ def _sample_turns(number: int, s: Sample, limits: dict[str, int],
             yield turn.dia_id, msg
 
 
-def _samples(path: Path) -> list[Sample]:
+def _samples(path: Path, doc: Any = None) -> list[Sample]:
+    """The file's samples: read from `path`, or from `doc` when its JSON is read already."""
     try:
-        return load_samples(path)
+        return load_samples(path) if doc is None else samples_of(doc, path)
     except LocomoError as exc:
         raise DataFileError(str(path), str(exc)) from None
 
 
-def _read_locomo(path: Path, limits: dict[str, int], strict: bool, hint: str) -> Dataset:
-    """A LoCoMo file, every turn checked as `append` would check it; a bad turn is named by
-    its sample (number in the list and id) and `dia_id`, and refuses the file (`strict`)
-    or is left out."""
-    samples = _samples(path)
+def _read_locomo(path: Path, doc: Any, limits: dict[str, int], strict: bool, hint: str) -> Dataset:
+    """A LoCoMo file (`doc`: its JSON, read once), every turn checked as `append` would
+    check it; a bad turn is named by its sample (number in the list and id) and `dia_id`,
+    and refuses the file (`strict`) or is left out."""
+    samples = _samples(path, doc)
     convs: list[ConversationData] = []
     bad: list[BadLine] = []
     skipped = 0
@@ -375,18 +377,22 @@ def read_conversations(
     conversation_id: str | None = None,
     hint: str = SKIP_BAD_HINT,
 ) -> Dataset:
-    """Read a conversations-format file (JSONL or JSON) or a LoCoMo file. `conversation_id`
-    is the id of lines that give none. Raises DataFileError naming the file and line,
+    """Read a conversations-format file (JSONL or JSON) or a LoCoMo file, once: `path` may
+    be a pipe (`/dev/stdin`). `conversation_id` is the id of lines that give none. Raises DataFileError naming the file and line,
     ending with `hint` (what the caller's user can do). `max_id_chars`: the Config's
     (every reader of a user's file passes it, so that a file `tiermem import` refuses is
     refused by all of them; the default is the largest any Config allows)."""
     path = Path(path)
-    if not path.is_file():
-        raise DataFileError(str(path), "no such file")
+    if path.is_dir():
+        raise DataFileError(str(path), "is a directory, not a file")
     try:
         # utf-8-sig: a byte order mark a Windows tool put first is no part of the text
-        # (RFC 8259 lets a reader ignore it); one inside a JSON string stays text
+        # (RFC 8259 lets a reader ignore it); one inside a JSON string stays text. Read
+        # once, whatever the path is: a pipe (`/dev/stdin`, `<(zcat f.jsonl.gz)`) has no
+        # second reading
         text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise DataFileError(str(path), "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataFileError(str(path), f"cannot be read as UTF-8 text: {exc}") from None
     limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes,
@@ -399,7 +405,7 @@ def read_conversations(
         except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
             raise DataFileError(str(path), f"is not valid JSON: {exc}") from None
         if _is_locomo(doc):
-            return _read_locomo(path, limits, strict, hint)
+            return _read_locomo(path, doc, limits, strict, hint)
         if not isinstance(doc, list):  # pragma: no cover - starts with '['
             raise DataFileError(str(path), "is not a JSON list")
         objects: list[tuple[int, Any]] = list(enumerate(doc, start=1))

@@ -323,6 +323,12 @@ def load_samples(path: Path) -> list[Sample]:
         raw = json.loads(path.read_text(encoding="utf-8-sig"))  # a leading byte order mark is not JSON
     except (OSError, ValueError) as exc:
         raise LocomoError(f"cannot read {path} as JSON: {exc}") from None
+    return samples_of(raw, path)
+
+
+def samples_of(raw: Any, path: Path) -> list[Sample]:
+    """The samples of a LoCoMo file's parsed JSON (`path` names the file in the error), for
+    a reader that has read the file already: a pipe reads only once."""
     if not isinstance(raw, list):
         raise LocomoError(f"{path} is not a JSON list of LoCoMo samples")
     return [parse_sample(s, i) for i, s in enumerate(raw)]
