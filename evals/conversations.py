@@ -24,7 +24,9 @@ Messages keep file order within a conversation; conversations keep the order of 
 first line.
 
 **LoCoMo** (a JSON list of samples with a `conversation` object, as `evals.locomo`
-reads): each sample becomes a conversation `locomo-<sample_id>` with the roles, times,
+reads; a list in which any item has a `conversation` field is read as LoCoMo, and a
+sample that is not an object or whose `conversation` is not one refuses the file, named
+by `evals.locomo`): each sample becomes a conversation `locomo-<sample_id>` with the roles, times,
 sessions and `dia_id`s `evals.locomo` gives it, its `qa` become probes (evidence: the
 `dia_id`s; malformed ids are dropped and counted in `skipped_evidence`). A turn with no
 `text`, a field of the wrong type (`locomo.turn_problem`) or an item of a session that is
@@ -354,8 +356,10 @@ def _refuse(path: Path, bad: list[BadLine], what: str, where: str, hint: str) ->
 
 
 def _is_locomo(doc: Any) -> bool:
-    return isinstance(doc, list) and bool(doc) and all(
-        isinstance(s, dict) and isinstance(s.get("conversation"), dict) for s in doc)
+    # one sample with a `conversation` field makes the list LoCoMo (no object of the
+    # conversations format has that field): a malformed sample among good ones is then
+    # named by the LoCoMo reader, not every sample refused for lacking a conversation_id
+    return isinstance(doc, list) and any(isinstance(s, dict) and "conversation" in s for s in doc)
 
 
 def _jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
