@@ -1,9 +1,10 @@
-"""Signing in to the inspector works with every configured token, whatever its characters
-(a security review, 2026-12-06). A token is any text the operator chose; the inspector
-keeps it in a cookie, and a Set-Cookie header carries Latin-1 only. Before, signing in
-with a valid token holding a character past Latin-1 (Ω, a CJK letter, an emoji) answered
-500 and set no cookie, so that token's user could not sign in at all. Now the cookie
-holds the token percent-encoded. FastAPI's TestClient on the real app, real SQLite.
+"""Signing in to the inspector works with every token the service takes (a security review,
+2026-12-06). The inspector keeps the token in a cookie. Before 66dbccc a configured token
+holding a character past Latin-1 answered 500 at /ui/login (a Set-Cookie header carries
+Latin-1 only); such a token, which no API request could carry either, is now refused at
+startup (tests/test_auth_token_charset.py), and every token that is taken, an RFC 6750
+b64token, is a valid cookie value as it is: / and = are sent in a quoted value, and read
+back as the token. FastAPI's TestClient on the real app, real SQLite.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 HX = {"HX-Request": "true"}
 # token -> its namespace prefix; each a token an operator may configure
 TOKENS = {
-    "tok-Ω-omega-0123456789abcdef": "omega",  # past Latin-1: the 500 before
-    "tok-東京-🔑-0123456789abcdef": "tokyo",  # CJK and an emoji (outside the BMP)
-    "tok-é-latin1-0123456789abcd": "latin",  # Latin-1 (SimpleCookie's octal escape worked)
-    'tok "quoted; semi" 0123456789': "quoted",  # a quote, a semicolon and spaces
-    "tok-100%-percent-0123456789": "percent",  # a percent sign: the encoding's own escape
+    "tok-plain-0123456789abcdefAB": "plain",  # letters, digits, hyphens: the cookie holds it as it is
+    "tok.dot_under~tilde-0123456789": "punct",  # . _ ~
+    "tok+plus/slash-0123456789ab==": "base64",  # + / and = padding: a quoted cookie value
+    "dG9rLWJhc2U2NC0wMTIzNDU2Nzg5YQ=": "padded",  # a base64 token with one = of padding
 }
 
 

@@ -4,8 +4,9 @@ parts that change in place (a plan as the budget slider moves, a pin, a view's s
 Auth and scope, the same walls as the API (tiermem.service):
 - The credential is an API token, typed once into `/ui/login` and kept in an HttpOnly,
   SameSite=Strict cookie limited to `/ui` (Secure over https); it is never put in a URL
-  and never echoed into a page. The cookie holds it percent-encoded (`_cookie_value`):
-  a header carries Latin-1 only, and a token may be any text. Every request re-checks it against the configured
+  and never echoed into a page. The cookie holds it as it is: a configured token is an
+  RFC 6750 b64token (tiermem.service.auth refuses any other at startup), every character
+  of which a cookie value may hold. Every request re-checks it against the configured
   tokens, so a token removed from the config stops working at once. `--no-auth` servers
   need no login (loopback only, like the API).
 - The namespace a page acts in is `?ns=` (default: the token's own prefix). A
@@ -154,7 +155,7 @@ class Inspector:
         if not auth.enabled:
             g = auth.grant(None)
         else:
-            token = _cookie_token(request.cookies.get(COOKIE))
+            token = request.cookies.get(COOKIE)
             g = auth.grant(f"Bearer {token}") if token else None
         if g is None:
             if request.headers.get("hx-request"):
@@ -237,18 +238,6 @@ def _html(body: str, status: int = 200, headers: dict[str, str] | None = None) -
     return HTMLResponse(body, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
 
 
-def _cookie_value(token: str) -> str:
-    """The token as the cookie keeps it: percent-encoded UTF-8, plain ASCII whatever the
-    token's characters (a Set-Cookie header of one past Latin-1 could not be sent at all)."""
-    return urllib.parse.quote(token, safe="")
-
-
-def _cookie_token(value: str | None) -> str | None:
-    """The token a cookie of `_cookie_value` holds (a cookie of an ASCII token without `%`
-    set before encoding is the token itself)."""
-    return urllib.parse.unquote(value) if value else None
-
-
 def _escape(s: str) -> str:
     return str(markupsafe.escape(s))
 
@@ -272,7 +261,7 @@ def build_router(ins: Inspector) -> APIRouter:
         if grant is None or not ins.runtime.auth.enabled:
             return _html('<p class="error" role="alert">That token is not valid here.</p>', 401)
         resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
-        resp.set_cookie(COOKIE, _cookie_value(body.token), path=COOKIE_PATH, httponly=True, samesite="strict",
+        resp.set_cookie(COOKIE, body.token.strip(), path=COOKIE_PATH, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https")
         return resp
 

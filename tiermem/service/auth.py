@@ -9,13 +9,17 @@ digest of its guess falls, not how much of a real token it matched); a request n
 in `NAMESPACE_HEADER` (absent: the token's own prefix); outside the prefix a
 conversation route answers exactly what a missing conversation gets (404, the same
 body) and a namespace route 403, the same for every outside namespace, so nothing a
-caller sees depends on another namespace's contents.
+caller sees depends on another namespace's contents. A configured token (`auth_tokens`,
+`metrics_tokens`) is an RFC 6750 b64token (`BEARER_TOKEN`), refused at startup otherwise:
+a request's header is read as Latin-1 and ends a token at a space, so any other token could
+never authenticate over the API (and needs no encoding in the inspector's cookie).
 """
 
 import hashlib
 import hmac
 import json
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated
@@ -34,6 +38,11 @@ log = logging.getLogger("tiermem.service")
 
 NAMESPACE_HEADER = "X-Tiermem-Namespace"
 MIN_TOKEN_CHARS = 16  # shorter tokens are accepted with a warning: they are guessable
+# RFC 6750's b64token, the only token `Authorization: Bearer` carries: a header is read as
+# Latin-1 (a token past ASCII never matched the UTF-8 configured one) and a space ends it
+BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+BEARER_TOKEN_RULE = ("only the characters of an RFC 6750 bearer token: ASCII letters, digits and - . _ ~ + /, "
+                     "then optional = padding (no spaces or other characters)")
 
 _NS_DOC = (
     "the namespace this request acts in: ids joined by '/' (e.g. `acme/user-7`), which must be the "
@@ -95,6 +104,10 @@ class TokenAuth:
         for token, ns in tokens.items():
             if not token or not token.strip():
                 raise ServiceConfigError("auth_tokens: a token is empty")
+            if not BEARER_TOKEN.fullmatch(token):  # named by its prefix: a token is never printed
+                raise ServiceConfigError(
+                    f"auth_tokens: the token of namespace prefix {ns!r} can never authenticate; a token may hold "
+                    f"{BEARER_TOKEN_RULE}")
             try:
                 validate_namespace(ns, "namespace", max_id_chars)
             except ValidationError as exc:
@@ -104,9 +117,13 @@ class TokenAuth:
             self._by_digest[_digest(token.encode("utf-8"))] = ns
         self._prefixes = frozenset(self._by_digest.values())
         self._metrics: list[bytes] = []
-        for token in metrics_tokens:
+        for i, token in enumerate(metrics_tokens):
             if not token or not token.strip():
                 raise ServiceConfigError("metrics_tokens: a token is empty")
+            if not BEARER_TOKEN.fullmatch(token):
+                raise ServiceConfigError(
+                    f"metrics_tokens: token {i + 1} of the list can never authenticate; a token may hold "
+                    f"{BEARER_TOKEN_RULE}")
             if token in tokens:
                 raise ServiceConfigError(
                     "metrics_tokens: a token is also in auth_tokens; a metrics token must not be a tenant's"
