@@ -320,17 +320,28 @@ def build_router(ins: Inspector) -> APIRouter:
         return _html(html)
 
     @r.get("/c/{cid}/plan")
-    def plan_page(request: Request, cid: str, q: str = "", budget: int = DEFAULT_PLAN_BUDGET,
+    def plan_page(request: Request, cid: str, q: str = "", budget: str = str(DEFAULT_PLAN_BUDGET),
                   timezone: str = "") -> HTMLResponse:
         grant, ns, cid = ins.conversation(request, cid)
-        budget = min(max(budget, 1), MAX_BUDGET_TOKENS)
+        status = 200
+        result: dict[str, Any]
         try:
-            result = ins.what_if(ns, cid, q, budget, timezone)
-        except ConversationNotFound:
-            raise ins.not_found(request, cid, grant) from None
-        return ins.page(request, "plan.html", title=f"Plan a context: {cid}", grant=grant, ns=ns, cid=cid,
-                        query=q, budget=budget, timezone=timezone, max_zone_chars=MAX_ZONE_NAME_CHARS,
-                        slider_min=SLIDER_MIN, slider_max=max(ins.slider_max(), budget),
+            # the what-if form's own check, so a link refuses exactly what the form's POST does
+            form = PlanIn.model_validate({"query": q, "budget": budget, "timezone": timezone})
+        except pydantic.ValidationError as exc:
+            # the page again with the refusal where a plan would be; what is echoed stays
+            # within the form's limits, and nothing is planned
+            status, result = 422, {"error": _first_error(exc), "plan": None, "messages": []}
+            form = PlanIn(query=q[:MAX_QUERY_CHARS], timezone=timezone[:MAX_ZONE_NAME_CHARS])
+        else:
+            try:
+                result = ins.what_if(ns, cid, form.query, form.budget, form.timezone)
+            except ConversationNotFound:
+                raise ins.not_found(request, cid, grant) from None
+        return ins.page(request, "plan.html", status, title=f"Plan a context: {cid}", grant=grant, ns=ns, cid=cid,
+                        query=form.query, budget=form.budget, timezone=form.timezone,
+                        max_query_chars=MAX_QUERY_CHARS, max_zone_chars=MAX_ZONE_NAME_CHARS,
+                        slider_min=SLIDER_MIN, slider_max=max(ins.slider_max(), form.budget),
                         slider_step=SLIDER_STEP, tab="plan", **_plan_ctx(result))
 
     @r.post("/c/{cid}/plan")
