@@ -51,6 +51,7 @@ the other characters `str.splitlines` breaks at are text inside a JSON string.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -79,6 +80,7 @@ BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a c
 SKIP_BAD_HINT = "fix them or pass --skip-bad to skip them"
 FIX_HINT = "fix them"
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
+IMPORT_KEY_PREFIX = "tiermem-import"  # of the idempotency keys an import appends its chunks under
 
 
 @dataclass
@@ -474,13 +476,24 @@ def stored_prefix(memory: Any, conv: ConversationData, namespace: str) -> int:
     return min(len(stored), len(conv.messages))
 
 
+def chunk_key(position: int, chunk: list[dict[str, Any]]) -> str:
+    """The idempotency key an import appends `chunk` under: its position in the
+    conversation and a digest of its messages (envelopes included), so the same chunk of
+    the same file has the same key whoever writes it, and another chunk never shares it."""
+    text = json.dumps(chunk, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return f"{IMPORT_KEY_PREFIX}:{position}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+
+
 def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1000,
                    progress: Any = None, finished: Any = None) -> ImportReport:
     """Append every conversation of `data` in `namespace`. Idempotent: messages the data
     dir already holds (the same bodies, in order) are skipped, so a re-import appends
-    nothing and an import of a longer file appends only the new tail. `finished(n, name)`
-    is called after each conversation with the messages it appended and its name
-    (tiermem/ingest.py)."""
+    nothing and an import of a longer file appends only the new tail. Two imports of the
+    same file at once write it once: both may find a conversation without what the file
+    adds (each checks before writing), so each chunk is appended under `chunk_key`, and
+    the second writer of a chunk writes nothing (counted as already present).
+    `finished(n, name)` is called after each conversation with the messages it appended
+    and its name (tiermem/ingest.py)."""
     report = ImportReport(bad_lines=list(data.bad))
     # check every conversation before writing any, so a conflict writes nothing
     starts = [stored_prefix(memory, c, namespace) for c in data.conversations]
@@ -490,14 +503,20 @@ def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1
         report.already_present += start
         if progress is not None:
             progress(start)
+        appended = 0
         for i in range(start, len(conv.messages), batch):
             chunk = conv.messages[i:i + batch]
-            memory.append_many(conv.conversation_id, chunk, namespace=namespace)
-            report.appended += len(chunk)
+            outcome = memory.append_outcome(conv.conversation_id, chunk, namespace=namespace,
+                                            idempotency_key=chunk_key(i, chunk))
+            if outcome.replayed:  # another import wrote this chunk since the check above
+                report.already_present += len(chunk)
+            else:
+                appended += len(chunk)
             if progress is not None:
                 progress(len(chunk))
+        report.appended += appended
         if finished is not None:
-            finished(len(conv.messages) - start, conv.conversation_id)
+            finished(appended, conv.conversation_id)
     return report
 
 
