@@ -41,7 +41,7 @@ message of its conversation (positions counted in file order within the conversa
 the positions the import writes). A bad line is reported by line number (LoCoMo: the sample's number in the
 list, its id and the turn's `dia_id`); `strict` (the default) refuses the file with every
 bad line named and nothing read, otherwise bad lines (LoCoMo: bad turns) are skipped and
-listed. So an import either writes the whole file or stops before writing anything.
+listed (a file whose every line is bad is refused with them named). So an import either writes the whole file or stops before writing anything.
 
 A UTF-8 byte order mark that starts the file is ignored (as RFC 8259 allows). JSONL
 lines end at "\n" only (a "\r" before it is dropped): U+2028, U+2029, U+0085 and
@@ -79,6 +79,7 @@ BAD_LINES_SHOWN = 5  # in the error that refuses a file: the first few, then a c
 # and the benchmarks have not)
 SKIP_BAD_HINT = "fix them or pass --skip-bad to skip them"
 FIX_HINT = "fix them"
+ALL_BAD_HINT = "no good line is left to import: fix them"  # skipping bad lines skipped them all
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
 IMPORT_KEY_PREFIX = "tiermem-import"  # of the idempotency keys an import appends its chunks under
 
@@ -437,6 +438,8 @@ def read_conversations(
     bad.sort(key=lambda b: b.line)
     if bad and strict:
         _refuse(path, bad, "line", "line ", hint)
+    if not convs and bad:  # skipping every line left nothing: say why, not just that
+        _refuse(path, bad, "line", "line ", ALL_BAD_HINT)
     if not convs:
         raise DataFileError(str(path), "holds no conversation")
     return Dataset(path, "conversations", list(convs.values()), bad)
