@@ -4,7 +4,10 @@ are over their freshness budget.
 - One interval job, `max_instances=1` (a slow run is never doubled up), `coalesce=True`
   (runs missed while one was in progress or the process was suspended collapse into
   one), `misfire_grace_time` of one interval. Each run refreshes at most
-  `max_views_per_run` views, most-behind first (`ViewMaintainer.stale_views`).
+  `max_views_per_run` views, most-behind first (`ViewMaintainer.stale_views`),
+  leaving out the views whose refresh failed and whose backoff has not run out
+  (`ViewMaintainer.held_back`: a `view_failures` row, so every process's scheduler
+  waits alike; `held_back` in the stats counts those the run passed over).
 - No scheduler state is durable: what is stale is computed from the summaries and
   the log, so a new scheduler (after a restart, or in another process) resumes where
   the previous one stopped. The one mark a run leaves is derived too: a conversation
@@ -73,6 +76,7 @@ class SchedulerStats:
     overlapped: int = 0  # runs skipped because one was still running (max_instances=1)
     errors: int = 0  # view refreshes that raised (summarizer failures are not errors)
     refused_forked: int = 0  # runs refused in a process forked after start()
+    held_back: int = 0  # views over budget the last run left alone: their refresh failed, backoff not over
 
 
 class ConsolidationScheduler:
@@ -197,7 +201,11 @@ class ConsolidationScheduler:
         t0 = time.perf_counter()
         self.stats.last_run_at = self.clock()
         m = self.maintainer
-        detailed = m.stale_views_detailed(self.max_views_per_run)
+        held = m.held_back()
+        # the failing views still count in the lag (they are behind), but take no place
+        # from the views this run can refresh
+        over = m.stale_views_detailed(self.max_views_per_run + len(held))
+        detailed = [(k, st) for k, st in over if k not in held][:self.max_views_per_run]
         refreshed = 0
         for (conv, kind, key), _st in detailed:
             if self._stopping.is_set():
@@ -217,7 +225,9 @@ class ConsolidationScheduler:
         s.last_selected = len(detailed)
         s.last_refreshed = refreshed
         s.saturated = len(detailed) >= self.max_views_per_run
-        self._lagging = tuple((conv, st.turns_behind, st.seconds_behind) for (conv, _k, _key), st in detailed)
+        s.held_back = sum(1 for k, _st in over if k in held)
+        lagging = [*detailed, *((k, st) for k, st in over if k in held)]
+        self._lagging = tuple((conv, st.turns_behind, st.seconds_behind) for (conv, _k, _key), st in lagging)
         s.lag_turns, s.lag_seconds = self.lag()
         s.last_duration_s = time.perf_counter() - t0
         return refreshed

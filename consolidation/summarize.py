@@ -24,6 +24,7 @@ turn it cites.
 
 from __future__ import annotations
 
+import email.utils
 import itertools
 import json
 import logging
@@ -401,6 +402,23 @@ class ExtractiveSummarizer:
 # the thread that makes one request, so that `timeout_s` bounds the whole of it
 REQUEST_THREAD_NAME = "tiermem-llm-request"
 RETRY_BACKOFF_MAX_S = 30.0  # the longest wait between two attempts of one request
+_DELTA_SECONDS = re.compile(r"[0-9]+")  # Retry-After's delay form (its other is an HTTP date)
+
+
+def retry_after_s(value: str | None, now: float) -> float | None:
+    """Seconds an HTTP Retry-After header asks a client to wait, from `now` (unix s):
+    its delay form or its date form; None when absent or unreadable. Unbounded: the
+    caller caps it."""
+    text = (value or "").strip()
+    if _DELTA_SECONDS.fullmatch(text):
+        return float(text)  # float: a number of any length reads (as inf past the range)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        return None
+    return max(0.0, when.timestamp() - now)
 ERROR_BODY_CHARS = 200  # of an endpoint's error body, kept with the view's refresh error
 ANSWER_HEAD_CHARS = 120  # of an answer with no usable line, kept likewise
 # An answer is read up to what the requested max_tokens can take: each token as wide as
@@ -456,7 +474,9 @@ class LLMSummarizer:
     endpoint trickles its answer (so one call takes at most `call_bound_s`:
     (retries + 1) * timeout_s plus the backoff between attempts); timeouts, connection
     errors, 429 and 5xx are retried `retries` times with exponential backoff; other
-    failures (and an answer with no usable line) raise SummarizerError. The API key
+    failures (and an answer with no usable line) raise SummarizerError, whose
+    `retry_after_s` is the endpoint's last Retry-After, when an error answer gave one
+    (the view's backoff honours it; the retries within a call do not). The API key
     is read from the environment variable `api_key_env` at call time (none is sent if
     it is unset, for local servers), and is in no error: an endpoint that echoes it has
     it replaced. What the endpoint answered (an error body, an unusable answer's head)
@@ -534,8 +554,9 @@ class LLMSummarizer:
         (room for lines that are cut to the target afterwards)."""
         return max(64, 2 * target_tokens + 32)
 
-    def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request: (status, body). Raises httpx's errors, `httpx.TimeoutException`
+    def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]
+                  ) -> tuple[int, bytes, str | None]:
+        """One request: (status, body, its Retry-After header). Raises httpx's errors, `httpx.TimeoutException`
         when the whole exchange takes longer than `timeout_s`, and `_AnswerTooLarge` when
         the body passes `answer_bytes_limit(payload["max_tokens"])`.
 
@@ -547,7 +568,7 @@ class LLMSummarizer:
 
         limit = answer_bytes_limit(int(payload["max_tokens"]))
         client = httpx.Client(timeout=httpx.Timeout(self.timeout_s))
-        done: list[tuple[int, bytes] | Exception] = []
+        done: list[tuple[int, bytes, str | None] | Exception] = []
 
         def run() -> None:
             try:
@@ -557,7 +578,7 @@ class LLMSummarizer:
                         body += chunk
                         if len(body) > limit:
                             raise _AnswerTooLarge(limit)
-                    done.append((resp.status_code, bytes(body)))
+                    done.append((resp.status_code, bytes(body), resp.headers.get("retry-after")))
             except Exception as exc:  # handed to the caller's thread, which raises it
                 done.append(exc)
 
@@ -583,11 +604,12 @@ class LLMSummarizer:
 
         url = f"{self.base_url}/chat/completions"
         last = "no attempt"
+        wait: float | None = None  # the endpoint's last Retry-After, for the view's backoff
         for attempt in range(self.retries + 1):
             if attempt:
                 self.sleep(self._backoff(attempt))
             try:
-                status, body = self._exchange(url, payload, headers)
+                status, body, retry_after = self._exchange(url, payload, headers)
             except httpx.TimeoutException as exc:
                 last = f"timeout after {self.timeout_s} s ({type(exc).__name__})"
                 continue
@@ -598,13 +620,16 @@ class LLMSummarizer:
                 # not retried: an endpoint that ignores max_tokens does so again
                 raise SummarizerError(self.name, f"answer over {exc.args[0]} bytes (max_tokens "
                                       f"{payload['max_tokens']}): the endpoint ignored max_tokens") from None
+            if status != 200:
+                wait = retry_after_s(retry_after, time.time())
             if status == 429 or status >= 500:
                 last = f"HTTP {status}"
                 continue
             if status != 200:
                 # the body may echo the prompt or the key: an excerpt, never the message
                 raise SummarizerError(self.name, f"HTTP {status}",
-                                      self._unkeyed(body.decode("utf-8", "replace"))[:ERROR_BODY_CHARS])
+                                      self._unkeyed(body.decode("utf-8", "replace"))[:ERROR_BODY_CHARS],
+                                      retry_after_s=wait)
             try:
                 content = json.loads(body)["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -612,7 +637,7 @@ class LLMSummarizer:
             if not isinstance(content, str):
                 raise SummarizerError(self.name, "completion has no text content")
             return content
-        raise SummarizerError(self.name, f"{last} ({self.retries + 1} attempts)")
+        raise SummarizerError(self.name, f"{last} ({self.retries + 1} attempts)", retry_after_s=wait)
 
     def summarize(self, turns: Sequence[SourceTurn], *, target_tokens: int) -> list[Sentence]:
         live = [t for t in turns if t.superseded_by is None and t.text.strip()]

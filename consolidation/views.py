@@ -32,7 +32,14 @@ its labels (or the supersession it causes) landed would carry the old reading un
 the next refresh.
 
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
-the previous version stays current and is returned. The log gets the error's message
+the previous version stays current and is returned. The view is then held back from
+the sweeps (`stale_views`, so every process's scheduler) for a backoff that grows with
+its failures in a row: FAILED_VIEW_BACKOFF_S, doubling to FAILED_VIEW_BACKOFF_MAX_S, or
+the endpoint's Retry-After when longer (up to RETRY_AFTER_MAX_S). The state is a
+`view_failures` row (counts and times, no text) read by every process; the view's next
+successful refresh deletes it, and a refresh asked for by name (`refresh`,
+`refresh_all`: `Memory.consolidate(conv)`) is never held back. `failing()` gives the
+operator's figures from those rows. The log gets the error's message
 only, never what the endpoint answered (`SummarizerError.excerpt`, which may quote the
 turns): that is stored with the view's error, which is erased with the conversation.
 
@@ -58,6 +65,7 @@ if it differs.)
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -73,7 +81,7 @@ from tiermem.tiers.errors import SummarizerError
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
 from tiermem.tiers.statements import read_hidden
-from tiermem.tiers.store import ColdLog
+from tiermem.tiers.store import ColdLog, ViewFailureRow
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.warm import (
     Frontier,
@@ -104,6 +112,14 @@ _FILLER_INTENTS = frozenset({"chitchat"})
 # room for the store's reads and writes around the call. A holder that died holds the
 # view no longer than this plus that bound (one of this host is taken over at once)
 VIEW_CLAIM_TTL_S = 600.0
+# how long the sweeps leave a view alone after its refresh failed: this after the first
+# failure, doubling with each further one in a row, up to the cap (a 401 forever costs a
+# request an hour per view, not retries+1 every scheduler run)
+FAILED_VIEW_BACKOFF_S = 30.0
+FAILED_VIEW_BACKOFF_MAX_S = 3600.0
+# an endpoint's Retry-After longer than the backoff is honoured up to this: a date years
+# ahead would otherwise stop the view's refreshes for good
+RETRY_AFTER_MAX_S = 86400.0
 _START_MARK = "~"  # between the maintainer id (hex) and its process's start time
 
 
@@ -143,6 +159,16 @@ def dead_holder(holder: str) -> bool:
         started = process_start_ticks(int(pid))
         return started is not None and started != int(start)
     return False
+
+
+def failed_view_backoff_s(failures: int, retry_after_s: float | None = None) -> float:
+    """Seconds the sweeps leave a view alone after `failures` failed refreshes in a row
+    (module docstring), at least the endpoint's `retry_after_s` up to RETRY_AFTER_MAX_S."""
+    doublings = min(max(failures, 1) - 1, math.ceil(math.log2(FAILED_VIEW_BACKOFF_MAX_S / FAILED_VIEW_BACKOFF_S)))
+    backoff = min(FAILED_VIEW_BACKOFF_S * 2 ** doublings, FAILED_VIEW_BACKOFF_MAX_S)
+    if retry_after_s is not None and retry_after_s > backoff:
+        backoff = min(retry_after_s, RETRY_AFTER_MAX_S)
+    return backoff
 
 
 @dataclass(frozen=True)
@@ -400,8 +426,9 @@ class ViewMaintainer:
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
                              fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
+        before = self.cold.view_failure(conversation_id, kind, key)
         try:
-            return fn()
+            out = fn()
         except _LeaseLost:
             raise  # not a failure: the lease's new holder refreshes the view
         except Exception as exc:
@@ -412,7 +439,44 @@ class ViewMaintainer:
             error = f"{type(exc).__name__}: {exc}"
             excerpt = exc.excerpt if isinstance(exc, SummarizerError) else ""
             self.warm.record_error(conversation_id, kind, key, f"{error}; answer: {excerpt}" if excerpt else error)
+            wait = exc.retry_after_s if isinstance(exc, SummarizerError) else None
+            self._back_off(conversation_id, kind, key, before, wait)
             return None
+        if before is not None:
+            self._keep_failure_state(lambda: self.cold.clear_view_failure(conversation_id, kind, key))
+        return out
+
+    def _back_off(self, conv: str, kind: str, key: str, before: ViewFailureRow | None,
+                  retry_after_s: float | None) -> None:
+        """Record one more failed refresh of the view in a row, and when the sweeps may
+        retry it."""
+        now = self.clock()
+        failures = 1 if before is None else before[3] + 1
+        first_at = now if before is None else before[4]
+        retry_at = now + failed_view_backoff_s(failures, retry_after_s)
+        self._keep_failure_state(lambda: self.cold.put_view_failure((conv, kind, key, failures, first_at, retry_at)))
+
+    def _keep_failure_state(self, write: Callable[[], None]) -> None:
+        """A write of `view_failures`, which only spares requests and informs the
+        operator: a store that cannot take it (read-only storage, a database busy past
+        its timeout) leaves the view in the sweeps, and the refresh's answer stands."""
+        if getattr(self.cold, "read_only", False):
+            return
+        try:
+            write()
+        except Exception as exc:
+            log.warning("views: could not record the refresh state of a view (%s)", exc)
+
+    def held_back(self) -> set[ViewKey]:
+        """The views the sweeps leave alone now: their latest refresh failed and their
+        backoff has not run out (every process's, from the store)."""
+        return set(self.cold.views_held_back(self.clock()))
+
+    def failing(self) -> tuple[int, float | None]:
+        """(views whose latest refresh failed, seconds since the oldest of their runs of
+        failures began; None when none fails): the operator's figures, no text or ids."""
+        count, oldest = self.cold.view_failure_stats()
+        return count, None if oldest is None else max(0.0, self.clock() - oldest)
 
     def _refresh_rolling(self, conv: str, full: bool, lease: _Lease) -> SummaryView | None:
         prev = self.warm.latest(conv, "rolling")
@@ -547,8 +611,10 @@ class ViewMaintainer:
         incrementally: each call reads only the turns appended since the previous call,
         or since the position the conversation was last marked current at (a new
         maintainer, e.g. after a restart, scans from there), so the state is derived
-        from the database."""
-        return [k for k, _ in self.stale_views_detailed(limit)]
+        from the database. Views in a failure backoff (`held_back`) are left out before
+        the cut, so they take no place from the others."""
+        held = self.held_back()
+        return [k for k, _ in self.stale_views_detailed(limit + len(held)) if k not in held][:limit]
 
     def stale_views_detailed(self, limit: int) -> list[tuple[ViewKey, Staleness]]:
         """`stale_views` with each view's staleness."""

@@ -36,6 +36,7 @@ class Reply:
     # (a server that keeps a connection alive without ever finishing its answer)
     trickle_bytes: int = 0
     trickle_s: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()  # sent besides Content-Type and Content-Length
 
 
 def completion(content: Any) -> Reply:
@@ -64,6 +65,8 @@ class LLMEndpoint:
                     self.send_response(r.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(r.body)))
+                    for name, value in r.headers:
+                        self.send_header(name, value)
                     self.end_headers()
                     step = r.trickle_bytes or len(r.body) or 1
                     for i in range(0, len(r.body), step):

@@ -13,7 +13,7 @@ import pytest
 
 from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer, SourceTurn
-from tiermem.consolidation.views import ViewMaintainer
+from tiermem.consolidation.views import FAILED_VIEW_BACKOFF_S, ViewMaintainer
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import SummarizerError
 from tiermem.tiers.models import Message
@@ -178,6 +178,8 @@ def test_failing_summarizer_keeps_old_versions_and_the_run_goes_on(
     assert "model overloaded" in warm.errors("c", "rolling")[0][0]
     assert sched.stats.errors == 0  # a summarizer failure is recorded, not an error of the run
     flaky.fail = False
+    assert sched.run_once() == 0 and sched.stats.held_back == 1  # its backoff (test_view_backoff.py)
+    clock.now += FAILED_VIEW_BACKOFF_S
     assert sched.run_once() == 1
     assert versions(cold, "c") == {("constraints", ""): 1, ("rolling", ""): 1}
 

@@ -156,7 +156,7 @@ KEY_SUFFIX_HEX = 16
 MAX_SCOPE_SIZES = 65_536
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions",
-                       "view_claims", "idempotency_keys")
+                       "view_claims", "idempotency_keys", "view_failures")
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 NO_LABEL: tuple[None, None, None, None] = (None, None, None, None)
 

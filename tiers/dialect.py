@@ -79,7 +79,7 @@ from tiermem.tiers.models import (
     loads_stored,
 )
 from tiermem.tiers.search import fuse
-from tiermem.tiers.store import VIEWS_BEHIND_SQL
+from tiermem.tiers.store import VIEWS_BEHIND_SQL, ViewFailureRow
 
 if TYPE_CHECKING:
     from tiermem.tiers.store import FrontierRow, SummaryRow, TurnFact
@@ -845,6 +845,18 @@ class SharedQueries:
             "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? ORDER BY version",
             (conversation_id, kind, key)) if isinstance(r[0], int) and not isinstance(r[0], bool)]
 
+    def session_summary_keys(self, conversation_id: str, after: str | None, limit: int) -> list[str]:
+        # the (conversation_id, kind, key, version) unique index serves the cursor, the order
+        # and the limit on both engines: a page reads its own sessions' index entries only
+        sql = "SELECT DISTINCT key FROM summaries WHERE conversation_id = ? AND kind = 'session'"
+        params: list[object] = [conversation_id]
+        if after is not None:
+            sql += " AND key > ?"
+            params.append(after)
+        sql += " ORDER BY key LIMIT ?"
+        params.append(limit)
+        return [str(r[0]) for r in self._q(sql, params)]
+
     def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
         return [(r[0], float(r[1])) for r in self._q(
             "SELECT error, at FROM summary_errors WHERE conversation_id = ? AND kind = ? AND key = ? "
@@ -880,6 +892,37 @@ class SharedQueries:
             c.execute(self.dialect.sql(
                 "DELETE FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ? AND holder = ?"),
                 (conversation_id, kind, key, holder))
+
+    def view_failure(self, conversation_id: str, kind: str, key: str) -> ViewFailureRow | None:
+        rows = self._q("SELECT failures, first_at, retry_at FROM view_failures WHERE conversation_id = ? "
+                       "AND kind = ? AND key = ?", (conversation_id, kind, key))
+        if not rows:
+            return None
+        failures, first_at, retry_at = rows[0]
+        return conversation_id, kind, key, int(failures), float(first_at), float(retry_at)
+
+    def put_view_failure(self, row: ViewFailureRow) -> None:
+        with self._tx() as c:
+            c.execute(self.dialect.sql(
+                "INSERT INTO view_failures(conversation_id, kind, key, failures, first_at, retry_at) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT (conversation_id, kind, key) DO UPDATE SET "
+                "failures = excluded.failures, first_at = excluded.first_at, retry_at = excluded.retry_at"),
+                (row[0], row[1], row[2], int(row[3]), float(row[4]), float(row[5])))
+
+    def clear_view_failure(self, conversation_id: str, kind: str, key: str) -> None:
+        with self._tx() as c:
+            c.execute(self.dialect.sql(
+                "DELETE FROM view_failures WHERE conversation_id = ? AND kind = ? AND key = ?"),
+                (conversation_id, kind, key))
+
+    def views_held_back(self, now: float) -> list[tuple[str, str, str]]:
+        return [(str(r[0]), str(r[1]), str(r[2])) for r in self._q(
+            "SELECT conversation_id, kind, key FROM view_failures WHERE retry_at > ?", (float(now),))]
+
+    def view_failure_stats(self) -> tuple[int, float | None]:
+        rows = self._q("SELECT COUNT(*), MIN(first_at) FROM view_failures", ())
+        count, oldest = rows[0] if rows else (0, None)
+        return int(count), None if oldest is None else float(oldest)
 
     def load_bearing_between(self, conversation_id: str, after: int, end: int) -> list[TurnRow]:
         return self._turns_where("WHERE t.conversation_id = ? AND t.load_bearing = 1 AND t.position > ? "

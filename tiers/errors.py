@@ -204,12 +204,17 @@ class SummarizerError(TiermemError, RuntimeError):
     failed (a status, a timeout, attempts) and is logged. `excerpt` is what the endpoint
     answered (its error body, or the head of an answer with no usable line): it may
     quote the conversation's turns, so it stays out of the message and is stored only
-    with the view's refresh error, which is erased with the conversation."""
+    with the view's refresh error, which is erased with the conversation.
+    `retry_after_s` is how long the endpoint asked to be left alone (its Retry-After),
+    when it said: the scheduler waits at least that long before refreshing the view
+    again."""
 
-    def __init__(self, summarizer: str, detail: str, excerpt: str = "") -> None:
+    def __init__(self, summarizer: str, detail: str, excerpt: str = "", *,
+                 retry_after_s: float | None = None) -> None:
         self.summarizer = summarizer
         self.detail = detail
         self.excerpt = excerpt
+        self.retry_after_s = retry_after_s
         super().__init__(f"summarizer {summarizer} failed: {detail}")
 
 

@@ -163,11 +163,13 @@ SYNCHRONOUS_COMMIT = ("on", "off")
 ERASE_SCRUB = ("full", "vacuum")
 # what reclaim() vacuums: every table that holds a conversation's rows or its name
 RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
-                  "pins", "plans", "statement_supersessions", "view_claims", "idempotency_keys", "conversations")
+                  "pins", "plans", "statement_supersessions", "view_claims", "idempotency_keys", "view_failures",
+                  "conversations")
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
-                       "summary_errors", "statement_supersessions", "view_claims", "idempotency_keys")
+                       "summary_errors", "statement_supersessions", "view_claims", "idempotency_keys",
+                       "view_failures")
 
 Conn = Any  # psycopg.Connection; kept loose so callers need not import psycopg
 
@@ -404,6 +406,19 @@ def m010_idempotency_keys(c: Conn) -> None:
         PRIMARY KEY (conversation_id, idem_key))""")
 
 
+def m011_view_failures(c: Conn) -> None:
+    # a warm view whose latest refresh failed, as the SQLite engine's m025_view_failures
+    # (deleted with its conversation by the erasure, CONVERSATION_TABLES)
+    c.execute("""CREATE TABLE view_failures(
+        conversation_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        first_at DOUBLE PRECISION NOT NULL,
+        retry_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (conversation_id, kind, key))""")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -415,6 +430,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m008_views_behind,
     m009_index_pin_candidates,
     m010_idempotency_keys,
+    m011_view_failures,
 ]
 
 

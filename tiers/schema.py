@@ -490,6 +490,27 @@ def m024_idempotency_keys(c: Connection) -> None:
         ) WITHOUT ROWID"""
     )
 
+def m025_view_failures(c: Connection) -> None:
+    # A warm view whose latest refresh failed (consolidation.views): how many refreshes in
+    # a row failed, since when, and when the scheduler may try it again (unix seconds), so
+    # every process's scheduler backs off from it alike, and the operator's stats count
+    # the failing views. No text: the error itself stays in summary_errors. The row goes
+    # with the view's next successful refresh, and with its conversation
+    # (cold.CONVERSATION_TABLES). IF NOT EXISTS: a store rolled back to an older version
+    # number (as the upgrade tests do) runs this again over the table it has
+    c.execute(
+        """CREATE TABLE IF NOT EXISTS view_failures(
+            conversation_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            failures INTEGER NOT NULL,
+            first_at REAL NOT NULL,
+            retry_at REAL NOT NULL,
+            PRIMARY KEY (conversation_id, kind, key)
+        ) WITHOUT ROWID"""
+    )
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -515,6 +536,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m022_index_pending_by_position,
     m023_index_pin_candidates,
     m024_idempotency_keys,
+    m025_view_failures,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

@@ -75,6 +75,9 @@ SummaryRow = tuple[str, str, str, int, int, int, str, int, str, float]
 # created_at, end_position of the latest rolling view, of the latest constraints view,
 # the conversation's `views_seq` when read, and `views_through` (below).
 FrontierRow = tuple[str, int, float, float, int | None, int | None, int, int]
+# A warm view whose latest refresh failed: conversation key, kind, key, failed refreshes
+# in a row, when the first of them failed and when the scheduler may retry it (unix s).
+ViewFailureRow = tuple[str, str, str, int, float, float]
 
 # Which conversations the scheduler's sweep reads (`view_frontier`). Every append batch
 # bumps the row's `views_seq` in its own transaction; `mark_views_current(key, seq,
@@ -528,6 +531,12 @@ class ColdLog(Protocol):
         """session id -> end_position of its newest stored version."""
         ...
 
+    def session_summary_keys(self, conversation_id: str, after: str | None, limit: int) -> list[str]:
+        """The session ids that have a stored `session` view, in order (the engine's
+        collation, as conversation listings sort), those after `after` (None: from the
+        first), at most `limit`: one page, read without reading every session's rows."""
+        ...
+
     def summary_errors(self, conversation_id: str, kind: str, key: str, limit: int) -> list[tuple[str, float]]:
         """(error, at) of a view's recent refresh errors, newest first."""
         ...
@@ -602,6 +611,28 @@ class ColdLog(Protocol):
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         """Record a failed refresh of a view, keeping its newest `keep` errors."""
+        ...
+
+    def view_failure(self, conversation_id: str, kind: str, key: str) -> ViewFailureRow | None:
+        """The view's `view_failures` row: None when its latest refresh did not fail."""
+        ...
+
+    def put_view_failure(self, row: ViewFailureRow) -> None:
+        """Write (insert or replace) a view's `view_failures` row. It holds no text."""
+        ...
+
+    def clear_view_failure(self, conversation_id: str, kind: str, key: str) -> None:
+        """Delete the view's `view_failures` row (a refresh of it succeeded)."""
+        ...
+
+    def views_held_back(self, now: float) -> list[tuple[str, str, str]]:
+        """(conversation key, kind, key) of the failing views whose retry time is after
+        `now`, for every process's scheduler to leave alone until then."""
+        ...
+
+    def view_failure_stats(self) -> tuple[int, float | None]:
+        """(failing views, when the oldest of their failures in a row began; None when
+        none fails): the operator's figures, one aggregate over `view_failures`."""
         ...
 
 
