@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from convo_fixtures import support_lines, write_jsonl
+from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.config import Config
 from tiermem.evals.conversations import Dataset, import_dataset, read_conversations
@@ -24,12 +25,21 @@ LIMITS = {"max_content_bytes": 1 << 20, "max_metadata_bytes": 1 << 14}
 BATCH = 4  # small chunks, so that a conversation takes several appends
 
 
-def memory(data: Path, embedder: FastEmbedder) -> Memory:
-    return Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False)
+@pytest.fixture(params=["sqlite", "postgres"])
+def config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
+    """Both engines: a replay is the store's own (its idempotency keys)."""
+    extra: dict[str, str] = {}
+    if request.param == "postgres":
+        extra = {"cold_url": request.getfixturevalue("pg_url"), "cold_schema": fresh_schema()}
+    return Config(data_dir=tmp_path / "data", **extra)  # type: ignore[arg-type]
 
 
-def stored(data: Path, embedder: FastEmbedder) -> dict[str, list[dict[str, Any]]]:
-    with memory(data, embedder) as mem:
+def memory(config: Config, embedder: FastEmbedder) -> Memory:
+    return Memory(config, embedder=embedder, hot=False, background_indexing=False)
+
+
+def stored(config: Config, embedder: FastEmbedder) -> dict[str, list[dict[str, Any]]]:
+    with memory(config, embedder) as mem:
         return {c: [m.body for m in mem.history(c, namespace="default")] for c in mem.conversations("default")}
 
 
@@ -47,32 +57,31 @@ RACES: list[tuple[str, int]] = [
 
 
 @pytest.mark.parametrize("calls", [r[1] for r in RACES], ids=[r[0] for r in RACES])
-def test_two_imports_at_once_write_the_file_once(tmp_path: Path, embedder: FastEmbedder, calls: int) -> None:
-    data = tmp_path / "data"
+def test_two_imports_at_once_write_the_file_once(tmp_path: Path, config: Config, embedder: FastEmbedder,
+                                                  calls: int) -> None:
     seen = [0]
     reports = []
 
     def second_runs_now(_n: int) -> None:
         seen[0] += 1
         if seen[0] == calls:  # the second import, whole, between two steps of the first
-            with memory(data, embedder) as other:
+            with memory(config, embedder) as other:
                 reports.append(import_dataset(other, dataset(tmp_path), namespace="default", batch=BATCH))
 
-    with memory(data, embedder) as mem:
+    with memory(config, embedder) as mem:
         reports.insert(0, import_dataset(mem, dataset(tmp_path), namespace="default", batch=BATCH,
                                          progress=second_runs_now))
     want = {c.conversation_id: [{k: v for k, v in m.items() if k not in ENVELOPE_FIELDS} for m in c.messages]
             for c in dataset(tmp_path).conversations}
-    assert stored(data, embedder) == want
+    assert stored(config, embedder) == want
     # between them, every message was written once and found present once
     total = sum(len(v) for v in want.values())
     assert sum(r.appended for r in reports) == total
     assert sum(r.already_present for r in reports) == total
 
 
-def test_a_plain_reimport_still_appends_nothing(tmp_path: Path, embedder: FastEmbedder) -> None:
-    data = tmp_path / "data"
+def test_a_plain_reimport_still_appends_nothing(tmp_path: Path, config: Config, embedder: FastEmbedder) -> None:
     for _ in range(2):
-        with memory(data, embedder) as mem:
+        with memory(config, embedder) as mem:
             report = import_dataset(mem, dataset(tmp_path), namespace="default", batch=BATCH)
     assert (report.appended, report.already_present) == (0, 38)
