@@ -979,8 +979,12 @@ class Memory:
         if self.hot is not None:
             out["hot"] = self.hot.stats(namespace=namespace)
         if namespace is None:
-            # bad view rows this process met (a namespace's own count would need its keys)
-            out["warm"] = {"salvaged_rows": self.warm.salvaged}
+            # bad view rows this process met (a namespace's own count would need its keys);
+            # the views whose latest refresh failed, of every namespace (counts and an age:
+            # the errors' text stays with their views, WarmStore.errors)
+            failing, oldest = self.views.failing()
+            out["warm"] = {"salvaged_rows": self.warm.salvaged, "views_failing": failing,
+                           "oldest_failure_age_s": oldest, "refresh_failures": self.views.failures}
             out["turn_cache"] = self.turns.stats()
             out["embedder"] = {"loaded": embedder_loaded(self.embedder),
                                "runtime": str(getattr(self.embedder, "active_runtime", "external"))}

@@ -7,7 +7,8 @@ invents is "other": HTTP lets a method be any token, and a label per invented me
 would grow /metrics and the process without bound, before auth); a request the client
 abandoned before any answer (it hung up mid-body) is recorded as status "499", not as
 a server error; a scrape costs a fixed number of queries and Redis commands whatever the
-number of conversations (one SQL statement of counts, one PING; the hot tier's figures
+number of conversations (one SQL statement of counts and one aggregate over the failing
+views' `view_failures` rows, one PING; the hot tier's figures
 are this process's running counts, HotLink.counters), and the state collector reads
 the tiers at most once per `METRICS_CACHE_S`; a tier that fails to answer is reported
 down (`tiermem_tier_up` 0), never a failed scrape. `/metrics`
@@ -106,6 +107,18 @@ class StateCollector(Collector):
                     "tiermem_salvaged_rows", "stored rows skipped as undecodable", value=salvaged
                 )
             )
+            # refresh failures as counts and an age, no label: which view failed, and why,
+            # is the conversation's (WarmStore.errors), erased with it
+            failing, oldest = mem.views.failing()
+            out.append(GaugeMetricFamily("tiermem_warm_views_failing",
+                                         "warm views whose latest refresh failed (every process's)",
+                                         value=float(failing)))
+            out.append(GaugeMetricFamily("tiermem_warm_oldest_failure_age_seconds",
+                                         "seconds since the longest-failing view began failing (0: none fails)",
+                                         value=float(oldest or 0.0)))
+            out.append(CounterMetricFamily("tiermem_warm_refresh_failures",
+                                           "warm view refreshes that failed in this process",
+                                           value=float(mem.views.failures)))
         except Exception as exc:
             log.warning("metrics: cold stats failed: %s", exc)
             up.add_metric(["cold"], 0)
