@@ -10,8 +10,9 @@ import --index`) or after them, against a baseline run in the same process.
 Each round, in a fresh data dir, for each mode (interleaved round by round, so that both
 modes see the same machine load):
 
-- write: `import_dataset` (append_many in chunks of `--batch`, the hot tier off, as
-  `tiermem import` runs): turns/s, and each chunk's latency;
+- write: `import_dataset` (append_outcome in chunks of `--batch`, each under its
+  idempotency key, the hot tier off, as `tiermem import` runs): turns/s, and each
+  chunk's latency;
 - index: the catch-up that embeds every pending turn (`tiermem index`), through one
   embedder loaded once for the whole run (its load is reported apart; its memo of recent
   texts, and the classifier's, are cleared before every round, so no round is served by
