@@ -171,6 +171,7 @@ def workload(s: RecordingStore) -> list[tuple[str, Callable[[], Any]]]:
         ("summary_versions", lambda: s.summary_versions(st["k"], "rolling", "")),
         ("latest_session_summaries", lambda: s.latest_session_summaries(st["k"])),
         ("session_summary_ends", lambda: s.session_summary_ends(st["k"])),
+        ("session_summary_keys", lambda: s.session_summary_keys(st["k"], "s0", 5)),
         ("mark_views_current", lambda: s.mark_views_current(st["k"], 0, 3)),
         ("record_summary_error", lambda: s.record_summary_error(st["k"], "rolling", "", "boom", keep=2)),
         ("summary_errors", lambda: s.summary_errors(st["k"], "rolling", "", 5)),

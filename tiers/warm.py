@@ -411,6 +411,18 @@ class WarmStore:
             out.sort(key=lambda v: (v.start_position, v.key))
         return out
 
+    def session_keys_page(self, conversation_id: str, *, after: str | None = None,
+                          limit: int) -> tuple[list[str], str | None]:
+        """A page of the session ids that have a stored view, in order of id: at most
+        `limit`, those after the id `after` (None: from the first), and the next page's
+        cursor (its last id), None when this page reaches the end. It reads the page's
+        entries of the summaries index, never every session's rows (`sessions` reads them
+        all), so a conversation of many sessions costs a page what a few do."""
+        if limit < 1:
+            raise ValidationError("limit", f"must be at least 1, got {limit}")
+        keys = self.cold.session_summary_keys(conversation_id, after, limit + 1)  # one more: a next page?
+        return (keys[:limit], keys[limit - 1]) if len(keys) > limit else (keys, None)
+
     def session_ends(self, conversation_id: str) -> dict[str, int]:
         """session id -> end_position of its latest view (cheap; no bodies decoded)."""
         return self.cold.session_summary_ends(conversation_id)

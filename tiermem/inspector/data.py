@@ -10,6 +10,9 @@ Invariants:
 - A stored value is shown as what it is only when it is one: a conversation's times are
   read through `_time`, a stored plan through `planner.plan.read_stored_plan` (by the
   routes), so an odd row renders as "-" or a note, never a 500.
+- A page reads its page: the conversations list, the log and the warm views read their
+  page's rows (a cursor or a page number, a limit), never every conversation, turn or
+  session view, so a namespace or conversation that grows costs a page what a small one does.
 - No SQL here (the layout test greps): everything goes through `Memory`, `ColdLog`'s
   public methods, the hot link and the warm store.
 """
@@ -25,12 +28,15 @@ from typing import Any
 
 from tiermem.hotlink import REDIS_ERRORS, pin_state
 from tiermem.memory import Memory
-from tiermem.tiers.errors import ConversationNotFound
-from tiermem.tiers.models import StoredMessage
+from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.models import SESSION_MAX_CHARS, StoredMessage
 from tiermem.tiers.warm import SummaryView
 
 TURNS_PER_PAGE = 50  # rows of the conversation log per page
 CONVERSATIONS_PER_PAGE = 50
+# view panels per page of a conversation's warm views: the first page holds the
+# per-conversation views (VIEW_KINDS) and the first sessions, later pages sessions only
+VIEWS_PER_PAGE = 50
 RESULT_LOOKAHEAD = 50  # positions past a page searched for the results of its tool calls
 TOOL_TEXT_CHARS = 400  # of a tool call's arguments or result shown inline
 VIEW_KINDS = ("rolling", "constraints")  # the per-conversation views with key ''
@@ -294,10 +300,34 @@ class ViewPanel:
     latest_version: int | None
 
 
-def view_panels(mem: Memory, namespace: str, name: str, want: tuple[str, str, int] | None = None) -> list[ViewPanel]:
-    """Every warm view of the conversation, latest version (or `want` = (kind, key, version))."""
+@dataclass
+class ViewsPage:
+    panels: list[ViewPanel]
+    after: str | None  # the session id this page starts after (None: the first page)
+    next_after: str | None  # the next page's cursor; None: this is the last page
+
+
+def check_session_cursor(after: str) -> str:
+    """A page cursor is a session id (1..SESSION_MAX_CHARS, no control character, as a
+    message's session_id): only compared, but a NUL would reach PostgreSQL, which refuses it."""
+    if not 0 < len(after) <= SESSION_MAX_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in after):
+        raise ValidationError("after", f"a session id: 1 to {SESSION_MAX_CHARS} characters, no control characters")
+    return after
+
+
+def view_panels(mem: Memory, namespace: str, name: str, want: tuple[str, str, int] | None = None,
+                after: str | None = None) -> ViewsPage:
+    """One page of the conversation's warm views, latest version (or `want` = (kind, key,
+    version)): on the first page (`after` None) the per-conversation views and the first
+    session views, then VIEWS_PER_PAGE session views a page after the session id `after`.
+    Only the page's sessions are read (`WarmStore.session_keys_page`), never every one."""
     key = resolve(mem, namespace, name)
-    specs = [(k, "") for k in VIEW_KINDS] + [("session", v.key) for v in mem.warm.sessions(key)]
+    first = after is None
+    if after is not None:
+        check_session_cursor(after)
+    sessions, next_after = mem.warm.session_keys_page(
+        key, after=after, limit=VIEWS_PER_PAGE - (len(VIEW_KINDS) if first else 0))
+    specs = ([(k, "") for k in VIEW_KINDS] if first else []) + [("session", s) for s in sessions]
     out = []
     for kind, vkey in specs:
         latest = mem.warm.latest(key, kind, vkey)
@@ -307,7 +337,7 @@ def view_panels(mem: Memory, namespace: str, name: str, want: tuple[str, str, in
         out.append(ViewPanel(kind, vkey, view, mem.warm.versions(key, kind, vkey),
                              view_lag(mem, key, kind, vkey, latest),
                              latest.version if latest is not None else None))
-    return out
+    return ViewsPage(out, after, next_after)
 
 
 @dataclass

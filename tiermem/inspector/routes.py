@@ -370,16 +370,19 @@ def build_router(ins: Inspector) -> APIRouter:
 
     @r.get("/c/{cid}/views")
     def views(request: Request, cid: str, kind: str | None = None, key: str = "",
-              version: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None) -> HTMLResponse:
+              version: Annotated[int | None, Query(ge=0, le=MAX_POSITION)] = None,
+              after: str | None = None) -> HTMLResponse:
         grant, ns, cid = ins.conversation(request, cid)
         want = (kind, key, version) if kind is not None and version is not None else None
         try:
-            panels = data.view_panels(ins.mem(), ns, cid, want)
+            views = data.view_panels(ins.mem(), ns, cid, want, after)
         except ConversationNotFound:
             raise ins.not_found(request, cid, grant) from None
+        except ValidationError as exc:  # a cursor that is no session id
+            raise ins.error(request, 422, str(exc), grant) from None
         cfg = ins.runtime.config
         return ins.page(request, "views.html", title=f"Warm views: {cid}", grant=grant, ns=ns, cid=cid,
-                        panels=panels, max_turns=cfg.warm_max_turns_behind, max_seconds=cfg.warm_max_seconds_behind,
+                        views=views, max_turns=cfg.warm_max_turns_behind, max_seconds=cfg.warm_max_seconds_behind,
                         tab="views")
 
     @r.get("/c/{cid}/turns")
