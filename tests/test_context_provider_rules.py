@@ -1,0 +1,129 @@
+"""Property: every context a provider is sent is one it accepts (tests/provider_rules.py),
+in each `context_format` and `system_messages` mode and in Anthropic's form. Random
+conversations mix plain turns, parallel tool calls (results in any order, some long
+enough to be trimmed, some rounds abandoned), Responses items with reasoning,
+retractions, clears, pins (tool messages too) and checkpoints, with calls in a row at
+one budget (epochs: appends, rewinds, middle evictions) and now and then another one.
+
+Its hunt found the abandoned chat round (tests/test_tool_units_chat_rounds.py; about one conversation in 150
+has the shape, more than this default run draws). Raise
+TIERMEM_FUZZ_EXAMPLES for a longer run (the hunt ran ~1,000 conversations)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from provider_rules import anthropic_problems, chat_problems, responses_problems
+
+from tiermem import Config, Memory
+from tiermem.adapters.anthropic import to_anthropic
+from tiermem.tiers.embed_onnx import FastEmbedder
+from tiermem.tiers.errors import BudgetTooSmall
+from tiermem.tiers.formats import to_chat, to_responses
+
+EXAMPLES = int(os.environ.get("TIERMEM_FUZZ_EXAMPLES", "10"))
+TOPICS = ["flight to Lisbon on Tuesday", "hotel near the station", "my seat is 12A", "budget is 900 euros",
+          "weather in Tokyo", "dinner reservation at eight", "passport expires in May", "train to Porto"]
+QUERIES = [*TOPICS, "what did the tool say?", "which flight?", None]
+LONG_REPEATS = 300  # a tool output of ~1,500 tokens: past every tool_trim_tokens drawn
+SHORT_REPEATS = 3
+
+topic = st.sampled_from(TOPICS)
+
+
+@st.composite
+def tool_round(draw: st.DrawFn, family: str, first_id: int) -> list[dict[str, Any]]:
+    ids = [f"call_{first_id + j}" for j in range(draw(st.integers(1, 3)))]
+    answered = draw(st.permutations(ids))
+    answered = answered[:len(answered) - draw(st.sampled_from([0, 0, 0, 0, 1]))]  # an abandoned call now and then
+    repeats = draw(st.sampled_from([SHORT_REPEATS, SHORT_REPEATS, LONG_REPEATS]))
+    outputs = [(i, (draw(topic) + " ") * repeats) for i in answered]
+    if family == "chat":
+        return [{"role": "assistant", "content": draw(st.sampled_from([None, "Let me check."])), "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": "lookup", "arguments": "{}"}} for i in ids]},
+            *({"role": "tool", "tool_call_id": i, "content": text} for i, text in outputs)]
+    reasoning = [{"type": "reasoning", "id": f"rs_{ids[0]}", "summary": []}] if draw(st.booleans()) else []
+    return [*reasoning, *({"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": "lookup", "arguments": "{}"}
+                          for i in ids),
+            *({"type": "function_call_output", "call_id": i, "output": text} for i, text in outputs)]
+
+
+@st.composite
+def script(draw: st.DrawFn) -> tuple[str, list[tuple[str, Any]]]:
+    """A conversation family and its events: appends, control rows, pins, checkpoints, contexts."""
+    family = draw(st.sampled_from(["chat", "responses"]))
+    budget = draw(st.one_of(st.integers(100, 800), st.integers(1500, 4000)))
+    events: list[tuple[str, Any]] = [("append", {"role": "user", "content": draw(topic)})]
+    calls = 0
+    for _ in range(draw(st.integers(5, 40))):
+        kind = draw(st.sampled_from(["user", "user", "assistant", "tools", "tools", "retract", "clear", "pin",
+                                     "checkpoint", "context", "context"]))
+        if kind == "user":
+            events.append(("append", {"role": "user", "content": draw(topic) + " please"}))
+        elif kind == "assistant":
+            events.append(("append", {"role": "assistant", "content": "Noted: " + draw(topic)}))
+        elif kind == "tools":
+            events += [("append", b) for b in draw(tool_round(family, calls))]
+            calls += 3
+        elif kind == "clear":  # an agent clears, then the user speaks
+            events += [("clear", None), ("append", {"role": "user", "content": draw(topic)})]
+        elif kind == "context":
+            # mostly the conversation's budget (an epoch goes on), now and then another
+            b = draw(st.one_of(st.just(budget), st.just(budget), st.integers(100, 900)))
+            events.append(("context", (draw(st.sampled_from(QUERIES)), b, draw(st.booleans()))))
+        else:
+            events.append((kind, draw(st.floats(0, 0.999))))
+    events.append(("context", ("what did the tool say?", budget, False)))
+    return family, events
+
+
+def problems(ctx: Any, mem: Memory, budget: int, fmt: str) -> list[str]:
+    out = [f"{ctx.tokens} tokens, budget {budget}"] if ctx.tokens > budget else []
+    if fmt in ("as_stored", "chat"):  # the agent's pending round may wait at the end
+        out += chat_problems(to_chat(ctx.messages), pending_ok=True)
+    if fmt in ("as_stored", "responses"):
+        out += responses_problems(to_responses(ctx.messages), pending_ok=True)
+    req = to_anthropic(ctx, mem)
+    if req.messages:  # no user message left to send (all retracted): nothing to check
+        out += anthropic_problems(req.system, req.messages)
+    return out
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(script(), st.sampled_from(["as_stored", "as_stored", "chat", "responses"]),
+       st.sampled_from(["as_is", "as_is", "merge", "before_latest"]), st.sampled_from(["before_latest", "before_tail"]),
+       st.sampled_from([32, 100, 400]))
+def test_every_context_is_one_the_providers_accept(tmp_path_factory: Any, embedder: FastEmbedder,
+                                                   conversation: tuple[str, list[tuple[str, Any]]], fmt: str,
+                                                   system_messages: str, placement: str, trim: int) -> None:
+    _family, events = conversation
+    data: Path = tmp_path_factory.mktemp("d")
+    cfg = Config(data_dir=data, context_format=fmt, system_messages=system_messages,  # type: ignore[arg-type]
+                 retrieved_placement=placement, tool_trim_tokens=trim)  # type: ignore[arg-type]
+    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
+        rows = 0
+        for kind, arg in events:
+            if kind == "append":
+                mem.append("c", arg)
+                rows += 1
+            elif kind == "retract":
+                mem.append("c", {"type": "tiermem.retract", "position": int(arg * rows)})
+                rows += 1
+            elif kind == "clear":
+                mem.append("c", {"type": "tiermem.clear"})
+                rows += 1
+            elif kind == "pin":
+                mem.pin("c", int(arg * rows))
+            elif kind == "checkpoint":
+                mem.checkpoint("c", "Summary: the user is planning a trip to Lisbon.", int(arg * rows))
+            else:
+                query, budget, truncate = arg
+                try:
+                    ctx = mem.context("c", query, budget, system="Be brief.", truncate_latest=truncate)
+                except BudgetTooSmall:
+                    continue
+                assert problems(ctx, mem, budget, fmt) == [], (kind, arg, ctx.messages, ctx.plan.cache.reason)
