@@ -155,11 +155,22 @@ def _created_at(value: Any) -> float:
     raise ValidationError("created_at", f"must be Unix seconds or an ISO 8601 string, got {type(value).__name__}")
 
 
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for an error a file's author reads."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "a list", float: "a number with a fraction",
+            str: "a string", int: "an integer"}.get(type(value), type(value).__name__)
+
+
 def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any], str | None]:
     """(the message as Memory.append takes it, its message_id), validated."""
     mid = obj.get("message_id")
-    if mid is not None and not isinstance(mid, str | int):
-        raise ValidationError("message_id", "must be a string")
+    # a bool is an int to Python: `true` was stored as the label "True"
+    if mid is not None and (isinstance(mid, bool) or not isinstance(mid, str | int)):
+        raise ValidationError("message_id", f"must be a string or an integer, got {_json_type(mid)}")
     if "message" in obj:
         body = obj["message"]
         if not isinstance(body, dict):

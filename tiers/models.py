@@ -264,7 +264,10 @@ class Message(BaseModel):
     # envelope: not sent to the model
     session_id: str | None = Field(None, min_length=1, max_length=SESSION_MAX_CHARS)
     metadata: dict[str, Any] | None = None
-    created_at: float | None = Field(None, ge=0, le=MAX_TIMESTAMP, description="unix seconds; default: now")
+    # allow_inf_nan=False: NaN compares false with every bound, so it was refused as "less
+    # than or equal to" the upper one; it is no time at all (finite checked first)
+    created_at: float | None = Field(None, ge=0, le=MAX_TIMESTAMP, allow_inf_nan=False,
+                                     description="unix seconds; default: now")
 
     @model_validator(mode="after")
     def _shape(self) -> Message:
