@@ -25,7 +25,7 @@ TOKENS = {
     "tok-acme2-0123456789abcdef": "acme2",  # a sibling whose name starts like acme
     "tok-shared-ns-0123456789ab": "acme/alice",  # a second token of one prefix
     "tok+b64/token~0123456789_.==": "intl",  # every punctuation of a b64token (RFC 6750), padded
-    "tok-xyz-0123456789abcdef": "a.b/c_d/e-f",  # a prefix of every allowed character
+    "tok-x:y@z!\"%;-0123456789ab": "a.b/c_d/e-f",  # visible ASCII past b64token; a prefix of every allowed character
 }
 METRICS = ["tok-metrics-0123456789abcdef"]
 

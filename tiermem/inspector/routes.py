@@ -4,11 +4,12 @@ parts that change in place (a plan as the budget slider moves, a pin, a view's s
 Auth and scope, the same walls as the API (tiermem.service):
 - The credential is an API token, typed once into `/ui/login` and kept in an HttpOnly,
   SameSite=Strict cookie limited to `/ui` (Secure over https); it is never put in a URL
-  and never echoed into a page. The cookie holds it as it is: a configured token is an
-  RFC 6750 b64token (tiermem.service.auth refuses any other at startup), every character
-  of which a cookie value may hold. Every request re-checks it against the configured
-  tokens, so a token removed from the config stops working at once. `--no-auth` servers
-  need no login (loopback only, like the API).
+  and never echoed into a page. The cookie holds it percent-encoded (`_cookie_value`):
+  a configured token is visible ASCII (tiermem.service.auth), of which `"` `;` `,` `\\`
+  are no cookie-octets (RFC 6265); a cookie set as the token itself (an older server's,
+  of a token with no `%`) reads back as that token. Every request re-checks it against
+  the configured tokens, so a token removed from the config stops working at once.
+  `--no-auth` servers need no login (loopback only, like the API).
 - The namespace a page acts in is `?ns=` (default: the token's own prefix). A
   conversation page outside the token's prefix answers 404 with exactly the page of a
   missing conversation; a namespace page (the list, the metrics) outside it answers 403,
@@ -155,7 +156,7 @@ class Inspector:
         if not auth.enabled:
             g = auth.grant(None)
         else:
-            token = request.cookies.get(COOKIE)
+            token = _cookie_token(request.cookies.get(COOKIE))
             g = auth.grant(f"Bearer {token}") if token else None
         if g is None:
             if request.headers.get("hx-request"):
@@ -238,6 +239,19 @@ def _html(body: str, status: int = 200, headers: dict[str, str] | None = None) -
     return HTMLResponse(body, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
 
 
+def _cookie_value(token: str) -> str:
+    """The token as the cookie keeps it: percent-encoded, so only cookie-octets whatever
+    visible ASCII the token holds (a browser keeps a value with `"`, `;`, `,` or `\\` only
+    in part, or not at all)."""
+    return urllib.parse.quote(token, safe="")
+
+
+def _cookie_token(value: str | None) -> str | None:
+    """The token a cookie of `_cookie_value` holds. A cookie an older server set as the
+    token itself holds no `%` (the b64token it took has none), so it reads back unchanged."""
+    return urllib.parse.unquote(value) if value else None
+
+
 def _escape(s: str) -> str:
     return str(markupsafe.escape(s))
 
@@ -261,8 +275,8 @@ def build_router(ins: Inspector) -> APIRouter:
         if grant is None or not ins.runtime.auth.enabled:
             return _html('<p class="error" role="alert">That token is not valid here.</p>', 401)
         resp = Response(status_code=200, headers={"HX-Redirect": "/ui/"})
-        resp.set_cookie(COOKIE, body.token.strip(), path=COOKIE_PATH, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+        resp.set_cookie(COOKIE, _cookie_value(body.token.strip()), path=COOKIE_PATH, httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
         return resp
 
     @r.post("/logout")

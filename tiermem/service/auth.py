@@ -10,9 +10,12 @@ in `NAMESPACE_HEADER` (absent: the token's own prefix); outside the prefix a
 conversation route answers exactly what a missing conversation gets (404, the same
 body) and a namespace route 403, the same for every outside namespace, so nothing a
 caller sees depends on another namespace's contents. A configured token (`auth_tokens`,
-`metrics_tokens`) is an RFC 6750 b64token (`BEARER_TOKEN`), refused at startup otherwise:
-a request's header is read as Latin-1 and ends a token at a space, so any other token could
-never authenticate over the API (and needs no encoding in the inspector's cookie).
+`metrics_tokens`) is visible ASCII (`HEADER_TOKEN`: 0x21-0x7E, what an HTTP header
+carries as text), refused at startup otherwise, never printed: a request's header is read
+as Latin-1, so a token past ASCII never matched the UTF-8 configured one, and whitespace
+or a control character is trimmed or refused on the way. Every visible ASCII character is
+taken, RFC 6750's b64token or not (`:`, `@`, `"`, `%`...: every client sends them), so a
+token that authenticated before still does; the inspector's cookie percent-encodes it.
 """
 
 import hashlib
@@ -38,11 +41,15 @@ log = logging.getLogger("tiermem.service")
 
 NAMESPACE_HEADER = "X-Tiermem-Namespace"
 MIN_TOKEN_CHARS = 16  # shorter tokens are accepted with a warning: they are guessable
-# RFC 6750's b64token, the only token `Authorization: Bearer` carries: a header is read as
-# Latin-1 (a token past ASCII never matched the UTF-8 configured one) and a space ends it
-BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-BEARER_TOKEN_RULE = ("only the characters of an RFC 6750 bearer token: ASCII letters, digits and - . _ ~ + /, "
-                     "then optional = padding (no spaces or other characters)")
+# What a token that can authenticate over the API holds: visible ASCII, 0x21 ('!') to 0x7E
+# ('~'). A header is read as Latin-1, so a token past ASCII never matched the UTF-8 configured
+# one; whitespace at either end is trimmed (HTTP's OWS, and `_given`), and whitespace inside
+# or a control character is no part of a credential (RFC 9110's token68) that parsers and
+# proxies agree on. Not RFC 6750's narrower b64token: every client sends `:`, `@`, `"`,
+# `%`..., and tokens holding them authenticated before any check existed.
+HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
+HEADER_TOKEN_RULE = ("only visible ASCII characters (0x21-0x7E, what an HTTP header carries): "
+                     "no spaces, tabs, control characters or characters past ASCII")
 
 _NS_DOC = (
     "the namespace this request acts in: ids joined by '/' (e.g. `acme/user-7`), which must be the "
@@ -104,10 +111,10 @@ class TokenAuth:
         for token, ns in tokens.items():
             if not token or not token.strip():
                 raise ServiceConfigError("auth_tokens: a token is empty")
-            if not BEARER_TOKEN.fullmatch(token):  # named by its prefix: a token is never printed
+            if not HEADER_TOKEN.fullmatch(token):  # named by its prefix: a token is never printed
                 raise ServiceConfigError(
-                    f"auth_tokens: the token of namespace prefix {ns!r} can never authenticate; a token may hold "
-                    f"{BEARER_TOKEN_RULE}")
+                    f"auth_tokens: the token of namespace prefix {ns!r} is refused; a token may hold "
+                    f"{HEADER_TOKEN_RULE}")
             try:
                 validate_namespace(ns, "namespace", max_id_chars)
             except ValidationError as exc:
@@ -120,10 +127,10 @@ class TokenAuth:
         for i, token in enumerate(metrics_tokens):
             if not token or not token.strip():
                 raise ServiceConfigError("metrics_tokens: a token is empty")
-            if not BEARER_TOKEN.fullmatch(token):
+            if not HEADER_TOKEN.fullmatch(token):
                 raise ServiceConfigError(
-                    f"metrics_tokens: token {i + 1} of the list can never authenticate; a token may hold "
-                    f"{BEARER_TOKEN_RULE}")
+                    f"metrics_tokens: token {i + 1} of the list is refused; a token may hold "
+                    f"{HEADER_TOKEN_RULE}")
             if token in tokens:
                 raise ServiceConfigError(
                     "metrics_tokens: a token is also in auth_tokens; a metrics token must not be a tenant's"
