@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 
 from tiermem.config import Config
 from tiermem.evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
@@ -85,9 +84,11 @@ def _emit(result: dict[str, Any], as_json: bool, render: Callable[[dict[str, Any
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
     else:
-        console = Console()
+        from tiermem.cli import rich_console  # a closed stdout ends the command as every command's
+
+        console = rich_console()
         if not console.is_terminal:
-            console = Console(width=160)  # piped: don't squeeze the table to 80 columns
+            console = rich_console(width=160)  # piped: don't squeeze the table to 80 columns
         console.print(render(result))
 
 

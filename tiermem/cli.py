@@ -8,7 +8,9 @@
 Global options (`--data-dir`, `--config`, `--namespace`, `--debug`) go before the
 command. Output is a readable table by default and one JSON document with `--json`.
 Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
-`error: ...` on stderr; `--debug` shows the traceback instead.
+`error: ...` on stderr; `--debug` shows the traceback instead. A command whose standard
+output was closed by its reader (`tiermem export | head`) stops quietly with 141, as a
+process killed by SIGPIPE (`git log | head`) does: the one place is `TiermemGroup.invoke`.
 
 Heavy imports (Memory, the embedding model, FastAPI, the evals) happen inside the
 commands that need them, so `tiermem --help` stays fast, and each command opens only
@@ -19,11 +21,15 @@ read-only and the hot tier, when its directory cannot be prepared, is skipped.
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import logging
 import math
 import os
 import re
+import select
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -61,6 +67,9 @@ if TYPE_CHECKING:
 CONTENT_PREVIEW_CHARS = 100
 MIN_DEMO_BUDGET_TOKENS = 50
 MAX_WATCH_INTERVAL_S = 7 * 86_400.0  # `consolidate --watch --interval`: a week at most
+# the status a shell shows for a process killed by SIGPIPE (`git log | head`): what a
+# command whose stdout's reader went away exits with, saying nothing
+SIGPIPE_EXIT = 128 + signal.SIGPIPE
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 # Lazily loaded subcommands: name -> (module, attribute, one-line help shown without importing).
@@ -183,13 +192,44 @@ class TiermemGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+            return done
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError as exc:
+            if not _stdout_reader_gone():  # another pipe (a socket, a child's): an error
+                if _debug_requested(ctx):
+                    raise
+                raise CliError(one_line(exc)) from None
+            _discard_stdout()
+            raise click.exceptions.Exit(SIGPIPE_EXIT) from None
         except Exception as exc:
             if _debug_requested(ctx):
                 raise
             raise CliError(one_line(exc)) from None
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader closed it (poll says POLLERR for the
+    writing end of a pipe without readers)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test runner's buffer)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null: what is still buffered in `sys.stdout` is
+    flushed at exit, and into the closed pipe that flush would print a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def _load_lazy(name: str) -> click.Command:
@@ -231,10 +271,27 @@ def _keep_last_tune(path: Path, result: dict[str, Any]) -> None:
         click.echo(f"warning: could not keep the result for the inspector in {path}: {exc}", err=True)
 
 
-def _console(stderr: bool = False) -> Console:
+@functools.cache
+def _edge_console_class() -> type[Console]:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    class EdgeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own exits 1 on the spot: the CLI's edge decides, as for click.echo
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of standard output went away")
+
+    return EdgeConsole
+
+
+def rich_console(**options: Any) -> Console:
+    """A rich Console for a command's output: a closed stdout raises BrokenPipeError to
+    `TiermemGroup.invoke` (141, quietly) rather than rich's own exit 1."""
+    return _edge_console_class()(**options)
+
+
+def _console(stderr: bool = False) -> Console:
+    return rich_console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def _emit_json(obj: Any) -> None:
