@@ -30,9 +30,12 @@ import os
 import re
 import select
 import signal
+import stat
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
@@ -1327,11 +1330,56 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -
             click.echo(line, nl=False)
         return
     n = 0
-    with out.open("w", encoding="utf-8") as fh:
+    with _replacing(out) as fh:
         for line in lines:
             fh.write(line)
             n += 1
     click.echo(f"exported {n} message(s) to {out}", err=True)
+
+
+NEW_FILE_MODE = 0o666  # a new file's mode before the umask, as open() gives it
+
+
+@contextmanager
+def _replacing(target: Path) -> Iterator[IO[str]]:
+    """A text file that takes `target`'s place only once it is all written: written beside
+    it under a temporary name, fsynced, then renamed over it (the directory fsynced too),
+    so a failure part-way leaves the file that was there, and the temporary is removed. The
+    file keeps `target`'s mode (new: 0666 less the umask); a link is followed, so the link
+    stays. A target that is no regular file (a FIFO, /dev/stderr) cannot be replaced so and
+    is written in place."""
+    real = Path(os.path.realpath(target))
+    try:
+        st = real.stat()
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with real.open("w", encoding="utf-8") as fh:
+            yield fh
+        return
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+    else:
+        umask = os.umask(0)  # read only by setting it: set back at once
+        os.umask(umask)
+        mode = NEW_FILE_MODE & ~umask
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())  # the data on disk before the name points at it
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(real.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
 
 
 @cli.command("tune")
