@@ -7,8 +7,15 @@ Prompt caching: the plan says where the stable prefix ends. `breakpoints` are me
 indexes after which the content is expected to stay byte-identical on the next call
 (by layer: system, pinned, summary, and `context`, the whole context, which within an
 epoch is the next call's prefix); at most `MAX_BREAKPOINTS` (Anthropic's limit on
-`cache_control` markers). `cache` compares this context with the previous call's for the
-same conversation: the leading messages they share, their tokens (what a provider's
+`cache_control` markers). `Context.with_cache_control()` puts a marker on the last part
+of each breakpoint's message, never on a blank text part (Anthropic refuses it:
+"cache_control cannot be set for empty text blocks", also when an OpenAI-form gateway
+hands it on, which is what the markers are for: OpenAI caches prefixes without them). A
+breakpoint on a message of nothing but blank text (an empty reply, a tool's empty
+output, a blank system prompt) marks the last part before it, which ends the same
+prefix, or nothing when no part before it can carry one; the messages themselves are
+not changed. `cache` compares this context with the previous call's for the same
+conversation: the leading messages they share, their tokens (what a provider's
 prompt cache can serve), the layer where they first differ and why (a new epoch, a pin
 that changed, a refreshed summary view).
 
@@ -38,6 +45,11 @@ SLICES = ("system", "pinned", "summary", "retrieved", "tail")
 # message before the latest, under system_messages="before_latest")
 LAYERS = ("system", "pinned", "summary", "tail", "retrieved", "memory", "latest")
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control breakpoints per request
+EPHEMERAL = {"type": "ephemeral"}  # the cache_control mark (Anthropic's one cache type)
+# content part type -> its text field: a part whose text is blank carries no cache_control
+# (Anthropic refuses an empty text block, and a marked one with "cache_control cannot be
+# set for empty text blocks"); Chat and Responses part types both
+TEXT_PART_FIELDS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
 
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -225,22 +237,50 @@ class Context:
         return self.plan.breakpoints
 
     def with_cache_control(self) -> list[dict[str, Any]]:
-        """The messages with an Anthropic-style `cache_control` marker on each
-        breakpoint message (its text as one content block); the others unchanged."""
-        marks = {b.index for b in self.plan.breakpoints}
+        """The messages with an Anthropic-style `cache_control` marker for each breakpoint
+        (module docstring: never on a blank text part); the others unchanged."""
+        targets: set[int] = set()
+        for b in self.plan.breakpoints:
+            if not 0 <= b.index < len(self.messages):
+                continue  # a plan not of these messages: nothing to mark, as before
+            # the prefix through a blank message is the prefix through the last part before it
+            at = next((j for j in range(b.index, -1, -1) if _markable(self.messages[j])), None)
+            if at is not None:
+                targets.add(at)
         out: list[dict[str, Any]] = []
         for i, m in enumerate(self.messages):
             m = dict(m)
-            if i in marks:
+            if i in targets:
                 content = m.get("content")
                 if isinstance(content, str):
-                    m["content"] = [{"type": "text", "text": content, "cache_control": {"type": "ephemeral"}}]
-                elif isinstance(content, list) and content and isinstance(content[-1], dict):
-                    m["content"] = [*content[:-1], {**content[-1], "cache_control": {"type": "ephemeral"}}]
-                else:
-                    m["cache_control"] = {"type": "ephemeral"}
+                    m["content"] = [{"type": "text", "text": content, "cache_control": dict(EPHEMERAL)}]
+                elif isinstance(content, list):
+                    k = max(k for k, p in enumerate(content) if _markable_part(p))
+                    m["content"] = [*content[:k], {**content[k], "cache_control": dict(EPHEMERAL)}, *content[k + 1:]]
+                else:  # no content (tool calls only, a Responses item): on the message, as before
+                    m["cache_control"] = dict(EPHEMERAL)
             out.append(m)
         return out
+
+
+def _markable_part(part: object) -> bool:
+    """Whether a content part can carry a `cache_control` mark: any part but a blank text one."""
+    if not isinstance(part, dict):
+        return False
+    field_name = TEXT_PART_FIELDS.get(str(part.get("type")))
+    return field_name is None or (isinstance(part.get(field_name), str) and bool(part[field_name].strip()))
+
+
+def _markable(message: dict[str, Any]) -> bool:
+    """Whether a message can carry a `cache_control` mark: non-blank text, a part that
+    is not blank text, or no content at all (tool calls only: marked on the message)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return bool(content.strip())
+    if isinstance(content, list):
+        return any(_markable_part(p) for p in content)
+    return content is None and bool(message.get("tool_calls") or message.get("function_call")
+                                    or message.get("type") not in (None, "message"))
 
 
 # -- stored plans, read back ---------------------------------------------------------------

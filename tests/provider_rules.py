@@ -16,7 +16,10 @@ The rules, as the providers' docs state them:
   block is empty, every `tool_result` is in the user message right after the assistant
   message with its `tool_use` (results first there), every `tool_use` is answered there,
   `tool_use` ids are unique, at most 4 `cache_control` marks, thinking blocks only in
-  assistant messages and never marked.
+  assistant messages and never marked, no mark on a blank text block ("cache_control
+  cannot be set for empty text blocks"), and at least one message ("at least one
+  message is required"). The same marks in the OpenAI form (`Context.with_cache_control()`,
+  for a gateway that hands them on to Anthropic) follow the same rules.
 """
 
 from __future__ import annotations
@@ -129,6 +132,9 @@ def anthropic_roles(system: list[dict[str, Any]], messages: list[dict[str, Any]]
         if not m["content"]:
             out.append(f"message {i} is empty")
         out += [f"message {i}: blank text block" for b in m["content"] if b["type"] == "text" and not b["text"].strip()]
+        out += [f"message {i}: blank text block in a tool_result" for b in m["content"] if b["type"] == "tool_result"
+                and isinstance(b.get("content"), list)
+                for c in b["content"] if c.get("type") == "text" and not c["text"].strip()]
         out += [f"message {i}: {b['type']} block in a user message" for b in m["content"]
                 if m["role"] == "user" and b["type"] in (*THINKING, "tool_use")]
         out += [f"message {i}: tool_result in an assistant message" for b in m["content"]
@@ -164,7 +170,36 @@ def anthropic_cache_marks(system: list[dict[str, Any]], messages: list[dict[str,
     """Anthropic: at most 4 `cache_control` blocks, none on a thinking block."""
     marks = [b for b in [*system, *(b for m in messages for b in m["content"])] if "cache_control" in b]
     out = [f"{len(marks)} cache_control marks"] if len(marks) > ANTHROPIC_MAX_CACHE_MARKS else []
+    out += [f"cache_control on a blank text block {b['text']!r}" for b in marks
+            if b["type"] == "text" and not b["text"].strip()]
     return out + [f"cache_control on a {b['type']} block" for b in marks if b["type"] in THINKING]
+
+
+def _blank_part(p: Any) -> bool:
+    # the text field of each text-like part type, Chat's and Responses'
+    field = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}.get(p.get("type"))
+    return field is not None and not str(p.get(field) or "").strip()
+
+
+def openai_form_cache_marks(msgs: list[dict[str, Any]]) -> list[str]:
+    """Anthropic's mark rules on the OpenAI form (`Context.with_cache_control()`), which a
+    gateway hands on as Anthropic blocks: no mark on a blank text part or on a message
+    whose content is blank text ("cache_control cannot be set for empty text blocks"),
+    at most 4 marks."""
+    out: list[str] = []
+    count = 0
+    for i, m in enumerate(msgs):
+        content = m.get("content")
+        if "cache_control" in m:
+            count += 1
+            if isinstance(content, str) and not content.strip():
+                out.append(f"message {i}: cache_control on a message of blank text {content!r}")
+        for p in content if isinstance(content, list) else ():
+            if isinstance(p, dict) and "cache_control" in p:
+                count += 1
+                if _blank_part(p):
+                    out.append(f"message {i}: cache_control on a blank {p.get('type')} part")
+    return out + ([f"{count} cache_control marks"] if count > ANTHROPIC_MAX_CACHE_MARKS else [])
 
 
 def chat_problems(msgs: list[dict[str, Any]], *, pending_ok: bool = False) -> list[str]:

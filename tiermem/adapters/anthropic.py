@@ -67,6 +67,12 @@ context only breaks the rule where the log does (a call never answered, a result
 call went before a clear): such a block is left out, and an assistant message left
 empty with it. A context that opens with an assistant message (its tail starts there)
 gets a user message holding `CONTINUED_TEXT` first: the API refuses any other opening.
+So does a context with no message to send besides its system blocks (its one user
+message retracted; only assistant, tool or system rows in the log and none of them fit):
+the request is that user message alone, never `messages=[]`, which the API refuses
+("at least one message"). Whatever the plan holds, nothing else takes its place: the
+caller's query is no message of the log (a retracted question must not come back), and
+the system blocks, with their marks, stay as planned.
 Ids are made of the characters the API accepts (`[A-Za-z0-9_-]`; OpenAI's are already).
 
 Restoring metadata: given the `memory` the context came from, the stored rows of the
@@ -101,7 +107,10 @@ restored block, for models without the check.
 tools), the most valuable first (`BREAKPOINT_PRIORITY`: the end of the stable prefix,
 then the whole context, the kept head of a middle eviction, then the layers, latest
 first), on the last block the breakpoint's message converts to (a thinking block takes
-none: the one before it does). No other block carries one.
+none: the one before it does). A message that converts to no block (empty or blank
+text, which is left out: the API refuses an empty text block, and one carrying a mark
+with "cache_control cannot be set for empty text blocks") passes its mark to the last
+block sent before it, which ends the same prefix. No other block carries one.
 
 Deterministic: the same context (and the same stored rows, which never change) gives the
 same request, byte for byte, which is what a provider's prompt cache keys on.
@@ -708,7 +717,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
     for role, blocks in turns:
         if role == "assistant":  # merged from several messages: its thinking first, in order
             blocks.sort(key=lambda b: b["type"] not in THINKING_TYPES)
-    if turns and turns[0][0] == "assistant":
+    if not turns or turns[0][0] == "assistant":  # the API refuses any other opening, and no message at all
         turns.insert(0, ["user", [{"type": "text", "text": CONTINUED_TEXT}]])
     if turns and turns[-1][0] == "assistant":  # prefill: the API refuses it ending in whitespace
         last = turns[-1][1][-1]
