@@ -4,7 +4,9 @@
 A SQLite store holds one conversation of N imported turns (`retention._imported`,
 written in batches as an import writes them), all embedded with unit vectors (the
 vector table as wide as the bundled model's, no model run), and another tenant's
-`OTHER_TURNS`-turn conversation. A run measures a copy of a given data dir of that
+`OTHER_TURNS`-turn conversation. With `sessions`, the huge conversation's turns fall in
+that many sessions, one after another (`session_id`), as a long-running assistant's log
+of many chats does. A run measures a copy of a given data dir of that
 layout (the original is never written) or one built for it, removed afterwards.
 
 The two-sided benchmarks (a side before a change against the shipped one, alternating
@@ -37,28 +39,38 @@ DEFAULT_TURNS = "20000,60000"
 DEFAULT_CALLS = 30
 
 
-def build(data: Path, turns: int) -> None:
-    """Write the layout into a new data dir `data`, the huge conversation `turns` long."""
+def session_id(i: int) -> str:
+    """The id of the layout's `i`th session (ids sort as the sessions follow each other)."""
+    return f"s{i:06d}"
+
+
+def build(data: Path, turns: int, sessions: int = 0) -> None:
+    """Write the layout into a new data dir `data`, the huge conversation `turns` long,
+    in `sessions` sessions of about equal length (0: turns without a session)."""
     with Memory(Config(data_dir=data), embedder=UnitEmbedder(), hot=False, background_indexing=False) as mem:
         mem.append_many(OTHER[1], [{"role": "user", "content": f"turn {i} about my printer"}
                                    for i in range(OTHER_TURNS)], namespace=OTHER[0])
         msgs = _imported(0, turns)
+        if sessions > 0:
+            per = -(-turns // sessions)  # ceiling: no session left empty past the end
+            msgs = [{**m, "session_id": session_id(i // per)} for i, m in enumerate(msgs)]
         for i in range(0, turns, IMPORT_BATCH_TURNS):
             mem.append_many(HUGE[1], msgs[i:i + IMPORT_BATCH_TURNS], namespace=HUGE[0])
         mem.catch_up()
 
 
 @contextlib.contextmanager
-def data_dir(turns: int | None, source: Path | None, prefix: str) -> Iterator[Path]:
+def data_dir(turns: int | None, source: Path | None, prefix: str, sessions: int = 0) -> Iterator[Path]:
     """A data dir of the layout to measure: a copy of `source` (the original is never
-    written) or, without one, one built with `turns` turns; removed afterwards."""
+    written) or, without one, one built with `turns` turns in `sessions` sessions;
+    removed afterwards."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         if source is not None:
             shutil.copytree(source, tmp / "data")
         else:
             assert turns is not None, "turns or a source data dir"
-            build(tmp / "data", turns)
+            build(tmp / "data", turns, sessions)
         yield tmp / "data"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

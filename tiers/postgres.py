@@ -109,7 +109,7 @@ from tiermem.tiers.models import (
     loads_stored,
     search_text,
 )
-from tiermem.tiers.schema import PIN_CANDIDATES_INDEX, SUPERSEDED_PINS_INDEX
+from tiermem.tiers.schema import PIN_CANDIDATES_INDEX, SESSION_TURNS_INDEX, SUPERSEDED_PINS_INDEX
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow, postgres_migration
@@ -419,6 +419,14 @@ def m011_view_failures(c: Conn) -> None:
         PRIMARY KEY (conversation_id, kind, key))""")
 
 
+def m012_index_turns_by_session(c: Conn) -> None:
+    # one session's turns after a position (a session view's freshness, whether a refresh
+    # has anything to add, the refresh's read) seek to the session instead of reading
+    # every later turn of the conversation, as the SQLite engine's m026_index_turns_by_session
+    c.execute(f"CREATE INDEX {SESSION_TURNS_INDEX} ON turns(conversation_id, session_id, position) "
+              "WHERE session_id IS NOT NULL")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -431,6 +439,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m009_index_pin_candidates,
     m010_idempotency_keys,
     m011_view_failures,
+    m012_index_turns_by_session,
 ]
 
 
