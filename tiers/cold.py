@@ -1397,9 +1397,12 @@ class ColdStore(SharedQueries):
         row deleted (every read resolves a key or a namespace through that row, so none
         reaches the conversation from the commit on, and its id is free for a new
         incarnation under a new key); its rows are recorded as owed (`erase_owed`) and
-        deleted in batches after the commit (`_purge_owed`)."""
+        deleted in batches after the commit (`_purge_owed`). Its idempotency keys go
+        here, not with the last batch: they are read by the old key directly
+        (`idempotency_record`), and they are few and small (one per keyed append)."""
         self._tombstones(c, [key], report, reason, now)
         c.execute("DELETE FROM temp.erase_keys")
+        c.execute("DELETE FROM idempotency_keys WHERE conversation_id = ?", (key,))
         c.execute("DELETE FROM conversations WHERE id = ?", (key,))
         c.execute("INSERT OR REPLACE INTO erase_owed(key, reason, at) VALUES (?, ?, ?)", (key, reason, now))
         self._owe_after_commit(c, [key], now)
