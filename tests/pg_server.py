@@ -22,6 +22,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
 
@@ -63,3 +64,11 @@ def pg_url() -> Iterator[str]:
 def fresh_schema() -> str:
     """A schema name no other test uses: each test gets an empty store."""
     return "t_" + uuid.uuid4().hex[:16]
+
+
+def with_options(url: str, options: str) -> str:
+    """`url` with server settings for each of its sessions (libpq's `options`, such as
+    "-c lock_timeout=200"), as an operator sets them on a role or a URL."""
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query), ("options", options)]
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))  # libpq reads no "+"

@@ -29,6 +29,15 @@ from tiermem.tiers.errors import WRITTEN_FIELD, not_found_detail
 from tiermem.tiers.files import storage_problem
 from tiermem.tiers.schema import DriverDatabaseError
 
+# the PostgreSQL driver's base error (its pool's timeout too), where the `postgres` extra is installed
+POSTGRES_DRIVER_ERRORS: tuple[type[Exception], ...]
+try:
+    from psycopg import Error as _PostgresError
+
+    POSTGRES_DRIVER_ERRORS = (_PostgresError,)
+except ImportError:  # pragma: no cover - SQLite only
+    POSTGRES_DRIVER_ERRORS = ()
+
 log = logging.getLogger("tiermem.service")
 
 STORAGE_RETRY_AFTER_S = 30  # what a 503 from refusing storage tells clients to wait
@@ -121,12 +130,17 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": "internal error"}, status_code=500)
 
 
-# exception class -> its handler; FastAPI picks the nearest class in the exception's MRO
+# exception class -> its handler; FastAPI picks the nearest class in the exception's MRO.
+# Each driver's errors have their own entry: what only the `Exception` entry catches is
+# answered by Starlette's outermost middleware, which re-raises it after the answer, so
+# the ASGI server logs a traceback and drops the client's connection (a PostgreSQL lock
+# timeout or lost connection was answered 503 and then the keep-alive connection reset).
 HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]], ...] = (
     (RequestValidationError, pydantic_error),
     (ValidationError, validation_error),
     (ConversationNotFound, not_found),
     (DriverDatabaseError, storage_error),
+    *((cls, storage_error) for cls in POSTGRES_DRIVER_ERRORS),
     (StorageReadOnly, storage_error),
     (TiermemError, tiermem_error),
     (Exception, unexpected_error),
