@@ -81,6 +81,7 @@ from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import told
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.formats import call_ids, hidden_positions, is_reasoning, result_id, wire_body
+from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import StoredMessage, message_text
 from tiermem.tiers.statements import read_hidden
 from tiermem.tiers.store import ColdLog
@@ -220,6 +221,10 @@ class _Call:
     record: bool = True  # False: a what-if plan (the inspector's), the epoch is not advanced
     timezone: str = UTC_NAME  # the user's calendar for this call (its days, shown dates)
     kept_from: int | None = None  # before_latest: where the previous call's turns began, kept
+    # the previous call's state, read once per call so every step sees the same one
+    # (Planner._previous), and why there is none when the store knows
+    prev: EpochState | None = None
+    prev_why: str = ""
 
     @property
     def zone(self) -> Zone:
@@ -321,7 +326,8 @@ class Planner:
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
-        call.kept_from = self._memory_last_start(conv, self._epoch_key(call))
+        call.prev, call.prev_why = self._previous(conv)
+        call.kept_from = self._memory_last_start(conv, call.prev, self._epoch_key(call))
         # a context that starts an epoch is filled (older tail turns, room nothing else
         # wanted) to EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once
         fill_to = (int(call.budget * EPOCH_START_FILL_SHARE) - (call.budget - fixed.room)
@@ -517,13 +523,28 @@ class Planner:
                         (int(table.positions[0]), float(table.created[0])) if len(table) else None,
                         bool(call.namespace_recall), call.timezone)
 
-    def _memory_last_start(self, conv: str, key: EpochKey) -> int | None:
+    def _previous(self, conv: str) -> tuple[EpochState | None, str]:
+        """The previous call's state if it was built from this log, and why not otherwise
+        ("" when the store does not know). One index seek: the log turn at the state's
+        `read_position` must be the very append it read (tiers.keys.turn_fingerprint),
+        else the state is of another timeline (a backup restored) and shows turns the log
+        no longer holds, or leaves out ones it does."""
+        found = self._epochs.lookup(conv)
+        prev = found.state
+        if prev is None or prev.read_position < 0:
+            return prev, found.why_none
+        rows = self.cold.turns_at(conv, [prev.read_position])
+        if not rows or turn_fingerprint(rows[0].content_hash, rows[0].created_at) != prev.read_tip:
+            return None, (f"the previous context was built from another timeline of the log (its turn "
+                          f"#{prev.read_position} is not the log's: a backup was restored)")
+        return prev, ""
+
+    def _memory_last_start(self, conv: str, prev: EpochState | None, key: EpochKey) -> int | None:
         """Under `system_messages="before_latest"` (no epochs): where the previous call's
         turns began, when it was planned under the same key (budget, system prompt,
         incarnation), so this call can keep them as they were and only append."""
         if self.settings.system_messages != "before_latest":
             return None
-        prev = self._epochs.get(conv)
         if prev is None or key_change(prev.key, key):
             return None
         starts = [p for g in prev.segments if g.kind in ("tail", "latest") for it in g.items
@@ -539,9 +560,9 @@ class Planner:
         chosen = packing.chosen
         segments = fresh
         key = self._epoch_key(call)
-        prev = self._epochs.get(conv)
-        why_new = ("no previous context of this conversation is kept (its first, or the state expired or was "
-                   "lost: a restart or another process without a shared Redis)" if prev is None
+        prev = call.prev
+        why_new = ((call.prev_why or "no previous context of this conversation is kept (its first, or the state "
+                    "expired or was lost: a restart or another process without a shared Redis)") if prev is None
                    else key_change(prev.key, key))
         ext: _Extension | None = None
         # a new user message since the previous call (not another query on the same log):
@@ -606,6 +627,7 @@ class Planner:
             # follows it would not be read back, and marking it would pay a cache write
             plan.breakpoints = [b for b in plan.breakpoints if b.index < head]
         last_shown = max([p for it in items if it.slice == "tail" for p in it.positions], default=-1)
+        read_position = max(last_shown, fixed.tail_rows[-1].position if fixed.tail_rows else -1)
         if call.record:  # a what-if plan leaves the epoch as the agent's last call left it
             self._epochs.put(conv, EpochState(
                 key, plan.cache.epoch, plan.cache.epoch_calls, tuple(segments),
@@ -613,11 +635,22 @@ class Planner:
                 else frozenset(p for c in chosen["pinned"] if c.current for p in (c.group or [c.position])),
                 prev.summary_lines if ext is not None and prev is not None
                 else frozenset(c.text for c in chosen["summary"]),
-                last_shown, max(last_shown, fixed.tail_rows[-1].position if fixed.tail_rows else -1),
+                last_shown, read_position,
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
-                + late_tokens))
+                + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position)))
         return segments, total
+
+    def _tip(self, conv: str, rows: Sequence[TurnRow], position: int) -> str:
+        """The log's fingerprint of the turn at `position` ("" for none), from the rows this
+        call read when they hold it (they do: it is the newest tail row or before it)."""
+        if position < 0:
+            return ""
+        row = next((r for r in reversed(rows) if r.position == position), None)
+        if row is None:
+            found = self.cold.turns_at(conv, [position])
+            row = found[0] if found else None
+        return turn_fingerprint(row.content_hash, row.created_at) if row is not None else ""
 
     def _shown_gone(self, conv: str, prev: EpochState, hidden: set[int]) -> str:
         """Why `prev` must not be extended because it shows what may no longer be sent

@@ -21,10 +21,27 @@ Invariants:
   Two processes planning one conversation at once: the last writer wins, and either
   context is one a single process could have built (the call that extends a state
   re-checks what it presents as current, below).
+  Of this process's copy and the shared one, the later written is used (`written_at`,
+  the writer's wall clock): a copy kept while Redis failed does not outlive a newer
+  shared state, whatever the epochs' numbers.
 - The shared copy holds message text, so it is one more key under the conversation's
   hash tag (tiers.keys): erasure deletes it with the hot set, or later when Redis was
-  unreachable (the deferred purge), and a state is written only beside a live hot set
-  of the conversation, so a call that raced an erasure does not write it back.
+  unreachable (the deferred purge). A state is written only beside a live hot set of the
+  conversation, and after writing it the writer checks the log still holds the
+  conversation (deleting the key if not): an erasure commits before it deletes, so either
+  its deletion runs after the write, or the writer sees it. A call that raced an erasure
+  does not leave its text behind.
+- The shared copy costs ~7 bytes of Redis per context token and expires after the hot
+  tier's idle TTL (`hot_idle_ttl_s`). A state over `EPOCH_STATE_MAX_BYTES`, or one JSON
+  cannot carry, stays in the process that built it: Redis gets a marker without text
+  instead, so another process starts a new epoch saying why rather than extending an
+  older state. The JSON is ASCII (a lone surrogate of an older row travels as `\\uXXXX`).
+- A state records the fingerprint of the log turn at its `read_position`
+  (tiers.keys.turn_fingerprint), checked with one index seek before it is extended: a
+  state from another timeline of the log (a backup restored under a running Redis, or
+  a process that outlived the restore) is a missing state, never extended.
+- Reading the shared copy never raises: a value that is not a state this database wrote
+  (another layout, garbled, out of range) is a missing state.
 - It is keyed by the conversation and an incarnation stamp (the first turn's position
   and time), so a conversation pruned and created again under the same id never
   continues an epoch of its predecessor.
@@ -43,11 +60,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tiermem.planner.plan import PlanItem
@@ -62,11 +80,19 @@ log = logging.getLogger("tiermem.epoch")
 EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4 bytes a token each)
 # The shared copy's layout; a copy of another (an older or newer process during a rolling
 # deploy) is ignored: one new epoch, not a misread state
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: the read turn's fingerprint, the write time, the withheld marker
 EPOCH_KEY_SUFFIX = ":epoch"  # after the conversation's hash tag (tiers.keys)
 # After a Redis failure the shared copy is left alone this long: a call whose read failed
 # must not wait out the timeout again on its write, nor every later call while Redis is down
 REDIS_RETRY_AFTER_S = 5.0
+# The most a state takes in Redis, in bytes of JSON (~7 bytes per context token: about a
+# 36,000-token context). Past it the state stays in the process that built it, so one
+# conversation at a large budget holds no more than this of Redis's memory.
+EPOCH_STATE_MAX_BYTES = 256 * 1024
+# The marker written in place of a state kept in process only; its size field for a state
+# that JSON could not carry at all
+WITHHELD = "withheld"
+UNENCODABLE = -1
 
 # The segments of a context that show log turns raw, in log order (the tail, and the
 # user message an extension keeps in place as a tail turn): a correction that arrived
@@ -112,12 +138,39 @@ class EpochState:
     latest_truncated: bool
     head: int = 0  # leading segments kept across a middle eviction (planner.middle), marked for caching
     late_paid: int = 0  # late-pin tokens sent so far in this epoch, summed over its calls (planner.late_pins)
+    # tiers.keys.turn_fingerprint of the log turn at read_position ("" when it read none):
+    # a log that holds another turn there is another timeline (a restored backup)
+    read_tip: str = ""
+    written_at: float = 0.0  # Unix seconds when RedisEpochs stored it: of two copies, the later wins
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """What Redis holds for a state kept only by the process that built it."""
+
+    size_bytes: int  # its JSON's size, or UNENCODABLE
+    written_at: float
+
+    def reason(self) -> str:
+        what = ("JSON cannot carry it" if self.size_bytes == UNENCODABLE
+                else f"its state ({self.size_bytes} bytes) is over the {EPOCH_STATE_MAX_BYTES} bytes kept in Redis")
+        return f"the previous context was planned by another process and only that one keeps it: {what}"
+
+
+@dataclass(frozen=True)
+class Found:
+    """A store's answer: the previous state, or None and, when the store knows, why."""
+
+    state: EpochState | None
+    why_none: str = ""
 
 
 class EpochStore(Protocol):
     """Where the planner keeps each conversation's last context, by conversation key."""
 
     def get(self, conversation_id: str) -> EpochState | None: ...
+
+    def lookup(self, conversation_id: str) -> Found: ...
 
     def put(self, conversation_id: str, state: EpochState) -> None: ...
 
@@ -138,6 +191,9 @@ class EpochCache:
             if st is not None:
                 self._states.move_to_end(conversation_id)
             return st
+
+    def lookup(self, conversation_id: str) -> Found:
+        return Found(self.get(conversation_id))
 
     def put(self, conversation_id: str, state: EpochState) -> None:
         with self._lock:
@@ -171,15 +227,19 @@ class RedisEpochs:
     docstring). Uses the hot tier's client and its timeouts: a call pays at most one of
     them here, then the cache answers for `REDIS_RETRY_AFTER_S`. Never raises."""
 
-    def __init__(self, tier: HotTier, db_uuid: str, *, usable: Callable[[], bool] = lambda: True,
-                 local: EpochCache | None = None) -> None:
+    def __init__(self, tier: HotTier, db_uuid: str, *, live: Callable[[str], bool],
+                 usable: Callable[[], bool] = lambda: True, local: EpochCache | None = None) -> None:
+        """`live(conversation key)`: whether the log still holds the conversation (an
+        erasure racing a write is caught by it, module docstring)."""
         self.tier = tier
         # a Redis shared by two databases may hold a conversation key of each: a state is
         # read only by the database that wrote it
         self.db_uuid = db_uuid
+        self.live = live
         self.usable = usable  # False while the hot tier is degraded: its own read waited already
         self.local = local if local is not None else EpochCache()
         self.errors = 0
+        self.withheld = 0  # states kept in this process only (over EPOCH_STATE_MAX_BYTES, or not JSON)
         self._down_until = 0.0
 
     def key(self, conversation_id: str) -> str:
@@ -194,31 +254,54 @@ class RedisEpochs:
         log.warning("epoch state %s failed, this process's copy answers meanwhile: %s", what, exc)
 
     def get(self, conversation_id: str) -> EpochState | None:
+        return self.lookup(conversation_id).state
+
+    def lookup(self, conversation_id: str) -> Found:
         own = self.local.get(conversation_id)
         if not self._up():
-            return own
+            return Found(own)
         try:
             raw = self.tier.client.get(self.key(conversation_id))
         except Exception as exc:  # any Redis failure: this process's copy answers
             self._failed("read", exc)
-            return own
-        st = state_from_json(raw, self.db_uuid) if raw is not None else None
-        if st is None:
-            return own
-        if own is not None and own.key == st.key and (own.epoch, own.calls) > (st.epoch, st.calls):
-            # this process went on alone while Redis failed: its copy is the lineage's newest
-            return own
-        self.local.put(conversation_id, st)
-        return st
+            return Found(own)
+        shared = state_from_json(raw, self.db_uuid) if raw is not None else None
+        if shared is None:
+            return Found(own)
+        if own is not None and own.written_at >= shared.written_at:
+            # this process's copy is the later one: it went on alone while Redis failed (or
+            # wrote what Redis holds, or only a marker of it)
+            return Found(own)
+        if isinstance(shared, Withheld):
+            return Found(None, shared.reason())
+        self.local.put(conversation_id, shared)
+        return Found(shared)
 
     def put(self, conversation_id: str, state: EpochState) -> None:
+        state = replace(state, written_at=time.time())
         self.local.put(conversation_id, state)
         if not self._up():
             return
+        # encoded outside the Redis try: a state Redis cannot be given is no Redis failure,
+        # which would leave every conversation of this process unshared for a while
         try:
-            self.tier.client.eval(_PUT_LUA, 2, self.key(conversation_id), self.tier.keys(conversation_id)[0],
-                                  state_json(state, self.db_uuid), self.tier.idle_ttl_ms)
-        except Exception as exc:  # any Redis failure (or a state it cannot carry): this process's copy
+            value = state_json(state, self.db_uuid)
+        except (ValueError, TypeError, RecursionError) as exc:  # nested deeper than the encoder goes
+            log.warning("an epoch state could not be encoded, this process keeps it alone: %s", exc)
+            value = withheld_json(Withheld(UNENCODABLE, state.written_at), self.db_uuid)
+            self.withheld += 1
+        if len(value) > EPOCH_STATE_MAX_BYTES:  # ASCII: its length is its size in bytes
+            value = withheld_json(Withheld(len(value), state.written_at), self.db_uuid)
+            self.withheld += 1
+        key = self.key(conversation_id)
+        try:
+            written = self.tier.client.eval(_PUT_LUA, 2, key, self.tier.keys(conversation_id)[0],
+                                            value, self.tier.idle_ttl_ms)
+            if written and not self.live(conversation_id):
+                # erased between the script's check and now: the erasure's deletion may
+                # have run before this write (module docstring), so it is deleted here
+                self.tier.client.delete(key)
+        except Exception as exc:  # any Redis failure: this process's copy
             self._failed("write", exc)
 
     def drop(self, conversation_id: str) -> None:
@@ -231,30 +314,59 @@ class RedisEpochs:
             self._failed("delete", exc)
 
 
+def _dumps(value: object) -> str:
+    # ASCII: a lone surrogate (older rows may hold one) round-trips as an escape, where
+    # UTF-8 cannot carry it, and the length is the size Redis stores
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
 def state_json(state: EpochState, db_uuid: str) -> str:
-    """`state` as compact JSON (positional arrays), for the shared copy."""
+    """`state` as compact ASCII JSON (positional arrays), for the shared copy. Raises
+    RecursionError (or ValueError) for a message nested deeper than the encoder goes."""
     k = state.key
-    return json.dumps([
+    return _dumps([
         STATE_FORMAT, db_uuid, [k.budget, k.system, list(k.stamp) if k.stamp is not None else None,
                                 k.namespace_recall, k.timezone],
         state.epoch, state.calls,
         [[g.kind, g.message, [[it.slice, it.conversation_id, it.positions, it.tier, it.fidelity, it.tokens,
                                it.score, it.reason] for it in g.items]] for g in state.segments],
         sorted(state.pinned), sorted(state.summary_lines), state.last_position, state.read_position,
-        state.latest_user, state.latest_truncated, state.head, state.late_paid,
-    ], ensure_ascii=False, separators=(",", ":"))
+        state.latest_user, state.latest_truncated, state.head, state.late_paid, state.read_tip, state.written_at,
+    ])
 
 
-def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | None:
-    """The state `state_json` wrote for database `db_uuid`; None for anything else (another
-    layout or database, or a value that is not one: anyone with access to Redis could
-    have written it)."""
+def withheld_json(marker: Withheld, db_uuid: str) -> str:
+    """The marker Redis holds for a state kept in process only (no text of it)."""
+    return _dumps([STATE_FORMAT, db_uuid, WITHHELD, marker.size_bytes, marker.written_at])
+
+
+# What decoding a value of the wrong shape or range raises: a wrong type or count
+# (TypeError, ValueError), a missing part (IndexError, KeyError), 1e400 in an int field
+# (OverflowError, an ArithmeticError), a nesting deeper than the stack (RecursionError)
+_DECODE_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError, RecursionError)
+
+
+def _when(value: object) -> float:
+    """A write time as stored: a finite number, else not a state (ValueError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("written_at is not a finite time")
+    return float(value)
+
+
+def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | Withheld | None:
+    """The state (or marker) `state_json` (`withheld_json`) wrote for database `db_uuid`;
+    None for anything else (another layout or database, or a value that is not one: anyone
+    with access to Redis could have written it). Never raises."""
     try:
         d = loads_stored(raw)
-        if not isinstance(d, list) or len(d) != 14 or d[0] != STATE_FORMAT or d[1] != db_uuid:
+        if not isinstance(d, list) or len(d) < 2 or d[0] != STATE_FORMAT or d[1] != db_uuid:
+            return None
+        if len(d) == 5 and d[2] == WITHHELD:
+            return Withheld(int(d[3]), _when(d[4]))
+        if len(d) != 16:
             return None
         (_fmt, _db, key, epoch, calls, segments, pinned, summary_lines, last_position, read_position,
-         latest_user, latest_truncated, head, late_paid) = d
+         latest_user, latest_truncated, head, late_paid, read_tip, written_at) = d
         budget, system, stamp, namespace_recall, timezone = key
         segs = []
         for kind, message, items in segments:
@@ -270,8 +382,8 @@ def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | None:
             int(epoch), int(calls), tuple(segs), frozenset(int(p) for p in pinned),
             frozenset(str(t) for t in summary_lines), int(last_position), int(read_position),
             int(latest_user) if latest_user is not None else None, bool(latest_truncated), head=int(head),
-            late_paid=int(late_paid))
-    except (ValueError, TypeError, IndexError, KeyError):
+            late_paid=int(late_paid), read_tip=str(read_tip), written_at=_when(written_at))
+    except _DECODE_ERRORS:
         log.warning("an epoch state in Redis could not be read; a new epoch starts", exc_info=True)
         return None
 

@@ -160,7 +160,8 @@ class HotLink:
         # lazy: a process that only appends never imports the planner
         from tiermem.planner.epoch import RedisEpochs
 
-        return RedisEpochs(self.tier, self.cold.db_uuid, usable=lambda: self.healthy)
+        return RedisEpochs(self.tier, self.cold.db_uuid, usable=lambda: self.healthy,
+                           live=lambda conversation_id: self.cold.conversation(conversation_id) is not None)
 
     # -- health ------------------------------------------------------------------------------
 
