@@ -73,6 +73,7 @@ CASES = [
     (lambda p: pg_error("LockNotAvailable"), 503, True),  # lock_timeout
     (lambda p: pg_error("QueryCanceled"), 503, True),  # statement_timeout
     (lambda p: pg_error("DeadlockDetected"), 503, True),
+    (lambda p: pg_error("ReadOnlySqlTransaction"), 503, True),  # 25006: a standby (before: a 500)
     (lambda p: pg_error("AdminShutdown"), 503, False),  # 57P01: the server shutting down
     (lambda p: pg_error("ConnectionFailure"), 503, False),  # 08006: the server went away
     (lambda p: pg_error("UndefinedTable"), None, False),  # a bug, not the storage

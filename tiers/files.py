@@ -125,6 +125,9 @@ BUSY_TEXT = ("database is locked", "database table is locked")
 BUSY_SQLSTATES = frozenset({"55P03", "57014", "40001", "40P01"})
 # connection exceptions, and the server shutting down or starting (operator intervention)
 UNREACHABLE_SQLSTATES = ("08", "57P")
+# read_only_sql_transaction: a hot standby, or a role or URL with default_transaction_read_only;
+# the statement is refused before it writes anything and its transaction rolled back
+READ_ONLY_SQLSTATES = frozenset({"25006"})
 
 
 class StorageProblem(NamedTuple):
@@ -143,9 +146,10 @@ class StorageProblem(NamedTuple):
 def storage_problem(exc: BaseException) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
     refusing, failing or busy: 507 for a full disk or the database's size cap; 503 for a
-    read-only database (read-only mount, immutable or foreign file), for I/O errors and a
-    lost PostgreSQL connection, and (busy) for a write that waited out the busy timeout
-    behind another writer or a PostgreSQL lock or statement timeout; else None. The
+    read-only database (read-only mount, immutable or foreign file, a PostgreSQL standby
+    or read-only role), for I/O errors and a lost PostgreSQL connection, and (busy) for a
+    write that waited out the busy timeout behind another writer or a PostgreSQL lock or
+    statement timeout; else None. The
     transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
     no transaction is active", means SQLite already had), except that a PostgreSQL
     connection lost during COMMIT leaves unknown whether it committed: only a busy or
@@ -172,6 +176,7 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
                                        "nothing was written")
         if (
             isinstance(e, StorageReadOnly)
+            or sqlstate in READ_ONLY_SQLSTATES
             or primary in (SQLITE_READONLY, SQLITE_PERM)
             or any(t in text for t in READ_ONLY_TEXT)
             or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)

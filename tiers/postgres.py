@@ -25,7 +25,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   records (`idempotency_keys`) live as long as their conversation: no expiry.
 - Migrations are an ordered list of named functions, each applied in its own
   transaction under an advisory lock and recorded in `schema_migrations`; a database
-  recorded at a newer version than this code is refused before anything is written.
+  recorded at a newer version than this code is refused before anything is written;
+  one at this code's version opens without writing (no CREATE ... IF NOT EXISTS
+  either), so a read-only database (a hot standby) serves reads and refuses writes
+  with SQLSTATE 25006 (tiers.files: 503, nothing written).
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -627,14 +630,18 @@ class PostgresStore(SharedQueries):
         found = self._recorded_version(conn)
         if found > schema_version():
             raise SchemaTooNew(f"{self.path} schema {self.schema}", found, schema_version())
-        with conn.transaction():
-            # CREATE EXTENSION / SCHEMA race between processes opening a fresh database
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('tiermem-bootstrap'))")
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
-            ext_schema = conn.execute(
-                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                "WHERE e.extname = 'vector'").fetchone()[0]
+        ext_schema = self._vector_schema(conn)
+        if ext_schema is None or found == 0:
+            # only where something is missing: a read-only database (a hot standby, a role
+            # with default_transaction_read_only) refuses CREATE ... IF NOT EXISTS too, and
+            # its store must still open for reads
+            with conn.transaction():
+                # CREATE EXTENSION / SCHEMA race between processes opening a fresh database
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('tiermem-bootstrap'))")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
+                ext_schema = self._vector_schema(conn)
+        assert ext_schema is not None  # created just above
         self._search_path = f'"{self.schema}", "{ext_schema}"'
         # the vector type (and its array type) of this database, for Vec parameters
         info = TypeInfo.fetch(conn, f'"{ext_schema}".vector')
@@ -642,6 +649,13 @@ class PostgresStore(SharedQueries):
             raise StoreUnavailable(self.path, "the vector extension's type is missing")
         self._vec_info = info
         self._vec_dumper = type("VecDumper", (_VecDumper,), {"oid": info.oid})
+
+    @staticmethod
+    def _vector_schema(conn: Conn) -> str | None:
+        """The schema of the vector extension, None where it is not created."""
+        row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                           "WHERE e.extname = 'vector'").fetchone()
+        return None if row is None else str(row[0])
 
     def _register_vec(self, conn: Conn) -> None:
         self._vec_info.register(conn)
@@ -711,6 +725,13 @@ class PostgresStore(SharedQueries):
     def _migrate(self) -> int:
         supported = schema_version()
         with self._conn() as conn:
+            # versions only grow: a store already at this code's version needs no lock and
+            # no write (a read-only database opens)
+            found = self._recorded_version(conn)
+            if found > supported:
+                raise SchemaTooNew(f"{self.path} schema {self.schema}", found, supported)
+            if found == supported:
+                return found
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-migrate-{self.schema}",))
                 conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations(version INTEGER PRIMARY KEY, "
