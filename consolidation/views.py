@@ -581,7 +581,9 @@ class ViewMaintainer:
 
     def staleness(self, conversation_id: str, kind: str, key: str = "",
                   view: SummaryView | None = None) -> Staleness:
-        """How far one view is behind the log now (for a read to report its lag)."""
+        """How far one view is behind the log now (for a read to report its lag). A
+        session view's costs a seek of its session's turns after the view's end (the
+        turns_by_session index), not a walk of every later turn of the log."""
         check_view_key(kind, key)
         if view is None:
             view = self.warm.latest(conversation_id, kind, key)
