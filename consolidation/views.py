@@ -36,12 +36,17 @@ the previous version stays current and is returned. The view is then held back f
 the sweeps (`stale_views`, so every process's scheduler) for a backoff that grows with
 its failures in a row: FAILED_VIEW_BACKOFF_S, doubling to FAILED_VIEW_BACKOFF_MAX_S, or
 the endpoint's Retry-After when longer (up to RETRY_AFTER_MAX_S). The state is a
-`view_failures` row (counts and times, no text) read by every process; the view's next
+`view_failures` row (counts and times, no text) read by every process; its times are the
+database's clock (`ColdLog.database_now`, as the leases' expiry), so hosts whose clocks
+disagree hold a view back alike. The view's next
 successful refresh deletes it, and a refresh asked for by name (`refresh`,
 `refresh_all`: `Memory.consolidate(conv)`) is never held back. `failing()` gives the
 operator's figures from those rows. The log gets the error's message
 only, never what the endpoint answered (`SummarizerError.excerpt`, which may quote the
 turns): that is stored with the view's error, which is erased with the conversation.
+A conversation erased while its refresh waited on the summarizer gets neither row (each
+is written only while the conversation exists, checked in the write's own transaction),
+nor the summary (`put_summary` refuses a conversation that is gone).
 
 One refresher per view, also across processes (two service workers each with its
 scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
@@ -217,6 +222,7 @@ class ViewMaintainer:
         constraint_target_tokens: int | None = None,
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
         label_grace_s: float = DEFAULT_LABEL_GRACE_S,
+        backoff_clock: Callable[[], float] | None = None,
     ) -> None:
         if target_tokens < 1 or max_turns_behind < 0 or max_seconds_behind < 0 or chunk_tokens < 1:
             raise ValueError("target_tokens and chunk_tokens must be >= 1, budgets >= 0")
@@ -232,6 +238,8 @@ class ViewMaintainer:
         self.fold = fold
         self.chunk_tokens = int(chunk_tokens)
         self.label_grace_s = float(label_grace_s)
+        # None: the database's clock (module docstring); a test moves time with its own
+        self.backoff_clock = backoff_clock
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
         self._scan_lock = threading.Lock()
         self._maintainer = uuid.uuid4().hex[:12]  # this maintainer, in view_claims
@@ -450,7 +458,7 @@ class ViewMaintainer:
                   retry_after_s: float | None) -> None:
         """Record one more failed refresh of the view in a row, and when the sweeps may
         retry it."""
-        now = self.clock()
+        now = self._backoff_now()
         failures = 1 if before is None else before[3] + 1
         first_at = now if before is None else before[4]
         retry_at = now + failed_view_backoff_s(failures, retry_after_s)
@@ -470,13 +478,18 @@ class ViewMaintainer:
     def held_back(self) -> set[ViewKey]:
         """The views the sweeps leave alone now: their latest refresh failed and their
         backoff has not run out (every process's, from the store)."""
-        return set(self.cold.views_held_back(self.clock()))
+        return set(self.cold.views_held_back(self._backoff_now()))
 
     def failing(self) -> tuple[int, float | None]:
         """(views whose latest refresh failed, seconds since the oldest of their runs of
         failures began; None when none fails): the operator's figures, no text or ids."""
         count, oldest = self.cold.view_failure_stats()
-        return count, None if oldest is None else max(0.0, self.clock() - oldest)
+        return count, None if oldest is None else max(0.0, self._backoff_now() - oldest)
+
+    def _backoff_now(self) -> float:
+        """Now by the clock the `view_failures` times are kept in: the database's, which
+        every process and host sharing the log reads alike (module docstring)."""
+        return self.backoff_clock() if self.backoff_clock is not None else self.cold.database_now()
 
     def _refresh_rolling(self, conv: str, full: bool, lease: _Lease) -> SummaryView | None:
         prev = self.warm.latest(conv, "rolling")

@@ -66,6 +66,7 @@ def make(
         max_turns_behind=max_turns,
         max_seconds_behind=max_seconds,
         clock=clock,
+        backoff_clock=clock,
     )
     return ConsolidationScheduler(m, interval_s=30.0, max_views_per_run=max_views, clock=clock)
 

@@ -84,7 +84,7 @@ def scheduler(store: ColdLog, endpoint: LLMEndpoint, counter: BpeTokenCounter, c
               ) -> ConsolidationScheduler:
     llm = LLMSummarizer(endpoint.url, "m", api_key_env="", timeout_s=5.0, retries=0, tokens=counter)
     m = ViewMaintainer(store, WarmStore(store), llm, counter, target_tokens=TARGET_TOKENS, max_turns_behind=1,
-                       max_seconds_behind=1e9, label_grace_s=0, clock=clock)
+                       max_seconds_behind=1e9, label_grace_s=0, clock=clock, backoff_clock=clock)
     return ConsolidationScheduler(m, interval_s=30.0, max_views_per_run=VIEWS_PER_RUN, clock=clock)
 
 

@@ -1962,6 +1962,8 @@ class ColdStore(SharedQueries):
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:
+            if not self._conversation_held(c, conversation_id):
+                return  # erased while its refresh waited: the error may quote its turns
             c.execute("INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (?,?,?,?,?)",
                       (conversation_id, kind, key, without_nul(error), time.time()))
             c.execute(

@@ -901,8 +901,25 @@ class SharedQueries:
         failures, first_at, retry_at = rows[0]
         return conversation_id, kind, key, int(failures), float(first_at), float(retry_at)
 
+    def _conversation_held(self, c: Any, conversation_id: str) -> bool:
+        """Inside a write transaction: whether the conversation still exists, and (the
+        engine's `_require_in`: FOR SHARE on PostgreSQL, SQLite's one writer) goes on
+        existing until the commit. A row a refresh writes after its wait on a summarizer
+        is written under it: an erasure either commits first (the row is not written)
+        or waits and deletes it with the rest."""
+        try:
+            self._require_in(c, conversation_id)
+        except ConversationNotFound:
+            return False
+        return True
+
+    def database_now(self) -> float:
+        return float(self._q(f"SELECT {self.dialect.now}")[0][0])
+
     def put_view_failure(self, row: ViewFailureRow) -> None:
         with self._tx() as c:
+            if not self._conversation_held(c, row[0]):
+                return  # erased while its refresh waited: nothing may outlive it
             c.execute(self.dialect.sql(
                 "INSERT INTO view_failures(conversation_id, kind, key, failures, first_at, retry_at) "
                 "VALUES (?,?,?,?,?,?) ON CONFLICT (conversation_id, kind, key) DO UPDATE SET "

@@ -99,6 +99,7 @@ from tiermem.tiers.errors import (
     PositionOutOfRange,
     SchemaTooNew,
     StoreUnavailable,
+    StoreUnreachable,
     ValidationError,
 )
 from tiermem.tiers.models import (
@@ -134,7 +135,7 @@ try:
     from psycopg.adapt import Dumper
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types import TypeInfo
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the `postgres` extra is not installed
     raise ImportError(f"the PostgreSQL cold store needs tiermem[postgres] (psycopg, psycopg-pool): {exc}") from exc
 
@@ -144,6 +145,10 @@ DEFAULT_SCHEMA = "tiermem"
 DEFAULT_POOL_MIN = 1
 DEFAULT_POOL_MAX = 8
 POOL_OPEN_TIMEOUT_S = 30.0
+# how long an operation waits for a pooled connection (psycopg_pool's default) before it
+# fails with StoreUnreachable (503, nothing written): the server down, at max_connections,
+# or every connection of the pool in use
+POOL_WAIT_S = 30.0
 MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
@@ -553,6 +558,7 @@ class PostgresStore(SharedQueries):
         embedder: Embedder | None = None,
         schema: str = DEFAULT_SCHEMA,
         pool_max: int = DEFAULT_POOL_MAX,
+        pool_wait_s: float = POOL_WAIT_S,
         synchronous_commit: str = "on",
         erase_scrub: str = "full",
     ) -> None:
@@ -580,6 +586,7 @@ class PostgresStore(SharedQueries):
         self._lock = threading.Lock()
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
+        self._pool_wait_s = pool_wait_s
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
         if url is not None:
             self._bootstrap(url)
@@ -681,7 +688,11 @@ class PostgresStore(SharedQueries):
     def _conn(self) -> Iterator[Conn]:
         if self._pool is None:
             raise StoreUnavailable(self.path, "the store is closed")
-        with self._pool.connection() as conn:
+        with contextlib.ExitStack() as stack:
+            try:
+                conn = stack.enter_context(self._pool.connection(timeout=self._pool_wait_s))
+            except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
+                raise StoreUnreachable(self.path, f"no connection within {self._pool_wait_s:g} s") from exc
             if not self._owns_pool:  # the caller's connections: set ours on every checkout
                 conn.execute(self._session_sql())
                 self._register_vec(conn)
@@ -1593,6 +1604,8 @@ class PostgresStore(SharedQueries):
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
         with self._tx() as c:
+            if not self._conversation_held(c, conversation_id):
+                return  # erased while its refresh waited: the error may quote its turns
             c.execute("INSERT INTO summary_errors(conversation_id, kind, key, error, at) VALUES (%s,%s,%s,%s,%s)",
                       (conversation_id, kind, key, without_nul(error), time.time()))
             c.execute(

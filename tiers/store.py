@@ -610,7 +610,10 @@ class ColdLog(Protocol):
         ...
 
     def record_summary_error(self, conversation_id: str, kind: str, key: str, error: str, *, keep: int) -> None:
-        """Record a failed refresh of a view, keeping its newest `keep` errors."""
+        """Record a failed refresh of a view, keeping its newest `keep` errors. Nothing
+        is written once the conversation is gone (erased while its refresh waited on a
+        summarizer: the error may quote its turns); the check and the write are one
+        transaction, which an erasure cannot slip into."""
         ...
 
     def view_failure(self, conversation_id: str, kind: str, key: str) -> ViewFailureRow | None:
@@ -618,11 +621,19 @@ class ColdLog(Protocol):
         ...
 
     def put_view_failure(self, row: ViewFailureRow) -> None:
-        """Write (insert or replace) a view's `view_failures` row. It holds no text."""
+        """Write (insert or replace) a view's `view_failures` row. It holds no text. Its
+        times are the database's clock (`database_now`). Nothing is written once the
+        conversation is gone, as for `record_summary_error`."""
         ...
 
     def clear_view_failure(self, conversation_id: str, kind: str, key: str) -> None:
         """Delete the view's `view_failures` row (a refresh of it succeeded)."""
+        ...
+
+    def database_now(self) -> float:
+        """The database's clock in unix seconds: what a view's lease expires by and its
+        failure backoff is timed by, alike for every host sharing the log (a host's own
+        clock may be minutes off; SQLite's database is on this host anyway)."""
         ...
 
     def views_held_back(self, now: float) -> list[tuple[str, str, str]]:
