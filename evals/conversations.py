@@ -46,6 +46,18 @@ listed (a file whose every line is bad is refused with them named). So an import
 A UTF-8 byte order mark that starts the file is ignored (as RFC 8259 allows). JSONL
 lines end at "\n" only (a "\r" before it is dropped): U+2028, U+2029, U+0085 and
 the other characters `str.splitlines` breaks at are text inside a JSON string.
+
+**Memory.** No reader holds the file's text: JSONL is read a line at a time and a JSON
+list an item at a time (`_json_items`). `read_conversations` keeps every message (tune,
+the evals and the benchmarks replay them); an import does not: `open_conversations`
+checks the whole file in a first reading that keeps per conversation only counts and a
+`BODY_DIGEST_BYTES` digest of each message, and `import_dataset` reads it again
+(`FileData.rows`), appending chunk by chunk, with at most `MAX_PENDING_CHUNKS` chunks'
+worth of messages waiting; what is stored is compared with the file by digest, a page of
+`STORED_PAGE_MESSAGES` at a time. A pipe or stream, which has one reading, is copied to a
+temporary file first (the data dir's when there is one), removed afterwards. A message
+read back unlike the one checked (the file changed in between) stops the import with a
+DataFileError; chunks appended before it stay, as after a killed import.
 """
 
 from __future__ import annotations
@@ -53,10 +65,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
+import re
+import shutil
+import stat
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, BinaryIO, Literal, NoReturn, TextIO
 
 from tiermem.config import MAX_ID_CHARS_LIMIT, Config
 from tiermem.evals.locomo import (
@@ -65,7 +83,7 @@ from tiermem.evals.locomo import (
     Sample,
     conversation_ids,
     load_samples,
-    samples_of,
+    parse_sample,
     session_times,
     turn_message,
 )
@@ -82,6 +100,18 @@ FIX_HINT = "fix them"
 ALL_BAD_HINT = "no good line is left to import: fix them"  # skipping bad lines skipped them all
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
 IMPORT_KEY_PREFIX = "tiermem-import"  # of the idempotency keys an import appends its chunks under
+# all an import keeps of a message between its two readings of the file: a digest this long
+# (blake2b; 16 bytes a message, against the hundreds of its line)
+BODY_DIGEST_BYTES = 16
+JSON_READ_CHARS = 1 << 20  # a JSON list is parsed item by item from blocks of this many characters
+SPOOL_BLOCK_BYTES = 1 << 20  # a pipe is copied to its temporary file this many bytes at a time
+SPOOL_PREFIX = "tiermem-import-"  # of that temporary file's name
+# an import's partial chunks of interleaved conversations wait at most this many chunks'
+# worth of messages (batch x this), then are all appended: memory stays bounded however
+# many conversations a file interleaves
+MAX_PENDING_CHUNKS = 4
+STORED_PAGE_MESSAGES = 1000  # an import compares what is stored with its file a page this long at a time
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # RFC 8259's whitespace, all json skips
 
 
 @dataclass
@@ -139,6 +169,22 @@ class Dataset:
     @property
     def n_probes(self) -> int:
         return sum(len(c.probes) for c in self.conversations)
+
+    def counts(self) -> list[ConversationCount]:
+        """Each conversation's counts and digests, as `open_conversations` keeps them."""
+        out = []
+        for c in self.conversations:
+            count = ConversationCount(c.conversation_id, n_probes=len(c.probes))
+            for m in c.messages:
+                count.add(m)
+            out.append(count)
+        return out
+
+    def rows(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(conversation id, message) of every message, a conversation after another."""
+        for c in self.conversations:
+            for m in c.messages:
+                yield c.conversation_id, m
 
 
 def _created_at(value: Any) -> float:
@@ -230,13 +276,19 @@ def _check_control(msg: dict[str, Any], position: int, field: str) -> None:
                               f"(this row would be written at position {position})")
 
 
-def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], default_conv: str | None) -> None:
-    """Parse one object of the conversations format into `convs`; all or nothing."""
+# (conversation id, its messages each with its message_id, its probes): one good object
+Item = tuple[str, list[tuple[dict[str, Any], str | None]], list[Probe]]
+
+
+def _parse_item(obj: Any, positions: dict[str, int], limits: dict[str, int], default_conv: str | None) -> Item:
+    """One object of the conversations format, all or nothing. `positions`: each
+    conversation's next position (the messages of the good objects before this one)."""
     if not isinstance(obj, dict):
         raise ValidationError("line", f"must be a JSON object, got {type(obj).__name__}")
     cid = _conv_id(obj, default_conv, limits["max_id_chars"])
-    new = ConversationData(cid)
-    start = len(convs[cid].messages) if cid in convs else 0  # the next message's position
+    start = positions.get(cid, 0)  # the next message's position
+    messages: list[tuple[dict[str, Any], str | None]] = []
+    probes: list[Probe] = []
     if "messages" in obj or "probes" in obj:
         extra = set(obj) - {"conversation_id", "messages", "probes"}
         if extra:
@@ -252,23 +304,18 @@ def _add(obj: Any, convs: dict[str, ConversationData], limits: dict[str, int], d
             except ValidationError as exc:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
             _check_control(msg, start + i, f"messages[{i}].position")
-            new.messages.append(msg)
-            new.message_ids.append(mid)
-        probes = obj.get("probes", [])
-        if not isinstance(probes, list):
+            messages.append((msg, mid))
+        raw_probes = obj.get("probes", [])
+        if not isinstance(raw_probes, list):
             raise ValidationError("probes", "must be a list")
-        new.probes = [_probe(p) for p in probes]
+        probes = [_probe(p) for p in raw_probes]
     elif "probe" in obj:
-        new.probes = [_probe(obj["probe"])]
+        probes = [_probe(obj["probe"])]
     else:
         msg, mid = _message(obj, limits)
         _check_control(msg, start, "position")
-        new.messages.append(msg)
-        new.message_ids.append(mid)
-    have = convs.setdefault(cid, ConversationData(cid))
-    have.messages += new.messages
-    have.message_ids += new.message_ids
-    have.probes += new.probes
+        messages.append((msg, mid))
+    return cid, messages, probes
 
 
 def locomo_ids(sample_ids: list[str], max_chars: int) -> list[str]:
@@ -308,41 +355,12 @@ def _sample_turns(number: int, s: Sample, limits: dict[str, int],
             yield turn.dia_id, msg
 
 
-def _samples(path: Path, doc: Any = None) -> list[Sample]:
-    """The file's samples: read from `path`, or from `doc` when its JSON is read already."""
+def _samples(path: Path) -> list[Sample]:
+    """The samples of the LoCoMo file at `path`, all at once (`tiermem eval`'s reader)."""
     try:
-        return load_samples(path) if doc is None else samples_of(doc, path)
+        return load_samples(path)
     except LocomoError as exc:
         raise DataFileError(str(path), str(exc)) from None
-
-
-def _read_locomo(path: Path, doc: Any, limits: dict[str, int], strict: bool, hint: str) -> Dataset:
-    """A LoCoMo file (`doc`: its JSON, read once), every turn checked as `append` would
-    check it; a bad turn is named by its sample (number in the list and id) and `dia_id`,
-    and refuses the file (`strict`) or is left out."""
-    samples = _samples(path, doc)
-    convs: list[ConversationData] = []
-    bad: list[BadLine] = []
-    skipped = 0
-    # unique within the file: two samples under one id would be replayed as one conversation
-    ids = locomo_ids([s.sample_id for s in samples], limits["max_id_chars"])
-    for number, (s, cid) in enumerate(zip(samples, ids, strict=True), start=1):
-        c = ConversationData(cid)
-        for dia_id, msg in _sample_turns(number, s, limits, bad):
-            c.messages.append(msg)
-            c.message_ids.append(dia_id or None)
-        for qa in s.qa:
-            ev: list[str | int] = []
-            for e in qa.evidence:
-                if DIA_ID.match(e.strip()):
-                    ev.append(e.strip())
-                else:
-                    skipped += 1
-            c.probes.append(Probe(qa.question, ev, qa.answer, qa.category))
-        convs.append(c)
-    if bad and strict:
-        _refuse(path, bad, "turn", "sample #", hint)
-    return Dataset(path, "locomo", convs, bad, skipped_evidence=skipped)
 
 
 def checked_samples(path: Path, config: Config) -> list[Sample]:
@@ -369,24 +387,265 @@ def _refuse(path: Path, bad: list[BadLine], what: str, where: str, hint: str) ->
     raise DataFileError(str(path), f"{len(bad)} bad {what}(s), nothing imported ({shown}{more}); {hint}")
 
 
-def _is_locomo(doc: Any) -> bool:
+def body_digest(body: dict[str, Any]) -> bytes:
+    """A message body's digest (its canonical JSON), which is all an import keeps of a
+    message between reading the file and writing it: what is stored is compared by it."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=BODY_DIGEST_BYTES).digest()
+
+
+def _body(msg: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in msg.items() if k not in ENVELOPE_FIELDS}
+
+
+@dataclass
+class ConversationCount:
+    """What an import keeps of a conversation between its two readings of the file."""
+    conversation_id: str
+    n_messages: int = 0
+    n_probes: int = 0
+    digests: bytearray = field(default_factory=bytearray)  # body_digest of each message, in order
+
+    def add(self, msg: dict[str, Any]) -> None:
+        self.n_messages += 1
+        self.digests += body_digest(_body(msg))
+
+    def digest(self, index: int) -> bytes:
+        return bytes(self.digests[index * BODY_DIGEST_BYTES:(index + 1) * BODY_DIGEST_BYTES])
+
+
+# --- reading a file: each pass opens it anew, and holds a line (a JSON list: an item) at a time
+
+
+def _text(path: Path) -> TextIO:
+    # utf-8-sig: a byte order mark a Windows tool put first is no part of the text (RFC 8259
+    # lets a reader ignore it); one inside a JSON string stays text. newline="\n": lines end
+    # at "\n" only, untranslated (a lone "\r" is no line end)
+    return path.open(encoding="utf-8-sig", newline="\n")
+
+
+@contextmanager
+def _decoding(name: str) -> Iterator[None]:
+    """A file that is not UTF-8 (found wherever a pass meets it) refuses the file."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise DataFileError(name, f"cannot be read as UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise DataFileError(name, f"cannot be read: {exc}") from None
+
+
+def _is_json_list(path: Path, name: str) -> bool:
+    """Whether the text starts with '[' (after whitespace): a JSON list, else JSONL."""
+    with _decoding(name), _text(path) as fh:
+        while block := fh.read(JSON_READ_CHARS):
+            rest = block.lstrip()
+            if rest:
+                return rest.startswith("[")
+    return False
+
+
+def _jsonl_objects(path: Path, name: str) -> Iterator[tuple[int, Any]]:
+    """(1-based line number, parsed object or the BadLine of a line that is not JSON) of
+    each non-blank line. Lines end at "\n" only, not where `str.splitlines` would also
+    break (U+2028, U+2029, U+0085, \x0b, \x0c, \x1c-\x1e): those are text inside a JSON
+    string, as `tiermem export` writes it. A "\r" before the "\n" (a CRLF file) is dropped."""
+    with _decoding(name), _text(path) as fh:
+        for n, raw in enumerate(fh, start=1):
+            line = raw.removesuffix("\n").removesuffix("\r")
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield n, BadLine(n, f"not valid JSON ({exc.msg})")
+            except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
+                yield n, BadLine(n, f"not valid JSON ({type(exc).__name__}: {str(exc)[:200]})")
+
+
+def _json_items(path: Path, name: str) -> Iterator[tuple[int, Any]]:
+    """(1-based number, item) of each item of the JSON list the file holds, parsed one at a
+    time from blocks of the text: the list is never held whole. JSON that is not valid
+    refuses the file (DataFileError), as a whole-file parse would."""
+    decoder = json.JSONDecoder()
+    buf, pos, eof = "", 0, False
+
+    def fill() -> None:
+        # read at least as much as is held: an item longer than a block is parsed again
+        # after each read, so the reads grow and parsing it stays linear in its length
+        nonlocal buf, pos, eof
+        block = fh.read(max(JSON_READ_CHARS, len(buf) - pos))
+        eof = not block
+        buf, pos = buf[pos:] + block, 0
+
+    def next_char() -> str | None:
+        nonlocal pos
+        while True:
+            pos = _JSON_SPACE.match(buf, pos).end()  # type: ignore[union-attr]  # matches ""
+            if pos < len(buf):
+                return buf[pos]
+            if eof:
+                return None
+            fill()
+
+    def invalid(problem: str) -> NoReturn:
+        raise DataFileError(name, f"is not valid JSON: {problem}")
+
+    with _decoding(name), _text(path) as fh:
+        if next_char() != "[":
+            invalid("it does not start with '['")
+        pos += 1
+        n = 0
+        if next_char() == "]":
+            pos += 1
+        else:
+            while True:
+                if next_char() is None:  # raw_decode takes no leading whitespace
+                    invalid(f"the list ends inside, after item {n}")
+                while True:
+                    try:
+                        obj, end = decoder.raw_decode(buf, pos)
+                    except json.JSONDecodeError as exc:
+                        if eof:
+                            invalid(f"item {n + 1}: {exc.msg}")
+                        fill()
+                        continue
+                    except (ValueError, RecursionError) as exc:  # 4,300 digits, deep nesting
+                        invalid(f"item {n + 1}: {type(exc).__name__}: {str(exc)[:200]}")
+                    if end == len(buf) and not eof:  # a number may go on in the next block
+                        fill()
+                        continue
+                    break
+                n += 1
+                pos = end
+                yield n, obj
+                sep = next_char()
+                if sep == "]":
+                    pos += 1
+                    break
+                if sep != ",":
+                    invalid(f"expected ',' or ']' after item {n}")
+                pos += 1
+        if next_char() is not None:
+            invalid(f"extra data after the list's {n} item(s)")
+
+
+def _objects(path: Path, name: str, as_list: bool) -> Iterator[tuple[int, Any]]:
+    return _json_items(path, name) if as_list else _jsonl_objects(path, name)
+
+
+def _is_locomo(path: Path, name: str) -> bool:
     # one sample with a `conversation` field makes the list LoCoMo (no object of the
     # conversations format has that field): a malformed sample among good ones is then
     # named by the LoCoMo reader, not every sample refused for lacking a conversation_id
-    return isinstance(doc, list) and any(isinstance(s, dict) and "conversation" in s for s in doc)
+    return any(isinstance(s, dict) and "conversation" in s for _n, s in _json_items(path, name))
 
 
-def _jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(1-based number, line) of a JSONL text. Lines end at "\n" only, not where
-    `str.splitlines` would also break (U+2028, U+2029, U+0085, \x0b, \x0c, \x1c-\x1e):
-    those are text inside a JSON string, as `tiermem export` writes it. A "\r" before the
-    "\n" (a CRLF file) is dropped."""
-    for n, line in enumerate(text.split("\n"), start=1):
-        yield n, line.removesuffix("\r")
+def _conversation_items(path: Path, name: str, as_list: bool, limits: dict[str, int],
+                        default_conv: str | None, bad: list[BadLine]) -> Iterator[Item]:
+    """Each good object of a conversations-format file, in file order; each bad one (a
+    line or item) goes to `bad`, and adds nothing (so positions count good objects only)."""
+    positions: dict[str, int] = {}
+    for n, obj in _objects(path, name, as_list):
+        if isinstance(obj, BadLine):
+            bad.append(obj)
+            continue
+        try:
+            item = _parse_item(obj, positions, limits, default_conv)
+        except ValidationError as exc:
+            bad.append(BadLine(n, str(exc)))
+            continue
+        positions[item[0]] = positions.get(item[0], 0) + len(item[1])
+        yield item
+
+
+def _locomo_items(path: Path, name: str, limits: dict[str, int],
+                  bad: list[BadLine]) -> Iterator[tuple[Sample, list[tuple[str, dict[str, Any]]]]]:
+    """Each sample of a LoCoMo file with its good turns ((dia_id, message), log order);
+    each bad turn goes to `bad`. A malformed sample refuses the file."""
+    for number, raw in _json_items(path, name):
+        try:
+            s = parse_sample(raw, number - 1)
+        except LocomoError as exc:
+            raise DataFileError(name, str(exc)) from None
+        yield s, list(_sample_turns(number, s, limits, bad))
+
+
+def _locomo_probes(s: Sample) -> tuple[list[Probe], int]:
+    """A sample's qa as probes (evidence: the well-formed dia_ids), and how many evidence
+    ids were dropped as malformed."""
+    probes: list[Probe] = []
+    skipped = 0
+    for qa in s.qa:
+        ev: list[str | int] = []
+        for e in qa.evidence:
+            if DIA_ID.match(e.strip()):
+                ev.append(e.strip())
+            else:
+                skipped += 1
+        probes.append(Probe(qa.question, ev, qa.answer, qa.category))
+    return probes, skipped
+
+
+def _judge(name: str, fmt: Format, bad: list[BadLine], any_conversation: bool, strict: bool, hint: str) -> None:
+    """Refuse a file after its reading: bad lines (strict), nothing good left, nothing at all."""
+    bad.sort(key=lambda b: b.line)
+    what, where = ("turn", "sample #") if fmt == "locomo" else ("line", "line ")
+    if bad and strict:
+        _refuse(Path(name), bad, what, where, hint)
+    if fmt == "locomo":
+        return
+    if not any_conversation and bad:  # skipping every line left nothing: say why, not just that
+        _refuse(Path(name), bad, "line", "line ", ALL_BAD_HINT)
+    if not any_conversation:
+        raise DataFileError(name, "holds no conversation")
+
+
+@contextmanager
+def _readable(source: Path | BinaryIO, name: str, spool_dir: Path | None) -> Iterator[Path]:
+    """A path that can be read more than once: a regular file's own, else (a pipe,
+    `/dev/stdin`, a stream) a temporary copy of what it gives, removed afterwards."""
+    if isinstance(source, Path):
+        if source.is_dir():
+            raise DataFileError(name, "is a directory, not a file")
+        try:
+            regular = stat.S_ISREG(source.stat().st_mode)
+        except FileNotFoundError:
+            raise DataFileError(name, "no such file") from None
+        except OSError as exc:
+            raise DataFileError(name, f"cannot be read: {exc}") from None
+        if regular:
+            yield source
+            return
+    fd, spool = _spool_file(spool_dir)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                if isinstance(source, Path):
+                    with source.open("rb") as src:
+                        shutil.copyfileobj(src, out, SPOOL_BLOCK_BYTES)
+                else:
+                    shutil.copyfileobj(source, out, SPOOL_BLOCK_BYTES)
+            except OSError as exc:
+                if exc.filename == spool:  # the spool's disk (full, read-only): say where
+                    raise DataFileError(name, f"cannot be copied to {spool} to be read twice: {exc}") from None
+                raise DataFileError(name, f"cannot be read: {exc}") from None
+        yield Path(spool)
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(spool)
+
+
+def _spool_file(spool_dir: Path | None) -> tuple[int, str]:
+    """A new private temporary file in `spool_dir`, else in the system's temporary directory."""
+    if spool_dir is not None:
+        with suppress(OSError):  # a read-only or missing data dir: the system's then
+            return tempfile.mkstemp(dir=spool_dir, prefix=SPOOL_PREFIX, suffix=".jsonl")
+    return tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".jsonl")
 
 
 def read_conversations(
-    path: Path,
+    path: Path | BinaryIO,
     *,
     max_content_bytes: int,
     max_metadata_bytes: int,
@@ -394,66 +653,134 @@ def read_conversations(
     strict: bool = True,
     conversation_id: str | None = None,
     hint: str = SKIP_BAD_HINT,
+    name: str | None = None,
 ) -> Dataset:
-    """Read a conversations-format file (JSONL or JSON) or a LoCoMo file, once: `path` may
-    be a pipe (`/dev/stdin`). `conversation_id` is the id of lines that give none. Raises DataFileError naming the file and line,
-    ending with `hint` (what the caller's user can do). `max_id_chars`: the Config's
-    (every reader of a user's file passes it, so that a file `tiermem import` refuses is
-    refused by all of them; the default is the largest any Config allows)."""
-    path = Path(path)
-    if path.is_dir():
-        raise DataFileError(str(path), "is a directory, not a file")
-    try:
-        # utf-8-sig: a byte order mark a Windows tool put first is no part of the text
-        # (RFC 8259 lets a reader ignore it); one inside a JSON string stays text. Read
-        # once, whatever the path is: a pipe (`/dev/stdin`, `<(zcat f.jsonl.gz)`) has no
-        # second reading
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DataFileError(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataFileError(str(path), f"cannot be read as UTF-8 text: {exc}") from None
+    """Read a conversations-format file (JSONL or JSON) or a LoCoMo file, every message in
+    memory (`tune`, the evals and the benchmarks replay them; an import streams:
+    `open_conversations`). `path` may be a pipe (`/dev/stdin`) or a binary stream (`name`
+    names it). `conversation_id` is the id of lines that give none. Raises DataFileError
+    naming the file and line, ending with `hint` (what the caller's user can do).
+    `max_id_chars`: the Config's (every reader of a user's file passes it, so that a file
+    `tiermem import` refuses is refused by all of them; the default is the largest any
+    Config allows)."""
+    shown = name or str(path)
     limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes,
               "max_id_chars": max_id_chars}
-    stripped = text.lstrip()
-    doc: Any = None
-    if stripped.startswith("["):
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
-            raise DataFileError(str(path), f"is not valid JSON: {exc}") from None
-        if _is_locomo(doc):
-            return _read_locomo(path, doc, limits, strict, hint)
-        if not isinstance(doc, list):  # pragma: no cover - starts with '['
-            raise DataFileError(str(path), "is not a JSON list")
-        objects: list[tuple[int, Any]] = list(enumerate(doc, start=1))
-    else:
-        objects = []
-        bad_json: list[BadLine] = []
-        for n, line in _jsonl_lines(text):
-            if not line.strip():
-                continue
-            try:
-                objects.append((n, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                bad_json.append(BadLine(n, f"not valid JSON ({exc.msg})"))
-            except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits, deep nesting
-                bad_json.append(BadLine(n, f"not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"))
-    convs: dict[str, ConversationData] = {}
-    bad = [] if stripped.startswith("[") else bad_json
-    for n, obj in objects:
-        try:
-            _add(obj, convs, limits, conversation_id)
-        except ValidationError as exc:
-            bad.append(BadLine(n, str(exc)))
-    bad.sort(key=lambda b: b.line)
-    if bad and strict:
-        _refuse(path, bad, "line", "line ", hint)
-    if not convs and bad:  # skipping every line left nothing: say why, not just that
-        _refuse(path, bad, "line", "line ", ALL_BAD_HINT)
-    if not convs:
-        raise DataFileError(str(path), "holds no conversation")
-    return Dataset(path, "conversations", list(convs.values()), bad)
+    with _readable(Path(path) if isinstance(path, str) else path, shown, None) as src:
+        as_list = _is_json_list(src, shown)
+        bad: list[BadLine] = []
+        if as_list and _is_locomo(src, shown):
+            samples = list(_locomo_items(src, shown, limits, bad))
+            _judge(shown, "locomo", bad, True, strict, hint)
+            ids = locomo_ids([s.sample_id for s, _turns in samples], max_id_chars)
+            out: list[ConversationData] = []
+            skipped = 0
+            for (s, turns), cid in zip(samples, ids, strict=True):
+                probes, dropped = _locomo_probes(s)
+                skipped += dropped
+                out.append(ConversationData(cid, [m for _d, m in turns], [d or None for d, _m in turns], probes))
+            return Dataset(Path(shown), "locomo", out, bad, skipped_evidence=skipped)
+        convs: dict[str, ConversationData] = {}
+        for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad):
+            have = convs.setdefault(cid, ConversationData(cid))
+            have.messages += [m for m, _mid in messages]
+            have.message_ids += [mid for _m, mid in messages]
+            have.probes += probes
+        _judge(shown, "conversations", bad, bool(convs), strict, hint)
+        return Dataset(Path(shown), "conversations", list(convs.values()), bad)
+
+
+@dataclass
+class FileData:
+    """A file `open_conversations` validated, read again by `rows()` to be written: what
+    is held of it are the counts and digests of its conversations (`ConversationCount`)
+    and its bad lines, never its messages."""
+    path: Path  # the file's name, as errors and reports give it
+    format: Format
+    conversations: list[ConversationCount]
+    bad: list[BadLine]
+    skipped_evidence: int
+    source: Path  # what is read: the file, or the spool of a pipe
+    limits: dict[str, int]
+    conversation_id: str | None  # the id of lines that give none
+
+    @property
+    def n_messages(self) -> int:
+        return sum(c.n_messages for c in self.conversations)
+
+    @property
+    def n_probes(self) -> int:
+        return sum(c.n_probes for c in self.conversations)
+
+    def counts(self) -> list[ConversationCount]:
+        return self.conversations
+
+    def rows(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(conversation id, message) of every good message, in file order, read again."""
+        name = str(self.path)
+        scratch: list[BadLine] = []  # the bad lines again: known already
+        if self.format == "locomo":
+            for c, (_s, turns) in zip(self.conversations, _locomo_items(self.source, name, self.limits, scratch),
+                                      strict=False):
+                for _dia_id, msg in turns:
+                    yield c.conversation_id, msg
+            return
+        as_list = _is_json_list(self.source, name)
+        for cid, messages, _probes in _conversation_items(self.source, name, as_list, self.limits,
+                                                          self.conversation_id, scratch):
+            for msg, _mid in messages:
+                yield cid, msg
+
+
+@contextmanager
+def open_conversations(
+    path: Path | BinaryIO,
+    *,
+    max_content_bytes: int,
+    max_metadata_bytes: int,
+    max_id_chars: int = MAX_ID_CHARS_LIMIT,
+    strict: bool = True,
+    conversation_id: str | None = None,
+    hint: str = SKIP_BAD_HINT,
+    name: str | None = None,
+    spool_dir: Path | None = None,
+) -> Iterator[FileData]:
+    """A file for an import, checked as `read_conversations` checks it (the same errors)
+    in a first pass that keeps only counts and digests, then read again, a line at a time,
+    by `FileData.rows()`: the import holds a chunk of messages, not the file. A pipe or
+    stream (`tiermem import -`) is copied to a temporary file in `spool_dir` (else the
+    system's) first, as it cannot be read twice, and the copy removed on leaving."""
+    shown = name or str(path)
+    limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes,
+              "max_id_chars": max_id_chars}
+    with _readable(Path(path) if isinstance(path, str) else path, shown, spool_dir) as src:
+        as_list = _is_json_list(src, shown)
+        bad: list[BadLine] = []
+        if as_list and _is_locomo(src, shown):
+            sample_ids: list[str] = []
+            counts: list[ConversationCount] = []
+            skipped = 0
+            for s, turns in _locomo_items(src, shown, limits, bad):
+                sample_ids.append(s.sample_id)
+                probes, dropped = _locomo_probes(s)
+                skipped += dropped
+                c = ConversationCount("", n_probes=len(probes))
+                for _dia_id, msg in turns:
+                    c.add(msg)
+                counts.append(c)
+            _judge(shown, "locomo", bad, True, strict, hint)
+            for c, cid in zip(counts, locomo_ids(sample_ids, max_id_chars), strict=True):
+                c.conversation_id = cid
+            yield FileData(Path(shown), "locomo", counts, bad, skipped, src, limits, None)
+            return
+        convs: dict[str, ConversationCount] = {}
+        for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad):
+            c = convs.setdefault(cid, ConversationCount(cid))
+            for msg, _mid in messages:
+                c.add(msg)
+            c.n_probes += len(probes)
+        _judge(shown, "conversations", bad, bool(convs), strict, hint)
+        yield FileData(Path(shown), "conversations", list(convs.values()), bad, 0, src, limits, conversation_id)
 
 
 @dataclass
@@ -470,24 +797,29 @@ class ImportReport:
                 "bad_lines": [{"line": b.line, "problem": b.problem} for b in self.bad_lines]}
 
 
-def _body(msg: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in msg.items() if k not in ENVELOPE_FIELDS}
-
-
-def stored_prefix(memory: Any, conv: ConversationData, namespace: str) -> int:
+def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> int:
     """How many of `conv`'s messages the data dir already holds, in order (0 when the
     conversation is new; all of them when the stored conversation went on past the file).
-    ImportConflict when a stored message differs from the file's at the same position."""
+    ImportConflict when a stored message differs from the file's at the same position
+    (compared by `body_digest`)."""
     from tiermem.tiers.errors import ImportConflict
 
     if memory.cold.key_of(namespace, conv.conversation_id) is None:
         return 0
-    stored = memory.history(conv.conversation_id, namespace=namespace)
-    for i, m in enumerate(stored[: len(conv.messages)]):
-        if m.body != _body(conv.messages[i]):
-            raise ImportConflict(conv.conversation_id, m.position)
+    # a page at a time: a long stored conversation is not held whole either
+    i = 0
+    after: int | None = None
+    while i < conv.n_messages:
+        page, after = memory.history_page(conv.conversation_id, namespace=namespace, after=after,
+                                          limit=STORED_PAGE_MESSAGES)
+        for m in page[: conv.n_messages - i]:
+            if body_digest(m.body) != conv.digest(i):
+                raise ImportConflict(conv.conversation_id, m.position)
+            i += 1
+        if after is None:
+            break
     # a conversation that went on after the import: the file is a prefix of it, all present
-    return min(len(stored), len(conv.messages))
+    return i
 
 
 def chunk_key(position: int, chunk: list[dict[str, Any]]) -> str:
@@ -498,39 +830,82 @@ def chunk_key(position: int, chunk: list[dict[str, Any]]) -> str:
     return f"{IMPORT_KEY_PREFIX}:{position}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
 
 
-def import_dataset(memory: Any, data: Dataset, *, namespace: str, batch: int = 1000,
+Source = Dataset | FileData  # what an import writes from
+
+
+def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 1000,
                    progress: Any = None, finished: Any = None) -> ImportReport:
-    """Append every conversation of `data` in `namespace`. Idempotent: messages the data
-    dir already holds (the same bodies, in order) are skipped, so a re-import appends
-    nothing and an import of a longer file appends only the new tail. Two imports of the
-    same file at once write it once: both may find a conversation without what the file
-    adds (each checks before writing), so each chunk is appended under `chunk_key`, and
-    the second writer of a chunk writes nothing (counted as already present).
-    `finished(n, name)` is called after each conversation with the messages it appended
-    and its name (tiermem/ingest.py)."""
+    """Append every conversation of `data` in `namespace`, from `data.rows()` in file order,
+    each conversation in chunks of `batch` (at most `MAX_PENDING_CHUNKS` chunks' worth of
+    messages wait at once: past it, every conversation's partial chunk is appended).
+    Idempotent: messages the data dir already holds (the same bodies, in order) are
+    skipped, so a re-import appends nothing and an import of a longer file appends only
+    the new tail; every conversation is checked before any is written, so a conflict
+    writes nothing. Two imports of the same file at once write it once: both may find a
+    conversation without what the file adds (each checks before writing), so each chunk is
+    appended under `chunk_key`, and the second writer of a chunk writes nothing (counted
+    as already present). A message read back unlike the one checked (the file changed
+    between the two readings) stops the import with a DataFileError.
+    `finished(n, name)` is called once a conversation is all written, with the messages it
+    appended and its name (tiermem/ingest.py)."""
     report = ImportReport(bad_lines=list(data.bad))
+    counts = data.counts()
     # check every conversation before writing any, so a conflict writes nothing
-    starts = [stored_prefix(memory, c, namespace) for c in data.conversations]
-    for conv, start in zip(data.conversations, starts, strict=True):
+    starts = {c.conversation_id: stored_prefix(memory, c, namespace) for c in counts}
+    by_id = {c.conversation_id: c for c in counts}
+    for c in counts:
         report.conversations += 1
-        report.probes += len(conv.probes)
-        report.already_present += start
+        report.probes += c.n_probes
+        report.already_present += starts[c.conversation_id]
         if progress is not None:
-            progress(start)
-        appended = 0
-        for i in range(start, len(conv.messages), batch):
-            chunk = conv.messages[i:i + batch]
-            outcome = memory.append_outcome(conv.conversation_id, chunk, namespace=namespace,
-                                            idempotency_key=chunk_key(i, chunk))
-            if outcome.replayed:  # another import wrote this chunk since the check above
-                report.already_present += len(chunk)
-            else:
-                appended += len(chunk)
-            if progress is not None:
-                progress(len(chunk))
-        report.appended += appended
-        if finished is not None:
-            finished(appended, conv.conversation_id)
+            progress(starts[c.conversation_id])
+    read: dict[str, int] = dict.fromkeys(by_id, 0)  # messages of each conversation read back
+    waiting: dict[str, list[dict[str, Any]]] = {}  # each conversation's partial chunk
+    appended: dict[str, int] = dict.fromkeys(by_id, 0)
+    held = 0  # messages in `waiting`
+
+    def flush(cid: str) -> None:
+        nonlocal held
+        chunk = waiting.pop(cid, [])
+        if not chunk:
+            return
+        held -= len(chunk)
+        first = read[cid] - len(chunk)
+        outcome = memory.append_outcome(cid, chunk, namespace=namespace, idempotency_key=chunk_key(first, chunk))
+        if outcome.replayed:  # another import wrote this chunk since the check above
+            report.already_present += len(chunk)
+        else:
+            appended[cid] += len(chunk)
+        if progress is not None:
+            progress(len(chunk))
+
+    def changed(problem: str) -> NoReturn:
+        raise DataFileError(str(data.path), f"changed while it was imported ({problem}); import it again")
+
+    for cid, msg in data.rows():
+        conv = by_id.get(cid)
+        if conv is None or read[cid] >= conv.n_messages:
+            changed(f"conversation {cid!r} has more messages than when it was checked")
+        if body_digest(_body(msg)) != conv.digest(read[cid]):
+            changed(f"message {read[cid]} of conversation {cid!r} is not the one checked")
+        read[cid] += 1
+        if read[cid] <= starts[cid]:
+            continue  # stored already
+        waiting.setdefault(cid, []).append(msg)
+        held += 1
+        if len(waiting[cid]) >= batch or read[cid] == conv.n_messages:
+            flush(cid)
+            if read[cid] == conv.n_messages and finished is not None:
+                finished(appended[cid], cid)
+        elif held >= batch * MAX_PENDING_CHUNKS:  # many conversations interleaved: bound what waits
+            for other in list(waiting):
+                flush(other)
+    for c in counts:
+        if read[c.conversation_id] != c.n_messages:
+            changed(f"conversation {c.conversation_id!r} has fewer messages than when it was checked")
+        if c.n_messages == starts[c.conversation_id] and finished is not None:
+            finished(0, c.conversation_id)  # all stored already: nothing was appended to call it
+    report.appended = sum(appended.values())
     return report
 
 

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 CONTENT_PREVIEW_CHARS = 100
 MIN_DEMO_BUDGET_TOKENS = 50
 MAX_WATCH_INTERVAL_S = 7 * 86_400.0  # `consolidate --watch --interval`: a week at most
+STDIN_NAME = "<stdin>"  # what errors and reports call `tiermem import -`'s input
 # the status a shell shows for a process killed by SIGPIPE (`git log | head`): what a
 # command whose stdout's reader went away exits with, saying nothing
 SIGPIPE_EXIT = 128 + signal.SIGPIPE
@@ -1253,7 +1254,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 
 
 @cli.command("import")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @click.option("--conversation", type=TEXT, default=None, help="Conversation id for lines that give none.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
 @click.option("--index", "and_index", is_flag=True,
@@ -1262,28 +1263,37 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 @pass_state
 def import_command(state: CliState, file: Path, conversation: str | None, skip_bad: bool, and_index: bool,
                    as_json: bool) -> None:
-    """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing."""
+    """Import conversations (OpenAI messages as JSONL/JSON, or LoCoMo); re-imports add nothing.
+
+    FILE is a path, a pipe (`<(zcat f.jsonl.gz)`, /dev/stdin) or `-` for standard input
+    (`zcat f.jsonl.gz | tiermem import -`; a file named `-` is `./-`). The file is read
+    twice, checked whole before anything is written; a pipe is first copied to a temporary
+    file (in the data dir when it exists), removed afterwards.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tiermem.evals.conversations import import_dataset, read_conversations
+    from tiermem.evals.conversations import import_dataset, open_conversations
 
     cfg = state.config()
-    data = read_conversations(file, max_content_bytes=cfg.max_content_bytes,
-                              max_metadata_bytes=cfg.max_metadata_bytes, max_id_chars=cfg.max_id_chars,
-                              strict=not skip_bad, conversation_id=conversation)
-    mem = state.memory(hot=False, config=cfg)  # the hot tier catches up with the log on its next read
-    with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=_console(stderr=True), transient=True, disable=as_json) as bar:
-        task = bar.add_task("import", total=data.n_messages)
-        if and_index:  # the catch-up runs beside the writes (tiermem/ingest.py)
-            from tiermem.ingest import import_and_index
-            from tiermem.memory import load_in_background
+    stdin = str(file) == "-"
+    with open_conversations(sys.stdin.buffer if stdin else file, name=STDIN_NAME if stdin else None,
+                            spool_dir=cfg.data_dir if cfg.data_dir.is_dir() else None,
+                            max_content_bytes=cfg.max_content_bytes, max_metadata_bytes=cfg.max_metadata_bytes,
+                            max_id_chars=cfg.max_id_chars, strict=not skip_bad, conversation_id=conversation) as data:
+        mem = state.memory(hot=False, config=cfg)  # the hot tier catches up with the log on its next read
+        with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=_console(stderr=True), transient=True, disable=as_json) as bar:
+            task = bar.add_task("import", total=data.n_messages)
+            if and_index:  # the catch-up runs beside the writes (tiermem/ingest.py)
+                from tiermem.ingest import import_and_index
+                from tiermem.memory import load_in_background
 
-            load_in_background(mem.embedder)  # the model loads while the first chunk is written
-            report, embedded = import_and_index(mem, data, namespace=state.namespace,
-                                                progress=lambda n: bar.advance(task, n))
-        else:
-            report = import_dataset(mem, data, namespace=state.namespace, progress=lambda n: bar.advance(task, n))
+                load_in_background(mem.embedder)  # the model loads while the first chunk is written
+                report, embedded = import_and_index(mem, data, namespace=state.namespace,
+                                                    progress=lambda n: bar.advance(task, n))
+            else:
+                report = import_dataset(mem, data, namespace=state.namespace,
+                                        progress=lambda n: bar.advance(task, n))
     extra = {"embedded": embedded, "pending": mem.cold.pending_embeddings()} if and_index else {}
     if as_json:
         _emit_json({"format": data.format, **report.to_json(), **extra})
@@ -1292,7 +1302,7 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
                f"({data.format}); {report.already_present} already present; {report.probes} probe(s)"
                + (f"; embedded {extra['embedded']} turn(s), {extra['pending']} pending" if and_index else ""))
     for b in report.bad_lines:
-        click.echo(f"skipped {file}:{b.line}: {b.problem}", err=True)
+        click.echo(f"skipped {data.path}:{b.line}: {b.problem}", err=True)
 
 
 # Characters JSON leaves raw with ensure_ascii=False that line-based readers (Python's

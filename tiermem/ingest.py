@@ -33,6 +33,12 @@ Invariants:
   catch-up error is raised after the import finished (the writes are kept, the turns
   pending).
 - A store without `read_gate` (PostgreSQL) runs the two steps one after the other.
+- The writes follow the file (`import_dataset` reads it again, in order): conversations
+  whose lines interleave in a file are appended chunk by chunk in turn, so the catch-up,
+  which reads pending rows in log order, may read an unfinished one's rows in a pool
+  before it is all written. A file with each conversation's lines together (what
+  `tiermem export` writes, a LoCoMo file, a conversation object a line) keeps every
+  invariant above.
 """
 
 from __future__ import annotations
@@ -40,12 +46,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tiermem.evals.conversations import Dataset, ImportReport, import_dataset
+from tiermem.evals.conversations import ImportReport, Source, import_dataset
 from tiermem.tiers.errors import CatchUpStopped
 from tiermem.tiers.store import INDEX_POOL_BATCHES
 
 
-def import_and_index(memory: Any, data: Dataset, *, namespace: str, batch: int = 1000,
+def import_and_index(memory: Any, data: Source, *, namespace: str, batch: int = 1000,
                      progress: Any = None, embedded: Any = None) -> tuple[ImportReport, int]:
     """`import_dataset(memory, data, ...)` with the embedding catch-up beside it; returns
     the import's report and how many turns the catch-up embedded. `progress(n)` is the
