@@ -235,6 +235,12 @@ class StoreUnavailable(TiermemError, ConnectionError):
         super().__init__(f"cold store {where} is unavailable: {detail}")
 
 
+class StoreUnreachable(StoreUnavailable):
+    """No connection to the cold store's database could be had within the wait allowed
+    (the server down or restarting, refusing connections at max_connections, or every
+    connection of this process's pool in use): nothing was sent, so nothing was written."""
+
+
 class DataFileError(TiermemError, ValueError):
     """A conversations file (import, tune) that cannot be used as it is: names the file,
     the line (1-based, for JSONL) and the problem."""

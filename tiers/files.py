@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from tiermem.tiers.errors import SchemaTooNew, StorageReadOnly
+from tiermem.tiers.errors import SchemaTooNew, StorageReadOnly, StoreUnreachable
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # of the 4-byte big-endian user_version in a SQLite header
@@ -147,7 +147,8 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
     refusing, failing or busy: 507 for a full disk or the database's size cap; 503 for a
     read-only database (read-only mount, immutable or foreign file, a PostgreSQL standby
-    or read-only role), for I/O errors and a lost PostgreSQL connection, and (busy) for a
+    or read-only role), for I/O errors, a lost PostgreSQL connection and one that could
+    not be had (StoreUnreachable: refused before writing), and (busy) for a
     write that waited out the busy timeout behind another writer or a PostgreSQL lock or
     statement timeout; else None. The
     transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
@@ -167,6 +168,9 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
             return StorageProblem(503, "storage busy: another writer held the database past the wait allowed; "
                                        "this request's transaction was rolled back, retry shortly", busy=True,
                                   refused_unwritten=True)
+        if isinstance(e, StoreUnreachable):  # no connection was had: nothing was sent
+            return StorageProblem(503, "storage unreachable (no database connection could be had in time): "
+                                       "nothing was written; retry later", refused_unwritten=True)
         if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
             # lost during COMMIT, the write may have committed: the answer cannot say it was not
             return StorageProblem(503, "storage unreachable (the database connection failed): "

@@ -586,11 +586,10 @@ class PostgresStore(SharedQueries):
         self._lock = threading.Lock()
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
-        self._pool_wait_s = pool_wait_s
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
         if url is not None:
             self._bootstrap(url)
-            pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, open=False,
+            pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
                                   kwargs={"autocommit": True}, configure=self._configure,
                                   name=f"tiermem-{schema}")
             try:
@@ -690,9 +689,9 @@ class PostgresStore(SharedQueries):
             raise StoreUnavailable(self.path, "the store is closed")
         with contextlib.ExitStack() as stack:
             try:
-                conn = stack.enter_context(self._pool.connection(timeout=self._pool_wait_s))
+                conn = stack.enter_context(self._pool.connection())
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
-                raise StoreUnreachable(self.path, f"no connection within {self._pool_wait_s:g} s") from exc
+                raise StoreUnreachable(self.path, f"no connection within {self._pool.timeout:g} s") from exc
             if not self._owns_pool:  # the caller's connections: set ours on every checkout
                 conn.execute(self._session_sql())
                 self._register_vec(conn)
