@@ -420,6 +420,14 @@ def retry_after_s(value: str | None, now: float) -> float | None:
         return None
     return max(0.0, when.timestamp() - now)
 ERROR_BODY_CHARS = 200  # of an endpoint's error body, kept with the view's refresh error
+# of an error answer's body, read: its head is all the error keeps (ERROR_BODY_CHARS, up
+# to 4 bytes each in UTF-8, more where echoed keys are replaced by a shorter mark), and a
+# proxy's 5xx page larger than an answer may be is still that status, retried, not "too large"
+ERROR_BODY_READ_BYTES = 4096
+# what the answer may come as: asked with Accept-Encoding, any other refused unread (a
+# compressed answer is decoded a whole network read at a time, before the size cap can
+# count it: 32 KB of zstd held 1 GiB of zeros)
+IDENTITY = "identity"
 ANSWER_HEAD_CHARS = 120  # of an answer with no usable line, kept likewise
 # An answer is read up to what the requested max_tokens can take: each token as wide as
 # JSON writes one (a BPE token holds up to ~16 characters, a non-ASCII one escaped as
@@ -436,6 +444,21 @@ def answer_bytes_limit(max_tokens: int) -> int:
 
 class _AnswerTooLarge(Exception):
     """Raised by the request's worker when the answer passes its limit."""
+
+
+class _AnswerEncoded(Exception):
+    """Raised by the request's worker when the answer comes with a Content-Encoding."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What one request got: its status, body (an error's cut to ERROR_BODY_READ_BYTES:
+    `cut`) and Retry-After header."""
+
+    status: int
+    body: bytes
+    retry_after: str | None
+    cut: bool = False
 _REFS = re.compile(r"\[\s*(#?\d+(?:\s*,\s*#?\d+)*)\s*\]\s*[.]?\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 SYSTEM_PROMPT = (
@@ -482,7 +505,11 @@ class LLMSummarizer:
     it replaced. What the endpoint answered (an error body, an unusable answer's head)
     may quote the turns: it is the error's `excerpt`, never its message. An answer is
     read up to `answer_bytes_limit(max_tokens)` bytes; a longer one (the endpoint
-    ignored max_tokens) raises SummarizerError without being held whole.
+    ignored max_tokens) raises SummarizerError without being held whole. An error
+    answer's body is read up to ERROR_BODY_READ_BYTES, whatever its size (its status
+    decides the retry). The bytes counted are those that came: the request accepts no
+    Content-Encoding (`Accept-Encoding: identity`), and an answer that has one raises
+    SummarizerError unread, not retried.
     """
 
     def __init__(
@@ -543,22 +570,33 @@ class LLMSummarizer:
         """The API key, from the environment at call time."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
-    def _unkeyed(self, text: str) -> str:
+    def _unkeyed(self, text: str, *, cut: bool = False) -> str:
         """`text` with the API key replaced (an endpoint may echo the Authorization
-        header); before any cut, so no prefix of the key is left either."""
+        header); before any cut, so no prefix of the key is left either. `cut`: the text
+        was cut where it was read (an error body past ERROR_BODY_READ_BYTES), so a key it
+        ends inside has its head dropped too."""
         key = self._key()
-        return text.replace(key, REDACTED) if key else text
+        if not key:
+            return text
+        text = text.replace(key, REDACTED)
+        if cut:
+            for n in range(min(len(key) - 1, len(text)), 0, -1):
+                if text.endswith(key[:n]):
+                    return text[:-n]
+        return text
 
     def max_tokens(self, target_tokens: int) -> int:
         """The completion tokens a request for a summary of `target_tokens` asks for
         (room for lines that are cut to the target afterwards)."""
         return max(64, 2 * target_tokens + 32)
 
-    def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]
-                  ) -> tuple[int, bytes, str | None]:
-        """One request: (status, body, its Retry-After header). Raises httpx's errors, `httpx.TimeoutException`
-        when the whole exchange takes longer than `timeout_s`, and `_AnswerTooLarge` when
-        the body passes `answer_bytes_limit(payload["max_tokens"])`.
+    def _exchange(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> _Answer:
+        """One request. Raises httpx's errors, `httpx.TimeoutException` when the whole
+        exchange takes longer than `timeout_s`, `_AnswerTooLarge` when a 200 answer's body
+        passes `answer_bytes_limit(payload["max_tokens"])` (an error's is read up to
+        ERROR_BODY_READ_BYTES and cut there), and `_AnswerEncoded` for a body with a
+        Content-Encoding (the request asks for none): the bytes counted are the bytes
+        that came, never a decoder's output.
 
         httpx's timeouts bound each connect, write and read, not the request: an endpoint
         that sends a byte now and then never trips them. So a worker thread makes the
@@ -568,17 +606,27 @@ class LLMSummarizer:
 
         limit = answer_bytes_limit(int(payload["max_tokens"]))
         client = httpx.Client(timeout=httpx.Timeout(self.timeout_s))
-        done: list[tuple[int, bytes, str | None] | Exception] = []
+        done: list[_Answer | Exception] = []
 
         def run() -> None:
             try:
                 with client.stream("POST", url, json=payload, headers=headers) as resp:
+                    encoding = resp.headers.get("content-encoding", "").strip().lower()
+                    if encoding not in ("", IDENTITY):
+                        raise _AnswerEncoded(encoding)
+                    ok = resp.status_code == 200
+                    cap = limit if ok else ERROR_BODY_READ_BYTES
                     body = bytearray()
-                    for chunk in resp.iter_bytes():
+                    cut = False
+                    for chunk in resp.iter_raw():
                         body += chunk
-                        if len(body) > limit:
-                            raise _AnswerTooLarge(limit)
-                    done.append((resp.status_code, bytes(body), resp.headers.get("retry-after")))
+                        if len(body) > cap:
+                            if ok:
+                                raise _AnswerTooLarge(limit)
+                            del body[cap:]
+                            cut = True
+                            break
+                    done.append(_Answer(resp.status_code, bytes(body), resp.headers.get("retry-after"), cut))
             except Exception as exc:  # handed to the caller's thread, which raises it
                 done.append(exc)
 
@@ -596,7 +644,7 @@ class LLMSummarizer:
         return result
 
     def _post(self, payload: dict[str, Any]) -> str:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept-Encoding": IDENTITY}
         key = self._key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -609,7 +657,7 @@ class LLMSummarizer:
             if attempt:
                 self.sleep(self._backoff(attempt))
             try:
-                status, body, retry_after = self._exchange(url, payload, headers)
+                answer = self._exchange(url, payload, headers)
             except httpx.TimeoutException as exc:
                 last = f"timeout after {self.timeout_s} s ({type(exc).__name__})"
                 continue
@@ -620,6 +668,11 @@ class LLMSummarizer:
                 # not retried: an endpoint that ignores max_tokens does so again
                 raise SummarizerError(self.name, f"answer over {exc.args[0]} bytes (max_tokens "
                                       f"{payload['max_tokens']}): the endpoint ignored max_tokens") from None
+            except _AnswerEncoded as exc:
+                # not retried: the endpoint (or a proxy before it) ignored Accept-Encoding
+                raise SummarizerError(self.name, f"answer sent with Content-Encoding {exc.args[0][:40]!r} although "
+                                      f"only {IDENTITY!r} was accepted: refused unread") from None
+            status, body, retry_after = answer.status, answer.body, answer.retry_after
             if status != 200:
                 wait = retry_after_s(retry_after, time.time())
             if status == 429 or status >= 500:
@@ -628,7 +681,7 @@ class LLMSummarizer:
             if status != 200:
                 # the body may echo the prompt or the key: an excerpt, never the message
                 raise SummarizerError(self.name, f"HTTP {status}",
-                                      self._unkeyed(body.decode("utf-8", "replace"))[:ERROR_BODY_CHARS],
+                                      self._unkeyed(body.decode("utf-8", "replace"), cut=answer.cut)[:ERROR_BODY_CHARS],
                                       retry_after_s=wait)
             try:
                 content = json.loads(body)["choices"][0]["message"]["content"]

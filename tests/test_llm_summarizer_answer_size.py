@@ -28,14 +28,12 @@ def endpoint() -> Iterator[LLMEndpoint]:
     yield from serving()
 
 
-@pytest.mark.parametrize("status", [
-    200,  # a completion whose content runs on and on
-    400,  # an error body as large
-])
-def test_an_answer_past_the_limit_is_refused(endpoint: LLMEndpoint, counter: BpeTokenCounter, status: int) -> None:
+# an error body as large is read up to its own cap and is its status
+# (tests/test_llm_summarizer_error_body.py)
+def test_an_answer_past_the_limit_is_refused(endpoint: LLMEndpoint, counter: BpeTokenCounter) -> None:
     s = LLMSummarizer(endpoint.url, "m", timeout_s=10.0, retries=0, tokens=counter)
     huge = completion(LINE * (HUGE_BYTES // len(LINE))).body
-    endpoint.reply = lambda _r: Reply(status, huge)
+    endpoint.reply = lambda _r: Reply(200, huge)
     with pytest.raises(SummarizerError, match=r"answer over [0-9]+ bytes"):
         s.summarize(TURNS, target_tokens=TARGET_TOKENS)
     assert len(endpoint.requests) == 1  # not retried: the endpoint would answer the same
