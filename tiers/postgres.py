@@ -65,6 +65,7 @@ import json
 import logging
 import os
 import re
+import select
 import struct
 import tempfile
 import threading
@@ -591,7 +592,7 @@ class PostgresStore(SharedQueries):
             self._bootstrap(url)
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
                                   kwargs={"autocommit": True}, configure=self._configure,
-                                  name=f"tiermem-{schema}")
+                                  check=self._check_idle, name=f"tiermem-{schema}")
             try:
                 pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT_S)
             except Exception as exc:
@@ -678,6 +679,16 @@ class PostgresStore(SharedQueries):
     def _session_sql(self) -> str:
         return (f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}; "
                 f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}")
+
+    @staticmethod
+    def _check_idle(conn: Conn) -> None:
+        """At each checkout of our pool: a connection the server spoke on while it sat idle
+        (the FATAL of a restart or of pg_terminate_backend, or its end) is tried with an
+        empty query, and the pool replaces it when that fails, so the next operation after
+        a restart runs instead of failing once per idle connection. A quiet socket (the
+        usual case) costs no round trip: one select() that does not wait."""
+        if select.select([conn.fileno()], [], [], 0)[0]:
+            ConnectionPool.check_connection(conn)
 
     def _configure(self, conn: Conn) -> None:
         conn.execute(self._session_sql())
