@@ -1951,7 +1951,10 @@ class ColdStore(SharedQueries):
     # put_summary's engine parts (tiers.dialect.SharedQueries.put_summary)
 
     def _lock_summaries(self, c: Connection, conversation_id: str) -> None:
-        pass  # BEGIN IMMEDIATE already serialises every writer of the file
+        # BEGIN IMMEDIATE already serialises every writer of the file; the conversation
+        # row, not its messages: a detached one (`_detach`) still has messages until
+        # its last batch, which would delete the summary written meanwhile
+        self._require_in(c, conversation_id)
 
     def _drop_old_warm_folds(self, c: Connection, conversation_id: str, keep: int) -> None:
         c.execute(
