@@ -46,7 +46,10 @@ only, never what the endpoint answered (`SummarizerError.excerpt`, which may quo
 turns): that is stored with the view's error, which is erased with the conversation.
 A conversation erased while its refresh waited on the summarizer gets neither row (each
 is written only while the conversation exists, checked in the write's own transaction),
-nor the summary (`put_summary` refuses a conversation that is gone).
+nor the summary (`put_summary` refuses a conversation that is gone), nor a lease row: a
+backlog's refresh stops at its next chunk, before paying for it (the lease's renewal,
+`ColdLog.renew_view`, checks the conversation in its own transaction). Either way the
+refresh raises ConversationNotFound (a scheduler takes it as the refresh's normal end).
 
 One refresher per view, also across processes (two service workers each with its
 scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
@@ -82,7 +85,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, call_bound_s, split_sentences
-from tiermem.tiers.errors import SummarizerError
+from tiermem.tiers.errors import ConversationNotFound, SummarizerError
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
 from tiermem.tiers.statements import read_hidden
@@ -299,8 +302,10 @@ class ViewMaintainer:
 
     def _renew(self, lease: _Lease) -> None:
         """Extend `lease` by `lease_ttl_s` from now; `_LeaseLost` when another holds the
-        view (this refresh stalled past its lease, and that one redoes its work)."""
-        if not self.cold.claim_view(lease.conversation_id, lease.kind, lease.key, lease.holder,
+        view (this refresh stalled past its lease, and that one redoes its work),
+        ConversationNotFound when the conversation was erased meanwhile (the chunks left
+        would be paid for a summary `put_summary` refuses; no lease row is written)."""
+        if not self.cold.renew_view(lease.conversation_id, lease.kind, lease.key, lease.holder,
                                     self.lease_ttl_s()):
             raise _LeaseLost(lease)
 
@@ -381,7 +386,8 @@ class ViewMaintainer:
         is returned as is. `full` recomputes from the whole log instead of from the
         previous version (after a relabeling, e.g. `Memory.rebuild`), as a new version.
         A summarizer failure is recorded and the previous version returned; it never
-        raises for one."""
+        raises for one. ConversationNotFound when the conversation is erased while the
+        refresh runs (at its next chunk, or at the write)."""
         check_view_key(kind, key)
         if not full:
             # a view that covers the log is answered as is, before the lease: claiming
@@ -437,8 +443,10 @@ class ViewMaintainer:
         before = self.cold.view_failure(conversation_id, kind, key)
         try:
             out = fn()
-        except _LeaseLost:
-            raise  # not a failure: the lease's new holder refreshes the view
+        except (_LeaseLost, ConversationNotFound):
+            # not a failure: the lease's new holder refreshes the view, or the
+            # conversation was erased (the refresh raises as put_summary would)
+            raise
         except Exception as exc:
             self.failures += 1
             # the message says what failed; what the endpoint answered may quote the turns,

@@ -868,18 +868,30 @@ class SharedQueries:
         # named by `replacing` is taken; another live lease is left as it is. Expiry by the
         # database's clock, which every host sharing it reads alike. Read back in the same
         # transaction rather than with RETURNING, which older SQLite libraries lack.
-        d = self.dialect
         with self._tx() as c:
-            c.execute(d.sql(
-                "INSERT INTO view_claims(conversation_id, kind, key, holder, expires_at) "
-                f"VALUES (?,?,?,?,{d.now} + ?) "
-                "ON CONFLICT (conversation_id, kind, key) DO UPDATE SET holder = excluded.holder, "
-                "expires_at = excluded.expires_at "
-                f"WHERE view_claims.expires_at < {d.now} OR view_claims.holder = excluded.holder "
-                "OR view_claims.holder = ?"),
-                (conversation_id, kind, key, holder, float(ttl_s), replacing or holder))
-            row = c.execute(d.sql("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?"),
-                            (conversation_id, kind, key)).fetchone()
+            return self._claim_in(c, conversation_id, kind, key, holder, ttl_s, replacing)
+
+    def renew_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float) -> bool:
+        # the check and the upsert in one transaction (FOR SHARE on PostgreSQL, SQLite's
+        # one writer): an erasure either commits first (no row) or waits and deletes it
+        with self._tx() as c:
+            self._require_in(c, conversation_id)
+            return self._claim_in(c, conversation_id, kind, key, holder, ttl_s, None)
+
+    def _claim_in(self, c: Any, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float,
+                  replacing: str | None) -> bool:
+        """Inside a write transaction: `claim_view`'s upsert and its read back."""
+        d = self.dialect
+        c.execute(d.sql(
+            "INSERT INTO view_claims(conversation_id, kind, key, holder, expires_at) "
+            f"VALUES (?,?,?,?,{d.now} + ?) "
+            "ON CONFLICT (conversation_id, kind, key) DO UPDATE SET holder = excluded.holder, "
+            "expires_at = excluded.expires_at "
+            f"WHERE view_claims.expires_at < {d.now} OR view_claims.holder = excluded.holder "
+            "OR view_claims.holder = ?"),
+            (conversation_id, kind, key, holder, float(ttl_s), replacing or holder))
+        row = c.execute(d.sql("SELECT holder FROM view_claims WHERE conversation_id = ? AND kind = ? AND key = ?"),
+                        (conversation_id, kind, key)).fetchone()
         return row is not None and row[0] == holder
 
     def view_holder(self, conversation_id: str, kind: str, key: str) -> str | None:

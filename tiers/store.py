@@ -579,7 +579,9 @@ class ColdLog(Protocol):
     def put_summary(self, row: SummaryRow, *, fold_text: str | None, keep_versions: int | None,
                     keep_current: Callable[[SummaryRow], bool]) -> tuple[int, SummaryRow | None]:
         """Store `row` (its version field ignored) as the view's next version in one
-        transaction. `ConversationNotFound` for a key without messages;
+        transaction. `ConversationNotFound` for a key that is gone (its conversation
+        row: also one detached by an erasure whose batches are still deleting its rows)
+        or has no messages;
         `ValidationError` when its end_position is past the log. If the newest stored
         version ends after `row` and `keep_current(newest)` is true, nothing is written
         and (newest version, newest) is returned; else (new version, None). With
@@ -599,6 +601,14 @@ class ColdLog(Protocol):
         lease is live. Across processes and engines, so a summarizer (perhaps a paid LLM)
         does not run twice for the same view. Expiry is by the database's clock, not the
         caller's (hosts sharing a log may disagree by minutes)."""
+        ...
+
+    def renew_view(self, conversation_id: str, kind: str, key: str, holder: str, ttl_s: float) -> bool:
+        """`claim_view` for a refresh going on with its view (before each chunk of a
+        backlog), only while the conversation exists: ConversationNotFound, and no
+        `view_claims` row, once it is gone (erased while the refresh waited on a
+        summarizer). The check and the claim are one transaction, which an erasure
+        cannot slip into."""
         ...
 
     def view_holder(self, conversation_id: str, kind: str, key: str) -> str | None:
