@@ -20,6 +20,8 @@ are over their freshness budget.
   not be used. `start()` records the pid, and a run in a process with another pid
   refuses to do anything and logs why. Start the scheduler in each worker after the
   fork, or run it as its own process.
+- A view whose conversation is erased while the run refreshes it (an LLM summarizer
+  can wait minutes) ends there: one debug line, not an error, and the run goes on.
 - `shutdown(wait=True)` stops scheduling, lets the run in progress stop between two
   views, and waits for it.
 - In-process runs compete with request threads for the GIL and the ColdStore lock:
@@ -54,6 +56,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tiermem.consolidation.views import ViewMaintainer
+from tiermem.tiers.errors import ConversationNotFound
 
 log = logging.getLogger("tiermem.scheduler")
 
@@ -213,6 +216,11 @@ class ConsolidationScheduler:
             try:
                 before = m.warm.latest(conv, kind, key)
                 after = m.refresh(conv, kind, key)
+            except ConversationNotFound:
+                # erased since this run picked the view (perhaps while its summarizer ran):
+                # the refresh's normal end, not an error; the key and kind only, no text
+                log.debug("refresh of %s/%s stopped: the conversation was erased", conv, kind)
+                continue
             except Exception:
                 self.stats.errors += 1
                 log.exception("refresh of %s/%s/%s failed", conv, kind, key)
