@@ -54,7 +54,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
 - A stored row that cannot be decoded is logged, counted and skipped; neighbours load.
 
 Ownership: a store given a URL opens its own pool and closes it; a store given a
-`psycopg_pool.ConnectionPool` uses it and closes nothing. All tables live in one
+`psycopg_pool.ConnectionPool` uses it and closes nothing. Every session the store uses
+runs READ COMMITTED, which the waits above are written for, whatever the server's
+default_transaction_isolation (`ISOLATION`: set on each connection of its pool, and on a
+caller's connection at each checkout, as the search path is). All tables live in one
 PostgreSQL schema (`schema`, default `tiermem`): several stores can share a database.
 """
 
@@ -166,6 +169,13 @@ RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may 
 # crash of the server or the OS may lose the last such commits, never corrupts or
 # reorders (the durability class of SQLite's synchronous=NORMAL, the SQLite default).
 SYNCHRONOUS_COMMIT = ("on", "off")
+# The isolation level every wait of this engine is written for (module docstring), set on
+# each of its sessions rather than taken from the server: under a role's or database's
+# default_transaction_isolation of 'repeatable read' or 'serializable', a writer that
+# waited on a row lock (FOR UPDATE, the counter row, ON CONFLICT) failed with 40001 when
+# the holder committed, and a migration that waited on its advisory lock would read the
+# schema version from before the other process's migration (a snapshot of before the wait)
+ISOLATION = "read committed"
 # After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
 # any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
 # space reusable without blocking (fragments and GIN lexemes stay until reused/reindexed).
@@ -634,6 +644,7 @@ class PostgresStore(SharedQueries):
             self._bootstrap_on(conn)
 
     def _bootstrap_on(self, conn: Conn) -> None:
+        conn.execute(self._isolation_sql(conn))
         found = self._recorded_version(conn)
         if found > schema_version():
             raise SchemaTooNew(f"{self.path} schema {self.schema}", found, schema_version())
@@ -690,8 +701,16 @@ class PostgresStore(SharedQueries):
         if select.select([conn.fileno()], [], [], 0)[0]:
             ConnectionPool.check_connection(conn)
 
+    @staticmethod
+    def _isolation_sql(conn: Conn) -> str:
+        """ISOLATION for every later transaction of the session, autocommit statements
+        included. On a caller's connection in transaction mode the statement sending this
+        has begun a transaction under the server's default already: it is set first."""
+        sql = f"SET default_transaction_isolation TO '{ISOLATION}'"
+        return sql if conn.autocommit else f"SET TRANSACTION ISOLATION LEVEL {ISOLATION}; {sql}"
+
     def _configure(self, conn: Conn) -> None:
-        conn.execute(self._session_sql())
+        conn.execute(f"{self._isolation_sql(conn)}; {self._session_sql()}")
         self._register_vec(conn)
 
     @contextlib.contextmanager
@@ -704,7 +723,7 @@ class PostgresStore(SharedQueries):
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
                 raise StoreUnreachable(self.path, f"no connection within {self._pool.timeout:g} s") from exc
             if not self._owns_pool:  # the caller's connections: set ours on every checkout
-                conn.execute(self._session_sql())
+                conn.execute(f"{self._isolation_sql(conn)}; {self._session_sql()}")
                 self._register_vec(conn)
             yield conn
 
