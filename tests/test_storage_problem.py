@@ -76,6 +76,8 @@ CASES = [
     (lambda p: pg_error("ReadOnlySqlTransaction"), 503, True),  # 25006: a standby (before: a 500)
     (lambda p: pg_error("AdminShutdown"), 503, False),  # 57P01: the server shutting down
     (lambda p: pg_error("ConnectionFailure"), 503, False),  # 08006: the server went away
+    (lambda p: pg_error("DiskFull"), 507, False),  # 53100: as SQLite's full disk (before: a 500)
+    (lambda p: pg_error("OutOfMemory"), 503, False),  # 53200, class 53: the server's resources (before: a 500)
     (lambda p: pg_error("UndefinedTable"), None, False),  # a bug, not the storage
     (lambda p: chained(sqlite3.OperationalError("disk I/O error"),
                        sqlite3.OperationalError("cannot rollback - no transaction is active")), 503, False),

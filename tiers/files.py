@@ -128,6 +128,12 @@ UNREACHABLE_SQLSTATES = ("08", "57P")
 # read_only_sql_transaction: a hot standby, or a role or URL with default_transaction_read_only;
 # the statement is refused before it writes anything and its transaction rolled back
 READ_ONLY_SQLSTATES = frozenset({"25006"})
+# disk_full: the server could not extend a data file; the statement failed and its
+# transaction rolled back, as SQLite's SQLITE_FULL (507)
+DISK_FULL_SQLSTATE = "53100"
+# the rest of class 53, insufficient resources (the server out of memory, at
+# max_connections, a configuration limit): the server's trouble, not the request's (503)
+INSUFFICIENT_RESOURCES_SQLSTATE_CLASS = "53"
 
 
 class StorageProblem(NamedTuple):
@@ -145,13 +151,13 @@ class StorageProblem(NamedTuple):
 
 def storage_problem(exc: BaseException) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
-    refusing, failing or busy: 507 for a full disk or the database's size cap; 503 for a
-    read-only database (read-only mount, immutable or foreign file, a PostgreSQL standby
-    or read-only role), for I/O errors, a lost PostgreSQL connection and one that could
-    not be had (StoreUnreachable: refused before writing), and (busy) for a
-    write that waited out the busy timeout behind another writer or a PostgreSQL lock or
-    statement timeout; else None. The
-    transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
+    refusing, failing or busy: 507 for a full disk (SQLite's, or PostgreSQL's disk_full)
+    or the database's size cap; 503 for a PostgreSQL server out of resources (the rest
+    of SQLSTATE class 53), for a read-only database (read-only mount, immutable or
+    foreign file, a PostgreSQL standby or read-only role), for I/O errors, a lost
+    PostgreSQL connection and one that could not be had (StoreUnreachable: refused
+    before writing), and (busy) for a write that waited out the busy timeout behind
+    another writer or a PostgreSQL lock or statement timeout; else None. The transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
     no transaction is active", means SQLite already had), except that a PostgreSQL
     connection lost during COMMIT leaves unknown whether it committed: only a busy or
     read-only refusal is `refused_unwritten`."""
@@ -175,9 +181,13 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
             # lost during COMMIT, the write may have committed: the answer cannot say it was not
             return StorageProblem(503, "storage unreachable (the database connection failed): "
                                        "a write in flight may or may not have committed; retry later")
-        if primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT):
+        if (primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT)
+                or sqlstate == DISK_FULL_SQLSTATE):
             return StorageProblem(507, "storage full: the database cannot grow (database or disk is full); "
                                        "nothing was written")
+        if isinstance(sqlstate, str) and sqlstate.startswith(INSUFFICIENT_RESOURCES_SQLSTATE_CLASS):
+            return StorageProblem(503, f"storage out of resources (the database server's SQLSTATE {sqlstate}): "
+                                       "this request's transaction was rolled back; retry later")
         if (
             isinstance(e, StorageReadOnly)
             or sqlstate in READ_ONLY_SQLSTATES
