@@ -106,6 +106,13 @@ MAX_METADATA_BYTES_LIMIT = 16 * 1024 * 1024  # bytes of one message's metadata J
 # times its size) per request in flight: with no bound (10**15 was accepted) it refused no
 # real body, and a client could stream one until the process ran out of memory.
 MAX_BODY_BYTES_LIMIT = 2 * MAX_CONTENT_BYTES_LIMIT
+# PostgreSQL pool of each process (tiers.postgres: DEFAULT_POOL_MAX, POOL_WAIT_S, the same
+# values): connections at most, and how long an operation waits for one before it is
+# StoreUnreachable (503, nothing written)
+DEFAULT_COLD_POOL_SIZE = 8
+MAX_COLD_POOL_SIZE = 1_000  # connections: PostgreSQL's max_connections is 100 by default
+DEFAULT_COLD_POOL_WAIT_S = 30.0
+MAX_COLD_POOL_WAIT_S = 600.0  # seconds, as busy_timeout_ms's bound
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 ENV_PREFIX = "TIERMEM_"
@@ -362,6 +369,11 @@ class Config(BaseSettings):
     cold_synchronous_commit: Literal["on", "off"] = Field("on", description=(
         "PostgreSQL: 'on' waits for each commit's WAL to reach disk; 'off' returns at once and may lose "
         "the last ~0.6 s of commits in a crash (like sqlite_synchronous=NORMAL), 10x faster appends"))
+    cold_pool_size: int = Field(DEFAULT_COLD_POOL_SIZE, ge=1, le=MAX_COLD_POOL_SIZE, description=(
+        "PostgreSQL: the most connections this process's pool opens (each serve process has its own)"))
+    cold_pool_wait_s: float = Field(DEFAULT_COLD_POOL_WAIT_S, gt=0, le=MAX_COLD_POOL_WAIT_S, description=(
+        "PostgreSQL: how long an operation waits for a pooled connection (the server down, at "
+        "max_connections, or every connection in use) before it fails 503 with nothing written"))
     cold_erase_scrub: Literal["full", "vacuum"] = Field("full", description=(
         "PostgreSQL, after erasure and prune: 'full' rewrites the affected tables (VACUUM FULL) so no data "
         "file keeps an erased byte, blocking their writers meanwhile; 'vacuum' does not block and does not "

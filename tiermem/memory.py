@@ -184,7 +184,10 @@ class Memory:
             self.cold = PostgresStore(self.config.cold_url, tokens=self.tokens, embedder=self.embedder,
                                       schema=self.config.cold_schema,
                                       synchronous_commit=self.config.cold_synchronous_commit,
-                                      erase_scrub=self.config.cold_erase_scrub)
+                                      erase_scrub=self.config.cold_erase_scrub,
+                                      pool_max=self.config.cold_pool_size,
+                                      pool_wait_s=self.config.cold_pool_wait_s,
+                                      lock_timeout_ms=self.config.busy_timeout_ms)
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
                                   busy_timeout_ms=self.config.busy_timeout_ms,

@@ -29,6 +29,12 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   one at this code's version opens without writing (no CREATE ... IF NOT EXISTS
   either), so a read-only database (a hot standby) serves reads and refuses writes
   with SQLSTATE 25006 (tiers.files: 503, nothing written).
+- No statement waits for a lock longer than `lock_timeout_ms` (Config.busy_timeout_ms,
+  set as `lock_timeout` on each session: the store's pool at connect, a caller's pool at
+  each checkout, unless None), so an operator's LOCK TABLE or an erasure's rewrite
+  makes a write fail busy (lock_not_available: 503, nothing written) instead of hang.
+  Where waiting is the design the transaction lifts it (`SET LOCAL lock_timeout = 0`):
+  bootstrap and migrations behind another process's, the vectors' width being set.
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -38,7 +44,9 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   affected tables are rewritten (`VACUUM (FULL, ANALYZE)`: new files, indexes rebuilt,
   the old files truncated at commit): no data file of the cluster holds the erased
   bytes afterwards (tests/test_erasure_postgres.py reads them). It takes each table's
-  ACCESS EXCLUSIVE lock for its rewrite (writers wait); `erase_scrub="vacuum"` is
+  ACCESS EXCLUSIVE lock for its rewrite (writers wait, at most `lock_timeout_ms`: then
+  503 busy, nothing written; the rewrite waits for a table's readers as long at most,
+  then gives up: not scrubbed, finished at the next open or erasure); `erase_scrub="vacuum"` is
   the fast, non-blocking choice that does not guarantee it. Beyond the data files
   PostgreSQL cannot scrub: WAL segments (pg_wal, and any archive or replica) keep the
   records until recycled, and freed file-system blocks are the OS's (README).
@@ -117,7 +125,12 @@ from tiermem.tiers.models import (
     loads_stored,
     search_text,
 )
-from tiermem.tiers.schema import PIN_CANDIDATES_INDEX, SESSION_TURNS_INDEX, SUPERSEDED_PINS_INDEX
+from tiermem.tiers.schema import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    PIN_CANDIDATES_INDEX,
+    SESSION_TURNS_INDEX,
+    SUPERSEDED_PINS_INDEX,
+)
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow, postgres_migration
@@ -153,6 +166,16 @@ POOL_OPEN_TIMEOUT_S = 30.0
 # fails with StoreUnreachable (503, nothing written): the server down, at max_connections,
 # or every connection of the pool in use
 POOL_WAIT_S = 30.0
+# A statement's wait for a lock (lock_timeout, each session of the store's pool): the
+# store's `lock_timeout_ms`, Config.busy_timeout_ms as on SQLite. Past it the statement
+# fails with lock_not_available (tiers.files: 503 busy, nothing written) instead of
+# waiting on an operator's LOCK TABLE or an erasure's VACUUM FULL for as long as they
+# last. PostgreSQL reads 0 as "wait forever", busy_timeout_ms = 0 as "do not wait": that
+# is sent as the least wait it takes.
+LEAST_LOCK_TIMEOUT_MS = 1
+# where waiting is the design (a migration, the vectors' width: a process waits while
+# another does it), the transaction lifts the limit for itself (SET LOCAL)
+WAIT_FOR_LOCKS_SQL = "SET LOCAL lock_timeout = 0"
 MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
@@ -570,6 +593,7 @@ class PostgresStore(SharedQueries):
         schema: str = DEFAULT_SCHEMA,
         pool_max: int = DEFAULT_POOL_MAX,
         pool_wait_s: float = POOL_WAIT_S,
+        lock_timeout_ms: int | None = DEFAULT_BUSY_TIMEOUT_MS,
         synchronous_commit: str = "on",
         erase_scrub: str = "full",
     ) -> None:
@@ -578,6 +602,10 @@ class PostgresStore(SharedQueries):
         if synchronous_commit not in SYNCHRONOUS_COMMIT:
             raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
         self._synchronous_commit = synchronous_commit
+        if lock_timeout_ms is not None and lock_timeout_ms < 0:
+            raise ValidationError("busy_timeout_ms", f"must be 0 or more milliseconds, got {lock_timeout_ms}")
+        # None: the server's (or the caller's) lock_timeout is left as it is
+        self._lock_timeout_ms = None if lock_timeout_ms is None else max(lock_timeout_ms, LEAST_LOCK_TIMEOUT_MS)
         if erase_scrub not in ERASE_SCRUB:
             raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
         self.erase_scrub = erase_scrub
@@ -595,6 +623,7 @@ class PostgresStore(SharedQueries):
         self._salvaged_rows = SalvagedRows()  # (conversation, kind, row)
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         self._lock = threading.Lock()
+        self._waits = threading.local()  # connection_wait's limit, per thread
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
@@ -655,6 +684,7 @@ class PostgresStore(SharedQueries):
             # its store must still open for reads
             with conn.transaction():
                 # CREATE EXTENSION / SCHEMA race between processes opening a fresh database
+                conn.execute(WAIT_FOR_LOCKS_SQL)  # a URL's or caller's lock_timeout too
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('tiermem-bootstrap'))")
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
@@ -688,8 +718,10 @@ class PostgresStore(SharedQueries):
         return int(row[0])
 
     def _session_sql(self) -> str:
+        lock_timeout = "" if self._lock_timeout_ms is None else f"; SET lock_timeout TO {self._lock_timeout_ms}"
         return (f"SET search_path TO {self._search_path}; SET synchronous_commit TO {self._synchronous_commit}; "
-                f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}")
+                f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}"
+                f"{lock_timeout}")
 
     @staticmethod
     def _check_idle(conn: Conn) -> None:
@@ -714,14 +746,28 @@ class PostgresStore(SharedQueries):
         self._register_vec(conn)
 
     @contextlib.contextmanager
+    def connection_wait(self, seconds: float) -> Iterator[None]:
+        """Within it, this thread's operations wait at most `seconds` for a pooled
+        connection (StoreUnreachable past it) instead of the pool's wait: a health probe
+        says "down" while a request would still be waiting (its callers give up sooner)."""
+        before = getattr(self._waits, "seconds", None)
+        self._waits.seconds = seconds
+        try:
+            yield
+        finally:
+            self._waits.seconds = before
+
+    @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:
         if self._pool is None:
             raise StoreUnavailable(self.path, "the store is closed")
+        wait_s: float | None = getattr(self._waits, "seconds", None)  # None: the pool's own
         with contextlib.ExitStack() as stack:
             try:
-                conn = stack.enter_context(self._pool.connection())
+                conn = stack.enter_context(self._pool.connection(timeout=wait_s))
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
-                raise StoreUnreachable(self.path, f"no connection within {self._pool.timeout:g} s") from exc
+                waited = self._pool.timeout if wait_s is None else wait_s
+                raise StoreUnreachable(self.path, f"no connection within {waited:g} s") from exc
             if not self._owns_pool:  # the caller's connections: set ours on every checkout
                 conn.execute(f"{self._isolation_sql(conn)}; {self._session_sql()}")
                 self._register_vec(conn)
@@ -773,11 +819,13 @@ class PostgresStore(SharedQueries):
             if found == supported:
                 return found
             with conn.transaction():
+                conn.execute(WAIT_FOR_LOCKS_SQL)  # behind another process's migration
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-migrate-{self.schema}",))
                 conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations(version INTEGER PRIMARY KEY, "
                              "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)")
             while True:
                 with conn.transaction():
+                    conn.execute(WAIT_FOR_LOCKS_SQL)  # and its steps' table locks behind readers
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-migrate-{self.schema}",))
                     found = self._recorded_version(conn)  # another process may have migrated
                     if found > supported:
@@ -984,6 +1032,7 @@ class PostgresStore(SharedQueries):
         """The vectors' width is the embedder's; a new width (a new model) empties the
         derived vectors and marks every turn for re-embedding."""
         with self._tx() as c:
+            c.execute(WAIT_FOR_LOCKS_SQL)  # behind another process setting it (an index build)
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
             row = c.execute("SELECT value FROM meta WHERE key = 'vec_dim'").fetchone()
             if row is not None and int(row[0]) == dim:
