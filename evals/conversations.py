@@ -87,7 +87,13 @@ from tiermem.evals.locomo import (
     session_times,
     turn_message,
 )
-from tiermem.tiers.errors import DataFileError, LimitExceeded, ValidationError
+from tiermem.tiers.errors import (
+    DataFileError,
+    IdempotencyKeyReused,
+    ImportConflict,
+    LimitExceeded,
+    ValidationError,
+)
 from tiermem.tiers.formats import canonical_role, is_control
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
@@ -822,12 +828,14 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> int:
     return i
 
 
-def chunk_key(position: int, chunk: list[dict[str, Any]]) -> str:
-    """The idempotency key an import appends `chunk` under: its position in the
-    conversation and a digest of its messages (envelopes included), so the same chunk of
-    the same file has the same key whoever writes it, and another chunk never shares it."""
-    text = json.dumps(chunk, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return f"{IMPORT_KEY_PREFIX}:{position}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+def chunk_key(position: int) -> str:
+    """The idempotency key an import appends a chunk under: the position it starts at,
+    nothing else. An import appends a chunk only where it found the conversation to end,
+    so two chunks under one key are two imports racing to write from there: the same
+    chunk is a replay (the request's fingerprint, its messages, is the key's), any other
+    (another batch size, interleaving or file) is refused and writes nothing. A key of the
+    content too let chunks cut elsewhere (two batch sizes) both write."""
+    return f"{IMPORT_KEY_PREFIX}:{position}"
 
 
 Source = Dataset | FileData  # what an import writes from
@@ -843,9 +851,11 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     the new tail; every conversation is checked before any is written, so a conflict
     writes nothing. Two imports of the same file at once write it once: both may find a
     conversation without what the file adds (each checks before writing), so each chunk is
-    appended under `chunk_key`, and the second writer of a chunk writes nothing (counted
-    as already present). A message read back unlike the one checked (the file changed
-    between the two readings) stops the import with a DataFileError.
+    appended under `chunk_key` (its first position), and the second writer of a chunk
+    writes nothing (counted as already present), whatever the two imports' batch sizes: a
+    chunk cut elsewhere is refused at its key, the data dir checked again and the chunk's
+    rest appended after what it holds. A message read back unlike the one checked (the
+    file changed between the two readings) stops the import with a DataFileError.
     `finished(n, name)` is called once a conversation is all written, with the messages it
     appended and its name (tiermem/ingest.py)."""
     report = ImportReport(bad_lines=list(data.bad))
@@ -863,21 +873,36 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     waiting: dict[str, list[dict[str, Any]]] = {}  # each conversation's partial chunk
     appended: dict[str, int] = dict.fromkeys(by_id, 0)
     held = 0  # messages in `waiting`
+    skip_to: dict[str, int] = {}  # stored by another import meanwhile, found at a refused key (flush)
 
     def flush(cid: str) -> None:
         nonlocal held
         chunk = waiting.pop(cid, [])
-        if not chunk:
-            return
         held -= len(chunk)
         first = read[cid] - len(chunk)
-        outcome = memory.append_outcome(cid, chunk, namespace=namespace, idempotency_key=chunk_key(first, chunk))
-        if outcome.replayed:  # another import wrote this chunk since the check above
-            report.already_present += len(chunk)
-        else:
-            appended[cid] += len(chunk)
-        if progress is not None:
-            progress(len(chunk))
+        while chunk:
+            try:
+                outcome = memory.append_outcome(cid, chunk, namespace=namespace, idempotency_key=chunk_key(first))
+            except IdempotencyKeyReused:
+                # another import wrote from `first` in chunks cut elsewhere: what the data
+                # dir holds now, checked against the file again, is present (ImportConflict
+                # if another file's), and the rest of the chunk goes after it
+                now = stored_prefix(memory, by_id[cid], namespace)
+                if now <= first:  # cannot be: the key's record wrote from `first`
+                    raise ImportConflict(cid, first) from None
+                report.already_present += now - first
+                if progress is not None:
+                    progress(now - first)
+                skip_to[cid] = now  # messages not read yet up to there are stored already
+                chunk, first = chunk[now - first:], now
+                continue
+            if outcome.replayed:  # another import wrote this chunk since the check above
+                report.already_present += len(chunk)
+            else:
+                appended[cid] += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+            chunk = []
 
     def changed(problem: str) -> NoReturn:
         raise DataFileError(str(data.path), f"changed while it was imported ({problem}); import it again")
@@ -891,6 +916,10 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
         read[cid] += 1
         if read[cid] <= starts[cid]:
             continue  # stored already
+        if read[cid] <= skip_to.get(cid, 0):  # stored by another import, counted by flush
+            if read[cid] == conv.n_messages and finished is not None:
+                finished(appended[cid], cid)
+            continue
         waiting.setdefault(cid, []).append(msg)
         held += 1
         if len(waiting[cid]) >= batch or read[cid] == conv.n_messages:
