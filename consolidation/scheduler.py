@@ -21,7 +21,8 @@ are over their freshness budget.
   refuses to do anything and logs why. Start the scheduler in each worker after the
   fork, or run it as its own process.
 - A view whose conversation is erased while the run refreshes it (an LLM summarizer
-  can wait minutes) ends there: one debug line, not an error, and the run goes on.
+  can wait minutes) ends there: one debug line, not an error, and the run goes on
+  (`ViewMaintainer.sweep_refresh`, which `Memory.consolidate()`'s sweep shares).
 - `shutdown(wait=True)` stops scheduling, lets the run in progress stop between two
   views, and waits for it.
 - In-process runs compete with request threads for the GIL and the ColdStore lock:
@@ -55,8 +56,7 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from tiermem.consolidation.views import ViewMaintainer
-from tiermem.tiers.errors import ConversationNotFound
+from tiermem.consolidation.views import Swept, ViewMaintainer
 
 log = logging.getLogger("tiermem.scheduler")
 
@@ -214,18 +214,13 @@ class ConsolidationScheduler:
             if self._stopping.is_set():
                 break
             try:
-                before = m.warm.latest(conv, kind, key)
-                after = m.refresh(conv, kind, key)
-            except ConversationNotFound:
-                # erased since this run picked the view (perhaps while its summarizer ran):
-                # the refresh's normal end, not an error; the key and kind only, no text
-                log.debug("refresh of %s/%s stopped: the conversation was erased", conv, kind)
-                continue
+                # a conversation erased since this run picked the view is no error
+                swept = m.sweep_refresh(conv, kind, key)
             except Exception:
                 self.stats.errors += 1
                 log.exception("refresh of %s/%s/%s failed", conv, kind, key)
                 continue
-            if after is not None and (before is None or after.version > before.version):
+            if swept is Swept.NEW_VERSION:
                 refreshed += 1
         s = self.stats
         s.runs += 1

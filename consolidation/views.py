@@ -49,7 +49,10 @@ is written only while the conversation exists, checked in the write's own transa
 nor the summary (`put_summary` refuses a conversation that is gone), nor a lease row: a
 backlog's refresh stops at its next chunk, before paying for it (the lease's renewal,
 `ColdLog.renew_view`, checks the conversation in its own transaction). Either way the
-refresh raises ConversationNotFound (a scheduler takes it as the refresh's normal end).
+refresh raises ConversationNotFound. A sweep (the scheduler's run, `Memory.consolidate()`)
+refreshes each view through `sweep_refresh`, which takes that as the refresh's normal end
+(one debug line, the key and kind only) and lets the sweep go on with its next view; a
+refresh asked for by name (`refresh`, `refresh_all`) raises it to its caller.
 
 One refresher per view, also across processes (two service workers each with its
 scheduler, or `tiermem serve` beside `consolidate --watch`): a refresh takes the view's
@@ -72,6 +75,7 @@ if it differs.)
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import os
@@ -177,6 +181,14 @@ def failed_view_backoff_s(failures: int, retry_after_s: float | None = None) -> 
     if retry_after_s is not None and retry_after_s > backoff:
         backoff = min(retry_after_s, RETRY_AFTER_MAX_S)
     return backoff
+
+
+class Swept(enum.Enum):
+    """How a sweep's refresh of one view ended (`ViewMaintainer.sweep_refresh`)."""
+
+    NEW_VERSION = "new_version"  # the view got a version later than the one it had
+    UNCHANGED = "unchanged"  # already current, another holds its lease, or its summarizer failed
+    ERASED = "erased"  # its conversation was erased meanwhile: the refresh's normal end, not an error
 
 
 @dataclass(frozen=True)
@@ -425,6 +437,22 @@ class ViewMaintainer:
                     self.cold.release_view(conversation_id, kind, key, holder)
                 except Exception:  # the lease expires on its own; the refresh's answer stands
                     log.exception("views: could not release the lease on %s/%s/%s", conversation_id, kind, key)
+
+    def sweep_refresh(self, conversation_id: str, kind: str, key: str = "") -> Swept:
+        """`refresh` for a sweep over views nobody named (the scheduler's run,
+        `Memory.consolidate()`): a conversation erased since the sweep picked the view
+        (perhaps while its summarizer ran) ends the refresh there, with one debug line
+        (the key and kind only: no traceback, no text), and the sweep goes on with its
+        next view. Anything else `refresh` raises is the caller's to handle."""
+        try:
+            before = self.warm.latest(conversation_id, kind, key)
+            after = self.refresh(conversation_id, kind, key)
+        except ConversationNotFound:
+            log.debug("refresh of %s/%s stopped: the conversation was erased", conversation_id, kind)
+            return Swept.ERASED
+        if after is not None and (before is None or after.version > before.version):
+            return Swept.NEW_VERSION
+        return Swept.UNCHANGED
 
     def _covering(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
         """The view's current version if it covers every turn a refresh could add to it

@@ -893,12 +893,18 @@ class Memory:
         return self.scheduler
 
     def consolidate(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
-        """Refresh warm views now: every view of one conversation, or those over budget."""
+        """Refresh warm views now: every view of one conversation (ConversationNotFound
+        when it is erased meanwhile), or, without one, up to scheduler_max_views_per_run
+        of those over budget, as a scheduler run does: a view whose conversation is erased
+        during the sweep ends there and the sweep goes on (`ViewMaintainer.sweep_refresh`).
+        Returns how many views were refreshed (the erased ones not counted)."""
+        from tiermem.consolidation.views import Swept
+
         if conversation_id is None:
             done = 0
             for conv, kind, key in self.views.stale_views(self.config.scheduler_max_views_per_run):
-                self.views.refresh(conv, kind, key)
-                done += 1
+                if self.views.sweep_refresh(conv, kind, key) is not Swept.ERASED:
+                    done += 1
             return done
         _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
