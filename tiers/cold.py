@@ -10,6 +10,11 @@ Invariants (docs/design.md, "The invariants"):
   processes get contiguous, unique positions; callers never pass one.
 - One domain action, one transaction: an append writes the message, its turn-index row
   and its FTS row together; fork and prune are single transactions too.
+- The store's lock (one connection per process) is never held while waiting for
+  another process's write lock: `BEGIN IMMEDIATE` is tried without SQLite's busy
+  handler, and between tries (SQLite's own schedule, `BUSY_POLL_DELAYS_S`, up to
+  `busy_timeout_ms` in all) the lock is free, so this process's reads go on (WAL needs
+  no lock to read) while one of its writes waits for another process's transaction.
 - An append with an idempotency key looks the key up and records it inside its own
   `BEGIN IMMEDIATE` transaction (one writer at a time, every process): the same request
   again writes nothing and answers the recorded positions, another one is refused. The
@@ -104,6 +109,12 @@ try:  # file locks tell a fork in progress from one whose process died (`ColdSto
     import fcntl
 except ImportError:  # not on Windows: there a record's age tells (FORK_ABANDONED_S)
     fcntl = None  # type: ignore[assignment]
+
+# Sleeps between tries of BEGIN IMMEDIATE while another process holds the write lock
+# (seconds): SQLite's own busy handler's schedule (sqliteDefaultBusyCallback), then its
+# last step until busy_timeout_ms is spent; the store's lock is free while they run.
+BUSY_POLL_DELAYS_S = (0.001, 0.002, 0.005, 0.010, 0.015, 0.020, 0.025, 0.025, 0.025, 0.050, 0.050, 0.100)
+SQLITE_BUSY_PRIMARY = 5  # SQLITE_BUSY: another connection holds the lock (extended codes share it)
 
 log = logging.getLogger("tiermem.cold")
 
@@ -216,6 +227,7 @@ class ColdStore(SharedQueries):
         self.tokens = tokens
         self.embedder = embedder
         self._lock = threading.RLock()
+        self._busy_timeout_ms = busy_timeout_ms
         self._wal_scrub_pending = False  # an erasure's WAL truncation waits for a reader
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         # opened read-only (the storage refuses writes): reads skip their derived catch-up
@@ -298,17 +310,51 @@ class ColdStore(SharedQueries):
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Connection]:
         """A write transaction holding the write lock from its first statement."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
+        conn = self._begin_immediate()
+        try:
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        finally:
+            self._lock.release()
         if self._wal_scrub_pending:
             self._retry_wal_scrub()
+
+    def _begin_immediate(self) -> Connection:
+        """BEGIN IMMEDIATE on the store's connection; returns it with the store's lock
+        held (the caller releases it). While another process holds the write lock, each
+        try fails at once (busy_timeout 0 for it) and the wait between tries is made
+        without the store's lock, so this process's reads are not held up by another
+        process's transaction; past busy_timeout_ms the busy error is raised, as
+        SQLite's own handler raised it."""
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        tries = 0
+        while True:
+            self._lock.acquire()
+            try:
+                conn = self._conn
+                if conn is None:
+                    raise StoreUnavailable(str(self.path), "the store is closed")
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+                return conn
+            except DriverDatabaseError as exc:
+                self._lock.release()
+                code = getattr(exc, "sqlite_errorcode", None)
+                left = deadline - time.monotonic()
+                if not (isinstance(code, int) and code & 0xFF == SQLITE_BUSY_PRIMARY) or left <= 0:
+                    raise
+            except BaseException:
+                self._lock.release()
+                raise
+            time.sleep(min(BUSY_POLL_DELAYS_S[min(tries, len(BUSY_POLL_DELAYS_S) - 1)], left))
+            tries += 1
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
