@@ -56,6 +56,7 @@ from tiermem.memory import (
     MIN_PIN_PRIORITY,
 )
 from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.files import PRIVATE_FILE_MODE
 from tiermem.tiers.models import MAX_POSITION, ROLES, check_idempotency_key
 from tiermem.tiers.zones import optional_timezone
 
@@ -1246,10 +1247,8 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
     if to_stdout:
         click.echo(text, nl=False)
     else:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with _replacing(target, mode=PRIVATE_FILE_MODE) as fh:  # it may hold bearer tokens
             fh.write(text)
-        os.chmod(target, 0o600)
         click.echo(f"wrote {target}" + (f" (left out: {', '.join(left_out)})" if left_out else ""), err=True)
 
 
@@ -1351,13 +1350,15 @@ NEW_FILE_MODE = 0o666  # a new file's mode before the umask, as open() gives it
 
 
 @contextmanager
-def _replacing(target: Path) -> Iterator[IO[str]]:
+def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
     """A text file that takes `target`'s place only once it is all written: written beside
     it under a temporary name, fsynced, then renamed over it (the directory fsynced too),
-    so a failure part-way leaves the file that was there, and the temporary is removed. The
-    file keeps `target`'s mode (new: 0666 less the umask); a link is followed, so the link
+    so a failure part-way leaves the file that was there, and the temporary is removed
+    (`export -o`, `config --export`). The file keeps `target`'s mode (new: 0666 less the
+    umask), or gets `mode` when given (a private file: the temporary is 0600 from its
+    creation, so no other user reads it meanwhile); a link is followed, so the link
     stays. A target that is no regular file (a FIFO, /dev/stderr) cannot be replaced so and
-    is written in place."""
+    is written in place, its mode untouched."""
     real = Path(os.path.realpath(target))
     try:
         st = real.stat()
@@ -1367,9 +1368,9 @@ def _replacing(target: Path) -> Iterator[IO[str]]:
         with real.open("w", encoding="utf-8") as fh:
             yield fh
         return
-    if st is not None:
+    if mode is None and st is not None:
         mode = stat.S_IMODE(st.st_mode)
-    else:
+    elif mode is None:
         umask = os.umask(0)  # read only by setting it: set back at once
         os.umask(umask)
         mode = NEW_FILE_MODE & ~umask
