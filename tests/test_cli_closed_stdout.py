@@ -1,8 +1,9 @@
 """A command whose standard output is closed by its reader (`tiermem export | head`)
 stops quietly, with the status a shell shows for `git log | head` (141: killed by
-SIGPIPE), whatever it prints and however (click.echo, a rich table, JSON). Before (a bug
-hunt, 2026-12-06) it printed `error: [Errno 32] Broken pipe` and exited 1. Real console
-script, real pipes, a real data dir."""
+SIGPIPE), whatever it prints and however (click.echo, a rich table, JSON, help). Before (a
+bug hunt, 2026-12-06) it printed `error: [Errno 32] Broken pipe` and exited 1; after that
+fix, the top-level `--help` and `--version`, which click prints before any command runs,
+still exited 1 (click's own handler). Real console script, real pipes, a real data dir."""
 
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("history", ["history", CONV]),
     # the config table, read without the store
     ("config", ["config"]),
+    # the top-level help: printed by click while the arguments are parsed, before invoke
+    ("--help", ["--help"]),
+    # the version, printed the same way
+    ("--version", ["--version"]),
+    # a command's help: printed inside the group's invoke
+    ("config --help", ["config", "--help"]),
 ]
 
 

@@ -10,7 +10,9 @@ command. Output is a readable table by default and one JSON document with `--jso
 Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
 `error: ...` on stderr; `--debug` shows the traceback instead. A command whose standard
 output was closed by its reader (`tiermem export | head`) stops quietly with 141, as a
-process killed by SIGPIPE (`git log | head`) does: the one place is `TiermemGroup.invoke`.
+process killed by SIGPIPE (`git log | head`) does, its help (`tiermem --help | head`)
+too: the one handler is `_closed_stdout_exits_quietly`, around `TiermemGroup.invoke` and,
+for the top-level --help and --version printed before it, `TiermemGroup.make_context`.
 
 Heavy imports (Memory, the embedding model, FastAPI, the evals) happen inside the
 commands that need them, so `tiermem --help` stays fast, and each command opens only
@@ -195,24 +197,42 @@ class TiermemGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        # the top-level --help and --version print while the arguments are parsed, before
+        # invoke: a closed stdout there ends as it does in a command
+        with _closed_stdout_exits_quietly(None):
+            return super().make_context(info_name, args, parent=parent, **extra)
+
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            done = super().invoke(ctx)
-            sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
-            return done
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except BrokenPipeError as exc:
-            if not _stdout_reader_gone():  # another pipe (a socket, a child's): an error
+        with _closed_stdout_exits_quietly(ctx):
+            try:
+                done = super().invoke(ctx)
+                sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+                return done
+            except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+                raise
+            except Exception as exc:
                 if _debug_requested(ctx):
                     raise
                 raise CliError(one_line(exc)) from None
-            _discard_stdout()
-            raise click.exceptions.Exit(SIGPIPE_EXIT) from None
-        except Exception as exc:
-            if _debug_requested(ctx):
+
+
+@contextmanager
+def _closed_stdout_exits_quietly(ctx: click.Context | None) -> Iterator[None]:
+    """The one handler of a closed standard output (`tiermem ... | head`): exit 141 saying
+    nothing, as a process killed by SIGPIPE. A BrokenPipeError of another pipe (a socket,
+    a child's) is an error: one line, or the traceback under --debug (`ctx` None: the
+    arguments are still being parsed, so --debug is not known yet and the line is shown)."""
+    try:
+        yield
+    except BrokenPipeError as exc:
+        if not _stdout_reader_gone():
+            if ctx is not None and _debug_requested(ctx):
                 raise
             raise CliError(one_line(exc)) from None
+        _discard_stdout()
+        raise click.exceptions.Exit(SIGPIPE_EXIT) from None
 
 
 def _stdout_reader_gone() -> bool:
