@@ -31,7 +31,11 @@ Invariants:
   stored set belongs to the caller's generation and that positions arrive without a gap.
   Otherwise it raises `HotStale` and the caller rebuilds from the cold log: that is how a
   flushed, restarted or partly evicted Redis, or one that missed appends while it was
-  down, is detected. `pin` and `unpin` check the generation too (HotStale, nothing
+  down, is detected. Maxmemory evicts single keys, not a set: the meta records how many
+  members, pins and demoted pins the set has, and an admit, pin or unpin (HotStale
+  'inconsistent') and a read or summary (no set) check them, the members' tokens against
+  `total` and the demoted pins' against `demoted_tokens`, so a set that lost its zset,
+  pin or demoted hash is rebuilt, never served or extended without them. `pin` and `unpin` check the generation too (HotStale, nothing
   written): a Redis shared by two databases must never take one's turn into the other's
   set.
 - The meta records the fingerprint of the last admitted turn (`tip`,
@@ -51,7 +55,8 @@ Invariants:
   (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
 
 Key layout per conversation, tag T = `{tm:<escaped id>}`:
-  T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens
+  T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens,
+                members, pins, demoted_pins (counts of T:z, T:pin, T:d)
   T:z     zset  member = position, score = position (the hot window in log order)
   T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
@@ -94,6 +99,8 @@ SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when era
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
 SUMMARY_PIPELINE_SETS = 256  # hot sets whose counts one round trip reads (6 commands each)
+# the meta fields a summary reads: its own four, then the counts that `_whole` checks
+SUMMARY_META_FIELDS = ("gen", "total", "evictions", "overflow", "members", "pins", "demoted_pins")
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 # The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
@@ -186,6 +193,8 @@ end
 if exists and check then
   if redis.call('HLEN', t_key) ~= #members then return stale('inconsistent') end
   if with_payloads and redis.call('HLEN', p_key) ~= #members then return stale('inconsistent') end
+  -- the counts the meta records: a set written before they were (nil) is not checked
+  if meta.members and tonumber(meta.members) ~= #members then return stale('inconsistent') end
 end
 -- tok: tokens known so far; pri[p] ~= nil exactly when member p is pinned.
 local tok, pri = {}, {}
@@ -211,12 +220,19 @@ if #praw > 0 then
     end
   end
 end
-local demoted, dtokens, demoted_dirty = {}, 0, false
+local demoted, dtokens, n_demoted, demoted_dirty = {}, 0, 0, false
 local draw = redis.call('HGETALL', d_key)
 for i = 1, #draw, 2 do
   local t = tonumber(draw[i + 1])
   demoted[tonumber(draw[i])] = t
   dtokens = dtokens + t
+  n_demoted = n_demoted + 1
+end
+-- A pin or demoted hash that maxmemory evicted on its own leaves no member without its
+-- record: only the meta's counts tell (a set that went on without them would evict its pins)
+if exists and check and ((meta.pins and tonumber(meta.pins) ~= n_pins)
+    or (meta.demoted_pins and tonumber(meta.demoted_pins) ~= n_demoted)) then
+  return stale('inconsistent')
 end
 
 local added, removed, pin_dirty, newpay = {}, {}, {}, {}
@@ -278,6 +294,7 @@ local function undemote(p)
   if t then
     demoted[p] = nil
     dtokens = dtokens - t
+    n_demoted = n_demoted - 1
     demoted_dirty = true
   end
 end
@@ -342,6 +359,7 @@ local function enforce()
       local p, t = remove_at(best)
       demoted[p] = t
       dtokens = dtokens + t
+      n_demoted = n_demoted + 1
       demoted_dirty = true
       dem_out[#dem_out + 1] = p
     else
@@ -475,7 +493,8 @@ if exists and meta.gen then gen = meta.gen end
 local tip = meta.tip or ''
 if last ~= stored_last then tip = tip_arg end
 redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last, 'tip', tip,
-  'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens)
+  'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens, 'members', #members, 'pins', n_pins,
+  'demoted_pins', n_demoted)
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
@@ -542,15 +561,18 @@ if n > 0 then
   call_chunked('HSET', t_key, targs)
   call_chunked('HSET', p_key, pargs)
 end
+local counts = {}
 for _, key in ipairs({pin_key, d_key}) do
   local m = tonumber(ARGV[i])
   local list = {}
   for j = i + 1, i + 2 * m do list[#list + 1] = ARGV[j] end
   if m > 0 then call_chunked('HSET', key, list) end
+  counts[#counts + 1] = m
   i = i + 1 + 2 * m
 end
 redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3], 'last', ARGV[4], 'tip', ARGV[5],
-  'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8])
+  'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8], 'members', n, 'pins', counts[1],
+  'demoted_pins', counts[2])
 local ttl = tonumber(ARGV[9])
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
@@ -695,6 +717,22 @@ def _ints(csv: str) -> list[int]:
 
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def _whole(meta: Mapping[str, str], members: int, pins: int, demoted: int, tokens: int | None = None,
+           demoted_tokens: int | None = None) -> bool:
+    """Whether a set's keys agree with what its meta records: the counts of members, pins
+    and demoted pins (absent in a set written before they were recorded: not checked),
+    and, when given, its members' and demoted pins' tokens. Maxmemory evicts single keys,
+    and a lost zset, pin or demoted hash leaves no member without its record."""
+    try:
+        for name, have in (("members", members), ("pins", pins), ("demoted_pins", demoted),
+                           ("total", tokens), ("demoted_tokens", demoted_tokens)):
+            if have is not None and name in meta and int(meta[name]) != have:
+                return False
+    except ValueError:
+        return False
+    return True
 
 
 def _check_turn(turn: HotTurn) -> None:
@@ -997,7 +1035,9 @@ class HotTier:
         return self._result(res)
 
     def read(self, conversation_id: str) -> HotSet | None:
-        """The hot set in log order, or None when Redis has no (complete) set for it."""
+        """The hot set in log order, or None when Redis has no (complete) set for it: a
+        member without its tokens or text, or keys that disagree with the meta's counts
+        and totals (one evicted on its own), is no set."""
         res = self._run("read", self.keys(conversation_id), [self.idle_ttl_ms])
         if not res:
             return None
@@ -1013,6 +1053,9 @@ class HotTier:
             priority = pins.get(pos)
             turns.append(HotTurn(int(pos), int(tokens), priority is not None, int(priority or 0), payload))
         try:
+            if not _whole(meta, len(turns), len(pins), len(demoted), sum(t.tokens for t in turns),
+                          sum(int(t) for t in demoted.values())):
+                return None  # a key of it was evicted on its own: as good as gone
             return HotSet(
                 turns=turns,
                 total_tokens=int(meta["total"]),
@@ -1039,7 +1082,7 @@ class HotTier:
             pipe = self.client.pipeline(transaction=False)  # a cluster pipeline routes each set's reads
             for conv in chunk:
                 meta, z, t, p, pin, d = self.keys(conv)
-                pipe.hmget(meta, "gen", "total", "evictions", "overflow")
+                pipe.hmget(meta, *SUMMARY_META_FIELDS)
                 pipe.zcard(z)
                 pipe.hlen(t)
                 pipe.hlen(p)
@@ -1047,10 +1090,14 @@ class HotTier:
                 pipe.hkeys(d)
             replies = pipe.execute()
             for j, conv in enumerate(chunk):
-                (gen, total, evictions, overflow), members, tokens, payloads, pins, demoted = replies[6 * j:6 * j + 6]
-                # no meta: no set; fewer token counts or texts than members: partly
-                # lost (maxmemory evicted a key), as good as gone, as `read` says
-                if gen is None or not members == tokens == payloads:
+                fields, members, tokens, payloads, pins, demoted = replies[6 * j:6 * j + 6]
+                gen, total, evictions, overflow = fields[:4]
+                counts = {name: value for name, value in zip(SUMMARY_META_FIELDS, fields, strict=True)
+                          if value is not None}
+                # no meta: no set; fewer token counts or texts than members, or fewer of
+                # them than the meta counts: partly lost (maxmemory evicted a key), as
+                # good as gone, as `read` says
+                if gen is None or not members == tokens == payloads or not _whole(counts, members, pins, len(demoted)):
                     continue
                 try:
                     out[conv] = HotSummary(_text(gen), int(total), int(members), int(pins), int(evictions),
