@@ -166,6 +166,12 @@ POOL_OPEN_TIMEOUT_S = 30.0
 # fails with StoreUnreachable (503, nothing written): the server down, at max_connections,
 # or every connection of the pool in use
 POOL_WAIT_S = 30.0
+# How long the store's pool tries to open a connection (1, 2, 4... s apart, doubling)
+# before it gives up (and, where operations wait, starts over: _reconnect_failed).
+# psycopg_pool's default, 300 s, let the gap between tries reach 32 s: after a 60 s
+# outage the first operation once the database was back waited 28 s. Short, so that no
+# gap passes ~2 s; a connection attempt costs a failed connect() while the server is down.
+RECONNECT_GIVE_UP_S = 3.0
 # A statement's wait for a lock (lock_timeout, each session of the store's pool): the
 # store's `lock_timeout_ms`, Config.busy_timeout_ms as on SQLite. Past it the statement
 # fails with lock_not_available (tiers.files: 503 busy, nothing written) instead of
@@ -631,7 +637,8 @@ class PostgresStore(SharedQueries):
             self._bootstrap(url)
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
                                   kwargs={"autocommit": True}, configure=self._configure,
-                                  check=self._check_idle, name=f"tiermem-{schema}")
+                                  check=self._check_idle, reconnect_timeout=RECONNECT_GIVE_UP_S,
+                                  reconnect_failed=self._reconnect_failed, name=f"tiermem-{schema}")
             try:
                 pool.open(wait=True, timeout=POOL_OPEN_TIMEOUT_S)
             except Exception as exc:
@@ -723,15 +730,33 @@ class PostgresStore(SharedQueries):
                 f"SET hnsw.iterative_scan TO relaxed_order; SET hnsw.ef_search TO {HNSW_EF_SEARCH}"
                 f"{lock_timeout}")
 
-    @staticmethod
-    def _check_idle(conn: Conn) -> None:
+    def _check_idle(self, conn: Conn) -> None:
         """At each checkout of our pool: a connection the server spoke on while it sat idle
         (the FATAL of a restart or of pg_terminate_backend, or its end) is tried with an
         empty query, and the pool replaces it when that fails, so the next operation after
         a restart runs instead of failing once per idle connection. A quiet socket (the
-        usual case) costs no round trip: one select() that does not wait."""
-        if select.select([conn.fileno()], [], [], 0)[0]:
+        usual case) costs no round trip: one select() that does not wait. One found dead,
+        the pool's other idle connections are tried at once (pool.check()): the pool
+        sleeps between failed checks of one checkout (1, 2, 4 s...), and four dead ones
+        after a restart cost the first operation 7 s."""
+        if not select.select([conn.fileno()], [], [], 0)[0]:
+            return
+        try:
             ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            pool = self._pool
+            if pool is not None:
+                pool.check()  # the others too: discarded and replaced now, not one per sleep
+            raise
+
+    @staticmethod
+    def _reconnect_failed(pool: ConnectionPool) -> None:
+        """The pool gave up reconnecting (RECONNECT_GIVE_UP_S). Where operations wait for
+        a connection, a new series of attempts starts at once (pool.check() grows the
+        pool), so that the database back is found within the first steps of a backoff
+        (1, 2 s), not after a doubling series that had reached half a minute."""
+        if pool.get_stats().get("requests_waiting", 0):
+            pool.check()
 
     @staticmethod
     def _isolation_sql(conn: Conn) -> str:
