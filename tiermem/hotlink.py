@@ -30,9 +30,12 @@ what to do when Redis is gone.
   another database, a set under the same key that is not ours is left alone (the next
   read rebuilds ours from the log, pin included). Stats count only our sets.
 - Redis errors never escape: appends stay committed in the cold log, reads fall back
-  to the log and report `degraded`, and the next successful call recovers.
+  to the log and report `degraded`, and the next successful call recovers. A Redis at
+  `maxmemory` under noeviction is one of them: it refuses each writing script whole
+  (tiers.hot OOM_PROBE_LUA, HotOutOfMemory), reads of the sets go on, and only a
+  successful write ends that degradation (a read, a PING or stats would not tell).
 - Nor does any other failure of the hot tier (a reply no code path expects: a script
-  error on a key of the wrong type, an out-of-memory refusal, a garbled field): the
+  error on a key of the wrong type, a garbled field): the
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
   should that fail too the call degrades as in an outage. An append is acknowledged
   once the log has committed it, whatever the hot tier does after.
@@ -50,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.tiers.errors import HotStale, HotStateLost
+from tiermem.tiers.errors import HotOutOfMemory, HotStale, HotStateLost
 from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client, simulate_replay
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import TurnRow
@@ -75,9 +78,12 @@ TURN_READ_ROWS = 1000
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
 # log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
 # scratch keys to a FLUSHALL or a restart mid-rebuild (seen once in 833 context calls of
-# the Redis-failure soak, as an HTTP 500 before it was listed here).
+# the Redis-failure soak, as an HTTP 500 before it was listed here). HotOutOfMemory is a
+# Redis at `maxmemory` under noeviction refusing a script whole: the sets wait, as
+# written, for the memory to free.
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                                                 redis.exceptions.ClusterDownError, OSError, HotStateLost)
+                                                 redis.exceptions.ClusterDownError, OSError, HotStateLost,
+                                                 HotOutOfMemory)
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,9 @@ class HotLink:
             idle_ttl_s=cfg.hot_idle_ttl_s,
         )
         self.degraded_since: float | None = None
+        # whether the failure that degraded this link was Redis refusing writes for want
+        # of memory (reads still answer: only a write tells it is over)
+        self._out_of_memory = False
         self.last_error: str | None = None
         self.rebuilds = 0
         # turns this process's admits, pins and unpins evicted, and pins they demoted,
@@ -165,8 +174,10 @@ class HotLink:
 
     # -- health ------------------------------------------------------------------------------
 
-    def _ok(self) -> None:
-        if self.degraded_since is None:
+    def _ok(self, *, wrote: bool = True) -> None:
+        """A call Redis answered. `wrote` False: it only read, which says nothing of a
+        Redis out of memory (reads go on there): that degradation ends with a write."""
+        if self.degraded_since is None or (not wrote and self._out_of_memory):
             return
         log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
         self.degraded_since = None
@@ -177,6 +188,7 @@ class HotLink:
                 log.warning("could not run the hot tier's recovery work", exc_info=True)
 
     def _fail(self, exc: BaseException) -> None:
+        self._out_of_memory = isinstance(exc, HotOutOfMemory)
         if self.degraded_since is None:
             self.degraded_since = time.time()
             log.warning("hot tier unavailable, serving from the cold log: %s", exc)
@@ -301,18 +313,19 @@ class HotLink:
             self.tier.drop_all(conversation_id)
         return hs
 
-    def _sync(self, conversation_id: str) -> tuple[HotSet, bool]:
-        """The conversation's hot set, rebuilt or caught up with the log as needed."""
+    def _sync(self, conversation_id: str) -> tuple[HotSet, bool, bool]:
+        """The conversation's hot set, rebuilt or caught up with the log as needed;
+        whether it was rebuilt, and whether anything was written."""
         gen = self.generation(conversation_id)
         hs = self.tier.read(conversation_id)
         if hs is None or hs.generation != gen:
-            return self._rebuild(conversation_id), True
+            return self._rebuild(conversation_id), True, True
         if hs.budget != self.tier.budget_tokens:
             if conversation_id not in self._budget_rebuilt:
                 if len(self._budget_rebuilt) >= MAX_BUDGET_REBUILDS_TRACKED:
                     self._budget_rebuilt.clear()
                 self._budget_rebuilt.add(conversation_id)
-                return self._rebuild(conversation_id), True
+                return self._rebuild(conversation_id), True, True
             if not self._budget_mismatch_logged:
                 self._budget_mismatch_logged = True
                 log.warning("another process sharing this Redis writes hot sets under hot_budget_tokens=%d "
@@ -327,7 +340,7 @@ class HotLink:
             head = rows[0] if rows and rows[0].position == hs.last_position else None
             prev_tip = turn_fingerprint(head.content_hash, head.created_at) if head is not None else ""
             if head is None or prev_tip != hs.tip:
-                return self._rebuild(conversation_id), True
+                return self._rebuild(conversation_id), True, True
             rows = rows[1:]
         if rows:
             turns, tip = self._hot_turns(conversation_id, rows)
@@ -336,9 +349,9 @@ class HotLink:
                 self._count(self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip,
                                                  prev_tip=prev_tip))
             except HotStale:
-                return self._rebuild(conversation_id), True
-            hs = self.tier.read(conversation_id) or self._rebuild(conversation_id)
-        return hs, False
+                return self._rebuild(conversation_id), True, True
+            return self.tier.read(conversation_id) or self._rebuild(conversation_id), False, True
+        return hs, False, False
 
     def on_append(self, conversation_id: str, positions: list[int]) -> AdmitResult | None:
         try:
@@ -373,8 +386,8 @@ class HotLink:
 
     def read(self, conversation_id: str) -> HotRead:
         try:
-            hs, rebuilt = self._sync(conversation_id)
-            self._ok()
+            hs, rebuilt, wrote = self._sync(conversation_id)
+            self._ok(wrote=wrote)
             return HotRead(hs, False, rebuilt)
         except REDIS_ERRORS as exc:
             self._fail(exc)
@@ -476,7 +489,7 @@ class HotLink:
         healthy = True
         try:
             self.client.ping()
-            self._ok()
+            self._ok(wrote=False)
         except REDIS_ERRORS as exc:
             self._fail(exc)
             healthy = False
@@ -514,7 +527,7 @@ class HotLink:
                 overflow += hs.overflow_tokens
                 if hs.demoted:
                     demoted[conv] = hs.demoted
-            self._ok()
+            self._ok(wrote=False)
         except REDIS_ERRORS as exc:
             self._fail(exc)
             out["healthy"] = False

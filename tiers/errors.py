@@ -155,6 +155,18 @@ class HotStateLost(TiermemError, RuntimeError):
         )
 
 
+class HotOutOfMemory(TiermemError, RuntimeError):
+    """Redis refused a hot-tier script for want of memory (`maxmemory` reached under
+    `maxmemory-policy noeviction`): nothing was written. Like a connection error, this
+    says Redis cannot be relied on right now, not that the request was wrong; the hot
+    sets catch up from the log once memory frees."""
+
+    def __init__(self, script: str, detail: str) -> None:
+        self.script = script
+        super().__init__(f"Redis is out of memory (maxmemory reached), the hot tier's {script} script wrote "
+                         f"nothing: {detail}")
+
+
 class HotStale(TiermemError, LookupError):
     """The stored hot set is missing, of another generation, inconsistent, or behind the
     log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""

@@ -82,10 +82,10 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 from redis.retry import Retry
 
-from tiermem.tiers.errors import HotStale, HotStateLost, HotTurnNotResident
+from tiermem.tiers.errors import HotOutOfMemory, HotStale, HotStateLost, HotTurnNotResident
 from tiermem.tiers.keys import hash_tag
 from tiermem.tiers.redis_url import parse_redis_url
 
@@ -116,7 +116,21 @@ _PREFIX_RE = re.compile(r"^[A-Za-z0-9._:-]+$")
 # integers below 10^14 (checked in Python), which Lua doubles hold and print exactly.
 # ----------------------------------------------------------------------------------------
 
-APPLY_LUA = r"""
+# Redis refuses a script's write for want of memory only until the script has written
+# something: after that every write goes through, so that a script never stops half way.
+# The scripts' first writes (DEL, ZREM) take no memory, so they let whole admits and
+# rebuilds through past `maxmemory`. Each script that writes therefore begins with this
+# write, which Redis refuses out of memory (SETRANGE takes memory) and which changes
+# nothing (an empty SETRANGE leaves a string as it is and creates no key): out of memory,
+# the whole script is refused before it writes anything. The key shares the set's hash
+# tag (the same slot on Cluster, the same ACL key pattern) and never exists.
+OOM_PROBE_LUA = r"""
+redis.call('SETRANGE', KEYS[1] .. ':oom-probe', 0, '')
+"""
+# How Redis words the refusal (the reply starts with OOM; inside a script, after its name)
+OOM_REPLY = "OOM command not allowed"
+
+APPLY_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] tokens hash, KEYS[4] payload hash,
 -- KEYS[5] pin hash, KEYS[6] demoted hash (all of one conversation, one hash tag).
 -- ARGV[1] generation; ARGV[2] budget; ARGV[3] head_protect; ARGV[4] tail_protect;
@@ -502,7 +516,7 @@ return table.concat({'OK', table.concat(ev_out, ','), table.concat(dem_out, ',')
   last, n_evicted, want_members and table.concat(members, ',') or ''}, '|')
 """
 
-FINISH_REBUILD_LUA = r"""
+FINISH_REBUILD_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1..6] live meta, zset, tokens, payload, pin, demoted keys;
 -- KEYS[7..12] the temporary keys a replay built, in the same order (same hash tag).
 -- ARGV[1] the live keys' idle TTL in ms (0: none); then position, payload, position,
@@ -526,7 +540,7 @@ end
 return 'OK'
 """
 
-LOAD_LUA = r"""
+LOAD_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
 -- ARGV[1] generation, [2] total, [3] budget, [4] last, [5] tip, [6] evictions,
 -- [7] overflow, [8] demoted tokens, [9] idle TTL in ms (0: none); then the count of
@@ -884,14 +898,21 @@ class HotTier:
     # -- scripts -------------------------------------------------------------------------
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        if not self.cluster:
-            return self._scripts[name](keys=keys, args=args)
+        """Run script `name`; HotOutOfMemory when Redis refused it for want of memory
+        (nothing written: OOM_PROBE_LUA)."""
         try:
-            return self.client.execute_command("EVALSHA", self._shas[name], len(keys), *keys, *args)
-        except NoScriptError:
-            # A node that never saw the script (fresh, restarted, failed over): EVAL both
-            # runs and caches it there.
-            return self.client.execute_command("EVAL", self._sources[name], len(keys), *keys, *args)
+            if not self.cluster:
+                return self._scripts[name](keys=keys, args=args)
+            try:
+                return self.client.execute_command("EVALSHA", self._shas[name], len(keys), *keys, *args)
+            except NoScriptError:
+                # A node that never saw the script (fresh, restarted, failed over): EVAL
+                # both runs and caches it there.
+                return self.client.execute_command("EVAL", self._sources[name], len(keys), *keys, *args)
+        except ResponseError as e:
+            if isinstance(e, OutOfMemoryError) or OOM_REPLY in str(e):
+                raise HotOutOfMemory(name, str(e)) from e
+            raise
 
     def _apply(
         self,
