@@ -3,7 +3,11 @@ in each `context_format` and `system_messages` mode and in Anthropic's form. Ran
 conversations mix plain turns, parallel tool calls (results in any order, some long
 enough to be trimmed, some rounds abandoned), Responses items with reasoning,
 retractions, clears, pins (tool messages too) and checkpoints, with calls in a row at
-one budget (epochs: appends, rewinds, middle evictions) and now and then another one.
+one budget (epochs: appends, rewinds, middle evictions) and now and then another one;
+blank rows (an empty reply or user message, an empty tool output, a blank stored system
+message), a blank system prompt and logs that open with the assistant, so that
+breakpoints fall on blank messages (`ctx.with_cache_control()` is checked too) and some
+contexts hold no user message (their Anthropic form is checked as every other).
 
 Its hunt found the abandoned chat round (tests/test_tool_units_chat_rounds.py; about one conversation in 150
 has the shape, more than this default run draws). Raise
@@ -17,7 +21,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from provider_rules import anthropic_problems, chat_problems, responses_problems
+from provider_rules import anthropic_problems, chat_problems, openai_form_cache_marks, responses_problems
 
 from tiermem import Config, Memory
 from tiermem.adapters.anthropic import to_anthropic
@@ -31,6 +35,12 @@ TOPICS = ["flight to Lisbon on Tuesday", "hotel near the station", "my seat is 1
 QUERIES = [*TOPICS, "what did the tool say?", "which flight?", None]
 LONG_REPEATS = 300  # a tool output of ~1,500 tokens: past every tool_trim_tokens drawn
 SHORT_REPEATS = 3
+BLANK_REPEATS = 0  # an empty tool output
+SYSTEMS = ["Be brief.", "Be brief.", "Be brief.", "  "]  # the caller's system prompt, now and then blank
+# rows of blank text: a breakpoint on one must mark no blank block
+BLANKS = [{"role": "assistant", "content": ""}, {"role": "user", "content": ""}, {"role": "user", "content": " \n"},
+          {"role": "system", "content": " "},
+          {"role": "assistant", "content": [{"type": "text", "text": "Noted."}, {"type": "text", "text": " "}]}]
 
 topic = st.sampled_from(TOPICS)
 
@@ -40,7 +50,7 @@ def tool_round(draw: st.DrawFn, family: str, first_id: int) -> list[dict[str, An
     ids = [f"call_{first_id + j}" for j in range(draw(st.integers(1, 3)))]
     answered = draw(st.permutations(ids))
     answered = answered[:len(answered) - draw(st.sampled_from([0, 0, 0, 0, 1]))]  # an abandoned call now and then
-    repeats = draw(st.sampled_from([SHORT_REPEATS, SHORT_REPEATS, LONG_REPEATS]))
+    repeats = draw(st.sampled_from([SHORT_REPEATS, SHORT_REPEATS, LONG_REPEATS, BLANK_REPEATS]))
     outputs = [(i, (draw(topic) + " ") * repeats) for i in answered]
     if family == "chat":
         return [{"role": "assistant", "content": draw(st.sampled_from([None, "Let me check."])), "tool_calls": [
@@ -53,24 +63,35 @@ def tool_round(draw: st.DrawFn, family: str, first_id: int) -> list[dict[str, An
 
 
 @st.composite
-def script(draw: st.DrawFn) -> tuple[str, list[tuple[str, Any]]]:
-    """A conversation family and its events: appends, control rows, pins, checkpoints, contexts."""
+def script(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, Any]]]:
+    """A conversation family, the caller's system prompt and the events: appends, control
+    rows, pins, checkpoints, contexts."""
     family = draw(st.sampled_from(["chat", "responses"]))
+    system = draw(st.sampled_from(SYSTEMS))
     budget = draw(st.one_of(st.integers(100, 800), st.integers(1500, 4000)))
-    events: list[tuple[str, Any]] = [("append", {"role": "user", "content": draw(topic)})]
+    first = draw(st.sampled_from(["user", "user", "user", "assistant"]))  # a log may open with a reply
+    # now and then an agent's own log: the user says nothing after the first message but a
+    # blank one (and may take it back), so that some contexts hold no user message at all
+    quiet = draw(st.sampled_from([False, False, False, True]))
+    speaker = "assistant" if quiet else "user"
+    events: list[tuple[str, Any]] = [("append", {"role": first, "content": draw(topic)})]
     calls = 0
     for _ in range(draw(st.integers(5, 40))):
         kind = draw(st.sampled_from(["user", "user", "assistant", "tools", "tools", "retract", "clear", "pin",
-                                     "checkpoint", "context", "context"]))
+                                     "checkpoint", "context", "context", "blank", "retract_user"]))
         if kind == "user":
-            events.append(("append", {"role": "user", "content": draw(topic) + " please"}))
+            events.append(("append", {"role": speaker, "content": draw(topic) + " please"}))
         elif kind == "assistant":
             events.append(("append", {"role": "assistant", "content": "Noted: " + draw(topic)}))
+        elif kind == "blank":
+            events.append(("append", draw(st.sampled_from(BLANKS))))
         elif kind == "tools":
             events += [("append", b) for b in draw(tool_round(family, calls))]
             calls += 3
         elif kind == "clear":  # an agent clears, then the user speaks
-            events += [("clear", None), ("append", {"role": "user", "content": draw(topic)})]
+            events += [("clear", None), ("append", {"role": speaker, "content": draw(topic)})]
+        elif kind == "retract_user":  # the user takes back what they said last
+            events.append((kind, None))
         elif kind == "context":
             # mostly the conversation's budget (an epoch goes on), now and then another
             b = draw(st.one_of(st.just(budget), st.just(budget), st.integers(100, 900)))
@@ -78,7 +99,7 @@ def script(draw: st.DrawFn) -> tuple[str, list[tuple[str, Any]]]:
         else:
             events.append((kind, draw(st.floats(0, 0.999))))
     events.append(("context", ("what did the tool say?", budget, False)))
-    return family, events
+    return family, system, events
 
 
 def problems(ctx: Any, mem: Memory, budget: int, fmt: str) -> list[str]:
@@ -87,10 +108,9 @@ def problems(ctx: Any, mem: Memory, budget: int, fmt: str) -> list[str]:
         out += chat_problems(to_chat(ctx.messages), pending_ok=True)
     if fmt in ("as_stored", "responses"):
         out += responses_problems(to_responses(ctx.messages), pending_ok=True)
+    out += openai_form_cache_marks(ctx.with_cache_control())
     req = to_anthropic(ctx, mem)
-    if req.messages:  # no user message left to send (all retracted): nothing to check
-        out += anthropic_problems(req.system, req.messages)
-    return out
+    return out + anthropic_problems(req.system, req.messages)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -98,18 +118,24 @@ def problems(ctx: Any, mem: Memory, budget: int, fmt: str) -> list[str]:
        st.sampled_from(["as_is", "as_is", "merge", "before_latest"]), st.sampled_from(["before_latest", "before_tail"]),
        st.sampled_from([32, 100, 400]))
 def test_every_context_is_one_the_providers_accept(tmp_path_factory: Any, embedder: FastEmbedder,
-                                                   conversation: tuple[str, list[tuple[str, Any]]], fmt: str,
+                                                   conversation: tuple[str, str, list[tuple[str, Any]]], fmt: str,
                                                    system_messages: str, placement: str, trim: int) -> None:
-    _family, events = conversation
+    _family, system, events = conversation
     data: Path = tmp_path_factory.mktemp("d")
     cfg = Config(data_dir=data, context_format=fmt, system_messages=system_messages,  # type: ignore[arg-type]
                  retrieved_placement=placement, tool_trim_tokens=trim)  # type: ignore[arg-type]
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         rows = 0
+        said: list[int] = []  # the user messages' positions, not retracted
         for kind, arg in events:
             if kind == "append":
                 mem.append("c", arg)
+                said += [rows] if arg.get("role") == "user" else []
                 rows += 1
+            elif kind == "retract_user":
+                if said:
+                    mem.append("c", {"type": "tiermem.retract", "position": said.pop()})
+                    rows += 1
             elif kind == "retract":
                 mem.append("c", {"type": "tiermem.retract", "position": int(arg * rows)})
                 rows += 1
@@ -123,7 +149,7 @@ def test_every_context_is_one_the_providers_accept(tmp_path_factory: Any, embedd
             else:
                 query, budget, truncate = arg
                 try:
-                    ctx = mem.context("c", query, budget, system="Be brief.", truncate_latest=truncate)
+                    ctx = mem.context("c", query, budget, system=system, truncate_latest=truncate)
                 except BudgetTooSmall:
                     continue
                 assert problems(ctx, mem, budget, fmt) == [], (kind, arg, ctx.messages, ctx.plan.cache.reason)
