@@ -48,33 +48,42 @@ lines end at "\n" only (a "\r" before it is dropped): U+2028, U+2029, U+0085 and
 the other characters `str.splitlines` breaks at are text inside a JSON string.
 
 **Memory.** No reader holds the file's text: JSONL is read a line at a time and a JSON
-list an item at a time (`_json_items`). `read_conversations` keeps every message (tune,
+list an item at a time (`_json_items`; a syntax error is refused as soon as its item is
+read, not after the rest of the list). `read_conversations` keeps every message (tune,
 the evals and the benchmarks replay them); an import does not: `open_conversations`
-checks the whole file in a first reading that keeps per conversation only counts and a
-`BODY_DIGEST_BYTES` digest of each message, and `import_dataset` reads it again
-(`FileData.rows`), appending chunk by chunk, with at most `MAX_PENDING_CHUNKS` chunks'
-worth of messages waiting; what is stored is compared with the file by digest, a page of
-`STORED_PAGE_MESSAGES` at a time. A pipe or stream, which has one reading, is copied to a
-temporary file first (the data dir's when there is one), removed afterwards. A message
-read back unlike the one checked (the file changed in between) stops the import with a
-DataFileError; chunks appended before it stay, as after a killed import.
+checks the whole file in a first reading that keeps per conversation only counts and two
+`BODY_DIGEST_BYTES` digests of each message (its body's, and the whole message's as it
+would be stored: body, session_id, metadata, created_at), and `import_dataset` reads it
+again (`FileData.rows`), appending chunk by chunk, with at most `MAX_PENDING_CHUNKS`
+chunks' worth of messages waiting; what is stored is compared with the file by body
+digest, a page of `STORED_PAGE_MESSAGES` at a time. A pipe or stream, which has one
+reading, is copied to a temporary file first (the data dir's when there is one) that has
+no name from its creation (`_spool_file`: no kill leaves a copy of the input behind) and
+is read through its descriptor.
+
+**A file that changes.** A regular file whose inode, size or modification time differ,
+before the import's first write, from when its first reading began is refused with
+nothing written (`FileData.check_unchanged`). A change during the second reading after
+that is found at the first message read back unlike the one checked (body or envelope):
+the import stops there with a DataFileError; chunks appended before it stay, as after a
+killed import.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import re
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, NoReturn, TextIO
+from typing import IO, Any, BinaryIO, Literal, NoReturn, TextIO
 
 from tiermem.config import MAX_ID_CHARS_LIMIT, Config
 from tiermem.evals.locomo import (
@@ -89,9 +98,10 @@ from tiermem.evals.locomo import (
 )
 from tiermem.tiers.errors import (
     DataFileError,
-    IdempotencyKeyReused,
     ImportConflict,
+    ImportErased,
     LimitExceeded,
+    PositionMismatch,
     ValidationError,
 )
 from tiermem.tiers.formats import canonical_role, is_control
@@ -105,13 +115,17 @@ SKIP_BAD_HINT = "fix them or pass --skip-bad to skip them"
 FIX_HINT = "fix them"
 ALL_BAD_HINT = "no good line is left to import: fix them"  # skipping bad lines skipped them all
 ENVELOPE_KEYS = frozenset({"conversation_id", "message_id"})
-IMPORT_KEY_PREFIX = "tiermem-import"  # of the idempotency keys an import appends its chunks under
-# all an import keeps of a message between its two readings of the file: a digest this long
-# (blake2b; 16 bytes a message, against the hundreds of its line)
+# all an import keeps of a message between its two readings of the file: two digests this
+# long (blake2b; 32 bytes a message, against the hundreds of its line): its body's, compared
+# with what is stored, and the whole message's, compared with the second reading
 BODY_DIGEST_BYTES = 16
 JSON_READ_CHARS = 1 << 20  # a JSON list is parsed item by item from blocks of this many characters
+# a JSON list's item that fails to parse this close to the end of what is read may only be
+# cut short there (a literal like `tru`, a number like `1e`, an escape like `\u00`): more is
+# read; an error further from the end is the file's, refused at once
+JSON_CUT_SLACK_CHARS = 8
 SPOOL_BLOCK_BYTES = 1 << 20  # a pipe is copied to its temporary file this many bytes at a time
-SPOOL_PREFIX = "tiermem-import-"  # of that temporary file's name
+SPOOL_PREFIX = "tiermem-import-"  # of that temporary file's name, where it has one (see _spool_file)
 # an import's partial chunks of interleaved conversations wait at most this many chunks'
 # worth of messages (batch x this), then are all appended: memory stays bounded however
 # many conversations a file interleaves
@@ -191,6 +205,9 @@ class Dataset:
         for c in self.conversations:
             for m in c.messages:
                 yield c.conversation_id, m
+
+    def check_unchanged(self) -> None:
+        """Held in memory: nothing to check (`FileData.check_unchanged`)."""
 
 
 def _created_at(value: Any) -> float:
@@ -394,10 +411,18 @@ def _refuse(path: Path, bad: list[BadLine], what: str, where: str, hint: str) ->
 
 
 def body_digest(body: dict[str, Any]) -> bytes:
-    """A message body's digest (its canonical JSON), which is all an import keeps of a
-    message between reading the file and writing it: what is stored is compared by it."""
+    """A message body's digest (its canonical JSON): what is stored is compared with the
+    file by it (a re-import recognises its messages by their bodies, as before: a stored
+    message's created_at is the time it was written when the file gives none)."""
     text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.blake2b(text.encode("utf-8"), digest_size=BODY_DIGEST_BYTES).digest()
+
+
+def message_digest(msg: dict[str, Any]) -> bytes:
+    """The digest of a message as it would be stored, body and envelope (session_id,
+    metadata, created_at): the second reading of the file is compared with the first by
+    it, so a field rewritten in between is not written unchecked."""
+    return body_digest(msg)
 
 
 def _body(msg: dict[str, Any]) -> dict[str, Any]:
@@ -411,23 +436,64 @@ class ConversationCount:
     n_messages: int = 0
     n_probes: int = 0
     digests: bytearray = field(default_factory=bytearray)  # body_digest of each message, in order
+    checks: bytearray = field(default_factory=bytearray)  # message_digest of each message, in order
 
     def add(self, msg: dict[str, Any]) -> None:
         self.n_messages += 1
         self.digests += body_digest(_body(msg))
+        self.checks += message_digest(msg)
 
     def digest(self, index: int) -> bytes:
+        """The body's digest of message `index` (compared with what is stored)."""
         return bytes(self.digests[index * BODY_DIGEST_BYTES:(index + 1) * BODY_DIGEST_BYTES])
+
+    def check(self, index: int) -> bytes:
+        """The whole message's digest of message `index` (compared with the second reading)."""
+        return bytes(self.checks[index * BODY_DIGEST_BYTES:(index + 1) * BODY_DIGEST_BYTES])
 
 
 # --- reading a file: each pass opens it anew, and holds a line (a JSON list: an item) at a time
 
 
-def _text(path: Path) -> TextIO:
+class _PositionalReader(io.RawIOBase):
+    """Reads an open descriptor from its start with pread, at an offset of its own: each
+    pass over a spool reads it whole whatever another reader of the descriptor did.
+    Closing it leaves the descriptor open (the spool's owner closes it)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = os.pread(self._fd, len(view), self._offset)
+        view[:len(data)] = data
+        self._offset += len(data)
+        return len(data)
+
+
+@dataclass(frozen=True)
+class Spool:
+    """A pipe's copy, read through its open descriptor: the file has no name from the
+    moment it exists (O_TMPFILE, else unlinked at once), so no kill of the process, not
+    even SIGKILL, can leave a copy of the input behind; closing the descriptor frees it."""
+    fd: int
+
+
+Readable = Path | Spool  # what a pass reads: a regular file by its path, or a spool
+
+
+def _text(source: Readable) -> TextIO:
     # utf-8-sig: a byte order mark a Windows tool put first is no part of the text (RFC 8259
     # lets a reader ignore it); one inside a JSON string stays text. newline="\n": lines end
     # at "\n" only, untranslated (a lone "\r" is no line end)
-    return path.open(encoding="utf-8-sig", newline="\n")
+    if isinstance(source, Path):
+        return source.open(encoding="utf-8-sig", newline="\n")
+    return io.TextIOWrapper(io.BufferedReader(_PositionalReader(source.fd)), encoding="utf-8-sig", newline="\n")
 
 
 @contextmanager
@@ -441,7 +507,7 @@ def _decoding(name: str) -> Iterator[None]:
         raise DataFileError(name, f"cannot be read: {exc}") from None
 
 
-def _is_json_list(path: Path, name: str) -> bool:
+def _is_json_list(path: Readable, name: str) -> bool:
     """Whether the text starts with '[' (after whitespace): a JSON list, else JSONL."""
     with _decoding(name), _text(path) as fh:
         while block := fh.read(JSON_READ_CHARS):
@@ -451,7 +517,7 @@ def _is_json_list(path: Path, name: str) -> bool:
     return False
 
 
-def _jsonl_objects(path: Path, name: str) -> Iterator[tuple[int, Any]]:
+def _jsonl_objects(path: Readable, name: str) -> Iterator[tuple[int, Any]]:
     """(1-based line number, parsed object or the BadLine of a line that is not JSON) of
     each non-blank line. Lines end at "\n" only, not where `str.splitlines` would also
     break (U+2028, U+2029, U+0085, \x0b, \x0c, \x1c-\x1e): those are text inside a JSON
@@ -469,10 +535,13 @@ def _jsonl_objects(path: Path, name: str) -> Iterator[tuple[int, Any]]:
                 yield n, BadLine(n, f"not valid JSON ({type(exc).__name__}: {str(exc)[:200]})")
 
 
-def _json_items(path: Path, name: str) -> Iterator[tuple[int, Any]]:
+def _json_items(path: Readable, name: str) -> Iterator[tuple[int, Any]]:
     """(1-based number, item) of each item of the JSON list the file holds, parsed one at a
     time from blocks of the text: the list is never held whole. JSON that is not valid
-    refuses the file (DataFileError), as a whole-file parse would."""
+    refuses the file (DataFileError), as a whole-file parse would, and as soon as the item
+    it is in is read up to the error: more is read only for an item that may just be cut
+    by the end of what is read (`_maybe_cut`), so a syntax error early in a large list
+    is refused without reading the rest of it."""
     decoder = json.JSONDecoder()
     buf, pos, eof = "", 0, False
 
@@ -512,7 +581,7 @@ def _json_items(path: Path, name: str) -> Iterator[tuple[int, Any]]:
                     try:
                         obj, end = decoder.raw_decode(buf, pos)
                     except json.JSONDecodeError as exc:
-                        if eof:
+                        if eof or not _maybe_cut(buf, exc):
                             invalid(f"item {n + 1}: {exc.msg}")
                         fill()
                         continue
@@ -536,18 +605,25 @@ def _json_items(path: Path, name: str) -> Iterator[tuple[int, Any]]:
             invalid(f"extra data after the list's {n} item(s)")
 
 
-def _objects(path: Path, name: str, as_list: bool) -> Iterator[tuple[int, Any]]:
+def _maybe_cut(buf: str, exc: json.JSONDecodeError) -> bool:
+    """Whether a parse error may only be the end of what was read cutting the item short:
+    at (or within JSON_CUT_SLACK_CHARS of) that end, or a string not closed before it.
+    Any other error is the file's whatever follows."""
+    return exc.pos >= len(buf) - JSON_CUT_SLACK_CHARS or exc.msg.startswith("Unterminated string")
+
+
+def _objects(path: Readable, name: str, as_list: bool) -> Iterator[tuple[int, Any]]:
     return _json_items(path, name) if as_list else _jsonl_objects(path, name)
 
 
-def _is_locomo(path: Path, name: str) -> bool:
+def _is_locomo(path: Readable, name: str) -> bool:
     # one sample with a `conversation` field makes the list LoCoMo (no object of the
     # conversations format has that field): a malformed sample among good ones is then
     # named by the LoCoMo reader, not every sample refused for lacking a conversation_id
     return any(isinstance(s, dict) and "conversation" in s for _n, s in _json_items(path, name))
 
 
-def _conversation_items(path: Path, name: str, as_list: bool, limits: dict[str, int],
+def _conversation_items(path: Readable, name: str, as_list: bool, limits: dict[str, int],
                         default_conv: str | None, bad: list[BadLine]) -> Iterator[Item]:
     """Each good object of a conversations-format file, in file order; each bad one (a
     line or item) goes to `bad`, and adds nothing (so positions count good objects only)."""
@@ -565,7 +641,7 @@ def _conversation_items(path: Path, name: str, as_list: bool, limits: dict[str, 
         yield item
 
 
-def _locomo_items(path: Path, name: str, limits: dict[str, int],
+def _locomo_items(path: Readable, name: str, limits: dict[str, int],
                   bad: list[BadLine]) -> Iterator[tuple[Sample, list[tuple[str, dict[str, Any]]]]]:
     """Each sample of a LoCoMo file with its good turns ((dia_id, message), log order);
     each bad turn goes to `bad`. A malformed sample refuses the file."""
@@ -608,9 +684,10 @@ def _judge(name: str, fmt: Format, bad: list[BadLine], any_conversation: bool, s
 
 
 @contextmanager
-def _readable(source: Path | BinaryIO, name: str, spool_dir: Path | None) -> Iterator[Path]:
-    """A path that can be read more than once: a regular file's own, else (a pipe,
-    `/dev/stdin`, a stream) a temporary copy of what it gives, removed afterwards."""
+def _readable(source: Path | BinaryIO, name: str, spool_dir: Path | None) -> Iterator[Readable]:
+    """What can be read more than once: a regular file's own path, else (a pipe,
+    `/dev/stdin`, a stream) a `Spool`, a copy of what it gives that has no name in any
+    directory (see `_spool_file`), freed when it is closed on leaving."""
     if isinstance(source, Path):
         if source.is_dir():
             raise DataFileError(name, "is a directory, not a file")
@@ -623,31 +700,46 @@ def _readable(source: Path | BinaryIO, name: str, spool_dir: Path | None) -> Ite
         if regular:
             yield source
             return
-    fd, spool = _spool_file(spool_dir)
-    try:
-        with os.fdopen(fd, "wb") as out:
+    spool, where = _spool_file(spool_dir)
+    with spool:
+        if isinstance(source, Path):
             try:
-                if isinstance(source, Path):
-                    with source.open("rb") as src:
-                        shutil.copyfileobj(src, out, SPOOL_BLOCK_BYTES)
-                else:
-                    shutil.copyfileobj(source, out, SPOOL_BLOCK_BYTES)
+                src = source.open("rb")
             except OSError as exc:
-                if exc.filename == spool:  # the spool's disk (full, read-only): say where
-                    raise DataFileError(name, f"cannot be copied to {spool} to be read twice: {exc}") from None
                 raise DataFileError(name, f"cannot be read: {exc}") from None
-        yield Path(spool)
-    finally:
-        with suppress(FileNotFoundError):
-            os.unlink(spool)
+            with src:
+                _copy(src, spool, name, where)
+        else:
+            _copy(source, spool, name, where)
+        yield Spool(spool.fileno())
 
 
-def _spool_file(spool_dir: Path | None) -> tuple[int, str]:
-    """A new private temporary file in `spool_dir`, else in the system's temporary directory."""
+def _copy(src: BinaryIO, spool: IO[bytes], name: str, where: str) -> None:
+    """`src` whole into `spool`, flushed (it is read back through its descriptor)."""
+    while True:
+        try:
+            block = src.read(SPOOL_BLOCK_BYTES)
+        except OSError as exc:
+            raise DataFileError(name, f"cannot be read: {exc}") from None
+        try:
+            if not block:
+                spool.flush()
+                return
+            spool.write(block)
+        except OSError as exc:  # the spool's disk (full, read-only): say where
+            raise DataFileError(name, f"cannot be copied to a temporary file in {where} to be read twice: "
+                                f"{exc}") from None
+
+
+def _spool_file(spool_dir: Path | None) -> tuple[IO[bytes], str]:
+    """A new private temporary file in `spool_dir`, else in the system's temporary
+    directory, and that directory's name. It never has a name a kill could leave behind:
+    created with O_TMPFILE where the file system has it, else unlinked right after it is
+    made (tempfile.TemporaryFile), and read through its descriptor."""
     if spool_dir is not None:
         with suppress(OSError):  # a read-only or missing data dir: the system's then
-            return tempfile.mkstemp(dir=spool_dir, prefix=SPOOL_PREFIX, suffix=".jsonl")
-    return tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".jsonl")
+            return tempfile.TemporaryFile(dir=spool_dir, prefix=SPOOL_PREFIX), str(spool_dir)
+    return tempfile.TemporaryFile(prefix=SPOOL_PREFIX), tempfile.gettempdir()
 
 
 def read_conversations(
@@ -696,6 +788,14 @@ def read_conversations(
         return Dataset(Path(shown), "conversations", list(convs.values()), bad)
 
 
+FileState = tuple[int, int, int, int]  # (st_dev, st_ino, st_size, st_mtime_ns)
+
+
+def _file_state(path: Path) -> FileState:
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 @dataclass
 class FileData:
     """A file `open_conversations` validated, read again by `rows()` to be written: what
@@ -706,9 +806,12 @@ class FileData:
     conversations: list[ConversationCount]
     bad: list[BadLine]
     skipped_evidence: int
-    source: Path  # what is read: the file, or the spool of a pipe
+    source: Readable  # what is read: the file, or the spool of a pipe
     limits: dict[str, int]
     conversation_id: str | None  # the id of lines that give none
+    # a regular file's (device, inode, size, mtime_ns) when its first reading began; None
+    # for a spool, which nothing else can write
+    seen: FileState | None = None
 
     @property
     def n_messages(self) -> int:
@@ -737,6 +840,22 @@ class FileData:
             for msg, _mid in messages:
                 yield cid, msg
 
+    def check_unchanged(self) -> None:
+        """Before an import's first write: a regular file whose inode, size or
+        modification time differ from when its first reading began changed since it was
+        checked, and is refused (DataFileError naming it) before anything is written.
+        (A change during the second reading after this is found at the first message
+        unlike the one checked: `import_dataset`.)"""
+        if self.seen is None or not isinstance(self.source, Path):
+            return
+        try:
+            now: FileState | None = _file_state(self.source)
+        except OSError:
+            now = None
+        if now != self.seen:
+            raise DataFileError(str(self.path), "changed after it was checked (its inode, size or modification time "
+                                "differ); nothing was imported: import it again")
+
 
 @contextmanager
 def open_conversations(
@@ -755,11 +874,17 @@ def open_conversations(
     in a first pass that keeps only counts and digests, then read again, a line at a time,
     by `FileData.rows()`: the import holds a chunk of messages, not the file. A pipe or
     stream (`tiermem import -`) is copied to a temporary file in `spool_dir` (else the
-    system's) first, as it cannot be read twice, and the copy removed on leaving."""
+    system's) first, as it cannot be read twice; the copy has no name (`_spool_file`) and
+    is freed on leaving. A regular file's inode, size and modification time are taken
+    before the first reading (`FileData.check_unchanged`)."""
     shown = name or str(path)
     limits = {"max_content_bytes": max_content_bytes, "max_metadata_bytes": max_metadata_bytes,
               "max_id_chars": max_id_chars}
     with _readable(Path(path) if isinstance(path, str) else path, shown, spool_dir) as src:
+        try:
+            seen = _file_state(src) if isinstance(src, Path) else None
+        except OSError as exc:
+            raise DataFileError(shown, f"cannot be read: {exc}") from None
         as_list = _is_json_list(src, shown)
         bad: list[BadLine] = []
         if as_list and _is_locomo(src, shown):
@@ -777,7 +902,7 @@ def open_conversations(
             _judge(shown, "locomo", bad, True, strict, hint)
             for c, cid in zip(counts, locomo_ids(sample_ids, max_id_chars), strict=True):
                 c.conversation_id = cid
-            yield FileData(Path(shown), "locomo", counts, bad, skipped, src, limits, None)
+            yield FileData(Path(shown), "locomo", counts, bad, skipped, src, limits, None, seen)
             return
         convs: dict[str, ConversationCount] = {}
         for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad):
@@ -786,7 +911,8 @@ def open_conversations(
                 c.add(msg)
             c.n_probes += len(probes)
         _judge(shown, "conversations", bad, bool(convs), strict, hint)
-        yield FileData(Path(shown), "conversations", list(convs.values()), bad, 0, src, limits, conversation_id)
+        yield FileData(Path(shown), "conversations", list(convs.values()), bad, 0, src, limits, conversation_id,
+                       seen)
 
 
 @dataclass
@@ -803,39 +929,27 @@ class ImportReport:
                 "bad_lines": [{"line": b.line, "problem": b.problem} for b in self.bad_lines]}
 
 
-def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> int:
-    """How many of `conv`'s messages the data dir already holds, in order (0 when the
-    conversation is new; all of them when the stored conversation went on past the file).
-    ImportConflict when a stored message differs from the file's at the same position
-    (compared by `body_digest`)."""
-    from tiermem.tiers.errors import ImportConflict
-
-    if memory.cold.key_of(namespace, conv.conversation_id) is None:
-        return 0
+def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple[str | None, int]:
+    """The incarnation key of `conv`'s conversation in the data dir (None when there is
+    none) and how many of `conv`'s messages it already holds, in order (0 when it is
+    new; all of them when it went on past the file). ImportConflict when a stored message
+    differs from the file's at the same position (compared by `body_digest`). Read by
+    key, so every page is of the one incarnation returned."""
+    key = memory.cold.key_of(namespace, conv.conversation_id)
+    if key is None:
+        return None, 0
     # a page at a time: a long stored conversation is not held whole either
     i = 0
-    after: int | None = None
     while i < conv.n_messages:
-        page, after = memory.history_page(conv.conversation_id, namespace=namespace, after=after,
-                                          limit=STORED_PAGE_MESSAGES)
+        page = memory.cold.history(key, start=i, end=i + STORED_PAGE_MESSAGES - 1)
         for m in page[: conv.n_messages - i]:
             if body_digest(m.body) != conv.digest(i):
                 raise ImportConflict(conv.conversation_id, m.position)
             i += 1
-        if after is None:
+        if len(page) < STORED_PAGE_MESSAGES:
             break
     # a conversation that went on after the import: the file is a prefix of it, all present
-    return i
-
-
-def chunk_key(position: int) -> str:
-    """The idempotency key an import appends a chunk under: the position it starts at,
-    nothing else. An import appends a chunk only where it found the conversation to end,
-    so two chunks under one key are two imports racing to write from there: the same
-    chunk is a replay (the request's fingerprint, its messages, is the key's), any other
-    (another batch size, interleaving or file) is refused and writes nothing. A key of the
-    content too let chunks cut elsewhere (two batch sizes) both write."""
-    return f"{IMPORT_KEY_PREFIX}:{position}"
+    return key, i
 
 
 Source = Dataset | FileData  # what an import writes from
@@ -849,19 +963,33 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     Idempotent: messages the data dir already holds (the same bodies, in order) are
     skipped, so a re-import appends nothing and an import of a longer file appends only
     the new tail; every conversation is checked before any is written, so a conflict
-    writes nothing. Two imports of the same file at once write it once: both may find a
-    conversation without what the file adds (each checks before writing), so each chunk is
-    appended under `chunk_key` (its first position), and the second writer of a chunk
-    writes nothing (counted as already present), whatever the two imports' batch sizes: a
-    chunk cut elsewhere is refused at its key, the data dir checked again and the chunk's
-    rest appended after what it holds. A message read back unlike the one checked (the
-    file changed between the two readings) stops the import with a DataFileError.
-    `finished(n, name)` is called once a conversation is all written, with the messages it
-    appended and its name (tiermem/ingest.py)."""
+    writes nothing, and so is the file (`check_unchanged`: a file changed since its first
+    reading is refused before the first write).
+
+    Each chunk is a conditional append (`Memory.append_outcome(expect_position=,
+    expect_incarnation=)`): written only if the conversation is still the incarnation
+    the import saw (or created) and ends exactly where the chunk starts, checked in the
+    append's own transaction. When it is not, the data dir is checked against the file
+    again (`stored_prefix`): another import of the same file that wrote there first
+    (whatever its batch size) leaves a prefix of the file, counted as already present,
+    and the chunk's rest goes after it; a stored message unlike the file's is an
+    ImportConflict; a conversation erased or pruned while the import ran stops it
+    (ImportErased, naming it) instead of re-creating it holding only the file's tail.
+    The import stops there: what it wrote before stays (as after a killed import, and
+    the report it would have returned counts no more than landed).
+
+    A message read back unlike the one checked (body and envelope: `message_digest`; the
+    file changed during the second reading) stops the import at that message with a
+    DataFileError; chunks appended before it stay. `finished(n, name)` is called once a
+    conversation is all written, with the messages it appended and its name
+    (tiermem/ingest.py)."""
     report = ImportReport(bad_lines=list(data.bad))
     counts = data.counts()
     # check every conversation before writing any, so a conflict writes nothing
-    starts = {c.conversation_id: stored_prefix(memory, c, namespace) for c in counts}
+    seen = {c.conversation_id: stored_prefix(memory, c, namespace) for c in counts}
+    starts = {cid: n for cid, (_key, n) in seen.items()}
+    # the incarnation each conversation's next chunk must go to (None: none yet)
+    incarnation: dict[str, str | None] = {cid: key for cid, (key, _n) in seen.items()}
     by_id = {c.conversation_id: c for c in counts}
     for c in counts:
         report.conversations += 1
@@ -873,33 +1001,48 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     waiting: dict[str, list[dict[str, Any]]] = {}  # each conversation's partial chunk
     appended: dict[str, int] = dict.fromkeys(by_id, 0)
     held = 0  # messages in `waiting`
-    skip_to: dict[str, int] = {}  # stored by another import meanwhile, found at a refused key (flush)
+    skip_to: dict[str, int] = {}  # stored by another import meanwhile, found at a mismatch (flush)
+    unchanged = [False]  # the file was found as its first reading began, before the first write
+
+    def recheck(cid: str, first: int) -> int:
+        """After a conditional append found the conversation elsewhere than `first`:
+        where it ends now, once what it holds is checked against the file."""
+        expected = incarnation[cid]
+        key, now = stored_prefix(memory, by_id[cid], namespace)  # ImportConflict if another file's
+        if expected is not None and key != expected:
+            # the incarnation this import checked or wrote is gone: erased or pruned meanwhile
+            raise ImportErased(cid, first, appended[cid])
+        if key is None:  # created by another writer and erased again since: as new
+            return first
+        if now <= first:  # the same incarnation, not ending at `first`: not this file's
+            raise ImportConflict(cid, first)
+        incarnation[cid] = key
+        return now
 
     def flush(cid: str) -> None:
         nonlocal held
         chunk = waiting.pop(cid, [])
         held -= len(chunk)
         first = read[cid] - len(chunk)
+        if not unchanged[0]:
+            data.check_unchanged()
+            unchanged[0] = True
         while chunk:
             try:
-                outcome = memory.append_outcome(cid, chunk, namespace=namespace, idempotency_key=chunk_key(first))
-            except IdempotencyKeyReused:
-                # another import wrote from `first` in chunks cut elsewhere: what the data
-                # dir holds now, checked against the file again, is present (ImportConflict
-                # if another file's), and the rest of the chunk goes after it
-                now = stored_prefix(memory, by_id[cid], namespace)
-                if now <= first:  # cannot be: the key's record wrote from `first`
-                    raise ImportConflict(cid, first) from None
+                outcome = memory.append_outcome(cid, chunk, namespace=namespace, expect_position=first,
+                                                expect_incarnation=incarnation[cid])
+            except PositionMismatch:
+                now = recheck(cid, first)
+                # another import wrote from `first`: what it holds is present, the rest of
+                # the chunk goes after it
                 report.already_present += now - first
-                if progress is not None:
+                if progress is not None and now > first:
                     progress(now - first)
                 skip_to[cid] = now  # messages not read yet up to there are stored already
                 chunk, first = chunk[now - first:], now
                 continue
-            if outcome.replayed:  # another import wrote this chunk since the check above
-                report.already_present += len(chunk)
-            else:
-                appended[cid] += len(chunk)
+            incarnation[cid] = outcome.incarnation
+            appended[cid] += len(chunk)
             if progress is not None:
                 progress(len(chunk))
             chunk = []
@@ -911,7 +1054,7 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
         conv = by_id.get(cid)
         if conv is None or read[cid] >= conv.n_messages:
             changed(f"conversation {cid!r} has more messages than when it was checked")
-        if body_digest(_body(msg)) != conv.digest(read[cid]):
+        if message_digest(msg) != conv.check(read[cid]):
             changed(f"message {read[cid]} of conversation {cid!r} is not the one checked")
         read[cid] += 1
         if read[cid] <= starts[cid]:

@@ -3,9 +3,11 @@ dir held before writing (`stored_prefix`), then appended: two that both checked 
 either wrote (an import run again while the first still ran, a retried job) each
 appended the whole file, and every conversation held every message twice, with no
 error (measured: two `tiermem import` processes of one 3,000-message file left 6,000).
-Each chunk is now appended under an idempotency key of its first position, so the
-second writer of a chunk writes nothing (a bug hunt, 2026-12-06; two batch sizes:
-tests/test_import_concurrent_batches.py)."""
+Each chunk is now a conditional append at its first position (`expect_position`), so
+the second writer of a chunk writes nothing: it finds the chunk stored, checks it
+against the file and counts it as present (a bug hunt, 2026-12-06; two batch sizes:
+tests/test_import_concurrent_batches.py; until the review of 2026-12-06 the chunks went
+under idempotency keys of their position: tests/test_import_client_keys.py)."""
 
 from __future__ import annotations
 

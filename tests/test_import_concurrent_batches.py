@@ -2,9 +2,10 @@
 chunk was appended under an idempotency key of its position and its content, so two
 imports that cut the file into other chunks (another `batch`, or another point where
 interleaved conversations' partial chunks were flushed) had different keys for the same
-messages and both wrote them. The key is now the chunk's first position alone: a chunk
-cut elsewhere is refused there, the import checks the data dir again and appends only
-what it lacks (a review of idempotency keys, 2026-12-06)."""
+messages and both wrote them. A chunk is now written only where the conversation ends
+(a conditional append at its first position): a chunk cut elsewhere is refused there,
+the import checks the data dir again and appends only what it lacks (a review of
+idempotency keys, 2026-12-06)."""
 
 from __future__ import annotations
 

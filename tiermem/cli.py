@@ -1286,8 +1286,9 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
 
     FILE is a path, a pipe (`<(zcat f.jsonl.gz)`, /dev/stdin) or `-` for standard input
     (`zcat f.jsonl.gz | tiermem import -`; a file named `-` is `./-`). The file is read
-    twice, checked whole before anything is written; a pipe is first copied to a temporary
-    file (in the data dir when it exists), removed afterwards.
+    twice, checked whole before anything is written (a file changed since is refused); a
+    pipe is first copied to a temporary file (in the data dir when it exists) that has no
+    name, so nothing is left behind even if the import is killed.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -472,6 +472,8 @@ class Memory:
         namespace: str | None = None,
         session_id: str | None = None,
         idempotency_key: str | None = None,
+        expect_position: int | None = None,
+        expect_incarnation: str | None = None,
     ) -> AppendOutcome:
         """`append_many`, saying whether the answer is a replay. With an idempotency key
         (1..MAX_IDEMPOTENCY_KEY_CHARS visible ASCII characters, the caller's id of this
@@ -483,11 +485,28 @@ class Memory:
         with `replayed=True`; another request under it raises `IdempotencyKeyReused` and
         writes nothing. Keys belong to the conversation (its namespace's, and only this
         incarnation's: erased or pruned, it takes its keys with it) and live as long as
-        it does: no expiry."""
+        it does: no expiry.
+
+        `expect_position` makes the append conditional: written only if the conversation
+        goes on at that position (holds positions 0..expect_position-1; 0: it does not
+        exist yet), and with `expect_incarnation` (an earlier outcome's `incarnation`)
+        only if it is still that incarnation, not erased or pruned since (and written
+        again). Checked inside the append's write transaction, after a replay is
+        answered; else `PositionMismatch` (the position expected and the one found) and
+        nothing written. `tiermem import` appends so: an erasure during an import stops
+        it instead of re-creating the conversation holding only the file's tail."""
         conv = self._conv(conversation_id)
         ns = self._ns(namespace)
         if idempotency_key is not None:  # at the edge, before anything is read
             check_idempotency_key(idempotency_key)
+        if expect_position is not None:
+            check_position(expect_position, "expect_position")
+        if expect_incarnation is not None:
+            if expect_position is None:
+                raise ValidationError("expect_incarnation", "needs expect_position (the position it goes on at)")
+            if not isinstance(expect_incarnation, str):
+                raise ValidationError("expect_incarnation",
+                                      f"must be a string (an outcome's incarnation), got {type(expect_incarnation).__name__}")
         if isinstance(messages, str | bytes | dict) or not isinstance(messages, Iterable):
             raise ValidationError("messages", f"must be a list of messages, got {type(messages).__name__}")
         messages = list(messages)
@@ -511,10 +530,11 @@ class Memory:
         self._check_controls(conv, ns, parsed)
         labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
         res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
-                                     fingerprint=fingerprint)
+                                     fingerprint=fingerprint, expect_position=expect_position,
+                                     expect_key=expect_incarnation)
         key, positions = res.key, res.positions
         if res.replayed:  # an earlier append stored this request: what followed it was done then
-            return AppendOutcome(positions, replayed=True)
+            return AppendOutcome(positions, replayed=True, incarnation=key)
         if res.created and self.hot is not None:
             # a new key is never one issued before, but Redis may predate this database's
             # key registry (a database from before incarnations): start from nothing
@@ -537,7 +557,7 @@ class Memory:
             log.warning("could not embed or decide supersession for %s's new turns now; it waits for "
                         "their embedding", key, exc_info=True)
         self._after_append(key, positions)
-        return AppendOutcome(positions)
+        return AppendOutcome(positions, incarnation=key)
 
     def _label(self, text: str, role: str, body: dict[str, Any]) -> tuple[str, bool, int, str]:
         if is_control(body):

@@ -102,7 +102,7 @@ from tiermem.tiers.schema import (
 )
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
-from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, pool_rows
+from tiermem.tiers.store import INDEX_POOL_BATCHES, SummaryRow, check_expected, pool_rows
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 
 try:  # file locks tell a fork in progress from one whose process died (`ColdStore._fork_lock`)
@@ -446,6 +446,12 @@ class ColdStore(SharedQueries):
         return out
 
     @staticmethod
+    def _next_position(c: Connection, key: str) -> int:
+        """Inside a write transaction: the position the key's next message gets."""
+        return int(c.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?",
+                             (key,)).fetchone()[0])
+
+    @staticmethod
     def _require_in(c: Connection, key: str) -> None:
         """Inside a write transaction: the key's conversation still exists (a prune or
         an erasure may have removed it since the caller resolved the key; keys are
@@ -522,6 +528,8 @@ class ColdStore(SharedQueries):
         labels: Sequence[Label | None] | None = None,
         idempotency_key: str | None = None,
         fingerprint: bytes | None = None,
+        expect_position: int | None = None,
+        expect_key: str | None = None,
     ) -> AppendResult:
         """`append_many` that also says which incarnation the messages went to. The
         name is resolved inside the write transaction, so a prune racing the append
@@ -530,7 +538,8 @@ class ColdStore(SharedQueries):
         that the caller computed from the text; they commit with the messages.
         `idempotency_key`: tiers.store.ColdLog.append_batch; the key is looked up inside
         the write transaction (BEGIN IMMEDIATE: one writer at a time across processes),
-        so two appends under one key write once."""
+        so two appends under one key write once. `expect_position` / `expect_key`:
+        tiers.store.ColdLog.append_batch, checked in the same transaction."""
         if not msgs:
             return AppendResult(self.key_of(namespace, name) or "", [], False)
         if labels is not None and len(labels) != len(msgs):
@@ -544,6 +553,9 @@ class ColdStore(SharedQueries):
                 replayed = self._replayed(c, key, idempotency_key, fingerprint)
                 if replayed is not None:  # nothing written in this transaction: its commit is empty
                     return AppendResult(key, replayed, False, replayed=True)
+            if expect_position is not None:  # raising rolls back a conversation created above
+                found = 0 if created else self._next_position(c, key)
+                check_expected(name, key, found, expect_position, expect_key)
             rows = [self._insert(c, key, m, labels[i] if labels else None) for i, m in enumerate(msgs)]
             # once per batch, not per row: the same MAX, one statement instead of len(msgs);
             # views_seq puts the conversation in the scheduler's sweep (tiers.store)

@@ -276,6 +276,38 @@ class ImportConflict(TiermemError, ValueError):
         )
 
 
+class ImportErased(ImportConflict):
+    """A conversation erased (or pruned) while an import wrote it: the import stopped
+    there, before writing the rest of it after nothing (which would have re-created the
+    conversation holding only the file's tail). `written`: how many of its messages the
+    import had written (they went with the erasure); `position`: where it was to go on."""
+
+    def __init__(self, conversation_id: str, position: int, written: int) -> None:
+        self.written = written
+        super().__init__(conversation_id, position)
+        self.args = (
+            f"conversation {conversation_id!r} was erased while it was imported (the import was to go on at "
+            f"position {position}; {written} of its message(s) written by this import went with it); nothing "
+            "more of it was written: import the file again to write it whole",
+        )
+
+
+class PositionMismatch(ValidationError):
+    """A conditional append (`expect_position`) found the conversation not ending where
+    its caller expected: nothing was written. `found`: the position it would have
+    written at, or None when the incarnation expected is gone (erased or pruned since,
+    whether or not the name was written again)."""
+
+    def __init__(self, conversation_id: str, expected: int, found: int | None) -> None:
+        self.conversation_id = conversation_id
+        self.expected = expected
+        self.found = found
+        now = ("was erased or pruned since" if found is None
+               else f"goes on at position {found}")
+        super().__init__("expect_position", f"conversation {conversation_id!r} was expected to go on at position "
+                         f"{expected} but {now}; nothing was written")
+
+
 class MigrationRefused(TiermemError, ValueError):
     """`migrate-store` will not copy into this target (checked before anything is written):
     names the target, what is in the way and what to do."""

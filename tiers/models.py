@@ -535,10 +535,13 @@ class AppendResult:
 @dataclass(frozen=True)
 class AppendOutcome:
     """`Memory.append_outcome`: the positions of the batch, and whether they come from
-    an earlier append under the same idempotency key (a replay: nothing was written)."""
+    an earlier append under the same idempotency key (a replay: nothing was written).
+    `incarnation`: the key of the conversation's incarnation the batch is in (what a
+    later conditional append passes as `expect_incarnation`)."""
 
     positions: list[int]
     replayed: bool = False
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True)

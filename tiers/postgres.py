@@ -141,6 +141,7 @@ from tiermem.tiers.store import (
     VIEWS_UNCHECKED,
     SummaryRow,
     TurnFact,
+    check_expected,
     pool_rows,
 )
 from tiermem.tiers.tokens import TokenCounter, message_tokens
@@ -994,7 +995,8 @@ class PostgresStore(SharedQueries):
 
     def append_batch(self, name: str, msgs: Sequence[Message], *, namespace: str = "default",
                      labels: Sequence[Label | None] | None = None, idempotency_key: str | None = None,
-                     fingerprint: bytes | None = None) -> AppendResult:
+                     fingerprint: bytes | None = None, expect_position: int | None = None,
+                     expect_key: str | None = None) -> AppendResult:
         if not msgs:
             return AppendResult(self.key_of(namespace, name) or "", [], False)
         if labels is not None and len(labels) != len(msgs):
@@ -1003,8 +1005,9 @@ class PostgresStore(SharedQueries):
             raise ValueError("idempotency_key and fingerprint go together")
         params = self._append_params(msgs, labels)
         params["ns"], params["name"] = namespace, name
-        if idempotency_key is not None and fingerprint is not None:
-            return self._append_keyed(name, namespace, params, idempotency_key, fingerprint)
+        if (idempotency_key is not None and fingerprint is not None) or expect_position is not None:
+            return self._append_keyed(name, namespace, params, idempotency_key, fingerprint,
+                                      expect_position, expect_key)
         with self._conn() as conn:
             rows = self._statement(conn, self._APPEND_BY_NAME, params)
             if rows:
@@ -1017,13 +1020,16 @@ class PostgresStore(SharedQueries):
                 rows = conn.execute(self._APPEND_BY_KEY, params).fetchall()
         return AppendResult(key, [int(r[1]) for r in rows], created)
 
-    def _append_keyed(self, name: str, namespace: str, params: dict[str, Any], idempotency_key: str,
-                      fingerprint: bytes) -> AppendResult:
-        """An append under an idempotency key, in one explicit transaction: the
-        conversation's row locked first (`_claim_conversation`: FOR UPDATE, or created),
-        which orders every writer of the conversation, so the key's record, looked up
-        next, is one a concurrent append under the same key committed before we got the
-        lock (READ COMMITTED: each statement sees what committed before it). No record:
+    def _append_keyed(self, name: str, namespace: str, params: dict[str, Any], idempotency_key: str | None,
+                      fingerprint: bytes | None, expect_position: int | None = None,
+                      expect_key: str | None = None) -> AppendResult:
+        """An append under an idempotency key or an expected position, in one explicit
+        transaction: the conversation's row locked first (`_claim_conversation`: FOR
+        UPDATE, or created), which orders every writer of the conversation (an erasure
+        too), so the key's record, looked up next, is one a concurrent append under the
+        same key committed before we got the lock (READ COMMITTED: each statement sees
+        what committed before it), and the row's next_position, read next, stays what
+        the check saw until the batch is written. No record:
         the batch is written and the key recorded with ON CONFLICT DO NOTHING; should
         another transaction have recorded it all the same, this one's work is rolled back
         and the answer is that record's (nothing written twice)."""
@@ -1033,17 +1039,26 @@ class PostgresStore(SharedQueries):
                 with conn.transaction():
                     now = time.time()
                     key, created = self._claim_conversation(conn, name, namespace, now)
-                    replayed = None if created else self._replayed(conn, key, idempotency_key, fingerprint)
+                    replayed = None
+                    if idempotency_key is not None and fingerprint is not None and not created:
+                        replayed = self._replayed(conn, key, idempotency_key, fingerprint)
                     if replayed is not None:  # nothing written: the transaction ends empty
                         return AppendResult(key, replayed, False, replayed=True)
+                    if expect_position is not None:  # raising rolls back a conversation created above
+                        found = 0 if created else int(conn.execute(
+                            "SELECT next_position FROM conversations WHERE id = %s", (key,)).fetchone()[0])
+                        check_expected(name, key, found, expect_position, expect_key)
                     params["key"] = key
                     positions = [int(r[1]) for r in conn.execute(self._APPEND_BY_KEY, params).fetchall()]
+                    if idempotency_key is None or fingerprint is None:
+                        return AppendResult(key, positions, created)
                     if not self._record_key(conn, key, idempotency_key, fingerprint, positions, now):
                         taken = True
                         raise _KeyTaken
             except _KeyTaken:
                 pass
-            if taken:  # rolled back: the record another transaction committed is the answer
+            if taken and idempotency_key is not None and fingerprint is not None:
+                # rolled back: the record another transaction committed is the answer
                 with conn.transaction():
                     replayed = self._replayed(conn, key, idempotency_key, fingerprint)
                 if replayed is None:

@@ -31,6 +31,12 @@ Contract shared by every method (DESIGN invariants):
   answers the recorded positions; another request under it raises
   `IdempotencyKeyReused` and writes nothing. The records live as long as their
   conversation (no expiry): retention deletes them with it, a fork copies none.
+- **Conditional appends.** An append may name the position it expects the conversation
+  to go on at (`append_batch(expect_position=)`, and the incarnation with `expect_key`):
+  checked inside the append's own write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL:
+  under the conversation row's lock the keyed path takes), so no other write, erasure or
+  prune falls between the check and the write; a mismatch raises `PositionMismatch` and
+  writes nothing (a conversation the append would have created is not created).
 - **Salvage.** A stored row that cannot be decoded is logged, counted (`salvaged`) and
   skipped on every read path; its neighbours load.
 - **Namespaces are walls.** Nothing scoped to a namespace answers with, or counts,
@@ -48,6 +54,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+from tiermem.tiers.errors import PositionMismatch
 
 if TYPE_CHECKING:
     from tiermem.tiers.catchup import TextsAhead
@@ -117,6 +125,16 @@ def pool_rows(body_chars: Sequence[int]) -> int:
         if total > INDEX_POOL_MAX_CHARS and i > 0:
             return i
     return len(body_chars)
+
+
+def check_expected(name: str, key: str, found: int, expect_position: int, expect_key: str | None) -> None:
+    """A conditional append's check (`ColdLog.append_batch`), inside its transaction:
+    `key` and `found` are the conversation's incarnation and next position as the
+    transaction sees them (found 0 for one it has just created)."""
+    if expect_key is not None and key != expect_key:
+        raise PositionMismatch(name, expect_position, None)
+    if found != expect_position:
+        raise PositionMismatch(name, expect_position, found)
 
 
 class ColdLog(Protocol):
@@ -219,7 +237,8 @@ class ColdLog(Protocol):
 
     def append_batch(self, name: str, msgs: Sequence[Message], *, namespace: str = "default",
                      labels: Sequence[Label | None] | None = None, idempotency_key: str | None = None,
-                     fingerprint: bytes | None = None) -> AppendResult:
+                     fingerprint: bytes | None = None, expect_position: int | None = None,
+                     expect_key: str | None = None) -> AppendResult:
         """Append a batch to the conversation named `name` in `namespace` in one
         transaction: the messages, their turn-index rows (with `labels`, derived values
         the caller computed) and FTS rows. The name is resolved inside the transaction,
@@ -233,7 +252,13 @@ class ColdLog(Protocol):
         conversation with the same fingerprint makes this a replay (nothing written,
         `replayed=True`, the recorded positions); with another fingerprint it raises
         `IdempotencyKeyReused`. Else the batch is written and the key recorded with it.
-        Concurrent appends under one key write once and all answer its positions."""
+        Concurrent appends under one key write once and all answer its positions.
+
+        With `expect_position` (checked after a replay is answered): the batch is written
+        only if the conversation's next position is `expect_position` (0: it does not
+        exist yet) and, with `expect_key`, only if its incarnation is that key (the one
+        a caller read: not erased or pruned, and written again, since); else
+        `PositionMismatch` (`check_expected`) and nothing written."""
         ...
 
     def idempotency_record(self, conversation_id: str, idempotency_key: str) -> IdempotencyRecord | None:
