@@ -1153,9 +1153,11 @@ class NamespacedMemory:
                                        idempotency_key=idempotency_key)
 
     def append_outcome(self, conversation_id: str, messages: Sequence[Message | dict[str, Any]], *,
-                       session_id: str | None = None, idempotency_key: str | None = None) -> AppendOutcome:
+                       session_id: str | None = None, idempotency_key: str | None = None,
+                       expect_position: int | None = None, expect_incarnation: str | None = None) -> AppendOutcome:
         return self.memory.append_outcome(conversation_id, messages, session_id=session_id, namespace=self.namespace,
-                                          idempotency_key=idempotency_key)
+                                          idempotency_key=idempotency_key, expect_position=expect_position,
+                                          expect_incarnation=expect_incarnation)
 
     def checkpoint(self, conversation_id: str, summary: str, position: int) -> Checkpoint:
         return self.memory.checkpoint(conversation_id, summary, position, namespace=self.namespace)
