@@ -56,6 +56,56 @@ def own_redis(state_dir: Path) -> Iterator[EmbeddedRedis]:
             kill_hard(pid)
 
 
+@dataclass
+class TcpRedis:
+    """A redis-server of a test's own on a loopback TCP port (replication and passwords
+    need one: the embedded server has no port)."""
+
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def admin(self, password: str | None = None) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=password, socket_timeout=5,
+                           decode_responses=True)
+
+
+@contextlib.contextmanager
+def tcp_redis(work_dir: Path, *args: str, password: str | None = None,
+              timeout: float = 30.0) -> Iterator[TcpRedis]:
+    """A redis-server of the test's own on a free loopback port, with `args` (and
+    `requirepass`), no persistence; killed afterwards."""
+    binary = find_redis_binary("redis-server")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    port = free_cluster_ports(1)[0]
+    cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+           "--dir", str(work_dir), "--logfile", str(work_dir / "redis.log"), *args]
+    if password is not None:
+        cmd += ["--requirepass", password]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = TcpRedis(port, proc)
+    try:
+        admin = srv.admin(password)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                admin.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.02)
+        admin.close()
+        yield srv
+    finally:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:

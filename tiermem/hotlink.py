@@ -33,7 +33,20 @@ what to do when Redis is gone.
   to the log and report `degraded`, and the next successful call recovers. A Redis at
   `maxmemory` under noeviction is one of them: it refuses each writing script whole
   (tiers.hot OOM_PROBE_LUA, HotOutOfMemory), reads of the sets go on, and only a
-  successful write ends that degradation (a read, a PING or stats would not tell).
+  successful write ends that degradation (a read, a PING or stats would not tell). So
+  is a replica answering READONLY (HotReadOnly: a failover left this client on the old
+  primary), which PINGs and stats do not end either. Each is one warning.
+- A wrong or missing password (NOAUTH, WRONGPASS) or an ACL user without a command or
+  key the hot tier needs (NOPERM, HotAccessDenied) is a misconfiguration, not an
+  outage: the link checks for it when it opens (tiers.hot `HotTier.check_access`) and
+  whenever Redis answers so, logs it once at ERROR naming `redis_url` (password
+  redacted) and Redis's reply, and reports it as `misconfigured` (stats, /healthz: the
+  hot tier down, with that reason); calls degrade meanwhile as in an outage, and only
+  a write that succeeds ends it (an ACL user may still PING and read). Opening never
+  fails for Redis: one that cannot be reached then degrades as later.
+- While the link is degraded, the other users of its Redis (the warm tier's view cache,
+  the planner's epoch states) leave it alone (`healthy`), so a call waits out a slow or
+  dead Redis once, in its hot read, not once per user.
 - Nor does any other failure of the hot tier (a reply no code path expects: a script
   error on a key of the wrong type, a garbled field): the
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
@@ -53,11 +66,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.tiers.errors import HotOutOfMemory, HotStale, HotStateLost
+from tiermem.tiers.errors import HotAccessDenied, HotOutOfMemory, HotReadOnly, HotStale, HotStateLost
 from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client, simulate_replay
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
+from tiermem.tiers.redis_url import redacted_url
 
 if TYPE_CHECKING:
     from tiermem.config import Config
@@ -80,10 +94,21 @@ TURN_READ_ROWS = 1000
 # scratch keys to a FLUSHALL or a restart mid-rebuild (seen once in 833 context calls of
 # the Redis-failure soak, as an HTTP 500 before it was listed here). HotOutOfMemory is a
 # Redis at `maxmemory` under noeviction refusing a script whole: the sets wait, as
-# written, for the memory to free.
+# written, for the memory to free. HotReadOnly is a replica refusing a write (a failover
+# left this client on the old primary): the sets wait for a primary. The misconfigurations
+# below are among them too (redis-py's AuthenticationError is a ConnectionError).
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
                                                  redis.exceptions.ClusterDownError, OSError, HotStateLost,
-                                                 HotOutOfMemory)
+                                                 HotOutOfMemory, HotReadOnly, HotAccessDenied,
+                                                 redis.exceptions.NoPermissionError)
+# Redis refusing tiermem itself (a wrong or missing password, an ACL user without a
+# command or key pattern the hot tier needs): the operator has to act (module docstring)
+MISCONFIGURED: tuple[type[BaseException], ...] = (redis.exceptions.AuthenticationError,
+                                                  redis.exceptions.AuthorizationError,
+                                                  redis.exceptions.NoPermissionError, HotAccessDenied)
+# Redis refusing writes while it may still answer reads and PINGs (out of memory, a
+# replica, an ACL user allowed only some commands): only a write ends them
+WRITES_REFUSED: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly, *MISCONFIGURED)
 
 
 @dataclass(frozen=True)
@@ -100,11 +125,14 @@ class HotLink:
         cfg = config
         self.embedded: EmbeddedRedis | None = None
         self._owns_client = redis_client is None
+        # how log lines name this Redis: never its password
+        self.shown_url = redacted_url(cfg.redis_url) if cfg.redis_url is not None else "the caller's Redis client"
         if redis_client is None:
             url = cfg.redis_url
             if url is None:
                 self.embedded = EmbeddedRedis(cfg.data_dir, idle_timeout_s=cfg.redis_idle_timeout_s)
                 url = self.embedded.ensure()
+                self.shown_url = url
             redis_client = make_client(url)
             if self.embedded is not None:
                 self._hold(redis_client)
@@ -118,10 +146,12 @@ class HotLink:
             idle_ttl_s=cfg.hot_idle_ttl_s,
         )
         self.degraded_since: float | None = None
-        # whether the failure that degraded this link was Redis refusing writes for want
-        # of memory (reads still answer: only a write tells it is over)
-        self._out_of_memory = False
+        # whether the failure that degraded this link was Redis refusing writes (out of
+        # memory, a replica): reads still answer, only a write tells it is over
+        self._writes_refused = False
         self.last_error: str | None = None
+        # Redis's refusal of tiermem itself (MISCONFIGURED), while it lasts: no URL in it
+        self.misconfigured: str | None = None
         self.rebuilds = 0
         # turns this process's admits, pins and unpins evicted, and pins they demoted,
         # counted as the scripts report them: what /metrics exports, without visiting
@@ -135,6 +165,18 @@ class HotLink:
         # called once each time Redis answers again after a failure (Memory: delete the
         # keys of conversations erased while it could not be reached)
         self.on_recover: Callable[[], None] | None = None
+        if self.embedded is None:  # ours has no password nor ACL, and is never a replica
+            self._check_access()
+
+    def _check_access(self) -> None:
+        """Whether Redis lets tiermem in and run its scripts, found now rather than at
+        the first call (module docstring). Opening never fails for it."""
+        try:
+            self.tier.check_access()
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+        except Exception as exc:  # a reply no check expects: the first call meets it again
+            log.warning("could not check the hot tier's access to %s: %s", self.shown_url, exc)
 
     def _hold(self, client: Any) -> None:
         """Open the pool's first connection now and keep it: an open connection is what
@@ -176,11 +218,13 @@ class HotLink:
 
     def _ok(self, *, wrote: bool = True) -> None:
         """A call Redis answered. `wrote` False: it only read, which says nothing of a
-        Redis out of memory (reads go on there): that degradation ends with a write."""
-        if self.degraded_since is None or (not wrote and self._out_of_memory):
+        Redis refusing writes (out of memory, a replica: reads go on there): that
+        degradation ends with a write."""
+        if self.degraded_since is None or (not wrote and self._writes_refused):
             return
         log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
         self.degraded_since = None
+        self.misconfigured = None
         if self.on_recover is not None:
             try:
                 self.on_recover()
@@ -188,11 +232,21 @@ class HotLink:
                 log.warning("could not run the hot tier's recovery work", exc_info=True)
 
     def _fail(self, exc: BaseException) -> None:
-        self._out_of_memory = isinstance(exc, HotOutOfMemory)
+        self._writes_refused = isinstance(exc, WRITES_REFUSED)
+        error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, MISCONFIGURED):
+            if self.misconfigured is None:  # once, however many calls meet it
+                log.error("hot tier: Redis at %s refused tiermem (a wrong or missing password in redis_url, or "
+                          "an ACL user without a command or key the hot tier needs); serving from the cold log "
+                          "until it is fixed: %s", self.shown_url, error)
+            self.misconfigured = error
+        else:
+            self.misconfigured = None
         if self.degraded_since is None:
             self.degraded_since = time.time()
-            log.warning("hot tier unavailable, serving from the cold log: %s", exc)
-        self.last_error = f"{type(exc).__name__}: {exc}"
+            if self.misconfigured is None:
+                log.warning("hot tier unavailable, serving from the cold log: %s", exc)
+        self.last_error = error
         if self.embedded is not None:
             # an embedded server that died with us still alive: start it again
             try:
@@ -506,7 +560,8 @@ class HotLink:
         if namespace is None:
             # process-wide facts: an error may name any tenant's conversation, and the
             # rebuild count is everyone's activity; a namespace's stats show neither
-            out.update({"last_error": self.last_error, "rebuilds": self.rebuilds})
+            out.update({"last_error": self.last_error, "misconfigured": self.misconfigured,
+                        "rebuilds": self.rebuilds})
         # one read for every conversation's creation time: a lookup per conversation
         # (its metadata and log end) was most of a namespace's stats at 2,000 of them
         births = self.cold.created_times(namespace)
@@ -515,7 +570,7 @@ class HotLink:
         try:
             # counts only, pipelined: reading each whole set renewed its idle TTL (a
             # polled /v1/stats kept every idle set alive) and took a round trip per set
-            for conv, hs in self.tier.summaries(list(births)).items():
+            for conv, hs in self.tier.summaries(list(births)).items():  # no sets: Redis is not asked
                 # a set under this key of another generation (another database sharing
                 # this Redis) is not ours to count
                 if hs.generation != self._generation_at(births[conv]):
@@ -527,7 +582,8 @@ class HotLink:
                 overflow += hs.overflow_tokens
                 if hs.demoted:
                     demoted[conv] = hs.demoted
-            self._ok(wrote=False)
+            if births:  # else Redis said nothing: no sign that it is back
+                self._ok(wrote=False)
         except REDIS_ERRORS as exc:
             self._fail(exc)
             out["healthy"] = False

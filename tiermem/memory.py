@@ -224,9 +224,12 @@ class Memory:
         from tiermem.consolidation.views import ViewMaintainer
         from tiermem.tiers.warm import WarmStore
 
-        # the warm tier caches in the hot tier's Redis (short timeouts), SQLite is its truth
-        self.warm = WarmStore(self.cold, redis_client=self.hot.client if self.hot is not None else None,
-                              keep_versions=self.config.warm_keep_versions)
+        # the warm tier caches in the hot tier's Redis (short timeouts), SQLite is its truth;
+        # while the hot link is degraded its reads leave Redis alone (the hot read waited)
+        hot_link = self.hot
+        self.warm = WarmStore(self.cold, redis_client=hot_link.client if hot_link is not None else None,
+                              keep_versions=self.config.warm_keep_versions,
+                              usable=(lambda: hot_link.healthy) if hot_link is not None else (lambda: True))
         self.views = ViewMaintainer(
             self.cold,
             self.warm,

@@ -167,6 +167,29 @@ class HotOutOfMemory(TiermemError, RuntimeError):
                          f"nothing: {detail}")
 
 
+class HotReadOnly(TiermemError, RuntimeError):
+    """Redis refused a hot-tier write with READONLY: the server tiermem reaches is a
+    replica, typically the old primary after a failover (Sentinel, a managed Redis)
+    while this client still points at it. Nothing was written; like a connection error,
+    this says Redis cannot be relied on right now, not that the request was wrong."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        self.what = what
+        super().__init__(f"Redis is a read-only replica (a failover left tiermem on the old primary?), the hot "
+                         f"tier's {what} wrote nothing: {detail}")
+
+
+class HotAccessDenied(TiermemError, RuntimeError):
+    """Redis refused tiermem's credentials (NOAUTH, WRONGPASS: a missing or wrong
+    password) or a command (NOPERM: an ACL user without a command or key pattern the hot
+    tier needs). A misconfiguration, not an outage: it lasts until the operator fixes
+    `redis_url` or the ACL. The message holds Redis's reply, never the URL's secrets."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"Redis refused tiermem's credentials or commands (check the password in redis_url and "
+                         f"the ACL user's commands and key patterns): {detail}")
+
+
 class HotStale(TiermemError, LookupError):
     """The stored hot set is missing, of another generation, inconsistent, or behind the
     log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""

@@ -35,7 +35,13 @@ Invariants:
   members, pins and demoted pins the set has, and an admit, pin or unpin (HotStale
   'inconsistent') and a read or summary (no set) check them, the members' tokens against
   `total` and the demoted pins' against `demoted_tokens`, so a set that lost its zset,
-  pin or demoted hash is rebuilt, never served or extended without them. `pin` and `unpin` check the generation too (HotStale, nothing
+  pin or demoted hash is rebuilt, never served or extended without them. The counts
+  are stamped (`counted`) with the state they were written with (COUNT_STAMP_FIELDS)
+  and checked only while the stamp matches the meta: a process of a version before the
+  counts (a rolling deploy, a rollback) updates `last`, `total` or `evictions` and leaves
+  the counts as they were: such a set is checked as one written before the counts were,
+  until a write of this version restamps it (only its pin or unpin that moves no member
+  changes none of those: the counts are checked and the set rebuilt once). `pin` and `unpin` check the generation too (HotStale, nothing
   written): a Redis shared by two databases must never take one's turn into the other's
   set.
 - The meta records the fingerprint of the last admitted turn (`tip`,
@@ -53,10 +59,14 @@ Invariants:
   log's rebuild reads and sends the texts of its survivors only (tiermem.hotlink).
 - Redis being unreachable surfaces as redis-py's ConnectionError/TimeoutError, quickly
   (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
+  A write Redis refuses whole surfaces as one of tiermem's errors (`refusal`): out of
+  memory HotOutOfMemory, a read-only replica HotReadOnly, an ACL user without a command
+  or key HotAccessDenied; a wrong or missing password as redis-py's AuthenticationError.
 
 Key layout per conversation, tag T = `{tm:<escaped id>}`:
   T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens,
-                members, pins, demoted_pins (counts of T:z, T:pin, T:d)
+                members, pins, demoted_pins (counts of T:z, T:pin, T:d),
+                counted (COUNT_STAMP_FIELDS' values when the counts were written, '|'-joined)
   T:z     zset  member = position, score = position (the hot window in log order)
   T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
@@ -70,22 +80,31 @@ the script's time against one packed record per member (measured, 40-member wind
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import json
 import math
 import re
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.retry import Retry
 
-from tiermem.tiers.errors import HotOutOfMemory, HotStale, HotStateLost, HotTurnNotResident
+from tiermem.tiers.errors import (
+    HotAccessDenied,
+    HotOutOfMemory,
+    HotReadOnly,
+    HotStale,
+    HotStateLost,
+    HotTurnNotResident,
+    TiermemError,
+)
 from tiermem.tiers.keys import hash_tag
 from tiermem.tiers.redis_url import parse_redis_url
 
@@ -99,8 +118,14 @@ SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when era
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
 SUMMARY_PIPELINE_SETS = 256  # hot sets whose counts one round trip reads (6 commands each)
+# The meta fields whose values, '|'-joined, stamp the counts (meta `counted`; APPLY_LUA
+# and LOAD_LUA join them in this order): any version's admit changes `last`, an evicting
+# or demoting pin or unpin `evictions` or `total`, an undemoting unpin `demoted_tokens`
+COUNT_STAMP_FIELDS = ("last", "total", "evictions", "demoted_tokens")
 # the meta fields a summary reads: its own four, then the counts that `_whole` checks
-SUMMARY_META_FIELDS = ("gen", "total", "evictions", "overflow", "members", "pins", "demoted_pins")
+# and what tells whether they still hold
+SUMMARY_META_FIELDS = ("gen", "total", "evictions", "overflow", "members", "pins", "demoted_pins", "counted",
+                       "last", "demoted_tokens")
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 # The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
@@ -129,6 +154,13 @@ redis.call('SETRANGE', KEYS[1] .. ':oom-probe', 0, '')
 """
 # How Redis words the refusal (the reply starts with OOM; inside a script, after its name)
 OOM_REPLY = "OOM command not allowed"
+# How a replica refuses a write: the reply's code, which a script's error (Redis 6.2)
+# carries inside its own text ("Error running script ...: -READONLY You can't write ...")
+READONLY_REPLY = "READONLY"
+# How Redis refuses a command the ACL user may not run: the reply's code (Redis 7 keeps
+# it inside a script too), and Redis 6.2's words for it inside a script
+NOPERM_REPLY = "NOPERM"
+SCRIPT_NOPERM_REPLY = "The user executing the script can't run this command"
 
 APPLY_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] tokens hash, KEYS[4] payload hash,
@@ -204,11 +236,16 @@ for i = 1, #members do
   members[i] = p
   orig[p] = true
 end
+-- The counts the meta records hold while their stamp names the meta's state (hot.py
+-- COUNT_STAMP_FIELDS): a set written before they were (no stamp), or since by a process
+-- of a version before them (which left them as they were), is not checked on them
+local function count_stamp(l, t, e, d) return table.concat({l, t, e, d}, '|') end
+local counted = exists and check and meta.counted ~= nil
+  and meta.counted == count_stamp(meta.last, meta.total, meta.evictions, meta.demoted_tokens or '')
 if exists and check then
   if redis.call('HLEN', t_key) ~= #members then return stale('inconsistent') end
   if with_payloads and redis.call('HLEN', p_key) ~= #members then return stale('inconsistent') end
-  -- the counts the meta records: a set written before they were (nil) is not checked
-  if meta.members and tonumber(meta.members) ~= #members then return stale('inconsistent') end
+  if counted and tonumber(meta.members) ~= #members then return stale('inconsistent') end
 end
 -- tok: tokens known so far; pri[p] ~= nil exactly when member p is pinned.
 local tok, pri = {}, {}
@@ -244,8 +281,7 @@ for i = 1, #draw, 2 do
 end
 -- A pin or demoted hash that maxmemory evicted on its own leaves no member without its
 -- record: only the meta's counts tell (a set that went on without them would evict its pins)
-if exists and check and ((meta.pins and tonumber(meta.pins) ~= n_pins)
-    or (meta.demoted_pins and tonumber(meta.demoted_pins) ~= n_demoted)) then
+if counted and (tonumber(meta.pins) ~= n_pins or tonumber(meta.demoted_pins) ~= n_demoted) then
   return stale('inconsistent')
 end
 
@@ -508,7 +544,7 @@ local tip = meta.tip or ''
 if last ~= stored_last then tip = tip_arg end
 redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last, 'tip', tip,
   'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens, 'members', #members, 'pins', n_pins,
-  'demoted_pins', n_demoted)
+  'demoted_pins', n_demoted, 'counted', count_stamp(last, total, evictions, dtokens))
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
@@ -586,7 +622,7 @@ for _, key in ipairs({pin_key, d_key}) do
 end
 redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3], 'last', ARGV[4], 'tip', ARGV[5],
   'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8], 'members', n, 'pins', counts[1],
-  'demoted_pins', counts[2])
+  'demoted_pins', counts[2], 'counted', table.concat({ARGV[4], ARGV[2], ARGV[6], ARGV[8]}, '|'))
 local ttl = tonumber(ARGV[9])
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
@@ -624,7 +660,39 @@ return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL
                      d = redis.call('HGETALL', KEYS[6])})
 """
 
-_SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA, "load": LOAD_LUA}
+_SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA, "load": LOAD_LUA,
+            "probe": OOM_PROBE_LUA}
+SCRIPT_SUFFIX = " script"  # how `refusal` names a script's run: "<name> script"
+# The conversation id whose hash tag `HotTier.check_access` probes: its probe key is
+# never written (an empty SETRANGE creates nothing), so any id would do
+ACCESS_PROBE_ID = "access-check"
+
+
+def refusal(what: str, exc: ResponseError) -> TiermemError | None:
+    """The error for a reply by which Redis refused `what` as a whole, having written
+    nothing: out of memory (HotOutOfMemory), a read-only replica (HotReadOnly), a
+    command or key the ACL user may not use (HotAccessDenied); None for any other reply.
+    A script's refusal may come as a plain ResponseError carrying the code in its text."""
+    text = str(exc)
+    if isinstance(exc, OutOfMemoryError) or OOM_REPLY in text:  # only a script's (DEL is let through)
+        return HotOutOfMemory(what.removesuffix(SCRIPT_SUFFIX), text)
+    if isinstance(exc, ReadOnlyError) or READONLY_REPLY in text:
+        return HotReadOnly(what, text)
+    if isinstance(exc, NoPermissionError) or NOPERM_REPLY in text or SCRIPT_NOPERM_REPLY in text:
+        return HotAccessDenied(text)
+    return None
+
+
+@contextlib.contextmanager
+def _refusals(what: str) -> Iterator[None]:
+    """A plain command's refusals as `refusal` names them (a script's: `HotTier._run`)."""
+    try:
+        yield
+    except ResponseError as e:
+        refused = refusal(what, e)
+        if refused is not None:
+            raise refused from e
+        raise
 
 
 @dataclass(frozen=True)
@@ -733,15 +801,24 @@ def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return {_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
+def _counted(meta: Mapping[str, str]) -> bool:
+    """Whether the meta's counts describe the set as it stands: stamped with the state
+    they were written with, which no write of an older version has changed since."""
+    stamp = meta.get("counted")
+    return stamp is not None and stamp == "|".join(meta.get(name, "") for name in COUNT_STAMP_FIELDS)
+
+
 def _whole(meta: Mapping[str, str], members: int, pins: int, demoted: int, tokens: int | None = None,
            demoted_tokens: int | None = None) -> bool:
     """Whether a set's keys agree with what its meta records: the counts of members, pins
-    and demoted pins (absent in a set written before they were recorded: not checked),
-    and, when given, its members' and demoted pins' tokens. Maxmemory evicts single keys,
-    and a lost zset, pin or demoted hash leaves no member without its record."""
+    and demoted pins (while their stamp holds: `_counted`), and, when given, its members'
+    and demoted pins' tokens. Maxmemory evicts single keys, and a lost zset, pin or
+    demoted hash leaves no member without its record."""
+    counts: tuple[tuple[str, int | None], ...] = ()
+    if _counted(meta):
+        counts = (("members", members), ("pins", pins), ("demoted_pins", demoted))
     try:
-        for name, have in (("members", members), ("pins", pins), ("demoted_pins", demoted),
-                           ("total", tokens), ("demoted_tokens", demoted_tokens)):
+        for name, have in (*counts, ("total", tokens), ("demoted_tokens", demoted_tokens)):
             if have is not None and name in meta and int(meta[name]) != have:
                 return False
     except ValueError:
@@ -899,7 +976,8 @@ class HotTier:
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run script `name`; HotOutOfMemory when Redis refused it for want of memory
-        (nothing written: OOM_PROBE_LUA)."""
+        (nothing written: OOM_PROBE_LUA), HotReadOnly on a replica, HotAccessDenied when
+        the ACL user may not run it or a command in it (`refusal`)."""
         try:
             if not self.cluster:
                 return self._scripts[name](keys=keys, args=args)
@@ -910,8 +988,9 @@ class HotTier:
                 # both runs and caches it there.
                 return self.client.execute_command("EVAL", self._sources[name], len(keys), *keys, *args)
         except ResponseError as e:
-            if isinstance(e, OutOfMemoryError) or OOM_REPLY in str(e):
-                raise HotOutOfMemory(name, str(e)) from e
+            refused = refusal(name + SCRIPT_SUFFIX, e)
+            if refused is not None:
+                raise refused from e
             raise
 
     def _apply(
@@ -1113,7 +1192,7 @@ class HotTier:
             for j, conv in enumerate(chunk):
                 fields, members, tokens, payloads, pins, demoted = replies[6 * j:6 * j + 6]
                 gen, total, evictions, overflow = fields[:4]
-                counts = {name: value for name, value in zip(SUMMARY_META_FIELDS, fields, strict=True)
+                counts = {name: _text(value) for name, value in zip(SUMMARY_META_FIELDS, fields, strict=True)
                           if value is not None}
                 # no meta: no set; fewer token counts or texts than members, or fewer of
                 # them than the meta counts: partly lost (maxmemory evicted a key), as
@@ -1214,7 +1293,8 @@ class HotTier:
 
     def drop(self, conversation_id: str) -> None:
         # All keys share one slot, so a single DEL is fine on Cluster too.
-        self.client.execute_command("DEL", *self.keys(conversation_id))
+        with _refusals("delete"):
+            self.client.execute_command("DEL", *self.keys(conversation_id))
 
     def drop_all(self, conversation_id: str) -> int:
         """Delete every key under the conversation's hash tag: the hot set's, the warm
@@ -1223,9 +1303,19 @@ class HotTier:
         pattern = self.tag(conversation_id) + "*"
         found = list(self.client.scan_iter(match=pattern, count=SCAN_COUNT))
         gone = 0
-        for i in range(0, len(found), SCAN_COUNT):
-            gone += int(self.client.execute_command("DEL", *found[i:i + SCAN_COUNT]))
+        with _refusals("delete"):
+            for i in range(0, len(found), SCAN_COUNT):
+                gone += int(self.client.execute_command("DEL", *found[i:i + SCAN_COUNT]))
         return gone
+
+    def check_access(self) -> None:
+        """One PING and one run of the writing scripts' first step (OOM_PROBE_LUA, which
+        changes nothing) under a tag of this prefix: what a wrong or missing password
+        (redis-py's AuthenticationError), an ACL user without EVAL, EVALSHA or SETRANGE
+        or without this prefix's keys (HotAccessDenied), a replica (HotReadOnly) or a
+        full Redis (HotOutOfMemory) answers to the hot tier's first write."""
+        self.client.ping()
+        self._run("probe", [self.tag(ACCESS_PROBE_ID)], [])
 
     def ping(self) -> bool:
         try:

@@ -27,6 +27,11 @@ Invariants:
   a cache write only ever raises the cached version (one Lua script, so two processes
   cannot regress it), entries carry the database's uuid and expire, and any Redis
   error falls back to SQLite. The client is the caller's and is never closed here.
+  While the caller says Redis is not usable (`usable`: the hot tier's link is
+  degraded, so its read has just waited out Redis's timeout), reads skip the cache and
+  do not fill it after a miss, so a call waits for a slow or dead Redis once, not again
+  here; writes that keep the cache right (a new version raising it, `invalidate`) are
+  still tried. Reads use it again as soon as the caller does.
 - A cached view is served only while the log holds the very turn its `end_position`
   names (the entry records that turn's fingerprint, tiers.keys.turn_fingerprint): after
   a backup is restored, the uuid is the same but a view cached from the discarded
@@ -54,7 +59,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -255,11 +260,13 @@ class WarmStore:
     """
 
     def __init__(self, cold: ColdLog, redis_client: Any = None, *, key_prefix: str = "tm",
-                 keep_versions: int | None = None) -> None:
+                 keep_versions: int | None = None, usable: Callable[[], bool] = lambda: True) -> None:
+        """`usable()`: whether cache reads may go to Redis now (module docstring)."""
         self.cold = cold
         # versions kept per view (and consolidation folds per conversation); None keeps all
         self.keep_versions = keep_versions
         self.redis = redis_client
+        self.usable = usable
         self.key_prefix = key_prefix
         self._salvaged_rows = SalvagedRows()  # (conversation, kind, key, version)
         self.cache_errors = 0
@@ -303,7 +310,7 @@ class WarmStore:
         return f"{hash_tag(self.key_prefix, conversation_id)}:warm:{kind}:{escape_id(key)}"
 
     def _cache_get(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
-        if self.redis is None:
+        if self.redis is None or not self.usable():
             return None
         try:
             raw = self.redis.hget(self.cache_key(conversation_id, kind, key), "j")
@@ -377,7 +384,7 @@ class WarmStore:
         if cached is not None:
             return cached
         view = self._latest_cold(conversation_id, kind, key)
-        if view is not None:
+        if view is not None and self.usable():  # a fill only saves later reads: not worth a wait
             self._cache_set(view)
         return view
 

@@ -349,6 +349,9 @@ class LimitsOut(BaseModel):
 class HealthOut(BaseModel):
     status: str
     tiers: dict[str, str]
+    reasons: dict[str, str] = Field(default_factory=dict, description=(
+        "why a tier is down, where tiermem knows and it holds no secret: the hot tier's is Redis refusing "
+        "tiermem (a wrong or missing password, an ACL user without a command it needs)"))
 
 
 class ErrorOut(BaseModel):

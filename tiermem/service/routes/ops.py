@@ -5,7 +5,11 @@ while Memory opens) and reports the cold tier `ok`, `read-only` (the kernel says
 process cannot write the database, or the storage refused a request in the last
 `STORAGE_FAILURE_MEMORY_S`) or `down` (it cannot be read, or no PostgreSQL connection
 came within `HEALTH_CONNECTION_WAIT_S`: 503); read-only still serves
-reads, so it is `degraded`, not down. /metrics counts every namespace, so a tenant
+reads, so it is `degraded`, not down. The hot tier is `ok`, `degraded` (Redis failing,
+calls served from the log) or `down` when Redis refuses tiermem itself (a wrong or
+missing password, an ACL user without a command it needs: tiermem.hotlink), with Redis's
+reply in `reasons` (no URL, no secret); either way requests are served from the log, so
+the status does not change for it. /metrics counts every namespace, so a tenant
 token gets 403 and no token 401, unless `metrics_public` (loopback clients only) or auth
 is off.
 """
@@ -80,15 +84,22 @@ def healthz(runtime: RuntimeDep) -> JSONResponse:
     except Exception as exc:
         log.warning("healthz: cold tier failed: %s", exc)
         tiers["cold"] = "down"
-    tiers["hot"] = "disabled" if mem.hot is None else ("ok" if mem.hot.healthy else "degraded")
+    reasons: dict[str, str] = {}
+    if mem.hot is None:
+        tiers["hot"] = "disabled"
+    elif mem.hot.misconfigured is not None:
+        tiers["hot"] = "down"
+        reasons["hot"] = mem.hot.misconfigured
+    else:
+        tiers["hot"] = "ok" if mem.hot.healthy else "degraded"
     tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
     tiers["embedder"] = runtime.embedder_state if runtime.owns_memory else (
         "ready" if embedder_loaded(mem.embedder) else "idle")
     if tiers["cold"] == "down":
-        return JSONResponse({"status": "down", "tiers": tiers}, status_code=503)
+        return JSONResponse({"status": "down", "tiers": tiers, "reasons": reasons}, status_code=503)
     # read-only still answers reads: degraded, not down (a restart would not fix it)
     status = "ok" if tiers["cold"] == "ok" else "degraded"
-    return JSONResponse({"status": status, "tiers": tiers}, status_code=200)
+    return JSONResponse({"status": status, "tiers": tiers, "reasons": reasons}, status_code=200)
 
 
 @metrics_routes.get(
