@@ -11,10 +11,14 @@ Invariants (docs/design.md, "The invariants"):
 - One domain action, one transaction: an append writes the message, its turn-index row
   and its FTS row together; fork and prune are single transactions too.
 - The store's lock (one connection per process) is never held while waiting for
-  another process's write lock: `BEGIN IMMEDIATE` is tried without SQLite's busy
-  handler, and between tries (SQLite's own schedule, `BUSY_POLL_DELAYS_S`, up to
-  `busy_timeout_ms` in all) the lock is free, so this process's reads go on (WAL needs
-  no lock to read) while one of its writes waits for another process's transaction.
+  another process: `BEGIN IMMEDIATE` and an erasure's WAL checkpoint are tried without
+  SQLite's busy handler (`_polled`), and between tries (SQLite's own schedule,
+  `BUSY_POLL_DELAYS_S`, up to `busy_timeout_ms` from the first busy answer, as SQLite
+  counts it: not the time spent queued for the store's own lock) the lock is free, so
+  this process's reads go on (WAL needs no lock to read) while one of its writes or
+  scrubs waits for another process's transaction. Every write goes through `_tx`,
+  the scrub's too; a scrub left pending (the WAL held by a reader) is retried after
+  each write with a single try that does not wait.
 - An append with an idempotency key looks the key up and records it inside its own
   `BEGIN IMMEDIATE` transaction (one writer at a time, every process): the same request
   again writes nothing and answers the recorded positions, another one is refused. The
@@ -51,7 +55,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -110,11 +114,22 @@ try:  # file locks tell a fork in progress from one whose process died (`ColdSto
 except ImportError:  # not on Windows: there a record's age tells (FORK_ABANDONED_S)
     fcntl = None  # type: ignore[assignment]
 
-# Sleeps between tries of BEGIN IMMEDIATE while another process holds the write lock
-# (seconds): SQLite's own busy handler's schedule (sqliteDefaultBusyCallback), then its
-# last step until busy_timeout_ms is spent; the store's lock is free while they run.
+# Sleeps between tries of BEGIN IMMEDIATE (or an erasure's WAL checkpoint) while another
+# process holds the write lock or a read snapshot (seconds): SQLite's own busy handler's
+# schedule (sqliteDefaultBusyCallback), then its last step until busy_timeout_ms is spent;
+# the store's lock is free while they run (`ColdStore._polled`).
 BUSY_POLL_DELAYS_S = (0.001, 0.002, 0.005, 0.010, 0.015, 0.020, 0.025, 0.025, 0.025, 0.050, 0.050, 0.100)
 SQLITE_BUSY_PRIMARY = 5  # SQLITE_BUSY: another connection holds the lock (extended codes share it)
+SQLITE_PRIMARY_CODE_MASK = 0xFF  # an extended result code's low byte is its primary code
+
+_T = TypeVar("_T")
+
+
+def _is_busy(exc: Exception) -> bool:
+    """Whether SQLite answered busy (another connection holds what was asked for)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & SQLITE_PRIMARY_CODE_MASK == SQLITE_BUSY_PRIMARY
+
 
 log = logging.getLogger("tiermem.cold")
 
@@ -228,7 +243,8 @@ class ColdStore(SharedQueries):
         self.embedder = embedder
         self._lock = threading.RLock()
         self._busy_timeout_ms = busy_timeout_ms
-        self._wal_scrub_pending = False  # an erasure's WAL truncation waits for a reader
+        # an erasure's WAL truncation waits for a reader: retried once after each write (`_tx`)
+        self._wal_scrub_pending = False
         self._conn = connect(self.path, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         # opened read-only (the storage refuses writes): reads skip their derived catch-up
         self.read_only = bool(self._conn.execute("PRAGMA query_only").fetchone()[0])
@@ -299,9 +315,11 @@ class ColdStore(SharedQueries):
                 self._conn = None
 
     def _retry_wal_scrub(self) -> None:
-        """An erasure could not truncate the WAL (a reader held it): try again now."""
+        """An erasure could not truncate the WAL (a reader held it): try again now, once
+        and without waiting (this runs after every write until it succeeds: a reader that
+        stays would otherwise add busy_timeout_ms to each of them)."""
         try:
-            if self.truncate_wal():
+            if self.truncate_wal(wait=False):
                 self._wal_scrub_pending = False
                 log.info("erasure: the WAL is truncated now")
         except DriverDatabaseError:  # busy or read-only: the next write or close tries again
@@ -325,14 +343,31 @@ class ColdStore(SharedQueries):
 
     def _begin_immediate(self) -> Connection:
         """BEGIN IMMEDIATE on the store's connection; returns it with the store's lock
-        held (the caller releases it). While another process holds the write lock, each
-        try fails at once (busy_timeout 0 for it) and the wait between tries is made
-        without the store's lock, so this process's reads are not held up by another
-        process's transaction; past busy_timeout_ms the busy error is raised, as
-        SQLite's own handler raised it."""
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        held (the caller releases it). Waits for another process's write lock as
+        `_polled` does; past busy_timeout_ms the busy error is raised, as SQLite's own
+        handler raised it."""
+        def begin(conn: Connection) -> Connection:
+            conn.execute("BEGIN IMMEDIATE")
+            return conn
+        conn = self._polled(begin)
+        assert conn is not None  # a busy BEGIN raises; it never answers None
+        return conn
+
+    def _polled(self, attempt: Callable[[Connection], _T | None], *, wait: bool = True) -> _T | None:
+        """`attempt(conn)` on the store's connection under the store's lock with SQLite's
+        busy handler off (busy_timeout 0 for it), tried again while another process
+        makes it busy: it raised SQLITE_BUSY, or answered None. Its first other answer
+        is returned with the store's lock held (the caller releases it). Between tries
+        this thread sleeps SQLite's own busy schedule without the store's lock, so this
+        process's reads are not held up by another process's transaction; it gives up
+        busy_timeout_ms after the first busy answer, as SQLite's handler does (time
+        queued for the store's lock before the first try is this process's own wait,
+        not another's), or at once with `wait` False (a single try). Giving up
+        re-raises the last busy error, or answers None (the store's lock free)."""
+        deadline: float | None = None
         tries = 0
         while True:
+            busy: Exception | None = None  # (the driver's error class is a variable: not a type)
             self._lock.acquire()
             try:
                 conn = self._conn
@@ -340,19 +375,29 @@ class ColdStore(SharedQueries):
                     raise StoreUnavailable(str(self.path), "the store is closed")
                 conn.execute("PRAGMA busy_timeout = 0")
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
+                    answer = attempt(conn)
                 finally:
                     conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-                return conn
             except DriverDatabaseError as exc:
                 self._lock.release()
-                code = getattr(exc, "sqlite_errorcode", None)
-                left = deadline - time.monotonic()
-                if not (isinstance(code, int) and code & 0xFF == SQLITE_BUSY_PRIMARY) or left <= 0:
+                if not _is_busy(exc):
                     raise
+                busy = exc
             except BaseException:
                 self._lock.release()
                 raise
+            else:
+                if answer is not None:
+                    return answer
+                self._lock.release()
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + (self._busy_timeout_ms / 1000 if wait else 0)
+            left = deadline - now
+            if left <= 0:
+                if busy is not None:
+                    raise busy
+                return None
             time.sleep(min(BUSY_POLL_DELAYS_S[min(tries, len(BUSY_POLL_DELAYS_S) - 1)], left))
             tries += 1
 
@@ -1613,13 +1658,15 @@ class ColdStore(SharedQueries):
         go back to the file system (auto_vacuum=INCREMENTAL, set when the file was
         made); the WAL, which still holds the old page images, is checkpointed and
         truncated to zero bytes. Returns whether it was (a reader can hold it: see
-        `wal_truncated`)."""
-        with self._lock:
+        `wal_truncated`). The writes are one transaction (`_tx`) and the checkpoint is
+        polled (`truncate_wal`): neither waits for another process holding the store's
+        lock, each at most busy_timeout_ms."""
+        with self._tx() as c:
             if erased_terms is None or self._fts_keys_leak(erased_terms):
-                self._conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+                c.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
             # each step of this pragma frees one page: without fetchall() it frees one
-            self._conn.execute("PRAGMA incremental_vacuum").fetchall()
-            self._conn.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,))
+            c.execute("PRAGMA incremental_vacuum").fetchall()
+            c.execute("DELETE FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,))
         if not self.truncate_wal():
             # another connection's read transaction holds old frames: this store's next
             # write (or its close) truncates it once the reader is done
@@ -1630,12 +1677,19 @@ class ColdStore(SharedQueries):
             self._wal_scrub_pending = False
         return not self._wal_scrub_pending
 
-    def truncate_wal(self) -> bool:
+    def truncate_wal(self, *, wait: bool = True) -> bool:
         """Checkpoint the WAL into the database file and truncate it to zero bytes;
-        False when a reader's open transaction still holds frames (they stay)."""
-        with self._lock:
-            busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return not (busy and busy[0])
+        False when another process's open read transaction still holds frames (they
+        stay) or its write lock is held, past busy_timeout_ms (`_polled`; `wait` False:
+        after one try)."""
+        def checkpoint(conn: Connection) -> bool | None:
+            # (busy, frames, checkpointed); busy 1: another connection kept it from finishing
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return None if busy and busy[0] else True
+        if self._polled(checkpoint, wait=wait) is None:
+            return False
+        self._lock.release()
+        return True
 
     def defer_purge(self, keys: Sequence[str]) -> None:
         """Remember erased keys whose Redis keys could not be deleted yet."""
