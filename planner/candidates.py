@@ -11,7 +11,9 @@ Invariants:
   and a call that later messages follow before its results (a crash mid-loop, a
   retracted result, a fork cut mid-unit) are left out, and the plan says why. Only a call
   at the very end of the log may wait for its result: the agent is mid-loop and
-  appends it next.
+  appends it next. A reasoning item whose own item is not shown (retracted, cleared,
+  left out, not appended yet) is left out with it: the Responses API refuses one last
+  or before a user or system message.
 - Superseded turns are never pinned as current; a superseded turn that is retrieved, or
   that the caller pinned (the store still offers it: the caller's pin stands), is marked
   with its validity interval, in its line and its reason (`Candidate.current` False), and
@@ -752,6 +754,9 @@ UNANSWERED_CALL = ("a tool call no result answers, and later messages follow it 
 ORPHAN_RESULT = ("a tool result whose call is not shown (retracted, unreadable, or older than the tail): "
                  "both APIs refuse a result without its call, so it is left out")
 UNREADABLE_PART = "a tool call whose unit holds an unreadable message: left out whole"
+ORPHAN_REASONING = ("a reasoning item whose item after it is not shown (retracted, cleared, left out, unreadable, "
+                    "or not appended yet): the Responses API refuses a reasoning item last or before a user or "
+                    "system message, so it is left out")
 
 
 @dataclass
@@ -783,6 +788,11 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     APIs accept: a call and every result that answers it (parallel calls included: the
     calls of one unit come before any of its results), a reasoning item with the unit
     after it, any other message alone.
+
+    A reasoning item goes with the model's own item after it (an assistant message, a
+    call, a hosted tool's item); where what follows it is not one (a user or system
+    message, an unreadable one, the latest user message, the end of `msgs`: its own
+    item is hidden or left out) it is left out too (`ORPHAN_REASONING`).
 
     Complete units only: a result whose call is not among `msgs` (nor open from the
     previous context, `open_calls`) is left out; a call that a later message (a user or
@@ -818,7 +828,7 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
             # may be the result an open call waits for
             end(UNREADABLE_PART if waiting and not skipped else UNANSWERED_CALL)
             if lead:  # a reasoning item never joins a unit across it
-                groups.append(lead)
+                dropped.append((lead, ORPHAN_REASONING))
                 lead = []
             continue
         rid = result_id(m.body)
@@ -847,12 +857,17 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
                 lead.append(m)
             continue
         end()
+        if lead and m.role != "assistant":
+            # not what the reasoning produced (that item is hidden or left out): the
+            # Responses API refuses a reasoning item before a user or system message
+            dropped.append((lead, ORPHAN_REASONING))
+            lead = []
         groups.append([*lead, m])
         lead = []
     if cur:  # the newest unit: a call still waiting here is the agent's pending round
         groups.append(cur)
-    if lead:
-        groups.append(lead)
+    if lead:  # nothing after it: the Responses API refuses a reasoning item last
+        dropped.append((lead, ORPHAN_REASONING))
     return Units(list(reversed(groups)), dropped, interrupted)
 
 
