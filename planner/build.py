@@ -75,12 +75,13 @@ from tiermem.planner.render import (
     breakpoints,
     converted_breakpoints,
     fresh_segments,
+    open_calls,
     shown,
 )
 from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import told
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
-from tiermem.tiers.formats import call_ids, hidden_positions, is_reasoning, result_id, wire_body
+from tiermem.tiers.formats import hidden_positions, wire_body
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import StoredMessage, message_text
 from tiermem.tiers.statements import read_hidden
@@ -233,21 +234,6 @@ class _Call:
     def mark(self, step: str) -> None:
         """Record when `step` ended, in milliseconds since the call began."""
         self.timings[step] = (time.perf_counter() - self.t0) * MS_PER_S
-
-
-def open_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
-    """The call ids a context's messages leave waiting at their end (its last unit is the
-    agent's pending tool round): their results, when they arrive, go right after it."""
-    waiting: set[str] = set()
-    for m in messages:
-        rid = result_id(m)
-        if rid is not None:
-            waiting.discard(rid)
-        elif call_ids(m):
-            waiting |= set(call_ids(m))
-        elif not is_reasoning(m):
-            waiting = set()  # text: in a valid context no call is open before it
-    return frozenset(waiting)
 
 
 class Planner:

@@ -14,7 +14,10 @@ Invariants:
   says what was cut and where the full text is in the log.
 - Layer order (planner.plan.LAYERS): system, pinned, summary, the tail, then the per-turn
   part; with `retrieved_placement="before_latest"` the retrieved block sits just before
-  the latest user message, since it changes most.
+  the latest user message, since it changes most; with `system_messages="before_latest"`
+  every memory block is one message just before the latest user message, or with none
+  at the end, before the agent's pending tool round if the tail ends with one: never
+  inside a round.
 - What is counted is what is returned: `out` converts and folds exactly as the context
   that is handed back, and breakpoints index the returned messages
   (`converted_breakpoints`), not the planned ones.
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, PlanItem
-from tiermem.tiers.formats import fold_system, to_chat, to_responses
+from tiermem.tiers.formats import call_ids, fold_system, is_reasoning, result_id, to_chat, to_responses
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, message_tokens
 from tiermem.tiers.zones import UTC, Zone, shown_day, shown_time
@@ -75,6 +78,21 @@ def day(ts: float, zone: Zone = UTC) -> str:
 def header(s: str) -> str:
     """A block slice's first line."""
     return VERBOSE_RETRIEVED_HEADER if s == "retrieved" and not TERSE else HEADERS[s]
+
+
+def open_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """The call ids messages leave waiting at their end (their last unit is the agent's
+    pending tool round): their results, when they arrive, go right after it."""
+    waiting: set[str] = set()
+    for m in messages:
+        rid = result_id(m)
+        if rid is not None:
+            waiting.discard(rid)
+        elif call_ids(m):
+            waiting |= set(call_ids(m))
+        elif not is_reasoning(m):
+            waiting = set()  # text: in a valid context no call is open before it
+    return frozenset(waiting)
 
 
 class Renderer:
@@ -200,21 +218,31 @@ class Renderer:
                            ) -> tuple[list[dict[str, Any]], list[str], list[int | None]]:
         """`system_messages="before_latest"`: the caller's system messages, the tail turns
         in log order, then every memory block (pinned, summary, retrieved) in ONE system
-        message just before the latest user message (at the end when there is none), then
-        the latest user message and what follows it (a tool loop). Pins and summaries
-        change less than retrieval, but a pin added or a summary refreshed then changes
-        only that last message: everything before it stays the provider's cached prefix."""
-        tail_bodies = [(p, b) for c in chosen["tail"] if c.body is not None
-                       for p, b in zip(c.group, c.body["messages"], strict=True)]
+        message just before the latest user message, then the latest user message and what
+        follows it (a tool loop). Pins and summaries change less than retrieval, but a pin
+        added or a summary refreshed then changes only that last message: everything
+        before it stays the provider's cached prefix.
+
+        With no latest user message (an agent's own log) the memory message goes at the
+        end, or just before the agent's pending tool round when the tail ends with one:
+        a system message between a call and its results splits the round, which both
+        APIs refuse."""
+        units = sorted((c.group, c.body["messages"]) for c in chosen["tail"] if c.body is not None)
+        tail_bodies = [(p, b) for group, bodies in units for p, b in zip(group, bodies, strict=True)]
         if latest_body is not None and latest_user is not None:
             tail_bodies.append((latest_user, latest_body))
         tail_bodies.sort(key=lambda t: t[0])
         memory = ({"role": "system", "content": MEMORY_BLOCK_SEPARATOR.join(
             str(blocks[s]["content"]) for s in BLOCK_SLICES if s in blocks)}
             if blocks else None)
+        # where the memory message goes: before the latest user message, else before a
+        # pending round at the end (its first position), else at the end (None)
+        before = latest_user if latest_body is not None else None
+        if before is None and units and open_calls(units[-1][1]):
+            before = units[-1][0][0]
         placed = False
         for p, b in tail_bodies:
-            if memory is not None and latest_body is not None and p == latest_user:
+            if memory is not None and p == before:
                 msgs.append(memory)
                 kinds.append("memory")
                 where.append(None)
