@@ -10,8 +10,15 @@ breakpoints fall on blank messages (`ctx.with_cache_control()` is checked too) a
 contexts hold no user message (their Anthropic form is checked as every other).
 
 Its hunt found the abandoned chat round (tests/test_tool_units_chat_rounds.py; about one conversation in 150
-has the shape, more than this default run draws). Raise
-TIERMEM_FUZZ_EXAMPLES for a longer run (the hunt ran ~1,000 conversations)."""
+has the shape, more than this default run draws), and longer runs a reasoning item left
+before a user message (tests/test_reasoning_orphan.py) and the memory message after a
+pending tool round (tests/test_memory_before_pending_round.py), each about once in
+several hundred.
+
+The default run is deterministic (`derandomize`: the same DEFAULT_EXAMPLES conversations
+every time), so CI fails only on a change, never on a rare shape it happened to draw
+this time. Set TIERMEM_FUZZ_EXAMPLES for random exploration, that many conversations
+new each run (the hunts ran 300-1,000); hypothesis prints the falsifying example."""
 
 from __future__ import annotations
 
@@ -29,7 +36,10 @@ from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.errors import BudgetTooSmall
 from tiermem.tiers.formats import to_chat, to_responses
 
-EXAMPLES = int(os.environ.get("TIERMEM_FUZZ_EXAMPLES", "10"))
+DEFAULT_EXAMPLES = 10
+# unset: the fixed default run; set: random exploration of that many conversations
+EXPLORE = os.environ.get("TIERMEM_FUZZ_EXAMPLES")
+EXAMPLES = int(EXPLORE) if EXPLORE else DEFAULT_EXAMPLES
 TOPICS = ["flight to Lisbon on Tuesday", "hotel near the station", "my seat is 12A", "budget is 900 euros",
           "weather in Tokyo", "dinner reservation at eight", "passport expires in May", "train to Porto"]
 QUERIES = [*TOPICS, "what did the tool say?", "which flight?", None]
@@ -113,7 +123,8 @@ def problems(ctx: Any, mem: Memory, budget: int, fmt: str) -> list[str]:
     return out + anthropic_problems(req.system, req.messages)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, derandomize=not EXPLORE, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
 @given(script(), st.sampled_from(["as_stored", "as_stored", "chat", "responses"]),
        st.sampled_from(["as_is", "as_is", "merge", "before_latest"]), st.sampled_from(["before_latest", "before_tail"]),
        st.sampled_from([32, 100, 400]))
