@@ -368,7 +368,8 @@ class Memory:
     def _forget(self, keys: Sequence[str]) -> None:
         """After a retention operation: drop every derived copy of these incarnations
         outside SQLite (turn cache, kept pinned blocks, Redis keys). Redis keys that
-        cannot be reached now are recorded and deleted when Redis answers again."""
+        cannot be reached now are recorded and deleted when Redis answers again. It runs
+        after the erasure's commit, so it raises nothing for the store's failures."""
         self.warm.forget(keys)
         for key in keys:
             self.turns.drop(key)
@@ -390,7 +391,15 @@ class Memory:
             # transaction; those deleted now are crossed off, the rest wait for Redis
             left = set(self.hot.erase(list(keys)))
             if done := [k for k in keys if k not in left]:
-                self.cold.purged(done)
+                try:
+                    self.cold.purged(done)
+                except Exception:  # no connection in time, a busy or read-only store
+                    # this runs after the erasure's commit, which must not fail for it: the
+                    # keys stay owed, crossed off by the next purge_deferred (the next
+                    # Memory to open, Redis's recovery, or a call); their Redis keys are
+                    # gone, so deleting them again then is a no-op
+                    log.warning("erasure: the Redis keys are deleted but the store could not record it now; "
+                                "they stay owed until the next purge_deferred()", exc_info=True)
 
     def _purge_deferred_quietly(self) -> None:
         try:

@@ -1323,13 +1323,18 @@ class ColdStore(SharedQueries):
         erases the rest. One scrub at the end. `on_erased(keys)` runs after each commit
         that erased or detached conversations with their keys (and once more for a
         detached one when its rows are gone), so a caller drops its copies of them (Redis,
-        caches) batch by batch, also when a later batch fails."""
+        caches) batch by batch, also when a later batch fails. What follows a commit for
+        its keys never fails the erasure: `on_erased` failing, a detached conversation's
+        rows or the scrub busy (another process's write lock past busy_timeout_ms) are
+        left owed (recorded with the commit: redis_purge, erase_owed, the scrub's marker;
+        `scrubbed` False) and done later."""
         report = ErasureReport(bytes_before=self.files_bytes())
         now = time.time()
         # rows of conversations another erasure detached and could not finish: their
         # terms are not known here, so the scrub merges the index whole
         erased_terms: list[bytes] | None = None if self.finish_owed_erasures() else []
         limit = ERASE_BATCH_MESSAGES
+        rows_owed = False  # a detached conversation's rows left to the next open or erasure
         # the conversations there are now, erased in batches; one created in the
         # namespace meanwhile stays (as one created after a single transaction would), so a
         # writer that keeps creating cannot keep the erasure going. In ERASURE_ORDER, so
@@ -1352,16 +1357,25 @@ class ColdStore(SharedQueries):
                     if erased_terms is not None:
                         erased_terms += terms
             held = time.perf_counter() - began
-            if on_erased is not None:
-                on_erased(keys)
+            # committed: what follows for these keys may not raise, or the caller hears
+            # "nothing was written" for conversations that are gone (a retry finds none,
+            # the erasure hooks never run); what it leaves undone stays owed, recorded
+            # with the commit (redis_purge, erase_owed, the scrub's marker)
+            self._step("erase:committed")
+            self._after_commit(on_erased, keys)
             if detached is not None:
                 self._step("erase:detached")
                 time.sleep(min(held, ERASE_PAUSE_MAX_S))
-                terms, limit = self._purge_owed(detached, limit, terms=erased_terms is not None)
-                if erased_terms is not None:
-                    erased_terms += terms
-                if on_erased is not None:  # a reader in flight may have cached its rows meanwhile
-                    on_erased(keys)
+                try:
+                    terms, limit = self._purge_owed(detached, limit, terms=erased_terms is not None)
+                except DriverDatabaseError:  # busy: its rows stay owed, the next open or erasure deletes them
+                    log.warning("erasure: could not delete a detached conversation's rows now; "
+                                "the next open or erasure deletes them and scrubs", exc_info=True)
+                    rows_owed = True
+                else:
+                    if erased_terms is not None:
+                        erased_terms += terms
+                    self._after_commit(on_erased, keys)  # a reader in flight may have cached its rows meanwhile
             self._step("erase:batch")
             if last:  # nothing left to erase: no pause, no further look
                 break
@@ -1373,7 +1387,13 @@ class ColdStore(SharedQueries):
             if erased_terms is None:  # but owed rows were deleted: their scrub
                 self.reclaim()
             return report
-        report.wal_truncated = report.scrubbed = self.reclaim(erased_terms=erased_terms)
+        try:
+            # rows still owed are in the file: no scrub now, its marker stays for whoever deletes them
+            report.wal_truncated = report.scrubbed = not rows_owed and self.reclaim(erased_terms=erased_terms)
+        except DriverDatabaseError as exc:  # busy: the scrub's marker stays, the next open or erasure scrubs
+            report.wal_truncated = report.scrubbed = False
+            log.warning("erasure: the rows are deleted but not scrubbed from the file (%s); "
+                        "the next open of the store or the next erasure scrubs them", str(exc).strip())
         report.bytes_after = self.files_bytes()
         gone = set(report.keys)
         self._salvaged_rows.forget(gone)  # their bad rows no longer exist either
@@ -1381,6 +1401,17 @@ class ColdStore(SharedQueries):
             for key in gone:
                 self._scope_sizes.pop(key, None)
         return report
+
+    @staticmethod
+    def _after_commit(on_erased: Callable[[Sequence[str]], None] | None, keys: Sequence[str]) -> None:
+        """The caller's `on_erased(keys)` after a commit of an erasure, which its failure
+        must not fail: what the caller could not do stays owed in its own records."""
+        if on_erased is None:
+            return
+        try:
+            on_erased(keys)
+        except Exception:
+            log.exception("erasure: committed, but dropping the erased keys' copies failed")
 
     @staticmethod
     def _next_batch(limit: int, held: float) -> int:

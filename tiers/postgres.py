@@ -50,6 +50,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   the fast, non-blocking choice that does not guarantee it. Beyond the data files
   PostgreSQL cannot scrub: WAL segments (pg_wal, and any archive or replica) keep the
   records until recycled, and freed file-system blocks are the OS's (README).
+  Once an erasure has committed nothing fails it (it returns its report): a step after
+  the commit that fails (the caller's `on_erased`, the scrub, the size after it; no
+  pooled connection in time, a lock timeout) is left owed, recorded with the commit
+  (`redis_purge`, the scrub's marker) and done later.
 - Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
@@ -183,6 +187,10 @@ LEAST_LOCK_TIMEOUT_MS = 1
 # where waiting is the design (a migration, the vectors' width: a process waits while
 # another does it), the transaction lifts the limit for itself (SET LOCAL)
 WAIT_FOR_LOCKS_SQL = "SET LOCAL lock_timeout = 0"
+# What a step after an erasure's commit (its scrub, the size after it) may fail with: a
+# statement's error, or no pooled connection in time (StoreUnreachable: another request
+# took the pool's last one). Either leaves the step owed, never fails the erasure.
+AFTER_COMMIT_ERRORS = (psycopg.Error, StoreUnavailable)
 MAX_DENSE_K = 4096  # as the SQLite engine's vec0 limit: callers see one bound
 HNSW_EF_SEARCH = 100  # candidates per namespace search (pgvector's default 40 gave recall 0.88 at 10k)
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's upper bound
@@ -1468,13 +1476,20 @@ class PostgresStore(SharedQueries):
             c.execute("INSERT INTO meta(key, value) VALUES (%s, '1') ON CONFLICT (key) DO NOTHING",
                       (SCRUB_PENDING_KEY,))
         # committed: from here on nothing may raise, or the caller never learns which keys
-        # went and their Redis keys and in-process copies outlive the erasure
+        # went (a 503 "nothing was written" for an erasure that happened: a retry finds
+        # nothing, the erasure hooks never run) and their Redis keys and in-process copies
+        # outlive the erasure. What is left undone is owed and recorded with the commit
+        # (redis_purge, the scrub's marker): done later, never lost.
+        self._step("erase:committed")
         if on_erased is not None:
-            on_erased(report.keys)
+            try:
+                on_erased(report.keys)
+            except Exception:  # the caller's work after the commit: its own owed records stay
+                log.exception("erasure: committed, but dropping the erased keys' copies failed")
         report.wal_truncated = False  # PostgreSQL's WAL keeps the records (module docstring)
         try:
             report.scrubbed = self.reclaim()
-        except psycopg.Error as exc:  # a lock or statement timeout, a dropped connection
+        except AFTER_COMMIT_ERRORS as exc:  # a lock timeout, a dropped connection, none in time
             report.scrubbed = False
             log.warning("erasure: the rows are deleted but the tables were not rewritten (%s); "
                         "their bytes stay in the data files until the next open of the store, the next "
@@ -1482,7 +1497,7 @@ class PostgresStore(SharedQueries):
                         str(exc).strip())
         try:
             report.bytes_after = self.files_bytes()
-        except psycopg.Error:
+        except AFTER_COMMIT_ERRORS:
             report.bytes_after = report.bytes_before  # unknown: claim nothing reclaimed
         self._salvaged_rows.forget(report.keys)  # their bad rows no longer exist either
         return report
