@@ -35,7 +35,12 @@ what to do when Redis is gone.
   (tiers.hot OOM_PROBE_LUA, HotOutOfMemory), reads of the sets go on, and only a
   successful write ends that degradation (a read, a PING or stats would not tell). So
   is a replica answering READONLY (HotReadOnly: a failover left this client on the old
-  primary), which PINGs and stats do not end either. Each is one warning.
+  primary), which PINGs and stats do not end either. Each is one warning. While out of
+  memory, reads, appends, /metrics' counters and stats ask Redis themselves, at most
+  once per OOM_RECHECK_INTERVAL_S: the writing scripts' first step alone
+  (HotTier.check_memory) succeeding ends it, so a process whose reads write nothing
+  recovers too; until then they run the deferred purge of erased conversations' keys
+  (`on_recover`: Redis lets DEL through when full, and it frees memory).
 - A wrong or missing password (NOAUTH, WRONGPASS) or an ACL user without a command or
   key the hot tier needs (NOPERM, HotAccessDenied) is a misconfiguration, not an
   outage: the link checks for it when it opens (tiers.hot `HotTier.check_access`) and
@@ -106,6 +111,10 @@ REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionErro
 MISCONFIGURED: tuple[type[BaseException], ...] = (redis.exceptions.AuthenticationError,
                                                   redis.exceptions.AuthorizationError,
                                                   redis.exceptions.NoPermissionError, HotAccessDenied)
+# While Redis refuses writes for want of memory, the link asks it whether it takes them
+# again at most once per this many seconds (one EVALSHA; module docstring): soon enough
+# for /healthz and the deferred purge, rare enough to cost nothing per read
+OOM_RECHECK_INTERVAL_S = 2.0
 # Redis refusing writes while it may still answer reads and PINGs (out of memory, a
 # replica, an ACL user allowed only some commands): only a write ends them
 WRITES_REFUSED: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly, *MISCONFIGURED)
@@ -149,6 +158,10 @@ class HotLink:
         # whether the failure that degraded this link was Redis refusing writes (out of
         # memory, a replica): reads still answer, only a write tells it is over
         self._writes_refused = False
+        # whether that refusal was for want of memory, and when Redis was last asked
+        # whether it takes writes again (time.monotonic; `_recheck_memory`)
+        self._out_of_memory = False
+        self._memory_checked_at = 0.0
         self.last_error: str | None = None
         # Redis's refusal of tiermem itself (MISCONFIGURED), while it lasts: no URL in it
         self.misconfigured: str | None = None
@@ -219,12 +232,16 @@ class HotLink:
     def _ok(self, *, wrote: bool = True) -> None:
         """A call Redis answered. `wrote` False: it only read, which says nothing of a
         Redis refusing writes (out of memory, a replica: reads go on there): that
-        degradation ends with a write."""
+        degradation ends with a write (out of memory: or `_recheck_memory`'s probe)."""
         if self.degraded_since is None or (not wrote and self._writes_refused):
             return
         log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
         self.degraded_since = None
         self.misconfigured = None
+        self._out_of_memory = False
+        self._run_on_recover()
+
+    def _run_on_recover(self) -> None:
         if self.on_recover is not None:
             try:
                 self.on_recover()
@@ -233,6 +250,12 @@ class HotLink:
 
     def _fail(self, exc: BaseException) -> None:
         self._writes_refused = isinstance(exc, WRITES_REFUSED)
+        if isinstance(exc, HotOutOfMemory):
+            if not self._out_of_memory:  # this refusal was the first check: the next waits its turn
+                self._memory_checked_at = time.monotonic()
+            self._out_of_memory = True
+        else:
+            self._out_of_memory = False
         error = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, MISCONFIGURED):
             if self.misconfigured is None:  # once, however many calls meet it
@@ -253,6 +276,30 @@ class HotLink:
                 self.embedded.ensure()
             except Exception as start_exc:
                 log.warning("could not restart the embedded redis-server: %s", start_exc)
+
+    def _recheck_memory(self, conversation_id: str | None = None) -> None:
+        """While Redis refuses writes for want of memory, at most once per
+        OOM_RECHECK_INTERVAL_S: whether it takes them again (under this conversation's
+        tag, if any), which ends the degradation; if not, the deferred purge, whose DELs a
+        full Redis lets through (module docstring). Never raises: its caller has answered."""
+        with self._lock:
+            now = time.monotonic()
+            if (not self._out_of_memory or self.degraded_since is None
+                    or now - self._memory_checked_at < OOM_RECHECK_INTERVAL_S):
+                return
+            self._memory_checked_at = now
+        try:
+            self.tier.check_memory(conversation_id)
+        except HotOutOfMemory:
+            self._run_on_recover()
+            return
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+            return
+        except Exception:  # a reply no check expects: the next write tells
+            log.warning("could not check whether Redis takes writes again", exc_info=True)
+            return
+        self._ok()
 
     def _distrust(self, conversation_id: str, exc: BaseException) -> HotSet | None:
         """After an unexpected failure: drop the conversation's set and rebuild it from
@@ -433,6 +480,7 @@ class HotLink:
             return res
         except REDIS_ERRORS as exc:
             self._fail(exc)
+            self._recheck_memory(conversation_id)
             return None
         except Exception as exc:
             self._distrust(conversation_id, exc)
@@ -442,9 +490,11 @@ class HotLink:
         try:
             hs, rebuilt, wrote = self._sync(conversation_id)
             self._ok(wrote=wrote)
+            self._recheck_memory(conversation_id)
             return HotRead(hs, False, rebuilt)
         except REDIS_ERRORS as exc:
             self._fail(exc)
+            self._recheck_memory(conversation_id)
             return HotRead(None, True, error=self.last_error)
         except Exception as exc:
             again = self._distrust(conversation_id, exc)
@@ -544,6 +594,7 @@ class HotLink:
         try:
             self.client.ping()
             self._ok(wrote=False)
+            self._recheck_memory()
         except REDIS_ERRORS as exc:
             self._fail(exc)
             healthy = False
@@ -552,6 +603,7 @@ class HotLink:
                     "evictions": self.evictions, "demotions": self.demotions}
 
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
+        self._recheck_memory()  # first, so that what this reports is current
         out: dict[str, Any] = {
             "healthy": self.healthy,
             "degraded_since": self.degraded_since,

@@ -1317,6 +1317,13 @@ class HotTier:
         self.client.ping()
         self._run("probe", [self.tag(ACCESS_PROBE_ID)], [])
 
+    def check_memory(self, conversation_id: str | None = None) -> None:
+        """Whether Redis takes the hot tier's writes again under this conversation's hash
+        tag (its node, on Cluster; None: any tag of this prefix): the writing scripts'
+        first step alone (OOM_PROBE_LUA, which changes nothing). Raises HotOutOfMemory
+        while Redis is still full."""
+        self._run("probe", [self.tag(conversation_id if conversation_id is not None else ACCESS_PROBE_ID)], [])
+
     def ping(self) -> bool:
         try:
             return bool(self.client.ping())
