@@ -30,7 +30,7 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   either), so a read-only database (a hot standby) serves reads and refuses writes
   with SQLSTATE 25006 (tiers.files: 503, nothing written).
 - No statement waits for a lock longer than `lock_timeout_ms` (Config.busy_timeout_ms,
-  set as `lock_timeout` on each session: the store's pool at connect, a caller's pool at
+  set as `lock_timeout` on each session: the store's pool at connect, a caller's pool for
   each checkout, unless None), so an operator's LOCK TABLE or an erasure's rewrite
   makes a write fail busy (lock_not_available: 503, nothing written) instead of hang.
   Where waiting is the design the transaction lifts it (`SET LOCAL lock_timeout = 0`):
@@ -69,8 +69,12 @@ Ownership: a store given a URL opens its own pool and closes it; a store given a
 `psycopg_pool.ConnectionPool` uses it and closes nothing. Every session the store uses
 runs READ COMMITTED, which the waits above are written for, whatever the server's
 default_transaction_isolation (`ISOLATION`: set on each connection of its pool, and on a
-caller's connection at each checkout, as the search path is). All tables live in one
-PostgreSQL schema (`schema`, default `tiermem`): several stores can share a database.
+caller's connection at each checkout, as the search path is). A caller's connection is
+given back as it was lent: the settings the store sets (CALLER_SETTINGS: search path,
+isolation, lock_timeout, synchronous_commit, hnsw.*) hold for the checkout only, the
+caller's values read at its start and set back at its end (`_borrowed`), also when the
+operation failed. All tables live in one PostgreSQL schema (`schema`, default
+`tiermem`): several stores can share a database.
 """
 
 from __future__ import annotations
@@ -214,6 +218,16 @@ SYNCHRONOUS_COMMIT = ("on", "off")
 # the holder committed, and a migration that waited on its advisory lock would read the
 # schema version from before the other process's migration (a snapshot of before the wait)
 ISOLATION = "read committed"
+DEFAULT_ISOLATION_SQL = f"SET default_transaction_isolation TO '{ISOLATION}'"
+# Every setting the store gives a session (ISOLATION, `_session_sql`). On a caller's
+# connection they hold for tiermem's checkout only: read before ours are set and set back
+# when it is given back (`_borrowed`). Kept, they broke the caller's own queries: its
+# UPDATE failed after 1 ms (lock_timeout), its serializable transactions ran read
+# committed, its tables were looked up in tiermem's schema first.
+CALLER_SETTINGS = ("search_path", "synchronous_commit", "default_transaction_isolation", "lock_timeout",
+                   "hnsw.iterative_scan", "hnsw.ef_search")
+# the caller's values; NULL where undefined (hnsw.*, before pgvector is loaded in the session)
+SAVE_CALLER_SETTINGS_SQL = "SELECT " + ", ".join(f"current_setting('{name}', true)" for name in CALLER_SETTINGS)
 # After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
 # any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
 # space reusable without blocking (fragments and GIN lexemes stay until reused/reindexed).
@@ -657,7 +671,7 @@ class PostgresStore(SharedQueries):
         self._pool: ConnectionPool | None = pool
         try:
             if not self._owns_pool:
-                with pool.connection() as c:
+                with pool.connection() as c, self._borrowed(c, DEFAULT_ISOLATION_SQL):
                     self._bootstrap_on(c)
             self.version = self._migrate()
             self.db_uuid: str = self._read("SELECT value FROM meta WHERE key = 'db_uuid'")[0][0]
@@ -686,10 +700,11 @@ class PostgresStore(SharedQueries):
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(self.path, str(exc)) from exc
         with conn:
+            conn.execute(DEFAULT_ISOLATION_SQL)  # autocommit: every later statement's
             self._bootstrap_on(conn)
 
     def _bootstrap_on(self, conn: Conn) -> None:
-        conn.execute(self._isolation_sql(conn))
+        """On a connection running ISOLATION already."""
         found = self._recorded_version(conn)
         if found > schema_version():
             raise SchemaTooNew(f"{self.path} schema {self.schema}", found, schema_version())
@@ -767,16 +782,8 @@ class PostgresStore(SharedQueries):
         if pool.get_stats().get("requests_waiting", 0):
             pool.check()
 
-    @staticmethod
-    def _isolation_sql(conn: Conn) -> str:
-        """ISOLATION for every later transaction of the session, autocommit statements
-        included. On a caller's connection in transaction mode the statement sending this
-        has begun a transaction under the server's default already: it is set first."""
-        sql = f"SET default_transaction_isolation TO '{ISOLATION}'"
-        return sql if conn.autocommit else f"SET TRANSACTION ISOLATION LEVEL {ISOLATION}; {sql}"
-
     def _configure(self, conn: Conn) -> None:
-        conn.execute(f"{self._isolation_sql(conn)}; {self._session_sql()}")
+        conn.execute(f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}")  # our pool's: autocommit
         self._register_vec(conn)
 
     @contextlib.contextmanager
@@ -802,10 +809,61 @@ class PostgresStore(SharedQueries):
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
                 waited = self._pool.timeout if wait_s is None else wait_s
                 raise StoreUnreachable(self.path, f"no connection within {waited:g} s") from exc
-            if not self._owns_pool:  # the caller's connections: set ours on every checkout
-                conn.execute(f"{self._isolation_sql(conn)}; {self._session_sql()}")
+            if not self._owns_pool:  # the caller's connection: ours for this checkout, then theirs again
+                stack.enter_context(self._borrowed(conn, f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}"))
                 self._register_vec(conn)
             yield conn
+
+    @contextlib.contextmanager
+    def _borrowed(self, conn: Conn, ours: str) -> Iterator[None]:
+        """A caller's connection for one checkout: its values of CALLER_SETTINGS are read,
+        `ours` (SET statements) is set, in one round trip, and the caller's are set back
+        when the block ends, whatever happened in it. In transaction mode the checkout's
+        transaction is ISOLATION itself (SET TRANSACTION must come before the read) and is
+        ended here as the pool's return would end it (commit, or rollback on an error),
+        so that the settings put back are not undone by that rollback."""
+        first = "" if conn.autocommit else f"SET TRANSACTION ISOLATION LEVEL {ISOLATION}; "
+        cur = conn.execute(f"{first}{SAVE_CALLER_SETTINGS_SQL}; {ours}")
+        if first:
+            cur.nextset()  # past the SET TRANSACTION's empty result
+        saved = cur.fetchone()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            try:
+                if not conn.autocommit and conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                    if ok:
+                        conn.commit()  # what the pool's return would do; its failure is the operation's
+                    else:
+                        with contextlib.suppress(psycopg.Error):  # the connection gone: nothing to restore
+                            conn.rollback()
+            finally:
+                self._give_back(conn, saved)
+
+    def _give_back(self, conn: Conn, saved: Sequence[str | None]) -> None:
+        """Set the caller's values `saved` back on its connection; never raises. A
+        connection it fails on is closed (the pool replaces it) rather than given back
+        holding tiermem's settings."""
+        if conn.closed or conn.broken:
+            return  # the pool replaces it: none of ours goes back
+        restore = pgsql.SQL("; ").join(
+            # None: undefined before; "": a placeholder with no value (hnsw.* before pgvector
+            # is loaded; never a value of these settings): reset to what it was
+            pgsql.SQL("RESET {}").format(pgsql.SQL(name)) if not value
+            else pgsql.SQL("SELECT set_config({}, {}, false)").format(pgsql.Literal(name), pgsql.Literal(value))
+            for name, value in zip(CALLER_SETTINGS, saved, strict=True))
+        try:
+            if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+                conn.rollback()  # a commit above failed: nothing of it is left to keep
+            conn.execute(restore)
+            if not conn.autocommit:
+                conn.commit()
+        except psycopg.Error as exc:
+            log.warning("could not set the caller's session settings back on its connection (%s); "
+                        "closing it, so that its pool replaces it", str(exc).strip())
+            conn.close()
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Conn]:
