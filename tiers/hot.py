@@ -1319,10 +1319,11 @@ class HotTier:
 
     def check_memory(self, conversation_id: str | None = None) -> None:
         """Whether Redis takes the hot tier's writes again under this conversation's hash
-        tag (its node, on Cluster; None: any tag of this prefix): the writing scripts'
-        first step alone (OOM_PROBE_LUA, which changes nothing). Raises HotOutOfMemory
-        while Redis is still full."""
-        self._run("probe", [self.tag(conversation_id if conversation_id is not None else ACCESS_PROBE_ID)], [])
+        tag (its node, on Cluster; None: `check_access`'s tag): the writing scripts' first
+        step alone (OOM_PROBE_LUA, which changes nothing), on the very key theirs names.
+        Raises HotOutOfMemory while Redis is still full."""
+        key = self.tag(ACCESS_PROBE_ID) if conversation_id is None else self.keys(conversation_id)[0]
+        self._run("probe", [key], [])
 
     def ping(self) -> bool:
         try:
