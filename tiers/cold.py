@@ -1734,10 +1734,15 @@ class ColdStore(SharedQueries):
     def purged(self, keys: Sequence[str]) -> None:
         with self._tx() as c:
             c.executemany("DELETE FROM redis_purge WHERE key = ?", [(k,) for k in keys])
-        # this runs right after an erasure truncated the WAL: leave it as the report said
-        # (these frames hold keys, no content, but "truncated" is a promise to the caller)
-        with contextlib.suppress(DriverDatabaseError):
-            self.truncate_wal()
+        # the frames just written hold erased keys (no content), and "truncated" is a promise
+        # to the caller: truncate them, once and without waiting (this runs after each batch
+        # of an erasure, before its reclaim, and a reader in another process would make each
+        # batch wait busy_timeout_ms); what a reader holds is left to the next write or close
+        try:
+            if not self.truncate_wal(wait=False):
+                self._wal_scrub_pending = True
+        except DriverDatabaseError:  # read-only or busy: the next write or close tries again
+            self._wal_scrub_pending = True
 
     # -- search ----------------------------------------------------------------------------
 
