@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import redis
 
 from tiermem.tiers.hot import HotTurn
@@ -54,6 +55,25 @@ def own_redis(state_dir: Path) -> Iterator[EmbeddedRedis]:
         srv.stop()
         if pid is not None:
             kill_hard(pid)
+
+
+OTHER_APP_VALUE_BYTES = 10_000  # one value of another application's data
+OTHER_APP_KEYS = 50  # 500 KB of it
+
+
+def fill_past_maxmemory(admin: redis.Redis) -> list[str]:
+    """Another application's keys, then `maxmemory` set below what Redis now uses, half
+    of their size under it (Redis stays refusing writes until they go, whatever the
+    allocator's give and take), under `noeviction`; the keys that went in."""
+    keys = [f"other-app:{n}" for n in range(OTHER_APP_KEYS)]
+    for key in keys:
+        admin.set(key, "x" * OTHER_APP_VALUE_BYTES)
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory",
+                     int(admin.info("memory")["used_memory"]) - OTHER_APP_KEYS * OTHER_APP_VALUE_BYTES // 2)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        admin.set("other-app:one-more", "x")
+    return keys
 
 
 @dataclass

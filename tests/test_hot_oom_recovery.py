@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import own_redis
+from hot_fixtures import fill_past_maxmemory, own_redis
 
 from tiermem import Config, Memory
 from tiermem.hotlink import OOM_RECHECK_INTERVAL_S
@@ -31,8 +31,6 @@ from tiermem.tiers.embed import Embedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 BUDGET = 100  # tokens: a few turns fill a set
-JUNK_BYTES = 10_000  # one value of another application's data
-JUNK_KEYS = 50  # 500 KB of it
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 POLL_S = 0.1  # between two reads of the reading-only worker
 # how long past OOM_RECHECK_INTERVAL_S the worker's reads may take to notice
@@ -66,19 +64,8 @@ def _say(mem: Memory, conv: str, text: str) -> int:
     return mem.append(conv, {"role": "user", "content": f"{text}, {FILLER}"})
 
 
-def _fill(admin: redis.Redis) -> None:
-    """Another application's keys, then `maxmemory` below what Redis now uses, half of
-    their size under it: Redis refuses writes until they go."""
-    for n in range(JUNK_KEYS):
-        admin.set(f"other-app:{n}", "x" * JUNK_BYTES)
-    admin.config_set("maxmemory-policy", "noeviction")
-    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) - JUNK_KEYS * JUNK_BYTES // 2)
-    with pytest.raises(redis.exceptions.OutOfMemoryError):
-        admin.set("other-app:one-more", "x")
-
-
-def _free(admin: redis.Redis) -> None:
-    admin.delete(*(f"other-app:{n}" for n in range(JUNK_KEYS)))
+def _free(admin: redis.Redis, junk: list[str]) -> None:
+    admin.delete(*junk)
     admin.config_set("maxmemory", 0)
 
 
@@ -124,10 +111,10 @@ READS: list[tuple[str, Callable[[Memory], Any]]] = [
 def test_a_reading_worker_recovers_once_memory_frees(mem: Memory, admin: redis.Redis,
                                                      read: Callable[[Memory], Any]) -> None:
     _in_sync(mem)
-    _fill(admin)
+    junk = fill_past_maxmemory(admin)
     _say(mem, "A", "the gate is B12")  # refused: degraded
     assert mem.hot is not None and not mem.hot.healthy and "out of memory" in (mem.hot.last_error or "")
-    _free(admin)
+    _free(admin, junk)
     took = _until_healthy(mem, read)
     assert mem.hot.healthy, f"still degraded {took:.1f} s after memory freed: {mem.hot.last_error}"
     assert mem.hot.counters()["healthy"] is True
@@ -139,7 +126,7 @@ def test_a_reading_worker_recovers_once_memory_frees(mem: Memory, admin: redis.R
 
 def test_checks_are_rate_limited_while_full(mem: Memory, admin: redis.Redis) -> None:
     _in_sync(mem)
-    _fill(admin)
+    fill_past_maxmemory(admin)
     _say(mem, "A", "the gate is B12")
     assert mem.hot is not None
     before = _probes(admin)
@@ -181,7 +168,7 @@ def test_erased_conversations_keys_go_while_redis_is_full(mem: Memory, admin: re
     mem.delete_conversation("secret")
     assert mem.cold.deferred_purges() == [key]  # owed until Redis answers
     time.sleep(max(0.0, PAUSE_MS / 1000 - (time.monotonic() - paused_at)) + POLL_S)
-    _fill(admin)
+    junk = fill_past_maxmemory(admin)
     _say(mem, refused, "one more")  # refused: out of memory
     assert not mem.hot.healthy and "out of memory" in (mem.hot.last_error or "")
     start = time.monotonic()
@@ -191,6 +178,6 @@ def test_erased_conversations_keys_go_while_redis_is_full(mem: Memory, admin: re
     assert list(admin.scan_iter(match=pattern)) == []  # the erased texts are gone, Redis still full
     assert mem.cold.deferred_purges() == []
     assert not mem.hot.healthy
-    _free(admin)
+    _free(admin, junk)
     _until_healthy(mem, lambda m: m.context("C", "which account?", 300))
     assert mem.hot.healthy

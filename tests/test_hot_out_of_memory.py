@@ -27,15 +27,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from hot_fixtures import own_redis
+from hot_fixtures import fill_past_maxmemory, own_redis
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 BUDGET = 100  # tokens: a few turns fill a set, so later admits evict
-JUNK_BYTES = 10_000  # one value of another application's data
-JUNK_KEYS = 50  # 500 KB of it
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 
 
@@ -64,19 +62,6 @@ def _say(mem: Memory, conv: str, text: str) -> int:
     return mem.append(conv, {"role": "user", "content": f"{text}, {FILLER}"})
 
 
-def _fill(admin: redis.Redis) -> int:
-    """Another application's keys, then `maxmemory` set below what Redis now uses, half
-    of their size under it (Redis stays refusing writes until they go, whatever the
-    allocator's give and take); how many keys went in."""
-    for n in range(JUNK_KEYS):
-        admin.set(f"other-app:{n}", "x" * JUNK_BYTES)
-    admin.config_set("maxmemory-policy", "noeviction")
-    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) - JUNK_KEYS * JUNK_BYTES // 2)
-    with pytest.raises(redis.exceptions.OutOfMemoryError):
-        admin.set("other-app:one-more", "x")
-    return JUNK_KEYS
-
-
 def _tiermem_keys(admin: redis.Redis, conv_key: str) -> dict[str, str]:
     """Every key under the conversation's hash tag and a dump of its value."""
     return {k: str(admin.dump(k)) for k in admin.scan_iter(match=f"{{tm:{conv_key}}}*")}
@@ -89,7 +74,7 @@ def test_nothing_is_written_past_maxmemory(mem: Memory, admin: redis.Redis) -> N
     old = mem.cold.key_of("default", "old")
     assert old is not None
     before = _tiermem_keys(admin, old)
-    _fill(admin)
+    fill_past_maxmemory(admin)
     for i in range(3):
         _say(mem, "old", f"old turn during OOM {i}")
         _say(mem, f"new-{i}", "a conversation begun during OOM")
@@ -108,7 +93,7 @@ def test_it_degrades_like_an_outage_and_recovers(mem: Memory, admin: redis.Redis
     for i in range(4):
         _say(mem, conv, f"turn {i}")
     assert not mem.context(conv, "which account?", 300).plan.degraded
-    junk = _fill(admin)
+    junk = fill_past_maxmemory(admin)
     with caplog.at_level(logging.WARNING, logger="tiermem"):
         position = _say(mem, conv, "the gate is B12")
         assert position == 4  # acknowledged: the log has it
@@ -122,7 +107,7 @@ def test_it_degrades_like_an_outage_and_recovers(mem: Memory, admin: redis.Redis
     hot_records = [r for r in caplog.records if r.name == "tiermem.hot"]
     assert [r.levelno for r in hot_records] == [logging.WARNING], [r.getMessage() for r in hot_records]
     assert "out of memory" in hot_records[0].getMessage()
-    admin.delete(*(f"other-app:{n}" for n in range(junk)))  # memory frees
+    admin.delete(*junk)  # memory frees
     again = mem.context(conv, "when is boarding?", 300)
     assert not again.plan.degraded
     assert mem.stats()["hot"]["healthy"] is True
