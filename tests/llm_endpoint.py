@@ -98,3 +98,26 @@ def serving(reply: Callable[[Request], Reply] | None = None) -> Iterator[LLMEndp
         yield endpoint
     finally:
         endpoint.close()
+
+
+HOLD_S = 30.0  # the most FirstHeld holds the first request (its tests release it far sooner)
+
+
+class FirstHeld:
+    """A reply (`serving(FirstHeld(...))`) that holds the first request until `gate` is
+    set (`asked` says it came), then answers it and every later one `content`; `again`
+    is set by any later request."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+        self.asked = threading.Event()
+        self.gate = threading.Event()
+        self.again = threading.Event()
+
+    def __call__(self, req: Request) -> Reply:
+        if not self.asked.is_set():
+            self.asked.set()
+            self.gate.wait(HOLD_S)
+        else:
+            self.again.set()
+        return completion(self.content)

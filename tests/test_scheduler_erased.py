@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llm_endpoint import LLMEndpoint, Reply, Request, completion, serving
+from llm_endpoint import HOLD_S, FirstHeld, LLMEndpoint, serving
 
 from tiermem import Config, Memory
 from tiermem.consolidation.scheduler import ConsolidationScheduler
@@ -30,22 +30,7 @@ KEPT_TURNS = 4
 MAX_TURNS_BEHIND = 1  # every view of both conversations is over budget
 MAX_VIEWS_PER_RUN = 10  # all of them in one run
 INTERVAL_S = 3600.0  # never fires: the test runs the one run itself
-HOLD_S = 30.0  # the most the endpoint holds the first request (the test releases it far sooner)
 TIMEOUT_S = 20.0  # the summarizer's; longer than the erasure takes
-
-
-class FirstHeld:
-    """An endpoint that holds the first request until `gate` is set."""
-
-    def __init__(self) -> None:
-        self.asked = threading.Event()
-        self.gate = threading.Event()
-
-    def __call__(self, req: Request) -> Reply:
-        if not self.asked.is_set():
-            self.asked.set()
-            self.gate.wait(HOLD_S)
-        return completion("The user gave some details. [#0]")
 
 
 @pytest.fixture
@@ -55,7 +40,7 @@ def canary() -> str:
 
 @pytest.fixture
 def held() -> FirstHeld:
-    return FirstHeld()
+    return FirstHeld("The user gave some details. [#0]")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from llm_endpoint import LLMEndpoint, Reply, Request, completion, serving
+from llm_endpoint import HOLD_S, FirstHeld, LLMEndpoint, serving
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory
@@ -34,26 +34,7 @@ CHUNK_TOKENS = 20  # a turn or two per chunk (17 tokens a turn): a backlog of se
 LONG_TURNS = 450  # more than an erasure batch (SQLite detaches it), more than one chunk
 assert LONG_TURNS > 2 * ERASE_BATCH_MESSAGES
 LONG_CHUNK_TOKENS = 3000  # about 175 turns a chunk: three chunks
-HOLD_S = 30.0  # the most the endpoint holds the first request (the test releases it far sooner)
 TIMEOUT_S = 20.0  # the summarizer's; longer than the erasure takes
-
-
-class FirstHeld:
-    """An endpoint that holds the first request until `gate` is set; `again` is set
-    by any later request."""
-
-    def __init__(self) -> None:
-        self.asked = threading.Event()
-        self.gate = threading.Event()
-        self.again = threading.Event()
-
-    def __call__(self, req: Request) -> Reply:
-        if not self.asked.is_set():
-            self.asked.set()
-            self.gate.wait(HOLD_S)
-        else:
-            self.again.set()
-        return completion("We booked the hotel in Lisbon for three nights. [#0]")
 
 
 class Observed:
@@ -77,7 +58,7 @@ class Observed:
 
 @pytest.fixture
 def held() -> FirstHeld:
-    return FirstHeld()
+    return FirstHeld("We booked the hotel in Lisbon for three nights. [#0]")
 
 
 @pytest.fixture
