@@ -1,6 +1,6 @@
 """A Redis that refused the hot tier's writes for want of memory is found writable again by
 a process that only reads, and meanwhile gets the keys of erased conversations deleted
-(tiermem.hotlink `_recheck_memory`), on a real redis-server.
+(tiermem.hotlink `_recheck_writes`), on a real redis-server.
 
 On the code before (1b08e98), only a successful write ended that degradation, since
 reads, PINGs and stats succeed on a full Redis. A worker that only served contexts of
@@ -9,8 +9,8 @@ memory had freed, /healthz stayed degraded and tiermem_tier_up{hot} 0 for good, 
 shared epoch store stayed switched off, and `on_recover` (the deferred purge of erased
 conversations' keys) never ran, so an erased conversation's texts stayed in Redis up to
 the idle TTL. Now, while out of memory, a read, a /metrics scrape and stats run the
-writing scripts' first step alone (HotTier.check_memory) at most once per
-OOM_RECHECK_INTERVAL_S, which ends the degradation once it succeeds, and run the
+writing scripts' first step alone (HotTier.check_writes) at most once per
+WRITES_RECHECK_INTERVAL_S, which ends the degradation once it succeeds, and run the
 deferred purge meanwhile (Redis lets DEL through when full).
 """
 
@@ -26,14 +26,14 @@ import redis
 from hot_fixtures import fill_past_maxmemory, own_redis
 
 from tiermem import Config, Memory
-from tiermem.hotlink import OOM_RECHECK_INTERVAL_S
+from tiermem.hotlink import WRITES_RECHECK_INTERVAL_S
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.redis_server import EmbeddedRedis
 
 BUDGET = 100  # tokens: a few turns fill a set
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 POLL_S = 0.1  # between two reads of the reading-only worker
-# how long past OOM_RECHECK_INTERVAL_S the worker's reads may take to notice
+# how long past WRITES_RECHECK_INTERVAL_S the worker's reads may take to notice
 SLACK_S = 1.5
 # long enough for the client's timeouts (0.5 s, one retry) to give up on Redis
 PAUSE_MS = 2500
@@ -88,7 +88,7 @@ def _until_healthy(mem: Memory, read: Callable[[Memory], Any]) -> float:
     """Read as the worker does until the hot tier is healthy; how long that took."""
     assert mem.hot is not None
     start = time.monotonic()
-    while not mem.hot.healthy and time.monotonic() - start < OOM_RECHECK_INTERVAL_S + SLACK_S:
+    while not mem.hot.healthy and time.monotonic() - start < WRITES_RECHECK_INTERVAL_S + SLACK_S:
         read(mem)
         time.sleep(POLL_S)
     return time.monotonic() - start
@@ -132,7 +132,7 @@ def test_checks_are_rate_limited_while_full(mem: Memory, admin: redis.Redis) -> 
     before = _probes(admin)
     start = time.monotonic()
     reads = 0
-    while time.monotonic() - start < OOM_RECHECK_INTERVAL_S * 2 + POLL_S:
+    while time.monotonic() - start < WRITES_RECHECK_INTERVAL_S * 2 + POLL_S:
         mem.context("B", "which account?", 300)
         mem.hot.counters()
         mem.stats()
@@ -172,7 +172,7 @@ def test_erased_conversations_keys_go_while_redis_is_full(mem: Memory, admin: re
     _say(mem, refused, "one more")  # refused: out of memory
     assert not mem.hot.healthy and "out of memory" in (mem.hot.last_error or "")
     start = time.monotonic()
-    while list(admin.scan_iter(match=pattern)) and time.monotonic() - start < OOM_RECHECK_INTERVAL_S + SLACK_S:
+    while list(admin.scan_iter(match=pattern)) and time.monotonic() - start < WRITES_RECHECK_INTERVAL_S + SLACK_S:
         mem.context("C", "which account?", 300)
         time.sleep(POLL_S)
     assert list(admin.scan_iter(match=pattern)) == []  # the erased texts are gone, Redis still full

@@ -35,12 +35,15 @@ what to do when Redis is gone.
   (tiers.hot OOM_PROBE_LUA, HotOutOfMemory), reads of the sets go on, and only a
   successful write ends that degradation (a read, a PING or stats would not tell). So
   is a replica answering READONLY (HotReadOnly: a failover left this client on the old
-  primary), which PINGs and stats do not end either. Each is one warning. While out of
-  memory, reads, appends, /metrics' counters and stats ask Redis themselves, at most
-  once per OOM_RECHECK_INTERVAL_S: the writing scripts' first step alone
-  (HotTier.check_memory) succeeding ends it, so a process whose reads write nothing
-  recovers too; until then they run the deferred purge of erased conversations' keys
-  (`on_recover`: Redis lets DEL through when full, and it frees memory).
+  primary), which PINGs and stats do not end either. Each is one warning. While Redis
+  refuses writes so (RECHECKED_REFUSALS), reads, appends, /metrics' counters and stats
+  ask it themselves, at most once per WRITES_RECHECK_INTERVAL_S: the writing scripts'
+  first step alone (HotTier.check_writes) succeeding ends it, so a process whose reads
+  write nothing recovers too, once memory frees or the replica is a primary again
+  (a failover back, REPLICAOF NO ONE). Until then, out of memory, they run the deferred
+  purge of erased conversations' keys (`on_recover`: Redis lets DEL through when full,
+  and it frees memory); a replica refuses DEL too, so there the purge waits for the
+  recovery.
 - A wrong or missing password (NOAUTH, WRONGPASS) or an ACL user without a command or
   key the hot tier needs (NOPERM, HotAccessDenied) is a misconfiguration, not an
   outage: the link checks for it when it opens (tiers.hot `HotTier.check_access`) and
@@ -111,10 +114,14 @@ REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionErro
 MISCONFIGURED: tuple[type[BaseException], ...] = (redis.exceptions.AuthenticationError,
                                                   redis.exceptions.AuthorizationError,
                                                   redis.exceptions.NoPermissionError, HotAccessDenied)
-# While Redis refuses writes for want of memory, the link asks it whether it takes them
-# again at most once per this many seconds (one EVALSHA; module docstring): soon enough
-# for /healthz and the deferred purge, rare enough to cost nothing per read
-OOM_RECHECK_INTERVAL_S = 2.0
+# While Redis refuses writes for want of memory or as a replica, the link asks it whether
+# it takes them again at most once per this many seconds (one EVALSHA; module docstring):
+# soon enough for /healthz and the deferred purge, rare enough to cost nothing per read
+WRITES_RECHECK_INTERVAL_S = 2.0
+# The refusals of writes that end without the operator touching tiermem (memory frees, a
+# failover back), which the link therefore rechecks by itself; a misconfiguration waits
+# for a write, as the operator has to act first
+RECHECKED_REFUSALS: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly)
 # Redis refusing writes while it may still answer reads and PINGs (out of memory, a
 # replica, an ACL user allowed only some commands): only a write ends them
 WRITES_REFUSED: tuple[type[BaseException], ...] = (HotOutOfMemory, HotReadOnly, *MISCONFIGURED)
@@ -158,10 +165,11 @@ class HotLink:
         # whether the failure that degraded this link was Redis refusing writes (out of
         # memory, a replica): reads still answer, only a write tells it is over
         self._writes_refused = False
-        # whether that refusal was for want of memory, and when Redis was last asked
-        # whether it takes writes again (time.monotonic; `_recheck_memory`)
-        self._out_of_memory = False
-        self._memory_checked_at = 0.0
+        # that refusal's class while it is one the link rechecks (RECHECKED_REFUSALS), and
+        # when Redis was last asked whether it takes writes again (time.monotonic;
+        # `_recheck_writes`)
+        self._refused: type[BaseException] | None = None
+        self._writes_checked_at = 0.0
         self.last_error: str | None = None
         # Redis's refusal of tiermem itself (MISCONFIGURED), while it lasts: no URL in it
         self.misconfigured: str | None = None
@@ -232,13 +240,13 @@ class HotLink:
     def _ok(self, *, wrote: bool = True) -> None:
         """A call Redis answered. `wrote` False: it only read, which says nothing of a
         Redis refusing writes (out of memory, a replica: reads go on there): that
-        degradation ends with a write (out of memory: or `_recheck_memory`'s probe)."""
+        degradation ends with a write (or `_recheck_writes`'s probe)."""
         if self.degraded_since is None or (not wrote and self._writes_refused):
             return
         log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)
         self.degraded_since = None
         self.misconfigured = None
-        self._out_of_memory = False
+        self._refused = None
         self._run_on_recover()
 
     def _run_on_recover(self) -> None:
@@ -250,12 +258,12 @@ class HotLink:
 
     def _fail(self, exc: BaseException) -> None:
         self._writes_refused = isinstance(exc, WRITES_REFUSED)
-        if isinstance(exc, HotOutOfMemory):
-            if not self._out_of_memory:  # this refusal was the first check: the next waits its turn
-                self._memory_checked_at = time.monotonic()
-            self._out_of_memory = True
+        if isinstance(exc, RECHECKED_REFUSALS):
+            if self._refused is None:  # this refusal was the first check: the next waits its turn
+                self._writes_checked_at = time.monotonic()
+            self._refused = type(exc)
         else:
-            self._out_of_memory = False
+            self._refused = None
         error = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, MISCONFIGURED):
             if self.misconfigured is None:  # once, however many calls meet it
@@ -277,21 +285,25 @@ class HotLink:
             except Exception as start_exc:
                 log.warning("could not restart the embedded redis-server: %s", start_exc)
 
-    def _recheck_memory(self, conversation_id: str | None = None) -> None:
-        """While Redis refuses writes for want of memory, at most once per
-        OOM_RECHECK_INTERVAL_S: whether it takes them again (under this conversation's
-        tag, if any), which ends the degradation; if not, the deferred purge, whose DELs a
-        full Redis lets through (module docstring). Never raises: its caller has answered."""
+    def _recheck_writes(self, conversation_id: str | None = None) -> None:
+        """While Redis refuses writes for want of memory or as a replica, at most once
+        per WRITES_RECHECK_INTERVAL_S: whether it takes them again (under this
+        conversation's tag, if any), which ends the degradation; if still full, the
+        deferred purge, whose DELs a full Redis lets through, but not on a replica, which
+        refuses them (module docstring). Never raises: its caller has answered."""
         with self._lock:
             now = time.monotonic()
-            if (not self._out_of_memory or self.degraded_since is None
-                    or now - self._memory_checked_at < OOM_RECHECK_INTERVAL_S):
+            if (self._refused is None or self.degraded_since is None
+                    or now - self._writes_checked_at < WRITES_RECHECK_INTERVAL_S):
                 return
-            self._memory_checked_at = now
+            self._writes_checked_at = now
         try:
-            self.tier.check_memory(conversation_id)
-        except HotOutOfMemory:
-            self._run_on_recover()
+            self.tier.check_writes(conversation_id)
+        except RECHECKED_REFUSALS as exc:
+            if type(exc) is not self._refused:  # full now rather than a replica, or the reverse
+                self._fail(exc)
+            if isinstance(exc, HotOutOfMemory):
+                self._run_on_recover()
             return
         except REDIS_ERRORS as exc:
             self._fail(exc)
@@ -480,7 +492,7 @@ class HotLink:
             return res
         except REDIS_ERRORS as exc:
             self._fail(exc)
-            self._recheck_memory(conversation_id)
+            self._recheck_writes(conversation_id)
             return None
         except Exception as exc:
             self._distrust(conversation_id, exc)
@@ -490,11 +502,11 @@ class HotLink:
         try:
             hs, rebuilt, wrote = self._sync(conversation_id)
             self._ok(wrote=wrote)
-            self._recheck_memory(conversation_id)
+            self._recheck_writes(conversation_id)
             return HotRead(hs, False, rebuilt)
         except REDIS_ERRORS as exc:
             self._fail(exc)
-            self._recheck_memory(conversation_id)
+            self._recheck_writes(conversation_id)
             return HotRead(None, True, error=self.last_error)
         except Exception as exc:
             again = self._distrust(conversation_id, exc)
@@ -594,7 +606,7 @@ class HotLink:
         try:
             self.client.ping()
             self._ok(wrote=False)
-            self._recheck_memory()
+            self._recheck_writes()
         except REDIS_ERRORS as exc:
             self._fail(exc)
             healthy = False
@@ -603,7 +615,7 @@ class HotLink:
                     "evictions": self.evictions, "demotions": self.demotions}
 
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
-        self._recheck_memory()  # first, so that what this reports is current
+        self._recheck_writes()  # first, so that what this reports is current
         out: dict[str, Any] = {
             "healthy": self.healthy,
             "degraded_since": self.degraded_since,

@@ -1317,11 +1317,12 @@ class HotTier:
         self.client.ping()
         self._run("probe", [self.tag(ACCESS_PROBE_ID)], [])
 
-    def check_memory(self, conversation_id: str | None = None) -> None:
+    def check_writes(self, conversation_id: str | None = None) -> None:
         """Whether Redis takes the hot tier's writes again under this conversation's hash
         tag (its node, on Cluster; None: `check_access`'s tag): the writing scripts' first
         step alone (OOM_PROBE_LUA, which changes nothing), on the very key theirs names.
-        Raises HotOutOfMemory while Redis is still full."""
+        Raises HotOutOfMemory while Redis is still full, HotReadOnly while it is a
+        replica (it refuses the empty SETRANGE as any write)."""
         key = self.tag(ACCESS_PROBE_ID) if conversation_id is None else self.keys(conversation_id)[0]
         self._run("probe", [key], [])
 
