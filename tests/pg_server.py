@@ -22,9 +22,14 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
+
+if TYPE_CHECKING:
+    from tiermem.tiers.store import ColdLog
+    from tiermem.tiers.tokens import BpeTokenCounter
 
 # /dev/shm is used for the data dir only with this much free: a full session's server
 # holds ~0.5 GiB, and the rest of the memory is the tests' own
@@ -64,6 +69,28 @@ def pg_url() -> Iterator[str]:
 def fresh_schema() -> str:
     """A schema name no other test uses: each test gets an empty store."""
     return "t_" + uuid.uuid4().hex[:16]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """(engine, where): a SQLite file, or a PostgreSQL URL with a fresh schema, for
+    `open_store`."""
+    if request.param == "sqlite":
+        return "sqlite", str(tmp_path / "data" / "tiermem.db")
+    return "postgres", f"{request.getfixturevalue('pg_url')}#{fresh_schema()}"
+
+
+def open_store(target: tuple[str, str], counter: BpeTokenCounter) -> ColdLog:
+    """A store on `target`'s shared database: each call is another process's (or
+    host's) handle."""
+    from tiermem.tiers.cold import ColdStore
+    from tiermem.tiers.postgres import PostgresStore
+
+    engine, where = target
+    if engine == "sqlite":
+        return ColdStore(Path(where), tokens=counter)
+    url, schema = where.rsplit("#", 1)
+    return PostgresStore(url, tokens=counter, schema=schema)
 
 
 def with_options(url: str, options: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from llm_endpoint import LLMEndpoint, Reply, completion, serving
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import open_store, pg_url, target  # noqa: F401  (pytest fixtures)
 
 from tiermem import Config, Memory
 from tiermem.consolidation.scheduler import ConsolidationScheduler
@@ -33,7 +33,6 @@ from tiermem.consolidation.views import (
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.models import Message
-from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 from tiermem.tiers.warm import WarmStore
@@ -56,23 +55,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    """(engine, where): a SQLite file, or a PostgreSQL URL with a fresh schema."""
-    if request.param == "sqlite":
-        return "sqlite", str(tmp_path / "data" / "tiermem.db")
-    return "postgres", f"{request.getfixturevalue('pg_url')}#{fresh_schema()}"
-
-
-def open_store(target: tuple[str, str], counter: BpeTokenCounter) -> ColdLog:
-    """A store on the shared database: each call is another process's handle."""
-    engine, where = target
-    if engine == "sqlite":
-        return ColdStore(Path(where), tokens=counter)
-    url, schema = where.rsplit("#", 1)
-    return PostgresStore(url, tokens=counter, schema=schema)
 
 
 @pytest.fixture
@@ -115,7 +97,7 @@ def test_the_backoff_grows_is_capped_and_honours_retry_after(
 
 
 def test_a_failing_view_is_retried_after_a_growing_backoff_in_every_process(
-        target: tuple[str, str], counter: BpeTokenCounter, endpoint: LLMEndpoint) -> None:
+        target: tuple[str, str], counter: BpeTokenCounter, endpoint: LLMEndpoint) -> None:  # noqa: F811
     clock = Clock(T0 + 1000)
     store = open_store(target, counter)
     other = open_store(target, counter)  # another process's scheduler on the same database
@@ -193,7 +175,8 @@ def test_a_refresh_by_hand_is_not_held_back(tmp_path: Path, embedder: Embedder, 
         assert mem.cold.view_failure("c", "rolling", "") is None
 
 
-def test_an_erasure_takes_the_views_failure_state(target: tuple[str, str], counter: BpeTokenCounter) -> None:
+def test_an_erasure_takes_the_views_failure_state(
+        target: tuple[str, str], counter: BpeTokenCounter) -> None:  # noqa: F811
     store = open_store(target, counter)
     try:
         fill(store, "c")

@@ -14,17 +14,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from llm_endpoint import LLMEndpoint, Reply, serving
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import open_store, pg_url, target  # noqa: F401  (pytest fixtures)
 
 from tiermem.consolidation.summarize import LLMSummarizer
 from tiermem.consolidation.views import FAILED_VIEW_BACKOFF_S, ViewMaintainer
-from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
-from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 from tiermem.tiers.warm import WarmStore
@@ -33,23 +30,6 @@ SKEW_S = 3600.0  # a host's clock an hour off
 SLACK_S = 5.0  # the test's own time between the failure and the reads
 TURNS = 4
 UNAUTHORIZED = Reply(401, json.dumps({"error": {"message": "Incorrect API key provided"}}).encode())
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    """(engine, where): a SQLite file, or a PostgreSQL URL with a fresh schema."""
-    if request.param == "sqlite":
-        return "sqlite", str(tmp_path / "data" / "tiermem.db")
-    return "postgres", f"{request.getfixturevalue('pg_url')}#{fresh_schema()}"
-
-
-def open_store(target: tuple[str, str], counter: BpeTokenCounter) -> ColdLog:
-    """A store on the shared database: each call is another host's handle."""
-    engine, where = target
-    if engine == "sqlite":
-        return ColdStore(Path(where), tokens=counter)
-    url, schema = where.rsplit("#", 1)
-    return PostgresStore(url, tokens=counter, schema=schema)
 
 
 @pytest.fixture
@@ -68,7 +48,7 @@ def maintainer(store: ColdLog, endpoint: LLMEndpoint, counter: BpeTokenCounter, 
     SKEW_S,  # ahead: the view was held back for an hour more
 ])
 def test_hosts_whose_clocks_disagree_hold_a_failing_view_back_alike(
-        target: tuple[str, str], counter: BpeTokenCounter, endpoint: LLMEndpoint, skew_s: float) -> None:
+        target: tuple[str, str], counter: BpeTokenCounter, endpoint: LLMEndpoint, skew_s: float) -> None:  # noqa: F811
     store, other = open_store(target, counter), open_store(target, counter)
     try:
         store.append_batch("c", [Message(role="user", content=f"Line {i}: the hotel in Lisbon.",
