@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import pytest
 
 if TYPE_CHECKING:
+    from tiermem.tiers.postgres import PostgresStore
     from tiermem.tiers.store import ColdLog
     from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -91,6 +93,23 @@ def open_store(target: tuple[str, str], counter: BpeTokenCounter) -> ColdLog:
         return ColdStore(Path(where), tokens=counter)
     url, schema = where.rsplit("#", 1)
     return PostgresStore(url, tokens=counter, schema=schema)
+
+
+def fill_pool(store: PostgresStore, connections: int) -> None:
+    """Check out `connections` connections of `store` at once and give them back, so
+    that its pool keeps that many open (idle) afterwards."""
+    held = threading.Barrier(connections)
+
+    def hold() -> None:
+        with store.reading() as conn:
+            held.wait()
+            conn.execute("SELECT 1")
+
+    threads = [threading.Thread(target=hold) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def with_options(url: str, options: str) -> str:

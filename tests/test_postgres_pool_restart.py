@@ -7,12 +7,11 @@ backends terminated by the test."""
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 import psycopg
-from pg_server import fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+from pg_server import fill_pool, fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
@@ -28,18 +27,7 @@ def test_operations_after_the_server_dropped_every_connection_run(pg_url: str) -
                           schema=fresh_schema(), pool_max=POOLED)
     try:
         store.append("c", Message(role="user", content="before"))
-        held = threading.Barrier(POOLED)
-
-        def hold() -> None:  # POOLED connections at once, so the pool keeps that many
-            with store.reading() as conn:
-                held.wait()
-                conn.execute("SELECT 1")
-
-        threads = [threading.Thread(target=hold) for _ in range(POOLED)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        fill_pool(store, POOLED)
         with psycopg.connect(pg_url, autocommit=True) as admin:
             killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                                    "WHERE application_name = %s", (app,)).fetchone()

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from pg_server import StoppableServer, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
+from pg_server import StoppableServer, fill_pool, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import StoreUnreachable
 from tiermem.tiers.models import Message
@@ -59,18 +59,7 @@ def test_the_first_operation_after_a_restart_is_served_soon(stoppable_pg: Stoppa
     store = open_store(stoppable_pg.url)
     try:
         store.append("c", Message(role="user", content="before"))
-        held = threading.Barrier(POOLED)
-
-        def hold() -> None:  # POOLED connections at once, so the pool keeps that many
-            with store.reading() as conn:
-                held.wait()
-                conn.execute("SELECT 1")
-
-        threads = [threading.Thread(target=hold) for _ in range(POOLED)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        fill_pool(store, POOLED)
         stoppable_pg.stop()
         stoppable_pg.start()
         took = timed_append(store, "after")
