@@ -771,14 +771,14 @@ class Units:
     interrupted: bool = False
 
 
-def _item_round(m: StoredMessage, cur: Sequence[StoredMessage]) -> bool:
-    """Whether call `m` joins the waiting calls of `cur` as a parallel call: only Responses
-    items do (each parallel call is an item of its own). A chat assistant message holds
-    all of its round's calls, so one after calls still waiting is a new model turn: the
-    round before it was abandoned, and Chat Completions refuses a `tool_calls` message not
-    followed by its results."""
-    return isinstance(m.body.get("type"), str) and all(
-        isinstance(x.body.get("type"), str) for x in cur if call_ids(x.body))
+def _item_round(m: StoredMessage) -> bool:
+    """Whether call `m` joins the calls still waiting as a parallel call: a Responses item
+    does (each parallel call is an item of its own, also one that followed a chat reply's
+    calls: an SDK that stores a reply's parallel call as an item). A chat assistant
+    message holds all of its round's calls, so one after calls still waiting is a new
+    model turn: the round before it was abandoned, and Chat Completions refuses a
+    `tool_calls` message not followed by its results."""
+    return isinstance(m.body.get("type"), str)
 
 
 def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
@@ -842,7 +842,7 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
                 dropped.append(([m], ORPHAN_RESULT))
             continue
         if ids:
-            if waiting and not answered and _item_round(m, cur):  # parallel calls (Responses items): one round
+            if waiting and not answered and _item_round(m):  # parallel calls (Responses items): one round
                 cur.append(m)
                 waiting |= set(ids)
                 continue

@@ -60,6 +60,6 @@ def test_bad_view_rows_show_in_stats_and_leave_with_their_conversation(cold_memo
     _bad_row(mem.cold, "rolling", "", 2, conversation=key)
     for _ in range(READS):
         assert warm.latest(key, "rolling") == good
-    assert mem.stats()["warm"] == {"salvaged_rows": 1}
+    assert mem.stats()["warm"]["salvaged_rows"] == 1
     mem.delete_conversation("c")
-    assert mem.stats()["warm"] == {"salvaged_rows": 0}
+    assert mem.stats()["warm"]["salvaged_rows"] == 0
