@@ -9,8 +9,6 @@ tests/test_idempotency_concurrency.py races them, on the embedded PostgreSQL."""
 
 from __future__ import annotations
 
-import multiprocessing
-import queue
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,18 +20,13 @@ from hash_embedder import HashEmbedder
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
+from store_workers import BATCH_MESSAGES, WORKERS, race_keyed_appends
 
 from tiermem.config import Config
 from tiermem.memory import Memory
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
 
-WORKERS = 6
-BATCH_MESSAGES = 20  # a batch long enough that the writers' transactions overlap
-START_TIMEOUT_S = 120.0  # every child opened its Memory (imports, migrations) by then
-RESULT_TIMEOUT_S = 120.0
-BATCH = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i} of the plan"}
-         for i in range(BATCH_MESSAGES)]
 # the server defaults a role may be given that are stricter than the engine's waits allow
 LEVELS = ["repeatable read", "serializable"]
 
@@ -63,23 +56,6 @@ def strict_url(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:  #
             admin.execute(pgsql.SQL("DROP ROLE IF EXISTS {}").format(pgsql.Identifier(name)))
 
 
-def _worker(config: Config, ready: Any, go: Any, results: Any) -> None:
-    try:  # several processes open a fresh schema at once: its migrations wait on each other
-        mem = Memory(config, embedder=HashEmbedder(), hot=False, background_indexing=False)
-    except Exception as exc:  # the failure itself is the answer the test reports
-        ready.put(repr(exc))
-        return
-    with mem:
-        ready.put(True)
-        go.wait()
-        try:
-            out = mem.append_outcome("shared", BATCH, idempotency_key="job-7", namespace="acme")
-        except Exception as exc:  # the failure itself is the answer the test reports
-            results.put(repr(exc))
-        else:
-            results.put((out.positions, out.replayed))
-
-
 @pytest.mark.parametrize("existing", [False, True], ids=["new_conversation", "existing_conversation"])
 def test_racing_keyed_appends_under_a_strict_default(tmp_path: Any, strict_url: str, existing: bool) -> None:
     config = Config(data_dir=tmp_path / "data", cold_url=strict_url, cold_schema=fresh_schema())
@@ -87,23 +63,7 @@ def test_racing_keyed_appends_under_a_strict_default(tmp_path: Any, strict_url: 
     if existing:
         with Memory(config, embedder=HashEmbedder(), hot=False, background_indexing=False) as mem:
             before = len(mem.append_many("shared", [{"role": "user", "content": "hello"}], namespace="acme"))
-    ctx = multiprocessing.get_context("spawn")
-    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_worker, args=(config, ready, go, results)) for _ in range(WORKERS)]
-    for p in procs:
-        p.start()
-    try:
-        opened = [ready.get(timeout=START_TIMEOUT_S) for _ in procs]
-        go.set()
-        assert opened == [True] * WORKERS, opened
-        answers = [results.get(timeout=RESULT_TIMEOUT_S) for _ in procs]
-    except queue.Empty:
-        pytest.fail("a worker did not answer")
-    finally:
-        for p in procs:
-            p.join(timeout=RESULT_TIMEOUT_S)
-            if p.is_alive():
-                p.kill()
+    answers = race_keyed_appends(config)
     want = list(range(before, before + BATCH_MESSAGES))
     assert all(a == (want, a[1]) for a in answers), answers  # no error: every one answers the positions
     assert sorted(replayed for _, replayed in answers) == [False] + [True] * (WORKERS - 1)
