@@ -126,6 +126,19 @@ def tcp_redis(work_dir: Path, *args: str, password: str | None = None,
             proc.wait(timeout=5)
 
 
+REPLICA_WAIT_S = 10.0  # how long a server may take to sync from its primary
+REPLICA_POLL_S = 0.05
+
+
+def wait_synced(node: redis.Redis) -> None:
+    """Until `node`, just made a replica (REPLICAOF), has its link to its primary up
+    (the sync done); asserts it is within REPLICA_WAIT_S."""
+    deadline = time.monotonic() + REPLICA_WAIT_S
+    while node.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, node.info("replication")
+        time.sleep(REPLICA_POLL_S)
+
+
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:

@@ -23,13 +23,12 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis
+from hot_fixtures import TcpRedis, tcp_redis, wait_synced
 
 from tiermem import Config, Memory
 from tiermem.hotlink import WRITES_RECHECK_INTERVAL_S
 from tiermem.tiers.embed import Embedder
 
-REPLICA_WAIT_S = 10.0  # how long a server may take to sync from its primary
 POLL_S = 0.1  # between two reads of the reading-only worker
 # how long past WRITES_RECHECK_INTERVAL_S the worker's reads may take to notice
 SLACK_S = 1.5
@@ -64,13 +63,6 @@ def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory
         yield m
 
 
-def _synced(node: redis.Redis) -> None:
-    deadline = time.monotonic() + REPLICA_WAIT_S
-    while node.info("replication").get("master_link_status") != "up":
-        assert time.monotonic() < deadline, node.info("replication")
-        time.sleep(0.05)
-
-
 def _fail_over(admin: redis.Redis, server: TcpRedis, standby: TcpRedis) -> None:
     """As Sentinel does: the standby, a replica holding the server's keys, is promoted
     and the server made its replica; tiermem still points at the server. The sets stay
@@ -78,12 +70,12 @@ def _fail_over(admin: redis.Redis, server: TcpRedis, standby: TcpRedis) -> None:
     other = standby.admin()
     try:
         other.execute_command("REPLICAOF", "127.0.0.1", str(server.port))
-        _synced(other)
+        wait_synced(other)
         other.execute_command("REPLICAOF", "NO", "ONE")
     finally:
         other.close()
     admin.execute_command("REPLICAOF", "127.0.0.1", str(standby.port))
-    _synced(admin)
+    wait_synced(admin)
     with pytest.raises(redis.exceptions.ReadOnlyError):
         admin.set("probe", "x")
 

@@ -21,12 +21,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis
+from hot_fixtures import REPLICA_WAIT_S, TcpRedis, tcp_redis, wait_synced
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
-
-REPLICA_WAIT_S = 10.0  # how long the server may take to become a replica (an empty sync)
 
 
 @pytest.fixture
@@ -57,10 +55,7 @@ def mem(tmp_path: Path, server: TcpRedis, embedder: Embedder) -> Iterator[Memory
 
 def _become_replica(admin: redis.Redis, primary: TcpRedis) -> None:
     admin.execute_command("REPLICAOF", "127.0.0.1", str(primary.port))
-    deadline = time.monotonic() + REPLICA_WAIT_S
-    while admin.info("replication").get("master_link_status") != "up":
-        assert time.monotonic() < deadline, admin.info("replication")
-        time.sleep(0.05)
+    wait_synced(admin)
     with pytest.raises(redis.exceptions.ReadOnlyError):
         admin.set("probe", "x")
 
