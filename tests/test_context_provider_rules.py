@@ -18,7 +18,8 @@ several hundred.
 The default run is deterministic (`derandomize`: the same DEFAULT_EXAMPLES conversations
 every time), so CI fails only on a change, never on a rare shape it happened to draw
 this time. Set TIERMEM_FUZZ_EXAMPLES for random exploration, that many conversations
-new each run (the hunts ran 300-1,000); hypothesis prints the falsifying example."""
+new each run (the hunts ran 300-1,000; past about 400, add `-o timeout=0`: the whole
+run is one test under pytest-timeout's 300 s); hypothesis prints the falsifying example."""
 
 from __future__ import annotations
 
