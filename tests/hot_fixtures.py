@@ -15,16 +15,21 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
 
+from tiermem.hotlink import WRITES_RECHECK_INTERVAL_S
 from tiermem.tiers.hot import HotTurn
 from tiermem.tiers.redis_server import EmbeddedRedis, find_redis_binary, find_redis_cli
 from tiermem.tiers.redis_watchdog import pid_alive as _pid_alive
+
+if TYPE_CHECKING:
+    from tiermem import Memory
 
 # ---------------------------------------------------------------------------------------
 # processes
@@ -137,6 +142,28 @@ def wait_synced(node: redis.Redis) -> None:
     while node.info("replication").get("master_link_status") != "up":
         assert time.monotonic() < deadline, node.info("replication")
         time.sleep(REPLICA_POLL_S)
+
+
+RECHECK_POLL_S = 0.1  # between two reads of a worker that only reads
+# how long past WRITES_RECHECK_INTERVAL_S such a worker's reads may take to notice
+RECHECK_SLACK_S = 1.5
+
+
+def until_healthy(mem: Memory, read: Callable[[Memory], Any]) -> float:
+    """Read as a worker that only reads does until the hot tier is healthy (refused
+    writes are rechecked by reads: tiermem.hotlink); how long that took."""
+    assert mem.hot is not None
+    start = time.monotonic()
+    while not mem.hot.healthy and time.monotonic() - start < WRITES_RECHECK_INTERVAL_S + RECHECK_SLACK_S:
+        read(mem)
+        time.sleep(RECHECK_POLL_S)
+    return time.monotonic() - start
+
+
+def scrape_counters(mem: Memory) -> dict[str, Any]:
+    """What a /metrics scrape reads of the hot tier (tiermem_tier_up{hot})."""
+    assert mem.hot is not None
+    return mem.hot.counters()
 
 
 def _port_free(port: int) -> bool:

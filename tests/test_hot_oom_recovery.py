@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import fill_past_maxmemory, own_redis
+from hot_fixtures import RECHECK_POLL_S as POLL_S
+from hot_fixtures import RECHECK_SLACK_S as SLACK_S
+from hot_fixtures import fill_past_maxmemory, own_redis, scrape_counters, until_healthy
 
 from tiermem import Config, Memory
 from tiermem.hotlink import WRITES_RECHECK_INTERVAL_S
@@ -32,9 +34,6 @@ from tiermem.tiers.redis_server import EmbeddedRedis
 
 BUDGET = 100  # tokens: a few turns fill a set
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
-POLL_S = 0.1  # between two reads of the reading-only worker
-# how long past WRITES_RECHECK_INTERVAL_S the worker's reads may take to notice
-SLACK_S = 1.5
 # long enough for the client's timeouts (0.5 s, one retry) to give up on Redis
 PAUSE_MS = 2500
 
@@ -84,25 +83,10 @@ def _in_sync(mem: Memory) -> None:
     mem.context("B", "which account?", 300)
 
 
-def _until_healthy(mem: Memory, read: Callable[[Memory], Any]) -> float:
-    """Read as the worker does until the hot tier is healthy; how long that took."""
-    assert mem.hot is not None
-    start = time.monotonic()
-    while not mem.hot.healthy and time.monotonic() - start < WRITES_RECHECK_INTERVAL_S + SLACK_S:
-        read(mem)
-        time.sleep(POLL_S)
-    return time.monotonic() - start
-
-
-def _scrape(mem: Memory) -> dict[str, Any]:
-    assert mem.hot is not None
-    return mem.hot.counters()
-
-
 # (what the worker that only reads does, each alone)
 READS: list[tuple[str, Callable[[Memory], Any]]] = [
     ("context", lambda m: m.context("B", "which account?", 300)),  # B is in sync: no write
-    ("metrics", _scrape),  # a /metrics scrape (tiermem_tier_up{hot})
+    ("metrics", scrape_counters),  # a /metrics scrape (tiermem_tier_up{hot})
     ("stats", lambda m: m.stats()),  # /v1/stats, /healthz
 ]
 
@@ -115,7 +99,7 @@ def test_a_reading_worker_recovers_once_memory_frees(mem: Memory, admin: redis.R
     _say(mem, "A", "the gate is B12")  # refused: degraded
     assert mem.hot is not None and not mem.hot.healthy and "out of memory" in (mem.hot.last_error or "")
     _free(admin, junk)
-    took = _until_healthy(mem, read)
+    took = until_healthy(mem, read)
     assert mem.hot.healthy, f"still degraded {took:.1f} s after memory freed: {mem.hot.last_error}"
     assert mem.hot.counters()["healthy"] is True
     assert mem.stats()["hot"]["healthy"] is True
@@ -179,5 +163,5 @@ def test_erased_conversations_keys_go_while_redis_is_full(mem: Memory, admin: re
     assert mem.cold.deferred_purges() == []
     assert not mem.hot.healthy
     _free(admin, junk)
-    _until_healthy(mem, lambda m: m.context("C", "which account?", 300))
+    until_healthy(mem, lambda m: m.context("C", "which account?", 300))
     assert mem.hot.healthy

@@ -23,15 +23,13 @@ from typing import Any
 
 import pytest
 import redis
-from hot_fixtures import TcpRedis, tcp_redis, wait_synced
+from hot_fixtures import RECHECK_POLL_S as POLL_S
+from hot_fixtures import TcpRedis, scrape_counters, tcp_redis, until_healthy, wait_synced
 
 from tiermem import Config, Memory
 from tiermem.hotlink import WRITES_RECHECK_INTERVAL_S
 from tiermem.tiers.embed import Embedder
 
-POLL_S = 0.1  # between two reads of the reading-only worker
-# how long past WRITES_RECHECK_INTERVAL_S the worker's reads may take to notice
-SLACK_S = 1.5
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
 
 
@@ -92,21 +90,6 @@ def _in_sync(mem: Memory, *convs: str) -> None:
         mem.context(conv, "which account?", 300)
 
 
-def _until_healthy(mem: Memory, read: Callable[[Memory], Any]) -> float:
-    """Read as the worker does until the hot tier is healthy; how long that took."""
-    assert mem.hot is not None
-    start = time.monotonic()
-    while not mem.hot.healthy and time.monotonic() - start < WRITES_RECHECK_INTERVAL_S + SLACK_S:
-        read(mem)
-        time.sleep(POLL_S)
-    return time.monotonic() - start
-
-
-def _scrape(mem: Memory) -> dict[str, Any]:
-    assert mem.hot is not None
-    return mem.hot.counters()
-
-
 def _purge_calls(admin: redis.Redis) -> int:
     """SCANs and DELs the server was sent, refused or not: an erasure's purge of a
     conversation's keys begins with a SCAN of its tag (HotTier.drop_all), and nothing
@@ -119,7 +102,7 @@ def _purge_calls(admin: redis.Redis) -> int:
 # (what the worker that only reads does, each alone)
 READS: list[tuple[str, Callable[[Memory], Any]]] = [
     ("context", lambda m: m.context("B", "which account?", 300)),  # B is in sync: no write
-    ("metrics", _scrape),  # a /metrics scrape (tiermem_tier_up{hot})
+    ("metrics", scrape_counters),  # a /metrics scrape (tiermem_tier_up{hot})
     ("stats", lambda m: m.stats()),  # /v1/stats, /healthz
 ]
 
@@ -133,7 +116,7 @@ def test_a_reading_worker_recovers_once_the_replica_is_a_primary(mem: Memory, ad
     _say(mem, "A", "the gate is B12")  # refused: degraded
     assert mem.hot is not None and not mem.hot.healthy and "read-only replica" in (mem.hot.last_error or "")
     admin.execute_command("REPLICAOF", "NO", "ONE")  # the failover back
-    took = _until_healthy(mem, read)
+    took = until_healthy(mem, read)
     assert mem.hot.healthy, f"still degraded {took:.1f} s after the failover back: {mem.hot.last_error}"
     assert mem.hot.counters()["healthy"] is True
     assert mem.stats()["hot"]["healthy"] is True
@@ -163,7 +146,7 @@ def test_the_deferred_purge_waits_for_the_primary(mem: Memory, admin: redis.Redi
     assert _purge_calls(admin) == before  # a replica refuses DEL: the purge was not tried
     assert mem.cold.deferred_purges() == [key]
     admin.execute_command("REPLICAOF", "NO", "ONE")
-    _until_healthy(mem, lambda m: m.context("B", "which account?", 300))
+    until_healthy(mem, lambda m: m.context("B", "which account?", 300))
     assert mem.hot.healthy
     assert list(admin.scan_iter(match=pattern)) == []  # purged at the recovery
     assert mem.cold.deferred_purges() == []
