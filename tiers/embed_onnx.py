@@ -68,6 +68,7 @@ from tiermem.tiers.embed import (
     TextMemo,
     bundled_model_path,
     quiet_loading,
+    remembered_for,
 )
 
 log = logging.getLogger("tiermem.embed")
@@ -269,7 +270,10 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
 
     reference = SentenceTransformerEmbedder(model_path)
     reference.memo_size = 0
-    want = reference.embed(list(PROBES))
+    # the probes are embedded for nobody: the first export often runs inside the caller's
+    # embed, whose memo scope (one per text of its batch) must not apply to them
+    with remembered_for(None):
+        want = reference.embed(list(PROBES))
     model = reference._load()
     modules = [type(m).__name__ for m in model]
     if modules[:2] != ["Transformer", "Pooling"] or modules[2:] not in ([], ["Normalize"]):
