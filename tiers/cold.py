@@ -689,6 +689,8 @@ class ColdStore(SharedQueries):
 
         def store(rows: list[Any], vecs: np.ndarray) -> None:
             nonlocal done
+            if vecs.ndim == 2 and vecs.shape[1] != self._vec_dim:  # a model whose width showed only when it loaded
+                self._ensure_vec_table(int(vecs.shape[1]))
             stored: list[tuple[str, int, np.ndarray]] = []
             with self._tx() as c:
                 self._step("index_pending.store")

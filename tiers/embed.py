@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import logging
 import os
 import threading
@@ -43,6 +44,47 @@ PROBE_TEXTS = ("where did we land on the airline?", "ok",
            "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2. " * 40)
 MEMO_MAX_TEXTS = 4096  # recent texts whose vectors are remembered (~6 MB)
 MEMO_MAX_CHARS = 2000  # longer texts are not remembered (rarely repeated, costly to hash)
+# a Pooling module's modes: its output is the word dimension once per mode that is on
+POOLING_MODES = ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
+                 "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                 "pooling_mode_lasttoken")
+
+
+def model_dimension(path: Path) -> int | None:
+    """The width of the vectors a sentence-transformers directory computes, read from its
+    module configs without loading weights (None where they do not say): the vector
+    table is made before the model loads, and must already have the model's width. The
+    last Dense module's `out_features`, else the Pooling module's word dimension times its
+    modes, else the transformer's `hidden_size` (no modules.json: Transformer + mean)."""
+    def read(p: Path) -> dict[str, Any]:
+        try:
+            got = json.loads(p.read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return got if isinstance(got, dict) else {}
+
+    try:
+        modules = json.loads((path / "modules.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        modules = None
+    width: int | None = None
+    if isinstance(modules, list):
+        for m in modules:
+            if not isinstance(m, dict):
+                return None
+            kind = str(m.get("type", "")).rsplit(".", 1)[-1]
+            conf = read(path / str(m.get("path", "")) / "config.json")
+            if kind == "Pooling":
+                modes = sum(bool(conf.get(k)) for k in POOLING_MODES) or 1
+                dim = conf.get("word_embedding_dimension")
+                width = int(dim) * modes if isinstance(dim, int) else None
+            elif kind == "Dense":
+                out = conf.get("out_features")
+                width = int(out) if isinstance(out, int) else None
+    if width is None:
+        hidden = read(path / "config.json").get("hidden_size")
+        width = int(hidden) if isinstance(hidden, int) and not isinstance(modules, list) else width
+    return width if width is not None and width > 0 else None
 
 
 def cosine_from_l2(distance: float) -> float:
@@ -342,7 +384,9 @@ class SentenceTransformerEmbedder(MemoAttributes):
             raise ValueError(f"query_precision must be one of {', '.join(QUERY_PRECISIONS)}, not {query_precision!r}")
         self.model_path = Path(model_path) if model_path is not None else None
         self.batch_size = batch_size
-        self.dim = dim
+        # the width before the model loads (the store makes its vector table with it);
+        # the load sets what the model says
+        self.dim = (model_dimension(self.model_path) or dim) if self.model_path is not None else dim
         self.query_precision = query_precision
         self._model: Any = None
         self._query_model: Any = None

@@ -67,6 +67,7 @@ from tiermem.tiers.embed import (
     SentenceTransformerEmbedder,
     TextMemo,
     bundled_model_path,
+    model_dimension,
     quiet_loading,
     remembered_for,
 )
@@ -704,7 +705,8 @@ class FastEmbedder(MemoAttributes):
             raise ValueError(f"runtime must be 'auto' or 'onnx', not {runtime!r}")
         self.model_path = Path(model_path) if model_path is not None else None
         self.batch_size = batch_size
-        self.dim = dim
+        # known before the load, as SentenceTransformerEmbedder's
+        self.dim = (model_dimension(self.model_path) or dim) if self.model_path is not None else dim
         self.runtime = runtime
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.query_precision = query_precision  # for the torch fallback's query path

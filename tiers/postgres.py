@@ -1222,6 +1222,8 @@ class PostgresStore(SharedQueries):
                     texts.append("")  # salvage: an undecodable row still gets marked
             with remembered_for([memo_scope(self.db_uuid, str(r[0])) for r in rows]):  # each for its conversation
                 vecs = self.embedder.embed(texts)
+            if vecs.ndim == 2 and vecs.shape[1] != self._vec_dim:  # a model whose width showed only when it loaded
+                self._ensure_vec_dim(int(vecs.shape[1]))
             by_id = {int(r[2]): (r[0], int(r[1]), v) for r, v in zip(rows, vecs, strict=True)}
             ids = sorted(by_id)
             # One statement for the pool (a round trip per batch, not two per turn), its
