@@ -69,7 +69,7 @@ from tiermem.tiers.dialect import (
     view_end,
     without_nul,
 )
-from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
+from tiermem.tiers.embed import Embedder, embedder_identity, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -97,6 +97,7 @@ from tiermem.tiers.schema import (
     SCOPE_SQL,
     SCRUB_PENDING_KEY,
     SUPERSEDED_PINS_INDEX,
+    VEC_MODEL_KEY,
     VEC_TABLE,
     Connection,
     DriverDatabaseError,
@@ -276,6 +277,7 @@ class ColdStore(SharedQueries):
             self.version = migrate(self._conn, str(self.path))
             self.db_uuid: str = self._conn.execute("SELECT value FROM meta WHERE key='db_uuid'").fetchone()[0]
             self._vec_dim: int | None = self._read_vec_dim()
+            self._vec_model: str | None = None  # the embedder's identity, once checked against vec_model
         except BaseException:
             self._conn.close()
             raise
@@ -427,21 +429,40 @@ class ColdStore(SharedQueries):
         row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()
         return int(row[0]) if row else None
 
-    def _ensure_vec_table(self, dim: int) -> None:
+    def _ensure_vec_table(self, dim: int, model: str | None = None) -> None:
         """The vec0 table's width depends on the embedder, so it is made on first use,
-        not in a migration; a different width (a new model) drops the derived vectors and
-        marks every turn for re-embedding."""
+        not in a migration; a different width or a different model (`model`: the
+        embedder's `model_identity()`, recorded as `vec_model`) drops the derived vectors
+        and marks every turn for re-embedding. A store whose vectors carry no identity
+        (made before it was recorded, or by an embedder without one) adopts `model`."""
         # the table itself is checked, not only the cached width: a lost vector table
         # (dropped, or an old backup restored) is recreated and every turn re-embedded
-        if self._vec_dim == dim and self._has_vec():
+        if self._vec_dim == dim and self._has_vec() and (model is None or self._vec_model == model):
             return
         with self._tx() as c:
+            row = c.execute("SELECT value FROM meta WHERE key = ?", (VEC_MODEL_KEY,)).fetchone()
+            recorded = str(row[0]) if row else None
+            has_vec = c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (VEC_TABLE,)).fetchone() is not None
+            if self._vec_dim == dim and has_vec and (model is None or recorded in (None, model)):
+                if model is not None and recorded is None:
+                    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (VEC_MODEL_KEY, model))
+                self._vec_model = model or recorded
+                return
             if self._vec_dim is not None:
+                if has_vec:
+                    log.warning("the stored vectors are %s-wide from model %s, the embedder's %d-wide from %s: "
+                                "re-embedding every turn", self._vec_dim, recorded or "unrecorded", dim,
+                                model or "unrecorded")
                 c.execute(f"DROP TABLE IF EXISTS {VEC_TABLE}")
                 c.execute("UPDATE turns SET embedded = 0")
             c.execute(vec_table_sql(VEC_TABLE, dim))
             c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vec_dim', ?)", (str(dim),))
+            if model is not None:
+                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (VEC_MODEL_KEY, model))
+            else:
+                c.execute("DELETE FROM meta WHERE key = ?", (VEC_MODEL_KEY,))
         self._vec_dim = dim
+        self._vec_model = model
 
     def _has_vec(self) -> bool:
         return bool(
@@ -642,7 +663,7 @@ class ColdStore(SharedQueries):
         """
         if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
-        self._ensure_vec_table(self.embedder.dim)
+        self._ensure_vec_table(self.embedder.dim, embedder_identity(self.embedder))
         embedder = self.embedder
         pool = batch * max(1, pool_batches)
         done = 0
@@ -690,7 +711,7 @@ class ColdStore(SharedQueries):
         def store(rows: list[Any], vecs: np.ndarray) -> None:
             nonlocal done
             if vecs.ndim == 2 and vecs.shape[1] != self._vec_dim:  # a model whose width showed only when it loaded
-                self._ensure_vec_table(int(vecs.shape[1]))
+                self._ensure_vec_table(int(vecs.shape[1]), embedder_identity(embedder))
             stored: list[tuple[str, int, np.ndarray]] = []
             with self._tx() as c:
                 self._step("index_pending.store")
@@ -2079,7 +2100,7 @@ class ColdStore(SharedQueries):
         if self._vec_dim is not None and not self._has_vec():
             self._vec_dim = None
             with self._tx() as c:
-                c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+                c.execute("DELETE FROM meta WHERE key IN ('vec_dim', ?)", (VEC_MODEL_KEY,))
                 c.execute("UPDATE turns SET embedded = 0")
         return {"turns": 0, "embedded": self.index_pending()}
 

@@ -212,12 +212,36 @@ class Embedder(Protocol):
     lazily: constructing one must be cheap, the first `embed` may be slow. An
     implementation may also offer `embed_query(texts)`, the same vectors computed faster
     and a little less exactly, for queries (see `query_embedding`); what `embed` returns
-    is what gets stored.
+    is what gets stored. It may offer `model_identity()` too, a string that names the
+    model its vectors come from (`embedder_identity`): a store records it with its
+    vectors and re-embeds every turn when another model's embedder arrives.
     """
 
     dim: int
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def embedder_identity(embedder: Embedder) -> str | None:
+    """The embedder's `model_identity()`, or None where it has none or cannot say (a
+    model directory gone: its load will say why)."""
+    ident = getattr(embedder, "model_identity", None)
+    if ident is None:
+        return None
+    try:
+        got = ident()
+    except OSError:
+        return None
+    return got if isinstance(got, str) and got else None
+
+
+def directory_identity(path: Path) -> str:
+    """A model directory's identity: `sha256:` and the digest of its files (names and
+    contents; `tiers.embed_onnx.model_fingerprint`, remembered under the files' stat
+    signature in the default ONNX cache, so a start hashes nothing it hashed before)."""
+    from tiermem.tiers.embed_onnx import default_cache_dir, model_fingerprint  # it imports this module
+
+    return "sha256:" + model_fingerprint(path, default_cache_dir())
 
 
 def query_embedding(embedder: Embedder) -> Callable[[list[str]], np.ndarray]:
@@ -389,6 +413,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
         self.dim = (model_dimension(self.model_path) or dim) if self.model_path is not None else dim
         self.query_precision = query_precision
         self._model: Any = None
+        self._identity: str | None = None
         self._query_model: Any = None
         self._query_direct: _DirectEncoder | None = None
         self._lock = threading.Lock()
@@ -403,6 +428,12 @@ class SentenceTransformerEmbedder(MemoAttributes):
     def loaded(self) -> bool:
         """Whether the model is in memory (the first `embed` loads it)."""
         return self._model is not None
+
+    def model_identity(self) -> str:
+        """What the stored vectors are recorded as coming from (see `Embedder`)."""
+        if self._identity is None:
+            self._identity = directory_identity(self.model_path or bundled_model_path())
+        return self._identity
 
     def _load(self) -> Any:
         with self._lock:

@@ -733,6 +733,7 @@ class FastEmbedder(MemoAttributes):
         self.query_session: QuerySessionPolicy = "spare"
         self._one_text_calls = 0
         self._fallback: SentenceTransformerEmbedder | None = None
+        self._identity: str | None = None
         self._lock = threading.Lock()
         self._memo = TextMemo()
         self.load_error: str | None = None  # why auto fell back to the pipeline, if it did
@@ -743,6 +744,15 @@ class FastEmbedder(MemoAttributes):
     @property
     def loaded(self) -> bool:
         return self._session is not None or (self._fallback is not None and self._fallback.loaded)
+
+    def model_identity(self) -> str:
+        """The model directory's (`directory_identity`, keyed in this embedder's cache):
+        the export and the pipeline compute the same vectors, so the runtime is not part
+        of it."""
+        if self._identity is None:
+            path = self.model_path or bundled_model_path()
+            self._identity = "sha256:" + model_fingerprint(path, self.cache_dir or default_cache_dir())
+        return self._identity
 
     @property
     def active_runtime(self) -> str:

@@ -113,7 +113,7 @@ from tiermem.tiers.dialect import (
     view_end,
     without_nul,
 )
-from tiermem.tiers.embed import Embedder, memo_scope, remembered_for
+from tiermem.tiers.embed import Embedder, embedder_identity, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -138,6 +138,7 @@ from tiermem.tiers.schema import (
     PIN_CANDIDATES_INDEX,
     SESSION_TURNS_INDEX,
     SUPERSEDED_PINS_INDEX,
+    VEC_MODEL_KEY,
 )
 from tiermem.tiers.search import query_words
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
@@ -656,6 +657,7 @@ class PostgresStore(SharedQueries):
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
+        self._vec_model: str | None = None  # the embedder's identity once checked (meta 'vec_model')
         if url is not None:
             self._bootstrap(url)
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
@@ -1134,17 +1136,26 @@ class PostgresStore(SharedQueries):
 
     # -- embeddings (derived, outside the write transaction) ------------------------------
 
-    def _ensure_vec_dim(self, dim: int) -> None:
-        """The vectors' width is the embedder's; a new width (a new model) empties the
-        derived vectors and marks every turn for re-embedding."""
+    def _ensure_vec_dim(self, dim: int, model: str | None = None) -> None:
+        """The vectors' width is the embedder's; a new width or another model (`model`,
+        the embedder's `model_identity()`, recorded as `vec_model`) empties the derived
+        vectors and marks every turn for re-embedding. Vectors that carry no identity
+        (stored before it was recorded) adopt `model`, as on SQLite."""
         with self._tx() as c:
             c.execute(WAIT_FOR_LOCKS_SQL)  # behind another process setting it (an index build)
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
             row = c.execute("SELECT value FROM meta WHERE key = 'vec_dim'").fetchone()
-            if row is not None and int(row[0]) == dim:
+            got = c.execute("SELECT value FROM meta WHERE key = %s", (VEC_MODEL_KEY,)).fetchone()
+            recorded = str(got[0]) if got else None
+            if row is not None and int(row[0]) == dim and (model is None or recorded in (None, model)):
+                if model is not None and recorded is None:
+                    c.execute("INSERT INTO meta(key, value) VALUES (%s, %s)", (VEC_MODEL_KEY, model))
                 self._vec_dim = dim
+                self._vec_model = model or recorded
                 return
             if row is not None:
+                log.warning("the stored vectors are %s-wide from model %s, the embedder's %d-wide from %s: "
+                            "re-embedding every turn", row[0], recorded or "unrecorded", dim, model or "unrecorded")
                 c.execute("DELETE FROM messages_vec")
                 c.execute("UPDATE turns SET embedded = 0")
             # An HNSW index for namespace-wide search (the column has no fixed width, so
@@ -1155,12 +1166,18 @@ class PostgresStore(SharedQueries):
                       f"((embedding::vector({int(dim)})) vector_l2_ops)")
             c.execute("INSERT INTO meta(key, value) VALUES ('vec_dim', %s) "
                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(dim),))
+            if model is not None:
+                c.execute("INSERT INTO meta(key, value) VALUES (%s, %s) "
+                          "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (VEC_MODEL_KEY, model))
+            else:
+                c.execute("DELETE FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
         self._vec_dim = dim
+        self._vec_model = model
 
     def prepare_vectors(self, dim: int) -> None:
         """Make the vector table ready for `dim`-wide vectors now (else the first
         `index_pending` does)."""
-        self._ensure_vec_dim(dim)
+        self._ensure_vec_dim(dim, embedder_identity(self.embedder) if self.embedder is not None else None)
 
     def drop_vector_index(self) -> None:
         """Before a bulk load of vectors: without the HNSW index, inserts are several
@@ -1194,8 +1211,10 @@ class PostgresStore(SharedQueries):
                       namespace: str | None = None) -> int:
         if self.embedder is None:
             return 0
-        if self._vec_dim != self.embedder.dim:  # checked once per store, not per call (4 round trips)
-            self._ensure_vec_dim(self.embedder.dim)
+        model = embedder_identity(self.embedder)
+        # checked once per store, not per call (4 round trips)
+        if self._vec_dim != self.embedder.dim or (model is not None and self._vec_model != model):
+            self._ensure_vec_dim(self.embedder.dim, model)
         done = 0
         pool = batch * max(1, pool_batches)  # as in tiers.cold: embedded together, hooked per batch
         while (max_rows is None or done < max_rows) and not (stop is not None and stop()):
@@ -1223,7 +1242,7 @@ class PostgresStore(SharedQueries):
             with remembered_for([memo_scope(self.db_uuid, str(r[0])) for r in rows]):  # each for its conversation
                 vecs = self.embedder.embed(texts)
             if vecs.ndim == 2 and vecs.shape[1] != self._vec_dim:  # a model whose width showed only when it loaded
-                self._ensure_vec_dim(int(vecs.shape[1]))
+                self._ensure_vec_dim(int(vecs.shape[1]), model)
             by_id = {int(r[2]): (r[0], int(r[1]), v) for r, v in zip(rows, vecs, strict=True)}
             ids = sorted(by_id)
             # One statement for the pool (a round trip per batch, not two per turn), its
@@ -1717,7 +1736,7 @@ class PostgresStore(SharedQueries):
             c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
             c.execute("DELETE FROM messages_fts")
             c.execute("DELETE FROM messages_vec")
-            c.execute("DELETE FROM meta WHERE key = 'vec_dim'")
+            c.execute("DELETE FROM meta WHERE key IN ('vec_dim', %s)", (VEC_MODEL_KEY,))
             self._vec_dim = None
             rows = c.execute(
                 "SELECT m.conversation_id, m.position, m.id, m.role, m.body, m.session_id, m.created_at, c.namespace "

@@ -43,6 +43,7 @@ DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with 
 # the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
 DriverDatabaseError = sqlite3.DatabaseError
 VEC_TABLE = "messages_vec"
+VEC_MODEL_KEY = "vec_model"  # meta: the identity of the model the stored vectors come from
 # Vector slots per vec0 chunk. vec0 gives every partition (conversation) chunks of its
 # own, allocated whole: at sqlite-vec's default of 1,024 slots x 384 dims x 4 B a
 # conversation of 2 turns cost 1.5 MiB of file. 64 slots (96 KiB at 384 dims) keep a
