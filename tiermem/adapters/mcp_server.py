@@ -2,8 +2,8 @@
 
 Tools (each takes a conversation id; every call acts in one namespace): `append` a
 message (with an optional `idempotency_key`: called again with the same key and message,
-it stores nothing and answers the first position; `Memory.append_outcome`), `context` for a query under a token budget (with the plan's reasons), `history`,
-`search`, `pin`, `unpin` and `erase` (with a confirmation argument). `context` answers
+it stores nothing and answers the first position; `Memory.append_outcome`), `context` for a query under a token budget (with the plan's reasons),
+`history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
 refuses comes back as a tool error whose text names the field, and nothing is written.
@@ -128,17 +128,20 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
             return {"format": format, "system": render(req.system), "messages": render(req.messages), **rest}
         return {"messages": render(out.messages), **rest}
 
-    @server.tool(description="Every message of a conversation in order, exactly as appended (a page of "
-                 "at most `limit` positions from position `start`; `next_start` is where the next page "
-                 "starts, null at the end).")
+    @server.tool(description="Every message of a conversation in order, exactly as appended, its `metadata` "
+                 "beside it (a page of at most `limit` positions from position `start`; `next_start` is where "
+                 "the next page starts, null at the end).")
     def history(ctx: Context, conversation_id: ConvId,
                 start: Annotated[int, Field(ge=0, le=MAX_POSITION, description="first position")] = 0,
                 limit: Annotated[int, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
                 ) -> dict[str, Any]:
         # reads the page's rows only (Memory.history_page), never the whole conversation
         page, last = guard("history", mem_of(ctx).history_page, conversation_id, after=start - 1, limit=limit)
+        # metadata beside the body, as the HTTP history has it: what append stored with the
+        # message (the caller's, the adapters' langchain_* and anthropic_* keys) comes back
         return {"messages": [{"position": m.position, "role": m.role, "message": render(m.body),
-                              "session_id": m.session_id, "created_at": m.created_at} for m in page],
+                              "metadata": render(m.metadata), "session_id": m.session_id,
+                              "created_at": m.created_at} for m in page],
                 "next_start": None if last is None else last + 1}
 
     @server.tool(description="Search past messages by meaning and keywords, in one conversation or (without "
