@@ -41,6 +41,9 @@ from tiermem.adapters._common import MemoryLike, check_memory, clear, metadata_l
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import is_control, to_chat
 
+# Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
+RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+
 METADATA_ID_KEY = "langchain_id"
 METADATA_STATUS_KEY = "langchain_status"
 METADATA_ARTIFACT_KEY = "langchain_artifact"
@@ -127,8 +130,11 @@ def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None 
             meta = (metadata[i] if metadata is not None else None) or {}
             lc_id = ids[i] if ids is not None else meta.get(METADATA_ID_KEY)
             msgs[0] = _restore(msgs[0], b, meta, lc_id)
-        out.extend(msgs)
-    return _merge_calls(out)
+        if b.get("type") in RESPONSES_CALL_TYPES and len(msgs) == 1:
+            _join_call(out, msgs[0])
+        else:
+            out.extend(msgs)
+    return out
 
 
 def _to_message(chat: dict[str, Any]) -> list[BaseMessage]:
@@ -197,20 +203,18 @@ def _function_calls_only(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "tool_calls": fixed}
 
 
-def _merge_calls(msgs: list[BaseMessage]) -> list[BaseMessage]:
-    """Responses items convert one call at a time: consecutive tool-calling AI messages
-    without text are one turn of parallel calls, as a chat model expects."""
+def _join_call(out: list[BaseMessage], call: BaseMessage) -> None:
+    """Responses items convert one call at a time: a call item right after a tool-calling
+    AI message is a parallel call of its turn (as `tiers.formats` reads it), one AI message
+    as a chat model expects. Only call items join: two chat messages with calls are two
+    rounds (the first's calls abandoned), kept apart with their ids."""
     from langchain_core.messages import AIMessage
 
-    out: list[BaseMessage] = []
-    for m in msgs:
-        prev = out[-1] if out else None
-        if (isinstance(m, AIMessage) and isinstance(prev, AIMessage) and m.tool_calls and prev.tool_calls
-                and not m.content):
-            out[-1] = prev.model_copy(update={"tool_calls": [*prev.tool_calls, *m.tool_calls]})
-            continue
-        out.append(m)
-    return out
+    prev = out[-1] if out else None
+    if isinstance(call, AIMessage) and isinstance(prev, AIMessage) and call.tool_calls and prev.tool_calls:
+        out[-1] = prev.model_copy(update={"tool_calls": [*prev.tool_calls, *call.tool_calls]})
+    else:
+        out.append(call)
 
 
 class TiermemChatMessageHistory(BaseChatMessageHistory):
