@@ -604,11 +604,14 @@ _PARTY_NOUNS = frozenset((
     "grandma", "grandpa", "grandmother", "grandfather", "grandparents", "boyfriend", "girlfriend", "fiance",
     "fiancee", "nephew", "niece", "in-laws", "teammate", "landlord", "stepson", "stepdaughter",
 ))
-# discourse openers before a statement's subject ("Actually, ...", "Update: ...", "Oh so ...")
+# discourse openers before a statement's subject ("Actually, ...", "Update: ...", "Oh so ...");
+# any case: a statement opens capitalised ("Actually my flight ..."), a clause after a comma not
+# (without IGNORECASE "Actually my flight is on Wednesday" was read as nobody's fact and revised
+# "My sister's flight is on Tuesday", while "Actually, my flight ..." did not)
 _OPENER = re.compile(r"^(?:(?:actually|oh|so|well|also|and|but|now|update|correction|sorry|ok|okay|hmm+|um+|btw|"
                      r"wait|no|yes|yeah|anyway|fyi|quick update|by the way|just so you know|heads up|"
                      # a self-correction's frame: the holder is what follows ("I meant she is 8")
-                     r"[Ii] meant|[Ii] mean)\b[,:;.!-]*\s*)+")
+                     r"i meant|i mean)\b[,:;.!-]*\s*)+", re.IGNORECASE)
 # words that may stand between a subject and its verb ("my parents just moved")
 _ADVERBS = frozenset(("just", "finally", "already", "also", "recently", "now", "actually", "then", "since",
                       "has", "have", "had"))

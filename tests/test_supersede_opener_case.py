@@ -1,0 +1,51 @@
+"""Whose fact, whatever the opener's case: "Actually my flight ..." is the user's, as
+"Actually, my flight ..." is.
+
+Invariants:
+- A discourse opener ("Actually", "Oh", "So", "Now", "Sorry", ...) is passed over before a
+  statement's subject in any case: a statement opens capitalised, and without a comma after
+  the opener the clause is not cut there, so the opener itself was read as the subject.
+  "Actually my flight is on Wednesday." was then nobody's fact, which may revise anyone's,
+  and superseded "My sister's flight is on Tuesday." (the comma form never did).
+- The user's own corrections without a comma still supersede the user's fact, and a third
+  party's change after a capitalised opener still revises that party's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem import Memory
+
+FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "My cat knocked a glass over."]
+
+# (an earlier fact, a later turn, whether the later turn supersedes the fact)
+CASES = [
+    # the user's flight is not the sister's: before, superseded ("shared 'flight'; slot weekday")
+    ("My sister's flight is on Tuesday.", "Actually my flight is on Wednesday.", False),
+    # the father's birthday is not the mother's: before, superseded (shared words and a date)
+    ("My mom's birthday is on March 3.", "Actually my dad's birthday is on March 5.", False),
+    # the comma form, always right: the same answer with and without the comma
+    ("My sister's flight is on Tuesday.", "Actually, my flight is on Wednesday.", False),
+    # the user's own fact, corrected without a comma: still superseded
+    ("My flight is on Tuesday.", "Actually my flight is on Wednesday.", True),
+    # a third party's own fact, after a capitalised opener: still that party's change
+    ("My brother lives in Rome.", "Oh my brother moved to Paris.", True),
+]
+
+
+def _superseded(mem: Memory, fact: str, later: str) -> bool:
+    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
+    for f in FILLER:
+        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
+    msgs += [{"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
+    mem.append_many("c", msgs)
+    mem.catch_up("c")
+    first = mem.cold.turns("c")[0]
+    return first.superseded_by is not None or any(s.position == 0 for s in mem.cold.superseded_statements("c"))
+
+
+@pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
+def test_a_capitalised_opener_leaves_the_holder_to_the_subject(cold_memory: Memory, fact: str, later: str,
+                                                               superseded: bool) -> None:
+    assert _superseded(cold_memory, fact, later) is superseded
