@@ -58,6 +58,9 @@ Invariants:
   turn cache derives again in another zone only the turns that name one);
 - of several spans in one text, the narrowest is kept (ties: the earliest), since it says
   most precisely when;
+- the years are planner.dates' (MIN_YEAR..MAX_YEAR, both included): a turn of 2200 that says
+  "in June" or "next month" tells of a day as a query of 2200 names one; a span past them is
+  none;
 - the planner uses these spans only as extra evidence: `told_closeness` credits a turn that
   tells of a period the query names, and `when_mask` marks turns that say when something
   happened, for questions that ask when (`asks_when`). Nothing here names a person, topic
@@ -73,7 +76,17 @@ from datetime import date
 
 import numpy as np
 
-from tiermem.planner.dates import CAPITALISED_ONLY_MONTHS, WEEK_DAYS, TimeWindow, _windows, query_windows
+# the month and year spans are planner.dates' own: one bound on the years (MIN_YEAR..MAX_YEAR,
+# both included) for what queries name and what turns tell of
+from tiermem.planner.dates import (
+    CAPITALISED_ONLY_MONTHS,
+    WEEK_DAYS,
+    TimeWindow,
+    _month_span,
+    _windows,
+    _year_span,
+    query_windows,
+)
 from tiermem.tiers.turncache import TurnTable
 from tiermem.tiers.zones import DAY_S, END_ORD, MAX_YEAR, MIN_ORD, MIN_YEAR, UTC, Zone, bounded_day, day_start
 
@@ -175,14 +188,6 @@ _ASKS_WHEN = _re(r"^\W*(?:(?:around|about|roughly|approximately|since|by|until)\
                  r"|\bhow\s+long\s+(?:ago|has|have)\b|\bhow\s+many\s+(?:days|weeks|months|years)\s+ago\b")
 
 
-def _month_span(index: int) -> tuple[int, int] | None:
-    year, m0 = divmod(index, MONTHS_PER_YEAR)
-    if not MIN_YEAR <= year < MAX_YEAR:
-        return None
-    ny, nm0 = divmod(index + 1, MONTHS_PER_YEAR)
-    return date(year, m0 + 1, 1).toordinal(), date(ny, nm0 + 1, 1).toordinal()
-
-
 def _extra_spans(text: str, today: int) -> tuple[list[tuple[int, int]], bool]:
     """Day spans (ordinals, end exclusive) of the phrases `query_windows` does not read, and
     whether `text` holds any of them, in range or not (the same in every zone)."""
@@ -233,8 +238,7 @@ def _next_period_spans(text: str, today: int, monday: int) -> tuple[list[tuple[i
         elif unit == "month":
             span = _month_span(d.year * MONTHS_PER_YEAR + d.month)  # the month after this one
         else:
-            span = ((date(d.year + 1, 1, 1).toordinal(), date(d.year + 2, 1, 1).toordinal())
-                    if d.year + 1 < MAX_YEAR else None)
+            span = _year_span(d.year + 1)
         if span is not None:
             out.append(span)
     return out, named
@@ -331,7 +335,7 @@ def _month_spans(text: str, today: int) -> tuple[list[tuple[int, int]], bool]:
 
 def _day_of(year: int, month0: int, day: int) -> int | None:
     """The ordinal of a day, or None where there is no such day (30 February) or year."""
-    if not MIN_YEAR <= year < MAX_YEAR:
+    if not MIN_YEAR <= year <= MAX_YEAR:
         return None
     try:
         return date(year, month0 + 1, day).toordinal()
