@@ -11,11 +11,12 @@ Invariants:
   load compares again with them, so a cache from another build, a changed runtime or a
   corrupted file is refused before it embeds anything. A comparison that passed is
   remembered (`checked/` in the cache) under everything that could change its outcome:
-  the export's files (path, inode, size, mtime), the onnxruntime, tokenizers and numpy
-  versions, the CPU's model and flags and the session's thread count; a load that finds
-  its key there skips the probes (~80 ms: one of them is max-length), any other runs
-  them. (A file changed in place gets a new mtime; what this cannot see is a disk
-  that alters bytes without one.)
+  the export's files (path, device, `file_signature`), the onnxruntime, tokenizers and
+  numpy versions, the CPU's model and flags and the session's thread count; a load that
+  finds its key there skips the probes (~80 ms: one of them is max-length), any other
+  runs them. (A file written in any way gets a new ctime, which no copy can keep, even
+  one that keeps the mtime: `cp -p`, `rsync -a`, a restored backup. What this cannot see
+  is a disk that alters bytes without one.)
 - **Offline, exported once.** The export runs locally from the model's own files (torch
   and the `onnx` package, only then), at first use or by `tiermem model` at install,
   into the user's cache dir (or `embedding_cache_dir`), keyed by a hash of the model's
@@ -165,15 +166,16 @@ def model_fingerprint(model_path: Path, cache_dir: Path) -> str:
     """sha256 over the model's files (relative names and contents).
 
     Hashing 90 MB costs ~0.15 s on every start, so the digest is remembered in the cache
-    under the files' stat signature (name, size, mtime): a file rewritten in place gets
-    a new mtime and is hashed again. (The load-time probe check stands behind this.)"""
+    under the files' names and `file_signature`s: a file written in any way is hashed
+    again. Nothing stands behind this: the load check compares the export with the
+    probe vectors that the model's files computed when they were hashed, so a digest
+    kept for files since replaced would serve their old model's vectors."""
     files = _model_files(model_path)
     if not files:
         raise EmbeddingRuntimeError(model_path, "the directory holds no model files")
     stat_sig = hashlib.sha256()
     for f in files:
-        st = f.stat()
-        stat_sig.update(f"{f.relative_to(model_path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        stat_sig.update(f"{f.relative_to(model_path)}\0{file_signature(f.stat())}\n".encode())
     stamp = cache_dir / "stamps" / stat_sig.hexdigest()
     with contextlib.suppress(OSError):
         known = stamp.read_text("ascii").strip()
@@ -189,6 +191,15 @@ def model_fingerprint(model_path: Path, cache_dir: Path) -> str:
         stamp.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(stamp, out.encode())
     return out
+
+
+def file_signature(st: os.stat_result) -> str:
+    """What tells a file's contents apart without reading them, for the digests and
+    checks remembered in the cache: size, mtime, inode and ctime. Not the mtime alone:
+    copies that keep it (`cp -p` onto the file, `rsync -a`'s rename, a restored backup)
+    put other bytes of the same size under the same mtime, but every write, rename or
+    `utime` sets the ctime, which nothing can set back."""
+    return f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_ctime_ns}"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -251,7 +262,7 @@ def check_key(out: Path, threads: int, graph: str = MODEL_FILE) -> str:
         parts.append(f"graph={graph}")
     for name in (graph, MANIFEST):
         st = (out / name).stat()
-        parts.append(f"{(out / name).resolve()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}")
+        parts.append(f"{(out / name).resolve()}\0{st.st_dev}\0{file_signature(st)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
