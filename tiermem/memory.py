@@ -61,6 +61,7 @@ from tiermem.tiers.models import (
     check_position,
     check_summary,
     check_text,
+    key_name,
     message_text,
     parse_message,
     stamped,
@@ -650,7 +651,7 @@ class Memory:
             self.hot.refresh(child)
         named = self.cold.name_of(child)
         if named is None:  # erased between the fork's commit and now
-            raise ConversationNotFound(new_id or child, _ns)
+            raise ConversationNotFound(new_id or key_name(child), _ns)
         return named[1]
 
     def prune(self, older_than: dt.timedelta | dt.datetime | float, *, namespace: str | None = None,

@@ -79,6 +79,7 @@ from tiermem.tiers.errors import (
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.lexical import BM25_K1, bm25_idf, bm25_top, query_words_terms, term_counts, total_length
 from tiermem.tiers.models import (
+    KEY_SEPARATOR,
     MAX_POSITION,
     MAX_TIMESTAMP,
     AppendResult,
@@ -86,6 +87,7 @@ from tiermem.tiers.models import (
     Message,
     StoredMessage,
     TurnRow,
+    key_name,
     loads_stored,
     search_text,
 )
@@ -174,8 +176,7 @@ FORK_ABANDONED_S = 3600.0
 REBUILD_BATCH_MESSAGES = 1000
 MAX_ROWID = 2**63 - 1  # SQLite's largest rowid: "every id above" as a bound
 # A conversation key that is not its name: name + KEY_SEPARATOR + KEY_SUFFIX_HEX hex digits
-# (`~` is outside the id alphabet, so such a key is never a name).
-KEY_SEPARATOR = "~"
+# (tiers.models.KEY_SEPARATOR: outside the id alphabet, so such a key is never a name).
 VEC0_MAX_K = 4096  # rows: the most one vec0 nearest-neighbour query returns
 KEY_SUFFIX_HEX = 16
 # conversations whose keyword statistics (turns, terms) `search_bm25` remembers: ~150
@@ -523,7 +524,7 @@ class ColdStore(SharedQueries):
         an erasure may have removed it since the caller resolved the key; keys are
         never reused, so a stale key can only miss, never reach another conversation)."""
         if c.execute("SELECT 1 FROM conversations WHERE id = ?", (key,)).fetchone() is None:
-            raise ConversationNotFound(key)
+            raise ConversationNotFound(key_name(key))
 
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
         """The keys of exactly `namespace`'s conversations (not those of namespaces
@@ -1316,7 +1317,7 @@ class ColdStore(SharedQueries):
         report = self._erase("SELECT id FROM conversations WHERE id = ?", (conversation_id,), reason="erase",
                              on_erased=on_erased)
         if not report.conversations:
-            raise ConversationNotFound(conversation_id)
+            raise ConversationNotFound(key_name(conversation_id))
         return report
 
     def delete_namespace(self, namespace: str, *, on_erased: Callable[[Sequence[str]], None] | None = None

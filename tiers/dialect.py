@@ -76,6 +76,7 @@ from tiermem.tiers.models import (
     canonical_role,
     check_stored_body,
     fold_lines_meta,
+    key_name,
     loads_stored,
 )
 from tiermem.tiers.search import fuse
@@ -352,7 +353,7 @@ class SharedQueries:
         or (when `namespace` is given) belongs to another namespace."""
         owner = self.namespace_of(conversation_id)
         if owner is None or (namespace is not None and owner != namespace):
-            raise ConversationNotFound(conversation_id, namespace)
+            raise ConversationNotFound(key_name(conversation_id), namespace)
         return owner
 
     def conversation(self, conversation_id: str) -> dict[str, Any] | None:
@@ -663,7 +664,7 @@ class SharedQueries:
                 "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?"),
                 (conversation_id,)).fetchone()[0]
             if last < 0:
-                raise ConversationNotFound(conversation_id)
+                raise ConversationNotFound(key_name(conversation_id))
             if not 0 <= position <= last:
                 raise PositionOutOfRange("position", position, int(last))
             c.execute(self.dialect.sql(
@@ -694,7 +695,7 @@ class SharedQueries:
         (namespace, name) of the child (`new_id`, or one made from the parent's name),
         that name free in the namespace."""
         if parent is None:
-            raise ConversationNotFound(conversation_id)
+            raise ConversationNotFound(key_name(conversation_id))
         namespace, parent_name, last = parent
         if not 0 <= up_to <= last:
             raise PositionOutOfRange("up_to", up_to, int(last))
@@ -774,7 +775,7 @@ class SharedQueries:
             last = c.execute(sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?"),
                              (conv,)).fetchone()[0]
             if last < 0:
-                raise ConversationNotFound(conv)
+                raise ConversationNotFound(key_name(conv))
             if end > last:
                 raise ValidationError("end_position", f"{end} is past the last position {last}")
             # the newest rows whose version is in range; an odd one (a version, range, count

@@ -43,6 +43,11 @@ __all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "MAX_STORED_JSON_DEPTH", "NAM
 # Unicode, no `/`, `{`, `}` or whitespace). The first character excludes `.` and `-` so
 # that an id is never `..` or an option-looking string.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
+# A conversation's internal key is its id, or (the id used before in the database: by
+# another namespace, or by an erased incarnation) the id + KEY_SEPARATOR + a random
+# suffix. `~` is outside ID_PATTERN, so a suffixed key is never an id and the id is
+# everything before it (`key_name`).
+KEY_SEPARATOR = "~"
 SESSION_MAX_CHARS = 128
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
@@ -239,6 +244,12 @@ def check_summary(value: object, max_bytes: int) -> str:
         # stored as text, not JSON: PostgreSQL refuses NUL in text, so both engines do
         raise ValidationError("summary", "must not contain NUL (U+0000) characters")
     return summary
+
+
+def key_name(key: str) -> str:
+    """The id a conversation key was issued for. What a caller is told names this, never
+    the key: a suffix says the id was used before, perhaps in another namespace."""
+    return key.split(KEY_SEPARATOR, 1)[0]
 
 
 def namespace_within(namespace: str, prefix: str) -> bool:

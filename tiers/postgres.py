@@ -130,6 +130,7 @@ from tiermem.tiers.models import (
     Message,
     StoredMessage,
     TurnRow,
+    key_name,
     loads_stored,
     search_text,
 )
@@ -981,7 +982,7 @@ class PostgresStore(SharedQueries):
     def _require_in(c: Conn, key: str) -> None:
         # FOR SHARE: an erasure of this key waits for the caller's transaction
         if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR SHARE", (key,)).fetchone() is None:
-            raise ConversationNotFound(key)
+            raise ConversationNotFound(key_name(key))
 
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
         return [r[0] for r in self._read(
@@ -1504,7 +1505,7 @@ class PostgresStore(SharedQueries):
                             on_erased: Callable[[Sequence[str]], None] | None = None) -> ErasureReport:
         report = self._erase("id = %s", (conversation_id,), reason="erase", on_erased=on_erased)
         if not report.conversations:
-            raise ConversationNotFound(conversation_id)
+            raise ConversationNotFound(key_name(conversation_id))
         return report
 
     def delete_namespace(self, namespace: str, *, on_erased: Callable[[Sequence[str]], None] | None = None
@@ -1802,7 +1803,7 @@ class PostgresStore(SharedQueries):
         # FOR UPDATE on the conversation row: two refreshers of one conversation take
         # turns, so the version numbers they compute never collide
         if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone() is None:
-            raise ConversationNotFound(conversation_id)
+            raise ConversationNotFound(key_name(conversation_id))
 
     def _drop_old_warm_folds(self, c: Conn, conversation_id: str, keep: int) -> None:
         # warm folds are the checkpoints whose metadata says so; IS JSON first, so a
