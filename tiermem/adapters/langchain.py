@@ -9,8 +9,13 @@ format has no field for goes in the row's metadata and comes back on read: the m
 LangChain id (`langchain_id`), a tool message's `status` when it is not "success"
 (`langchain_status`), and its `artifact` (`langchain_artifact`) when it is JSON and fits
 the store's `max_metadata_bytes` with the rest (else it is left out: the message is stored
-without it). A tool message's `name` is kept in the stored body. `clear()` appends a clear
-row (a read boundary): the log keeps everything.
+without it). A tool message's `name` is kept in the stored body. Content blocks a chat
+message of the role cannot carry (an AI message's reasoning, thinking or server-tool
+blocks, a tool result's images), which LangChain's conversion passes through and the
+store would refuse, are left out of the stored body; the message's LangChain content
+is kept whole in `langchain_content` and comes back on read, on the same terms as an
+artifact (left out when it does not fit: the message then reads back as stored).
+`clear()` appends a clear row (a read boundary): the log keeps everything.
 
 `memory` is a `Memory`, a `NamespacedMemory` or a `tiermem.client.Client` (a shared
 `tiermem serve`). A client reads the server's metadata limit (`Client.limits()`, once,
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -39,7 +44,7 @@ from langchain_core.messages import BaseMessage, convert_to_messages, convert_to
 
 from tiermem.adapters._common import MemoryLike, check_memory, clear, metadata_limit, visible
 from tiermem.tiers.errors import LimitExceeded, ValidationError
-from tiermem.tiers.formats import is_control, to_chat
+from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, to_chat
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
@@ -47,6 +52,8 @@ RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 METADATA_ID_KEY = "langchain_id"
 METADATA_STATUS_KEY = "langchain_status"
 METADATA_ARTIFACT_KEY = "langchain_artifact"
+# a message's LangChain content, kept when its chat form had to leave blocks out
+METADATA_CONTENT_KEY = "langchain_content"
 # how Memory and the service name a batch message's metadata they refuse
 _REFUSED_METADATA = re.compile(r"messages\[(\d+)\]\.metadata")
 
@@ -60,10 +67,21 @@ def _fits(value: object, limit: int | None) -> bool:
     return limit is None or size <= limit
 
 
-def to_openai(messages: Sequence[BaseMessage], *, max_metadata_bytes: int | None = None) -> list[dict[str, Any]]:
+def to_openai(messages: Sequence[BaseMessage], *,
+              max_metadata_bytes: int | Callable[[], int | None] | None = None) -> list[dict[str, Any]]:
     """LangChain messages as OpenAI chat messages, with what that format has no field
-    for (the id, a tool message's status and artifact) in the envelope metadata."""
+    for (the id, a tool message's status and artifact, content blocks its role cannot
+    carry) in the envelope metadata. `max_metadata_bytes` may be a function, asked once
+    and only when a message has an artifact or such blocks."""
     from langchain_core.messages import ToolMessage
+
+    limit_of = max_metadata_bytes if callable(max_metadata_bytes) else (lambda: max_metadata_bytes)
+    limit: list[int | None] = []  # asked at most once
+
+    def fits(value: dict[str, Any]) -> bool:
+        if not limit:
+            limit.append(limit_of())
+        return _fits(value, limit[0])
 
     out: list[dict[str, Any]] = []
     for m in messages:
@@ -71,10 +89,15 @@ def to_openai(messages: Sequence[BaseMessage], *, max_metadata_bytes: int | None
         meta: dict[str, Any] = {}
         if m.id:
             meta[METADATA_ID_KEY] = m.id
+        storable = _storable_parts(body)
+        if storable is not None:
+            body = storable
+            if fits({**meta, METADATA_CONTENT_KEY: m.content}):
+                meta[METADATA_CONTENT_KEY] = m.content
         if isinstance(m, ToolMessage):
             if m.status != "success":
                 meta[METADATA_STATUS_KEY] = m.status
-            if m.artifact is not None and _fits({**meta, METADATA_ARTIFACT_KEY: m.artifact}, max_metadata_bytes):
+            if m.artifact is not None and fits({**meta, METADATA_ARTIFACT_KEY: m.artifact}):
                 meta[METADATA_ARTIFACT_KEY] = m.artifact
         if meta:
             body["metadata"] = meta
@@ -82,36 +105,57 @@ def to_openai(messages: Sequence[BaseMessage], *, max_metadata_bytes: int | None
     return out
 
 
+def _storable_parts(body: dict[str, Any]) -> dict[str, Any] | None:
+    """`body` without the content blocks a chat message of its role cannot carry (an AI
+    message's reasoning, thinking or server tool blocks, a tool result's image), which
+    LangChain's conversion passes through and the store refuses; None when it has none.
+    Parts of the Responses API's types are left: such a message is stored as a Responses
+    item. With no part left the content is the empty text."""
+    role, content = body.get("role"), body.get("content")
+    if not isinstance(role, str) or role not in CHAT_PART_TYPES or not isinstance(content, list):
+        return None
+    allowed = CHAT_PART_TYPES[role] | RESPONSES_PART_TYPES
+    kept = [p for p in content if not (isinstance(p, dict) and isinstance(p.get("type"), str)
+                                       and p["type"] not in allowed)]
+    if len(kept) == len(content):
+        return None
+    return {**body, "content": kept or ""}
+
+
 def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence[BaseMessage]) -> list[int]:
-    """Append `messages` in one batch (`to_openai`); returns their positions. An artifact
-    is left out where the store's metadata limit refuses it: checked before sending where
-    this process knows the limit (`_common.metadata_limit`), else on the store's refusal
-    of that message's metadata (nothing written), after which the batch is sent again."""
-    # the limit bounds artifacts only: a batch without one never asks a client's server for it
-    with_artifact = any(getattr(m, "artifact", None) is not None for m in messages)
-    bodies = to_openai(messages, max_metadata_bytes=metadata_limit(memory) if with_artifact else None)
+    """Append `messages` in one batch (`to_openai`); returns their positions. An artifact,
+    or the LangChain content kept beside blocks the chat form cannot carry, is left out
+    where the store's metadata limit refuses it: checked before sending where this
+    process knows the limit (`_common.metadata_limit`), else on the store's refusal of
+    that message's metadata (nothing written), after which the batch is sent again."""
+    # asked only for a message that needs it: a plain batch never asks a client's server
+    bodies = to_openai(messages, max_metadata_bytes=lambda: metadata_limit(memory))
     while True:
         try:
             return memory.append_many(conversation_id, bodies)
         except ValidationError as exc:
-            i = _artifact_refused(exc, bodies)
-            if i is None:
+            refused = _optional_refused(exc, bodies)
+            if refused is None:
                 raise
-            meta = {k: v for k, v in bodies[i]["metadata"].items() if k != METADATA_ARTIFACT_KEY}
+            i, key = refused
+            meta = {k: v for k, v in bodies[i]["metadata"].items() if k != key}
             bodies[i] = {k: v for k, v in bodies[i].items() if k != "metadata"} | ({"metadata": meta} if meta else {})
 
 
-def _artifact_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> int | None:
-    """The batch index whose metadata `exc` refused for its size, when that metadata
-    holds an artifact to leave out (None: a refusal leaving it out cannot mend, or one a
-    local Memory raises too, such as nesting too deep: raised as it is)."""
+def _optional_refused(exc: ValidationError, bodies: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """The batch index whose metadata `exc` refused for its size and the optional key to
+    leave out of it (the artifact first, then the kept content), when it holds one (None:
+    a refusal leaving it out cannot mend, or one a local Memory raises too, such as
+    nesting too deep: raised as it is)."""
     if not isinstance(exc, LimitExceeded):
         return None
     match = _REFUSED_METADATA.fullmatch(exc.field)
     if match is None or not int(match.group(1)) < len(bodies):
         return None
     i = int(match.group(1))
-    return i if METADATA_ARTIFACT_KEY in (bodies[i].get("metadata") or {}) else None
+    meta = bodies[i].get("metadata") or {}
+    key = next((k for k in (METADATA_ARTIFACT_KEY, METADATA_CONTENT_KEY) if k in meta), None)
+    return None if key is None else (i, key)
 
 
 def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None = None, *,
@@ -172,13 +216,16 @@ def _to_message(chat: dict[str, Any]) -> list[BaseMessage]:
 
 
 def _restore(msg: BaseMessage, body: dict[str, Any], meta: dict[str, Any], lc_id: str | None) -> BaseMessage:
-    """Put back what the OpenAI wire form leaves out: the id, a tool message's name
-    (stored in the body, not sent), status and artifact (in metadata)."""
+    """Put back what the OpenAI wire form leaves out: the id, the content where blocks
+    had to be left out of the stored form, a tool message's name (stored in the body,
+    not sent), status and artifact (in metadata)."""
     from langchain_core.messages import ToolMessage
 
     update: dict[str, Any] = {}
     if lc_id:
         update["id"] = lc_id
+    if isinstance(meta.get(METADATA_CONTENT_KEY), str | list):
+        update["content"] = meta[METADATA_CONTENT_KEY]
     if isinstance(msg, ToolMessage):
         if isinstance(body.get("name"), str) and body.get("role") == "tool":
             update["name"] = body["name"]
