@@ -1129,7 +1129,11 @@ def model(state: CliState, as_json: bool) -> None:
                                            cache_dir=cfg.embedding_cache_dir)
     started = time.perf_counter()
     load = getattr(emb, "load", None)
-    runtime = load() if callable(load) else (emb.embed(["warm-up"]) is not None and "external")
+    if callable(load):
+        runtime = load()
+    else:  # the torch pipeline and embedders of the caller's own load on their first call
+        emb.embed(["warm-up"])
+        runtime = str(getattr(emb, "active_runtime", "external"))
     report: dict[str, Any] = {"runtime": runtime, "seconds": round(time.perf_counter() - started, 3),
                               "dim": emb.dim, "fallback_reason": getattr(emb, "load_error", None)}
     if runtime == "onnx":

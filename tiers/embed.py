@@ -435,6 +435,12 @@ class SentenceTransformerEmbedder(MemoAttributes):
             self._identity = directory_identity(self.model_path or bundled_model_path())
         return self._identity
 
+    @property
+    def active_runtime(self) -> str:
+        """"torch" or "unloaded", as `FastEmbedder.active_runtime` says it (what `stats()`,
+        `tiermem model` and `tiermem index` report)."""
+        return "torch" if self._model is not None else "unloaded"
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
