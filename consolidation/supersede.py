@@ -27,7 +27,8 @@ appends, batches, and the replay of ``rebuild``), over the cold store, the embed
 the turn classifier through their public methods. Its invariants:
 
 - Only assertions supersede. Only a user turn's assertive sentences (its questions
-  removed) can supersede; a question, small talk, a tool result or an assistant turn
+  removed; of a sentence that asserts and then asks after a comma, "my flight is on the
+  14th, can you rebook?", only the request) can supersede; a question, small talk, a tool result or an assistant turn
   never does. An attachment's bracketed description ("[image: a photo of ...]") asserts
   nothing: it neither supersedes nor is superseded. A cue word inside an idiom that
   revises nothing ("I'll never forget it", "from scratch", "drop by") is no cue, and
@@ -553,6 +554,16 @@ MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidenc
 ECHO_SHORT_WORDS = 4
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# A request or a check appended to an assertion after a comma ("Actually my flight is on the
+# 14th, can you rebook?", "make it 6 people, is that ok?"): the sentence asks, but what comes
+# before the comma asserts; without this the whole correction was dropped as a question and
+# the old value stayed current beside it
+_REQUEST_TAIL = re.compile(r",\s+(?:(?:can|could|would|will)\s+(?:you|we)|please|is\s+that\s+(?:ok|okay|alright|fine)"
+                           r"|does\s+that\s+work)\b[^,]*\?[\s\"')]*$", re.IGNORECASE)
+# ... unless what comes before asks itself ("Is my flight on the 12th, can you check?")
+_ASKING_HEAD = re.compile(r"^\W*(?:(?:actually|so|oh|ok|okay|well|and|but|now|sorry|wait)\W+)*"
+                          r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|did|can|could|"
+                          r"would|will|should|shall|may|might|have|has|had)\b", re.IGNORECASE)
 # Words that end what they name without replacing it ("forget the allergy thing").
 _RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
 # Idioms that hold a cue word and revise nothing ("I'll never forget it", "don't forget to
@@ -786,8 +797,22 @@ class Validity:
 
 
 def assertive_text(text: str) -> str:
-    """`text` without its questions: the sentences that can assert something."""
-    return " ".join(s for s in _SENTENCE.split(text.strip()) if s.strip() and not s.rstrip(" \"')").endswith("?"))
+    """`text` without its questions: the sentences that can assert something, and of a
+    sentence that asserts and then asks for something after a comma ("my flight is on the
+    14th, can you rebook?") what it asserts."""
+    return " ".join(a for s in _SENTENCE.split(text.strip()) if (a := _asserted(s)))
+
+
+def _asserted(sentence: str) -> str:
+    """What `sentence` asserts: all of it unless it asks; before a request after a comma
+    when that part does not ask itself; else nothing."""
+    if not sentence.strip():
+        return ""
+    if not sentence.rstrip(" \"')").endswith("?"):
+        return sentence
+    tail = _REQUEST_TAIL.search(sentence)
+    head = sentence[:tail.start()].strip() if tail else ""
+    return head if head and not _ASKING_HEAD.match(head) else ""
 
 
 def _entities(text: str) -> set[str]:
