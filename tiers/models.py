@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 import numpy as np
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import (
@@ -49,6 +50,8 @@ ID_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:@-]*$")
 # everything before it (`key_name`).
 KEY_SEPARATOR = "~"
 SESSION_MAX_CHARS = 128
+# The code points a session id may not hold (C0 controls and DEL), as its refusal names them
+SESSION_CONTROL_CHARS = "U+0000-U+001F, U+007F"
 MAX_TIMESTAMP = 253402300799.0  # 9999-12-31T23:59:59Z: the last instant a datetime can show
 # Above any position a conversation can reach (SQLite and Postgres integers are 64-bit):
 # the open end of a position range, and the largest position an API accepts.
@@ -261,6 +264,16 @@ def namespace_within(namespace: str, prefix: str) -> bool:
 ENVELOPE_FIELDS = ("session_id", "metadata", "created_at")
 
 
+def check_session_chars(value: str | None) -> str | None:
+    """A pydantic field validator of a session id: refuses control characters
+    (SESSION_CONTROL_CHARS). Its message is the problem alone: the error's location names
+    the field (`session_id: must not contain ...`)."""
+    if value is not None and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise PydanticCustomError("control_character",
+                                  f"must not contain control characters ({SESSION_CONTROL_CHARS})")
+    return value
+
+
 class Message(BaseModel):
     """One message as a caller sends it: a body in any format `tiers.formats` accepts
     (every Chat Completions message, every Responses input item), kept exactly as given,
@@ -280,11 +293,16 @@ class Message(BaseModel):
     created_at: float | None = Field(None, ge=0, le=MAX_TIMESTAMP, allow_inf_nan=False,
                                      description="unix seconds; default: now")
 
+    # a field validator, not the model's: its error is located at `session_id` (a model
+    # validator's is located at the whole message, which every way in then named `message`)
+    @field_validator("session_id")
+    @classmethod
+    def _session_chars(cls, value: str | None) -> str | None:
+        return check_session_chars(value)
+
     @model_validator(mode="after")
     def _shape(self) -> Message:
         check_body(self.body())
-        if self.session_id is not None and any(ord(c) < 32 or ord(c) == 127 for c in self.session_id):
-            raise ValueError("session_id must not contain control characters")
         return self
 
     @property

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tiermem.config import DEFAULT_MAX_ID_CHARS
 from tiermem.memory import (
@@ -35,9 +35,11 @@ from tiermem.tiers.models import (
     MAX_JSON_DEPTH,
     MAX_POSITION,
     MAX_TIMESTAMP,
+    SESSION_MAX_CHARS,
     ErasureReport,
     Message,
     StoredMessage,
+    check_session_chars,
 )
 from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, TIMEZONE_DOC
 
@@ -74,10 +76,9 @@ class MessageIn(Message):
 
     @model_validator(mode="after")
     def _shape(self) -> "MessageIn":
-        # the body is checked by Memory.append (tiers.formats), whose error names the field:
-        # a 422 whose loc points at it, not at the whole body
-        if self.session_id is not None and any(ord(c) < 32 or ord(c) == 127 for c in self.session_id):
-            raise ValueError("session_id must not contain control characters")
+        # overrides Message._shape, which checks the body: Memory.append checks it
+        # (tiers.formats), and its error names the field: a 422 whose loc points at it, not
+        # at the whole body. The session id's characters: Message's field validator
         return self
 
 
@@ -87,11 +88,14 @@ class BatchIn(BaseModel):
         "OpenAI-format messages; with `format: \"anthropic\"`, Anthropic MessageParams or replies, each "
         "stored as the OpenAI messages `from_anthropic` makes of it (its envelope fields on every one)"))
     session_id: str | None = Field(
-        None, min_length=1, max_length=128, description="applied to every message of the batch"
+        None, min_length=1, max_length=SESSION_MAX_CHARS, description="applied to every message of the batch"
     )
     format: MessageFormat = Field(OPENAI_FORMAT, description=(
         "the format of `messages`: `openai` (Chat Completions messages or Responses items) or `anthropic` "
         "(Messages API `{role, content}` params or whole replies, `id`/`model`/`usage` kept in metadata)"))
+
+    # refused here, located at the batch's own field (each message would name it as its own)
+    _session_chars = field_validator("session_id")(check_session_chars)
 
 
 class ContextIn(BaseModel):
