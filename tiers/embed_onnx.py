@@ -171,8 +171,9 @@ def model_fingerprint(model_path: Path, cache_dir: Path) -> str:
     probe vectors that the model's files computed when they were hashed, so a digest
     kept for files since replaced would serve their old model's vectors."""
     files = _model_files(model_path)
-    if not files:
-        raise EmbeddingRuntimeError(model_path, "the directory holds no model files")
+    if not files:  # an OSError, as for any unreadable file: `embedder_identity` leaves it to the load to say why
+        raise FileNotFoundError(f"embedding model directory {model_path} "
+                                f"{'holds no model files' if model_path.is_dir() else 'does not exist'}")
     stat_sig = hashlib.sha256()
     for f in files:
         stat_sig.update(f"{f.relative_to(model_path)}\0{file_signature(f.stat())}\n".encode())
