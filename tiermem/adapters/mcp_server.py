@@ -3,7 +3,7 @@
 Tools (each takes a conversation id; every call acts in one namespace): `append` a
 message (with an optional `idempotency_key`: called again with the same key and message,
 it stores nothing and answers the first position; `Memory.append_outcome`), `context` for a query under a token budget (with the plan's reasons),
-`history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument). `context` answers
+`history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument, checked after the id's own checks). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
 refuses comes back as a tool error whose text names the field, and nothing is written.
@@ -31,7 +31,7 @@ from pydantic import Field
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.tiers.errors import TiermemError, ValidationError
-from tiermem.tiers.models import MAX_IDEMPOTENCY_KEY_CHARS, MAX_POSITION
+from tiermem.tiers.models import MAX_IDEMPOTENCY_KEY_CHARS, MAX_POSITION, validate_id
 from tiermem.tiers.zones import TIMEZONE_DOC
 
 ANTHROPIC_FORMAT = "anthropic"
@@ -175,10 +175,15 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     def erase(ctx: Context, conversation_id: ConvId,
               confirm: Annotated[str, Field(description="the conversation_id again, to confirm the erasure")],
               ) -> dict[str, Any]:
+        mem = mem_of(ctx)
+        # the id's own checks first: the refusal below quotes it, and only a valid id is
+        # bounded (max_id_chars, at most MAX_ID_CHARS_LIMIT) and of the id alphabet; an
+        # invalid one was quoted whole, however long, and refused as the wrong field
+        guard("erase", validate_id, conversation_id, "conversation_id", mem.config.max_id_chars)
         if confirm != conversation_id:
             raise MemoryToolError(ValidationError(
                 "confirm", f"must repeat the conversation_id ({conversation_id!r}) to erase it; nothing was erased"))
-        report = guard("erase", mem_of(ctx).delete_conversation, conversation_id)
+        report = guard("erase", mem.delete_conversation, conversation_id)
         return {"erased": True, **report.tenant_json()}
 
     return server
