@@ -5,8 +5,10 @@ Invariants:
 - Migrations are an ordered, append-only list of small named functions; released steps
   are never edited (a change is a new step). Each runs in its own transaction under the
   write lock and bumps `PRAGMA user_version`, which records what has been applied.
-- A database newer than the code is refused before anything writes to it (its header is
-  read first, then `user_version` again under the lock) and is left untouched.
+- A database newer than the code is refused before anything writes to it or chmods it
+  (its header is read first; when a WAL is there, `user_version` through a read-only
+  connection, since a newer version may be only in the WAL; then again under the lock)
+  and is left untouched: the file and its WAL as they were.
 - The file is created 0600 before WAL mode exists, so the -wal and -shm sidecars get the
   same mode; `secure_delete` is on for every connection (erased text is overwritten).
 """
@@ -15,13 +17,14 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tiermem.tiers.errors import DriverUnavailable, SchemaTooNew, ValidationError
-from tiermem.tiers.files import create_private_file, database_writable, refuse_newer_header
+from tiermem.tiers.files import WAL_SUFFIXES, create_private_file, database_writable, refuse_newer_header
 from tiermem.tiers.statements import sqlite_migration
 from tiermem.tiers.store import VIEWS_BEHIND_SQL, VIEWS_SEQ_START, VIEWS_UNCHECKED
 
@@ -589,6 +592,7 @@ def connect(
 
         return connect_read_only(path, schema_version())
     refuse_newer_header(path, schema_version())
+    _refuse_newer_in_wal(path)
     created = _create_private_file(path)
     if not created and os.stat(path).st_mode & 0o077:  # an older tiermem's wider file: tighten it
         os.chmod(path, 0o600)  # before SQLite opens it and creates the WAL sidecars with its mode
@@ -620,6 +624,32 @@ def connect(
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
     return conn
+
+
+def _refuse_newer_in_wal(path: Path) -> None:
+    """Raise SchemaTooNew when a newer version is recorded only in the WAL (a newer
+    tiermem killed, or still running, since its migration), before anything chmods the
+    file or opens it for writing. The header does not show it, and a read-write
+    connection that finds it cannot leave untouched what it found: closing the last
+    connection checkpoints the WAL into the file and deletes the sidecars. A read-only
+    one writes neither (it may rebuild the -shm index, as any reader does)."""
+    wal = path.with_name(path.name + WAL_SUFFIXES[0])
+    try:
+        if wal.stat().st_size == 0:
+            return
+    except FileNotFoundError:
+        return
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
+    try:
+        probe = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            found = probe.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            probe.close()
+    except sqlite3.Error:
+        return  # unreadable here: the read-write connection's own check below still refuses
+    if found > schema_version():
+        raise SchemaTooNew(str(path), found, schema_version())
 
 
 def _switch_to_wal(conn: Connection, busy_timeout_ms: int) -> None:
