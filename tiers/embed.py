@@ -235,13 +235,14 @@ def embedder_identity(embedder: Embedder) -> str | None:
     return got if isinstance(got, str) and got else None
 
 
-def directory_identity(path: Path) -> str:
+def directory_identity(path: Path, cache_dir: Path | None = None) -> str:
     """A model directory's identity: `sha256:` and the digest of its files (names and
     contents; `tiers.embed_onnx.model_fingerprint`, remembered under the files' stat
-    signature in the default ONNX cache, so a start hashes nothing it hashed before)."""
+    signature in `cache_dir`, the ONNX cache (`embedding_cache_dir`, else the default),
+    so a start hashes nothing it hashed before and writes nowhere else)."""
     from tiermem.tiers.embed_onnx import default_cache_dir, model_fingerprint  # it imports this module
 
-    return "sha256:" + model_fingerprint(path, default_cache_dir())
+    return "sha256:" + model_fingerprint(path, cache_dir or default_cache_dir())
 
 
 def query_embedding(embedder: Embedder) -> Callable[[list[str]], np.ndarray]:
@@ -399,11 +400,12 @@ class SentenceTransformerEmbedder(MemoAttributes):
 
     `query_precision`: the dtype of `embed_query`'s few-text path. "auto" is bfloat16
     where the CPU has native bfloat16 arithmetic and float32 elsewhere; `embed` (what
-    gets stored) always runs in float32.
+    gets stored) always runs in float32. `cache_dir`: where `model_identity` remembers
+    the model's digest (`embedding_cache_dir`; None: the default ONNX cache).
     """
 
     def __init__(self, model_path: Path | None = None, *, batch_size: int = 64, dim: int = DEFAULT_EMBED_DIM,
-                 query_precision: str = "auto"):
+                 query_precision: str = "auto", cache_dir: Path | None = None):
         if query_precision not in QUERY_PRECISIONS:
             raise ValueError(f"query_precision must be one of {', '.join(QUERY_PRECISIONS)}, not {query_precision!r}")
         self.model_path = Path(model_path) if model_path is not None else None
@@ -412,6 +414,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
         # the load sets what the model says
         self.dim = (model_dimension(self.model_path) or dim) if self.model_path is not None else dim
         self.query_precision = query_precision
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._model: Any = None
         self._identity: str | None = None
         self._query_model: Any = None
@@ -432,7 +435,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
     def model_identity(self) -> str:
         """What the stored vectors are recorded as coming from (see `Embedder`)."""
         if self._identity is None:
-            self._identity = directory_identity(self.model_path or bundled_model_path())
+            self._identity = directory_identity(self.model_path or bundled_model_path(), self.cache_dir)
         return self._identity
 
     @property

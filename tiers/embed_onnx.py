@@ -787,7 +787,7 @@ class FastEmbedder(MemoAttributes):
                                 self.load_error)
                     self._fallback = SentenceTransformerEmbedder(
                         self.model_path, batch_size=self.batch_size, dim=self.dim,
-                        query_precision=self.query_precision)
+                        query_precision=self.query_precision, cache_dir=self.cache_dir)
         if self._fallback is not None:
             self._fallback._load()
             self.dim = self._fallback.dim
@@ -954,7 +954,8 @@ def build_embedder(model_path: Path | None = None, *, runtime: str = "auto", bat
     if runtime not in RUNTIMES:
         raise ValueError(f"embedding_runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     if runtime == "torch":
-        return SentenceTransformerEmbedder(model_path, batch_size=batch_size, query_precision=query_precision)
+        return SentenceTransformerEmbedder(model_path, batch_size=batch_size, query_precision=query_precision,
+                                           cache_dir=cache_dir)
     return FastEmbedder(model_path, batch_size=batch_size, runtime=runtime, cache_dir=cache_dir,
                         query_precision=query_precision)
 
