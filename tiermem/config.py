@@ -167,15 +167,7 @@ class _Sectioned(PydanticBaseSettingsSource):
             raw = {**self.inner(), **raw}
         out = config_sections.flatten(raw, local)
         if self.env:
-            for k, v in config_sections.flatten(config_sections.env_sections(), local).items():
-                if isinstance(v, dict) and isinstance(out.get(k), dict):
-                    out[k] = {**out[k], **v}
-                elif k in out:
-                    name = config_sections.dotted_name(k)
-                    raise ValueError(f"{k} is set twice in env: as {ENV_PREFIX}{k.upper()} and as "
-                                     f"{ENV_PREFIX}{name.replace('.', ENV_NESTED).upper()}; give it once")
-                else:
-                    out[k] = v
+            _merge_env_spellings(out, config_sections.flatten(config_sections.env_sections(), local))
         state = _origins.get()
         if state is not None:
             origins, seen = state
@@ -185,6 +177,33 @@ class _Sectioned(PydanticBaseSettingsSource):
                     if k in local:
                         origins[k] = local[k]
         return out
+
+
+def _merge_env_spellings(flat: dict[str, Any], sectioned: dict[str, Any], path: tuple[str, ...] = ()) -> None:
+    """Merge the settings env gives in sections into those it gives by their flat names,
+    at every depth: `TIERMEM_SLICE_SHARES__DEFAULT__PINNED` and
+    `TIERMEM_PLANNER__SLICE_SHARES__DEFAULT__TAIL` both count (merged one level deep, the
+    second's class table replaced the first's). A leaf set both ways is a ValueError naming
+    both variables."""
+    for k, v in sectioned.items():
+        here = (*path, str(k))
+        if isinstance(v, dict) and isinstance(flat.get(k), dict):
+            _merge_env_spellings(flat[k], v, here)
+        elif k in flat:
+            flat_name, section_name = _env_given(here, sectioned=False), _env_given(here, sectioned=True)
+            raise ValueError(f"{'.'.join(here)} is set twice in env: as {flat_name} and as {section_name}; "
+                             "give it once")
+        else:
+            flat[k] = v
+
+
+def _env_given(parts: tuple[str, ...], *, sectioned: bool) -> str:
+    """The variable of env that sets the leaf `parts` (its own, or a table above it given as
+    JSON) in one spelling: the flat one or the sectioned one."""
+    env = {k.upper() for k in os.environ}
+    head = config_sections.dotted_name(parts[0]).split(".") if sectioned else [parts[0]]
+    names = [ENV_PREFIX + ENV_NESTED.join([*head, *parts[1:i]]).upper() for i in range(len(parts), 0, -1)]
+    return next((n for n in names if n in env), names[0])
 
 
 def _env_setting_names() -> list[str]:
