@@ -747,6 +747,10 @@ def explain_sources(
             # flat or sectioned
             names = config_sections.env_names(parts)
             hit = next((n for n in names if n in env), None)
+            if hit is None:
+                # a row that is a whole table (layer_shares, auth_tokens) is also set by a
+                # variable naming one of its keys: TIERMEM_LAYER_SHARES__TAIL
+                hit = next((n for n in sorted(env) if any(n.startswith(m + ENV_NESTED) for m in names)), None)
             if hit is not None:
                 source = f"env {hit}"
             elif _nested_get(toml, parts):
