@@ -28,7 +28,8 @@ Invariants:
 - **Bulk.** A call with many texts tokenizes them once, sorts them by token count and
   cuts batches of at most `batch_size` texts and `BULK_MAX_TOKENS` padded tokens, run by
   `workers` threads on one session with one intra-op thread each; the vectors are those
-  of one text per call (padding is masked), in the caller's order.
+  of one text per call (padding is masked), in the caller's order. Every pool of
+  threads is sized or bounded by `usable_cpus`: the affinity mask and the CPU quota.
 - **Queries.** One query at a time runs a second session (two threads, where a core is
   spare) of a fused copy of the export (`QUERY_MODEL_FILE`, made once beside it and probe
   checked like it): its vectors are within MIN_COSINE of the stored ones and are never
@@ -345,7 +346,7 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
             "probes": list(PROBES),
             "reference": want.astype(float).tolist(),
         }
-        session = OnnxSession(model_path, Path(tmp), manifest)
+        session = OnnxSession(model_path, Path(tmp), manifest, threads=omp_threads() or usable_cpus())
         got = session.run(list(PROBES))
         worst = float(_cosines(got, want).min())
         if worst < MIN_COSINE:
@@ -470,7 +471,8 @@ def ensure_query_graph(model_path: Path, out: Path, cache_dir: Path) -> Path:
 class OnnxSession:
     """One onnxruntime session and its tokenizer; `run(texts)` computes the vectors.
 
-    `threads` None: `OMP_NUM_THREADS` if set, else onnxruntime's default (one per core).
+    `threads` None: `OMP_NUM_THREADS` if set, else onnxruntime's default (one per
+    physical core, blind to a CPU quota: the runtime's own sessions all say how many).
     `spinning`: idle pool threads spin between operators instead of sleeping (faster
     for back-to-back bulk batches, wasteful on a request path that idles between calls).
     `spin_within_run`: they spin between one run's operators only, and stop when it ends
@@ -491,8 +493,7 @@ class OnnxSession:
         self.pad_id = int(manifest["pad_id"])
         opts = ort.SessionOptions()
         if threads is None:
-            env = os.environ.get("OMP_NUM_THREADS", "")
-            threads = int(env) if env.isdigit() and int(env) > 0 else None
+            threads = omp_threads()
         if threads is not None:
             opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -643,6 +644,12 @@ def window_others(window_s: float, busy_s: float, own_s: float) -> float:
     return max(0.0, busy_s - own_s) / window_s
 
 
+# Where the cgroup file systems are mounted (a CPU quota is read there: `usable_cpus`),
+# the file that names this process's cgroups, and the names cgroup v1's CPU controller is
+# mounted under (alone, or joined with cpuacct as systemd and Docker mount it).
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SELF_CGROUP = Path("/proc/self/cgroup")
+CGROUP_V1_CPU_MOUNTS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 # per thread, `last`: its last reading's (monotonic time, busy CPU seconds of the usable
 # CPUs, the thread's CPU seconds, others' cores then); gone with the thread
 _reading = threading.local()
@@ -691,12 +698,83 @@ def load_average_others() -> float:
         return math.inf
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, else the machine's count)."""
+def omp_threads() -> int | None:
+    """The intra-op thread count `OMP_NUM_THREADS` asks for (None: unset or not a count)."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    return int(env) if env.isdigit() and int(env) > 0 else None
+
+
+def usable_cpus(cgroup_root: Path | None = None) -> int:
+    """CPUs this process may use: those it may run on (its affinity mask, else the
+    machine's count), fewer where its cgroup's CPU quota allows less (`cpu_quota`, read
+    under `cgroup_root`, default CGROUP_ROOT). What sizes every pool of embedding
+    threads: a container started with `--cpus=1` on a 16-CPU host has 16 CPUs in its
+    mask but one CPU's time, which 16 threads would share, thrashing."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    quota = cpu_quota(CGROUP_ROOT if cgroup_root is None else cgroup_root)
+    return cpus if quota is None else min(cpus, quota)
+
+
+def cpu_quota(cgroup_root: Path, self_cgroup: Path = SELF_CGROUP) -> int | None:
+    """The CPUs' worth of time this process's cgroups allow it (`docker --cpus`, a
+    Kubernetes CPU limit): quota / period rounded up, at least 1; None where no quota is
+    set ("max", -1) or none can be read (no cgroup file system, not Linux). cgroup v2's
+    `cpu.max` first, then v1's `cpu.cfs_quota_us` / `cpu.cfs_period_us`, in the cgroup
+    `self_cgroup` names (/proc/self/cgroup) and in each above it, up to `cgroup_root`:
+    a parent's quota bounds its children's, so the tightest applies. (Walking up also
+    finds a container's own quota where its cgroup's path is the host's but its mount
+    shows the container's cgroup at the top.)"""
+    v2_path, v1_path = "/", "/"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in self_cgroup.read_text("utf-8").splitlines():
+            ident, _, rest = line.partition(":")
+            controllers, _, path = rest.partition(":")
+            if ident == "0" and controllers == "":
+                v2_path = path
+            elif "cpu" in controllers.split(","):
+                v1_path = path
+    v2 = [_cpu_max(d / "cpu.max") for d in _cgroup_chain(cgroup_root, v2_path)]
+    found = [q for q in v2 if q is not None]
+    if not found:
+        for mount in CGROUP_V1_CPU_MOUNTS:
+            if (cgroup_root / mount).is_dir():
+                found = [q for q in (_cfs_quota(d) for d in _cgroup_chain(cgroup_root / mount, v1_path))
+                         if q is not None]
+                break
+    return min(found) if found else None
+
+
+def _cgroup_chain(mount: Path, path: str) -> list[Path]:
+    """The directories of cgroup `path` under `mount` and of each cgroup above it."""
+    parts = [p for p in path.split("/") if p and p not in (".", "..")]
+    return [mount.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
+
+
+def _quota_cpus(quota_us: int, period_us: int) -> int | None:
+    if quota_us < 0 or period_us <= 0:  # -1: no quota (v1)
+        return None
+    return max(1, math.ceil(quota_us / period_us))
+
+
+def _cpu_max(path: Path) -> int | None:
+    """cgroup v2's `cpu.max` ("$QUOTA $PERIOD" in microseconds, "max" for no quota)."""
+    try:
+        quota, period = path.read_text("ascii").split()
+        return None if quota == "max" else _quota_cpus(int(quota), int(period))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _cfs_quota(cgroup: Path) -> int | None:
+    """cgroup v1's CFS quota of the cgroup directory `cgroup` (-1: none)."""
+    try:
+        return _quota_cpus(int((cgroup / "cpu.cfs_quota_us").read_text("ascii")),
+                           int((cgroup / "cpu.cfs_period_us").read_text("ascii")))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def runtime_available() -> bool:
@@ -804,8 +882,7 @@ class FastEmbedder(MemoAttributes):
         manifest = json.loads((out / MANIFEST).read_text("utf-8"))
         if manifest.get("export_version") != EXPORT_VERSION or list(manifest.get("probes", [])) != list(PROBES):
             raise EmbeddingRuntimeError(path, f"cache {out} was written by another version")
-        env = os.environ.get("OMP_NUM_THREADS", "")
-        threads = int(env) if env.isdigit() and int(env) > 0 else SESSION_THREADS
+        threads = omp_threads() or SESSION_THREADS
         session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
         self._opened = (path, out, manifest, cache_dir)
         self.dim = int(manifest["dim"])
