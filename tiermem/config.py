@@ -750,7 +750,8 @@ def explain_sources(
             if hit is None:
                 # a row that is a whole table (layer_shares, auth_tokens) is also set by a
                 # variable naming one of its keys: TIERMEM_LAYER_SHARES__TAIL
-                hit = next((n for n in sorted(env) if any(n.startswith(m + ENV_NESTED) for m in names)), None)
+                own = names[:2] if config_sections.dotted_name(parts[0]) != parts[0] else names[:1]
+                hit = next((n for n in sorted(env) if any(n.startswith(m + ENV_NESTED) for m in own)), None)
             if hit is not None:
                 source = f"env {hit}"
             elif _nested_get(toml, parts):
