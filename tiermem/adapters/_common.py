@@ -77,6 +77,11 @@ if TYPE_CHECKING:
 LocalMemory = Union["Memory", "NamespacedMemory"]
 HISTORY_PAGE = 2000  # rows per history() read while building a view
 POPPED_FROM_KEY = "tiermem_popped_from"  # metadata of the items a pop of a multi-item row put back
+# The LangChain adapters' metadata keys (tiermem.adapters.langchain), here so that a pop
+# knows them without importing LangChain: the message's LangChain id, and its LangChain
+# content where the stored form had to leave blocks out
+LANGCHAIN_ID_KEY = "langchain_id"
+LANGCHAIN_CONTENT_KEY = "langchain_content"
 
 _locks_guard = threading.Lock()
 _locks: weakref.WeakKeyDictionary[object, dict[tuple[str | None, str], threading.Lock]] = weakref.WeakKeyDictionary()
@@ -178,13 +183,35 @@ def _lost(mem: MemoryLike, conversation_id: str, target: int, mine: int) -> bool
     return False
 
 
+def put_back_metadata(row: StoredMessage, *, first: bool) -> dict[str, Any]:
+    """The metadata of an item a pop of `row` puts back (`retract_latest`): the row's, and
+    `POPPED_FROM_KEY`. The items put back are a prefix of the row's message (the popped one
+    is its last), which readers read as that message again (the first item opening it), so:
+    - the keys that stand for the message once go on the first item only: its LangChain
+      id (on two items LangChain reads two messages with one id, which LangGraph merges),
+      its Anthropic thinking (restored on every item, it went back twice in one turn) and
+      reply fields;
+    - the keys that hold or index the whole message's content are left out: its LangChain
+      content (it holds the popped call's block too, which would come back with the first
+      item), the Anthropic extras and block order (their indexes count the whole message's
+      blocks; on an item they would land on another block);
+    - every other key (the caller's) goes on every item."""
+    from tiermem.adapters.anthropic import EXTRA_KEY, ORDER_KEY, REPLY_KEY, THINKING_KEY
+
+    once = {LANGCHAIN_ID_KEY, THINKING_KEY, REPLY_KEY}
+    left_out = {LANGCHAIN_CONTENT_KEY, EXTRA_KEY, ORDER_KEY}
+    kept = {k: v for k, v in (row.metadata or {}).items() if k not in left_out and (first or k not in once)}
+    return {**kept, POPPED_FROM_KEY: row.position}
+
+
 def retract_latest(mem: MemoryLike, conversation_id: str) -> dict[str, Any] | None:
     """Pop the session's latest Responses item; returns it (None: the session is empty).
 
     The row holding the item is hidden by a retraction row. When that row converts to
     several items (a chat assistant turn with text and tool calls), the items before the
     popped one are appended again after the retraction, in the same batch, so the view
-    loses exactly one item; the re-appended rows carry `POPPED_FROM_KEY` in their metadata.
+    loses exactly one item; the re-appended rows carry `POPPED_FROM_KEY` and the row's
+    metadata (`put_back_metadata`).
 
     Serialised per conversation within the process (`conversation_lock`). Across
     processes the log decides: a pop whose retraction follows another hiding the same
@@ -198,7 +225,8 @@ def retract_latest(mem: MemoryLike, conversation_id: str) -> dict[str, Any] | No
                 return None
             target, items = rows[-1]
             batch: list[dict[str, Any]] = [{"type": RETRACT_TYPE, "position": target.position}]
-            batch += [{**item, "metadata": {POPPED_FROM_KEY: target.position}} for item in items[:-1]]
+            batch += [{**item, "metadata": put_back_metadata(target, first=i == 0)}
+                      for i, item in enumerate(items[:-1])]
             positions = mem.append_many(conversation_id, batch)
             if not _lost(mem, conversation_id, target.position, positions[0]):
                 return items[-1]

@@ -42,18 +42,26 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
 
-from tiermem.adapters._common import MemoryLike, check_memory, clear, metadata_limit, visible
+from tiermem.adapters._common import (
+    LANGCHAIN_CONTENT_KEY,
+    LANGCHAIN_ID_KEY,
+    MemoryLike,
+    check_memory,
+    clear,
+    metadata_limit,
+    visible,
+)
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, to_chat
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
 
-METADATA_ID_KEY = "langchain_id"
+METADATA_ID_KEY = LANGCHAIN_ID_KEY
 METADATA_STATUS_KEY = "langchain_status"
 METADATA_ARTIFACT_KEY = "langchain_artifact"
 # a message's LangChain content, kept when its chat form had to leave blocks out
-METADATA_CONTENT_KEY = "langchain_content"
+METADATA_CONTENT_KEY = LANGCHAIN_CONTENT_KEY
 # how Memory and the service name a batch message's metadata they refuse
 _REFUSED_METADATA = re.compile(r"messages\[(\d+)\]\.metadata")
 
