@@ -422,9 +422,10 @@ class ColdStore(SharedQueries):
         """One write transaction (BEGIN IMMEDIATE) under the store's lock."""
         return self._tx()
 
-    def ensure_vector_width(self, dim: int) -> None:
-        """Make the vector table `dim` wide (a new width empties it, as a new embedder does)."""
-        self._ensure_vec_table(dim)
+    def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
+        """Make the vector table `dim` wide (a new width empties it, as a new embedder does),
+        its vectors recorded as `model`'s (another model than recorded empties it too)."""
+        self._ensure_vec_table(dim, model)
 
     def _read_vec_dim(self) -> int | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()

@@ -8,7 +8,8 @@ message (position, role, body text byte for byte, session, metadata, created_at)
 index with its labels, exact token counts, content hashes and supersessions, the vectors,
 checkpoints, explicit pins, stored plans, warm summaries (every version) and their refresh
 errors, and the idempotency keys of its appends (a retry after the move is still answered
-from them). And for the whole store: every key ever issued (`conversation_keys`, so the target
+from them). With the vectors, the identity of the model they come from (meta `vec_model`):
+the target re-embeds them when another model opens it, as the source would. And for the whole store: every key ever issued (`conversation_keys`, so the target
 never hands out a key of an erased conversation), the tombstones and pending Redis purges.
 The full-text rows are recomputed from the bodies (each engine has its own index format).
 Internal message ids are the target's own (its sequence); the target keeps its own
@@ -39,7 +40,7 @@ Invariants:
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
   there), the source itself, a row of the user's data the target cannot store (PostgreSQL
   text holds no NUL; derived text has a space in its place, above),
-  vectors of another width than the target's. A target schema or file this run created
+  vectors of another width than the target's, or of another recorded model. A target schema or file this run created
   is removed again when it refuses.
 - Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
   the first transaction, with every key and tombstone. A rerun into it copies only the
@@ -75,7 +76,7 @@ from tiermem.tiers.dialect import without_nul
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
-from tiermem.tiers.schema import SCOPE_SQL, VEC_TABLE
+from tiermem.tiers.schema import SCOPE_SQL, VEC_MODEL_KEY, VEC_TABLE
 from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
 
@@ -331,6 +332,10 @@ class _Side:
         v = self.meta(c, "vec_dim")
         return int(v) if v is not None else None
 
+    def vec_model(self, c: Conn) -> str | None:
+        """The identity of the model the stored vectors come from (None: unrecorded)."""
+        return self.meta(c, VEC_MODEL_KEY)
+
     def has_vectors(self, c: Conn) -> bool:
         if self.postgres:
             return bool(self.q(c, "SELECT 1 FROM messages_vec LIMIT 1"))
@@ -476,8 +481,8 @@ class _Side:
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
 
-    def ensure_vec_dim(self, dim: int) -> None:
-        self.store.ensure_vector_width(dim)
+    def ensure_vec_dim(self, dim: int, model: str | None) -> None:
+        self.store.ensure_vector_width(dim, model)
 
 
 def record_digest(rec: Record) -> str:
@@ -541,6 +546,7 @@ class _Plan:
     source_uuid: str
     todo: list[str]  # keys to copy
     dim: int | None
+    model: str | None  # whose vectors they are (meta vec_model), carried with them
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
@@ -550,6 +556,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         src_convs = src.conversations(sc)
         src_keys = {k for k, _ in src.keys(sc)}
         dim = src.vec_dim(sc) if src.has_vectors(sc) else None
+        model = src.vec_model(sc) if dim is not None else None
         if dst.postgres:
             bad = src.unstorable_in_postgres(sc)
             if bad:
@@ -561,6 +568,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         dst_keys = {k for k, _ in dst.keys(dc)}
         stones = dst.tombstones(dc)
         dst_dim = dst.vec_dim(dc) if dst.has_vectors(dc) else None
+        dst_model = dst.vec_model(dc) if dst_dim is not None else None
     report.resumed = marker == source_uuid
     if marker is not None and marker != source_uuid and not into_non_empty:
         raise MigrationRefused(dst.label, f"it holds a copy of another store ({marker}); pass --into-non-empty "
@@ -571,6 +579,9 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                                f"{len(stones)} tombstones); pass --into-non-empty to merge into it")
     if dim is not None and dst_dim is not None and dim != dst_dim:
         raise MigrationRefused(dst.label, f"its vectors are {dst_dim}-dimensional, the source's {dim}")
+    if dim is not None and dst_dim is not None and None not in (model, dst_model) and model != dst_model:
+        # merged, one model's vectors would be scored against the other's queries
+        raise MigrationRefused(dst.label, f"its vectors come from model {dst_model}, the source's from {model}")
     by_key = {k: (ns, n) for k, ns, n in dst_convs}
     names = {(ns, n): k for k, ns, n in dst_convs}
     todo: list[str] = []
@@ -599,7 +610,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         todo.append(key)
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
-    return _Plan(source_uuid, todo, dim)
+    return _Plan(source_uuid, todo, dim, model)
 
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
@@ -609,7 +620,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
     with src.read() as sc:
         keys, stones, purges = src.keys(sc), src.tombstones(sc), src.purges(sc)
     if plan.dim is not None:
-        dst.ensure_vec_dim(plan.dim)
+        dst.ensure_vec_dim(plan.dim, plan.model)
     with dst.read() as c:
         have_keys = {k for k, _ in dst.keys(c)}
         have_stones = {_digest(s) for s in dst.tombstones(c)}

@@ -899,9 +899,10 @@ class PostgresStore(SharedQueries):
         """One write transaction on one pooled connection."""
         return self._tx()
 
-    def ensure_vector_width(self, dim: int) -> None:
-        """Make the vectors `dim` wide (a new width empties them, as a new embedder does)."""
-        self._ensure_vec_dim(dim)
+    def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
+        """Make the vectors `dim` wide (a new width empties them, as a new embedder does),
+        recorded as `model`'s (another model than recorded empties them too)."""
+        self._ensure_vec_dim(dim, model)
 
     def _migrate(self) -> int:
         supported = schema_version()

@@ -700,9 +700,10 @@ class SqlAccess(Protocol):
         """One write transaction: committed when the block ends, rolled back if it raises."""
         ...
 
-    def ensure_vector_width(self, dim: int) -> None:
-        """Make the vector index `dim` wide; a different width than stored drops the
-        derived vectors and marks every turn for re-embedding."""
+    def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
+        """Make the vector index `dim` wide, its vectors recorded as `model`'s (the
+        embedder's `model_identity()`; None: unrecorded); a different width or recorded
+        model than stored drops the derived vectors and marks every turn for re-embedding."""
         ...
 
 
