@@ -342,6 +342,10 @@ class Config(BaseSettings):
                     loc = (loc[0], TOKEN_PLACEHOLDER, *loc[2:])
                 if loc and loc[0] in origins:
                     loc = (*origins[str(loc[0])].split("."), *loc[1:])
+                if "url" not in e:  # a custom error (ours: no pydantic page): its type is only a name
+                    details.append({"type": PydanticCustomError(e["type"], e["msg"]), "loc": loc,
+                                    "input": e.get("input")})
+                    continue
                 details.append({"type": e["type"], "loc": loc, "input": e.get("input"),
                                 **({"ctx": e["ctx"]} if "ctx" in e else {})})
             raise ValidationError.from_exception_data(exc.title, details, hide_input=True) from None
@@ -357,6 +361,19 @@ class Config(BaseSettings):
             if not upper.startswith(ENV_PREFIX) or upper in NON_SETTING_ENV or upper == self.llm_api_key_env.upper():
                 continue
             parts = [p.lower() for p in upper[len(ENV_PREFIX):].split(ENV_NESTED)]
+            field, rest = ((parts[0], parts[1:]) if parts[0] in type(self).model_fields
+                           else (config_sections.SECTIONS.get(parts[0], {}).get(parts[1], ""), parts[2:])
+                           if len(parts) > 1 else ("", []))
+            if field in SECRET_KEYED_FIELDS and rest:
+                # TIERMEM_AUTH_TOKENS__<token>: env names are read case-insensitively, so the
+                # token was lower-cased (a client sending it as written was refused, and its
+                # letters' case added nothing to guess); the error names neither
+                errors.append({"type": PydanticCustomError(
+                    "token_in_env_name", "a bearer token cannot be given in a variable's name (env names are "
+                    "case-insensitive: it would be read lower-cased); give the whole table as JSON in "
+                    "{name}", {"name": f"{ENV_PREFIX}{field.upper()}"}),
+                    "loc": (field, TOKEN_PLACEHOLDER), "input": None})
+                continue
             if all(parts) and (parts[0] in type(self).model_fields
                                or (parts[0] in config_sections.SECTIONS and len(parts) > 1)):
                 continue  # a setting: its value is checked where it is read
