@@ -549,11 +549,12 @@ class Config(BaseSettings):
         merged.update(v)
         return merged
 
-    @field_validator("data_dir", "embedding_cache_dir", mode="before")
+    @field_validator("data_dir", "embedding_cache_dir", "embedding_model", mode="before")
     @classmethod
     def _directory_path(cls, v: Any) -> Any:
         # before the str becomes a Path: Path("") is ".", which put the database in whatever
-        # directory the process ran in; a NUL failed later as "embedded null byte", naming nothing
+        # directory the process ran in (and loaded it as the model); a NUL failed later as
+        # "embedded null byte", naming nothing
         if isinstance(v, str | bytes | os.PathLike):
             text = os.fsdecode(v)
             if not text.strip():
