@@ -16,7 +16,9 @@ same contexts planned as over the server's Memory.
 "Already stored" is read from the log, not remembered: each sync first reads the rows
 appended since its last read (by this instance, another one, or another process), so
 several instances on one conversation (workers sharing a checkpointer) store each message
-once. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
+once. The read starts at the last row read before: when that row is gone or another, the
+conversation was erased since (and maybe begun again, longer or not), and the whole log
+is read anew. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
 two processes that both append a message in the same instant leave it twice in the log,
 and the later copy is hidden at once by a retraction row (the first by position wins),
 so views and contexts show it once while `history()` keeps both.
@@ -37,10 +39,17 @@ from tiermem.adapters._common import (
     log_pages,
 )
 from tiermem.adapters.langchain import METADATA_ID_KEY, append_messages, to_langchain, to_openai
-from tiermem.tiers.errors import ConversationNotFound
 from tiermem.tiers.formats import RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
+
+
+def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
+    """Whether two reads of a position are one row: its incarnation's rows never change,
+    and another incarnation's row there differs in its time of writing at least (an
+    import of an export of this log is the one exception, and holds the same rows)."""
+    return (a.position, a.created_at, a.session_id, a.body, a.metadata) == \
+        (b.position, b.created_at, b.session_id, b.body, b.metadata)
 
 
 class ConversationSync:
@@ -55,26 +64,32 @@ class ConversationSync:
         # refused here, not at the first model call mid-run
         self.timezone = optional_timezone(timezone)
         self._seen: dict[str, int] = {}  # LangChain id -> the first position holding it
-        self._after: int | None = None  # the last position read into _seen
+        self._last: StoredMessage | None = None  # the last row read into _seen
 
     def _load_seen(self) -> list[StoredMessage]:
-        """Note the ids of the rows appended since the last read; returns those rows."""
-        rows = log_pages(self.memory, self.conversation_id, after=self._after)
-        if not rows and self._after is not None and not self._still_there(self._after):
-            self._seen, self._after = {}, None  # erased (and maybe begun again): read it anew
-            rows = log_pages(self.memory, self.conversation_id)
+        """Note the ids of the rows appended since the last read; returns those rows.
+
+        The read starts at the last row read before, which must come back the same: rows
+        never change, so a different row there (or none) means the conversation was
+        erased since, and maybe begun again, longer or not, by another instance or
+        process; `_seen` then belongs to the gone incarnation and the log is read anew.
+        (Only "nothing after the last position" was noticed: a conversation begun again
+        longer left its rows at or below that position unread, and their messages were
+        stored twice.)"""
+        last = self._last
+        rows = log_pages(self.memory, self.conversation_id, after=None if last is None else last.position - 1)
+        if last is not None:
+            if rows and _same_row(rows[0], last):
+                rows = rows[1:]
+            else:
+                self._seen, self._last = {}, None
+                rows = log_pages(self.memory, self.conversation_id)
         for m in rows:
             lc_id = (m.metadata or {}).get(METADATA_ID_KEY)
             if lc_id:
                 self._seen.setdefault(str(lc_id), m.position)
-            self._after = m.position
+            self._last = m
         return rows
-
-    def _still_there(self, position: int) -> bool:
-        try:
-            return bool(self.memory.history(self.conversation_id, after=position - 1, limit=1))
-        except ConversationNotFound:
-            return False
 
     def sync(self, messages: Sequence[BaseMessage]) -> int:
         """Append the messages not stored yet (all of those without an id); returns how many."""
