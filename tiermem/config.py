@@ -562,6 +562,15 @@ class Config(BaseSettings):
                                  "say '.')")
             if "\x00" in text:
                 raise ValueError("must not contain a NUL byte")
+            if text.startswith("~"):
+                # a file or env value is not read by a shell: "~/tm" was a directory named "~" in
+                # the working directory for the log, while the embedded Redis (which expands it)
+                # went to $HOME/tm, so each working directory had a log of its own
+                expanded = os.path.expanduser(text)
+                if expanded.startswith("~"):
+                    raise ValueError(f"starts with {text.split('/')[0]!r}, which names no user's home "
+                                     "directory (for a directory of that name, say ./~...)")
+                return expanded
         return v
 
     @field_validator("db_filename")
