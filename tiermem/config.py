@@ -589,6 +589,14 @@ class Config(BaseSettings):
         zone(v)  # ValueError naming the name: pydantic names the setting
         return v
 
+    @field_validator("http_host")
+    @classmethod
+    def _bind_host(cls, v: str) -> str:
+        # an empty value (TIERMEM_HTTP_HOST=$HOST, HOST unset) or `localhost:8080` failed only
+        # in `serve`, as "port 8080 on  cannot be used (Name or service not known); choose
+        # another with --port", naming neither the setting nor what was wrong with it
+        return allowed_host(v)
+
     @field_validator("http_allowed_hosts")
     @classmethod
     def _host_names(cls, v: list[str]) -> list[str]:
