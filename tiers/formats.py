@@ -44,7 +44,8 @@ Invariants and policy (README, "Message formats"):
   reply carries (`annotations`, the vendor reasoning fields, an `audio` reply's data),
   top-level nulls and the nulls of content parts (a `model_dump()` of an SDK reply writes
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
-  still has them.
+  still has them. A reasoning item's `summary` is required on append (a list, the API's
+  request type); a row stored before without one, or with null, is sent with `[]`.
 """
 
 from __future__ import annotations
@@ -293,9 +294,11 @@ def kind_of(body: dict[str, Any]) -> str:
     return f"chat:{role}"
 
 
-def check_body(body: object) -> str:
+def check_body(body: object, *, stored: bool = False) -> str:
     """Validate one message body; returns its kind (see `kind_of`). Raises
-    `ValidationError` naming the offending field."""
+    `ValidationError` naming the offending field. `stored`: a row read back, which skips
+    the checks added after rows were admitted without them (a reasoning item's summary:
+    `_reasoning_summary`), so that such a row is still read, not salvaged away."""
     d = _obj(body, "message")
     kind = kind_of(d)
     if kind.startswith("chat:"):
@@ -326,6 +329,8 @@ def check_body(body: object) -> str:
             _fail("position", "Field required")
     elif kind == "reasoning":
         _fields(d, ITEM_FIELDS["reasoning"], "", "a reasoning item")
+        if not stored:
+            _reasoning_summary(d)
         for key, part in (("summary", "summary_text"), ("content", "reasoning_text")):
             v = d.get(key)
             if v is None:
@@ -339,6 +344,17 @@ def check_body(body: object) -> str:
         for key in ("id", "call_id", "approval_request_id"):
             _str(d, key, "", required=False, nullable=True, max_chars=CALL_ID_MAX_CHARS)
     return kind
+
+
+def _reasoning_summary(d: dict[str, Any]) -> None:
+    """A reasoning item's `summary` is required, a list (the Responses API's request type:
+    `[]` when the model wrote none): one without it, or null, was stored, and every context
+    or session sending it back got a 400 from the provider. Append only: a row stored
+    before is read, and sent with `[]` (`wire_body`)."""
+    if "summary" not in d:
+        _fail("summary", "Field required (a reasoning item's summary is a list; [] when there is none)")
+    if d["summary"] is None:
+        _fail("summary", "must be a list, got null (a reasoning item's summary is a list; [] when there is none)")
 
 
 def _check_chat(d: dict[str, Any], role: str) -> None:
@@ -617,6 +633,8 @@ def result_text_field(body: dict[str, Any]) -> str | None:
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
     out = {k: v for k, v in body.items() if v is not None}
+    if out.get("type") == "reasoning" and "summary" not in out:
+        out["summary"] = []  # a row stored before the summary was required (`_reasoning_summary`)
     content = out.get("content")
     if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
         out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p

@@ -503,9 +503,10 @@ class StoredMessage:
 
 def check_stored_body(body: object) -> str:
     """A stored message body, checked as it was on append (no size limits: those are
-    the caller's and may have changed since); returns its kind. Raises ValidationError,
+    the caller's and may have changed since; nor the checks added after rows were
+    admitted without them: `check_body(stored=True)`); returns its kind. Raises ValidationError,
     a ValueError, for a row of the wrong shape."""
-    return check_body(body)
+    return check_body(body, stored=True)
 
 
 def search_text(body: dict[str, Any]) -> str:
