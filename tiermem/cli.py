@@ -409,6 +409,27 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+class OutputPath(click.Path):
+    """A file a command writes (`-`: standard output, where `allow_dash`): its directory must
+    exist and be writable, checked while the arguments are parsed, so that a run of minutes
+    (`tiermem tune`) is not lost at its end to a typo in the output's directory."""
+
+    def __init__(self, *, allow_dash: bool = False) -> None:
+        super().__init__(path_type=Path, dir_okay=False, allow_dash=allow_dash)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        if self.allow_dash and str(path) == "-":
+            return path
+        where = Path(os.path.realpath(os.fsdecode(path))).parent  # a link is written through (_replacing)
+        if not where.is_dir():
+            why = "is not a directory" if where.exists() else "does not exist"
+            self.fail(f"{str(path)!r} cannot be written: {str(where)!r} {why}", param, ctx)
+        if not os.access(where, os.W_OK | os.X_OK):
+            self.fail(f"{str(path)!r} cannot be written: its directory {str(where)!r} is not writable", param, ctx)
+        return path
+
+
 TEXT = TextType()
 NON_EMPTY_TEXT = TextType(allow_empty=False)
 POSITION = click.IntRange(0, MAX_POSITION)
@@ -1209,7 +1230,7 @@ def _data_dir_source(ctx: click.Context) -> str:
 @cli.command("config")
 @click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
               help="Validate this file (TOML, or JSON by its name; every bad field named) and show its config.")
-@click.option("--export", "export_to", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+@click.option("--export", "export_to", type=OutputPath(allow_dash=True),
               default=None, help="Write the effective config here in sections (JSON when the name ends in "
               ".json, else TOML; - for stdout); it loads back to the same config.")
 @click.option("--with-secrets", is_flag=True,
@@ -1344,7 +1365,7 @@ def export_json(line: dict[str, Any]) -> str:
 
 @cli.command("export")
 @click.argument("conversations", nargs=-1, type=TEXT)
-@click.option("--out", "-o", "out", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True), default="-",
+@click.option("--out", "-o", "out", type=OutputPath(allow_dash=True), default="-",
               show_default=True, help="The JSONL file to write (- for stdout).")
 @pass_state
 def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -> None:
@@ -1429,9 +1450,9 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @click.option("--min-recall", type=FiniteFloatRange(0, 1), default=None, help="Best: cheapest with this recall.")
 @click.option("--max-cost-ratio", type=FiniteFloatRange(min=0), default=None,
               help="Best: only points billed at most this times full context.")
-@click.option("--json-out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--json-out", type=OutputPath(), default=None,
               help="Write the results (each candidate's effective config and figures) as JSON here.")
-@click.option("--write-config", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--write-config", type=OutputPath(), default=None,
               help="Write the best candidate as a TOML config file here.")
 @click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write a PNG of recall against billed cost here (matplotlib, the `eval` extra).")
