@@ -653,7 +653,11 @@ def demo(state: CliState, budget: int, explain: bool, keep: bool, as_json: bool)
 
 
 def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
-    text = source.read()
+    try:
+        text = source.read()
+    except UnicodeDecodeError as exc:  # --json-file is decoded strictly: say which file, and where
+        raise CliError(f"{name} is not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start} "
+                       f"({exc.reason})") from None
     if not text.strip():
         raise CliError(f"no JSON message on {name}")
     try:
