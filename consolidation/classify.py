@@ -53,6 +53,7 @@ __all__ = [
     "clear_memo",
     "correction_cue",
     "normalize",
+    "request_tail",
 ]
 
 INTENTS: tuple[str, ...] = ("question", "correction", "instruction", "tool_result", "chitchat", "statement")
@@ -135,13 +136,38 @@ _LEAD_ADVERBIAL = re.compile(
 )
 
 
+# A request or a check put after an assertion with a comma ("my flight is on the 12th, can you
+# check it?", "make it 6 people, is that ok?"): one sentence, but two clauses, as with a period
+# between them, so the request is judged as a request; the part before the comma asserts
+# unless it asks itself ("is my flight on the 12th, can you check?"). Read whole, the
+# sentence was a question where its period form is a request, and a question states nothing
+# a correction may revise (supersession reads the assertive part through `request_tail` too).
+_REQUEST_TAIL = re.compile(r",\s+(?:(?:can|could|would|will)\s+(?:you|we)|please|is\s+that\s+(?:ok|okay|alright|fine)"
+                           r"|does\s+that\s+work)\b[^,]*\?[\s\"')]*$", re.IGNORECASE)
+_ASKING_HEAD = re.compile(r"^\W*(?:(?:actually|so|oh|ok|okay|well|and|but|now|sorry|wait)\W+)*"
+                          r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|did|can|could|"
+                          r"would|will|should|shall|may|might|have|has|had)\b", re.IGNORECASE)
+
+
+def request_tail(sentence: str) -> int | None:
+    """Where a request or a check after a comma begins in `sentence` (the comma's index),
+    when what comes before it asserts; None when there is none or the part before asks."""
+    tail = _REQUEST_TAIL.search(sentence)
+    if tail is None:
+        return None
+    head = sentence[:tail.start()].strip()
+    return tail.start() if head and not _ASKING_HEAD.match(head) else None
+
+
 def _clauses(norm: str) -> list[str]:
     out = []
-    for c in _CLAUSE_SPLIT.split(norm):
-        c = c.strip(" ,.!-\"'")
-        if c:
-            c = _LEAD_FILLER.sub("", c).strip(" ,")
-            out.append(_LEAD_ADVERBIAL.sub("", c))
+    for part in _CLAUSE_SPLIT.split(norm):
+        at = request_tail(part)
+        for c in (part,) if at is None else (part[:at], part[at + 1:]):
+            c = c.strip(" ,.!-\"'")
+            if c:
+                c = _LEAD_FILLER.sub("", c).strip(" ,")
+                out.append(_LEAD_ADVERBIAL.sub("", c))
     return [c for c in out if c]
 
 

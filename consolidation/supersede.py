@@ -29,13 +29,24 @@ the turn classifier through their public methods. Its invariants:
 - Only assertions supersede. Only a user turn's assertive sentences (its questions
   removed; of a sentence that asserts and then asks after a comma, "my flight is on the
   14th, can you rebook?", only the request) can supersede; a question, small talk, a tool result or an assistant turn
-  never does. An attachment's bracketed description ("[image: a photo of ...]") asserts
+  never does. Such a sentence is superseded the same way: its statement is the part
+  before the request ("my flight is on the 12th, can you check it?" is a request, not a
+  question, to the classifier, as with a period). An attachment's bracketed description ("[image: a photo of ...]") asserts
   nothing: it neither supersedes nor is superseded. A cue word inside an idiom that
   revises nothing ("I'll never forget it", "from scratch", "drop by") is no cue, and
   joining something new ("I joined a running group") adds, where joining a named place
   ("I joined Globex") changes. A turn with update words ("now", "actually", "change") supersedes by
   meaning only when it asserts a value (a typed slot value or a name) for the same slot
   or topic as its target.
+- Whose fact and about what (`may_revise`): a clause revises a clause of the same
+  holder (someone else's change never revises the user's own fact, nor another named
+  person's) and about the same thing: where both state a value of a named thing (the noun
+  phrase before a verb of state, "my work laptop has ...", "Anna lives ..."), the same
+  head noun, picked by the same words where both pick one ("my cat is 5 now" never
+  revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
+  lives"), or one's head picks out the other ("the kitchen walls" / "the kitchen"). A
+  clause that names no such thing (I/we, a pronoun, an order, an action on an object)
+  may revise any, the meaning search included.
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -73,7 +84,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tiermem.consolidation.classify import CLASSIFY_MAX_CHARS, DAY_NAMES, PRIORITY, correction_cue, normalize
+from tiermem.consolidation.classify import (
+    CLASSIFY_MAX_CHARS,
+    DAY_NAMES,
+    PRIORITY,
+    correction_cue,
+    normalize,
+    request_tail,
+)
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2, memo_scope, remembered_for
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
@@ -225,7 +243,7 @@ def detect_slots(text: str) -> dict[str, set[str]]:
 def clear_memo() -> None:
     """Forget what the text-keyed caches below remember (and so the texts): an erasure
     leaves no copy of erased text in this process."""
-    for cached in (_slots, _content_items, _inflected, _holder, _holders):
+    for cached in (_slots, _content_items, _inflected, _holder, _clauses):
         cached.cache_clear()
 
 
@@ -408,8 +426,9 @@ def find_superseded(
     if cue is None and state is None:
         return []
     cue_txt = cue[1] if cue else state.group(0) if state else ""
-    # whose fact: someone else's change never revises the user's own (same_holder)
-    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE and same_holder(text, c.text)]
+    # whose fact and about what: someone else's change never revises the user's own, nor a
+    # statement about one thing another's (may_revise)
+    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE and may_revise(text, c.text)]
     if not eligible:
         return []
 
@@ -554,16 +573,6 @@ MIN_ECHO_VALUE_CHARS = 2  # a shared value shorter than this ("5") is no evidenc
 ECHO_SHORT_WORDS = 4
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-# A request or a check appended to an assertion after a comma ("Actually my flight is on the
-# 14th, can you rebook?", "make it 6 people, is that ok?"): the sentence asks, but what comes
-# before the comma asserts; without this the whole correction was dropped as a question and
-# the old value stayed current beside it
-_REQUEST_TAIL = re.compile(r",\s+(?:(?:can|could|would|will)\s+(?:you|we)|please|is\s+that\s+(?:ok|okay|alright|fine)"
-                           r"|does\s+that\s+work)\b[^,]*\?[\s\"')]*$", re.IGNORECASE)
-# ... unless what comes before asks itself ("Is my flight on the 12th, can you check?")
-_ASKING_HEAD = re.compile(r"^\W*(?:(?:actually|so|oh|ok|okay|well|and|but|now|sorry|wait)\W+)*"
-                          r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|did|can|could|"
-                          r"would|will|should|shall|may|might|have|has|had)\b", re.IGNORECASE)
 # Words that end what they name without replacing it ("forget the allergy thing").
 _RETRACTS = re.compile(r"\b(?:forget|ignore|drop|scratch|never ?mind|disregard)\b")
 # Idioms that hold a cue word and revise nothing ("I'll never forget it", "don't forget to
@@ -674,7 +683,7 @@ def _holder(statement: str) -> str | None:
         return None
     name = _NAME_SUBJECT.match(text)
     if name and name.group(1).lower() not in _NOT_NAMES and name.group(1).lower() not in _STOP:
-        return NAMED_PREFIX + name.group(1).lower()  # a person, or a thing: same_holder decides
+        return NAMED_PREFIX + name.group(1).lower()  # a person, or a thing: may_revise decides
     words = _WORD_RE.findall(text.lower().replace("\u2019", "'"))
     if not words:
         return None
@@ -695,19 +704,124 @@ def _holder(statement: str) -> str | None:
     return None
 
 
+# What a clause is about: the noun phrase before its verb ("my work laptop has ...", "the
+# hotel costs ...", "Anna lives ..."), where the sentence states that thing's value. Two
+# statements about different things never revise each other, however much they share:
+# "My cat is 5 now" is not the dog's age, "the flight costs $350" not the hotel's price,
+# "Maria lives in Paris" not Anna's home (each superseded the other's fact before, by a
+# shared verb and a value of the same type, or by meaning).
+MAX_SUBJECT_WORDS = 3  # a noun phrase longer than this before the verb is not read as a subject
+MIN_PARTICIPLE_CHARS = 4  # an -ed word longer than this is read as a verb ("moved"), not "bed", "shed"
+_DETERMINERS = frozenset(("my", "our", "the", "his", "her", "their", "your"))
+# verbs that state their subject's value or state ("is", "costs", "lives", "has 16 GB"):
+# the subject is what the value belongs to
+_STATE_VERBS = frozenset(("is", "are", "was", "were", "'s", "'re", "am", "be", "been", "being", "has", "have", "had",
+                          "got", "gets", "cost", "costs", "lives", "live", "lived", "works", "work", "worked",
+                          "runs", "run", "weighs", "weigh", "lasts", "last", "stays", "stay"))
+# auxiliaries and adverbs between a subject and its main verb ("will be", "has just moved")
+_AUXILIARIES = frozenset(("will", "would", "can", "could", "should", "must", "might", "may", "shall", "does", "do",
+                          "did", "'ll", "'d", "'ve", "still", "not", "never", "always", "usually", "also", "just",
+                          "finally", "already", "recently", "now", "actually", "then"))
+# what follows an action verb when its subject is still what changed ("moved to Friday",
+# "starts at 9"): a preposition, a particle or a value, not an object ("moved the meeting")
+_INTRANSITIVE_AFTER = frozenset(("to", "at", "on", "in", "from", "until", "till", "by", "for", "into", "back", "up",
+                                 "down", "over", "out", "away", "off", "again", "today", "tomorrow", "tonight"))
+# words that tell a thing's state, not which thing ("my new address", "the current plan")
+_NEUTRAL_MODIFIERS = frozenset(("new", "old", "current", "updated", "correct", "actual", "real", "final", "latest",
+                                "previous", "original", "right", "exact", "usual", "whole", "total"))
+_PHRASE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|[^\sA-Za-z]+")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a clause states a value of: its head noun ("laptop") and the words before it
+    that pick which one ("work", a possessor "anna's" as "anna"), as stems."""
+
+    head: str
+    modifiers: frozenset[str]
+
+
+def _subject(clause: str) -> Subject | None:
+    """The thing `clause` states a value of, or None when it names none: its subject is
+    I/we/he/it..., it acts on an object ("my boss moved the meeting": the meeting's
+    value, not the boss's), it is an order or a fragment, or it identifies ("Nguyen is my
+    dentist now": either side may be the thing)."""
+    words = _PHRASE_WORD.findall(clause.replace("\u2019", "'"))
+    low = [w.lower() for w in words]
+    i = 1 if low and low[0] in _DETERMINERS else 0
+    phrase: list[str] = []
+    verb = -1
+    for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
+        w = low[j]
+        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)):
+            verb = j
+            break
+        if w.endswith("'s") and len(w) > 2 and w[:-2] not in _STOP and w[:-2] not in _NOT_NAMES:
+            nxt = low[j + 1] if j + 1 < len(low) else ""
+            if nxt[:1].isalpha() and nxt not in _STOP and nxt not in _AUXILIARIES and nxt not in _STATE_VERBS \
+                    and not _participle(nxt):
+                phrase.append(w[:-2])  # a possessor: "my sister's flight", "Anna's flight"
+                continue
+            phrase.append(w[:-2])  # "my dog's 3 now", "Budget's now $800": the verb is "'s"
+            verb = j
+            break
+        if w in _NEUTRAL_MODIFIERS:
+            continue  # "my new number": the number
+        if not w[:1].isalpha() or w in _STOP or w in _NOT_NAMES or len(phrase) == MAX_SUBJECT_WORDS:
+            return None
+        phrase.append(w)
+    if verb < 0 or not phrase:
+        return None
+    k = verb
+    if low[verb].endswith("'s"):
+        main = "'s"  # "my dog's 3 now": the verb is in the subject's word
+    else:
+        while k < len(low) and low[k] in _AUXILIARIES:
+            k += 1
+        main = low[k] if k < len(low) else ""
+        if main in ("has", "have", "had", "'ve") and k + 1 < len(low) and low[k + 1].endswith(("ed", "en")):
+            k, main = k + 1, low[k + 1]  # "has moved": the perfect's verb
+    after = next((w for w in low[k + 1:] if w not in _AUXILIARIES), "")
+    if main in _STATE_VERBS:
+        if after in _DETERMINERS:
+            return None  # "Nguyen is my dentist now": an identity, either side the thing
+    elif after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER:
+        return None  # acts on an object: the object's value changes
+    head, *rest = reversed([_stem(w) for w in phrase])
+    return Subject(head, frozenset(rest))
+
+
+def _participle(word: str) -> bool:
+    """A verb's -ed form ("moved", "changed"), not a short noun ending so ("bed", "shed")."""
+    return word.endswith("ed") and len(word) > MIN_PARTICIPLE_CHARS
+
+
+def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
+    """Whether two statements may be about the same thing: either names none; the same
+    head, unless both pick one by words that differ ("work laptop" / "home laptop",
+    "Anna's flight" / "Maria's flight"); or one's head picks out the other ("the kitchen
+    walls" / "the kitchen")."""
+    if new is None or old is None:
+        return True
+    if new.head == old.head:
+        return not (new.modifiers and old.modifiers) or bool(new.modifiers & old.modifiers)
+    return new.head in old.modifiers or old.head in new.modifiers
+
+
 @functools.lru_cache(maxsize=4096)
-def _holders(text: str) -> frozenset[str | None]:
-    """The holders of `text`'s clauses: its statements, and the parts of each a comma
-    joins ("Priya left last week, the new contact is Tom Weber" is Priya's and nobody's);
-    a clause of fewer than MIN_CLAUSE_WORDS words after its opener names nobody. A
-    title's period ends no statement ("Dr. Park")."""
+def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None]]:
+    """The holder and the subject of each of `text`'s clauses: its statements, and the
+    parts of each a comma joins ("Priya left last week, the new contact is Tom Weber" is
+    Priya's and nobody's, and about a contact); a clause of fewer than MIN_CLAUSE_WORDS
+    words after its opener names nobody and nothing. A title's period ends no statement
+    ("Dr. Park")."""
     plain = _untitled(text)
     out = set()
     for a, e in statement_spans(plain):
         for clause in _CLAUSE_CUT.split(plain[a:e]):
             if len(_OPENER.sub("", clause.strip(), count=1).split()) >= MIN_CLAUSE_WORDS:
-                out.add(_holder(clause))
-    return frozenset(out) or frozenset((None,))
+                out.add((_holder(clause), _subject(_OPENER.sub("", clause.strip().lstrip("\"'(-* "), count=1))))
+    return frozenset(out) or frozenset(((None, None),))
 
 
 def _holder_fits(new: str | None, old: str | None) -> bool:
@@ -725,9 +839,9 @@ def _holder_fits(new: str | None, old: str | None) -> bool:
     return old in (new, OTHER_HOLDER)
 
 
-def same_holder(new: str, old: str) -> bool:
-    """Whether some statement of `new` may revise some statement of `old` by whose fact
-    each is (`_holder_fits`)."""
+def may_revise(new: str, old: str) -> bool:
+    """Whether some clause of `new` may revise some clause of `old`: by whose fact each
+    is (`_holder_fits`) and by what it is about (`_subjects_fit`), both in the same pair."""
     # the words `old` writes in lower case, singular and plural: the things it names ("my
     # flights"); and the words it capitalises mid-sentence: the people it names ("a flat
     # with Tom"), whose own change revises only a fact of theirs, never the user's
@@ -742,8 +856,8 @@ def same_holder(new: str, old: str) -> bool:
             return None
         return holder if revising and word in names else OTHER_HOLDER
 
-    return any(_holder_fits(resolved(a, revising=True), resolved(b, revising=False))
-               for a in _holders(new) for b in _holders(old))
+    return any(_holder_fits(resolved(a, revising=True), resolved(b, revising=False)) and _subjects_fit(sa, sb)
+               for a, sa in _clauses(new) for b, sb in _clauses(old))
 
 
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
@@ -810,9 +924,8 @@ def _asserted(sentence: str) -> str:
         return ""
     if not sentence.rstrip(" \"')").endswith("?"):
         return sentence
-    tail = _REQUEST_TAIL.search(sentence)
-    head = sentence[:tail.start()].strip() if tail else ""
-    return head if head and not _ASKING_HEAD.match(head) else ""
+    at = request_tail(sentence)  # classify's reading of the same sentence
+    return sentence[:at].strip() if at is not None else ""
 
 
 def _entities(text: str) -> set[str]:
@@ -1142,6 +1255,10 @@ class Superseder:
         out = []
         for a, e in statement_spans(t.text):
             s = t.text[a:e]
+            if (at := request_tail(s)) is not None:
+                # "my flight is on the 12th, can you check it?": the assertion before the request
+                e = a + len(s[:at].rstrip())
+                s = t.text[a:e]
             if s.rstrip(" \"')").endswith("?") or not _ATTACHMENT.sub("", s).strip(" .,;:!") or \
                     not (_content(s) or _slots(s)):
                 continue
@@ -1196,7 +1313,7 @@ class Superseder:
             # only a statement of the same holder ("I moved" revises "I live ...", not
             # "my brother lives ..." beside it)
             scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans
-                      if same_holder(own, target.text[s:t])]
+                      if may_revise(own, target.text[s:t])]
             if not scores:
                 continue
             best = max(sc for sc, _sp in scores)
@@ -1247,7 +1364,7 @@ class Superseder:
             if q in b.by or t.intent in NOT_SUPERSEDABLE:
                 continue
             cur = b.current_text(q)
-            if not same_holder(text, cur):
+            if not may_revise(text, cur):
                 continue  # someone else's value is not the one being changed
             if q in b.heads:
                 return [(q, f"elliptical replacement of the latest correction #{q}")]
@@ -1319,7 +1436,7 @@ class Superseder:
         "go with the Sonos speaker") asserts its value by its form: its object."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
-                    and pool[q].intent not in NOT_SUPERSEDABLE and same_holder(text, pool[q].text)]
+                    and pool[q].intent not in NOT_SUPERSEDABLE and may_revise(text, pool[q].text)]
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
             return []  # the nearest statement is not close enough: nothing is
         best_cos = eligible[0][0]

@@ -1,0 +1,54 @@
+"""Two named people: one's change never revises the other's fact.
+
+Invariants:
+- A capitalised word opening a statement ("Anna lives ...", "Deploys moved ...") is read
+  as someone else or a thing, so it may revise a fact of the thing or of that person; but
+  two different names as the subjects of the two statements are two people (or things),
+  and neither revises the other. Before, "Actually, Maria lives in Paris now." superseded
+  "Anna lives in Rome." (a shared verb and a place), and Anna's home was shown as past.
+- The same name on both sides still supersedes ("Actually Anna lives in Paris now."), as
+  does a capitalised thing the fact names ("Deploys moved to Friday.").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem import Memory
+
+FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
+
+# (an earlier fact, a later turn, whether the later turn supersedes the fact)
+CASES = [
+    # another person's home, opener and comma: before, superseded ("shared 'live'; slot place")
+    ("Anna lives in Rome.", "Actually, Maria lives in Paris now.", False),
+    # the same without the comma: before, superseded
+    ("Anna lives in Rome.", "Actually Maria lives in Paris now.", False),
+    # another person's employer: before, superseded ("shared 'work'; slot place")
+    ("Tom works at Acme.", "Actually Sara works at Globex now.", False),
+    # another person's flight, both named as possessors: before, superseded
+    ("Anna's flight is on Tuesday.", "Actually Maria's flight is on Wednesday.", False),
+    # the same person's move: still superseded
+    ("Anna lives in Rome.", "Actually Anna lives in Paris now.", True),
+    ("Anna lives in Rome.", "Anna moved to Paris.", True),
+    # the same person's flight: still superseded
+    ("Anna's flight is on Tuesday.", "Actually Anna's flight is on Wednesday.", True),
+    # a capitalised thing, not a person: still superseded
+    ("Deploys happen on Thursday.", "Deploys moved to Friday.", True),
+]
+
+
+def _superseded(mem: Memory, fact: str, later: str) -> bool:
+    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
+    for f in FILLER:
+        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
+    msgs += [{"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
+    mem.append_many("c", msgs)
+    mem.catch_up("c")
+    first = mem.cold.turns("c")[0]
+    return first.superseded_by is not None or any(s.position == 0 for s in mem.cold.superseded_statements("c"))
+
+
+@pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
+def test_two_names_are_two_holders(cold_memory: Memory, fact: str, later: str, superseded: bool) -> None:
+    assert _superseded(cold_memory, fact, later) is superseded

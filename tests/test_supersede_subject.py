@@ -1,0 +1,76 @@
+"""What a fact is about: a correction about one thing never revises a fact about another.
+
+Invariants:
+- A statement that states a value of a thing ("my dog is 3", "the hotel costs $200", "my
+  work laptop has 16 GB") revises only a statement about the same thing: the same head
+  noun, and where both pick one by words before it, the same one ("work laptop" is not
+  "home laptop"). Before, a shared verb or word and a value of the same type were enough:
+  "My cat is 5 now." superseded "My dog is 3 years old." (by meaning), "Actually the
+  flight costs $350." the hotel's price, and the fact was shown as no longer current.
+- A statement that names no thing keeps matching as before: the user's own ("I moved to
+  Denver" after "I live in Boston"), one that acts on a thing ("they moved my appointment"),
+  an identity ("Nguyen is my dentist now"); and one thing's own correction still
+  supersedes, by the rules or by meaning ("My dog is 4 now.").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tiermem import Memory
+
+# filler without a pet, a room, a vehicle, a laptop or a price: nothing else to revise
+FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
+
+# (an earlier fact, a later turn, whether the later turn supersedes the fact)
+CASES = [
+    # another pet's age, by meaning: before, superseded (cosine and a number)
+    ("My dog is 3 years old.", "My cat is 5 now.", False),
+    # another pet's age, by the rules: before, superseded ("shared 'old','year'; slot number")
+    ("My dog is 3 years old.", "Actually my cat is 5 years old.", False),
+    # another room's colour: before, superseded ("shared 'paint'")
+    ("The kitchen is painted blue.", "Actually the bedroom is painted green now.", False),
+    # another vehicle's price: before, superseded ("shared 'cost'; slot money")
+    ("My car cost $12,000.", "Actually my bike cost $800.", False),
+    # another vehicle's repair: before, superseded ("shared 'shop','until'; slot weekday")
+    ("My car is in the shop until Friday.", "Actually my bike is in the shop until Monday.", False),
+    # the home laptop is not the work laptop: before, superseded ("shared 'laptop','ram'")
+    ("My work laptop has 16 GB of RAM.", "Actually my home laptop has 32 GB of RAM.", False),
+    # the flight's cost is not the hotel's: before, superseded ("shared 'cost'; slot money")
+    ("The hotel costs $200 a night.", "Actually the flight costs $350.", False),
+    # the same pet, by the rules: still superseded
+    ("My dog is 3 years old.", "Actually my dog is 4.", True),
+    # the same pet, by meaning (the embedding fallback for an update cue): still superseded
+    ("My dog is 3 years old.", "My dog is 4 now.", True),
+    # the same room: still superseded
+    ("The kitchen is painted blue.", "Actually the kitchen is painted green now.", True),
+    # the same laptop, and the same one named without its "work": still superseded
+    ("My work laptop has 16 GB of RAM.", "Actually my work laptop has 32 GB of RAM.", True),
+    ("My work laptop has 16 GB of RAM.", "Actually my laptop has 32 GB of RAM.", True),
+    # the same price: still superseded
+    ("The hotel costs $200 a night.", "Actually the hotel costs $250 a night.", True),
+    # a part of the thing the fact names ("the kitchen walls" of "the kitchen"): superseded
+    ("The kitchen is painted blue.", "Actually the kitchen walls are green now.", True),
+    # the user's own corrections, no thing named on one side: still superseded
+    ("My flight is on the 12th.", "Actually my flight is on the 14th.", True),
+    ("I live in Boston.", "I moved to Denver.", True),
+    # an update cue found by meaning, the fact naming no thing ("we"): still superseded
+    ("We can spend at most $2,000 on the trip.", "The budget is now $3,000.", True),
+]
+
+
+def _superseded(mem: Memory, fact: str, later: str) -> bool:
+    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
+    for f in FILLER:
+        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
+    msgs += [{"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
+    mem.append_many("c", msgs)
+    mem.catch_up("c")
+    first = mem.cold.turns("c")[0]
+    return first.superseded_by is not None or any(s.position == 0 for s in mem.cold.superseded_statements("c"))
+
+
+@pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
+def test_a_correction_revises_only_a_fact_about_the_same_thing(cold_memory: Memory, fact: str, later: str,
+                                                               superseded: bool) -> None:
+    assert _superseded(cold_memory, fact, later) is superseded
