@@ -35,7 +35,11 @@ not a turn object is a bad turn; `checked_samples` checks a file so for `tiermem
 Every message is validated as `Memory.append` would (limits from the Config), and kept
 in the form `append` stores (an openai SDK object's serialized form in its wire form:
 `tiers.models.parse_message`), so that an import recognises the messages it wrote before
-and a re-import adds nothing. So is what `Memory.append_many` checks beyond the message:
+and a re-import adds nothing. A row an older release stored and exported before a check
+was added (a reasoning item with no summary, or null) is read in the form append admits
+today (`tiers.formats.as_appended`: `summary: []`), as an export now writes it, so a
+store the previous release wrote can be moved or restored; a stored row is compared with
+the file in that form too. So is what `Memory.append_many` checks beyond the message:
 the conversation id's length (`max_id_chars`) and that a retraction names an earlier
 message of its conversation (positions counted in file order within the conversation:
 the positions the import writes). A bad line is reported by line number (LoCoMo: the sample's number in the
@@ -104,7 +108,7 @@ from tiermem.tiers.errors import (
     PositionMismatch,
     ValidationError,
 )
-from tiermem.tiers.formats import canonical_role, is_control
+from tiermem.tiers.formats import as_appended, canonical_role, is_control
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
@@ -256,6 +260,7 @@ def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any
         msg = {k: v for k, v in obj.items() if k not in ENVELOPE_KEYS}
     if msg.get("created_at") is not None:
         msg["created_at"] = _created_at(msg["created_at"])
+    msg = as_appended(msg)  # an older release's export of a row stored before a check was added
     # raises ValidationError naming the field
     parsed = parse_message(msg, max_content_bytes=limits["max_content_bytes"],
                            max_metadata_bytes=limits["max_metadata_bytes"])
@@ -943,7 +948,9 @@ def stored_prefix(memory: Any, conv: ConversationCount, namespace: str) -> tuple
     while i < conv.n_messages:
         page = memory.cold.history(key, start=i, end=i + STORED_PAGE_MESSAGES - 1)
         for m in page[: conv.n_messages - i]:
-            if body_digest(m.body) != conv.digest(i):
+            # in the form the file has it (`as_appended`): a re-import of an export of a row
+            # stored before a check was added finds it present
+            if body_digest(as_appended(m.body)) != conv.digest(i):
                 raise ImportConflict(conv.conversation_id, m.position)
             i += 1
         if len(page) < STORED_PAGE_MESSAGES:
@@ -1085,12 +1092,16 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     """Every stored message of the conversations (all of `namespace`'s when None) as lines
     of the conversations format, in log order: `tiermem import` of them gives the same
     histories (bodies, sessions, metadata, times), and re-importing into the same data dir
-    appends nothing. A conversation named twice is exported once (import would read the
-    second copy as more messages of the same conversation)."""
+    appends nothing. A body is written in the form append admits today
+    (`tiers.formats.as_appended`: a reasoning item stored before its summary was required
+    gets `summary: []`, so the line imports; its copy is read as the original is sent). A
+    conversation named twice is exported once (import would read the second copy as more
+    messages of the same conversation)."""
     ids = memory.conversations(namespace) if conversation_ids is None else list(dict.fromkeys(conversation_ids))
     for cid in ids:
         for m in memory.history(cid, namespace=namespace):
-            line: dict[str, Any] = {"conversation_id": cid, "message": m.body, "created_at": m.created_at}
+            line: dict[str, Any] = {"conversation_id": cid, "message": as_appended(m.body),
+                                    "created_at": m.created_at}
             if m.session_id is not None:
                 line["session_id"] = m.session_id
             if m.metadata is not None:

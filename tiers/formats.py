@@ -14,7 +14,9 @@ A stored message ("body") is a JSON object in one of two families:
 Invariants and policy (README, "Message formats"):
 
 - **Lossless.** A body is stored exactly as given (explicit nulls included) and
-  `history()` returns it equal, modulo key order. Nothing is normalized on the way in.
+  `history()` returns it equal, modulo key order. Nothing is normalized on the way in,
+  with one exception: `as_appended`, the form of a row stored before a check was added
+  that an export writes and an import reads (a reasoning item without a summary list).
 - **Strict top level.** Each kind has a fixed set of top-level fields (from the
   `openai` SDK's types). A top-level field a kind does not define is refused with an
   error naming it: tiermem routes on top-level fields (role, ids, pairing) and sends
@@ -45,7 +47,8 @@ Invariants and policy (README, "Message formats"):
   top-level nulls and the nulls of content parts (a `model_dump()` of an SDK reply writes
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
-  request type); a row stored before without one, or with null, is sent with `[]`.
+  request type); a row stored before without one, or with null, is read as stored and
+  sent with `[]` (`as_appended`).
 """
 
 from __future__ import annotations
@@ -630,11 +633,23 @@ def result_text_field(body: dict[str, Any]) -> str | None:
 # -- what a context sends -------------------------------------------------------------------------
 
 
+def as_appended(body: dict[str, Any]) -> dict[str, Any]:
+    """A stored body in the form append admits today: a row stored before the summary of a
+    reasoning item was required (`_reasoning_summary`: absent, or null) gets `[]`, which
+    means the same (no summary written) and is what a provider takes; any other body is
+    returned as it is. Such a row stays in the log as stored (rows never change: history
+    returns it, a fork and migrate-store copy it); what leaves the store in a form another
+    writer re-appends (`wire_body`, an export) and what an import reads (an older release
+    exported such rows) take this form, so an export of a store the previous release wrote
+    imports."""
+    if body.get("type") == "reasoning" and body.get("summary") is None:
+        return {**body, "summary": []}
+    return body
+
+
 def wire_body(body: dict[str, Any]) -> dict[str, Any]:
     """The body as a request param (module docstring, "Wire form")."""
-    out = {k: v for k, v in body.items() if v is not None}
-    if out.get("type") == "reasoning" and "summary" not in out:
-        out["summary"] = []  # a row stored before the summary was required (`_reasoning_summary`)
+    out = {k: v for k, v in as_appended(body).items() if v is not None}
     content = out.get("content")
     if isinstance(content, list) and any(isinstance(p, dict) and None in p.values() for p in content):
         out["content"] = [{k: v for k, v in p.items() if v is not None} if isinstance(p, dict) else p
