@@ -679,7 +679,12 @@ class Config(BaseSettings):
         if toml is None:
             return (init, env)
         if not toml.is_file():
-            raise FileNotFoundError(f"config file {toml} does not exist")
+            if not toml.exists():
+                raise FileNotFoundError(f"config file {toml} does not exist")
+            # a pipe (`--config <(envsubst < t.toml)`) could be read once, and the file is read
+            # again (`tiermem config`, each Config.load): it was said not to exist
+            raise ValueError(f"config file {toml} is not a regular file (a directory, a pipe or a device); "
+                             "write the config to a file and name that")
         return (init, env, _Sectioned(settings_cls, file=toml))
 
 
