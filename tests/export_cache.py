@@ -1,5 +1,6 @@
 """Private copies of the shared ONNX export for tests that change or break one (exporting
-anew costs a torch start), and the perturbation that makes a graph compute other vectors."""
+anew costs a torch start), the perturbation that makes a graph compute other vectors, and
+a cache that cannot be exported into again."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ def copy_export_cache(tmp_path: Path) -> Path:
     cache = tmp_path / "cache"
     shutil.copytree(src, export_dir(bundled_model_path(), cache))
     return cache
+
+
+def block_exports(cache: Path) -> None:
+    """No export can be made in `cache` again: its export lock cannot be taken (as in a
+    read-only cache; a directory where the lock file goes refuses even root). A damaged
+    export is then refused for good, where it would otherwise be exported again."""
+    (cache / ".export.lock").mkdir()
 
 
 def perturb_feed_forward(graph: Path) -> None:

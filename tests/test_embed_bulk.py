@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_cache import copy_export_cache, perturb_feed_forward
+from export_cache import block_exports, copy_export_cache, perturb_feed_forward
 
 from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiermem.tiers.embed_onnx import (
@@ -81,5 +81,6 @@ def test_workers_below_one_are_refused(workers: int) -> None:
 def test_a_perturbed_graph_is_refused_at_load(tmp_path: Path) -> None:
     cache = copy_export_cache(tmp_path)
     perturb_feed_forward(export_dir(bundled_model_path(), cache) / MODEL_FILE)
+    block_exports(cache)  # else it is exported again (tests/test_export_damaged.py)
     with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
         FastEmbedder(runtime="onnx", cache_dir=cache).load()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_cache import copy_export_cache, perturb_feed_forward
+from export_cache import block_exports, copy_export_cache, perturb_feed_forward
 
 from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiermem.tiers.embed_onnx import (
@@ -119,5 +119,6 @@ def test_an_export_replaced_with_its_mtime_kept_is_checked_again(tmp_path: Path)
     perturb_feed_forward(corrupted)
     assert corrupted.stat().st_size == graph.stat().st_size
     copy_keeping_mtime_in_place(corrupted, graph)
+    block_exports(cache)  # else it is exported again (tests/test_export_damaged.py)
     with pytest.raises(EmbeddingRuntimeError, match="probe vectors"):
         FastEmbedder(runtime="onnx", cache_dir=cache).embed(TEXTS)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cold_helpers import child_env
-from export_cache import copy_export_cache
+from export_cache import block_exports, copy_export_cache
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
@@ -176,6 +176,7 @@ def test_a_cache_that_does_not_reproduce_the_pipeline_is_refused(tmp_path: Path)
     manifest = json.loads(manifest_path.read_text())
     manifest["reference"][1] = list(-np.asarray(manifest["reference"][1]))  # another model's vector
     manifest_path.write_text(json.dumps(manifest))
+    block_exports(cache)  # else it is exported again (tests/test_export_damaged.py)
     with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
         FastEmbedder(runtime="onnx", cache_dir=cache).load()
     # auto says why and falls back to the reference pipeline
@@ -262,6 +263,7 @@ def test_a_passed_load_check_is_remembered_and_any_change_checks_again(tmp_path:
     manifest = json.loads(manifest_path.read_text())
     manifest["reference"][1] = list(-np.asarray(manifest["reference"][1]))
     manifest_path.write_text(json.dumps(manifest))
+    block_exports(cache)  # else it is exported again (tests/test_export_damaged.py)
     with pytest.raises(EmbeddingRuntimeError, match=r"below 0\.9999"):
         FastEmbedder(runtime="onnx", cache_dir=cache).load()
 

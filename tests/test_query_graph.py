@@ -1,7 +1,7 @@
 """The query session's fused graph (tiers.embed_onnx, QUERY_MODEL_FILE): made once beside
 the export and probe-checked like it; its vectors are never handed out as stored ones;
-a graph that cannot be made, or that computes other vectors, leaves queries on the export
-itself; and no core spins after a query."""
+a graph that cannot be made, or that fails its check and cannot be made again, leaves
+queries on the export itself; and no core spins after a query."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from export_cache import copy_export_cache, perturb_feed_forward
+from export_cache import block_exports, copy_export_cache, perturb_feed_forward
 
 from tiermem.tiers.embed import bundled_model_path
 from tiermem.tiers.embed_onnx import (
@@ -138,6 +138,8 @@ def test_a_bad_query_graph_leaves_queries_on_the_export(tmp_path: Path, break_it
     if not graph.exists():
         FastEmbedder(runtime="onnx", cache_dir=cache).prepare_query_graph()
     break_it(graph)
+    if break_it is not _unwritable:
+        block_exports(cache)  # else it is fused again (tests/test_export_damaged.py)
     emb = _spare(FastEmbedder(runtime="onnx", cache_dir=cache))
     assert emb.prepare_query_graph() == MODEL_FILE
     assert isinstance(emb._query, OnnxSession)

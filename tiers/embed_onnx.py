@@ -20,8 +20,16 @@ Invariants:
 - **Offline, exported once.** The export runs locally from the model's own files (torch
   and the `onnx` package, only then), at first use or by `tiermem model` at install,
   into the user's cache dir (or `embedding_cache_dir`), keyed by a hash of the model's
-  files and `EXPORT_VERSION`. It writes to a temporary file and renames, under a file
-  lock, so concurrent first uses export once and never read half a file.
+  files and `EXPORT_VERSION`. It writes to a temporary file, flushes it to disk and
+  renames it (then flushes the directory), the graph before the manifest, under a file
+  lock, so concurrent first uses export once, never read half a file, and a power loss
+  leaves no short graph beside a complete manifest.
+- **Repaired once.** An export (or its fused query graph) that fails its load check
+  (a manifest or graph that cannot be read, wrong probe vectors: a file cut off or
+  corrupted on disk) is made again, once per load, under the export lock; a process
+  that finds it already remade there by another (its files' `file_signature`s changed
+  since its own failed check) loads that one. Only where the fresh one fails too does
+  the load fail (`runtime="onnx"`) or fall back.
 - **Lazy.** Constructing an embedder imports nothing heavy and reads no file; the first
   `embed` loads (and, once per model, exports). `loaded` says whether that happened, so
   callers can leave embedding to a process that has the model (see tiermem.memory).
@@ -40,7 +48,8 @@ Invariants:
   background indexer stopped at exit may make the one-text call that would start one,
   after the interpreter has joined its non-daemon threads.
 - **Fallback.** `runtime="auto"` uses the reference pipeline where onnxruntime or
-  tokenizers is missing, or the export or its check fails (logged once);
+  tokenizers is missing, or the export or its check fails, after one fresh export where
+  the cached one was damaged (logged once);
   `runtime="onnx"` raises instead.
 """
 
@@ -145,12 +154,15 @@ _UNHASHED = {"README.md", ".gitattributes"}
 
 
 class EmbeddingRuntimeError(RuntimeError):
-    """The fast runtime cannot be used for this model (the message says why)."""
+    """The fast runtime cannot be used for this model (the message says why). `damaged`:
+    the cached export's own files are at fault (unreadable, or other vectors), so
+    exporting again may mend it."""
 
-    def __init__(self, model_path: Path, problem: str) -> None:
+    def __init__(self, model_path: Path, problem: str, *, damaged: bool = False) -> None:
         super().__init__(f"ONNX embedding runtime for {model_path}: {problem}")
         self.model_path = model_path
         self.problem = problem
+        self.damaged = damaged
 
 
 def default_cache_dir() -> Path:
@@ -211,12 +223,42 @@ def _write_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, CACHE_FILE_MODE)
-        os.replace(tmp, path)
+        _install(Path(tmp), path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (a rename into it) to disk, where the system can."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # Windows opens no directory; its renames are flushed with the file
+        return
+    try:
+        with contextlib.suppress(OSError):  # some file systems refuse to sync a directory
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _install(tmp: Path, path: Path) -> None:
+    """Put the written (and flushed) temporary file `tmp` in place as `path`, readable by
+    all, the rename flushed too: after a power loss `path` is the old file or the whole
+    new one, and what is written after this call (the manifest after the graph) is never
+    on disk without it."""
+    os.chmod(tmp, CACHE_FILE_MODE)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
@@ -266,6 +308,26 @@ def check_key(out: Path, threads: int, graph: str = MODEL_FILE) -> str:
         st = (out / name).stat()
         parts.append(f"{(out / name).resolve()}\0{st.st_dev}\0{file_signature(st)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+# What every load reads from a manifest (`export_model` writes them all)
+MANIFEST_KEYS = ("export_version", "dim", "max_length", "lower_case", "pad_id", "inputs", "probes", "reference")
+
+
+def read_manifest(model_path: Path, out: Path) -> dict[str, Any]:
+    """The export's manifest in `out`; one that cannot be read, lacks a key, or was
+    written for another version or other probes is damage (the directory's name has
+    the version: a manifest of another one in it is not what an export wrote there)."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: cut off, or not UTF-8 (UnicodeDecodeError)
+        raise EmbeddingRuntimeError(model_path, f"{out / MANIFEST} cannot be read ({type(exc).__name__}: {exc})",
+                                    damaged=True) from exc
+    if not isinstance(manifest, dict) or any(k not in manifest for k in MANIFEST_KEYS):
+        raise EmbeddingRuntimeError(model_path, f"{out / MANIFEST} lacks what an export writes", damaged=True)
+    if manifest["export_version"] != EXPORT_VERSION or manifest["probes"] != list(PROBES):
+        raise EmbeddingRuntimeError(model_path, f"cache {out} was written by another version", damaged=True)
+    return manifest
 
 
 def export_dir(model_path: Path, cache_dir: Path) -> Path:
@@ -354,9 +416,9 @@ def export_model(model_path: Path, out_dir: Path) -> Path:
                                                     f"below {MIN_COSINE}")
         manifest["export_cosine_min"] = worst
         # readable by all: a model is no secret, and an image's export is written by root
-        # and read by the service's own user
-        os.chmod(tmp, CACHE_FILE_MODE)
-        os.replace(tmp, out_dir / MODEL_FILE)
+        # and read by the service's own user; on disk before the manifest that vouches for it
+        _fsync_file(Path(tmp))
+        _install(Path(tmp), out_dir / MODEL_FILE)
         _write_atomic(out_dir / MANIFEST, json.dumps(manifest).encode())
     finally:
         with contextlib.suppress(OSError):
@@ -383,14 +445,38 @@ def plan_batches(lengths: list[int], *, batch_size: int, max_tokens: int | None 
     return out
 
 
-def ensure_export(model_path: Path, cache_dir: Path) -> Path:
-    """The export directory for `model_path`, exporting first if no valid one exists."""
+# What a load saw of an export's files before checking them: each one's `file_signature`
+# (None: missing). The same under the lock after a failed check: nobody has remade them.
+ExportFiles = tuple[str | None, ...]
+
+
+def export_files(out: Path, names: tuple[str, ...] = (MODEL_FILE, MANIFEST)) -> ExportFiles:
+    """The `file_signature`s of the files `names` in the export dir `out` (see ExportFiles)."""
+    sigs: list[str | None] = []
+    for name in names:
+        try:
+            sigs.append(file_signature((out / name).stat()))
+        except OSError:
+            sigs.append(None)
+    return tuple(sigs)
+
+
+def ensure_export(model_path: Path, cache_dir: Path, *, damaged: ExportFiles | None = None) -> Path:
+    """The export directory for `model_path`, exporting first if no valid one exists.
+    `damaged`: `export_files` of the export as a load saw it before it failed its check;
+    it is exported again unless another process has remade it meanwhile (its files'
+    signatures differ from these by then). The fused query graph, made from the old
+    export, goes with it."""
     out = export_dir(model_path, cache_dir)
-    if (out / MANIFEST).is_file() and (out / MODEL_FILE).is_file():
+    if damaged is None and (out / MANIFEST).is_file() and (out / MODEL_FILE).is_file():
         return out
     with _file_lock(cache_dir / ".export.lock"):
-        if not ((out / MANIFEST).is_file() and (out / MODEL_FILE).is_file()):  # another process may have
+        # another process may have exported (or remade the damaged export) meanwhile
+        if not ((out / MANIFEST).is_file() and (out / MODEL_FILE).is_file()) or (
+                damaged is not None and export_files(out) == damaged):
             _remove_temporaries(out)
+            if damaged is not None:
+                (out / QUERY_MODEL_FILE).unlink(missing_ok=True)
             export_model(model_path, out)
     return out
 
@@ -443,23 +529,26 @@ def fuse_graph(plain: Path, out: Path, *, num_heads: int, hidden_size: int, opt_
     os.close(fd)
     try:
         model.save_model_to_file(tmp)
-        os.chmod(tmp, CACHE_FILE_MODE)
-        os.replace(tmp, out)
+        _fsync_file(Path(tmp))
+        _install(Path(tmp), out)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
     return counts
 
 
-def ensure_query_graph(model_path: Path, out: Path, cache_dir: Path) -> Path:
+def ensure_query_graph(model_path: Path, out: Path, cache_dir: Path, *,
+                       damaged: ExportFiles | None = None) -> Path:
     """`QUERY_MODEL_FILE` in the export directory `out`, fused from the export first if it
-    is not there (under the export's lock: concurrent first uses fuse once). Raises where
+    is not there (under the export's lock: concurrent first uses fuse once). `damaged`:
+    `export_files(out, (QUERY_MODEL_FILE,))` as a load saw it before it failed its check:
+    fused again unless another process has meanwhile (as `ensure_export`). Raises where
     it cannot be made (no onnx, a read-only cache, a graph the optimizer refuses)."""
     target = out / QUERY_MODEL_FILE
-    if target.is_file():
+    if damaged is None and target.is_file():
         return target
     with _file_lock(cache_dir / ".export.lock"):
-        if not target.is_file():
+        if not target.is_file() or (damaged is not None and export_files(out, (QUERY_MODEL_FILE,)) == damaged):
             _remove_temporaries(out)
             cfg = json.loads((model_path / "config.json").read_text("utf-8"))
             counts = fuse_graph(out / MODEL_FILE, target, num_heads=int(cfg["num_attention_heads"]),
@@ -503,7 +592,11 @@ class OnnxSession:
                                       "1" if spinning or spin_within_run else "0")
         if spin_within_run and not spinning:
             opts.add_session_config_entry("session.force_spinning_stop", "1")
-        self.session = ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's errors (InvalidProtobuf, Fail, ...) share no base class
+            raise EmbeddingRuntimeError(model_path, f"{onnx_file} cannot be loaded ({type(exc).__name__}: {exc})",
+                                        damaged=True) from exc
         # the Rust tokenizer refuses concurrent use of one instance ("Already borrowed")
         self._tok_lock = threading.Lock()
 
@@ -544,12 +637,16 @@ def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: i
     if stamp.is_file():
         return session, "remembered"
     want = np.asarray(manifest["reference"], dtype=np.float32)
-    # one at a time: together they would all be padded to the long probe's length
-    got = np.concatenate([session.run([p]) for p in PROBES])
-    worst = float(_cosines(got, want).min())
+    try:
+        # one at a time: together they would all be padded to the long probe's length
+        got = np.concatenate([session.run([p]) for p in PROBES])
+    except Exception as exc:  # a graph that loads but cannot run (cut off between its tensors)
+        raise EmbeddingRuntimeError(path, f"{out / graph} cannot be run ({type(exc).__name__}: {exc})",
+                                    damaged=True) from exc
+    worst = float(_cosines(got, want).min()) if got.shape == want.shape else -1.0
     if worst < MIN_COSINE:
         raise EmbeddingRuntimeError(path, f"{out / graph} computes cosine {worst:.6f} to the pipeline's "
-                                          f"probe vectors, below {MIN_COSINE}")
+                                          f"probe vectors, below {MIN_COSINE}", damaged=True)
     with contextlib.suppress(OSError):  # a read-only cache checks on every load
         stamp.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(stamp, f"{worst:.9f}\n".encode())
@@ -879,11 +976,22 @@ class FastEmbedder(MemoAttributes):
             raise EmbeddingRuntimeError(path, "onnxruntime or tokenizers is not installed")
         cache_dir = self.cache_dir or default_cache_dir()
         out = ensure_export(path, cache_dir)
-        manifest = json.loads((out / MANIFEST).read_text("utf-8"))
-        if manifest.get("export_version") != EXPORT_VERSION or list(manifest.get("probes", [])) != list(PROBES):
-            raise EmbeddingRuntimeError(path, f"cache {out} was written by another version")
         threads = omp_threads() or SESSION_THREADS
-        session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
+        seen = export_files(out)
+        try:
+            manifest = read_manifest(path, out)
+            session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
+        except EmbeddingRuntimeError as exc:
+            if not exc.damaged:
+                raise
+            log.warning("%s; exporting it again", exc)
+            try:
+                ensure_export(path, cache_dir, damaged=seen)
+                manifest = read_manifest(path, out)
+                session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
+            except Exception as again:
+                raise EmbeddingRuntimeError(path, f"{exc.problem}; exporting it again failed too "
+                                                  f"({type(again).__name__}: {again})") from again
         self._opened = (path, out, manifest, cache_dir)
         self.dim = int(manifest["dim"])
         return session
@@ -914,9 +1022,7 @@ class FastEmbedder(MemoAttributes):
         threads = min(self.query_threads, usable_cpus())
         if self.fused_queries:
             try:
-                ensure_query_graph(path, out, cache_dir)
-                query, _how = _checked_session(path, out, manifest, threads, cache_dir, QUERY_MODEL_FILE,
-                                               spin_within_run=self.query_spin)
+                query = self._fused_query_session(path, out, manifest, threads, cache_dir)
             except Exception as exc:  # the plain export serves queries as before
                 log.info("no fused query graph (%s: %s); queries run the plain export", type(exc).__name__, exc)
             else:
@@ -931,6 +1037,23 @@ class FastEmbedder(MemoAttributes):
             return
         self.query_graph = MODEL_FILE
         self._query = query
+
+    def _fused_query_session(self, path: Path, out: Path, manifest: dict[str, Any], threads: int,
+                             cache_dir: Path) -> OnnxSession:
+        """A checked session of QUERY_MODEL_FILE, fused first where it is missing, and
+        fused again once where it fails its check (as the export: see "Repaired once")."""
+        ensure_query_graph(path, out, cache_dir)
+        seen = export_files(out, (QUERY_MODEL_FILE,))
+        try:
+            return _checked_session(path, out, manifest, threads, cache_dir, QUERY_MODEL_FILE,
+                                    spin_within_run=self.query_spin)[0]
+        except EmbeddingRuntimeError as exc:
+            if not exc.damaged:
+                raise
+            log.warning("%s; fusing it again", exc)
+        ensure_query_graph(path, out, cache_dir, damaged=seen)
+        return _checked_session(path, out, manifest, threads, cache_dir, QUERY_MODEL_FILE,
+                                spin_within_run=self.query_spin)[0]
 
     def prepare_query_graph(self) -> str | None:
         """Load, then fuse and check the query session's graph now (`tiermem model` does,
