@@ -24,6 +24,41 @@ class ValidationError(TiermemError, ValueError):
         super().__init__(f"{field}: {problem}")
 
 
+# How much of a refused value an error quotes: enough to recognise it, never a whole
+# payload. An error travels whole into HTTP 422 bodies, MCP tool errors, CLI output and
+# logs, each way in of the same check: a 100,000-character role came back in a
+# 100,111-character error. The one bound for every echo of caller input (`shown`,
+# `field_error`): tiers.formats, tiers.models, the Anthropic adapter.
+MAX_SHOWN_CHARS = 60
+MAX_SHOWN_INT = 10 ** 30  # larger ints are named by type (`repr` refuses past 4300 digits)
+# a key an error may name as the field itself; any other is quoted: a field goes into
+# paths, HTTP locations and logs, which its length, an empty name, control characters,
+# lone surrogates, dots or brackets would garble
+_PLAIN_FIELD = re.compile(rf"[A-Za-z0-9_]{{1,{MAX_SHOWN_CHARS}}}")
+
+
+def shown(value: object) -> str:
+    """`value` as an error message may quote it: a string's repr (lone surrogates escaped)
+    cut to MAX_SHOWN_CHARS, a scalar's repr, else its type (a huge int has no repr; a
+    container's repr is its whole payload)."""
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + "..."
+    if value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) < MAX_SHOWN_INT):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def field_error(key: object, problem: str, *, path: str = "") -> ValidationError:
+    """The ValidationError for a caller's key `key` of the object at `path` (`""`: the
+    message itself): named `path.key` when the key is a plain name (ASCII letters, digits,
+    `_`, at most MAX_SHOWN_CHARS), else named after the object (`path`, or `message`)
+    with the key quoted (`shown`) before `problem`."""
+    if isinstance(key, str) and _PLAIN_FIELD.fullmatch(key):
+        return ValidationError(f"{path}.{key}" if path else key, problem)
+    return ValidationError(path or "message", f"{shown(key)} {problem}")
+
+
 class IdempotencyKeyReused(ValidationError):
     """An append named an idempotency key that its conversation already holds for a
     different request (other messages, metadata, times or session): nothing was written.

@@ -32,6 +32,10 @@ Invariants and policy (README, "Message formats"):
   verbatim (`prompt_cache_breakpoint`, a new `detail` value, a vendor's extra): it is the
   provider's payload, not tiermem's.
 - **Unknown kinds are refused**: a role or an item `type` not listed here, naming the field.
+- **Bounded echoes.** An error quotes a refused value cut to `tiers.errors.MAX_SHOWN_CHARS`
+  (a container by its type: `shown`), and names an unknown key as the field only when it
+  is a plain name within that bound; any other key is quoted in a `message` error
+  (`field_error`). Errors travel whole into HTTP bodies, tool errors, CLI output and logs.
 - **Canonical role** (`canonical_role`): the turn index keeps one of `system`, `user`,
   `assistant`, `tool` (developer -> system, function -> tool, calls and reasoning ->
   assistant, `*_output` results -> tool), which is what ranking and classification read.
@@ -58,7 +62,7 @@ import json
 import math
 from typing import Any
 
-from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.errors import ValidationError, field_error, shown
 
 CHAT_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool", "function")
 RESPONSES_ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant")
@@ -197,8 +201,9 @@ def _fields(d: dict[str, Any], allowed: frozenset[str], path: str, kind: str) ->
             _fail(path or "message", "field names must be strings")
         if k not in allowed and not (k in NULL_TOLERATED_FIELDS and d[k] is None and "role" in d
                                      and "type" not in d):
-            _fail(_join(path, k), f"is not a field of {kind} (its fields: {', '.join(sorted(allowed))}); "
-                  "put caller data in metadata")
+            # a key that is no plain name is quoted, bounded, not made the field (`field_error`)
+            raise field_error(k, f"is not a field of {kind} (its fields: {', '.join(sorted(allowed))}); "
+                              "put caller data in metadata", path=path)
 
 
 def _part(part: object, path: str, allowed: frozenset[str], where: str) -> None:
@@ -207,7 +212,7 @@ def _part(part: object, path: str, allowed: frozenset[str], where: str) -> None:
     if not isinstance(t, str):
         _fail(_join(path, "type"), "Field required (a content part needs a string type)")
     if t not in allowed:
-        _fail(_join(path, "type"), f"{t!r} is not a content part type of {where} (allowed: {', '.join(sorted(allowed))})")
+        _fail(_join(path, "type"), f"{shown(t)} is not a content part type of {where} (allowed: {', '.join(sorted(allowed))})")
     if t in ("text", "input_text", "output_text", "summary_text", "reasoning_text"):
         _str(p, "text", path)
     elif t == "refusal":
@@ -269,7 +274,7 @@ def _tool_call(call: object, path: str) -> None:
         _str(cu, "name", _join(path, "custom"), min_chars=1, max_chars=TOOL_NAME_MAX_CHARS)
         _str(cu, "input", _join(path, "custom"), required=False)
     else:
-        _fail(_join(path, "type"), f"must be 'function' or 'custom', got {t!r}")
+        _fail(_join(path, "type"), f"must be 'function' or 'custom', got {shown(t)}")
 
 
 def kind_of(body: dict[str, Any]) -> str:
@@ -280,7 +285,7 @@ def kind_of(body: dict[str, Any]) -> str:
         if not isinstance(t, str):
             _fail("type", f"must be a string, got {type(t).__name__}")
         if t not in ITEM_TYPES:
-            _fail("type", f"{t!r} is not a Responses input item type tiermem knows "
+            _fail("type", f"{shown(t)} is not a Responses input item type tiermem knows "
                   f"(known: {', '.join(sorted(ITEM_TYPES))})")
         return t
     if "role" not in body:
@@ -288,7 +293,7 @@ def kind_of(body: dict[str, Any]) -> str:
     role = body["role"]
     if role not in CHAT_ROLES:
         _fail("role", "Input should be " + ", ".join(repr(r) for r in CHAT_ROLES)
-              + f" (Chat Completions), got {role!r}")
+              + f" (Chat Completions), got {shown(role)}")
     content = body.get("content")
     if role in RESPONSES_ROLES and isinstance(content, list) and any(
             isinstance(p, dict) and isinstance(p.get("type"), str) and p["type"] in RESPONSES_ONLY_PART_TYPES
@@ -310,7 +315,7 @@ def check_body(body: object, *, stored: bool = False) -> str:
         _fields(d, ITEM_FIELDS["message"], "", "a Responses message")
         if d.get("role") not in RESPONSES_ROLES:
             _fail("role", "Input should be " + ", ".join(repr(r) for r in RESPONSES_ROLES)
-                  + f" (Responses message), got {d.get('role')!r}")
+                  + f" (Responses message), got {shown(d.get('role'))}")
         _content(d, "content", "", RESPONSES_PART_TYPES, "a Responses message", required=True, nullable=False)
     elif kind in ("function_call", "custom_tool_call"):
         _fields(d, ITEM_FIELDS[kind], "", f"a {kind} item")

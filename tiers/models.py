@@ -22,7 +22,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from tiermem.tiers.errors import LimitExceeded, ValidationError
+from tiermem.tiers.errors import LimitExceeded, ValidationError, field_error
 from tiermem.tiers.formats import (
     MAX_ENVELOPE_BYTES,
     NAME_MAX_CHARS,
@@ -340,9 +340,10 @@ def _check_depth(fields: dict[str, Any]) -> None:
     (`fields` are the message's top-level fields, envelope included, at level 1)."""
     for name, value in fields.items():
         if nested_deeper_than(value, MAX_JSON_DEPTH, depth=1):
-            raise ValidationError(
-                name, f"is nested deeper than the limit of {MAX_JSON_DEPTH} levels (the message itself is level 1)"
-            )
+            # any key, not only a known field (the depth is checked first): quoted when it is
+            # no plain name (`field_error`)
+            raise field_error(name, f"is nested deeper than the limit of {MAX_JSON_DEPTH} levels "
+                              "(the message itself is level 1)")
 
 
 # The openai SDK's Python field names that differ from the wire's (its `alias`): what a

@@ -127,7 +127,7 @@ from typing import Any
 from tiermem.adapters._common import MemoryLike, check_memory, log_pages
 from tiermem.config import DEFAULT_MAX_METADATA_BYTES
 from tiermem.planner.plan import MAX_BREAKPOINTS, Context
-from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.errors import ValidationError, field_error, shown
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
     TOOL_NAME_MAX_CHARS,
@@ -175,11 +175,6 @@ PDF_MEDIA_TYPE = "application/pdf"
 DATA_SCHEME = "data:"
 # the media types a base64 image source may have (the API refuses any other with a 400)
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-# how much of a refused value an error quotes: enough to recognise it, never a whole payload
-MAX_SHOWN_CHARS = 60
-MAX_SHOWN_INT = 10 ** 30  # larger ints are named by type (`repr` refuses past 4300 digits)
-# a field name an error may quote as the field itself; any other is named by its repr
-_PLAIN_FIELD = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -195,17 +190,6 @@ class AnthropicRequest:
 
 
 # -- in ---------------------------------------------------------------------------------------
-
-
-def _shown(value: Any) -> str:
-    """`value` as an error message may quote it: a string's repr (lone surrogates escaped)
-    cut to MAX_SHOWN_CHARS, a scalar's repr, else its type (a huge int has no repr)."""
-    if isinstance(value, str):
-        shown = repr(value)
-        return shown if len(shown) <= MAX_SHOWN_CHARS else shown[:MAX_SHOWN_CHARS] + "..."
-    if value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) < MAX_SHOWN_INT):
-        return repr(value)
-    return f"a {type(value).__name__}"
 
 
 def _json_bytes(value: Any, field: str) -> int:
@@ -235,7 +219,7 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
     b = {k: v for k, v in b.items() if v is not None}  # a reply's model_dump() writes unset fields as null
     t = b.get("type")
     if t not in BLOCK_TYPES:
-        raise ValidationError(f"{path}.type", f"{_shown(t)} is not a block type tiermem converts "
+        raise ValidationError(f"{path}.type", f"{shown(t)} is not a block type tiermem converts "
                               f"(converted: {', '.join(BLOCK_TYPES)})")
     if t not in ROLE_BLOCKS[role]:
         raise ValidationError(f"{path}.type", f"a {role} message cannot hold a {t!r} block")
@@ -286,7 +270,7 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
             if not isinstance(source.get("url"), str):
                 raise ValidationError(f"{path}.source.url", "Field required (a string)")
         else:
-            raise ValidationError(f"{path}.source.type", f"{_shown(kind)} has no OpenAI chat form "
+            raise ValidationError(f"{path}.source.type", f"{shown(kind)} has no OpenAI chat form "
                                   "(converted: 'base64', 'url'; an image given by file id is not)")
     # what the block holds anywhere (a tool's input, citations, a result's blocks) must be
     # storable JSON: refused here by its block, not by the store or the wire after
@@ -344,16 +328,13 @@ def from_anthropic(message: Any, *, max_metadata_bytes: int = DEFAULT_MAX_METADA
     if not reply:
         for k in m:
             if k not in PARAM_FIELDS:
-                # a key that is no plain name (empty, control characters, lone surrogates)
-                # is quoted, not made the field: the field goes into paths and logs
-                plain = isinstance(k, str) and _PLAIN_FIELD.fullmatch(k)
-                raise ValidationError(k if plain else "message", f"{'' if plain else _shown(k) + ' '}is not a "
-                                      "field of an Anthropic MessageParam (its fields: content, role); a reply "
-                                      "carries type 'message'")
+                # a key that is no plain name is quoted, not made the field (`field_error`)
+                raise field_error(k, "is not a field of an Anthropic MessageParam (its fields: content, role); "
+                                  "a reply carries type 'message'")
     role = m.get("role")
     if not isinstance(role, str) or role not in ROLE_BLOCKS or (reply and role != "assistant"):
         raise ValidationError("role", f"must be 'user', 'assistant' or 'system' (a reply: 'assistant'), "
-                              f"got {_shown(role)}")
+                              f"got {shown(role)}")
     content = m.get("content")
     if isinstance(content, str):
         _json_bytes(content, "content")
