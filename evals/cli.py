@@ -9,7 +9,9 @@
 Every command runs its own Memory in `--data-dir` (default: a temporary dir, deleted
 afterwards along with the embedded Redis it started), with the hot tier on. A `--data`
 file is checked before `--data-dir` is created or its store opened: a file the eval
-refuses leaves the data dir as it was. Progress bars and warnings go to stderr; `--json`
+refuses leaves the data dir as it was. A file an eval writes (`--plot`, `--latency-plot`,
+`--trace`) is an `OutputPath`: a directory it cannot be written in is a usage error while
+the arguments are parsed, not after the run. Progress bars and warnings go to stderr; `--json`
 prints exactly one JSON object on stdout.
 Standalone: `python -m tiermem.evals.cli ...`.
 """
@@ -24,6 +26,7 @@ from typing import Any, TypeVar
 
 import click
 
+from tiermem.cli import OutputPath
 from tiermem.config import Config
 from tiermem.evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
 from tiermem.evals.conversations import checked_samples
@@ -161,13 +164,13 @@ def _check_data(data: Path, config: Config, *, sample: str | None, need_samples:
 )
 @click.option(
     "--plot",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OutputPath(),
     default=None,
     help="Write a recall-vs-budget PNG here (e.g. docs/recall.png).",
 )
 @click.option(
     "--latency-plot",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OutputPath(),
     default=None,
     help="Write a latency histogram PNG here (largest budget).",
 )
@@ -226,11 +229,11 @@ def locomo_command(
 @click.option("--method", "methods", type=click.Choice(COST_METHODS), multiple=True)
 @click.option(
     "--plot",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OutputPath(),
     default=None,
     help="Write cumulative billed tokens vs turn as a PNG here (e.g. docs/cost.png).",
 )
-@click.option("--trace", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--trace", type=OutputPath(), default=None,
               help="Write one JSON line per tiermem context here (class, retrieval, stable tokens, epoch reason).")
 @click.option("--instances", type=click.IntRange(1, MAX_COST_INSTANCES), default=1, show_default=True,
               help="Memory objects on the same data dir and Redis that serve the contexts in turn "
@@ -301,7 +304,7 @@ def cost_command(
 @click.option("--limit-questions", type=click.IntRange(min=1), default=None,
               help="Only the first K questions of each sample.")
 @click.option("--method", "methods", type=click.Choice(SESSION_METHODS), multiple=True)
-@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--plot", type=OutputPath(), default=None,
               help="Write recall against billed cost as a PNG here (e.g. docs/session.png).")
 @_common
 def session_command(

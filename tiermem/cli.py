@@ -1458,7 +1458,7 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
               help="Write the results (each candidate's effective config and figures) as JSON here.")
 @click.option("--write-config", type=OutputPath(), default=None,
               help="Write the best candidate as a TOML config file here.")
-@click.option("--plot", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--plot", type=OutputPath(), default=None,
               help="Write a PNG of recall against billed cost here (matplotlib, the `eval` extra).")
 @click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
