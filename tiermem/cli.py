@@ -430,6 +430,25 @@ class OutputPath(click.Path):
         return path
 
 
+class ConfigFilePath(click.Path):
+    """A config file to read: a leading `~` is the home directory, as Config reads
+    `TIERMEM_CONFIG` (`config.config_file`): a value from env, or `--config=~/c.toml`, is
+    not expanded by a shell, and was said not to exist. Then it must exist, as a file."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path, dir_okay=False, exists=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from tiermem.config import config_file
+
+        if isinstance(value, str | os.PathLike):
+            try:
+                value = config_file(value)
+            except ValueError as exc:
+                self.fail(str(exc), param, ctx)
+        return super().convert(value, param, ctx)
+
+
 TEXT = TextType()
 NON_EMPTY_TEXT = TextType(allow_empty=False)
 POSITION = click.IntRange(0, MAX_POSITION)
@@ -476,7 +495,7 @@ def _idempotency_key_given(_ctx: click.Context, _param: click.Parameter, value: 
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=ConfigFilePath(),
     envvar="TIERMEM_CONFIG",
     help="TOML config file (env TIERMEM_CONFIG).",
 )
@@ -1232,7 +1251,7 @@ def _data_dir_source(ctx: click.Context) -> str:
 
 
 @cli.command("config")
-@click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+@click.option("--check", "check_file", type=ConfigFilePath(), default=None,
               help="Validate this file (TOML, or JSON by its name; every bad field named) and show its config.")
 @click.option("--export", "export_to", type=OutputPath(allow_dash=True),
               default=None, help="Write the effective config here in sections (JSON when the name ends in "
@@ -1446,7 +1465,7 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @cli.command("tune")
 @click.argument("data", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=False)
 @click.option("--budgets", type=TEXT, default="500,1000,2000", show_default=True, help="Context budgets, comma-separated.")
-@click.option("--config", "base_config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+@click.option("--config", "base_config", type=ConfigFilePath(),
               default=None, help="Base TOML config of every candidate [default: the global --config].")
 @click.option("--grid", "grid_specs", type=TEXT, multiple=True, metavar="KEY=V1,V2",
               help="Values to try for a setting (dotted for nested ones); repeat: every combination runs.")

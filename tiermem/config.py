@@ -7,7 +7,8 @@ message, which names the field.
 
 One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
 `Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
-else none. Nested settings merge field by field at every level: setting one share of a
+else none (`config_file`; a leading `~` is the home directory there, as in the path
+settings). Nested settings merge field by field at every level: setting one share of a
 query class (`TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL=0.2`, or `tail = 0.2` under
 `[slice_shares.targeted_recall]`) keeps that class's other defaults, not the generic
 `SliceShares` ones. `explain_sources()` says where each effective value came from.
@@ -562,15 +563,10 @@ class Config(BaseSettings):
                                  "say '.')")
             if "\x00" in text:
                 raise ValueError("must not contain a NUL byte")
-            if text.startswith("~"):
-                # a file or env value is not read by a shell: "~/tm" was a directory named "~" in
-                # the working directory for the log, while the embedded Redis (which expands it)
-                # went to $HOME/tm, so each working directory had a log of its own
-                expanded = os.path.expanduser(text)
-                if expanded.startswith("~"):
-                    raise ValueError(f"starts with {text.split('/')[0]!r}, which names no user's home "
-                                     "directory (for a directory of that name, say ./~...)")
-                return expanded
+            # a file or env value is not read by a shell: "~/tm" was a directory named "~" in
+            # the working directory for the log, while the embedded Redis (which expands it)
+            # went to $HOME/tm, so each working directory had a log of its own
+            return expand_home(text) if text.startswith("~") else v
         return v
 
     @field_validator("db_filename")
@@ -655,8 +651,7 @@ class Config(BaseSettings):
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
         """Build a Config from a TOML file (or env `TIERMEM_CONFIG`), the environment and
         `overrides`, in increasing precedence."""
-        chosen = path or os.environ.get(CONFIG_ENV)
-        token = _toml_path.set(Path(chosen) if chosen else None)
+        token = _toml_path.set(config_file(path))
         try:
             return cls(**overrides)
         finally:
@@ -671,10 +666,8 @@ class Config(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = _toml_path.get()
-        if toml is None and os.environ.get(CONFIG_ENV):
-            # `Config()` reads the file that env TIERMEM_CONFIG names, as `Config.load()` does
-            toml = Path(os.environ[CONFIG_ENV])
+        # `Config()` reads the file that env TIERMEM_CONFIG names, as `Config.load()` does
+        toml = _toml_path.get() or config_file()
         init, env = _Sectioned(settings_cls, init_settings), _Sectioned(settings_cls, env_settings, env=True)
         if toml is None:
             return (init, env)
@@ -686,6 +679,34 @@ class Config(BaseSettings):
             raise ValueError(f"config file {toml} is not a regular file (a directory, a pipe or a device); "
                              "write the config to a file and name that")
         return (init, env, _Sectioned(settings_cls, file=toml))
+
+
+def expand_home(text: str) -> str:
+    """`text` with a leading `~` or `~user` read as a shell reads it (the home directory),
+    for a path given where no shell expands it (a config file, env, a `--opt=~/x`
+    argument); other text unchanged. ValueError when `~user` names no user."""
+    if not text.startswith("~"):
+        return text
+    expanded = os.path.expanduser(text)
+    if expanded.startswith("~"):
+        raise ValueError(f"starts with {text.split('/')[0]!r}, which names no user's home directory "
+                         "(for a directory of that name, say ./~...)")
+    return expanded
+
+
+def config_file(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file to read: `path`, else the one env `TIERMEM_CONFIG` names, else None;
+    a leading `~` is the home directory (`expand_home`), as in the path settings. The one
+    reading of that choice (`Config.load`, `Config()`, `explain_sources`, the CLI's
+    `--config`): `TIERMEM_CONFIG=~/c.toml` was said not to exist while `data_dir = "~/tm"`
+    was expanded. ValueError naming the file when `~user` names no user."""
+    chosen = os.fspath(path) if path else os.environ.get(CONFIG_ENV)
+    if not chosen:
+        return None
+    try:
+        return Path(expand_home(chosen))
+    except ValueError as exc:
+        raise ValueError(f"config file {chosen} {exc}") from None
 
 
 def check_llm_base_url(url: str) -> None:
@@ -770,7 +791,7 @@ def explain_sources(
     label `argument_sources` gives a top-level key, e.g. a CLI option), `env NAME`,
     `file PATH`, or `default`."""
     cfg = Config.load(path, **overrides)
-    chosen = path or os.environ.get(CONFIG_ENV)
+    chosen = config_file(path)
     toml: dict[str, Any] = {}
     if chosen:
         toml = config_sections.flatten(config_sections.read_file(chosen))
