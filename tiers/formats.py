@@ -823,6 +823,15 @@ def _to_chat_part(p: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "text", "text": text} if text else None
 
 
+def joins_turn(prev: dict[str, Any]) -> bool:
+    """Whether a Responses call item (`function_call`, `custom_tool_call`) right after chat
+    message `prev` (as `to_chat` makes it) is a call of `prev`'s assistant turn: `prev` has
+    calls (the item is a parallel one) or text (the Responses API writes a turn's text as a
+    message item of its own, its calls after it). `to_chat` puts the call on `prev`; the
+    LangChain history reads the two as one AIMessage by the same rule."""
+    return prev.get("role") == "assistant" and bool(prev.get("tool_calls") or isinstance(prev.get("content"), str))
+
+
 def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Responses items as Chat Completions messages (chat messages pass in wire form).
     Consecutive calls become one assistant message with parallel `tool_calls`."""
@@ -848,8 +857,7 @@ def to_chat(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if t == "function_call" else
                 {"id": b["call_id"], "type": "custom", "custom": {"name": b.get("name", ""), "input": b.get("input", "")}})
             prev = out[-1] if out else None
-            if prev is not None and prev.get("role") == "assistant" and (
-                    prev.get("tool_calls") or isinstance(prev.get("content"), str)):
+            if prev is not None and joins_turn(prev):
                 # a new list: `prev` may be a chat body in wire form, a shallow copy whose
                 # `tool_calls` is the stored (or cached, or planned) body's own list
                 prev["tool_calls"] = [*(prev.get("tool_calls") or ()), call]

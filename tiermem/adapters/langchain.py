@@ -29,7 +29,11 @@ every way stores the same rows.
 cut it). Reading accepts every stored shape, the `openai` SDK's own replies included: an
 assistant message whose `content` is null (a tool-calling or refusal-only reply) is an
 `AIMessage` with empty content, and a tool call whose arguments are not a JSON object is
-one of its `invalid_tool_calls` (LangChain's conversion raised on both).
+one of its `invalid_tool_calls` (LangChain's conversion raised on both). Responses items
+(what the OpenAI Agents SDK stores) are grouped into turns as `tiers.formats.to_chat`
+groups them: a `function_call` / `custom_tool_call` item right after an assistant
+message with text or calls is a call of that turn, so a turn's text item and its call
+items read back as one `AIMessage`; two chat messages with calls stay two (two rounds).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.errors import LimitExceeded, ValidationError
-from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, to_chat
+from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, joins_turn, to_chat
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
@@ -172,20 +176,25 @@ def to_langchain(bodies: list[dict[str, Any]], ids: Sequence[str | None] | None 
     `ids` (or `metadata`, the rows' metadata), one per body, restore LangChain ids, and
     `metadata` a tool message's status and artifact, where a body maps to one message."""
     out: list[BaseMessage] = []
+    last: dict[str, Any] | None = None  # the chat form of out[-1], as `to_chat` sees it
     for i, b in enumerate(bodies):
         if is_control(b):
             continue
+        chats = to_chat([b])
         msgs: list[BaseMessage] = []
-        for c in to_chat([b]):
+        for c in chats:
             msgs.extend(_to_message(_function_calls_only(c)))
         if len(msgs) == 1:
             meta = (metadata[i] if metadata is not None else None) or {}
             lc_id = ids[i] if ids is not None else meta.get(METADATA_ID_KEY)
             msgs[0] = _restore(msgs[0], b, meta, lc_id)
-        if b.get("type") in RESPONSES_CALL_TYPES and len(msgs) == 1:
-            _join_call(out, msgs[0])
-        else:
+        # a call item of the turn before goes on its AI message (`last` still joins after it)
+        joined = (b.get("type") in RESPONSES_CALL_TYPES and len(msgs) == 1 and last is not None
+                  and joins_turn(last) and _join_call(out, msgs[0]))
+        if not joined:
             out.extend(msgs)
+            if chats:
+                last = chats[-1]
     return out
 
 
@@ -258,18 +267,21 @@ def _function_calls_only(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "tool_calls": fixed}
 
 
-def _join_call(out: list[BaseMessage], call: BaseMessage) -> None:
-    """Responses items convert one call at a time: a call item right after a tool-calling
-    AI message is a parallel call of its turn (as `tiers.formats` reads it), one AI message
-    as a chat model expects. Only call items join: two chat messages with calls are two
-    rounds (the first's calls abandoned), kept apart with their ids."""
+def _join_call(out: list[BaseMessage], call: BaseMessage) -> bool:
+    """Put call item `call`'s calls on the AI message `out` ends with; False when it does
+    not end with one. Responses items convert one call at a time, and a turn's text is an
+    item of its own: a call item right after an AI message with calls or text is a call of
+    its turn (`tiers.formats.joins_turn`, as `to_chat` groups them), one AI message as a
+    chat model expects. Only call items join: two chat messages with calls are two rounds
+    (the first's calls abandoned), kept apart with their ids."""
     from langchain_core.messages import AIMessage
 
     prev = out[-1] if out else None
-    if isinstance(call, AIMessage) and isinstance(prev, AIMessage) and call.tool_calls and prev.tool_calls:
-        out[-1] = prev.model_copy(update={"tool_calls": [*prev.tool_calls, *call.tool_calls]})
-    else:
-        out.append(call)
+    if not (isinstance(call, AIMessage) and isinstance(prev, AIMessage)):
+        return False
+    out[-1] = prev.model_copy(update={"tool_calls": [*prev.tool_calls, *call.tool_calls],
+                                      "invalid_tool_calls": [*prev.invalid_tool_calls, *call.invalid_tool_calls]})
+    return True
 
 
 class TiermemChatMessageHistory(BaseChatMessageHistory):
