@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.tiers.memo import MISS, ScopedMemo
 from tiermem.tiers.models import ROLES  # the canonical roles of the turn index (one home)
 from tiermem.tiers.vectors import row_dots
 
@@ -273,26 +274,26 @@ _NOT_X_BUT_Y = re.compile(
 
 # Results of `correction_cue` and `TurnClassifier.classify` remembered per text: both are
 # pure functions of their arguments (the compiled rules never change), and the write path
-# asks the same text twice (the classifier, then supersession's assertion check). Bounded;
-# emptied when full, which costs a recomputation, never another answer.
+# asks the same text twice (the classifier, then supersession's assertion check). Found
+# again only in the memo scope they were computed in (tiers.memo: a text another tenant
+# wrote is never answered faster). Bounded; emptied when full, which costs a
+# recomputation, never another answer.
 MEMO_MAX_ENTRIES = 8192
 MEMO_MAX_CHARS = 4000  # longer texts are rare and not asked twice
-_cue_memo: dict[tuple[str, str], tuple[str, str] | None] = {}
-_label_memo: dict[tuple[str, str], TurnLabel] = {}  # classify() without an embedder
-_MISS: object = object()
+_cue_memo: ScopedMemo[tuple[str, str], tuple[str, str] | None] = ScopedMemo(MEMO_MAX_ENTRIES)
+_label_memo: ScopedMemo[tuple[str, str], TurnLabel] = ScopedMemo(MEMO_MAX_ENTRIES)  # classify() without an embedder
 
 
 def clear_memo() -> None:
-    """Forget every remembered text (an erasure must leave no copy of a turn's text)."""
+    """Forget every remembered text, of every scope (an erasure must leave no copy of a
+    turn's text)."""
     _cue_memo.clear()
     _label_memo.clear()
 
 
-def _remember(memo: dict[Any, Any], key: tuple[str, str], value: Any) -> None:
+def _remember(memo: ScopedMemo[tuple[str, str], Any], key: tuple[str, str], value: Any) -> None:
     if len(key[0]) <= MEMO_MAX_CHARS:
-        if len(memo) >= MEMO_MAX_ENTRIES:
-            memo.clear()
-        memo[key] = value
+        memo.put(key, value)
 
 
 def correction_cue(norm: str, role: str = "user", *,
@@ -300,8 +301,8 @@ def correction_cue(norm: str, role: str = "user", *,
     """Return ``(rule, matched text)`` when ``norm`` (normalised text) revises an earlier turn.
     ``clauses``: ``_clauses(norm)`` when the caller has it already (a shortcut only)."""
     key = (norm, role)
-    hit = _cue_memo.get(key, _MISS)
-    if hit is not _MISS:
+    hit = _cue_memo.get(key, MISS)
+    if hit is not MISS:
         return hit  # type: ignore[return-value]
     got = _correction_cue(norm, role, (clauses if clauses is not None else _clauses(norm)) or [norm])
     _remember(_cue_memo, key, got)
@@ -973,7 +974,7 @@ class TurnClassifier:
         if self._protos is not None:  # the fallback may embed: not a function of the text alone
             return self._classify(text, role, embedding)
         key = (text, role)
-        hit = _label_memo.get(key)
+        hit = _label_memo.get(key, None)
         if hit is None:
             hit = self._classify(text, role, None)
             _remember(_label_memo, key, hit)

@@ -73,7 +73,6 @@ the turn classifier through their public methods. Its invariants:
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from bisect import bisect_left
@@ -93,7 +92,8 @@ from tiermem.consolidation.classify import (
     request_tail,
 )
 from tiermem.consolidation.statements import remaining_text, statement_spans
-from tiermem.tiers.embed import cosine_from_l2, memo_scope, remembered_for
+from tiermem.tiers.embed import cosine_from_l2
+from tiermem.tiers.memo import memo_scope, remembered_for, scoped_cache
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
 from tiermem.tiers.vectors import row_dots
 
@@ -240,14 +240,19 @@ def detect_slots(text: str) -> dict[str, set[str]]:
     return {k: set(v) for k, v in _slots(text).items()}
 
 
+# The parses below are remembered per text, found again only in the memo scope they were
+# computed in (tiers.memo: a text another tenant wrote is never answered faster).
+TEXT_MEMO_MAX_ENTRIES = 4096
+
+
 def clear_memo() -> None:
-    """Forget what the text-keyed caches below remember (and so the texts): an erasure
-    leaves no copy of erased text in this process."""
+    """Forget what the text-keyed caches below remember (and so the texts), of every
+    scope: an erasure leaves no copy of erased text in this process."""
     for cached in (_slots, _content_items, _inflected, _holder, _clauses):
         cached.cache_clear()
 
 
-@functools.lru_cache(maxsize=4096)
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _slots(text: str) -> dict[str, frozenset[str]]:
     # Cached: the same earlier turns are scanned again for every new correction.
     low = normalize(text)
@@ -329,7 +334,7 @@ def _content(text: str) -> dict[str, float]:
     return dict(_content_items(text))
 
 
-@functools.lru_cache(maxsize=4096)
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _content_items(text: str) -> tuple[tuple[str, float], ...]:
     out: dict[str, float] = {}
     for sent in re.split(r"(?<=[.!?])\s+", _untitled(text)):
@@ -350,7 +355,7 @@ def _content_items(text: str) -> tuple[tuple[str, float], ...]:
 INFLECTION_CROSS_SHARE = 0.5
 
 
-@functools.lru_cache(maxsize=4096)
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _inflected(text: str) -> frozenset[str]:
     """Content stems that `text` holds only as -ed/-ing forms ("watched", "booking")."""
     forms: dict[str, bool] = {}
@@ -674,7 +679,7 @@ def _party_after(rest: Sequence[str], party: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _holder(statement: str) -> str | None:
     """Whose fact one clause states (SELF_HOLDER, a third party's word, OTHER_HOLDER, or
     None: nobody in particular), from its subject."""
@@ -808,7 +813,7 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
     return new.head in old.modifiers or old.head in new.modifiers
 
 
-@functools.lru_cache(maxsize=4096)
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
 def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None]]:
     """The holder and the subject of each of `text`'s clauses: its statements, and the
     parts of each a comma joins ("Priya left last week, the new contact is Tom Weber" is

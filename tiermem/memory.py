@@ -9,6 +9,12 @@ tier is rebuilt from the log when Redis returns, embeddings are caught up from
 
 Thread-safe: one instance can serve every thread of a web server.
 
+Whatever it does with a conversation's text (labels, supersession, keyword stems, token
+counts, vectors: append, the catch-up's hooks, context, search, consolidate, relabel)
+runs within that conversation's memo scope (`tiers.memo`), so the process-wide caches
+answer a text from memory only for the conversation that wrote it: no caller's latency
+says what another tenant wrote.
+
 At interpreter exit, the background work of every Memory not closed (the indexer, the
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
 the process when it exits while a daemon thread is inside a model call, so a script
@@ -39,11 +45,12 @@ from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superse
 from tiermem.consolidation.supersede import clear_memo as forget_slots
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
-from tiermem.tiers.embed import Embedder, memo_scope, query_embedding, remembered_for
+from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.lexical import forget_terms
+from tiermem.tiers.memo import memo_scope, new_conversation_scope, remembered_for
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
     MAX_BUDGET_TOKENS,
@@ -541,10 +548,16 @@ class Memory:
         fingerprint = append_fingerprint(parsed) if idempotency_key is not None else None
         parsed = [stamped(m) for m in parsed]
         self._check_controls(conv, ns, parsed)
-        labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
-        res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
-                                     fingerprint=fingerprint, expect_position=expect_position,
-                                     expect_key=expect_incarnation)
+        # labelled and counted within the conversation's memo scope (tiers.memo), so what
+        # is remembered of the text answers this conversation's next calls and nobody
+        # else's; a conversation not created yet has no key: its namespace and name stand in
+        known = self.cold.key_of(ns, conv)
+        with remembered_for(self._scope(known) if known is not None
+                            else new_conversation_scope(self.cold.db_uuid, ns, conv)):
+            labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
+            res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
+                                         fingerprint=fingerprint, expect_position=expect_position,
+                                         expect_key=expect_incarnation)
         key, positions = res.key, res.positions
         if res.replayed:  # an earlier append stored this request: what followed it was done then
             return AppendOutcome(positions, replayed=True, incarnation=key)
@@ -559,10 +572,11 @@ class Memory:
         # is a live one, else by whoever embeds them. An import-sized batch is decided by
         # the rules now, without the model (consolidation.supersede: rules first for those).
         try:
-            if len(parsed) > INLINE_INDEX_ROWS:
-                self._release(key, self._rules.on_append(key, turns))
-            elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
-                self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
+            with remembered_for(self._scope(key)):
+                if len(parsed) > INLINE_INDEX_ROWS:
+                    self._release(key, self._rules.on_append(key, turns))
+                elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
+                    self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
         except Exception:
             # the batch is committed: a busy lock here must not answer the append as failed
             # (a retry would store it twice). Its turns are still unembedded, so whoever
@@ -571,6 +585,12 @@ class Memory:
                         "their embedding", key, exc_info=True)
         self._after_append(key, positions)
         return AppendOutcome(positions, incarnation=key)
+
+    def _scope(self, key: str) -> str:
+        """The memo scope of a conversation's text (tiers.memo): the classifier's,
+        supersession's, the stems', the token counts' and the embedder's memory of it
+        answer only calls made for that conversation."""
+        return memo_scope(self.cold.db_uuid, key)
 
     def _label(self, text: str, role: str, body: dict[str, Any]) -> tuple[str, bool, int, str]:
         if is_control(body):
@@ -597,8 +617,9 @@ class Memory:
             # a salvaged row is not returned by get(): nothing to supersede with
             turns = [Appended(m.position, m.role, m.text, rows[m.position].intent or "statement",
                               bool(rows[m.position].load_bearing)) for m in self.cold.get(conv, sorted(rows))]
-            if any(self.superseder.assertion(t) for t in turns):
-                self._release(conv, self.superseder.on_append(conv, turns))
+            with remembered_for(self._scope(conv)):  # a catch-up's pool spans conversations
+                if any(self.superseder.assertion(t) for t in turns):
+                    self._release(conv, self.superseder.on_append(conv, turns))
 
     def _texts_ahead(self, turns: list[PendingTurn]) -> list[tuple[str, str]]:
         """The texts `_on_embedded` will embed for these turns (the corrections' assertive
@@ -609,8 +630,9 @@ class Memory:
         out = []
         for t in turns:
             if t.role == "user":
-                a = self.superseder.assertion(Appended(t.position, t.role, message_text(t.body),
-                                                       t.intent or "statement", t.load_bearing))
+                with remembered_for(self._scope(t.conversation_id)):  # where _on_embedded asks again
+                    a = self.superseder.assertion(Appended(t.position, t.role, message_text(t.body),
+                                                           t.intent or "statement", t.load_bearing))
                 if a:
                     out.append((t.conversation_id, a))
         return out
@@ -817,7 +839,7 @@ class Memory:
         want = k
         # the query finds vectors remembered for this conversation only; a namespace's
         # search has a scope of its own
-        scope = (memo_scope(self.cold.db_uuid, key) if conversation_id is not None
+        scope = (self._scope(key) if conversation_id is not None
                  else memo_scope(self.cold.db_uuid, namespace=ns))
         while True:
             with remembered_for(scope):
@@ -871,6 +893,19 @@ class Memory:
             # the query's vector needs the model: its load (onnxruntime builds the session
             # in C++, mostly without the GIL) overlaps the turn cache's first load below
             load_in_background(self.embedder)
+        # the turn cache's keyword index, the query's label, stems, counts and vector are
+        # remembered for this conversation only (tiers.memo)
+        with remembered_for(self._scope(conv)):
+            ctx = self._context(conv, query, budget, ns=ns, system=system, namespace_recall=namespace_recall,
+                                truncate_latest=truncate_latest, record=record, tz=tz)
+        _name_plan(ctx.plan, conv, name, self.cold)
+        if self.config.store_plans and record:
+            self.cold.store_plan(conv, ctx.plan.to_json())
+        return ctx
+
+    def _context(self, conv: str, query: str | None, budget: int, *, ns: str, system: str | None,
+                 namespace_recall: bool, truncate_latest: bool, record: bool, tz: str) -> Context:
+        """`context` for a conversation's key, once its arguments are checked."""
         table = None
         try:
             # only when this conversation has turns without a vector (the copy the
@@ -885,16 +920,9 @@ class Memory:
             log.warning("could not embed pending turns of %s before planning", conv, exc_info=True)
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
-        with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # the query finds this conversation's vectors only
-            ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
-                                     summaries=summaries,
-                                     namespace_recall=namespace_recall and self.config.namespace_recall,
-                                     truncate_latest=truncate_latest, table=table, record=record,
-                                     timezone=tz)
-        _name_plan(ctx.plan, conv, name, self.cold)
-        if self.config.store_plans and record:
-            self.cold.store_plan(conv, ctx.plan.to_json())
-        return ctx
+        return self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
+                                  summaries=summaries, namespace_recall=namespace_recall and self.config.namespace_recall,
+                                  truncate_latest=truncate_latest, table=table, record=record, timezone=tz)
 
     def _hot_view(self, conv: str) -> HotView:
         from tiermem.planner.build import HotView
@@ -941,7 +969,8 @@ class Memory:
             return done
         _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
-        return len(self.views.refresh_all(conv))
+        with remembered_for(self._scope(conv)):  # its summaries' token counts, for it alone
+            return len(self.views.refresh_all(conv))
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
         """The warm views the planner may show, with their staleness; the latest fold
@@ -1050,10 +1079,12 @@ class Memory:
         n = 0
         for conv in self.cold.all_keys():
             msgs = self.cold.history(conv)
-            labels = [self._label(m.text, m.role, m.body) for m in msgs]
-            self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
-            self._release(conv, self.superseder.replay(
-                conv, [Appended(m.position, m.role, m.text, lab[0], lab[1]) for m, lab in zip(msgs, labels, strict=True)]))
+            with remembered_for(self._scope(conv)):  # as its live appends labelled them
+                labels = [self._label(m.text, m.role, m.body) for m in msgs]
+                self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
+                self._release(conv, self.superseder.replay(
+                    conv, [Appended(m.position, m.role, m.text, lab[0], lab[1])
+                           for m, lab in zip(msgs, labels, strict=True)]))
             n += len(msgs)
         return n
 

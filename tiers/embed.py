@@ -12,17 +12,23 @@ sqlite-vec's L2 distance orders results the same way.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 import numpy as np
+
+# the memo scope lives in tiers.memo, shared with the other caches of caller text
+# (consolidation's, the stems', the token counts'); re-exported here
+from tiermem.tiers.memo import MemoScope as MemoScope
+from tiermem.tiers.memo import current_scope
+from tiermem.tiers.memo import memo_scope as memo_scope
+from tiermem.tiers.memo import remembered_for as remembered_for
 
 DEFAULT_EMBED_DIM = 384
 # A query is embedded on the request path: for a few texts, run the model's own modules
@@ -93,31 +99,6 @@ def cosine_from_l2(distance: float) -> float:
     return 1.0 - distance * distance / 2.0
 
 
-# The scope a text's vector is remembered under, and the only scope it is found again
-# in: one string for every text of the next calls, or one per text (a catch-up's pool
-# spans conversations). None (the default) is a scope of its own. See `TextMemo`.
-MemoScope = str | tuple[str, ...] | None
-_memo_scope: contextvars.ContextVar[MemoScope] = contextvars.ContextVar("tiermem_memo_scope", default=None)
-
-
-def memo_scope(db_uuid: str, conversation: str | None = None, *, namespace: str | None = None) -> str:
-    """The memo scope of a conversation (by key) or of a namespace's search, in one
-    database: keys are unique only within their database, and one embedder may serve
-    several. No id holds a NUL, so the parts cannot run into each other."""
-    return f"{db_uuid}\0c\0{conversation}" if conversation is not None else f"{db_uuid}\0n\0{namespace}"
-
-
-@contextlib.contextmanager
-def remembered_for(scope: str | Sequence[str] | None) -> Iterator[None]:
-    """Embed within `scope` on this thread (and the tasks it starts with its context):
-    vectors computed now are remembered for it, and only its own are found again."""
-    token = _memo_scope.set(scope if scope is None or isinstance(scope, str) else tuple(scope))
-    try:
-        yield
-    finally:
-        _memo_scope.reset(token)
-
-
 class TextMemo:
     """Recent short texts' vectors, an LRU keyed by the scope and the text.
 
@@ -153,7 +134,7 @@ class TextMemo:
         `compute` (or a model load) run."""
         if not texts:
             return np.zeros((0, dim), dtype=np.float32)
-        scope = _memo_scope.get()
+        scope = current_scope()
         keys: list[tuple[str | None, str]]
         if isinstance(scope, tuple):
             if len(scope) != len(texts):

@@ -27,6 +27,8 @@ Invariants:
   `term_counts`, `total_length`, `bm25_top`) are public and shared with the SQLite
   store's `search_bm25`, which ranks FTS5's matches with them over its scope's own
   statistics: one tokenizer and one formula, never a second copy.
+- The stems remembered per word are found again only in the memo scope they were
+  computed in (`tiers.memo`), so no caller's latency says which words another wrote.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from tiermem.tiers.memo import ScopedMemo
 from tiermem.tiers.search import MAX_FTS_TERMS, STOPWORDS
 
 BM25_K1 = 1.2  # FTS5's constants
@@ -56,7 +59,9 @@ _TOKEN = re.compile(r"[^\W_]+")  # unicode61's token characters: letters and dig
 # letter or digit becomes a space, then bytes.split (search_bm25 splits every match)
 _ASCII_SPACES = bytes(b if chr(b).isascii() and chr(b).isalnum() else 0x20 for b in range(256))
 _lock = threading.Lock()
-_terms: dict[str, str] = {}  # lower-cased word -> term (folded, stemmed)
+# lower-cased word -> term (folded, stemmed), found again only in the memo scope it was
+# stemmed in (tiers.memo: a word another tenant wrote is never stemmed faster)
+_terms: ScopedMemo[str, str] = ScopedMemo(MAX_STEM_MEMO)
 _porter: Any = None
 
 
@@ -70,7 +75,7 @@ def bm25_idf(total: int, df: int) -> float:
 def _term(word: str) -> str:
     """The term of a lower-cased word: diacritics removed, then (ASCII letters only, as
     FTS5's porter tokenizer) Porter-stemmed. Remembered: a conversation repeats words."""
-    got = _terms.get(word)
+    got = _terms.get(word, None)
     if got is not None:
         return got
     global _porter
@@ -85,26 +90,25 @@ def _term(word: str) -> str:
             term = str(_porter.stemWord(folded))
         else:
             term = folded
-        if len(_terms) >= MAX_STEM_MEMO:
-            _terms.clear()
-        _terms[word] = term
+    _terms.put(word, term)
     return term
 
 
 def forget_terms() -> None:
-    """Forget the remembered words (and so the texts they came from): an erasure leaves
-    no copy of erased text in this process."""
-    with _lock:
-        _terms.clear()
+    """Forget the remembered words (and so the texts they came from), of every scope: an
+    erasure leaves no copy of erased text in this process."""
+    _terms.clear()
 
 
 def doc_terms(text: str) -> list[str]:
     """A turn's terms, as the index counts them."""
-    memo = _terms
+    memo = _terms.table()  # the scope's own words, looked up once per text
     words = _TOKEN.findall(text.lower())
     out = [memo.get(w) for w in words]
     if None in out:
         out = [_term(w) for w in words]
+    else:
+        _terms.hits += len(out)
     return out  # type: ignore[return-value]
 
 

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
 from tiermem.tiers.formats import payload_tokens
+from tiermem.tiers.memo import ScopedMemo
 from tiermem.tiers.models import message_text
 
 MESSAGE_OVERHEAD_TOKENS = 3
@@ -129,7 +130,9 @@ class BpeTokenCounter:
                 self._cache[encoding] = _bindings.tokenizer_for_encoding(encoding)
         self._tok = self._cache[encoding]
         self.name = encoding
-        self._memo: dict[str, int] = {}
+        # found again only in the memo scope it was counted in (tiers.memo: a text another
+        # tenant wrote is never counted faster)
+        self._memo: ScopedMemo[str, int] = ScopedMemo(MEMO_MAX_ENTRIES)
 
     def count(self, text: str) -> int:
         if not text:
@@ -139,20 +142,23 @@ class BpeTokenCounter:
         # when full, which costs a few recounts, never a wrong count.
         short = len(text) <= MEMO_MAX_CHARS
         if short:
-            hit = self._memo.get(text)
+            hit = self._memo.get(text, None)
             if hit is not None:
                 return hit
         n = sum(int(self._tok.count(c)) for c in _chunks(text))
         if short:
-            if len(self._memo) >= MEMO_MAX_ENTRIES:
-                self._memo.clear()
-            self._memo[text] = n
+            self._memo.put(text, n)
         return n
+
+    @property
+    def memo_hits(self) -> int:
+        """Counts answered from memory (for stats and tests)."""
+        return self._memo.hits
 
     def clear_memo(self) -> None:
         """Forget the remembered counts (and so the texts they are keyed by): an erasure
         leaves no copy of erased text in this process."""
-        self._memo = {}
+        self._memo.clear()
 
     def encode(self, text: str) -> list[int]:
         out: list[int] = []
