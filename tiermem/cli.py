@@ -135,16 +135,44 @@ class CliState:
     def config(self, **overrides: Any) -> Config:
         if self._config is not None and not overrides:
             return self._config
+        import pydantic
+
         from tiermem.config import Config
 
         opts: dict[str, Any] = {}
         if self.data_dir is not None:
             opts["data_dir"] = self.data_dir
         opts.update(overrides)
-        cfg = Config.load(self.config_path, **opts)
+        try:
+            cfg = Config.load(self.config_path, **opts)
+        except pydantic.ValidationError as exc:
+            # the message names data_dir as given (storage.data_dir in a file or in env), not
+            # which of them gave it: the source is said too
+            if self.debug or not any(e["loc"] and e["loc"][-1] == "data_dir" for e in exc.errors()):
+                raise
+            raise CliError(f"{one_line(exc)} (data_dir from {self.data_dir_source()})") from None
         if not overrides:
             self._config = cfg
         return cfg
+
+    def data_dir_source(self) -> str:
+        """Where data_dir came from, for an error about it (explain_sources' words, without
+        building the Config, which may be what failed): `--data-dir`, `env NAME`, `file
+        PATH` or `default`."""
+        from tiermem.config import config_file
+        from tiermem.config_sections import env_names, flatten, read_file
+
+        ctx = click.get_current_context(silent=True)
+        if self.data_dir is not None:
+            return _data_dir_source(ctx) if ctx is not None else "--data-dir"
+        env = {k.upper() for k in os.environ}
+        hit = next((n for n in env_names(("data_dir",)) if n in env), None)
+        if hit is not None:
+            return f"env {hit}"
+        path = config_file(self.config_path)
+        if path is not None and "data_dir" in flatten(read_file(path)):
+            return f"file {path}"
+        return "default"
 
     def memory(self, *, hot: bool, config: Config | None = None) -> Memory:
         """A Memory closed when the command ends. With `hot`, the Redis tier is used

@@ -569,6 +569,22 @@ class Config(BaseSettings):
             return expand_home(text) if text.startswith("~") else v
         return v
 
+    @field_validator("data_dir")
+    @classmethod
+    def _not_under_a_file(cls, v: Path) -> Path:
+        # refused here, before anything is opened: a data_dir that is a file (or below one)
+        # failed at the first open as "[Errno 20] Not a directory: 'afile/tiermem.db'",
+        # naming no setting. Only the nearest part that exists is looked at (a missing
+        # data_dir is created by its first writer); one that cannot be looked at
+        # (os.path says False on any error) is left to the open to report
+        part = v
+        while not os.path.lexists(part) and part.parent != part:
+            part = part.parent
+        if os.path.exists(part) and not os.path.isdir(part):
+            where = "is a file" if part == v else f"is below {str(part)!r}, which is a file"
+            raise ValueError(f"must be a directory: {str(v)!r} {where}")
+        return v
+
     @field_validator("db_filename")
     @classmethod
     def _plain_file_name(cls, v: str) -> str:
