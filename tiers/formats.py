@@ -16,7 +16,8 @@ Invariants and policy (README, "Message formats"):
 - **Lossless.** A body is stored exactly as given (explicit nulls included) and
   `history()` returns it equal, modulo key order. Nothing is normalized on the way in,
   with one exception: `as_appended`, the form of a row stored before a check was added
-  that an export writes and an import reads (a reasoning item without a summary list).
+  that an export writes, an import reads and an Agents session returns (a reasoning item
+  without a summary list).
 - **Strict top level.** Each kind has a fixed set of top-level fields (from the
   `openai` SDK's types). A top-level field a kind does not define is refused with an
   error naming it: tiermem routes on top-level fields (role, ids, pairing) and sends
@@ -644,9 +645,10 @@ def as_appended(body: dict[str, Any]) -> dict[str, Any]:
     means the same (no summary written) and is what a provider takes; any other body is
     returned as it is. Such a row stays in the log as stored (rows never change: history
     returns it, a fork and migrate-store copy it); what leaves the store in a form another
-    writer re-appends (`wire_body`, an export) and what an import reads (an older release
+    writer re-appends or sends (`wire_body`, an export, the Agents session's items:
+    `to_responses_rows(verbatim=True)`) and what an import reads (an older release
     exported such rows) take this form, so an export of a store the previous release wrote
-    imports."""
+    imports and an Agents run over it gets no 400."""
     if body.get("type") == "reasoning" and body.get("summary") is None:
         return {**body, "summary": []}
     return body
@@ -754,7 +756,10 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
     a chat message as many as it converts to (an assistant turn's text, then each call).
     `verbatim`: Responses items (typed, or role-only messages with Responses parts) come
     back as stored (explicit nulls and reply-only fields kept, as the Agents SDK's own
-    sessions return them) instead of in wire form; copies either way."""
+    sessions return them) instead of in wire form, in the form append admits today
+    (`as_appended`: a reasoning row stored before its summary was required gets `[]`; the
+    Agents SDK sends a session's items to the provider as they come, and null is a 400);
+    copies either way."""
     out: list[list[dict[str, Any]]] = []
     custom: set[str] = set()
     for b in bodies:
@@ -763,7 +768,7 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
         if is_control(b):
             continue
         if "type" in b:
-            row.append(copy.deepcopy(b) if verbatim else wire_body(b))
+            row.append(copy.deepcopy(as_appended(b)) if verbatim else wire_body(b))
             continue
         if verbatim and kind_of(b) == "message":
             # a role-only message with Responses parts is a Responses item already; in wire

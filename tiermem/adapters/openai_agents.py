@@ -9,8 +9,11 @@
   whole log, folds included, less what pops and clears hide) as Responses items, the
   latest `limit` of them, or of `session_settings.limit` when `limit` is None, as the
   SDK's `SQLiteSession` does (0: none; negative: all). Stored Responses items come back
-  as stored, explicit nulls included, equal to what `SQLiteSession` returns; chat
-  messages other clients wrote are converted.
+  as stored, explicit nulls included, equal to what `SQLiteSession` returns, but for a
+  reasoning item stored before its summary was required (summary null, or none), which
+  comes back with `summary: []` (`tiers.formats.as_appended`): the SDK sends the items
+  as they come, and the provider refuses null with a 400. Chat messages other clients
+  wrote are converted.
 - `pop_item` appends a retraction row that hides the latest item from `get_items` and
   from every planned context, and returns that item; `clear_session` appends a clear
   row, a read boundary for both. Neither changes or deletes a row: `history()` keeps the
