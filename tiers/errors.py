@@ -28,7 +28,8 @@ class ValidationError(TiermemError, ValueError):
 # payload. An error travels whole into HTTP 422 bodies, MCP tool errors, CLI output and
 # logs, each way in of the same check: a 100,000-character role came back in a
 # 100,111-character error. The one bound for every echo of caller input (`shown`,
-# `field_error`): tiers.formats, tiers.models, the Anthropic adapter.
+# `shown_key`, `field_error`): tiers.formats, tiers.models, the Anthropic adapter, the
+# service's body guard.
 MAX_SHOWN_CHARS = 60
 MAX_SHOWN_INT = 10 ** 30  # larger ints are named by type (`repr` refuses past 4300 digits)
 # a key an error may name as the field itself; any other is quoted: a field goes into
@@ -49,12 +50,24 @@ def shown(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def plain_field(key: object) -> bool:
+    """Whether an error may name the caller's key `key` as a field, or a part of a
+    location, itself: a plain name (ASCII letters, digits, `_`, at most MAX_SHOWN_CHARS)."""
+    return isinstance(key, str) and _PLAIN_FIELD.fullmatch(key) is not None
+
+
+def shown_key(key: object) -> str:
+    """A caller's key as a part of an error's location (an HTTP `loc`, a dotted field):
+    itself when it is a plain name (`plain_field`), else quoted and bounded (`shown`)."""
+    return key if isinstance(key, str) and plain_field(key) else shown(key)
+
+
 def field_error(key: object, problem: str, *, path: str = "") -> ValidationError:
     """The ValidationError for a caller's key `key` of the object at `path` (`""`: the
-    message itself): named `path.key` when the key is a plain name (ASCII letters, digits,
-    `_`, at most MAX_SHOWN_CHARS), else named after the object (`path`, or `message`)
-    with the key quoted (`shown`) before `problem`."""
-    if isinstance(key, str) and _PLAIN_FIELD.fullmatch(key):
+    message itself): named `path.key` when the key is a plain name (`plain_field`), else
+    named after the object (`path`, or `message`) with the key quoted (`shown`) before
+    `problem`."""
+    if isinstance(key, str) and plain_field(key):
         return ValidationError(f"{path}.{key}" if path else key, problem)
     return ValidationError(path or "message", f"{shown(key)} {problem}")
 

@@ -14,7 +14,10 @@ Content-Type (415), and must be strict UTF-8 JSON without NaN/Infinity, nested a
 `MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
 batch's `{"messages": [...]}` 2, an MCP tool call's JSON-RPC 3), so that a message nests
 `MAX_JSON_DEPTH` levels on every way in, as in the library, without lone surrogates or
-integers of more than `MAX_JSON_INT_DIGITS` digits (422 naming where and the limit). The
+integers of more than `MAX_JSON_INT_DIGITS` digits (422 naming where and the limit). A
+refusal echoes caller input within `tiers.errors.MAX_SHOWN_CHARS`, the one bound: a
+Content-Type value and every key of a location that is no plain name are quoted and cut
+(`shown`, `shown_key`). The
 app then reads the buffered body, never the wire again. Every refusal answers the
 service's error JSON, except that on the MCP endpoint (`MCP_PATHS`) a refusal of the body
 or its framing (400, 413, 415, 422: the same status and message) is a JSON-RPC error
@@ -47,6 +50,7 @@ from tiermem.config import is_loopback
 from tiermem.service.asgi import ASGIApp, HttpMiddleware, Receive, Scope, Send
 from tiermem.service.auth import NAMESPACE_HEADER
 from tiermem.service.schemas import IDEMPOTENCY_HEADER, error_body
+from tiermem.tiers.errors import shown, shown_key
 from tiermem.tiers.models import MAX_JSON_DEPTH  # parse_message's limit too: one for every way in
 
 if TYPE_CHECKING:
@@ -60,7 +64,6 @@ MAX_JSON_INT_DIGITS = 40
 # make a retry's replay depend on which copy a proxy kept
 SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower(),
                   IDEMPOTENCY_HEADER.lower())
-MAX_ECHO_CHARS = 80  # of a refused header value quoted back in an error
 # the names a loopback service answers to (any port): what a browser on this host uses
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 HOST_UNCHECKED_PATHS = frozenset({"/healthz"})  # liveness probes name whatever they like; no data
@@ -150,7 +153,7 @@ def _check_document(doc: Any, max_depth: int) -> None:
     while stack:
         node, loc = stack.pop()
         if len(loc) - 1 > max_depth:
-            raise _BodyProblem(loc[: max_depth + 1], _too_deep(max_depth), "json_too_deep")
+            raise _BodyProblem(_shown_loc(loc[: max_depth + 1]), _too_deep(max_depth), "json_too_deep")
         if isinstance(node, str):
             _check_unicode(node, loc)
         elif isinstance(node, dict):
@@ -165,10 +168,17 @@ def _check_unicode(s: str, loc: list[str | int]) -> None:
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
-        safe = [p.encode("utf-8", "backslashreplace").decode() if isinstance(p, str) else p for p in loc]
+        # the offending key is quoted by `shown_key`, its lone surrogate escaped by repr
         raise _BodyProblem(
-            safe, "contains a lone UTF-16 surrogate, which is not valid Unicode", "unicode_error"
+            _shown_loc(loc), "contains a lone UTF-16 surrogate, which is not valid Unicode", "unicode_error"
         ) from None
+
+
+def _shown_loc(loc: list[str | int]) -> list[str | int]:
+    """A refusal's location as it may be answered: each caller key itself when it is a
+    plain name, else quoted and bounded (`tiers.errors.shown_key`), an index as it is. A
+    key went into the 422 whole: a 100,000-character one gave a 100,168-byte answer."""
+    return [p if isinstance(p, int) else shown_key(p) for p in loc]
 
 
 async def _send_json(
@@ -347,9 +357,8 @@ class GuardMiddleware(HttpMiddleware):
             # from a body without one, and a body it would not parse has no business here.
             ctype = headers.get("content-type")
             if ctype is not None and not json_content_type(ctype):
-                shown = ctype if len(ctype) <= MAX_ECHO_CHARS else ctype[:MAX_ECHO_CHARS] + "..."
                 await _refuse(
-                    send, path, 415, {"detail": f"Content-Type must be application/json (UTF-8), got {shown!r}"}
+                    send, path, 415, {"detail": f"Content-Type must be application/json (UTF-8), got {shown(ctype)}"}
                 )
                 return
             try:
