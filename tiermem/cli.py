@@ -19,6 +19,14 @@ commands that need them, so `tiermem --help` stays fast, and each command opens 
 the tiers it uses (e.g. `history` never starts Redis). The read commands (`history`,
 `search`, `stats`, `stop-redis`) work on a read-only data dir: the database is opened
 read-only and the hot tier, when its directory cannot be prepared, is skipped.
+
+A command that reads or changes what is stored (`history`, `search`, `context`, `facts`,
+`stats`, `export`, `fork`, `pin`, `unpin`, `delete`, `delete-namespace`, `prune`,
+`rebuild`) needs the SQLite log to exist: on a data dir without one (a typo in
+`--data-dir` or `TIERMEM_DATA_DIR`) it says so, naming the path and where data_dir came
+from, and creates nothing. The commands that may store the first messages (`append`,
+`import`, `mcp`, `serve`) or work beside them (`consolidate`, `index`) create it, as
+`Memory` does (`CliState.memory`'s `create`).
 """
 
 from __future__ import annotations
@@ -155,6 +163,19 @@ class CliState:
             self._config = cfg
         return cfg
 
+    def need_stored(self, cfg: Config) -> None:
+        """Refuse, creating nothing, when the SQLite log `cfg` names does not exist. A read
+        on a data dir with a typo in it (--data-dir, TIERMEM_DATA_DIR) created the directory
+        and an empty database, then showed nothing, as if the user's history were gone. A
+        PostgreSQL log (cold_url) is the server's to report."""
+        if cfg.cold_url is not None or os.path.lexists(cfg.db_path):
+            return
+        source = self.data_dir_source()
+        raise CliError(f"no tiermem database at {cfg.db_path} (data_dir from "
+                       f"{'the default' if source == 'default' else source}): nothing is stored there, so there "
+                       "is nothing to read or change; check the path, or store something first (tiermem append, "
+                       "tiermem import)")
+
     def data_dir_source(self) -> str:
         """Where data_dir came from, for an error about it (explain_sources' words, without
         building the Config, which may be what failed): `--data-dir`, `env NAME`, `file
@@ -174,12 +195,17 @@ class CliState:
             return f"file {path}"
         return "default"
 
-    def memory(self, *, hot: bool, config: Config | None = None) -> Memory:
+    def memory(self, *, hot: bool, config: Config | None = None, create: bool = False) -> Memory:
         """A Memory closed when the command ends. With `hot`, the Redis tier is used
-        when it can be reached or started, else the command says so and goes on cold-only."""
+        when it can be reached or started, else the command says so and goes on cold-only.
+        Without `create` (a command that reads or changes what is stored) the SQLite log
+        must exist already (`need_stored`); a command that may store the first messages
+        (append, import, mcp) or works beside one that does (consolidate, index) creates it."""
         from tiermem.memory import Memory, open_with_fallback
 
         cfg = config or self.config()
+        if not create:
+            self.need_stored(cfg)
         mem: Memory
         if hot:
             mem, why = open_with_fallback(cfg, embedder=self.embedder)
@@ -574,7 +600,7 @@ def mcp(state: CliState) -> None:
         from tiermem.adapters.mcp_server import build_server
     except ImportError as exc:
         raise CliError(f"the MCP server needs the mcp package: pip install 'tiermem[mcp]' ({exc})") from None
-    mem = state.memory(hot=True)
+    mem = state.memory(hot=True, create=True)
     build_server(mem.namespaced(state.namespace)).run("stdio")
 
 
@@ -761,7 +787,7 @@ def append(
             )
         messages = _read_messages(stdin, "stdin")
     # The hot tier is not opened: it catches up with the log on its next read.
-    mem = state.memory(hot=False)
+    mem = state.memory(hot=False, create=True)
     out = mem.append_outcome(conversation, messages, namespace=state.namespace, session_id=session_id,
                              idempotency_key=idempotency_key)
     positions = out.positions
@@ -1141,7 +1167,7 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
     except ImportError as exc:
         raise CliError(f"consolidation is not available: {one_line(exc)}") from None
     cfg = state.config(scheduler_interval_s=interval) if interval is not None else state.config()
-    mem = state.memory(hot=True, config=cfg)
+    mem = state.memory(hot=True, config=cfg, create=True)
     sched = mem.make_scheduler()
     if not watch:
         refreshed = sched.run_once()
@@ -1174,7 +1200,7 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
 @pass_state
 def index(state: CliState, as_json: bool) -> None:
     """Embed every turn that has no vector yet (appends leave that to later)."""
-    mem = state.memory(hot=True)
+    mem = state.memory(hot=True, create=True)
     started = time.perf_counter()
     done = mem.catch_up()
     report = {"embedded": done, "pending": mem.cold.pending_embeddings(), "seconds": round(time.perf_counter() - started, 3),
@@ -1376,7 +1402,7 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
                             spool_dir=cfg.data_dir if cfg.data_dir.is_dir() else None,
                             max_content_bytes=cfg.max_content_bytes, max_metadata_bytes=cfg.max_metadata_bytes,
                             max_id_chars=cfg.max_id_chars, strict=not skip_bad, conversation_id=conversation) as data:
-        mem = state.memory(hot=False, config=cfg)  # the hot tier catches up with the log on its next read
+        mem = state.memory(hot=False, config=cfg, create=True)  # the hot tier catches up with the log on its next read
         with Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=_console(stderr=True), transient=True, disable=as_json) as bar:
             task = bar.add_task("import", total=data.n_messages)
