@@ -2,9 +2,11 @@
 
 Validation happens here, at the edge, before anything touches storage: a refused
 message raises `tiers.errors.ValidationError` naming the field and the limit, and
-nothing is written. The body is stored exactly as given (lossless: `history()` returns
-what went in); unknown top-level fields are refused rather than silently dropped, because
-a dropped field is data lost (the policy is in `tiers.formats`).
+nothing is written; it quotes caller input within `tiers.errors.MAX_SHOWN_CHARS`
+(`tiers.formats`, "Bounded echoes"), a key in pydantic's location too (`_model_error`).
+The body is stored exactly as given (lossless: `history()` returns what went in);
+unknown top-level fields are refused rather than silently dropped, because a dropped
+field is data lost (the policy is in `tiers.formats`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from tiermem.tiers.errors import LimitExceeded, ValidationError, field_error
+from tiermem.tiers.errors import LimitExceeded, ValidationError, field_error, plain_field, shown_key
 from tiermem.tiers.formats import (
     MAX_ENVELOPE_BYTES,
     NAME_MAX_CHARS,
@@ -458,8 +460,7 @@ def parse_message(
         msg = Message.model_validate({**body, **envelope})
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "message"
-        raise ValidationError(loc, err["msg"]) from None
+        raise _model_error(err["loc"], err["msg"]) from None
     if msg.metadata is not None:
         try:
             meta_bytes = len(json.dumps(msg.metadata, ensure_ascii=False, allow_nan=False).encode())
@@ -472,6 +473,25 @@ def parse_message(
     if stamp and msg.created_at is None:
         msg = stamped(msg)
     return msg
+
+
+# the part pydantic's location has after a dict key whose error is in the key itself (a
+# metadata key that is no string): pydantic's own marker, not caller input
+PYDANTIC_KEY_LOC = "[key]"
+
+
+def _model_error(loc: tuple[int | str, ...], problem: str) -> ValidationError:
+    """pydantic's error at `loc` as tiermem's: named by its location when every part is a
+    plain name (`tiers.errors.plain_field`), an index or `PYDANTIC_KEY_LOC`; else named by
+    the parts before the first that is not (a caller's key: a metadata key that is no
+    string is in the location as its str, a tuple's of a 100,000-character string whole)
+    with the rest, each part quoted and bounded (`shown_key`), before `problem`."""
+    parts = [str(p) if isinstance(p, int) or p == PYDANTIC_KEY_LOC else p for p in loc]
+    for i, part in enumerate(parts):
+        if not (plain_field(part) or part == PYDANTIC_KEY_LOC):
+            rest = ".".join(p if p == PYDANTIC_KEY_LOC else shown_key(p) for p in parts[i:])
+            return ValidationError(".".join(parts[:i]) or "message", f"at {rest}: {problem}")
+    return ValidationError(".".join(parts) or "message", problem)
 
 
 def stamped(msg: Message) -> Message:
