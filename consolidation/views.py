@@ -71,6 +71,10 @@ PID 1 does: the holder records its process's start time) is taken over at once r
 than waited out. (Containers that share a host name but not a pid namespace may see a
 live holder as dead: the cost is one duplicate refresh, which `put_summary` stores only
 if it differs.)
+
+Every refresh computes within its conversation's memo scope (`tiers.memo`), whoever
+asked for it (a sweep, the scheduler's thread): what it remembers of a conversation's
+text answers only that conversation's calls.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, call_bound_s, split_sentences
 from tiermem.tiers.errors import ConversationNotFound, SummarizerError
+from tiermem.tiers.memo import memo_scope, remembered_for
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
 from tiermem.tiers.statements import read_hidden
@@ -401,6 +406,13 @@ class ViewMaintainer:
         raises for one. ConversationNotFound when the conversation is erased while the
         refresh runs (at its next chunk, or at the write)."""
         check_view_key(kind, key)
+        # the summarizer's token counts and parses are remembered for this conversation
+        # only (tiers.memo), whoever asks: a sweep and the scheduler's thread set no scope
+        with remembered_for(memo_scope(self.cold.db_uuid, conversation_id)):
+            return self._refresh(conversation_id, kind, key, full)
+
+    def _refresh(self, conversation_id: str, kind: str, key: str, full: bool) -> SummaryView | None:
+        """`refresh`, within the conversation's memo scope."""
         if not full:
             # a view that covers the log is answered as is, before the lease: claiming
             # and releasing it are two write transactions, which every other writer of

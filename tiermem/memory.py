@@ -10,8 +10,10 @@ tier is rebuilt from the log when Redis returns, embeddings are caught up from
 Thread-safe: one instance can serve every thread of a web server.
 
 Whatever it does with a conversation's text (labels, supersession, keyword stems, token
-counts, vectors: append, the catch-up's hooks, context, search, consolidate, relabel)
-runs within that conversation's memo scope (`tiers.memo`), so the process-wide caches
+counts, vectors: append, the catch-up's hooks, context, search, facts, relabel, and
+every view refresh, the scheduler's and a sweep's too, by `ViewMaintainer.refresh`; a
+rebuild's rows by the store) runs within that conversation's memo scope (`tiers.memo`),
+so the process-wide caches
 answer a text from memory only for the conversation that wrote it: no caller's latency
 says what another tenant wrote.
 
@@ -789,7 +791,8 @@ class Memory:
         """What the agent believes now, and what it believed before: the load-bearing
         statements that hold, and every superseded one with its validity interval."""
         _name, _ns, key = self._key(conversation_id, namespace)
-        return self.superseder.facts(key)
+        with remembered_for(self._scope(key)):  # its cues, parses and labels, for it alone
+            return self.superseder.facts(key)
 
     def conversations(self, namespace: str | None = None) -> list[str]:
         """The ids of exactly `namespace`'s conversations (not those below it), all of
@@ -969,8 +972,7 @@ class Memory:
             return done
         _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
-        with remembered_for(self._scope(conv)):  # its summaries' token counts, for it alone
-            return len(self.views.refresh_all(conv))
+        return len(self.views.refresh_all(conv))  # each refresh in the conversation's memo scope
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
         """The warm views the planner may show, with their staleness; the latest fold

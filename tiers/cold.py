@@ -2046,9 +2046,10 @@ class ColdStore(SharedQueries):
                 keep.append(int(mid))
                 continue
             data = self._rebuild_body(conv, pos, role, body)
-            lab = rebuilt_labels(self.labeler, role, data)
-            turns.append((conv, pos, mid, role, session, message_tokens(self.tokens, data), content_hash(data),
-                          created, *lab))
+            with remembered_for(memo_scope(self.db_uuid, conv)):  # its label and count, for it alone
+                lab = rebuilt_labels(self.labeler, role, data)
+                n_tokens = message_tokens(self.tokens, data)
+            turns.append((conv, pos, mid, role, session, n_tokens, content_hash(data), created, *lab))
             fts.append((int(mid), search_text(data), str(scope)))
         return turns, fts, keep
 

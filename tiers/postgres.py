@@ -1747,10 +1747,11 @@ class PostgresStore(SharedQueries):
             fts_rows: list[tuple[Any, ...]] = []
             for conv, pos, mid, role, body, session, created, ns in rows:
                 data = self._rebuild_body(conv, pos, role, body)
-                lab = rebuilt_labels(self.labeler, role, data)
-                turn_rows.append((conv, pos, mid, role, session, message_tokens(self.tokens, data),
-                                  content_hash(data), created, speaker_name(data),
-                                  *lab))
+                with remembered_for(memo_scope(self.db_uuid, conv)):  # its label and count, for it alone
+                    lab = rebuilt_labels(self.labeler, role, data)
+                    n_tokens = message_tokens(self.tokens, data)
+                turn_rows.append((conv, pos, mid, role, session, n_tokens, content_hash(data), created,
+                                  speaker_name(data), *lab))
                 fts_rows.append((mid, conv, ns, fts_text(data)))
             cur = c.cursor()
             cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
