@@ -107,11 +107,9 @@ class ScopedMemo(Generic[K, V]):
         return any(key in table for table in list(self._scopes.values()))
 
     def table(self) -> dict[K, V]:
-        """The current scope's results, to read (empty in a scope of several)."""
-        scope = _memo_scope.get()
-        if isinstance(scope, tuple):
-            return _NOT_HERE  # type: ignore[return-value]
-        return self._scopes.get(scope, _NOT_HERE)  # type: ignore[arg-type]
+        """The current scope's results, to read (empty in a scope of several: `put`
+        never files a result under one, so looking one up finds nothing)."""
+        return self._scopes.get(_memo_scope.get(), _NOT_HERE)  # type: ignore[arg-type]
 
     def get(self, key: K, default: D) -> V | D:
         """The result remembered for `key` in the current scope, else `default` (a
