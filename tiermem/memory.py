@@ -52,7 +52,7 @@ from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_buil
 from tiermem.tiers.errors import ConversationNotFound, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.lexical import forget_terms
-from tiermem.tiers.memo import memo_scope, new_conversation_scope, remembered_for
+from tiermem.tiers.memo import memo_scope, move_scope, new_conversation_scope, remembered_for
 from tiermem.tiers.models import (
     FOLD_LINES_KEY,
     MAX_BUDGET_TOKENS,
@@ -108,6 +108,9 @@ MAX_AGE_S = 1e12  # seconds (~31,700 years): a prune age past it selects nothing
 # older one is needed only when a later pop hides an item inside a fold that lacks its
 # lines' positions, or every line of a fold)
 MAX_FOLDS_TRIED = 16
+# conversations whose key an append finds without a lookup (Memory._keys): ~3.5 MB at
+# most with 40-character namespaces and ids; emptied when full
+MAX_KNOWN_KEYS = 10_000
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,12 @@ class Memory:
         self.cold.labeler = self._label  # a rebuild labels its turn rows as appends do
         self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
+        # (namespace, name) -> key of the conversations this Memory has met: an append's
+        # memo scope without a lookup (on PostgreSQL a round trip on top of the append's
+        # one statement). Only the scope rides on it: a key gone stale (erased and created
+        # again by another process) costs that one append's results, remembered under the
+        # old key's scope (the same conversation's), and the append corrects it
+        self._keys: dict[tuple[str, str], str] = {}
         self.classifier = TurnClassifier()
         # derived copies of each conversation's vectors and turn facts for the planner
         # (and for supersession's meaning search, which scores them in memory)
@@ -361,7 +370,14 @@ class Memory:
         key = self.cold.key_of(ns, name)
         if key is None:
             raise ConversationNotFound(name, ns)
+        self._know(ns, name, key)
         return name, ns, key
+
+    def _know(self, ns: str, name: str, key: str) -> None:
+        """Keep a conversation's key for its next append's memo scope (`_keys`)."""
+        if len(self._keys) >= MAX_KNOWN_KEYS:
+            self._keys.clear()  # a lookup per conversation again, never a wrong answer
+        self._keys[(ns, name)] = key
 
     def _erased(self, report: ErasureReport) -> None:
         """After a retention operation: tell `erasure_hooks` what went. This Memory's
@@ -381,6 +397,8 @@ class Memory:
         cannot be reached now are recorded and deleted when Redis answers again. It runs
         after the erasure's commit, so it raises nothing for the store's failures."""
         self.warm.forget(keys)
+        if keys:
+            self._keys.clear()  # an erased key is not the scope of the conversation's next incarnation
         for key in keys:
             self.turns.drop(key)
             if self._planner is not None:  # one never built remembers nothing
@@ -552,15 +570,23 @@ class Memory:
         self._check_controls(conv, ns, parsed)
         # labelled and counted within the conversation's memo scope (tiers.memo), so what
         # is remembered of the text answers this conversation's next calls and nobody
-        # else's; a conversation not created yet has no key: its namespace and name stand in
-        known = self.cold.key_of(ns, conv)
-        with remembered_for(self._scope(known) if known is not None
-                            else new_conversation_scope(self.cold.db_uuid, ns, conv)):
+        # else's; a conversation not created yet has no key: its namespace and name stand
+        # in, and what was remembered under them moves to the key the append issued
+        known = self._keys.get((ns, conv))
+        if known is None:
+            known = self.cold.key_of(ns, conv)
+        scope = (self._scope(known) if known is not None
+                 else new_conversation_scope(self.cold.db_uuid, ns, conv))
+        with remembered_for(scope):
             labels = [self._label(m.text(), m.role, m.body()) for m in parsed]
             res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
                                          fingerprint=fingerprint, expect_position=expect_position,
                                          expect_key=expect_incarnation)
         key, positions = res.key, res.positions
+        if key != known:
+            if known is None:
+                move_scope(scope, self._scope(key))
+            self._know(ns, conv, key)
         if res.replayed:  # an earlier append stored this request: what followed it was done then
             return AppendOutcome(positions, replayed=True, incarnation=key)
         if res.created and self.hot is not None:

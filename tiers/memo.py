@@ -22,6 +22,9 @@ Invariants:
 - Bounded: a `ScopedMemo` holds at most its `max_entries` results over all scopes and is
   emptied when full, which costs recomputations, never another answer.
 - `clear()` forgets every scope's results: an erasure leaves no copy of erased text.
+- `move_scope` refiles one scope's results under another, in every `ScopedMemo`: the
+  first append of a conversation is computed before its key exists (under
+  `new_conversation_scope`), and its results then belong to the key's scope.
 - No dependency beyond the standard library: `tiers` and `consolidation` both import it.
 """
 
@@ -31,8 +34,9 @@ import contextlib
 import contextvars
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 # The scope a result is remembered under, and the only scope it is found again in: one
 # string for every text of the next calls, or one per text (a catch-up's pool spans
@@ -56,7 +60,9 @@ def memo_scope(db_uuid: str, conversation: str | None = None, *, namespace: str 
 def new_conversation_scope(db_uuid: str, namespace: str, name: str) -> str:
     """The memo scope of the first append to a conversation that has no key yet (the
     key is issued inside the append's transaction): its namespace and name, which no
-    other conversation shares; the parts of `memo_scope`'s strings never take this form."""
+    other conversation shares; the parts of `memo_scope`'s strings never take this form.
+    Once the append has issued the key, `move_scope` refiles its results under the
+    key's scope, where the conversation's next calls ask."""
     return f"{db_uuid}\0new\0{namespace}\0{name}"
 
 
@@ -77,6 +83,9 @@ def remembered_for(scope: str | Sequence[str] | None) -> Iterator[None]:
 
 
 _NOT_HERE: dict[object, object] = {}  # what a scope with nothing remembered holds (never written)
+# every ScopedMemo alive, for move_scope (weak: a counter's memo goes with its counter)
+_memos: weakref.WeakSet[ScopedMemo[Any, Any]] = weakref.WeakSet()
+_memos_lock = threading.Lock()
 MISS: object = object()  # `ScopedMemo.get`'s answer for a key not remembered, where None is a result
 
 
@@ -93,6 +102,8 @@ class ScopedMemo(Generic[K, V]):
         self._scopes: dict[str | None, dict[K, V]] = {}
         self._entries = 0
         self._lock = threading.Lock()
+        with _memos_lock:
+            _memos.add(self)
 
     def __len__(self) -> int:
         return self._entries
@@ -142,6 +153,30 @@ class ScopedMemo(Generic[K, V]):
         with self._lock:
             self._scopes = {}
             self._entries = 0
+
+    def move(self, old: str, new: str) -> None:
+        """Refile scope `old`'s results under `new` (what `new` holds already is kept)."""
+        with self._lock:
+            moved = self._scopes.pop(old, None)
+            if not moved:
+                return
+            into = self._scopes.get(new)
+            if into is None:
+                self._scopes[new] = moved
+                return
+            for key, value in moved.items():
+                if key in into:
+                    self._entries -= 1
+                else:
+                    into[key] = value
+
+
+def move_scope(old: str, new: str) -> None:
+    """Refile what every `ScopedMemo` remembered in scope `old` under scope `new`."""
+    with _memos_lock:
+        memos = list(_memos)
+    for memo in memos:
+        memo.move(old, new)
 
 
 class CacheInfo(NamedTuple):
