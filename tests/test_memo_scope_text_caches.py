@@ -17,7 +17,7 @@ import pytest
 
 from tiermem.consolidation import classify, supersede
 from tiermem.tiers import lexical
-from tiermem.tiers.memo import ScopedMemo, memo_scope, remembered_for
+from tiermem.tiers.memo import SCOPE_ENTRIES, ScopedMemo, memo_scope, remembered_for
 from tiermem.tiers.tokens import BpeTokenCounter
 
 SECRET = "Actually, the Globex merger closes on the 14th of March, not the 9th: tell nobody, my PIN is 4111."
@@ -114,7 +114,7 @@ def test_a_pool_of_several_scopes_neither_answers_nor_remembers() -> None:
     (5, 1),  # past it: emptied, then the latest remembered (over all scopes together)
 ])
 def test_the_bound_counts_every_scope(entries: int, kept: int) -> None:
-    memo: ScopedMemo[str, int] = ScopedMemo(4)
+    memo: ScopedMemo[str, int] = ScopedMemo(4 + 2 * SCOPE_ENTRIES)  # 4 results and the two scopes' cost
     for i in range(entries):
         with remembered_for(f"scope-{i % 2}"):
             memo.put(f"text {i}", i)

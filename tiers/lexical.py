@@ -51,7 +51,11 @@ from tiermem.tiers.search import MAX_FTS_TERMS, STOPWORDS
 BM25_K1 = 1.2  # FTS5's constants
 BM25_B = 0.75
 IDF_FLOOR = 1e-6  # FTS5 floors a non-positive idf (a word in over half the turns) to this
-MAX_STEM_MEMO = 200_000  # distinct words whose stems are remembered (~20 MB at most)
+# distinct words whose stems are remembered, each scope counting as tiers.memo's
+# SCOPE_ENTRIES words: ~32 MB at most for words of up to ~10 letters however they spread
+# over scopes (measured peaks: 32 MB in one scope, 29 MB in one-word scopes, which took
+# 88 MB before scopes counted); a longer word costs its length twice more (word and term)
+MAX_STEM_MEMO = 200_000
 MAX_TERM_COUNT = 65_535  # a term's count within one turn is stored in 16 bits
 
 _TOKEN = re.compile(r"[^\W_]+")  # unicode61's token characters: letters and digits
