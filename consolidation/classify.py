@@ -49,6 +49,7 @@ __all__ = [
     "PRIORITY",
     "PROTOTYPES",
     "ROLES",
+    "UNASSERTED_OPENERS",
     "TurnClassifier",
     "TurnLabel",
     "clear_memo",
@@ -145,19 +146,40 @@ _LEAD_ADVERBIAL = re.compile(
 # a correction may revise (supersession reads the assertive part through `request_tail` too).
 _REQUEST_TAIL = re.compile(r",\s+(?:(?:can|could|would|will)\s+(?:you|we)|please|is\s+that\s+(?:ok|okay|alright|fine)"
                            r"|does\s+that\s+work)\b[^,]*\?[\s\"')]*$", re.IGNORECASE)
-_ASKING_HEAD = re.compile(r"^\W*(?:(?:actually|so|oh|ok|okay|well|and|but|now|sorry|wait)\W+)*"
-                          r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|did|can|could|"
-                          r"would|will|should|shall|may|might|have|has|had)\b", re.IGNORECASE)
+_HEAD_OPENERS = r"^\W*(?:(?:actually|so|oh|ok|okay|well|and|but|now|sorry|wait)\W+)*"
+_ASKING_HEAD = re.compile(_HEAD_OPENERS + r"(?:what|when|where|which|who|whose|why|how|is|are|am|was|were|do|does|"
+                          r"did|can|could|would|will|should|shall|may|might|have|has|had)\b", re.IGNORECASE)
+# What opens a clause that holds nothing as true: a condition ("if my flight is on the 14th",
+# "assuming the budget is $3,000", "in case ...", "unless ...", "whether ...") supposes it, a
+# hedge ("maybe", "perhaps", "I think", "I'm not sure", "I wonder") doubts it. Such a head
+# before a request states no fact: "If my flight is on the 14th instead, could you rebook?"
+# asks about a possibility and revised the real "My flight is on the 12th" (request_tail).
+UNASSERTED_OPENERS = (
+    # conditions and suppositions
+    "if", "even if", "only if", "what if", "unless", "assuming", "assume", "suppose", "supposing", "in case",
+    "just in case", "in the event", "provided", "providing", "whether", "let's say", "hypothetically",
+    "imagine",
+    # hedges: the speaker is unsure of what follows
+    "maybe", "perhaps", "possibly", "probably", "presumably", "i think", "i thought", "i guess", "i believe",
+    "i suppose", "i assume", "i wonder", "i was wondering", "i doubt", "i'm not sure", "i am not sure",
+    "not sure", "i'm unsure", "i'm guessing", "i might be wrong", "i could be wrong", "i hope",
+)
+_UNASSERTED_HEAD = re.compile(
+    _HEAD_OPENERS + r"(?:" + "|".join(o.replace(" ", r"\s+").replace("'", "['\u2019]")
+                                      for o in sorted(UNASSERTED_OPENERS, key=len, reverse=True)) + r")\b",
+    re.IGNORECASE)
 
 
 def request_tail(sentence: str) -> int | None:
     """Where a request or a check after a comma begins in `sentence` (the comma's index),
-    when what comes before it asserts; None when there is none or the part before asks."""
+    when what comes before it asserts; None when there is none or the part before asks,
+    or opens with a condition or a hedge (UNASSERTED_OPENERS)."""
     tail = _REQUEST_TAIL.search(sentence)
     if tail is None:
         return None
     head = sentence[:tail.start()].strip()
-    return tail.start() if head and not _ASKING_HEAD.match(head) else None
+    asserts = head and not _ASKING_HEAD.match(head) and not _UNASSERTED_HEAD.match(head)
+    return tail.start() if asserts else None
 
 
 def _clauses(norm: str) -> list[str]:

@@ -28,10 +28,13 @@ the turn classifier through their public methods. Its invariants:
 
 - Only assertions supersede. Only a user turn's assertive sentences (its questions
   removed; of a sentence that asserts and then asks after a comma, "my flight is on the
-  14th, can you rebook?", only the request) can supersede; a question, small talk, a tool result or an assistant turn
+  14th, can you rebook?", only what comes before the request) can supersede; a question, small talk, a tool result or an assistant turn
   never does. Such a sentence is superseded the same way: its statement is the part
   before the request ("my flight is on the 12th, can you check it?" is a request, not a
-  question, to the classifier, as with a period). An attachment's bracketed description ("[image: a photo of ...]") asserts
+  question, to the classifier, as with a period). A part before the request that opens
+  with a condition or a hedge ("if my flight is on the 14th, ...", "maybe ...", "I'm not
+  sure ...": classify.UNASSERTED_OPENERS) asserts nothing: the sentence is read whole
+  (classify.request_tail, the one reading of both). An attachment's bracketed description ("[image: a photo of ...]") asserts
   nothing: it neither supersedes nor is superseded. A cue word inside an idiom that
   revises nothing ("I'll never forget it", "from scratch", "drop by") is no cue, and
   joining something new ("I joined a running group") adds, where joining a named place
