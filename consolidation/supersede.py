@@ -43,7 +43,8 @@ the turn classifier through their public methods. Its invariants:
   or topic as its target.
 - Whose fact and about what (`may_revise`): a clause revises a clause of the same
   holder (someone else's change never revises the user's own fact, nor another named
-  person's) and about the same thing: where both state a value of a named thing (the noun
+  person's; a possessive is "'s" or a plural's "'", "my parents' address", and a party
+  is the same in the singular and the plural, "my kid's" / "my kids'") and about the same thing: where both state a value of a named thing (the noun
   phrase before a verb of state, "my work laptop has ...", "Anna lives ..."), the same
   head noun, picked by the same words where both pick one ("my cat is 5 now" never
   revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
@@ -703,8 +704,9 @@ def _holder(statement: str) -> str | None:
         return SELF_HOLDER
     if first in ("my", "our") and len(words) > 1:
         noun = words[1]
-        possessive = noun.endswith("'s") or (len(words) > 2 and words[2] == "'s")
-        noun = noun.removesuffix("'s")
+        # "my sister's", "my sister 's", and a plural's "my parents'" (was read as "my ...": the user's own)
+        possessive = noun.endswith(("'s", "'")) or (len(words) > 2 and words[2] == "'s")
+        noun = noun.removesuffix("'s").removesuffix("'")
         if noun not in _PARTY_NOUNS:
             return SELF_HOLDER  # "my phone number", "our flight"
         return noun if possessive else _party_after(words[2:], noun)
@@ -767,13 +769,15 @@ def _subject(clause: str) -> Subject | None:
         if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)):
             verb = j
             break
-        if w.endswith("'s") and len(w) > 2 and w[:-2] not in _STOP and w[:-2] not in _NOT_NAMES:
+        owner = w[:-2] if w.endswith("'s") else w[:-1] if w.endswith("'") else ""
+        if owner and owner not in _STOP and owner not in _NOT_NAMES:
             nxt = low[j + 1] if j + 1 < len(low) else ""
-            if nxt[:1].isalpha() and nxt not in _STOP and nxt not in _AUXILIARIES and nxt not in _STATE_VERBS \
-                    and not _participle(nxt):
-                phrase.append(w[:-2])  # a possessor: "my sister's flight", "Anna's flight"
+            if w.endswith("'") or (nxt[:1].isalpha() and nxt not in _STOP and nxt not in _AUXILIARIES
+                                   and nxt not in _STATE_VERBS and not _participle(nxt)):
+                # a possessor: "my sister's flight", "Anna's flight", a plural's "my kids' school"
+                phrase.append(owner)
                 continue
-            phrase.append(w[:-2])  # "my dog's 3 now", "Budget's now $800": the verb is "'s"
+            phrase.append(owner)  # "my dog's 3 now", "Budget's now $800": the verb is "'s"
             verb = j
             break
         if w in _NEUTRAL_MODIFIERS:
@@ -847,7 +851,9 @@ def _holder_fits(new: str | None, old: str | None) -> bool:
         return old in (None, SELF_HOLDER)
     if new == OTHER_HOLDER:
         return old != SELF_HOLDER
-    return old in (new, OTHER_HOLDER)
+    # the same party in the singular or the plural ("my kid's school" / "my kids' school")
+    return old == OTHER_HOLDER or (old is not None and not old.startswith(NAMED_PREFIX)
+                                   and not new.startswith(NAMED_PREFIX) and old in _number_forms(new))
 
 
 def may_revise(new: str, old: str) -> bool:
