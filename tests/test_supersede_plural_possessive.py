@@ -16,10 +16,9 @@ Invariants:
 from __future__ import annotations
 
 import pytest
+from supersede_harness import FILLER, fact_superseded
 
 from tiermem import Memory
-
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
 
 # (an earlier fact, a later turn, whether the later turn supersedes the fact)
 CASES = [
@@ -48,18 +47,7 @@ CASES = [
 ]
 
 
-def _turns(fact: str, later: str) -> list[dict[str, str]]:
-    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
-    for f in FILLER:
-        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
-    return [*msgs, {"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
-
-
 @pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
 def test_a_plural_possessive_names_whose_fact_it_is(cold_memory: Memory, fact: str, later: str,
                                                      superseded: bool) -> None:
-    cold_memory.append_many("c", _turns(fact, later))
-    cold_memory.catch_up("c")
-    first = cold_memory.cold.turns("c")[0]
-    got = first.superseded_by is not None or any(s.position == 0 for s in cold_memory.cold.superseded_statements("c"))
-    assert got is superseded
+    assert fact_superseded(cold_memory, fact, later, FILLER) is superseded

@@ -15,11 +15,10 @@ Invariants:
 from __future__ import annotations
 
 import pytest
+from supersede_harness import FILLER, fact_superseded, turns
 
 from tiermem import Memory
 from tiermem.consolidation.classify import TurnClassifier
-
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
 
 # (an earlier turn, a later turn, whether the later turn supersedes the earlier one)
 CASES = [
@@ -48,21 +47,10 @@ LABELS = [
 ]
 
 
-def _turns(fact: str, later: str) -> list[dict[str, str]]:
-    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
-    for f in FILLER:
-        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
-    return [*msgs, {"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
-
-
 @pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
 def test_a_fact_with_a_request_can_be_corrected(cold_memory: Memory, fact: str, later: str,
                                                 superseded: bool) -> None:
-    cold_memory.append_many("c", _turns(fact, later))
-    cold_memory.catch_up("c")
-    first = cold_memory.cold.turns("c")[0]
-    got = first.superseded_by is not None or any(s.position == 0 for s in cold_memory.cold.superseded_statements("c"))
-    assert got is superseded
+    assert fact_superseded(cold_memory, fact, later, FILLER) is superseded
 
 
 @pytest.mark.parametrize(("text", "intent"), LABELS)
@@ -72,8 +60,8 @@ def test_a_request_after_a_comma_is_read_as_a_request(text: str, intent: str) ->
 
 def test_only_the_statement_before_the_request_is_revised(cold_memory: Memory) -> None:
     # the flight is revised, the hotel in the same turn stays current
-    cold_memory.append_many("c", _turns("My flight is on the 12th, can you check it? My hotel is the Tivoli.",
-                                        "Actually my flight is on the 14th."))
+    cold_memory.append_many("c", turns("My flight is on the 12th, can you check it? My hotel is the Tivoli.",
+                                       "Actually my flight is on the 14th.", FILLER))
     cold_memory.catch_up("c")
     status = {v.text: v.status for v in cold_memory.facts("c") if v.position == 0}
     assert status == {"My flight is on the 12th": "superseded", "My hotel is the Tivoli.": "current"}

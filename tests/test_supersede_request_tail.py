@@ -13,10 +13,9 @@ Invariants:
 from __future__ import annotations
 
 import pytest
+from supersede_harness import CAT_FILLER, fact_superseded
 
 from tiermem import Memory
-
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "My cat knocked a glass over."]
 
 # (an earlier fact, a later turn, whether the later turn supersedes the fact)
 CASES = [
@@ -35,18 +34,7 @@ CASES = [
 ]
 
 
-def _superseded(mem: Memory, fact: str, later: str) -> bool:
-    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
-    for f in FILLER:
-        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
-    msgs += [{"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
-    mem.append_many("c", msgs)
-    mem.catch_up("c")
-    first = mem.cold.turns("c")[0]
-    return first.superseded_by is not None or any(s.position == 0 for s in mem.cold.superseded_statements("c"))
-
-
 @pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
 def test_a_request_after_a_correction_leaves_it_a_correction(cold_memory: Memory, fact: str, later: str,
                                                               superseded: bool) -> None:
-    assert _superseded(cold_memory, fact, later) is superseded
+    assert fact_superseded(cold_memory, fact, later, CAT_FILLER) is superseded

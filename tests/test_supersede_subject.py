@@ -16,11 +16,9 @@ Invariants:
 from __future__ import annotations
 
 import pytest
+from supersede_harness import FILLER, fact_superseded
 
 from tiermem import Memory
-
-# filler without a pet, a room, a vehicle, a laptop or a price: nothing else to revise
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
 
 # (an earlier fact, a later turn, whether the later turn supersedes the fact)
 CASES = [
@@ -59,18 +57,7 @@ CASES = [
 ]
 
 
-def _superseded(mem: Memory, fact: str, later: str) -> bool:
-    msgs = [{"role": "user", "content": fact}, {"role": "assistant", "content": "Noted."}]
-    for f in FILLER:
-        msgs += [{"role": "user", "content": f}, {"role": "assistant", "content": "I see."}]
-    msgs += [{"role": "user", "content": later}, {"role": "assistant", "content": "Okay."}]
-    mem.append_many("c", msgs)
-    mem.catch_up("c")
-    first = mem.cold.turns("c")[0]
-    return first.superseded_by is not None or any(s.position == 0 for s in mem.cold.superseded_statements("c"))
-
-
 @pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
 def test_a_correction_revises_only_a_fact_about_the_same_thing(cold_memory: Memory, fact: str, later: str,
                                                                superseded: bool) -> None:
-    assert _superseded(cold_memory, fact, later) is superseded
+    assert fact_superseded(cold_memory, fact, later, FILLER) is superseded
