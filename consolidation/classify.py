@@ -6,7 +6,10 @@ explainable: every label carries a ``reason`` naming the rule that fired and the
 available, a nearest-prototype fallback over a few hand-written sentences per intent decides
 (``"prototype:instruction sim=0.71"``).  The rules are written against general cue patterns
 (imperative verbs, constraint words, question forms, correction markers, relation words plus a
-capitalised name), never against a particular conversation.
+capitalised name), never against a particular conversation.  The identifier, e-mail address and
+question searches read a turn (its first ``CLASSIFY_MAX_CHARS`` characters) in time linear in its
+length, whatever runs of words, hyphens or dots it holds: one tenant's turn must not slow
+everyone's appends.
 
 Intents::
 
@@ -549,7 +552,10 @@ _PHATIC_Q = re.compile(
     r"anything (?:new|exciting) going on|what's going on with you)\b"
 )
 _RHETORICAL_TAG = re.compile(r",?\s*(?:ya know|you know|alright|ok|okay|right guys|huh)\?\s*$")
-_Q_SENTENCE = re.compile(r"[^.!?]*\?")
+# A sentence that ends in '?': it starts where a sentence does (the text's start or just after
+# a '.', '!' or '?'), as any match did; tried from every character, "[^.!?]*" ran to the next
+# mark from each, n squared over a long tail after the last '?' ("Why? " and 16,000 characters)
+_Q_SENTENCE = re.compile(r"(?:^|(?<=[.!?]))[^.!?]*+\?")
 # A question typed without '?': "do you know why CI uses node 18".
 _WH_START = re.compile(
     r"^(?:what|when|where|which|who|why|how|is there|are there|do you|does|can i|should i)\b"
@@ -684,10 +690,22 @@ _ACCEPT = re.compile(
     r"^(?!that|this|it|which|everything|all)[\w: ,.$-]{1,30}? (?:is fine|works(?: for me)?|"
     r"is perfect|sounds perfect)[.!]?$"
 )
-_IDENTIFIER = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*(?:[A-Z]|_))[A-Za-z][\w-]{3,}\b|\b[A-Z0-9]{2,}-\d{3,}\b")
-_CONTACT = re.compile(
-    r"\b[\w.+-]+@[\w-]+\.[\w.]+\b"
-    r"|\b(?:my|the|our) (?:\w+ )?(?:address|email|phone|number|account|order number) (?:is|should be)\b"
+# An identifier: a word of letters mixed with digits and capitals or "_" ("sk_live_4f9",
+# "gpt4Turbo"), or a code ("INC-20931"). Both lie inside one run of [\w-]; _identifier tries
+# the first only at the run's first word that starts with a letter (the digit and the capital
+# may come anywhere after its start, so if they are not after the first such word they are
+# after none), as searching from each word of "a-a-a-..." read to the run's end, n squared.
+# Both hold a digit: only the runs with one are read (prose has few)
+_ID_RUN = re.compile(r"(?<![\w-])[\w-]*?\d[\w-]*+")
+_ID_LETTER_START = re.compile(r"\b[A-Za-z]")
+_ID_MIXED = re.compile(r"(?=[\w-]*\d)(?=[\w-]*(?:[A-Z]|_))[A-Za-z][\w-]{3,}\b")
+_ID_CODE = re.compile(r"\b[A-Z0-9]{2,}-\d{3,}\b")
+# An e-mail address: it runs from the first word of its run of [\w.+-] to the "@" at the run's
+# end, so _contact tries it only there (from each word of "a.a.a...." it read to the run's
+# end, n squared); the phrases naming a contact detail or an account number are searched apart
+_EMAIL = re.compile(r"(?<![\w.+-])[.+-]*+(\w[\w.+-]*+@[\w-]+\.[\w.]+\b)")
+_CONTACT_PHRASE = re.compile(
+    r"\b(?:my|the|our) (?:\w+ )?(?:address|email|phone|number|account|order number) (?:is|should be)\b"
     # "the card ending in 4417", "claim number CLM-448120"
     r"|\b(?:card|account|acct|policy|member(?:ship)?|customer|order|ticket|booking|confirmation|reference|"
     r"case|claim)(?: number| no\.?| id)?(?: ending in| is|:)? #?[a-z]*\d[\w-]{2,}\b"
@@ -735,12 +753,38 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     m = _SLOT_ANSWER.match(norm)
     if m and len(_words(norm)) <= 7:
         return "slot-answer", m.group(0), "decision"
-    m = _CONTACT.search(norm)
-    if m:
-        return "contact-detail", m.group(0), "entity"
-    m = _IDENTIFIER.search(clean)
-    if m:
-        return "identifier", m.group(0), "entity"
+    found = _contact(norm)
+    if found:
+        return "contact-detail", found, "entity"
+    found = _identifier(clean)
+    if found:
+        return "identifier", found, "entity"
+    return None
+
+
+def _first(a: tuple[int, str] | None, b: re.Match[str] | None) -> str | None:
+    """Of ``a`` (its start, its text) and ``b``, the text that starts first; at the same start
+    ``a``, as the one pattern's alternation tried it first."""
+    if a is not None and (b is None or a[0] <= b.start()):
+        return a[1]
+    return b.group(0) if b is not None else None
+
+
+def _contact(norm: str) -> str | None:
+    """The first contact detail in ``norm``: an e-mail address or a phrase naming one."""
+    email = _EMAIL.search(norm)
+    return _first((email.start(1), email.group(1)) if email else None, _CONTACT_PHRASE.search(norm))
+
+
+def _identifier(clean: str) -> str | None:
+    """The first identifier in ``clean``, run by run of [\\w-] with a digit (time linear in its length)."""
+    for run in _ID_RUN.finditer(clean):
+        start, end = run.span()
+        first = _ID_LETTER_START.search(clean, start, end)
+        mixed = _ID_MIXED.match(clean, first.start()) if first else None
+        found = _first((mixed.start(), mixed.group(0)) if mixed else None, _ID_CODE.search(clean, start, end))
+        if found:
+            return found
     return None
 
 
