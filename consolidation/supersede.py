@@ -80,7 +80,7 @@ from __future__ import annotations
 import logging
 import re
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -227,6 +227,7 @@ _PLACE = re.compile(
     r"\b(?:in|to|at|from|near|into|visit(?:ing)?|around)\s+((?:[A-Z][\w'-]+)(?:[ ,]+[A-Z][\w'-]+)*)"
     r"|\b\d+\s+[A-Z][\w'-]+\s+(?:Road|Rd|Street|St|Avenue|Ave|Lane|Ln|Boulevard|Blvd|Drive|Dr|Way|Place|Pl)\b"
 )
+_EMAIL_RUN_START = re.compile(r"(?<![\w.+-])" + _SLOT_PATTERNS["email"].pattern)  # see _emails
 _UNIT = re.compile(r"\s*+([a-z]{2,})")  # the word after a number, its unit ("4 people")
 _NOT_PLACE = re.compile(
     rf"^(?:the|a|an|my|our|i|it|{DAY_NAMES}|"
@@ -268,7 +269,7 @@ def _slots(text: str) -> dict[str, frozenset[str]]:
     # taken so far was n squared ("1 " repeated: 8,000 numbers, 7 s at 16,000 characters).
     claimed = bytearray(len(low))
     for slot, pat in _SLOT_PATTERNS.items():
-        for m in pat.finditer(low):
+        for m in _emails(low) if slot == "email" else pat.finditer(low):
             if claimed[m.start()] or claimed[m.end() - 1]:
                 continue
             value = m.group(0).strip()
@@ -285,6 +286,24 @@ def _slots(text: str) -> dict[str, frozenset[str]]:
         if not _NOT_PLACE.match(first):
             found.setdefault("place", set()).add(name.lower())
     return {k: frozenset(v) for k, v in found.items()}
+
+
+def _emails(low: str) -> Iterator[re.Match[str]]:
+    """_SLOT_PATTERNS["email"].finditer(low), in time linear in its length.
+
+    The address's first part runs to the end of its run of [\\w.+-], so it matches from a
+    position in a run if and only if from the run's start: searched from each position of a
+    long run with no "@" ("a-a-a-..."), it read to the run's end from each, n squared. Past a
+    failure only a run's start is tried (_EMAIL_RUN_START); the position right after a match
+    is tried as finditer tries it, though it may lie inside a run ("a@b.c+d@e.f").
+    """
+    pat, pos = _SLOT_PATTERNS["email"], 0
+    while pos < len(low):
+        m = pat.match(low, pos) or _EMAIL_RUN_START.search(low, pos + 1)
+        if m is None:
+            return
+        yield m
+        pos = m.end()
 
 
 def _unit(value: str) -> str:

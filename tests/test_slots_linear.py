@@ -7,8 +7,11 @@ Invariants:
   copied after each number to read its unit, both n squared: 16,000 characters of "1 "
   took 7.4 s, of "$1," 7.0 s, of "1:" 5.6 s, and find_superseded over such a stored turn
   3.8-8.4 s. A candidate turn is read whole (no length cap), on every append.
-- Nothing here times anything: each input is 200,000 characters, read in a child process
-  that must finish within CHILD_TIMEOUT_S. Linear, each takes well under a second; n
+- The e-mail value is searched in linear time too: tried from each position of a long run
+  of [\\w.+-] with no "@" ("a-a-a-..."), it read to the run's end, n squared (0.5-1.2 s at
+  16,000 characters).
+- Nothing here times anything: each input is 200,000 characters or more, read in a child
+  process that must finish within CHILD_TIMEOUT_S. Linear, each takes well under a second; n
   squared, each takes many minutes.
 - The values are the same as before for what is not adversarial (the last table).
 """
@@ -35,6 +38,10 @@ INPUTS = [
     ("'1:' * (N // 2)", "colons"),
     # numbers with a unit word: the rest of the text was copied after each to read it
     ("'4 people ' * (N // 9)", "units"),
+    # one long run of word characters and marks with no "@": the e-mail value was searched from
+    # each position and read to the run's end (twice N: n squared on N alone is about a minute)
+    ("'a-' * N", "hyphens"),
+    ("'A1_' * N", "word"),
 ]
 
 CHILD = """
@@ -71,6 +78,10 @@ SLOTS = [
     ("Move it to Tuesday the 14th.", {"weekday": {"tuesday"}, "date": {"14th"}}),
     # a phone number claims its digits
     ("Call me at 555-123-4567.", {"phone": {"555-123-4567"}}),
+    # an address right after another, inside the same run: both read, as finditer read them
+    ("Mail a@b.c+d@e.f today.", {"email": {"a@b.c", "+d@e.f"}}),
+    # an address whose run opens with marks: from the run's start
+    ("Write to ..jo+x@mail.example.com.", {"email": {"..jo+x@mail.example.com"}}),
 ]
 
 
