@@ -78,6 +78,7 @@ from tiermem.tiers.embed import (
     SentenceTransformerEmbedder,
     TextMemo,
     bundled_model_path,
+    directory_identity,
     model_dimension,
     quiet_loading,
     remembered_for,
@@ -937,8 +938,7 @@ class FastEmbedder(MemoAttributes):
         the export and the pipeline compute the same vectors, so the runtime is not part
         of it."""
         if self._identity is None:
-            path = self.model_path or bundled_model_path()
-            self._identity = "sha256:" + model_fingerprint(path, self.cache_dir or default_cache_dir())
+            self._identity = directory_identity(self.model_path or bundled_model_path(), self.cache_dir)
         return self._identity
 
     @property
