@@ -8,22 +8,19 @@ Invariants:
   ending in "?" ("[^.!?]*\\?", over a long tail after the last "?"). 16,384 characters of
   "a-" took 3-6 s per classify: one tenant's appends slowed everyone's.
 - Nothing here times anything: each child classifies CLASSIFY_CALLS different turns at the
-  cap and must finish within CHILD_TIMEOUT_S. Linear, all of them take seconds; n squared,
+  cap and must finish within linear_child.CHILD_TIMEOUT_S. Linear, all of them take seconds; n squared,
   they take many minutes.
 - The labels are the same as before for what is not adversarial (the last table).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from linear_child import finishes
 
 from tiermem.consolidation.classify import TurnClassifier
 
 CLASSIFY_CALLS = 256  # different turns per child (the labels are memoised by text): n squared is minutes
-CHILD_TIMEOUT_S = 120  # generous for a loaded machine; n squared needs hundreds of seconds per input
 
 # (a turn's body built in the child as a Python expression over the cap N, what it exercises)
 INPUTS = [
@@ -49,12 +46,7 @@ print("ok")
 @pytest.mark.parametrize(("expr", "what"), INPUTS)
 def test_a_long_adversarial_turn_is_classified_in_linear_time(expr: str, what: str) -> None:
     code = CHILD.format(expr=expr, calls=CLASSIFY_CALLS)
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{what}: {CLASSIFY_CALLS} turns at the cap took over {CHILD_TIMEOUT_S} s")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    finishes(code, f"{what}: {CLASSIFY_CALLS} turns at the cap")
 
 
 # (a user turn, its reason): the rules read the same identifiers, addresses and questions

@@ -11,22 +11,19 @@ Invariants:
   of [\\w.+-] with no "@" ("a-a-a-..."), it read to the run's end, n squared (0.5-1.2 s at
   16,000 characters).
 - Nothing here times anything: each input is 200,000 characters or more, read in a child
-  process that must finish within CHILD_TIMEOUT_S. Linear, each takes well under a second; n
+  process that must finish within linear_child.CHILD_TIMEOUT_S. Linear, each takes well under a second; n
   squared, each takes many minutes.
 - The values are the same as before for what is not adversarial (the last table).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from linear_child import finishes
 
 from tiermem.consolidation.supersede import detect_slots
 
 ADVERSARIAL_CHARS = 200_000  # each input's length: n squared on it is minutes, linear is milliseconds
-CHILD_TIMEOUT_S = 120  # generous for a loaded machine; n squared needs hundreds of seconds per input
 
 # (an input built in the child as a Python expression, what it exercises)
 INPUTS = [
@@ -58,12 +55,7 @@ print("ok")
 @pytest.mark.parametrize(("expr", "what"), INPUTS)
 def test_a_long_turn_of_values_is_read_in_linear_time(expr: str, what: str) -> None:
     code = CHILD.format(n=ADVERSARIAL_CHARS, expr=expr)
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{what}: reading {ADVERSARIAL_CHARS} characters took over {CHILD_TIMEOUT_S} s")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    finishes(code, f"{what}: reading {ADVERSARIAL_CHARS} characters")
 
 
 # (a text, its slot values): what a value claims is still not read again as a number

@@ -9,22 +9,19 @@ Invariants:
   spaces then "check?" took 18 s to append with its correction (80 ms at 2,000
   characters, 1.4 s at 8,000).
 - Nothing here times anything: each input is 200,000 characters, read in a child process
-  that must finish within CHILD_TIMEOUT_S. Linear, all of them take well under a second;
+  that must finish within linear_child.CHILD_TIMEOUT_S. Linear, all of them take well under a second;
   n squared, one takes many minutes.
 - The spans are the same as before for what is not adversarial (the last case).
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from linear_child import finishes
 
 from tiermem.consolidation.statements import statement_spans
 
 ADVERSARIAL_CHARS = 200_000  # each input's length: n squared on it is minutes, linear is milliseconds
-CHILD_TIMEOUT_S = 120  # generous for a loaded machine; n squared needs hundreds of seconds per input
 
 # (an input built in the child as a Python expression, what it exercises)
 INPUTS = [
@@ -57,12 +54,7 @@ print("ok")
 @pytest.mark.parametrize(("expr", "what"), INPUTS)
 def test_a_long_adversarial_message_is_read_in_linear_time(expr: str, what: str) -> None:
     code = CHILD.format(n=ADVERSARIAL_CHARS, expr=expr)
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{what}: reading {ADVERSARIAL_CHARS} characters took over {CHILD_TIMEOUT_S} s")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    finishes(code, f"{what}: reading {ADVERSARIAL_CHARS} characters")
 
 
 # (a text, its statements): the cut itself is unchanged
