@@ -244,7 +244,10 @@ def shared_mem(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder)
         EmbeddedRedis(data).stop()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomized: the same 25 examples on every run (CI included); budget 64 can be smaller than a
+# generated latest message, which context() refuses unless told to truncate it (BudgetTooSmall)
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rounds=st.lists(st.one_of(PLAIN, TOOL_ROUND, PARTS, META), min_size=1, max_size=12),
        budget=st.sampled_from([64, 300, 2000]), system=st.one_of(st.none(), TEXT), query=TEXT)
 def test_the_state_of_a_real_context_round_trips_through_json(
@@ -252,7 +255,7 @@ def test_the_state_of_a_real_context_round_trips_through_json(
     conv = f"rt-{next(EXAMPLES)}"
     shared_mem.append_many(conv, [m for r in rounds for m in r])
     for _ in range(2):  # a new epoch's state, then an extension's
-        shared_mem.context(conv, query, budget, system=system)
+        shared_mem.context(conv, query, budget, system=system, truncate_latest=True)
         key = shared_mem.cold.key_of("default", conv)
         assert key is not None
         state = shared_mem.planner._epochs.get(key)
