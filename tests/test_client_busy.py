@@ -8,14 +8,14 @@ Fails on the code before: there was no `tiermem.client`."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from client_helpers import CONV, NS, TRIP, served
-from cold_helpers import locked, release
+from cold_helpers import HOLDER_EXIT_TIMEOUT_S, locked, release
 from service_helpers import TOKEN_ACME
 
 from tiermem.client import Client
@@ -24,7 +24,6 @@ from tiermem.service.handlers import STORAGE_BUSY_RETRY_AFTER_S
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 BUSY_TIMEOUT_MS = 200  # how long the server's write waits for the lock before it answers 503
-RELEASE_AFTER_S = 0.5  # the other process ends its transaction this long after the first attempt starts
 LATE = {"role": "user", "content": "behind the lock"}
 
 
@@ -46,14 +45,25 @@ def test_a_busy_write_raises_with_the_retry_delay_and_writes_nothing(url_db: tup
 
 def test_with_retries_a_busy_write_succeeds_once_the_lock_is_released(url_db: tuple[str, Path]) -> None:
     url, db = url_db
-    with Client(url, token=TOKEN_ACME, namespace=NS, retries=2) as client, locked(db) as proc:
-        threading.Timer(RELEASE_AFTER_S, release, args=(proc,)).start()
-        start = time.monotonic()
-        position = client.append(CONV, LATE)
-        waited = time.monotonic() - start
-        assert position == len(TRIP)
-        assert waited >= STORAGE_BUSY_RETRY_AFTER_S  # the first attempt was refused; the client waited as told
-        assert [m.body for m in client.history(CONV)] == [*TRIP, LATE]  # written once
+    refusals: list[int] = []
+    with locked(db) as proc:
+        def release_on_first_refusal(response: httpx.Response) -> None:
+            # the lock ends only once the server has refused the first attempt, so the
+            # retry is what succeeds however slowly this machine runs (a timer raced it)
+            if response.status_code == httpx.codes.SERVICE_UNAVAILABLE and not refusals:
+                refusals.append(response.status_code)
+                release(proc)
+                proc.wait(timeout=HOLDER_EXIT_TIMEOUT_S)  # the lock is gone before the retry
+
+        with httpx.Client(event_hooks={"response": [release_on_first_refusal]}) as http, \
+                Client(url, token=TOKEN_ACME, namespace=NS, retries=2, http_client=http) as client:
+            start = time.monotonic()
+            position = client.append(CONV, LATE)
+            waited = time.monotonic() - start
+            assert refusals == [503]  # the first attempt was refused
+            assert position == len(TRIP)
+            assert waited >= STORAGE_BUSY_RETRY_AFTER_S  # the client waited as told before the retry
+            assert [m.body for m in client.history(CONV)] == [*TRIP, LATE]  # written once
 
 
 def test_a_retry_after_longer_than_the_client_waits_is_raised_at_once(url_db: tuple[str, Path]) -> None:
