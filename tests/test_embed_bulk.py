@@ -15,11 +15,11 @@ from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiermem.tiers.embed_onnx import (
     MIN_COSINE,
     MODEL_FILE,
-    EmbeddingRuntimeError,
     FastEmbedder,
     export_dir,
     plan_batches,
 )
+from tiermem.tiers.errors import EmbeddingRuntimeError
 
 
 @pytest.mark.parametrize(("lengths", "batch", "max_tokens", "want"), [

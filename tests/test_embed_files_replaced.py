@@ -25,11 +25,11 @@ from export_cache import block_exports, copy_export_cache, perturb_feed_forward
 from tiermem.tiers.embed import SentenceTransformerEmbedder, bundled_model_path
 from tiermem.tiers.embed_onnx import (
     MODEL_FILE,
-    EmbeddingRuntimeError,
     FastEmbedder,
     export_dir,
     model_fingerprint,
 )
+from tiermem.tiers.errors import EmbeddingRuntimeError
 
 TEXTS = ["where did we land on the airline?", "my cat is called Tom"]
 # the weights of a fine-tune of the same architecture: this far from the bundled ones

@@ -29,12 +29,12 @@ from tiermem.tiers.embed_onnx import (
     MIN_COSINE,
     MODEL_FILE,
     QUERY_MODEL_FILE,
-    EmbeddingRuntimeError,
     FastEmbedder,
     export_dir,
     export_model,
     fuse_graph,
 )
+from tiermem.tiers.errors import EmbeddingRuntimeError
 
 TEXTS = ["where did we land on the airline?", "my cat is called Tom", "ok"]
 CHILD_TIMEOUT_S = 300  # a child imports torch and may export (~15 s on 2 shared cores)

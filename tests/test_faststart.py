@@ -26,7 +26,6 @@ from tiermem.tiers.embed_onnx import (
     MANIFEST,
     PROBES,
     QUERY_MODEL_FILE,
-    EmbeddingRuntimeError,
     FastEmbedder,
     OnnxSession,
     default_cache_dir,
@@ -34,6 +33,7 @@ from tiermem.tiers.embed_onnx import (
     ensure_export,
     export_dir,
 )
+from tiermem.tiers.errors import EmbeddingRuntimeError
 
 # Modules a process that only writes and reads the log must not import: the model's
 # runtimes, and the planner (built by the first context(), ~25 ms of imports).

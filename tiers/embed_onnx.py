@@ -84,6 +84,9 @@ from tiermem.tiers.embed import (
     remembered_for,
 )
 
+# defined with the other errors (tiers.errors); importable from here, as it always was
+from tiermem.tiers.errors import EmbeddingRuntimeError as EmbeddingRuntimeError
+
 log = logging.getLogger("tiermem.embed")
 
 # Bump when the exported graph or the manifest changes: part of the cache key, so an old
@@ -152,18 +155,6 @@ MODEL_FILE = "model.onnx"
 CHECKED_DIR = "checked"  # in the cache dir: one empty-ish stamp per passed load check
 # Files of a sentence-transformers directory that do not change what it computes.
 _UNHASHED = {"README.md", ".gitattributes"}
-
-
-class EmbeddingRuntimeError(RuntimeError):
-    """The fast runtime cannot be used for this model (the message says why). `damaged`:
-    the cached export's own files are at fault (unreadable, or other vectors), so
-    exporting again may mend it."""
-
-    def __init__(self, model_path: Path, problem: str, *, damaged: bool = False) -> None:
-        super().__init__(f"ONNX embedding runtime for {model_path}: {problem}")
-        self.model_path = model_path
-        self.problem = problem
-        self.damaged = damaged
 
 
 def default_cache_dir() -> Path:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class TiermemError(Exception):
@@ -301,6 +305,18 @@ class SummarizerError(TiermemError, RuntimeError):
         super().__init__(f"summarizer {summarizer} failed: {detail}")
 
 
+class EmbeddingRuntimeError(TiermemError, RuntimeError):
+    """The fast embedding runtime (tiers.embed_onnx) cannot be used for this model (the
+    message says why). `damaged`: the cached export's own files are at fault (unreadable,
+    or other vectors), so exporting again may mend it."""
+
+    def __init__(self, model_path: Path, problem: str, *, damaged: bool = False) -> None:
+        super().__init__(f"ONNX embedding runtime for {model_path}: {problem}")
+        self.model_path = model_path
+        self.problem = problem
+        self.damaged = damaged
+
+
 class StorageReadOnly(TiermemError, PermissionError):
     """The database cannot be written here (a read-only mount, an immutable or foreign
     file) and the operation needs to write."""
@@ -322,6 +338,13 @@ class StoreUnreachable(StoreUnavailable):
     """No connection to the cold store's database could be had within the wait allowed
     (the server down or restarting, refusing connections at max_connections, or every
     connection of this process's pool in use): nothing was sent, so nothing was written."""
+
+
+class StoreStalled(StoreUnavailable):
+    """The cold store's database server took a connection's operation and did not answer
+    within the time allowed (a server stopped with SIGSTOP, a proxy or network that
+    accepts and goes silent): the connection was cut, so that no worker waits on it
+    forever. A write in flight may or may not have committed."""
 
 
 class DataFileError(TiermemError, ValueError):
