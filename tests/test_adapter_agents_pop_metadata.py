@@ -8,9 +8,10 @@ the current loop without it, which the API refuses with extended thinking on), a
 LangChain message lost its id, and a caller's own keys were gone. Now (module docstring
 of `tiermem.adapters._common.put_back_metadata`): the caller's keys on every item; the
 LangChain id and the Anthropic thinking and reply fields on the first item only; the
-LangChain content and the Anthropic extras and block order (which hold or index the
-whole message's content) left out. The real Agents SDK session, LangChain history,
-Anthropic conversion; real SQLite.
+LangChain content and the Anthropic block order (which hold or index the whole
+message's content) left out, and the Anthropic extras re-indexed onto the items whose
+blocks they belong to (tests/test_adapter_agents_pop_extras.py). The real Agents SDK
+session, LangChain history, Anthropic conversion; real SQLite.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ METADATA_CASES: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
     ({"source": "email", "langchain_id": "ai-1", "anthropic_thinking": [[0, THINKING]]},
      [{"source": "email", "langchain_id": "ai-1", "anthropic_thinking": [[0, THINKING]], "tiermem_popped_from": 0},
       {"source": "email", "tiermem_popped_from": 0}, {"source": "email", "tiermem_popped_from": 0}]),
-    # what holds or indexes the whole message's content: left out
+    # what holds or indexes the whole message's content: left out (the extras are the
+    # popped call's, which go with it)
     ({"langchain_content": [{"type": "reasoning", "summary": []}], "anthropic_extra": [[3, {"caller": "x"}]],
       "anthropic_order": "tuuu"},
      [{"tiermem_popped_from": 0}] * 3),

@@ -183,25 +183,31 @@ def _lost(mem: MemoryLike, conversation_id: str, target: int, mine: int) -> bool
     return False
 
 
-def put_back_metadata(row: StoredMessage, *, first: bool) -> dict[str, Any]:
-    """The metadata of an item a pop of `row` puts back (`retract_latest`): the row's, and
-    `POPPED_FROM_KEY`. The items put back are a prefix of the row's message (the popped one
-    is its last), which readers read as that message again (the first item opening it), so:
+def put_back_metadata(row: StoredMessage, item: dict[str, Any], *, first: bool) -> dict[str, Any]:
+    """The metadata of `item`, one of the items a pop of `row` puts back (`retract_latest`):
+    the row's, and `POPPED_FROM_KEY`. The items put back are a prefix of the row's message
+    (the popped one is its last), which readers read as that message again (the first item
+    opening it), so:
     - the keys that stand for the message once go on the first item only: its LangChain
       id (on two items LangChain reads two messages with one id, which LangGraph merges),
       its Anthropic thinking (restored on every item, it went back twice in one turn) and
       reply fields;
-    - the keys that hold or index the whole message's content are left out: its LangChain
-      content (it holds the popped call's block too, which would come back with the first
-      item), the Anthropic extras and block order (their indexes count the whole message's
-      blocks; on an item they would land on another block);
+    - the Anthropic extras of the item's own blocks (a call's `caller` and `toolset_name`,
+      the text's citations) go on it, indexed among its own blocks
+      (`tiermem.adapters.anthropic.item_extras`): the row's index the whole message's
+      blocks, and on an item would land on another block or none;
+    - the keys that hold or index the whole message's content otherwise are left out: its
+      LangChain content (it holds the popped call's block too, which would come back with
+      the first item) and the Anthropic block order (an item is one text or one call);
     - every other key (the caller's) goes on every item."""
-    from tiermem.adapters.anthropic import EXTRA_KEY, ORDER_KEY, REPLY_KEY, THINKING_KEY
+    from tiermem.adapters.anthropic import EXTRA_KEY, ORDER_KEY, REPLY_KEY, THINKING_KEY, item_extras
 
     once = {LANGCHAIN_ID_KEY, THINKING_KEY, REPLY_KEY}
     left_out = {LANGCHAIN_CONTENT_KEY, EXTRA_KEY, ORDER_KEY}
-    kept = {k: v for k, v in (row.metadata or {}).items() if k not in left_out and (first or k not in once)}
-    return {**kept, POPPED_FROM_KEY: row.position}
+    metadata = row.metadata or {}
+    kept = {k: v for k, v in metadata.items() if k not in left_out and (first or k not in once)}
+    extras = item_extras(row.body, metadata, item, thinking=first and THINKING_KEY in kept)
+    return {**kept, **({EXTRA_KEY: extras} if extras else {}), POPPED_FROM_KEY: row.position}
 
 
 def retract_latest(mem: MemoryLike, conversation_id: str) -> dict[str, Any] | None:
@@ -225,7 +231,7 @@ def retract_latest(mem: MemoryLike, conversation_id: str) -> dict[str, Any] | No
                 return None
             target, items = rows[-1]
             batch: list[dict[str, Any]] = [{"type": RETRACT_TYPE, "position": target.position}]
-            batch += [{**item, "metadata": put_back_metadata(target, first=i == 0)}
+            batch += [{**item, "metadata": put_back_metadata(target, item, first=i == 0)}
                       for i, item in enumerate(items[:-1])]
             positions = mem.append_many(conversation_id, batch)
             if not _lost(mem, conversation_id, target.position, positions[0]):

@@ -29,7 +29,11 @@ metadata, under these keys, so that `to_anthropic` can put it back:
   `stop_sequence`, `usage`, ...).
 
 Indexes count the Anthropic blocks that one stored message converts back to (a
-`tool` message: its one `tool_result`). A message whose metadata would pass
+`tool` message: its one `tool_result`). When a session's pop splits a message (the
+Agents SDK's `pop_item` puts its text and each call back but the last as rows of their
+own), each row put back gets its own blocks' extras, indexed among its blocks
+(`item_extras`; the text row's citations are those of every text block, joined into
+one as the row holds them). A message whose metadata would pass
 `max_metadata_bytes` is refused (`ValidationError` naming the largest block kept there,
 nothing returned to append); so is a block type other than text, image, `tool_use`,
 `tool_result`, thinking and redacted thinking (naming the block), an image given by
@@ -560,11 +564,72 @@ def _key(chat: dict[str, Any]) -> str:
     return json.dumps(chat, sort_keys=True, ensure_ascii=False)
 
 
+def _assistant_blocks(chat: dict[str, Any]) -> list[tuple[dict[str, Any], str | None]]:
+    """An assistant chat message's text and tool_use blocks, before `_restore`, each with
+    the call id it stands for (None: a text block)."""
+    out: list[tuple[dict[str, Any], str | None]] = [(b, None) for b in _content_blocks(chat.get("content"))]
+    for c in chat.get("tool_calls") or ():
+        if c.get("type", "function") == "custom":
+            cu = c.get("custom") or {}
+            out.append(({"type": "tool_use", "id": _safe_id(c["id"]), "name": cu.get("name", ""),
+                         "input": {"input": cu.get("input", "")}}, c["id"]))
+        else:
+            fn = c.get("function") or {}
+            out.append(({"type": "tool_use", "id": _safe_id(c["id"]), "name": fn.get("name", ""),
+                         "input": _tool_input(fn.get("arguments") or "")}, c["id"]))
+    fc = chat.get("function_call")
+    calls = call_ids(chat)
+    if isinstance(fc, dict) and calls:
+        out.append(({"type": "tool_use", "id": _safe_id(calls[-1]), "name": fc.get("name", ""),
+                     "input": _tool_input(fc.get("arguments") or "")}, calls[-1]))
+    return out
+
+
+def item_extras(body: dict[str, Any], metadata: dict[str, Any], item: dict[str, Any], *,
+                thinking: bool) -> list[list[Any]]:
+    """The `EXTRA_KEY` entries for `item`, one of the Responses items that the stored
+    assistant message `body` converts to (`tiers.formats.to_responses_rows`: its text as
+    one message item, then each call), when `item` is stored as a message of its own (a
+    pop of one of `body`'s items puts the others back so: `tiermem.adapters._common.
+    put_back_metadata`). Indexed among the blocks `to_anthropic` makes of that item: its
+    one block, after the message's thinking blocks where `thinking` (the item carries
+    them). A call's extras (`caller`, `toolset_name`) are its block's; the text item joins
+    the message's text blocks into one, which gets their citations, in order (a citation
+    locates its cited text in a document, not in the block, so it holds for the joined
+    block). [] where `body`'s metadata keeps no extra for the item's blocks."""
+    entries = [e for e in metadata.get(EXTRA_KEY) or ()
+               if isinstance(e, list) and len(e) == 2 and isinstance(e[0], int) and isinstance(e[1], dict)]
+    chats = to_chat([body])
+    if not entries or len(chats) != 1 or chats[0].get("role") != "assistant":
+        return []
+    tagged = _assistant_blocks(chats[0])
+    owner = "text" if item.get("type") in (None, "message") else "call"
+    mine = [b for b, cid in tagged if (cid is None if owner == "text" else cid == item.get("call_id"))]
+    # where to_anthropic puts the whole message's blocks (order, then thinking), as it
+    # restores the row itself: an entry's index counts those
+    placed = _restore([b for b, _cid in tagged], {k: metadata[k] for k in (ORDER_KEY, THINKING_KEY)
+                                                   if k in metadata}, exact=True)
+    found = [e[1] for e in entries if 0 <= e[0] < len(placed) and any(placed[e[0]] is b for b in mine)]
+    if not found:
+        return []
+    if len(found) == 1:
+        extra = copy.deepcopy(found[0])
+    elif any("citations" in f for f in found):  # several text blocks, one on the item
+        lists = [f["citations"] for f in found if isinstance(f.get("citations"), list)]
+        extra = {"citations": copy.deepcopy([c for cs in lists for c in cs]) if lists else None}
+    else:  # only cache_control, which is never sent back
+        return []
+    one: dict[str, Any] = {"type": "text" if owner == "text" else "tool_use"}
+    alone = _restore([one], {THINKING_KEY: metadata[THINKING_KEY]} if thinking and THINKING_KEY in metadata
+                     else {}, exact=True)
+    return [[next(i for i, b in enumerate(alone) if b is one), extra]]
+
+
 def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[str, Any]]]:
     """One chat message (wire form) as (role, Anthropic blocks); role "system" for a
     system or developer message, "" for nothing to send."""
     role = chat.get("role")
-    calls, rid = call_ids(chat), result_id(chat)
+    rid = result_id(chat)
     rows = stored.get(_match_key(chat, chat))
     hit = rows.pop(0) if rows else None  # the next row with this key, in log order
     meta = hit[1] if hit else {}
@@ -575,21 +640,7 @@ def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[st
     if role == "user":
         return "user", _restore(_content_blocks(chat.get("content")), meta, exact=exact)
     if role == "assistant":
-        blocks = _content_blocks(chat.get("content"))
-        for c in chat.get("tool_calls") or ():
-            if c.get("type", "function") == "custom":
-                cu = c.get("custom") or {}
-                blocks.append({"type": "tool_use", "id": _safe_id(c["id"]), "name": cu.get("name", ""),
-                               "input": {"input": cu.get("input", "")}})
-            else:
-                fn = c.get("function") or {}
-                blocks.append({"type": "tool_use", "id": _safe_id(c["id"]), "name": fn.get("name", ""),
-                               "input": _tool_input(fn.get("arguments") or "")})
-        fc = chat.get("function_call")
-        if isinstance(fc, dict) and calls:
-            blocks.append({"type": "tool_use", "id": _safe_id(calls[-1]), "name": fc.get("name", ""),
-                           "input": _tool_input(fc.get("arguments") or "")})
-        return "assistant", _restore(blocks, meta, exact=exact)
+        return "assistant", _restore([b for b, _owner in _assistant_blocks(chat)], meta, exact=exact)
     if rid is not None:  # tool, function
         content = chat.get("content")
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": _safe_id(rid)}
