@@ -3,7 +3,9 @@
 Precedence, highest first: keyword arguments in code, environment variables
 (`TIERMEM_*`, nested with `__`, e.g. `TIERMEM_SLICE_SHARES__DEFAULT__TAIL=0.4`), a TOML
 file, then the defaults below. Invalid values fail at construction with pydantic's
-message, which names the field.
+message, which names the field. A number setting refuses a boolean (`http_port = true`,
+which pydantic's lax mode read as 1) and an integer one a fraction; text (every env value)
+parses as the number it says.
 
 One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
 `Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
@@ -26,12 +28,21 @@ import difflib
 import ipaddress
 import os
 import re
+import typing
 import urllib.parse
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import (
@@ -253,6 +264,22 @@ def allowed_host(value: str) -> str:
                      "path or wildcard)")
 
 
+def _is_number(annotation: Any) -> bool:
+    """True for a field typed int or float (optional or not)."""
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    return all(k in (int, float) for k in kinds)
+
+
+def no_boolean_number(model: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """`value` unchanged, unless it is a bool given to a number field of `model`: refused.
+    pydantic's lax mode reads True as 1 (`http_port = true` listened on port 1), and strict
+    mode would refuse the text every env variable is ("8080"), so only bools are refused."""
+    if isinstance(value, bool) and info.field_name is not None \
+            and _is_number(model.model_fields[info.field_name].annotation):
+        raise ValueError(f"must be a number, got a boolean ({str(value).lower()})")
+    return value
+
+
 class SliceShares(BaseModel):
     """Budget shares of the context slices for one query class; they need not sum to 1,
     unused share flows to the next slice in packing order."""
@@ -262,6 +289,11 @@ class SliceShares(BaseModel):
     summary: float = Field(0.15, ge=0, le=1)
     retrieved: float = Field(0.4, ge=0, le=1)
     tail: float = Field(0.3, ge=0, le=1)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean(cls, v: Any, info: ValidationInfo) -> Any:
+        return no_boolean_number(cls, v, info)
 
 
 def _default_shares() -> dict[str, SliceShares]:
@@ -291,12 +323,22 @@ class LayerShares(BaseModel):
     summary: float = Field(0.1, ge=0, le=1)
     tail: float = Field(0.1, ge=0, le=1)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean(cls, v: Any, info: ValidationInfo) -> Any:
+        return no_boolean_number(cls, v, info)
+
 
 class Pricing(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     input_per_mtok: float = Field(2.5, ge=0, le=MAX_PRICE_PER_MTOK_USD,
                                   description="USD per million uncached input tokens")
     cached_input_ratio: float = Field(0.1, ge=0, le=1, description="cached input price / input price")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean(cls, v: Any, info: ValidationInfo) -> Any:
+        return no_boolean_number(cls, v, info)
 
 
 class Config(BaseSettings):
@@ -523,6 +565,11 @@ class Config(BaseSettings):
         "http_host an empty list checks no Host"))
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024, le=MAX_BODY_BYTES_LIMIT)
     pricing: Pricing = Field(default_factory=Pricing)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean(cls, v: Any, info: ValidationInfo) -> Any:
+        return no_boolean_number(cls, v, info)
 
     @field_validator("slice_shares", mode="before")
     @classmethod
