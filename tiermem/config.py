@@ -616,14 +616,18 @@ class Config(BaseSettings):
             return expand_home(text) if text.startswith("~") else v
         return v
 
-    @field_validator("data_dir")
+    @field_validator("data_dir", "embedding_cache_dir")
     @classmethod
-    def _not_under_a_file(cls, v: Path) -> Path:
+    def _not_under_a_file(cls, v: Path | None) -> Path | None:
         # refused here, before anything is opened: a data_dir that is a file (or below one)
         # failed at the first open as "[Errno 20] Not a directory: 'afile/tiermem.db'",
-        # naming no setting. Only the nearest part that exists is looked at (a missing
-        # data_dir is created by its first writer); one that cannot be looked at
-        # (os.path says False on any error) is left to the open to report
+        # naming no setting; an embedding_cache_dir that is one only warned at the first
+        # embedding, and every process fell back to the slower torch pipeline. Only the
+        # nearest part that exists is looked at (a missing directory is created by its first
+        # writer); one that cannot be looked at (os.path says False on any error) is left to
+        # the open to report
+        if v is None:
+            return v
         part = v
         while not os.path.lexists(part) and part.parent != part:
             part = part.parent
