@@ -492,6 +492,11 @@ class SentenceTransformerEmbedder(MemoAttributes):
         indexer)."""
         return self._embed(texts, query=True)
 
+    def compute(self, texts: list[str]) -> np.ndarray:
+        """Vectors to store for `texts`, computed now: no memo is read or written (for an
+        embedder that keeps its own, as FastEmbedder does when it falls back to this one)."""
+        return self._compute(self._load(), texts)
+
     def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
         def compute(missing: list[str]) -> np.ndarray:
             return self._compute(self._query_path() if query else self._load(), missing)

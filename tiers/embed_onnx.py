@@ -1097,7 +1097,10 @@ class FastEmbedder(MemoAttributes):
             self.load()
         if self._session is None:
             assert self._fallback is not None
-            return self._fallback.embed(texts)
+            # the pipeline's own computation, not its `embed`: these are the texts this
+            # embedder's memo did not know (each once), and its memo scope is the caller's,
+            # one per text of the whole call where a catch-up scopes each text apart
+            return self._fallback.compute(texts)
         session = self._session
         if len(texts) <= 1:
             # a single text to store: the query session only where it runs the export itself
