@@ -45,7 +45,7 @@ def _out(i: str) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": i, "output": "r"}
 
 
-RS = {"type": "reasoning", "summary": []}
+RS = {"type": "reasoning", "id": "rs_0", "summary": []}
 
 # (bodies in log order, expected units as position lists, oldest unit first)
 CASES: list[tuple[list[dict[str, Any]], list[list[int]]]] = [

@@ -53,7 +53,8 @@ Invariants and policy (README, "Message formats"):
   every unset field, such as an `output_text` part's `logprobs`) are left out; `history()`
   still has them. A reasoning item's `summary` is required on append (a list, the API's
   request type); a row stored before without one, or with null, is read as stored and
-  sent with `[]` (`as_appended`).
+  sent with `[]` (`as_appended`). So is its `id` (a non-empty string, the API's request
+  type); a row stored before without one is read as stored.
 """
 
 from __future__ import annotations
@@ -340,6 +341,7 @@ def check_body(body: object, *, stored: bool = False) -> str:
         _fields(d, ITEM_FIELDS["reasoning"], "", "a reasoning item")
         if not stored:
             _reasoning_summary(d)
+            _reasoning_id(d)
         for key, part in (("summary", "summary_text"), ("content", "reasoning_text")):
             v = d.get(key)
             if v is None:
@@ -364,6 +366,20 @@ def _reasoning_summary(d: dict[str, Any]) -> None:
         _fail("summary", "Field required (a reasoning item's summary is a list; [] when there is none)")
     if d["summary"] is None:
         _fail("summary", "must be a list, got null (a reasoning item's summary is a list; [] when there is none)")
+
+
+def _reasoning_id(d: dict[str, Any]) -> None:
+    """A reasoning item's `id` is required, a non-empty string (the Responses API's request
+    type; the provider finds the reasoning it wrote by it): one without it, or of another
+    type, was stored, and every context or session sending it back got a 400. Append
+    only, as `_reasoning_summary`: a row stored before is read as stored."""
+    if "id" not in d:
+        _fail("id", "Field required (a reasoning item's id is the string the provider gave it, as 'rs_...')")
+    if not isinstance(d["id"], str):
+        _fail("id", f"must be a string, got {'null' if d['id'] is None else type(d['id']).__name__} "
+              "(a reasoning item's id is the string the provider gave it, as 'rs_...')")
+    if not d["id"]:
+        _fail("id", "must not be empty (a reasoning item's id is the string the provider gave it, as 'rs_...')")
 
 
 def _check_chat(d: dict[str, Any], role: str) -> None:
