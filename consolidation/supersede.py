@@ -50,7 +50,9 @@ the turn classifier through their public methods. Its invariants:
   revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head picks out the other ("the kitchen walls" / "the kitchen"). A
   clause that names no such thing (I/we, a pronoun, an order, an action on an object)
-  may revise any, the meaning search included.
+  may revise any, the meaning search included; but a thing acting on an object ("my cat
+  knocked a glass over") tells an event, no value of that thing, and a statement of its
+  state ("my cat is 5") never revises it.
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -773,17 +775,20 @@ _PHRASE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|[^\sA-Za-z]+")
 @dataclass(frozen=True)
 class Subject:
     """What a clause states a value of: its head noun ("laptop") and the words before it
-    that pick which one ("work", a possessor "anna's" as "anna"), as stems."""
+    that pick which one ("work", a possessor "anna's" as "anna"), as stems. `event`: the
+    thing acts on an object ("my cat knocked a glass over"), so the clause tells an event
+    of it and states no value of it."""
 
     head: str
     modifiers: frozenset[str]
+    event: bool = False
 
 
 def _subject(clause: str) -> Subject | None:
     """The thing `clause` states a value of, or None when it names none: its subject is
-    I/we/he/it..., it acts on an object ("my boss moved the meeting": the meeting's
-    value, not the boss's), it is an order or a fragment, or it identifies ("Nguyen is my
-    dentist now": either side may be the thing)."""
+    I/we/he/it..., it is an order or a fragment, or it identifies ("Nguyen is my dentist
+    now": either side may be the thing). A thing that acts on an object ("my boss moved
+    the meeting": the meeting's value, not the boss's) is returned as an `event`."""
     words = _PHRASE_WORD.findall(clause.replace("\u2019", "'"))
     low = [w.lower() for w in words]
     i = 1 if low and low[0] in _DETERMINERS else 0
@@ -822,12 +827,11 @@ def _subject(clause: str) -> Subject | None:
         if main in ("has", "have", "had", "'ve") and k + 1 < len(low) and low[k + 1].endswith(("ed", "en")):
             k, main = k + 1, low[k + 1]  # "has moved": the perfect's verb
     after = next((w for w in low[k + 1:] if w not in _AUXILIARIES), "")
-    if main in _STATE_VERBS:
-        if after in _DETERMINERS:
-            return None  # "Nguyen is my dentist now": an identity, either side the thing
-    elif after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER:
-        return None  # acts on an object: the object's value changes
+    if main in _STATE_VERBS and after in _DETERMINERS:
+        return None  # "Nguyen is my dentist now": an identity, either side the thing
     head, *rest = reversed([_stem(w) for w in phrase])
+    if main not in _STATE_VERBS and after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER:
+        return Subject(head, frozenset(rest), event=True)  # acts on an object: the object's value changes
     return Subject(head, frozenset(rest))
 
 
@@ -840,12 +844,21 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
     """Whether two statements may be about the same thing: either names none; the same
     head, unless both pick one by words that differ ("work laptop" / "home laptop",
     "Anna's flight" / "Maria's flight"); or one's head picks out the other ("the kitchen
-    walls" / "the kitchen")."""
-    if new is None or old is None:
+    walls" / "the kitchen"). A thing's event ("my cat knocked a glass over") is no value of
+    it: the thing's state ("my cat is 5") never revises it; the event's object may change,
+    so an event revises, and is revised by, what is said of anything else."""
+    if new is None or old is None or new.event:
         return True
+    if old.event:
+        return not _same_thing(new, old)
     if new.head == old.head:
-        return not (new.modifiers and old.modifiers) or bool(new.modifiers & old.modifiers)
+        return _same_thing(new, old)
     return new.head in old.modifiers or old.head in new.modifiers
+
+
+def _same_thing(new: Subject, old: Subject) -> bool:
+    """The same head, picked by the same words where both pick one."""
+    return new.head == old.head and (not (new.modifiers and old.modifiers) or bool(new.modifiers & old.modifiers))
 
 
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)

@@ -7,6 +7,9 @@ Invariants:
   "home laptop"). Before, a shared verb or word and a value of the same type were enough:
   "My cat is 5 now." superseded "My dog is 3 years old." (by meaning), "Actually the
   flight costs $350." the hotel's price, and the fact was shown as no longer current.
+- A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
+  event, not a value of that thing: a statement of the thing's state ("my cat is 5")
+  never revises it. Before, such a clause named no subject and so fit any.
 - A statement that names no thing keeps matching as before: the user's own ("I moved to
   Denver" after "I live in Boston"), one that acts on a thing ("they moved my appointment"),
   an identity ("Nguyen is my dentist now"); and one thing's own correction still
@@ -49,6 +52,9 @@ CASES = [
     ("The hotel costs $200 a night.", "Actually the hotel costs $250 a night.", True),
     # a part of the thing the fact names ("the kitchen walls" of "the kitchen"): superseded
     ("The kitchen is painted blue.", "Actually the kitchen walls are green now.", True),
+    # an event of the pet (it acts on an object) is no value of the pet: before, superseded
+    # ("shared 'cat'"; the event named no subject, so it fit any)
+    ("My cat knocked a glass over.", "Actually my cat is 5.", False),
     # the user's own corrections, no thing named on one side: still superseded
     ("My flight is on the 12th.", "Actually my flight is on the 14th.", True),
     ("I live in Boston.", "I moved to Denver.", True),
