@@ -58,7 +58,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from tiermem.config import CONFIG_ENV, Config, redact
-from tiermem.config_sections import flatten, nest, read_file, to_toml
+from tiermem.config_sections import anchor_paths, flatten, nest, read_file, to_toml
 from tiermem.evals.attribution import ReplyScore, attribute, spearman
 from tiermem.evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
 from tiermem.evals.conversations import Dataset
@@ -393,7 +393,9 @@ def best_toml(result: dict[str, Any], base: Path | None) -> str:
     best = result["best"]
     if best is None:
         raise ValidationError("best", "no candidate meets the constraints; nothing to write")
-    base_data = flatten(read_file(base)) if base is not None else {}
+    # the file is written elsewhere: the base's relative paths are made absolute, against
+    # the base file's directory, as loading the base reads them
+    base_data = anchor_paths(flatten(read_file(base)), base) if base is not None else {}
     over: dict[str, Any] = {}
     for k, v in best["values"].items():
         _set(over, k, v)

@@ -10,7 +10,9 @@ parses as the number it says.
 One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
 `Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
 else none (`config_file`; a leading `~` is the home directory there, as in the path
-settings). Nested settings merge field by field at every level: setting one share of a
+settings). A relative path setting (`data_dir`, `embedding_cache_dir`, `embedding_model`)
+in that file is read against the file's own directory (`config_sections.anchor_paths`);
+from env and keyword arguments, against the working directory. Nested settings merge field by field at every level: setting one share of a
 query class (`TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL=0.2`, or `tail = 0.2` under
 `[slice_shares.targeted_recall]`) keeps that class's other defaults, not the generic
 `SliceShares` ones. `explain_sources()` says where each effective value came from.
@@ -178,6 +180,8 @@ class _Sectioned(PydanticBaseSettingsSource):
         if self.inner is not None:
             raw = {**self.inner(), **raw}
         out = config_sections.flatten(raw, local)
+        if self.file is not None:
+            out = config_sections.anchor_paths(out, self.file)
         if self.env:
             _merge_env_spellings(out, config_sections.flatten(config_sections.env_sections(), local))
         state = _origins.get()
@@ -597,7 +601,7 @@ class Config(BaseSettings):
         merged.update(v)
         return merged
 
-    @field_validator("data_dir", "embedding_cache_dir", "embedding_model", mode="before")
+    @field_validator(*config_sections.PATH_FIELDS, mode="before")
     @classmethod
     def _directory_path(cls, v: Any) -> Any:
         # before the str becomes a Path: Path("") is ".", which put the database in whatever
@@ -607,7 +611,7 @@ class Config(BaseSettings):
             text = os.fsdecode(v)
             if not text.strip():
                 raise ValueError("must be a directory path, got an empty string (for the current directory, "
-                                 "say '.')")
+                                 "say '.'; in a config file, '.' is the file's own directory)")
             if "\x00" in text:
                 raise ValueError("must not contain a NUL byte")
             # a file or env value is not read by a shell: "~/tm" was a directory named "~" in

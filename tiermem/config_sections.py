@@ -15,6 +15,8 @@ table against `Config`'s fields); `flatten` maps a section key to exactly its fl
 and changes nothing else; a setting given both ways in one place (one file, one set of
 keyword arguments, the environment) is an error naming both, never a silent pick; an
 unknown key in a section is an error naming the dotted key and the section's keys.
+A relative path setting (`PATH_FIELDS`) read from a file is relative to the file's own
+directory (`anchor_paths`); env and keyword arguments keep the working directory's.
 Between places the usual precedence holds (arguments > env > file > defaults), whichever
 way each names the setting. `export_text` writes every effective value in sections, so
 the file loads back to an identical Config.
@@ -64,6 +66,9 @@ SECTIONS: dict[str, dict[str, str]] = {
     "service": _section("http_", ["http_host", "http_port", "http_allowed_hosts", "auth_tokens",
                                   "metrics_tokens", "metrics_public"]),
 }
+# settings that name a path: in a config file a relative one is read against the file's own
+# directory (as docker compose and git read theirs), not the directory a command runs in
+PATH_FIELDS = ("data_dir", "embedding_cache_dir", "embedding_model")
 # flat field -> its dotted name in a file ("hot_budget_tokens" -> "hot.budget_tokens")
 DOTTED: dict[str, str] = {flat: f"{sec}.{key}" for sec, keys in SECTIONS.items() for key, flat in keys.items()}
 
@@ -111,6 +116,22 @@ def flatten(data: Mapping[str, Any], origins: dict[str, str] | None = None) -> d
                 origins[flat] = name
     if errors:
         raise ValidationError.from_exception_data(TITLE, errors)
+    return out
+
+
+def anchor_paths(flat: dict[str, Any], file: str | os.PathLike[str]) -> dict[str, Any]:
+    """`flat` (a file's settings, flattened) with each relative path setting joined to the
+    directory of `file` as its path names it (made absolute against the working directory;
+    links not followed). Left as given: absolute paths, a leading `~` (the home directory),
+    and what the setting's own check refuses (empty, blank, a NUL, not text), so that it is
+    refused as given rather than read as the file's directory."""
+    where = os.path.dirname(os.path.abspath(file))
+    out = dict(flat)
+    for key in PATH_FIELDS:
+        text = out.get(key)
+        if (isinstance(text, str) and text.strip() and "\x00" not in text and not text.startswith("~")
+                and not os.path.isabs(text)):
+            out[key] = os.path.join(where, text)
     return out
 
 
