@@ -38,6 +38,10 @@ Invariants:
   its validity interval (valid from its own time until the superseding turn's), in the
   line and in the plan item's reason; a question about the past (`about_past`) ranks
   superseded turns up instead of down.
+- A query whose vector cannot be computed (`embed` raises `EmbeddingUnavailable`: the
+  embedding model cannot be loaded) still gets its context, ranked by keywords (BM25)
+  only and classified by the rules; the plan says so (`plan.tiers["embedder"]` is
+  "degraded", the reason ends `plan.retrieval`). Any other error of `embed` is raised.
 
 `Planner.build` runs the steps in order, each in its own home: the fixed part (the
 caller's system message and the latest user message, here), the candidates of each slice
@@ -80,7 +84,7 @@ from tiermem.planner.render import (
 )
 from tiermem.planner.statements import StatementView
 from tiermem.planner.timeline import told
-from tiermem.tiers.errors import BudgetTooSmall, ValidationError
+from tiermem.tiers.errors import BudgetTooSmall, EmbeddingUnavailable, ValidationError
 from tiermem.tiers.formats import hidden_positions, wire_body
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import StoredMessage, message_text
@@ -413,8 +417,14 @@ class Planner:
         # thread read the log measured slower on a 2-core machine (32.6 against 29.4 ms
         # p50 at 20k turns): the model and the reads contend for the GIL and for memory
         # bandwidth, so the overlap saved nothing and the handover cost.
-        qvec = (self.embed([query_text.dense_text(query, table.names)])[0]
-                if query and query.strip() and self.embed is not None else None)
+        qvec: np.ndarray | None = None
+        no_vector = ""  # why this query has no vector, when the model could not give one
+        if query and query.strip() and self.embed is not None:
+            try:
+                qvec = self.embed([query_text.dense_text(query, table.names)])[0]
+            except EmbeddingUnavailable as exc:  # a derived part: keyword ranking still answers
+                plan.tiers["embedder"] = "degraded"
+                no_vector = f"; keyword (BM25) ranking only, no query vector ({exc.reason})"
         call.mark("embed")  # when the vector was there
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
         plan.query_class, plan.class_reason = qclass.name, qclass.reason
@@ -428,6 +438,7 @@ class Planner:
             plan.retrieval = (f"none: a {qclass.name} turn that asks nothing and points to nothing said before "
                               "(a remark, a request): the stable layers and the tail carry it" if not qclass.tail_answers
                               else f"none: a {qclass.name} turn about what was just said: the tail answers it")
+        plan.retrieval += no_vector
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this
         # turn's message: what a class needs more of goes into the per-turn part

@@ -127,7 +127,8 @@ class Plan:
     items: list[PlanItem] = field(default_factory=list)
     left_out: list[PlanItem] = field(default_factory=list)
     views: list[ViewStaleness] = field(default_factory=list)
-    tiers: dict[str, str] = field(default_factory=dict)  # tier -> ok | degraded | unused | rebuilt
+    # tier -> ok | degraded | unused | rebuilt; "embedder" only when degraded (no query vector)
+    tiers: dict[str, str] = field(default_factory=dict)
     degraded: bool = False
     # slice -> tokens of its share of the room (the first packing pass; leftovers can take a
     # slice past it, so it is not a cap)

@@ -5,7 +5,11 @@ It validates at the edge (nothing invalid reaches a tier), writes the cold log f
 in Redis, embeddings (in a background thread, outside any write lock), warm views.
 A failure of a derived tier never fails an append whose cold write committed: the hot
 tier is rebuilt from the log when Redis returns, embeddings are caught up from
-`turns.embedded = 0`.
+`turns.embedded = 0`. So is the embedding model: when it cannot be loaded (its
+directory deleted or damaged after start), `context` ranks by keywords only and its plan
+says why (planner.build), `stats()` and /healthz report the embedder `degraded` until a
+vector is computed again, appends store, and their turns get their vectors when the
+model is back.
 
 Thread-safe: one instance can serve every thread of a web server.
 
@@ -49,7 +53,7 @@ from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
 from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
-from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.errors import ConversationNotFound, EmbeddingUnavailable, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.lexical import forget_terms
 from tiermem.tiers.memo import memo_scope, move_scope, new_conversation_scope, remembered_for
@@ -111,6 +115,8 @@ MAX_FOLDS_TRIED = 16
 # conversations whose key an append finds without a lookup (Memory._keys): ~3.5 MB at
 # most with 40-character namespaces and ids; emptied when full
 MAX_KNOWN_KEYS = 10_000
+# how much of the embedder's error a plan and the stats quote (a path, a library's message)
+MAX_EMBED_REASON_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,9 @@ class Memory:
         self.cold.labeler = self._label  # a rebuild labels its turn rows as appends do
         self._supersede_on_embed = True  # off while rebuild replays supersession itself
         self._closed = False
+        # (time.time(), why) of the embedder's last failure; None once it computes a vector
+        # again (or never failed): what stats() and /healthz report as `degraded`
+        self._embed_failure: tuple[float, str] | None = None
         # (namespace, name) -> key of the conversations this Memory has met: an append's
         # memo scope without a lookup (on PostgreSQL a round trip on top of the append's
         # one statement). Only the scope rides on it: a key gone stale (erased and created
@@ -288,7 +297,7 @@ class Memory:
                 self._planner = Planner(
                     self.cold,
                     self.tokens,
-                    query_embedding(self.embedder),
+                    self._query_vectors,
                     PlannerSettings(
                         shares={k: v.model_dump() for k, v in self.config.slice_shares.items()},
                         retrieval_k=self.config.retrieval_k,
@@ -306,6 +315,40 @@ class Memory:
                     epochs=self.hot.epochs() if self.hot is not None else None,
                 )
         return self._planner
+
+    def _query_vectors(self, texts: list[str]) -> Any:
+        """The planner's query vectors (`query_embedding`); where the embedder fails (its
+        model cannot be loaded), EmbeddingUnavailable, and the failure is reported until a
+        vector is computed again."""
+        try:
+            vecs = query_embedding(self.embedder)(texts)
+        except Exception as exc:
+            raise self._embedding_failed(exc) from exc
+        self._embedding_answered()
+        return vecs
+
+    def _embedding_failed(self, exc: BaseException) -> EmbeddingUnavailable:
+        """Record the embedder's failure `exc` (logged when it starts one, in full)."""
+        reason = f"{type(exc).__name__}: {exc}"
+        if len(reason) > MAX_EMBED_REASON_CHARS:
+            reason = reason[:MAX_EMBED_REASON_CHARS] + "..."
+        if self._embed_failure is None:
+            log.warning("the embedding model is unavailable; contexts rank by keywords only until it is back",
+                        exc_info=exc)
+        self._embed_failure = (self._embed_failure[0] if self._embed_failure is not None else time.time(), reason)
+        return EmbeddingUnavailable(reason)
+
+    def _embedding_answered(self) -> None:
+        if self._embed_failure is not None:
+            log.info("the embedding model answers again after %.1fs", time.time() - self._embed_failure[0])
+            self._embed_failure = None
+
+    @property
+    def embedding_failure(self) -> str | None:
+        """Why the embedder last failed, while it has not computed a vector since (None:
+        it has, or never failed)."""
+        failure = self._embed_failure
+        return failure[1] if failure is not None else None
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -1085,18 +1128,27 @@ class Memory:
             out["warm"] = {"salvaged_rows": self.warm.salvaged, "views_failing": failing,
                            "oldest_failure_age_s": oldest, "refresh_failures": self.views.failures}
             out["turn_cache"] = self.turns.stats()
+            failure = self._embed_failure
             out["embedder"] = {"loaded": embedder_loaded(self.embedder),
-                               "runtime": str(getattr(self.embedder, "active_runtime", "external"))}
+                               "runtime": str(getattr(self.embedder, "active_runtime", "external")),
+                               "state": "ok" if failure is None else "degraded",
+                               "degraded_since": failure[0] if failure is not None else None,
+                               "reason": failure[1] if failure is not None else None}
         return out
 
     def warm_up(self) -> str:
         """Load the embedding model now (a server does, in the background, so its first
         query does not wait) and let the background indexer catch up; returns the runtime."""
         load = getattr(self.embedder, "load", None)
-        if callable(load):
-            load()
-        else:
-            self.embedder.embed(["warm-up"])
+        try:
+            if callable(load):
+                load()
+            else:
+                self.embedder.embed(["warm-up"])
+        except Exception as exc:
+            self._embedding_failed(exc)
+            raise
+        self._embedding_answered()
         if self._indexer is not None:
             self._indexer.wake.set()
         return str(getattr(self.embedder, "active_runtime", "external"))

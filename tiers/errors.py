@@ -317,6 +317,17 @@ class EmbeddingRuntimeError(TiermemError, RuntimeError):
         self.damaged = damaged
 
 
+class EmbeddingUnavailable(TiermemError, RuntimeError):
+    """No vector could be computed: the embedding model cannot be loaded or run (a model
+    directory deleted or damaged after start, an export that fails). `reason`: the
+    underlying error, as `type: message`. Vectors are derived data: a context is built by
+    keyword ranking meanwhile, and appends store (their turns wait for their vectors)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"the embedding model is unavailable: {reason}")
+
+
 class StorageReadOnly(TiermemError, PermissionError):
     """The database cannot be written here (a read-only mount, an immutable or foreign
     file) and the operation needs to write."""

@@ -9,9 +9,11 @@ reads, so it is `degraded`, not down. The hot tier is `ok`, `degraded` (Redis fa
 calls served from the log) or `down` when Redis refuses tiermem itself (a wrong or
 missing password, an ACL user without a command it needs: tiermem.hotlink), with Redis's
 reply in `reasons` (no URL, no secret); either way requests are served from the log, so
-the status does not change for it. /metrics counts every namespace, so a tenant
-token gets 403 and no token 401, unless `metrics_public` (loopback clients only) or auth
-is off.
+the status does not change for it. Nor for the embedder: `degraded` while its model cannot
+be loaded (Memory.embedding_failure: contexts rank by keywords only), the error's type in
+`reasons` (not its message, which names the model's path). /metrics counts every
+namespace, so a tenant token gets 403 and no token 401, unless `metrics_public`
+(loopback clients only) or auth is off.
 """
 
 import logging
@@ -93,8 +95,15 @@ def healthz(runtime: RuntimeDep) -> JSONResponse:
     else:
         tiers["hot"] = "ok" if mem.hot.healthy else "degraded"
     tiers["scheduler"] = "running" if (runtime.scheduler_snapshot() or {}).get("running") else "off"
-    tiers["embedder"] = runtime.embedder_state if runtime.owns_memory else (
-        "ready" if embedder_loaded(mem.embedder) else "idle")
+    embed_failure = mem.embedding_failure
+    if embed_failure is not None:
+        tiers["embedder"] = "degraded"
+        reasons["embedder"] = (f"the embedding model cannot be used ({embed_failure.split(':', 1)[0]}); "
+                               "contexts rank by keywords only")
+    elif runtime.owns_memory and runtime.embedder_state != "failed":
+        tiers["embedder"] = runtime.embedder_state
+    else:  # a failed warm-up that a later load mended (it would be degraded still) is ready
+        tiers["embedder"] = "ready" if embedder_loaded(mem.embedder) else "idle"
     if tiers["cold"] == "down":
         return JSONResponse({"status": "down", "tiers": tiers, "reasons": reasons}, status_code=503)
     # read-only still answers reads: degraded, not down (a restart would not fix it)
