@@ -143,25 +143,32 @@ class CliState:
     def config(self, **overrides: Any) -> Config:
         if self._config is not None and not overrides:
             return self._config
-        import pydantic
-
         from tiermem.config import Config
 
         opts: dict[str, Any] = {}
         if self.data_dir is not None:
             opts["data_dir"] = self.data_dir
         opts.update(overrides)
-        try:
+        with self.naming_data_dir_source():
             cfg = Config.load(self.config_path, **opts)
-        except pydantic.ValidationError as exc:
-            # the message names data_dir as given (storage.data_dir in a file or in env), not
-            # which of them gave it: the source is said too
-            if self.debug or not any(e["loc"] and e["loc"][-1] == "data_dir" for e in exc.errors()):
-                raise
-            raise CliError(f"{one_line(exc)} (data_dir from {self.data_dir_source()})") from None
         if not overrides:
             self._config = cfg
         return cfg
+
+    @contextmanager
+    def naming_data_dir_source(self, config_path: Path | None = None) -> Iterator[None]:
+        """Around a read of the config (from `config_path`, else the global --config): a
+        refused data_dir is a CliError that also says where data_dir came from. The message
+        names data_dir as given (storage.data_dir in a file or in env), not which of them
+        gave it; `tiermem config` read the config by itself and said no source."""
+        import pydantic
+
+        try:
+            yield
+        except pydantic.ValidationError as exc:
+            if self.debug or not any(e["loc"] and e["loc"][-1] == "data_dir" for e in exc.errors()):
+                raise
+            raise CliError(f"{one_line(exc)} (data_dir from {self.data_dir_source(config_path)})") from None
 
     def need_stored(self, cfg: Config) -> None:
         """Refuse, creating nothing, when the SQLite log `cfg` names does not exist. A read
@@ -176,10 +183,11 @@ class CliState:
                        "is nothing to read or change; check the path, or store something first (tiermem append, "
                        "tiermem import)")
 
-    def data_dir_source(self) -> str:
+    def data_dir_source(self, config_path: Path | None = None) -> str:
         """Where data_dir came from, for an error about it (explain_sources' words, without
         building the Config, which may be what failed): `--data-dir`, `env NAME`, `file
-        PATH` or `default`."""
+        PATH` or `default`. The file is `config_path` (`config --check FILE`), else the one
+        the global --config or env names."""
         from tiermem.config import config_file
         from tiermem.config_sections import env_names, flatten, read_file
 
@@ -190,7 +198,7 @@ class CliState:
         hit = next((n for n in env_names(("data_dir",)) if n in env), None)
         if hit is not None:
             return f"env {hit}"
-        path = config_file(self.config_path)
+        path = config_file(config_path or self.config_path)
         if path is not None and "data_dir" in flatten(read_file(path)):
             return f"file {path}"
         return "default"
@@ -1325,14 +1333,15 @@ def config_command(ctx: click.Context, state: CliState, check_file: Path | None,
     if path is not None:
         read_file(path)  # a file that does not parse is named as such, before any field
     overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
-    if check_file is not None:
-        from tiermem.config import Config
+    with state.naming_data_dir_source(path):
+        if check_file is not None:
+            from tiermem.config import Config
 
-        check_service_settings(Config.load(path, **overrides))
-    if export_to is not None:
-        _export_config(path, overrides, export_to, with_secrets=with_secrets)
-        return
-    rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
+            check_service_settings(Config.load(path, **overrides))
+        if export_to is not None:
+            _export_config(path, overrides, export_to, with_secrets=with_secrets)
+            return
+        rows = explain_sources(path, argument_sources={"data_dir": _data_dir_source(ctx)}, **overrides)
     if as_json:
         _emit_json(rows)
         return

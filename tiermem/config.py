@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import json
 import os
 import re
 import typing
@@ -860,6 +861,29 @@ def _nested_get(data: dict[str, Any], parts: tuple[str, ...]) -> bool:
     return True
 
 
+def _env_source(parts: tuple[str, ...], env: dict[str, str]) -> str | None:
+    """The env variable (`env`: upper-cased name -> value) that set the leaf `parts`: the
+    longest name that covers it, flat or sectioned (its own, or a table above it given as
+    JSON), where a table's JSON holds the leaf. A table's variable is not the source of the
+    sibling leaves it left out (they keep their defaults, or come from the file)."""
+    dotted = config_sections.dotted_name(parts[0])
+    heads = [[parts[0]], *([dotted.split(".")] if dotted != parts[0] else [])]
+    for depth in range(len(parts), 0, -1):
+        for head in heads:
+            name = ENV_PREFIX + ENV_NESTED.join([*head, *parts[1:depth]]).upper()
+            if name not in env:
+                continue
+            if depth == len(parts):
+                return name
+            try:
+                table = json.loads(env[name])
+            except ValueError:
+                continue
+            if isinstance(table, dict) and _nested_get(table, parts[depth:]):
+                return name
+    return None
+
+
 def explain_sources(
     path: str | Path | None = None, *, argument_sources: dict[str, str] | None = None, **overrides: Any
 ) -> list[dict[str, Any]]:
@@ -877,7 +901,7 @@ def explain_sources(
     if chosen:
         toml = config_sections.flatten(config_sections.read_file(chosen))
     overrides = config_sections.flatten(overrides)
-    env = {k.upper() for k in os.environ if k.upper().startswith(ENV_PREFIX)}
+    env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
     labels = argument_sources or {}
     rows: list[dict[str, Any]] = []
     for parts, value in _leaves(cfg.model_dump(mode="json")):
@@ -885,10 +909,8 @@ def explain_sources(
         if _nested_get(overrides, parts):
             source = labels.get(parts[0], ARGUMENT_SOURCE)
         else:
-            # the longest env name that covers this leaf (a nested name, or the field's as JSON),
-            # flat or sectioned
             names = config_sections.env_names(parts)
-            hit = next((n for n in names if n in env), None)
+            hit = _env_source(parts, env)
             if hit is None:
                 # a row that is a whole table (layer_shares, auth_tokens) is also set by a
                 # variable naming one of its keys: TIERMEM_LAYER_SHARES__TAIL
