@@ -7,6 +7,9 @@ Invariants:
   copied after each number to read its unit, both n squared: 16,000 characters of "1 "
   took 7.4 s, of "$1," 7.0 s, of "1:" 5.6 s, and find_superseded over such a stored turn
   3.8-8.4 s. A candidate turn is read whole (no length cap), on every append.
+- The money value's number with a unit word is searched in linear time too: tried from each
+  run of a long chain of digit runs joined by commas or dots with no unit ("1.1.1...."), it
+  read to the chain's end from each, n squared (2 s at 16,000 characters, 40 s at 64,000).
 - The e-mail value is searched in linear time too: tried from each position of a long run
   of [\\w.+-] with no "@" ("a-a-a-..."), it read to the run's end, n squared (0.5-1.2 s at
   16,000 characters).
@@ -39,6 +42,9 @@ INPUTS = [
     # each position and read to the run's end (twice N: n squared on N alone is about a minute)
     ("'a-' * N", "hyphens"),
     ("'A1_' * N", "word"),
+    # one long chain of digit runs joined by dots, with no unit word: the money value's
+    # number-and-unit form was searched from each run and read to the chain's end
+    ("'1.' * (N // 2)", "money-chain"),
 ]
 
 CHILD = """
@@ -74,6 +80,14 @@ SLOTS = [
     ("Mail a@b.c+d@e.f today.", {"email": {"a@b.c", "+d@e.f"}}),
     # an address whose run opens with marks: from the run's start
     ("Write to ..jo+x@mail.example.com.", {"email": {"..jo+x@mail.example.com"}}),
+    # a chain of digit runs and its unit: money from the chain's first digit
+    ("It costs 1.000.000 euros.", {"money": {"1.000.000 euros"}}),
+    # the chain's first digit inside a word: money from its second run
+    ("Ref x1,250 dollars.", {"money": {"250 dollars"}, "code": {"x1"}}),
+    # two marks break the chain: the money is the second chain, the first a number
+    ("About 1,,250 dollars.", {"money": {"250 dollars"}, "number": {"1"}}),
+    # a currency sign takes its chain whole; a later number with a unit is money too
+    ("It was $1.200.50 then 300 usd.", {"money": {"$1.200.50", "300 usd"}}),
 ]
 
 
