@@ -35,6 +35,13 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   makes a write fail busy (lock_not_available: 503, nothing written) instead of hang.
   Where waiting is the design the transaction lifts it (`SET LOCAL lock_timeout = 0`):
   bootstrap and migrations behind another process's, the vectors' width being set.
+- No operation waits on the server for ever: each checkout of a connection is cut
+  (socket shutdown by a watchdog thread: StoreStalled, 503; the pool discards the
+  connection) once it has lasted `operation_timeout_s` (OPERATION_TIMEOUT_S) past the lock
+  wait allowed, MAINTENANCE_TIMEOUT_S for migrations, rewrites, index builds and rebuilds,
+  or the end of `connection_wait` (a health probe's few seconds). A server that takes the
+  query and never answers (stopped with SIGSTOP, a silent proxy) is not seen by TCP or by
+  PostgreSQL's own timeouts; before, a worker waited on it for ever.
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -85,6 +92,7 @@ import logging
 import os
 import re
 import select
+import socket
 import struct
 import tempfile
 import threading
@@ -118,6 +126,7 @@ from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
     SchemaTooNew,
+    StoreStalled,
     StoreUnavailable,
     StoreUnreachable,
     ValidationError,
@@ -190,6 +199,17 @@ RECONNECT_GIVE_UP_S = 3.0
 # last. PostgreSQL reads 0 as "wait forever", busy_timeout_ms = 0 as "do not wait": that
 # is sent as the least wait it takes.
 LEAST_LOCK_TIMEOUT_MS = 1
+# The longest one checkout of a connection (an operation: its statements and commit) may
+# go without finishing, past the lock wait it may spend (lock_timeout_ms, added to it),
+# before its connection is cut (StoreStalled: 503). PostgreSQL's own timeouts cannot end
+# it when the server never answers: a server stopped with SIGSTOP, or a proxy that
+# accepts and goes silent, keeps the socket open (the kernel ACKs, so TCP keepalives and
+# tcp_user_timeout see nothing), and psycopg waits on it for ever: a worker lost per
+# request. Generous, so that a slow but alive query is not cut.
+OPERATION_TIMEOUT_S = 60.0
+# ... and of the maintenance that is long by design: a migration, a table rewrite after an
+# erasure (VACUUM FULL: left owed when cut, as after any failure), an index build, a rebuild
+MAINTENANCE_TIMEOUT_S = 3600.0
 # where waiting is the design (a migration, the vectors' width: a process waits while
 # another does it), the transaction lifts the limit for itself (SET LOCAL)
 WAIT_FOR_LOCKS_SQL = "SET LOCAL lock_timeout = 0"
@@ -607,6 +627,84 @@ def speaker_name(body: dict[str, Any]) -> str | None:
     return without_nul(name) if isinstance(name, str) else None
 
 
+class _Watch:
+    """One checkout under the watchdog: its deadline (monotonic) and our own duplicate of
+    its socket (so that a cut never reaches a descriptor number the driver has closed and
+    the process reused)."""
+
+    __slots__ = ("cut", "fd", "until")
+
+    def __init__(self, until: float, fd: int) -> None:
+        self.until = until
+        self.fd = fd
+        self.cut = False
+
+
+class _Watchdog:
+    """Cuts the connection of a checkout that outlives its deadline: shutdown() of its
+    socket, so the driver's wait for the server's answer ends at once (the server
+    "closed the connection"), the connection is broken and its pool discards it. One
+    thread per store, started with the first checkout; a checkout costs a dup() and,
+    when its deadline is the nearest, a wake-up of that thread."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._watches: set[_Watch] = set()
+        self._thread: threading.Thread | None = None
+        self._next: float | None = None  # when the thread wakes next; None: only when told
+        self._closed = False
+
+    @contextlib.contextmanager
+    def watching(self, conn: Conn, until: float, where: str) -> Iterator[None]:
+        """Within it `conn` is cut at `until`; a driver error that the cut caused is
+        raised as StoreStalled (from it)."""
+        watch = _Watch(until, os.dup(conn.fileno()))
+        with self._cond:
+            self._watches.add(watch)
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            if self._next is None or until < self._next:
+                self._cond.notify()
+        started = time.monotonic()
+        try:
+            yield
+        except psycopg.Error as exc:
+            if watch.cut:
+                raise StoreStalled(where, f"the server did not answer within {until - started:.3g} s; "
+                                          "the connection was cut") from exc
+            raise
+        finally:
+            with self._cond:  # a cut happens under this lock: none after it
+                self._watches.discard(watch)
+            os.close(watch.fd)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                for watch in self._watches:
+                    if not watch.cut and watch.until <= now:
+                        watch.cut = True
+                        log.warning("a PostgreSQL connection got no answer before its deadline: cutting it")
+                        sock = socket.socket(fileno=watch.fd)
+                        try:
+                            sock.shutdown(socket.SHUT_RDWR)
+                        except OSError:  # already closed by the server: the driver has its error
+                            pass
+                        finally:
+                            sock.detach()  # the descriptor stays the watch's, closed with it
+                pending = [w.until for w in self._watches if not w.cut]
+                self._next = min(pending) if pending else None
+                self._cond.wait(None if self._next is None else max(self._next - now, 0.0))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+
 class PostgresStore(SharedQueries):
     """The log on PostgreSQL. Thread-safe (a connection pool); many processes and
     machines may open the same database and schema at once."""
@@ -627,6 +725,7 @@ class PostgresStore(SharedQueries):
         lock_timeout_ms: int | None = DEFAULT_BUSY_TIMEOUT_MS,
         synchronous_commit: str = "on",
         erase_scrub: str = "full",
+        operation_timeout_s: float = OPERATION_TIMEOUT_S,
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
@@ -640,6 +739,10 @@ class PostgresStore(SharedQueries):
         if erase_scrub not in ERASE_SCRUB:
             raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
         self.erase_scrub = erase_scrub
+        if not operation_timeout_s > 0:
+            raise ValidationError("operation_timeout_s", f"must be more than 0 seconds, got {operation_timeout_s}")
+        # an operation's checkout is cut past this (the lock wait it may spend added to it)
+        self.operation_timeout_s = operation_timeout_s
         if not SCHEMA_PATTERN.match(schema):
             raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
         self.tokens = tokens
@@ -654,7 +757,8 @@ class PostgresStore(SharedQueries):
         self._salvaged_rows = SalvagedRows()  # (conversation, kind, row)
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         self._lock = threading.Lock()
-        self._waits = threading.local()  # connection_wait's limit, per thread
+        self._waits = threading.local()  # connection_wait's deadline and _maintenance, per thread
+        self._watchdog = _Watchdog(f"tiermem-{schema}-deadlines")
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
@@ -791,27 +895,54 @@ class PostgresStore(SharedQueries):
 
     @contextlib.contextmanager
     def connection_wait(self, seconds: float) -> Iterator[None]:
-        """Within it, this thread's operations wait at most `seconds` for a pooled
-        connection (StoreUnreachable past it) instead of the pool's wait: a health probe
-        says "down" while a request would still be waiting (its callers give up sooner)."""
-        before = getattr(self._waits, "seconds", None)
-        self._waits.seconds = seconds
+        """Within it, this thread's operations end within `seconds` of its start, the wait
+        for a pooled connection (StoreUnreachable past it) instead of the pool's wait and
+        the server's answers (StoreStalled: the connection cut) instead of the operations'
+        timeout: a health probe says "down" while a request would still be waiting (its
+        callers give up sooner), also when the server takes the query and never answers."""
+        before = getattr(self._waits, "until", None)
+        self._waits.until = time.monotonic() + seconds
         try:
             yield
         finally:
-            self._waits.seconds = before
+            self._waits.until = before
+
+    @contextlib.contextmanager
+    def _maintenance(self) -> Iterator[None]:
+        """Within it, this thread's checkouts are cut past MAINTENANCE_TIMEOUT_S instead of
+        the operations' timeout: work long by design (migrations, rewrites, index builds)."""
+        before = getattr(self._waits, "maintenance", False)
+        self._waits.maintenance = True
+        try:
+            yield
+        finally:
+            self._waits.maintenance = before
+
+    def _deadline(self) -> float:
+        """When a checkout that starts now is cut: connection_wait's end where one is set,
+        else the maintenance or the operation timeout (past the lock wait allowed)."""
+        until: float | None = getattr(self._waits, "until", None)
+        if until is not None:
+            return until
+        if getattr(self._waits, "maintenance", False):
+            return time.monotonic() + MAINTENANCE_TIMEOUT_S
+        lock_wait_s = (self._lock_timeout_ms or 0) / 1000
+        return time.monotonic() + self.operation_timeout_s + lock_wait_s
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:
         if self._pool is None:
             raise StoreUnavailable(self.path, "the store is closed")
-        wait_s: float | None = getattr(self._waits, "seconds", None)  # None: the pool's own
+        until: float | None = getattr(self._waits, "until", None)
+        wait_s = None if until is None else max(until - time.monotonic(), 0.0)  # None: the pool's own
         with contextlib.ExitStack() as stack:
             try:
                 conn = stack.enter_context(self._pool.connection(timeout=wait_s))
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
                 waited = self._pool.timeout if wait_s is None else wait_s
                 raise StoreUnreachable(self.path, f"no connection within {waited:g} s") from exc
+            # before the caller's settings are read: that round trip is bounded too
+            stack.enter_context(self._watchdog.watching(conn, self._deadline(), self.path))
             if not self._owns_pool:  # the caller's connection: ours for this checkout, then theirs again
                 stack.enter_context(self._borrowed(conn, f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}"))
                 self._register_vec(conn)
@@ -906,7 +1037,7 @@ class PostgresStore(SharedQueries):
 
     def _migrate(self) -> int:
         supported = schema_version()
-        with self._conn() as conn:
+        with self._maintenance(), self._conn() as conn:
             # versions only grow: a store already at this code's version needs no lock and
             # no write (a read-only database opens)
             found = self._recorded_version(conn)
@@ -945,6 +1076,7 @@ class PostgresStore(SharedQueries):
             pool, self._pool = self._pool, None
         if pool is not None and self._owns_pool:
             pool.close()
+        self._watchdog.close()
 
     # -- conversations ----------------------------------------------------------------
 
@@ -1143,7 +1275,7 @@ class PostgresStore(SharedQueries):
         the embedder's `model_identity()`, recorded as `vec_model`) empties the derived
         vectors and marks every turn for re-embedding. Vectors that carry no identity
         (stored before it was recorded) adopt `model`, as on SQLite."""
-        with self._tx() as c:
+        with self._maintenance(), self._tx() as c:
             c.execute(WAIT_FOR_LOCKS_SQL)  # behind another process setting it (an index build)
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
             row = c.execute("SELECT value FROM meta WHERE key = 'vec_dim'").fetchone()
@@ -1185,12 +1317,12 @@ class PostgresStore(SharedQueries):
         """Before a bulk load of vectors: without the HNSW index, inserts are several
         times faster (namespace-wide dense search scans meanwhile). `create_vector_index`
         afterwards."""
-        with self._tx() as c:
+        with self._maintenance(), self._tx() as c:
             c.execute("DROP INDEX IF EXISTS messages_vec_hnsw")
 
     def create_vector_index(self, dim: int) -> None:
         """(Re)build the HNSW index of namespace-wide dense search for `dim`-wide vectors."""
-        with self._tx() as c:
+        with self._maintenance(), self._tx() as c:
             c.execute(f"CREATE INDEX IF NOT EXISTS messages_vec_hnsw ON messages_vec USING hnsw "
                       f"((embedding::vector({int(dim)})) vector_l2_ops)")
 
@@ -1591,7 +1723,7 @@ class PostgresStore(SharedQueries):
         is switched to autocommit for it and back. Returns whether the tables were
         rewritten (the scrub is guaranteed). Raises psycopg.Error when the VACUUM fails."""
         full = self.erase_scrub == "full" if full is None else full
-        with self._conn() as conn:
+        with self._maintenance(), self._conn() as conn:
             switched = not conn.autocommit
             if switched:
                 conn.commit()  # the session settings of the checkout; autocommit needs no open transaction
@@ -1608,7 +1740,7 @@ class PostgresStore(SharedQueries):
     def analyze(self) -> None:
         """Refresh the planner's statistics of every conversation table now (after a bulk
         load, before autovacuum gets to it: plans chosen on stale counts scan too much)."""
-        with self._conn() as conn:
+        with self._maintenance(), self._conn() as conn:
             conn.execute("ANALYZE " + ", ".join(RECLAIM_TABLES))
 
     def defer_purge(self, keys: Sequence[str]) -> None:
@@ -1733,7 +1865,7 @@ class PostgresStore(SharedQueries):
     # -- rebuild and stats ----------------------------------------------------------------------
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
-        with self._tx() as c:
+        with self._maintenance(), self._tx() as c:
             c.execute("DELETE FROM turns")
             c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
             c.execute("DELETE FROM messages_fts")

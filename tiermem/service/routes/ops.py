@@ -3,8 +3,9 @@
 Invariants: /healthz answers from the first moment of the process ("starting", 503,
 while Memory opens) and reports the cold tier `ok`, `read-only` (the kernel says this
 process cannot write the database, or the storage refused a request in the last
-`STORAGE_FAILURE_MEMORY_S`) or `down` (it cannot be read, or no PostgreSQL connection
-came within `HEALTH_CONNECTION_WAIT_S`: 503); read-only still serves
+`STORAGE_FAILURE_MEMORY_S`) or `down` (it cannot be read, or PostgreSQL gave no
+connection and answer within `HEALTH_CONNECTION_WAIT_S`, also a server that takes the
+query and never answers: 503); read-only still serves
 reads, so it is `degraded`, not down. The hot tier is `ok`, `degraded` (Redis failing,
 calls served from the log) or `down` when Redis refuses tiermem itself (a wrong or
 missing password, an ACL user without a command it needs: tiermem.hotlink), with Redis's
@@ -36,9 +37,10 @@ from tiermem.tiers.files import database_writable
 log = logging.getLogger("tiermem.service")
 
 STORAGE_FAILURE_MEMORY_S = 60.0  # /healthz reports a storage failure this long after it
-# the probe's wait for a pooled database connection (PostgreSQL): a stopped server is
-# "down" this soon, where a request waits the pool's cold_pool_wait_s (30 s by default,
-# past most probes' own timeouts of 1-10 s)
+# the probe's wait for a pooled database connection and the server's answer together
+# (PostgreSQL): a stopped or silent server is "down" this soon, where a request waits the
+# pool's cold_pool_wait_s (30 s by default) and then its operation timeout
+# (tiers.postgres.OPERATION_TIMEOUT_S), past most probes' own timeouts of 1-10 s
 HEALTH_CONNECTION_WAIT_S = 3.0
 
 
@@ -57,7 +59,7 @@ def cold_health(memory: Memory, failed_at: float | None) -> str:
     process cannot write the database, its sidecars or its directory (read-only mount,
     immutable file, permissions), or the storage refused or failed a request in the
     last STORAGE_FAILURE_MEMORY_S. Raises when the database cannot even be read, or
-    (PostgreSQL) no connection comes within HEALTH_CONNECTION_WAIT_S."""
+    (PostgreSQL) no connection and answer come within HEALTH_CONNECTION_WAIT_S."""
     cold = memory.cold
     with cold.connection_wait(HEALTH_CONNECTION_WAIT_S) if isinstance(cold, _PooledStore) else nullcontext():
         cold.namespace_of("healthz")  # a real read; raises when reads fail
