@@ -153,6 +153,10 @@ CACHE_FILE_MODE = 0o644
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
 CHECKED_DIR = "checked"  # in the cache dir: one empty-ish stamp per passed load check
+STAMPS_DIR = "stamps"  # in the cache dir: each model directory's digest, under its files' stat
+# hex digits of the model directory's path hash that start its stamps' names (and tell
+# which stamps are its own, for pruning: `model_fingerprint`)
+STAMP_DIR_KEY_CHARS = 16
 # Files of a sentence-transformers directory that do not change what it computes.
 _UNHASHED = {"README.md", ".gitattributes"}
 
@@ -174,7 +178,13 @@ def model_fingerprint(model_path: Path, cache_dir: Path) -> str:
     under the files' names and `file_signature`s: a file written in any way is hashed
     again. Nothing stands behind this: the load check compares the export with the
     probe vectors that the model's files computed when they were hashed, so a digest
-    kept for files since replaced would serve their old model's vectors."""
+    kept for files since replaced would serve their old model's vectors.
+
+    A stamp is named by the directory's path hash and the files' signatures: one written
+    replaces the directory's older ones, which can never match again (every change of a
+    file moves its ctime forward). A change of permissions or owner alone re-hashes too:
+    it sets the ctime as a `cp -p` onto the file does, with size, mtime and inode the
+    same, and only reading the bytes tells those apart."""
     files = _model_files(model_path)
     if not files:  # an OSError, as for any unreadable file: `embedder_identity` leaves it to the load to say why
         raise FileNotFoundError(f"embedding model directory {model_path} "
@@ -182,7 +192,8 @@ def model_fingerprint(model_path: Path, cache_dir: Path) -> str:
     stat_sig = hashlib.sha256()
     for f in files:
         stat_sig.update(f"{f.relative_to(model_path)}\0{file_signature(f.stat())}\n".encode())
-    stamp = cache_dir / "stamps" / stat_sig.hexdigest()
+    dir_key = hashlib.sha256(str(model_path.resolve()).encode()).hexdigest()[:STAMP_DIR_KEY_CHARS]
+    stamp = cache_dir / STAMPS_DIR / f"{dir_key}-{stat_sig.hexdigest()}"
     with contextlib.suppress(OSError):
         known = stamp.read_text("ascii").strip()
         if len(known) == 64:
@@ -196,6 +207,10 @@ def model_fingerprint(model_path: Path, cache_dir: Path) -> str:
     with contextlib.suppress(OSError):
         stamp.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(stamp, out.encode())
+        for old in stamp.parent.glob(f"{dir_key}-*"):
+            if old.name != stamp.name:
+                with contextlib.suppress(OSError):  # another process pruned it first
+                    old.unlink()
     return out
 
 
