@@ -110,6 +110,7 @@ from tiermem.tiers.models import (
     StoredMessage,
     check_idempotency_key,
     check_int,
+    check_keys,
     check_position,
     check_summary,
     check_text,
@@ -258,6 +259,15 @@ def _wire(message: MessageLike, limits: Limits | None, *, session_id: str | None
     return out
 
 
+def _anthropic_wire(message: Any) -> dict[str, Any]:
+    """An Anthropic message as sent for the service's adapter to convert, refused here
+    when a dict key in it is no string (`check_keys`): the JSON it is sent as would carry
+    the key's text, another key."""
+    out = dict(message)
+    check_keys(out, "")
+    return out
+
+
 def _stored(row: dict[str, Any]) -> StoredMessage:
     return StoredMessage(conversation_id=row["conversation_id"], position=row["position"], role=row["role"],
                          body=row["message"], session_id=row["session_id"], metadata=row["metadata"],
@@ -366,7 +376,7 @@ class _Calls:
         for i, m in enumerate(messages):
             try:
                 # an Anthropic message is converted by the service's adapter, which names its fields
-                wire.append(_wire(m, self.server_limits) if format == OPENAI_FORMAT else dict(m))
+                wire.append(_wire(m, self.server_limits) if format == OPENAI_FORMAT else _anthropic_wire(m))
             except ValidationError as exc:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
             except (TypeError, ValueError):

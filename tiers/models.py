@@ -4,7 +4,9 @@ Validation happens here, at the edge, before anything touches storage: a refused
 message raises `tiers.errors.ValidationError` naming the field and the limit, and
 nothing is written; it quotes caller input within `tiers.errors.MAX_SHOWN_CHARS`
 (`tiers.formats`, "Bounded echoes"), a key in pydantic's location too (`_model_error`).
-The body is stored exactly as given (lossless: `history()` returns what went in);
+The body is stored exactly as given (lossless: `history()` returns what went in), so a
+dict key that is no string, at any depth of the body or the metadata, is refused naming
+where (`check_keys`): JSON would store it as its text, another key;
 unknown top-level fields are refused rather than silently dropped, because a dropped
 field is data lost (the policy is in `tiers.formats`).
 """
@@ -337,6 +339,69 @@ def nested_deeper_than(value: object, limit: int, depth: int = 0) -> bool:
     return False
 
 
+# Why a key that is no string is refused (JSON's object keys are strings: json.dumps would
+# store 2 as "2", None as "null", and read back another key than the one given)
+NON_STRING_KEY_PROBLEM = ("Input should be a valid string (JSON object keys are strings: a key of another "
+                          "type would be stored as its text and read back as another key)")
+
+
+def non_string_key(value: object) -> tuple[int | str, ...] | None:
+    """The location inside `value` of its first dict key (in document order) that is no
+    string, the key itself last as pydantic's location writes one (an int as it is, any
+    other key as its str); None when every key is a string. Iterative, as
+    `nested_deeper_than`: call it on a value within MAX_JSON_DEPTH."""
+    if _all_keys_strings(value):  # every append: a walk without locations (a third of the time)
+        return None
+    stack: list[tuple[object, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, dict):
+            for k in node:
+                if not isinstance(k, str):
+                    return (*loc, _key_part(k))
+            stack.extend((v, (*loc, k)) for k, v in reversed(node.items()))
+        elif isinstance(node, list | tuple):
+            stack.extend((v, (*loc, i)) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def _all_keys_strings(value: object) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    return False
+                if isinstance(v, dict | list | tuple):
+                    stack.append(v)
+        elif isinstance(node, list | tuple):
+            stack.extend(v for v in node if isinstance(v, dict | list | tuple))
+    return True
+
+
+def _key_part(key: object) -> int | str:
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key
+    try:
+        return str(key)
+    except Exception:  # a caller's key type whose str fails: named by its type
+        return f"a {type(key).__name__}"
+
+
+def check_keys(value: object, field: str) -> None:
+    """Refuse `value` (named `field`, a name of tiermem's) when a dict key anywhere inside
+    it is no string: ValidationError named by `field` and the location down to the key,
+    as `_model_error` names pydantic's (a part that is no plain name quoted and cut). The
+    one check of every way in: `parse_message` (library, CLI, import, the HTTP service,
+    the MCP tools, a client before it sends) and the adapters that turn a caller's value
+    into JSON text before appending it (an Anthropic tool_use's input, a LangChain tool
+    call's args)."""
+    loc = non_string_key(value)
+    if loc is not None:
+        raise _model_error((*loc, PYDANTIC_KEY_LOC), NON_STRING_KEY_PROBLEM, within=field)
+
+
 def _check_depth(fields: dict[str, Any]) -> None:
     """Refuse a message nested deeper than MAX_JSON_DEPTH, naming the top-level field that is
     (`fields` are the message's top-level fields, envelope included, at level 1)."""
@@ -441,6 +506,10 @@ def parse_message(
     if "metadata" in envelope and envelope["metadata"] is not None and not isinstance(envelope["metadata"], dict):
         raise ValidationError("metadata", "must be a JSON object")
     _check_depth({**body, **envelope})  # before anything below recurses into the values
+    for name, value in {**body, **envelope}.items():
+        # a top-level key that is no string is check_body's ("field names must be strings")
+        if isinstance(name, str) and (loc := non_string_key(value)) is not None:
+            raise _model_error((name, *loc, PYDANTIC_KEY_LOC), NON_STRING_KEY_PROBLEM)
     check_body(body)  # names the field; Message() below would only say "value error"
     try:
         encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)
@@ -480,18 +549,20 @@ def parse_message(
 PYDANTIC_KEY_LOC = "[key]"
 
 
-def _model_error(loc: tuple[int | str, ...], problem: str) -> ValidationError:
+def _model_error(loc: tuple[int | str, ...], problem: str, *, within: str = "") -> ValidationError:
     """pydantic's error at `loc` as tiermem's: named by its location when every part is a
     plain name (`tiers.errors.plain_field`), an index or `PYDANTIC_KEY_LOC`; else named by
     the parts before the first that is not (a caller's key: a metadata key that is no
     string is in the location as its str, a tuple's of a 100,000-character string whole)
-    with the rest, each part quoted and bounded (`shown_key`), before `problem`."""
+    with the rest, each part quoted and bounded (`shown_key`), before `problem`. `within`:
+    the name of what `loc` is inside, tiermem's own (`check_keys`), put first as it is."""
     parts = [str(p) if isinstance(p, int) or p == PYDANTIC_KEY_LOC else p for p in loc]
+    head = [within] if within else []
     for i, part in enumerate(parts):
         if not (plain_field(part) or part == PYDANTIC_KEY_LOC):
             rest = ".".join(p if p == PYDANTIC_KEY_LOC else shown_key(p) for p in parts[i:])
-            return ValidationError(".".join(parts[:i]) or "message", f"at {rest}: {problem}")
-    return ValidationError(".".join(parts) or "message", problem)
+            return ValidationError(".".join(head + parts[:i]) or "message", f"at {rest}: {problem}")
+    return ValidationError(".".join(head + parts) or "message", problem)
 
 
 def stamped(msg: Message) -> Message:

@@ -140,7 +140,7 @@ from tiermem.tiers.formats import (
     result_id,
     to_chat,
 )
-from tiermem.tiers.models import check_int
+from tiermem.tiers.models import check_int, check_keys
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -199,15 +199,20 @@ class AnthropicRequest:
 def _json_bytes(value: Any, field: str) -> int:
     """The size of `value` as stored JSON (UTF-8); ValidationError naming `field` for a value
     the store cannot hold as JSON (NaN, infinities, lone surrogates, an int past `str()`'s
-    digit limit, nesting past the interpreter's recursion limit)."""
+    digit limit, nesting past the interpreter's recursion limit), or not as given (a dict
+    key that is no string, which JSON writes as its text: `tiers.models.check_keys`, named
+    down to the key; a tool_use's input becomes the arguments' JSON text here, which no
+    later check could read the key from)."""
     try:
-        return len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
+        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode())
     except UnicodeEncodeError:
         raise ValidationError(field, "is not valid UTF-8 (a lone surrogate)") from None
     except RecursionError:
         raise ValidationError(field, "is nested too deep to store") from None
     except (TypeError, ValueError) as exc:  # NaN, infinities, an int past str()'s digit limit
         raise ValidationError(field, f"is not storable as JSON ({exc})") from None
+    check_keys(value, field)  # after json.dumps: within the recursion limit, a short walk
+    return size
 
 
 def _plain(value: Any) -> Any:

@@ -57,6 +57,7 @@ from tiermem.adapters._common import (
 )
 from tiermem.tiers.errors import LimitExceeded, ValidationError
 from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, joins_turn, to_chat
+from tiermem.tiers.models import check_keys
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
@@ -96,7 +97,12 @@ def to_openai(messages: Sequence[BaseMessage], *,
         return _fits(value, limit[0])
 
     out: list[dict[str, Any]] = []
-    for m in messages:
+    for n, m in enumerate(messages):
+        # LangChain writes a call's args as JSON text, a key that is no string as its text:
+        # refused first, as append refuses one anywhere else (the args' own keys LangChain
+        # checks itself)
+        for i, call in enumerate(getattr(m, "tool_calls", None) or ()):
+            check_keys(call.get("args"), f"messages[{n}].tool_calls[{i}].args")
         body = dict(convert_to_openai_messages(m))
         meta: dict[str, Any] = {}
         if m.id:
