@@ -29,7 +29,10 @@ the turn classifier through their public methods. Its invariants:
 - Only assertions supersede. Only a user turn's assertive sentences (its questions
   removed; of a sentence that asserts and then asks after a comma, "my flight is on the
   14th, can you rebook?", only what comes before the request) can supersede; a question, small talk, a tool result or an assistant turn
-  never does. Such a sentence is superseded the same way: its statement is the part
+  never does. A turn is superseded by what it asserts too: one labelled a question that
+  states a fact in a sentence of its own ("My flight is on the 12th. What time is
+  check-in?") takes the label of its assertive sentences as a target, and only those
+  are its statements. Such a sentence is superseded the same way: its statement is the part
   before the request ("my flight is on the 12th, can you check it?" is a request, not a
   question, to the classifier, as with a period). A part before the request that opens
   with a condition or a hedge ("if my flight is on the 14th, ...", "maybe ...", "I'm not
@@ -1298,7 +1301,7 @@ class Superseder:
         self._load(conv, b, rows)
         for a in appended:
             if a.position not in hid.positions:
-                b.pool[a.position] = a
+                b.pool[a.position] = self._as_target(a)
         bearing = sorted(p for p, t in b.pool.items() if t.load_bearing and t.role == "user")
         small = len(appended) <= INLINE_INDEX_ROWS
         unresolved: list[int] = []
@@ -1323,8 +1326,21 @@ class Superseder:
               ) -> dict[int, Appended]:
         rows = {p: r for p, r in rows.items() if p not in hidden.positions}
         texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
-        return {p: Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing)
+        return {p: self._as_target(Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing))
                 for p, r in rows.items() if p in texts}
+
+    def _as_target(self, t: Appended) -> Appended:
+        """`t` as a correction may find it: a user turn labelled a question that also states
+        a fact in a sentence of its own ("My flight is on the 12th. What time is
+        check-in?") has the label of what it asserts, as a correction's questions are
+        removed before it is read (`assertion`); the question's label made it no target."""
+        if t.role != "user" or t.intent != "question":
+            return t
+        text = assertive_text(_ATTACHMENT.sub(" ", t.text[:CLASSIFY_MAX_CHARS]))
+        if not text:
+            return t
+        intent = self.classifier.classify(text, "user").intent
+        return t if intent in NOT_SUPERSEDABLE else replace(t, intent=intent)
 
     def _load(self, conv: str, b: _Batch, rows: Mapping[int, TurnRow]) -> None:
         """What the stored rows say was superseded: whole turns, and statements (a

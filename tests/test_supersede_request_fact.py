@@ -8,8 +8,11 @@ Invariants:
   correction may revise: "Actually my flight is on the 14th." left the 12th current.
 - Of such a sentence the statement is the part before the request: in a turn holding
   other facts only that part is revised, the rest stays current.
+- A turn labelled a question that also states a fact in a sentence of its own ("My
+  flight is on the 12th. What time is check-in?") is a target by what it asserts: a
+  question's label alone made it none, and the correction left the 12th current.
 - A sentence that asks before the comma ("Is my flight on the 12th, can you check?") is
-  still a question, and nothing supersedes it.
+  still a question, and nothing supersedes it; nor a turn of questions only.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ CASES = [
     ("My flight is on the 12th. Can you check it?", "Actually my flight is on the 14th.", True),
     # a question before the comma: still a question, never superseded
     ("Is my flight on the 12th, can you check?", "Actually my flight is on the 14th.", False),
+    # a fact, then a question of its own sentence: labelled a question at append; before,
+    # never superseded
+    ("My flight is on the 12th. What time is check-in?", "Actually my flight is on the 14th.", True),
+    # the question first, then the fact: before, never superseded
+    ("What time is check-in? My flight is on the 12th.", "Actually my flight is on the 14th.", True),
+    # questions only: nothing asserted, never superseded
+    ("Is my flight on the 12th? What time is check-in?", "Actually my flight is on the 14th.", False),
 ]
 
 # (a turn, its intent): the classifier's reading of a request after an assertion
