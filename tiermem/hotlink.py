@@ -35,7 +35,11 @@ what to do when Redis is gone.
   (tiers.hot OOM_PROBE_LUA, HotOutOfMemory), reads of the sets go on, and only a
   successful write ends that degradation (a read, a PING or stats would not tell). So
   is a replica answering READONLY (HotReadOnly: a failover left this client on the old
-  primary), which PINGs and stats do not end either. Each is one warning. While Redis
+  primary), which PINGs and stats do not end either. Each is one warning. A READONLY
+  also closes the client's idle connections (`_reconnect`), so the next command connects
+  and looks the URL's host up again: a failover that moved the name (DNS, a service
+  address) to the new primary is followed, where redis-py's pooled connections would
+  have stayed on the old one for good. While Redis
   refuses writes so (RECHECKED_REFUSALS), reads, appends, /metrics' counters and stats
   ask it themselves, at most once per WRITES_RECHECK_INTERVAL_S: the writing scripts'
   first step alone (HotTier.check_writes) succeeding ends it, so a process whose reads
@@ -257,6 +261,8 @@ class HotLink:
                 log.warning("could not run the hot tier's recovery work", exc_info=True)
 
     def _fail(self, exc: BaseException) -> None:
+        if isinstance(exc, HotReadOnly):
+            self._reconnect()
         self._writes_refused = isinstance(exc, WRITES_REFUSED)
         if isinstance(exc, RECHECKED_REFUSALS):
             if self._refused is None:  # this refusal was the first check: the next waits its turn
@@ -284,6 +290,21 @@ class HotLink:
                 self.embedded.ensure()
             except Exception as start_exc:
                 log.warning("could not restart the embedded redis-server: %s", start_exc)
+
+    def _reconnect(self) -> None:
+        """After a READONLY: the client's idle connections are closed, so that the next
+        command connects again and looks the URL's host up again (redis-py resolves at
+        each connect, and drops no connection for a READONLY). A failover that moved the
+        name to the new primary is followed; one that left the name on this server (now
+        a replica) costs one connect per command until it is a primary again. Connections
+        in use by other threads are left to finish (their READONLY comes here too). A
+        Cluster client follows its topology itself."""
+        if not isinstance(self.client, redis.Redis):
+            return
+        try:
+            self.client.connection_pool.disconnect(inuse_connections=False)
+        except Exception:  # the pool's own failure: the next command meets it, or not
+            log.warning("could not drop the Redis client's connections after a READONLY", exc_info=True)
 
     def _recheck_writes(self, conversation_id: str | None = None) -> None:
         """While Redis refuses writes for want of memory or as a replica, at most once
