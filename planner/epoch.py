@@ -64,7 +64,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -92,6 +92,9 @@ EPOCH_STATE_MAX_BYTES = 256 * 1024
 # The marker written in place of a state kept in process only; its size field for a state
 # that JSON could not carry at all
 WITHHELD = "withheld"
+# why a new epoch starts where this process dropped the previous state, which showed
+# turns of a conversation erased or pruned since (`EpochCache.drop_local`)
+SHOWED_ERASED = "the previous context showed turns of another conversation that was erased or pruned since"
 UNENCODABLE = -1
 
 # The segments of a context that show log turns raw, in log order (the tail, and the
@@ -176,6 +179,13 @@ class EpochStore(Protocol):
 
     def drop(self, conversation_id: str) -> None: ...
 
+    def drop_local(self, erased: Collection[str]) -> None: ...
+
+
+def _shows(state: EpochState, keys: Collection[str]) -> bool:
+    """Whether a context shows an item of one of these conversations (namespace recall)."""
+    return any(it.conversation_id in keys for seg in state.segments for it in seg.items)
+
 
 class EpochCache:
     """The last context per conversation, least recently used dropped; thread-safe."""
@@ -183,6 +193,9 @@ class EpochCache:
     def __init__(self, capacity: int = EPOCH_CACHE_CONVERSATIONS) -> None:
         self.capacity = capacity
         self._states: OrderedDict[str, EpochState] = OrderedDict()
+        # why a state `drop_local` dropped for what it showed is gone (no text): the next
+        # call's new epoch says so, as `_shown_gone` would have; as bounded as the states
+        self._ended: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, conversation_id: str) -> EpochState | None:
@@ -193,10 +206,15 @@ class EpochCache:
             return st
 
     def lookup(self, conversation_id: str) -> Found:
-        return Found(self.get(conversation_id))
+        state = self.get(conversation_id)
+        if state is not None:
+            return Found(state)
+        with self._lock:
+            return Found(None, self._ended.get(conversation_id, ""))
 
     def put(self, conversation_id: str, state: EpochState) -> None:
         with self._lock:
+            self._ended.pop(conversation_id, None)
             self._states[conversation_id] = state
             self._states.move_to_end(conversation_id)
             while len(self._states) > self.capacity:
@@ -205,6 +223,23 @@ class EpochCache:
     def drop(self, conversation_id: str) -> None:
         with self._lock:
             self._states.pop(conversation_id, None)
+
+    def drop_local(self, erased: Collection[str]) -> None:
+        """Drop the states of these (erased) conversations and every state that shows one
+        of their turns: no copy of erased text stays in this process. A state dropped
+        for what it showed would have ended at its next call anyway (`_shown_gone`)."""
+        keys = set(erased)
+        if not keys:
+            return
+        with self._lock:
+            for conv, st in list(self._states.items()):
+                if conv in keys:
+                    del self._states[conv]
+                elif _shows(st, keys):
+                    del self._states[conv]
+                    self._ended[conv] = SHOWED_ERASED
+                    while len(self._ended) > self.capacity:
+                        self._ended.popitem(last=False)
 
 
 # Write the state only beside the conversation's hot set (KEYS[2], its meta hash): an
@@ -257,17 +292,18 @@ class RedisEpochs:
         return self.lookup(conversation_id).state
 
     def lookup(self, conversation_id: str) -> Found:
-        own = self.local.get(conversation_id)
+        mine = self.local.lookup(conversation_id)
+        own = mine.state
         if not self._up():
-            return Found(own)
+            return mine
         try:
             raw = self.tier.client.get(self.key(conversation_id))
         except Exception as exc:  # any Redis failure: this process's copy answers
             self._failed("read", exc)
-            return Found(own)
+            return mine
         shared = state_from_json(raw, self.db_uuid) if raw is not None else None
         if shared is None:
-            return Found(own)
+            return mine
         if own is not None and own.written_at >= shared.written_at:
             # this process's copy is the later one: it went on alone while Redis failed (or
             # wrote what Redis holds, or only a marker of it)
@@ -303,6 +339,11 @@ class RedisEpochs:
                 self.tier.client.delete(key)
         except Exception as exc:  # any Redis failure: this process's copy
             self._failed("write", exc)
+
+    def drop_local(self, erased: Collection[str]) -> None:
+        """This process's copies only (`EpochCache.drop_local`): the shared ones went
+        with the erasure's Redis keys, deleted by the process that erased."""
+        self.local.drop_local(erased)
 
     def drop(self, conversation_id: str) -> None:
         self.local.drop(conversation_id)

@@ -21,6 +21,17 @@ so the process-wide caches
 answer a text from memory only for the conversation that wrote it: no caller's latency
 says what another tenant wrote.
 
+An erasure or prune reaches every process that shares the store, not only the one that
+erased: each call that reads or writes a conversation's text (append, context, search,
+facts, history, active, pin, unpin, checkpoint, fork, catch_up, consolidate, an erasure)
+reads the tombstones committed since this Memory's last check (`_catch_erasures`: one
+index seek; an append after its write, and on PostgreSQL from its own statement, which
+reads the newest tombstone in passing: no round trip more) and drops what this process keeps
+of those conversations (`_drop_copies`: the text memos, the turn cache, the planner's
+pin candidates and statements, every epoch state that is or shows one of them, the
+known keys), so no process holds an erased text past its next call; the indexer's
+thread checks too (every `INDEXER_WAKE_S`), so an idle process drops it within that.
+
 At interpreter exit, the background work of every Memory not closed (the indexer, the
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
 the process when it exits while a daemon thread is inside a model call, so a script
@@ -117,6 +128,16 @@ MAX_FOLDS_TRIED = 16
 MAX_KNOWN_KEYS = 10_000
 # how much of the embedder's error a plan and the stats quote (a path, a library's message)
 MAX_EMBED_REASON_CHARS = 300
+# erased conversations (tombstones) one read of `Memory._catch_erasures` takes: a
+# namespace's erasure of more is read page by page within the same check
+ERASURES_PAGE = 1000
+# keys this Memory erased itself and has dropped already, remembered until its check of
+# erasures reads their tombstones (`Memory._dropped_here`); emptied when full, which
+# costs one more dropping of copies already gone
+MAX_DROPPED_HERE = 100_000
+# seconds between the background indexer's looks for pending turns (and for erasures
+# other processes committed: an idle process drops their copies within this)
+INDEXER_WAKE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -155,10 +176,15 @@ class _Indexer(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            self.wake.wait(timeout=5.0)
+            woken = self.wake.wait(timeout=INDEXER_WAKE_S)
             self.wake.clear()
             if self.stopping.is_set():
                 break
+            if not woken:  # idle: drop what others erased too (a busy process does at each call)
+                try:
+                    self.memory._catch_erasures()
+                except Exception:  # a locked or unreachable store: the next wake or call retries
+                    log.warning("could not read the erasures since the last check; will retry", exc_info=True)
             if not embedder_loaded(self.memory.embedder):
                 continue  # no process pays for the model just to append: see Memory.warm_up
             try:
@@ -227,6 +253,13 @@ class Memory:
         # again by another process) costs that one append's results, remembered under the
         # old key's scope (the same conversation's), and the append corrects it
         self._keys: dict[tuple[str, str], str] = {}
+        # the newest tombstone this Memory has acted on (`_catch_erasures`): erasures
+        # committed before it opened left it nothing to drop
+        self._erasure_mark = self.cold.erasure_mark()
+        self._erasure_lock = threading.Lock()
+        # keys this Memory erased and dropped itself, so that its next check of erasures
+        # does not drop every memo a second time for them
+        self._dropped_here: set[str] = set()
         self.classifier = TurnClassifier()
         # derived copies of each conversation's vectors and turn facts for the planner
         # (and for supersession's meaning search, which scores them in memory)
@@ -410,6 +443,7 @@ class Memory:
         same message whether the id is unused or used only in another namespace."""
         name = self._conv(conversation_id)
         ns = self._ns(namespace)
+        self._catch_erasures()  # every call that names a conversation, before it reads
         key = self.cold.key_of(ns, name)
         if key is None:
             raise ConversationNotFound(name, ns)
@@ -435,28 +469,20 @@ class Memory:
                 log.exception("an erasure hook failed; the erasure itself is done")
 
     def _forget(self, keys: Sequence[str]) -> None:
-        """After a retention operation: drop every derived copy of these incarnations
-        outside SQLite (turn cache, kept pinned blocks, Redis keys). Redis keys that
-        cannot be reached now are recorded and deleted when Redis answers again. It runs
-        after the erasure's commit, so it raises nothing for the store's failures."""
+        """After a retention operation this Memory did: drop every derived copy of these
+        incarnations outside the store (this process's: `_drop_copies`; the shared epoch
+        states and every Redis key). Redis keys that cannot be reached now are recorded
+        and deleted when Redis answers again. It runs after the erasure's commit, so it
+        raises nothing for the store's failures."""
         self.warm.forget(keys)
-        if keys:
-            self._keys.clear()  # an erased key is not the scope of the conversation's next incarnation
-        for key in keys:
-            self.turns.drop(key)
-            if self._planner is not None:  # one never built remembers nothing
-                self._planner.forget(key)
-        # the embedder remembers recent texts' vectors keyed by the text itself
-        clear_memo = getattr(self.embedder, "clear_memo", None)
-        if keys and callable(clear_memo):
-            clear_memo()
-        if keys:  # the classifier, supersession, keyword stems and the token counter remember texts too
-            forget_labels()
-            forget_slots()
-            forget_terms()
-            clear_counts = getattr(self.tokens, "clear_memo", None)
-            if callable(clear_counts):
-                clear_counts()
+        self._drop_copies(keys)
+        with self._erasure_lock:
+            if len(self._dropped_here) + len(keys) > MAX_DROPPED_HERE:
+                self._dropped_here.clear()
+            self._dropped_here.update(keys)
+        if self._planner is not None:  # one never built remembers nothing
+            for key in keys:
+                self._planner.forget(key)  # its shared epoch state too
         if self.hot is not None and keys:
             # the erasure recorded every key as owed (ColdLog.defer_purge's table) in its own
             # transaction; those deleted now are crossed off, the rest wait for Redis
@@ -471,6 +497,51 @@ class Memory:
                     # gone, so deleting them again then is a no-op
                     log.warning("erasure: the Redis keys are deleted but the store could not record it now; "
                                 "they stay owed until the next purge_deferred()", exc_info=True)
+
+    def _drop_copies(self, keys: Sequence[str]) -> None:
+        """Drop what this process keeps of these erased or pruned incarnations, whoever
+        erased them: the known keys, the turn cache, the planner's pin candidates,
+        statements and epoch states (and every epoch state that shows their turns), and
+        the memos of caller text, all scopes (an erasure is rare; a recomputation is all
+        it costs). Nothing here asks Redis or the store."""
+        if not keys:
+            return
+        self._keys.clear()  # an erased key is not the scope of the conversation's next incarnation
+        for key in keys:
+            self.turns.drop(key)
+        if self._planner is not None:  # one never built remembers nothing
+            self._planner.forget_local(keys)
+        # the embedder remembers recent texts' vectors keyed by the text itself
+        clear_memo = getattr(self.embedder, "clear_memo", None)
+        if callable(clear_memo):
+            clear_memo()
+        # the classifier, supersession, keyword stems and the token counter remember texts too
+        forget_labels()
+        forget_slots()
+        forget_terms()
+        clear_counts = getattr(self.tokens, "clear_memo", None)
+        if callable(clear_counts):
+            clear_counts()
+
+    def _catch_erasures(self) -> None:
+        """Drop this process's copies of the conversations erased or pruned since the last
+        check, by this process or another sharing the store (module docstring): read
+        from their tombstones, whose ids grow in commit order (`ColdLog.erased_after`).
+        Costs one index seek when nothing was erased."""
+        while True:
+            mark = self._erasure_mark
+            rows = self.cold.erased_after(mark, ERASURES_PAGE)
+            if not rows:
+                return
+            with self._erasure_lock:
+                keys = [k for _id, k in rows if k not in self._dropped_here]
+                self._dropped_here.difference_update(k for _id, k in rows)
+            self._drop_copies(keys)
+            with self._erasure_lock:
+                # another thread may have read past it meanwhile: the mark only grows
+                self._erasure_mark = max(self._erasure_mark, rows[-1][0])
+            if len(rows) < ERASURES_PAGE:
+                return
 
     def _purge_deferred_quietly(self) -> None:
         try:
@@ -625,6 +696,11 @@ class Memory:
             res = self.cold.append_batch(conv, parsed, namespace=ns, labels=labels, idempotency_key=idempotency_key,
                                          fingerprint=fingerprint, expect_position=expect_position,
                                          expect_key=expect_incarnation)
+        # the erasures since the last check, before this call returns: PostgreSQL's append
+        # reads the newest tombstone in passing, so only an erasure costs a read of its own
+        # (an append stays one round trip); SQLite's read is local
+        if res.erasure_mark is None or res.erasure_mark > self._erasure_mark:
+            self._catch_erasures()
         key, positions = res.key, res.positions
         if key != known:
             if known is None:
@@ -794,7 +870,9 @@ class Memory:
         not read as "default" as other methods read it."""
         if namespace is None:
             raise ValidationError("namespace", "Field required (erasure names the namespace it erases)")
-        report = self.cold.delete_namespace(self._ns(namespace), on_erased=self._forget)
+        ns = self._ns(namespace)
+        self._catch_erasures()
+        report = self.cold.delete_namespace(ns, on_erased=self._forget)
         self._erased(report)
         return report
 
@@ -885,6 +963,9 @@ class Memory:
 
     def catch_up(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
         """Embed whatever is pending (for one conversation, or all) right now."""
+        if conversation_id is None:
+            self._ns(namespace)
+            self._catch_erasures()
         key = self._key(conversation_id, namespace)[2] if conversation_id is not None else None
         return self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
 
@@ -905,6 +986,7 @@ class Memory:
             self.cold.index_pending(conversation_id=key)
         else:
             ns = self._ns(namespace)
+            self._catch_erasures()
             self.cold.index_pending(namespace=ns)  # this namespace's backlog only
         # what control rows hide (a popped item, the control rows themselves) is never a
         # hit: ask for as many more as were hidden until k are left or the scope runs out
@@ -1034,6 +1116,7 @@ class Memory:
         from tiermem.consolidation.views import Swept
 
         if conversation_id is None:
+            self._catch_erasures()
             done = 0
             for conv, kind, key in self.views.stale_views(self.config.scheduler_max_views_per_run):
                 if self.views.sweep_refresh(conv, kind, key) is not Swept.ERASED:

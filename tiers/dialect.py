@@ -730,6 +730,20 @@ class SharedQueries:
         return [dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
                 for r in self._q(sql + f" ORDER BY {TOMBSTONE_ORDER}", params)]
 
+    def erasure_mark(self) -> int:
+        """The newest tombstone's id (0: none yet). Tombstone ids grow in commit order (one
+        writer on SQLite; PostgreSQL's erasures number theirs under one lock), so every
+        erasure or prune committed after a mark has a tombstone past it (`erased_after`)."""
+        rows = self._q("SELECT MAX(id) FROM tombstones")
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    def erased_after(self, mark: int, limit: int) -> list[tuple[int, str]]:
+        """(tombstone id, key) of the conversations erased or pruned after `mark`, in
+        commit order, at most `limit`: what another process sharing the store must drop
+        (tiermem.memory: `Memory._catch_erasures`). One index seek when there are none."""
+        return [(int(i), str(k)) for i, k in self._q("SELECT id, key FROM tombstones WHERE id > ? ORDER BY id LIMIT ?",
+                                                      (mark, limit))]
+
     def stats(self) -> dict[str, Any]:
         row = self._q(
             "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "

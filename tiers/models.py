@@ -652,6 +652,9 @@ class AppendResult:
     # the batch's idempotency key was recorded by an earlier append of the same request:
     # nothing was written now, and `positions` are the ones that append wrote
     replayed: bool = False
+    # the newest tombstone's id (ColdLog.erasure_mark) when the append's statement read it
+    # in passing (PostgreSQL's one-statement append), else None: the caller reads it itself
+    erasure_mark: int | None = None
 
 
 @dataclass(frozen=True)

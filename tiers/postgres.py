@@ -228,6 +228,9 @@ FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
 MAX_FTS_TEXT_BYTES = 256 * 1024
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may be deleted
+# the advisory lock (with the schema) under which an erasure numbers its tombstones, so
+# their ids grow in commit order (`SharedQueries.erased_after`)
+ERASURE_ORDER_LOCK = "tiermem-tombstones"
 # "on": a commit returns once its WAL is on disk (an fsync per append: 1.5-5 ms on this
 # machine's disk). "off": it returns at once and the WAL writer flushes within ~0.6 s; a
 # crash of the server or the OS may lose the last such commits, never corrupts or
@@ -1156,7 +1159,9 @@ class PostgresStore(SharedQueries):
         "  intent, load_bearing, priority, label_reason, speaker) "
         "  SELECT conv, pos, mid, role, session, tokens, hash, created, intent, lb, prio, reason, speaker FROM r), "
         "f AS (INSERT INTO messages_fts(id, conversation_id, namespace, text) SELECT mid, conv, ns, fts FROM r) "
-        "SELECT conv, pos FROM r ORDER BY pos"
+        # and the newest tombstone, read in passing (AppendResult.erasure_mark): how the
+        # append learns of erasures by other processes without a round trip of its own
+        "SELECT conv, pos, (SELECT MAX(id) FROM tombstones) FROM r ORDER BY pos"
     )
     # the common path: the counter row by the caller's (namespace, name)
     _APPEND_BY_NAME = _APPEND_TEMPLATE.format(where="namespace = %(ns)s AND name = %(name)s")
@@ -1213,14 +1218,15 @@ class PostgresStore(SharedQueries):
         with self._conn() as conn:
             rows = self._statement(conn, self._APPEND_BY_NAME, params)
             if rows:
-                return AppendResult(str(rows[0][0]), [int(r[1]) for r in rows], False)
+                return AppendResult(str(rows[0][0]), [int(r[1]) for r in rows], False,
+                                    erasure_mark=int(rows[0][2] or 0))
             # the conversation does not exist (first append, or erased meanwhile): create
             # it and append in one transaction
             with conn.transaction():
                 key, created = self._claim_conversation(conn, name, namespace, time.time())
                 params["key"] = key
                 rows = conn.execute(self._APPEND_BY_KEY, params).fetchall()
-        return AppendResult(key, [int(r[1]) for r in rows], created)
+        return AppendResult(key, [int(r[1]) for r in rows], created, erasure_mark=int(rows[0][2] or 0))
 
     def _append_keyed(self, name: str, namespace: str, params: dict[str, Any], idempotency_key: str | None,
                       fingerprint: bytes | None, expect_position: int | None = None,
@@ -1666,6 +1672,11 @@ class PostgresStore(SharedQueries):
                 "(SELECT COUNT(*) FROM summaries s WHERE s.conversation_id = c.id), "
                 "(SELECT COUNT(*) FROM checkpoints k WHERE k.conversation_id = c.id) "
                 f"FROM conversations c WHERE c.id = ANY(%s) ORDER BY {ERASURE_ORDER}", (keys,)).fetchall()
+            # tombstone ids in commit order: another process reads the erasures past the
+            # last id it saw (`erased_after`), and a BIGSERIAL drawn by a transaction that
+            # commits after one holding a higher id would fall behind its mark, unseen.
+            # Taken after the rows' locks; an erasure holding it waits for no other erasure
+            c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{ERASURE_ORDER_LOCK}-{self.schema}",))
             for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
                 c.execute("INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
                           "created_at, deleted_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",

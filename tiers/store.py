@@ -475,6 +475,15 @@ class ColdLog(Protocol):
         erasure's conversations as its report lists them (`dialect.TOMBSTONE_ORDER`)."""
         ...
 
+    def erasure_mark(self) -> int:
+        """The newest tombstone's id (0: none yet); ids grow in commit order."""
+        ...
+
+    def erased_after(self, mark: int, limit: int) -> list[tuple[int, str]]:
+        """(tombstone id, key) of the conversations erased or pruned after `mark`, oldest
+        first, at most `limit`: how an erasure reaches every process sharing the store."""
+        ...
+
     def defer_purge(self, keys: Sequence[str]) -> None:
         """Remember erased keys whose Redis keys are not deleted yet. Every erasure and
         prune records its keys here in its own transaction (a process killed after the
