@@ -606,10 +606,12 @@ def mcp(state: CliState) -> None:
     erase); `tiermem serve` mounts the same tools at /v1/mcp (streamable HTTP)."""
     try:
         from tiermem.adapters.mcp_server import build_server
+        from tiermem.adapters.mcp_stdio import run_stdio
     except ImportError as exc:
         raise CliError(f"the MCP server needs the mcp package: pip install 'tiermem[mcp]' ({exc})") from None
     mem = state.memory(hot=True, create=True)
-    build_server(mem.namespaced(state.namespace)).run("stdio")
+    # not server.run("stdio"): the mcp package's reader leaves a line it cannot parse unanswered
+    run_stdio(build_server(mem.namespaced(state.namespace)))
 
 
 # -- serving ------------------------------------------------------------------------------------------------

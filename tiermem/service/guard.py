@@ -28,6 +28,8 @@ body that parsed but holds a problem (too deep for the route within the parser's
 lone surrogate) is invalid params (-32602, as the mcp package answers a parsed message it
 refuses), carrying the request's id when it has a valid one (`mcp_http.request_id_of`),
 else null. Its auth and Host/Origin refusals stay plain, as the mcp package's own are.
+`tiermem mcp` answers a stdin line with the same refusal (`mcp_message_refusal`), so
+both transports refuse the same messages alike.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tiermem.adapters.mcp_http import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
     JSONRPC_PARSE_ERROR,
+    MCP_PATH,
     MCP_PATHS,
     jsonrpc_refusal,
     refusal_message,
@@ -213,16 +216,34 @@ async def _refuse(
     the MCP endpoint a JSON-RPC error of the same status and message (an MCP client reads
     the reason only from a JSON-RPC error), carrying `request_id` when the body parsed."""
     if path in MCP_PATHS:
-        detail = body["detail"]
-        if isinstance(detail, str):  # the framing, not the body's JSON
-            code = JSONRPC_INVALID_REQUEST
-        elif parsed:  # the id was read, so this is no parse error (those answer id null)
-            code = JSONRPC_INVALID_PARAMS
-        else:
-            code = JSONRPC_PARSE_ERROR
-            request_id = None
-        body = jsonrpc_refusal(code, refusal_message(detail), body, request_id)
+        body = _as_jsonrpc(body, request_id, parsed=parsed)
     await _send_json(send, status, body, headers)
+
+
+def _as_jsonrpc(body: dict[str, Any], request_id: str | int | None, *, parsed: bool) -> dict[str, Any]:
+    """The service's error JSON `body` as the JSON-RPC error an MCP client reads (`data`
+    carries `body`): a refusal of the framing is an invalid request, one of a body that
+    parsed invalid params with its id, one of a body that did not a parse error (id null)."""
+    detail = body["detail"]
+    if isinstance(detail, str):  # the framing, not the body's JSON
+        code = JSONRPC_INVALID_REQUEST
+    elif parsed:  # the id was read, so this is no parse error (those answer id null)
+        code = JSONRPC_INVALID_PARAMS
+    else:
+        code = JSONRPC_PARSE_ERROR
+        request_id = None
+    return jsonrpc_refusal(code, refusal_message(detail), body, request_id)
+
+
+def mcp_message_refusal(raw: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error /v1/mcp answers a body `check_json_body` refuses, or None for
+    one it takes: how `tiermem mcp` answers such a line on stdio (tiermem.adapters.mcp_stdio),
+    so that both transports refuse the same messages with the same error."""
+    try:
+        check_json_body(raw, depth_limit(MCP_PATH))
+    except _BodyProblem as p:
+        return _as_jsonrpc(error_body(p.loc, p.msg, p.type), p.request_id, parsed=p.parsed)
+    return None
 
 
 def json_content_type(value: str) -> bool:
