@@ -800,6 +800,9 @@ _AUXILIARIES = frozenset(("will", "would", "can", "could", "should", "must", "mi
 # "starts at 9"): a preposition, a particle or a value, not an object ("moved the meeting")
 _INTRANSITIVE_AFTER = frozenset(("to", "at", "on", "in", "from", "until", "till", "by", "for", "into", "back", "up",
                                  "down", "over", "out", "away", "off", "again", "today", "tomorrow", "tonight"))
+MIN_PRESENT_VERB_CHARS = 4  # an -s word shorter than this is no third-person verb ("is", "has" are state verbs)
+# the endings of an -s word that is no third-person verb: "glass", "bus", "this"
+_NOT_PRESENT_ENDINGS = ("ss", "us", "is", "'s")
 # words that tell a thing's state, not which thing ("my new address", "the current plan")
 _NEUTRAL_MODIFIERS = frozenset(("new", "old", "current", "updated", "correct", "actual", "real", "final", "latest",
                                 "previous", "original", "right", "exact", "usual", "whole", "total"))
@@ -830,7 +833,7 @@ def _subject(clause: str) -> Subject | None:
     verb = -1
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
-        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)):
+        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w) or _present_verb(w, low[j + 1:j + 3])):
             verb = j
             break
         owner = w[:-2] if w.endswith("'s") else w[:-1] if w.endswith("'") else ""
@@ -872,6 +875,18 @@ def _subject(clause: str) -> Subject | None:
 def _participle(word: str) -> bool:
     """A verb's -ed form ("moved", "changed"), not a short noun ending so ("bed", "shed")."""
     return word.endswith("ed") and len(word) > MIN_PARTICIPLE_CHARS
+
+
+def _present_verb(word: str, following: Sequence[str]) -> bool:
+    """A third person's present-tense verb after a noun, stating when or how much ("the
+    pool opens at 7", "the class starts on Monday", "the plan costs $20"): an -s word
+    whose next words, a preposition and its object or the value alone, hold a typed value.
+    A plural noun before a place ("the swim lessons at the Y are ...") is read as a noun."""
+    if not word.endswith("s") or word.endswith(_NOT_PRESENT_ENDINGS) or len(word) < MIN_PRESENT_VERB_CHARS:
+        return False
+    if not following or not (following[0] in _INTRANSITIVE_AFTER or not following[0][:1].isalpha()):
+        return False
+    return bool(_slots(" ".join(following)))
 
 
 def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:

@@ -7,6 +7,9 @@ Invariants:
   "home laptop"). Before, a shared verb or word and a value of the same type were enough:
   "My cat is 5 now." superseded "My dog is 3 years old." (by meaning), "Actually the
   flight costs $350." the hotel's price, and the fact was shown as no longer current.
+- A thing's value told by a present-tense verb and a value ("the gym opens at 6", "the
+  class starts on Monday") names that thing as a verb of state does: before, the verb was
+  not read, the clause named no subject, and "the pool opens at 7" revised the gym's hours.
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
   never revises it. Before, such a clause named no subject and so fit any.
@@ -39,6 +42,16 @@ CASES = [
     ("My work laptop has 16 GB of RAM.", "Actually my home laptop has 32 GB of RAM.", False),
     # the flight's cost is not the hotel's: before, superseded ("shared 'cost'; slot money")
     ("The hotel costs $200 a night.", "Actually the flight costs $350.", False),
+    # another facility's hours, told by a present-tense verb ("opens at 6"): before,
+    # superseded (the verb was not read, so the clause named no subject and fit any)
+    ("The gym opens at 6.", "Actually the pool opens at 7.", False),
+    # another shop's closing time: before, superseded
+    ("The bakery closes at 6pm.", "Actually the pharmacy closes at 8pm.", False),
+    # another class, picked by the word before its head: before, superseded
+    ("My yoga class starts at 9am.", "Actually my pottery class starts at 10am.", False),
+    # the same facility's and the same class's hours: still superseded
+    ("The gym opens at 6.", "Actually the gym opens at 7.", True),
+    ("My yoga class starts at 9am.", "Actually my yoga class starts at 10am.", True),
     # the same pet, by the rules: still superseded
     ("My dog is 3 years old.", "Actually my dog is 4.", True),
     # the same pet, by meaning (the embedding fallback for an update cue): still superseded
