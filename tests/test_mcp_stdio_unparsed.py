@@ -9,7 +9,9 @@ U+FFFD in their place. Each is now a JSON-RPC error naming the place and the rul
 HTTP endpoint's guard answers it (a parse error with `id` null where the line did not
 parse, invalid params with the request's `id` where it did), nothing is written, and the
 session goes on. The real `tiermem mcp` process; the lines are written byte for byte, as
-a client in another language sends them (the `mcp` Python client cannot encode them).
+a client in another language sends them (the `mcp` Python client cannot encode them);
+and, as a property, every tool called with generated JSON of every type at every argument
+is answered, a refusal writing nothing (derandomized and bounded: TIERMEM_FUZZ_EXAMPLES).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
@@ -148,3 +152,48 @@ def test_every_line_is_answered_and_writes_nothing(session: StdioSession, line: 
     # the session goes on: the next call is answered as ever
     ok = session.request(FIRST_ID + 50, "tools/call", {"name": "history", "arguments": {"conversation_id": "c"}})
     assert ok is not None and ok["id"] == FIRST_ID + 50 and ok["result"]["isError"] is False, ok
+
+
+# every tool with arguments it takes, so that a generated value lands beside real ones
+TOOL_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("append", {"conversation_id": "c", "message": {"role": "user", "content": "hi"}}),
+    ("context", {"conversation_id": "c", "query": "hi", "budget": 500}),
+    ("history", {"conversation_id": "c", "start": 0, "limit": 10}),
+    ("search", {"query": "hi", "k": 3}),
+    ("pin", {"conversation_id": "c", "position": 0}),
+    ("unpin", {"conversation_id": "c", "position": 0}),
+    ("erase", {"conversation_id": "gone", "confirm": "gone"}),
+]
+EXAMPLES = int(os.environ.get("TIERMEM_FUZZ_EXAMPLES", "25"))
+hostile_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), max_size=30)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=10**20, max_value=10**60)
+    | st.floats(allow_nan=True, allow_infinity=True) | hostile_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hostile_text, inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@pytest.mark.parametrize(("tool", "base"), TOOL_CALLS, ids=[t for t, _ in TOOL_CALLS])
+@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(value=json_values, which=st.integers(min_value=0, max_value=len(TOOL_CALLS)), name=hostile_text,
+       replace=st.booleans())
+def test_a_hostile_argument_is_answered_and_a_refusal_writes_nothing(
+        session: StdioSession, tool: str, base: dict[str, Any], value: Any, which: int, name: str,
+        replace: bool) -> None:
+    args = dict(base)
+    keys = list(base)
+    args[keys[which % len(keys)] if replace else name] = value
+    rid = FIRST_ID + 60 + which
+    # written as a client in another language writes it: NaN and Infinity as Python spells
+    # them, a lone surrogate as its \u escape
+    before = session.stored()
+    session.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                             "params": {"name": tool, "arguments": args}}).encode())
+    got = session.answer()
+    assert got is not None, f"no answer in {ANSWER_TIMEOUT_S} s to {tool} {args!r:.200}"
+    assert got["id"] in (rid, None), got
+    refused = "error" in got or got["result"].get("isError") is True
+    if refused:
+        assert session.stored() == before, (tool, args, got)
