@@ -6,10 +6,10 @@ explainable: every label carries a ``reason`` naming the rule that fired and the
 available, a nearest-prototype fallback over a few hand-written sentences per intent decides
 (``"prototype:instruction sim=0.71"``).  The rules are written against general cue patterns
 (imperative verbs, constraint words, question forms, correction markers, relation words plus a
-capitalised name), never against a particular conversation.  The identifier, e-mail address and
-question searches read a turn (its first ``CLASSIFY_MAX_CHARS`` characters) in time linear in its
-length, whatever runs of words, hyphens or dots it holds: one tenant's turn must not slow
-everyone's appends.
+capitalised name), never against a particular conversation.  The identifier, e-mail address,
+organisation name and question searches read a turn (its first ``CLASSIFY_MAX_CHARS`` characters)
+in time linear in its length, whatever runs of words, capitals, hyphens or dots it holds: one
+tenant's turn must not slow everyone's appends.
 
 Intents::
 
@@ -625,11 +625,17 @@ _WORK_LIVE = re.compile(
     rf"employed (?:at|by)|at|start(?:ing)? at|started at|join(?:ing|ed)?) ({_CAP})"
     rf"|\b(?:we're|we are|i'm|i am) (?:on|with) the ({_CAP}) plan\b"
 )
-# An organisation named by its legal or sector suffix: "Birchwood Ventures LLC", "Corvid Health".
+# An organisation named by its legal or sector suffix: "Birchwood Ventures LLC", "Corvid Health";
+# the name is group 1. Its first word runs to the end of its run of [\w&'-] (a space must
+# follow), so the name matches from a capital inside a run if and only if from the run's first
+# capital at a word boundary: only that one is tried (atomic), and each word is possessive.
+# Tried from each capital of a run with no space ("Aa-Aa-..."), it read to the run's end from
+# each, n squared (0.3 s at the 16,384-character cap).
 _ORG = re.compile(
-    r"\b(?:[A-Z][\w&'-]+ ){1,3}(?:LLC|L\.L\.C\.|Inc|Ltd|Corp|Corporation|GmbH|AG|SA|PLC|LLP|Group|Labs|"
+    r"(?<![\w&'-])(?>[\w&'-]*?\b(?=[A-Z]))"
+    r"((?:[A-Z][\w&'-]++ ){1,3}(?:LLC|L\.L\.C\.|Inc|Ltd|Corp|Corporation|GmbH|AG|SA|PLC|LLP|Group|Labs|"
     r"Holdings|Ventures|Partners|Capital|Bank|Insurance|Health|Clinic|Hospital|University|College|School|"
-    r"Foundation|Agency)\b"
+    r"Foundation|Agency)\b)"
 )
 # "we have a golden retriever named Biscuit": a named thing the user owns or has.
 _HAVE_NAMED = re.compile(
@@ -737,7 +743,7 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
         return "affiliation", m.group(0), "entity"
     m = _ORG.search(clean)
     if m:
-        return "organisation", m.group(0), "entity"
+        return "organisation", m.group(1), "entity"
     m = _MONEY_CAP.search(norm)
     if m:
         return "budget", m.group(0), "constraint"

@@ -7,7 +7,10 @@ Invariants:
   identifier (lookaheads over "[\\w-]*"), an e-mail address ("[\\w.+-]+@") and a sentence
   ending in "?" ("[^.!?]*\\?", over a long tail after the last "?"). 16,384 characters of
   "a-" took 3-6 s per classify: one tenant's appends slowed everyone's.
-- Nothing here times anything: each child classifies CLASSIFY_CALLS different turns at the
+- An organisation's name ("[A-Z][\\w&'-]+ " words before "Inc", "LLC", ...) is searched in
+  linear time too: tried from each capital of a run with no space ("A-A-A-..."), its first
+  word read to the run's end from each, n squared (0.3-0.5 s per classify at the cap).
+- Nothing here times anything: each child classifies CLASSIFY_CALLS (or MANY_CALLS) different turns at the
   cap and must finish within linear_child.CHILD_TIMEOUT_S. Linear, all of them take seconds; n squared,
   they take many minutes.
 - The labels are the same as before for what is not adversarial (the last table).
@@ -21,15 +24,22 @@ from linear_child import finishes
 from tiermem.consolidation.classify import TurnClassifier
 
 CLASSIFY_CALLS = 256  # different turns per child (the labels are memoised by text): n squared is minutes
+# An input that cost less per turn before (0.3-0.5 s at the cap, not 3-6 s) is classified this
+# many times, so that n squared is minutes too (over 3 minutes); linear, 20-50 s on a loaded machine
+MANY_CALLS = 640
 
-# (a turn's body built in the child as a Python expression over the cap N, what it exercises)
+# (a turn's body built in the child as a Python expression over the cap N, what it exercises,
+# how many different turns the child classifies)
 INPUTS = [
     # one run of words and hyphens: the identifier's lookaheads read to its end from each word
-    ("'a-' * (N // 2)", "hyphens"),
+    ("'a-' * (N // 2)", "hyphens", CLASSIFY_CALLS),
     # one run of words and dots: the e-mail address read to its end from each word
-    ("'a.' * (N // 2)", "dots"),
+    ("'a.' * (N // 2)", "dots", CLASSIFY_CALLS),
     # a question, then a long tail with no '?': each character of the tail read to its end
-    ("'Why? ' + 'a ' * (N // 2)", "question-tail"),
+    ("'Why? ' + 'a ' * (N // 2)", "question-tail", CLASSIFY_CALLS),
+    # one run of capitals and hyphens with no space: an organisation's name ("Acme Inc") read its
+    # first word to the run's end from each capital
+    ("'A-' * (N // 2)", "capitals", MANY_CALLS),
 ]
 
 CHILD = """
@@ -43,10 +53,10 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize(("expr", "what"), INPUTS)
-def test_a_long_adversarial_turn_is_classified_in_linear_time(expr: str, what: str) -> None:
-    code = CHILD.format(expr=expr, calls=CLASSIFY_CALLS)
-    finishes(code, f"{what}: {CLASSIFY_CALLS} turns at the cap")
+@pytest.mark.parametrize(("expr", "what", "calls"), INPUTS)
+def test_a_long_adversarial_turn_is_classified_in_linear_time(expr: str, what: str, calls: int) -> None:
+    code = CHILD.format(expr=expr, calls=calls)
+    finishes(code, f"{what}: {calls} turns at the cap")
 
 
 # (a user turn, its reason): the rules read the same identifiers, addresses and questions
@@ -60,6 +70,10 @@ REASONS = [
     ("The key is xx-aB3cd today.", "rule:identifier 'xx-aB3cd'"),
     # a code after a digit word of the same run
     ("Server 12-INC-20931 was reopened.", "rule:identifier 'INC-20931'"),
+    # an organisation whose run opens with a plain word: its name from the run's first capital
+    ("I signed with x-Birchwood Ventures LLC today.", "rule:organisation 'Birchwood Ventures LLC'"),
+    # a capital inside a word is no start: the name from the next word at a boundary
+    ("I signed with aB-Corvid Health today.", "rule:organisation 'Corvid Health'"),
     # the question is the sentence ending in '?', not the one before it
     ("I moved last week. Where is the nearest gym?", "rule:question-mark 'where is the nearest gym?'"),
 ]
