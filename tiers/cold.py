@@ -69,7 +69,7 @@ from tiermem.tiers.dialect import (
     view_end,
     without_nul,
 )
-from tiermem.tiers.embed import Embedder, embedder_identity, memo_scope, remembered_for
+from tiermem.tiers.embed import Embedder, checked_identity, embedder_identity, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -434,9 +434,10 @@ class ColdStore(SharedQueries):
     def _ensure_vec_table(self, dim: int, model: str | None = None) -> None:
         """The vec0 table's width depends on the embedder, so it is made on first use,
         not in a migration; a different width or a different model (`model`: the
-        embedder's `model_identity()`, recorded as `vec_model`) drops the derived vectors
-        and marks every turn for re-embedding. A store whose vectors carry no identity
-        (made before it was recorded, or by an embedder without one) adopts `model`."""
+        embedder's `model_identity()`, recorded as `vec_model`; None until the model has
+        loaded, `embedder_identity`) drops the derived vectors and marks every turn for
+        re-embedding. A store whose vectors carry no identity (made before it was
+        recorded, or by an embedder without one) adopts `model`."""
         # the table itself is checked, not only the cached width: a lost vector table
         # (dropped, or an old backup restored) is recreated and every turn re-embedded
         if self._vec_dim == dim and self._has_vec() and (model is None or self._vec_model == model):
@@ -465,6 +466,10 @@ class ColdStore(SharedQueries):
                 c.execute("DELETE FROM meta WHERE key = ?", (VEC_MODEL_KEY,))
         self._vec_dim = dim
         self._vec_model = model
+
+    def _recorded_vec_model(self) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (VEC_MODEL_KEY,))
+        return str(rows[0][0]) if rows else None
 
     def _has_vec(self) -> bool:
         return bool(
@@ -665,7 +670,7 @@ class ColdStore(SharedQueries):
         """
         if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
-        self._ensure_vec_table(self.embedder.dim, embedder_identity(self.embedder))
+        self._ensure_vec_table(self.embedder.dim, checked_identity(self.embedder, self._recorded_vec_model))
         embedder = self.embedder
         pool = batch * max(1, pool_batches)
         done = 0
@@ -712,8 +717,11 @@ class ColdStore(SharedQueries):
 
         def store(rows: list[Any], vecs: np.ndarray) -> None:
             nonlocal done
-            if vecs.ndim == 2 and vecs.shape[1] != self._vec_dim:  # a model whose width showed only when it loaded
-                self._ensure_vec_table(int(vecs.shape[1]), embedder_identity(embedder))
+            # a model's width shows, and its identity is known, only once it has loaded
+            # (`embedder_identity`): one that fails to load never replaces the recorded one
+            model = embedder_identity(embedder)
+            if vecs.ndim == 2 and (vecs.shape[1] != self._vec_dim or (model is not None and model != self._vec_model)):
+                self._ensure_vec_table(int(vecs.shape[1]), model)
             stored: list[tuple[str, int, np.ndarray]] = []
             with self._tx() as c:
                 self._step("index_pending.store")

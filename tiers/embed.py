@@ -195,7 +195,9 @@ class Embedder(Protocol):
     and a little less exactly, for queries (see `query_embedding`); what `embed` returns
     is what gets stored. It may offer `model_identity()` too, a string that names the
     model its vectors come from (`embedder_identity`): a store records it with its
-    vectors and re-embeds every turn when another model's embedder arrives.
+    vectors and re-embeds every turn when another model's embedder arrives. Once loaded,
+    that is the identity of the model as it loaded (taken after its load succeeded), so
+    files damaged afterwards, or before a load that fails, never name it.
     """
 
     dim: int
@@ -204,16 +206,48 @@ class Embedder(Protocol):
 
 
 def embedder_identity(embedder: Embedder) -> str | None:
-    """The embedder's `model_identity()`, or None where it has none or cannot say (a
-    model directory gone: its load will say why)."""
+    """The identity of the model the embedder has loaded (its `model_identity()`), or
+    None where it has none, cannot say (a model directory gone) or has not loaded yet.
+    Not before the load: a stored vector's model is replaced only by one that loaded and
+    computes vectors, never by files that fail to load (weights cut off would otherwise
+    hash to another identity and drop every stored vector, then fail). An embedder that
+    does not say whether it loaded counts as loaded (`loaded` absent: a test's)."""
     ident = getattr(embedder, "model_identity", None)
-    if ident is None:
+    if ident is None or not getattr(embedder, "loaded", True):
         return None
     try:
         got = ident()
     except OSError:
         return None
     return got if isinstance(got, str) and got else None
+
+
+def checked_identity(embedder: Embedder, recorded: Callable[[], str | None]) -> str | None:
+    """The identity a store compares with its vectors' recorded one (`recorded()`, read
+    only when needed) before a catch-up: the model's as loaded (`embedder_identity`).
+    An embedder not loaded yet is loaded first only where its files name another model
+    than a recorded one (a swapped model, whose vectors replace every stored one, so the
+    load is needed anyway); where that load fails its error is raised and nothing is
+    replaced. Else None: the catch-up's first vectors tell (the stores check again then)."""
+    model = embedder_identity(embedder)
+    if model is not None:
+        return model
+    files = getattr(embedder, "model_identity", None)
+    if files is None or getattr(embedder, "loaded", True):
+        return None  # no identity, or one that cannot be read now
+    try:
+        named = files()
+    except OSError:
+        return None  # a directory gone: the load says why
+    was = recorded()
+    if was is None or named == was:
+        return None
+    load = getattr(embedder, "load", None)
+    if callable(load):
+        load()
+    else:
+        embedder.embed(["warm-up"])
+    return embedder_identity(embedder)
 
 
 def directory_identity(path: Path, cache_dir: Path | None = None) -> str:
@@ -224,6 +258,15 @@ def directory_identity(path: Path, cache_dir: Path | None = None) -> str:
     from tiermem.tiers.embed_onnx import default_cache_dir, model_fingerprint  # it imports this module
 
     return "sha256:" + model_fingerprint(path, cache_dir or default_cache_dir())
+
+
+def loaded_identity(path: Path, cache_dir: Path | None) -> str | None:
+    """`directory_identity` of a model directory that just loaded (see `Embedder`); None
+    where it cannot be read now (then `model_identity` asks the directory again)."""
+    try:
+        return directory_identity(path, cache_dir)
+    except OSError:
+        return None
 
 
 def query_embedding(embedder: Embedder) -> Callable[[list[str]], np.ndarray]:
@@ -414,10 +457,16 @@ class SentenceTransformerEmbedder(MemoAttributes):
         return self._model is not None
 
     def model_identity(self) -> str:
-        """What the stored vectors are recorded as coming from (see `Embedder`)."""
+        """What the stored vectors are recorded as coming from (see `Embedder`): the
+        model's as it loaded, once it has."""
         if self._identity is None:
             self._identity = directory_identity(self.model_path or bundled_model_path(), self.cache_dir)
         return self._identity
+
+    def load(self) -> str:
+        """Load the model now; returns the runtime (as `FastEmbedder.load`)."""
+        self._load()
+        return self.active_runtime
 
     @property
     def active_runtime(self) -> str:
@@ -442,6 +491,7 @@ class SentenceTransformerEmbedder(MemoAttributes):
                 got = getter()
                 if got is not None:
                     self.dim = int(got)
+                self._identity = loaded_identity(path, self.cache_dir)
                 self._model = model
             return self._model
 

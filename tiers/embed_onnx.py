@@ -79,6 +79,7 @@ from tiermem.tiers.embed import (
     TextMemo,
     bundled_model_path,
     directory_identity,
+    loaded_identity,
     model_dimension,
     quiet_loading,
     remembered_for,
@@ -942,7 +943,11 @@ class FastEmbedder(MemoAttributes):
     def model_identity(self) -> str:
         """The model directory's (`directory_identity`, keyed in this embedder's cache):
         the export and the pipeline compute the same vectors, so the runtime is not part
-        of it."""
+        of it. Once loaded, the model's as it loaded: taken after the export passed its
+        check, or the fallback loaded (see `Embedder`)."""
+        fallback = self._fallback
+        if self._session is None and fallback is not None and fallback.loaded:
+            return fallback.model_identity()
         if self._identity is None:
             self._identity = directory_identity(self.model_path or bundled_model_path(), self.cache_dir)
         return self._identity
@@ -960,6 +965,7 @@ class FastEmbedder(MemoAttributes):
             if self._session is None and self._fallback is None:
                 try:
                     self._session = self._open()
+                    self._identity = loaded_identity(self.model_path or bundled_model_path(), self.cache_dir)
                 except Exception as exc:
                     if self.runtime == "onnx":
                         raise

@@ -121,7 +121,7 @@ from tiermem.tiers.dialect import (
     view_end,
     without_nul,
 )
-from tiermem.tiers.embed import Embedder, embedder_identity, memo_scope, remembered_for
+from tiermem.tiers.embed import Embedder, checked_identity, embedder_identity, memo_scope, remembered_for
 from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
@@ -1278,9 +1278,10 @@ class PostgresStore(SharedQueries):
 
     def _ensure_vec_dim(self, dim: int, model: str | None = None) -> None:
         """The vectors' width is the embedder's; a new width or another model (`model`,
-        the embedder's `model_identity()`, recorded as `vec_model`) empties the derived
-        vectors and marks every turn for re-embedding. Vectors that carry no identity
-        (stored before it was recorded) adopt `model`, as on SQLite."""
+        the embedder's `model_identity()`, recorded as `vec_model`; None until the model has
+        loaded, `embedder_identity`) empties the derived vectors and marks every turn for
+        re-embedding. Vectors that carry no identity (stored before it was recorded)
+        adopt `model`, as on SQLite."""
         with self._maintenance(), self._tx() as c:
             c.execute(WAIT_FOR_LOCKS_SQL)  # behind another process setting it (an index build)
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-vecdim-{self.schema}",))
@@ -1313,6 +1314,10 @@ class PostgresStore(SharedQueries):
                 c.execute("DELETE FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
         self._vec_dim = dim
         self._vec_model = model
+
+    def _recorded_vec_model(self) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = %s", (VEC_MODEL_KEY,))
+        return str(rows[0][0]) if rows else None
 
     def prepare_vectors(self, dim: int) -> None:
         """Make the vector table ready for `dim`-wide vectors now (else the first
@@ -1351,7 +1356,7 @@ class PostgresStore(SharedQueries):
                       namespace: str | None = None) -> int:
         if self.embedder is None:
             return 0
-        model = embedder_identity(self.embedder)
+        model = checked_identity(self.embedder, self._recorded_vec_model)
         # checked once per store, not per call (4 round trips)
         if self._vec_dim != self.embedder.dim or (model is not None and self._vec_model != model):
             self._ensure_vec_dim(self.embedder.dim, model)
@@ -1381,7 +1386,10 @@ class PostgresStore(SharedQueries):
                     texts.append("")  # salvage: an undecodable row still gets marked
             with remembered_for([memo_scope(self.db_uuid, str(r[0])) for r in rows]):  # each for its conversation
                 vecs = self.embedder.embed(texts)
-            if vecs.ndim == 2 and vecs.shape[1] != self._vec_dim:  # a model whose width showed only when it loaded
+            # a model's width shows, and its identity is known, only once it has loaded
+            # (`embedder_identity`): one that fails to load never replaces the recorded one
+            model = embedder_identity(self.embedder)
+            if vecs.ndim == 2 and (vecs.shape[1] != self._vec_dim or (model is not None and model != self._vec_model)):
                 self._ensure_vec_dim(int(vecs.shape[1]), model)
             by_id = {int(r[2]): (r[0], int(r[1]), v) for r, v in zip(rows, vecs, strict=True)}
             ids = sorted(by_id)
