@@ -669,7 +669,10 @@ class Planner:
         showed = {(it.conversation_id, p) for g in prev.segments for it in g.items for p in it.positions}
         retracted = {p for c, p in showed if c == conv} & hidden
         if retracted:
-            return f"{len(retracted)} item(s) it showed were retracted since"
+            # an edit retracts too (the LangChain adapters': the edited item and those after
+            # it, appended again after its new version), and the context shows the old text
+            return (f"{len(retracted)} item(s) it showed were retracted since "
+                    "(popped, or edited: a new version replaced it)")
         others = sorted({c for c, _p in showed if c != conv})
         if not others:
             return ""

@@ -13,6 +13,22 @@ the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the s
 `memory` may be a `Client` of a shared `tiermem serve`: the same rows are stored and the
 same contexts planned as over the server's Memory.
 
+A message stored already whose content the state changed under the same id (LangGraph's
+`add_messages` replaces a message of that id in place: `update_state`, time travel) is
+an edit. The log is append-only, so an edit is one batch, one transaction on either
+engine (`Memory.append_many`): a retraction row for the edited row and for every visible
+row after it, then the new version and copies of those later rows (same body, metadata,
+session and `created_at`; the new version keeps the edited row's `created_at` and
+session), then the state's new messages. The view keeps its order (`[H1, A1', H2, A2]`)
+and the log keeps the old versions. The content compared is the stored body (text,
+parts, tool calls and their arguments, a tool result) and the LangChain content kept
+beside it (`METADATA_CONTENT_KEY`) where the row has one: a message the same there is
+no edit, and writes nothing. A context that showed a retracted row ends its
+prompt-cache epoch (`planner.build`: the items it showed were retracted or edited).
+A message removed from the state (`RemoveMessage`) is not retracted: removing old
+messages is how a graph keeps its state short, and the past is what tiermem supplies.
+A row hidden already (retracted, or before a clear) is not written or edited again.
+
 "Already stored" is read from the log, not remembered: each sync first reads the rows
 appended since its last read (by this instance, another one, or another process), so
 several instances on one conversation (workers sharing a checkpointer) store each message
@@ -21,12 +37,20 @@ conversation was erased since (and maybe begun again, longer or not), and the wh
 is read anew. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
 two processes that both append a message in the same instant leave it twice in the log,
 and the later copy is hidden at once by a retraction row (the first by position wins),
-so views and contexts show it once while `history()` keeps both.
+so views and contexts show it once while `history()` keeps both. Two processes editing at
+once: the later batch's retractions hid nothing new, so its rows are retracted again
+and the sync reads the log and goes on from the winner's (its own edit again, if the
+state still differs). An append by another process between an edit's read and its
+batch stays before the edited row in the view (nothing is lost).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -37,11 +61,21 @@ from tiermem.adapters._common import (
     conversation_lock,
     latest_user_text,
     log_pages,
+    metadata_limit,
+    visible,
 )
-from tiermem.adapters.langchain import METADATA_ID_KEY, append_messages, to_langchain, to_openai
-from tiermem.tiers.formats import RETRACT_TYPE
+from tiermem.adapters.langchain import (
+    METADATA_CONTENT_KEY,
+    METADATA_ID_KEY,
+    append_bodies,
+    to_langchain,
+    to_openai,
+)
+from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
+
+DIGEST_BYTES = 16  # of a stored body's canonical JSON: a collision would hide one edit
 
 
 def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
@@ -50,6 +84,37 @@ def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
     import of an export of this log is the one exception, and holds the same rows)."""
     return (a.position, a.created_at, a.session_id, a.body, a.metadata) == \
         (b.position, b.created_at, b.session_id, b.body, b.metadata)
+
+
+def _digest(value: object) -> bytes:
+    """A JSON value's digest, the same for equal values however their keys are ordered
+    (a row read back, and the body the state's message converts to)."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES).digest()
+
+
+@dataclass(frozen=True)
+class _Version:
+    """The content of a visible row holding a LangChain id, as an edit compares it."""
+
+    position: int
+    body: bytes  # the stored body's digest
+    content: bytes | None  # the kept LangChain content's (`METADATA_CONTENT_KEY`), None without one
+
+    @classmethod
+    def of(cls, row: StoredMessage) -> _Version:
+        meta = row.metadata or {}
+        return cls(row.position, _digest(row.body),
+                   _digest(meta[METADATA_CONTENT_KEY]) if METADATA_CONTENT_KEY in meta else None)
+
+    def differs(self, message: BaseMessage) -> bool:
+        """Whether `message` is an edit of this row: another body, or another content where
+        the row kept one (a row without one was stored without it: too big, or from an
+        older server's refusal; its body is what is compared then)."""
+        body = {k: v for k, v in to_openai([message])[0].items() if k != "metadata"}
+        if _digest(body) != self.body:
+            return True
+        return self.content is not None and _digest(message.content) != self.content
 
 
 class ConversationSync:
@@ -63,11 +128,19 @@ class ConversationSync:
         self.system = system
         # refused here, not at the first model call mid-run
         self.timezone = optional_timezone(timezone)
-        self._seen: dict[str, int] = {}  # LangChain id -> the first position holding it
+        self._reset()
+
+    def _reset(self) -> None:
+        # LangChain id -> its visible rows in log order (one, but for a race's duplicate
+        # until it is retracted); the latest is the version an edit replaces
+        self._seen: dict[str, list[_Version]] = {}
+        self._id_at: dict[int, str | None] = {}  # every visible row's id (None: none) by position
+        self._stored: set[str] = set()  # every id the log holds, visible or hidden
         self._last: StoredMessage | None = None  # the last row read into _seen
 
-    def _load_seen(self) -> list[StoredMessage]:
-        """Note the ids of the rows appended since the last read; returns those rows.
+    def _load_seen(self) -> set[int]:
+        """Note the rows appended since the last read; returns the positions of the
+        retractions among them that hid no visible row (another's hid it first).
 
         The read starts at the last row read before, which must come back the same: rows
         never change, so a different row there (or none) means the conversation was
@@ -82,36 +155,90 @@ class ConversationSync:
             if rows and _same_row(rows[0], last):
                 rows = rows[1:]
             else:
-                self._seen, self._last = {}, None
+                self._reset()
                 rows = log_pages(self.memory, self.conversation_id)
+        redundant: set[int] = set()
         for m in rows:
-            lc_id = (m.metadata or {}).get(METADATA_ID_KEY)
-            if lc_id:
-                self._seen.setdefault(str(lc_id), m.position)
+            kind = m.body.get("type")
+            if kind == RETRACT_TYPE:
+                named = m.body.get("position")
+                if not (isinstance(named, int) and named < m.position and named in self._id_at):
+                    redundant.add(m.position)
+                elif (lc_id := self._id_at.pop(named)) is not None:
+                    kept = [v for v in self._seen[lc_id] if v.position != named]
+                    if kept:
+                        self._seen[lc_id] = kept
+                    else:
+                        del self._seen[lc_id]
+            elif kind == CLEAR_TYPE:  # hides every row before it: none is edited again
+                self._seen.clear()
+                self._id_at.clear()
+            else:
+                lc_id = (m.metadata or {}).get(METADATA_ID_KEY)
+                self._id_at[m.position] = str(lc_id) if lc_id else None
+                if lc_id:
+                    self._seen.setdefault(str(lc_id), []).append(_Version.of(m))
+                    self._stored.add(str(lc_id))
             self._last = m
-        return rows
+        return redundant
 
     def sync(self, messages: Sequence[BaseMessage]) -> int:
-        """Append the messages not stored yet (all of those without an id); returns how many."""
+        """Append the messages not stored yet (all of those without an id) and the edits
+        of stored ones (each with the rows after it: the module's docstring); returns how
+        many of `messages` were written."""
         with conversation_lock(self.memory, self.conversation_id):
-            self._load_seen()
-            new, ids = [], set()
-            for m in messages:
-                if m.id and (m.id in self._seen or m.id in ids):
-                    continue
-                new.append(m)
-                if m.id:
-                    ids.add(m.id)
-            if not new:
-                return 0
-            positions = append_messages(self.memory, self.conversation_id, new)
-            self._load_seen()
-            # another process may have stored some of them between the read and the append:
-            # the copy at the lower position stands, this one is hidden
-            dupes = [p for p, m in zip(positions, new, strict=True) if m.id and self._seen[m.id] < p]
-            if dupes:
-                self.memory.append_many(self.conversation_id, [{"type": RETRACT_TYPE, "position": p} for p in dupes])
-            return len(new) - len(dupes)
+            while True:
+                self._load_seen()
+                new: list[BaseMessage] = []
+                edited: dict[int, BaseMessage] = {}  # the replaced row's position -> its new version
+                ids: set[str] = set()
+                for m in messages:
+                    if m.id:
+                        if m.id in ids:
+                            continue
+                        ids.add(m.id)
+                        versions = self._seen.get(m.id)
+                        if versions and versions[-1].differs(m):
+                            edited[versions[-1].position] = m
+                        if versions or m.id in self._stored:
+                            continue
+                    new.append(m)
+                if not new and not edited:
+                    return 0
+                batch, retracted = self._batch(edited, new)
+                positions = append_bodies(self.memory, self.conversation_id, batch)
+                # another process hid one of the rows this edit retracts first (its own edit,
+                # a pop): its rows stand, this edit's go, and the next round edits them anew
+                lost = bool(self._load_seen() & set(positions[:retracted]))
+                rewritten = positions[retracted:2 * retracted] if lost else []
+                # and a message another process stored between the read and the append: the
+                # copy at the lower position stands
+                dupes = rewritten + [p for p in positions[retracted:] if p not in rewritten and self._earlier(p)]
+                if dupes:
+                    self.memory.append_many(self.conversation_id,
+                                            [{"type": RETRACT_TYPE, "position": p} for p in dupes])
+                if not lost:
+                    return len(new) + len(edited) - len(dupes)
+
+    def _earlier(self, position: int) -> bool:
+        """Whether the message at `position` is visible at an earlier position too."""
+        lc_id = self._id_at.get(position)
+        return lc_id is not None and self._seen[lc_id][0].position < position
+
+    def _batch(self, edited: dict[int, BaseMessage], new: list[BaseMessage]
+               ) -> tuple[list[dict[str, Any]], int]:
+        """The one batch that writes the edits and the new messages, and how many
+        retraction rows open it: each edited row and every visible row after the first
+        retracted, then the new versions in their places among copies of the rest."""
+        limit = lambda: metadata_limit(self.memory)  # noqa: E731 (asked once, only when needed)
+        tail = [r for r in visible(self.memory, self.conversation_id) if edited and r.position >= min(edited)]
+        batch: list[dict[str, Any]] = [{"type": RETRACT_TYPE, "position": r.position} for r in tail]
+        for r in tail:
+            m = edited.get(r.position)
+            body = to_openai([m], max_metadata_bytes=limit)[0] if m is not None else \
+                {**r.body, **({"metadata": r.metadata} if r.metadata else {})}
+            batch.append({**body, "created_at": r.created_at, **({"session_id": r.session_id} if r.session_id else {})})
+        return batch + to_openai(new, max_metadata_bytes=limit), len(tail)
 
     def context_messages(self, query: str | None) -> list[BaseMessage]:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,

@@ -148,6 +148,14 @@ def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence
     that message's metadata (nothing written), after which the batch is sent again."""
     # asked only for a message that needs it: a plain batch never asks a client's server
     bodies = to_openai(messages, max_metadata_bytes=lambda: metadata_limit(memory))
+    return append_bodies(memory, conversation_id, bodies)
+
+
+def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[str, Any]]) -> list[int]:
+    """Append `bodies` (`to_openai`'s, or rows read back) in one batch; returns their
+    positions. A body's artifact or kept LangChain content the store refuses for its
+    size is left out of it (nothing written), and the batch sent again."""
+    bodies = list(bodies)
     while True:
         try:
             return memory.append_many(conversation_id, bodies)
