@@ -24,13 +24,16 @@ says what another tenant wrote.
 An erasure or prune reaches every process that shares the store, not only the one that
 erased: each call that reads or writes a conversation's text (append, context, search,
 facts, history, active, pin, unpin, checkpoint, fork, catch_up, consolidate, an erasure)
-reads the tombstones committed since this Memory's last check (`_catch_erasures`: one
-index seek; an append after its write, and on PostgreSQL from its own statement, which
-reads the newest tombstone in passing: no round trip more) and drops what this process keeps
-of those conversations (`_drop_copies`: the text memos, the turn cache, the planner's
-pin candidates and statements, every epoch state that is or shows one of them, the
-known keys), so no process holds an erased text past its next call; the indexer's
-thread checks too (every `INDEXER_WAKE_S`), so an idle process drops it within that.
+reads the newest tombstone's id in passing, with the statement that looks its
+conversation up (an append: on PostgreSQL in its one statement, on SQLite after its
+write), so a call that names a conversation makes no round trip more (a namespace's
+search, catch-up, sweep or erasure reads it with a statement of its own). Past the last
+one this Memory acted on, the tombstones since (`_catch_erasures`) name what to drop:
+what this process keeps of those conversations (`_drop_copies`: the text memos, the
+turn cache, the planner's pin candidates and statements, every epoch state that is or
+shows one of them, the known keys), so no process holds an erased text past its next
+call; the indexer's thread checks too (every `INDEXER_WAKE_S`), so an idle process
+drops it within that.
 
 At interpreter exit, the background work of every Memory not closed (the indexer, the
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
@@ -443,8 +446,11 @@ class Memory:
         same message whether the id is unused or used only in another namespace."""
         name = self._conv(conversation_id)
         ns = self._ns(namespace)
-        self._catch_erasures()  # every call that names a conversation, before it reads
-        key = self.cold.key_of(ns, name)
+        # every call that names a conversation learns of erasures with its lookup (one
+        # statement), and drops what they took before it reads
+        key, mark = self.cold.key_and_erasure_mark(ns, name)
+        if mark > self._erasure_mark:
+            self._catch_erasures()
         if key is None:
             raise ConversationNotFound(name, ns)
         self._know(ns, name, key)

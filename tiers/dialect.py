@@ -300,6 +300,14 @@ class SharedQueries:
         rows = self._q("SELECT id FROM conversations WHERE namespace = ? AND name = ?", (namespace, name))
         return str(rows[0][0]) if rows else None
 
+    def key_and_erasure_mark(self, namespace: str, name: str) -> tuple[str | None, int]:
+        """`key_of` and `erasure_mark` in one statement: a call that looks its
+        conversation up learns of erasures without a round trip of its own."""
+        rows = self._q("SELECT (SELECT id FROM conversations WHERE namespace = ? AND name = ?), "
+                       "(SELECT MAX(id) FROM tombstones)", (namespace, name))
+        key, mark = rows[0]
+        return (str(key) if key is not None else None), int(mark or 0)
+
     # -- idempotency keys (tiers.store: "Idempotency keys"; the table: SQLite m024,
     # PostgreSQL m010) ---------------------------------------------------------------------
 

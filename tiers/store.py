@@ -479,6 +479,10 @@ class ColdLog(Protocol):
         """The newest tombstone's id (0: none yet); ids grow in commit order."""
         ...
 
+    def key_and_erasure_mark(self, namespace: str, name: str) -> tuple[str | None, int]:
+        """`key_of` and `erasure_mark` read by one statement."""
+        ...
+
     def erased_after(self, mark: int, limit: int) -> list[tuple[int, str]]:
         """(tombstone id, key) of the conversations erased or pruned after `mark`, oldest
         first, at most `limit`: how an erasure reaches every process sharing the store."""
