@@ -76,6 +76,9 @@ from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
 
 DIGEST_BYTES = 16  # of a stored body's canonical JSON: a collision would hide one edit
+# the fields of a LangChain message its stored form (`to_openai`) is made of, its content aside
+_BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs", "name",
+                "tool_call_id", "status", "artifact")
 
 
 def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
@@ -137,6 +140,9 @@ class ConversationSync:
         self._id_at: dict[int, str | None] = {}  # every visible row's id (None: none) by position
         self._stored: set[str] = set()  # every id the log holds, visible or hidden
         self._last: StoredMessage | None = None  # the last row read into _seen
+        # LangChain id -> the version a state message was last found the same as, and a
+        # hash of that message's content and `_BODY_FIELDS` (a collision, 2**-64, would hide an edit)
+        self._checked: dict[str, tuple[int, int]] = {}
 
     def _load_seen(self) -> set[int]:
         """Note the rows appended since the last read; returns the positions of the
@@ -198,7 +204,7 @@ class ConversationSync:
                             continue
                         ids.add(m.id)
                         versions = self._seen.get(m.id)
-                        if versions and versions[-1].differs(m):
+                        if versions and self._differs(m.id, versions[-1], m):
                             edited[versions[-1].position] = m
                         if versions or m.id in self._stored:
                             continue
@@ -219,6 +225,22 @@ class ConversationSync:
                                             [{"type": RETRACT_TYPE, "position": p} for p in dupes])
                 if not lost:
                     return len(new) + len(edited) - len(dupes)
+
+    def _differs(self, lc_id: str, version: _Version, message: BaseMessage) -> bool:
+        """`version.differs(message)`, answered from the last comparison while the message's
+        fields the stored form is made of are the same (a state of thousands of messages
+        is converted at each model call otherwise: ~20 us a message)."""
+        fields = vars(message)  # a pydantic model's fields (getattr of an absent one is slow)
+        content = fields.get("content")
+        # a string keeps its hash: a long text is hashed once, not at each call
+        key = hash((content if isinstance(content, str) else repr(content),
+                    repr([fields.get(f) for f in _BODY_FIELDS])))
+        if self._checked.get(lc_id) == (version.position, key):
+            return False
+        if version.differs(message):
+            return True
+        self._checked[lc_id] = (version.position, key)
+        return False
 
     def _earlier(self, position: int) -> bool:
         """Whether the message at `position` is visible at an earlier position too."""
