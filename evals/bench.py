@@ -73,6 +73,23 @@ def ratio(a: float | None, b: float | None, nd: int = 2) -> float | None:
     return round(a / b, nd)
 
 
+def output_file(*, create_parents: bool = False) -> Callable[[str], Path]:
+    """An argparse `type` for a file a benchmark writes when it is done: checked while the
+    arguments are parsed by the CLI's check (`tiermem.cli.output_path_problem`; with
+    `create_parents`, for a bench that makes the file's missing directories), so a typo is
+    a usage error (exit 2) naming the option, not a run of minutes lost at its end."""
+
+    def output(text: str) -> Path:
+        from tiermem.cli import output_path_problem  # not at module level: the CLI imports click
+
+        problem = output_path_problem(text, create_parents=create_parents)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return Path(text)
+
+    return output
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (empty where the OS has none)."""
     try:
@@ -421,10 +438,12 @@ def _jsonable(x: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run (seconds, not minutes)")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"where to write JSON (default {DEFAULT_JSON})")
+    # the defaults are text, so that argparse checks them as it checks a value given
+    parser.add_argument("--json", type=output_file(create_parents=True), default=str(DEFAULT_JSON),
+                        help=f"where to write JSON (default {DEFAULT_JSON})")
     parser.add_argument("--markdown", action="store_true",
                         help="print the markdown table on stdout instead of the plain one")
-    parser.add_argument("--md", type=Path, default=DEFAULT_MARKDOWN,
+    parser.add_argument("--md", type=output_file(create_parents=True), default=str(DEFAULT_MARKDOWN),
                         help=f"where to write the markdown table (default {DEFAULT_MARKDOWN})")
     parser.add_argument("--data", type=Path, default=None,
                         help="LoCoMo-format file (default ../shared/data/locomo-dev.json)")

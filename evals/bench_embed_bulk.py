@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.bench import load_average, say
+from tiermem.evals.bench import load_average, output_file, say
 from tiermem.tiers.embed_onnx import BULK_MAX_TOKENS, fuse_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--reference", action="store_true",
                     help="also compare each graph with the sentence-transformers pipeline on real texts (loads torch)")
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=output_file(), default=None)
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = [n for n in names if n not in VARIANTS]

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist, load_average, machine_speed, ratio, say
+from tiermem.evals.bench import dist, load_average, machine_speed, output_file, ratio, say
 from tiermem.evals.idle_estimate import IdleClock
 from tiermem.tiers.embed_onnx import usable_cpus
 from tiermem.tiers.store import INDEX_POOL_BATCHES
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--idle-estimate", action="store_true",
                     help="also estimate each run's time on an idle machine with this process's CPUs "
                          "(evals/idle_estimate.py): for a shared machine")
-    ap.add_argument("--json", type=Path, default=None, help="write the full report here")
+    ap.add_argument("--json", type=output_file(), default=None, help="write the full report here")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.batch < 1:
         ap.error("--rounds and --batch must be at least 1")

@@ -59,6 +59,7 @@ from tiermem.evals.bench import (
     environment,
     load_average,
     markdown_table,
+    output_file,
     ratio,
     row,
     say,
@@ -459,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--writer-appends", type=int, default=DEFAULT_WRITER_APPENDS)
     ap.add_argument("--bulk", type=int, default=DEFAULT_BULK)
-    ap.add_argument("--out", type=Path, default=None,
+    ap.add_argument("--out", type=output_file(create_parents=True), default=None,
                     help=f"also write the JSON here and the markdown table beside it (make bench-postgres: {DEFAULT_OUT})")
     a = ap.parse_args(argv)
     r = run(turns=a.turns, appends=a.appends, queries=a.queries, url=a.url, data=a.data,

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.bench import Row, dist, environment, load_average, ratio, row, say
+from tiermem.evals.bench import Row, dist, environment, load_average, output_file, ratio, row, say
 from tiermem.evals.bench_cold import DEFAULT_DATA, Corpus, batches, load_corpus, synthetic_messages
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.store import ColdLog
@@ -368,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo-format file (default {DEFAULT_DATA})")
     parser.add_argument("--queries", type=int, default=None, help="queries per measurement (default 200)")
     parser.add_argument("--appends", type=int, default=None, help="appends per measurement (default 500)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to this file")
+    parser.add_argument("--json", type=output_file(create_parents=True), default=None,
+                        help="also write the figures as JSON to this file")
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite", help="the cold engine")
     parser.add_argument("--url", default=None, help="postgres: an existing server (a fresh schema, dropped after)")
     parser.add_argument("--no-hnsw", action="store_true",

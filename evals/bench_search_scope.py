@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist
+from tiermem.evals.bench import dist, output_file
 from tiermem.evals.bench_cold import DEFAULT_DATA, batches, load_corpus, synthetic_messages
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.schema import connect
@@ -93,7 +93,7 @@ def build(path: Path, counter: BpeTokenCounter, data: Path) -> tuple[str, str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo-format file (default {DEFAULT_DATA})")
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=output_file(), default=None)
     args = ap.parse_args()
     counter = BpeTokenCounter()
     corpus = load_corpus(args.data)

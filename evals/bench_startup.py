@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist, load_average, machine_speed, ratio, say
+from tiermem.evals.bench import dist, load_average, machine_speed, output_file, ratio, say
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE_REF = "e22d172"  # main before the fast-start branch
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-baseline", action="store_true", help="measure this tree only")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON for the texts")
     ap.add_argument("--skip-inprocess", action="store_true", help="skip the in-process runtime comparison")
-    ap.add_argument("--json", type=Path, default=None, help="write the report here")
+    ap.add_argument("--json", type=output_file(create_parents=True), default=None, help="write the report here")
     ap.add_argument("--no-bytecode", action="store_true",
                     help="measure processes that compile every module from source (no bytecode kept)")
     ap.add_argument("--only", action="append", default=None,

@@ -471,10 +471,33 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+def output_path_problem(path: str | os.PathLike[str], *, create_parents: bool = False) -> str | None:
+    """Why the file `path` cannot be written, or None: it is a directory, or its directory
+    does not exist, is not a directory or is not writable. With `create_parents` (a writer
+    that makes its missing directories first) the nearest part that exists must be a
+    writable directory. The one early check of an output path: the CLI's `OutputPath` and
+    the benchmarks' argparse options (`evals.bench.output_file`), so that a run of minutes
+    is not lost at its end to a typo in the output's directory."""
+    text = os.fsdecode(path)
+    if not text.strip():
+        return "must name a file, got an empty string"
+    if os.path.isdir(text):
+        return f"{text!r} cannot be written: it is a directory"
+    where = Path(os.path.realpath(text)).parent  # a link is written through (_replacing)
+    if create_parents:
+        while not os.path.lexists(where) and where.parent != where:
+            where = where.parent
+    if not where.is_dir():
+        why = "is not a directory" if where.exists() else "does not exist"
+        return f"{text!r} cannot be written: {str(where)!r} {why}"
+    if not os.access(where, os.W_OK | os.X_OK):
+        return f"{text!r} cannot be written: its directory {str(where)!r} is not writable"
+    return None
+
+
 class OutputPath(click.Path):
     """A file a command writes (`-`: standard output, where `allow_dash`): its directory must
-    exist and be writable, checked while the arguments are parsed, so that a run of minutes
-    (`tiermem tune`) is not lost at its end to a typo in the output's directory."""
+    exist and be writable, checked while the arguments are parsed (`output_path_problem`)."""
 
     def __init__(self, *, allow_dash: bool = False) -> None:
         super().__init__(path_type=Path, dir_okay=False, allow_dash=allow_dash)
@@ -483,12 +506,9 @@ class OutputPath(click.Path):
         path = super().convert(value, param, ctx)
         if self.allow_dash and str(path) == "-":
             return path
-        where = Path(os.path.realpath(os.fsdecode(path))).parent  # a link is written through (_replacing)
-        if not where.is_dir():
-            why = "is not a directory" if where.exists() else "does not exist"
-            self.fail(f"{str(path)!r} cannot be written: {str(where)!r} {why}", param, ctx)
-        if not os.access(where, os.W_OK | os.X_OK):
-            self.fail(f"{str(path)!r} cannot be written: its directory {str(where)!r} is not writable", param, ctx)
+        problem = output_path_problem(os.fsdecode(path))
+        if problem is not None:
+            self.fail(problem, param, ctx)
         return path
 
 
