@@ -672,11 +672,13 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
             out["healthy"] = False
-        # by the ids their owners know, not by conversation key
+        # by the ids their owners know, never by conversation key: a conversation erased
+        # between the Redis read and this lookup has no name any more, and is left out
+        # (its key would say that its id is, or was, used in another namespace)
         names = self.cold.names_of(list(demoted)) if demoted else {}
         out.update({"tokens": tokens, "members": members, "pins": pins, "evictions": evictions,
                     "overflow_tokens": overflow,
-                    "demoted_pins": {names.get(k, k): v for k, v in demoted.items()}})
+                    "demoted_pins": {names[k]: v for k, v in demoted.items() if k in names}})
         return out
 
 
