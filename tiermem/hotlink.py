@@ -637,6 +637,11 @@ class HotLink:
 
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
         self._recheck_writes()  # first, so that what this reports is current
+        # `healthy` and `degraded_since` are this process's link, shown to a namespace's
+        # stats too: every tenant's calls go through it (a degraded link degrades their
+        # contexts, whose plans say so), they depend on no namespace's contents, and
+        # /healthz shows the same state to anyone without a token (/v1/stats exports
+        # `healthy` only). What may name another tenant's conversation is left out below
         out: dict[str, Any] = {
             "healthy": self.healthy,
             "degraded_since": self.degraded_since,
