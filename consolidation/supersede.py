@@ -51,7 +51,11 @@ the turn classifier through their public methods. Its invariants:
   phrase before a verb of state, "my work laptop has ...", "Anna lives ..."), the same
   head noun, picked by the same words where both pick one ("my cat is 5 now" never
   revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
-  lives"), or one's head picks out the other ("the kitchen walls" / "the kitchen"). A
+  lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
+  new one's head picks out the old one ("Order's been changed" / "my order number"), or
+  the old one's head picks out the new one where both tell a kind ("the kitchen walls are
+  green" / "the kitchen is painted blue"; never a place, time, amount or identity: "the
+  car seat cost $300" is not the car's price). A
   clause that names no such thing (I/we, a pronoun, an order, an action on an object)
   may revise any, the meaning search included; but a thing acting on an object ("my cat
   knocked a glass over") tells an event, no value of that thing, and a statement of its
@@ -803,6 +807,16 @@ _INTRANSITIVE_AFTER = frozenset(("to", "at", "on", "in", "from", "until", "till"
 MIN_PRESENT_VERB_CHARS = 4  # an -s word shorter than this is no third-person verb ("is", "has" are state verbs)
 # the endings of an -s word that is no third-person verb: "glass", "bus", "this"
 _NOT_PRESENT_ENDINGS = ("ss", "us", "is", "'s")
+# the forms of "be": after one, a word that is no preposition or article tells a kind
+# ("is painted blue", "are green") or a value that names the thing ("is 555-0142")
+_BE_FORMS = frozenset(("is", "are", "was", "were", "'s", "'re", "am", "be", "been", "being"))
+_AMOUNT_SLOTS = frozenset(("money", "number"))  # an amount ("$300", "5 years") is no kind
+# what opens a place, a time or another thing after "be" ("is in the garage", "is a Corolla"):
+# prepositions and articles
+_PLACE_OR_THING = _DETERMINERS | frozenset((
+    "a", "an", "to", "at", "on", "in", "from", "until", "till", "by", "for", "into", "onto", "near", "with",
+    "without", "under", "over", "inside", "outside", "behind", "between", "of", "about", "above", "below",
+    "beside", "across", "through", "around", "off", "out", "away", "back", "up", "down", "here", "there"))
 # words that tell a thing's state, not which thing ("my new address", "the current plan")
 _NEUTRAL_MODIFIERS = frozenset(("new", "old", "current", "updated", "correct", "actual", "real", "final", "latest",
                                 "previous", "original", "right", "exact", "usual", "whole", "total"))
@@ -819,6 +833,12 @@ class Subject:
     head: str
     modifiers: frozenset[str]
     event: bool = False
+    # the modifiers that are possessors ("anna's", "theo's practice"): whose thing it is
+    possessors: frozenset[str] = frozenset()
+    # it is said to be of a kind, or to be a value that names it ("is painted blue", "are
+    # green", "is 555-0142"), not in a place, at a time, of an amount or another thing
+    # ("is in the garage", "cost $300", "is $300", "is a Corolla")
+    quality: bool = False
 
 
 def _subject(clause: str) -> Subject | None:
@@ -830,6 +850,7 @@ def _subject(clause: str) -> Subject | None:
     low = [w.lower() for w in words]
     i = 1 if low and low[0] in _DETERMINERS else 0
     phrase: list[str] = []
+    owners: list[str] = []
     verb = -1
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
@@ -843,6 +864,7 @@ def _subject(clause: str) -> Subject | None:
                                    and nxt not in _STATE_VERBS and not _participle(nxt)):
                 # a possessor: "my sister's flight", "Anna's flight", a plural's "my kids' school"
                 phrase.append(owner)
+                owners.append(owner)
                 continue
             phrase.append(owner)  # "my dog's 3 now", "Budget's now $800": the verb is "'s"
             verb = j
@@ -869,7 +891,9 @@ def _subject(clause: str) -> Subject | None:
     head, *rest = reversed([_stem(w) for w in phrase])
     if main not in _STATE_VERBS and after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER:
         return Subject(head, frozenset(rest), event=True)  # acts on an object: the object's value changes
-    return Subject(head, frozenset(rest))
+    # a kind or a value that names it: after a form of "be", no preposition or article, no amount
+    quality = main in _BE_FORMS and bool(after) and after not in _PLACE_OR_THING and         not _slots(" ".join(low[k + 1:])).keys() & _AMOUNT_SLOTS
+    return Subject(head, frozenset(rest), possessors=frozenset(_stem(w) for w in owners), quality=quality)
 
 
 def _participle(word: str) -> bool:
@@ -892,8 +916,13 @@ def _present_verb(word: str, following: Sequence[str]) -> bool:
 def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
     """Whether two statements may be about the same thing: either names none; the same
     head, unless both pick one by words that differ ("work laptop" / "home laptop",
-    "Anna's flight" / "Maria's flight"); or one's head picks out the other ("the kitchen
-    walls" / "the kitchen"). A thing's event ("my cat knocked a glass over") is no value of
+    "Anna's flight" / "Maria's flight"); one's head is the other's possessor ("Theo's
+    practice" / "Theo"); the new one's head picks out the old one, a shorter name of it
+    ("Order's been changed" / "my order number"); or the old one's head picks out the new
+    one ("the kitchen walls" / "the kitchen") and both tell a kind ("are green" / "is
+    painted blue"): a longer name is a thing of its own ("the car seat" is no car), whose
+    place, time, amount or identity ("is in the garage", "cost $300") is never the
+    other's. A thing's event ("my cat knocked a glass over") is no value of
     it: the thing's state ("my cat is 5") never revises it; the event's object may change,
     so an event revises, and is revised by, what is said of anything else."""
     if new is None or old is None or new.event:
@@ -902,7 +931,11 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
         return not _same_thing(new, old)
     if new.head == old.head:
         return _same_thing(new, old)
-    return new.head in old.modifiers or old.head in new.modifiers
+    if new.head in old.possessors or old.head in new.possessors:
+        return True
+    if new.head in old.modifiers:
+        return True  # the fact's thing by a shorter name ("Order's been changed" for "my order number")
+    return old.head in new.modifiers and new.quality and old.quality
 
 
 def _same_thing(new: Subject, old: Subject) -> bool:

@@ -13,6 +13,10 @@ Invariants:
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
   never revises it. Before, such a clause named no subject and so fit any.
+- One thing's head picking out the other ("the kitchen walls" / "the kitchen") is a part
+  of it only where both tell a kind ("are green" / "is painted blue"): a place, a time, an
+  amount or an identity ("the car seat cost $300", "is in the hallway") is the compound's
+  own thing's, never the car's. Before, "the car seat" revised "the car" as its part.
 - A statement that names no thing keeps matching as before: the user's own ("I moved to
   Denver" after "I live in Boston"), one that acts on a thing ("they moved my appointment"),
   an identity ("Nguyen is my dentist now"); and one thing's own correction still
@@ -65,6 +69,11 @@ CASES = [
     ("The hotel costs $200 a night.", "Actually the hotel costs $250 a night.", True),
     # a part of the thing the fact names ("the kitchen walls" of "the kitchen"): superseded
     ("The kitchen is painted blue.", "Actually the kitchen walls are green now.", True),
+    # a thing named by a compound is not the thing its first word names: the car seat's
+    # price is not the car's: before, superseded (read as a part, "shared 'car','cost'")
+    ("My car cost $12,000.", "Actually the car seat cost $300.", False),
+    # nor its place: before, superseded (read as a part, "shared 'car'")
+    ("The car is in the garage.", "Actually the car seat is in the hallway now.", False),
     # an event of the pet (it acts on an object) is no value of the pet: before, superseded
     # ("shared 'cat'"; the event named no subject, so it fit any)
     ("My cat knocked a glass over.", "Actually my cat is 5.", False),
