@@ -13,7 +13,15 @@ from tiermem.errors import (
     ValidationError,
 )
 from tiermem.memory import ActiveView, Memory, NamespacedMemory
-from tiermem.tiers.models import Checkpoint, ErasureReport, Message, PruneReport, SearchHit, StoredMessage
+from tiermem.tiers.models import (
+    Checkpoint,
+    ErasureReport,
+    Message,
+    PruneReport,
+    SearchHit,
+    SearchHits,
+    StoredMessage,
+)
 
 __all__ = [
     "ActiveView",
@@ -27,6 +35,7 @@ __all__ = [
     "NamespacedMemory",
     "PruneReport",
     "SearchHit",
+    "SearchHits",
     "StoredMessage",
     "TiermemError",
     "ValidationError",

@@ -107,6 +107,7 @@ from tiermem.tiers.models import (
     ErasureReport,
     Message,
     SearchHit,
+    SearchHits,
     StoredMessage,
     check_idempotency_key,
     check_int,
@@ -301,6 +302,12 @@ def _hit(h: dict[str, Any]) -> SearchHit:
     return SearchHit(h["conversation_id"], h["position"], h["score"], dict(h["ranks"]), h["text"])
 
 
+def _hits(body: dict[str, Any]) -> SearchHits:
+    out = SearchHits(_hit(h) for h in body["hits"])
+    out.degraded = body.get("degraded")  # absent from a service before it said so
+    return out
+
+
 def _none(_body: Any) -> None:
     return None
 
@@ -479,7 +486,7 @@ class _Calls:
         return self._conv_call("POST", conv, "/context", _context, namespace, json=body, reads=True)
 
     def search(self, conversation_id: object | None, query: str, k: int | None,
-               namespace: object | None) -> _Call[list[SearchHit]]:
+               namespace: object | None) -> _Call[SearchHits]:
         # POST: the query stays out of URLs and the access logs that record them
         body: dict[str, Any] = {"q": _text(query, "query")}
         conv = None if conversation_id is None else self._conv(conversation_id)
@@ -487,7 +494,7 @@ class _Calls:
             body["conversation_id"] = conv
         if k is not None:
             body["k"] = check_int(k, "k", 1, MAX_SEARCH_K)
-        return _Call("POST", "/v1/search", lambda b: [_hit(h) for h in b["hits"]], json=body,
+        return _Call("POST", "/v1/search", _hits, json=body,
                      namespace=self._ns(namespace), conversation_id=conv, reads=True)
 
     def conversations_page(self, namespace: object | None, after: str | None,
@@ -827,9 +834,9 @@ class Client(_Base):
                                               timezone))
 
     def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
-               namespace: str | None = None) -> list[SearchHit]:
+               namespace: str | None = None) -> SearchHits:
         """Hybrid search in one conversation, or the namespace when `conversation_id` is
-        None; `k` None: the service's default."""
+        None; `k` None: the service's default. `degraded` as `Memory.search`'s."""
         return self._send(self._calls.search(conversation_id, query, k, namespace))
 
     def conversations(self, namespace: str | None = None) -> list[str]:
@@ -991,7 +998,7 @@ class AsyncClient(_Base):
                                                     timezone))
 
     async def search(self, conversation_id: str | None, query: str, k: int | None = None, *,
-                     namespace: str | None = None) -> list[SearchHit]:
+                     namespace: str | None = None) -> SearchHits:
         return await self._send(self._calls.search(conversation_id, query, k, namespace))
 
     async def conversations(self, namespace: str | None = None) -> list[str]:

@@ -7,7 +7,8 @@ A failure of a derived tier never fails an append whose cold write committed: th
 tier is rebuilt from the log when Redis returns, embeddings are caught up from
 `turns.embedded = 0`. So is the embedding model: when it cannot be loaded (its
 directory deleted or damaged after start), `context` ranks by keywords only and its plan
-says why (planner.build), `stats()` and /healthz report the embedder `degraded` until a
+says why (planner.build), so does `search` (its answer's `degraded`, the error's type only,
+as HTTP and MCP give it), `stats()` and /healthz report the embedder `degraded` until a
 vector is computed again, appends store, and their turns get their vectors when the
 model is back.
 
@@ -81,6 +82,7 @@ from tiermem.tiers.models import (
     Message,
     PruneReport,
     SearchHit,
+    SearchHits,
     StoredMessage,
     append_fingerprint,
     check_idempotency_key,
@@ -101,6 +103,8 @@ from tiermem.tiers.turncache import TurnCache
 from tiermem.tiers.zones import Zone, optional_timezone
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from tiermem.consolidation.scheduler import ConsolidationScheduler
     from tiermem.hotlink import HotLink
     from tiermem.planner.build import HotView, Planner, SummaryBlock
@@ -131,6 +135,9 @@ MAX_FOLDS_TRIED = 16
 MAX_KNOWN_KEYS = 10_000
 # how much of the embedder's error a plan and the stats quote (a path, a library's message)
 MAX_EMBED_REASON_CHARS = 300
+# what a search answers as `degraded` when its query has no vector: the error's type only,
+# as /healthz says it (its message names the model's path, which no tenant is shown)
+SEARCH_KEYWORDS_ONLY = "keyword (BM25) ranking only, no query vector: the embedding model cannot be used ({error})"
 # erased conversations (tombstones) one read of `Memory._catch_erasures` takes: a
 # namespace's erasure of more is read page by page within the same check
 ERASURES_PAGE = 1000
@@ -982,31 +989,51 @@ class Memory:
         k: int = 10,
         *,
         namespace: str | None = None,
-    ) -> list[SearchHit]:
+    ) -> SearchHits:
         """Hybrid search (vectors + bm25, RRF) in one conversation, or across the
-        namespace when `conversation_id` is None."""
+        namespace when `conversation_id` is None. Where the query's vector cannot be
+        computed (the embedding model cannot be loaded), by keywords only, and the
+        answer's `degraded` says so (module docstring)."""
         self._text(query, "query")
         check_int(k, "k", 1, MAX_SEARCH_K)
         if conversation_id is not None:
             _name, _ns, key = self._key(conversation_id, namespace)
-            self.cold.index_pending(conversation_id=key)
         else:
             ns = self._ns(namespace)
             self._catch_erasures()
-            self.cold.index_pending(namespace=ns)  # this namespace's backlog only
-        # what control rows hide (a popped item, the control rows themselves) is never a
-        # hit: ask for as many more as were hidden until k are left or the scope runs out
-        want = k
+        try:
+            if conversation_id is not None:
+                self.cold.index_pending(conversation_id=key)
+            else:
+                self.cold.index_pending(namespace=ns)  # this namespace's backlog only
+        except Exception:
+            # as before a context: a catch-up is a write (the model may be lost, the disk
+            # full) and a read must still answer; the turns not yet embedded are found by
+            # bm25 meanwhile
+            log.warning("could not embed pending turns before searching", exc_info=True)
         # the query finds vectors remembered for this conversation only; a namespace's
         # search has a scope of its own
         scope = (self._scope(key) if conversation_id is not None
                  else memo_scope(self.cold.db_uuid, namespace=ns))
+        query_vec: np.ndarray | None = None
+        degraded: str | None = None
+        if self.cold.embedder is not None and query.strip():
+            with remembered_for(scope):
+                try:
+                    query_vec = self._query_vectors([query])[0]
+                except EmbeddingUnavailable as exc:  # a derived part: keyword ranking still answers
+                    degraded = SEARCH_KEYWORDS_ONLY.format(error=exc.reason.split(":", 1)[0])
+        # what control rows hide (a popped item, the control rows themselves) is never a
+        # hit: ask for as many more as were hidden until k are left or the scope runs out
+        want = k
         while True:
             with remembered_for(scope):
                 if conversation_id is not None:
-                    hits = self.cold.search(query, want, conversation_id=key, rrf_k=self.config.rrf_k)
+                    hits = self.cold.search(query, want, conversation_id=key, rrf_k=self.config.rrf_k,
+                                            query_vec=query_vec, dense=degraded is None)
                 else:
-                    hits = self.cold.search(query, want, namespace=ns, rrf_k=self.config.rrf_k)
+                    hits = self.cold.search(query, want, namespace=ns, rrf_k=self.config.rrf_k,
+                                            query_vec=query_vec, dense=degraded is None)
             hidden = {(c, p) for c, rows in self.cold.control_rows([h.conversation_id for h in hits]).items()
                       for p in hidden_positions(rows)[0]}
             shown = [h for h in hits if (h.conversation_id, h.position) not in hidden]
@@ -1018,9 +1045,11 @@ class Memory:
                  self.cold.get_many([(h.conversation_id, h.position) for h in hits])}
         names = self.cold.names_of([h.conversation_id for h in hits])
         # a hit whose row failed its model (salvaged) or whose conversation went meanwhile is left out
-        return [SearchHit(names[h.conversation_id], h.position, h.score, h.ranks,
-                          texts[(h.conversation_id, h.position)])
-                for h in hits if (h.conversation_id, h.position) in texts and h.conversation_id in names]
+        out = SearchHits(SearchHit(names[h.conversation_id], h.position, h.score, h.ranks,
+                                   texts[(h.conversation_id, h.position)])
+                         for h in hits if (h.conversation_id, h.position) in texts and h.conversation_id in names)
+        out.degraded = degraded
+        return out
 
     def context(
         self,
@@ -1418,7 +1447,7 @@ class NamespacedMemory:
     def catch_up(self, conversation_id: str) -> int:
         return self.memory.catch_up(conversation_id, namespace=self.namespace)
 
-    def search(self, conversation_id: str | None, query: str, k: int = 10) -> list[SearchHit]:
+    def search(self, conversation_id: str | None, query: str, k: int = 10) -> SearchHits:
         return self.memory.search(conversation_id, query, k, namespace=self.namespace)
 
     def context(self, conversation_id: str, query: str | None = None, budget: int = DEFAULT_BUDGET_TOKENS, *,

@@ -683,13 +683,15 @@ class SharedQueries:
     # -- search ----------------------------------------------------------------------------
 
     def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
-               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None) -> list[SearchHit]:
+               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None,
+               dense: bool = True) -> list[SearchHit]:
         """Hybrid search: the engine's dense and keyword lists fused by reciprocal rank
         (RRF); each hit carries its rank in every retriever that found it. `depth` is how
-        many candidates each retriever contributes before fusion (default 3k)."""
+        many candidates each retriever contributes before fusion (default 3k). `dense`
+        False: the keyword list alone (the caller has no query vector)."""
         depth = depth or max(3 * k, 20)
         lists: dict[str, list[tuple[str, int, float]]] = {}
-        if query_vec is None and self.embedder is not None and query.strip():
+        if query_vec is None and dense and self.embedder is not None and query.strip():
             query_vec = query_embedding(self.embedder)([query])[0]
         if query_vec is not None:
             lists["dense"] = self.search_dense(query_vec, depth, conversation_id=conversation_id, namespace=namespace)

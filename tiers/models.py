@@ -644,6 +644,15 @@ class SearchHit:
     text: str = ""
 
 
+class SearchHits(list[SearchHit]):
+    """A search's hits, best first, and how they were ranked: `degraded` says why by
+    keywords (BM25) only (the query has no vector: the embedding model cannot be used;
+    the error's type, not its message, which names the model's path), None where by
+    meaning and keywords both."""
+
+    degraded: str | None = None
+
+
 @dataclass(frozen=True)
 class AppendResult:
     key: str  # the incarnation the messages went to

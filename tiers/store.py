@@ -519,8 +519,10 @@ class ColdLog(Protocol):
         ...
 
     def search(self, query: str, k: int = 10, *, conversation_id: str | None = None, namespace: str | None = None,
-               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None) -> list[SearchHit]:
-        """Hybrid search: dense and keyword lists fused by reciprocal rank."""
+               query_vec: np.ndarray | None = None, rrf_k: int = 60, depth: int | None = None,
+               dense: bool = True) -> list[SearchHit]:
+        """Hybrid search: dense and keyword lists fused by reciprocal rank (`dense` False:
+        the keyword list alone)."""
         ...
 
     # -- rebuild and stats -------------------------------------------------------------------

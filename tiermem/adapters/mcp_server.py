@@ -145,14 +145,18 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                 "next_start": None if last is None else last + 1}
 
     @server.tool(description="Search past messages by meaning and keywords, in one conversation or (without "
-                 "conversation_id) across this namespace's conversations.")
+                 "conversation_id) across this namespace's conversations. `degraded`, when present, says "
+                 "the hits are ranked by keywords only (the embedding model cannot be used).")
     def search(ctx: Context, query: Annotated[str, Field(min_length=1, description="what to look for")],
                conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
                k: Annotated[int, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
                ) -> dict[str, Any]:
         hits = guard("search", mem_of(ctx).search, conversation_id, query, k)
-        return {"hits": [{"conversation_id": h.conversation_id, "position": h.position,
-                          "score": h.score, "text": h.text} for h in hits]}
+        out: dict[str, Any] = {"hits": [{"conversation_id": h.conversation_id, "position": h.position,
+                                         "score": h.score, "text": h.text} for h in hits]}
+        if hits.degraded is not None:  # keywords only: the embedding model cannot be used
+            out["degraded"] = hits.degraded
+        return out
 
     @server.tool(description="Pin a message so every context keeps it (a standing instruction or fact).")
     def pin(ctx: Context, conversation_id: ConvId,

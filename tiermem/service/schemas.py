@@ -314,6 +314,9 @@ class SearchHitOut(BaseModel):
 
 class SearchOut(BaseModel):
     hits: list[SearchHitOut]
+    degraded: str | None = Field(None, description=(
+        "why the hits are ranked by keywords (BM25) only: the embedding model cannot be used "
+        "(its error's type); null when ranked by meaning and keywords"))
 
 
 class StatsOut(BaseModel):

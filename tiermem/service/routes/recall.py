@@ -132,5 +132,6 @@ def _search(runtime: Runtime, ns: str, q: str, conversation_id: str | None, k: i
                 text=h.text,
             )
             for h in hits
-        ]
+        ],
+        degraded=getattr(hits, "degraded", None),
     )
