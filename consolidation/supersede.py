@@ -719,6 +719,9 @@ _COPULAS = frozenset(("is", "are", "was", "were", "'s", "'re", "got", "gets", "h
 # a named person as the subject of a change of their own state ("Tom moved to Munich")
 _NAME_SUBJECT = re.compile(r"^([A-Z][a-z]+)(?:'s\b| (?:just |finally |recently )?(?:moved|lives|works|switched|changed|"
                            r"quit|joined|left|started|got|is now|retired|relocated|transferred))")
+# a party the user names by their name too ("my son Theo has ...", "our neighbour Ana's
+# dog ..."): the name is the party's, said beside it, not the verb
+_PARTY_NAMED = re.compile(r"^(?i:my|our)\s+([A-Za-z-]+)\s+([A-Z][a-z]+)(?:'s)?\b")
 _NOT_NAMES = frozenset(("the", "this", "that", "these", "those", "it", "there", "here", "what", "which", "our",
                         "my", "your", "we", "they", "he", "she", "let", "please", "make", "change", "switch",
                         "move", "from", "starting", "as", "not", "no", "on", "in", "at", "for", "after", "before"))
@@ -774,6 +777,11 @@ def _holder(statement: str) -> str | None:
         noun = noun.removesuffix("'s").removesuffix("'")
         if noun not in _PARTY_NOUNS:
             return SELF_HOLDER  # "my phone number", "our flight"
+        named = _PARTY_NAMED.match(text)
+        if not possessive and named and named.group(1).lower() == noun and \
+                named.group(2).lower() not in _STOP and named.group(2).lower() not in _NOT_NAMES:
+            # "my son Theo has soccer": Theo's fact, revised by what is said of Theo
+            return NAMED_PREFIX + named.group(2).lower()
         return noun if possessive else _party_after(words[2:], noun)
     if first in ("he", "she", "they", "he's", "she's", "they're", "his", "her", "their"):
         if first in ("his", "her", "their"):
