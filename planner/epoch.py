@@ -31,6 +31,16 @@ Invariants:
   conversation (deleting the key if not): an erasure commits before it deletes, so either
   its deletion runs after the write, or the writer sees it. A call that raced an erasure
   does not leave its text behind.
+- A state that shows turns of other conversations (namespace recall) holds their text
+  too: before writing it, the writer adds its conversation to each shown one's
+  `SHOWN_IN_SUFFIX` set (under the shown conversation's hash tag, so erasure deletes the
+  set with its keys; no text, only keys), and after writing it checks the log still holds
+  every one of them. The erasure of a conversation, in the erasing process (or its
+  deferred purge), reads that set before deleting the tag's keys and deletes each listed
+  state that shows the erased turns (`drop_showing`): the same two-sided order as above,
+  so no shared state keeps an erased turn past the erasure's return (or Redis's
+  recovery). The set lives as long as the states it lists (the idle TTL, and
+  `SHOWN_IN_TTL_MARGIN_MS` more, since it is written first).
 - The shared copy costs ~7 bytes of Redis per context token and expires after the hot
   tier's idle TTL (`hot_idle_ttl_s`). A state over `EPOCH_STATE_MAX_BYTES`, or one JSON
   cannot carry, stays in the process that built it: Redis gets a marker without text
@@ -96,6 +106,12 @@ WITHHELD = "withheld"
 # turns of a conversation erased or pruned since (`EpochCache.drop_local`)
 SHOWED_ERASED = "the previous context showed turns of another conversation that was erased or pruned since"
 UNENCODABLE = -1
+# after a shown conversation's hash tag: the set of the conversation keys whose shared
+# states show its turns (namespace recall), read by its erasure (`drop_showing`)
+SHOWN_IN_SUFFIX = ":shownin"
+# how much longer than a state the set listing it lives: it is written before the state
+# (whose TTL starts at its own write), so a slow write of the state still expires first
+SHOWN_IN_TTL_MARGIN_MS = 60_000
 
 # The segments of a context that show log turns raw, in log order (the tail, and the
 # user message an extension keeps in place as a tail turn): a correction that arrived
@@ -187,6 +203,37 @@ def _shows(state: EpochState, keys: Collection[str]) -> bool:
     return any(it.conversation_id in keys for seg in state.segments for it in seg.items)
 
 
+def _shown_others(state: EpochState, conversation_id: str) -> set[str]:
+    """The other conversations whose turns a context shows (namespace recall)."""
+    return {it.conversation_id for seg in state.segments for it in seg.items} - {conversation_id}
+
+
+def drop_showing(tier: HotTier, db_uuid: str, erased: Collection[str]) -> int:
+    """Delete the shared states that show turns of these erased conversations (module
+    docstring): those listed in their `SHOWN_IN_SUFFIX` sets, unless the state there now
+    is known to show none (a later context of the sibling) or is a marker without text.
+    A value that is no state of this database (another layout, another database sharing
+    the Redis) cannot be read for what it shows and is deleted: one new epoch for it.
+    Run before the erased tags' keys (the sets) are deleted. Returns how many states
+    went; raises Redis's errors (the caller defers the erasure's Redis keys)."""
+    keys = set(erased)
+    listed: set[str] = set()
+    for key in keys:
+        listed.update(m.decode() if isinstance(m, bytes) else str(m)
+                      for m in tier.client.smembers(tier.tag(key) + SHOWN_IN_SUFFIX))
+    gone = 0
+    for conv in sorted(listed - keys):  # an erased conversation's own state goes with its tag
+        state_key = tier.tag(conv) + EPOCH_KEY_SUFFIX
+        raw = tier.client.get(state_key)
+        if raw is None:
+            continue
+        st = state_from_json(raw, db_uuid)
+        if isinstance(st, Withheld) or (isinstance(st, EpochState) and not _shows(st, keys)):
+            continue
+        gone += int(tier.client.delete(state_key))
+    return gone
+
+
 class EpochCache:
     """The last context per conversation, least recently used dropped; thread-safe."""
 
@@ -262,10 +309,10 @@ class RedisEpochs:
     docstring). Uses the hot tier's client and its timeouts: a call pays at most one of
     them here, then the cache answers for `REDIS_RETRY_AFTER_S`. Never raises."""
 
-    def __init__(self, tier: HotTier, db_uuid: str, *, live: Callable[[str], bool],
+    def __init__(self, tier: HotTier, db_uuid: str, *, live: Callable[[Collection[str]], bool],
                  usable: Callable[[], bool] = lambda: True, local: EpochCache | None = None) -> None:
-        """`live(conversation key)`: whether the log still holds the conversation (an
-        erasure racing a write is caught by it, module docstring)."""
+        """`live(conversation keys)`: whether the log still holds every one of these
+        conversations (an erasure racing a write is caught by it, module docstring)."""
         self.tier = tier
         # a Redis shared by two databases may hold a conversation key of each: a state is
         # read only by the database that wrote it
@@ -320,29 +367,49 @@ class RedisEpochs:
             return
         # encoded outside the Redis try: a state Redis cannot be given is no Redis failure,
         # which would leave every conversation of this process unshared for a while
+        # a marker holds no text: only a state that shows others' turns is listed under them
+        shown = _shown_others(state, conversation_id)
         try:
             value = state_json(state, self.db_uuid)
         except (ValueError, TypeError, RecursionError) as exc:  # nested deeper than the encoder goes
             log.warning("an epoch state could not be encoded, this process keeps it alone: %s", exc)
             value = withheld_json(Withheld(UNENCODABLE, state.written_at), self.db_uuid)
             self.withheld += 1
+            shown = set()
         if len(value) > EPOCH_STATE_MAX_BYTES:  # ASCII: its length is its size in bytes
             value = withheld_json(Withheld(len(value), state.written_at), self.db_uuid)
             self.withheld += 1
+            shown = set()
         key = self.key(conversation_id)
         try:
+            if shown:
+                self._list_under(conversation_id, shown)
             written = self.tier.client.eval(_PUT_LUA, 2, key, self.tier.keys(conversation_id)[0],
                                             value, self.tier.idle_ttl_ms)
-            if written and not self.live(conversation_id):
-                # erased between the script's check and now: the erasure's deletion may
-                # have run before this write (module docstring), so it is deleted here
+            if written and not self.live([conversation_id, *sorted(shown)]):
+                # this conversation or one it shows was erased between the script's check
+                # and now: the erasure's deletion may have run before this write (module
+                # docstring), so it is deleted here
                 self.tier.client.delete(key)
         except Exception as exc:  # any Redis failure: this process's copy
             self._failed("write", exc)
 
+    def _list_under(self, conversation_id: str, shown: Collection[str]) -> None:
+        """Add this conversation to each shown one's `SHOWN_IN_SUFFIX` set (module
+        docstring), in one round trip (a cluster pipeline routes each set to its node)."""
+        ttl_ms = self.tier.idle_ttl_ms
+        pipe = self.tier.client.pipeline(transaction=False)
+        for other in sorted(shown):
+            listing = self.tier.tag(other) + SHOWN_IN_SUFFIX
+            pipe.sadd(listing, conversation_id)
+            if ttl_ms > 0:
+                pipe.pexpire(listing, ttl_ms + SHOWN_IN_TTL_MARGIN_MS)
+        pipe.execute()
+
     def drop_local(self, erased: Collection[str]) -> None:
         """This process's copies only (`EpochCache.drop_local`): the shared ones went
-        with the erasure's Redis keys, deleted by the process that erased."""
+        with the erasure's Redis keys, deleted by the process that erased (those of other
+        conversations that showed them too: `drop_showing`)."""
         self.local.drop_local(erased)
 
     def drop(self, conversation_id: str) -> None:

@@ -237,7 +237,7 @@ class HotLink:
         from tiermem.planner.epoch import RedisEpochs
 
         return RedisEpochs(self.tier, self.cold.db_uuid, usable=lambda: self.healthy,
-                           live=lambda conversation_id: self.cold.conversation(conversation_id) is not None)
+                           live=lambda keys: len(self.cold.names_of(list(keys))) == len(set(keys)))
 
     # -- health ------------------------------------------------------------------------------
 
@@ -587,8 +587,18 @@ class HotLink:
             self._fail(exc)
 
     def erase(self, keys: list[str]) -> list[str]:
-        """Delete every Redis key of these conversation keys (hot set and cached views);
-        returns the keys it could not reach (Redis down), for the caller to retry."""
+        """Delete every Redis key of these conversation keys (hot set, cached views, epoch
+        state) and the epoch states of other conversations that show their turns
+        (planner.epoch `drop_showing`, read from a set under each key's tag, so before
+        it); returns the keys it could not reach (Redis down), for the caller to retry."""
+        # lazy: as in `epochs`, a process that never plans imports no planner until it erases
+        from tiermem.planner.epoch import drop_showing
+
+        try:
+            drop_showing(self.tier, self.cold.db_uuid, keys)
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+            return list(keys)
         left: list[str] = []
         for i, key in enumerate(keys):
             try:
