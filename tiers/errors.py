@@ -413,6 +413,20 @@ class PositionMismatch(ValidationError):
                          f"{expected} but {now}; nothing was written")
 
 
+class EditConflict(TiermemError, RuntimeError):
+    """A LangChain/LangGraph sync's edit found the conversation's log moved by another
+    writer between its read and its write `rounds` times in a row (each time nothing was
+    written): the state's edit is not stored. Syncing again (the next model call does)
+    edits from what the log holds then."""
+
+    def __init__(self, conversation_id: str, rounds: int) -> None:
+        self.conversation_id = conversation_id
+        self.rounds = rounds
+        super().__init__(f"conversation {conversation_id!r}: an edit of a stored message was refused {rounds} "
+                         "times in a row, since other writers appended to the conversation between each read "
+                         "and the edit's write; nothing of it was written: sync again")
+
+
 class MigrationRefused(TiermemError, ValueError):
     """`migrate-store` will not copy into this target (checked before anything is written):
     names the target, what is in the way and what to do."""

@@ -136,6 +136,14 @@ def metadata_limit(mem: MemoryLike) -> int | None:
     return None
 
 
+def conditional_appends(mem: MemoryLike) -> bool:
+    """Whether `mem` appends conditionally (`Memory.append_outcome(expect_position=)`: a
+    store in this process); a `Client` does not (the HTTP batch takes no such condition)."""
+    from tiermem.memory import Memory, NamespacedMemory
+
+    return isinstance(mem, Memory | NamespacedMemory)
+
+
 def conversation_lock(mem: MemoryLike, conversation_id: str) -> threading.Lock:
     """One lock per conversation of one Memory, whichever view or adapter instance asks."""
     base, ns = _base(mem)

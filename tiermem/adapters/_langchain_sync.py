@@ -23,8 +23,10 @@ session), then the state's new messages. The view keeps its order (`[H1, A1', H2
 and the log keeps the old versions. The content compared is the stored body (text,
 parts, tool calls and their arguments, a tool result) and the LangChain content kept
 beside it (`METADATA_CONTENT_KEY`) where the row has one: a message the same there is
-no edit, and writes nothing. A context that showed a retracted row ends its
-prompt-cache epoch (`planner.build`: the items it showed were retracted or edited).
+no edit, and writes nothing. Nor is a message the state holds as it did at this
+instance's last sync: the state did not change it, and another worker's edit of it since
+stands. A context that showed a retracted row ends its prompt-cache epoch
+(`planner.build`: the items it showed were retracted or edited).
 A message removed from the state (`RemoveMessage`) is not retracted: removing old
 messages is how a graph keeps its state short, and the past is what tiermem supplies.
 A row hidden already (retracted, or before a clear) is not written or edited again.
@@ -37,11 +39,16 @@ conversation was erased since (and maybe begun again, longer or not), and the wh
 is read anew. Syncs of one conversation are serialised in a process (`_common.conversation_lock`);
 two processes that both append a message in the same instant leave it twice in the log,
 and the later copy is hidden at once by a retraction row (the first by position wins),
-so views and contexts show it once while `history()` keeps both. Two processes editing at
-once: the later batch's retractions hid nothing new, so its rows are retracted again
-and the sync reads the log and goes on from the winner's (its own edit again, if the
-state still differs). An append by another process between an edit's read and its
-batch stays before the edited row in the view (nothing is lost).
+so views and contexts show it once while `history()` keeps both. An edit's batch is
+conditional on the log it was made from (`Memory.append_outcome(expect_position=)`):
+another writer's append since (its own edit, a pop, a new message) refuses it, nothing is
+written, and the sync reads the log and plans again from what is visible then, at most
+`MAX_EDIT_ROUNDS` times (then `EditConflict`): the view keeps the state's order and every
+worker's edit of another message. A `Client`'s batch is not conditional (the HTTP batch
+takes no such condition): where another writer hid a row its batch retracts first, the
+copy of that row is retracted again and the other's stands, so nothing is lost, but the
+rows after it come after the other's. `sync` counts the state's messages it wrote that
+stay visible.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
     check_memory,
+    conditional_appends,
     conversation_lock,
     latest_user_text,
     log_pages,
@@ -71,6 +79,7 @@ from tiermem.adapters.langchain import (
     to_langchain,
     to_openai,
 )
+from tiermem.tiers.errors import EditConflict, PositionMismatch
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
@@ -79,6 +88,10 @@ DIGEST_BYTES = 16  # of a stored body's canonical JSON: a collision would hide o
 # the fields of a LangChain message its stored form (`to_openai`) is made of, its content aside
 _BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs", "name",
                 "tool_call_id", "status", "artifact")
+# rounds of one sync whose edit found the log moved by another writer (nothing written,
+# read again) before it gives up (`EditConflict`): each such round is another writer's
+# append landing in the few milliseconds between a read and a write
+MAX_EDIT_ROUNDS = 8
 
 
 def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
@@ -140,9 +153,10 @@ class ConversationSync:
         self._id_at: dict[int, str | None] = {}  # every visible row's id (None: none) by position
         self._stored: set[str] = set()  # every id the log holds, visible or hidden
         self._last: StoredMessage | None = None  # the last row read into _seen
-        # LangChain id -> the version a state message was last found the same as, and a
-        # hash of that message's content and `_BODY_FIELDS` (a collision, 2**-64, would hide an edit)
-        self._checked: dict[str, tuple[int, int]] = {}
+        # LangChain id -> a hash of the state's message (`_key`) when this instance's last
+        # sync ended: the message as this worker's state last held it (a collision,
+        # 2**-64, would hide an edit)
+        self._synced: dict[str, int] = {}
 
     def _load_seen(self) -> set[int]:
         """Note the rows appended since the last read; returns the positions of the
@@ -191,56 +205,70 @@ class ConversationSync:
     def sync(self, messages: Sequence[BaseMessage]) -> int:
         """Append the messages not stored yet (all of those without an id) and the edits
         of stored ones (each with the rows after it: the module's docstring); returns how
-        many of `messages` were written."""
+        many of `messages` were written and stay visible."""
         with conversation_lock(self.memory, self.conversation_id):
-            while True:
+            written = 0
+            for _ in range(MAX_EDIT_ROUNDS):
                 self._load_seen()
                 new: list[BaseMessage] = []
                 edited: dict[int, BaseMessage] = {}  # the replaced row's position -> its new version
-                ids: set[str] = set()
+                keys: dict[str, int] = {}
                 for m in messages:
                     if m.id:
-                        if m.id in ids:
+                        if m.id in keys:
                             continue
-                        ids.add(m.id)
+                        keys[m.id] = key = self._key(m)
                         versions = self._seen.get(m.id)
-                        if versions and self._differs(m.id, versions[-1], m):
+                        # a message this state holds as it did at the last sync is no edit of
+                        # this worker's: another one's edit of it since stands
+                        if versions and self._synced.get(m.id) != key and versions[-1].differs(m):
                             edited[versions[-1].position] = m
                         if versions or m.id in self._stored:
                             continue
                     new.append(m)
                 if not new and not edited:
-                    return 0
-                batch, retracted = self._batch(edited, new)
+                    self._synced.update(keys)
+                    return written
+                batch, retracted, mine = self._batch(edited, new)
+                if edited and conditional_appends(self.memory):
+                    assert self._last is not None  # an edited row was read
+                    try:
+                        # written only onto the log this batch was made from: the rows it
+                        # retracts are still visible, and none came after them
+                        append_bodies(self.memory, self.conversation_id, batch,
+                                      expect_position=self._last.position + 1)
+                    except PositionMismatch:
+                        continue  # nothing written: plan again from what the log holds now
+                    self._synced.update(keys)
+                    return written + len(mine)
                 positions = append_bodies(self.memory, self.conversation_id, batch)
-                # another process hid one of the rows this edit retracts first (its own edit,
-                # a pop): its rows stand, this edit's go, and the next round edits them anew
-                lost = bool(self._load_seen() & set(positions[:retracted]))
-                rewritten = positions[retracted:2 * retracted] if lost else []
-                # and a message another process stored between the read and the append: the
-                # copy at the lower position stands
-                dupes = rewritten + [p for p in positions[retracted:] if p not in rewritten and self._earlier(p)]
-                if dupes:
+                # a `Client`'s batch is not conditional: another process may have hidden one
+                # of the rows it retracts first (its own edit, a pop), and then that row's
+                # copy goes (theirs stands; the retractions that hid a row stand with their
+                # copies); and a message another process stored between the read and the
+                # append: the copy at the lower position stands
+                redundant = self._load_seen()
+                again = [positions[retracted + k] for k in range(retracted) if positions[k] in redundant]
+                again += [p for p in positions[retracted:] if p not in again and self._earlier(p)]
+                if again:
                     self.memory.append_many(self.conversation_id,
-                                            [{"type": RETRACT_TYPE, "position": p} for p in dupes])
-                if not lost:
-                    return len(new) + len(edited) - len(dupes)
+                                            [{"type": RETRACT_TYPE, "position": p} for p in again])
+                written += sum(1 for k in mine if positions[k] not in again)
+                if not any(positions[k] in redundant for k in range(retracted)):
+                    self._synced.update(keys)
+                    return written
+            raise EditConflict(self.conversation_id, MAX_EDIT_ROUNDS)
 
-    def _differs(self, lc_id: str, version: _Version, message: BaseMessage) -> bool:
-        """`version.differs(message)`, answered from the last comparison while the message's
-        fields the stored form is made of are the same (a state of thousands of messages
-        is converted at each model call otherwise: ~20 us a message)."""
+    @staticmethod
+    def _key(message: BaseMessage) -> int:
+        """A hash of the message's content and the other fields its stored form is made of
+        (`_BODY_FIELDS`): what tells that the state changed it, without converting it
+        (~20 us a message, at each model call for a state of thousands)."""
         fields = vars(message)  # a pydantic model's fields (getattr of an absent one is slow)
         content = fields.get("content")
         # a string keeps its hash: a long text is hashed once, not at each call
-        key = hash((content if isinstance(content, str) else repr(content),
-                    repr([fields.get(f) for f in _BODY_FIELDS])))
-        if self._checked.get(lc_id) == (version.position, key):
-            return False
-        if version.differs(message):
-            return True
-        self._checked[lc_id] = (version.position, key)
-        return False
+        return hash((content if isinstance(content, str) else repr(content),
+                     repr([fields.get(f) for f in _BODY_FIELDS])))
 
     def _earlier(self, position: int) -> bool:
         """Whether the message at `position` is visible at an earlier position too."""
@@ -248,19 +276,24 @@ class ConversationSync:
         return lc_id is not None and self._seen[lc_id][0].position < position
 
     def _batch(self, edited: dict[int, BaseMessage], new: list[BaseMessage]
-               ) -> tuple[list[dict[str, Any]], int]:
-        """The one batch that writes the edits and the new messages, and how many
-        retraction rows open it: each edited row and every visible row after the first
-        retracted, then the new versions in their places among copies of the rest."""
+               ) -> tuple[list[dict[str, Any]], int, list[int]]:
+        """The one batch that writes the edits and the new messages (a retraction of the
+        first edited row and of every visible row after it, then the new versions in their
+        places among copies of the rest, then the new messages), how many retractions open
+        it, and the batch indexes of the state's messages in it (not the copies)."""
         limit = lambda: metadata_limit(self.memory)  # noqa: E731 (asked once, only when needed)
         tail = [r for r in visible(self.memory, self.conversation_id) if edited and r.position >= min(edited)]
         batch: list[dict[str, Any]] = [{"type": RETRACT_TYPE, "position": r.position} for r in tail]
+        mine: list[int] = []
         for r in tail:
             m = edited.get(r.position)
+            if m is not None:
+                mine.append(len(batch))
             body = to_openai([m], max_metadata_bytes=limit)[0] if m is not None else \
                 {**r.body, **({"metadata": r.metadata} if r.metadata else {})}
             batch.append({**body, "created_at": r.created_at, **({"session_id": r.session_id} if r.session_id else {})})
-        return batch + to_openai(new, max_metadata_bytes=limit), len(tail)
+        mine += range(len(batch), len(batch) + len(new))
+        return batch + to_openai(new, max_metadata_bytes=limit), len(tail), mine
 
     def context_messages(self, query: str | None) -> list[BaseMessage]:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,

@@ -52,6 +52,7 @@ from tiermem.adapters._common import (
     MemoryLike,
     check_memory,
     clear,
+    conditional_appends,
     metadata_limit,
     visible,
 )
@@ -151,14 +152,24 @@ def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence
     return append_bodies(memory, conversation_id, bodies)
 
 
-def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[str, Any]]) -> list[int]:
+def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[str, Any]], *,
+                  expect_position: int | None = None) -> list[int]:
     """Append `bodies` (`to_openai`'s, or rows read back) in one batch; returns their
     positions. A body's artifact or kept LangChain content the store refuses for its
-    size is left out of it (nothing written), and the batch sent again."""
+    size is left out of it (nothing written), and the batch sent again.
+    `expect_position`: written only if the conversation goes on there, else
+    `PositionMismatch` and nothing written (`Memory.append_outcome`; a store in this
+    process only, `conditional_appends`)."""
     bodies = list(bodies)
     while True:
         try:
-            return memory.append_many(conversation_id, bodies)
+            if expect_position is None:
+                return memory.append_many(conversation_id, bodies)
+            if not conditional_appends(memory):
+                raise ValidationError("expect_position", f"a conditional append needs a Memory or a "
+                                      f"NamespacedMemory, got {type(memory).__name__}")
+            return memory.append_outcome(conversation_id, bodies,  # type: ignore[attr-defined]
+                                         expect_position=expect_position).positions
         except ValidationError as exc:
             refused = _optional_refused(exc, bodies)
             if refused is None:
