@@ -38,7 +38,8 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
 - No operation waits on the server for ever: each checkout of a connection is cut
   (socket shutdown by a watchdog thread: StoreStalled, 503; the pool discards the
   connection) once it has lasted `operation_timeout_s` (OPERATION_TIMEOUT_S) past the lock
-  wait allowed, MAINTENANCE_TIMEOUT_S for migrations, rewrites, index builds and rebuilds,
+  wait allowed, `maintenance_timeout_s` (MAINTENANCE_TIMEOUT_S) for migrations, rewrites,
+  index builds, rebuilds and an erasure's or prune's transaction (as long as its rows make it),
   or the end of `connection_wait` (a health probe's few seconds). A server that takes the
   query and never answers (stopped with SIGSTOP, a silent proxy) is not seen by TCP or by
   PostgreSQL's own timeouts; before, a worker waited on it for ever.
@@ -729,6 +730,7 @@ class PostgresStore(SharedQueries):
         synchronous_commit: str = "on",
         erase_scrub: str = "full",
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
+        maintenance_timeout_s: float = MAINTENANCE_TIMEOUT_S,
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
@@ -746,6 +748,11 @@ class PostgresStore(SharedQueries):
             raise ValidationError("operation_timeout_s", f"must be more than 0 seconds, got {operation_timeout_s}")
         # an operation's checkout is cut past this (the lock wait it may spend added to it)
         self.operation_timeout_s = operation_timeout_s
+        if not maintenance_timeout_s > 0:
+            raise ValidationError("maintenance_timeout_s",
+                                  f"must be more than 0 seconds, got {maintenance_timeout_s}")
+        # ... and a checkout of work long by design (`_maintenance`) past this
+        self.maintenance_timeout_s = maintenance_timeout_s
         if not SCHEMA_PATTERN.match(schema):
             raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
         self.tokens = tokens
@@ -912,8 +919,9 @@ class PostgresStore(SharedQueries):
 
     @contextlib.contextmanager
     def _maintenance(self) -> Iterator[None]:
-        """Within it, this thread's checkouts are cut past MAINTENANCE_TIMEOUT_S instead of
-        the operations' timeout: work long by design (migrations, rewrites, index builds)."""
+        """Within it, this thread's checkouts are cut past `maintenance_timeout_s`
+        (MAINTENANCE_TIMEOUT_S) instead of the operations' timeout: work long by design
+        (migrations, rewrites, index builds, an erasure or prune)."""
         before = getattr(self._waits, "maintenance", False)
         self._waits.maintenance = True
         try:
@@ -928,7 +936,7 @@ class PostgresStore(SharedQueries):
         if until is not None:
             return until
         if getattr(self._waits, "maintenance", False):
-            return time.monotonic() + MAINTENANCE_TIMEOUT_S
+            return time.monotonic() + self.maintenance_timeout_s
         lock_wait_s = (self._lock_timeout_ms or 0) / 1000
         return time.monotonic() + self.operation_timeout_s + lock_wait_s
 
@@ -1666,7 +1674,10 @@ class PostgresStore(SharedQueries):
         transaction; `on_erased(keys)` runs once after its commit."""
         report = ErasureReport(bytes_before=self.files_bytes())
         now = time.time()
-        with self._tx() as c:
+        # maintenance: an erasure of a large namespace is one transaction, as long as its
+        # rows make it; cut at the operations' deadline it would roll back, and so would
+        # every retry (the namespace could never be erased). A stalled server is still cut.
+        with self._maintenance(), self._tx() as c:
             # FOR UPDATE: appends to these conversations finish first, later ones wait
             # and then find the name free (a new incarnation)
             keys = [r[0] for r in c.execute(f"SELECT id FROM conversations WHERE {where} ORDER BY id FOR UPDATE",
