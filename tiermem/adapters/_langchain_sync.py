@@ -22,8 +22,9 @@ session and `created_at`; the new version keeps the edited row's `created_at` an
 session), then the state's new messages. The view keeps its order (`[H1, A1', H2, A2]`)
 and the log keeps the old versions. The content compared is the stored body (text,
 parts, tool calls and their arguments, a tool result) and the LangChain content kept
-beside it (`METADATA_CONTENT_KEY`) where the row has one: a message the same there is
-no edit, and writes nothing. Nor is a message the state holds as it did at this
+beside it (`METADATA_CONTENT_KEY`) where the row has one, and a tool message's status and
+artifact (kept in metadata; an artifact over the store's metadata limit is left out of
+both sides): a message the same there is no edit, and writes nothing. Nor is a message the state holds as it did at this
 instance's last sync: the state did not change it, and another worker's edit of it since
 stands. A context that showed a retracted row ends its prompt-cache epoch
 (`planner.build`: the items it showed were retracted or edited).
@@ -55,7 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,8 +74,10 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.adapters.langchain import (
+    METADATA_ARTIFACT_KEY,
     METADATA_CONTENT_KEY,
     METADATA_ID_KEY,
+    METADATA_STATUS_KEY,
     append_bodies,
     to_langchain,
     to_openai,
@@ -92,6 +95,10 @@ _BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs",
 # read again) before it gives up (`EditConflict`): each such round is another writer's
 # append landing in the few milliseconds between a read and a write
 MAX_EDIT_ROUNDS = 8
+# the metadata keys `to_openai` derives from a message's fields (a tool message's), compared
+# as its body is: not the id (matched on), the kept content (compared as its body's
+# stand-in) or what tiermem adds (a pop's `POPPED_FROM_KEY`)
+_FIELD_KEYS = (METADATA_STATUS_KEY, METADATA_ARTIFACT_KEY)
 
 
 def _same_row(a: StoredMessage, b: StoredMessage) -> bool:
@@ -116,21 +123,34 @@ class _Version:
     position: int
     body: bytes  # the stored body's digest
     content: bytes | None  # the kept LangChain content's (`METADATA_CONTENT_KEY`), None without one
+    fields: bytes  # the digest of the message fields kept in metadata (`_FIELD_KEYS`)
+    artifact: bool  # whether the row kept an artifact
 
     @classmethod
     def of(cls, row: StoredMessage) -> _Version:
         meta = row.metadata or {}
         return cls(row.position, _digest(row.body),
-                   _digest(meta[METADATA_CONTENT_KEY]) if METADATA_CONTENT_KEY in meta else None)
+                   _digest(meta[METADATA_CONTENT_KEY]) if METADATA_CONTENT_KEY in meta else None,
+                   _digest({k: meta[k] for k in _FIELD_KEYS if k in meta}), METADATA_ARTIFACT_KEY in meta)
 
-    def differs(self, message: BaseMessage) -> bool:
-        """Whether `message` is an edit of this row: another body, or another content where
+    def differs(self, message: BaseMessage, limit: Callable[[], int | None]) -> bool:
+        """Whether `message` is an edit of this row: another body, another content where
         the row kept one (a row without one was stored without it: too big, or from an
-        older server's refusal; its body is what is compared then)."""
-        body = {k: v for k, v in to_openai([message])[0].items() if k != "metadata"}
+        older server's refusal; its body is what is compared then), or another tool
+        status or artifact. An artifact over the store's metadata limit (`limit`) is
+        left out of the message's as it was of the row's; one the row lacks is compared
+        only where that limit is known (an older server's refusal left it out)."""
+        stored = to_openai([message], max_metadata_bytes=limit)[0]
+        body = {k: v for k, v in stored.items() if k != "metadata"}
         if _digest(body) != self.body:
             return True
-        return self.content is not None and _digest(message.content) != self.content
+        if self.content is not None and _digest(message.content) != self.content:
+            return True
+        meta = stored.get("metadata") or {}
+        fields = {k: meta[k] for k in _FIELD_KEYS if k in meta}
+        if METADATA_ARTIFACT_KEY in fields and not self.artifact and limit() is None:
+            del fields[METADATA_ARTIFACT_KEY]
+        return _digest(fields) != self.fields
 
 
 class ConversationSync:
@@ -221,7 +241,7 @@ class ConversationSync:
                         versions = self._seen.get(m.id)
                         # a message this state holds as it did at the last sync is no edit of
                         # this worker's: another one's edit of it since stands
-                        if versions and self._synced.get(m.id) != key and versions[-1].differs(m):
+                        if versions and self._synced.get(m.id) != key and versions[-1].differs(m, self._limit):
                             edited[versions[-1].position] = m
                         if versions or m.id in self._stored:
                             continue
@@ -270,6 +290,10 @@ class ConversationSync:
         return hash((content if isinstance(content, str) else repr(content),
                      repr([fields.get(f) for f in _BODY_FIELDS])))
 
+    def _limit(self) -> int | None:
+        """The store's metadata byte limit (a `Client` asks its server once)."""
+        return metadata_limit(self.memory)
+
     def _earlier(self, position: int) -> bool:
         """Whether the message at `position` is visible at an earlier position too."""
         lc_id = self._id_at.get(position)
@@ -281,7 +305,6 @@ class ConversationSync:
         first edited row and of every visible row after it, then the new versions in their
         places among copies of the rest, then the new messages), how many retractions open
         it, and the batch indexes of the state's messages in it (not the copies)."""
-        limit = lambda: metadata_limit(self.memory)  # noqa: E731 (asked once, only when needed)
         tail = [r for r in visible(self.memory, self.conversation_id) if edited and r.position >= min(edited)]
         batch: list[dict[str, Any]] = [{"type": RETRACT_TYPE, "position": r.position} for r in tail]
         mine: list[int] = []
@@ -289,11 +312,11 @@ class ConversationSync:
             m = edited.get(r.position)
             if m is not None:
                 mine.append(len(batch))
-            body = to_openai([m], max_metadata_bytes=limit)[0] if m is not None else \
+            body = to_openai([m], max_metadata_bytes=self._limit)[0] if m is not None else \
                 {**r.body, **({"metadata": r.metadata} if r.metadata else {})}
             batch.append({**body, "created_at": r.created_at, **({"session_id": r.session_id} if r.session_id else {})})
         mine += range(len(batch), len(batch) + len(new))
-        return batch + to_openai(new, max_metadata_bytes=limit), len(tail), mine
+        return batch + to_openai(new, max_metadata_bytes=self._limit), len(tail), mine
 
     def context_messages(self, query: str | None) -> list[BaseMessage]:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
