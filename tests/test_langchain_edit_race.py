@@ -38,6 +38,7 @@ from tiermem.adapters._common import MemoryLike, retract_latest, visible
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters.langchain import TiermemChatMessageHistory
 from tiermem.client import Client
+from tiermem.errors import EditConflict
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import RETRACT_TYPE
 
@@ -202,3 +203,27 @@ def test_two_processes_edit_different_messages(tmp_path: Path, embedder: FastEmb
         named = [r.body.get("position") for r in mem.history("trip") if r.body.get("type") == RETRACT_TYPE]
         assert len(named) == len(set(named))
         assert len(visible(mem, "trip")) == len(_state())
+
+
+def test_an_edit_refused_every_round_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                      embedder: FastEmbedder) -> None:
+    """Another writer appending between every read and the edit's batch: after
+    `MAX_EDIT_ROUNDS` refusals the sync raises `EditConflict` and has written nothing."""
+    cfg = Config(data_dir=tmp_path / "data")
+    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m1, \
+            Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m2:
+        sync = ConversationSync(m1, "trip")
+        sync.sync(_state())
+        real = lc_sync.append_bodies
+        tries: list[int] = []
+
+        def wrapped(memory: MemoryLike, conv: str, bodies: list[dict[str, Any]], **kw: Any) -> list[int]:
+            tries.append(len(tries))
+            m2.append(conv, {"role": "user", "content": f"And parking? ({len(tries)})"})
+            return real(memory, conv, bodies, **kw)
+
+        monkeypatch.setattr(lc_sync, "append_bodies", wrapped)
+        with pytest.raises(EditConflict, match="refused 8 times"):
+            sync.sync(_edited(1, AIMessage(NEW, id="a1")))
+        assert len(tries) == lc_sync.MAX_EDIT_ROUNDS
+        assert NEW not in [r.body.get("content") for r in m1.history("trip")]
