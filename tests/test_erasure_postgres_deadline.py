@@ -38,13 +38,17 @@ SLACK_S = 5.0  # on top of a bound: a busy test machine
 HUNG_S = 60.0  # how long the test waits for an answer
 POLL_S = 0.05  # between looks at the server's sessions
 NS = "big"
+SLEEPER = "erasing-"  # the application_name of a session in the slow deletion, before its schema
 
 
 def _slow_deletes(url: str, schema: str, seconds: float) -> None:
     """Each deleted conversation of NS takes `seconds` of the server's time."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE FUNCTION {schema}.slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                     f"BEGIN IF OLD.namespace = '{NS}' THEN PERFORM pg_sleep({seconds}); END IF; "
+                     f"BEGIN IF OLD.namespace = '{NS}' THEN "
+                     # named, so that a test finds this schema's erasure among the server's sessions
+                     f"PERFORM set_config('application_name', '{SLEEPER}{schema}', true); "
+                     f"PERFORM pg_sleep({seconds}); END IF; "
                      "RETURN OLD; END $$")
         conn.execute(f"CREATE TRIGGER slow_delete BEFORE DELETE ON {schema}.conversations "
                      f"FOR EACH ROW EXECUTE FUNCTION {schema}.slow_delete()")
@@ -55,13 +59,15 @@ def _store(url: str, schema: str, maintenance_s: float) -> PostgresStore:
                          operation_timeout_s=OPERATION_TIMEOUT_S, maintenance_timeout_s=maintenance_s)
 
 
-def _deleting(url: str) -> None:
-    """Returns once a session is in the erasure's deletion (the trigger's sleep)."""
+def _deleting(url: str, schema: str) -> int:
+    """Once a session is in the erasure's deletion on `schema` (the trigger's sleep): its pid."""
     deadline = time.monotonic() + HUNG_S
     with psycopg.connect(url, autocommit=True) as conn:
         while time.monotonic() < deadline:
-            if conn.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'").fetchone():
-                return
+            row = conn.execute("SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+                               "AND application_name = %s", (SLEEPER + schema,)).fetchone()
+            if row is not None:
+                return int(row[0])
             time.sleep(POLL_S)
     pytest.fail(f"no erasure reached its deletion in {HUNG_S} s")
 
@@ -123,7 +129,7 @@ def test_an_erasure_on_a_stalled_server_is_cut_at_the_maintenance_deadline(
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
-        _deleting(stoppable_pg.url)
+        _deleting(stoppable_pg.url, schema)
         with frozen(stoppable_pg):  # within the erasure's transaction, the server answers no more
             thread.join(HUNG_S)
             assert not thread.is_alive(), f"no answer in {HUNG_S} s"

@@ -34,7 +34,8 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   each checkout, unless None), so an operator's LOCK TABLE or an erasure's rewrite
   makes a write fail busy (lock_not_available: 503, nothing written) instead of hang.
   Where waiting is the design the transaction lifts it (`SET LOCAL lock_timeout = 0`):
-  bootstrap and migrations behind another process's, the vectors' width being set.
+  bootstrap and migrations behind another process's, the vectors' width being set, an
+  erasure or prune behind another (bounded by the maintenance deadline).
 - No operation waits on the server for ever: each checkout of a connection is cut
   (socket shutdown by a watchdog thread: StoreStalled, 503; the pool discards the
   connection) once it has lasted `operation_timeout_s` (OPERATION_TIMEOUT_S) past the lock
@@ -212,7 +213,8 @@ OPERATION_TIMEOUT_S = 60.0
 # erasure (VACUUM FULL: left owed when cut, as after any failure), an index build, a rebuild
 MAINTENANCE_TIMEOUT_S = 3600.0
 # where waiting is the design (a migration, the vectors' width: a process waits while
-# another does it), the transaction lifts the limit for itself (SET LOCAL)
+# another does it; an erasure behind another), the transaction lifts the limit for itself
+# (SET LOCAL)
 WAIT_FOR_LOCKS_SQL = "SET LOCAL lock_timeout = 0"
 # What a step after an erasure's commit (its scrub, the size after it) may fail with: a
 # statement's error, or no pooled connection in time (StoreUnreachable: another request
@@ -1678,6 +1680,11 @@ class PostgresStore(SharedQueries):
         # rows make it; cut at the operations' deadline it would roll back, and so would
         # every retry (the namespace could never be erased). A stalled server is still cut.
         with self._maintenance(), self._tx() as c:
+            # an erasure is a legal obligation: it waits for the locks it needs (another
+            # erasure's rows and ERASURE_ORDER_LOCK, its rewrite's tables, an append in
+            # flight) instead of failing busy at lock_timeout, bounded by the maintenance
+            # deadline; what waits on it is what waited before (its own locks unchanged)
+            c.execute(WAIT_FOR_LOCKS_SQL)
             # FOR UPDATE: appends to these conversations finish first, later ones wait
             # and then find the name free (a new incarnation)
             keys = [r[0] for r in c.execute(f"SELECT id FROM conversations WHERE {where} ORDER BY id FOR UPDATE",
@@ -1694,7 +1701,9 @@ class PostgresStore(SharedQueries):
             # tombstone ids in commit order: another process reads the erasures past the
             # last id it saw (`erased_after`), and a BIGSERIAL drawn by a transaction that
             # commits after one holding a higher id would fall behind its mark, unseen.
-            # Taken after the rows' locks; an erasure holding it waits for no other erasure
+            # Taken after the rows' locks; an erasure holding it waits for no other erasure.
+            # Transaction-scoped: released at commit or rollback, so a connection cut by
+            # the watchdog or returned to a pool after an error holds it no more
             c.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{ERASURE_ORDER_LOCK}-{self.schema}",))
             for key, ns, name, created, n_msgs, n_sum, n_cp in rows:
                 c.execute("INSERT INTO tombstones(key, namespace, name, reason, messages, summaries, checkpoints, "
