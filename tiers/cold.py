@@ -422,6 +422,10 @@ class ColdStore(SharedQueries):
         """One write transaction (BEGIN IMMEDIATE) under the store's lock."""
         return self._tx()
 
+    def maintenance(self) -> contextlib.AbstractContextManager[None]:
+        """(SqlAccess) SQLite cuts no connection at a deadline: nothing to lift."""
+        return contextlib.nullcontext()
+
     def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
         """Make the vector table `dim` wide (a new width empties it, as a new embedder does),
         its vectors recorded as `model`'s (another model than recorded empties it too)."""

@@ -46,6 +46,13 @@ Invariants:
   the first transaction, with every key and tombstone. A rerun into it copies only the
   conversations not there yet, checks that those already there are identical, and writes
   nothing when all are. An interrupted run loses at most the conversation it was writing.
+- No connection is held for longer as the store grows: each conversation is read and
+  written with checkouts of its own (the resume check, the copy, the verification), so
+  PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
+  StoreStalled) holds for any store size. Only the statements over the whole store (the
+  lists of conversations, keys and tombstones, and the one transaction writing every key,
+  tombstone and purge) run under the engines' maintenance deadline (`SqlAccess.maintenance`).
+  A server that stops answering is cut at those deadlines; a rerun resumes.
 - The source is only read (opening it brings an older SQLite file to this code's schema,
   as any open does). Stop its writers first: a conversation that changes during the copy
   fails the final comparison instead of being copied half-new.
@@ -76,7 +83,7 @@ from tiermem.tiers.dialect import without_nul
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
-from tiermem.tiers.schema import SCOPE_SQL, VEC_MODEL_KEY, VEC_TABLE
+from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS, SCOPE_SQL, VEC_MODEL_KEY, VEC_TABLE
 from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
 
@@ -228,27 +235,31 @@ class _Side:
     """One engine, reached through the store's own connection (this module is part of
     the storage layer, the only place SQL lives)."""
 
-    def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter, source: bool = False) -> None:
+    def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter, source: bool = False,
+                 busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None) -> None:
         """`source`: the side is read and must exist (a file or schema holding a log): it
-        is refused, naming --from, before anything is created."""
+        is refused, naming --from, before anything is created. `busy_timeout_ms` and
+        `operation_timeout_s` (PostgreSQL; None: the store's default) as the stores take them."""
         self.postgres = is_postgres(spec)
         self.created = False  # this run made the file or schema (removed again on refusal)
         self.spec = str(spec)
         self.schema = schema
         self.label = _label(spec, schema)
         if self.postgres:
-            from tiermem.tiers.postgres import PostgresStore
+            from tiermem.tiers.postgres import OPERATION_TIMEOUT_S, PostgresStore
 
             if source and not self._pg_has_log():
                 raise ValidationError("--from", f"{self.label} holds no tiermem log, so there is nothing to copy; "
                                       "check --from and --from-schema")
             self.created = not self._pg_schema_exists()
-            self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema)
+            self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema, lock_timeout_ms=busy_timeout_ms,
+                                               operation_timeout_s=OPERATION_TIMEOUT_S if operation_timeout_s is None
+                                               else operation_timeout_s)
         else:
             path = sqlite_path(spec)  # a data dir (made if missing, for a target), else the file itself
             check_sqlite_file(path, "--from" if source else "--to", must_exist=source)
             self.created = not path.exists()
-            self.store = ColdStore(path, tokens=tokens)
+            self.store = ColdStore(path, tokens=tokens, busy_timeout_ms=busy_timeout_ms)
             self.path = path
 
     def _pg_schema_exists(self) -> bool:
@@ -296,6 +307,10 @@ class _Side:
     def tx(self) -> Iterator[Conn]:
         with self.store.transaction() as c:
             yield c
+
+    def maintenance(self) -> contextlib.AbstractContextManager[None]:
+        """Around a statement over the whole store only (see the module's invariants)."""
+        return self.store.maintenance()
 
     def q(self, c: Conn, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """`sql` written with `?` placeholders, in the engine's dialect."""
@@ -496,11 +511,13 @@ def _store_digest(conv_digests: dict[str, str], keys: list[tuple[str, float]], s
 def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounter, source_schema: str = "tiermem",
                   target_schema: str = "tiermem", into_non_empty: bool = False,
                   progress: Callable[[int, int], None] | None = None,
-                  fault: Callable[[str], None] | None = None) -> MigrationReport:
+                  fault: Callable[[str], None] | None = None, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+                  operation_timeout_s: float | None = None) -> MigrationReport:
     """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
     data dir each), verify it, and report. See the module docstring for the guarantees.
     `fault(step)` is for tests: it is called after each conversation is written, inside
-    its transaction."""
+    its transaction. `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
+    (the config's, as every command opens its store; None: PostgresStore's default)."""
     if str(source) == str(target) and source_schema == target_schema:
         raise MigrationRefused(str(target), "the target is the source")
     t0 = time.perf_counter()
@@ -513,9 +530,11 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     if is_postgres(source) == is_postgres(target):
         raise MigrationRefused(_label(target, target_schema),
                                "source and target are the same engine; copy the file or use pg_dump")
-    src = _Side(source, schema=source_schema, tokens=tokens, source=True)
+    src = _Side(source, schema=source_schema, tokens=tokens, source=True, busy_timeout_ms=busy_timeout_ms,
+                operation_timeout_s=operation_timeout_s)
     try:
-        dst = _Side(target, schema=target_schema, tokens=tokens)
+        dst = _Side(target, schema=target_schema, tokens=tokens, busy_timeout_ms=busy_timeout_ms,
+                    operation_timeout_s=operation_timeout_s)
     except BaseException:
         src.close()
         raise
@@ -551,7 +570,7 @@ class _Plan:
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
     """Everything that can refuse the run, before anything is written."""
-    with src.read() as sc:
+    with src.maintenance(), src.read() as sc:  # whole-store reads (and SQLite's scan for NULs)
         source_uuid = src.meta(sc, "db_uuid") or ""
         src_convs = src.conversations(sc)
         src_keys = {k for k, _ in src.keys(sc)}
@@ -562,7 +581,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
             if bad:
                 raise MigrationRefused(dst.label, "PostgreSQL text cannot hold these rows (a NUL byte or binary "
                                        f"data): {'; '.join(bad)}; erase or repair them in the source first")
-    with dst.read() as dc:
+    with dst.maintenance(), dst.read() as dc:
         marker = dst.meta(dc, MARKER)
         dst_convs = dst.conversations(dc)
         dst_keys = {k for k, _ in dst.keys(dc)}
@@ -616,12 +635,13 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
           progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None) -> None:
     # first: the marker, every key ever issued, the tombstones and pending purges, so a
-    # half-copied target can never issue a source key to a new conversation
-    with src.read() as sc:
+    # half-copied target can never issue a source key to a new conversation: one
+    # transaction as large as the store's key set, under the maintenance deadline
+    with src.maintenance(), src.read() as sc:
         keys, stones, purges = src.keys(sc), src.tombstones(sc), src.purges(sc)
     if plan.dim is not None:
         dst.ensure_vec_dim(plan.dim, plan.model)
-    with dst.read() as c:
+    with dst.maintenance(), dst.read() as c:
         have_keys = {k for k, _ in dst.keys(c)}
         have_stones = {_digest(s) for s in dst.tombstones(c)}
         have_purges = {k for k, _ in dst.purges(c)}
@@ -629,7 +649,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
     stones = [s for s in stones if _digest(s) not in have_stones]
     purges = [p for p in purges if p[0] not in have_purges]
     if keys or stones or purges or not report.resumed:  # a finished copy's rerun writes nothing
-        with dst.tx() as c:
+        with dst.maintenance(), dst.tx() as c:
             dst.set_meta(c, MARKER, plan.source_uuid)
             dst.many(c, "INSERT INTO conversation_keys(key, issued_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                      keys)
@@ -656,28 +676,37 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
 
 
 def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
-    """Every source conversation, key and tombstone, compared with the target's."""
+    """Every source conversation, key and tombstone, compared with the target's. Each
+    conversation is read with a checkout of its own on each side, as the copy writes it:
+    held across the whole loop, one connection outlived PostgreSQL's operation deadline on
+    a large store (a few tens of thousands of conversations) and the finished copy was
+    never marked verified, at every rerun."""
     digests: dict[str, str] = {}
-    with src.read() as sc, dst.read() as dc:
-        for key, _ns, name in src.conversations(sc):
-            a, b = src.record(sc, key), dst.record(dc, key)
-            assert a is not None
-            want, got = record_digest(a), (record_digest(b) if b is not None else "")
-            if want != got:
-                raise MigrationMismatch(f"conversation {name!r} (key {key!r}; did the source change during the "
-                                        "copy?)", want, got)
-            digests[key] = want
-            report.messages += len(a["messages"])
-            report.vectors += len(a["vectors"])
-        keys, dkeys = src.keys(sc), dict(dst.keys(dc))
-        missing = [k for k, _ in keys if k not in dkeys]
-        if missing:
-            raise MigrationMismatch(f"the issued keys ({len(missing)} missing, e.g. {missing[0]!r})",
-                                    _digest(keys), _digest(sorted(dkeys.items())))
-        stones, dstones = src.tombstones(sc), dst.tombstones(dc)
-        have = {_digest(s) for s in dstones}
-        if any(_digest(s) not in have for s in stones):
-            raise MigrationMismatch("the tombstones", _digest(stones), _digest(dstones))
+    with src.maintenance(), src.read() as sc:
+        conversations = src.conversations(sc)
+    for key, _ns, name in conversations:
+        with src.read() as sc:
+            a = src.record(sc, key)
+        with dst.read() as dc:
+            b = dst.record(dc, key)
+        want, got = (record_digest(a) if a is not None else ""), (record_digest(b) if b is not None else "")
+        if a is None or want != got:
+            raise MigrationMismatch(f"conversation {name!r} (key {key!r}; did the source change during the "
+                                    "copy?)", want, got)
+        digests[key] = want
+        report.messages += len(a["messages"])
+        report.vectors += len(a["vectors"])
+    with src.maintenance(), src.read() as sc:
+        keys, stones = src.keys(sc), src.tombstones(sc)
+    with dst.maintenance(), dst.read() as dc:
+        dkeys, dstones = dict(dst.keys(dc)), dst.tombstones(dc)
+    missing = [k for k, _ in keys if k not in dkeys]
+    if missing:
+        raise MigrationMismatch(f"the issued keys ({len(missing)} missing, e.g. {missing[0]!r})",
+                                _digest(keys), _digest(sorted(dkeys.items())))
+    have = {_digest(s) for s in dstones}
+    if any(_digest(s) not in have for s in stones):
+        raise MigrationMismatch("the tombstones", _digest(stones), _digest(dstones))
     report.conversations = len(digests)
     report.keys = len(keys)
     report.tombstones = len(stones)

@@ -1043,6 +1043,12 @@ class PostgresStore(SharedQueries):
         """One write transaction on one pooled connection."""
         return self._tx()
 
+    def maintenance(self) -> contextlib.AbstractContextManager[None]:
+        """(SqlAccess) Within it, this thread's checkouts are cut at the maintenance
+        deadline instead of the operations' (`_maintenance`): for a tool's statement long
+        by design on a large store; a stalled server is still cut, later."""
+        return self._maintenance()
+
     def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
         """Make the vectors `dim` wide (a new width empties them, as a new embedder does),
         recorded as `model`'s (another model than recorded empties them too)."""

@@ -715,6 +715,14 @@ class SqlAccess(Protocol):
         """One write transaction: committed when the block ends, rolled back if it raises."""
         ...
 
+    def maintenance(self) -> contextlib.AbstractContextManager[None]:
+        """Within it, this thread's connections get the deadline of work long by design
+        (PostgreSQL: its maintenance_timeout_s instead of the per-operation timeout, after
+        which a checkout is cut; SQLite: none, nothing changes): for one statement or
+        transaction that must cover the whole store (every issued key at once), never
+        for a loop over conversations, which takes one connection per conversation."""
+        ...
+
     def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
         """Make the vector index `dim` wide, its vectors recorded as `model`'s (the
         embedder's `model_identity()`; None: unrecorded); a different width or recorded
