@@ -23,12 +23,14 @@ answer a text from memory only for the conversation that wrote it: no caller's l
 says what another tenant wrote.
 
 An erasure or prune reaches every process that shares the store, not only the one that
-erased: each call that reads or writes a conversation's text (append, context, search,
-facts, history, active, pin, unpin, checkpoint, fork, catch_up, consolidate, an erasure)
-reads the newest tombstone's id in passing, with the statement that looks its
+erased: each public call that touches the store (append, context, search, facts, history,
+active, pin, unpin, checkpoint, fork, catch_up, consolidate, an erasure or prune, and
+conversations, tombstones, stats, purge_deferred, which read no text but may be all a
+process calls) reads the newest tombstone's id in passing, with the statement that looks its
 conversation up (an append: on PostgreSQL in its one statement, on SQLite after its
 write), so a call that names a conversation makes no round trip more (a namespace's
-search, catch-up, sweep or erasure reads it with a statement of its own). Past the last
+search, catch-up, sweep, erasure, prune, listing, tombstones, stats or deferred purge
+reads it with one index seek of its own: `ColdLog.erased_after`). Past the last
 one this Memory acted on, the tombstones since (`_catch_erasures`) name what to drop:
 what this process keeps of those conversations (`_drop_copies`: the text memos, the
 turn cache, the planner's pin candidates and statements, every epoch state that is or
@@ -567,6 +569,7 @@ class Memory:
         """Delete the Redis keys of conversations erased while Redis was unreachable;
         returns how many conversations were purged. Runs by itself when the hot tier
         recovers from a failure and when a Memory opens; callable by hand too."""
+        self._catch_erasures()
         pending = self.cold.deferred_purges()
         if not pending or self.hot is None:
             return 0
@@ -861,10 +864,12 @@ class Memory:
             raise ValidationError("older_than", "must be a timedelta, a datetime or a non-negative age in seconds")
         if all_namespaces and namespace is not None:
             raise ValidationError("namespace", "give a namespace or all_namespaces=True, not both")
-        if all_namespaces:
+        ns = None if all_namespaces else self._ns(namespace)
+        self._catch_erasures()
+        if ns is None:
             report = self.cold.prune(cutoff, all_namespaces=True, on_erased=self._forget)
         else:
-            report = self.cold.prune(cutoff, namespace=self._ns(namespace), on_erased=self._forget)
+            report = self.cold.prune(cutoff, namespace=ns, on_erased=self._forget)
         self._erased(report)
         return report
 
@@ -891,7 +896,9 @@ class Memory:
 
     def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """What is left of `namespace`'s pruned and erased conversations: counts, no content."""
-        return self.cold.tombstones(self._ns(namespace))
+        ns = self._ns(namespace)
+        self._catch_erasures()
+        return self.cold.tombstones(ns)
 
     def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY,
             namespace: str | None = None) -> None:
@@ -957,7 +964,9 @@ class Memory:
     def conversations(self, namespace: str | None = None) -> list[str]:
         """The ids of exactly `namespace`'s conversations (not those below it), all of
         them (`conversations_page` reads a namespace of many a page at a time)."""
-        return self.cold.list_names(self._ns(namespace))
+        ns = self._ns(namespace)
+        self._catch_erasures()
+        return self.cold.list_names(ns)
 
     def conversations_page(self, namespace: str | None = None, *, after: str | None = None,
                            limit: int = DEFAULT_CONVERSATIONS_PAGE) -> tuple[list[str], str | None]:
@@ -971,6 +980,7 @@ class Memory:
             # made: bounded by what any config allows, not this one (it is only compared)
             validate_id(after, "after", MAX_ID_CHARS_LIMIT)
         check_int(limit, "limit", 1, MAX_CONVERSATIONS_PAGE)
+        self._catch_erasures()
         names = self.cold.list_names(ns, after=after, limit=limit + 1)  # one more: is there a next page?
         return (names[:limit], names[limit - 1]) if len(names) > limit else (names, None)
 
@@ -1232,8 +1242,10 @@ class Memory:
     def stats(self, *, namespace: str | None = None) -> dict[str, Any]:
         """Counts and health of every tier (only `namespace`'s counts when given)."""
         out: dict[str, Any] = {}
-        if namespace is not None:
-            out["cold"] = self.cold.namespace_stats(self._ns(namespace))
+        ns = self._ns(namespace) if namespace is not None else None
+        self._catch_erasures()
+        if ns is not None:
+            out["cold"] = self.cold.namespace_stats(ns)
         else:
             out["cold"] = self.cold.stats()
         if self.hot is not None:
