@@ -1,7 +1,12 @@
 """A word shared only as a verb's -ed/-ing form on one side and its bare form on the other
 counts half (`supersede.INFLECTION_CROSS_SHARE`): "I watched a documentary" is not what
 "let's get him a Garmin watch instead" revises, while one such word beside a real shared
-word, or the same form on both sides, still points at its target."""
+word, or the same form on both sides, still points at its target.
+
+A cosine is weak evidence too: a retraction that shares no word or value with a turn takes
+it by meaning only at `supersede.SIMILARITY_ALONE_MIN_COSINE`, the floor of a similarity
+alone. Before, "Forget the restaurant." retracted the hotel booking (cosine 0.32, nearer
+than the table at Nong's), and the hotel was shown as no longer current."""
 
 from __future__ import annotations
 
@@ -23,6 +28,11 @@ CASES: list[tuple[list[str], int | None]] = [
     # the same form on both sides is a whole word: the newer mention wins as before
     (["Cancel my gym membership.", "My watch broke on the hike.",
       "Actually the watch is fine, forget the repair, cancel nothing."], 2),
+    # a retraction naming a thing no turn names: the hotel, nearest by a weak cosine and
+    # sharing no word, is no target: before, superseded; the restaurant is a miss (no
+    # general rule knows that a table at Nong's is a restaurant)
+    (["Book a table at Nong's for Friday.", "Book the Altis hotel from Friday to Monday.",
+      "Forget the restaurant."], None),
 ]
 
 
