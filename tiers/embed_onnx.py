@@ -25,8 +25,11 @@ Invariants:
   lock, so concurrent first uses export once, never read half a file, and a power loss
   leaves no short graph beside a complete manifest.
 - **Repaired once.** An export (or its fused query graph) that fails its load check
-  (a manifest or graph that cannot be read, wrong probe vectors: a file cut off or
-  corrupted on disk) is made again, once per load, under the export lock; a process
+  because a file is bad (a manifest that cannot be read; a graph missing, empty, not a
+  protobuf or not a valid graph; wrong probe vectors: a file cut off or corrupted on
+  disk) is made again, once per load, under the export lock. Any other error of
+  onnxruntime (out of memory, a session option it refuses) says nothing of the file: it
+  is raised as itself (`auto` falls back on it) and the export is left alone. A process
   that finds it already remade there by another (its files' `file_signature`s changed
   since its own failed check) loads that one. Only where the fresh one fails too does
   the load fail (`runtime="onnx"`) or fall back.
@@ -577,7 +580,8 @@ class OnnxSession:
     a spinning core after each query."""
 
     def __init__(self, model_path: Path, onnx_file: Path, manifest: dict[str, Any], *,
-                 threads: int | None = None, spinning: bool = False, spin_within_run: bool = False) -> None:
+                 threads: int | None = None, spinning: bool = False, spin_within_run: bool = False,
+                 config: dict[str, str] | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -600,9 +604,13 @@ class OnnxSession:
                                       "1" if spinning or spin_within_run else "0")
         if spin_within_run and not spinning:
             opts.add_session_config_entry("session.force_spinning_stop", "1")
+        for key, value in (config or {}).items():
+            opts.add_session_config_entry(key, value)
         try:
             self.session = ort.InferenceSession(str(onnx_file), opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's errors (InvalidProtobuf, Fail, ...) share no base class
+            if not graph_file_bad(exc, onnx_file):
+                raise  # out of memory, a refused option: the file may be fine, nothing to export again
             raise EmbeddingRuntimeError(model_path, f"{onnx_file} cannot be loaded ({type(exc).__name__}: {exc})",
                                         damaged=True) from exc
         # the Rust tokenizer refuses concurrent use of one instance ("Already borrowed")
@@ -634,13 +642,30 @@ class OnnxSession:
         return self.run_encoded(self.encode(texts))
 
 
+def graph_file_bad(exc: BaseException, onnx_file: Path) -> bool:
+    """Whether onnxruntime's error `exc` (making or running a session of `onnx_file`)
+    says the file itself is bad, so that exporting it again may mend it: missing, not a
+    protobuf, not a valid graph, or empty (a rename that was never flushed: onnxruntime
+    says "no graph", an InvalidArgument, which a bad argument raises too). Not an
+    out-of-memory, a refused session option or any other runtime failure."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph, InvalidProtobuf, NoSuchFile
+
+    if isinstance(exc, (InvalidProtobuf, NoSuchFile, InvalidGraph, FileNotFoundError)):
+        return True
+    try:
+        return onnx_file.stat().st_size == 0
+    except FileNotFoundError:
+        return True  # gone meanwhile
+
+
 def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: int,
                      cache_dir: Path, graph: str = MODEL_FILE,
-                     spin_within_run: bool = False) -> tuple[OnnxSession, str]:
-    """A session of the export's `graph` on `threads` intra-op threads whose probe
-    vectors match the manifest's (the check remembered under `check_key`), and how it was
-    checked."""
-    session = OnnxSession(path, out / graph, manifest, threads=threads, spin_within_run=spin_within_run)
+                     spin_within_run: bool = False, config: dict[str, str] | None = None) -> tuple[OnnxSession, str]:
+    """A session of the export's `graph` on `threads` intra-op threads (and the
+    session `config` entries) whose probe vectors match the manifest's (the check
+    remembered under `check_key`), and how it was checked."""
+    session = OnnxSession(path, out / graph, manifest, threads=threads, spin_within_run=spin_within_run,
+                          config=config)
     stamp = cache_dir / CHECKED_DIR / check_key(out, threads, graph)
     if stamp.is_file():
         return session, "remembered"
@@ -649,6 +674,8 @@ def _checked_session(path: Path, out: Path, manifest: dict[str, Any], threads: i
         # one at a time: together they would all be padded to the long probe's length
         got = np.concatenate([session.run([p]) for p in PROBES])
     except Exception as exc:  # a graph that loads but cannot run (cut off between its tensors)
+        if not graph_file_bad(exc, out / graph):
+            raise  # out of memory and the like: the file may be fine, nothing to export again
         raise EmbeddingRuntimeError(path, f"{out / graph} cannot be run ({type(exc).__name__}: {exc})",
                                     damaged=True) from exc
     worst = float(_cosines(got, want).min()) if got.shape == want.shape else -1.0
@@ -922,6 +949,9 @@ class FastEmbedder(MemoAttributes):
         self.query_graph: str | None = None
         # its pool threads spin between one query's operators (OnnxSession.spin_within_run)
         self.query_spin = True
+        # onnxruntime session config entries (`add_session_config_entry`) every session
+        # of this embedder gets, on top of its own
+        self.session_config: dict[str, str] = {}
         # when a built query session answers one-text calls: "spare" (while the load
         # average leaves a core spare), "always" or "never" (benchmarks and evals that
         # measure one path on purpose, whatever their own load)
@@ -992,7 +1022,8 @@ class FastEmbedder(MemoAttributes):
         seen = export_files(out)
         try:
             manifest = read_manifest(path, out)
-            session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
+            session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir,
+                                                        config=self.session_config)
         except EmbeddingRuntimeError as exc:
             if not exc.damaged:
                 raise
@@ -1000,7 +1031,8 @@ class FastEmbedder(MemoAttributes):
             try:
                 ensure_export(path, cache_dir, damaged=seen)
                 manifest = read_manifest(path, out)
-                session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir)
+                session, self.load_check = _checked_session(path, out, manifest, threads, cache_dir,
+                                                            config=self.session_config)
             except Exception as again:
                 raise EmbeddingRuntimeError(path, f"{exc.problem}; exporting it again failed too "
                                                   f"({type(again).__name__}: {again})") from again
@@ -1043,7 +1075,7 @@ class FastEmbedder(MemoAttributes):
                 return
         try:
             query, _how = _checked_session(path, out, manifest, threads, cache_dir,
-                                           spin_within_run=self.query_spin)
+                                           spin_within_run=self.query_spin, config=self.session_config)
         except Exception:  # the one-thread session goes on serving queries
             log.warning("no %d-thread query session; queries stay on one thread", self.query_threads, exc_info=True)
             return
@@ -1058,14 +1090,14 @@ class FastEmbedder(MemoAttributes):
         seen = export_files(out, (QUERY_MODEL_FILE,))
         try:
             return _checked_session(path, out, manifest, threads, cache_dir, QUERY_MODEL_FILE,
-                                    spin_within_run=self.query_spin)[0]
+                                    spin_within_run=self.query_spin, config=self.session_config)[0]
         except EmbeddingRuntimeError as exc:
             if not exc.damaged:
                 raise
             log.warning("%s; fusing it again", exc)
         ensure_query_graph(path, out, cache_dir, damaged=seen)
         return _checked_session(path, out, manifest, threads, cache_dir, QUERY_MODEL_FILE,
-                                spin_within_run=self.query_spin)[0]
+                                spin_within_run=self.query_spin, config=self.session_config)[0]
 
     def prepare_query_graph(self) -> str | None:
         """Load, then fuse and check the query session's graph now (`tiermem model` does,
