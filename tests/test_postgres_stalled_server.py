@@ -134,12 +134,12 @@ def test_an_operation_on_a_silent_server_is_cut_at_its_deadline(
 def test_healthz_and_a_request_answer_503_while_the_server_is_silent(
         tmp_path: Path, stoppable_pg: StoppableServer, embedder: FastEmbedder) -> None:  # noqa: F811
     cfg = Config(data_dir=tmp_path / "data", cold_url=stoppable_pg.url, cold_pool_size=POOLED,
-                 busy_timeout_ms=LOCK_TIMEOUT_MS, auth_tokens={TOKEN_ACME: "acme"})
+                 busy_timeout_ms=LOCK_TIMEOUT_MS, cold_operation_timeout_s=OPERATION_TIMEOUT_S,
+                 auth_tokens={TOKEN_ACME: "acme"})
     path = "/v1/conversations/c/messages"
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
             serve_in_thread(cfg, mem) as url, httpx.Client(base_url=url, timeout=HUNG_S) as http:
         assert isinstance(mem.cold, PostgresStore)
-        mem.cold.operation_timeout_s = OPERATION_TIMEOUT_S  # Config has no setting for it
         h = bearer(TOKEN_ACME)
         assert http.post(path, json={"role": "user", "content": "before"}, headers=h).status_code == 201
         fill_pool(mem.cold, POOLED)

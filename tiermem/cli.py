@@ -1298,6 +1298,7 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
     report = migrate_store(src, target, tokens=BpeTokenCounter(cfg.tokenizer),
                            source_schema=source_schema or cfg.cold_schema,
                            target_schema=target_schema or cfg.cold_schema, into_non_empty=into_non_empty,
+                           busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
                            progress=None if as_json else lambda i, n: click.echo(f"copied {i}/{n}", err=True)
                            if i == n or i % 100 == 0 else None)
     if as_json:

@@ -128,6 +128,14 @@ DEFAULT_COLD_POOL_SIZE = 8
 MAX_COLD_POOL_SIZE = 1_000  # connections: PostgreSQL's max_connections is 100 by default
 DEFAULT_COLD_POOL_WAIT_S = 30.0
 MAX_COLD_POOL_WAIT_S = 600.0  # seconds, as busy_timeout_ms's bound
+# PostgreSQL: how long one operation's checkout may go unanswered, past its lock wait,
+# before its connection is cut (tiers.postgres.OPERATION_TIMEOUT_S, the same value). Below
+# a second an ordinary namespace search or a large append on a busy server would be cut;
+# past the maintenance deadline (MAINTENANCE_TIMEOUT_S, an hour) an operation would outlive
+# the work that is long by design.
+DEFAULT_COLD_OPERATION_TIMEOUT_S = 60.0
+MIN_COLD_OPERATION_TIMEOUT_S = 1.0
+MAX_COLD_OPERATION_TIMEOUT_S = 3600.0
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
 ENV_PREFIX = "TIERMEM_"
@@ -458,6 +466,12 @@ class Config(BaseSettings):
     cold_pool_wait_s: float = Field(DEFAULT_COLD_POOL_WAIT_S, gt=0, le=MAX_COLD_POOL_WAIT_S, description=(
         "PostgreSQL: how long an operation waits for a pooled connection (the server down, at "
         "max_connections, or every connection in use) before it fails 503 with nothing written"))
+    cold_operation_timeout_s: float = Field(
+        DEFAULT_COLD_OPERATION_TIMEOUT_S, ge=MIN_COLD_OPERATION_TIMEOUT_S, le=MAX_COLD_OPERATION_TIMEOUT_S,
+        description=(
+            "PostgreSQL: how long one operation may wait for the server's answers, past the lock wait "
+            "busy_timeout_ms allows, before its connection is cut (503; a server that takes the query and "
+            "never answers); migrations, index builds and rewrites have an hour"))
     cold_erase_scrub: Literal["full", "vacuum"] = Field("full", description=(
         "PostgreSQL, after erasure and prune: 'full' rewrites the affected tables (VACUUM FULL) so no data "
         "file keeps an erased byte, blocking their writers meanwhile; 'vacuum' does not block and does not "

@@ -244,6 +244,7 @@ class Memory:
                                       erase_scrub=self.config.cold_erase_scrub,
                                       pool_max=self.config.cold_pool_size,
                                       pool_wait_s=self.config.cold_pool_wait_s,
+                                      operation_timeout_s=self.config.cold_operation_timeout_s,
                                       lock_timeout_ms=self.config.busy_timeout_ms)
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
