@@ -63,6 +63,7 @@ from tiermem.planner import epoch_policy, late_pins, middle, query_text
 from tiermem.planner.candidates import (
     RECALL_CLASSES,
     STRONG_COSINE,
+    STRONG_KEYWORD_SHARE,
     Candidate,
     Candidates,
     tier_of,
@@ -441,7 +442,9 @@ class Planner:
                           else f"broad: a {qclass.name} turn needs the past, the best turns fill the room left"
                           if qclass.name in RECALL_CLASSES
                           else f"narrow: a {qclass.name} turn brings back only clearly related turns (cosine >= "
-                               f"{STRONG_COSINE}) or turns of a period it names")
+                               f"{STRONG_COSINE}) or turns of a period it names" if qvec is not None
+                          else f"narrow: a {qclass.name} turn brings back only clearly related turns (a keyword "
+                               f"match at least {STRONG_KEYWORD_SHARE} of the best one's) or turns of a period it names")
         tells = qclass.name not in NEEDS_ROOM_CLASSES and (tells_only(query) or qclass.tail_answers)
         if tells:
             plan.retrieval = (f"none: a {qclass.name} turn that asks nothing and points to nothing said before "

@@ -21,6 +21,9 @@ Invariants:
 - Outside recall classes only clearly related turns (`STRONG_COSINE`) or turns of a
   period the message's question names (not a remark's: planner.classify.question_text)
   are eligible, so the retrieved block stays unchanged on most turns and the prefix caches.
+  Without a query vector (the embedding model cannot be used) clearly related means a
+  strong keyword hit instead (`STRONG_KEYWORD_SHARE`), here and in the namespace's other
+  conversations; with one, keyword hits alone never make a turn eligible.
 - Only as many candidates are read as could ever fit the room (`MIN_PIN_TOKENS`,
   `TYPICAL_LINE_TOKENS`, `TAIL_SCAN_TURNS`): a long conversation's reads stay bounded.
 """
@@ -117,6 +120,13 @@ PRIORITY_SCALE = 100.0  # priorities run 0..100; a pin's score is its priority o
 # clearly the same topic), or turns from a period the message names.
 STRONG_COSINE = 0.55
 MISSING_COSINE = -1.0  # a turn without a vector yet: the lowest cosine, never clearly related
+# Without a query vector (the embedding model cannot be used) there is no cosine: outside
+# recall questions a keyword hit is then clearly related when its BM25 score is at least
+# this share of the best hit's. BM25 adds up the message's words a turn holds, each
+# weighted by its rarity, so half the best score means sharing about as much of what the
+# message is about as the best match; a turn that shares one common word scores far
+# below and stays out, and the retrieved block stays small, as STRONG_COSINE keeps it.
+STRONG_KEYWORD_SHARE = 0.5
 RECALL_CLASSES = frozenset({"targeted_recall", "temporal", "summarize"})
 RECENT_RECALL_TURNS = 12  # newest turns a recent-recall question may bring back in its per-turn part
 RECENT_RECALL_BOOST = 10.0  # on the scale of planner.rank's scores: above any match
@@ -128,6 +138,15 @@ UNANSWERED_ROUNDS = 3
 SCORE_DECIMALS = 4  # a plan item's score is rounded to this many decimals
 _HAS_WORD = re.compile(r"\w")  # a summary line cut to nothing but joiners says nothing
 MIN_NAME_CHARS = 2  # shorter speaker names are kept in the query's embedding (too ambiguous to strip)
+
+
+def strong_keywords(bm25: Sequence[float]) -> np.ndarray:
+    """Which of these keyword hits' scores (bm25, lower is better, as FTS5's) are
+    strong: at least STRONG_KEYWORD_SHARE of the best one's."""
+    strength = -np.asarray(bm25, dtype=np.float64)
+    if not strength.size or float(strength.max()) <= 0.0:
+        return np.zeros(strength.size, dtype=bool)
+    return strength >= STRONG_KEYWORD_SHARE * float(strength.max())
 
 
 @dataclass
@@ -505,7 +524,15 @@ class Candidates:
         # statement, a new request) only bring back what is clearly related, so the
         # retrieved block stays empty or unchanged on most turns and the prefix caches.
         boost = np.zeros(len(table))
-        if qclass not in RECALL_CLASSES:
+        if qclass not in RECALL_CLASSES and qvec is None:  # no cosine: the strong keyword hits
+            eligible = np.zeros(len(table), dtype=bool)
+            for (p, _s), strong in zip(bm25, strong_keywords([s for _p, s in bm25]), strict=True):
+                i = table.index_of(p)
+                if strong and i is not None:
+                    eligible[i] = True
+            if windows and query_windows(question_text(query), float(table.created[-1]), zone=zone):
+                eligible |= scores.in_period()
+        elif qclass not in RECALL_CLASSES:
             cos = scores.cosine if scores.cosine is not None else np.full(len(table), np.nan)
             eligible = np.nan_to_num(cos, nan=MISSING_COSINE) >= STRONG_COSINE
             # the turns of a period only when the message asks about it: a remark that
@@ -672,7 +699,8 @@ class Candidates:
         conversation's own turns for them, only bring back what is close in meaning
         (STRONG_COSINE), so they skip the keyword search, which reads and scores every
         match in the namespace (its own statistics: tiers.cold `search_bm25`) and costs
-        more than the rest of the plan.
+        more than the rest of the plan. Without a query vector they take its strong hits
+        instead (`strong_keywords`), as for this conversation's turns.
 
         A namespace of a few conversations that fit the turn cache is searched there
         (the same exact cosine and bm25 as this conversation's); a larger one through
@@ -681,21 +709,24 @@ class Candidates:
         tables = self.tables_in_memory(others)
         dense: list[tuple[str, int, float]] = []
         bm25: list[tuple[str, int, float]] = []
+        keywords = recall or qvec is None  # without a vector the strong keyword hits stand in
         if tables is not None:
-            dense, bm25 = search_tables(tables, qvec, query if recall else None, k)
+            dense, bm25 = search_tables(tables, qvec, query if keywords else None, k)
         else:
             if qvec is not None:
                 dense = [(c, p, cosine_from_l2(dist))  # unit vectors
                          for c, p, dist in self.cold.search_dense(qvec, k, namespace=namespace, exclude=conv)]
-            if recall:
+            if keywords:
                 bm25 = self.cold.search_bm25(query, k, namespace=namespace, exclude=conv)
         found: dict[tuple[str, int], dict[str, float]] = {}
         for c, p, cosine in dense:
             if recall or cosine >= STRONG_COSINE:
                 found.setdefault((c, p), {})["cosine"] = cosine
-        if recall:
+        if keywords:
+            strong = strong_keywords([bm for _c, _p, bm in bm25])
             for rank, (c, p, bm) in enumerate(bm25, start=1):
-                found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
+                if recall or strong[rank - 1]:
+                    found.setdefault((c, p), {}).update({"bm25": bm, "rank": rank})
         out: dict[tuple[str, int], tuple[float, str]] = {}
         # reasons and headings name a conversation by the id its owner knows, not by its
         # internal key; a conversation erased since it was found has none and is left out
