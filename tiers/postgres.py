@@ -43,7 +43,8 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   index builds, rebuilds and an erasure's or prune's transaction (as long as its rows make it),
   or the end of `connection_wait` (a health probe's few seconds). A server that takes the
   query and never answers (stopped with SIGSTOP, a silent proxy) is not seen by TCP or by
-  PostgreSQL's own timeouts; before, a worker waited on it for ever.
+  PostgreSQL's own timeouts; before, a worker waited on it for ever. The store's own pool
+  gives up a connection attempt after CONNECT_TIMEOUT_S unless the URL sets its own.
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -194,6 +195,14 @@ POOL_WAIT_S = 30.0
 # outage the first operation once the database was back waited 28 s. Short, so that no
 # gap passes ~2 s; a connection attempt costs a failed connect() while the server is down.
 RECONNECT_GIVE_UP_S = 3.0
+# How long one connection attempt of the store's pool may go unanswered (libpq's
+# connect_timeout: whole seconds, at least 2), where the URL (or PGCONNECT_TIMEOUT) sets
+# none. psycopg's default, 130 s, kept a pool worker on a server that accepts and never
+# answers (stopped with SIGSTOP, a silent proxy) that long: the pool grew no connection and
+# found no server back meanwhile. A healthy server answers a connect in milliseconds; a
+# distant one with TLS in well under a second.
+CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_ENV = "PGCONNECT_TIMEOUT"  # libpq's: the operator's own, kept as the URL's
 # A statement's wait for a lock (lock_timeout, each session of the store's pool): the
 # store's `lock_timeout_ms`, Config.busy_timeout_ms as on SQLite. Past it the statement
 # fails with lock_not_available (tiers.files: 503 busy, nothing written) instead of
@@ -556,6 +565,16 @@ def redact(url: str) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
+def sets_connect_timeout(url: str) -> bool:
+    """Whether the URL gives connections a connect_timeout of its own, or libpq's
+    environment does (PGCONNECT_TIMEOUT): then the store's pool keeps it."""
+    try:
+        given = conninfo_to_dict(url).get("connect_timeout")
+    except psycopg.ProgrammingError:  # unparseable: the pool's connect says so, naming it
+        given = None
+    return given is not None or bool(os.environ.get(CONNECT_TIMEOUT_ENV))
+
+
 def query_lexemes(text: str) -> list[str]:
     """`to_tsquery` arguments from arbitrary user text, one per word (tiers.search's
     query_words), each quoted as a lexeme: no input can break the syntax."""
@@ -777,8 +796,11 @@ class PostgresStore(SharedQueries):
         self._vec_model: str | None = None  # the embedder's identity once checked (meta 'vec_model')
         if url is not None:
             self._bootstrap(url)
+            connect: dict[str, Any] = {"autocommit": True}
+            if not sets_connect_timeout(url):
+                connect["connect_timeout"] = CONNECT_TIMEOUT_S
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
-                                  kwargs={"autocommit": True}, configure=self._configure,
+                                  kwargs=connect, configure=self._configure,
                                   check=self._check_idle, reconnect_timeout=RECONNECT_GIVE_UP_S,
                                   reconnect_failed=self._reconnect_failed, name=f"tiermem-{schema}")
             try:
