@@ -62,8 +62,9 @@ the turn classifier through their public methods. Its invariants:
   car seat cost $300" is not the car's price). A
   clause that names no such thing (I/we, a pronoun, an order, an action on an object)
   may revise any, the meaning search included; but a thing acting on an object ("my cat
-  knocked a glass over") tells an event, no value of that thing, and a statement of its
-  state ("my cat is 5") never revises it.
+  knocked a glass over", "my cat broke a glass": the verb is read by the article,
+  possessive or object pronoun after it, whatever its form) tells an event, no value of
+  that thing, and a statement of its state ("my cat is 5") never revises it.
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
@@ -846,6 +847,17 @@ _PLACE_OR_THING = _DETERMINERS | frozenset((
 _NEUTRAL_MODIFIERS = frozenset(("new", "old", "current", "updated", "correct", "actual", "real", "final", "latest",
                                 "previous", "original", "right", "exact", "usual", "whole", "total"))
 _PHRASE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|[^\sA-Za-z]+")
+# what opens a verb's object ("broke a glass", "gave me a lift", "ate the fish"): an article,
+# a possessive or an object pronoun, which no word of a noun phrase is followed by ("this",
+# "that", "these" and "those" also open a time, "this week", or a relative clause)
+_OBJECT_OPENERS = frozenset(("a", "an", "the", "my", "our", "his", "her", "their", "your", "its", "me", "him", "us",
+                             "them", "it"))
+# words that may stand before an article and are no verb: prepositions and subordinators
+# ("the hotel near the station", "my flight after the meeting"), closed classes
+_NOT_VERBS = _PLACE_OR_THING | frozenset((
+    "past", "during", "against", "along", "among", "amongst", "toward", "towards", "within", "beyond", "via", "per",
+    "opposite", "despite", "except", "unlike", "upon", "beneath", "amid", "plus", "minus", "versus", "than",
+    "like", "unless", "though", "although", "whereas", "while", "because", "since", "once", "whether"))
 
 
 @dataclass(frozen=True)
@@ -879,7 +891,8 @@ def _subject(clause: str) -> Subject | None:
     verb = -1
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
-        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w) or _present_verb(w, low[j + 1:j + 3])):
+        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w) or _present_verb(w, low[j + 1:j + 3])
+                       or _verb_before_object(w, low[j + 1:j + 2], phrase)):
             verb = j
             break
         owner = w[:-2] if w.endswith("'s") else w[:-1] if w.endswith("'") else ""
@@ -936,6 +949,18 @@ def _present_verb(word: str, following: Sequence[str]) -> bool:
     if not following or not (following[0] in _INTRANSITIVE_AFTER or not following[0][:1].isalpha()):
         return False
     return bool(_slots(" ".join(following)))
+
+
+def _verb_before_object(word: str, following: Sequence[str], phrase: Sequence[str]) -> bool:
+    """A verb of any form before its object ("my cat broke a glass", "my boss gave me a
+    lift"; an irregular past has no ending to read it by): a word after the noun phrase
+    `phrase` that an article, a possessive or an object pronoun follows. Not a preposition
+    or a subordinator ("the hotel near the station"), a possessor ("my sister's") or a
+    value ("the meeting Friday the 13th"); nor after a pronoun's contraction with its verb
+    ("you're making a difference", "we'll migrate it"), which names no thing."""
+    if not following or following[0] not in _OBJECT_OPENERS or any("'" in w for w in phrase):
+        return False
+    return word.isalpha() and word not in _STOP and word not in _NOT_VERBS and not _slots(word)
 
 
 def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:

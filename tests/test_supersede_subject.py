@@ -12,7 +12,9 @@ Invariants:
   not read, the clause named no subject, and "the pool opens at 7" revised the gym's hours.
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
-  never revises it. Before, such a clause named no subject and so fit any.
+  never revises it. Before, such a clause named no subject and so fit any. The verb is
+  read by the object after it (an article, a possessive, an object pronoun), whatever its
+  form: an irregular past ("my cat broke a glass") has no ending to read it by.
 - One thing's head picking out the other ("the kitchen walls" / "the kitchen") is a part
   of it only where both tell a kind ("are green" / "is painted blue"): a place, a time, an
   amount or an identity ("the car seat cost $300", "is in the hallway") is the compound's
@@ -77,6 +79,9 @@ CASES = [
     # an event of the pet (it acts on an object) is no value of the pet: before, superseded
     # ("shared 'cat'"; the event named no subject, so it fit any)
     ("My cat knocked a glass over.", "Actually my cat is 5.", False),
+    # the same event told by an irregular past ("broke"), read by the object after it:
+    # before, superseded (no -ed ending, so the clause named no subject and fit any)
+    ("My cat broke a glass.", "Actually my cat is 5.", False),
     # the user's own corrections, no thing named on one side: still superseded
     ("My flight is on the 12th.", "Actually my flight is on the 14th.", True),
     ("I live in Boston.", "I moved to Denver.", True),
