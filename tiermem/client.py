@@ -52,6 +52,19 @@ Invariants:
     generated one (a uuid4), the same for each of its retries. A server that does not
     say so (an older one ignores the header) gets the policy above and nothing more; a
     key the caller gave is sent to it all the same. Other writes keep the policy above.
+- A conditional append (`expect_position`, and `expect_incarnation`: an earlier
+  outcome's `incarnation`, `append_outcome`) is sent only to a server that says it takes
+  them (`conditional_appends` in `limits()`, read once per client before the first
+  one): to any other (an older one would refuse the fields, 422) it is refused before
+  sending, `ValidationError` naming `expect_position` and the server's lack. The
+  service's 409 for a mismatch is raised as the library raises it (`PositionMismatch`,
+  with the position expected and found, and the incarnation sent), nothing written.
+  Retries: only under an idempotency key may a conditional append whose first attempt
+  may have committed be sent again (the server answers the replay with the first
+  outcome before it checks the condition; without the key, the first attempt's own
+  rows would make the condition fail, a 409 for the caller's own write). With `retries`
+  set it gets a key as any append does; with `retries=0` and no key of the caller's,
+  such a failure is raised: the caller reads the log to know whether it landed.
 - An idempotency key is checked before sending by the library's check
   (`check_idempotency_key`: the same field and message) and travels in the
   `Idempotency-Key` header. The server's refusal of a key it holds for a different
@@ -66,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -96,6 +110,7 @@ from tiermem.tiers.errors import (
     ConversationNotFound,
     IdempotencyKeyReused,
     LimitExceeded,
+    PositionMismatch,
     ServiceAuthError,
     ServiceError,
     ServiceUnavailable,
@@ -103,6 +118,7 @@ from tiermem.tiers.errors import (
     not_found_detail,
 )
 from tiermem.tiers.models import (
+    AppendOutcome,
     Checkpoint,
     ErasureReport,
     Message,
@@ -135,6 +151,10 @@ MAX_ERROR_EXCERPT_CHARS = 500  # of an error body quoted in ServiceError
 # a test holds the two equal
 NAMESPACE_HEADER = "X-Tiermem-Namespace"
 IDEMPOTENCY_HEADER = "Idempotency-Key"  # the service's (tiermem.service.schemas), held equal too
+REPLAYED_HEADER = "Idempotent-Replayed"  # the service's answer to a replay under a key, held equal too
+# the service's incarnation tokens (tiermem.service.schemas.INCARNATION_PATTERN), held equal too
+INCARNATION_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+POSITION_MISMATCH_TYPE = "position_mismatch"  # the `type` of the service's 409 for PositionMismatch
 # failures after which an append under a key may have been stored: sent again under it
 _MAYBE_APPLIED_STATUSES = (httpx.codes.BAD_GATEWAY, httpx.codes.SERVICE_UNAVAILABLE, httpx.codes.GATEWAY_TIMEOUT)
 # transport errors raised before a byte of the request went out: any request may be sent again
@@ -185,6 +205,7 @@ class Limits:
     # what the server honours: an older one does not say it (the defaults)
     idempotency_keys: bool = False
     max_idempotency_key_chars: int | None = None
+    conditional_appends: bool = False
 
 
 def _limits(body: dict[str, Any]) -> Limits:
@@ -217,6 +238,9 @@ class _Call(Generic[T]):
     idempotency_key: str | None = None  # sent as IDEMPOTENCY_HEADER
     # under a key the server honours: sent again on any failure after which it may have been stored
     replay_safe: bool = False
+    # carries expect_position: sent only to a server that says it takes it (`conditional_appends`)
+    conditional: bool = False
+    whole_response: bool = False  # `read` takes the httpx.Response (its headers too), not the body
 
     @property
     def retry_safe_503(self) -> bool:
@@ -234,6 +258,30 @@ def _conv(conversation_id: object, max_id_chars: int = MAX_ID_CHARS_LIMIT) -> st
 def _key(idempotency_key: object | None) -> str | None:
     # the library's check, at the edge: a key the server would refuse is never sent
     return None if idempotency_key is None else check_idempotency_key(idempotency_key)
+
+
+def _conditions(expect_position: object | None, expect_incarnation: object | None) -> dict[str, Any]:
+    """The append's conditions as the service takes them, checked as `Memory` checks them
+    (and an incarnation as the service's pattern: only one it answered matches)."""
+    out: dict[str, Any] = {}
+    if expect_position is not None:
+        out["expect_position"] = check_position(expect_position, "expect_position")
+    if expect_incarnation is not None:
+        if expect_position is None:
+            raise ValidationError("expect_incarnation", "needs expect_position (the position it goes on at)")
+        if not isinstance(expect_incarnation, str) or not INCARNATION_PATTERN.fullmatch(expect_incarnation):
+            raise ValidationError("expect_incarnation", "must be an incarnation this service answered (an "
+                                  "append outcome's `incarnation`: 32 lowercase hex digits)")
+        out["expect_incarnation"] = expect_incarnation
+    return out
+
+
+def _outcome(response: httpx.Response) -> AppendOutcome:
+    body = response.json()
+    positions = [int(p) for p in body["positions"]] if "positions" in body else [int(body["position"])]
+    # an older server answers no incarnation: None, as the library's outcome before them
+    return AppendOutcome(positions, replayed=response.headers.get(REPLAYED_HEADER) == "true",
+                         incarnation=body.get("incarnation"))
 
 
 def _text(value: object, field: str) -> str:
@@ -361,18 +409,24 @@ class _Calls:
 
     def append(self, conversation_id: object, message: MessageLike, session_id: str | None,
                metadata: dict[str, Any] | None, created_at: float | None, namespace: object | None,
-               idempotency_key: object | None = None) -> _Call[int]:
+               idempotency_key: object | None = None, expect_position: object | None = None,
+               expect_incarnation: object | None = None) -> _Call[AppendOutcome]:
         key = _key(idempotency_key)
         conv = self._conv(conversation_id)
+        conditions = _conditions(expect_position, expect_incarnation)
         body = _wire(message, self.server_limits, session_id=session_id, metadata=metadata, created_at=created_at)
-        return self._conv_call("POST", conv, "/messages", lambda b: int(b["position"]), namespace, json=body,
-                               keyable=True, idempotency_key=key)
+        # the single append's body is the message: its conditions go beside its envelope fields
+        return self._conv_call("POST", conv, "/messages", _outcome, namespace, json={**body, **conditions},
+                               keyable=True, idempotency_key=key, conditional=bool(conditions),
+                               whole_response=True)
 
     def append_many(self, conversation_id: object, messages: Sequence[MessageLike], session_id: str | None,
-                    format: str, namespace: object | None, idempotency_key: object | None = None
-                    ) -> _Call[list[int]]:
+                    format: str, namespace: object | None, idempotency_key: object | None = None,
+                    expect_position: object | None = None, expect_incarnation: object | None = None
+                    ) -> _Call[AppendOutcome]:
         key = _key(idempotency_key)
         conv = self._conv(conversation_id)
+        conditions = _conditions(expect_position, expect_incarnation)
         if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
             raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")
         if isinstance(messages, str | bytes | dict) or not isinstance(messages, Sequence):
@@ -388,11 +442,11 @@ class _Calls:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
             except (TypeError, ValueError):
                 raise ValidationError(f"messages[{i}]", f"must be an object, got {type(m).__name__}") from None
-        body: dict[str, Any] = {"messages": wire, "format": format}
+        body: dict[str, Any] = {"messages": wire, "format": format, **conditions}
         if session_id is not None:
             body["session_id"] = session_id
-        return self._conv_call("POST", conv, "/messages:batch", lambda b: [int(p) for p in b["positions"]],
-                               namespace, json=body, keyable=True, idempotency_key=key)
+        return self._conv_call("POST", conv, "/messages:batch", _outcome, namespace, json=body, keyable=True,
+                               idempotency_key=key, conditional=bool(conditions), whole_response=True)
 
     def checkpoint(self, conversation_id: object, summary: str, position: int,
                    namespace: object | None) -> _Call[Checkpoint]:
@@ -583,6 +637,8 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
     if status == httpx.codes.NOT_FOUND and call.conversation_id is not None \
             and detail == not_found_detail(call.conversation_id):
         return ConversationNotFound(call.conversation_id, call.namespace)
+    if status == httpx.codes.CONFLICT and (mismatch := _mismatch(call, response)) is not None:
+        return mismatch
     if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
         return ServiceAuthError(status, _excerpt(detail))
     if status == httpx.codes.SERVICE_UNAVAILABLE:
@@ -590,12 +646,28 @@ def _refused(call: _Call[Any], response: httpx.Response) -> Exception:
     return ServiceError(status, _excerpt(detail))
 
 
+def _mismatch(call: _Call[Any], response: httpx.Response) -> PositionMismatch | None:
+    """The service's 409 for a conditional append as the library raises it; None for a
+    409 of another kind (a proxy's, another route's)."""
+    try:
+        body = response.json()
+        if not isinstance(body, dict) or body.get("type") != POSITION_MISMATCH_TYPE:
+            return None
+        found = body["found_position"]
+        incarnation = body.get("expected_incarnation")
+        return PositionMismatch(str(body.get("conversation_id", call.conversation_id)), int(body["expected_position"]),
+                                None if found is None else int(found),
+                                expected_incarnation=incarnation if isinstance(incarnation, str) else None)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def _answer(call: _Call[T], response: httpx.Response) -> T:
     """The result of `call` from its response, or the library's exception for it."""
     if response.is_error and response.status_code not in call.ok_statuses:
         raise _refused(call, response)
     try:
-        return call.read(response.json())
+        return call.read(response if call.whole_response else response.json())
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not the answer this route gives
         raise ServiceError(response.status_code, f"answer not understood ({type(exc).__name__}: {exc}): "
                            f"{_excerpt(response.text)}") from None
@@ -639,11 +711,20 @@ class _Base:
         return {"method": call.method, "url": self._calls.url(call), "params": call.params, "json": call.json,
                 "headers": self._calls.headers(call), "timeout": self._timeout_s}
 
-    @property
-    def _needs_limits(self) -> bool:
-        """Whether an append must first learn if the server honours idempotency keys:
-        only a client that retries uses the answer, and only the first time."""
-        return self._retries > 0 and not self._limits_read
+    def _needs_limits(self, call: _Call[Any]) -> bool:
+        """Whether `call` must first learn what the server takes: whether it honours
+        idempotency keys (only a client that retries uses that) or conditional appends
+        (a conditional one is sent only where they are said); only the first time."""
+        return not self._limits_read and ((call.keyable and self._retries > 0) or call.conditional)
+
+    def _check_conditional(self, call: _Call[Any]) -> None:
+        """Refuse, before sending, a conditional append to a server that does not say it
+        takes the conditions (an older one refuses the fields)."""
+        known = self._calls.server_limits
+        if call.conditional and (known is None or not known.conditional_appends):
+            lack = "serves no /v1/limits" if known is None else "does not say conditional_appends in /v1/limits"
+            raise ValidationError("expect_position", f"the server at {self._calls.base_url} {lack}: it takes "
+                                  "no conditional appends (a tiermem serve older than them); nothing was sent")
 
     def _keyed(self, call: _Call[T]) -> _Call[T]:
         """`call` as sent: an append to a server that says it honours idempotency keys
@@ -728,8 +809,9 @@ class Client(_Base):
         self.close()
 
     def _send(self, call: _Call[T]) -> T:
-        if call.keyable and self._needs_limits:
-            self.limits()  # whether the server honours idempotency keys (once per client)
+        if self._needs_limits(call):
+            self.limits()  # what the server takes: idempotency keys, conditions (once per client)
+        self._check_conditional(call)
         call = self._keyed(call)
         attempt = 0
         while True:
@@ -750,22 +832,43 @@ class Client(_Base):
 
     def append(self, conversation_id: str, message: MessageLike, *, session_id: str | None = None,
                metadata: dict[str, Any] | None = None, created_at: float | None = None,
-               namespace: str | None = None, idempotency_key: str | None = None) -> int:
+               namespace: str | None = None, idempotency_key: str | None = None,
+               expect_position: int | None = None, expect_incarnation: str | None = None) -> int:
         """Append one message (OpenAI format); returns its position. `idempotency_key`:
         your id of this request (1..255 visible ASCII characters): sent again under it,
         the same request is stored once and answered the first position (module
-        docstring: a client with `retries` makes one up when you give none)."""
+        docstring: a client with `retries` makes one up when you give none).
+        `expect_position`, `expect_incarnation`: as `append_outcome`'s."""
         return self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at, namespace,
-                                             idempotency_key))
+                                             idempotency_key, expect_position, expect_incarnation)).positions[0]
 
     def append_many(self, conversation_id: str, messages: Sequence[MessageLike], *, session_id: str | None = None,
                     format: Literal["openai", "anthropic"] = "openai", namespace: str | None = None,
-                    idempotency_key: str | None = None) -> list[int]:
+                    idempotency_key: str | None = None, expect_position: int | None = None,
+                    expect_incarnation: str | None = None) -> list[int]:
         """Append a batch in one transaction (all or nothing); returns the positions.
         `format="anthropic"`: Anthropic messages, stored as the library converts them.
-        `idempotency_key`: as `append`'s, for the whole batch."""
+        `idempotency_key`: as `append`'s, for the whole batch. `expect_position`,
+        `expect_incarnation`: as `append_outcome`'s."""
+        return self.append_outcome(conversation_id, messages, session_id=session_id, format=format,
+                                   namespace=namespace, idempotency_key=idempotency_key,
+                                   expect_position=expect_position, expect_incarnation=expect_incarnation).positions
+
+    def append_outcome(self, conversation_id: str, messages: Sequence[MessageLike], *,
+                       session_id: str | None = None, format: Literal["openai", "anthropic"] = "openai",
+                       namespace: str | None = None, idempotency_key: str | None = None,
+                       expect_position: int | None = None, expect_incarnation: str | None = None
+                       ) -> AppendOutcome:
+        """`append_many`, answering `Memory.append_outcome`'s record: the positions,
+        whether they replay an earlier append under the key, and the `incarnation` they
+        went to (the service's opaque token of it). `expect_position`: written only if the
+        conversation goes on at that position (0: it does not exist yet), and with
+        `expect_incarnation` (an earlier outcome's `incarnation`) only if it is still that
+        incarnation; else `PositionMismatch` and nothing written. Only to a server that
+        says it takes them (`Limits.conditional_appends`): to another one, refused before
+        sending (module docstring, with what retries do)."""
         return self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace,
-                                                  idempotency_key))
+                                                  idempotency_key, expect_position, expect_incarnation))
 
     def checkpoint(self, conversation_id: str, summary: str, position: int, *,
                    namespace: str | None = None) -> Checkpoint:
@@ -902,8 +1005,9 @@ class AsyncClient(_Base):
         await self.aclose()
 
     async def _send(self, call: _Call[T]) -> T:
-        if call.keyable and self._needs_limits:
-            await self.limits()  # whether the server honours idempotency keys (once per client)
+        if self._needs_limits(call):
+            await self.limits()  # what the server takes: idempotency keys, conditions (once per client)
+        self._check_conditional(call)
         call = self._keyed(call)
         attempt = 0
         while True:
@@ -924,15 +1028,28 @@ class AsyncClient(_Base):
 
     async def append(self, conversation_id: str, message: MessageLike, *, session_id: str | None = None,
                      metadata: dict[str, Any] | None = None, created_at: float | None = None,
-                     namespace: str | None = None, idempotency_key: str | None = None) -> int:
-        return await self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at,
-                                                   namespace, idempotency_key))
+                     namespace: str | None = None, idempotency_key: str | None = None,
+                     expect_position: int | None = None, expect_incarnation: str | None = None) -> int:
+        return (await self._send(self._calls.append(conversation_id, message, session_id, metadata, created_at,
+                                                    namespace, idempotency_key, expect_position,
+                                                    expect_incarnation))).positions[0]
 
     async def append_many(self, conversation_id: str, messages: Sequence[MessageLike], *,
                           session_id: str | None = None, format: Literal["openai", "anthropic"] = "openai",
-                          namespace: str | None = None, idempotency_key: str | None = None) -> list[int]:
+                          namespace: str | None = None, idempotency_key: str | None = None,
+                          expect_position: int | None = None, expect_incarnation: str | None = None) -> list[int]:
+        return (await self.append_outcome(conversation_id, messages, session_id=session_id, format=format,
+                                          namespace=namespace, idempotency_key=idempotency_key,
+                                          expect_position=expect_position,
+                                          expect_incarnation=expect_incarnation)).positions
+
+    async def append_outcome(self, conversation_id: str, messages: Sequence[MessageLike], *,
+                             session_id: str | None = None, format: Literal["openai", "anthropic"] = "openai",
+                             namespace: str | None = None, idempotency_key: str | None = None,
+                             expect_position: int | None = None, expect_incarnation: str | None = None
+                             ) -> AppendOutcome:
         return await self._send(self._calls.append_many(conversation_id, messages, session_id, format, namespace,
-                                                        idempotency_key))
+                                                        idempotency_key, expect_position, expect_incarnation))
 
     async def checkpoint(self, conversation_id: str, summary: str, position: int, *,
                          namespace: str | None = None) -> Checkpoint:

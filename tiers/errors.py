@@ -401,12 +401,16 @@ class PositionMismatch(ValidationError):
     """A conditional append (`expect_position`) found the conversation not ending where
     its caller expected: nothing was written. `found`: the position it would have
     written at, or None when the incarnation expected is gone (erased or pruned since,
-    whether or not the name was written again)."""
+    whether or not the name was written again). `expected_incarnation`: the incarnation
+    the caller named, where it named one and the error travels to it (the HTTP service's
+    409 and its client; the library's own raise leaves it None: its caller passed it)."""
 
-    def __init__(self, conversation_id: str, expected: int, found: int | None) -> None:
+    def __init__(self, conversation_id: str, expected: int, found: int | None, *,
+                 expected_incarnation: str | None = None) -> None:
         self.conversation_id = conversation_id
         self.expected = expected
         self.found = found
+        self.expected_incarnation = expected_incarnation
         now = ("was erased or pruned since" if found is None
                else f"goes on at position {found}")
         super().__init__("expect_position", f"conversation {conversation_id!r} was expected to go on at position "

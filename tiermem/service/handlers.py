@@ -2,7 +2,9 @@
 refusing storage is 503/507, and only a bug is 500.
 
 Invariants (tiermem.service states the rules): a pydantic or tiermem `ValidationError`
-is 422 with a `loc` that points at the field (path, query, header or body); a missing
+is 422 with a `loc` that points at the field (path, query, header or body), except a
+conditional append's `PositionMismatch`, 409 naming the position (and incarnation)
+expected and the position found (`PositionMismatchOut`; nothing was written); a missing
 conversation is 404 with the same body whether it does not exist or belongs to another
 namespace; a full disk is 507 and a read-only or failing database 503 with Retry-After
 (and /healthz reports the cold tier read-only for `STORAGE_FAILURE_MEMORY_S` after it); a
@@ -22,7 +24,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from tiermem.errors import ConversationNotFound, StorageReadOnly, TiermemError, ValidationError
+from tiermem.errors import (
+    ConversationNotFound,
+    PositionMismatch,
+    StorageReadOnly,
+    TiermemError,
+    ValidationError,
+)
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_body, error_type
 from tiermem.tiers.errors import WRITTEN_FIELD, not_found_detail
@@ -82,6 +90,13 @@ async def validation_error(request: Request, exc: ValidationError) -> JSONRespon
     return JSONResponse(error_body([where, *loc], exc.problem, error_type(exc)), status_code=422)
 
 
+async def position_mismatch(request: Request, exc: PositionMismatch) -> JSONResponse:
+    # not the caller's input but the log's state: 409, which a client tells from a 422
+    return JSONResponse({"detail": str(exc), "type": error_type(exc), "conversation_id": exc.conversation_id,
+                         "expected_position": exc.expected, "found_position": exc.found,
+                         "expected_incarnation": exc.expected_incarnation}, status_code=409)
+
+
 async def not_found(request: Request, exc: ConversationNotFound) -> JSONResponse:
     # the same body whether it does not exist or belongs to another namespace
     return JSONResponse({"detail": not_found_detail(exc.conversation_id)}, status_code=404)
@@ -138,6 +153,7 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 HANDLERS: tuple[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]], ...] = (
     (RequestValidationError, pydantic_error),
     (ValidationError, validation_error),
+    (PositionMismatch, position_mismatch),
     (ConversationNotFound, not_found),
     (DriverDatabaseError, storage_error),
     *((cls, storage_error) for cls in POSTGRES_DRIVER_ERRORS),

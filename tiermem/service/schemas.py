@@ -9,15 +9,19 @@ is finite JSON (`finite`): no NaN, no Infinity, whatever a stored row holds. A
 `format` field picks the wire format of the messages a route takes or answers: OpenAI's
 (the default, whose answers are the same as before the field existed) or Anthropic's,
 converted by `tiermem.adapters.anthropic` alone, so HTTP and the library agree.
+A conversation's incarnation is answered as an opaque token (`incarnation_token`), never
+as the store's key: the key is the bare name the first time the name is used anywhere in
+the database, so a tenant would read from it whether its id is, or was, used elsewhere.
 """
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tiermem.config import DEFAULT_MAX_ID_CHARS
 from tiermem.memory import (
@@ -56,6 +60,15 @@ OPENAI_FORMAT: MessageFormat = "openai"
 # and the header of an answer that replays the first one given under that key
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
+# A conversation's incarnation as the appends answer it and take it back
+# (`expect_incarnation`): a keyed digest of the store's key, hex (`incarnation_token`)
+INCARNATION_DIGEST_BYTES = 16
+INCARNATION_PATTERN = f"^[0-9a-f]{{{2 * INCARNATION_DIGEST_BYTES}}}$"
+_INCARNATION_DOC = ("the conversation's incarnation as an append answered it (`incarnation`): written only if "
+                    "the conversation is still that one, not erased or pruned (and written again) since; needs "
+                    "`expect_position`")
+_POSITION_DOC = ("written only if the conversation goes on at this position (holds positions 0..n-1; 0: it "
+                 "does not exist yet), else 409 and nothing written")
 # to_anthropic's `thinking` (its THINKING_SCOPES, which a test holds this equal to)
 ThinkingScope = Literal["current_loop", "all"]
 
@@ -82,6 +95,23 @@ class MessageIn(Message):
         return self
 
 
+def _needs_position(value: str | None, info: ValidationInfo) -> str | None:
+    # a refused expect_position is absent from info.data: that refusal alone is reported
+    if value is not None and "expect_position" in info.data and info.data["expect_position"] is None:
+        raise ValueError("needs expect_position (the position the conversation goes on at)")
+    return value
+
+
+class ConditionalMessageIn(MessageIn):
+    """The single-message append's body: the message and its envelope, and the append's
+    own conditions (declared fields, so never part of the stored body)."""
+
+    expect_position: int | None = Field(None, ge=0, le=MAX_POSITION, description=_POSITION_DOC)
+    expect_incarnation: str | None = Field(None, pattern=INCARNATION_PATTERN, description=_INCARNATION_DOC)
+
+    _incarnation_needs_position = field_validator("expect_incarnation")(_needs_position)
+
+
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES, description=(
@@ -94,8 +124,12 @@ class BatchIn(BaseModel):
         "the format of `messages`: `openai` (Chat Completions messages or Responses items) or `anthropic` "
         "(Messages API `{role, content}` params or whole replies, `id`/`model`/`usage` kept in metadata)"))
 
+    expect_position: int | None = Field(None, ge=0, le=MAX_POSITION, description=_POSITION_DOC)
+    expect_incarnation: str | None = Field(None, pattern=INCARNATION_PATTERN, description=_INCARNATION_DOC)
+
     # refused here, located at the batch's own field (each message would name it as its own)
     _session_chars = field_validator("session_id")(check_session_chars)
+    _incarnation_needs_position = field_validator("expect_incarnation")(_needs_position)
 
 
 class ContextIn(BaseModel):
@@ -154,14 +188,20 @@ class PruneIn(BaseModel):
     )
 
 
+_INCARNATION_OUT_DOC = ("the conversation's incarnation the message(s) went to, an opaque token: pass it as "
+                        "`expect_incarnation` to chain conditional appends")
+
+
 class AppendOut(BaseModel):
     conversation_id: str
     position: int
+    incarnation: str = Field(description=_INCARNATION_OUT_DOC)
 
 
 class BatchOut(BaseModel):
     conversation_id: str
     positions: list[int]
+    incarnation: str = Field(description=_INCARNATION_OUT_DOC)
 
 
 class StoredMessageOut(BaseModel):
@@ -351,6 +391,9 @@ class LimitsOut(BaseModel):
                                    "ignores the header and does not say this)")
     max_idempotency_key_chars: int = Field(description=f"characters of an `{IDEMPOTENCY_HEADER}` (visible "
                                            "ASCII only)")
+    conditional_appends: bool = Field(description="the appends take `expect_position` and `expect_incarnation` "
+                                      "(409 on a mismatch, nothing written); an older server refuses the fields "
+                                      "(422) and does not say this")
 
 
 class HealthOut(BaseModel):
@@ -371,6 +414,18 @@ class UnavailableOut(ErrorOut):
         "false when the storage refused before writing anything (busy, read-only): a retry cannot apply the "
         "write twice; absent when that is not certain (a lost database connection, a failing disk, a "
         "starting service)"))
+
+
+class PositionMismatchOut(ErrorOut):
+    """A conditional append's 409: what the append expected and what it found."""
+
+    type: Literal["position_mismatch"]
+    conversation_id: str
+    expected_position: int
+    found_position: int | None = Field(description=(
+        "the position the conversation goes on at now; null when the expected incarnation is gone (erased or "
+        "pruned since, whether or not the id was written again)"))
+    expected_incarnation: str | None = Field(description="the `expect_incarnation` sent, null when none was")
 
 
 class ErrorItem(BaseModel):
@@ -419,6 +474,9 @@ APPEND_ERRORS = {
         f"invalid input, naming the field; nothing written. Also a malformed `{IDEMPOTENCY_HEADER}`, or one "
         "this conversation already holds for a different request (`type` `idempotency_key_reused`): "
         f"`loc` is `[\"header\", \"{IDEMPOTENCY_HEADER}\"]`")},
+    409: {"model": PositionMismatchOut, "description": (
+        "a conditional append (`expect_position`, `expect_incarnation`) found the conversation elsewhere or "
+        "another incarnation: nothing written. Read the log again, and append from what it holds")},
 }
 # the appends' 201: a replay under an idempotency key says so (the body is the first answer's)
 APPENDED: dict[int | str, dict[str, Any]] = {
@@ -489,6 +547,14 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
         scrubbed=report.scrubbed,
         tombstones=[finite(dict(t)) for t in report.tombstones],
     )
+
+
+def incarnation_token(db_uuid: str, key: str) -> str:
+    """The incarnation `key` of the database `db_uuid` as the service shows it: the same in
+    every process of one store, the same for each append to one incarnation, and telling
+    nothing of the key (a digest keyed by the database's id, which no route answers)."""
+    return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), key=db_uuid.encode()[:hashlib.blake2b.MAX_KEY_SIZE],
+                           digest_size=INCARNATION_DIGEST_BYTES).hexdigest()
 
 
 def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:

@@ -17,6 +17,17 @@ answer again (201, the same body) with `Idempotent-Replayed: true`. The key is c
 before anything is read or converted (`check_idempotency_key`, the library's own check)
 and a refusal, malformed or reused for a different request, is a 422 whose `loc` names
 the header (`["header", "Idempotency-Key"]`), never the library's argument name.
+
+Both take `expect_position` and `expect_incarnation` in the body (the single append's
+beside the message's envelope fields; `Memory.append_outcome`): written only if the
+conversation goes on at that position and is still that incarnation, else 409
+(`PositionMismatch`) and nothing written, checked inside the append's own transaction,
+after the messages are validated and a replay under a key answered (a replay answers the
+first outcome, whatever the log holds now). Both answer the `incarnation` the messages
+went to, as the opaque token `incarnation_token` makes of the store's key; a token sent
+back is matched against the conversation's key now, and one that does not match (or no
+conversation) is passed on as a key no conversation has, so the append's own check
+refuses it as a gone incarnation.
 """
 
 import re
@@ -27,10 +38,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from tiermem.adapters.anthropic import METADATA_KEYS, from_anthropic
-from tiermem.errors import ValidationError
+from tiermem.errors import PositionMismatch, ValidationError
 from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import Ns
-from tiermem.service.runtime import RuntimeDep
+from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     APPEND_ERRORS,
     APPENDED,
@@ -45,6 +56,7 @@ from tiermem.service.schemas import (
     BatchOut,
     CheckpointIn,
     CheckpointOut,
+    ConditionalMessageIn,
     ConvId,
     FactOut,
     FactsOut,
@@ -55,6 +67,7 @@ from tiermem.service.schemas import (
     PinIn,
     PinOut,
     finite,
+    incarnation_token,
     stored_out,
 )
 from tiermem.tiers.models import (
@@ -70,6 +83,9 @@ conversation_routes = APIRouter(prefix=CONVERSATION)
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
 _ONLY_MESSAGE = "messages[0]"  # how append_outcome names the one message of the single append
 _KEY_FIELD = "idempotency_key"  # how the library names the key; the caller sent it as a header
+# what an expect_incarnation matching no live incarnation becomes: no key is empty (a name
+# is never empty), so the append's own check refuses it as an incarnation gone since
+_NO_KEY = ""
 
 IdempotencyKey = Annotated[str | None, Header(
     alias=IDEMPOTENCY_HEADER,
@@ -96,6 +112,24 @@ def _checked_key(key: str | None) -> str | None:
         raise _as_header(exc) from None
 
 
+def _expected_key(runtime: Runtime, ns: str, conversation_id: str, token: str | None) -> str | None:
+    """The store's key `token` (an `incarnation` this service answered) stands for, read
+    now: the conversation's key if its token is `token`, else `_NO_KEY`. Race-free: the
+    append checks the key again inside its transaction."""
+    if token is None:
+        return None
+    mem = runtime.mem()
+    conv = validate_id(conversation_id, "conversation_id", runtime.config.max_id_chars)
+    key = mem.cold.key_of(ns, conv)
+    return key if key is not None and incarnation_token(mem.cold.db_uuid, key) == token else _NO_KEY
+
+
+def _mismatch(exc: PositionMismatch, token: str | None) -> PositionMismatch:
+    """`exc` naming the incarnation as the caller sent it (the library's names none)."""
+    exc.expected_incarnation = token
+    return exc
+
+
 def _replayed(response: Response, replayed: bool) -> None:
     if replayed:
         response.headers[REPLAYED_HEADER] = "true"
@@ -109,11 +143,15 @@ def _replayed(response: Response, replayed: bool) -> None:
     tags=["write"],
     summary="Append one message",
 )
-def append(conversation_id: ConvId, message: MessageIn, ns: Ns, runtime: RuntimeDep, response: Response,
+def append(conversation_id: ConvId, message: ConditionalMessageIn, ns: Ns, runtime: RuntimeDep, response: Response,
            idempotency_key: IdempotencyKey = None) -> AppendOut:
     key = _checked_key(idempotency_key)
-    try:  # the body as sent, nulls included
-        out = runtime.mem().append_outcome(conversation_id, [message], namespace=ns, idempotency_key=key)
+    expect_key = _expected_key(runtime, ns, conversation_id, message.expect_incarnation)
+    try:  # the body as sent, nulls included; the conditions are declared fields, not of the body
+        out = runtime.mem().append_outcome(conversation_id, [message], namespace=ns, idempotency_key=key,
+                                           expect_position=message.expect_position, expect_incarnation=expect_key)
+    except PositionMismatch as exc:
+        raise _mismatch(exc, message.expect_incarnation) from None
     except ValidationError as exc:
         _as_header(exc)
         if exc.field.startswith(_ONLY_MESSAGE):  # the body is the message: named as Memory.append names it
@@ -121,7 +159,8 @@ def append(conversation_id: ConvId, message: MessageIn, ns: Ns, runtime: Runtime
             exc.args = (f"{exc.field}: {exc.problem}",)
         raise
     _replayed(response, out.replayed)
-    return AppendOut(conversation_id=conversation_id, position=out.positions[0])
+    return AppendOut(conversation_id=conversation_id, position=out.positions[0],
+                     incarnation=_token(runtime, out.incarnation))
 
 
 @conversation_routes.post(
@@ -140,9 +179,13 @@ def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: Runti
         sent_as: list[int] | None = None
     else:
         messages, sent_as = _from_anthropic(batch.messages, runtime.config.max_metadata_bytes)
+    expect_key = _expected_key(runtime, ns, conversation_id, batch.expect_incarnation)
     try:
         out = runtime.mem().append_outcome(conversation_id, messages, namespace=ns, session_id=batch.session_id,
-                                           idempotency_key=key)
+                                           idempotency_key=key, expect_position=batch.expect_position,
+                                           expect_incarnation=expect_key)
+    except PositionMismatch as exc:
+        raise _mismatch(exc, batch.expect_incarnation) from None
     except ValidationError as exc:
         _as_header(exc)
         m = _BATCH_INDEX.match(exc.field)
@@ -152,7 +195,14 @@ def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: Runti
             exc.args = (f"{exc.field}: {exc.problem}",)
         raise
     _replayed(response, out.replayed)
-    return BatchOut(conversation_id=conversation_id, positions=out.positions)
+    return BatchOut(conversation_id=conversation_id, positions=out.positions,
+                    incarnation=_token(runtime, out.incarnation))
+
+
+def _token(runtime: Runtime, key: str | None) -> str:
+    """The incarnation an append answers (`Memory.append_outcome` always names it)."""
+    assert key is not None, "Memory.append_outcome answered no incarnation"
+    return incarnation_token(runtime.mem().cold.db_uuid, key)
 
 
 def _from_anthropic(sent: list[MessageIn], max_metadata_bytes: int) -> tuple[list[dict[str, Any]], list[int]]:

@@ -1,7 +1,10 @@
 """`GET /v1/limits`: what the service refuses past, so that a client can check before
 sending (`tiermem.client.Client.limits`, the adapters' `metadata_limit`), and that the
 appends honour an `Idempotency-Key` (`idempotency_keys: true`, which a server older than
-them does not say: the client retries an append under a key only where it is said).
+them does not say: the client retries an append under a key only where it is said),
+and that they take conditions (`conditional_appends: true`: `expect_position` and
+`expect_incarnation`, which an older server refuses as unknown fields, 422: the client
+sends them only where it is said).
 
 Invariants: the answer is this process's configuration and the library's fixed limits,
 read from the one map below (`CONFIG_LIMITS`, `FIXED_LIMITS`), never a copy of a value,
@@ -42,6 +45,9 @@ FIXED_LIMITS = {
     # does not say it, so a client retries an append under a key only where it is said
     "idempotency_keys": True,
     "max_idempotency_key_chars": MAX_IDEMPOTENCY_KEY_CHARS,
+    # ... and the appends' conditions: an older server refuses the fields (422), so a
+    # client sends them only where this is said
+    "conditional_appends": True,
 }
 
 limits_routes = APIRouter()  # included with the bearer credentials dependency
