@@ -10,7 +10,8 @@ directory deleted or damaged after start), `context` ranks by keywords only and 
 says why (planner.build), so does `search` (its answer's `degraded`, the error's type only,
 as HTTP and MCP give it), `stats()` and /healthz report the embedder `degraded` until a
 vector is computed again, appends store, and their turns get their vectors when the
-model is back.
+model is back. Such an episode is logged once in full (when it starts), then in one short
+line at most every `DEGRADED_LOG_INTERVAL_S`, and ends with an info line (`_EpisodeLog`).
 
 Thread-safe: one instance can serve every thread of a web server.
 
@@ -140,6 +141,11 @@ MAX_EMBED_REASON_CHARS = 300
 # what a search answers as `degraded` when its query has no vector: the error's type only,
 # as /healthz says it (its message names the model's path, which no tenant is shown)
 SEARCH_KEYWORDS_ONLY = "keyword (BM25) ranking only, no query vector: the embedding model cannot be used ({error})"
+# while a failure repeats at every call (the embedding model lost, a catch-up of pending
+# turns that fails), the most often a short line says it is still there, after the
+# traceback its first occurrence logged (`_EpisodeLog`): an agent's every turn would
+# otherwise repeat the same stack
+DEGRADED_LOG_INTERVAL_S = 300.0
 # erased conversations (tombstones) one read of `Memory._catch_erasures` takes: a
 # namespace's erasure of more is read page by page within the same check
 ERASURES_PAGE = 1000
@@ -150,6 +156,37 @@ MAX_DROPPED_HERE = 100_000
 # seconds between the background indexer's looks for pending turns (and for erasures
 # other processes committed: an idle process drops their copies within this)
 INDEXER_WAKE_S = 5.0
+
+
+class _EpisodeLog:
+    """How a failure that repeats call after call is logged: in full (its traceback) when
+    an episode starts, then one short line at most every DEGRADED_LOG_INTERVAL_S while
+    it lasts, and an info line when it ends (`ended`). Thread-safe."""
+
+    def __init__(self, started: str, still: str, ended: str) -> None:
+        self._started, self._still, self._ended = started, still, ended
+        self._since: float | None = None  # time.monotonic() when the episode started
+        self._logged = 0.0  # when it was last logged
+        self._lock = threading.Lock()
+
+    def failed(self, exc: BaseException, reason: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            since = self._since
+            if since is not None and now - self._logged < DEGRADED_LOG_INTERVAL_S:
+                return
+            self._since = now if since is None else since
+            self._logged = now
+        if since is None:
+            log.warning(self._started, exc_info=exc)
+        else:
+            log.warning("%s for %.0fs (%s)", self._still, now - since, reason)
+
+    def ended(self) -> None:
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            log.info(self._ended, time.monotonic() - since)
 
 
 @dataclass(frozen=True)
@@ -260,6 +297,15 @@ class Memory:
         # (time.time(), why) of the embedder's last failure; None once it computes a vector
         # again (or never failed): what stats() and /healthz report as `degraded`
         self._embed_failure: tuple[float, str] | None = None
+        self._embed_log = _EpisodeLog(
+            "the embedding model is unavailable; contexts and searches rank by keywords only until it is back",
+            "the embedding model is still unavailable", "the embedding model answers again after %.1fs")
+        # a catch-up of pending turns before a read that fails for another reason than the
+        # model (a full disk, a locked database): logged as an episode of its own
+        self._catch_up_log = _EpisodeLog(
+            "could not embed pending turns before a read; they are found by keywords and the tail until a "
+            "catch-up succeeds", "pending turns still cannot be embedded before reads",
+            "pending turns are embedded again before reads after %.1fs")
         # (namespace, name) -> key of the conversations this Memory has met: an append's
         # memo scope without a lookup (on PostgreSQL a round trip on top of the append's
         # one statement). Only the scope rides on it: a key gone stale (erased and created
@@ -374,20 +420,27 @@ class Memory:
         return vecs
 
     def _embedding_failed(self, exc: BaseException) -> EmbeddingUnavailable:
-        """Record the embedder's failure `exc` (logged when it starts one, in full)."""
+        """Record the embedder's failure `exc` (logged as an episode: `_EpisodeLog`)."""
         reason = f"{type(exc).__name__}: {exc}"
         if len(reason) > MAX_EMBED_REASON_CHARS:
             reason = reason[:MAX_EMBED_REASON_CHARS] + "..."
-        if self._embed_failure is None:
-            log.warning("the embedding model is unavailable; contexts rank by keywords only until it is back",
-                        exc_info=exc)
+        self._embed_log.failed(exc, reason)
         self._embed_failure = (self._embed_failure[0] if self._embed_failure is not None else time.time(), reason)
         return EmbeddingUnavailable(reason)
 
     def _embedding_answered(self) -> None:
-        if self._embed_failure is not None:
-            log.info("the embedding model answers again after %.1fs", time.time() - self._embed_failure[0])
-            self._embed_failure = None
+        self._embed_log.ended()
+        self._embed_failure = None
+
+    def _caught_up(self, failure: Exception | None) -> None:
+        """After the catch-up of pending turns before a read (which goes on either way):
+        its `failure`, if any, logged as an episode. While the embedder is degraded, it
+        is that episode's (the catch-up cannot load the model either), logged as such."""
+        if failure is None:
+            self._catch_up_log.ended()
+        elif self._embed_failure is None:
+            reason = f"{type(failure).__name__}: {failure}"[:MAX_EMBED_REASON_CHARS]
+            self._catch_up_log.failed(failure, reason)
 
     @property
     def embedding_failure(self) -> str | None:
@@ -1012,16 +1065,17 @@ class Memory:
         else:
             ns = self._ns(namespace)
             self._catch_erasures()
+        failure: Exception | None = None
         try:
             if conversation_id is not None:
                 self.cold.index_pending(conversation_id=key)
             else:
                 self.cold.index_pending(namespace=ns)  # this namespace's backlog only
-        except Exception:
+        except Exception as exc:
             # as before a context: a catch-up is a write (the model may be lost, the disk
             # full) and a read must still answer; the turns not yet embedded are found by
-            # bm25 meanwhile
-            log.warning("could not embed pending turns before searching", exc_info=True)
+            # bm25 meanwhile (logged after the query's embedding, as there)
+            failure = exc
         # the query finds vectors remembered for this conversation only; a namespace's
         # search has a scope of its own
         scope = (self._scope(key) if conversation_id is not None
@@ -1034,6 +1088,7 @@ class Memory:
                     query_vec = self._query_vectors([query])[0]
                 except EmbeddingUnavailable as exc:  # a derived part: keyword ranking still answers
                     degraded = SEARCH_KEYWORDS_ONLY.format(error=exc.reason.split(":", 1)[0])
+        self._caught_up(failure)
         # what control rows hide (a popped item, the control rows themselves) is never a
         # hit: ask for as many more as were hidden until k are left or the scope runs out
         want = k
@@ -1107,6 +1162,7 @@ class Memory:
                  namespace_recall: bool, truncate_latest: bool, record: bool, tz: str) -> Context:
         """`context` for a conversation's key, once its arguments are checked."""
         table = None
+        failure: Exception | None = None
         try:
             # only when this conversation has turns without a vector (the copy the
             # planner scores from knows): the probe alone costs more than a plan stage
@@ -1114,15 +1170,20 @@ class Memory:
             if not bool(table.has_vec.all()) and self.cold.index_pending(
                     conversation_id=conv, batch=self.config.embedding_batch_size):
                 table = self.turns.get(conv, tz)
-        except Exception:
+        except Exception as exc:
             # catching up vectors is a write; a read must still answer (full disk, locked
-            # db): the turns not yet embedded are found by bm25 and the tail meanwhile
-            log.warning("could not embed pending turns of %s before planning", conv, exc_info=True)
+            # db, the model lost): the turns not yet embedded are found by bm25 and the
+            # tail meanwhile. Logged once the query's embedding told whether the model is why
+            failure = exc
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
-        return self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
-                                  summaries=summaries, namespace_recall=namespace_recall and self.config.namespace_recall,
-                                  truncate_latest=truncate_latest, table=table, record=record, timezone=tz)
+        try:
+            return self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
+                                      summaries=summaries,
+                                      namespace_recall=namespace_recall and self.config.namespace_recall,
+                                      truncate_latest=truncate_latest, table=table, record=record, timezone=tz)
+        finally:
+            self._caught_up(failure)
 
     def _hot_view(self, conv: str) -> HotView:
         from tiermem.planner.build import HotView
