@@ -166,17 +166,27 @@ _TIME = re.compile(r"(\d{1,2})(?::(\d{2}))?(?::(\d{2}))?\s*([ap])\.?\s*m\.?\b", 
 _TIME24 = re.compile(r"\b(\d{1,2}):(\d{2})(?::(\d{2}))?\b")
 _DMY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+([A-Za-z]{3,9})\.?,?\s+(\d{4})\b")
 _MDY = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b")
-_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")  # a "T" or a time may follow
 
 
 def parse_session_date(text: str | None) -> float | None:
     """Unix seconds (UTC) for a LoCoMo session date such as ``"1:56 pm on 8 May, 2023"``.
 
     Tolerant: day-month-year or month-day-year with full or abbreviated month names,
-    ISO dates, 12- or 24-hour times or none (midnight); None when no date is found."""
+    ISO dates, 12- or 24-hour times or none (midnight); None when no date is found. A
+    whole ISO 8601 date-time (``2023-05-08T13:56:00Z``, an offset such as ``+02:00`` taken
+    into account) is read as one, with its time; no zone means UTC."""
     if not text or not isinstance(text, str):
         return None
     s = text.strip()
+    try:
+        # a machine-written date: the regexes below find no time after its "T", and its
+        # zone would be lost
+        iso = dt.datetime.fromisoformat(s)
+    except ValueError:
+        pass
+    else:
+        return (iso if iso.tzinfo is not None else iso.replace(tzinfo=dt.UTC)).timestamp()
     year = month = day = None
     m_iso = _ISO.search(s)
     if m_iso:
