@@ -52,8 +52,10 @@ the turn classifier through their public methods. Its invariants:
   holder (someone else's change never revises the user's own fact, nor another named
   person's; a possessive is "'s" or a plural's "'", "my parents' address", and a party
   is the same in the singular and the plural, "my kid's" / "my kids'") and about the same thing: where both state a value of a named thing (the noun
-  phrase before a verb of state, "my work laptop has ...", "Anna lives ..."), the same
-  head noun, picked by the same words where both pick one ("my cat is 5 now" never
+  phrase before a verb of state, "my work laptop has ...", "Anna lives ...", or before a
+  present-tense verb with a value, a plural's without its -s, "the gym classes start at
+  6"), the same head noun, in the singular or the plural ("my yoga class" / "my yoga
+  classes"), picked by the same words where both pick one ("my cat is 5 now" never
   revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
   new one's head picks out the old one ("Order's been changed" / "my order number"), or
@@ -891,7 +893,8 @@ def _subject(clause: str) -> Subject | None:
     verb = -1
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
-        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w) or _present_verb(w, low[j + 1:j + 3])
+        if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)
+                       or _present_verb(w, low[j + 1:j + 3], low[j - 1])
                        or _verb_before_object(w, low[j + 1:j + 2], phrase)):
             verb = j
             break
@@ -926,12 +929,19 @@ def _subject(clause: str) -> Subject | None:
     after = next((w for w in low[k + 1:] if w not in _AUXILIARIES), "")
     if main in _STATE_VERBS and after in _DETERMINERS:
         return None  # "Nguyen is my dentist now": an identity, either side the thing
-    head, *rest = reversed([_stem(w) for w in phrase])
+    head, *rest = reversed([_noun_stem(w) for w in phrase])
     if main not in _STATE_VERBS and after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER:
         return Subject(head, frozenset(rest), event=True)  # acts on an object: the object's value changes
     # a kind or a value that names it: after a form of "be", no preposition or article, no amount
     quality = main in _BE_FORMS and bool(after) and after not in _PLACE_OR_THING and         not _slots(" ".join(low[k + 1:])).keys() & _AMOUNT_SLOTS
-    return Subject(head, frozenset(rest), possessors=frozenset(_stem(w) for w in owners), quality=quality)
+    return Subject(head, frozenset(rest), possessors=frozenset(_noun_stem(w) for w in owners), quality=quality)
+
+
+def _noun_stem(word: str) -> str:
+    """A noun's stem, the same in the singular and the plural: "-ss" is no plural's ending
+    ("class", "classes": "class"; _stem's "clas" would make the gym class and the gym
+    classes two things, once a plural subject is read)."""
+    return word if word.endswith("ss") else _stem(word)
 
 
 def _participle(word: str) -> bool:
@@ -939,16 +949,34 @@ def _participle(word: str) -> bool:
     return word.endswith("ed") and len(word) > MIN_PARTICIPLE_CHARS
 
 
-def _present_verb(word: str, following: Sequence[str]) -> bool:
-    """A third person's present-tense verb after a noun, stating when or how much ("the
-    pool opens at 7", "the class starts on Monday", "the plan costs $20"): an -s word
-    whose next words, a preposition and its object or the value alone, hold a typed value.
-    A plural noun before a place ("the swim lessons at the Y are ...") is read as a noun."""
-    if not word.endswith("s") or word.endswith(_NOT_PRESENT_ENDINGS) or len(word) < MIN_PRESENT_VERB_CHARS:
-        return False
+def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
+    """A present-tense verb after a noun, stating when or how much ("the pool opens at 7",
+    "the class starts on Monday", "the plan costs $20"): an -s word whose next words, a
+    preposition and its object or the value alone, hold a typed value; or, a plural's verb
+    having no -s, a word of any ending after a plural noun `before` whose next words, a
+    preposition and its object, hold one ("the gym classes start at 6", "my parents arrive
+    on Friday"; not "the library supports Python 3.8", where the -s word is the verb). A
+    plural noun before a place ("the swim lessons at the Y are ...") is read as a noun, as
+    is a value ("the classes Monday at 9").
+    """
     if not following or not (following[0] in _INTRANSITIVE_AFTER or not following[0][:1].isalpha()):
         return False
+    if word.endswith("s"):
+        if word.endswith(_NOT_PRESENT_ENDINGS) or len(word) < MIN_PRESENT_VERB_CHARS:
+            return False
+    elif not (following[0] in _INTRANSITIVE_AFTER and _plural_noun(before) and word.isalpha()
+              and word not in _STOP and word not in _NOT_VERBS and not _slots(word)):
+        return False
     return bool(_slots(" ".join(following)))
+
+
+def _plural_noun(word: str) -> bool:
+    """A word that may be a plural noun ("classes", "parents"): an -s word, not "-ss",
+    "-us", "-is" or a possessive ("glass", "bus", "this", "kids'"), of MIN_PRESENT_VERB_CHARS
+    or more ("gas", "yes": no plural), no adverb or function word ("always", "perhaps" is
+    no noun)."""
+    return word.endswith("s") and not word.endswith(_NOT_PRESENT_ENDINGS) and len(word) >= MIN_PRESENT_VERB_CHARS \
+        and word.isalpha() and word not in _STOP and word not in _AUXILIARIES and word not in _NOT_VERBS
 
 
 def _verb_before_object(word: str, following: Sequence[str], phrase: Sequence[str]) -> bool:

@@ -10,6 +10,9 @@ Invariants:
 - A thing's value told by a present-tense verb and a value ("the gym opens at 6", "the
   class starts on Monday") names that thing as a verb of state does: before, the verb was
   not read, the clause named no subject, and "the pool opens at 7" revised the gym's hours.
+  So does a plural's verb, which has no -s ("the gym classes start at 6"): before, "the
+  pool classes start at 7" revised them. A thing is the same in the singular and the
+  plural ("my yoga class" / "my yoga classes").
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
   never revises it. Before, such a clause named no subject and so fit any. The verb is
@@ -58,6 +61,12 @@ CASES = [
     # the same facility's and the same class's hours: still superseded
     ("The gym opens at 6.", "Actually the gym opens at 7.", True),
     ("My yoga class starts at 9am.", "Actually my yoga class starts at 10am.", True),
+    # other classes, a plural subject whose verb has no -s ("start at 6"): before,
+    # superseded (the verb was read as a word of the noun phrase, which named no subject)
+    ("The gym classes start at 6.", "Actually the pool classes start at 7.", False),
+    # the same classes, and the same class in the plural: still superseded
+    ("The gym classes start at 6.", "Actually the gym classes start at 7.", True),
+    ("My yoga class starts at 9am.", "Actually my yoga classes start at 10am.", True),
     # the same pet, by the rules: still superseded
     ("My dog is 3 years old.", "Actually my dog is 4.", True),
     # the same pet, by meaning (the embedding fallback for an update cue): still superseded
