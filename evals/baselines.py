@@ -99,6 +99,14 @@ def _item_is_superseded(item: Any) -> bool:
     return "superseded" in reason.lower()
 
 
+def no_context() -> MethodOutput:
+    """The context of a conversation with no messages (a LoCoMo sample whose sessions are
+    all empty, a conversation of probes alone): nothing. Nothing wrote the conversation,
+    so `Memory.context` would not find it; its questions are asked of this instead, as
+    the baselines ask them of an empty view, and counted (no evidence, no answer shown)."""
+    return MethodOutput(messages=[], positions=set(), tokens=0)
+
+
 def tiermem_context(memory: Memory, conv: str, question: str, budget: int, *, namespace: str) -> MethodOutput:
     """`Memory.context(conv, question, budget)` in `namespace`; the positions are those
     of plan items at verbatim or trimmed fidelity in this conversation."""

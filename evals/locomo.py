@@ -18,7 +18,9 @@ questions can never retrieve another sample's turns):
   took gets ``-2``, ``-3``, ...); a conversation the data dir already holds is reused
   only when its turns are the sample's (else the run stops: use a fresh data dir);
 - turns in session order (``session_1``, ``session_2``, ... by number), one
-  `append_many` (one transaction) per session;
+  `append_many` (one transaction) per session; a sample with no turns at all (every
+  session empty) writes no conversation, and its questions are asked of an empty context
+  (`baselines.no_context`, 0 ms; their evidence counts as missing);
 - roles: ``speaker_a`` -> ``"user"``, ``speaker_b`` -> ``"assistant"``; ``name`` is the
   speaker's name as written (cut to 64 characters), so both speakers stay
   distinguishable; a speaker that is neither (none in the published data) becomes a
@@ -78,6 +80,7 @@ from tiermem.evals.baselines import (
     ConvView,
     MethodOutput,
     mean,
+    no_context,
     percentiles,
     rank_all,
     run_baseline,
@@ -743,8 +746,9 @@ def run_locomo(
                     records[b][name].append(rec)
                 if use_tiermem:
                     t = time.perf_counter()
-                    out = tiermem_context(memory, ing.conversation_id, q.qa.question, b,
-                                         namespace=ing.conversation_id)
+                    out = (tiermem_context(memory, ing.conversation_id, q.qa.question, b,
+                                          namespace=ing.conversation_id)
+                           if ing.sample.n_turns else no_context())
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     unverified = verify_positions(memory, ing.conversation_id, out)

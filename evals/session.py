@@ -85,7 +85,8 @@ def _chain(memory: Memory, conv: str, samples: list[Sample]) -> tuple[dict[tuple
             for t, p in zip(session.turns, positions, strict=True):
                 if t.dia_id:
                     dia.setdefault((si, t.dia_id), p)
-    memory.catch_up(conv, namespace=conv)
+    if turns:  # else nothing wrote the conversation yet (the questions will): none to catch up
+        memory.catch_up(conv, namespace=conv)
     return dia, turns
 
 

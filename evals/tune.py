@@ -60,7 +60,15 @@ from rich.table import Table
 from tiermem.config import CONFIG_ENV, Config, redact
 from tiermem.config_sections import anchor_paths, flatten, nest, read_file, to_toml
 from tiermem.evals.attribution import ReplyScore, attribute, spearman
-from tiermem.evals.baselines import ConvView, close_memory, full_context, mean, open_memory, tiermem_context
+from tiermem.evals.baselines import (
+    ConvView,
+    close_memory,
+    full_context,
+    mean,
+    no_context,
+    open_memory,
+    tiermem_context,
+)
 from tiermem.evals.conversations import Dataset
 from tiermem.evals.cost import USD_PER_MTOK, MethodSeries, Renderer, priced
 from tiermem.evals.locomo import QA, EvidenceCounts, Question, Record, score, summarize
@@ -233,8 +241,9 @@ def run_candidate(
                         p.series.add(i + 1, out, ms, renderer=renderer, budget=p.budget, token_ok=ok)
                 if progress is not None and task is not None:
                     progress.advance(task)
-            memory.catch_up(cid, namespace=ns)
-            view.refresh(memory)
+            if conv.messages:  # else nothing wrote the conversation: there is none to catch up
+                memory.catch_up(cid, namespace=ns)
+                view.refresh(memory)
             full_tokens.append(float(view.total_tokens()))
             for probe in conv.probes:
                 idx, missing = conv.evidence_positions(probe)
@@ -243,7 +252,8 @@ def run_candidate(
                              [positions[j] for j in idx])
                 for p in points.values():
                     t = time.perf_counter()
-                    out = tiermem_context(memory, cid, probe.question, p.budget, namespace=ns)
+                    out = (tiermem_context(memory, cid, probe.question, p.budget, namespace=ns)
+                           if conv.messages else no_context())
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
                     p.records.append(score(q, out, ms, p.budget, token_ok=ok))
