@@ -45,6 +45,12 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   query and never answers (stopped with SIGSTOP, a silent proxy) is not seen by TCP or by
   PostgreSQL's own timeouts; before, a worker waited on it for ever. The store's own pool
   gives up a connection attempt after CONNECT_TIMEOUT_S unless the URL sets its own.
+- A cut connection's backend does not outlive its client by more than
+  CLIENT_CHECK_INTERVAL_MS (`client_connection_check_interval`, PostgreSQL 14+): set on
+  each session of the store's own pool, and for each maintenance transaction on a
+  caller's connection (`SET LOCAL`, never its session), so the locks of a cut erasure
+  (ERASURE_ORDER_LOCK, its rows) or migration are released then, not when its statement
+  would have ended.
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -225,6 +231,19 @@ MAINTENANCE_TIMEOUT_S = 3600.0
 # another does it; an erasure behind another), the transaction lifts the limit for itself
 # (SET LOCAL)
 WAIT_FOR_LOCKS_SQL = "SET LOCAL lock_timeout = 0"
+# How often a backend of the store checks, while it runs a statement, that its client is
+# still there (client_connection_check_interval, PostgreSQL 14+; the server's default 0:
+# never). A backend does not notice its client leave until it next reads or writes the
+# socket: a connection cut by the watchdog (StoreStalled) or a killed process left its
+# backend running the statement to its end, its transaction's locks held meanwhile. An
+# erasure cut inside a long deletion kept ERASURE_ORDER_LOCK and its rows, so every other
+# erasure waited for a transaction that could only roll back. The check is a poll() of the
+# socket once an interval while a statement runs: nothing while idle or per round trip.
+CLIENT_CHECK_INTERVAL_MS = 1000
+# ... set on each session of the store's own pool; on a caller's connection, never for its
+# session: for each of tiermem's maintenance transactions only (ends with it)
+CLIENT_CHECK_SQL = f"SET client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}"
+CLIENT_CHECK_LOCAL_SQL = f"SET LOCAL client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}"
 # What a step after an erasure's commit (its scrub, the size after it) may fail with: a
 # statement's error, or no pooled connection in time (StoreUnreachable: another request
 # took the pool's last one). Either leaves the step owed, never fails the erasure.
@@ -924,7 +943,8 @@ class PostgresStore(SharedQueries):
             pool.check()
 
     def _configure(self, conn: Conn) -> None:
-        conn.execute(f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}")  # our pool's: autocommit
+        # our pool's: autocommit; the client check for the session, as it is ours
+        conn.execute(f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}; {CLIENT_CHECK_SQL}")
         self._register_vec(conn)
 
     @contextlib.contextmanager
@@ -1039,6 +1059,10 @@ class PostgresStore(SharedQueries):
         """One transaction on one pooled connection (READ COMMITTED; the row locks each
         operation takes are named where it takes them)."""
         with self._conn() as conn, conn.transaction():
+            if not self._owns_pool and getattr(self._waits, "maintenance", False):
+                # long and holding locks others wait on (an erasure's ERASURE_ORDER_LOCK):
+                # ended by the server once its client is gone, as on our own sessions
+                conn.execute(CLIENT_CHECK_LOCAL_SQL)
             yield conn
 
     @staticmethod
@@ -1093,7 +1117,9 @@ class PostgresStore(SharedQueries):
                              "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)")
             while True:
                 with conn.transaction():
-                    conn.execute(WAIT_FOR_LOCKS_SQL)  # and its steps' table locks behind readers
+                    # and its steps' table locks behind readers; on a caller's connection the
+                    # client check for this transaction (ours has it for the session)
+                    conn.execute(WAIT_FOR_LOCKS_SQL if self._owns_pool else f"{WAIT_FOR_LOCKS_SQL}; {CLIENT_CHECK_LOCAL_SQL}")
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tiermem-migrate-{self.schema}",))
                     found = self._recorded_version(conn)  # another process may have migrated
                     if found > supported:
