@@ -6,15 +6,22 @@ one batch. Worker 1 edited `a1`, worker 2 `a2`, worker 2's batch landing between
 retracted all of its copies, while its retractions of `a1` and `h2` stayed in force;
 its next round skipped them (stored, no visible version): `a1` and `h2` were gone from
 the view, `context()` and the chat history for good. An edit batch is now conditional
-on the log not having moved since it was read (`Memory.append_outcome(expect_position=)`):
-refused, nothing is written and the sync plans again from what the log holds. A
-`Client` (no conditional batch over HTTP) retracts only the copies of the rows another
-writer hid first: nothing is lost, and the later batch's rows come after the other's.
+on the log not having moved since it was read (`append_outcome(expect_position=)`, a
+`Client`'s too, over HTTP): refused, nothing is written and the sync plans again from
+what the log holds. A `Client` of a server that takes no condition (an older one: its
+/v1/limits does not say `conditional_appends`) retracts only the copies of the rows
+another writer hid first: nothing is lost, and the later batch's rows come after the
+other's.
 
 Two `Memory` instances on one SQLite directory (each with its own locks, as two
-processes), two `Client`s of one server, and two real processes; the other worker's
-write is run between this one's read and its batch by wrapping the module's
-`append_bodies` (the real one is called after).
+processes), two `Client`s of one server, two `Client`s of that server behind a real
+proxy that hides the flag from /v1/limits (the older server), and two real processes;
+the other worker's write is run between this one's read and its batch by wrapping the
+module's `append_bodies` (the real one is called after).
+
+The `Client` cases failed before conditional appends over HTTP: the rows of the later
+batch came after the other's (a1 after a2), and the refused batch's copies stayed in the
+log.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import pytest
 
 pytest.importorskip("langchain_core")
 from client_helpers import served
+from flaky_proxy import CLOSE, flaky_proxy
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 import tiermem.adapters._langchain_sync as lc_sync
@@ -83,11 +91,15 @@ def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Ite
         yield got
 
 
-@pytest.fixture(params=["memory", "client"])
+OLDER_CLIENT = "older server's client"
+
+
+@pytest.fixture(params=["memory", "client", OLDER_CLIENT])
 def workers(request: pytest.FixtureRequest, tmp_path: Path, embedder: FastEmbedder
             ) -> Iterator[tuple[str, MemoryLike, MemoryLike]]:
     """A conversation id and two workers' stores: two Memory instances on one SQLite
-    directory, or two Clients of one server (each its own locks, as two processes)."""
+    directory, or two Clients of one server (each its own locks, as two processes), or
+    two Clients of it behind a proxy hiding `conditional_appends` (an older server)."""
     conv = f"trip-{tmp_path.name}"  # the server's store outlives a test
     if request.param == "memory":
         cfg = Config(data_dir=tmp_path / "data")
@@ -98,8 +110,13 @@ def workers(request: pytest.FixtureRequest, tmp_path: Path, embedder: FastEmbedd
         from service_helpers import TOKEN_ACME
 
         base = request.getfixturevalue("url")
-        with Client(base, token=TOKEN_ACME) as c1, Client(base, token=TOKEN_ACME) as c2:
-            yield conv, c1, c2
+        if request.param == OLDER_CLIENT:  # no fault: the proxy only hides the flag
+            with flaky_proxy(base, CLOSE, times=0, hide=("conditional_appends",)) as proxy, \
+                    Client(proxy.url, token=TOKEN_ACME) as c1, Client(proxy.url, token=TOKEN_ACME) as c2:
+                yield conv, c1, c2
+        else:
+            with Client(base, token=TOKEN_ACME) as c1, Client(base, token=TOKEN_ACME) as c2:
+                yield conv, c1, c2
 
 
 # worker 2's state (its write lands inside worker 1's edit), worker 1's return, the view after
@@ -116,7 +133,8 @@ RACES: list[tuple[str, list[BaseMessage] | None, int, list[tuple[str, str]]]] = 
 
 
 @pytest.mark.parametrize(("race", "theirs", "written", "want"), RACES, ids=[r[0] for r in RACES])
-def test_an_edit_racing_another_writer(monkeypatch: pytest.MonkeyPatch, workers: tuple[str, MemoryLike, MemoryLike],
+def test_an_edit_racing_another_writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                                       workers: tuple[str, MemoryLike, MemoryLike],
                                        race: str, theirs: list[BaseMessage] | None, written: int,
                                        want: list[tuple[str, str]]) -> None:
     conv, m1, m2 = workers
@@ -129,15 +147,16 @@ def test_an_edit_racing_another_writer(monkeypatch: pytest.MonkeyPatch, workers:
     assert w1.sync(mine) == written
     monkeypatch.undo()
     shown = _shown(m1, conv)
-    if isinstance(m1, Client) and race == "different messages":
-        # a Client's batch is not conditional: its rows land after the other's
+    older = request.node.callspec.params["workers"] == OLDER_CLIENT
+    if older and race == "different messages":
+        # an older server's batch is not conditional: its rows land after the other's
         assert sorted(shown, key=str) == sorted(want, key=str)
     else:
         assert shown == want
     context = [m.get("content") for m in m1.context(conv, "When is my hotel booked?", BUDGET_TOKENS).messages]
     assert {c for _, c in want} <= set(context) and OLD not in context
     rows = m1.history(conv)
-    if not isinstance(m1, Client):  # the batch refused wrote nothing: one new version in the log
+    if not older:  # the batch refused wrote nothing: one new version in the log
         assert sum(1 for r in rows if r.body.get("content") == NEW) == 1
     # later syncs of either state write nothing
     assert w1.sync(mine) == 0

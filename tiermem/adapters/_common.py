@@ -39,7 +39,7 @@ from tiermem.tiers.formats import (
     message_text,
     to_responses_rows,
 )
-from tiermem.tiers.models import StoredMessage
+from tiermem.tiers.models import AppendOutcome, StoredMessage
 
 if TYPE_CHECKING:
     from tiermem.client import Client
@@ -56,6 +56,12 @@ class MemoryLike(Protocol):
     def append(self, conversation_id: str, message: dict[str, Any]) -> int: ...
 
     def append_many(self, conversation_id: str, messages: Sequence[dict[str, Any]]) -> list[int]: ...
+
+    # the conditional batch (`expect_position`); called only where `conditional_appends` says
+    # the store takes it (a Client: its server says so)
+    def append_outcome(self, conversation_id: str, messages: Sequence[dict[str, Any]], *,
+                       expect_position: int | None = None,
+                       expect_incarnation: str | None = None) -> AppendOutcome: ...
 
     def history(self, conversation_id: str, *, after: int | None = None,
                 limit: int | None = None) -> list[StoredMessage]: ...
@@ -137,11 +143,18 @@ def metadata_limit(mem: MemoryLike) -> int | None:
 
 
 def conditional_appends(mem: MemoryLike) -> bool:
-    """Whether `mem` appends conditionally (`Memory.append_outcome(expect_position=)`: a
-    store in this process); a `Client` does not (the HTTP batch takes no such condition)."""
+    """Whether `mem` appends conditionally (`append_outcome(expect_position=)`): a store in
+    this process does; a `Client` where its server says so (`Client.limits()`, one request
+    per client; a server older than them does not); another MemoryLike does not."""
+    from tiermem.client import Client
     from tiermem.memory import Memory, NamespacedMemory
 
-    return isinstance(mem, Memory | NamespacedMemory)
+    if isinstance(mem, Memory | NamespacedMemory):
+        return True
+    if isinstance(mem, Client):
+        limits = mem.limits()
+        return limits is not None and limits.conditional_appends
+    return False
 
 
 def conversation_lock(mem: MemoryLike, conversation_id: str) -> threading.Lock:

@@ -41,15 +41,17 @@ is read anew. Syncs of one conversation are serialised in a process (`_common.co
 two processes that both append a message in the same instant leave it twice in the log,
 and the later copy is hidden at once by a retraction row (the first by position wins),
 so views and contexts show it once while `history()` keeps both. An edit's batch is
-conditional on the log it was made from (`Memory.append_outcome(expect_position=)`):
-another writer's append since (its own edit, a pop, a new message) refuses it, nothing is
-written, and the sync reads the log and plans again from what is visible then, at most
-`MAX_EDIT_ROUNDS` times (then `EditConflict`): the view keeps the state's order and every
-worker's edit of another message. A `Client`'s batch is not conditional (the HTTP batch
-takes no such condition): where another writer hid a row its batch retracts first, the
-copy of that row is retracted again and the other's stands, so nothing is lost, but the
-rows after it come after the other's. `sync` counts the state's messages it wrote that
-stay visible.
+conditional on the log it was made from (`append_outcome(expect_position=)`, a `Client`'s
+too: the HTTP appends take the condition): another writer's append since (its own edit,
+a pop, a new message) refuses it, nothing is written, and the sync reads the log and
+plans again from what is visible then, at most `MAX_EDIT_ROUNDS` times (then
+`EditConflict`): the view keeps the state's order and every worker's edit of another
+message. Only a store that takes no condition (a `Client` of a server older than them,
+which does not say `conditional_appends`; `_common.conditional_appends`) appends the
+batch as it is: where another writer hid a row its batch retracts first, the copy of
+that row is retracted again and the other's stands, so nothing is lost, but the rows
+after it come after the other's. `sync` counts the state's messages it wrote that stay
+visible.
 """
 
 from __future__ import annotations
@@ -262,9 +264,9 @@ class ConversationSync:
                     self._synced.update(keys)
                     return written + len(mine)
                 positions = append_bodies(self.memory, self.conversation_id, batch)
-                # a `Client`'s batch is not conditional: another process may have hidden one
-                # of the rows it retracts first (its own edit, a pop), and then that row's
-                # copy goes (theirs stands; the retractions that hid a row stand with their
+                # a batch that cannot be conditional (a Client of an older server): another
+                # process may have hidden one of the rows it retracts first (its own edit, a
+                # pop), and then that row's copy goes (theirs stands; the retractions that hid a row stand with their
                 # copies); and a message another process stored between the read and the
                 # append: the copy at the lower position stands
                 redundant = self._load_seen()

@@ -158,18 +158,17 @@ def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[st
     positions. A body's artifact or kept LangChain content the store refuses for its
     size is left out of it (nothing written), and the batch sent again.
     `expect_position`: written only if the conversation goes on there, else
-    `PositionMismatch` and nothing written (`Memory.append_outcome`; a store in this
-    process only, `conditional_appends`)."""
+    `PositionMismatch` and nothing written (`append_outcome`: a store in this process, or
+    a `Client` of a server that takes it, `conditional_appends`)."""
     bodies = list(bodies)
     while True:
         try:
             if expect_position is None:
                 return memory.append_many(conversation_id, bodies)
             if not conditional_appends(memory):
-                raise ValidationError("expect_position", f"a conditional append needs a Memory or a "
-                                      f"NamespacedMemory, got {type(memory).__name__}")
-            return memory.append_outcome(conversation_id, bodies,  # type: ignore[attr-defined]
-                                         expect_position=expect_position).positions
+                raise ValidationError("expect_position", f"a conditional append needs a Memory, a NamespacedMemory "
+                                      f"or a Client of a server that takes it, got {type(memory).__name__}")
+            return memory.append_outcome(conversation_id, bodies, expect_position=expect_position).positions
         except ValidationError as exc:
             refused = _optional_refused(exc, bodies)
             if refused is None:
