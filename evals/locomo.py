@@ -381,6 +381,23 @@ def conversation_ids(sample_ids: Sequence[str], max_chars: int = ID_MAX_CHARS) -
     return out
 
 
+def sample_labels(sample_ids: Sequence[str]) -> list[str]:
+    """A name per sample, unique within the file, for the figures kept per sample: its
+    `sample_id`, and for an id given again the same with ``-2``, ``-3``, ... (as
+    `conversation_ids` does): keyed by the bare id, the second sample's figures were
+    merged into the first's, or replaced them."""
+    taken: set[str] = set()
+    out: list[str] = []
+    for sid in sample_ids:
+        label, n = sid, 1
+        while label in taken:
+            n += 1
+            label = f"{sid}-{n}"
+        taken.add(label)
+        out.append(label)
+    return out
+
+
 def turn_content(turn: Turn) -> str:
     if turn.blip_caption:
         return f"{turn.text} [image: {turn.blip_caption}]" if turn.text else f"[image: {turn.blip_caption}]"

@@ -6,7 +6,9 @@ current planner, in one run, with leave-one-conversation-out weight choice.
         --variant keys:keys=0.5 --variant both:hop=1.0,keys=0.5 --json-out rounds.json
 
 Each sample of the LoCoMo-format file is ingested alone, into a Memory of its own (its
-data dir under `--data-root`, reused when it holds the sample already; hot tier on, as in
+data dir under `--data-root`, named by its sample_id, with -2, -3, ... for an id the file
+repeats, as the figures name it: `locomo.sample_labels`; reused when it holds the sample
+already; hot tier on, as in
 `tiermem eval locomo`). Every question is then asked with every variant at every budget,
 as a what-if context (`record=False`): no call extends another's epoch, as in the
 standard multi-budget eval, where each call changes the budget and so starts anew. A
@@ -60,6 +62,7 @@ from tiermem.evals.locomo import (
     ingest_sample,
     load_samples,
     resolve_questions,
+    sample_labels,
 )
 from tiermem.planner import (
     candidates,
@@ -228,6 +231,7 @@ class Prepared:
     memory: Any
     ingested: Any
     questions: list[Any]
+    label: str = ""  # the sample's name in the figures: its id, with -2, -3, ... where the file repeats it
 
 
 def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
@@ -238,8 +242,10 @@ def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
     given, adds up the evidence ids dropped (malformed, or not in the conversation)."""
     if counts is None:
         counts = EvidenceCounts()
-    for sample in samples:
-        path = data_root / sample.sample_id
+    for sample, label in zip(samples, sample_labels([s.sample_id for s in samples]), strict=True):
+        # a data dir per sample: one whose id the file repeats gets its own (its label),
+        # not the first's, which holds other turns
+        path = data_root / label
         path.mkdir(parents=True, exist_ok=True)
         opened = open_memory(path, hot=hot)
         try:
@@ -248,7 +254,7 @@ def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
             qs = [q for q in resolve_questions(ing, 0, None, counts) if q.evidence_positions]
             if sample_questions is not None:
                 qs = qs[::max(1, len(qs) // sample_questions)][:sample_questions]
-            yield Prepared(sample, opened.memory, ing, qs)
+            yield Prepared(sample, opened.memory, ing, qs, label)
         finally:
             close_memory(opened)
 
@@ -267,7 +273,7 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
     t0 = time.perf_counter()
     counts = EvidenceCounts()
     for prep in prepared(samples, data_root, hot=hot, sample_questions=sample_questions, counts=counts):
-        sample, memory, ing, qs = prep.sample, prep.memory, prep.ingested, prep.questions
+        memory, ing, qs = prep.memory, prep.ingested, prep.questions
         cid = ing.conversation_id
         view = ConvView.load(memory, cid) if baselines else None
         for v in variants:
@@ -277,7 +283,7 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
                         t = time.perf_counter()
                         ctx = memory.context(cid, q.qa.question, budget=b, namespace=cid, record=False)
                         latency[v.name][str(b)].append((time.perf_counter() - t) * 1000)
-                        key = (sample.sample_id, q.qa.category)
+                        key = (prep.label, q.qa.category)
                         for fids, into in ((INCLUDED_FIDELITIES, results), (WITH_EXCERPTS, with_ex)):
                             got = {p for it in ctx.plan.items if it.conversation_id == cid
                                    and it.fidelity in fids for p in it.positions}
@@ -295,10 +301,10 @@ def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data
                         packed, _ms = run_baseline(m, view, rankings, b)
                         hit = sum(1 for p in q.evidence_positions if p in packed.positions)
                         base_recs[m][str(b)].append(
-                            (sample.sample_id, q.qa.category, hit / len(q.evidence_positions)))
+                            (prep.label, q.qa.category, hit / len(q.evidence_positions)))
     out: dict[str, Any] = {
         "data": str(data),
-        "samples": [s.sample_id for s in samples],
+        "samples": sample_labels([s.sample_id for s in samples]),  # as the records name them
         "budgets": list(budgets),
         "sample_questions": sample_questions,
         # evidence ids dropped from the questions (malformed / not in the conversation), as

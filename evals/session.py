@@ -52,6 +52,7 @@ from tiermem.evals.locomo import (
     EvidenceCounts,
     LocomoError,
     Sample,
+    sample_labels,
     session_times,
     turn_message,
 )
@@ -111,6 +112,7 @@ def run_session(
     samples = checked_samples(data, memory.config)
     if limit_samples is not None:
         samples = samples[:limit_samples]
+    labels = sample_labels([s.sample_id for s in samples])  # by_sample's keys: a repeated id gets -2
     t0 = time.perf_counter()
     per_budget: dict[str, Any] = {}
     meta: dict[str, Any] = {}
@@ -130,8 +132,8 @@ def run_session(
         counts = EvidenceCounts()  # ids dropped from the questions' evidence, as `eval locomo` reports
         total_q = sum(len(s.qa if limit_questions is None else s.qa[:limit_questions]) for s in samples)
         task = progress.add_task(f"session at {budget}", total=total_q) if progress is not None else None
-        for si, s in enumerate(samples):
-            sample_starts.append((s.sample_id, asked))
+        for si, (s, label) in enumerate(zip(samples, labels, strict=True)):
+            sample_starts.append((label, asked))
             for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
                 evidence = sorted(_resolve(qa.evidence, si, dia, counts))
                 with_evidence += bool(evidence)
@@ -162,7 +164,7 @@ def run_session(
                     if evidence:
                         r = _recall(out, evidence)
                         recalls[name].append((qa.category, r))
-                        sample_recalls[name].setdefault(s.sample_id, []).append(r)
+                        sample_recalls[name].setdefault(label, []).append(r)
                 if progress is not None and task is not None:
                     progress.advance(task)
         summaries: dict[str, Any] = {}
