@@ -52,8 +52,13 @@ Invariants:
   after the interpreter has joined its non-daemon threads.
 - **Fallback.** `runtime="auto"` uses the reference pipeline where onnxruntime or
   tokenizers is missing, or the export or its check fails, after one fresh export where
-  the cached one was damaged (logged once);
-  `runtime="onnx"` raises instead.
+  the cached one was damaged (logged once per reason);
+  `runtime="onnx"` raises instead. A fallback whose own load failed too (the model
+  directory gone or damaged) is not kept: the next load tries the fast runtime again, so
+  a model that comes back is served by it. One that loaded serves until a restart:
+  trying the fast runtime again then would mean an export (a torch start, ~15 s of CPU)
+  for a failure that is most often lasting (onnxruntime missing, an export refused),
+  and a runtime swapped under concurrent calls.
 """
 
 from __future__ import annotations
@@ -958,6 +963,8 @@ class FastEmbedder(MemoAttributes):
         self.query_session: QuerySessionPolicy = "spare"
         self._one_text_calls = 0
         self._fallback: SentenceTransformerEmbedder | None = None
+        # the fallback whose own load failed: the next load tries the fast runtime again
+        self._failed_fallback: SentenceTransformerEmbedder | None = None
         self._identity: str | None = None
         self._lock = threading.Lock()
         self._memo = TextMemo()
@@ -992,6 +999,9 @@ class FastEmbedder(MemoAttributes):
     def load(self) -> str:
         """Load now (export first if needed); returns the runtime in use."""
         with self._lock:
+            if self._fallback is not None and self._fallback is self._failed_fallback:
+                # its load failed (the model gone or damaged): the fast runtime may load now
+                self._fallback = self._failed_fallback = None
             if self._session is None and self._fallback is None:
                 try:
                     self._session = self._open()
@@ -999,15 +1009,22 @@ class FastEmbedder(MemoAttributes):
                 except Exception as exc:
                     if self.runtime == "onnx":
                         raise
-                    self.load_error = f"{type(exc).__name__}: {exc}"
-                    log.warning("fast embedding runtime unavailable (%s); using sentence-transformers",
-                                self.load_error)
+                    error = f"{type(exc).__name__}: {exc}"
+                    if error != self.load_error:  # not again at each retry while the model is lost
+                        log.warning("fast embedding runtime unavailable (%s); using sentence-transformers", error)
+                    self.load_error = error
                     self._fallback = SentenceTransformerEmbedder(
                         self.model_path, batch_size=self.batch_size, dim=self.dim,
                         query_precision=self.query_precision, cache_dir=self.cache_dir)
-        if self._fallback is not None:
-            self._fallback._load()
-            self.dim = self._fallback.dim
+        fallback = self._fallback
+        if fallback is not None:
+            try:
+                fallback._load()
+            except Exception:
+                # not one still loading in another thread: only this one, failed, is dropped
+                self._failed_fallback = fallback
+                raise
+            self.dim = fallback.dim
         return self.active_runtime
 
     def _open(self) -> OnnxSession:
@@ -1128,8 +1145,9 @@ class FastEmbedder(MemoAttributes):
         fused graph: float32, cosine >= MIN_COSINE to the stored vectors' pipeline); its
         vector is not remembered, so `embed` never hands it out for storage. Anything
         else takes the stored vectors' path (and finds them remembered)."""
-        if self._session is None and self._fallback is not None:
-            return self._fallback.embed_query(texts)
+        fallback = self._fallback
+        if self._session is None and fallback is not None and fallback.loaded:
+            return fallback.embed_query(texts)
         from_query_graph = False
 
         def compute(missing: list[str]) -> np.ndarray:
