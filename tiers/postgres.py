@@ -45,6 +45,9 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   query and never answers (stopped with SIGSTOP, a silent proxy) is not seen by TCP or by
   PostgreSQL's own timeouts; before, a worker waited on it for ever. The store's own pool
   gives up a connection attempt after CONNECT_TIMEOUT_S unless the URL sets its own.
+  Both deadlines are finite numbers of seconds above 0 (refused otherwise, naming the
+  setting), and an error in a round of the watchdog is logged and the round retried
+  (WATCHDOG_RETRY_S): its thread never ends before the store is closed.
 - A cut connection's backend does not outlive its client by more than
   CLIENT_CHECK_INTERVAL_MS (`client_connection_check_interval`, PostgreSQL 14+): set on
   each session of the store's own pool, and for each maintenance transaction on a
@@ -98,6 +101,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import select
@@ -139,6 +143,7 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     StoreUnreachable,
     ValidationError,
+    shown,
 )
 from tiermem.tiers.models import (
     MAX_POSITION,
@@ -227,6 +232,13 @@ OPERATION_TIMEOUT_S = 60.0
 # ... and of the maintenance that is long by design: a migration, a table rewrite after an
 # erasure (VACUUM FULL: left owed when cut, as after any failure), an index build, a rebuild
 MAINTENANCE_TIMEOUT_S = 3600.0
+# The watchdog's longest sleep while every deadline is further away: Condition.wait refuses
+# a timeout past threading.TIMEOUT_MAX (~292 years: OverflowError), which a finite but huge
+# deadline reaches; waking then only recomputes
+WATCHDOG_LONGEST_SLEEP_S = 3600.0
+# after an unexpected error in the watchdog's round (logged), the next round comes this
+# much later: not a busy loop where the error repeats, and a cut owed is still made
+WATCHDOG_RETRY_S = 0.5
 # where waiting is the design (a migration, the vectors' width: a process waits while
 # another does it; an erasure behind another), the transaction lifts the limit for itself
 # (SET LOCAL)
@@ -594,6 +606,16 @@ def sets_connect_timeout(url: str) -> bool:
     return given is not None or bool(os.environ.get(CONNECT_TIMEOUT_ENV))
 
 
+def deadline_seconds(field: str, parameter: str, value: object) -> float:
+    """A watchdog deadline's seconds, refused (ValidationError naming `field`, the setting
+    the user set) unless a finite number more than 0: an infinite one is no deadline (and
+    once crashed the watchdog's thread: no checkout was ever cut again), NaN compares
+    false to every time."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValidationError(field, f"{parameter} must be a finite number of seconds more than 0, got {shown(value)}")
+    return float(value)
+
+
 def query_lexemes(text: str) -> list[str]:
     """`to_tsquery` arguments from arbitrary user text, one per word (tiers.search's
     query_words), each quoted as a lexeme: no input can break the syntax."""
@@ -691,8 +713,9 @@ class _Watchdog:
     thread per store, started with the first checkout; a checkout costs a dup() and,
     when its deadline is the nearest, a wake-up of that thread."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, step: Callable[[str], None]) -> None:
         self._name = name
+        self._step = step  # the store's fault hook (tests): a round that fails
         self._cond = threading.Condition()
         self._watches: set[_Watch] = set()
         self._thread: threading.Thread | None = None
@@ -727,21 +750,36 @@ class _Watchdog:
     def _run(self) -> None:
         with self._cond:
             while not self._closed:
-                now = time.monotonic()
-                for watch in self._watches:
-                    if not watch.cut and watch.until <= now:
-                        watch.cut = True
-                        log.warning("a PostgreSQL connection got no answer before its deadline: cutting it")
-                        sock = socket.socket(fileno=watch.fd)
-                        try:
-                            sock.shutdown(socket.SHUT_RDWR)
-                        except OSError:  # already closed by the server: the driver has its error
-                            pass
-                        finally:
-                            sock.detach()  # the descriptor stays the watch's, closed with it
-                pending = [w.until for w in self._watches if not w.cut]
-                self._next = min(pending) if pending else None
-                self._cond.wait(None if self._next is None else max(self._next - now, 0.0))
+                try:
+                    sleep_s = self._round()
+                except Exception:
+                    # the one thread that cuts every checkout of the store: ended, no stalled
+                    # operation would ever end again. A cut the round owed stays owed (its
+                    # watch is marked once its socket is shut down): made at the next round
+                    log.exception("the PostgreSQL deadline watchdog failed; it keeps watching")
+                    self._next = time.monotonic() + WATCHDOG_RETRY_S
+                    sleep_s = WATCHDOG_RETRY_S
+                self._cond.wait(sleep_s)
+
+    def _round(self) -> float | None:
+        """Cut every checkout past its deadline; how long to sleep until the next one (None:
+        until told). Called with the lock held."""
+        now = time.monotonic()
+        for watch in self._watches:
+            if not watch.cut and watch.until <= now:
+                self._step("watchdog:cut")
+                log.warning("a PostgreSQL connection got no answer before its deadline: cutting it")
+                sock = socket.socket(fileno=watch.fd)
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed by the server: the driver has its error
+                    pass
+                finally:
+                    sock.detach()  # the descriptor stays the watch's, closed with it
+                watch.cut = True
+        pending = [w.until for w in self._watches if not w.cut]
+        self._next = min(pending) if pending else None
+        return None if self._next is None else min(max(self._next - now, 0.0), WATCHDOG_LONGEST_SLEEP_S)
 
     def close(self) -> None:
         with self._cond:
@@ -784,15 +822,13 @@ class PostgresStore(SharedQueries):
         if erase_scrub not in ERASE_SCRUB:
             raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
         self.erase_scrub = erase_scrub
-        if not operation_timeout_s > 0:
-            raise ValidationError("operation_timeout_s", f"must be more than 0 seconds, got {operation_timeout_s}")
-        # an operation's checkout is cut past this (the lock wait it may spend added to it)
-        self.operation_timeout_s = operation_timeout_s
-        if not maintenance_timeout_s > 0:
-            raise ValidationError("maintenance_timeout_s",
-                                  f"must be more than 0 seconds, got {maintenance_timeout_s}")
+        # an operation's checkout is cut past this (the lock wait it may spend added to it);
+        # named as Config names it, as busy_timeout_ms is
+        self.operation_timeout_s = deadline_seconds("cold_operation_timeout_s", "operation_timeout_s",
+                                                    operation_timeout_s)
         # ... and a checkout of work long by design (`_maintenance`) past this
-        self.maintenance_timeout_s = maintenance_timeout_s
+        self.maintenance_timeout_s = deadline_seconds("maintenance_timeout_s", "maintenance_timeout_s",
+                                                      maintenance_timeout_s)
         if not SCHEMA_PATTERN.match(schema):
             raise ValidationError("schema", "must be a lowercase SQL identifier of at most 63 characters")
         self.tokens = tokens
@@ -808,7 +844,7 @@ class PostgresStore(SharedQueries):
         self._fault: Callable[[str], None] | None = None  # tests inject failures mid-transaction
         self._lock = threading.Lock()
         self._waits = threading.local()  # connection_wait's deadline and _maintenance, per thread
-        self._watchdog = _Watchdog(f"tiermem-{schema}-deadlines")
+        self._watchdog = _Watchdog(f"tiermem-{schema}-deadlines", self._step)
         self._search_path = schema  # completed with the vector extension's schema below
         self._owns_pool = pool is None
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
