@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import hashlib
 import json
 import re
 import string
@@ -107,6 +108,13 @@ SESSION_KEY = re.compile(r"^session_(\d+)$")
 FALLBACK_EPOCH = 1_600_000_000.0  # when no session date of a sample parses at all
 DAY_S = 86_400.0
 ID_MAX_CHARS = DEFAULT_MAX_ID_CHARS  # a conversation id the harness makes fits the default id limit
+# a directory name made from a sample id (`sample_dir_names`): far below the 255 bytes a
+# file system allows a name, with room for the digest
+DIR_NAME_MAX_CHARS = 64
+DIR_DIGEST_BYTES = 4  # of the blake2b digest that tells apart ids whose slugs agree (8 hex characters)
+# a sample id used as a directory name as it is: one plain name, not ".", "..", a hidden
+# or an option-like name, no separator
+_PLAIN_DIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class LocomoError(Exception):
@@ -395,6 +403,28 @@ def sample_labels(sample_ids: Sequence[str]) -> list[str]:
             label = f"{sid}-{n}"
         taken.add(label)
         out.append(label)
+    return out
+
+
+def sample_dir_names(labels: Sequence[str]) -> list[str]:
+    """A directory name per sample (`sample_labels`' labels, unique within the file), for
+    an eval that keeps a data dir per sample under a root the user gave: the label itself
+    when it is a plain name (letters, digits, ``._-``, not starting with a dot or a dash,
+    at most DIR_NAME_MAX_CHARS), else its slug with a short digest of the whole label
+    (``team_1-3f2a9c1e``). Never a path from the file: a sample id ``/abs`` or ``..`` was
+    joined to the root as one and put the store outside it. Names differ also where
+    only their case does, for a file system that ignores it; the same file gives the same
+    names every run, so the data dirs are reused."""
+    taken: set[str] = set()
+    out: list[str] = []
+    for label in labels:
+        name = label
+        if not (_PLAIN_DIR_NAME.fullmatch(label) and len(label) <= DIR_NAME_MAX_CHARS) or name.lower() in taken:
+            digest = hashlib.blake2b(label.encode("utf-8", "surrogatepass"), digest_size=DIR_DIGEST_BYTES).hexdigest()
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", label).lstrip("._-")[:DIR_NAME_MAX_CHARS - len(digest) - 1]
+            name = f"{slug}-{digest}" if slug else f"sample-{digest}"
+        taken.add(name.lower())
+        out.append(name)
     return out
 
 

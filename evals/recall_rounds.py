@@ -7,8 +7,10 @@ current planner, in one run, with leave-one-conversation-out weight choice.
 
 Each sample of the LoCoMo-format file is ingested alone, into a Memory of its own (its
 data dir under `--data-root`, named by its sample_id, with -2, -3, ... for an id the file
-repeats, as the figures name it: `locomo.sample_labels`; reused when it holds the sample
-already; hot tier on, as in
+repeats, as the figures name it: `locomo.sample_labels`; an id that is not a plain name
+(a path such as `/abs` or `..`, a separator, over 64 characters) by its slug and a short
+digest, `locomo.sample_dir_names`, so no store is ever made outside `--data-root`; reused
+when it holds the sample already; hot tier on, as in
 `tiermem eval locomo`). Every question is then asked with every variant at every budget,
 as a what-if context (`record=False`): no call extends another's epoch, as in the
 standard multi-budget eval, where each call changes the budget and so starts anew. A
@@ -62,6 +64,7 @@ from tiermem.evals.locomo import (
     ingest_sample,
     load_samples,
     resolve_questions,
+    sample_dir_names,
     sample_labels,
 )
 from tiermem.planner import (
@@ -242,10 +245,11 @@ def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
     given, adds up the evidence ids dropped (malformed, or not in the conversation)."""
     if counts is None:
         counts = EvidenceCounts()
-    for sample, label in zip(samples, sample_labels([s.sample_id for s in samples]), strict=True):
+    labels = sample_labels([s.sample_id for s in samples])
+    for sample, label, name in zip(samples, labels, sample_dir_names(labels), strict=True):
         # a data dir per sample: one whose id the file repeats gets its own (its label),
-        # not the first's, which holds other turns
-        path = data_root / label
+        # not the first's, which holds other turns; named so that it stays under the root
+        path = data_root / name
         path.mkdir(parents=True, exist_ok=True)
         opened = open_memory(path, hot=hot)
         try:
