@@ -41,7 +41,8 @@ Invariants:
 - A query whose vector cannot be computed (`embed` raises `EmbeddingUnavailable`: the
   embedding model cannot be loaded) still gets its context, ranked by keywords (BM25)
   only and classified by the rules; the plan says so (`plan.tiers["embedder"]` is
-  "degraded", the reason ends `plan.retrieval`). Any other error of `embed` is raised.
+  "degraded", the error's type ends `plan.retrieval`: never its message, which names the
+  server's model path, as the plan goes to tenants). Any other error of `embed` is raised.
 
 `Planner.build` runs the steps in order, each in its own home: the fixed part (the
 caller's system message and the latest user message, here), the candidates of each slice
@@ -434,7 +435,9 @@ class Planner:
                 qvec = self.embed([query_text.dense_text(query, table.names)])[0]
             except EmbeddingUnavailable as exc:  # a derived part: keyword ranking still answers
                 plan.tiers["embedder"] = "degraded"
-                no_vector = f"; keyword (BM25) ranking only, no query vector ({exc.reason})"
+                # the error's type only: the plan goes to the tenant, the message names
+                # the server's model path (the log and Memory.stats() keep it)
+                no_vector = f"; keyword (BM25) ranking only, no query vector ({exc.error})"
         call.mark("embed")  # when the vector was there
         qclass = self.classifier.classify(query, query_vec=qvec, embed=self.embed)
         plan.query_class, plan.class_reason = qclass.name, qclass.reason

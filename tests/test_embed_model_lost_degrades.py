@@ -86,7 +86,8 @@ def test_a_lost_model_degrades_context_to_keywords_and_recovers(
         assert any(LATER in str(m["content"]) for m in ctx.messages)
         health = mem.stats()["embedder"]
         assert health["state"] == "degraded" and health["degraded_since"] is not None
-        assert health["reason"] in ctx.plan.retrieval
+        # the plan, which a tenant reads, names the error's type only; the stats its message too
+        assert health["reason"].startswith(ctx.plan.retrieval.rsplit("(", 1)[1].rstrip(")") + ": ")
         assert mem.cold.history("c1")[later].text == LATER  # the append stored
         assert mem.cold.pending_embeddings() >= 1  # its vector waits for the model
 

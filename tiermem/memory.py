@@ -7,8 +7,9 @@ A failure of a derived tier never fails an append whose cold write committed: th
 tier is rebuilt from the log when Redis returns, embeddings are caught up from
 `turns.embedded = 0`. So is the embedding model: when it cannot be loaded (its
 directory deleted or damaged after start), `context` ranks by keywords only and its plan
-says why (planner.build), so does `search` (its answer's `degraded`, the error's type only,
-as HTTP and MCP give it), `stats()` and /healthz report the embedder `degraded` until a
+says why (planner.build), so does `search` (its answer's `degraded`); both name the error's
+type only, as they reach tenants over HTTP and MCP (its message names the model's path:
+the log and `stats()` keep it), `stats()` and /healthz report the embedder `degraded` until a
 vector is computed again, appends store, and their turns get their vectors when the
 model is back. Such an episode is logged once in full (when it starts), then in one short
 line at most every `DEGRADED_LOG_INTERVAL_S`, and ends with an info line (`_EpisodeLog`).
@@ -136,7 +137,8 @@ MAX_FOLDS_TRIED = 16
 # conversations whose key an append finds without a lookup (Memory._keys): ~3.5 MB at
 # most with 40-character namespaces and ids; emptied when full
 MAX_KNOWN_KEYS = 10_000
-# how much of the embedder's error a plan and the stats quote (a path, a library's message)
+# how much of the embedder's error the stats quote (a path, a library's message: a plan
+# names the type only, as it goes to tenants)
 MAX_EMBED_REASON_CHARS = 300
 # what a search answers as `degraded` when its query has no vector: the error's type only,
 # as /healthz says it (its message names the model's path, which no tenant is shown)
@@ -426,7 +428,7 @@ class Memory:
             reason = reason[:MAX_EMBED_REASON_CHARS] + "..."
         self._embed_log.failed(exc, reason)
         self._embed_failure = (self._embed_failure[0] if self._embed_failure is not None else time.time(), reason)
-        return EmbeddingUnavailable(reason)
+        return EmbeddingUnavailable(type(exc).__name__, reason)
 
     def _embedding_answered(self) -> None:
         self._embed_log.ended()
@@ -1087,7 +1089,7 @@ class Memory:
                 try:
                     query_vec = self._query_vectors([query])[0]
                 except EmbeddingUnavailable as exc:  # a derived part: keyword ranking still answers
-                    degraded = SEARCH_KEYWORDS_ONLY.format(error=exc.reason.split(":", 1)[0])
+                    degraded = SEARCH_KEYWORDS_ONLY.format(error=exc.error)
         self._caught_up(failure)
         # what control rows hide (a popped item, the control rows themselves) is never a
         # hit: ask for as many more as were hidden until k are left or the scope runs out

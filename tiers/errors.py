@@ -319,11 +319,14 @@ class EmbeddingRuntimeError(TiermemError, RuntimeError):
 
 class EmbeddingUnavailable(TiermemError, RuntimeError):
     """No vector could be computed: the embedding model cannot be loaded or run (a model
-    directory deleted or damaged after start, an export that fails). `reason`: the
-    underlying error, as `type: message`. Vectors are derived data: a context is built by
+    directory deleted or damaged after start, an export that fails). `error`: the
+    underlying error's type, all that a tenant is shown (a plan, a search's `degraded`);
+    `reason`: the error as `type: message`, for the operator (logs, `Memory.stats()`):
+    its message names the model's path. Vectors are derived data: a context is built by
     keyword ranking meanwhile, and appends store (their turns wait for their vectors)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, error: str, reason: str) -> None:
+        self.error = error
         self.reason = reason
         super().__init__(f"the embedding model is unavailable: {reason}")
 
