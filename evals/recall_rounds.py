@@ -30,7 +30,15 @@ evidence, by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 baselines of `evals.baselines` packed into the same budgets (and the full context, which
 ignores the budget: the upper bound). Leave-one-out: for each
 sample, the variant with the best pooled recall over the other samples at that budget,
-and its recall on the held-out one, against the base variant's (the first).
+and its recall on the held-out one, against the base variant's (the first); with
+fewer than two samples whose questions have evidence there is nothing to hold out, and
+no fold is reported.
+
+The file is read as `tiermem eval` reads it (`evals.conversations.checked_samples`, under
+the Config in effect), before any data dir is made: a file that is not a list of
+samples, or a bad turn (no text, a date before 1970, ...), is refused with import's
+error naming the sample and the turn, nothing written. A recall with no question to
+average is shown as "-" (null in the JSON), never as 0.
 
 Nothing here names a sample, a speaker, a topic or a question.
 """
@@ -46,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiermem.config import Config
 from tiermem.evals.baselines import (
     INCLUDED_FIDELITIES,
     ConvView,
@@ -56,13 +65,14 @@ from tiermem.evals.baselines import (
     rank_all,
     run_baseline,
 )
+from tiermem.evals.conversations import checked_samples
 from tiermem.evals.locomo import (
     CATEGORIES,
     EvidenceCounts,
+    Sample,
     answer_covered,
     embed_pending,
     ingest_sample,
-    load_samples,
     resolve_questions,
     sample_dir_names,
     sample_labels,
@@ -81,7 +91,7 @@ from tiermem.planner import (
     speakers,
     timeline,
 )
-from tiermem.tiers.errors import ValidationError
+from tiermem.tiers.errors import DataFileError, ValidationError
 
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo-dev.json"  # relative to the repo root, as CI runs
 DEFAULT_DATA_ROOT = Path("/tmp/tiermem-recall-rounds")
@@ -122,6 +132,9 @@ KNOBS: dict[str, tuple[Any, str]] = {
 }
 # variant keys that set the Memory's stable layers' budget shares (PlannerSettings.layers)
 LAYER_KNOBS = {"lpinned": "pinned", "lsummary": "summary", "ltail": "tail"}
+MIN_SAMPLE_QUESTIONS = 1  # --sample-questions: every n-th question of a sample, n = questions // this
+# leave-one-out needs a sample to hold out and another to choose on
+MIN_LOO_SAMPLES = 2
 # a turn counts as shown for the second recall figure at these fidelities too
 WITH_EXCERPTS = INCLUDED_FIDELITIES | {"excerpt"}
 # off unless a variant sets them; the hop's room gate is off too (0), so that a variant's
@@ -200,6 +213,8 @@ def leave_one_out(results: dict[str, dict[str, list[Rec]]], variants: Sequence[V
     samples = sorted({s for s, _c, _r in recs[variants[0].name]})
     base = variants[0].name
     out: dict[str, Any] = {}
+    if len(samples) < MIN_LOO_SAMPLES:
+        return out  # nothing to choose on once the only sample is held out
     def pooled(name: str, held: str, inside: bool) -> float:
         xs = [x for s, _c, x in recs[name] if (s == held) == inside]
         return sum(xs) / len(xs) if xs else 0.0
@@ -237,12 +252,30 @@ class Prepared:
     label: str = ""  # the sample's name in the figures: its id, with -2, -3, ... where the file repeats it
 
 
+def checked_sample_questions(n: int | None) -> int | None:
+    """`n` (questions per sample) if it is None or at least MIN_SAMPLE_QUESTIONS, else
+    ValidationError naming it: 0 divided by zero, a negative count dropped questions."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < MIN_SAMPLE_QUESTIONS):
+        raise ValidationError("sample_questions", f"must be an integer of at least {MIN_SAMPLE_QUESTIONS} "
+                              f"(or none: every question), got {n!r}")
+    return n
+
+
+def load_checked(data: Path) -> list[Sample]:
+    """The samples of a LoCoMo file, checked as `tiermem eval` checks it under the Config
+    in effect (the one each sample's Memory opens with) before anything is written:
+    DataFileError naming the file, and the sample and turn where one is bad."""
+    return checked_samples(data, Config.load())
+
+
 def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
              sample_questions: int | None, counts: EvidenceCounts | None = None) -> Iterator[Prepared]:
     """Each sample in its own Memory under `data_root`, with the questions that have
     evidence (every n-th when `sample_questions` is set: spread over the conversation,
     the same every run); the Memory is closed as the loop moves past it. `counts`, when
-    given, adds up the evidence ids dropped (malformed, or not in the conversation)."""
+    given, adds up the evidence ids dropped (malformed, or not in the conversation).
+    `samples`: as `load_checked` reads them."""
+    checked_sample_questions(sample_questions)
     if counts is None:
         counts = EvidenceCounts()
     labels = sample_labels([s.sample_id for s in samples])
@@ -265,7 +298,8 @@ def prepared(samples: Sequence[Any], data_root: Path, *, hot: bool,
 
 def run(data: Path, budgets: Sequence[int], variants: Sequence[Variant], *, data_root: Path,
         sample_questions: int | None, baselines: bool, hot: bool = True) -> dict[str, Any]:
-    samples = load_samples(data)
+    checked_sample_questions(sample_questions)
+    samples = load_checked(data)  # refused before any data dir is made
     results: dict[str, dict[str, list[Rec]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
     # the same questions counting turns shown as an excerpt too, and answer coverage
     with_ex: dict[str, dict[str, list[Rec]]] = {v.name: {str(b): [] for b in budgets} for v in variants}
@@ -377,9 +411,11 @@ def table(result: dict[str, Any]) -> str:
             ex = _pct((s.get("with_excerpts") or {}).get("evidence_recall"))
             cov = _pct((s.get("answer_coverage") or {}).get("evidence_recall"))
             lay = " ".join(f"{k}={v:.0f}" for k, v in (s.get("layer_tokens") or {}).items())
-            lines.append(f"{name:<14} {b:>6} {100 * (s['evidence_recall'] or 0):7.1f}{c} {p50:>6} {p99:>6} "
+            lines.append(f"{name:<14} {b:>6} {_pct(s['evidence_recall']):>7}{c} {p50:>6} {p99:>6} "
                          f"{ex:>6} {cov:>6}  {lay}")
     for b, folds in result["leave_one_out"].items():
+        if not folds:
+            lines.append(f"LOO {b}: nothing to hold out (fewer than {MIN_LOO_SAMPLES} samples with evidence)")
         for held, f in folds.items():
             lines.append(f"LOO {b} {held}: chose {f['chosen']} ({100 * f['chosen_on_others']:.1f} on the others), "
                          f"held-out {100 * f['held_out']:.1f} vs base {100 * f['base_held_out']:.1f}")
@@ -407,7 +443,9 @@ def loo_one_setting(result: dict[str, Any], names: Sequence[str] | None = None,
 
     folds: dict[str, Any] = {}
     pooled: dict[str, dict[str, list[float]]] = {b: {"chosen": [], "base": []} for b in budgets}
-    for held in result["samples"]:
+    # a fold holds out a sample with records and chooses on another that has some
+    scored = [s for s in result["samples"] if any(r[0] == s for n in names for b in budgets for r in rec[n][b])]
+    for held in scored if len(scored) >= MIN_LOO_SAMPLES else []:
         def on_others(n: str, held: str = held) -> tuple[float, bool]:
             return sum(avg(xs(n, b, held, False)) or 0.0 for b in budgets) / len(budgets), n == base
 
@@ -428,6 +466,8 @@ def loo_one_setting(result: dict[str, Any], names: Sequence[str] | None = None,
 
 def loo_table(loo: dict[str, Any]) -> str:
     lines = [f"leave-one-out, one setting per fold ({loo['records']}; base {loo['base']}):"]
+    if not loo["folds"]:
+        lines.append(f"  nothing to hold out (fewer than {MIN_LOO_SAMPLES} samples with records)")
     for held, f in loo["folds"].items():
         lines.append(f"  {held}: chose {f['chosen']} ({100 * f['chosen_on_others']:.2f} on the others, "
                      f"base {100 * f['base_on_others']:.2f})")
@@ -449,8 +489,21 @@ def add_recall_args(ap: argparse.ArgumentParser, *, budgets: str, sample_questio
     ap.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
                     help="one data dir per sample under it, reused between runs")
     if sample_questions:
-        ap.add_argument("--sample-questions", type=int, default=None, help="questions per sample (spread evenly)")
+        ap.add_argument("--sample-questions", type=_sample_questions, default=None,
+                        help=f"questions per sample (spread evenly), at least {MIN_SAMPLE_QUESTIONS}")
     ap.add_argument("--json-out", type=Path, default=None)
+
+
+def _sample_questions(text: str) -> int:
+    """--sample-questions' argparse type: refused while the arguments are parsed (exit 2,
+    the option named), not by a division by zero after the samples are ingested."""
+    try:
+        n = checked_sample_questions(int(text))
+    except (ValueError, ValidationError):
+        raise argparse.ArgumentTypeError(f"must be an integer of at least {MIN_SAMPLE_QUESTIONS}, "
+                                         f"got {text!r}") from None
+    assert n is not None
+    return n
 
 
 def parse_budgets(spec: str) -> list[int]:
@@ -474,8 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         budgets = parse_budgets(args.budgets)
         variants = [parse_variant(s) for s in (args.variant or ["base:"])]
-        result = run(args.data, budgets, variants, data_root=args.data_root,
-                     sample_questions=args.sample_questions, baselines=args.baselines)
+        try:
+            result = run(args.data, budgets, variants, data_root=args.data_root,
+                         sample_questions=args.sample_questions, baselines=args.baselines)
+        except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
+            raise SystemExit(f"error: {exc}") from None
     if args.loo:
         names = [n for n in args.names.split(",") if n] or None
         result["loo"] = {k: loo_one_setting(result, names, k) for k in ("records", "records_with_excerpts", "records_answer")
