@@ -833,6 +833,13 @@ _AUXILIARIES = frozenset(("will", "would", "can", "could", "should", "must", "mi
 _INTRANSITIVE_AFTER = frozenset(("to", "at", "on", "in", "from", "until", "till", "by", "for", "into", "back", "up",
                                  "down", "over", "out", "away", "off", "again", "today", "tomorrow", "tonight"))
 MIN_PRESENT_VERB_CHARS = 4  # an -s word shorter than this is no third-person verb ("is", "has" are state verbs)
+# the lexical verbs of the stop list (kept out of word matching as too common or as cue
+# words): a plural's verb all the same ("the dog walkers come at noon"), where the stop
+# list's other words ("only", "all", "too") are none
+_STOP_VERBS = frozenset(("come", "came", "go", "going", "get", "got", "take", "put", "keep", "set", "add", "use",
+                         "using", "make", "made", "move", "moved", "change", "changed", "switch", "want", "need",
+                         "like", "say", "said", "tell", "told", "mean", "meant", "know", "think", "guess", "let",
+                         "forget", "ignore", "disregard", "undo", "scratch"))
 # the endings of an -s word that is no third-person verb: "glass", "bus", "this"
 _NOT_PRESENT_ENDINGS = ("ss", "us", "is", "'s")
 # the forms of "be": after one, a word that is no preposition or article tells a kind
@@ -955,7 +962,9 @@ def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
     preposition and its object or the value alone, hold a typed value; or, a plural's verb
     having no -s, a word of any ending after a plural noun `before` whose next words, a
     preposition and its object, hold one ("the gym classes start at 6", "my parents arrive
-    on Friday"; not "the library supports Python 3.8", where the -s word is the verb). A
+    on Friday", a verb of the stop list too: "the dog walkers come at noon"; not "the
+    library supports Python 3.8", where the -s word is the verb, nor a function word, "the
+    classes only on Monday"). A
     plural noun before a place ("the swim lessons at the Y are ...") is read as a noun, as
     is a value ("the classes Monday at 9").
     """
@@ -965,7 +974,7 @@ def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
         if word.endswith(_NOT_PRESENT_ENDINGS) or len(word) < MIN_PRESENT_VERB_CHARS:
             return False
     elif not (following[0] in _INTRANSITIVE_AFTER and _plural_noun(before) and word.isalpha()
-              and word not in _STOP and word not in _NOT_VERBS and not _slots(word)):
+              and (word not in _STOP or word in _STOP_VERBS) and word not in _NOT_VERBS and not _slots(word)):
         return False
     return bool(_slots(" ".join(following)))
 

@@ -11,7 +11,8 @@ Invariants:
   class starts on Monday") names that thing as a verb of state does: before, the verb was
   not read, the clause named no subject, and "the pool opens at 7" revised the gym's hours.
   So does a plural's verb, which has no -s ("the gym classes start at 6"): before, "the
-  pool classes start at 7" revised them. A thing is the same in the singular and the
+  pool classes start at 7" revised them; a verb the stop list holds too ("the dog walkers
+  come at noon": before, "the cleaners come at 2pm" revised it). A thing is the same in the singular and the
   plural ("my yoga class" / "my yoga classes").
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
@@ -64,6 +65,12 @@ CASES = [
     # other classes, a plural subject whose verb has no -s ("start at 6"): before,
     # superseded (the verb was read as a word of the noun phrase, which named no subject)
     ("The gym classes start at 6.", "Actually the pool classes start at 7.", False),
+    # other workers, a plural whose verb is on the stop list ("come at noon"): before,
+    # superseded ("shared 'weekday'; slot time": the verb was read as no verb, so the
+    # clause named no subject and fit any)
+    ("The dog walkers come at noon on weekdays.", "Actually the cleaners come at 2pm on weekdays.", False),
+    # the same workers: still superseded
+    ("The dog walkers come at noon on weekdays.", "Actually the dog walkers come at 1pm on weekdays.", True),
     # the same classes, and the same class in the plural: still superseded
     ("The gym classes start at 6.", "Actually the gym classes start at 7.", True),
     ("My yoga class starts at 9am.", "Actually my yoga classes start at 10am.", True),
