@@ -29,8 +29,11 @@ sample that is not an object or whose `conversation` is not one refuses the file
 by `evals.locomo`): each sample becomes a conversation `locomo-<sample_id>` with the roles, times,
 sessions and `dia_id`s `evals.locomo` gives it, its `qa` become probes (evidence: the
 `dia_id`s; malformed ids are dropped and counted in `skipped_evidence`). A turn with no
-`text`, a field of the wrong type (`locomo.turn_problem`) or an item of a session that is
-not a turn object is a bad turn; `checked_samples` checks a file so for `tiermem eval`.
+`text`, a field of the wrong type (`locomo.turn_problem`), an item of a session that is
+not a turn object or a `dia_id` an earlier turn of its sample has (which turn would a
+question's evidence name?) is a bad turn; `checked_samples` checks a file so for
+`tiermem eval`. An evidence id names the first turn (or message) that carries it
+(`locomo.evidence_index`, the one mapping of every reader).
 
 Every message is validated as `Memory.append` would (limits from the Config), and kept
 in the form `append` stores (an openai SDK object's serialized form in its wire form:
@@ -95,6 +98,7 @@ from tiermem.evals.locomo import (
     LocomoError,
     Sample,
     conversation_ids,
+    evidence_index,
     load_samples,
     parse_sample,
     session_times,
@@ -155,8 +159,10 @@ class ConversationData:
 
     def evidence_positions(self, probe: Probe) -> tuple[list[int], int]:
         """Indexes (= log positions when the conversation was imported into an empty id)
-        of a probe's evidence, deduplicated, and how many entries name no message."""
-        by_id = {m: i for i, m in enumerate(self.message_ids) if m is not None}
+        of a probe's evidence, deduplicated, and how many entries name no message. An id
+        names the first message that carries it (`locomo.evidence_index`, as the evals
+        read it: this took the last)."""
+        by_id = evidence_index((m, i) for i, m in enumerate(self.message_ids))
         out: list[int] = []
         missing = 0
         for e in probe.evidence:
@@ -359,9 +365,13 @@ def _sample_turns(number: int, s: Sample, limits: dict[str, int],
     log order, checked as `append` would check it; each bad turn goes to `bad`, named by its
     sample and its dia_id (else its place in its session): an item that is not a turn
     object, a field of the wrong type (`locomo.turn_problem`), a message `parse_message`
-    refuses (a date before 1970, a lone surrogate, a text over `max_content_bytes`)."""
+    refuses (a date before 1970, a lone surrogate, a text over `max_content_bytes`), a
+    `dia_id` an earlier good turn of the sample has (a question's evidence would name
+    two turns; skipped as bad, the first keeps it)."""
     def refuse(turn_name: str, problem: object) -> None:
         bad.append(BadLine(number, f"sample {s.sample_id!r}, turn {turn_name!r}: {problem}"))
+
+    first: dict[str, str] = {}  # dia_id -> the good turn that has it (its place), for the error
 
     times, _ = session_times(s)
     for session, start in zip(s.sessions, times, strict=True):
@@ -380,6 +390,16 @@ def _sample_turns(number: int, s: Sample, limits: dict[str, int],
             except ValidationError as exc:
                 refuse(turn_name, exc)
                 continue
+            here = f"#{turn.index} of session_{session.number}"
+            if turn.dia_id and turn.dia_id in first:
+                # which turn its evidence means is not in the file: the evals took the
+                # first, tune the last
+                refuse(turn_name, ValidationError(
+                    "dia_id", f"{turn.dia_id!r} is also the dia_id of turn {first[turn.dia_id]} (this is turn "
+                    f"{here}): each turn needs its own, the one a question's evidence names"))
+                continue
+            if turn.dia_id:
+                first[turn.dia_id] = here
             yield turn.dia_id, msg
 
 

@@ -44,7 +44,10 @@ Scores per method and budget, over the questions (``qa``):
   category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
   Malformed ids (not ``D<int>:<int>``, e.g. ``"D8:6; D9:17"``) are skipped and counted
   in ``skipped_evidence_ids``; well-formed ids absent from the conversation in
-  ``missing_evidence_ids``;
+  ``missing_evidence_ids``. An id names the first turn that carries it
+  (`evidence_index`, the one rule of every eval and `tune`); a file whose sample gives
+  one `dia_id` to two turns is refused by the checked reader, naming the sample and the
+  id, since a question's evidence would name both;
 - answer coverage: the share of questions with an answer (``adversarial_answer`` for
   category 5) whose normalized answer (lowercase, punctuation and the articles a/an/the
   removed, whitespace collapsed) occurs in the normalized context text as a run of
@@ -504,15 +507,12 @@ def ingest_sample(
             )
         stored = memory.history(cid, namespace=ns)
         _check_stored(cid, sample, stored, times)
-        dia: dict[str, int] = {}
-        for m in stored:
-            d = (m.metadata or {}).get("dia_id")
-            if isinstance(d, str):
-                dia.setdefault(d, m.position)
+        dia = evidence_index(((m.metadata or {}).get("dia_id"), m.position) for m in stored
+                             if isinstance((m.metadata or {}).get("dia_id"), str))
         if progress is not None and task is not None:
             progress.advance(task, sample.n_turns)
         return Ingested(sample, cid, ns, dia, reused=True, unparsed_dates=unparsed)
-    dia_to_pos: dict[str, int] = {}
+    written: list[tuple[str, int]] = []  # (dia_id, position), in log order
     unknown = 0
     for session, start in zip(sample.sessions, times, strict=True):
         if not session.turns:
@@ -523,12 +523,10 @@ def ingest_sample(
             unknown += 0 if known else 1
             batch.append(msg)
         positions = memory.append_many(cid, batch, namespace=ns)
-        for turn, pos in zip(session.turns, positions, strict=True):
-            if turn.dia_id:
-                dia_to_pos.setdefault(turn.dia_id, pos)
+        written += [(turn.dia_id, pos) for turn, pos in zip(session.turns, positions, strict=True)]
         if progress is not None and task is not None:
             progress.advance(task, len(batch))
-    return Ingested(sample, cid, ns, dia_to_pos, unknown_speakers=unknown, unparsed_dates=unparsed)
+    return Ingested(sample, cid, ns, evidence_index(written), unknown_speakers=unknown, unparsed_dates=unparsed)
 
 
 def _check_stored(cid: str, sample: Sample, stored: Sequence[StoredMessage], times: Sequence[float]) -> None:
@@ -589,6 +587,40 @@ class Question:
     evidence_positions: list[int]  # resolved, deduplicated
 
 
+def evidence_index(ids: Iterable[tuple[str | None, int]]) -> dict[str, int]:
+    """Evidence id -> position, from (id, position) pairs in log order: the first turn (or
+    message) that carries an id. The one mapping every reader of evidence uses (the
+    evals, `tune`, recall_rounds, second_model): the evals took the first and `tune` the
+    last, so a repeated id scored different turns. A checked LoCoMo file repeats no
+    `dia_id` (`conversations._sample_turns` refuses it); a lenient reader or the
+    conversations format's `message_id` may. An empty id (a turn without one) names
+    nothing."""
+    out: dict[str, int] = {}
+    for i, pos in ids:
+        if i:
+            out.setdefault(i, pos)
+    return out
+
+
+def resolve_evidence(ids: Iterable[str], index: dict[str, int], counts: EvidenceCounts) -> list[int]:
+    """The positions of a question's evidence ids (`evidence_index`'s), deduplicated in
+    the order given; a malformed id (not ``D<int>:<int>``) is counted in
+    `counts.skipped`, one absent from the conversation in `counts.missing`, never
+    dropped unseen."""
+    out: list[int] = []
+    for e in ids:
+        e = e.strip()
+        if not DIA_ID.match(e):
+            counts.skipped += 1
+            continue
+        pos = index.get(e)
+        if pos is None:
+            counts.missing += 1
+        elif pos not in out:
+            out.append(pos)
+    return out
+
+
 @dataclass
 class EvidenceCounts:
     skipped: int = 0  # malformed ids
@@ -601,19 +633,7 @@ def resolve_questions(
     out: list[Question] = []
     qas = ing.sample.qa if limit is None else ing.sample.qa[:limit]
     for qa in qas:
-        positions: list[int] = []
-        for e in qa.evidence:
-            e = e.strip()
-            if not DIA_ID.match(e):
-                counts.skipped += 1
-                continue
-            pos = ing.dia_to_pos.get(e)
-            if pos is None:
-                counts.missing += 1
-                continue
-            if pos not in positions:
-                positions.append(pos)
-        out.append(Question(sample_index, qa, positions))
+        out.append(Question(sample_index, qa, resolve_evidence(qa.evidence, ing.dia_to_pos, counts)))
     return out
 
 

@@ -44,7 +44,14 @@ from typing import Any, cast
 import numpy as np
 
 from tiermem.evals.fusion_probe import zscore
-from tiermem.evals.locomo import DIA_ID, Sample, load_samples, turn_content
+from tiermem.evals.locomo import (
+    EvidenceCounts,
+    Sample,
+    evidence_index,
+    load_samples,
+    resolve_evidence,
+    turn_content,
+)
 from tiermem.tiers.lexical import LexicalIndex
 
 ADVERSARIAL = 5  # LoCoMo's category with no answer in the conversation
@@ -68,12 +75,12 @@ class Scored:
 def turn_texts(sample: Sample) -> tuple[list[str], dict[str, int]]:
     """Each turn as `speaker: content` (its image caption included), and dia_id -> index."""
     texts: list[str] = []
-    index: dict[str, int] = {}
+    ids: list[tuple[str, int]] = []
     for session in sample.sessions:
         for turn in session.turns:
-            index.setdefault(turn.dia_id, len(texts))
+            ids.append((turn.dia_id, len(texts)))
             texts.append(f"{turn.speaker}: {turn_content(turn)}")
-    return texts, index
+    return texts, evidence_index(ids)
 
 
 def bm25_scores(lex: LexicalIndex, query: str, n: int) -> np.ndarray:
@@ -92,7 +99,8 @@ def score_sample(sample: Sample, dense: Embed, dense_query: Embed, second: Embed
     qas = []
     skipped = 0
     for qa in sample.qa:
-        ev = sorted({index[e.strip()] for e in qa.evidence if DIA_ID.match(e.strip()) and e.strip() in index})
+        # the ids' positions as every eval reads them; questions left with none are counted below
+        ev = sorted(resolve_evidence(qa.evidence, index, EvidenceCounts()))
         if qa.category == ADVERSARIAL or not ev:
             skipped += 1
             continue

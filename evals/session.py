@@ -48,10 +48,11 @@ from tiermem.evals.baselines import (
 from tiermem.evals.conversations import checked_samples
 from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
 from tiermem.evals.locomo import (
-    DIA_ID,
     EvidenceCounts,
     LocomoError,
     Sample,
+    evidence_index,
+    resolve_evidence,
     sample_labels,
     session_times,
     turn_message,
@@ -70,22 +71,22 @@ class SessionRun:
     result: dict[str, Any]
 
 
-def _chain(memory: Memory, conv: str, samples: list[Sample]) -> tuple[dict[tuple[int, str], int], int]:
-    """Append every sample's sessions to `conv`, in file order; ((sample index, dia_id) ->
-    position, turns)."""
-    dia: dict[tuple[int, str], int] = {}
+def _chain(memory: Memory, conv: str, samples: list[Sample]) -> tuple[list[dict[str, int]], int]:
+    """Append every sample's sessions to `conv`, in file order; (per sample, its dia_id ->
+    position (`locomo.evidence_index`), turns)."""
+    dia: list[dict[str, int]] = []
     turns = 0
-    for si, s in enumerate(samples):
+    for s in samples:
         times, _ = session_times(s)
+        written: list[tuple[str, int]] = []
         for session, start in zip(s.sessions, times, strict=True):
             batch = [turn_message(t, s, session, start + i)[0] for i, t in enumerate(session.turns)]
             if not batch:
                 continue
             positions = memory.append_many(conv, batch, namespace=conv)
             turns += len(batch)
-            for t, p in zip(session.turns, positions, strict=True):
-                if t.dia_id:
-                    dia.setdefault((si, t.dia_id), p)
+            written += [(t.dia_id, p) for t, p in zip(session.turns, positions, strict=True)]
+        dia.append(evidence_index(written))
     if turns:  # else nothing wrote the conversation yet (the questions will): none to catch up
         memory.catch_up(conv, namespace=conv)
     return dia, turns
@@ -135,7 +136,7 @@ def run_session(
         for si, (s, label) in enumerate(zip(samples, labels, strict=True)):
             sample_starts.append((label, asked))
             for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
-                evidence = sorted(_resolve(qa.evidence, si, dia, counts))
+                evidence = sorted(resolve_evidence(qa.evidence, dia[si], counts))
                 with_evidence += bool(evidence)
                 pos = memory.append(conv, {"role": "user", "content": qa.question}, namespace=conv)
                 memory.catch_up(conv, namespace=conv)
@@ -227,20 +228,6 @@ def by_sample(series: dict[str, MethodSeries], name: str, starts: Sequence[tuple
         out[sid] = entry
     return out
 
-
-def _resolve(ids: Sequence[str], sample: int, dia: dict[tuple[int, str], int], counts: EvidenceCounts) -> set[int]:
-    """The positions of a question's evidence ids; malformed ids (not ``D<int>:<int>``)
-    and ids absent from the sample are counted in `counts`, not dropped unseen."""
-    out: set[int] = set()
-    for e in ids:
-        e = e.strip()
-        if not DIA_ID.match(e):
-            counts.skipped += 1
-        elif (sample, e) not in dia:
-            counts.missing += 1
-        else:
-            out.add(dia[(sample, e)])
-    return out
 
 
 def _recall(out: MethodOutput, evidence: Sequence[int]) -> float:
