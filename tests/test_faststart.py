@@ -231,7 +231,8 @@ def test_service_answers_healthz_while_the_model_loads(tmp_path: Path) -> None:
             time.sleep(0.05)
         mem = app.state.runtime.memory
         assert states[-1] == "ready" and set(states) <= {"idle", "loading", "ready"}
-        assert mem.stats()["embedder"] == {"loaded": True, "runtime": "onnx"}
+        embedder = mem.stats()["embedder"]  # what a load gives; other keys (a degradation's) may come
+        assert (embedder["loaded"], embedder["runtime"], embedder["state"]) == (True, "onnx", "ok")
     from tiermem.tiers.redis_server import EmbeddedRedis
 
     EmbeddedRedis(tmp_path / "data").stop()

@@ -34,4 +34,5 @@ def test_stats_and_warm_up_name_the_torch_runtime(tmp_path: Path,
     with Memory(Config(data_dir=tmp_path / "data"), embedder=reference_embedder, hot=False,
                 background_indexing=False) as mem:
         assert mem.warm_up() == "torch"
-        assert mem.stats()["embedder"] == {"loaded": True, "runtime": "torch"}
+        embedder = mem.stats()["embedder"]
+        assert (embedder["loaded"], embedder["runtime"], embedder["state"]) == (True, "torch", "ok")
