@@ -54,7 +54,8 @@ the turn classifier through their public methods. Its invariants:
   is the same in the singular and the plural, "my kid's" / "my kids'") and about the same thing: where both state a value of a named thing (the noun
   phrase before a verb of state, "my work laptop has ...", "Anna lives ...", or before a
   present-tense verb with a value, a plural's without its -s, "the gym classes start at
-  6"), the same head noun, in the singular or the plural ("my yoga class" / "my yoga
+  6", or with a bare object before it, "the nurses change shifts at 7pm": a routine, no
+  event), the same head noun, in the singular or the plural ("my yoga class" / "my yoga
   classes"), picked by the same words where both pick one ("my cat is 5 now" never
   revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
@@ -901,7 +902,7 @@ def _subject(clause: str) -> Subject | None:
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
         if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)
-                       or _present_verb(w, low[j + 1:j + 3], low[j - 1])
+                       or _present_verb(w, low[j + 1:j + 4], low[j - 1])
                        or _verb_before_object(w, low[j + 1:j + 2], phrase)):
             verb = j
             break
@@ -937,7 +938,10 @@ def _subject(clause: str) -> Subject | None:
     if main in _STATE_VERBS and after in _DETERMINERS:
         return None  # "Nguyen is my dentist now": an identity, either side the thing
     head, *rest = reversed([_noun_stem(w) for w in phrase])
-    if main not in _STATE_VERBS and after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER:
+    # a routine with its activity ("the nurses change shifts at 7pm") tells when the subject
+    # does it, as "the pool opens at 7" does: no particular thing's value changes
+    if main not in _STATE_VERBS and after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER \
+            and not _present_verb(main, low[k + 1:k + 4], low[k - 1]):
         return Subject(head, frozenset(rest), event=True)  # acts on an object: the object's value changes
     # a kind or a value that names it: after a form of "be", no preposition or article, no amount
     quality = main in _BE_FORMS and bool(after) and after not in _PLACE_OR_THING and         not _slots(" ".join(low[k + 1:])).keys() & _AMOUNT_SLOTS
@@ -966,17 +970,32 @@ def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
     library supports Python 3.8", where the -s word is the verb, nor a function word, "the
     classes only on Monday"). A
     plural noun before a place ("the swim lessons at the Y are ...") is read as a noun, as
-    is a value ("the classes Monday at 9").
+    is a value ("the classes Monday at 9"). A plural's verb may take a bare object, an
+    activity, before the preposition ("the nurses change shifts at 7pm", `_bare_object`).
+    `following`: the next three words.
     """
-    if not following or not (following[0] in _INTRANSITIVE_AFTER or not following[0][:1].isalpha()):
-        return False
     if word.endswith("s"):
         if word.endswith(_NOT_PRESENT_ENDINGS) or len(word) < MIN_PRESENT_VERB_CHARS:
             return False
-    elif not (following[0] in _INTRANSITIVE_AFTER and _plural_noun(before) and word.isalpha()
-              and (word not in _STOP or word in _STOP_VERBS) and word not in _NOT_VERBS and not _slots(word)):
-        return False
-    return bool(_slots(" ".join(following)))
+        value = following[:2]
+        if not value or not (value[0] in _INTRANSITIVE_AFTER or not value[0][:1].isalpha()):
+            return False
+    else:
+        if not (_plural_noun(before) and word.isalpha() and (word not in _STOP or word in _STOP_VERBS)
+                and word not in _NOT_VERBS and not _slots(word)):
+            return False
+        value = following[1:3] if following and _bare_object(following[0]) else following[:2]
+        if not value or value[0] not in _INTRANSITIVE_AFTER:
+            return False
+    return bool(_slots(" ".join(value)))
+
+
+def _bare_object(word: str) -> bool:
+    """A noun with no article or possessive, as a verb's object names an activity rather
+    than a thing ("change shifts", "walk dogs"): a word of the open classes, no verb of
+    state or auxiliary, no value ("monday")."""
+    return word.isalpha() and word not in _STOP and word not in _NOT_VERBS and word not in _AUXILIARIES \
+        and word not in _STATE_VERBS and not _slots(word)
 
 
 def _plural_noun(word: str) -> bool:

@@ -12,7 +12,10 @@ Invariants:
   not read, the clause named no subject, and "the pool opens at 7" revised the gym's hours.
   So does a plural's verb, which has no -s ("the gym classes start at 6"): before, "the
   pool classes start at 7" revised them; a verb the stop list holds too ("the dog walkers
-  come at noon": before, "the cleaners come at 2pm" revised it). A thing is the same in the singular and the
+  come at noon": before, "the cleaners come at 2pm" revised it), and one with a bare
+  object, an activity, before its value ("the nurses change shifts at 7pm": before, "the
+  doctors change shifts at 8pm" revised it), which tells when the subject does it, no
+  event of a thing. A thing is the same in the singular and the
   plural ("my yoga class" / "my yoga classes").
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
@@ -71,6 +74,13 @@ CASES = [
     ("The dog walkers come at noon on weekdays.", "Actually the cleaners come at 2pm on weekdays.", False),
     # the same workers: still superseded
     ("The dog walkers come at noon on weekdays.", "Actually the dog walkers come at 1pm on weekdays.", True),
+    # other staff, a plural whose verb takes a bare object before the value ("change shifts
+    # at 7pm"): before, superseded (the verb was read as no verb, the clause named no subject)
+    ("The nurses change shifts at 7pm.", "Actually the doctors change shifts at 8pm.", False),
+    # the same, with no cue but the verb "change" (found by meaning): before, superseded
+    ("Nurses change shifts at 7pm.", "Doctors change shifts at 8pm.", False),
+    # the same staff: still superseded
+    ("The nurses change shifts at 7pm.", "Actually the nurses change shifts at 8pm.", True),
     # the same classes, and the same class in the plural: still superseded
     ("The gym classes start at 6.", "Actually the gym classes start at 7.", True),
     ("My yoga class starts at 9am.", "Actually my yoga classes start at 10am.", True),
