@@ -42,8 +42,8 @@ Scores per method and budget, over the questions (``qa``):
   context includes verbatim or trimmed (for tiermem: plan items of that fidelity),
   averaged over questions with at least one usable evidence id; overall and by
   category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
-  Malformed ids (not ``D<int>:<int>``, e.g. ``"D8:6; D9:17"``) are skipped and counted
-  in ``skipped_evidence_ids``; well-formed ids absent from the conversation in
+  Malformed ids (not ``D<int>:<int>``, e.g. ``"D8:6; D9:17"``, a number, a null) are
+  skipped and counted in ``skipped_evidence_ids``; well-formed ids absent from the conversation in
   ``missing_evidence_ids``. An id names the first turn that carries it
   (`evidence_index`, the one rule of every eval and `tune`); a file whose sample gives
   one `dia_id` to two turns is refused by the checked reader, naming the sample and the
@@ -333,7 +333,9 @@ def parse_sample(raw: Any, index: int) -> Sample:
                 str(q.get("question") or ""),
                 _as_text(answer),
                 category,
-                [str(e) for e in evidence if e is not None],
+                # every entry kept as text, a null too ("None"): not an id, it is counted with
+                # the other malformed ones (skipped_evidence_ids) instead of vanishing
+                [str(e) for e in evidence],
             )
         )
     return Sample(sample_id, speaker_a, speaker_b, sessions, qa)
