@@ -754,8 +754,8 @@ class _Watchdog:
                     sleep_s = self._round()
                 except Exception:
                     # the one thread that cuts every checkout of the store: ended, no stalled
-                    # operation would ever end again. A cut the round owed stays owed (its
-                    # watch is marked once its socket is shut down): made at the next round
+                    # operation would ever end again. A cut the round owed and did not begin
+                    # stays owed: made at the next round
                     log.exception("the PostgreSQL deadline watchdog failed; it keeps watching")
                     self._next = time.monotonic() + WATCHDOG_RETRY_S
                     sleep_s = WATCHDOG_RETRY_S
@@ -767,7 +767,9 @@ class _Watchdog:
         now = time.monotonic()
         for watch in self._watches:
             if not watch.cut and watch.until <= now:
-                self._step("watchdog:cut")
+                self._step("watchdog:cut")  # a round failing here leaves the cut owed
+                # marked before the shutdown: the driver's error it causes may be read at once
+                watch.cut = True
                 log.warning("a PostgreSQL connection got no answer before its deadline: cutting it")
                 sock = socket.socket(fileno=watch.fd)
                 try:
@@ -776,7 +778,6 @@ class _Watchdog:
                     pass
                 finally:
                     sock.detach()  # the descriptor stays the watch's, closed with it
-                watch.cut = True
         pending = [w.until for w in self._watches if not w.cut]
         self._next = min(pending) if pending else None
         return None if self._next is None else min(max(self._next - now, 0.0), WATCHDOG_LONGEST_SLEEP_S)
