@@ -761,14 +761,17 @@ def _number_forms(word: str) -> frozenset[str]:
 
 def _party_after(rest: Sequence[str], party: str) -> str | None:
     """The holder of "<party> <verb> ...": the party's own when the verb is a state or is
-    followed by their thing or a place ("moved to", "traded his car", "is vegan"); the
+    followed by their thing, a preposition, a particle or a value ("moved to", "traded his
+    car", "is vegan", "leave for school"); the
     user's when it acts on the user's thing ("they moved my appointment"); nobody's when
     on a thing of its own ("my boss moved the meeting")."""
     words = [w for w in rest if w not in _ADVERBS or w in _COPULAS][:3]
     if not words:
         return party
     verb, obj = words[0], words[1] if len(words) > 1 else ""
-    if verb in _COPULAS or not obj or obj in _THEIRS_AFTER_VERB:
+    # a preposition, a particle or a value after the verb ("leave for school", "leave at
+    # 8:00", "turns 5") opens no object: what changed is still the party's own
+    if verb in _COPULAS or not obj or obj in _THEIRS_AFTER_VERB or obj in _INTRANSITIVE_AFTER or not obj[:1].isalpha():
         return party
     if obj in ("my", "our", "me", "us"):
         return SELF_HOLDER

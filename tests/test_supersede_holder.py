@@ -8,7 +8,9 @@ Invariants:
   Park now") may still revise anyone's, and the user's own corrections keep working
   ("I moved to Munich", "my new number is ...").
 - A third party acting on a thing that is not theirs ("they moved my appointment", "my
-  boss moved the meeting") states that thing's value, not the party's.
+  boss moved the meeting") states that thing's value, not the party's; a preposition, a
+  particle or a value after its verb ("my kids leave for school at 7:30") opens no
+  object, and the fact is the party's.
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ CORRECTIONS = [
     ("My shift is 9 to 5 on weekdays.", "Shifts moved to 10 to 6."),
     # "I meant" frames the correction: its holder is what follows (the daughter's age)
     ("My daughter is 7 years old.", "Sorry, I meant she is 8 years old."),
+    # a party's verb followed by a preposition ("leave for school") acts on no object: the
+    # fact is the kids' (before: nobody's, which the kids' own correction never revised)
+    ("My kids leave for school at 7:30.", "Correction: my kids leave at 8:00 now."),
 ]
 
 
