@@ -51,8 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.locomo import load_samples
-from tiermem.evals.recall_rounds import add_recall_args, parse_budgets, prepared
+from tiermem.evals.recall_rounds import add_recall_args, load_checked, parse_budgets, prepared
 from tiermem.planner import candidates, rank
 from tiermem.planner.excerpt import sentences
 from tiermem.planner.query_text import dense_text
@@ -88,7 +87,7 @@ _IMAGE = re.compile(r"\[image:[^\]]*\]")
 class Row:
     """One what-if context: the parts of every turn's score, and what the block held."""
 
-    sample: str
+    sample: str  # its label (locomo.sample_labels): a repeated sample_id gets -2, -3, ...
     question: str
     budget: int
     evidence: list[int]
@@ -258,7 +257,7 @@ def capture(data: Path, budgets: Sequence[int], data_root: Path, *,
     record: dict[str, Any] = {}
     # the hop runs at every budget the shipped planner runs it at: its room gate is the planner's
     with tapped(record):
-        for prep in prepared(load_samples(data), data_root, hot=True, sample_questions=sample_questions):
+        for prep in prepared(load_checked(data), data_root, hot=True, sample_questions=sample_questions):
             memory, cid = prep.memory, prep.ingested.conversation_id
             table = memory.planner.turns.get(cid)
             msgs = memory.cold.get(cid, table.positions.tolist())
@@ -283,7 +282,7 @@ def capture(data: Path, budgets: Sequence[int], data_root: Path, *,
                     eligible = record["eligible"] & ~np.isin(t.positions, list(shown))
                     ev = list(q.evidence_positions)
                     rows.append(Row(
-                        prep.sample.sample_id, question, b, ev, t.positions.copy(),
+                        prep.label, question, b, ev, t.positions.copy(),
                         np.array([line_cost.get(int(p), int(n) + HEADING_SHARE_TOKENS)
                                   for p, n in zip(t.positions, t.tokens, strict=True)]),
                         np.concatenate([parts_of(record), signals.columns(question, qvec, t.positions)], 1),

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
-from tiermem.evals.locomo import load_samples
-from tiermem.evals.recall_rounds import add_recall_args, parse_budgets, prepared
+from tiermem.evals.recall_rounds import add_recall_args, load_checked, parse_budgets, prepared
 from tiermem.tiers.embed_onnx import QUERY_MODEL_FILE, FastEmbedder, QuerySessionPolicy
 
 PATHS = ("query session", "export, one thread")
@@ -38,7 +37,7 @@ def _plan(ctx: Any) -> list[tuple[str, str, tuple[int, ...]]]:
 
 
 def run(data: Path, budgets: Sequence[int], *, data_root: Path) -> dict[str, Any]:
-    samples = load_samples(data)
+    samples = load_checked(data)  # as recall_rounds reads it: refused before any data dir is made
     compared = differing = 0
     recall = {p: 0.0 for p in PATHS}
     per_sample: dict[str, dict[str, int]] = {}
@@ -61,7 +60,7 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path) -> dict[str, Any
                     recall[path] += sum(p in shown for p in q.evidence_positions) / len(q.evidence_positions)
                 mine["contexts"] += 1
                 mine["differing"] += plans[0] != plans[1]
-        per_sample[prep.sample.sample_id] = mine
+        per_sample[prep.label] = mine  # a sample_id the file repeats: -2, -3, ..., not merged
         compared += mine["contexts"]
         differing += mine["differing"]
     return {"data": str(data), "budgets": list(budgets), "contexts": compared, "differing_plans": differing,

@@ -50,6 +50,7 @@ from tiermem.evals.locomo import (
     evidence_index,
     load_samples,
     resolve_evidence,
+    sample_labels,
     turn_content,
 )
 from tiermem.tiers.lexical import LexicalIndex
@@ -192,11 +193,13 @@ def run(samples: Sequence[Sample], dense: Embed, dense_query: Embed, second: Emb
         ks: Sequence[int]) -> dict[str, Any]:
     folds: dict[str, list[Scored]] = {}
     skipped = 0
-    for s in samples:
+    # a fold per sample, named as the other evals name it: a sample_id the file repeats
+    # gets -2, -3, ..., not the first's fold (which it replaced)
+    for s, label in zip(samples, sample_labels([s.sample_id for s in samples]), strict=True):
         rows, sk = score_sample(s, dense, dense_query, second)
         skipped += sk
         if rows:
-            folds[s.sample_id] = rows
+            folds[label] = rows
     pooled = [r for rs in folds.values() for r in rs]
     alone: dict[str, Weights] = {"dense": (1.0, 0.0, 0.0), "bm25": (0.0, 1.0, 0.0), "second": (0.0, 0.0, 1.0)}
     single = {name: {k: recall_at(pooled, w, k) for k in ks} for name, w in alone.items()}
