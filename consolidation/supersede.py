@@ -3,7 +3,9 @@
 ``find_superseded`` is called with a new user turn and the earlier user turns of the same
 conversation (most recent last).  It returns the positions the new turn supersedes, each with a
 reason, and returns nothing unless the turn carries a correction or retraction cue *and* an earlier
-turn plausibly matches.  Precision matters more than recall here: a wrong supersession unpins and
+turn plausibly matches.  An opener that announces a correction ("Sorry,", "Correction:",
+"Update:") is a cue where what follows asserts a typed value ("Sorry, the store opens at
+10am."); an apology that states none ("Sorry, I was busy.") is not.  Precision matters more than recall here: a wrong supersession unpins and
 marks stale a constraint that is still live, which is worse than leaving an outdated one pinned.
 
 Matching, in order of strength:
@@ -183,6 +185,22 @@ _BARE_RETRACTION = re.compile(
     r"(?:[,.!]?\s*(?:please|sorry|thanks))?[,.!]*"
 )
 _RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
+# A correction announced by its opener, then said whole ("Sorry, the store opens at 10am.",
+# "Correction: my kids leave at 8:00.", "Update: my parents arrive on Saturday."): the
+# opener set off by a mark, an apology's own words ("sorry to hear", "sorry I didn't")
+# being none
+_CORRECTION_FRAME = re.compile(r"^(?:(?:oh|ah|um+|hmm+|ok(?:ay)?)[,.!]?\s+)?"
+                               r"(?:sorry|oops|whoops|my (?:mistake|bad)|correction|update|quick update)[,:;.!-]+\s*")
+
+
+def _framed_correction(norm: str) -> str | None:
+    """The opener of a correction announced by it (`_CORRECTION_FRAME`), when what follows
+    asserts a typed value ("10am", "44821", "saturday"): an apology states none ("Sorry,
+    I was busy."), nor a question ("Sorry, what time is it?")."""
+    m = _CORRECTION_FRAME.match(norm)
+    if m is None or norm.rstrip(" \"')").endswith("?") or not _slots(norm[m.end():]):
+        return None
+    return m.group(0).strip(" ,:;.!-")
 # The value being replaced, when the correction names it: "not Lisbon", "instead of Postgres",
 # "forget about the hotel", "I don't work at Acme anymore".
 # (Case-insensitive cue words, but the optional second word of the value must be capitalised:
@@ -518,9 +536,10 @@ def find_superseded(
     norm = normalize(text)
     cue = correction_cue(norm, "user")
     state = _STATE_CHANGE.search(_cue_text(norm))
-    if cue is None and state is None:
+    framed = _framed_correction(norm) if cue is None and state is None else None
+    if cue is None and state is None and framed is None:
         return []
-    cue_txt = cue[1] if cue else state.group(0) if state else ""
+    cue_txt = cue[1] if cue else state.group(0) if state else framed or ""
     # whose fact and about what: someone else's change never revises the user's own, nor a
     # statement about one thing another's (may_revise)
     eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE and may_revise(text, c.text)]
@@ -1392,7 +1411,8 @@ class Superseder:
             return ""
         norm = normalize(text)
         cues = _cue_text(norm)
-        if correction_cue(norm, "user") or _STATE_CHANGE.search(cues) or UPDATE_CUE.search(cues):
+        if correction_cue(norm, "user") or _STATE_CHANGE.search(cues) or UPDATE_CUE.search(cues) \
+                or _framed_correction(norm):
             return text
         return ""
 

@@ -9,6 +9,10 @@ Invariants:
   and superseded "My sister's flight is on Tuesday." (the comma form never did).
 - The user's own corrections without a comma still supersede the user's fact, and a third
   party's change after a capitalised opener still revises that party's.
+- An opener that announces a correction ("Sorry,", "Correction:", "Update:"), then a
+  statement of a typed value, is a correction cue ("Sorry, the store opens at 10am.");
+  before, "sorry" was a cue only before "it's" or "I meant". An apology that states no
+  value ("Sorry, I was busy.") corrects nothing.
 """
 
 from __future__ import annotations
@@ -32,8 +36,26 @@ CASES = [
     ("My brother lives in Rome.", "Oh my brother moved to Paris.", True),
 ]
 
+# (an earlier fact, a later turn opened by "Sorry,", "Update:", ..., whether it supersedes)
+ANNOUNCED = [
+    # a correction announced by its opener and said whole: before, no cue, superseded nothing
+    ("The store opens at 9am.", "Sorry, the store opens at 10am.", True),
+    ("My order number is 44812.", "Sorry, my order number is 44821.", True),
+    # the same announced by "Update:": superseded before too (by meaning, "update" being an
+    # update word), now by the rules
+    ("My parents arrive on Friday.", "Update: my parents arrive on Saturday.", True),
+    # an apology that states no value corrects nothing: not superseded, before and after
+    ("The store opens at 9am.", "Sorry, I was busy with the store all day.", False),
+]
+
 
 @pytest.mark.parametrize(("fact", "later", "superseded"), CASES)
 def test_a_capitalised_opener_leaves_the_holder_to_the_subject(cold_memory: Memory, fact: str, later: str,
                                                                superseded: bool) -> None:
+    assert fact_superseded(cold_memory, fact, later, CAT_FILLER) is superseded
+
+
+@pytest.mark.parametrize(("fact", "later", "superseded"), ANNOUNCED)
+def test_an_opener_announcing_a_correction_makes_it_one(cold_memory: Memory, fact: str, later: str,
+                                                         superseded: bool) -> None:
     assert fact_superseded(cold_memory, fact, later, CAT_FILLER) is superseded

@@ -16,6 +16,7 @@ from tiermem.consolidation.supersede import (
     UPDATE_CUE,
     _cue_text,
     _entities,
+    _framed_correction,
     _old_values,
     detect_slots,
 )
@@ -98,6 +99,20 @@ def test_a_code_of_letters_and_digits_is_a_value(text: str, codes: set[str]) -> 
 def test_the_fourth_sets_cues_announce_updates(text: str, update: bool) -> None:
     cues = _cue_text(normalize(text))
     assert bool(MEANING_CUE.search(cues)) is update
+
+
+# (text, the opener read as announcing a correction, or None)
+@pytest.mark.parametrize(("text", "opener"), [
+    ("Sorry, the store opens at 10am.", "sorry"),  # a typed value after the opener
+    ("Correction: my kids leave at 8:00 now.", "correction"),
+    ("Update: my parents arrive on Saturday.", "update"),
+    ("Oh sorry, my order number is 44821.", "oh sorry"),
+    ("Sorry, I was busy all day.", None),  # an apology: no value
+    ("Sorry to hear that, see you on Friday.", None),  # the apology's own words, no mark
+    ("Sorry, does it open at 10am?", None),  # a question
+])
+def test_an_opener_announces_a_correction_said_whole(text: str, opener: str | None) -> None:
+    assert _framed_correction(normalize(text)) == opener
 
 
 def test_an_old_value_ends_at_its_word() -> None:
