@@ -275,11 +275,12 @@ class Planner:
         self.statements.forget(conv)
         self._epochs.drop(conv)  # the previous context's messages are kept for the epoch
 
-    def forget_local(self, convs: Sequence[str]) -> None:
+    def forget_local(self, convs: Sequence[str] | None) -> None:
         """Drop what this process keeps of these conversation keys (erased, perhaps by
         another process, which deleted the shared epoch states): their pin candidates,
-        statements and epoch states, and every epoch state that shows their turns."""
-        for conv in convs:
+        statements and epoch states, and every epoch state that shows their turns.
+        None: of every conversation (`Memory._drop_copies`)."""
+        for conv in convs if convs is not None else [None]:
             self.candidates.forget(conv)
             self.statements.forget(conv)
         self._epochs.drop_local(convs)

@@ -230,10 +230,13 @@ class Candidates:
         self.pins: OrderedDict[str, PinSet] = OrderedDict()
         self._pins_lock = threading.Lock()
 
-    def forget(self, conv: str) -> None:
-        """Drop the pin candidates kept for a conversation key."""
+    def forget(self, conv: str | None) -> None:
+        """Drop the pin candidates kept for a conversation key (None: for every one)."""
         with self._pins_lock:
-            self.pins.pop(conv, None)
+            if conv is None:
+                self.pins.clear()
+            else:
+                self.pins.pop(conv, None)
 
     def messages(self, conv: str, positions: Sequence[int], hot: HotView) -> list[StoredMessage]:
         """Render from the hot tier where it holds the turn, else from the cold log."""

@@ -195,7 +195,7 @@ class EpochStore(Protocol):
 
     def drop(self, conversation_id: str) -> None: ...
 
-    def drop_local(self, erased: Collection[str]) -> None: ...
+    def drop_local(self, erased: Collection[str] | None) -> None: ...
 
 
 def _shows(state: EpochState, keys: Collection[str]) -> bool:
@@ -271,10 +271,17 @@ class EpochCache:
         with self._lock:
             self._states.pop(conversation_id, None)
 
-    def drop_local(self, erased: Collection[str]) -> None:
+    def drop_local(self, erased: Collection[str] | None) -> None:
         """Drop the states of these (erased) conversations and every state that shows one
         of their turns: no copy of erased text stays in this process. A state dropped
-        for what it showed would have ended at its next call anyway (`_shown_gone`)."""
+        for what it showed would have ended at its next call anyway (`_shown_gone`).
+        None: every state (`Memory._drop_copies`: where the erased keys are not known),
+        no reason kept."""
+        if erased is None:
+            with self._lock:
+                self._states.clear()
+                self._ended.clear()
+            return
         keys = set(erased)
         if not keys:
             return
@@ -389,8 +396,10 @@ class RedisEpochs:
             if written and not self.live([conversation_id, *sorted(shown)]):
                 # this conversation or one it shows was erased between the script's check
                 # and now: the erasure's deletion may have run before this write (module
-                # docstring), so it is deleted here
+                # docstring), so it is deleted here, and this process's copy with it (its
+                # check of erasures may have run before this call put it)
                 self.tier.client.delete(key)
+                self.local.drop(conversation_id)
         except Exception as exc:  # any Redis failure: this process's copy
             self._failed("write", exc)
 
@@ -406,7 +415,7 @@ class RedisEpochs:
                 pipe.pexpire(listing, ttl_ms + SHOWN_IN_TTL_MARGIN_MS)
         pipe.execute()
 
-    def drop_local(self, erased: Collection[str]) -> None:
+    def drop_local(self, erased: Collection[str] | None) -> None:
         """This process's copies only (`EpochCache.drop_local`): the shared ones went
         with the erasure's Redis keys, deleted by the process that erased (those of other
         conversations that showed them too: `drop_showing`)."""

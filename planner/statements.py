@@ -131,9 +131,13 @@ class StatementView:
                 self._kept.popitem(last=False)
         return out
 
-    def forget(self, conv: str) -> None:
+    def forget(self, conv: str | None) -> None:
+        """Drop what is kept for a conversation key (None: for every one)."""
         with self._lock:
-            self._kept.pop(conv, None)
+            if conv is None:
+                self._kept.clear()
+            else:
+                self._kept.pop(conv, None)
 
     def render(self, text: str, parts: tuple[Part, ...], since: float, zone: Zone
                ) -> tuple[str, list[tuple[str, str]]]:

@@ -38,7 +38,13 @@ what this process keeps of those conversations (`_drop_copies`: the text memos, 
 turn cache, the planner's pin candidates and statements, every epoch state that is or
 shows one of them, the known keys), so no process holds an erased text past its next
 call; the indexer's thread checks too (every `INDEXER_WAKE_S`), so an idle process
-drops it within that.
+drops it within that. A call already under way when its process drops those copies
+(another thread's check, or this process's own erasure) may have read the text before
+the erasure committed and fill a cache with it after the drop (its epoch state, the turn
+cache, a memo): each call that can fill one notes, at its start, this Memory's drops of
+copies so far (`_drops`) and its mark, and when the drops moved on before it returns, it
+drops again the copies of every conversation erased past that mark (`_erasures_during`,
+the indexer's catch-up too; one index seek, only then).
 
 At interpreter exit, the background work of every Memory not closed (the indexer, the
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
@@ -55,13 +61,14 @@ import atexit
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from tiermem.config import MAX_ID_CHARS_LIMIT, Config
 from tiermem.consolidation.classify import TurnClassifier
@@ -160,6 +167,22 @@ MAX_DROPPED_HERE = 100_000
 INDEXER_WAKE_S = 5.0
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _fills_caches(method: Callable[Concatenate[Memory, _P], _R]) -> Callable[Concatenate[Memory, _P], _R]:
+    """A public call that can fill a cache of this process with a conversation's text:
+    it runs within `Memory._erasures_during` (module docstring)."""
+
+    @functools.wraps(method)
+    def call(self: Memory, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._erasures_during():
+            return method(self, *args, **kwargs)
+
+    return call
+
+
 class _EpisodeLog:
     """How a failure that repeats call after call is logged: in full (its traceback) when
     an episode starts, then one short line at most every DEGRADED_LOG_INTERVAL_S while
@@ -242,8 +265,9 @@ class _Indexer(threading.Thread):
                 # a backlog's catch-up ends at the next pool once close() or an exit asks:
                 # the rest stays pending for the next catch-up, and the wait is at most
                 # about a pool (seconds: tiers.store.INDEX_POOL_MAX_CHARS), not the backlog
-                self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size,
-                                               stop=self.stopping.is_set)
+                with self.memory._erasures_during():  # it fills memos with the texts it embeds
+                    self.memory.cold.index_pending(batch=self.memory.config.embedding_batch_size,
+                                                   stop=self.stopping.is_set)
             except Exception:  # a derived index must never kill the process
                 log.exception("background embedding failed; will retry")
 
@@ -318,6 +342,10 @@ class Memory:
         # committed before it opened left it nothing to drop
         self._erasure_mark = self.cold.erasure_mark()
         self._erasure_lock = threading.Lock()
+        # how many times this Memory dropped copies for erasures (its own, or others' it
+        # read): a call under way meanwhile drops again what it may have filled since
+        # (`_erasures_during`)
+        self._drops = 0
         # keys this Memory erased and dropped itself, so that its next check of erasures
         # does not drop every memo a second time for them
         self._dropped_here: set[str] = set()
@@ -546,6 +574,9 @@ class Memory:
         and deleted when Redis answers again. It runs after the erasure's commit, so it
         raises nothing for the store's failures."""
         self.warm.forget(keys)
+        if keys:
+            with self._erasure_lock:
+                self._drops += 1
         self._drop_copies(keys)
         with self._erasure_lock:
             if len(self._dropped_here) + len(keys) > MAX_DROPPED_HERE:
@@ -569,17 +600,21 @@ class Memory:
                     log.warning("erasure: the Redis keys are deleted but the store could not record it now; "
                                 "they stay owed until the next purge_deferred()", exc_info=True)
 
-    def _drop_copies(self, keys: Sequence[str]) -> None:
+    def _drop_copies(self, keys: Sequence[str] | None) -> None:
         """Drop what this process keeps of these erased or pruned incarnations, whoever
-        erased them: the known keys, the turn cache, the planner's pin candidates,
-        statements and epoch states (and every epoch state that shows their turns), and
-        the memos of caller text, all scopes (an erasure is rare; a recomputation is all
-        it costs). Nothing here asks Redis or the store."""
-        if not keys:
+        erased them (None: of every conversation): the known keys, the turn
+        cache, the planner's pin candidates, statements and epoch states (and every epoch
+        state that shows their turns), and the memos of caller text, all scopes (an
+        erasure is rare; a recomputation is all it costs). Nothing here asks Redis or the
+        store."""
+        if keys is not None and not keys:
             return
         self._keys.clear()  # an erased key is not the scope of the conversation's next incarnation
-        for key in keys:
-            self.turns.drop(key)
+        if keys is None:
+            self.turns.drop()
+        else:
+            for key in keys:
+                self.turns.drop(key)
         if self._planner is not None:  # one never built remembers nothing
             self._planner.forget_local(keys)
         # the embedder remembers recent texts' vectors keyed by the text itself
@@ -607,12 +642,48 @@ class Memory:
             with self._erasure_lock:
                 keys = [k for _id, k in rows if k not in self._dropped_here]
                 self._dropped_here.difference_update(k for _id, k in rows)
+                if keys:
+                    self._drops += 1
             self._drop_copies(keys)
             with self._erasure_lock:
                 # another thread may have read past it meanwhile: the mark only grows
                 self._erasure_mark = max(self._erasure_mark, rows[-1][0])
             if len(rows) < ERASURES_PAGE:
                 return
+
+    @contextlib.contextmanager
+    def _erasures_during(self) -> Iterator[None]:
+        """Around a call that can fill this process's caches with a conversation's text:
+        when this Memory dropped copies for erasures while the call ran (another thread's
+        check, its own erasure), what the call read before an erasure committed may have
+        gone into a cache after the drop, so the copies of every conversation erased past
+        the mark the call started at are dropped again before it returns. Costs nothing
+        when no drop happened (module docstring)."""
+        mark, drops = self._erasure_mark, self._drops
+        try:
+            yield
+        finally:
+            if self._drops != drops:
+                self._drop_again(mark)
+
+    def _drop_again(self, mark: int) -> None:
+        """Drop this process's copies of the conversations erased past `mark` again
+        (`_erasures_during`), not counted as a drop: calls under way meanwhile do not
+        drop again for it. Where the store cannot be read, every copy is dropped."""
+        keys: list[str] = []
+        try:
+            while True:
+                rows = self.cold.erased_after(mark, ERASURES_PAGE)
+                keys.extend(k for _id, k in rows)
+                if len(rows) < ERASURES_PAGE:
+                    break
+                mark = rows[-1][0]
+        except Exception:  # a locked or unreachable store: the call itself succeeded
+            log.warning("could not read the erasures a call raced; every copy of conversation text is dropped",
+                        exc_info=True)
+            self._drop_copies(None)
+            return
+        self._drop_copies(keys)
 
     def _purge_deferred_quietly(self) -> None:
         try:
@@ -690,6 +761,7 @@ class Memory:
         return self.append_outcome(conversation_id, messages, namespace=namespace, session_id=session_id,
                                    idempotency_key=idempotency_key).positions
 
+    @_fills_caches
     def append_outcome(
         self,
         conversation_id: str,
@@ -869,6 +941,7 @@ class Memory:
         if self._indexer is not None:
             self._indexer.wake.set()
 
+    @_fills_caches
     def checkpoint(
         self, conversation_id: str, summary: str, position: int, *, namespace: str | None = None
     ) -> Checkpoint:
@@ -878,6 +951,7 @@ class Memory:
         check_position(position, "position")
         return dataclasses.replace(self.cold.checkpoint(key, summary, position), conversation_id=name)
 
+    @_fills_caches
     def fork(
         self, conversation_id: str, up_to: int, *, new_id: str | None = None, namespace: str | None = None
     ) -> str:
@@ -956,6 +1030,7 @@ class Memory:
         self._catch_erasures()
         return self.cold.tombstones(ns)
 
+    @_fills_caches
     def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY,
             namespace: str | None = None) -> None:
         """Keep a turn in the hot set whatever the eviction pressure (until unpinned)."""
@@ -966,6 +1041,7 @@ class Memory:
         if self.hot is not None:
             self.hot.pin(key, position, priority)
 
+    @_fills_caches
     def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
         _name, _ns, key = self._key(conversation_id, namespace)
         check_position(position, "position")
@@ -982,6 +1058,7 @@ class Memory:
         the next page starts."""
         return self.history_page(conversation_id, namespace=namespace, after=after, limit=limit)[0]
 
+    @_fills_caches
     def history_page(self, conversation_id: str, *, namespace: str | None = None, after: int | None = None,
                      limit: int | None = None) -> tuple[list[StoredMessage], int | None]:
         """A page of the log and the cursor of the next page: the `after` to pass next, or
@@ -999,6 +1076,7 @@ class Memory:
         more = end is not None and end < self.cold.last_position(key)
         return msgs, (end if more else None)
 
+    @_fills_caches
     def active(self, conversation_id: str, *, namespace: str | None = None) -> ActiveView:
         """The messages after the latest checkpoint, with that checkpoint: the latest that
         may stand in for what it covers, its lines a control row hides left out
@@ -1010,6 +1088,7 @@ class Memory:
         return ActiveView(dataclasses.replace(cp, conversation_id=name) if cp is not None else None,
                           _named(msgs, key, name))
 
+    @_fills_caches
     def facts(self, conversation_id: str, *, namespace: str | None = None) -> list[Validity]:
         """What the agent believes now, and what it believed before: the load-bearing
         statements that hold, and every superseded one with its validity interval."""
@@ -1040,6 +1119,7 @@ class Memory:
         names = self.cold.list_names(ns, after=after, limit=limit + 1)  # one more: is there a next page?
         return (names[:limit], names[limit - 1]) if len(names) > limit else (names, None)
 
+    @_fills_caches
     def catch_up(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
         """Embed whatever is pending (for one conversation, or all) right now."""
         if conversation_id is None:
@@ -1048,6 +1128,7 @@ class Memory:
         key = self._key(conversation_id, namespace)[2] if conversation_id is not None else None
         return self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
 
+    @_fills_caches
     def search(
         self,
         conversation_id: str | None,
@@ -1119,6 +1200,7 @@ class Memory:
         out.degraded = degraded
         return out
 
+    @_fills_caches
     def context(
         self,
         conversation_id: str,
@@ -1216,6 +1298,7 @@ class Memory:
             self.scheduler.start()
         return self.scheduler
 
+    @_fills_caches
     def consolidate(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
         """Refresh warm views now: every view of one conversation (ConversationNotFound
         when it is erased meanwhile), or, without one, up to scheduler_max_views_per_run
@@ -1362,6 +1445,7 @@ class Memory:
             n += len(msgs)
         return n
 
+    @_fills_caches
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Recompute every derived structure from the log: turn index, FTS, vectors, the
         hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
