@@ -42,7 +42,9 @@ Invariants:
   embedding model cannot be loaded) still gets its context, ranked by keywords (BM25)
   only and classified by the rules; the plan says so (`plan.tiers["embedder"]` is
   "degraded", the error's type ends `plan.retrieval`: never its message, which names the
-  server's model path, as the plan goes to tenants). Any other error of `embed` is raised.
+  server's model path, as the plan goes to tenants). Any other error of `embed` is raised
+  (Memory raises EmbeddingUnavailable only for `tiers.embed_onnx.model_unavailable_errors`:
+  a bug of the embedder or its caller is not hidden behind keyword ranking).
 
 `Planner.build` runs the steps in order, each in its own home: the fixed part (the
 caller's system message and the latest user message, here), the candidates of each slice

@@ -6,7 +6,8 @@ in Redis, embeddings (in a background thread, outside any write lock), warm view
 A failure of a derived tier never fails an append whose cold write committed: the hot
 tier is rebuilt from the log when Redis returns, embeddings are caught up from
 `turns.embedded = 0`. So is the embedding model: when it cannot be loaded (its
-directory deleted or damaged after start), `context` ranks by keywords only and its plan
+directory deleted or damaged after start: `model_unavailable_errors`; any other error of
+the embedder is a bug, raised as itself), `context` ranks by keywords only and its plan
 says why (planner.build), so does `search` (its answer's `degraded`); both name the error's
 type only, as they reach tenants over HTTP and MCP (its message names the model's path:
 the log and `stats()` keep it), `stats()` and /healthz report the embedder `degraded` until a
@@ -78,7 +79,7 @@ from tiermem.consolidation.supersede import clear_memo as forget_slots
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
-from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, start_build
+from tiermem.tiers.embed_onnx import build_embedder, embedder_loaded, model_unavailable_errors, start_build
 from tiermem.tiers.errors import ConversationNotFound, EmbeddingUnavailable, ValidationError
 from tiermem.tiers.formats import hidden_positions, is_control
 from tiermem.tiers.lexical import forget_terms
@@ -439,12 +440,13 @@ class Memory:
         return self._planner
 
     def _query_vectors(self, texts: list[str]) -> Any:
-        """The planner's query vectors (`query_embedding`); where the embedder fails (its
-        model cannot be loaded), EmbeddingUnavailable, and the failure is reported until a
-        vector is computed again."""
+        """The planner's query vectors (`query_embedding`); where the embedder's model
+        cannot be loaded or run (`model_unavailable_errors`), EmbeddingUnavailable, and the
+        failure is reported until a vector is computed again. Any other error is a bug,
+        raised as itself: keyword ranking would hide it."""
         try:
             vecs = query_embedding(self.embedder)(texts)
-        except Exception as exc:
+        except model_unavailable_errors() as exc:
             raise self._embedding_failed(exc) from exc
         self._embedding_answered()
         return vecs
@@ -1422,7 +1424,7 @@ class Memory:
                 load()
             else:
                 self.embedder.embed(["warm-up"])
-        except Exception as exc:
+        except model_unavailable_errors() as exc:  # another error is a bug, not a degraded model
             self._embedding_failed(exc)
             raise
         self._embedding_answered()

@@ -23,6 +23,8 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from tiermem.tiers.errors import EmbeddingModelUnreadable
+
 # the memo scope lives in tiers.memo, shared with the other caches of caller text
 # (consolidation's, the stems', the token counts'); re-exported here
 from tiermem.tiers.memo import MemoScope as MemoScope
@@ -486,7 +488,15 @@ class SentenceTransformerEmbedder(MemoAttributes):
                 if not path.is_dir():
                     raise FileNotFoundError(f"embedding model directory {path} does not exist")
                 with quiet_loading():
-                    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                    try:
+                        model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+                    except OSError:
+                        raise  # a file missing or unreadable: said as it is
+                    except Exception as exc:
+                        # the libraries' errors for files they cannot parse share no base
+                        # (a ValueError of a cut JSON file, safetensors' own): one type that
+                        # says the model cannot be loaded, not that the caller has a bug
+                        raise EmbeddingModelUnreadable(path, f"{type(exc).__name__}: {exc}") from exc
                 getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
                 got = getter()
                 if got is not None:

@@ -70,6 +70,7 @@ import json
 import logging
 import math
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -94,6 +95,7 @@ from tiermem.tiers.embed import (
 )
 
 # defined with the other errors (tiers.errors); importable from here, as it always was
+from tiermem.tiers.errors import EmbeddingModelUnreadable
 from tiermem.tiers.errors import EmbeddingRuntimeError as EmbeddingRuntimeError
 
 log = logging.getLogger("tiermem.embed")
@@ -1223,6 +1225,33 @@ def build_embedder(model_path: Path | None = None, *, runtime: str = "auto", bat
                                            cache_dir=cache_dir)
     return FastEmbedder(model_path, batch_size=batch_size, runtime=runtime, cache_dir=cache_dir,
                         query_precision=query_precision)
+
+
+# onnxruntime's errors that say a session cannot be built or run here (a graph file
+# missing or not a model, out of memory, a provider that fails), not that its caller
+# fed it wrongly (InvalidArgument, NotImplemented: a bug, raised as itself); their
+# module has no common base (`Exception`), and a name a release lacks is skipped
+ORT_ERRORS_MODULE = "onnxruntime.capi.onnxruntime_pybind11_state"
+ORT_UNAVAILABLE_ERRORS = ("Fail", "NoSuchFile", "NoModel", "EngineError", "RuntimeException", "InvalidProtobuf",
+                          "ModelLoaded", "InvalidGraph", "EPFail", "ModelLoadCanceled", "ModelRequiresCompilation",
+                          "NotFound", "DeviceReset")
+
+
+def model_unavailable_errors() -> tuple[type[BaseException], ...]:
+    """The errors of an embedder's call that mean its model cannot be loaded or run: a
+    file missing or unreadable (OSError, EmbeddingModelUnreadable: one a library cannot
+    parse), a runtime not installed (ImportError), the fast runtime refused
+    (EmbeddingRuntimeError), onnxruntime's own (ORT_UNAVAILABLE_ERRORS). A caller that
+    goes on without vectors (Memory: keyword ranking) catches these alone: any other
+    (ValueError, TypeError, KeyError, AssertionError...) is a bug, raised as itself.
+    onnxruntime's are named only once it is imported: it cannot have raised them before,
+    and importing it here would load it for a process that never embeds."""
+    errors: list[type[BaseException]] = [OSError, ImportError, EmbeddingRuntimeError, EmbeddingModelUnreadable]
+    ort = sys.modules.get(ORT_ERRORS_MODULE)
+    if ort is not None:
+        errors += [cls for name in ORT_UNAVAILABLE_ERRORS
+                   if isinstance(cls := getattr(ort, name, None), type) and issubclass(cls, BaseException)]
+    return tuple(errors)
 
 
 def embedder_loaded(embedder: object) -> bool:

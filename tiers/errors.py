@@ -317,9 +317,24 @@ class EmbeddingRuntimeError(TiermemError, RuntimeError):
         self.damaged = damaged
 
 
+class EmbeddingModelUnreadable(TiermemError, OSError):
+    """The embedding model's directory is there but its library cannot load the files (one
+    cut off or corrupted: the weights, a JSON config, the tokenizer). The library's own
+    error, whatever its type (SafetensorError, a ValueError of a JSON or tokenizer file),
+    is chained as `__cause__`; an OSError, as a missing or unreadable file is, so a model
+    that cannot be loaded is told apart from a bug of the code that calls it (a
+    ValueError of tiermem's own, say)."""
+
+    def __init__(self, model_path: Path, detail: str) -> None:
+        super().__init__(f"embedding model {model_path} cannot be loaded ({detail})")
+        self.model_path = model_path
+        self.detail = detail
+
+
 class EmbeddingUnavailable(TiermemError, RuntimeError):
     """No vector could be computed: the embedding model cannot be loaded or run (a model
-    directory deleted or damaged after start, an export that fails). `error`: the
+    directory deleted or damaged after start, an export that fails: an error of
+    `tiers.embed_onnx.model_unavailable_errors`; any other is a bug, raised as itself). `error`: the
     underlying error's type, all that a tenant is shown (a plan, a search's `degraded`);
     `reason`: the error as `type: message`, for the operator (logs, `Memory.stats()`):
     its message names the model's path. Vectors are derived data: a context is built by
