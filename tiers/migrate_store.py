@@ -52,7 +52,11 @@ Invariants:
   StoreStalled) holds for any store size. Only the statements over the whole store (the
   lists of conversations, keys and tombstones, and the one transaction writing every key,
   tombstone and purge) run under the engines' maintenance deadline (`SqlAccess.maintenance`).
-  A server that stops answering is cut at those deadlines; a rerun resumes.
+  A server that stops answering is cut at those deadlines; a rerun resumes. The looks at
+  a PostgreSQL schema outside its store (does the source hold a log, does the target's
+  schema exist, its removal on refusal) are connections of their own
+  (`tiers.postgres.owned_connection`): the stores' connect timeout, and cut at the
+  operations' deadline as a checkout is.
 - The source is only read (opening it brings an older SQLite file to this code's schema,
   as any open does). Stop its writers first: a conversation that changes during the copy
   fails the final comparison instead of being copied half-new.
@@ -91,6 +95,7 @@ MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the key
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
+MS_PER_S = 1000  # busy_timeout_ms is in milliseconds, deadlines in seconds
 
 Conn = Any
 Record = dict[str, Any]
@@ -248,6 +253,10 @@ class _Side:
         if self.postgres:
             from tiermem.tiers.postgres import OPERATION_TIMEOUT_S, PostgresStore
 
+            # a look at the schema outside the store (before it is opened, after it is
+            # closed) is one operation: its deadline, the lock wait added, as the store's
+            self._look_s = ((OPERATION_TIMEOUT_S if operation_timeout_s is None else operation_timeout_s)
+                            + busy_timeout_ms / MS_PER_S)
             if source and not self._pg_has_log():
                 raise ValidationError("--from", f"{self.label} holds no tiermem log, so there is nothing to copy; "
                                       "check --from and --from-schema")
@@ -262,18 +271,21 @@ class _Side:
             self.store = ColdStore(path, tokens=tokens, busy_timeout_ms=busy_timeout_ms)
             self.path = path
 
-    def _pg_schema_exists(self) -> bool:
-        import psycopg
+    def _pg_look(self) -> contextlib.AbstractContextManager[Any]:
+        """A connection of this run's own outside the store: the store's connect timeout,
+        cut past `_look_s` (StoreStalled), as the store's connections are."""
+        from tiermem.tiers.postgres import owned_connection
 
-        with psycopg.connect(self.spec, autocommit=True) as c:
+        return owned_connection(self.spec, where=self.label, timeout_s=self._look_s)
+
+    def _pg_schema_exists(self) -> bool:
+        with self._pg_look() as c:
             return c.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is not None
 
     def _pg_has_log(self) -> bool:
         """The schema exists and holds a log (its meta table): opening one that does not
         would create it."""
-        import psycopg
-
-        with psycopg.connect(self.spec, autocommit=True) as c:
+        with self._pg_look() as c:
             return c.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'meta'",
                              (self.schema,)).fetchone() is not None
 
@@ -286,10 +298,9 @@ class _Side:
         if not self.created:
             return
         if self.postgres:
-            import psycopg
             from psycopg import sql as pgsql
 
-            with psycopg.connect(self.spec, autocommit=True) as c:
+            with self._pg_look() as c:
                 c.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(self.schema)))
         else:
             for suffix in ("", "-wal", "-shm", "-journal"):

@@ -43,8 +43,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   index builds, rebuilds and an erasure's or prune's transaction (as long as its rows make it),
   or the end of `connection_wait` (a health probe's few seconds). A server that takes the
   query and never answers (stopped with SIGSTOP, a silent proxy) is not seen by TCP or by
-  PostgreSQL's own timeouts; before, a worker waited on it for ever. The store's own pool
-  gives up a connection attempt after CONNECT_TIMEOUT_S unless the URL sets its own.
+  PostgreSQL's own timeouts; before, a worker waited on it for ever. Every connection
+  tiermem opens itself (its pool's; outside it, `owned_connection`: the bootstrap's and
+  migrate-store's look at a schema, watched as a checkout is) gives up a connect after
+  CONNECT_TIMEOUT_S unless the URL or PGCONNECT_TIMEOUT sets its own (`connect_options`).
   Both deadlines are finite numbers of seconds above 0 (refused otherwise, naming the
   setting), and an error in a round of the watchdog is logged and the round retried
   (WATCHDOG_RETRY_S): its thread never ends before the store is closed.
@@ -606,6 +608,16 @@ def sets_connect_timeout(url: str) -> bool:
     return given is not None or bool(os.environ.get(CONNECT_TIMEOUT_ENV))
 
 
+def connect_options(url: str) -> dict[str, Any]:
+    """The options of every connection tiermem opens to `url` (its pool's and its one-off
+    ones, `owned_connection`): autocommit, and CONNECT_TIMEOUT_S as libpq's
+    connect_timeout unless the URL or the environment sets one (`sets_connect_timeout`)."""
+    options: dict[str, Any] = {"autocommit": True}
+    if not sets_connect_timeout(url):
+        options["connect_timeout"] = CONNECT_TIMEOUT_S
+    return options
+
+
 def deadline_seconds(field: str, parameter: str, value: object) -> float:
     """A watchdog deadline's seconds, refused (ValidationError naming `field`, the setting
     the user set) unless a finite number more than 0: an infinite one is no deadline (and
@@ -788,6 +800,26 @@ class _Watchdog:
             self._cond.notify()
 
 
+# the watchdog of the connections opened outside any store's pool (`owned_connection`
+# without a store's own): one per process, its thread started by the first
+_ONE_OFF_WATCHDOG = _Watchdog("tiermem-one-off-deadlines", lambda step: None)
+
+
+@contextlib.contextmanager
+def owned_connection(url: str, *, where: str, timeout_s: float, watchdog: _Watchdog | None = None) -> Iterator[Conn]:
+    """A connection tiermem opens and closes itself, outside a pool (a store's bootstrap,
+    migrate-store's look at a schema before or after its store): `connect_options`, so a
+    server that accepts and never answers fails the connect as the pool's would
+    (StoreUnavailable naming `where`), and cut by `watchdog` (StoreStalled) once the block
+    has lasted `timeout_s` past the connect, as a pooled checkout is at its deadline."""
+    try:
+        conn = psycopg.connect(url, **connect_options(url))
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(where, str(exc)) from exc
+    with conn, (watchdog or _ONE_OFF_WATCHDOG).watching(conn, time.monotonic() + timeout_s, where):
+        yield conn
+
+
 class PostgresStore(SharedQueries):
     """The log on PostgreSQL. Thread-safe (a connection pool); many processes and
     machines may open the same database and schema at once."""
@@ -851,12 +883,13 @@ class PostgresStore(SharedQueries):
         self._vec_dim: int | None = None  # the vectors' width once known (meta 'vec_dim')
         self._vec_model: str | None = None  # the embedder's identity once checked (meta 'vec_model')
         if url is not None:
-            self._bootstrap(url)
-            connect: dict[str, Any] = {"autocommit": True}
-            if not sets_connect_timeout(url):
-                connect["connect_timeout"] = CONNECT_TIMEOUT_S
+            try:
+                self._bootstrap(url)
+            except BaseException:
+                self._watchdog.close()  # its thread, started by the bootstrap's connection
+                raise
             pool = ConnectionPool(url, min_size=DEFAULT_POOL_MIN, max_size=pool_max, timeout=pool_wait_s, open=False,
-                                  kwargs=connect, configure=self._configure,
+                                  kwargs=connect_options(url), configure=self._configure,
                                   check=self._check_idle, reconnect_timeout=RECONNECT_GIVE_UP_S,
                                   reconnect_failed=self._reconnect_failed, name=f"tiermem-{schema}")
             try:
@@ -891,12 +924,11 @@ class PostgresStore(SharedQueries):
     # -- plumbing ------------------------------------------------------------------
 
     def _bootstrap(self, url: str) -> None:
-        """Before the pool exists: refuse a newer schema, make the schema and extension."""
-        try:
-            conn = psycopg.connect(url, autocommit=True, connect_timeout=int(POOL_OPEN_TIMEOUT_S))
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailable(self.path, str(exc)) from exc
-        with conn:
+        """Before the pool exists: refuse a newer schema, make the schema and extension. The
+        pool's connect timeout (a URL's own kept); cut at the maintenance deadline, as it may
+        wait for another process's bootstrap."""
+        with owned_connection(url, where=self.path, timeout_s=self.maintenance_timeout_s,
+                              watchdog=self._watchdog) as conn:
             conn.execute(DEFAULT_ISOLATION_SQL)  # autocommit: every later statement's
             self._bootstrap_on(conn)
 
