@@ -359,9 +359,11 @@ def _correction_cue(norm: str, role: str, clauses: Sequence[str]) -> tuple[str, 
 
 
 def _slot_value(s: str) -> bool:
+    """Whether `s` holds a value: a time, a number or a word with a digit in it (a model or
+    a code, "toner 26x", "room 4b"), a day or days ("on wednesdays"), a number word."""
     return bool(
         re.search(
-            rf"\b(?:\d+(?::\d\d)?\s*(?:am|pm)|\d+|{DAY_NAMES}|"
+            rf"\b(?:\d+(?::\d\d)?\s*(?:am|pm)|[a-z]*\d[\w-]*|(?:{DAY_NAMES})s?|"
             r"one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty)\b",
             s,
         )

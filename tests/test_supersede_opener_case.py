@@ -12,7 +12,8 @@ Invariants:
 - An opener that announces a correction ("Sorry,", "Correction:", "Update:"), then a
   statement of a typed value, is a correction cue ("Sorry, the store opens at 10am.");
   before, "sorry" was a cue only before "it's" or "I meant". An apology that states no
-  value ("Sorry, I was busy.") corrects nothing.
+  value ("Sorry, I was busy.") corrects nothing. After "Actually", a word with a digit
+  ("toner 26X") and a day in the plural ("on Wednesdays") are values too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ ANNOUNCED = [
     # the same announced by "Update:": superseded before too (by meaning, "update" being an
     # update word), now by the rules
     ("My parents arrive on Friday.", "Update: my parents arrive on Saturday.", True),
+    # "Actually" then a value the opener's reading missed: a model code with a letter
+    # ("26X") and a day in the plural ("on Wednesdays"): before, no cue, superseded nothing
+    ("The printer uses toner 58A.", "Actually the printer uses toner 26X.", True),
+    ("Our team meets on Thursdays at 2pm.", "Actually our team meets on Wednesdays.", True),
     # an apology that states no value corrects nothing: not superseded, before and after
     ("The store opens at 9am.", "Sorry, I was busy with the store all day.", False),
 ]

@@ -57,6 +57,19 @@ def test_a_value_swapped_at_the_start_is_a_correction(text: str, cue: bool) -> N
     assert (got is not None and got[0] == "not-x-but-y") is cue
 
 
+# (text, whether "actually" opens a correction): the value after it may be a code or days
+@pytest.mark.parametrize(("text", "cue"), [
+    ("Actually the printer uses toner 26X.", True),  # a model code: before, no value read
+    ("Actually our team meets on Wednesdays.", True),  # days: before, only 'wednesday'
+    ("Actually I'm in room 4B.", True),
+    ("Actually our team meets on Wednesday.", True),  # read before too
+    ("Actually the printer works great.", False),  # no value
+])
+def test_actually_before_a_value_is_a_correction(text: str, cue: bool) -> None:
+    got = correction_cue(normalize(text), "user")
+    assert (got is not None and got[0] == "actually-change") is cue
+
+
 # (text, whether it announces an update: both the gate and the meaning search read it)
 @pytest.mark.parametrize(("text", "update"), [
     ("We're down to 9 seats now.", True),  # a value gone down to a number
