@@ -6,7 +6,9 @@
     tiermem demo                             # why this exists, in thirty seconds
 
 Global options (`--data-dir`, `--config`, `--namespace`, `--debug`) go before the
-command. Output is a readable table by default and one JSON document with `--json`.
+command. Output is a readable table by default and one JSON document with `--json`;
+a note on how it was made (`search` ranked by keywords only, the embedding model
+unavailable) goes to stderr, so stdout stays what a script reads.
 Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
 `error: ...` on stderr; `--debug` shows the traceback instead. A command whose standard
 output was closed by its reader (`tiermem export | head`) stops quietly with 141, as a
@@ -1098,6 +1100,9 @@ def history(state: CliState, conversation: str, limit: int | None, after: int | 
 def search(state: CliState, query: str, conversation: str | None, k: int, as_json: bool) -> None:
     """Hybrid search (vectors + bm25) over a conversation or the namespace."""
     hits = state.memory(hot=False).search(conversation, query, k, namespace=state.namespace)
+    if hits.degraded is not None:
+        # on stderr: a script reading the hits on stdout gets them as ever
+        click.echo(f"note: {hits.degraded}", err=True)
     if as_json:
         _emit_json(
             [
@@ -1107,6 +1112,8 @@ def search(state: CliState, query: str, conversation: str | None, k: int, as_jso
                     "score": h.score,
                     "ranks": h.ranks,
                     "text": h.text,
+                    # the search's, on each hit: the output stays a list of hits
+                    "degraded": hits.degraded,
                 }
                 for h in hits
             ]
