@@ -45,7 +45,10 @@ the erasure committed and fill a cache with it after the drop (its epoch state, 
 cache, a memo): each call that can fill one notes, at its start, this Memory's drops of
 copies so far (`_drops`) and its mark, and when the drops moved on before it returns, it
 drops again the copies of every conversation erased past that mark (`_erasures_during`,
-the indexer's catch-up too; one index seek, only then).
+the indexer's catch-up too; one index seek, only then). A newest tombstone below the
+mark (a backup restored under the running process: tombstone ids start again below it,
+and every erasure would be skipped until they passed it) is a reset: every copy is
+dropped and the store's mark taken (`_catch_erasures`).
 
 At interpreter exit, the background work of every Memory not closed (the indexer, the
 scheduler) is stopped and waited for (`_stop_background_at_exit`): onnxruntime aborts
@@ -344,9 +347,10 @@ class Memory:
         self._erasure_mark = self.cold.erasure_mark()
         self._erasure_lock = threading.Lock()
         # how many times this Memory dropped copies for erasures (its own, or others' it
-        # read): a call under way meanwhile drops again what it may have filled since
-        # (`_erasures_during`)
+        # read), and how many of those were resets (every copy): a call under way
+        # meanwhile drops again what it may have filled since (`_erasures_during`)
         self._drops = 0
+        self._resets = 0
         # keys this Memory erased and dropped itself, so that its next check of erasures
         # does not drop every memo a second time for them
         self._dropped_here: set[str] = set()
@@ -544,7 +548,7 @@ class Memory:
         # every call that names a conversation learns of erasures with its lookup (one
         # statement), and drops what they took before it reads
         key, mark = self.cold.key_and_erasure_mark(ns, name)
-        if mark > self._erasure_mark:
+        if mark != self._erasure_mark:  # below it: a restored backup (`_catch_erasures`)
             self._catch_erasures()
         if key is None:
             raise ConversationNotFound(name, ns)
@@ -604,7 +608,7 @@ class Memory:
 
     def _drop_copies(self, keys: Sequence[str] | None) -> None:
         """Drop what this process keeps of these erased or pruned incarnations, whoever
-        erased them (None: of every conversation): the known keys, the turn
+        erased them (None: of every conversation, a reset): the known keys, the turn
         cache, the planner's pin candidates, statements and epoch states (and every epoch
         state that shows their turns), and the memos of caller text, all scopes (an
         erasure is rare; a recomputation is all it costs). Nothing here asks Redis or the
@@ -635,10 +639,15 @@ class Memory:
         """Drop this process's copies of the conversations erased or pruned since the last
         check, by this process or another sharing the store (module docstring): read
         from their tombstones, whose ids grow in commit order (`ColdLog.erased_after`).
-        Costs one index seek when nothing was erased."""
+        Costs one index seek when nothing was erased. A newest tombstone below the mark
+        read before it cannot be a later commit: the store went back (a backup restored
+        under this process), so every copy is dropped and the store's mark taken."""
         while True:
             mark = self._erasure_mark
-            rows = self.cold.erased_after(mark, ERASURES_PAGE)
+            newest, rows = self.cold.erased_after(mark, ERASURES_PAGE)
+            if newest < mark:
+                self._reset_erasures(newest)
+                continue  # the tombstones past the store's mark, if any came since
             if not rows:
                 return
             with self._erasure_lock:
@@ -648,10 +657,28 @@ class Memory:
                     self._drops += 1
             self._drop_copies(keys)
             with self._erasure_lock:
-                # another thread may have read past it meanwhile: the mark only grows
+                # another thread may have read past it meanwhile: the mark only grows (a
+                # reset aside)
                 self._erasure_mark = max(self._erasure_mark, rows[-1][0])
             if len(rows) < ERASURES_PAGE:
                 return
+
+    def _reset_erasures(self, newest: int) -> None:
+        """The store's newest tombstone is below this Memory's mark (`_catch_erasures`):
+        drop every copy this process keeps and take the store's mark. The keys this
+        Memory erased are forgotten too: a restored conversation erased again has a
+        tombstone to act on."""
+        with self._erasure_lock:
+            self._drops += 1
+            self._resets += 1
+            self._dropped_here.clear()
+        self._drop_copies(None)
+        with self._erasure_lock:
+            # another thread's reset may have read the store later and gone on past it:
+            # going back to an earlier mark costs one more dropping, never a missed one
+            self._erasure_mark = min(self._erasure_mark, newest)
+        log.warning("the store's newest erasure is older than the last one this process acted on (a backup "
+                    "restored under it?): every copy of conversation text this process kept is dropped")
 
     @contextlib.contextmanager
     def _erasures_during(self) -> Iterator[None]:
@@ -659,13 +686,15 @@ class Memory:
         when this Memory dropped copies for erasures while the call ran (another thread's
         check, its own erasure), what the call read before an erasure committed may have
         gone into a cache after the drop, so the copies of every conversation erased past
-        the mark the call started at are dropped again before it returns. Costs nothing
-        when no drop happened (module docstring)."""
-        mark, drops = self._erasure_mark, self._drops
+        the mark the call started at are dropped again before it returns (every copy,
+        after a reset). Costs nothing when no drop happened (module docstring)."""
+        mark, drops, resets = self._erasure_mark, self._drops, self._resets
         try:
             yield
         finally:
-            if self._drops != drops:
+            if self._resets != resets:
+                self._drop_copies(None)
+            elif self._drops != drops:
                 self._drop_again(mark)
 
     def _drop_again(self, mark: int) -> None:
@@ -675,7 +704,7 @@ class Memory:
         keys: list[str] = []
         try:
             while True:
-                rows = self.cold.erased_after(mark, ERASURES_PAGE)
+                _newest, rows = self.cold.erased_after(mark, ERASURES_PAGE)
                 keys.extend(k for _id, k in rows)
                 if len(rows) < ERASURES_PAGE:
                     break
@@ -845,7 +874,7 @@ class Memory:
         # the erasures since the last check, before this call returns: PostgreSQL's append
         # reads the newest tombstone in passing, so only an erasure costs a read of its own
         # (an append stays one round trip); SQLite's read is local
-        if res.erasure_mark is None or res.erasure_mark > self._erasure_mark:
+        if res.erasure_mark is None or res.erasure_mark != self._erasure_mark:  # below: a restore
             self._catch_erasures()
         key, positions = res.key, res.positions
         if key != known:

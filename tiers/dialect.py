@@ -747,12 +747,16 @@ class SharedQueries:
         rows = self._q("SELECT MAX(id) FROM tombstones")
         return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
-    def erased_after(self, mark: int, limit: int) -> list[tuple[int, str]]:
-        """(tombstone id, key) of the conversations erased or pruned after `mark`, in
-        commit order, at most `limit`: what another process sharing the store must drop
-        (tiermem.memory: `Memory._catch_erasures`). One index seek when there are none."""
-        return [(int(i), str(k)) for i, k in self._q("SELECT id, key FROM tombstones WHERE id > ? ORDER BY id LIMIT ?",
-                                                      (mark, limit))]
+    def erased_after(self, mark: int, limit: int) -> tuple[int, list[tuple[int, str]]]:
+        """The newest tombstone's id (`erasure_mark`) and the (tombstone id, key) of the
+        conversations erased or pruned after `mark`, in commit order, at most `limit`:
+        what another process sharing the store must drop (tiermem.memory:
+        `Memory._catch_erasures`; a newest id below `mark` says the store went back, a
+        backup restored under it). One statement, one index seek when there are none."""
+        rows = self._q("SELECT id, key FROM (SELECT id, key FROM tombstones WHERE id > ? ORDER BY id LIMIT ?) "
+                       "AS after_mark UNION ALL SELECT COALESCE(MAX(id), 0), NULL FROM tombstones", (mark, limit))
+        newest = next(int(i) for i, k in rows if k is None)
+        return newest, sorted((int(i), str(k)) for i, k in rows if k is not None)
 
     def stats(self) -> dict[str, Any]:
         row = self._q(

@@ -483,9 +483,11 @@ class ColdLog(Protocol):
         """`key_of` and `erasure_mark` read by one statement."""
         ...
 
-    def erased_after(self, mark: int, limit: int) -> list[tuple[int, str]]:
-        """(tombstone id, key) of the conversations erased or pruned after `mark`, oldest
-        first, at most `limit`: how an erasure reaches every process sharing the store."""
+    def erased_after(self, mark: int, limit: int) -> tuple[int, list[tuple[int, str]]]:
+        """The newest tombstone's id and the (tombstone id, key) of the conversations
+        erased or pruned after `mark`, oldest first, at most `limit`, read by one
+        statement: how an erasure reaches every process sharing the store (a newest id
+        below `mark`: the store went back, a backup restored under the process)."""
         ...
 
     def defer_purge(self, keys: Sequence[str]) -> None:
