@@ -40,7 +40,14 @@ Invariants:
   state that shows the erased turns (`drop_showing`): the same two-sided order as above,
   so no shared state keeps an erased turn past the erasure's return (or Redis's
   recovery). The set lives as long as the states it lists (the idle TTL, and
-  `SHOWN_IN_TTL_MARGIN_MS` more, since it is written first).
+  `SHOWN_IN_TTL_MARGIN_MS` more, since it is written first). A writer whose check finds
+  a shown conversation erased takes its own listing out of that one's set too
+  (`_unlist`): a listing added after the erasure deleted the set re-creates it, and
+  with no idle TTL (`hot_idle_ttl_s = 0`) it would name the erased conversation's key
+  in Redis for good; so does a writer whose own conversation was erased before its
+  write (the script refuses it) with its listings under the shown ones. The same
+  two-sided order: the erasure deletes the set after its commit, the writer checks after
+  its listing.
 - The shared copy costs ~7 bytes of Redis per context token and expires after the hot
   tier's idle TTL (`hot_idle_ttl_s`). A state over `EPOCH_STATE_MAX_BYTES`, or one JSON
   cannot carry, stays in the process that built it: Redis gets a marker without text
@@ -400,6 +407,11 @@ class RedisEpochs:
                 # check of erasures may have run before this call put it)
                 self.tier.client.delete(key)
                 self.local.drop(conversation_id)
+                self._unlist(conversation_id, shown)
+            elif not written and shown and not self.live([conversation_id]):
+                # this conversation was erased before the write (the script found no hot
+                # set): the listings this call added under the shown ones list nothing
+                self._unlist(conversation_id, shown)
         except Exception as exc:  # any Redis failure: this process's copy
             self._failed("write", exc)
 
@@ -413,6 +425,22 @@ class RedisEpochs:
             pipe.sadd(listing, conversation_id)
             if ttl_ms > 0:
                 pipe.pexpire(listing, ttl_ms + SHOWN_IN_TTL_MARGIN_MS)
+        pipe.execute()
+
+    def _unlist(self, conversation_id: str, shown: Collection[str]) -> None:
+        """After a state refused for an erasure (`put`): take this conversation out of the
+        `SHOWN_IN_SUFFIX` sets of the shown conversations that are erased (of every shown
+        one when it is itself erased: no state of it may stay listed), so a set this
+        call's listing re-created after the erasure deleted it does not stay (module
+        docstring; Redis keeps no empty set). Only its own listing: another state listed
+        there is the erasure's to delete. One statement per shown conversation to tell
+        which went (this path is rare), one pipelined round trip."""
+        if not shown:
+            return
+        gone = set(shown) if not self.live([conversation_id]) else {c for c in shown if not self.live([c])}
+        pipe = self.tier.client.pipeline(transaction=False)
+        for other in sorted(gone):
+            pipe.srem(self.tier.tag(other) + SHOWN_IN_SUFFIX, conversation_id)
         pipe.execute()
 
     def drop_local(self, erased: Collection[str] | None) -> None:
