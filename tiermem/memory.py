@@ -32,8 +32,9 @@ conversations, tombstones, stats, purge_deferred, which read no text but may be 
 process calls) reads the newest tombstone's id in passing, with the statement that looks its
 conversation up (an append: on PostgreSQL in its one statement, on SQLite after its
 write), so a call that names a conversation makes no round trip more (a namespace's
-search, catch-up, sweep, erasure, prune, listing, tombstones, stats or deferred purge
-reads it with one index seek of its own: `ColdLog.erased_after`). Past the last
+search, catch-up, sweep, erasure, prune or deferred purge reads it with one index seek of
+its own, `ColdLog.erased_after`; a listing, tombstones and stats read it as a column of
+the statement they send anyway, `*_and_erasure_mark`). Past the last
 one this Memory acted on, the tombstones since (`_catch_erasures`) name what to drop:
 what this process keeps of those conversations (`_drop_copies`: the text memos, the
 turn cache, the planner's pin candidates and statements, every epoch state that is or
@@ -635,6 +636,12 @@ class Memory:
         if callable(clear_counts):
             clear_counts()
 
+    def _catch_erasures_past(self, mark: int) -> None:
+        """`_catch_erasures` when `mark` (the newest tombstone's id, read by a call's own
+        statement) is not the last erasure this Memory acted on: no statement otherwise."""
+        if mark != self._erasure_mark:
+            self._catch_erasures()
+
     def _catch_erasures(self) -> None:
         """Drop this process's copies of the conversations erased or pruned since the last
         check, by this process or another sharing the store (module docstring): read
@@ -1057,9 +1064,9 @@ class Memory:
 
     def tombstones(self, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """What is left of `namespace`'s pruned and erased conversations: counts, no content."""
-        ns = self._ns(namespace)
-        self._catch_erasures()
-        return self.cold.tombstones(ns)
+        stones, mark = self.cold.tombstones_and_erasure_mark(self._ns(namespace))
+        self._catch_erasures_past(mark)
+        return stones
 
     @_fills_caches
     def pin(self, conversation_id: str, position: int, *, priority: int = DEFAULT_PIN_PRIORITY,
@@ -1130,9 +1137,9 @@ class Memory:
     def conversations(self, namespace: str | None = None) -> list[str]:
         """The ids of exactly `namespace`'s conversations (not those below it), all of
         them (`conversations_page` reads a namespace of many a page at a time)."""
-        ns = self._ns(namespace)
-        self._catch_erasures()
-        return self.cold.list_names(ns)
+        names, mark = self.cold.list_names_and_erasure_mark(self._ns(namespace))
+        self._catch_erasures_past(mark)
+        return names
 
     def conversations_page(self, namespace: str | None = None, *, after: str | None = None,
                            limit: int = DEFAULT_CONVERSATIONS_PAGE) -> tuple[list[str], str | None]:
@@ -1146,8 +1153,9 @@ class Memory:
             # made: bounded by what any config allows, not this one (it is only compared)
             validate_id(after, "after", MAX_ID_CHARS_LIMIT)
         check_int(limit, "limit", 1, MAX_CONVERSATIONS_PAGE)
-        self._catch_erasures()
-        names = self.cold.list_names(ns, after=after, limit=limit + 1)  # one more: is there a next page?
+        # one more: is there a next page?
+        names, mark = self.cold.list_names_and_erasure_mark(ns, after=after, limit=limit + 1)
+        self._catch_erasures_past(mark)
         return (names[:limit], names[limit - 1]) if len(names) > limit else (names, None)
 
     @_fills_caches
@@ -1421,11 +1429,11 @@ class Memory:
         """Counts and health of every tier (only `namespace`'s counts when given)."""
         out: dict[str, Any] = {}
         ns = self._ns(namespace) if namespace is not None else None
-        self._catch_erasures()
         if ns is not None:
-            out["cold"] = self.cold.namespace_stats(ns)
+            out["cold"], mark = self.cold.namespace_stats_and_erasure_mark(ns)
         else:
-            out["cold"] = self.cold.stats()
+            out["cold"], mark = self.cold.stats_and_erasure_mark()
+        self._catch_erasures_past(mark)
         if self.hot is not None:
             out["hot"] = self.hot.stats(namespace=namespace)
         if namespace is None:

@@ -142,6 +142,10 @@ ERASURE_ORDER = "namespace, name, created_at, id"
 # tombstones(): the oldest erasure first, each erasure's conversations in ERASURE_ORDER
 # (over the `tombstones` table, whose key column is `key`)
 TOMBSTONE_ORDER = "deleted_at, namespace, name, created_at, key"
+# the newest tombstone's id (`erasure_mark`) as a column of another statement: a call that
+# reads the store anyway learns of erasures without a round trip of its own. Uncorrelated:
+# evaluated once per statement on both engines (one seek of the primary key's end)
+ERASURE_MARK_COLUMN = "(SELECT MAX(id) FROM tombstones)"
 # PostgreSQL text cannot hold NUL: derived and diagnostic text (a warm fold, the keyword
 # index's text, a turn's speaker, a view's refresh error) holds this in its place on both
 # engines, so they read alike and migrate-store copies such rows. A message's body keeps
@@ -304,7 +308,7 @@ class SharedQueries:
         """`key_of` and `erasure_mark` in one statement: a call that looks its
         conversation up learns of erasures without a round trip of its own."""
         rows = self._q("SELECT (SELECT id FROM conversations WHERE namespace = ? AND name = ?), "
-                       "(SELECT MAX(id) FROM tombstones)", (namespace, name))
+                       f"{ERASURE_MARK_COLUMN}", (namespace, name))
         key, mark = rows[0]
         return (str(key) if key is not None else None), int(mark or 0)
 
@@ -386,9 +390,10 @@ class SharedQueries:
             rows = self._q("SELECT id, created_at FROM conversations WHERE namespace = ? ORDER BY id", (namespace,))
         return {r[0]: r[1] for r in rows}
 
-    def list_names(self, namespace: str, *, after: str | None = None, limit: int | None = None) -> list[str]:
+    @staticmethod
+    def _names_query(columns: str, namespace: str, after: str | None, limit: int | None) -> tuple[str, list[object]]:
         # the (namespace, name) unique index serves the cursor and the order on both engines
-        sql = "SELECT name FROM conversations WHERE namespace = ?"
+        sql = f"SELECT {columns} FROM conversations WHERE namespace = ?"
         params: list[object] = [namespace]
         if after is not None:
             sql += " AND name > ?"
@@ -397,7 +402,15 @@ class SharedQueries:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [r[0] for r in self._q(sql, params)]
+        return sql, params
+
+    def list_names(self, namespace: str, *, after: str | None = None, limit: int | None = None) -> list[str]:
+        return [r[0] for r in self._q(*self._names_query("name", namespace, after, limit))]
+
+    def list_names_and_erasure_mark(self, namespace: str, *, after: str | None = None,
+                                    limit: int | None = None) -> tuple[list[str], int]:
+        rows = self._q(*self._names_query(f"name, {ERASURE_MARK_COLUMN}", namespace, after, limit))
+        return [r[0] for r in rows], self._mark_of(rows, 1)
 
     def count_names(self, namespace: str) -> int:
         return int(self._q("SELECT COUNT(*) FROM conversations WHERE namespace = ?", (namespace,))[0][0])
@@ -730,15 +743,26 @@ class SharedQueries:
         return data
 
     def tombstones(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at "
-               "FROM tombstones")
+        return self.tombstones_and_erasure_mark(namespace)[0]
+
+    def tombstones_and_erasure_mark(self, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        sql = ("SELECT name, namespace, reason, messages, summaries, checkpoints, created_at, deleted_at, "
+               f"{ERASURE_MARK_COLUMN} FROM tombstones")
         params: tuple[Any, ...] = ()
         if namespace is not None:
             sql += " WHERE namespace = ?"
             params = (namespace,)
         cols = ("id", "namespace", "reason", "messages", "summaries", "checkpoints", "created_at", "deleted_at")
-        return [dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
-                for r in self._q(sql + f" ORDER BY {TOMBSTONE_ORDER}", params)]
+        rows = self._q(sql + f" ORDER BY {TOMBSTONE_ORDER}", params)
+        return ([dict(zip(cols, (r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), r[6], r[7]), strict=True))
+                 for r in rows], self._mark_of(rows, 8))
+
+    def _mark_of(self, rows: Sequence[Any], column: int) -> int:
+        """The erasure mark a listing read in its rows' `column` (ERASURE_MARK_COLUMN); a
+        listing of no rows read none: a statement of its own then (`erasure_mark`)."""
+        if not rows:
+            return self.erasure_mark()
+        return int(rows[0][column] or 0)
 
     def erasure_mark(self) -> int:
         """The newest tombstone's id (0: none yet). Tombstone ids grow in commit order (one
@@ -759,29 +783,37 @@ class SharedQueries:
         return newest, sorted((int(i), str(k)) for i, k in rows if k is not None)
 
     def stats(self) -> dict[str, Any]:
+        return self.stats_and_erasure_mark()[0]
+
+    def stats_and_erasure_mark(self) -> tuple[dict[str, Any], int]:
         row = self._q(
             "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
             "(SELECT COUNT(DISTINCT namespace) FROM conversations), (SELECT COUNT(*) FROM checkpoints), "
-            "(SELECT COUNT(*) FROM turns WHERE embedded = 0)")[0]
-        return {"conversations": int(row[0]), "messages": int(row[1]), "namespaces": int(row[2]),
-                "checkpoints": int(row[3]), "pending_embeddings": int(row[4]), "salvaged_rows": self.salvaged,
-                "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self._location()}
+            f"(SELECT COUNT(*) FROM turns WHERE embedded = 0), {ERASURE_MARK_COLUMN}")[0]
+        return ({"conversations": int(row[0]), "messages": int(row[1]), "namespaces": int(row[2]),
+                 "checkpoints": int(row[3]), "pending_embeddings": int(row[4]), "salvaged_rows": self.salvaged,
+                 "schema_version": self.version, "db_bytes": self.files_bytes(), "path": self._location()},
+                int(row[5] or 0))
 
     def _salvaged_in(self, namespace: str) -> int:
         return self._salvaged_rows.count_in(self.list_conversations(namespace))
 
     def namespace_stats(self, namespace: str) -> dict[str, Any]:
+        return self.namespace_stats_and_erasure_mark(namespace)[0]
+
+    def namespace_stats_and_erasure_mark(self, namespace: str) -> tuple[dict[str, Any], int]:
+        # an aggregate: one row, the mark with it, whatever the namespace holds
         row = self._q(
-            "SELECT COUNT(DISTINCT c.id), COUNT(m.id) FROM conversations c "
+            f"SELECT COUNT(DISTINCT c.id), COUNT(m.id), {ERASURE_MARK_COLUMN} FROM conversations c "
             "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = ?", (namespace,))[0]
         # from the namespace's conversations (SQLite keeps a CROSS JOIN's order) to each
         # one's pending turns (a partial index on both engines), not from every tenant's
         pending = self._q(
             "SELECT COUNT(*) FROM conversations c CROSS JOIN turns t "
             "WHERE c.namespace = ? AND t.conversation_id = c.id AND t.embedded = 0", (namespace,))[0][0]
-        return {"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
-                # only this namespace's bad rows: a tenant must not see another's count
-                "salvaged_rows": self._salvaged_in(namespace)}
+        return ({"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
+                 # only this namespace's bad rows: a tenant must not see another's count
+                 "salvaged_rows": self._salvaged_in(namespace)}, int(row[2] or 0))
 
     # -- the warm tier's tables (tiers.warm stores and reads its views through these) ---------
 

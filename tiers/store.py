@@ -206,6 +206,11 @@ class ColdLog(Protocol):
         at most `limit`."""
         ...
 
+    def list_names_and_erasure_mark(self, namespace: str, *, after: str | None = None,
+                                    limit: int | None = None) -> tuple[list[str], int]:
+        """`list_names` and `erasure_mark` read by one statement (an empty page: two)."""
+        ...
+
     def count_names(self, namespace: str) -> int:
         """How many conversations exactly `namespace` has."""
         ...
@@ -475,6 +480,10 @@ class ColdLog(Protocol):
         erasure's conversations as its report lists them (`dialect.TOMBSTONE_ORDER`)."""
         ...
 
+    def tombstones_and_erasure_mark(self, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """`tombstones` and `erasure_mark` read by one statement (none listed: two)."""
+        ...
+
     def erasure_mark(self) -> int:
         """The newest tombstone's id (0: none yet); ids grow in commit order."""
         ...
@@ -549,6 +558,14 @@ class ColdLog(Protocol):
 
     def namespace_stats(self, namespace: str) -> dict[str, Any]:
         """conversations, messages, pending_embeddings of exactly `namespace`."""
+        ...
+
+    def stats_and_erasure_mark(self) -> tuple[dict[str, Any], int]:
+        """`stats`, and `erasure_mark` read by its counts' statement."""
+        ...
+
+    def namespace_stats_and_erasure_mark(self, namespace: str) -> tuple[dict[str, Any], int]:
+        """`namespace_stats`, and `erasure_mark` read by its counts' statement."""
         ...
 
     # -- the warm tier's tables (tiers.warm) -------------------------------------------------
