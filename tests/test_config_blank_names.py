@@ -1,8 +1,9 @@
 """A name setting given as an empty or whitespace-only string is refused, naming the
 setting. `llm_model = " "` was accepted (and passed `summarizer = "llm"`'s check that a
 model is named): every summary request then asked the endpoint for model " ", and each
-refresh failed in the background; `llm_api_key_env = ""` read no variable, so requests went
-without a key. Both cases fail on the code before (nothing was refused)."""
+refresh failed in the background; `llm_api_key_env = " "` read no variable, so requests went
+without a key. Both cases fail on the code before (nothing was refused). An empty
+`llm_api_key_env` stays the documented way to send no key (a local endpoint)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 NAME_SETTINGS = ["llm_model", "llm_api_key_env"]
 
 
-@pytest.mark.parametrize("value", [
-    "",        # an unset shell variable: TIERMEM_LLM_MODEL=$MODEL
-    " ",       # the report's own case
-    "\t\n ",   # any whitespace only
+@pytest.mark.parametrize(("name", "value"), [
+    ("llm_model", ""),              # an unset shell variable: TIERMEM_LLM_MODEL=$MODEL
+    ("llm_model", " "),             # the report's own case
+    ("llm_model", "\t\n "),         # any whitespace only
+    ("llm_api_key_env", " "),       # whitespace is no variable name ("" is: send no key)
+    ("llm_api_key_env", "\t\n "),
 ])
-@pytest.mark.parametrize("name", NAME_SETTINGS)
 def test_a_blank_name_is_refused(tmp_path: Path, name: str, value: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=r"blank|empty") as info:
         Config(data_dir=tmp_path, **{name: value})
@@ -67,6 +69,7 @@ def test_a_blank_model_does_not_satisfy_the_llm_summarizer(tmp_path: Path) -> No
     ("llm_model", None),              # unset: no model (the extractive summarizer)
     ("llm_model", "gpt-4o-mini"),
     ("llm_api_key_env", "MY_KEY"),
+    ("llm_api_key_env", ""),          # empty: no key sent (a local endpoint without auth)
 ])
 def test_a_real_name_or_unset_is_kept(tmp_path: Path, name: str, value: str | None) -> None:
     assert getattr(Config(data_dir=tmp_path, **{name: value}), name) == value

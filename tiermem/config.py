@@ -665,14 +665,23 @@ class Config(BaseSettings):
             raise ValueError(f"must be a plain file name inside data_dir (no directory part), got {v!r}")
         return v
 
-    @field_validator("llm_model", "llm_api_key_env")
+    @field_validator("llm_model")
     @classmethod
-    def _a_name(cls, v: str | None) -> str | None:
+    def _a_model_name(cls, v: str | None) -> str | None:
         # a blank model was a model named (summarizer = "llm" started, then every refresh asked
-        # the endpoint for model " " and failed in the background); a blank variable name read
-        # no key. Unset (None) is how to give no model.
+        # the endpoint for model " " and failed in the background). Unset (None) is how to
+        # give no model.
         if v is not None and not v.strip():
             raise ValueError("must be a name, got " + ("an empty string" if not v else "a blank one (only whitespace)"))
+        return v
+
+    @field_validator("llm_api_key_env")
+    @classmethod
+    def _a_variable_name(cls, v: str) -> str:
+        # "" is how to send no key (a local endpoint without auth: the summarizer reads no
+        # variable); whitespace only is no variable name anyone means and read no key silently
+        if v and not v.strip():
+            raise ValueError("must be a variable name, or empty for no key, got a blank one (only whitespace)")
         return v
 
     @field_validator("timezone")
