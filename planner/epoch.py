@@ -222,7 +222,8 @@ def drop_showing(tier: HotTier, db_uuid: str, erased: Collection[str]) -> int:
     A value that is no state of this database (another layout, another database sharing
     the Redis) cannot be read for what it shows and is deleted: one new epoch for it.
     Run before the erased tags' keys (the sets) are deleted. Returns how many states
-    went; raises Redis's errors (the caller defers the erasure's Redis keys)."""
+    went; raises Redis's errors, a refused DEL as the tier names it (HotReadOnly on a
+    replica), so the caller degrades and defers the erasure's Redis keys."""
     keys = set(erased)
     listed: set[str] = set()
     for key in keys:
@@ -237,7 +238,7 @@ def drop_showing(tier: HotTier, db_uuid: str, erased: Collection[str]) -> int:
         st = state_from_json(raw, db_uuid)
         if isinstance(st, Withheld) or (isinstance(st, EpochState) and not _shows(st, keys)):
             continue
-        gone += int(tier.client.delete(state_key))
+        gone += tier.delete_key(state_key)
     return gone
 
 

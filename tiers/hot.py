@@ -1296,6 +1296,14 @@ class HotTier:
         with _refusals("delete"):
             self.client.execute_command("DEL", *self.keys(conversation_id))
 
+    def delete_key(self, key: str) -> int:
+        """Delete one key of this tier (another conversation's epoch state, for an
+        erasure: planner.epoch `drop_showing`), a refusal named as `drop`'s is: a replica's
+        READONLY must reach the link as HotReadOnly, not as a plain ResponseError that no
+        caller treats as Redis being unavailable. Returns how many went (0 or 1)."""
+        with _refusals("delete"):
+            return int(self.client.execute_command("DEL", key))
+
     def drop_all(self, conversation_id: str) -> int:
         """Delete every key under the conversation's hash tag: the hot set's, the warm
         tier's cached views, any rebuild scratch. For erasure; returns how many went."""
