@@ -10,7 +10,10 @@ the store's ConversationNotFound named the key. The 404 body (`conversation
 tenant that another namespace had used the id: README's "nothing a caller sees says
 whether an id is used in another namespace". The interleaving is forced: a second
 Memory (another worker of the deployment) erases the conversation right after the
-first one resolved its key.
+first one resolved its key, at the lookup `Memory._key` makes
+(`ColdLog.key_and_erasure_mark`: the key and the erasure mark in one statement since
+2790f1e). Each case asserts the erasure was made, so a lookup moved elsewhere fails as
+a seam that no longer fires, not as a missing not-found.
 """
 
 from __future__ import annotations
@@ -64,26 +67,31 @@ def pair(config: Config, embedder: Embedder) -> Iterator[tuple[Memory, Memory]]:
         yield mem, other
 
 
-def _erased_once_resolved(monkeypatch: pytest.MonkeyPatch, mem: Memory, other: Memory) -> None:
-    """The next time `mem` resolves globex's `NAME`, `other` erases it just after."""
-    resolve = mem.cold.key_of
+def _erased_once_resolved(monkeypatch: pytest.MonkeyPatch, mem: Memory, other: Memory) -> list[str]:
+    """The next time `mem` resolves globex's `NAME`, `other` erases it just after; the
+    keys it erased (the race made: one)."""
+    resolve = mem.cold.key_and_erasure_mark
+    erased: list[str] = []
 
-    def then_erased(namespace: str, name: str) -> str | None:
-        key = resolve(namespace, name)
+    def then_erased(namespace: str, name: str) -> tuple[str | None, int]:
+        key, mark = resolve(namespace, name)  # the mark read before the erasure: the race lost
         if key is not None and (namespace, name) == (OWNER, NAME):
             other.delete_conversation(name, namespace=namespace)
-        return key
+            erased.append(key)
+        return key, mark
 
-    monkeypatch.setattr(mem.cold, "key_of", then_erased)
+    monkeypatch.setattr(mem.cold, "key_and_erasure_mark", then_erased)
+    return erased
 
 
 @pytest.mark.parametrize(("op", "call"), CALLS, ids=[c[0] for c in CALLS])
 def test_a_call_that_lost_the_race_names_the_id(
         pair: tuple[Memory, Memory], monkeypatch: pytest.MonkeyPatch, op: str, call: Callable[[Memory], Any]) -> None:
     mem, other = pair
-    _erased_once_resolved(monkeypatch, mem, other)
+    erased = _erased_once_resolved(monkeypatch, mem, other)
     with pytest.raises(ConversationNotFound) as caught:
         call(mem)
+    assert len(erased) == 1, "the erasure was not made between the lookup and the act"
     assert caught.value.conversation_id == NAME
     assert KEY_SEPARATOR not in str(caught.value)
 
@@ -91,10 +99,11 @@ def test_a_call_that_lost_the_race_names_the_id(
 def test_a_retried_delete_over_http_answers_the_missing_conversations_404(
         config: Config, pair: tuple[Memory, Memory], monkeypatch: pytest.MonkeyPatch) -> None:
     mem, other = pair
-    _erased_once_resolved(monkeypatch, mem, other)
+    erased = _erased_once_resolved(monkeypatch, mem, other)
     with serve_in_thread(config, mem) as url:
         got = httpx.delete(f"{url}/v1/conversations/{NAME}", headers=bearer(TOKEN_GLOBEX))
         never = httpx.delete(f"{url}/v1/conversations/never-used", headers=bearer(TOKEN_GLOBEX))
+    assert len(erased) == 1, "the erasure was not made between the lookup and the act"
     assert got.status_code == never.status_code == 404, got.text
     # byte for byte what a conversation that never existed answers, but for its id
     assert got.json() == {"detail": f"conversation {NAME!r} not found"}
