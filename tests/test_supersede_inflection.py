@@ -4,8 +4,8 @@ counts half (`supersede.INFLECTION_CROSS_SHARE`): "I watched a documentary" is n
 word, or the same form on both sides, still points at its target.
 
 A cosine is weak evidence too: a retraction that shares no word or value with a turn takes
-it by meaning only at `supersede.SIMILARITY_ALONE_MIN_COSINE`, the floor of a similarity
-alone. Before, "Forget the restaurant." retracted the hotel booking (cosine 0.32, nearer
+it by meaning only above the cosine unrelated turns reach
+(`supersede.RETRACTION_ALONE_MIN_COSINE`). Before, "Forget the restaurant." retracted the hotel booking (cosine 0.32, nearer
 than the table at Nong's), and the hotel was shown as no longer current."""
 
 from __future__ import annotations
