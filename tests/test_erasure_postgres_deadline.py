@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
+from frozen_server import frozen
 from pg_server import StoppableServer, fresh_schema, pg_url, stoppable_pg  # noqa: F401  (fixtures)
-from test_postgres_stalled_server import frozen
 
 from tiermem.tiers.errors import StoreStalled
 from tiermem.tiers.models import Message

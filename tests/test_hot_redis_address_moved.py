@@ -11,84 +11,24 @@ every connect, so what decides is whether tiermem's client opens a new connectio
   connections at a READONLY, so the next command connects, and so looks the name up,
   again.
 
-No DNS here: a TCP forwarder on a loopback port stands for the name, and at each
-connection it accepts it connects to the server it points at then (what a lookup at
-connect time gives), leaving connections already made where they were. Real
-redis-servers on both sides."""
+No DNS here: a TCP forwarder on a loopback port (tests/loopback_forwarder.py) stands for
+the name, and at each connection it accepts it connects to the server it points at then
+(what a lookup at connect time gives), leaving connections already made where they were.
+Real redis-servers on both sides."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hot_fixtures import TcpRedis, tcp_redis, until_healthy, wait_synced
+from loopback_forwarder import RedisForwarder
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
 
 FILLER = "paid by bank transfer from the account in Lisbon, reference attached"
-BUFFER_BYTES = 65536  # one relay read
-ACCEPT_BACKLOG = 16
-
-
-class Forwarder:
-    """A loopback port standing for a host name: each connection it accepts goes to the
-    port `target` names at that moment; `drop()` ends every connection it relays (the
-    old address gone)."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self._listener = socket.create_server(("127.0.0.1", 0), backlog=ACCEPT_BACKLOG)
-        self.port: int = self._listener.getsockname()[1]
-        self._lock = threading.Lock()
-        self._open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            with self._lock:
-                self._open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._relay, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _relay(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(BUFFER_BYTES):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def drop(self) -> None:
-        with self._lock:
-            held, self._open = self._open, []
-        for s in held:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self._listener.close()
-        self.drop()
 
 
 @pytest.fixture
@@ -104,14 +44,14 @@ def new(tmp_path: Path) -> Iterator[TcpRedis]:
 
 
 @pytest.fixture
-def name(old: TcpRedis) -> Iterator[Forwarder]:
-    fwd = Forwarder(old.port)
+def name(old: TcpRedis) -> Iterator[RedisForwarder]:
+    fwd = RedisForwarder(old.port)
     yield fwd
     fwd.close()
 
 
 @pytest.fixture
-def mem(tmp_path: Path, name: Forwarder, embedder: Embedder) -> Iterator[Memory]:
+def mem(tmp_path: Path, name: RedisForwarder, embedder: Embedder) -> Iterator[Memory]:
     with Memory(Config(data_dir=tmp_path / "data", redis_url=name.url), embedder=embedder,
                 background_indexing=False) as m:
         yield m
@@ -136,7 +76,7 @@ def _promote(new: TcpRedis, old: TcpRedis) -> None:
     False,  # the old primary's address dies: redis-py reconnects and looks the name up (passed before)
     True,  # the old primary stays up as a replica answering READONLY (stayed degraded before)
 ], ids=["old-address-dies", "old-primary-now-replica"])
-def test_the_hot_tier_follows_the_name_to_the_new_primary(mem: Memory, name: Forwarder, old: TcpRedis,
+def test_the_hot_tier_follows_the_name_to_the_new_primary(mem: Memory, name: RedisForwarder, old: TcpRedis,
                                                           new: TcpRedis, old_stays: bool) -> None:
     assert mem.hot is not None
     for i in range(3):
@@ -150,7 +90,7 @@ def test_the_hot_tier_follows_the_name_to_the_new_primary(mem: Memory, name: For
         wait_synced(old_admin)
         old_admin.close()
     else:
-        name.drop()
+        name.drop_all()
         old.proc.kill()
         old.proc.wait()
     _say(mem, "the gate is B12")  # meets the old connection: refused or dropped

@@ -14,8 +14,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from frozen_server import frozen
 from pg_server import StoppableServer, fresh_schema, pg_url, stoppable_pg  # noqa: F401  (pytest fixtures)
-from test_postgres_stalled_server import frozen
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import StoreStalled

@@ -8,14 +8,14 @@ embedded PostgreSQL, reached through a loopback forwarder the test makes go sile
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from frozen_server import in_thread
+from loopback_forwarder import PostgresForwarder
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 import tiermem.tiers.postgres as postgres
 from tiermem.tiers.models import Message
@@ -26,75 +26,11 @@ LEAST_CONNECT_TIMEOUT_S = 2  # libpq's least connect_timeout: the test's, to be 
 POOL_WAIT_S = 20.0  # an operation's wait for a connection: far past the bound below
 SLACK_S = 5.0  # on top of a bound: a busy test machine (and the pool's 1 s retry delay)
 HELD_WAIT_S = 10.0  # for the pool's attempt to reach the silent forwarder
-CHUNK_BYTES = 65536
-
-
-class Forwarder:
-    """127.0.0.1:port relayed to the server's Unix socket; while `silent`, a connection is
-    accepted and held with no answer (counted in `held`)."""
-
-    def __init__(self, url: str) -> None:
-        params = conninfo_to_dict(url)
-        self.target = f"{params['host']}/.s.PGSQL.{params.get('port') or 5432}"
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.url = make_conninfo(url, host="127.0.0.1", port=str(self.port))
-        self.silent = False
-        self.held = threading.Event()
-        self.relayed: list[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            with self._lock:
-                self.relayed.append(client)
-            if self.silent:
-                self.held.set()
-                continue
-            server = socket.socket(socket.AF_UNIX)
-            server.connect(self.target)
-            with self._lock:
-                self.relayed.append(server)
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(CHUNK_BYTES):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def drop_all(self) -> None:
-        """End every connection made so far, as a server restart does."""
-        with self._lock:
-            relayed, self.relayed = self.relayed, []
-        for s in relayed:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.listener.close()
-        self.drop_all()
 
 
 @pytest.fixture
-def forwarder(pg_url: str) -> Iterator[Forwarder]:  # noqa: F811
-    fwd = Forwarder(pg_url)
+def forwarder(pg_url: str) -> Iterator[PostgresForwarder]:  # noqa: F811
+    fwd = PostgresForwarder(pg_url)
     try:
         yield fwd
     finally:
@@ -127,7 +63,7 @@ def test_the_pool_bounds_a_connect_unless_the_url_does(pg_url: str, monkeypatch:
 
 
 def test_a_server_silent_for_a_while_is_found_back_within_the_connect_timeout(
-        forwarder: Forwarder, monkeypatch: pytest.MonkeyPatch) -> None:
+        forwarder: PostgresForwarder, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CONNECT_TIMEOUT_ENV, raising=False)
     monkeypatch.setattr(postgres, "CONNECT_TIMEOUT_S", LEAST_CONNECT_TIMEOUT_S)  # read when the pool is made
     store = PostgresStore(forwarder.url, tokens=BpeTokenCounter(), schema=fresh_schema(), pool_max=1,
@@ -137,18 +73,7 @@ def test_a_server_silent_for_a_while_is_found_back_within_the_connect_timeout(
         # the server goes silent and its connections end: the pool's next attempt is held
         forwarder.silent = True
         forwarder.drop_all()
-        out: dict[str, object] = {}
-
-        def read() -> None:
-            started = time.monotonic()
-            try:
-                out["result"] = [m.text for m in store.get("c", [0])]
-            except Exception as exc:
-                out["error"] = exc
-            out["took"] = time.monotonic() - started
-
-        thread = threading.Thread(target=read, daemon=True)
-        thread.start()
+        thread, out = in_thread(lambda: [m.text for m in store.get("c", [0])])
         assert forwarder.held.wait(HELD_WAIT_S), "the pool never tried to connect"
         held_at = time.monotonic()
         forwarder.silent = False  # it answers again: the attempt held meanwhile is not answered

@@ -9,8 +9,8 @@ and was not watched either. Each is now `tiers.postgres.owned_connection`: the p
 connect timeout rule (CONNECT_TIMEOUT_S unless the URL or PGCONNECT_TIMEOUT sets one) and
 a cut at the operations' deadline (the bootstrap's: the maintenance one).
 
-The real embedded PostgreSQL, reached through a loopback forwarder (as
-tests/test_postgres_connect_timeout.py does) that goes silent: at the connect (it accepts
+The real embedded PostgreSQL, reached through a loopback forwarder
+(tests/loopback_forwarder.py) that goes silent: at the connect (it accepts
 and holds), or once the client has sent a given statement (it is swallowed, never
 answered: a stopped server's or a silent proxy's behaviour).
 """
@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from frozen_server import answer
+from loopback_forwarder import CHUNK_BYTES, PostgresForwarder, shut
 from pg_server import fresh_schema, pg_url  # noqa: F401  (fixture)
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from test_postgres_connect_timeout import CHUNK_BYTES, Forwarder
 
 import tiermem.tiers.postgres as postgres
 from tiermem.tiers.cold import ColdStore
@@ -46,8 +46,8 @@ SLACK_S = 5.0  # on top of a bound: a busy test machine
 HUNG_S = 20.0  # how long the test waits for an answer (before: 130 s, 30 s or never)
 
 
-class SilencingForwarder(Forwarder):
-    """A Forwarder that also goes silent on a connection once its client has sent
+class SilencingForwarder(PostgresForwarder):
+    """A PostgresForwarder that also goes silent on a connection once its client has sent
     `swallow` (bytes of a statement): that and all the client sends after it is dropped,
     so the server never answers it."""
 
@@ -61,24 +61,6 @@ class SilencingForwarder(Forwarder):
         self.url = (f"postgresql://{quote(params['user'], safe='')}{password}@127.0.0.1:{self.port}/"
                     f"{quote(params['dbname'], safe='')}")
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            with self._lock:
-                self.relayed.append(client)
-            if self.silent:
-                self.held.set()
-                continue
-            server = socket.socket(socket.AF_UNIX)
-            server.connect(self.target)
-            with self._lock:
-                self.relayed.append(server)
-            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client), daemon=True).start()
-
     def _upstream(self, client: socket.socket, server: socket.socket) -> None:
         silent = False
         try:
@@ -91,11 +73,7 @@ class SilencingForwarder(Forwarder):
         except OSError:
             pass
         finally:
-            for s in (client, server):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(client, server)
 
 
 @pytest.fixture
@@ -126,26 +104,6 @@ def _source(tmp_path: Path, *, nul: bool = False) -> Path:
         finally:
             conn.close()
     return path
-
-
-def _answer(call: Callable[[], object]) -> tuple[object, float]:
-    """`call`'s result or exception and how long it took; fails the test past HUNG_S (the
-    code before waited 130 s or for ever)."""
-    out: dict[str, object] = {}
-
-    def run() -> None:
-        started = time.monotonic()
-        try:
-            out["result"] = call()
-        except Exception as exc:
-            out["result"] = exc
-        out["took"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(HUNG_S)
-    assert not thread.is_alive(), f"no answer in {HUNG_S} s"
-    return out["result"], float(out["took"])  # type: ignore[arg-type]
 
 
 def _migrate(source: str | Path, target: str | Path, **schemas: str) -> object:
@@ -185,10 +143,10 @@ def test_migrate_stores_own_connections_give_up_on_a_silent_server(
         assert isinstance(silent, bytes)
         forwarder.swallow = silent
     if side == "source":
-        result, took = _answer(lambda: _migrate(forwarder.url, tmp_path / "target", source_schema=schema))
+        result, took = answer(lambda: _migrate(forwarder.url, tmp_path / "target", source_schema=schema), HUNG_S)
     else:
         source = _source(tmp_path, nul=nul)
-        result, took = _answer(lambda: _migrate(source, forwarder.url, target_schema=schema))
+        result, took = answer(lambda: _migrate(source, forwarder.url, target_schema=schema), HUNG_S)
     assert isinstance(result, raised), result
     assert took < bound_s + SLACK_S, took
     if silent != "connect":
@@ -215,7 +173,7 @@ def test_a_stores_bootstrap_gives_up_on_a_silent_server(
         assert isinstance(silent, bytes)
         forwarder.swallow = silent
     url = make_conninfo(forwarder.url, **url_adds)
-    result, took = _answer(lambda: PostgresStore(url, tokens=BpeTokenCounter(), schema=fresh_schema(),
-                                                 maintenance_timeout_s=MAINTENANCE_TIMEOUT_S))
+    result, took = answer(lambda: PostgresStore(url, tokens=BpeTokenCounter(), schema=fresh_schema(),
+                                                maintenance_timeout_s=MAINTENANCE_TIMEOUT_S), HUNG_S)
     assert isinstance(result, raised), result
     assert took < bound_s + SLACK_S, took

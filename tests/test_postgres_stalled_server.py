@@ -9,16 +9,13 @@ again."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from frozen_server import frozen, in_thread
 from pg_server import StoppableServer, fill_pool, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
 from service_helpers import TOKEN_ACME, bearer, serve_in_thread
 
@@ -37,53 +34,6 @@ PROBE_WAIT_S = 0.5  # a connection_wait shorter than the operation timeout
 SLACK_S = 5.0  # on top of a bound: a busy test machine
 HUNG_S = 30.0  # how long the test waits for an answer the code before never gave
 POOLED = 2  # idle connections when the server stops: an operation gets one at once
-
-
-def server_pids(server: StoppableServer) -> list[int]:
-    """The postmaster and every process it started (backends, checkpointer, ...)."""
-    postmaster = int((Path(server.server.pgdata) / "postmaster.pid").read_text().split()[0])
-    pids = [postmaster]
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:  # ended meanwhile
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:  # the field after the name: state, ppid
-            pids.append(int(entry))
-    return pids
-
-
-@contextmanager
-def frozen(server: StoppableServer) -> Iterator[None]:
-    """Every process of `server` stopped (SIGSTOP) within, continued (SIGCONT) after."""
-    pids = server_pids(server)
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
-
-
-def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, dict[str, object]]:
-    """`call` on a thread of its own, its result or exception in the dict: the code before
-    never returned, and the test must fail rather than hang with it."""
-    out: dict[str, object] = {}
-
-    def run() -> None:
-        started = time.monotonic()
-        try:
-            out["result"] = call()
-        except Exception as exc:
-            out["error"] = exc
-        out["took"] = time.monotonic() - started
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
 
 
 def probe(store: PostgresStore) -> object:

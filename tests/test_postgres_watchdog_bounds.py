@@ -10,24 +10,20 @@ watchdog. Non-finite and non-positive deadlines are refused at the constructor, 
 the setting (`cold_operation_timeout_s`, as Config names it); a huge finite one is slept
 in steps; and an error in a round of the watchdog is logged and the round retried.
 
-Real PostgreSQL: a server of the test's own, stopped with SIGSTOP (as
-tests/test_postgres_stalled_server.py does).
+Real PostgreSQL: a server of the test's own, stopped with SIGSTOP (tests/frozen_server.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import os
-import signal
 import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+from frozen_server import frozen, in_thread
 from pg_server import StoppableServer, fill_pool, fresh_schema, pg_url, stoppable_pg  # noqa: F401  (fixtures)
-from test_postgres_stalled_server import in_thread, server_pids
 
 from tiermem.tiers.errors import StoreStalled, ValidationError
 from tiermem.tiers.models import Message
@@ -75,23 +71,6 @@ def _probe(store: PostgresStore) -> object:
     """A read as /healthz makes it: cut at its connection_wait's end."""
     with store.connection_wait(PROBE_WAIT_S):
         return store.namespace_of("c")
-
-
-@contextlib.contextmanager
-def frozen(server: StoppableServer) -> Iterator[None]:
-    """Every process of `server` stopped (SIGSTOP) within, continued after, as
-    test_postgres_stalled_server's `frozen`, but one that ended between the listing and
-    its signal (the backend of a connection cut just before) is passed over."""
-    pids = server_pids(server)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
 
 def _cut_while_frozen(store: PostgresStore, server: StoppableServer) -> None:
