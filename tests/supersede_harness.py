@@ -4,7 +4,8 @@ A case file (test_supersede_*.py) lists an earlier fact, a later turn and whethe
 turn supersedes the fact. `turns` builds that conversation: the fact, each filler turn,
 then the later turn, every user turn answered by the assistant. `fact_superseded` appends
 it, catches it up and says whether the fact was superseded: its whole turn (position 0,
-superseded_by) or any statement of it.
+superseded_by) or any statement of it. `superseded_positions` appends user turns (each
+answered "Noted.") and maps every superseded turn or statement position to its superseder.
 
 Invariants:
 - The filler is the file's to choose and always passed (`FILLER` or `CAT_FILLER`): a
@@ -41,3 +42,16 @@ def fact_superseded(mem: Memory, fact: str, later: str, filler: Sequence[str]) -
     mem.catch_up(CONV)
     first = mem.cold.turns(CONV)[0]
     return first.superseded_by is not None or any(s.position == 0 for s in mem.cold.superseded_statements(CONV))
+
+
+def superseded_positions(mem: Memory, users: Sequence[str]) -> dict[int, int]:
+    """Append each of `users` answered "Noted." (user turn i at position 2 * i), then map
+    each superseded position, whole turn or statement, to the position that superseded it."""
+    for u in users:
+        mem.append_many(CONV, [{"role": "user", "content": u}, {"role": "assistant", "content": "Noted."}])
+    last = 2 * (len(users) - 1)
+    rows = mem.cold.turns(CONV, start=0, end=last)
+    whole = {r.position: r.superseded_by for r in rows if r.superseded_by is not None}
+    whole.update((s.position, s.superseded_by)
+                 for s in mem.cold.superseded_statements(CONV, [r.position for r in rows]))
+    return whole

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from supersede_harness import superseded_positions
 
 from tiermem.consolidation.supersede import _inflected
 
@@ -36,21 +37,10 @@ CASES: list[tuple[list[str], int | None]] = [
 ]
 
 
-def _superseded(mem: Any, users: list[str]) -> dict[int, int]:
-    for u in users:
-        mem.append_many("c", [{"role": "user", "content": u}, {"role": "assistant", "content": "Noted."}])
-    last = 2 * (len(users) - 1)
-    rows = mem.cold.turns("c", start=0, end=last)
-    whole = {r.position: r.superseded_by for r in rows if r.superseded_by is not None}
-    whole.update((s.position, s.superseded_by)
-                 for s in mem.cold.superseded_statements("c", [r.position for r in rows]))
-    return whole
-
-
 @pytest.mark.parametrize(("users", "target"), CASES, ids=[c[0][1][:30] for c in CASES])
 def test_a_verb_form_is_weak_evidence_of_a_target(cold_memory: Any, users: list[str], target: int | None) -> None:
     last = 2 * (len(users) - 1)
-    assert _superseded(cold_memory, users) == ({} if target is None else {target: last})
+    assert superseded_positions(cold_memory, users) == ({} if target is None else {target: last})
 
 
 @pytest.mark.parametrize(("text", "inflected"), [

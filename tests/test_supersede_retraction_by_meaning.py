@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from supersede_harness import superseded_positions
 
 # (the user turns in order, the position the last one supersedes or None); assistants
 # reply "Noted." between them, so user turn i is at position 2 * i
@@ -26,19 +27,8 @@ CASES: list[tuple[list[str], int | None]] = [
 ]
 
 
-def _superseded(mem: Any, users: list[str]) -> dict[int, int]:
-    for u in users:
-        mem.append_many("c", [{"role": "user", "content": u}, {"role": "assistant", "content": "Noted."}])
-    last = 2 * (len(users) - 1)
-    rows = mem.cold.turns("c", start=0, end=last)
-    whole = {r.position: r.superseded_by for r in rows if r.superseded_by is not None}
-    whole.update((s.position, s.superseded_by)
-                 for s in mem.cold.superseded_statements("c", [r.position for r in rows]))
-    return whole
-
-
 @pytest.mark.parametrize(("users", "target"), CASES, ids=[c[0][0][:30] for c in CASES])
 def test_a_retraction_by_another_word_finds_its_target(cold_memory: Any, users: list[str],
                                                        target: int | None) -> None:
     last = 2 * (len(users) - 1)
-    assert _superseded(cold_memory, users) == ({} if target is None else {target: last})
+    assert superseded_positions(cold_memory, users) == ({} if target is None else {target: last})
