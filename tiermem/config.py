@@ -5,7 +5,9 @@ Precedence, highest first: keyword arguments in code, environment variables
 file, then the defaults below. Invalid values fail at construction with pydantic's
 message, which names the field. A number setting refuses a boolean (`http_port = true`,
 which pydantic's lax mode read as 1) and an integer one a fraction; text (every env value)
-parses as the number it says.
+parses as the number it says. A boolean setting in a file (TOML, JSON) must be a boolean:
+`scheduler_enabled = 1` or `"yes"` is refused (`_FileNonBoolean`); env text parses as
+pydantic reads it (`1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`).
 
 One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
 `Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
@@ -191,6 +193,9 @@ class _Sectioned(PydanticBaseSettingsSource):
         out = config_sections.flatten(raw, local)
         if self.file is not None:
             out = config_sections.anchor_paths(out, self.file)
+            fields = self.settings_cls.model_fields
+            out = {k: _FileNonBoolean(v) if k in fields and _is_boolean(fields[k].annotation)
+                   and not isinstance(v, bool) else v for k, v in out.items()}
         if self.env:
             _merge_env_spellings(out, config_sections.flatten(config_sections.env_sections(), local))
         state = _origins.get()
@@ -202,6 +207,23 @@ class _Sectioned(PydanticBaseSettingsSource):
                     if k in local:
                         origins[k] = local[k]
         return out
+
+
+class _FileNonBoolean:
+    """A config file's value for a boolean setting that is not a boolean (`scheduler_enabled
+    = 1`): TOML and JSON have a boolean type, so anything else there is a type error, which
+    Config's validator reports naming the setting. Env text ("1", "true") carries no type
+    and keeps pydantic's reading of it."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def kind(self) -> str:
+        v = self.value
+        kind = ("an integer" if isinstance(v, int) else "a number" if isinstance(v, float)
+                else "a string" if isinstance(v, str) else "a table" if isinstance(v, dict)
+                else "an array" if isinstance(v, list) else f"a {type(v).__name__}")
+        return f"{kind} ({json.dumps(v)})" if isinstance(v, int | float | str) else kind
 
 
 def _merge_env_spellings(flat: dict[str, Any], sectioned: dict[str, Any], path: tuple[str, ...] = ()) -> None:
@@ -281,6 +303,12 @@ def _is_number(annotation: Any) -> bool:
     """True for a field typed int or float (optional or not)."""
     kinds = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
     return all(k in (int, float) for k in kinds)
+
+
+def _is_boolean(annotation: Any) -> bool:
+    """True for a field typed bool (optional or not)."""
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    return all(k is bool for k in kinds)
 
 
 def no_boolean_number(model: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
@@ -589,6 +617,15 @@ class Config(BaseSettings):
     @classmethod
     def _no_boolean(cls, v: Any, info: ValidationInfo) -> Any:
         return no_boolean_number(cls, v, info)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _file_boolean(cls, v: Any) -> Any:
+        # pydantic's lax mode read a file's `scheduler_enabled = 1` (and "yes") as true: a
+        # file's value for a boolean must be one (_FileNonBoolean); env's text still parses
+        if isinstance(v, _FileNonBoolean):
+            raise ValueError(f"must be true or false in a config file, got {v.kind()}")
+        return v
 
     @field_validator("slice_shares", mode="before")
     @classmethod
