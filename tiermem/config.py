@@ -710,6 +710,12 @@ class Config(BaseSettings):
         # give no model.
         if v is not None and not v.strip():
             raise ValueError("must be a name, got " + ("an empty string" if not v else "a blank one (only whitespace)"))
+        # " gpt-4o " was sent as is and every refresh failed on an unknown model in the
+        # background. Refused, not stripped: no endpoint serves a name with spaces round it,
+        # so it is a slip in the file or a shell's quoting, and a stripped value would not be
+        # the one `tiermem config` shows the user wrote
+        if v is not None and v != v.strip():
+            raise ValueError(f"must not start or end with whitespace, got {v!r} (did you mean {v.strip()!r}?)")
         return v
 
     @field_validator("llm_api_key_env")
