@@ -163,6 +163,18 @@ class SchemaTooNew(TiermemError, RuntimeError):
         )
 
 
+class ServerTooOld(TiermemError, RuntimeError):
+    """The cold store's PostgreSQL server is older than the oldest release tiermem runs
+    on (refused when the store connects, before anything is written): names the
+    server's version, the minimum and the setting that needs it."""
+
+    def __init__(self, where: str, found: str, minimum: str, needs: str) -> None:
+        self.found = found
+        self.minimum = minimum
+        super().__init__(f"cold store {where}: the PostgreSQL server is version {found}, but tiermem needs "
+                         f"PostgreSQL {minimum} or later ({needs}); upgrade the server (nothing was written)")
+
+
 class DriverUnavailable(TiermemError, ImportError):
     def __init__(self, detail: str) -> None:
         super().__init__(

@@ -55,7 +55,9 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   each session of the store's own pool, and for each maintenance transaction on a
   caller's connection (`SET LOCAL`, never its session), so the locks of a cut erasure
   (ERASURE_ORDER_LOCK, its rows) or migration are released then, not when its statement
-  would have ended.
+  would have ended. So the store needs PostgreSQL 14 or later (MIN_SERVER_VERSION_NUM):
+  an older server is refused at the store's first connection (ServerTooOld, naming its
+  version and the minimum; its own pool or a caller's), before anything is written.
 - Keys (incarnations) are recorded in `conversation_keys`, never deleted from, so a key
   is never issued twice; names are unique per namespace.
 - Erasure deletes every row of a key from every table, derived or not, leaves a
@@ -141,6 +143,7 @@ from tiermem.tiers.errors import (
     ConversationNotFound,
     PositionOutOfRange,
     SchemaTooNew,
+    ServerTooOld,
     StoreStalled,
     StoreUnavailable,
     StoreUnreachable,
@@ -258,6 +261,18 @@ CLIENT_CHECK_INTERVAL_MS = 1000
 # session: for each of tiermem's maintenance transactions only (ends with it)
 CLIENT_CHECK_SQL = f"SET client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}"
 CLIENT_CHECK_LOCAL_SQL = f"SET LOCAL client_connection_check_interval TO {CLIENT_CHECK_INTERVAL_MS}"
+# The oldest server the store runs on (libpq's server_version number: major * 10000 +
+# minor from PostgreSQL 10 on): client_connection_check_interval came with PostgreSQL 14,
+# and an older server refuses the SET (unrecognized configuration parameter). Refused when
+# the store first connects (ServerTooOld) rather than run without the check, which would
+# give back what it exists for: a cut erasure's or migration's locks held until its
+# statement ended. PostgreSQL 13 is out of upstream support since November 2025.
+MIN_SERVER_VERSION_NUM = 140000
+# server_version_num's layout: major * 10000 + minor from PostgreSQL 10 on; before it
+# major * 10000 + second part * 100 + minor (9.6.24 is 90624)
+SERVER_VERSION_MAJOR = 10000
+SERVER_VERSION_PART = 100
+FIRST_TWO_PART_VERSION_NUM = 100000
 # What a step after an erasure's commit (its scrub, the size after it) may fail with: a
 # statement's error, or no pooled connection in time (StoreUnreachable: another request
 # took the pool's last one). Either leaves the step owed, never fails the erasure.
@@ -628,6 +643,25 @@ def deadline_seconds(field: str, parameter: str, value: object) -> float:
     return float(value)
 
 
+def server_version_name(version_num: int) -> str:
+    """A server_version_num as PostgreSQL names the release ("13.16", "9.6.24")."""
+    major, rest = divmod(version_num, SERVER_VERSION_MAJOR)
+    if version_num >= FIRST_TWO_PART_VERSION_NUM:
+        return f"{major}.{rest}"
+    return f"{major}.{rest // SERVER_VERSION_PART}.{rest % SERVER_VERSION_PART}"
+
+
+def check_server_version(where: str, version_num: int) -> None:
+    """Refuse a server older than MIN_SERVER_VERSION_NUM (ServerTooOld, naming both
+    versions and what needs the newer one); `version_num` is the connection's
+    server_version_num (psycopg's `conn.info.server_version`)."""
+    if version_num < MIN_SERVER_VERSION_NUM:
+        raise ServerTooOld(where, f"{server_version_name(version_num)} (server_version_num {version_num})",
+                           str(MIN_SERVER_VERSION_NUM // SERVER_VERSION_MAJOR),
+                           "client_connection_check_interval, which ends the server's work for a connection "
+                           "cut at its deadline")
+
+
 def query_lexemes(text: str) -> list[str]:
     """`to_tsquery` arguments from arbitrary user text, one per word (tiers.search's
     query_words), each quoted as a lexeme: no input can break the syntax."""
@@ -935,7 +969,10 @@ class PostgresStore(SharedQueries):
             self._bootstrap_on(conn)
 
     def _bootstrap_on(self, conn: Conn) -> None:
-        """On a connection running ISOLATION already."""
+        """On a connection running ISOLATION already. A server older than
+        MIN_SERVER_VERSION_NUM is refused first, before anything is read or written (the
+        version comes with the connection: no round trip)."""
+        check_server_version(self.path, conn.info.server_version)
         found = self._recorded_version(conn)
         if found > schema_version():
             raise SchemaTooNew(f"{self.path} schema {self.schema}", found, schema_version())
