@@ -27,14 +27,15 @@ says what another tenant wrote.
 
 An erasure or prune reaches every process that shares the store, not only the one that
 erased: each public call that touches the store (append, context, search, facts, history,
-active, pin, unpin, checkpoint, fork, catch_up, consolidate, an erasure or prune, and
-conversations, tombstones, stats, purge_deferred, which read no text but may be all a
-process calls) reads the newest tombstone's id in passing, with the statement that looks its
-conversation up (an append: on PostgreSQL in its one statement, on SQLite after its
-write), so a call that names a conversation makes no round trip more (a namespace's
-search, catch-up, sweep, erasure, prune or deferred purge reads it with one index seek of
-its own, `ColdLog.erased_after`; a listing, tombstones and stats read it as a column of
-the statement they send anyway, `*_and_erasure_mark`). Past the last
+active, pin, unpin, checkpoint, fork, catch_up, consolidate, rebuild, an erasure or prune,
+and conversations, tombstones, stats, purge_deferred, warm_up, which read no text but may
+be all a process calls) reads the newest tombstone's id in passing, with the statement
+that looks its conversation up (an append: on PostgreSQL in its one statement, on SQLite
+after its write), so a call that names a conversation makes no round trip more (a
+namespace's search, catch-up, sweep, rebuild, warm-up, erasure, prune or deferred purge
+reads it with one index seek of its own, `ColdLog.erased_after`; a listing, tombstones
+and stats read it as a column of the statement they send anyway, `*_and_erasure_mark`).
+Past the last
 one this Memory acted on, the tombstones since (`_catch_erasures`) name what to drop:
 what this process keeps of those conversations (`_drop_copies`: the text memos, the
 turn cache, the planner's pin candidates and statements, every epoch state that is or
@@ -755,16 +756,20 @@ class Memory:
         created_at: float | None = None,
         namespace: str | None = None,
         idempotency_key: str | None = None,
+        expect_position: int | None = None,
+        expect_incarnation: str | None = None,
     ) -> int:
         """Append one message; returns its position. Invalid input raises
-        `ValidationError` and writes nothing. `idempotency_key`: see `append_outcome`."""
+        `ValidationError` and writes nothing. `idempotency_key`, `expect_position` and
+        `expect_incarnation`: see `append_outcome`."""
         if idempotency_key is not None:  # at the edge, before the message is read
             check_idempotency_key(idempotency_key)
         # unstamped: a created_at left to default must not enter the key's fingerprint
         return self.append_outcome(
             conversation_id,
             [self._parse(message, session_id=session_id, metadata=metadata, created_at=created_at, stamp=False)],
-            namespace=namespace, idempotency_key=idempotency_key,
+            namespace=namespace, idempotency_key=idempotency_key, expect_position=expect_position,
+            expect_incarnation=expect_incarnation,
         ).positions[0]
 
     def _check_controls(self, conv: str, ns: str, parsed: Sequence[Message]) -> None:
@@ -793,11 +798,16 @@ class Memory:
         namespace: str | None = None,
         session_id: str | None = None,
         idempotency_key: str | None = None,
+        expect_position: int | None = None,
+        expect_incarnation: str | None = None,
     ) -> list[int]:
         """Append a batch in one transaction (all or nothing); returns the positions.
-        `idempotency_key`: see `append_outcome`."""
+        `idempotency_key`, and `expect_position` / `expect_incarnation` (the whole batch
+        written only where the conversation goes on there, else `PositionMismatch` and
+        nothing written): see `append_outcome`."""
         return self.append_outcome(conversation_id, messages, namespace=namespace, session_id=session_id,
-                                   idempotency_key=idempotency_key).positions
+                                   idempotency_key=idempotency_key, expect_position=expect_position,
+                                   expect_incarnation=expect_incarnation).positions
 
     @_fills_caches
     def append_outcome(
@@ -1454,7 +1464,13 @@ class Memory:
 
     def warm_up(self) -> str:
         """Load the embedding model now (a server does, in the background, so its first
-        query does not wait) and let the background indexer catch up; returns the runtime."""
+        query does not wait) and let the background indexer catch up; returns the runtime.
+        It drops what others erased first, as every other call does (module docstring)."""
+        try:
+            self._catch_erasures()
+        except Exception:  # the model is what it is for: a locked or unreachable store is
+            # the next call's (or the indexer's) to retry, not a failed model load
+            log.warning("could not read the erasures since the last check; will retry", exc_info=True)
         load = getattr(self.embedder, "load", None)
         try:
             if callable(load):
@@ -1487,7 +1503,9 @@ class Memory:
     @_fills_caches
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
         """Recompute every derived structure from the log: turn index, FTS, vectors, the
-        hot sets. Proves invariant 2: nothing derived holds data the log lacks."""
+        hot sets. Proves invariant 2: nothing derived holds data the log lacks, this
+        process's copies included: it drops what others erased before it reads."""
+        self._catch_erasures()
         self._supersede_on_embed = False  # labels are cleared until _relabel_all replays them
         try:
             report: dict[str, Any] = dict(self.cold.rebuild(progress=progress))
@@ -1584,14 +1602,18 @@ class NamespacedMemory:
 
     def append(self, conversation_id: str, message: Message | dict[str, Any], *, session_id: str | None = None,
                metadata: dict[str, Any] | None = None, created_at: float | None = None,
-               idempotency_key: str | None = None) -> int:
+               idempotency_key: str | None = None, expect_position: int | None = None,
+               expect_incarnation: str | None = None) -> int:
         return self.memory.append(conversation_id, message, session_id=session_id, metadata=metadata,
-                                  created_at=created_at, namespace=self.namespace, idempotency_key=idempotency_key)
+                                  created_at=created_at, namespace=self.namespace, idempotency_key=idempotency_key,
+                                  expect_position=expect_position, expect_incarnation=expect_incarnation)
 
     def append_many(self, conversation_id: str, messages: Sequence[Message | dict[str, Any]], *,
-                    session_id: str | None = None, idempotency_key: str | None = None) -> list[int]:
+                    session_id: str | None = None, idempotency_key: str | None = None,
+                    expect_position: int | None = None, expect_incarnation: str | None = None) -> list[int]:
         return self.memory.append_many(conversation_id, messages, session_id=session_id, namespace=self.namespace,
-                                       idempotency_key=idempotency_key)
+                                       idempotency_key=idempotency_key, expect_position=expect_position,
+                                       expect_incarnation=expect_incarnation)
 
     def append_outcome(self, conversation_id: str, messages: Sequence[Message | dict[str, Any]], *,
                        session_id: str | None = None, idempotency_key: str | None = None,
