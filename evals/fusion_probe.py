@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.recall_rounds import add_recall_args, load_checked, parse_budgets, prepared
+from tiermem.evals.recall_rounds import add_recall_args, load_checked, prepared
 from tiermem.planner import candidates, rank
 from tiermem.planner.excerpt import sentences
 from tiermem.planner.query_text import dense_text
@@ -386,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.fusion_probe", description=__doc__.split("\n")[0])
     add_recall_args(ap, budgets="500,1000,2000,4000")
     args = ap.parse_args(argv)
-    budgets = parse_budgets(args.budgets)
+    budgets = args.budgets
     result = run(args.data, budgets, args.data_root, sample_questions=args.sample_questions)
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
-from tiermem.evals.recall_rounds import add_recall_args, load_checked, parse_budgets, prepared
+from tiermem.evals.recall_rounds import add_recall_args, load_checked, prepared
 from tiermem.tiers.embed_onnx import QUERY_MODEL_FILE, FastEmbedder, QuerySessionPolicy
 
 PATHS = ("query session", "export, one thread")
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.query_paths", description=__doc__.split("\n")[0])
     add_recall_args(ap, budgets="500,2000", sample_questions=False)
     args = ap.parse_args(argv)
-    budgets = parse_budgets(args.budgets)
+    budgets = args.budgets
     result = run(args.data, budgets, data_root=args.data_root)
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))

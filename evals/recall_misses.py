@@ -39,10 +39,9 @@ from tiermem.evals.recall_rounds import (
     add_recall_args,
     applied,
     mean_layers,
-    parse_budgets,
-    parse_variant,
     prepared,
     slice_tokens,
+    variant_arg,
 )
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")
@@ -154,11 +153,11 @@ def table(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.recall_misses", description=__doc__.split("\n")[0])
     add_recall_args(ap, budgets="500,1000,2000")
-    ap.add_argument("--variant", default=None, help="NAME:KEY=V,... as recall_rounds (default: as shipped)")
+    ap.add_argument("--variant", type=variant_arg, default=None,
+                    help="NAME:KEY=V,... as recall_rounds (default: as shipped)")
     args = ap.parse_args(argv)
-    budgets = parse_budgets(args.budgets)
-    result = run(args.data, budgets, data_root=args.data_root, sample_questions=args.sample_questions,
-                 variant=None if args.variant is None else parse_variant(args.variant))
+    result = run(args.data, args.budgets, data_root=args.data_root, sample_questions=args.sample_questions,
+                 variant=args.variant)
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(table(result))

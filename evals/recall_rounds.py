@@ -38,7 +38,11 @@ The file is read as `tiermem eval` reads it (`evals.conversations.checked_sample
 the Config in effect), before any data dir is made: a file that is not a list of
 samples, or a bad turn (no text, a date before 1970, ...), is refused with import's
 error naming the sample and the turn, nothing written. A recall with no question to
-average is shown as "-" (null in the JSON), never as 0.
+average is shown as "-" (null in the JSON), never as 0. Before that, the options are
+checked as they are parsed (`add_recall_args`, which fusion_probe, query_paths and
+recall_misses share): `--budgets abc` or `0`, a `--json-out` whose directory does not
+exist, a `--variant` value that is not a number are a usage error naming the option
+(exit 2), nothing read or made.
 
 Nothing here names a sample, a speaker, a topic or a question.
 """
@@ -65,6 +69,7 @@ from tiermem.evals.baselines import (
     rank_all,
     run_baseline,
 )
+from tiermem.evals.bench import output_file
 from tiermem.evals.conversations import checked_samples
 from tiermem.evals.locomo import (
     CATEGORIES,
@@ -92,6 +97,7 @@ from tiermem.planner import (
     timeline,
 )
 from tiermem.tiers.errors import DataFileError, ValidationError
+from tiermem.tiers.models import MAX_BUDGET_TOKENS
 
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo-dev.json"  # relative to the repo root, as CI runs
 DEFAULT_DATA_ROOT = Path("/tmp/tiermem-recall-rounds")
@@ -482,16 +488,48 @@ def loo_table(loo: dict[str, Any]) -> str:
 
 
 def add_recall_args(ap: argparse.ArgumentParser, *, budgets: str, sample_questions: bool = True) -> None:
-    """The options every eval over `prepared` samples takes: the data file, the budgets,
-    the data root its Memories are kept under, the questions per sample, a JSON output."""
+    """The options every eval over `prepared` samples takes: the data file, the budgets
+    (`args.budgets`: a list, `budget_list`), the data root its Memories are kept under, the
+    questions per sample, a JSON output. Each is checked while the arguments are parsed:
+    a bad value is a usage error naming its option (exit 2), before any sample is read or
+    ingested and before --data-root is made."""
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--budgets", default=budgets, help="comma-separated token budgets")
+    # argparse converts a text default with `type` too: args.budgets is always a list
+    ap.add_argument("--budgets", type=budget_list, default=budgets,
+                    help=f"comma-separated token budgets, each 1 to {MAX_BUDGET_TOKENS:,}")
     ap.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
                     help="one data dir per sample under it, reused between runs")
     if sample_questions:
         ap.add_argument("--sample-questions", type=_sample_questions, default=None,
                         help=f"questions per sample (spread evenly), at least {MIN_SAMPLE_QUESTIONS}")
-    ap.add_argument("--json-out", type=Path, default=None)
+    # its directory checked now: a typo there lost a run of minutes at its end (a traceback)
+    ap.add_argument("--json-out", type=output_file(), default=None)
+
+
+def budget_list(text: str) -> list[int]:
+    """--budgets' argparse type: `parse_budgets`, refused while the arguments are parsed
+    (exit 2, the option named) unless it gives at least one budget and each is a whole
+    number of tokens a context may have (1 to MAX_BUDGET_TOKENS): 'abc' stopped the run
+    with a traceback, and 0 failed in the first context() after every sample was ingested."""
+    try:
+        budgets = parse_budgets(text)
+    except ValueError:
+        budgets = []
+    if not budgets or budgets[0] < 1 or budgets[-1] > MAX_BUDGET_TOKENS:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers from 1 to {MAX_BUDGET_TOKENS:,} "
+                                         f"(tokens), at least one, got {text!r}")
+    return budgets
+
+
+def variant_arg(text: str) -> Variant:
+    """--variant's argparse type: `parse_variant`, its refusal (or a value that is not a
+    number: 'hop=high') a usage error naming the option, not a traceback."""
+    try:
+        return parse_variant(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: each value must be a number (NAME:KEY=V,...)") from None
 
 
 def _sample_questions(text: str) -> int:
@@ -514,7 +552,8 @@ def parse_budgets(spec: str) -> list[int]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.recall_rounds", description=__doc__.split("\n")[0])
     add_recall_args(ap, budgets="2000")
-    ap.add_argument("--variant", action="append", default=[], help="NAME:KEY=V,... (the first is the base)")
+    ap.add_argument("--variant", type=variant_arg, action="append", default=[],
+                    help="NAME:KEY=V,... (the first is the base)")
     ap.add_argument("--baselines", action="store_true", help="also the top-k baselines and the tail")
     ap.add_argument("--loo", action="store_true",
                     help="also leave one conversation out with one setting per fold over every budget")
@@ -525,10 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json is not None:
         result = json.loads(args.from_json.read_text())
     else:
-        budgets = parse_budgets(args.budgets)
-        variants = [parse_variant(s) for s in (args.variant or ["base:"])]
+        variants = args.variant or [parse_variant("base:")]
         try:
-            result = run(args.data, budgets, variants, data_root=args.data_root,
+            result = run(args.data, args.budgets, variants, data_root=args.data_root,
                          sample_questions=args.sample_questions, baselines=args.baselines)
         except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
             raise SystemExit(f"error: {exc}") from None

@@ -43,6 +43,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from tiermem.evals.bench import output_file
 from tiermem.evals.fusion_probe import zscore
 from tiermem.evals.locomo import (
     EvidenceCounts,
@@ -235,7 +236,8 @@ def main(argv: Sequence[str] | None = None, *, embedders: tuple[Embed, Embed, Em
     p.add_argument("--swap", action="store_true",
                    help="the second model as the dense base and MiniLM as the second: does MiniLM add to it?")
     p.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="comma-separated cut-offs")
-    p.add_argument("--json-out", type=Path, help="write the result here as JSON")
+    # its directory checked now, not after the run (bench.output_file)
+    p.add_argument("--json-out", type=output_file(), help="write the result here as JSON")
     a = p.parse_args(argv)
     try:
         ks = [int(x) for x in a.ks.split(",") if x.strip()]
