@@ -36,7 +36,9 @@ Eviction is on: the Memory runs with its hot tier (budget `Config.hot_budget_tok
 If the hot tier cannot start, the run says so on stderr and in ``hot_tier`` and goes on
 cold-only.
 
-Scores per method and budget, over the questions (``qa``):
+Scores per method and budget, over the questions (``qa``; an item of ``qa`` that is not
+an object, or a question whose ``evidence`` is not a list, refuses the file, naming the
+sample and the item):
 
 - evidence recall: the share of a question's evidence turns whose log position the
   context includes verbatim or trimmed (for tiermem: plan items of that fidelity),
@@ -312,9 +314,12 @@ def parse_sample(raw: Any, index: int) -> Sample:
     raw_qa = raw.get("qa") or []
     if not isinstance(raw_qa, list):
         raise LocomoError(f"sample {sample_id!r}: 'qa' must be a list, got {_json_type(raw_qa)}")
-    for q in raw_qa:
+    for place, q in enumerate(raw_qa, start=1):
         if not isinstance(q, dict):
-            continue
+            # refused as a malformed evidence list is: skipped, the question was lost from
+            # every figure with nothing said (counted from 1, as a session's turns are)
+            raise LocomoError(f"sample {sample_id!r}: qa item #{place} must be an object (a question with "
+                              f"its answer and evidence), got {_json_type(q)}")
         try:
             category = int(q.get("category", 0))
         except (TypeError, ValueError):
