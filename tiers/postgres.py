@@ -53,7 +53,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
 - A cut connection's backend does not outlive its client by more than
   CLIENT_CHECK_INTERVAL_MS (`client_connection_check_interval`, PostgreSQL 14+): set on
   each session of the store's own pool, and for each maintenance transaction on a
-  caller's connection (`SET LOCAL`, never its session), so the locks of a cut erasure
+  caller's connection (`SET LOCAL`; reclaim()'s VACUUM, outside any transaction, sets it
+  with a statement_timeout inside the maintenance deadline for the checkout only, set
+  back with CALLER_SETTINGS: the server ends it there, no cut, no backend left queued
+  for the tables' locks), so the locks of a cut erasure
   (ERASURE_ORDER_LOCK, its rows) or migration are released then, not when its statement
   would have ended. So the store needs PostgreSQL 14 or later (MIN_SERVER_VERSION_NUM):
   an older server is refused at the store's first connection (ServerTooOld, naming its
@@ -94,7 +97,10 @@ runs READ COMMITTED, which the waits above are written for, whatever the server'
 default_transaction_isolation (`ISOLATION`: set on each connection of its pool, and on a
 caller's connection at each checkout, as the search path is). A caller's connection is
 given back as it was lent: the settings the store sets (CALLER_SETTINGS: search path,
-isolation, lock_timeout, synchronous_commit, hnsw.*) hold for the checkout only, the
+isolation, lock_timeout, synchronous_commit, hnsw.*; statement_timeout and the client
+check for reclaim()'s VACUUM, which runs outside a transaction, where no SET LOCAL
+reaches, and so ends at the maintenance deadline on the server, not by a cut of the
+caller's connection) hold for the checkout only, the
 caller's values read at its start and set back at its end (`_borrowed`), also when the
 operation failed. All tables live in one PostgreSQL schema (`schema`, default
 `tiermem`): several stores can share a database.
@@ -310,9 +316,18 @@ DEFAULT_ISOLATION_SQL = f"SET default_transaction_isolation TO '{ISOLATION}'"
 # UPDATE failed after 1 ms (lock_timeout), its serializable transactions ran read
 # committed, its tables were looked up in tiermem's schema first.
 CALLER_SETTINGS = ("search_path", "synchronous_commit", "default_transaction_isolation", "lock_timeout",
-                   "hnsw.iterative_scan", "hnsw.ef_search")
+                   "hnsw.iterative_scan", "hnsw.ef_search", "statement_timeout", "client_connection_check_interval")
 # the caller's values; NULL where undefined (hnsw.*, before pgvector is loaded in the session)
 SAVE_CALLER_SETTINGS_SQL = "SELECT " + ", ".join(f"current_setting('{name}', true)" for name in CALLER_SETTINGS)
+# reclaim()'s VACUUM on a caller's connection runs outside a transaction, where no SET LOCAL
+# reaches: its deadline is the server's (statement_timeout, and the client check, set for the
+# statement and set back with CALLER_SETTINGS), ending this long before the checkout's cut,
+# so that the server's cancel, which keeps the connection (and the caller's settings, set
+# back), comes first. Cut instead, the connection was lost to the caller and its backend
+# stayed queued for the tables' locks, every later reader of them behind it.
+SERVER_DEADLINE_LEAD_S = 0.5
+LEAST_STATEMENT_TIMEOUT_MS = 1  # statement_timeout 0 is "none"
+MS_PER_S = 1000
 # After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
 # any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
 # space reusable without blocking (fragments and GIN lexemes stay until reused/reindexed).
@@ -1105,7 +1120,11 @@ class PostgresStore(SharedQueries):
                 waited = self._pool.timeout if wait_s is None else wait_s
                 raise StoreUnreachable(self.path, f"no connection within {waited:g} s") from exc
             # before the caller's settings are read: that round trip is bounded too
-            stack.enter_context(self._watchdog.watching(conn, self._deadline(), self.path))
+            until = self._deadline()
+            stack.enter_context(self._watchdog.watching(conn, until, self.path))
+            before_checkout = getattr(self._waits, "checkout_until", None)
+            self._waits.checkout_until = until  # for a statement given a server deadline (reclaim)
+            stack.callback(setattr, self._waits, "checkout_until", before_checkout)
             if not self._owns_pool:  # the caller's connection: ours for this checkout, then theirs again
                 stack.enter_context(self._borrowed(conn, f"{DEFAULT_ISOLATION_SQL}; {self._session_sql()}"))
                 self._register_vec(conn)
@@ -1922,8 +1941,11 @@ class PostgresStore(SharedQueries):
         VACUUM makes the space reusable at once instead of at autovacuum's pace. VACUUM
         cannot run in a transaction: on a caller's pool in transaction mode the connection
         is switched to autocommit for it and back. Returns whether the tables were
-        rewritten (the scrub is guaranteed). Raises psycopg.Error when the VACUUM fails."""
+        rewritten (the scrub is guaranteed). Raises psycopg.Error when the VACUUM fails,
+        StoreStalled when it has not finished by the maintenance deadline: cut, or on a
+        caller's pool cancelled by the server (`_server_deadline`)."""
         full = self.erase_scrub == "full" if full is None else full
+        vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
         with self._maintenance(), self._conn() as conn:
             switched = not conn.autocommit
             if switched:
@@ -1931,12 +1953,37 @@ class PostgresStore(SharedQueries):
                 conn.autocommit = True
             try:
                 # ANALYZE too: the planner's column statistics sample stored values
-                conn.execute(("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES))
+                if self._owns_pool:
+                    conn.execute(vacuum)
+                else:
+                    self._server_deadline(conn, vacuum)
                 conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,))
             finally:
                 if switched:
                     conn.autocommit = False
         return full
+
+    def _server_deadline(self, conn: Conn, statement: str) -> None:
+        """`statement` on a caller's connection in autocommit, outside any transaction (a
+        VACUUM), under the deadlines our own sessions have: the client check, and a
+        statement_timeout ending it SERVER_DEADLINE_LEAD_S before the checkout is cut
+        (StoreStalled when the server cancelled it there). Both are the caller's again when
+        the checkout ends (CALLER_SETTINGS)."""
+        until: float = self._waits.checkout_until
+        timeout_ms = max(int((until - time.monotonic() - SERVER_DEADLINE_LEAD_S) * MS_PER_S),
+                         LEAST_STATEMENT_TIMEOUT_MS)
+        timeout_s = timeout_ms / MS_PER_S
+        conn.execute(f"SET statement_timeout TO {timeout_ms}; {CLIENT_CHECK_SQL}")
+        sent = time.monotonic()
+        try:
+            conn.execute(statement)
+        except psycopg.errors.QueryCanceled as exc:
+            # the server's own timer starts when the statement arrives: one that fired has
+            # run at least as long here. Sooner, someone else cancelled it (pg_cancel_backend)
+            if time.monotonic() - sent < timeout_s:
+                raise
+            raise StoreStalled(self.path, f"the statement did not finish within {round(timeout_s, 1):g} s "
+                                          "(the rest of the maintenance deadline); the server cancelled it") from exc
 
     def analyze(self) -> None:
         """Refresh the planner's statistics of every conversation table now (after a bulk
