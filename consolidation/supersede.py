@@ -5,7 +5,8 @@ conversation (most recent last).  It returns the positions the new turn supersed
 reason, and returns nothing unless the turn carries a correction or retraction cue *and* an earlier
 turn plausibly matches.  An opener that announces a correction ("Sorry,", "Correction:",
 "Update:") is a cue where what follows asserts a typed value ("Sorry, the store opens at
-10am."); an apology that states none ("Sorry, I was busy.") is not.  Precision matters more than recall here: a wrong supersession unpins and
+10am."); an apology that states none ("Sorry, I was busy.") is not, nor its reason, what
+the speaker was doing ("Sorry, I was waiting 20 minutes for a bus.").  Precision matters more than recall here: a wrong supersession unpins and
 marks stale a constraint that is still live, which is worse than leaving an outdated one pinned.
 
 Matching, in order of strength:
@@ -194,12 +195,31 @@ _CORRECTION_FRAME = re.compile(r"^(?:(?:oh|ah|um+|hmm+|ok(?:ay)?)[,.!]?\s+)?"
                                r"(?:sorry|oops|whoops|my (?:mistake|bad)|correction|update|quick update)[,:;.!-]+\s*")
 
 
+# What the speaker was doing or did, told after an apology: its reason ("Sorry, I was
+# waiting 20 minutes for a bus.", "Sorry, we've been trying for an hour.", "Sorry, I missed
+# it by 5 minutes."): the past or the progressive of I/we tells an event of the speaker, no
+# value of a fact, whatever value it holds. A correction restates a thing's value ("Sorry,
+# the store opens at 10am.") or the speaker's present state ("Sorry, I have 3 kids."). The
+# clause runs to the next mark; what follows it may still correct ("Sorry, I was wrong,
+# it's 10am.").
+_SPEAKER_EVENT = re.compile(
+    r"(?:i|we)(?:'m|'re| am| are| was| were|'ve been| have been|'d been| had been)(?: \w+ly| just| still)? \w+ing\b"
+    r"|(?:i|we)(?: just| only| really| still| also)? (?:was|were|had|got|\w{2,}ed)\b"
+)
+_APOLOGY_REASON = re.compile(rf"(?:{_SPEAKER_EVENT.pattern})[^,;:.!?]*")
+
+
 def _framed_correction(norm: str) -> str | None:
     """The opener of a correction announced by it (`_CORRECTION_FRAME`), when what follows
     asserts a typed value ("10am", "44821", "saturday"): an apology states none ("Sorry,
-    I was busy."), nor a question ("Sorry, what time is it?")."""
+    I was busy."), nor a question ("Sorry, what time is it?"), nor the apology's reason,
+    what the speaker was doing (`_APOLOGY_REASON`: "Sorry, I was waiting 20 minutes")."""
     m = _CORRECTION_FRAME.match(norm)
-    if m is None or norm.rstrip(" \"')").endswith("?") or not _slots(norm[m.end():]):
+    if m is None or norm.rstrip(" \"')").endswith("?"):
+        return None
+    said = norm[m.end():]
+    reason = _APOLOGY_REASON.match(said)
+    if not _slots(said[reason.end():] if reason else said):
         return None
     return m.group(0).strip(" ,:;.!-")
 # The value being replaced, when the correction names it: "not Lisbon", "instead of Postgres",

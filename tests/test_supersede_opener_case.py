@@ -12,7 +12,10 @@ Invariants:
 - An opener that announces a correction ("Sorry,", "Correction:", "Update:"), then a
   statement of a typed value, is a correction cue ("Sorry, the store opens at 10am.");
   before, "sorry" was a cue only before "it's" or "I meant". An apology that states no
-  value ("Sorry, I was busy.") corrects nothing. After "Actually", a word with a digit
+  value ("Sorry, I was busy.") corrects nothing, nor does one whose reason, what the
+  speaker was or is doing, holds a value ("Sorry, I was waiting 20 minutes for a bus.");
+  a correction after the reason's clause still counts ("Sorry, I was wrong, the store
+  opens at 10am."). After "Actually", a word with a digit
   ("toner 26X") and a day in the plural ("on Wednesdays") are values too.
 """
 
@@ -51,6 +54,18 @@ ANNOUNCED = [
     ("Our team meets on Thursdays at 2pm.", "Actually our team meets on Wednesdays.", True),
     # an apology that states no value corrects nothing: not superseded, before and after
     ("The store opens at 9am.", "Sorry, I was busy with the store all day.", False),
+    # an apology whose reason, what the speaker was doing, holds a value ("20 minutes"):
+    # before, a cue, and the buses' timetable was superseded ("slot number")
+    ("The buses run every 15 minutes.", "Sorry, I was waiting 20 minutes for a bus.", False),
+    # the same reason in the perfect progressive, the present progressive and the simple
+    # past, and after "Oops,": before, each superseded likewise
+    ("The buses run every 15 minutes.", "Sorry, I've been waiting 20 minutes for a bus.", False),
+    ("The buses run every 15 minutes.", "Sorry, I'm still waiting for a bus after 20 minutes.", False),
+    ("The buses run every 15 minutes.", "Oops, I missed the bus by 2 minutes.", False),
+    # where the speaker was, at a time: before, the store's hours were superseded
+    ("The store opens at 9am.", "Sorry, I was at the store until 10am.", False),
+    # a reason, then a correction after the mark: still a correction
+    ("The store opens at 9am.", "Sorry, I was wrong, the store opens at 10am.", True),
 ]
 
 
