@@ -7,6 +7,13 @@ path is passed as `str(path)`, and `HF_HUB_OFFLINE`/`TRANSFORMERS_OFFLINE` are s
 the library is imported, so a missing file is an error rather than a download.
 Vectors are float32 and L2-normalized, so cosine similarity is a dot product and
 sqlite-vec's L2 distance orders results the same way.
+
+A model that cannot be used raises a type that says so, never one a bug would raise: a
+file missing or unreadable (OSError), files its libraries cannot parse
+(EmbeddingModelUnreadable, at the load), torch failing to compute with a loaded model
+(EmbeddingModelFailed: its runtime errors are plain RuntimeErrors, out of memory or
+tensors that do not fit). `tiers.embed_onnx.model_unavailable_errors` lists them; any
+other error (a ValueError, a TypeError, NotImplementedError) is raised as itself.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from tiermem.tiers.errors import EmbeddingModelUnreadable
+from tiermem.tiers.errors import EmbeddingModelFailed, EmbeddingModelUnreadable, TiermemError
 
 # the memo scope lives in tiers.memo, shared with the other caches of caller text
 # (consolidation's, the stems', the token counts'); re-exported here
@@ -53,6 +60,9 @@ PROBE_TEXTS = ("where did we land on the airline?", "ok",
 MEMO_MAX_TEXTS = 4096  # recent texts whose vectors are remembered (~6 MB)
 MEMO_MAX_CHARS = 2000  # longer texts are not remembered (rarely repeated, costly to hash)
 # a Pooling module's modes: its output is the word dimension once per mode that is on
+# RuntimeErrors that are no failure of the model's runtime: Python's own (a method not
+# implemented, recursion too deep: bugs) and tiermem's typed ones (they say what they are)
+NOT_MODEL_FAILURES: tuple[type[BaseException], ...] = (NotImplementedError, RecursionError, TiermemError)
 POOLING_MODES = ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
                  "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
                  "pooling_mode_lasttoken")
@@ -93,6 +103,19 @@ def model_dimension(path: Path) -> int | None:
         hidden = read(path / "config.json").get("hidden_size")
         width = int(hidden) if isinstance(hidden, int) and not isinstance(modules, list) else width
     return width if width is not None and width > 0 else None
+
+
+@contextlib.contextmanager
+def model_runs(path: Path) -> Iterator[None]:
+    """Around a loaded torch model's computation: its runtime's failures (a plain
+    RuntimeError: out of memory, tensors whose shapes do not fit) raised as
+    EmbeddingModelFailed, the model at `path` named; anything else as it is."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if isinstance(exc, NOT_MODEL_FAILURES):
+            raise
+        raise EmbeddingModelFailed(path, f"{type(exc).__name__}: {exc}") from exc
 
 
 def cosine_from_l2(distance: float) -> float:
@@ -511,7 +534,8 @@ class SentenceTransformerEmbedder(MemoAttributes):
         model = self._load()
         with self._lock:
             if self._query_model is None:
-                self._query_model, self._query_direct = self._make_query_path(model)
+                with model_runs(self.model_path or bundled_model_path()):  # the probes run the model
+                    self._query_model, self._query_direct = self._make_query_path(model)
             return self._query_model
 
     def _make_query_path(self, model: Any) -> tuple[Any, _DirectEncoder | None]:
@@ -566,18 +590,19 @@ class SentenceTransformerEmbedder(MemoAttributes):
                                   remember=lambda: not query or self._query_model is self._model)
 
     def _compute(self, model: Any, texts: list[str]) -> np.ndarray:
-        if len(texts) == 1 and model is self._query_model and self._query_direct is not None:
-            return self._query_direct(texts[0])[None, :]
-        with self._pipeline_lock:
-            if len(texts) <= DIRECT_MAX_TEXTS:
-                return self._direct(model, texts)
-            vecs = model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+        with model_runs(self.model_path or bundled_model_path()):
+            if len(texts) == 1 and model is self._query_model and self._query_direct is not None:
+                return self._query_direct(texts[0])[None, :]
+            with self._pipeline_lock:
+                if len(texts) <= DIRECT_MAX_TEXTS:
+                    return self._direct(model, texts)
+                vecs = model.encode(
+                    texts,
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
         # sqlite-vec silently accepts float64 bytes as garbage: always float32.
         return np.ascontiguousarray(vecs, dtype=np.float32)
 

@@ -95,7 +95,7 @@ from tiermem.tiers.embed import (
 )
 
 # defined with the other errors (tiers.errors); importable from here, as it always was
-from tiermem.tiers.errors import EmbeddingModelUnreadable
+from tiermem.tiers.errors import EmbeddingModelFailed, EmbeddingModelUnreadable
 from tiermem.tiers.errors import EmbeddingRuntimeError as EmbeddingRuntimeError
 
 log = logging.getLogger("tiermem.embed")
@@ -1241,12 +1241,14 @@ def model_unavailable_errors() -> tuple[type[BaseException], ...]:
     """The errors of an embedder's call that mean its model cannot be loaded or run: a
     file missing or unreadable (OSError, EmbeddingModelUnreadable: one a library cannot
     parse), a runtime not installed (ImportError), the fast runtime refused
-    (EmbeddingRuntimeError), onnxruntime's own (ORT_UNAVAILABLE_ERRORS). A caller that
+    (EmbeddingRuntimeError), torch failing to compute (EmbeddingModelFailed: out of
+    memory, tensors that do not fit), onnxruntime's own (ORT_UNAVAILABLE_ERRORS). A caller that
     goes on without vectors (Memory: keyword ranking) catches these alone: any other
     (ValueError, TypeError, KeyError, AssertionError...) is a bug, raised as itself.
     onnxruntime's are named only once it is imported: it cannot have raised them before,
     and importing it here would load it for a process that never embeds."""
-    errors: list[type[BaseException]] = [OSError, ImportError, EmbeddingRuntimeError, EmbeddingModelUnreadable]
+    errors: list[type[BaseException]] = [OSError, ImportError, EmbeddingRuntimeError, EmbeddingModelUnreadable,
+                                         EmbeddingModelFailed]
     ort = sys.modules.get(ORT_ERRORS_MODULE)
     if ort is not None:
         errors += [cls for name in ORT_UNAVAILABLE_ERRORS

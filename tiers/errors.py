@@ -343,9 +343,25 @@ class EmbeddingModelUnreadable(TiermemError, OSError):
         self.detail = detail
 
 
+class EmbeddingModelFailed(TiermemError, RuntimeError):
+    """The embedding model loaded but its runtime failed computing vectors: torch's own
+    RuntimeError (out of memory; tensors whose shapes do not fit, from files that load
+    but disagree, such as a `max_seq_length` past the model's position table), chained as
+    `__cause__`. torch says these as plain RuntimeErrors, as it says nothing narrower;
+    this type tells them apart from a bug of the code that calls the model (a ValueError,
+    a TypeError), so that a caller may go on without vectors (Memory: keyword ranking)
+    for this one and not for a bug."""
+
+    def __init__(self, model_path: Path, detail: str) -> None:
+        super().__init__(f"embedding model {model_path} failed computing vectors ({detail})")
+        self.model_path = model_path
+        self.detail = detail
+
+
 class EmbeddingUnavailable(TiermemError, RuntimeError):
     """No vector could be computed: the embedding model cannot be loaded or run (a model
-    directory deleted or damaged after start, an export that fails: an error of
+    directory deleted or damaged after start, an export that fails, torch failing to
+    compute (EmbeddingModelFailed): an error of
     `tiers.embed_onnx.model_unavailable_errors`; any other is a bug, raised as itself). `error`: the
     underlying error's type, all that a tenant is shown (a plan, a search's `degraded`);
     `reason`: the error as `type: message`, for the operator (logs, `Memory.stats()`):
