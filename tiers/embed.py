@@ -59,10 +59,10 @@ PROBE_TEXTS = ("where did we land on the airline?", "ok",
            "Ünïcödé, emoji 🎉 and code: def f(x): return x ** 2. " * 40)
 MEMO_MAX_TEXTS = 4096  # recent texts whose vectors are remembered (~6 MB)
 MEMO_MAX_CHARS = 2000  # longer texts are not remembered (rarely repeated, costly to hash)
-# a Pooling module's modes: its output is the word dimension once per mode that is on
 # RuntimeErrors that are no failure of the model's runtime: Python's own (a method not
 # implemented, recursion too deep: bugs) and tiermem's typed ones (they say what they are)
 NOT_MODEL_FAILURES: tuple[type[BaseException], ...] = (NotImplementedError, RecursionError, TiermemError)
+# a Pooling module's modes: its output is the word dimension once per mode that is on
 POOLING_MODES = ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
                  "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
                  "pooling_mode_lasttoken")
