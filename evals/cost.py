@@ -2,7 +2,9 @@
 
     tiermem eval cost --data ../shared/data/locomo-dev.json --sample 0 --budget 2000 --plot docs/cost.png
 
-One LoCoMo conversation is replayed turn by turn as an agent would see it (roles as in
+One LoCoMo conversation (`--sample`: an index, or a sample_id or the `<id>-2` label that
+`eval session` reports a repeated id under; an id the file repeats is refused as
+ambiguous, `pick_sample`) is replayed turn by turn as an agent would see it (roles as in
 `evals.locomo`): every turn is appended as it happens, and at every user turn each
 method builds the context the model would be sent:
 
@@ -81,7 +83,7 @@ from tiermem.evals.baselines import (
     unique_conversation_id,
 )
 from tiermem.evals.conversations import checked_samples
-from tiermem.evals.locomo import LocomoError, Sample, id_text, session_times, turn_message
+from tiermem.evals.locomo import LocomoError, Sample, id_text, sample_labels, session_times, turn_message
 from tiermem.memory import Memory
 from tiermem.tiers.models import message_text
 from tiermem.tiers.tokens import messages_tokens
@@ -338,10 +340,21 @@ class CostRun:
 
 
 def pick_sample(samples: list[Sample], which: str | int) -> Sample:
-    """A sample by index or by sample_id."""
-    for s in samples:
-        if s.sample_id == str(which):
-            return s
+    """A sample by index or by name: its sample_id, or the label the per-sample figures of
+    `eval session` and `recall_rounds` give it (`locomo.sample_labels`: `<id>-2`, ... for an
+    id the file repeats). A name that means more than one sample (a repeated sample_id, or
+    one sample's id that is another's label) is refused naming their indexes: it found
+    the first, and the replay of the other one could not be asked for. A number that names
+    no sample is an index."""
+    labels = sample_labels([s.sample_id for s in samples])
+    named = [i for i, (s, label) in enumerate(zip(samples, labels, strict=True))
+             if str(which) in (s.sample_id, label)]
+    if len(named) > 1:
+        raise LocomoError(f"sample {str(which)!r} is ambiguous: the file gives it to the samples at indexes "
+                          f"{', '.join(map(str, named))} (reported as {', '.join(repr(labels[i]) for i in named)}); "
+                          f"give the index of the one to replay, e.g. --sample {named[0]}")
+    if named:
+        return samples[named[0]]
     try:
         i = int(which)
     except (TypeError, ValueError):
