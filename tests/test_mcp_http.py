@@ -138,7 +138,7 @@ def test_another_tenants_conversation_does_not_exist(server: Server) -> None:
         assert mine[0] and never[0] and "not found" in mine[1], tool
         assert mine[1].replace("secret", "ID") == never[1].replace("never-existed", "ID"), tool
     assert out["search"] == {"hits": []}
-    assert out["own"] == {"position": 0}
+    assert out["own"]["position"] == 0 and set(out["own"]) == {"position", "incarnation"}
     status, body = _api(server, TOKEN_ACME, "/v1/conversations/secret/history")
     assert status == 200 and [m["message"]["content"] for m in body["messages"]] == ["acme's zebra plan"]
 
@@ -149,7 +149,8 @@ def test_namespace_header_below_the_prefix(server: Server) -> None:
             return (await c.call_tool("append", {"conversation_id": "notes", "message": {
                 "role": "user", "content": "written by acme into alice's namespace"}})).structured_content
 
-    assert asyncio.run(run()) == {"position": 0}
+    got = asyncio.run(run())
+    assert got["position"] == 0 and set(got) == {"position", "incarnation"}
     # alice's own token (prefix acme/alice) reads it there; acme itself has no "notes"
     status, body = _api(server, TOKEN_ALICE, "/v1/conversations/notes/history")
     assert status == 200 and body["messages"][0]["message"]["content"].startswith("written by acme")

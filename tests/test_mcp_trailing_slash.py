@@ -82,7 +82,8 @@ def test_the_official_client_with_the_slash(served: tuple[str, Memory]) -> None:
             assert not r.is_error, r.content
             return r.structured_content
 
-    assert asyncio.run(run()) == {"position": 0}
+    got = asyncio.run(run())
+    assert got["position"] == 0 and set(got) == {"position", "incarnation"}
     assert [m.body for m in mem.history("slashed", namespace="acme")] == [{"role": "user", "content": "hi"}]
 
 

@@ -2,7 +2,12 @@
 
 Tools (each takes a conversation id; every call acts in one namespace): `append` a
 message (with an optional `idempotency_key`: called again with the same key and message,
-it stores nothing and answers the first position; `Memory.append_outcome`), `context` for a query under a token budget (with the plan's reasons),
+it stores nothing and answers the first position; `Memory.append_outcome`; and with the
+HTTP append's optional conditions, `expect_position` and `expect_incarnation`: stored only
+if the conversation goes on at that position and is still the incarnation named, else a
+tool error naming the position expected and found, nothing written; every append answers
+the conversation's `incarnation` as the HTTP service's opaque token, never the store's
+key, and a token sent back is matched against the conversation's key as HTTP's is), `context` for a query under a token budget (with the plan's reasons),
 `history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument, checked after the id's own checks). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
@@ -22,7 +27,7 @@ Built on the `mcp` package's `MCPServer` (mcp 2.x; `FastMCP` in mcp 1.x).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -34,6 +39,9 @@ from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import MAX_IDEMPOTENCY_KEY_CHARS, MAX_POSITION, validate_id
 from tiermem.tiers.zones import TIMEZONE_DOC
 
+if TYPE_CHECKING:
+    from tiermem.memory import Memory
+
 ANTHROPIC_FORMAT = "anthropic"
 HISTORY_PAGE_MAX = 500
 SEARCH_K_MAX = 100
@@ -43,6 +51,13 @@ INSTRUCTIONS = (
     "(OpenAI Chat Completions messages or Responses items), and `context` before answering to get the "
     "slice of the past that fits your token budget, with the reasons each part was chosen."
 )
+
+# the service's incarnation tokens (tiermem.service.schemas.INCARNATION_PATTERN, which a test
+# holds this equal to; not imported: see `render`)
+INCARNATION_PATTERN = "^[0-9a-f]{32}$"
+# what an expect_incarnation matching no live incarnation becomes: no key is empty
+NO_KEY = ""
+ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one message appended
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
 
@@ -70,6 +85,47 @@ class MemoryToolError(ToolError):
 MemoryResolver = Callable[[Context], LocalMemory]
 
 
+def _store(mem: LocalMemory) -> tuple[Memory, str]:
+    """The Memory `mem` writes through and the namespace it acts in (imported here, as
+    `_common` does: the adapters load no store before one is used)."""
+    from tiermem.memory import DEFAULT_NAMESPACE, NamespacedMemory
+
+    if isinstance(mem, NamespacedMemory):
+        return mem.memory, mem.namespace
+    return mem, DEFAULT_NAMESPACE
+
+
+def _token(mem: LocalMemory, key: str | None) -> str:
+    """The incarnation an append answered, as the HTTP service shows it: an opaque token
+    (`incarnation_token`), never the store's key. Imported here: see `render`."""
+    from tiermem.service.schemas import incarnation_token
+
+    assert key is not None, "Memory.append_outcome answered no incarnation"
+    return incarnation_token(_store(mem)[0].cold.db_uuid, key)
+
+
+def _one_message(exc: ValidationError) -> ValidationError:
+    """`exc` naming a field of the tool's one message as `Memory.append` names it (`role`),
+    not as the batch `append_outcome` does (`messages[0].role`); in place, its class kept."""
+    if exc.field.startswith(ONLY_MESSAGE):
+        exc.field = exc.field[len(ONLY_MESSAGE):]
+        exc.args = (f"{exc.field}: {exc.problem}",)
+    return exc
+
+
+def _expected_key(mem: LocalMemory, conversation_id: str, token: str | None) -> str | None:
+    """The store's key `token` (an `incarnation` an append answered) stands for, read now,
+    as the HTTP append reads it: the conversation's key if its token is `token`, else
+    `NO_KEY`, which no conversation has, so the append's own check (inside its
+    transaction) refuses it as an incarnation gone since."""
+    if token is None:
+        return None
+    base, ns = _store(mem)
+    conv = validate_id(conversation_id, "conversation_id", base.config.max_id_chars)
+    key = base.cold.key_of(ns, conv)
+    return key if key is not None and _token(mem, key) == token else NO_KEY
+
+
 def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver | None = None,
                  name: str = SERVER_NAME) -> MCPServer:
     """An MCP server whose tools act on `memory` (a `Memory`, or `mem.namespaced(ns)` to
@@ -93,7 +149,9 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
             raise MemoryToolError(exc) from None
 
     @server.tool(description="Remember one message: an OpenAI Chat Completions message ({role, content, ...}) "
-                 "or a Responses API input item ({type, ...}), stored exactly as given. Returns its position.")
+                 "or a Responses API input item ({type, ...}), stored exactly as given. Returns its position and "
+                 "the conversation's `incarnation`. With `expect_position` it is stored only if the conversation "
+                 "goes on at that position (else a tool error saying where it goes on, and nothing stored).")
     def append(ctx: Context, conversation_id: ConvId,
                message: Annotated[dict[str, Any], Field(description="the message, as a JSON object")],
                session_id: Annotated[str | None, Field(description="optional session (visit) id")] = None,
@@ -101,10 +159,27 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                    f"optional: your id of this append (1..{MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters). "
                    "Call again with the same key and message after a failure or timeout: it is stored once "
                    "and the first position comes back"))] = None,
-               ) -> dict[str, int]:
-        # the key is checked by the library (check_idempotency_key): a bad one is a tool error naming it
-        return {"position": guard("append", mem_of(ctx).append, conversation_id, message, session_id=session_id,
-                                  idempotency_key=idempotency_key)}
+               expect_position: Annotated[int | None, Field(ge=0, le=MAX_POSITION, description=(
+                   "optional: store it only if the conversation goes on at this position (holds positions "
+                   "0..n-1; 0: it does not exist yet), else a tool error and nothing stored"))] = None,
+               expect_incarnation: Annotated[str | None, Field(pattern=INCARNATION_PATTERN, description=(
+                   "optional, with `expect_position`: the `incarnation` an earlier append answered; store it "
+                   "only if the conversation is still that one, not erased (and written again) since"))] = None,
+               ) -> dict[str, int | str]:
+        # the key and the conditions are checked by the library (check_idempotency_key,
+        # append_outcome's): a bad one is a tool error naming it, a failed condition the
+        # library's PositionMismatch (the position expected and found), nothing written
+        mem = mem_of(ctx)
+        key = guard("append", _expected_key, mem, conversation_id, expect_incarnation)
+        try:
+            out = mem.append_outcome(conversation_id, [message], session_id=session_id,
+                                     idempotency_key=idempotency_key, expect_position=expect_position,
+                                     expect_incarnation=key)
+        except ValidationError as exc:
+            raise MemoryToolError(_one_message(exc)) from None
+        except (TiermemError, KeyError, ValueError) as exc:
+            raise MemoryToolError(exc) from None
+        return {"position": out.positions[0], "incarnation": _token(mem, out.incarnation)}
 
     @server.tool(description="The context to send with the next model call: pinned facts, summaries, "
                  "retrieved turns and the recent tail, never more than `budget` tokens, with the plan "
