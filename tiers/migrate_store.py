@@ -12,12 +12,14 @@ from them). With the vectors, the identity of the model they come from (meta `ve
 the target re-embeds them when another model opens it, as the source would. And for the whole store: every key ever issued (`conversation_keys`, so the target
 never hands out a key of an erased conversation), the tombstones and pending Redis purges.
 The full-text rows are recomputed from the bodies (each engine has its own index format).
-Internal message ids are the target's own (its sequence); the target keeps its own
-database id (`db_uuid`), so caches keyed by the source's are not trusted for it. Searches
-break exact ties by that id (rows of equal vectors: equal texts, a fork's copies of its
-parent's rows), and the copy writes one conversation at a time, in key order: across a
-namespace, two tied rows of different conversations may come in the other order after
-the copy (within one conversation, ids keep the log's order).
+Internal message ids are the source's, each plus one offset (`ID_OFFSET`: 0 into an
+empty target, else the target's highest id when the copy began, so the copied rows come
+after its own), and the target's numbering is moved past the last of them. Searches on
+both engines break exact ties by that id (equal vectors: equal texts, a fork's copies of
+its parent's rows; equal keyword scores), so tied rows of different conversations come in
+the source's order after the copy, although the copy writes one conversation at a time,
+in key order. The target keeps its own database id (`db_uuid`),
+so caches keyed by the source's are not trusted for it.
 
 Derived and diagnostic text is not the user's data: a warm fold's text (a checkpoint whose
 metadata says `"source": "warm"`) and a view's refresh error are copied with each NUL a
@@ -34,18 +36,21 @@ Invariants:
 
 - Verified: each conversation is written in one target transaction that reads it back,
   digests it (sha256 over every copied field) and commits only if the digest equals the
-  source's; at the end every conversation, the key set and the tombstones are compared
-  again on both sides, and the counts reported.
+  source's and each message's id is its source id plus the offset; at the end every
+  conversation, the key set and the tombstones are compared again on both sides, and the
+  counts reported.
 - Refused before anything is written: a target that already holds conversations, keys or
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
   there), the source itself, a row of the user's data the target cannot store (PostgreSQL
   text holds no NUL; derived text has a space in its place, above),
-  vectors of another width than the target's, or of another recorded model. A target schema or file this run created
-  is removed again when it refuses.
+  vectors of another width than the target's, or of another recorded model, source ids
+  that numbered after the target's would pass MAX_ROW_ID. A target schema or file this
+  run created is removed again when it refuses.
 - Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
-  the first transaction, with every key and tombstone. A rerun into it copies only the
-  conversations not there yet, checks that those already there are identical, and writes
-  nothing when all are. An interrupted run loses at most the conversation it was writing.
+  the first transaction, with every key and tombstone, the id offset (`ID_OFFSET`, which
+  a resumed run keeps) and its numbering moved past the last copied id. A rerun into it
+  copies only the conversations not there yet, checks that those already there are
+  identical, and writes nothing when all are. An interrupted run loses at most the conversation it was writing.
 - No connection is held for longer as the store grows: each conversation is read and
   written with checkouts of its own (the resume check, the copy, the verification), so
   PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
@@ -92,6 +97,8 @@ from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
 
 MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
+ID_OFFSET = "migrated_id_offset"  # meta key: what the copy adds to each source message id
+MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 64-bit integer)
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
@@ -354,6 +361,22 @@ class _Side:
     def purges(self, c: Conn) -> list[tuple[str, float]]:
         return [(str(r[0]), float(r[1])) for r in self.q(c, "SELECT key, at FROM redis_purge ORDER BY key")]
 
+    def highest_id(self, c: Conn) -> int:
+        """The highest message id this store has handed out (0: none), and on PostgreSQL
+        the highest its sequence has (an erased row's id is not handed out again there)."""
+        top = int(self.q(c, "SELECT COALESCE(MAX(id), 0) FROM messages")[0][0])
+        if self.postgres:
+            seq = self.q(c, "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM messages_id_seq")
+            top = max(top, int(seq[0][0]))
+        return top
+
+    def reserve_ids(self, c: Conn, up_to: int) -> None:
+        """Move this store's numbering past `up_to`, so that an append after the copy
+        draws an id above every copied row's (on SQLite the next id is MAX(id) + 1 already)."""
+        if self.postgres and up_to > 0:
+            self.q(c, "SELECT setval('messages_id_seq', GREATEST(?, (SELECT CASE WHEN is_called THEN last_value "
+                      "ELSE 0 END FROM messages_id_seq)))", (up_to,))
+
     def vec_dim(self, c: Conn) -> int | None:
         v = self.meta(c, "vec_dim")
         return int(v) if v is not None else None
@@ -405,8 +428,10 @@ class _Side:
         if not conv:
             return None
         rec: Record = {"conversation": [_num(v) for v in conv[0]]}
-        rec["messages"] = [[_num(v) for v in r] for r in self.q(
-            c, f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id = ? ORDER BY position", (key,))]
+        msgs = self.q(c, f"SELECT {MESSAGE_COLS}, id FROM messages WHERE conversation_id = ? ORDER BY position", (key,))
+        rec["messages"] = [[_num(v) for v in r[:-1]] for r in msgs]
+        # not digested: the target's are these plus the copy's offset (the module docstring)
+        rec["ids"] = [int(r[-1]) for r in msgs]
         turns = self.q(c, f"SELECT {TURN_COLS}, id FROM turns WHERE conversation_id = ? ORDER BY position", (key,))
         vectors = self._vectors(c, key, [(int(t[0]), int(t[-1])) for t in turns])
         rec["turns"] = [[_num(v) for v in t[:-1]] for t in turns]
@@ -438,7 +463,9 @@ class _Side:
                 out[pos] = bytes(row[0])
         return out
 
-    def write(self, c: Conn, rec: Record) -> None:
+    def write(self, c: Conn, rec: Record, id_offset: int) -> None:
+        """Insert the conversation `rec` (a source's `record`), each message under its
+        source id plus `id_offset` (the numbering was moved past them: `reserve_ids`)."""
         key, name, ns, parent, fork_pos, created, last_at = rec["conversation"]
         msgs, turns = rec["messages"], rec["turns"]
         vectors = dict((int(p), b) for p, b in rec["vectors"])
@@ -447,14 +474,11 @@ class _Side:
             self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
                       "last_message_at, next_position) VALUES (?,?,?,?,?,?,?,?) RETURNING id",
                    (key, name, ns, parent, fork_pos, created, last_at, last_pos + 1))
-            ids = [int(r[0]) for r in self.q(c, "SELECT nextval('messages_id_seq') FROM generate_series(1, ?)",
-                                             (len(msgs),))] if msgs else []
         else:
             self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
                       "last_message_at) VALUES (?,?,?,?,?,?,?) RETURNING id",
                    (key, name, ns, parent, fork_pos, created, last_at))
-            base = int(self.q(c, "SELECT COALESCE(MAX(id), 0) FROM messages")[0][0])
-            ids = list(range(base + 1, base + 1 + len(msgs)))
+        ids = [id_offset + i for i in rec["ids"]]
         id_at = {int(m[0]): i for m, i in zip(msgs, ids, strict=True)}
         self.many(c, "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, "
                      "created_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -511,8 +535,11 @@ class _Side:
         self.store.ensure_vector_width(dim, model)
 
 
+NOT_DIGESTED = ("pin_version", "ids")  # a record's parts each engine numbers itself
+
+
 def record_digest(rec: Record) -> str:
-    return _digest({k: v for k, v in rec.items() if k != "pin_version"})
+    return _digest({k: v for k, v in rec.items() if k not in NOT_DIGESTED})
 
 
 def _store_digest(conv_digests: dict[str, str], keys: list[tuple[str, float]], stones: list[list[Any]]) -> str:
@@ -577,12 +604,16 @@ class _Plan:
     todo: list[str]  # keys to copy
     dim: int | None
     model: str | None  # whose vectors they are (meta vec_model), carried with them
+    id_offset: int  # added to each source message id (ID_OFFSET)
+    id_top: int  # the highest id a copied message can have: the target's numbering moves past it
+    record_offset: bool  # ID_OFFSET is not in the target yet (a first run, or one an older tiermem began)
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
     """Everything that can refuse the run, before anything is written."""
     with src.maintenance(), src.read() as sc:  # whole-store reads (and SQLite's scan for NULs)
         source_uuid = src.meta(sc, "db_uuid") or ""
+        src_top = src.highest_id(sc)
         src_convs = src.conversations(sc)
         src_keys = {k for k, _ in src.keys(sc)}
         dim = src.vec_dim(sc) if src.has_vectors(sc) else None
@@ -594,6 +625,8 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                                        f"data): {'; '.join(bad)}; erase or repair them in the source first")
     with dst.maintenance(), dst.read() as dc:
         marker = dst.meta(dc, MARKER)
+        recorded_offset = dst.meta(dc, ID_OFFSET)
+        dst_top = dst.highest_id(dc)
         dst_convs = dst.conversations(dc)
         dst_keys = {k for k, _ in dst.keys(dc)}
         stones = dst.tombstones(dc)
@@ -607,6 +640,13 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     if not empty and not report.resumed and not into_non_empty:
         raise MigrationRefused(dst.label, f"it is not empty ({len(dst_convs)} conversations, {len(dst_keys)} keys, "
                                f"{len(stones)} tombstones); pass --into-non-empty to merge into it")
+    # a resumed copy keeps the offset its first run took (its rows are numbered by it);
+    # otherwise the copied rows come after every id the target has handed out
+    resume_offset = report.resumed and recorded_offset is not None
+    id_offset = int(recorded_offset) if resume_offset and recorded_offset is not None else dst_top
+    if id_offset + src_top > MAX_ROW_ID:
+        raise MigrationRefused(dst.label, f"its message ids reach {id_offset} and the source's {src_top}: numbered "
+                               f"after its own, the copied rows would pass the largest id, {MAX_ROW_ID}")
     if dim is not None and dst_dim is not None and dim != dst_dim:
         raise MigrationRefused(dst.label, f"its vectors are {dst_dim}-dimensional, the source's {dim}")
     if dim is not None and dst_dim is not None and None not in (model, dst_model) and model != dst_model:
@@ -640,7 +680,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         todo.append(key)
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
-    return _Plan(source_uuid, todo, dim, model)
+    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset)
 
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
@@ -659,9 +699,13 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
     keys = [k for k in keys if k[0] not in have_keys]
     stones = [s for s in stones if _digest(s) not in have_stones]
     purges = [p for p in purges if p[0] not in have_purges]
-    if keys or stones or purges or not report.resumed:  # a finished copy's rerun writes nothing
+    # a finished copy's rerun writes nothing
+    if keys or stones or purges or not report.resumed or (plan.todo and plan.record_offset):
         with dst.maintenance(), dst.tx() as c:
             dst.set_meta(c, MARKER, plan.source_uuid)
+            if plan.record_offset:
+                dst.set_meta(c, ID_OFFSET, str(plan.id_offset))
+            dst.reserve_ids(c, plan.id_top)
             dst.many(c, "INSERT INTO conversation_keys(key, issued_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                      keys)
             dst.many(c, f"INSERT INTO tombstones({TOMBSTONE_COLS}) VALUES ({','.join('?' * 9)})", stones)
@@ -673,13 +717,16 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             continue
         want = record_digest(rec)
         with dst.tx() as c:
-            dst.write(c, rec)
+            dst.write(c, rec, plan.id_offset)
             if fault is not None:
                 fault(key)
             back = dst.record(c, key)
             got = record_digest(back) if back is not None else ""
             if got != want:  # raising here rolls this conversation back
                 raise MigrationMismatch(f"conversation {key!r}", want, got)
+            ids = [plan.id_offset + i for i in rec["ids"]]
+            if back is not None and back["ids"] != ids:  # the search's tie order (module docstring)
+                raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
         report.copied += 1
         report.copied_ids.append(key)
         if progress is not None:
