@@ -725,6 +725,11 @@ class Config(BaseSettings):
         # variable); whitespace only is no variable name anyone means and read no key silently
         if v and not v.strip():
             raise ValueError("must be a variable name, or empty for no key, got a blank one (only whitespace)")
+        # "OPENAI_API_KEY " named no variable, so every request went without a key and
+        # failed at the endpoint; refused, not stripped, as llm_model is (the spaces are a
+        # slip, and `tiermem config` shows the value as written)
+        if v != v.strip():
+            raise ValueError(f"must not start or end with whitespace, got {v!r} (did you mean {v.strip()!r}?)")
         return v
 
     @field_validator("timezone")
