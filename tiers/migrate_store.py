@@ -45,7 +45,9 @@ Invariants:
   text holds no NUL; derived text has a space in its place, above),
   vectors of another width than the target's, or of another recorded model, source ids
   that numbered after the target's would pass MAX_ROW_ID. A target schema or file this
-  run created is removed again when it refuses.
+  run created is removed again when it refuses; if that removal fails, the refusal is
+  still the error raised, and the removal's failure is logged and noted on it (naming
+  the target to check).
 - Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
   the first transaction, with every key and tombstone, the id offset (`ID_OFFSET`, which
   a resumed run keeps) and its numbering moved past the last copied id. A rerun into it
@@ -78,6 +80,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -95,6 +98,8 @@ from tiermem.tiers.models import loads_stored, search_text
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS, SCOPE_SQL, VEC_MODEL_KEY, VEC_TABLE
 from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
+
+log = logging.getLogger("tiermem.migrate_store")
 
 MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
 ID_OFFSET = "migrated_id_offset"  # meta key: what the copy adds to each source message id
@@ -579,9 +584,9 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     report = MigrationReport(source=src.label, target=dst.label)
     try:
         plan = _preflight(src, dst, into_non_empty, report)
-    except BaseException:
+    except BaseException as refused:
         src.close()
-        dst.discard()
+        _discard_after(dst, refused)
         raise
     try:
         _copy(src, dst, plan, report, progress, fault)
@@ -596,6 +601,21 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         dst.close()
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
+
+
+def _discard_after(dst: _Side, refused: BaseException) -> None:
+    """Remove what this run created in the target after `refused` (a MigrationRefused, or
+    any error of the preflight), which stays the error raised: the cleanup's own failure
+    (the target's server gone, a DROP refused) is logged, naming what is left, and noted
+    on `refused`. Raised instead, it hid why the run was refused."""
+    try:
+        dst.discard()
+    except Exception as exc:
+        left = f"{dst.label} (made by this run)" if dst.created else dst.label
+        log.warning("migrate-store: the run was refused (%s), and cleaning up the target failed: %s; "
+                    "check %s and remove it if it is left", refused, str(exc).strip(), left, exc_info=True)
+        refused.add_note(f"cleaning up the target failed ({type(exc).__name__}: {str(exc).strip()}); "
+                         f"check {left} and remove it if it is left")
 
 
 @dataclass
