@@ -32,7 +32,11 @@ Invariants:
   is raised as itself (`auto` falls back on it) and the export is left alone. A process
   that finds it already remade there by another (its files' `file_signature`s changed
   since its own failed check) loads that one. Only where the fresh one fails too does
-  the load fail (`runtime="onnx"`) or fall back.
+  the load fail (`runtime="onnx"`) or fall back. The one model file the runtime reads
+  itself (`tokenizer.json`) is the model's, not the export's: one missing or that cannot
+  be parsed is said as the pipeline says its files' (FileNotFoundError,
+  EmbeddingModelUnreadable), never as the tokenizers library's bare Exception, and
+  nothing is exported again.
 - **Lazy.** Constructing an embedder imports nothing heavy and reads no file; the first
   `embed` loads (and, once per model, exports). `loaded` says whether that happened, so
   callers can leave embedding to a process that has the model (see tiermem.memory).
@@ -65,6 +69,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -163,6 +168,7 @@ PROBES = (*PROBE_TEXTS, "", "日本語のテキストと中文的句子。")
 CACHE_FILE_MODE = 0o644
 MANIFEST = "manifest.json"
 MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"  # in the model's directory: the fast runtime's tokenizer
 CHECKED_DIR = "checked"  # in the cache dir: one empty-ish stamp per passed load check
 STAMPS_DIR = "stamps"  # in the cache dir: each model directory's digest, under its files' stat
 # hex digits of the model directory's path hash that start its stamps' names (and tell
@@ -594,7 +600,7 @@ class OnnxSession:
 
         self.lower = bool(manifest["lower_case"])
         self.inputs = list(manifest["inputs"])
-        tok = Tokenizer.from_file(str(model_path / "tokenizer.json"))
+        tok = _read_tokenizer(Tokenizer, model_path)
         tok.enable_truncation(int(manifest["max_length"]))
         tok.no_padding()
         self.tokenizer = tok
@@ -647,6 +653,22 @@ class OnnxSession:
 
     def run(self, texts: list[str]) -> np.ndarray:
         return self.run_encoded(self.encode(texts))
+
+
+def _read_tokenizer(tokenizer_class: Any, model_path: Path) -> Any:
+    """The model's `tokenizer.json`, read by the `tokenizers` library (`tokenizer_class`,
+    its Tokenizer), which says every failure (a file missing, cut off, not JSON) as a bare
+    Exception: said here as a model file that cannot be used, FileNotFoundError for one
+    missing, EmbeddingModelUnreadable (an OSError) for one it cannot read or parse, as
+    the pipeline's load says its files' (`SentenceTransformerEmbedder._load`)."""
+    path = model_path / TOKENIZER_FILE
+    try:
+        return tokenizer_class.from_file(str(path))
+    except Exception as exc:
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, "the embedding model's tokenizer file does not exist",
+                                    str(path)) from exc
+        raise EmbeddingModelUnreadable(model_path, f"{path}: {type(exc).__name__}: {exc}") from exc
 
 
 def graph_file_bad(exc: BaseException, onnx_file: Path) -> bool:
