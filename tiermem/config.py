@@ -5,9 +5,11 @@ Precedence, highest first: keyword arguments in code, environment variables
 file, then the defaults below. Invalid values fail at construction with pydantic's
 message, which names the field. A number setting refuses a boolean (`http_port = true`,
 which pydantic's lax mode read as 1) and an integer one a fraction; text (every env value)
-parses as the number it says. A boolean setting in a file (TOML, JSON) must be a boolean:
-`scheduler_enabled = 1` or `"yes"` is refused (`_FileNonBoolean`); env text parses as
-pydantic reads it (`1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`).
+parses as the number it says. A boolean setting must be a boolean wherever its value is
+typed: in a file (TOML, JSON) `scheduler_enabled = 1` or `"yes"` is refused
+(`_FileNonBoolean`), and so is `Config(scheduler_enabled=1)` or an assignment of 1, as
+pydantic's strict mode would refuse it. Only env text parses as pydantic reads it
+(`1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`; `_EnvText`).
 
 One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is the one
 `Config.load(path)` names, else the one env `TIERMEM_CONFIG` names (for `Config()` too),
@@ -198,6 +200,12 @@ class _Sectioned(PydanticBaseSettingsSource):
                    and not isinstance(v, bool) else v for k, v in out.items()}
         if self.env:
             _merge_env_spellings(out, config_sections.flatten(config_sections.env_sections(), local))
+            # a boolean's text is the one value Config's validator lets pydantic parse. No
+            # table given as JSON in env holds a boolean setting, so each such text here is
+            # a variable's own value, never a string inside typed JSON
+            fields = self.settings_cls.model_fields
+            out = {k: _EnvText(v) if k in fields and _is_boolean(fields[k].annotation)
+                   and isinstance(v, str) else v for k, v in out.items()}
         state = _origins.get()
         if state is not None:
             origins, seen = state
@@ -218,12 +226,22 @@ class _FileNonBoolean:
     def __init__(self, value: Any) -> None:
         self.value = value
 
-    def kind(self) -> str:
-        v = self.value
-        kind = ("an integer" if isinstance(v, int) else "a number" if isinstance(v, float)
-                else "a string" if isinstance(v, str) else "a table" if isinstance(v, dict)
-                else "an array" if isinstance(v, list) else f"a {type(v).__name__}")
-        return f"{kind} ({json.dumps(v)})" if isinstance(v, int | float | str) else kind
+
+class _EnvText:
+    """An env variable's text for a boolean setting (`TIERMEM_SCHEDULER_ENABLED=1`): env
+    carries no type, so pydantic's reading of the text stands (`1`/`0`, `true`/`false`,
+    `yes`/`no`, `on`/`off`). Every other value of a boolean setting must be a boolean."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _kind(value: Any) -> str:
+    """What `value` is, as an error about a boolean setting names it: 'an integer (1)'."""
+    kind = ("an integer" if isinstance(value, int) else "a number" if isinstance(value, float)
+            else "a string" if isinstance(value, str) else "a table" if isinstance(value, dict)
+            else "an array" if isinstance(value, list) else f"a {type(value).__name__}")
+    return f"{kind} ({json.dumps(value)})" if isinstance(value, int | float | str) else kind
 
 
 def _merge_env_spellings(flat: dict[str, Any], sectioned: dict[str, Any], path: tuple[str, ...] = ()) -> None:
@@ -620,11 +638,17 @@ class Config(BaseSettings):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _file_boolean(cls, v: Any) -> Any:
-        # pydantic's lax mode read a file's `scheduler_enabled = 1` (and "yes") as true: a
-        # file's value for a boolean must be one (_FileNonBoolean); env's text still parses
+    def _typed_boolean(cls, v: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode read a file's `scheduler_enabled = 1` (and "yes") as true, and
+        # `Config(scheduler_enabled=1)` too: a typed value for a boolean must be one (as
+        # strict mode says); only env's text (_EnvText) still parses
+        if isinstance(v, _EnvText):
+            return v.text
         if isinstance(v, _FileNonBoolean):
-            raise ValueError(f"must be true or false in a config file, got {v.kind()}")
+            raise ValueError(f"must be true or false in a config file, got {_kind(v.value)}")
+        if v is not None and not isinstance(v, bool) and info.field_name is not None \
+                and _is_boolean(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"must be a boolean (True or False), got {_kind(v)}")
         return v
 
     @field_validator("slice_shares", mode="before")
