@@ -477,6 +477,32 @@ class EditConflict(TiermemError, RuntimeError):
                          "and the edit's write; nothing of it was written: sync again")
 
 
+class EditTooLong(LimitExceeded):
+    """A LangChain/LangGraph sync's edit of a stored message reaches back over more visible
+    messages than one append may hold: an edit is one batch (a retraction and a copy of
+    the edited row and of every visible row after it, then the state's new messages),
+    since only one transaction keeps it all or nothing for every reader, and that batch
+    would pass the store's `max_batch_messages`. Nothing was written; the state still
+    holds the edit, so every later sync refuses it again until the state's message is put
+    back as stored or removed (`RemoveMessage`). `value`: the batch's messages, `limit`:
+    the store's limit, `reach`: the visible messages from the edited one on."""
+
+    def __init__(self, conversation_id: str, position: int, reach: int, rows: int, limit: int) -> None:
+        super().__init__("messages", rows, limit, "messages")
+        self.conversation_id = conversation_id
+        self.position = position
+        self.reach = reach
+        # the farthest an edit reaches with the same new messages (a retraction and a copy each)
+        farthest = max(0, (limit - (rows - 2 * reach)) // 2)
+        self.problem = (f"conversation {conversation_id!r}: the edit of the stored message at position {position} "
+                        f"reaches back over {reach} visible messages, and an edit is written as one batch (a "
+                        f"retraction and a copy of each, then the state's new messages: {rows} messages), over the "
+                        f"store's max_batch_messages of {limit}; nothing was written. An edit may reach back over "
+                        f"at most {farthest} messages: put the stored version back in the state, or remove the "
+                        "message from it (RemoveMessage), and add the correction as a new message")
+        self.args = (f"{self.field}: {self.problem}",)
+
+
 class MigrationRefused(TiermemError, ValueError):
     """`migrate-store` will not copy into this target (checked before anything is written):
     names the target, what is in the way and what to do."""

@@ -142,6 +142,20 @@ def metadata_limit(mem: MemoryLike) -> int | None:
     return None
 
 
+def batch_limit(mem: MemoryLike) -> int:
+    """The most messages one append of `mem` holds: the library's `MAX_BATCH_MESSAGES`,
+    or below it a server's own (`Client.limits()`, one request per client; a `Client`
+    refuses more than the library's before sending, whatever its server says)."""
+    from tiermem.client import Client
+    from tiermem.memory import MAX_BATCH_MESSAGES
+
+    if isinstance(mem, Client):
+        limits = mem.limits()
+        if limits is not None:
+            return min(limits.max_batch_messages, MAX_BATCH_MESSAGES)
+    return MAX_BATCH_MESSAGES
+
+
 def conditional_appends(mem: MemoryLike) -> bool:
     """Whether `mem` appends conditionally (`append_outcome(expect_position=)`): a store in
     this process does; a `Client` where its server says so (`Client.limits()`, one request

@@ -20,7 +20,14 @@ engine (`Memory.append_many`): a retraction row for the edited row and for every
 row after it, then the new version and copies of those later rows (same body, metadata,
 session and `created_at`; the new version keeps the edited row's `created_at` and
 session), then the state's new messages. The view keeps its order (`[H1, A1', H2, A2]`)
-and the log keeps the old versions. The content compared is the stored body (text,
+and the log keeps the old versions. That batch must fit one append (`batch_limit`: the
+library's `MAX_BATCH_MESSAGES`, a server's `max_batch_messages`): an edit reaching back
+over more visible messages than half of it is refused before anything is written
+(`EditTooLong`, naming the limit and how far an edit may reach). It is not written in
+chunks: the log is append-only and every committed chunk is what readers see, so a
+reader between chunks would find the later rows retracted and not yet copied back (or
+copies beside the rows they replace, the other way round), and a chunk refused by another
+writer's append would leave it so for good (a hidden row is never written again). The content compared is the stored body (text,
 parts, tool calls and their arguments, a tool result) and the LangChain content kept
 beside it (`METADATA_CONTENT_KEY`) where the row has one, and a tool message's status and
 artifact (kept in metadata; an artifact over the store's metadata limit is left out of
@@ -67,6 +74,7 @@ from langchain_core.messages import BaseMessage
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
+    batch_limit,
     check_memory,
     conditional_appends,
     conversation_lock,
@@ -84,7 +92,7 @@ from tiermem.adapters.langchain import (
     to_langchain,
     to_openai,
 )
-from tiermem.tiers.errors import EditConflict, PositionMismatch
+from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.zones import optional_timezone
@@ -252,6 +260,10 @@ class ConversationSync:
                     self._synced.update(keys)
                     return written
                 batch, retracted, mine = self._batch(edited, new)
+                if edited and len(batch) > (limit := batch_limit(self.memory)):
+                    # refused before anything is written: chunks would each be seen by readers
+                    # (the module's docstring)
+                    raise EditTooLong(self.conversation_id, min(edited), retracted, len(batch), limit)
                 if edited and conditional_appends(self.memory):
                     assert self._last is not None  # an edited row was read
                     try:
