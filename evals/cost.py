@@ -4,9 +4,10 @@
 
 One LoCoMo conversation (`--sample`: an index, or a sample_id or the `<id>-2` label that
 `eval session` reports a repeated id under; an id the file repeats is refused as
-ambiguous, `pick_sample`) is replayed turn by turn as an agent would see it (roles as in
-`evals.locomo`): every turn is appended as it happens, and at every user turn each
-method builds the context the model would be sent:
+ambiguous, `pick_sample`; the result's `sample` is the label, however it was asked for)
+is replayed turn by turn as an agent would see it (roles as in `evals.locomo`): every
+turn is appended as it happens, and at every user turn each method builds the context
+the model would be sent:
 
 - ``tiermem``: ``Memory.context(conv, <that user message>, budget)``;
 - ``full_context``: every turn so far (the current one included);
@@ -340,12 +341,17 @@ class CostRun:
 
 
 def pick_sample(samples: list[Sample], which: str | int) -> Sample:
-    """A sample by index or by name: its sample_id, or the label the per-sample figures of
-    `eval session` and `recall_rounds` give it (`locomo.sample_labels`: `<id>-2`, ... for an
-    id the file repeats). A name that means more than one sample (a repeated sample_id, or
-    one sample's id that is another's label) is refused naming their indexes: it found
-    the first, and the replay of the other one could not be asked for. A number that names
-    no sample is an index."""
+    """A sample by index or by name (`pick_sample_index`)."""
+    return samples[pick_sample_index(samples, which)]
+
+
+def pick_sample_index(samples: list[Sample], which: str | int) -> int:
+    """The index of a sample by index or by name: its sample_id, or the label the
+    per-sample figures of `eval session` and `recall_rounds` give it
+    (`locomo.sample_labels`: `<id>-2`, ... for an id the file repeats). A name that means
+    more than one sample (a repeated sample_id, or one sample's id that is another's label)
+    is refused naming their indexes: it found the first, and the replay of the other one
+    could not be asked for. A number that names no sample is an index."""
     labels = sample_labels([s.sample_id for s in samples])
     named = [i for i, (s, label) in enumerate(zip(samples, labels, strict=True))
              if str(which) in (s.sample_id, label)]
@@ -354,14 +360,14 @@ def pick_sample(samples: list[Sample], which: str | int) -> Sample:
                           f"{', '.join(map(str, named))} (reported as {', '.join(repr(labels[i]) for i in named)}); "
                           f"give the index of the one to replay, e.g. --sample {named[0]}")
     if named:
-        return samples[named[0]]
+        return named[0]
     try:
         i = int(which)
     except (TypeError, ValueError):
         raise LocomoError(f"no sample {which!r}; samples: {[s.sample_id for s in samples]}") from None
     if not 0 <= i < len(samples):
         raise LocomoError(f"sample index {i} out of range 0..{len(samples) - 1}")
-    return samples[i]
+    return i
 
 
 def epoch_category(reason: str) -> str:
@@ -437,7 +443,12 @@ def run_cost(
     if unknown:
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(COST_METHODS)}")
     # every turn checked as `tiermem import` checks it, before anything is written
-    s = pick_sample(checked_samples(data, memory.config), sample)
+    samples = checked_samples(data, memory.config)
+    picked = pick_sample_index(samples, sample)
+    s = samples[picked]
+    # the result names the sample by its label, as eval session's figures do: the second
+    # of two 'dup' samples was reported as 'dup', the first one's name
+    label = sample_labels([x.sample_id for x in samples])[picked]
     use_tiermem = tiermem_runs(memory, methods, " in the cost replay")
     instances = (memory, *others)
     active = [m for m in methods if m != TIERMEM or use_tiermem]
@@ -454,7 +465,7 @@ def run_cost(
     series = {m: MethodSeries() for m in active}
     renderer = Renderer(memory.tokens)
     view = ConvView(conv)
-    task = progress.add_task(f"replay {s.sample_id}", total=len(plan)) if progress is not None else None
+    task = progress.add_task(f"replay {label}", total=len(plan)) if progress is not None else None
     t0 = time.perf_counter()
     builds = 0
     bound_turns: list[BoundTurn] = []
@@ -550,7 +561,7 @@ def run_cost(
             tm["cache_stable_share"] is not None and tm["cache_stable_share"] >= GOAL_CACHE_STABLE)
     result: dict[str, Any] = {
         "data": str(data),
-        "sample": s.sample_id,
+        "sample": label,
         "budget": budget,
         "turns_replayed": len(plan),
         "context_builds": builds,
