@@ -58,10 +58,10 @@ the turn classifier through their public methods. Its invariants:
   is the same in the singular and the plural, "my kid's" / "my kids'") and about the same thing: where both state a value of a named thing (the noun
   phrase before a verb of state, "my work laptop has ...", "Anna lives ...", or before a
   present-tense verb with a value, a plural's without its -s, "the gym classes start at
-  6", or with a bare object before it, "the nurses change shifts at 7pm": a routine, no
-  event), the same head noun, in the singular or the plural ("my yoga class" / "my yoga
-  classes"), picked by the same words where both pick one ("my cat is 5 now" never
-  revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
+  6", or with a bare object before it, "the nurses change shifts at 7pm", or with a
+  frequency, "my dog eats twice a day": a routine, no event), the same head noun, in the
+  singular or the plural ("my yoga class" / "my yoga classes"), picked by the same words where both pick one ("my cat
+  is 5 now" never revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
   new one's head picks out the old one ("Order's been changed" / "my order number"), or
   the old one's head picks out the new one where both tell a kind ("the kitchen walls are
@@ -956,7 +956,7 @@ def _subject(clause: str) -> Subject | None:
     for j in range(i, min(len(low), i + MAX_SUBJECT_WORDS + 1)):
         w = low[j]
         if phrase and (w in _STATE_VERBS or w in _AUXILIARIES or _participle(w)
-                       or _present_verb(w, low[j + 1:j + 4], low[j - 1])
+                       or _present_verb(w, low[j + 1:j + 1 + VERB_LOOKAHEAD_WORDS], low[j - 1])
                        or _verb_before_object(w, low[j + 1:j + 2], phrase)):
             verb = j
             break
@@ -995,7 +995,7 @@ def _subject(clause: str) -> Subject | None:
     # a routine with its activity ("the nurses change shifts at 7pm") tells when the subject
     # does it, as "the pool opens at 7" does: no particular thing's value changes
     if main not in _STATE_VERBS and after and after[:1].isalpha() and after not in _INTRANSITIVE_AFTER \
-            and not _present_verb(main, low[k + 1:k + 4], low[k - 1]):
+            and not _present_verb(main, low[k + 1:k + 1 + VERB_LOOKAHEAD_WORDS], low[k - 1]):
         return Subject(head, frozenset(rest), event=True)  # acts on an object: the object's value changes
     # a kind or a value that names it: after a form of "be", no preposition or article, no amount
     quality = main in _BE_FORMS and bool(after) and after not in _PLACE_OR_THING and         not _slots(" ".join(low[k + 1:])).keys() & _AMOUNT_SLOTS
@@ -1014,6 +1014,17 @@ def _participle(word: str) -> bool:
     return word.endswith("ed") and len(word) > MIN_PARTICIPLE_CHARS
 
 
+# A frequency, how often a routine happens ("twice a day", "every 15 minutes", "3 times a
+# week", "every other Monday"): after a present-tense verb it tells when, as a preposition
+# and a time do ("my dog eats twice a day at 8am" is the dog's routine, not the dog acting
+# on an object "twice")
+_FREQUENCY = re.compile(
+    rf"^(?:once|twice|(?:\d+|{_NUMBER_WORDS}) times|every(?: other)?|each)"
+    rf" (?:a |an |per |other |\d+ |{_NUMBER_WORDS} )?(?:minute|hour|day|night|week|month|year|morning|evening"
+    rf"|afternoon|weekday|weekend|{_DAY})s?\b")
+VERB_LOOKAHEAD_WORDS = 4  # words after a candidate verb read for its value ("3 times a week")
+
+
 def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
     """A present-tense verb after a noun, stating when or how much ("the pool opens at 7",
     "the class starts on Monday", "the plan costs $20"): an -s word whose next words, a
@@ -1026,11 +1037,15 @@ def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
     plural noun before a place ("the swim lessons at the Y are ...") is read as a noun, as
     is a value ("the classes Monday at 9"). A plural's verb may take a bare object, an
     activity, before the preposition ("the nurses change shifts at 7pm", `_bare_object`).
-    `following`: the next three words.
+    A frequency after either verb tells when too ("my dog eats twice a day", `_FREQUENCY`).
+    `following`: the next VERB_LOOKAHEAD_WORDS words.
     """
+    often = bool(_FREQUENCY.match(" ".join(following)))
     if word.endswith("s"):
         if word.endswith(_NOT_PRESENT_ENDINGS) or len(word) < MIN_PRESENT_VERB_CHARS:
             return False
+        if often:
+            return True
         value = following[:2]
         if not value or not (value[0] in _INTRANSITIVE_AFTER or not value[0][:1].isalpha()):
             return False
@@ -1038,6 +1053,8 @@ def _present_verb(word: str, following: Sequence[str], before: str) -> bool:
         if not (_plural_noun(before) and word.isalpha() and (word not in _STOP or word in _STOP_VERBS)
                 and word not in _NOT_VERBS and not _slots(word)):
             return False
+        if often:
+            return True
         value = following[1:3] if following and _bare_object(following[0]) else following[:2]
         if not value or value[0] not in _INTRANSITIVE_AFTER:
             return False

@@ -15,8 +15,10 @@ Invariants:
   come at noon": before, "the cleaners come at 2pm" revised it), and one with a bare
   object, an activity, before its value ("the nurses change shifts at 7pm": before, "the
   doctors change shifts at 8pm" revised it), which tells when the subject does it, no
-  event of a thing. A thing is the same in the singular and the
-  plural ("my yoga class" / "my yoga classes").
+  event of a thing. So does a verb before a frequency ("my dog eats twice a day at 8am",
+  "comes every other Monday": before, "twice" was read as a verb on "a day", the clause
+  named no subject and "my cat eats at 7am" revised it). A thing is the same in the
+  singular and the plural ("my yoga class" / "my yoga classes").
 - A clause in which a thing acts on an object ("my cat knocked a glass over") tells an
   event, not a value of that thing: a statement of the thing's state ("my cat is 5")
   never revises it. Before, such a clause named no subject and so fit any. The verb is
@@ -84,6 +86,14 @@ CASES = [
     # the same classes, and the same class in the plural: still superseded
     ("The gym classes start at 6.", "Actually the gym classes start at 7.", True),
     ("My yoga class starts at 9am.", "Actually my yoga classes start at 10am.", True),
+    # another pet's routine, told with a frequency before its time ("eats twice a day at
+    # 8am"): before, superseded (the verb was read as a word of the noun phrase, "twice"
+    # as a verb acting on "a day": an event of nothing in particular)
+    ("My dog eats twice a day at 8am and 6pm.", "Actually my cat eats at 7am.", False),
+    # another worker's routine, its frequency alone: before, superseded likewise
+    ("The cleaner comes every other Monday.", "Actually the gardener comes every Tuesday.", False),
+    # the same pet's routine: still superseded
+    ("My dog eats twice a day at 8am and 6pm.", "Actually my dog eats at 7am and 5pm.", True),
     # the same pet, by the rules: still superseded
     ("My dog is 3 years old.", "Actually my dog is 4.", True),
     # the same pet, by meaning (the embedding fallback for an update cue): still superseded
