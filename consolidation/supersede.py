@@ -64,9 +64,12 @@ the turn classifier through their public methods. Its invariants:
   is 5 now" never revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
   new one's head picks out the old one ("Order's been changed" / "my order number"), or
-  the old one's head picks out the new one where both tell a kind ("the kitchen walls are
-  green" / "the kitchen is painted blue"; never a place, time, amount or identity: "the
-  car seat cost $300" is not the car's price). A
+  the old one's head picks out the new one where both tell a kind and the old one's is a
+  treatment of the whole, told by a participle, or a typed value that names it ("the
+  kitchen walls are green" / "the kitchen is painted blue", "the phone number is wrong"
+  / "my phone is 555-0142"; never a place, time, amount or identity: "the car seat cost
+  $300" is not the car's price; nor a plain adjective: "the car seat is black" is not the
+  car's colour, "my car is red"). A
   clause that names no such thing (I/we, a pronoun, an order, an action on an object)
   may revise any, the meaning search included; but a thing acting on an object ("my cat
   knocked a glass over", "my cat broke a glass": the verb is read by the article,
@@ -940,6 +943,12 @@ class Subject:
     # green", "is 555-0142"), not in a place, at a time, of an amount or another thing
     # ("is in the garage", "cost $300", "is $300", "is a Corolla")
     quality: bool = False
+    # that kind or value is the whole thing's, which a longer name of it may restate: a
+    # treatment told by a participle ("is painted blue", "is carpeted"), which covers its
+    # parts ("the kitchen walls"), or a typed value that names it ("my phone is 555-0142" /
+    # "the phone number"); a plain adjective ("my car is red") is the thing's own kind, not
+    # its parts' ("the car seat is black")
+    treated: bool = False
 
 
 def _subject(clause: str) -> Subject | None:
@@ -999,7 +1008,8 @@ def _subject(clause: str) -> Subject | None:
         return Subject(head, frozenset(rest), event=True)  # acts on an object: the object's value changes
     # a kind or a value that names it: after a form of "be", no preposition or article, no amount
     quality = main in _BE_FORMS and bool(after) and after not in _PLACE_OR_THING and         not _slots(" ".join(low[k + 1:])).keys() & _AMOUNT_SLOTS
-    return Subject(head, frozenset(rest), possessors=frozenset(_noun_stem(w) for w in owners), quality=quality)
+    return Subject(head, frozenset(rest), possessors=frozenset(_noun_stem(w) for w in owners), quality=quality,
+                   treated=quality and (_participle(after) or bool(_slots(" ".join(low[k + 1:])))))
 
 
 def _noun_stem(word: str) -> str:
@@ -1096,10 +1106,12 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
     "Anna's flight" / "Maria's flight"); one's head is the other's possessor ("Theo's
     practice" / "Theo"); the new one's head picks out the old one, a shorter name of it
     ("Order's been changed" / "my order number"); or the old one's head picks out the new
-    one ("the kitchen walls" / "the kitchen") and both tell a kind ("are green" / "is
-    painted blue"): a longer name is a thing of its own ("the car seat" is no car), whose
-    place, time, amount or identity ("is in the garage", "cost $300") is never the
-    other's. A thing's event ("my cat knocked a glass over") is no value of
+    one ("the kitchen walls" / "the kitchen"), both tell a kind ("are green" / "is
+    painted blue") and the old one's is a treatment of the whole or a value that names it
+    (`Subject.treated`: "the phone number is wrong" / "my phone is 555-0142"): a longer
+    name is a thing of its own ("the car seat" is no car), whose place, time,
+    amount, identity or own kind ("is in the garage", "cost $300", "is black" after "my
+    car is red") is never the other's. A thing's event ("my cat knocked a glass over") is no value of
     it: the thing's state ("my cat is 5") never revises it; the event's object may change,
     so an event revises, and is revised by, what is said of anything else."""
     if new is None or old is None or new.event:
@@ -1112,7 +1124,7 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
         return True
     if new.head in old.modifiers:
         return True  # the fact's thing by a shorter name ("Order's been changed" for "my order number")
-    return old.head in new.modifiers and new.quality and old.quality
+    return old.head in new.modifiers and new.quality and old.treated
 
 
 def _same_thing(new: Subject, old: Subject) -> bool:

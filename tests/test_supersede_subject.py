@@ -25,9 +25,13 @@ Invariants:
   read by the object after it (an article, a possessive, an object pronoun), whatever its
   form: an irregular past ("my cat broke a glass") has no ending to read it by.
 - One thing's head picking out the other ("the kitchen walls" / "the kitchen") is a part
-  of it only where both tell a kind ("are green" / "is painted blue"): a place, a time, an
-  amount or an identity ("the car seat cost $300", "is in the hallway") is the compound's
-  own thing's, never the car's. Before, "the car seat" revised "the car" as its part.
+  of it only where both tell a kind ("are green" / "is painted blue") and the whole's is
+  a treatment told by a participle ("painted"), which covers its parts, or a typed value
+  that names it ("the phone number is wrong" / "my phone is 555-0142"): a place, a time,
+  an amount or an identity ("the car seat cost $300", "is in the hallway") is the
+  compound's own thing's, never the car's, and so is a kind the whole has of its own, a
+  plain adjective ("the car seat is black" after "my car is red"). Before, "the car
+  seat" revised "the car" as its part.
 - A statement that names no thing keeps matching as before: the user's own ("I moved to
   Denver" after "I live in Boston"), one that acts on a thing ("they moved my appointment"),
   an identity ("Nguyen is my dentist now"); and one thing's own correction still
@@ -112,6 +116,13 @@ CASES = [
     ("My car cost $12,000.", "Actually the car seat cost $300.", False),
     # nor its place: before, superseded (read as a part, "shared 'car'")
     ("The car is in the garage.", "Actually the car seat is in the hallway now.", False),
+    # nor its colour, the car's own kind told by a plain adjective, no treatment of the
+    # whole: before, superseded (read as a part, both telling a kind)
+    ("My car is red.", "Actually the car seat is black now.", False),
+    # likewise a phone and its case: before, superseded
+    ("My phone is silver.", "Actually the phone case is blue now.", False),
+    # a part, the whole's kind a treatment ("is painted"): still superseded, as the kitchen
+    ("The house is painted white.", "Actually the house walls are grey now.", True),
     # an event of the pet (it acts on an object) is no value of the pet: before, superseded
     # ("shared 'cat'"; the event named no subject, so it fit any)
     ("My cat knocked a glass over.", "Actually my cat is 5.", False),
