@@ -41,8 +41,8 @@ error naming the sample and the turn, nothing written. A recall with no question
 average is shown as "-" (null in the JSON), never as 0. Before that, the options are
 checked as they are parsed (`add_recall_args`, which fusion_probe, query_paths and
 recall_misses share): `--budgets abc` or `0`, a `--json-out` whose directory does not
-exist, a `--variant` value that is not a number are a usage error naming the option
-(exit 2), nothing read or made.
+exist, a `--variant` value that is not a number, a `--from-json` file that is missing
+or holds no JSON object are a usage error naming the option (exit 2), nothing read or made.
 
 Nothing here names a sample, a speaker, a topic or a question.
 """
@@ -532,6 +532,30 @@ def variant_arg(text: str) -> Variant:
         raise argparse.ArgumentTypeError(f"{text!r}: each value must be a number (NAME:KEY=V,...)") from None
 
 
+def saved_result(text: str) -> dict[str, Any]:
+    """--from-json's argparse type: the result a --json-out run saved, read and parsed
+    while the arguments are parsed, so a file that is missing, unreadable, not JSON or not
+    one object is a usage error naming the option (exit 2), not a traceback."""
+    try:
+        raw = Path(text).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist") from None
+    except IsADirectoryError:
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a saved --json-out result") from None
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text (a saved --json-out result is JSON)") from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be read ({exc.strerror})") from None
+    try:
+        result = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({exc})") from None
+    if not isinstance(result, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} must hold the JSON object --json-out writes, "
+                                         f"got {type(result).__name__}")
+    return result
+
+
 def _sample_questions(text: str) -> int:
     """--sample-questions' argparse type: refused while the arguments are parsed (exit 2,
     the option named), not by a division by zero after the samples are ingested."""
@@ -557,12 +581,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--baselines", action="store_true", help="also the top-k baselines and the tail")
     ap.add_argument("--loo", action="store_true",
                     help="also leave one conversation out with one setting per fold over every budget")
-    ap.add_argument("--from-json", type=Path, default=None,
+    # read while the arguments are parsed: a missing file was open()'s traceback
+    ap.add_argument("--from-json", dest="saved", type=saved_result, default=None, metavar="PATH",
                     help="no run: the tables (and --loo) of a saved --json-out result")
     ap.add_argument("--names", default="", help="with --loo: the variants to choose among (the first is the base)")
     args = ap.parse_args(argv)
-    if args.from_json is not None:
-        result = json.loads(args.from_json.read_text())
+    if args.saved is not None:
+        result = args.saved
     else:
         variants = args.variant or [parse_variant("base:")]
         try:
@@ -574,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = [n for n in args.names.split(",") if n] or None
         result["loo"] = {k: loo_one_setting(result, names, k) for k in ("records", "records_with_excerpts", "records_answer")
                          if k in result}
-    if args.json_out is not None and args.from_json is None:
+    if args.json_out is not None and args.saved is None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(table(result))
     for loo in result.get("loo", {}).values():
