@@ -23,6 +23,16 @@ are over their freshness budget.
 - A view whose conversation is erased while the run refreshes it (an LLM summarizer
   can wait minutes) ends there: one debug line, not an error, and the run goes on
   (`ViewMaintainer.sweep_refresh`, which `Memory.consolidate()`'s sweep shares).
+- Erased text stays out of the process's caches as it does for a public call (the
+  scheduler `Memory.make_scheduler` builds): a run first drops what other processes
+  erased (`check`: `Memory._catch_erasures`, as `Memory.consolidate()`'s sweep does),
+  and each view's refresh runs within `guard` (`Memory._erasures_during`): a refresh
+  whose summarizer answered after the process dropped an erased conversation's copies
+  (its own erasure, or another thread's check of another process's) counted and parsed
+  that answer after the drop, and the memos it filled are dropped again before the run
+  goes on. The summary itself is the store's to refuse (`put_summary`: the
+  conversation is gone), and the warm views' Redis cache is written only for a stored
+  version whose conversation still exists (`WarmStore._cache_set`).
 - `shutdown(wait=True)` stops scheduling, lets the run in progress stop between two
   views, and waits for it.
 - In-process runs compete with request threads for the GIL and the ColdStore lock:
@@ -36,6 +46,7 @@ are over their freshness budget.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -93,7 +104,12 @@ class ConsolidationScheduler:
         max_views_per_run: int,
         misfire_grace_s: float | None = None,
         clock: Callable[[], float] = time.time,
+        check: Callable[[], object] | None = None,
+        guard: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
     ) -> None:
+        """`check`: called at the start of each run, `guard`: around each view's refresh
+        (module docstring: erased text; a scheduler over a bare ViewMaintainer needs
+        neither)."""
         if interval_s <= 0 or max_views_per_run < 1:
             raise ValueError("interval_s must be > 0 and max_views_per_run >= 1")
         self.maintainer = maintainer
@@ -101,6 +117,8 @@ class ConsolidationScheduler:
         self.max_views_per_run = int(max_views_per_run)
         self.misfire_grace_s = misfire_grace_s if misfire_grace_s is not None else max(1.0, self.interval_s)
         self.clock = clock
+        self.check = check
+        self.guard = guard
         self.stats = SchedulerStats()
         self._scheduler: BackgroundScheduler | None = None
         self._pid: int | None = None
@@ -203,6 +221,8 @@ class ConsolidationScheduler:
     def _run(self) -> int:
         t0 = time.perf_counter()
         self.stats.last_run_at = self.clock()
+        if self.check is not None:
+            self.check()
         m = self.maintainer
         held = m.held_back()
         # the failing views still count in the lag (they are behind), but take no place
@@ -215,7 +235,8 @@ class ConsolidationScheduler:
                 break
             try:
                 # a conversation erased since this run picked the view is no error
-                swept = m.sweep_refresh(conv, kind, key)
+                with self.guard():
+                    swept = m.sweep_refresh(conv, kind, key)
             except Exception:
                 self.stats.errors += 1
                 log.exception("refresh of %s/%s/%s failed", conv, kind, key)

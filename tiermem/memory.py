@@ -47,8 +47,9 @@ the erasure committed and fill a cache with it after the drop (its epoch state, 
 cache, a memo): each call that can fill one notes, at its start, this Memory's drops of
 copies so far (`_drops`) and its mark, and when the drops moved on before it returns, it
 drops again the copies of every conversation erased past that mark (`_erasures_during`,
-the indexer's catch-up too; one index seek, only then). A newest tombstone below the
-mark (a backup restored under the running process: tombstone ids start again below it,
+the indexer's catch-up and each view the scheduler's thread refreshes too, whose runs
+also check first: `make_scheduler`; one index seek, only then). A newest tombstone below
+the mark (a backup restored under the running process: tombstone ids start again below it,
 and every erasure would be skipped until they passed it) is a reset: every copy is
 dropped and the store's mark taken (`_catch_erasures`).
 
@@ -1333,11 +1334,14 @@ class Memory:
                        demoted=tuple(hs.demoted))
 
     def make_scheduler(self) -> ConsolidationScheduler:
-        """A ConsolidationScheduler over this Memory's views (not started)."""
+        """A ConsolidationScheduler over this Memory's views (not started). Its thread
+        fills this process's caches as a call does: each run drops what others erased
+        first, and each view's refresh runs within `_erasures_during` (module docstring)."""
         from tiermem.consolidation.scheduler import ConsolidationScheduler
 
         return ConsolidationScheduler(self.views, interval_s=self.config.scheduler_interval_s,
-                                      max_views_per_run=self.config.scheduler_max_views_per_run)
+                                      max_views_per_run=self.config.scheduler_max_views_per_run,
+                                      check=self._catch_erasures, guard=self._erasures_during)
 
     def start_scheduler(self) -> ConsolidationScheduler:
         """Keep warm views inside their freshness budgets from a background thread. In a
