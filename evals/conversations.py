@@ -408,7 +408,8 @@ def _samples(path: Path) -> list[Sample]:
     try:
         return load_samples(path)
     except LocomoError as exc:
-        raise DataFileError(str(path), str(exc)) from None
+        # its problem without the path: DataFileError names the file in front, once
+        raise DataFileError(exc.path or str(path), exc.problem) from None
 
 
 def checked_samples(path: Path, config: Config) -> list[Sample]:

@@ -7,7 +7,9 @@ Reads any file in the LoCoMo format (a JSON list of samples, see
 turn is checked as `tiermem import` checks it (`evals.conversations.checked_samples`,
 under the Memory's Config), before anything is written: a bad turn (no text, a field of
 the wrong type, a date before 1970, ...) refuses the file with import's error, naming
-its sample and dia_id.
+its sample and dia_id. The probes' lenient reader (`load_samples`) checks only the file's
+shape; each of its refusals, as each of the checked reader's, names the file once, in
+front (`x.json: sample 'b': ...`).
 
 Ingestion (one conversation per sample, each in its own namespace, so that a sample's
 questions can never retrieve another sample's turns):
@@ -67,6 +69,7 @@ import calendar
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import string
 import time
@@ -123,7 +126,15 @@ _PLAIN_DIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class LocomoError(Exception):
-    """A data file or a data dir the harness cannot use; the message says why."""
+    """A data file or a data dir the harness cannot use; the message says why. One about
+    a data file (`path`) names it once, in front, as DataFileError does (`x.json: sample
+    'b': ...`); `problem` is the message without it, for a reader that names the file
+    itself."""
+
+    def __init__(self, problem: str, path: str | os.PathLike[str] | None = None) -> None:
+        self.problem = problem
+        self.path = None if path is None else os.fspath(path)
+        super().__init__(problem if self.path is None else f"{self.path}: {problem}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -347,22 +358,30 @@ def parse_sample(raw: Any, index: int) -> Sample:
 
 
 def load_samples(path: Path) -> list[Sample]:
+    """The samples of the LoCoMo file at `path`, as parsed (the lenient reader: no turn is
+    checked as import checks it). Every refusal is a LocomoError naming the file once, in
+    front."""
     path = Path(path)
     if not path.is_file():
-        raise LocomoError(f"LoCoMo data file {path} does not exist")
+        raise LocomoError("is a directory, not a LoCoMo data file" if path.is_dir()
+                          else "no such LoCoMo data file", path)
     try:
         raw = json.loads(path.read_text(encoding="utf-8-sig"))  # a leading byte order mark is not JSON
     except (OSError, ValueError) as exc:
-        raise LocomoError(f"cannot read {path} as JSON: {exc}") from None
+        raise LocomoError(f"cannot be read as JSON: {exc}", path) from None
     return samples_of(raw, path)
 
 
 def samples_of(raw: Any, path: Path) -> list[Sample]:
-    """The samples of a LoCoMo file's parsed JSON (`path` names the file in the error), for
-    a reader that has read the file already: a pipe reads only once."""
+    """The samples of a LoCoMo file's parsed JSON (`path` names the file in the error, once),
+    for a reader that has read the file already: a pipe reads only once."""
     if not isinstance(raw, list):
-        raise LocomoError(f"{path} is not a JSON list of LoCoMo samples")
-    return [parse_sample(s, i) for i, s in enumerate(raw)]
+        raise LocomoError("is not a JSON list of LoCoMo samples", path)
+    try:
+        return [parse_sample(s, i) for i, s in enumerate(raw)]
+    except LocomoError as exc:
+        # parse_sample names the sample and its item; which file they are in is said here
+        raise LocomoError(exc.problem, path) from None
 
 
 # ---------------------------------------------------------------------------------------
