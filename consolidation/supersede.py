@@ -60,7 +60,8 @@ the turn classifier through their public methods. Its invariants:
   present-tense verb with a value, a plural's without its -s, "the gym classes start at
   6", or with a bare object before it, "the nurses change shifts at 7pm", or with a
   frequency, "my dog eats twice a day": a routine, no event), the same head noun, in the
-  singular or the plural ("my yoga class" / "my yoga classes"), picked by the same words where both pick one ("my cat
+  singular or the plural ("my yoga class" / "my yoga classes", "the nurse" / "the nurses":
+  one stem, `_stem`), picked by the same words where both pick one ("my cat
   is 5 now" never revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
   new one's head picks out the old one ("Order's been changed" / "my order number"), or
@@ -429,18 +430,31 @@ _STOP = frozenset(
 # fmt: on
 
 
+# The endings before which a plural takes "-es" (the sibilants: "classes", "boxes",
+# "churches"); where a singular ends in one and an "e" ("nurse", "size", "niche"), the
+# plural's "-es" and the singular's "e" are dropped alike: "nurses" and "nurse", "sizes"
+# and "size" share a stem, as "nursed" and "nursing" do
+_SIBILANTS = ("s", "x", "z", "ch", "sh")
+MIN_STEM_CHARS = 3  # a stem shorter than this is no stem ("us" of "uses"): the word stays longer
+
+
 def _stem(word: str) -> str:
     w = word.lower().strip("'")
     if w.endswith("'s"):
         w = w[:-2]
     for suf in ("ing", "ed", "es", "s"):
-        if suf == "es" and not w.endswith(("ses", "xes", "zes", "ches", "shes")):
+        if suf == "es" and not w.endswith(tuple(e + "es" for e in _SIBILANTS)):
             continue  # "airlines" -> "airline" like "airline", not "airlin"
-        if w.endswith(suf) and len(w) - len(suf) >= 3:
+        if suf == "s" and w.endswith("ss"):
+            break  # "-ss" is no plural's ending: "class" stays "class", as "classes" is
+        if w.endswith(suf) and len(w) - len(suf) >= MIN_STEM_CHARS:
             w = w[: -len(suf)]
-            if suf in ("ing", "ed") and len(w) >= 3 and w[-1] == w[-2]:
-                w = w[:-1]  # cancelling -> cancel
+            if suf in ("ing", "ed") and len(w) >= MIN_STEM_CHARS and w[-1] == w[-2] and not w.endswith("ss"):
+                w = w[:-1]  # cancelling -> cancel; but passed -> pass, as "pass" is
             break
+    else:
+        if w.endswith(tuple(e + "e" for e in _SIBILANTS)) and len(w) - 1 >= MIN_STEM_CHARS:
+            w = w[:-1]  # "nurse" -> "nurs", as "nurses" -> "nurs"
     return w
 
 
@@ -1013,10 +1027,9 @@ def _subject(clause: str) -> Subject | None:
 
 
 def _noun_stem(word: str) -> str:
-    """A noun's stem, the same in the singular and the plural: "-ss" is no plural's ending
-    ("class", "classes": "class"; _stem's "clas" would make the gym class and the gym
-    classes two things, once a plural subject is read)."""
-    return word if word.endswith("ss") else _stem(word)
+    """A noun's stem, the same in the singular and the plural (`_stem`: "class" and
+    "classes", "nurse" and "nurses" are one thing each, once a plural subject is read)."""
+    return _stem(word)
 
 
 def _participle(word: str) -> bool:
