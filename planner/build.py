@@ -5,7 +5,10 @@ Invariants:
   tokenizer (`tiers.tokens.messages_tokens`), never exceed it. Items are estimated while
   packing, then the rendered result is counted exactly and trimmed until it fits.
 - The latest user message is always present verbatim; if it alone does not fit, the
-  call fails with `BudgetTooSmall` unless the caller opted into truncating it.
+  call fails with `BudgetTooSmall` unless the caller opted into truncating it. The turns
+  after it (the current tool loop, a pending round included) are kept too, in every
+  setting: newest first, up to the room the pinned block leaves (not capped at the
+  tail's share), until one does not fit whole (planner.pack.Packing.take_loop).
 - An assistant message with tool calls is never separated from its tool results.
 - Order is prefix-stable, what changes least first: system, pinned, summary, the recent
   tail, then the per-turn part: the retrieved turns, then the latest user message
@@ -332,18 +335,21 @@ class Planner:
         packing = Packing(conv, pools, self._block_headers(), fixed.room, self.tokens)
         call.prev, call.prev_why = self._previous(conv)
         call.kept_from = self._memory_last_start(conv, call.prev, self._epoch_key(call))
-        # a context that starts an epoch is filled (older tail turns, room nothing else
-        # wanted) to EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once
+        # a context planned anew is filled (older tail turns, room nothing else wanted) to
+        # EPOCH_START_FILL_SHARE of the budget, so it is cacheable at once: one that starts
+        # an epoch, and every call where none is extended (context_epochs=false, before_tail;
+        # a conversion or merge renders the same plan, the fold only moves text).
+        # system_messages="before_latest" keeps its own tail start: only a tail anchored
+        # anew grows, and only as far as its next calls can keep it (pack.KEPT_FILL_SHARES)
+        memory_last = self.settings.system_messages == "before_latest"
         fill_to = (int(call.budget * EPOCH_START_FILL_SHARE) - (call.budget - fixed.room)
-                   if self.settings.epochs and self.settings.retrieved_placement == "before_latest"
-                   # before_latest keeps its own tail start; a conversion or merge renders the
-                   # same plan (the fold only moves text), so it is filled the same way
-                   and self.settings.system_messages != "before_latest" else 0)
+                   if not memory_last or call.kept_from is None else 0)
         held_back = (frozenset({r.position for r in fixed.tail_rows if r.superseded_by is not None}
                                | self.statements.positions(conv)) if fill_to > 0 else frozenset())
         packing.fill(caps, plan, fixed.tail_rows, table, self.settings.tail_anchor, fill_to,
                      kept_from=call.kept_from, held_back=held_back,
-                     leftovers=plan.query_class in NEEDS_ROOM_CLASSES)
+                     leftovers=plan.query_class in NEEDS_ROOM_CLASSES, latest_user=fixed.latest_user,
+                     memory_last=memory_last)
         call.mark("pack")
         messages, kinds, where, total = self._fit(call, fixed, packing)
         items, latest_item = self._items(call, fixed, packing)

@@ -76,9 +76,6 @@ if TYPE_CHECKING:
     from tiermem.tiers.models import TurnRow
 
 TAIL_SCAN_TURNS = 400  # the tail never needs more turns than this to fill any share
-# A tool output in the tail costs at most its trim allowance plus this many tokens (the
-# trim marker and the message's own overhead), when bounding how many turns to read.
-TRIMMED_OVERHEAD_TOKENS = 64
 # Turns read past the point where the newest turns exceed the budget: the turn that
 # crosses it (searchsorted gives its index, not a count) and the latest user message's row.
 TAIL_SCAN_EXTRA_ROWS = 2
@@ -427,11 +424,13 @@ class Candidates:
 
     def tail_scan(self, table: TurnTable, budget: int) -> int:
         """How many of the newest turns the tail could ever use at this budget: enough
-        that their tokens (tool outputs counted as trimmed) exceed it, plus the latest user
-        message's row."""
+        that their tokens exceed it, plus the latest user message's row. A long tool
+        output is counted at its trim allowance, the least it costs trimmed (its head and
+        tail are kept whole, a marker added): counted at more, as before, fewer turns were
+        read than fit (of a tool loop at 1,200 tokens, 7 rounds of 143 where 8 fit)."""
         if not len(table):
             return TAIL_SCAN_TURNS
-        newest = np.minimum(table.tokens[::-1][:TAIL_SCAN_TURNS], self.settings.tool_trim_tokens + TRIMMED_OVERHEAD_TOKENS)
+        newest = np.minimum(table.tokens[::-1][:TAIL_SCAN_TURNS], self.settings.tool_trim_tokens)
         return min(TAIL_SCAN_TURNS, int(np.searchsorted(np.cumsum(newest), budget)) + TAIL_SCAN_EXTRA_ROWS)
 
     def summary(self, conv: str, summaries: Sequence[SummaryBlock], hidden: set[int],

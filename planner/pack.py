@@ -7,9 +7,16 @@ Invariants:
   lowest-value item until it fits; `top_up` spends what the exact count left over.
 - The stable layers (pinned, summary, tail) are sized by the budget alone; leftovers go
   to the retrieved slice only, so the stable layers' bytes do not depend on the query.
-  One exception, for a context that starts an epoch: room that the retrieved slice left
-  unused grows the tail backwards (`grow_tail`) up to the caller's fill target, so the
-  context is long enough to be cached from its next call on.
+  One exception, for a context planned anew (one that starts an epoch; with epochs off or
+  under `retrieved_placement="before_tail"` every call; under
+  `system_messages="before_latest"` one with no previous tail start to keep): room that
+  the retrieved slice left unused grows the tail backwards (`grow_tail`) up to the
+  caller's fill target, so the context is long enough to be cached from its next call on.
+- The current tool loop (the tail units after the latest user message, a pending round
+  included) is kept like the latest user message (`take_loop`): newest first, up to the
+  room the pinned block left, past the tail's share. It counts against that share where
+  it fits in it (the tail is then chosen as it always was); the older tail gives way to
+  it, and a unit that does not fit whole ends it (contiguous, as the tail).
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
   (`stable_tail`), so consecutive contexts share it as a byte-identical prefix.
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
@@ -44,6 +51,10 @@ TAIL_GRID_PARTS = 2
 # before_latest: the kept tail may grow to this many times its share before it is
 # re-anchored (the memory message gets what it leaves; its turns stay a cached prefix)
 TAIL_GROWTH = 3
+# before_latest: a tail anchored anew grows into free room (`grow_tail`) only up to this
+# many shares, so one share of appends still fits TAIL_GROWTH before it is re-anchored
+# (grown to TAIL_GROWTH, the next call's first append would move its start at once)
+KEPT_FILL_SHARES = TAIL_GROWTH - 1
 DROPPED = "dropped to meet the exact budget"
 
 
@@ -68,12 +79,17 @@ class Packing:
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
-             held_back: frozenset[int] = frozenset(), leftovers: bool = True) -> None:
+             held_back: frozenset[int] = frozenset(), leftovers: bool = True,
+             latest_user: int | None = None, memory_last: bool = False) -> None:
         """Each slice up to its cap, then the leftovers to the per-turn part; then, when
         the slices use less than `fill_to` tokens of the room, older tail turns up to it
-        (`grow_tail`). `kept_from` (system_messages="before_latest"): the previous call's
-        tail start, kept while the tail from there still fits TAIL_GROWTH times its share.
-        `leftovers=False` (a narrow retrieval): the retrieved slice keeps to its cap."""
+        (`grow_tail`). `memory_last` (system_messages="before_latest"): `kept_from` is the
+        previous call's tail start, kept while the tail from there still fits TAIL_GROWTH
+        times its share; a tail anchored anew grows to at most KEPT_FILL_SHARES shares, and
+        a pin it grows over leaves the memory message's pinned block. `latest_user`: the latest
+        user message's position; the tail units after it (the current tool loop) are kept
+        up to the room left (`take_loop`), not only the tail's share. `leftovers=False` (a
+        narrow retrieval): the retrieved slice keeps to its cap."""
         if self.pools["pinned"]:
             # at least the highest-priority pin fits (a constraint left out is an answer
             # gone wrong): still a function of the pins and the budget, not of the class
@@ -89,6 +105,7 @@ class Packing:
                                                   max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
         self.used["tail"] = sum(c.tokens for c in self.chosen["tail"])
         self.remaining -= self.used["tail"]
+        self.take_loop(latest_user)
         # a pinned turn that the tail shows verbatim is not repeated in the pinned block
         self.withdraw("pinned", {p for c in self.chosen["tail"] for p in c.group})
         self.take("pinned", caps["pinned"])  # the room a pin in the tail freed goes to the next pin
@@ -102,12 +119,36 @@ class Packing:
         if leftovers:  # a narrow retrieval keeps to its cap: the room is what the epoch grows into
             self.take("retrieved", self.used["retrieved"] + self.remaining)
             self.take_excerpts("retrieved", self.used["retrieved"] + self.remaining)
-        self.grow_tail(min(self.remaining, fill_to - sum(self.used.values())), held_back)
+        extra = min(self.remaining, fill_to - sum(self.used.values()))
+        if memory_last:
+            extra = min(extra, KEPT_FILL_SHARES * caps["tail"] - self.used["tail"])
+        # the default layout keeps a pin the grown tail shows in the pinned block too, as
+        # before: that block leads the context and outlives the grown turns (a middle
+        # eviction keeps the head and drops them)
+        self.grow_tail(extra, held_back, pins_once=memory_last)
 
-    def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset()) -> None:
+    def take_loop(self, latest_user: int | None) -> None:
+        """The tail units after `latest_user` that the tail as chosen left out (it stops
+        at its share: a tool round larger than the share left the tail empty, and the
+        model called the tool again for a result it was never shown), newest first up to
+        the room left; stops at the first that does not fit whole (contiguous). With no
+        latest user message there is no current loop: the tail is as chosen."""
+        if latest_user is None:
+            return
+        pool = self.pools["tail"]  # the units older than the tail, newest first
+        while pool and pool[0].position > latest_user and pool[0].tokens <= self.remaining:
+            c = pool.pop(0)
+            self.chosen["tail"].append(c)
+            self.used["tail"] += c.tokens
+            self.remaining -= c.tokens
+
+    def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset(), pins_once: bool = False) -> None:
         """Older tail units, contiguous, up to `extra` tokens more, stopping before a unit
         that holds a position of `held_back` (a turn superseded wholly or in part: the tail
-        shows messages raw, so an old value there would read as current).
+        shows messages raw, so an old value there would read as current). `pins_once`: a
+        pin a grown unit shows leaves the pinned block, as one the chosen tail shows does
+        (system_messages="before_latest", where that block is rebuilt every call anyway;
+        the default layout keeps it, see the caller).
 
         A context that starts an epoch on a turn that retrieves little would otherwise be
         a few hundred tokens: below a provider's minimum cacheable prefix (1,024 tokens
@@ -129,6 +170,8 @@ class Packing:
                 break  # contiguous: an older unit never jumps one that does not fit
             pool.pop(0)
             self.withdraw("retrieved", at)
+            if pins_once:
+                self.withdraw("pinned", at)
             self.remaining -= c.tokens
             self.used["tail"] += c.tokens
             extra -= c.tokens - back

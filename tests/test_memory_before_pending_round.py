@@ -39,6 +39,11 @@ def _result(i: int) -> dict[str, Any]:
 
 
 QUIET = [{"role": "user", "content": "flight to Lisbon on Tuesday"}, {"type": "tiermem.retract", "position": 0}]
+# between the pinned reply and a complete round: a tail anchored anew grows into free room
+# (up to two shares under before_latest), and this turn is more than that leaves, so the
+# tail stops before it and the pinned reply stays in the memory message
+ASIDE = {"role": "assistant", "content": "I will look that up in a couple of places and compare what they say "
+                                         "about the schedule, the terminal and the baggage rules before I answer."}
 
 # (log, budget, the kinds of the context's messages after the caller's system prompt:
 # memory, call (a Responses round's call items count once), result, user)
@@ -48,7 +53,7 @@ CASES: list[tuple[list[dict[str, Any]], int, list[str]]] = [
     # no result yet
     ([*QUIET, NOTED, CALLS], BUDGET, ["memory", "call"]),
     # the round complete: nothing waits, the memory goes at the end
-    ([*QUIET, NOTED, CALLS, _result(0), _result(1)], ROOMY, ["call", "result", "result", "memory"]),
+    ([*QUIET, NOTED, ASIDE, CALLS, _result(0), _result(1)], ROOMY, ["call", "result", "result", "memory"]),
     # a latest user message: the memory before it, as always
     ([*QUIET, NOTED, {"role": "user", "content": "which flight?"}, CALLS, _result(0)],
      BUDGET, ["memory", "user", "call", "result"]),
