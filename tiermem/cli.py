@@ -8,7 +8,10 @@
 Global options (`--data-dir`, `--config`, `--namespace`, `--debug`) go before the
 command. Output is a readable table by default and one JSON document with `--json`;
 a note on how it was made (`search` ranked by keywords only, the embedding model
-unavailable) goes to stderr, so stdout stays what a script reads.
+unavailable) goes to stderr, so stdout stays what a script reads. A degraded embedder is
+said in that one line, its reason in full (`_note_keywords_only`): each run is a new
+process, which would otherwise log the degraded episode's traceback every time; with
+`--debug` the log's records, traceback and all, come too.
 Exit codes: 0 done, 2 usage error (click's), 1 any other error, reported as one line
 `error: ...` on stderr; `--debug` shows the traceback instead. A command whose standard
 output was closed by its reader (`tiermem export | head`) stops quietly with 141, as a
@@ -60,12 +63,15 @@ from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_NAMESPACE,
     DEFAULT_PIN_PRIORITY,
+    EMBEDDER_EPISODE,
+    EPISODE_ATTR,
     MAX_AGE_S,
     MAX_BUDGET_TOKENS,
     MAX_HISTORY_PAGE,
     MAX_PIN_PRIORITY,
     MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
+    SEARCH_KEYWORDS_ONLY,
 )
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.files import PRIVATE_FILE_MODE
@@ -611,11 +617,34 @@ def cli(
     if namespace is not None:
         state.namespace_opt = namespace
     state.debug = state.debug or debug
+    root = logging.getLogger()
+    hosts = list(root.handlers)  # a host's (a test runner's): basicConfig then adds none
     logging.basicConfig(
         level=logging.DEBUG if state.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not state.debug:
+        for handler in root.handlers:
+            if handler not in hosts:
+                handler.addFilter(_not_said_by_the_command)
+
+
+def _not_said_by_the_command(record: logging.LogRecord) -> bool:
+    """Whether a log record goes to stderr without --debug: not one of a degraded
+    embedder's episode (its start logs a traceback), which `_note_keywords_only` says."""
+    return getattr(record, EPISODE_ATTR, None) != EMBEDDER_EPISODE
+
+
+def _note_keywords_only(mem: Memory, degraded: str | None) -> None:
+    """Where a read ranked by keywords only (`degraded`: what it answered, the error's
+    type only, as a tenant is told), say so on stderr in one line with the reason in
+    full (type and message, naming the model's path: a CLI's user runs it on the
+    machine that holds the model)."""
+    if degraded is None:
+        return
+    reason = mem.embedding_failure
+    click.echo(f"note: {SEARCH_KEYWORDS_ONLY.format(error=reason) if reason is not None else degraded}", err=True)
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)
@@ -994,6 +1023,8 @@ def context(
         truncate_latest=truncate_latest,
         timezone=timezone,
     )
+    if ctx.plan.tiers.get("embedder") == "degraded":
+        _note_keywords_only(mem, ctx.plan.retrieval)
     if as_json:
         _emit_json({"messages": ctx.messages, "tokens": ctx.tokens, "plan": ctx.plan.to_dict()})
         return
@@ -1099,10 +1130,10 @@ def history(state: CliState, conversation: str, limit: int | None, after: int | 
 @pass_state
 def search(state: CliState, query: str, conversation: str | None, k: int, as_json: bool) -> None:
     """Hybrid search (vectors + bm25) over a conversation or the namespace."""
-    hits = state.memory(hot=False).search(conversation, query, k, namespace=state.namespace)
-    if hits.degraded is not None:
-        # on stderr: a script reading the hits on stdout gets them as ever
-        click.echo(f"note: {hits.degraded}", err=True)
+    mem = state.memory(hot=False)
+    hits = mem.search(conversation, query, k, namespace=state.namespace)
+    # on stderr: a script reading the hits on stdout gets them as ever
+    _note_keywords_only(mem, hits.degraded)
     if as_json:
         _emit_json(
             [

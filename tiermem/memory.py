@@ -13,7 +13,9 @@ type only, as they reach tenants over HTTP and MCP (its message names the model'
 the log and `stats()` keep it), `stats()` and /healthz report the embedder `degraded` until a
 vector is computed again, appends store, and their turns get their vectors when the
 model is back. Such an episode is logged once in full (when it starts), then in one short
-line at most every `DEGRADED_LOG_INTERVAL_S`, and ends with an info line (`_EpisodeLog`).
+line at most every `DEGRADED_LOG_INTERVAL_S`, and ends with an info line (`_EpisodeLog`);
+each of those records names its episode (`EPISODE_ATTR`), so that a one-shot process (the
+CLI) may say the degradation in one line of its own instead.
 
 Thread-safe: one instance can serve every thread of a web server.
 
@@ -162,6 +164,12 @@ SEARCH_KEYWORDS_ONLY = "keyword (BM25) ranking only, no query vector: the embedd
 # traceback its first occurrence logged (`_EpisodeLog`): an agent's every turn would
 # otherwise repeat the same stack
 DEGRADED_LOG_INTERVAL_S = 300.0
+# the attribute of an episode's log records (`_EpisodeLog`) that names the episode: the
+# CLI, one call per process, says a degraded embedder in one line of its own and leaves
+# out the records of its episode (their traceback comes with --debug)
+EPISODE_ATTR = "tiermem_episode"
+EMBEDDER_EPISODE = "embedder"  # the embedding model cannot be used
+CATCH_UP_EPISODE = "catch-up"  # pending turns cannot be embedded before reads, for another reason
 # erased conversations (tombstones) one read of `Memory._catch_erasures` takes: a
 # namespace's erasure of more is read page by page within the same check
 ERASURES_PAGE = 1000
@@ -195,8 +203,9 @@ class _EpisodeLog:
     an episode starts, then one short line at most every DEGRADED_LOG_INTERVAL_S while
     it lasts, and an info line when it ends (`ended`). Thread-safe."""
 
-    def __init__(self, started: str, still: str, ended: str) -> None:
+    def __init__(self, name: str, started: str, still: str, ended: str) -> None:
         self._started, self._still, self._ended = started, still, ended
+        self._extra = {EPISODE_ATTR: name}  # on each of its records
         self._since: float | None = None  # time.monotonic() when the episode started
         self._logged = 0.0  # when it was last logged
         self._lock = threading.Lock()
@@ -210,15 +219,15 @@ class _EpisodeLog:
             self._since = now if since is None else since
             self._logged = now
         if since is None:
-            log.warning(self._started, exc_info=exc)
+            log.warning(self._started, exc_info=exc, extra=self._extra)
         else:
-            log.warning("%s for %.0fs (%s)", self._still, now - since, reason)
+            log.warning("%s for %.0fs (%s)", self._still, now - since, reason, extra=self._extra)
 
     def ended(self) -> None:
         with self._lock:
             since, self._since = self._since, None
         if since is not None:
-            log.info(self._ended, time.monotonic() - since)
+            log.info(self._ended, time.monotonic() - since, extra=self._extra)
 
 
 @dataclass(frozen=True)
@@ -331,11 +340,13 @@ class Memory:
         # again (or never failed): what stats() and /healthz report as `degraded`
         self._embed_failure: tuple[float, str] | None = None
         self._embed_log = _EpisodeLog(
+            EMBEDDER_EPISODE,
             "the embedding model is unavailable; contexts and searches rank by keywords only until it is back",
             "the embedding model is still unavailable", "the embedding model answers again after %.1fs")
         # a catch-up of pending turns before a read that fails for another reason than the
         # model (a full disk, a locked database): logged as an episode of its own
         self._catch_up_log = _EpisodeLog(
+            CATCH_UP_EPISODE,
             "could not embed pending turns before a read; they are found by keywords and the tail until a "
             "catch-up succeeds", "pending turns still cannot be embedded before reads",
             "pending turns are embedded again before reads after %.1fs")

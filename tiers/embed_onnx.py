@@ -56,7 +56,8 @@ Invariants:
   after the interpreter has joined its non-daemon threads.
 - **Fallback.** `runtime="auto"` uses the reference pipeline where onnxruntime or
   tokenizers is missing, or the export or its check fails, after one fresh export where
-  the cached one was damaged (logged once per reason);
+  the cached one was damaged (logged once per reason: a warning once the fallback has
+  loaded, an info line where it fails too, whose error is raised to the caller);
   `runtime="onnx"` raises instead. A fallback whose own load failed too (the model
   directory gone or damaged) is not kept: the next load tries the fast runtime again, so
   a model that comes back is served by it. One that loaded serves until a restart:
@@ -993,6 +994,8 @@ class FastEmbedder(MemoAttributes):
         self._lock = threading.Lock()
         self._memo = TextMemo()
         self.load_error: str | None = None  # why auto fell back to the pipeline, if it did
+        # the last fallback logged: why, and whether it loaded (each said once, see load)
+        self._fallback_said: tuple[str, bool] | None = None
         # how the last load checked the export: "probes" (ran them), "remembered" (a
         # passed check with the same key, see the module docstring), None (not loaded)
         self.load_check: str | None = None
@@ -1022,6 +1025,7 @@ class FastEmbedder(MemoAttributes):
 
     def load(self) -> str:
         """Load now (export first if needed); returns the runtime in use."""
+        made_for: str | None = None  # why this call made the fallback, if it did
         with self._lock:
             if self._fallback is not None and self._fallback is self._failed_fallback:
                 # its load failed (the model gone or damaged): the fast runtime may load now
@@ -1033,10 +1037,7 @@ class FastEmbedder(MemoAttributes):
                 except Exception as exc:
                     if self.runtime == "onnx":
                         raise
-                    error = f"{type(exc).__name__}: {exc}"
-                    if error != self.load_error:  # not again at each retry while the model is lost
-                        log.warning("fast embedding runtime unavailable (%s); using sentence-transformers", error)
-                    self.load_error = error
+                    made_for = self.load_error = f"{type(exc).__name__}: {exc}"
                     self._fallback = SentenceTransformerEmbedder(
                         self.model_path, batch_size=self.batch_size, dim=self.dim,
                         query_precision=self.query_precision, cache_dir=self.cache_dir)
@@ -1044,12 +1045,29 @@ class FastEmbedder(MemoAttributes):
         if fallback is not None:
             try:
                 fallback._load()
-            except Exception:
+            except Exception as exc:
                 # not one still loading in another thread: only this one, failed, is dropped
                 self._failed_fallback = fallback
+                self._say_fallback(made_for, None if made_for is None else f"{type(exc).__name__}: {exc}")
                 raise
+            self._say_fallback(made_for, None)
             self.dim = fallback.dim
         return self.active_runtime
+
+    def _say_fallback(self, reason: str | None, failed: str | None) -> None:
+        """Log the fallback this call made for `reason` (None: it made none), once per
+        reason and outcome, not at each retry while a model stays lost: a warning once it
+        loaded; where it failed too (`failed`: its error, raised to the caller, who says
+        it: Memory as a degraded embedder) an info line, as "using sentence-transformers"
+        would not be so."""
+        if reason is None or self._fallback_said == (reason, failed is None):
+            return
+        self._fallback_said = (reason, failed is None)
+        if failed is None:
+            log.warning("fast embedding runtime unavailable (%s); using sentence-transformers", reason)
+        else:
+            log.info("fast embedding runtime unavailable (%s), and the sentence-transformers fallback cannot "
+                     "load either (%s)", reason, failed)
 
     def _open(self) -> OnnxSession:
         path = self.model_path or bundled_model_path()
