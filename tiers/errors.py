@@ -401,7 +401,9 @@ class StoreStalled(StoreUnavailable):
     """The cold store's database server took a connection's operation and did not answer
     within the time allowed (a server stopped with SIGSTOP, a proxy or network that
     accepts and goes silent): the connection was cut, so that no worker waits on it
-    forever. A write in flight may or may not have committed."""
+    forever. A write in flight may or may not have committed. Or a statement that
+    tiermem gave a deadline on the server (reclaim()'s VACUUM) ran past it and the
+    server cancelled it: the connection is kept."""
 
 
 class DataFileError(TiermemError, ValueError):
