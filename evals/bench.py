@@ -90,6 +90,31 @@ def output_file(*, create_parents: bool = False) -> Callable[[str], Path]:
     return output
 
 
+def int_list(*, minimum: int = 1, maximum: int | None = None, unit: str) -> Callable[[str], list[int]]:
+    """An argparse `type` for a comma-separated list of whole numbers ('20000, 60000'; a
+    blank item is skipped), in the order given: at least one, each from `minimum` to
+    `maximum` (no upper limit when None), `unit` saying what they count. Anything else is
+    a usage error naming the option and the limits (exit 2): a bare int() after the
+    arguments were parsed stopped a benchmark with a traceback ('--turns 2k'), and 0 or a
+    negative size failed inside the run. The one home of the benchmarks' and probes' list
+    options (recall_rounds.budget_list builds on it)."""
+    from tiermem.tiers.errors import shown  # the one bound on an echo of the value given
+
+    limits = f"from {minimum:,} to {maximum:,}" if maximum is not None else f"of at least {minimum:,}"
+
+    def numbers(text: str) -> list[int]:
+        try:
+            out = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:  # not a number, or past Python's 4,300 digits
+            out = []
+        if not out or min(out) < minimum or (maximum is not None and max(out) > maximum):
+            raise argparse.ArgumentTypeError(f"must be comma-separated integers {limits} ({unit}), at least one, "
+                                             f"got {shown(text)}")
+        return out
+
+    return numbers
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (empty where the OS has none)."""
     try:

@@ -54,7 +54,7 @@ import httpx
 
 from tiermem.client import Client
 from tiermem.errors import ConversationNotFound, ServiceAuthError, TiermemError
-from tiermem.evals.bench import dist, load_average, say
+from tiermem.evals.bench import dist, int_list, load_average, say
 
 DEFAULT_PROCESSES = (1, 2)
 DEFAULT_CLIENTS = (4, 16)
@@ -425,15 +425,13 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.bench_service_load",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--processes", type=_ints, default=list(DEFAULT_PROCESSES), help="server processes (list)")
-    ap.add_argument("--clients", type=_ints, default=list(DEFAULT_CLIENTS), help="concurrent customers (list)")
+    ap.add_argument("--processes", type=int_list(unit="server processes"), default=list(DEFAULT_PROCESSES),
+                    help="server processes (list)")
+    ap.add_argument("--clients", type=int_list(unit="concurrent customers"), default=list(DEFAULT_CLIENTS),
+                    help="concurrent customers (list)")
     ap.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help="load duration of each run")
     ap.add_argument("--turns", type=int, default=None, help="turns per customer instead of a duration")
     ap.add_argument("--keep", type=Path, default=None, help="keep data dirs and server logs under this directory")

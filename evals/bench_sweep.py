@@ -34,6 +34,7 @@ from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
 from tiermem.consolidation.views import ViewMaintainer
 from tiermem.evals.baselines import percentiles
+from tiermem.evals.bench import int_list
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -115,12 +116,14 @@ def measure(n: int, rounds: int, counter: BpeTokenCounter) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--conversations", default="2000,10000", help="store sizes, comma-separated")
+    # argparse converts a text default with `type` too: args.conversations is always a list
+    ap.add_argument("--conversations", type=int_list(unit="conversations"), default="2000,10000",
+                    help="store sizes, comma-separated")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     counter = BpeTokenCounter()
-    rows = [measure(int(n), args.rounds, counter) for n in args.conversations.split(",")]
+    rows = [measure(n, args.rounds, counter) for n in args.conversations]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

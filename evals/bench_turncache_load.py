@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
+from tiermem.evals.bench import int_list
 from tiermem.evals.huge_store import HUGE, OTHER, data_dir
 from tiermem.evals.retention import UnitEmbedder
 from tiermem.tiers import turncache
@@ -124,11 +125,13 @@ def measure(turns: int, rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--turns", default="20000,60000", help="sizes of the huge conversation, comma-separated")
+    # argparse converts a text default with `type` too: args.turns is always a list
+    ap.add_argument("--turns", type=int_list(unit="turns"), default="20000,60000",
+                    help="sizes of the huge conversation, comma-separated")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    rows = [measure(int(n), args.rounds) for n in args.turns.split(",")]
+    rows = [measure(n, args.rounds) for n in args.turns]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

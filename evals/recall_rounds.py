@@ -69,7 +69,7 @@ from tiermem.evals.baselines import (
     rank_all,
     run_baseline,
 )
-from tiermem.evals.bench import output_file
+from tiermem.evals.bench import int_list, output_file
 from tiermem.evals.conversations import checked_samples
 from tiermem.evals.locomo import (
     CATEGORIES,
@@ -506,19 +506,16 @@ def add_recall_args(ap: argparse.ArgumentParser, *, budgets: str, sample_questio
     ap.add_argument("--json-out", type=output_file(), default=None)
 
 
+_budget_items = int_list(maximum=MAX_BUDGET_TOKENS, unit="tokens")
+
+
 def budget_list(text: str) -> list[int]:
-    """--budgets' argparse type: `parse_budgets`, refused while the arguments are parsed
-    (exit 2, the option named) unless it gives at least one budget and each is a whole
-    number of tokens a context may have (1 to MAX_BUDGET_TOKENS): 'abc' stopped the run
-    with a traceback, and 0 failed in the first context() after every sample was ingested."""
-    try:
-        budgets = parse_budgets(text)
-    except ValueError:
-        budgets = []
-    if not budgets or budgets[0] < 1 or budgets[-1] > MAX_BUDGET_TOKENS:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers from 1 to {MAX_BUDGET_TOKENS:,} "
-                                         f"(tokens), at least one, got {text!r}")
-    return budgets
+    """--budgets' argparse type: the budgets sorted, once each (as `parse_budgets` reads
+    them), refused while the arguments are parsed (exit 2, the option named; `bench.int_list`)
+    unless it gives at least one budget and each is a whole number of tokens a context may
+    have (1 to MAX_BUDGET_TOKENS): 'abc' stopped the run with a traceback, and 0 failed in
+    the first context() after every sample was ingested."""
+    return sorted(set(_budget_items(text)))
 
 
 def variant_arg(text: str) -> Variant:
