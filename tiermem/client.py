@@ -79,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import re
 import time
 import uuid
@@ -118,6 +119,7 @@ from tiermem.tiers.errors import (
     not_found_detail,
 )
 from tiermem.tiers.models import (
+    MAX_POSITION,
     AppendOutcome,
     Checkpoint,
     ErasureReport,
@@ -153,7 +155,8 @@ NAMESPACE_HEADER = "X-Tiermem-Namespace"
 IDEMPOTENCY_HEADER = "Idempotency-Key"  # the service's (tiermem.service.schemas), held equal too
 REPLAYED_HEADER = "Idempotent-Replayed"  # the service's answer to a replay under a key, held equal too
 # the service's incarnation tokens (tiermem.service.schemas.INCARNATION_PATTERN), held equal too
-INCARNATION_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+INCARNATION_HEX_DIGITS = 32
+INCARNATION_PATTERN = re.compile(f"^[0-9a-f]{{{INCARNATION_HEX_DIGITS}}}$")
 POSITION_MISMATCH_TYPE = "position_mismatch"  # the `type` of the service's 409 for PositionMismatch
 # failures after which an append under a key may have been stored: sent again under it
 _MAYBE_APPLIED_STATUSES = (httpx.codes.BAD_GATEWAY, httpx.codes.SERVICE_UNAVAILABLE, httpx.codes.GATEWAY_TIMEOUT)
@@ -315,6 +318,30 @@ def _anthropic_wire(message: Any) -> dict[str, Any]:
     out = dict(message)
     check_keys(out, "")
     return out
+
+
+def request_bytes(value: Any) -> int:
+    """At most how many bytes `value` takes as a request's JSON body, as any httpx this
+    package takes sends it: 0.28 and later compact UTF-8, 0.27 `json.dumps`'s default (a
+    space after each separator, each non-ASCII character escaped: 6 or 12 bytes for its
+    2 to 4), which is never shorter, so that is what is measured (pure ASCII: characters
+    are bytes)."""
+    return len(json.dumps(value, allow_nan=False))
+
+
+# an append batch's body without its messages at its longest (the longer format's name,
+# both conditions at their longest); a batch-wide session_id is not counted: whoever
+# sizes a batch by `batch_request_bytes` sends none
+BATCH_ENVELOPE_BYTES = request_bytes({"messages": [], "format": ANTHROPIC_FORMAT, "expect_position": MAX_POSITION,
+                                      "expect_incarnation": "0" * INCARNATION_HEX_DIGITS})
+BATCH_SEPARATOR_BYTES = len(", ")  # between two messages of the batch (json.dumps's default)
+
+
+def batch_request_bytes(messages: Sequence[dict[str, Any]]) -> int:
+    """At most how many bytes an append batch (`append_many`, `append_outcome`) of
+    `messages` (OpenAI-format dicts, as the adapters make them) sends, conditions
+    included: what a server's `max_body_bytes` (`Limits`) is held against (413 past it)."""
+    return BATCH_ENVELOPE_BYTES + sum(request_bytes(m) + BATCH_SEPARATOR_BYTES for m in messages)
 
 
 def _stored(row: dict[str, Any]) -> StoredMessage:

@@ -466,17 +466,22 @@ class PositionMismatch(ValidationError):
 
 
 class EditConflict(TiermemError, RuntimeError):
-    """A LangChain/LangGraph sync's edit found the conversation's log moved by another
-    writer between its read and its write `rounds` times in a row (each time nothing was
-    written): the state's edit is not stored. Syncing again (the next model call does)
-    edits from what the log holds then."""
+    """A LangChain/LangGraph sync's conditional write found the conversation's log moved
+    by another writer between its read and its write `rounds` times in a row (each time
+    that write wrote nothing): an edit (`chunk` False), not stored, or the next chunk of
+    new messages too many for one append (`chunk` True), the chunks before it stored.
+    Syncing again (the next model call does) goes on from what the log holds then."""
 
-    def __init__(self, conversation_id: str, rounds: int) -> None:
+    def __init__(self, conversation_id: str, rounds: int, *, chunk: bool = False) -> None:
         self.conversation_id = conversation_id
         self.rounds = rounds
-        super().__init__(f"conversation {conversation_id!r}: an edit of a stored message was refused {rounds} "
-                         "times in a row, since other writers appended to the conversation between each read "
-                         "and the edit's write; nothing of it was written: sync again")
+        self.chunk = chunk
+        what, kept = (("the next chunk of the state's new messages (too many for one append)",
+                       "the chunks before it stand, the rest is not written") if chunk
+                      else ("an edit of a stored message", "nothing of it was written"))
+        super().__init__(f"conversation {conversation_id!r}: {what} was refused {rounds} times in a row, since "
+                         f"other writers appended to the conversation between each read and its write; {kept}: "
+                         "sync again")
 
 
 class EditTooLong(LimitExceeded):
@@ -562,6 +567,12 @@ class ServiceUnavailable(ServiceError, ConnectionError):
         self.written = written
         when = f"; retry after {retry_after_s:g} s" if retry_after_s is not None else ""
         super().__init__(status, f"{detail}{when}")
+
+
+class ServiceConfigError(TiermemError, ValueError):
+    """`tiermem serve` (`create_app`, `TokenAuth`) cannot start with this configuration
+    (auth on and no tokens, a token a header cannot carry, `max_body_bytes` below
+    `max_content_bytes`): the message names the setting. Raised before anything starts."""
 
 
 class CatchUpStopped(Exception):

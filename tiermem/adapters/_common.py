@@ -10,10 +10,12 @@ itself is never changed: `history()` still returns every row, control rows inclu
 
 The adapters act through `MemoryLike`: the few methods of `Memory` they call, which a
 `NamespacedMemory` and a blocking `tiermem.client.Client` (a shared `tiermem serve`) both
-have. Nothing here reads a store's configuration: the one limit an adapter adapts to
-(metadata bytes, for LangChain artifacts) is `metadata_limit`, a local Memory's config
-or a server's own (`Client.limits()`, read once per client); only a server that does
-not say it (an older one) leaves it unknown, and refuses what passes it.
+have. Nothing here reads a store's configuration: the limits an adapter adapts to
+(metadata bytes, for LangChain artifacts: `metadata_limit`; the messages and, over a
+`Client`, the request bytes one append holds, for a long LangGraph sync: `batch_limit`,
+`append_chunks`) are a local Memory's config or constants or a server's own
+(`Client.limits()`, read once per client); only a server that does not say them (an
+older one) leaves them unknown, and refuses what passes them.
 An `AsyncClient` is refused when an adapter is made (`check_memory`): its methods are
 coroutines, and the adapters' logic is blocking code (run off the event loop where the
 framework is async).
@@ -154,6 +156,33 @@ def batch_limit(mem: MemoryLike) -> int:
         if limits is not None:
             return min(limits.max_batch_messages, MAX_BATCH_MESSAGES)
     return MAX_BATCH_MESSAGES
+
+
+def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`bodies` in order, in as few consecutive chunks as one append of `mem` takes each:
+    at most `batch_limit(mem)` messages, and over a `Client` whose server says its
+    `max_body_bytes` (`Client.limits()`) a request body within them
+    (`tiermem.client.batch_request_bytes`), where a server without /v1/limits leaves the
+    bytes to its own refusal (413). A message over them alone goes alone: the server
+    refuses it, as it would in any batch."""
+    from tiermem.client import BATCH_ENVELOPE_BYTES, BATCH_SEPARATOR_BYTES, Client, request_bytes
+
+    count = batch_limit(mem)
+    limits = mem.limits() if isinstance(mem, Client) else None
+    max_bytes = limits.max_body_bytes if limits is not None else None
+    chunks: list[list[dict[str, Any]]] = []
+    chunk: list[dict[str, Any]] = []
+    size = BATCH_ENVELOPE_BYTES
+    for body in bodies:
+        grown = request_bytes(body) + BATCH_SEPARATOR_BYTES if max_bytes is not None else 0
+        if chunk and (len(chunk) == count or (max_bytes is not None and size + grown > max_bytes)):
+            chunks.append(chunk)
+            chunk, size = [], BATCH_ENVELOPE_BYTES
+        chunk.append(body)
+        size += grown
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def conditional_appends(mem: MemoryLike) -> bool:

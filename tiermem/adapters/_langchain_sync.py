@@ -27,7 +27,19 @@ over more visible messages than half of it is refused before anything is written
 chunks: the log is append-only and every committed chunk is what readers see, so a
 reader between chunks would find the later rows retracted and not yet copied back (or
 copies beside the rows they replace, the other way round), and a chunk refused by another
-writer's append would leave it so for good (a hidden row is never written again). The content compared is the stored body (text,
+writer's append would leave it so for good (a hidden row is never written again).
+New messages alone (no edit) too many for one append (`append_chunks`: `batch_limit`
+messages, and over a `Client` its server's `max_body_bytes`), such as a first sync of a
+long imported state, are appended in chunks, in order, since appends may be: each chunk
+is an ordinary append readers may see, conditional on the position the previous one left
+(the first: the log as read), so another writer's append between two chunks refuses the
+next, nothing of it written, and the sync reads the log and appends what is not stored
+yet (a message without an id that a chunk of this sync stored is not written again), at
+most `MAX_EDIT_ROUNDS` refusals in a sync (then `EditConflict`, the chunks before it
+stored). A sync ended between chunks (the process killed, a store error) leaves the
+chunks before stored: the next sync reads them from the log and appends the rest (each
+message once; one without an id is appended again, as always). A store that takes no
+condition gets the chunks as they are, checked after writing as below. The content compared is the stored body (text,
 parts, tool calls and their arguments, a tool result) and the LangChain content kept
 beside it (`METADATA_CONTENT_KEY`) where the row has one, and a tool message's status and
 artifact (kept in metadata; an artifact over the store's metadata limit is left out of
@@ -74,6 +86,7 @@ from langchain_core.messages import BaseMessage
 from tiermem.adapters._common import (
     DEFAULT_BUDGET_TOKENS,
     MemoryLike,
+    append_chunks,
     batch_limit,
     check_memory,
     conditional_appends,
@@ -101,9 +114,9 @@ DIGEST_BYTES = 16  # of a stored body's canonical JSON: a collision would hide o
 # the fields of a LangChain message its stored form (`to_openai`) is made of, its content aside
 _BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs", "name",
                 "tool_call_id", "status", "artifact")
-# rounds of one sync whose edit found the log moved by another writer (nothing written,
-# read again) before it gives up (`EditConflict`): each such round is another writer's
-# append landing in the few milliseconds between a read and a write
+# rounds of one sync whose edit (or chunk of new messages) found the log moved by another
+# writer (nothing of it written, read again) before it gives up (`EditConflict`): each such
+# round is another writer's append landing in the few milliseconds between a read and a write
 MAX_EDIT_ROUNDS = 8
 # the metadata keys `to_openai` derives from a message's fields (a tool message's), compared
 # as its body is: not the id (matched on), the kept content (compared as its body's
@@ -238,16 +251,22 @@ class ConversationSync:
         many of `messages` were written and stay visible."""
         with conversation_lock(self.memory, self.conversation_id):
             written = 0
+            sent: set[int] = set()  # indexes of `messages` a chunk of this call appended
+            refused_chunk = False  # whether the last write refused was a chunk (else an edit)
             for _ in range(MAX_EDIT_ROUNDS):
                 self._load_seen()
                 new: list[BaseMessage] = []
+                new_at: list[int] = []  # each new message's index in `messages`
                 edited: dict[int, BaseMessage] = {}  # the replaced row's position -> its new version
                 keys: dict[str, int] = {}
-                for m in messages:
+                for i, m in enumerate(messages):
                     if m.id:
                         if m.id in keys:
                             continue
                         keys[m.id] = key = self._key(m)
+                    if i in sent:  # stored as this state holds it (one without an id, too)
+                        continue
+                    if m.id:
                         versions = self._seen.get(m.id)
                         # a message this state holds as it did at the last sync is no edit of
                         # this worker's: another one's edit of it since stands
@@ -256,6 +275,7 @@ class ConversationSync:
                         if versions or m.id in self._stored:
                             continue
                     new.append(m)
+                    new_at.append(i)
                 if not new and not edited:
                     self._synced.update(keys)
                     return written
@@ -272,10 +292,28 @@ class ConversationSync:
                         append_bodies(self.memory, self.conversation_id, batch,
                                       expect_position=self._last.position + 1)
                     except PositionMismatch:
+                        refused_chunk = False
                         continue  # nothing written: plan again from what the log holds now
                     self._synced.update(keys)
                     return written + len(mine)
-                positions = append_bodies(self.memory, self.conversation_id, batch)
+                # appends alone may go in chunks (an edit may not: the module's docstring)
+                chunks = [batch] if edited else append_chunks(self.memory, batch)
+                if len(chunks) > 1 and conditional_appends(self.memory):
+                    at = 0 if self._last is None else self._last.position + 1
+                    try:
+                        for chunk in chunks:
+                            # written only where the previous chunk (the first: this read) left
+                            # the log: a message another writer stored since is not stored again
+                            at = append_bodies(self.memory, self.conversation_id, chunk, expect_position=at)[-1] + 1
+                            sent.update(new_at[:len(chunk)])
+                            del new_at[:len(chunk)]
+                            written += len(chunk)
+                    except PositionMismatch:
+                        refused_chunk = True
+                        continue  # the chunks before stand: plan the rest from what the log holds now
+                    self._synced.update(keys)
+                    return written
+                positions = [p for chunk in chunks for p in append_bodies(self.memory, self.conversation_id, chunk)]
                 # a batch that cannot be conditional (a Client of an older server): another
                 # process may have hidden one of the rows it retracts first (its own edit, a
                 # pop), and then that row's copy goes (theirs stands; the retractions that hid a row stand with their
@@ -284,14 +322,14 @@ class ConversationSync:
                 redundant = self._load_seen()
                 again = [positions[retracted + k] for k in range(retracted) if positions[k] in redundant]
                 again += [p for p in positions[retracted:] if p not in again and self._earlier(p)]
-                if again:
-                    self.memory.append_many(self.conversation_id,
-                                            [{"type": RETRACT_TYPE, "position": p} for p in again])
+                # as many retractions as the chunks' messages: each chunk of them hides its own
+                for chunk in append_chunks(self.memory, [{"type": RETRACT_TYPE, "position": p} for p in again]):
+                    self.memory.append_many(self.conversation_id, chunk)
                 written += sum(1 for k in mine if positions[k] not in again)
                 if not any(positions[k] in redundant for k in range(retracted)):
                     self._synced.update(keys)
                     return written
-            raise EditConflict(self.conversation_id, MAX_EDIT_ROUNDS)
+            raise EditConflict(self.conversation_id, MAX_EDIT_ROUNDS, chunk=refused_chunk)
 
     @staticmethod
     def _key(message: BaseMessage) -> int:
