@@ -132,6 +132,10 @@ def valid_message(draw: st.DrawFn) -> dict[str, Any]:
         return {"role": "user", "content": content}
     blocks = draw(st.lists(st.one_of(thinking_block, redacted_block, text_block(), tool_use_block()),
                            min_size=1, max_size=4))
+    uses = [b for b in blocks if b["type"] == "tool_use"]
+    for n, b in enumerate(uses):  # each call of a message has an id of its own (`ids` never hold "_<n>")
+        if any(u["id"] == b["id"] for u in uses[:n]):
+            b["id"] = f"{b['id']}_{n}"
     if kind == "assistant":
         return {"role": "assistant", "content": blocks}
     return {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",

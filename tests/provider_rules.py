@@ -11,11 +11,12 @@ The rules, as the providers' docs state them:
 - OpenAI Responses: a `function_call_output` needs a `function_call` with its `call_id`
   earlier in the input ("No tool call found for function call output"), each call needs
   its output ("No tool output found for function call"), a `reasoning` item must be
-  followed by the item it produced, and no two items share an `id`.
+  followed by the item it produced, and no two items share an `id` (nor two calls or two
+  outputs a `call_id`: `responses_call_ids_once`, checked apart).
 - Anthropic Messages: the first message is `user`, roles alternate, no message or text
   block is empty, every `tool_result` is in the user message right after the assistant
   message with its `tool_use` (results first there), every `tool_use` is answered there,
-  `tool_use` ids are unique, at most 4 `cache_control` marks, thinking blocks only in
+  `tool_use` ids are unique ("tool_use ids must be unique"), at most 4 `cache_control` marks, thinking blocks only in
   assistant messages and never marked, no mark on a blank text block ("cache_control
   cannot be set for empty text blocks"), and at least one message ("at least one
   message is required"). The same marks in the OpenAI form (`Context.with_cache_control()`,
@@ -102,6 +103,19 @@ def responses_outputs_follow_their_call(items: list[dict[str, Any]], *, pending_
     for cid, i in called.items():
         if cid not in answered and not (pending_ok and i > last_text):
             out.append(f"item {i}: call {cid} has no output")
+    return out
+
+
+def responses_call_ids_once(items: list[dict[str, Any]]) -> list[str]:
+    """Responses: "Duplicate function_call_output for call_id '...'. Each function_call must
+    have exactly one matching function_call_output" (as relayed by gateways from a strict
+    Responses endpoint: hermes-agent#102629, mnfst/llm-gateway#2858): a call_id is made by
+    one call and answered by one output. Not in `responses_problems`: tiermem's Responses
+    form repeats a call_id used in two rounds (open; tests/test_anthropic_unique_tool_ids)."""
+    out: list[str] = []
+    for kinds in (("function_call", "custom_tool_call"), ("function_call_output", "custom_tool_call_output")):
+        ids = [m["call_id"] for m in items if m.get("type") in kinds]
+        out += [f"{kinds[0]} call_id {x} sent {ids.count(x)} times" for x in sorted(set(ids)) if ids.count(x) > 1]
     return out
 
 

@@ -1,7 +1,8 @@
 """Property: every context a provider is sent is one it accepts (tests/provider_rules.py),
 in each `context_format` and `system_messages` mode and in Anthropic's form. Random
 conversations mix plain turns, parallel tool calls (results in any order, some long
-enough to be trimmed, some rounds abandoned), Responses items with reasoning,
+enough to be trimmed, some rounds abandoned; ids fresh, numbered per reply as some
+servers do, or differing only in characters Anthropic does not take), Responses items with reasoning,
 retractions, clears, pins (tool messages too) and checkpoints, with calls in a row at
 one budget (epochs: appends, rewinds, middle evictions) and now and then another one;
 blank rows (an empty reply or user message, an empty tool output, a blank stored system
@@ -56,9 +57,24 @@ BLANKS = [{"role": "assistant", "content": ""}, {"role": "user", "content": ""},
 topic = st.sampled_from(TOPICS)
 
 
+# How a conversation's call ids are made (`call_ids`): fresh ones, a server's that numbers its
+# calls per reply ("call_0" every round), and ids that differ only in characters
+# Anthropic does not take ("call.0", "call_0", "call:0": one id there)
+ID_SCHEMES = ["fresh", "fresh", "per_reply", "colliding"]
+COLLIDING_SEPARATORS = "._:"
+
+
+def call_ids(scheme: str, first_id: int, count: int) -> list[str]:
+    if scheme == "per_reply":
+        return [f"call_{j}" for j in range(count)]
+    if scheme == "colliding":
+        return [f"call{COLLIDING_SEPARATORS[j]}0" for j in range(count)]
+    return [f"call_{first_id + j}" for j in range(count)]
+
+
 @st.composite
-def tool_round(draw: st.DrawFn, family: str, first_id: int) -> list[dict[str, Any]]:
-    ids = [f"call_{first_id + j}" for j in range(draw(st.integers(1, 3)))]
+def tool_round(draw: st.DrawFn, family: str, scheme: str, first_id: int) -> list[dict[str, Any]]:
+    ids = call_ids(scheme, first_id, draw(st.integers(1, len(COLLIDING_SEPARATORS))))
     answered = draw(st.permutations(ids))
     answered = answered[:len(answered) - draw(st.sampled_from([0, 0, 0, 0, 1]))]  # an abandoned call now and then
     repeats = draw(st.sampled_from([SHORT_REPEATS, SHORT_REPEATS, LONG_REPEATS, BLANK_REPEATS]))
@@ -67,9 +83,10 @@ def tool_round(draw: st.DrawFn, family: str, first_id: int) -> list[dict[str, An
         return [{"role": "assistant", "content": draw(st.sampled_from([None, "Let me check."])), "tool_calls": [
             {"id": i, "type": "function", "function": {"name": "lookup", "arguments": "{}"}} for i in ids]},
             *({"role": "tool", "tool_call_id": i, "content": text} for i, text in outputs)]
-    reasoning = [{"type": "reasoning", "id": f"rs_{ids[0]}", "summary": []}] if draw(st.booleans()) else []
-    return [*reasoning, *({"type": "function_call", "id": f"fc_{i}", "call_id": i, "name": "lookup", "arguments": "{}"}
-                          for i in ids),
+    # item ids stay unique when call ids come again (the Responses API refuses an item id twice)
+    reasoning = [{"type": "reasoning", "id": f"rs_{first_id}", "summary": []}] if draw(st.booleans()) else []
+    return [*reasoning, *({"type": "function_call", "id": f"fc_{first_id}_{j}", "call_id": i, "name": "lookup",
+                           "arguments": "{}"} for j, i in enumerate(ids)),
             *({"type": "function_call_output", "call_id": i, "output": text} for i, text in outputs)]
 
 
@@ -78,6 +95,7 @@ def script(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, Any]]]:
     """A conversation family, the caller's system prompt and the events: appends, control
     rows, pins, checkpoints, contexts."""
     family = draw(st.sampled_from(["chat", "responses"]))
+    scheme = draw(st.sampled_from(ID_SCHEMES))  # a server makes its ids one way
     system = draw(st.sampled_from(SYSTEMS))
     budget = draw(st.one_of(st.integers(100, 800), st.integers(1500, 4000)))
     first = draw(st.sampled_from(["user", "user", "user", "assistant"]))  # a log may open with a reply
@@ -97,7 +115,7 @@ def script(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, Any]]]:
         elif kind == "blank":
             events.append(("append", draw(st.sampled_from(BLANKS))))
         elif kind == "tools":
-            events += [("append", b) for b in draw(tool_round(family, calls))]
+            events += [("append", b) for b in draw(tool_round(family, scheme, calls))]
             calls += 3
         elif kind == "clear":  # an agent clears, then the user speaks
             events += [("clear", None), ("append", {"role": speaker, "content": draw(topic)})]

@@ -43,7 +43,11 @@ Invariants and policy (README, "Message formats"):
 - **One unit**: a call and its results share an id (`tool_calls[].id` / `tool_call_id`,
   `call_id` on Responses items, the function name for the legacy `function_call`);
   `call_ids` and `result_id` expose it so the planner never splits them. A `reasoning`
-  item belongs to the item after it.
+  item belongs to the item after it. The calls of one assistant message have ids of
+  their own (`repeated_call_id`; append only, as `_reasoning_summary`): two calls of one
+  id leave their results nothing to tell them apart by, and no provider emits them.
+  Across messages an id may come again (servers that number calls per reply, `call_0`
+  every round): a result answers the call of its id just before it.
 - **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
@@ -312,7 +316,7 @@ def check_body(body: object, *, stored: bool = False) -> str:
     d = _obj(body, "message")
     kind = kind_of(d)
     if kind.startswith("chat:"):
-        _check_chat(d, kind[5:])
+        _check_chat(d, kind[5:], stored=stored)
     elif kind == "message":
         _fields(d, ITEM_FIELDS["message"], "", "a Responses message")
         if d.get("role") not in RESPONSES_ROLES:
@@ -382,7 +386,19 @@ def _reasoning_id(d: dict[str, Any]) -> None:
         _fail("id", "must not be empty (a reasoning item's id is the string the provider gave it, as 'rs_...')")
 
 
-def _check_chat(d: dict[str, Any], role: str) -> None:
+def repeated_call_id(ids: list[str]) -> tuple[int, int] | None:
+    """(the first index, the index that repeats it) of the first id `ids` hold twice; None
+    when every id is its own (module docstring, "One unit"). The one rule for the calls of
+    one message, which each way in names by its own field."""
+    first: dict[str, int] = {}
+    for i, cid in enumerate(ids):
+        if cid in first:
+            return first[cid], i
+        first[cid] = i
+    return None
+
+
+def _check_chat(d: dict[str, Any], role: str, *, stored: bool = False) -> None:
     where = f"a {role} message"
     _fields(d, CHAT_FIELDS[role], "", where)
     if "name" in d:
@@ -404,6 +420,14 @@ def _check_chat(d: dict[str, Any], role: str) -> None:
             _fail("tool_calls", f"must be a list, got {type(calls).__name__}")
         for i, call in enumerate(calls):
             _tool_call(call, _join("tool_calls", i))
+        # append only: a row stored before the rule is read as stored (`to_anthropic`
+        # pairs its calls with their results by position)
+        repeat = None if stored else repeated_call_id([c["id"] for c in calls])
+        if repeat is not None:
+            first, again = repeat
+            _fail(_join(_join("tool_calls", again), "id"),
+                  f"{shown(calls[again]['id'])} is the id of tool_calls[{first}] too: each call of a message "
+                  "needs an id of its own (its result names the call by it)")
     fc = d.get("function_call")
     if fc is not None:
         f = _obj(fc, "function_call")

@@ -39,9 +39,10 @@ nothing returned to append); so is a block type other than text, image, `tool_us
 `tool_result`, thinking and redacted thinking (naming the block), an image given by
 file id, a block a role cannot hold, a block holding what stored JSON cannot (NaN or an
 infinity, a lone surrogate, an int past `str()`'s digit limit, nesting past the
-recursion limit: named by the block), and an id or tool name past the stored form's
-limits (`tiers.formats`: named by the field as sent). Whatever the input, the only
-exception is `ValidationError`, naming a field.
+recursion limit: named by the block), an id or tool name past the stored form's limits
+(`tiers.formats`: named by the field as sent), and a `tool_use` whose id another of the
+message has (`tiers.formats.repeated_call_id`: named by the second). Whatever the input,
+the only exception is `ValidationError`, naming a field.
 
 **Out** (`to_anthropic`): a `Context` as an `AnthropicRequest` (`system` blocks and
 `messages`). The system messages the context opens with (the caller's system prompt,
@@ -77,7 +78,18 @@ the request is that user message alone, never `messages=[]`, which the API refus
 ("at least one message"). Whatever the plan holds, nothing else takes its place: the
 caller's query is no message of the log (a retracted question must not come back), and
 the system blocks, with their marks, stay as planned.
-Ids are made of the characters the API accepts (`[A-Za-z0-9_-]`; OpenAI's are already).
+
+Ids: every `tool_use` id sent is unique in the request, of the characters the API
+accepts (`[A-Za-z0-9_-]`; OpenAI's are already) and at most `CALL_ID_MAX_CHARS` long;
+each `tool_result` carries its call's. The API refuses a request that repeats one
+("tool_use ids must be unique"), which a log holds where a server numbers its calls per
+reply (`call_0` every round, as Chat Completions accepts) or where two ids differ only
+in characters the API does not take (`call.1`, `call:1`). An id is sent as stored, its
+other characters made `_`, where no id before it in the request is the same; else with
+the first free suffix, `_2`, `_3`, ... (`call_0_2`). A result is matched to its call
+where it stands: in the user turn right after the assistant turn that makes the call,
+the n-th result of an id answering the n-th call of it (a message whose calls share an
+id, which append refuses today, was stored before that rule).
 
 Restoring metadata: given the `memory` the context came from, the stored rows of the
 context's tail are read (one read from the tail's first position, in pages) and each
@@ -137,6 +149,7 @@ from tiermem.tiers.formats import (
     TOOL_NAME_MAX_CHARS,
     call_ids,
     message_text,
+    repeated_call_id,
     result_id,
     to_chat,
 )
@@ -174,6 +187,8 @@ THINKING_SCOPES = ("current_loop", "all")  # which assistant turns' thinking goe
 # call's prefix), the head a middle eviction keeps, then the layers, latest first.
 BREAKPOINT_PRIORITY = ("stable", "context", "head", "late_pinned", "summary", "pinned", "system")
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+# the suffix of an id's second use in a request ("call_0_2"); its first use has none
+FIRST_REPEAT_SUFFIX = 2
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL | re.IGNORECASE)
 PDF_MEDIA_TYPE = "application/pdf"
 DATA_SCHEME = "data:"
@@ -369,6 +384,12 @@ def _texts(texts: list[str]) -> str | list[dict[str, Any]]:
 
 
 def _assistant(blocks: list[dict[str, Any]]) -> _Out:
+    uses = [(i, b["id"]) for i, b in enumerate(blocks) if b["type"] == "tool_use"]
+    repeat = repeated_call_id([cid for _i, cid in uses])
+    if repeat is not None:  # the stored form's rule (tiers.formats), named by the block as sent
+        first, again = uses[repeat[0]][0], uses[repeat[1]][0]
+        raise ValidationError(f"content[{again}].id", f"{shown(blocks[again]['id'])} is the id of content[{first}] "
+                              "too: each tool_use of a message needs an id of its own (its tool_result names it)")
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     order = ""
@@ -441,6 +462,52 @@ def _user(blocks: list[dict[str, Any]], role: str) -> list[_Out]:
 
 def _safe_id(cid: str) -> str:
     return _ID_CHARS.sub("_", cid) or "_"
+
+
+def _sent_id(cid: str, taken: set[str]) -> str:
+    """The id a call goes out under: `cid` in the API's characters, with the first suffix
+    (`_2`, `_3`, ...) that no id sent before it in the request has, cut to keep within
+    CALL_ID_MAX_CHARS (what tiermem stores and sends unchanged)."""
+    base = _safe_id(cid)
+    n = FIRST_REPEAT_SUFFIX
+    sent = base
+    while sent in taken:
+        suffix = f"_{n}"
+        sent = base[:CALL_ID_MAX_CHARS - len(suffix)] + suffix
+        n += 1
+    return sent
+
+
+def _unique_ids(turns: list[list[Any]]) -> None:
+    """Every tool_use id sent unique in the request, each tool_result naming its call's
+    (module docstring, "Ids"), in place. Ids are given in request order, each the first
+    free one, so a call's id depends only on what comes before it: appending to the
+    conversation leaves every earlier id (and the prompt cache's prefix) as it was. A
+    result answers the call of its id in the assistant turn just before it, the n-th
+    result of an id the n-th call of it; a result with no such call is left out here, as
+    `_pair` leaves it out."""
+    taken: set[str] = set()
+    asked: dict[str, list[str]] = {}  # the turn before's calls: id as stored -> ids sent, in order
+    for role, blocks in turns:  # roles alternate: consecutive messages of one role are merged
+        if role == "assistant":
+            asked = {}
+            for b in blocks:
+                if b["type"] == "tool_use":
+                    sent = _sent_id(b["id"], taken)
+                    taken.add(sent)
+                    asked.setdefault(b["id"], []).append(sent)
+                    b["id"] = sent
+            continue
+        kept: list[dict[str, Any]] = []
+        for b in blocks:
+            if b["type"] == "tool_result":
+                waiting = asked.get(b["tool_use_id"])
+                if not waiting:
+                    continue
+                b["tool_use_id"] = waiting.pop(0)
+            kept.append(b)
+        blocks[:] = kept
+        asked = {}
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
@@ -576,16 +643,16 @@ def _assistant_blocks(chat: dict[str, Any]) -> list[tuple[dict[str, Any], str | 
     for c in chat.get("tool_calls") or ():
         if c.get("type", "function") == "custom":
             cu = c.get("custom") or {}
-            out.append(({"type": "tool_use", "id": _safe_id(c["id"]), "name": cu.get("name", ""),
+            out.append(({"type": "tool_use", "id": c["id"], "name": cu.get("name", ""),
                          "input": {"input": cu.get("input", "")}}, c["id"]))
         else:
             fn = c.get("function") or {}
-            out.append(({"type": "tool_use", "id": _safe_id(c["id"]), "name": fn.get("name", ""),
+            out.append(({"type": "tool_use", "id": c["id"], "name": fn.get("name", ""),
                          "input": _tool_input(fn.get("arguments") or "")}, c["id"]))
     fc = chat.get("function_call")
     calls = call_ids(chat)
     if isinstance(fc, dict) and calls:
-        out.append(({"type": "tool_use", "id": _safe_id(calls[-1]), "name": fc.get("name", ""),
+        out.append(({"type": "tool_use", "id": calls[-1], "name": fc.get("name", ""),
                      "input": _tool_input(fc.get("arguments") or "")}, calls[-1]))
     return out
 
@@ -648,7 +715,7 @@ def _blocks_of(chat: dict[str, Any], stored: _Stored) -> tuple[str, list[dict[st
         return "assistant", _restore([b for b, _owner in _assistant_blocks(chat)], meta, exact=exact)
     if rid is not None:  # tool, function
         content = chat.get("content")
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": _safe_id(rid)}
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": rid}
         kept = meta.get(CONTENT_KEY)
         if exact and isinstance(kept, list):
             result["content"] = _without_cache_control(copy.deepcopy(kept))
@@ -748,6 +815,7 @@ def to_anthropic(ctx: Context, memory: MemoryLike | None = None, *,
                     turns.append([role, blocks])
             mark = next((b for b in reversed(blocks) if b["type"] not in THINKING_TYPES), mark)
         last_block.append(mark)
+    _unique_ids(turns)
     turns = _pair(turns)
     if thinking == "current_loop":
         turns = _current_loop_thinking(turns)
