@@ -1,4 +1,10 @@
-"""The public home of tiermem's exceptions (defined in `tiers.errors`, the lowest layer)."""
+"""The public home of tiermem's exceptions (defined in `tiers.errors`, the lowest layer).
+
+Every exception class of `tiers.errors` is exported here, but `CatchUpStopped`: it ends an
+embedding catch-up from inside its own hook and its owner catches it, so no call raises it
+to a caller (tests/test_errors_all_exported.py holds the list, and the classes defined
+elsewhere in the package that are internal, with why).
+"""
 
 from tiermem.tiers.errors import (
     BudgetTooSmall,
@@ -11,9 +17,13 @@ from tiermem.tiers.errors import (
     EmbeddingModelUnreadable,
     EmbeddingRuntimeError,
     EmbeddingUnavailable,
+    HotAccessDenied,
+    HotOutOfMemory,
+    HotReadOnly,
     HotStale,
     HotStateLost,
     HotTurnNotResident,
+    IdempotencyKeyReused,
     ImportConflict,
     ImportErased,
     LimitExceeded,
@@ -26,6 +36,7 @@ from tiermem.tiers.errors import (
     SchemaTooNew,
     ServerTooOld,
     ServiceAuthError,
+    ServiceConfigError,
     ServiceError,
     ServiceUnavailable,
     StorageReadOnly,
@@ -48,9 +59,13 @@ __all__ = [
     "EmbeddingModelUnreadable",
     "EmbeddingRuntimeError",
     "EmbeddingUnavailable",
+    "HotAccessDenied",
+    "HotOutOfMemory",
+    "HotReadOnly",
     "HotStale",
     "HotStateLost",
     "HotTurnNotResident",
+    "IdempotencyKeyReused",
     "ImportConflict",
     "ImportErased",
     "LimitExceeded",
@@ -63,6 +78,7 @@ __all__ = [
     "SchemaTooNew",
     "ServerTooOld",
     "ServiceAuthError",
+    "ServiceConfigError",
     "ServiceError",
     "ServiceUnavailable",
     "StorageReadOnly",

@@ -33,6 +33,7 @@ from fastapi.security import HTTPBearer
 
 from tiermem.config import DEFAULT_MAX_ID_CHARS
 from tiermem.errors import ConversationNotFound, ValidationError
+from tiermem.errors import ServiceConfigError as ServiceConfigError  # defined in tiers.errors; found here too
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_type
 from tiermem.tiers.models import NAMESPACE_PATTERN, NAMESPACE_SEPARATOR, namespace_within, validate_namespace
@@ -64,10 +65,6 @@ NsHeader = Annotated[
         json_schema_extra={"pattern": NAMESPACE_PATTERN.pattern, "maxLength": DEFAULT_MAX_ID_CHARS},
     ),
 ]
-
-
-class ServiceConfigError(ValueError):
-    """The service cannot start with this configuration (e.g. auth on, no tokens)."""
 
 
 # -- tokens and grants ---------------------------------------------------------------------------
