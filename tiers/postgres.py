@@ -79,7 +79,9 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   Once an erasure has committed nothing fails it (it returns its report): a step after
   the commit that fails (the caller's `on_erased`, the scrub, the size after it; no
   pooled connection in time, a lock timeout) is left owed, recorded with the commit
-  (`redis_purge`, the scrub's marker) and done later.
+  (`redis_purge`, the scrub's marker) and done later. The open that finds the scrub
+  owed runs it; failing or stalled there (StoreStalled past the maintenance deadline),
+  it stays owed and the store opens all the same (logged): the next open retries.
 - Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
@@ -963,13 +965,18 @@ class PostgresStore(SharedQueries):
 
     def _finish_scrub(self) -> None:
         """An erasure whose rewrite did not run (its process died after the commit, or
-        the VACUUM failed) is scrubbed now, at the next open."""
+        the VACUUM failed) is scrubbed now, at the next open. One that fails or stalls
+        here leaves the scrub owed (its marker kept) and the store open: the next open
+        (or erasure, or reclaim()) retries."""
         try:
             if not self._read("SELECT 1 FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)):
                 return
             self.reclaim()
             log.info("finished the scrub of an erasure interrupted before it was done")
-        except psycopg.Error:  # a lock timeout, a read-only role: the next open retries
+        except AFTER_COMMIT_ERRORS:
+            # a lock timeout, a read-only role; or StoreStalled: a VACUUM behind another
+            # session's lock (no lock_timeout) or longer than the maintenance deadline, which
+            # would fail every open as long as that lasts, the store unusable meanwhile
             log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
 
     # -- plumbing ------------------------------------------------------------------

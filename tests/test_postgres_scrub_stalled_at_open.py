@@ -1,0 +1,105 @@
+"""An erasure's scrub left owed, whose VACUUM stalls when the next store opens, does not
+fail the open: the store opens, the scrub stays owed (logged), and the next open does it.
+
+A store that opens finishes an interrupted erasure's rewrite of the tables (`VACUUM
+(FULL, ANALYZE)`, `_finish_scrub`). Stalled past the maintenance deadline (behind another
+session's read lock, with no lock_timeout; or a rewrite that outlasts the deadline), the
+VACUUM ends in StoreStalled: the watchdog's cut, or on a caller's pool the server's
+cancel. `_finish_scrub` caught only psycopg.Error, so that StoreStalled failed the whole
+open, and every later open as long as the lock (or the table's size) stayed, although its
+comment said "the next open retries". Now the open succeeds, the marker stays, and the
+next open scrubs.
+
+The embedded PostgreSQL; the store's own pool and a caller's pool of one connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from psycopg_pool import ConnectionPool
+
+from tiermem.tiers.cold import SCRUB_PENDING_KEY
+from tiermem.tiers.models import Message
+from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.tokens import BpeTokenCounter
+
+MAINTENANCE_S = 2.0  # the opening store's maintenance deadline: the stalled VACUUM's bound
+# the open's own round trips (bootstrap, migrations check, the marker's read) past it, at
+# most, on a loaded 2-core machine
+SLACK_S = 3.0
+
+Opener = Callable[[str], PostgresStore]
+
+
+def owed(url: str, schema: str) -> bool:
+    """Whether the store records an erasure's rewrite as still to do."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
+                            (SCRUB_PENDING_KEY,)).fetchone() is not None
+
+
+@pytest.fixture(params=["own_pool", "callers_pool"])
+def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
+    """Opens a store on a schema, with the short maintenance deadline and no lock_timeout
+    (None: the session's, 0, is in force: the VACUUM waits for the reader's lock)."""
+    pools: list[ConnectionPool] = []
+
+    def open_store(schema: str) -> PostgresStore:
+        if request.param == "own_pool":
+            return PostgresStore(pg_url, tokens=counter, schema=schema, lock_timeout_ms=None,
+                                 maintenance_timeout_s=MAINTENANCE_S)
+        pool = ConnectionPool(pg_url, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
+        pools.append(pool)
+        return PostgresStore(pool=pool, tokens=counter, schema=schema, lock_timeout_ms=None,
+                             maintenance_timeout_s=MAINTENANCE_S)
+
+    try:
+        yield open_store
+    finally:
+        for pool in pools:
+            pool.close()
+
+
+def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
+        opener: Opener, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+        caplog: pytest.LogCaptureFixture) -> None:
+    schema = fresh_schema()
+    first = PostgresStore(pg_url, tokens=counter, schema=schema)
+    try:
+        first.append("c", Message(role="user", content="hello"), namespace="ns")
+    finally:
+        first.close()
+    # what an erasure whose process died after its commit leaves: the scrub's marker
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".meta(key, value) VALUES (%s, %s)', (SCRUB_PENDING_KEY, "1"))
+
+    holder = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
+    try:
+        holder.execute(f'SELECT count(*) FROM "{schema}".messages').fetchone()
+        began = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="tiermem.postgres"):
+            store = opener(schema)  # raised StoreStalled before
+        took = time.monotonic() - began
+        try:
+            assert took < MAINTENANCE_S + SLACK_S
+            assert any("the next open retries" in r.getMessage() and r.exc_info for r in caplog.records)
+            assert owed(pg_url, schema)  # not done: still owed
+            # the store serves while the scrub waits
+            store.append("c", Message(role="user", content="after"), namespace="ns")
+            assert [m.body["content"] for m in store.history(store.key_of("ns", "c") or "")] == ["hello", "after"]
+        finally:
+            store.close()
+    finally:
+        holder.rollback()
+        holder.close()
+
+    # the lock gone, the next open does the scrub
+    again = opener(schema)
+    again.close()
+    assert not owed(pg_url, schema)
