@@ -7,7 +7,8 @@ HTTP append's optional conditions, `expect_position` and `expect_incarnation`: s
 if the conversation goes on at that position and is still the incarnation named, else a
 tool error naming the position expected and found, nothing written; every append answers
 the conversation's `incarnation` as the HTTP service's opaque token, never the store's
-key, and a token sent back is matched against the conversation's key as HTTP's is), `context` for a query under a token budget (with the plan's reasons),
+key, and a token sent back is matched against the conversation's key as HTTP's is,
+by the same function: `tiermem.service.schemas.incarnation_key`), `context` for a query under a token budget (with the plan's reasons),
 `history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument, checked after the id's own checks). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
@@ -55,8 +56,6 @@ INSTRUCTIONS = (
 # the service's incarnation tokens (tiermem.service.schemas.INCARNATION_PATTERN, which a test
 # holds this equal to; not imported: see `render`)
 INCARNATION_PATTERN = "^[0-9a-f]{32}$"
-# what an expect_incarnation matching no live incarnation becomes: no key is empty
-NO_KEY = ""
 ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one message appended
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
@@ -114,16 +113,12 @@ def _one_message(exc: ValidationError) -> ValidationError:
 
 
 def _expected_key(mem: LocalMemory, conversation_id: str, token: str | None) -> str | None:
-    """The store's key `token` (an `incarnation` an append answered) stands for, read now,
-    as the HTTP append reads it: the conversation's key if its token is `token`, else
-    `NO_KEY`, which no conversation has, so the append's own check (inside its
-    transaction) refuses it as an incarnation gone since."""
-    if token is None:
-        return None
+    """The store's key `token` stands for, read as the HTTP append reads it
+    (`incarnation_key`). Imported here: see `render`."""
+    from tiermem.service.schemas import incarnation_key
+
     base, ns = _store(mem)
-    conv = validate_id(conversation_id, "conversation_id", base.config.max_id_chars)
-    key = base.cold.key_of(ns, conv)
-    return key if key is not None and _token(mem, key) == token else NO_KEY
+    return incarnation_key(base, ns, conversation_id, token, base.config.max_id_chars)
 
 
 def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver | None = None,

@@ -12,6 +12,8 @@ converted by `tiermem.adapters.anthropic` alone, so HTTP and the library agree.
 A conversation's incarnation is answered as an opaque token (`incarnation_token`), never
 as the store's key: the key is the bare name the first time the name is used anywhere in
 the database, so a tenant would read from it whether its id is, or was, used elsewhere.
+A token sent back is turned into the key it stands for here alone (`incarnation_key`),
+for the HTTP appends and the MCP append tool alike.
 """
 
 import hashlib
@@ -32,6 +34,7 @@ from tiermem.memory import (
     MAX_PIN_PRIORITY,
     MAX_SEARCH_K,
     MIN_PIN_PRIORITY,
+    Memory,
 )
 from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.tiers.models import (
@@ -44,6 +47,7 @@ from tiermem.tiers.models import (
     Message,
     StoredMessage,
     check_session_chars,
+    validate_id,
 )
 from tiermem.tiers.zones import MAX_ZONE_NAME_CHARS, TIMEZONE_DOC
 
@@ -555,6 +559,26 @@ def incarnation_token(db_uuid: str, key: str) -> str:
     nothing of the key (a digest keyed by the database's id, which no route answers)."""
     return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), key=db_uuid.encode()[:hashlib.blake2b.MAX_KEY_SIZE],
                            digest_size=INCARNATION_DIGEST_BYTES).hexdigest()
+
+
+# what a token matching no live incarnation stands for: no key is empty (a name is never
+# empty), so the append's own check refuses it as an incarnation gone since
+NO_KEY = ""
+
+
+def incarnation_key(mem: Memory, namespace: str, conversation_id: str, token: str | None,
+                    max_id_chars: int) -> str | None:
+    """The store's key `token` (an `incarnation` an append answered: `incarnation_token`)
+    stands for, read now: the conversation's key if its token is `token`, else `NO_KEY`,
+    which no conversation has; None for no token. Race-free where it counts: the append
+    checks the key again inside its transaction, so an incarnation gone since is refused
+    there. The HTTP appends and the MCP append tool both read it here; the id is checked
+    first against the caller's `max_id_chars`, as the append checks it."""
+    if token is None:
+        return None
+    conv = validate_id(conversation_id, "conversation_id", max_id_chars)
+    key = mem.cold.key_of(namespace, conv)
+    return key if key is not None and incarnation_token(mem.cold.db_uuid, key) == token else NO_KEY
 
 
 def error_body(loc: Iterable[str | int], msg: str, type_: str) -> dict[str, Any]:

@@ -25,9 +25,10 @@ conversation goes on at that position and is still that incarnation, else 409
 after the messages are validated and a replay under a key answered (a replay answers the
 first outcome, whatever the log holds now). Both answer the `incarnation` the messages
 went to, as the opaque token `incarnation_token` makes of the store's key; a token sent
-back is matched against the conversation's key now, and one that does not match (or no
-conversation) is passed on as a key no conversation has, so the append's own check
-refuses it as a gone incarnation.
+back is matched against the conversation's key now (`schemas.incarnation_key`, which the
+MCP append tool reads it by too), and one that does not match (or no conversation) is
+passed on as a key no conversation has, so the append's own check refuses it as a gone
+incarnation.
 """
 
 import re
@@ -67,6 +68,7 @@ from tiermem.service.schemas import (
     PinIn,
     PinOut,
     finite,
+    incarnation_key,
     incarnation_token,
     stored_out,
 )
@@ -83,9 +85,6 @@ conversation_routes = APIRouter(prefix=CONVERSATION)
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
 _ONLY_MESSAGE = "messages[0]"  # how append_outcome names the one message of the single append
 _KEY_FIELD = "idempotency_key"  # how the library names the key; the caller sent it as a header
-# what an expect_incarnation matching no live incarnation becomes: no key is empty (a name
-# is never empty), so the append's own check refuses it as an incarnation gone since
-_NO_KEY = ""
 
 IdempotencyKey = Annotated[str | None, Header(
     alias=IDEMPOTENCY_HEADER,
@@ -112,18 +111,6 @@ def _checked_key(key: str | None) -> str | None:
         raise _as_header(exc) from None
 
 
-def _expected_key(runtime: Runtime, ns: str, conversation_id: str, token: str | None) -> str | None:
-    """The store's key `token` (an `incarnation` this service answered) stands for, read
-    now: the conversation's key if its token is `token`, else `_NO_KEY`. Race-free: the
-    append checks the key again inside its transaction."""
-    if token is None:
-        return None
-    mem = runtime.mem()
-    conv = validate_id(conversation_id, "conversation_id", runtime.config.max_id_chars)
-    key = mem.cold.key_of(ns, conv)
-    return key if key is not None and incarnation_token(mem.cold.db_uuid, key) == token else _NO_KEY
-
-
 def _mismatch(exc: PositionMismatch, token: str | None) -> PositionMismatch:
     """`exc` naming the incarnation as the caller sent it (the library's names none)."""
     exc.expected_incarnation = token
@@ -146,7 +133,8 @@ def _replayed(response: Response, replayed: bool) -> None:
 def append(conversation_id: ConvId, message: ConditionalMessageIn, ns: Ns, runtime: RuntimeDep, response: Response,
            idempotency_key: IdempotencyKey = None) -> AppendOut:
     key = _checked_key(idempotency_key)
-    expect_key = _expected_key(runtime, ns, conversation_id, message.expect_incarnation)
+    expect_key = incarnation_key(runtime.mem(), ns, conversation_id, message.expect_incarnation,
+                                 runtime.config.max_id_chars)
     try:  # the body as sent, nulls included; the conditions are declared fields, not of the body
         out = runtime.mem().append_outcome(conversation_id, [message], namespace=ns, idempotency_key=key,
                                            expect_position=message.expect_position, expect_incarnation=expect_key)
@@ -179,7 +167,8 @@ def append_batch(conversation_id: ConvId, batch: BatchIn, ns: Ns, runtime: Runti
         sent_as: list[int] | None = None
     else:
         messages, sent_as = _from_anthropic(batch.messages, runtime.config.max_metadata_bytes)
-    expect_key = _expected_key(runtime, ns, conversation_id, batch.expect_incarnation)
+    expect_key = incarnation_key(runtime.mem(), ns, conversation_id, batch.expect_incarnation,
+                                 runtime.config.max_id_chars)
     try:
         out = runtime.mem().append_outcome(conversation_id, messages, namespace=ns, session_id=batch.session_id,
                                            idempotency_key=key, expect_position=batch.expect_position,
