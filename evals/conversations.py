@@ -44,8 +44,12 @@ today (`tiers.formats.as_appended`: `summary: []`), as an export now writes it, 
 store the previous release wrote can be moved or restored; a stored row is compared with
 the file in that form too. So is what `Memory.append_many` checks beyond the message:
 the conversation id's length (`max_id_chars`) and that a retraction names an earlier
-message of its conversation (positions counted in file order within the conversation:
-the positions the import writes). A bad line is reported by line number (LoCoMo: the sample's number in the
+message of its conversation (positions counted in file order within the conversation,
+every line's messages counted). Where bad lines are skipped, the messages after one are
+written at positions that count the good lines only, and a retraction is renumbered to
+where the message it names is written, so it hides the same message; one that names a
+skipped message, or whose message cannot be told (after a skipped line of no known
+conversation, or whose messages are not a list), is a bad line too. A bad line is reported by line number (LoCoMo: the sample's number in the
 list, its id and the turn's `dia_id`); `strict` (the default) refuses the file with every
 bad line named and nothing read, otherwise bad lines (LoCoMo: bad turns) are skipped and
 listed (a file whose every line is bad is refused with them named). So an import either writes the whole file or stops before writing anything.
@@ -86,7 +90,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,7 +116,7 @@ from tiermem.tiers.errors import (
     PositionMismatch,
     ValidationError,
 )
-from tiermem.tiers.formats import as_appended, canonical_role, is_control
+from tiermem.tiers.formats import RETRACT_TYPE, as_appended, canonical_role, is_control
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
@@ -303,26 +307,79 @@ def _conv_id(obj: dict[str, Any], default: str | None, max_id_chars: int) -> str
 
 def _check_control(msg: dict[str, Any], position: int, field: str) -> None:
     """A retraction must name an earlier message (Memory._check_controls): checked here,
-    with `position` the message's index in its conversation, which is its log position
-    once imported (an import appends to an empty conversation or after the same messages)."""
+    with `position` the message's index in its conversation, counted in file order (every
+    line's messages, skipped ones too: `_Numbering`)."""
     if is_control(msg) and "position" in msg and msg["position"] >= position:
         raise ValidationError(field, f"must name an earlier message: {msg['position']} is not written yet "
                               f"(this row would be written at position {position})")
+
+
+@dataclass
+class _Numbering:
+    """One conversation's positions: the file's (a message's index among the messages of
+    every line of its conversation, as the file's author and `tiermem export` number
+    them, and as a retraction's `position` names one) and the import's (the good lines'
+    messages only: the log positions it writes). They differ after a skipped line
+    (`--skip-bad`): a retraction is renumbered to the import's position of the message it
+    names, or skipped, with the reason, where that message was skipped too or where a
+    skipped line's count of messages is not known (`unknown_from`)."""
+    file_next: int = 0  # the next message's position in the file's numbering
+    # (first file position, line) of each skipped line's messages, with how many: (start, count, line)
+    skipped: list[tuple[int, int, int]] = field(default_factory=list)
+    # (file position, line): from there on the file's numbering is not known (a skipped line
+    # whose messages could not be counted, or whose conversation could not be told)
+    unknown_from: tuple[int, int] | None = None
+
+    def skip(self, count: int | None, line: int) -> None:
+        """A skipped line of this conversation holding `count` messages (None: not known)."""
+        if count is None:
+            if self.unknown_from is None:
+                self.unknown_from = (self.file_next, line)
+            return
+        if count:
+            self.skipped.append((self.file_next, count, line))
+            self.file_next += count
+
+    def written(self, target: int, field: str) -> int:
+        """The import's position of the file's message `target` (earlier than `file_next`),
+        or ValidationError (naming `field`) where it was not imported or is not known."""
+        if self.unknown_from is not None and target >= self.unknown_from[0]:
+            raise ValidationError(field, f"{target} cannot be told among the imported messages: line "
+                                  f"{self.unknown_from[1]} was skipped and how many messages of this "
+                                  "conversation it held is not known, so the message this names is not known")
+        before = 0
+        for start, count, line in self.skipped:
+            if start <= target < start + count:
+                raise ValidationError(field, f"names the message at position {target}, which line {line} held "
+                                      "and was skipped: what it hides is not imported")
+            if start + count <= target:
+                before += count
+        return target - before
 
 
 # (conversation id, its messages each with its message_id, its probes): one good object
 Item = tuple[str, list[tuple[dict[str, Any], str | None]], list[Probe]]
 
 
-def _parse_item(obj: Any, positions: dict[str, int], limits: dict[str, int], default_conv: str | None) -> Item:
-    """One object of the conversations format, all or nothing. `positions`: each
-    conversation's next position (the messages of the good objects before this one)."""
+def _parse_item(obj: Any, numbering: Callable[[str], _Numbering], limits: dict[str, int],
+                default_conv: str | None) -> Item:
+    """One object of the conversations format, all or nothing. `numbering(cid)`: that
+    conversation's positions so far (the file's and the import's: `_Numbering`); a
+    retraction is checked in the file's numbering and stored in the import's."""
     if not isinstance(obj, dict):
         raise ValidationError("line", f"must be a JSON object, got {type(obj).__name__}")
     cid = _conv_id(obj, default_conv, limits["max_id_chars"])
-    start = positions.get(cid, 0)  # the next message's position
+    num = numbering(cid)
+    start = num.file_next  # the next message's position in the file's numbering
     messages: list[tuple[dict[str, Any], str | None]] = []
     probes: list[Probe] = []
+
+    def placed(msg: dict[str, Any], position: int, field: str) -> dict[str, Any]:
+        _check_control(msg, position, field)
+        if is_control(msg) and "position" in msg:
+            return {**msg, "position": num.written(msg["position"], field)}
+        return msg
+
     if "messages" in obj or "probes" in obj:
         extra = set(obj) - {"conversation_id", "messages", "probes"}
         if extra:
@@ -337,8 +394,7 @@ def _parse_item(obj: Any, positions: dict[str, int], limits: dict[str, int], def
                 msg, mid = _message(m, limits)
             except ValidationError as exc:
                 raise ValidationError(f"messages[{i}].{exc.field}", exc.problem) from None
-            _check_control(msg, start + i, f"messages[{i}].position")
-            messages.append((msg, mid))
+            messages.append((placed(msg, start + i, f"messages[{i}].position"), mid))
         raw_probes = obj.get("probes", [])
         if not isinstance(raw_probes, list):
             raise ValidationError("probes", "must be a list")
@@ -347,9 +403,23 @@ def _parse_item(obj: Any, positions: dict[str, int], limits: dict[str, int], def
         probes = [_probe(obj["probe"])]
     else:
         msg, mid = _message(obj, limits)
-        _check_control(msg, start, "position")
-        messages.append((msg, mid))
+        messages.append((placed(msg, start, "position"), mid))
     return cid, messages, probes
+
+
+def _bad_item_place(obj: Any, default_conv: str | None, max_id_chars: int) -> tuple[str | None, int | None]:
+    """A bad object's conversation and how many messages it held in the file's numbering,
+    each None where the object does not say (`_Numbering.skip`)."""
+    if not isinstance(obj, dict):  # a line that is not JSON (a BadLine) or not an object
+        return None, None
+    try:
+        cid = _conv_id(obj, default_conv, max_id_chars)
+    except ValidationError:
+        return None, None
+    if "messages" in obj or "probes" in obj:
+        items = obj.get("messages", [])
+        return cid, len(items) if isinstance(items, list) else None
+    return cid, 0 if "probe" in obj else 1
 
 
 def locomo_ids(sample_ids: list[str], max_chars: int) -> list[str]:
@@ -650,21 +720,48 @@ def _is_locomo(path: Readable, name: str) -> bool:
 
 
 def _conversation_items(path: Readable, name: str, as_list: bool, limits: dict[str, int],
-                        default_conv: str | None, bad: list[BadLine]) -> Iterator[Item]:
+                        default_conv: str | None, bad: list[BadLine], *, skipping: bool) -> Iterator[Item]:
     """Each good object of a conversations-format file, in file order; each bad one (a
-    line or item) goes to `bad`, and adds nothing (so positions count good objects only)."""
-    positions: dict[str, int] = {}
+    line or item) goes to `bad`. `skipping` (the file is imported without its bad lines):
+    a bad line writes nothing, so the messages after it are written at positions that
+    count good objects only, and a later retraction of its conversation is renumbered to
+    them (or is bad itself, where what it names was skipped or cannot be told:
+    `_Numbering`); a bad line whose conversation cannot be told makes the file's numbering
+    unknown from there in every conversation. Not skipping, a bad line refuses the file:
+    a retraction is only checked in the file's numbering (what it names is not bad for a
+    line before it being bad)."""
+    numbering: dict[str, _Numbering] = {}
+    unknown_line: int | None = None  # the first bad line of no known conversation
+
+    def of(cid: str) -> _Numbering:
+        if cid not in numbering:
+            numbering[cid] = _Numbering(unknown_from=None if unknown_line is None else (0, unknown_line))
+        return numbering[cid]
+
     for n, obj in _objects(path, name, as_list):
         if isinstance(obj, BadLine):
             bad.append(obj)
+        else:
+            try:
+                item = _parse_item(obj, of, limits, default_conv)
+            except ValidationError as exc:
+                bad.append(BadLine(n, str(exc)))
+            else:
+                of(item[0]).file_next += len(item[1])
+                yield item
+                continue
+        cid, count = _bad_item_place(obj, default_conv, limits["max_id_chars"])
+        if not skipping:
+            if cid is not None:
+                of(cid).file_next += count or 0
             continue
-        try:
-            item = _parse_item(obj, positions, limits, default_conv)
-        except ValidationError as exc:
-            bad.append(BadLine(n, str(exc)))
+        if cid is not None:
+            of(cid).skip(count, n)
             continue
-        positions[item[0]] = positions.get(item[0], 0) + len(item[1])
-        yield item
+        if unknown_line is None:
+            unknown_line = n
+        for num in numbering.values():
+            num.skip(None, n)
 
 
 def _locomo_items(path: Readable, name: str, limits: dict[str, int],
@@ -805,7 +902,8 @@ def read_conversations(
                 out.append(ConversationData(cid, [m for _d, m in turns], [d or None for d, _m in turns], probes))
             return Dataset(Path(shown), "locomo", out, bad, skipped_evidence=skipped)
         convs: dict[str, ConversationData] = {}
-        for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad):
+        for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad,
+                                                         skipping=not strict):
             have = convs.setdefault(cid, ConversationData(cid))
             have.messages += [m for m, _mid in messages]
             have.message_ids += [mid for _m, mid in messages]
@@ -861,8 +959,9 @@ class FileData:
                     yield c.conversation_id, msg
             return
         as_list = _is_json_list(self.source, name)
+        # a file with bad lines read this far was checked skipping them (or had none)
         for cid, messages, _probes in _conversation_items(self.source, name, as_list, self.limits,
-                                                          self.conversation_id, scratch):
+                                                          self.conversation_id, scratch, skipping=True):
             for msg, _mid in messages:
                 yield cid, msg
 
@@ -931,7 +1030,8 @@ def open_conversations(
             yield FileData(Path(shown), "locomo", counts, bad, skipped, src, limits, None, seen)
             return
         convs: dict[str, ConversationCount] = {}
-        for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad):
+        for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad,
+                                                         skipping=not strict):
             c = convs.setdefault(cid, ConversationCount(cid))
             for msg, _mid in messages:
                 c.add(msg)
@@ -1109,7 +1209,23 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
     return report
 
 
-def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: str) -> Iterator[dict[str, Any]]:
+@dataclass
+class ExportReport:
+    """What `export_lines` left out, for its caller to say: stored rows the store could
+    not read (`Memory.history` skips them, logging a salvage warning: a row an older
+    release stored in a form read today refuses), retractions that hid one of those
+    (kept, they would hide whatever the import writes at that place), as (conversation,
+    position) pairs in the store's numbering."""
+    unreadable: list[tuple[str, int]] = field(default_factory=list)
+    dropped_retractions: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unreadable and not self.dropped_retractions
+
+
+def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: str,
+                 report: ExportReport | None = None) -> Iterator[dict[str, Any]]:
     """Every stored message of the conversations (all of `namespace`'s when None) as lines
     of the conversations format, in log order: `tiermem import` of them gives the same
     histories (bodies, sessions, metadata, times), and re-importing into the same data dir
@@ -1117,14 +1233,37 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     (`tiers.formats.as_appended`: a reasoning item stored before its summary was required
     gets `summary: []`, so the line imports; its copy is read as the original is sent). A
     conversation named twice is exported once (import would read the second copy as more
-    messages of the same conversation)."""
+    messages of the same conversation).
+
+    Positions: an import numbers a conversation's messages by their place in the file,
+    so a stored row that cannot be read (a gap in what history returns, or missing at its
+    end) would move every later message down one, and a retraction, which names a
+    position, would hide another message. Each retraction's position is written in the
+    file's numbering (the place of the message it hides among the lines written), and
+    one that hid an unreadable row is left out; both go to `report`, which the caller
+    must say (the export is not the store's whole log)."""
+    report = report if report is not None else ExportReport()
     ids = memory.conversations(namespace) if conversation_ids is None else list(dict.fromkeys(conversation_ids))
     for cid in ids:
+        key = memory.cold.key_of(namespace, cid)
+        # read before the rows: what is appended meanwhile is past it, and no gap
+        last = memory.cold.last_position(key) if key is not None else -1
+        at: dict[int, int] = {}  # a stored position -> its place in the file
+        expected = 0  # the stored position the next row read should have
         for m in memory.history(cid, namespace=namespace):
-            line: dict[str, Any] = {"conversation_id": cid, "message": as_appended(m.body),
-                                    "created_at": m.created_at}
+            report.unreadable += [(cid, p) for p in range(expected, m.position)]
+            expected = m.position + 1
+            body = as_appended(m.body)
+            if body.get("type") == RETRACT_TYPE:
+                if body["position"] not in at:  # an unreadable row, or a retraction left out itself
+                    report.dropped_retractions.append((cid, m.position))
+                    continue
+                body = {**body, "position": at[body["position"]]}
+            at[m.position] = len(at)
+            line: dict[str, Any] = {"conversation_id": cid, "message": body, "created_at": m.created_at}
             if m.session_id is not None:
                 line["session_id"] = m.session_id
             if m.metadata is not None:
                 line["metadata"] = m.metadata
             yield line
+        report.unreadable += [(cid, p) for p in range(expected, last + 1)]

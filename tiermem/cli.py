@@ -1510,14 +1510,53 @@ def export_json(line: dict[str, Any]) -> str:
     return json.dumps(line, ensure_ascii=False).translate(EXPORT_ESCAPES)
 
 
+# an export's note of the rows it left out names this many positions of a conversation,
+# then a count: a store damaged throughout is named, not listed
+EXPORT_POSITIONS_SHOWN = 10
+
+
+def _positions_text(positions: list[int]) -> str:
+    shown = ", ".join(map(str, positions[:EXPORT_POSITIONS_SHOWN]))
+    more = len(positions) - EXPORT_POSITIONS_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _export_losses(report: Any) -> list[str]:
+    """One line per conversation the export could not carry whole (`ExportReport`)."""
+    by_conv: dict[str, tuple[list[int], list[int]]] = {}
+    for cid, pos in report.unreadable:
+        by_conv.setdefault(cid, ([], []))[0].append(pos)
+    for cid, pos in report.dropped_retractions:
+        by_conv.setdefault(cid, ([], []))[1].append(pos)
+    out = []
+    for cid, (unreadable, dropped) in by_conv.items():
+        parts = []
+        if unreadable:
+            parts.append(f"stored row(s) at position(s) {_positions_text(unreadable)} cannot be read "
+                         "(see the salvage warning) and are not exported")
+        if dropped:
+            parts.append(f"the retraction(s) at position(s) {_positions_text(dropped)} hid one of them "
+                         "and are not exported either")
+        out.append(f"conversation {cid!r}: " + "; ".join(parts))
+    return out
+
+
 @cli.command("export")
 @click.argument("conversations", nargs=-1, type=TEXT)
 @click.option("--out", "-o", "out", type=OutputPath(allow_dash=True), default="-",
               show_default=True, help="The JSONL file to write (- for stdout).")
+@click.option("--skip-unreadable", is_flag=True,
+              help="Export without the stored rows that cannot be read (each named on stderr) instead of failing.")
 @pass_state
-def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -> None:
-    """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back."""
-    from tiermem.evals.conversations import export_lines
+def export_command(state: CliState, conversations: tuple[str, ...], out: Path, skip_unreadable: bool) -> None:
+    """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back.
+
+    A stored row that cannot be read (an older release's, skipped by history with a
+    salvage warning) fails the export: each is named, -o writes nothing (a file there
+    stays) and the exit status is 1, as a backup without it is not the store's log;
+    --skip-unreadable exports the rest. Either way each retraction hides the message it
+    hid (its position is the file's), and one that hid an unreadable row is left out."""
+    from tiermem.evals.conversations import ExportReport, export_lines
 
     mem = state.memory(hot=False)
     ids = list(conversations) or None
@@ -1526,16 +1565,34 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path) -
         missing = [c for c in ids if c not in known]
         if missing:
             raise CliError(f"no conversation {missing[0]!r} in namespace {state.namespace!r}")
-    lines = (export_json(x) + "\n" for x in export_lines(mem, ids, namespace=state.namespace))
+    report = ExportReport()
+    lines = (export_json(x) + "\n" for x in export_lines(mem, ids, namespace=state.namespace, report=report))
+
+    def said_losses() -> None:
+        """Name what was left out; fail unless that was asked for (inside `_replacing`,
+        so the file is not written)."""
+        if report.complete:
+            return
+        for loss in _export_losses(report):
+            click.echo(f"warning: {loss}", err=True)
+        if not skip_unreadable:
+            n = len(report.unreadable)
+            where = ("the lines written lack them" if str(out) == "-"
+                     else f"nothing was written to {out} (a file there stays as it was)")
+            raise CliError(f"{n} stored row(s) cannot be read, so the export is not the store's whole log: "
+                           f"{where}; pass --skip-unreadable to export the rest")
+
     if str(out) == "-":
         for line in lines:
             click.echo(line, nl=False)
+        said_losses()
         return
     n = 0
     with _replacing(out) as fh:
         for line in lines:
             fh.write(line)
             n += 1
+        said_losses()
     click.echo(f"exported {n} message(s) to {out}", err=True)
 
 
