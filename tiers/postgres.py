@@ -56,7 +56,8 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   caller's connection (`SET LOCAL`; reclaim()'s VACUUM, outside any transaction, sets it
   with a statement_timeout inside the maintenance deadline for the checkout only, set
   back with CALLER_SETTINGS: the server ends it there, no cut, no backend left queued
-  for the tables' locks), so the locks of a cut erasure
+  for the tables' locks; on our own pool the VACUUM has that statement_timeout too, reset
+  after it, so the pool keeps the connection), so the locks of a cut erasure
   (ERASURE_ORDER_LOCK, its rows) or migration are released then, not when its statement
   would have ended. So the store needs PostgreSQL 14 or later (MIN_SERVER_VERSION_NUM):
   an older server is refused at the store's first connection (ServerTooOld, naming its
@@ -321,12 +322,13 @@ CALLER_SETTINGS = ("search_path", "synchronous_commit", "default_transaction_iso
                    "hnsw.iterative_scan", "hnsw.ef_search", "statement_timeout", "client_connection_check_interval")
 # the caller's values; NULL where undefined (hnsw.*, before pgvector is loaded in the session)
 SAVE_CALLER_SETTINGS_SQL = "SELECT " + ", ".join(f"current_setting('{name}', true)" for name in CALLER_SETTINGS)
-# reclaim()'s VACUUM on a caller's connection runs outside a transaction, where no SET LOCAL
-# reaches: its deadline is the server's (statement_timeout, and the client check, set for the
-# statement and set back with CALLER_SETTINGS), ending this long before the checkout's cut,
-# so that the server's cancel, which keeps the connection (and the caller's settings, set
-# back), comes first. Cut instead, the connection was lost to the caller and its backend
-# stayed queued for the tables' locks, every later reader of them behind it.
+# reclaim()'s VACUUM runs outside a transaction, where no SET LOCAL reaches: its deadline is
+# the server's (statement_timeout, and the client check, set for the statement: on a
+# caller's connection set back with CALLER_SETTINGS, on our own pool's statement_timeout
+# reset after it), ending this long before the checkout's cut, so that the server's cancel,
+# which keeps the connection (and the caller's settings, set back), comes first. Cut
+# instead, the pool (the caller's or ours) lost the connection, and on a caller's its
+# backend stayed queued for the tables' locks, every later reader of them behind it.
 SERVER_DEADLINE_LEAD_S = 0.5
 LEAST_STATEMENT_TIMEOUT_MS = 1  # statement_timeout 0 is "none"
 MS_PER_S = 1000
@@ -1949,8 +1951,9 @@ class PostgresStore(SharedQueries):
         cannot run in a transaction: on a caller's pool in transaction mode the connection
         is switched to autocommit for it and back. Returns whether the tables were
         rewritten (the scrub is guaranteed). Raises psycopg.Error when the VACUUM fails,
-        StoreStalled when it has not finished by the maintenance deadline: cut, or on a
-        caller's pool cancelled by the server (`_server_deadline`)."""
+        StoreStalled when it has not finished by the maintenance deadline: cancelled by
+        the server just inside it (`_server_deadline`; the connection kept, on our own
+        pool as on a caller's), or cut where the server did not answer at all."""
         full = self.erase_scrub == "full" if full is None else full
         vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
         with self._maintenance(), self._conn() as conn:
@@ -1960,10 +1963,7 @@ class PostgresStore(SharedQueries):
                 conn.autocommit = True
             try:
                 # ANALYZE too: the planner's column statistics sample stored values
-                if self._owns_pool:
-                    conn.execute(vacuum)
-                else:
-                    self._server_deadline(conn, vacuum)
+                self._server_deadline(conn, vacuum)
                 conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,))
             finally:
                 if switched:
@@ -1971,11 +1971,16 @@ class PostgresStore(SharedQueries):
         return full
 
     def _server_deadline(self, conn: Conn, statement: str) -> None:
-        """`statement` on a caller's connection in autocommit, outside any transaction (a
-        VACUUM), under the deadlines our own sessions have: the client check, and a
+        """`statement` on a connection in autocommit, outside any transaction (a VACUUM),
+        where no SET LOCAL reaches, under a deadline on the server: the client check, and a
         statement_timeout ending it SERVER_DEADLINE_LEAD_S before the checkout is cut
-        (StoreStalled when the server cancelled it there). Both are the caller's again when
-        the checkout ends (CALLER_SETTINGS)."""
+        (StoreStalled when the server cancelled it there; the connection is kept). On a
+        caller's connection both are the caller's again when the checkout ends
+        (CALLER_SETTINGS). On our own pool's, the client check is the session's own value
+        already, and statement_timeout is reset to the session's own (the URL's, the
+        role's or the server's: our sessions set none) after the statement; a connection
+        where that fails is closed, for the pool to replace, rather than given back with a
+        deadline of seconds on every later statement."""
         until: float = self._waits.checkout_until
         timeout_ms = max(int((until - time.monotonic() - SERVER_DEADLINE_LEAD_S) * MS_PER_S),
                          LEAST_STATEMENT_TIMEOUT_MS)
@@ -1991,6 +1996,21 @@ class PostgresStore(SharedQueries):
                 raise
             raise StoreStalled(self.path, f"the statement did not finish within {round(timeout_s, 1):g} s "
                                           "(the rest of the maintenance deadline); the server cancelled it") from exc
+        finally:
+            if self._owns_pool:
+                self._reset_statement_timeout(conn)
+
+    def _reset_statement_timeout(self, conn: Conn) -> None:
+        """Our own pool's connection after `_server_deadline`: its statement_timeout the
+        session's own again; never raises (the statement's outcome is the one reported)."""
+        if conn.closed or conn.broken:
+            return  # cut: the pool replaces it
+        try:
+            conn.execute("RESET statement_timeout")
+        except psycopg.Error:
+            log.warning("could not reset statement_timeout after a VACUUM; closing the connection "
+                        "(the pool opens another)", exc_info=True)
+            conn.close()
 
     def analyze(self) -> None:
         """Refresh the planner's statistics of every conversation table now (after a bulk

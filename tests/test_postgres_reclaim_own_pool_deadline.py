@@ -1,0 +1,92 @@
+"""`reclaim()`'s VACUUM on the store's own pool ends at the maintenance deadline on the
+server, and the pool keeps its connection.
+
+The VACUUM runs outside a transaction, and the store's own sessions had no
+statement_timeout: a VACUUM FULL stalled behind another session's lock (a report query
+reading a table) was ended only by the watchdog cutting the connection at the deadline,
+so the pool lost it (a broken connection given back, a new one opened). As on a caller's
+pool (tests/test_postgres_reclaim_callers_deadline.py) the statement now runs with a
+`statement_timeout` just inside the deadline: the server cancels it (StoreStalled), the
+connection is kept, and its statement_timeout is the session's own again afterwards (the
+URL's here, as an operator sets one).
+
+The embedded PostgreSQL; the store's own pool of one connection.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from pg_server import fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+
+from tiermem.tiers.errors import StoreStalled
+from tiermem.tiers.models import Message
+from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.tokens import BpeTokenCounter
+
+MAINTENANCE_S = 2.0  # the store's maintenance deadline: the stalled VACUUM's bound
+SLACK_S = 0.5  # the call's own round trips past the deadline, at most
+SESSIONS_TIMEOUT = "10min"  # the operator's statement_timeout for the store's sessions (its URL)
+# pool statistics that move when the pool loses a connection: a broken one given back,
+# a new one opened in its place
+LOSS_STATS = ("returns_bad", "connections_num", "connections_lost")
+
+
+def session(store: PostgresStore) -> tuple[int, str]:
+    """The pool's connection's backend and its statement_timeout."""
+    with store.reading() as conn:
+        row = conn.execute("SELECT pg_backend_pid(), current_setting('statement_timeout')").fetchone()
+    assert row is not None
+    return int(row[0]), str(row[1])
+
+
+def vacuums(url: str) -> list[str]:
+    """The VACUUMs the server is still running or waiting in (the tests of one session run
+    one at a time: any is this test's)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT query FROM pg_stat_activity WHERE query ILIKE 'VACUUM%%' "
+                            "AND pid <> pg_backend_pid() AND state = 'active'").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def loss_stats(store: PostgresStore) -> dict[str, int]:
+    pool = store._pool
+    assert pool is not None
+    stats = pool.get_stats()
+    return {name: stats.get(name, 0) for name in LOSS_STATS}
+
+
+def test_a_stalled_vacuum_on_the_own_pool_ends_at_the_deadline_on_the_server(
+        pg_url: str, counter: BpeTokenCounter) -> None:  # noqa: F811
+    # lock_timeout_ms None: the session's lock_timeout (0: wait for ever) is the one in force
+    store = PostgresStore(with_options(pg_url, f"-c statement_timeout={SESSIONS_TIMEOUT}"), tokens=counter,
+                          schema=fresh_schema(), pool_max=1, lock_timeout_ms=None,
+                          maintenance_timeout_s=MAINTENANCE_S)
+    try:
+        store.append("c", Message(role="user", content="hello"), namespace="ns")
+        before = session(store)
+        assert before[1] == SESSIONS_TIMEOUT
+        stats_before = loss_stats(store)
+        holder = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
+        try:
+            holder.execute(f'SELECT count(*) FROM "{store.schema}".messages').fetchone()
+            began = time.monotonic()
+            # before: "the server did not answer within 2 s; the connection was cut"
+            with pytest.raises(StoreStalled, match=r"did not finish within .* the server cancelled it"):
+                store.reclaim(full=True)
+            took = time.monotonic() - began
+            left = vacuums(pg_url)  # the server ended it: none left queued behind the lock
+        finally:
+            holder.rollback()
+            holder.close()
+        assert took < MAINTENANCE_S + SLACK_S
+        assert left == []
+        assert loss_stats(store) == stats_before  # no connection lost, none opened
+        # the same connection (not cut), with the session's own statement_timeout again
+        assert session(store) == before
+        assert store.reclaim(full=True) is True  # and the rewrite runs once the lock is gone
+        assert session(store) == before
+    finally:
+        store.close()
