@@ -109,6 +109,7 @@ from tiermem.evals.locomo import (
     turn_message,
 )
 from tiermem.tiers.errors import (
+    ConversationNotFound,
     DataFileError,
     ImportConflict,
     ImportErased,
@@ -1218,6 +1219,9 @@ class ExportReport:
     position) pairs in the store's numbering."""
     unreadable: list[tuple[str, int]] = field(default_factory=list)
     dropped_retractions: list[tuple[str, int]] = field(default_factory=list)
+    # conversations of the namespace's listing erased or pruned before their reading:
+    # rightly not exported (an erasure is meant to leave no copy), said to the user
+    vanished: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -1241,16 +1245,28 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     position, would hide another message. Each retraction's position is written in the
     file's numbering (the place of the message it hides among the lines written), and
     one that hid an unreadable row is left out; both go to `report`, which the caller
-    must say (the export is not the store's whole log)."""
+    must say (the export is not the store's whole log).
+
+    The namespace is listed once, then each conversation read (by its key, whole, then
+    its name looked up again): one erased or pruned meanwhile (before or during its
+    reading: an erasure detaches a large conversation, then deletes its rows in batches)
+    is not exported and goes to `report.vanished`; one the caller named raises
+    ConversationNotFound instead, as it would have before the export began."""
     report = report if report is not None else ExportReport()
     ids = memory.conversations(namespace) if conversation_ids is None else list(dict.fromkeys(conversation_ids))
     for cid in ids:
         key = memory.cold.key_of(namespace, cid)
         # read before the rows: what is appended meanwhile is past it, and no gap
         last = memory.cold.last_position(key) if key is not None else -1
+        rows = memory.cold.history(key) if key is not None else []
+        if key is None or memory.cold.key_of(namespace, cid) != key:
+            if conversation_ids is not None:
+                raise ConversationNotFound(cid, namespace)
+            report.vanished.append(cid)
+            continue
         at: dict[int, int] = {}  # a stored position -> its place in the file
         expected = 0  # the stored position the next row read should have
-        for m in memory.history(cid, namespace=namespace):
+        for m in rows:
             report.unreadable += [(cid, p) for p in range(expected, m.position)]
             expected = m.position + 1
             body = as_appended(m.body)

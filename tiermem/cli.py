@@ -1570,7 +1570,11 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
 
     def said_losses() -> None:
         """Name what was left out; fail unless that was asked for (inside `_replacing`,
-        so the file is not written)."""
+        so the file is not written). A conversation erased meanwhile is rightly left out:
+        said, not failed."""
+        for cid in report.vanished:
+            click.echo(f"note: conversation {cid!r} was erased or pruned after the export listed the namespace's "
+                       "conversations; it is not exported", err=True)
         if report.complete:
             return
         for loss in _export_losses(report):
