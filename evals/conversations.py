@@ -1237,7 +1237,10 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     (`tiers.formats.as_appended`: a reasoning item stored before its summary was required
     gets `summary: []`, so the line imports; its copy is read as the original is sent). A
     conversation named twice is exported once (import would read the second copy as more
-    messages of the same conversation).
+    messages of the same conversation). Only messages (control rows included) are
+    exported: pins, checkpoints, facts and supersessions, fork ancestry (parent, fork
+    position), idempotency keys, plans and vectors are not (`tiers.migrate_store` copies
+    them; vectors are computed again after an import).
 
     Positions: an import numbers a conversation's messages by their place in the file,
     so a stored row that cannot be read (a gap in what history returns, or missing at its

@@ -1551,6 +1551,11 @@ def _export_losses(report: Any) -> list[str]:
 def export_command(state: CliState, conversations: tuple[str, ...], out: Path, skip_unreadable: bool) -> None:
     """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back.
 
+    It carries the messages (bodies, sessions, metadata, times; retractions and clears are
+    messages too), not what tiermem keeps beside them: pins, checkpoints, facts and
+    supersessions, fork ancestry, idempotency keys, plans, vectors (computed again
+    after an import). `tiermem migrate-store` copies a store whole.
+
     A stored row that cannot be read (an older release's, skipped by history with a
     salvage warning) fails the export: each is named, -o writes nothing (a file there
     stays) and the exit status is 1, as a backup without it is not the store's log;
