@@ -470,13 +470,20 @@ class Memory:
         return vecs
 
     def _embedding_failed(self, exc: BaseException) -> EmbeddingUnavailable:
-        """Record the embedder's failure `exc` (logged as an episode: `_EpisodeLog`)."""
-        reason = f"{type(exc).__name__}: {exc}"
+        """Record the embedder's failure `exc` (logged as an episode: `_EpisodeLog`). A
+        caller's embedder that raised EmbeddingUnavailable itself keeps its own `error`
+        and `reason` (what its service said), the reason led by the error: /healthz
+        reads the type from there."""
+        if isinstance(exc, EmbeddingUnavailable):
+            error = exc.error
+            reason = exc.reason if exc.reason.startswith(f"{error}: ") else f"{error}: {exc.reason}"
+        else:
+            error, reason = type(exc).__name__, f"{type(exc).__name__}: {exc}"
         if len(reason) > MAX_EMBED_REASON_CHARS:
             reason = reason[:MAX_EMBED_REASON_CHARS] + "..."
         self._embed_log.failed(exc, reason)
         self._embed_failure = (self._embed_failure[0] if self._embed_failure is not None else time.time(), reason)
-        return EmbeddingUnavailable(type(exc).__name__, reason)
+        return EmbeddingUnavailable(error, reason)
 
     def _embedding_answered(self) -> None:
         self._embed_log.ended()

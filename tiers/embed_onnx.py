@@ -101,7 +101,7 @@ from tiermem.tiers.embed import (
 )
 
 # defined with the other errors (tiers.errors); importable from here, as it always was
-from tiermem.tiers.errors import EmbeddingModelFailed, EmbeddingModelUnreadable
+from tiermem.tiers.errors import EmbeddingModelFailed, EmbeddingModelUnreadable, EmbeddingUnavailable
 from tiermem.tiers.errors import EmbeddingRuntimeError as EmbeddingRuntimeError
 
 log = logging.getLogger("tiermem.embed")
@@ -1282,13 +1282,15 @@ def model_unavailable_errors() -> tuple[type[BaseException], ...]:
     file missing or unreadable (OSError, EmbeddingModelUnreadable: one a library cannot
     parse), a runtime not installed (ImportError), the fast runtime refused
     (EmbeddingRuntimeError), torch failing to compute (EmbeddingModelFailed: out of
-    memory, tensors that do not fit), onnxruntime's own (ORT_UNAVAILABLE_ERRORS). A caller that
+    memory, tensors that do not fit), onnxruntime's own (ORT_UNAVAILABLE_ERRORS), and a
+    caller's own embedder saying so (EmbeddingUnavailable: one backed by a remote service
+    that is down, say; the public way to ask for keyword ranking). A caller that
     goes on without vectors (Memory: keyword ranking) catches these alone: any other
     (ValueError, TypeError, KeyError, AssertionError...) is a bug, raised as itself.
     onnxruntime's are named only once it is imported: it cannot have raised them before,
     and importing it here would load it for a process that never embeds."""
     errors: list[type[BaseException]] = [OSError, ImportError, EmbeddingRuntimeError, EmbeddingModelUnreadable,
-                                         EmbeddingModelFailed]
+                                         EmbeddingModelFailed, EmbeddingUnavailable]
     ort = sys.modules.get(ORT_ERRORS_MODULE)
     if ort is not None:
         errors += [cls for name in ORT_UNAVAILABLE_ERRORS

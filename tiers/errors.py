@@ -366,7 +366,10 @@ class EmbeddingUnavailable(TiermemError, RuntimeError):
     underlying error's type, all that a tenant is shown (a plan, a search's `degraded`);
     `reason`: the error as `type: message`, for the operator (logs, `Memory.stats()`):
     its message names the model's path. Vectors are derived data: a context is built by
-    keyword ranking meanwhile, and appends store (their turns wait for their vectors)."""
+    keyword ranking meanwhile, and appends store (their turns wait for their vectors).
+    A caller's own embedder (`Memory(embedder=...)`) raises it to say that its model or
+    service cannot answer (a remote one that is down): it is one of
+    `model_unavailable_errors`, so it degrades as the bundled model's failures do."""
 
     def __init__(self, error: str, reason: str) -> None:
         self.error = error
