@@ -357,7 +357,8 @@ class ConversationSync:
         first edited row and of every visible row after it, then the new versions in their
         places among copies of the rest, then the new messages), how many retractions open
         it, and the batch indexes of the state's messages in it (not the copies)."""
-        tail = [r for r in visible(self.memory, self.conversation_id) if edited and r.position >= min(edited)]
+        # only an edit replays rows; appending alone must not read the whole log
+        tail = [r for r in visible(self.memory, self.conversation_id) if r.position >= min(edited)] if edited else []
         batch: list[dict[str, Any]] = [{"type": RETRACT_TYPE, "position": r.position} for r in tail]
         mine: list[int] = []
         for r in tail:
