@@ -47,7 +47,9 @@ Invariants:
   that numbered after the target's would pass MAX_ROW_ID. A target schema or file this
   run created is removed again when it refuses; if that removal fails, the refusal is
   still the error raised, and the removal's failure is logged and noted on it (naming
-  the target to check).
+  the target to check). So with a side that fails to close after any error of the run:
+  the run's error is the one raised, the close's failure logged and noted on it, and
+  the rest of the cleanup (the other side's close, the removal) still done.
 - Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
   the first transaction, with every key and tombstone, the id offset (`ID_OFFSET`, which
   a resumed run keeps) and its numbering moved past the last copied id. A rerun into it
@@ -258,6 +260,8 @@ class _Side:
         is refused, naming --from, before anything is created. `busy_timeout_ms` and
         `operation_timeout_s` (PostgreSQL; None: the store's default) as the stores take them."""
         self.postgres = is_postgres(spec)
+        self.role = "source" if source else "target"
+        self.fault: Callable[[str], None] | None = None  # migrate_store's `fault`: "close:<role>" (tests)
         self.created = False  # this run made the file or schema (removed again on refusal)
         self.spec = str(spec)
         self.schema = schema
@@ -302,11 +306,15 @@ class _Side:
                              (self.schema,)).fetchone() is not None
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            if self.fault is not None:
+                self.fault(f"close:{self.role}")  # tests: a close that fails (the store is closed all the same)
+        finally:
+            self.store.close()
 
-    def discard(self) -> None:
-        """Remove what this run created (a refused run writes nothing)."""
-        self.close()
+    def remove(self) -> None:
+        """Remove what this run created (a refused run writes nothing), once the store is
+        closed."""
         if not self.created:
             return
         if self.postgres:
@@ -559,7 +567,8 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
     data dir each), verify it, and report. See the module docstring for the guarantees.
     `fault(step)` is for tests: it is called after each conversation is written, inside
-    its transaction. `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
+    its transaction (`step` its key), and as each side is closed ("close:source",
+    "close:target": raising there is a close that fails). `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
     (the config's, as every command opens its store; None: PostgresStore's default)."""
     if str(source) == str(target) and source_schema == target_schema:
         raise MigrationRefused(str(target), "the target is the source")
@@ -575,17 +584,19 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
                                "source and target are the same engine; copy the file or use pg_dump")
     src = _Side(source, schema=source_schema, tokens=tokens, source=True, busy_timeout_ms=busy_timeout_ms,
                 operation_timeout_s=operation_timeout_s)
+    src.fault = fault
     try:
         dst = _Side(target, schema=target_schema, tokens=tokens, busy_timeout_ms=busy_timeout_ms,
                     operation_timeout_s=operation_timeout_s)
-    except BaseException:
-        src.close()
+    except BaseException as failed:
+        _close_after(src, failed)
         raise
+    dst.fault = fault
     report = MigrationReport(source=src.label, target=dst.label)
     try:
         plan = _preflight(src, dst, into_non_empty, report)
     except BaseException as refused:
-        src.close()
+        _close_after(src, refused)
         _discard_after(dst, refused)
         raise
     try:
@@ -596,20 +607,42 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         if report.copied or done is None:
             with dst.tx() as c:
                 dst.set_meta(c, DONE, repr(time.time()))
-    finally:
+    except BaseException as failed:
+        _close_after(src, failed)
+        _close_after(dst, failed)
+        raise
+    try:  # copied and verified: a failure to close is the run's error, both closed first
         src.close()
+    finally:
         dst.close()
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
 
-def _discard_after(dst: _Side, refused: BaseException) -> None:
-    """Remove what this run created in the target after `refused` (a MigrationRefused, or
-    any error of the preflight), which stays the error raised: the cleanup's own failure
-    (the target's server gone, a DROP refused) is logged, naming what is left, and noted
-    on `refused`. Raised instead, it hid why the run was refused."""
+def _close_after(side: _Side, failed: BaseException) -> None:
+    """Close `side` after `failed` (the run's error), which stays the error raised: a
+    failure to close is logged and noted on `failed`. Raised instead, it hid what went
+    wrong, and skipped the rest of the cleanup (the other side's close, the removal of
+    what the run created)."""
     try:
-        dst.discard()
+        side.close()
+    except Exception as exc:
+        log.warning("migrate-store: the run failed (%s), and closing the %s (%s) failed too: %s",
+                    str(failed).strip() or type(failed).__name__, side.role, side.label, str(exc).strip(),
+                    exc_info=True)
+        failed.add_note(f"closing the {side.role} ({side.label}) failed too ({type(exc).__name__}: "
+                        f"{str(exc).strip()})")
+
+
+def _discard_after(dst: _Side, refused: BaseException) -> None:
+    """Close the target and remove what this run created there after `refused` (a
+    MigrationRefused, or any error of the preflight), which stays the error raised: a
+    failed close is noted (`_close_after`) and the removal still tried; the removal's own
+    failure (the target's server gone, a DROP refused) is logged, naming what is left, and
+    noted on `refused`. Raised instead, it hid why the run was refused."""
+    _close_after(dst, refused)
+    try:
+        dst.remove()
     except Exception as exc:
         left = f"{dst.label} (made by this run)" if dst.created else dst.label
         log.warning("migrate-store: the run was refused (%s), and cleaning up the target failed: %s; "
