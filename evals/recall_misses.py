@@ -18,6 +18,11 @@ How it observes the ranking: the Memory's own Candidates object (one per Memory)
 `retrieved` and `_top` wrapped for the run (instance attributes, nothing global), which
 record the candidates returned and the eligible turns' ranking; the planner's code and
 results are unchanged. Nothing here names a sample, a speaker, a topic or a question.
+
+The file is read as recall_rounds reads it (`load_checked`: `tiermem eval`'s checked
+reader), before any data dir is made: a file that is missing, not JSON or not a list of
+samples, or a bad turn, is one line naming the file (`error: x.json: ...`, exit 1),
+nothing written.
 """
 
 from __future__ import annotations
@@ -33,16 +38,18 @@ from typing import Any
 import numpy as np
 
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
-from tiermem.evals.locomo import CATEGORIES, load_samples
+from tiermem.evals.locomo import CATEGORIES
 from tiermem.evals.recall_rounds import (
     Variant,
     add_recall_args,
     applied,
+    load_checked,
     mean_layers,
     prepared,
     slice_tokens,
     variant_arg,
 )
+from tiermem.tiers.errors import DataFileError
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")
 ROOM_BUCKETS = (10, 20, 50)  # candidate rank bounds of the `room` buckets
@@ -110,7 +117,7 @@ def run(data: Path, budgets: Sequence[int], *, data_root: Path, sample_questions
     buckets: dict[str, dict[str, Counter[str]]] = {str(b): {str(c): Counter() for c in CATEGORIES} for b in budgets}
     layers: dict[str, list[dict[str, int]]] = {str(b): [] for b in budgets}
     probe = Probe()
-    samples = load_samples(data)
+    samples = load_checked(data)  # refused before any data dir is made
     for prep in prepared(samples, data_root, hot=True, sample_questions=sample_questions):
         memory, cid, qs = prep.memory, prep.ingested.conversation_id, prep.questions
         setting = (applied(variant, memory.planner.settings.layers) if variant is not None
@@ -156,8 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--variant", type=variant_arg, default=None,
                     help="NAME:KEY=V,... as recall_rounds (default: as shipped)")
     args = ap.parse_args(argv)
-    result = run(args.data, args.budgets, data_root=args.data_root, sample_questions=args.sample_questions,
-                 variant=args.variant)
+    try:
+        result = run(args.data, args.budgets, data_root=args.data_root, sample_questions=args.sample_questions,
+                     variant=args.variant)
+    except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
+        raise SystemExit(f"error: {exc}") from None
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(table(result))

@@ -29,6 +29,9 @@ Invariants:
   category 5, which have no answer in the conversation) are skipped, and counted.
 - Deterministic: the same file, model and grid give the same table (ties in a ranking go
   to the earlier turn).
+- A data file it cannot use (missing, a directory, not UTF-8 JSON, not a list of samples,
+  a sample of the wrong shape) is one line naming the file (`error: x.json: ...`, exit 1,
+  as `tiermem eval` refuses one), before any model is loaded.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from tiermem.evals.bench import output_file
 from tiermem.evals.fusion_probe import zscore
 from tiermem.evals.locomo import (
     EvidenceCounts,
+    LocomoError,
     Sample,
     evidence_index,
     load_samples,
@@ -245,7 +249,10 @@ def main(argv: Sequence[str] | None = None, *, embedders: tuple[Embed, Embed, Em
         p.error(f"--ks: comma-separated positive integers, not {a.ks!r}")
     if not ks or min(ks) < 1:
         p.error(f"--ks: comma-separated positive integers, not {a.ks!r}")
-    samples = load_samples(a.data)
+    try:
+        samples = load_samples(a.data)
+    except LocomoError as exc:  # a file it cannot use: one line, exit 1, before a model loads
+        raise SystemExit(f"error: {exc}") from None
     name = a.model_dir.name if a.model_dir is not None else a.model
     base = "MiniLM"
     if embedders is None:
