@@ -43,6 +43,10 @@ checked as they are parsed (`add_recall_args`, which fusion_probe, query_paths a
 recall_misses share): `--budgets abc` or `0`, a `--json-out` whose directory does not
 exist, a `--variant` value that is not a number, a `--from-json` file that is missing
 or holds no JSON object are a usage error naming the option (exit 2), nothing read or made.
+A `--from-json` object is checked against what --json-out writes (`saved_problem`): one
+lacking `variants` or `leave_one_out`, or holding them, the baselines or the records
+--loo reads in another shape, is a usage error naming the key where it is
+(`variants.base.budgets.2000 has no 'evidence_recall'`), not a traceback in the table.
 
 Nothing here names a sample, a speaker, a topic or a question.
 """
@@ -53,7 +57,7 @@ import argparse
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +100,7 @@ from tiermem.planner import (
     speakers,
     timeline,
 )
-from tiermem.tiers.errors import DataFileError, ValidationError
+from tiermem.tiers.errors import DataFileError, ValidationError, shown, shown_key
 from tiermem.tiers.models import MAX_BUDGET_TOKENS
 
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo-dev.json"  # relative to the repo root, as CI runs
@@ -529,10 +533,146 @@ def variant_arg(text: str) -> Variant:
         raise argparse.ArgumentTypeError(f"{text!r}: each value must be a number (NAME:KEY=V,...)") from None
 
 
+# what `table` reads of every saved result; --loo reads RECORD_KEYS where the result has them
+SAVED_KEYS = ("variants", "leave_one_out")
+RECORD_KEYS = ("records", "records_with_excerpts", "records_answer")
+FOLD_FIGURES = ("chosen_on_others", "held_out", "base_held_out")  # numbers in every LOO fold
+# the optional parts of one budget's figures (`or {}` in `table`) and the figures read of each
+SUMMARY_PARTS = {"context_ms": ("p50", "p99"), "with_excerpts": ("evidence_recall",),
+                 "answer_coverage": ("evidence_recall",)}
+RECORD_FIELDS = 3  # (sample, category, value)
+_JSON_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+               float: "a number", type(None): "null"}
+
+Check = Callable[[Any, str], str | None]  # (value, where it is) -> what is wrong, None if nothing
+
+
+def _kind(value: object) -> str:
+    return _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+def _at(where: str, key: object) -> str:
+    return f"{where}.{shown_key(key)}"  # a long or odd key (a sample label) quoted and bounded
+
+
+def _object(value: object, where: str) -> str | None:
+    return None if isinstance(value, dict) else f"{where} must be an object, got {_kind(value)}"
+
+
+def _number(value: object, where: str) -> str | None:
+    """A figure the tables show as "-" when null."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return None
+    return f"{where} must be a number or null, got {_kind(value)}"
+
+
+def _count(value: object, where: str) -> str | None:
+    """A figure the tables format as a number (never null)."""
+    return f"{where} must be a number, got null" if value is None else _number(value, where)
+
+
+def _each(value: object, where: str, check: Check) -> str | None:
+    """`value` an object whose every value `check` passes."""
+    if (problem := _object(value, where)) is not None:
+        return problem
+    assert isinstance(value, dict)
+    return next((p for k, v in value.items() if (p := check(v, _at(where, k))) is not None), None)
+
+
+def _has(value: dict[str, Any], keys: Sequence[str], where: str, check: Check) -> str | None:
+    """Each of `keys` in `value`, and `check` passes its value."""
+    for key in keys:
+        problem = check(value[key], _at(where, key)) if key in value else f"{where} has no {key!r}"
+        if problem is not None:
+            return problem
+    return None
+
+
+def _summary_problem(s: object, where: str) -> str | None:
+    """One variant's (or baseline's) figures at one budget, as `table` reads them."""
+    if (problem := _object(s, where)) is not None:
+        return problem
+    assert isinstance(s, dict)
+    problem = _has(s, ["evidence_recall"], where, _number) or _has(
+        s, ["by_category"], where, lambda cats, at: _each(cats, at, _number) or _has(
+            cats, [str(c) for c in CATEGORIES], at, _number))
+    for key, figures in SUMMARY_PARTS.items():
+        if problem is None and s.get(key):  # absent, null or empty: `table` shows "-"
+            at = _at(where, key)
+            problem = _object(s[key], at) or next(
+                (p for f in figures if (p := _number(s[key].get(f), _at(at, f))) is not None), None)
+    if problem is None and s.get("layer_tokens"):
+        problem = _each(s["layer_tokens"], _at(where, "layer_tokens"), _count)
+    return problem
+
+
+def _variant_problem(v: object, where: str) -> str | None:
+    if (problem := _object(v, where)) is not None:
+        return problem
+    assert isinstance(v, dict)
+    return _has(v, ["budgets"], where, lambda budgets, at: _each(budgets, at, _summary_problem))
+
+
+def _fold_problem(fold: object, where: str) -> str | None:
+    if (problem := _object(fold, where)) is not None:
+        return problem
+    assert isinstance(fold, dict)
+    return _has(fold, ["chosen"], where, lambda _v, _w: None) or _has(fold, FOLD_FIGURES, where, _count)
+
+
+def _records_problem(result: dict[str, Any]) -> str | None:
+    """The records --loo chooses on, where the result has them: at least one variant's,
+    each at every budget of `budgets`, each row a (sample, category, value) list."""
+    given = [k for k in RECORD_KEYS if k in result]
+    if not given:
+        return None  # saved without records: --loo has nothing to choose on, and says so
+    for key in ("budgets", "samples"):
+        if key not in result:
+            return f"has no {key!r} (--loo reads it with {given[0]!r})"
+        if not isinstance(result[key], list):
+            return f"{key} must be a list, got {_kind(result[key])}"
+    budgets = [str(b) for b in result["budgets"]]
+
+    def rows(value: object, where: str) -> str | None:
+        if not isinstance(value, list):
+            return f"{where} must be a list, got {_kind(value)}"
+        bad = next((i for i, r in enumerate(value) if not (
+            isinstance(r, list) and len(r) == RECORD_FIELDS and _count(r[2], "") is None)), None)
+        return None if bad is None else f"{where}[{bad}] must be a [sample, category, value] list"
+
+    def variant(value: object, where: str) -> str | None:
+        if (problem := _each(value, where, rows)) is not None:
+            return problem
+        assert isinstance(value, dict)
+        return next((f"{where} has no {shown(b)}" for b in budgets if b not in value), None)
+
+    for key in given:
+        problem = _each(result[key], key, variant) or (None if result[key] else f"{key} holds no variant")
+        if problem is not None:
+            return problem
+    return None
+
+
+def saved_problem(result: dict[str, Any]) -> str | None:
+    """What of a saved --json-out result `table` (and --loo) cannot read: the first key
+    missing or of the wrong kind, named by where it is (`variants.base.budgets`), else
+    None. Whatever --json-out writes reads."""
+    missing = [k for k in SAVED_KEYS if k not in result]
+    if missing:
+        return f"has no {missing[0]!r} (a --json-out result holds {' and '.join(map(repr, SAVED_KEYS))})"
+    return (_each(result["variants"], "variants", _variant_problem)
+            or _each(result.get("baselines", {}), "baselines",
+                     lambda budgets, at: _each(budgets, at, _summary_problem))
+            or _each(result["leave_one_out"], "leave_one_out", lambda folds, at: _each(folds, at, _fold_problem))
+            or _records_problem(result))
+
+
 def saved_result(text: str) -> dict[str, Any]:
     """--from-json's argparse type: the result a --json-out run saved, read and parsed
-    while the arguments are parsed, so a file that is missing, unreadable, not JSON or not
-    one object is a usage error naming the option (exit 2), not a traceback."""
+    while the arguments are parsed, so a file that is missing, unreadable, not JSON, not
+    one object, or one lacking (or holding in another shape) what the tables and --loo
+    read (`saved_problem`) is a usage error naming the option and the key (exit 2), not a
+    traceback (a KeyError inside `table`)."""
     try:
         raw = Path(text).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -550,6 +690,9 @@ def saved_result(text: str) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise argparse.ArgumentTypeError(f"{text!r} must hold the JSON object --json-out writes, "
                                          f"got {type(result).__name__}")
+    problem = saved_problem(result)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
     return result
 
 
