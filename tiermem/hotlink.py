@@ -64,6 +64,10 @@ what to do when Redis is gone.
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
   should that fail too the call degrades as in an outage. An append is acknowledged
   once the log has committed it, whatever the hot tier does after.
+- A pin or unpin of another process is never lost to a rebuild: a rebuild reads the hot
+  tier's pin stamp before the log's rows, and a set loaded while a pin or unpin landed
+  in between reads as `pins_behind` (tiers.hot, pin stamps), so it is rebuilt at once
+  (PIN_RACE_REBUILDS in all) and, should pins keep landing, on its next read.
 """
 
 from __future__ import annotations
@@ -100,6 +104,10 @@ PAYLOAD_READ_POSITIONS = 1000
 # turn rows one read of a rebuild fetches (each read holds the store's lock): ~25 ms of
 # lock at a time rather than the whole log's ~0.5 s at 20,000 turns
 TURN_READ_ROWS = 1000
+# rebuilds one `_rebuild` runs while pins or unpins of other processes keep landing in
+# its window (the loaded set `pins_behind`); past them the set stays marked and the next
+# read rebuilds it again, so pins arriving faster than a rebuild cannot hold a call up
+PIN_RACE_REBUILDS = 3
 
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
 # log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
@@ -388,7 +396,8 @@ class HotLink:
                 out[m.position] = json.dumps(m.body, ensure_ascii=False)
         return out
 
-    def _replay_rows(self, conversation_id: str, rows: Sequence[TurnRow], generation: str) -> HotSet:
+    def _replay_rows(self, conversation_id: str, rows: Sequence[TurnRow], generation: str,
+                     pin_stamp: str) -> HotSet:
         """The hot set that replaying `rows` gives, reading only the survivors' bodies.
 
         The members follow from positions, tokens and pins alone (the turn rows), so the
@@ -400,7 +409,7 @@ class HotLink:
         row that turns out unrenderable (salvaged) is left out and the replay run again,
         as the full replay never admitted it; only an unrenderable row that the replay
         evicts stays unseen (its tokens took part): a log written through tiermem holds
-        none."""
+        none. `pin_stamp`: the hot tier's pin stamp read before `rows` (tiers.hot)."""
         tier = self.tier
         skip: set[int] = set()
         while True:
@@ -415,7 +424,8 @@ class HotLink:
             unrenderable = [p for p in wanted if p not in texts]
             if not unrenderable:
                 tip = turn_fingerprint(live[-1].content_hash, live[-1].created_at) if live else ""
-                return tier.load(conversation_id, state, texts, generation=generation, tip=tip)
+                return tier.load(conversation_id, state, texts, generation=generation, tip=tip,
+                                 pin_stamp=pin_stamp)
             # at least one row fewer each round: it ends. The rows again, as a row gone
             # rather than unrenderable (erased or pruned meanwhile) may have taken others
             # with it, whom skipping one by one would replay the log once each for.
@@ -435,10 +445,19 @@ class HotLink:
         return out
 
     def _rebuild(self, conversation_id: str) -> HotSet:
-        rows = self._turn_rows(conversation_id)
-        hs = self._replay_rows(conversation_id, rows, self.generation(conversation_id))
-        with self._lock:
-            self.rebuilds += 1
+        """The set replayed from the log. A pin or unpin of another process landing
+        between the read of the rows and the load leaves it `pins_behind` (tiers.hot, pin
+        stamps): it is rebuilt again, up to PIN_RACE_REBUILDS times in all."""
+        gen = self.generation(conversation_id)
+        for _ in range(PIN_RACE_REBUILDS):
+            # the stamp before the rows: a pin after it is either in them or marks the set
+            stamp = self.tier.pin_stamp(conversation_id, gen)
+            rows = self._turn_rows(conversation_id)
+            hs = self._replay_rows(conversation_id, rows, gen, stamp)
+            with self._lock:
+                self.rebuilds += 1
+            if not hs.pins_behind:
+                break
         if self.cold.conversation(conversation_id) is None:
             # erased between the read and the write: the erasure's own deletion may have
             # run before this write, so the keys it just made are deleted here (an
@@ -452,7 +471,9 @@ class HotLink:
         whether it was rebuilt, and whether anything was written."""
         gen = self.generation(conversation_id)
         hs = self.tier.read(conversation_id)
-        if hs is None or hs.generation != gen:
+        # pins_behind: a pin or unpin of another process reached Redis while this set was
+        # being rebuilt from rows read before it (tiers.hot, pin stamps)
+        if hs is None or hs.generation != gen or hs.pins_behind:
             return self._rebuild(conversation_id), True, True
         if hs.budget != self.tier.budget_tokens:
             if conversation_id not in self._budget_rebuilt:

@@ -8,8 +8,8 @@ Invariants:
 - Every mutation (admit, pin, unpin, a rebuild chunk) is one Lua script: the state is
   loaded, the operations and the eviction they cause are simulated in Lua tables, and
   the difference is written back. A script either returns an error status having
-  written nothing (beyond clearing orphaned keys of a lost set), or writes its whole
-  effect.
+  written nothing (beyond clearing orphaned keys of a lost set, and a pin's stamp, below),
+  or writes its whole effect.
 - Eviction: while the total exceeds the budget, evict an unpinned member that is neither
   among the first `head_protect` nor the last `tail_protect` members of the hot window.
   Among those candidates (in position order, length L), the victim sits at index
@@ -57,6 +57,23 @@ Invariants:
   decided from positions, tokens and pins alone. `simulate_replay` runs the same admit
   and eviction rules in Python and `load` writes its result in one script, so a long
   log's rebuild reads and sends the texts of its survivors only (tiermem.hotlink).
+- Pin stamps: a rebuild replaces the set by one computed from log rows read before, so a
+  pin or unpin that another process makes in between (its log write after the rows were
+  read, its script before the load) would be overwritten, and a pin that finds no set
+  (dropped, expired, not built yet) writes nothing a rebuild could lose it against.
+  Every pin and unpin script therefore records a fresh random stamp for its generation
+  in `T:ps` first thing, whatever it finds (no set, another generation's, a stale one),
+  except when it answers AHEAD or NOTHOT (nothing done; the caller acts). A rebuild reads
+  that stamp (`pin_stamp`) before the log's rows and `load`/`rebuild` record it as the
+  set's `pinstamp`; a pin or unpin applied to a set moves the set's `pinstamp` to its
+  own stamp only when the set held the latest stamp before, so a set that missed one
+  stays marked. `read` reports `pins_behind` whenever the set's `pinstamp` is not the
+  stamp of its generation, and the caller rebuilds (tiermem.hotlink): a pin whose log
+  write came before the rebuild read its rows is in them; one whose script ran after
+  the load changed the new set; any other ran its script after the stamp was read and
+  before the load, and leaves the loaded set `pins_behind`. `T:ps` is renewed with the
+  set's idle TTL and never deleted with the set (`drop`), only with the conversation
+  (`drop_all`): a stamp that vanished could come back equal to what a rebuild read.
 - Redis being unreachable surfaces as redis-py's ConnectionError/TimeoutError, quickly
   (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
   A write Redis refuses whole surfaces as one of tiermem's errors (`refusal`): out of
@@ -66,12 +83,14 @@ Invariants:
 Key layout per conversation, tag T = `{tm:<escaped id>}`:
   T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens,
                 members, pins, demoted_pins (counts of T:z, T:pin, T:d),
-                counted (COUNT_STAMP_FIELDS' values when the counts were written, '|'-joined)
+                counted (COUNT_STAMP_FIELDS' values when the counts were written, '|'-joined),
+                pinstamp (the pin stamp the set has seen; '' none)
   T:z     zset  member = position, score = position (the hot window in log order)
   T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
   T:pin   hash  pinned member position -> priority (absent: not pinned)
   T:d     hash  demoted position -> tokens
+  T:ps    hash  generation -> the stamp of its last pin or unpin (outlives the set)
 A member's record is thus split over T:t, T:p and T:pin: an admit loads only the
 ordered positions and the pins, never the texts nor every member's record; that halved
 the script's time against one packed record per member (measured, 40-member window).
@@ -117,6 +136,7 @@ REBUILD_CHUNK = 2000
 SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when erasing a tag
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
+PIN_STAMP_BYTES = 8  # of randomness in a pin stamp: no two stamps of a conversation collide
 SUMMARY_PIPELINE_SETS = 256  # hot sets whose counts one round trip reads (6 commands each)
 # The meta fields whose values, '|'-joined, stamp the counts (meta `counted`; APPLY_LUA
 # and LOAD_LUA join them in this order): any version's admit changes `last`, an evicting
@@ -164,7 +184,8 @@ SCRIPT_NOPERM_REPLY = "The user executing the script can't run this command"
 
 APPLY_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1] meta hash, KEYS[2] position zset, KEYS[3] tokens hash, KEYS[4] payload hash,
--- KEYS[5] pin hash, KEYS[6] demoted hash (all of one conversation, one hash tag).
+-- KEYS[5] pin hash, KEYS[6] demoted hash, KEYS[7] pin stamp hash (all of one
+-- conversation, one hash tag; KEYS[7] only for the live set, a replay's scratch has none).
 -- ARGV[1] generation; ARGV[2] budget; ARGV[3] head_protect; ARGV[4] tail_protect;
 -- ARGV[5] eviction bias in [0, 1];
 -- ARGV[6] flags: c = check consistency, and that the first new admit follows the stored
@@ -172,7 +193,8 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 --                g = check the stored generation equals ARGV[1],
 --                r = reset (delete the six keys first),
 --                p = ops carry payloads (ARGV[11..], one per admit and per pin with a turn),
---                e = return evicted positions, m = return the member positions;
+--                e = return evicted positions, m = return the member positions,
+--                s = a pin or unpin: stamp it (ARGV[11]; module docstring, pin stamps);
 -- ARGV[7] ttl in ms for the six keys (0: leave as is);
 -- ARGV[8] ops: "<k><pos>,<tokens>,<pinned>,<priority>;" repeated, k = a (admit),
 --         p (pin; tokens -1 when no turn is given), u (unpin).
@@ -181,11 +203,14 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 -- ARGV[10] prev_tip: with flag c, the log fingerprint of the turn just before the first
 --         admit ('' : not checked); the stored tip must equal it when that admit extends
 --         the set, else the set grew from another timeline of the log ('STALE|diverged').
+-- ARGV[11] with flag s: this pin's or unpin's stamp, recorded under ARGV[1] in KEYS[7]
+--         on every reply but AHEAD and NOTHOT (which leave the caller to act), and as
+--         the set's meta 'pinstamp' when the set held KEYS[7]'s stamp before ('' without s).
 -- Returns one string (redis-py parses one bulk string much faster than nested arrays):
 --   'OK|<evicted,...>|<demoted,...>|total|overflow|last|n_evicted|<members,...>'
---   (members only with flag m), or, with nothing written,
+--   (members only with flag m), or, with nothing written (but the pin stamp),
 --   'STALE|reason|stored last|stored generation', 'NOTHOT|position', 'AHEAD|position|last';
---   a pin or unpin without a stored set answers 'OK|||0|0|-1|0|' and writes nothing.
+--   a pin or unpin without a stored set answers 'OK|||0|0|-1|0|' and writes only its stamp.
 -- Only what eviction needs is loaded: the ordered positions, the pins with their
 -- tokens, and the meta; other members' tokens are fetched when they become victims.
 local meta_key, z_key, t_key, p_key, pin_key, d_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -202,6 +227,15 @@ local prev_tip = ARGV[10]
 local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local check, check_gen, with_payloads = flag('c'), flag('g'), flag('p')
 local want_evicted, want_members = flag('e'), flag('m')
+local new_stamp = flag('s') and ARGV[11] or nil
+-- A pin or unpin tells a rebuild under way in another process that it happened, whatever
+-- it finds here (no set, another generation's): that rebuild's rows may predate it
+local function mark()
+  if new_stamp then
+    redis.call('HSET', KEYS[7], ARGV[1], new_stamp)
+    if ttl > 0 then redis.call('PEXPIRE', KEYS[7], ttl) end
+  end
+end
 
 if flag('r') then redis.call('DEL', meta_key, z_key, t_key, p_key, pin_key, d_key) end
 
@@ -217,6 +251,7 @@ if exists then
 end
 local stored_last = last or -1
 local function stale(reason)
+  mark()
   return 'STALE|' .. reason .. '|' .. stored_last .. '|' .. (meta.gen or '')
 end
 if last == nil or total == nil or evictions == nil then return stale('inconsistent') end
@@ -226,6 +261,12 @@ if not exists then
   redis.call('DEL', z_key, t_key, p_key, pin_key, d_key)
 elseif check_gen and meta.gen ~= gen then
   return stale('generation')
+end
+-- whether the set has seen every pin and unpin of its generation so far (its stamp is the
+-- stamp hash's): only then does this one's stamp become the set's
+local pinstamp = meta.pinstamp or ''
+if new_stamp and exists and pinstamp == (redis.call('HGET', KEYS[7], ARGV[1]) or '') then
+  pinstamp = new_stamp
 end
 
 -- members[] holds the positions in ascending order, as numbers.
@@ -418,7 +459,7 @@ local function enforce()
   end
 end
 
-local argi = 11
+local argi = 12
 for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+);') do
   local p, t, pr = tonumber(ps), tonumber(ts), tonumber(prs)
   local payload = nil
@@ -449,7 +490,10 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
     -- again could resurrect a turn that was evicted since.
   elseif k == 'p' then
     -- No set: nothing to pin in; the next read rebuilds it from the log, pin included.
-    if check and not exists then return 'OK|||0|0|-1|0|' end
+    if check and not exists then
+      mark()
+      return 'OK|||0|0|-1|0|'
+    end
     if find(p) then
       if not pri[p] then
         pinned_total = pinned_total + tokens_of(p)
@@ -469,7 +513,10 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
       return 'NOTHOT|' .. p
     end
   elseif k == 'u' then
-    if check and not exists then return 'OK|||0|0|-1|0|' end
+    if check and not exists then
+      mark()
+      return 'OK|||0|0|-1|0|'
+    end
     if find(p) then
       if pri[p] then
         pinned_total = pinned_total - tokens_of(p)
@@ -542,9 +589,10 @@ if exists and meta.gen then gen = meta.gen end
 -- The tip names the turn at `last`: it changes exactly when `last` does.
 local tip = meta.tip or ''
 if last ~= stored_last then tip = tip_arg end
+mark()
 redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last, 'tip', tip,
   'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens, 'members', #members, 'pins', n_pins,
-  'demoted_pins', n_demoted, 'counted', count_stamp(last, total, evictions, dtokens))
+  'demoted_pins', n_demoted, 'counted', count_stamp(last, total, evictions, dtokens), 'pinstamp', pinstamp)
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
@@ -555,16 +603,18 @@ return table.concat({'OK', table.concat(ev_out, ','), table.concat(dem_out, ',')
 FINISH_REBUILD_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1..6] live meta, zset, tokens, payload, pin, demoted keys;
 -- KEYS[7..12] the temporary keys a replay built, in the same order (same hash tag).
--- ARGV[1] the live keys' idle TTL in ms (0: none); then position, payload, position,
+-- ARGV[1] the live keys' idle TTL in ms (0: none); ARGV[2] the pin stamp read before the
+-- replayed rows (meta 'pinstamp'; module docstring); then position, payload, position,
 -- payload, ... for the members of the rebuilt set.
 -- Writes the payloads into the temporary set, then renames it over the live keys in one
 -- step, so that readers see either the old set or the whole new one.
 -- Returns 'OK', or 'EXPIRED' when the temporary keys are gone (nothing written).
 if redis.call('EXISTS', KEYS[7]) == 0 then return 'EXPIRED' end
 local ttl = tonumber(ARGV[1])
-for i = 2, #ARGV, 1000 do
+for i = 3, #ARGV, 1000 do
   redis.call('HSET', KEYS[10], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
+redis.call('HSET', KEYS[7], 'pinstamp', ARGV[2])
 for i = 1, 6 do
   if redis.call('EXISTS', KEYS[i + 6]) == 1 then
     redis.call('RENAME', KEYS[i + 6], KEYS[i])
@@ -577,9 +627,11 @@ return 'OK'
 """
 
 LOAD_LUA = OOM_PROBE_LUA + r"""
--- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
+-- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation,
+-- KEYS[7] its pin stamp hash (left as it is; its idle TTL renewed with the set's).
 -- ARGV[1] generation, [2] total, [3] budget, [4] last, [5] tip, [6] evictions,
--- [7] overflow, [8] demoted tokens, [9] idle TTL in ms (0: none); then the count of
+-- [7] overflow, [8] demoted tokens, [9] idle TTL in ms (0: none), [10] the pin stamp
+-- read before the rows the replay ran on (meta 'pinstamp'); then the count of
 -- members and position, tokens, payload for each (ascending); the count of pins and
 -- position, priority for each; the count of demoted pins and position, tokens for each.
 -- Replaces the conversation's set by this one (a replay simulated by the caller,
@@ -592,7 +644,7 @@ local function call_chunked(cmd, key, list)
     redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
   end
 end
-local i = 10
+local i = 11
 local n = tonumber(ARGV[i])
 i = i + 1
 local zargs, targs, pargs = {}, {}, {}
@@ -622,7 +674,8 @@ for _, key in ipairs({pin_key, d_key}) do
 end
 redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3], 'last', ARGV[4], 'tip', ARGV[5],
   'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8], 'members', n, 'pins', counts[1],
-  'demoted_pins', counts[2], 'counted', table.concat({ARGV[4], ARGV[2], ARGV[6], ARGV[8]}, '|'))
+  'demoted_pins', counts[2], 'counted', table.concat({ARGV[4], ARGV[2], ARGV[6], ARGV[8]}, '|'),
+  'pinstamp', ARGV[10])
 local ttl = tonumber(ARGV[9])
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
@@ -631,13 +684,15 @@ return 'OK'
 """
 
 READ_LUA = r"""
--- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation.
+-- KEYS[1..6] meta, zset, tokens, payload, pin, demoted keys of one conversation,
+-- KEYS[7] its pin stamp hash.
 -- ARGV[1] their idle TTL in ms, renewed by the read (0: none).
 -- Returns false when the meta is missing, else one JSON document (a single bulk string
 -- parses far faster in redis-py than a hundred nested replies):
 -- {"meta": [field, value, ...], "z": [positions in order], "t": [tokens aligned with z],
 --  "p": [payloads aligned with z], "pin": [position, priority, ...],
---  "d": [position, tokens, ...]}; a missing token count or payload is false.
+--  "d": [position, tokens, ...], "s": the pin stamp of the set's generation or false};
+-- a missing token count or payload is false.
 -- One consistent snapshot.
 local meta = redis.call('HGETALL', KEYS[1])
 if meta[1] == nil then return false end
@@ -646,6 +701,10 @@ if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
 local z = redis.call('ZRANGE', KEYS[2], 0, -1)
+local stamp = false
+for i = 1, #meta, 2 do
+  if meta[i] == 'gen' then stamp = redis.call('HGET', KEYS[7], meta[i + 1]) end
+end
 local t, p = {}, {}
 for i = 1, #z, 1000 do
   local j = math.min(i + 999, #z)
@@ -657,7 +716,7 @@ for i = 1, #z, 1000 do
   end
 end
 return cjson.encode({meta = meta, z = z, t = t, p = p, pin = redis.call('HGETALL', KEYS[5]),
-                     d = redis.call('HGETALL', KEYS[6])})
+                     d = redis.call('HGETALL', KEYS[6]), s = stamp})
 """
 
 _SCRIPTS = {"apply": APPLY_LUA, "finish": FINISH_REBUILD_LUA, "read": READ_LUA, "load": LOAD_LUA,
@@ -726,6 +785,9 @@ class HotSet:
     # the log fingerprint of the turn at last_position ('' when not known: a set written
     # before tips were recorded, or by a caller that gave none)
     tip: str = ""
+    # a pin or unpin reached Redis that this set has not seen (its stamp is not the
+    # conversation's: it was being rebuilt from rows read before it): rebuild it
+    pins_behind: bool = False
 
 
 @dataclass
@@ -912,6 +974,13 @@ def _op(kind: str, position: int, tokens: int, pinned: bool, priority: int) -> s
     return f"{kind}{position},{tokens},{1 if pinned else 0},{priority};"
 
 
+def new_stamp() -> str:
+    """A pin's or unpin's stamp: random, so that no stamp ever comes back (a counter
+    would, once its key expired and began again) and a rebuild never mistakes a pin it
+    missed for the one it saw."""
+    return secrets.token_hex(PIN_STAMP_BYTES)
+
+
 class HotTier:
     """Budgeted per-conversation working sets in one Redis (standalone or Cluster)."""
 
@@ -972,6 +1041,20 @@ class HotTier:
         base = self.tag(conversation_id) + (f":r:{scratch}" if scratch else "")
         return [f"{base}:{name}" for name in ("meta", "z", "t", "p", "pin", "d")]
 
+    def stamp_key(self, conversation_id: str) -> str:
+        """The conversation's pin stamp hash (module docstring): generation -> stamp."""
+        return self.tag(conversation_id) + ":ps"
+
+    def _live_keys(self, conversation_id: str) -> list[str]:
+        """The set's six keys and its pin stamp hash, whose idle TTL is renewed with them."""
+        return [*self.keys(conversation_id), self.stamp_key(conversation_id)]
+
+    def pin_stamp(self, conversation_id: str, generation: str) -> str:
+        """The stamp of the last pin or unpin of `generation` that reached Redis ('' none):
+        what a rebuild reads before the log's rows and gives `load` or `rebuild`."""
+        value = self.client.hget(self.stamp_key(conversation_id), generation)
+        return "" if value is None else _text(value)
+
     # -- scripts -------------------------------------------------------------------------
 
     def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -1005,11 +1088,13 @@ class HotTier:
         ttl_ms: int | None = None,
         tip: str = "",
         prev_tip: str = "",
+        stamp: str = "",
     ) -> list[str]:
         """Run APPLY_LUA; returns the fields after 'OK': evicted, demoted, total,
         overflow, last, n_evicted, members (the lists comma-separated). `ttl_ms` None:
         the live keys' idle TTL. `tip`: the fingerprint of the last admit in `ops`,
-        `prev_tip` that of the log's turn before the first (see APPLY_LUA)."""
+        `prev_tip` that of the log's turn before the first (see APPLY_LUA); `stamp`: a
+        pin's or unpin's stamp (flag s)."""
         if ttl_ms is None:
             ttl_ms = self.idle_ttl_ms
         args = [
@@ -1023,6 +1108,7 @@ class HotTier:
             ops,
             tip,
             prev_tip,
+            stamp,
             *payloads,
         ]
         try:
@@ -1084,7 +1170,7 @@ class HotTier:
         the log fingerprint of the last turn (a chunk before the last records '', which
         the caller treats as unknown should the later chunks never run); `prev_tip`: as
         in `admit`, checked by the first chunk (later ones extend what it wrote)."""
-        keys = self.keys(conversation_id)
+        keys = self._live_keys(conversation_id)
         for t in turns:  # all of them first: bad input writes nothing
             _check_turn(t)
         if not turns:
@@ -1123,22 +1209,23 @@ class HotTier:
             raise TypeError(f"priority must be an int, got {priority!r}")
         ops = _op("p", position, turn.tokens if turn is not None else -1, True, priority)
         payloads = [turn.payload] if turn is not None else []
-        res = self._apply(conversation_id, self.keys(conversation_id), "cgpe", ops, payloads, generation=generation)
+        res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes", ops, payloads,
+                          generation=generation, stamp=new_stamp())
         return self._result(res)
 
     def unpin(self, conversation_id: str, position: int, *, generation: str) -> AdmitResult:
         """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
         forgotten as demoted; anything else, a missing set included, is a no-op. A
         stored set of another generation raises HotStale, nothing written."""
-        res = self._apply(conversation_id, self.keys(conversation_id), "cgpe", _op("u", position, 0, False, 0),
-                          generation=generation)
+        res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes",
+                          _op("u", position, 0, False, 0), generation=generation, stamp=new_stamp())
         return self._result(res)
 
     def read(self, conversation_id: str) -> HotSet | None:
         """The hot set in log order, or None when Redis has no (complete) set for it: a
         member without its tokens or text, or keys that disagree with the meta's counts
         and totals (one evicted on its own), is no set."""
-        res = self._run("read", self.keys(conversation_id), [self.idle_ttl_ms])
+        res = self._run("read", self._live_keys(conversation_id), [self.idle_ttl_ms])
         if not res:
             return None
         doc = json.loads(res)
@@ -1167,6 +1254,7 @@ class HotTier:
                 demoted=sorted(int(p) for p in demoted),
                 demoted_tokens=int(meta.get("demoted_tokens", 0)),
                 tip=meta.get("tip", ""),
+                pins_behind=meta.get("pinstamp", "") != (doc.get("s") or ""),
             )
         except (KeyError, ValueError):
             return None
@@ -1210,10 +1298,12 @@ class HotTier:
         value = self.client.hget(self.keys(conversation_id)[0], "gen")
         return None if value is None else _text(value)
 
-    def rebuild(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str, tip: str = "") -> HotSet:
+    def rebuild(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str, tip: str = "",
+                pin_stamp: str = "") -> HotSet:
         """Replace the conversation's hot set by the replay of `turns` (ascending
         positions, each with its current pin flag and priority); `tip` is the log
-        fingerprint of the last of them.
+        fingerprint of the last of them, `pin_stamp` what `pin_stamp` said before the
+        turns were read from the log (the set is `pins_behind` when a pin came since).
 
         The replay sends no texts to Lua, REBUILD_CHUNK turns per call, into scratch
         keys; payloads are kept here only for turns still hot after each chunk and are
@@ -1256,7 +1346,7 @@ class HotTier:
                 flush()
         if ops or first:
             flush()
-        args: list[Any] = [self.idle_ttl_ms]
+        args: list[Any] = [self.idle_ttl_ms, pin_stamp]
         for p in members:
             args += (p, payloads[p])
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
@@ -1268,14 +1358,15 @@ class HotTier:
         return hot
 
     def load(self, conversation_id: str, state: ReplayState, payloads: Mapping[int, str], *, generation: str,
-             tip: str = "") -> HotSet:
+             tip: str = "", pin_stamp: str = "") -> HotSet:
         """Replace the conversation's hot set by `state` (`simulate_replay` under this
         tier's budget and protection), with the members' `payloads`, in one script; `tip`
-        is the log fingerprint of the turn at `state.last`. Raises KeyError, having
-        written nothing, when `payloads` lacks a member."""
+        is the log fingerprint of the turn at `state.last`, `pin_stamp` what `pin_stamp`
+        said before the rows were read (the set is `pins_behind` when a pin came since).
+        Raises KeyError, having written nothing, when `payloads` lacks a member."""
         args: list[Any] = [generation, state.total, self.budget_tokens, state.last, tip, state.evictions,
                            max(0, state.total - self.budget_tokens), sum(state.demoted.values()),
-                           self.idle_ttl_ms, len(state.members)]
+                           self.idle_ttl_ms, pin_stamp, len(state.members)]
         for p in state.members:
             payload = payloads[p]
             if not isinstance(payload, str):
@@ -1285,7 +1376,7 @@ class HotTier:
             args.append(len(table))
             for p, value in sorted(table.items()):
                 args += (p, value)
-        self._run("load", self.keys(conversation_id), args)
+        self._run("load", self._live_keys(conversation_id), args)
         hot = self.read(conversation_id)
         if hot is None:
             raise HotStale(conversation_id, "dropped during rebuild", None, -1)
