@@ -125,6 +125,9 @@ MAX_METADATA_BYTES_LIMIT = 16 * 1024 * 1024  # bytes of one message's metadata J
 # times its size) per request in flight: with no bound (10**15 was accepted) it refused no
 # real body, and a client could stream one until the process ran out of memory.
 MAX_BODY_BYTES_LIMIT = 2 * MAX_CONTENT_BYTES_LIMIT
+# the least max_body_bytes a server takes: a batch request within it needs no server's
+# limits read before it is sent (tiermem.adapters._common.append_chunks)
+MIN_BODY_BYTES = 1024
 # PostgreSQL pool of each process (tiers.postgres: DEFAULT_POOL_MAX, POOL_WAIT_S, the same
 # values): connections at most, and how long an operation waits for one before it is
 # StoreUnreachable (503, nothing written)
@@ -628,7 +631,7 @@ class Config(BaseSettings):
         "127.0.0.1, localhost and [::1]; a page of another origin is refused too. On a loopback "
         "http_host only the loopback names are served without it (DNS rebinding); on another "
         "http_host an empty list checks no Host"))
-    max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=1024, le=MAX_BODY_BYTES_LIMIT)
+    max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=MIN_BODY_BYTES, le=MAX_BODY_BYTES_LIMIT)
     pricing: Pricing = Field(default_factory=Pricing)
 
     @field_validator("*", mode="before")

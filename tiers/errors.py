@@ -513,6 +513,23 @@ class EditTooLong(LimitExceeded):
         self.args = (f"{self.field}: {self.problem}",)
 
 
+class HistoryErased(TiermemError, RuntimeError):
+    """A conversation erased (or pruned) while a LangChain chat history's `add_messages`
+    wrote its messages in chunks (too many for one append): it stopped there rather than
+    write the rest after nothing (a conversation begun again holding only their tail).
+    `written`: how many of the messages its chunks before had written (they went with the
+    erasure); `position`: where the next chunk was to go on."""
+
+    def __init__(self, conversation_id: str, position: int, written: int) -> None:
+        self.conversation_id = conversation_id
+        self.position = position
+        self.written = written
+        super().__init__(f"conversation {conversation_id!r} was erased while add_messages wrote it in chunks (the "
+                         f"next chunk was to go on at position {position}; the {written} message(s) written before "
+                         "it went with the erasure); nothing more was written: add the messages again to store "
+                         "them whole")
+
+
 class MigrationRefused(TiermemError, ValueError):
     """`migrate-store` will not copy into this target (checked before anything is written):
     names the target, what is in the way and what to do."""

@@ -12,7 +12,8 @@ The adapters act through `MemoryLike`: the few methods of `Memory` they call, wh
 `NamespacedMemory` and a blocking `tiermem.client.Client` (a shared `tiermem serve`) both
 have. Nothing here reads a store's configuration: the limits an adapter adapts to
 (metadata bytes, for LangChain artifacts: `metadata_limit`; the messages and, over a
-`Client`, the request bytes one append holds, for a long LangGraph sync: `batch_limit`,
+`Client`, the request bytes one append holds, for a long LangGraph sync or LangChain
+`add_messages`: `batch_limit`,
 `append_chunks`) are a local Memory's config or constants or a server's own
 (`Client.limits()`, read once per client); only a server that does not say them (an
 older one) leaves them unknown, and refuses what passes them.
@@ -164,9 +165,13 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[lis
     `max_body_bytes` (`Client.limits()`) a request body within them
     (`tiermem.client.batch_request_bytes`), where a server without /v1/limits leaves the
     bytes to its own refusal (413). A message over them alone goes alone: the server
-    refuses it, as it would in any batch."""
+    refuses it, as it would in any batch. A batch within what every server takes (the
+    library's `MAX_BATCH_MESSAGES`, a request within the least `max_body_bytes` a server
+    is configured with) is one chunk without asking a `Client`'s server its limits."""
     from tiermem.client import BATCH_ENVELOPE_BYTES, BATCH_SEPARATOR_BYTES, Client, request_bytes
 
+    if isinstance(mem, Client) and _within_every_server(bodies):
+        return [list(bodies)] if bodies else []
     count = batch_limit(mem)
     limits = mem.limits() if isinstance(mem, Client) else None
     max_bytes = limits.max_body_bytes if limits is not None else None
@@ -183,6 +188,22 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[lis
     if chunk:
         chunks.append(chunk)
     return chunks
+
+
+def _within_every_server(bodies: Sequence[dict[str, Any]]) -> bool:
+    """Whether one append batch of `bodies` is within what any server takes."""
+    from tiermem.client import BATCH_ENVELOPE_BYTES, BATCH_SEPARATOR_BYTES, request_bytes
+    from tiermem.config import MIN_BODY_BYTES
+    from tiermem.memory import MAX_BATCH_MESSAGES
+
+    if len(bodies) > MAX_BATCH_MESSAGES:
+        return False
+    size = BATCH_ENVELOPE_BYTES
+    for body in bodies:  # stops within the first KiB or so: a long batch is not measured twice
+        size += request_bytes(body) + BATCH_SEPARATOR_BYTES
+        if size > MIN_BODY_BYTES:
+            return False
+    return True
 
 
 def conditional_appends(mem: MemoryLike) -> bool:

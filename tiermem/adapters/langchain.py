@@ -25,6 +25,18 @@ with every JSON artifact; when it refuses one message's metadata (422, nothing w
 that message's artifact is left out and the batch sent again (`append_messages`), so
 every way stores the same rows.
 
+`add_messages` writes its messages in one batch (all or nothing) where one append takes
+them. More (past `MAX_BATCH_MESSAGES` messages or, over a `Client`, past its server's
+`max_body_bytes`: a long imported history) go in consecutive chunks (`append_chunks`, as
+a LangGraph sync's), in order, each message once, each chunk an ordinary append readers
+may see: each chunk after the first is conditional on the incarnation the first went to
+and the position the previous one left, so another writer's append between two chunks
+refuses the next (nothing of it written), which then goes after it; an erasure between
+two chunks stops the add (`HistoryErased`) rather than begin the conversation again
+holding only its tail. A server that takes no condition (an older one) gets the chunks
+as they are. A `Client` asks its server's limits for this only for a batch past the
+least `max_body_bytes` any server takes.
+
 `messages` is the whole visible history (`tiermem.adapters._common.visible`: folds do not
 cut it). Reading accepts every stored shape, the `openai` SDK's own replies included: an
 assistant message whose `content` is null (a tool-calling or refusal-only reply) is an
@@ -38,10 +50,11 @@ items read back as one `AIMessage`; two chat messages with calls stay two (two r
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, convert_to_messages, convert_to_openai_messages
@@ -50,13 +63,14 @@ from tiermem.adapters._common import (
     LANGCHAIN_CONTENT_KEY,
     LANGCHAIN_ID_KEY,
     MemoryLike,
+    append_chunks,
     check_memory,
     clear,
     conditional_appends,
     metadata_limit,
     visible,
 )
-from tiermem.tiers.errors import LimitExceeded, ValidationError
+from tiermem.tiers.errors import HistoryErased, LimitExceeded, PositionMismatch, ValidationError
 from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, joins_turn, to_chat
 from tiermem.tiers.models import check_keys
 
@@ -70,6 +84,7 @@ METADATA_ARTIFACT_KEY = "langchain_artifact"
 METADATA_CONTENT_KEY = LANGCHAIN_CONTENT_KEY
 # how Memory and the service name a batch message's metadata they refuse
 _REFUSED_METADATA = re.compile(r"messages\[(\d+)\]\.metadata")
+_T = TypeVar("_T")
 
 
 def _fits(value: object, limit: int | None) -> bool:
@@ -142,14 +157,48 @@ def _storable_parts(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def append_messages(memory: MemoryLike, conversation_id: str, messages: Sequence[BaseMessage]) -> list[int]:
-    """Append `messages` in one batch (`to_openai`); returns their positions. An artifact,
-    or the LangChain content kept beside blocks the chat form cannot carry, is left out
-    where the store's metadata limit refuses it: checked before sending where this
-    process knows the limit (`_common.metadata_limit`), else on the store's refusal of
-    that message's metadata (nothing written), after which the batch is sent again."""
+    """Append `messages` (`to_openai`); returns their positions. In one batch (all or
+    nothing) where one append takes them, else in chunks (`_append_chunked`). An
+    artifact, or the LangChain content kept beside blocks the chat form cannot carry, is
+    left out where the store's metadata limit refuses it: checked before sending where
+    this process knows the limit (`_common.metadata_limit`), else on the store's refusal
+    of that message's metadata (nothing written), after which the batch is sent again."""
     # asked only for a message that needs it: a plain batch never asks a client's server
     bodies = to_openai(messages, max_metadata_bytes=lambda: metadata_limit(memory))
-    return append_bodies(memory, conversation_id, bodies)
+    chunks = append_chunks(memory, bodies)
+    if len(chunks) == 1:
+        return append_bodies(memory, conversation_id, chunks[0])
+    return _append_chunked(memory, conversation_id, chunks)
+
+
+def _append_chunked(memory: MemoryLike, conversation_id: str, chunks: list[list[dict[str, Any]]]) -> list[int]:
+    """Append `chunks` in order, each an ordinary append readers may see; returns their
+    positions. Each chunk after the first is conditional on the incarnation the first
+    went to and the position the previous one left (`conditional_appends`): another
+    writer's append between two chunks refuses the next (nothing of it written), which is
+    sent again after that append (each message once, in order; the other writer's rows
+    between two chunks, as between two calls); an erasure between two chunks stops it
+    (`HistoryErased`) rather than begin the conversation again with only their tail. A
+    store that takes no condition (an older server) gets the chunks as they are."""
+    if not conditional_appends(memory):
+        return [p for chunk in chunks for p in append_bodies(memory, conversation_id, chunk)]
+    first = _mended(chunks[0], lambda b: memory.append_outcome(conversation_id, b))
+    positions = list(first.positions)
+    for chunk in chunks[1:]:
+        at = positions[-1] + 1
+        while True:
+            try:
+                # no bound on these rounds: each is another writer's append landing, never this one's
+                got = _mended(chunk, functools.partial(memory.append_outcome, conversation_id, expect_position=at,
+                                                       expect_incarnation=first.incarnation))
+            except PositionMismatch as exc:
+                if exc.found is None:
+                    raise HistoryErased(conversation_id, at, len(positions)) from None
+                at = exc.found
+                continue
+            positions += got.positions
+            break
+    return positions
 
 
 def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[str, Any]], *,
@@ -160,15 +209,22 @@ def append_bodies(memory: MemoryLike, conversation_id: str, bodies: list[dict[st
     `expect_position`: written only if the conversation goes on there, else
     `PositionMismatch` and nothing written (`append_outcome`: a store in this process, or
     a `Client` of a server that takes it, `conditional_appends`)."""
+    if expect_position is None:
+        return _mended(bodies, lambda b: memory.append_many(conversation_id, b))
+    if not conditional_appends(memory):
+        raise ValidationError("expect_position", f"a conditional append needs a Memory, a NamespacedMemory "
+                              f"or a Client of a server that takes it, got {type(memory).__name__}")
+    return _mended(bodies, lambda b: memory.append_outcome(conversation_id, b, expect_position=expect_position)
+                   ).positions
+
+
+def _mended(bodies: list[dict[str, Any]], write: Callable[[list[dict[str, Any]]], _T]) -> _T:
+    """`write(bodies)`, where a body's artifact or kept LangChain content the store refuses
+    for its size (nothing written) is left out of it and the batch written again."""
     bodies = list(bodies)
     while True:
         try:
-            if expect_position is None:
-                return memory.append_many(conversation_id, bodies)
-            if not conditional_appends(memory):
-                raise ValidationError("expect_position", f"a conditional append needs a Memory, a NamespacedMemory "
-                                      f"or a Client of a server that takes it, got {type(memory).__name__}")
-            return memory.append_outcome(conversation_id, bodies, expect_position=expect_position).positions
+            return write(bodies)
         except ValidationError as exc:
             refused = _optional_refused(exc, bodies)
             if refused is None:
