@@ -291,13 +291,17 @@ def test_pin_unpin(client: redis.Redis) -> None:
         hot.pin(conv, 1, 1, generation=GEN)
     res = hot.pin(conv, 1, 1, generation=GEN, turn=turn(1))
     assert res.evicted == [2] and 1 in positions(hot.read(conv))
-    with pytest.raises(ValueError, match="only admitted up to 5"):
+    with pytest.raises(HotStale) as ahead:  # not admitted yet: the caller catches up and pins again
         hot.pin(conv, 9, 1, generation=GEN, turn=turn(9))
+    assert (ahead.value.reason, ahead.value.stored_last) == ("ahead", 5)
     res = hot.unpin(conv, 0, generation=GEN)
     assert res.evicted == []
     res = hot.admit(conv, turn(6), generation=GEN)
     assert res.evicted == [0]
-    assert hot.unpin(conv, 42, generation=GEN).evicted == []  # unknown position: no-op
+    assert hot.unpin(conv, 3, generation=GEN).evicted == []  # a position not pinned: no-op
+    with pytest.raises(HotStale) as ahead:  # past the set: its admit may carry the pin
+        hot.unpin(conv, 42, generation=GEN)
+    assert ahead.value.reason == "ahead"
 
 
 def test_admit_is_idempotent_per_position(client: redis.Redis) -> None:

@@ -64,6 +64,9 @@ what to do when Redis is gone.
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
   should that fail too the call degrades as in an outage. An append is acknowledged
   once the log has committed it, whatever the hot tier does after.
+- A pin or unpin of a turn another process has committed to the log and not yet
+  admitted (tiers.hot HotStale 'ahead') catches the set up with the log and is made
+  again, rather than being taken for a failure of the set (dropped and rebuilt).
 - A pin or unpin of another process is never lost to a rebuild: a rebuild reads the hot
   tier's pin stamp before the log's rows, and a set loaded while a pin or unpin landed
   in between reads as `pins_behind` (tiers.hot, pin stamps), so it is rebuilt at once
@@ -83,7 +86,16 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from tiermem.tiers.errors import HotAccessDenied, HotOutOfMemory, HotReadOnly, HotStale, HotStateLost
-from tiermem.tiers.hot import AdmitResult, HotSet, HotTier, HotTurn, RedisClient, make_client, simulate_replay
+from tiermem.tiers.hot import (
+    STALE_AHEAD,
+    AdmitResult,
+    HotSet,
+    HotTier,
+    HotTurn,
+    RedisClient,
+    make_client,
+    simulate_replay,
+)
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_server import EmbeddedRedis
@@ -570,8 +582,8 @@ class HotLink:
             turn = turns[0] if turns else None
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
-            self._count(self.tier.pin(conversation_id, position, priority,
-                                      generation=self.generation(conversation_id), turn=turn))
+            self._caught_up(conversation_id, lambda: self._count(self.tier.pin(
+                conversation_id, position, priority, generation=self.generation(conversation_id), turn=turn)))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -582,7 +594,8 @@ class HotLink:
 
     def unpin(self, conversation_id: str, position: int) -> None:
         try:
-            self._count(self.tier.unpin(conversation_id, position, generation=self.generation(conversation_id)))
+            self._caught_up(conversation_id, lambda: self._count(self.tier.unpin(
+                conversation_id, position, generation=self.generation(conversation_id))))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -591,12 +604,28 @@ class HotLink:
         except Exception as exc:
             self._distrust(conversation_id, exc)
 
+    def _caught_up(self, conversation_id: str, op: Callable[[], None]) -> None:
+        """Run a pin or unpin; when the set has not admitted its turn yet (HotStale
+        'ahead': another process committed it to the log and its admit has not run), catch
+        the set up with the log (`_sync`, which admits it with its pin flag as the log has
+        it now) and run it once more."""
+        try:
+            op()
+        except HotStale as exc:
+            if exc.reason != STALE_AHEAD:
+                raise
+            self._sync(conversation_id)
+            op()
+
     def _stale_pin(self, conversation_id: str, exc: HotStale) -> None:
         """A pin or unpin the stored set refused, having written nothing. Of another
         generation (another database on this Redis, or an older incarnation): not ours
-        to touch, and our next read rebuilds our set from the log, pin included. Any
-        other refusal (an inconsistent set) is a set that cannot be trusted."""
-        if exc.reason == "generation":
+        to touch, and our next read rebuilds our set from the log, pin included. Still
+        ahead of a set caught up with the log (`_caught_up`): the set cannot hold the
+        turn (a row that cannot be rendered), or another process's rebuild from rows read
+        before it replaced the set, whose next read catches up with the turn as the log
+        has it. Any other refusal (an inconsistent set) is a set that cannot be trusted."""
+        if exc.reason in ("generation", STALE_AHEAD):
             self._ok()
             return
         self._distrust(conversation_id, exc)

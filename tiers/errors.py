@@ -256,7 +256,9 @@ class HotAccessDenied(TiermemError, RuntimeError):
 
 class HotStale(TiermemError, LookupError):
     """The stored hot set is missing, of another generation, inconsistent, or behind the
-    log (an admit would leave a gap). Nothing was written; rebuild from the cold log."""
+    log (an admit would leave a gap). Nothing was written; rebuild from the cold log.
+    `reason` 'ahead' (tiers.hot STALE_AHEAD): a pin or unpin of a turn the set has not
+    admitted yet, which the log holds; catch the set up with the log and pin again."""
 
     def __init__(
         self, conversation_id: str, reason: str, stored_generation: str | None, stored_last: int

@@ -43,7 +43,11 @@ Invariants:
   until a write of this version restamps it (only its pin or unpin that moves no member
   changes none of those: the counts are checked and the set rebuilt once). `pin` and `unpin` check the generation too (HotStale, nothing
   written): a Redis shared by two databases must never take one's turn into the other's
-  set.
+  set. A pin or unpin of a position past the set's last admitted one raises HotStale
+  'ahead' (STALE_AHEAD), nothing written: another process committed the turn to the log
+  and its admit has not run yet, with the pin flag it read; the caller catches the set up
+  with the log and pins again (tiermem.hotlink), so neither the pin nor the unpin is left
+  to an admit that read the turn before it.
 - The meta records the fingerprint of the last admitted turn (`tip`,
   tiers.keys.turn_fingerprint), given by the caller with each admit and rebuild, so that
   the caller can tell a set derived from this log from one derived from another timeline
@@ -136,6 +140,8 @@ REBUILD_CHUNK = 2000
 SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when erasing a tag
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
+# HotStale's reason for a pin or unpin of a position the set has not admitted yet
+STALE_AHEAD = "ahead"
 PIN_STAMP_BYTES = 8  # of randomness in a pin stamp: no two stamps of a conversation collide
 SUMMARY_PIPELINE_SETS = 256  # hot sets whose counts one round trip reads (6 commands each)
 # The meta fields whose values, '|'-joined, stamp the counts (meta `counted`; APPLY_LUA
@@ -525,6 +531,9 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
         pin_dirty[p] = true
         enforce()
       end
+    elseif p > last then
+      -- not admitted yet: the admit on its way may carry the pin this unpin removes
+      return 'AHEAD|' .. p .. '|' .. last
     else
       undemote(p)
     end
@@ -1126,11 +1135,8 @@ class HotTier:
         if status == "NOTHOT":
             raise HotTurnNotResident(conversation_id, int(rest))
         if status == "AHEAD":
-            position, last = rest.split("|")
-            raise ValueError(
-                f"cannot pin position {position} of {conversation_id!r}: "
-                f"the hot tier has only admitted up to {last}"
-            )
+            _position, last = rest.split("|")
+            raise HotStale(conversation_id, STALE_AHEAD, generation or None, int(last))
         raise RuntimeError(f"unexpected reply from the hot-tier script: {res!r}")
 
     @staticmethod
@@ -1196,7 +1202,9 @@ class HotTier:
         self, conversation_id: str, position: int, priority: int, *, generation: str, turn: HotTurn | None = None
     ) -> AdmitResult:
         """Pin a hot turn (or update its priority). A turn that is not hot is re-admitted
-        as pinned when `turn` is given, else HotTurnNotResident. Pinning can demote
+        as pinned when `turn` is given, else HotTurnNotResident; one past the set's last
+        admitted position raises HotStale 'ahead', nothing written (the log holds it and
+        its admit has not run yet: catch the set up and pin again). Pinning can demote
         lower-priority pins (possibly this one) when pins alone exceed the budget.
         Without a stored set for the conversation this is a no-op (all zeros): the
         caller's next read rebuilds the set from the log, with the pin. A stored set of
@@ -1215,8 +1223,10 @@ class HotTier:
 
     def unpin(self, conversation_id: str, position: int, *, generation: str) -> AdmitResult:
         """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
-        forgotten as demoted; anything else, a missing set included, is a no-op. A
-        stored set of another generation raises HotStale, nothing written."""
+        forgotten as demoted; a position past the set's last admitted one raises HotStale
+        'ahead', nothing written (its admit, on its way, may carry the pin: catch the set
+        up and unpin again); anything else, a missing set included, is a no-op. A stored
+        set of another generation raises HotStale, nothing written."""
         res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes",
                           _op("u", position, 0, False, 0), generation=generation, stamp=new_stamp())
         return self._result(res)
