@@ -19,7 +19,10 @@ of `evals.bench_scale --engine postgres --json docs/bench_scale_postgres.json`, 
 The embedding model runs with one torch thread by default (see `set_torch_threads`).
 
 This module also holds the small helpers the benchmarks share (percentiles, load
-average, table rows), so it must not import the benchmarks at module level.
+average, table rows, the argparse types of their options: `output_file`, `int_list`,
+`bounded`; every count or duration a benchmark takes is checked while its arguments are
+parsed, a bad one a usage error naming the option and the limit), so it must not import
+the benchmarks at module level.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -34,7 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 DEFAULT_JSON = Path("docs/bench.json")
 DEFAULT_MARKDOWN = Path("docs/bench.md")
@@ -43,6 +47,8 @@ DEFAULT_SCALE_JSON = Path("docs/bench_scale.json")
 # evals.bench_scale --engine postgres --json; their rows join the table when present
 DEFAULT_POSTGRES_JSON = Path("docs/bench_postgres.json")
 DEFAULT_SCALE_POSTGRES_JSON = Path("docs/bench_scale_postgres.json")
+
+Number = TypeVar("Number", int, float)  # `bounded`'s kind: a count, or a duration in seconds
 
 
 # ---------------------------------------------------------------------------------------
@@ -113,6 +119,38 @@ def int_list(*, minimum: int = 1, maximum: int | None = None, unit: str) -> Call
         return out
 
     return numbers
+
+
+def bounded(minimum: Number, *, unit: str, maximum: Number | None = None) -> Callable[[str], Number]:
+    """An argparse `type` for one count or duration of a benchmark: a whole number when
+    `minimum` is an int, a decimal one when it is a float (seconds), from `minimum` to
+    `maximum` (no upper limit when None), `unit` saying what it counts. Anything else (nan
+    and infinities too) is a usage error naming the option and the limits (exit 2): a bare
+    `int` or `float` type took 0 and negatives, which failed inside the run (an empty
+    percentile, a division by zero) or ran nothing. The one home of the benchmarks' single
+    numeric options, as `int_list` is of their lists."""
+    from tiermem.tiers.errors import shown  # the one bound on an echo of the value given
+
+    kind = type(minimum)
+
+    def spelled(n: Number) -> str:
+        return f"{n:,}" if kind is int else f"{n:g}"
+
+    limits = (f"from {spelled(minimum)} to {spelled(maximum)}" if maximum is not None
+              else f"of at least {spelled(minimum)}")
+    what = "an integer" if kind is int else "a number"
+
+    def number(text: str) -> Number:
+        try:
+            value: Number | None = kind(text)
+        except ValueError:  # not a number, or past Python's 4,300 digits
+            value = None
+        if (value is None or not math.isfinite(value) or value < minimum
+                or (maximum is not None and value > maximum)):
+            raise argparse.ArgumentTypeError(f"must be {what} {limits} ({unit}), got {shown(text)}")
+        return value
+
+    return number
 
 
 def load_average() -> list[float]:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import tiermem.evals.bench_context as bc
+from tiermem.evals.bench import bounded
 from tiermem.evals.recall_rounds import KNOBS, parse_variant
 
 
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.bench_ab", description=__doc__.split("\n")[0])
     ap.add_argument("--old", default="", help="KEY=V,... (recall_rounds knobs; empty: as shipped)")
     ap.add_argument("--new", default="", help="KEY=V,...")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=bounded(1, unit="rounds"), default=2)
     ap.add_argument("--quick", action="store_true", help="a 300-turn conversation (a smoke run)")
     args = ap.parse_args(argv)
     old, new = parse_variant(f"old:{args.old}").values, parse_variant(f"new:{args.new}").values

@@ -45,6 +45,7 @@ from tiermem.evals.baselines import without_memo
 from tiermem.evals.bench import (
     DEFAULT_TORCH_THREADS,
     Row,
+    bounded,
     dist,
     environment,
     load_average,
@@ -488,8 +489,9 @@ def model_bench_main(argv: list[str] | None, *, doc: str | None, turns_help: str
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo-format file (default {DEFAULT_DATA})")
-    parser.add_argument("--turns", type=int, default=None, help=turns_help)
-    parser.add_argument("--torch-threads", type=int, default=DEFAULT_TORCH_THREADS,
+    parser.add_argument("--turns", type=bounded(1, unit="turns"), default=None, help=turns_help)
+    parser.add_argument("--torch-threads", type=bounded(0, unit="threads; 0: torch's default"),
+                        default=DEFAULT_TORCH_THREADS,
                         help="torch intra-op threads for the model (0: torch's default)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

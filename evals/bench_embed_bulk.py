@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.bench import load_average, output_file, say
+from tiermem.evals.bench import bounded, load_average, output_file, say
 from tiermem.tiers.embed_onnx import BULK_MAX_TOKENS, fuse_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -467,8 +467,8 @@ def markdown(rep: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--sample", type=int, default=512, help="texts drawn from the file (0: all)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sample", type=bounded(0, unit="texts; 0: all"), default=512, help="texts drawn from the file (0: all)")
+    ap.add_argument("--rounds", type=bounded(1, unit="rounds"), default=3)
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help=f"comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--reference", action="store_true",
@@ -477,8 +477,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     unknown = [n for n in names if n not in VARIANTS]
-    if unknown or args.rounds < 1:
-        ap.error(f"unknown variants {unknown}" if unknown else "--rounds must be at least 1")
+    if unknown:
+        ap.error(f"unknown variants {unknown}")
     from tiermem.tiers.errors import DataFileError
 
     try:

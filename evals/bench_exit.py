@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem.config import Config
+from tiermem.evals.bench import bounded
 from tiermem.memory import Memory
 
 DEFAULT_CHAT = 4000  # turns of the chat backlog
@@ -107,10 +108,10 @@ def run(chat: int = DEFAULT_CHAT, long: int = DEFAULT_LONG, reps: int = DEFAULT_
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.bench_exit", description=__doc__.split("\n")[0])
-    ap.add_argument("--chat", type=int, default=DEFAULT_CHAT, help="turns of the chat backlog")
-    ap.add_argument("--long", type=int, default=DEFAULT_LONG, help=f"texts of {LONG_WORDS} words")
-    ap.add_argument("--reps", type=int, default=DEFAULT_REPS)
-    ap.add_argument("--settle", type=float, default=DEFAULT_SETTLE_S, help="seconds the indexer works first")
+    ap.add_argument("--chat", type=bounded(1, unit="turns"), default=DEFAULT_CHAT, help="turns of the chat backlog")
+    ap.add_argument("--long", type=bounded(1, unit="texts"), default=DEFAULT_LONG, help=f"texts of {LONG_WORDS} words")
+    ap.add_argument("--reps", type=bounded(1, unit="runs"), default=DEFAULT_REPS)
+    ap.add_argument("--settle", type=bounded(0.0, unit="seconds"), default=DEFAULT_SETTLE_S, help="seconds the indexer works first")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     res = run(args.chat, args.long, args.reps, args.settle)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tiermem.evals.bench import bounded
 from tiermem.tiers.hot import HotTier, HotTurn, make_client
 from tiermem.tiers.redis_server import EmbeddedRedis
 
@@ -212,7 +213,7 @@ def format_table(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--n", type=int, default=2000, help="samples per latency figure")
+    parser.add_argument("--n", type=bounded(1, unit="samples"), default=2000, help="samples per latency figure")
     parser.add_argument("--quick", action="store_true", help="fewer samples, for smoke runs")
     parser.add_argument("--url", default=None, help="benchmark this Redis instead of an embedded one")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

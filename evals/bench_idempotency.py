@@ -36,7 +36,7 @@ from typing import Any
 
 from tiermem.config import Config
 from tiermem.evals.baselines import timed
-from tiermem.evals.bench import load_average
+from tiermem.evals.bench import bounded, load_average
 from tiermem.evals.huge_store import summary
 from tiermem.memory import Memory
 
@@ -140,7 +140,7 @@ def print_row(r: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--calls", type=int, default=DEFAULT_CALLS)
+    ap.add_argument("--calls", type=bounded(1, unit="calls"), default=DEFAULT_CALLS)
     ap.add_argument("--postgres", default=None, help="a PostgreSQL URL, or 'embedded'")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

@@ -53,8 +53,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist, load_average, machine_speed, output_file, ratio, say
+from tiermem.evals.bench import bounded, dist, load_average, machine_speed, output_file, ratio, say
 from tiermem.evals.idle_estimate import IdleClock
+from tiermem.memory import MAX_BATCH_MESSAGES
 from tiermem.tiers.embed_onnx import usable_cpus
 from tiermem.tiers.store import INDEX_POOL_BATCHES
 
@@ -275,10 +276,12 @@ def markdown(rep: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a LoCoMo file (or any import format)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=1000, help="messages per append_many (tiermem import: 1000)")
+    ap.add_argument("--rounds", type=bounded(1, unit="rounds"), default=3)
+    # an append_many takes at most MAX_BATCH_MESSAGES: a larger chunk of a long conversation failed
+    ap.add_argument("--batch", type=bounded(1, maximum=MAX_BATCH_MESSAGES, unit="messages"), default=1000,
+                    help="messages per append_many (tiermem import: 1000)")
     ap.add_argument("--no-embed", action="store_true", help="the write path only")
-    ap.add_argument("--baseline-pool", type=int, default=None,
+    ap.add_argument("--baseline-pool", type=bounded(1, unit="batches"), default=None,
                     help="batches the baseline reads at once (default: the store's; 1: log order, as before pooling)")
     ap.add_argument("--baseline", choices=BASELINES, default="legacy",
                     help="legacy: the embedder before the bulk path; serial: this one, the catch-up unpipelined")
@@ -290,8 +293,6 @@ def main(argv: list[str] | None = None) -> None:
                          "(evals/idle_estimate.py): for a shared machine")
     ap.add_argument("--json", type=output_file(), default=None, help="write the full report here")
     args = ap.parse_args(argv)
-    if args.rounds < 1 or args.batch < 1:
-        ap.error("--rounds and --batch must be at least 1")
     from tiermem.tiers.errors import DataFileError
 
     try:

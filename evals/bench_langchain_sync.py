@@ -29,7 +29,7 @@ from typing import Any
 from tiermem import Config, Memory
 from tiermem.adapters._common import visible
 from tiermem.adapters._langchain_sync import ConversationSync
-from tiermem.evals.bench import load_average, pct
+from tiermem.evals.bench import bounded, load_average, pct
 
 DEFAULT_MESSAGES = 5_000
 DEFAULT_ROUNDS = 30
@@ -67,21 +67,11 @@ def run(messages: int, rounds: int) -> dict[str, Any]:
     return out
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=_at_least_one, default=DEFAULT_MESSAGES,
+    ap.add_argument("--messages", type=bounded(1, unit="messages"), default=DEFAULT_MESSAGES,
                     help="messages stored before the timed syncs")
-    ap.add_argument("--rounds", type=_at_least_one, default=DEFAULT_ROUNDS,
+    ap.add_argument("--rounds", type=bounded(1, unit="syncs"), default=DEFAULT_ROUNDS,
                     help="timed syncs of each side")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)

@@ -55,6 +55,7 @@ from typing import Any
 from tiermem.evals.bench import (
     DEFAULT_TORCH_THREADS,
     Row,
+    bounded,
     dist,
     environment,
     load_average,
@@ -452,14 +453,14 @@ def render_markdown(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--turns", type=int, default=DEFAULT_TURNS)
-    ap.add_argument("--appends", type=int, default=DEFAULT_APPENDS)
-    ap.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
+    ap.add_argument("--turns", type=bounded(1, unit="turns"), default=DEFAULT_TURNS)
+    ap.add_argument("--appends", type=bounded(1, unit="appends"), default=DEFAULT_APPENDS)
+    ap.add_argument("--queries", type=bounded(1, unit="queries"), default=DEFAULT_QUERIES)
     ap.add_argument("--url", default=None, help="an existing PostgreSQL (a fresh schema is made and dropped)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--writer-appends", type=int, default=DEFAULT_WRITER_APPENDS)
-    ap.add_argument("--bulk", type=int, default=DEFAULT_BULK)
+    ap.add_argument("--writer-appends", type=bounded(1, unit="appends per writer"), default=DEFAULT_WRITER_APPENDS)
+    ap.add_argument("--bulk", type=bounded(1, unit="turns"), default=DEFAULT_BULK)
     ap.add_argument("--out", type=output_file(create_parents=True), default=None,
                     help=f"also write the JSON here and the markdown table beside it (make bench-postgres: {DEFAULT_OUT})")
     a = ap.parse_args(argv)

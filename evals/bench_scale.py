@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.bench import Row, dist, environment, load_average, output_file, ratio, row, say
+from tiermem.evals.bench import Row, bounded, dist, environment, load_average, output_file, ratio, row, say
 from tiermem.evals.bench_cold import DEFAULT_DATA, Corpus, batches, load_corpus, synthetic_messages
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.store import ColdLog
@@ -359,15 +359,15 @@ def format_table(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--turns", type=int, default=None, help="total turns (default 1000000; --quick 20000)")
-    parser.add_argument("--conversations", type=int, default=None, help="conversations (default 1000; --quick 20)")
-    parser.add_argument("--namespace-size", type=int, default=10, help="conversations per namespace (default 10)")
+    parser.add_argument("--turns", type=bounded(1, unit="turns"), default=None, help="total turns (default 1000000; --quick 20000)")
+    parser.add_argument("--conversations", type=bounded(1, unit="conversations"), default=None, help="conversations (default 1000; --quick 20)")
+    parser.add_argument("--namespace-size", type=bounded(1, unit="conversations"), default=10, help="conversations per namespace (default 10)")
     parser.add_argument("--quick", action="store_true", help="20k turns in 20 conversations")
     parser.add_argument("--dir", type=Path, default=None, help="where to build the database (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the database (with --dir, it is always kept)")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"LoCoMo-format file (default {DEFAULT_DATA})")
-    parser.add_argument("--queries", type=int, default=None, help="queries per measurement (default 200)")
-    parser.add_argument("--appends", type=int, default=None, help="appends per measurement (default 500)")
+    parser.add_argument("--queries", type=bounded(1, unit="queries"), default=None, help="queries per measurement (default 200)")
+    parser.add_argument("--appends", type=bounded(1, unit="appends"), default=None, help="appends per measurement (default 500)")
     parser.add_argument("--json", type=output_file(create_parents=True), default=None,
                         help="also write the figures as JSON to this file")
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite", help="the cold engine")

@@ -54,11 +54,13 @@ import httpx
 
 from tiermem.client import Client
 from tiermem.errors import ConversationNotFound, ServiceAuthError, TiermemError
-from tiermem.evals.bench import dist, int_list, load_average, say
+from tiermem.evals.bench import bounded, dist, int_list, load_average, say
 
 DEFAULT_PROCESSES = (1, 2)
 DEFAULT_CLIENTS = (4, 16)
 DEFAULT_SECONDS = 60.0
+# shortest --seconds: a shorter run measures the customers opening their conversations, not load
+MIN_SECONDS = 1.0
 CONTEXT_BUDGET = 2000  # tokens, what an agent sends with a turn
 CONTEXT_SHARE = 0.5  # of turns: one context per two appends (a turn appends two)
 SEARCH_SHARE = 0.1  # of turns
@@ -432,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="server processes (list)")
     ap.add_argument("--clients", type=int_list(unit="concurrent customers"), default=list(DEFAULT_CLIENTS),
                     help="concurrent customers (list)")
-    ap.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help="load duration of each run")
-    ap.add_argument("--turns", type=int, default=None, help="turns per customer instead of a duration")
+    ap.add_argument("--seconds", type=bounded(MIN_SECONDS, unit="seconds"), default=DEFAULT_SECONDS, help="load duration of each run")
+    ap.add_argument("--turns", type=bounded(1, unit="turns per customer"), default=None, help="turns per customer instead of a duration")
     ap.add_argument("--keep", type=Path, default=None, help="keep data dirs and server logs under this directory")
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = ap.parse_args(argv)

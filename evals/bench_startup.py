@@ -43,7 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tiermem.evals.bench import dist, load_average, machine_speed, output_file, ratio, say
+from tiermem.evals.bench import bounded, dist, load_average, machine_speed, output_file, ratio, say
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE_REF = "e22d172"  # main before the fast-start branch
@@ -415,8 +415,8 @@ def render(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5, help="measured runs per case and side (after one warm-up)")
-    ap.add_argument("--turns", type=int, default=1000, help="turns of the conversation context() reads")
+    ap.add_argument("--runs", type=bounded(1, unit="runs"), default=5, help="measured runs per case and side (after one warm-up)")
+    ap.add_argument("--turns", type=bounded(1, unit="turns"), default=1000, help="turns of the conversation context() reads")
     ap.add_argument("--baseline-ref", default=DEFAULT_BASELINE_REF, help="git ref of the baseline")
     ap.add_argument("--baseline-src", default=None, help="a directory with the baseline's source instead")
     ap.add_argument("--no-baseline", action="store_true", help="measure this tree only")
@@ -428,8 +428,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", action="append", default=None,
                     help="only the cases whose name contains this (repeatable), e.g. --only context")
     args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error("--runs must be at least 1")
     report: dict[str, Any] = {"runs": args.runs, "load_before": load_average(), "speed_before": machine_speed()}
     with tempfile.TemporaryDirectory(prefix="tiermem-startup-") as tmp_s:
         tmp = Path(tmp_s)

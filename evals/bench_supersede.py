@@ -25,6 +25,7 @@ from typing import Any
 
 from tiermem.config import Config
 from tiermem.consolidation.supersede import Appended
+from tiermem.evals.bench import bounded
 from tiermem.memory import Memory
 
 DEFAULT_MESSAGES = 1000
@@ -105,8 +106,8 @@ def run(messages: int = DEFAULT_MESSAGES, reps: int = DEFAULT_REPS) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.bench_supersede", description=__doc__.split("\n")[0])
-    ap.add_argument("--messages", type=int, default=DEFAULT_MESSAGES)
-    ap.add_argument("--reps", type=int, default=DEFAULT_REPS)
+    ap.add_argument("--messages", type=bounded(1, unit="messages"), default=DEFAULT_MESSAGES)
+    ap.add_argument("--reps", type=bounded(1, unit="runs"), default=DEFAULT_REPS)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     res = run(args.messages, args.reps)

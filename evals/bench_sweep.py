@@ -34,7 +34,7 @@ from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
 from tiermem.consolidation.views import ViewMaintainer
 from tiermem.evals.baselines import percentiles
-from tiermem.evals.bench import int_list
+from tiermem.evals.bench import bounded, int_list
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     # argparse converts a text default with `type` too: args.conversations is always a list
     ap.add_argument("--conversations", type=int_list(unit="conversations"), default="2000,10000",
                     help="store sizes, comma-separated")
-    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--rounds", type=bounded(1, unit="rounds"), default=30)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     counter = BpeTokenCounter()

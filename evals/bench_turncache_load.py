@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
-from tiermem.evals.bench import int_list
+from tiermem.evals.bench import bounded, int_list
 from tiermem.evals.huge_store import HUGE, OTHER, data_dir
 from tiermem.evals.retention import UnitEmbedder
 from tiermem.tiers import turncache
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     # argparse converts a text default with `type` too: args.turns is always a list
     ap.add_argument("--turns", type=int_list(unit="turns"), default="20000,60000",
                     help="sizes of the huge conversation, comma-separated")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=bounded(1, unit="rounds"), default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rows = [measure(n, args.rounds) for n in args.turns]

@@ -11,8 +11,9 @@ layout (the original is never written) or one built for it, removed afterwards.
 
 The two-sided benchmarks (a side before a change against the shipped one, alternating
 call by call) report each call's median (`p50_ms`) and nearest-rank p99 (`p99_ms`).
-Their `--turns` is checked as it is parsed (`bench.int_list`: whole numbers of at least
-1, else a usage error naming it), before anything is built.
+Their `--turns` and `--calls` are checked as they are parsed (`bench.int_list` and
+`bench.bounded`: whole numbers of at least 1, else a usage error naming the option and
+the limit), before anything is built.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tiermem import Config, Memory
-from tiermem.evals.bench import int_list, pct
+from tiermem.evals.bench import bounded, int_list, pct
 from tiermem.evals.retention import IMPORT_BATCH_TURNS, UnitEmbedder, _imported
 from tiermem.tiers.cold import ColdStore
 
@@ -123,7 +124,7 @@ def main(argv: list[str] | None, doc: str | None, run: Callable[[int | None, Pat
     ap.add_argument("--turns", type=int_list(unit="turns"), default=DEFAULT_TURNS,
                     help="sizes of the huge conversation, comma-separated")
     ap.add_argument("--data", action="append", type=Path, help="an existing data dir of this layout (repeatable)")
-    ap.add_argument("--calls", type=int, default=DEFAULT_CALLS)
+    ap.add_argument("--calls", type=bounded(1, unit="calls"), default=DEFAULT_CALLS)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     rows = ([run(None, d, args.calls) for d in args.data] if args.data
