@@ -344,6 +344,17 @@ def batch_request_bytes(messages: Sequence[dict[str, Any]]) -> int:
     return BATCH_ENVELOPE_BYTES + sum(request_bytes(m) + BATCH_SEPARATOR_BYTES for m in messages)
 
 
+def sent_batch_bytes(messages: Sequence[dict[str, Any]], *, expect_position: int | None = None) -> int:
+    """How many bytes this process's httpx sends an append batch of `messages` (as
+    `batch_request_bytes` takes them) with that condition as: a refusal of what passes a
+    server's `max_body_bytes` holds this, not that bound, which counts a non-ASCII
+    character as up to 12 bytes (httpx 0.28 and later send its 2 to 4 of UTF-8)."""
+    body = {"messages": list(messages), "format": OPENAI_FORMAT,
+            **({} if expect_position is None else {"expect_position": expect_position})}
+    # the host is never reached: the request is only encoded
+    return len(httpx.Request("POST", "http://localhost/", json=body).content)
+
+
 def _stored(row: dict[str, Any]) -> StoredMessage:
     return StoredMessage(conversation_id=row["conversation_id"], position=row["position"], role=row["role"],
                          body=row["message"], session_id=row["session_id"], metadata=row["metadata"],

@@ -494,24 +494,35 @@ class EditTooLong(LimitExceeded):
     messages than one append may hold: an edit is one batch (a retraction and a copy of
     the edited row and of every visible row after it, then the state's new messages),
     since only one transaction keeps it all or nothing for every reader, and that batch
-    would pass the store's `max_batch_messages`. Nothing was written; the state still
-    holds the edit, so every later sync refuses it again until the state's message is put
-    back as stored or removed (`RemoveMessage`). `value`: the batch's messages, `limit`:
-    the store's limit, `reach`: the visible messages from the edited one on."""
+    would pass the store's `max_batch_messages` or, over a `Client`, its request would
+    pass the server's `max_body_bytes` (`size` given: the bytes this process sends it
+    as). Nothing was written; the state still holds the edit, so every later sync refuses
+    it again until the state's message is put back as stored or removed (`RemoveMessage`).
+    `value`: the batch's messages (its request's bytes where `size` is given), `limit`:
+    the store's limit, `rows`: the batch's messages, `reach`: the visible messages from
+    the edited one on, `farthest`: how far an edit may reach (with the same new messages;
+    in bytes, of messages as large as the latest ones stored, `farthest` as the caller
+    measured it)."""
 
-    def __init__(self, conversation_id: str, position: int, reach: int, rows: int, limit: int) -> None:
-        super().__init__("messages", rows, limit, "messages")
+    def __init__(self, conversation_id: str, position: int, reach: int, rows: int, limit: int, *,
+                 size: int | None = None, farthest: int | None = None) -> None:
+        super().__init__("messages", rows if size is None else size, limit, "messages" if size is None else "bytes")
         self.conversation_id = conversation_id
         self.position = position
         self.reach = reach
+        self.rows = rows
+        self.size = size
         # the farthest an edit reaches with the same new messages (a retraction and a copy each)
-        farthest = max(0, (limit - (rows - 2 * reach)) // 2)
+        self.farthest = max(0, (limit - (rows - 2 * reach)) // 2) if farthest is None else farthest
+        batch, over, sized = ((f"{rows} messages", f"the store's max_batch_messages of {limit}", "") if size is None
+                              else (f"{rows} messages, {size} bytes as a request",
+                                    f"the server's max_body_bytes of {limit} bytes", " as large as the latest ones"))
         self.problem = (f"conversation {conversation_id!r}: the edit of the stored message at position {position} "
                         f"reaches back over {reach} visible messages, and an edit is written as one batch (a "
-                        f"retraction and a copy of each, then the state's new messages: {rows} messages), over the "
-                        f"store's max_batch_messages of {limit}; nothing was written. An edit may reach back over "
-                        f"at most {farthest} messages: put the stored version back in the state, or remove the "
-                        "message from it (RemoveMessage), and add the correction as a new message")
+                        f"retraction and a copy of each, then the state's new messages: {batch}), over {over}; "
+                        f"nothing was written. An edit may reach back over at most {self.farthest} messages{sized}: "
+                        "put the stored version back in the state, or remove the message from it (RemoveMessage), "
+                        "and add the correction as a new message")
         self.args = (f"{self.field}: {self.problem}",)
 
 

@@ -159,6 +159,16 @@ def batch_limit(mem: MemoryLike) -> int:
     return MAX_BATCH_MESSAGES
 
 
+def body_limit(mem: MemoryLike) -> int | None:
+    """The most bytes one request to `mem`'s server holds: a `Client`'s server's
+    `max_body_bytes` (`Client.limits()`, one request per client); None for a store in
+    this process (no request) or a server that does not say it (an older one: its 413)."""
+    from tiermem.client import Client
+
+    limits = mem.limits() if isinstance(mem, Client) else None
+    return limits.max_body_bytes if limits is not None else None
+
+
 def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """`bodies` in order, in as few consecutive chunks as one append of `mem` takes each:
     at most `batch_limit(mem)` messages, and over a `Client` whose server says its
@@ -173,8 +183,7 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[lis
     if isinstance(mem, Client) and _within_every_server(bodies):
         return [list(bodies)] if bodies else []
     count = batch_limit(mem)
-    limits = mem.limits() if isinstance(mem, Client) else None
-    max_bytes = limits.max_body_bytes if limits is not None else None
+    max_bytes = body_limit(mem)
     chunks: list[list[dict[str, Any]]] = []
     chunk: list[dict[str, Any]] = []
     size = BATCH_ENVELOPE_BYTES

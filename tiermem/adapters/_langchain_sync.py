@@ -21,9 +21,11 @@ row after it, then the new version and copies of those later rows (same body, me
 session and `created_at`; the new version keeps the edited row's `created_at` and
 session), then the state's new messages. The view keeps its order (`[H1, A1', H2, A2]`)
 and the log keeps the old versions. That batch must fit one append (`batch_limit`: the
-library's `MAX_BATCH_MESSAGES`, a server's `max_batch_messages`): an edit reaching back
-over more visible messages than half of it is refused before anything is written
-(`EditTooLong`, naming the limit and how far an edit may reach). It is not written in
+library's `MAX_BATCH_MESSAGES`, a server's `max_batch_messages`; over a `Client`, a
+request within its server's `max_body_bytes`, as this process sends it): an edit reaching
+back over more visible messages than half of it, or whose request is larger, is refused
+before anything is written (`EditTooLong`, naming the limit and how far an edit may
+reach). It is not written in
 chunks: the log is append-only and every committed chunk is what readers see, so a
 reader between chunks would find the later rows retracted and not yet copied back (or
 copies beside the rows they replace, the other way round), and a chunk refused by another
@@ -88,6 +90,7 @@ from tiermem.adapters._common import (
     MemoryLike,
     append_chunks,
     batch_limit,
+    body_limit,
     check_memory,
     conditional_appends,
     conversation_lock,
@@ -280,10 +283,10 @@ class ConversationSync:
                     self._synced.update(keys)
                     return written
                 batch, retracted, mine = self._batch(edited, new)
-                if edited and len(batch) > (limit := batch_limit(self.memory)):
+                if edited:
                     # refused before anything is written: chunks would each be seen by readers
                     # (the module's docstring)
-                    raise EditTooLong(self.conversation_id, min(edited), retracted, len(batch), limit)
+                    self._check_edit(min(edited), batch, retracted)
                 if edited and conditional_appends(self.memory):
                     assert self._last is not None  # an edited row was read
                     try:
@@ -330,6 +333,44 @@ class ConversationSync:
                     self._synced.update(keys)
                     return written
             raise EditConflict(self.conversation_id, MAX_EDIT_ROUNDS, chunk=refused_chunk)
+
+    def _check_edit(self, position: int, batch: list[dict[str, Any]], retracted: int) -> None:
+        """Refuse (`EditTooLong`) an edit's `batch` (`_batch`'s, `retracted` retractions
+        opening it) that one append does not take: past `batch_limit` messages, or over a
+        `Client` a request past its server's `max_body_bytes` as this process sends it
+        (conditional: `expect_position`; measured so only where the bound that never falls
+        short, `batch_request_bytes`, passes it)."""
+        # as _common imports it: only where a sync needs it
+        from tiermem.client import (
+            BATCH_ENVELOPE_BYTES,
+            BATCH_SEPARATOR_BYTES,
+            batch_request_bytes,
+            request_bytes,
+            sent_batch_bytes,
+        )
+
+        limit = batch_limit(self.memory)
+        if len(batch) > limit:
+            raise EditTooLong(self.conversation_id, position, retracted, len(batch), limit)
+        max_bytes = body_limit(self.memory)
+        if max_bytes is None or batch_request_bytes(batch) <= max_bytes:
+            return
+        assert self._last is not None  # an edited row was read
+        size = sent_batch_bytes(batch, expect_position=self._last.position + 1)
+        if size <= max_bytes:
+            return
+        # the latest rows' retractions and copies, as far back as they fit beside the new
+        # messages (the bound that never falls short: an edit of that reach fits)
+        used = BATCH_ENVELOPE_BYTES + sum(request_bytes(b) + BATCH_SEPARATOR_BYTES for b in batch[2 * retracted:])
+        farthest = 0
+        for k in reversed(range(retracted)):
+            used += request_bytes(batch[k]) + request_bytes(batch[retracted + k]) + 2 * BATCH_SEPARATOR_BYTES
+            if used > max_bytes:
+                break
+            farthest += 1
+        farthest = min(farthest, max(0, (limit - (len(batch) - 2 * retracted)) // 2))
+        raise EditTooLong(self.conversation_id, position, retracted, len(batch), max_bytes, size=size,
+                          farthest=farthest)
 
     @staticmethod
     def _key(message: BaseMessage) -> int:
