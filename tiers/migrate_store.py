@@ -14,7 +14,11 @@ never hands out a key of an erased conversation), the tombstones and pending Red
 The full-text rows are recomputed from the bodies (each engine has its own index format).
 Internal message ids are the source's, each plus one offset (`ID_OFFSET`: 0 into an
 empty target, else the target's highest id when the copy began, so the copied rows come
-after its own), and the target's numbering is moved past the last of them. Searches on
+after its own), and the target's numbering is moved past the last of them: by every run
+with conversations to copy, before it writes (a resumed run too: the source may have grown
+since the first run, and the ids it copies now pass that run's reservation), and within a
+conversation's transaction where its ids pass what the run reserved (a source whose
+writers were not stopped). Searches on
 both engines break exact ties by that id (equal vectors: equal texts, a fork's copies of
 its parent's rows; equal keyword scores), so tied rows of different conversations come in
 the source's order after the copy, although the copy writes one conversation at a time,
@@ -51,8 +55,9 @@ Invariants:
   the run's error is the one raised, the close's failure logged and noted on it, and
   the rest of the cleanup (the other side's close, the removal) still done.
 - Resumable and idempotent: the target records `migrated_from` (the source's db_uuid) in
-  the first transaction, with every key and tombstone, the id offset (`ID_OFFSET`, which
-  a resumed run keeps) and its numbering moved past the last copied id. A rerun into it
+  the first transaction, with every key and tombstone and the id offset (`ID_OFFSET`, which
+  a resumed run keeps); each run moves the numbering past the last id it copies, so an
+  append to the target after any run draws a free id. A rerun into it
   copies only the conversations not there yet, checks that those already there are
   identical, and writes nothing when all are. An interrupted run loses at most the conversation it was writing.
 - No connection is held for longer as the store grows: each conversation is read and
@@ -385,10 +390,13 @@ class _Side:
 
     def reserve_ids(self, c: Conn, up_to: int) -> None:
         """Move this store's numbering past `up_to`, so that an append after the copy
-        draws an id above every copied row's (on SQLite the next id is MAX(id) + 1 already)."""
+        draws an id above every copied row's (on SQLite the next id is MAX(id) + 1 already).
+        Idempotent, and never moves PostgreSQL's sequence back."""
         if self.postgres and up_to > 0:
-            self.q(c, "SELECT setval('messages_id_seq', GREATEST(?, (SELECT CASE WHEN is_called THEN last_value "
-                      "ELSE 0 END FROM messages_id_seq)))", (up_to,))
+            # only ever forward: a setval to the value read back would undo a concurrent
+            # writer's nextval landing between the read and the setval (its id handed out again)
+            self.q(c, "SELECT setval('messages_id_seq', ?) FROM messages_id_seq WHERE "
+                      "? > CASE WHEN is_called THEN last_value ELSE 0 END", (up_to, up_to))
 
     def vec_dim(self, c: Conn) -> int | None:
         v = self.meta(c, "vec_dim")
@@ -738,7 +746,16 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
           progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None) -> None:
-    # first: the marker, every key ever issued, the tombstones and pending purges, so a
+    whole_store = not report.resumed or bool(plan.todo and plan.record_offset)
+    if plan.todo or whole_store:
+        # the numbering past every id this run can copy, on every run with conversations
+        # to copy: a resumed run's plan.id_top is the source's top now, which passes the
+        # first run's reservation where the source grew in between (appends to the target
+        # then drew copied ids); and before anything else, so that a target writer draws
+        # above the copied ids from here on
+        with dst.tx() as c:
+            dst.reserve_ids(c, plan.id_top)
+    # then: the marker, every key ever issued, the tombstones and pending purges, so a
     # half-copied target can never issue a source key to a new conversation: one
     # transaction as large as the store's key set, under the maintenance deadline
     with src.maintenance(), src.read() as sc:
@@ -753,12 +770,11 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
     stones = [s for s in stones if _digest(s) not in have_stones]
     purges = [p for p in purges if p[0] not in have_purges]
     # a finished copy's rerun writes nothing
-    if keys or stones or purges or not report.resumed or (plan.todo and plan.record_offset):
+    if keys or stones or purges or whole_store:
         with dst.maintenance(), dst.tx() as c:
             dst.set_meta(c, MARKER, plan.source_uuid)
             if plan.record_offset:
                 dst.set_meta(c, ID_OFFSET, str(plan.id_offset))
-            dst.reserve_ids(c, plan.id_top)
             dst.many(c, "INSERT INTO conversation_keys(key, issued_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                      keys)
             dst.many(c, f"INSERT INTO tombstones({TOMBSTONE_COLS}) VALUES ({','.join('?' * 9)})", stones)
@@ -770,6 +786,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             continue
         want = record_digest(rec)
         with dst.tx() as c:
+            _reserve_grown(dst, c, plan, rec)
             dst.write(c, rec, plan.id_offset)
             if fault is not None:
                 fault(key)
@@ -784,6 +801,21 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         report.copied_ids.append(key)
         if progress is not None:
             progress(i + 1, len(plan.todo))
+
+
+def _reserve_grown(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> None:
+    """Inside the transaction writing `rec`: where its ids pass `plan.id_top` (the source
+    grew after the preflight read its top: its writers were not stopped), move the
+    target's numbering past them too, so no append draws one of them; past MAX_ROW_ID the
+    conversation is refused, as the preflight refuses."""
+    high = plan.id_offset + max(rec["ids"], default=0)
+    if high <= plan.id_top:
+        return
+    if high > MAX_ROW_ID:
+        raise MigrationRefused(dst.label, f"conversation {rec['conversation'][0]!r}'s message ids, numbered after "
+                               f"{plan.id_offset}, would pass the largest id, {MAX_ROW_ID}")
+    plan.id_top = high
+    dst.reserve_ids(c, high)
 
 
 def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
