@@ -56,6 +56,7 @@ from tiermem.planner import candidates, rank
 from tiermem.planner.excerpt import sentences
 from tiermem.planner.query_text import dense_text
 from tiermem.planner.render import HEADING_SHARE_TOKENS
+from tiermem.tiers.errors import DataFileError
 from tiermem.tiers.models import message_text
 from tiermem.tiers.search import STOPWORDS
 
@@ -387,7 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_recall_args(ap, budgets="500,1000,2000,4000")
     args = ap.parse_args(argv)
     budgets = args.budgets
-    result = run(args.data, budgets, args.data_root, sample_questions=args.sample_questions)
+    try:
+        result = run(args.data, budgets, args.data_root, sample_questions=args.sample_questions)
+    except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
+        raise SystemExit(f"error: {exc}") from None
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(table(result))

@@ -26,6 +26,7 @@ from typing import Any
 from tiermem.evals.baselines import INCLUDED_FIDELITIES
 from tiermem.evals.recall_rounds import add_recall_args, load_checked, prepared
 from tiermem.tiers.embed_onnx import QUERY_MODEL_FILE, FastEmbedder, QuerySessionPolicy
+from tiermem.tiers.errors import DataFileError
 
 PATHS = ("query session", "export, one thread")
 # FastEmbedder.query_session for each path, whatever this run's own load
@@ -73,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_recall_args(ap, budgets="500,2000", sample_questions=False)
     args = ap.parse_args(argv)
     budgets = args.budgets
-    result = run(args.data, budgets, data_root=args.data_root)
+    try:
+        result = run(args.data, budgets, data_root=args.data_root)
+    except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
+        raise SystemExit(f"error: {exc}") from None
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))
     print(f"{result['contexts']} contexts (every question at budgets {budgets}), "

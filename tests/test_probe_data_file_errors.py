@@ -17,13 +17,15 @@ from pathlib import Path
 import pytest
 from locomo_mini import question, sample
 
-from tiermem.evals import recall_misses, second_model
+from tiermem.evals import fusion_probe, query_paths, recall_misses, second_model
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 TEXTS = ["I adopted a grey cat named Pixel.", "Nice! How old is Pixel?", "She is two."]
 PROBES: dict[str, Callable[[Sequence[str] | None], int]] = {
     "second_model": second_model.main, "recall_misses": recall_misses.main,
+    # the other two probes on recall_rounds' reader stopped with DataFileError's traceback
+    "fusion_probe": fusion_probe.main, "query_paths": query_paths.main,
 }
 MODULES = {name: f"tiermem.evals.{name}" for name in PROBES}
 
@@ -59,7 +61,7 @@ def _data(tmp_path: Path, holds: str | bytes | None) -> Path:
 
 def _argv(probe: str, data: Path, tmp_path: Path) -> list[str]:
     # second_model makes no data dir; recall_misses' must not be made for a refused file
-    return ["--data", str(data)] + (["--data-root", str(tmp_path / "root")] if probe == "recall_misses" else [])
+    return ["--data", str(data)] + (["--data-root", str(tmp_path / "root")] if probe != "second_model" else [])
 
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
