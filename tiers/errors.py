@@ -526,6 +526,21 @@ class EditTooLong(LimitExceeded):
         self.args = (f"{self.field}: {self.problem}",)
 
 
+class RequestTooLarge(LimitExceeded):
+    """A message that alone takes more bytes as an append's request (as this process
+    sends it) than a server's `max_body_bytes`, found before anything of the append (its
+    chunks, for a long LangChain add or sync) is sent: the server would refuse it (413)
+    in any batch. `field` names the message (`messages[3]`: its index among the caller's
+    messages), `value` its request's bytes, `limit` the server's `max_body_bytes`."""
+
+    def __init__(self, field: str, size: int, limit: int) -> None:
+        super().__init__(field, size, limit, "bytes")
+        self.problem = (f"the message alone takes {size} bytes as an append's request, over the server's "
+                        f"max_body_bytes of {limit} bytes; nothing was written: store it smaller (its content, "
+                        "metadata or artifact), or raise the server's max_body_bytes")
+        self.args = (f"{self.field}: {self.problem}",)
+
+
 class HistoryErased(TiermemError, RuntimeError):
     """A conversation erased (or pruned) while a LangChain chat history's `add_messages`
     wrote its messages in chunks (too many for one append): it stopped there rather than

@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
-from tiermem.tiers.errors import ConversationNotFound, ValidationError
+from tiermem.tiers.errors import ConversationNotFound, RequestTooLarge, ValidationError
 from tiermem.tiers.formats import (
     CLEAR_TYPE,
     RETRACT_TYPE,
@@ -169,16 +169,26 @@ def body_limit(mem: MemoryLike) -> int | None:
     return limits.max_body_bytes if limits is not None else None
 
 
-def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]], *,
+                  fields: Sequence[str] | None = None) -> list[list[dict[str, Any]]]:
     """`bodies` in order, in as few consecutive chunks as one append of `mem` takes each:
     at most `batch_limit(mem)` messages, and over a `Client` whose server says its
     `max_body_bytes` (`Client.limits()`) a request body within them
     (`tiermem.client.batch_request_bytes`), where a server without /v1/limits leaves the
-    bytes to its own refusal (413). A message over them alone goes alone: the server
-    refuses it, as it would in any batch. A batch within what every server takes (the
-    library's `MAX_BATCH_MESSAGES`, a request within the least `max_body_bytes` a server
-    is configured with) is one chunk without asking a `Client`'s server its limits."""
-    from tiermem.client import BATCH_ENVELOPE_BYTES, BATCH_SEPARATOR_BYTES, Client, request_bytes
+    bytes to its own refusal (413). A message whose request alone passes them as this
+    process sends it (`tiermem.client.sent_batch_bytes`) is refused here, before any
+    chunk is sent (`RequestTooLarge`, naming it as `fields` does, one per body: the
+    caller's numbering; by default `messages[i]`); one past them only by the bound that
+    never falls short goes alone. A batch within what every server takes (the library's
+    `MAX_BATCH_MESSAGES`, a request within the least `max_body_bytes` a server is
+    configured with) is one chunk without asking a `Client`'s server its limits."""
+    from tiermem.client import (
+        BATCH_ENVELOPE_BYTES,
+        BATCH_SEPARATOR_BYTES,
+        Client,
+        request_bytes,
+        sent_batch_bytes,
+    )
 
     if isinstance(mem, Client) and _within_every_server(bodies):
         return [list(bodies)] if bodies else []
@@ -187,8 +197,11 @@ def append_chunks(mem: MemoryLike, bodies: Sequence[dict[str, Any]]) -> list[lis
     chunks: list[list[dict[str, Any]]] = []
     chunk: list[dict[str, Any]] = []
     size = BATCH_ENVELOPE_BYTES
-    for body in bodies:
+    for i, body in enumerate(bodies):
         grown = request_bytes(body) + BATCH_SEPARATOR_BYTES if max_bytes is not None else 0
+        if max_bytes is not None and BATCH_ENVELOPE_BYTES + grown > max_bytes and \
+                (alone := sent_batch_bytes([body])) > max_bytes:
+            raise RequestTooLarge(fields[i] if fields is not None else f"messages[{i}]", alone, max_bytes)
         if chunk and (len(chunk) == count or (max_bytes is not None and size + grown > max_bytes)):
             chunks.append(chunk)
             chunk, size = [], BATCH_ENVELOPE_BYTES

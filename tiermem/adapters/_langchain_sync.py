@@ -300,7 +300,8 @@ class ConversationSync:
                     self._synced.update(keys)
                     return written + len(mine)
                 # appends alone may go in chunks (an edit may not: the module's docstring)
-                chunks = [batch] if edited else append_chunks(self.memory, batch)
+                chunks = [batch] if edited else append_chunks(self.memory, batch,
+                                                              fields=[f"messages[{i}]" for i in new_at])
                 if len(chunks) > 1 and conditional_appends(self.memory):
                     at = 0 if self._last is None else self._last.position + 1
                     try:
