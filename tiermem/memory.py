@@ -566,15 +566,19 @@ class Memory:
         same message whether the id is unused or used only in another namespace."""
         name = self._conv(conversation_id)
         ns = self._ns(namespace)
-        # every call that names a conversation learns of erasures with its lookup (one
-        # statement), and drops what they took before it reads
-        key, mark = self.cold.key_and_erasure_mark(ns, name)
-        if mark != self._erasure_mark:  # below it: a restored backup (`_catch_erasures`)
-            self._catch_erasures()
+        key = self._lookup(ns, name)
         if key is None:
             raise ConversationNotFound(name, ns)
         self._know(ns, name, key)
         return name, ns, key
+
+    def _lookup(self, ns: str, name: str) -> str | None:
+        """The key of the live conversation `name` of `ns`, or None. Every call that looks
+        a conversation up learns of erasures with that lookup (one statement), and drops
+        what they took before it reads (`_catch_erasures_past`)."""
+        key, mark = self.cold.key_and_erasure_mark(ns, name)
+        self._catch_erasures_past(mark)
+        return key
 
     def _know(self, ns: str, name: str, key: str) -> None:
         """Keep a conversation's key for its next append's memo scope (`_keys`)."""
@@ -656,10 +660,11 @@ class Memory:
         if callable(clear_counts):
             clear_counts()
 
-    def _catch_erasures_past(self, mark: int) -> None:
+    def _catch_erasures_past(self, mark: int | None) -> None:
         """`_catch_erasures` when `mark` (the newest tombstone's id, read by a call's own
-        statement) is not the last erasure this Memory acted on: no statement otherwise."""
-        if mark != self._erasure_mark:
+        statement) is not the last erasure this Memory acted on (below it: a restored
+        backup), or was not read (None: SQLite's append); no statement otherwise."""
+        if mark is None or mark != self._erasure_mark:
             self._catch_erasures()
 
     def _catch_erasures(self) -> None:
@@ -800,7 +805,7 @@ class Memory:
         named = [(i, b["position"]) for i, b in enumerate(bodies) if is_control(b) and "position" in b]
         if not named:
             return
-        key = self.cold.key_of(ns, conv)
+        key = self._lookup(ns, conv)
         last = self.cold.last_position(key) if key is not None else -1
         for i, pos in named:
             if pos > last + i:  # the rows before it in this batch come first
@@ -899,7 +904,7 @@ class Memory:
         # in, and what was remembered under them moves to the key the append issued
         known = self._keys.get((ns, conv))
         if known is None:
-            known = self.cold.key_of(ns, conv)
+            known = self._lookup(ns, conv)
         scope = (self._scope(known) if known is not None
                  else new_conversation_scope(self.cold.db_uuid, ns, conv))
         with remembered_for(scope):
@@ -910,8 +915,7 @@ class Memory:
         # the erasures since the last check, before this call returns: PostgreSQL's append
         # reads the newest tombstone in passing, so only an erasure costs a read of its own
         # (an append stays one round trip); SQLite's read is local
-        if res.erasure_mark is None or res.erasure_mark != self._erasure_mark:  # below: a restore
-            self._catch_erasures()
+        self._catch_erasures_past(res.erasure_mark)
         key, positions = res.key, res.positions
         if key != known:
             if known is None:
