@@ -29,12 +29,14 @@ or not, and what `gc.get_referents` does not show:
   thread's own frames are the probe's and are left out;
 - a code object's constants; a numpy array's elements (an object array holds them out of
   the collector's sight; a str or bytes array holds no Python object at all: searched as
-  text and bytes) and its base; the bytes of a memoryview and of an `array.array`.
+  text and bytes) and its base; the bytes of a memoryview and of an `array.array`; the
+  contents of an in-memory stream (`io.BytesIO`, `io.StringIO`: a socket's read buffer).
 Untracked tuples, frozensets and dicts (only atoms inside) are reached from their
 holders, `__slots__` values and a bounded `lru_cache`'s entries are referents already.
 Not reached: what a C extension keeps out of Python objects (SQLite's page cache, Redis's
-own memory, onnxruntime's buffers), a running frame's value stack, and the bytes of
-numeric arrays (not text). Each hit names the path that reached it, innermost first.
+own memory, onnxruntime's buffers, a tokenizer's encodings), a buffered file's or
+socket's own buffer (reading it could block), a running frame's value stack, and the
+bytes of numeric arrays (not text). Each hit names the path that reached it, innermost first.
 The marker is given reversed, so that argv holds no copy of it; the secret is built here
 and no local keeps it once a command is answered.
 """
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import array
 import gc
+import io
 import json
 import sys
 import threading
@@ -123,6 +126,15 @@ def _stdlib_array_text(obj: array.array[Any]) -> tuple[str, bytes]:
     return (obj.tounicode() if obj.typecode == "u" else ""), obj.tobytes()
 
 
+def _stream_text(obj: io.BytesIO | io.StringIO) -> tuple[str, bytes]:
+    """An in-memory stream's contents (a socket's read buffer: redis-py's parser)."""
+    try:
+        got = obj.getvalue()
+    except ValueError:  # closed
+        return "", b""
+    return (got, b"") if isinstance(got, str) else ("", got)
+
+
 def _dict_getter(cls: type) -> types.GetSetDescriptorType | None:
     """The plain `__dict__` of `cls`'s instances (None where they have none, or where a
     class of theirs computes it: no code of the process runs for the walk)."""
@@ -148,6 +160,8 @@ def _handling(cls: type, own: set[int]) -> tuple[Extra | None, Text | None]:
         return (lambda view: [view.obj]), _view_bytes
     if issubclass(cls, array.array):
         return None, _stdlib_array_text
+    if issubclass(cls, io.BytesIO | io.StringIO):
+        return None, _stream_text
     if issubclass(cls, str):
         return None, lambda s: (s, b"")
     if issubclass(cls, bytes | bytearray):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import functools
 import gc
+import io
 import threading
 import uuid
 from collections.abc import Callable
@@ -139,6 +140,12 @@ def _object_array(text: str) -> Callable[[], None]:
     return _kept(made)
 
 
+def _stream(text: str) -> Callable[[], None]:
+    written = io.BytesIO()
+    written.write(text.encode())  # into a buffer of its own, not the caller's bytes
+    return _kept(written)
+
+
 def _bytes_view(text: str) -> Callable[[], None]:
     return _kept(memoryview(array.array("b", text.encode())))
 
@@ -174,6 +181,8 @@ CASES: list[tuple[str, Plant]] = [
     ("numpy-byte-array", lambda text: _kept(np.frombuffer(text.encode(), dtype=np.uint8).copy())),
     # the bytes of an array.array, through a memoryview of it: missed before
     ("memoryview-of-array", _bytes_view),
+    # a socket's read buffer (redis-py's parser reads into an io.BytesIO): missed before
+    ("bytesio", _stream),
 ]
 
 
