@@ -22,7 +22,17 @@ writers were not stopped). Searches on
 both engines break exact ties by that id (equal vectors: equal texts, a fork's copies of
 its parent's rows; equal keyword scores), so tied rows of different conversations come in
 the source's order after the copy, although the copy writes one conversation at a time,
-in key order. The target keeps its own database id (`db_uuid`),
+in key order. A target writer that was not stopped can take an id a conversation still
+to copy needs (SQLite numbers an append MAX(id) + 1: one between an interrupted run and
+its resume, or during the copy; PostgreSQL's sequence: one between the preflight's read of
+it and the run's reservation, or one after the first run where the source grew before the
+resume): that conversation's transaction finds the id taken and moves the offset, for it
+and every conversation after it, past the target's highest id (ID_OFFSET updated with it,
+so a resume numbers the rest alike; a warning logged, the report's `offset_moves`). The
+trade: the copy completes instead of failing at every resume, and exact ties keep the
+source's order within the rows copied before the move and within those copied after it,
+while between the two groups those copied after come last (after the target's rows
+written meanwhile too). The target keeps its own database id (`db_uuid`),
 so caches keyed by the source's are not trusted for it.
 
 Derived and diagnostic text is not the user's data: a warm fold's text (a checkpoint whose
@@ -59,7 +69,9 @@ Invariants:
   a resumed run keeps); each run moves the numbering past the last id it copies, so an
   append to the target after any run draws a free id. A rerun into it
   copies only the conversations not there yet, checks that those already there are
-  identical, and writes nothing when all are. An interrupted run loses at most the conversation it was writing.
+  identical, and writes nothing when all are. An interrupted run loses at most the
+  conversation it was writing, and resumes where it stopped even when the target was
+  appended to meanwhile (the offset moves past such rows, above).
 - No connection is held for longer as the store grows: each conversation is read and
   written with checkouts of its own (the resume check, the copy, the verification), so
   PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
@@ -203,6 +215,7 @@ class MigrationReport:
     conversations: int = 0  # in the source (= verified in the target)
     copied: int = 0  # written by this run
     already_present: int = 0  # verified identical and left alone
+    offset_moves: int = 0  # times the id offset moved past target rows written during the copy
     messages: int = 0
     vectors: int = 0
     keys: int = 0
@@ -397,6 +410,17 @@ class _Side:
             # writer's nextval landing between the read and the setval (its id handed out again)
             self.q(c, "SELECT setval('messages_id_seq', ?) FROM messages_id_seq WHERE "
                       "? > CASE WHEN is_called THEN last_value ELSE 0 END", (up_to, up_to))
+
+    def taken_id(self, c: Conn, ids: list[int]) -> int | None:
+        """The highest of `ids` a message of this store holds already (None: all are free)."""
+        if not ids:
+            return None
+        if self.postgres:
+            rows = self.q(c, "SELECT MAX(id) FROM messages WHERE id = ANY(?)", (ids,))
+        else:  # one statement for any count: json_each, not a placeholder per id (SQLite caps those)
+            rows = self.q(c, "SELECT MAX(id) FROM messages WHERE id IN (SELECT value FROM json_each(?))",
+                          (json.dumps(ids),))
+        return None if rows[0][0] is None else int(rows[0][0])
 
     def vec_dim(self, c: Conn) -> int | None:
         v = self.meta(c, "vec_dim")
@@ -786,6 +810,8 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             continue
         want = record_digest(rec)
         with dst.tx() as c:
+            if _renumber_past_taken(dst, c, plan, rec):
+                report.offset_moves += 1
             _reserve_grown(dst, c, plan, rec)
             dst.write(c, rec, plan.id_offset)
             if fault is not None:
@@ -801,6 +827,34 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         report.copied_ids.append(key)
         if progress is not None:
             progress(i + 1, len(plan.todo))
+
+
+def _renumber_past_taken(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> bool:
+    """Inside the transaction writing `rec`: where a target row holds an id one of its
+    messages needs (a target writer that was not stopped: an append between an interrupted
+    run and its resume, or during the copy; on PostgreSQL one between the preflight's read
+    of the sequence and the run's reservation), move the offset past the target's highest
+    id for this conversation and the rest, recorded (ID_OFFSET) with this conversation, so
+    a resume numbers the rest as this run does. Whether the move was needed (True)."""
+    key = rec["conversation"][0]
+    taken = dst.taken_id(c, [plan.id_offset + i for i in rec["ids"]])
+    if taken is None:
+        return False
+    top = dst.highest_id(c)  # on PostgreSQL the sequence too: past every id reserved so far
+    span = plan.id_top - plan.id_offset  # the source's top this run numbers up to
+    if top + max(span, *rec["ids"]) > MAX_ROW_ID:
+        raise MigrationRefused(dst.label, f"message id {taken}, which conversation {key!r} needs, was taken there "
+                               f"by a row written after the copy began, and numbered after its highest id, {top}, "
+                               f"the rest would pass the largest id, {MAX_ROW_ID}; stop the target's writers and "
+                               "copy into an empty target")
+    log.warning("migrate-store: message id %d, which conversation %r needs, was taken in %s by a row written after "
+                "the copy began (stop the target's writers during a copy); it and the conversations after it are "
+                "numbered after that store's highest id, %d, so their exact search ties come after the rows copied "
+                "before it", taken, key, dst.label, top)
+    plan.id_offset, plan.id_top = top, top + span
+    dst.set_meta(c, ID_OFFSET, str(top))
+    dst.reserve_ids(c, plan.id_top)
+    return True
 
 
 def _reserve_grown(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> None:
