@@ -73,8 +73,8 @@ def test_an_edit_past_the_servers_body_limit_is_refused_naming_it(url: str, tmp_
         assert 0 < e.farthest < STATE
         assert str(e) == (
             f"messages: conversation {conv!r}: the edit of the stored message at position 0 reaches back over "
-            f"{STATE} visible messages, and an edit is written as one batch (a retraction and a copy of each, then "
-            f"the state's new messages: {2 * STATE} messages, {e.size} bytes as a request), over the server's "
+            f"{STATE} visible messages, and an edit is written as one batch (a retraction and a copy of each: "
+            f"{2 * STATE} messages, {e.size} bytes as a request), over the server's "
             f"max_body_bytes of {MAX_BODY_BYTES} bytes; nothing was written. An edit may reach back over at most "
             f"{e.farthest} messages as large as the latest ones: put the stored version back in the state, or "
             "remove the message from it (RemoveMessage), and add the correction as a new message")

@@ -1,7 +1,8 @@
 """A LangGraph edit reaching back over more visible messages than one append holds.
 
 An edit is one batch (a retraction and a copy of the edited row and of every row after
-it, then the state's new messages: `_langchain_sync`), since only one transaction keeps it
+it; the state's new messages with it where one append takes them, else after it:
+`_langchain_sync`), since only one transaction keeps it
 all or nothing for readers; past `MAX_BATCH_MESSAGES` (a server's `max_batch_messages`)
 it is refused before anything is written, as `EditTooLong` naming the limit, how far
 the edit reaches and how far an edit may reach, not the bare batch refusal it was
@@ -43,11 +44,11 @@ from tiermem.tiers.embed_onnx import FastEmbedder
 CONV = "long-thread"
 THREAD = {"configurable": {"thread_id": CONV}}
 # visible messages from the first one on once the graph has answered: the state and the
-# reply; an edit of the first retracts and copies each, and the next question is appended
-# after them: 2 * (STATE + 1) + 1 rows, three past the limit
+# reply; an edit of the first retracts and copies each: 2 * (STATE + 1) rows, two past
+# the limit (the next question would go after them, in the same batch or the next)
 STATE = MAX_BATCH_MESSAGES // 2
-WANT_ROWS = 2 * (STATE + 1) + 1
-FARTHEST = (MAX_BATCH_MESSAGES - 1) // 2  # the reach an edit with one new message may have
+WANT_ROWS = 2 * (STATE + 1)
+FARTHEST = MAX_BATCH_MESSAGES // 2  # the reach an edit may have: a retraction and a copy each
 
 
 class FakeToolModel(GenericFakeChatModel):
@@ -98,8 +99,8 @@ def test_an_edit_past_the_batch_limit_is_refused_naming_it_and_writes_nothing(me
                                                                  STATE + 1, 0)
     assert str(e) == (
         f"messages: conversation {CONV!r}: the edit of the stored message at position 0 reaches back over "
-        f"{STATE + 1} visible messages, and an edit is written as one batch (a retraction and a copy of each, "
-        f"then the state's new messages: {WANT_ROWS} messages), over the store's max_batch_messages of "
+        f"{STATE + 1} visible messages, and an edit is written as one batch (a retraction and a copy of each: "
+        f"{WANT_ROWS} messages), over the store's max_batch_messages of "
         f"{MAX_BATCH_MESSAGES}; nothing was written. An edit may reach back over at most {FARTHEST} messages: put "
         "the stored version back in the state, or remove the message from it (RemoveMessage), and add the "
         "correction as a new message")

@@ -492,17 +492,16 @@ class EditConflict(TiermemError, RuntimeError):
 class EditTooLong(LimitExceeded):
     """A LangChain/LangGraph sync's edit of a stored message reaches back over more visible
     messages than one append may hold: an edit is one batch (a retraction and a copy of
-    the edited row and of every visible row after it, then the state's new messages),
-    since only one transaction keeps it all or nothing for every reader, and that batch
-    would pass the store's `max_batch_messages` or, over a `Client`, its request would
+    the edited row and of every visible row after it; the state's new messages go in it
+    where one append takes them too, else in chunks after it), since only one transaction
+    keeps it all or nothing for every reader, and that batch would pass the store's `max_batch_messages` or, over a `Client`, its request would
     pass the server's `max_body_bytes` (`size` given: the bytes this process sends it
     as). Nothing was written; the state still holds the edit, so every later sync refuses
     it again until the state's message is put back as stored or removed (`RemoveMessage`).
     `value`: the batch's messages (its request's bytes where `size` is given), `limit`:
     the store's limit, `rows`: the batch's messages, `reach`: the visible messages from
-    the edited one on, `farthest`: how far an edit may reach (with the same new messages;
-    in bytes, of messages as large as the latest ones stored, `farthest` as the caller
-    measured it)."""
+    the edited one on, `farthest`: how far an edit may reach (in bytes, of messages as
+    large as the latest ones stored, `farthest` as the caller measured it)."""
 
     def __init__(self, conversation_id: str, position: int, reach: int, rows: int, limit: int, *,
                  size: int | None = None, farthest: int | None = None) -> None:
@@ -512,14 +511,15 @@ class EditTooLong(LimitExceeded):
         self.reach = reach
         self.rows = rows
         self.size = size
-        # the farthest an edit reaches with the same new messages (a retraction and a copy each)
+        # the farthest an edit reaches: a retraction and a copy each (rows beyond them: rows the
+        # caller's batch holds besides)
         self.farthest = max(0, (limit - (rows - 2 * reach)) // 2) if farthest is None else farthest
         batch, over, sized = ((f"{rows} messages", f"the store's max_batch_messages of {limit}", "") if size is None
                               else (f"{rows} messages, {size} bytes as a request",
                                     f"the server's max_body_bytes of {limit} bytes", " as large as the latest ones"))
         self.problem = (f"conversation {conversation_id!r}: the edit of the stored message at position {position} "
                         f"reaches back over {reach} visible messages, and an edit is written as one batch (a "
-                        f"retraction and a copy of each, then the state's new messages: {batch}), over {over}; "
+                        f"retraction and a copy of each: {batch}), over {over}; "
                         f"nothing was written. An edit may reach back over at most {self.farthest} messages{sized}: "
                         "put the stored version back in the state, or remove the message from it (RemoveMessage), "
                         "and add the correction as a new message")

@@ -20,17 +20,20 @@ engine (`Memory.append_many`): a retraction row for the edited row and for every
 row after it, then the new version and copies of those later rows (same body, metadata,
 session and `created_at`; the new version keeps the edited row's `created_at` and
 session), then the state's new messages. The view keeps its order (`[H1, A1', H2, A2]`)
-and the log keeps the old versions. That batch must fit one append (`batch_limit`: the
-library's `MAX_BATCH_MESSAGES`, a server's `max_batch_messages`; over a `Client`, a
-request within its server's `max_body_bytes`, as this process sends it): an edit reaching
-back over more visible messages than half of it, or whose request is larger, is refused
-before anything is written (`EditTooLong`, naming the limit and how far an edit may
-reach). It is not written in
+and the log keeps the old versions. The edit's own rows (the retractions and copies) must
+fit one append (`batch_limit`: the library's `MAX_BATCH_MESSAGES`, a server's
+`max_batch_messages`; over a `Client`, a request within its server's `max_body_bytes`, as
+this process sends it): an edit reaching back over more visible messages than half of
+it, or whose request is larger, is refused before anything is written (`EditTooLong`,
+naming the limit and how far an edit may reach). The state's new messages go in the same
+batch where one append takes it all; else they follow the edit's batch in chunks, as new
+messages alone do (below), the first conditional on where the edit left the log. The
+edit's rows are not written in
 chunks: the log is append-only and every committed chunk is what readers see, so a
 reader between chunks would find the later rows retracted and not yet copied back (or
 copies beside the rows they replace, the other way round), and a chunk refused by another
 writer's append would leave it so for good (a hidden row is never written again).
-New messages alone (no edit) too many for one append (`append_chunks`: `batch_limit`
+New messages (alone, or after an edit's batch) too many for one append (`append_chunks`: `batch_limit`
 messages, and over a `Client` its server's `max_body_bytes`), such as a first sync of a
 long imported state, are appended in chunks, in order, since appends may be: each chunk
 is an ordinary append readers may see, conditional on the position the previous one left
@@ -283,38 +286,35 @@ class ConversationSync:
                     self._synced.update(keys)
                     return written
                 batch, retracted, mine = self._batch(edited, new)
+                fields = [f"messages[{i}]" for i in new_at]
+                copied = 2 * retracted  # the edit's own rows open the batch: its retractions and copies
                 if edited:
-                    # refused before anything is written: chunks would each be seen by readers
-                    # (the module's docstring)
-                    self._check_edit(min(edited), batch, retracted)
-                if edited and conditional_appends(self.memory):
-                    assert self._last is not None  # an edited row was read
-                    try:
-                        # written only onto the log this batch was made from: the rows it
-                        # retracts are still visible, and none came after them
-                        append_bodies(self.memory, self.conversation_id, batch,
-                                      expect_position=self._last.position + 1)
-                    except PositionMismatch:
-                        refused_chunk = False
-                        continue  # nothing written: plan again from what the log holds now
-                    self._synced.update(keys)
-                    return written + len(mine)
-                # appends alone may go in chunks (an edit may not: the module's docstring)
-                chunks = [batch] if edited else append_chunks(self.memory, batch,
-                                                              fields=[f"messages[{i}]" for i in new_at])
-                if len(chunks) > 1 and conditional_appends(self.memory):
+                    # refused before anything is written: chunks of it would each be seen by
+                    # readers (the module's docstring)
+                    self._check_edit(min(edited), batch[:copied], retracted)
+                # one batch where one append takes it all, else the edit's own rows, then the
+                # new messages in chunks (appends may be chunked: the module's docstring)
+                # (the edit's rows are never named: they passed _check_edit together)
+                chunks = append_chunks(self.memory, batch, fields=[*(["messages"] * copied), *fields])
+                if edited and len(chunks) > 1:
+                    chunks = [batch[:copied], *append_chunks(self.memory, batch[copied:], fields=fields)]
+                if conditional_appends(self.memory) and (edited or len(chunks) > 1):
                     at = 0 if self._last is None else self._last.position + 1
+                    start = 0  # the batch index the next chunk begins at
                     try:
                         for chunk in chunks:
                             # written only where the previous chunk (the first: this read) left
-                            # the log: a message another writer stored since is not stored again
+                            # the log: the rows an edit retracts are still visible and none came
+                            # after them, and a message another writer stored since is not stored again
                             at = append_bodies(self.memory, self.conversation_id, chunk, expect_position=at)[-1] + 1
-                            sent.update(new_at[:len(chunk)])
-                            del new_at[:len(chunk)]
-                            written += len(chunk)
+                            end = start + len(chunk)
+                            written += sum(1 for k in mine if start <= k < end)
+                            sent.update(new_at[max(start - copied, 0):max(end - copied, 0)])
+                            start = end
                     except PositionMismatch:
-                        refused_chunk = True
-                        continue  # the chunks before stand: plan the rest from what the log holds now
+                        # an edit's own batch refused is nothing written; a later chunk, the ones before stand
+                        refused_chunk = not (edited and start == 0)
+                        continue  # plan (the rest) again from what the log holds now
                     self._synced.update(keys)
                     return written
                 positions = [p for chunk in chunks for p in append_bodies(self.memory, self.conversation_id, chunk)]
@@ -336,8 +336,8 @@ class ConversationSync:
             raise EditConflict(self.conversation_id, MAX_EDIT_ROUNDS, chunk=refused_chunk)
 
     def _check_edit(self, position: int, batch: list[dict[str, Any]], retracted: int) -> None:
-        """Refuse (`EditTooLong`) an edit's `batch` (`_batch`'s, `retracted` retractions
-        opening it) that one append does not take: past `batch_limit` messages, or over a
+        """Refuse (`EditTooLong`) an edit's own rows `batch` (the opening of `_batch`'s:
+        `retracted` retractions, then the copies) that one append does not take: past `batch_limit` messages, or over a
         `Client` a request past its server's `max_body_bytes` as this process sends it
         (conditional: `expect_position`; measured so only where the bound that never falls
         short, `batch_request_bytes`, passes it)."""
@@ -360,8 +360,8 @@ class ConversationSync:
         size = sent_batch_bytes(batch, expect_position=self._last.position + 1)
         if size <= max_bytes:
             return
-        # the latest rows' retractions and copies, as far back as they fit beside the new
-        # messages (the bound that never falls short: an edit of that reach fits)
+        # the latest rows' retractions and copies, as far back as they fit (the bound that
+        # never falls short: an edit of that reach fits)
         used = BATCH_ENVELOPE_BYTES + sum(request_bytes(b) + BATCH_SEPARATOR_BYTES for b in batch[2 * retracted:])
         farthest = 0
         for k in reversed(range(retracted)):
