@@ -64,6 +64,9 @@ what to do when Redis is gone.
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
   should that fail too the call degrades as in an outage. An append is acknowledged
   once the log has committed it, whatever the hot tier does after.
+- An unpin follows the log's pin state: a turn the log still pins once the caller's
+  pin is gone (the classifier's pin of a load-bearing turn nothing superseded,
+  `pin_state`) stays pinned in the set at the classifier's priority.
 - A pin or unpin of a turn another process has committed to the log and not yet
   admitted (tiers.hot HotStale 'ahead') catches the set up with the log and is made
   again, rather than being taken for a failure of the set (dropped and rebuilt).
@@ -593,7 +596,17 @@ class HotLink:
             self._distrust(conversation_id, exc)
 
     def unpin(self, conversation_id: str, position: int) -> None:
+        """Follow the log's pin state after a caller's unpin: a turn the log still pins
+        (the classifier's pin of a load-bearing turn nothing superseded, `pin_state`)
+        stays pinned in the set at the classifier's priority, as a rebuild would leave
+        it; any other is unpinned."""
         try:
+            rows = self.cold.turns(conversation_id, start=position, end=position)
+            if rows:
+                pinned, priority = pin_state(rows[0])
+                if pinned:
+                    self.pin(conversation_id, position, priority)
+                    return
             self._caught_up(conversation_id, lambda: self._count(self.tier.unpin(
                 conversation_id, position, generation=self.generation(conversation_id))))
             self._ok()
