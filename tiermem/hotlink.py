@@ -88,9 +88,15 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from tiermem.tiers.errors import HotAccessDenied, HotOutOfMemory, HotReadOnly, HotStale, HotStateLost
-from tiermem.tiers.hot import (
+from tiermem.tiers.errors import (
     STALE_AHEAD,
+    HotAccessDenied,
+    HotOutOfMemory,
+    HotReadOnly,
+    HotStale,
+    HotStateLost,
+)
+from tiermem.tiers.hot import (
     AdmitResult,
     HotSet,
     HotTier,

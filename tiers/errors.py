@@ -254,11 +254,17 @@ class HotAccessDenied(TiermemError, RuntimeError):
                          f"the ACL user's commands and key patterns): {detail}")
 
 
+# HotStale's reason for a pin or unpin of a position the set has not admitted yet
+# (tiers.hot): the set is sound, only behind, so the caller catches it up, not rebuilds it
+STALE_AHEAD = "ahead"
+
+
 class HotStale(TiermemError, LookupError):
     """The stored hot set is missing, of another generation, inconsistent, or behind the
     log (an admit would leave a gap). Nothing was written; rebuild from the cold log.
-    `reason` 'ahead' (tiers.hot STALE_AHEAD): a pin or unpin of a turn the set has not
-    admitted yet, which the log holds; catch the set up with the log and pin again."""
+    `reason` 'ahead' (STALE_AHEAD): a pin or unpin of a turn the set has not admitted
+    yet, which the log holds; the set needs no rebuild: catch it up with the log and pin
+    or unpin again (the message says so)."""
 
     def __init__(
         self, conversation_id: str, reason: str, stored_generation: str | None, stored_last: int
@@ -267,10 +273,14 @@ class HotStale(TiermemError, LookupError):
         self.reason = reason
         self.stored_generation = stored_generation
         self.stored_last = stored_last
-        super().__init__(
-            f"hot set of conversation {conversation_id!r} needs a rebuild ({reason}; "
-            f"stored generation {stored_generation!r}, last position {stored_last})"
-        )
+        stored = f"{reason}; stored generation {stored_generation!r}, last position {stored_last}"
+        if reason == STALE_AHEAD:
+            super().__init__(
+                f"hot set of conversation {conversation_id!r} has not admitted the turn pinned or unpinned "
+                f"yet ({stored}): catch it up with the log and pin or unpin again"
+            )
+            return
+        super().__init__(f"hot set of conversation {conversation_id!r} needs a rebuild ({stored})")
 
 
 class HotTurnNotResident(TiermemError, LookupError):

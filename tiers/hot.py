@@ -120,6 +120,7 @@ from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError,
 from redis.retry import Retry
 
 from tiermem.tiers.errors import (
+    STALE_AHEAD,
     HotAccessDenied,
     HotOutOfMemory,
     HotReadOnly,
@@ -140,8 +141,6 @@ REBUILD_CHUNK = 2000
 SCAN_COUNT = 1000  # keys asked of each SCAN step, and deleted per DEL, when erasing a tag
 # Temporary rebuild keys expire on their own if the rebuilding process dies midway.
 REBUILD_TTL_MS = 120_000
-# HotStale's reason for a pin or unpin of a position the set has not admitted yet
-STALE_AHEAD = "ahead"
 PIN_STAMP_BYTES = 8  # of randomness in a pin stamp: no two stamps of a conversation collide
 SUMMARY_PIPELINE_SETS = 256  # hot sets whose counts one round trip reads (6 commands each)
 # The meta fields whose values, '|'-joined, stamp the counts (meta `counted`; APPLY_LUA
