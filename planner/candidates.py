@@ -6,7 +6,8 @@ Invariants:
 - Candidates are read from the store interface (tiers.store.ColdLog) and the turn cache
   only; a turn the hot tier holds is rendered from it, its envelope from the turn index.
 - A call and every result that answers it, and a reasoning item with the item after it,
-  form one tail unit (`tool_units`), and every unit shown is complete, as both provider
+  form one tail unit (`tool_units`; calls sharing an id, as Responses items of one round
+  may, each take a result of it), and every unit shown is complete, as both provider
   APIs require: a result whose call is not shown (retracted, unreadable, before the tail)
   and a call that later messages follow before its results (a crash mid-loop, a
   retracted result, a fork cut mid-unit) are left out, and the plan says why. Only a call
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -391,11 +392,11 @@ class Candidates:
         return self.tail_units(conv, rows, msgs, latest_user, plan=plan)[0]
 
     def tail_units(self, conv: str, rows: list[TurnRow], msgs: dict[int, StoredMessage],
-                   latest_user: int | None, *, open_calls: frozenset[str] = frozenset(),
+                   latest_user: int | None, *, open_calls: Sequence[str] = (),
                    plan: Plan | None = None) -> tuple[list[Candidate], Units]:
         """`tail`, and the grouping it came from; `open_calls`: call ids the context the
-        rows are appended to left waiting (an epoch's extension), whose results continue
-        that context's last unit."""
+        rows are appended to left waiting (an epoch's extension; an id once per call),
+        whose results continue that context's last unit."""
         got = tool_units([msgs.get(r.position) if r.position != latest_user else None for r in rows],
                          [r.position == latest_user for r in rows], open_calls)
         if plan is not None:
@@ -815,7 +816,7 @@ def _item_round(m: StoredMessage) -> bool:
 
 
 def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
-               open_calls: frozenset[str] = frozenset()) -> Units:
+               open_calls: Sequence[str] = ()) -> Units:
     """Group the tail's messages (oldest first; None: unreadable, or with `skip` the
     latest user message, which the planner places itself) into units that both provider
     APIs accept: a call and every result that answers it (parallel calls included: the
@@ -827,10 +828,14 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     message, an unreadable one, the latest user message, the end of `msgs`: its own
     item is hidden or left out) it is left out too (`ORPHAN_REASONING`).
 
+    Calls of one id in one unit (Responses items of one round may share a `call_id`)
+    wait for a result each, in order: a second result of the id answers the second call
+    (the forms sent rename the pair, `tiers.formats.SentCallIds`), not an orphan.
+
     Complete units only: a result whose call is not among `msgs` (nor open from the
-    previous context, `open_calls`) is left out; a call that a later message (a user or
-    assistant message, the latest user message included) follows before all its results
-    is left out with its results; so is one a chat assistant message with calls follows
+    previous context, `open_calls`), or whose calls are all answered, is left out; a call
+    that a later message (a user or assistant message, the latest user message included)
+    follows before all its results is left out with its results; so is one a chat assistant message with calls follows
     (Chat Completions puts a round's parallel calls in one message: the next one is a new
     turn, the round before it abandoned). A call still waiting at the very end of `msgs` is kept:
     the agent is mid-loop and appends the result next (an epoch then appends the result
@@ -839,7 +844,9 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
     groups: list[list[StoredMessage]] = []  # oldest first
     dropped: list[tuple[list[StoredMessage], str]] = []
     cur: list[StoredMessage] = []
-    waiting: set[str] = set(open_calls)  # call ids of `cur` (or the previous context) without a result yet
+    # call ids of `cur` (or the previous context) without a result yet, once per call:
+    # Responses items of one round may share an id, each call answered by a result of it
+    waiting: Counter[str] = Counter(open_calls)
     answered = False  # a result is in `cur`: a later call starts a new round
     cont = bool(open_calls)  # `cur` continues the previous context's open unit
     lead: list[StoredMessage] = []  # reasoning items waiting for the unit after them
@@ -853,7 +860,7 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
                 dropped.append((cur, why))
         elif cur:
             groups.append(cur)
-        cur, waiting, answered, cont = [], set(), False, False
+        cur, waiting, answered, cont = [], Counter(), False, False
 
     for m, skipped in zip(msgs, skip, strict=True):
         if m is None:
@@ -867,9 +874,9 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
         rid = result_id(m.body)
         ids = call_ids(m.body)
         if rid is not None:
-            if rid in waiting:
+            if waiting[rid] > 0:
                 cur.append(m)
-                waiting.discard(rid)
+                waiting -= Counter([rid])  # keeps counts above 0 only: an empty Counter is falsy
                 answered = True
             else:  # its call is not shown (or was answered already): never alone
                 dropped.append(([m], ORPHAN_RESULT))
@@ -877,10 +884,10 @@ def tool_units(msgs: Sequence[StoredMessage | None], skip: Sequence[bool],
         if ids:
             if waiting and not answered and _item_round(m):  # parallel calls (Responses items): one round
                 cur.append(m)
-                waiting |= set(ids)
+                waiting.update(ids)
                 continue
             end()
-            cur, waiting, lead = [*lead, m], set(ids), []
+            cur, waiting, lead = [*lead, m], Counter(ids), []
             continue
         if is_reasoning(m.body):
             if waiting:

@@ -25,12 +25,21 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint, PlanItem
-from tiermem.tiers.formats import call_ids, fold_system, is_reasoning, result_id, to_chat, to_responses
+from tiermem.tiers.formats import (
+    call_ids,
+    fold_system,
+    is_reasoning,
+    result_id,
+    to_chat,
+    to_responses,
+    unique_chat_call_ids,
+)
 from tiermem.tiers.models import StoredMessage
 from tiermem.tiers.tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter, message_tokens
 from tiermem.tiers.zones import UTC, Zone, shown_day, shown_time
@@ -80,19 +89,20 @@ def header(s: str) -> str:
     return VERBOSE_RETRIEVED_HEADER if s == "retrieved" and not TERSE else HEADERS[s]
 
 
-def open_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
+def open_calls(messages: Sequence[dict[str, Any]]) -> tuple[str, ...]:
     """The call ids messages leave waiting at their end (their last unit is the agent's
-    pending tool round): their results, when they arrive, go right after it."""
-    waiting: set[str] = set()
+    pending tool round), once per call waiting (Responses items of one round may share
+    an id): their results, when they arrive, go right after it."""
+    waiting: Counter[str] = Counter()
     for m in messages:
         rid = result_id(m)
         if rid is not None:
-            waiting.discard(rid)
+            waiting -= Counter([rid])  # a result answers one call; `-=` keeps counts above 0 only
         elif call_ids(m):
-            waiting |= set(call_ids(m))
+            waiting.update(call_ids(m))
         elif not is_reasoning(m):
-            waiting = set()  # text: in a valid context no call is open before it
-    return frozenset(waiting)
+            waiting = Counter()  # text: in a valid context no call is open before it
+    return tuple(sorted(waiting.elements()))
 
 
 class Renderer:
@@ -265,7 +275,7 @@ class Renderer:
         """The messages as returned: converted to one family and system messages folded
         when configured. Counted exactly, so the budget holds for what is returned."""
         if self.settings.context_format == "chat":
-            msgs = to_chat(msgs)
+            msgs = unique_chat_call_ids(to_chat(msgs))
         elif self.settings.context_format == "responses":
             msgs = to_responses(msgs)
         if self.settings.system_messages == "merge":

@@ -7,12 +7,13 @@ The rules, as the providers' docs state them:
 - OpenAI Chat Completions: a `tool` message answers a `tool_calls` entry of the assistant
   message right before its run of tool messages; an assistant message with `tool_calls`
   must be followed by tool messages answering each id ("An assistant message with
-  'tool_calls' must be followed by tool messages responding to each 'tool_call_id'").
+  'tool_calls' must be followed by tool messages responding to each 'tool_call_id'");
+  no two calls nor two tool messages share an id ("Duplicate value for 'tool_call_id'").
 - OpenAI Responses: a `function_call_output` needs a `function_call` with its `call_id`
   earlier in the input ("No tool call found for function call output"), each call needs
   its output ("No tool output found for function call"), a `reasoning` item must be
-  followed by the item it produced, and no two items share an `id` (nor two calls or two
-  outputs a `call_id`: `responses_call_ids_once`, checked apart).
+  followed by the item it produced, no two items share an `id`, and no two calls nor
+  two outputs a `call_id` ("Duplicate function_call_output for call_id").
 - Anthropic Messages: the first message is `user`, roles alternate, no message or text
   block is empty, every `tool_result` is in the user message right after the assistant
   message with its `tool_use` (results first there), every `tool_use` is answered there,
@@ -85,6 +86,20 @@ def chat_calls_answered(msgs: list[dict[str, Any]], *, pending_ok: bool = False)
     return out
 
 
+def chat_call_ids_once(msgs: list[dict[str, Any]]) -> list[str]:
+    """Chat: "Duplicate value for 'tool_call_id'": OpenAI's for two tool messages of one id
+    (agno-agi/agno#5116), DeepSeek's for an id anywhere twice in `messages`
+    (craft-ai-agents/craft-agents-oss#630): a call id is made by one call and answered by
+    one tool message. The legacy `function_call`, answered by the function's name, is not
+    held to it."""
+    out: list[str] = []
+    for kind, ids in (("tool_calls id", [c["id"] for m in msgs if m.get("role") == "assistant"
+                                         for c in m.get("tool_calls") or ()]),
+                      ("tool_call_id", [m["tool_call_id"] for m in msgs if m.get("role") == "tool"])):
+        out += [f"{kind} {x} sent {ids.count(x)} times" for x in sorted(set(ids)) if ids.count(x) > 1]
+    return out
+
+
 def responses_outputs_follow_their_call(items: list[dict[str, Any]], *, pending_ok: bool = False) -> list[str]:
     """Responses: each output after its call (same `call_id`), each call with its output
     ("No tool output found for function call"); `pending_ok`: calls at the very end may wait."""
@@ -110,8 +125,7 @@ def responses_call_ids_once(items: list[dict[str, Any]]) -> list[str]:
     """Responses: "Duplicate function_call_output for call_id '...'. Each function_call must
     have exactly one matching function_call_output" (as relayed by gateways from a strict
     Responses endpoint: hermes-agent#102629, mnfst/llm-gateway#2858): a call_id is made by
-    one call and answered by one output. Not in `responses_problems`: tiermem's Responses
-    form repeats a call_id used in two rounds (open; tests/test_anthropic_unique_tool_ids)."""
+    one call and answered by one output."""
     out: list[str] = []
     for kinds in (("function_call", "custom_tool_call"), ("function_call_output", "custom_tool_call_output")):
         ids = [m["call_id"] for m in items if m.get("type") in kinds]
@@ -217,12 +231,13 @@ def openai_form_cache_marks(msgs: list[dict[str, Any]]) -> list[str]:
 
 
 def chat_problems(msgs: list[dict[str, Any]], *, pending_ok: bool = False) -> list[str]:
-    return chat_results_follow_their_call(msgs) + chat_calls_answered(msgs, pending_ok=pending_ok)
+    return (chat_results_follow_their_call(msgs) + chat_calls_answered(msgs, pending_ok=pending_ok)
+            + chat_call_ids_once(msgs))
 
 
 def responses_problems(items: list[dict[str, Any]], *, pending_ok: bool = False) -> list[str]:
     return (responses_outputs_follow_their_call(items, pending_ok=pending_ok) + responses_reasoning_followed(items)
-            + unique_item_ids(items))
+            + unique_item_ids(items) + responses_call_ids_once(items))
 
 
 def anthropic_problems(system: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[str]:

@@ -8,9 +8,8 @@ differ only in characters the API does not take (`call.1`, `call:1`) were both s
 `call_1`, with two results for it: the API answers 400 ("tool_use ids must be unique").
 `[c1, c1]` in one assistant message was stored.
 
-The Responses form of a log with ids numbered per reply repeats a `call_id`, which a
-strict Responses endpoint refuses ("Duplicate function_call_output for call_id ...");
-that is open, and marked so below (strict xfail: it fails once fixed)."""
+The Responses form of a log with ids numbered per reply sends each `call_id` once too
+(the same renaming, tiers.formats.SentCallIds; its cases: tests/test_responses_unique_call_ids)."""
 
 from __future__ import annotations
 
@@ -156,7 +155,6 @@ def test_from_anthropic_names_the_repeated_tool_use() -> None:
     assert str(err.value).startswith("content[2].id:") and "content[1]" in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="open: the Responses form sends a call_id used in two rounds twice")
 def test_responses_form_sends_each_call_id_once(cold_memory: Memory) -> None:
     cold_memory.append_many("c", [*per_reply_rounds(2), ask("thanks")])
     ctx = cold_memory.context("c", "thanks", BUDGET)

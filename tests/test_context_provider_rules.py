@@ -2,7 +2,8 @@
 in each `context_format` and `system_messages` mode and in Anthropic's form. Random
 conversations mix plain turns, parallel tool calls (results in any order, some long
 enough to be trimmed, some rounds abandoned; ids fresh, numbered per reply as some
-servers do, or differing only in characters Anthropic does not take), Responses items with reasoning,
+servers do, differing only in characters Anthropic does not take, or Responses calls of
+one round sharing one), Responses items with reasoning,
 retractions, clears, pins (tool messages too) and checkpoints, with calls in a row at
 one budget (epochs: appends, rewinds, middle evictions) and now and then another one;
 blank rows (an empty reply or user message, an empty tool output, a blank stored system
@@ -36,7 +37,7 @@ from tiermem import Config, Memory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.errors import BudgetTooSmall
-from tiermem.tiers.formats import to_chat, to_responses
+from tiermem.tiers.formats import to_chat, to_responses, unique_chat_call_ids
 
 DEFAULT_EXAMPLES = 10
 # unset: the fixed default run; set: random exploration of that many conversations
@@ -58,14 +59,18 @@ topic = st.sampled_from(TOPICS)
 
 
 # How a conversation's call ids are made (`call_ids`): fresh ones, a server's that numbers its
-# calls per reply ("call_0" every round), and ids that differ only in characters
-# Anthropic does not take ("call.0", "call_0", "call:0": one id there)
-ID_SCHEMES = ["fresh", "fresh", "per_reply", "colliding"]
+# calls per reply ("call_0" every round), ids that differ only in characters
+# Anthropic does not take ("call.0", "call_0", "call:0": one id there), and one id for
+# every call of a round ("shared": Responses items, one row each; append refuses it in
+# one chat message, so chat rounds number theirs per reply)
+ID_SCHEMES = ["fresh", "fresh", "per_reply", "colliding", "shared"]
 COLLIDING_SEPARATORS = "._:"
 
 
-def call_ids(scheme: str, first_id: int, count: int) -> list[str]:
-    if scheme == "per_reply":
+def call_ids(scheme: str, first_id: int, count: int, family: str) -> list[str]:
+    if scheme == "shared" and family == "responses":
+        return ["call_0"] * count
+    if scheme in ("per_reply", "shared"):
         return [f"call_{j}" for j in range(count)]
     if scheme == "colliding":
         return [f"call{COLLIDING_SEPARATORS[j]}0" for j in range(count)]
@@ -74,7 +79,7 @@ def call_ids(scheme: str, first_id: int, count: int) -> list[str]:
 
 @st.composite
 def tool_round(draw: st.DrawFn, family: str, scheme: str, first_id: int) -> list[dict[str, Any]]:
-    ids = call_ids(scheme, first_id, draw(st.integers(1, len(COLLIDING_SEPARATORS))))
+    ids = call_ids(scheme, first_id, draw(st.integers(1, len(COLLIDING_SEPARATORS))), family)
     answered = draw(st.permutations(ids))
     answered = answered[:len(answered) - draw(st.sampled_from([0, 0, 0, 0, 1]))]  # an abandoned call now and then
     repeats = draw(st.sampled_from([SHORT_REPEATS, SHORT_REPEATS, LONG_REPEATS, BLANK_REPEATS]))
@@ -133,8 +138,10 @@ def script(draw: st.DrawFn) -> tuple[str, str, list[tuple[str, Any]]]:
 
 def problems(ctx: Any, mem: Memory, budget: int, fmt: str) -> list[str]:
     out = [f"{ctx.tokens} tokens, budget {budget}"] if ctx.tokens > budget else []
-    if fmt in ("as_stored", "chat"):  # the agent's pending round may wait at the end
-        out += chat_problems(to_chat(ctx.messages), pending_ok=True)
+    if fmt == "chat":  # the agent's pending round may wait at the end
+        out += chat_problems(ctx.messages, pending_ok=True)
+    elif fmt == "as_stored":  # as the chat form sends them (its call ids renamed, tiers.formats "Ids sent")
+        out += chat_problems(unique_chat_call_ids(to_chat(ctx.messages)), pending_ok=True)
     if fmt in ("as_stored", "responses"):
         out += responses_problems(to_responses(ctx.messages), pending_ok=True)
     out += openai_form_cache_marks(ctx.with_cache_control())

@@ -47,7 +47,19 @@ Invariants and policy (README, "Message formats"):
   their own (`repeated_call_id`; append only, as `_reasoning_summary`): two calls of one
   id leave their results nothing to tell them apart by, and no provider emits them.
   Across messages an id may come again (servers that number calls per reply, `call_0`
-  every round): a result answers the call of its id just before it.
+  every round), and Responses items, one row each, may hold two calls of one id in one
+  round: a result answers the call of its id just before it, the n-th result of an id
+  in a round its n-th call.
+- **Ids sent** (`SentCallIds`): a request sends each call id once, each result naming
+  its call's. The providers refuse a repeat: Responses ("Duplicate function_call_output
+  for call_id"), strict Chat Completions servers ("Duplicate value for 'tool_call_id'"),
+  Anthropic ("tool_use ids must be unique"). A call goes out under its id as stored
+  where no call before it in the request has that id, else with the first free suffix
+  (`call_0_2`, `call_0_3`), its results with it; ids are given in request order, so
+  appending leaves every earlier id (the prompt cache's prefix) as it was. Rows are
+  stored as given: the Responses form (`to_responses`, `context_format="responses"`),
+  the chat form (`context_format="chat"`, `unique_chat_call_ids`) and the Anthropic
+  form rename; `as_stored` sends the rows as appended.
 - **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
@@ -66,6 +78,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from tiermem.tiers.errors import ValidationError, field_error, shown
@@ -665,6 +678,104 @@ def result_id(body: dict[str, Any]) -> str | None:
     return None
 
 
+# the suffix of an id's second use in a request ("call_0_2"); its first use has none
+FIRST_REPEAT_SUFFIX = 2
+
+
+class SentCallIds:
+    """The ids a request's calls and results go out under (module docstring, "Ids sent"),
+    given in request order: `call` for each call, `result` for each result, `round` where
+    a new round of calls starts. A call goes out under its id as stored (through `safe`,
+    a provider's character rule) where no call before it in the request has that id,
+    else with the first free suffix `_2`, `_3`, ... (cut to keep within
+    CALL_ID_MAX_CHARS): an id depends only on what comes before it, so appending leaves
+    every earlier id, and the prompt cache's prefix, as it was. A result takes the id of
+    the call it answers: among the calls of its id in the round before it, the n-th
+    result the n-th call. The one renaming of every form (`to_responses`,
+    `unique_chat_call_ids`, the Anthropic adapter's)."""
+
+    def __init__(self, safe: Callable[[str], str] | None = None) -> None:
+        self._safe = safe
+        self._taken: set[str] = set()
+        self._asked: dict[str, list[str]] = {}  # this round's calls: id as stored -> ids sent, in order
+
+    def round(self) -> None:
+        """A new round of calls: results answer only its calls from here on."""
+        self._asked = {}
+
+    def call(self, cid: str) -> str:
+        base = self._safe(cid) if self._safe is not None else cid
+        n = FIRST_REPEAT_SUFFIX
+        sent = base
+        while sent in self._taken:
+            suffix = f"_{n}"
+            sent = base[:CALL_ID_MAX_CHARS - len(suffix)] + suffix
+            n += 1
+        self._taken.add(sent)
+        self._asked.setdefault(cid, []).append(sent)
+        return sent
+
+    def result(self, rid: str) -> str | None:
+        """The id sent for the call `rid` answers; None when no call of the round waits for
+        it (the planner sends no such result: a form leaves it out or as it is)."""
+        waiting = self._asked.get(rid)
+        return waiting.pop(0) if waiting else None
+
+
+_CALL_ITEM_TYPES = ("function_call", "custom_tool_call")
+_OUTPUT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
+
+
+def _unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Responses items with each call's `call_id` sent once (`SentCallIds`): a call item
+    after anything but a call or a reasoning item starts a round. Items whose id changes
+    are copies (the items given may be the caller's)."""
+    ids = SentCallIds()
+    in_round = False
+    out: list[dict[str, Any]] = []
+    for item in items:
+        t = item.get("type")
+        cid = item.get("call_id")
+        if t in _CALL_ITEM_TYPES and isinstance(cid, str):
+            if not in_round:
+                ids.round()
+            in_round = True
+            sent: str | None = ids.call(cid)
+        elif t in _OUTPUT_ITEM_TYPES and isinstance(cid, str):
+            in_round = False
+            sent = ids.result(cid)
+        else:
+            in_round = in_round and t == "reasoning"
+            sent = None
+        out.append({**item, "call_id": sent} if sent is not None and sent != cid else item)
+    return out
+
+
+def unique_chat_call_ids(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages with each `tool_calls` id sent once and each tool
+    message naming its call's (`SentCallIds`; every assistant message starts a round).
+    A legacy `function_call` is answered by name and keeps it. Messages whose ids change
+    are copies, their `tool_calls` new lists."""
+    ids = SentCallIds()
+    out: list[dict[str, Any]] = []
+    for m in msgs:
+        role = m.get("role")
+        if role == "assistant" and "type" not in m:
+            ids.round()
+            calls = m.get("tool_calls") or ()
+            sent = [ids.call(c["id"]) if isinstance(c, dict) and isinstance(c.get("id"), str) else None
+                    for c in calls]
+            if any(s is not None and s != c["id"] for s, c in zip(sent, calls, strict=True)):
+                m = {**m, "tool_calls": [c if s is None or s == c["id"] else {**c, "id": s}
+                                         for s, c in zip(sent, calls, strict=True)]}
+        elif role == "tool" and "type" not in m and isinstance(m.get("tool_call_id"), str):
+            rid = ids.result(m["tool_call_id"])
+            if rid is not None and rid != m["tool_call_id"]:
+                m = {**m, "tool_call_id": rid}
+        out.append(m)
+    return out
+
+
 def is_reasoning(body: dict[str, Any]) -> bool:
     return body.get("type") == "reasoning"
 
@@ -787,8 +898,9 @@ def _joined(content: object) -> str:
 
 def to_responses(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat Completions messages as Responses input items (Responses items pass as they
-    are, in wire form)."""
-    return [item for items in to_responses_rows(bodies) for item in items]
+    are, in wire form), a request's: each call's `call_id` sent once, each output naming
+    its call's (module docstring, "Ids sent")."""
+    return _unique_item_call_ids([item for items in to_responses_rows(bodies) for item in items])
 
 
 def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -> list[list[dict[str, Any]]]:

@@ -83,13 +83,15 @@ Ids: every `tool_use` id sent is unique in the request, of the characters the AP
 accepts (`[A-Za-z0-9_-]`; OpenAI's are already) and at most `CALL_ID_MAX_CHARS` long;
 each `tool_result` carries its call's. The API refuses a request that repeats one
 ("tool_use ids must be unique"), which a log holds where a server numbers its calls per
-reply (`call_0` every round, as Chat Completions accepts) or where two ids differ only
-in characters the API does not take (`call.1`, `call:1`). An id is sent as stored, its
-other characters made `_`, where no id before it in the request is the same; else with
-the first free suffix, `_2`, `_3`, ... (`call_0_2`). A result is matched to its call
-where it stands: in the user turn right after the assistant turn that makes the call,
-the n-th result of an id answering the n-th call of it (a message whose calls share an
-id, which append refuses today, was stored before that rule).
+reply (`call_0` every round, as OpenAI's Chat Completions accepts) or where two ids
+differ only in characters the API does not take (`call.1`, `call:1`). An id is sent as
+stored, its other characters made `_`, where no id before it in the request is the same;
+else with the first free suffix, `_2`, `_3`, ... (`call_0_2`): the renaming of every
+form (`tiers.formats.SentCallIds`, "Ids sent"). A result is matched to its call where it
+stands: in the user turn right after the assistant turn that makes the call, the n-th
+result of an id answering the n-th call of it (a chat message whose calls share an id,
+which append refuses today, was stored before that rule; Responses items of one round
+may share one).
 
 Restoring metadata: given the `memory` the context came from, the stored rows of the
 context's tail are read (one read from the tail's first position, in pages) and each
@@ -147,6 +149,7 @@ from tiermem.tiers.errors import ValidationError, field_error, shown
 from tiermem.tiers.formats import (
     CALL_ID_MAX_CHARS,
     TOOL_NAME_MAX_CHARS,
+    SentCallIds,
     call_ids,
     message_text,
     repeated_call_id,
@@ -187,8 +190,6 @@ THINKING_SCOPES = ("current_loop", "all")  # which assistant turns' thinking goe
 # call's prefix), the head a middle eviction keeps, then the layers, latest first.
 BREAKPOINT_PRIORITY = ("stable", "context", "head", "late_pinned", "summary", "pinned", "system")
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-# the suffix of an id's second use in a request ("call_0_2"); its first use has none
-FIRST_REPEAT_SUFFIX = 2
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL | re.IGNORECASE)
 PDF_MEDIA_TYPE = "application/pdf"
 DATA_SCHEME = "data:"
@@ -464,50 +465,30 @@ def _safe_id(cid: str) -> str:
     return _ID_CHARS.sub("_", cid) or "_"
 
 
-def _sent_id(cid: str, taken: set[str]) -> str:
-    """The id a call goes out under: `cid` in the API's characters, with the first suffix
-    (`_2`, `_3`, ...) that no id sent before it in the request has, cut to keep within
-    CALL_ID_MAX_CHARS (what tiermem stores and sends unchanged)."""
-    base = _safe_id(cid)
-    n = FIRST_REPEAT_SUFFIX
-    sent = base
-    while sent in taken:
-        suffix = f"_{n}"
-        sent = base[:CALL_ID_MAX_CHARS - len(suffix)] + suffix
-        n += 1
-    return sent
-
-
 def _unique_ids(turns: list[list[Any]]) -> None:
     """Every tool_use id sent unique in the request, each tool_result naming its call's
-    (module docstring, "Ids"), in place. Ids are given in request order, each the first
-    free one, so a call's id depends only on what comes before it: appending to the
-    conversation leaves every earlier id (and the prompt cache's prefix) as it was. A
-    result answers the call of its id in the assistant turn just before it, the n-th
-    result of an id the n-th call of it; a result with no such call is left out here, as
-    `_pair` leaves it out."""
-    taken: set[str] = set()
-    asked: dict[str, list[str]] = {}  # the turn before's calls: id as stored -> ids sent, in order
+    (module docstring, "Ids"; the one renaming: `tiers.formats.SentCallIds`, in the API's
+    characters), in place. Each assistant turn is a round; a result answers the call of
+    its id in the assistant turn just before it, the n-th result of an id the n-th call of
+    it; a result with no such call is left out here, as `_pair` leaves it out."""
+    ids = SentCallIds(_safe_id)
     for role, blocks in turns:  # roles alternate: consecutive messages of one role are merged
         if role == "assistant":
-            asked = {}
+            ids.round()
             for b in blocks:
                 if b["type"] == "tool_use":
-                    sent = _sent_id(b["id"], taken)
-                    taken.add(sent)
-                    asked.setdefault(b["id"], []).append(sent)
-                    b["id"] = sent
+                    b["id"] = ids.call(b["id"])
             continue
         kept: list[dict[str, Any]] = []
         for b in blocks:
             if b["type"] == "tool_result":
-                waiting = asked.get(b["tool_use_id"])
-                if not waiting:
+                sent = ids.result(b["tool_use_id"])
+                if sent is None:
                     continue
-                b["tool_use_id"] = waiting.pop(0)
+                b["tool_use_id"] = sent
             kept.append(b)
         blocks[:] = kept
-        asked = {}
+        ids.round()  # a result in a later user turn answers nothing
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
