@@ -31,7 +31,9 @@ Invariants:
   to the earlier turn).
 - A data file it cannot use (missing, a directory, not UTF-8 JSON, not a list of samples,
   a sample of the wrong shape) is one line naming the file (`error: x.json: ...`, exit 1,
-  as `tiermem eval` refuses one), before any model is loaded.
+  as `tiermem eval` refuses one), before any model is loaded. So is a file with no
+  question to score (`[]`, or every question adversarial or without resolvable
+  evidence): its recall would print as 0.0, a figure of nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import numpy as np
 from tiermem.evals.bench import output_file
 from tiermem.evals.fusion_probe import zscore
 from tiermem.evals.locomo import (
+    QA,
     EvidenceCounts,
     LocomoError,
     Sample,
@@ -97,20 +100,28 @@ def bm25_scores(lex: LexicalIndex, query: str, n: int) -> np.ndarray:
     return out
 
 
-def score_sample(sample: Sample, dense: Embed, dense_query: Embed, second: Embed) -> tuple[list[Scored], int]:
-    """The scored questions of one sample, and how many were skipped."""
-    texts, index = turn_texts(sample)
-    lex = LexicalIndex()
-    lex.add_many(list(texts))
-    qas = []
+def scorable(sample: Sample) -> tuple[list[tuple[QA, list[int]]], int]:
+    """The questions of one sample that are scored, each with its evidence turns' indexes,
+    and how many are skipped (adversarial, or no evidence that resolves to a turn)."""
+    _, index = turn_texts(sample)
+    qas: list[tuple[QA, list[int]]] = []
     skipped = 0
     for qa in sample.qa:
-        # the ids' positions as every eval reads them; questions left with none are counted below
+        # the ids' positions as every eval reads them; questions left with none are counted
         ev = sorted(resolve_evidence(qa.evidence, index, EvidenceCounts()))
         if qa.category == ADVERSARIAL or not ev:
             skipped += 1
             continue
         qas.append((qa, ev))
+    return qas, skipped
+
+
+def score_sample(sample: Sample, dense: Embed, dense_query: Embed, second: Embed) -> tuple[list[Scored], int]:
+    """The scored questions of one sample, and how many were skipped."""
+    texts, _ = turn_texts(sample)
+    lex = LexicalIndex()
+    lex.add_many(list(texts))
+    qas, skipped = scorable(sample)
     if not qas or not texts:
         return [], skipped
     questions = [qa.question for qa, _ in qas]
@@ -253,6 +264,11 @@ def main(argv: Sequence[str] | None = None, *, embedders: tuple[Embed, Embed, Em
         samples = load_samples(a.data)
     except LocomoError as exc:  # a file it cannot use: one line, exit 1, before a model loads
         raise SystemExit(f"error: {exc}") from None
+    counts = [scorable(s) for s in samples]
+    if not any(qas for qas, _ in counts):  # nothing to score: its recall would print as 0.0
+        skipped = sum(n for _, n in counts)
+        raise SystemExit(f"error: {a.data}: holds no question with evidence to score ({len(samples)} "
+                         f"samples, {skipped} questions skipped: adversarial or no evidence)")
     name = a.model_dir.name if a.model_dir is not None else a.model
     base = "MiniLM"
     if embedders is None:
