@@ -47,6 +47,9 @@ A `--from-json` object is checked against what --json-out writes (`saved_problem
 lacking `variants` or `leave_one_out`, or holding them, the baselines or the records
 --loo reads in another shape, is a usage error naming the key where it is
 (`variants.base.budgets.2000 has no 'evidence_recall'`), not a traceback in the table.
+A `--names` variant that the run's `--variant`s or the saved result's records do not
+hold is a usage error naming `--names` and the variants there are (`loo_names`), checked
+before any run.
 
 Nothing here names a sample, a speaker, a topic or a question.
 """
@@ -713,6 +716,27 @@ def parse_budgets(spec: str) -> list[int]:
     return sorted({int(x) for x in spec.split(",") if x.strip()})
 
 
+def loo_names(spec: str, known: Sequence[str]) -> list[str] | None:
+    """--names' variants (None: all), each one `known` holds: the variants a run makes or
+    a saved result's records hold. One it does not hold is a ValidationError naming
+    --names and the variants there are, not loo_one_setting's KeyError."""
+    names = [n for n in (x.strip() for x in spec.split(",")) if n] or None
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        raise ValidationError("--names", f"no variant {unknown[0]!r} (the variants are "
+                              f"{', '.join(map(repr, known)) or 'none'})")
+    return names
+
+
+def _record_variants(result: dict[str, Any]) -> list[str]:
+    """The variants --loo can choose among in a saved result: those every records key
+    holds (saved_problem checked their shape), else the variants of its tables."""
+    given = [result[k] for k in RECORD_KEYS if k in result]
+    if not given:
+        return list(result["variants"])
+    return [n for n in given[0] if all(n in rec for rec in given[1:])]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.recall_rounds", description=__doc__.split("\n")[0])
     add_recall_args(ap, budgets="2000")
@@ -726,6 +750,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="no run: the tables (and --loo) of a saved --json-out result")
     ap.add_argument("--names", default="", help="with --loo: the variants to choose among (the first is the base)")
     args = ap.parse_args(argv)
+    names: list[str] | None = None
+    try:  # before any run: an unknown name was a KeyError after it
+        if args.loo:
+            names = loo_names(args.names, _record_variants(args.saved) if args.saved is not None
+                              else [v.name for v in args.variant or [parse_variant("base:")]])
+    except ValidationError as exc:
+        ap.error(f"{exc.field}: {exc.problem}")
     if args.saved is not None:
         result = args.saved
     else:
@@ -736,7 +767,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
             raise SystemExit(f"error: {exc}") from None
     if args.loo:
-        names = [n for n in args.names.split(",") if n] or None
         result["loo"] = {k: loo_one_setting(result, names, k) for k in ("records", "records_with_excerpts", "records_answer")
                          if k in result}
     if args.json_out is not None and args.saved is None:
