@@ -13,7 +13,9 @@ The rules, as the providers' docs state them:
   earlier in the input ("No tool call found for function call output"), each call needs
   its output ("No tool output found for function call"), a `reasoning` item must be
   followed by the item it produced, no two items share an `id`, and no two calls nor
-  two outputs a `call_id` ("Duplicate function_call_output for call_id").
+  two outputs a `call_id` ("Duplicate function_call_output for call_id"); an output's
+  type is its call's (`custom_tool_call_output` for a `custom_tool_call`,
+  `function_call_output` for a `function_call`).
 - Anthropic Messages: the first message is `user`, roles alternate, no message or text
   block is empty, every `tool_result` is in the user message right after the assistant
   message with its `tool_use` (results first there), every `tool_use` is answered there,
@@ -133,6 +135,22 @@ def responses_call_ids_once(items: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def responses_output_types_match(items: list[dict[str, Any]]) -> list[str]:
+    """Responses: an output's type is that of the call it answers (the latest call of its
+    `call_id` before it); the API refuses a `custom_tool_call_output` for a `function_call`
+    and the other way round."""
+    out: list[str] = []
+    called: dict[str, str] = {}
+    for i, m in enumerate(items):
+        t = m.get("type")
+        if t in ("function_call", "custom_tool_call"):
+            called[m["call_id"]] = t
+        elif (t in ("function_call_output", "custom_tool_call_output") and m["call_id"] in called
+              and t != f"{called[m['call_id']]}_output"):
+            out.append(f"item {i}: {t} answers {called[m['call_id']]} {m['call_id']}")
+    return out
+
+
 def responses_reasoning_followed(items: list[dict[str, Any]]) -> list[str]:
     """Responses: "Item of type 'reasoning' was provided without its required following item"."""
     return [f"item {i}: reasoning item last or before a user/system message" for i, m in enumerate(items)
@@ -237,7 +255,7 @@ def chat_problems(msgs: list[dict[str, Any]], *, pending_ok: bool = False) -> li
 
 def responses_problems(items: list[dict[str, Any]], *, pending_ok: bool = False) -> list[str]:
     return (responses_outputs_follow_their_call(items, pending_ok=pending_ok) + responses_reasoning_followed(items)
-            + unique_item_ids(items) + responses_call_ids_once(items))
+            + unique_item_ids(items) + responses_call_ids_once(items) + responses_output_types_match(items))
 
 
 def anthropic_problems(system: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[str]:

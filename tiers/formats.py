@@ -49,7 +49,9 @@ Invariants and policy (README, "Message formats"):
   Across messages an id may come again (servers that number calls per reply, `call_0`
   every round), and Responses items, one row each, may hold two calls of one id in one
   round: a result answers the call of its id just before it, the n-th result of an id
-  in a round its n-th call.
+  in a round its n-th call. A chat result converted to a Responses item
+  (`to_responses_rows`) takes the output type of that call (`custom_tool_call_output`
+  for a custom tool's, else `function_call_output`), not of another call of its id.
 - **Ids sent** (`SentCallIds`): a request sends each call id once, each result naming
   its call's. The providers refuse a repeat: Responses ("Duplicate function_call_output
   for call_id"), strict Chat Completions servers ("Duplicate value for 'tool_call_id'"),
@@ -911,9 +913,11 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
     sessions return them) instead of in wire form, in the form append admits today
     (`as_appended`: a reasoning row stored before its summary was required gets `[]`; the
     Agents SDK sends a session's items to the provider as they come, and null is a 400);
-    copies either way."""
+    copies either way. A chat result's item type (`custom_tool_call_output` or
+    `function_call_output`) is its call's: the call of its id it answers in its own round
+    (`_RoundCalls`), as the API refuses an output whose type is not its call's."""
     out: list[list[dict[str, Any]]] = []
-    custom: set[str] = set()
+    asked = _RoundCalls()
     for b in bodies:
         row: list[dict[str, Any]] = []
         out.append(row)
@@ -921,12 +925,14 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
             continue
         if "type" in b:
             row.append(copy.deepcopy(as_appended(b)) if verbatim else wire_body(b))
+            asked.saw(row[-1])
             continue
         if verbatim and kind_of(b) == "message":
             # a role-only message with Responses parts is a Responses item already; in wire
             # form below it is rebuilt from its text and parts, which an assistant one needs
             # (its output_text parts are no request param without the item's id and status)
             row.append(copy.deepcopy(b))
+            asked.saw(row[-1])
             continue
         role = b.get("role")
         content = b.get("content")
@@ -934,14 +940,15 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
             parts = content if isinstance(content, str) else [_to_input_part(p) for p in content or ()
                                                                if isinstance(p, dict)]
             row.append({"role": role, "content": parts})
+            asked.saw(row[-1])
         elif role == "assistant":
             text = "\n".join(x for x in [_joined(content), b.get("refusal") or "",
                                          (b.get("audio") or {}).get("transcript") or ""] if x)
             if text:
                 row.append({"role": "assistant", "content": text})
+                asked.saw(row[-1])
             for c in b.get("tool_calls") or ():
                 if c.get("type", "function") == "custom":
-                    custom.add(c["id"])
                     cu = c.get("custom") or {}
                     row.append({"type": "custom_tool_call", "call_id": c["id"], "name": cu.get("name", ""),
                                 "input": cu.get("input", "")})
@@ -949,15 +956,53 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
                     fn = c.get("function") or {}
                     row.append({"type": "function_call", "call_id": c["id"], "name": fn.get("name", ""),
                                 "arguments": fn.get("arguments") or ""})
+                asked.saw(row[-1])
             fc = b.get("function_call")
             if isinstance(fc, dict):
                 row.append({"type": "function_call", "call_id": LEGACY_FUNCTION_PREFIX + fc.get("name", ""),
                             "name": fc.get("name", ""), "arguments": fc.get("arguments") or ""})
+                asked.saw(row[-1])
         elif role in ("tool", "function"):
             cid = result_id(b) or ""
-            kind = "custom_tool_call_output" if cid in custom else "function_call_output"
-            row.append({"type": kind, "call_id": cid, "output": _joined(content)})
+            row.append({"type": asked.output_type(cid), "call_id": cid, "output": _joined(content)})
+            asked.saw(row[-1])
     return out
+
+
+class _RoundCalls:
+    """The output type each call of the round so far waits for, by id, for `to_responses_rows` to
+    type a chat result by the call it answers. Rounds and pairing as `_unique_item_call_ids`
+    reads the same items (a call item after anything but a call or a reasoning item starts
+    a round; the n-th result of an id in a round answers its n-th call), so an output's
+    type follows the very call whose id `SentCallIds` gives it: an id may be a custom
+    tool's in one round and a function's in another (servers that number calls per reply),
+    or both in one round (Responses items)."""
+
+    def __init__(self) -> None:
+        self._asked: dict[str, list[str]] = {}  # id -> the output types its calls wait for, in order
+        self._in_round = False
+
+    def saw(self, item: dict[str, Any]) -> None:
+        t = item.get("type")
+        cid = item.get("call_id")
+        if t in _CALL_ITEM_TYPES and isinstance(cid, str):
+            if not self._in_round:
+                self._asked = {}
+            self._in_round = True
+            self._asked.setdefault(cid, []).append(f"{t}_output")
+        elif t in _OUTPUT_ITEM_TYPES and isinstance(cid, str):
+            self._in_round = False
+            waiting = self._asked.get(cid)
+            if waiting:
+                waiting.pop(0)
+        else:
+            self._in_round = self._in_round and t == "reasoning"
+
+    def output_type(self, cid: str) -> str:
+        """The output type for a result of `cid` next: its waiting call's; a result no
+        call of the round waits for (the planner sends none) stays a function's."""
+        waiting = self._asked.get(cid)
+        return waiting[0] if waiting else "function_call_output"
 
 
 def _to_chat_part(p: dict[str, Any]) -> dict[str, Any] | None:
