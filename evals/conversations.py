@@ -117,7 +117,7 @@ from tiermem.tiers.errors import (
     PositionMismatch,
     ValidationError,
 )
-from tiermem.tiers.formats import RETRACT_TYPE, as_appended, canonical_role, is_control
+from tiermem.tiers.formats import RETRACT_TYPE, as_appended, canonical_role, hidden_positions, is_control
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
@@ -1219,6 +1219,10 @@ class ExportReport:
     position) pairs in the store's numbering."""
     unreadable: list[tuple[str, int]] = field(default_factory=list)
     dropped_retractions: list[tuple[str, int]] = field(default_factory=list)
+    # of `unreadable`, those no view shows (conversation, position, how: "retracted", or
+    # "before the clear at position N"): still rows of the history, which history()
+    # returns whatever hides them, so they are left out all the same and said apart
+    hidden: list[tuple[str, int, str]] = field(default_factory=list)
     # conversations of the namespace's listing erased or pruned before their reading:
     # rightly not exported (an erasure is meant to leave no copy), said to the user
     vanished: list[str] = field(default_factory=list)
@@ -1248,7 +1252,10 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     position, would hide another message. Each retraction's position is written in the
     file's numbering (the place of the message it hides among the lines written), and
     one that hid an unreadable row is left out; both go to `report`, which the caller
-    must say (the export is not the store's whole log).
+    must say (the export is not the store's whole log). An unreadable row a later clear
+    or a retraction hides is left out as any other (history() returns hidden rows, so
+    the export without it is not the log either) and also goes to `report.hidden`: its
+    loss changes no context.
 
     The namespace is listed once, then each conversation read (by its key, whole, then
     its name looked up again): one erased or pruned meanwhile (before or during its
@@ -1269,10 +1276,14 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
             continue
         at: dict[int, int] = {}  # a stored position -> its place in the file
         expected = 0  # the stored position the next row read should have
+        gaps: list[int] = []  # this conversation's unreadable positions
+        controls: list[tuple[int, dict[str, Any]]] = []  # what may hide them
         for m in rows:
-            report.unreadable += [(cid, p) for p in range(expected, m.position)]
+            gaps += range(expected, m.position)
             expected = m.position + 1
             body = as_appended(m.body)
+            if is_control(body):
+                controls.append((m.position, body))
             if body.get("type") == RETRACT_TYPE:
                 if body["position"] not in at:  # an unreadable row, or a retraction left out itself
                     report.dropped_retractions.append((cid, m.position))
@@ -1285,4 +1296,9 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
             if m.metadata is not None:
                 line["metadata"] = m.metadata
             yield line
-        report.unreadable += [(cid, p) for p in range(expected, last + 1)]
+        # rows past the last one read: no later clear or retraction hides them
+        gaps += range(expected, last + 1)
+        report.unreadable += [(cid, p) for p in gaps]
+        hidden, clear = hidden_positions(controls)
+        report.hidden += [(cid, p, f"before the clear at position {clear}" if p < clear else "retracted")
+                          for p in gaps if p < clear or p in hidden]

@@ -1523,17 +1523,24 @@ def _positions_text(positions: list[int]) -> str:
 
 def _export_losses(report: Any) -> list[str]:
     """One line per conversation the export could not carry whole (`ExportReport`)."""
-    by_conv: dict[str, tuple[list[int], list[int]]] = {}
+    by_conv: dict[str, tuple[list[int], list[int], dict[str, list[int]]]] = {}
     for cid, pos in report.unreadable:
-        by_conv.setdefault(cid, ([], []))[0].append(pos)
+        by_conv.setdefault(cid, ([], [], {}))[0].append(pos)
     for cid, pos in report.dropped_retractions:
-        by_conv.setdefault(cid, ([], []))[1].append(pos)
+        by_conv.setdefault(cid, ([], [], {}))[1].append(pos)
+    for cid, pos, how in report.hidden:
+        by_conv.setdefault(cid, ([], [], {}))[2].setdefault(how, []).append(pos)
     out = []
-    for cid, (unreadable, dropped) in by_conv.items():
+    for cid, (unreadable, dropped, hidden) in by_conv.items():
         parts = []
         if unreadable:
             parts.append(f"stored row(s) at position(s) {_positions_text(unreadable)} cannot be read "
                          "(see the salvage warning) and are not exported")
+        if hidden:
+            # hidden rows are still the log's: said apart, as their loss changes no context
+            hows = ", ".join(f"{_positions_text(ps)} {how}" for how, ps in hidden.items())
+            parts.append(f"of them, hidden from every context ({hows}) but still part of the history "
+                         "(history() returns them)")
         if dropped:
             parts.append(f"the retraction(s) at position(s) {_positions_text(dropped)} hid one of them "
                          "and are not exported either")
@@ -1560,7 +1567,10 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
     salvage warning) fails the export: each is named, -o writes nothing (a file there
     stays) and the exit status is 1, as a backup without it is not the store's log;
     --skip-unreadable exports the rest. Either way each retraction hides the message it
-    hid (its position is the file's), and one that hid an unreadable row is left out."""
+    hid (its position is the file's), and one that hid an unreadable row is left out.
+    An unreadable row a later clear or a retraction hides fails the export too (history
+    shows it: it is part of the log), and is named as hidden: --skip-unreadable then
+    changes no context."""
     from tiermem.evals.conversations import ExportReport, export_lines
 
     mem = state.memory(hot=False)
@@ -1588,8 +1598,13 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
             n = len(report.unreadable)
             where = ("the lines written lack them" if str(out) == "-"
                      else f"nothing was written to {out} (a file there stays as it was)")
-            raise CliError(f"{n} stored row(s) cannot be read, so the export is not the store's whole log: "
-                           f"{where}; pass --skip-unreadable to export the rest")
+            # a hidden row is refused too: a backup keeps the history, which shows it
+            hidden = len(report.hidden)
+            which = ("" if not hidden else
+                     f" ({'all' if hidden == n else hidden} hidden by a clear or a retraction, "
+                     "still part of the history)")
+            raise CliError(f"{n} stored row(s) cannot be read{which}, so the export is not the store's "
+                           f"whole log: {where}; pass --skip-unreadable to export the rest")
 
     if str(out) == "-":
         for line in lines:
