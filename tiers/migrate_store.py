@@ -72,6 +72,19 @@ Invariants:
   identical, and writes nothing when all are. An interrupted run loses at most the
   conversation it was writing, and resumes where it stopped even when the target was
   appended to meanwhile (the offset moves past such rows, above).
+- Grown in the source: the log is append-only, so a conversation the source appended to
+  after it was copied (between an interrupted run and its resume, or after a verified
+  run) holds the target's copy as its prefix. A resume or rerun copies its new messages,
+  numbered as a fresh conversation's (source id plus the recorded offset; a taken id
+  moves the offset, above), and writes its derived rows (turn labels and supersessions,
+  keyword index, vectors, pins, checkpoints, plans, summaries, idempotency keys) again
+  from the source's, replacing the target's (a pin set there by a target writer is not
+  kept: stop the target's writers), in one transaction that reads the whole
+  conversation back and compares it as a fresh copy's. Where the target's copy is not
+  such a prefix (its conversation row or a copied message differs, or it holds as many
+  messages as the source or more: the target was written to in that conversation, or the
+  source changed as an append-only log cannot), the run is refused (MigrationMismatch)
+  and that conversation left as it is.
 - No connection is held for longer as the store grows: each conversation is read and
   written with checkouts of its own (the resume check, the copy, the verification), so
   PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
@@ -85,7 +98,8 @@ Invariants:
   operations' deadline as a checkout is.
 - The source is only read (opening it brings an older SQLite file to this code's schema,
   as any open does). Stop its writers first: a conversation that changes during the copy
-  fails the final comparison instead of being copied half-new.
+  fails the final comparison instead of being copied half-new (a rerun then copies what
+  it gained, above).
 - The source must exist: a SQLite file (or a data dir holding one) with SQLite's header,
   or a PostgreSQL schema holding a log. A mistyped `--from` is refused naming it, before
   anything is opened, instead of being created empty and "copied" (0 conversations),
@@ -508,14 +522,25 @@ class _Side:
                 out[pos] = bytes(row[0])
         return out
 
-    def write(self, c: Conn, rec: Record, id_offset: int) -> None:
+    def write(self, c: Conn, rec: Record, id_offset: int, *, have: Record | None = None) -> None:
         """Insert the conversation `rec` (a source's `record`), each message under its
-        source id plus `id_offset` (the numbering was moved past them: `reserve_ids`)."""
+        source id plus `id_offset` (the numbering was moved past them: `reserve_ids`).
+        `have`: the target's copy of it, a prefix of `rec` (`copied_prefix`): only the
+        messages past it are inserted (those it holds keep their ids), the conversation row
+        follows the source's, and every derived row is replaced by `rec`'s, written as for
+        a fresh copy (an append relabels earlier turns, pins, summarizes)."""
         key, name, ns, parent, fork_pos, created, last_at = rec["conversation"]
         msgs, turns = rec["messages"], rec["turns"]
         vectors = dict((int(p), b) for p, b in rec["vectors"])
         last_pos = max((int(m[0]) for m in msgs), default=-1)
-        if self.postgres:
+        kept = 0 if have is None else len(have["ids"])
+        if have is not None:
+            self._clear_derived(c, key, have["ids"])
+            # views_seq: a view cached from the shorter copy is stale, as after an append
+            self.q(c, "UPDATE conversations SET last_message_at = ?" +
+                   (", next_position = ?, views_seq = views_seq + 1" if self.postgres else "") +
+                   " WHERE id = ? RETURNING id", (last_at, last_pos + 1, key) if self.postgres else (last_at, key))
+        elif self.postgres:
             self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
                       "last_message_at, next_position) VALUES (?,?,?,?,?,?,?,?) RETURNING id",
                    (key, name, ns, parent, fork_pos, created, last_at, last_pos + 1))
@@ -523,11 +548,11 @@ class _Side:
             self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
                       "last_message_at) VALUES (?,?,?,?,?,?,?) RETURNING id",
                    (key, name, ns, parent, fork_pos, created, last_at))
-        ids = [id_offset + i for i in rec["ids"]]
+        ids = ([] if have is None else have["ids"]) + [id_offset + i for i in rec["ids"][kept:]]
         id_at = {int(m[0]): i for m, i in zip(msgs, ids, strict=True)}
         self.many(c, "INSERT INTO messages(conversation_id, position, id, role, body, session_id, metadata, "
                      "created_at) VALUES (?,?,?,?,?,?,?,?)",
-                  [(key, m[0], id_at[int(m[0])], *m[1:]) for m in msgs])
+                  [(key, m[0], id_at[int(m[0])], *m[1:]) for m in msgs[kept:]])
         bodies = {int(m[0]): m[2] for m in msgs}
         turn_rows: list[tuple[Any, ...]] = []
         fts_rows: list[tuple[Any, ...]] = []
@@ -575,6 +600,20 @@ class _Side:
         bump = f"{self.store.dialect.greatest}(pin_versions.version, excluded.version)"
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
+
+    def _clear_derived(self, c: Conn, key: str, ids: list[int]) -> None:
+        """Delete the derived rows of conversation `key` (whose messages have `ids`): its
+        turns, keyword index, vectors and TABLES rows, for `write` to put the source's."""
+        self.q(c, "DELETE FROM turns WHERE conversation_id = ? RETURNING id", (key,))
+        if self.postgres:
+            self.q(c, "DELETE FROM messages_fts WHERE conversation_id = ? RETURNING id", (key,))
+            self.q(c, "DELETE FROM messages_vec WHERE conversation_id = ? RETURNING id", (key,))
+        else:  # FTS5 and vec0 rows are addressed by rowid (the message id), as cold.py deletes them
+            self.many(c, "DELETE FROM messages_fts WHERE rowid = ?", [(i,) for i in ids])
+            if self.q(c, "SELECT 1 FROM sqlite_master WHERE name = ?", (VEC_TABLE,)):
+                self.many(c, f"DELETE FROM {VEC_TABLE} WHERE rowid = ?", [(i,) for i in ids])
+        for table in TABLES:
+            self.q(c, f"DELETE FROM {table} WHERE conversation_id = ? RETURNING conversation_id", (key,))
 
     def ensure_vec_dim(self, dim: int, model: str | None) -> None:
         self.store.ensure_vector_width(dim, model)
@@ -692,6 +731,7 @@ class _Plan:
     id_offset: int  # added to each source message id (ID_OFFSET)
     id_top: int  # the highest id a copied message can have: the target's numbering moves past it
     record_offset: bool  # ID_OFFSET is not in the target yet (a first run, or one an older tiermem began)
+    grown: list[str] = field(default_factory=list)  # keys copied before whose source gained rows since
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
@@ -740,6 +780,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     by_key = {k: (ns, n) for k, ns, n in dst_convs}
     names = {(ns, n): k for k, ns, n in dst_convs}
     todo: list[str] = []
+    grown: list[str] = []
     for key, ns, name in src_convs:
         if names.get((ns, name), key) != key:
             raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} exists there under "
@@ -756,8 +797,11 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                 b = dst.record(dc, key)
             assert a is not None and b is not None
             if record_digest(a) != record_digest(b):
-                raise MigrationMismatch(f"conversation {name!r} of namespace {ns!r} (key {key!r}), already in "
-                                        "the target", record_digest(a), record_digest(b))
+                if copied_prefix(a, b) is None:
+                    raise MigrationMismatch(f"conversation {name!r} of namespace {ns!r} (key {key!r}), already in "
+                                            "the target", record_digest(a), record_digest(b))
+                grown.append(key)  # the source appended to it since it was copied: the new rows follow
+                continue
             report.already_present += 1
             continue
         if key in dst_keys and not report.resumed:
@@ -765,13 +809,13 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         todo.append(key)
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
-    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset)
+    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown)
 
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
           progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None) -> None:
-    whole_store = not report.resumed or bool(plan.todo and plan.record_offset)
-    if plan.todo or whole_store:
+    whole_store = not report.resumed or bool((plan.todo or plan.grown) and plan.record_offset)
+    if plan.todo or plan.grown or whole_store:
         # the numbering past every id this run can copy, on every run with conversations
         # to copy: a resumed run's plan.id_top is the source's top now, which passes the
         # first run's reservation where the source grew in between (appends to the target
@@ -827,6 +871,61 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         report.copied_ids.append(key)
         if progress is not None:
             progress(i + 1, len(plan.todo))
+    for key in plan.grown:
+        if _copy_suffix(src, dst, plan, report, key, fault):
+            report.copied += 1
+            report.copied_ids.append(key)
+
+
+def copied_prefix(src: Record, dst: Record) -> int | None:
+    """How many of `src`'s messages `dst` (the target's copy of that conversation) holds,
+    where that copy is exactly a prefix of it: the same conversation (its columns but the
+    last message's time, which an append moves) and the same first messages, every copied
+    field (the digest of those positions, as the verification digests them). None where it
+    is not: the target was written to in that conversation, or the source changed in a way
+    an append-only log cannot. Its derived rows (labels, vectors, pins, ...) are not
+    compared: an append relabels earlier turns (a supersession), and they follow the source."""
+    n = len(dst["messages"])
+    if n >= len(src["messages"]) or src["conversation"][:-1] != dst["conversation"][:-1]:
+        return None
+    return n if _digest(src["messages"][:n]) == _digest(dst["messages"]) else None
+
+
+def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, key: str,
+                 fault: Callable[[str], None] | None) -> bool:
+    """Copy the messages `key` gained in the source since it was copied (the append-only
+    log keeps the copied rows as the new ones' prefix), numbered as a fresh conversation's
+    (source id plus the offset, moved past a taken id as `_renumber_past_taken` moves it),
+    and its derived rows again whole, as a fresh copy writes them; in one transaction that
+    checks the target's copy is still that prefix (else MigrationMismatch, nothing written)
+    and reads the whole conversation back. Whether anything was written."""
+    with src.read() as sc:
+        rec = src.record(sc, key)
+    if rec is None:  # erased in the source since the preflight
+        return False
+    want = record_digest(rec)
+    with dst.tx() as c:
+        have = dst.record(c, key)
+        if have is None or record_digest(have) == want:
+            return False  # erased there (the verification says so), or copied meanwhile
+        n = copied_prefix(rec, have)
+        if n is None:  # the target was written to since the preflight
+            raise MigrationMismatch(f"conversation {key!r}, already in the target", want, record_digest(have))
+        suffix = {**rec, "ids": rec["ids"][n:]}
+        if _renumber_past_taken(dst, c, plan, suffix):
+            report.offset_moves += 1
+        _reserve_grown(dst, c, plan, suffix)
+        ids = have["ids"] + [plan.id_offset + i for i in suffix["ids"]]
+        dst.write(c, rec, plan.id_offset, have=have)
+        if fault is not None:
+            fault(key)
+        back = dst.record(c, key)
+        got = record_digest(back) if back is not None else ""
+        if got != want:  # raising here rolls the suffix back
+            raise MigrationMismatch(f"conversation {key!r}", want, got)
+        if back is not None and back["ids"] != ids:
+            raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
+    return True
 
 
 def _renumber_past_taken(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> bool:
