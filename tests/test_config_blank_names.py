@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from click.testing import CliRunner
+from config_sources import config_check, error_names, load_from
 
-from tiermem.cli import CliState, cli
 from tiermem.config import Config
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -47,16 +46,9 @@ SOURCES = [
 @pytest.mark.parametrize(("how", "given", "named"), SOURCES)
 def test_refused_from_every_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
                                    given: str | tuple[str, str], named: str) -> None:
-    path = None
-    if how == "file":
-        assert isinstance(given, str)
-        path = tmp_path / "c.toml"
-        path.write_text(given)
-    else:
-        monkeypatch.setenv(*given)
     with pytest.raises(pydantic.ValidationError) as info:
-        Config.load(path, data_dir=tmp_path)
-    assert [".".join(map(str, e["loc"])) for e in info.value.errors()] == [named]
+        load_from(tmp_path, monkeypatch, how, given)
+    assert error_names(info.value) == [named]
 
 
 def test_a_blank_model_does_not_satisfy_the_llm_summarizer(tmp_path: Path) -> None:
@@ -76,7 +68,5 @@ def test_a_real_name_or_unset_is_kept(tmp_path: Path, name: str, value: str | No
 
 
 def test_config_check_names_the_setting(tmp_path: Path) -> None:
-    f = tmp_path / "c.toml"
-    f.write_text('[warm]\nllm_model = " "\n')
-    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "config", "--check", str(f)], obj=CliState())
+    res = config_check(tmp_path, '[warm]\nllm_model = " "\n')
     assert res.exit_code == 1 and "warm.llm_model" in res.output and "Traceback" not in res.output, res.output

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from click.testing import CliRunner
+from config_sources import config_check
 
-from tiermem.cli import CliState, cli
 from tiermem.config import Config
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -91,8 +90,6 @@ def test_env_text_that_says_no_boolean_is_refused(tmp_path: Path, monkeypatch: p
 
 
 def test_config_check_names_the_setting(tmp_path: Path) -> None:
-    f = tmp_path / "c.toml"
-    f.write_text("[scheduler]\nenabled = 1\n")
-    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "config", "--check", str(f)], obj=CliState())
+    res = config_check(tmp_path, "[scheduler]\nenabled = 1\n")
     assert res.exit_code == 1 and "scheduler.enabled" in res.output and "true or false" in res.output, res.output
     assert "Traceback" not in res.output

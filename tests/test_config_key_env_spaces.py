@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from click.testing import CliRunner
+from config_sources import config_check, error_names, load_from
 
-from tiermem.cli import CliState, cli
 from tiermem.config import Config
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -45,16 +44,9 @@ SOURCES = [
 @pytest.mark.parametrize(("how", "given", "named"), SOURCES)
 def test_refused_from_every_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
                                    given: str | tuple[str, str], named: str) -> None:
-    path = None
-    if how == "file":
-        assert isinstance(given, str)
-        path = tmp_path / "c.toml"
-        path.write_text(given)
-    else:
-        monkeypatch.setenv(*given)
     with pytest.raises(pydantic.ValidationError) as info:
-        Config.load(path, data_dir=tmp_path)
-    assert [".".join(map(str, e["loc"])) for e in info.value.errors()] == [named]
+        load_from(tmp_path, monkeypatch, how, given)
+    assert error_names(info.value) == [named]
 
 
 @pytest.mark.parametrize("value", [
@@ -67,8 +59,6 @@ def test_a_name_without_spaces_round_it_is_kept(tmp_path: Path, value: str) -> N
 
 
 def test_config_check_names_the_setting(tmp_path: Path) -> None:
-    f = tmp_path / "c.toml"
-    f.write_text('[warm]\nllm_api_key_env = "OPENAI_API_KEY "\n')
-    res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "config", "--check", str(f)], obj=CliState())
+    res = config_check(tmp_path, '[warm]\nllm_api_key_env = "OPENAI_API_KEY "\n')
     assert res.exit_code == 1 and "warm.llm_api_key_env" in res.output and "whitespace" in res.output, res.output
     assert "Traceback" not in res.output
