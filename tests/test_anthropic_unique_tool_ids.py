@@ -16,46 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from call_history import BUDGET, LONG_ID, ask, calls, item_call, item_output, per_reply_rounds, result
 from provider_rules import anthropic_problems, responses_call_ids_once
 
 from tiermem import Memory
 from tiermem.adapters.anthropic import from_anthropic, to_anthropic
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.formats import CALL_ID_MAX_CHARS, to_responses
-
-BUDGET = 4000
-LONG_ID = "c" * CALL_ID_MAX_CHARS  # the longest id append takes: a suffix must not pass it
-
-
-def ask(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def calls(*ids: str) -> dict[str, Any]:
-    """An assistant message calling `lookup` once per id, its arguments naming the id's place."""
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": i, "type": "function", "function": {"name": "lookup", "arguments": f'{{"n": {n}}}'}}
-        for n, i in enumerate(ids)]}
-
-
-def result(cid: str, text: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
-def item_call(cid: str, n: int) -> dict[str, Any]:
-    return {"type": "function_call", "id": f"fc_{n}", "call_id": cid, "name": "lookup", "arguments": f'{{"n": {n}}}'}
-
-
-def item_output(cid: str, text: str) -> dict[str, Any]:
-    return {"type": "function_call_output", "call_id": cid, "output": text}
-
-
-def per_reply_rounds(count: int) -> list[dict[str, Any]]:
-    """`count` rounds of one call each, every one numbered `call_0` by the server."""
-    return [row for r in range(count)
-            for row in (ask(f"weather {r}?"), calls("call_0"), result("call_0", f"sunny {r}"),
-                        {"role": "assistant", "content": f"Sunny {r}."})]
-
 
 # each case: a log, and the (tool_use id sent, its input, its result's text) of every call
 # in request order

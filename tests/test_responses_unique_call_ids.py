@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from call_history import BUDGET, LONG_ID, ask, calls, item_call, item_output, per_reply_rounds, result
 from provider_rules import anthropic_problems, chat_problems, responses_problems
 
 from tiermem import Config, Memory
@@ -26,40 +27,6 @@ from tiermem.adapters.anthropic import to_anthropic
 from tiermem.adapters.openai_agents import TiermemSession
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.formats import CALL_ID_MAX_CHARS, to_responses
-
-BUDGET = 4000
-LONG_ID = "c" * CALL_ID_MAX_CHARS  # the longest id append takes: a suffix must not pass it
-
-
-def ask(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def calls(*ids: str) -> dict[str, Any]:
-    """An assistant message calling `lookup` once per id, its arguments naming the id's place."""
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": i, "type": "function", "function": {"name": "lookup", "arguments": f'{{"n": {n}}}'}}
-        for n, i in enumerate(ids)]}
-
-
-def result(cid: str, text: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": cid, "content": text}
-
-
-def item_call(cid: str, n: int) -> dict[str, Any]:
-    return {"type": "function_call", "id": f"fc_{n}", "call_id": cid, "name": "lookup", "arguments": f'{{"n": {n}}}'}
-
-
-def item_output(cid: str, text: str) -> dict[str, Any]:
-    return {"type": "function_call_output", "call_id": cid, "output": text}
-
-
-def per_reply_rounds(count: int) -> list[dict[str, Any]]:
-    """`count` rounds of one call each, every one numbered `call_0` by the server."""
-    return [row for r in range(count)
-            for row in (ask(f"weather {r}?"), calls("call_0"), result("call_0", f"sunny {r}"),
-                        {"role": "assistant", "content": f"Sunny {r}."})]
-
 
 # the Agents SDK's items: two calls of one call_id in one round, then their outputs
 ONE_ROUND = [ask("go"), item_call("c1", 1), item_call("c1", 2), item_output("c1", "a"), item_output("c1", "b")]
@@ -118,12 +85,17 @@ def memory(path: Path, embedder: Embedder, fmt: str) -> Memory:
                   hot=False, background_indexing=False)
 
 
+def context_of(path: Path, embedder: Embedder, fmt: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The context for "thanks" of a fresh store holding `rows`, in the form `fmt`."""
+    with memory(path, embedder, fmt) as mem:
+        mem.append_many("c", rows)
+        return mem.context("c", "thanks", BUDGET).messages
+
+
 @pytest.mark.parametrize(("rows", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_responses_form_sends_each_call_id_once(tmp_path: Path, embedder: Embedder, rows: list[dict[str, Any]],
                                                 expected: list[tuple[str, str, str]]) -> None:
-    with memory(tmp_path / "responses", embedder, "responses") as mem:
-        mem.append_many("c", rows)
-        items = mem.context("c", "thanks", BUDGET).messages
+    items = context_of(tmp_path / "responses", embedder, "responses", rows)
     assert sent_calls(items) == expected
     assert responses_problems(items) == []
     assert all(len(cid) <= CALL_ID_MAX_CHARS for cid, _args, _text in expected)
@@ -157,9 +129,7 @@ def sent_chat_calls(msgs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize(("rows", "expected"), [c[1:] for c in CHAT_CASES], ids=[c[0] for c in CHAT_CASES])
 def test_chat_form_sends_each_tool_call_id_once(tmp_path: Path, embedder: Embedder, rows: list[dict[str, Any]],
                                                 expected: list[tuple[str, str, str]]) -> None:
-    with memory(tmp_path / "chat", embedder, "chat") as mem:
-        mem.append_many("c", rows)
-        msgs = mem.context("c", "thanks", BUDGET).messages
+    msgs = context_of(tmp_path / "chat", embedder, "chat", rows)
     assert sent_chat_calls(msgs) == expected
     assert chat_problems(msgs) == []
 
