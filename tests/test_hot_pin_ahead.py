@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hot_pair import HotPair, canonical, open_pair, stored
 
 from tiermem import Config, Memory
 from tiermem.hotlink import HotLink, pin_state
 from tiermem.tiers.embed_onnx import FastEmbedder
-from tiermem.tiers.hot import HotTurn, simulate_replay
+from tiermem.tiers.hot import HotTurn
 from tiermem.tiers.models import TurnRow
-from tiermem.tiers.redis_server import EmbeddedRedis
 
 CONV = "c"
 TURNS = 12
@@ -51,46 +50,14 @@ class WriterLink(HotLink):
         return out
 
 
-@dataclass
-class Writers:
-    a: Memory  # appends to the log only
-    b: Memory  # pins and unpins through its own hot link
-    config: Config
-    key: str
-
-
 @pytest.fixture
-def writers(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Writers]:
-    config = Config(data_dir=tmp_path / "data", **SMALL)
-    b = Memory(config, embedder=embedder, background_indexing=False)
-    a = Memory(config, embedder=embedder, background_indexing=False, hot=False)
-    try:
-        for i in range(TURNS):
-            b.append(CONV, {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} about the weather"})
-        key = b.cold.key_of("default", CONV)
-        assert key is not None
-        yield Writers(a, b, config, key)
-    finally:
-        a.close()
-        b.close()
-        EmbeddedRedis(config.data_dir).stop()
+def writers(tmp_path: Path, embedder: FastEmbedder) -> Iterator[HotPair]:
+    # A appends to the log only (no hot tier): its admit is the test's WriterLink
+    with open_pair(tmp_path, embedder, SMALL, CONV, TURNS, "turn {i} about the weather", a_hot=False) as pair:
+        yield pair
 
 
-def canonical(link: HotLink, key: str) -> tuple[list[int], list[int], list[int]]:
-    rows = link.cold.turns(key)
-    t = link.tier
-    st = simulate_replay(((r.position, r.tokens, *pin_state(r)) for r in rows), budget=t.budget_tokens,
-                         head=t.head_protect, tail=t.tail_protect, bias=t.eviction_bias)
-    return st.members, sorted(st.pins), sorted(st.demoted)
-
-
-def stored(link: HotLink, key: str) -> tuple[list[int], list[int], list[int]]:
-    hs = link.tier.read(key)
-    assert hs is not None
-    return [t.position for t in hs.turns], [t.position for t in hs.turns if t.pinned], hs.demoted
-
-
-def test_pin_of_a_turn_committed_not_yet_admitted(writers: Writers, caplog: pytest.LogCaptureFixture) -> None:
+def test_pin_of_a_turn_committed_not_yet_admitted(writers: HotPair, caplog: pytest.LogCaptureFixture) -> None:
     w = writers
     assert w.b.hot is not None
     p = w.a.append(CONV, {"role": "user", "content": "remember: my name is Zed"})  # in the log, not hot
@@ -119,7 +86,7 @@ RACES = [
 
 
 @pytest.mark.parametrize(("action", "pinned_after"), RACES, ids=[r[0] for r in RACES])
-def test_pin_or_unpin_racing_the_writers_admit(writers: Writers, action: str, pinned_after: bool,
+def test_pin_or_unpin_racing_the_writers_admit(writers: HotPair, action: str, pinned_after: bool,
                                                caplog: pytest.LogCaptureFixture) -> None:
     w = writers
     assert w.b.hot is not None

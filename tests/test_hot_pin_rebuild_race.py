@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hot_pair import HotPair, canonical, open_pair, stored
 
 from tiermem import Config, Memory
 from tiermem.hotlink import PIN_RACE_REBUILDS, HotLink, pin_state
 from tiermem.tiers.embed_onnx import FastEmbedder
-from tiermem.tiers.hot import HotSet, simulate_replay
+from tiermem.tiers.hot import HotSet
 from tiermem.tiers.models import TurnRow
-from tiermem.tiers.redis_server import EmbeddedRedis
 
 CONV = "c"
 TURNS = 30
@@ -66,56 +65,23 @@ class RacingLink(HotLink):
         return hs
 
 
-@dataclass
-class Pair:
-    a: Memory  # process A's log (its hot link is a RacingLink of the test's)
-    b: Memory  # process B: pins and unpins through its own hot link
-    config: Config
-    key: str
-
-
 @pytest.fixture
-def pair(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Pair]:
-    config = Config(data_dir=tmp_path / "data", **SMALL)
-    a = Memory(config, embedder=embedder, background_indexing=False)
-    b = Memory(config, embedder=embedder, background_indexing=False)
-    try:
-        for i in range(TURNS):
-            a.append(CONV, {"role": "user" if i % 2 == 0 else "assistant",
-                            "content": f"turn number {i} talking about the weather and nothing much at all here"})
-        key = a.cold.key_of("default", CONV)
-        assert key is not None
-        yield Pair(a, b, config, key)
-    finally:
-        a.close()
-        b.close()
-        EmbeddedRedis(config.data_dir).stop()
+def pair(tmp_path: Path, embedder: FastEmbedder) -> Iterator[HotPair]:
+    # A's hot link is a RacingLink of the test's
+    with open_pair(tmp_path, embedder, SMALL, CONV, TURNS,
+                   "turn number {i} talking about the weather and nothing much at all here", filled_by="a") as p:
+        yield p
 
 
-def canonical(link: HotLink, key: str) -> tuple[list[int], list[int], list[int]]:
-    """Members, pinned members and demoted pins of a fresh rebuild from the log."""
-    rows = link.cold.turns(key)
-    t = link.tier
-    st = simulate_replay(((r.position, r.tokens, *pin_state(r)) for r in rows), budget=t.budget_tokens,
-                         head=t.head_protect, tail=t.tail_protect, bias=t.eviction_bias)
-    return st.members, sorted(st.pins), sorted(st.demoted)
-
-
-def stored(link: HotLink, key: str) -> tuple[list[int], list[int], list[int]]:
-    hs = link.tier.read(key)
-    assert hs is not None
-    return [t.position for t in hs.turns], [t.position for t in hs.turns if t.pinned], hs.demoted
-
-
-def pin_target(p: Pair) -> None:
+def pin_target(p: HotPair) -> None:
     p.b.pin(CONV, TARGET, priority=PRIORITY)
 
 
-def unpin_target(p: Pair) -> None:
+def unpin_target(p: HotPair) -> None:
     p.b.unpin(CONV, TARGET)
 
 
-def drop_then_pin(p: Pair) -> None:
+def drop_then_pin(p: HotPair) -> None:
     # no set while B pins: its script finds nothing to pin in
     assert p.b.hot is not None
     p.b.hot.tier.drop(p.key)
@@ -139,7 +105,7 @@ CASES = [
 
 @pytest.mark.parametrize(("where", "act", "pinned"), CASES,
                          ids=["pin-between", "unpin-between", "pin-no-set", "pin-before-rows", "pin-after-load"])
-def test_a_pin_during_another_process_rebuild_is_kept(pair: Pair, where: str, act: Callable[[Pair], None],
+def test_a_pin_during_another_process_rebuild_is_kept(pair: HotPair, where: str, act: Callable[[HotPair], None],
                                                       pinned: bool) -> None:
     if pinned:
         pair.b.pin(CONV, TARGET, priority=PRIORITY)
@@ -154,7 +120,7 @@ def test_a_pin_during_another_process_rebuild_is_kept(pair: Pair, where: str, ac
         link.close()
 
 
-def test_a_pin_in_every_rebuild_is_caught_by_the_next_read(pair: Pair) -> None:
+def test_a_pin_in_every_rebuild_is_caught_by_the_next_read(pair: HotPair) -> None:
     """Pins landing in each of PIN_RACE_REBUILDS rebuilds in a row: the set stays marked
     and the next read rebuilds it."""
     targets = iter(range(TARGET, TARGET + PIN_RACE_REBUILDS))
@@ -173,7 +139,7 @@ def test_a_pin_in_every_rebuild_is_caught_by_the_next_read(pair: Pair) -> None:
         link.close()
 
 
-def test_a_superseded_auto_pin_released_during_a_rebuild_is_unpinned(pair: Pair) -> None:
+def test_a_superseded_auto_pin_released_during_a_rebuild_is_unpinned(pair: HotPair) -> None:
     """Supersession's release (Memory._release's unpin) from B inside A's rebuild."""
     p = pair.b.append(CONV, {"role": "user", "content": "My dog's name is Biscuit."})
     row = pair.b.cold.turns_at(pair.key, [p])[0]
@@ -196,7 +162,7 @@ def test_a_superseded_auto_pin_released_during_a_rebuild_is_unpinned(pair: Pair)
         link.close()
 
 
-def test_pin_stamps_are_kept_per_generation(pair: Pair) -> None:
+def test_pin_stamps_are_kept_per_generation(pair: HotPair) -> None:
     """The stamp hash holds one random stamp per generation, nothing of the turns."""
     pair.b.pin(CONV, TARGET, priority=PRIORITY)
     assert pair.b.hot is not None
