@@ -22,36 +22,31 @@ case by the server's 413 (ServiceError) with nothing stored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 pytest.importorskip("langchain_core")
-from client_helpers import served
-from flaky_proxy import CLOSE, flaky_proxy
-from hash_embedder import HashEmbedder
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from chunked_appends import (
+    LONG,
+    MAX_BODY_BYTES,
+    as_older,
+    hash_memory,
+    imported_messages,
+    recording,
+    small_server,
+)
 from service_helpers import TOKEN_ACME
 
-from tiermem import Config, Memory
 from tiermem.adapters._common import MemoryLike, log_pages
 from tiermem.adapters.langchain import METADATA_ID_KEY, TiermemChatMessageHistory
 from tiermem.client import Client
 from tiermem.memory import MAX_BATCH_MESSAGES
 from tiermem.tiers.embed_onnx import FastEmbedder
 
-MAX_BODY_BYTES = 8192  # the server's: at least its max_content_bytes (client_helpers' 4096)
-# a history of LONG messages of about 90 bytes each on the wire: 5 or more chunks under it
-LONG = 400
-BATCH_PATH = "/messages:batch"
 OLDER_SERVER = "older server"
-
-
-def _history(n: int) -> list[BaseMessage]:
-    return [HumanMessage(f"imported question {i}: what about item {i}?", id=f"h{i}") if i % 2 == 0
-            else AIMessage(f"imported answer {i}: item {i} is fine.", id=f"a{i}") for i in range(n)]
 
 
 def _rows(mem: MemoryLike, conv: str) -> list[str | None]:
@@ -63,17 +58,16 @@ def _rows(mem: MemoryLike, conv: str) -> list[str | None]:
 
 
 def test_a_local_history_past_the_batch_limit_is_stored_once_in_order(tmp_path: Path) -> None:
-    history = _history(MAX_BATCH_MESSAGES + 5)
+    history = imported_messages(MAX_BATCH_MESSAGES + 5)
     # the hash embedder: what is measured is the batch, not the model
-    with Memory(Config(data_dir=tmp_path / "data"), embedder=HashEmbedder(), hot=False,
-                background_indexing=False) as mem:
+    with hash_memory(tmp_path / "data") as mem:
         TiermemChatMessageHistory(mem, "imported").add_messages(history)
         assert _rows(mem, "imported") == [m.id for m in history]
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[str]:
-    with served(tmp_path_factory.mktemp("lc-long") / "data", embedder, max_body_bytes=MAX_BODY_BYTES) as (got, _):
+    with small_server(tmp_path_factory.mktemp("lc-long") / "data", embedder) as got:
         yield got
 
 
@@ -81,37 +75,14 @@ def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Ite
 def base(request: pytest.FixtureRequest, url: str) -> Iterator[str]:
     """The server, or the server behind a proxy hiding `conditional_appends` from its
     /v1/limits (an older server: the chunks go as they are)."""
-    if request.param == OLDER_SERVER:
-        with flaky_proxy(url, CLOSE, times=0, hide=("conditional_appends",)) as proxy:
-            yield proxy.url
-    else:
-        yield url
-
-
-def _recording(base: str, on_batch: Callable[[int], None] = lambda _n: None) -> tuple[Client, list[int], list[int]]:
-    """A Client whose http_client records each batch request's body size and its answer's
-    status, and calls `on_batch(k)` once the k-th batch (from 1) is stored."""
-    sizes: list[int] = []
-    statuses: list[int] = []
-
-    def request(r: httpx.Request) -> None:
-        if r.url.path.endswith(BATCH_PATH):
-            sizes.append(len(r.content))
-
-    def response(r: httpx.Response) -> None:
-        if r.request.url.path.endswith(BATCH_PATH):
-            statuses.append(r.status_code)
-            if r.is_success:
-                on_batch(len(sizes))
-
-    http = httpx.Client(event_hooks={"request": [request], "response": [response]})
-    return Client(base, token=TOKEN_ACME, http_client=http), sizes, statuses
+    with as_older(url, request.param == OLDER_SERVER) as got:
+        yield got
 
 
 def test_a_client_history_past_the_servers_body_limit_goes_in_chunks_within_it(base: str, tmp_path: Path) -> None:
     conv = f"imported-{tmp_path.name}"  # the server's store outlives a test
-    history = _history(LONG)
-    client, sizes, statuses = _recording(base)
+    history = imported_messages(LONG)
+    client, sizes, statuses = recording(base)
     with client:
         TiermemChatMessageHistory(client, conv).add_messages(history)
         assert _rows(client, conv) == [m.id for m in history]
@@ -121,10 +92,10 @@ def test_a_client_history_past_the_servers_body_limit_goes_in_chunks_within_it(b
 
 def test_a_short_add_is_still_one_batch(base: str, tmp_path: Path) -> None:
     conv = f"short-{tmp_path.name}"
-    client, sizes, _statuses = _recording(base)
+    client, sizes, _statuses = recording(base)
     with client:
-        TiermemChatMessageHistory(client, conv).add_messages(_history(4))
-        assert _rows(client, conv) == [m.id for m in _history(4)]
+        TiermemChatMessageHistory(client, conv).add_messages(imported_messages(4))
+        assert _rows(client, conv) == [m.id for m in imported_messages(4)]
     assert len(sizes) == 1
 
 
@@ -133,7 +104,7 @@ def test_a_writer_between_two_chunks_goes_between_them(request: pytest.FixtureRe
     """Its row lands after the chunk stored before it; the next chunk, refused where the
     server takes conditions (nothing of it written), goes after it: each message once."""
     conv = f"raced-{tmp_path.name}"
-    history = _history(LONG)
+    history = imported_messages(LONG)
     other = Client(base, token=TOKEN_ACME)
     fired: list[int] = []
 
@@ -143,7 +114,7 @@ def test_a_writer_between_two_chunks_goes_between_them(request: pytest.FixtureRe
             other.append(conv, {"role": "user", "content": "Also: a window seat.", "metadata": {
                 METADATA_ID_KEY: "theirs"}})
 
-    client, _sizes, statuses = _recording(base, between)
+    client, _sizes, statuses = recording(base, between)
     with client, other:
         TiermemChatMessageHistory(client, conv).add_messages(history)
         first = fired[0]
@@ -168,10 +139,10 @@ def test_an_erasure_between_two_chunks_stops_the_add(url: str, tmp_path: Path) -
             fired.append(len(log_pages(other, conv)))
             other.delete_conversation(conv)
 
-    client, _sizes, statuses = _recording(url, between)
+    client, _sizes, statuses = recording(url, between)
     with client, other:
         with pytest.raises(HistoryErased) as err:
-            TiermemChatMessageHistory(client, conv).add_messages(_history(LONG))
+            TiermemChatMessageHistory(client, conv).add_messages(imported_messages(LONG))
         assert (err.value.conversation_id, err.value.position, err.value.written) == (conv, fired[0], fired[0])
         assert str(err.value) == (
             f"conversation {conv!r} was erased while add_messages wrote it in chunks (the next chunk was to go on "

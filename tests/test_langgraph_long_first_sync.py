@@ -29,7 +29,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +37,20 @@ import httpx
 import pytest
 
 pytest.importorskip("langgraph")
-from client_helpers import served
-from flaky_proxy import CLOSE, flaky_proxy
-from hash_embedder import HashEmbedder
+from chunked_appends import (
+    LONG,
+    MAX_BODY_BYTES,
+    as_older,
+    hash_memory,
+    imported_messages,
+    recording,
+    small_server,
+)
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from service_helpers import TOKEN_ACME
 
-from tiermem import Config, Memory
 from tiermem.adapters._common import MemoryLike, log_pages, visible
 from tiermem.adapters._langchain_sync import ConversationSync
 from tiermem.adapters.langchain import METADATA_ID_KEY, to_openai
@@ -54,11 +59,7 @@ from tiermem.client import Client
 from tiermem.memory import MAX_BATCH_MESSAGES
 from tiermem.tiers.embed_onnx import FastEmbedder
 
-MAX_BODY_BYTES = 8192  # the server's: at least its max_content_bytes (client_helpers' 4096)
-# a state of LONG messages of about 90 bytes each on the wire: 5 or more chunks under it
-LONG = 400
 REPLY = "Noted, all of it."
-BATCH_PATH = "/messages:batch"
 CHILD_TIMEOUT_S = 120.0  # a child process imports tiermem and LangChain: seconds, more on a loaded machine
 OLDER_CLIENT = "older server's client"
 
@@ -66,11 +67,6 @@ OLDER_CLIENT = "older server's client"
 class FakeToolModel(GenericFakeChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> FakeToolModel:
         return self
-
-
-def _state(n: int, tag: str = "") -> list[BaseMessage]:
-    return [HumanMessage(f"imported question {tag}{i}: what about item {i}?", id=f"h{tag}{i}") if i % 2 == 0
-            else AIMessage(f"imported answer {tag}{i}: item {i} is fine.", id=f"a{tag}{i}") for i in range(n)]
 
 
 def _agent(mem: MemoryLike, conv: str) -> Any:
@@ -100,17 +96,16 @@ def _written_once(mem: MemoryLike, conv: str) -> list[str | None]:
 
 
 def test_a_local_state_past_the_batch_limit_is_stored_once_in_order(tmp_path: Path) -> None:
-    state = _state(MAX_BATCH_MESSAGES + 5)
+    state = imported_messages(MAX_BATCH_MESSAGES + 5)
     # the hash embedder: what is measured is the batch, not the model
-    with Memory(Config(data_dir=tmp_path / "data"), embedder=HashEmbedder(), hot=False,
-                background_indexing=False) as mem:
+    with hash_memory(tmp_path / "data") as mem:
         _agent(mem, "imported").invoke({"messages": state}, _thread("imported"))
         assert _written_once(mem, "imported") == [m.id for m in state] + ["reply"]
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Iterator[str]:
-    with served(tmp_path_factory.mktemp("lg-long") / "data", embedder, max_body_bytes=MAX_BODY_BYTES) as (got, _):
+    with small_server(tmp_path_factory.mktemp("lg-long") / "data", embedder) as got:
         yield got
 
 
@@ -118,41 +113,15 @@ def url(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Ite
 def base(request: pytest.FixtureRequest, url: str) -> Iterator[str]:
     """The server, or the server behind a proxy hiding `conditional_appends` from its
     /v1/limits (an older server: the chunks go unconditional, checked after writing)."""
-    if request.param == OLDER_CLIENT:
-        with flaky_proxy(url, CLOSE, times=0, hide=("conditional_appends",)) as proxy:
-            yield proxy.url
-    else:
-        yield url
-
-
-def _recording(base: str, on_batch: Callable[[int], None] = lambda _n: None,
-               before_batch: Callable[[], None] = lambda: None) -> tuple[Client, list[int], list[int]]:
-    """A Client whose http_client records each batch request's body size and its answer's
-    status, calls `before_batch()` as each is sent, and `on_batch(k)` once the k-th
-    batch (from 1) is stored."""
-    sizes: list[int] = []
-    statuses: list[int] = []
-
-    def request(r: httpx.Request) -> None:
-        if r.url.path.endswith(BATCH_PATH):
-            sizes.append(len(r.content))
-            before_batch()
-
-    def response(r: httpx.Response) -> None:
-        if r.request.url.path.endswith(BATCH_PATH):
-            statuses.append(r.status_code)
-            if r.is_success:
-                on_batch(len(sizes))
-
-    http = httpx.Client(event_hooks={"request": [request], "response": [response]})
-    return Client(base, token=TOKEN_ACME, http_client=http), sizes, statuses
+    with as_older(url, request.param == OLDER_CLIENT) as got:
+        yield got
 
 
 def test_a_client_state_past_the_servers_body_limit_goes_in_chunks_within_it(
         base: str, tmp_path: Path) -> None:
     conv = f"imported-{tmp_path.name}"  # the server's store outlives a test
-    state = _state(LONG)
-    client, sizes, _statuses = _recording(base)
+    state = imported_messages(LONG)
+    client, sizes, _statuses = recording(base)
     with client:
         _agent(client, conv).invoke({"messages": state}, _thread(conv))
         assert _written_once(client, conv) == [m.id for m in state] + ["reply"]
@@ -167,8 +136,8 @@ def test_the_chunks_measured_are_what_is_sent(url: str) -> None:
     from tiermem.adapters._common import append_chunks
     from tiermem.client import batch_request_bytes
 
-    client, sizes, _statuses = _recording(url)
-    bodies = to_openai(_state(LONG))
+    client, sizes, _statuses = recording(url)
+    bodies = to_openai(imported_messages(LONG))
     with client:
         chunks = append_chunks(client, bodies)
         for k, chunk in enumerate(chunks):
@@ -191,7 +160,7 @@ RACES = [
 def test_a_writer_between_two_chunks_loses_or_doubles_nothing(request: pytest.FixtureRequest, base: str,
                                                               tmp_path: Path, race: str) -> None:
     conv = f"raced-{tmp_path.name}"
-    state = _state(LONG)
+    state = imported_messages(LONG)
     other = Client(base, token=TOKEN_ACME)
     fired: list[int] = []
 
@@ -204,7 +173,7 @@ def test_a_writer_between_two_chunks_loses_or_doubles_nothing(request: pytest.Fi
             else:
                 ConversationSync(other, conv).sync(state[:LONG * 3 // 4])
 
-    client, _sizes, statuses = _recording(base, between)
+    client, _sizes, statuses = recording(base, between)
     with client, other:
         ConversationSync(client, conv).sync(state)
         first = fired[0]
@@ -224,7 +193,7 @@ def test_messages_without_ids_a_chunk_stored_are_not_written_again(base: str, tm
     refused by another writer does not send again what the chunks before it stored."""
     conv = f"no-ids-{tmp_path.name}"
     state = [HumanMessage(m.content) if isinstance(m, HumanMessage) else AIMessage(m.content)
-             for m in _state(LONG)]
+             for m in imported_messages(LONG)]
     other = Client(base, token=TOKEN_ACME)
     fired: list[int] = []
 
@@ -233,7 +202,7 @@ def test_messages_without_ids_a_chunk_stored_are_not_written_again(base: str, tm
             fired.append(len(_ids(other, conv)))
             other.append(conv, {"role": "user", "content": "Also: a window seat."})
 
-    client, _sizes, _statuses = _recording(base, between)
+    client, _sizes, _statuses = recording(base, between)
     with client, other:
         assert ConversationSync(client, conv).sync(state) == LONG
         want = [m.content for m in state]
@@ -249,10 +218,10 @@ def test_chunks_refused_every_round_are_a_clear_error(url: str, tmp_path: Path) 
 
     conv = f"busy-{tmp_path.name}"
     with Client(url, token=TOKEN_ACME) as other:
-        client, _sizes, statuses = _recording(url, before_batch=lambda: other.append(
+        client, _sizes, statuses = recording(url, before_batch=lambda: other.append(
             conv, {"role": "user", "content": "And parking?"}))
         with client, pytest.raises(EditConflict) as err:
-            ConversationSync(client, conv).sync(_state(LONG))
+            ConversationSync(client, conv).sync(imported_messages(LONG))
         assert err.value.chunk and statuses == [httpx.codes.CONFLICT] * MAX_EDIT_ROUNDS
         assert str(err.value) == (
             f"conversation {conv!r}: the next chunk of the state's new messages (too many for one append) was "
@@ -285,7 +254,7 @@ CHILD = textwrap.dedent('''
 
 def test_a_sync_killed_between_chunks_is_resumed_by_the_next(url: str, tmp_path: Path) -> None:
     conv = f"killed-{tmp_path.name}"
-    state = _state(LONG)
+    state = imported_messages(LONG)
     child = subprocess.Popen([sys.executable, "-c", CHILD, url, TOKEN_ACME, conv, str(LONG)],
                              stdout=subprocess.PIPE, text=True)
     try:
