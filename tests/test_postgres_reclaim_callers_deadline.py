@@ -18,21 +18,18 @@ The embedded PostgreSQL; the caller's pool of one connection, in both of psycopg
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from psycopg_pool import ConnectionPool
+from stalled_vacuum import MAINTENANCE_S, SLACK_S, reclaim_behind_a_reader
 
-from tiermem.tiers.errors import StoreStalled
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
 
-MAINTENANCE_S = 2.0  # the store's maintenance deadline: the stalled VACUUM's bound
-SLACK_S = 0.5  # the call's own round trips past the deadline, at most
 # the caller's own session settings (as its pool's configure sets them), which tiermem's
 # VACUUM must leave as they were
 CALLERS_SETS = "SET statement_timeout = '10min'; SET client_connection_check_interval = 0; SET lock_timeout = 0"
@@ -44,15 +41,6 @@ def session(conn: psycopg.Connection) -> tuple[int, dict[str, str]]:
     row = conn.execute("SELECT pg_backend_pid(), " + ", ".join(f"current_setting('{n}')" for n in SHOWN)).fetchone()
     assert row is not None
     return int(row[0]), dict(zip(SHOWN, row[1:], strict=True))
-
-
-def vacuums(url: str) -> list[str]:
-    """The VACUUMs the server is still running or waiting in (the tests of one session run
-    one at a time: any is this test's)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT query FROM pg_stat_activity WHERE query ILIKE 'VACUUM%%' "
-                            "AND pid <> pg_backend_pid() AND state = 'active'").fetchall()
-    return [str(r[0]) for r in rows]
 
 
 @pytest.fixture(params=[True, False], ids=["autocommit", "transaction_mode"])
@@ -80,18 +68,7 @@ def test_a_stalled_vacuum_on_a_callers_pool_ends_at_the_deadline_on_the_server(
             before = session(conn)
             if not conn.autocommit:
                 conn.rollback()
-        holder = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
-        try:
-            holder.execute(f'SELECT count(*) FROM "{store.schema}".messages').fetchone()
-            began = time.monotonic()
-            with pytest.raises(StoreStalled, match=r"did not finish within .* the server cancelled it"):
-                store.reclaim(full=True)
-            took = time.monotonic() - began
-            # the server ended it: no VACUUM left queued behind the holder's lock
-            left = vacuums(pg_url)
-        finally:
-            holder.rollback()
-            holder.close()
+        took, left = reclaim_behind_a_reader(store, pg_url)
         assert took < MAINTENANCE_S + SLACK_S
         assert left == []
         with callers_pool.connection() as conn:

@@ -15,19 +15,13 @@ The embedded PostgreSQL; the store's own pool of one connection.
 
 from __future__ import annotations
 
-import time
-
-import psycopg
-import pytest
 from pg_server import fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+from stalled_vacuum import MAINTENANCE_S, SLACK_S, reclaim_behind_a_reader
 
-from tiermem.tiers.errors import StoreStalled
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
 
-MAINTENANCE_S = 2.0  # the store's maintenance deadline: the stalled VACUUM's bound
-SLACK_S = 0.5  # the call's own round trips past the deadline, at most
 SESSIONS_TIMEOUT = "10min"  # the operator's statement_timeout for the store's sessions (its URL)
 # pool statistics that move when the pool loses a connection: a broken one given back,
 # a new one opened in its place
@@ -40,15 +34,6 @@ def session(store: PostgresStore) -> tuple[int, str]:
         row = conn.execute("SELECT pg_backend_pid(), current_setting('statement_timeout')").fetchone()
     assert row is not None
     return int(row[0]), str(row[1])
-
-
-def vacuums(url: str) -> list[str]:
-    """The VACUUMs the server is still running or waiting in (the tests of one session run
-    one at a time: any is this test's)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT query FROM pg_stat_activity WHERE query ILIKE 'VACUUM%%' "
-                            "AND pid <> pg_backend_pid() AND state = 'active'").fetchall()
-    return [str(r[0]) for r in rows]
 
 
 def loss_stats(store: PostgresStore) -> dict[str, int]:
@@ -69,18 +54,7 @@ def test_a_stalled_vacuum_on_the_own_pool_ends_at_the_deadline_on_the_server(
         before = session(store)
         assert before[1] == SESSIONS_TIMEOUT
         stats_before = loss_stats(store)
-        holder = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
-        try:
-            holder.execute(f'SELECT count(*) FROM "{store.schema}".messages').fetchone()
-            began = time.monotonic()
-            # before: "the server did not answer within 2 s; the connection was cut"
-            with pytest.raises(StoreStalled, match=r"did not finish within .* the server cancelled it"):
-                store.reclaim(full=True)
-            took = time.monotonic() - began
-            left = vacuums(pg_url)  # the server ended it: none left queued behind the lock
-        finally:
-            holder.rollback()
-            holder.close()
+        took, left = reclaim_behind_a_reader(store, pg_url)
         assert took < MAINTENANCE_S + SLACK_S
         assert left == []
         assert loss_stats(store) == stats_before  # no connection lost, none opened
