@@ -5,7 +5,7 @@ environment variable, and `tiermem config --check` of a file.
   TOML file written under tmp_path) or "env" (`given` is (variable, value), set for the
   test only); returns `Config.load` of it, so a refused value raises as the user sees it.
 - `error_names(err)`: the settings a `ValidationError` names, dotted as the user wrote them
-  (`warm.llm_model`).
+  (`warm.llm_model`); `refused_names(...)`: those of the error `load_from(...)` must raise.
 - `config_check(tmp_path, text)`: `tiermem config --check` of a TOML file saying `text`,
   run in-process through click; the result has the exit code and the output.
 
@@ -39,6 +39,13 @@ def load_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
 
 def error_names(err: pydantic.ValidationError) -> list[str]:
     return [".".join(map(str, e["loc"])) for e in err.errors()]
+
+
+def refused_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str,
+                  given: str | tuple[str, str]) -> list[str]:
+    with pytest.raises(pydantic.ValidationError) as info:
+        load_from(tmp_path, monkeypatch, how, given)
+    return error_names(info.value)
 
 
 def config_check(tmp_path: Path, text: str) -> Result:
