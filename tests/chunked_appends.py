@@ -13,6 +13,9 @@ older one (behind a proxy hiding `conditional_appends`), and a `Client` whose ow
 - `recording(base, on_batch, before_batch)`: a Client over `base` and the body sizes and
   statuses of its batch requests; `before_batch()` runs as each is sent, `on_batch(k)` once
   the k-th (from 1) is stored.
+- `after_first_chunk(count, act)`: an `on_batch` hook for `recording` that, once the first
+  chunk is stored and the second not sent yet, records `count()` (what the log holds then)
+  in the list it returns and runs `act()` (another writer's), once.
 - `hash_memory(data_dir)`: a local Memory with the hash embedder, for the case past the
   library's batch limit, where what is measured is the batch, not the model.
 
@@ -63,6 +66,17 @@ def as_older(url: str, older: bool) -> Iterator[str]:
             yield proxy.url
     else:
         yield url
+
+
+def after_first_chunk(count: Callable[[], int], act: Callable[[], None]) -> tuple[Callable[[int], None], list[int]]:
+    fired: list[int] = []
+
+    def between(k: int) -> None:
+        if k == 1 and not fired:  # the first chunk is stored, the second not sent yet
+            fired.append(count())
+            act()
+
+    return between, fired
 
 
 def recording(base: str, on_batch: Callable[[int], None] = lambda _n: None,

@@ -32,6 +32,7 @@ pytest.importorskip("langchain_core")
 from chunked_appends import (
     LONG,
     MAX_BODY_BYTES,
+    after_first_chunk,
     as_older,
     hash_memory,
     imported_messages,
@@ -106,14 +107,8 @@ def test_a_writer_between_two_chunks_goes_between_them(request: pytest.FixtureRe
     conv = f"raced-{tmp_path.name}"
     history = imported_messages(LONG)
     other = Client(base, token=TOKEN_ACME)
-    fired: list[int] = []
-
-    def between(k: int) -> None:
-        if k == 1 and not fired:  # the first chunk is stored, the second not sent yet
-            fired.append(len(log_pages(other, conv)))
-            other.append(conv, {"role": "user", "content": "Also: a window seat.", "metadata": {
-                METADATA_ID_KEY: "theirs"}})
-
+    between, fired = after_first_chunk(lambda: len(log_pages(other, conv)), lambda: other.append(
+        conv, {"role": "user", "content": "Also: a window seat.", "metadata": {METADATA_ID_KEY: "theirs"}}))
     client, _sizes, statuses = recording(base, between)
     with client, other:
         TiermemChatMessageHistory(client, conv).add_messages(history)
@@ -132,13 +127,8 @@ def test_an_erasure_between_two_chunks_stops_the_add(url: str, tmp_path: Path) -
 
     conv = f"erased-{tmp_path.name}"
     other = Client(url, token=TOKEN_ACME)
-    fired: list[int] = []
-
-    def between(k: int) -> None:
-        if k == 1 and not fired:
-            fired.append(len(log_pages(other, conv)))
-            other.delete_conversation(conv)
-
+    between, fired = after_first_chunk(lambda: len(log_pages(other, conv)),
+                                       lambda: other.delete_conversation(conv))
     client, _sizes, statuses = recording(url, between)
     with client, other:
         with pytest.raises(HistoryErased) as err:

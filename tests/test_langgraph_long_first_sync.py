@@ -40,6 +40,7 @@ pytest.importorskip("langgraph")
 from chunked_appends import (
     LONG,
     MAX_BODY_BYTES,
+    after_first_chunk,
     as_older,
     hash_memory,
     imported_messages,
@@ -162,17 +163,15 @@ def test_a_writer_between_two_chunks_loses_or_doubles_nothing(request: pytest.Fi
     conv = f"raced-{tmp_path.name}"
     state = imported_messages(LONG)
     other = Client(base, token=TOKEN_ACME)
-    fired: list[int] = []
 
-    def between(k: int) -> None:
-        if k == 1 and not fired:  # the first chunk is stored, the second not sent yet
-            fired.append(len(_ids(other, conv)))
-            if race == RACES[0]:
-                other.append(conv, {"role": "user", "content": "Also: a window seat.", "metadata": {
-                    METADATA_ID_KEY: "theirs"}})
-            else:
-                ConversationSync(other, conv).sync(state[:LONG * 3 // 4])
+    def act() -> None:
+        if race == RACES[0]:
+            other.append(conv, {"role": "user", "content": "Also: a window seat.", "metadata": {
+                METADATA_ID_KEY: "theirs"}})
+        else:
+            ConversationSync(other, conv).sync(state[:LONG * 3 // 4])
 
+    between, fired = after_first_chunk(lambda: len(_ids(other, conv)), act)
     client, _sizes, statuses = recording(base, between)
     with client, other:
         ConversationSync(client, conv).sync(state)
@@ -195,13 +194,8 @@ def test_messages_without_ids_a_chunk_stored_are_not_written_again(base: str, tm
     state = [HumanMessage(m.content) if isinstance(m, HumanMessage) else AIMessage(m.content)
              for m in imported_messages(LONG)]
     other = Client(base, token=TOKEN_ACME)
-    fired: list[int] = []
-
-    def between(k: int) -> None:
-        if k == 1 and not fired:
-            fired.append(len(_ids(other, conv)))
-            other.append(conv, {"role": "user", "content": "Also: a window seat."})
-
+    between, fired = after_first_chunk(lambda: len(_ids(other, conv)),
+                                       lambda: other.append(conv, {"role": "user", "content": "Also: a window seat."}))
     client, _sizes, _statuses = recording(base, between)
     with client, other:
         assert ConversationSync(client, conv).sync(state) == LONG
