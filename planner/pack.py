@@ -38,6 +38,7 @@ from tiermem.planner import excerpt
 from tiermem.planner.candidates import PLAN_LEFT_OUT_PER_SLICE, Candidate
 from tiermem.planner.plan import SLICES, Plan, PlanItem
 from tiermem.planner.render import HEADING_SHARE_TOKENS, LINE_SEP_TOKENS
+from tiermem.tiers.formats import call_ids, result_id
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.turncache import TurnTable
 
@@ -132,10 +133,15 @@ class Packing:
         at its share: a tool round larger than the share left the tail empty, and the
         model called the tool again for a result it was never shown), newest first up to
         the room left; stops at the first that does not fit whole (contiguous). With no
-        latest user message there is no current loop: the tail is as chosen."""
+        latest user message, or when nothing after it calls a tool or answers one (a plain
+        reply: a conversation, not an agent's loop), there is no current loop: the tail is
+        as chosen."""
         if latest_user is None:
             return
         pool = self.pools["tail"]  # the units older than the tail, newest first
+        after = [c for c in (*self.chosen["tail"], *pool) if c.position > latest_user]
+        if not any(_tool_unit(c) for c in after):
+            return
         while pool and pool[0].position > latest_user and pool[0].tokens <= self.remaining:
             c = pool.pop(0)
             self.chosen["tail"].append(c)
@@ -392,3 +398,8 @@ def newest_first(pool: list[Candidate], cap: int) -> list[Candidate]:
         used += c.tokens
         pool.remove(c)
     return out
+
+
+def _tool_unit(c: Candidate) -> bool:
+    """Whether a tail unit holds a tool call or a tool result (an agent's loop)."""
+    return any(call_ids(b) or result_id(b) is not None for b in (c.body or {}).get("messages", ()))
