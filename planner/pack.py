@@ -13,7 +13,8 @@ Invariants:
   the retrieved slice left unused grows the tail backwards (`grow_tail`) up to the
   caller's fill target, so the context is long enough to be cached from its next call on.
 - The current tool loop (the tail units after the latest user message, a pending round
-  included) is kept like the latest user message (`take_loop`): newest first, up to the
+  included, when one of them calls a tool or answers one; a plain last reply is no loop)
+  is kept like the latest user message (`take_loop`): newest first, up to the
   room the pinned block left, past the tail's share. It counts against that share where
   it fits in it (the tail is then chosen as it always was); the older tail gives way to
   it, and a unit that does not fit whole ends it (contiguous, as the tail).
