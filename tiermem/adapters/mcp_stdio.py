@@ -106,7 +106,19 @@ async def serve_stdio(server: MCPServer) -> None:
         # stdio_server iterates its stdin for lines of text, all it asks of an AsyncFile
         async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
             lines.bind(write_stream)
-            # MCPServer.run("stdio") does this over stdio_server() itself; it takes no stdin
+            # A private attribute, knowingly: mcp 2.3.0 has no public way to run an
+            # MCPServer on streams given to it. Its public stdio entry,
+            # `run_stdio_async` (and `run("stdio")`), opens `stdio_server()` itself, with
+            # no stdin argument, and reads fd 0 with `errors="replace"`. Feeding it our
+            # checked lines through fds instead (a pipe on fd 0, a relay pipe on fd 1 to
+            # write refusals between its answers) fails at the end: `stdio_server` keeps its
+            # duplicate of fd 1 open for the life of the process (`closefd=False`, by
+            # design), so the relay never reads EOF and the last answers could be cut off.
+            # Its public `middleware` never sees a line the package failed to parse (the
+            # dispatcher only logs it), so it cannot answer one. The low-level `Server` is
+            # public, but MCPServer keeps its own private; the package's own in-memory
+            # client reads the same attribute (mcp.client._memory, "TODO: Make
+            # `lowlevel_server` public"). Use that accessor once it exists.
             lowlevel = server._lowlevel_server
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:
