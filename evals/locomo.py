@@ -69,7 +69,6 @@ import calendar
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import string
 import time
@@ -99,6 +98,7 @@ from tiermem.evals.baselines import (
     verify_positions,
 )
 from tiermem.memory import Memory
+from tiermem.tiers.errors import LocomoError
 from tiermem.tiers.models import ID_PATTERN, NAME_MAX_CHARS, StoredMessage, message_text
 from tiermem.tiers.tokens import messages_tokens
 
@@ -123,18 +123,6 @@ DIR_DIGEST_BYTES = 4  # of the blake2b digest that tells apart ids whose slugs a
 # a sample id used as a directory name as it is: one plain name, not ".", "..", a hidden
 # or an option-like name, no separator
 _PLAIN_DIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-class LocomoError(Exception):
-    """A data file or a data dir the harness cannot use; the message says why. One about
-    a data file (`path`) names it once, in front, as DataFileError does (`x.json: sample
-    'b': ...`); `problem` is the message without it, for a reader that names the file
-    itself."""
-
-    def __init__(self, problem: str, path: str | os.PathLike[str] | None = None) -> None:
-        self.problem = problem
-        self.path = None if path is None else os.fspath(path)
-        super().__init__(problem if self.path is None else f"{self.path}: {problem}")
 
 
 # ---------------------------------------------------------------------------------------

@@ -37,8 +37,6 @@ INTERNAL_ELSEWHERE = {
     "tiermem.cli.CliError",
     # MCP's ToolError: the MCP server answers it to the model as the tool's error result
     "tiermem.adapters.mcp_server.MemoryToolError",
-    # the eval harness's data-file error: its CLI prints it and exits 1
-    "tiermem.evals.locomo.LocomoError",
     # a turn row a read cannot use: that read salvages the row
     "tiermem.tiers.dialect.UnusableTurn",
     # rolls back an append whose key another transaction recorded first; never leaves the store

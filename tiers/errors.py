@@ -8,6 +8,7 @@ exceptions still catch them, and builds its message from its arguments.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -257,6 +258,9 @@ class HotAccessDenied(TiermemError, RuntimeError):
 # HotStale's reason for a pin or unpin of a position the set has not admitted yet
 # (tiers.hot): the set is sound, only behind, so the caller catches it up, not rebuilds it
 STALE_AHEAD = "ahead"
+# HotStale's reason for a set that missed a pin change of the log (tiers.hot, pin versions:
+# a pin or unpin whose script never ran): rebuild it from the log
+STALE_PINS = "pins"
 
 
 class HotStale(TiermemError, LookupError):
@@ -264,7 +268,8 @@ class HotStale(TiermemError, LookupError):
     log (an admit would leave a gap). Nothing was written; rebuild from the cold log.
     `reason` 'ahead' (STALE_AHEAD): a pin or unpin of a turn the set has not admitted
     yet, which the log holds; the set needs no rebuild: catch it up with the log and pin
-    or unpin again (the message says so)."""
+    or unpin again (the message says so). `reason` 'pins' (STALE_PINS): the set missed a
+    pin change the log holds (its script never ran); rebuild it."""
 
     def __init__(
         self, conversation_id: str, reason: str, stored_generation: str | None, stored_last: int
@@ -430,6 +435,19 @@ class DataFileError(TiermemError, ValueError):
         self.problem = problem
         self.line = line
         super().__init__(f"{path}{f':{line}' if line is not None else ''}: {problem}")
+
+
+class LocomoError(TiermemError, ValueError):
+    """A LoCoMo data file or a data dir the eval harness cannot use (`evals.locomo`); the
+    message says why. One about a data file (`path`) names it once, in front, as
+    DataFileError does (`x.json: sample 'b': ...`); `problem` is the message without it,
+    for a reader that names the file itself. A ValueError, as DataFileError: the data,
+    not the program, is at fault."""
+
+    def __init__(self, problem: str, path: str | os.PathLike[str] | None = None) -> None:
+        self.problem = problem
+        self.path = None if path is None else os.fspath(path)
+        super().__init__(problem if self.path is None else f"{self.path}: {problem}")
 
 
 class ImportConflict(TiermemError, ValueError):
