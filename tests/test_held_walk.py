@@ -8,6 +8,12 @@ str, never its keys (a str makes no cycle): a memo keyed by caller text passed t
 whatever it held. Each row plants the text where a process can hold it, out of every
 other path (a thread's own local, an untracked container, an array), and the walk must
 find it, then find nothing once the plant is dropped (so it reports no copy of its own).
+
+Every plant and walk runs in one child process (this file run as a script), once per
+module: a walk costs time in proportion to the heap it searches, and a test worker holds
+the whole suite's (the model, every imported module), ~6-8 s a walk on a loaded runner
+against well under a second in a bare child. The walk's code and the plants are the
+same; each case asserts on its own row of the child's report.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import array
 import functools
 import gc
 import io
+import json
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -29,6 +38,10 @@ from tiermem.tiers import memo
 # a plant: given the text to hold, holds it, and answers what drops it again
 Plant = Callable[[str], Callable[[], None]]
 JOIN_S = 10.0  # a planting thread ends at once when let go
+# the child's plants and walks, all of them: seconds in a bare process, loaded runner
+CHILD_S = 180.0
+# the report row of the walk after every plant was dropped
+ALL_DROPPED = "all-dropped"
 
 
 def _kept(obj: object) -> Callable[[], None]:
@@ -186,22 +199,52 @@ CASES: list[tuple[str, Plant]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "plant"), CASES, ids=[c[0] for c in CASES])
-def test_the_walk_sees_the_text_wherever_it_is_held(case: str, plant: Plant) -> None:
-    canary = f"zq7held-{uuid.uuid4().hex}"
-    drop = plant(f"the vault code is {canary}.")
-    try:
-        assert held(canary) != [], case
-    finally:
-        drop()
-
-
-def test_the_walk_finds_nothing_once_every_plant_is_dropped() -> None:
-    """No copy of the walk's own (a frame's locals, an array's elements, an instance's
-    dict it asked for) is reported: one walk over every case planted then dropped."""
+def _walk_each() -> dict[str, dict[str, list[str]]]:
+    """In the child: each case's plant walked for (its hits), then every plant at once,
+    walked for before and after they are all dropped. A plant that fails reports its
+    error instead."""
+    report: dict[str, dict[str, list[str]]] = {}
+    for case, plant in CASES:
+        canary = f"zq7held-{uuid.uuid4().hex}"
+        try:
+            drop = plant(f"the vault code is {canary}.")
+            try:
+                report[case] = {"held": held(canary)}
+            finally:
+                drop()
+        except Exception as exc:  # reported as the case's failure, the rest still run
+            report[case] = {"error": [repr(exc)]}
     canary = f"zq7held-{uuid.uuid4().hex}"
     drops = [plant(f"the vault code is {canary}.") for _, plant in CASES]
-    assert held(canary) != []
+    planted = held(canary)
     for drop in drops:
         drop()
-    assert held(canary) == []
+    report[ALL_DROPPED] = {"planted": planted, "held": held(canary)}
+    return report
+
+
+@pytest.fixture(scope="module")
+def walked() -> dict[str, dict[str, list[str]]]:
+    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=CHILD_S)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, dict[str, list[str]]] = json.loads(done.stdout)
+    return report
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_the_walk_sees_the_text_wherever_it_is_held(walked: dict[str, dict[str, list[str]]], case: str) -> None:
+    row = walked[case]
+    assert "error" not in row, row
+    assert row["held"] != [], case
+
+
+def test_the_walk_finds_nothing_once_every_plant_is_dropped(walked: dict[str, dict[str, list[str]]]) -> None:
+    """No copy of the walk's own (a frame's locals, an array's elements, an instance's
+    dict it asked for) is reported: one walk over every case planted then dropped."""
+    row = walked[ALL_DROPPED]
+    assert row["planted"] != []
+    assert row["held"] == []
+
+
+if __name__ == "__main__":
+    print(json.dumps(_walk_each()))
