@@ -60,8 +60,9 @@ Invariants and policy (README, "Message formats"):
   (`call_0_2`, `call_0_3`), its results with it; ids are given in request order, so
   appending leaves every earlier id (the prompt cache's prefix) as it was. Rows are
   stored as given: the Responses form (`to_responses`, `context_format="responses"`),
-  the chat form (`context_format="chat"`, `unique_chat_call_ids`) and the Anthropic
-  form rename; `as_stored` sends the rows as appended.
+  the chat form (`context_format="chat"`, `unique_chat_call_ids`), the Anthropic form
+  and the Agents SDK session's items (`unique_item_call_ids`) rename; `as_stored`
+  sends the rows as appended, a repeated id repeated.
 - **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
@@ -694,7 +695,7 @@ class SentCallIds:
     every earlier id, and the prompt cache's prefix, as it was. A result takes the id of
     the call it answers: among the calls of its id in the round before it, the n-th
     result the n-th call. The one renaming of every form (`to_responses`,
-    `unique_chat_call_ids`, the Anthropic adapter's)."""
+    `unique_item_call_ids`, `unique_chat_call_ids`, the Anthropic adapter's)."""
 
     def __init__(self, safe: Callable[[str], str] | None = None) -> None:
         self._safe = safe
@@ -728,10 +729,11 @@ _CALL_ITEM_TYPES = ("function_call", "custom_tool_call")
 _OUTPUT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
 
 
-def _unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Responses items with each call's `call_id` sent once (`SentCallIds`): a call item
     after anything but a call or a reasoning item starts a round. Items whose id changes
-    are copies (the items given may be the caller's)."""
+    are copies (the items given may be the caller's). `to_responses` and the Agents SDK
+    session's `get_items` send items through it."""
     ids = SentCallIds()
     in_round = False
     out: list[dict[str, Any]] = []
@@ -902,7 +904,7 @@ def to_responses(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat Completions messages as Responses input items (Responses items pass as they
     are, in wire form), a request's: each call's `call_id` sent once, each output naming
     its call's (module docstring, "Ids sent")."""
-    return _unique_item_call_ids([item for items in to_responses_rows(bodies) for item in items])
+    return unique_item_call_ids([item for items in to_responses_rows(bodies) for item in items])
 
 
 def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -> list[list[dict[str, Any]]]:
@@ -971,7 +973,7 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
 
 class _RoundCalls:
     """The output type each call of the round so far waits for, by id, for `to_responses_rows` to
-    type a chat result by the call it answers. Rounds and pairing as `_unique_item_call_ids`
+    type a chat result by the call it answers. Rounds and pairing as `unique_item_call_ids`
     reads the same items (a call item after anything but a call or a reasoning item starts
     a round; the n-th result of an id in a round answers its n-th call), so an output's
     type follows the very call whose id `SentCallIds` gives it: an id may be a custom

@@ -13,7 +13,20 @@
   reasoning item stored before its summary was required (summary null, or none), which
   comes back with `summary: []` (`tiers.formats.as_appended`): the SDK sends the items
   as they come, and the provider refuses null with a 400. Chat messages other clients
-  wrote are converted.
+  wrote are converted. A call id used before in the session (a server that numbers its
+  calls per reply, `call_0` every round) comes back renamed with its outputs
+  (`tiers.formats.unique_item_call_ids`, "Ids sent": `call_0_2`, `call_0_3`): the runner
+  sends the items as model input, where the Responses API refuses a repeated `call_id`,
+  and the SDK itself merges the items of one `call_id` before sending (the latest call's
+  arguments in the first call's place, every earlier output dropped). The ids are given
+  over the whole view, oldest first, before `limit` takes its tail, so an item's id is
+  the same in every read while the rows before it stay; the rows keep the ids appended,
+  and `pop_item` returns the row's item as stored. Only the items read back are renamed:
+  a call the model makes within a run under an id the history holds meets it in the
+  SDK's own input (the SDK merges the two), so with such a server use
+  `model_input_filter`, whose context is read from the log and renamed whole at every
+  model call. The SDK's checks of a resumed run's pending write compare what it appended
+  with what `get_items` returns, so a batch holding a renamed id reads as changed there.
 - `pop_item` appends a retraction row that hides the latest item from `get_items` and
   from every planned context, and returns that item; `clear_session` appends a clear
   row, a read boundary for both. Neither changes or deletes a row: `history()` keeps the
@@ -49,7 +62,7 @@ from tiermem.adapters._common import (
     retract_latest,
     visible,
 )
-from tiermem.tiers.formats import to_responses
+from tiermem.tiers.formats import to_responses, unique_item_call_ids
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
@@ -74,7 +87,10 @@ class TiermemSession:
         self.session_settings = session_settings
 
     def _items(self) -> list[dict[str, Any]]:
-        return [item for _m, items in items_of(visible(self.memory, self.session_id)) for item in items]
+        # renamed over the whole view before `limit` cuts it: an id depends only on the
+        # items before it, so every read (and every limit) gives an item the same one
+        return unique_item_call_ids([item for _m, items in items_of(visible(self.memory, self.session_id))
+                                     for item in items])
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         if limit is None and self.session_settings is not None:
