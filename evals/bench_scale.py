@@ -53,13 +53,18 @@ import numpy as np
 from tiermem.evals.bench import Row, bounded, dist, environment, load_average, output_file, ratio, row, say
 from tiermem.evals.bench_cold import DEFAULT_DATA, Corpus, batches, load_corpus, synthetic_messages
 from tiermem.tiers.cold import ColdStore
+from tiermem.tiers.errors import ValidationError, shown
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 
 DIM = 384
 SEARCH_K = 10
 APPEND_BATCH = 1000
-QUICK = (20_000, 20)
+QUICK = (20_000, 20)  # (turns, conversations) of --quick
+FULL = (1_000_000, 1000)  # ... of a run without it
+QUICK_MEASURES = (30, 100)  # (queries, appends) per measurement of --quick
+FULL_MEASURES = (200, 500)  # ... of a run without it
+MIN_COUNT = 1  # every count of a run: 0 built or measured nothing
 
 
 def conversation_name(i: int) -> str:
@@ -176,19 +181,35 @@ def measure(cold: ColdLog, corpus: Corpus, *, built: int, namespace_size: int, n
     return out
 
 
+def resolve_counts(quick: bool, *, turns: int | None, conversations: int | None, namespace_size: int,
+                   n_queries: int | None, n_appends: int | None) -> tuple[int, int, int, int, int]:
+    """(turns, conversations, namespace_size, n_queries, n_appends) for a run: None is the
+    default (`--quick`'s where `quick`). A count given below MIN_COUNT, or fewer turns than
+    conversations, is a ValidationError naming it and the limit: `run(turns=0)` was read as
+    the default (a 1M-turn build), `namespace_size=0` as 1."""
+    given = {"turns": turns, "conversations": conversations, "namespace_size": namespace_size,
+             "n_queries": n_queries, "n_appends": n_appends}
+    for name, count in given.items():
+        if count is not None and count < MIN_COUNT:
+            raise ValidationError(name, f"must be an integer of at least {MIN_COUNT}, got {shown(count)}")
+    turns = turns if turns is not None else QUICK[0] if quick else FULL[0]
+    conversations = conversations if conversations is not None else QUICK[1] if quick else FULL[1]
+    if turns < conversations:
+        raise ValidationError("turns", f"must be at least one per conversation ({conversations:,}), got {turns:,}")
+    queries, appends = QUICK_MEASURES if quick else FULL_MEASURES
+    return (turns, conversations, min(namespace_size, conversations),
+            n_queries if n_queries is not None else queries, n_appends if n_appends is not None else appends)
+
+
 def run(quick: bool = False, *, turns: int | None = None, conversations: int | None = None,
         namespace_size: int = 10, directory: Path | None = None, keep: bool = False,
         data: Path | None = DEFAULT_DATA, n_queries: int | None = None, n_appends: int | None = None,
         seed: int = 0, engine: str = "sqlite", url: str | None = None, hnsw: bool = True) -> dict[str, Any]:
-    """Build the database and measure; figures in ms (search), µs (append), bytes."""
-    if turns is None or conversations is None:
-        turns, conversations = (turns or QUICK[0], conversations or QUICK[1]) if quick else (
-            turns or 1_000_000, conversations or 1000)
-    if conversations < 1 or turns < conversations:
-        raise ValueError("need at least one conversation and one turn per conversation")
-    namespace_size = max(1, min(namespace_size, conversations))
-    n_queries = n_queries or (30 if quick else 200)
-    n_appends = n_appends or (100 if quick else 500)
+    """Build the database and measure; figures in ms (search), µs (append), bytes. The
+    counts as `resolve_counts` reads them: a bad one refused before anything is built."""
+    turns, conversations, namespace_size, n_queries, n_appends = resolve_counts(
+        quick, turns=turns, conversations=conversations, namespace_size=namespace_size,
+        n_queries=n_queries, n_appends=n_appends)
     per_conv = turns // conversations
     la0 = load_average()
     corpus = load_corpus(data)
@@ -376,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="postgres: build no HNSW index (namespace-wide dense search scans the namespace's rows "
                              "exactly; a conversation's own search never uses it)")
     args = parser.parse_args(argv)
+    try:  # what no option alone refuses (fewer turns than conversations): a usage error too
+        resolve_counts(args.quick, turns=args.turns, conversations=args.conversations,
+                       namespace_size=args.namespace_size, n_queries=args.queries, n_appends=args.appends)
+    except ValidationError as exc:
+        parser.error(str(exc))
     result = run(args.quick, turns=args.turns, conversations=args.conversations,
                  namespace_size=args.namespace_size, directory=args.dir, keep=args.keep, data=args.data,
                  n_queries=args.queries, n_appends=args.appends, engine=args.engine, url=args.url,
