@@ -598,12 +598,15 @@ class MigrationRefused(TiermemError, ValueError):
 
 class MigrationMismatch(TiermemError, RuntimeError):
     """A copied conversation (or the keys, tombstones) read back differently from its
-    source: that part's transaction was rolled back."""
+    source: that part's transaction was rolled back. `advice`: why, and what to do, where
+    the run can tell (a conversation it will not bring up to date)."""
 
-    def __init__(self, what: str, source_digest: str, target_digest: str) -> None:
+    def __init__(self, what: str, source_digest: str, target_digest: str, advice: str = "") -> None:
         self.what = what
+        self.advice = advice
         super().__init__(f"migrate-store: {what} differs between source and target (sha256 {source_digest[:16]} "
-                         f"against {target_digest[:16]}); the target's copy of it is not overwritten")
+                         f"against {target_digest[:16]}); the target's copy of it is not overwritten"
+                         + (f"; {advice}" if advice else ""))
 
 
 class ServiceError(TiermemError, RuntimeError):

@@ -85,6 +85,14 @@ Invariants:
   messages as the source or more: the target was written to in that conversation, or the
   source changed as an append-only log cannot), the run is refused (MigrationMismatch)
   and that conversation left as it is.
+- Changed in the source without new messages (a pin set or cleared, a checkpoint, a
+  label, a plan, a summary after it was copied): each conversation's copy records, in
+  its transaction, the digest it was written with (meta COPIED_DIGEST + key). A resume or
+  rerun rewrites such a conversation's derived rows from the source's, as for a grown one,
+  where the target's copy still has that digest. Where it does not (a target writer that
+  was not stopped changed it), or where none was recorded (a tiermem before 2026-12-06
+  copied it, so a source change cannot be told from a target writer's), the run is
+  refused (MigrationMismatch naming the conversation and what to do) and nothing written.
 - No connection is held for longer as the store grows: each conversation is read and
   written with checkouts of its own (the resume check, the copy, the verification), so
   PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
@@ -136,6 +144,9 @@ log = logging.getLogger("tiermem.migrate_store")
 
 MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
 ID_OFFSET = "migrated_id_offset"  # meta key: what the copy adds to each source message id
+# meta key prefix, + a conversation's key: the digest of that conversation as this run's
+# copy wrote it (= the source's then), so a rerun tells a source change from a target writer's
+COPIED_DIGEST = "migrated_digest:"
 MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 64-bit integer)
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -731,7 +742,8 @@ class _Plan:
     id_offset: int  # added to each source message id (ID_OFFSET)
     id_top: int  # the highest id a copied message can have: the target's numbering moves past it
     record_offset: bool  # ID_OFFSET is not in the target yet (a first run, or one an older tiermem began)
-    grown: list[str] = field(default_factory=list)  # keys copied before whose source gained rows since
+    # keys copied before whose source changed since (new messages, or derived rows only)
+    grown: list[str] = field(default_factory=list)
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
@@ -795,12 +807,13 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                 a = src.record(sc, key)
             with dst.read() as dc:
                 b = dst.record(dc, key)
+                recorded = dst.meta(dc, COPIED_DIGEST + key)
             assert a is not None and b is not None
             if record_digest(a) != record_digest(b):
-                if copied_prefix(a, b) is None:
-                    raise MigrationMismatch(f"conversation {name!r} of namespace {ns!r} (key {key!r}), already in "
-                                            "the target", record_digest(a), record_digest(b))
-                grown.append(key)  # the source appended to it since it was copied: the new rows follow
+                refused = _update_refused(a, b, recorded)
+                if refused is not None:
+                    raise refused
+                grown.append(key)  # the source changed since it was copied: its copy follows
                 continue
             report.already_present += 1
             continue
@@ -867,6 +880,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             ids = [plan.id_offset + i for i in rec["ids"]]
             if back is not None and back["ids"] != ids:  # the search's tie order (module docstring)
                 raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
+            dst.set_meta(c, COPIED_DIGEST + key, want)
         report.copied += 1
         report.copied_ids.append(key)
         if progress is not None:
@@ -879,16 +893,51 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
 
 def copied_prefix(src: Record, dst: Record) -> int | None:
     """How many of `src`'s messages `dst` (the target's copy of that conversation) holds,
-    where that copy is exactly a prefix of it: the same conversation (its columns but the
-    last message's time, which an append moves) and the same first messages, every copied
-    field (the digest of those positions, as the verification digests them). None where it
-    is not: the target was written to in that conversation, or the source changed in a way
-    an append-only log cannot. Its derived rows (labels, vectors, pins, ...) are not
-    compared: an append relabels earlier turns (a supersession), and they follow the source."""
+    where that copy is exactly a prefix of it (all of them, where the source gained none):
+    the same conversation (its columns but the last message's time, which an append moves)
+    and the same first messages, every copied field (the digest of those positions, as the
+    verification digests them). None where it is not: the target was written to in that
+    conversation, or the source changed in a way an append-only log cannot. Its derived
+    rows (labels, vectors, pins, ...) are not compared: an append relabels earlier turns (a
+    supersession), and they follow the source."""
     n = len(dst["messages"])
-    if n >= len(src["messages"]) or src["conversation"][:-1] != dst["conversation"][:-1]:
+    if n > len(src["messages"]) or src["conversation"][:-1] != dst["conversation"][:-1]:
         return None
     return n if _digest(src["messages"][:n]) == _digest(dst["messages"]) else None
+
+
+def _update_refused(src: Record, dst: Record, recorded: str | None) -> MigrationMismatch | None:
+    """Why the target's copy `dst` of a conversation that differs from the source's `src`
+    is not brought up to it (None: it is, `_copy_suffix`). `recorded`: the digest the run
+    that copied it wrote with it (COPIED_DIGEST; None: a tiermem before 2026-12-06 copied
+    it). Where the source only gained messages, its copy is their prefix and is grown, as
+    since 6b1e54f. Where it gained none, the difference is in derived rows (a pin, a
+    checkpoint, a label, a plan, a summary) that either side may have changed: copied
+    where the target's copy is still what the run wrote (`recorded`), else refused, since
+    copying over it would lose a target writer's change."""
+    key, name, ns = src["conversation"][:3]
+    what = f"conversation {name!r} of namespace {ns!r} (key {key!r}), already in the target"
+    want, got = record_digest(src), record_digest(dst)
+    n = copied_prefix(src, dst)
+    if n is None:
+        return MigrationMismatch(what, want, got, "the target's messages there are not the first of the source's "
+                                 "(the target was written to in that conversation, or the source changed as an "
+                                 "append-only log cannot); stop the target's writers, and copy into an empty target "
+                                 "to bring it up to date")
+    if n < len(src["messages"]):
+        return None
+    if recorded is None:
+        return MigrationMismatch(what + ", changed in the source without new messages", want, got,
+                                 "this target records no digest of its copy (a tiermem before 2026-12-06 copied it), "
+                                 "so a change in the source cannot be told from a target writer's; copy into an "
+                                 "empty target to bring it up to date")
+    if got != recorded:
+        return MigrationMismatch(what + ", changed in the target since it was copied", want, got,
+                                 "a target writer that was not stopped changed it (a pin, a checkpoint, a label, "
+                                 "a plan, a summary), and copying the source's over it would lose that; stop the "
+                                 "target's writers during a migration, then keep the target as it is (the source's "
+                                 "later changes to this conversation are not copied) or copy into an empty target")
+    return None
 
 
 def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, key: str,
@@ -908,10 +957,10 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
         have = dst.record(c, key)
         if have is None or record_digest(have) == want:
             return False  # erased there (the verification says so), or copied meanwhile
-        n = copied_prefix(rec, have)
-        if n is None:  # the target was written to since the preflight
-            raise MigrationMismatch(f"conversation {key!r}, already in the target", want, record_digest(have))
-        suffix = {**rec, "ids": rec["ids"][n:]}
+        refused = _update_refused(rec, have, dst.meta(c, COPIED_DIGEST + key))
+        if refused is not None:  # the target was written to since the preflight
+            raise refused
+        suffix = {**rec, "ids": rec["ids"][len(have["ids"]):]}
         if _renumber_past_taken(dst, c, plan, suffix):
             report.offset_moves += 1
         _reserve_grown(dst, c, plan, suffix)
@@ -925,6 +974,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
             raise MigrationMismatch(f"conversation {key!r}", want, got)
         if back is not None and back["ids"] != ids:
             raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
+        dst.set_meta(c, COPIED_DIGEST + key, want)
     return True
 
 

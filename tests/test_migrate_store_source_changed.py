@@ -1,0 +1,175 @@
+"""`migrate-store` reruns where the source changed in a conversation already copied
+without gaining a message (a pin set or cleared, a checkpoint, a stored plan, a turn's
+label, a supersession). Every such rerun failed with MigrationMismatch ('already in the
+target'), so a user who migrated, kept the source running a little and ran again could
+not bring the target up to date. Now the rerun copies the conversation's derived rows
+again from the source's, where the target's copy is still what the run wrote (each copy
+records its digest in the target). A copy the target changed since (a target writer
+that was not stopped) is refused, naming the conversation and what to do, and nothing
+written; so is one a tiermem before this change copied (it recorded no digest, so a
+source change cannot be told from a target writer's).
+
+Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+
+from tiermem.tiers.errors import MigrationMismatch
+from tiermem.tiers.migrate_store import COPIED_DIGEST, MigrationReport, migrate_store
+from tiermem.tiers.models import Message
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import BpeTokenCounter
+
+NS = "ns"
+NAMES = ("a", "b")
+MESSAGES_EACH = 3  # per conversation, before and after the first run alike
+PINNED = 0  # the position pinned in the source before the first run
+PIN_PRIORITY = 90
+LABEL_PRIORITY = 70  # a turn label's priority (set_labels), a derived fact
+Where = tuple[str, str]  # open_store's (engine, where)
+
+
+@contextmanager
+def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
+    store = open_store(where, counter)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
+    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
+        engine, at = where
+        if engine == "sqlite":
+            return at, "tiermem"
+        url, schema = at.rsplit("#", 1)
+        return url, schema
+
+    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
+    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
+
+
+def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+           to_postgres: bool) -> tuple[Where, Where]:
+    """(source, target), the source holding MESSAGES_EACH messages in each of NAMES, a pin
+    in each, copied and verified."""
+    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
+    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
+    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    with _opened(src, counter) as store:
+        for name in NAMES:
+            for i in range(MESSAGES_EACH):
+                store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
+            store.set_pin(store.key_of(NS, name), PINNED, PIN_PRIORITY)
+    _run(src, dst, counter)
+    return src, dst
+
+
+def _state(where: Where, counter: BpeTokenCounter, name: str) -> tuple[Any, ...]:
+    """What the changes below touch: pins, the latest checkpoint, plans, labels,
+    supersessions, and the history."""
+    with _opened(where, counter) as store:
+        key = store.key_of(NS, name)
+        cp = store.latest_checkpoint(key)
+        return (sorted((t.position, t.pinned_priority) for t in store.pinned_turns(key)),
+                None if cp is None else (cp.position, cp.summary),
+                [p["plan"] for p in store.plans(key)],
+                [(t.position, t.intent, t.priority, t.superseded_by) for t in store.turns(key)],
+                [(m.position, m.body) for m in store.history(key)])
+
+
+Change = Callable[[ColdLog, str], Any]
+CHANGES = [
+    # a pin set on another message
+    pytest.param(lambda s, k: s.set_pin(k, 1, PIN_PRIORITY), id="pin"),
+    # the pin set before the first run cleared
+    pytest.param(lambda s, k: s.set_pin(k, PINNED, None), id="unpin"),
+    # a fold (checkpoint) over the first two messages
+    pytest.param(lambda s, k: s.checkpoint(k, "two notes folded", 1, {"by": "test"}), id="checkpoint"),
+    # a context() plan kept
+    pytest.param(lambda s, k: s.store_plan(k, json.dumps({"budget": 100})), id="plan"),
+    # a turn labelled load-bearing (a fact)
+    pytest.param(lambda s, k: s.set_labels(k, [(1, "fact", True, LABEL_PRIORITY, "stated")]), id="fact"),
+    # a statement superseded by a later one
+    pytest.param(lambda s, k: s.set_superseded(k, [(0, 2)]), id="superseded"),
+]
+DIRECTIONS = [
+    # SQLite -> PostgreSQL
+    pytest.param(True, id="to-postgres"),
+    # PostgreSQL -> SQLite
+    pytest.param(False, id="to-sqlite"),
+]
+
+
+def _change(where: Where, counter: BpeTokenCounter, name: str, change: Change) -> None:
+    with _opened(where, counter) as store:
+        change(store, store.key_of(NS, name))
+
+
+@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("change", CHANGES)
+def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                    counter: BpeTokenCounter, to_postgres: bool,
+                                                    change: Change) -> None:
+    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    _change(src, counter, NAMES[0], change)
+    assert _state(src, counter, NAMES[0]) != _state(dst, counter, NAMES[0])
+    report = _run(src, dst, counter)  # before: MigrationMismatch, 'already in the target'
+    assert (report.copied, report.already_present, report.conversations) == (1, 1, len(NAMES))
+    for name in NAMES:
+        assert _state(dst, counter, name) == _state(src, counter, name)
+    rerun = _run(src, dst, counter)
+    assert (rerun.copied, rerun.already_present) == (0, len(NAMES))
+    with _opened(dst, counter) as store:  # the target goes on after it
+        store.append(NAMES[0], Message(role="user", content="after the copy"), namespace=NS)
+        assert len(store.history(store.key_of(NS, NAMES[0]))) == MESSAGES_EACH + 1
+
+
+TARGET_CHANGES = [
+    # the target's copy changed (a pin), the source's not
+    pytest.param(False, id="target-changed"),
+    # both changed: the run cannot tell which to keep
+    pytest.param(True, id="both-changed"),
+]
+
+
+@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("source_changed", TARGET_CHANGES)
+def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+                                              counter: BpeTokenCounter, to_postgres: bool,
+                                              source_changed: bool) -> None:
+    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    _change(dst, counter, NAMES[0], lambda s, k: s.set_pin(k, 2, PIN_PRIORITY))
+    if source_changed:
+        _change(src, counter, NAMES[0], lambda s, k: s.checkpoint(k, "folded", 1))
+    before = _state(dst, counter, NAMES[0])
+    with pytest.raises(MigrationMismatch, match=f"'{NAMES[0]}'.*changed in the target since.*stop the target's "
+                       "writers") as caught:
+        _run(src, dst, counter)
+    assert caught.value.what.startswith(f"conversation '{NAMES[0]}'")
+    assert _state(dst, counter, NAMES[0]) == before  # nothing written
+
+
+@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                     counter: BpeTokenCounter, to_postgres: bool) -> None:
+    """A target an older tiermem copied (no digest recorded per conversation): a change
+    without messages in the source cannot be told from a target writer's, so it is
+    refused, naming the conversation and what to do, nothing written."""
+    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    with _opened(dst, counter) as store, store.transaction() as c:
+        c.execute(store.dialect.sql("DELETE FROM meta WHERE key LIKE ?"), (COPIED_DIGEST + "%",))
+    _change(src, counter, NAMES[0], lambda s, k: s.set_pin(k, 1, PIN_PRIORITY))
+    before = _state(dst, counter, NAMES[0])
+    with pytest.raises(MigrationMismatch, match=f"'{NAMES[0]}'.*records no digest.*copy into an empty target"):
+        _run(src, dst, counter)
+    assert _state(dst, counter, NAMES[0]) == before
