@@ -64,7 +64,9 @@ the turn classifier through their public methods. Its invariants:
   one stem, `_stem`), picked by the same words where both pick one ("my cat
   is 5 now" never revises "my dog is 3", nor "my home laptop" "my work laptop", nor "Maria lives" "Anna
   lives"), or one's head is the other's possessor ("Theo's practice" / "Theo"), or the
-  new one's head picks out the old one ("Order's been changed" / "my order number"), or
+  new one's head picks out the old one ("Order's been changed" / "my order number"; where
+  both tell a kind, not by a plain adjective of the whole: "my car is blue now" is not "the
+  car seat is black"), or
   the old one's head picks out the new one where both tell a kind and the old one's is a
   treatment of the whole, told by a participle, or a typed value that names it ("the
   kitchen walls are green" / "the kitchen is painted blue", "the phone number is wrong"
@@ -1118,7 +1120,9 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
     head, unless both pick one by words that differ ("work laptop" / "home laptop",
     "Anna's flight" / "Maria's flight"); one's head is the other's possessor ("Theo's
     practice" / "Theo"); the new one's head picks out the old one, a shorter name of it
-    ("Order's been changed" / "my order number"); or the old one's head picks out the new
+    ("Order's been changed" / "my order number"), unless both tell a kind and the new
+    one's is a plain adjective, the whole's own ("my car is blue now" / "the car seat is
+    black"); or the old one's head picks out the new
     one ("the kitchen walls" / "the kitchen"), both tell a kind ("are green" / "is
     painted blue") and the old one's is a treatment of the whole or a value that names it
     (`Subject.treated`: "the phone number is wrong" / "my phone is 555-0142"): a longer
@@ -1136,7 +1140,10 @@ def _subjects_fit(new: Subject | None, old: Subject | None) -> bool:
     if new.head in old.possessors or old.head in new.possessors:
         return True
     if new.head in old.modifiers:
-        return True  # the fact's thing by a shorter name ("Order's been changed" for "my order number")
+        # the fact's thing by a shorter name ("Order's been changed" for "my order number"),
+        # but a plain adjective of the whole is its own kind, none of a part's ("my car is
+        # blue now" is not "the car seat is black"), as the other way round
+        return not (new.quality and not new.treated and old.quality)
     return old.head in new.modifiers and new.quality and old.treated
 
 
