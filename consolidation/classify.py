@@ -291,6 +291,10 @@ _NOT_X_BUT_Y = re.compile(
     # opening with the value swapped out: "Not Tuesday but Wednesday for the plumber call.";
     # both sides values ("Not bad but the room was small" swaps nothing)
     rf"^(?:(?:no|sorry|oops|wait)[,.!]?\s+)?not (?:the |on |at )?{_VALUE_WORD},? but (?:the |on |at )?{_VALUE_WORD}\b"
+    # ... or the new value after a comma alone, ending the clause, a unit at most: "Not
+    # Tuesday, Wednesday.", "Not 3, 5 boxes." ("Not today, thanks" swaps no value)
+    rf"|^(?:(?:no|sorry|oops|wait)[,.!]?\s+)?not (?:the |on |at )?{_VALUE_WORD}, (?:the |on |at )?{_VALUE_WORD}"
+    r"(?: [a-z]+)?$"
     r"|\b(?:it's|it is|is|was|meant|at|on)\b[^.!?]{1,40}?, not (?:the |a |an )?[\w:$.-]+(?: [\w:$.-]+)?[.!]?$"
     r"|\b(?:it's|it is|is|was|meant|at|on)\b[^.!?,]{0,30}\d[^.!?,]{0,10} not (?:the |a |"
     r"an )?[\w:$.-]*\d[\w:$.-]*[.!]?$"
