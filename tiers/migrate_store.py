@@ -78,9 +78,12 @@ Invariants:
   numbered as a fresh conversation's (source id plus the recorded offset; a taken id
   moves the offset, above), and writes its derived rows (turn labels and supersessions,
   keyword index, vectors, pins, checkpoints, plans, summaries, idempotency keys) again
-  from the source's, replacing the target's (a pin set there by a target writer is not
-  kept: stop the target's writers), in one transaction that reads the whole
-  conversation back and compares it as a fresh copy's. Where the target's copy is not
+  from the source's, replacing the target's, in one transaction that reads the whole
+  conversation back and compares it as a fresh copy's. Where the target changed that
+  copy's derived rows since (a pin set there: a target writer that was not stopped; its
+  digest is no longer the one recorded, below), the run is refused instead, naming the
+  conversation, since the rewrite would drop that change (only a copy an older tiermem
+  made, with no digest recorded, is still grown over it). Where the target's copy is not
   such a prefix (its conversation row or a copied message differs, or it holds as many
   messages as the source or more: the target was written to in that conversation, or the
   source changed as an append-only log cannot), the run is refused (MigrationMismatch)
@@ -910,11 +913,15 @@ def _update_refused(src: Record, dst: Record, recorded: str | None) -> Migration
     """Why the target's copy `dst` of a conversation that differs from the source's `src`
     is not brought up to it (None: it is, `_copy_suffix`). `recorded`: the digest the run
     that copied it wrote with it (COPIED_DIGEST; None: a tiermem before 2026-12-06 copied
-    it). Where the source only gained messages, its copy is their prefix and is grown, as
-    since 6b1e54f. Where it gained none, the difference is in derived rows (a pin, a
-    checkpoint, a label, a plan, a summary) that either side may have changed: copied
-    where the target's copy is still what the run wrote (`recorded`), else refused, since
-    copying over it would lose a target writer's change."""
+    it). The copy is brought up to the source's where it is still what the run wrote
+    (`recorded`): where the source gained messages its copy is their prefix, and where it
+    gained none the difference is in derived rows (a pin, a checkpoint, a label, a plan, a
+    summary). Where the target changed it since (a pin, a retraction, any derived row; a
+    target writer that was not stopped), it is refused: rewriting the derived rows from
+    the source's would drop that change without a word. With no digest recorded, a grown
+    copy is grown as since 6b1e54f (the target's derived rows replaced), and one that
+    gained no messages is refused, since a source change cannot be told from a target
+    writer's."""
     key, name, ns = src["conversation"][:3]
     what = f"conversation {name!r} of namespace {ns!r} (key {key!r}), already in the target"
     want, got = record_digest(src), record_digest(dst)
@@ -924,7 +931,7 @@ def _update_refused(src: Record, dst: Record, recorded: str | None) -> Migration
                                  "(the target was written to in that conversation, or the source changed as an "
                                  "append-only log cannot); stop the target's writers, and copy into an empty target "
                                  "to bring it up to date")
-    if n < len(src["messages"]):
+    if recorded is None and n < len(src["messages"]):
         return None
     if recorded is None:
         return MigrationMismatch(what + ", changed in the source without new messages", want, got,
@@ -932,7 +939,8 @@ def _update_refused(src: Record, dst: Record, recorded: str | None) -> Migration
                                  "so a change in the source cannot be told from a target writer's; copy into an "
                                  "empty target to bring it up to date")
     if got != recorded:
-        return MigrationMismatch(what + ", changed in the target since it was copied", want, got,
+        grew = f" (the source gained {len(src['messages']) - n} message(s) there)" if n < len(src["messages"]) else ""
+        return MigrationMismatch(what + ", changed in the target since it was copied" + grew, want, got,
                                  "a target writer that was not stopped changed it (a pin, a checkpoint, a label, "
                                  "a plan, a summary), and copying the source's over it would lose that; stop the "
                                  "target's writers during a migration, then keep the target as it is (the source's "

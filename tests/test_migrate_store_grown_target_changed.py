@@ -1,0 +1,115 @@
+"""`migrate-store` refuses to grow a copied conversation whose copy a target writer
+changed. Since 6b1e54f a rerun copies what the source appended to a conversation already
+copied and writes its derived rows again from the source's: a pin (or an unpin, a
+checkpoint) a target writer that was not stopped set on that copy meanwhile was dropped
+without a word. The README says to stop the target's writers during a migration, so the
+run now detects such a change (the copy's digest, recorded when it was written, differs)
+and refuses, naming the conversation and what to do, with nothing written. A target
+writer's retraction is an append, which made the copy no prefix of the source's and was
+refused before too.
+
+Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+
+from tiermem.tiers.errors import MigrationMismatch
+from tiermem.tiers.formats import RETRACT_TYPE
+from tiermem.tiers.migrate_store import migrate_store
+from tiermem.tiers.models import Message
+from tiermem.tiers.store import ColdLog
+from tiermem.tiers.tokens import BpeTokenCounter
+
+NS = "ns"
+NAME = "a"
+MESSAGES_EACH = 3  # before the first run
+GROWN_BY = 2  # messages the source gains after it
+PINNED = 0  # pinned in the source before the first run
+PIN_PRIORITY = 90
+Where = tuple[str, str]  # open_store's (engine, where)
+
+
+@contextmanager
+def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
+    store = open_store(where, counter)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> None:
+    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
+        engine, at = where
+        if engine == "sqlite":
+            return at, "tiermem"
+        url, schema = at.rsplit("#", 1)
+        return url, schema
+
+    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
+    migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
+
+
+def _state(where: Where, counter: BpeTokenCounter) -> tuple[Any, ...]:
+    with _opened(where, counter) as store:
+        key = store.key_of(NS, NAME)
+        cp = store.latest_checkpoint(key)
+        return (sorted((t.position, t.pinned_priority) for t in store.pinned_turns(key)),
+                None if cp is None else (cp.position, cp.summary),
+                [(m.position, m.body) for m in store.history(key)])
+
+
+Change = Callable[[ColdLog, str], Any]
+TARGET_CHANGES = [
+    # the target's writer pins a copied message
+    pytest.param(lambda s, k: s.set_pin(k, 1, PIN_PRIORITY), "changed in the target since it was copied",
+                 id="pin"),
+    # it clears the copied pin
+    pytest.param(lambda s, k: s.set_pin(k, PINNED, None), "changed in the target since it was copied",
+                 id="unpin"),
+    # it folds the copied messages (a checkpoint)
+    pytest.param(lambda s, k: s.checkpoint(k, "folded in the target", 1), "changed in the target since it was copied",
+                 id="checkpoint"),
+    # it retracts a copied message: an append, so the copy is no prefix (refused before too)
+    pytest.param(lambda s, k: s.append(NAME, Message(type=RETRACT_TYPE, position=1), namespace=NS),
+                 "not the first of the source's", id="retraction"),
+]
+DIRECTIONS = [
+    # SQLite -> PostgreSQL
+    pytest.param(True, id="to-postgres"),
+    # PostgreSQL -> SQLite
+    pytest.param(False, id="to-sqlite"),
+]
+
+
+@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize(("change", "why"), TARGET_CHANGES)
+def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                            counter: BpeTokenCounter, to_postgres: bool,
+                                                            change: Change, why: str) -> None:
+    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
+    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
+    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    with _opened(src, counter) as store:
+        for i in range(MESSAGES_EACH):
+            store.append(NAME, Message(role="user", content=f"note {i}"), namespace=NS)
+        store.set_pin(store.key_of(NS, NAME), PINNED, PIN_PRIORITY)
+    _run(src, dst, counter)
+    with _opened(dst, counter) as store:
+        change(store, store.key_of(NS, NAME))
+    with _opened(src, counter) as store:
+        for i in range(GROWN_BY):
+            store.append(NAME, Message(role="user", content=f"grown {i}"), namespace=NS)
+    before = _state(dst, counter)
+    # before: the pin, unpin and checkpoint rows copied the source's over the target's change
+    with pytest.raises(MigrationMismatch, match=f"'{NAME}'.*{why}.*stop the target's writers") as caught:
+        _run(src, dst, counter)
+    assert caught.value.what.startswith(f"conversation '{NAME}'")
+    assert _state(dst, counter) == before  # the target writer's change kept, nothing written
