@@ -42,7 +42,10 @@ and a re-import adds nothing. A row an older release stored and exported before 
 was added (a reasoning item with no summary, or null) is read in the form append admits
 today (`tiers.formats.as_appended`: `summary: []`), as an export now writes it, so a
 store the previous release wrote can be moved or restored; a stored row is compared with
-the file in that form too. So is what `Memory.append_many` checks beyond the message:
+the file in that form too. A stored row with no such form (a reasoning item without an
+`id`, tool calls repeating an id) is refused here as append refuses it: `export_lines`
+checks every line so, and leaves such a row out, named, rather than write a file that
+does not import. So is what `Memory.append_many` checks beyond the message:
 the conversation id's length (`max_id_chars`) and that a retraction names an earlier
 message of its conversation (positions counted in file order within the conversation,
 every line's messages counted). Where bad lines are skipped, the messages after one are
@@ -1214,14 +1217,20 @@ def import_dataset(memory: Any, data: Source, *, namespace: str, batch: int = 10
 class ExportReport:
     """What `export_lines` left out, for its caller to say: stored rows the store could
     not read (`Memory.history` skips them, logging a salvage warning: a row an older
-    release stored in a form read today refuses), retractions that hid one of those
-    (kept, they would hide whatever the import writes at that place), as (conversation,
-    position) pairs in the store's numbering."""
+    release stored in a form read today refuses), stored rows read but that `tiermem
+    import` refuses (`refused`), retractions that hid one of those (kept, they would hide
+    whatever the import writes at that place), as (conversation, position) pairs in the
+    store's numbering."""
     unreadable: list[tuple[str, int]] = field(default_factory=list)
+    # (conversation, position, import's error): rows history reads as stored but an import
+    # of their line refuses, as append refuses them today (stored before a check was added:
+    # a reasoning item without an id, a message whose tool calls repeat an id; or over this
+    # store's content or metadata limit): written, the file would not restore
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
     dropped_retractions: list[tuple[str, int]] = field(default_factory=list)
-    # of `unreadable`, those no view shows (conversation, position, how: "retracted", or
-    # "before the clear at position N"): still rows of the history, which history()
-    # returns whatever hides them, so they are left out all the same and said apart
+    # of `unreadable` and `refused`, those no view shows (conversation, position, how:
+    # "retracted", or "before the clear at position N"): still rows of the history, which
+    # history() returns whatever hides them, so they are left out all the same and said apart
     hidden: list[tuple[str, int, str]] = field(default_factory=list)
     # conversations of the namespace's listing erased or pruned before their reading:
     # rightly not exported (an erasure is meant to leave no copy), said to the user
@@ -1229,7 +1238,17 @@ class ExportReport:
 
     @property
     def complete(self) -> bool:
-        return not self.unreadable and not self.dropped_retractions
+        return not self.unreadable and not self.refused and not self.dropped_retractions
+
+
+def _import_refusal(line: dict[str, Any], limits: dict[str, int]) -> str | None:
+    """What `tiermem import` would say of an export's `line` (None: it reads it), checked
+    as the import checks a message line (`_message`)."""
+    try:
+        _message(line, limits)
+    except ValidationError as exc:
+        return str(exc)
+    return None
 
 
 def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: str,
@@ -1257,12 +1276,21 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     the export without it is not the log either) and also goes to `report.hidden`: its
     loss changes no context.
 
+    Every line is checked as the import will read it (`_message`, under this store's
+    limits): a row history reads as stored but append refuses today (stored before a
+    check was added: a reasoning item without an `id`, tool calls repeating an id) would
+    make a file whose import refuses it, a backup that does not restore. Such a row is
+    left out as an unreadable one is (a retraction naming it too) and goes to
+    `report.refused` with the import's error.
+
     The namespace is listed once, then each conversation read (by its key, whole, then
     its name looked up again): one erased or pruned meanwhile (before or during its
     reading: an erasure detaches a large conversation, then deletes its rows in batches)
     is not exported and goes to `report.vanished`; one the caller named raises
     ConversationNotFound instead, as it would have before the export began."""
     report = report if report is not None else ExportReport()
+    config = memory.config
+    limits = {"max_content_bytes": config.max_content_bytes, "max_metadata_bytes": config.max_metadata_bytes}
     ids = memory.conversations(namespace) if conversation_ids is None else list(dict.fromkeys(conversation_ids))
     for cid in ids:
         key = memory.cold.key_of(namespace, cid)
@@ -1277,6 +1305,7 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
         at: dict[int, int] = {}  # a stored position -> its place in the file
         expected = 0  # the stored position the next row read should have
         gaps: list[int] = []  # this conversation's unreadable positions
+        refused: list[int] = []  # its rows read but refused by an import (`_import_refusal`)
         controls: list[tuple[int, dict[str, Any]]] = []  # what may hide them
         for m in rows:
             gaps += range(expected, m.position)
@@ -1289,16 +1318,21 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
                     report.dropped_retractions.append((cid, m.position))
                     continue
                 body = {**body, "position": at[body["position"]]}
-            at[m.position] = len(at)
             line: dict[str, Any] = {"conversation_id": cid, "message": body, "created_at": m.created_at}
             if m.session_id is not None:
                 line["session_id"] = m.session_id
             if m.metadata is not None:
                 line["metadata"] = m.metadata
+            problem = _import_refusal(line, limits)
+            if problem is not None:
+                refused.append(m.position)
+                report.refused.append((cid, m.position, problem))
+                continue
+            at[m.position] = len(at)
             yield line
         # rows past the last one read: no later clear or retraction hides them
         gaps += range(expected, last + 1)
         report.unreadable += [(cid, p) for p in gaps]
         hidden, clear = hidden_positions(controls)
         report.hidden += [(cid, p, f"before the clear at position {clear}" if p < clear else "retracted")
-                          for p in gaps if p < clear or p in hidden]
+                          for p in sorted(gaps + refused) if p < clear or p in hidden]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sdk_corpus as corpus
 from click.testing import CliRunner
 from convo_fixtures import support_lines, write_jsonl
 
@@ -56,3 +57,55 @@ def test_export_one_conversation_to_stdout(tmp_path: Path, embedder: FastEmbedde
     assert {json.loads(x)["conversation_id"] for x in r.stdout.splitlines()} == {"b"}
     bad = CliRunner().invoke(cli, ["--data-dir", str(data), "export", "nope"], obj=CliState(embedder=embedder))
     assert bad.exit_code == 1 and "nope" in bad.stderr
+
+
+# Every stored shape append accepts, one conversation each, round-tripped through export and
+# import (tiers.formats: every chat variant the real openai SDK's objects serialize to, every
+# Responses item kind, the control rows, explicit nulls, and the envelope beside a body)
+def _shapes() -> dict[str, list[dict[str, Any]]]:
+    user = {"role": "user", "content": "Which fare is cheaper?"}
+    shapes: dict[str, list[dict[str, Any]]] = {f"chat/{name}": [body] for name, body in corpus.chat_corpus()}
+    shapes["chat/conversation"] = corpus.chat_conversation()
+    shapes["responses/conversation"] = corpus.responses_conversation()
+    for item in corpus.responses_conversation():
+        shapes.setdefault(f"responses/{item.get('type', 'easy_message')}", [item])
+    shapes.update({
+        # the first message model's explicit nulls (test_formats: still appended)
+        "chat/explicit_nulls": [{"role": "user", "content": "hi", "name": None, "tool_calls": None,
+                                 "tool_call_id": None}],
+        # a reasoning item as the provider gives it: no summary written, nulls of a model_dump()
+        "responses/reasoning_bare": [user, {"type": "reasoning", "id": "rs_1", "summary": []}],
+        "responses/reasoning_dump": [user, {"type": "reasoning", "id": "rs_2", "summary": [], "content": None,
+                                            "encrypted_content": None, "status": None}],
+        # the control rows: a retraction names an earlier message, a clear hides all before it
+        "control/retract_and_clear": [user, {"role": "assistant", "content": "Tuesday."},
+                                      {"type": "tiermem.retract", "position": 1}, {"type": "tiermem.clear"}, user],
+        # text JSON lines must carry: line and paragraph separators, a NUL, astral characters
+        "chat/awkward_text": [{"role": "user", "content": "a\u2028b\u2029c\x85d\r\ne\x00f \U0001f600"}],
+    })
+    return shapes
+
+
+SHAPES = _shapes()
+# the envelope beside each body, cycled over a conversation's rows: none, a session, metadata
+# (nested, unicode), both
+ENVELOPES: list[dict[str, Any]] = [
+    {},
+    {"session_id": "s1"},
+    {"metadata": {"source": "crm", "tags": ["a", "ü"], "n": 1.5, "nested": {"k": None}}},
+    {"session_id": "s2", "metadata": {"k": "v"}},
+]
+
+
+@pytest.mark.parametrize("rows", SHAPES.values(), ids=SHAPES.keys())
+def test_every_stored_shape_round_trips_byte_identical(tmp_path: Path, embedder: FastEmbedder,
+                                                      rows: list[dict[str, Any]]) -> None:
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    with Memory(Config(data_dir=first), embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.append_many("c", [{**body, **ENVELOPES[i % len(ENVELOPES)]} for i, body in enumerate(rows)])
+    out, again = tmp_path / "out.jsonl", tmp_path / "again.jsonl"
+    tm(embedder, first, "export", "-o", str(out))
+    tm(embedder, second, "import", str(out))
+    tm(embedder, second, "export", "-o", str(again))
+    assert histories(second, embedder) == histories(first, embedder)
+    assert again.read_bytes() == out.read_bytes()  # the export of the copy is the export of the original

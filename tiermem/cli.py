@@ -1523,19 +1523,27 @@ def _positions_text(positions: list[int]) -> str:
 
 def _export_losses(report: Any) -> list[str]:
     """One line per conversation the export could not carry whole (`ExportReport`)."""
-    by_conv: dict[str, tuple[list[int], list[int], dict[str, list[int]]]] = {}
+    by_conv: dict[str, tuple[list[int], list[int], dict[str, list[int]], list[tuple[int, str]]]] = {}
     for cid, pos in report.unreadable:
-        by_conv.setdefault(cid, ([], [], {}))[0].append(pos)
+        by_conv.setdefault(cid, ([], [], {}, []))[0].append(pos)
     for cid, pos in report.dropped_retractions:
-        by_conv.setdefault(cid, ([], [], {}))[1].append(pos)
+        by_conv.setdefault(cid, ([], [], {}, []))[1].append(pos)
     for cid, pos, how in report.hidden:
-        by_conv.setdefault(cid, ([], [], {}))[2].setdefault(how, []).append(pos)
+        by_conv.setdefault(cid, ([], [], {}, []))[2].setdefault(how, []).append(pos)
+    for cid, pos, problem in report.refused:
+        by_conv.setdefault(cid, ([], [], {}, []))[3].append((pos, problem))
     out = []
-    for cid, (unreadable, dropped, hidden) in by_conv.items():
+    for cid, (unreadable, dropped, hidden, refused) in by_conv.items():
         parts = []
         if unreadable:
             parts.append(f"stored row(s) at position(s) {_positions_text(unreadable)} cannot be read "
                          "(see the salvage warning) and are not exported")
+        if refused:
+            # stored before append checked what it checks today: the line as stored would
+            # refuse the import of the whole file; the first one's error says why
+            first, problem = refused[0]
+            parts.append(f"stored row(s) at position(s) {_positions_text([p for p, _ in refused])} are refused "
+                         f"by tiermem import as stored (position {first}: {problem}) and are not exported")
         if hidden:
             # hidden rows are still the log's: said apart, as their loss changes no context
             hows = ", ".join(f"{_positions_text(ps)} {how}" for how, ps in hidden.items())
@@ -1553,7 +1561,8 @@ def _export_losses(report: Any) -> list[str]:
 @click.option("--out", "-o", "out", type=OutputPath(allow_dash=True), default="-",
               show_default=True, help="The JSONL file to write (- for stdout).")
 @click.option("--skip-unreadable", is_flag=True,
-              help="Export without the stored rows that cannot be read (each named on stderr) instead of failing.")
+              help="Export without the stored rows that cannot be read or that import would refuse "
+                   "(each named on stderr) instead of failing.")
 @pass_state
 def export_command(state: CliState, conversations: tuple[str, ...], out: Path, skip_unreadable: bool) -> None:
     """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back.
@@ -1570,7 +1579,9 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
     hid (its position is the file's), and one that hid an unreadable row is left out.
     An unreadable row a later clear or a retraction hides fails the export too (history
     shows it: it is part of the log), and is named as hidden: --skip-unreadable then
-    changes no context."""
+    changes no context. So does a row read as stored that import would refuse (stored
+    before append checked it: a reasoning item without an id, tool calls repeating an
+    id), named with import's error: the file would not restore."""
     from tiermem.evals.conversations import ExportReport, export_lines
 
     mem = state.memory(hot=False)
@@ -1595,7 +1606,7 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
         for loss in _export_losses(report):
             click.echo(f"warning: {loss}", err=True)
         if not skip_unreadable:
-            n = len(report.unreadable)
+            n = len(report.unreadable) + len(report.refused)
             where = ("the lines written lack them" if str(out) == "-"
                      else f"nothing was written to {out} (a file there stays as it was)")
             # a hidden row is refused too: a backup keeps the history, which shows it
@@ -1603,8 +1614,13 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
             which = ("" if not hidden else
                      f" ({'all' if hidden == n else hidden} hidden by a clear or a retraction, "
                      "still part of the history)")
-            raise CliError(f"{n} stored row(s) cannot be read{which}, so the export is not the store's "
-                           f"whole log: {where}; pass --skip-unreadable to export the rest")
+            # a retraction is dropped only with a row it hid: one of these is never empty
+            lost = " and ".join(
+                [f"{len(report.unreadable)} stored row(s) cannot be read"] * bool(report.unreadable)
+                + [f"{len(report.refused)} stored row(s) would be refused by tiermem import "
+                   "(stored before append checked them)"] * bool(report.refused))
+            raise CliError(f"{lost}{which}, so the export is not the store's whole log: {where}; "
+                           "pass --skip-unreadable to export the rest")
 
     if str(out) == "-":
         for line in lines:
