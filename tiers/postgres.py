@@ -81,8 +81,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   the commit that fails (the caller's `on_erased`, the scrub, the size after it; no
   pooled connection in time, a lock timeout) is left owed, recorded with the commit
   (`redis_purge`, the scrub's marker) and done later. The open that finds the scrub
-  owed runs it; failing or stalled there (StoreStalled past the maintenance deadline),
-  it stays owed and the store opens all the same (logged): the next open retries.
+  owed runs it, waiting for a table's lock at most `lock_timeout_ms` (where the store
+  sets none, OPEN_SCRUB_LOCK_TIMEOUT_MS: not the maintenance deadline's hour); failing or
+  stalled there (StoreStalled past the maintenance deadline), it stays owed and the store
+  opens all the same (logged): the next open retries.
 - Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
@@ -330,6 +332,13 @@ SAVE_CALLER_SETTINGS_SQL = "SELECT " + ", ".join(f"current_setting('{name}', tru
 # instead, the pool (the caller's or ours) lost the connection, and on a caller's its
 # backend stayed queued for the tables' locks, every later reader of them behind it.
 SERVER_DEADLINE_LEAD_S = 0.5
+# The longest an open waits for a table's lock to scrub an erasure left owed
+# (`_finish_scrub`) where the store sets no lock_timeout (`lock_timeout_ms=None`: the
+# server's, 0 by default, is no limit): Config's busy_timeout_ms default, the wait the
+# rewrite is documented to give a table's readers. The scrub stays owed when it gives up
+# (the next open, erasure or reclaim() retries); without it, the open waited on a
+# reader's lock up to the maintenance deadline (an hour), the application not started.
+OPEN_SCRUB_LOCK_TIMEOUT_MS = DEFAULT_BUSY_TIMEOUT_MS
 LEAST_STATEMENT_TIMEOUT_MS = 1  # statement_timeout 0 is "none"
 MS_PER_S = 1000
 # After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
@@ -973,12 +982,14 @@ class PostgresStore(SharedQueries):
         try:
             if not self._read("SELECT 1 FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)):
                 return
-            self.reclaim()
+            # a table's lock waited for at most the store's lock_timeout, or where it sets
+            # none OPEN_SCRUB_LOCK_TIMEOUT_MS: not up to the maintenance deadline
+            self._reclaim(lock_timeout_ms=OPEN_SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None)
             log.info("finished the scrub of an erasure interrupted before it was done")
         except AFTER_COMMIT_ERRORS:
-            # a lock timeout, a read-only role; or StoreStalled: a VACUUM behind another
-            # session's lock (no lock_timeout) or longer than the maintenance deadline, which
-            # would fail every open as long as that lasts, the store unusable meanwhile
+            # a lock timeout (a table's reader), a read-only role; or StoreStalled: a rewrite
+            # longer than the maintenance deadline, which would fail every open as long as
+            # that lasts, the store unusable meanwhile
             log.warning("could not finish an interrupted erasure's scrub now; the next open retries", exc_info=True)
 
     # -- plumbing ------------------------------------------------------------------
@@ -1954,6 +1965,14 @@ class PostgresStore(SharedQueries):
         StoreStalled when it has not finished by the maintenance deadline: cancelled by
         the server just inside it (`_server_deadline`; the connection kept, on our own
         pool as on a caller's), or cut where the server did not answer at all."""
+        return self._reclaim(full=full, lock_timeout_ms=None)
+
+    def _reclaim(self, *, full: bool | None = None, lock_timeout_ms: int | None) -> bool:
+        """reclaim(), its VACUUM waiting for a table's lock at most `lock_timeout_ms`
+        where given (LockNotAvailable past it, a psycopg.Error), for a store that sets no
+        lock_timeout of its own: set for the statement, and reset after it on our own pool
+        as statement_timeout is (on a caller's, CALLER_SETTINGS sets it back)."""
+        assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
         vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
         with self._maintenance(), self._conn() as conn:
@@ -1963,14 +1982,14 @@ class PostgresStore(SharedQueries):
                 conn.autocommit = True
             try:
                 # ANALYZE too: the planner's column statistics sample stored values
-                self._server_deadline(conn, vacuum)
+                self._server_deadline(conn, vacuum, lock_timeout_ms=lock_timeout_ms)
                 conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,))
             finally:
                 if switched:
                     conn.autocommit = False
         return full
 
-    def _server_deadline(self, conn: Conn, statement: str) -> None:
+    def _server_deadline(self, conn: Conn, statement: str, *, lock_timeout_ms: int | None = None) -> None:
         """`statement` on a connection in autocommit, outside any transaction (a VACUUM),
         where no SET LOCAL reaches, under a deadline on the server: the client check, and a
         statement_timeout ending it SERVER_DEADLINE_LEAD_S before the checkout is cut
@@ -1980,12 +1999,15 @@ class PostgresStore(SharedQueries):
         already, and statement_timeout is reset to the session's own (the URL's, the
         role's or the server's: our sessions set none) after the statement; a connection
         where that fails is closed, for the pool to replace, rather than given back with a
-        deadline of seconds on every later statement."""
+        deadline of seconds on every later statement. `lock_timeout_ms`, where given (a
+        store that sets none of its own), is the statement's lock_timeout, set and reset
+        alike."""
         until: float = self._waits.checkout_until
         timeout_ms = max(int((until - time.monotonic() - SERVER_DEADLINE_LEAD_S) * MS_PER_S),
                          LEAST_STATEMENT_TIMEOUT_MS)
         timeout_s = timeout_ms / MS_PER_S
-        conn.execute(f"SET statement_timeout TO {timeout_ms}; {CLIENT_CHECK_SQL}")
+        lock_timeout = "" if lock_timeout_ms is None else f"; SET lock_timeout TO {lock_timeout_ms}"
+        conn.execute(f"SET statement_timeout TO {timeout_ms}; {CLIENT_CHECK_SQL}{lock_timeout}")
         sent = time.monotonic()
         try:
             conn.execute(statement)
@@ -1998,15 +2020,17 @@ class PostgresStore(SharedQueries):
                                           "(the rest of the maintenance deadline); the server cancelled it") from exc
         finally:
             if self._owns_pool:
-                self._reset_statement_timeout(conn)
+                self._reset_statement_timeout(conn, lock_timeout=lock_timeout_ms is not None)
 
-    def _reset_statement_timeout(self, conn: Conn) -> None:
-        """Our own pool's connection after `_server_deadline`: its statement_timeout the
-        session's own again; never raises (the statement's outcome is the one reported)."""
+    def _reset_statement_timeout(self, conn: Conn, *, lock_timeout: bool = False) -> None:
+        """Our own pool's connection after `_server_deadline`: its statement_timeout (and
+        where `lock_timeout`, its lock_timeout: a store that sets none) the session's own
+        again (the URL's, role's or server's); never raises (the statement's outcome is
+        the one reported)."""
         if conn.closed or conn.broken:
             return  # cut: the pool replaces it
         try:
-            conn.execute("RESET statement_timeout")
+            conn.execute("RESET statement_timeout" + ("; RESET lock_timeout" if lock_timeout else ""))
         except psycopg.Error:
             log.warning("could not reset statement_timeout after a VACUUM; closing the connection "
                         "(the pool opens another)", exc_info=True)
