@@ -60,9 +60,10 @@ Invariants and policy (README, "Message formats"):
   (`call_0_2`, `call_0_3`), its results with it; ids are given in request order, so
   appending leaves every earlier id (the prompt cache's prefix) as it was. Rows are
   stored as given: the Responses form (`to_responses`, `context_format="responses"`),
-  the chat form (`context_format="chat"`, `unique_chat_call_ids`), the Anthropic form
-  and the Agents SDK session's items (`unique_item_call_ids`) rename; `as_stored`
-  sends the rows as appended, a repeated id repeated.
+  the chat form (`context_format="chat"`, `unique_chat_call_ids`), the Anthropic form,
+  the Agents SDK session's items (`unique_item_call_ids`) and the LangChain adapters'
+  messages (`tiermem.adapters.langchain.unique_call_ids`) rename; `as_stored` sends the
+  rows as appended, a repeated id repeated.
 - **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
@@ -695,7 +696,7 @@ class SentCallIds:
     every earlier id, and the prompt cache's prefix, as it was. A result takes the id of
     the call it answers: among the calls of its id in the round before it, the n-th
     result the n-th call. The one renaming of every form (`to_responses`,
-    `unique_item_call_ids`, `unique_chat_call_ids`, the Anthropic adapter's)."""
+    `unique_item_call_ids`, `unique_chat_call_ids`, the Anthropic and LangChain adapters')."""
 
     def __init__(self, safe: Callable[[str], str] | None = None) -> None:
         self._safe = safe

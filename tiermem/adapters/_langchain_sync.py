@@ -6,7 +6,10 @@ hooks (`tiermem.adapters.langgraph`) and the `create_agent` middleware
 message id (kept in each row's metadata, `tiermem.adapters.langchain.METADATA_ID_KEY`);
 a message without an id is always appended. `model_input(messages)` syncs, then returns
 tiermem's planned context for the latest human message under the budget: what the model
-is sent in place of the whole state, which the caller leaves unchanged. `timezone` (an
+is sent in place of the whole state, which the caller leaves unchanged, each tool call id
+in it once (`tiermem.adapters.langchain.unique_call_ids`: a repeat, such as a server's
+`call_0` every round, renamed with its tool messages, in every `context_format`; the rows
+and the state keep the ids they have). `timezone` (an
 IANA name, checked when the instance is made) is the user's zone for every context it
 plans: the calendar of the days turns tell of and the clock of the dates shown (None:
 the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the server's).
@@ -110,6 +113,7 @@ from tiermem.adapters.langchain import (
     append_bodies,
     to_langchain,
     to_openai,
+    unique_call_ids,
 )
 from tiermem.tiers.errors import EditConflict, EditTooLong, PositionMismatch
 from tiermem.tiers.formats import CLEAR_TYPE, RETRACT_TYPE
@@ -416,7 +420,8 @@ class ConversationSync:
     def context_messages(self, query: str | None) -> list[BaseMessage]:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
                                   timezone=self.timezone)
-        return to_langchain(ctx.messages)
+        # as_stored sends a repeated call id as appended: renamed here, where it is model input
+        return unique_call_ids(to_langchain(ctx.messages))
 
     def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Store the state's new messages, then plan the context for its latest human message."""

@@ -38,7 +38,13 @@ as they are. A `Client` asks its server's limits for this only for a batch past 
 least `max_body_bytes` any server takes.
 
 `messages` is the whole visible history (`tiermem.adapters._common.visible`: folds do not
-cut it). Reading accepts every stored shape, the `openai` SDK's own replies included: an
+cut it), as a model is sent it (`RunnableWithMessageHistory` gives it the model): a tool
+call id used before in the history (a server that numbers its calls per reply, `call_0`
+every round) comes back renamed with its tool messages (`unique_call_ids`: `call_0_2`,
+`call_0_3`, given oldest first, so an earlier id stays as the history grows), since the
+integrations send a repeat as it is and the providers refuse it. The rows keep the ids
+appended: a message read back and given to a LangGraph sync (matched by its LangChain id)
+reads there as an edit of its row. Reading accepts every stored shape, the `openai` SDK's own replies included: an
 assistant message whose `content` is null (a tool-calling or refusal-only reply) is an
 `AIMessage` with empty content, and a tool call whose arguments are not a JSON object is
 one of its `invalid_tool_calls` (LangChain's conversion raised on both). Responses items
@@ -71,11 +77,21 @@ from tiermem.adapters._common import (
     visible,
 )
 from tiermem.tiers.errors import HistoryErased, LimitExceeded, PositionMismatch, ValidationError
-from tiermem.tiers.formats import CHAT_PART_TYPES, RESPONSES_PART_TYPES, is_control, joins_turn, to_chat
+from tiermem.tiers.formats import (
+    CHAT_PART_TYPES,
+    RESPONSES_PART_TYPES,
+    SentCallIds,
+    is_control,
+    joins_turn,
+    to_chat,
+)
 from tiermem.tiers.models import check_keys
 
 # Responses items that are one tool call each (`to_chat` makes each an AI message of one call)
 RESPONSES_CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+# content blocks of an AI message that are one of its calls, by the key naming the call's
+# id: the providers' integrations send such a block as the call (the id the block's)
+CALL_BLOCK_ID_KEYS = {"tool_use": "id", "tool_call": "id", "function_call": "call_id"}
 
 METADATA_ID_KEY = LANGCHAIN_ID_KEY
 METADATA_STATUS_KEY = "langchain_status"
@@ -364,6 +380,64 @@ def _join_call(out: list[BaseMessage], call: BaseMessage) -> bool:
     return True
 
 
+def unique_call_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """`messages` as a model is sent them: each tool call id once, each tool message
+    naming its call's (`tiers.formats.SentCallIds`, "Ids sent"; every AI message starts a
+    round). A server that numbers its calls per reply (`call_0` every round) leaves one id
+    in several rounds, which the integrations send as it is (`ChatAnthropic`: "tool_use ids
+    must be unique"; `ChatOpenAI`'s Responses input: the later call left out and two
+    outputs of one `call_id`; a strict Chat Completions server: "Duplicate value for
+    'tool_call_id'"). A repeat goes out with the first free suffix (`call_0_2`), its
+    results with it, ids in order, so an earlier id stays as it was as the history
+    grows. An AI message's calls are renamed in the order the integrations send them
+    (`tool_calls`, then `invalid_tool_calls`), and a content block that is one of its
+    calls (`CALL_BLOCK_ID_KEYS`) with it. Messages whose ids change are copies."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    ids = SentCallIds()
+    out: list[BaseMessage] = []
+    for m in messages:
+        if isinstance(m, AIMessage):
+            ids.round()
+            renamed: dict[str, list[str]] = {}  # id as stored -> ids sent, in order
+            update: dict[str, Any] = {}
+            for field in ("tool_calls", "invalid_tool_calls"):
+                calls = [dict(c) for c in getattr(m, field)]
+                for c in calls:
+                    if isinstance(c.get("id"), str):
+                        sent = ids.call(c["id"])
+                        renamed.setdefault(c["id"], []).append(sent)
+                        c["id"] = sent
+                if calls != getattr(m, field):
+                    update[field] = calls
+            if update:
+                update["content"] = _renamed_blocks(m.content, renamed)
+                m = m.model_copy(update=update)
+        elif isinstance(m, ToolMessage):
+            rid = ids.result(m.tool_call_id)
+            if rid is not None and rid != m.tool_call_id:
+                m = m.model_copy(update={"tool_call_id": rid})
+        out.append(m)
+    return out
+
+
+def _renamed_blocks(content: str | list[Any], renamed: dict[str, list[str]]) -> str | list[Any]:
+    """`content` with each call block's id the one its call goes out under (`renamed`: an
+    id as stored, the ids its calls are sent under, in order)."""
+    if isinstance(content, str):
+        return content
+    left = {k: list(v) for k, v in renamed.items()}
+    out: list[Any] = []
+    for b in content:
+        kind = b.get("type") if isinstance(b, dict) else None
+        key = CALL_BLOCK_ID_KEYS.get(kind) if isinstance(kind, str) else None
+        cid = b.get(key) if key is not None else None
+        if key is not None and isinstance(cid, str) and left.get(cid):
+            b = {**b, key: left[cid].pop(0)}
+        out.append(b)
+    return out
+
+
 class TiermemChatMessageHistory(BaseChatMessageHistory):
     """A LangChain `BaseChatMessageHistory` whose messages live in a tiermem conversation."""
 
@@ -373,8 +447,10 @@ class TiermemChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        # what RunnableWithMessageHistory gives the model: a repeated call id renamed
+        # (the rows keep theirs)
         stored = visible(self.memory, self.conversation_id)
-        return to_langchain([m.body for m in stored], metadata=[m.metadata for m in stored])
+        return unique_call_ids(to_langchain([m.body for m in stored], metadata=[m.metadata for m in stored]))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         if messages:
