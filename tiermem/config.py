@@ -590,9 +590,12 @@ class Config(BaseSettings):
     )
     context_format: Literal["as_stored", "chat", "responses"] = Field(
         "as_stored",
-        description="as_stored: each message as appended (a conversation of one family gives a valid request "
-        "for that API); chat: Chat Completions messages; responses: Responses API input items (conversions in "
-        "tiers.formats: reasoning and hosted-tool items have no chat form and are left out)",
+        description="as_stored: each message as appended, its call ids too (a conversation of one family "
+        "gives a valid request for that API unless a call id repeats: a server numbering its calls per reply, "
+        "call_0 every round, leaves a repeat that Anthropic, Responses and strict Chat Completions servers "
+        "refuse); chat: Chat Completions messages; responses: Responses API input items (both send each call "
+        "id once, a repeat renamed call_0_2 with its results; conversions in tiers.formats: reasoning and "
+        "hosted-tool items have no chat form and are left out)",
     )
     timezone: str = Field(UTC_NAME, max_length=MAX_ZONE_NAME_CHARS, description=(
         "the user's time zone, an IANA name (America/Los_Angeles): the calendar of the context's dates and "
