@@ -47,6 +47,14 @@ def nested(levels: int) -> Any:
     return v
 
 
+def nested_empty(levels: int, empty: dict[str, Any] | list[Any]) -> Any:
+    """`levels` containers, the innermost one `empty` (no value inside it)."""
+    v: Any = empty
+    for _ in range(levels - 1):
+        v = {"a": v}
+    return v
+
+
 # (the message of a given depth, the field a refusal must name) -- a deep value in the
 # envelope and one in the body; the message itself is level 1, its fields' values level 2
 SHAPES: list[tuple[Callable[[int], dict[str, Any]], str]] = [
@@ -55,7 +63,13 @@ SHAPES: list[tuple[Callable[[int], dict[str, Any]], str]] = [
     # a hosted-tool item's verbatim payload, part of the body sent to a model
     (lambda depth: {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": nested(depth - 1)},
      "action"),
+    # the deepest level an empty object: containers count, not the values in them (a leaf
+    # was counted as a level, so one object more than the limit passed when it was empty)
+    (lambda depth: {"role": "user", "content": "hi", "metadata": nested_empty(depth - 1, {})}, "metadata"),
+    # likewise an empty list innermost
+    (lambda depth: {"role": "user", "content": "hi", "metadata": nested_empty(depth - 1, [])}, "metadata"),
 ]
+SHAPE_IDS = ["metadata", "action", "metadata-empty-object", "metadata-empty-list"]
 
 
 @dataclass
@@ -127,11 +141,11 @@ def way(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> Ite
         yield Way(mem, client)
 
 
-@pytest.mark.parametrize("shape", range(len(SHAPES)), ids=[s[1] for s in SHAPES])
+@pytest.mark.parametrize("shape", range(len(SHAPES)), ids=SHAPE_IDS)
 @pytest.mark.parametrize("name", WAYS)
 def test_the_limit_is_accepted_and_one_more_refused(way: Way, name: str, shape: int) -> None:
     make, field = SHAPES[shape]
-    conv = f"{name}-{field}"
+    conv = f"{name}-{SHAPE_IDS[shape]}"
     way.mem.append(conv, {"role": "user", "content": "already here"})
     send = getattr(way, name)
     # the limit itself: accepted and stored whole

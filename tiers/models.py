@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -323,19 +323,24 @@ class Message(BaseModel):
         return dict(self.__pydantic_extra__ or {})
 
 
-def nested_deeper_than(value: object, limit: int, depth: int = 0) -> bool:
-    """True when some value inside `value` (itself at `depth`; each dict, list or tuple
-    adds a level) sits deeper than `limit`. Iterative, and stops at the first one: a value
-    nested thousands of levels deep is answered without recursion."""
+def nested_deeper_than(value: object, limit: int, depth: int = 1) -> bool:
+    """True when some dict, list or tuple inside `value` (`value` itself, when it is one,
+    at level `depth`; each one a level below its container) sits deeper than `limit`.
+    Containers count, not the values in them: an empty one at a level counts as one
+    holding a string. Iterative, and stops at the first one: a value nested thousands of
+    levels deep is answered without recursion."""
     stack: list[tuple[object, int]] = [(value, depth)]
     while stack:
         node, d = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[object] = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
         if d > limit:
             return True
-        if isinstance(node, dict):
-            stack.extend((v, d + 1) for v in node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend((v, d + 1) for v in node)
+        stack.extend((v, d + 1) for v in children)
     return False
 
 
@@ -404,9 +409,10 @@ def check_keys(value: object, field: str) -> None:
 
 def _check_depth(fields: dict[str, Any]) -> None:
     """Refuse a message nested deeper than MAX_JSON_DEPTH, naming the top-level field that is
-    (`fields` are the message's top-level fields, envelope included, at level 1)."""
+    (`fields` are the message's top-level fields, envelope included: the message is level 1,
+    a field's object or list level 2)."""
     for name, value in fields.items():
-        if nested_deeper_than(value, MAX_JSON_DEPTH, depth=1):
+        if nested_deeper_than(value, MAX_JSON_DEPTH, depth=2):
             # any key, not only a known field (the depth is checked first): quoted when it is
             # no plain name (`field_error`)
             raise field_error(name, f"is nested deeper than the limit of {MAX_JSON_DEPTH} levels "

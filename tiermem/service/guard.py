@@ -150,13 +150,15 @@ def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
 
 
 def _check_document(doc: Any, max_depth: int) -> None:
-    """Raise `_BodyProblem` unless the parsed `doc` nests at most `max_depth` levels and
+    """Raise `_BodyProblem` unless the parsed `doc` nests at most `max_depth` levels (objects
+    and arrays count, the body itself level 1, as the library counts a message's levels) and
     its strings (keys included) are valid Unicode."""
     stack: list[tuple[Any, list[str | int]]] = [(doc, ["body"])]
     while stack:
         node, loc = stack.pop()
-        if len(loc) - 1 > max_depth:
-            raise _BodyProblem(_shown_loc(loc[: max_depth + 1]), _too_deep(max_depth), "json_too_deep")
+        # loc holds "body" and the keys down to node: an object or array at level len(loc)
+        if isinstance(node, dict | list) and len(loc) > max_depth:
+            raise _BodyProblem(_shown_loc(loc[:max_depth + 1]), _too_deep(max_depth), "json_too_deep")
         if isinstance(node, str):
             _check_unicode(node, loc)
         elif isinstance(node, dict):
