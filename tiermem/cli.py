@@ -904,21 +904,29 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
     show_default=True,
     help="Lower priorities are demoted first when pins alone exceed the hot budget.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
-def pin(state: CliState, conversation: str, position: int, priority: int) -> None:
+def pin(state: CliState, conversation: str, position: int, priority: int, as_json: bool) -> None:
     """Keep a turn in the hot working set whatever the eviction pressure."""
     state.memory(hot=True).pin(conversation, position, priority=priority, namespace=state.namespace)
-    click.echo(f"pinned {conversation} #{position} (priority {priority})")
+    if as_json:
+        _emit_json({"conversation_id": conversation, "position": position, "pinned": True, "priority": priority})
+    else:
+        click.echo(f"pinned {conversation} #{position} (priority {priority})")
 
 
 @cli.command()
 @click.argument("conversation", type=TEXT)
 @click.argument("position", type=POSITION)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
-def unpin(state: CliState, conversation: str, position: int) -> None:
+def unpin(state: CliState, conversation: str, position: int, as_json: bool) -> None:
     """Remove an explicit pin from a turn."""
     state.memory(hot=True).unpin(conversation, position, namespace=state.namespace)
-    click.echo(f"unpinned {conversation} #{position}")
+    if as_json:
+        _emit_json({"conversation_id": conversation, "position": position, "pinned": False})
+    else:
+        click.echo(f"unpinned {conversation} #{position}")
 
 
 @cli.command()
@@ -1349,19 +1357,24 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
 
 
 @cli.command("stop-redis")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
-def stop_redis(state: CliState) -> None:
+def stop_redis(state: CliState, as_json: bool) -> None:
     """Stop the embedded redis-server of this data dir (the hot tier rebuilds later)."""
     from tiermem.tiers.redis_server import EmbeddedRedis
 
     server = EmbeddedRedis(state.config().data_dir)
     # orphans: servers on this data dir's socket path whose pidfile is gone (a removed
     # and re-created data dir, a killed watchdog)
-    if server.pid is None and not server.is_running() and not server.orphans():
+    running = server.pid is not None or server.is_running() or bool(server.orphans())
+    if running:
+        server.stop()
+    if as_json:
+        _emit_json({"stopped": running})
+    elif running:
+        click.echo("stopped the embedded redis-server")
+    else:
         click.echo("no embedded redis-server is running for this data dir")
-        return
-    server.stop()
-    click.echo("stopped the embedded redis-server")
 
 
 # -- configuration, import, tuning (issue 20) -------------------------------------------------------
