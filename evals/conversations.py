@@ -119,8 +119,16 @@ from tiermem.tiers.errors import (
     LimitExceeded,
     PositionMismatch,
     ValidationError,
+    shown,
 )
-from tiermem.tiers.formats import RETRACT_TYPE, as_appended, canonical_role, hidden_positions, is_control
+from tiermem.tiers.formats import (
+    RETRACT_TYPE,
+    as_appended,
+    canonical_role,
+    hidden_positions,
+    is_control,
+    repeated_call_id,
+)
 from tiermem.tiers.models import ENVELOPE_FIELDS, ID_PATTERN, parse_message
 
 Format = Literal["conversations", "locomo", "demo"]  # demo: evals.demo_data
@@ -252,8 +260,32 @@ def _json_type(value: Any) -> str:
             str: "a string", int: "an integer"}.get(type(value), type(value).__name__)
 
 
-def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any], str | None]:
-    """(the message as Memory.append takes it, its message_id), validated."""
+def _repeated_call_remedy(msg: dict[str, Any], exc: ValidationError) -> ValidationError:
+    """`exc`, and when it refuses a chat message's tool call for repeating an earlier
+    call's id (`formats.repeated_call_id`, append only since d95a9e0: an older release's
+    export holds such rows) what to do about the line. Not renamed here: rows are stored
+    as given (a re-import into the store the file came from must find the stored row
+    present), and which result answers which call of the id is only the file's order."""
+    calls = msg.get("tool_calls")
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in calls):
+        return exc
+    repeat = repeated_call_id([c["id"] for c in calls])
+    if repeat is None or exc.field != f"tool_calls[{repeat[1]}].id":
+        return exc
+    again = repeat[1]
+    return ValidationError(exc.field, f"{exc.problem}; append refuses this since an older release stored it, "
+                           f"so an export of that release's store may hold it: give tool_calls[{again}] an id no "
+                           "other call of the message has and put it in the tool_call_id of the result that "
+                           f"answers it (the second result naming {shown(calls[again]['id'])} after this message); "
+                           "skipping the line leaves its results without their call (a context sends their text "
+                           "among retrieved turns, not as tool results)")
+
+
+def _message(obj: dict[str, Any], limits: dict[str, int], *,
+             remedy: bool = True) -> tuple[dict[str, Any], str | None]:
+    """(the message as Memory.append takes it, its message_id), validated. `remedy`: an
+    error a file's author can act on says how (`_repeated_call_remedy`); an export's check
+    of a stored row (`_import_refusal`) says what the import would refuse only."""
     mid = obj.get("message_id")
     # a bool is an int to Python: `true` was stored as the label "True"
     if mid is not None and (isinstance(mid, bool) or not isinstance(mid, str | int)):
@@ -275,9 +307,13 @@ def _message(obj: dict[str, Any], limits: dict[str, int]) -> tuple[dict[str, Any
     if msg.get("created_at") is not None:
         msg["created_at"] = _created_at(msg["created_at"])
     msg = as_appended(msg)  # an older release's export of a row stored before a check was added
-    # raises ValidationError naming the field
-    parsed = parse_message(msg, max_content_bytes=limits["max_content_bytes"],
-                           max_metadata_bytes=limits["max_metadata_bytes"])
+    try:  # raises ValidationError naming the field
+        parsed = parse_message(msg, max_content_bytes=limits["max_content_bytes"],
+                               max_metadata_bytes=limits["max_metadata_bytes"])
+    except ValidationError as exc:
+        if not remedy:
+            raise
+        raise _repeated_call_remedy(msg, exc) from None
     # the body as append stores it (an SDK object's serialized form becomes its wire form):
     # what is already stored is recognised by comparing bodies (stored_prefix)
     envelope = {k: msg[k] for k in ENVELOPE_FIELDS if k in msg}
@@ -1245,7 +1281,7 @@ def _import_refusal(line: dict[str, Any], limits: dict[str, int]) -> str | None:
     """What `tiermem import` would say of an export's `line` (None: it reads it), checked
     as the import checks a message line (`_message`)."""
     try:
-        _message(line, limits)
+        _message(line, limits, remedy=False)
     except ValidationError as exc:
         return str(exc)
     return None
