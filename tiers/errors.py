@@ -587,8 +587,10 @@ class HistoryErased(TiermemError, RuntimeError):
 
 
 class MigrationRefused(TiermemError, ValueError):
-    """`migrate-store` will not copy into this target (checked before anything is written):
-    names the target, what is in the way and what to do."""
+    """`migrate-store` will not copy into this target (checked before anything is written,
+    or, during the copy, a conversation whose write a target writer's row got in the way
+    of: that conversation rolled back, those copied before it kept): names the target,
+    what is in the way and what to do."""
 
     def __init__(self, target: str, problem: str) -> None:
         self.target = target

@@ -96,6 +96,13 @@ Invariants:
   was not stopped changed it), or where none was recorded (a tiermem before 2026-12-06
   copied it, so a source change cannot be told from a target writer's), the run is
   refused (MigrationMismatch naming the conversation and what to do) and nothing written.
+- A target writer that writes while the run copies (it was not stopped) and puts a row
+  in the way of a conversation's write, in the window between the run's checks and that
+  conversation's transaction (a conversation of the same name created there, a position
+  or an id drawn meanwhile), is a MigrationRefused naming the conversation and what to do
+  (stop the target's writers and rerun), not the engine's raw integrity error: that
+  conversation is rolled back, those copied before it kept, and a rerun resumes (or, where
+  the writer's row stays in the way, refuses it by name before writing).
 - No connection is held for longer as the store grows: each conversation is read and
   written with checkouts of its own (the resume check, the copy, the verification), so
   PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
@@ -139,7 +146,13 @@ from tiermem.tiers.dialect import without_nul
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
-from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS, SCOPE_SQL, VEC_MODEL_KEY, VEC_TABLE
+from tiermem.tiers.schema import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    SCOPE_SQL,
+    VEC_MODEL_KEY,
+    VEC_TABLE,
+    DriverIntegrityError,
+)
 from tiermem.tiers.store import ColdLog, SqlAccess
 from tiermem.tiers.tokens import TokenCounter
 
@@ -438,6 +451,15 @@ class _Side:
             # writer's nextval landing between the read and the setval (its id handed out again)
             self.q(c, "SELECT setval('messages_id_seq', ?) FROM messages_id_seq WHERE "
                       "? > CASE WHEN is_called THEN last_value ELSE 0 END", (up_to, up_to))
+
+    def integrity_errors(self) -> tuple[type[Exception], ...]:
+        """The engine's errors for a write that a row already there refuses (a unique key,
+        an append-only trigger): within the copy, a target writer's row in the way."""
+        if self.postgres:
+            import psycopg
+
+            return (psycopg.IntegrityError,)
+        return (DriverIntegrityError,)
 
     def taken_id(self, c: Conn, ids: list[int]) -> int | None:
         """The highest of `ids` a message of this store holds already (None: all are free)."""
@@ -869,7 +891,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         if rec is None:  # erased in the source since the preflight
             continue
         want = record_digest(rec)
-        with dst.tx() as c:
+        with _in_the_way(dst, rec, report), dst.tx() as c:
             if _renumber_past_taken(dst, c, plan, rec):
                 report.offset_moves += 1
             _reserve_grown(dst, c, plan, rec)
@@ -961,7 +983,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
     if rec is None:  # erased in the source since the preflight
         return False
     want = record_digest(rec)
-    with dst.tx() as c:
+    with _in_the_way(dst, rec, report), dst.tx() as c:
         have = dst.record(c, key)
         if have is None or record_digest(have) == want:
             return False  # erased there (the verification says so), or copied meanwhile
@@ -984,6 +1006,26 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
             raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
         dst.set_meta(c, COPIED_DIGEST + key, want)
     return True
+
+
+@contextlib.contextmanager
+def _in_the_way(dst: _Side, rec: Record, report: MigrationReport) -> Iterator[None]:
+    """Around the transaction writing `rec` (rolled back when it raises): a target row in
+    the way of the write (the engine's integrity error) is a target writer that was not
+    stopped and wrote during the copy, in the window between this run's checks and its
+    write (a conversation of the same name created there, a position or an id drawn while
+    this transaction ran). A MigrationRefused naming the conversation and what to do, for
+    the engine's raw error (psycopg's UniqueViolation, the SQLite driver's IntegrityError)."""
+    try:
+        yield
+    except dst.integrity_errors() as exc:
+        key, name, ns = rec["conversation"][:3]
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} (key {key!r}) could not be "
+                               f"written: a row written there during the copy is in the way ({type(exc).__name__}: "
+                               f"{detail}); that conversation was rolled back and the {report.copied} copied before "
+                               "it are kept; stop the target's writers and rerun, which resumes where this run "
+                               "stopped (and names the row if it is still in the way)") from exc
 
 
 def _renumber_past_taken(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> bool:

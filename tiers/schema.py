@@ -45,6 +45,8 @@ WAL_SWITCH_RETRY_S = 0.01  # between attempts to switch a contended fresh file t
 DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
 # the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
 DriverDatabaseError = sqlite3.DatabaseError
+# the driver's error for a write a row already there refuses (a unique key, a trigger)
+DriverIntegrityError = sqlite3.IntegrityError
 VEC_TABLE = "messages_vec"
 VEC_MODEL_KEY = "vec_model"  # meta: the identity of the model the stored vectors come from
 # Vector slots per vec0 chunk. vec0 gives every partition (conversation) chunks of its

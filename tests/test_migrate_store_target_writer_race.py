@@ -1,0 +1,114 @@
+"""`migrate-store` with a target writer that was not stopped, writing while the run
+copies: a conversation of the name the run copies next, created by another process
+between the run's checks and that conversation's transaction, made the run fail with the
+engine's raw error (psycopg's UniqueViolation on conversations_namespace_name_key, a
+traceback from the CLI; the SQLite driver's IntegrityError). Now it is a MigrationRefused naming the
+conversation and what to do; that conversation is rolled back, those copied before it
+are kept, and the writer's row stays. The rerun refuses it by name before writing.
+
+Real SQLite files, a real PostgreSQL (tests/pg_server.py) and a real second process
+appending to the target, in both directions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+
+from tiermem.tiers.errors import MigrationRefused
+from tiermem.tiers.migrate_store import migrate_store
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+
+NS = "ns"
+NAMES = ("a", "b")
+MESSAGES_EACH = 2
+WRITER_TEXT = "the target's own, written during the copy"
+WRITER_TIMEOUT_S = 120  # the second process: an import of tiermem and one append
+Where = tuple[str, str]  # open_store's (engine, where)
+
+# the second process: the target's writer, appending `name` there through its own store
+WRITER = """
+import sys
+from pathlib import Path
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+engine, where, namespace, name, text = sys.argv[1:]
+if engine == "sqlite":
+    from tiermem.tiers.cold import ColdStore
+    store = ColdStore(Path(where), tokens=BpeTokenCounter())
+else:
+    from tiermem.tiers.postgres import PostgresStore
+    url, schema = where.rsplit("#", 1)
+    store = PostgresStore(url, tokens=BpeTokenCounter(), schema=schema)
+try:
+    store.append(name, Message(role="user", content=text), namespace=namespace)
+finally:
+    store.close()
+"""
+
+
+@contextmanager
+def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
+    store = open_store(where, counter)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _run(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> None:
+    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
+        engine, at = where
+        if engine == "sqlite":
+            return at, "tiermem"
+        url, schema = at.rsplit("#", 1)
+        return url, schema
+
+    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
+    migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema, **kwargs)
+
+
+DIRECTIONS = [
+    # SQLite -> PostgreSQL: psycopg's UniqueViolation before
+    pytest.param(True, id="to-postgres"),
+    # PostgreSQL -> SQLite: the SQLite driver's (sqlean) IntegrityError before
+    pytest.param(False, id="to-sqlite"),
+]
+
+
+@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                            counter: BpeTokenCounter, to_postgres: bool) -> None:
+    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
+    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
+    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    with _opened(src, counter) as store:
+        for name in NAMES:
+            for i in range(MESSAGES_EACH):
+                store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
+        # the run copies in key order: the second key's conversation is written after the writer's
+        first, second = (store.name_of(k)[1] for k in sorted(store.all_keys()))
+
+    def writer_after_the_first(done: int, _total: int) -> None:
+        if done == 1:
+            subprocess.run([sys.executable, "-c", WRITER, *dst, NS, second, WRITER_TEXT], check=True,
+                           timeout=WRITER_TIMEOUT_S)
+
+    # before: psycopg.errors.UniqueViolation / sqlean.dbapi2.IntegrityError, raw
+    with pytest.raises(MigrationRefused, match=f"conversation '{second}' of namespace '{NS}'.*in the way.*"
+                       "the 1 copied before it are kept; stop the target's writers and rerun"):
+        _run(src, dst, counter, progress=writer_after_the_first)
+    with _opened(dst, counter) as store:
+        assert len(store.history(store.key_of(NS, first))) == MESSAGES_EACH  # kept
+        [row] = store.history(store.key_of(NS, second))  # the writer's, alone
+        assert row.body["content"] == WRITER_TEXT
+    with pytest.raises(MigrationRefused, match=f"conversation '{second}' of namespace '{NS}' exists there under "
+                       "another key"):
+        _run(src, dst, counter)
