@@ -69,7 +69,7 @@ Invariants:
   a resumed run keeps); each run moves the numbering past the last id it copies, so an
   append to the target after any run draws a free id. A rerun into it
   copies only the conversations not there yet, checks that those already there are
-  identical, and writes nothing when all are. An interrupted run loses at most the
+  identical (or brings them up to the source's, below), and writes nothing when all are. An interrupted run loses at most the
   conversation it was writing, and resumes where it stopped even when the target was
   appended to meanwhile (the offset moves past such rows, above).
 - Grown in the source: the log is append-only, so a conversation the source appended to
@@ -84,8 +84,8 @@ Invariants:
   digest is no longer the one recorded, below), the run is refused instead, naming the
   conversation, since the rewrite would drop that change (only a copy an older tiermem
   made, with no digest recorded, is still grown over it). Where the target's copy is not
-  such a prefix (its conversation row or a copied message differs, or it holds as many
-  messages as the source or more: the target was written to in that conversation, or the
+  such a prefix (its conversation row or a copied message differs, or it holds more
+  messages than the source: the target was written to in that conversation, or the
   source changed as an append-only log cannot), the run is refused (MigrationMismatch)
   and that conversation left as it is.
 - Changed in the source without new messages (a pin set or cleared, a checkpoint, a
