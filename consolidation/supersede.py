@@ -14,8 +14,8 @@ Matching, in order of strength:
 1. the old value named in the correction ("not Lisbon", "instead of Postgres") appears in a turn;
 2. shared content words and entities ("Acme", "hotel", "budget"), entities weighted double;
 3. a slot-style correction ("make it Wednesday") matches the most recent turn holding a value of
-   the same slot type (weekday, time, date, money, number with its unit, place, size, e-mail,
-   phone, language);
+   the same slot type (weekday, time, a routine's part of the day, date, money, number with its
+   unit, place, size, e-mail, phone, language);
 4. embedding similarity, when both sides have an embedding, breaks ties and can match alone
    above ``min_similarity`` (``SIMILARITY_ALONE_MIN_COSINE``). The ``Superseder``'s meaning
    search takes an update at a weaker cosine only where it asserts a new value of the
@@ -51,7 +51,8 @@ the turn classifier through their public methods. Its invariants:
   joining something new ("I joined a running group") adds, where joining a named place
   ("I joined Globex") changes. A turn with update words ("now", "actually", "change") supersedes by
   meaning only when it asserts a value (a typed slot value or a name) for the same slot
-  or topic as its target.
+  or topic as its target; a routine told by "I / we / she ... now <verb>" ("I now go to
+  the gym on weekday mornings") only where it shares a content word with its target too.
 - Whose fact and about what (`may_revise`): a clause revises a clause of the same
   holder (someone else's change never revises the user's own fact, nor another named
   person's; a possessive is "'s" or a plural's "'", "my parents' address", and a party
@@ -272,7 +273,14 @@ _SLOT_PATTERNS: dict[str, re.Pattern[str]] = {
         r"|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b"
     ),
     "weekday": re.compile(
-        rf"\b(?:{DAY_NAMES}|weekend|tomorrow|tonight)s?\b"
+        rf"\b(?:{DAY_NAMES}|weekday|weekend|tomorrow|tonight)s?\b"
+    ),
+    # a part of the day as a routine's time ("on Tuesday evenings", "every morning", "early
+    # in the morning", "at night"), not one day's ("this morning", "last night"); "nights"
+    # alone counts stays ("4 nights")
+    "daypart": re.compile(
+        r"\b(?:mornings|afternoons|evenings)\b|\b(?:every|each) (?:morning|afternoon|evening|night)\b"
+        r"|\b(?:(?:early|late) )?in the (?:morning|afternoon|evening)\b|\bat night\b"
     ),
     "size": re.compile(
         r"\b(?:size (?:xs|s|m|l|xl|xxl|\d+)|extra[- ]small|extra[- ]large|small|medium|large|xs|xl|xxl)\b"
@@ -721,6 +729,12 @@ MEANING_CUE = re.compile(
     # a value then "now" ("Leo is 5 now"): the value holds from here on
     r"|(?:is|are|'s|'re) (?:[\w$€£.,:-]+ ){1,3}now(?=[,.!;]|$)|\d+ [a-z]+ now(?=[,.!;]|$))\b"
 )
+# What the speaker or a person does now, whatever the verb ("I now go to the gym on weekday
+# mornings", "she now works from home on Fridays"): a routine that holds from here. It may
+# supersede by meaning only a turn that shares a content word with it, the same activity
+# ("go to the gym"), as well as a value of the same slot: a routine's time is the value of
+# any routine's ("I now drink coffee in the evenings" is not "I take my vitamins every morning")
+ROUTINE_NOW = re.compile(r"\b(?:i|we|he|she|they) now [a-z]+")
 SUPERSEDE_MIN_COSINE = 0.3  # measured: same-topic updates median 0.46, unrelated pairs p99 0.35
 SUPERSEDE_SEARCH_K = 12  # nearest earlier turns a correction may reach however far back
 SUPERSEDE_PREFER_MARGIN = 0.05  # cosine a load-bearing target may trail the nearest statement by
@@ -1655,8 +1669,11 @@ class Superseder:
             found = self._via_chain(text, p, [q for q in users if q in b.by or b.parts.get(q)], b)
         norm = normalize(text)
         elliptical = _elliptical(norm)
-        if not found and meaning and (MEANING_CUE.search(_cue_text(norm)) or elliptical):
-            found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical)
+        cues = _cue_text(norm)
+        routine = not elliptical and not MEANING_CUE.search(cues) and bool(ROUTINE_NOW.search(cues))
+        if not found and meaning and (routine or elliptical or MEANING_CUE.search(cues)):
+            found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical,
+                                     routine=routine)
         if not found and elliptical:
             found = self._chain_head(text, users, b)
         for old, _why in found[:1]:
@@ -1793,14 +1810,16 @@ class Superseder:
 
     @staticmethod
     def _by_meaning(text: str, near: Sequence[tuple[int, float]], pool: Mapping[int, Appended],
-                    superseded: AbstractSet[int] | Mapping[int, int], *, elliptical: bool = False
-                    ) -> list[tuple[int, str]]:
+                    superseded: AbstractSet[int] | Mapping[int, int], *, elliptical: bool = False,
+                    routine: bool = False) -> list[tuple[int, str]]:
         """Fallback when the rules find no target: a turn that says it updates something
         ("... from now on", "I switched ...") and asserts a value, or retracts something
         ("drop the flight rule"), supersedes the earlier user statement or instruction
         nearest in meaning (holding the same slot or topic, for an update), if it is
         clearly on the same topic. An elliptical replacement ("make it light grey",
-        "go with the Sonos speaker") asserts its value by its form: its object."""
+        "go with the Sonos speaker") asserts its value by its form: its object. A `routine`
+        told only by "<pronoun> now <verb>" (`ROUTINE_NOW`) revises a turn that shares a
+        content word with it, the same activity."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
                     and pool[q].intent not in NOT_SUPERSEDABLE and may_revise(text, pool[q].text)]
@@ -1820,7 +1839,8 @@ class Superseder:
         fits = [(cos, t) for cos, t in eligible if cos >= max(SUPERSEDE_MIN_COSINE, best_cos - SUPERSEDE_PREFER_MARGIN)
                 and (not named or any(_contains_value(t.text, v) for v in named))
                 and ((retracts and (cos >= RETRACTION_ALONE_MIN_COSINE or _shares_word(text, t.text)))
-                     or elliptical or bool(named) or _asserts_new_value(text, t.text))]
+                     or elliptical or bool(named) or _asserts_new_value(text, t.text))
+                and (not routine or bool(set(_content(text)) & set(_content(t.text))))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
         for cos, t in fits:
