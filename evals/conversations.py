@@ -17,7 +17,8 @@ Two formats, told apart by their content (not their file name):
 - a **probe**: `{"conversation_id": "c1", "probe": {...}}`. A probe is a labelled question
   for tuning: `{"question": "...", "evidence": ["m3", 7], "answer": "..."}`, where each
   evidence entry is a `message_id` or a 0-based index among the conversation's messages
-  in file order; `answer` is optional (answer coverage). Probes are asked once the whole
+  in file order (every line's messages counted, as a retraction's `position`);
+  `answer` is optional (answer coverage). Probes are asked once the whole
   conversation is in memory.
 
 Messages keep file order within a conversation; conversations keep the order of their
@@ -52,7 +53,9 @@ every line's messages counted). Where bad lines are skipped, the messages after 
 written at positions that count the good lines only, and a retraction is renumbered to
 where the message it names is written, so it hides the same message; one that names a
 skipped message, or whose message cannot be told (after a skipped line of no known
-conversation, or whose messages are not a list), is a bad line too. A bad line is reported by line number (LoCoMo: the sample's number in the
+conversation, or whose messages are not a list), is a bad line too. A probe's index
+evidence is renumbered the same way (`ConversationData.evidence_positions`); one naming a
+skipped message, or one that cannot be told, names no message (counted as missing). A bad line is reported by line number (LoCoMo: the sample's number in the
 list, its id and the turn's `dia_id`); `strict` (the default) refuses the file with every
 bad line named and nothing read, otherwise bad lines (LoCoMo: bad turns) are skipped and
 listed (a file whose every line is bad is refused with them named). So an import either writes the whole file or stops before writing anything.
@@ -172,22 +175,37 @@ class ConversationData:
     messages: list[dict[str, Any]] = field(default_factory=list)  # as Memory.append takes them
     message_ids: list[str | None] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
+    # the file's numbering where bad lines were skipped (`read_conversations(strict=False)`):
+    # an index evidence counts every line's messages, so it is renumbered as a retraction is
+    numbering: _Numbering | None = None
 
     def evidence_positions(self, probe: Probe) -> tuple[list[int], int]:
         """Indexes (= log positions when the conversation was imported into an empty id)
         of a probe's evidence, deduplicated, and how many entries name no message. An id
         names the first message that carries it (`locomo.evidence_index`, as the evals
-        read it: this took the last)."""
+        read it: this took the last). An index is the file's (every line's messages
+        counted): after a skipped line it is renumbered to `messages`' (`_Numbering`), and
+        one naming a skipped message, or one that cannot be told, names no message."""
         by_id = evidence_index((m, i) for i, m in enumerate(self.message_ids))
         out: list[int] = []
         missing = 0
         for e in probe.evidence:
-            i = e if isinstance(e, int) and not isinstance(e, bool) else by_id.get(str(e))
+            i = self._index(e) if isinstance(e, int) and not isinstance(e, bool) else by_id.get(str(e))
             if i is None or not 0 <= i < len(self.messages):
                 missing += 1
             elif i not in out:
                 out.append(i)
         return out, missing
+
+    def _index(self, file_index: int) -> int | None:
+        """The index in `messages` of the file's message `file_index` (None: skipped, or
+        not known after a skipped line of no known conversation)."""
+        if self.numbering is None:
+            return file_index
+        try:
+            return self.numbering.written(file_index, "evidence")
+        except ValidationError:
+            return None
 
     def is_user(self, index: int) -> bool:
         body = {k: v for k, v in self.messages[index].items() if k not in ENVELOPE_FIELDS}
@@ -760,7 +778,8 @@ def _is_locomo(path: Readable, name: str) -> bool:
 
 
 def _conversation_items(path: Readable, name: str, as_list: bool, limits: dict[str, int],
-                        default_conv: str | None, bad: list[BadLine], *, skipping: bool) -> Iterator[Item]:
+                        default_conv: str | None, bad: list[BadLine], *, skipping: bool,
+                        numbering: dict[str, _Numbering] | None = None) -> Iterator[Item]:
     """Each good object of a conversations-format file, in file order; each bad one (a
     line or item) goes to `bad`. `skipping` (the file is imported without its bad lines):
     a bad line writes nothing, so the messages after it are written at positions that
@@ -769,8 +788,9 @@ def _conversation_items(path: Readable, name: str, as_list: bool, limits: dict[s
     `_Numbering`); a bad line whose conversation cannot be told makes the file's numbering
     unknown from there in every conversation. Not skipping, a bad line refuses the file:
     a retraction is only checked in the file's numbering (what it names is not bad for a
-    line before it being bad)."""
-    numbering: dict[str, _Numbering] = {}
+    line before it being bad). `numbering`: where each conversation's `_Numbering` is kept
+    (the caller's, to renumber what it reads after the file: a probe's index evidence)."""
+    numbering = {} if numbering is None else numbering
     unknown_line: int | None = None  # the first bad line of no known conversation
 
     def of(cid: str) -> _Numbering:
@@ -942,12 +962,16 @@ def read_conversations(
                 out.append(ConversationData(cid, [m for _d, m in turns], [d or None for d, _m in turns], probes))
             return Dataset(Path(shown), "locomo", out, bad, skipped_evidence=skipped)
         convs: dict[str, ConversationData] = {}
+        numbering: dict[str, _Numbering] = {}
         for cid, messages, probes in _conversation_items(src, shown, as_list, limits, conversation_id, bad,
-                                                         skipping=not strict):
+                                                         skipping=not strict, numbering=numbering):
             have = convs.setdefault(cid, ConversationData(cid))
             have.messages += [m for m, _mid in messages]
             have.message_ids += [mid for _m, mid in messages]
             have.probes += probes
+        if bad:  # lines were skipped: a probe's index evidence is the file's, not `messages`'
+            for cid, conv in convs.items():
+                conv.numbering = numbering.get(cid)
         _judge(shown, "conversations", bad, bool(convs), strict, hint)
         return Dataset(Path(shown), "conversations", list(convs.values()), bad)
 
