@@ -24,7 +24,11 @@ Matching, in order of strength:
    "forget the restaurant" is not the hotel booking at 0.32, "forget the spending limit I
    gave you" is the budget at 0.40);
 5. a bare retraction ("scratch that", "never mind") with nothing else to go on takes the
-   immediately previous load-bearing or instruction turn.
+   immediately previous load-bearing or instruction turn;
+6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
+   concert.", `_PLAN_RETRACTION`) takes the latest earlier request that names it (a content
+   word shared after the request's verb), never a statement of fact: "Cancel my
+   subscription." after "My Netflix subscription is $15 a month." corrects nothing.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
 Only the single best turn is returned: one correction revises one earlier turn (the
@@ -194,6 +198,21 @@ _BARE_RETRACTION = re.compile(
     r"(?:[,.!]?\s*(?:please|sorry|thanks))?[,.!]*"
 )
 _RETRACTION_OPENER = re.compile(r"^(?:\w+[,.!]?\s+)?(?:scratch that|never ?mind)\b")
+# An order that calls off a plan by its name, opening the turn ("Cancel the haircut.",
+# "Call off the concert on Friday.", "Scratch the landlord call, something came up."): its
+# object is a noun phrase of up to PLAN_OBJECT_WORDS words, then a mark, the end, or a time
+# or place after "for", "on", "at" ("drop the kids at school" and "drop the plants off"
+# are errands: "drop" is no call-off here). It retracts an earlier request that names the
+# same thing (`_called_off`), never a fact: "cancel my subscription" after "my Netflix
+# subscription is $15 a month" orders a cancellation, it corrects nothing said.
+PLAN_OBJECT_WORDS = 3
+_PLAN_RETRACTION = re.compile(
+    r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
+    rf"(?:cancel|call off|scratch) (?:the|my|our|that) (?P<obj>[a-z][\w'-]*(?: (?!(?:for|on|at)\b)[a-z][\w'-]*){{0,{PLAN_OBJECT_WORDS - 1}}})"
+    r"(?: (?:for|on|at) [^,.;:!?]+)?(?:\s*[,.;:!]|$)"
+)
+# an earlier turn a plan's call-off may retract: a request (the labels of classify.py)
+_PLAN_INTENTS = frozenset(("instruction", "correction"))
 # A correction announced by its opener, then said whole ("Sorry, the store opens at 10am.",
 # "Correction: my kids leave at 8:00.", "Update: my parents arrive on Saturday."): the
 # opener set off by a mark, an apology's own words ("sorry to hear", "sorry I didn't")
@@ -596,6 +615,11 @@ def find_superseded(
     cue = correction_cue(norm, "user")
     state = _STATE_CHANGE.search(_cue_text(norm))
     framed = _framed_correction(norm) if cue is None and state is None else None
+    plan = _PLAN_RETRACTION.match(_cue_text(norm))
+    if plan is not None:
+        called_off = _called_off(text, plan.group("obj"), candidates)
+        if called_off or (cue is None and state is None and framed is None):
+            return called_off
     if cue is None and state is None and framed is None:
         return []
     cue_txt = cue[1] if cue else state.group(0) if state else framed or ""
@@ -670,6 +694,22 @@ def find_superseded(
         for c in reversed(eligible):
             if c.load_bearing or c.intent in ("instruction", "correction"):
                 return [(c.position, f"retraction:'{cue_txt}' -> previous load-bearing turn")]
+    return []
+
+
+def _called_off(text: str, obj: str, candidates: Sequence[Candidate]) -> list[tuple[int, str]]:
+    """The latest earlier request that the call-off `text` (`_PLAN_RETRACTION`, its object
+    `obj`) names: a turn labelled a request whose words after its first, the request's verb
+    ("Book a haircut ...", "Order a pizza ..."), share a content word with the object
+    ("Cancel the haircut."; not "cancel the order" for "Order a pizza")."""
+    words = _content(obj)
+    for c in reversed(candidates):
+        if c.intent not in _PLAN_INTENTS or not may_revise(text, c.text):
+            continue
+        rest = c.text.split(None, 1)[1] if len(c.text.split(None, 1)) == 2 else ""
+        shared, score = _shared(obj, words, rest, _content(rest))
+        if score >= 1.0:  # one word shared as such, not only by its -ed/-ing form
+            return [(c.position, "retraction: called off '" + obj + "', shared " + ",".join(shared[:3]))]
     return []
 
 
@@ -1507,7 +1547,7 @@ class Superseder:
         norm = normalize(text)
         cues = _cue_text(norm)
         if correction_cue(norm, "user") or _STATE_CHANGE.search(cues) or UPDATE_CUE.search(cues) \
-                or _framed_correction(norm):
+                or _framed_correction(norm) or _PLAN_RETRACTION.match(cues):
             return text
         return ""
 
