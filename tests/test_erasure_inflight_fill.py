@@ -16,14 +16,24 @@ The interleavings are forced by a hook in the call (the epoch put, the turn cach
 of the erased conversation's turns); a walk over every object reachable in this process
 (tests/erasure_child.py `held`) finds the canary. A real SQLite file, the real model;
 the shared cases on the real embedded Redis.
+
+The twelve walked cases run in one child process (this file run as a script), once per
+module, one after another as they ran in a test worker: a walk costs time in proportion
+to the heap it searches, and a worker holds the whole suite's (~6-8 s a walk on a loaded
+runner); a bare child with the model loaded walks in about a second. Each case asserts
+on its own row of the child's report.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import subprocess
+import sys
 import threading
+import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +50,8 @@ CANARY_PREFIX = "zq7canary-"
 NS = "acme/alice"
 QUESTION = "What was the vault code I told you in the other session?"
 BUDGET = 1500
+# the child's cases: a model load and twelve walks, two minutes at most on a loaded runner
+CHILD_S = 300.0
 
 
 class Pair:
@@ -54,16 +66,8 @@ class Pair:
         self.mem.close()
 
 
-@pytest.fixture(params=[pytest.param(False, id="process-epochs"), pytest.param(True, id="shared-epochs")])
-def pair(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder) -> Iterator[Pair]:
-    config = Config(data_dir=tmp_path / "data")
-    p = Pair(config, embedder, shared=request.param)
-    try:
-        yield p
-    finally:
-        p.close()
-        if request.param:
-            EmbeddedRedis(config.data_dir).stop()
+# the process's epoch states: its own, or shared on the embedded Redis
+EPOCHS: list[tuple[str, bool]] = [("process-epochs", False), ("shared-epochs", True)]
 
 
 @pytest.fixture
@@ -152,17 +156,63 @@ HOOKS: list[tuple[str, Callable[[Pair, Callable[[Pair], None]], Callable[[], boo
 ]
 
 
-@pytest.mark.parametrize(("where", "hook", "shows"), HOOKS, ids=[h[0] for h in HOOKS])
-@pytest.mark.parametrize(("who", "drop"), DROPPERS, ids=[d[0] for d in DROPPERS])
+def _under_way(root: Path, embedder: Embedder, shared: bool, drop: Callable[[Pair], None],
+               hook: Callable[[Pair, Callable[[Pair], None]], Callable[[], bool]]) -> dict[str, Any]:
+    """In the child: one case, walked while the pair is still open."""
+    config = Config(data_dir=root / "data")
+    p = Pair(config, embedder, shared=shared)
+    try:
+        canary = CANARY_PREFIX + uuid.uuid4().hex
+        _write(p.mem, canary)
+        dropped = hook(p, drop)
+        shown = _sibling_context_shows(p.mem, canary)
+        return {"shows": shown, "dropped": dropped(), "key_gone": p.mem.cold.key_of(NS, "doomed") is None,
+                "held": held(canary)}
+    finally:
+        p.close()
+        if shared:
+            EmbeddedRedis(config.data_dir).stop()
+
+
+def _row(epochs: str, who: str, where: str) -> str:
+    return f"{epochs}/{who}/{where}"
+
+
+def _run_each(root: Path) -> dict[str, dict[str, Any]]:
+    from tiermem.tiers.embed_onnx import build_embedder
+
+    embedder = build_embedder()
+    embedder.query_session = "never"  # as the suite's session embedder (conftest)
+    embedder.embed(["warm-up"])  # loaded: as the suite's session embedder
+    report: dict[str, dict[str, Any]] = {}
+    for n, ((epochs, shared), (who, drop), (where, hook, _)) in enumerate(itertools.product(EPOCHS, DROPPERS, HOOKS)):
+        try:
+            report[_row(epochs, who, where)] = _under_way(root / str(n), embedder, shared, drop, hook)
+        except Exception:  # reported as the case's failure, the rest still run
+            report[_row(epochs, who, where)] = {"error": traceback.format_exc()}
+    return report
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("inflight-fill")
+    done = subprocess.run([sys.executable, __file__, str(root)], capture_output=True, text=True, timeout=CHILD_S)
+    assert done.returncode == 0, done.stderr
+    got: dict[str, dict[str, Any]] = json.loads(done.stdout.splitlines()[-1])
+    return got
+
+
+@pytest.mark.parametrize(("where", "shows"), [(h[0], h[2]) for h in HOOKS], ids=[h[0] for h in HOOKS])
+@pytest.mark.parametrize("who", [d[0] for d in DROPPERS])
+@pytest.mark.parametrize("epochs", [e[0] for e in EPOCHS])
 def test_a_call_under_way_keeps_no_erased_text_once_it_returns(
-        pair: Pair, canary: str, who: str, drop: Callable[[Pair], None], where: str,
-        hook: Callable[[Pair, Callable[[Pair], None]], Callable[[], bool]], shows: bool) -> None:
-    _write(pair.mem, canary)
-    dropped = hook(pair, drop)
+        report: dict[str, dict[str, Any]], epochs: str, who: str, where: str, shows: bool) -> None:
+    row = report[_row(epochs, who, where)]
+    assert "error" not in row, row["error"]
     # the premise: the call read the text before the erasure, which committed during it
-    assert _sibling_context_shows(pair.mem, canary) is shows
-    assert dropped() and pair.mem.cold.key_of(NS, "doomed") is None
-    assert held(canary) == []
+    assert row["shows"] is shows
+    assert row["dropped"] and row["key_gone"]
+    assert row["held"] == []
 
 
 def test_a_shared_state_refused_for_an_erased_shown_conversation_leaves_no_local_copy(
@@ -184,3 +234,7 @@ def test_a_shared_state_refused_for_an_erased_shown_conversation_leaves_no_local
     finally:
         p.close()
         EmbeddedRedis(config.data_dir).stop()
+
+
+if __name__ == "__main__":
+    print(json.dumps(_run_each(Path(sys.argv[1]))))
