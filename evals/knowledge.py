@@ -35,7 +35,9 @@ A pair counts at either granularity: the whole turn superseded, or one of its st
 (``facts()`` lists both). A line is marked when it says "superseded" or "not current" (the
 convention of ``evals/pressure.py``). Run: ``python -m tiermem.evals.knowledge [--json]
 [--errors] [--cases evals/data/knowledge_heldout.jsonl]``; ``--locomo FILE`` instead lists
-every supersession decided on LoCoMo conversations, for judging precision by reading.
+every supersession decided on LoCoMo conversations, for judging precision by reading;
+``--pairs FILE`` instead scores a file of supersession pairs in the format of
+``evals/data/supersede_cases.jsonl`` through the library's path (`pair_census`).
 
 ``knowledge_heldout.jsonl`` (24 conversations, also written by us) was written after the
 first set had been tuned on and before the statement-level and chain rules, and scored
@@ -68,6 +70,9 @@ HELDOUT_PATH = Path(__file__).parent / "data" / "knowledge_heldout.jsonl"
 FRESH_PATH = Path(__file__).parent / "data" / "knowledge_fresh.jsonl"
 # a fourth set of 16, written after the third set's fixes and scored blind once
 FOURTH_PATH = Path(__file__).parent / "data" / "knowledge_fourth.jsonl"
+# 26 pairs written before the supersession rules of 2026-12-06's second round and scored
+# blind once (README, "Knowledge updates"): `--pairs`
+PAIRS_HELDOUT_PATH = Path(__file__).parent / "data" / "supersede_heldout2.jsonl"
 BUDGET = 300  # tokens per probe context: the facts do not all fit, as in a long chat
 FILLER_PAIRS = 3  # neutral exchanges after each case turn
 TURN_SECONDS = 3600.0  # an hour between turns, so intervals span dates
@@ -250,6 +255,34 @@ def locomo_census(memory: Memory, path: Path, limit: int | None = None) -> dict[
     return out
 
 
+def pair_census(memory: Memory, path: Path) -> dict[str, Any]:
+    """Score supersession pairs (``{"earlier": [texts], "correction": text, "expected":
+    index | null}`` per line, as ``supersede_cases.jsonl``) through the library's path,
+    where ``evals.classifier_eval`` calls ``find_superseded`` alone: each case is a
+    conversation of its user turns, each answered "Noted.", caught up; what the correction
+    superseded (a whole turn or a statement) is compared with ``expected``."""
+    cases = load_cases(path)
+    out: dict[str, Any] = {"n": len(cases), "right": 0, "wrong": 0, "missed": 0, "errors": []}
+    for i, case in enumerate(cases):
+        conv = f"pair-{i}"
+        users = [*case["earlier"], case["correction"]]
+        for u in users:
+            memory.append_many(conv, [{"role": "user", "content": u}, {"role": "assistant", "content": "Noted."}])
+        memory.catch_up(conv)
+        last = 2 * (len(users) - 1)  # user turn j at position 2 * j
+        rows = memory.cold.turns(conv, start=0, end=last)
+        by = {r.position: r.superseded_by for r in rows if r.superseded_by is not None}
+        by.update((st.position, st.superseded_by)
+                  for st in memory.cold.superseded_statements(conv, [r.position for r in rows]))
+        got = sorted(q // 2 for q, new in by.items() if new == last)
+        want = [] if case["expected"] is None else [case["expected"]]
+        verdict = "right" if got == want else "wrong" if got else "missed"
+        out[verdict] += 1
+        if verdict != "right":
+            out["errors"].append(f"{verdict}: {case['correction']!r} -> {got}, expected {case['expected']}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.knowledge", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
@@ -259,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"{FRESH_PATH.name} and {FOURTH_PATH.name} the third and fourth)")
     ap.add_argument("--locomo", type=Path, default=None,
                     help="instead: list every supersession decided on this LoCoMo file (precision by reading)")
+    ap.add_argument("--pairs", type=Path, default=None,
+                    help=f"instead: score a file of supersession pairs through the library's path "
+                         f"({PAIRS_HELDOUT_PATH.name} holds a held-out set)")
     ap.add_argument("--limit-samples", type=int, default=None)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="tiermem-knowledge-"))
@@ -267,6 +303,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.locomo is not None:
                 census = locomo_census(mem, args.locomo, args.limit_samples)
                 print(json.dumps(census, ensure_ascii=False, indent=1))
+                return 0
+            if args.pairs is not None:
+                pairs = pair_census(mem, args.pairs)
+                if args.json:
+                    print(json.dumps(pairs, ensure_ascii=False, indent=1))
+                else:
+                    print(f"supersession pairs ({args.pairs.name}): {pairs['right']} of {pairs['n']} right, "
+                          f"{pairs['wrong']} wrong supersessions, {pairs['missed']} missed")
+                    for e in pairs["errors"] if args.errors else ():
+                        print("  " + e)
                 return 0
             res = run(mem, load_cases(args.cases))
     finally:
