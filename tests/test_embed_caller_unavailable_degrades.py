@@ -56,13 +56,15 @@ def test_an_unavailable_custom_embedder_degrades_to_keyword_ranking(tmp_path: Pa
         mem.append_many("c1", [{"role": "user", "content": FLIGHT}])  # stored; its vector waits
         ctx = mem.context("c1", query=QUERY)
         assert ctx.plan.tiers["embedder"] == "degraded"
-        assert ctx.plan.retrieval.endswith("(ConnectionError)")  # the error it named, not its reason
+        # a fixed type, not the error it named: that is the caller's free text (the
+        # tenant-visible side is tests/test_embed_caller_error_not_shown.py)
+        assert ctx.plan.retrieval.endswith("(EmbeddingUnavailable)")
         hits = mem.search("c1", QUERY, 3)
         assert [h.position for h in hits] == [0]
         assert KEYWORDS_ONLY in str(hits.degraded)  # type: ignore[attr-defined]
         embedder = mem.stats()["embedder"]
         assert embedder["state"] == "degraded"  # before: "ok"
-        assert embedder["reason"] == DOWN_REASON  # the operator's detail, as the embedder said it
+        assert embedder["reason"] == f"EmbeddingUnavailable: {DOWN_REASON}"  # the operator's detail, as said
 
         remote.up = True  # the service is back: vectors again
         assert "embedder" not in mem.context("c1", query=QUERY).plan.tiers  # said only when degraded
@@ -71,8 +73,10 @@ def test_an_unavailable_custom_embedder_degrades_to_keyword_ranking(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("reason", "recorded"), [
-    (DOWN_REASON, DOWN_REASON),  # `type: message`, as the class asks: kept as it is
-    ("embed.internal:443 refused", "ConnectionError: embed.internal:443 refused"),  # led by its error, for /healthz
+    # `type: message`, as the class asks: kept as it is, after the fixed type /healthz reads
+    (DOWN_REASON, f"EmbeddingUnavailable: {DOWN_REASON}"),
+    # led by its error
+    ("embed.internal:443 refused", "EmbeddingUnavailable: ConnectionError: embed.internal:443 refused"),
 ], ids=["type_and_message", "message_only"])
 def test_a_warm_up_that_finds_the_service_down_reports_it(tmp_path: Path, reason: str, recorded: str) -> None:
     remote = RemoteEmbedder(EmbeddingUnavailable("ConnectionError", reason))

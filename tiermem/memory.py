@@ -470,15 +470,19 @@ class Memory:
         return vecs
 
     def _embedding_failed(self, exc: BaseException) -> EmbeddingUnavailable:
-        """Record the embedder's failure `exc` (logged as an episode: `_EpisodeLog`). A
-        caller's embedder that raised EmbeddingUnavailable itself keeps its own `error`
-        and `reason` (what its service said), the reason led by the error: /healthz
-        reads the type from there."""
+        """Record the embedder's failure `exc` (logged as an episode: `_EpisodeLog`). The
+        error returned, what tenants are shown (a plan, a search's `degraded`) and what
+        /healthz reads from the reason's front, is `exc`'s type. A caller's embedder that
+        raised EmbeddingUnavailable itself is shown as that type too, whatever `error` it
+        gave: that is the caller's free text (a service's message, a URL with its key, the
+        texts of a batch that held other tenants' turns); its `error` and `reason` (what
+        its service said) follow in the reason, for the operator (the log, `stats()`)."""
+        error = type(exc).__name__
         if isinstance(exc, EmbeddingUnavailable):
-            error = exc.error
-            reason = exc.reason if exc.reason.startswith(f"{error}: ") else f"{error}: {exc.reason}"
+            said = exc.reason if exc.reason.startswith(f"{exc.error}: ") else f"{exc.error}: {exc.reason}"
+            reason = f"{error}: {said}"
         else:
-            error, reason = type(exc).__name__, f"{type(exc).__name__}: {exc}"
+            reason = f"{error}: {exc}"
         if len(reason) > MAX_EMBED_REASON_CHARS:
             reason = reason[:MAX_EMBED_REASON_CHARS] + "..."
         self._embed_log.failed(exc, reason)

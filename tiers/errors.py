@@ -386,7 +386,9 @@ class EmbeddingUnavailable(TiermemError, RuntimeError):
     keyword ranking meanwhile, and appends store (their turns wait for their vectors).
     A caller's own embedder (`Memory(embedder=...)`) raises it to say that its model or
     service cannot answer (a remote one that is down): it is one of
-    `model_unavailable_errors`, so it degrades as the bundled model's failures do."""
+    `model_unavailable_errors`, so it degrades as the bundled model's failures do. Its
+    `error` and `reason` are the caller's text, unchecked: Memory keeps them for the
+    operator (the reason) and shows tenants `EmbeddingUnavailable` alone."""
 
     def __init__(self, error: str, reason: str) -> None:
         self.error = error
