@@ -59,8 +59,8 @@ class RacingLink(HotLink):
         return rows
 
     def _replay_rows(self, conversation_id: str, rows: Sequence[TurnRow], generation: str,
-                     pin_stamp: str) -> HotSet:
-        hs = super()._replay_rows(conversation_id, rows, generation, pin_stamp)
+                     pin_stamp: str, pin_version: int | None = None) -> HotSet:
+        hs = super()._replay_rows(conversation_id, rows, generation, pin_stamp, pin_version)
         self._fire("load")
         return hs
 

@@ -42,11 +42,13 @@ def _corrupt(db: Path, key: str, position: int) -> None:
 
 def _full_replay(link: HotLink, key: str) -> HotSet:
     """The rebuild before: every row's body read and encoded, then the same replay (the
-    pin stamp read before the rows, as tiermem.hotlink `_rebuild` reads it)."""
+    pin stamp and the log's pin version read before the rows, as tiermem.hotlink
+    `_rebuild` reads them)."""
     gen = link.generation(key)
     stamp = link.tier.pin_stamp(key, gen)
+    version = link.cold.pin_version(key)
     turns, tip = link._hot_turns(key, link.cold.turns(key))
-    return link.tier.rebuild(key, turns, generation=gen, tip=tip, pin_stamp=stamp)
+    return link.tier.rebuild(key, turns, generation=gen, tip=tip, pin_stamp=stamp, pin_version=version)
 
 
 # (turns, words of turn i as a function of i, pins {position: priority}, corrupt positions,

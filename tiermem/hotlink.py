@@ -74,6 +74,13 @@ what to do when Redis is gone.
   tier's pin stamp before the log's rows, and a set loaded while a pin or unpin landed
   in between reads as `pins_behind` (tiers.hot, pin stamps), so it is rebuilt at once
   (PIN_RACE_REBUILDS in all) and, should pins keep landing, on its next read.
+- Nor is a pin or unpin whose hot script never ran (the process died between the log
+  write and the script, or Redis refused that one script), nor a pin change of the log
+  that no script follows (a supersession's): the next admit, pin or unpin of the
+  conversation checks the log's pin version against the set's (tiers.hot, pin versions;
+  HotStale 'pins') and its next read compares them, and either rebuilds the set from
+  the log. It costs one primary-key read of the log per append, pin and read, and no
+  rebuild while every change reached the set.
 """
 
 from __future__ import annotations
@@ -90,6 +97,7 @@ import redis
 
 from tiermem.tiers.errors import (
     STALE_AHEAD,
+    STALE_PINS,
     HotAccessDenied,
     HotOutOfMemory,
     HotReadOnly,
@@ -101,6 +109,7 @@ from tiermem.tiers.hot import (
     HotSet,
     HotTier,
     HotTurn,
+    LogPins,
     RedisClient,
     make_client,
     simulate_replay,
@@ -418,7 +427,7 @@ class HotLink:
         return out
 
     def _replay_rows(self, conversation_id: str, rows: Sequence[TurnRow], generation: str,
-                     pin_stamp: str) -> HotSet:
+                     pin_stamp: str, pin_version: int | None = None) -> HotSet:
         """The hot set that replaying `rows` gives, reading only the survivors' bodies.
 
         The members follow from positions, tokens and pins alone (the turn rows), so the
@@ -430,7 +439,8 @@ class HotLink:
         row that turns out unrenderable (salvaged) is left out and the replay run again,
         as the full replay never admitted it; only an unrenderable row that the replay
         evicts stays unseen (its tokens took part): a log written through tiermem holds
-        none. `pin_stamp`: the hot tier's pin stamp read before `rows` (tiers.hot)."""
+        none. `pin_stamp`: the hot tier's pin stamp read before `rows` (tiers.hot);
+        `pin_version`: the log's pin version read before them (tiers.hot, pin versions)."""
         tier = self.tier
         skip: set[int] = set()
         while True:
@@ -446,7 +456,7 @@ class HotLink:
             if not unrenderable:
                 tip = turn_fingerprint(live[-1].content_hash, live[-1].created_at) if live else ""
                 return tier.load(conversation_id, state, texts, generation=generation, tip=tip,
-                                 pin_stamp=pin_stamp)
+                                 pin_stamp=pin_stamp, pin_version=pin_version)
             # at least one row fewer each round: it ends. The rows again, as a row gone
             # rather than unrenderable (erased or pruned meanwhile) may have taken others
             # with it, whom skipping one by one would replay the log once each for.
@@ -471,10 +481,13 @@ class HotLink:
         stamps): it is rebuilt again, up to PIN_RACE_REBUILDS times in all."""
         gen = self.generation(conversation_id)
         for _ in range(PIN_RACE_REBUILDS):
-            # the stamp before the rows: a pin after it is either in them or marks the set
+            # the stamp before the rows: a pin after it is either in them or marks the set;
+            # the log's pin version too: a pin change after it is either in the rows or
+            # one the next write of the set checks for (tiers.hot, pin versions)
             stamp = self.tier.pin_stamp(conversation_id, gen)
+            version = self.cold.pin_version(conversation_id)
             rows = self._turn_rows(conversation_id)
-            hs = self._replay_rows(conversation_id, rows, gen, stamp)
+            hs = self._replay_rows(conversation_id, rows, gen, stamp, version)
             with self._lock:
                 self.rebuilds += 1
             if not hs.pins_behind:
@@ -523,11 +536,27 @@ class HotLink:
             try:
                 # prev_tip again: another process may have replaced the set since the read
                 self._count(self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip,
-                                                 prev_tip=prev_tip))
+                                                 prev_tip=prev_tip,
+                                                 log_pins=self._admitted_pins(conversation_id, rows)))
             except HotStale:
                 return self._rebuild(conversation_id), True, True
             return self.tier.read(conversation_id) or self._rebuild(conversation_id), False, True
+        # The log's pin version, read after the set: one the set has not reached is a pin
+        # change whose script never ran (or has not yet); one past it, a set of another
+        # timeline of the log (tiers.hot, pin versions)
+        if hs.pin_version != self.cold.pin_version(conversation_id):
+            return self._rebuild(conversation_id), True, True
         return hs, False, False
+
+    def _admitted_pins(self, conversation_id: str, rows: Sequence[TurnRow]) -> LogPins:
+        """The log's pin changes an admit of the new `rows` applies (tiers.hot, pin
+        versions), read after them: up to the log's version now, less the changes the rows
+        account for with their pin flags, counted low (each load-bearing row was one at
+        least, as its append or a relabel; each explicitly pinned row one more, its pin):
+        never another writer's change taken for theirs."""
+        now = self.cold.pin_version(conversation_id)
+        own = sum(bool(r.load_bearing) + (r.pinned_priority is not None) for r in rows)
+        return LogPins(max(now - own, 0), now)
 
     def on_append(self, conversation_id: str, positions: list[int]) -> AdmitResult | None:
         try:
@@ -543,10 +572,12 @@ class HotLink:
                 rows = rows[1:]
             turns, tip = self._hot_turns(conversation_id, rows)
             try:
-                res = self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip)
+                res = self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip,
+                                           log_pins=self._admitted_pins(conversation_id, rows))
             except HotStale:
                 # the stored set missed appends (Redis was down, or another process's
-                # admit raced ours): the log has them all, replay it
+                # admit raced ours) or a pin change (tiers.hot, pin versions): the log
+                # has them all, replay it
                 self._rebuild(conversation_id)
                 self._ok()
                 return None
@@ -584,15 +615,21 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
 
-    def pin(self, conversation_id: str, position: int, priority: int) -> None:
+    def pin(self, conversation_id: str, position: int, priority: int, *, log_move: int | None = None) -> None:
+        """Pin the turn in the set, after the log's pin (or, from `unpin`, the log's
+        classifier pin). `log_move`: the pin version the caller's log write moved to
+        (tiers.store `set_pin`; None: it moved nothing, or it is not known), so that a
+        set that missed an earlier pin change of the log is rebuilt (`_log_pins`)."""
         try:
             rows = self.cold.turns(conversation_id, start=position, end=position)
             turns, _ = self._hot_turns(conversation_id, rows)
             turn = turns[0] if turns else None
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
+            log_pins = self._log_pins(conversation_id, log_move)
             self._caught_up(conversation_id, lambda: self._count(self.tier.pin(
-                conversation_id, position, priority, generation=self.generation(conversation_id), turn=turn)))
+                conversation_id, position, priority, generation=self.generation(conversation_id), turn=turn,
+                log_pins=log_pins)))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -601,20 +638,22 @@ class HotLink:
         except Exception as exc:  # the pin is in the log: the rebuild shows it
             self._distrust(conversation_id, exc)
 
-    def unpin(self, conversation_id: str, position: int) -> None:
+    def unpin(self, conversation_id: str, position: int, *, log_move: int | None = None) -> None:
         """Follow the log's pin state after a caller's unpin: a turn the log still pins
         (the classifier's pin of a load-bearing turn nothing superseded, `pin_state`)
         stays pinned in the set at the classifier's priority, as a rebuild would leave
-        it; any other is unpinned."""
+        it; any other is unpinned. `log_move` as in `pin` (a supersession's unpins have
+        none: their changes are checked as not the unpin's own, so the set is rebuilt)."""
         try:
             rows = self.cold.turns(conversation_id, start=position, end=position)
             if rows:
                 pinned, priority = pin_state(rows[0])
                 if pinned:
-                    self.pin(conversation_id, position, priority)
+                    self.pin(conversation_id, position, priority, log_move=log_move)
                     return
+            log_pins = self._log_pins(conversation_id, log_move)
             self._caught_up(conversation_id, lambda: self._count(self.tier.unpin(
-                conversation_id, position, generation=self.generation(conversation_id))))
+                conversation_id, position, generation=self.generation(conversation_id), log_pins=log_pins)))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -622,6 +661,16 @@ class HotLink:
             self._fail(exc)
         except Exception as exc:
             self._distrust(conversation_id, exc)
+
+    def _log_pins(self, conversation_id: str, log_move: int | None) -> LogPins:
+        """The log's pin changes a pin or unpin applies (tiers.hot, pin versions): the one
+        its log write made, at `log_move`; without one, none of its own, checked against
+        the log's version now (a change whose script has not run yet, or never will, has
+        the set rebuilt)."""
+        if log_move is not None:
+            return LogPins(log_move - 1, log_move)
+        now = self.cold.pin_version(conversation_id)
+        return LogPins(now, now)
 
     def _caught_up(self, conversation_id: str, op: Callable[[], None]) -> None:
         """Run a pin or unpin; when the set has not admitted its turn yet (HotStale
@@ -643,8 +692,21 @@ class HotLink:
         ahead of a set caught up with the log (`_caught_up`): the set cannot hold the
         turn (a row that cannot be rendered), or another process's rebuild from rows read
         before it replaced the set, whose next read catches up with the turn as the log
-        has it. Any other refusal (an inconsistent set) is a set that cannot be trusted."""
+        has it. Missing a pin change of the log (STALE_PINS: a pin or unpin whose script
+        never ran): rebuilt from the log, which holds it and this one. Any other refusal
+        (an inconsistent set) is a set that cannot be trusted."""
         if exc.reason in ("generation", STALE_AHEAD):
+            self._ok()
+            return
+        if exc.reason == STALE_PINS:
+            try:
+                self._rebuild(conversation_id)
+            except REDIS_ERRORS as again:
+                self._fail(again)
+                return
+            except Exception as again:
+                self._distrust(conversation_id, again)
+                return
             self._ok()
             return
         self._distrust(conversation_id, exc)

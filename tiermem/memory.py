@@ -1112,17 +1112,17 @@ class Memory:
         _name, _ns, key = self._key(conversation_id, namespace)
         check_int(priority, "priority", MIN_PIN_PRIORITY, MAX_PIN_PRIORITY)
         check_position(position, "position")
-        self.cold.set_pin(key, position, priority)
+        moved = self.cold.set_pin(key, position, priority)
         if self.hot is not None:
-            self.hot.pin(key, position, priority)
+            self.hot.pin(key, position, priority, log_move=moved)
 
     @_fills_caches
     def unpin(self, conversation_id: str, position: int, *, namespace: str | None = None) -> None:
         _name, _ns, key = self._key(conversation_id, namespace)
         check_position(position, "position")
-        self.cold.set_pin(key, position, None)
+        moved = self.cold.set_pin(key, position, None)
         if self.hot is not None:
-            self.hot.unpin(key, position)
+            self.hot.unpin(key, position, log_move=moved)
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -990,8 +990,9 @@ class ColdStore(SharedQueries):
                                   (conversation_id, *chunk))
         return [StatementRow(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in got]
 
-    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
-        """Record (priority) or clear (None) an explicit pin."""
+    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> int | None:
+        """Record (priority) or clear (None) an explicit pin; the pin version it moved to,
+        None when nothing changed (tiers.store)."""
         with self._tx() as c:
             self._require_in(c, conversation_id)
             last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
@@ -999,12 +1000,19 @@ class ColdStore(SharedQueries):
             if not 0 <= position <= last:
                 raise PositionOutOfRange("position", position, last)
             if priority is None:
-                c.execute("DELETE FROM pins WHERE conversation_id = ? AND position = ?", (conversation_id, position))
+                cur = c.execute("DELETE FROM pins WHERE conversation_id = ? AND position = ?",
+                                (conversation_id, position))
             else:
-                c.execute(
+                # the REPLACE's delete of a pin already there fires no trigger
+                # (m009_messages_no_replace): one move of the version either way
+                cur = c.execute(
                     "INSERT OR REPLACE INTO pins(conversation_id, position, priority, created_at) VALUES (?,?,?,?)",
                     (conversation_id, position, priority, time.time()),
                 )
+            if cur.rowcount <= 0:
+                return None
+            return int(c.execute("SELECT version FROM pin_versions WHERE conversation_id = ?",
+                                 (conversation_id,)).fetchone()[0])
 
     # -- checkpoint / fork / prune -------------------------------------------------------------
 

@@ -78,6 +78,24 @@ Invariants:
   before the load, and leaves the loaded set `pins_behind`. `T:ps` is renewed with the
   set's idle TTL and never deleted with the set (`drop`), only with the conversation
   (`drop_all`): a stamp that vanished could come back equal to what a rebuild read.
+- Pin versions: the log numbers the pin changes of each conversation (tiers.store
+  `pin_version`: a pin set or cleared, a load-bearing turn appended or relabelled, a
+  supersession), and the set records in `pinver` the number up to which every change is
+  in it. A rebuild records the version read before its rows. A write names the changes
+  it applies (`LogPins`: those after `before` up to `after`; APPLY_LUA ARGV[12]): a pin
+  or unpin the one its log write made (tiers.store `set_pin` returns it), an admit the
+  log's version read after its rows less the changes its new turns account for, counted
+  low (a load-bearing turn one, an explicitly pinned one one more), and none when the
+  set has admitted one of its turns already (their changes may be among those the set
+  holds). The set must hold every change up to `before`, else the script answers
+  STALE 'pins' (STALE_PINS), nothing written but a pin's stamp, and the caller rebuilds
+  the set from the log. So a pin or unpin whose script never ran (its process died
+  between the log write and the script, or Redis refused that one script), or a change
+  no script follows (a supersession's statements, a relabel), is found by the next
+  admit, pin or unpin of the conversation, and by its next read, which compares the
+  versions (tiermem.hotlink); a normal append or pin rebuilds nothing and costs no
+  round trip to Redis. A set without `pinver` (written before pin versions) holds no
+  change: its first checked write or read rebuilds it.
 - Redis being unreachable surfaces as redis-py's ConnectionError/TimeoutError, quickly
   (sub-second timeouts, one retry); the client reconnects on its own once Redis is back.
   A write Redis refuses whole surfaces as one of tiermem's errors (`refusal`): out of
@@ -88,7 +106,8 @@ Key layout per conversation, tag T = `{tm:<escaped id>}`:
   T:meta  hash  gen, total, budget, last, tip, evictions, overflow, demoted_tokens,
                 members, pins, demoted_pins (counts of T:z, T:pin, T:d),
                 counted (COUNT_STAMP_FIELDS' values when the counts were written, '|'-joined),
-                pinstamp (the pin stamp the set has seen; '' none)
+                pinstamp (the pin stamp the set has seen; '' none),
+                pinver (the log's pin version the set holds every change up to; absent: none)
   T:z     zset  member = position, score = position (the hot window in log order)
   T:t     hash  position -> token count
   T:p     hash  position -> payload text (the caller's rendering of the turn)
@@ -197,7 +216,7 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 --                    last position (later ones in the same call need only ascend),
 --                g = check the stored generation equals ARGV[1],
 --                r = reset (delete the six keys first),
---                p = ops carry payloads (ARGV[11..], one per admit and per pin with a turn),
+--                p = ops carry payloads (ARGV[13..], one per admit and per pin with a turn),
 --                e = return evicted positions, m = return the member positions,
 --                s = a pin or unpin: stamp it (ARGV[11]; module docstring, pin stamps);
 -- ARGV[7] ttl in ms for the six keys (0: leave as is);
@@ -211,10 +230,21 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 -- ARGV[11] with flag s: this pin's or unpin's stamp, recorded under ARGV[1] in KEYS[7]
 --         on every reply but AHEAD and NOTHOT (which leave the caller to act), and as
 --         the set's meta 'pinstamp' when the set held KEYS[7]'s stamp before ('' without s).
+-- ARGV[12] the log's pin versions, '<before>,<after>' ('' : not checked; module
+--         docstring, pin versions): this call applies the log's pin changes numbered
+--         after <before> up to <after>, so the set must already hold every change up to
+--         <before> (meta 'pinver' at least <before>), else it missed one: 'STALE|pins',
+--         nothing written (but the pin stamp); then 'pinver' becomes the larger of it and
+--         <after>. When the set has already admitted a turn this call admits, the changes
+--         of those turns may be among those it holds: <after> must then be held already.
+--         A set without 'pinver' (written before pin versions, or loaded without one)
+--         holds none; a call that starts a set starts it from 0.
 -- Returns one string (redis-py parses one bulk string much faster than nested arrays):
 --   'OK|<evicted,...>|<demoted,...>|total|overflow|last|n_evicted|<members,...>'
 --   (members only with flag m), or, with nothing written (but the pin stamp),
---   'STALE|reason|stored last|stored generation', 'NOTHOT|position', 'AHEAD|position|last';
+--   'STALE|reason|stored last|stored generation', 'NOTHOT|position', 'AHEAD|position|last'
+--   (AHEAD and the admits' checks come before the pin version's: a set only behind the log
+--   is caught up, not rebuilt);
 --   a pin or unpin without a stored set answers 'OK|||0|0|-1|0|' and writes only its stamp.
 -- Only what eviction needs is loaded: the ordered positions, the pins with their
 -- tokens, and the meta; other members' tokens are fetched when they become victims.
@@ -233,6 +263,9 @@ local function flag(c) return string.find(flags, c, 1, true) ~= nil end
 local check, check_gen, with_payloads = flag('c'), flag('g'), flag('p')
 local want_evicted, want_members = flag('e'), flag('m')
 local new_stamp = flag('s') and ARGV[11] or nil
+local log_before, log_after = string.match(ARGV[12], '^(%d+),(%d+)$')
+-- whether an admit of this call names a turn the set admitted before (module docstring)
+local readmitted = false
 -- A pin or unpin tells a rebuild under way in another process that it happened, whatever
 -- it finds here (no set, another generation's): that rebuild's rows may predate it
 local function mark()
@@ -464,7 +497,7 @@ local function enforce()
   end
 end
 
-local argi = 12
+local argi = 13
 for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+);') do
   local p, t, pr = tonumber(ps), tonumber(ts), tonumber(prs)
   local payload = nil
@@ -493,6 +526,7 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
     end
     -- p <= last: admitted before (a retry, or a duplicate in a replay); admitting it
     -- again could resurrect a turn that was evicted since.
+    if p <= stored_last then readmitted = true end
   elseif k == 'p' then
     -- No set: nothing to pin in; the next read rebuilds it from the log, pin included.
     if check and not exists then
@@ -537,6 +571,20 @@ for k, ps, ts, pns, prs in string.gmatch(ops, '(%a)(%d+),(%-?%d+),([01]),(%-?%d+
       undemote(p)
     end
   end
+end
+
+-- Every pin change of the log up to <after> is in this set once this call is written,
+-- unless one before the changes this call applies is missing from it (a pin or unpin
+-- whose script never ran: its process died after the log write, or Redis refused that
+-- one script): refused, the caller rebuilds the set from the log
+local pinver = meta.pinver
+if log_before then
+  local had = 0
+  if exists then had = tonumber(pinver or '') end
+  local need = tonumber(log_before)
+  if readmitted then need = tonumber(log_after) end
+  if had == nil or had < need then return stale('pins') end
+  if tonumber(log_after) > had then pinver = log_after else pinver = tostring(had) end
 end
 
 -- Write back what changed.
@@ -601,6 +649,7 @@ mark()
 redis.call('HSET', meta_key, 'gen', gen, 'total', total, 'budget', budget, 'last', last, 'tip', tip,
   'evictions', evictions, 'overflow', overflow, 'demoted_tokens', dtokens, 'members', #members, 'pins', n_pins,
   'demoted_pins', n_demoted, 'counted', count_stamp(last, total, evictions, dtokens), 'pinstamp', pinstamp)
+if pinver then redis.call('HSET', meta_key, 'pinver', pinver) end
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
 end
@@ -612,17 +661,19 @@ FINISH_REBUILD_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[1..6] live meta, zset, tokens, payload, pin, demoted keys;
 -- KEYS[7..12] the temporary keys a replay built, in the same order (same hash tag).
 -- ARGV[1] the live keys' idle TTL in ms (0: none); ARGV[2] the pin stamp read before the
--- replayed rows (meta 'pinstamp'; module docstring); then position, payload, position,
--- payload, ... for the members of the rebuilt set.
+-- replayed rows (meta 'pinstamp'; module docstring); ARGV[3] the log's pin version read
+-- before them (meta 'pinver'; '' none); then position, payload, position, payload, ...
+-- for the members of the rebuilt set.
 -- Writes the payloads into the temporary set, then renames it over the live keys in one
 -- step, so that readers see either the old set or the whole new one.
 -- Returns 'OK', or 'EXPIRED' when the temporary keys are gone (nothing written).
 if redis.call('EXISTS', KEYS[7]) == 0 then return 'EXPIRED' end
 local ttl = tonumber(ARGV[1])
-for i = 3, #ARGV, 1000 do
+for i = 4, #ARGV, 1000 do
   redis.call('HSET', KEYS[10], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('HSET', KEYS[7], 'pinstamp', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[7], 'pinver', ARGV[3]) end
 for i = 1, 6 do
   if redis.call('EXISTS', KEYS[i + 6]) == 1 then
     redis.call('RENAME', KEYS[i + 6], KEYS[i])
@@ -639,7 +690,8 @@ LOAD_LUA = OOM_PROBE_LUA + r"""
 -- KEYS[7] its pin stamp hash (left as it is; its idle TTL renewed with the set's).
 -- ARGV[1] generation, [2] total, [3] budget, [4] last, [5] tip, [6] evictions,
 -- [7] overflow, [8] demoted tokens, [9] idle TTL in ms (0: none), [10] the pin stamp
--- read before the rows the replay ran on (meta 'pinstamp'); then the count of
+-- read before the rows the replay ran on (meta 'pinstamp'), [11] the log's pin version
+-- read before them (meta 'pinver'; '' none); then the count of
 -- members and position, tokens, payload for each (ascending); the count of pins and
 -- position, priority for each; the count of demoted pins and position, tokens for each.
 -- Replaces the conversation's set by this one (a replay simulated by the caller,
@@ -652,7 +704,7 @@ local function call_chunked(cmd, key, list)
     redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
   end
 end
-local i = 11
+local i = 12
 local n = tonumber(ARGV[i])
 i = i + 1
 local zargs, targs, pargs = {}, {}, {}
@@ -684,6 +736,7 @@ redis.call('HSET', meta_key, 'gen', ARGV[1], 'total', ARGV[2], 'budget', ARGV[3]
   'evictions', ARGV[6], 'overflow', ARGV[7], 'demoted_tokens', ARGV[8], 'members', n, 'pins', counts[1],
   'demoted_pins', counts[2], 'counted', table.concat({ARGV[4], ARGV[2], ARGV[6], ARGV[8]}, '|'),
   'pinstamp', ARGV[10])
+if ARGV[11] ~= '' then redis.call('HSET', meta_key, 'pinver', ARGV[11]) end
 local ttl = tonumber(ARGV[9])
 if ttl > 0 then
   for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
@@ -796,6 +849,28 @@ class HotSet:
     # a pin or unpin reached Redis that this set has not seen (its stamp is not the
     # conversation's: it was being rebuilt from rows read before it): rebuild it
     pins_behind: bool = False
+    # the log's pin version the set reflects (meta 'pinver'; module docstring, pin
+    # versions); None when not known (a set written before pin versions, or without one)
+    pin_version: int | None = None
+
+
+@dataclass(frozen=True)
+class LogPins:
+    """The log's pin changes a hot write applies (module docstring, pin versions): those
+    numbered after `before` up to `after` (the log's per-conversation pin version,
+    tiers.store `pin_version`). The set must hold every change up to `before` already;
+    `before` equal to `after` claims none as the write's own, which is always safe."""
+
+    before: int
+    after: int
+
+    def __post_init__(self) -> None:
+        for name in ("before", "after"):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value < _MAX_INT:
+                raise ValueError(f"LogPins.{name} must be an int in [0, 1e14), got {value!r}")
+        if self.before > self.after:
+            raise ValueError(f"LogPins.before must not exceed after, got {self.before} > {self.after}")
 
 
 @dataclass
@@ -978,6 +1053,14 @@ def simulate_replay(
     return st
 
 
+def _version_arg(pin_version: int | None) -> str:
+    """A rebuild's log pin version as LOAD_LUA and FINISH_REBUILD_LUA take it ('' none)."""
+    if pin_version is None:
+        return ""
+    LogPins(pin_version, pin_version)  # the same bounds as a write's
+    return str(pin_version)
+
+
 def _op(kind: str, position: int, tokens: int, pinned: bool, priority: int) -> str:
     return f"{kind}{position},{tokens},{1 if pinned else 0},{priority};"
 
@@ -1097,12 +1180,14 @@ class HotTier:
         tip: str = "",
         prev_tip: str = "",
         stamp: str = "",
+        log_pins: LogPins | None = None,
     ) -> list[str]:
         """Run APPLY_LUA; returns the fields after 'OK': evicted, demoted, total,
         overflow, last, n_evicted, members (the lists comma-separated). `ttl_ms` None:
         the live keys' idle TTL. `tip`: the fingerprint of the last admit in `ops`,
         `prev_tip` that of the log's turn before the first (see APPLY_LUA); `stamp`: a
-        pin's or unpin's stamp (flag s)."""
+        pin's or unpin's stamp (flag s); `log_pins`: the log's pin changes this call
+        applies, which the set is checked against (None: not checked)."""
         if ttl_ms is None:
             ttl_ms = self.idle_ttl_ms
         args = [
@@ -1117,6 +1202,7 @@ class HotTier:
             tip,
             prev_tip,
             stamp,
+            "" if log_pins is None else f"{log_pins.before},{log_pins.after}",
             *payloads,
         ]
         try:
@@ -1150,7 +1236,8 @@ class HotTier:
     # -- API -----------------------------------------------------------------------------
 
     def admit(
-        self, conversation_id: str, turn: HotTurn, *, generation: str, tip: str = "", prev_tip: str = ""
+        self, conversation_id: str, turn: HotTurn, *, generation: str, tip: str = "", prev_tip: str = "",
+        log_pins: LogPins | None = None,
     ) -> AdmitResult:
         """Add one turn (the next position of the log), then evict while over budget.
 
@@ -1161,20 +1248,25 @@ class HotTier:
         which holds the turn. `tip`: the turn's log fingerprint, recorded as the set's
         (HotSet.tip) when the turn becomes its last position; `prev_tip`: that of the
         log's turn before it, which the set must end with (else HotStale 'diverged': it
-        grew from another timeline of the log); '' checks nothing.
+        grew from another timeline of the log); '' checks nothing. `log_pins`: the log's
+        pin changes the turn's append made (`before` the pin version less the changes the
+        turn accounts for, `after` the version read after the turn): HotStale 'pins' when
+        the set missed another; None checks nothing.
         """
-        return self.admit_many(conversation_id, [turn], generation=generation, tip=tip, prev_tip=prev_tip)
+        return self.admit_many(conversation_id, [turn], generation=generation, tip=tip, prev_tip=prev_tip,
+                               log_pins=log_pins)
 
     def admit_many(
         self, conversation_id: str, turns: Sequence[HotTurn], *, generation: str, tip: str = "",
-        prev_tip: str = "",
+        prev_tip: str = "", log_pins: LogPins | None = None,
     ) -> AdmitResult:
         """Same effect as admitting the turns one by one, in one script call per
         ADMIT_CHUNK turns (each chunk atomic on its own). Positions must ascend; the first
         new one must follow the stored set (else HotStale), later ones may skip. `tip`:
         the log fingerprint of the last turn (a chunk before the last records '', which
         the caller treats as unknown should the later chunks never run); `prev_tip`: as
-        in `admit`, checked by the first chunk (later ones extend what it wrote)."""
+        in `admit`, checked by the first chunk (later ones extend what it wrote), as is
+        `log_pins` (the changes of all the turns: the first chunk records the version)."""
         keys = self._live_keys(conversation_id)
         for t in turns:  # all of them first: bad input writes nothing
             _check_turn(t)
@@ -1192,13 +1284,15 @@ class HotTier:
             res = self._apply(
                 conversation_id, keys, "cgpe", ops, [t.payload for t in chunk], generation=generation,
                 tip=tip if final else "", prev_tip=prev_tip if start == 0 else "",
+                log_pins=log_pins if start == 0 else None,
             )
             evicted += _ints(res[0])
             demoted += _ints(res[1])
         return AdmitResult(evicted, demoted, int(res[2]), int(res[3]))
 
     def pin(
-        self, conversation_id: str, position: int, priority: int, *, generation: str, turn: HotTurn | None = None
+        self, conversation_id: str, position: int, priority: int, *, generation: str, turn: HotTurn | None = None,
+        log_pins: LogPins | None = None,
     ) -> AdmitResult:
         """Pin a hot turn (or update its priority). A turn that is not hot is re-admitted
         as pinned when `turn` is given, else HotTurnNotResident; one past the set's last
@@ -1207,7 +1301,10 @@ class HotTier:
         lower-priority pins (possibly this one) when pins alone exceed the budget.
         Without a stored set for the conversation this is a no-op (all zeros): the
         caller's next read rebuilds the set from the log, with the pin. A stored set of
-        another generation raises HotStale, nothing written: it is not this log's."""
+        another generation raises HotStale, nothing written: it is not this log's. With
+        `log_pins` (the log's pin change the pin's log write made: `after` its version,
+        `before` the one before it), a set that missed a pin change of the log raises
+        HotStale 'pins' (pin versions), nothing written but the stamp: rebuild it."""
         if turn is not None:
             _check_turn(turn)
             if turn.position != position:
@@ -1217,17 +1314,20 @@ class HotTier:
         ops = _op("p", position, turn.tokens if turn is not None else -1, True, priority)
         payloads = [turn.payload] if turn is not None else []
         res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes", ops, payloads,
-                          generation=generation, stamp=new_stamp())
+                          generation=generation, stamp=new_stamp(), log_pins=log_pins)
         return self._result(res)
 
-    def unpin(self, conversation_id: str, position: int, *, generation: str) -> AdmitResult:
+    def unpin(self, conversation_id: str, position: int, *, generation: str,
+              log_pins: LogPins | None = None) -> AdmitResult:
         """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
         forgotten as demoted; a position past the set's last admitted one raises HotStale
         'ahead', nothing written (its admit, on its way, may carry the pin: catch the set
         up and unpin again); anything else, a missing set included, is a no-op. A stored
-        set of another generation raises HotStale, nothing written."""
+        set of another generation raises HotStale, nothing written; `log_pins` as in
+        `pin` (HotStale 'pins')."""
         res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes",
-                          _op("u", position, 0, False, 0), generation=generation, stamp=new_stamp())
+                          _op("u", position, 0, False, 0), generation=generation, stamp=new_stamp(),
+                          log_pins=log_pins)
         return self._result(res)
 
     def read(self, conversation_id: str) -> HotSet | None:
@@ -1264,6 +1364,7 @@ class HotTier:
                 demoted_tokens=int(meta.get("demoted_tokens", 0)),
                 tip=meta.get("tip", ""),
                 pins_behind=meta.get("pinstamp", "") != (doc.get("s") or ""),
+                pin_version=int(meta["pinver"]) if meta.get("pinver") else None,
             )
         except (KeyError, ValueError):
             return None
@@ -1308,11 +1409,12 @@ class HotTier:
         return None if value is None else _text(value)
 
     def rebuild(self, conversation_id: str, turns: Iterable[HotTurn], *, generation: str, tip: str = "",
-                pin_stamp: str = "") -> HotSet:
+                pin_stamp: str = "", pin_version: int | None = None) -> HotSet:
         """Replace the conversation's hot set by the replay of `turns` (ascending
         positions, each with its current pin flag and priority); `tip` is the log
         fingerprint of the last of them, `pin_stamp` what `pin_stamp` said before the
-        turns were read from the log (the set is `pins_behind` when a pin came since).
+        turns were read from the log (the set is `pins_behind` when a pin came since),
+        `pin_version` the log's pin version read before them (None: not known).
 
         The replay sends no texts to Lua, REBUILD_CHUNK turns per call, into scratch
         keys; payloads are kept here only for turns still hot after each chunk and are
@@ -1355,7 +1457,7 @@ class HotTier:
                 flush()
         if ops or first:
             flush()
-        args: list[Any] = [self.idle_ttl_ms, pin_stamp]
+        args: list[Any] = [self.idle_ttl_ms, pin_stamp, _version_arg(pin_version)]
         for p in members:
             args += (p, payloads[p])
         status = _text(self._run("finish", [*self.keys(conversation_id), *tmp], args))
@@ -1367,15 +1469,16 @@ class HotTier:
         return hot
 
     def load(self, conversation_id: str, state: ReplayState, payloads: Mapping[int, str], *, generation: str,
-             tip: str = "", pin_stamp: str = "") -> HotSet:
+             tip: str = "", pin_stamp: str = "", pin_version: int | None = None) -> HotSet:
         """Replace the conversation's hot set by `state` (`simulate_replay` under this
         tier's budget and protection), with the members' `payloads`, in one script; `tip`
         is the log fingerprint of the turn at `state.last`, `pin_stamp` what `pin_stamp`
-        said before the rows were read (the set is `pins_behind` when a pin came since).
+        said before the rows were read (the set is `pins_behind` when a pin came since),
+        `pin_version` the log's pin version read before them (None: not known).
         Raises KeyError, having written nothing, when `payloads` lacks a member."""
         args: list[Any] = [generation, state.total, self.budget_tokens, state.last, tip, state.evictions,
                            max(0, state.total - self.budget_tokens), sum(state.demoted.values()),
-                           self.idle_ttl_ms, pin_stamp, len(state.members)]
+                           self.idle_ttl_ms, pin_stamp, _version_arg(pin_version), len(state.members)]
         for p in state.members:
             payload = payloads[p]
             if not isinstance(payload, str):

@@ -1753,7 +1753,7 @@ class PostgresStore(SharedQueries):
                              (conversation_id, sorted(set(positions))))
         return [StatementRow(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in got]
 
-    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
+    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> int | None:
         with self._tx() as c:
             self._require_in(c, conversation_id)
             last = c.execute("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %s",
@@ -1761,11 +1761,17 @@ class PostgresStore(SharedQueries):
             if not 0 <= position <= last:
                 raise PositionOutOfRange("position", position, int(last))
             if priority is None:
-                c.execute("DELETE FROM pins WHERE conversation_id = %s AND position = %s", (conversation_id, position))
+                cur = c.execute("DELETE FROM pins WHERE conversation_id = %s AND position = %s",
+                                (conversation_id, position))
             else:
-                c.execute("INSERT INTO pins(conversation_id, position, priority, created_at) VALUES (%s,%s,%s,%s) "
-                          "ON CONFLICT (conversation_id, position) DO UPDATE SET priority = EXCLUDED.priority, "
-                          "created_at = EXCLUDED.created_at", (conversation_id, position, priority, time.time()))
+                cur = c.execute("INSERT INTO pins(conversation_id, position, priority, created_at) VALUES (%s,%s,%s,%s) "
+                                "ON CONFLICT (conversation_id, position) DO UPDATE SET priority = EXCLUDED.priority, "
+                                "created_at = EXCLUDED.created_at", (conversation_id, position, priority, time.time()))
+            if cur.rowcount <= 0:
+                return None
+            # the trigger's row lock is held to the commit: the version is this write's
+            return int(c.execute("SELECT version FROM pin_versions WHERE conversation_id = %s",
+                                 (conversation_id,)).fetchone()[0])
 
     # -- checkpoint / fork / retention ---------------------------------------------------------
 

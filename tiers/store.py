@@ -408,9 +408,12 @@ class ColdLog(Protocol):
         when given), by position and start."""
         ...
 
-    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> None:
+    def set_pin(self, conversation_id: str, position: int, priority: int | None) -> int | None:
         """Record (priority) or clear (None) an explicit pin; `PositionOutOfRange` past the
-        log, `ConversationNotFound` for a gone key."""
+        log, `ConversationNotFound` for a gone key. Returns the `pin_version` this write
+        moved it to (read in its transaction, so no other writer's change), None when it
+        changed nothing (a clear of a position not pinned): the hot tier's check that its
+        set missed no pin change before this one (tiers.hot, pin versions)."""
         ...
 
     def store_plan(self, conversation_id: str, plan_json: str) -> None:
