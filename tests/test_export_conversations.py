@@ -5,6 +5,7 @@ no export command before (a usage error)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ import pytest
 import sdk_corpus as corpus
 from click.testing import CliRunner
 from convo_fixtures import support_lines, write_jsonl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tiermem.cli import CliState, cli
 from tiermem.config import Config
@@ -109,3 +112,53 @@ def test_every_stored_shape_round_trips_byte_identical(tmp_path: Path, embedder:
     tm(embedder, second, "export", "-o", str(again))
     assert histories(second, embedder) == histories(first, embedder)
     assert again.read_bytes() == out.read_bytes()  # the export of the copy is the export of the original
+
+
+# The same property over random conversations: rows drawn from every shape above, random
+# text in a plain message, random envelopes (JSON metadata of every type, sessions, times).
+# Deterministic by default (`derandomize`), as the other property tests; TIERMEM_FUZZ_EXAMPLES
+# explores that many new conversations a run
+DEFAULT_EXAMPLES = 10
+EXPLORE = os.environ.get("TIERMEM_FUZZ_EXAMPLES")
+EXAMPLES = int(EXPLORE) if EXPLORE else DEFAULT_EXAMPLES
+MAX_ROWS = 8  # rows of one drawn conversation
+JSON_LEAVES = 8  # the most leaves of one drawn metadata value
+MAX_TIME_S = 4e9  # created_at drawn up to here (Unix seconds, year 2096)
+# bodies that stand alone (a retraction names a position, drawn apart below)
+LONE = [body for rows in SHAPES.values() for body in rows if body.get("type") != "tiermem.retract"]
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=JSON_LEAVES)
+body = st.sampled_from(LONE) | st.builds(lambda t: {"role": "user", "content": t}, st.text(max_size=60))
+envelope = st.fixed_dictionaries({}, optional={
+    "session_id": st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True),
+    "metadata": st.dictionaries(st.text(max_size=8), json_value, max_size=3),
+    "created_at": st.floats(0, MAX_TIME_S, allow_nan=False)})
+
+
+@st.composite
+def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
+    rows = [{**draw(body), **draw(envelope)} for _ in range(draw(st.integers(1, MAX_ROWS)))]
+    if len(rows) > 1 and draw(st.booleans()):  # a retraction of an earlier row, at a drawn place
+        at = draw(st.integers(1, len(rows)))
+        rows.insert(at, {"type": "tiermem.retract", "position": draw(st.integers(0, at - 1))})
+    return rows
+
+
+@settings(max_examples=EXAMPLES, derandomize=not EXPLORE, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(conversation())
+def test_random_conversations_round_trip_byte_identical(tmp_path_factory: Any, embedder: FastEmbedder,
+                                                        rows: list[dict[str, Any]]) -> None:
+    tmp = tmp_path_factory.mktemp("rt")
+    first, second = tmp / "d1", tmp / "d2"
+    with Memory(Config(data_dir=first), embedder=embedder, hot=False, background_indexing=False) as mem:
+        mem.append_many("c", rows)  # every drawn row is one append accepts
+    out, again = tmp / "out.jsonl", tmp / "again.jsonl"
+    tm(embedder, first, "export", "-o", str(out))
+    tm(embedder, second, "import", str(out))
+    tm(embedder, second, "export", "-o", str(again))
+    assert histories(second, embedder) == histories(first, embedder)
+    assert again.read_bytes() == out.read_bytes()
