@@ -56,6 +56,7 @@ from tiermem.evals.bench import (
 )
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import Embedder, query_embedding
+from tiermem.tiers.errors import ValidationError, shown
 from tiermem.tiers.models import Message, search_text
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -67,6 +68,8 @@ SESSION_TURNS = 25
 DAY_S = 86_400.0
 T0 = 1_672_531_200.0  # 2023-01-01, so that session dates look like LoCoMo's
 SEARCH_K = 10
+QUICK_TURNS, FULL_TURNS = 300, 10_000  # the measured conversation's turns, --quick's and the default
+MIN_TURNS = 1  # a conversation of no turns measures nothing, as bench.bounded refuses on the command line
 # used when no LoCoMo file is at hand (a clean clone in CI): generic recall questions
 FALLBACK_QUESTIONS = [
     "what did we decide about the deployment?", "when did the build start failing?",
@@ -418,13 +421,26 @@ def search_bench(root: Path, corpus: Corpus, counter: BpeTokenCounter, embedder:
 # ---------------------------------------------------------------------------------------
 
 
+def resolve_turns(field: str, turns: int | None, quick: bool) -> int:
+    """The turns of the measured conversation of a run (this benchmark's and bench_context's):
+    None is the default (--quick's where `quick`); a count below MIN_TURNS is a
+    ValidationError naming `field` and the limit, as the command line's --turns refuses it.
+    `turns or ...` read 0 as the default: `run(search_turns=0)` built the 10k-turn conversation."""
+    if turns is not None and turns < MIN_TURNS:
+        raise ValidationError(field, f"must be an integer of at least {MIN_TURNS}, got {shown(turns)}")
+    if turns is not None:
+        return turns
+    return QUICK_TURNS if quick else FULL_TURNS
+
+
 def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embedder | None = None,
         search_turns: int | None = None, torch_threads: int | None = DEFAULT_TORCH_THREADS) -> dict[str, Any]:
-    """Run the cold-tier benchmarks; figures in µs, ms, or per second as keys say."""
+    """Run the cold-tier benchmarks; figures in µs, ms, or per second as keys say.
+    `search_turns` as `resolve_turns` reads it: a bad one refused before anything runs."""
+    search_turns = resolve_turns("search_turns", search_turns, quick)
     threads = set_torch_threads(torch_threads)
     appends, bulk = (200, 500) if quick else (3000, 10_000)
     ingest_limit = 40 if quick else None
-    search_turns = search_turns or (300 if quick else 10_000)
     n_queries = 10 if quick else 200
     la0 = load_average()
     corpus = load_corpus(data)
@@ -502,7 +518,7 @@ def model_bench_main(argv: list[str] | None, *, doc: str | None, turns_help: str
 
 def main(argv: list[str] | None = None) -> int:
     return model_bench_main(
-        argv, doc=__doc__, turns_help="turns in the search conversation (default 10000)",
+        argv, doc=__doc__, turns_help=f"turns in the search conversation (default {FULL_TURNS})",
         run_bench=lambda quick, data, turns, threads: run(quick, data=data, search_turns=turns,
                                                          torch_threads=threads),
         fmt=format_table)

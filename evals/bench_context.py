@@ -61,6 +61,7 @@ from tiermem.evals.bench_cold import (
     default_embedder,
     load_corpus,
     model_bench_main,
+    resolve_turns,
     synthetic_messages,
 )
 from tiermem.tiers.embed import Embedder
@@ -99,12 +100,13 @@ def query_mix(corpus: Corpus, per_kind: int) -> dict[str, list[str]]:
 
 def run(quick: bool = False, *, data: Path | None = DEFAULT_DATA, embedder: Embedder | None = None,
         turns: int | None = None, torch_threads: int | None = DEFAULT_TORCH_THREADS) -> dict[str, Any]:
-    """Run the benchmark; figures in ms."""
+    """Run the benchmark; figures in ms. `turns` as bench_cold.resolve_turns reads it: a
+    bad one refused before anything runs."""
     from tiermem import Config, Memory
     from tiermem.tiers.redis_server import EmbeddedRedis
 
+    turns = resolve_turns("turns", turns, quick)
     threads = set_torch_threads(torch_threads)
-    turns = turns or (300 if quick else 10_000)
     others, other_turns = (1, 100) if quick else (2, 500)
     per_kind = 3 if quick else 40
     la0 = load_average()
