@@ -19,19 +19,30 @@ objects on it (two processes), the real model; with the hot tier on the real emb
 Redis (the warm views' cache), whose every key and value is searched for the canary. A
 walk over every object reachable in this process (tests/erasure_child.py `held`) finds
 the canary.
+
+The six cases run one after another in one child process (this file run as a script),
+once per module, as they ran in a test worker: a walk costs time in proportion to the
+heap it searches, and a worker holds the whole suite's (~6-8 s a walk on a loaded
+runner); a bare child with the model loaded walks in about a second. Each case runs its
+checks there and its test asserts that its row of the child's report holds no failure.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import subprocess
+import sys
 import threading
+import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis
 from erasure_child import held
-from llm_endpoint import HOLD_S, LLMEndpoint, Reply, Request, completion, serving
+from llm_endpoint import HOLD_S, LLMEndpoint, Reply, Request, completion
 
 from tiermem import Config, Memory
 from tiermem.tiers import memo
@@ -43,6 +54,8 @@ KEPT_TURNS = 4
 MAX_TURNS_BEHIND = 1  # every view of both conversations is over budget
 MAX_VIEWS_PER_RUN = 10  # all of them in one run
 TIMEOUT_S = 20.0  # the summarizer's; longer than the erasure takes
+# the child's cases: a model load, six held requests and walks, minutes at most loaded
+CHILD_S = 300.0
 
 
 class HeldQuoting:
@@ -63,21 +76,6 @@ class HeldQuoting:
         return completion("The user gave some details. [#0]")
 
 
-@pytest.fixture
-def canary() -> str:
-    return f"zq7canary{uuid.uuid4().hex}medlar"
-
-
-@pytest.fixture
-def reply(canary: str) -> HeldQuoting:
-    return HeldQuoting(canary)
-
-
-@pytest.fixture
-def endpoint(reply: HeldQuoting) -> Iterator[LLMEndpoint]:
-    yield from serving(reply)
-
-
 class Pair:
     """The process whose scheduler runs (`mem`) and another one on the same store (`other`)."""
 
@@ -90,18 +88,8 @@ class Pair:
         self.mem.close()
 
 
-@pytest.fixture(params=[pytest.param(False, id="no-redis"), pytest.param(True, id="redis-cache")])
-def pair(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder, endpoint: LLMEndpoint) -> Iterator[Pair]:
-    config = Config(data_dir=tmp_path / "data", summarizer="llm", llm_base_url=endpoint.url, llm_model="m",
-                    llm_api_key_env="", llm_timeout_s=TIMEOUT_S, warm_max_turns_behind=MAX_TURNS_BEHIND,
-                    scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
-    p = Pair(config, embedder, hot=request.param)
-    try:
-        yield p
-    finally:
-        p.close()
-        if request.param:
-            EmbeddedRedis(config.data_dir).stop()
+# the warm views' cache: none, or the hot tier on the embedded Redis
+CACHES: list[tuple[str, bool]] = [("no-redis", False), ("redis-cache", True)]
 
 
 def _in_thread(fn: Callable[[], object]) -> None:
@@ -148,10 +136,9 @@ def _redis_with(config: Config, needle: bytes) -> list[bytes]:
         client.close()
 
 
-@pytest.mark.parametrize(("who", "drop"), DROPPERS, ids=[d[0] for d in DROPPERS])
-def test_a_scheduled_refresh_under_way_keeps_no_erased_text_once_it_returns(
-        pair: Pair, reply: HeldQuoting, endpoint: LLMEndpoint, canary: str, who: str,
-        drop: Callable[[Pair], None]) -> None:
+def _refreshed_under_way(pair: Pair, reply: HeldQuoting, endpoint: LLMEndpoint, canary: str, *,
+                         drop: Callable[[Pair], None]) -> None:
+    """`drop` erases while the scheduled refresh waits on the summarizer."""
     mem = pair.mem
     mem.append_many("gone", _turns(ERASED_TURNS, f"my passport number is {canary}."))
     mem.append_many("kept", _turns(KEPT_TURNS, "we booked the hotel in Lisbon for three nights."))
@@ -179,11 +166,11 @@ def test_a_scheduled_refresh_under_way_keeps_no_erased_text_once_it_returns(
     if mem.hot is not None:
         assert _redis_with(mem.config, canary.encode()) == []
     assert _memos_with(canary) == []
-    assert held(canary) == []
+    found = held(canary)
+    assert found == [], found
 
 
-def test_a_scheduled_run_drops_what_another_process_erased_first(
-        pair: Pair, reply: HeldQuoting, endpoint: LLMEndpoint, canary: str) -> None:
+def _run_after_erasure(pair: Pair, reply: HeldQuoting, endpoint: LLMEndpoint, canary: str) -> None:
     """Another process erases and no thread of this one reads it while the refresh runs:
     the refresh's memo keeps the text until this process's next check, which the
     scheduler's next run is (as an idle indexer's wake would be)."""
@@ -205,4 +192,85 @@ def test_a_scheduled_run_drops_what_another_process_erased_first(
     assert _memos_with(canary) != []
     sched.run_once()  # nothing over budget is left; the run checks the erasures first
     assert _memos_with(canary) == []
-    assert held(canary) == []
+    found = held(canary)
+    assert found == [], found
+
+
+def _case(root: Path, embedder: Embedder, hot: bool,
+          body: Callable[[Pair, HeldQuoting, LLMEndpoint, str], None]) -> None:
+    """In the child: one case on a fresh store and endpoint, checked before they close."""
+    canary = f"zq7canary{uuid.uuid4().hex}medlar"
+    reply = HeldQuoting(canary)
+    endpoint = LLMEndpoint(reply)
+    try:
+        config = Config(data_dir=root / "data", summarizer="llm", llm_base_url=endpoint.url, llm_model="m",
+                        llm_api_key_env="", llm_timeout_s=TIMEOUT_S, warm_max_turns_behind=MAX_TURNS_BEHIND,
+                        scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
+        pair = Pair(config, embedder, hot=hot)
+        try:
+            body(pair, reply, endpoint, canary)
+        finally:
+            pair.close()
+            if hot:
+                EmbeddedRedis(config.data_dir).stop()
+    finally:
+        endpoint.close()
+
+
+# the child's cases past the droppers': another process erases, nobody reads it
+FIRST = "first"
+
+
+def _row(cache: str, case: str) -> str:
+    return f"{cache}/{case}"
+
+
+def _run_each(root: Path) -> dict[str, str]:
+    """Each case's failure ("" where it passed)."""
+    from tiermem.tiers.embed_onnx import build_embedder
+
+    embedder = build_embedder()
+    embedder.query_session = "never"  # as the suite's session embedder (conftest)
+    embedder.embed(["warm-up"])  # loaded: as the suite's session embedder
+    bodies = [(who, functools.partial(_refreshed_under_way, drop=drop)) for who, drop in DROPPERS] + [(FIRST, _run_after_erasure)]
+    report: dict[str, str] = {}
+    n = 0
+    for cache, hot in CACHES:
+        for case, body in bodies:
+            n += 1
+            try:
+                _case(root / str(n), embedder, hot, body)
+                report[_row(cache, case)] = ""
+            except Exception:  # reported as the case's failure, the rest still run
+                report[_row(cache, case)] = traceback.format_exc()
+    return report
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("scheduler-inflight")
+    done = subprocess.run([sys.executable, __file__, str(root)], capture_output=True, text=True, timeout=CHILD_S)
+    assert done.returncode == 0, done.stderr
+    got: dict[str, str] = json.loads(done.stdout.splitlines()[-1])
+    return got
+
+
+@pytest.mark.parametrize("who", [d[0] for d in DROPPERS])
+@pytest.mark.parametrize("cache", [c[0] for c in CACHES])
+def test_a_scheduled_refresh_under_way_keeps_no_erased_text_once_it_returns(
+        report: dict[str, str], cache: str, who: str) -> None:
+    failure = report[_row(cache, who)]
+    assert failure == "", failure
+
+
+@pytest.mark.parametrize("cache", [c[0] for c in CACHES])
+def test_a_scheduled_run_drops_what_another_process_erased_first(report: dict[str, str], cache: str) -> None:
+    """Another process erases and no thread of this one reads it while the refresh runs:
+    the refresh's memo keeps the text until this process's next check, which the
+    scheduler's next run is (as an idle indexer's wake would be)."""
+    failure = report[_row(cache, FIRST)]
+    assert failure == "", failure
+
+
+if __name__ == "__main__":
+    print(json.dumps(_run_each(Path(sys.argv[1]))))
