@@ -41,8 +41,9 @@ def _scores(tmp_path: Path, cases: Path, embedder: FastEmbedder) -> dict[str, An
     (FRESH_PATH, {"tp": 16, "echo_hit": 16, "present_ok": 19, "past_ok": 14}),
     # the fourth set: blind 5 / 5 / 15 / 5 of 15 / 15 / 18 / 14; codes ("Room 4B"), "from here
     # on", "turns out", "ended up", "3 designers now", "switched the newsletter to", a named
-    # old value the target holds fixed; four misses left (README)
-    (FOURTH_PATH, {"tp": 11, "echo_hit": 11, "present_ok": 17, "past_ok": 11}),
+    # old value the target holds fixed; a plan called off by its name ("Cancel the dentist
+    # reminder, ...": fce2414) too; three misses left (README)
+    (FOURTH_PATH, {"tp": 12, "echo_hit": 12, "present_ok": 17, "past_ok": 12}),
 ], ids=["cases", "heldout", "fresh", "fourth"])
 def test_the_knowledge_eval_keeps_its_figures(tmp_path: Path, cases: Path, floor: dict[str, int],
                                               shared_vectors: FastEmbedder) -> None:
