@@ -1352,8 +1352,10 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
         return
     click.echo(f"{report.conversations} conversation(s), {report.messages} message(s), {report.vectors} vector(s), "
                f"{report.keys} key(s), {report.tombstones} tombstone(s) verified in {report.target} "
-               f"({report.copied} copied now, {report.already_present} already there; sha256 {report.digest[:16]}; "
-               f"{report.seconds:.1f} s)")
+               f"({report.copied} copied now, {report.already_present} already there"
+               + (f", {report.erased_in_target} erased in the target and left erased (the source still holds them)"
+                  if report.erased_in_target else "")
+               + f"; sha256 {report.digest[:16]}; {report.seconds:.1f} s)")
 
 
 @cli.command("stop-redis")

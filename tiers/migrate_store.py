@@ -68,7 +68,8 @@ Invariants:
   the first transaction, with every key and tombstone and the id offset (`ID_OFFSET`, which
   a resumed run keeps); each run moves the numbering past the last id it copies, so an
   append to the target after any run draws a free id. A rerun into it
-  copies only the conversations not there yet, checks that those already there are
+  copies only the conversations not there yet (not those the target erased, below),
+  checks that those already there are
   identical (or brings them up to the source's, below), and writes nothing when all are. An interrupted run loses at most the
   conversation it was writing, and resumes where it stopped even when the target was
   appended to meanwhile (the offset moves past such rows, above).
@@ -96,6 +97,14 @@ Invariants:
   was not stopped changed it), or where none was recorded (a tiermem before 2026-12-06
   copied it, so a source change cannot be told from a target writer's), the run is
   refused (MigrationMismatch naming the conversation and what to do) and nothing written.
+- Erased in the target: a conversation a target writer erased after a run copied it
+  (delete_conversation, delete_namespace, prune) leaves its tombstone there, its key still
+  issued. A resume or rerun leaves it out, erased: the target's erasure is the user's
+  latest word, also where the source gained messages in it since and where the target
+  gave its name to a new conversation. A warning names it and says that the source still
+  holds it, the report's `erased_in_target` counts it, and the verification compares the
+  rest. (Before 2026-12-06 such a rerun read it as not copied yet, its key being issued,
+  and copied it back beside its tombstone.)
 - A target writer that writes while the run copies (it was not stopped) and puts a row
   in the way of a conversation's write, in the window between the run's checks and that
   conversation's transaction (a conversation of the same name created there, a position
@@ -257,6 +266,7 @@ class MigrationReport:
     copied: int = 0  # written by this run
     already_present: int = 0  # verified identical and left alone
     offset_moves: int = 0  # times the id offset moved past target rows written during the copy
+    erased_in_target: int = 0  # source conversations the target erased after they were copied: left out
     messages: int = 0
     vectors: int = 0
     keys: int = 0
@@ -769,6 +779,8 @@ class _Plan:
     record_offset: bool  # ID_OFFSET is not in the target yet (a first run, or one an older tiermem began)
     # keys copied before whose source changed since (new messages, or derived rows only)
     grown: list[str] = field(default_factory=list)
+    # keys the target erased after they were copied (its tombstone): not copied again
+    erased: list[str] = field(default_factory=list)
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
@@ -816,9 +828,18 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         raise MigrationRefused(dst.label, f"its vectors come from model {dst_model}, the source's from {model}")
     by_key = {k: (ns, n) for k, ns, n in dst_convs}
     names = {(ns, n): k for k, ns, n in dst_convs}
+    # a key of this source the target holds a tombstone of: the target erased that
+    # conversation after a run copied it (a source's erased key is no conversation there)
+    erased_there = {str(s[0]) for s in stones} if report.resumed else set()
     todo: list[str] = []
     grown: list[str] = []
+    erased: list[str] = []
     for key, ns, name in src_convs:
+        if key in erased_there and key not in by_key:
+            # its key is issued there, so it read as not copied yet and was copied back:
+            # the target's erasure is the user's latest word (_verify warns, naming it)
+            erased.append(key)
+            continue
         if names.get((ns, name), key) != key:
             raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} exists there under "
                                    "another key")
@@ -847,7 +868,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         todo.append(key)
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
-    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown)
+    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased)
 
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
@@ -986,7 +1007,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
     with _in_the_way(dst, rec, report), dst.tx() as c:
         have = dst.record(c, key)
         if have is None or record_digest(have) == want:
-            return False  # erased there (the verification says so), or copied meanwhile
+            return False  # erased there meanwhile (left erased: _verify), or copied meanwhile
         refused = _update_refused(rec, have, dst.meta(c, COPIED_DIGEST + key))
         if refused is not None:  # the target was written to since the preflight
             raise refused
@@ -1071,6 +1092,17 @@ def _reserve_grown(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> None:
     dst.reserve_ids(c, high)
 
 
+def _left_erased(dst: _Side, stone: list[Any], messages: int, ns: str, name: str) -> None:
+    """Warn that the source's conversation `name` (`messages` long there) is left out:
+    the target erased it after a run copied it (`stone`, its tombstone there)."""
+    key, reason, deleted_at = stone[0], stone[3], stone[8]
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(deleted_at)))
+    log.warning("migrate-store: conversation %r of namespace %r (key %r) was erased in the target (%s) after it "
+                "was copied (%s, at %s); it is not copied again, the target's erasure stands. The source still "
+                "holds it (%d message(s)): erase it there too if it is to be gone everywhere",
+                name, ns, key, dst.label, reason, when, messages)
+
+
 def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
     """Every source conversation, key and tombstone, compared with the target's. Each
     conversation is read with a checkout of its own on each side, as the copy writes it:
@@ -1080,11 +1112,18 @@ def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
     digests: dict[str, str] = {}
     with src.maintenance(), src.read() as sc:
         conversations = src.conversations(sc)
-    for key, _ns, name in conversations:
+    with dst.maintenance(), dst.read() as dc:
+        erased_there = {str(s[0]): s for s in dst.tombstones(dc)}
+    report.erased_in_target = 0
+    for key, ns, name in conversations:
         with src.read() as sc:
             a = src.record(sc, key)
         with dst.read() as dc:
             b = dst.record(dc, key)
+        if a is not None and b is None and key in erased_there:
+            _left_erased(dst, erased_there[key], len(a["messages"]), ns, name)
+            report.erased_in_target += 1
+            continue
         want, got = (record_digest(a) if a is not None else ""), (record_digest(b) if b is not None else "")
         if a is None or want != got:
             raise MigrationMismatch(f"conversation {name!r} (key {key!r}; did the source change during the "
