@@ -8,7 +8,7 @@ was in force, so behind another session's read lock the VACUUM waited until the
 maintenance deadline (an hour by default) and the open with it: an application that did
 not start. The README's bound for the rewrite's wait on a table's readers is
 busy_timeout_ms; where the store sets none, the open's scrub now waits at most
-OPEN_SCRUB_LOCK_TIMEOUT_MS (Config's default busy_timeout_ms) and gives up with a lock
+SCRUB_LOCK_TIMEOUT_MS (Config's default busy_timeout_ms) and gives up with a lock
 timeout. The session's own lock_timeout is in force again after it (our pool's reset,
 a caller's set back).
 
@@ -39,7 +39,7 @@ MAINTENANCE_S = 40.0
 # the open's own round trips (bootstrap, migrations check, the marker's read) past the
 # lock wait, at most, on a loaded 2-core machine
 SLACK_S = 4.0
-# the bound (tiers.postgres.OPEN_SCRUB_LOCK_TIMEOUT_MS): Config's default busy_timeout_ms
+# the bound (tiers.postgres.SCRUB_LOCK_TIMEOUT_MS): Config's default busy_timeout_ms
 OPEN_SCRUB_LOCK_WAIT_S = DEFAULT_BUSY_TIMEOUT_MS / 1000
 CALLERS_LOCK_TIMEOUT = "0"  # the caller's session: no limit, as the server's default
 

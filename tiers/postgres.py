@@ -81,10 +81,11 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   the commit that fails (the caller's `on_erased`, the scrub, the size after it; no
   pooled connection in time, a lock timeout) is left owed, recorded with the commit
   (`redis_purge`, the scrub's marker) and done later. The open that finds the scrub
-  owed runs it, waiting for a table's lock at most `lock_timeout_ms` (where the store
-  sets none, OPEN_SCRUB_LOCK_TIMEOUT_MS: not the maintenance deadline's hour); failing or
-  stalled there (StoreStalled past the maintenance deadline), it stays owed and the store
-  opens all the same (logged): the next open retries.
+  owed runs it; failing or stalled there (StoreStalled past the maintenance deadline),
+  it stays owed and the store opens all the same (logged): the next open retries. Both
+  scrubs, the erasure's own and the open's, wait for a table's lock at most
+  `lock_timeout_ms` (where the store sets none, SCRUB_LOCK_TIMEOUT_MS: not the
+  maintenance deadline's hour).
 - Keywords: a generated `tsvector` column with a GIN index, ranked bm25-like (per
   term: idf in the scope times `ts_rank` with length normalisation, summed); the query
   is built from the words of the user's text, each quoted as a lexeme, so no input can
@@ -332,13 +333,14 @@ SAVE_CALLER_SETTINGS_SQL = "SELECT " + ", ".join(f"current_setting('{name}', tru
 # instead, the pool (the caller's or ours) lost the connection, and on a caller's its
 # backend stayed queued for the tables' locks, every later reader of them behind it.
 SERVER_DEADLINE_LEAD_S = 0.5
-# The longest an open waits for a table's lock to scrub an erasure left owed
-# (`_finish_scrub`) where the store sets no lock_timeout (`lock_timeout_ms=None`: the
-# server's, 0 by default, is no limit): Config's busy_timeout_ms default, the wait the
-# rewrite is documented to give a table's readers. The scrub stays owed when it gives up
-# (the next open, erasure or reclaim() retries); without it, the open waited on a
-# reader's lock up to the maintenance deadline (an hour), the application not started.
-OPEN_SCRUB_LOCK_TIMEOUT_MS = DEFAULT_BUSY_TIMEOUT_MS
+# The longest an erasure's scrub waits for a table's lock, the erasure's own after its
+# commit (`_erase`) or one left owed at an open (`_finish_scrub`), where the store sets no
+# lock_timeout (`lock_timeout_ms=None`: the server's, 0 by default, is no limit):
+# Config's busy_timeout_ms default, the wait the rewrite is documented to give a table's
+# readers. The scrub stays owed when it gives up (`scrubbed: false`; the next open,
+# erasure or reclaim() retries); without it, the erasure's caller, or the open, waited on
+# a reader's lock up to the maintenance deadline (an hour).
+SCRUB_LOCK_TIMEOUT_MS = DEFAULT_BUSY_TIMEOUT_MS
 LEAST_STATEMENT_TIMEOUT_MS = 1  # statement_timeout 0 is "none"
 MS_PER_S = 1000
 # After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
@@ -982,9 +984,7 @@ class PostgresStore(SharedQueries):
         try:
             if not self._read("SELECT 1 FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)):
                 return
-            # a table's lock waited for at most the store's lock_timeout, or where it sets
-            # none OPEN_SCRUB_LOCK_TIMEOUT_MS: not up to the maintenance deadline
-            self._reclaim(lock_timeout_ms=OPEN_SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None)
+            self._scrub()
             log.info("finished the scrub of an erasure interrupted before it was done")
         except AFTER_COMMIT_ERRORS:
             # a lock timeout (a table's reader), a read-only role; or StoreStalled: a rewrite
@@ -1947,7 +1947,7 @@ class PostgresStore(SharedQueries):
                 log.exception("erasure: committed, but dropping the erased keys' copies failed")
         report.wal_truncated = False  # PostgreSQL's WAL keeps the records (module docstring)
         try:
-            report.scrubbed = self.reclaim()
+            report.scrubbed = self._scrub()
         except AFTER_COMMIT_ERRORS as exc:  # a lock timeout, a dropped connection, none in time
             report.scrubbed = False
             log.warning("erasure: the rows are deleted but the tables were not rewritten (%s); "
@@ -1972,6 +1972,13 @@ class PostgresStore(SharedQueries):
         the server just inside it (`_server_deadline`; the connection kept, on our own
         pool as on a caller's), or cut where the server did not answer at all."""
         return self._reclaim(full=full, lock_timeout_ms=None)
+
+    def _scrub(self) -> bool:
+        """An erasure's scrub (reclaim() at the store's erase_scrub), its own or one owed at
+        an open: a table's lock waited for at most the store's lock_timeout, or where it
+        sets none SCRUB_LOCK_TIMEOUT_MS (LockNotAvailable past it), not up to the
+        maintenance deadline. reclaim() called by an operator keeps the session's."""
+        return self._reclaim(lock_timeout_ms=SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None)
 
     def _reclaim(self, *, full: bool | None = None, lock_timeout_ms: int | None) -> bool:
         """reclaim(), its VACUUM waiting for a table's lock at most `lock_timeout_ms`

@@ -1,0 +1,119 @@
+"""An erasure's own scrub waits for a table's lock at most a few seconds, also where the
+store sets no lock_timeout: then the erasure returns `scrubbed: false`, the scrub owed
+(its marker kept), and the next erasure, open or reclaim() does it.
+
+After its commit an erasure (delete_conversation, delete_namespace) rewrites the tables
+(`VACUUM (FULL, ANALYZE)`, erase_scrub "full"). With `lock_timeout_ms=None` the server's
+lock_timeout (0: no limit) was in force, so behind another session's read lock the
+VACUUM waited until the maintenance deadline (an hour by default) and the caller with it.
+The README's bound for the rewrite's wait on a table's readers is busy_timeout_ms, then
+it gives up; 8843fed bounded the open's scrub (SCRUB_LOCK_TIMEOUT_MS), and the
+erasure's own now waits as long at most. The session's own lock_timeout is in force
+again after it (our pool's reset, a caller's set back).
+
+The embedded PostgreSQL, a real second connection holding the read lock; the store's own
+pool and a caller's pool of one connection; both erasures. On the code before, the erasure
+waits out the maintenance deadline (MAINTENANCE_S here, not the hour) and every case
+fails on its time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from psycopg_pool import ConnectionPool
+
+from tiermem.tiers.cold import SCRUB_PENDING_KEY
+from tiermem.tiers.models import ErasureReport, Message
+from tiermem.tiers.postgres import PostgresStore
+from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
+from tiermem.tiers.tokens import BpeTokenCounter
+
+# the store's maintenance deadline: what the erasure's scrub waited before, far past the bound
+MAINTENANCE_S = 20.0
+# the erasure's own transaction and round trips (files_bytes before and after) past the
+# lock wait, at most, on a loaded 2-core machine
+SLACK_S = 4.0
+# the bound (tiers.postgres.SCRUB_LOCK_TIMEOUT_MS): Config's default busy_timeout_ms
+SCRUB_LOCK_WAIT_S = DEFAULT_BUSY_TIMEOUT_MS / 1000
+CALLERS_LOCK_TIMEOUT = "0"  # the caller's session: no limit, as the server's default
+
+Opener = Callable[[str], PostgresStore]
+
+# each erasure of the conversation "gone" in namespace "ns" ("kept" in "other" stays)
+ERASURES: dict[str, Callable[[PostgresStore], ErasureReport]] = {
+    "delete_conversation": lambda store: store.delete_conversation(store.key_of("ns", "gone") or ""),
+    "delete_namespace": lambda store: store.delete_namespace("ns"),
+}
+
+
+def owed(url: str, schema: str) -> bool:
+    """Whether the store records an erasure's rewrite as still to do."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
+                            (SCRUB_PENDING_KEY,)).fetchone() is not None
+
+
+@pytest.fixture(params=["own_pool", "callers_pool"])
+def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
+    """Opens a store on a schema with no lock_timeout of its own (None)."""
+    pools: list[ConnectionPool] = []
+
+    def open_store(schema: str) -> PostgresStore:
+        if request.param == "own_pool":
+            return PostgresStore(pg_url, tokens=counter, schema=schema, lock_timeout_ms=None,
+                                 maintenance_timeout_s=MAINTENANCE_S)
+        pool = ConnectionPool(pg_url, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
+        pools.append(pool)
+        return PostgresStore(pool=pool, tokens=counter, schema=schema, lock_timeout_ms=None,
+                             maintenance_timeout_s=MAINTENANCE_S)
+
+    try:
+        yield open_store
+    finally:
+        for pool in pools:
+            pool.close()
+
+
+def session_lock_timeout(store: PostgresStore) -> str:
+    with store._conn() as conn:  # the session as the store's operations find it
+        return str(conn.execute("SHOW lock_timeout").fetchone()[0])
+
+
+@pytest.mark.parametrize("erasure", list(ERASURES))
+def test_the_erasure_waits_for_a_reader_at_most_the_bound(
+        opener: Opener, erasure: str, pg_url: str,  # noqa: F811
+        caplog: pytest.LogCaptureFixture) -> None:
+    schema = fresh_schema()
+    store = opener(schema)
+    try:
+        store.append("gone", Message(role="user", content="erase me"), namespace="ns")
+        store.append("kept", Message(role="user", content="keep me"), namespace="other")
+        holder = psycopg.connect(pg_url, autocommit=False)  # another session: a report query's read lock
+        try:
+            holder.execute(f'SELECT count(*) FROM "{schema}".messages').fetchone()
+            began = time.monotonic()
+            with caplog.at_level(logging.WARNING, logger="tiermem.postgres"):
+                report = ERASURES[erasure](store)  # waited MAINTENANCE_S before
+            took = time.monotonic() - began
+            assert took < SCRUB_LOCK_WAIT_S + SLACK_S, took
+            assert report.conversations == 1 and not report.scrubbed
+            warned = [r.getMessage() for r in caplog.records if "not rewritten" in r.getMessage()]
+            assert warned and "lock timeout" in warned[0], warned
+            assert owed(pg_url, schema)  # not done: still owed
+            # the session's lock_timeout is its own again, not the scrub's
+            assert session_lock_timeout(store) == CALLERS_LOCK_TIMEOUT
+            store.append("kept", Message(role="user", content="after"), namespace="other")
+        finally:
+            holder.rollback()
+            holder.close()
+        # the lock gone, reclaim() (as the next erasure or open would) does the scrub
+        assert store.reclaim()
+        assert not owed(pg_url, schema)
+    finally:
+        store.close()
