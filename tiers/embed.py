@@ -505,11 +505,13 @@ class SentenceTransformerEmbedder(MemoAttributes):
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                from sentence_transformers import SentenceTransformer
-
                 path = self.model_path or bundled_model_path()
+                # checked before the import: importing sentence-transformers (torch) takes
+                # seconds, which a lost model (each CLI run of a degraded store) paid for nothing
                 if not path.is_dir():
                     raise FileNotFoundError(f"embedding model directory {path} does not exist")
+                from sentence_transformers import SentenceTransformer
+
                 with quiet_loading():
                     try:
                         model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
