@@ -92,6 +92,7 @@ from tiermem.tiers.models import (
     search_text,
 )
 from tiermem.tiers.schema import (
+    COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
     FTS_TOKENIZE,
     PENDING_BY_POSITION_INDEX,
@@ -1501,6 +1502,7 @@ class ColdStore(SharedQueries):
             c.execute(f"DELETE FROM {table} WHERE conversation_id IN (SELECT id FROM temp.erase_keys)")
         c.execute("DELETE FROM conversations WHERE id IN (SELECT id FROM temp.erase_keys)")
         c.execute("DELETE FROM temp.erase_keys")
+        self._forget_copied(c, keys)
         self._owe_after_commit(c, keys, now)
         return erased_terms
 
@@ -1530,6 +1532,12 @@ class ColdStore(SharedQueries):
             report.conversation_ids.append(name)
             report.messages += n_msgs
         report.conversations += len(rows)
+
+    @staticmethod
+    def _forget_copied(c: Connection, keys: Sequence[str]) -> None:
+        # migrate-store's record of its copy of each (COPIED_DIGEST_PREFIX): it names the
+        # conversation and digests its content, so it goes with the conversation's rows
+        c.executemany("DELETE FROM meta WHERE key = ?", [(COPIED_DIGEST_PREFIX + k,) for k in keys])
 
     @staticmethod
     def _owe_after_commit(c: Connection, keys: Sequence[str], now: float) -> None:
@@ -1583,6 +1591,7 @@ class ColdStore(SharedQueries):
         c.execute("DELETE FROM temp.erase_keys")
         c.execute("DELETE FROM idempotency_keys WHERE conversation_id = ?", (key,))
         c.execute("DELETE FROM conversations WHERE id = ?", (key,))
+        self._forget_copied(c, [key])
         c.execute("INSERT OR REPLACE INTO erase_owed(key, reason, at) VALUES (?, ?, ?)", (key, reason, now))
         self._owe_after_commit(c, [key], now)
 

@@ -156,6 +156,7 @@ from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, Validation
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
 from tiermem.tiers.schema import (
+    COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
     SCOPE_SQL,
     VEC_MODEL_KEY,
@@ -170,8 +171,9 @@ log = logging.getLogger("tiermem.migrate_store")
 MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
 ID_OFFSET = "migrated_id_offset"  # meta key: what the copy adds to each source message id
 # meta key prefix, + a conversation's key: the digest of that conversation as this run's
-# copy wrote it (= the source's then), so a rerun tells a source change from a target writer's
-COPIED_DIGEST = "migrated_digest:"
+# copy wrote it (= the source's then), so a rerun tells a source change from a target
+# writer's; an erasure of the conversation deletes it (both engines' erasure transaction)
+COPIED_DIGEST = COPIED_DIGEST_PREFIX
 MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 64-bit integer)
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")

@@ -175,6 +175,7 @@ from tiermem.tiers.models import (
     search_text,
 )
 from tiermem.tiers.schema import (
+    COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
     PIN_CANDIDATES_INDEX,
     SESSION_TURNS_INDEX,
@@ -347,10 +348,12 @@ MS_PER_S = 1000
 # any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
 # space reusable without blocking (fragments and GIN lexemes stay until reused/reindexed).
 ERASE_SCRUB = ("full", "vacuum")
-# what reclaim() vacuums: every table that holds a conversation's rows or its name
+# what reclaim() vacuums: every table that holds a conversation's rows or its name; meta
+# too, for migrate-store's digest of a copied conversation (COPIED_DIGEST_PREFIX), a few
+# rows, rewritten in milliseconds
 RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
                   "pins", "plans", "statement_supersessions", "view_claims", "idempotency_keys", "view_failures",
-                  "conversations")
+                  "conversations", "meta")
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
@@ -1929,6 +1932,8 @@ class PostgresStore(SharedQueries):
             c.execute("DELETE FROM messages WHERE conversation_id = ANY(%s)", (keys,))
             c.execute(f"SET LOCAL {RETENTION_GUC} = 'off'")
             c.execute("DELETE FROM conversations WHERE id = ANY(%s)", (keys,))
+            # migrate-store's record of its copy of each (tiers.cold._forget_copied)
+            c.execute("DELETE FROM meta WHERE key = ANY(%s)", ([COPIED_DIGEST_PREFIX + k for k in keys],))
             # owed after the commit, recorded with it (tiers.cold: the same)
             c.cursor().executemany("INSERT INTO redis_purge(key, at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                                    [(k, now) for k in keys])

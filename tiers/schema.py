@@ -41,6 +41,10 @@ except ImportError as exc:  # pragma: no cover - the dependency is declared
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 SCRUB_PENDING_KEY = "scrub_pending"  # meta: an erasure committed, its reclaim not yet done
+# meta key prefix, + a conversation's key: the digest migrate-store's copy of that
+# conversation was written with (tiers.migrate_store). It names the conversation and
+# digests its content, so an erasure deletes it with the conversation's other rows
+COPIED_DIGEST_PREFIX = "migrated_digest:"
 WAL_SWITCH_RETRY_S = 0.01  # between attempts to switch a contended fresh file to WAL
 DEFAULT_CACHE_KIB = 64 * 1024  # vec0 inserts across many partitions crawl with a small cache
 # the driver's base error, for callers that map a damaged or unreadable file to an HTTP status
