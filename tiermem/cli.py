@@ -1336,11 +1336,19 @@ def model(state: CliState, as_json: bool) -> None:
 def migrate_store_command(state: CliState, target: str, source: str | None, target_schema: str | None,
                           source_schema: str | None, into_non_empty: bool, as_json: bool) -> None:
     """Copy the cold log between SQLite and PostgreSQL, verified; rerun to resume."""
-    from tiermem.tiers.migrate_store import migrate_store
+    from tiermem.tiers.migrate_store import is_postgres, migrate_store
     from tiermem.tiers.tokens import BpeTokenCounter
 
     cfg = state.config()
     src = source if source is not None else (cfg.cold_url or str(cfg.db_path))
+    # a schema names a place in PostgreSQL only: given for a SQLite side it would be
+    # ignored, and `--schema S` copying back to a file read the default schema, not S
+    for given, side, option, other in ((target_schema, target, "--schema", "--from-schema"),
+                                       (source_schema, src, "--from-schema", "--schema")):
+        if given is not None and not is_postgres(side):
+            raise click.UsageError(f"{option} names the schema of a PostgreSQL "
+                                   f"{'target' if option == '--schema' else 'source'}, and {side!r} is "
+                                   f"SQLite; for the other side's schema use {other}")
     report = migrate_store(src, target, tokens=BpeTokenCounter(cfg.tokenizer),
                            source_schema=source_schema or cfg.cold_schema,
                            target_schema=target_schema or cfg.cold_schema, into_non_empty=into_non_empty,
