@@ -53,8 +53,18 @@ beside it (`METADATA_CONTENT_KEY`) where the row has one, and a tool message's s
 artifact (kept in metadata; an artifact over the store's metadata limit is left out of
 both sides): a message the same there is no edit, and writes nothing. Nor is a message the state holds as it did at this
 instance's last sync: the state did not change it, and another worker's edit of it since
-stands. A context that showed a retracted row ends its prompt-cache epoch
-(`planner.build`: the items it showed were retracted or edited).
+stands. "As it did" is each field the stored form is made of (and the id) equal to a
+snapshot taken then, whatever object holds it: a field set anew or a list or dict in it
+changed in place (LangChain messages are mutable) is a change, a number equal in Python
+but of another type (1, 1.0, True) too, and a checkpoint's copy of an unchanged message
+is none. A sync costs what changed: a state that begins with the one the last sync ended
+with, each message as it was (one comparison in C of their fields with the snapshots,
+no conversion or hash of them), has only its further messages looked at (the common
+case: an agent's next model call, the same state plus new messages); any other state
+(a message changed, removed or moved) is looked at whole, each message compared with its
+own snapshot. `model_input` finds the latest human message from the state's end.
+A context that showed a retracted row ends its prompt-cache epoch (`planner.build`: the
+items it showed were retracted or edited).
 A message removed from the state (`RemoveMessage`) is not retracted: removing old
 messages is how a graph keeps its state short, and the past is what tiermem supplies.
 A row hidden already (retracted, or before a clear) is not written or edited again.
@@ -124,6 +134,13 @@ DIGEST_BYTES = 16  # of a stored body's canonical JSON: a collision would hide o
 # the fields of a LangChain message its stored form (`to_openai`) is made of, its content aside
 _BODY_FIELDS = ("type", "tool_calls", "invalid_tool_calls", "additional_kwargs", "name",
                 "tool_call_id", "status", "artifact")
+# the fields a `_Snapshot` copies: the stored form's and the id (matched on); the others
+# (`response_metadata`, `usage_metadata`) it holds as they are, the same object, which
+# a comparison passes in C without looking into it (what they hold never reaches the row)
+_COMPARED = frozenset(("content", "id", *_BODY_FIELDS))
+# nesting a snapshot copies; a value deeper is kept by its repr (`_Exact`), so a state's
+# message never exhausts the interpreter's recursion limit here
+MAX_SNAPSHOT_DEPTH = 64
 # rounds of one sync whose edit (or chunk of new messages) found the log moved by another
 # writer (nothing of it written, read again) before it gives up (`EditConflict`): each such
 # round is another writer's append landing in the few milliseconds between a read and a write
@@ -147,6 +164,83 @@ def _digest(value: object) -> bytes:
     (a row read back, and the body the state's message converts to)."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=DIGEST_BYTES).digest()
+
+
+class _Exact:
+    """A value a snapshot keeps by its type and repr: a number (1, 1.0 and True are equal
+    in Python, and stored as 1, 1.0 and true), or a value that is no JSON (an artifact's
+    object, compared by its repr as the state's hash compared it before)."""
+
+    __slots__ = ("kind", "text")
+
+    def __init__(self, value: object) -> None:
+        self.kind = type(value)
+        self.text = repr(value)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is self.kind and repr(other) == self.text
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:  # what `_digest` writes of it: the type kept
+        return f"{self.kind.__qualname__}:{self.text}"
+
+
+def _frozen(value: object, depth: int = 0) -> object:
+    """A copy of a field's value that a later in-place change of the value does not
+    reach, equal (`==`) to the value exactly while the value's stored form is the same:
+    strings and None as they are (immutable), dicts with string keys, lists and tuples
+    copied, anything else an `_Exact`."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if depth < MAX_SNAPSHOT_DEPTH:
+        if kind is dict and all(type(k) is str for k in value):  # type: ignore[attr-defined]
+            return {k: _frozen(v, depth + 1) for k, v in value.items()}  # type: ignore[attr-defined]
+        if kind is list or kind is tuple:
+            return kind(_frozen(v, depth + 1) for v in value)  # type: ignore[attr-defined]
+    return _Exact(value)
+
+
+# a message's fields as a sync saw them (`_snapshot`)
+_Snapshot = dict[str, object]
+
+
+def _snapshot(message: BaseMessage) -> _Snapshot:
+    """The message's fields as they are now, for a later sync to tell whether the state
+    changed the message since: `vars(message) == snapshot` (a comparison in C, no
+    conversion or hash of the message) holds while every field its stored form is made
+    of holds the same value, however the message was changed (a field set anew, or a
+    list or dict in it changed in place: LangChain messages are mutable) and whether the
+    state holds this object or another one (a checkpoint's copy)."""
+    return {k: _frozen(v) if k in _COMPARED else v for k, v in vars(message).items()}
+
+
+class _Digest:
+    """A snapshot kept as a digest of its compared fields (`DIGEST_BYTES`), for a message
+    that left the state: a message removed from it (`RemoveMessage`) is not held in full
+    for as long as the instance lives; one that comes back is compared with it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, snapshot: _Snapshot) -> None:
+        self.value = _digest({k: v for k, v in snapshot.items() if k in _COMPARED})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, dict) and \
+            _digest({k: _frozen(v) for k, v in other.items() if k in _COMPARED}) == self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(fields: dict[str, Any] | list[dict[str, Any]], snapshot: _Snapshot | _Digest | list[_Snapshot]) -> bool:
+    """Whether message fields (`vars`) equal their snapshot, or a list of them a list of
+    snapshots: False where comparing raised (a field the stored form leaves out holding
+    another object whose `==` raises, such as an array's): the message is looked at then."""
+    try:
+        return bool(fields == snapshot)
+    except Exception:  # any object's __eq__: not the same, so the message is converted and compared
+        return False
 
 
 @dataclass(frozen=True)
@@ -206,10 +300,15 @@ class ConversationSync:
         self._id_at: dict[int, str | None] = {}  # every visible row's id (None: none) by position
         self._stored: set[str] = set()  # every id the log holds, visible or hidden
         self._last: StoredMessage | None = None  # the last row read into _seen
-        # LangChain id -> a hash of the state's message (`_key`) when this instance's last
-        # sync ended: the message as this worker's state last held it (a collision,
-        # 2**-64, would hide an edit)
-        self._synced: dict[str, int] = {}
+        # LangChain id -> the state's message (`_snapshot`) when this instance's sync of
+        # it last ended: the message as this worker's state last held it
+        self._synced: dict[str, _Snapshot | _Digest] = {}
+        # the state the last sync ended with, each message's snapshot in order: a state
+        # that begins with it unchanged (`_unchanged`) is the common case, the state
+        # before plus new messages at its end, and only those are looked at one by one
+        self._state: list[_Snapshot] = []
+        self._state_ids: set[str] = set()  # the ids in `_state`
+        self._state_idless: list[int] = []  # the indexes of its messages without an id
 
     def _load_seen(self) -> set[int]:
         """Note the rows appended since the last read; returns the positions of the
@@ -268,26 +367,45 @@ class ConversationSync:
                 new: list[BaseMessage] = []
                 new_at: list[int] = []  # each new message's index in `messages`
                 edited: dict[int, BaseMessage] = {}  # the replaced row's position -> its new version
-                keys: dict[str, int] = {}
-                for i, m in enumerate(messages):
-                    if m.id:
-                        if m.id in keys:
-                            continue
-                        keys[m.id] = key = self._key(m)
+                # the messages the last sync ended with, unchanged, are neither new nor
+                # edited (their ids are stored: an erasure since reset `_state`); those
+                # without an id are appended again, as at every sync
+                start = len(self._state) if self._unchanged(messages) else 0
+                taken = self._state_ids if start else set()  # ids of an earlier message of the state
+                idless = list(self._state_idless) if start else []  # the state's messages without an id
+                for i in idless:
+                    if i not in sent:
+                        new.append(messages[i])
+                        new_at.append(i)
+                keys: dict[str, _Snapshot] = {}  # the first of each id from `start` on
+                snaps: list[_Snapshot] = []  # of each message from `start` on
+                for i in range(start, len(messages)):
+                    m, same = messages[i], False
+                    if not m.id:
+                        snaps.append(_snapshot(m))
+                        idless.append(i)
+                    elif m.id in keys or m.id in taken:
+                        snaps.append(_snapshot(m))
+                        continue
+                    else:
+                        before = self._synced.get(m.id)
+                        same = before is not None and _same(vars(m), before)
+                        keys[m.id] = snap = before if isinstance(before, dict) and same else _snapshot(m)
+                        snaps.append(snap)
                     if i in sent:  # stored as this state holds it (one without an id, too)
                         continue
                     if m.id:
                         versions = self._seen.get(m.id)
                         # a message this state holds as it did at the last sync is no edit of
                         # this worker's: another one's edit of it since stands
-                        if versions and self._synced.get(m.id) != key and versions[-1].differs(m, self._limit):
+                        if versions and not same and versions[-1].differs(m, self._limit):
                             edited[versions[-1].position] = m
                         if versions or m.id in self._stored:
                             continue
                     new.append(m)
                     new_at.append(i)
                 if not new and not edited:
-                    self._synced.update(keys)
+                    self._ended(messages, start, keys, snaps, idless)
                     return written
                 batch, retracted, mine = self._batch(edited, new)
                 fields = [f"messages[{i}]" for i in new_at]
@@ -319,7 +437,7 @@ class ConversationSync:
                         # an edit's own batch refused is nothing written; a later chunk, the ones before stand
                         refused_chunk = not (edited and start == 0)
                         continue  # plan (the rest) again from what the log holds now
-                    self._synced.update(keys)
+                    self._ended(messages, start, keys, snaps, idless)
                     return written
                 positions = [p for chunk in chunks for p in append_bodies(self.memory, self.conversation_id, chunk)]
                 # a batch that cannot be conditional (a Client of an older server): another
@@ -335,7 +453,7 @@ class ConversationSync:
                     self.memory.append_many(self.conversation_id, chunk)
                 written += sum(1 for k in mine if positions[k] not in again)
                 if not any(positions[k] in redundant for k in range(retracted)):
-                    self._synced.update(keys)
+                    self._ended(messages, start, keys, snaps, idless)
                     return written
             raise EditConflict(self.conversation_id, MAX_EDIT_ROUNDS, chunk=refused_chunk)
 
@@ -377,16 +495,34 @@ class ConversationSync:
         raise EditTooLong(self.conversation_id, position, retracted, len(batch), max_bytes, size=size,
                           farthest=farthest)
 
-    @staticmethod
-    def _key(message: BaseMessage) -> int:
-        """A hash of the message's content and the other fields its stored form is made of
-        (`_BODY_FIELDS`): what tells that the state changed it, without converting it
-        (~20 us a message, at each model call for a state of thousands)."""
-        fields = vars(message)  # a pydantic model's fields (getattr of an absent one is slow)
-        content = fields.get("content")
-        # a string keeps its hash: a long text is hashed once, not at each call
-        return hash((content if isinstance(content, str) else repr(content),
-                     repr([fields.get(f) for f in _BODY_FIELDS])))
+    def _unchanged(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether `messages` begins with the state the last sync ended with, each message
+        as it was then (`_snapshot`): one comparison in C over those messages' fields."""
+        n = len(self._state)
+        return 0 < n <= len(messages) and _same(list(map(vars, messages[:n])), self._state)
+
+    def _ended(self, messages: Sequence[BaseMessage], start: int, keys: dict[str, _Snapshot],
+               snaps: list[_Snapshot], idless: list[int]) -> None:
+        """Note the state a sync ended with: `_state` up to `start` unchanged (its ids'
+        snapshots are in `_synced` already), then `snaps` (of the messages from `start`
+        on, `keys` those of their ids)."""
+        self._synced.update(keys)
+        if start and len(self._state) != start:
+            # the log was read anew during this sync (`_reset`, an erasure since): the
+            # unchanged head is noted again, as the messages hold it now
+            head = [_snapshot(m) for m in messages[:start]]
+            firsts = {m.id: snap for m, snap in reversed(list(zip(messages, head, strict=False))) if m.id}
+            self._synced.update(firsts)
+            self._state, self._state_ids = head, set(firsts)
+        if start:
+            self._state.extend(snaps)
+            self._state_ids.update(keys)
+        else:
+            for lc_id in self._state_ids.difference(keys):  # the messages the state no longer holds
+                if isinstance(kept := self._synced.get(lc_id), dict):
+                    self._synced[lc_id] = _Digest(kept)
+            self._state, self._state_ids = snaps, set(keys)
+        self._state_idless = idless
 
     def _limit(self) -> int | None:
         """The store's metadata byte limit (a `Client` asks its server once)."""
@@ -426,4 +562,10 @@ class ConversationSync:
     def model_input(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """Store the state's new messages, then plan the context for its latest human message."""
         self.sync(messages)
-        return self.context_messages(latest_user_text(to_openai(messages)))
+        # from the end, one message at a time: converting the whole state cost a turn on a
+        # long conversation its whole history
+        for m in reversed(messages):
+            body = to_openai([m])[0]
+            if body.get("role") == "user":
+                return self.context_messages(latest_user_text([body]))
+        return self.context_messages(None)
