@@ -793,11 +793,11 @@ class Memory:
         if idempotency_key is not None:  # at the edge, before the message is read
             check_idempotency_key(idempotency_key)
         # unstamped: a created_at left to default must not enter the key's fingerprint
-        return self.append_outcome(
+        return self._append_outcome(
             conversation_id,
             [self._parse(message, session_id=session_id, metadata=metadata, created_at=created_at, stamp=False)],
-            namespace=namespace, idempotency_key=idempotency_key, expect_position=expect_position,
-            expect_incarnation=expect_incarnation,
+            parsed_here=True, namespace=namespace, session_id=None, idempotency_key=idempotency_key,
+            expect_position=expect_position, expect_incarnation=expect_incarnation,
         ).positions[0]
 
     def _check_controls(self, conv: str, ns: str, parsed: Sequence[Message]) -> None:
@@ -837,7 +837,6 @@ class Memory:
                                    idempotency_key=idempotency_key, expect_position=expect_position,
                                    expect_incarnation=expect_incarnation).positions
 
-    @_fills_caches
     def append_outcome(
         self,
         conversation_id: str,
@@ -869,6 +868,26 @@ class Memory:
         answered; else `PositionMismatch` (the position expected and the one found) and
         nothing written. `tiermem import` appends so: an erasure during an import stops
         it instead of re-creating the conversation holding only the file's tail."""
+        return self._append_outcome(conversation_id, messages, parsed_here=False, namespace=namespace,
+                                    session_id=session_id, idempotency_key=idempotency_key,
+                                    expect_position=expect_position, expect_incarnation=expect_incarnation)
+
+    @_fills_caches
+    def _append_outcome(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message | dict[str, Any]],
+        *,
+        parsed_here: bool,
+        namespace: str | None,
+        session_id: str | None,
+        idempotency_key: str | None,
+        expect_position: int | None,
+        expect_incarnation: str | None,
+    ) -> AppendOutcome:
+        """`append_outcome`. `parsed_here`: `messages` are `append`'s own parse of its message
+        (unstamped, under this memory's limits), which no caller holds: not parsed again (a
+        second parse would find nothing the first did not, and checking is paid per message)."""
         conv = self._conv(conversation_id)
         ns = self._ns(namespace)
         if idempotency_key is not None:  # at the edge, before anything is read
@@ -887,8 +906,11 @@ class Memory:
         if len(messages) > MAX_BATCH_MESSAGES:
             raise ValidationError("messages", f"{len(messages)} messages exceed the batch limit of "
                                   f"{MAX_BATCH_MESSAGES}")
-        parsed = []
+        parsed: list[Message] = []
         for i, m in enumerate(messages):
+            if parsed_here and isinstance(m, Message):
+                parsed.append(m)
+                continue
             try:
                 # a Message object passed pydantic but not the configured limits: parse it
                 # too; unstamped until fingerprinted (a defaulted created_at is not the caller's)

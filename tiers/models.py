@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from tiermem.tiers.errors import LimitExceeded, ValidationError, field_error, plain_field, shown_key
@@ -268,6 +268,12 @@ def namespace_within(namespace: str, prefix: str) -> bool:
 ENVELOPE_FIELDS = ("session_id", "metadata", "created_at")
 
 
+# The validation context under which `Message` does not check its body again: parse_message's,
+# which has (`check_body`, the only check of a body; the model's is for a Message built
+# directly). A private object, so that no caller's context can hold it by chance.
+_BODY_CHECKED = object()
+
+
 def check_session_chars(value: str | None) -> str | None:
     """A pydantic field validator of a session id: refuses control characters
     (SESSION_CONTROL_CHARS). Its message is the problem alone: the error's location names
@@ -305,8 +311,10 @@ class Message(BaseModel):
         return check_session_chars(value)
 
     @model_validator(mode="after")
-    def _shape(self) -> Message:
-        check_body(self.body())
+    def _shape(self, info: ValidationInfo) -> Message:
+        # parse_message checked the body already (its error names the field): once is enough
+        if not (isinstance(info.context, dict) and info.context.get(_BODY_CHECKED)):
+            check_body(self.body())
         return self
 
     @property
@@ -532,7 +540,7 @@ def parse_message(
     except UnicodeEncodeError:
         raise ValidationError("content", "is not valid UTF-8 (lone surrogate)") from None
     try:
-        msg = Message.model_validate({**body, **envelope})
+        msg = Message.model_validate({**body, **envelope}, context={_BODY_CHECKED: True})
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
         raise _model_error(err["loc"], err["msg"]) from None
