@@ -80,7 +80,10 @@ Invariants:
   moves the offset, above), and writes its derived rows (turn labels and supersessions,
   keyword index, vectors, pins, checkpoints, plans, summaries, idempotency keys) again
   from the source's, replacing the target's, in one transaction that reads the whole
-  conversation back and compares it as a fresh copy's. Where the target changed that
+  conversation back and compares it as a fresh copy's, and that moves its `views_seq` as
+  an append does (on both engines; SQLite's did not before 2026-12-06), so the target's
+  warm-view sweep looks at its views again and refreshes those the new messages left
+  behind. Where the target changed that
   copy's derived rows since (a pin set there: a target writer that was not stopped; its
   digest is no longer the one recorded, below), the run is refused instead, naming the
   conversation, since the rewrite would drop that change (only a copy an older tiermem
@@ -584,9 +587,12 @@ class _Side:
         kept = 0 if have is None else len(have["ids"])
         if have is not None:
             self._clear_derived(c, key, have["ids"])
-            # views_seq: a view cached from the shorter copy is stale, as after an append
-            self.q(c, "UPDATE conversations SET last_message_at = ?" +
-                   (", next_position = ?, views_seq = views_seq + 1" if self.postgres else "") +
+            # views_seq, on both engines as an append moves it: it puts the conversation
+            # back in the target's warm-view sweep (tiers.store VIEWS_BEHIND_SQL), which
+            # otherwise, having marked the shorter copy's views current, never looks at
+            # them again before the next append, however far behind the copied messages
+            self.q(c, "UPDATE conversations SET last_message_at = ?, views_seq = views_seq + 1" +
+                   (", next_position = ?" if self.postgres else "") +
                    " WHERE id = ? RETURNING id", (last_at, last_pos + 1, key) if self.postgres else (last_at, key))
         elif self.postgres:
             self.q(c, "INSERT INTO conversations(id, name, namespace, parent_id, fork_position, created_at, "
