@@ -572,6 +572,20 @@ class Planner:
                   if it.conversation_id == conv for p in it.positions]
         return min(starts) if starts else None
 
+    @staticmethod
+    def _tail_kept(kept_from: int, fixed: _Fixed, packing: Packing) -> bool:
+        """Under before_latest, whether this call sends the previous call's turns from
+        `kept_from` as it sent them (the kept tail, none of it dropped to fit): a tail that
+        starts there; or, where `kept_from` is still the latest user message with nothing
+        after it (the previous call showed no turn before it), a tail of no turn again.
+        It was reported as a new epoch ("epochs are off") though the same turns were sent."""
+        tail = packing.chosen["tail"]
+        if packing.kept_units is None or len(tail) != packing.kept_units:
+            return False
+        if packing.kept_units == 0:
+            return kept_from == fixed.latest_user
+        return min(c.position for c in tail) == kept_from
+
     def _epoch(self, call: _Call, fixed: _Fixed, packing: Packing, fresh: list[Segment], total: int,
                latest_item: PlanItem | None) -> tuple[list[Segment], int]:
         """The epoch: extend the previous context when it can, else this one (`fresh`,
@@ -608,12 +622,19 @@ class Planner:
         if ext is not None and prev is not None:
             segments, total = ext.segments, ext.total
             plan.cache = CacheReport(prev.epoch, prev.calls + 1, False, ext.reason)
-        elif prev is not None and kept_from is not None and chosen["tail"] and \
-                min(c.position for c in chosen["tail"]) == kept_from:
+        elif prev is not None and kept_from is not None and self._tail_kept(kept_from, fixed, packing):
             plan.cache = CacheReport(prev.epoch, prev.calls + 1, False,
                                      f"before_latest: the turns from #{kept_from} are kept as the previous call "
                                      "sent them and grow by appends; the memory message is rebuilt")
         else:
+            if prev is not None and kept_from is not None and not key_change(prev.key, key):
+                # before_latest: the previous call's turns were not kept (the generic "epochs
+                # are off" said nothing of it); say why and where the turns start now
+                starts = [c.position for c in chosen["tail"]]
+                miss = packing.kept_miss or (f"the turns from #{kept_from} were not all sent again (dropped "
+                                             "to meet the exact budget, or the tail was chosen anew)")
+                why_new = ("before_latest: the tail starts anew"
+                           + (f" at #{min(starts)}" if starts else " (no turn fits)") + f": {miss}")
             plan.cache = CacheReport((prev.epoch + 1) if prev else 1, 1, True, why_new)
             if excess > 0:
                 segments, total = self._leave_room(call, fixed, packing, excess, segments, total)

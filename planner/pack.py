@@ -78,6 +78,11 @@ class Packing:
         # lines are checked against these before it is extended)
         self.pin_current = {c.position for c in pools["pinned"] if c.current}
         self.summary_current = {c.text for c in pools["summary"]}
+        # before_latest: how many tail units the previous call's tail start kept (None: not
+        # kept, or none to keep), and why it was not kept ("" when it was, or there was
+        # none): the plan's cache report says which
+        self.kept_units: int | None = None
+        self.kept_miss = ""
 
     def fill(self, caps: dict[str, int], plan: Plan, tail_rows: list[TurnRow], table: TurnTable,
              tail_anchor: int, fill_to: int = 0, *, kept_from: int | None = None,
@@ -100,9 +105,12 @@ class Packing:
         self.take("pinned", caps["pinned"])
         # cap and grid from the budget, not from what is left after this turn's latest
         # message: both must not move from one turn to the next
-        kept = (kept_tail(self.pools["tail"], kept_from, min(self.remaining - caps["summary"],
-                                                             TAIL_GROWTH * caps["tail"]))
-                if kept_from is not None else None)
+        kept = None
+        if kept_from is not None:
+            kept, self.kept_miss = kept_tail(self.pools["tail"], kept_from,
+                                             min(self.remaining - caps["summary"], TAIL_GROWTH * caps["tail"]),
+                                             latest_user)
+            self.kept_units = None if kept is None else len(kept)
         self.chosen["tail"] = kept or stable_tail(self.pools["tail"], tail_rows, min(caps["tail"], self.remaining),
                                                   max(1, caps["tail"] // TAIL_GRID_PARTS), table, tail_anchor)
         self.used["tail"] = sum(c.tokens for c in self.chosen["tail"])
@@ -337,15 +345,27 @@ class Packing:
         return False
 
 
-def kept_tail(pool: list[Candidate], start: int, cap: int) -> list[Candidate] | None:
+def kept_tail(pool: list[Candidate], start: int, cap: int, latest_user: int | None = None
+              ) -> tuple[list[Candidate] | None, str]:
     """The tail from `start` to now, when it is still contiguous from there (nothing
-    retracted or cleared at its start) and fits `cap`; None: re-anchor it."""
+    retracted or cleared at its start) and fits `cap`; else None (re-anchor it) and why,
+    for the plan's cache report. A `start` that is still the latest user message with
+    nothing after it (the previous call showed no turn before it: a small budget, the
+    same call again) keeps no unit: [] (the pool never holds the latest; the caller's
+    stable tail may still choose older turns, which is not keeping it)."""
     units = sorted((c for c in pool if c.position >= start), key=lambda c: c.position)
-    if not units or units[0].position != start or sum(c.tokens for c in units) > cap:
-        return None
+    if start == latest_user and not units:
+        return [], ""
+    if not units or units[0].position != start:
+        return None, (f"the turn #{start} the previous call's turns began with is no longer a turn of "
+                      "the tail (retracted, cleared or superseded)")
+    size = sum(c.tokens for c in units)
+    if size > cap:
+        return None, (f"the turns from #{start} grew to {size} tokens, past the {cap} they may take "
+                      f"({TAIL_GROWTH} times the tail's share, or the room the pins and summary leave)")
     for c in units:
         pool.remove(c)
-    return sorted(units, key=lambda c: -c.position)
+    return sorted(units, key=lambda c: -c.position), ""
 
 
 def stable_tail(pool: list[Candidate], rows: list[TurnRow], cap: int, grid: int, table: TurnTable,
