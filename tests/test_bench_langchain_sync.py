@@ -12,10 +12,14 @@ pytest.importorskip("langchain_core")
 from tiermem.evals import bench_langchain_sync
 
 
-def test_the_bench_reports_both_sides(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench_langchain_sync.main(["--messages", "40", "--rounds", "3", "--json"]) == 0
+@pytest.mark.parametrize("copies", [
+    [],            # the objects the last sync saw, one message more
+    ["--copies"],  # a checkpoint's copies of them
+])
+def test_the_bench_reports_both_sides(capsys: pytest.CaptureFixture[str], copies: list[str]) -> None:
+    assert bench_langchain_sync.main(["--messages", "40", "--rounds", "3", "--json", *copies]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert r["messages"] == 40 and r["rounds"] == 3
+    assert r["messages"] == 40 and r["rounds"] == 3 and r["copies"] == bool(copies)
     for side in ("sync", "before"):
         assert 0 < r[side]["p50"] <= r[side]["p99"]
     assert r["ratio_before_over_sync"] > 0
