@@ -91,6 +91,7 @@ from tiermem.tiers.models import (
     loads_stored,
     search_text,
 )
+from tiermem.tiers.owed import OWED_PREFIX, OwedDecisions
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -264,6 +265,15 @@ class ColdStore(SharedQueries):
         # position, vector) of the turns this call embedded (each turn exactly once, in
         # whichever process flips its `embedded`): derived work that needs the vector
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        # the turns whose hook failed, decided again by the next call (tiers.owed)
+        self._owed = OwedDecisions(
+            read_keys=lambda: [str(r[0]) for r in self._read(
+                "SELECT key FROM meta WHERE substr(key, 1, ?) = ?", (len(OWED_PREFIX), OWED_PREFIX))],
+            record=self._meta_keys_set, forget=self._meta_keys_delete,
+            turns=lambda ids: [(int(r[0]), str(r[1]), int(r[2])) for r in self._read(
+                "SELECT id, conversation_id, position FROM turns WHERE embedded = 1 "
+                "AND id IN (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(ids),))],
+            vectors=self.embeddings)
         # pools embedded ahead while one is stored (tiers/catchup.py); 0: one at a time
         self.pipeline_depth = PIPELINE_DEPTH
         # called with the rows read so far before each pool of a catch-up over every
@@ -677,6 +687,7 @@ class ColdStore(SharedQueries):
             return 0
         self._ensure_vec_table(self.embedder.dim, checked_identity(self.embedder, self._recorded_vec_model))
         embedder = self.embedder
+        self._owed.retry(self.on_embedded)  # a decision a failed hook owes comes first (log order)
         pool = batch * max(1, pool_batches)
         done = 0
 
@@ -728,6 +739,7 @@ class ColdStore(SharedQueries):
             if vecs.ndim == 2 and (vecs.shape[1] != self._vec_dim or (model is not None and model != self._vec_model)):
                 self._ensure_vec_table(int(vecs.shape[1]), model)
             stored: list[tuple[str, int, np.ndarray]] = []
+            stored_ids: list[int] = []
             with self._tx() as c:
                 self._step("index_pending.store")
                 for r, v in zip(rows, vecs, strict=True):
@@ -740,13 +752,16 @@ class ColdStore(SharedQueries):
                             (r[2], r[0], _vec_bytes(v)),
                         )
                         stored.append((r[0], r[1], v))
+                        stored_ids.append(int(r[2]))
             # the hook's work per call (supersession's meaning search) is sized for a batch
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
                 try:
                     assert self.on_embedded is not None
                     self.on_embedded(stored[start:start + batch])
                 except Exception:  # derived work: the vectors are stored, indexing goes on
-                    log.exception("after-embedding hook failed for %d turns", len(stored[start:start + batch]))
+                    log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
+                                  len(stored[start:start + batch]))
+                    self._owed.owe(stored_ids[start:start + batch])  # they are embedded: nothing else would
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
@@ -754,6 +769,14 @@ class ColdStore(SharedQueries):
         # the next pool is read and embedded while this thread stores one (tiers/catchup.py)
         pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool and not cut[0])
         return done
+
+    def _meta_keys_set(self, keys: list[str]) -> None:
+        with self._tx() as c:
+            c.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, '1')", [(k,) for k in keys])
+
+    def _meta_keys_delete(self, keys: list[str]) -> None:
+        with self._tx() as c:
+            c.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
 
     # the index one conversation's catch-up reads its pending turns through (by position);
     # evals/bench_pending_seek sets the primary key's to time the walk it replaced

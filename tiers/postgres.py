@@ -174,6 +174,7 @@ from tiermem.tiers.models import (
     loads_stored,
     search_text,
 )
+from tiermem.tiers.owed import OWED_PREFIX, OwedDecisions
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -939,6 +940,15 @@ class PostgresStore(SharedQueries):
         # called after each committed batch of `index_pending` with the turns it embedded
         # (see ColdLog.on_embedded)
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        # the turns whose hook failed, decided again by the next call (tiers.owed)
+        self._owed = OwedDecisions(
+            read_keys=lambda: [str(r[0]) for r in self._read(
+                "SELECT key FROM meta WHERE substr(key, 1, %s) = %s", (len(OWED_PREFIX), OWED_PREFIX))],
+            record=self._meta_keys_set, forget=self._meta_keys_delete,
+            turns=lambda ids: [(int(r[0]), str(r[1]), int(r[2])) for r in self._read(
+                "SELECT id, conversation_id, position FROM turns WHERE embedded = 1 AND id = ANY(%s::int8[]) "
+                "ORDER BY id", (ids,))],
+            vectors=self.embeddings)
         self.texts_ahead: TextsAhead | None = None  # unused here: the catch-up is not pipelined
         self.labeler: Callable[[str, str, dict[str, Any]], Label] | None = None  # ColdLog.labeler
         self.path = redact(url) if url is not None else "postgresql (caller's pool)"
@@ -1574,6 +1584,7 @@ class PostgresStore(SharedQueries):
         # checked once per store, not per call (4 round trips)
         if self._vec_dim != self.embedder.dim or (model is not None and self._vec_model != model):
             self._ensure_vec_dim(self.embedder.dim, model)
+        self._owed.retry(self.on_embedded)  # a decision a failed hook owes comes first (log order)
         done = 0
         pool = batch * max(1, pool_batches)  # as in tiers.cold: embedded together, hooked per batch
         while (max_rows is None or done < max_rows) and not (stop is not None and stop()):
@@ -1621,11 +1632,22 @@ class PostgresStore(SharedQueries):
                     assert self.on_embedded is not None
                     self.on_embedded(stored[start:start + batch])
                 except Exception:  # derived work: the vectors are stored, indexing goes on
-                    log.exception("after-embedding hook failed for %d turns", len(stored[start:start + batch]))
+                    log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
+                                  len(stored[start:start + batch]))
+                    self._owed.owe(done_ids[start:start + batch])  # they are embedded: nothing else would
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
         return done
+
+    def _meta_keys_set(self, keys: list[str]) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO meta(key, value) SELECT k, '1' FROM unnest(%s::text[]) AS k "
+                      "ON CONFLICT (key) DO NOTHING", (keys,))
+
+    def _meta_keys_delete(self, keys: list[str]) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM meta WHERE key = ANY(%s::text[])", (keys,))
 
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         if not positions:

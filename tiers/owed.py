@@ -1,0 +1,105 @@
+"""Decisions owed after embedding: the turns whose `on_embedded` hook failed.
+
+A turn's vector is committed with `embedded = 1` before the hook (supersession) runs,
+and nothing embeds it again, so a hook that fails (a lock held past busy_timeout_ms by
+an erasure's VACUUM FULL or an operator's LOCK TABLE, a busy SQLite file) would lose its
+decision for good: an old value stays current after its correction.
+
+Invariants (both engines, through `OwedDecisions`):
+- A failed hook's turns are recorded in meta, one row per turn id (`OWED_PREFIX` + id:
+  an id, never a conversation's name or text), and kept in this process's memory as well
+  (where the meta write fails too, this process still retries them).
+- Each `index_pending` call first retries what is owed (the meta rows are read once per
+  store, at its first call): the hook again for those turns, in log order, and the row
+  goes once it ran; a turn erased meanwhile just drops its row.
+- A retry that fails again keeps the row for the next call; the hook deciding a turn
+  twice changes nothing (supersession is decided once: tests/test_supersede_decided_once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+OWED_PREFIX = "owed-decision:"  # meta key prefix, + a turn's id (no LIKE wildcard in it)
+
+Hook = Callable[[list[tuple[str, int, np.ndarray]]], None]
+
+
+class OwedDecisions:
+    """One store's owed decisions; the engine supplies its SQL as the callables."""
+
+    def __init__(self, *, read_keys: Callable[[], list[str]], record: Callable[[list[str]], None],
+                 forget: Callable[[list[str]], None],
+                 turns: Callable[[list[int]], list[tuple[int, str, int]]],
+                 vectors: Callable[[str, Sequence[int]], dict[int, np.ndarray]]) -> None:
+        self._read_keys = read_keys
+        self._record = record
+        self._forget = forget
+        self._turns = turns  # (id, conversation, position) of those ids still embedded
+        self._vectors = vectors
+        self._ids: set[int] = set()
+        self._loaded = False
+        self._lock = threading.Lock()  # guards _ids and _loaded
+        self._retrying = threading.Lock()  # one retry at a time: each turn decided once per retry
+
+    def owe(self, ids: Sequence[int]) -> None:
+        """Record that the hook failed for these turns; never raises."""
+        with self._lock:
+            self._ids.update(ids)
+        try:
+            self._record([OWED_PREFIX + str(i) for i in ids])
+        except Exception:  # the same lock may hold meta: this process still retries them
+            log.warning("could not record the decisions owed for %d turns; this process retries them",
+                        len(ids), exc_info=True)
+
+    def retry(self, hook: Hook | None) -> None:
+        """Run the hook again for what is owed; never raises (the next call retries)."""
+        if hook is None or not self._retrying.acquire(blocking=False):
+            return
+        try:
+            self._retry(hook)
+        except Exception:
+            log.warning("could not decide the turns owed a decision after embedding; will retry", exc_info=True)
+        finally:
+            self._retrying.release()
+
+    def _retry(self, hook: Hook) -> None:
+        with self._lock:
+            loaded = self._loaded
+        if not loaded:
+            found = []
+            for key in self._read_keys():
+                try:
+                    found.append(int(key[len(OWED_PREFIX):]))
+                except ValueError:
+                    continue  # not one of ours: left alone
+            with self._lock:
+                self._ids.update(found)
+                self._loaded = True
+        with self._lock:
+            ids = sorted(self._ids)
+        if not ids:
+            return
+        by_conv: dict[str, list[tuple[int, int]]] = {}
+        for tid, conv, pos in self._turns(ids):
+            by_conv.setdefault(conv, []).append((pos, tid))
+        done = set(ids) - {tid for pairs in by_conv.values() for _pos, tid in pairs}  # erased since
+        for conv, pairs in by_conv.items():
+            pairs.sort()
+            vecs = self._vectors(conv, [p for p, _tid in pairs])
+            try:
+                hook([(conv, p, vecs.get(p, np.zeros(0, dtype=np.float32))) for p, _tid in pairs])
+            except Exception:
+                log.warning("after-embedding hook failed again for %d turns; will retry", len(pairs), exc_info=True)
+                continue
+            done.update(tid for _pos, tid in pairs)
+        if done:
+            self._forget([OWED_PREFIX + str(i) for i in sorted(done)])
+            with self._lock:
+                self._ids.difference_update(done)
