@@ -328,6 +328,33 @@ def test_statement_supersessions_are_derived_rows(engine: Engine) -> None:
         s.close()
 
 
+# (start, end) of a turns_and_pin_version read over 5 turns: the same rows as `turns` and
+# the same version as `pin_version`, whatever the range holds
+TURNS_AND_VERSION_RANGES = [
+    (0, None),  # the whole log
+    (3, 3),  # one turn, the explicitly pinned one
+    (1, 2),  # the load-bearing turn and its neighbour
+    (5, None),  # past the log's end: no row carries the version, it is read alone
+    (4, 2),  # an empty range: the same
+]
+
+
+@pytest.mark.parametrize(("start", "end"), TURNS_AND_VERSION_RANGES)
+def test_turns_and_pin_version_reads_both_in_one(store: ColdLog, start: int, end: int | None) -> None:
+    key = store.append_batch("c", [user(f"turn {i}") for i in range(5)],
+                             labels=[None, ("constraint", True, 80, "r"), None, None, None]).key
+    store.set_pin(key, 3, 70)
+    assert store.pin_version(key) >= 2  # the load-bearing turn and the pin
+    assert store.turns_and_pin_version(key, start=start, end=end) == (
+        store.turns(key, start=start, end=end), store.pin_version(key))
+
+
+def test_turns_and_pin_version_of_a_key_without_changes(store: ColdLog) -> None:
+    key = store.append_batch("c", [user("plain")]).key
+    assert store.turns_and_pin_version(key) == (store.turns(key), 0)
+    assert store.turns_and_pin_version("no-such-key") == ([], 0)
+
+
 def test_labels_supersession_and_pins_move_the_pin_version(store: ColdLog) -> None:
     key = store.append_batch("c", [user(f"turn {i}") for i in range(5)],
                              labels=[None, ("constraint", True, 80, "r"), None, None, None]).key

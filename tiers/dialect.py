@@ -515,11 +515,14 @@ class SharedQueries:
         cp = self.latest_checkpoint(conversation_id)
         return cp, self.history(conversation_id, start=(cp.position + 1) if cp else 0)
 
-    _TURN_SELECT = (
-        "SELECT t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
+    _TURN_COLUMNS = (
+        "t.conversation_id, t.position, t.role, t.session_id, t.tokens, t.content_hash, t.created_at, "
         "t.intent, t.load_bearing, t.priority, t.label_reason, t.superseded_by, p.priority "
-        "FROM turns t LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
     )
+    # `_turn` reads these by index: a column after them is not read
+    _TURN_COLUMN_COUNT = _TURN_COLUMNS.count(",") + 1
+    _TURN_PINS = "LEFT JOIN pins p ON p.conversation_id = t.conversation_id AND p.position = t.position "
+    _TURN_SELECT = "SELECT " + _TURN_COLUMNS + "FROM turns t " + _TURN_PINS
 
     @staticmethod
     def _turn(r: Sequence[Any]) -> TurnRow:
@@ -579,6 +582,22 @@ class SharedQueries:
     def turns(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[TurnRow]:
         return self._turns_where("WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
                                  (conversation_id, start, MAX_POSITION if end is None else end))
+
+    def turns_and_pin_version(self, conversation_id: str, *, start: int = 0,
+                              end: int | None = None) -> tuple[list[TurnRow], int]:
+        # One statement, so one snapshot on both engines (the version counts exactly the
+        # changes the rows show) and no round trip of its own: the hot tier's check on
+        # every read and admit (tiermem.hotlink). The version is an uncorrelated subquery
+        # (run once) in a column after `_TURN_COLUMNS`, which `_turn` does not read; the
+        # plan is `turns`' own. A range without turns has no row to carry it: read alone.
+        rows = self._q(
+            f"SELECT {self._TURN_COLUMNS}, (SELECT version FROM pin_versions WHERE conversation_id = ?) "
+            f"FROM turns t {self._TURN_PINS}"
+            "WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
+            (conversation_id, conversation_id, start, MAX_POSITION if end is None else end))
+        if not rows:
+            return [], self.pin_version(conversation_id)
+        return self._turn_rows(rows), int(rows[0][self._TURN_COLUMN_COUNT] or 0)
 
     def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
         # positions in range: one SQLite holds as text sorts after every integer

@@ -344,6 +344,14 @@ class ColdLog(Protocol):
         """Turn-index rows (labels and explicit pins included) at start..end, in order."""
         ...
 
+    def turns_and_pin_version(self, conversation_id: str, *, start: int = 0,
+                              end: int | None = None) -> tuple[list[TurnRow], int]:
+        """`turns` and `pin_version` read in one statement (one snapshot: the version
+        counts exactly the pin changes the rows show), so the hot tier's check of the
+        version on every read and admit (tiers.hot, pin versions) costs no round trip of
+        its own; only a range without turns reads the version in a second one."""
+        ...
+
     def turns_at(self, conversation_id: str, positions: Sequence[int]) -> list[TurnRow]:
         """Turn-index rows at `positions`, in log order."""
         ...
