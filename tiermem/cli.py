@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
 import json
 import logging
 import math
@@ -93,6 +94,9 @@ STDIN_NAME = "<stdin>"  # what errors and reports call `tiermem import -`'s inpu
 # the status a shell shows for a process killed by SIGPIPE (`git log | head`): what a
 # command whose stdout's reader went away exits with, saying nothing
 SIGPIPE_EXIT = 128 + signal.SIGPIPE
+# the longest write standard output's file gets at once (`_stdout_in_pieces`): what a Linux
+# pipe holds
+STDOUT_PIECE_BYTES = 64 * 1024
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 # Lazily loaded subcommands: name -> (module, attribute, one-line help shown without importing).
@@ -275,7 +279,7 @@ class TiermemGroup(click.Group):
             return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _closed_stdout_exits_quietly(ctx):
+        with _closed_stdout_exits_quietly(ctx), _stdout_in_pieces():
             try:
                 done = super().invoke(ctx)
                 sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
@@ -303,6 +307,48 @@ def _closed_stdout_exits_quietly(ctx: click.Context | None) -> Iterator[None]:
             raise CliError(one_line(exc)) from None
         _discard_stdout()
         raise click.exceptions.Exit(SIGPIPE_EXIT) from None
+
+
+class _PiecewiseBuffer(io.BufferedWriter):
+    """A buffered writer whose long writes reach the file in pieces of STDOUT_PIECE_BYTES."""
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if len(view) <= STDOUT_PIECE_BYTES:
+            return super().write(view)
+        for start in range(0, len(view), STDOUT_PIECE_BYTES):
+            super().write(view[start:start + STDOUT_PIECE_BYTES])
+        return len(view)
+
+
+@contextmanager
+def _stdout_in_pieces() -> Iterator[None]:
+    """Standard output, when it is a real file (a pipe), written in pieces while a command
+    runs: a reader that leaves mid-write must be noticed. CPython's buffered writer returns
+    from one long write that the reader's exit cut short without an error and drops the
+    rest (SIGPIPE is ignored, so the write just comes back short): `tiermem history | head
+    -1` exited 0 having printed 64 KiB of its table. The next piece meets EPIPE instead."""
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a test runner's buffer: nothing to cut short
+        yield
+        return
+    if isinstance(getattr(stream, "buffer", None), _PiecewiseBuffer):  # a nested group's invoke
+        yield
+        return
+    stream.flush()
+    pieces = io.TextIOWrapper(_PiecewiseBuffer(io.FileIO(fd, "w", closefd=False)),
+                              encoding=stream.encoding, errors=stream.errors,
+                              line_buffering=bool(stream.line_buffering))
+    sys.stdout = pieces
+    try:
+        yield
+    finally:
+        if sys.stdout is pieces:
+            sys.stdout = stream
+            # what the command left buffered: a closed pipe raises here, inside the handler
+            pieces.flush()
 
 
 def _stdout_reader_gone() -> bool:
