@@ -72,7 +72,8 @@ Invariants:
   set's `pinstamp`; a pin or unpin applied to a set moves the set's `pinstamp` to its
   own stamp only when the set held the latest stamp before, so a set that missed one
   stays marked. `read` reports `pins_behind` whenever the set's `pinstamp` is not the
-  stamp of its generation, and the caller rebuilds (tiermem.hotlink): a pin whose log
+  stamp of its generation (`summaries` too: stats name such a set rather than count it),
+  and the caller rebuilds (tiermem.hotlink): a pin whose log
   write came before the rebuild read its rows is in them; one whose script ran after
   the load changed the new set; any other ran its script after the stamp was read and
   before the load, and leaves the loaded set `pins_behind`. `T:ps` is renewed with the
@@ -170,6 +171,7 @@ COUNT_STAMP_FIELDS = ("last", "total", "evictions", "demoted_tokens")
 # and what tells whether they still hold
 SUMMARY_META_FIELDS = ("gen", "total", "evictions", "overflow", "members", "pins", "demoted_pins", "counted",
                        "last", "demoted_tokens")
+SUMMARY_REPLIES = 8  # a set's replies in `summaries`' pipeline: meta, four keys' sizes, pin stamps
 MS_PER_S = 1000
 MAX_IDLE_TTL_S = 365 * 86_400  # a hot set idle for a year is rebuilt from the log, if ever used again
 # The shortest idle TTL in ms: Redis counts whole ms, and a TTL of 0 in the scripts means
@@ -897,6 +899,9 @@ class HotSummary:
     evictions: int
     overflow_tokens: int
     demoted: list[int]
+    # a pin or unpin reached Redis that the set has not seen (HotSet.pins_behind): its
+    # counts are not the log's pins until its next read rebuilds it
+    pins_behind: bool = False
 
 
 RedisClient = redis.Redis | RedisCluster
@@ -1371,9 +1376,10 @@ class HotTier:
 
     def summaries(self, conversation_ids: Sequence[str]) -> dict[str, HotSummary]:
         """The counts of each conversation's hot set that has one (complete), by plain
-        reads pipelined `SUMMARY_PIPELINE_SETS` sets per round trip. Unlike `read`, it
-        neither renews the sets' idle TTL (a stats poll must not keep every idle set
-        alive) nor loads their texts."""
+        reads pipelined `SUMMARY_PIPELINE_SETS` sets per round trip, and whether the set
+        is `pins_behind` as `read` would say (its pin stamp against its generation's).
+        Unlike `read`, it neither renews the sets' idle TTL (a stats poll must not keep
+        every idle set alive) nor loads their texts, nor rebuilds a set behind."""
         out: dict[str, HotSummary] = {}
         for i in range(0, len(conversation_ids), SUMMARY_PIPELINE_SETS):
             chunk = conversation_ids[i:i + SUMMARY_PIPELINE_SETS]
@@ -1386,9 +1392,12 @@ class HotTier:
                 pipe.hlen(p)
                 pipe.hlen(pin)
                 pipe.hkeys(d)
+                pipe.hget(meta, "pinstamp")
+                pipe.hgetall(self.stamp_key(conv))  # generation -> stamp: one entry a generation
             replies = pipe.execute()
             for j, conv in enumerate(chunk):
-                fields, members, tokens, payloads, pins, demoted = replies[6 * j:6 * j + 6]
+                fields, members, tokens, payloads, pins, demoted, set_stamp, stamps = \
+                    replies[SUMMARY_REPLIES * j:SUMMARY_REPLIES * (j + 1)]
                 gen, total, evictions, overflow = fields[:4]
                 counts = {name: _text(value) for name, value in zip(SUMMARY_META_FIELDS, fields, strict=True)
                           if value is not None}
@@ -1398,8 +1407,10 @@ class HotTier:
                 if gen is None or not members == tokens == payloads or not _whole(counts, members, pins, len(demoted)):
                     continue
                 try:
+                    latest = {_text(k): _text(v) for k, v in stamps.items()}.get(_text(gen), "")
                     out[conv] = HotSummary(_text(gen), int(total), int(members), int(pins), int(evictions),
-                                           int(overflow), sorted(int(x) for x in demoted))
+                                           int(overflow), sorted(int(x) for x in demoted),
+                                           pins_behind=_text(set_stamp or "") != latest)
                 except (TypeError, ValueError):
                     continue
         return out
