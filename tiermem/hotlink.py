@@ -64,6 +64,12 @@ what to do when Redis is gone.
   conversation's set cannot be trusted, so it is dropped and rebuilt from the log, and
   should that fail too the call degrades as in an outage. An append is acknowledged
   once the log has committed it, whatever the hot tier does after.
+- The cold log busy (a lock held past busy_timeout_ms: an operator's LOCK TABLE, an
+  erasure's VACUUM FULL; `cold_busy`) is neither: it is not Redis's failure and says
+  nothing against the set. A read raises it to its caller (503 busy, after that one
+  wait: no rebuild and no fallback read waits for the same lock again); after a log
+  write (an append's admit, a pin) the set is left as it is, and its next read catches
+  up with the log. The link is not marked degraded and the set is not dropped.
 - An unpin follows the log's pin state: a turn the log still pins once the caller's
   pin is gone (the classifier's pin of a load-bearing turn nothing superseded,
   `pin_state`) stays pinned in the set at the classifier's priority.
@@ -104,6 +110,7 @@ from tiermem.tiers.errors import (
     HotStale,
     HotStateLost,
 )
+from tiermem.tiers.files import storage_problem
 from tiermem.tiers.hot import (
     AdmitResult,
     HotSet,
@@ -374,7 +381,11 @@ class HotLink:
 
     def _distrust(self, conversation_id: str, exc: BaseException) -> HotSet | None:
         """After an unexpected failure: drop the conversation's set and rebuild it from
-        the log; None (degraded) if Redis fails that too."""
+        the log; None (degraded) if Redis fails that too. The cold log busy (`cold_busy`),
+        here or in the rebuild, is raised as it is: the set is not to blame (module
+        docstring)."""
+        if cold_busy(exc):
+            raise exc
         log.error("hot set of %s failed unexpectedly; rebuilding it from the log", conversation_id,
                   exc_info=exc)
         self.last_error = f"{type(exc).__name__}: {exc}"
@@ -382,10 +393,22 @@ class HotLink:
             self.tier.drop(conversation_id)
             hs = self._rebuild(conversation_id)
         except Exception as again:
+            if cold_busy(again):
+                raise
             self._fail(again)
             return None
         self._ok()
         return hs
+
+    def _distrust_after_write(self, conversation_id: str, exc: BaseException) -> None:
+        """`_distrust` after the log's write (an admit, a pin): never raises, so the
+        caller's committed write is not answered as failed; the cold log busy leaves the
+        set to its next read, which catches up with the log."""
+        try:
+            self._distrust(conversation_id, exc)
+        except Exception as busy:  # only cold_busy escapes _distrust
+            log.warning("hot set of %s not updated now: the cold log was busy (%s); its next read catches up",
+                        conversation_id, busy)
 
     @property
     def healthy(self) -> bool:
@@ -589,7 +612,7 @@ class HotLink:
             self._recheck_writes(conversation_id)
             return None
         except Exception as exc:
-            self._distrust(conversation_id, exc)
+            self._distrust_after_write(conversation_id, exc)
             return None
 
     def read(self, conversation_id: str) -> HotRead:
@@ -636,7 +659,7 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
         except Exception as exc:  # the pin is in the log: the rebuild shows it
-            self._distrust(conversation_id, exc)
+            self._distrust_after_write(conversation_id, exc)
 
     def unpin(self, conversation_id: str, position: int, *, log_move: int | None = None) -> None:
         """Follow the log's pin state after a caller's unpin: a turn the log still pins
@@ -660,7 +683,7 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
         except Exception as exc:
-            self._distrust(conversation_id, exc)
+            self._distrust_after_write(conversation_id, exc)
 
     def _log_pins(self, conversation_id: str, log_move: int | None) -> LogPins:
         """The log's pin changes a pin or unpin applies (tiers.hot, pin versions): the one
@@ -705,11 +728,11 @@ class HotLink:
                 self._fail(again)
                 return
             except Exception as again:
-                self._distrust(conversation_id, again)
+                self._distrust_after_write(conversation_id, again)
                 return
             self._ok()
             return
-        self._distrust(conversation_id, exc)
+        self._distrust_after_write(conversation_id, exc)
 
     def drop(self, conversation_id: str) -> None:
         try:
@@ -834,6 +857,13 @@ class HotLink:
                     "demoted_pins": {names[k]: v for k, v in demoted.items() if k in names},
                     "pins_behind": sorted(names[k] for k in behind if k in names)})
         return out
+
+
+def cold_busy(exc: BaseException) -> bool:
+    """Whether `exc` is the cold log busy: a lock or statement timeout, SQLite busy
+    (tiers.files `storage_problem`), the error a caller answers 503 busy."""
+    problem = storage_problem(exc)
+    return problem is not None and problem.busy
 
 
 def pin_state(row: TurnRow) -> tuple[bool, int]:
