@@ -85,8 +85,11 @@ what to do when Redis is gone.
   that no script follows (a supersession's): the next admit, pin or unpin of the
   conversation checks the log's pin version against the set's (tiers.hot, pin versions;
   HotStale 'pins') and its next read compares them, and either rebuilds the set from
-  the log. It costs one primary-key read of the log per append, pin and read, and no
-  rebuild while every change reached the set.
+  the log. An append or read reads the version in the statement that reads its new
+  turns (tiers.store `turns_and_pin_version`), a pin or unpin in its log write's
+  transaction (`set_pin`; only one without a log write of its own, a supersession's,
+  reads it alone): no round trip to the log of its own, and no rebuild while every
+  change reached the set.
 """
 
 from __future__ import annotations
@@ -546,7 +549,8 @@ class HotLink:
         # The log from the set's last position on: its first row must be the very turn the
         # set ends with (module docstring: a set ahead of the log, or from a discarded
         # timeline, is rebuilt); the rest, if any, are the appends the set missed.
-        rows = self.cold.turns(conversation_id, start=max(hs.last_position, 0))
+        # the log's pin version with them, in one statement: read after the set (below)
+        rows, version = self.cold.turns_and_pin_version(conversation_id, start=max(hs.last_position, 0))
         prev_tip = ""
         if hs.last_position >= 0:
             head = rows[0] if rows and rows[0].position == hs.last_position else None
@@ -559,25 +563,25 @@ class HotLink:
             try:
                 # prev_tip again: another process may have replaced the set since the read
                 self._count(self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip,
-                                                 prev_tip=prev_tip,
-                                                 log_pins=self._admitted_pins(conversation_id, rows)))
+                                                 prev_tip=prev_tip, log_pins=self._admitted_pins(rows, version)))
             except HotStale:
                 return self._rebuild(conversation_id), True, True
             return self.tier.read(conversation_id) or self._rebuild(conversation_id), False, True
         # The log's pin version, read after the set: one the set has not reached is a pin
         # change whose script never ran (or has not yet); one past it, a set of another
         # timeline of the log (tiers.hot, pin versions)
-        if hs.pin_version != self.cold.pin_version(conversation_id):
+        if hs.pin_version != version:
             return self._rebuild(conversation_id), True, True
         return hs, False, False
 
-    def _admitted_pins(self, conversation_id: str, rows: Sequence[TurnRow]) -> LogPins:
+    @staticmethod
+    def _admitted_pins(rows: Sequence[TurnRow], now: int) -> LogPins:
         """The log's pin changes an admit of the new `rows` applies (tiers.hot, pin
-        versions), read after them: up to the log's version now, less the changes the rows
-        account for with their pin flags, counted low (each load-bearing row was one at
-        least, as its append or a relabel; each explicitly pinned row one more, its pin):
-        never another writer's change taken for theirs."""
-        now = self.cold.pin_version(conversation_id)
+        versions): up to `now`, the log's version read with them (tiers.store
+        `turns_and_pin_version`: one snapshot, so it holds every change they show), less
+        the changes the rows account for with their pin flags, counted low (each
+        load-bearing row was one at least, as its append or a relabel; each explicitly
+        pinned row one more, its pin): never another writer's change taken for theirs."""
         own = sum(bool(r.load_bearing) + (r.pinned_priority is not None) for r in rows)
         return LogPins(max(now - own, 0), now)
 
@@ -588,7 +592,8 @@ class HotLink:
             gen = self.generation(conversation_id)
             # from the turn before the first new one: the set must end with it (else it grew
             # from a discarded timeline of the log: HotStale 'diverged', rebuilt below)
-            rows = self.cold.turns(conversation_id, start=max(positions[0] - 1, 0), end=positions[-1])
+            rows, version = self.cold.turns_and_pin_version(conversation_id, start=max(positions[0] - 1, 0),
+                                                            end=positions[-1])
             prev_tip = ""
             if rows and rows[0].position < positions[0]:
                 prev_tip = turn_fingerprint(rows[0].content_hash, rows[0].created_at)
@@ -596,7 +601,7 @@ class HotLink:
             turns, tip = self._hot_turns(conversation_id, rows)
             try:
                 res = self.tier.admit_many(conversation_id, turns, generation=gen, tip=tip, prev_tip=prev_tip,
-                                           log_pins=self._admitted_pins(conversation_id, rows))
+                                           log_pins=self._admitted_pins(rows, version))
             except HotStale:
                 # the stored set missed appends (Redis was down, or another process's
                 # admit raced ours) or a pin change (tiers.hot, pin versions): the log
