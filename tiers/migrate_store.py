@@ -107,7 +107,12 @@ Invariants:
   gave its name to a new conversation. A warning names it and says that the source still
   holds it, the report's `erased_in_target` counts it, and the verification compares the
   rest. (Before 2026-12-06 such a rerun read it as not copied yet, its key being issued,
-  and copied it back beside its tombstone.)
+  and copied it back beside its tombstone.) Only a tombstone of that incarnation counts
+  (its namespace, name and created_at the source conversation's): a key is the bare name
+  the first time a store uses it, so the target's own conversation of that name, created
+  there and erased, may hold the same key. A source conversation whose key the target
+  issued to such a conversation of its own is refused by name before anything is written
+  (a key is never given to a second conversation); it is not left out as erased.
 - A target writer that writes while the run copies (it was not stopped) and puts a row
   in the way of a conversation's write, in the window between the run's checks and that
   conversation's transaction (a conversation of the same name created there, a position
@@ -438,6 +443,11 @@ class _Side:
     def conversations(self, c: Conn) -> list[tuple[str, str, str]]:
         return [(str(r[0]), str(r[1]), str(r[2])) for r in self.q(c, "SELECT id, namespace, name FROM conversations "
                                                                      "ORDER BY id")]
+
+    def created_at(self, c: Conn, key: str) -> Any:
+        """When conversation `key` was created (None: no such conversation)."""
+        rows = self.q(c, "SELECT created_at FROM conversations WHERE id = ?", (key,))
+        return _num(rows[0][0]) if rows else None
 
     def keys(self, c: Conn) -> list[tuple[str, float]]:
         return [(str(r[0]), float(r[1])) for r in self.q(c, "SELECT key, issued_at FROM conversation_keys ORDER BY key")]
@@ -837,17 +847,32 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     by_key = {k: (ns, n) for k, ns, n in dst_convs}
     names = {(ns, n): k for k, ns, n in dst_convs}
     # a key of this source the target holds a tombstone of: the target erased that
-    # conversation after a run copied it (a source's erased key is no conversation there)
-    erased_there = {str(s[0]) for s in stones} if report.resumed else set()
+    # conversation after a run copied it (a source's erased key is no conversation there),
+    # where the tombstone is that incarnation's (`_same_incarnation`)
+    erased_there = {str(s[0]): s for s in stones} if report.resumed else {}
     todo: list[str] = []
     grown: list[str] = []
     erased: list[str] = []
     for key, ns, name in src_convs:
         if key in erased_there and key not in by_key:
-            # its key is issued there, so it read as not copied yet and was copied back:
-            # the target's erasure is the user's latest word (_verify warns, naming it)
-            erased.append(key)
-            continue
+            stone = erased_there[key]
+            with src.read() as sc:
+                created = src.created_at(sc, key)
+            if created is None:  # erased in the source since its list was read: nothing to copy
+                continue
+            if _same_incarnation(stone, ns, name, created):
+                # its key is issued there, so it read as not copied yet and was copied back:
+                # the target's erasure is the user's latest word (_verify warns, naming it)
+                erased.append(key)
+                continue
+            # the target's own conversation, erased, that was given the same key (a key is
+            # the bare name the first time a store uses it): the source's was never copied,
+            # and copying it under a key the target issued to an erased conversation would
+            # give that key a second incarnation there (keys are never reused)
+            raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} (key {key!r}) cannot be "
+                                   f"copied: the target issued that key to its own conversation {stone[2]!r} of "
+                                   f"namespace {stone[1]!r}, since erased (its tombstone), and a key is never given "
+                                   "to a second conversation; nothing was written: copy into an empty target")
         if names.get((ns, name), key) != key:
             raise MigrationRefused(dst.label, f"conversation {name!r} of namespace {ns!r} exists there under "
                                    "another key")
@@ -1100,6 +1125,13 @@ def _reserve_grown(dst: _Side, c: Conn, plan: _Plan, rec: Record) -> None:
     dst.reserve_ids(c, high)
 
 
+def _same_incarnation(stone: Sequence[Any], ns: str, name: str, created_at: Any) -> bool:
+    """Whether tombstone `stone` (TOMBSTONE_COLS) is that of the conversation `name` of
+    namespace `ns` created at `created_at`: keys are the bare name the first time a store
+    uses it, so the same key on both sides may name two unrelated conversations."""
+    return (str(stone[1]), str(stone[2]), _num(stone[7])) == (ns, name, _num(created_at))
+
+
 def _left_erased(dst: _Side, stone: list[Any], messages: int, ns: str, name: str) -> None:
     """Warn that the source's conversation `name` (`messages` long there) is left out:
     the target erased it after a run copied it (`stone`, its tombstone there)."""
@@ -1128,7 +1160,8 @@ def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
             a = src.record(sc, key)
         with dst.read() as dc:
             b = dst.record(dc, key)
-        if a is not None and b is None and key in erased_there:
+        if (a is not None and b is None and key in erased_there
+                and _same_incarnation(erased_there[key], ns, name, a["conversation"][5])):
             _left_erased(dst, erased_there[key], len(a["messages"]), ns, name)
             report.erased_in_target += 1
             continue

@@ -1,0 +1,94 @@
+"""`migrate-store` counts a source conversation as erased in the target only where the
+target's tombstone under its key is that conversation's (its namespace, name and
+created_at). A key is the bare name the first time a store uses it (`cold._issue_key`),
+so the target's own conversation of the same name, created there (another namespace, or
+the same one at another time) and erased, holds the same key as a source conversation
+created after a verified run. A rerun took that tombstone for the source conversation's
+and left it out for good, warning falsely that the target had erased it (a reviewer's
+repro, /tmp/rcY/r3_foreign_tombstone.py): the source's messages were never copied. Now
+the rerun refuses by name before writing anything, since the target issued that key to
+another conversation (a key is never given to a second one there).
+
+Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+
+from tiermem.tiers.errors import MigrationRefused
+from tiermem.tiers.migrate_store import MigrationReport, migrate_store
+from tiermem.tiers.models import Message
+from tiermem.tiers.tokens import BpeTokenCounter
+
+NS, NAME = "prod", "notes"  # the source's conversation created after the first run
+FIRST = "a"  # the conversation the first run copied
+Where = tuple[str, str]  # open_store's (engine, where)
+
+
+@contextmanager
+def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
+    store = open_store(where, counter)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
+    def spec(where: Where) -> tuple[str, str]:
+        engine, at = where
+        if engine == "sqlite":
+            return at, "tiermem"
+        url, schema = at.rsplit("#", 1)
+        return url, schema
+
+    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
+    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
+
+
+DIRECTIONS = [
+    # SQLite -> PostgreSQL
+    pytest.param(True, id="to-postgres"),
+    # PostgreSQL -> SQLite
+    pytest.param(False, id="to-sqlite"),
+]
+TARGETS_OWN = [
+    # the target's scratch conversation of that name in another namespace, erased with it
+    pytest.param("scratch", id="other-namespace"),
+    # the target's own conversation of that very namespace and name, created there first
+    pytest.param(NS, id="same-name-earlier"),
+]
+
+
+@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("own_ns", TARGETS_OWN)
+def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                           counter: BpeTokenCounter, to_postgres: bool,
+                                                           own_ns: str) -> None:
+    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
+    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
+    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    with _opened(src, counter) as store:
+        store.append(FIRST, Message(role="user", content="first"), namespace=NS)
+    _run(src, dst, counter)
+    with _opened(dst, counter) as store:  # the target, in use, has (and erases) its own
+        store.append(NAME, Message(role="user", content="the target's scratch"), namespace=own_ns)
+        own = store.key_of(own_ns, NAME)
+        store.delete_conversation(own)
+    with _opened(src, counter) as store:
+        store.append(NAME, Message(role="user", content="the source's notes, never copied"), namespace=NS)
+        assert store.key_of(NS, NAME) == own  # the premise: both stores gave it the bare name
+    with pytest.raises(MigrationRefused) as refused:
+        _run(src, dst, counter)  # before: left out as "erased in the target", erased_in_target 1
+    text = str(refused.value)
+    assert f"conversation {NAME!r} of namespace {NS!r} (key {own!r})" in text
+    assert f"namespace {own_ns!r}, since erased" in text
+    with _opened(dst, counter) as store:  # nothing written
+        assert store.key_of(NS, NAME) is None
+        assert store.history(store.key_of(NS, FIRST))[-1].text == "first"
