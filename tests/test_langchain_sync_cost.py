@@ -84,3 +84,23 @@ def _cost(mem: Memory, length: int, step: str, copies: bool) -> int:
 def test_a_model_call_costs_the_new_messages_only(mem: Memory, step: str, copies: bool) -> None:
     short, long = _cost(mem, SHORT, step, copies), _cost(mem, LONG, step, copies)
     assert long == short, (short, long)
+
+
+def _cost_after_edit(mem: Memory, length: int) -> int:
+    conv = f"e{length}"
+    sync = ConversationSync(mem, conv, budget=BUDGET_TOKENS)
+    state = [_message(i) for i in range(length)]
+    sync.sync(state)
+    state[-3].content = "edited in place"  # an edit: its retractions and copies, by conditional appends
+    state.append(_message(length))
+    assert sync.sync(state) >= 1
+    state.append(_message(length + 1))
+    return _calls(lambda: sync.sync(state))
+
+
+def test_a_sync_after_an_edit_costs_the_new_messages_only(mem: Memory) -> None:
+    # the edit's sync recorded the state it ended with (before, the chunk index it had
+    # reused as the state's: the state recorded twice as long, so every later sync
+    # compared the whole history again)
+    short, long = _cost_after_edit(mem, SHORT), _cost_after_edit(mem, LONG)
+    assert long == short, (short, long)

@@ -422,20 +422,20 @@ class ConversationSync:
                     chunks = [batch[:copied], *append_chunks(self.memory, batch[copied:], fields=fields)]
                 if conditional_appends(self.memory) and (edited or len(chunks) > 1):
                     at = 0 if self._last is None else self._last.position + 1
-                    start = 0  # the batch index the next chunk begins at
+                    done = 0  # the batch index the next chunk begins at (`start` is the state's)
                     try:
                         for chunk in chunks:
                             # written only where the previous chunk (the first: this read) left
                             # the log: the rows an edit retracts are still visible and none came
                             # after them, and a message another writer stored since is not stored again
                             at = append_bodies(self.memory, self.conversation_id, chunk, expect_position=at)[-1] + 1
-                            end = start + len(chunk)
-                            written += sum(1 for k in mine if start <= k < end)
-                            sent.update(new_at[max(start - copied, 0):max(end - copied, 0)])
-                            start = end
+                            end = done + len(chunk)
+                            written += sum(1 for k in mine if done <= k < end)
+                            sent.update(new_at[max(done - copied, 0):max(end - copied, 0)])
+                            done = end
                     except PositionMismatch:
                         # an edit's own batch refused is nothing written; a later chunk, the ones before stand
-                        refused_chunk = not (edited and start == 0)
+                        refused_chunk = not (edited and done == 0)
                         continue  # plan (the rest) again from what the log holds now
                     self._ended(messages, start, keys, snaps, idless)
                     return written
