@@ -1399,6 +1399,7 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
                            source_schema=source_schema or cfg.cold_schema,
                            target_schema=target_schema or cfg.cold_schema, into_non_empty=into_non_empty,
                            busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
+                           erase_scrub=cfg.cold_erase_scrub,
                            progress=None if as_json else lambda i, n: click.echo(f"copied {i}/{n}", err=True)
                            if i == n or i % 100 == 0 else None)
     if as_json:
@@ -1409,6 +1410,8 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
                f"({report.copied} copied now, {report.already_present} already there"
                + (f", {report.erased_in_target} erased in the target and left erased (the source still holds them)"
                   if report.erased_in_target else "")
+               + (f", {report.erased_from_source} erased in the source and now erased in the target too"
+                  if report.erased_from_source else "")
                + f"; sha256 {report.digest[:16]}; {report.seconds:.1f} s)")
 
 

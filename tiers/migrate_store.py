@@ -113,6 +113,19 @@ Invariants:
   there and erased, may hold the same key. A source conversation whose key the target
   issued to such a conversation of its own is refused by name before anything is written
   (a key is never given to a second conversation); it is not left out as erased.
+- Erased in the source: a conversation the source erased after a run copied it (its
+  tombstone there) is erased in the target too by a resume or rerun, with the target's
+  own erasure path (`delete_conversation`: its tombstone, the copy's digest row, the
+  scrub as the target is configured), where the target's conversation under that key is
+  that incarnation (namespace, name and created_at the tombstone's) and its copy is as the
+  run wrote it (the digest recorded, COPIED_DIGEST). The report's `erased_from_source`
+  counts it. Where the target changed that copy since (a target writer that was not
+  stopped), or no digest was recorded (a tiermem before 2026-12-06 copied it), the run is
+  refused before anything is written, naming it: erasing it would lose that change.
+  (Before 2026-12-06 the rerun copied the tombstone and left the conversation readable
+  beside it.) A tombstone of an incarnation the target holds one of too (erased on both
+  sides) is not copied again: the target's own stands for it, and the verification
+  compares the tombstones so (key, namespace, name, created_at).
 - A target writer that writes while the run copies (it was not stopped) and puts a row
   in the way of a conversation's write, in the window between the run's checks and that
   conversation's transaction (a conversation of the same name created there, a position
@@ -277,6 +290,7 @@ class MigrationReport:
     already_present: int = 0  # verified identical and left alone
     offset_moves: int = 0  # times the id offset moved past target rows written during the copy
     erased_in_target: int = 0  # source conversations the target erased after they were copied: left out
+    erased_from_source: int = 0  # conversations the source erased after they were copied: erased in the target now
     messages: int = 0
     vectors: int = 0
     keys: int = 0
@@ -334,10 +348,12 @@ class _Side:
     the storage layer, the only place SQL lives)."""
 
     def __init__(self, spec: str | Path, *, schema: str, tokens: TokenCounter, source: bool = False,
-                 busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None) -> None:
+                 busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, operation_timeout_s: float | None = None,
+                 erase_scrub: str | None = None) -> None:
         """`source`: the side is read and must exist (a file or schema holding a log): it
-        is refused, naming --from, before anything is created. `busy_timeout_ms` and
-        `operation_timeout_s` (PostgreSQL; None: the store's default) as the stores take them."""
+        is refused, naming --from, before anything is created. `busy_timeout_ms`,
+        `operation_timeout_s` and `erase_scrub` (PostgreSQL; None: the store's default) as
+        the stores take them."""
         self.postgres = is_postgres(spec)
         self.role = "source" if source else "target"
         self.fault: Callable[[str], None] | None = None  # migrate_store's `fault`: "close:<role>" (tests)
@@ -346,7 +362,7 @@ class _Side:
         self.schema = schema
         self.label = _label(spec, schema)
         if self.postgres:
-            from tiermem.tiers.postgres import OPERATION_TIMEOUT_S, PostgresStore
+            from tiermem.tiers.postgres import ERASE_SCRUB, OPERATION_TIMEOUT_S, PostgresStore
 
             # a look at the schema outside the store (before it is opened, after it is
             # closed) is one operation: its deadline, the lock wait added, as the store's
@@ -358,7 +374,8 @@ class _Side:
             self.created = not self._pg_schema_exists()
             self.store: _Store = PostgresStore(self.spec, tokens=tokens, schema=schema, lock_timeout_ms=busy_timeout_ms,
                                                operation_timeout_s=OPERATION_TIMEOUT_S if operation_timeout_s is None
-                                               else operation_timeout_s)
+                                               else operation_timeout_s,
+                                               erase_scrub=ERASE_SCRUB[0] if erase_scrub is None else erase_scrub)
         else:
             path = sqlite_path(spec)  # a data dir (made if missing, for a target), else the file itself
             check_sqlite_file(path, "--from" if source else "--to", must_exist=source)
@@ -698,13 +715,15 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
                   target_schema: str = "tiermem", into_non_empty: bool = False,
                   progress: Callable[[int, int], None] | None = None,
                   fault: Callable[[str], None] | None = None, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-                  operation_timeout_s: float | None = None) -> MigrationReport:
+                  operation_timeout_s: float | None = None, erase_scrub: str | None = None) -> MigrationReport:
     """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
     data dir each), verify it, and report. See the module docstring for the guarantees.
     `fault(step)` is for tests: it is called after each conversation is written, inside
     its transaction (`step` its key), and as each side is closed ("close:source",
     "close:target": raising there is a close that fails). `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
-    (the config's, as every command opens its store; None: PostgresStore's default)."""
+    (the config's, as every command opens its store; None: PostgresStore's default), and
+    `erase_scrub` a PostgreSQL target's (the scrub of an erasure the source's took there:
+    `_erase_in_target`)."""
     if str(source) == str(target) and source_schema == target_schema:
         raise MigrationRefused(str(target), "the target is the source")
     t0 = time.perf_counter()
@@ -722,7 +741,7 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     src.fault = fault
     try:
         dst = _Side(target, schema=target_schema, tokens=tokens, busy_timeout_ms=busy_timeout_ms,
-                    operation_timeout_s=operation_timeout_s)
+                    operation_timeout_s=operation_timeout_s, erase_scrub=erase_scrub)
     except BaseException as failed:
         _close_after(src, failed)
         raise
@@ -739,7 +758,7 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         _verify(src, dst, report)
         with dst.read() as c:
             done = dst.meta(c, DONE)
-        if report.copied or done is None:
+        if report.copied or report.erased_from_source or done is None:
             with dst.tx() as c:
                 dst.set_meta(c, DONE, repr(time.time()))
     except BaseException as failed:
@@ -799,6 +818,9 @@ class _Plan:
     grown: list[str] = field(default_factory=list)
     # keys the target erased after they were copied (its tombstone): not copied again
     erased: list[str] = field(default_factory=list)
+    # keys the source erased after they were copied, whose copy the target holds unchanged:
+    # erased there too (`_erase_in_target`)
+    erase: list[str] = field(default_factory=list)
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
@@ -808,6 +830,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         src_top = src.highest_id(sc)
         src_convs = src.conversations(sc)
         src_keys = {k for k, _ in src.keys(sc)}
+        src_stones = src.tombstones(sc)
         dim = src.vec_dim(sc) if src.has_vectors(sc) else None
         model = src.vec_model(sc) if dim is not None else None
         if dst.postgres:
@@ -844,8 +867,12 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     if dim is not None and dst_dim is not None and None not in (model, dst_model) and model != dst_model:
         # merged, one model's vectors would be scored against the other's queries
         raise MigrationRefused(dst.label, f"its vectors come from model {dst_model}, the source's from {model}")
-    by_key = {k: (ns, n) for k, ns, n in dst_convs}
-    names = {(ns, n): k for k, ns, n in dst_convs}
+    # first, the conversations the source erased since a run copied them: the target's
+    # copy goes (_erase_in_target), so it is neither in the way of a name the source gave
+    # a new conversation since, nor left readable beside the tombstone the run copies
+    erase = _erased_in_source(src_stones, {k for k, _, _ in src_convs}, dst) if report.resumed else []
+    by_key = {k: (ns, n) for k, ns, n in dst_convs if k not in erase}
+    names = {(ns, n): k for k, ns, n in dst_convs if k not in erase}
     # a key of this source the target holds a tombstone of: the target erased that
     # conversation after a run copied it (a source's erased key is no conversation there),
     # where the tombstone is that incarnation's (`_same_incarnation`)
@@ -901,7 +928,75 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
         todo.append(key)
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
-    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased)
+    return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased,
+                 erase)
+
+
+def _erased_in_source(stones: list[list[Any]], live: set[str], dst: _Side) -> list[str]:
+    """The keys of the source's tombstones (`stones`; `live`: its conversations' keys)
+    whose conversation the target still holds as it was copied: that incarnation (its
+    namespace, name and created_at the tombstone's) with the digest the copy recorded
+    (COPIED_DIGEST). One the target changed since (or that no digest tells: a tiermem
+    before 2026-12-06 copied it) is refused by name (`_erase_refused`); a conversation of
+    another incarnation under the key is the target's own and left alone."""
+    out: list[str] = []
+    for stone in stones:
+        key = str(stone[0])
+        if key in live or key in out:  # a batched erasure still under way in the source
+            continue
+        with dst.read() as dc:
+            have = dst.record(dc, key)
+            recorded = dst.meta(dc, COPIED_DIGEST + key)
+        if have is None:
+            continue
+        _key, name, ns = have["conversation"][:3]
+        if not _same_incarnation(stone, str(ns), str(name), have["conversation"][5]):
+            continue
+        refused = _erase_refused(dst, have, recorded)
+        if refused is not None:
+            raise refused
+        out.append(key)
+    return out
+
+
+def _erase_refused(dst: _Side, have: Record, recorded: str | None) -> MigrationRefused | None:
+    """Why the target's copy `have` of a conversation the source erased is not erased in
+    the target too (None: it is): the target changed it since it was copied (its digest
+    is not the one recorded), or no digest was recorded."""
+    key, name, ns = have["conversation"][:3]
+    what = (f"conversation {name!r} of namespace {ns!r} (key {key!r}) was erased in the source after it was copied, "
+            "and ")
+    if recorded is None:
+        why = ("the target records no digest of its copy (a tiermem before 2026-12-06 copied it), so whether a "
+               "target writer changed it since cannot be told")
+    elif record_digest(have) != recorded:
+        why = ("the target changed its copy since (a target writer that was not stopped: a pin, a checkpoint, a "
+               "label, a plan, a summary), which erasing it would lose")
+    else:
+        return None
+    return MigrationRefused(dst.label, what + why + "; nothing was written: erase it in the target (tiermem delete) "
+                            "if it is to be gone everywhere, then rerun")
+
+
+def _erase_in_target(dst: _Side, plan: _Plan, report: MigrationReport) -> None:
+    """Erase in the target, by its own erasure path (`delete_conversation`: a tombstone,
+    the copy's digest row, the scrub as the target is configured), each conversation the
+    source erased after a run copied it (`plan.erase`), checked again first: the target's
+    copy still as the run wrote it (else refused by name, as by the preflight)."""
+    for key in plan.erase:
+        with dst.read() as dc:
+            have = dst.record(dc, key)
+            recorded = dst.meta(dc, COPIED_DIGEST + key)
+        if have is None:  # erased there meanwhile
+            continue
+        refused = _erase_refused(dst, have, recorded)
+        if refused is not None:  # a target writer changed it since the preflight
+            raise refused
+        _key, name, ns = have["conversation"][:3]
+        dst.store.delete_conversation(key)
+        log.info("migrate-store: conversation %r of namespace %r (key %r), erased in the source after it was copied, "
+                 "is erased in the target (%s) too", name, ns, key, dst.label)
+        report.erased_from_source += 1
 
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
@@ -922,12 +1017,15 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         keys, stones, purges = src.keys(sc), src.tombstones(sc), src.purges(sc)
     if plan.dim is not None:
         dst.ensure_vec_dim(plan.dim, plan.model)
+    # before the tombstones are compared: the target's erasure leaves its own tombstone
+    # of that incarnation, which stands for the source's (`_stone_of`)
+    _erase_in_target(dst, plan, report)
     with dst.maintenance(), dst.read() as c:
         have_keys = {k for k, _ in dst.keys(c)}
-        have_stones = {_digest(s) for s in dst.tombstones(c)}
+        have_stones = {_stone_of(s) for s in dst.tombstones(c)}
         have_purges = {k for k, _ in dst.purges(c)}
     keys = [k for k in keys if k[0] not in have_keys]
-    stones = [s for s in stones if _digest(s) not in have_stones]
+    stones = [s for s in stones if _stone_of(s) not in have_stones]
     purges = [p for p in purges if p[0] not in have_purges]
     # a finished copy's rerun writes nothing
     if keys or stones or purges or whole_store:
@@ -1132,6 +1230,14 @@ def _same_incarnation(stone: Sequence[Any], ns: str, name: str, created_at: Any)
     return (str(stone[1]), str(stone[2]), _num(stone[7])) == (ns, name, _num(created_at))
 
 
+def _stone_of(stone: Sequence[Any]) -> tuple[Any, ...]:
+    """Which conversation's erasure tombstone `stone` (TOMBSTONE_COLS) records: its key,
+    namespace, name and created_at. The source's tombstone is in the target when one of
+    that incarnation is: erased on both sides (by a target writer, or by a rerun that took
+    the source's erasure there, `_erase_in_target`), the target's own stands for it."""
+    return (str(stone[0]), str(stone[1]), str(stone[2]), _num(stone[7]))
+
+
 def _left_erased(dst: _Side, stone: list[Any], messages: int, ns: str, name: str) -> None:
     """Warn that the source's conversation `name` (`messages` long there) is left out:
     the target erased it after a run copied it (`stone`, its tombstone there)."""
@@ -1180,8 +1286,8 @@ def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
     if missing:
         raise MigrationMismatch(f"the issued keys ({len(missing)} missing, e.g. {missing[0]!r})",
                                 _digest(keys), _digest(sorted(dkeys.items())))
-    have = {_digest(s) for s in dstones}
-    if any(_digest(s) not in have for s in stones):
+    have = {_stone_of(s) for s in dstones}
+    if any(_stone_of(s) not in have for s in stones):
         raise MigrationMismatch("the tombstones", _digest(stones), _digest(dstones))
     report.conversations = len(digests)
     report.keys = len(keys)
