@@ -730,11 +730,23 @@ _CALL_ITEM_TYPES = ("function_call", "custom_tool_call")
 _OUTPUT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
 
 
+# the roles of input a round of calls cannot run through: the next call item is a new round
+_ROUND_ENDING_ROLES = ("user", "system", "developer")
+
+
+def _ends_round(item: dict[str, Any]) -> bool:
+    """Whether `item` ends a round of calls: a result (a function's, a hosted tool's) or an
+    input message. What the model sends among one response's calls (reasoning, a message,
+    a hosted tool's call) does not."""
+    t = item.get("type")
+    return (isinstance(t, str) and t.endswith("_output")) or item.get("role") in _ROUND_ENDING_ROLES
+
+
 def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Responses items with each call's `call_id` sent once (`SentCallIds`): a call item
-    after anything but a call or a reasoning item starts a round. Items whose id changes
-    are copies (the items given may be the caller's). `to_responses` and the Agents SDK
-    session's `get_items` send items through it."""
+    after a result or an input message starts a round (`_ends_round`). Items whose id
+    changes are copies (the items given may be the caller's). `to_responses` and the
+    Agents SDK session's `get_items` send items through it."""
     ids = SentCallIds()
     in_round = False
     out: list[dict[str, Any]] = []
@@ -750,7 +762,7 @@ def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             in_round = False
             sent = ids.result(cid)
         else:
-            in_round = in_round and t == "reasoning"
+            in_round = in_round and not _ends_round(item)
             sent = None
         out.append({**item, "call_id": sent} if sent is not None and sent != cid else item)
     return out
@@ -975,8 +987,8 @@ def to_responses_rows(bodies: list[dict[str, Any]], *, verbatim: bool = False) -
 class _RoundCalls:
     """The output type each call of the round so far waits for, by id, for `to_responses_rows` to
     type a chat result by the call it answers. Rounds and pairing as `unique_item_call_ids`
-    reads the same items (a call item after anything but a call or a reasoning item starts
-    a round; the n-th result of an id in a round answers its n-th call), so an output's
+    reads the same items (a call item after a result or an input message starts a round,
+    `_ends_round`; the n-th result of an id in a round answers its n-th call), so an output's
     type follows the very call whose id `SentCallIds` gives it: an id may be a custom
     tool's in one round and a function's in another (servers that number calls per reply),
     or both in one round (Responses items)."""
@@ -999,7 +1011,7 @@ class _RoundCalls:
             if waiting:
                 waiting.pop(0)
         else:
-            self._in_round = self._in_round and t == "reasoning"
+            self._in_round = self._in_round and not _ends_round(item)
 
     def output_type(self, cid: str) -> str:
         """The output type for a result of `cid` next: its waiting call's; a result no
