@@ -70,6 +70,10 @@ what to do when Redis is gone.
   wait: no rebuild and no fallback read waits for the same lock again); after a log
   write (an append's admit, a pin) the set is left as it is, and its next read catches
   up with the log. The link is not marked degraded and the set is not dropped.
+  So is the cold store down while the hot path reads it (`cold_failure`: closed,
+  PostgreSQL unreachable or silent, a lost connection): StoreUnavailable is a
+  ConnectionError, hence an OSError, yet it is handled before REDIS_ERRORS, so the
+  caller gets the store's own error (503) and Redis is not reported down.
 - An unpin follows the log's pin state: a turn the log still pins once the caller's
   pin is gone (the classifier's pin of a load-bearing turn nothing superseded,
   `pin_state`) stays pinned in the set at the classifier's priority.
@@ -112,6 +116,7 @@ from tiermem.tiers.errors import (
     HotReadOnly,
     HotStale,
     HotStateLost,
+    StoreUnavailable,
 )
 from tiermem.tiers.files import storage_problem
 from tiermem.tiers.hot import (
@@ -384,10 +389,10 @@ class HotLink:
 
     def _distrust(self, conversation_id: str, exc: BaseException) -> HotSet | None:
         """After an unexpected failure: drop the conversation's set and rebuild it from
-        the log; None (degraded) if Redis fails that too. The cold log busy (`cold_busy`),
-        here or in the rebuild, is raised as it is: the set is not to blame (module
-        docstring)."""
-        if cold_busy(exc):
+        the log; None (degraded) if Redis fails that too. The cold log busy or down
+        (`cold_failure`), here or in the rebuild, is raised as it is: the set is not to
+        blame (module docstring)."""
+        if cold_failure(exc):
             raise exc
         log.error("hot set of %s failed unexpectedly; rebuilding it from the log", conversation_id,
                   exc_info=exc)
@@ -396,7 +401,7 @@ class HotLink:
             self.tier.drop(conversation_id)
             hs = self._rebuild(conversation_id)
         except Exception as again:
-            if cold_busy(again):
+            if cold_failure(again):
                 raise
             self._fail(again)
             return None
@@ -405,13 +410,13 @@ class HotLink:
 
     def _distrust_after_write(self, conversation_id: str, exc: BaseException) -> None:
         """`_distrust` after the log's write (an admit, a pin): never raises, so the
-        caller's committed write is not answered as failed; the cold log busy leaves the
-        set to its next read, which catches up with the log."""
+        caller's committed write is not answered as failed; the cold log busy or down
+        leaves the set to its next read, which catches up with the log."""
         try:
             self._distrust(conversation_id, exc)
-        except Exception as busy:  # only cold_busy escapes _distrust
-            log.warning("hot set of %s not updated now: the cold log was busy (%s); its next read catches up",
-                        conversation_id, busy)
+        except Exception as cold:  # only cold_failure escapes _distrust
+            log.warning("hot set of %s not updated now: the cold log failed (%s); its next read catches up",
+                        conversation_id, cold)
 
     @property
     def healthy(self) -> bool:
@@ -612,6 +617,9 @@ class HotLink:
             self._count(res)
             self._ok()
             return res
+        except StoreUnavailable as exc:  # an OSError, but the cold log's (cold_failure)
+            self._distrust_after_write(conversation_id, exc)
+            return None
         except REDIS_ERRORS as exc:
             self._fail(exc)
             self._recheck_writes(conversation_id)
@@ -626,6 +634,8 @@ class HotLink:
             self._ok(wrote=wrote)
             self._recheck_writes(conversation_id)
             return HotRead(hs, False, rebuilt)
+        except StoreUnavailable:  # an OSError, but the cold log's (cold_failure): the caller's 503
+            raise
         except REDIS_ERRORS as exc:
             self._fail(exc)
             self._recheck_writes(conversation_id)
@@ -640,6 +650,8 @@ class HotLink:
         try:
             self._rebuild(conversation_id)
             self._ok()
+        except StoreUnavailable as exc:  # an OSError, but the cold log's (cold_failure)
+            self._distrust_after_write(conversation_id, exc)
         except REDIS_ERRORS as exc:
             self._fail(exc)
 
@@ -661,6 +673,8 @@ class HotLink:
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
+        except StoreUnavailable as exc:  # an OSError, but the cold log's (cold_failure)
+            self._distrust_after_write(conversation_id, exc)
         except REDIS_ERRORS as exc:
             self._fail(exc)
         except Exception as exc:  # the pin is in the log: the rebuild shows it
@@ -685,6 +699,8 @@ class HotLink:
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
+        except StoreUnavailable as exc:  # an OSError, but the cold log's (cold_failure)
+            self._distrust_after_write(conversation_id, exc)
         except REDIS_ERRORS as exc:
             self._fail(exc)
         except Exception as exc:
@@ -729,6 +745,9 @@ class HotLink:
         if exc.reason == STALE_PINS:
             try:
                 self._rebuild(conversation_id)
+            except StoreUnavailable as again:  # an OSError, but the cold log's (cold_failure)
+                self._distrust_after_write(conversation_id, again)
+                return
             except REDIS_ERRORS as again:
                 self._fail(again)
                 return
@@ -774,6 +793,8 @@ class HotLink:
             try:
                 self._rebuild(conv)
                 n += 1
+            except StoreUnavailable:  # an OSError, but the cold log's (cold_failure): the caller's
+                raise
             except REDIS_ERRORS as exc:
                 self._fail(exc)
                 break
@@ -869,6 +890,19 @@ def cold_busy(exc: BaseException) -> bool:
     (tiers.files `storage_problem`), the error a caller answers 503 busy."""
     problem = storage_problem(exc)
     return problem is not None and problem.busy
+
+
+def cold_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the cold log's failure, not Redis's: the store down
+    (StoreUnavailable: closed, unreachable, silent; a ConnectionError, which REDIS_ERRORS
+    would take for Redis's), or any error but Redis's that tiers.files `storage_problem`
+    names (busy, `cold_busy`; a lost connection, a read-only or failing disk): the
+    caller answers it as the store's, and the set is not to blame."""
+    if isinstance(exc, StoreUnavailable):
+        return True
+    if isinstance(exc, (redis.exceptions.RedisError, *REDIS_ERRORS)):
+        return False
+    return storage_problem(exc) is not None
 
 
 def pin_state(row: TurnRow) -> tuple[bool, int]:
