@@ -133,6 +133,13 @@ Invariants:
   (stop the target's writers and rerun), not the engine's raw integrity error: that
   conversation is rolled back, those copied before it kept, and a rerun resumes (or, where
   the writer's row stays in the way, refuses it by name before writing).
+- The transaction that brings a copied conversation up to the source's (grown or
+  changed) holds it against the target's writers from its re-check to its commit: on
+  PostgreSQL its conversation and pin_versions rows FOR UPDATE, taken before the re-check
+  reads the copy (a pin, an append or an erasure there waits for the commit, and is then
+  a change the next rerun refuses by name); SQLite's BEGIN IMMEDIATE holds the file.
+  (Before 2026-12-06 a pin committed between the re-check and the rewrite, READ
+  COMMITTED, was deleted with the derived rows without a word.)
 - No connection is held for longer as the store grows: each conversation is read and
   written with checkouts of its own (the resume check, the copy, the verification), so
   PostgreSQL's per-operation deadline (`operation_timeout_s`: a checkout is cut past it,
@@ -196,6 +203,9 @@ ID_OFFSET = "migrated_id_offset"  # meta key: what the copy adds to each source 
 # writer's; an erasure of the conversation deletes it (both engines' erasure transaction)
 COPIED_DIGEST = COPIED_DIGEST_PREFIX
 MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 64-bit integer)
+# migrate_store's `fault` step (+ a key) in a grown or changed copy's transaction, after
+# its re-check and before its rows are rewritten (tests: a target writer in that window)
+CHECKED_STEP = "checked:"
 DONE = "migration_verified_at"  # meta key: when the last full verification passed
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 DATA_DIR_FILE = "tiermem.db"  # the log's file in a data dir (Config.db_filename's default)
@@ -466,6 +476,16 @@ class _Side:
         rows = self.q(c, "SELECT created_at FROM conversations WHERE id = ?", (key,))
         return _num(rows[0][0]) if rows else None
 
+    def lock_conversation(self, c: Conn, key: str) -> None:
+        """Inside a write transaction: hold conversation `key` against the target's writers
+        until it ends. On PostgreSQL its row FOR UPDATE (every write to a conversation,
+        a pin, an append, an erasure, first locks it FOR SHARE or FOR UPDATE: `_require_in`)
+        and its pin_versions row (what a pin's trigger moves); SQLite's write transaction
+        holds the whole file already."""
+        if self.postgres:
+            self.q(c, "SELECT 1 FROM conversations WHERE id = ? FOR UPDATE", (key,))
+            self.q(c, "SELECT 1 FROM pin_versions WHERE conversation_id = ? FOR UPDATE", (key,))
+
     def keys(self, c: Conn) -> list[tuple[str, float]]:
         return [(str(r[0]), float(r[1])) for r in self.q(c, "SELECT key, issued_at FROM conversation_keys ORDER BY key")]
 
@@ -719,7 +739,9 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
     data dir each), verify it, and report. See the module docstring for the guarantees.
     `fault(step)` is for tests: it is called after each conversation is written, inside
-    its transaction (`step` its key), and as each side is closed ("close:source",
+    its transaction (`step` its key), in the transaction bringing a copied conversation up
+    to the source's after its re-check and before its rows are rewritten (CHECKED_STEP +
+    its key), and as each side is closed ("close:source",
     "close:target": raising there is a close that fails). `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
     (the config's, as every command opens its store; None: PostgresStore's default), and
     `erase_scrub` a PostgreSQL target's (the scrub of an erasure the source's took there:
@@ -1136,12 +1158,19 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
         return False
     want = record_digest(rec)
     with _in_the_way(dst, rec, report), dst.tx() as c:
+        # before the re-check: a target writer's change committed after it and before the
+        # rewrite below would be deleted with the derived rows unseen (PostgreSQL's READ
+        # COMMITTED); locked, the writer waits for this transaction, and its change is
+        # then a change of the copy the next rerun refuses by name
+        dst.lock_conversation(c, key)
         have = dst.record(c, key)
         if have is None or record_digest(have) == want:
             return False  # erased there meanwhile (left erased: _verify), or copied meanwhile
         refused = _update_refused(rec, have, dst.meta(c, COPIED_DIGEST + key))
         if refused is not None:  # the target was written to since the preflight
             raise refused
+        if fault is not None:
+            fault(CHECKED_STEP + key)
         suffix = {**rec, "ids": rec["ids"][len(have["ids"]):]}
         if _renumber_past_taken(dst, c, plan, suffix):
             report.offset_moves += 1
