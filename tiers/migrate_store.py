@@ -70,7 +70,8 @@ Invariants:
   append to the target after any run draws a free id. A rerun into it
   copies only the conversations not there yet (not those the target erased, below),
   checks that those already there are
-  identical (or brings them up to the source's, below), and writes nothing when all are. An interrupted run loses at most the
+  identical (or brings them up to the source's, below), and writes nothing when all are
+  (but the digest of an identical copy an older tiermem made without one, below). An interrupted run loses at most the
   conversation it was writing, and resumes where it stopped even when the target was
   appended to meanwhile (the offset moves past such rows, above).
 - Grown in the source: the log is append-only, so a conversation the source appended to
@@ -87,7 +88,9 @@ Invariants:
   copy's derived rows since (a pin set there: a target writer that was not stopped; its
   digest is no longer the one recorded, below), the run is refused instead, naming the
   conversation, since the rewrite would drop that change (only a copy an older tiermem
-  made, with no digest recorded, is still grown over it). Where the target's copy is not
+  made, with no digest recorded, is still grown over it; a rerun that finds such a copy
+  identical to the source's records its digest, in a short transaction that reads it
+  again, so the source's later changes to it are followed). Where the target's copy is not
   such a prefix (its conversation row or a copied message differs, or it holds more
   messages than the source: the target was written to in that conversation, or the
   source changed as an append-only log cannot), the run is refused (MigrationMismatch)
@@ -98,7 +101,8 @@ Invariants:
   rerun rewrites such a conversation's derived rows from the source's, as for a grown one,
   where the target's copy still has that digest. Where it does not (a target writer that
   was not stopped changed it), or where none was recorded (a tiermem before 2026-12-06
-  copied it, so a source change cannot be told from a target writer's), the run is
+  copied it, so a source change cannot be told from a target writer's; a rerun that
+  found the copy identical before the change recorded one), the run is
   refused (MigrationMismatch naming the conversation and what to do) and nothing written.
 - Erased in the target: a conversation a target writer erased after a run copied it
   (delete_conversation, delete_namespace, prune) leaves its tombstone there, its key still
@@ -843,6 +847,9 @@ class _Plan:
     # keys the source erased after they were copied, whose copy the target holds unchanged:
     # erased there too (`_erase_in_target`)
     erase: list[str] = field(default_factory=list)
+    # keys whose copy is identical to the source's with no digest recorded (a tiermem before
+    # 2026-12-06 copied them): recorded now (`_record_digests`)
+    undigested: list[str] = field(default_factory=list)
 
 
 def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationReport) -> _Plan:
@@ -902,6 +909,7 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     todo: list[str] = []
     grown: list[str] = []
     erased: list[str] = []
+    undigested: list[str] = []
     for key, ns, name in src_convs:
         if key in erased_there and key not in by_key:
             stone = erased_there[key]
@@ -943,6 +951,8 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                     raise refused
                 grown.append(key)  # the source changed since it was copied: its copy follows
                 continue
+            if recorded is None:
+                undigested.append(key)
             report.already_present += 1
             continue
         if key in dst_keys and not report.resumed:
@@ -951,7 +961,28 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
     if not report.resumed and (src_keys & dst_keys):
         raise MigrationRefused(dst.label, f"{len(src_keys & dst_keys)} of the source's keys were already issued there")
     return _Plan(source_uuid, todo, dim, model, id_offset, id_offset + src_top, not resume_offset, grown, erased,
-                 erase)
+                 erase, undigested)
+
+
+def _record_digests(src: _Side, dst: _Side, plan: _Plan) -> None:
+    """Record the digest (COPIED_DIGEST) of each copy the preflight found identical to
+    the source's with none recorded (`plan.undigested`: a tiermem before 2026-12-06 copied
+    it), each in a short transaction that reads the copy again, locked against the
+    target's writers, and records it only where it is still the source's and still has
+    none. Without it every later change of that conversation in the source was refused
+    for good, since a source change cannot be told from a target writer's without it."""
+    for key in plan.undigested:
+        with src.read() as sc:
+            rec = src.record(sc, key)
+        if rec is None:  # erased in the source since the preflight
+            continue
+        want = record_digest(rec)
+        with dst.tx() as c:
+            dst.lock_conversation(c, key)
+            have = dst.record(c, key)
+            if have is None or record_digest(have) != want or dst.meta(c, COPIED_DIGEST + key) is not None:
+                continue  # changed on either side meanwhile: the next rerun looks at it again
+            dst.set_meta(c, COPIED_DIGEST + key, want)
 
 
 def _erased_in_source(stones: list[list[Any]], live: set[str], dst: _Side) -> list[str]:
@@ -1088,6 +1119,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         if _copy_suffix(src, dst, plan, report, key, fault):
             report.copied += 1
             report.copied_ids.append(key)
+    _record_digests(src, dst, plan)
 
 
 def copied_prefix(src: Record, dst: Record) -> int | None:
