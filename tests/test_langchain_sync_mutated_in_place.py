@@ -155,3 +155,47 @@ def test_a_message_removed_and_given_back(mem: Memory, changed: bool) -> None:
     assert ours.sync(state) == (1 if changed else 0)
     want = "Weather in Paris?" if changed else "Weather in Rome?"
     assert _at(TiermemChatMessageHistory(mem, CONV).messages, "h").content == want
+
+
+# an artifact whose snapshot is a digest, not a copy (`_langchain_sync.MAX_SNAPSHOT_COPY_BYTES`:
+# ~100 bytes a number copied), and whose stored form the row keeps (`BIG_METADATA_BYTES`)
+LARGE_ITEMS = 5_000
+BIG_METADATA_BYTES = 1024 * 1024
+
+
+def _set_item(a: list[Any], k: int, value: Any) -> None:
+    a[k] = value
+
+
+# (how the large artifact is changed in place; whether it is an edit)
+LARGE_CHANGES: list[tuple[str, Callable[[list[Any]], None], bool]] = [
+    # one number in the middle set anew
+    ("item set in place", lambda a: _set_item(a, LARGE_ITEMS // 2, -1), True),
+    # one number turned into an equal float: stored as 7.0
+    ("item 7 to 7.0", lambda a: _set_item(a, 7, 7.0), True),
+    # a number appended
+    ("item appended", lambda a: a.append(0), True),
+    # unchanged: no edit
+    ("unchanged", lambda a: None, False),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "edit"), LARGE_CHANGES, ids=[c[0] for c in LARGE_CHANGES])
+def test_a_large_artifact_changed_in_place_is_an_edit(tmp_path: Path, embedder: Embedder, case: str,
+                                                      change: Callable[[list[Any]], None], edit: bool) -> None:
+    config = Config(data_dir=tmp_path / "data", max_metadata_bytes=BIG_METADATA_BYTES)
+    with Memory(config, embedder=embedder, hot=False, background_indexing=False) as mem:
+        sync = ConversationSync(mem, CONV)
+        artifact = list(range(LARGE_ITEMS))
+        state = [*_state()[:EARLIER + 2],
+                 ToolMessage("sunny", tool_call_id="call_w", id="t", artifact=artifact)]
+        sync.sync(state)
+        state = _grown(state, 1)
+        assert sync.sync(state) == 1
+        rows = len(mem.history(CONV))
+        change(artifact)
+        state = _grown(state, 2)
+        assert sync.sync(state) == (2 if edit else 1)
+        assert _stored(mem) == to_openai(state)
+        assert (len(mem.history(CONV)) - rows > 2) if edit else (len(mem.history(CONV)) - rows == 1)
+        assert sync.sync(state) == 0

@@ -57,9 +57,13 @@ stands. "As it did" is each field the stored form is made of (and the id) equal 
 snapshot taken then, whatever object holds it: a field set anew or a list or dict in it
 changed in place (LangChain messages are mutable) is a change, a number equal in Python
 but of another type (1, 1.0, True) too, and a checkpoint's copy of an unchanged message
-is none. A sync costs what changed: a state that begins with the one the last sync ended
-with, each message as it was (one comparison in C of their fields with the snapshots,
-no conversion or hash of them), has only its further messages looked at (the common
+is none. A field's value whose copy would hold more than `MAX_SNAPSHOT_COPY_BYTES` (a
+large artifact: numbers, bytes) is kept as a digest of its pickle, not copied, and each
+comparison pickles the message's value again: a change of it in place is a change still,
+and the instance holds a digest for it, not a copy (~114 bytes a number). A sync costs
+what changed: a state that begins with the one the last sync ended with, each message
+as it was (one comparison in C of their fields with the snapshots, no conversion or
+hash of them), has only its further messages looked at (the common
 case: an agent's next model call, the same state plus new messages); any other state
 (a message changed, removed or moved) is looked at whole, each message compared with its
 own snapshot. `model_input` finds the latest human message from the state's end.
@@ -94,7 +98,10 @@ visible.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import pickle
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,6 +148,12 @@ _COMPARED = frozenset(("content", "id", *_BODY_FIELDS))
 # nesting a snapshot copies; a value deeper is kept by its repr (`_Exact`), so a state's
 # message never exhausts the interpreter's recursion limit here
 MAX_SNAPSHOT_DEPTH = 64
+# bytes (`sys.getsizeof` of its containers and `_Exact`s; strings are the message's own,
+# not copied) a snapshot's copy of one field may hold: a larger value (an artifact of
+# 200,000 floats held 22.8 MB, ~114 bytes a number, for the instance's life; a bytes
+# artifact its whole repr) is kept as a digest of its pickle (`_Large`, `DIGEST_BYTES`),
+# which a comparison pickles the message's value again for (~6 ms for those floats)
+MAX_SNAPSHOT_COPY_BYTES = 64 * 1024
 # rounds of one sync whose edit (or chunk of new messages) found the log moved by another
 # writer (nothing of it written, read again) before it gives up (`EditConflict`): each such
 # round is another writer's append landing in the few milliseconds between a read and a write
@@ -186,20 +199,83 @@ class _Exact:
         return f"{self.kind.__qualname__}:{self.text}"
 
 
-def _frozen(value: object, depth: int = 0) -> object:
+class _TooLarge(Exception):
+    """A field's copy grew past `MAX_SNAPSHOT_COPY_BYTES` (`_frozen`): kept as a `_Large`."""
+
+
+def _pickled(value: object) -> bytes:
+    """The digest of `value`'s pickle without its memo (`Pickler.fast`), so that how a value
+    shares its objects (a checkpoint's copy holds its own strings) does not change it; the
+    pickle keeps what a snapshot must (1, 1.0 and True differ, every item of a list and
+    byte of a bytes). Raises for a value no pickle holds (cyclic, nested too deep, an
+    object that refuses it)."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    pickler.dump(value)
+    return hashlib.blake2b(buffer.getvalue(), digest_size=DIGEST_BYTES).digest()
+
+
+class _Large:
+    """A field's value a snapshot keeps by the digest of its pickle (`_pickled`): one whose
+    copy would hold more than `MAX_SNAPSHOT_COPY_BYTES`. Equal to the value while its
+    pickle is the same, so an in-place change of it is a change (a digest collision aside);
+    a value that no longer pickles, or pickles otherwise while equal (a set built in
+    another order), is not equal: the message is looked at then."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, digest: bytes) -> None:
+        self.value = digest
+
+    def __eq__(self, other: object) -> bool:
+        return _pickled(other) == self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:  # what `_digest` writes of it (`_Digest`)
+        return f"_Large:{self.value.hex()}"
+
+
+def _kept(value: object) -> object:
+    """What a snapshot keeps of a field's value: a copy (`_frozen`) equal (`==`) to the
+    value exactly while the value's stored form is the same, or for a value whose copy
+    would hold more than `MAX_SNAPSHOT_COPY_BYTES`, its digest (`_Large`)."""
+    if type(value) is str or value is None:
+        return value
+    try:
+        return _frozen(value, 0, [MAX_SNAPSHOT_COPY_BYTES])
+    except _TooLarge:
+        pass
+    try:
+        return _Large(_pickled(value))
+    except Exception:  # any object's pickling: its copy, however large (as before the limit)
+        return _frozen(value, 0, [sys.maxsize])
+
+
+def _frozen(value: object, depth: int, left: list[int]) -> object:
     """A copy of a field's value that a later in-place change of the value does not
     reach, equal (`==`) to the value exactly while the value's stored form is the same:
     strings and None as they are (immutable), dicts with string keys, lists and tuples
-    copied, anything else an `_Exact`."""
+    copied, anything else an `_Exact`. `left[0]`: the bytes the copy may still hold
+    (`MAX_SNAPSHOT_COPY_BYTES`); past it, `_TooLarge` is raised."""
     kind = type(value)
     if kind is str or value is None:
         return value
-    if depth < MAX_SNAPSHOT_DEPTH:
-        if kind is dict and all(type(k) is str for k in value):  # type: ignore[attr-defined]
-            return {k: _frozen(v, depth + 1) for k, v in value.items()}  # type: ignore[attr-defined]
-        if kind is list or kind is tuple:
-            return kind(_frozen(v, depth + 1) for v in value)  # type: ignore[attr-defined]
-    return _Exact(value)
+    copy: object
+    if depth < MAX_SNAPSHOT_DEPTH and kind is dict and all(type(k) is str for k in value):  # type: ignore[attr-defined]
+        copy = {k: _frozen(v, depth + 1, left) for k, v in value.items()}  # type: ignore[attr-defined]
+        size = sys.getsizeof(copy)
+    elif depth < MAX_SNAPSHOT_DEPTH and (kind is list or kind is tuple):
+        copy = kind(_frozen(v, depth + 1, left) for v in value)  # type: ignore[attr-defined]
+        size = sys.getsizeof(copy)
+    else:
+        copy = exact = _Exact(value)
+        size = sys.getsizeof(exact) + sys.getsizeof(exact.text)
+    left[0] -= size
+    if left[0] < 0:
+        raise _TooLarge
+    return copy
 
 
 # a message's fields as a sync saw them (`_snapshot`)
@@ -213,7 +289,7 @@ def _snapshot(message: BaseMessage) -> _Snapshot:
     of holds the same value, however the message was changed (a field set anew, or a
     list or dict in it changed in place: LangChain messages are mutable) and whether the
     state holds this object or another one (a checkpoint's copy)."""
-    return {k: _frozen(v) if k in _COMPARED else v for k, v in vars(message).items()}
+    return {k: _kept(v) if k in _COMPARED else v for k, v in vars(message).items()}
 
 
 class _Digest:
@@ -228,7 +304,7 @@ class _Digest:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, dict) and \
-            _digest({k: _frozen(v) for k, v in other.items() if k in _COMPARED}) == self.value
+            _digest({k: _kept(v) for k, v in other.items() if k in _COMPARED}) == self.value
 
     __hash__ = None  # type: ignore[assignment]
 
