@@ -26,7 +26,13 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from tiermem.tiers.errors import SchemaTooNew, StorageReadOnly, StoreStalled, StoreUnreachable
+from tiermem.tiers.errors import (
+    SchemaTooNew,
+    StorageReadOnly,
+    StoreStalled,
+    StoreUnavailable,
+    StoreUnreachable,
+)
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 USER_VERSION_OFFSET = 60  # of the 4-byte big-endian user_version in a SQLite header
@@ -155,8 +161,9 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
     or the database's size cap; 503 for a PostgreSQL server out of resources (the rest
     of SQLSTATE class 53), for a read-only database (read-only mount, immutable or
     foreign file, a PostgreSQL standby or read-only role), for I/O errors, a lost
-    PostgreSQL connection, one cut for not answering in time (StoreStalled) and one that
-    could not be had (StoreUnreachable: refused before writing), and (busy) for a write that waited out the busy timeout behind
+    PostgreSQL connection, one cut for not answering in time (StoreStalled), one that
+    could not be had (StoreUnreachable: refused before writing) and any other StoreUnavailable
+    (the store closed under the caller: before, a 500), and (busy) for a write that waited out the busy timeout behind
     another writer or a PostgreSQL lock or statement timeout; else None. The transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
     no transaction is active", means SQLite already had), except that a PostgreSQL
     connection lost during COMMIT leaves unknown whether it committed: only a busy or
@@ -180,6 +187,10 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
         if isinstance(e, StoreStalled):  # cut mid-operation: a COMMIT may have landed
             return StorageProblem(503, "storage unreachable (the database server did not answer in time; the "
                                        "connection was cut): a write in flight may or may not have committed; "
+                                       "retry later")
+        if isinstance(e, StoreUnavailable):  # the store closed (a service shutting down), a pool that would not open
+            # not "written": false: this class is also raised after a transaction began (a fork's later step)
+            return StorageProblem(503, "storage unavailable (the cold store is closed or cannot be used now): "
                                        "retry later")
         if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
             # lost during COMMIT, the write may have committed: the answer cannot say it was not
