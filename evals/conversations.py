@@ -49,7 +49,9 @@ checks every line so, and leaves such a row out, named, rather than write a file
 does not import. So is what `Memory.append_many` checks beyond the message:
 the conversation id's length (`max_id_chars`) and that a retraction names an earlier
 message of its conversation (positions counted in file order within the conversation,
-every line's messages counted). Where bad lines are skipped, the messages after one are
+every line's messages counted); `export_lines` checks the id so too, and leaves a
+conversation whose id the import refuses (created before `max_id_chars` was lowered)
+out whole, named. Where bad lines are skipped, the messages after one are
 written at positions that count the good lines only, and a retraction is renumbered to
 where the message it names is written, so it hides the same message; one that names a
 skipped message, or whose message cannot be told (after a skipped line of no known
@@ -1287,6 +1289,10 @@ class ExportReport:
     # a reasoning item without an id, a message whose tool calls repeat an id; or over this
     # store's content or metadata limit): written, the file would not restore
     refused: list[tuple[str, int, str]] = field(default_factory=list)
+    # (conversation, import's error): conversations whose id the import refuses (`_conv_id`:
+    # longer than this store's `max_id_chars`, lowered after they were created, or outside
+    # today's id rules): every line of theirs would be refused, so none is written
+    refused_ids: list[tuple[str, str]] = field(default_factory=list)
     dropped_retractions: list[tuple[str, int]] = field(default_factory=list)
     # of `unreadable` and `refused`, those no view shows (conversation, position, how:
     # "retracted", or "before the clear at position N"): still rows of the history, which
@@ -1298,7 +1304,7 @@ class ExportReport:
 
     @property
     def complete(self) -> bool:
-        return not self.unreadable and not self.refused and not self.dropped_retractions
+        return not self.unreadable and not self.refused and not self.refused_ids and not self.dropped_retractions
 
 
 def _import_refusal(line: dict[str, Any], limits: dict[str, int]) -> str | None:
@@ -1306,6 +1312,16 @@ def _import_refusal(line: dict[str, Any], limits: dict[str, int]) -> str | None:
     as the import checks a message line (`_message`)."""
     try:
         _message(line, limits, remedy=False)
+    except ValidationError as exc:
+        return str(exc)
+    return None
+
+
+def _id_refusal(cid: str, max_id_chars: int) -> str | None:
+    """What `tiermem import` would say of a line of conversation `cid` (None: it reads
+    it), checked as the import checks each line's conversation id (`_conv_id`)."""
+    try:
+        _conv_id({"conversation_id": cid}, None, max_id_chars)
     except ValidationError as exc:
         return str(exc)
     return None
@@ -1341,7 +1357,10 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     check was added: a reasoning item without an `id`, tool calls repeating an id) would
     make a file whose import refuses it, a backup that does not restore. Such a row is
     left out as an unreadable one is (a retraction naming it too) and goes to
-    `report.refused` with the import's error.
+    `report.refused` with the import's error. So is each conversation id (`_conv_id`,
+    under this store's `max_id_chars`): a conversation created before the limit was
+    lowered (or under looser id rules) is left out whole, its rows unread, and goes to
+    `report.refused_ids` with the import's error.
 
     The namespace is listed once, then each conversation read (by its key, whole, then
     its name looked up again): one erased or pruned meanwhile (before or during its
@@ -1354,6 +1373,10 @@ def export_lines(memory: Any, conversation_ids: list[str] | None, *, namespace: 
     ids = memory.conversations(namespace) if conversation_ids is None else list(dict.fromkeys(conversation_ids))
     for cid in ids:
         key = memory.cold.key_of(namespace, cid)
+        id_problem = None if key is None else _id_refusal(cid, config.max_id_chars)
+        if id_problem is not None:
+            report.refused_ids.append((cid, id_problem))
+            continue
         # read before the rows: what is appended meanwhile is past it, and no gap
         last = memory.cold.last_position(key) if key is not None else -1
         rows = memory.cold.history(key) if key is not None else []

@@ -1625,6 +1625,11 @@ def _export_losses(report: Any) -> list[str]:
             parts.append(f"the retraction(s) at position(s) {_positions_text(dropped)} hid one of them "
                          "and are not exported either")
         out.append(f"conversation {cid!r}: " + "; ".join(parts))
+    for cid, problem in report.refused_ids:
+        # created before max_id_chars was lowered (or under looser id rules): the import
+        # would refuse every one of its lines, so the whole conversation is left out
+        out.append(f"conversation {cid!r}: its id is refused by tiermem import ({problem}), "
+                   "so none of its messages is exported")
     return out
 
 
@@ -1633,8 +1638,9 @@ def _export_losses(report: Any) -> list[str]:
 @click.option("--out", "-o", "out", type=OutputPath(allow_dash=True), default="-",
               show_default=True, help="The JSONL file to write (- for stdout).")
 @click.option("--skip-unreadable", is_flag=True,
-              help="Export without the stored rows that cannot be read or that import would refuse "
-                   "(each named on stderr) instead of failing.")
+              help="Export without the stored rows that cannot be read or that import would refuse, "
+                   "and without conversations whose id import would refuse (each named on stderr), "
+                   "instead of failing.")
 @pass_state
 def export_command(state: CliState, conversations: tuple[str, ...], out: Path, skip_unreadable: bool) -> None:
     """Export conversations (all of the namespace's without ids) as JSONL that `tiermem import` reads back.
@@ -1653,7 +1659,9 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
     shows it: it is part of the log), and is named as hidden: --skip-unreadable then
     changes no context. So does a row read as stored that import would refuse (stored
     before append checked it: a reasoning item without an id, tool calls repeating an
-    id), named with import's error: the file would not restore."""
+    id), named with import's error: the file would not restore; and a conversation whose
+    id import would refuse (longer than today's max_id_chars, lowered after it was
+    created): named with import's error, left out whole with --skip-unreadable."""
     from tiermem.evals.conversations import ExportReport, export_lines
 
     mem = state.memory(hot=False)
@@ -1690,7 +1698,9 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
             lost = " and ".join(
                 [f"{len(report.unreadable)} stored row(s) cannot be read"] * bool(report.unreadable)
                 + [f"{len(report.refused)} stored row(s) would be refused by tiermem import "
-                   "(stored before append checked them)"] * bool(report.refused))
+                   "(stored before append checked them)"] * bool(report.refused)
+                + [f"{len(report.refused_ids)} conversation(s) have an id tiermem import would refuse "
+                   "(created under a higher max_id_chars or looser id rules)"] * bool(report.refused_ids))
             raise CliError(f"{lost}{which}, so the export is not the store's whole log: {where}; "
                            "pass --skip-unreadable to export the rest")
 
