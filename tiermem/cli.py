@@ -50,7 +50,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1399,7 +1399,7 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
                            source_schema=source_schema or cfg.cold_schema,
                            target_schema=target_schema or cfg.cold_schema, into_non_empty=into_non_empty,
                            busy_timeout_ms=cfg.busy_timeout_ms, operation_timeout_s=cfg.cold_operation_timeout_s,
-                           erase_scrub=cfg.cold_erase_scrub,
+                           erase_scrub=cfg.cold_erase_scrub, on_erased=_target_hot_purge(cfg, target),
                            progress=None if as_json else lambda i, n: click.echo(f"copied {i}/{n}", err=True)
                            if i == n or i % 100 == 0 else None)
     if as_json:
@@ -1413,6 +1413,41 @@ def migrate_store_command(state: CliState, target: str, source: str | None, targ
                + (f", {report.erased_from_source} erased in the source and now erased in the target too"
                   if report.erased_from_source else "")
                + f"; sha256 {report.digest[:16]}; {report.seconds:.1f} s)")
+
+
+def _target_hot_purge(cfg: Config, target: str) -> Callable[[Any, Sequence[str]], None] | None:
+    """For migrate-store's erasures in the target (a conversation the source erased):
+    delete their Redis keys as `Memory.delete_conversation` does (`HotLink.erase`: the hot
+    set, cached views, the epoch states that show their turns; keys per incarnation, so
+    another process's too) and cross them off the target's `redis_purge`. A `tiermem
+    serve` of the target would otherwise keep the erased text in Redis until
+    hot_idle_ttl_s. The config's Redis (redis_url), else the embedded one of the target's
+    data dir (the config's for a PostgreSQL target) only while it runs: a migration
+    starts no Redis. None where there is neither: the keys stay owed, deleted by the
+    next Memory that opens on the target."""
+    from tiermem.tiers.hot import make_client
+    from tiermem.tiers.migrate_store import is_postgres, sqlite_path
+    from tiermem.tiers.redis_server import EmbeddedRedis
+
+    url = cfg.redis_url
+    if url is None:
+        server = EmbeddedRedis(cfg.data_dir if is_postgres(target) else sqlite_path(target).parent)
+        if not server.is_running():
+            return None
+        url = server.url
+
+    def purge(store: Any, keys: Sequence[str]) -> None:
+        from tiermem.hotlink import HotLink
+
+        client = make_client(url)
+        try:
+            left = set(HotLink(cfg, store, redis_client=client).erase(list(keys)))
+            if done := [k for k in keys if k not in left]:
+                store.purged(done)
+        finally:
+            client.close()
+
+    return purge
 
 
 @cli.command("stop-redis")

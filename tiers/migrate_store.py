@@ -123,9 +123,14 @@ Invariants:
   scrub as the target is configured), where the target's conversation under that key is
   that incarnation (namespace, name and created_at the tombstone's) and its copy is as the
   run wrote it (the digest recorded, COPIED_DIGEST). The report's `erased_from_source`
-  counts it. Where the target changed that copy since (a target writer that was not
-  stopped), or no digest was recorded (a tiermem before 2026-12-06 copied it), the run is
-  refused before anything is written, naming it: erasing it would lose that change.
+  counts it. Its Redis keys (owed in the target's `redis_purge` by that erasure) are
+  deleted by the caller's `on_erased` (the CLI: with the config's Redis, else the target
+  data dir's embedded one only while it runs; a migration starts no Redis), else by the
+  next Memory that opens on the target (the source's own pending purges, copied across,
+  may owe them again: deleting them twice is a no-op). Where the target changed that
+  copy since (a target writer that was not stopped), or no digest was recorded (a
+  tiermem before 2026-12-06 copied it), the run is refused before anything is written,
+  naming it: erasing it would lose that change.
   (Before 2026-12-06 the rerun copied the tombstone and left the conversation readable
   beside it.) A tombstone of an incarnation the target holds one of too (erased on both
   sides) is not copied again: the target's own stands for it, and the verification
@@ -739,7 +744,8 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
                   target_schema: str = "tiermem", into_non_empty: bool = False,
                   progress: Callable[[int, int], None] | None = None,
                   fault: Callable[[str], None] | None = None, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-                  operation_timeout_s: float | None = None, erase_scrub: str | None = None) -> MigrationReport:
+                  operation_timeout_s: float | None = None, erase_scrub: str | None = None,
+                  on_erased: Callable[[ColdLog, Sequence[str]], None] | None = None) -> MigrationReport:
     """Copy the log at `source` into `target` (a postgresql:// URL or a SQLite file or
     data dir each), verify it, and report. See the module docstring for the guarantees.
     `fault(step)` is for tests: it is called after each conversation is written, inside
@@ -749,7 +755,9 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
     "close:target": raising there is a close that fails). `busy_timeout_ms` and `operation_timeout_s` open both sides' stores
     (the config's, as every command opens its store; None: PostgresStore's default), and
     `erase_scrub` a PostgreSQL target's (the scrub of an erasure the source's took there:
-    `_erase_in_target`)."""
+    `_erase_in_target`). `on_erased(target_store, keys)` runs after each such erasure's
+    commit, as a Memory's erasure runs its own (the CLI deletes the keys' Redis keys
+    there; its failure, logged, leaves them owed in the target's `redis_purge`)."""
     if str(source) == str(target) and source_schema == target_schema:
         raise MigrationRefused(str(target), "the target is the source")
     t0 = time.perf_counter()
@@ -780,7 +788,7 @@ def migrate_store(source: str | Path, target: str | Path, *, tokens: TokenCounte
         _discard_after(dst, refused)
         raise
     try:
-        _copy(src, dst, plan, report, progress, fault)
+        _copy(src, dst, plan, report, progress, fault, on_erased)
         _verify(src, dst, report)
         with dst.read() as c:
             done = dst.meta(c, DONE)
@@ -1031,7 +1039,8 @@ def _erase_refused(dst: _Side, have: Record, recorded: str | None) -> MigrationR
                             "if it is to be gone everywhere, then rerun")
 
 
-def _erase_in_target(dst: _Side, plan: _Plan, report: MigrationReport) -> None:
+def _erase_in_target(dst: _Side, plan: _Plan, report: MigrationReport,
+                     on_erased: Callable[[ColdLog, Sequence[str]], None] | None = None) -> None:
     """Erase in the target, by its own erasure path (`delete_conversation`: a tombstone,
     the copy's digest row, the scrub as the target is configured), each conversation the
     source erased after a run copied it (`plan.erase`), checked again first: the target's
@@ -1046,14 +1055,18 @@ def _erase_in_target(dst: _Side, plan: _Plan, report: MigrationReport) -> None:
         if refused is not None:  # a target writer changed it since the preflight
             raise refused
         _key, name, ns = have["conversation"][:3]
-        dst.store.delete_conversation(key)
+        # the store records the key owed to Redis (redis_purge) with the erasure; `on_erased`
+        # pays it now, else a target Memory does when it next opens
+        dst.store.delete_conversation(key, on_erased=None if on_erased is None
+                                      else lambda keys: on_erased(dst.store, keys))
         log.info("migrate-store: conversation %r of namespace %r (key %r), erased in the source after it was copied, "
                  "is erased in the target (%s) too", name, ns, key, dst.label)
         report.erased_from_source += 1
 
 
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
-          progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None) -> None:
+          progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None,
+          on_erased: Callable[[ColdLog, Sequence[str]], None] | None = None) -> None:
     whole_store = not report.resumed or bool((plan.todo or plan.grown) and plan.record_offset)
     if plan.todo or plan.grown or whole_store:
         # the numbering past every id this run can copy, on every run with conversations
@@ -1072,7 +1085,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         dst.ensure_vec_dim(plan.dim, plan.model)
     # before the tombstones are compared: the target's erasure leaves its own tombstone
     # of that incarnation, which stands for the source's (`_stone_of`)
-    _erase_in_target(dst, plan, report)
+    _erase_in_target(dst, plan, report, on_erased)
     with dst.maintenance(), dst.read() as c:
         have_keys = {k for k, _ in dst.keys(c)}
         have_stones = {_stone_of(s) for s in dst.tombstones(c)}
