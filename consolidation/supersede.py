@@ -87,7 +87,10 @@ the turn classifier through their public methods. Its invariants:
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
 - Supersession is derived: ``turns.superseded_by`` in the turn index, rebuildable from
-  the log by replaying it (``replay``), never an edit of a message. A superseded
+  the log by replaying it (``replay``), never an edit of a message. The pairs and the
+  labels a correction inherits are written in one transaction, which reports the log's
+  pin changes it made (``Recorded.moved``), so the hot set applies them as its own
+  rather than being rebuilt for them (tiers.hot, pin versions). A superseded
   statement's validity interval (``Validity``: valid from its own position and time
   until the superseding turn's) is read from that column and the turn times, so it
   needs no storage of its own.
@@ -1283,6 +1286,19 @@ class Appended:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """What `Superseder.record` wrote: the whole-turn pairs, and the log's pin changes its
+    pairs and relabels made (tiers.store `set_superseded`: the version it moved to and
+    how many of the moves up to it were its own; None when it changed none), for the hot
+    tier to apply as its own (tiers.hot, pin versions) rather than rebuild the set."""
+
+    pairs: list[tuple[int, int]]
+    moved: tuple[int, int] | None = None
+    # turns relabelled load-bearing (`_inherit`) with the pairs: their pin changed too
+    relabelled: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Validity:
     """What was true when: a statement, valid from its own position and time until the
     turn that superseded it (None while current). `current_position` is the end of its
@@ -1556,22 +1572,26 @@ class Superseder:
         (old position, superseding position) pairs of whole turns, echoes included; the
         statements superseded within a turn that still holds in part are recorded too
         (`ColdLog.set_superseded_statements`)."""
+        return self.record(conversation_id, appended).pairs
+
+    def record(self, conversation_id: str, appended: Sequence[Appended]) -> Recorded:
+        """`on_append`, with the log's pin changes its pairs made (`Recorded.moved`)."""
         pairs, statements = self.decide(conversation_id, appended)
         if statements:
             self.cold.set_superseded_statements(conversation_id, statements)
-        if pairs:
-            self.cold.set_superseded(conversation_id, pairs)
-        self._inherit(conversation_id, pairs, statements)
-        return pairs
+        relabel = self._inherit(conversation_id, pairs, statements)
+        moved = self.cold.set_superseded(conversation_id, pairs, relabel) if pairs or relabel else None
+        return Recorded(pairs, moved, [lab[0] for lab in relabel])
 
-    def _inherit(self, conv: str, pairs: Sequence[tuple[int, int]], statements: Sequence[StatementRow]) -> None:
+    def _inherit(self, conv: str, pairs: Sequence[tuple[int, int]], statements: Sequence[StatementRow]
+                 ) -> list[tuple[int, str, bool, int, str]]:
         """The new value of a load-bearing statement is load-bearing: a correction that
         the turn classifier did not label so ("On second thought, the HTTP client should
         be aiohttp") takes its target's place among the pins (derived labels, replayed
-        with the supersession by `rebuild`)."""
+        with the supersession by `rebuild`). The labels to write, with the pairs."""
         ends = {(old, new) for old, new in pairs} | {(s.position, s.superseded_by) for s in statements}
         if not ends:
-            return
+            return []
         rows = {r.position: r for r in self.cold.turns_at(conv, sorted({p for e in ends for p in e}))}
         relabel: dict[int, tuple[int, str, bool, int, str]] = {}
         for old, new in sorted(ends):
@@ -1581,8 +1601,7 @@ class Superseder:
                 continue
             relabel[new] = (new, "correction", True, max(int(o.priority or 0), CORRECTION_PRIORITY),
                             f"{n.label_reason or 'rule'}; supersedes load-bearing #{old}")
-        if relabel:
-            self.cold.set_labels(conv, list(relabel.values()))
+        return list(relabel.values())
 
     def find(self, conv: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
         """The whole-turn pairs `on_append` records, without recording anything."""

@@ -86,14 +86,15 @@ what to do when Redis is gone.
   (PIN_RACE_REBUILDS in all) and, should pins keep landing, on its next read.
 - Nor is a pin or unpin whose hot script never ran (the process died between the log
   write and the script, or Redis refused that one script), nor a pin change of the log
-  that no script follows (a supersession's): the next admit, pin or unpin of the
+  that no script follows (a relabel outside a supersession): the next admit, pin or unpin of the
   conversation checks the log's pin version against the set's (tiers.hot, pin versions;
   HotStale 'pins') and its next read compares them, and either rebuilds the set from
   the log. An append or read reads the version in the statement that reads its new
   turns (tiers.store `turns_and_pin_version`), a pin or unpin in its log write's
-  transaction (`set_pin`; only one without a log write of its own, a supersession's,
-  reads it alone): no round trip to the log of its own, and no rebuild while every
-  change reached the set.
+  transaction (`set_pin`; a supersession's unpins name the changes its write made,
+  `set_superseded`, and only one with neither, a replay's, reads it alone): no round
+  trip to the log of its own, and no rebuild while every change reached the set (a
+  correction included: the append admits its turn before its supersession is recorded).
 """
 
 from __future__ import annotations
@@ -655,18 +656,20 @@ class HotLink:
         except REDIS_ERRORS as exc:
             self._fail(exc)
 
-    def pin(self, conversation_id: str, position: int, priority: int, *, log_move: int | None = None) -> None:
+    def pin(self, conversation_id: str, position: int, priority: int, *, log_move: int | None = None,
+            log_pins: LogPins | None = None) -> None:
         """Pin the turn in the set, after the log's pin (or, from `unpin`, the log's
         classifier pin). `log_move`: the pin version the caller's log write moved to
         (tiers.store `set_pin`; None: it moved nothing, or it is not known), so that a
-        set that missed an earlier pin change of the log is rebuilt (`_log_pins`)."""
+        set that missed an earlier pin change of the log is rebuilt (`_log_pins`).
+        `log_pins`, instead: the changes it applies, named by the caller (a supersession's)."""
         try:
             rows = self.cold.turns(conversation_id, start=position, end=position)
             turns, _ = self._hot_turns(conversation_id, rows)
             turn = turns[0] if turns else None
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
-            log_pins = self._log_pins(conversation_id, log_move)
+            log_pins = log_pins or self._log_pins(conversation_id, log_move)
             self._caught_up(conversation_id, lambda: self._count(self.tier.pin(
                 conversation_id, position, priority, generation=self.generation(conversation_id), turn=turn,
                 log_pins=log_pins)))
@@ -680,20 +683,22 @@ class HotLink:
         except Exception as exc:  # the pin is in the log: the rebuild shows it
             self._distrust_after_write(conversation_id, exc)
 
-    def unpin(self, conversation_id: str, position: int, *, log_move: int | None = None) -> None:
+    def unpin(self, conversation_id: str, position: int, *, log_move: int | None = None,
+              log_pins: LogPins | None = None) -> None:
         """Follow the log's pin state after a caller's unpin: a turn the log still pins
         (the classifier's pin of a load-bearing turn nothing superseded, `pin_state`)
         stays pinned in the set at the classifier's priority, as a rebuild would leave
-        it; any other is unpinned. `log_move` as in `pin` (a supersession's unpins have
-        none: their changes are checked as not the unpin's own, so the set is rebuilt)."""
+        it; any other is unpinned. `log_move` and `log_pins` as in `pin` (a supersession's
+        unpins name the changes its write made, tiers.store `set_superseded`; with
+        neither, their changes are checked as not the unpin's own: the set is rebuilt)."""
         try:
             rows = self.cold.turns(conversation_id, start=position, end=position)
             if rows:
                 pinned, priority = pin_state(rows[0])
                 if pinned:
-                    self.pin(conversation_id, position, priority, log_move=log_move)
+                    self.pin(conversation_id, position, priority, log_move=log_move, log_pins=log_pins)
                     return
-            log_pins = self._log_pins(conversation_id, log_move)
+            log_pins = log_pins or self._log_pins(conversation_id, log_move)
             self._caught_up(conversation_id, lambda: self._count(self.tier.unpin(
                 conversation_id, position, generation=self.generation(conversation_id), log_pins=log_pins)))
             self._ok()

@@ -82,7 +82,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from tiermem.config import MAX_ID_CHARS_LIMIT, Config
 from tiermem.consolidation.classify import TurnClassifier
 from tiermem.consolidation.classify import clear_memo as forget_labels
-from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Superseder, Validity
+from tiermem.consolidation.supersede import INLINE_INDEX_ROWS, Appended, Recorded, Superseder, Validity
 from tiermem.consolidation.supersede import clear_memo as forget_slots
 from tiermem.tiers.catchup import PendingTurn
 from tiermem.tiers.cold import KEY_SEPARATOR, ColdStore
@@ -955,6 +955,11 @@ class Memory:
             self.hot.erase([key])
         turns = [Appended(p, m.role, m.text(), lab[0], lab[1]) for p, m, lab in zip(positions, parsed, labels,
                                                                                     strict=True)]
+        if self.hot is not None:
+            # the set admits the new turns before their supersession is recorded, as the log
+            # has them: the supersession's unpins then apply its own pin changes only, so
+            # the set is not rebuilt for them (tiers.hot, pin versions; _release)
+            self.hot.on_append(key, positions)
         # Supersession is decided when the turns are embedded (_on_embedded), since it
         # searches by meaning: before append returns when the model is here and the batch
         # is a live one, else by whoever embeds them. An import-sized batch is decided by
@@ -962,7 +967,7 @@ class Memory:
         try:
             with remembered_for(self._scope(key)):
                 if len(parsed) > INLINE_INDEX_ROWS:
-                    self._release(key, self._rules.on_append(key, turns))
+                    self._release(key, self._rules.record(key, turns))
                 elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
                     self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
         except Exception:
@@ -971,7 +976,8 @@ class Memory:
             # embeds them decides their supersession (_on_embedded)
             log.warning("could not embed or decide supersession for %s's new turns now; it waits for "
                         "their embedding", key, exc_info=True)
-        self._after_append(key, positions)
+        if self._indexer is not None:
+            self._indexer.wake.set()
         return AppendOutcome(positions, incarnation=key)
 
     def _scope(self, key: str) -> str:
@@ -1007,7 +1013,7 @@ class Memory:
                               bool(rows[m.position].load_bearing)) for m in self.cold.get(conv, sorted(rows))]
             with remembered_for(self._scope(conv)):  # a catch-up's pool spans conversations
                 if any(self.superseder.assertion(t) for t in turns):
-                    self._release(conv, self.superseder.on_append(conv, turns))
+                    self._release(conv, self.superseder.record(conv, turns))
 
     def _texts_ahead(self, turns: list[PendingTurn]) -> list[tuple[str, str]]:
         """The texts `_on_embedded` will embed for these turns (the corrections' assertive
@@ -1025,18 +1031,32 @@ class Memory:
                     out.append((t.conversation_id, a))
         return out
 
-    def _release(self, conv: str, pairs: Sequence[tuple[int, int]]) -> None:
-        if self.hot is not None and pairs:
-            for row in self.cold.turns_at(conv, sorted({old for old, _new in pairs})):
-                if row.pinned_priority is None:
-                    self.hot.unpin(conv, row.position)
+    def _release(self, conv: str, done: Recorded | Sequence[tuple[int, int]]) -> None:
+        """Bring the hot set to the log's pin state after a supersession: its superseded
+        turns unpinned, the corrections it labelled load-bearing pinned (HotLink.unpin
+        follows the log's pin state either way). With what its write moved
+        (`Recorded.moved`: the log's pin version and how many moves up to it were its
+        own), those calls apply its changes as theirs, the last one claiming them all
+        (tiers.hot LogPins), so a set that holds every change before them is not rebuilt;
+        a set that misses one (another process's change landed first) still is. Without
+        it (a replay's pairs), none is claimed: the set is checked against the log's."""
+        if isinstance(done, Recorded):
+            pairs, moved, relabelled = done.pairs, done.moved, done.relabelled
+        else:
+            pairs, moved, relabelled = list(done), None, []
+        if self.hot is None or not (pairs or relabelled):
+            return
+        from tiermem.tiers.hot import LogPins  # redis only where a hot tier is configured
 
-    def _after_append(self, conversation_id: str, positions: list[int]) -> None:
-        """Derived work after the cold commit; never raises for a derived tier."""
-        if self.hot is not None:
-            self.hot.on_append(conversation_id, positions)
-        if self._indexer is not None:
-            self._indexer.wake.set()
+        # every turn the write changed, a caller's pin too (the set keeps it, as the log
+        # does): so there is always a last call, to claim every change of the write
+        touched = sorted({old for old, _new in pairs} | set(relabelled))
+        for i, position in enumerate(touched):
+            claim = None
+            if moved is not None:
+                version, own = moved
+                claim = LogPins(version - own, version if i == len(touched) - 1 else version - own)
+            self.hot.unpin(conv, position, log_pins=claim)
 
     @_fills_caches
     def checkpoint(

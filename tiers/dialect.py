@@ -659,13 +659,37 @@ class SharedQueries:
                 "WHERE conversation_id = ? AND position = ?"),
                 [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels])
 
-    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
-        if not pairs:
-            return
+    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]],
+                       labels: Sequence[tuple[int, str, bool, int, str]] = ()) -> tuple[int, int] | None:
+        if not pairs and not labels:
+            return None
         with self._tx() as c:
-            c.cursor().executemany(self.dialect.sql(
-                "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ?"),
-                [(new, conversation_id, old) for old, new in pairs])
+            cur = c.cursor()
+            # only what changes is written to the columns the pin version's trigger
+            # watches: each row written so moves the version exactly once, so `changes`
+            # counts this write's moves
+            changes = 0
+            for old, new in pairs:
+                cur.execute(self.dialect.sql(
+                    "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ? "
+                    "AND (superseded_by IS NULL OR superseded_by <> ?)"), (new, conversation_id, old, new))
+                changes += max(cur.rowcount, 0)
+            for pos, intent, bearing, priority, reason in labels:
+                cur.execute(self.dialect.sql(
+                    "UPDATE turns SET load_bearing = ?, priority = ? WHERE conversation_id = ? AND position = ? "
+                    "AND (load_bearing IS NULL OR load_bearing <> ? OR priority IS NULL OR priority <> ?)"),
+                    (int(bearing), priority, conversation_id, pos, int(bearing), priority))
+                changes += max(cur.rowcount, 0)
+                cur.execute(self.dialect.sql(
+                    "UPDATE turns SET intent = ?, label_reason = ? WHERE conversation_id = ? AND position = ?"),
+                    (intent, reason, conversation_id, pos))
+            if not changes:
+                return None
+            # the trigger's row lock (PostgreSQL) or the write transaction (SQLite) is held
+            # to the commit: the last `changes` moves of the version are this write's
+            got = cur.execute(self.dialect.sql("SELECT version FROM pin_versions WHERE conversation_id = ?"),
+                              (conversation_id,)).fetchone()
+            return int(got[0]), changes
 
     def store_plan(self, conversation_id: str, plan_json: str) -> None:
         with self._tx() as c:

@@ -84,7 +84,9 @@ Invariants:
   supersession), and the set records in `pinver` the number up to which every change is
   in it. A rebuild records the version read before its rows. A write names the changes
   it applies (`LogPins`: those after `before` up to `after`; APPLY_LUA ARGV[12]): a pin
-  or unpin the one its log write made (tiers.store `set_pin` returns it), an admit the
+  or unpin the one its log write made (tiers.store `set_pin` returns it), a
+  supersession's unpins those its write made (tiers.store `set_superseded` returns the
+  version and their count; the last unpin claims them, tiermem.memory), an admit the
   log's version read after its rows less the changes its new turns account for, counted
   low (a load-bearing turn one, an explicitly pinned one one more), and none when the
   set has admitted one of its turns already (their changes may be among those the set
@@ -92,7 +94,7 @@ Invariants:
   STALE 'pins' (STALE_PINS), nothing written but a pin's stamp, and the caller rebuilds
   the set from the log. So a pin or unpin whose script never ran (its process died
   between the log write and the script, or Redis refused that one script), or a change
-  no script follows (a supersession's statements, a relabel), is found by the next
+  no script follows (a relabel outside a supersession, a replay's), is found by the next
   admit, pin or unpin of the conversation, and by its next read, which compares the
   versions (tiermem.hotlink); a normal append or pin rebuilds nothing and costs no
   round trip to Redis. A set without `pinver` (written before pin versions) holds no

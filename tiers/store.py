@@ -401,8 +401,15 @@ class ColdLog(Protocol):
         """(position, intent, load_bearing, priority, reason) for turns; derived data."""
         ...
 
-    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]]) -> None:
-        """(old position, superseding position) pairs; a derived fact, messages untouched."""
+    def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]],
+                       labels: Sequence[tuple[int, str, bool, int, str]] = ()) -> tuple[int, int] | None:
+        """(old position, superseding position) pairs; a derived fact, messages untouched;
+        with `labels` (as `set_labels`'s) written in the same transaction (a correction
+        labelled as its target was). Returns the `pin_version` this write moved it to (read
+        in its transaction) and how many moves were its own (one per turn whose
+        superseded_by, load_bearing or priority it changed: the last ones up to that
+        version, no other writer's among them), None when it moved nothing: the hot tier
+        applies them as its own (tiers.hot, pin versions)."""
         ...
 
     def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
