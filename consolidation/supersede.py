@@ -22,7 +22,10 @@ Matching, in order of strength:
    target's kind; a retraction, which asserts none, takes a turn that shares no word or
    value with it only above the cosine unrelated turns reach (``RETRACTION_ALONE_MIN_COSINE``:
    "forget the restaurant" is not the hotel booking at 0.32, "forget the spending limit I
-   gave you" is the budget at 0.40);
+   gave you" is the budget at 0.40), and never one that lacks a place or a time the
+   retraction's clause names after its object: that is an errand of its own sharing a
+   word ("drop the kids at the pool at 5pm" is not "pick up the kids from school at
+   3pm"; `_errand_of_its_own`), unless another update cue ("instead") is said too;
 5. a bare retraction ("scratch that", "never mind") with nothing else to go on takes the
    immediately previous load-bearing or instruction turn;
 6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
@@ -1416,6 +1419,32 @@ def _asserts_new_value(text: str, target: str) -> bool:
     return same_slot or shared or names_for_names
 
 
+# What opens a place or a time of a retraction's own, after its object ("drop the kids at
+# the pool at 5pm", "forget the yoga class on Monday"); "to" and a number is a value moved
+# ("drop the budget to $500"), no place; "for" and "with" tell a purpose or a party as
+# often ("ignore the cake for the party", "drop the call with the landlord"): a name's part
+_OWN_ADJUNCT = re.compile(r"\b(?:at|to(?! [$€£]?\d)|into|onto|in|on|from|by|near|until|before|after)\b")
+
+
+def _errand_of_its_own(text: str, target: str) -> bool:
+    """Whether a retraction found by meaning is a request of its own, no retraction of
+    `target`: the clause of its cue (up to a mark; a reason may follow one) names a place
+    or a time, after its object, with a content word or a typed value that `target` lacks
+    ("Drop the kids at the pool at 5pm." after "Pick up the kids from school at 3pm."). A
+    retraction names what it ends: its place or time, if any, is the target's own ("drop
+    the dinner at Nando's" after "book a table at Nando's")."""
+    norm = _cue_text(normalize(text))
+    cue = _RETRACTS.search(norm)
+    if cue is None:
+        return False
+    clause = re.split(r"[,.;:!?]", norm[cue.end():], maxsplit=1)[0]
+    adjunct = _OWN_ADJUNCT.search(clause)
+    if adjunct is None:
+        return False
+    own = clause[adjunct.start():]
+    return bool(set(_content(own)) - set(_content(target))) or bool(_all_values(own) - _all_values(target))
+
+
 def _all_values(text: str) -> set[tuple[str, str]]:
     return {(slot, v) for slot, vs in _slots(text).items() for v in vs}
 
@@ -1887,6 +1916,10 @@ class Superseder:
         best_cos = eligible[0][0]
         # a retraction ("drop the flight rule") ends a statement without a new value
         retracts = bool(_RETRACTS.search(_cue_text(normalize(text))))
+        # ... unless it is an errand of its own that shares a word with a turn ("drop the
+        # kids at the pool at 5pm" / "pick up the kids from school at 3pm"): with no other
+        # update cue, it revises no turn that lacks its place or time (_errand_of_its_own)
+        errand = retracts and not MEANING_CUE.search(_RETRACTS.sub(" ", _cue_text(normalize(text))))
         # a named old value ("instead of Monday") must be in the target (a retraction
         # names a topic, "forget the allergy thing", not a value)
         named = set() if retracts else _old_values(text)
@@ -1899,7 +1932,8 @@ class Superseder:
                 and (not named or any(_contains_value(t.text, v) for v in named))
                 and ((retracts and (cos >= RETRACTION_ALONE_MIN_COSINE or _shares_word(text, t.text)))
                      or elliptical or bool(named) or _asserts_new_value(text, t.text))
-                and (not routine or bool(set(_content(text)) & set(_content(t.text))))]
+                and (not routine or bool(set(_content(text)) & set(_content(t.text))))
+                and not (errand and _errand_of_its_own(text, t.text))]
         # small talk on the same topic can sit a hair closer than the instruction the
         # update revises: a load-bearing turn within the margin is the likelier target
         for cos, t in fits:
