@@ -50,6 +50,8 @@ INTERNAL_ELSEWHERE = {
     "tiermem.inspector.routes._Answer",
     # a refused request body: the service answers it as a 4xx
     "tiermem.service.guard._BodyProblem",
+    # a LangGraph sync's snapshot copy past its size: the field is kept as a digest instead
+    "tiermem.adapters._langchain_sync._TooLarge",
 }
 
 
