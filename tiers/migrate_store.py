@@ -52,7 +52,9 @@ Invariants:
   digests it (sha256 over every copied field) and commits only if the digest equals the
   source's and each message's id is its source id plus the offset; at the end every
   conversation, the key set and the tombstones are compared again on both sides, and the
-  counts reported.
+  counts reported (a copy the source has not changed since it was written, and no
+  target writer either, compares as the source's whatever the target computed on its
+  own since: below).
 - Refused before anything is written: a target that already holds conversations, keys or
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
   there), the source itself, a row of the user's data the target cannot store (PostgreSQL
@@ -97,13 +99,30 @@ Invariants:
   and that conversation left as it is.
 - Changed in the source without new messages (a pin set or cleared, a checkpoint, a
   label, a plan, a summary after it was copied): each conversation's copy records, in
-  its transaction, the digest it was written with (meta COPIED_DIGEST + key). A resume or
+  its transaction, the digest it was written with (meta COPIED_DIGEST + key, `copy_digest`:
+  the whole copy's, and one per part a writer changes: the conversation row, messages,
+  pins, a caller's checkpoints, idempotency keys, stored plans). A resume or
   rerun rewrites such a conversation's derived rows from the source's, as for a grown one,
   where the target's copy still has that digest. Where it does not (a target writer that
-  was not stopped changed it), or where none was recorded (a tiermem before 2026-12-06
-  copied it, so a source change cannot be told from a target writer's; a rerun that
-  found the copy identical before the change recorded one), the run is
-  refused (MigrationMismatch naming the conversation and what to do) and nothing written.
+  was not stopped changed it: the refusal names the parts), or where none was recorded (a
+  tiermem before 2026-12-06 copied it, so a source change cannot be told from a target
+  writer's; a rerun that found the copy identical before the change recorded one), the
+  run is refused (MigrationMismatch naming the conversation and what to do) and nothing
+  written. What the target computes on its own is no change of the copy: the vectors a
+  catch-up or a context() there embedded for messages the source had none for yet
+  (appended without the indexer, or ahead of it), the turn index with the labels and
+  supersessions decided then, statement supersessions, warm views, folds and refresh
+  errors. Where the source changed the conversation, the rewrite replaces them with the
+  source's and the target computes them again (its catch-up embeds what has no vector);
+  where it did not (its digest still the whole one recorded), the copy is left as it is
+  and the verification takes it as the source's (`_as_copied`: every part a writer
+  changes as recorded; a plan a read kept there, store_plans, is kept too). A stored plan
+  the target kept is counted as a change where the rewrite would lose it. (Before
+  2026-12-06 the digest was the whole copy's only, so a read on the target that embedded a
+  message refused every later rerun, the source's change or erasure of that conversation
+  with it.) A copy recorded whole (`record_digest`, by a tiermem of 2026-12-06 before
+  that) is compared whole, and a rerun that finds it identical to the source's records it
+  by part.
 - Erased in the target: a conversation a target writer erased after a run copied it
   (delete_conversation, delete_namespace, prune) leaves its tombstone there, its key still
   issued. A resume or rerun leaves it out, erased: the target's erasure is the user's
@@ -127,10 +146,11 @@ Invariants:
   deleted by the caller's `on_erased` (the CLI: with the config's Redis, else the target
   data dir's embedded one only while it runs; a migration starts no Redis), else by the
   next Memory that opens on the target (the source's own pending purges, copied across,
-  may owe them again: deleting them twice is a no-op). Where the target changed that
-  copy since (a target writer that was not stopped), or no digest was recorded (a
-  tiermem before 2026-12-06 copied it), the run is refused before anything is written,
-  naming it: erasing it would lose that change.
+  may owe them again: deleting them twice is a no-op). Where a target writer changed that
+  copy since (one that was not stopped: a pin, an append, a caller's checkpoint; not what
+  the target computes on its own, above, nor the plans its reads kept, which the erasure
+  takes with it), or no digest was recorded (a tiermem before 2026-12-06 copied it), the
+  run is refused before anything is written, naming it: erasing it would lose that change.
   (Before 2026-12-06 the rerun copied the tombstone and left the conversation readable
   beside it.) A tombstone of an incarnation the target holds one of too (erased on both
   sides) is not copied again: the target's own stands for it, and the verification
@@ -207,9 +227,10 @@ log = logging.getLogger("tiermem.migrate_store")
 
 MARKER = "migrated_from"  # meta key: the source's db_uuid, written with the keys
 ID_OFFSET = "migrated_id_offset"  # meta key: what the copy adds to each source message id
-# meta key prefix, + a conversation's key: the digest of that conversation as this run's
-# copy wrote it (= the source's then), so a rerun tells a source change from a target
-# writer's; an erasure of the conversation deletes it (both engines' erasure transaction)
+# meta key prefix, + a conversation's key: the digests of that conversation as this run's
+# copy wrote it (= the source's then; `copy_digest`: what a writer changes), so a rerun
+# tells a source change from a target writer's; an erasure of the conversation deletes it
+# (both engines' erasure transaction)
 COPIED_DIGEST = COPIED_DIGEST_PREFIX
 MAX_ROW_ID = 2**63 - 1  # the largest message id either engine stores (a signed 64-bit integer)
 # migrate_store's `fault` step (+ a key) in a grown or changed copy's transaction, after
@@ -736,6 +757,74 @@ def record_digest(rec: Record) -> str:
     return _digest({k: v for k, v in rec.items() if k not in NOT_DIGESTED})
 
 
+# What a rerun asks of the target's copy before it brings it up to the source's or erases
+# it (COPIED_DIGEST's value: a digest per part, JSON): the parts only a writer changes,
+# with what names each in a refusal. Not among them, what the target computes on its own
+# and rebuilds from the messages (vectors and the turn index with its labels and
+# supersessions, a catch-up's or a context()'s; statement supersessions; warm views,
+# folds and refresh errors, its sweep's): a read there must not pass for a writer's change.
+WRITTEN_PARTS: dict[str, str] = {
+    "conversation": "its conversation row", "messages": "its messages", "pins": "its pins",
+    "checkpoints": "its checkpoints (a caller's own)", "idempotency_keys": "its idempotency keys",
+    "plans": "its stored plans",
+}
+# written by a read on the target too (context() with store_plans), and not rebuildable:
+# a rewrite from the source's would lose them; an erasure the user asked for takes them
+# anyway, and a copy left as it is keeps them
+READ_RECORDS = ("plans",)
+WHOLE = "whole"  # COPIED_DIGEST's part: the copy's `record_digest` (= the source's then)
+
+
+def _written(rec: Record) -> dict[str, str]:
+    """The digest of each of WRITTEN_PARTS of `rec` (a caller's checkpoints only: a warm
+    fold is its sweep's)."""
+    parts = {part: rec[part] for part in WRITTEN_PARTS}
+    parts["checkpoints"] = [r for r in rec["checkpoints"] if not is_warm_fold(r[2])]
+    return {part: _digest(value) for part, value in parts.items()}
+
+
+def copy_digest(rec: Record) -> str:
+    """What a copy records of conversation `rec` (COPIED_DIGEST + its key) as it wrote it:
+    its whole digest (WHOLE) and that of each part a writer changes (WRITTEN_PARTS)."""
+    return json.dumps({WHOLE: record_digest(rec), **_written(rec)}, sort_keys=True, separators=(",", ":"))
+
+
+def _recorded_parts(recorded: str) -> dict[str, Any] | None:
+    """COPIED_DIGEST's value `recorded` as `copy_digest` writes it; None: a digest of the
+    whole copy (`record_digest`), as a tiermem of 2026-12-06 before `copy_digest` wrote it."""
+    try:
+        parts = json.loads(recorded)
+    except ValueError:
+        return None
+    return parts if isinstance(parts, dict) else None
+
+
+def copy_changes(recorded: str, have: Record, *, count_reads: bool = True) -> list[str]:
+    """What a target writer changed in the target's copy `have` since the copy recorded
+    `recorded` (COPIED_DIGEST's value), named as WRITTEN_PARTS names it ([]: nothing).
+    `count_reads=False` (the copy is erased, or left as it is): a read's own records
+    (READ_RECORDS) are not counted, as nothing of them is lost. A digest of the whole copy
+    (a tiermem of 2026-12-06 before the parts were recorded) tells no part from another:
+    any difference counts, a catch-up's vectors too."""
+    parts = _recorded_parts(recorded)
+    if parts is None:
+        return [] if record_digest(have) == recorded else ["its copy, recorded whole by an older tiermem"]
+    now = _written(have)
+    return [WRITTEN_PARTS[part] for part in WRITTEN_PARTS
+            if parts.get(part) != now[part] and (count_reads or part not in READ_RECORDS)]
+
+
+def _as_copied(src: Record, dst: Record, recorded: str | None) -> bool:
+    """Whether the target's copy `dst` of the source's conversation `src` is as the run
+    copied it but for what the target computed on its own since (its vectors, labels,
+    warm views; a read's plans): the source unchanged since the copy (its whole digest
+    the one recorded) and no part a writer changes changed in the target. Such a copy is
+    left as it is: rewriting it would only drop what the target computed."""
+    parts = None if recorded is None else _recorded_parts(recorded)
+    return (recorded is not None and parts is not None and parts.get(WHOLE) == record_digest(src)
+            and not copy_changes(recorded, dst, count_reads=False))
+
+
 def _store_digest(conv_digests: dict[str, str], keys: list[tuple[str, float]], stones: list[list[Any]]) -> str:
     return _digest([sorted(conv_digests.items()), keys, stones])
 
@@ -856,7 +945,8 @@ class _Plan:
     # erased there too (`_erase_in_target`)
     erase: list[str] = field(default_factory=list)
     # keys whose copy is identical to the source's with no digest recorded (a tiermem before
-    # 2026-12-06 copied them): recorded now (`_record_digests`)
+    # 2026-12-06 copied them), or one of the whole copy (`_recorded_parts`): recorded now
+    # (`_record_digests`)
     undigested: list[str] = field(default_factory=list)
 
 
@@ -953,13 +1043,13 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
                 b = dst.record(dc, key)
                 recorded = dst.meta(dc, COPIED_DIGEST + key)
             assert a is not None and b is not None
-            if record_digest(a) != record_digest(b):
+            if record_digest(a) != record_digest(b) and not _as_copied(a, b, recorded):
                 refused = _update_refused(a, b, recorded)
                 if refused is not None:
                     raise refused
                 grown.append(key)  # the source changed since it was copied: its copy follows
                 continue
-            if recorded is None:
+            if recorded is None or _recorded_parts(recorded) is None:
                 undigested.append(key)
             report.already_present += 1
             continue
@@ -973,12 +1063,14 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
 
 
 def _record_digests(src: _Side, dst: _Side, plan: _Plan) -> None:
-    """Record the digest (COPIED_DIGEST) of each copy the preflight found identical to
-    the source's with none recorded (`plan.undigested`: a tiermem before 2026-12-06 copied
-    it), each in a short transaction that reads the copy again, locked against the
-    target's writers, and records it only where it is still the source's and still has
-    none. Without it every later change of that conversation in the source was refused
-    for good, since a source change cannot be told from a target writer's without it."""
+    """Record the digest (COPIED_DIGEST, `copy_digest`) of each copy the preflight found
+    identical to the source's with none recorded (`plan.undigested`: a tiermem before
+    2026-12-06 copied it) or one of the whole copy, each in a short transaction that reads
+    the copy again, locked against the target's writers, and records it only where it is
+    still the source's and still has none (or that whole copy's). Without it every later
+    change of that conversation in the source was refused for good, since a source change
+    cannot be told from a target writer's without it; with a whole copy's, after a read
+    there embedded what the source had not (`copy_changes`)."""
     for key in plan.undigested:
         with src.read() as sc:
             rec = src.record(sc, key)
@@ -988,9 +1080,10 @@ def _record_digests(src: _Side, dst: _Side, plan: _Plan) -> None:
         with dst.tx() as c:
             dst.lock_conversation(c, key)
             have = dst.record(c, key)
-            if have is None or record_digest(have) != want or dst.meta(c, COPIED_DIGEST + key) is not None:
+            recorded = dst.meta(c, COPIED_DIGEST + key)
+            if have is None or record_digest(have) != want or recorded not in (None, want):
                 continue  # changed on either side meanwhile: the next rerun looks at it again
-            dst.set_meta(c, COPIED_DIGEST + key, want)
+            dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
 
 
 def _erased_in_source(stones: list[list[Any]], live: set[str], dst: _Side) -> list[str]:
@@ -1022,17 +1115,18 @@ def _erased_in_source(stones: list[list[Any]], live: set[str], dst: _Side) -> li
 
 def _erase_refused(dst: _Side, have: Record, recorded: str | None) -> MigrationRefused | None:
     """Why the target's copy `have` of a conversation the source erased is not erased in
-    the target too (None: it is): the target changed it since it was copied (its digest
-    is not the one recorded), or no digest was recorded."""
+    the target too (None: it is): a target writer changed it since it was copied
+    (`copy_changes`, a read's own records and what the target computes on its own not
+    counted: the erasure takes them with it), or no digest was recorded."""
     key, name, ns = have["conversation"][:3]
     what = (f"conversation {name!r} of namespace {ns!r} (key {key!r}) was erased in the source after it was copied, "
             "and ")
     if recorded is None:
         why = ("the target records no digest of its copy (a tiermem before 2026-12-06 copied it), so whether a "
                "target writer changed it since cannot be told")
-    elif record_digest(have) != recorded:
-        why = ("the target changed its copy since (a target writer that was not stopped: a pin, a checkpoint, a "
-               "label, a plan, a summary), which erasing it would lose")
+    elif changed := copy_changes(recorded, have, count_reads=False):
+        why = (f"the target changed its copy since ({', '.join(changed)}: a target writer that was not stopped), "
+               "which erasing it would lose")
     else:
         return None
     return MigrationRefused(dst.label, what + why + "; nothing was written: erase it in the target (tiermem delete) "
@@ -1123,7 +1217,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             ids = [plan.id_offset + i for i in rec["ids"]]
             if back is not None and back["ids"] != ids:  # the search's tie order (module docstring)
                 raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
-            dst.set_meta(c, COPIED_DIGEST + key, want)
+            dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
         report.copied += 1
         report.copied_ids.append(key)
         if progress is not None:
@@ -1157,9 +1251,12 @@ def _update_refused(src: Record, dst: Record, recorded: str | None) -> Migration
     it). The copy is brought up to the source's where it is still what the run wrote
     (`recorded`): where the source gained messages its copy is their prefix, and where it
     gained none the difference is in derived rows (a pin, a checkpoint, a label, a plan, a
-    summary). Where the target changed it since (a pin, a retraction, any derived row; a
-    target writer that was not stopped), it is refused: rewriting the derived rows from
-    the source's would drop that change without a word. With no digest recorded, a grown
+    summary). Where a target writer changed it since (`copy_changes`: a pin, a checkpoint,
+    a stored plan; one that was not stopped), it is refused: rewriting the derived rows
+    from the source's would drop that change without a word. What the target computes on
+    its own (vectors a catch-up or a context() embedded there, the labels and
+    supersessions it decided then, its warm views) is no such change: the source's
+    replace them, and the target computes them again. With no digest recorded, a grown
     copy is grown as since 6b1e54f (the target's derived rows replaced), and one that
     gained no messages is refused, since a source change cannot be told from a target
     writer's."""
@@ -1179,11 +1276,13 @@ def _update_refused(src: Record, dst: Record, recorded: str | None) -> Migration
                                  "this target records no digest of its copy (a tiermem before 2026-12-06 copied it), "
                                  "so a change in the source cannot be told from a target writer's; copy into an "
                                  "empty target to bring it up to date")
-    if got != recorded:
-        grew = f" (the source gained {len(src['messages']) - n} message(s) there)" if n < len(src["messages"]) else ""
-        return MigrationMismatch(what + ", changed in the target since it was copied" + grew, want, got,
-                                 "a target writer that was not stopped changed it (a pin, a checkpoint, a label, "
-                                 "a plan, a summary), and copying the source's over it would lose that; stop the "
+    changed = copy_changes(recorded, dst)
+    if changed:
+        grew = f"; the source gained {len(src['messages']) - n} message(s) there" if n < len(src["messages"]) else ""
+        return MigrationMismatch(what + f", changed in the target since it was copied ({', '.join(changed)}{grew})",
+                                 want, got,
+                                 "a target writer that was not stopped changed it (a pin, a checkpoint, a plan kept "
+                                 "by context()), and copying the source's over it would lose that; stop the "
                                  "target's writers during a migration, then keep the target as it is (the source's "
                                  "later changes to this conversation are not copied) or copy into an empty target")
     return None
@@ -1230,7 +1329,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
             raise MigrationMismatch(f"conversation {key!r}", want, got)
         if back is not None and back["ids"] != ids:
             raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
-        dst.set_meta(c, COPIED_DIGEST + key, want)
+        dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
     return True
 
 
@@ -1340,13 +1439,14 @@ def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
             a = src.record(sc, key)
         with dst.read() as dc:
             b = dst.record(dc, key)
+            recorded = dst.meta(dc, COPIED_DIGEST + key)
         if (a is not None and b is None and key in erased_there
                 and _same_incarnation(erased_there[key], ns, name, a["conversation"][5])):
             _left_erased(dst, erased_there[key], len(a["messages"]), ns, name)
             report.erased_in_target += 1
             continue
         want, got = (record_digest(a) if a is not None else ""), (record_digest(b) if b is not None else "")
-        if a is None or want != got:
+        if a is None or (want != got and not (b is not None and _as_copied(a, b, recorded))):
             raise MigrationMismatch(f"conversation {name!r} (key {key!r}; did the source change during the "
                                     "copy?)", want, got)
         digests[key] = want
