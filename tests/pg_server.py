@@ -12,6 +12,16 @@ hundred test schemas are ~15,000 files, and removing them from an ext4 disk at t
 took 17-26 s of the session's teardown (waiting on the disk, not the CPU), 0.2 s from
 memory. Where /dev/shm is missing or small (a container's default is 64 MiB), the system
 temp dir as before.
+
+Besides the server (`pg_url`, `fresh_schema()`), what the tests of a store on either
+engine share:
+
+- `target` (a fixture, both engines) and `open_store(target, counter)`: `Where`, an
+  (engine, where) pair (a SQLite file, or a PostgreSQL URL with `#schema`), and a store on
+  it, each call another process's handle; `opened(where, counter)`: the same, closed at
+  the end of a `with` block.
+- `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
+  test's own, stopped and started again).
 """
 
 from __future__ import annotations
@@ -22,8 +32,9 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -93,6 +104,20 @@ def open_store(target: tuple[str, str], counter: BpeTokenCounter) -> ColdLog:
         return ColdStore(Path(where), tokens=counter)
     url, schema = where.rsplit("#", 1)
     return PostgresStore(url, tokens=counter, schema=schema)
+
+
+Where = tuple[str, str]  # open_store's (engine, where)
+
+
+@contextmanager
+def opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
+    """`open_store(where, counter)` for the block, closed after it (also where it raises).
+    Typed Any: the tests call what either engine's store has (reading(), dialect)."""
+    store = open_store(where, counter)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def fill_pool(store: PostgresStore, connections: int) -> None:

@@ -14,14 +14,13 @@ CHECKPOINT, its WAL excluded as tests/test_erasure_postgres.py says), in both di
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 from psycopg.conninfo import conninfo_to_dict
 
 from tiermem.tiers.cold import ERASE_BATCH_MESSAGES
@@ -34,16 +33,6 @@ GONE_NS, KEPT_NS = "gone", "kept"  # the target erases the first namespace's con
 NAME = "a"
 MESSAGES_EACH = 3
 PRUNE_MARGIN_S = 60.0  # prune everything of the namespace older than now + this
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
@@ -53,7 +42,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for ns, n in ((GONE_NS, size), (KEPT_NS, MESSAGES_EACH)):
             store.append_many(NAME, [Message(role="user", content=f"{ns} {i}") for i in range(n)], namespace=ns)
 
@@ -118,7 +107,7 @@ SIZES = [
 def test_an_erasure_leaves_no_copied_digest(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
                                             to_postgres: bool, size: int, erase: Erase) -> None:
     _src, dst = _sides(tmp_path, pg_url, counter, to_postgres, size)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         key, kept = store.key_of(GONE_NS, NAME), store.key_of(KEPT_NS, NAME)
         before = _digest_rows(store)
         assert set(before) == {key, kept}  # the copy recorded both

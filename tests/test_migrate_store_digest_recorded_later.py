@@ -10,13 +10,11 @@ Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST, MigrationReport, migrate_store
@@ -26,16 +24,6 @@ from tiermem.tiers.tokens import BpeTokenCounter
 NS, NAME = "ns", "a"
 MESSAGES = 2
 PINNED_AT, PRIORITY = 0, 3  # the source's change after the digest-less copy
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
@@ -70,22 +58,22 @@ def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
         key = store.key_of(NS, NAME)
     _run(src, dst, counter)
-    with _opened(dst, counter) as store, store.transaction() as c:  # as a tiermem before 2026-12-06 left it
+    with opened(dst, counter) as store, store.transaction() as c:  # as a tiermem before 2026-12-06 left it
         c.execute(store.dialect.sql("DELETE FROM meta WHERE key = ?"), (COPIED_DIGEST + key,))
     rerun = _run(src, dst, counter)
     assert (rerun.already_present, rerun.copied) == (1, 0)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert _digest_rows(store) == [COPIED_DIGEST + key]  # before: []
-    with _opened(src, counter) as store:  # a change in the source without new messages
+    with opened(src, counter) as store:  # a change in the source without new messages
         store.set_pin(key, PINNED_AT, PRIORITY)
     later = _run(src, dst, counter)  # before: refused, no digest to tell whose change it is
     assert later.copied == 1
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert [t.position for t in store.pinned_turns(key)] == [PINNED_AT]
 
 
@@ -95,16 +83,16 @@ def test_a_copy_that_differs_gets_no_digest(tmp_path: Path, pg_url: str,  # noqa
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
         key = store.key_of(NS, NAME)
     _run(src, dst, counter)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         with store.transaction() as c:
             c.execute(store.dialect.sql("DELETE FROM meta WHERE key = ?"), (COPIED_DIGEST + key,))
         store.set_pin(key, PINNED_AT, PRIORITY)  # the target's change: not the source's
     with pytest.raises(MigrationMismatch, match="records no digest"):
         _run(src, dst, counter)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert _digest_rows(store) == []

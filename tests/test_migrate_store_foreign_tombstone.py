@@ -13,13 +13,10 @@ Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.migrate_store import MigrationReport, migrate_store
@@ -28,16 +25,6 @@ from tiermem.tiers.tokens import BpeTokenCounter
 
 NS, NAME = "prod", "notes"  # the source's conversation created after the first run
 FIRST = "a"  # the conversation the first run copied
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
@@ -74,14 +61,14 @@ def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         store.append(FIRST, Message(role="user", content="first"), namespace=NS)
     _run(src, dst, counter)
-    with _opened(dst, counter) as store:  # the target, in use, has (and erases) its own
+    with opened(dst, counter) as store:  # the target, in use, has (and erases) its own
         store.append(NAME, Message(role="user", content="the target's scratch"), namespace=own_ns)
         own = store.key_of(own_ns, NAME)
         store.delete_conversation(own)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         store.append(NAME, Message(role="user", content="the source's notes, never copied"), namespace=NS)
         assert store.key_of(NS, NAME) == own  # the premise: both stores gave it the bare name
     with pytest.raises(MigrationRefused) as refused:
@@ -89,6 +76,6 @@ def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url
     text = str(refused.value)
     assert f"conversation {NAME!r} of namespace {NS!r} (key {own!r})" in text
     assert f"namespace {own_ns!r}, since erased" in text
-    with _opened(dst, counter) as store:  # nothing written
+    with opened(dst, counter) as store:  # nothing written
         assert store.key_of(NS, NAME) is None
         assert store.history(store.key_of(NS, FIRST))[-1].text == "first"

@@ -12,13 +12,12 @@ Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.formats import RETRACT_TYPE
@@ -33,16 +32,6 @@ MESSAGES_EACH = 3  # before the first run
 GROWN_BY = 2  # messages the source gains after it
 PINNED = 0  # pinned in the source before the first run
 PIN_PRIORITY = 90
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> None:
@@ -58,7 +47,7 @@ def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> None:
 
 
 def _state(where: Where, counter: BpeTokenCounter) -> tuple[Any, ...]:
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         key = store.key_of(NS, NAME)
         cp = store.latest_checkpoint(key)
         return (sorted((t.position, t.pinned_priority) for t in store.pinned_turns(key)),
@@ -97,14 +86,14 @@ def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_u
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for i in range(MESSAGES_EACH):
             store.append(NAME, Message(role="user", content=f"note {i}"), namespace=NS)
         store.set_pin(store.key_of(NS, NAME), PINNED, PIN_PRIORITY)
     _run(src, dst, counter)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         change(store, store.key_of(NS, NAME))
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for i in range(GROWN_BY):
             store.append(NAME, Message(role="user", content=f"grown {i}"), namespace=NS)
     before = _state(dst, counter)

@@ -12,13 +12,10 @@ real scheduler and extractive summarizer on each side."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
@@ -36,16 +33,6 @@ MAX_TURNS = 10  # and in turns
 LATER = T0 + MAX_SECONDS + 1  # every view not covering its log is over its budget
 FIRST, GROWN_BY = 4, 3  # messages before the first run, gained by the source after it
 LABEL = ("statement", False, 0, "test")
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
@@ -100,18 +87,18 @@ def test_a_rerun_that_grows_a_conversation_puts_it_back_in_the_sweep(
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         _append(store, FIRST, 0)
         assert _sweep(store, counter) == 3  # rolling, constraints, session s1: written, covering the log
     _run(src, dst, counter)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert _sweep(store, counter) == 0  # the copied views cover the copied log: marked current
         assert WarmStore(store).frontier() == []
-    with _opened(src, counter) as store:  # the source grows; its scheduler has not run since
+    with opened(src, counter) as store:  # the source grows; its scheduler has not run since
         _append(store, GROWN_BY, FIRST)
     assert _run(src, dst, counter).copied == 1
     last = FIRST + GROWN_BY - 1
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         key = store.key_of(NS, NAME)
         assert len(store.history(key)) == FIRST + GROWN_BY
         assert set(_ends(store).values()) == {FIRST - 1}  # the views cover the first run's messages only

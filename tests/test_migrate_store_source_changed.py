@@ -14,13 +14,12 @@ Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST, MigrationReport, migrate_store
@@ -34,16 +33,6 @@ MESSAGES_EACH = 3  # per conversation, before and after the first run alike
 PINNED = 0  # the position pinned in the source before the first run
 PIN_PRIORITY = 90
 LABEL_PRIORITY = 70  # a turn label's priority (set_labels), a derived fact
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
@@ -65,7 +54,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for name in NAMES:
             for i in range(MESSAGES_EACH):
                 store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
@@ -77,7 +66,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
 def _state(where: Where, counter: BpeTokenCounter, name: str) -> tuple[Any, ...]:
     """What the changes below touch: pins, the latest checkpoint, plans, labels,
     supersessions, and the history."""
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         key = store.key_of(NS, name)
         cp = store.latest_checkpoint(key)
         return (sorted((t.position, t.pinned_priority) for t in store.pinned_turns(key)),
@@ -111,7 +100,7 @@ DIRECTIONS = [
 
 
 def _change(where: Where, counter: BpeTokenCounter, name: str, change: Change) -> None:
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         change(store, store.key_of(NS, name))
 
 
@@ -129,7 +118,7 @@ def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,
         assert _state(dst, counter, name) == _state(src, counter, name)
     rerun = _run(src, dst, counter)
     assert (rerun.copied, rerun.already_present) == (0, len(NAMES))
-    with _opened(dst, counter) as store:  # the target goes on after it
+    with opened(dst, counter) as store:  # the target goes on after it
         store.append(NAMES[0], Message(role="user", content="after the copy"), namespace=NS)
         assert len(store.history(store.key_of(NS, NAMES[0]))) == MESSAGES_EACH + 1
 
@@ -166,7 +155,7 @@ def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str
     without messages in the source cannot be told from a target writer's, so it is
     refused, naming the conversation and what to do, nothing written."""
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
-    with _opened(dst, counter) as store, store.transaction() as c:
+    with opened(dst, counter) as store, store.transaction() as c:
         c.execute(store.dialect.sql("DELETE FROM meta WHERE key LIKE ?"), (COPIED_DIGEST + "%",))
     _change(src, counter, NAMES[0], lambda s, k: s.set_pin(k, 1, PIN_PRIORITY))
     before = _state(dst, counter, NAMES[0])

@@ -13,14 +13,11 @@ Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.errors import MigrationRefused
@@ -32,16 +29,6 @@ NS = "ns"
 GONE, KEPT = "b", "a"  # the source erases the first after the verified run
 MESSAGES_EACH = 2
 PINNED_AT, PRIORITY = 0, 3  # the target writer's pin in the refused case
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
@@ -63,12 +50,12 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for name in (KEPT, GONE):
             for i in range(MESSAGES_EACH):
                 store.append(name, Message(role="user", content=f"secret {name} {i}"), namespace=NS)
     _run(src, dst, counter)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         store.delete_conversation(store.key_of(NS, GONE))
     return src, dst
 
@@ -85,10 +72,10 @@ DIRECTIONS = [
 def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,  # noqa: F811
                                                     counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         key = store.key_of(NS, GONE)
     report = _run(src, dst, counter)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert store.key_of(NS, GONE) is None  # before: still there, every message readable
         assert [s["id"] for s in store.tombstones(namespace=NS)] == [GONE]  # one tombstone, the target's own
         assert store.history(store.key_of(NS, KEPT))[-1].text == f"secret {KEPT} {MESSAGES_EACH - 1}"
@@ -98,11 +85,11 @@ def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
     assert (report.erased_from_source, report.copied, report.already_present, report.conversations) == (1, 0, 1, 1)
     again = _run(src, dst, counter)  # nothing left to do
     assert (again.erased_from_source, again.copied, again.already_present) == (0, 0, 1)
-    with _opened(src, counter) as store:  # the source gives the name to a new conversation
+    with opened(src, counter) as store:  # the source gives the name to a new conversation
         store.append(GONE, Message(role="user", content="new"), namespace=NS)
     later = _run(src, dst, counter)  # before: refused, "exists there under another key"
     assert (later.copied, later.conversations) == (1, 2)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert [m.text for m in store.history(store.key_of(NS, GONE))] == ["new"]
 
 
@@ -110,13 +97,13 @@ def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
 def test_a_copy_the_target_changed_is_refused_not_erased(tmp_path: Path, pg_url: str,  # noqa: F811
                                                          counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
-    with _opened(dst, counter) as store:  # a target writer that was not stopped
+    with opened(dst, counter) as store:  # a target writer that was not stopped
         store.set_pin(store.key_of(NS, GONE), PINNED_AT, PRIORITY)
     with pytest.raises(MigrationRefused) as refused:
         _run(src, dst, counter)  # before: no refusal, the conversation left readable
     assert f"conversation {GONE!r} of namespace {NS!r}" in str(refused.value)
     assert "changed its copy since" in str(refused.value)
-    with _opened(dst, counter) as store:  # nothing written: neither erased nor a tombstone copied
+    with opened(dst, counter) as store:  # nothing written: neither erased nor a tombstone copied
         assert len(store.history(store.key_of(NS, GONE))) == MESSAGES_EACH
         assert store.tombstones(namespace=NS) == []
 
@@ -129,7 +116,7 @@ def test_the_command_says_what_it_erased(tmp_path: Path, pg_url: str,  # noqa: F
     said = CliRunner().invoke(cli, [*args, "--json"])
     assert said.exit_code == 0, said.output
     assert json.loads(said.stdout)["erased_from_source"] == 1
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         store.delete_conversation(store.key_of(NS, KEPT))
     said = CliRunner().invoke(cli, args)
     assert said.exit_code == 0, said.output

@@ -11,13 +11,11 @@ Real SQLite files and a real PostgreSQL (tests/pg_server.py), in both directions
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -34,24 +32,14 @@ PIN_PRIORITY = 90  # an explicit pin on a grown message: a derived row that must
 GROWN_WORD = "zanzibar"  # in the grown messages only: the target's keyword index must find them
 OWN = "own"  # a target writer's conversation
 CONTEXT_BUDGET = 600  # tokens: a context call that stores a plan
-Where = tuple[str, str]  # open_store's (engine, where)
 
 
 class Interrupted(Exception):
     """The operator's ^C inside the second conversation's transaction."""
 
 
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def _append(where: Where, counter: BpeTokenCounter, name: str, count: int, text: str) -> None:
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         for i in range(count):
             store.append(name, Message(role="user", content=f"{text} {i}"), namespace=NS)
 
@@ -60,7 +48,7 @@ def _ids(where: Where, counter: BpeTokenCounter) -> dict[str, list[int]]:
     """Each conversation's message ids, by name, in position order."""
     sql = ("SELECT c.name, m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id "
            "ORDER BY c.name, m.position")
-    with _opened(where, counter) as store, store.reading() as c:
+    with opened(where, counter) as store, store.reading() as c:
         rows = c.execute(sql).fetchall()
     out: dict[str, list[int]] = {}
     for name, mid in rows:
@@ -97,13 +85,13 @@ def _first_copied(src: Where, dst: Where, counter: BpeTokenCounter, *, interrupt
             _run(src, dst, counter, fault=interrupt_second)
     else:
         _run(src, dst, counter, fault=interrupt_second)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         return next(n for n in NAMES if store.key_of(NS, n) == seen[0])
 
 
 def _grow(src: Where, counter: BpeTokenCounter, name: str) -> None:
     _append(src, counter, name, GROWN_BY, f"{GROWN_WORD} grown in the source")
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         store.set_pin(store.key_of(NS, name), MESSAGES_EACH + GROWN_BY - 1, PIN_PRIORITY)
 
 
@@ -120,7 +108,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
 
 def _snapshot(where: Where, counter: BpeTokenCounter, name: str) -> tuple[list[Any], list[Any], list[Any]]:
     """The conversation's history, explicit pins and keyword hits for GROWN_WORD, by position."""
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         key = store.key_of(NS, name)
         history = list(store.history(key))
         pins = sorted((t.position, t.pinned_priority) for t in store.pinned_turns(key))
@@ -161,7 +149,7 @@ def test_the_rerun_copies_what_the_source_appended(tmp_path: Path, pg_url: str, 
     rerun = _run(src, dst, counter)
     assert (rerun.copied, rerun.already_present) == (0, len(NAMES))
     _append(dst, counter, grown, 1, "an append to the target after the copy")  # draws a free id
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert len(store.history(store.key_of(NS, grown))) == MESSAGES_EACH + GROWN_BY + 1
 
 

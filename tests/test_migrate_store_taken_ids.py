@@ -16,14 +16,14 @@ real PostgreSQL (tests/pg_server.py)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 import tiermem.tiers.migrate_store as migrate_module
 from tiermem.tiers.migrate_store import ID_OFFSET, MigrationReport, migrate_store
@@ -35,24 +35,14 @@ FIRST_MESSAGES = 1  # the conversation copied first: it ends below the second's 
 SECOND_MESSAGES = 3
 GROWN_BY = 2  # messages the source gains between the runs (the PostgreSQL case)
 OWN = "own"  # the target writer's conversation
-Where = tuple[str, str]  # open_store's (engine, where)
 
 
 class Interrupted(Exception):
     """The operator's ^C inside the second conversation's transaction."""
 
 
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def _append(where: Where, counter: BpeTokenCounter, name: str, count: int, text: str) -> None:
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         for i in range(count):
             store.append(name, Message(role="user", content=f"{text} {i}"), namespace=NS)
 
@@ -77,7 +67,7 @@ def _ids(where: Where) -> dict[str, list[int]]:
 
 
 def _meta_offset(where: Where, counter: BpeTokenCounter) -> int:
-    with _opened(where, counter) as store, store.reading() as c:
+    with opened(where, counter) as store, store.reading() as c:
         row = c.execute(store.dialect.sql("SELECT value FROM meta WHERE key = ?"), (ID_OFFSET,)).fetchone()
     return int(row[0])
 
@@ -86,7 +76,7 @@ def _build_source(where: Where, counter: BpeTokenCounter) -> list[str]:
     """Two conversations; their names in copy (key) order."""
     _append(where, counter, "x", 1, "x")
     _append(where, counter, "y", 1, "y")
-    with _opened(where, counter) as store:
+    with opened(where, counter) as store:
         order = sorted(("x", "y"), key=lambda n: store.key_of(NS, n))
     _append(where, counter, order[1], SECOND_MESSAGES - FIRST_MESSAGES, order[1])
     return order

@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.migrate_store import MigrationReport, migrate_store
@@ -35,16 +34,6 @@ NAME = "a"
 MESSAGES_EACH = 3
 GROWN_BY = 2  # messages the source gains after the target's erasure
 PRUNE_MARGIN_S = 60.0  # prune everything of the namespace older than now + this
-Where = tuple[str, str]  # open_store's (engine, where)
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
@@ -65,7 +54,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for ns in (GONE_NS, KEPT_NS):
             for i in range(MESSAGES_EACH):
                 store.append(NAME, Message(role="user", content=f"{ns} {i}"), namespace=ns)
@@ -103,17 +92,17 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
                                                        counter: BpeTokenCounter, caplog: pytest.LogCaptureFixture,
                                                        to_postgres: bool, grown: int, erase: Erase) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         key = store.key_of(GONE_NS, NAME)
         assert key is not None
         erase(store, key)
         stones = store.tombstones(namespace=GONE_NS)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for i in range(grown):
             store.append(NAME, Message(role="user", content=f"later {i}"), namespace=GONE_NS)
     with caplog.at_level(logging.WARNING, logger="tiermem.migrate_store"):
         report = _run(src, dst, counter)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert store.key_of(GONE_NS, NAME) is None  # before: copied again, back in the target
         assert store.history(store.key_of(KEPT_NS, NAME))[-1].text == f"{KEPT_NS} {MESSAGES_EACH - 1}"
         assert store.tombstones(namespace=GONE_NS) == stones  # its tombstone as the erasure left it
@@ -121,11 +110,11 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
     assert report.to_json()["erased_in_target"] == 1
     warned = [r.getMessage() for r in caplog.records if key in r.getMessage()]
     assert len(warned) == 1 and "erased in the target" in warned[0] and "source still holds it" in warned[0]
-    with _opened(src, counter) as store:  # the source is only read
+    with opened(src, counter) as store:  # the source is only read
         assert len(store.history(key)) == MESSAGES_EACH + grown
     rerun = _run(src, dst, counter)
     assert (rerun.copied, rerun.erased_in_target, rerun.already_present) == (0, 1, 1)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert store.key_of(GONE_NS, NAME) is None
         # the target goes on: the name starts a new conversation, under a new key
         store.append(NAME, Message(role="user", content="new"), namespace=GONE_NS)
@@ -138,7 +127,7 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
 def test_the_command_says_what_it_left_erased(tmp_path: Path, pg_url: str,  # noqa: F811
                                               counter: BpeTokenCounter) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, True)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         store.delete_conversation(store.key_of(GONE_NS, NAME))
     url, schema = dst[1].rsplit("#", 1)
     args = ["--data-dir", str(tmp_path / "config"), "migrate-store", "--from", src[1], "--to", url, "--schema", schema]

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.migrate_store import migrate_store
@@ -31,7 +29,6 @@ NAMES = ("a", "b")
 MESSAGES_EACH = 2
 WRITER_TEXT = "the target's own, written during the copy"
 WRITER_TIMEOUT_S = 120  # the second process: an import of tiermem and one append
-Where = tuple[str, str]  # open_store's (engine, where)
 
 # the second process: the target's writer, appending `name` there through its own store
 WRITER = """
@@ -52,15 +49,6 @@ try:
 finally:
     store.close()
 """
-
-
-@contextmanager
-def _opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
-    store = open_store(where, counter)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _run(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> None:
@@ -89,7 +77,7 @@ def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_u
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
-    with _opened(src, counter) as store:
+    with opened(src, counter) as store:
         for name in NAMES:
             for i in range(MESSAGES_EACH):
                 store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
@@ -105,7 +93,7 @@ def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_u
     with pytest.raises(MigrationRefused, match=f"conversation '{second}' of namespace '{NS}'.*in the way.*"
                        "the 1 copied before it are kept; stop the target's writers and rerun"):
         _run(src, dst, counter, progress=writer_after_the_first)
-    with _opened(dst, counter) as store:
+    with opened(dst, counter) as store:
         assert len(store.history(store.key_of(NS, first))) == MESSAGES_EACH  # kept
         [row] = store.history(store.key_of(NS, second))  # the writer's, alone
         assert row.body["content"] == WRITER_TEXT
