@@ -20,6 +20,8 @@ engine share:
   (engine, where) pair (a SQLite file, or a PostgreSQL URL with `#schema`), and a store on
   it, each call another process's handle; `opened(where, counter)`: the same, closed at
   the end of a `with` block.
+- `migrate(src, dst, counter, **kwargs)`: `migrate_store` between two such sides (their
+  `migration_spec`: the source or target and schema it takes); its report.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -40,6 +42,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import pytest
 
 if TYPE_CHECKING:
+    from tiermem.tiers.migrate_store import MigrationReport
     from tiermem.tiers.postgres import PostgresStore
     from tiermem.tiers.store import ColdLog
     from tiermem.tiers.tokens import BpeTokenCounter
@@ -118,6 +121,25 @@ def opened(where: Where, counter: BpeTokenCounter) -> Iterator[Any]:
         yield store
     finally:
         store.close()
+
+
+def migration_spec(where: Where) -> tuple[str, str]:
+    """migrate_store's (source or target, schema) for `where`: a SQLite file and "tiermem"
+    (its schema, unused there), or the PostgreSQL URL and its schema."""
+    engine, at = where
+    if engine == "sqlite":
+        return at, "tiermem"
+    url, schema = at.rsplit("#", 1)
+    return url, schema
+
+
+def migrate(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> MigrationReport:
+    """migrate_store from `src` to `dst` (kwargs: its own, such as fault or progress)."""
+    from tiermem.tiers.migrate_store import migrate_store
+
+    (source, source_schema), (target, target_schema) = migration_spec(src), migration_spec(dst)
+    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema,
+                         **kwargs)
 
 
 def fill_pool(store: PostgresStore, connections: int) -> None:

@@ -20,11 +20,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 from psycopg.conninfo import conninfo_to_dict
 
 from tiermem.tiers.cold import ERASE_BATCH_MESSAGES
-from tiermem.tiers.migrate_store import COPIED_DIGEST, migrate_store
+from tiermem.tiers.migrate_store import COPIED_DIGEST
 from tiermem.tiers.models import Message
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -45,13 +45,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
     with opened(src, counter) as store:
         for ns, n in ((GONE_NS, size), (KEPT_NS, MESSAGES_EACH)):
             store.append_many(NAME, [Message(role="user", content=f"{ns} {i}") for i in range(n)], namespace=ns)
-
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        return (at, "tiermem") if engine == "sqlite" else tuple(at.rsplit("#", 1))  # type: ignore[return-value]
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
+    migrate(src, dst, counter)
     return src, dst
 
 

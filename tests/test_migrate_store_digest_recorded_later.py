@@ -14,28 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
-from tiermem.tiers.migrate_store import COPIED_DIGEST, MigrationReport, migrate_store
+from tiermem.tiers.migrate_store import COPIED_DIGEST
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
 NS, NAME = "ns", "a"
 MESSAGES = 2
 PINNED_AT, PRIORITY = 0, 3  # the source's change after the digest-less copy
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
-    def spec(where: Where) -> tuple[str, str]:
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 def _digest_rows(store: Any) -> list[str]:
@@ -62,16 +50,16 @@ def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
         key = store.key_of(NS, NAME)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     with opened(dst, counter) as store, store.transaction() as c:  # as a tiermem before 2026-12-06 left it
         c.execute(store.dialect.sql("DELETE FROM meta WHERE key = ?"), (COPIED_DIGEST + key,))
-    rerun = _run(src, dst, counter)
+    rerun = migrate(src, dst, counter)
     assert (rerun.already_present, rerun.copied) == (1, 0)
     with opened(dst, counter) as store:
         assert _digest_rows(store) == [COPIED_DIGEST + key]  # before: []
     with opened(src, counter) as store:  # a change in the source without new messages
         store.set_pin(key, PINNED_AT, PRIORITY)
-    later = _run(src, dst, counter)  # before: refused, no digest to tell whose change it is
+    later = migrate(src, dst, counter)  # before: refused, no digest to tell whose change it is
     assert later.copied == 1
     with opened(dst, counter) as store:
         assert [t.position for t in store.pinned_turns(key)] == [PINNED_AT]
@@ -87,12 +75,12 @@ def test_a_copy_that_differs_gets_no_digest(tmp_path: Path, pg_url: str,  # noqa
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
         key = store.key_of(NS, NAME)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     with opened(dst, counter) as store:
         with store.transaction() as c:
             c.execute(store.dialect.sql("DELETE FROM meta WHERE key = ?"), (COPIED_DIGEST + key,))
         store.set_pin(key, PINNED_AT, PRIORITY)  # the target's change: not the source's
     with pytest.raises(MigrationMismatch, match="records no digest"):
-        _run(src, dst, counter)
+        migrate(src, dst, counter)
     with opened(dst, counter) as store:
         assert _digest_rows(store) == []

@@ -16,27 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationRefused
-from tiermem.tiers.migrate_store import MigrationReport, migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
 NS, NAME = "prod", "notes"  # the source's conversation created after the first run
 FIRST = "a"  # the conversation the first run copied
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
-    def spec(where: Where) -> tuple[str, str]:
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 DIRECTIONS = [
@@ -63,7 +50,7 @@ def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url
     src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
     with opened(src, counter) as store:
         store.append(FIRST, Message(role="user", content="first"), namespace=NS)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     with opened(dst, counter) as store:  # the target, in use, has (and erases) its own
         store.append(NAME, Message(role="user", content="the target's scratch"), namespace=own_ns)
         own = store.key_of(own_ns, NAME)
@@ -72,7 +59,7 @@ def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url
         store.append(NAME, Message(role="user", content="the source's notes, never copied"), namespace=NS)
         assert store.key_of(NS, NAME) == own  # the premise: both stores gave it the bare name
     with pytest.raises(MigrationRefused) as refused:
-        _run(src, dst, counter)  # before: left out as "erased in the target", erased_in_target 1
+        migrate(src, dst, counter)  # before: left out as "erased in the target", erased_in_target 1
     text = str(refused.value)
     assert f"conversation {NAME!r} of namespace {NS!r} (key {own!r})" in text
     assert f"namespace {own_ns!r}, since erased" in text

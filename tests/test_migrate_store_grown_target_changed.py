@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.formats import RETRACT_TYPE
-from tiermem.tiers.migrate_store import migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -32,18 +31,6 @@ MESSAGES_EACH = 3  # before the first run
 GROWN_BY = 2  # messages the source gains after it
 PINNED = 0  # pinned in the source before the first run
 PIN_PRIORITY = 90
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> None:
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 def _state(where: Where, counter: BpeTokenCounter) -> tuple[Any, ...]:
@@ -90,7 +77,7 @@ def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_u
         for i in range(MESSAGES_EACH):
             store.append(NAME, Message(role="user", content=f"note {i}"), namespace=NS)
         store.set_pin(store.key_of(NS, NAME), PINNED, PIN_PRIORITY)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     with opened(dst, counter) as store:
         change(store, store.key_of(NS, NAME))
     with opened(src, counter) as store:
@@ -99,6 +86,6 @@ def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_u
     before = _state(dst, counter)
     # before: the pin, unpin and checkpoint rows copied the source's over the target's change
     with pytest.raises(MigrationMismatch, match=f"'{NAME}'.*{why}.*stop the target's writers") as caught:
-        _run(src, dst, counter)
+        migrate(src, dst, counter)
     assert caught.value.what.startswith(f"conversation '{NAME}'")
     assert _state(dst, counter) == before  # the target writer's change kept, nothing written

@@ -15,12 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
 from tiermem.consolidation.views import ViewMaintainer
-from tiermem.tiers.migrate_store import MigrationReport, migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -33,18 +32,6 @@ MAX_TURNS = 10  # and in turns
 LATER = T0 + MAX_SECONDS + 1  # every view not covering its log is over its budget
 FIRST, GROWN_BY = 4, 3  # messages before the first run, gained by the source after it
 LABEL = ("statement", False, 0, "test")
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 def _append(store: ColdLog, n: int, start: int) -> None:
@@ -90,13 +77,13 @@ def test_a_rerun_that_grows_a_conversation_puts_it_back_in_the_sweep(
     with opened(src, counter) as store:
         _append(store, FIRST, 0)
         assert _sweep(store, counter) == 3  # rolling, constraints, session s1: written, covering the log
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     with opened(dst, counter) as store:
         assert _sweep(store, counter) == 0  # the copied views cover the copied log: marked current
         assert WarmStore(store).frontier() == []
     with opened(src, counter) as store:  # the source grows; its scheduler has not run since
         _append(store, GROWN_BY, FIRST)
-    assert _run(src, dst, counter).copied == 1
+    assert migrate(src, dst, counter).copied == 1
     last = FIRST + GROWN_BY - 1
     with opened(dst, counter) as store:
         key = store.key_of(NS, NAME)

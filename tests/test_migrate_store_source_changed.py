@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
-from tiermem.tiers.migrate_store import COPIED_DIGEST, MigrationReport, migrate_store
+from tiermem.tiers.migrate_store import COPIED_DIGEST
 from tiermem.tiers.models import Message
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -33,18 +33,6 @@ MESSAGES_EACH = 3  # per conversation, before and after the first run alike
 PINNED = 0  # the position pinned in the source before the first run
 PIN_PRIORITY = 90
 LABEL_PRIORITY = 70  # a turn label's priority (set_labels), a derived fact
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
@@ -59,7 +47,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
             for i in range(MESSAGES_EACH):
                 store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
             store.set_pin(store.key_of(NS, name), PINNED, PIN_PRIORITY)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     return src, dst
 
 
@@ -112,11 +100,11 @@ def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
     _change(src, counter, NAMES[0], change)
     assert _state(src, counter, NAMES[0]) != _state(dst, counter, NAMES[0])
-    report = _run(src, dst, counter)  # before: MigrationMismatch, 'already in the target'
+    report = migrate(src, dst, counter)  # before: MigrationMismatch, 'already in the target'
     assert (report.copied, report.already_present, report.conversations) == (1, 1, len(NAMES))
     for name in NAMES:
         assert _state(dst, counter, name) == _state(src, counter, name)
-    rerun = _run(src, dst, counter)
+    rerun = migrate(src, dst, counter)
     assert (rerun.copied, rerun.already_present) == (0, len(NAMES))
     with opened(dst, counter) as store:  # the target goes on after it
         store.append(NAMES[0], Message(role="user", content="after the copy"), namespace=NS)
@@ -143,7 +131,7 @@ def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # no
     before = _state(dst, counter, NAMES[0])
     with pytest.raises(MigrationMismatch, match=f"'{NAMES[0]}'.*changed in the target since.*stop the target's "
                        "writers") as caught:
-        _run(src, dst, counter)
+        migrate(src, dst, counter)
     assert caught.value.what.startswith(f"conversation '{NAMES[0]}'")
     assert _state(dst, counter, NAMES[0]) == before  # nothing written
 
@@ -160,5 +148,5 @@ def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str
     _change(src, counter, NAMES[0], lambda s, k: s.set_pin(k, 1, PIN_PRIORITY))
     before = _state(dst, counter, NAMES[0])
     with pytest.raises(MigrationMismatch, match=f"'{NAMES[0]}'.*records no digest.*copy into an empty target"):
-        _run(src, dst, counter)
+        migrate(src, dst, counter)
     assert _state(dst, counter, NAMES[0]) == before

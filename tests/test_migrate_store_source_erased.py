@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.errors import MigrationRefused
-from tiermem.tiers.migrate_store import COPIED_DIGEST, MigrationReport, migrate_store
+from tiermem.tiers.migrate_store import COPIED_DIGEST
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -29,19 +29,6 @@ NS = "ns"
 GONE, KEPT = "b", "a"  # the source erases the first after the verified run
 MESSAGES_EACH = 2
 PINNED_AT, PRIORITY = 0, 3  # the target writer's pin in the refused case
-
-
-def _spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-    engine, at = where
-    if engine == "sqlite":
-        return at, "tiermem"
-    url, schema = at.rsplit("#", 1)
-    return url, schema
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
-    (source, source_schema), (target, target_schema) = _spec(src), _spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
@@ -54,7 +41,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
         for name in (KEPT, GONE):
             for i in range(MESSAGES_EACH):
                 store.append(name, Message(role="user", content=f"secret {name} {i}"), namespace=NS)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     with opened(src, counter) as store:
         store.delete_conversation(store.key_of(NS, GONE))
     return src, dst
@@ -74,7 +61,7 @@ def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
     with opened(dst, counter) as store:
         key = store.key_of(NS, GONE)
-    report = _run(src, dst, counter)
+    report = migrate(src, dst, counter)
     with opened(dst, counter) as store:
         assert store.key_of(NS, GONE) is None  # before: still there, every message readable
         assert [s["id"] for s in store.tombstones(namespace=NS)] == [GONE]  # one tombstone, the target's own
@@ -83,11 +70,11 @@ def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
             assert c.execute(store.dialect.sql("SELECT 1 FROM meta WHERE key = ?"),
                              (COPIED_DIGEST + key,)).fetchall() == []
     assert (report.erased_from_source, report.copied, report.already_present, report.conversations) == (1, 0, 1, 1)
-    again = _run(src, dst, counter)  # nothing left to do
+    again = migrate(src, dst, counter)  # nothing left to do
     assert (again.erased_from_source, again.copied, again.already_present) == (0, 0, 1)
     with opened(src, counter) as store:  # the source gives the name to a new conversation
         store.append(GONE, Message(role="user", content="new"), namespace=NS)
-    later = _run(src, dst, counter)  # before: refused, "exists there under another key"
+    later = migrate(src, dst, counter)  # before: refused, "exists there under another key"
     assert (later.copied, later.conversations) == (1, 2)
     with opened(dst, counter) as store:
         assert [m.text for m in store.history(store.key_of(NS, GONE))] == ["new"]
@@ -100,7 +87,7 @@ def test_a_copy_the_target_changed_is_refused_not_erased(tmp_path: Path, pg_url:
     with opened(dst, counter) as store:  # a target writer that was not stopped
         store.set_pin(store.key_of(NS, GONE), PINNED_AT, PRIORITY)
     with pytest.raises(MigrationRefused) as refused:
-        _run(src, dst, counter)  # before: no refusal, the conversation left readable
+        migrate(src, dst, counter)  # before: no refusal, the conversation left readable
     assert f"conversation {GONE!r} of namespace {NS!r}" in str(refused.value)
     assert "changed its copy since" in str(refused.value)
     with opened(dst, counter) as store:  # nothing written: neither erased nor a tombstone copied

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -56,19 +56,6 @@ def _ids(where: Where, counter: BpeTokenCounter) -> dict[str, list[int]]:
     return out
 
 
-def _run(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> MigrationReport:
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema,
-                         **kwargs)
-
-
 def _first_copied(src: Where, dst: Where, counter: BpeTokenCounter, *, interrupted: bool) -> str:
     """Run the copy (interrupted inside the second conversation's transaction, or to the
     end); the name of the conversation it copied first."""
@@ -82,9 +69,9 @@ def _first_copied(src: Where, dst: Where, counter: BpeTokenCounter, *, interrupt
 
     if interrupted:
         with pytest.raises(Interrupted):
-            _run(src, dst, counter, fault=interrupt_second)
+            migrate(src, dst, counter, fault=interrupt_second)
     else:
-        _run(src, dst, counter, fault=interrupt_second)
+        migrate(src, dst, counter, fault=interrupt_second)
     with opened(src, counter) as store:
         return next(n for n in NAMES if store.key_of(NS, n) == seen[0])
 
@@ -138,7 +125,7 @@ def test_the_rerun_copies_what_the_source_appended(tmp_path: Path, pg_url: str, 
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
     grown = _first_copied(src, dst, counter, interrupted=interrupted)
     _grow(src, counter, grown)
-    report = _run(src, dst, counter)  # before: MigrationMismatch, 'already in the target'
+    report = migrate(src, dst, counter)  # before: MigrationMismatch, 'already in the target'
     assert report.resumed and report.conversations == len(NAMES)
     assert report.copied == (len(NAMES) if interrupted else 1)  # the grown one, and the one interrupted
     for name in NAMES:
@@ -146,7 +133,7 @@ def test_the_rerun_copies_what_the_source_appended(tmp_path: Path, pg_url: str, 
     history, pins, hits = _snapshot(dst, counter, grown)
     assert len(history) == MESSAGES_EACH + GROWN_BY and len(hits) == GROWN_BY
     assert (MESSAGES_EACH + GROWN_BY - 1, PIN_PRIORITY) in pins
-    rerun = _run(src, dst, counter)
+    rerun = migrate(src, dst, counter)
     assert (rerun.copied, rerun.already_present) == (0, len(NAMES))
     _append(dst, counter, grown, 1, "an append to the target after the copy")  # draws a free id
     with opened(dst, counter) as store:
@@ -173,7 +160,7 @@ def test_a_target_written_in_a_copied_conversation_is_refused(tmp_path: Path, pg
         _grow(src, counter, copied)
     before = _snapshot(dst, counter, copied)
     with pytest.raises(MigrationMismatch, match="already in the target"):
-        _run(src, dst, counter)
+        migrate(src, dst, counter)
     assert _snapshot(dst, counter, copied) == before  # nothing written
 
 
@@ -188,7 +175,7 @@ def test_new_rows_move_past_an_id_a_target_writer_took(tmp_path: Path, pg_url: s
     grown = _first_copied(src, dst, counter, interrupted=False)
     _append(dst, counter, OWN, 1, "written to the target between the runs")
     _grow(src, counter, grown)
-    report = _run(src, dst, counter)
+    report = migrate(src, dst, counter)
     assert (report.copied, report.offset_moves) == (1, 1)
     assert _snapshot(dst, counter, grown) == _snapshot(src, counter, grown)
     ids = _ids(dst, counter)

@@ -23,10 +23,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 import tiermem.tiers.migrate_store as migrate_module
-from tiermem.tiers.migrate_store import ID_OFFSET, MigrationReport, migrate_store
+from tiermem.tiers.migrate_store import ID_OFFSET, MigrationReport
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -82,21 +82,6 @@ def _build_source(where: Where, counter: BpeTokenCounter) -> list[str]:
     return order
 
 
-def _spec(where: Where) -> tuple[str, str]:
-    """migrate_store's (source or target, schema) for `where`."""
-    engine, at = where
-    if engine == "sqlite":
-        return at, "tiermem"
-    url, schema = at.rsplit("#", 1)
-    return url, schema
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> MigrationReport:
-    (source, source_schema), (target, target_schema) = _spec(src), _spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema,
-                         **kwargs)
-
-
 def _interrupted(src: Where, dst: Where, counter: BpeTokenCounter) -> None:
     seen: list[str] = []
 
@@ -107,14 +92,14 @@ def _interrupted(src: Where, dst: Where, counter: BpeTokenCounter) -> None:
                 raise Interrupted
 
     with pytest.raises(Interrupted):
-        _run(src, dst, counter, fault=interrupt_second)
+        migrate(src, dst, counter, fault=interrupt_second)
 
 
 def _between_runs(src: Where, dst: Where, counter: BpeTokenCounter, order: list[str],
                   monkeypatch: pytest.MonkeyPatch) -> MigrationReport:
     _interrupted(src, dst, counter)
     _append(dst, counter, OWN, 1, "written to the target between the runs")
-    return _run(src, dst, counter)
+    return migrate(src, dst, counter)
 
 
 def _during_the_copy(src: Where, dst: Where, counter: BpeTokenCounter, order: list[str],
@@ -123,7 +108,7 @@ def _during_the_copy(src: Where, dst: Where, counter: BpeTokenCounter, order: li
         if done == 1:
             _append(dst, counter, OWN, 1, "written to the target during the copy")
 
-    return _run(src, dst, counter, progress=write_after_first)
+    return migrate(src, dst, counter, progress=write_after_first)
 
 
 def _source_grew_between_runs(src: Where, dst: Where, counter: BpeTokenCounter, order: list[str],
@@ -131,7 +116,7 @@ def _source_grew_between_runs(src: Where, dst: Where, counter: BpeTokenCounter, 
     _interrupted(src, dst, counter)
     _append(src, counter, order[1], GROWN_BY, "grown in the source")  # ids past the first run's reservation
     _append(dst, counter, OWN, 1, "written to the target between the runs")
-    return _run(src, dst, counter)
+    return migrate(src, dst, counter)
 
 
 def _before_the_reservation(src: Where, dst: Where, counter: BpeTokenCounter, order: list[str],
@@ -143,7 +128,7 @@ def _before_the_reservation(src: Where, dst: Where, counter: BpeTokenCounter, or
         real_copy(*args, **kwargs)
 
     monkeypatch.setattr(migrate_module, "_copy", write_then_copy)
-    return _run(src, dst, counter)
+    return migrate(src, dst, counter)
 
 
 Scenario = Callable[[Where, Where, BpeTokenCounter, list[str], pytest.MonkeyPatch], MigrationReport]
@@ -179,7 +164,7 @@ def test_the_copy_completes_past_ids_a_target_writer_took(tmp_path: Path, pg_url
     assert moved and moved == order[order.index(moved[0]):]  # the move holds for the rest of the copy
     assert all(min(ids[n]) > max(ids[OWN]) for n in moved)  # numbered past the writer's rows
     assert _meta_offset(dst, counter) == next(iter(offsets[order[-1]]))  # recorded for a resume
-    rerun = _run(src, dst, counter)
+    rerun = migrate(src, dst, counter)
     assert (rerun.resumed, rerun.copied, rerun.offset_moves) == (True, 0, 0)
     _append(dst, counter, "after", 1, "an append after the copy")
     assert min(_ids(dst)["after"]) > max(i for n, v in ids.items() for i in v)

@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
-from tiermem.tiers.migrate_store import MigrationReport, migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -34,18 +33,6 @@ NAME = "a"
 MESSAGES_EACH = 3
 GROWN_BY = 2  # messages the source gains after the target's erasure
 PRUNE_MARGIN_S = 60.0  # prune everything of the namespace older than now + this
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter) -> MigrationReport:
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema)
 
 
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
@@ -58,7 +45,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
         for ns in (GONE_NS, KEPT_NS):
             for i in range(MESSAGES_EACH):
                 store.append(NAME, Message(role="user", content=f"{ns} {i}"), namespace=ns)
-    _run(src, dst, counter)
+    migrate(src, dst, counter)
     return src, dst
 
 
@@ -101,7 +88,7 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
         for i in range(grown):
             store.append(NAME, Message(role="user", content=f"later {i}"), namespace=GONE_NS)
     with caplog.at_level(logging.WARNING, logger="tiermem.migrate_store"):
-        report = _run(src, dst, counter)
+        report = migrate(src, dst, counter)
     with opened(dst, counter) as store:
         assert store.key_of(GONE_NS, NAME) is None  # before: copied again, back in the target
         assert store.history(store.key_of(KEPT_NS, NAME))[-1].text == f"{KEPT_NS} {MESSAGES_EACH - 1}"
@@ -112,7 +99,7 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
     assert len(warned) == 1 and "erased in the target" in warned[0] and "source still holds it" in warned[0]
     with opened(src, counter) as store:  # the source is only read
         assert len(store.history(key)) == MESSAGES_EACH + grown
-    rerun = _run(src, dst, counter)
+    rerun = migrate(src, dst, counter)
     assert (rerun.copied, rerun.erased_in_target, rerun.already_present) == (0, 1, 1)
     with opened(dst, counter) as store:
         assert store.key_of(GONE_NS, NAME) is None
@@ -120,7 +107,7 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
         store.append(NAME, Message(role="user", content="new"), namespace=GONE_NS)
         assert store.key_of(GONE_NS, NAME) not in (None, key)
     # and a rerun after that leaves the erased one out, not refusing the name taken there
-    again = _run(src, dst, counter)
+    again = migrate(src, dst, counter)
     assert (again.copied, again.erased_in_target, again.already_present) == (0, 1, 1)
 
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationRefused
-from tiermem.tiers.migrate_store import migrate_store
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -49,18 +47,6 @@ try:
 finally:
     store.close()
 """
-
-
-def _run(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> None:
-    def spec(where: Where) -> tuple[str, str]:  # migrate_store's (source or target, schema)
-        engine, at = where
-        if engine == "sqlite":
-            return at, "tiermem"
-        url, schema = at.rsplit("#", 1)
-        return url, schema
-
-    (source, source_schema), (target, target_schema) = spec(src), spec(dst)
-    migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema, **kwargs)
 
 
 DIRECTIONS = [
@@ -92,11 +78,11 @@ def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_u
     # before: psycopg.errors.UniqueViolation / sqlean.dbapi2.IntegrityError, raw
     with pytest.raises(MigrationRefused, match=f"conversation '{second}' of namespace '{NS}'.*in the way.*"
                        "the 1 copied before it are kept; stop the target's writers and rerun"):
-        _run(src, dst, counter, progress=writer_after_the_first)
+        migrate(src, dst, counter, progress=writer_after_the_first)
     with opened(dst, counter) as store:
         assert len(store.history(store.key_of(NS, first))) == MESSAGES_EACH  # kept
         [row] = store.history(store.key_of(NS, second))  # the writer's, alone
         assert row.body["content"] == WRITER_TEXT
     with pytest.raises(MigrationRefused, match=f"conversation '{second}' of namespace '{NS}' exists there under "
                        "another key"):
-        _run(src, dst, counter)
+        migrate(src, dst, counter)
