@@ -20,8 +20,10 @@ engine share:
   (engine, where) pair (a SQLite file, or a PostgreSQL URL with `#schema`), and a store on
   it, each call another process's handle; `opened(where, counter)`: the same, closed at
   the end of a `with` block.
-- `migrate(src, dst, counter, **kwargs)`: `migrate_store` between two such sides (their
-  `migration_spec`: the source or target and schema it takes); its report.
+- `migration_sides(tmp_path, pg_url, to_postgres)`: a migration's (source, target), a
+  SQLite file and a fresh PostgreSQL schema, either way round (`MIGRATION_DIRECTIONS`, the
+  parameter table of both); `migrate(src, dst, counter, **kwargs)`: `migrate_store`
+  between them (`migration_spec`: the source or target and schema it takes); its report.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -140,6 +142,22 @@ def migrate(src: Where, dst: Where, counter: BpeTokenCounter, **kwargs: Any) -> 
     (source, source_schema), (target, target_schema) = migration_spec(src), migration_spec(dst)
     return migrate_store(source, target, tokens=counter, source_schema=source_schema, target_schema=target_schema,
                          **kwargs)
+
+
+def migration_sides(tmp_path: Path, pg_url: str, to_postgres: bool) -> tuple[Where, Where]:
+    """(source, target) of a migration between a SQLite file (tmp_path / "store.db") and a
+    fresh schema on `pg_url`: SQLite -> PostgreSQL where `to_postgres`, else back."""
+    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
+    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
+    return (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+
+
+MIGRATION_DIRECTIONS = [  # the `to_postgres` of migration_sides
+    # SQLite -> PostgreSQL
+    pytest.param(True, id="to-postgres"),
+    # PostgreSQL -> SQLite
+    pytest.param(False, id="to-sqlite"),
+]
 
 
 def fill_pool(store: PostgresStore, connections: int) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST
@@ -32,20 +32,10 @@ def _digest_rows(store: Any) -> list[str]:
                                              (COPIED_DIGEST + "%",)).fetchall()]
 
 
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
-
-
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url: str,  # noqa: F811
                                                           counter: BpeTokenCounter, to_postgres: bool) -> None:
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
@@ -65,12 +55,10 @@ def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url
         assert [t.position for t in store.pinned_turns(key)] == [PINNED_AT]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_a_copy_that_differs_gets_no_digest(tmp_path: Path, pg_url: str,  # noqa: F811
                                             counter: BpeTokenCounter, to_postgres: bool) -> None:
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)

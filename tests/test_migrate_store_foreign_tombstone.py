@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.models import Message
@@ -26,12 +26,6 @@ NS, NAME = "prod", "notes"  # the source's conversation created after the first 
 FIRST = "a"  # the conversation the first run copied
 
 
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
 TARGETS_OWN = [
     # the target's scratch conversation of that name in another namespace, erased with it
     pytest.param("scratch", id="other-namespace"),
@@ -40,14 +34,12 @@ TARGETS_OWN = [
 ]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("own_ns", TARGETS_OWN)
 def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url: str,  # noqa: F811
                                                            counter: BpeTokenCounter, to_postgres: bool,
                                                            own_ns: str) -> None:
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         store.append(FIRST, Message(role="user", content="first"), namespace=NS)
     migrate(src, dst, counter)

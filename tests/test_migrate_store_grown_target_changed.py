@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.formats import RETRACT_TYPE
@@ -57,22 +57,14 @@ TARGET_CHANGES = [
     pytest.param(lambda s, k: s.append(NAME, Message(type=RETRACT_TYPE, position=1), namespace=NS),
                  "not the first of the source's", id="retraction"),
 ]
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize(("change", "why"), TARGET_CHANGES)
 def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
                                                             counter: BpeTokenCounter, to_postgres: bool,
                                                             change: Change, why: str) -> None:
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for i in range(MESSAGES_EACH):
             store.append(NAME, Message(role="user", content=f"note {i}"), namespace=NS)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
@@ -71,9 +71,7 @@ DIRECTIONS = [
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
 def test_a_rerun_that_grows_a_conversation_puts_it_back_in_the_sweep(
         tmp_path: Path, pg_url: str, counter: BpeTokenCounter, to_postgres: bool) -> None:  # noqa: F811
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         _append(store, FIRST, 0)
         assert _sweep(store, counter) == 3  # rolling, constraints, session s1: written, covering the log

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST
@@ -39,9 +39,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target), the source holding MESSAGES_EACH messages in each of NAMES, a pin
     in each, copied and verified."""
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for name in NAMES:
             for i in range(MESSAGES_EACH):
@@ -79,12 +77,6 @@ CHANGES = [
     # a statement superseded by a later one
     pytest.param(lambda s, k: s.set_superseded(k, [(0, 2)]), id="superseded"),
 ]
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
 
 
 def _change(where: Where, counter: BpeTokenCounter, name: str, change: Change) -> None:
@@ -92,7 +84,7 @@ def _change(where: Where, counter: BpeTokenCounter, name: str, change: Change) -
         change(store, store.key_of(NS, name))
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("change", CHANGES)
 def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,  # noqa: F811
                                                     counter: BpeTokenCounter, to_postgres: bool,
@@ -119,7 +111,7 @@ TARGET_CHANGES = [
 ]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("source_changed", TARGET_CHANGES)
 def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
                                               counter: BpeTokenCounter, to_postgres: bool,
@@ -136,7 +128,7 @@ def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # no
     assert _state(dst, counter, NAMES[0]) == before  # nothing written
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
                                                      counter: BpeTokenCounter, to_postgres: bool) -> None:
     """A target an older tiermem copied (no digest recorded per conversation): a change

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.errors import MigrationRefused
@@ -34,9 +34,7 @@ PINNED_AT, PRIORITY = 0, 3  # the target writer's pin in the refused case
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target): two conversations copied and verified, then GONE erased in the source."""
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for name in (KEPT, GONE):
             for i in range(MESSAGES_EACH):
@@ -47,15 +45,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
     return src, dst
 
 
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
-
-
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,  # noqa: F811
                                                     counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
@@ -80,7 +70,7 @@ def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
         assert [m.text for m in store.history(store.key_of(NS, GONE))] == ["new"]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_a_copy_the_target_changed_is_refused_not_erased(tmp_path: Path, pg_url: str,  # noqa: F811
                                                          counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, fresh_schema, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -85,9 +85,7 @@ def _grow(src: Where, counter: BpeTokenCounter, name: str) -> None:
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target), the source holding MESSAGES_EACH messages in each of NAMES."""
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     for name in NAMES:
         _append(src, counter, name, MESSAGES_EACH, name)
     return src, dst
@@ -103,12 +101,6 @@ def _snapshot(where: Where, counter: BpeTokenCounter, name: str) -> tuple[list[A
     return history, pins, hits
 
 
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
 RUNS = [
     # the source grows in the conversation an interrupted run copied, then the resume
     pytest.param(True, id="resume"),
@@ -117,7 +109,7 @@ RUNS = [
 ]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("interrupted", RUNS)
 def test_the_rerun_copies_what_the_source_appended(tmp_path: Path, pg_url: str,  # noqa: F811
                                                    counter: BpeTokenCounter, to_postgres: bool,
@@ -148,7 +140,7 @@ TARGET_WRITES = [
 ]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("source_grew", TARGET_WRITES)
 def test_a_target_written_in_a_copied_conversation_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
                                                               counter: BpeTokenCounter, to_postgres: bool,
@@ -164,7 +156,7 @@ def test_a_target_written_in_a_copied_conversation_is_refused(tmp_path: Path, pg
     assert _snapshot(dst, counter, copied) == before  # nothing written
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_new_rows_move_past_an_id_a_target_writer_took(tmp_path: Path, pg_url: str,  # noqa: F811
                                                        counter: BpeTokenCounter, to_postgres: bool) -> None:
     """A target append in another conversation after the run draws the id the grown

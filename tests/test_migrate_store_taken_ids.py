@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 import tiermem.tiers.migrate_store as migrate_module
 from tiermem.tiers.migrate_store import ID_OFFSET, MigrationReport
@@ -150,9 +150,7 @@ CASES: list[tuple[str, bool, Scenario]] = [
 def test_the_copy_completes_past_ids_a_target_writer_took(tmp_path: Path, pg_url: str,  # noqa: F811
                                                          counter: BpeTokenCounter, to_postgres: bool,
                                                          scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     order = _build_source(src, counter)
     report = scenario(src, dst, counter, order, monkeypatch)  # before: IntegrityError / UniqueViolation
     assert report.offset_moves == 1

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.models import Message
@@ -38,9 +38,7 @@ PRUNE_MARGIN_S = 60.0  # prune everything of the namespace older than now + this
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target): NAME in each namespace, copied and verified."""
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for ns in (GONE_NS, KEPT_NS):
             for i in range(MESSAGES_EACH):
@@ -58,12 +56,6 @@ ERASURES = [
     # retention by age
     pytest.param(lambda s, k: s.prune(time.time() + PRUNE_MARGIN_S, namespace=GONE_NS), id="prune"),
 ]
-DIRECTIONS = [
-    # SQLite -> PostgreSQL
-    pytest.param(True, id="to-postgres"),
-    # PostgreSQL -> SQLite
-    pytest.param(False, id="to-sqlite"),
-]
 GROWTH = [
     # the source as it was copied
     pytest.param(0, id="source-unchanged"),
@@ -72,7 +64,7 @@ GROWTH = [
 ]
 
 
-@pytest.mark.parametrize("to_postgres", DIRECTIONS)
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("grown", GROWTH)
 @pytest.mark.parametrize("erase", ERASURES)
 def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: str,  # noqa: F811

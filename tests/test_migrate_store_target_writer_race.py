@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pg_server import Where, fresh_schema, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.models import Message
@@ -60,9 +60,7 @@ DIRECTIONS = [
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
 def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_url: str,  # noqa: F811
                                                             counter: BpeTokenCounter, to_postgres: bool) -> None:
-    sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
-    pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
-    src, dst = (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for name in NAMES:
             for i in range(MESSAGES_EACH):
