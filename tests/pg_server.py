@@ -24,6 +24,8 @@ engine share:
   SQLite file and a fresh PostgreSQL schema, either way round (`MIGRATION_DIRECTIONS`, the
   parameter table of both); `migrate(src, dst, counter, **kwargs)`: `migrate_store`
   between them (`migration_spec`: the source or target and schema it takes); its report.
+- `copied_sides(tmp_path, pg_url, counter, to_postgres, fill)`: the same pair, the source
+  written by `fill(store)` and copied (the run verified).
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -35,7 +37,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,6 +152,17 @@ def migration_sides(tmp_path: Path, pg_url: str, to_postgres: bool) -> tuple[Whe
     sqlite_side: Where = ("sqlite", str(tmp_path / "store.db"))
     pg_side: Where = ("postgres", f"{pg_url}#{fresh_schema()}")
     return (sqlite_side, pg_side) if to_postgres else (pg_side, sqlite_side)
+
+
+def copied_sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter, to_postgres: bool,
+                 fill: Callable[[Any], object]) -> tuple[Where, Where]:
+    """`migration_sides`, the source written by `fill(store)` and copied to the target (a
+    run that verified)."""
+    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
+    with opened(src, counter) as store:
+        fill(store)
+    migrate(src, dst, counter)
+    return src, dst
 
 
 MIGRATION_DIRECTIONS = [  # the `to_postgres` of migration_sides

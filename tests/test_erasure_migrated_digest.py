@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, copied_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 from psycopg.conninfo import conninfo_to_dict
 
 from tiermem.tiers.cold import ERASE_BATCH_MESSAGES
@@ -39,12 +39,12 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
            to_postgres: bool, size: int) -> tuple[Where, Where]:
     """(source, target): NAME in each namespace (`size` messages in GONE_NS's), copied
     and verified."""
-    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
-    with opened(src, counter) as store:
+
+    def fill(store: ColdLog) -> None:
         for ns, n in ((GONE_NS, size), (KEPT_NS, MESSAGES_EACH)):
             store.append_many(NAME, [Message(role="user", content=f"{ns} {i}") for i in range(n)], namespace=ns)
-    migrate(src, dst, counter)
-    return src, dst
+
+    return copied_sides(tmp_path, pg_url, counter, to_postgres, fill)
 
 
 def _digest_rows(store: Any) -> dict[str, str]:

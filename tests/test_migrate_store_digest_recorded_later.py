@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST
@@ -32,17 +32,25 @@ def _digest_rows(store: Any) -> list[str]:
                                              (COPIED_DIGEST + "%",)).fetchall()]
 
 
-@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url: str,  # noqa: F811
-                                                          counter: BpeTokenCounter, to_postgres: bool) -> None:
+def _digest_less_copy(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+                      to_postgres: bool) -> tuple[Where, Where, str]:
+    """(source, target, NAME's key): MESSAGES messages in NAME copied and verified, the
+    copy's digest row then deleted, as a tiermem before 2026-12-06 left it."""
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         for i in range(MESSAGES):
             store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
         key = store.key_of(NS, NAME)
     migrate(src, dst, counter)
-    with opened(dst, counter) as store, store.transaction() as c:  # as a tiermem before 2026-12-06 left it
+    with opened(dst, counter) as store, store.transaction() as c:
         c.execute(store.dialect.sql("DELETE FROM meta WHERE key = ?"), (COPIED_DIGEST + key,))
+    return src, dst, key
+
+
+@pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
+def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url: str,  # noqa: F811
+                                                          counter: BpeTokenCounter, to_postgres: bool) -> None:
+    src, dst, key = _digest_less_copy(tmp_path, pg_url, counter, to_postgres)
     rerun = migrate(src, dst, counter)
     assert (rerun.already_present, rerun.copied) == (1, 0)
     with opened(dst, counter) as store:
@@ -58,15 +66,8 @@ def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 def test_a_copy_that_differs_gets_no_digest(tmp_path: Path, pg_url: str,  # noqa: F811
                                             counter: BpeTokenCounter, to_postgres: bool) -> None:
-    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
-    with opened(src, counter) as store:
-        for i in range(MESSAGES):
-            store.append(NAME, Message(role="user", content=f"m {i}"), namespace=NS)
-        key = store.key_of(NS, NAME)
-    migrate(src, dst, counter)
+    src, dst, key = _digest_less_copy(tmp_path, pg_url, counter, to_postgres)
     with opened(dst, counter) as store:
-        with store.transaction() as c:
-            c.execute(store.dialect.sql("DELETE FROM meta WHERE key = ?"), (COPIED_DIGEST + key,))
         store.set_pin(key, PINNED_AT, PRIORITY)  # the target's change: not the source's
     with pytest.raises(MigrationMismatch, match="records no digest"):
         migrate(src, dst, counter)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.formats import RETRACT_TYPE
@@ -42,6 +42,13 @@ def _state(where: Where, counter: BpeTokenCounter) -> tuple[Any, ...]:
                 [(m.position, m.body) for m in store.history(key)])
 
 
+def _fill(store: ColdLog) -> None:
+    """The source before the first run: MESSAGES_EACH messages in NAME, PINNED pinned."""
+    for i in range(MESSAGES_EACH):
+        store.append(NAME, Message(role="user", content=f"note {i}"), namespace=NS)
+    store.set_pin(store.key_of(NS, NAME), PINNED, PIN_PRIORITY)
+
+
 Change = Callable[[ColdLog, str], Any]
 TARGET_CHANGES = [
     # the target's writer pins a copied message
@@ -64,12 +71,7 @@ TARGET_CHANGES = [
 def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
                                                             counter: BpeTokenCounter, to_postgres: bool,
                                                             change: Change, why: str) -> None:
-    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
-    with opened(src, counter) as store:
-        for i in range(MESSAGES_EACH):
-            store.append(NAME, Message(role="user", content=f"note {i}"), namespace=NS)
-        store.set_pin(store.key_of(NS, NAME), PINNED, PIN_PRIORITY)
-    migrate(src, dst, counter)
+    src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
     with opened(dst, counter) as store:
         change(store, store.key_of(NS, NAME))
     with opened(src, counter) as store:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST
@@ -35,18 +35,13 @@ PIN_PRIORITY = 90
 LABEL_PRIORITY = 70  # a turn label's priority (set_labels), a derived fact
 
 
-def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
-           to_postgres: bool) -> tuple[Where, Where]:
-    """(source, target), the source holding MESSAGES_EACH messages in each of NAMES, a pin
-    in each, copied and verified."""
-    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
-    with opened(src, counter) as store:
-        for name in NAMES:
-            for i in range(MESSAGES_EACH):
-                store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
-            store.set_pin(store.key_of(NS, name), PINNED, PIN_PRIORITY)
-    migrate(src, dst, counter)
-    return src, dst
+def _fill(store: ColdLog) -> None:
+    """The source before the first run: MESSAGES_EACH messages in each of NAMES, a pin in
+    each."""
+    for name in NAMES:
+        for i in range(MESSAGES_EACH):
+            store.append(name, Message(role="user", content=f"{name} {i}"), namespace=NS)
+        store.set_pin(store.key_of(NS, name), PINNED, PIN_PRIORITY)
 
 
 def _state(where: Where, counter: BpeTokenCounter, name: str) -> tuple[Any, ...]:
@@ -89,7 +84,7 @@ def _change(where: Where, counter: BpeTokenCounter, name: str, change: Change) -
 def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,  # noqa: F811
                                                     counter: BpeTokenCounter, to_postgres: bool,
                                                     change: Change) -> None:
-    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
     _change(src, counter, NAMES[0], change)
     assert _state(src, counter, NAMES[0]) != _state(dst, counter, NAMES[0])
     report = migrate(src, dst, counter)  # before: MigrationMismatch, 'already in the target'
@@ -116,7 +111,7 @@ TARGET_CHANGES = [
 def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
                                               counter: BpeTokenCounter, to_postgres: bool,
                                               source_changed: bool) -> None:
-    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
     _change(dst, counter, NAMES[0], lambda s, k: s.set_pin(k, 2, PIN_PRIORITY))
     if source_changed:
         _change(src, counter, NAMES[0], lambda s, k: s.checkpoint(k, "folded", 1))
@@ -134,7 +129,7 @@ def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str
     """A target an older tiermem copied (no digest recorded per conversation): a change
     without messages in the source cannot be told from a target writer's, so it is
     refused, naming the conversation and what to do, nothing written."""
-    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
     with opened(dst, counter) as store, store.transaction() as c:
         c.execute(store.dialect.sql("DELETE FROM meta WHERE key LIKE ?"), (COPIED_DIGEST + "%",))
     _change(src, counter, NAMES[0], lambda s, k: s.set_pin(k, 1, PIN_PRIORITY))

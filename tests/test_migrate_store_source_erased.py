@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.migrate_store import COPIED_DIGEST
 from tiermem.tiers.models import Message
+from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 
 NS = "ns"
@@ -31,15 +32,17 @@ MESSAGES_EACH = 2
 PINNED_AT, PRIORITY = 0, 3  # the target writer's pin in the refused case
 
 
+def _fill(store: ColdLog) -> None:
+    """The source before the first run: two conversations."""
+    for name in (KEPT, GONE):
+        for i in range(MESSAGES_EACH):
+            store.append(name, Message(role="user", content=f"secret {name} {i}"), namespace=NS)
+
+
 def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target): two conversations copied and verified, then GONE erased in the source."""
-    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
-    with opened(src, counter) as store:
-        for name in (KEPT, GONE):
-            for i in range(MESSAGES_EACH):
-                store.append(name, Message(role="user", content=f"secret {name} {i}"), namespace=NS)
-    migrate(src, dst, counter)
+    src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
     with opened(src, counter) as store:
         store.delete_conversation(store.key_of(NS, GONE))
     return src, dst

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.cli import cli
 from tiermem.tiers.models import Message
@@ -35,16 +35,11 @@ GROWN_BY = 2  # messages the source gains after the target's erasure
 PRUNE_MARGIN_S = 60.0  # prune everything of the namespace older than now + this
 
 
-def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
-           to_postgres: bool) -> tuple[Where, Where]:
-    """(source, target): NAME in each namespace, copied and verified."""
-    src, dst = migration_sides(tmp_path, pg_url, to_postgres)
-    with opened(src, counter) as store:
-        for ns in (GONE_NS, KEPT_NS):
-            for i in range(MESSAGES_EACH):
-                store.append(NAME, Message(role="user", content=f"{ns} {i}"), namespace=ns)
-    migrate(src, dst, counter)
-    return src, dst
+def _fill(store: ColdLog) -> None:
+    """The source before the first run: NAME in each namespace."""
+    for ns in (GONE_NS, KEPT_NS):
+        for i in range(MESSAGES_EACH):
+            store.append(NAME, Message(role="user", content=f"{ns} {i}"), namespace=ns)
 
 
 Erase = Callable[[ColdLog, str], Any]
@@ -70,7 +65,7 @@ GROWTH = [
 def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: str,  # noqa: F811
                                                        counter: BpeTokenCounter, caplog: pytest.LogCaptureFixture,
                                                        to_postgres: bool, grown: int, erase: Erase) -> None:
-    src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
+    src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
     with opened(dst, counter) as store:
         key = store.key_of(GONE_NS, NAME)
         assert key is not None
@@ -105,7 +100,7 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
 
 def test_the_command_says_what_it_left_erased(tmp_path: Path, pg_url: str,  # noqa: F811
                                               counter: BpeTokenCounter) -> None:
-    src, dst = _sides(tmp_path, pg_url, counter, True)
+    src, dst = copied_sides(tmp_path, pg_url, counter, True, _fill)
     with opened(dst, counter) as store:
         store.delete_conversation(store.key_of(GONE_NS, NAME))
     url, schema = dst[1].rsplit("#", 1)
