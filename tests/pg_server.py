@@ -26,6 +26,9 @@ engine share:
   between them (`migration_spec`: the source or target and schema it takes); its report.
 - `copied_sides(tmp_path, pg_url, counter, to_postgres, fill)`: the same pair, the source
   written by `fill(store)` and copied (the run verified).
+- `scrub_left_owed(url, counter)`: a schema whose erasure's scrub (the rewrite of its
+  tables) is owed, as a process that died after the erasure's commit leaves it;
+  `scrub_owed(url, schema)`: whether it still is.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -171,6 +174,39 @@ MIGRATION_DIRECTIONS = [  # the `to_postgres` of migration_sides
     # PostgreSQL -> SQLite
     pytest.param(False, id="to-sqlite"),
 ]
+
+
+def scrub_left_owed(url: str, counter: BpeTokenCounter, content: str = "hello") -> tuple[str, str | None]:
+    """A fresh schema on `url` holding `content` in conversation "c" of namespace "ns", and
+    what an erasure whose process died after its commit leaves: the scrub's marker (its
+    rewrite owed, for the next open). (The schema, the conversation's key.)"""
+    import psycopg
+
+    from tiermem.tiers.cold import SCRUB_PENDING_KEY
+    from tiermem.tiers.models import Message
+    from tiermem.tiers.postgres import PostgresStore
+
+    schema = fresh_schema()
+    first = PostgresStore(url, tokens=counter, schema=schema)
+    try:
+        first.append("c", Message(role="user", content=content), namespace="ns")
+        key = first.key_of("ns", "c")
+    finally:
+        first.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{schema}".meta(key, value) VALUES (%s, %s)', (SCRUB_PENDING_KEY, "1"))
+    return schema, key
+
+
+def scrub_owed(url: str, schema: str) -> bool:
+    """Whether the store records an erasure's rewrite as still to do."""
+    import psycopg
+
+    from tiermem.tiers.cold import SCRUB_PENDING_KEY
+
+    with psycopg.connect(url) as conn:
+        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
+                            (SCRUB_PENDING_KEY,)).fetchone() is not None
 
 
 def fill_pool(store: PostgresStore, connections: int) -> None:

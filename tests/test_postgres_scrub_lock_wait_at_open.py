@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import pg_url, scrub_left_owed, scrub_owed  # noqa: F401  (pytest fixture)
 from psycopg_pool import ConnectionPool
 
-from tiermem.tiers.cold import SCRUB_PENDING_KEY
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
@@ -44,13 +43,6 @@ OPEN_SCRUB_LOCK_WAIT_S = DEFAULT_BUSY_TIMEOUT_MS / 1000
 CALLERS_LOCK_TIMEOUT = "0"  # the caller's session: no limit, as the server's default
 
 Opener = Callable[[str], PostgresStore]
-
-
-def owed(url: str, schema: str) -> bool:
-    """Whether the store records an erasure's rewrite as still to do."""
-    with psycopg.connect(url) as conn:
-        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
-                            (SCRUB_PENDING_KEY,)).fetchone() is not None
 
 
 @pytest.fixture(params=["own_pool", "callers_pool"])
@@ -82,15 +74,7 @@ def session_lock_timeout(store: PostgresStore) -> str:
 def test_the_open_waits_for_a_reader_at_most_the_bound(
         opener: Opener, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
         caplog: pytest.LogCaptureFixture) -> None:
-    schema = fresh_schema()
-    first = PostgresStore(pg_url, tokens=counter, schema=schema)
-    try:
-        first.append("c", Message(role="user", content="hello"), namespace="ns")
-    finally:
-        first.close()
-    # what an erasure whose process died after its commit leaves: the scrub's marker
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'INSERT INTO "{schema}".meta(key, value) VALUES (%s, %s)', (SCRUB_PENDING_KEY, "1"))
+    schema, _key = scrub_left_owed(pg_url, counter)
 
     holder = psycopg.connect(pg_url, autocommit=False)  # another session: a report query's read lock
     try:
@@ -103,7 +87,7 @@ def test_the_open_waits_for_a_reader_at_most_the_bound(
             assert took < OPEN_SCRUB_LOCK_WAIT_S + SLACK_S, took
             warned = [r for r in caplog.records if "the next open retries" in r.getMessage() and r.exc_info]
             assert warned and isinstance(warned[0].exc_info[1], psycopg.errors.LockNotAvailable)  # type: ignore[index]
-            assert owed(pg_url, schema)  # not done: still owed
+            assert scrub_owed(pg_url, schema)  # not done: still owed
             # the session's lock_timeout is its own again, not the scrub's
             assert session_lock_timeout(store) == CALLERS_LOCK_TIMEOUT
             store.append("c", Message(role="user", content="after"), namespace="ns")
@@ -116,4 +100,4 @@ def test_the_open_waits_for_a_reader_at_most_the_bound(
     # the lock gone, the next open does the scrub
     again = opener(schema)
     again.close()
-    assert not owed(pg_url, schema)
+    assert not scrub_owed(pg_url, schema)

@@ -25,10 +25,9 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema, pg_url, scrub_owed  # noqa: F401  (pytest fixture)
 from psycopg_pool import ConnectionPool
 
-from tiermem.tiers.cold import SCRUB_PENDING_KEY
 from tiermem.tiers.models import ErasureReport, Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
@@ -50,13 +49,6 @@ ERASURES: dict[str, Callable[[PostgresStore], ErasureReport]] = {
     "delete_conversation": lambda store: store.delete_conversation(store.key_of("ns", "gone") or ""),
     "delete_namespace": lambda store: store.delete_namespace("ns"),
 }
-
-
-def owed(url: str, schema: str) -> bool:
-    """Whether the store records an erasure's rewrite as still to do."""
-    with psycopg.connect(url) as conn:
-        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
-                            (SCRUB_PENDING_KEY,)).fetchone() is not None
 
 
 @pytest.fixture(params=["own_pool", "callers_pool"])
@@ -105,7 +97,7 @@ def test_the_erasure_waits_for_a_reader_at_most_the_bound(
             assert report.conversations == 1 and not report.scrubbed
             warned = [r.getMessage() for r in caplog.records if "not rewritten" in r.getMessage()]
             assert warned and "lock timeout" in warned[0], warned
-            assert owed(pg_url, schema)  # not done: still owed
+            assert scrub_owed(pg_url, schema)  # not done: still owed
             # the session's lock_timeout is its own again, not the scrub's
             assert session_lock_timeout(store) == CALLERS_LOCK_TIMEOUT
             store.append("kept", Message(role="user", content="after"), namespace="other")
@@ -114,6 +106,6 @@ def test_the_erasure_waits_for_a_reader_at_most_the_bound(
             holder.close()
         # the lock gone, reclaim() (as the next erasure or open would) does the scrub
         assert store.reclaim()
-        assert not owed(pg_url, schema)
+        assert not scrub_owed(pg_url, schema)
     finally:
         store.close()

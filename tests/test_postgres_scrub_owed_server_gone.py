@@ -15,13 +15,10 @@ from __future__ import annotations
 import logging
 import time
 
-import psycopg
 import pytest
-from pg_server import StoppableServer, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
+from pg_server import StoppableServer, scrub_left_owed, scrub_owed, stoppable_pg  # noqa: F401  (pytest fixture)
 
-from tiermem.tiers.cold import SCRUB_PENDING_KEY
 from tiermem.tiers.errors import StoreUnreachable
-from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -29,26 +26,11 @@ POOL_WAIT_S = 2.0  # the opening store's wait for a connection once the server i
 SLACK_S = 15.0  # the server's fast stop and the open's own round trips, on a loaded 2-core machine
 
 
-def owed(url: str, schema: str) -> bool:
-    """Whether the store records an erasure's rewrite as still to do."""
-    with psycopg.connect(url) as conn:
-        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
-                            (SCRUB_PENDING_KEY,)).fetchone() is not None
-
-
 def test_a_scrub_the_vanished_server_kept_from_is_done_at_the_next_open(
         stoppable_pg: StoppableServer, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
-    url, schema, counter = stoppable_pg.url, fresh_schema(), BpeTokenCounter()
-    first = PostgresStore(url, tokens=counter, schema=schema)
-    try:
-        first.append("c", Message(role="user", content="erase me"), namespace="ns")
-        key = first.key_of("ns", "c")
-        assert key is not None
-    finally:
-        first.close()
-    # what an erasure whose process died after its commit leaves: the scrub's marker
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'INSERT INTO "{schema}".meta(key, value) VALUES (%s, %s)', (SCRUB_PENDING_KEY, "1"))
+    url, counter = stoppable_pg.url, BpeTokenCounter()
+    schema, key = scrub_left_owed(url, counter, "erase me")
+    assert key is not None
 
     server = stoppable_pg
 
@@ -67,7 +49,7 @@ def test_a_scrub_the_vanished_server_kept_from_is_done_at_the_next_open(
     assert warned and isinstance(warned[0].exc_info[1], StoreUnreachable)  # type: ignore[index]
 
     server.start()
-    assert owed(url, schema)  # not forgotten: the marker waits for the next open
+    assert scrub_owed(url, schema)  # not forgotten: the marker waits for the next open
     again = PostgresStore(url, tokens=counter, schema=schema)
     again.close()
-    assert not owed(url, schema)  # done there
+    assert not scrub_owed(url, schema)  # done there

@@ -21,10 +21,9 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import pg_url, scrub_left_owed, scrub_owed  # noqa: F401  (pytest fixture)
 from psycopg_pool import ConnectionPool
 
-from tiermem.tiers.cold import SCRUB_PENDING_KEY
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -35,13 +34,6 @@ MAINTENANCE_S = 2.0  # the opening store's maintenance deadline: the stalled VAC
 SLACK_S = 3.0
 
 Opener = Callable[[str], PostgresStore]
-
-
-def owed(url: str, schema: str) -> bool:
-    """Whether the store records an erasure's rewrite as still to do."""
-    with psycopg.connect(url) as conn:
-        return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
-                            (SCRUB_PENDING_KEY,)).fetchone() is not None
 
 
 @pytest.fixture(params=["own_pool", "callers_pool"])
@@ -69,15 +61,7 @@ def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter
 def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
         opener: Opener, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
         caplog: pytest.LogCaptureFixture) -> None:
-    schema = fresh_schema()
-    first = PostgresStore(pg_url, tokens=counter, schema=schema)
-    try:
-        first.append("c", Message(role="user", content="hello"), namespace="ns")
-    finally:
-        first.close()
-    # what an erasure whose process died after its commit leaves: the scrub's marker
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'INSERT INTO "{schema}".meta(key, value) VALUES (%s, %s)', (SCRUB_PENDING_KEY, "1"))
+    schema, _key = scrub_left_owed(pg_url, counter)
 
     holder = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
     try:
@@ -89,7 +73,7 @@ def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
         try:
             assert took < MAINTENANCE_S + SLACK_S
             assert any("the next open retries" in r.getMessage() and r.exc_info for r in caplog.records)
-            assert owed(pg_url, schema)  # not done: still owed
+            assert scrub_owed(pg_url, schema)  # not done: still owed
             # the store serves while the scrub waits
             store.append("c", Message(role="user", content="after"), namespace="ns")
             assert [m.body["content"] for m in store.history(store.key_of("ns", "c") or "")] == ["hello", "after"]
@@ -102,4 +86,4 @@ def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
     # the lock gone, the next open does the scrub
     again = opener(schema)
     again.close()
-    assert not owed(pg_url, schema)
+    assert not scrub_owed(pg_url, schema)
