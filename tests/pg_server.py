@@ -29,6 +29,9 @@ engine share:
 - `scrub_left_owed(url, counter)`: a schema whose erasure's scrub (the rewrite of its
   tables) is owed, as a process that died after the erasure's commit leaves it;
   `scrub_owed(url, schema)`: whether it still is.
+- `no_lock_timeout_openers(kind, url, counter, maintenance_s)`: an `Opener` of stores
+  that set no lock_timeout, on their own pool or a caller's (`OPENERS`);
+  `session_lock_timeout(store)`: the lock_timeout its operations' sessions have.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -207,6 +210,46 @@ def scrub_owed(url: str, schema: str) -> bool:
     with psycopg.connect(url) as conn:
         return conn.execute(f'SELECT 1 FROM "{schema}".meta WHERE key = %s',
                             (SCRUB_PENDING_KEY,)).fetchone() is not None
+
+
+Opener = Callable[[str], "PostgresStore"]  # a store on the schema it is given
+# no_lock_timeout_openers' kinds, the fixture params of its tests: the store's own pool, and
+# a caller's pool of one connection (whose session settings the store must set back)
+OPENERS = ["own_pool", "callers_pool"]
+
+
+@contextmanager
+def no_lock_timeout_openers(kind: str, url: str, counter: BpeTokenCounter,
+                            maintenance_s: float) -> Iterator[Opener]:
+    """Opens stores on `url` with no lock_timeout of their own (None: the session's, the
+    server's default 0, is in force) and a maintenance deadline of `maintenance_s`, on the
+    pool `kind` (OPENERS) says; the callers' pools closed at the end."""
+    from psycopg_pool import ConnectionPool
+
+    from tiermem.tiers.postgres import PostgresStore
+
+    pools: list[ConnectionPool] = []
+
+    def open_store(schema: str) -> PostgresStore:
+        if kind == "own_pool":
+            return PostgresStore(url, tokens=counter, schema=schema, lock_timeout_ms=None,
+                                 maintenance_timeout_s=maintenance_s)
+        pool = ConnectionPool(url, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
+        pools.append(pool)
+        return PostgresStore(pool=pool, tokens=counter, schema=schema, lock_timeout_ms=None,
+                             maintenance_timeout_s=maintenance_s)
+
+    try:
+        yield open_store
+    finally:
+        for pool in pools:
+            pool.close()
+
+
+def session_lock_timeout(store: PostgresStore) -> str:
+    """The lock_timeout of the session the store's operations find."""
+    with store._conn() as conn:
+        return str(conn.execute("SHOW lock_timeout").fetchone()[0])
 
 
 def fill_pool(store: PostgresStore, connections: int) -> None:

@@ -21,15 +21,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg_server import pg_url, scrub_left_owed, scrub_owed  # noqa: F401  (pytest fixture)
-from psycopg_pool import ConnectionPool
+from pg_server import (  # noqa: F401  (pytest fixture)
+    OPENERS,
+    Opener,
+    no_lock_timeout_openers,
+    pg_url,
+    scrub_left_owed,
+    scrub_owed,
+    session_lock_timeout,
+)
 
 from tiermem.tiers.models import Message
-from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.schema import DEFAULT_BUSY_TIMEOUT_MS
 from tiermem.tiers.tokens import BpeTokenCounter
 
@@ -42,33 +48,12 @@ SLACK_S = 4.0
 OPEN_SCRUB_LOCK_WAIT_S = DEFAULT_BUSY_TIMEOUT_MS / 1000
 CALLERS_LOCK_TIMEOUT = "0"  # the caller's session: no limit, as the server's default
 
-Opener = Callable[[str], PostgresStore]
 
-
-@pytest.fixture(params=["own_pool", "callers_pool"])
+@pytest.fixture(params=OPENERS)
 def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
     """Opens a store on a schema with no lock_timeout of its own (None)."""
-    pools: list[ConnectionPool] = []
-
-    def open_store(schema: str) -> PostgresStore:
-        if request.param == "own_pool":
-            return PostgresStore(pg_url, tokens=counter, schema=schema, lock_timeout_ms=None,
-                                 maintenance_timeout_s=MAINTENANCE_S)
-        pool = ConnectionPool(pg_url, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
-        pools.append(pool)
-        return PostgresStore(pool=pool, tokens=counter, schema=schema, lock_timeout_ms=None,
-                             maintenance_timeout_s=MAINTENANCE_S)
-
-    try:
+    with no_lock_timeout_openers(request.param, pg_url, counter, MAINTENANCE_S) as open_store:
         yield open_store
-    finally:
-        for pool in pools:
-            pool.close()
-
-
-def session_lock_timeout(store: PostgresStore) -> str:
-    with store._conn() as conn:  # the session as the store's operations find it
-        return str(conn.execute("SHOW lock_timeout").fetchone()[0])
 
 
 def test_the_open_waits_for_a_reader_at_most_the_bound(

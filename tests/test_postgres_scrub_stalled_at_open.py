@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg_server import pg_url, scrub_left_owed, scrub_owed  # noqa: F401  (pytest fixture)
-from psycopg_pool import ConnectionPool
+from pg_server import OPENERS, Opener, no_lock_timeout_openers, pg_url, scrub_left_owed, scrub_owed  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.models import Message
-from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
 
 MAINTENANCE_S = 2.0  # the opening store's maintenance deadline: the stalled VACUUM's bound
@@ -33,29 +31,13 @@ MAINTENANCE_S = 2.0  # the opening store's maintenance deadline: the stalled VAC
 # most, on a loaded 2-core machine
 SLACK_S = 3.0
 
-Opener = Callable[[str], PostgresStore]
 
-
-@pytest.fixture(params=["own_pool", "callers_pool"])
+@pytest.fixture(params=OPENERS)
 def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
     """Opens a store on a schema, with the short maintenance deadline and no lock_timeout
     (None: the session's, 0, is in force: the VACUUM waits for the reader's lock)."""
-    pools: list[ConnectionPool] = []
-
-    def open_store(schema: str) -> PostgresStore:
-        if request.param == "own_pool":
-            return PostgresStore(pg_url, tokens=counter, schema=schema, lock_timeout_ms=None,
-                                 maintenance_timeout_s=MAINTENANCE_S)
-        pool = ConnectionPool(pg_url, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
-        pools.append(pool)
-        return PostgresStore(pool=pool, tokens=counter, schema=schema, lock_timeout_ms=None,
-                             maintenance_timeout_s=MAINTENANCE_S)
-
-    try:
+    with no_lock_timeout_openers(request.param, pg_url, counter, MAINTENANCE_S) as open_store:
         yield open_store
-    finally:
-        for pool in pools:
-            pool.close()
 
 
 def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
