@@ -31,7 +31,9 @@ engine share:
   `scrub_owed(url, schema)`: whether it still is.
 - `no_lock_timeout_openers(kind, url, counter, maintenance_s)`: an `Opener` of stores
   that set no lock_timeout, on their own pool or a caller's (`OPENERS`);
-  `session_lock_timeout(store)`: the lock_timeout its operations' sessions have.
+  `session_lock_timeout(store)`: the lock_timeout its operations' sessions have;
+  `read_lock_held(url, schema)`: another session's read lock on the messages table
+  for a `with` block (a report query), which a VACUUM FULL waits for.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -244,6 +246,21 @@ def no_lock_timeout_openers(kind: str, url: str, counter: BpeTokenCounter,
     finally:
         for pool in pools:
             pool.close()
+
+
+@contextmanager
+def read_lock_held(url: str, schema: str) -> Iterator[None]:
+    """Another session holding a read lock on the schema's messages table for the block (a
+    report query's transaction, left open), rolled back and closed at its end."""
+    import psycopg
+
+    holder = psycopg.connect(url, autocommit=False)
+    try:
+        holder.execute(f'SELECT count(*) FROM "{schema}".messages').fetchone()
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
 
 
 def session_lock_timeout(store: PostgresStore) -> str:

@@ -30,6 +30,7 @@ from pg_server import (  # noqa: F401  (pytest fixture)
     Opener,
     no_lock_timeout_openers,
     pg_url,
+    read_lock_held,
     scrub_left_owed,
     scrub_owed,
     session_lock_timeout,
@@ -61,9 +62,7 @@ def test_the_open_waits_for_a_reader_at_most_the_bound(
         caplog: pytest.LogCaptureFixture) -> None:
     schema, _key = scrub_left_owed(pg_url, counter)
 
-    holder = psycopg.connect(pg_url, autocommit=False)  # another session: a report query's read lock
-    try:
-        holder.execute(f'SELECT count(*) FROM "{schema}".messages').fetchone()
+    with read_lock_held(pg_url, schema):  # another session: a report query's read lock
         began = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="tiermem.postgres"):
             store = opener(schema)  # waited MAINTENANCE_S before
@@ -78,9 +77,6 @@ def test_the_open_waits_for_a_reader_at_most_the_bound(
             store.append("c", Message(role="user", content="after"), namespace="ns")
         finally:
             store.close()
-    finally:
-        holder.rollback()
-        holder.close()
 
     # the lock gone, the next open does the scrub
     again = opener(schema)

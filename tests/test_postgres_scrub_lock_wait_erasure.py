@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 
-import psycopg
 import pytest
 from pg_server import (  # noqa: F401  (pytest fixture)
     OPENERS,
@@ -31,6 +30,7 @@ from pg_server import (  # noqa: F401  (pytest fixture)
     fresh_schema,
     no_lock_timeout_openers,
     pg_url,
+    read_lock_held,
     scrub_owed,
     session_lock_timeout,
 )
@@ -72,9 +72,7 @@ def test_the_erasure_waits_for_a_reader_at_most_the_bound(
     try:
         store.append("gone", Message(role="user", content="erase me"), namespace="ns")
         store.append("kept", Message(role="user", content="keep me"), namespace="other")
-        holder = psycopg.connect(pg_url, autocommit=False)  # another session: a report query's read lock
-        try:
-            holder.execute(f'SELECT count(*) FROM "{schema}".messages').fetchone()
+        with read_lock_held(pg_url, schema):  # another session: a report query's read lock
             began = time.monotonic()
             with caplog.at_level(logging.WARNING, logger="tiermem.postgres"):
                 report = ERASURES[erasure](store)  # waited MAINTENANCE_S before
@@ -87,9 +85,6 @@ def test_the_erasure_waits_for_a_reader_at_most_the_bound(
             # the session's lock_timeout is its own again, not the scrub's
             assert session_lock_timeout(store) == CALLERS_LOCK_TIMEOUT
             store.append("kept", Message(role="user", content="after"), namespace="other")
-        finally:
-            holder.rollback()
-            holder.close()
         # the lock gone, reclaim() (as the next erasure or open would) does the scrub
         assert store.reclaim()
         assert not scrub_owed(pg_url, schema)

@@ -19,9 +19,16 @@ import logging
 import time
 from collections.abc import Iterator
 
-import psycopg
 import pytest
-from pg_server import OPENERS, Opener, no_lock_timeout_openers, pg_url, scrub_left_owed, scrub_owed  # noqa: F401  (pytest fixture)
+from pg_server import (  # noqa: F401  (pytest fixture)
+    OPENERS,
+    Opener,
+    no_lock_timeout_openers,
+    pg_url,
+    read_lock_held,
+    scrub_left_owed,
+    scrub_owed,
+)
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -45,9 +52,7 @@ def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
         caplog: pytest.LogCaptureFixture) -> None:
     schema, _key = scrub_left_owed(pg_url, counter)
 
-    holder = psycopg.connect(pg_url, autocommit=False)  # a report query holding a read lock
-    try:
-        holder.execute(f'SELECT count(*) FROM "{schema}".messages').fetchone()
+    with read_lock_held(pg_url, schema):  # a report query holding a read lock
         began = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="tiermem.postgres"):
             store = opener(schema)  # raised StoreStalled before
@@ -61,9 +66,6 @@ def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
             assert [m.body["content"] for m in store.history(store.key_of("ns", "c") or "")] == ["hello", "after"]
         finally:
             store.close()
-    finally:
-        holder.rollback()
-        holder.close()
 
     # the lock gone, the next open does the scrub
     again = opener(schema)
