@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tiermem import Memory
 from tiermem.evals.knowledge import pair_census
 
@@ -36,3 +38,20 @@ def test_pairs_are_scored_through_the_library(cold_memory: Memory, tmp_path: Pat
     want = {v: sum(1 for *_r, w in ROWS if w == v) for v in ("right", "wrong", "missed")}
     assert {k: got[k] for k in want} == want
     assert got["n"] == len(ROWS) and len(got["errors"]) == want["wrong"] + want["missed"]
+
+
+DATA = Path(__file__).resolve().parent.parent / "evals" / "data"
+
+
+# (held-out pairs file, the least right, the most wrong) -- floors, as
+# test_knowledge_floors.py holds the knowledge sets' figures
+@pytest.mark.parametrize(("name", "least_right", "most_wrong"), [
+    # the second round's held-out set (0d819cf): 16 right, 1 wrong before its rules; 24 of 26 after
+    ("supersede_heldout2.jsonl", 24, 0),
+    # the errand set (e98157c): 13 right, 3 wrong supersessions before; 16 of 16 after
+    ("supersede_heldout3.jsonl", 16, 0),
+])
+def test_held_out_pairs_keep_their_figures(cold_memory: Memory, name: str, least_right: int,
+                                           most_wrong: int) -> None:
+    got = pair_census(cold_memory, DATA / name)
+    assert got["right"] >= least_right and got["wrong"] <= most_wrong, got["errors"]
