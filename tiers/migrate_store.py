@@ -55,6 +55,19 @@ Invariants:
   counts reported (a copy the source has not changed since it was written, and no
   target writer either, compares as the source's whatever the target computed on its
   own since: below).
+- Owed decisions carried: a turn whose supersession decision the source owes (its
+  `on_embedded` hook failed after its vector's commit, under a lock: tiers/owed.py, meta
+  OWED_PREFIX + its id) is recorded owed in the target too, under the id it has there
+  (the source's plus the offset, moved or not), in the transaction writing its
+  conversation (a fresh copy, or one brought up to the source's; the report's
+  `owed_decisions` counts them). The copy writes its vector and `embedded = 1`, so no
+  catch-up there embeds it again: the target's next `index_pending` decides it from that
+  record. (Before 2026-12-06 the record was not copied, and a correction owed in the
+  source was never decided in the target: the old value stayed current there for good;
+  tests/test_migrate_store_owed.py.) The record is not digested (the decision the target
+  makes is what it computes on its own, below). Not carried: an owed decision whose meta
+  write failed too (only the source's process knew it), and one owed in the source after
+  an older tiermem copied the conversation, which a rerun finds identical and leaves.
 - Refused before anything is written: a target that already holds conversations, keys or
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
   there), the source itself, a row of the user's data the target cannot store (PostgreSQL
@@ -212,6 +225,7 @@ from tiermem.tiers.dialect import without_nul
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
+from tiermem.tiers.owed import OWED_PREFIX
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -331,6 +345,7 @@ class MigrationReport:
     offset_moves: int = 0  # times the id offset moved past target rows written during the copy
     erased_in_target: int = 0  # source conversations the target erased after they were copied: left out
     erased_from_source: int = 0  # conversations the source erased after they were copied: erased in the target now
+    owed_decisions: int = 0  # turns the source owed a supersession decision, owed in the target now (tiers.owed)
     messages: int = 0
     vectors: int = 0
     keys: int = 0
@@ -564,6 +579,22 @@ class _Side:
                           (json.dumps(ids),))
         return None if rows[0][0] is None else int(rows[0][0])
 
+    def owed_positions(self, c: Conn, rec: Record) -> list[int]:
+        """The positions of conversation `rec`'s (a `record` of this side) turns whose
+        supersession decision this store owes (tiers.owed: the `on_embedded` hook failed
+        after their vectors' commit; meta OWED_PREFIX + the turn's id), those with a vector."""
+        pos_of = {i: int(m[0]) for m, i in zip(rec["messages"], rec["ids"], strict=True)}
+        keys = [OWED_PREFIX + str(i) for i in pos_of]
+        if not keys:
+            return []
+        if self.postgres:
+            rows = self.q(c, "SELECT key FROM meta WHERE key = ANY(?)", (keys,))
+        else:  # one statement for any count (SQLite caps placeholders), as taken_id
+            rows = self.q(c, "SELECT key FROM meta WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(keys),))
+        vectors = {int(p) for p, _b in rec["vectors"]}
+        owed = (pos_of[int(str(r[0])[len(OWED_PREFIX):])] for r in rows)
+        return sorted(p for p in owed if p in vectors)
+
     def vec_dim(self, c: Conn) -> int | None:
         v = self.meta(c, "vec_dim")
         return int(v) if v is not None else None
@@ -650,13 +681,18 @@ class _Side:
                 out[pos] = bytes(row[0])
         return out
 
-    def write(self, c: Conn, rec: Record, id_offset: int, *, have: Record | None = None) -> None:
+    def write(self, c: Conn, rec: Record, id_offset: int, *, have: Record | None = None,
+              owed: Sequence[int] = ()) -> None:
         """Insert the conversation `rec` (a source's `record`), each message under its
         source id plus `id_offset` (the numbering was moved past them: `reserve_ids`).
         `have`: the target's copy of it, a prefix of `rec` (`copied_prefix`): only the
         messages past it are inserted (those it holds keep their ids), the conversation row
         follows the source's, and every derived row is replaced by `rec`'s, written as for
-        a fresh copy (an append relabels earlier turns, pins, summarizes)."""
+        a fresh copy (an append relabels earlier turns, pins, summarizes). `owed`: the
+        positions whose supersession decision the source owes (`owed_positions`), recorded
+        owed here under the id each turn has here (OWED_PREFIX + it, as tiers.owed records
+        them), since the copied vector marks the turn embedded and no catch-up here runs the
+        hook for it again."""
         key, name, ns, parent, fork_pos, created, last_at = rec["conversation"]
         msgs, turns = rec["messages"], rec["turns"]
         vectors = dict((int(p), b) for p, b in rec["vectors"])
@@ -728,6 +764,10 @@ class _Side:
             n = len(cols.split(","))
             self.many(c, f"INSERT INTO {table}(conversation_id, {cols}) VALUES (?, {','.join('?' * n)})",
                       [(key, *r) for r in rec[table]])
+        # the target's next catch-up decides them (tiers.owed); one its own hook already
+        # owes stays as it is (deciding a turn twice changes nothing)
+        self.many(c, "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING",
+                  [(OWED_PREFIX + str(id_at[p]),) for p in owed if p in id_at])
         bump = f"{self.store.dialect.greatest}(pin_versions.version, excluded.version)"
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
@@ -1200,6 +1240,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
     for i, key in enumerate(plan.todo):
         with src.read() as sc:
             rec = src.record(sc, key)
+            owed = src.owed_positions(sc, rec) if rec is not None else []
         if rec is None:  # erased in the source since the preflight
             continue
         want = record_digest(rec)
@@ -1207,7 +1248,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             if _renumber_past_taken(dst, c, plan, rec):
                 report.offset_moves += 1
             _reserve_grown(dst, c, plan, rec)
-            dst.write(c, rec, plan.id_offset)
+            dst.write(c, rec, plan.id_offset, owed=owed)
             if fault is not None:
                 fault(key)
             back = dst.record(c, key)
@@ -1219,6 +1260,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
                 raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
             dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
         report.copied += 1
+        report.owed_decisions += len(owed)
         report.copied_ids.append(key)
         if progress is not None:
             progress(i + 1, len(plan.todo))
@@ -1298,6 +1340,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
     and reads the whole conversation back. Whether anything was written."""
     with src.read() as sc:
         rec = src.record(sc, key)
+        owed = src.owed_positions(sc, rec) if rec is not None else []
     if rec is None:  # erased in the source since the preflight
         return False
     want = record_digest(rec)
@@ -1320,7 +1363,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
             report.offset_moves += 1
         _reserve_grown(dst, c, plan, suffix)
         ids = have["ids"] + [plan.id_offset + i for i in suffix["ids"]]
-        dst.write(c, rec, plan.id_offset, have=have)
+        dst.write(c, rec, plan.id_offset, have=have, owed=owed)
         if fault is not None:
             fault(key)
         back = dst.record(c, key)
@@ -1330,6 +1373,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
         if back is not None and back["ids"] != ids:
             raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
         dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
+    report.owed_decisions += len(owed)
     return True
 
 
