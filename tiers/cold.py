@@ -307,7 +307,7 @@ class ColdStore(SharedQueries):
         except DriverDatabaseError:  # busy: they stay owed; the next open or erasure deletes them
             log.warning("could not finish an interrupted erasure's rows now; the next open retries", exc_info=True)
             return
-        if not self._conn.execute("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,)).fetchone():
+        if not self._read("SELECT 1 FROM meta WHERE key = ?", (SCRUB_PENDING_KEY,)):
             return
         try:
             self.reclaim()
@@ -319,6 +319,16 @@ class ColdStore(SharedQueries):
 
     def _location(self) -> str:
         return str(self.path)
+
+    def _open(self) -> Connection:
+        """The store's connection, for a caller holding `self._lock` (close() takes it
+        too, so the connection stays open until the caller lets go of the lock). Every
+        statement on the connection gets it here: a closed store raises StoreUnavailable
+        (the service's 503, as for a store that is down), not an AttributeError on None."""
+        conn = self._conn
+        if conn is None:
+            raise StoreUnavailable(str(self.path), "the store is closed")
+        return conn
 
     def close(self) -> None:
         with self._lock:
@@ -384,9 +394,7 @@ class ColdStore(SharedQueries):
             busy: Exception | None = None  # (the driver's error class is a variable: not a type)
             self._lock.acquire()
             try:
-                conn = self._conn
-                if conn is None:
-                    raise StoreUnavailable(str(self.path), "the store is closed")
+                conn = self._open()
                 conn.execute("PRAGMA busy_timeout = 0")
                 try:
                     answer = attempt(conn)
@@ -417,7 +425,7 @@ class ColdStore(SharedQueries):
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
-            return list(self._conn.execute(sql, params).fetchall())
+            return list(self._open().execute(sql, params).fetchall())
 
     # -- raw access for the storage layer's own tools (tiers.store.SqlAccess) ----------
 
@@ -425,9 +433,7 @@ class ColdStore(SharedQueries):
     def reading(self) -> Iterator[Connection]:
         """The connection, under the store's lock (no other thread's statement in between)."""
         with self._lock:
-            if self._conn is None:
-                raise StoreUnavailable(str(self.path), "the store is closed")
-            yield self._conn
+            yield self._open()
 
     def transaction(self) -> contextlib.AbstractContextManager[Connection]:
         """One write transaction (BEGIN IMMEDIATE) under the store's lock."""
@@ -443,7 +449,7 @@ class ColdStore(SharedQueries):
         self._ensure_vec_table(dim, model)
 
     def _read_vec_dim(self) -> int | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()
+        row = self._open().execute("SELECT value FROM meta WHERE key='vec_dim'").fetchone()
         return int(row[0]) if row else None
 
     def _ensure_vec_table(self, dim: int, model: str | None = None) -> None:
@@ -831,8 +837,9 @@ class ColdStore(SharedQueries):
             (conversation_id, *positions),
         )
         with self._lock:
+            conn = self._open()
             for pos, mid in rows:
-                v = self._conn.execute(f"SELECT embedding FROM {VEC_TABLE} WHERE rowid = ?", (mid,)).fetchone()
+                v = conn.execute(f"SELECT embedding FROM {VEC_TABLE} WHERE rowid = ?", (mid,)).fetchone()
                 if v is not None:
                     out[int(pos)] = np.frombuffer(v[0], dtype=np.float32)
         return out
@@ -1735,7 +1742,7 @@ class ColdStore(SharedQueries):
         (a key that live text also starts with tells nothing of the erased). Without
         'secure-delete' (set by a migration, but checked) the erased entries themselves
         stay until a merge: True."""
-        c = self._conn
+        c = self._open()
         if not c.execute("SELECT 1 FROM messages_fts_config WHERE k = 'secure-delete' AND v = 1").fetchone():
             return True
         prefixes = {t[:i] for t in erased_terms for i in range(1, len(t) + 1)}
@@ -1934,17 +1941,18 @@ class ColdStore(SharedQueries):
         # each word is letters and digits only: quoted, no user text can break the query
         quoted = [f'"{w}"' for w, _t in words]
         with self._lock:
-            dfs = [int(self._conn.execute(matching("COUNT(*)"), (f"{scope} AND text : {q}", *params)).fetchone()[0])
+            conn = self._open()
+            dfs = [int(conn.execute(matching("COUNT(*)"), (f"{scope} AND text : {q}", *params)).fetchone()[0])
                    for q in quoted]
             if not any(dfs):
                 return []
             # read after the counts: the log is append-only, so the scope's sizes cover them
             if conversation_id is not None:
-                last = self._conn.execute(
+                last = conn.execute(
                     "SELECT MAX(position) FROM messages WHERE conversation_id = ?", (conversation_id,)).fetchall()
                 ends = [(conversation_id, last[0][0])] if last and last[0][0] is not None else []
             else:
-                ends = [(r[0], r[1]) for r in self._conn.execute(
+                ends = [(r[0], r[1]) for r in conn.execute(
                     "SELECT c.id, (SELECT MAX(position) FROM messages m WHERE m.conversation_id = c.id) "
                     "FROM conversations c WHERE c.namespace = ? AND c.id IS NOT ?", (namespace, exclude),
                 ).fetchall() if r[1] is not None]
@@ -1967,8 +1975,8 @@ class ColdStore(SharedQueries):
                 if len(best) >= k and -best[k - 1][1] > bounds[j]:
                     break
                 expr = quoted[i] if j == 0 else f"{quoted[i]} NOT ({' OR '.join(quoted[o] for o in order[:j])})"
-                new = [r for r in self._conn.execute(matching("h.rowid, h.text, m.conversation_id, m.position"),
-                                                     (f"{scope} AND text : ({expr})", *params)) if r[2] in live]
+                new = [r for r in conn.execute(matching("h.rowid, h.text, m.conversation_id, m.position"),
+                                                (f"{scope} AND text : ({expr})", *params)) if r[2] in live]
                 if not new:
                     continue
                 # each read's text is split once; the reads' counts are joined for scoring
@@ -2012,7 +2020,7 @@ class ColdStore(SharedQueries):
             start, n, size = got if got is not None else (0, 0, 0)
             if start <= last:
                 # LEFT JOIN: a turn whose FTS row is missing (repair fills it) still counts
-                texts = self._conn.execute(
+                texts = self._open().execute(
                     "SELECT f.text FROM messages m LEFT JOIN messages_fts f ON f.rowid = m.id "
                     "WHERE m.conversation_id = ? AND m.position >= ? AND m.position <= ?", (conv, start, last),
                 ).fetchall()

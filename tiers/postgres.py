@@ -205,7 +205,7 @@ try:
     from psycopg.adapt import Dumper
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.types import TypeInfo
-    from psycopg_pool import ConnectionPool, PoolTimeout
+    from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the `postgres` extra is not installed
     raise ImportError(f"the PostgreSQL cold store needs tiermem[postgres] (psycopg, psycopg-pool): {exc}") from exc
 
@@ -1142,16 +1142,19 @@ class PostgresStore(SharedQueries):
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Conn]:
-        if self._pool is None:
+        pool = self._pool  # read once: close() on another thread sets it to None meanwhile
+        if pool is None:
             raise StoreUnavailable(self.path, "the store is closed")
         until: float | None = getattr(self._waits, "until", None)
         wait_s = None if until is None else max(until - time.monotonic(), 0.0)  # None: the pool's own
         with contextlib.ExitStack() as stack:
             try:
-                conn = stack.enter_context(self._pool.connection(timeout=wait_s))
+                conn = stack.enter_context(pool.connection(timeout=wait_s))
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
-                waited = self._pool.timeout if wait_s is None else wait_s
+                waited = pool.timeout if wait_s is None else wait_s
                 raise StoreUnreachable(self.path, f"no connection within {waited:g} s") from exc
+            except PoolClosed as exc:  # closed since it was read (close()), or a caller's pool its owner closed
+                raise StoreUnavailable(self.path, "the connection pool is closed") from exc
             # before the caller's settings are read: that round trip is bounded too
             until = self._deadline()
             stack.enter_context(self._watchdog.watching(conn, until, self.path))
