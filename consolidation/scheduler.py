@@ -38,6 +38,16 @@ are over their freshness budget.
 - In-process runs compete with request threads for the GIL and the ColdStore lock:
   `evals.bench_warm` measures the effect on append latency. A heavy summarizer belongs
   in its own process.
+- A refresh that raises is counted (`stats.errors`), kept in `last_failures` (the
+  last run's, replaced whole by each run) and logged as one debug record with its
+  traceback; the run says it in one WARNING line per failed run (`failure_causes`:
+  each distinct cause once, a busy store in `tiers.files.storage_problem`'s words),
+  its tracebacks only where the logger is enabled for debug (`tiermem --debug`).
+  A one-shot caller that reports the failures itself (`tiermem consolidate`) passes
+  `log_failures=False`. A refresh the store refused (busy past its timeout,
+  read-only, full, failing) ends the run: every view after it would meet the same
+  store, a busy one making each wait the whole busy timeout (50 views at the default
+  5 s: over four minutes) for nothing.
 - `stats.lag_turns` / `lag_seconds` are the largest lag over every namespace: they are
   the operator's figures (`/metrics`, `tiermem stats`). A tenant's view of the lag is
   `lag(owns)`, over the views of the conversations `owns` accepts only, so one
@@ -68,6 +78,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tiermem.consolidation.views import Swept, ViewMaintainer
+from tiermem.tiers.files import storage_problem
 
 log = logging.getLogger("tiermem.scheduler")
 
@@ -89,8 +100,54 @@ class SchedulerStats:
     missed: int = 0  # runs skipped past misfire_grace_time
     overlapped: int = 0  # runs skipped because one was still running (max_instances=1)
     errors: int = 0  # view refreshes that raised (summarizer failures are not errors)
+    last_failed: int = 0  # of the last run's views, how many raised (`last_failures`)
     refused_forked: int = 0  # runs refused in a process forked after start()
     held_back: int = 0  # views over budget the last run left alone: their refresh failed, backoff not over
+
+
+@dataclass(frozen=True)
+class RefreshFailure:
+    """A view refresh of a run that raised: the view, and what it raised."""
+
+    conversation: str
+    kind: str
+    key: str
+    error: Exception
+
+
+def failure_cause(exc: BaseException) -> str:
+    """One line saying why a refresh failed: the storage's problem in
+    `storage_problem`'s words (what `tiermem append` says of the same store) with the
+    driver's message, else the exception's type and message."""
+    text = " ".join(str(exc).split())
+    problem = storage_problem(exc)
+    if problem is not None:
+        return f"{problem.detail} ({text})" if text else problem.detail
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _without_frames(exc: Exception) -> Exception:
+    """`exc` and what it was raised from, their tracebacks dropped: `last_failures`
+    outlives the run, and a traceback's frames would keep the refresh's locals (a
+    conversation's text, which an erasure must leave nowhere) until the next run."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return exc
+
+
+def failure_causes(failures: tuple[RefreshFailure, ...],
+                   describe: Callable[[BaseException], str] = failure_cause) -> list[tuple[str, int]]:
+    """(cause, how many views) for each distinct cause among `failures`, in the order
+    first met: one line per cause, not one per view."""
+    counts: dict[str, int] = {}
+    for f in failures:
+        cause = describe(f.error)
+        counts[cause] = counts.get(cause, 0) + 1
+    return list(counts.items())
 
 
 class ConsolidationScheduler:
@@ -127,6 +184,8 @@ class ConsolidationScheduler:
         # (conversation key, turns behind, seconds behind) of each view the last run found
         # over budget; replaced whole by each run, so a reader needs no lock
         self._lagging: tuple[tuple[str, int, float], ...] = ()
+        # the last run's refreshes that raised; replaced whole by each run, as _lagging
+        self.last_failures: tuple[RefreshFailure, ...] = ()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -197,14 +256,18 @@ class ConsolidationScheduler:
     def _job(self) -> None:
         try:
             self.run_once()
-        except Exception:  # never let one bad run kill the schedule
+        except Exception as exc:  # never let one bad run kill the schedule
             self.stats.errors += 1
-            log.exception("consolidation run failed")
+            # one line per failed run; the traceback only where debug is wanted (a
+            # store busy for an hour would otherwise log one per interval)
+            log.warning("consolidation run failed: %s", failure_cause(exc), exc_info=log.isEnabledFor(logging.DEBUG))
 
-    def run_once(self) -> int:
+    def run_once(self, *, log_failures: bool = True) -> int:
         """Refresh up to `max_views_per_run` views that are over budget; returns how
-        many got a new version. Refuses (returns 0) in a process forked after start(),
-        and when another run of this scheduler is in progress."""
+        many got a new version. The refreshes that raised are in `last_failures` and,
+        with `log_failures`, said in one WARNING line (module docstring). Refuses
+        (returns 0) in a process forked after start(), and when another run of this
+        scheduler is in progress."""
         if self._pid is not None and os.getpid() != self._pid:
             self.stats.refused_forked += 1
             log.warning("consolidation run refused: this process (pid %d) was forked after the scheduler "
@@ -214,13 +277,26 @@ class ConsolidationScheduler:
             self.stats.overlapped += 1
             return 0
         try:
-            return self._run()
+            refreshed = self._run()
         finally:
             self._run_lock.release()
+        if log_failures and self.last_failures:
+            log.warning("consolidation run: %s", self.failures_line())
+        return refreshed
+
+    def failures_line(self) -> str:
+        """The last run's failed refreshes in one line: how many, how many of the views
+        it picked were refreshed, and each distinct cause once."""
+        failed, s = self.last_failures, self.stats
+        causes = "; ".join(cause if n == len(failed) else f"{cause} [{n} view(s)]"
+                           for cause, n in failure_causes(failed))
+        return (f"{len(failed)} view refresh(es) failed, {s.last_refreshed} of {s.last_selected} "
+                f"refreshed: {causes}")
 
     def _run(self) -> int:
         t0 = time.perf_counter()
         self.stats.last_run_at = self.clock()
+        self.last_failures = ()  # a run that raises before its views leaves none of the last run's
         if self.check is not None:
             self.check()
         m = self.maintainer
@@ -230,6 +306,7 @@ class ConsolidationScheduler:
         over = m.stale_views_detailed(self.max_views_per_run + len(held))
         detailed = [(k, st) for k, st in over if k not in held][:self.max_views_per_run]
         refreshed = 0
+        failures: list[RefreshFailure] = []
         for (conv, kind, key), _st in detailed:
             if self._stopping.is_set():
                 break
@@ -237,13 +314,18 @@ class ConsolidationScheduler:
                 # a conversation erased since this run picked the view is no error
                 with self.guard():
                     swept = m.sweep_refresh(conv, kind, key)
-            except Exception:
+            except Exception as exc:
                 self.stats.errors += 1
-                log.exception("refresh of %s/%s/%s failed", conv, kind, key)
+                log.debug("refresh of %s/%s/%s failed", conv, kind, key, exc_info=True)
+                failures.append(RefreshFailure(conv, kind, key, _without_frames(exc)))
+                if storage_problem(exc) is not None:
+                    break  # the store refused: the next views would meet it too (module docstring)
                 continue
             if swept is Swept.NEW_VERSION:
                 refreshed += 1
+        self.last_failures = tuple(failures)
         s = self.stats
+        s.last_failed = len(failures)
         s.runs += 1
         s.refreshed_total += refreshed
         s.last_selected = len(detailed)

@@ -60,6 +60,7 @@ import click
 
 # tiermem/__init__ has imported the facade already (`tiermem.cli` is inside the package):
 # these cost nothing more
+from tiermem.config import MAX_SCHEDULER_INTERVAL_S
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_NAMESPACE,
@@ -89,7 +90,9 @@ if TYPE_CHECKING:
 
 CONTENT_PREVIEW_CHARS = 100
 MIN_DEMO_BUDGET_TOKENS = 50
-MAX_WATCH_INTERVAL_S = 7 * 86_400.0  # `consolidate --watch --interval`: a week at most
+# `consolidate --watch --interval`'s floor, seconds; its ceiling is the config's own
+# (MAX_SCHEDULER_INTERVAL_S), which the option's value goes through
+MIN_WATCH_INTERVAL_S = 0.1
 STDIN_NAME = "<stdin>"  # what errors and reports call `tiermem import -`'s input
 # the status a shell shows for a process killed by SIGPIPE (`git log | head`): what a
 # command whose stdout's reader went away exits with, saying nothing
@@ -1276,27 +1279,41 @@ def rebuild(state: CliState, as_json: bool) -> None:
 @click.option("--watch", is_flag=True, help="Keep running the scheduler until interrupted.")
 @click.option(
     "--interval",
-    type=FiniteFloatRange(0.1, MAX_WATCH_INTERVAL_S),
+    type=FiniteFloatRange(MIN_WATCH_INTERVAL_S, MAX_SCHEDULER_INTERVAL_S),
     default=None,
     help="Seconds between runs with --watch [default: config scheduler_interval_s].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the scheduler stats as JSON.")
 @pass_state
 def consolidate(state: CliState, watch: bool, interval: float | None, as_json: bool) -> None:
-    """Refresh warm summary views that are over their freshness budget."""
+    """Refresh warm summary views that are over their freshness budget.
+
+    Once (without --watch), refreshes that failed make it exit 1 with one line per
+    cause (a store busy behind another writer: "storage busy", as append says), after
+    the report; --json's report lists them (`failures`). With --watch each failed run
+    is one log line and the scheduler goes on. --debug: each failure's traceback."""
     try:
-        import tiermem.consolidation.scheduler  # noqa: F401
+        from tiermem.consolidation.scheduler import failure_causes
     except ImportError as exc:
         raise CliError(f"consolidation is not available: {one_line(exc)}") from None
     cfg = state.config(scheduler_interval_s=interval) if interval is not None else state.config()
     mem = state.memory(hot=True, config=cfg, create=True)
     sched = mem.make_scheduler()
     if not watch:
-        refreshed = sched.run_once()
+        refreshed = sched.run_once(log_failures=False)  # said here, in the CLI's words
+        failed = sched.last_failures
         if as_json:
-            _emit_json(sched.snapshot())
+            _emit_json({**sched.snapshot(), "failures": [
+                {"conversation": f.conversation, "kind": f.kind, "key": f.key, "error": one_line(f.error)}
+                for f in failed]})
         else:
             click.echo(f"refreshed {refreshed} view(s)")
+        if failed:
+            picked = sched.stats.last_selected
+            for cause, n in failure_causes(failed, one_line):
+                click.echo(f"error: {cause} [{n} view refresh(es) failed; {refreshed} of {picked} refreshed]",
+                           err=True)
+            raise click.exceptions.Exit(1)
         return
     sched.start(run_now=True)
     click.echo(f"consolidating every {sched.interval_s:g}s; Ctrl-C to stop", err=True)
