@@ -31,6 +31,20 @@ are written after the append rather than with it, a view that covered a turn bef
 its labels (or the supersession it causes) landed would carry the old reading until
 the next refresh.
 
+Outdated lines: a view built before a correction or a retraction of what it cites (a
+correction in another session, a retraction row without a session, a supersession
+decided after the view covered its turn) gets nothing appended to its own range, so
+coverage alone never refreshes it. A view with a current line citing an item a control
+row hides now, a turn a later turn superseded, or a superseded statement the line holds
+(`outdated_views`, the planner's rules for a summary line) is refreshed from its sources
+again over the same range, as a new version: by `refresh` and `refresh_all` (each
+session's view checked, not only those with new turns), and by the sweep, which puts it
+first (`OUTDATED_SEVERITY`) whatever its budgets. The sweep checks a conversation's views
+only when its pin version (moved by every supersession write, which also bumps the
+conversation's `views_seq`, so a decision landing after the sweep marked it current
+brings it back) or its hidden positions differ from its last check (`_stale_outdated`);
+an append alone costs the check two index reads.
+
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
 the previous version stays current and is returned. The view is then held back from
 the sweeps (`stale_views`, so every process's scheduler) for a backoff that grows with
@@ -87,6 +101,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -97,7 +112,7 @@ from tiermem.tiers.errors import ConversationNotFound, SummarizerError
 from tiermem.tiers.memo import memo_scope, remembered_for
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
-from tiermem.tiers.statements import read_hidden
+from tiermem.tiers.statements import Hidden, StatementRow, read_hidden
 from tiermem.tiers.store import ColdLog, ViewFailureRow
 from tiermem.tiers.tokens import TokenCounter
 from tiermem.tiers.warm import (
@@ -138,6 +153,14 @@ FAILED_VIEW_BACKOFF_MAX_S = 3600.0
 # ahead would otherwise stop the view's refreshes for good
 RETRY_AFTER_MAX_S = 86400.0
 _START_MARK = "~"  # between the maintainer id (hex) and its process's start time
+# a view presenting a superseded or retracted line as current goes before every view
+# that is only behind: it says something false, the others only lack something new
+OUTDATED_SEVERITY = math.inf
+# conversations whose views' check for such lines (`ViewMaintainer.outdated_views`) a
+# sweep remembers, with what supersession and the control rows said then, so an append
+# alone (no correction, no retraction) costs the check two index seeks: at ~100 bytes an
+# entry, ~1 MB; a conversation past it is checked once more when it is next appended to
+CHECKED_CONVERSATIONS_KEPT = 10_000
 
 
 def lease_holder(maintainer: str) -> str:
@@ -264,6 +287,9 @@ class ViewMaintainer:
         self._scan_lock = threading.Lock()
         self._maintainer = uuid.uuid4().hex[:12]  # this maintainer, in view_claims
         self._sessions: dict[str, _SessionScan] = {}
+        # conversation -> (its created_at, pin version, hidden positions) at the sweep's
+        # last check for outdated lines (`_stale_outdated`), least recently checked first
+        self._checked: OrderedDict[str, tuple[float, int, frozenset[int]]] = OrderedDict()
         self.failures = 0
 
     # -- loading source turns ------------------------------------------------------------
@@ -475,8 +501,13 @@ class ViewMaintainer:
         if kind == "session":
             # the session's turns after the view's end: none, nothing to add
             later = self.warm.turn_times(conversation_id, prev.end_position, session_id=key, limit=1)
-            return None if later else prev
-        return prev if prev.end_position >= self.cold.last_position(conversation_id) else None
+            if later:
+                return None
+        elif prev.end_position < self.cold.last_position(conversation_id):
+            return None
+        # covering, but built before a correction or a retraction of what it cites: the
+        # refresh re-reads its sources (module docstring, "Outdated lines")
+        return None if self.outdated_views(conversation_id, [prev]) else prev
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
                              fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
@@ -546,9 +577,11 @@ class ViewMaintainer:
         end = self._coverage_end(conv, last, now)
         start_new = prev.end_position + 1 if prev is not None and not full else 0
         if end < start_new or end < 0:
-            return prev
+            if prev is None or full or not self.outdated_views(conv, [prev]):
+                return prev
+            end = prev.end_position  # outdated: its sources again, over the same range
         carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
-        new = self.cold.turns(conv, start=start_new, end=end)
+        new = self.cold.turns(conv, start=start_new, end=end) if end >= start_new else []
         sentences = self._summarize_or_record(
             conv, "rolling", "", lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
@@ -566,7 +599,9 @@ class ViewMaintainer:
         now = self.clock()
         end = self._coverage_end(conv, last, now)
         if end < 0 or (prev is not None and prev.end_position >= end and not full):
-            return prev
+            if prev is None or not self.outdated_views(conv, [prev]):
+                return prev
+            end = prev.end_position  # outdated: its sources again (labels and supersession re-read)
         if prev is None or full:
             rows = self.warm.load_bearing_turns(conv, end)
         else:
@@ -589,15 +624,17 @@ class ViewMaintainer:
         end = self._coverage_end(conv, last, now)
         after = prev.end_position if prev is not None and not full else -1
         new = self.warm.session_turns(conv, session_id, after, end)
-        if not new:
+        if not new and (prev is None or full or not self.outdated_views(conv, [prev])):
             return prev
+        # new turns, or none but a line of the view is outdated: its sources again
         carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
         sentences = self._summarize_or_record(
             conv, "session", session_id, lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
             return prev
         start = prev.start_position if prev is not None and not full else new[0].position
-        view = SummaryView(conv, "session", session_id, 0, start, new[-1].position, tuple(sentences), 0,
+        stop = new[-1].position if new else prev.end_position if prev is not None else start
+        view = SummaryView(conv, "session", session_id, 0, start, stop, tuple(sentences), 0,
                            self.summarizer.name, now)
         return self.warm.put(view)
 
@@ -606,6 +643,65 @@ class ViewMaintainer:
         if view is None:
             return []
         return sorted({p for s in view.sentences if s.status == "current" for p in s.positions})
+
+    def outdated_views(self, conversation_id: str, views: Sequence[SummaryView], *,
+                       hidden: Hidden | None = None) -> set[tuple[str, str]]:
+        """(kind, key) of those of `views` (versions of `conversation_id`'s views) with a
+        line shown as current that the log no longer holds as current: it cites an item a
+        control row hides now, or a turn a later turn superseded (that turn not cited in
+        the same line), or it holds a statement a later turn superseded (for a line not
+        found in its turn, an abstractive one: a statement superseded after the view's
+        end). The planner's read of a summary line (planner.candidates `summary`) by the
+        same rules; a supersession by a hidden turn counts as absent (`Hidden`). Reads the
+        cited turns' rows and statement rows by position, the texts of the turns with a
+        superseded statement, and the control rows (or takes `hidden`): what the views
+        cite, never the log."""
+        cited = sorted({p for v in views for s in v.sentences if s.status == "current" for p in s.positions})
+        if not cited:
+            return set()
+        if hidden is None:
+            hidden = read_hidden(self.cold, conversation_id)
+        rows = {r.position: hidden.row(r) for r in self.warm.turn_rows(conversation_id, cited)}
+        parts: dict[int, list[StatementRow]] = {}
+        for i in range(0, len(cited), SOURCE_CHUNK_TURNS):
+            chunk = cited[i:i + SOURCE_CHUNK_TURNS]
+            for st in hidden.statements(self.cold.superseded_statements(conversation_id, chunk)):
+                parts.setdefault(st.position, []).append(st)
+        texts = ({m.position: m.text for m in self.cold.get(conversation_id, sorted(parts))} if parts else {})
+        out: set[tuple[str, str]] = set()
+        for v in views:
+            for s in v.sentences:
+                if s.status != "current":
+                    continue
+                if self._line_outdated(s, v.end_position, hidden, rows, parts, texts):
+                    out.add((v.kind, v.key))
+                    break
+        return out
+
+    @staticmethod
+    def _line_outdated(s: Sentence, view_end: int, hidden: Hidden, rows: dict[int, TurnRow],
+                       parts: dict[int, list[StatementRow]], texts: dict[int, str]) -> bool:
+        """Whether one current line presents what the log no longer holds (`outdated_views`)."""
+        if not hidden.positions.isdisjoint(s.positions):
+            return True
+        for p in s.positions:
+            row = rows.get(p)
+            if row is not None and row.superseded_by is not None and row.superseded_by not in s.positions:
+                return True
+            gone = [x for x in parts.get(p, ()) if x.superseded_by not in s.positions]
+            source = texts.get(p)
+            if not gone or source is None:
+                continue
+            at = source.find(s.text)
+            if at < 0:
+                # not in its turn (an abstractive line): it may state the old value if the
+                # view was built before the correction
+                if any(x.superseded_by > view_end for x in gone):
+                    return True
+                continue
+            if any(x.start < at + len(s.text) and x.end > at for x in gone):
+                return True
+        return False
 
     def refresh_all(self, conversation_id: str) -> list[SummaryView]:
         """Refresh the rolling and constraint views and every session view that is
@@ -630,9 +726,13 @@ class ViewMaintainer:
                 break
             after = page[-1][0]
         current = {v.key: v for v in self.warm.sessions(conversation_id)}
+        # and a session whose view shows as current a line corrected or retracted since
+        # (perhaps in another session): one check of every session's cited turns
+        outdated = self.outdated_views(conversation_id, [v for sid, v in current.items()
+                                                         if sid in last and last[sid] <= v.end_position])
         for sid in sorted(last):
             v = current.get(sid)
-            if v is None or last[sid] > v.end_position:
+            if v is None or last[sid] > v.end_position or ("session", sid) in outdated:
                 v = self.refresh(conversation_id, "session", sid)
             if v is not None:
                 out.append(v)
@@ -705,7 +805,10 @@ class ViewMaintainer:
                         found.append((st.severity(self.max_turns_behind, self.max_seconds_behind),
                                       (conv, kind, ""), st))
                 found.extend(self._stale_sessions(conv, last, f.created_at, now, f.checked_through))
-                if not behind and not self._sessions[conv].pending and self._mark_current(f):
+                outdated = self._stale_outdated(conv, f.created_at)
+                found.extend((OUTDATED_SEVERITY, (conv, kind, key), Staleness(0, 0.0, True))
+                             for kind, key in sorted(outdated))
+                if not behind and not self._sessions[conv].pending and not outdated and self._mark_current(f):
                     # out of the next sweeps until its next append; the position it was
                     # current at is where a later session scan of it starts
                     seen.discard(conv)
@@ -713,6 +816,31 @@ class ViewMaintainer:
                 del self._sessions[gone]
         found.sort(key=lambda f: (-f[0], f[1]))
         return [(k, st) for _, k, st in found[:limit]]
+
+    def _stale_outdated(self, conv: str, created_at: float) -> set[tuple[str, str]]:
+        """The views of `conv` a sweep refreshes because a line shown as current was
+        corrected or retracted since the view was built (`outdated_views`), which no
+        append to the view's own range tells: a correction in another session, a
+        retraction row without a session, a supersession decided after the view covered
+        its turn. Checked when the conversation's pin version (moved by every write of
+        supersession, tiers.store `pin_version`) or its hidden positions differ from the
+        last check's; otherwise this costs those two reads. Every view is checked then:
+        their bodies and the turns they cite."""
+        hidden = read_hidden(self.cold, conv)
+        seen = (created_at, self.cold.pin_version(conv), frozenset(hidden.positions))
+        if self._checked.get(conv) == seen:
+            self._checked.move_to_end(conv)
+            return set()
+        views = [v for kind in ("rolling", "constraints") if (v := self.warm.latest(conv, kind)) is not None]
+        outdated = self.outdated_views(conv, views + self.warm.sessions(conv), hidden=hidden)
+        if outdated:
+            self._checked.pop(conv, None)  # checked again at the next sweep, after their refresh
+        else:
+            self._checked[conv] = seen
+            self._checked.move_to_end(conv)
+            while len(self._checked) > CHECKED_CONVERSATIONS_KEPT:
+                self._checked.popitem(last=False)
+        return outdated
 
     def _mark_current(self, f: Frontier) -> bool:
         """`WarmStore.mark_current`, which is only a saving: a store that cannot take the

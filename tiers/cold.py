@@ -997,8 +997,12 @@ class ColdStore(SharedQueries):
 
     def set_superseded_statements(self, conversation_id: str, rows: Sequence[StatementRow]) -> None:
         """Statement-level supersession (tiers/statements.py): derived, messages untouched;
-        a row already recorded stays as it is."""
+        a row already recorded stays as it is. The scheduler's sweep looks at the
+        conversation again (`set_superseded`)."""
+        if not rows:
+            return
         with self._tx() as c:
+            c.execute("UPDATE conversations SET views_seq = views_seq + 1 WHERE id = ?", (conversation_id,))
             c.executemany(
                 f'INSERT OR IGNORE INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
                 "VALUES (?, ?, ?, ?, ?)",

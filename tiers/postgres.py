@@ -1766,6 +1766,8 @@ class PostgresStore(SharedQueries):
         if not rows:
             return
         with self._tx() as c:
+            # the sweep looks again (`set_superseded`): the conversation's row first, as an append
+            c.execute("UPDATE conversations SET views_seq = views_seq + 1 WHERE id = %s", (conversation_id,))
             c.cursor().executemany(
                 f'INSERT INTO {STATEMENT_TABLE}(conversation_id, position, start, "end", superseded_by) '
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
