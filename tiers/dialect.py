@@ -37,7 +37,10 @@ Invariants:
 - A view row whose columns cannot be used (`summary_problem`) is absent to `put_summary`
   and to the sweep (`view_frontier`, `session_summary_ends`) as to its readers: the next
   version is written after the highest version in 1..MAX_VIEW_VERSION, never onto the odd
-  row's number, and the odd row is never rewritten.
+  row's number, and the odd row is never rewritten. The warm cache's check
+  (`turn_and_newest_view`) is the one read that does not skip it: a cached entry must be
+  the newest row in that range, so while an odd row is newest the view is read from the
+  store (its readers skip the row there), never served from a cache that lags it.
 """
 
 from __future__ import annotations
@@ -132,6 +135,10 @@ UNREADABLE_ID = -1
 # after any readable one still fits the column; a version outside (or SQLite text) is an
 # odd row, and a new version is written after the highest one in range, never onto it
 MAX_VIEW_VERSION = 2**31 - 2
+# what `turn_and_newest_view` answers for a newest view row its readers cannot use: a
+# version above every one a cache entry can hold, so the entry counts as behind the store
+# (a miss, the store's own read answers) and is not deleted on every read
+UNUSABLE_VIEW_VERSION = MAX_VIEW_VERSION + 1
 # the newest view rows put_summary looks through for one it can read (WarmStore reads as many)
 SUMMARY_LOOKBACK = 5
 # The order an erasure reports its conversations in (ErasureReport's tombstones, keys and
@@ -955,6 +962,32 @@ class SharedQueries:
         return [int(r[0]) for r in self._q(
             "SELECT version FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? ORDER BY version",
             (conversation_id, kind, key)) if isinstance(r[0], int) and not isinstance(r[0], bool)]
+
+    def turn_and_newest_view(self, conversation_id: str, position: int, kind: str,
+                             key: str) -> tuple[TurnRow | None, tuple[int, float] | None]:
+        # One statement (one snapshot, one round trip), as turns_and_pin_version: the turn
+        # is `turns_at`'s read; the newest row's version and time are two uncorrelated
+        # subqueries (run once each: a backward seek of the summaries' unique index) in
+        # columns after `_TURN_COLUMNS`, which `_turn` does not read. "In range" as
+        # put_summary's: a version SQLite holds as text is left out.
+        newest = ("(SELECT {col} FROM summaries WHERE conversation_id = ? AND kind = ? AND key = ? "
+                  "AND version BETWEEN 1 AND ? ORDER BY version DESC LIMIT 1)")
+        view = (conversation_id, kind, key, MAX_VIEW_VERSION)
+        rows = self._q(
+            f"SELECT {self._TURN_COLUMNS}, {newest.format(col='version')}, {newest.format(col='created_at')} "
+            f"FROM turns t {self._TURN_PINS}WHERE t.conversation_id = ? AND t.position = ?",
+            (*view, *view, conversation_id, position))
+        turns = self._turn_rows(rows)
+        if not turns:
+            return None, None
+        version, created = rows[0][self._TURN_COLUMN_COUNT], rows[0][self._TURN_COLUMN_COUNT + 1]
+        if version is None:
+            return turns[0], None
+        if not _is_int(version, 1, MAX_VIEW_VERSION) or type(created) not in (int, float):
+            # a row its readers cannot use (a REAL version, a time held as text): no cache
+            # entry is that row, and none may stand in for it (module docstring)
+            return turns[0], (UNUSABLE_VIEW_VERSION, math.nan)
+        return turns[0], (version, float(created))
 
     def session_summary_keys(self, conversation_id: str, after: str | None, limit: int) -> list[str]:
         # the (conversation_id, kind, key, version) unique index serves the cursor, the order

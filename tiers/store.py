@@ -600,6 +600,16 @@ class ColdLog(Protocol):
         """The stored version numbers of a view, ascending."""
         ...
 
+    def turn_and_newest_view(self, conversation_id: str, position: int, kind: str,
+                             key: str) -> tuple[TurnRow | None, tuple[int, float] | None]:
+        """The turn-index row at `position` (None: the log holds none there, or one that
+        cannot be used, as `turns_at` leaves it out) and the (version, created_at) of the
+        view's newest stored row whose version is in range (None: it has none), read in
+        one statement: the warm cache's check of an entry on every hit (tiers.warm) costs
+        no round trip beyond the turn read it already made. Without that turn, the view's
+        part is None too (not read: the entry is dropped anyway)."""
+        ...
+
     def latest_session_summaries(self, conversation_id: str) -> list[SummaryRow]:
         """The newest stored version of every `session` view, by start position, key."""
         ...

@@ -39,6 +39,15 @@ Invariants:
   differs). Such an entry is deleted, so the log's own version, perhaps a lower version
   number, is cached in its place. A fingerprint that matches proves every turn the view
   covers is in this log (the timelines agree up to that append).
+- A cached view is served only while it is the store's newest row of the view (the same
+  version and created_at), read in the statement that reads that turn
+  (`ColdLog.turn_and_newest_view`: a hit costs one Redis read and one SQL statement, as
+  before). A cache write that failed (Redis down), or one Redis lost (back from older
+  data: a restart from its snapshot, a failover to a replica behind), leaves an older
+  entry: a miss, whose fill raises it. An entry for a version the store does not hold (a
+  restored store: a higher one, or that number made again) is deleted. `put` refusing
+  the very version again (or one behind) raises the entry to the store's too. While the
+  newest row cannot be read (salvaged), the view is read from the store on every call.
 - A stored row that cannot be decoded (`tiers.models.loads_stored`: corrupt, or nested
   past what json decodes; a column or a sentence of the wrong type, or a sentence
   position outside 0..MAX_POSITION; a version, range or count out of range:
@@ -330,11 +339,22 @@ class WarmStore:
             tip = d.get("tip")
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
-        if tip is None or tip != self._log_tip(conversation_id, view.end_position):
+        # the log's turn and the view's newest stored row, in the one statement a hit costs
+        turn, newest = self.cold.turn_and_newest_view(conversation_id, view.end_position, kind, key)
+        if tip is None or turn is None or tip != turn_fingerprint(turn.content_hash, turn.created_at):
             # derived from another timeline of this log (module docstring), or written
             # before entries named their turn: delete it, or the raise-only cache write
             # would keep refusing the log's own (lower-numbered) version
             self.invalidate(conversation_id, kind, key)
+            return None
+        if newest != (view.version, view.created_at):
+            # not the store's newest row: behind it (its cache write failed, or Redis came
+            # back from older data), a miss whose fill raises the entry; or a version the
+            # store does not hold as cached (none at all, a higher one, or the same number
+            # made again after a restore), deleted, as the raise-only write would refuse
+            # the store's own
+            if newest is None or newest[0] <= view.version:
+                self.invalidate(conversation_id, kind, key)
             return None
         return view
 
@@ -539,6 +559,9 @@ class WarmStore:
         if prev is not None:
             current = self._decode(prev)
             assert current is not None  # keep_current accepted it
+            # the cache may lag the store (a cache write that failed, Redis back from older
+            # data): the very version again is the moment to raise it (a no-op if it is there)
+            self._cache_set(current)
             return current
         stored = replace(view, version=version, tokens=tokens)
         self._cache_set(stored)
