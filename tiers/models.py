@@ -730,7 +730,8 @@ class ErasureReport:
     # the engine could not rewrite the freed storage now (SQLite: the WAL, as above;
     # PostgreSQL: erase_scrub="vacuum", or its VACUUM FULL failed, e.g. on a lock
     # timeout: the rows are gone, their bytes wait for the rewrite the next open of the
-    # store, or the next erasure, does)
+    # store, or the next erasure, does; or the role may not VACUUM pg_statistic, whose old
+    # rows may hold sampled values: logged, for an operator's VACUUM FULL of it)
     scrubbed: bool = True
 
     @property

@@ -69,8 +69,12 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   a plain VACUUM leaves fragments of a deleted tuple in the page's free space and a GIN
   index keeps every lexeme it ever saw. So by default (`erase_scrub="full"`) the
   affected tables are rewritten (`VACUUM (FULL, ANALYZE)`: new files, indexes rebuilt,
-  the old files truncated at commit): no data file of the cluster holds the erased
-  bytes afterwards (tests/test_erasure_postgres.py reads them). It takes each table's
+  the old files truncated at commit), then pg_statistic (STATISTICS_TABLE: the old rows of
+  the planner's statistics, sampled while the erased rows were there, gone with its old
+  file; a role that may not VACUUM it, neither superuser nor the database's owner nor
+  holding MAINTAIN on it, gets `scrubbed` false and a logged warning): no data file of the
+  cluster holds the erased bytes afterwards (tests/test_erasure_postgres.py reads them,
+  tests/test_postgres_erasure_statistics.py pg_statistic's). It takes each table's
   ACCESS EXCLUSIVE lock for its rewrite (writers wait, at most `lock_timeout_ms`: then
   503 busy, nothing written; the rewrite waits for a table's readers as long at most,
   then gives up: not scrubbed, finished at the next open or erasure); `erase_scrub="vacuum"` is
@@ -355,6 +359,23 @@ ERASE_SCRUB = ("full", "vacuum")
 RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
                   "pins", "plans", "statement_supersessions", "view_claims", "idempotency_keys", "view_failures",
                   "conversations", "meta")
+# The planner's column statistics (ANALYZE's sampled values: a text column's histogram
+# bounds and most common values, a tsvector's most common lexemes), one catalog for the
+# whole database. The scrub's ANALYZE UPDATEs a table's rows of it, and the old ones, sampled
+# while the erased rows were there, stay in its pages (dead, or in the free space once
+# pruned): so the scrub rewrites it too, last in the same VACUUM, after the tables' ANALYZE
+# (each relation of a VACUUM is its own transaction, in the order listed, so the old rows
+# are dead to it). Its VACUUM needs more than the store's tables: STATISTICS_MAY_VACUUM_SQL.
+STATISTICS_TABLE = "pg_catalog.pg_statistic"
+# Whether the session's role may VACUUM pg_statistic, by the server's own rule: its owner (a
+# superuser, or a member), the database's owner (any non-shared catalog), and from
+# PostgreSQL 17 on a role with MAINTAIN on it (pg_maintain's members too). One it may not is
+# skipped with a WARNING only, not an error, so the store asks first.
+STATISTICS_MAY_VACUUM_SQL = (
+    "SELECT pg_has_role((SELECT relowner FROM pg_class WHERE oid = 'pg_catalog.pg_statistic'::regclass), 'USAGE') "
+    "OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE')")
+STATISTICS_MAINTAIN_SQL = " OR has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN')"
+MAINTAIN_PRIVILEGE_VERSION_NUM = 170000  # PostgreSQL 17: GRANT MAINTAIN, pg_maintain
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
@@ -1998,8 +2019,9 @@ class PostgresStore(SharedQueries):
         rewrites the tables, so no data file holds a deleted byte afterwards; else a plain
         VACUUM makes the space reusable at once instead of at autovacuum's pace. VACUUM
         cannot run in a transaction: on a caller's pool in transaction mode the connection
-        is switched to autocommit for it and back. Returns whether the tables were
-        rewritten (the scrub is guaranteed). Raises psycopg.Error when the VACUUM fails,
+        is switched to autocommit for it and back. Returns whether the scrub is
+        guaranteed: the tables rewritten, and pg_statistic after their ANALYZE (False,
+        logged, where the role may not VACUUM it: STATISTICS_TABLE). Raises psycopg.Error when the VACUUM fails,
         StoreStalled when it has not finished by the maintenance deadline: cancelled by
         the server just inside it (`_server_deadline`; the connection kept, on our own
         pool as on a caller's), or cut where the server did not answer at all."""
@@ -2019,20 +2041,41 @@ class PostgresStore(SharedQueries):
         as statement_timeout is (on a caller's, CALLER_SETTINGS sets it back)."""
         assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
-        vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
         with self._maintenance(), self._conn() as conn:
+            # pg_statistic last (STATISTICS_TABLE), where the role may rewrite it
+            statistics = full and self._may_vacuum_statistics(conn)
+            tables = RECLAIM_TABLES + ((STATISTICS_TABLE,) if statistics else ())
+            # ANALYZE too: the planner's statistics again, sampled from the rows left
+            vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(tables)
             switched = not conn.autocommit
             if switched:
                 conn.commit()  # the session settings of the checkout; autocommit needs no open transaction
                 conn.autocommit = True
             try:
-                # ANALYZE too: the planner's column statistics sample stored values
                 self._server_deadline(conn, vacuum, lock_timeout_ms=lock_timeout_ms)
+                # done as far as this role can: a retry at each open would rewrite every
+                # table again and still not be allowed pg_statistic
                 conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,))
             finally:
                 if switched:
                     conn.autocommit = False
-        return full
+        if full and not statistics:
+            log.warning("the tables were rewritten, but not %s: the role may not VACUUM it (it is neither "
+                        "superuser nor the database's owner, and has no MAINTAIN on it), so its old rows may "
+                        "still hold values sampled from deleted rows: not scrubbed. A role that may: "
+                        "VACUUM FULL %s", STATISTICS_TABLE, STATISTICS_TABLE)
+        return statistics
+
+    @staticmethod
+    def _may_vacuum_statistics(conn: Conn) -> bool:
+        """Whether the session's role may VACUUM pg_statistic (STATISTICS_MAY_VACUUM_SQL),
+        read in its own transaction (a caller's connection in transaction mode is
+        committed right after, before its VACUUM)."""
+        query = STATISTICS_MAY_VACUUM_SQL
+        if conn.info.server_version >= MAINTAIN_PRIVILEGE_VERSION_NUM:
+            query += STATISTICS_MAINTAIN_SQL
+        row = conn.execute(query).fetchone()
+        return bool(row and row[0])
 
     def _server_deadline(self, conn: Conn, statement: str, *, lock_timeout_ms: int | None = None) -> None:
         """`statement` on a connection in autocommit, outside any transaction (a VACUUM),
