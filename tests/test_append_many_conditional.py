@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from hash_embedder import HashEmbedder
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.config import Config
 from tiermem.errors import PositionMismatch, ValidationError

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from hash_embedder import DIM, HashEmbedder
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.evals.conversations import export_lines
@@ -202,7 +202,7 @@ PG_OPS: list[tuple[str, Op]] = [
 
 
 @pytest.fixture(scope="module", params=["store closed", "caller's pool closed"])
-def closed_pg(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter  # noqa: F811
+def closed_pg(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter
               ) -> Iterator[tuple[Any, str, str]]:
     """(store, key, what the error says): the store closed by close() (checked before
     too), or a store on a caller's pool that its owner closed (PoolClosed before)."""

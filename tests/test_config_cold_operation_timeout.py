@@ -12,7 +12,7 @@ import psycopg
 import pydantic
 import pytest
 from click.testing import CliRunner
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.cli import cli
@@ -73,7 +73,7 @@ def test_out_of_bounds_is_refused_naming_the_field_and_limit(tmp_path: Path, val
     assert err["loc"] == ("cold_operation_timeout_s",) and err["type"] == kind and named in err["msg"], err
 
 
-def test_memory_opens_its_store_with_it(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> None:  # noqa: F811
+def test_memory_opens_its_store_with_it(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema(), cold_operation_timeout_s=7.5)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         assert isinstance(mem.cold, PostgresStore)
@@ -96,7 +96,7 @@ def _slow_target(url: str, schema: str) -> None:
     (f"[storage]\ncold_operation_timeout_s = {SHORT_S}\nbusy_timeout_ms = 0\n", True),  # the config's deadline
     ("[storage]\nbusy_timeout_ms = 0\n", False),  # the default's 60 s: the slow insert fits
 ])
-def test_migrate_store_opens_both_sides_with_the_configs(tmp_path: Path, pg_url: str, toml: str,  # noqa: F811
+def test_migrate_store_opens_both_sides_with_the_configs(tmp_path: Path, pg_url: str, toml: str,
                                                          cut: bool) -> None:
     source = tmp_path / "src" / "tiermem.db"
     store = ColdStore(source, tokens=BpeTokenCounter())

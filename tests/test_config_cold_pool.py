@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.config import (
@@ -60,7 +60,7 @@ def test_out_of_bounds_is_refused_naming_the_field_and_limit(tmp_path: Path, att
     assert err["loc"] == (attr,) and err["type"] == kind and named in err["msg"], err
 
 
-def test_the_store_opens_its_pool_with_them(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> None:  # noqa: F811
+def test_the_store_opens_its_pool_with_them(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema(), cold_pool_size=3,
                  cold_pool_wait_s=1.5, busy_timeout_ms=250)
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:

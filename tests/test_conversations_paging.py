@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem import memory as memory_module

@@ -28,7 +28,7 @@ import pytest
 from cli_helpers import tm
 from cold_helpers import rewrite_stored
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.service import create_app

@@ -6,8 +6,6 @@ case is tests/test_warm_fold_nul.py."""
 
 from __future__ import annotations
 
-from pg_server import pg_url  # noqa: F401  (pytest fixture)
-
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
 

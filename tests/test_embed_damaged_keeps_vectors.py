@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from export_cache import copy_export_cache
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import bundled_model_path

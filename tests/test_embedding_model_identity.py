@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hash_embedder import HashEmbedder
-from pg_server import pg_url  # noqa: F401  (fixture)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder, SentenceTransformerEmbedder, bundled_model_path, embedder_identity

@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 
 import pytest
-from pg_server import pg_url  # noqa: F401  (fixture)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import bundled_model_path, model_dimension

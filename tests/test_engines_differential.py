@@ -42,7 +42,7 @@ import pytest
 from conftest import vectors_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS
@@ -337,7 +337,7 @@ def _open(config: Config, embedder: FastEmbedder) -> Memory:
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg_url: str  # noqa: F811
+def engines(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg_url: str
             ) -> Iterator[Both]:
     # one vector per distinct text for both engines: a difference is the store's, never the
     # model's rounding in another batch
@@ -374,7 +374,7 @@ def test_the_same_operations_answer_the_same_on_both_engines(engines: Both, ops:
 @_settings(MIGRATED_EXAMPLES)
 @given(ops=OPS, word=st.sampled_from(WORDS))
 def test_a_store_migrated_to_postgres_answers_as_the_sqlite_one_did(
-        tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+        tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder, pg_url: str,
         counter: BpeTokenCounter, ops: list[tuple[str, int, int, Any]], word: str) -> None:
     nss = [f"m/{ns}" for ns in NAMESPACES]
     data: Path = tmp_path_factory.mktemp("mig") / "data"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from cold_helpers import locked
 from conftest import full_memory
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 import tiermem
 from tiermem import Config, ErasureReport, Memory

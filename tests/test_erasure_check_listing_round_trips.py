@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -28,7 +28,7 @@ WARM_CALLS = 10  # past psycopg's prepare_threshold (5): every statement prepare
 
 
 @pytest.fixture
-def mem(tmp_path: Path, embedder: Embedder, pg_url: str) -> Iterator[Memory]:  # noqa: F811
+def mem(tmp_path: Path, embedder: Embedder, pg_url: str) -> Iterator[Memory]:
     # one pooled connection: the one count_round_trips traces
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema(), cold_pool_size=1)
     m = Memory(cfg, embedder=embedder, hot=False, background_indexing=False)

@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import Where, copied_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, copied_sides, opened
 from psycopg.conninfo import conninfo_to_dict
 
 from tiermem.tiers.cold import ERASE_BATCH_MESSAGES
@@ -35,7 +35,7 @@ MESSAGES_EACH = 3
 PRUNE_MARGIN_S = 60.0  # prune everything of the namespace older than now + this
 
 
-def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,
            to_postgres: bool, size: int) -> tuple[Where, Where]:
     """(source, target): NAME in each namespace (`size` messages in GONE_NS's), copied
     and verified."""
@@ -96,7 +96,7 @@ SIZES = [
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("erase", ERASURES)
-def test_an_erasure_leaves_no_copied_digest(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def test_an_erasure_leaves_no_copied_digest(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,
                                             to_postgres: bool, size: int, erase: Erase) -> None:
     _src, dst = _sides(tmp_path, pg_url, counter, to_postgres, size)
     with opened(dst, counter) as store:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pg_server import pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, ErasureReport, Memory
 from tiermem.tiers.cold import ERASE_BATCH_MESSAGES, KEY_SEPARATOR, ColdStore

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg.conninfo import conninfo_to_dict
 
 import tiermem
@@ -64,7 +64,7 @@ def make_memory(tmp_path: Path, url: str, embedder: Embedder, scrub: str) -> Mem
 
 
 @pytest.fixture
-def pg_memory(tmp_path: Path, pg_url: str, embedder: Embedder) -> Iterator[Memory]:  # noqa: F811
+def pg_memory(tmp_path: Path, pg_url: str, embedder: Embedder) -> Iterator[Memory]:
     with make_memory(tmp_path, pg_url, embedder, "full") as mem:
         yield mem
 
@@ -95,7 +95,7 @@ ERASURES: list[tuple[str, Callable[[Memory], tiermem.ErasureReport]]] = [
 
 @pytest.mark.parametrize(("how", "erase"), ERASURES, ids=[e[0] for e in ERASURES])
 def test_no_byte_of_an_erased_conversation_survives_in_the_data_files(
-        pg_memory: Memory, pg_url: str, canary: str, how: str,  # noqa: F811
+        pg_memory: Memory, pg_url: str, canary: str, how: str,
         erase: Callable[[Memory], tiermem.ErasureReport]) -> None:
     pgdata = data_dir(pg_url)
     plant(pg_memory, canary)
@@ -122,7 +122,7 @@ def test_no_byte_of_an_erased_conversation_survives_in_the_data_files(
     assert pg_memory.search("secret", "new beginning", 1, namespace="acme/alice")[0].position == 0
 
 
-def test_the_fast_scrub_does_not_guarantee_it(tmp_path: Path, pg_url: str, embedder: Embedder,  # noqa: F811
+def test_the_fast_scrub_does_not_guarantee_it(tmp_path: Path, pg_url: str, embedder: Embedder,
                                               canary: str) -> None:
     """`erase_scrub="vacuum"` (what this store did before): the rows are gone through
     SQL, but the bytes stay in the files (GIN keeps lexemes; free space is not zeroed)."""

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 from test_erasure_postgres_deadline import NS, _deleting, _slow_deletes
 
@@ -44,7 +44,7 @@ LOCKS = "SELECT count(*) FROM pg_locks WHERE pid = %s AND granted"
 
 
 @pytest.fixture(params=["own pool", "caller's pool"])
-def first(request: pytest.FixtureRequest, pg_url: str) -> Iterator[tuple[PostgresStore, ConnectionPool | None]]:  # noqa: F811
+def first(request: pytest.FixtureRequest, pg_url: str) -> Iterator[tuple[PostgresStore, ConnectionPool | None]]:
     """The store whose erasure is cut: on a pool of its own (a URL), or on a caller's."""
     schema = fresh_schema()
     caller: ConnectionPool | None = None
@@ -67,7 +67,7 @@ def first(request: pytest.FixtureRequest, pg_url: str) -> Iterator[tuple[Postgre
 
 
 def test_a_cut_erasures_backend_ends_and_frees_its_locks(
-        pg_url: str, first: tuple[PostgresStore, ConnectionPool | None]) -> None:  # noqa: F811
+        pg_url: str, first: tuple[PostgresStore, ConnectionPool | None]) -> None:
     store, caller = first
     other = PostgresStore(pg_url, tokens=BpeTokenCounter(), schema=store.schema, lock_timeout_ms=LOCK_TIMEOUT_MS)
     key = other.key_of("small", "d")

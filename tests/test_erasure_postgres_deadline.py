@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 from frozen_server import frozen
-from pg_server import StoppableServer, fresh_schema, pg_url, stoppable_pg  # noqa: F401  (fixtures)
+from pg_server import StoppableServer, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import StoreStalled
 from tiermem.tiers.models import Message
@@ -73,7 +73,7 @@ def _deleting(url: str, schema: str) -> int:
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[PostgresStore]:  # noqa: F811
+def store(pg_url: str) -> Iterator[PostgresStore]:
     schema = fresh_schema()
     opened = _store(pg_url, schema, MAINTENANCE_TIMEOUT_S)
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 from test_erasure import _redis_with
 from test_erasure_postgres import checkpoint, data_dir, files_with
@@ -46,7 +46,7 @@ def owed(url: str, schema: str) -> bool:
 
 
 def test_a_failed_rewrite_still_reports_the_erasure_and_drops_the_redis_copies(
-        tmp_path: Path, pg_url: str, embedder: Embedder) -> None:  # noqa: F811
+        tmp_path: Path, pg_url: str, embedder: Embedder) -> None:
     secret = canary()
     schema = fresh_schema()
     url = pg_url + ("&" if "?" in pg_url else "?") + "options=" + urllib.parse.quote(f"-c lock_timeout={LOCK_TIMEOUT}")
@@ -86,7 +86,7 @@ def test_a_failed_rewrite_still_reports_the_erasure_and_drops_the_redis_copies(
         assert again.scrubbed is True
 
 
-def test_a_callers_pool_in_transaction_mode_is_scrubbed_too(pg_url: str, counter: BpeTokenCounter) -> None:  # noqa: F811
+def test_a_callers_pool_in_transaction_mode_is_scrubbed_too(pg_url: str, counter: BpeTokenCounter) -> None:
     secret = canary()
     with ConnectionPool(pg_url, min_size=1, max_size=2, kwargs={"autocommit": False}) as pool:
         store = PostgresStore(pool=pool, tokens=counter, schema=fresh_schema())
@@ -111,7 +111,7 @@ def test_a_callers_pool_in_transaction_mode_is_scrubbed_too(pg_url: str, counter
         assert n == (1,)
 
 
-def test_the_fast_scrub_says_it_did_not_scrub(tmp_path: Path, pg_url: str, embedder: Embedder) -> None:  # noqa: F811
+def test_the_fast_scrub_says_it_did_not_scrub(tmp_path: Path, pg_url: str, embedder: Embedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema(),
                  cold_erase_scrub="vacuum")  # type: ignore[arg-type]
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:

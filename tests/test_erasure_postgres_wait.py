@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (fixture)
+from pg_server import fresh_schema
 from test_erasure_postgres_deadline import NS, _deleting, _slow_deletes
 
 from tiermem.tiers.errors import ConversationNotFound
@@ -32,7 +32,7 @@ HUNG_S = 60.0
 
 
 @pytest.fixture
-def stores(pg_url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:  # noqa: F811
+def stores(pg_url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
     """Two handles on one schema (two processes), the slow namespace and a small one."""
     schema = fresh_schema()
     a = PostgresStore(pg_url, tokens=BpeTokenCounter(), schema=schema, lock_timeout_ms=LOCK_TIMEOUT_MS)
@@ -62,7 +62,7 @@ def _first(a: PostgresStore) -> tuple[threading.Thread, dict[str, object]]:
 
 
 def test_an_erasure_waits_for_another_instead_of_failing_busy(
-        pg_url: str, stores: tuple[PostgresStore, PostgresStore]) -> None:  # noqa: F811
+        pg_url: str, stores: tuple[PostgresStore, PostgresStore]) -> None:
     a, b = stores
     thread, out = _first(a)
     _deleting(pg_url, a.schema)  # the first holds ERASURE_ORDER_LOCK until it commits
@@ -75,7 +75,7 @@ def test_an_erasure_waits_for_another_instead_of_failing_busy(
 
 
 def test_an_erasure_of_a_conversation_another_is_erasing_waits_and_finds_it_gone(
-        pg_url: str, stores: tuple[PostgresStore, PostgresStore]) -> None:  # noqa: F811
+        pg_url: str, stores: tuple[PostgresStore, PostgresStore]) -> None:
     a, b = stores
     key = b.key_of(NS, "c")
     assert key is not None
@@ -88,7 +88,7 @@ def test_an_erasure_of_a_conversation_another_is_erasing_waits_and_finds_it_gone
     assert [t["id"] for t in b.tombstones()] == ["c"]  # erased once
 
 
-def test_the_order_lock_is_transaction_scoped(pg_url: str, stores: tuple[PostgresStore, PostgresStore]) -> None:  # noqa: F811
+def test_the_order_lock_is_transaction_scoped(pg_url: str, stores: tuple[PostgresStore, PostgresStore]) -> None:
     """Held by the erasure's session while its transaction is open, not after it: a
     connection that goes back to the pool (or is cut) holds no erasure's lock."""
     import psycopg

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import pg_url  # noqa: F401  (fixture)
 
 from tiermem import Config, Memory
 from tiermem.memory import INDEXER_WAKE_S

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from service_helpers import SCOPED_TOKENS, TOKEN_GLOBEX, bearer, serve_in_thread
 
 from tiermem import Config, Memory

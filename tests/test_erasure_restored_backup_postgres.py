@@ -32,7 +32,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from erasure_child import held
-from pg_server import fresh_schema, pg_url  # noqa: F401  (the fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -124,7 +124,7 @@ def _run_each(root: Path, url: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> dict[str, str]:  # noqa: F811  (the fixture)
+def report(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> dict[str, str]:
     root = tmp_path_factory.mktemp("restored-backup-pg")
     done = subprocess.run([sys.executable, __file__, str(root), pg_url], capture_output=True, text=True,
                           timeout=CHILD_S)

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from cold_helpers import rewrite_stored
 from convo_fixtures import write_jsonl
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.cli import CliState, cli
 from tiermem.config import Config
@@ -104,7 +104,7 @@ def test_a_fork_copies_it_as_stored(tmp_path: Path, embedder: FastEmbedder) -> N
         assert read(mem, fork) == read(mem)
 
 
-def test_migrate_store_copies_it_as_stored(tmp_path: Path, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+def test_migrate_store_copies_it_as_stored(tmp_path: Path, embedder: FastEmbedder, pg_url: str,
                                            counter: BpeTokenCounter) -> None:
     old_store(tmp_path / "d", embedder, STORED_BEFORE["null"])
     schema = fresh_schema()

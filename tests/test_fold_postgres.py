@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -25,7 +25,7 @@ LEASE_S = 60.0  # seconds: live for the whole test
 
 
 @pytest.fixture
-def pg_memory(tmp_path: Path, pg_url: str, embedder: Embedder) -> Iterator[Memory]:  # noqa: F811
+def pg_memory(tmp_path: Path, pg_url: str, embedder: Embedder) -> Iterator[Memory]:
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema())
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         yield mem

@@ -18,7 +18,7 @@ import httpx
 import psycopg
 import pytest
 from hot_fixtures import own_redis
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from service_helpers import TOKEN_ACME, bearer, serve_in_thread
 
 from tiermem import Config, Memory
@@ -41,7 +41,7 @@ CONV = "locked-read"
     ("GET", f"/v1/conversations/{CONV}/history", None),
 ])
 def test_a_read_behind_a_cold_lock_is_503_busy_once_and_the_hot_tier_stays_ok(
-        tmp_path: Path, pg_url: str, embedder: FastEmbedder, caplog: pytest.LogCaptureFixture,  # noqa: F811
+        tmp_path: Path, pg_url: str, embedder: FastEmbedder, caplog: pytest.LogCaptureFixture,
         method: str, path: str, body: dict[str, object] | None) -> None:
     schema = fresh_schema()
     with own_redis(tmp_path / "redis") as srv:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from hot_fixtures import own_redis
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -63,7 +63,7 @@ def recording(mem: Memory) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> Iterator[tuple[Memory, Memory]]:  # noqa: F811
+def pair(tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> Iterator[tuple[Memory, Memory]]:
     """(a, b): two processes on one PostgreSQL schema and one Redis; b writes the log only
     (no hot tier), so a's set misses b's writes until a's hot link reads or admits them."""
     with own_redis(tmp_path / "redis") as srv:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from cold_helpers import rewrite_stored
 from hot_fixtures import own_redis
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.hotlink import HotLink
@@ -94,7 +94,7 @@ PG_LOGS = [p for p in LOGS if p.id in ("pins", "demotions", "overflow", "two-chu
 
 @pytest.mark.parametrize(("n", "words", "pins", "corrupt", "budget", "head", "tail", "bias"), PG_LOGS)
 def test_rebuild_gives_the_full_replays_set_postgres(
-        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+        tmp_path: Path, server: EmbeddedRedis, embedder: FastEmbedder, pg_url: str,
         n: int, words, pins: dict[int, int], corrupt: list[int], budget: int, head: int, tail: int,
         bias: float) -> None:
     cfg = Config(data_dir=tmp_path / "data", redis_url=server.url, cold_url=pg_url, cold_schema=fresh_schema(),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 from hash_embedder import HashEmbedder
-from pg_server import pg_url  # noqa: F401  (pytest fixture)
 from store_workers import BATCH, BATCH_MESSAGES, WORKERS, race_keyed_appends
 
 from tiermem.config import Config

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from hash_embedder import HashEmbedder
-from pg_server import pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem.config import Config
 from tiermem.memory import Memory

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from hash_embedder import HashEmbedder
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.config import Config
 from tiermem.memory import Memory
@@ -60,7 +60,7 @@ def _records(store: ColdStore | PostgresStore) -> dict[str, object]:
     return out
 
 
-def test_migrate_store_carries_the_keys_both_ways(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+def test_migrate_store_carries_the_keys_both_ways(tmp_path: Path, pg_url: str) -> None:
     src = _keyed_source(tmp_path / "src")
     schema = fresh_schema()
     there = migrate_store(src, pg_url, tokens=TOKENS, target_schema=schema)
@@ -87,7 +87,7 @@ def test_migrate_store_carries_the_keys_both_ways(tmp_path: Path, pg_url: str) -
         assert len(mem.history("trip", namespace="acme")) == 3
 
 
-def test_migrate_store_verification_covers_the_keys(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+def test_migrate_store_verification_covers_the_keys(tmp_path: Path, pg_url: str) -> None:
     src = _keyed_source(tmp_path / "src")
     schema = fresh_schema()
     migrate_store(src, pg_url, tokens=TOKENS, target_schema=schema)

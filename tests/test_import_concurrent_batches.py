@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from convo_fixtures import support_lines, write_jsonl
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.config import Config
 from tiermem.evals.conversations import Dataset, import_dataset, read_conversations

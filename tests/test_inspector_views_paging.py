@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.inspector.data import VIEW_KINDS, VIEWS_PER_PAGE

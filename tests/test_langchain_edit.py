@@ -22,7 +22,6 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_helpers import RecordingFakeModel, weather
 from langgraph.checkpoint.memory import InMemorySaver
-from pg_server import pg_url  # noqa: F401 (the engine_config fixture's PostgreSQL)
 
 from tiermem import Config, Memory
 from tiermem.adapters._common import visible

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 import tiermem
 from tiermem import Config, Memory
@@ -19,7 +19,7 @@ from tiermem.tiers.postgres import PostgresStore
 
 
 @pytest.fixture
-def pg_config(tmp_path: Path, pg_url: str) -> Config:  # noqa: F811
+def pg_config(tmp_path: Path, pg_url: str) -> Config:
     return Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema())
 
 

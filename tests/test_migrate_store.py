@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from click.testing import CliRunner
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.cli import cli
@@ -120,7 +120,7 @@ def pg_rows(url: str, schema: str, sql: str) -> list[Any]:
         return list(c.execute(sql).fetchall())
 
 
-def test_sqlite_to_postgres_and_back_keeps_everything(source: Path, pg_url: str, schema: str,  # noqa: F811
+def test_sqlite_to_postgres_and_back_keeps_everything(source: Path, pg_url: str, schema: str,
                                                       tmp_path: Path, embedder: Embedder) -> None:
     there = run(source, pg_url, target_schema=schema)
     assert (there.conversations, there.copied, there.resumed) == (4, 4, False)
@@ -157,7 +157,7 @@ def test_sqlite_to_postgres_and_back_keeps_everything(source: Path, pg_url: str,
         assert "peanuts" in json.dumps(ctx.messages)
 
 
-def test_a_rerun_is_idempotent_and_writes_nothing(source: Path, pg_url: str, schema: str) -> None:  # noqa: F811
+def test_a_rerun_is_idempotent_and_writes_nothing(source: Path, pg_url: str, schema: str) -> None:
     first = run(source, pg_url, target_schema=schema)
     meta = pg_rows(pg_url, schema, "SELECT key, value FROM meta ORDER BY key")
     second = run(source, pg_url, target_schema=schema)
@@ -168,7 +168,7 @@ def test_a_rerun_is_idempotent_and_writes_nothing(source: Path, pg_url: str, sch
     assert pg_rows(pg_url, schema, "SELECT COUNT(*) FROM messages")[0][0] == first.messages
 
 
-def test_an_interrupted_copy_resumes_where_it_stopped(source: Path, pg_url: str, schema: str,  # noqa: F811
+def test_an_interrupted_copy_resumes_where_it_stopped(source: Path, pg_url: str, schema: str,
                                                       tmp_path: Path) -> None:
     seen: list[str] = []
 
@@ -219,7 +219,7 @@ REFUSALS: list[tuple[str, Callable[[Path, str, str], None], str, bool]] = [
 
 
 @pytest.mark.parametrize(("case", "prepare", "message", "schema_stays"), REFUSALS, ids=[r[0] for r in REFUSALS])
-def test_refusals_write_nothing(source: Path, pg_url: str, schema: str, case: str,  # noqa: F811
+def test_refusals_write_nothing(source: Path, pg_url: str, schema: str, case: str,
                                 prepare: Callable[[Path, str, str], None], message: str, schema_stays: bool) -> None:
     prepare(source, pg_url, schema)
     before = pg_rows(pg_url, schema, "SELECT (SELECT COUNT(*) FROM conversations), (SELECT COUNT(*) FROM messages), "
@@ -231,7 +231,7 @@ def test_refusals_write_nothing(source: Path, pg_url: str, schema: str, case: st
     assert after == before and bool(after) == schema_stays
 
 
-def test_merging_refuses_a_name_or_key_in_use_and_copies_beside_others(source: Path, pg_url: str,  # noqa: F811
+def test_merging_refuses_a_name_or_key_in_use_and_copies_beside_others(source: Path, pg_url: str,
                                                                         schema: str) -> None:
     _seed(pg_url, schema)  # globex/theirs: no clash with the source
     merged = run(source, pg_url, target_schema=schema, into_non_empty=True)
@@ -248,7 +248,7 @@ def test_merging_refuses_a_name_or_key_in_use_and_copies_beside_others(source: P
     assert pg_rows(pg_url, other, "SELECT COUNT(*) FROM conversations") == [(1,)]
 
 
-def test_a_target_copy_that_drifted_is_reported_not_overwritten(source: Path, pg_url: str,  # noqa: F811
+def test_a_target_copy_that_drifted_is_reported_not_overwritten(source: Path, pg_url: str,
                                                                  schema: str) -> None:
     run(source, pg_url, target_schema=schema)
     store = PostgresStore(pg_url, tokens=TOKENS, schema=schema)
@@ -267,7 +267,7 @@ def test_the_same_engine_on_both_sides_is_refused(source: Path, tmp_path: Path) 
     assert not (tmp_path / "other" / "tiermem.db").exists()
 
 
-def test_cli_migrates_and_reports(source: Path, pg_url: str, schema: str, tmp_path: Path) -> None:  # noqa: F811
+def test_cli_migrates_and_reports(source: Path, pg_url: str, schema: str, tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["--data-dir", str(source.parent), "migrate-store", "--to", pg_url, "--schema", schema, "--json"]
     result = runner.invoke(cli, args)

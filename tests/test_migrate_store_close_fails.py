@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from test_migrate_store_refused_cleanup import nul_source
 
 from tiermem.tiers.cold import ColdStore
@@ -84,7 +84,7 @@ CASES = [
 @pytest.mark.parametrize(("run", "steps", "raised", "says"), CASES,
                          ids=["unreachable-source", "refused-source", "refused-target", "copy-both"])
 def test_the_runs_error_is_raised_and_the_cleanup_done_when_a_close_fails(
-        run: str, steps: set[str], raised: type[BaseException], says: str, tmp_path: Path, pg_url: str,  # noqa: F811
+        run: str, steps: set[str], raised: type[BaseException], says: str, tmp_path: Path, pg_url: str,
         counter: BpeTokenCounter, caplog: pytest.LogCaptureFixture) -> None:
     source = (nul_source if run == "refused" else plain_source)(tmp_path / "src.db", counter)
     schema = fresh_schema()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from frozen_server import frozen
-from pg_server import StoppableServer, fresh_schema, pg_url, stoppable_pg  # noqa: F401  (pytest fixtures)
+from pg_server import StoppableServer, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import StoreStalled
@@ -65,7 +65,7 @@ def verified(url: str, schema: str) -> bool:
     "postgres-to-sqlite",  # back: the source's
 ])
 def test_a_store_larger_than_one_deadline_migrates_and_is_verified(
-        tmp_path: Path, pg_url: str, direction: str) -> None:  # noqa: F811
+        tmp_path: Path, pg_url: str, direction: str) -> None:
     source = build_source(tmp_path / "src" / "tiermem.db", MANY)
     schema = fresh_schema()
     limits = {"busy_timeout_ms": BUSY_TIMEOUT_MS, "operation_timeout_s": OPERATION_TIMEOUT_S}

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from cold_helpers import sql_behind
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -51,7 +51,7 @@ def _schema_exists(url: str, schema: str) -> bool:
 
 
 def test_nul_in_derived_text_migrates_as_a_space_and_back(tmp_path: Path, embedder: Embedder,
-                                                          pg_url: str, counter: BpeTokenCounter  # noqa: F811
+                                                          pg_url: str, counter: BpeTokenCounter
                                                           ) -> None:
     cfg = _old_store(tmp_path, embedder)
     schema = fresh_schema()
@@ -78,7 +78,7 @@ def test_nul_in_derived_text_migrates_as_a_space_and_back(tmp_path: Path, embedd
 
 
 def test_a_message_body_holding_nul_is_still_refused(tmp_path: Path, embedder: Embedder,
-                                                     pg_url: str, counter: BpeTokenCounter  # noqa: F811
+                                                     pg_url: str, counter: BpeTokenCounter
                                                      ) -> None:
     cfg = _old_store(tmp_path, embedder)
     # a body holding a raw NUL (not JSON's escaped \u0000): the user's data, which

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST
@@ -32,7 +32,7 @@ def _digest_rows(store: Any) -> list[str]:
                                              (COPIED_DIGEST + "%",)).fetchall()]
 
 
-def _digest_less_copy(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def _digest_less_copy(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,
                       to_postgres: bool) -> tuple[Where, Where, str]:
     """(source, target, NAME's key): MESSAGES messages in NAME copied and verified, the
     copy's digest row then deleted, as a tiermem before 2026-12-06 left it."""
@@ -48,7 +48,7 @@ def _digest_less_copy(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # 
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url: str,
                                                           counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst, key = _digest_less_copy(tmp_path, pg_url, counter, to_postgres)
     rerun = migrate(src, dst, counter)
@@ -64,7 +64,7 @@ def test_an_older_copy_verified_identical_gets_its_digest(tmp_path: Path, pg_url
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_a_copy_that_differs_gets_no_digest(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_copy_that_differs_gets_no_digest(tmp_path: Path, pg_url: str,
                                             counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst, key = _digest_less_copy(tmp_path, pg_url, counter, to_postgres)
     with opened(dst, counter) as store:

@@ -19,7 +19,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from hot_fixtures import own_redis
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema, open_store
 
 from tiermem import Config, Memory
 from tiermem.cli import cli
@@ -65,7 +65,7 @@ def _migrate(tmp_path: Path, source: str, target: Path, redis_url: str | None) -
     assert r.exit_code == 0, r.output
 
 
-def _scenario(tmp_path: Path, pg_url: str, counter: BpeTokenCounter, embedder: FastEmbedder,  # noqa: F811
+def _scenario(tmp_path: Path, pg_url: str, counter: BpeTokenCounter, embedder: FastEmbedder,
               served_by: str | None, configured: str | None) -> tuple[str, str, Path]:
     """Copied, served (the hot sets in Redis), then GONE erased in the source and the
     migration rerun; (GONE's key, KEPT's, the target's data dir)."""
@@ -102,7 +102,7 @@ def _owed(target: Path, counter: BpeTokenCounter) -> list[str]:
         store.close()
 
 
-def test_the_configured_redis_loses_the_erased_keys(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_configured_redis_loses_the_erased_keys(tmp_path: Path, pg_url: str,
                                                     counter: BpeTokenCounter, embedder: FastEmbedder) -> None:
     with own_redis(tmp_path / "redis") as server:
         gone, kept, _target = _scenario(tmp_path, pg_url, counter, embedder, server.url, server.url)
@@ -114,7 +114,7 @@ def test_the_configured_redis_loses_the_erased_keys(tmp_path: Path, pg_url: str,
             client.close()
 
 
-def test_the_target_data_dirs_running_redis_loses_them(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_target_data_dirs_running_redis_loses_them(tmp_path: Path, pg_url: str,
                                                        counter: BpeTokenCounter, embedder: FastEmbedder) -> None:
     target = tmp_path / "target"
     try:
@@ -132,7 +132,7 @@ def test_the_target_data_dirs_running_redis_loses_them(tmp_path: Path, pg_url: s
         EmbeddedRedis(target).stop()
 
 
-def test_no_redis_running_starts_none_and_leaves_them_owed(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_no_redis_running_starts_none_and_leaves_them_owed(tmp_path: Path, pg_url: str,
                                                            counter: BpeTokenCounter, embedder: FastEmbedder) -> None:
     target = tmp_path / "target"
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, migrate, migration_sides, opened
 
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.models import Message
@@ -36,7 +36,7 @@ TARGETS_OWN = [
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("own_ns", TARGETS_OWN)
-def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_another_incarnations_tombstone_is_not_an_erasure(tmp_path: Path, pg_url: str,
                                                            counter: BpeTokenCounter, to_postgres: bool,
                                                            own_ns: str) -> None:
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)

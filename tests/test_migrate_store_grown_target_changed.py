@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.formats import RETRACT_TYPE
@@ -68,7 +68,7 @@ TARGET_CHANGES = [
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize(("change", "why"), TARGET_CHANGES)
-def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_grown_conversation_the_target_changed_is_refused(tmp_path: Path, pg_url: str,
                                                             counter: BpeTokenCounter, to_postgres: bool,
                                                             change: Change, why: str) -> None:
     src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)

@@ -20,14 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 import sqlean
-from pg_server import (  # noqa: F401  (pg_url: pytest fixture)
-    MIGRATION_DIRECTIONS,
-    Where,
-    migrate,
-    migration_sides,
-    opened,
-    pg_url,
-)
+from pg_server import MIGRATION_DIRECTIONS, Where, migrate, migration_sides, opened
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -135,7 +128,7 @@ def memory(tmp_path: Path, where: Where, name: str, embedder: FastEmbedder) -> M
     return Memory(config(tmp_path, where, name), embedder=embedder, hot=False, background_indexing=False)
 
 
-def sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter, to_postgres: bool,  # noqa: F811
+def sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter, to_postgres: bool,
           target_rows: bool) -> tuple[Where, Where]:
     """`migration_sides`, the target holding OTHER's messages where `target_rows`."""
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)
@@ -172,7 +165,7 @@ def decided_in_target(tmp_path: Path, src: Where, dst: Where, counter: BpeTokenC
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("target_rows", TARGETS)
 def test_a_correction_the_source_owed_is_decided_in_the_target(
-        tmp_path: Path, pg_url: str, counter: BpeTokenCounter, embedder: FastEmbedder,  # noqa: F811
+        tmp_path: Path, pg_url: str, counter: BpeTokenCounter, embedder: FastEmbedder,
         to_postgres: bool, target_rows: bool) -> None:
     src, dst = sides(tmp_path, pg_url, counter, to_postgres, target_rows)
     with memory(tmp_path, src, "source", embedder) as mem:
@@ -187,7 +180,7 @@ def test_a_correction_the_source_owed_is_decided_in_the_target(
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("target_rows", TARGETS)
 def test_a_correction_owed_after_the_copy_is_decided_in_the_target_after_a_rerun(
-        tmp_path: Path, pg_url: str, counter: BpeTokenCounter, embedder: FastEmbedder,  # noqa: F811
+        tmp_path: Path, pg_url: str, counter: BpeTokenCounter, embedder: FastEmbedder,
         to_postgres: bool, target_rows: bool) -> None:
     src, dst = sides(tmp_path, pg_url, counter, to_postgres, target_rows)
     with memory(tmp_path, src, "source", embedder) as mem:

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.cli import cli
@@ -78,7 +78,7 @@ def test_a_source_without_a_log_is_refused_and_nothing_is_created(tmp_path: Path
 
 
 @pytest.mark.parametrize(("make", "words"), [c[1:] for c in BAD_SOURCES], ids=[c[0] for c in BAD_SOURCES])
-def test_cli_names_from_and_the_postgres_target_is_untouched(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_cli_names_from_and_the_postgres_target_is_untouched(tmp_path: Path, pg_url: str,
                                                              make: Callable[[Path], Path], words: str) -> None:
     bad = make(tmp_path)
     schema = fresh_schema()
@@ -89,7 +89,7 @@ def test_cli_names_from_and_the_postgres_target_is_untouched(tmp_path: Path, pg_
         assert c.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None
 
 
-def test_the_real_run_after_a_typo_copies_everything(tmp_path: Path, source: Path, pg_url: str) -> None:  # noqa: F811
+def test_the_real_run_after_a_typo_copies_everything(tmp_path: Path, source: Path, pg_url: str) -> None:
     schema = fresh_schema()
     base = ["--data-dir", str(source), "migrate-store", "--to", pg_url, "--schema", schema]
     typo = CliRunner().invoke(cli, [*base, "--from", str(tmp_path / "data-typo")])
@@ -98,7 +98,7 @@ def test_the_real_run_after_a_typo_copies_everything(tmp_path: Path, source: Pat
     assert real.exit_code == 0 and "1 conversation(s), 3 message(s)" in real.output, real.output
 
 
-def test_a_postgres_source_schema_without_a_log_is_refused(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+def test_a_postgres_source_schema_without_a_log_is_refused(tmp_path: Path, pg_url: str) -> None:
     schema = fresh_schema()
     with pytest.raises(ValidationError, match=f"^--from: .*schema {schema} holds no tiermem log"):
         migrate_store(pg_url, tmp_path / "back", tokens=TOKENS, source_schema=schema)
@@ -119,7 +119,7 @@ BAD_TARGETS = [
 
 
 @pytest.mark.parametrize(("name", "content"), [c[1:] for c in BAD_TARGETS], ids=[c[0] for c in BAD_TARGETS])
-def test_a_target_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path, source: Path, pg_url: str,  # noqa: F811
+def test_a_target_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path, source: Path, pg_url: str,
                                                                     name: str, content: bytes) -> None:
     schema = fresh_schema()
     migrate_store(source, pg_url, tokens=TOKENS, target_schema=schema)  # a PostgreSQL source to copy back

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import MigrationMismatch
@@ -34,7 +34,7 @@ WRITER_LOCK_WAIT_MS = 30_000  # the writer waits this long for the run's lock: f
 JOIN_S = 30.0  # the writer's thread ends within this after the run commits
 
 
-def test_a_pin_committed_in_the_window_is_kept(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_pin_committed_in_the_window_is_kept(tmp_path: Path, pg_url: str,
                                                counter: BpeTokenCounter) -> None:
     source, schema = str(tmp_path / "store.db"), fresh_schema()
     store = ColdStore(Path(source), tokens=counter)

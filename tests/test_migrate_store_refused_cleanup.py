@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.errors import MigrationRefused
@@ -49,7 +49,7 @@ def nul_source(path: Path, counter: BpeTokenCounter) -> Path:
 
 
 @pytest.fixture
-def undroppable(pg_url: str) -> Iterator[str]:  # noqa: F811
+def undroppable(pg_url: str) -> Iterator[str]:
     """A schema name whose DROP the server refuses (an event trigger), removed at the end."""
     schema = fresh_schema()
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -70,7 +70,7 @@ def undroppable(pg_url: str) -> Iterator[str]:  # noqa: F811
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def test_a_failed_cleanup_keeps_the_refusal_as_the_error(tmp_path: Path, pg_url: str, undroppable: str,  # noqa: F811
+def test_a_failed_cleanup_keeps_the_refusal_as_the_error(tmp_path: Path, pg_url: str, undroppable: str,
                                                          counter: BpeTokenCounter,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     source = nul_source(tmp_path / "src.db", counter)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import migrate, migration_sides, opened
 
 from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
@@ -70,7 +70,7 @@ DIRECTIONS = [
 
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
 def test_a_rerun_that_grows_a_conversation_puts_it_back_in_the_sweep(
-        tmp_path: Path, pg_url: str, counter: BpeTokenCounter, to_postgres: bool) -> None:  # noqa: F811
+        tmp_path: Path, pg_url: str, counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:
         _append(store, FIRST, 0)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.migrate_store import migrate_store
@@ -59,7 +59,7 @@ def _name_of(store: ColdStore, key: str) -> str:
 
 
 @pytest.mark.parametrize("grow", [g for _n, g in GROWTHS], ids=[n for n, _g in GROWTHS])
-def test_an_append_after_a_resumed_copy_draws_a_free_id(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_an_append_after_a_resumed_copy_draws_a_free_id(tmp_path: Path, pg_url: str,
                                                         counter: BpeTokenCounter,
                                                         grow: Callable[[ColdStore, str], None]) -> None:
     source, schema = tmp_path / "src.db", fresh_schema()

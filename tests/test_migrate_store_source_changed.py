@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened
 
 from tiermem.tiers.errors import MigrationMismatch
 from tiermem.tiers.migrate_store import COPIED_DIGEST
@@ -81,7 +81,7 @@ def _change(where: Where, counter: BpeTokenCounter, name: str, change: Change) -
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("change", CHANGES)
-def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_rerun_copies_a_change_without_messages(tmp_path: Path, pg_url: str,
                                                     counter: BpeTokenCounter, to_postgres: bool,
                                                     change: Change) -> None:
     src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
@@ -108,7 +108,7 @@ TARGET_CHANGES = [
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("source_changed", TARGET_CHANGES)
-def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,
                                               counter: BpeTokenCounter, to_postgres: bool,
                                               source_changed: bool) -> None:
     src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
@@ -124,7 +124,7 @@ def test_a_copy_the_target_changed_is_refused(tmp_path: Path, pg_url: str,  # no
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_copy_without_a_recorded_digest_is_refused(tmp_path: Path, pg_url: str,
                                                      counter: BpeTokenCounter, to_postgres: bool) -> None:
     """A target an older tiermem copied (no digest recorded per conversation): a change
     without messages in the source cannot be told from a target writer's, so it is

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, copied_sides, migrate, opened
 
 from tiermem.cli import cli
 from tiermem.tiers.errors import MigrationRefused
@@ -39,7 +39,7 @@ def _fill(store: ColdLog) -> None:
             store.append(name, Message(role="user", content=f"secret {name} {i}"), namespace=NS)
 
 
-def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target): two conversations copied and verified, then GONE erased in the source."""
     src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
@@ -49,7 +49,7 @@ def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
                                                     counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
     with opened(dst, counter) as store:
@@ -74,7 +74,7 @@ def test_the_sources_erasure_is_taken_to_the_target(tmp_path: Path, pg_url: str,
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_a_copy_the_target_changed_is_refused_not_erased(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_copy_the_target_changed_is_refused_not_erased(tmp_path: Path, pg_url: str,
                                                          counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
     with opened(dst, counter) as store:  # a target writer that was not stopped
@@ -88,7 +88,7 @@ def test_a_copy_the_target_changed_is_refused_not_erased(tmp_path: Path, pg_url:
         assert store.tombstones(namespace=NS) == []
 
 
-def test_the_command_says_what_it_erased(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_command_says_what_it_erased(tmp_path: Path, pg_url: str,
                                          counter: BpeTokenCounter) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, True)
     url, schema = dst[1].rsplit("#", 1)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import MIGRATION_DIRECTIONS, Where, fresh_schema, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, Where, fresh_schema, migrate, migration_sides, opened
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -82,7 +82,7 @@ def _grow(src: Where, counter: BpeTokenCounter, name: str) -> None:
         store.set_pin(store.key_of(NS, name), MESSAGES_EACH + GROWN_BY - 1, PIN_PRIORITY)
 
 
-def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target), the source holding MESSAGES_EACH messages in each of NAMES."""
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)
@@ -111,7 +111,7 @@ RUNS = [
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("interrupted", RUNS)
-def test_the_rerun_copies_what_the_source_appended(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_rerun_copies_what_the_source_appended(tmp_path: Path, pg_url: str,
                                                    counter: BpeTokenCounter, to_postgres: bool,
                                                    interrupted: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
@@ -142,7 +142,7 @@ TARGET_WRITES = [
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("source_grew", TARGET_WRITES)
-def test_a_target_written_in_a_copied_conversation_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_target_written_in_a_copied_conversation_is_refused(tmp_path: Path, pg_url: str,
                                                               counter: BpeTokenCounter, to_postgres: bool,
                                                               source_grew: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
@@ -157,7 +157,7 @@ def test_a_target_written_in_a_copied_conversation_is_refused(tmp_path: Path, pg
 
 
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
-def test_new_rows_move_past_an_id_a_target_writer_took(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_new_rows_move_past_an_id_a_target_writer_took(tmp_path: Path, pg_url: str,
                                                        counter: BpeTokenCounter, to_postgres: bool) -> None:
     """A target append in another conversation after the run draws the id the grown
     conversation's first new message needs (SQLite: MAX(id) + 1; PostgreSQL: the sequence,
@@ -186,7 +186,7 @@ def _use(mem: Memory, start: int, count: int) -> None:
     mem.context("trip", "which snacks?", CONTEXT_BUDGET, namespace=NS)
 
 
-def test_derived_rows_follow_the_grown_messages(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_derived_rows_follow_the_grown_messages(tmp_path: Path, pg_url: str,
                                                 engine_config: Config, embedder: Embedder,
                                                 counter: BpeTokenCounter) -> None:
     """The source used as a Memory uses it (vectors, labels, a pin, warm summaries,

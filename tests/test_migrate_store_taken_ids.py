@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pg_server import Where, migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import Where, migrate, migration_sides, opened
 
 import tiermem.tiers.migrate_store as migrate_module
 from tiermem.tiers.migrate_store import ID_OFFSET, MigrationReport
@@ -147,7 +147,7 @@ CASES: list[tuple[str, bool, Scenario]] = [
 
 
 @pytest.mark.parametrize(("to_postgres", "scenario"), [(p, s) for _n, p, s in CASES], ids=[n for n, _p, _s in CASES])
-def test_the_copy_completes_past_ids_a_target_writer_took(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_copy_completes_past_ids_a_target_writer_took(tmp_path: Path, pg_url: str,
                                                          counter: BpeTokenCounter, to_postgres: bool,
                                                          scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> None:
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, open_store, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema, open_store
 
 from tiermem.config import Config
 from tiermem.memory import Memory
@@ -84,7 +84,7 @@ def _read_on_target(tmp_path: Path, dst: Where, embedder: FastEmbedder, *, store
             assert mem.cold.pending_embeddings(mem.cold.key_of(NS, name)) == 0
 
 
-def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def _sides(tmp_path: Path, pg_url: str, counter: BpeTokenCounter,
            to_postgres: bool) -> tuple[Where, Where]:
     """(source, target): two conversations appended without vectors, copied and verified."""
     (tmp_path / "data").mkdir()
@@ -121,7 +121,7 @@ PLANS = [
 
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
 @pytest.mark.parametrize("store_plans", PLANS)
-def test_the_sources_erasure_reaches_a_target_a_read_embedded(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_sources_erasure_reaches_a_target_a_read_embedded(tmp_path: Path, pg_url: str,
                                                               counter: BpeTokenCounter, embedder: FastEmbedder,
                                                               to_postgres: bool, store_plans: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
@@ -135,7 +135,7 @@ def test_the_sources_erasure_reaches_a_target_a_read_embedded(tmp_path: Path, pg
 
 
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
-def test_a_source_pin_reaches_a_target_a_read_embedded(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_source_pin_reaches_a_target_a_read_embedded(tmp_path: Path, pg_url: str,
                                                        counter: BpeTokenCounter, embedder: FastEmbedder,
                                                        to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
@@ -167,7 +167,7 @@ TARGET_WRITES = [
 
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
 @pytest.mark.parametrize(("write", "named"), TARGET_WRITES)
-def test_a_target_writers_change_is_still_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_target_writers_change_is_still_refused(tmp_path: Path, pg_url: str,
                                                   counter: BpeTokenCounter, embedder: FastEmbedder, to_postgres: bool,
                                                   write: Callable[[ColdLog, str], Any], named: str) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)
@@ -187,7 +187,7 @@ def test_a_target_writers_change_is_still_refused(tmp_path: Path, pg_url: str,  
 
 
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
-def test_a_copy_recorded_whole_is_recorded_by_part(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_copy_recorded_whole_is_recorded_by_part(tmp_path: Path, pg_url: str,
                                                    counter: BpeTokenCounter, embedder: FastEmbedder,
                                                    to_postgres: bool) -> None:
     src, dst = _sides(tmp_path, pg_url, counter, to_postgres)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pg_server import MIGRATION_DIRECTIONS, copied_sides, migrate, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import MIGRATION_DIRECTIONS, copied_sides, migrate, opened
 
 from tiermem.cli import cli
 from tiermem.tiers.models import Message
@@ -62,7 +62,7 @@ GROWTH = [
 @pytest.mark.parametrize("to_postgres", MIGRATION_DIRECTIONS)
 @pytest.mark.parametrize("grown", GROWTH)
 @pytest.mark.parametrize("erase", ERASURES)
-def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: str,
                                                        counter: BpeTokenCounter, caplog: pytest.LogCaptureFixture,
                                                        to_postgres: bool, grown: int, erase: Erase) -> None:
     src, dst = copied_sides(tmp_path, pg_url, counter, to_postgres, _fill)
@@ -98,7 +98,7 @@ def test_a_conversation_the_target_erased_stays_erased(tmp_path: Path, pg_url: s
     assert (again.copied, again.erased_in_target, again.already_present) == (0, 1, 1)
 
 
-def test_the_command_says_what_it_left_erased(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_the_command_says_what_it_left_erased(tmp_path: Path, pg_url: str,
                                               counter: BpeTokenCounter) -> None:
     src, dst = copied_sides(tmp_path, pg_url, counter, True, _fill)
     with opened(dst, counter) as store:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pg_server import migrate, migration_sides, opened, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import migrate, migration_sides, opened
 
 from tiermem.tiers.errors import MigrationRefused
 from tiermem.tiers.models import Message
@@ -58,7 +58,7 @@ DIRECTIONS = [
 
 
 @pytest.mark.parametrize("to_postgres", DIRECTIONS)
-def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_target_writer_during_the_copy_is_a_clear_refusal(tmp_path: Path, pg_url: str,
                                                             counter: BpeTokenCounter, to_postgres: bool) -> None:
     src, dst = migration_sides(tmp_path, pg_url, to_postgres)
     with opened(src, counter) as store:

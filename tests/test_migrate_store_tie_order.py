@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -90,7 +90,7 @@ def _reads(mem: Memory) -> dict[str, list[tuple[Any, ...]]]:
     False,  # PostgreSQL -> SQLite
 ], ids=["to-postgres", "to-sqlite"])
 @pytest.mark.parametrize("steps", [s for _n, s in CASES], ids=[n for n, _s in CASES])
-def test_ties_come_in_the_source_order_after_the_copy(tmp_path: Path, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+def test_ties_come_in_the_source_order_after_the_copy(tmp_path: Path, embedder: FastEmbedder, pg_url: str,
                                                      counter: BpeTokenCounter, steps: list[Step],
                                                      to_postgres: bool) -> None:
     src_schema, dst_schema = fresh_schema(), fresh_schema()
@@ -110,7 +110,7 @@ def test_ties_come_in_the_source_order_after_the_copy(tmp_path: Path, embedder: 
     assert [h[:3] for h in after if h[2] == TIED][-1] == ("0-new", 0, TIED)
 
 
-def test_copied_rows_come_after_the_targets_own(tmp_path: Path, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+def test_copied_rows_come_after_the_targets_own(tmp_path: Path, embedder: FastEmbedder, pg_url: str,
                                                 counter: BpeTokenCounter) -> None:
     """Into a non-empty target (--into-non-empty): its own rows are older than the copied
     ones, which keep the source's order among themselves."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -61,7 +61,7 @@ def _sqlite_source(db: Path, embedder: FastEmbedder) -> str:
     True,  # the copy's own model opens it: the copied vectors are kept, nothing embedded
     False,  # another model of the same width: every turn embedded again, as on the source
 ], ids=["same-model", "other-model"])
-def test_the_vectors_model_identity_is_carried(tmp_path: Path, pg_url: str, embedder: FastEmbedder,  # noqa: F811
+def test_the_vectors_model_identity_is_carried(tmp_path: Path, pg_url: str, embedder: FastEmbedder,
                                                back: bool, same_model: bool) -> None:
     src = tmp_path / "src" / "tiermem.db"
     identity = _sqlite_source(src, embedder)
@@ -82,7 +82,7 @@ def test_the_vectors_model_identity_is_carried(tmp_path: Path, pg_url: str, embe
         target.close()
 
 
-def test_merging_vectors_of_another_model_is_refused(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_merging_vectors_of_another_model_is_refused(tmp_path: Path, pg_url: str,
                                                      embedder: FastEmbedder) -> None:
     # into a target whose vectors come from another model of the same width: merged, one
     # model's vectors would be scored against the other's queries (or, adopted, the

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cold_helpers import raw
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from store_trace import traced
 
 from tiermem.tiers.cold import ColdStore
@@ -193,7 +193,7 @@ def test_a_store_from_before_gets_the_indexes(tmp_path: Path, counter: BpeTokenC
 PG_TURNS = 2000  # enough rows that a sort of every candidate costs the planner more than the walk
 
 
-def test_postgres_walks_the_index_backward_with_an_anti_join(pg_url: str,  # noqa: F811
+def test_postgres_walks_the_index_backward_with_an_anti_join(pg_url: str,
                                                              counter: BpeTokenCounter,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     s = PostgresStore(pg_url, tokens=counter, schema=fresh_schema())

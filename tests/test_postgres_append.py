@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 
 from tiermem.tiers.embed import Embedder
@@ -43,7 +43,7 @@ def schema() -> str:
 
 
 @pytest.fixture
-def one_conn(pg_url: str, schema: str, counter: BpeTokenCounter) -> Iterator[PostgresStore]:  # noqa: F811
+def one_conn(pg_url: str, schema: str, counter: BpeTokenCounter) -> Iterator[PostgresStore]:
     s = PostgresStore(pg_url, tokens=counter, schema=schema, pool_max=1)
     yield s
     s.close()
@@ -83,7 +83,7 @@ def test_the_first_append_creates_the_conversation_in_one_transaction(one_conn: 
     assert (again.key, again.positions, again.created) == ("new", [2], False)
 
 
-def test_count_round_trips_refuses_a_pool_of_several_connections(pg_url: str, schema: str,  # noqa: F811
+def test_count_round_trips_refuses_a_pool_of_several_connections(pg_url: str, schema: str,
                                                                    counter: BpeTokenCounter) -> None:
     s = PostgresStore(pg_url, tokens=counter, schema=schema, pool_max=2)
     try:
@@ -116,7 +116,7 @@ def test_a_batch_stores_every_column_with_ids_in_position_order(one_conn: Postgr
     assert one_conn.integrity() == {"messages": 5, "turns": 5, "fts": 5, "vectors": 0}
 
 
-def test_an_append_waiting_on_an_erasure_starts_a_new_incarnation(pg_url: str, schema: str,  # noqa: F811
+def test_an_append_waiting_on_an_erasure_starts_a_new_incarnation(pg_url: str, schema: str,
                                                                    counter: BpeTokenCounter) -> None:
     """The one statement finds the counter row by name and waits on its lock; when the
     erasure that held it commits, the row is gone: no row updated, nothing written, and
@@ -148,7 +148,7 @@ def test_an_append_waiting_on_an_erasure_starts_a_new_incarnation(pg_url: str, s
 
 
 def test_four_processes_on_the_one_statement_path_keep_positions_dense_and_the_log_append_only(
-        pg_url: str, schema: str, counter: BpeTokenCounter, tmp_path: Path) -> None:  # noqa: F811
+        pg_url: str, schema: str, counter: BpeTokenCounter, tmp_path: Path) -> None:
     """Real processes, one conversation that exists (so every append takes the single
     statement), while a hostile client tries to rewrite the log: every append lands once,
     positions 1..N with no gap, each writer's messages in its order, the rewrites refused."""
@@ -188,7 +188,7 @@ def test_four_processes_on_the_one_statement_path_keep_positions_dense_and_the_l
         s.close()
 
 
-def test_an_append_on_a_callers_pool_in_transaction_mode_is_committed(pg_url: str, schema: str,  # noqa: F811
+def test_an_append_on_a_callers_pool_in_transaction_mode_is_committed(pg_url: str, schema: str,
                                                                        counter: BpeTokenCounter) -> None:
     with ConnectionPool(pg_url, min_size=1, max_size=1, kwargs={"autocommit": False}) as pool:
         s = PostgresStore(pool=pool, tokens=counter, schema=schema)
@@ -199,7 +199,7 @@ def test_an_append_on_a_callers_pool_in_transaction_mode_is_committed(pg_url: st
     assert raw(pg_url, schema, "SELECT position FROM messages ORDER BY position") == [(0,), (1,)]
 
 
-def test_catch_up_stores_a_batch_of_vectors_in_one_round_trip(pg_url: str, schema: str,  # noqa: F811
+def test_catch_up_stores_a_batch_of_vectors_in_one_round_trip(pg_url: str, schema: str,
                                                               counter: BpeTokenCounter, embedder: Embedder) -> None:
     s = PostgresStore(pg_url, tokens=counter, schema=schema, pool_max=1, embedder=embedder)
     try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 
 from tiermem.tiers.models import Message
@@ -42,7 +42,7 @@ def settings(pool: ConnectionPool) -> dict[str, str | None]:
 
 
 @pytest.fixture(params=[True, False], ids=["autocommit", "transaction_mode"])
-def callers_pool(request: pytest.FixtureRequest, pg_url: str) -> Iterator[ConnectionPool]:  # noqa: F811
+def callers_pool(request: pytest.FixtureRequest, pg_url: str) -> Iterator[ConnectionPool]:
     autocommit: bool = request.param
 
     def configure(conn: psycopg.Connection) -> None:
@@ -102,7 +102,7 @@ OPERATIONS: list[tuple[str, Callable[[PostgresStore, str], object]]] = [
 
 
 @pytest.mark.parametrize("operation", [o[1] for o in OPERATIONS], ids=[o[0] for o in OPERATIONS])
-def test_the_callers_connection_keeps_its_own_settings(callers_pool: ConnectionPool, pg_url: str,  # noqa: F811
+def test_the_callers_connection_keeps_its_own_settings(callers_pool: ConnectionPool, pg_url: str,
                                                        operation: Callable[[PostgresStore, str], object]) -> None:
     table = "app_" + uuid.uuid4().hex[:12]
     with psycopg.connect(pg_url, autocommit=True) as admin:

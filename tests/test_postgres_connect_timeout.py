@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from frozen_server import in_thread
 from loopback_forwarder import PostgresForwarder
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg.conninfo import make_conninfo
 
 import tiermem.tiers.postgres as postgres
@@ -29,7 +29,7 @@ HELD_WAIT_S = 10.0  # for the pool's attempt to reach the silent forwarder
 
 
 @pytest.fixture
-def forwarder(pg_url: str) -> Iterator[PostgresForwarder]:  # noqa: F811
+def forwarder(pg_url: str) -> Iterator[PostgresForwarder]:
     fwd = PostgresForwarder(pg_url)
     try:
         yield fwd
@@ -49,7 +49,7 @@ def connect_timeout(store: PostgresStore) -> str | None:
     ({"connect_timeout": "5"}, None, "5"),  # the URL's own is kept
     ({}, "7", "7"),  # so is the operator's environment's (libpq reads it)
 ])
-def test_the_pool_bounds_a_connect_unless_the_url_does(pg_url: str, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+def test_the_pool_bounds_a_connect_unless_the_url_does(pg_url: str, monkeypatch: pytest.MonkeyPatch,
                                                        url_adds: dict[str, str], env: str | None, want: str) -> None:
     if env is None:
         monkeypatch.delenv(CONNECT_TIMEOUT_ENV, raising=False)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.postgres import HNSW_EF_SEARCH, PostgresStore, Vec
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -37,7 +37,7 @@ def unit(a: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture
-def store(pg_url: str, counter: BpeTokenCounter) -> Iterator[PostgresStore]:  # noqa: F811
+def store(pg_url: str, counter: BpeTokenCounter) -> Iterator[PostgresStore]:
     s = PostgresStore(pg_url, tokens=counter, schema=fresh_schema())
     s.prepare_vectors(DIM)
     yield s

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.models import Message
@@ -211,7 +211,7 @@ def workload(s: RecordingStore) -> list[tuple[str, Callable[[], Any]]]:
 
 
 @pytest.fixture
-def recording(pg_url: str, counter: BpeTokenCounter, embedder: Embedder) -> Iterator[RecordingStore]:  # noqa: F811
+def recording(pg_url: str, counter: BpeTokenCounter, embedder: Embedder) -> Iterator[RecordingStore]:
     store = RecordingStore(pg_url, tokens=counter, embedder=embedder, schema=fresh_schema(), erase_scrub="vacuum")
     try:
         yield store

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from service_helpers import TOKEN_ACME, bearer, serve_in_thread
 
 from tiermem import Config, Memory
@@ -27,7 +27,7 @@ CONV = "full-1"
 
 
 @pytest.fixture
-def served(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> Iterator[tuple[httpx.Client, str]]:  # noqa: F811
+def served(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> Iterator[tuple[httpx.Client, str]]:
     schema = fresh_schema()
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=schema, auth_tokens={TOKEN_ACME: "acme"})
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
@@ -35,7 +35,7 @@ def served(tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> Iterator[tupl
         yield http, schema
 
 
-def refuse_inserts(pg_url: str, schema: str, errcode: str | None) -> None:  # noqa: F811
+def refuse_inserts(pg_url: str, schema: str, errcode: str | None) -> None:
     """From now on every insert into the store's messages fails with `errcode`, raised
     by the server (None: inserts work again)."""
     with psycopg.connect(pg_url, autocommit=True) as admin:
@@ -65,7 +65,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("errcode", "sqlstate", "status"), CASES, ids=[c[0] for c in CASES])
-def test_a_server_out_of_room_or_resources_is_507_or_503(served: tuple[httpx.Client, str], pg_url: str,  # noqa: F811
+def test_a_server_out_of_room_or_resources_is_507_or_503(served: tuple[httpx.Client, str], pg_url: str,
                                                          errcode: str, sqlstate: str, status: int) -> None:
     http, schema = served
     h = bearer(TOKEN_ACME)

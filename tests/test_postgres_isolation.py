@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 from hash_embedder import HashEmbedder
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 from store_workers import BATCH_MESSAGES, WORKERS, race_keyed_appends
@@ -32,7 +32,7 @@ LEVELS = ["repeatable read", "serializable"]
 
 
 @pytest.fixture(params=LEVELS, ids=[lvl.replace(" ", "_") for lvl in LEVELS])
-def strict_url(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:  # noqa: F811
+def strict_url(request: pytest.FixtureRequest, pg_url: str) -> Iterator[str]:
     """A URL of a new role (and database) whose default isolation is `request.param`, set
     as an operator would (ALTER ROLE ... SET), touching no other test's sessions."""
     name = "iso_" + uuid.uuid4().hex[:12]

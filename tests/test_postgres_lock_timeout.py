@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 from service_helpers import TOKEN_ACME, bearer, serve_in_thread
 
@@ -36,7 +36,7 @@ CONV = "locked-1"
 
 
 def test_an_append_behind_an_operators_lock_table_is_503_busy_after_busy_timeout(
-        tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> None:  # noqa: F811
+        tmp_path: Path, pg_url: str, embedder: FastEmbedder) -> None:
     schema = fresh_schema()
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=schema, busy_timeout_ms=BUSY_TIMEOUT_MS,
                  auth_tokens={TOKEN_ACME: "acme"})
@@ -70,7 +70,7 @@ def lock_timeout_of(store: PostgresStore) -> str:
     (BUSY_TIMEOUT_MS, f"{BUSY_TIMEOUT_MS}ms"),
     (0, "1ms"),  # busy_timeout_ms = 0, "do not wait": PostgreSQL's 0 would wait forever
 ])
-def test_the_store_sets_lock_timeout_on_its_own_and_a_callers_pool(pg_url: str, given: int,  # noqa: F811
+def test_the_store_sets_lock_timeout_on_its_own_and_a_callers_pool(pg_url: str, given: int,
                                                                      shown: str) -> None:
     own = PostgresStore(pg_url, tokens=BpeTokenCounter(), schema=fresh_schema(), lock_timeout_ms=given)
     try:
@@ -86,7 +86,7 @@ def test_the_store_sets_lock_timeout_on_its_own_and_a_callers_pool(pg_url: str, 
         assert lock_timeout_of(untouched) == "7s"
 
 
-def test_an_erasures_scrub_behind_a_long_reader_gives_up_after_the_wait(pg_url: str) -> None:  # noqa: F811
+def test_an_erasures_scrub_behind_a_long_reader_gives_up_after_the_wait(pg_url: str) -> None:
     schema = fresh_schema()
     store = PostgresStore(pg_url, tokens=BpeTokenCounter(), schema=schema, lock_timeout_ms=BUSY_TIMEOUT_MS)
     try:
@@ -116,7 +116,7 @@ def test_an_erasures_scrub_behind_a_long_reader_gives_up_after_the_wait(pg_url: 
         reopened.close()
 
 
-def test_a_migration_waits_for_another_process_migrating_past_the_lock_timeout(pg_url: str) -> None:  # noqa: F811
+def test_a_migration_waits_for_another_process_migrating_past_the_lock_timeout(pg_url: str) -> None:
     """Waiting is the design there: the second process opens once the first is done."""
     schema = fresh_schema()
     opened: list[PostgresStore] = []

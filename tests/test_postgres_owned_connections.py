@@ -26,7 +26,7 @@ from urllib.parse import quote
 import pytest
 from frozen_server import answer
 from loopback_forwarder import CHUNK_BYTES, PostgresForwarder, shut
-from pg_server import fresh_schema, pg_url  # noqa: F401  (fixture)
+from pg_server import fresh_schema
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import tiermem.tiers.postgres as postgres
@@ -77,7 +77,7 @@ class SilencingForwarder(PostgresForwarder):
 
 
 @pytest.fixture
-def forwarder(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SilencingForwarder]:  # noqa: F811
+def forwarder(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SilencingForwarder]:
     monkeypatch.delenv(CONNECT_TIMEOUT_ENV, raising=False)
     fwd = SilencingForwarder(pg_url)
     try:

@@ -11,7 +11,7 @@ import time
 import uuid
 
 import psycopg
-from pg_server import fill_pool, fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+from pg_server import fill_pool, fresh_schema, with_options
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
@@ -21,7 +21,7 @@ POOLED = 4  # connections the store holds idle when the server drops them
 GONE_WAIT_S = 10.0  # for the terminated backends to exit
 
 
-def test_operations_after_the_server_dropped_every_connection_run(pg_url: str) -> None:  # noqa: F811
+def test_operations_after_the_server_dropped_every_connection_run(pg_url: str) -> None:
     app = "tiermem-restart-" + uuid.uuid4().hex[:8]
     store = PostgresStore(with_options(pg_url, f"-c application_name={app}"), tokens=BpeTokenCounter(),
                           schema=fresh_schema(), pool_max=POOLED)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 
 from tiermem.tiers.errors import StoreUnreachable
@@ -23,7 +23,7 @@ POOL_WAIT_S = 0.3  # the pool's wait for a connection
 SLACK_S = 5.0  # on top of the wait: a busy test machine
 
 
-def test_no_connection_in_time_is_unreachable_and_unwritten(pg_url: str) -> None:  # noqa: F811
+def test_no_connection_in_time_is_unreachable_and_unwritten(pg_url: str) -> None:
     pool = ConnectionPool(pg_url, min_size=1, max_size=1, timeout=POOL_WAIT_S, kwargs={"autocommit": True})
     try:
         store = PostgresStore(pool=pool, tokens=BpeTokenCounter(), schema=fresh_schema())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pg_server import fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema, with_options
 from service_helpers import TOKEN_ACME, bearer, serve_in_thread
 
 from tiermem import Config, Memory
@@ -30,7 +30,7 @@ def read_only(url: str) -> str:
 
 
 @pytest.fixture
-def configs(tmp_path: Path, pg_url: str) -> tuple[Config, Config]:  # noqa: F811
+def configs(tmp_path: Path, pg_url: str) -> tuple[Config, Config]:
     writable = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema(),
                       auth_tokens={TOKEN_ACME: "acme"})
     return writable, writable.model_copy(update={"cold_url": read_only(pg_url)})

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 from stalled_vacuum import MAINTENANCE_S, SLACK_S, reclaim_behind_a_reader
 
@@ -44,7 +44,7 @@ def session(conn: psycopg.Connection) -> tuple[int, dict[str, str]]:
 
 
 @pytest.fixture(params=[True, False], ids=["autocommit", "transaction_mode"])
-def callers_pool(request: pytest.FixtureRequest, pg_url: str) -> Iterator[ConnectionPool]:  # noqa: F811
+def callers_pool(request: pytest.FixtureRequest, pg_url: str) -> Iterator[ConnectionPool]:
     autocommit: bool = request.param
 
     def configure(conn: psycopg.Connection) -> None:
@@ -58,7 +58,7 @@ def callers_pool(request: pytest.FixtureRequest, pg_url: str) -> Iterator[Connec
 
 
 def test_a_stalled_vacuum_on_a_callers_pool_ends_at_the_deadline_on_the_server(
-        callers_pool: ConnectionPool, pg_url: str, counter: BpeTokenCounter) -> None:  # noqa: F811
+        callers_pool: ConnectionPool, pg_url: str, counter: BpeTokenCounter) -> None:
     # lock_timeout_ms None: the caller's lock_timeout (0: wait for ever) is the one in force
     store = PostgresStore(pool=callers_pool, tokens=counter, schema=fresh_schema(), lock_timeout_ms=None,
                           maintenance_timeout_s=MAINTENANCE_S)

@@ -15,7 +15,7 @@ The embedded PostgreSQL; the store's own pool of one connection.
 
 from __future__ import annotations
 
-from pg_server import fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema, with_options
 from stalled_vacuum import MAINTENANCE_S, SLACK_S, reclaim_behind_a_reader
 
 from tiermem.tiers.models import Message
@@ -44,7 +44,7 @@ def loss_stats(store: PostgresStore) -> dict[str, int]:
 
 
 def test_a_stalled_vacuum_on_the_own_pool_ends_at_the_deadline_on_the_server(
-        pg_url: str, counter: BpeTokenCounter) -> None:  # noqa: F811
+        pg_url: str, counter: BpeTokenCounter) -> None:
     # lock_timeout_ms None: the session's lock_timeout (0: wait for ever) is the one in force
     store = PostgresStore(with_options(pg_url, f"-c statement_timeout={SESSIONS_TIMEOUT}"), tokens=counter,
                           schema=fresh_schema(), pool_max=1, lock_timeout_ms=None,

@@ -25,11 +25,10 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg_server import (  # noqa: F401  (pytest fixture)
+from pg_server import (
     OPENERS,
     Opener,
     no_lock_timeout_openers,
-    pg_url,
     read_lock_held,
     scrub_left_owed,
     scrub_owed,
@@ -51,14 +50,14 @@ CALLERS_LOCK_TIMEOUT = "0"  # the caller's session: no limit, as the server's de
 
 
 @pytest.fixture(params=OPENERS)
-def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
+def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:
     """Opens a store on a schema with no lock_timeout of its own (None)."""
     with no_lock_timeout_openers(request.param, pg_url, counter, MAINTENANCE_S) as open_store:
         yield open_store
 
 
 def test_the_open_waits_for_a_reader_at_most_the_bound(
-        opener: Opener, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+        opener: Opener, pg_url: str, counter: BpeTokenCounter,
         caplog: pytest.LogCaptureFixture) -> None:
     schema, _key = scrub_left_owed(pg_url, counter)
 

@@ -24,12 +24,11 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from pg_server import (  # noqa: F401  (pytest fixture)
+from pg_server import (
     OPENERS,
     Opener,
     fresh_schema,
     no_lock_timeout_openers,
-    pg_url,
     read_lock_held,
     scrub_owed,
     session_lock_timeout,
@@ -57,7 +56,7 @@ ERASURES: dict[str, Callable[[PostgresStore], ErasureReport]] = {
 
 
 @pytest.fixture(params=OPENERS)
-def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
+def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:
     """Opens a store on a schema with no lock_timeout of its own (None)."""
     with no_lock_timeout_openers(request.param, pg_url, counter, MAINTENANCE_S) as open_store:
         yield open_store
@@ -65,7 +64,7 @@ def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter
 
 @pytest.mark.parametrize("erasure", list(ERASURES))
 def test_the_erasure_waits_for_a_reader_at_most_the_bound(
-        opener: Opener, erasure: str, pg_url: str,  # noqa: F811
+        opener: Opener, erasure: str, pg_url: str,
         caplog: pytest.LogCaptureFixture) -> None:
     schema = fresh_schema()
     store = opener(schema)

@@ -20,11 +20,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from pg_server import (  # noqa: F401  (pytest fixture)
+from pg_server import (
     OPENERS,
     Opener,
     no_lock_timeout_openers,
-    pg_url,
     read_lock_held,
     scrub_left_owed,
     scrub_owed,
@@ -40,7 +39,7 @@ SLACK_S = 3.0
 
 
 @pytest.fixture(params=OPENERS)
-def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:  # noqa: F811
+def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter) -> Iterator[Opener]:
     """Opens a store on a schema, with the short maintenance deadline and no lock_timeout
     (None: the session's, 0, is in force: the VACUUM waits for the reader's lock)."""
     with no_lock_timeout_openers(request.param, pg_url, counter, MAINTENANCE_S) as open_store:
@@ -48,7 +47,7 @@ def opener(request: pytest.FixtureRequest, pg_url: str, counter: BpeTokenCounter
 
 
 def test_a_scrub_stalled_at_open_is_left_owed_and_the_store_opens(
-        opener: Opener, pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+        opener: Opener, pg_url: str, counter: BpeTokenCounter,
         caplog: pytest.LogCaptureFixture) -> None:
     schema, _key = scrub_left_owed(pg_url, counter)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
@@ -40,7 +40,7 @@ class NoticeCountingStore(PostgresStore):
 
 
 @pytest.fixture(scope="module")
-def store(pg_url: str) -> Iterator[NoticeCountingStore]:  # noqa: F811
+def store(pg_url: str) -> Iterator[NoticeCountingStore]:
     s = NoticeCountingStore(pg_url, tokens=BpeTokenCounter(), schema=fresh_schema())
     s.append_many("c", [Message(role="user", content=f"line {i} about the weather in Porto")
                         for i in range(MATCHING_TURNS)], namespace="n")

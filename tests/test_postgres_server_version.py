@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from loopback_forwarder import CHUNK_BYTES, PostgresForwarder, shut
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg_pool import ConnectionPool
 
 from tiermem.tiers.errors import ServerTooOld
@@ -78,7 +78,7 @@ class OldVersionForwarder(PostgresForwarder):
 
 
 @pytest.fixture
-def old_server(pg_url: str) -> Iterator[OldVersionForwarder]:  # noqa: F811
+def old_server(pg_url: str) -> Iterator[OldVersionForwarder]:
     forwarder = OldVersionForwarder(pg_url)
     try:
         with psycopg.connect(forwarder.url) as conn:  # the rewrite is what libpq reads
@@ -93,7 +93,7 @@ def schema_exists(url: str, schema: str) -> bool:
         return conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is not None
 
 
-def test_the_stores_own_pool_refuses_postgresql_13_before_writing(old_server: OldVersionForwarder, pg_url: str,  # noqa: F811
+def test_the_stores_own_pool_refuses_postgresql_13_before_writing(old_server: OldVersionForwarder, pg_url: str,
                                                                   counter: BpeTokenCounter) -> None:
     schema = fresh_schema()
     with pytest.raises(ServerTooOld, match=r"version 13\.\d+ .*PostgreSQL 14 or later"):
@@ -101,7 +101,7 @@ def test_the_stores_own_pool_refuses_postgresql_13_before_writing(old_server: Ol
     assert not schema_exists(pg_url, schema)  # nothing written: no schema, no extension step
 
 
-def test_a_callers_pool_on_postgresql_13_is_refused_too(old_server: OldVersionForwarder, pg_url: str,  # noqa: F811
+def test_a_callers_pool_on_postgresql_13_is_refused_too(old_server: OldVersionForwarder, pg_url: str,
                                                         counter: BpeTokenCounter) -> None:
     schema = fresh_schema()
     with ConnectionPool(old_server.url, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:

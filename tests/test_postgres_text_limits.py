@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -31,7 +31,7 @@ def pg_config(tmp_path: Path, url: str) -> Config:
     return Config(data_dir=tmp_path / "pg", cold_url=url, cold_schema=fresh_schema())
 
 
-def test_a_message_past_the_tsvector_limit_is_stored_whole(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_message_past_the_tsvector_limit_is_stored_whole(tmp_path: Path, pg_url: str,
                                                            embedder: Embedder) -> None:
     assert len(HUGE.encode()) < Config().max_content_bytes
     with Memory(pg_config(tmp_path, pg_url), embedder=embedder, hot=False, background_indexing=False) as mem:
@@ -42,7 +42,7 @@ def test_a_message_past_the_tsvector_limit_is_stored_whole(tmp_path: Path, pg_ur
         assert any(h.position == pos for h in mem.search("c", "1000007", 3))
 
 
-def test_migrate_store_copies_it(tmp_path: Path, pg_url: str, embedder: Embedder) -> None:  # noqa: F811
+def test_migrate_store_copies_it(tmp_path: Path, pg_url: str, embedder: Embedder) -> None:
     src = tmp_path / "src"
     with Memory(Config(data_dir=src), embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append("a-first", {"role": "user", "content": "a small conversation"})
@@ -54,7 +54,7 @@ def test_migrate_store_copies_it(tmp_path: Path, pg_url: str, embedder: Embedder
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_a_nul_in_a_checkpoint_summary_is_refused_alike(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_nul_in_a_checkpoint_summary_is_refused_alike(tmp_path: Path, pg_url: str,
                                                         embedder: Embedder, engine: str) -> None:
     cfg = pg_config(tmp_path, pg_url) if engine == "postgresql" else Config(data_dir=tmp_path / "lite")
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from frozen_server import frozen, in_thread
-from pg_server import StoppableServer, fill_pool, fresh_schema, pg_url, stoppable_pg  # noqa: F401  (fixtures)
+from pg_server import StoppableServer, fill_pool, fresh_schema, stoppable_pg  # noqa: F401  (pytest fixture)
 
 from tiermem.tiers.errors import StoreStalled, ValidationError
 from tiermem.tiers.models import Message
@@ -57,7 +57,7 @@ POOLED = 2  # idle connections when the server stops: the probe gets one at once
 ], ids=["op-inf", "op-neg-inf", "op-nan", "op-zero", "op-negative", "op-bool",
         "maint-inf", "maint-nan", "maint-zero"])
 def test_a_deadline_that_is_not_a_finite_positive_number_is_refused(
-        pg_url: str, parameter: str, value: object, field: str) -> None:  # noqa: F811
+        pg_url: str, parameter: str, value: object, field: str) -> None:
     schema = fresh_schema()
     with pytest.raises(ValidationError) as refused:
         PostgresStore(pg_url, tokens=BpeTokenCounter(), schema=schema, **{parameter: value})  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import psycopg
 import pytest
 from cold_helpers import sql_behind
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from test_cold_salvage import corrupt
 
 from tiermem import Config, Memory

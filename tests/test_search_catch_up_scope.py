@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_a_namespace_search_embeds_its_own_backlog_only(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_namespace_search_embeds_its_own_backlog_only(tmp_path: Path, pg_url: str,
                                                         embedder: Embedder, engine: str) -> None:
     cfg: dict[str, Any] = {"cold_url": pg_url, "cold_schema": fresh_schema()} if engine == "postgresql" else {}
     with Memory(Config(data_dir=tmp_path, **cfg), embedder=embedder, hot=False, background_indexing=False) as m:

@@ -7,7 +7,6 @@ answered 0..4 (found by tests/test_engines_differential.py)."""
 from __future__ import annotations
 
 import pytest
-from pg_server import pg_url  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory
 from tiermem.tiers.cold import ColdStore

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -35,7 +35,7 @@ def hits(tmp_path: Path, embedder: Embedder, cfg: dict[str, Any], other_first: b
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_tied_hits_come_in_the_same_order_whatever_another_namespace_did(
-        tmp_path: Path, pg_url: str, embedder: Embedder, engine: str) -> None:  # noqa: F811
+        tmp_path: Path, pg_url: str, embedder: Embedder, engine: str) -> None:
     def cfg() -> dict[str, Any]:
         return {"cold_url": pg_url, "cold_schema": fresh_schema()} if engine == "postgresql" else {}
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from client_helpers import NS, served
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from service_helpers import TOKEN_ACME, bearer
 
 from tiermem import Memory
@@ -222,7 +222,7 @@ def test_limits_say_it_and_openapi_documents_it(url_mem: tuple[str, Memory]) -> 
     assert "incarnation" in schemas["AppendOut"]["properties"] and "incarnation" in schemas["BatchOut"]["properties"]
 
 
-def test_postgres_checks_the_conditions_too(tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:  # noqa: F811
+def test_postgres_checks_the_conditions_too(tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:
     """The same routes over embedded PostgreSQL: a match writes, a mismatch is a 409 that
     writes nothing, an erased incarnation is refused."""
     with served(tmp_path / "data", embedder, cold_url=pg_url, cold_schema=fresh_schema()) as (url, mem):

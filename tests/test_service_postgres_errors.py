@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from pg_server import fresh_schema, pg_url, with_options  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema, with_options
 from service_helpers import TOKEN_ACME, bearer, serve_in_thread
 
 from tiermem import Config, Memory
@@ -26,7 +26,7 @@ CONV = "locked-1"
 
 
 def test_a_lock_timeout_is_503_busy_and_the_connection_stays_usable(
-        tmp_path: Path, pg_url: str, embedder: FastEmbedder,  # noqa: F811
+        tmp_path: Path, pg_url: str, embedder: FastEmbedder,
         capsys: pytest.CaptureFixture[str]) -> None:
     schema = fresh_schema()
     cfg = Config(data_dir=tmp_path / "data", cold_url=with_options(pg_url, f"-c lock_timeout={LOCK_TIMEOUT_MS}"),

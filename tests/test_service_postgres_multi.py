@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from ports import free_port
 from reliability_helpers import A, Server, stop_server, wait_ready
 
@@ -28,7 +28,7 @@ CONV = "shared"
 
 
 @pytest.fixture
-def servers(tmp_path: Path, pg_url: str) -> Iterator[list[Server]]:  # noqa: F811
+def servers(tmp_path: Path, pg_url: str) -> Iterator[list[Server]]:
     """Two `tiermem serve` processes on one PostgreSQL schema and one Redis."""
     import subprocess
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from store_trace import traced
 
 from tiermem import Config, Memory
@@ -223,7 +223,7 @@ PG_TURNS = 3000  # enough rows that the planner prefers an index to reading the 
 PG_TURNS_PER_SESSION = 10  # sessions one after another, as a long-running assistant's chats
 
 
-def test_postgres_seeks_the_session(pg_url: str, counter: BpeTokenCounter,  # noqa: F811
+def test_postgres_seeks_the_session(pg_url: str, counter: BpeTokenCounter,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     s = PostgresStore(pg_url, tokens=counter, schema=fresh_schema())
     try:

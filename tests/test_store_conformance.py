@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem.consolidation.views import VIEW_CLAIM_TTL_S
 from tiermem.tiers.cold import ColdStore
@@ -666,13 +666,13 @@ OPEN_ERRORS: list[tuple[Callable[[str], Any], str]] = [
 
 
 @pytest.mark.parametrize(("make", "field"), OPEN_ERRORS)
-def test_postgres_store_refuses_bad_arguments_naming_the_field(pg_url: str, make: Callable[[str], Any],  # noqa: F811
+def test_postgres_store_refuses_bad_arguments_naming_the_field(pg_url: str, make: Callable[[str], Any],
                                                                field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         make(pg_url)
 
 
-def test_a_store_on_a_callers_pool_closes_nothing(pg_url: str, counter: BpeTokenCounter) -> None:  # noqa: F811
+def test_a_store_on_a_callers_pool_closes_nothing(pg_url: str, counter: BpeTokenCounter) -> None:
     from psycopg_pool import ConnectionPool
 
     with ConnectionPool(pg_url, min_size=1, max_size=2, kwargs={"autocommit": True}) as pool:

@@ -33,7 +33,6 @@ import pytest
 import redis
 from cold_helpers import sql_behind
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from test_warm import redis_client  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 import sqlean
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -29,13 +29,13 @@ DECIDED = [(0, "superseded"), (2, "current")]
 OWED_PREFIX = "owed-decision:"  # tiers.owed's meta key prefix (spelt out: the test runs on the code before)
 
 
-def config(engine: str, tmp_path: Path, pg_url: str, schema: str) -> Config:  # noqa: F811
+def config(engine: str, tmp_path: Path, pg_url: str, schema: str) -> Config:
     if engine == "sqlite":
         return Config(data_dir=tmp_path / "data", busy_timeout_ms=BUSY_TIMEOUT_MS)
     return Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=schema, busy_timeout_ms=BUSY_TIMEOUT_MS)
 
 
-def locker(engine: str, tmp_path: Path, pg_url: str, schema: str) -> Callable[[], Any]:  # noqa: F811
+def locker(engine: str, tmp_path: Path, pg_url: str, schema: str) -> Callable[[], Any]:
     """A second connection taking the lock the hook meets; returns it (rolled back to release)."""
     def take() -> Any:
         if engine == "sqlite":

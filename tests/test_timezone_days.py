@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from pg_server import pg_url  # noqa: F401  (pytest fixture, for engine_config)
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder

@@ -25,7 +25,7 @@ import pytest
 from cli_helpers import tm
 from cold_helpers import sql_behind
 from fastapi.testclient import TestClient
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.service import create_app
@@ -123,7 +123,7 @@ def test_sqlite_turn_row_is_left_out(tmp_path: Path, embedder: FastEmbedder, col
 
 
 @pytest.mark.parametrize(("column", "value"), [c[1:] for c in POSTGRES_CASES], ids=[c[0] for c in POSTGRES_CASES])
-def test_postgres_turn_row_is_left_out(tmp_path: Path, embedder: FastEmbedder, pg_url: str,  # noqa: F811
+def test_postgres_turn_row_is_left_out(tmp_path: Path, embedder: FastEmbedder, pg_url: str,
                                        column: str, value: str) -> None:
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema())
     key = _seed(cfg, embedder)
@@ -180,7 +180,7 @@ def test_a_bad_row_does_not_cut_the_turn_cache_short(tmp_path: Path, embedder: F
         assert m.cold.stats()["salvaged_rows"] == len(bad)
 
 
-def test_a_nan_first_turn_time_does_not_reload_the_cache_every_call(tmp_path: Path, pg_url: str,  # noqa: F811
+def test_a_nan_first_turn_time_does_not_reload_the_cache_every_call(tmp_path: Path, pg_url: str,
                                                                     embedder: FastEmbedder) -> None:
     """PostgreSQL's double precision holds NaN, and NaN compares unequal to itself: the
     census's first turn (id, NaN) never matched the cached entry's, so every `context()`

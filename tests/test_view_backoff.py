@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from llm_endpoint import LLMEndpoint, Reply, completion, serving
-from pg_server import open_store, pg_url, target  # noqa: F401  (pytest fixtures)
+from pg_server import open_store, target  # noqa: F401  (pytest fixture)
 
 from tiermem import Config, Memory
 from tiermem.consolidation.scheduler import ConsolidationScheduler

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 from llm_endpoint import LLMEndpoint, Reply, serving
-from pg_server import open_store, pg_url, target  # noqa: F401  (pytest fixtures)
+from pg_server import open_store, target  # noqa: F401  (pytest fixture)
 
 from tiermem.consolidation.summarize import LLMSummarizer
 from tiermem.consolidation.views import FAILED_VIEW_BACKOFF_S, ViewMaintainer

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from llm_endpoint import LLMEndpoint, Reply, Request, completion, serving
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 from psycopg.conninfo import conninfo_to_dict
 
 from tiermem import Config, Memory

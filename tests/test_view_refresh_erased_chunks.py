@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from llm_endpoint import HOLD_S, FirstHeld, LLMEndpoint, serving
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.consolidation.summarize import SourceTurn, Summarizer

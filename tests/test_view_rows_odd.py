@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from cold_helpers import sql_behind
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -123,7 +123,7 @@ def test_sqlite_odd_view_row_does_not_stop_the_next_version(
 
 @pytest.mark.parametrize(("column", "value"), [c[1:] for c in POSTGRES_CASES], ids=[c[0] for c in POSTGRES_CASES])
 def test_postgres_odd_view_row_does_not_stop_the_next_version(
-        tmp_path: Path, embedder: FastEmbedder, pg_url: str, caplog: pytest.LogCaptureFixture,  # noqa: F811
+        tmp_path: Path, embedder: FastEmbedder, pg_url: str, caplog: pytest.LogCaptureFixture,
         column: str, value: str) -> None:
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=fresh_schema(), warm_max_turns_behind=1)
     _check(cfg, embedder, column, value, caplog, scheduler=True)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from cold_helpers import raw
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
 from store_trace import traced
 from test_store_conformance import Engine, engine, store  # noqa: F401  (pytest fixtures)
 

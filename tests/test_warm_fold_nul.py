@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pg_server import fresh_schema, pg_url  # noqa: F401  (pytest fixture)
+from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed import Embedder
@@ -37,7 +37,7 @@ def test_a_warm_fold_reads_the_same_on_both_engines(engine_config: Config, embed
 
 
 def test_a_sqlite_store_with_a_folded_nul_migrates_to_postgres(tmp_path: Path, embedder: Embedder,
-                                                               pg_url: str, counter: BpeTokenCounter  # noqa: F811
+                                                               pg_url: str, counter: BpeTokenCounter
                                                                ) -> None:
     data = tmp_path / "data"
     with Memory(Config(data_dir=data), embedder=embedder, hot=False, background_indexing=False) as mem:
