@@ -74,7 +74,14 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   file; a role that may not VACUUM it, neither superuser nor the database's owner nor
   holding MAINTAIN on it, gets `scrubbed` false and a logged warning): no data file of the
   cluster holds the erased bytes afterwards (tests/test_erasure_postgres.py reads them,
-  tests/test_postgres_erasure_statistics.py pg_statistic's). It takes each table's
+  tests/test_postgres_erasure_statistics.py pg_statistic's). Unless a snapshot older than
+  the erasure is open (a report's REPEATABLE READ transaction on any table, a session idle
+  in a transaction that holds an xid, a prepared transaction, a replication slot's xmin):
+  the rewrite copies the deleted rows it may still see into the new files. The scrub asks
+  the server for those (SNAPSHOT_HOLDERS_SQL, before and after the rewrite; the erasure's
+  xid is in its marker): any, and it answers `scrubbed` false, logs what holds one (pid,
+  prepared xid or slot, no text) and stays owed, rewritten again at the next open, erasure
+  or reclaim() (tests/test_postgres_erasure_open_snapshot.py). It takes each table's
   ACCESS EXCLUSIVE lock for its rewrite (writers wait, at most `lock_timeout_ms`: then
   503 busy, nothing written; the rewrite waits for a table's readers as long at most,
   then gives up: not scrubbed, finished at the next open or erasure); `erase_scrub="vacuum"` is
@@ -376,6 +383,44 @@ STATISTICS_MAY_VACUUM_SQL = (
     "OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE')")
 STATISTICS_MAINTAIN_SQL = " OR has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN')"
 MAINTAIN_PRIVILEGE_VERSION_NUM = 170000  # PostgreSQL 17: GRANT MAINTAIN, pg_maintain
+# VACUUM FULL copies into the new files every deleted row that a snapshot still open may
+# see (not yet dead to all: the server's horizon), so the erased text outlives the rewrite
+# while a snapshot older than the erasure is open: a report's REPEATABLE READ transaction
+# (on any table of the database), a session idle in a transaction holding an xid, a
+# prepared transaction, a replication slot's xmin or catalog_xmin (a standby's
+# hot_standby_feedback through its slot or its walsender's xmin). The scrub asks before
+# its rewrite which of those hold a snapshot (or an xid) at or before the erasure's
+# transaction, and after it which ones opened before the rewrite are still open (they kept
+# pg_statistic's old rows, which the rewrite's ANALYZE replaced): any, and the scrub is not
+# done (`scrubbed: false`, still owed; logged naming them). The rows of this database's
+# sessions (and of those in none, a walsender's), not this connection's own, nor a lazy
+# VACUUM's (pg_stat_progress_vacuum), whose snapshot the server's horizon ignores.
+# `age()` of both in one statement: the xids compared modulo 2^32, as the server does.
+# Visible to any role (pg_stat_activity's xid columns are not restricted to its members).
+SNAPSHOT_HOLDERS_SQL = (
+    "SELECT 'backend pid ' || pid FROM pg_stat_activity "
+    "WHERE pid <> pg_backend_pid() "
+    "AND (datid IS NULL OR datid = (SELECT oid FROM pg_database WHERE datname = current_database())) "
+    "AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum) "
+    "AND (age(backend_xmin) >= age(%(xid)s::text::xid) OR age(backend_xid) >= age(%(xid)s::text::xid)) "
+    "UNION ALL SELECT 'prepared transaction ' || transaction FROM pg_prepared_xacts "
+    "WHERE database = current_database() AND age(transaction) >= age(%(xid)s::text::xid) "
+    "UNION ALL SELECT 'replication slot ' || quote_ident(slot_name::text) FROM pg_replication_slots "
+    "WHERE age(xmin) >= age(%(xid)s::text::xid) OR age(catalog_xmin) >= age(%(xid)s::text::xid) "
+    "ORDER BY 1")
+# The next xid to be assigned: a snapshot at or before it was open before the rewrite began
+NEXT_XID_SQL = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text"
+# The scrub's marker (SCRUB_PENDING_KEY) holds the newest erasure's xid (xid8, decimal) that
+# it is owed for: a later erasure's replaces an older one's, whichever commits first (the
+# marker row's lock orders them). A marker of an older version ('1', below the first normal
+# xid) or not a number names none and stays so: its scrub counts every snapshot older than
+# the rewrite instead (NEXT_XID_SQL).
+SCRUB_MARKER_SQL = (
+    "INSERT INTO meta(key, value) VALUES (%s, pg_current_xact_id()::text) ON CONFLICT (key) DO UPDATE SET value = "
+    "CASE WHEN meta.value !~ '^[0-9]{1,20}$' THEN meta.value WHEN meta.value::numeric < 3 THEN meta.value "
+    "ELSE GREATEST(meta.value::numeric, EXCLUDED.value::numeric)::text END")
+FIRST_NORMAL_XID = 3  # xids 0-2 are the server's own (invalid, bootstrap, frozen)
+XID_MODULUS = 2 ** 32  # a 32-bit xid is the low word of an xid8
 # Tables whose rows belong to one conversation key; an erasure empties them for that key
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
@@ -911,6 +956,14 @@ def owned_connection(url: str, *, where: str, timeout_s: float, watchdog: _Watch
         yield conn
 
 
+def erasure_xid(marker: str | None) -> str | None:
+    """The erasure's xid that the scrub's marker names (SCRUB_MARKER_SQL), as a 32-bit xid's
+    text; None where there is no marker or it names none (an older version's '1')."""
+    if marker is None or not re.fullmatch(r"[0-9]{1,20}", marker) or int(marker) < FIRST_NORMAL_XID:
+        return None
+    return str(int(marker) % XID_MODULUS)
+
+
 class PostgresStore(SharedQueries):
     """The log on PostgreSQL. Thread-safe (a connection pool); many processes and
     machines may open the same database and schema at once."""
@@ -1018,8 +1071,8 @@ class PostgresStore(SharedQueries):
         try:
             if not self._read("SELECT 1 FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)):
                 return
-            self._scrub()
-            log.info("finished the scrub of an erasure interrupted before it was done")
+            if self._scrub():  # else still owed, or not allowed pg_statistic: _reclaim logged which
+                log.info("finished the scrub of an erasure interrupted before it was done")
         except AFTER_COMMIT_ERRORS:
             # a lock timeout (a table's reader), a read-only role; or StoreStalled: a rewrite
             # longer than the maintenance deadline, which would fail every open as long as
@@ -1985,8 +2038,9 @@ class PostgresStore(SharedQueries):
             # owed after the commit, recorded with it (tiers.cold: the same)
             c.cursor().executemany("INSERT INTO redis_purge(key, at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                                    [(k, now) for k in keys])
-            c.execute("INSERT INTO meta(key, value) VALUES (%s, '1') ON CONFLICT (key) DO NOTHING",
-                      (SCRUB_PENDING_KEY,))
+            # the marker names this transaction (SCRUB_MARKER_SQL): the scrub asks which
+            # snapshots are older than it (SNAPSHOT_HOLDERS_SQL)
+            c.execute(SCRUB_MARKER_SQL, (SCRUB_PENDING_KEY,))
         # committed: from here on nothing may raise, or the caller never learns which keys
         # went (a 503 "nothing was written" for an erasure that happened: a retry finds
         # nothing, the erasure hooks never run) and their Redis keys and in-process copies
@@ -2021,7 +2075,9 @@ class PostgresStore(SharedQueries):
         cannot run in a transaction: on a caller's pool in transaction mode the connection
         is switched to autocommit for it and back. Returns whether the scrub is
         guaranteed: the tables rewritten, and pg_statistic after their ANALYZE (False,
-        logged, where the role may not VACUUM it: STATISTICS_TABLE). Raises psycopg.Error when the VACUUM fails,
+        logged, where the role may not VACUUM it: STATISTICS_TABLE), with no snapshot
+        open that the rewrite had to keep deleted rows for (False, logged naming what holds
+        one, and an erasure's scrub still owed: SNAPSHOT_HOLDERS_SQL). Raises psycopg.Error when the VACUUM fails,
         StoreStalled when it has not finished by the maintenance deadline: cancelled by
         the server just inside it (`_server_deadline`; the connection kept, on our own
         pool as on a caller's), or cut where the server did not answer at all."""
@@ -2041,9 +2097,12 @@ class PostgresStore(SharedQueries):
         as statement_timeout is (on a caller's, CALLER_SETTINGS sets it back)."""
         assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
+        held: list[str] = []
         with self._maintenance(), self._conn() as conn:
             # pg_statistic last (STATISTICS_TABLE), where the role may rewrite it
             statistics = full and self._may_vacuum_statistics(conn)
+            row = conn.execute("SELECT value FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)).fetchone()
+            marker: str | None = row[0] if row else None
             tables = RECLAIM_TABLES + ((STATISTICS_TABLE,) if statistics else ())
             # ANALYZE too: the planner's statistics again, sampled from the rows left
             vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(tables)
@@ -2052,19 +2111,44 @@ class PostgresStore(SharedQueries):
                 conn.commit()  # the session settings of the checkout; autocommit needs no open transaction
                 conn.autocommit = True
             try:
+                if full:  # SNAPSHOT_HOLDERS_SQL: the snapshots that keep deleted rows in the new files
+                    began = self._next_xid(conn)
+                    held = self._snapshot_holders(conn, erasure_xid(marker) or began)
                 self._server_deadline(conn, vacuum, lock_timeout_ms=lock_timeout_ms)
-                # done as far as this role can: a retry at each open would rewrite every
-                # table again and still not be allowed pg_statistic
-                conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,))
+                if full:
+                    held = sorted(set(held) | set(self._snapshot_holders(conn, began)))
+                if not held:
+                    # done as far as this role can: a retry at each open would rewrite every
+                    # table again and still not be allowed pg_statistic. The marker read
+                    # before the rewrite only: an erasure that committed during it owes its own
+                    conn.execute("DELETE FROM meta WHERE key = %s AND value = %s", (SCRUB_PENDING_KEY, marker))
             finally:
                 if switched:
                     conn.autocommit = False
+        if held:
+            log.warning("the tables were rewritten, but a snapshot older than the erasure is still open, so the "
+                        "rewrite kept the deleted rows it may see: not scrubbed (still owed: the next open, "
+                        "erasure or reclaim() rewrites again). Held by: %s", ", ".join(held))
+            return False
         if full and not statistics:
             log.warning("the tables were rewritten, but not %s: the role may not VACUUM it (it is neither "
                         "superuser nor the database's owner, and has no MAINTAIN on it), so its old rows may "
                         "still hold values sampled from deleted rows: not scrubbed. A role that may: "
                         "VACUUM FULL %s", STATISTICS_TABLE, STATISTICS_TABLE)
         return statistics
+
+    @staticmethod
+    def _next_xid(conn: Conn) -> str:
+        """The next xid the server assigns (NEXT_XID_SQL), as a 32-bit xid's text."""
+        row = conn.execute(NEXT_XID_SQL).fetchone()
+        assert row is not None
+        return str(int(row[0]) % XID_MODULUS)
+
+    @staticmethod
+    def _snapshot_holders(conn: Conn, xid: str) -> list[str]:
+        """What holds a snapshot or an xid at or before `xid` (SNAPSHOT_HOLDERS_SQL): each
+        as its kind and pid, prepared transaction's xid or slot's name, no text of it."""
+        return [r[0] for r in conn.execute(SNAPSHOT_HOLDERS_SQL, {"xid": xid}).fetchall()]
 
     @staticmethod
     def _may_vacuum_statistics(conn: Conn) -> bool:
