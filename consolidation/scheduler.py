@@ -44,10 +44,21 @@ are over their freshness budget.
   each distinct cause once, a busy store in `tiers.files.storage_problem`'s words),
   its tracebacks only where the logger is enabled for debug (`tiermem --debug`).
   A one-shot caller that reports the failures itself (`tiermem consolidate`) passes
-  `log_failures=False`. A refresh the store refused (busy past its timeout,
-  read-only, full, failing) ends the run: every view after it would meet the same
-  store, a busy one making each wait the whole busy timeout (50 views at the default
-  5 s: over four minutes) for nothing.
+  `log_failures=False`. A refresh the whole store refused (SQLite busy past its
+  timeout: the file's one write lock; read-only, full, failing, unreachable, closed)
+  ends the run: every view after it would meet the same store, a busy one making each
+  wait the whole busy timeout (50 views at the default 5 s: over four minutes) for
+  nothing. A refusal that is one conversation's (`row_refused`: PostgreSQL's lock or
+  statement timeout, serialization failure or deadlock, which another session's locks
+  on that conversation's rows cause, a long import into it or its erasure) skips that
+  conversation's other views for the run, and the run goes on with the next
+  conversation's: one locked conversation, often the most behind and so first in every
+  run, stopped every view's refresh until it was released. Such a view is not backed
+  off (`view_failures`): the row's write checks the conversation under FOR SHARE, so
+  while the lock lasts it would wait the lock timeout once more and fail, and a lock
+  is contention, not a failing view (`ViewMaintainer.failing`); it heads the next run
+  again and costs that run one lock wait while the lock lasts. A lock on a whole table
+  (an erasure's VACUUM FULL) costs each picked view its lock wait.
 - `stats.lag_turns` / `lag_seconds` are the largest lag over every namespace: they are
   the operator's figures (`/metrics`, `tiermem stats`). A tenant's view of the lag is
   `lag(owns)`, over the views of the conversations `owns` accepts only, so one
@@ -78,7 +89,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tiermem.consolidation.views import Swept, ViewMaintainer
-from tiermem.tiers.files import storage_problem
+from tiermem.tiers.files import BUSY_SQLSTATES, storage_problem
 
 log = logging.getLogger("tiermem.scheduler")
 
@@ -124,6 +135,25 @@ def failure_cause(exc: BaseException) -> str:
     if problem is not None:
         return f"{problem.detail} ({text})" if text else problem.detail
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def row_refused(exc: BaseException) -> bool:
+    """Whether `exc` is the store refusing one conversation rather than every one: a
+    busy refusal (`storage_problem`) from PostgreSQL (a lock or statement timeout, a
+    serialization failure, a deadlock: BUSY_SQLSTATES), whose locks are its rows', so
+    another conversation's refresh does not meet them. SQLite's busy is its file's one
+    write lock, and every other storage problem is the whole store's: not this."""
+    problem = storage_problem(exc)
+    if problem is None or not problem.busy:
+        return False
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if getattr(e, "sqlstate", None) in BUSY_SQLSTATES:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _without_frames(exc: Exception) -> Exception:
@@ -307,9 +337,12 @@ class ConsolidationScheduler:
         detailed = [(k, st) for k, st in over if k not in held][:self.max_views_per_run]
         refreshed = 0
         failures: list[RefreshFailure] = []
+        locked: set[str] = set()  # conversations whose rows another session held past the lock wait
         for (conv, kind, key), _st in detailed:
             if self._stopping.is_set():
                 break
+            if conv in locked:
+                continue  # its rows stay locked this run: each view would wait the lock out again
             try:
                 # a conversation erased since this run picked the view is no error
                 with self.guard():
@@ -318,8 +351,10 @@ class ConsolidationScheduler:
                 self.stats.errors += 1
                 log.debug("refresh of %s/%s/%s failed", conv, kind, key, exc_info=True)
                 failures.append(RefreshFailure(conv, kind, key, _without_frames(exc)))
-                if storage_problem(exc) is not None:
-                    break  # the store refused: the next views would meet it too (module docstring)
+                if row_refused(exc):
+                    locked.add(conv)  # that conversation's: the others' views go on (module docstring)
+                elif storage_problem(exc) is not None:
+                    break  # the whole store refused: the next views would meet it too (module docstring)
                 continue
             if swept is Swept.NEW_VERSION:
                 refreshed += 1
