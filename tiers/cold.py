@@ -91,7 +91,7 @@ from tiermem.tiers.models import (
     loads_stored,
     search_text,
 )
-from tiermem.tiers.owed import OWED_PREFIX, OwedDecisions
+from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, OwedDecisions
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -269,7 +269,9 @@ class ColdStore(SharedQueries):
         self._owed = OwedDecisions(
             read_keys=lambda: [str(r[0]) for r in self._read(
                 "SELECT key FROM meta WHERE substr(key, 1, ?) = ?", (len(OWED_PREFIX), OWED_PREFIX))],
-            record=self._meta_keys_set, forget=self._meta_keys_delete,
+            read_mark=lambda: next((str(r[0]) for r in self._read(
+                "SELECT value FROM meta WHERE key = ?", (OWED_MARK_KEY,))), None),
+            record=self._owed_record, forget=self._meta_keys_delete,
             turns=lambda ids: [(int(r[0]), str(r[1]), int(r[2])) for r in self._read(
                 "SELECT id, conversation_id, position FROM turns WHERE embedded = 1 "
                 "AND id IN (SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(ids),))],
@@ -776,9 +778,11 @@ class ColdStore(SharedQueries):
         pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool and not cut[0])
         return done
 
-    def _meta_keys_set(self, keys: list[str]) -> None:
+    def _owed_record(self, keys: list[str], mark: str) -> None:
+        """tiers.owed's rows, and its mark that sends the other processes to read them."""
         with self._tx() as c:
             c.executemany("INSERT OR IGNORE INTO meta(key, value) VALUES (?, '1')", [(k,) for k in keys])
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (OWED_MARK_KEY, mark))
 
     def _meta_keys_delete(self, keys: list[str]) -> None:
         with self._tx() as c:

@@ -62,7 +62,10 @@ Invariants:
   conversation (a fresh copy, or one brought up to the source's; the report's
   `owed_decisions` counts them). The copy writes its vector and `embedded = 1`, so no
   catch-up there embeds it again: the target's next `index_pending` decides it from that
-  record. (Before 2026-12-06 the record was not copied, and a correction owed in the
+  record, in a process that holds the target open too: the same transaction sets the
+  record's mark (OWED_MARK_KEY), which sends such a process to read the records again
+  (before 2026-12-06 it read them once per store object, and decided them only once
+  reopened: tests/test_owed_reload_live.py). (Before 2026-12-06 the record was not copied, and a correction owed in the
   source was never decided in the target: the old value stayed current there for good;
   tests/test_migrate_store_owed.py.) The record is not digested (the decision the target
   makes is what it computes on its own, below). Not carried: an owed decision whose meta
@@ -225,7 +228,7 @@ from tiermem.tiers.dialect import without_nul
 from tiermem.tiers.errors import MigrationMismatch, MigrationRefused, ValidationError
 from tiermem.tiers.files import SQLITE_HEADER
 from tiermem.tiers.models import loads_stored, search_text
-from tiermem.tiers.owed import OWED_PREFIX
+from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, new_mark
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -766,8 +769,11 @@ class _Side:
                       [(key, *r) for r in rec[table]])
         # the target's next catch-up decides them (tiers.owed); one its own hook already
         # owes stays as it is (deciding a turn twice changes nothing)
-        self.many(c, "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING",
-                  [(OWED_PREFIX + str(id_at[p]),) for p in owed if p in id_at])
+        carried = [(OWED_PREFIX + str(id_at[p]),) for p in owed if p in id_at]
+        self.many(c, "INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING", carried)
+        if carried:  # a process holding the target open reads the records again (tiers.owed)
+            self.many(c, "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                      [(OWED_MARK_KEY, new_mark())])
         bump = f"{self.store.dialect.greatest}(pin_versions.version, excluded.version)"
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))

@@ -185,7 +185,7 @@ from tiermem.tiers.models import (
     loads_stored,
     search_text,
 )
-from tiermem.tiers.owed import OWED_PREFIX, OwedDecisions
+from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, OwedDecisions
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -1018,7 +1018,9 @@ class PostgresStore(SharedQueries):
         self._owed = OwedDecisions(
             read_keys=lambda: [str(r[0]) for r in self._read(
                 "SELECT key FROM meta WHERE substr(key, 1, %s) = %s", (len(OWED_PREFIX), OWED_PREFIX))],
-            record=self._meta_keys_set, forget=self._meta_keys_delete,
+            read_mark=lambda: next((str(r[0]) for r in self._read(
+                "SELECT value FROM meta WHERE key = %s", (OWED_MARK_KEY,))), None),
+            record=self._owed_record, forget=self._meta_keys_delete,
             turns=lambda ids: [(int(r[0]), str(r[1]), int(r[2])) for r in self._read(
                 "SELECT id, conversation_id, position FROM turns WHERE embedded = 1 AND id = ANY(%s::int8[]) "
                 "ORDER BY id", (ids,))],
@@ -1717,10 +1719,13 @@ class PostgresStore(SharedQueries):
                 progress(len(rows))
         return done
 
-    def _meta_keys_set(self, keys: list[str]) -> None:
+    def _owed_record(self, keys: list[str], mark: str) -> None:
+        """tiers.owed's rows, and its mark that sends the other processes to read them."""
         with self._tx() as c:
             c.execute("INSERT INTO meta(key, value) SELECT k, '1' FROM unnest(%s::text[]) AS k "
                       "ON CONFLICT (key) DO NOTHING", (keys,))
+            c.execute("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                      (OWED_MARK_KEY, mark))
 
     def _meta_keys_delete(self, keys: list[str]) -> None:
         with self._tx() as c:
