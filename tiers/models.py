@@ -733,6 +733,11 @@ class ErasureReport:
     # store, or the next erasure, does; or the role may not VACUUM pg_statistic, whose old
     # rows may hold sampled values: logged, for an operator's VACUUM FULL of it)
     scrubbed: bool = True
+    # Where `scrubbed` is False though the store's tables were rewritten: what was not, and
+    # why (PostgreSQL: pg_catalog.pg_statistic, its lock held by another session past its
+    # short wait, retried later, or the role may not VACUUM it), no content; "" otherwise
+    # (the tables themselves not rewritten, or scrubbed). The operator's report only
+    not_rewritten: str = ""
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -740,7 +745,7 @@ class ErasureReport:
 
     def to_json(self) -> dict[str, Any]:
         """The whole report, as the operator's CLI prints it."""
-        return {**self.tenant_json(), "bytes_reclaimed": self.bytes_reclaimed}
+        return {**self.tenant_json(), "bytes_reclaimed": self.bytes_reclaimed, "not_rewritten": self.not_rewritten}
 
     def tenant_json(self) -> dict[str, Any]:
         """What the tenant who asked may see of it (the HTTP and MCP answers): its own

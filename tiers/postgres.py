@@ -72,7 +72,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   the old files truncated at commit), then pg_statistic (STATISTICS_TABLE: the old rows of
   the planner's statistics, sampled while the erased rows were there, gone with its old
   file; a role that may not VACUUM it, neither superuser nor the database's owner nor
-  holding MAINTAIN on it, gets `scrubbed` false and a logged warning): no data file of the
+  holding MAINTAIN on it, gets `scrubbed` false and a logged warning; its own statement,
+  waiting for its lock at most STATISTICS_LOCK_TIMEOUT_MS, since every session of the
+  database queues behind that wait: past it `scrubbed` false naming it, the tables done,
+  its rewrite alone owed, SCRUB_STATISTICS_KEY): no data file of the
   cluster holds the erased bytes afterwards (tests/test_erasure_postgres.py reads them,
   tests/test_postgres_erasure_statistics.py pg_statistic's). Unless a snapshot older than
   the erasure is open (a report's REPEATABLE READ transaction on any table, a session idle
@@ -370,10 +373,27 @@ RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summarie
 # bounds and most common values, a tsvector's most common lexemes), one catalog for the
 # whole database. The scrub's ANALYZE UPDATEs a table's rows of it, and the old ones, sampled
 # while the erased rows were there, stay in its pages (dead, or in the free space once
-# pruned): so the scrub rewrites it too, last in the same VACUUM, after the tables' ANALYZE
-# (each relation of a VACUUM is its own transaction, in the order listed, so the old rows
-# are dead to it). Its VACUUM needs more than the store's tables: STATISTICS_MAY_VACUUM_SQL.
+# pruned): so the scrub rewrites it too, after the tables' VACUUM (its ANALYZE committed,
+# so the old rows are dead to it). Its VACUUM needs more than the store's tables:
+# STATISTICS_MAY_VACUUM_SQL.
 STATISTICS_TABLE = "pg_catalog.pg_statistic"
+# ... in a statement of its own, with a lock wait of its own: its rewrite takes an ACCESS
+# EXCLUSIVE lock on a catalog that every session of the database reads (the planner's
+# lookup of a table's statistics, in any schema), and while the rewrite waits for a
+# reader of it (an open transaction that read pg_stats: a monitoring query, a dump) every
+# such lookup queues behind it. In the tables' VACUUM it waited the store's lock_timeout
+# (3 s here: another application's fresh query took 2.28 s instead of 0.01 s). Past this
+# wait it gives up: `scrubbed: false` naming it (ErasureReport.not_rewritten), the tables
+# rewritten all the same, and only its rewrite owed (SCRUB_STATISTICS_KEY): retried, with
+# the same wait, at the next open, erasure or reclaim().
+STATISTICS_LOCK_TIMEOUT_MS = 100
+STATISTICS_VACUUM_SQL = f"VACUUM FULL {STATISTICS_TABLE}"  # no ANALYZE: the server skips pg_statistic's
+# meta: pg_statistic's rewrite owed alone (the tables' done). Its value: the next xid after
+# the tables' ANALYZE (32-bit, as _next_xid): a snapshot at or before it may still see the
+# old rows, and the retry asks for those after its rewrite (SNAPSHOT_HOLDERS_SQL)
+SCRUB_STATISTICS_KEY = "scrub_statistics_pending"
+STATISTICS_OWED_SQL = ("INSERT INTO meta(key, value) VALUES (%s, %s) "
+                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
 # Whether the session's role may VACUUM pg_statistic, by the server's own rule: its owner (a
 # superuser, or a member), the database's owner (any non-shared catalog), and from
 # PostgreSQL 17 on a role with MAINTAIN on it (pg_maintain's members too). One it may not is
@@ -1071,7 +1091,11 @@ class PostgresStore(SharedQueries):
         here leaves the scrub owed (its marker kept) and the store open: the next open
         (or erasure, or reclaim()) retries."""
         try:
-            if not self._read("SELECT 1 FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)):
+            owed = {r[0] for r in self._read("SELECT key FROM meta WHERE key IN (%s, %s)",
+                                             (SCRUB_PENDING_KEY, SCRUB_STATISTICS_KEY))}
+            if SCRUB_PENDING_KEY not in owed:
+                if owed and self._rewrite_owed_statistics():  # the tables' done: pg_statistic's alone
+                    log.info("finished the rewrite of %s that an erasure's scrub owed", STATISTICS_TABLE)
                 return
             if self._scrub():  # else still owed, or not allowed pg_statistic: _reclaim logged which
                 log.info("finished the scrub of an erasure interrupted before it was done")
@@ -2058,8 +2082,10 @@ class PostgresStore(SharedQueries):
             except Exception:  # the caller's work after the commit: its own owed records stay
                 log.exception("erasure: committed, but dropping the erased keys' copies failed")
         report.wal_truncated = False  # PostgreSQL's WAL keeps the records (module docstring)
+        missed: list[str] = []
         try:
-            report.scrubbed = self._scrub()
+            report.scrubbed = self._scrub(missed)
+            report.not_rewritten = "; ".join(missed)
         except AFTER_COMMIT_ERRORS as exc:  # a lock timeout, a dropped connection, none in time
             report.scrubbed = False
             log.warning("erasure: the rows are deleted but the tables were not rewritten (%s); "
@@ -2088,29 +2114,37 @@ class PostgresStore(SharedQueries):
         pool as on a caller's), or cut where the server did not answer at all."""
         return self._reclaim(full=full, lock_timeout_ms=None)
 
-    def _scrub(self) -> bool:
+    def _scrub(self, missed: list[str] | None = None) -> bool:
         """An erasure's scrub (reclaim() at the store's erase_scrub), its own or one owed at
         an open: a table's lock waited for at most the store's lock_timeout, or where it
         sets none SCRUB_LOCK_TIMEOUT_MS (LockNotAvailable past it), not up to the
-        maintenance deadline. reclaim() called by an operator keeps the session's."""
-        return self._reclaim(lock_timeout_ms=SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None)
+        maintenance deadline. reclaim() called by an operator keeps the session's.
+        `missed` gets what the scrub did not rewrite though the tables were (`_reclaim`)."""
+        return self._reclaim(lock_timeout_ms=SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None,
+                             missed=missed)
 
-    def _reclaim(self, *, full: bool | None = None, lock_timeout_ms: int | None) -> bool:
+    def _reclaim(self, *, full: bool | None = None, lock_timeout_ms: int | None,
+                 missed: list[str] | None = None) -> bool:
         """reclaim(), its VACUUM waiting for a table's lock at most `lock_timeout_ms`
         where given (LockNotAvailable past it, a psycopg.Error), for a store that sets no
         lock_timeout of its own: set for the statement, and reset after it on our own pool
-        as statement_timeout is (on a caller's, CALLER_SETTINGS sets it back)."""
+        as statement_timeout is (on a caller's, CALLER_SETTINGS sets it back). pg_statistic
+        after the tables, its lock waited for at most STATISTICS_LOCK_TIMEOUT_MS: past it
+        False, the tables' scrub done and pg_statistic's owed alone (SCRUB_STATISTICS_KEY).
+        `missed`, where given, gets what was not rewritten though the tables were (a
+        line for ErasureReport.not_rewritten: STATISTICS_TABLE and why)."""
         assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
         held: list[str] = []
         with self._maintenance(), self._conn() as conn:
-            # pg_statistic last (STATISTICS_TABLE), where the role may rewrite it
+            # pg_statistic after the tables (STATISTICS_TABLE), where the role may rewrite it
             statistics = full and self._may_vacuum_statistics(conn)
+            locked = False  # pg_statistic's lock held by another session past its wait
+            analyzed = ""  # the next xid after the tables' ANALYZE (SCRUB_STATISTICS_KEY)
             row = conn.execute("SELECT value FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)).fetchone()
             marker: str | None = row[0] if row else None
-            tables = RECLAIM_TABLES + ((STATISTICS_TABLE,) if statistics else ())
             # ANALYZE too: the planner's statistics again, sampled from the rows left
-            vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(tables)
+            vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
             switched = not conn.autocommit
             if switched:
                 conn.commit()  # the session settings of the checkout; autocommit needs no open transaction
@@ -2120,13 +2154,21 @@ class PostgresStore(SharedQueries):
                     began = self._next_xid(conn)
                     held = self._snapshot_holders(conn, erasure_xid(marker) or began)
                 self._server_deadline(conn, vacuum, lock_timeout_ms=lock_timeout_ms)
+                if statistics:  # the tables' ANALYZE committed: the old rows are dead before this xid
+                    analyzed = self._next_xid(conn)
+                    locked = not self._rewrite_statistics(conn)
                 if full:
                     held = sorted(set(held) | set(self._snapshot_holders(conn, began)))
                 if not held:
                     # done as far as this role can: a retry at each open would rewrite every
                     # table again and still not be allowed pg_statistic. The marker read
                     # before the rewrite only: an erasure that committed during it owes its own
-                    conn.execute("DELETE FROM meta WHERE key = %s AND value = %s", (SCRUB_PENDING_KEY, marker))
+                    with conn.transaction():  # the tables' scrub done, pg_statistic's owed or not
+                        if locked:
+                            conn.execute(STATISTICS_OWED_SQL, (SCRUB_STATISTICS_KEY, analyzed))
+                        elif full:  # rewritten, or the role may not: a retry would not be either
+                            conn.execute("DELETE FROM meta WHERE key = %s", (SCRUB_STATISTICS_KEY,))
+                        conn.execute("DELETE FROM meta WHERE key = %s AND value = %s", (SCRUB_PENDING_KEY, marker))
             finally:
                 if switched:
                     conn.autocommit = False
@@ -2135,12 +2177,75 @@ class PostgresStore(SharedQueries):
                         "rewrite kept the deleted rows it may see: not scrubbed (still owed: the next open, "
                         "erasure or reclaim() rewrites again). Held by: %s", ", ".join(held))
             return False
+        if locked:
+            log.warning("the tables were rewritten, but not %s: another session held a lock on it (an open "
+                        "transaction that read pg_stats) past %d ms, the most its rewrite waits, every other "
+                        "session's statistics lookups queued behind it; its old rows may still hold values "
+                        "sampled from deleted rows: not scrubbed (its rewrite alone owed: the next open, erasure "
+                        "or reclaim() retries)", STATISTICS_TABLE, STATISTICS_LOCK_TIMEOUT_MS)
+            if missed is not None:
+                missed.append(f"{STATISTICS_TABLE} (another session held its lock; retried at the next open, "
+                              "erasure or reclaim())")
+            return False
         if full and not statistics:
             log.warning("the tables were rewritten, but not %s: the role may not VACUUM it (it is neither "
                         "superuser nor the database's owner, and has no MAINTAIN on it), so its old rows may "
                         "still hold values sampled from deleted rows: not scrubbed. A role that may: "
                         "VACUUM FULL %s", STATISTICS_TABLE, STATISTICS_TABLE)
+            if missed is not None:
+                missed.append(f"{STATISTICS_TABLE} (the role may not VACUUM it; a role that may: "
+                              f"VACUUM FULL {STATISTICS_TABLE})")
         return statistics
+
+    def _rewrite_statistics(self, conn: Conn) -> bool:
+        """STATISTICS_VACUUM_SQL on `conn` (autocommit, outside a transaction, under the
+        maintenance deadline as `_server_deadline` runs it), its lock waited for at most
+        STATISTICS_LOCK_TIMEOUT_MS: False where another session held it that long (nothing
+        rewritten). The session's lock_timeout (the store's, a caller's, or one
+        `_server_deadline` set back) is its own again after it."""
+        row = conn.execute("SELECT current_setting('lock_timeout')").fetchone()
+        assert row is not None
+        conn.execute(f"SET lock_timeout TO {STATISTICS_LOCK_TIMEOUT_MS}")
+        try:
+            self._server_deadline(conn, STATISTICS_VACUUM_SQL)
+        except psycopg.errors.LockNotAvailable:
+            return False
+        finally:
+            if not (conn.closed or conn.broken):  # a cut one is the pool's to replace
+                conn.execute("SELECT set_config('lock_timeout', %s, false)", (row[0],))
+        return True
+
+    def _rewrite_owed_statistics(self) -> bool:
+        """pg_statistic's rewrite alone, owed by a scrub that rewrote the tables but not it
+        (SCRUB_STATISTICS_KEY), at an open: its lock waited for at most
+        STATISTICS_LOCK_TIMEOUT_MS. Returns whether it is done: the marker gone, unless its
+        lock was held again or a snapshot that may see the old rows (one at or before the
+        marker's xid, SNAPSHOT_HOLDERS_SQL) is still open (logged; still owed)."""
+        with self._maintenance(), self._conn() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = %s", (SCRUB_STATISTICS_KEY,)).fetchone()
+            if row is None:
+                return True
+            may = self._may_vacuum_statistics(conn)  # in its own transaction, before autocommit
+            switched = not conn.autocommit
+            if switched:
+                conn.commit()
+                conn.autocommit = True
+            try:
+                done = may and self._rewrite_statistics(conn)
+                held = self._snapshot_holders(conn, row[0]) if done else []
+                if not may or (done and not held):  # a role that may not: no retry makes it so
+                    conn.execute("DELETE FROM meta WHERE key = %s AND value = %s", (SCRUB_STATISTICS_KEY, row[0]))
+            finally:
+                if switched:
+                    conn.autocommit = False
+        if not may:
+            log.warning("%s is not rewritten: the role may not VACUUM it (no longer owed: no retry makes it so). "
+                        "A role that may: VACUUM FULL %s", STATISTICS_TABLE, STATISTICS_TABLE)
+        elif held or not done:
+            log.warning("%s is still not rewritten (%s): still owed, the next open, erasure or reclaim() retries",
+                        STATISTICS_TABLE, "a snapshot that may see its old rows is open, held by: " + ", ".join(held)
+                        if held else f"another session held its lock past {STATISTICS_LOCK_TIMEOUT_MS} ms")
+        return done and not held
 
     @staticmethod
     def _next_xid(conn: Conn) -> str:
