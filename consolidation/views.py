@@ -43,7 +43,16 @@ first (`OUTDATED_SEVERITY`) whatever its budgets. The sweep checks a conversatio
 only when its pin version (moved by every supersession write, which also bumps the
 conversation's `views_seq`, so a decision landing after the sweep marked it current
 brings it back) or its hidden positions differ from its last check (`_stale_outdated`);
-an append alone costs the check two index reads.
+an append alone costs the check two index reads. A line found in its turn (extractive)
+is outdated when it overlaps a superseded statement; one not found in it (an LLM's
+rewording) cannot show which statement it holds, so it keeps those of its cited turns
+already recorded as superseded when it was written (`Sentence.seen_superseded`: the
+summarizer got the turns without them), and is outdated when one more was recorded
+since. Not by positions: a session view's end stays at its session's last turn, so a
+correction in a later session is past it however often the view is rebuilt (every sweep
+refreshed it again, an LLM call each, ahead of every other view). A refresh that still
+leaves such a line (a summarizer that restates the old value) is recorded as a failed
+one (`_settle`) and backed off like one, so the sweeps do not pick it first every run.
 
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
 the previous version stays current and is returned. The view is then held back from
@@ -103,7 +112,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -161,6 +170,8 @@ OUTDATED_SEVERITY = math.inf
 # alone (no correction, no retraction) costs the check two index seeks: at ~100 bytes an
 # entry, ~1 MB; a conversation past it is checked once more when it is next appended to
 CHECKED_CONVERSATIONS_KEPT = 10_000
+# the error recorded for a refresh that left such a line (`ViewMaintainer._settle`)
+STILL_OUTDATED_ERROR = "refreshed, yet a line shown as current is still superseded or retracted"
 
 
 def lease_holder(maintainer: str) -> str:
@@ -376,7 +387,26 @@ class ViewMaintainer:
                                     {s.position for s in sources}, self.target_tokens)
             cited = {p for s in sentences for p in s.positions}
             state = [rows[p] for p in sorted(cited) if p in rows]
+            sentences = self._with_seen(sentences, sources)
         return sentences
+
+    @staticmethod
+    def _with_seen(sentences: Sequence[Sentence], sources: Sequence[SourceTurn]) -> list[Sentence]:
+        """`sentences` with, on each current line not found in a cited turn that had a
+        statement recorded as superseded (an abstractive line), those statements
+        (`Sentence.seen_superseded`): the summarizer got the turn without them, so the
+        line was written after their correction (`_line_outdated`)."""
+        parted = {t.position: t for t in sources if t.superseded_spans}
+        if not parted:
+            return list(sentences)
+        out: list[Sentence] = []
+        for s in sentences:
+            turns = [parted[p] for p in s.positions if p in parted]
+            if s.status == "current" and any(t.text.find(s.text) < 0 for t in turns):
+                s = replace(s, seen_superseded=tuple(sorted((t.position, a) for t in turns
+                                                            for a, _e in t.superseded_spans)))
+            out.append(s)
+        return out
 
     def _check(self, sentences: Sequence[Sentence], valid: set[int], target: int) -> list[Sentence]:
         """Defend the invariants against a misbehaving summarizer: drop sentences
@@ -510,7 +540,11 @@ class ViewMaintainer:
         return None if self.outdated_views(conversation_id, [prev]) else prev
 
     def _summarize_or_record(self, conversation_id: str, kind: str, key: str,
-                             fn: Callable[[], list[Sentence]]) -> list[Sentence] | None:
+                             fn: Callable[[], list[Sentence]]
+                             ) -> tuple[list[Sentence] | None, ViewFailureRow | None]:
+        """(what `fn` summarized, None when it failed: recorded and backed off; the
+        view's failure row before it). The caller stores the view and settles the
+        failure row (`_settle`)."""
         before = self.cold.view_failure(conversation_id, kind, key)
         try:
             out = fn()
@@ -528,10 +562,25 @@ class ViewMaintainer:
             self.warm.record_error(conversation_id, kind, key, f"{error}; answer: {excerpt}" if excerpt else error)
             wait = exc.retry_after_s if isinstance(exc, SummarizerError) else None
             self._back_off(conversation_id, kind, key, before, wait)
-            return None
-        if before is not None:
-            self._keep_failure_state(lambda: self.cold.clear_view_failure(conversation_id, kind, key))
-        return out
+            return None, before
+        return out, before
+
+    def _settle(self, conv: str, kind: str, key: str, view: SummaryView | None,
+                before: ViewFailureRow | None) -> SummaryView | None:
+        """After a refresh stored `view`: a view still presenting a superseded or
+        retracted line as current (a summarizer that restates it) is a failed refresh,
+        recorded and backed off as one, so the sweeps do not pick it again at
+        OUTDATED_SEVERITY on every run (each a summarizer call, ahead of every other
+        view); otherwise the view's failure row, if any, is deleted."""
+        if view is not None and self.outdated_views(conv, [view]):
+            self.failures += 1
+            log.warning("views: %s refresh of %s/%s left a superseded or retracted line shown as current",
+                        kind, conv, key)
+            self.warm.record_error(conv, kind, key, STILL_OUTDATED_ERROR)
+            self._back_off(conv, kind, key, before, None)
+        elif before is not None:
+            self._keep_failure_state(lambda: self.cold.clear_view_failure(conv, kind, key))
+        return view
 
     def _back_off(self, conv: str, kind: str, key: str, before: ViewFailureRow | None,
                   retry_after_s: float | None) -> None:
@@ -582,12 +631,12 @@ class ViewMaintainer:
             end = prev.end_position  # outdated: its sources again, over the same range
         carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
         new = self.cold.turns(conv, start=start_new, end=end) if end >= start_new else []
-        sentences = self._summarize_or_record(
+        sentences, before = self._summarize_or_record(
             conv, "rolling", "", lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
             return prev
         view = SummaryView(conv, "rolling", "", 0, 0, end, tuple(sentences), 0, self.summarizer.name, now)
-        return self.warm.put(view, fold=self.fold and bool(sentences))
+        return self._settle(conv, "rolling", "", self.warm.put(view, fold=self.fold and bool(sentences)), before)
 
     def _refresh_constraints(self, conv: str, full: bool) -> SummaryView | None:
         """Incremental: the previous version's sources (their labels and supersession
@@ -608,14 +657,14 @@ class ViewMaintainer:
             cited = sorted({p for s in prev.sentences for p in s.positions})
             rows = self.warm.load_bearing_turns(conv, end, after=prev.end_position, include=cited)
         sources = self._sources(conv, rows, embeddings=False)
-        sentences = self._summarize_or_record(
+        sentences, before = self._summarize_or_record(
             conv, "constraints", "",
             lambda: self.constraint_sentences(sources, self.constraint_target_tokens))
         if sentences is None:
             return prev
         view = SummaryView(conv, "constraints", "", 0, 0, end, tuple(sentences), 0,
                            CONSTRAINTS_SUMMARIZER, now)
-        return self.warm.put(view)
+        return self._settle(conv, "constraints", "", self.warm.put(view), before)
 
     def _refresh_session(self, conv: str, session_id: str, full: bool, lease: _Lease) -> SummaryView | None:
         prev = self.warm.latest(conv, "session", session_id)
@@ -628,7 +677,7 @@ class ViewMaintainer:
             return prev
         # new turns, or none but a line of the view is outdated: its sources again
         carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
-        sentences = self._summarize_or_record(
+        sentences, before = self._summarize_or_record(
             conv, "session", session_id, lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
             return prev
@@ -636,7 +685,7 @@ class ViewMaintainer:
         stop = new[-1].position if new else prev.end_position if prev is not None else start
         view = SummaryView(conv, "session", session_id, 0, start, stop, tuple(sentences), 0,
                            self.summarizer.name, now)
-        return self.warm.put(view)
+        return self._settle(conv, "session", session_id, self.warm.put(view), before)
 
     @staticmethod
     def _cited(view: SummaryView | None) -> list[int]:
@@ -650,9 +699,12 @@ class ViewMaintainer:
         line shown as current that the log no longer holds as current: it cites an item a
         control row hides now, or a turn a later turn superseded (that turn not cited in
         the same line), or it holds a statement a later turn superseded (for a line not
-        found in its turn, an abstractive one: a statement superseded after the view's
-        end). The planner's read of a summary line (planner.candidates `summary`) by the
-        same rules; a supersession by a hidden turn counts as absent (`Hidden`). Reads the
+        found in its turn, an abstractive one: a statement recorded as superseded after the
+        line was written, `Sentence.seen_superseded`). The planner's read of a summary line
+        (planner.candidates `summary`) by the same rules, but for an abstractive line it
+        takes a supersession past the view's end as later than the line (it reads only the
+        rolling view, whose end moves past the correction); a supersession by a hidden turn
+        counts as absent (`Hidden`). Reads the
         cited turns' rows and statement rows by position, the texts of the turns with a
         superseded statement, and the control rows (or takes `hidden`): what the views
         cite, never the log."""
@@ -673,13 +725,13 @@ class ViewMaintainer:
             for s in v.sentences:
                 if s.status != "current":
                     continue
-                if self._line_outdated(s, v.end_position, hidden, rows, parts, texts):
+                if self._line_outdated(s, hidden, rows, parts, texts):
                     out.add((v.kind, v.key))
                     break
         return out
 
     @staticmethod
-    def _line_outdated(s: Sentence, view_end: int, hidden: Hidden, rows: dict[int, TurnRow],
+    def _line_outdated(s: Sentence, hidden: Hidden, rows: dict[int, TurnRow],
                        parts: dict[int, list[StatementRow]], texts: dict[int, str]) -> bool:
         """Whether one current line presents what the log no longer holds (`outdated_views`)."""
         if not hidden.positions.isdisjoint(s.positions):
@@ -694,9 +746,15 @@ class ViewMaintainer:
                 continue
             at = source.find(s.text)
             if at < 0:
-                # not in its turn (an abstractive line): it may state the old value if the
-                # view was built before the correction
-                if any(x.superseded_by > view_end for x in gone):
+                # not in its turn (an abstractive line): it may state the old value unless
+                # the statement was recorded as superseded before the line was written
+                # (the summarizer then got the turn without it). Known by what the line
+                # kept of that, not by positions: a session view's end stays at its own
+                # session's last turn, before a correction in a later session however
+                # often it is rebuilt. A line written before lines kept it (an older
+                # version) counts as written before: one refresh gives it its record
+                seen = set(s.seen_superseded)
+                if any((x.position, x.start) not in seen for x in gone):
                     return True
                 continue
             if any(x.start < at + len(s.text) and x.end > at for x in gone):

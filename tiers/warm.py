@@ -109,11 +109,20 @@ class Sentence:
     positions: tuple[int, ...]
     status: str = "current"  # or "superseded"
     label: str | None = None  # e.g. the source turn's intent
+    # (position, start) of the statements of its cited turns that were already recorded
+    # as superseded when the line was written (the summarizer got those turns without
+    # them): kept for a line not found in its turn (an abstractive one), whose text
+    # cannot show which statement it holds, so a later reader tells a line written
+    # before a correction from one written after it (consolidation.views
+    # `outdated_views`); empty (and absent from the JSON) otherwise
+    seen_superseded: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"text": self.text, "positions": list(self.positions), "status": self.status}
         if self.label is not None:
             d["label"] = self.label
+        if self.seen_superseded:
+            d["seen_superseded"] = [list(x) for x in self.seen_superseded]
         return d
 
     @classmethod
@@ -132,7 +141,12 @@ class Sentence:
             raise ValueError(f"sentence positions are not within 0..{MAX_POSITION}")
         if label is not None and not isinstance(label, str):
             raise ValueError("sentence label is not a string")
-        return cls(text, tuple(positions), status, label)
+        seen = d.get("seen_superseded", [])
+        if not isinstance(seen, list) or not all(
+                isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                             and 0 <= v <= MAX_POSITION for v in x) for x in seen):
+            raise ValueError("sentence seen_superseded is not a list of [position, start] pairs")
+        return cls(text, tuple(positions), status, label, tuple((x[0], x[1]) for x in seen))
 
 
 def render_sentence(s: Sentence) -> str:
