@@ -555,6 +555,11 @@ class ColdStore(SharedQueries):
         if c.execute("SELECT 1 FROM conversations WHERE id = ?", (key,)).fetchone() is None:
             raise ConversationNotFound(key_name(key))
 
+    @staticmethod
+    def _lock_turn_writers(c: Connection, key: str) -> None:
+        """(tiers.dialect) Nothing to take: BEGIN IMMEDIATE already serialises every writer
+        of the file (PostgreSQL locks the conversation's row here)."""
+
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
         """The keys of exactly `namespace`'s conversations (not those of namespaces
         below it), without the key `exclude`, at most `limit` (a caller that only needs

@@ -16,6 +16,10 @@ Invariants:
 
 - A method here behaves identically on both engines: same rows, same order, same
   Python types (counts are cast to int, times to float, as the PostgreSQL engine did).
+- A writer of a conversation's turns takes its locks in the one order PostgreSQL's
+  writers share (tiers.postgres: the conversation's row, `_lock_turn_writers` where no
+  UPDATE of it comes first; then the turns by position; then the pin version their
+  trigger moves), so none deadlocks another; SQLite's one writer needs none of it.
 - It reaches its engine only through the hooks declared below (`_read`, `_tx`,
   `_require_in`, `_salvage`, ...), which each engine defines.
 - Every stored JSON text it reads (a message's body and metadata, a checkpoint's
@@ -281,6 +285,7 @@ class SharedQueries:
         def _require_in(c: Any, key: str) -> None: ...
         def _location(self) -> str: ...
         def _lock_summaries(self, c: Any, conversation_id: str) -> None: ...
+        def _lock_turn_writers(self, c: Any, conversation_id: str) -> None: ...
         def _drop_old_warm_folds(self, c: Any, conversation_id: str, keep: int) -> None: ...
         def files_bytes(self) -> int: ...
         def list_conversations(self, namespace: str, *, exclude: str | None = None,
@@ -661,10 +666,15 @@ class SharedQueries:
         if not labels:
             return  # nothing to write: no transaction either
         with self._tx() as c:
+            # the writers' lock order (the engine's `_lock_turn_writers`): the conversation's
+            # row, then its turns by position (a stable sort: a position given twice keeps
+            # its last label), then the pin version their trigger moves
+            self._lock_turn_writers(c, conversation_id)
             c.cursor().executemany(self.dialect.sql(
                 "UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
                 "WHERE conversation_id = ? AND position = ?"),
-                [(i, int(lb), p, r, conversation_id, pos) for pos, i, lb, p, r in labels])
+                [(i, int(lb), p, r, conversation_id, pos)
+                 for pos, i, lb, p, r in sorted(labels, key=lambda lab: lab[0])])
 
     def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]],
                        labels: Sequence[tuple[int, str, bool, int, str]] = ()) -> tuple[int, int] | None:
@@ -672,23 +682,32 @@ class SharedQueries:
             return None
         with self._tx() as c:
             cur = c.cursor()
+            # the writers' lock order (`_lock_turn_writers`): the conversation's row first,
+            # then its turns by position, then the pin version their trigger moves
             if pairs:
                 # the scheduler's sweep looks at the conversation again (views_seq, as an
                 # append): a view built before this correction may show the old value as
-                # current (consolidation.views `outdated_views`). First, as an append
-                # takes the row: the same lock order (conversation, then pin version)
+                # current (consolidation.views `outdated_views`). This UPDATE is the row's lock
                 cur.execute(self.dialect.sql("UPDATE conversations SET views_seq = views_seq + 1 WHERE id = ?"),
                             (conversation_id,))
+            else:
+                self._lock_turn_writers(c, conversation_id)
             # only what changes is written to the columns the pin version's trigger
             # watches: each row written so moves the version exactly once, so `changes`
-            # counts this write's moves
+            # counts this write's moves. A pair's row and a label's in one position order
+            # (a pair's first where both name one turn, each list's own order among equals)
+            steps = sorted([(old, 0, i) for i, (old, _new) in enumerate(pairs)]
+                           + [(lab[0], 1, i) for i, lab in enumerate(labels)])
             changes = 0
-            for old, new in pairs:
-                cur.execute(self.dialect.sql(
-                    "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ? "
-                    "AND (superseded_by IS NULL OR superseded_by <> ?)"), (new, conversation_id, old, new))
-                changes += max(cur.rowcount, 0)
-            for pos, intent, bearing, priority, reason in labels:
+            for _pos, is_label, i in steps:
+                if not is_label:
+                    old, new = pairs[i]
+                    cur.execute(self.dialect.sql(
+                        "UPDATE turns SET superseded_by = ? WHERE conversation_id = ? AND position = ? "
+                        "AND (superseded_by IS NULL OR superseded_by <> ?)"), (new, conversation_id, old, new))
+                    changes += max(cur.rowcount, 0)
+                    continue
+                pos, intent, bearing, priority, reason = labels[i]
                 cur.execute(self.dialect.sql(
                     "UPDATE turns SET load_bearing = ?, priority = ? WHERE conversation_id = ? AND position = ? "
                     "AND (load_bearing IS NULL OR load_bearing <> ? OR priority IS NULL OR priority <> ?)"),

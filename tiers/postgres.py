@@ -11,6 +11,21 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   (`UPDATE conversations SET next_position = next_position + n ... RETURNING`), never
   from `MAX(position) + 1`, which races under READ COMMITTED (two writers read the same
   MAX). The counter row's lock serialises the writers of one conversation only.
+- One lock order, so no two writers of a conversation deadlock: its conversations row
+  first (an append's counter UPDATE, a supersession's views_seq UPDATE, FOR UPDATE or
+  FOR SHARE for a keyed append, a pin, a view, a fork, an erasure; set_labels and a
+  supersession that only labels take it FOR NO KEY UPDATE, `_lock_turn_writers`), then
+  its turn rows in position order (each writer sorts what it updates), then its
+  pin_versions row, which the triggers on turns, pins and statement rows move
+  (migrate-store locks it right after the conversation's). So every writer that updates
+  a conversation's turns or moves its pin version holds its row first, and they take
+  turns. The vectors' writer (`_STORE_VECTORS`) takes turn rows only, by id (position
+  order within a conversation: ids are drawn in it), and moves no pin version. Outside
+  the order: the whole-table maintenance of `rebuild` (DELETE FROM turns) and of a new
+  vector width (`_ensure_vec_dim`). Before 2026-12-06
+  set_labels took no conversation lock and its turns in its caller's order, the pin
+  version between them: with a supersession or another set_labels on the same
+  conversation, a deadlock (40P01, one rolled back; tests/test_postgres_label_lock_order.py).
 - One domain action, one transaction: an append (one message or a batch) is ONE
   statement (counter row, messages, turn rows and FTS rows in data-modifying CTEs),
   sent on an autocommit connection, so it is its own transaction and, when the
@@ -1446,6 +1461,14 @@ class PostgresStore(SharedQueries):
         # FOR SHARE: an erasure of this key waits for the caller's transaction
         if c.execute("SELECT 1 FROM conversations WHERE id = %s FOR SHARE", (key,)).fetchone() is None:
             raise ConversationNotFound(key_name(key))
+
+    @staticmethod
+    def _lock_turn_writers(c: Conn, key: str) -> None:
+        # the first lock of the writers' order (module docstring): the conversation's row,
+        # FOR NO KEY UPDATE as an append's and a supersession's UPDATE of it take it, so
+        # the writers of its turns and pin version take turns. A key erased meanwhile has
+        # no row and no turns: the caller's UPDATEs then find nothing, as before
+        c.execute("SELECT 1 FROM conversations WHERE id = %s FOR NO KEY UPDATE", (key,))
 
     def list_conversations(self, namespace: str, *, exclude: str | None = None, limit: int | None = None) -> list[str]:
         return [r[0] for r in self._read(
