@@ -92,7 +92,11 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   database queues behind that wait: past it `scrubbed` false naming it, the tables done,
   its rewrite alone owed, SCRUB_STATISTICS_KEY): no data file of the
   cluster holds the erased bytes afterwards (tests/test_erasure_postgres.py reads them,
-  tests/test_postgres_erasure_statistics.py pg_statistic's). Unless a snapshot older than
+  tests/test_postgres_erasure_statistics.py pg_statistic's). Before the rewrite, the statistics ANALYZE would
+  not replace are cleared (`clear_stale_statistics`: a table left empty keeps what was
+  sampled before, live in pg_stats; a role that may not clear them gets `scrubbed` false),
+  and what users wrote is never sampled (UNSAMPLED_COLUMNS, m013;
+  tests/test_postgres_erasure_empty_stats.py). Unless a snapshot older than
   the erasure is open (a report's REPEATABLE READ transaction on any table, a session idle
   in a transaction that holds an xid, a prepared transaction, a replication slot's xmin):
   the rewrite copies the deleted rows it may still see into the new files. The scrub asks
@@ -418,6 +422,62 @@ STATISTICS_MAY_VACUUM_SQL = (
     "OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE')")
 STATISTICS_MAINTAIN_SQL = " OR has_table_privilege('pg_catalog.pg_statistic', 'MAINTAIN')"
 MAINTAIN_PRIVILEGE_VERSION_NUM = 170000  # PostgreSQL 17: GRANT MAINTAIN, pg_maintain
+# Statistics ANALYZE does not replace: it writes a table's rows of pg_statistic only when its
+# sample holds a row (analyze.c: numrows > 0), and only for the columns it samples. So a table
+# an erasure emptied (every conversation erased, or pruned) kept the values sampled before as
+# LIVE rows, readable in pg_stats (a message's words, its session id, metadata, the
+# conversation's id and namespace) and copied into pg_statistic's new file by its rewrite,
+# while the erasure answered `scrubbed: true`; and a column whose statistics target is 0
+# (UNSAMPLED_COLUMNS) keeps what was sampled before it was set. The scrub (and m013) clears
+# both (`clear_stale_statistics`), before the tables' VACUUM (FULL, ANALYZE): a table still
+# empty then gets none back, one written meanwhile is sampled again, and the cleared rows'
+# bytes go with pg_statistic's old file.
+STALE_STATISTICS_SQL = (
+    "SELECT s.tablename::text, s.attname::text FROM pg_catalog.pg_stats s "
+    "JOIN pg_catalog.pg_attribute a ON a.attrelid = format('%%I.%%I', s.schemaname, s.tablename)::regclass "
+    "AND a.attname = s.attname WHERE s.schemaname = current_schema() AND s.tablename = ANY(%(tables)s) "
+    "AND (a.attstattarget = 0 OR s.tablename = ANY(%(empty)s)) ORDER BY 1, 2")
+# Clearing a column's statistics: a superuser DELETEs its pg_statistic rows; from PostgreSQL
+# 18 on the table's owner (MAINTAIN on it) may call pg_clear_attribute_stats. Before 18 a
+# role that is not superuser cannot: the scrub then answers `scrubbed` false, saying so.
+CLEAR_ATTRIBUTE_STATS_VERSION_NUM = 180000
+IS_SUPERUSER_SQL = "SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user"
+DELETE_STATISTICS_SQL = (
+    "DELETE FROM pg_catalog.pg_statistic s USING pg_catalog.pg_attribute a "
+    "WHERE a.attrelid = s.starelid AND a.attnum = s.staattnum "
+    "AND s.starelid = format('%%I.%%I', current_schema(), %s::text)::regclass AND a.attname = %s")
+CLEAR_ATTRIBUTE_STATS_SQL = "SELECT pg_catalog.pg_clear_attribute_stats(current_schema(), %s, %s, false)"
+# Text columns that hold what users wrote (or what was made from it: a summary, a label's
+# reason, a plan, an error quoting it) and that no query compares by value: no plan needs
+# their sampled values, so ANALYZE never samples them (STATISTICS 0, m013_no_sampled_text).
+# The columns queries filter or join on keep theirs (conversation_id, namespace, session_id,
+# tsv: the GIN index's choice over a conversation's or namespace's index), cleared by the
+# scrub where their table is left empty.
+UNSAMPLED_COLUMNS = (("messages", "body"), ("messages", "metadata"), ("messages_fts", "text"),
+                     ("checkpoints", "summary"), ("checkpoints", "metadata"), ("plans", "plan"),
+                     ("summaries", "body"), ("summary_errors", "error"), ("turns", "label_reason"))
+
+
+def clear_stale_statistics(c: Conn, tables: Sequence[str]) -> list[tuple[str, str]]:
+    """Clear the statistics of `tables` (in the session's schema) that ANALYZE will not
+    replace (STALE_STATISTICS_SQL): every column of a table with no row, and each column
+    whose statistics target is 0. Returns the (table, column) pairs left because the role
+    may not clear them (CLEAR_ATTRIBUTE_STATS_VERSION_NUM): empty when done."""
+    empty = [t for t in tables if c.execute(pgsql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(
+        pgsql.Identifier(t))).fetchone()[0]]
+    stale = [(str(r[0]), str(r[1])) for r in c.execute(STALE_STATISTICS_SQL,
+                                                          {"tables": list(tables), "empty": empty}).fetchall()]
+    if not stale:
+        return []
+    row = c.execute(IS_SUPERUSER_SQL).fetchone()
+    if row is not None and row[0]:
+        statement = DELETE_STATISTICS_SQL
+    elif c.info.server_version >= CLEAR_ATTRIBUTE_STATS_VERSION_NUM:
+        statement = CLEAR_ATTRIBUTE_STATS_SQL
+    else:
+        return stale
+    c.cursor().executemany(statement, stale)
+    return []
 # VACUUM FULL copies into the new files every deleted row that a snapshot still open may
 # see (not yet dead to all: the server's horizon), so the erased text outlives the rewrite
 # while a snapshot older than the erasure is open: a report's REPEATABLE READ transaction
@@ -718,6 +778,19 @@ def m012_index_turns_by_session(c: Conn) -> None:
               "WHERE session_id IS NOT NULL")
 
 
+def m013_no_sampled_text(c: Conn) -> None:
+    # ANALYZE no longer samples what users wrote (UNSAMPLED_COLUMNS), and what it sampled
+    # before is cleared (it would stay: STALE_STATISTICS_SQL), where the role may
+    for table, column in UNSAMPLED_COLUMNS:
+        c.execute(pgsql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STATISTICS 0").format(
+            pgsql.Identifier(table), pgsql.Identifier(column)))
+    left = clear_stale_statistics(c, sorted({t for t, _ in UNSAMPLED_COLUMNS}))
+    if left:
+        log.warning("the statistics sampled before of %s stay (the role may not clear them: neither superuser, "
+                    "nor PostgreSQL 18's pg_clear_attribute_stats); the next erasure's scrub reports them",
+                    ", ".join(f"{t}.{a}" for t, a in left))
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -731,6 +804,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m010_idempotency_keys,
     m011_view_failures,
     m012_index_turns_by_session,
+    m013_no_sampled_text,
 ]
 
 
@@ -2159,6 +2233,7 @@ class PostgresStore(SharedQueries):
         assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
         held: list[str] = []
+        stale: list[tuple[str, str]] = []  # clear_stale_statistics: what the role may not clear
         with self._maintenance(), self._conn() as conn:
             # pg_statistic after the tables (STATISTICS_TABLE), where the role may rewrite it
             statistics = full and self._may_vacuum_statistics(conn)
@@ -2176,6 +2251,8 @@ class PostgresStore(SharedQueries):
                 if full:  # SNAPSHOT_HOLDERS_SQL: the snapshots that keep deleted rows in the new files
                     began = self._next_xid(conn)
                     held = self._snapshot_holders(conn, erasure_xid(marker) or began)
+                    with conn.transaction():  # what the ANALYZE below would leave: STALE_STATISTICS_SQL
+                        stale = clear_stale_statistics(conn, RECLAIM_TABLES)
                 self._server_deadline(conn, vacuum, lock_timeout_ms=lock_timeout_ms)
                 if statistics:  # the tables' ANALYZE committed: the old rows are dead before this xid
                     analyzed = self._next_xid(conn)
@@ -2209,6 +2286,15 @@ class PostgresStore(SharedQueries):
             if missed is not None:
                 missed.append(f"{STATISTICS_TABLE} (another session held its lock; retried at the next open, "
                               "erasure or reclaim())")
+            return False
+        if stale:
+            log.warning("the tables were rewritten, but the statistics ANALYZE does not replace (of a table left "
+                        "empty, or a column no longer sampled) stay in %s: the role may not clear them (neither "
+                        "superuser, nor PostgreSQL 18's pg_clear_attribute_stats): not scrubbed. Stale: %s",
+                        STATISTICS_TABLE, ", ".join(f"{t}.{a}" for t, a in stale))
+            if missed is not None:
+                missed.append(f"{STATISTICS_TABLE}: statistics of {len(stale)} columns ANALYZE does not replace "
+                              "(the role may not clear them)")
             return False
         if full and not statistics:
             log.warning("the tables were rewritten, but not %s: the role may not VACUUM it (it is neither "
