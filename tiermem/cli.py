@@ -1031,9 +1031,11 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
             f"files {report.bytes_before} -> {report.bytes_after} bytes"
         )
         if report.conversations and not report.scrubbed and report.not_rewritten:
-            # the tables rewritten, one part not (PostgreSQL's pg_statistic): name it, and why
-            click.echo(f"note: the rows are deleted and the store's tables rewritten, but not {report.not_rewritten}: "
-                       "erased values may stay in its files for now (README, \"Erasure on real bytes\")", err=True)
+            # what the store says kept the bytes (PostgreSQL: pg_statistic not rewritten, or
+            # an open snapshot older than the erasure, which any rewrite must keep them for)
+            click.echo(f"note: the rows are deleted, but not every copy of their bytes is rewritten: "
+                       f"{report.not_rewritten}: erased values may stay in the store's files for now "
+                       "(README, \"Erasure on real bytes\")", err=True)
         elif report.conversations and not report.scrubbed:
             click.echo("note: the rows are deleted, but the store did not rewrite their storage: their bytes "
                        "may stay in its files for now (README, \"Erasure on real bytes\")", err=True)

@@ -733,10 +733,12 @@ class ErasureReport:
     # store, or the next erasure, does; or the role may not VACUUM pg_statistic, whose old
     # rows may hold sampled values: logged, for an operator's VACUUM FULL of it)
     scrubbed: bool = True
-    # Where `scrubbed` is False though the store's tables were rewritten: what was not, and
-    # why (PostgreSQL: pg_catalog.pg_statistic, its lock held by another session past its
-    # short wait, retried later, or the role may not VACUUM it), no content; "" otherwise
-    # (the tables themselves not rewritten, or scrubbed). The operator's report only
+    # Where `scrubbed` is False and the store knows why: what was not rewritten, and why
+    # (PostgreSQL: pg_catalog.pg_statistic, its lock held by another session past its
+    # short wait, retried later, or the role may not VACUUM it; or "deleted rows kept: a
+    # snapshot older than the erasure is open (backend pid N)", the tables not rewritten,
+    # owed until it ends), no content; "" otherwise (a failed rewrite, or scrubbed). The
+    # operator's report only
     not_rewritten: str = ""
 
     @property

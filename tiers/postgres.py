@@ -503,6 +503,32 @@ SNAPSHOT_HOLDERS_SQL = (
     "UNION ALL SELECT 'replication slot ' || quote_ident(slot_name::text) FROM pg_replication_slots "
     "WHERE age(xmin) >= age(%(xid)s::text::xid) OR age(catalog_xmin) >= age(%(xid)s::text::xid) "
     "ORDER BY 1")
+# ErasureReport.not_rewritten where such a snapshot is the cause, with what holds it
+SNAPSHOT_HELD_NOTE = "deleted rows kept: a snapshot older than the erasure is open ({holders})"
+
+
+class _HeldLog:
+    """What the owed scrub last found holding it, per store (its URL and schema): an open
+    the holder outlives asks again at each open of the store, and would log the same line
+    each time. Logged at WARNING when new (another erasure, another holder), else DEBUG."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[tuple[str, str], tuple[str | None, tuple[str, ...]]] = {}
+
+    def level(self, store: tuple[str, str], marker: str | None, held: Sequence[str]) -> int:
+        seen = (marker, tuple(held))
+        with self._lock:
+            repeated = self._last.get(store) == seen
+            self._last[store] = seen
+        return logging.DEBUG if repeated else logging.WARNING
+
+    def forget(self, store: tuple[str, str]) -> None:
+        with self._lock:
+            self._last.pop(store, None)
+
+
+HELD_LOG = _HeldLog()
 # The next xid to be assigned: a snapshot at or before it was open before the rewrite began
 NEXT_XID_SQL = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text"
 # The scrub's marker (SCRUB_PENDING_KEY) holds the newest erasure's xid (xid8, decimal) that
@@ -2216,20 +2242,28 @@ class PostgresStore(SharedQueries):
         an open: a table's lock waited for at most the store's lock_timeout, or where it
         sets none SCRUB_LOCK_TIMEOUT_MS (LockNotAvailable past it), not up to the
         maintenance deadline. reclaim() called by an operator keeps the session's.
-        `missed` gets what the scrub did not rewrite though the tables were (`_reclaim`)."""
+        `missed` gets what the scrub did not rewrite, and why (`_reclaim`). A snapshot
+        older than the erasure still open is asked for before the rewrite, not after it:
+        the rewrite would keep the rows it may see, so it is skipped, the scrub owed."""
         return self._reclaim(lock_timeout_ms=SCRUB_LOCK_TIMEOUT_MS if self._lock_timeout_ms is None else None,
-                             missed=missed)
+                             missed=missed, holders_first=True)
 
     def _reclaim(self, *, full: bool | None = None, lock_timeout_ms: int | None,
-                 missed: list[str] | None = None) -> bool:
+                 missed: list[str] | None = None, holders_first: bool = False) -> bool:
         """reclaim(), its VACUUM waiting for a table's lock at most `lock_timeout_ms`
         where given (LockNotAvailable past it, a psycopg.Error), for a store that sets no
         lock_timeout of its own: set for the statement, and reset after it on our own pool
         as statement_timeout is (on a caller's, CALLER_SETTINGS sets it back). pg_statistic
         after the tables, its lock waited for at most STATISTICS_LOCK_TIMEOUT_MS: past it
         False, the tables' scrub done and pg_statistic's owed alone (SCRUB_STATISTICS_KEY).
-        `missed`, where given, gets what was not rewritten though the tables were (a
-        line for ErasureReport.not_rewritten: STATISTICS_TABLE and why)."""
+        `missed`, where given, gets what was not rewritten, and why (a line for
+        ErasureReport.not_rewritten: STATISTICS_TABLE, or SNAPSHOT_HELD_NOTE).
+        `holders_first` (an erasure's scrub, its own or one owed at an open): where the
+        marker names the erasure's xid and a snapshot at or before it is still open
+        (SNAPSHOT_HOLDERS_SQL), nothing is rewritten: the rewrite would copy the rows that
+        snapshot may see into the new files, and an owed scrub retried at every open
+        rewrote every table of the store (ACCESS EXCLUSIVE, 0.5-1 s at 30,000 messages)
+        at each, for nothing, as long as the holder lasted. False, still owed."""
         assert lock_timeout_ms is None or self._lock_timeout_ms is None  # else the session's is the store's
         full = self.erase_scrub == "full" if full is None else full
         held: list[str] = []
@@ -2241,6 +2275,11 @@ class PostgresStore(SharedQueries):
             analyzed = ""  # the next xid after the tables' ANALYZE (SCRUB_STATISTICS_KEY)
             row = conn.execute("SELECT value FROM meta WHERE key = %s", (SCRUB_PENDING_KEY,)).fetchone()
             marker: str | None = row[0] if row else None
+            owed_xid = erasure_xid(marker) if full and holders_first else None
+            if owed_xid is not None:  # asked before the rewrite: what it could not scrub
+                held = self._snapshot_holders(conn, owed_xid)
+                if held:
+                    return self._held(marker, held, missed, rewritten=False)
             # ANALYZE too: the planner's statistics again, sampled from the rows left
             vacuum = ("VACUUM (FULL, ANALYZE) " if full else "VACUUM ") + ", ".join(RECLAIM_TABLES)
             switched = not conn.autocommit
@@ -2273,10 +2312,8 @@ class PostgresStore(SharedQueries):
                 if switched:
                     conn.autocommit = False
         if held:
-            log.warning("the tables were rewritten, but a snapshot older than the erasure is still open, so the "
-                        "rewrite kept the deleted rows it may see: not scrubbed (still owed: the next open, "
-                        "erasure or reclaim() rewrites again). Held by: %s", ", ".join(held))
-            return False
+            return self._held(marker, held, missed, rewritten=True)
+        HELD_LOG.forget((self.path, self.schema))
         if locked:
             log.warning("the tables were rewritten, but not %s: another session held a lock on it (an open "
                         "transaction that read pg_stats) past %d ms, the most its rewrite waits, every other "
@@ -2306,6 +2343,20 @@ class PostgresStore(SharedQueries):
                               f"VACUUM FULL {STATISTICS_TABLE})")
         return statistics
 
+    def _held(self, marker: str | None, held: Sequence[str], missed: list[str] | None, *, rewritten: bool) -> bool:
+        """The scrub not done, a snapshot older than the erasure open (`held`: what holds
+        one): logged (at WARNING once for the same marker and holders, DEBUG at each
+        open after that: HELD_LOG), named in `missed`; False."""
+        holders = ", ".join(held)
+        log.log(HELD_LOG.level((self.path, self.schema), marker, held),
+                "a snapshot older than the erasure is still open, so a rewrite keeps the deleted rows it may "
+                "see: %s, not scrubbed (still owed: the next open, erasure or reclaim() rewrites once it has "
+                "ended). Held by: %s",
+                "the tables were rewritten all the same" if rewritten else "the tables were not rewritten", holders)
+        if missed is not None:
+            missed.append(SNAPSHOT_HELD_NOTE.format(holders=holders))
+        return False
+
     def _rewrite_statistics(self, conn: Conn) -> bool:
         """STATISTICS_VACUUM_SQL on `conn` (autocommit, outside a transaction, under the
         maintenance deadline as `_server_deadline` runs it), its lock waited for at most
@@ -2329,7 +2380,10 @@ class PostgresStore(SharedQueries):
         (SCRUB_STATISTICS_KEY), at an open: its lock waited for at most
         STATISTICS_LOCK_TIMEOUT_MS. Returns whether it is done: the marker gone, unless its
         lock was held again or a snapshot that may see the old rows (one at or before the
-        marker's xid, SNAPSHOT_HOLDERS_SQL) is still open (logged; still owed)."""
+        marker's xid, SNAPSHOT_HOLDERS_SQL) is still open (logged; still owed). That
+        snapshot is asked for first: while one is open, pg_statistic is not rewritten (its
+        ACCESS EXCLUSIVE lock, which every session's planning waits for, at each open for
+        nothing), and the same holders are logged at WARNING once, then DEBUG."""
         with self._maintenance(), self._conn() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = %s", (SCRUB_STATISTICS_KEY,)).fetchone()
             if row is None:
@@ -2340,8 +2394,10 @@ class PostgresStore(SharedQueries):
                 conn.commit()
                 conn.autocommit = True
             try:
-                done = may and self._rewrite_statistics(conn)
-                held = self._snapshot_holders(conn, row[0]) if done else []
+                # asked once, before: a snapshot begun after it is newer than the marker's
+                # xid (one at or before it held an xid or an older snapshot, found here)
+                held = self._snapshot_holders(conn, row[0]) if may else []
+                done = may and not held and self._rewrite_statistics(conn)
                 if not may or (done and not held):  # a role that may not: no retry makes it so
                     conn.execute("DELETE FROM meta WHERE key = %s AND value = %s", (SCRUB_STATISTICS_KEY, row[0]))
             finally:
@@ -2350,10 +2406,13 @@ class PostgresStore(SharedQueries):
         if not may:
             log.warning("%s is not rewritten: the role may not VACUUM it (no longer owed: no retry makes it so). "
                         "A role that may: VACUUM FULL %s", STATISTICS_TABLE, STATISTICS_TABLE)
-        elif held or not done:
-            log.warning("%s is still not rewritten (%s): still owed, the next open, erasure or reclaim() retries",
-                        STATISTICS_TABLE, "a snapshot that may see its old rows is open, held by: " + ", ".join(held)
-                        if held else f"another session held its lock past {STATISTICS_LOCK_TIMEOUT_MS} ms")
+        elif held:
+            log.log(HELD_LOG.level((self.path, self.schema), row[0], held),
+                    "%s is still not rewritten (a snapshot that may see its old rows is open, held by: %s): still "
+                    "owed, the next open, erasure or reclaim() retries", STATISTICS_TABLE, ", ".join(held))
+        elif not done:
+            log.warning("%s is still not rewritten (another session held its lock past %d ms): still owed, the "
+                        "next open, erasure or reclaim() retries", STATISTICS_TABLE, STATISTICS_LOCK_TIMEOUT_MS)
         return done and not held
 
     @staticmethod
