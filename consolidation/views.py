@@ -52,7 +52,10 @@ since. Not by positions: a session view's end stays at its session's last turn, 
 correction in a later session is past it however often the view is rebuilt (every sweep
 refreshed it again, an LLM call each, ahead of every other view). A refresh that still
 leaves such a line (a summarizer that restates the old value) is recorded as a failed
-one (`_settle`) and backed off like one, so the sweeps do not pick it first every run.
+one (`_settle`) and backed off like one, so the sweeps do not pick it first every run;
+not so one outdated by a correction or retraction decided while the summarizer ran (the
+pin version or hidden positions moved since the refresh read its sources): that view
+is left to the next sweep, which finds it outdated and refreshes it first.
 
 A summarizer failure never raises: the error is recorded (`WarmStore.record_error`),
 the previous version stays current and is returned. The view is then held back from
@@ -238,6 +241,10 @@ class _Lease:
     kind: str
     key: str
     holder: str
+
+
+# (pin version, hidden positions) of a conversation (`ViewMaintainer._log_marks`)
+_LogMarks = tuple[int, frozenset[int]]
 
 
 class _LeaseLost(Exception):
@@ -491,11 +498,14 @@ class ViewMaintainer:
                     return self.warm.latest(conversation_id, kind, key)
             lease = _Lease(conversation_id, kind, key, holder)
             try:
+                # what the log's corrections and retractions were before the refresh reads
+                # its sources: `_settle` judges the refresh only against those
+                marks = self._log_marks(conversation_id)
                 if kind == "rolling":
-                    return self._refresh_rolling(conversation_id, full, lease)
+                    return self._refresh_rolling(conversation_id, full, lease, marks)
                 if kind == "constraints":
-                    return self._refresh_constraints(conversation_id, full)
-                return self._refresh_session(conversation_id, key, full, lease)
+                    return self._refresh_constraints(conversation_id, full, marks)
+                return self._refresh_session(conversation_id, key, full, lease, marks)
             except _LeaseLost:
                 log.info("views: the lease on %s/%s/%s passed to another refresher mid-refresh; it goes on",
                          conversation_id, kind, key)
@@ -565,14 +575,39 @@ class ViewMaintainer:
             return None, before
         return out, before
 
+    def _log_marks(self, conv: str) -> _LogMarks:
+        """The conversation's pin version (moved by every write of supersession) and its
+        hidden positions: what `_settle` compares to tell a correction or retraction
+        decided while the refresh ran (as the sweep's `_stale_outdated` does)."""
+        return self.cold.pin_version(conv), frozenset(read_hidden(self.cold, conv).positions)
+
     def _settle(self, conv: str, kind: str, key: str, view: SummaryView | None,
-                before: ViewFailureRow | None) -> SummaryView | None:
+                before: ViewFailureRow | None, marks: _LogMarks) -> SummaryView | None:
         """After a refresh stored `view`: a view still presenting a superseded or
         retracted line as current (a summarizer that restates it) is a failed refresh,
         recorded and backed off as one, so the sweeps do not pick it again at
         OUTDATED_SEVERITY on every run (each a summarizer call, ahead of every other
-        view); otherwise the view's failure row, if any, is deleted."""
-        if view is not None and self.outdated_views(conv, [view]):
+        view); otherwise the view's failure row, if any, is deleted.
+
+        Only what the summarizer was given counts: when the log's marks (`_log_marks`,
+        read before the sources) moved since, a correction or retraction was decided
+        while it ran (an LLM call takes seconds), so an outdated view is outdated for a
+        reason it never saw. That is no failure: nothing is recorded, the failure row
+        stays as it was, and the next sweep finds the view outdated (the marks moved, so
+        it checks the conversation again) and refreshes it first. A storage failure of
+        these reads (a PostgreSQL connection lost after the write) leaves the view
+        unsettled too: it is stored, so the refresh returns it rather than raising."""
+        try:
+            outdated = view is not None and bool(self.outdated_views(conv, [view]))
+            moved = outdated and self._log_marks(conv) != marks
+        except Exception as exc:  # the write stands; the next refresh settles the view
+            log.debug("views: %s refresh of %s/%s stored, not settled: %s", kind, conv, key, exc)
+            return view
+        if moved:
+            log.debug("views: %s refresh of %s/%s is outdated by a correction decided while it ran",
+                      kind, conv, key)
+            return view
+        if outdated:
             self.failures += 1
             log.warning("views: %s refresh of %s/%s left a superseded or retracted line shown as current",
                         kind, conv, key)
@@ -619,7 +654,7 @@ class ViewMaintainer:
         every process and host sharing the log reads alike (module docstring)."""
         return self.backoff_clock() if self.backoff_clock is not None else self.cold.database_now()
 
-    def _refresh_rolling(self, conv: str, full: bool, lease: _Lease) -> SummaryView | None:
+    def _refresh_rolling(self, conv: str, full: bool, lease: _Lease, marks: _LogMarks) -> SummaryView | None:
         prev = self.warm.latest(conv, "rolling")
         last = self.cold.last_position(conv)
         now = self.clock()
@@ -636,9 +671,10 @@ class ViewMaintainer:
         if sentences is None:
             return prev
         view = SummaryView(conv, "rolling", "", 0, 0, end, tuple(sentences), 0, self.summarizer.name, now)
-        return self._settle(conv, "rolling", "", self.warm.put(view, fold=self.fold and bool(sentences)), before)
+        return self._settle(conv, "rolling", "", self.warm.put(view, fold=self.fold and bool(sentences)), before,
+                            marks)
 
-    def _refresh_constraints(self, conv: str, full: bool) -> SummaryView | None:
+    def _refresh_constraints(self, conv: str, full: bool, marks: _LogMarks) -> SummaryView | None:
         """Incremental: the previous version's sources (their labels and supersession
         re-read) plus the load-bearing turns after it. A constraint once cut for the
         token target does not come back when others are later superseded; a `full`
@@ -664,9 +700,10 @@ class ViewMaintainer:
             return prev
         view = SummaryView(conv, "constraints", "", 0, 0, end, tuple(sentences), 0,
                            CONSTRAINTS_SUMMARIZER, now)
-        return self._settle(conv, "constraints", "", self.warm.put(view), before)
+        return self._settle(conv, "constraints", "", self.warm.put(view), before, marks)
 
-    def _refresh_session(self, conv: str, session_id: str, full: bool, lease: _Lease) -> SummaryView | None:
+    def _refresh_session(self, conv: str, session_id: str, full: bool, lease: _Lease,
+                         marks: _LogMarks) -> SummaryView | None:
         prev = self.warm.latest(conv, "session", session_id)
         last = self.cold.last_position(conv)
         now = self.clock()
@@ -685,7 +722,7 @@ class ViewMaintainer:
         stop = new[-1].position if new else prev.end_position if prev is not None else start
         view = SummaryView(conv, "session", session_id, 0, start, stop, tuple(sentences), 0,
                            self.summarizer.name, now)
-        return self._settle(conv, "session", session_id, self.warm.put(view), before)
+        return self._settle(conv, "session", session_id, self.warm.put(view), before, marks)
 
     @staticmethod
     def _cited(view: SummaryView | None) -> list[int]:
