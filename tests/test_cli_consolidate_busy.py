@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cold_helpers import locked
 
 from tiermem import Config, Memory
 from tiermem.cli import MIN_WATCH_INTERVAL_S, cli
@@ -41,17 +42,6 @@ MIN_FAILED_RUNS = 2  # --watch is stopped once it has said this many failed runs
 POLL_S = 0.1
 FAILED_RUN = "consolidation run: "  # how the scheduler's line on a failed run begins
 BUSY_WORDS = "storage busy: another writer held the database past the wait allowed"
-
-# another process: the write lock (BEGIN IMMEDIATE) held until its stdin closes
-HOLDER = """
-import sys, sqlean
-con = sqlean.connect(sys.argv[1], isolation_level=None, timeout=10)
-con.execute("BEGIN IMMEDIATE")
-print("held", flush=True)
-sys.stdin.read()
-con.execute("ROLLBACK")
-"""
-
 
 @pytest.fixture
 def data(tmp_path: Path, embedder: FastEmbedder) -> Iterator[Path]:
@@ -76,15 +66,11 @@ def cli_env(data: Path) -> dict[str, str]:
 
 @contextmanager
 def write_locked(data: Path) -> Iterator[None]:
-    """Another process holds the database's write lock while the block runs."""
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(data / "tiermem.db")],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+    """Another process holds the database's write lock while the block runs
+    (cold_helpers.locked); it rolls back and exits cleanly after."""
+    with locked(data / "tiermem.db") as holder:
         yield
-    finally:
-        child.communicate(timeout=RUN_LIMIT_S)  # closes its stdin: it rolls back and exits
-    assert child.returncode == 0
+    assert holder.returncode == 0
 
 
 def append_busy_line(data: Path) -> str:
