@@ -34,6 +34,10 @@ engine share:
   `session_lock_timeout(store)`: the lock_timeout its operations' sessions have;
   `read_lock_held(url, schema)`: another session's read lock on the messages table
   for a `with` block (a report query), which a VACUUM FULL waits for.
+- `data_dir(url)` and `relation_files(url, relpaths)`: the files (segments, forks) of
+  relations (`pg_relation_filepath`) on the server's disk, for the scans of erased bytes;
+  `SNAPSHOT_HOLDERS`: another session holding a snapshot (`repeatable_read`) or a running
+  xid (`idle_in_transaction`) older than what follows, on another schema, for a `with` block.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
 """
@@ -41,12 +45,13 @@ engine share:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -338,3 +343,66 @@ def stoppable_pg() -> Iterator[StoppableServer]:
     finally:
         own.server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def data_dir(url: str) -> Path:
+    """The server's data directory: the embedded server listens on a unix socket in it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    host = conninfo_to_dict(url).get("host")
+    assert host, url
+    return Path(str(host))
+
+
+def relation_files(url: str, relpaths: list[str]) -> list[Path]:
+    """The files of each relation (a `pg_relation_filepath`, relative to the data dir):
+    its segments (base, base.1, ...) and forks (base_fsm, base_vm)."""
+    pgdata = data_dir(url)
+    found: list[Path] = []
+    for rel in relpaths:
+        base = pgdata / rel
+        pattern = re.compile(re.escape(base.name) + r"(\.\d+|_fsm|_vm)?")
+        found += [p for p in base.parent.iterdir() if pattern.fullmatch(p.name)]
+    return found
+
+
+@contextmanager
+def repeatable_read(url: str, other_schema: str) -> Iterator[Any]:
+    """A report's REPEATABLE READ transaction over another store's schema of the database,
+    begun before what follows: its snapshot (backend_xmin) sees rows deleted after it, and
+    none of its locks is on the other schemas' tables."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=False)
+    try:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        conn.execute(f'SELECT count(*) FROM "{other_schema}".messages').fetchone()
+        yield conn
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+@contextmanager
+def idle_in_transaction(url: str, other_schema: str) -> Iterator[Any]:
+    """A session that wrote a row of another store's schema and sits idle in its
+    transaction (READ COMMITTED: no snapshot between statements, but its xid, backend_xid,
+    older than what follows, is still running)."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=False)
+    try:
+        conn.execute(f'INSERT INTO "{other_schema}".meta(key, value) VALUES (%s, %s)',
+                     (f"report-{uuid.uuid4().hex}", "x"))
+        yield conn
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+SNAPSHOT_HOLDERS: dict[str, Callable[[str, str], AbstractContextManager[Any]]] = {
+    # a report query's REPEATABLE READ transaction (its snapshot: backend_xmin)
+    "repeatable_read": repeatable_read,
+    # a session idle in a transaction that wrote (its xid: backend_xid)
+    "idle_in_transaction": idle_in_transaction,
+}

@@ -18,16 +18,13 @@ after a CHECKPOINT, as tests/test_postgres_erasure_statistics.py reads pg_statis
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, scrub_owed
-from psycopg.conninfo import conninfo_to_dict
+from pg_server import SNAPSHOT_HOLDERS, fresh_schema, relation_files, scrub_owed
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
@@ -39,14 +36,7 @@ CANARY_TURNS = (1, 4)  # the erased conversation's turns that hold the canary
 LOCK_TIMEOUT_MS = 1000
 
 
-def data_dir(url: str) -> Path:
-    """The server's data directory: the embedded server listens on a unix socket in it."""
-    host = conninfo_to_dict(url).get("host")
-    assert host, url
-    return Path(str(host))
-
-
-def relation_files(url: str, schema: str) -> list[Path]:
+def schema_files(url: str, schema: str) -> list[Path]:
     """The files now (after a CHECKPOINT wrote the dirty pages) of every relation of the
     schema (tables, indexes, their TOAST tables) and of pg_statistic, each segment and fork."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -56,57 +46,13 @@ def relation_files(url: str, schema: str) -> list[Path]:
             "WHERE c.relnamespace = %s::regnamespace OR c.oid = 'pg_catalog.pg_statistic'::regclass "
             "OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE relnamespace = %s::regnamespace "
             "OR oid = 'pg_catalog.pg_statistic'::regclass)", (schema, schema)).fetchall() if r[0]]
-    pgdata = data_dir(url)
-    found = []
-    for rel in rels:
-        base = pgdata / rel
-        # the relation's segments (base, base.1, ...) and forks (base_fsm, base_vm)
-        pattern = re.compile(re.escape(base.name) + r"(\.\d+|_fsm|_vm)?")
-        found += [p for p in base.parent.iterdir() if pattern.fullmatch(p.name)]
+    found = relation_files(url, rels)
     assert len(found) >= len(rels) > 0, rels
     return found
 
 
 def files_hold(url: str, schema: str, needle: str) -> bool:
-    return any(needle.encode() in p.read_bytes() for p in relation_files(url, schema))
-
-
-@contextmanager
-def repeatable_read(url: str, other_schema: str) -> Iterator[psycopg.Connection]:
-    """A report's REPEATABLE READ transaction over another store's schema of the database,
-    begun before the erasure: its snapshot sees the erased rows (none of its locks is on
-    the erased store's tables)."""
-    conn = psycopg.connect(url, autocommit=False)
-    try:
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        conn.execute(f'SELECT count(*) FROM "{other_schema}".messages').fetchone()
-        yield conn
-    finally:
-        conn.rollback()
-        conn.close()
-
-
-@contextmanager
-def idle_in_transaction(url: str, other_schema: str) -> Iterator[psycopg.Connection]:
-    """A session that wrote a row of another store's schema and sits idle in its
-    transaction (READ COMMITTED: no snapshot between statements, but its xid, older
-    than the erasure's, is still running)."""
-    conn = psycopg.connect(url, autocommit=False)
-    try:
-        conn.execute(f'INSERT INTO "{other_schema}".meta(key, value) VALUES (%s, %s)',
-                     (f"report-{uuid.uuid4().hex}", "x"))
-        yield conn
-    finally:
-        conn.rollback()
-        conn.close()
-
-
-HOLDERS: dict[str, Callable[[str, str], AbstractContextManager[psycopg.Connection]]] = {
-    # a report query's REPEATABLE READ transaction (its snapshot: backend_xmin)
-    "repeatable_read": repeatable_read,
-    # a session idle in a transaction that wrote (its xid: backend_xid)
-    "idle_in_transaction": idle_in_transaction,
-}
+    return any(needle.encode() in p.read_bytes() for p in schema_files(url, schema))
 
 
 def reopen(url: str, counter: BpeTokenCounter, schema: str, store: PostgresStore) -> None:
@@ -155,14 +101,14 @@ def canary_word() -> str:
 
 
 @pytest.mark.parametrize("then", list(THEN))
-@pytest.mark.parametrize("holder", list(HOLDERS))
+@pytest.mark.parametrize("holder", list(SNAPSHOT_HOLDERS))
 def test_an_open_snapshot_older_than_the_erasure_is_not_scrubbed(
         schemas: tuple[PostgresStore, str], pg_url: str, counter: BpeTokenCounter,
         caplog: pytest.LogCaptureFixture, holder: str, then: str) -> None:
     store, other_schema = schemas
     canary = canary_word()
     plant(store, canary)
-    with HOLDERS[holder](pg_url, other_schema) as held:
+    with SNAPSHOT_HOLDERS[holder](pg_url, other_schema) as held:
         with caplog.at_level(logging.WARNING, logger="tiermem.postgres"):
             report = store.delete_namespace("ns")
         assert report.conversation_ids == ["secret"]

@@ -18,13 +18,11 @@ only, as in tests/test_postgres_erasure_open_snapshot.py.
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, scrub_owed
+from pg_server import SNAPSHOT_HOLDERS, fresh_schema, scrub_owed
 
 from tiermem.cli import _erasure_out
 from tiermem.tiers.models import Message
@@ -35,40 +33,6 @@ TURNS = 4
 LOCK_TIMEOUT_MS = 1000  # the store's: no holder here locks its tables
 REOPENS = 2  # opens while the holder lasts: each one finds the scrub owed
 HELD_LINE = "snapshot older than the erasure"
-
-
-@contextmanager
-def repeatable_read(url: str, other_schema: str) -> Iterator[psycopg.Connection]:
-    """A report's REPEATABLE READ transaction over another schema, begun before the erasure."""
-    conn = psycopg.connect(url, autocommit=False)
-    try:
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        conn.execute(f'SELECT count(*) FROM "{other_schema}".messages').fetchone()
-        yield conn
-    finally:
-        conn.rollback()
-        conn.close()
-
-
-@contextmanager
-def idle_in_transaction(url: str, other_schema: str) -> Iterator[psycopg.Connection]:
-    """A session idle in a transaction that wrote a row of another schema (its xid running)."""
-    conn = psycopg.connect(url, autocommit=False)
-    try:
-        conn.execute(f'INSERT INTO "{other_schema}".meta(key, value) VALUES (%s, %s)',
-                     (f"report-{uuid.uuid4().hex}", "x"))
-        yield conn
-    finally:
-        conn.rollback()
-        conn.close()
-
-
-HOLDERS: dict[str, Callable[[str, str], AbstractContextManager[psycopg.Connection]]] = {
-    # a report query's snapshot (backend_xmin)
-    "repeatable_read": repeatable_read,
-    # a forgotten session's running xid (backend_xid)
-    "idle_in_transaction": idle_in_transaction,
-}
 
 
 def filenode(url: str, relation: str) -> int:
@@ -102,13 +66,13 @@ def schemas(pg_url: str, counter: BpeTokenCounter) -> Iterator[tuple[PostgresSto
         store.close()
 
 
-@pytest.mark.parametrize("holder", list(HOLDERS))
+@pytest.mark.parametrize("holder", list(SNAPSHOT_HOLDERS))
 def test_an_owed_scrub_held_by_a_snapshot_is_not_rewritten_at_each_open(
         schemas: tuple[PostgresStore, str], pg_url: str, counter: BpeTokenCounter,
         caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str], holder: str) -> None:
     store, other_schema = schemas
     messages = f'"{store.schema}".messages'
-    with HOLDERS[holder](pg_url, other_schema) as held:
+    with SNAPSHOT_HOLDERS[holder](pg_url, other_schema) as held:
         before = filenode(pg_url, messages)
         with caplog.at_level(logging.DEBUG, logger="tiermem.postgres"):
             report = store.delete_namespace("ns")

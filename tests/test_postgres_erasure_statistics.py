@@ -20,7 +20,6 @@ second fails on `scrubbed` (true).
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,9 +27,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pg_server import fresh_schema, scrub_owed
+from pg_server import fresh_schema, relation_files, scrub_owed
 from psycopg import sql as pgsql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from tiermem.tiers.models import ErasureReport, Message
 from tiermem.tiers.postgres import STATISTICS_LOCK_TIMEOUT_MS, STATISTICS_TABLE, PostgresStore
@@ -55,13 +54,6 @@ LOCK_TIMEOUT_MS = 1000
 # 2-core machine
 SLACK_S = 4.0
 
-def data_dir(url: str) -> Path:
-    """The server's data directory: the embedded server listens on a unix socket in it."""
-    host = conninfo_to_dict(url).get("host")
-    assert host, url
-    return Path(str(host))
-
-
 def statistics_files(url: str) -> list[Path]:
     """The files of pg_statistic now (its heap and TOAST relations, each segment and
     fork), after a CHECKPOINT wrote its dirty pages to them."""
@@ -71,13 +63,7 @@ def statistics_files(url: str) -> list[Path]:
             "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid) FROM pg_class c "
             "WHERE c.oid = 'pg_catalog.pg_statistic'::regclass").fetchone()
     assert rels is not None and all(rels), rels
-    pgdata = data_dir(url)
-    found = []
-    for rel in rels:
-        base = pgdata / rel
-        # the relation's segments (base, base.1, ...) and forks (base_fsm, base_vm)
-        pattern = re.compile(re.escape(base.name) + r"(\.\d+|_fsm|_vm)?")
-        found += [p for p in base.parent.iterdir() if pattern.fullmatch(p.name)]
+    found = relation_files(url, list(rels))
     assert any(p.name == Path(rels[0]).name for p in found), rels
     return found
 
