@@ -101,7 +101,11 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   in a transaction that holds an xid, a prepared transaction, a replication slot's xmin):
   the rewrite copies the deleted rows it may still see into the new files. The scrub asks
   the server for those (SNAPSHOT_HOLDERS_SQL, before and after the rewrite; the erasure's
-  xid is in its marker): any, and it answers `scrubbed` false, logs what holds one (pid,
+  xid is in its marker), and before pg_statistic's rewrite for any snapshot older than the
+  tables' ANALYZE (one begun during their rewrite too); a holder running a statement (an
+  autovacuum worker's ANALYZE, a query in flight) is waited for first, at most
+  `holder_grace_ms` (HOLDER_GRACE_MS; tests/test_postgres_erasure_holder_grace.py): any
+  left, and it answers `scrubbed` false, logs what holds one (pid,
   prepared xid or slot, no text) and stays owed, rewritten again at the next open, erasure
   or reclaim() (tests/test_postgres_erasure_open_snapshot.py). It takes each table's
   ACCESS EXCLUSIVE lock for its rewrite (writers wait, at most `lock_timeout_ms`: then
@@ -492,17 +496,32 @@ def clear_stale_statistics(c: Conn, tables: Sequence[str]) -> list[tuple[str, st
 # VACUUM's (pg_stat_progress_vacuum), whose snapshot the server's horizon ignores.
 # `age()` of both in one statement: the xids compared modulo 2^32, as the server does.
 # Visible to any role (pg_stat_activity's xid columns are not restricted to its members).
+# The second column: whether the holder is running a statement (HOLDER_GRACE_MS).
 SNAPSHOT_HOLDERS_SQL = (
-    "SELECT 'backend pid ' || pid FROM pg_stat_activity "
+    "SELECT 'backend pid ' || pid, state = 'active' FROM pg_stat_activity "
     "WHERE pid <> pg_backend_pid() "
     "AND (datid IS NULL OR datid = (SELECT oid FROM pg_database WHERE datname = current_database())) "
     "AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum) "
     "AND (age(backend_xmin) >= age(%(xid)s::text::xid) OR age(backend_xid) >= age(%(xid)s::text::xid)) "
-    "UNION ALL SELECT 'prepared transaction ' || transaction FROM pg_prepared_xacts "
+    "UNION ALL SELECT 'prepared transaction ' || transaction, false FROM pg_prepared_xacts "
     "WHERE database = current_database() AND age(transaction) >= age(%(xid)s::text::xid) "
-    "UNION ALL SELECT 'replication slot ' || quote_ident(slot_name::text) FROM pg_replication_slots "
+    "UNION ALL SELECT 'replication slot ' || quote_ident(slot_name::text), false FROM pg_replication_slots "
     "WHERE age(xmin) >= age(%(xid)s::text::xid) OR age(catalog_xmin) >= age(%(xid)s::text::xid) "
     "ORDER BY 1")
+# A holder running a statement (pg_stat_activity state 'active': an autovacuum worker's
+# ANALYZE, which holds a snapshot for its sample, a manual ANALYZE, a query in flight, an
+# append queued behind the rewrite's lock) mostly ends within milliseconds: on a busy server
+# an autovacuum ANALYZE of another table, begun just before the erasure committed, made it
+# answer `scrubbed: false` (the whole scrub owed to the next open) for a worker gone ~100 ms
+# later. So before each rewrite the scrub asks again every HOLDER_POLL_MS, while every
+# holder it finds is running a statement, for at most this long (the store's
+# `holder_grace_ms`): once none is left it rewrites. One still there after it, or any that
+# is not running one (idle in a transaction: it waits on its client; a prepared
+# transaction, a replication slot), is answered at once as before: not scrubbed, owed.
+# No lock is held while it waits (the connection is between statements).
+HOLDER_GRACE_MS = 500
+HOLDER_GRACE_MAX_MS = 60_000  # `holder_grace_ms` at most: the erasure's caller waits it
+HOLDER_POLL_MS = 10
 # ErasureReport.not_rewritten where such a snapshot is the cause, with what holds it
 SNAPSHOT_HELD_NOTE = "deleted rows kept: a snapshot older than the erasure is open ({holders})"
 
@@ -1121,6 +1140,7 @@ class PostgresStore(SharedQueries):
         erase_scrub: str = "full",
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
         maintenance_timeout_s: float = MAINTENANCE_TIMEOUT_S,
+        holder_grace_ms: int = HOLDER_GRACE_MS,
     ) -> None:
         if (url is None) == (pool is None):
             raise ValidationError("cold_url", "give a postgresql:// URL or a connection pool (exactly one)")
@@ -1134,6 +1154,12 @@ class PostgresStore(SharedQueries):
         if erase_scrub not in ERASE_SCRUB:
             raise ValidationError("cold_erase_scrub", f"must be one of {ERASE_SCRUB}")
         self.erase_scrub = erase_scrub
+        # bool is an int, and a float would poll a fraction of a millisecond: refused
+        if type(holder_grace_ms) is not int or not 0 <= holder_grace_ms <= HOLDER_GRACE_MAX_MS:
+            raise ValidationError("holder_grace_ms", f"must be a whole number of milliseconds from 0 to "
+                                                     f"{HOLDER_GRACE_MAX_MS}, got {shown(holder_grace_ms)}")
+        # how long a scrub waits for a snapshot holder running a statement (HOLDER_GRACE_MS)
+        self.holder_grace_ms = holder_grace_ms
         # an operation's checkout is cut past this (the lock wait it may spend added to it);
         # named as Config names it, as busy_timeout_ms is
         self.operation_timeout_s = deadline_seconds("cold_operation_timeout_s", "operation_timeout_s",
@@ -2277,7 +2303,7 @@ class PostgresStore(SharedQueries):
             marker: str | None = row[0] if row else None
             owed_xid = erasure_xid(marker) if full and holders_first else None
             if owed_xid is not None:  # asked before the rewrite: what it could not scrub
-                held = self._snapshot_holders(conn, owed_xid)
+                held = self._lasting_holders(conn, owed_xid)  # one running a statement waited for
                 if held:
                     return self._held(marker, held, missed, rewritten=False)
             # ANALYZE too: the planner's statistics again, sampled from the rows left
@@ -2289,13 +2315,23 @@ class PostgresStore(SharedQueries):
             try:
                 if full:  # SNAPSHOT_HOLDERS_SQL: the snapshots that keep deleted rows in the new files
                     began = self._next_xid(conn)
-                    held = self._snapshot_holders(conn, erasure_xid(marker) or began)
+                    held = self._lasting_holders(conn, erasure_xid(marker) or began)
                     with conn.transaction():  # what the ANALYZE below would leave: STALE_STATISTICS_SQL
                         stale = clear_stale_statistics(conn, RECLAIM_TABLES)
                 self._server_deadline(conn, vacuum, lock_timeout_ms=lock_timeout_ms)
                 if statistics:  # the tables' ANALYZE committed: the old rows are dead before this xid
                     analyzed = self._next_xid(conn)
-                    locked = not self._rewrite_statistics(conn)
+                    # pg_statistic's rewrite keeps its old rows for any snapshot older than
+                    # that ANALYZE's commit, one begun during the tables' rewrite too (its
+                    # xmin newer than `began`, so the check after would not count it, and one
+                    # ended before that check went unseen): asked for here, before, its
+                    # statement-running holders waited for (HOLDER_GRACE_MS). Any left, and
+                    # the rewrite is skipped: it would keep them, and hold the catalog's lock
+                    # (every session's planning waits on it) for nothing. Not when a holder
+                    # is known already: the answer is false whatever it finds
+                    later = [] if held else self._lasting_holders(conn, self._xid_before(analyzed))
+                    held = sorted(set(held) | set(later))
+                    locked = not later and not self._rewrite_statistics(conn)
                 if full:
                     held = sorted(set(held) | set(self._snapshot_holders(conn, began)))
                 if not held:
@@ -2396,7 +2432,7 @@ class PostgresStore(SharedQueries):
             try:
                 # asked once, before: a snapshot begun after it is newer than the marker's
                 # xid (one at or before it held an xid or an older snapshot, found here)
-                held = self._snapshot_holders(conn, row[0]) if may else []
+                held = self._lasting_holders(conn, row[0]) if may else []
                 done = may and not held and self._rewrite_statistics(conn)
                 if not may or (done and not held):  # a role that may not: no retry makes it so
                     conn.execute("DELETE FROM meta WHERE key = %s AND value = %s", (SCRUB_STATISTICS_KEY, row[0]))
@@ -2427,6 +2463,29 @@ class PostgresStore(SharedQueries):
         """What holds a snapshot or an xid at or before `xid` (SNAPSHOT_HOLDERS_SQL): each
         as its kind and pid, prepared transaction's xid or slot's name, no text of it."""
         return [r[0] for r in conn.execute(SNAPSHOT_HOLDERS_SQL, {"xid": xid}).fetchall()]
+
+    def _lasting_holders(self, conn: Conn, xid: str) -> list[str]:
+        """`_snapshot_holders` before a rewrite, asked again every HOLDER_POLL_MS while
+        each holder found is running a statement, for at most the store's holder_grace_ms:
+        what still holds one then (empty once all have ended). One not running a statement
+        is answered at once: waiting would not change the answer."""
+        until = time.monotonic() + self.holder_grace_ms / 1000
+        while True:
+            rows = conn.execute(SNAPSHOT_HOLDERS_SQL, {"xid": xid}).fetchall()
+            left = until - time.monotonic()
+            if not rows or left <= 0 or not all(r[1] for r in rows):
+                return [r[0] for r in rows]
+            if not conn.autocommit:
+                # pg_stat_activity is read once per transaction: the next ask needs a new one
+                conn.commit()
+            time.sleep(min(HOLDER_POLL_MS / 1000, left))
+
+    @staticmethod
+    def _xid_before(xid: str) -> str:
+        """The xid assigned just before `xid` (a 32-bit xid's text), wrapping past the
+        server's own (FIRST_NORMAL_XID) as the server does."""
+        normal = XID_MODULUS - FIRST_NORMAL_XID
+        return str((int(xid) - FIRST_NORMAL_XID - 1) % normal + FIRST_NORMAL_XID)
 
     @staticmethod
     def _may_vacuum_statistics(conn: Conn) -> bool:
