@@ -1,5 +1,6 @@
-"""`tiermem mcp`'s stdio transport: the `mcp` package's `stdio_server`, fed the lines of
-stdin after tiermem has checked them as the HTTP service checks a /v1/mcp body.
+"""`tiermem mcp`'s stdio transport: the `mcp` package's own stdio entry
+(`MCPServer.run_stdio_async`), fed the lines of stdin after tiermem has checked them as the
+HTTP service checks a /v1/mcp body.
 
 The package's own reader decodes stdin with `errors="replace"` and drops a line its JSON
 parser refuses without answering it: a tool call holding a lone UTF-16 surrogate (what
@@ -8,39 +9,52 @@ nested past its recursion limit was never answered, so the host waited on the ca
 its own timeout, and bytes that are not UTF-8 were stored as U+FFFD.
 
 Invariants: every line that is not blank gets an answer. A line is passed to the server
-exactly as sent when it is UTF-8 and the package's parser takes it (so what the server
-answers is unchanged); any other is answered here and reaches no tool, so nothing is
-written: with the JSON-RPC error /v1/mcp answers the same body
+as sent when it is UTF-8 and the package's parser takes it (a carriage return in it, JSON
+whitespace there, as a space: the package splits lines at one), so what the server answers
+is unchanged; any other is answered here and reaches no tool, so nothing is written: with
+the JSON-RPC error /v1/mcp answers the same body
 (`tiermem.service.guard.mcp_message_refusal`: a parse error with `id` null where it did
 not parse, invalid params with the request's id where it parsed but holds a lone
 surrogate or nests too deep), or, for JSON the guard takes that is no JSON-RPC message,
-an invalid request. Refusals are written through the server's own write stream, so an
-answer is never interleaved with another. While serving, fd 0 points at the null
-device (as the package's reader leaves it), so nothing else in the process reads the
-wire; it is restored after.
+an invalid request. The package's answers and these refusals reach stdout in whole lines
+under one lock, so an answer is never written inside another. While serving, fd 0 points
+at the null device and fd 1 at stderr (as the package's own stdio claim leaves them), so
+nothing else in the process reads the wire or writes on it; both are restored after.
+
+Only the `mcp` package's public interface: `run_stdio_async` serves "the process's stdin
+and stdout", which is `sys.stdin.buffer` and `sys.stdout.buffer`, and a stream not backed
+by fd 0 or 1 it serves in place (what the package's own test of issue #1933 does with
+pipes). So, while serving, `sys.stdin` and `sys.stdout` are `StdStream`s whose binary
+`buffer` is tiermem's (`CheckedWire`, `AnswerLines`) and whose text side is the original
+stream's (a stray `print` lands on stderr, as before).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+import threading
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
 
 import anyio
 import mcp_types as types
-from anyio.abc import ObjectSendStream
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
 
 from tiermem.adapters.mcp_http import JSONRPC_INVALID_REQUEST, jsonrpc_refusal, request_id_of
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from mcp.server.mcpserver import MCPServer
+    from typing_extensions import Buffer
 
 STDIN_FD = 0
+STDOUT_FD = 1
+STDERR_FD = 2
 NOT_JSONRPC = "not a JSON-RPC 2.0 message (a request, notification or response object)"
+NEWLINE = b"\n"
+CARRIAGE_RETURN = b"\r"
 
 
 def line_refusal(raw: bytes) -> dict[str, Any] | None:
@@ -63,71 +77,117 @@ def line_refusal(raw: bytes) -> dict[str, Any] | None:
                            request_id_of(json.loads(raw)))
 
 
-class CheckedLines:
-    """stdin's lines for `stdio_server`'s reader, which iterates its `stdin` argument:
-    a line it would drop unanswered or alter is answered through the server's write
-    stream (`bind`) instead of being passed on."""
+class AnswerLines(io.RawIOBase):
+    """stdout's binary side for the package's writer: what it writes goes on to the wire
+    in whole lines only, under the lock `answer` takes too, so a refusal written from the
+    reader's thread never lands inside an answer the package writes in chunks."""
 
     def __init__(self, wire: BinaryIO) -> None:
-        self._wire = anyio.wrap_file(wire)
-        self._answers: ObjectSendStream[SessionMessage] | None = None
-        self._bound = anyio.Event()
+        super().__init__()
+        self._wire = wire
+        self._lock = threading.Lock()
+        self._partial = bytearray()  # the package's line not yet ended
 
-    def bind(self, answers: ObjectSendStream[SessionMessage]) -> None:
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Buffer) -> int:
+        with self._lock:
+            self._partial += data
+            end = self._partial.rfind(NEWLINE) + 1
+            if end:
+                self._wire.write(self._partial[:end])
+                self._wire.flush()
+                del self._partial[:end]
+        return memoryview(data).nbytes
+
+    def answer(self, message: dict[str, Any]) -> None:
+        """Write the JSON-RPC error `message` as one line, serialized as the package
+        serializes what its server sends."""
+        line = types.JSONRPCError.model_validate(message).model_dump_json(by_alias=True, exclude_unset=True)
+        with self._lock:
+            self._wire.write(line.encode("utf-8") + NEWLINE)
+            self._wire.flush()
+
+
+class CheckedWire(io.RawIOBase):
+    """stdin's binary side for the package's reader: the wire's lines it would drop
+    unanswered or alter are answered through `answers` instead of being passed on."""
+
+    def __init__(self, wire: BinaryIO, answers: AnswerLines) -> None:
+        super().__init__()
+        self._wire = wire
         self._answers = answers
-        self._bound.set()
+        self._line = b""  # the checked line being read out
+        self._at = 0  # how much of it has been
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._lines()
+    def readable(self) -> bool:
+        return True
 
-    async def _lines(self) -> AsyncIterator[str]:
-        async for raw in self._wire:
+    def readinto(self, into: Buffer) -> int:
+        while self._at == len(self._line):
+            raw = self._wire.readline()
+            if not raw:
+                return 0  # the host closed stdin
             line = raw.rstrip(b"\r\n")
             if not line.strip():
                 continue  # the package's reader would drop it too; there is nothing to answer
             refusal = line_refusal(line)
-            if refusal is None:
-                yield line.decode("utf-8")
+            if refusal is not None:
+                self._answers.answer(refusal)
                 continue
-            await self._bound.wait()
-            assert self._answers is not None
-            await self._answers.send(SessionMessage(types.JSONRPCError.model_validate(refusal)))
+            # The package reads with universal newlines, so a lone CR would split the line
+            # in two unparseable halves. In a line its parser takes a CR can only be JSON
+            # whitespace (it refuses one inside a string), so a space means the same.
+            self._line, self._at = line.replace(CARRIAGE_RETURN, b" ") + NEWLINE, 0
+        out = memoryview(into).cast("B")
+        n = min(len(out), len(self._line) - self._at)
+        out[:n] = self._line[self._at:self._at + n]
+        self._at += n
+        return n
+
+
+class StdStream:
+    """A standard stream for `sys.stdin` / `sys.stdout` while serving: its `buffer` is the
+    wire, everything else the original stream's (on the diverted fd), so only the
+    package's transport reads and writes the wire."""
+
+    def __init__(self, text: TextIO, buffer: io.BufferedIOBase | io.RawIOBase) -> None:
+        self.buffer = buffer
+        self._text = text
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._text, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._text)
 
 
 async def serve_stdio(server: MCPServer) -> None:
     """Serve `server` on stdin and stdout until stdin closes."""
-    wire = os.fdopen(os.dup(STDIN_FD), "rb")
-    saved = os.dup(STDIN_FD)
+    sys.stdout.flush()  # what was printed before goes out before fd 1 is diverted
+    wire_in = os.fdopen(os.dup(STDIN_FD), "rb")
+    wire_out = os.fdopen(os.dup(STDOUT_FD), "wb")
+    saved = {fd: os.dup(fd) for fd in (STDIN_FD, STDOUT_FD)}
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, STDIN_FD)
     os.close(null)
+    os.dup2(STDERR_FD, STDOUT_FD)
+    stdin, stdout = sys.stdin, sys.stdout
+    answers = AnswerLines(wire_out)
+    sys.stdin = cast("TextIO", StdStream(stdin, io.BufferedReader(CheckedWire(wire_in, answers))))
+    sys.stdout = cast("TextIO", StdStream(stdout, answers))
     try:
-        lines = CheckedLines(wire)
-        # stdio_server iterates its stdin for lines of text, all it asks of an AsyncFile
-        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
-            lines.bind(write_stream)
-            # A private attribute, knowingly: mcp 2.3.0 has no public way to run an
-            # MCPServer on streams given to it. Its public stdio entry,
-            # `run_stdio_async` (and `run("stdio")`), opens `stdio_server()` itself, with
-            # no stdin argument, and reads fd 0 with `errors="replace"`. Feeding it our
-            # checked lines through fds instead (a pipe on fd 0, a relay pipe on fd 1 to
-            # write refusals between its answers) fails at the end: `stdio_server` keeps its
-            # duplicate of fd 1 open for the life of the process (`closefd=False`, by
-            # design), so the relay never reads EOF and the last answers could be cut off.
-            # Its public `middleware` never sees a line the package failed to parse (the
-            # dispatcher only logs it), so it cannot answer one. The low-level `Server` is
-            # public, but MCPServer keeps its own private; the package's own in-memory
-            # client reads the same attribute (mcp.client._memory, "TODO: Make
-            # `lowlevel_server` public"). Use that accessor once it exists.
-            lowlevel = server._lowlevel_server
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        await server.run_stdio_async()
     finally:
-        os.dup2(saved, STDIN_FD)
-        os.close(saved)
-        wire.close()
+        sys.stdin, sys.stdout = stdin, stdout
+        for fd, dup in saved.items():
+            os.dup2(dup, fd)
+            os.close(dup)
+        wire_in.close()
+        wire_out.close()
 
 
 def run_stdio(server: MCPServer) -> None:
     """`tiermem mcp`: serve `server` on this process's stdin and stdout."""
-    sys.stdout.flush()
     anyio.run(serve_stdio, server)
