@@ -70,7 +70,8 @@ def test_a_pin_committed_in_the_window_is_kept(tmp_path: Path, pg_url: str,
             # the pin, waiting for the run's commit, landed before its final comparison
             # read the copy (or after it: then the run ends verified); the copy is the
             # source's with the target's pin on it, either way
-            assert f"conversation {NAME!r} (key {key!r}" in str(exc)
+            assert f"conversation {NAME!r} of namespace {NS!r} (key {key!r})" in str(exc)
+            assert "the target changed since this copy was written (its pins" in str(exc)  # the side that differs
         pinner.join(JOIN_S)
         assert not pinner.is_alive() and len(outcome) == 1 and isinstance(outcome[0], int), outcome
         # before: [] (the pin committed in the window, then deleted with the derived rows)

@@ -170,7 +170,23 @@ Invariants:
   (Before 2026-12-06 the rerun copied the tombstone and left the conversation readable
   beside it.) A tombstone of an incarnation the target holds one of too (erased on both
   sides) is not copied again: the target's own stands for it, and the verification
-  compares the tombstones so (key, namespace, name, created_at).
+  compares the tombstones so (key, namespace, name, created_at). The run reads the
+  source's tombstones before its first write and erases there what the source erased
+  since the preflight too, and it never copies a tombstone whose conversation the target
+  still holds: the erasure reaches the target as one transaction (the target's tombstone
+  and its rows), so at every point a kill can stop the run the target holds that
+  conversation either readable with no tombstone (not told yet: a source erasure after
+  that read fails the verification, which names it, and the rerun erases it) or erased
+  with one tombstone. (Before 2026-12-06 the tombstones were read after the run's first
+  write: an erasure in the source while that write waited on a target lock had its
+  tombstone carried beside the copy, which stayed readable, verified so; the next rerun
+  erased it and left two tombstones of it. tests/test_migrate_store_erased_during_run.py.)
+- A verification that finds a difference names the side that differs, with each side's
+  message count (`differing_side`, `stones_lacking`): the source changed since the copy
+  (its digest no longer the one recorded), the target changed it (the parts, as
+  `copy_changes` names them), the target lacks a conversation, keys or tombstones (how
+  many of how many). Before 2026-12-06 each conversation's asked "did the source change
+  during the copy?", also where a target writer had changed it.
 - A target writer that writes while the run copies (it was not stopped) and puts a row
   in the way of a conversation's write, in the window between the run's checks and that
   conversation's transaction (a conversation of the same name created there, a position
@@ -1088,7 +1104,10 @@ def _preflight(src: _Side, dst: _Side, into_non_empty: bool, report: MigrationRe
             with dst.read() as dc:
                 b = dst.record(dc, key)
                 recorded = dst.meta(dc, COPIED_DIGEST + key)
-            assert a is not None and b is not None
+            if a is None or b is None:
+                # erased since the lists were read: in the source (the run's look at its
+                # tombstones erases it in the target, `_copy`), or in the target (left so)
+                continue
             if record_digest(a) != record_digest(b) and not _as_copied(a, b, recorded):
                 refused = _update_refused(a, b, recorded)
                 if refused is not None:
@@ -1204,10 +1223,37 @@ def _erase_in_target(dst: _Side, plan: _Plan, report: MigrationReport,
         report.erased_from_source += 1
 
 
+def _erased_since(plan: _Plan, report: MigrationReport, erase: list[str]) -> None:
+    """Add to `plan.erase` the keys of `erase` (`_erased_in_source`, read again by `_copy`)
+    the preflight did not find erased: the source erased them since. The preflight
+    counted such a copy already there, or planned to bring it up to the source's."""
+    for key in erase:
+        if key in plan.erase:
+            continue
+        plan.erase.append(key)
+        if key in plan.grown:
+            plan.grown.remove(key)
+        elif key not in plan.todo:
+            report.already_present -= 1
+
+
 def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
           progress: Callable[[int, int], None] | None, fault: Callable[[str], None] | None,
           on_erased: Callable[[ColdLog, Sequence[str]], None] | None = None) -> None:
     whole_store = not report.resumed or bool((plan.todo or plan.grown) and plan.record_offset)
+    # the source's keys, tombstones and pending purges, read before anything is written:
+    # a conversation the source erased since the preflight is found here and erased in
+    # the target by the target's own erasure (its tombstone and its rows in one
+    # transaction, `_erase_in_target`), or refused by name with nothing written; its
+    # tombstone is never carried on its own (below). Read after the run's first write,
+    # as before 2026-12-06, an erasure in the source while that write waited (a target
+    # lock) had its tombstone carried beside the copy, which stayed readable there and
+    # was verified so; the next rerun erased it, leaving two tombstones of it
+    with src.maintenance(), src.read() as sc:
+        keys, stones, purges = src.keys(sc), src.tombstones(sc), src.purges(sc)
+        live = {k for k, _, _ in src.conversations(sc)}
+    if report.resumed:
+        _erased_since(plan, report, _erased_in_source(stones, live, dst))
     if plan.todo or plan.grown or whole_store:
         # the numbering past every id this run can copy, on every run with conversations
         # to copy: a resumed run's plan.id_top is the source's top now, which passes the
@@ -1219,8 +1265,6 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
     # then: the marker, every key ever issued, the tombstones and pending purges, so a
     # half-copied target can never issue a source key to a new conversation: one
     # transaction as large as the store's key set, under the maintenance deadline
-    with src.maintenance(), src.read() as sc:
-        keys, stones, purges = src.keys(sc), src.tombstones(sc), src.purges(sc)
     if plan.dim is not None:
         dst.ensure_vec_dim(plan.dim, plan.model)
     # before the tombstones are compared: the target's erasure leaves its own tombstone
@@ -1230,8 +1274,13 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         have_keys = {k for k, _ in dst.keys(c)}
         have_stones = {_stone_of(s) for s in dst.tombstones(c)}
         have_purges = {k for k, _ in dst.purges(c)}
+        readable = {_stone_of([k, ns, name, None, None, None, None, created]) for k, ns, name, created
+                    in dst.q(c, "SELECT id, namespace, name, created_at FROM conversations")}
     keys = [k for k in keys if k[0] not in have_keys]
-    stones = [s for s in stones if _stone_of(s) not in have_stones]
+    # never a tombstone beside the conversation it erased, still readable there: that
+    # erasure reaches the target as the target's own (tombstone and rows together), by
+    # this run or the next; the verification names it meanwhile
+    stones = [s for s in stones if _stone_of(s) not in have_stones and _stone_of(s) not in readable]
     purges = [p for p in purges if p[0] not in have_purges]
     # a finished copy's rerun writes nothing
     if keys or stones or purges or whole_store:
@@ -1472,6 +1521,53 @@ def _left_erased(dst: _Side, stone: list[Any], messages: int, ns: str, name: str
                 name, ns, key, dst.label, reason, when, messages)
 
 
+def differing_side(src: Record | None, dst: Record | None, recorded: str | None) -> str:
+    """Which side of a conversation the verification found different differs, with the
+    message counts (MigrationMismatch's advice): the source (gone, or changed since the
+    copy: its whole digest no longer the one the copy recorded, COPIED_DIGEST), or the
+    target (its copy missing, or a part a writer changes no longer as recorded). Before
+    2026-12-06 every such mismatch asked 'did the source change during the copy?', also
+    where a target writer had changed the copy."""
+    if src is None:
+        held = len(dst["messages"]) if dst is not None else 0
+        return (f"the source no longer holds it (erased there during the run; the target holds {held} message(s) "
+                "of it): rerun, which erases it in the target too")
+    n_src = len(src["messages"])
+    if dst is None:
+        return f"the target does not hold it (the source holds {n_src} message(s)): rerun to copy it"
+    n_dst = len(dst["messages"])
+    counts = f"the source holds {n_src} message(s), the target {n_dst}"
+    parts = None if recorded is None else _recorded_parts(recorded)
+    if recorded is None:
+        return (f"{counts}, and the target records no digest of its copy, so which side changed cannot be told; "
+                "stop both sides' writers and copy into an empty target")
+    changed = copy_changes(recorded, dst, count_reads=False)
+    if changed:
+        return (f"the target changed since this copy was written ({', '.join(changed)}; {counts}): a target writer "
+                "that was not stopped; stop the target's writers, then keep the target as it is or copy into an "
+                "empty target")
+    if parts is not None and parts.get(WHOLE) != record_digest(src):
+        return (f"the source changed since it was copied ({counts}): its writers were not stopped; rerun to copy "
+                "the change")
+    return f"the target's copy differs from the source's ({counts}); rerun, or copy into an empty target"
+
+
+def stones_lacking(lacking: list[list[Any]], in_source: int, in_target: int, dst: _Side) -> str:
+    """MigrationMismatch's advice where the target lacks source tombstones (`lacking`,
+    TOMBSTONE_COLS): how many, the first named, and whether the target still holds that
+    conversation (the source erased it during the run: the next run erases it there)."""
+    key, ns, name = (str(v) for v in lacking[0][:3])
+    with dst.read() as c:
+        have = dst.record(c, key)
+    held = (have is not None and _same_incarnation(lacking[0], str(have["conversation"][2]),
+                                                   str(have["conversation"][1]), have["conversation"][5]))
+    return (f"the target lacks {len(lacking)} of the source's {in_source} tombstone(s) (it holds {in_target}; e.g. "
+            f"conversation {name!r} of namespace {ns!r}, key {key!r}"
+            + (f", which the target still holds, {len(have['messages'])} message(s))" if held and have else ")")
+            + ": the source erased them during the copy (its writers were not stopped); rerun, which erases them "
+            "in the target too")
+
+
 def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
     """Every source conversation, key and tombstone, compared with the target's. Each
     conversation is read with a checkout of its own on each side, as the copy writes it:
@@ -1497,8 +1593,8 @@ def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
             continue
         want, got = (record_digest(a) if a is not None else ""), (record_digest(b) if b is not None else "")
         if a is None or (want != got and not (b is not None and _as_copied(a, b, recorded))):
-            raise MigrationMismatch(f"conversation {name!r} (key {key!r}; did the source change during the "
-                                    "copy?)", want, got)
+            raise MigrationMismatch(f"conversation {name!r} of namespace {ns!r} (key {key!r})", want, got,
+                                    differing_side(a, b, recorded))
         digests[key] = want
         report.messages += len(a["messages"])
         report.vectors += len(a["vectors"])
@@ -1508,11 +1604,15 @@ def _verify(src: _Side, dst: _Side, report: MigrationReport) -> None:
         dkeys, dstones = dict(dst.keys(dc)), dst.tombstones(dc)
     missing = [k for k, _ in keys if k not in dkeys]
     if missing:
-        raise MigrationMismatch(f"the issued keys ({len(missing)} missing, e.g. {missing[0]!r})",
-                                _digest(keys), _digest(sorted(dkeys.items())))
+        raise MigrationMismatch("the issued keys", _digest(keys), _digest(sorted(dkeys.items())),
+                                f"the target lacks {len(missing)} of the source's {len(keys)} (e.g. {missing[0]!r}; "
+                                f"it holds {len(dkeys)}): the source issued them during the copy (its writers were "
+                                "not stopped); rerun to copy them")
     have = {_stone_of(s) for s in dstones}
-    if any(_stone_of(s) not in have for s in stones):
-        raise MigrationMismatch("the tombstones", _digest(stones), _digest(dstones))
+    lacking = [s for s in stones if _stone_of(s) not in have]
+    if lacking:
+        raise MigrationMismatch("the tombstones", _digest(stones), _digest(dstones),
+                                stones_lacking(lacking, len(stones), len(dstones), dst))
     report.conversations = len(digests)
     report.keys = len(keys)
     report.tombstones = len(stones)
