@@ -58,7 +58,16 @@ are over their freshness budget.
   while the lock lasts it would wait the lock timeout once more and fail, and a lock
   is contention, not a failing view (`ViewMaintainer.failing`); it heads the next run
   again and costs that run one lock wait while the lock lasts. A lock on a whole table
-  (an erasure's VACUUM FULL) costs each picked view its lock wait.
+  (an erasure's or reclaim()'s VACUUM FULL: `table_refused`) ends the run after its one
+  lock wait: every view after it would wait the same lock out (N views cost N lock
+  waits before), so they are left to the next run. A lock timeout does not say what it
+  waited for: one without a row's context ("while locking tuple ...": a second waiter
+  queued on a row has none either) ends the run only when the store finds one of its
+  tables so locked (`PostgresStore.locked_table`).
+- A run's views left untried (the rest of a locked conversation's, those after a
+  refusal that ended the run, those after shutdown) are in `last_skipped`, each with why
+  (`SkippedView`). `sweep` is the loop, which `Memory.consolidate()`'s sweep shares: it
+  keeps going past a refusal the same way, and raises what is not the store being busy.
 - `stats.lag_turns` / `lag_seconds` are the largest lag over every namespace: they are
   the operator's figures (`/metrics`, `tiermem stats`). A tenant's view of the lag is
   `lag(owns)`, over the views of the conversations `owns` accepts only, so one
@@ -71,9 +80,10 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -88,12 +98,25 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from tiermem.consolidation.views import Swept, ViewMaintainer
+from tiermem.consolidation.views import Swept, ViewKey, ViewMaintainer
 from tiermem.tiers.files import BUSY_SQLSTATES, storage_problem
 
 log = logging.getLogger("tiermem.scheduler")
 
 JOB_ID = "tiermem-consolidation"
+LOCK_TIMEOUT_SQLSTATE = "55P03"  # lock_not_available: PostgreSQL's lock_timeout (or NOWAIT)
+# Where a PostgreSQL lock wait on a row was, in the error's context: "while locking tuple
+# (0,2) in relation ...", "while updating tuple", "while inserting index tuple", "while
+# locking updated version (0,3) of tuple in relation ..." (the server's XactLockTableWait).
+# A wait for a table's own lock has none, and neither has a second waiter queued on a row
+# (its wait is for the row's tuple lock), so its absence alone does not make a table's.
+ROW_WAIT_CONTEXT = re.compile(r"\btuple\b[^\n]* in relation ")
+
+# Why a sweep left a picked view untried (`SkippedView.reason`)
+SKIP_ROW_LOCKED = "its conversation's rows were locked by another session past the lock wait"
+SKIP_TABLE_LOCKED = "a table of the store was locked whole by another session (an erasure's VACUUM FULL)"
+SKIP_STORE_REFUSED = "the store refused an earlier refresh of this sweep"
+SKIP_STOPPED = "the scheduler was shut down"
 
 
 @dataclass
@@ -126,6 +149,69 @@ class RefreshFailure:
     error: Exception
 
 
+@dataclass(frozen=True)
+class SkippedView:
+    """A view a sweep picked and left untried (the next sweep picks it again): why
+    (SKIP_*), and the one-line cause (`failure_cause`) of the refusal that made it so
+    (empty after a shutdown)."""
+
+    conversation: str
+    kind: str
+    key: str
+    reason: str
+    cause: str
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one sweep (`sweep`) did with the views it was given (`picked`): how many
+    refreshes ended in a new version, with the view found current or left as it was
+    (`unchanged`: another holds its lease, its summarizer failed) and at an erasure
+    (`erased`); the refreshes that raised (`failures`: a busy store's refusals, and in a
+    scheduler's run anything else too) and the views not tried (`skipped`, each with
+    why)."""
+
+    picked: int = 0
+    refreshed: int = 0
+    unchanged: int = 0
+    erased: int = 0
+    failures: tuple[RefreshFailure, ...] = ()
+    skipped: tuple[SkippedView, ...] = ()
+
+
+class Consolidated(int):
+    """What `Memory.consolidate()` answers: an int, how many views were refreshed (a new
+    version, or found current; the erased not counted), as it always was, and what the
+    sweep could not do, as a scheduler run keeps it (`last_failures`, `last_skipped`):
+
+    - `failures`: the refreshes a busy store refused (`RefreshFailure`: the view and the
+      exception, its traceback dropped; `failure_cause` says it in one line);
+    - `skipped`: the views picked and not tried, each with why (`SkippedView`);
+    - `refused`: the busy store's refusal that kept the sweep from picking any view (its
+      first step, reading what others erased and the views over budget), else None;
+    - `picked`: how many views the sweep picked; `complete`: nothing failed or was
+      skipped."""
+
+    picked: int
+    failures: tuple[RefreshFailure, ...]
+    skipped: tuple[SkippedView, ...]
+    refused: Exception | None
+
+    def __new__(cls, done: int, *, picked: int = 0, failures: tuple[RefreshFailure, ...] = (),
+                skipped: tuple[SkippedView, ...] = (), refused: Exception | None = None) -> Consolidated:
+        self = super().__new__(cls, done)
+        self.picked, self.failures, self.skipped, self.refused = picked, failures, skipped, refused
+        return self
+
+    @property
+    def complete(self) -> bool:
+        return not self.failures and not self.skipped and self.refused is None
+
+    def __repr__(self) -> str:
+        return (f"Consolidated({int(self)}, picked={self.picked}, failures={len(self.failures)}, "
+                f"skipped={len(self.skipped)}, refused={self.refused!r})")
+
+
 def failure_cause(exc: BaseException) -> str:
     """One line saying why a refresh failed: the storage's problem in
     `storage_problem`'s words (what `tiermem append` says of the same store) with the
@@ -154,6 +240,92 @@ def row_refused(exc: BaseException) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+def _postgres_errors(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it was raised from that carry a PostgreSQL SQLSTATE."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if getattr(e, "sqlstate", None) is not None:
+            out.append(e)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def table_refused(exc: BaseException, locked_table: Callable[[], str | None] | None) -> str | None:
+    """The table whose lock made `exc` (a `row_refused` refusal) wait out the lock
+    timeout, when a table's lock did: a lock timeout without a row's context
+    (ROW_WAIT_CONTEXT) while the store finds one of its tables locked whole by another
+    session (`locked_table`: `PostgresStore.locked_table`; None where the store has no
+    such locks, SQLite's being its file's). None: one conversation's rows, as before.
+    A `locked_table` that fails answers None (logged): the sweep goes on as for a row."""
+    if locked_table is None or not row_refused(exc):
+        return None
+    timeouts = [e for e in _postgres_errors(exc) if getattr(e, "sqlstate", None) == LOCK_TIMEOUT_SQLSTATE]
+    if not timeouts:
+        return None  # a statement timeout, a serialization failure, a deadlock: a row's
+    for e in timeouts:
+        context = getattr(getattr(e, "diag", None), "context", None) or ""
+        if ROW_WAIT_CONTEXT.search(context):
+            return None  # the server says it waited on a row
+    try:
+        return locked_table()
+    except Exception as probe:  # the store too busy to ask: treat it as a row's, as before
+        log.debug("which table is locked: %s", failure_cause(probe))
+        return None
+
+
+def sweep(maintainer: ViewMaintainer, picked: Sequence[ViewKey], *,
+          guard: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
+          stopping: Callable[[], bool] = lambda: False, raise_unless_busy: bool = False) -> SweepResult:
+    """Refresh each of `picked` in order (`ViewMaintainer.sweep_refresh`, within
+    `guard`), going on past what the store refuses (module docstring): a refusal that is
+    one conversation's (`row_refused`) skips that conversation's other views; one that
+    is a whole table's (`table_refused`) or the whole store's (any other
+    `storage_problem`: SQLite's busy write lock, read-only, full, unreachable) ends the
+    sweep, its remaining views skipped. Anything else that a refresh raises is recorded
+    and the sweep goes on, or with `raise_unless_busy` (`Memory.consolidate()`) raised
+    at once unless it is the store being busy (`storage_problem(...).busy`): the views
+    refreshed before it stay refreshed. `stopping` is asked before each view."""
+    locked_table: Callable[[], str | None] | None = getattr(maintainer.cold, "locked_table", None)
+    counts = {outcome: 0 for outcome in Swept}
+    failures: list[RefreshFailure] = []
+    skipped: list[SkippedView] = []
+    row_locked: dict[str, str] = {}  # conversation -> cause: its rows stay locked this sweep
+    for i, (conv, kind, key) in enumerate(picked):
+        if stopping():
+            skipped.extend(SkippedView(c, k, v, SKIP_STOPPED, "") for c, k, v in picked[i:])
+            break
+        if conv in row_locked:
+            # each of its views would wait the lock out again
+            skipped.append(SkippedView(conv, kind, key, SKIP_ROW_LOCKED, row_locked[conv]))
+            continue
+        try:
+            # a conversation erased since the sweep picked the view is no error
+            with guard():
+                counts[maintainer.sweep_refresh(conv, kind, key)] += 1
+        except Exception as exc:
+            problem = storage_problem(exc)
+            if raise_unless_busy and (problem is None or not problem.busy):
+                raise
+            log.debug("refresh of %s/%s/%s failed", conv, kind, key, exc_info=True)
+            cause = failure_cause(exc)
+            failures.append(RefreshFailure(conv, kind, key, _without_frames(exc)))
+            table = table_refused(exc, locked_table)
+            if table is None and row_refused(exc):
+                row_locked[conv] = cause  # that conversation's: the others' views go on
+                continue
+            if table is not None or problem is not None:
+                # every view after it would meet the same lock or store: the next sweep's
+                reason = SKIP_TABLE_LOCKED if table is not None else SKIP_STORE_REFUSED
+                skipped.extend(SkippedView(c, k, v, SKIP_ROW_LOCKED if c in row_locked else reason,
+                                           row_locked.get(c, cause)) for c, k, v in picked[i + 1:])
+                break
+    return SweepResult(picked=len(picked), refreshed=counts[Swept.NEW_VERSION], unchanged=counts[Swept.UNCHANGED],
+                       erased=counts[Swept.ERASED], failures=tuple(failures), skipped=tuple(skipped))
 
 
 def _without_frames(exc: Exception) -> Exception:
@@ -216,6 +388,8 @@ class ConsolidationScheduler:
         self._lagging: tuple[tuple[str, int, float], ...] = ()
         # the last run's refreshes that raised; replaced whole by each run, as _lagging
         self.last_failures: tuple[RefreshFailure, ...] = ()
+        # the last run's views left untried, and why; replaced whole by each run
+        self.last_skipped: tuple[SkippedView, ...] = ()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -326,7 +500,8 @@ class ConsolidationScheduler:
     def _run(self) -> int:
         t0 = time.perf_counter()
         self.stats.last_run_at = self.clock()
-        self.last_failures = ()  # a run that raises before its views leaves none of the last run's
+        # a run that raises before its views leaves none of the last run's
+        self.last_failures, self.last_skipped = (), ()
         if self.check is not None:
             self.check()
         m = self.maintainer
@@ -335,30 +510,10 @@ class ConsolidationScheduler:
         # from the views this run can refresh
         over = m.stale_views_detailed(self.max_views_per_run + len(held))
         detailed = [(k, st) for k, st in over if k not in held][:self.max_views_per_run]
-        refreshed = 0
-        failures: list[RefreshFailure] = []
-        locked: set[str] = set()  # conversations whose rows another session held past the lock wait
-        for (conv, kind, key), _st in detailed:
-            if self._stopping.is_set():
-                break
-            if conv in locked:
-                continue  # its rows stay locked this run: each view would wait the lock out again
-            try:
-                # a conversation erased since this run picked the view is no error
-                with self.guard():
-                    swept = m.sweep_refresh(conv, kind, key)
-            except Exception as exc:
-                self.stats.errors += 1
-                log.debug("refresh of %s/%s/%s failed", conv, kind, key, exc_info=True)
-                failures.append(RefreshFailure(conv, kind, key, _without_frames(exc)))
-                if row_refused(exc):
-                    locked.add(conv)  # that conversation's: the others' views go on (module docstring)
-                elif storage_problem(exc) is not None:
-                    break  # the whole store refused: the next views would meet it too (module docstring)
-                continue
-            if swept is Swept.NEW_VERSION:
-                refreshed += 1
-        self.last_failures = tuple(failures)
+        done = sweep(m, [k for k, _st in detailed], guard=self.guard, stopping=self._stopping.is_set)
+        refreshed, failures = done.refreshed, done.failures
+        self.stats.errors += len(failures)
+        self.last_failures, self.last_skipped = failures, done.skipped
         s = self.stats
         s.last_failed = len(failures)
         s.runs += 1

@@ -125,7 +125,7 @@ from tiermem.tiers.zones import Zone, optional_timezone
 if TYPE_CHECKING:
     import numpy as np
 
-    from tiermem.consolidation.scheduler import ConsolidationScheduler
+    from tiermem.consolidation.scheduler import Consolidated, ConsolidationScheduler
     from tiermem.hotlink import HotLink
     from tiermem.planner.build import HotView, Planner, SummaryBlock
     from tiermem.planner.plan import Context
@@ -1420,24 +1420,46 @@ class Memory:
         return self.scheduler
 
     @_fills_caches
-    def consolidate(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
+    def consolidate(self, conversation_id: str | None = None, *, namespace: str | None = None) -> Consolidated:
         """Refresh warm views now: every view of one conversation (ConversationNotFound
-        when it is erased meanwhile), or, without one, up to scheduler_max_views_per_run
-        of those over budget, as a scheduler run does: a view whose conversation is erased
-        during the sweep ends there and the sweep goes on (`ViewMaintainer.sweep_refresh`).
-        Returns how many views were refreshed (the erased ones not counted)."""
-        from tiermem.consolidation.views import Swept
+        when it is erased meanwhile; a busy store's refusal raised, as any call's), or,
+        without one, a sweep of up to scheduler_max_views_per_run of those over budget,
+        as a scheduler run does (`consolidation.scheduler.sweep`):
+
+        - a view whose conversation is erased during the sweep ends there and the sweep
+          goes on (`ViewMaintainer.sweep_refresh`);
+        - a busy store does not end the call: a conversation whose rows another session
+          holds locked past the lock wait (PostgreSQL) has its other views skipped and
+          the sweep goes on with the others'; a whole table locked (an erasure's VACUUM
+          FULL), or SQLite's write lock held by another process, ends the sweep after
+          that one wait (each later view would wait it out too). Nothing is raised: what
+          was refused and what was skipped, and why, are in the answer (`Consolidated`:
+          `failures`, `skipped`, `refused`, `complete`), and the next call or scheduler
+          run picks those views again;
+        - anything else a refresh raises (the store read-only, full or unreachable, a
+          bug) is raised at once; the views refreshed before it stay refreshed.
+
+        Answers a `Consolidated`, an int: how many views were refreshed (a new version
+        or found current; the erased ones not counted)."""
+        from tiermem.consolidation.scheduler import Consolidated, sweep
+        from tiermem.tiers.files import storage_problem
 
         if conversation_id is None:
-            self._catch_erasures()
-            done = 0
-            for conv, kind, key in self.views.stale_views(self.config.scheduler_max_views_per_run):
-                if self.views.sweep_refresh(conv, kind, key) is not Swept.ERASED:
-                    done += 1
-            return done
+            try:
+                self._catch_erasures()
+                picked = self.views.stale_views(self.config.scheduler_max_views_per_run)
+            except Exception as exc:
+                problem = storage_problem(exc)
+                if problem is None or not problem.busy:
+                    raise
+                return Consolidated(0, refused=exc)  # not even the views to refresh could be read
+            done = sweep(self.views, picked, raise_unless_busy=True)
+            return Consolidated(done.refreshed + done.unchanged, picked=done.picked, failures=done.failures,
+                                skipped=done.skipped)
         _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
-        return len(self.views.refresh_all(conv))  # each refresh in the conversation's memo scope
+        n = len(self.views.refresh_all(conv))  # each refresh in the conversation's memo scope
+        return Consolidated(n, picked=n)
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
         """The warm views the planner may show, with their staleness; the latest fold

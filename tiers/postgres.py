@@ -26,17 +26,6 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   set_labels took no conversation lock and its turns in its caller's order, the pin
   version between them: with a supersession or another set_labels on the same
   conversation, a deadlock (40P01, one rolled back; tests/test_postgres_label_lock_order.py).
-- set_labels holds a conversation's row for one short batch at a time, so an append
-  (whose counter UPDATE waits for that row) does not wait out its lock_timeout behind a
-  pass over every turn (a rebuild's relabelling): it commits in batches (tiers.dialect
-  LABEL_BATCH_TURNS: ~30 ms each, a pause as long after each), each in the order above;
-  a reader between two sees the batches before it done, each changed turn having moved
-  the pin version once. As one transaction it held the row 0.8-3.3 s for 10k turns (2
-  loaded cores), and appends behind it failed busy (tests/test_labels_append_during_pass.py).
-  Not so `rebuild`'s one transaction: its DELETE FROM turns moves (and holds) the
-  pin_versions row of each conversation with a load-bearing turn, so a load-bearing
-  append to one waits for the whole rebuild (20k turns: 3.6 s; one behind it with a
-  300 ms lock_timeout failed busy, a plain one or one to another conversation did not).
 - One domain action, one transaction: an append (one message or a batch) is ONE
   statement (counter row, messages, turn rows and FTS rows in data-modifying CTEs),
   sent on an autocommit connection, so it is its own transaction and, when the
@@ -392,6 +381,19 @@ SERVER_DEADLINE_LEAD_S = 0.5
 # a reader's lock up to the maintenance deadline (an hour).
 SCRUB_LOCK_TIMEOUT_MS = DEFAULT_BUSY_TIMEOUT_MS
 LEAST_STATEMENT_TIMEOUT_MS = 1  # statement_timeout 0 is "none"
+# A lock on one of the store's tables as a whole (not on a row) that another session holds
+# or waits for, in a mode that stops a write to it (ROW EXCLUSIVE, which every write takes,
+# conflicts with SHARE and above): an erasure's or reclaim()'s VACUUM FULL (ACCESS
+# EXCLUSIVE), a LOCK TABLE, an ALTER TABLE, a CREATE INDEX. A request still waiting counts:
+# every later locker of the table queues behind it. `locked_table` asks it after a lock
+# timeout, which does not say what it waited for.
+TABLE_LOCKED_SQL = (
+    "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+    "WHERE l.locktype = 'relation' AND l.pid <> pg_backend_pid() "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND c.relnamespace = to_regnamespace(%s) "
+    "AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock') "
+    "ORDER BY l.granted DESC, c.relname LIMIT 1")
 MS_PER_S = 1000
 # After an erasure or prune: "full" rewrites the affected tables (no erased byte left in
 # any data file; blocks writers of each table while it is rewritten), "vacuum" marks the
@@ -1135,9 +1137,6 @@ class PostgresStore(SharedQueries):
 
     dialect = POSTGRES
     _log = log
-    # a writer waiting for the conversation's row is queued and woken by the commit: the
-    # pause as long as the batch held it lets it in before the next batch
-    _LABEL_PAUSE_MIN_S = 0.0
 
     def __init__(
         self,
@@ -1512,6 +1511,15 @@ class PostgresStore(SharedQueries):
         deadline instead of the operations' (`_maintenance`): for a tool's statement long
         by design on a large store; a stalled server is still cut, later."""
         return self._maintenance()
+
+    def locked_table(self) -> str | None:
+        """The name of a table of the store another session holds (or waits for) locked
+        whole in a mode that stops writes to it (TABLE_LOCKED_SQL: an erasure's VACUUM
+        FULL), None when none is. For a caller whose statement met the lock timeout,
+        which does not say whether a row's lock or a table's made it wait: a table's
+        stops every conversation's writes alike."""
+        rows = self._read(TABLE_LOCKED_SQL, (self.schema,))
+        return str(rows[0][0]) if rows else None
 
     def ensure_vector_width(self, dim: int, model: str | None = None) -> None:
         """Make the vectors `dim` wide (a new width empties them, as a new embedder does),

@@ -1,0 +1,130 @@
+"""`Memory.consolidate()` without a conversation finishes its sweep on a busy store and
+says what it could not do, instead of raising the store's refusal mid-sweep.
+
+Before (s27): the sweep raised the first busy refusal to the library caller (a
+PostgreSQL lock timeout on a conversation another session held locked, SQLite's
+'database is locked' while another process held the write lock, a lock timeout reading
+the views over budget), the other conversations' views left unrefreshed and nothing to
+say which, while the scheduler's run (`run_once`) went on and kept them. Now it answers
+a `Consolidated` (an int, as before: the views refreshed) whose `failures`, `skipped`
+(with why) and `refused` say what was refused and left for the next sweep; what is not
+the store being busy is still raised.
+
+Real embedded PostgreSQL with another process holding the lock (tests/pg_lock_holder.py),
+real SQLite with another process holding BEGIN IMMEDIATE (cold_helpers.locked).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cold_helpers import locked
+from pg_lock_holder import holding
+from pg_server import fresh_schema, with_options
+from sweep_helpers import (
+    ALL_VIEWS,
+    CONVERSATIONS,
+    FIRST,
+    MAX_TURNS_BEHIND,
+    MAX_VIEWS_PER_RUN,
+    VIEW_KINDS,
+    coverage,
+    failed,
+    fill,
+    opened,
+    skipped,
+)
+
+from tiermem import Config
+from tiermem.consolidation.scheduler import SKIP_ROW_LOCKED, SKIP_STORE_REFUSED, Consolidated
+from tiermem.tiers.embed_onnx import FastEmbedder
+from tiermem.tiers.files import storage_problem
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+BUSY_TIMEOUT_MS = 300  # each refusal waits this long: short, so the test is
+OTHERS = len(CONVERSATIONS) - 1
+
+
+def _pg_config(tmp_path: Path, url: str, schema: str) -> Config:
+    return Config(data_dir=tmp_path / "data", cold_url=url, cold_schema=schema, busy_timeout_ms=BUSY_TIMEOUT_MS,
+                  warm_max_turns_behind=MAX_TURNS_BEHIND, scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
+
+
+@pytest.mark.parametrize("clause", [
+    "FOR UPDATE",  # an append's or an erasure's lock: the refresh's lease row waits on it
+    "FOR NO KEY UPDATE",  # an UPDATE of the row: the lease is had, the summary's write waits
+])
+def test_a_row_locked_conversation_is_skipped_and_the_others_refreshed(
+        tmp_path: Path, embedder: FastEmbedder, pg_url: str, clause: str) -> None:
+    schema = fresh_schema()
+    with opened(_pg_config(tmp_path, pg_url, schema), embedder) as m:
+        fill(m)
+        with holding(pg_url, f"SELECT id FROM \"{schema}\".conversations WHERE name = '{FIRST}' {clause}"):
+            done = m.consolidate()  # before: raised LockNotAvailable at the first view
+        assert isinstance(done, Consolidated)
+        # one lock wait for the locked conversation, its other view not tried
+        assert failed(m, done.failures) == [(FIRST, "LockNotAvailable")]
+        problem = storage_problem(done.failures[0].error)
+        assert problem is not None and problem.busy
+        assert skipped(m, done.skipped) == {FIRST: [SKIP_ROW_LOCKED] * (len(VIEW_KINDS) - 1)}
+        assert done.skipped[0].cause  # the refusal that made it skipped, in one line
+        # the other conversations' views refreshed in the same sweep
+        assert done == OTHERS * len(VIEW_KINDS) and done.picked == ALL_VIEWS
+        assert not done.complete and done.refused is None
+        assert coverage(m) == {FIRST: [False, False], **{c: [True, True] for c, _n in CONVERSATIONS[1:]}}
+        # the lock gone, the next sweep refreshes what was left
+        again = m.consolidate()
+        assert again.complete and again == len(VIEW_KINDS)
+        assert coverage(m)[FIRST] == [True, True]
+
+
+def test_a_busy_sqlite_store_ends_the_sweep_without_raising(tmp_path: Path, embedder: FastEmbedder) -> None:
+    cfg = Config(data_dir=tmp_path / "data", busy_timeout_ms=BUSY_TIMEOUT_MS, warm_max_turns_behind=MAX_TURNS_BEHIND,
+                 scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
+    with opened(cfg, embedder) as m:
+        fill(m)
+        with locked(tmp_path / "data" / "tiermem.db"):
+            done = m.consolidate()  # before: raised OperationalError('database is locked')
+        # the file's one write lock: the first refusal ends the sweep (each later view would
+        # wait the busy timeout for nothing), every other view skipped, nothing raised
+        assert done == 0 and done.picked == ALL_VIEWS
+        assert failed(m, done.failures) == [(FIRST, "OperationalError")]
+        problem = storage_problem(done.failures[0].error)
+        assert problem is not None and problem.busy
+        assert skipped(m, done.skipped) == {
+            FIRST: [SKIP_STORE_REFUSED] * (len(VIEW_KINDS) - 1),
+            **{c: [SKIP_STORE_REFUSED] * len(VIEW_KINDS) for c, _n in CONVERSATIONS[1:]}}
+        assert all(v == [False, False] for v in coverage(m).values())
+        # the lock gone, the next sweep does them all
+        assert m.consolidate() == ALL_VIEWS
+
+
+def test_views_unreadable_behind_a_table_lock_are_refused_not_raised(
+        tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:
+    schema = fresh_schema()
+    with opened(_pg_config(tmp_path, pg_url, schema), embedder) as m:
+        fill(m)
+        # the conversations table locked whole (an erasure's VACUUM FULL of it): the sweep
+        # cannot even read which views are over budget
+        with holding(pg_url, f'LOCK TABLE "{schema}".conversations IN ACCESS EXCLUSIVE MODE'):
+            done = m.consolidate()  # before: raised LockNotAvailable
+        assert done == 0 and done.picked == 0 and not done.complete
+        assert type(done.refused).__name__ == "LockNotAvailable"
+        assert done.failures == () and done.skipped == ()
+        assert m.consolidate() == ALL_VIEWS
+
+
+def test_what_is_not_busy_is_still_raised(tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:
+    schema = fresh_schema()
+    with opened(_pg_config(tmp_path, pg_url, schema), embedder) as m:
+        fill(m)
+    # the same store through a role that may only read (a hot standby, a read-only URL):
+    # the store refuses every refresh, and not because it is busy
+    read_only = with_options(pg_url, "-c default_transaction_read_only=on")
+    with opened(_pg_config(tmp_path, read_only, schema), embedder) as m:
+        with pytest.raises(Exception) as raised:
+            m.consolidate()
+        problem = storage_problem(raised.value)
+        assert problem is not None and not problem.busy, raised.value
