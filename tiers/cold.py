@@ -232,6 +232,9 @@ class ColdStore(SharedQueries):
 
     dialect = SQLITE
     _log = log
+    # another process's write waits for the write lock by polling (`_polled`, up to
+    # BUSY_POLL_DELAYS_S apart): a pause longer than its longest sleep always holds a try
+    _LABEL_PAUSE_MIN_S = 1.5 * max(BUSY_POLL_DELAYS_S)
 
     def __init__(
         self,

@@ -19,7 +19,9 @@ Invariants:
 - A writer of a conversation's turns takes its locks in the one order PostgreSQL's
   writers share (tiers.postgres: the conversation's row, `_lock_turn_writers` where no
   UPDATE of it comes first; then the turns by position; then the pin version their
-  trigger moves), so none deadlocks another; SQLite's one writer needs none of it.
+  trigger moves), so none deadlocks another; SQLite's one writer needs none of it. A
+  pass over many turns (`set_labels`) takes that lock per short batch
+  (LABEL_BATCH_TURNS), not for the whole pass, so an append waits one batch at most.
 - It reaches its engine only through the hooks declared below (`_read`, `_tx`,
   `_require_in`, `_salvage`, ...), which each engine defines.
 - Every stored JSON text it reads (a message's body and metadata, a checkpoint's
@@ -145,6 +147,23 @@ MAX_VIEW_VERSION = 2**31 - 2
 UNUSABLE_VIEW_VERSION = MAX_VIEW_VERSION + 1
 # the newest view rows put_summary looks through for one it can read (WarmStore reads as many)
 SUMMARY_LOOKBACK = 5
+# set_labels writes a pass over many turns in batches, each its own transaction taking
+# the conversation's row (the writers' lock order) for that batch alone, so an append to
+# the conversation waits out one batch, not the whole pass. One transaction for all of
+# them (a rebuild's relabelling: every turn of each conversation) held the row 1.1-17 s
+# for 20k turns on PostgreSQL (SQLite's write lock 0.3-1.9 s; 2 cores, loaded to varying
+# degrees), and an append behind it failed busy past a lock timeout shorter than that.
+# Batched, the pass takes longer (the pauses: 10k turns 2.0-2.3 s on PostgreSQL against
+# 0.8-3.3 s, 20k turns 2.6-3.1 s on SQLite against 0.4 s). The first batch holds
+# LABEL_BATCH_TURNS turns, each next one is sized from the last to hold the lock about
+# LABEL_BATCH_TARGET_S (a turn costs ~15-35 us on SQLite, ~55-220 us on PostgreSQL),
+# within MIN..MAX turns; between two, a pause as long as the last held it (at least the
+# engine's `_LABEL_PAUSE_MIN_S`, at most LABEL_PAUSE_MAX_S), where a waiter gets in.
+LABEL_BATCH_TURNS = 200
+LABEL_BATCH_MIN_TURNS = 16
+LABEL_BATCH_MAX_TURNS = 5000
+LABEL_BATCH_TARGET_S = 0.03
+LABEL_PAUSE_MAX_S = 1.0
 # The order an erasure reports its conversations in (ErasureReport's tombstones, keys and
 # conversation_ids) on both engines: by namespace, then name (the engine's collation, as
 # conversation listings sort), then several incarnations of one name by creation time;
@@ -263,6 +282,9 @@ class SharedQueries:
 
     dialect: ClassVar[Dialect]
     _log: ClassVar[logging.Logger]  # the engine's logger (salvage lines name it)
+    # the least pause between two of set_labels's batches (LABEL_BATCH_TURNS): what a
+    # writer waiting on the engine's lock needs to be sure to find it free
+    _LABEL_PAUSE_MIN_S: ClassVar[float]
 
     if TYPE_CHECKING:  # what each engine provides
         _salvaged_rows: SalvagedRows  # (conversation, kind, SALVAGE_ROW_IDS[kind])
@@ -663,18 +685,27 @@ class SharedQueries:
     # -- derived labels and user state ------------------------------------------------------
 
     def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
-        if not labels:
-            return  # nothing to write: no transaction either
-        with self._tx() as c:
-            # the writers' lock order (the engine's `_lock_turn_writers`): the conversation's
-            # row, then its turns by position (a stable sort: a position given twice keeps
-            # its last label), then the pin version their trigger moves
-            self._lock_turn_writers(c, conversation_id)
-            c.cursor().executemany(self.dialect.sql(
-                "UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
-                "WHERE conversation_id = ? AND position = ?"),
-                [(i, int(lb), p, r, conversation_id, pos)
-                 for pos, i, lb, p, r in sorted(labels, key=lambda lab: lab[0])])
+        # by position (a stable sort: a position given twice keeps its last label, written
+        # after the first in the same batch or a later one)
+        ordered = sorted(labels, key=lambda lab: lab[0])
+        update = self.dialect.sql("UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
+                                  "WHERE conversation_id = ? AND position = ?")
+        start, size = 0, LABEL_BATCH_TURNS
+        while start < len(ordered):  # no labels: no transaction
+            began = time.perf_counter()
+            with self._tx() as c:
+                # each batch in the writers' lock order (the engine's `_lock_turn_writers`):
+                # the conversation's row, then its turns by position, then the pin version
+                # their trigger moves (once per turn whose label it changes, as before)
+                self._lock_turn_writers(c, conversation_id)
+                c.cursor().executemany(update, [(i, int(lb), p, r, conversation_id, pos)
+                                                for pos, i, lb, p, r in ordered[start:start + size]])
+            held = time.perf_counter() - began
+            start += size
+            if start < len(ordered):  # the lock free for a waiting append
+                time.sleep(min(max(held, self._LABEL_PAUSE_MIN_S), LABEL_PAUSE_MAX_S))
+                size = max(LABEL_BATCH_MIN_TURNS,
+                           min(LABEL_BATCH_MAX_TURNS, int(size * LABEL_BATCH_TARGET_S / max(held, 1e-3))))
 
     def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]],
                        labels: Sequence[tuple[int, str, bool, int, str]] = ()) -> tuple[int, int] | None:

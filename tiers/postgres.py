@@ -26,6 +26,17 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   set_labels took no conversation lock and its turns in its caller's order, the pin
   version between them: with a supersession or another set_labels on the same
   conversation, a deadlock (40P01, one rolled back; tests/test_postgres_label_lock_order.py).
+- set_labels holds a conversation's row for one short batch at a time, so an append
+  (whose counter UPDATE waits for that row) does not wait out its lock_timeout behind a
+  pass over every turn (a rebuild's relabelling): it commits in batches (tiers.dialect
+  LABEL_BATCH_TURNS: ~30 ms each, a pause as long after each), each in the order above;
+  a reader between two sees the batches before it done, each changed turn having moved
+  the pin version once. As one transaction it held the row 0.8-3.3 s for 10k turns (2
+  loaded cores), and appends behind it failed busy (tests/test_labels_append_during_pass.py).
+  Not so `rebuild`'s one transaction: its DELETE FROM turns moves (and holds) the
+  pin_versions row of each conversation with a load-bearing turn, so a load-bearing
+  append to one waits for the whole rebuild (20k turns: 3.6 s; one behind it with a
+  300 ms lock_timeout failed busy, a plain one or one to another conversation did not).
 - One domain action, one transaction: an append (one message or a batch) is ONE
   statement (counter row, messages, turn rows and FTS rows in data-modifying CTEs),
   sent on an autocommit connection, so it is its own transaction and, when the
@@ -1137,6 +1148,9 @@ class PostgresStore(SharedQueries):
 
     dialect = POSTGRES
     _log = log
+    # a writer waiting for the conversation's row is queued and woken by the commit: the
+    # pause as long as the batch held it lets it in before the next batch
+    _LABEL_PAUSE_MIN_S = 0.0
 
     def __init__(
         self,

@@ -398,7 +398,11 @@ class ColdLog(Protocol):
     # -- derived labels and user state ------------------------------------------------------
 
     def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:
-        """(position, intent, load_bearing, priority, reason) for turns; derived data."""
+        """(position, intent, load_bearing, priority, reason) for turns; derived data.
+        Many turns are written in short transactions in position order (tiers.dialect
+        LABEL_BATCH_TURNS), so the conversation's appends wait one batch at most; a reader
+        may see the pass part done, and one that fails (busy) leaves the batches before it
+        written: calling it again with the same labels finishes it."""
         ...
 
     def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]],
