@@ -326,8 +326,10 @@ class Candidates:
         relabel, a supersession, a pin) or what control rows hide, not on every appended
         turn, or when a call has more room than the kept set was read for. A pin
         superseded only by a popped turn is a pin again (tiers.statements.Hidden). The kept
-        lines show `zone`'s dates: a call in another zone reads them again."""
-        version = self.cold.pin_version(conv)
+        lines show `zone`'s dates: a call in another zone reads them again. The version is
+        the call's one read (planner.statements `StatementView.version`), which the
+        statements its lines render are kept under too."""
+        version = self.statements.version(conv)
         hid = self.statements.hidden(conv)
         with self._pins_lock:
             got = self.pins.get(conv)

@@ -15,7 +15,10 @@ Invariants:
   names every such statement with its interval.
 - The record is kept per conversation key between calls and re-read only when the
   key's pin version moved (recording a statement moves it, tiers/statements.py), and
-  the version is read at most once per conversation per `context()` call (`begin`).
+  the version is read at most once per conversation per `context()` call (`begin`,
+  `version`): the planner's pin candidates (planner.candidates `pin_set`) take the
+  same read, so one call sends the log one version read, not one per cache, and what
+  it keeps of pins and of statements is keyed by one version.
 - Its intervals' times are the user's (the call's zone, which defaults to
   `Config.timezone`; tiers.zones): in UTC exactly as before zones existed, elsewhere local
   with the UTC offset shown. What it keeps between calls (the parts) holds no time text,
@@ -64,12 +67,25 @@ class StatementView:
         self.cold = cold
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, tuple[int, dict[int, tuple[Part, ...]]]] = OrderedDict()
-        self._call = threading.local()  # the keys whose version this call has checked
+        self._call = threading.local()  # the pin versions this call has read, per key
 
     def begin(self) -> None:
         """A new `context()` call: pin versions are read again (once per key)."""
-        self._call.checked = set()
+        self._call.versions = {}
         self._call.hidden = {}
+
+    def version(self, conv: str) -> int:
+        """The log's pin version of `conv` for this call: read once per `begin` and
+        then the same for everything the call keys by it (these statements, the pin
+        candidates); outside a call (no `begin` on this thread), read on every ask. Read
+        before the rows kept under it, so what is kept is never older than its key."""
+        versions: dict[str, int] | None = getattr(self._call, "versions", None)
+        if versions is None:
+            return self.cold.pin_version(conv)
+        got = versions.get(conv)
+        if got is None:
+            got = versions[conv] = self.cold.pin_version(conv)
+        return got
 
     def hide(self, conv: str, hidden: Hidden) -> None:
         """What control rows hide in `conv` for the rest of this call (`begin` clears it)."""
@@ -104,16 +120,11 @@ class StatementView:
 
     def _of(self, conv: str) -> dict[int, tuple[Part, ...]]:
         # outside a call (no `begin` on this thread) every read checks the version
-        checked: set[str] = getattr(self._call, "checked", None) or set()
+        version = self.version(conv)
         with self._lock:
             kept = self._kept.get(conv)
             if kept is not None:
                 self._kept.move_to_end(conv)
-        if kept is not None and conv in checked:
-            return kept[1]
-        version = self.cold.pin_version(conv)
-        if hasattr(self._call, "checked"):
-            self._call.checked.add(conv)
         if kept is not None and kept[0] == version:
             return kept[1]
         rows = self.cold.superseded_statements(conv)
