@@ -1,6 +1,7 @@
 """Warm-tier cost: view refresh time, and what the in-process scheduler does to appends.
 
     python -m tiermem.evals.bench_warm [--quick] [--no-embeddings] [--json]
+    python -m tiermem.evals.bench_warm --outdated [--quick] [--json]
 
 1. Refresh cost per 100 turns, per view kind, with the extractive summarizer, on a
    conversation built from the labeled turn set (evals/data/intent_labels.jsonl,
@@ -15,6 +16,16 @@
    `PACE_MS`) without and with a ConsolidationScheduler in the same process whose
    budgets (max 1 turn behind, 10 ms interval) keep it refreshing all the time: the
    worst case of an in-process scheduler. Reported: p50/p99 and the ratios.
+
+`--outdated` (only this): the sweep's per-conversation cost (`stale_views_detailed`, one
+conversation in the store) after an ordinary load-bearing append, no correction, at 2,000
+and 20,000 turns (sessions of 10 turns, so 200 and 2,000 session views, every view
+refreshed first by `refresh_all`). The sweep checks whether a view shows a corrected or
+retracted line (`_stale_outdated`) when the conversation's marks moved since its last
+check: `baseline` keys them on the pin version, which that append moves (the check of
+every view, each time), `current` on the supersession version, which it does not (two
+index reads). Both maintainers sweep the same store after each append, in alternating
+order; median and p99 over the rounds, in milliseconds.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tiermem.consolidation.scheduler import ConsolidationScheduler
 from tiermem.consolidation.summarize import ExtractiveSummarizer
@@ -35,6 +46,7 @@ from tiermem.consolidation.views import ViewMaintainer
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.models import Message
+from tiermem.tiers.statements import Hidden
 from tiermem.tiers.tokens import BpeTokenCounter
 from tiermem.tiers.warm import WarmStore
 
@@ -42,21 +54,24 @@ DATA = Path(__file__).resolve().parent / "data" / "intent_labels.jsonl"
 SESSION_TURNS = 50
 TARGET_TOKENS = 300
 PACE_MS = 2.0
+M = TypeVar("M", bound=ViewMaintainer)
 
 
 def _rows() -> list[dict[str, Any]]:
     return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 
 
-def _message(r: dict[str, Any], i: int) -> tuple[Message, tuple[str, bool, int, str]]:
+def _message(r: dict[str, Any], i: int, session_turns: int = SESSION_TURNS
+             ) -> tuple[Message, tuple[str, bool, int, str]]:
     extra: dict[str, Any] = {"tool_call_id": f"call_{i}"} if r["role"] == "tool" else {}
-    m = Message(role=r["role"], content=r["text"], session_id=f"s{i // SESSION_TURNS}",
+    m = Message(role=r["role"], content=r["text"], session_id=f"s{i // session_turns}",
                 created_at=time.time(), **extra)
     return m, (r["intent"], bool(r["load_bearing"]), 5 if r["load_bearing"] else 0, "bench")
 
 
-def _append(cold: ColdStore, conv: str, start: int, n: int, rows: list[dict[str, Any]]) -> None:
-    pairs = [_message(rows[(start + i) % len(rows)], start + i) for i in range(n)]
+def _append(cold: ColdStore, conv: str, start: int, n: int, rows: list[dict[str, Any]],
+            session_turns: int = SESSION_TURNS) -> None:
+    pairs = [_message(rows[(start + i) % len(rows)], start + i, session_turns) for i in range(n)]
     cold.append_many(conv, [p[0] for p in pairs], labels=[p[1] for p in pairs])
 
 
@@ -65,15 +80,19 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _maintainer(cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | None,
-                **kw: Any) -> ViewMaintainer:
+def _maintainer(cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | None, **kw: Any) -> ViewMaintainer:
+    return _maintainer_of(ViewMaintainer, cold, counter, embedder, **kw)
+
+
+def _maintainer_of(cls: type[M], cold: ColdStore, counter: BpeTokenCounter, embedder: Embedder | None,
+                   **kw: Any) -> M:
     kw.setdefault("max_turns_behind", 20)
     kw.setdefault("max_seconds_behind", 300.0)
     # The summarizer reads the turn vectors the cold tier stored; it is given no model of
     # its own, so a refresh never runs inference (the background indexer embeds turns).
     del embedder
-    return ViewMaintainer(cold, WarmStore(cold), ExtractiveSummarizer(counter, None), counter,
-                          target_tokens=TARGET_TOKENS, label_grace_s=0.0, **kw)
+    return cls(cold, WarmStore(cold), ExtractiveSummarizer(counter, None), counter,
+               target_tokens=TARGET_TOKENS, label_grace_s=0.0, **kw)
 
 
 def refresh_cost(root: Path, counter: BpeTokenCounter, embedder: Embedder | None, *, turns: int,
@@ -168,6 +187,100 @@ def append_latency(root: Path, counter: BpeTokenCounter, embedder: Embedder | No
         cold.close()
 
 
+OUTDATED_SESSION_TURNS = 10  # 2,000 session views at 20,000 turns, as the figure of 414785d
+
+
+class _TimedCheck(ViewMaintainer):
+    """A maintainer that times its sweep's check for corrected lines (`_stale_outdated`)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.check_ms: list[float] = []
+
+    def _stale_outdated(self, conv: str, created_at: float) -> set[tuple[str, str]]:
+        t0 = time.perf_counter()
+        try:
+            return super()._stale_outdated(conv, created_at)
+        finally:
+            self.check_ms.append((time.perf_counter() - t0) * 1000)
+
+
+class _PinKeyed(_TimedCheck):
+    """The sweep's check keyed as before: on the pin version, which every load-bearing
+    append moves (`--outdated`'s baseline)."""
+
+    def _marks(self, conv: str, hidden: Hidden) -> tuple[int, frozenset[int]]:
+        return self.cold.pin_version(conv), frozenset(hidden.positions)
+
+
+def outdated_check_cost(root: Path, counter: BpeTokenCounter, *, turns: int, rounds: int) -> dict[str, Any]:
+    """`--outdated` at one conversation length (module docstring)."""
+    rows = _rows()
+    # a user's instruction (a system row would also lengthen the control-row read every sweep makes)
+    ordinary = next(r for r in rows if r["load_bearing"] and r["role"] == "user" and r["intent"] == "instruction")
+    cold = ColdStore(root / f"outdated-{turns}.db", tokens=counter)
+    try:
+        _append(cold, "c", 0, turns, rows, OUTDATED_SESSION_TURNS)
+        cold.index_pending()  # labels and supersession decided for the history
+        build = time.perf_counter()
+        sweepers: dict[str, _TimedCheck] = {"baseline": _maintainer_of(_PinKeyed, cold, counter, None),
+                                            "current": _maintainer_of(_TimedCheck, cold, counter, None)}
+        views = sweepers["current"].refresh_all("c")
+        build_s = time.perf_counter() - build
+        samples: dict[str, list[float]] = {k: [] for k in sweepers}
+        found: dict[str, set[Any]] = {k: set() for k in sweepers}
+        for r in range(-1, rounds):  # round -1: each one's first check, of every view, not timed
+            pin, sup = cold.pin_version("c"), cold.supersession_version("c")
+            # an ordinary load-bearing turn, no correction decided (no index_pending)
+            at = turns + 1 + r
+            msg, label = _message(ordinary, at, OUTDATED_SESSION_TURNS)
+            cold.append_many("c", [msg], labels=[label])
+            if cold.pin_version("c") == pin or cold.supersession_version("c") != sup:
+                raise RuntimeError("the append was not an ordinary load-bearing one")
+            order = list(sweepers) if r % 2 == 0 else list(reversed(sweepers))
+            if r == 0:
+                for m in sweepers.values():
+                    m.check_ms.clear()  # round -1's first checks
+            for name in order:
+                t0 = time.perf_counter()
+                got = sweepers[name].stale_views_detailed(100)
+                if r >= 0:
+                    samples[name].append((time.perf_counter() - t0) * 1000)
+                found[name].update(k for k, _ in got)
+        if found["baseline"] != found["current"]:
+            raise RuntimeError(f"the sweeps disagree: {found}")
+        out: dict[str, Any] = {"turns": turns, "views": len(views), "rounds": rounds,
+                               "build_s": round(build_s, 1)}
+        for name, ms in samples.items():
+            check = sweepers[name].check_ms
+            out[name] = {"p50_ms": round(statistics.median(ms), 3), "p99_ms": round(_pct(ms, 0.99), 3),
+                         "check_p50_ms": round(statistics.median(check), 3),
+                         "check_p99_ms": round(_pct(check, 0.99), 3)}
+        return out
+    finally:
+        cold.close()
+
+
+def run_outdated(quick: bool = False) -> dict[str, Any]:
+    """`--outdated`: the figures (milliseconds) at each conversation length."""
+    counter = BpeTokenCounter()
+    sizes = ((300, 20),) if quick else ((2000, 100), (20000, 40))
+    with tempfile.TemporaryDirectory(prefix="tiermem-bench-warm-outdated-") as tmp:
+        return {"outdated": [outdated_check_cost(Path(tmp), counter, turns=t, rounds=n) for t, n in sizes]}
+
+
+def format_outdated(r: dict[str, Any]) -> str:
+    lines = ["sweep per conversation after an ordinary load-bearing append (no correction), ms:",
+             "the whole sweep, and its check for corrected lines (_stale_outdated)",
+             "  turns   views        baseline p50      p99      current p50      p99"]
+    for f in r["outdated"]:
+        for what, p50, p99 in (("sweep", "p50_ms", "p99_ms"), ("check", "check_p50_ms", "check_p99_ms")):
+            b, c = f["baseline"], f["current"]
+            lines.append(f"  {f['turns']:>5} {f['views']:>7} {what} {b[p50]:>10.3f} {b[p99]:>8.3f}"
+                         f" {c[p50]:>16.3f} {c[p99]:>8.3f}")
+    return "\n".join(lines)
+
+
 def run(quick: bool = False, *, embeddings: bool = True) -> dict[str, Any]:
     """Run the benchmark; returns the figures (milliseconds)."""
     counter = BpeTokenCounter()
@@ -222,7 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-embeddings", action="store_true",
                         help="bag-of-words vectors instead of the model")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--outdated", action="store_true",
+                        help="only the sweep's check for corrected lines after an ordinary append")
     args = parser.parse_args(argv)
+    if args.outdated:
+        result = run_outdated(args.quick)
+        print(json.dumps(result, indent=2) if args.json else format_outdated(result))
+        return 0
     result = run(args.quick, embeddings=not args.no_embeddings)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0

@@ -682,6 +682,11 @@ class SharedQueries:
         rows = self._q("SELECT version FROM pin_versions WHERE conversation_id = ?", (conversation_id,))
         return int(rows[0][0]) if rows else 0
 
+    def supersession_version(self, conversation_id: str) -> int:
+        # kept by triggers in both engines (m027_supersession_versions, PostgreSQL m014)
+        rows = self._q("SELECT supersessions FROM pin_versions WHERE conversation_id = ?", (conversation_id,))
+        return int(rows[0][0]) if rows else 0
+
     # -- derived labels and user state ------------------------------------------------------
 
     def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:

@@ -229,6 +229,7 @@ from tiermem.tiers.schema import (
     PIN_CANDIDATES_INDEX,
     SESSION_TURNS_INDEX,
     SUPERSEDED_PINS_INDEX,
+    SUPERSESSION_VERSION_COLUMN,
     VEC_MODEL_KEY,
 )
 from tiermem.tiers.search import query_words
@@ -860,6 +861,34 @@ def m013_no_sampled_text(c: Conn) -> None:
                     ", ".join(f"{t}.{a}" for t, a in left))
 
 
+def m014_supersession_versions(c: Conn) -> None:
+    # the counter only supersession moves, in the conversation's pin_versions row (the
+    # row the same writes lock already), as the SQLite engine's m027_supersession_versions;
+    # re-runnable, as that one (a store rolled back to an older version runs it again)
+    col = SUPERSESSION_VERSION_COLUMN
+    c.execute(f"ALTER TABLE pin_versions ADD COLUMN IF NOT EXISTS {col} BIGINT NOT NULL DEFAULT 0")
+    c.execute(f"""CREATE OR REPLACE FUNCTION tm_bump_supersession_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO pin_versions(conversation_id, version, {col})
+            VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.conversation_id ELSE NEW.conversation_id END, 0, 1)
+            ON CONFLICT (conversation_id) DO UPDATE SET {col} = pin_versions.{col} + 1;
+          RETURN NULL;
+        END $$""")
+    # name: (event, condition)
+    triggers = {
+        "supersession_version_turn_insert": ("AFTER INSERT ON turns", "NEW.superseded_by IS NOT NULL"),
+        "supersession_version_turn_update": ("AFTER UPDATE OF superseded_by ON turns",
+                                             "OLD.superseded_by IS DISTINCT FROM NEW.superseded_by"),
+        "supersession_version_turn_delete": ("AFTER DELETE ON turns", "OLD.superseded_by IS NOT NULL"),
+        "supersession_version_statements": (f"AFTER INSERT OR DELETE ON {STATEMENT_TABLE}", "true"),
+    }
+    for name, (event, when) in triggers.items():
+        table = event.rsplit(" ON ", 1)[1]
+        c.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+        c.execute(f"CREATE TRIGGER {name} {event} FOR EACH ROW WHEN ({when}) "
+                  "EXECUTE FUNCTION tm_bump_supersession_version()")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -874,6 +903,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m011_view_failures,
     m012_index_turns_by_session,
     m013_no_sampled_text,
+    m014_supersession_versions,
 ]
 
 

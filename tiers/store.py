@@ -381,6 +381,14 @@ class ColdLog(Protocol):
         before any. Never moves backwards for a key."""
         ...
 
+    def supersession_version(self, conversation_id: str) -> int:
+        """A counter that moves, in the database, for every writer in any process, whenever
+        supersession could answer differently: a turn's `superseded_by` set, changed or
+        cleared (a turn written or deleted with one set too), a statement-level
+        supersession row written or deleted. Nothing else moves it (an append, a label, a
+        pin: `pin_version` moves for those); 0 before any. Never moves backwards for a key."""
+        ...
+
     def superseded_pins(self, conversation_id: str, *, min_priority: int, limit: int) -> list[TurnRow]:
         """Load-bearing turns of at least `min_priority` that a later turn superseded
         and nobody pinned, newest first."""
