@@ -167,6 +167,12 @@ class SummaryBlock:
     seconds_behind: float
     over_budget: bool
     tier: str = "warm"
+    # per line, the (position, start) of the statements of its cited turns already
+    # recorded as superseded when it was written (tiers.warm `Sentence.seen_superseded`):
+    # what tells a reworded line written before a correction from one written after it,
+    # whatever the correction's position. None where not kept (a fold's lines): a
+    # correction past `end` is then taken as later than the line
+    seen_superseded: list[tuple[tuple[int, int], ...]] | None = None
 
 
 @dataclass

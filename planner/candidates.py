@@ -462,7 +462,8 @@ class Candidates:
                 why_gone = (f"superseded by #{gone.superseded_by}: not presented as current" if gone is not None
                             else "")
                 if not why_gone:
-                    text, why_gone = self._current_part(text, positions, parted, texts, s.end)
+                    seen = None if s.seen_superseded is None else s.seen_superseded[i]
+                    text, why_gone = self._current_part(text, positions, parted, texts, s.end, seen)
                 if why_gone:
                     if plan is not None:
                         plan.left_out.append(PlanItem("summary", conv, list(positions), s.tier, "summary", 0,
@@ -481,11 +482,17 @@ class Candidates:
 
     @staticmethod
     def _current_part(text: str, positions: Sequence[int], parted: Mapping[int, tuple[Part, ...]],
-                      texts: Mapping[int, str], view_end: int) -> tuple[str, str]:
+                      texts: Mapping[int, str], view_end: int,
+                      seen: Sequence[tuple[int, int]] | None = None) -> tuple[str, str]:
         """(what of a summary line still holds, why it is left out: "" when it is not):
         the line less the superseded statements of the turns it cites (found in the turn's
         text: an extractive line is a substring of it), the turn that superseded a
-        statement cited too aside."""
+        statement cited too aside. A line not found in its turn (an abstractive one) is
+        left out when a statement of it was recorded as superseded after the line was
+        written: one not in `seen` (the line's `seen_superseded`, as consolidation.views
+        `_line_outdated` reads it), so also a correction decided after the view was
+        built at a position within it; without `seen` (a fold's line), one superseded by
+        a turn past the view's end `view_end`."""
         for p in positions:
             parts = [x for x in parted.get(p, ()) if x.by not in positions]
             source = texts.get(p)
@@ -494,11 +501,15 @@ class Candidates:
             at = source.find(text)
             if at < 0:
                 # not found in its turn (an abstractive line): it may state the old value
-                # if its view was built before the correction
-                late = [x for x in parts if x.by > view_end]
+                # if it was written before the correction was recorded. Known by what the
+                # line kept of that, not by positions: a correction decided late (an owed
+                # decision, a label landing after the view's refresh) sits before the
+                # view's end, and the line showed the old value until the next refresh
+                late = ([x for x in parts if (p, x.start) not in seen] if seen is not None
+                        else [x for x in parts if x.by > view_end])
                 if late:
-                    return "", (f"cites #{p}, of which a statement was superseded by #{late[0].by} after the view "
-                                "was built: not presented as current")
+                    return "", (f"cites #{p}, of which a statement was superseded by #{late[0].by} after the line "
+                                "was written: not presented as current")
                 continue
             cut = [(max(x.start, at) - at, min(x.end, at + len(text)) - at) for x in parts
                    if x.start < at + len(text) and x.end > at]

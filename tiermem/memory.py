@@ -1475,9 +1475,11 @@ class Memory:
             view = None
         if view is not None:
             st = self.views.staleness(conv, "rolling", view=view)
-            lines = [(sent.text, tuple(sent.positions)) for sent in view.sentences if sent.status == "current"]
+            current = [sent for sent in view.sentences if sent.status == "current"]
+            lines = [(sent.text, tuple(sent.positions)) for sent in current]
             blocks.append(SummaryBlock("rolling", view.version, view.start_position, view.end_position, lines,
-                                       st.turns_behind, st.seconds_behind, st.over_budget))
+                                       st.turns_behind, st.seconds_behind, st.over_budget,
+                                       seen_superseded=[sent.seen_superseded for sent in current]))
             return blocks
         fold = self._fold(conv)
         if fold is None:
