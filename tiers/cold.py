@@ -53,7 +53,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -2068,7 +2068,8 @@ class ColdStore(SharedQueries):
         transaction (sized as an erasure's batches, a pause as long after each). Every
         message has its turn and FTS rows at every commit (the old ones until its batch
         replaces them), so readers mid-way read as they did after the old single
-        transaction (no vectors until they are embedded again). A process killed
+        transaction (no vectors until they are embedded again); a message appended
+        between a batch's read and its transaction keeps the rows its append wrote. A process killed
         mid-way leaves the batches done rebuilt and the rest as they were; the vectors'
         width stays recorded without its table, so the next catch-up (or `repair`)
         re-embeds every turn, and a rerun rebuilds the rest. Rows of a conversation not
@@ -2092,10 +2093,12 @@ class ColdStore(SharedQueries):
                 "FROM messages m WHERE m.id > ? ORDER BY m.id LIMIT ?", (after, limit))
             last = len(rows) < limit
             upto = int(rows[-1][2]) if rows and not last else None  # the last batch: every id above
+            read = {int(r[2]): (str(r[0]), int(r[1])) for r in rows}
             turns, fts, keep = self._rebuild_rows(rows)
+            self._step("rebuild:read")
             began = time.perf_counter()
             with self._tx() as c:
-                n += self._rebuild_batch(c, after, upto, turns, fts, keep)
+                n += self._rebuild_batch(c, after, upto, read, turns, fts, keep)
             held = time.perf_counter() - began
             self._step("rebuild:batch")
             if last:
@@ -2129,23 +2132,35 @@ class ColdStore(SharedQueries):
             fts.append((int(mid), search_text(data), str(scope)))
         return turns, fts, keep
 
-    def _rebuild_batch(self, c: Connection, after: int, upto: int | None, turns: Sequence[tuple[Any, ...]],
-                       fts: Sequence[tuple[int, str, str]], keep: Sequence[int]) -> int:
+    def _rebuild_batch(self, c: Connection, after: int, upto: int | None, read: Mapping[int, tuple[str, int]],
+                       turns: Sequence[tuple[Any, ...]], fts: Sequence[tuple[int, str, str]], keep: Sequence[int]) -> int:
         """Inside a rebuild's transaction: replace the turn and FTS rows with ids in
         (after, upto] (every id above `after` when upto is None; orphans included) by
-        `turns` and `fts`, but those of `keep`, and of messages erased since they were
-        read (their rows are gone with them). Returns how many turns it wrote."""
+        `turns` and `fts`, but those of `keep`, of messages erased since they were read
+        (`read`: id -> (conversation, position) of the messages the batch read; their rows
+        are gone with them), and of messages appended since: the read was outside this
+        transaction, so the last batch's range (every id above) holds the appends other
+        processes committed meanwhile, which this batch has no rows for: their appends
+        wrote them (labelled as appends label; the relabelling after reads them). Before,
+        they were deleted and nothing written in their place, so each such message was
+        missing from search and from context() (a hole in the recent turns) until the
+        next rebuild. Returns how many turns it wrote."""
         hi = upto if upto is not None else MAX_ROWID
+        now = {int(r[0]): (str(r[1]), int(r[2])) for r in c.execute(
+            "SELECT id, conversation_id, position FROM messages WHERE id > ? AND id <= ?", (after, hi))}
+        # messages of the range this batch has no rows for (appended since its read; an id
+        # reused by one, after the newest message was erased), left as their append wrote them
+        unread = [i for i, m in now.items() if read.get(i) != m]
         c.execute("CREATE TEMP TABLE IF NOT EXISTS rebuild_keep(id INTEGER PRIMARY KEY)")
         c.execute("DELETE FROM temp.rebuild_keep")
-        c.executemany("INSERT INTO temp.rebuild_keep(id) VALUES (?)", [(i,) for i in keep])
+        c.executemany("INSERT INTO temp.rebuild_keep(id) VALUES (?)", [(i,) for i in (*keep, *unread)])
         c.execute("DELETE FROM turns WHERE id > ? AND id <= ? AND id NOT IN (SELECT id FROM temp.rebuild_keep)",
                   (after, hi))
         c.execute("DELETE FROM temp.rebuild_keep")
+        live = {i for i, m in now.items() if read.get(i) == m}
+        turns = [t for t in turns if int(t[2]) in live]
         if self._has_vec():  # made again meanwhile (a catch-up): these turns are embedded anew
             c.executemany(f"DELETE FROM {VEC_TABLE} WHERE rowid = ?", [(t[2],) for t in turns])
-        live = {int(r[0]) for r in c.execute("SELECT id FROM messages WHERE id > ? AND id <= ?", (after, hi))}
-        turns = [t for t in turns if int(t[2]) in live]
         c.executemany(
             "INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
             "created_at, intent, load_bearing, priority, label_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", turns)
@@ -2153,7 +2168,7 @@ class ColdStore(SharedQueries):
         # a secure delete costs 0.3-3 ms a row (rewriting every row held the lock 4-8 s a
         # batch of 1,000-5,000), and the same row indexes to the same entries
         want = {f[0]: (f[1], f[2]) for f in fts if f[0] in live}
-        kept = set(keep)
+        kept = {*keep, *unread}
         have = {int(r[0]): (r[1], r[2]) for r in c.execute(
             "SELECT rowid, text, scope FROM messages_fts WHERE rowid > ? AND rowid <= ?", (after, hi))}
         c.executemany("DELETE FROM messages_fts WHERE rowid = ?",
