@@ -767,8 +767,12 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
 
     # request lines are logged without their query strings: a log outlives erasure
     level = "debug" if state.debug else log_level
+    # deadlines on a request's head and a bound on connections (tiermem.service.server):
+    # uvicorn's defaults let stalled clients hold every file descriptor
+    from tiermem.service.server import uvicorn_options
+
     uvicorn.run(app, host=cfg.http_host, port=cfg.http_port, log_level=level, lifespan="on",
-                log_config=log_config(level))
+                log_config=log_config(level), **uvicorn_options(cfg))
 
 
 def check_service_settings(cfg: Config) -> None:

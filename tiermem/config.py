@@ -145,6 +145,22 @@ MIN_COLD_OPERATION_TIMEOUT_S = 1.0
 MAX_COLD_OPERATION_TIMEOUT_S = 3600.0
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8080
+# `tiermem serve` against clients that stall (tiermem.service.server, guard): with no
+# deadline a request's head or body could take forever, and a few hundred such
+# connections held every file descriptor (accept failed with EMFILE; /healthz too).
+# seconds from a connection's opening (or its previous answer) to its request's last
+# header: a client on loopback or a LAN sends a head in one packet; 10 s leaves a slow link
+DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0
+MAX_HTTP_HEADER_TIMEOUT_S = 600.0  # seconds, as a proxy's generous client_header_timeout
+# seconds from a request's head to its body's last byte, the whole body: 2 MiB (the default
+# max_body_bytes) in 60 s needs 35 KB/s; a larger max_body_bytes may want more
+DEFAULT_HTTP_BODY_TIMEOUT_S = 60.0
+MAX_HTTP_BODY_TIMEOUT_S = 3_600.0  # seconds: 256 MiB (MAX_BODY_BYTES_LIMIT) at 75 KB/s
+# connections served at once (open, in flight or idle between requests); past it a request
+# is answered 503 with Retry-After at once. Well under the usual 1,024 descriptors a
+# process may open, leaving room for the store's, Redis's and the model's own
+DEFAULT_HTTP_MAX_CONNECTIONS = 256
+MAX_HTTP_MAX_CONNECTIONS = 1_000_000  # connections: past any descriptor limit
 ENV_PREFIX = "TIERMEM_"
 ENV_NESTED = "__"
 CONFIG_ENV = "TIERMEM_CONFIG"  # the TOML file's path
@@ -634,6 +650,14 @@ class Config(BaseSettings):
         "127.0.0.1, localhost and [::1]; a page of another origin is refused too. On a loopback "
         "http_host only the loopback names are served without it (DNS rebinding); on another "
         "http_host an empty list checks no Host"))
+    http_header_timeout_s: float = Field(DEFAULT_HTTP_HEADER_TIMEOUT_S, gt=0, le=MAX_HTTP_HEADER_TIMEOUT_S, description=(
+        "seconds a connection may take to send a request's headers, counted from its opening or its previous "
+        "answer; past it the connection is closed"))
+    http_body_timeout_s: float = Field(DEFAULT_HTTP_BODY_TIMEOUT_S, gt=0, le=MAX_HTTP_BODY_TIMEOUT_S, description=(
+        "seconds a request may take to send its whole body, counted from its headers; past it 408, nothing written"))
+    http_max_connections: int = Field(DEFAULT_HTTP_MAX_CONNECTIONS, ge=1, le=MAX_HTTP_MAX_CONNECTIONS, description=(
+        "connections `tiermem serve` serves at once; a request past it is answered 503 with Retry-After "
+        "(/healthz excepted)"))
     max_body_bytes: int = Field(2 * DEFAULT_MAX_CONTENT_BYTES, ge=MIN_BODY_BYTES, le=MAX_BODY_BYTES_LIMIT)
     pricing: Pricing = Field(default_factory=Pricing)
 

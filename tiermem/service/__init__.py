@@ -48,6 +48,11 @@ Rules this module keeps:
   pydantic models, then Memory's own validation. Every refusal is 4xx with a message
   naming the field (at /v1/mcp a body's refusal is a JSON-RPC error carrying it);
   nothing is written.
+- **Stalled clients.** (`tiermem serve`) A request's head must arrive whole within
+  `config.http_header_timeout_s` of its connection's opening or previous answer (else the
+  connection is closed) and its body within `config.http_body_timeout_s` of its head
+  (else 408, nothing written); past `config.http_max_connections` connections a request
+  is answered 503 with Retry-After at once (/healthz still served): `server`, the guard.
 - **Storage that refuses.** A full disk answers 507; a read-only or failing database
   (read-only mount, immutable file, I/O errors) answers 503 with `Retry-After`, never 500,
   and `/healthz` reports the cold tier `read-only` (the kernel's answer to "may this
@@ -61,9 +66,10 @@ Rules this module keeps:
 
 Where each rule lives: `app` (create_app, the lifespan), `runtime` (what one app holds),
 `auth` (tokens, prefix grants, the namespace header and the scope dependencies), `guard`
-(the Host check and the body guard middleware), `handlers` (exceptions to status codes), `metrics`
-(Prometheus), `schemas` (request and response models), `routes` (one module per area:
-ops, conversations, recall, admin).
+(the Host check and the body guard middleware), `server` (how `tiermem serve` runs
+uvicorn: the head deadline and the connection bound), `handlers` (exceptions to status
+codes), `metrics` (Prometheus), `schemas` (request and response models), `routes` (one
+module per area: ops, conversations, recall, admin).
 """
 
 from tiermem.config import is_loopback

@@ -9,9 +9,10 @@ when `http_allowed_hosts` is set; /healthz (no data) answers every Host, for pro
 parsers disagree (`SINGLE_HEADERS`) is refused when repeated (400); a /v1 request without
 a valid bearer token is refused before any of its body is read (401); a body is read
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
-counting the stream); a non-empty body must be `application/json` in UTF-8 or carry no
-Content-Type (415), and must be strict UTF-8 JSON without NaN/Infinity, nested at most
-`MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
+counting the stream), and whole within `config.http_body_timeout_s` of the request's
+head (else 408, the connection closed: a stalled client held it for ever); a non-empty
+body must be `application/json` in UTF-8 or carry no Content-Type (415), and must be
+strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
 batch's `{"messages": [...]}` 2, an MCP tool call's JSON-RPC 3), so that a message nests
 `MAX_JSON_DEPTH` levels on every way in, as in the library, without lone surrogates or
 integers of more than `MAX_JSON_INT_DIGITS` digits (422 naming where and the limit). A
@@ -34,6 +35,7 @@ both transports refuse the same messages alike.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable, MutableMapping
@@ -96,6 +98,12 @@ class _BodyProblem(Exception):
         super().__init__(msg)
         self.loc, self.msg, self.type = loc, msg, type_
         self.request_id, self.parsed = request_id, parsed
+
+
+def body_timeout_detail(timeout_s: float) -> str:
+    """The 408 of a body that did not arrive whole within `timeout_s` seconds."""
+    return (f"the request body did not arrive within {timeout_s:g} s of its headers (http_body_timeout_s); "
+            "nothing was stored")
 
 
 def _reject_constant(name: str) -> Any:
@@ -328,6 +336,10 @@ class GuardMiddleware(HttpMiddleware):
         self.hosts = HostCheck(runtime.config.http_host, runtime.config.http_allowed_hosts)
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # the body's deadline counts from the request as the guard first sees it (its head
+        # read whole: the head's own deadline is the server's, tiermem.service.server)
+        timeout_s = self.runtime.config.http_body_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout_s
         all_headers: dict[str, list[str]] = {}
         for k, v in scope.get("headers", []):
             all_headers.setdefault(k.decode("latin-1").lower(), []).append(v.decode("latin-1"))
@@ -363,7 +375,14 @@ class GuardMiddleware(HttpMiddleware):
         chunks: list[bytes] = []
         total = 0
         while True:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                # a client that stops mid-body held its connection (and a descriptor) for
+                # ever; the rest of the body is never read, so the connection ends here
+                await _refuse(send, path, 408, {"detail": body_timeout_detail(timeout_s)}, [(b"connection", b"close")])
+                return
             if message["type"] == "http.disconnect":
                 return
             body = message.get("body", b"")

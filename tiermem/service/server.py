@@ -1,0 +1,138 @@
+"""How `tiermem serve` runs uvicorn: deadlines on a request's head and a bound on connections.
+
+uvicorn (h11; httptools alike) has no deadline on a request's head: a connection that
+sends part of its headers, or nothing, stays open forever, and its keep-alive timer is
+cancelled by any byte of the next request's head. A few hundred such connections held
+every file descriptor the process may open; accept then failed (EMFILE) and nobody,
+/healthz included, was answered until they left. The body's deadline is the guard's
+(`guard.GuardMiddleware`, `config.http_body_timeout_s`, 408).
+
+Invariants:
+- every request head arrives whole within `config.http_header_timeout_s` of the
+  connection's opening or of the end of its previous answer, or the connection is closed
+  (no answer: there is no request to answer yet);
+- a connection idle after an answer is closed after `KEEP_ALIVE_TIMEOUT_S`;
+- at most `config.http_max_connections` connections (open, in flight or idle) are served
+  at once: a request that arrives past it, or while as many requests are in flight, is
+  answered 503 with `Retry-After: OVERLOAD_RETRY_AFTER_S` and the error JSON, its
+  connection closed, before the app sees it; /healthz (`LIMIT_EXEMPT_PATHS`) is still
+  served, so that a probe tells a busy process from a dead one. This is uvicorn's
+  `limit_concurrency`, whose own 503 has no Retry-After and counts one connection fewer.
+
+uvicorn cannot refuse to accept a connection, so the bound answers excess requests fast
+but a flood of connections that never send a head still holds a descriptor each for up to
+the head deadline: in front of the open internet, a proxy (nginx's client_header_timeout,
+limit_conn) is the place for that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from tiermem.config import DEFAULT_HTTP_HEADER_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from tiermem.config import Config
+    from tiermem.service.asgi import Receive, Scope, Send
+
+log = logging.getLogger("tiermem.service")
+
+KEEP_ALIVE_TIMEOUT_S = 5  # seconds an idle connection stays open after an answer (uvicorn's default)
+OVERLOAD_RETRY_AFTER_S = 1  # seconds: connections come and go quickly; the client retries soon
+LIMIT_EXEMPT_PATHS = frozenset({"/healthz"})  # a probe must see a busy process alive
+OVERLOAD_DETAIL = "the server is serving as many connections as it may (http_max_connections); retry shortly"
+
+
+async def _overloaded(send: Send) -> None:
+    payload = json.dumps({"detail": OVERLOAD_DETAIL}).encode()
+    await send({
+        "type": "http.response.start",
+        "status": 503,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+            (b"retry-after", str(OVERLOAD_RETRY_AFTER_S).encode()),
+            (b"connection", b"close"),  # the body may be unread: this connection ends here
+        ],
+    })
+    await send({"type": "http.response.body", "body": payload})
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on every request head and a bound on the
+    connections served (the module's invariants). Set the class attributes in a subclass
+    (`protocol_class`)."""
+
+    header_timeout_s: float = DEFAULT_HTTP_HEADER_TIMEOUT_S
+    max_connections: int | None = None  # None: no bound
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._armed_for: object = None  # the request cycle the head deadline was armed after
+        served = self.app
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            # this connection and this request's task are already counted
+            limit = self.max_connections
+            if (limit is not None and scope["type"] == "http" and scope["path"] not in LIMIT_EXEMPT_PATHS
+                    and (len(self.connections) > limit or len(self.tasks) > limit)):
+                log.warning("connection limit reached (http_max_connections = %d): answered 503", limit)
+                await _overloaded(send)
+                return
+            await served(scope, receive, send)
+
+        self.app = app
+
+    def _arm_head_deadline(self) -> None:
+        """Close the connection unless a new request's head has arrived whole within
+        `header_timeout_s`: a head's arrival starts a new request cycle."""
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._armed_for = self.cycle
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_deadline)
+
+    def _head_deadline(self) -> None:
+        self._head_timer = None
+        if self.cycle is self._armed_for and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def on_response_complete(self) -> None:
+        # armed before the base class goes on to a pipelined request (a new cycle), so that
+        # a head already here does not count against the deadline
+        if not self.transport.is_closing():
+            self._arm_head_deadline()
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+
+def protocol_class(config: Config) -> type[GuardedH11Protocol]:
+    """`GuardedH11Protocol` with `config`'s head deadline and connection bound."""
+    return type("ServeProtocol", (GuardedH11Protocol,), {
+        "header_timeout_s": config.http_header_timeout_s,
+        "max_connections": config.http_max_connections,
+    })
+
+
+def uvicorn_options(config: Config) -> dict[str, Any]:
+    """The options `uvicorn.run` takes from `config` (besides the app, host, port and logging)."""
+    return {
+        "http": protocol_class(config),  # h11 even where httptools is installed: one behaviour
+        "timeout_keep_alive": KEEP_ALIVE_TIMEOUT_S,
+        # uvicorn's own limit_concurrency stays off: the protocol answers it, with Retry-After
+        "limit_concurrency": None,
+    }
