@@ -82,6 +82,16 @@ async def pydantic_error(request: Request, exc: RequestValidationError) -> JSONR
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+def body_refusal(exc: ValidationError, field: str) -> RequestValidationError:
+    """`exc` (its message and type kept) located in the request's body at `field` (a dotted
+    path, '' for the whole body) whatever its name. For a route that knows the field is the
+    body's: `validation_error` locates a field by its first name, a path, query or header
+    parameter's first, so the single append's message field `conversation_id` was reported
+    at the path's id."""
+    loc: list[str | int] = ["body", *(_field_loc(field) if field else [])]
+    return RequestValidationError([{"loc": tuple(loc), "msg": exc.problem, "type": error_type(exc)}])
+
+
 async def validation_error(request: Request, exc: ValidationError) -> JSONResponse:
     loc = _field_loc(exc.field)
     path_params, query_params, header_params = _route_params(request)

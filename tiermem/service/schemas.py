@@ -4,7 +4,13 @@ response bodies.
 
 Invariants: every request model forbids unknown fields (except `MessageIn`, whose extra
 fields are the message body, checked by tiers.formats), bounds every number the store
-keeps (`MAX_POSITION`, `MAX_CREATED_AT`) and refuses NaN/Infinity; every response body
+keeps (`MAX_POSITION`, `MAX_CREATED_AT`) or the library takes (`MAX_AGE_S`), so its 422
+names the field as sent, and refuses NaN/Infinity; every request model is strict
+(`strict=True`): a number field takes a JSON number alone (an integer field no fraction,
+not even `5.0`; a float field an integer too), a boolean field `true`/`false` alone, as the
+library refuses what is not one (`check_int`, `Memory.prune`). Pydantic's lax mode read
+`true` as 1 and `"5"` as 5: a prune of `true` erased every conversation idle for a second.
+The path and query parameters are text by nature and parse as numbers. Every response body
 is finite JSON (`finite`): no NaN, no Infinity, whatever a stored row holds. A
 `format` field picks the wire format of the messages a route takes or answers: OpenAI's
 (the default, whose answers are the same as before the field existed) or Anthropic's,
@@ -29,6 +35,7 @@ from tiermem.config import DEFAULT_MAX_ID_CHARS
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_PIN_PRIORITY,
+    MAX_AGE_S,
     MAX_BATCH_MESSAGES,
     MAX_BUDGET_TOKENS,
     MAX_PIN_PRIORITY,
@@ -86,7 +93,7 @@ class MessageIn(Message):
 
     # extra="allow": the body is every field that is not the envelope; tiers.formats refuses
     # unknown ones by name
-    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False, strict=True)
     # Bounded so that every stored time still converts to a date (year <= 9999) when
     # plans and summaries render it; the library model only requires >= 0.
     created_at: float | None = Field(None, ge=0, le=MAX_CREATED_AT, description="unix seconds; default: now")
@@ -117,7 +124,7 @@ class ConditionalMessageIn(MessageIn):
 
 
 class BatchIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES, description=(
         "OpenAI-format messages; with `format: \"anthropic\"`, Anthropic MessageParams or replies, each "
         "stored as the OpenAI messages `from_anthropic` makes of it (its envelope fields on every one)"))
@@ -137,7 +144,7 @@ class BatchIn(BaseModel):
 
 
 class ContextIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     query: str | None = Field(None, description="the new turn's question; None: plan from the log alone")
     budget: int = Field(DEFAULT_BUDGET_TOKENS, ge=1, le=MAX_BUDGET_TOKENS, description="hard cap on the returned tokens")
     system: str | None = Field(None, description="a system message to put first")
@@ -162,7 +169,7 @@ class ContextIn(BaseModel):
 
 
 class ForkIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     up_to: int = Field(ge=0, le=MAX_POSITION, description="last position copied into the fork")
     new_id: str | None = Field(
         None,
@@ -172,21 +179,24 @@ class ForkIn(BaseModel):
 
 
 class PinIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     position: int = Field(ge=0, le=MAX_POSITION)
     priority: int = Field(DEFAULT_PIN_PRIORITY, ge=MIN_PIN_PRIORITY, le=MAX_PIN_PRIORITY, description="lowest priorities are demoted first under pressure")
 
 
 class CheckpointIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     summary: str = Field(min_length=1, description="stands in for positions <= position")
     position: int = Field(ge=0, le=MAX_POSITION)
 
 
 class PruneIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+    # bounded here as Memory.prune bounds it: the library's refusal names its own argument,
+    # `older_than`, which the caller never sent
     older_than_seconds: float = Field(
         ge=0,
+        le=MAX_AGE_S,
         description="delete whole conversations of this namespace whose "
         "last message is older than this many seconds",
     )
@@ -342,7 +352,7 @@ class SearchIn(BaseModel):
     """The body of `POST /v1/search`: the query travels in the body, so it stays out of
     URLs and the logs that record them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     q: str = Field(description="free text; search syntax is not interpreted")
     conversation_id: str | None = Field(None, description="omit to search the whole namespace")
     k: int = Field(DEFAULT_SEARCH_K, ge=1, le=MAX_SEARCH_K, description="how many hits")

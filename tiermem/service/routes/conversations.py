@@ -42,6 +42,7 @@ from tiermem.adapters.anthropic import METADATA_KEYS, from_anthropic
 from tiermem.errors import PositionMismatch, ValidationError
 from tiermem.memory import MAX_HISTORY_PAGE
 from tiermem.service.auth import Ns
+from tiermem.service.handlers import body_refusal
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
     APPEND_ERRORS,
@@ -142,9 +143,9 @@ def append(conversation_id: ConvId, message: ConditionalMessageIn, ns: Ns, runti
         raise _mismatch(exc, message.expect_incarnation) from None
     except ValidationError as exc:
         _as_header(exc)
-        if exc.field.startswith(_ONLY_MESSAGE):  # the body is the message: named as Memory.append names it
-            exc.field = exc.field[len(_ONLY_MESSAGE):].removeprefix(".") or "body"
-            exc.args = (f"{exc.field}: {exc.problem}",)
+        if exc.field.startswith(_ONLY_MESSAGE):  # the body is the message: named as Memory.append names it,
+            # and located in the body, whatever the field's name (one named like the path's id is not the id)
+            raise body_refusal(exc, exc.field[len(_ONLY_MESSAGE):].removeprefix(".")) from None
         raise
     _replayed(response, out.replayed)
     return AppendOut(conversation_id=conversation_id, position=out.positions[0],
