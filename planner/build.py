@@ -403,7 +403,10 @@ class Planner:
             latest_user = self.cold.latest_position(conv, "user", after=cleared, skip=hidden)
         if latest_user is not None and latest_user not in tail_msgs:
             tail_msgs.update({m.position: m for m in self.candidates.messages(conv, [latest_user], hot)})
-        base = REPLY_PRIMING_TOKENS + sum(message_tokens(self.tokens, m) for m in fixed_msgs)
+        # the error names each fixed part: a system prompt past the budget on its own is
+        # the caller's to shorten, and truncating the latest message cannot help it
+        system_tokens = sum(message_tokens(self.tokens, m) for m in fixed_msgs)
+        base = REPLY_PRIMING_TOKENS + system_tokens
         latest_body: dict[str, Any] | None = None
         latest_truncated = False
         if latest_user is not None and latest_user in tail_msgs:
@@ -411,19 +414,21 @@ class Planner:
             need = message_tokens(self.tokens, latest_body)
             if base + need > budget:
                 if not truncate_latest:
-                    raise BudgetTooSmall(budget, base + need)
+                    raise BudgetTooSmall(budget, base + need, system=system_tokens, priming=REPLY_PRIMING_TOKENS,
+                                         latest=need)
                 latest_truncated = True
-                room = (budget - base - message_tokens(self.tokens, {"role": "user", "content": ""})
-                        - TRUNCATION_MARGIN_TOKENS)
+                least = message_tokens(self.tokens, {"role": "user", "content": ""}) + TRUNCATION_MARGIN_TOKENS + 1
+                room = budget - base - least + 1
                 if room < 1:
-                    raise BudgetTooSmall(budget, budget - room + 1, truncated=True)
+                    raise BudgetTooSmall(budget, base + least, truncated=True, system=system_tokens,
+                                         priming=REPLY_PRIMING_TOKENS, latest=least)
                 ids = self.tokens.encode(message_text(latest_body))
                 latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
                 while message_tokens(self.tokens, latest_body) + base > budget and room > 0:
                     room -= 1
                     latest_body = {"role": "user", "content": self.tokens.decode(ids[:room])}
         elif base > budget:
-            raise BudgetTooSmall(budget, base)
+            raise BudgetTooSmall(budget, base, system=system_tokens, priming=REPLY_PRIMING_TOKENS)
         room = budget - base - (message_tokens(self.tokens, latest_body) if latest_body else 0)
         return _Fixed(fixed_msgs, tail_rows, tail_msgs, hidden, latest_user, latest_body, latest_truncated, room)
 
@@ -504,7 +509,11 @@ class Planner:
             if total <= budget:
                 break
             if not packing.drop_one(plan):
-                raise BudgetTooSmall(budget, total)
+                raise BudgetTooSmall(budget, total, truncated=fixed.latest_truncated,
+                                     system=sum(message_tokens(self.tokens, m) for m in fixed.messages),
+                                     priming=REPLY_PRIMING_TOKENS,
+                                     latest=None if fixed.latest_body is None
+                                     else message_tokens(self.tokens, fixed.latest_body))
         # packing estimated a shared session heading per line; what the exact count left
         # over goes to the next retrieved candidates, as long as the exact count still
         # fits (only retrieved: it sits last, so the slack, which varies from turn to

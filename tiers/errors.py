@@ -301,18 +301,45 @@ class HotTurnNotResident(TiermemError, LookupError):
 
 
 class BudgetTooSmall(ValidationError):
-    """`needed`: the tokens of the whole latest user message, or with `truncated`, the
-    least a context holding any of it takes (then truncating cannot help)."""
+    """The fixed part of a context does not fit the budget; the message says which part.
+    The fixed part is the caller's `system` prompt (its tokens as a message), the
+    `priming` tokens the provider appends for the reply, and the `latest` user message:
+    its whole tokens, or with `truncated` the least a truncated one takes. `needed`: what
+    the fixed part takes in all (at least; the exact count once rendered when larger).
+    `part` names the culprit: PART_SYSTEM when the system prompt with the priming alone
+    exceeds the budget (truncating the latest message cannot help, so no such advice),
+    PART_TRUNCATED when not even a truncated latest message fits beside it, PART_LATEST
+    when the whole latest message does not (truncate_latest=True would help), PART_PRIMING
+    when a budget below the priming meets a conversation with no user message."""
 
-    def __init__(self, budget: int, needed: int, *, truncated: bool = False) -> None:
+    PART_SYSTEM = "system"
+    PART_LATEST = "latest"
+    PART_TRUNCATED = "truncated_latest"
+    PART_PRIMING = "priming"
+
+    def __init__(self, budget: int, needed: int, *, truncated: bool = False, system: int = 0,
+                 priming: int = 0, latest: int | None = None) -> None:
         self.budget, self.needed = budget, needed
-        super().__init__(
-            "budget",
-            f"{budget} tokens cannot hold even a truncated latest user message (at least {needed} tokens); "
-            "raise the budget" if truncated else
-            f"{budget} tokens cannot hold the latest user message ({needed} tokens); "
-            "raise the budget or pass truncate_latest=True",
-        )
+        self.system_tokens, self.priming_tokens, self.latest_tokens = system, priming, latest
+        beside = (f" beside the system prompt ({system} tokens) and the reply priming ({priming})"
+                  if system else f" with the reply priming ({priming})" if priming else "")
+        if system and system + priming > budget:
+            self.part = self.PART_SYSTEM
+            problem = (f"{budget} tokens cannot hold the system prompt ({system} tokens, {system + priming} "
+                       "with the reply priming) before any message; shorten the system prompt or raise the budget")
+        elif latest is None:  # no latest user message: the fixed part is the system prompt and priming
+            self.part = self.PART_SYSTEM if system else self.PART_PRIMING
+            problem = (f"{budget} tokens cannot hold the fixed part of a context ({needed} tokens: the system "
+                       f"prompt's {system} and the reply priming's {priming}); raise the budget")
+        elif truncated:
+            self.part = self.PART_TRUNCATED
+            problem = (f"{budget} tokens cannot hold even a truncated latest user message (at least {latest} tokens"
+                       f"{beside}: {needed} tokens in all); raise the budget")
+        else:
+            self.part = self.PART_LATEST
+            problem = (f"{budget} tokens cannot hold the latest user message ({latest} tokens{beside}: {needed} "
+                       "tokens in all); raise the budget or pass truncate_latest=True")
+        super().__init__("budget", problem)
 
 
 class SummarizerError(TiermemError, RuntimeError):
