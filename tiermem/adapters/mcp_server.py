@@ -27,6 +27,7 @@ Built on the `mcp` package's `MCPServer` (mcp 2.x; `FastMCP` in mcp 1.x).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -57,6 +58,9 @@ INSTRUCTIONS = (
 # holds this equal to; not imported: see `render`)
 INCARNATION_PATTERN = "^[0-9a-f]{32}$"
 ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one message appended
+# what the tools (schemas) and the stdio reader (guard) import on first use; `load_service`
+# imports them before serving (either loads the whole package: both named, both are used)
+LAZY_SERVICE_MODULES = ("tiermem.service.guard", "tiermem.service.schemas")
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
 
@@ -66,11 +70,30 @@ def render(value: Any) -> Any:
     body an older version wrote past `MAX_RENDER_DEPTH` levels (the library once took any
     depth) made the MCP server's JSON encoding fail (pydantic gives up past 255 levels),
     and every `history` or `context` call of that conversation answered a tool error.
-    Imported here, not at the top: the service package costs `tiermem mcp` a second of
-    imports at start-up, for a function the first read needs."""
+    Imported here, not at the top: importing this module loads no HTTP service (the base
+    install's adapters stay light); `build_server` loads it (`load_service`) before any
+    tool runs."""
     from tiermem.service.schemas import finite
 
     return finite(value)
+
+
+def load_service() -> None:
+    """Import, in the calling thread, the HTTP service's modules that the tools' helpers
+    (`render`, `_token`, `_expected_key`) and the stdio reader (`mcp_stdio.line_refusal`)
+    import on first use, so that no tool thread is the first to.
+
+    The tools run in worker threads (the mcp package runs a sync tool with
+    `anyio.to_thread`), and the service's modules import each other (the package's
+    `__init__` imports every one, `auth` imports `schemas`): where two threads import two of
+    them at once, Python's import locks see a deadlock and give one thread a partly
+    initialised module. A burst of calls to a fresh `tiermem mcp` answered its first appends
+    `ImportError: cannot import name 'NAMESPACE_HEADER'`, and the reader, importing the
+    guard for a refused line meanwhile, died of a `_DeadlockError` that ended the session.
+    Their first use would load the same modules anyway (every append reads
+    `incarnation_key`): this moves those imports (0.2-0.5 s) from the first call to the start."""
+    for module in LAZY_SERVICE_MODULES:
+        importlib.import_module(module)
 
 
 class MemoryToolError(ToolError):
@@ -128,6 +151,7 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     (exactly one of the two)."""
     if (memory is None) == (resolve is None):
         raise TypeError("build_server takes exactly one of memory and resolve")
+    load_service()  # before any tool thread: they import it lazily (see load_service)
     server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
     fixed = memory
 

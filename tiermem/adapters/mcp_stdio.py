@@ -42,6 +42,7 @@ import anyio
 import mcp_types as types
 
 from tiermem.adapters.mcp_http import JSONRPC_INVALID_REQUEST, jsonrpc_refusal, request_id_of
+from tiermem.adapters.mcp_server import load_service
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -65,8 +66,8 @@ def line_refusal(raw: bytes) -> dict[str, Any] | None:
         return None
     except (UnicodeDecodeError, ValueError):  # pydantic's ValidationError is a ValueError
         pass
-    # not at import: the service's guard costs `tiermem mcp` a second of imports at
-    # start-up, for lines a well-behaved client never sends
+    # not at import (importing this module loads no HTTP service); `serve_stdio` has
+    # loaded it before reading (`load_service`): this runs in a worker thread, beside the tools'
     from tiermem.service.guard import mcp_message_refusal
 
     refusal = mcp_message_refusal(raw)
@@ -165,6 +166,10 @@ class StdStream:
 
 async def serve_stdio(server: MCPServer) -> None:
     """Serve `server` on stdin and stdout until stdin closes."""
+    # the reader's guard, imported in this thread before any line is read: the reader and
+    # the tools run in worker threads, and two of them importing the service's modules at
+    # once could get a partly initialised one (mcp_server.load_service)
+    load_service()
     sys.stdout.flush()  # what was printed before goes out before fd 1 is diverted
     wire_in = os.fdopen(os.dup(STDIN_FD), "rb")
     wire_out = os.fdopen(os.dup(STDOUT_FD), "wb")
