@@ -29,6 +29,9 @@ from tiermem import Config, Memory
 # classes of tiers.errors no call raises to a caller, each with why
 INTERNAL_IN_ERRORS = {
     "CatchUpStopped",  # ends an embedding catch-up from its own hook; the hook's owner catches it
+    # a pin's script asked to wait for another's (tiers.hot flag w); tiermem.hotlink waits and
+    # tries again, its last try never asking, so it never leaves the hot link
+    "PinChangeGap",
 }
 
 # exception classes defined outside tiers.errors, none of which reaches a library caller

@@ -95,6 +95,11 @@ what to do when Redis is gone.
   `set_superseded`, and only one with neither, a replay's, reads it alone): no round
   trip to the log of its own, and no rebuild while every change reached the set (a
   correction included: the append admits its turn before its supersession is recorded).
+- Nor is a pin or unpin rebuilt for only reaching Redis before another process's pin
+  whose log write came first (tiers.hot PinChangeGap): it waits for that pin's script,
+  up to PIN_GAP_WAIT_S, and is made again; only a change no script follows in that time
+  rebuilds the set. One whose change the set holds already (a rebuild read it) changes
+  nothing, so an older pin never undoes a newer one of the same turn.
 """
 
 from __future__ import annotations
@@ -111,12 +116,14 @@ import redis
 
 from tiermem.tiers.errors import (
     STALE_AHEAD,
+    STALE_GAP,
     STALE_PINS,
     HotAccessDenied,
     HotOutOfMemory,
     HotReadOnly,
     HotStale,
     HotStateLost,
+    PinChangeGap,
     StoreUnavailable,
 )
 from tiermem.tiers.files import storage_problem
@@ -154,6 +161,14 @@ TURN_READ_ROWS = 1000
 # its window (the loaded set `pins_behind`); past them the set stays marked and the next
 # read rebuilds it again, so pins arriving faster than a rebuild cannot hold a call up
 PIN_RACE_REBUILDS = 3
+# How long a pin or unpin waits, in all, for the script of an earlier pin change of the log
+# that its set lacks (tiers.hot PinChangeGap: another process's pin whose log write came
+# first) before it rebuilds the set from the log. The missing script follows its log
+# write by one turn read and one script (about a millisecond; tens under load), while a
+# rebuild reads the whole log (~60 ms at 2,000 turns, 0.8 s at 20,000): a change no
+# script follows (a process killed in between, a relabel) costs this much once more
+PIN_GAP_WAIT_S = 0.05
+PIN_GAP_FIRST_WAIT_S = 0.0005  # the first wait; each next one doubles, up to what is left
 
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
 # log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
@@ -232,6 +247,8 @@ class HotLink:
         # Redis's refusal of tiermem itself (MISCONFIGURED), while it lasts: no URL in it
         self.misconfigured: str | None = None
         self.rebuilds = 0
+        self.pin_gap_waits = 0  # waits of pins and unpins for an earlier pin's script (`_in_order`)
+        self.pin_gap_wait_s = PIN_GAP_WAIT_S  # how long, in all, one pin or unpin waits for them
         # turns this process's admits, pins and unpins evicted, and pins they demoted,
         # counted as the scripts report them: what /metrics exports, without visiting
         # every conversation's set (stats() does that, per namespace, on demand)
@@ -670,9 +687,9 @@ class HotLink:
             if turn is not None:
                 turn = HotTurn(turn.position, turn.tokens, True, priority, turn.payload)
             log_pins = log_pins or self._log_pins(conversation_id, log_move)
-            self._caught_up(conversation_id, lambda: self._count(self.tier.pin(
+            self._caught_up(conversation_id, lambda wait: self._count(self.tier.pin(
                 conversation_id, position, priority, generation=self.generation(conversation_id), turn=turn,
-                log_pins=log_pins)))
+                log_pins=log_pins, wait_gap=wait)))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -699,8 +716,9 @@ class HotLink:
                     self.pin(conversation_id, position, priority, log_move=log_move, log_pins=log_pins)
                     return
             log_pins = log_pins or self._log_pins(conversation_id, log_move)
-            self._caught_up(conversation_id, lambda: self._count(self.tier.unpin(
-                conversation_id, position, generation=self.generation(conversation_id), log_pins=log_pins)))
+            self._caught_up(conversation_id, lambda wait: self._count(self.tier.unpin(
+                conversation_id, position, generation=self.generation(conversation_id), log_pins=log_pins,
+                wait_gap=wait)))
             self._ok()
         except HotStale as exc:
             self._stale_pin(conversation_id, exc)
@@ -721,18 +739,39 @@ class HotLink:
         now = self.cold.pin_version(conversation_id)
         return LogPins(now, now)
 
-    def _caught_up(self, conversation_id: str, op: Callable[[], None]) -> None:
+    def _caught_up(self, conversation_id: str, op: Callable[[bool], None]) -> None:
         """Run a pin or unpin; when the set has not admitted its turn yet (HotStale
         'ahead': another process committed it to the log and its admit has not run), catch
         the set up with the log (`_sync`, which admits it with its pin flag as the log has
         it now) and run it once more."""
         try:
-            op()
+            self._in_order(op)
         except HotStale as exc:
             if exc.reason != STALE_AHEAD:
                 raise
             self._sync(conversation_id)
-            op()
+            self._in_order(op)
+
+    def _in_order(self, op: Callable[[bool], None]) -> None:
+        """Run a pin or unpin (`op(wait)`); while its set lacks an earlier pin change of
+        the log (PinChangeGap: most likely another process's pin whose log write came
+        before this one's and whose script has not landed yet), wait for that script and
+        run it again, for up to `pin_gap_wait_s` (PIN_GAP_WAIT_S) in all. The last try
+        does not wait: a change no script follows is HotStale 'pins' (the set stamped, the
+        caller rebuilds it), as every such gap was at once before (a full rebuild for two
+        pins that reached Redis in the other order)."""
+        waited, delay = 0.0, PIN_GAP_FIRST_WAIT_S
+        while waited < self.pin_gap_wait_s:
+            try:
+                op(True)
+                return
+            except PinChangeGap:
+                with self._lock:
+                    self.pin_gap_waits += 1
+                time.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, max(self.pin_gap_wait_s - waited, PIN_GAP_FIRST_WAIT_S))
+        op(False)
 
     def _stale_pin(self, conversation_id: str, exc: HotStale) -> None:
         """A pin or unpin the stored set refused, having written nothing. Of another
@@ -747,7 +786,7 @@ class HotLink:
         if exc.reason in ("generation", STALE_AHEAD):
             self._ok()
             return
-        if exc.reason == STALE_PINS:
+        if exc.reason in (STALE_PINS, STALE_GAP):  # a gap only from a caller that asked to wait
             try:
                 self._rebuild(conversation_id)
             except StoreUnavailable as again:  # an OSError, but the cold log's (cold_failure)

@@ -261,6 +261,10 @@ STALE_AHEAD = "ahead"
 # HotStale's reason for a set that missed a pin change of the log (tiers.hot, pin versions:
 # a pin or unpin whose script never ran): rebuild it from the log
 STALE_PINS = "pins"
+# HotStale's reason (PinChangeGap) for a pin or unpin that needs a change of the log the
+# set has not applied yet (tiers.hot, pin versions): most likely another process's pin
+# whose script has not landed yet, so the caller waits for it before it rebuilds
+STALE_GAP = "gap"
 
 
 class HotStale(TiermemError, LookupError):
@@ -286,6 +290,28 @@ class HotStale(TiermemError, LookupError):
             )
             return
         super().__init__(f"hot set of conversation {conversation_id!r} needs a rebuild ({stored})")
+
+
+class PinChangeGap(HotStale):
+    """A pin or unpin refused, nothing written (not even its stamp): it needs the set to
+    hold every change of the log's pin version up to `before`, and the set holds them
+    only up to `held` (tiers.hot, pin versions). The missing ones are most likely other
+    processes' pins whose log writes came first and whose scripts have not landed yet:
+    wait and pin or unpin again, rebuilding the set only when they do not come
+    (tiermem.hotlink)."""
+
+    def __init__(self, conversation_id: str, held: int, before: int) -> None:
+        self.held = held
+        self.before = before
+        self.conversation_id = conversation_id
+        self.reason = STALE_GAP
+        self.stored_generation = None
+        self.stored_last = -1
+        TiermemError.__init__(
+            self,
+            f"hot set of conversation {conversation_id!r} holds the log's pin changes up to {held}, and this "
+            f"pin or unpin needs them up to {before}: wait for the scripts of the changes between, then pin or "
+            "unpin again (or rebuild the set from the log)")
 
 
 class HotTurnNotResident(TiermemError, LookupError):

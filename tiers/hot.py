@@ -67,7 +67,7 @@ Invariants:
   (dropped, expired, not built yet) writes nothing a rebuild could lose it against.
   Every pin and unpin script therefore records a fresh random stamp for its generation
   in `T:ps` first thing, whatever it finds (no set, another generation's, a stale one),
-  except when it answers AHEAD or NOTHOT (nothing done; the caller acts). A rebuild reads
+  except when it answers AHEAD, NOTHOT or GAP (nothing done; the caller acts). A rebuild reads
   that stamp (`pin_stamp`) before the log's rows and `load`/`rebuild` record it as the
   set's `pinstamp`; a pin or unpin applied to a set moves the set's `pinstamp` to its
   own stamp only when the set held the latest stamp before, so a set that missed one
@@ -92,7 +92,16 @@ Invariants:
   set has admitted one of its turns already (their changes may be among those the set
   holds). The set must hold every change up to `before`, else the script answers
   STALE 'pins' (STALE_PINS), nothing written but a pin's stamp, and the caller rebuilds
-  the set from the log. So a pin or unpin whose script never ran (its process died
+  the set from the log. A pin or unpin that names its own change (`before` below
+  `after`) which the set holds already (a rebuild read the log past it) applies nothing,
+  as applying it again could undo a later change of the same turn. Two processes' pins
+  reach Redis in the other order than their log writes now and then (each such pair was
+  a full rebuild): a pin or unpin asked to wait (flag w) that finds a change up to
+  `before` missing from a set that has seen every pin script so far answers GAP
+  (PinChangeGap), nothing written, not even the stamp, and the caller waits up to
+  PIN_GAP_WAIT_S for the missing script and pins again; its last try asks not to wait,
+  so a change no script follows is STALE 'pins' as before (stamped, then rebuilt)
+  (tiermem.hotlink). So a pin or unpin whose script never ran (its process died
   between the log write and the script, or Redis refused that one script), or a change
   no script follows (a relabel outside a supersession, a replay's), is found by the next
   admit, pin or unpin of the conversation, and by its next read, which compares the
@@ -149,6 +158,7 @@ from tiermem.tiers.errors import (
     HotStale,
     HotStateLost,
     HotTurnNotResident,
+    PinChangeGap,
     TiermemError,
 )
 from tiermem.tiers.keys import hash_tag
@@ -223,6 +233,8 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 --                p = ops carry payloads (ARGV[13..], one per admit and per pin with a turn),
 --                e = return evicted positions, m = return the member positions,
 --                s = a pin or unpin: stamp it (ARGV[11]; module docstring, pin stamps);
+--                w = a pin or unpin that waits for a missing earlier pin change: 'GAP'
+--                    instead of 'STALE|pins' while the set has seen every pin script;
 -- ARGV[7] ttl in ms for the six keys (0: leave as is);
 -- ARGV[8] ops: "<k><pos>,<tokens>,<pinned>,<priority>;" repeated, k = a (admit),
 --         p (pin; tokens -1 when no turn is given), u (unpin).
@@ -232,7 +244,7 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 --         admit ('' : not checked); the stored tip must equal it when that admit extends
 --         the set, else the set grew from another timeline of the log ('STALE|diverged').
 -- ARGV[11] with flag s: this pin's or unpin's stamp, recorded under ARGV[1] in KEYS[7]
---         on every reply but AHEAD and NOTHOT (which leave the caller to act), and as
+--         on every reply but AHEAD, NOTHOT and GAP (which leave the caller to act), and as
 --         the set's meta 'pinstamp' when the set held KEYS[7]'s stamp before ('' without s).
 -- ARGV[12] the log's pin versions, '<before>,<after>' ('' : not checked; module
 --         docstring, pin versions): this call applies the log's pin changes numbered
@@ -246,7 +258,8 @@ APPLY_LUA = OOM_PROBE_LUA + r"""
 -- Returns one string (redis-py parses one bulk string much faster than nested arrays):
 --   'OK|<evicted,...>|<demoted,...>|total|overflow|last|n_evicted|<members,...>'
 --   (members only with flag m), or, with nothing written (but the pin stamp),
---   'STALE|reason|stored last|stored generation', 'NOTHOT|position', 'AHEAD|position|last'
+--   'STALE|reason|stored last|stored generation', 'NOTHOT|position', 'AHEAD|position|last',
+--   'GAP|held|needed' (flag w: a pin change the set lacks, nothing written; below)
 --   (AHEAD and the admits' checks come before the pin version's: a set only behind the log
 --   is caught up, not rebuilt);
 --   a pin or unpin without a stored set answers 'OK|||0|0|-1|0|' and writes only its stamp.
@@ -307,8 +320,19 @@ end
 -- whether the set has seen every pin and unpin of its generation so far (its stamp is the
 -- stamp hash's): only then does this one's stamp become the set's
 local pinstamp = meta.pinstamp or ''
+local seen_all = false
 if new_stamp and exists and pinstamp == (redis.call('HGET', KEYS[7], ARGV[1]) or '') then
   pinstamp = new_stamp
+  seen_all = true
+end
+
+-- A pin's or unpin's own change of the log (<before> below <after>) that the set holds
+-- already (a rebuild read the log past it; module docstring, pin versions): applied again
+-- it could undo a later change of the same turn, so nothing is applied, and the set is
+-- stamped as having seen it.
+if new_stamp and log_before and exists and tonumber(log_before) < tonumber(log_after)
+    and (tonumber(meta.pinver or '') or -1) >= tonumber(log_after) then
+  ops = ''
 end
 
 -- members[] holds the positions in ascending order, as numbers.
@@ -587,7 +611,14 @@ if log_before then
   if exists then had = tonumber(pinver or '') end
   local need = tonumber(log_before)
   if readmitted then need = tonumber(log_after) end
-  if had == nil or had < need then return stale('pins') end
+  if had == nil or had < need then
+    -- With flag w, a set that has seen every pin script so far (its stamp is the
+    -- conversation's) and knows its version lacks a change another process's script has
+    -- most likely not run yet (its log write came first): 'GAP', nothing written, not
+    -- even the stamp; the caller waits for that script and tries again (tiermem.hotlink)
+    if flag('w') and seen_all and had ~= nil then return 'GAP|' .. had .. '|' .. need end
+    return stale('pins')
+  end
   if tonumber(log_after) > had then pinver = log_after else pinver = tostring(had) end
 end
 
@@ -1229,6 +1260,9 @@ class HotTier:
         if status == "AHEAD":
             _position, last = rest.split("|")
             raise HotStale(conversation_id, STALE_AHEAD, generation or None, int(last))
+        if status == "GAP":
+            held, before = rest.split("|")
+            raise PinChangeGap(conversation_id, int(held), int(before))
         raise RuntimeError(f"unexpected reply from the hot-tier script: {res!r}")
 
     @staticmethod
@@ -1299,7 +1333,7 @@ class HotTier:
 
     def pin(
         self, conversation_id: str, position: int, priority: int, *, generation: str, turn: HotTurn | None = None,
-        log_pins: LogPins | None = None,
+        log_pins: LogPins | None = None, wait_gap: bool = False,
     ) -> AdmitResult:
         """Pin a hot turn (or update its priority). A turn that is not hot is re-admitted
         as pinned when `turn` is given, else HotTurnNotResident; one past the set's last
@@ -1311,7 +1345,9 @@ class HotTier:
         another generation raises HotStale, nothing written: it is not this log's. With
         `log_pins` (the log's pin change the pin's log write made: `after` its version,
         `before` the one before it), a set that missed a pin change of the log raises
-        HotStale 'pins' (pin versions), nothing written but the stamp: rebuild it."""
+        HotStale 'pins' (pin versions), nothing written but the stamp: rebuild it; with
+        `wait_gap`, PinChangeGap instead, nothing written at all, while the set has seen
+        every pin script so far (the missing change's script is likely on its way)."""
         if turn is not None:
             _check_turn(turn)
             if turn.position != position:
@@ -1320,19 +1356,19 @@ class HotTier:
             raise TypeError(f"priority must be an int, got {priority!r}")
         ops = _op("p", position, turn.tokens if turn is not None else -1, True, priority)
         payloads = [turn.payload] if turn is not None else []
-        res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes", ops, payloads,
-                          generation=generation, stamp=new_stamp(), log_pins=log_pins)
+        res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes" + ("w" if wait_gap else ""),
+                          ops, payloads, generation=generation, stamp=new_stamp(), log_pins=log_pins)
         return self._result(res)
 
     def unpin(self, conversation_id: str, position: int, *, generation: str,
-              log_pins: LogPins | None = None) -> AdmitResult:
+              log_pins: LogPins | None = None, wait_gap: bool = False) -> AdmitResult:
         """Make a pinned turn evictable again (and evict if over budget); a demoted pin is
         forgotten as demoted; a position past the set's last admitted one raises HotStale
         'ahead', nothing written (its admit, on its way, may carry the pin: catch the set
         up and unpin again); anything else, a missing set included, is a no-op. A stored
         set of another generation raises HotStale, nothing written; `log_pins` as in
-        `pin` (HotStale 'pins')."""
-        res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes",
+        `pin` (HotStale 'pins'), `wait_gap` too (PinChangeGap)."""
+        res = self._apply(conversation_id, self._live_keys(conversation_id), "cgpes" + ("w" if wait_gap else ""),
                           _op("u", position, 0, False, 0), generation=generation, stamp=new_stamp(),
                           log_pins=log_pins)
         return self._result(res)
