@@ -293,7 +293,11 @@ class Message(BaseModel):
     every keyword that is not an envelope field is the body.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # strict, as the HTTP service's request models: lax mode read `created_at` true as 1.0,
+    # false as 0.0 and "5" as 5.0 (a message stored at 1970-01-01 00:00:01), and a session id
+    # of bytes as its text. Strict, a float field still takes an int (and numpy's numbers);
+    # the body (the extra fields) is Any, stored exactly as given, untouched by it
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
     # envelope: not sent to the model
     session_id: str | None = Field(None, min_length=1, max_length=SESSION_MAX_CHARS)

@@ -12,7 +12,8 @@ by the same function: `tiermem.service.schemas.incarnation_key`), `context` for 
 `history` (each body with the metadata appended with it, as the HTTP history), `search`, `pin`, `unpin` and `erase` (with a confirmation argument, checked after the id's own checks). `context` answers
 OpenAI-format messages, or with `format="anthropic"` the `system` and `messages` that
 `tiermem.adapters.anthropic.to_anthropic` builds (thinking restored from the call's memory). Input that tiermem
-refuses comes back as a tool error whose text names the field, and nothing is written.
+refuses comes back as a tool error whose text names the field, and nothing is written; a
+number argument is a JSON integer only (`true`, `false` or "5" is a tool error naming it).
 What the tools return is rendered as the HTTP service renders it (`render`, the service's
 `finite`): a row an older version stored deeper than `MAX_RENDER_DEPTH` is served with
 the part past it shown as `DEEP_VALUE_MARKER`, no non-finite float, the row unchanged.
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
@@ -63,6 +64,12 @@ ONLY_MESSAGE = "messages[0]."  # how append_outcome names a field of the one mes
 LAZY_SERVICE_MODULES = ("tiermem.service.guard", "tiermem.service.schemas")
 
 ConvId = Annotated[str, Field(description="the conversation's id (letters, digits and . _ : @ -)")]
+# Every number a tool takes is a StrictInt: the mcp package validates arguments with a pydantic
+# model in lax mode, which read JSON `true` as 1, `false` as 0 and "5" as 5 (the library's
+# check_int refuses all three): `pin` with `position: true` pinned position 1, `append` with
+# `expect_position: true` wrote at position 1. Strict, each is a tool error naming the
+# argument (`Input should be a valid integer`), before the tool runs: nothing is written.
+# tests/test_mcp_strict_numbers.py lists every tool's number arguments and holds this so.
 
 
 def render(value: Any) -> Any:
@@ -178,7 +185,7 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                    f"optional: your id of this append (1..{MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters). "
                    "Call again with the same key and message after a failure or timeout: it is stored once "
                    "and the first position comes back"))] = None,
-               expect_position: Annotated[int | None, Field(ge=0, le=MAX_POSITION, description=(
+               expect_position: Annotated[StrictInt | None, Field(ge=0, le=MAX_POSITION, description=(
                    "optional: store it only if the conversation goes on at this position (holds positions "
                    "0..n-1; 0: it does not exist yet), else a tool error and nothing stored"))] = None,
                expect_incarnation: Annotated[str | None, Field(pattern=INCARNATION_PATTERN, description=(
@@ -206,7 +213,7 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
     def context(ctx: Context, conversation_id: ConvId,
                 query: Annotated[str | None, Field(description="the new turn's question; omit to plan from "
                                                    "the log alone")] = None,
-                budget: Annotated[int, Field(ge=1, description="hard cap on the returned tokens")] =
+                budget: Annotated[StrictInt, Field(ge=1, description="hard cap on the returned tokens")] =
                 DEFAULT_BUDGET_TOKENS,
                 system: Annotated[str | None, Field(description="a system message to put first")] = None,
                 format: Annotated[Literal["openai", "anthropic"], Field(
@@ -226,8 +233,8 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                  "beside it (a page of at most `limit` positions from position `start`; `next_start` is where "
                  "the next page starts, null at the end).")
     def history(ctx: Context, conversation_id: ConvId,
-                start: Annotated[int, Field(ge=0, le=MAX_POSITION, description="first position")] = 0,
-                limit: Annotated[int, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
+                start: Annotated[StrictInt, Field(ge=0, le=MAX_POSITION, description="first position")] = 0,
+                limit: Annotated[StrictInt, Field(ge=1, le=HISTORY_PAGE_MAX, description="page size")] = 100,
                 ) -> dict[str, Any]:
         # reads the page's rows only (Memory.history_page), never the whole conversation
         page, last = guard("history", mem_of(ctx).history_page, conversation_id, after=start - 1, limit=limit)
@@ -243,7 +250,7 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                  "the hits are ranked by keywords only (the embedding model cannot be used).")
     def search(ctx: Context, query: Annotated[str, Field(min_length=1, description="what to look for")],
                conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
-               k: Annotated[int, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
+               k: Annotated[StrictInt, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
                ) -> dict[str, Any]:
         hits = guard("search", mem_of(ctx).search, conversation_id, query, k)
         out: dict[str, Any] = {"hits": [{"conversation_id": h.conversation_id, "position": h.position,
@@ -254,15 +261,15 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
 
     @server.tool(description="Pin a message so every context keeps it (a standing instruction or fact).")
     def pin(ctx: Context, conversation_id: ConvId,
-            position: Annotated[int, Field(ge=0, description="the message's position")],
-            priority: Annotated[int, Field(ge=0, le=100, description="higher pins are kept first")] = 50,
+            position: Annotated[StrictInt, Field(ge=0, description="the message's position")],
+            priority: Annotated[StrictInt, Field(ge=0, le=100, description="higher pins are kept first")] = 50,
             ) -> dict[str, bool]:
         guard("pin", mem_of(ctx).pin, conversation_id, position, priority=priority)
         return {"pinned": True}
 
     @server.tool(description="Unpin a message pinned with `pin`.")
     def unpin(ctx: Context, conversation_id: ConvId,
-              position: Annotated[int, Field(ge=0, description="the message's position")]) -> dict[str, bool]:
+              position: Annotated[StrictInt, Field(ge=0, description="the message's position")]) -> dict[str, bool]:
         guard("unpin", mem_of(ctx).unpin, conversation_id, position)
         return {"pinned": False}
 
