@@ -21,8 +21,9 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   a conversation's turns or moves its pin version holds its row first, and they take
   turns. The vectors' writer (`_STORE_VECTORS`) takes turn rows only, by id (position
   order within a conversation: ids are drawn in it), and moves no pin version. Outside
-  the order: the whole-table maintenance of `rebuild` (DELETE FROM turns) and of a new
-  vector width (`_ensure_vec_dim`). Before 2026-12-06
+  the order: the whole-table maintenance of a new vector width (`_ensure_vec_dim`), and
+  `rebuild`'s first transaction (supersession's rows cleared) and last (rows of no
+  message). Before 2026-12-06
   set_labels took no conversation lock and its turns in its caller's order, the pin
   version between them: with a supersession or another set_labels on the same
   conversation, a deadlock (40P01, one rolled back; tests/test_postgres_label_lock_order.py).
@@ -33,10 +34,12 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   a reader between two sees the batches before it done, each changed turn having moved
   the pin version once. As one transaction it held the row 0.8-3.3 s for 10k turns (2
   loaded cores), and appends behind it failed busy (tests/test_labels_append_during_pass.py).
-  Not so `rebuild`'s one transaction: its DELETE FROM turns moves (and holds) the
-  pin_versions row of each conversation with a load-bearing turn, so a load-bearing
-  append to one waits for the whole rebuild (20k turns: 3.6 s; one behind it with a
-  300 ms lock_timeout failed busy, a plain one or one to another conversation did not).
+  So does `rebuild`'s rewrite of the turn rows: one conversation's batch of messages a
+  transaction (REBUILD_BATCH_MESSAGES, ~30 ms each), in the order above. As one
+  transaction its DELETE FROM turns moved and held the pin_versions row of each
+  conversation with a load-bearing turn to its end (20k turns: 3.6 s; a load-bearing
+  append with a 300 ms lock_timeout failed busy) and a plain append committed inside it
+  failed the rebuild (UniqueViolation; tests/test_postgres_rebuild_append.py).
 - One domain action, one transaction: an append (one message or a batch) is ONE
   statement (counter row, messages, turn rows and FTS rows in data-modifying CTEs),
   sent on an autocommit connection, so it is its own transaction and, when the
@@ -350,6 +353,18 @@ FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
 # FTS5 indexes them all).
 MAX_FTS_TEXT_BYTES = 256 * 1024
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# `rebuild` rewrites each conversation's turn and FTS rows in batches of its messages,
+# each one transaction in the writers' lock order (the conversation's row, its turns, its
+# pin version): the first REBUILD_BATCH_MESSAGES, each next one sized from the last to hold
+# the row about REBUILD_BATCH_TARGET_S (within MIN..MAX), a pause as long as it held the
+# row after each (at most REBUILD_PAUSE_MAX_S), where a queued append gets in. As one
+# transaction the rewrite held the pin version of every conversation with a load-bearing
+# turn (its DELETE's trigger moved them) to its end: 20k turns, 3.6 s on 2 loaded cores.
+REBUILD_BATCH_MESSAGES = 200
+REBUILD_BATCH_MIN_MESSAGES = 16
+REBUILD_BATCH_MAX_MESSAGES = 5000
+REBUILD_BATCH_TARGET_S = 0.03
+REBUILD_PAUSE_MAX_S = 1.0
 RETENTION_GUC = "tiermem.retention"  # the one setting under which messages may be deleted
 # the advisory lock (with the schema) under which an erasure numbers its tombstones, so
 # their ids grow in commit order (`SharedQueries.erased_after`)
@@ -2739,34 +2754,90 @@ class PostgresStore(SharedQueries):
     # -- rebuild and stats ----------------------------------------------------------------------
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None, embed: bool = True) -> dict[str, int]:
-        with self._maintenance(), self._tx() as c:
-            c.execute("DELETE FROM turns")
-            c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
-            c.execute("DELETE FROM messages_fts")
-            c.execute("DELETE FROM messages_vec")
-            c.execute("DELETE FROM meta WHERE key IN ('vec_dim', %s)", (VEC_MODEL_KEY,))
-            self._vec_dim = None
-            rows = c.execute(
-                "SELECT m.conversation_id, m.position, m.id, m.role, m.body, m.session_id, m.created_at, c.namespace "
-                "FROM messages m JOIN conversations c ON c.id = m.conversation_id").fetchall()
+        """Recompute the turn index, FTS and vectors from the messages, as `ColdStore.
+        rebuild`: labels from `labeler`, supersession cleared (the consolidation layer
+        replays it).
+
+        Each conversation's rows are rewritten in batches of its messages (by position;
+        REBUILD_BATCH_MESSAGES): read, decoded, labelled and counted outside any
+        transaction, then its turn, FTS and vector rows replaced in one short transaction
+        that holds the conversation's row first, as every writer of its turns does
+        (`_lock_turn_writers`), a pause after it. As one transaction over every turn, its
+        `DELETE FROM turns` moved and held to its end the pin version of every
+        conversation with a load-bearing turn: a load-bearing append waited for the whole
+        rewrite (20k turns: 3.6 s) and failed busy past a short lock timeout; a plain one
+        committed inside it and the rewrite then failed on its turn row (UniqueViolation:
+        the DELETE had not seen it, the read after it had). A batch ends at the last
+        position it read, so a message appended since keeps the rows its append wrote.
+        Every message has its turn and FTS rows at every commit (the old ones until its
+        batch replaces them); a process killed mid-way leaves each turn as it was or
+        rebuilt, with its vector or marked for the next catch-up, and a rerun rebuilds
+        the rest (supersession stays cleared until one completes)."""
+        with self._maintenance():
+            with self._tx() as c:
+                c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
+            n = 0
+            for conv, namespace in self._read("SELECT id, namespace FROM conversations ORDER BY id"):
+                n += self._rebuild_conversation(str(conv), str(namespace))
+            with self._tx() as c:
+                # rows of no message, or of one whose conversation row is gone (none is
+                # rebuilt above): the whole-table DELETE took them before
+                c.execute("DELETE FROM turns t WHERE NOT EXISTS (SELECT 1 FROM messages m "
+                          "JOIN conversations v ON v.id = m.conversation_id WHERE m.id = t.id)")
+                c.execute("DELETE FROM messages_fts f WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = f.id)")
+                c.execute("DELETE FROM messages_vec e WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.id = e.id)")
+        embedded = self.index_pending(progress=progress) if embed else 0
+        return {"turns": n, "embedded": embedded}
+
+    def _rebuild_conversation(self, conv: str, namespace: str) -> int:
+        """`rebuild`'s rewrite of one conversation's rows, in batches; returns how many
+        turns it wrote."""
+        n, after, limit = 0, -1, REBUILD_BATCH_MESSAGES
+        while True:
+            rows = self._read(
+                "SELECT position, id, role, body, session_id, created_at FROM messages "
+                "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s", (conv, after, limit))
+            if not rows:
+                return n
             turn_rows: list[tuple[Any, ...]] = []
             fts_rows: list[tuple[Any, ...]] = []
-            for conv, pos, mid, role, body, session, created, ns in rows:
+            for pos, mid, role, body, session, created in rows:
                 data = self._rebuild_body(conv, pos, role, body)
                 with remembered_for(memo_scope(self.db_uuid, conv)):  # its label and count, for it alone
                     lab = rebuilt_labels(self.labeler, role, data)
                     n_tokens = message_tokens(self.tokens, data)
                 turn_rows.append((conv, pos, mid, role, session, n_tokens, content_hash(data), created,
                                   speaker_name(data), *lab))
-                fts_rows.append((mid, conv, ns, fts_text(data)))
-            cur = c.cursor()
-            cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, content_hash, "
-                            "created_at, speaker, intent, load_bearing, priority, label_reason) "
-                            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", turn_rows)
-            cur.executemany("INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (%s,%s,%s,%s)",
-                            fts_rows)
-        embedded = self.index_pending(progress=progress) if embed else 0
-        return {"turns": len(turn_rows), "embedded": embedded}
+                fts_rows.append((mid, conv, namespace, fts_text(data)))
+            ids = [int(r[1]) for r in rows]
+            self._step("rebuild:read")
+            began = time.perf_counter()
+            with self._tx() as c:
+                self._lock_turn_writers(c, conv)
+                # the messages read are there still, unless the conversation was erased
+                # since (its row gone with them: nothing to write)
+                live = {int(r[0]) for r in c.execute("SELECT id FROM messages WHERE id = ANY(%s)", (ids,))}
+                # the positions read, no further: a message appended since keeps its rows
+                c.execute("DELETE FROM turns WHERE conversation_id = %s AND position > %s AND position <= %s",
+                          (conv, after, int(rows[-1][0])))
+                c.execute("DELETE FROM messages_fts WHERE id = ANY(%s)", (ids,))
+                c.execute("DELETE FROM messages_vec WHERE id = ANY(%s)", (ids,))  # embedded again (catch-up)
+                cur = c.cursor()
+                cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, "
+                                "content_hash, created_at, speaker, intent, load_bearing, priority, label_reason) "
+                                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                                [t for t in turn_rows if int(t[2]) in live])
+                cur.executemany("INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (%s,%s,%s,%s)",
+                                [f for f in fts_rows if int(f[0]) in live])
+            held = time.perf_counter() - began
+            n += len(live)
+            self._step("rebuild:batch")
+            if len(rows) < limit:
+                return n
+            after = int(rows[-1][0])
+            time.sleep(min(held, REBUILD_PAUSE_MAX_S))  # the row free for a queued append
+            limit = max(REBUILD_BATCH_MIN_MESSAGES,
+                        min(REBUILD_BATCH_MAX_MESSAGES, int(limit * REBUILD_BATCH_TARGET_S / max(held, 1e-3))))
 
     def integrity(self) -> dict[str, int]:
         r = self._read("SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM turns), "
