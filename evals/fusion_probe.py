@@ -100,12 +100,20 @@ class Row:
     planner_hit: float  # the planner's own recall in its retrieved block
 
 
-def pack(row: Row, weights: np.ndarray) -> set[int]:
+def pack(row: Row, weights: np.ndarray | None = None, *, scores: np.ndarray | None = None) -> set[int]:
     """The positions the offline packer shows: eligible turns best first, greedily, a
-    line that does not fit is skipped (as planner.pack does)."""
-    score = row.parts @ weights
+    line that does not fit is skipped (as planner.pack does). Best by `row.parts @ weights`,
+    or by `scores` (one per turn, a learned model's: evals.ltr_probe) with ties broken by
+    the shipped weights' score."""
     idx = np.flatnonzero(row.eligible)
-    order = idx[np.argsort(-score[idx], kind="stable")][:PACK_DEPTH]
+    if scores is None:
+        if weights is None:
+            raise TypeError("pack needs weights or scores")
+        score = row.parts @ weights
+        order = idx[np.argsort(-score[idx], kind="stable")][:PACK_DEPTH]
+    else:
+        tie = row.parts @ shipped_weights()
+        order = idx[np.lexsort((-tie[idx], -scores[idx]))][:PACK_DEPTH]
     left, got = row.room, set()
     for i in order:
         if row.cost[i] <= left:
@@ -252,8 +260,11 @@ class Signals:
 
 
 def capture(data: Path, budgets: Sequence[int], data_root: Path, *,
-            sample_questions: int | None = None) -> list[Row]:
-    """Every question with evidence at every budget, as the shipped planner ranks it."""
+            sample_questions: int | None = None,
+            on_sample: Callable[[Any, Any, list[Any]], None] | None = None) -> list[Row]:
+    """Every question with evidence at every budget, as the shipped planner ranks it.
+    `on_sample(prepared, table, messages)`, when given, sees each sample's Memory before its
+    questions (evals.ltr_probe reads its per-turn facts there)."""
     rows: list[Row] = []
     record: dict[str, Any] = {}
     # the hop runs at every budget the shipped planner runs it at: its room gate is the planner's
@@ -267,6 +278,8 @@ def capture(data: Path, budgets: Sequence[int], data_root: Path, *,
             render = memory.planner.render
             line_cost = {m.position: render.line_tokens(render.line(m, dated=False, zone=memory.planner.settings.zone)[0]) + HEADING_SHARE_TOKENS
                          for m in msgs}
+            if on_sample is not None:
+                on_sample(prep, table, msgs)
             embed = memory.embedder.embed
             signals = Signals.of(texts, table.names, embed)
             for q in prep.questions:
