@@ -16,7 +16,14 @@ the JSON-RPC error /v1/mcp answers the same body
 (`tiermem.service.guard.mcp_message_refusal`: a parse error with `id` null where it did
 not parse, invalid params with the request's id where it parsed but holds a lone
 surrogate or nests too deep), or, for JSON the guard takes that is no JSON-RPC message,
-an invalid request. The package's answers and these refusals reach stdout in whole lines
+an invalid request. A fault of tiermem's own check of a line (an exception from
+`line_refusal`, or from serializing the refusal it gave) is answered too, with an internal
+error (-32603, the request's id when the line gives one a response may carry, else null):
+that line reaches no tool and the session goes on (before, one such exception ended it,
+exit 1, every call in flight unanswered). Its traceback is logged at ERROR under
+tiermem's logger with the line's size and id only: frames and exception types, never an
+exception's message, which may quote the line (a log outlives erasure).
+The package's answers and these refusals reach stdout in whole lines
 under one lock, so an answer is never written inside another. While serving, fd 0 points
 at the null device and fd 1 at stderr (as the package's own stdio claim leaves them), so
 nothing else in the process reads the wire or writes on it; both are restored after.
@@ -33,16 +40,24 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import sys
 import threading
+import traceback
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, cast
 
 import anyio
 import mcp_types as types
 
-from tiermem.adapters.mcp_http import JSONRPC_INVALID_REQUEST, jsonrpc_refusal, request_id_of
+from tiermem.adapters.mcp_http import (
+    JSONRPC_INTERNAL_ERROR,
+    JSONRPC_INVALID_REQUEST,
+    jsonrpc_refusal,
+    request_id_of,
+)
 from tiermem.adapters.mcp_server import load_service
+from tiermem.tiers.errors import shown
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -56,6 +71,10 @@ STDERR_FD = 2
 NOT_JSONRPC = "not a JSON-RPC 2.0 message (a request, notification or response object)"
 NEWLINE = b"\n"
 CARRIAGE_RETURN = b"\r"
+CHECK_FAILED = ("internal error: tiermem's check of this line failed (logged with its traceback); "
+                "the line reached no tool and nothing was written")
+
+log = logging.getLogger(__name__)
 
 
 def line_refusal(raw: bytes) -> dict[str, Any] | None:
@@ -76,6 +95,42 @@ def line_refusal(raw: bytes) -> dict[str, Any] | None:
     # JSON the guard takes, but no message the package knows: answered, not dropped
     return jsonrpc_refusal(JSONRPC_INVALID_REQUEST, NOT_JSONRPC, {"detail": NOT_JSONRPC},
                            request_id_of(json.loads(raw)))
+
+
+def readable_id(raw: bytes) -> str | int | None:
+    """The id an answer to the stdin line `raw` carries back (`request_id_of`), or None
+    where the line gives none: not JSON, no request, or an id no response may carry."""
+    try:
+        return request_id_of(json.loads(raw))
+    except (ValueError, RecursionError):  # not UTF-8 or JSON, an integer past Python's range, too deep
+        return None
+
+
+def traceback_text(exc: BaseException) -> str:
+    """`exc`'s traceback as Python prints it (its causes first), each exception named by
+    its type only: a message may quote the line (a ValidationError quotes its input), and
+    the log holds no content."""
+    chain: list[BaseException] = []
+    at: BaseException | None = exc
+    while at is not None and all(at is not seen for seen in chain):  # a cycle of causes ends
+        chain.append(at)
+        at = at.__cause__ if at.__cause__ is not None else None if at.__suppress_context__ else at.__context__
+    parts: list[str] = []
+    for link in reversed(chain):
+        parts.append("Traceback (most recent call last):\n")
+        parts.extend(traceback.format_list(traceback.extract_tb(link.__traceback__)))
+        parts.append(f"{type(link).__module__}.{type(link).__qualname__} (its message left out: it may quote the line)\n")
+    return "".join(parts)
+
+
+def check_failed(raw: bytes, exc: Exception) -> dict[str, Any]:
+    """Log the fault `exc` of checking the stdin line `raw` and give the internal error
+    that answers the line."""
+    rid = readable_id(raw)
+    log.error("stdin line of %d bytes (id %s): its check raised %s; answered with an internal error (%d), "
+              "the session goes on\n%s", len(raw), shown(rid), type(exc).__name__, JSONRPC_INTERNAL_ERROR,
+              traceback_text(exc).rstrip("\n"))
+    return jsonrpc_refusal(JSONRPC_INTERNAL_ERROR, CHECK_FAILED, {"detail": CHECK_FAILED}, rid)
 
 
 class AnswerLines(io.RawIOBase):
@@ -102,12 +157,17 @@ class AnswerLines(io.RawIOBase):
                 del self._partial[:end]
         return memoryview(data).nbytes
 
-    def answer(self, message: dict[str, Any]) -> None:
-        """Write the JSON-RPC error `message` as one line, serialized as the package
-        serializes what its server sends."""
+    @staticmethod
+    def line_of(message: dict[str, Any]) -> bytes:
+        """The JSON-RPC error `message` as one line, serialized as the package serializes
+        what its server sends."""
         line = types.JSONRPCError.model_validate(message).model_dump_json(by_alias=True, exclude_unset=True)
+        return line.encode("utf-8") + NEWLINE
+
+    def answer(self, line: bytes) -> None:
+        """Write `line` (`line_of`) on the wire, whole."""
         with self._lock:
-            self._wire.write(line.encode("utf-8") + NEWLINE)
+            self._wire.write(line)
             self._wire.flush()
 
 
@@ -133,9 +193,14 @@ class CheckedWire(io.RawIOBase):
             line = raw.rstrip(b"\r\n")
             if not line.strip():
                 continue  # the package's reader would drop it too; there is nothing to answer
-            refusal = line_refusal(line)
-            if refusal is not None:
-                self._answers.answer(refusal)
+            try:
+                refusal = line_refusal(line)
+                answer = None if refusal is None else AnswerLines.line_of(refusal)
+            except Exception as exc:  # a fault of the check: this line's alone (were it to escape,
+                # the package's reader task would end the session, exit 1, calls in flight unanswered)
+                answer = AnswerLines.line_of(check_failed(line, exc))
+            if answer is not None:
+                self._answers.answer(answer)  # outside the try: a wire that fails ends serving
                 continue
             # The package reads with universal newlines, so a lone CR would split the line
             # in two unparseable halves. In a line its parser takes a CR can only be JSON
