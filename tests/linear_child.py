@@ -14,12 +14,12 @@ import pytest
 CHILD_TIMEOUT_S = 120  # generous for a loaded machine; n squared needs hundreds of seconds per input
 
 
-def finishes(code: str, too_slow: str) -> None:
+def finishes(code: str, too_slow: str, timeout_s: float = CHILD_TIMEOUT_S) -> None:
     """Run `code` (which prints "ok" when done) in a child; fail naming `too_slow` if it
-    outlives CHILD_TIMEOUT_S, or if it fails or prints anything else."""
+    outlives `timeout_s`, or if it fails or prints anything else."""
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{too_slow} took over {CHILD_TIMEOUT_S} s")
+        pytest.fail(f"{too_slow} took over {timeout_s:g} s")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"

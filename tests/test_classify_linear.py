@@ -10,9 +10,8 @@ Invariants:
 - An organisation's name ("[A-Z][\\w&'-]+ " words before "Inc", "LLC", ...) is searched in
   linear time too: tried from each capital of a run with no space ("A-A-A-..."), its first
   word read to the run's end from each, n squared (0.3-0.5 s per classify at the cap).
-- Nothing here times anything: each child classifies CLASSIFY_CALLS (or MANY_CALLS) different turns at the
-  cap and must finish within linear_child.CHILD_TIMEOUT_S. Linear, all of them take seconds; n squared,
-  they take many minutes.
+- Nothing here times anything: each child classifies a number of different turns at the cap
+  and must finish within its timeout. Linear, all of them take seconds; n squared, minutes.
 - The labels are the same as before for what is not adversarial (the last table).
 """
 
@@ -23,23 +22,34 @@ from linear_child import finishes
 
 from tiermem.consolidation.classify import TurnClassifier
 
-CLASSIFY_CALLS = 256  # different turns per child (the labels are memoised by text): n squared is minutes
-# An input that cost less per turn before (0.3-0.5 s at the cap, not 3-6 s) is classified this
-# many times, so that n squared is minutes too (over 3 minutes); linear, 20-50 s on a loaded machine
-MANY_CALLS = 640
+# Per classify at the cap, on a 2-core machine at load ~2.5 (the code before each fix for n
+# squared, 4f9cb7c^ and 0c383a1^; this code for linear): hyphens 3.58 s / 0.030 s, dots
+# 0.72 / 0.028, question tail 0.65 / 0.019, capitals 0.37 / 0.025. A child classifies CALLS
+# different turns (the labels are memoised by text) within TIMEOUT_S: n squared outlives it,
+# linear ends far within it. Before, every child had 120 s and 256 turns (640 for capitals);
+# dots, question tail and capitals now have half the turns and half the time, so each side's
+# ratio to the timeout is what it was:
+#   dots          128 turns: n squared 128 x 0.72 = 92 s = 1.5 x 60 s; linear 3.6 s = 60 s / 17
+#   question tail 128 turns: n squared 128 x 0.65 = 83 s = 1.4 x 60 s; linear 2.4 s = 60 s / 25
+#   capitals      320 turns: n squared 320 x 0.37 = 118 s = 2.0 x 60 s; linear 8.0 s = 60 s / 7.5
+# and hyphens, whose n squared was 917 s (7.6 x 120 s) at 256 turns, a quarter of them:
+#   hyphens        64 turns: n squared 64 x 3.58 = 229 s = 3.8 x 60 s; linear 1.9 s = 60 s / 31
+# (a child also starts Python and imports the classifier, about 1 s; the linear sides are
+# 2-3 times these on a loaded CI runner, as they were before: capitals' 640 took 41 s there)
+TIMEOUT_S = 60.0
 
 # (a turn's body built in the child as a Python expression over the cap N, what it exercises,
 # how many different turns the child classifies)
 INPUTS = [
     # one run of words and hyphens: the identifier's lookaheads read to its end from each word
-    ("'a-' * (N // 2)", "hyphens", CLASSIFY_CALLS),
+    ("'a-' * (N // 2)", "hyphens", 64),
     # one run of words and dots: the e-mail address read to its end from each word
-    ("'a.' * (N // 2)", "dots", CLASSIFY_CALLS),
+    ("'a.' * (N // 2)", "dots", 128),
     # a question, then a long tail with no '?': each character of the tail read to its end
-    ("'Why? ' + 'a ' * (N // 2)", "question-tail", CLASSIFY_CALLS),
+    ("'Why? ' + 'a ' * (N // 2)", "question-tail", 128),
     # one run of capitals and hyphens with no space: an organisation's name ("Acme Inc") read its
     # first word to the run's end from each capital
-    ("'A-' * (N // 2)", "capitals", MANY_CALLS),
+    ("'A-' * (N // 2)", "capitals", 320),
 ]
 
 CHILD = """
@@ -56,7 +66,7 @@ print("ok")
 @pytest.mark.parametrize(("expr", "what", "calls"), INPUTS)
 def test_a_long_adversarial_turn_is_classified_in_linear_time(expr: str, what: str, calls: int) -> None:
     code = CHILD.format(expr=expr, calls=calls)
-    finishes(code, f"{what}: {calls} turns at the cap")
+    finishes(code, f"{what}: {calls} turns at the cap", TIMEOUT_S)
 
 
 # (a user turn, its reason): the rules read the same identifiers, addresses and questions
