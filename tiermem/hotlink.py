@@ -20,6 +20,12 @@ what to do when Redis is gone.
   in the same script, else rebuilt), so a set never grows from a discarded timeline into
   the restored one. A restore thus needs no `tiermem rebuild`: the next read of each
   conversation rebuilds what is stale.
+- Nor does a Redis restarted from a snapshot taken before an erasure keep the erased
+  conversations' keys it has back: after the first command Redis answers on a new
+  connection (the link's own clients; a caller's or a Cluster client: at most every
+  RESTORED_RECHECK_S), the link compares the Redis's erasure marker with the store's
+  newest tombstone and, when it is missing or older, deletes the keys of the
+  conversations tombstoned since, with a log line (tiermem.hot_restored).
 - A set built under another `hot_budget_tokens` (the setting changed between runs) is
   rebuilt on its next read, so the budget in force is the configured one from then on;
   once per conversation and process: two processes sharing a Redis with different
@@ -114,6 +120,15 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from tiermem.hot_restored import (
+    RESTORED_RECHECK_S,
+    RESTORED_SCAN_KEYS_PER_CALL,
+    RestoredPurge,
+    begin_check,
+    mark_purged,
+    step,
+    watch_connects,
+)
 from tiermem.tiers.errors import (
     STALE_AHEAD,
     STALE_GAP,
@@ -214,6 +229,18 @@ class HotLink:
         cfg = config
         self.embedded: EmbeddedRedis | None = None
         self._owns_client = redis_client is None
+        # whether the next command Redis answers first checks it for erased conversations'
+        # keys (tiermem.hot_restored): the first, then the first on each new connection
+        # of a client this link watches (`_watching`), else one per RESTORED_RECHECK_S
+        self._restored_due = True
+        self._restored_checked_at = time.monotonic()
+        self._restored_retry_at = 0.0  # after a check Redis failed: not before then
+        self._restored_lock = threading.Lock()
+        self._restored: RestoredPurge | None = None  # a check under way (`_check_restored`)
+        self._restored_fresh = False  # a new connection since it began: begin again
+        self.restored_scan_keys = RESTORED_SCAN_KEYS_PER_CALL
+        self._watching = False
+        self.restored_purges = 0  # conversations whose keys the checks found and deleted
         # how log lines name this Redis: never its password
         self.shown_url = redacted_url(cfg.redis_url) if cfg.redis_url is not None else "the caller's Redis client"
         if redis_client is None:
@@ -223,6 +250,7 @@ class HotLink:
                 url = self.embedded.ensure()
                 self.shown_url = url
             redis_client = make_client(url)
+            self._watching = watch_connects(redis_client, self._connected)
             if self.embedded is not None:
                 self._hold(redis_client)
         self.client = redis_client
@@ -312,10 +340,85 @@ class HotLink:
 
     # -- health ------------------------------------------------------------------------------
 
+    def _connected(self) -> None:
+        """A new connection of the link's client (redis-py's connect hook): the Redis may
+        have restarted from a snapshot, so the next answered command checks it."""
+        self._restored_due = True
+        self._restored_fresh = True
+
+    def _restored_check_due(self) -> bool:
+        if not self._restored_due and self._watching:  # the common case: no clock read
+            return False
+        if self.degraded_since is not None and self._writes_refused:
+            # a replica refuses the DELs, a full Redis the marker: after the recovery (the
+            # deferred purge runs meanwhile, `on_recover`)
+            return False
+        now = time.monotonic()
+        return (now >= self._restored_retry_at if self._restored_due
+                else now - self._restored_checked_at >= RESTORED_RECHECK_S)
+
+    def _check_restored(self) -> bool:
+        """Purge the keys a restored Redis holds of erased conversations
+        (tiermem.hot_restored), at most `restored_scan_keys` keys scanned per call (the
+        next answered command goes on); one thread at a time, the others go on. False
+        when Redis failed it (the link degraded, the check due again after
+        RESTORED_RECHECK_S); the store failing it leaves it due so and the link as it is."""
+        if not self._restored_lock.acquire(blocking=False):
+            return True
+        try:
+            self._restored_due = False
+            self._restored_checked_at = time.monotonic()
+            try:
+                if self._restored is None or self._restored_fresh:  # a new connection: maybe a new server
+                    self._restored_fresh = False
+                    self._restored = begin_check(self.tier, self.cold, self.cold.db_uuid)
+                purge = self._restored
+                if purge is None:
+                    return True
+                step(self.tier, self.cold.db_uuid, purge, self.restored_scan_keys)
+            except REDIS_ERRORS as exc:  # a replica, a full Redis: again after a while, not per call
+                self._restored_due = True
+                self._restored_retry_at = time.monotonic() + RESTORED_RECHECK_S
+                self._fail(exc)
+                return False
+            except Exception:  # the store busy or down, a reply no check expects: again after a while
+                self._restored_due = True
+                self._restored_retry_at = time.monotonic() + RESTORED_RECHECK_S
+                log.warning("could not check %s for keys of erased conversations", self.shown_url, exc_info=True)
+                return True
+            if not purge.done:
+                self._restored_due = True  # the next answered command scans on
+                return True
+            self._restored = None
+        finally:
+            self._restored_lock.release()
+        self.restored_purges += purge.conversations
+        level = logging.WARNING if purge.conversations else logging.INFO
+        log.log(level, "Redis at %s was checked for keys of erased conversations (its erasure marker %s, the "
+                "store's newest tombstone %d: restarted from an older snapshot, flushed or new): deleted %d "
+                "key(s) of %d of the %d conversation(s) erased since; %d key(s) scanned in %d step(s), %.3f s",
+                self.shown_url, "missing" if purge.marker is None else purge.marker, purge.newest, purge.deleted,
+                purge.conversations, len(purge.tags), purge.scanned, purge.steps, purge.seconds)
+        return True
+
+    def note_purged(self) -> None:
+        """After an erasure's Redis keys were deleted and crossed off in the store: mark
+        this Redis as purged up to the store's newest tombstone (tiermem.hot_restored
+        `mark_purged`), so a restart from a snapshot taken since scans nothing. Never
+        raises: the erasure is done; a marker left older costs one scan at a restart."""
+        try:
+            mark_purged(self.tier, self.cold, self.cold.db_uuid)
+        except REDIS_ERRORS as exc:
+            self._fail(exc)
+        except Exception:
+            log.warning("could not mark %s as purged of erased conversations", self.shown_url, exc_info=True)
+
     def _ok(self, *, wrote: bool = True) -> None:
         """A call Redis answered. `wrote` False: it only read, which says nothing of a
         Redis refusing writes (out of memory, a replica: reads go on there): that
         degradation ends with a write (or `_recheck_writes`'s probe)."""
+        if self._restored_check_due() and not self._check_restored():
+            return  # the check met Redis failing and degraded the link (`_fail`)
         if self.degraded_since is None or (not wrote and self._writes_refused):
             return
         log.info("hot tier recovered after %.1fs", time.time() - self.degraded_since)

@@ -634,6 +634,9 @@ class Memory:
                     # gone, so deleting them again then is a no-op
                     log.warning("erasure: the Redis keys are deleted but the store could not record it now; "
                                 "they stay owed until the next purge_deferred()", exc_info=True)
+                else:
+                    if not left:  # a restart from a snapshot taken from now on scans nothing for it
+                        self.hot.note_purged()
 
     def _drop_copies(self, keys: Sequence[str] | None) -> None:
         """Drop what this process keeps of these erased or pruned incarnations, whoever
@@ -770,6 +773,8 @@ class Memory:
         left = set(self.hot.erase(pending))
         done = [k for k in pending if k not in left]
         self.cold.purged(done)
+        if not left:
+            self.hot.note_purged()
         return len(done)
 
     # -- writes ---------------------------------------------------------------------------------
