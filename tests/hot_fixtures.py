@@ -212,11 +212,15 @@ class LocalCluster:
                 proc.wait(timeout=5)
 
 
-def start_local_cluster(work_dir: Path, masters: int = 3, timeout: float = 30.0) -> LocalCluster:
+def start_local_cluster(work_dir: Path, masters: int = 3, timeout: float = 30.0,
+                        ports: list[int] | None = None) -> LocalCluster:
+    """`ports`: the masters' ports (free_cluster_ports), e.g. ones a client was given
+    before the cluster was up; `masters` of them are picked otherwise."""
     binary = find_redis_binary("redis-server")
     cli = find_redis_cli(binary)
     work_dir.mkdir(parents=True, exist_ok=True)
-    ports = free_cluster_ports(masters)
+    ports = list(ports) if ports is not None else free_cluster_ports(masters)
+    masters = len(ports)
     procs: list[subprocess.Popen[bytes]] = []
     cluster = LocalCluster(ports, procs, work_dir)
     try:

@@ -61,7 +61,10 @@ what to do when Redis is gone.
   redacted) and Redis's reply, and reports it as `misconfigured` (stats, /healthz: the
   hot tier down, with that reason); calls degrade meanwhile as in an outage, and only
   a write that succeeds ends it (an ACL user may still PING and read). Opening never
-  fails for Redis: one that cannot be reached then degrades as later.
+  fails for Redis: one that cannot be reached then degrades as later. That holds for a
+  Redis Cluster too, whose client redis-py cannot build while no node answers: the
+  link opens with a stand-in (tiers.hot DeferredCluster) that builds it at the first
+  command the cluster answers, and until then each call degrades to the log.
 - While the link is degraded, the other users of its Redis (the warm tier's view cache,
   the planner's epoch states) leave it alone (`healthy`), so a call waits out a slow or
   dead Redis once, in its hot read, not once per user.
@@ -192,9 +195,13 @@ PIN_GAP_FIRST_WAIT_S = 0.0005  # the first wait; each next one doubles, up to wh
 # Redis at `maxmemory` under noeviction refusing a script whole: the sets wait, as
 # written, for the memory to free. HotReadOnly is a replica refusing a write (a failover
 # left this client on the old primary): the sets wait for a primary. The misconfigurations
-# below are among them too (redis-py's AuthenticationError is a ConnectionError).
+# below are among them too (redis-py's AuthenticationError is a ConnectionError). So is a
+# Redis Cluster no node of which answers (RedisClusterUnreachableError, which is no
+# RedisError: a command's, or building the client's while it opened down, tiers.hot
+# DeferredCluster), as a single Redis that refuses connections is.
 REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-                                                 redis.exceptions.ClusterDownError, OSError, HotStateLost,
+                                                 redis.exceptions.ClusterDownError,
+                                                 redis.exceptions.RedisClusterUnreachableError, OSError, HotStateLost,
                                                  HotOutOfMemory, HotReadOnly, HotAccessDenied,
                                                  redis.exceptions.NoPermissionError)
 # Redis refusing tiermem itself (a wrong or missing password, an ACL user without a

@@ -140,6 +140,7 @@ import json
 import math
 import re
 import secrets
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,7 +148,14 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import NoPermissionError, NoScriptError, OutOfMemoryError, ReadOnlyError, ResponseError
+from redis.exceptions import (
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterUnreachableError,
+    ResponseError,
+)
 from redis.retry import Retry
 
 from tiermem.tiers.errors import (
@@ -937,7 +945,71 @@ class HotSummary:
     pins_behind: bool = False
 
 
-RedisClient = redis.Redis | RedisCluster
+# What a Redis Cluster client that reached no node raises (redis-py builds the topology
+# while the client is built, and a command that gave up on a cluster it cannot reach
+# raises RedisClusterUnreachableError, a RedisClusterException and not a RedisError):
+# the cluster is down or not there yet, which the hot tier treats as an outage
+CLUSTER_UNREACHABLE: tuple[type[BaseException], ...] = (RedisClusterUnreachableError,
+                                                        redis.exceptions.ConnectionError,
+                                                        redis.exceptions.TimeoutError)
+
+
+class DeferredCluster:
+    """A Redis Cluster client for a cluster no node of which answered when it was made.
+
+    redis-py's RedisCluster asks a node for the slot map while it is built, so a cluster
+    that is down when a process opens would fail the opening, where a single Redis that
+    is down only fails its commands (redis-py connects per command) and the hot tier
+    degrades to the log. This stands in for the client until the cluster answers: each
+    command (attribute) first builds the real client, raising what building raised
+    (CLUSTER_UNREACHABLE: an outage, for the caller to degrade on) until it succeeds;
+    from then on it is that client. Threads building at once each wait their own
+    connect timeout, not one another's; the first client built is kept, the others
+    closed.
+    """
+
+    def __init__(self, url: str, kwargs: Mapping[str, Any]) -> None:
+        self._url = url
+        self._kwargs = dict(kwargs)
+        self._client: RedisCluster | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        """Whether the cluster has answered and the real client exists."""
+        return self._client is not None
+
+    def _real(self) -> RedisCluster:
+        client = self._client
+        if client is not None:
+            return client
+        if self._closed:
+            raise redis.exceptions.ConnectionError("the Redis Cluster client was closed")
+        made = RedisCluster.from_url(self._url, **self._kwargs)  # CLUSTER_UNREACHABLE while down
+        with self._lock:
+            if self._client is None and not self._closed:
+                self._client = made
+                return made
+            kept = self._client
+        made.close()  # another thread's client came first (or this one was closed)
+        if kept is None:
+            raise redis.exceptions.ConnectionError("the Redis Cluster client was closed")
+        return kept
+
+    def __getattr__(self, name: str) -> Any:
+        # only names this object lacks get here: every command, pipeline() and the rest
+        return getattr(self._real(), name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+RedisClient = redis.Redis | RedisCluster | DeferredCluster
 
 
 def make_client(
@@ -957,6 +1029,8 @@ def make_client(
     Timeouts are short so that a dead Redis fails fast and the caller can degrade; one
     retry with a few ms of backoff rides over a single dropped connection, e.g. the first
     command after Redis restarted, and redis-py reconnects per command by itself.
+    A cluster no node of which answers now gives a DeferredCluster, whose commands fail
+    as an outage until one does: a cluster down at startup degrades as a single Redis.
     """
     parsed = parse_redis_url(url)  # ValueError for a URL tiermem does not accept
     retry = Retry(ExponentialBackoff(cap=0.05, base=0.005), retries)
@@ -968,7 +1042,12 @@ def make_client(
         "retry": retry,
     }
     if parsed.cluster:
-        return RedisCluster.from_url(parsed.url, **common)
+        try:
+            return RedisCluster.from_url(parsed.url, **common)
+        except CLUSTER_UNREACHABLE:
+            # down or not up yet: open anyway, as with a single Redis, and build the
+            # client once a node answers (DeferredCluster)
+            return DeferredCluster(parsed.url, common)
     return redis.Redis.from_url(parsed.url, **common)
 
 
@@ -1139,7 +1218,7 @@ class HotTier:
         self.tail_protect = int(tail_protect)
         self.eviction_bias = float(eviction_bias)
         self.key_prefix = key_prefix
-        self.cluster = isinstance(client, RedisCluster)
+        self.cluster = isinstance(client, (RedisCluster, DeferredCluster))
         self._sources = dict(_SCRIPTS)
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in _SCRIPTS.items()}
         # Cluster goes through raw EVALSHA/EVAL (see _run): redis-py's cluster pipeline
