@@ -68,6 +68,7 @@ from tiermem.memory import (
     EMBEDDER_EPISODE,
     EPISODE_ATTR,
     MAX_AGE_S,
+    MAX_BATCH_MESSAGES,
     MAX_BUDGET_TOKENS,
     MAX_HISTORY_PAGE,
     MAX_PIN_PRIORITY,
@@ -77,7 +78,14 @@ from tiermem.memory import (
 )
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.files import PRIVATE_FILE_MODE
-from tiermem.tiers.models import MAX_POSITION, ROLES, check_idempotency_key
+from tiermem.tiers.models import (
+    MAX_POSITION,
+    ROLES,
+    check_idempotency_key,
+    parse_message,
+    validate_id,
+    validate_namespace,
+)
 from tiermem.tiers.zones import optional_timezone
 
 if TYPE_CHECKING:
@@ -229,6 +237,8 @@ class CliState:
         cfg = config or self.config()
         if not create:
             self.need_stored(cfg)
+        else:  # a bad --namespace refused after the store was created left an empty one behind
+            validate_namespace(self.namespace, "namespace", cfg.max_id_chars)
         mem: Memory
         if hot:
             mem, why = open_with_fallback(cfg, embedder=self.embedder)
@@ -744,7 +754,9 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
     if port is not None:
         overrides["http_port"] = port
     cfg = state.config(**overrides)
+    from tiermem.memory import Memory
     from tiermem.service import ServiceConfigError, create_app, is_loopback
+    from tiermem.service.app import hand_over
 
     if no_auth and not is_loopback(cfg.http_host):
         raise CliError(
@@ -756,6 +768,17 @@ def serve(state: CliState, host: str | None, port: int | None, no_auth: bool, lo
         app = create_app(cfg, auth=not no_auth, namespace=state.namespace)
     except ServiceConfigError as exc:
         raise CliError(f"{exc}; or pass --no-auth" if "no tokens" in str(exc) else str(exc)) from None
+    # The store is opened here, after the config's checks and before uvicorn starts: one
+    # that cannot be opened (a corrupt file, a schema newer than this code, PostgreSQL out
+    # of reach) is one `error:` line and exit 1 like every command's, not uvicorn's
+    # traceback from the lifespan and exit 3 after "serving on". The app owns it
+    # (`hand_over`): its lifespan warms the model and, at shutdown, closes the Memory after
+    # the scheduler stopped, before uvicorn re-raises a SIGTERM it caught (which would end
+    # the process before this command's cleanup). The context's close is for a start that
+    # fails before the lifespan runs; a second close does nothing.
+    mem = Memory(cfg, embedder=state.embedder)
+    click.get_current_context().call_on_close(mem.close)
+    hand_over(app, mem)
     import uvicorn
 
     click.echo(
@@ -900,6 +923,7 @@ def append(
                 "give --role and --content, --json-file FILE, or pipe a JSON message to stdin"
             )
         messages = _read_messages(stdin, "stdin")
+    _check_append(state.config(), conversation, messages, session_id=session_id)
     # The hot tier is not opened: it catches up with the log on its next read.
     mem = state.memory(hot=False, create=True)
     out = mem.append_outcome(conversation, messages, namespace=state.namespace, session_id=session_id,
@@ -920,6 +944,27 @@ def append(
                        f"in {conversation} at {where}; nothing stored now")
         else:
             click.echo(f"appended {len(positions)} message(s) to {conversation} at {where}")
+
+
+def _check_append(cfg: Config, conversation: str, messages: list[dict[str, Any]], *, session_id: str | None) -> None:
+    """Refuse what `Memory.append_outcome` would refuse of the arguments alone (the
+    conversation id, each message with --session-id folded in, the batch size, by the
+    checks and limits it applies), before the store is opened: a refused append created
+    the data dir and an empty database, so a later read said "conversation not found"
+    instead of naming the missing database (`need_stored`). The namespace is checked by
+    `CliState.memory`; what needs the stored log (a retraction's position) stays the
+    append's own."""
+    validate_id(conversation, "conversation_id", cfg.max_id_chars)
+    if len(messages) > MAX_BATCH_MESSAGES:
+        raise ValidationError("messages", f"{len(messages)} messages exceed the batch limit of {MAX_BATCH_MESSAGES}")
+    for i, m in enumerate(messages):
+        try:
+            parse_message(m, max_content_bytes=cfg.max_content_bytes, max_metadata_bytes=cfg.max_metadata_bytes,
+                          session_id=session_id, stamp=False)
+        except ValidationError as exc:  # named as the append names it: messages[i].field
+            exc.field = f"messages[{i}].{exc.field}"
+            exc.args = (f"{exc.field}: {exc.problem}",)
+            raise
 
 
 @cli.command()
@@ -1352,7 +1397,16 @@ def index(state: CliState, as_json: bool) -> None:
     mem = state.memory(hot=True, create=True)
     started = time.perf_counter()
     done = mem.catch_up()
-    report = {"embedded": done, "pending": mem.cold.pending_embeddings(), "seconds": round(time.perf_counter() - started, 3),
+    pending = mem.cold.pending_embeddings()
+    if pending and getattr(mem.cold, "read_only", False):
+        # the catch-up stores nothing on storage opened read-only (it returns 0): the
+        # write the command exists for failed, as every write there does, not "done".
+        # Said here, not by the group's handler: nothing at all was written
+        from tiermem.tiers.errors import StorageReadOnly
+
+        why = f"{pending} turn(s) wait for their embeddings, which are written to it"
+        raise CliError(one_line(StorageReadOnly(str(mem.config.db_path), why)))
+    report = {"embedded": done, "pending": pending, "seconds": round(time.perf_counter() - started, 3),
               "runtime": str(getattr(mem.embedder, "active_runtime", "external"))}
     if as_json:
         _emit_json(report)
@@ -1553,11 +1607,21 @@ def config_command(ctx: click.Context, state: CliState, check_file: Path | None,
 
 
 def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *, with_secrets: bool) -> None:
-    """Write the effective config as a sectioned file (mode 0600: it may hold secrets)."""
+    """Write the effective config as a sectioned file (mode 0600: it may hold secrets),
+    its path settings absolute, so that it loads back to the same Config wherever it is
+    written (a relative one in a file is read against the file's directory)."""
     from tiermem.config import SECRET_FIELDS, URL_FIELDS, Config, redact
-    from tiermem.config_sections import export_text, is_json
+    from tiermem.config_sections import PATH_FIELDS, export_text, is_json
 
     values = Config.load(path, **overrides).model_dump(mode="json")
+    for key in PATH_FIELDS:
+        # a relative path here is the working directory's (--data-dir, env; a file's were
+        # joined to its directory as it was read), while the exported file's would be read
+        # against that file's directory: another directory, and an append there a new
+        # store. Joined, not normalized: "link/.." is where the OS takes it, as when read
+        text = values.get(key)
+        if isinstance(text, str) and not os.path.isabs(text):
+            values[key] = os.path.join(os.getcwd(), text)
     left_out = []
     if not with_secrets:
         for k in sorted(SECRET_FIELDS | URL_FIELDS):
@@ -1780,17 +1844,15 @@ def export_command(state: CliState, conversations: tuple[str, ...], out: Path, s
     click.echo(f"exported {n} message(s) to {out}", err=True)
 
 
-NEW_FILE_MODE = 0o666  # a new file's mode before the umask, as open() gives it
-
-
 @contextmanager
 def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
     """A text file that takes `target`'s place only once it is all written: written beside
     it under a temporary name, fsynced, then renamed over it (the directory fsynced too),
     so a failure part-way leaves the file that was there, and the temporary is removed
-    (`export -o`, `config --export`). The file keeps `target`'s mode (new: 0666 less the
-    umask), or gets `mode` when given (a private file: the temporary is 0600 from its
-    creation, so no other user reads it meanwhile); a link is followed, so the link
+    (`export -o`, `config --export`). The file keeps `target`'s mode, or gets `mode` when
+    given; a new one is private (0600, as everything tiermem creates: an export holds the
+    conversations), and the temporary is 0600 from its creation (mkstemp), so no other
+    user reads it meanwhile; a link is followed, so the link
     stays. A target that is no regular file (a FIFO, /dev/stderr) cannot be replaced so and
     is written in place, its mode untouched."""
     real = Path(os.path.realpath(target))
@@ -1802,12 +1864,8 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
         with real.open("w", encoding="utf-8") as fh:
             yield fh
         return
-    if mode is None and st is not None:
-        mode = stat.S_IMODE(st.st_mode)
-    elif mode is None:
-        umask = os.umask(0)  # read only by setting it: set back at once
-        os.umask(umask)
-        mode = NEW_FILE_MODE & ~umask
+    if mode is None:
+        mode = stat.S_IMODE(st.st_mode) if st is not None else PRIVATE_FILE_MODE
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

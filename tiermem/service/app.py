@@ -1,9 +1,12 @@
 """The HTTP app: `create_app` wires the runtime, the exception handlers, the routes and
 the two middlewares; `lifespan` opens Memory and the consolidation scheduler.
 
-Invariants: Memory (with the embedding model) and the scheduler are created in the
-lifespan, i.e. in the worker process after uvicorn has started it, never at import; the
-embedding model loads in the background, so /healthz answers from the start; a
+Invariants: the scheduler is created in the lifespan, i.e. in the worker process after
+uvicorn has started it, never at import, and so is the Memory unless one is given:
+passed to create_app (the caller's to close) or handed over with `hand_over` (the app's
+to warm up and close, as one it opened: `tiermem serve` opens the store before uvicorn
+starts, so a store that cannot be opened is one error line, not uvicorn's traceback); the
+embedding model of a Memory the app owns loads in the background, so /healthz answers from the start; a
 scheduler that fails to start is logged and the service serves without it; at shutdown
 the model load is waited for and the scheduler stopped before a Memory the app opened is
 closed, so no tiermem thread is left running in onnxruntime when the process exits. The guard middleware runs
@@ -45,7 +48,8 @@ def create_app(
     start_scheduler: bool = True,
 ) -> FastAPI:
     """The FastAPI app. With `memory=None` a Memory is opened (and warmed) in the
-    lifespan and closed at shutdown; a Memory passed in is the caller's to close.
+    lifespan (or handed over before start: `hand_over`) and closed at shutdown; a Memory
+    passed in is the caller's to close.
     `auth=False` serves `namespace` to every caller: bind it to loopback only."""
     check_service_limits(config)
     runtime = Runtime(
@@ -89,6 +93,21 @@ def create_app(
     return app
 
 
+def hand_over(app: FastAPI, memory: Memory) -> None:
+    """Give `app` (from create_app without a Memory, not yet started) a Memory its caller
+    opened, to own as one the lifespan opened: its embedding model is loaded in the
+    background at start, and at shutdown, after that load is joined and the scheduler
+    stopped, the lifespan closes it. `tiermem serve` opens the store before uvicorn starts
+    (a store that cannot be opened is then one `error:` line, exit 1) and cannot close it
+    after `uvicorn.run` itself: uvicorn re-raises the SIGTERM it caught once it has shut
+    down, which ends the process before the command's own cleanup runs."""
+    runtime: Runtime = app.state.runtime
+    if runtime.memory is not None:
+        raise ValueError("the app already has a Memory: hand one over only to an app created without one")
+    runtime.memory = memory
+    runtime.owns_memory = True
+
+
 def check_service_limits(config: Config) -> None:
     """Refuse limits the service cannot honour: a request body limit below the largest
     message content the library stores, under which the service would answer 413 for
@@ -121,6 +140,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     if runtime.memory is None:
         runtime.memory = await run_in_threadpool(Memory, runtime.config)
         runtime.owns_memory = True
+    if runtime.owns_memory:  # opened here or handed over (`hand_over`); one passed in is the caller's
         # load the embedding model now, not on the first request, but without holding
         # up the start: /healthz answers meanwhile and says "embedder": "loading". Not a
         # daemon, and joined at shutdown: a process that exits while onnxruntime builds

@@ -3,7 +3,8 @@ and how a request reaches it (`runtime_of`: `app.state.runtime`, set by create_a
 
 Invariants: the Memory and the scheduler exist only between the lifespan's start and
 its end, in the worker process (never at import); a Memory passed to create_app is the
-caller's to close (`owns_memory` False); until the Memory exists every route that needs
+caller's to close (`owns_memory` False), one handed over before start (`app.hand_over`,
+`tiermem serve`) the app's to warm up and close, as one its lifespan opened; until the Memory exists every route that needs
 it answers 503 with Retry-After (`mem`).
 """
 
