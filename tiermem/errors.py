@@ -47,6 +47,8 @@ from tiermem.tiers.errors import (
     StoreUnavailable,
     StoreUnreachable,
     SummarizerError,
+    ThreadIdMissing,
+    ThreadMismatch,
     TiermemError,
     ValidationError,
 )
@@ -92,6 +94,8 @@ __all__ = [
     "StoreUnavailable",
     "StoreUnreachable",
     "SummarizerError",
+    "ThreadIdMissing",
+    "ThreadMismatch",
     "TiermemError",
     "ValidationError",
 ]

@@ -641,6 +641,39 @@ class HistoryErased(TiermemError, RuntimeError):
                          "them whole")
 
 
+class ThreadIdMissing(ValidationError):
+    """A LangGraph/LangChain adapter made without `conversation_id` keeps each LangGraph
+    thread in the conversation its run's `config["configurable"]["thread_id"]` names, and
+    this run has none: refused before anything is read or written, never a shared default
+    conversation (every run without a thread would write into it, and read the others').
+    `adapter`: the adapter's class name."""
+
+    def __init__(self, adapter: str) -> None:
+        self.adapter = adapter
+        super().__init__("thread_id", f"{adapter} was made without conversation_id, so each run's conversation is "
+                         "its config['configurable']['thread_id'], and this run has none; nothing was written: "
+                         "invoke with {'configurable': {'thread_id': ...}}, or make the "
+                         f"{adapter} with conversation_id=... for one fixed conversation")
+
+
+class ThreadMismatch(ValidationError):
+    """A LangGraph/LangChain adapter made for one `conversation_id` ran in a LangGraph
+    thread of another id: one graph serves many threads, and a fixed id would write each
+    of them into that one conversation, each thread's model input holding the others'
+    turns. Refused before anything is read or written, unless the adapter was made with
+    `shared_across_threads=True`. `adapter`: its class name."""
+
+    def __init__(self, adapter: str, conversation_id: str, thread_id: str) -> None:
+        self.adapter = adapter
+        self.conversation_id = conversation_id
+        self.thread_id = thread_id
+        super().__init__("thread_id", f"{adapter} was made for conversation_id {shown(conversation_id)} but this "
+                         f"run's thread_id is {shown(thread_id)}: every thread would be written into that one "
+                         "conversation and read the others' turns; nothing was written: make it without "
+                         "conversation_id (one conversation per thread_id), or with shared_across_threads=True "
+                         "if the threads are meant to share one conversation")
+
+
 class MigrationRefused(TiermemError, ValueError):
     """`migrate-store` will not copy into this target (checked before anything is written,
     or, during the copy, a conversation whose write a target writer's row got in the way

@@ -1,7 +1,9 @@
 """Adapters where agents run: the OpenAI Agents SDK, LangChain, LangGraph, MCP, Anthropic.
 
 Each takes a `Memory` or a `NamespacedMemory` (`mem.namespaced(ns)`) and a conversation
-id; the Agents session, the LangChain history, middleware and hooks, and `to_anthropic`
+id (the `create_agent` middleware and the LangGraph hooks by default none: one instance
+serves every thread of a graph, each run in the conversation its `thread_id` names);
+the Agents session, the LangChain history, middleware and hooks, and `to_anthropic`
 also take a blocking `tiermem.client.Client` of a shared `tiermem serve`. Each lives in its own module and imports its framework only there, so the base
 install needs none of them: `pip install 'tiermem[agents]'` (or `langchain`,
 `langchain-agent`, `langgraph`, `mcp`) for the one you use.

@@ -1,6 +1,14 @@
 """LangChain `create_agent` middleware over tiermem (`pip install 'tiermem[langchain-agent]'`).
 
-    agent = create_agent(model, tools, middleware=[TiermemMiddleware(mem, "user-42", budget=2000)])
+    agent = create_agent(model, tools, middleware=[TiermemMiddleware(mem, budget=2000)], checkpointer=saver)
+    agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "user-42"}})
+
+One instance serves every thread of the agent: each run's tiermem conversation is its
+`thread_id` (`tiermem.adapters._threads`), one conversation per thread; a run without a
+thread id is refused (`tiermem.errors.ThreadIdMissing`). `TiermemMiddleware(mem,
+"user-42")` keeps one fixed conversation instead, for runs without a thread id or of that
+one; a run of another thread id is refused (`ThreadMismatch`) unless it was made with
+`shared_across_threads=True` (every thread then writes and reads that one conversation).
 
 Each model call (`wrap_model_call`, and `awrap_model_call` for `ainvoke`/`astream`)
 first appends the agent state's messages that tiermem has not stored yet (matched by
@@ -44,44 +52,54 @@ from langgraph.runtime import Runtime
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike
 from tiermem.adapters._langchain_sync import ConversationSync
+from tiermem.adapters._threads import DEFAULT_MAX_THREADS, ThreadConversations
 
 ModelCallResult = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
 
 class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
-    """`create_agent` middleware for one tiermem conversation."""
+    """`create_agent` middleware keeping each LangGraph thread of an agent in its own
+    tiermem conversation (or in `conversation_id`: the module's docstring)."""
 
-    def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
-                 system: str | None = None, timezone: str | None = None) -> None:
+    def __init__(self, memory: MemoryLike, conversation_id: str | None = None, *,
+                 budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
+                 shared_across_threads: bool = False, max_threads: int = DEFAULT_MAX_THREADS) -> None:
         super().__init__()
-        self.conversation = ConversationSync(memory, conversation_id, budget=budget, system=system,
-                                             timezone=timezone)
+        self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
+                                           system=system, timezone=timezone,
+                                           shared_across_threads=shared_across_threads, max_threads=max_threads)
 
-    def _planned(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def conversation(self) -> ConversationSync:
+        """The conversation of the run going on (its node's config: `langgraph.config.get_config()`;
+        outside a run, `conversation_id`'s). Called on the event loop in `ainvoke`: the
+        config is read from the task's context, before the work goes to a thread."""
+        return self.threads.sync_for()
+
+    def _planned(self, conversation: ConversationSync, request: ModelRequest[Any]) -> ModelRequest[Any]:
         # the state, not request.messages: what the graph holds is what tiermem must store
         # (request.messages is the state as outer middleware edited it for this call)
-        context = self.conversation.model_input(request.state["messages"])
+        context = conversation.model_input(request.state["messages"])
         return request.override(messages=cast("list[AnyMessage]", context))
 
     def _sync_state(self, state: AgentState[Any]) -> None:
-        self.conversation.sync(state["messages"])
+        self.conversation().sync(state["messages"])
 
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> ModelCallResult:
-        return handler(self._planned(request))
+        return handler(self._planned(self.conversation(), request))
 
     async def awrap_model_call(self, request: ModelRequest[Any],
                                handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
                                ) -> ModelCallResult:
         # tiermem's reads and writes block (SQLite, Redis): off the event loop
-        return await handler(await asyncio.to_thread(self._planned, request))
+        return await handler(await asyncio.to_thread(self._planned, self.conversation(), request))
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         self._sync_state(state)
         return None
 
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        await asyncio.to_thread(self._sync_state, state)
+        await asyncio.to_thread(self.conversation().sync, state["messages"])
         return None
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -89,5 +107,5 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return None
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        await asyncio.to_thread(self._sync_state, state)
+        await asyncio.to_thread(self.conversation().sync, state["messages"])
         return None

@@ -1,0 +1,131 @@
+"""Which tiermem conversation a LangGraph run is in: what the LangGraph hooks
+(`tiermem.adapters.langgraph`) and the `create_agent` middleware
+(`tiermem.adapters.langchain_agent`) share.
+
+The usual LangGraph pattern is one compiled graph, with a checkpointer, serving many
+threads (`config["configurable"]["thread_id"]`). An adapter instance is part of that
+graph, so it serves them all: each run's conversation is read from the run's config,
+per call, never fixed when the adapter is made (a fixed id wrote every thread into one
+conversation, and each thread's model input held the other threads' turns).
+
+- Made without `conversation_id`: the conversation is the run's `thread_id` (a string;
+  an int or UUID as its `str`), one `ConversationSync` per thread. A run without a
+  thread id is refused (`ThreadIdMissing`), before anything is read or written: there
+  is no shared default conversation.
+- Made with `conversation_id`: a run without a thread id, or with that same thread id,
+  is in that conversation. A run of another thread id is refused (`ThreadMismatch`),
+  unless the adapter was made with `shared_across_threads=True`: then every thread is
+  written into that one conversation and reads it whole (what such an adapter did
+  before, by design now), one `ConversationSync` per thread still.
+
+The thread id is the config the framework hands the hook (LangGraph injects a node's
+`config`), else `langgraph.config.get_config()`: the config of the node running (a
+middleware's hooks run inside the agent's nodes). A call outside any run (a hook called
+by hand) has none.
+
+The `ConversationSync`s are kept per thread id, at most `max_threads` (the least
+recently used goes first; `DEFAULT_MAX_THREADS`), under a lock: runs of several threads
+may call one adapter at once. A sync instance keeps what its last sync saw (snapshots of
+the state's messages), so the bound bounds the memory it holds; a thread whose instance
+went reads the log again at its next call, as a new worker would, storing nothing twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, MemoryLike, check_memory
+from tiermem.adapters._langchain_sync import ConversationSync
+from tiermem.tiers.errors import ThreadIdMissing, ThreadMismatch, ValidationError, shown
+from tiermem.tiers.zones import optional_timezone
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+# LangGraph threads whose ConversationSync one adapter keeps (each holds snapshots of its
+# thread's state: about the state's size); a thread past it reads the log again when it
+# runs next
+DEFAULT_MAX_THREADS = 256
+
+
+def run_thread_id(config: RunnableConfig | None = None) -> str | None:
+    """The thread id of the run `config` belongs to (None: the running node's config,
+    `langgraph.config.get_config()`), as a conversation id; None where the run has none
+    or no run is going on."""
+    if config is None:
+        from langgraph.config import get_config
+
+        try:
+            config = get_config()
+        except RuntimeError:  # outside a runnable context: a hook called by hand
+            return None
+    thread_id: Any = (config.get("configurable") or {}).get("thread_id")
+    if thread_id is None or type(thread_id) is str:
+        return thread_id
+    if isinstance(thread_id, uuid.UUID) or (isinstance(thread_id, int) and not isinstance(thread_id, bool)):
+        return str(thread_id)
+    raise ValidationError("thread_id", f"config['configurable']['thread_id'] must be a string (or an int or UUID) "
+                          f"to name a tiermem conversation, got {shown(thread_id)}")
+
+
+class ThreadConversations:
+    """The `ConversationSync` of each LangGraph thread an adapter serves (the module's
+    docstring)."""
+
+    def __init__(self, adapter: str, memory: MemoryLike, conversation_id: str | None, *,
+                 budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
+                 shared_across_threads: bool = False, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+        # refused when the adapter is made, not at the first model call mid-run
+        self.memory = check_memory(memory)
+        self.timezone = optional_timezone(timezone)
+        if conversation_id is not None and (type(conversation_id) is not str or not conversation_id):
+            raise ValidationError("conversation_id", f"must be a non-empty string or None (None: each LangGraph "
+                                  f"thread's own, its thread_id), got {shown(conversation_id)}")
+        if shared_across_threads and conversation_id is None:
+            raise ValidationError("shared_across_threads", "needs conversation_id: without one each thread has "
+                                  "its own conversation (its thread_id), so there is nothing to share")
+        if type(max_threads) is not int or max_threads < 1:
+            raise ValidationError("max_threads", f"must be an int of at least 1, got {shown(max_threads)}")
+        self.adapter = adapter
+        self.conversation_id = conversation_id
+        self.shared_across_threads = shared_across_threads
+        self.budget = budget
+        self.system = system
+        self.max_threads = max_threads
+        self._lock = threading.Lock()
+        # thread id (None: a run without one, on an adapter with conversation_id) -> its sync, least recent first
+        self._syncs: OrderedDict[str | None, ConversationSync] = OrderedDict()
+
+    def conversation_for(self, thread_id: str | None) -> str:
+        """The conversation a run of `thread_id` is in; refused (`ThreadIdMissing`,
+        `ThreadMismatch`) where the adapter does not serve it."""
+        if self.conversation_id is None:
+            if thread_id is None:
+                raise ThreadIdMissing(self.adapter)
+            return thread_id
+        if thread_id is not None and thread_id != self.conversation_id and not self.shared_across_threads:
+            raise ThreadMismatch(self.adapter, self.conversation_id, thread_id)
+        return self.conversation_id
+
+    def sync_for(self, config: RunnableConfig | None = None) -> ConversationSync:
+        """The `ConversationSync` of the run `config` belongs to (None: the running node's)."""
+        thread_id = run_thread_id(config)
+        conversation = self.conversation_for(thread_id)
+        with self._lock:
+            sync = self._syncs.get(thread_id)
+            if sync is not None:
+                self._syncs.move_to_end(thread_id)
+                return sync
+            sync = self._syncs[thread_id] = ConversationSync(self.memory, conversation, budget=self.budget,
+                                                              system=self.system, timezone=self.timezone)
+            while len(self._syncs) > self.max_threads:
+                self._syncs.popitem(last=False)
+            return sync
+
+    def cached_threads(self) -> list[str | None]:
+        """The thread ids whose `ConversationSync` is kept, least recently used first."""
+        with self._lock:
+            return list(self._syncs)
