@@ -125,8 +125,18 @@ class CliError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-def one_line(exc: BaseException) -> str:
-    """A one-line description of `exc` for `error: ...`."""
+# The commands whose writes commit in several transactions (batches, steps, one per
+# conversation): a storage failure partway leaves the earlier ones written, so their
+# error says the command is incomplete and to run it again, never "nothing was written"
+# (tiers.files INCOMPLETE_TEXT). Each finishes what is left when run again: import skips
+# what is present, migrate-store resumes, rebuild and index redo, an erasure erases the rest.
+SEVERAL_TRANSACTION_COMMANDS = frozenset({"rebuild", "import", "migrate-store", "index", "prune", "delete",
+                                          "delete-namespace"})
+
+
+def one_line(exc: BaseException, *, several_transactions: bool = False) -> str:
+    """A one-line description of `exc` for `error: ...`; `several_transactions`: it ended
+    a command of SEVERAL_TRANSACTION_COMMANDS."""
     try:
         import pydantic
 
@@ -139,7 +149,8 @@ def one_line(exc: BaseException) -> str:
     from tiermem.tiers.errors import TiermemError
     from tiermem.tiers.files import storage_problem
 
-    problem = storage_problem(exc)  # a read-only, full or failing disk: say so, not the driver's words
+    # a read-only, full or failing disk: say so, not the driver's words
+    problem = storage_problem(exc, several_transactions=several_transactions)
     if problem is not None:
         return f"{problem[1]} ({' '.join(str(exc).split())})"
     text = " ".join(str(exc).split()) or type(exc).__name__
@@ -302,7 +313,8 @@ class TiermemGroup(click.Group):
             except Exception as exc:
                 if _debug_requested(ctx):
                     raise
-                raise CliError(one_line(exc)) from None
+                several = ctx.invoked_subcommand in SEVERAL_TRANSACTION_COMMANDS
+                raise CliError(one_line(exc, several_transactions=several)) from None
 
 
 @contextmanager

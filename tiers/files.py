@@ -155,7 +155,17 @@ class StorageProblem(NamedTuple):
     refused_unwritten: bool = False
 
 
-def storage_problem(exc: BaseException) -> StorageProblem | None:
+# What a refusal says of the write in place of its own claim ("nothing was written",
+# "this request's transaction was rolled back") when the operation that met it commits
+# in several transactions (a rebuild, an import, a migration, an erasure in batches):
+# only the failing transaction was rolled back, the ones before it stay committed, and a
+# user told that nothing changed would not run it again (a rebuild's cleared supersession
+# marks, say, stay cleared until one completes)
+INCOMPLETE_TEXT = ("the command is incomplete: it commits in several transactions, and any before the failing "
+                   "one stay written (not rolled back); run it again")
+
+
+def storage_problem(exc: BaseException, *, several_transactions: bool = False) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
     refusing, failing or busy: 507 for a full disk (SQLite's, or PostgreSQL's disk_full)
     or the database's size cap; 503 for a PostgreSQL server out of resources (the rest
@@ -167,7 +177,19 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
     another writer or a PostgreSQL lock or statement timeout; else None. The transaction was rolled back (a failed ROLLBACK after an I/O error, "cannot rollback -
     no transaction is active", means SQLite already had), except that a PostgreSQL
     connection lost during COMMIT leaves unknown whether it committed: only a busy or
-    read-only refusal is `refused_unwritten`."""
+    read-only refusal is `refused_unwritten`.
+
+    `several_transactions`: the operation commits in several (the CLI's rebuild, import,
+    migrate-store, index, prune, delete, delete-namespace): the message says it is
+    incomplete and to run it again (INCOMPLETE_TEXT) instead of what it says of one
+    transaction, and nothing is `refused_unwritten`."""
+
+    def problem(status: int, cause: str, claim: str, *, busy: bool = False,
+                refused_unwritten: bool = False) -> StorageProblem:
+        if several_transactions:
+            return StorageProblem(status, f"{cause}; {INCOMPLETE_TEXT}", busy=busy)
+        return StorageProblem(status, f"{cause}{claim}", busy=busy, refused_unwritten=refused_unwritten)
+
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -178,31 +200,30 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
         os_errno = e.errno if isinstance(e, OSError) else None
         sqlstate = getattr(e, "sqlstate", None)
         if primary in (SQLITE_BUSY, SQLITE_LOCKED) or any(t in text for t in BUSY_TEXT) or sqlstate in BUSY_SQLSTATES:
-            return StorageProblem(503, "storage busy: another writer held the database past the wait allowed; "
-                                       "this request's transaction was rolled back, retry shortly", busy=True,
-                                  refused_unwritten=True)
+            return problem(503, "storage busy: another writer held the database past the wait allowed",
+                           "; this request's transaction was rolled back, retry shortly", busy=True,
+                           refused_unwritten=True)
         if isinstance(e, StoreUnreachable):  # no connection was had: nothing was sent
-            return StorageProblem(503, "storage unreachable (no database connection could be had in time): "
-                                       "nothing was written; retry later", refused_unwritten=True)
+            return problem(503, "storage unreachable (no database connection could be had in time)",
+                           ": nothing was written; retry later", refused_unwritten=True)
         if isinstance(e, StoreStalled):  # cut mid-operation: a COMMIT may have landed
-            return StorageProblem(503, "storage unreachable (the database server did not answer in time; the "
-                                       "connection was cut): a write in flight may or may not have committed; "
-                                       "retry later")
+            return problem(503, "storage unreachable (the database server did not answer in time; the "
+                                "connection was cut)", ": a write in flight may or may not have committed; retry later")
         if isinstance(e, StoreUnavailable):  # the store closed (a service shutting down), a pool that would not open
             # not "written": false: this class is also raised after a transaction began (a fork's later step)
-            return StorageProblem(503, "storage unavailable (the cold store is closed or cannot be used now): "
-                                       "retry later")
+            return problem(503, "storage unavailable (the cold store is closed or cannot be used now)",
+                           ": retry later")
         if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
             # lost during COMMIT, the write may have committed: the answer cannot say it was not
-            return StorageProblem(503, "storage unreachable (the database connection failed): "
-                                       "a write in flight may or may not have committed; retry later")
+            return problem(503, "storage unreachable (the database connection failed)",
+                           ": a write in flight may or may not have committed; retry later")
         if (primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT)
                 or sqlstate == DISK_FULL_SQLSTATE):
-            return StorageProblem(507, "storage full: the database cannot grow (database or disk is full); "
-                                       "nothing was written")
+            return problem(507, "storage full: the database cannot grow (database or disk is full)",
+                           "; nothing was written")
         if isinstance(sqlstate, str) and sqlstate.startswith(INSUFFICIENT_RESOURCES_SQLSTATE_CLASS):
-            return StorageProblem(503, f"storage out of resources (the database server's SQLSTATE {sqlstate}): "
-                                       "this request's transaction was rolled back; retry later")
+            return problem(503, f"storage out of resources (the database server's SQLSTATE {sqlstate})",
+                           ": this request's transaction was rolled back; retry later")
         if (
             isinstance(e, StorageReadOnly)
             or sqlstate in READ_ONLY_SQLSTATES
@@ -210,9 +231,9 @@ def storage_problem(exc: BaseException) -> StorageProblem | None:
             or any(t in text for t in READ_ONLY_TEXT)
             or os_errno in (errno.EROFS, errno.EPERM, errno.EACCES)
         ):
-            return StorageProblem(503, "storage is read-only: the database cannot be written; nothing was written",
-                                  refused_unwritten=True)
+            return problem(503, "storage is read-only: the database cannot be written", "; nothing was written",
+                           refused_unwritten=True)
         if primary in (SQLITE_IOERR, SQLITE_CANTOPEN) or any(t in text for t in IO_FAILURE_TEXT) or os_errno == errno.EIO:
-            return StorageProblem(503, "storage is failing (disk I/O error): the write was rolled back; retry later")
+            return problem(503, "storage is failing (disk I/O error)", ": the write was rolled back; retry later")
         e = e.__cause__ or e.__context__
     return None
