@@ -184,8 +184,8 @@ _STATE_CHANGE = re.compile(
     # ("joined a ..." adds a membership, "joined Globex" changes an employer)
     r"\b(?:i|we|she|he|they|it)(?:'ve| have)? switched (?:the |my |our |its |their )?\w+(?: \w+)? to\b"
     r"|\b(?:i|we|she|he|they|it)(?:'ve| have)? (?:moved to|switched to|joined(?! (?:a|an|another|some)\b)|left|quit|"
-    r"changed|started at|"
-    r"now work|now live|got a new|no longer)\b|\b(?:changed|moved)\b.{0,30}\b(?:to|now)\b|\b(?:my|our|the) new \w+(?: \w+)? (?:is|are)\b"
+    r"changed(?! (?:my|our) minds?\b)|started at|"
+    r"now work|now live|got a new|no longer)\b|\b(?:changed(?! (?:my|our) minds?\b)|moved)\b.{0,30}\b(?:to|now)\b|\b(?:my|our|the) new \w+(?: \w+)? (?:is|are)\b"
     # "switch to English instead": a change of value ordered without naming the slot
     r"|^(?:please |ok,? |okay,? )?(?:switch|change|move|go) (?:back |over )?to\b"
     # "we're down to 9 seats", "the sessions move to 7am": a value moved
@@ -196,6 +196,22 @@ _STATE_CHANGE = re.compile(
     r"|\b(?:is|was) wrong[,:;.!]+\s*(?:it's|it is|it should be|the right one is|should be)\b"
     r"|^(?:sorry|oops|my mistake|my bad)[,.!:]?\s+(?:it's|it is|it should be|that should be|i meant)\b"
 )
+# A change of mind ("I changed my mind about the trip to Porto, let's skip it.", "I changed
+# my mind, I want a window seat."): a choice revised, no change of the speaker's state, so
+# not a `_STATE_CHANGE` ("I changed jobs" is one). Where it says what it is about (`obj`:
+# "about the trip", "about the refund"), it revises a request, the choice itself, or a turn
+# that mentions that thing (`_choice_fits`): "I live in Porto" is no trip.
+_CHANGED_MIND = re.compile(r"\b(?:i|we)(?:'ve| have)?(?: just)? changed (?:my|our) minds?\b"
+                           r"(?: about (?:the |my |our |that |this )?(?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?))?")
+# A value given for "it" or "that", nothing named: the thing the user just spoke of ("Sorry,
+# it's the 14th." after "My flight is on the 12th.", "Oops, that's 4 nights.")
+_IT_VALUE = re.compile(r"^(?:(?:sorry|oops|whoops|no|wait|actually|my (?:mistake|bad))[,.!:]?\s+)*"
+                       r"(?:it's|it is|that's|that is|it should be|that should be) (?!not\b)")
+# A correction that says only the value it replaces ("Instead of Lisbon", the part of "Instead
+# of Lisbon, can you find flights from Porto?" before its request, `assertive_text`):
+# what replaces it is asked for, so it revises a request, never a fact ("I moved to Lisbon").
+_ONLY_OLD_VALUE = re.compile(r"^(?:(?:oh|ok(?:ay)?|so|and|but|actually|hmm+|um+|wait)[,.!]?\s+)*"
+                             r"(?:instead of|rather than|in place of) [^,;:.!?]+[,;:.!?]*")
 _BARE_RETRACTION = re.compile(
     r"^(?:(?:hmm+|oh|ok(?:ay)?|wait|no|sorry|actually|um+)[,.!]?\s+)*"
     r"(?:scratch that|never ?mind|nvm|forget (?:it|that|what i (?:just )?said)|ignore (?:that|"
@@ -619,7 +635,7 @@ def find_superseded(
     """
     norm = normalize(text)
     cue = correction_cue(norm, "user")
-    state = _STATE_CHANGE.search(_cue_text(norm))
+    state = _STATE_CHANGE.search(_cue_text(norm)) or _CHANGED_MIND.search(_cue_text(norm))
     framed = _framed_correction(norm) if cue is None and state is None else None
     plan = _PLAN_RETRACTION.match(_cue_text(norm))
     if plan is not None:
@@ -653,7 +669,11 @@ def find_superseded(
     orphan = bool(old_vals) and not any(_contains_value(c.text, v) for c in eligible for v in old_vals)
 
     best: tuple[float, int, int, str] | None = None  # (score, lb, position, reason)
+    choice = _choice_only(text)
+    of_it = bool(_IT_VALUE.match(norm))
     for c in eligible:
+        if not _choice_fits(choice, c.text, c.intent):
+            continue  # a change of mind about the trip: not "I live in Porto"
         why: list[str] = []
         hit_old = [v for v in old_vals if _contains_value(c.text, v)]
         old_score = 3.0 if hit_old else 0.0
@@ -683,9 +703,11 @@ def find_superseded(
             # The correction names a value no earlier turn holds ("I don't work at Acme anymore"
             # with no Acme in view): one shared word or a slot type is too weak to pin it elsewhere.
             continue
-        if not strong and not shared and not c.load_bearing:
+        if not strong and not shared and not c.load_bearing and not (of_it and c is candidates[-1]):
             # A bare slot match ("make it Wednesday") only revises a turn worth pinning, not any
-            # turn that happens to mention a day.
+            # turn that happens to mention a day; but a new value for "it" ("Sorry, it's the
+            # 14th.") is one for what the user just said ("My flight is on the 12th."), pinned
+            # or not.
             continue
         # Tie-break: load-bearing first, then recency (later position wins).
         key = (score + (0.25 if c.load_bearing else 0.0), int(c.load_bearing), c.position)
@@ -1213,19 +1235,74 @@ def _same_thing(new: Subject, old: Subject) -> bool:
 
 
 @scoped_cache(TEXT_MEMO_MAX_ENTRIES)
-def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None]]:
-    """The holder and the subject of each of `text`'s clauses: its statements, and the
-    parts of each a comma joins ("Priya left last week, the new contact is Tom Weber" is
-    Priya's and nobody's, and about a contact); a clause of fewer than MIN_CLAUSE_WORDS
-    words after its opener names nobody and nothing. A title's period ends no statement
-    ("Dr. Park")."""
+def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None, str | None]]:
+    """The holder, the subject and the thing of nobody in particular (`_nobodys_thing`)
+    of each of `text`'s clauses: its statements, and the parts of each a comma joins
+    ("Priya left last week, the new contact is Tom Weber" is Priya's and nobody's, and
+    about a contact); a clause of fewer than MIN_CLAUSE_WORDS words after its opener names
+    nobody and nothing, and one that only names the value being replaced (", not a
+    Toyota", ", not to Berlin": `_OLD_VALUE_CLAUSE`) is part of the clause before it. A
+    title's period ends no statement ("Dr. Park")."""
     plain = _untitled(text)
     out = set()
     for a, e in statement_spans(plain):
         for clause in _CLAUSE_CUT.split(plain[a:e]):
-            if len(_OPENER.sub("", clause.strip(), count=1).split()) >= MIN_CLAUSE_WORDS:
-                out.add((_holder(clause), _subject(_OPENER.sub("", clause.strip().lstrip("\"'(-* "), count=1))))
-    return frozenset(out) or frozenset(((None, None),))
+            said = _OPENER.sub("", clause.strip().lstrip("\"'(-* "), count=1)
+            if len(_OPENER.sub("", clause.strip(), count=1).split()) >= MIN_CLAUSE_WORDS \
+                    and not _OLD_VALUE_CLAUSE.match(said):
+                subject = _subject(said)
+                holder = _holder(clause)
+                out.add((holder, subject, _nobodys_thing(said, subject) if holder is None else None))
+    return frozenset(out) or frozenset(((None, None, None),))
+
+
+# A clause that only names the value being replaced ("..., not a Toyota", "..., not to
+# Berlin", "instead of Lisbon"): no statement of its own. Read alone it named nobody and
+# nothing, so it might revise anyone's fact ("My brother moved to Munich, not to Berlin."
+# revised "I live in Berlin."; "the rental car is a Honda, not a Toyota" "I drive a Toyota").
+_OLD_VALUE_CLAUSE = re.compile(r"^(?i:not|instead of|rather than|in place of)\b")
+# A plan told by the user, what they are doing or will do ("we're going to Lisbon in May",
+# "I'm flying out on the 12th", "I'll be in Rome", "we fly to Lisbon"): an event, told by
+# its verb, that a named event ("the trip", "the flight") may be (`_thing_fits`); "I live
+# in Porto", "I moved to Lisbon", "I work at Acme", "I drive a Toyota" tell a state
+_PLAN_TENSE = re.compile(r"\b(?:i|we)(?:'m| am|'re| are)(?: \w+ly| also| still| now)? \w{2,}ing\b"
+                         r"|\b(?:i|we)(?:'ll| will| shall)\b|\bgoing to\b"
+                         r"|\b(?:i|we)(?: \w+ly)? (?:fly|go|travel|head|leave|drive|sail|return) "
+                         r"(?:to|from|for|out|back|home|into)\b")
+# what opens a noun phrase naming a thing of nobody in particular ("the meeting", "this trip")
+_NOBODYS = frozenset(("the", "this", "that"))
+# after an -s verb, what tells a place or a route ("the flight leaves from Porto", "the
+# connecting flight goes through Seattle")
+_ROUTE_AFTER = _INTRANSITIVE_AFTER | frozenset(("through", "via", "past", "near"))
+
+
+def _nobodys_thing(clause: str, subject: Subject | None) -> str | None:
+    """The head noun (its stem) of the thing of nobody in particular whose value `clause`
+    states ("the meeting is in Munich": "meet"; "the flight leaves from Porto", "the
+    connecting flight goes through Seattle": "flight"; "the rental car is a Honda":
+    "car"), or None: it opens with no "the / this / that", the thing acts on an object (an
+    event), or the clause identifies ("the hotel is the Ritz": either side may be the
+    thing, as `_subject` reads it). `subject`: `_subject(clause)`; where that reads none,
+    the noun phrase before a verb of state, an auxiliary, a participle, or an -s verb
+    before a preposition ("leaves from", "goes through")."""
+    low = [w.lower() for w in _PHRASE_WORD.findall(clause.replace("\u2019", "'"))]
+    if not low or low[0] not in _NOBODYS:
+        return None
+    if subject is not None:
+        return None if subject.event else subject.head
+    for j in range(1, min(len(low), MAX_SUBJECT_WORDS + 2)):
+        w = low[j]
+        nxt = low[j + 1] if j + 1 < len(low) else ""
+        verb = w in _STATE_VERBS or w in _AUXILIARIES or _participle(w) or (
+            w.endswith("s") and not w.endswith(_NOT_PRESENT_ENDINGS) and len(w) >= MIN_PRESENT_VERB_CHARS
+            and nxt in _ROUTE_AFTER)
+        if verb:
+            if j == 1 or (w in _BE_FORMS and nxt in _DETERMINERS):
+                return None  # no noun before it, or an identity ("the hotel is the Ritz")
+            return _noun_stem(low[j - 1])
+        if not w[:1].isalpha() or w in _STOP or w in _NOT_NAMES:
+            return None
+    return None
 
 
 def _holder_fits(new: str | None, old: str | None) -> bool:
@@ -1262,8 +1339,35 @@ def may_revise(new: str, old: str) -> bool:
             return None
         return holder if revising and word in names else OTHER_HOLDER
 
+    # where `new` names the value it replaces ("..., not Berlin") and `old` tells the user's
+    # state rather than a plan: the nouns `old` mentions, as stems ("I'm meeting the
+    # client": "meet"), one of which a thing `new` states a value of must be (`_thing_fits`);
+    # None: any thing may revise it, as before
+    mentions = None if not _old_values(new) or _PLAN_TENSE.search(old.lower()) else \
+        frozenset(_noun_stem(w) for w in _COMMON_WORD_RE.findall(old.lower()))
     return any(_holder_fits(resolved(a, revising=True), resolved(b, revising=False)) and _subjects_fit(sa, sb)
-               for a, sa in _clauses(new) for b, sb in _clauses(old))
+               and _thing_fits(ta, b, sb, mentions)
+               for a, sa, ta in _clauses(new) for b, sb, _tb in _clauses(old))
+
+
+def _thing_fits(thing: str | None, old_holder: str | None, old_subject: Subject | None,
+                mentions: AbstractSet[str] | None) -> bool:
+    """Whether a clause that states a value of a thing of nobody in particular (`thing`:
+    "the meeting is in Munich", "the flight leaves from Porto") and names the value it
+    replaces ("..., not Berlin") may revise a clause of the user's own that names no thing
+    and tells the user's state ("I work at Acme in Berlin", "I moved to Lisbon"): only
+    where that statement mentions the thing (`mentions`, its nouns' stems). Naming the old
+    value is the strongest evidence a correction gives (`find_superseded` scores it 3),
+    on the reading that the value was the thing's; held by the user's state, with the
+    thing not mentioned, the value is the user's own, and the thing (a meeting, a flight,
+    a rental car) is another: "Actually the meeting is in Munich, not Berlin." corrects the
+    meeting, the user still works in Berlin. A plan the user tells (`mentions` None: "We're
+    going to Lisbon in May", "We fly to Lisbon", `_PLAN_TENSE`) is such a thing told by its
+    verb, which "the trip is to Porto, not Lisbon" revises. Without an old value named, a
+    shared value of a kind is read as before: "The budget is now $3,000." revises "We can
+    spend at most $2,000 on the trip."."""
+    return thing is None or old_holder != SELF_HOLDER or old_subject is not None or mentions is None \
+        or thing in mentions
 
 
 _ENTITY = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'-]+")
@@ -1443,6 +1547,31 @@ def _errand_of_its_own(text: str, target: str) -> bool:
         return False
     own = clause[adjunct.start():]
     return bool(set(_content(own)) - set(_content(target))) or bool(_all_values(own) - _all_values(target))
+
+
+def _choice_only(text: str) -> str | None:
+    """What a correction that revises only a choice may revise: None when it may revise
+    any turn; "" when only a request (a change of mind, or a correction saying only the
+    value it replaces, "Instead of Lisbon"); a noun's stem when a request or a turn that
+    mentions that thing ("I changed my mind about the trip ...": "trip")."""
+    norm = _cue_text(normalize(text))
+    if _ONLY_OLD_VALUE.fullmatch(norm):
+        return ""
+    mind = _CHANGED_MIND.search(norm)
+    if mind is None or mind.group("obj") is None:
+        return None
+    words = [w for w in mind.group("obj").split() if w not in _STOP]
+    return _noun_stem(words[0]) if words else None
+
+
+def _choice_fits(choice: str | None, cand: str, intent: str) -> bool:
+    """Whether a turn (`cand`, labelled `intent`) is one a correction that revises only
+    a choice (`_choice_only`) may revise: a request, or a turn mentioning its thing. A
+    plan revised or called off is no fact: "I changed my mind about the trip to Porto,
+    let's skip it." shares only a place with "I live in Porto"."""
+    if choice is None or intent in _PLAN_INTENTS:
+        return True
+    return bool(choice) and choice in {_noun_stem(w) for w in _COMMON_WORD_RE.findall(cand.lower())}
 
 
 def _all_values(text: str) -> set[tuple[str, str]]:
@@ -1818,6 +1947,7 @@ class Superseder:
             end = b.pool.get(nxt) if nxt is not None else None
             if end is not None and end.position < p and end.role == "user" and end.position not in b.by and \
                     b.current_text(end.position) and \
+                    _choice_fits(_choice_only(text), b.current_text(end.position), end.intent) and \
                     _RETRACTS.search(_cue_text(normalize(end.text))) is None:
                 return [(end.position, f"{why}; #{q} was superseded by #{nxt}: its current value")]
         return []
@@ -1910,7 +2040,8 @@ class Superseder:
         content word with it, the same activity."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
-                    and pool[q].intent not in NOT_SUPERSEDABLE and may_revise(text, pool[q].text)]
+                    and pool[q].intent not in NOT_SUPERSEDABLE and may_revise(text, pool[q].text)
+                    and _choice_fits(_choice_only(text), pool[q].text, pool[q].intent)]
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
             return []  # the nearest statement is not close enough: nothing is
         best_cos = eligible[0][0]
