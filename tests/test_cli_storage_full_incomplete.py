@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 from ports import free_port
+from tmpfs_helpers import FILLER, fill, mounted_tmpfs
 
 from tiermem import Config, Memory
 from tiermem.cli import CliState
@@ -41,7 +40,6 @@ from tiermem.tiers.files import INCOMPLETE_TEXT
 
 TMPFS_SIZE = "16m"  # room for the store (~1 MB at TURNS) and the rebuild's WAL, were it not filled
 TURNS = 120  # enough for every table to have rows; a rebuild of them takes ~2 s
-FILL_CHUNK_BYTES = 1 << 20  # the filler's writes; the last one comes back short, then ENOSPC
 # what the commands of the table find free: room for SQLite's 32 KiB -shm and a few WAL
 # frames, less than any of them writes (0 free fails the -shm: "disk I/O error"; an
 # append fits in 128 KiB; measured 40-64 KiB all three "storage full")
@@ -52,36 +50,9 @@ VEC_ROWIDS = "messages_vec_rowids"  # sqlite-vec's table of the vectors' rowids
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of TMPFS_SIZE of the test's own, unmounted after it."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0700", "tmpfs", str(mnt)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (no CAP_SYS_ADMIN in this container?): {done.stderr.strip()}")
-    try:
+    """A tmpfs of TMPFS_SIZE of the test's own."""
+    with mounted_tmpfs(tmp_path / "mnt", TMPFS_SIZE) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
-
-
-def fill(mnt: Path, leave: int = 0) -> int:
-    """Write a filler file until the tmpfs refuses a byte more, then give `leave` bytes
-    back: what it holds, in bytes."""
-    written = 0
-    with open(mnt / "filler", "wb", buffering=0) as f:
-        with contextlib.suppress(OSError):
-            while True:
-                n = f.write(b"\0" * FILL_CHUNK_BYTES)
-                written += n or 0
-                if not n:
-                    break
-        assert os.statvfs(mnt).f_bavail == 0
-        written -= leave
-        f.truncate(written)
-    return written
 
 
 class FillingEmbedder:
@@ -133,7 +104,7 @@ def test_a_rebuild_that_fills_the_disk_says_it_is_incomplete(tmpfs: Path, embedd
     assert INCOMPLETE_TEXT in error and NOTHING_WRITTEN not in error, error  # before: "...; nothing was written"
     # it had written: the first transaction dropped the vectors, and what was embedded
     # again did not all fit
-    (tmpfs / "filler").unlink()
+    (tmpfs / FILLER).unlink()
     assert vectors(data) < TURNS
     # and running it again, with room, completes it
     res = run(data, embedder, "rebuild", "--json")

@@ -295,11 +295,19 @@ def _tail(logfile: str, lines: int = 5) -> str:
 
 
 def _write_pidfile(path: Path) -> None:
+    """Write this process's pid to `path` whole (a temporary file renamed over it). A
+    write that fails (a full disk: ENOSPC at the write or the close) removes the
+    temporary file: each failed start left one `<name>.<pid>.tmp` behind, for good."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(f"{os.getpid()}\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{os.getpid()}\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
