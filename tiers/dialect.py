@@ -789,6 +789,39 @@ class SharedQueries:
             out.append({"last_position": last, "plan": plan, "created_at": created})
         return out
 
+    def plan_turns(self, conversation_id: str, *, before: int | None = None, limit: int) -> list[int]:
+        # DISTINCT over the (conversation_id, last_position) index: no plan text is read
+        sql = "SELECT DISTINCT last_position FROM plans WHERE conversation_id = ?"
+        params: tuple[Any, ...] = (conversation_id,)
+        if before is not None:
+            sql += " AND last_position < ?"
+            params = (conversation_id, before)
+        out = []
+        for (last,) in self._q(sql + " ORDER BY last_position DESC LIMIT ?", (*params, limit)):
+            try:
+                out.append(int(last))  # a column SQLite stores as text when it is no integer: no turn
+            except (ValueError, TypeError):
+                continue
+        return out
+
+    def plans_at(self, conversation_id: str, last_position: int, *, after: int | None = None,
+                 limit: int) -> tuple[list[dict[str, Any]], int | None]:
+        # one row more than the page: is there a next one? Only the page's rows are decoded
+        rows = self._q("SELECT id, plan, created_at FROM plans WHERE conversation_id = ? AND last_position = ? "
+                       "AND id > ? ORDER BY id LIMIT ?",
+                       (conversation_id, last_position, -1 if after is None else after, limit + 1))
+        out: list[dict[str, Any]] = []
+        for row_id, text, created in rows[:limit]:
+            try:
+                plan = loads_stored(text)
+                if not isinstance(plan, dict):
+                    raise ValueError("plan is not an object")
+            except (ValueError, TypeError) as exc:
+                self._salvage(conversation_id, "plan", row_id, exc, what="plan skipped")
+                continue
+            out.append({"id": int(row_id), "last_position": last_position, "plan": plan, "created_at": created})
+        return out, (int(rows[limit - 1][0]) if len(rows) > limit else None)
+
     def checkpoint(self, conversation_id: str, summary: str, position: int,
                    metadata: dict[str, Any] | None = None) -> Checkpoint:
         now = time.time()

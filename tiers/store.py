@@ -403,6 +403,20 @@ class ColdLog(Protocol):
         """Stored plans (`store_plan`), oldest first, optionally those at one last position."""
         ...
 
+    def plan_turns(self, conversation_id: str, *, before: int | None = None, limit: int) -> list[int]:
+        """The distinct last positions that stored plans were made at, newest first, those
+        below `before` (None: from the newest), at most `limit`; no plan is read."""
+        ...
+
+    def plans_at(self, conversation_id: str, last_position: int, *, after: int | None = None,
+                 limit: int) -> tuple[list[dict[str, Any]], int | None]:
+        """A page of the plans stored at one last position, oldest first: the rows after
+        the row id `after` (None: from the first), at most `limit` read and decoded (as
+        `plans`', each with its row id, "id"), and the next page's cursor (the last row
+        id read), None when this page reaches the end. A row that cannot be decoded is
+        salvaged, so a page may show fewer than `limit`."""
+        ...
+
     # -- derived labels and user state ------------------------------------------------------
 
     def set_labels(self, conversation_id: str, labels: Sequence[tuple[int, str, bool, int, str]]) -> None:

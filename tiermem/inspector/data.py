@@ -10,9 +10,10 @@ Invariants:
 - A stored value is shown as what it is only when it is one: a conversation's times are
   read through `_time`, a stored plan through `planner.plan.read_stored_plan` (by the
   routes), so an odd row renders as "-" or a note, never a 500.
-- A page reads its page: the conversations list, the log and the warm views read their
-  page's rows (a cursor or a page number, a limit), never every conversation, turn or
-  session view, so a namespace or conversation that grows costs a page what a small one does.
+- A page reads its page: the conversations list, the log, the warm views and the stored
+  plans read their page's rows (a cursor or a page number, a limit), never every
+  conversation, turn, session view or plan, so a namespace or conversation that grows
+  costs a page what a small one does.
 - No SQL here (the layout test greps): everything goes through `Memory`, `ColdLog`'s
   public methods, the hot link and the warm store.
 """
@@ -340,20 +341,40 @@ def view_panels(mem: Memory, namespace: str, name: str, want: tuple[str, str, in
     return ViewsPage(out, after, next_after)
 
 
+# turn links per page of the stored plans (newest first), and plans of one turn per page:
+# a plan is ~40 KB of JSON at budget 2000 and renders to about as much HTML, so a page of
+# 10 is ~0.5 MB however many an agent stored (10,200 at one turn rendered as one 455 MB page)
+PLAN_TURNS_PER_PAGE = 50
+PLANS_PER_PAGE = 10
+
+
 @dataclass
 class StoredPlans:
-    turns: list[int]  # last_position of each stored plan, distinct, ascending
+    turns: list[int]  # this page's turn links: last positions with stored plans, newest first
     chosen: int | None
-    plans: list[dict[str, Any]]  # of the chosen turn: {"last_position", "plan", "created_at"}
+    plans: list[dict[str, Any]]  # a page of the chosen turn's: {"id", "last_position", "plan", "created_at"}
+    turns_before: int | None = None  # the turn links' cursor: this page lists turns below it (None: the newest)
+    next_turns_before: int | None = None  # the older turn links' cursor; None: no older turn
+    after: int | None = None  # the plans' cursor: this page's plans come after this row id (None: the first)
+    next_after: int | None = None  # the chosen turn's next plans' cursor; None: its last page
 
 
-def stored_plans(mem: Memory, namespace: str, name: str, turn: int | None) -> StoredPlans:
+def stored_plans(mem: Memory, namespace: str, name: str, turn: int | None, *, turns_before: int | None = None,
+                 after: int | None = None) -> StoredPlans:
+    """A page of turn links (PLAN_TURNS_PER_PAGE turns below `turns_before`, newest first)
+    and a page of the chosen turn's plans (PLANS_PER_PAGE after the row id `after`); `turn`
+    None: the newest turn of the links' page. Only the page's turns and plans are read."""
     key = resolve(mem, namespace, name)
-    every = mem.cold.plans(key)
-    turns = sorted({int(p["last_position"]) for p in every})
+    got = mem.cold.plan_turns(key, before=turns_before, limit=PLAN_TURNS_PER_PAGE + 1)  # one more: older ones?
+    turns = got[:PLAN_TURNS_PER_PAGE]
+    next_before = turns[-1] if len(got) > PLAN_TURNS_PER_PAGE else None
     if turn is None and turns:
-        turn = turns[-1]
-    return StoredPlans(turns, turn, [p for p in every if p["last_position"] == turn])
+        turn = turns[0]
+    plans: list[dict[str, Any]] = []
+    next_after = None
+    if turn is not None:
+        plans, next_after = mem.cold.plans_at(key, turn, after=after, limit=PLANS_PER_PAGE)
+    return StoredPlans(turns, turn, plans, turns_before, next_before, after, next_after)
 
 
 def age(at: float | None, now: float | None = None) -> str:
