@@ -48,6 +48,9 @@ Invariants:
   server's model path, as the plan goes to tenants). Any other error of `embed` is raised
   (Memory raises EmbeddingUnavailable only for `tiers.embed_onnx.model_unavailable_errors`:
   a bug of the embedder or its caller is not hidden behind keyword ranking).
+- A query planned with namespace recall off (the call's `namespace_recall=False`, such as
+  a LangGraph adapter's conversation per thread id, or the config's) says so in
+  `plan.retrieval` ("this conversation only: ..."), before the embedder's note.
 
 `Planner.build` runs the steps in order, each in its own home: the fixed part (the
 caller's system message and the latest user message, here), the candidates of each slice
@@ -473,6 +476,11 @@ class Planner:
             plan.retrieval = (f"none: a {qclass.name} turn that asks nothing and points to nothing said before "
                               "(a remark, a request): the stable layers and the tail carry it" if not qclass.tail_answers
                               else f"none: a {qclass.name} turn about what was just said: the tail answers it")
+        if not tells and query and query.strip() and not (call.namespace_recall and self.settings.namespace_recall):
+            # said, or a reader takes "nothing from another session" for "nothing matched
+            # there" (the LangGraph adapters turn it off for a conversation per thread id);
+            # before `no_vector`, whose error type ends the retrieval line
+            plan.retrieval += "; this conversation only: namespace recall is off for this call"
         plan.retrieval += no_vector
         shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this

@@ -14,7 +14,9 @@ IANA name, checked when the instance is made) is the user's zone for every conte
 plans: the calendar of the days turns tell of and the clock of the dates shown (None:
 the memory's, or the namespaced view's, zone; a `tiermem.client.Client`'s: the server's).
 `memory` may be a `Client` of a shared `tiermem serve`: the same rows are stored and the
-same contexts planned as over the server's Memory.
+same contexts planned as over the server's Memory. `namespace_recall=False` plans every
+context from this conversation alone, never the namespace's other conversations (what the
+LangGraph adapters do for a conversation that is a run's thread id: `_threads`).
 
 A message stored already whose content the state changed under the same id (LangGraph's
 `add_messages` replaces a message of that id in place: `update_state`, time travel) is
@@ -360,11 +362,12 @@ class ConversationSync:
     """One tiermem conversation as the store and the model input of a LangChain agent."""
 
     def __init__(self, memory: MemoryLike, conversation_id: str, *, budget: int = DEFAULT_BUDGET_TOKENS,
-                 system: str | None = None, timezone: str | None = None) -> None:
+                 system: str | None = None, timezone: str | None = None, namespace_recall: bool = True) -> None:
         self.memory = check_memory(memory)
         self.conversation_id = conversation_id
         self.budget = budget
         self.system = system
+        self.namespace_recall = namespace_recall
         # refused here, not at the first model call mid-run
         self.timezone = optional_timezone(timezone)
         self._reset()
@@ -631,7 +634,7 @@ class ConversationSync:
 
     def context_messages(self, query: str | None) -> list[BaseMessage]:
         ctx = self.memory.context(self.conversation_id, query, self.budget, system=self.system,
-                                  timezone=self.timezone)
+                                  namespace_recall=self.namespace_recall, timezone=self.timezone)
         # as_stored sends a repeated call id as appended: renamed here, where it is model input
         return unique_call_ids(to_langchain(ctx.messages))
 

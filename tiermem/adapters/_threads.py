@@ -18,6 +18,20 @@ conversation, and each thread's model input held the other threads' turns).
   written into that one conversation and reads it whole (what such an adapter did
   before, by design now), one `ConversationSync` per thread still.
 
+Namespace recall (`context(namespace_recall=)`: a context may bring back turns of the
+namespace's other conversations) was made for one user's other sessions. The threads
+of one graph are conversations of one namespace (the adapter's `memory`), and in the
+usual case they are different users (a support backend: one thread per customer), so
+without `conversation_id` the contexts are planned from the thread's own conversation
+alone: bob's model input never recalls alice's turns, not even in a system note. An
+adapter whose threads are one user's sessions (say, on that user's
+`mem.namespaced("acme/alice")`) opts in with `recall_across_threads=True`. The adapter
+logs (INFO, once) that recall is off by its default, and each plan's `retrieval` says the
+call searched its own conversation only. With `conversation_id` the adapter keeps
+namespace recall on, as before (`recall_across_threads` is refused there: it is about
+threads that are conversations of their own); `namespace_recall = false` in the config
+turns it off everywhere, the opt-in too.
+
 The thread id is the config the framework hands the hook (LangGraph injects a node's
 `config`), else `langgraph.config.get_config()`: the config of the node running (a
 middleware's hooks run inside the agent's nodes). A call outside any run (a hook called
@@ -32,6 +46,7 @@ went reads the log again at its next call, as a new worker would, storing nothin
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections import OrderedDict
@@ -49,6 +64,8 @@ if TYPE_CHECKING:
 # thread's state: about the state's size); a thread past it reads the log again when it
 # runs next
 DEFAULT_MAX_THREADS = 256
+
+log = logging.getLogger(__name__)
 
 
 def run_thread_id(config: RunnableConfig | None = None) -> str | None:
@@ -77,7 +94,8 @@ class ThreadConversations:
 
     def __init__(self, adapter: str, memory: MemoryLike, conversation_id: str | None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
-                 shared_across_threads: bool = False, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+                 shared_across_threads: bool = False, recall_across_threads: bool = False,
+                 max_threads: int = DEFAULT_MAX_THREADS) -> None:
         # refused when the adapter is made, not at the first model call mid-run
         self.memory = check_memory(memory)
         self.timezone = optional_timezone(timezone)
@@ -87,11 +105,21 @@ class ThreadConversations:
         if shared_across_threads and conversation_id is None:
             raise ValidationError("shared_across_threads", "needs conversation_id: without one each thread has "
                                   "its own conversation (its thread_id), so there is nothing to share")
+        if type(recall_across_threads) is not bool:
+            raise ValidationError("recall_across_threads", f"must be True or False, got {shown(recall_across_threads)}")
+        if recall_across_threads and conversation_id is not None:
+            raise ValidationError("recall_across_threads", "needs no conversation_id: it lets each thread's own "
+                                  "conversation (its thread_id) recall the namespace's other threads; a fixed "
+                                  "conversation_id recalls the namespace's other conversations already")
         if type(max_threads) is not int or max_threads < 1:
             raise ValidationError("max_threads", f"must be an int of at least 1, got {shown(max_threads)}")
         self.adapter = adapter
         self.conversation_id = conversation_id
         self.shared_across_threads = shared_across_threads
+        # the contexts of a thread's own conversation recall nothing of the namespace's other
+        # conversations (other threads: other users, often) unless the caller opted in
+        self.namespace_recall = conversation_id is not None or recall_across_threads
+        self._told = False  # whether the log said so yet (once per adapter, not once per thread)
         self.budget = budget
         self.system = system
         self.max_threads = max_threads
@@ -120,7 +148,13 @@ class ThreadConversations:
                 self._syncs.move_to_end(thread_id)
                 return sync
             sync = self._syncs[thread_id] = ConversationSync(self.memory, conversation, budget=self.budget,
-                                                              system=self.system, timezone=self.timezone)
+                                                              system=self.system, timezone=self.timezone,
+                                                              namespace_recall=self.namespace_recall)
+            if not self.namespace_recall and not self._told:
+                self._told = True
+                log.info("%s: namespace recall is off, by the adapter's default for a conversation per thread_id: "
+                         "a thread's contexts recall none of the other threads' turns (make it with "
+                         "recall_across_threads=True where its threads are one user's sessions)", self.adapter)
             while len(self._syncs) > self.max_threads:
                 self._syncs.popitem(last=False)
             return sync

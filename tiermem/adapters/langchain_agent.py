@@ -9,6 +9,9 @@ thread id is refused (`tiermem.errors.ThreadIdMissing`). `TiermemMiddleware(mem,
 "user-42")` keeps one fixed conversation instead, for runs without a thread id or of that
 one; a run of another thread id is refused (`ThreadMismatch`) unless it was made with
 `shared_across_threads=True` (every thread then writes and reads that one conversation).
+Without `conversation_id`, a thread's contexts recall nothing of the other threads (the
+namespace's other conversations: other users, in a support backend) unless it was made
+with `recall_across_threads=True`, for threads that are one user's sessions.
 
 Each model call (`wrap_model_call`, and `awrap_model_call` for `ainvoke`/`astream`)
 first appends the agent state's messages that tiermem has not stored yet (matched by
@@ -63,11 +66,13 @@ class TiermemMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(self, memory: MemoryLike, conversation_id: str | None = None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
-                 shared_across_threads: bool = False, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+                 shared_across_threads: bool = False, recall_across_threads: bool = False,
+                 max_threads: int = DEFAULT_MAX_THREADS) -> None:
         super().__init__()
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
-                                           shared_across_threads=shared_across_threads, max_threads=max_threads)
+                                           shared_across_threads=shared_across_threads,
+                                           recall_across_threads=recall_across_threads, max_threads=max_threads)
 
     def conversation(self) -> ConversationSync:
         """The conversation of the run going on (its node's config: `langgraph.config.get_config()`;

@@ -11,6 +11,9 @@ thread id is refused (`tiermem.errors.ThreadIdMissing`). `TiermemHooks(mem, "use
 keeps one fixed conversation instead, for runs without a thread id or of that one; a run
 of another thread id is refused (`ThreadMismatch`) unless it was made with
 `shared_across_threads=True` (every thread then writes and reads that one conversation).
+Without `conversation_id`, a thread's contexts recall nothing of the other threads (the
+namespace's other conversations: other users, in a support backend) unless it was made
+with `recall_across_threads=True`, for threads that are one user's sessions.
 
 LangGraph 1.x deprecates `create_react_agent` in favour of LangChain's `create_agent`:
 for that, use `tiermem.adapters.langchain_agent.TiermemMiddleware`, which keeps the same
@@ -57,10 +60,12 @@ class TiermemHooks:
 
     def __init__(self, memory: MemoryLike, conversation_id: str | None = None, *,
                  budget: int = DEFAULT_BUDGET_TOKENS, system: str | None = None, timezone: str | None = None,
-                 shared_across_threads: bool = False, max_threads: int = DEFAULT_MAX_THREADS) -> None:
+                 shared_across_threads: bool = False, recall_across_threads: bool = False,
+                 max_threads: int = DEFAULT_MAX_THREADS) -> None:
         self.threads = ThreadConversations(type(self).__name__, memory, conversation_id, budget=budget,
                                            system=system, timezone=timezone,
-                                           shared_across_threads=shared_across_threads, max_threads=max_threads)
+                                           shared_across_threads=shared_across_threads,
+                                           recall_across_threads=recall_across_threads, max_threads=max_threads)
 
     def conversation(self, config: RunnableConfig | None = None) -> ConversationSync:
         """The conversation of the run `config` belongs to (None: the running node's; a
