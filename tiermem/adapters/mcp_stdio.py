@@ -15,8 +15,10 @@ is unchanged; any other is answered here and reaches no tool, so nothing is writ
 the JSON-RPC error /v1/mcp answers the same body
 (`tiermem.service.guard.mcp_message_refusal`: a parse error with `id` null where it did
 not parse, invalid params with the request's id where it parsed but holds a lone
-surrogate or nests too deep), or, for JSON the guard takes that is no JSON-RPC message,
-an invalid request. A fault of tiermem's own check of a line (an exception from
+surrogate or nests too deep, an invalid request with `id` null for a request whose id is
+no string and no integer, which the package took for a notification and left
+unanswered), or, for JSON the guard takes that is no JSON-RPC message, an invalid
+request. A notification (no "id" key) is passed on and, as JSON-RPC says, not answered. A fault of tiermem's own check of a line (an exception from
 `line_refusal`, or from serializing the refusal it gave) is answered too, with an internal
 error (-32603, the request's id when the line gives one a response may carry, else null):
 that line reaches no tool and the session goes on (before, one such exception ended it,
@@ -79,12 +81,20 @@ log = logging.getLogger(__name__)
 
 def line_refusal(raw: bytes) -> dict[str, Any] | None:
     """The JSON-RPC error to answer the stdin line `raw` (its newline stripped) with, or
-    None to pass it to the server: UTF-8 that the `mcp` package parses as a message."""
+    None to pass it to the server: UTF-8 that the `mcp` package parses as a message, unless
+    it parses as a notification from an object that holds an "id" (`names_an_id`)."""
     try:
-        types.jsonrpc_message_adapter.validate_json(raw.decode("utf-8"), by_name=False)
-        return None
+        message = types.jsonrpc_message_adapter.validate_json(raw.decode("utf-8"), by_name=False)
     except (UnicodeDecodeError, ValueError):  # pydantic's ValidationError is a ValueError
-        pass
+        message = None
+    # The package reads a request's id strictly (a string or an integer) and takes an object
+    # with any other id (1.5, {}, true, null) for a notification, answering nothing: the host
+    # waited until its timeout. Only such a line goes on to the guard's check, whose
+    # `check_request_id` refuses it as /v1/mcp does; a request, a response and a true
+    # notification pass as parsed, unread again (no second parse of every line).
+    notification_with_id = isinstance(message, types.JSONRPCNotification) and names_an_id(raw)
+    if message is not None and not notification_with_id:
+        return None
     # not at import (importing this module loads no HTTP service); `serve_stdio` has
     # loaded it before reading (`load_service`): this runs in a worker thread, beside the tools'
     from tiermem.service.guard import mcp_message_refusal
@@ -92,9 +102,20 @@ def line_refusal(raw: bytes) -> dict[str, Any] | None:
     refusal = mcp_message_refusal(raw)
     if refusal is not None:
         return refusal
+    if message is not None:  # the guard found nothing to refuse: the package's reading stands
+        return None
     # JSON the guard takes, but no message the package knows: answered, not dropped
     return jsonrpc_refusal(JSONRPC_INVALID_REQUEST, NOT_JSONRPC, {"detail": NOT_JSONRPC},
                            request_id_of(json.loads(raw)))
+
+
+def names_an_id(raw: bytes) -> bool:
+    """Whether the stdin line `raw` is a JSON object with an "id" key (of any value)."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):  # the package parsed it; a fault here passes it as it parsed
+        return False
+    return isinstance(doc, dict) and "id" in doc
 
 
 def readable_id(raw: bytes) -> str | int | None:

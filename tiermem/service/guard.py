@@ -28,7 +28,13 @@ parse error (-32700) with `id` null, as JSON-RPC 2.0 requires: its id cannot be 
 body that parsed but holds a problem (too deep for the route within the parser's reach, a
 lone surrogate) is invalid params (-32602, as the mcp package answers a parsed message it
 refuses), carrying the request's id when it has a valid one (`mcp_http.request_id_of`),
-else null. Its auth and Host/Origin refusals stay plain, as the mcp package's own are.
+else null. A JSON-RPC request (an object with a "method") whose "id" is no string and no
+integer (a fraction, an object, an array, a boolean, null: `check_request_id`) is an
+invalid request (-32600) with `id` null, the rule named, and reaches no tool: the mcp
+package took it for a notification and answered nothing (202 over HTTP, no line over
+stdio), so the client waited for an answer that never came. A notification (no "id"
+key) is not touched by it; an array (a batch) is no object, and the mcp package refuses
+it whole. Its auth and Host/Origin refusals stay plain, as the mcp package's own are.
 `tiermem mcp` answers a stdin line with the same refusal (`mcp_message_refusal`), so
 both transports refuse the same messages alike.
 """
@@ -88,16 +94,29 @@ ENVELOPE_LEVELS: tuple[tuple[re.Pattern[str], int], ...] = (
 )
 
 
+# what a request's "id" is, by its JSON type, when it is no string and no integer: a
+# refusal names the kind, never the value (an object or array may be as large as the body)
+ID_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"),  # before int: Python's bool is an int, JSON's true is no integer
+    (float, "a number with a fraction or an exponent"),  # 1.5, and 1.0 or 1e3 as JSON spells them
+    (dict, "an object"),
+    (list, "an array"),
+    (type(None), "null"),  # JSON-RPC 2.0 discourages it, MCP forbids it
+)
+
+
 class _BodyProblem(Exception):
     """A refused body: where, why, the error type; `parsed` whether the body parsed (the
     problem is in the parsed document); `request_id` the JSON-RPC id read from a body that
-    parsed (`request_id_of`), None when it did not parse or has none."""
+    parsed (`request_id_of`), None when it did not parse or has none; `code` the JSON-RPC
+    error code where the problem decides it (`check_request_id`), else None (`_as_jsonrpc`
+    derives it)."""
 
     def __init__(self, loc: list[str | int], msg: str, type_: str, request_id: str | int | None = None,
-                 *, parsed: bool = False) -> None:
+                 *, parsed: bool = False, code: int | None = None) -> None:
         super().__init__(msg)
         self.loc, self.msg, self.type = loc, msg, type_
-        self.request_id, self.parsed = request_id, parsed
+        self.request_id, self.parsed, self.code = request_id, parsed, code
 
 
 def body_timeout_detail(timeout_s: float) -> str:
@@ -135,9 +154,10 @@ def _too_deep(max_depth: int) -> str:
             f"(the message itself level 1), and this request wraps it in {max_depth - MAX_JSON_DEPTH} more")
 
 
-def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH, *, jsonrpc: bool = False) -> None:
     """Raise `_BodyProblem` unless `raw` is strict UTF-8 JSON, at most `max_depth` deep,
-    whose strings (keys included) are valid Unicode."""
+    whose strings (keys included) are valid Unicode; and, with `jsonrpc` (an MCP message),
+    unless its request id is one a response may carry (`check_request_id`)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -155,6 +175,29 @@ def check_json_body(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> None:
     except _BodyProblem as p:
         # the body parsed, so its id was determined: a JSON-RPC answer carries it back
         raise _BodyProblem(p.loc, p.msg, p.type, request_id_of(doc), parsed=True) from None
+    if jsonrpc:
+        check_request_id(doc)
+
+
+def check_request_id(doc: Any) -> None:
+    """Raise `_BodyProblem` (invalid request, id null) when the parsed `doc` is a JSON-RPC
+    request, an object with a "method", whose "id" is no string and no integer: JSON-RPC 2.0
+    (an Invalid Request, answered with id null) and MCP (a request's id is a string or an
+    integer, never null). The mcp package parses such an object as a notification and
+    answers nothing, which left the client waiting; the one rule for both transports
+    (`GuardMiddleware` on /v1/mcp, `mcp_message_refusal` for `tiermem mcp`'s lines). A
+    notification has no "id" key and is left alone; an array (a batch) is no object here
+    and the mcp package refuses it whole; a string id with a lone surrogate was refused
+    before this (`_check_document`)."""
+    if not isinstance(doc, dict) or "method" not in doc or "id" not in doc:
+        return
+    rid = doc["id"]
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        return
+    kind = next((name for t, name in ID_KINDS if isinstance(rid, t)), type(rid).__name__)
+    raise _BodyProblem(["body", "id"], f"a request's id must be a string or an integer (JSON-RPC 2.0, MCP), "
+                       f"not {kind}; a notification sends no id; nothing was run", "jsonrpc_id",
+                       parsed=True, code=JSONRPC_INVALID_REQUEST)
 
 
 def _check_document(doc: Any, max_depth: int) -> None:
@@ -221,20 +264,26 @@ async def _refuse(
     request_id: str | int | None = None,
     *,
     parsed: bool = False,
+    code: int | None = None,
 ) -> None:
     """Answer a refusal of the request's body or framing: the service's error JSON, or on
     the MCP endpoint a JSON-RPC error of the same status and message (an MCP client reads
     the reason only from a JSON-RPC error), carrying `request_id` when the body parsed."""
     if path in MCP_PATHS:
-        body = _as_jsonrpc(body, request_id, parsed=parsed)
+        body = _as_jsonrpc(body, request_id, parsed=parsed, code=code)
     await _send_json(send, status, body, headers)
 
 
-def _as_jsonrpc(body: dict[str, Any], request_id: str | int | None, *, parsed: bool) -> dict[str, Any]:
+def _as_jsonrpc(body: dict[str, Any], request_id: str | int | None, *, parsed: bool,
+                code: int | None = None) -> dict[str, Any]:
     """The service's error JSON `body` as the JSON-RPC error an MCP client reads (`data`
-    carries `body`): a refusal of the framing is an invalid request, one of a body that
-    parsed invalid params with its id, one of a body that did not a parse error (id null)."""
+    carries `body`): `code` where the check decided it (an id no response may carry: an
+    invalid request, `request_id` None); else a refusal of the framing is an invalid
+    request, one of a body that parsed invalid params with its id, one of a body that did
+    not a parse error (id null)."""
     detail = body["detail"]
+    if code is not None:  # the check named it (`_BodyProblem.code`)
+        return jsonrpc_refusal(code, refusal_message(detail), body, request_id)
     if isinstance(detail, str):  # the framing, not the body's JSON
         code = JSONRPC_INVALID_REQUEST
     elif parsed:  # the id was read, so this is no parse error (those answer id null)
@@ -246,13 +295,14 @@ def _as_jsonrpc(body: dict[str, Any], request_id: str | int | None, *, parsed: b
 
 
 def mcp_message_refusal(raw: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC error /v1/mcp answers a body `check_json_body` refuses, or None for
-    one it takes: how `tiermem mcp` answers such a line on stdio (tiermem.adapters.mcp_stdio),
-    so that both transports refuse the same messages with the same error."""
+    """The JSON-RPC error /v1/mcp answers a body `check_json_body` refuses (its request id
+    checked too: `check_request_id`), or None for one it takes: how `tiermem mcp` answers
+    such a line on stdio (tiermem.adapters.mcp_stdio), so that both transports refuse the
+    same messages with the same error."""
     try:
-        check_json_body(raw, depth_limit(MCP_PATH))
+        check_json_body(raw, depth_limit(MCP_PATH), jsonrpc=True)
     except _BodyProblem as p:
-        return _as_jsonrpc(error_body(p.loc, p.msg, p.type), p.request_id, parsed=p.parsed)
+        return _as_jsonrpc(error_body(p.loc, p.msg, p.type), p.request_id, parsed=p.parsed, code=p.code)
     return None
 
 
@@ -404,10 +454,11 @@ class GuardMiddleware(HttpMiddleware):
                 )
                 return
             try:
-                check_json_body(raw, depth_limit(path))
+                # an MCP body is a JSON-RPC message: its id is checked too (`check_request_id`)
+                check_json_body(raw, depth_limit(path), jsonrpc=path in MCP_PATHS)
             except _BodyProblem as p:
                 await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type), request_id=p.request_id,
-                              parsed=p.parsed)
+                              parsed=p.parsed, code=p.code)
                 return
         sent = False
 
