@@ -26,8 +26,12 @@ Matching, in order of strength:
    retraction's clause names after its object: that is an errand of its own sharing a
    word ("drop the kids at the pool at 5pm" is not "pick up the kids from school at
    3pm"; `_errand_of_its_own`), unless another update cue ("instead") is said too;
-5. a bare retraction ("scratch that", "never mind") with nothing else to go on takes the
-   immediately previous load-bearing or instruction turn;
+5. a bare retraction ("scratch that", "never mind"), or one whose words match nothing,
+   takes back the user's previous turn (the assistant's reply to it passed over) where
+   that is a request or a load-bearing statement, and nothing where it was a question or
+   small talk: never a turn further back (`_just_said`; "Never mind." after "What's the
+   weather like in Rome?" leaves "I'm allergic to peanuts" current), nor, for a bare one,
+   the end of a chain or a turn near in meaning;
 6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
    concert.", `_PLAN_RETRACTION`) takes the latest earlier request that names it (a content
    word shared after the request's verb), never a statement of fact: "Cancel my
@@ -35,7 +39,10 @@ Matching, in order of strength:
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
 Only the single best turn is returned: one correction revises one earlier turn (the
-``Superseder`` then decides which of its statements).
+``Superseder`` then decides which of its statements), except a retraction that names its
+topic ("Forget what I said about the spa."), which takes back every turn holding it of
+the best one's kind, a request for a request, a statement for a statement
+(`_rest_of_topic`).
 
 ``Superseder`` is the one place that decides supersession for a conversation (live
 appends, batches, and the replay of ``rebuild``), over the cold store, the embedder and
@@ -89,6 +96,13 @@ the turn classifier through their public methods. Its invariants:
 - Acknowledgements follow their source: an assistant turn shortly after a superseded
   statement that restates its value (the same slot value or name) is superseded by the
   same turn, so the echo is never presented as current either.
+- Whose voice (`voices_may_revise`): where a message names its speaker (its ``name``, a
+  group chat's "alice"), that name holds its "I" and "my". Of two different named
+  speakers, a first-person clause of one never revises one of the other ("I moved to
+  Lisbon" by Bob is not Alice's "I live in Porto"), nor does one's bare retraction take
+  back the other's turn; a clause of nobody in particular revises across speakers as
+  within one ("Actually the meeting is at 5" by Bob). A message that names nobody may be
+  anyone's, as in a chat of one user whose client names the speaker on some messages only.
 - Supersession is derived: ``turns.superseded_by`` in the turn index, rebuildable from
   the log by replaying it (``replay``), never an edit of a message. The pairs and the
   labels a correction inherits are written in one transaction, which reports the log's
@@ -136,6 +150,7 @@ from tiermem.consolidation.classify import (
 from tiermem.consolidation.statements import remaining_text, statement_spans
 from tiermem.tiers.embed import cosine_from_l2
 from tiermem.tiers.memo import memo_scope, remembered_for, scoped_cache
+from tiermem.tiers.models import speaker_name
 from tiermem.tiers.statements import NOTHING_HIDDEN, Hidden, StatementRow, read_hidden
 from tiermem.tiers.vectors import row_dots
 
@@ -161,6 +176,9 @@ class Candidate:
     intent: str
     load_bearing: bool
     embedding: np.ndarray | None = None
+    # who said it, where the message names its speaker ("alice" in a group chat): the
+    # holder of its "I" and "my" (`voices_may_revise`)
+    speaker: str | None = None
 
 
 # Turns that state nothing a correction could revise, and that never revise anything.
@@ -370,7 +388,7 @@ TEXT_MEMO_MAX_ENTRIES = 4096
 def clear_memo() -> None:
     """Forget what the text-keyed caches below remember (and so the texts), of every
     scope: an erasure leaves no copy of erased text in this process."""
-    for cached in (_slots, _content_items, _inflected, _holder, _clauses):
+    for cached in (_slots, _content_items, _inflected, _holder, _clauses, _not_first_person):
         cached.cache_clear()
 
 
@@ -627,11 +645,18 @@ def find_superseded(
     *,
     embedding: np.ndarray | None = None,
     min_similarity: float = SIMILARITY_ALONE_MIN_COSINE,
+    speaker: str | None = None,
+    latest: bool = True,
 ) -> list[tuple[int, str]]:
     """Positions of earlier turns that ``text`` corrects or retracts, each with the reason.
 
-    ``candidates`` are the conversation's earlier user turns, most recent last.  Returns ``[]``
-    when ``text`` has no correction or retraction cue, or when no candidate plausibly matches.
+    ``candidates`` are the conversation's earlier user turns, most recent last; ``latest``:
+    the last of them is the user's previous turn, which a retraction with nothing to go on
+    ("never mind") takes back (False: they are some other selection, such as the turns a
+    chain passed through, and such a retraction revises none of them). ``speaker``: the
+    name of who said ``text``, where its message gives one (``voices_may_revise``).
+    Returns ``[]`` when ``text`` has no correction or retraction cue, or when no candidate
+    plausibly matches.
     """
     norm = normalize(text)
     cue = correction_cue(norm, "user")
@@ -639,7 +664,7 @@ def find_superseded(
     framed = _framed_correction(norm) if cue is None and state is None else None
     plan = _PLAN_RETRACTION.match(_cue_text(norm))
     if plan is not None:
-        called_off = _called_off(text, plan.group("obj"), candidates)
+        called_off = _called_off(text, plan.group("obj"), candidates, speaker)
         if called_off or (cue is None and state is None and framed is None):
             return called_off
     if cue is None and state is None and framed is None:
@@ -647,16 +672,14 @@ def find_superseded(
     cue_txt = cue[1] if cue else state.group(0) if state else framed or ""
     # whose fact and about what: someone else's change never revises the user's own, nor a
     # statement about one thing another's (may_revise)
-    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE and may_revise(text, c.text)]
+    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE
+                and voices_may_revise(text, speaker, c.text, c.speaker)]
     if not eligible:
         return []
 
-    # A bare "scratch that" / "never mind" refers to whatever was just asked for.
+    # A bare "scratch that" / "never mind" takes back what the user just said, and only that.
     if _BARE_RETRACTION.fullmatch(norm):
-        for c in reversed(eligible):
-            if c.load_bearing or c.intent in ("instruction", "correction"):
-                return [(c.position, f"retraction:bare '{cue_txt}' -> previous load-bearing turn")]
-        return []
+        return _just_said(candidates, eligible, speaker, latest, f"retraction:bare '{cue_txt}' -> previous turn")
 
     old_vals = _old_values(text)
     words = _content(text)
@@ -715,24 +738,62 @@ def find_superseded(
             best = (*key, f"correction '{cue_txt}': " + "; ".join(why))
 
     if best is not None:
-        return [(best[2], best[3])]
+        return [(best[2], best[3]), *_rest_of_topic(cue, old_vals, best[2], eligible)]
 
     # "scratch that, keep the old name": a retraction opener whose object matched nothing.
     if cue is not None and cue[0] == "retraction" and _RETRACTION_OPENER.match(norm):
-        for c in reversed(eligible):
-            if c.load_bearing or c.intent in ("instruction", "correction"):
-                return [(c.position, f"retraction:'{cue_txt}' -> previous load-bearing turn")]
+        return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
     return []
 
 
-def _called_off(text: str, obj: str, candidates: Sequence[Candidate]) -> list[tuple[int, str]]:
+def _rest_of_topic(cue: tuple[str, str] | None, old_vals: AbstractSet[str], best: int,
+                   eligible: Sequence[Candidate]) -> list[tuple[int, str]]:
+    """A retraction that names its topic ("Forget what I said about the spa.") takes back
+    every turn that holds it, not only the best match (`best`, which must hold it too):
+    "Book the spa for Saturday afternoon." and "Also book a massage at the spa on Sunday."
+    both. Only turns of the best one's kind, a request for a request and a statement for a
+    statement: "forget about Porto" that takes back "Book a flight to Porto" leaves "I live
+    in Porto" current. A correction with a new value revises one turn, as before."""
+    if cue is None or cue[0] != "retraction" or not old_vals:
+        return []
+    first = next(c for c in eligible if c.position == best)
+    named = [v for v in old_vals if _contains_value(first.text, v)]
+    if not named:
+        return []
+    request = first.intent in _PLAN_INTENTS
+    return [(c.position, f"retraction '{cue[1]}': every turn holding '{named[0]}'") for c in eligible
+            if c.position != best and (c.intent in _PLAN_INTENTS) == request
+            and any(_contains_value(c.text, v) for v in named)]
+
+
+def _just_said(candidates: Sequence[Candidate], eligible: Sequence[Candidate], speaker: str | None, latest: bool,
+               why: str) -> list[tuple[int, str]]:
+    """What a retraction with nothing else to go on ("never mind", "scratch that, keep the
+    old name") takes back: the user's previous turn (`candidates[-1]` where `latest`; the
+    assistant's reply to it is passed over, being no user turn: "Book a table at Nong's" /
+    "Done." / "Never mind."), when that is a request or a load-bearing statement of the
+    same speaker. When the previous turn was a question or small talk ("What's the weather
+    in Rome?" / "Never mind."), that is what is taken back, and it revises nothing: never a
+    turn further back, however load-bearing ("I'm allergic to peanuts" stays current)."""
+    if not latest or not candidates:
+        return []
+    last = candidates[-1]
+    if not any(c is last for c in eligible) or _other_speakers(speaker, last.speaker):
+        return []  # a question, small talk, another person's turn: nothing of a fact taken back
+    if last.load_bearing or last.intent in ("instruction", "correction"):
+        return [(last.position, why)]
+    return []
+
+
+def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: str | None = None
+                ) -> list[tuple[int, str]]:
     """The latest earlier request that the call-off `text` (`_PLAN_RETRACTION`, its object
     `obj`) names: a turn labelled a request whose words after its first, the request's verb
     ("Book a haircut ...", "Order a pizza ..."), share a content word with the object
     ("Cancel the haircut."; not "cancel the order" for "Order a pizza")."""
     words = _content(obj)
     for c in reversed(candidates):
-        if c.intent not in _PLAN_INTENTS or not may_revise(text, c.text):
+        if c.intent not in _PLAN_INTENTS or not voices_may_revise(text, speaker, c.text, c.speaker):
             continue
         rest = c.text.split(None, 1)[1] if len(c.text.split(None, 1)) == 2 else ""
         shared, score = _shared(obj, words, rest, _content(rest))
@@ -1381,6 +1442,54 @@ def _untitled(text: str) -> str:
     return _TITLE_PERIOD.sub(r"\1", text)
 
 
+# --------------------------------------------------------------------------------------------------
+# Whose voice: the speaker a message names
+# --------------------------------------------------------------------------------------------------
+
+
+def _voice(speaker: str | None) -> str | None:
+    """A speaker's name as compared: "Alice", "alice " and "ALICE" are one person; a name
+    of only spaces is none."""
+    return (speaker.strip().casefold() or None) if speaker else None
+
+
+def _other_speakers(a: str | None, b: str | None) -> bool:
+    """Whether two turns are known to be said by two different people: both messages name
+    their speaker (a group chat's `name`), and the names differ. A turn whose message names
+    nobody may be anyone's, as a chat of one user is, where a client that names the speaker
+    only on some messages (or began to midway) still speaks for the same user."""
+    va, vb = _voice(a), _voice(b)
+    return va is not None and vb is not None and va != vb
+
+
+@scoped_cache(TEXT_MEMO_MAX_ENTRIES)
+def _not_first_person(text: str) -> str:
+    """`text`'s clauses (as `_clauses` reads them) that are not the speaker's own (an "I",
+    "we" or "my" clause: SELF_HOLDER), joined: "" when every clause is; `text` itself when
+    none is long enough to name a holder ("Make it 8pm."), which is then nobody's."""
+    plain = _untitled(text)
+    clauses = [c.strip() for a, e in statement_spans(plain) for c in _CLAUSE_CUT.split(plain[a:e])
+               if len(_OPENER.sub("", c.strip(), count=1).split()) >= MIN_CLAUSE_WORDS]
+    if not clauses:
+        return text
+    return ". ".join(c.rstrip(" .!;") for c in clauses if _holder(c) != SELF_HOLDER)
+
+
+def voices_may_revise(new: str, new_speaker: str | None, old: str, old_speaker: str | None) -> bool:
+    """`may_revise`, where the messages name their speakers: the name is the holder of a
+    message's "I" and "my". Two different named people (`_other_speakers`): Bob's "I moved
+    to Lisbon" never revises Alice's "I live in Porto", nor his "never mind" her request;
+    a clause of nobody in particular revises either's as before ("Actually the meeting is
+    at 5" said by Bob after Alice's "the meeting is at 4"), and so may a clause of his own
+    a clause of nobody's of hers ("I moved the meeting to 5"). Where either message names
+    nobody, as `may_revise`."""
+    if not _other_speakers(new_speaker, old_speaker):
+        return may_revise(new, old)
+    # every pair of clauses but those where both speak in the first person
+    new_rest, old_rest = _not_first_person(new), _not_first_person(old)
+    return (bool(new_rest) and may_revise(new_rest, old)) or (bool(old_rest) and may_revise(new, old_rest))
+
+
 @dataclass(frozen=True)
 class Appended:
     """A turn as the Superseder sees it: where it is, who said it, and its label."""
@@ -1390,6 +1499,8 @@ class Appended:
     text: str
     intent: str
     load_bearing: bool
+    # the name its message gives its speaker (tiers.models.speaker_name), None when none
+    speaker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1821,9 +1932,10 @@ class Superseder:
     def _pool(self, conv: str, rows: Mapping[int, TurnRow], hidden: Hidden = NOTHING_HIDDEN
               ) -> dict[int, Appended]:
         rows = {p: r for p, r in rows.items() if p not in hidden.positions}
-        texts = {m.position: m.text for m in self.cold.get(conv, sorted(rows))}
-        return {p: self._as_target(Appended(p, r.role, texts[p], r.intent or "statement", r.load_bearing))
-                for p, r in rows.items() if p in texts}
+        msgs = {m.position: m for m in self.cold.get(conv, sorted(rows))}
+        return {p: self._as_target(Appended(p, r.role, msgs[p].text, r.intent or "statement", r.load_bearing,
+                                            speaker_name(msgs[p].body)))
+                for p, r in rows.items() if p in msgs}
 
     def _as_target(self, t: Appended) -> Appended:
         """`t` as a correction may find it: a user turn labelled a question that also states
@@ -1878,29 +1990,37 @@ class Superseder:
         cand_pos.update(bearing[max(0, i - MAX_PIN_CANDIDATES):i])
         cand_pos.update(q for q, _c in near if q < p)
         users = [q for q in sorted(cand_pos) if q in pool and pool[q].role == "user"]
+        speaker = pool[p].speaker
         # a turn that holds in part is matched by what still holds of it
-        cands = [Candidate(q, b.current_text(q), pool[q].intent, pool[q].load_bearing) for q in users
-                 if q not in b.by and b.current_text(q)]
-        found = find_superseded(text, cands) if cands else []
-        if not found:
-            found = self._via_chain(text, p, [q for q in users if q in b.by or b.parts.get(q)], b)
+        cands = [Candidate(q, b.current_text(q), pool[q].intent, pool[q].load_bearing, speaker=pool[q].speaker)
+                 for q in users if q not in b.by and b.current_text(q)]
+        # the user's previous turn: the latest in the window (one further back, a pin, is not)
+        previous = max((q for q in users if q >= p - SUPERSEDE_WINDOW), default=None)
+        latest = bool(cands) and cands[-1].position == previous
+        found = find_superseded(text, cands, speaker=speaker, latest=latest) if cands else []
         norm = normalize(text)
+        # "never mind" takes back the previous turn or nothing (find_superseded): no chain,
+        # meaning or value leads it further back
+        bare = _BARE_RETRACTION.fullmatch(norm) is not None
+        if not found and not bare:
+            found = self._via_chain(text, p, [q for q in users if q in b.by or b.parts.get(q)], b)
         elliptical = _elliptical(norm)
         cues = _cue_text(norm)
         routine = not elliptical and not MEANING_CUE.search(cues) and bool(ROUTINE_NOW.search(cues))
-        if not found and meaning and (routine or elliptical or MEANING_CUE.search(cues)):
+        if not found and meaning and not bare and (routine or elliptical or MEANING_CUE.search(cues)):
             found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical,
-                                     routine=routine)
+                                     routine=routine, speaker=speaker)
         if not found and elliptical:
-            found = self._chain_head(text, users, b)
-        for old, _why in found[:1]:
-            targets = self._targets(text, pool[old], b)
+            found = self._chain_head(text, users, b, speaker)
+        for old, _why in found:  # one turn, or every turn of a topic a retraction names (_rest_of_topic)
+            targets = self._targets(text, pool[old], b, speaker)
             b.supersede(old, targets, p, self._facts(pool[old]))
             for echo, spans in self._echoes_of(conv, old, p, targets, b):
                 b.supersede(echo, spans, p, self._facts(pool[echo]))
         return bool(found)
 
-    def _targets(self, text: str, target: Appended, b: _Batch) -> list[tuple[int, int]] | None:
+    def _targets(self, text: str, target: Appended, b: _Batch, speaker: str | None = None
+                 ) -> list[tuple[int, int]] | None:
         """The statements of `target` that `text` revises, or None for all of it: each
         statement of the correction revises the statement of the target it matches best
         (an old value it names, shared words, a value of the same slot); a target with
@@ -1914,7 +2034,7 @@ class Superseder:
             # only a statement of the same holder ("I moved" revises "I live ...", not
             # "my brother lives ..." beside it)
             scores = [(_evidence(own, target.text[s:t]), (s, t)) for s, t in spans
-                      if may_revise(own, target.text[s:t])]
+                      if voices_may_revise(own, speaker, target.text[s:t], target.speaker)]
             if not scores:
                 continue
             best = max(sc for sc, _sp in scores)
@@ -1937,8 +2057,10 @@ class Superseder:
             gone = [t.text[s:e] for (s, e) in b.parts.get(q, {})]
             body = t.text if q in b.by else " ".join(gone)
             if body:
-                cands.append(Candidate(q, body, t.intent, t.load_bearing))
-        for q, why in find_superseded(text, cands) if cands else []:
+                cands.append(Candidate(q, body, t.intent, t.load_bearing, speaker=t.speaker))
+        # the chain's turns are not the user's previous one (latest=False): "scratch that,
+        # ..." with nothing matched takes back none of them
+        for q, why in find_superseded(text, cands, speaker=b.pool[p].speaker, latest=False) if cands else []:
             nxt = b.by.get(q) if q in b.by else next(iter(b.parts.get(q, {}).values()), None)
             seen = {q}
             while nxt is not None and nxt in b.by and nxt not in seen:
@@ -1953,7 +2075,8 @@ class Superseder:
         return []
 
     @staticmethod
-    def _chain_head(text: str, users: Sequence[int], b: _Batch) -> list[tuple[int, str]]:
+    def _chain_head(text: str, users: Sequence[int], b: _Batch, speaker: str | None = None
+                    ) -> list[tuple[int, str]]:
         """Without a word or a value in common: an elliptical replacement ("make it La
         Parrilla", "go with Le Bristol instead") revises the latest user turn, within
         ELLIPSIS_REACH user turns, that holds a value (small talk without one is passed
@@ -1966,7 +2089,7 @@ class Superseder:
             if q in b.by or t.intent in NOT_SUPERSEDABLE:
                 continue
             cur = b.current_text(q)
-            if not may_revise(text, cur):
+            if not voices_may_revise(text, speaker, cur, t.speaker):
                 continue  # someone else's value is not the one being changed
             if q in b.heads:
                 return [(q, f"elliptical replacement of the latest correction #{q}")]
@@ -2029,7 +2152,7 @@ class Superseder:
     @staticmethod
     def _by_meaning(text: str, near: Sequence[tuple[int, float]], pool: Mapping[int, Appended],
                     superseded: AbstractSet[int] | Mapping[int, int], *, elliptical: bool = False,
-                    routine: bool = False) -> list[tuple[int, str]]:
+                    routine: bool = False, speaker: str | None = None) -> list[tuple[int, str]]:
         """Fallback when the rules find no target: a turn that says it updates something
         ("... from now on", "I switched ...") and asserts a value, or retracts something
         ("drop the flight rule"), supersedes the earlier user statement or instruction
@@ -2040,7 +2163,8 @@ class Superseder:
         content word with it, the same activity."""
         eligible = [(cos, pool[q]) for q, cos in near  # nearest first
                     if q in pool and q not in superseded and pool[q].role == "user"
-                    and pool[q].intent not in NOT_SUPERSEDABLE and may_revise(text, pool[q].text)
+                    and pool[q].intent not in NOT_SUPERSEDABLE
+                    and voices_may_revise(text, speaker, pool[q].text, pool[q].speaker)
                     and _choice_fits(_choice_only(text), pool[q].text, pool[q].intent)]
         if not eligible or eligible[0][0] < SUPERSEDE_MIN_COSINE:
             return []  # the nearest statement is not close enough: nothing is

@@ -113,6 +113,7 @@ from tiermem.tiers.models import (
     key_name,
     message_text,
     parse_message,
+    speaker_name,
     stamped,
     validate_id,
     validate_namespace,
@@ -958,8 +959,8 @@ class Memory:
             # a new key is never one issued before, but Redis may predate this database's
             # key registry (a database from before incarnations): start from nothing
             self.hot.erase([key])
-        turns = [Appended(p, m.role, m.text(), lab[0], lab[1]) for p, m, lab in zip(positions, parsed, labels,
-                                                                                    strict=True)]
+        turns = [Appended(p, m.role, m.text(), lab[0], lab[1], speaker_name(m.body()))
+                 for p, m, lab in zip(positions, parsed, labels, strict=True)]
         if self.hot is not None:
             # the set admits the new turns before their supersession is recorded, as the log
             # has them: the supersession's unpins then apply its own pin changes only, so
@@ -1015,7 +1016,8 @@ class Memory:
                 continue
             # a salvaged row is not returned by get(): nothing to supersede with
             turns = [Appended(m.position, m.role, m.text, rows[m.position].intent or "statement",
-                              bool(rows[m.position].load_bearing)) for m in self.cold.get(conv, sorted(rows))]
+                              bool(rows[m.position].load_bearing), speaker_name(m.body))
+                     for m in self.cold.get(conv, sorted(rows))]
             with remembered_for(self._scope(conv)):  # a catch-up's pool spans conversations
                 if any(self.superseder.assertion(t) for t in turns):
                     self._release(conv, self.superseder.record(conv, turns))
@@ -1596,7 +1598,7 @@ class Memory:
                 labels = [self._label(m.text, m.role, m.body) for m in msgs]
                 self.cold.set_labels(conv, [(m.position, *lab) for m, lab in zip(msgs, labels, strict=True)])
                 self._release(conv, self.superseder.replay(
-                    conv, [Appended(m.position, m.role, m.text, lab[0], lab[1])
+                    conv, [Appended(m.position, m.role, m.text, lab[0], lab[1], speaker_name(m.body))
                            for m, lab in zip(msgs, labels, strict=True)]))
             n += len(msgs)
         return n

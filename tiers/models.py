@@ -41,7 +41,8 @@ from tiermem.tiers.formats import (
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "MAX_STORED_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "loads_stored", "message_text", "parse_message", "search_text"]
+__all__ = ["MAX_ENVELOPE_BYTES", "MAX_JSON_DEPTH", "MAX_STORED_JSON_DEPTH", "NAME_MAX_CHARS", "ROLES", "Message", "StoredMessage", "canonical_role", "loads_stored", "message_text", "parse_message", "search_text",
+           "speaker_name"]
 
 # Ids become SQLite keys, Redis hash tags, URL path segments and file-free log lines: a
 # conservative ASCII alphabet keeps all four safe (no control characters, no look-alike
@@ -624,10 +625,18 @@ def search_text(body: dict[str, Any]) -> str:
     one) and the text, because in a multi-party chat "what did Ana say about X" is
     about who spoke as much as what was said."""
     text = message_text(body)
-    # a speaker's name; on a function_call item, a tool message (LangChain) or a legacy
-    # function message the name is the tool's, which the call's text already shows
-    name = body.get("name") if "type" not in body and body.get("role") not in ("function", "tool") else None
+    name = speaker_name(body)
     return f"{name}: {text}" if name else text
+
+
+def speaker_name(body: dict[str, Any]) -> str | None:
+    """The name of who said a message, where its body gives one (Chat Completions'
+    `name`, "alice" in a group chat), else None. On a function_call item, a tool message
+    (LangChain) or a legacy function message the name is the tool's, no speaker's."""
+    if "type" in body or body.get("role") in ("function", "tool"):
+        return None
+    name = body.get("name")
+    return name if isinstance(name, str) and name else None
 
 
 # ----------------------------------------------------------------------------------
