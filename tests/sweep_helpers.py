@@ -1,7 +1,7 @@
 """The store a busy-store sweep test fills, and what it reads back, shared by
-test_consolidate_sweep_busy and test_sweep_table_lock: a few conversations, every view of
-each over its freshness budget, the one locked in a test the most behind (so first in
-every sweep's order).
+test_consolidate_sweep_busy, test_sweep_table_lock and test_scheduler_row_lock: a few
+conversations, every view of each over its freshness budget, the one locked in a test the
+most behind (so first in every sweep's order).
 
 Imported explicitly by the test modules (the lead owns conftest.py)."""
 
@@ -25,8 +25,9 @@ def opened(cfg: Config, embedder: FastEmbedder) -> Memory:
     return Memory(cfg, embedder=embedder, hot=False, background_indexing=False)
 
 
-def fill(m: Memory) -> None:
-    for conv, n in CONVERSATIONS:
+def fill(m: Memory, conversations: tuple[tuple[str, int], ...] = CONVERSATIONS) -> None:
+    """Each of `conversations` (name, turns) appended: every view of each behind its log."""
+    for conv, n in conversations:
         m.append_many(conv, [{"role": "user", "content": f"{conv} line {i}: the invoice goes to Porto"}
                              for i in range(n)])
 

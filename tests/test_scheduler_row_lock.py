@@ -25,49 +25,20 @@ import psycopg
 import pytest
 from cold_helpers import locked
 from pg_server import fresh_schema
+from sweep_helpers import MAX_TURNS_BEHIND, VIEW_KINDS, covered, fill, key_of, opened
 
 from tiermem import Config, Memory
 from tiermem.consolidation.scheduler import ConsolidationScheduler
-from tiermem.memory import DEFAULT_NAMESPACE
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.files import storage_problem
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 BUSY_TIMEOUT_MS = 300  # each refusal waits this long: short, so the test is
-MAX_TURNS_BEHIND = 2  # every conversation below is past it
 LOCKED = "big"  # the most behind: first in every run
 # (conversation, turns): the locked one first in the sweep's order, the others behind too
+# (one fewer than sweep_helpers.CONVERSATIONS)
 CONVERSATIONS = ((LOCKED, 12), ("small1", 5), ("small2", 5))
-VIEW_KINDS = ("rolling", "constraints")  # the views a conversation without sessions has
-
-
-def _open(cfg: Config, embedder: FastEmbedder) -> Memory:
-    return Memory(cfg, embedder=embedder, hot=False, background_indexing=False)
-
-
-def _fill(m: Memory) -> None:
-    for conv, n in CONVERSATIONS:
-        m.append_many(conv, [{"role": "user", "content": f"{conv} line {i}: the invoice goes to Porto"}
-                             for i in range(n)])
-
-
-def _key(m: Memory, conv: str) -> str:
-    """The conversation's key: what the views and the scheduler's failures name."""
-    key = m.cold.key_of(DEFAULT_NAMESPACE, conv)
-    assert key is not None, conv
-    return key
-
-
-def _covered(m: Memory, conv: str) -> list[bool]:
-    """Whether each of the conversation's views exists and covers its log."""
-    key = _key(m, conv)
-    last = m.cold.last_position(key)
-    out = []
-    for kind in VIEW_KINDS:
-        view = m.views.warm.latest(key, kind, "")
-        out.append(view is not None and view.end_position == last)
-    return out
 
 
 @contextmanager
@@ -99,8 +70,8 @@ def test_a_row_locked_conversation_leaves_the_others_refreshed(
     schema = fresh_schema()
     cfg = Config(data_dir=tmp_path / "data", cold_url=pg_url, cold_schema=schema,
                  busy_timeout_ms=BUSY_TIMEOUT_MS, warm_max_turns_behind=MAX_TURNS_BEHIND)
-    with _open(cfg, embedder) as m:
-        _fill(m)
+    with opened(cfg, embedder) as m:
+        fill(m, CONVERSATIONS)
         sched = _sched(m)
         with row_locked(pg_url, schema, LOCKED, clause):
             refreshed = sched.run_once(log_failures=False)
@@ -108,11 +79,11 @@ def test_a_row_locked_conversation_leaves_the_others_refreshed(
             # the locked conversation's first view was refused (a lock timeout) and its
             # other view not tried: one lock wait, not one per view
             assert [(f.conversation, type(f.error).__name__) for f in failures] == [
-                (_key(m, LOCKED), "LockNotAvailable")], failures
+                (key_of(m, LOCKED), "LockNotAvailable")], failures
             problem = storage_problem(failures[0].error)
             assert problem is not None and problem.busy
             # the other conversations' views were refreshed in this run (before: none)
-            assert {c: _covered(m, c) for c, _n in CONVERSATIONS} == {
+            assert {c: covered(m, c) for c, _n in CONVERSATIONS} == {
                 LOCKED: [False, False], "small1": [True, True], "small2": [True, True]}
             others = (len(CONVERSATIONS) - 1) * len(VIEW_KINDS)
             assert refreshed == sched.stats.last_refreshed == others
@@ -121,13 +92,13 @@ def test_a_row_locked_conversation_leaves_the_others_refreshed(
         # the lock gone, the next run refreshes the locked conversation's views
         assert sched.run_once(log_failures=False) == len(VIEW_KINDS)
         assert sched.last_failures == ()
-        assert _covered(m, LOCKED) == [True, True]
+        assert covered(m, LOCKED) == [True, True]
 
 
 def test_a_busy_sqlite_store_still_ends_the_run(tmp_path: Path, embedder: FastEmbedder) -> None:
     cfg = Config(data_dir=tmp_path / "data", busy_timeout_ms=BUSY_TIMEOUT_MS, warm_max_turns_behind=MAX_TURNS_BEHIND)
-    with _open(cfg, embedder) as m:
-        _fill(m)
+    with opened(cfg, embedder) as m:
+        fill(m, CONVERSATIONS)
         sched = _sched(m)
         with locked(tmp_path / "data" / "tiermem.db"):
             assert sched.run_once(log_failures=False) == 0
@@ -135,7 +106,7 @@ def test_a_busy_sqlite_store_still_ends_the_run(tmp_path: Path, embedder: FastEm
         # the file's one write lock: the first refusal ends the run, no other conversation
         # is tried (each would wait the busy timeout for nothing)
         assert [(f.conversation, type(f.error).__name__) for f in failures] == [
-            (_key(m, LOCKED), "OperationalError")], failures
+            (key_of(m, LOCKED), "OperationalError")], failures
         problem = storage_problem(failures[0].error)
         assert problem is not None and problem.busy
-        assert all(_covered(m, c) == [False, False] for c, _n in CONVERSATIONS)
+        assert all(covered(m, c) == [False, False] for c, _n in CONVERSATIONS)
