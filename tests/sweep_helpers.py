@@ -7,6 +7,8 @@ Imported explicitly by the test modules (the lead owns conftest.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tiermem import Config, Memory
 from tiermem.consolidation.scheduler import RefreshFailure, SkippedView
 from tiermem.memory import DEFAULT_NAMESPACE
@@ -19,6 +21,14 @@ CONVERSATIONS = ((FIRST, 12), ("small1", 5), ("small2", 5), ("small3", 5))
 VIEW_KINDS = ("rolling", "constraints")  # the views a conversation without sessions has
 ALL_VIEWS = len(CONVERSATIONS) * len(VIEW_KINDS)
 MAX_VIEWS_PER_RUN = 50  # one sweep picks them all
+
+
+def sweep_config(tmp_path: Path, busy_timeout_ms: int, url: str | None = None, schema: str | None = None) -> Config:
+    """The store of a sweep test: SQLite under `tmp_path`, or the PostgreSQL `url`'s `schema`;
+    every view behind, one sweep picking them all, each lock wait `busy_timeout_ms`."""
+    store = {} if url is None else {"cold_url": url, "cold_schema": schema}
+    return Config(data_dir=tmp_path / "data", busy_timeout_ms=busy_timeout_ms, warm_max_turns_behind=MAX_TURNS_BEHIND,
+                  scheduler_max_views_per_run=MAX_VIEWS_PER_RUN, **store)
 
 
 def opened(cfg: Config, embedder: FastEmbedder) -> Memory:

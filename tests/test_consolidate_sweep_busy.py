@@ -26,17 +26,15 @@ from sweep_helpers import (
     ALL_VIEWS,
     CONVERSATIONS,
     FIRST,
-    MAX_TURNS_BEHIND,
-    MAX_VIEWS_PER_RUN,
     VIEW_KINDS,
     coverage,
     failed,
     fill,
     opened,
     skipped,
+    sweep_config,
 )
 
-from tiermem import Config
 from tiermem.consolidation.scheduler import SKIP_ROW_LOCKED, SKIP_STORE_REFUSED, Consolidated
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.files import storage_problem
@@ -47,11 +45,6 @@ BUSY_TIMEOUT_MS = 300  # each refusal waits this long: short, so the test is
 OTHERS = len(CONVERSATIONS) - 1
 
 
-def _pg_config(tmp_path: Path, url: str, schema: str) -> Config:
-    return Config(data_dir=tmp_path / "data", cold_url=url, cold_schema=schema, busy_timeout_ms=BUSY_TIMEOUT_MS,
-                  warm_max_turns_behind=MAX_TURNS_BEHIND, scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
-
-
 @pytest.mark.parametrize("clause", [
     "FOR UPDATE",  # an append's or an erasure's lock: the refresh's lease row waits on it
     "FOR NO KEY UPDATE",  # an UPDATE of the row: the lease is had, the summary's write waits
@@ -59,7 +52,7 @@ def _pg_config(tmp_path: Path, url: str, schema: str) -> Config:
 def test_a_row_locked_conversation_is_skipped_and_the_others_refreshed(
         tmp_path: Path, embedder: FastEmbedder, pg_url: str, clause: str) -> None:
     schema = fresh_schema()
-    with opened(_pg_config(tmp_path, pg_url, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, pg_url, schema), embedder) as m:
         fill(m)
         with holding(pg_url, f"SELECT id FROM \"{schema}\".conversations WHERE name = '{FIRST}' {clause}"):
             done = m.consolidate()  # before: raised LockNotAvailable at the first view
@@ -81,9 +74,7 @@ def test_a_row_locked_conversation_is_skipped_and_the_others_refreshed(
 
 
 def test_a_busy_sqlite_store_ends_the_sweep_without_raising(tmp_path: Path, embedder: FastEmbedder) -> None:
-    cfg = Config(data_dir=tmp_path / "data", busy_timeout_ms=BUSY_TIMEOUT_MS, warm_max_turns_behind=MAX_TURNS_BEHIND,
-                 scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
-    with opened(cfg, embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS), embedder) as m:
         fill(m)
         with locked(tmp_path / "data" / "tiermem.db"):
             done = m.consolidate()  # before: raised OperationalError('database is locked')
@@ -104,7 +95,7 @@ def test_a_busy_sqlite_store_ends_the_sweep_without_raising(tmp_path: Path, embe
 def test_views_unreadable_behind_a_table_lock_are_refused_not_raised(
         tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:
     schema = fresh_schema()
-    with opened(_pg_config(tmp_path, pg_url, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, pg_url, schema), embedder) as m:
         fill(m)
         # the conversations table locked whole (an erasure's VACUUM FULL of it): the sweep
         # cannot even read which views are over budget
@@ -118,12 +109,12 @@ def test_views_unreadable_behind_a_table_lock_are_refused_not_raised(
 
 def test_what_is_not_busy_is_still_raised(tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:
     schema = fresh_schema()
-    with opened(_pg_config(tmp_path, pg_url, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, pg_url, schema), embedder) as m:
         fill(m)
     # the same store through a role that may only read (a hot standby, a read-only URL):
     # the store refuses every refresh, and not because it is busy
     read_only = with_options(pg_url, "-c default_transaction_read_only=on")
-    with opened(_pg_config(tmp_path, read_only, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, read_only, schema), embedder) as m:
         with pytest.raises(Exception) as raised:
             m.consolidate()
         problem = storage_problem(raised.value)

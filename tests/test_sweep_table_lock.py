@@ -29,17 +29,16 @@ from sweep_helpers import (
     ALL_VIEWS,
     CONVERSATIONS,
     FIRST,
-    MAX_TURNS_BEHIND,
-    MAX_VIEWS_PER_RUN,
     VIEW_KINDS,
     coverage,
     failed,
     fill,
     opened,
     skipped,
+    sweep_config,
 )
 
-from tiermem import Config, Memory
+from tiermem import Memory
 from tiermem.consolidation.scheduler import SKIP_ROW_LOCKED, SKIP_TABLE_LOCKED, RefreshFailure, SkippedView
 from tiermem.tiers.embed_onnx import FastEmbedder
 
@@ -71,11 +70,6 @@ TABLE_LOCKS: dict[str, Locker] = {
 }
 
 
-def _config(tmp_path: Path, url: str, schema: str) -> Config:
-    return Config(data_dir=tmp_path / "data", cold_url=url, cold_schema=schema, busy_timeout_ms=BUSY_TIMEOUT_MS,
-                  warm_max_turns_behind=MAX_TURNS_BEHIND, scheduler_max_views_per_run=MAX_VIEWS_PER_RUN)
-
-
 def _assert_one_wait(m: Memory, failures: tuple[RefreshFailure, ...], took: float) -> None:
     # one lock wait, one failure (before: one per conversation), nothing refreshed
     assert failed(m, failures) == [(FIRST, "LockNotAvailable")]
@@ -94,7 +88,7 @@ def _assert_rest_skipped(m: Memory, skipped_views: tuple[SkippedView, ...]) -> N
 def test_the_scheduler_run_stops_at_a_locked_table(
         tmp_path: Path, embedder: FastEmbedder, pg_url: str, lock: str) -> None:
     schema = fresh_schema()
-    with opened(_config(tmp_path, pg_url, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, pg_url, schema), embedder) as m:
         fill(m)
         sched = m.make_scheduler()
         with TABLE_LOCKS[lock](pg_url, schema):
@@ -112,7 +106,7 @@ def test_the_scheduler_run_stops_at_a_locked_table(
 @pytest.mark.parametrize("lock", list(TABLE_LOCKS))
 def test_consolidate_stops_at_a_locked_table(tmp_path: Path, embedder: FastEmbedder, pg_url: str, lock: str) -> None:
     schema = fresh_schema()
-    with opened(_config(tmp_path, pg_url, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, pg_url, schema), embedder) as m:
         fill(m)
         with TABLE_LOCKS[lock](pg_url, schema):
             began = time.monotonic()
@@ -128,7 +122,7 @@ def test_a_second_waiter_on_a_locked_row_is_still_one_conversations(
         tmp_path: Path, embedder: FastEmbedder, pg_url: str) -> None:
     schema = fresh_schema()
     row = f"SELECT id FROM \"{schema}\".conversations WHERE name = '{FIRST}' FOR UPDATE"
-    with opened(_config(tmp_path, pg_url, schema), embedder) as m:
+    with opened(sweep_config(tmp_path, BUSY_TIMEOUT_MS, pg_url, schema), embedder) as m:
         fill(m)
         sched = m.make_scheduler()
         # an erasure holding the row and an append queued on it: the refresh queues on the
