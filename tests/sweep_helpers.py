@@ -21,6 +21,12 @@ CONVERSATIONS = ((FIRST, 12), ("small1", 5), ("small2", 5), ("small3", 5))
 VIEW_KINDS = ("rolling", "constraints")  # the views a conversation without sessions has
 ALL_VIEWS = len(CONVERSATIONS) * len(VIEW_KINDS)
 MAX_VIEWS_PER_RUN = 50  # one sweep picks them all
+# the lock another session holds on a conversation's row (`SELECT ... <clause>`), each case
+# of a row-lock test
+ROW_LOCK_CLAUSES = [
+    "FOR UPDATE",  # an append's or an erasure's lock: the refresh's lease row waits on it
+    "FOR NO KEY UPDATE",  # an UPDATE of the row: the lease is had, the summary's write waits
+]
 
 
 def sweep_config(tmp_path: Path, busy_timeout_ms: int, url: str | None = None, schema: str | None = None) -> Config:

@@ -26,6 +26,7 @@ from sweep_helpers import (
     ALL_VIEWS,
     CONVERSATIONS,
     FIRST,
+    ROW_LOCK_CLAUSES,
     VIEW_KINDS,
     coverage,
     failed,
@@ -45,10 +46,7 @@ BUSY_TIMEOUT_MS = 300  # each refusal waits this long: short, so the test is
 OTHERS = len(CONVERSATIONS) - 1
 
 
-@pytest.mark.parametrize("clause", [
-    "FOR UPDATE",  # an append's or an erasure's lock: the refresh's lease row waits on it
-    "FOR NO KEY UPDATE",  # an UPDATE of the row: the lease is had, the summary's write waits
-])
+@pytest.mark.parametrize("clause", ROW_LOCK_CLAUSES)  # the cases, a comment each: sweep_helpers
 def test_a_row_locked_conversation_is_skipped_and_the_others_refreshed(
         tmp_path: Path, embedder: FastEmbedder, pg_url: str, clause: str) -> None:
     schema = fresh_schema()

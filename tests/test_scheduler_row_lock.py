@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from cold_helpers import locked
 from pg_server import fresh_schema
-from sweep_helpers import MAX_TURNS_BEHIND, VIEW_KINDS, covered, fill, key_of, opened
+from sweep_helpers import MAX_TURNS_BEHIND, ROW_LOCK_CLAUSES, VIEW_KINDS, covered, fill, key_of, opened
 
 from tiermem import Config, Memory
 from tiermem.consolidation.scheduler import ConsolidationScheduler
@@ -61,10 +61,7 @@ def _sched(m: Memory) -> ConsolidationScheduler:
     return sched
 
 
-@pytest.mark.parametrize("clause", [
-    "FOR UPDATE",  # an append's or an erasure's lock: the refresh's lease row waits on it
-    "FOR NO KEY UPDATE",  # an UPDATE of the row: the lease is had, the summary's write waits
-])
+@pytest.mark.parametrize("clause", ROW_LOCK_CLAUSES)  # the cases, a comment each: sweep_helpers
 def test_a_row_locked_conversation_leaves_the_others_refreshed(
         tmp_path: Path, embedder: FastEmbedder, pg_url: str, clause: str) -> None:
     schema = fresh_schema()
