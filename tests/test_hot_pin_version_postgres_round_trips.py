@@ -9,14 +9,13 @@ connection, the real one under it.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hot_fixtures import own_redis
 from pg_server import fresh_schema
+from store_trace import recording
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -26,40 +25,6 @@ TURNS = 60
 PRIORITY = 90
 # a small budget, so the middle of the conversation is evicted and a pin changes members
 SMALL = {"hot_budget_tokens": 300, "head_protect": 1, "tail_protect": 2}
-
-
-class _Recorder:
-    """A pooled connection whose statements are noted, then sent as they were."""
-
-    def __init__(self, inner: Any, sent: list[str]) -> None:
-        self._inner, self._sent = inner, sent
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def execute(self, sql: Any, *args: Any, **kw: Any) -> Any:
-        self._sent.append(sql if isinstance(sql, str) else sql.as_string(self._inner))
-        return self._inner.execute(sql, *args, **kw)
-
-
-@contextlib.contextmanager
-def recording(mem: Memory) -> Iterator[list[str]]:
-    """The statements `mem`'s store sends inside the block (reads and transactions alike
-    check out a pooled connection through `_conn`)."""
-    sent: list[str] = []
-    store: Any = mem.cold
-    real = store._conn
-
-    @contextlib.contextmanager
-    def conn() -> Iterator[Any]:
-        with real() as c:
-            yield _Recorder(c, sent)
-
-    store._conn = conn
-    try:
-        yield sent
-    finally:
-        del store._conn  # the class's method again
 
 
 @pytest.fixture
@@ -115,7 +80,7 @@ def test_the_pin_version_rides_on_the_turns_read(pair: tuple[Memory, Memory], be
     key = a._key(CONV, None)[2]
     rebuilds = a.hot.rebuilds
     positions = [b.append(CONV, {"role": "user", "content": "and one more about Lisbon"})] if before == "append" else []
-    with recording(a) as sent:
+    with recording(a, "postgres") as sent:
         if call == "read":
             got = a.hot.read(key)
             assert not got.degraded and not got.rebuilt

@@ -14,13 +14,13 @@ it), then counted.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pg_server import fresh_schema
+from store_trace import recording
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -31,48 +31,6 @@ PINNED = 7  # a caller's pin among them: the pinned block has something to show
 PRIORITY = 90
 BUDGET = 2_000  # tokens: room for the pinned block, the tail and retrieved turns
 QUERY = "which hotel did I book in Porto?"
-
-
-class _Recorder:
-    """A pooled PostgreSQL connection whose statements are noted, then sent as they were."""
-
-    def __init__(self, inner: Any, sent: list[str]) -> None:
-        self._inner, self._sent = inner, sent
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def execute(self, sql: Any, *args: Any, **kw: Any) -> Any:
-        self._sent.append(sql if isinstance(sql, str) else sql.as_string(self._inner))
-        return self._inner.execute(sql, *args, **kw)
-
-
-@contextlib.contextmanager
-def recording(mem: Memory, engine: str) -> Iterator[list[str]]:
-    """The statements `mem`'s store sends inside the block."""
-    sent: list[str] = []
-    store: Any = mem.cold
-    if engine == "sqlite":
-        with store.reading() as conn:
-            conn.set_trace_callback(sent.append)
-        try:
-            yield sent
-        finally:
-            with store.reading() as conn:
-                conn.set_trace_callback(None)
-        return
-    real = store._conn
-
-    @contextlib.contextmanager
-    def conn() -> Iterator[Any]:
-        with real() as c:
-            yield _Recorder(c, sent)
-
-    store._conn = conn
-    try:
-        yield sent
-    finally:
-        del store._conn  # the class's method again
 
 
 def version_reads(sent: list[str]) -> int:
