@@ -1,12 +1,14 @@
 """Helpers for the cold-tier tests: a raw SQL connection that bypasses ColdStore (to
 check what is really on disk, or to attack the schema), row counts per conversation,
 a runner for child processes that import the project from this checkout, and another
-process holding a database's write lock (`locked`, `hold_lock`/`release`)."""
+process holding a database's write lock (`locked`, `hold_lock`/`release`), and every row
+of a store to compare before and after (`every_row`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -73,6 +75,15 @@ def table_rows(conn: Any) -> dict[str, int]:
     out["messages_vec"] = (conn.execute("SELECT COUNT(*) FROM messages_vec").fetchone()[0]
                            if has_table(conn, "messages_vec") else 0)
     return out
+
+
+def every_row(db_path: Path) -> dict[str, list[str]]:
+    """Every row of every ordinary table of the store (virtual ones are read through their
+    shadow tables): nothing written means equal before and after."""
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
+        names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")]
+        return {n: sorted(map(repr, conn.execute(f'SELECT * FROM "{n}"'))) for n in names}
 
 
 def file_sizes(db: Path) -> dict[str, int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 
 pytest.importorskip("mcp")
 import httpx2  # the mcp package's HTTP client
+from cold_helpers import every_row
 from hash_embedder import HashEmbedder
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -82,15 +82,6 @@ STRING_ARGS: list[tuple[str, str, Any, dict[str, Any]]] = [
 ]
 
 
-def _store(db_path: Path) -> dict[str, list[str]]:
-    """Every row of every ordinary table of the store (virtual ones are read through their
-    shadow tables): nothing written means equal before and after."""
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
-        names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")]
-        return {n: sorted(map(repr, conn.execute(f'SELECT * FROM "{n}"'))) for n in names}
-
-
 @pytest.fixture(scope="module")
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     d = tmp_path_factory.mktemp("mcp-strict")
@@ -123,11 +114,11 @@ def _names(text: str, arg: str, refusal: str) -> bool:
     for tool, arg, base in NUMBER_ARGS for value in VALUES])
 def test_a_number_argument_of_another_json_type_is_a_tool_error(mem: Memory, tool: str, arg: str,
                                                                 base: dict[str, Any], value: Any) -> None:
-    before = _store(mem.config.db_path)
+    before = every_row(mem.config.db_path)
     is_error, text = _call(mem, tool, {**base, arg: value})
     assert is_error, text
     assert _names(text, arg, INTEGER_REFUSAL), text
-    assert _store(mem.config.db_path) == before
+    assert every_row(mem.config.db_path) == before
     assert len(before["messages"]) >= len(MESSAGES)  # the comparison reads the store the tools write
 
 
@@ -135,10 +126,10 @@ def test_a_number_argument_of_another_json_type_is_a_tool_error(mem: Memory, too
     pytest.param(*s, id=f"{s[0]}.{s[1]}={s[2]!r}") for s in STRING_ARGS])
 def test_a_text_argument_of_another_json_type_is_a_tool_error(mem: Memory, tool: str, arg: str, value: Any,
                                                               base: dict[str, Any]) -> None:
-    before = _store(mem.config.db_path)
+    before = every_row(mem.config.db_path)
     is_error, text = _call(mem, tool, {**base, arg: value})
     assert is_error and _names(text, arg, STRING_REFUSAL), text
-    assert _store(mem.config.db_path) == before
+    assert every_row(mem.config.db_path) == before
 
 
 def test_every_number_argument_of_every_tool_is_in_the_table(mem: Memory) -> None:
@@ -183,12 +174,12 @@ def test_context_and_search_take_integers(mem: Memory) -> None:
 
 
 def test_a_message_time_of_another_json_type_is_refused_as_the_library_refuses_it(mem: Memory) -> None:
-    before = _store(mem.config.db_path)
+    before = every_row(mem.config.db_path)
     for value in (True, "5"):  # lax: stored at 1970-01-01 00:00:01 / 00:00:05
         is_error, text = _call(mem, "append", {"conversation_id": CONV, "message": {
             "role": "user", "content": "hi", "created_at": value}})
         assert is_error and text.endswith("created_at: Input should be a valid number"), text
-    assert _store(mem.config.db_path) == before
+    assert every_row(mem.config.db_path) == before
 
 
 # --- the same tools behind `tiermem serve` (`/v1/mcp`), a real server process ---------------
@@ -237,10 +228,10 @@ def test_the_http_endpoint_refuses_them_too(server: tuple[Server, Path], tool: s
             first = await c.call_tool("append", {"conversation_id": CONV, "idempotency_key": "first",
                                                  "message": {"role": "user", "content": "a"}})
             assert not first.is_error, first.content
-            before = _store(db_path)
+            before = every_row(db_path)
             r = await c.call_tool(tool, args)
             return r.is_error, r.content[0].text, before  # type: ignore[union-attr]
 
     is_error, text, before = asyncio.run(run())
     assert is_error and _names(text, arg, INTEGER_REFUSAL), text
-    assert _store(db_path) == before and len(before["messages"]) == 1
+    assert every_row(db_path) == before and len(before["messages"]) == 1

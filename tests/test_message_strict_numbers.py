@@ -18,7 +18,6 @@ Fails on the code before: pydantic's lax mode read `created_at: true` as 1.0, `f
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 import pydantic
 import pytest
 from cli_helpers import tm
+from cold_helpers import every_row
 from convo_fixtures import write_jsonl
 from hash_embedder import HashEmbedder
 
@@ -38,15 +38,6 @@ pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the
 CONV = "trip"
 NS = "default"
 SAY = {"role": "user", "content": "Lisbon on the 15th, window seat."}
-
-
-def _store(db_path: Path) -> dict[str, list[str]]:
-    """Every row of every ordinary table of the store (virtual ones are read through their
-    shadow tables): nothing written means equal before and after."""
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
-        names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                            "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")]
-        return {n: sorted(map(repr, conn.execute(f'SELECT * FROM "{n}"'))) for n in names}
 
 
 @pytest.fixture(scope="module")
@@ -87,20 +78,20 @@ TIMES: list[tuple[Any, str]] = [
     pytest.param(append, field, value, id=f"{way}={value!r}") for way, field, append in WAYS for value, _why in TIMES])
 def test_a_time_of_another_type_is_refused_and_nothing_written(mem: Memory, append: Append, field: str,
                                                                 value: Any) -> None:
-    before = _store(mem.config.db_path)
+    before = every_row(mem.config.db_path)
     with pytest.raises(ValidationError) as info:
         append(mem, value)
     assert (info.value.field, info.value.problem) == (field, "Input should be a valid number")
-    assert _store(mem.config.db_path) == before
+    assert every_row(mem.config.db_path) == before
     assert len(before["messages"]) >= 1  # the comparison reads the store the library writes
 
 
 def test_a_session_id_of_bytes_is_refused(mem: Memory) -> None:
-    before = _store(mem.config.db_path)
+    before = every_row(mem.config.db_path)
     with pytest.raises(ValidationError) as info:  # lax: stored as the text "s1"
         mem.append(CONV, SAY, session_id=b"s1")  # type: ignore[arg-type]
     assert (info.value.field, info.value.problem) == ("session_id", "Input should be a valid string")
-    assert _store(mem.config.db_path) == before
+    assert every_row(mem.config.db_path) == before
 
 
 @pytest.mark.parametrize("value", [True, "5"], ids=["true", "digits"])
@@ -144,7 +135,7 @@ def test_an_import_reads_times_as_before(tmp_path: Path, created_at: Any, stored
     r = tm(tmp_path, HashEmbedder(), "", "import", str(f), "--json")  # type: ignore[arg-type]
     if stored is None:
         assert r.exit_code == 1 and "line 1: created_at: " in r.stderr, r.output
-        assert not (tmp_path / "data" / "tiermem.db").exists() or not _store(tmp_path / "data" / "tiermem.db").get(
+        assert not (tmp_path / "data" / "tiermem.db").exists() or not every_row(tmp_path / "data" / "tiermem.db").get(
             "messages")
         return
     assert r.exit_code == 0 and json.loads(r.stdout)["appended"] == 1, r.output
