@@ -20,7 +20,6 @@ not wait writes them; each layout in a fresh child (the race is in the first imp
 from __future__ import annotations
 
 import json
-import os
 import queue
 import sqlite3
 import subprocess
@@ -32,11 +31,8 @@ from typing import IO, Any
 import pytest
 
 pytest.importorskip("mcp")
+from mcp_stdio_helpers import ANSWER_TIMEOUT_S, EXIT_TIMEOUT_S, PROTOCOL_VERSION, child_env
 
-REPO = Path(__file__).resolve().parents[1]
-ANSWER_TIMEOUT_S = 60.0  # the child's first answer waits on its imports (1-2 s, more on a busy machine)
-EXIT_TIMEOUT_S = 30.0
-PROTOCOL_VERSION = "2025-06-18"
 PARSE_ERROR = -32700
 CONVERSATIONS = 3  # the burst's appends go round these
 UNPARSEABLE = b"this is not json"  # refused by the reader (line_refusal), through the service's guard
@@ -47,12 +43,6 @@ IMPORT_THREADS = 8  # threads importing the service's modules at once in the in-
 # what the stdio reader and the tools import on first use (mcp_server.LAZY_SERVICE_MODULES),
 # named here too: the check must not pass because that list went empty
 SERVICE_ENTRIES = ["tiermem.service.guard", "tiermem.service.schemas"]
-
-
-def _child_env() -> dict[str, str]:
-    return {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-            "TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",  # unreachable: cold-only, quickly
-            "PATH": os.environ.get("PATH", "")}
 
 
 def _lines(stream: IO[bytes], into: queue.Queue[dict[str, Any] | None]) -> None:
@@ -117,7 +107,7 @@ def test_a_burst_to_a_fresh_child_gets_every_answer(tmp_path: Path, calls: int, 
         proc = subprocess.Popen(
             [sys.executable, "-c", "from tiermem.cli import main; main()", "--data-dir", str(data_dir),
              "--namespace", "acme", "mcp"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=_child_env())
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=child_env())
     assert proc.stdin is not None and proc.stdout is not None
     answers: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stdout, answers), daemon=True).start()
@@ -198,7 +188,7 @@ def test_after_build_server_threads_import_the_service_modules_at_once() -> None
     threads released together import the guard and the schemas (what the reader and the
     tools import) with no error. Before, every run failed: an ImportError in one thread, a
     _DeadlockError in another."""
-    out = subprocess.run([sys.executable, "-c", CHECK], env=_child_env(), capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", CHECK], env=child_env(), capture_output=True, text=True,
                          timeout=ANSWER_TIMEOUT_S)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[]", out.stdout

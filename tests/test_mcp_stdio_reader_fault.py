@@ -18,7 +18,6 @@ server's class: the real `tiermem mcp` command, the real `mcp` package, a real p
 from __future__ import annotations
 
 import json
-import os
 import select
 import sqlite3
 import subprocess
@@ -29,11 +28,8 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp")
+from mcp_stdio_helpers import ANSWER_TIMEOUT_S, EXIT_TIMEOUT_S, PROTOCOL_VERSION, child_env
 
-REPO = Path(__file__).resolve().parents[1]
-ANSWER_TIMEOUT_S = 60.0  # the child's first answer waits on its imports (1-2 s, more on a busy machine)
-EXIT_TIMEOUT_S = 30.0
-PROTOCOL_VERSION = "2025-06-18"
 INTERNAL_ERROR = -32603
 RAISES = "FAULT-RAISES"  # a line holding it: the check raises
 UNWRITABLE = "FAULT-UNWRITABLE"  # ... the check gives a refusal that cannot be serialized
@@ -89,14 +85,11 @@ class Session:
     """`tiermem mcp` (with the faulty check) as an MCP host starts it, line by line."""
 
     def __init__(self, data_dir: Path, stderr: Path) -> None:
-        env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-               "TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",  # unreachable: cold-only, quickly
-               "PATH": os.environ.get("PATH", "")}
         self.data_dir, self.stderr = data_dir, stderr
         with stderr.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", CHILD, "--data-dir", str(data_dir), "--namespace", "acme", "mcp"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=child_env())
 
     def send(self, line: bytes) -> None:
         assert self.proc.stdin is not None
