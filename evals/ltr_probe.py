@@ -38,7 +38,6 @@ computed from the conversation's own turns and the planner's own parts.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import pickle
 import time
@@ -50,8 +49,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.evals.fusion_probe import _IMAGE, _WORD, PACK_DEPTH, PARTS, Row, capture, pack, shipped_weights
-from tiermem.evals.recall_rounds import add_recall_args
-from tiermem.tiers.errors import DataFileError
+from tiermem.evals.recall_rounds import add_recall_args, report
 from tiermem.tiers.models import message_text
 from tiermem.tiers.search import STOPWORDS
 
@@ -319,15 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None,
                     help="a pickle of the captured rows: read when it holds this capture, else written")
     args = ap.parse_args(argv)
-    try:
-        result = run(args.data, args.budgets, args.data_root, sample_questions=args.sample_questions,
-                     cache=args.cache)
-    except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
-        raise SystemExit(f"error: {exc}") from None
-    if args.json_out is not None:
-        args.json_out.write_text(json.dumps(result, indent=2))
-    print(table(result))
-    return 0
+    return report(args, lambda: run(args.data, args.budgets, args.data_root, sample_questions=args.sample_questions,
+                                    cache=args.cache), table)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -46,10 +45,10 @@ from tiermem.evals.recall_rounds import (
     load_checked,
     mean_layers,
     prepared,
+    report,
     slice_tokens,
     variant_arg,
 )
-from tiermem.tiers.errors import DataFileError
 
 OUTCOMES = ("packed", "excerpt", "room", "below", "gated")
 ROOM_BUCKETS = (10, 20, 50)  # candidate rank bounds of the `room` buckets
@@ -163,15 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--variant", type=variant_arg, default=None,
                     help="NAME:KEY=V,... as recall_rounds (default: as shipped)")
     args = ap.parse_args(argv)
-    try:
-        result = run(args.data, args.budgets, data_root=args.data_root, sample_questions=args.sample_questions,
-                     variant=args.variant)
-    except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
-        raise SystemExit(f"error: {exc}") from None
-    if args.json_out is not None:
-        args.json_out.write_text(json.dumps(result, indent=2))
-    print(table(result))
-    return 0
+    return report(args, lambda: run(args.data, args.budgets, data_root=args.data_root,
+                                    sample_questions=args.sample_questions, variant=args.variant), table)
 
 
 if __name__ == "__main__":

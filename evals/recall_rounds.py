@@ -513,6 +513,21 @@ def add_recall_args(ap: argparse.ArgumentParser, *, budgets: str, sample_questio
     ap.add_argument("--json-out", type=output_file(), default=None)
 
 
+def report(args: argparse.Namespace, produce: Callable[[], dict[str, Any]],
+           table: Callable[[dict[str, Any]], str]) -> int:
+    """The rest of a probe's `main` once `add_recall_args`' options are parsed: the result
+    `produce` makes, written to --json-out if given, its `table` printed; exit status 0. A
+    data file `tiermem eval` would refuse too is one line and exit status 1, not a traceback."""
+    try:
+        result = produce()
+    except DataFileError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(result, indent=2))
+    print(table(result))
+    return 0
+
+
 _budget_items = int_list(maximum=MAX_BUDGET_TOKENS, unit="tokens")
 
 
