@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import re
 from collections import defaultdict
@@ -51,12 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.evals.recall_rounds import add_recall_args, load_checked, prepared
+from tiermem.evals.recall_rounds import add_recall_args, load_checked, prepared, report
 from tiermem.planner import candidates, rank
 from tiermem.planner.excerpt import sentences
 from tiermem.planner.query_text import dense_text
 from tiermem.planner.render import HEADING_SHARE_TOKENS
-from tiermem.tiers.errors import DataFileError
 from tiermem.tiers.models import message_text
 from tiermem.tiers.search import STOPWORDS
 
@@ -400,15 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiermem.evals.fusion_probe", description=__doc__.split("\n")[0])
     add_recall_args(ap, budgets="500,1000,2000,4000")
     args = ap.parse_args(argv)
-    budgets = args.budgets
-    try:
-        result = run(args.data, budgets, args.data_root, sample_questions=args.sample_questions)
-    except DataFileError as exc:  # a file `tiermem eval` would refuse too: one line, exit 1
-        raise SystemExit(f"error: {exc}") from None
-    if args.json_out is not None:
-        args.json_out.write_text(json.dumps(result, indent=2))
-    print(table(result))
-    return 0
+    return report(args, lambda: run(args.data, args.budgets, args.data_root, sample_questions=args.sample_questions),
+                  table)
 
 
 if __name__ == "__main__":
