@@ -1801,6 +1801,16 @@ def _nearest_in(table: TurnTable, vec: np.ndarray, before: int, k: int) -> list[
     return [(int(table.positions[i]), float(cos[i])) for i in idx]
 
 
+def _believed(rows: Sequence[TurnRow], stored: Sequence[StatementRow], hidden: Hidden) -> list[TurnRow]:
+    """`rows` as `Superseder.facts` believes them: popped turns left out, supersession
+    read past the popped ones, and a turn of which a statement holds again once its
+    correction was popped current in part, whatever its superseded_by says (`stored`:
+    the statement rows of at least these turns)."""
+    revived = {s.position for s in stored if hidden.by(s.superseded_by) is None}
+    return [replace(hidden.row(r), superseded_by=None) if r.position in revived else hidden.row(r)
+            for r in rows if r.position not in hidden.positions]
+
+
 class Superseder:
     """Decides which earlier statements a conversation's new turns supersede, records it
     in the turn index (`ColdStore.set_superseded`), and reads validity intervals back."""
@@ -2246,35 +2256,36 @@ class Superseder:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def validity(self, conversation_id: str, rows: Sequence[TurnRow]) -> dict[int, Validity]:
-        """Validity intervals of `rows` that are superseded (chains followed to the
-        current value), keyed by position; texts are left empty (the caller has them)."""
-        sup = [r for r in rows if r.superseded_by is not None]
-        if not sup:
-            return {}
-        return self._intervals(conversation_id, {r.position: r for r in sup}, {})
-
-    def facts(self, conversation_id: str) -> list[Validity]:
+    def facts(self, conversation_id: str, *, start: int = 0, end: int | None = None) -> list[Validity]:
         """The conversation's load-bearing user statements that hold now, and every
         statement something superseded, with its interval: what the agent believes now
         and what it believed before. In log order. A turn that holds several facts, of
         which some were superseded, is listed statement by statement (`Validity.span`).
         A popped item (a control row hides it) is not believed: it is not listed, and
-        what only it superseded holds again (tiers.statements.Hidden)."""
+        what only it superseded holds again (tiers.statements.Hidden).
+
+        Of the turns at positions `start`..`end` only (None: to the last), when asked: the
+        entries the whole conversation's list has at those positions, read from those
+        turns and the chains of corrections they start, not from every turn (a page of
+        the inspector's log asks for its rows)."""
         hid = read_hidden(self.cold, conversation_id)
-        stored = [s for s in self.cold.superseded_statements(conversation_id) if s.position not in hid.positions]
+        whole = start == 0 and end is None
+        read = self.cold.turns(conversation_id, start=start, end=end)
+        stored = [s for s in self.cold.superseded_statements(conversation_id, None if whole else
+                                                             [r.position for r in read])
+                  if s.position not in hid.positions]
         parts: dict[int, list[StatementRow]] = {}
         for s in hid.statements(stored):
             parts.setdefault(s.position, []).append(s)
-        # a turn of which a statement holds again, once its correction was popped, is
-        # current in part, whatever its superseded_by says
-        revived = {s.position for s in stored if hid.by(s.superseded_by) is None}
-        rows = [replace(hid.row(r), superseded_by=None) if r.position in revived else hid.row(r)
-                for r in self.cold.turns(conversation_id) if r.position not in hid.positions]
+        rows = _believed(read, stored, hid)
         keep = {r.position: r for r in rows if r.superseded_by is not None or r.position in parts
                 or (r.role == "user" and r.load_bearing and r.intent not in NOT_SUPERSEDABLE)}
         texts = {m.position: m.text for m in self.cold.get(conversation_id, sorted(keep))}
         by_pos = {r.position: r for r in rows}
+        if not whole:
+            # the whole list's chains run through turns outside the range: read those
+            self._follow(conversation_id, by_pos, [r.superseded_by for r in rows]
+                         + [s.superseded_by for stmts in parts.values() for s in stmts], hid)
         got = self._intervals(conversation_id, {p: r for p, r in keep.items() if p not in parts}, texts, by_pos, hid)
         out = [got[p] for p in sorted(got)]
         for p, stmts in parts.items():
@@ -2295,6 +2306,17 @@ class Superseder:
                         out.append(Validity(p, r.role, text[a:e], r.created_at, None, None, p, (a, e)))
         out.sort(key=lambda v: (v.position, v.span or (0, 0)))
         return out
+
+    def _follow(self, conv: str, known: dict[int, TurnRow], starts: Sequence[int | None], hidden: Hidden) -> None:
+        """Add to `known` the turns the chains from `starts` pass through (A -> B -> C),
+        read as `facts` reads every turn (`_believed`), a hop's turns at a time."""
+        frontier = {p for p in starts if p is not None} - set(known)
+        while frontier:
+            at = sorted(frontier)
+            stored = [s for s in self.cold.superseded_statements(conv, at) if s.position not in hidden.positions]
+            got = _believed(self.cold.turns_at(conv, at), stored, hidden)
+            known.update({r.position: r for r in got})
+            frontier = {r.superseded_by for r in got if r.superseded_by is not None} - set(known)
 
     def _chain_end(self, conv: str, start: int, known: Mapping[int, TurnRow]) -> int | None:
         """Where a chain of corrections starting at `start` ends (None: a retraction)."""

@@ -1213,12 +1213,19 @@ class Memory:
                           _named(msgs, key, name))
 
     @_fills_caches
-    def facts(self, conversation_id: str, *, namespace: str | None = None) -> list[Validity]:
+    def facts(self, conversation_id: str, *, namespace: str | None = None, start: int = 0,
+              end: int | None = None) -> list[Validity]:
         """What the agent believes now, and what it believed before: the load-bearing
-        statements that hold, and every superseded one with its validity interval."""
+        statements that hold, and every superseded one with its validity interval. With
+        `start`/`end`, those of the turns at positions start..end only (end None: to the
+        last): the same entries, read from those turns and the chains of corrections
+        they start, so a page of a long log costs what its rows do."""
+        check_position(start, "start")
+        if end is not None:
+            check_position(end, "end")
         _name, _ns, key = self._key(conversation_id, namespace)
         with remembered_for(self._scope(key)):  # its cues, parses and labels, for it alone
-            return self.superseder.facts(key)
+            return self.superseder.facts(key, start=start, end=end)
 
     def conversations(self, namespace: str | None = None) -> list[str]:
         """The ids of exactly `namespace`'s conversations (not those below it), all of

@@ -258,7 +258,8 @@ def turns_page(mem: Memory, namespace: str, name: str, page: int | None) -> Turn
         cid = result_of(m)
         if cid:
             results.setdefault(cid, m)
-    validity = {v.position: v.to_json() for v in mem.facts(name, namespace=namespace)}
+    # the page's rows only (and the chains of corrections they start), never every turn
+    validity = {v.position: v.to_json() for v in mem.facts(name, namespace=namespace, start=start, end=end)}
     hot = hot_figures(mem, key)
     warm = warm_positions(mem, key)
     rows = []
