@@ -232,9 +232,24 @@ class ColdStore(SharedQueries):
 
     dialect = SQLITE
     _log = log
-    # another process's write waits for the write lock by polling (`_polled`, up to
-    # BUSY_POLL_DELAYS_S apart): a pause longer than its longest sleep always holds a try
-    _LABEL_PAUSE_MIN_S = 1.5 * max(BUSY_POLL_DELAYS_S)
+    # A long pass's batches (set_labels) and a waiting writer: SQLite has no queue. Another
+    # process's write polls for the write lock (`_polled`; SQLite's own busy handler the
+    # same: sqliteDefaultBusyCallback sleeps 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms
+    # between tries, BUSY_POLL_DELAYS_S), so it takes the lock only in a gap that one of
+    # its tries falls in: back-to-back transactions are one hold to it, whichever
+    # conversation each writes. So the spell is counted across the store, and the pause
+    # after one is just over the longest sleep (LOCK_PAUSE_S), a try always falling in it.
+    # The spell: a waiter's tries come 25 ms apart around 100 ms into its wait, so a spell
+    # plus the batch that ends it (~30 ms, LABEL_BATCH_TARGET_S) keeps the longest wait
+    # near 130 ms, under a 150 ms busy timeout (tests/test_labels_append_during_pass.py;
+    # the default is 5 s). Before, every batch paused 0.15 s, and every conversation over
+    # 200 turns paid one (300 of 300 turns: +45 s to a rebuild's relabelling).
+    _SPELL_WHOLE_STORE = True
+    _SPELL_S = 0.075
+    LOCK_PAUSE_S = max(BUSY_POLL_DELAYS_S) + 0.02  # + a loaded machine's late wake-up
+
+    def _lock_pause(self, held: float) -> float:
+        return self.LOCK_PAUSE_S
 
     def __init__(
         self,

@@ -56,8 +56,10 @@ import functools
 import json
 import logging
 import math
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -153,17 +155,23 @@ SUMMARY_LOOKBACK = 5
 # them (a rebuild's relabelling: every turn of each conversation) held the row 1.1-17 s
 # for 20k turns on PostgreSQL (SQLite's write lock 0.3-1.9 s; 2 cores, loaded to varying
 # degrees), and an append behind it failed busy past a lock timeout shorter than that.
-# Batched, the pass takes longer (the pauses: 10k turns 2.0-2.3 s on PostgreSQL against
-# 0.8-3.3 s, 20k turns 2.6-3.1 s on SQLite against 0.4 s). The first batch holds
-# LABEL_BATCH_TURNS turns, each next one is sized from the last to hold the lock about
-# LABEL_BATCH_TARGET_S (a turn costs ~15-35 us on SQLite, ~55-220 us on PostgreSQL),
-# within MIN..MAX turns; between two, a pause as long as the last held it (at least the
-# engine's `_LABEL_PAUSE_MIN_S`, at most LABEL_PAUSE_MAX_S), where a waiter gets in.
+# A batch holds about LABEL_BATCH_TARGET_S (a turn costs ~15-35 us on SQLite, ~55-220 us on
+# PostgreSQL): the first LABEL_BATCH_TURNS turns until the store has timed one, then as
+# many as the last batches' cost per turn fits (`_label_turn_s`), within MIN..MAX turns,
+# so a conversation of a few hundred turns is one batch. Between two batches a pause where
+# a waiter gets in, but only once the lock has been held a spell (`_spell_begin`):
+# PostgreSQL per conversation row, SQLite per store (one write lock for the file, across
+# conversations); never after a pass's last batch.
 LABEL_BATCH_TURNS = 200
 LABEL_BATCH_MIN_TURNS = 16
 LABEL_BATCH_MAX_TURNS = 5000
 LABEL_BATCH_TARGET_S = 0.03
 LABEL_PAUSE_MAX_S = 1.0
+# how much each new batch's cost per turn weighs in the store's estimate (`_label_turn_s`)
+LABEL_COST_WEIGHT = 0.5
+# at most this many lock scopes' spells are remembered (PostgreSQL: one per conversation a
+# pass is writing; SQLite has one): past it the ones idle longest are forgotten
+SPELL_SCOPES_MAX = 64
 # The order an erasure reports its conversations in (ErasureReport's tombstones, keys and
 # conversation_ids) on both engines: by namespace, then name (the engine's collation, as
 # conversation listings sort), then several incarnations of one name by creation time;
@@ -282,9 +290,14 @@ class SharedQueries:
 
     dialect: ClassVar[Dialect]
     _log: ClassVar[logging.Logger]  # the engine's logger (salvage lines name it)
-    # the least pause between two of set_labels's batches (LABEL_BATCH_TURNS): what a
-    # writer waiting on the engine's lock needs to be sure to find it free
-    _LABEL_PAUSE_MIN_S: ClassVar[float]
+    # A long pass (set_labels, a PostgreSQL rebuild's rewrite) commits in short batches;
+    # a waiter gets the lock in a pause between two. `_SPELL_S`: how long the engine's
+    # lock may be held, batch after batch, before a pause (`_spell_begin`);
+    # `_SPELL_WHOLE_STORE`: whether the lock is the store's (SQLite's write lock: a pass
+    # over one conversation holds off appends to every other) or the conversation's row
+    # (PostgreSQL); `_lock_pause(held)`: how long the pause after a spell of `held` s.
+    _SPELL_S: ClassVar[float]
+    _SPELL_WHOLE_STORE: ClassVar[bool]
 
     if TYPE_CHECKING:  # what each engine provides
         _salvaged_rows: SalvagedRows  # (conversation, kind, SALVAGE_ROW_IDS[kind])
@@ -331,6 +344,66 @@ class SharedQueries:
     def _step(self, name: str) -> None:
         if self._fault is not None:
             self._fault(name)
+
+    def _lock_pause(self, held: float) -> float:
+        """The pause after a spell of `held` seconds holding the lock, long enough for a
+        writer waiting on it to be sure to take it (each engine says)."""
+        raise NotImplementedError
+
+    def _spells(self) -> tuple[threading.Lock, OrderedDict[str, list[float]]]:
+        # scope -> [seconds held since the last pause, perf_counter() at the last release]
+        got: tuple[threading.Lock, OrderedDict[str, list[float]]] | None = self.__dict__.get("_spell_state")
+        if got is None:
+            got = self.__dict__.setdefault("_spell_state", (threading.Lock(), OrderedDict()))
+        return got
+
+    def _spell_begin(self, key: str) -> None:
+        """Before a long pass's transaction on `key`: pause first when the lock has been
+        held a spell (`_SPELL_S`) since the last gap long enough for a waiter to take it.
+        The pause comes before the next batch, not after the last one, so a pass's last
+        batch, or a conversation's on PostgreSQL (the next one locks another row), is
+        followed by none; on SQLite the spell runs on across conversations and passes."""
+        lock, spells = self._spells()
+        scope = "" if self._SPELL_WHOLE_STORE else key
+        with lock:
+            spell = spells.get(scope)
+            if spell is None:
+                return
+            held, released = spell
+            pause = self._lock_pause(held)
+            if time.perf_counter() - released >= pause:
+                del spells[scope]  # a gap as long as a pause since: a waiter had its turn
+                return
+            if held < self._SPELL_S:
+                return
+            del spells[scope]
+        time.sleep(pause)
+
+    def _spell_end(self, key: str, held: float) -> None:
+        """After a long pass's transaction on `key` that held the lock `held` seconds."""
+        lock, spells = self._spells()
+        scope = "" if self._SPELL_WHOLE_STORE else key
+        with lock:
+            spell = spells.pop(scope, None)
+            spells[scope] = [(spell[0] if spell is not None else 0.0) + held, time.perf_counter()]
+            while len(spells) > SPELL_SCOPES_MAX:
+                spells.popitem(last=False)
+
+    def _label_batch(self) -> int:
+        """How many turns set_labels's next batch takes: LABEL_BATCH_TARGET_S at the cost
+        per turn its batches have taken in this store (LABEL_BATCH_TURNS before one)."""
+        per_turn: float | None = self.__dict__.get("_label_turn_s")
+        if per_turn is None:
+            return LABEL_BATCH_TURNS
+        return max(LABEL_BATCH_MIN_TURNS, min(LABEL_BATCH_MAX_TURNS, int(LABEL_BATCH_TARGET_S / max(per_turn, 1e-7))))
+
+    def _label_cost(self, turns: int, held: float) -> None:
+        if turns < LABEL_BATCH_MIN_TURNS:
+            return  # mostly a transaction's own cost: it would size the next batches too small
+        per_turn = held / max(turns, 1)
+        was: float | None = self.__dict__.get("_label_turn_s")
+        self.__dict__["_label_turn_s"] = per_turn if was is None else (
+            LABEL_COST_WEIGHT * per_turn + (1 - LABEL_COST_WEIGHT) * was)
 
     # -- conversations ----------------------------------------------------------------
 
@@ -695,8 +768,13 @@ class SharedQueries:
         ordered = sorted(labels, key=lambda lab: lab[0])
         update = self.dialect.sql("UPDATE turns SET intent = ?, load_bearing = ?, priority = ?, label_reason = ? "
                                   "WHERE conversation_id = ? AND position = ?")
-        start, size = 0, LABEL_BATCH_TURNS
+        start = 0
         while start < len(ordered):  # no labels: no transaction
+            size = self._label_batch()
+            # a batch that would leave fewer than a small batch's turns takes them too
+            if len(ordered) - start - size < LABEL_BATCH_MIN_TURNS:
+                size = len(ordered) - start
+            self._spell_begin(conversation_id)  # a pause first, if the lock has been held a spell
             began = time.perf_counter()
             with self._tx() as c:
                 # each batch in the writers' lock order (the engine's `_lock_turn_writers`):
@@ -706,11 +784,9 @@ class SharedQueries:
                 c.cursor().executemany(update, [(i, int(lb), p, r, conversation_id, pos)
                                                 for pos, i, lb, p, r in ordered[start:start + size]])
             held = time.perf_counter() - began
+            self._spell_end(conversation_id, held)
+            self._label_cost(size, held)
             start += size
-            if start < len(ordered):  # the lock free for a waiting append
-                time.sleep(min(max(held, self._LABEL_PAUSE_MIN_S), LABEL_PAUSE_MAX_S))
-                size = max(LABEL_BATCH_MIN_TURNS,
-                           min(LABEL_BATCH_MAX_TURNS, int(size * LABEL_BATCH_TARGET_S / max(held, 1e-3))))
 
     def set_superseded(self, conversation_id: str, pairs: Sequence[tuple[int, int]],
                        labels: Sequence[tuple[int, str, bool, int, str]] = ()) -> tuple[int, int] | None:

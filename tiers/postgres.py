@@ -34,8 +34,10 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   a reader between two sees the batches before it done, each changed turn having moved
   the pin version once. As one transaction it held the row 0.8-3.3 s for 10k turns (2
   loaded cores), and appends behind it failed busy (tests/test_labels_append_during_pass.py).
-  So does `rebuild`'s rewrite of the turn rows: one conversation's batch of messages a
-  transaction (REBUILD_BATCH_MESSAGES, ~30 ms each), in the order above. As one
+  So does `rebuild`'s rewrite of the turn rows: a batch of messages a transaction
+  (REBUILD_BATCH_MESSAGES, ~30 ms each), in the order above: one conversation's, or
+  several small conversations' whole (their rows in id order, as an erasure takes them,
+  then their turns in id order, as the vectors' writer does). As one
   transaction its DELETE FROM turns moved and held the pin_versions row of each
   conversation with a load-bearing turn to its end (20k turns: 3.6 s; a load-bearing
   append with a 300 ms lock_timeout failed busy) and a plain append committed inside it
@@ -353,11 +355,13 @@ FTS_CONFIG = "english"  # stemmer and stopwords of the tsvector column
 # FTS5 indexes them all).
 MAX_FTS_TEXT_BYTES = 256 * 1024
 SCHEMA_PATTERN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# `rebuild` rewrites each conversation's turn and FTS rows in batches of its messages,
-# each one transaction in the writers' lock order (the conversation's row, its turns, its
-# pin version): the first REBUILD_BATCH_MESSAGES, each next one sized from the last to hold
-# the row about REBUILD_BATCH_TARGET_S (within MIN..MAX), a pause as long as it held the
-# row after each (at most REBUILD_PAUSE_MAX_S), where a queued append gets in. As one
+# `rebuild` rewrites the turn and FTS rows in batches of messages, each one transaction
+# in the writers' lock order (the conversations' rows, their turns, their pin versions):
+# the first REBUILD_BATCH_MESSAGES, each next one sized from the last to hold its rows about
+# REBUILD_BATCH_TARGET_S (within MIN..MAX). A conversation larger than a batch is its own
+# batches, a pause as long as its row was held between two once held a spell (at most
+# REBUILD_PAUSE_MAX_S; `_spell_begin`), where a queued append gets in; smaller ones share
+# a batch, and none waits for a pause (the next batch takes other rows). As one
 # transaction the rewrite held the pin version of every conversation with a load-bearing
 # turn (its DELETE's trigger moved them) to its end: 20k turns, 3.6 s on 2 loaded cores.
 REBUILD_BATCH_MESSAGES = 200
@@ -1193,9 +1197,15 @@ class PostgresStore(SharedQueries):
 
     dialect = POSTGRES
     _log = log
-    # a writer waiting for the conversation's row is queued and woken by the commit: the
-    # pause as long as the batch held it lets it in before the next batch
-    _LABEL_PAUSE_MIN_S = 0.0
+    # a writer waiting for a conversation's row is queued and woken by the commit: a pause
+    # as long as the spell held it lets it in before the next batch on that row. The spell
+    # is per row (a batch on another conversation's row holds off no append to this
+    # one): about one batch (LABEL_BATCH_TARGET_S, REBUILD_BATCH_TARGET_S)
+    _SPELL_WHOLE_STORE = False
+    _SPELL_S = 0.03
+
+    def _lock_pause(self, held: float) -> float:
+        return min(held, REBUILD_PAUSE_MAX_S)
 
     def __init__(
         self,
@@ -2758,27 +2768,49 @@ class PostgresStore(SharedQueries):
         rebuild`: labels from `labeler`, supersession cleared (the consolidation layer
         replays it).
 
-        Each conversation's rows are rewritten in batches of its messages (by position;
-        REBUILD_BATCH_MESSAGES): read, decoded, labelled and counted outside any
-        transaction, then its turn, FTS and vector rows replaced in one short transaction
-        that holds the conversation's row first, as every writer of its turns does
-        (`_lock_turn_writers`), a pause after it. As one transaction over every turn, its
-        `DELETE FROM turns` moved and held to its end the pin version of every
-        conversation with a load-bearing turn: a load-bearing append waited for the whole
-        rewrite (20k turns: 3.6 s) and failed busy past a short lock timeout; a plain one
-        committed inside it and the rewrite then failed on its turn row (UniqueViolation:
-        the DELETE had not seen it, the read after it had). A batch ends at the last
-        position it read, so a message appended since keeps the rows its append wrote.
-        Every message has its turn and FTS rows at every commit (the old ones until its
-        batch replaces them); a process killed mid-way leaves each turn as it was or
-        rebuilt, with its vector or marked for the next catch-up, and a rerun rebuilds
-        the rest (supersession stays cleared until one completes)."""
+        The rows are rewritten in batches of messages (REBUILD_BATCH_MESSAGES, sized to
+        hold their locks ~REBUILD_BATCH_TARGET_S): read, decoded, labelled and counted
+        outside any transaction, then their turn, FTS and vector rows replaced in one
+        short transaction that holds the conversations' rows first, as every writer of
+        their turns does (`_lock_turn_writers`). A conversation larger than a batch is
+        rewritten in batches of its messages by position, a pause between two once its
+        row has been held a spell (`_spell_begin`); smaller ones share a batch
+        (`_rebuild_group`), several conversations a transaction, their rows taken in id
+        order as an erasure takes them, then their turns in id order as the vectors'
+        writer takes them, so neither deadlocks it (one transaction each cost 2,000
+        conversations of 10 messages 4.0-5.1 s against 1.6-1.9 s as one transaction).
+        As one transaction over every turn, its `DELETE FROM turns` moved and held to its
+        end the pin version of every conversation with a load-bearing turn: a
+        load-bearing append waited for the whole rewrite (20k turns: 3.6 s) and failed
+        busy past a short lock timeout; a plain one committed inside it and the rewrite
+        then failed on its turn row (UniqueViolation: the DELETE had not seen it, the
+        read after it had). A batch ends at the last position it read, so a message
+        appended since keeps the rows its append wrote. Every message has its turn and
+        FTS rows at every commit (the old ones until its batch replaces them); a process
+        killed mid-way leaves each turn as it was or rebuilt, with its vector or marked
+        for the next catch-up, and a rerun rebuilds the rest (supersession stays cleared
+        until one completes)."""
         with self._maintenance():
             with self._tx() as c:
                 c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
-            n = 0
-            for conv, namespace in self._read("SELECT id, namespace FROM conversations ORDER BY id"):
-                n += self._rebuild_conversation(str(conv), str(namespace))
+            n, limit = 0, REBUILD_BATCH_MESSAGES
+            group: list[tuple[str, str]] = []
+            grouped = 0  # messages of `group`, by its conversations' counters (an upper bound)
+            for conv, namespace, size in self._read(
+                    "SELECT id, namespace, next_position FROM conversations ORDER BY id"):
+                if int(size) == 0:
+                    continue  # no message: no rows to write (the last transaction drops any)
+                if group and grouped + int(size) > limit:
+                    got, limit = self._rebuild_group(group, limit)
+                    n, group, grouped = n + got, [], 0
+                if int(size) > limit:
+                    got, limit = self._rebuild_conversation(str(conv), str(namespace), limit)
+                    n += got
+                else:
+                    group.append((str(conv), str(namespace)))
+                    grouped += int(size)
+            if group:
+                n += self._rebuild_group(group, limit)[0]
             with self._tx() as c:
                 # rows of no message, or of one whose conversation row is gone (none is
                 # rebuilt above): the whole-table DELETE took them before
@@ -2789,55 +2821,105 @@ class PostgresStore(SharedQueries):
         embedded = self.index_pending(progress=progress) if embed else 0
         return {"turns": n, "embedded": embedded}
 
-    def _rebuild_conversation(self, conv: str, namespace: str) -> int:
+    def _rebuilt_rows(self, rows: Sequence[Sequence[Any]], namespaces: Mapping[str, str]
+                      ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """`rebuild`'s turn and FTS rows of messages read as (conversation, position, id,
+        role, body, session, created), decoded, labelled and counted."""
+        turn_rows: list[tuple[Any, ...]] = []
+        fts_rows: list[tuple[Any, ...]] = []
+        for conv, pos, mid, role, body, session, created in rows:
+            data = self._rebuild_body(conv, pos, role, body)
+            with remembered_for(memo_scope(self.db_uuid, conv)):  # its label and count, for it alone
+                lab = rebuilt_labels(self.labeler, role, data)
+                n_tokens = message_tokens(self.tokens, data)
+            turn_rows.append((conv, pos, mid, role, session, n_tokens, content_hash(data), created,
+                              speaker_name(data), *lab))
+            fts_rows.append((mid, conv, namespaces[conv], fts_text(data)))
+        return turn_rows, fts_rows
+
+    def _write_rebuilt(self, c: Conn, ids: list[int], turn_rows: list[tuple[Any, ...]],
+                       fts_rows: list[tuple[Any, ...]]) -> int:
+        """Inside a rebuild's transaction, its conversations' rows locked and the turn rows
+        of the positions read deleted: the FTS and vector rows of `ids` replaced, the turn
+        and FTS rows of those still there (an erasure since took its rows with it) written.
+        Returns how many turns it wrote."""
+        live = {int(r[0]) for r in c.execute("SELECT id FROM messages WHERE id = ANY(%s)", (ids,))}
+        c.execute("DELETE FROM messages_fts WHERE id = ANY(%s)", (ids,))
+        c.execute("DELETE FROM messages_vec WHERE id = ANY(%s)", (ids,))  # embedded again (catch-up)
+        cur = c.cursor()
+        cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, "
+                        "content_hash, created_at, speaker, intent, load_bearing, priority, label_reason) "
+                        "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                        [t for t in turn_rows if int(t[2]) in live])
+        cur.executemany("INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (%s,%s,%s,%s)",
+                        [f for f in fts_rows if int(f[0]) in live])
+        return len(live)
+
+    @staticmethod
+    def _next_rebuild_batch(limit: int, held: float) -> int:
+        return max(REBUILD_BATCH_MIN_MESSAGES,
+                   min(REBUILD_BATCH_MAX_MESSAGES, int(limit * REBUILD_BATCH_TARGET_S / max(held, 1e-3))))
+
+    def _rebuild_group(self, group: Sequence[tuple[str, str]], limit: int) -> tuple[int, int]:
+        """`rebuild`'s rewrite of conversations whose messages fit one batch, in one
+        transaction; returns how many turns it wrote and the next batch's size."""
+        keys = [conv for conv, _ns in group]
+        rows = self._read(
+            "SELECT conversation_id, position, id, role, body, session_id, created_at FROM messages "
+            "WHERE conversation_id = ANY(%s) ORDER BY conversation_id, position", (keys,))
+        if not rows:
+            return 0, limit
+        turn_rows, fts_rows = self._rebuilt_rows(rows, dict(group))
+        upto: dict[str, int] = {}
+        for r in rows:
+            upto[str(r[0])] = int(r[1])  # the last position read of each (rows by position)
+        ids = [int(r[2]) for r in rows]
+        self._step("rebuild:read")
+        began = time.perf_counter()
+        with self._tx() as c:
+            # the writers' lock order, for several conversations: their rows in id order
+            # (as an erasure takes them, ERASURE's `ORDER BY id FOR UPDATE`: the sort is
+            # below the row locks, so they are taken in that order), then their turns in id
+            # order (as the vectors' writer takes them; within a conversation that is
+            # position order), then the pin versions the DELETE's trigger moves
+            c.execute("SELECT id FROM conversations WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE", (keys,))
+            c.execute("SELECT id FROM turns WHERE conversation_id = ANY(%s) ORDER BY id FOR UPDATE", (keys,))
+            # the positions read, no further: a message appended since keeps its rows
+            c.execute("DELETE FROM turns t USING unnest(%s::text[], %s::int8[]) AS r(conv, upto) "
+                      "WHERE t.conversation_id = r.conv AND t.position <= r.upto", (list(upto), list(upto.values())))
+            n = self._write_rebuilt(c, ids, turn_rows, fts_rows)
+        held = time.perf_counter() - began
+        self._step("rebuild:batch")
+        return n, self._next_rebuild_batch(len(rows), held)  # from what it held: the counters overcount
+
+    def _rebuild_conversation(self, conv: str, namespace: str, limit: int) -> tuple[int, int]:
         """`rebuild`'s rewrite of one conversation's rows, in batches; returns how many
-        turns it wrote."""
-        n, after, limit = 0, -1, REBUILD_BATCH_MESSAGES
+        turns it wrote and the next batch's size."""
+        n, after = 0, -1
         while True:
             rows = self._read(
-                "SELECT position, id, role, body, session_id, created_at FROM messages "
+                "SELECT conversation_id, position, id, role, body, session_id, created_at FROM messages "
                 "WHERE conversation_id = %s AND position > %s ORDER BY position LIMIT %s", (conv, after, limit))
             if not rows:
-                return n
-            turn_rows: list[tuple[Any, ...]] = []
-            fts_rows: list[tuple[Any, ...]] = []
-            for pos, mid, role, body, session, created in rows:
-                data = self._rebuild_body(conv, pos, role, body)
-                with remembered_for(memo_scope(self.db_uuid, conv)):  # its label and count, for it alone
-                    lab = rebuilt_labels(self.labeler, role, data)
-                    n_tokens = message_tokens(self.tokens, data)
-                turn_rows.append((conv, pos, mid, role, session, n_tokens, content_hash(data), created,
-                                  speaker_name(data), *lab))
-                fts_rows.append((mid, conv, namespace, fts_text(data)))
-            ids = [int(r[1]) for r in rows]
+                return n, limit
+            turn_rows, fts_rows = self._rebuilt_rows(rows, {conv: namespace})
+            ids = [int(r[2]) for r in rows]
             self._step("rebuild:read")
+            self._spell_begin(conv)  # a pause first, if its row has been held a spell
             began = time.perf_counter()
             with self._tx() as c:
                 self._lock_turn_writers(c, conv)
-                # the messages read are there still, unless the conversation was erased
-                # since (its row gone with them: nothing to write)
-                live = {int(r[0]) for r in c.execute("SELECT id FROM messages WHERE id = ANY(%s)", (ids,))}
                 # the positions read, no further: a message appended since keeps its rows
                 c.execute("DELETE FROM turns WHERE conversation_id = %s AND position > %s AND position <= %s",
-                          (conv, after, int(rows[-1][0])))
-                c.execute("DELETE FROM messages_fts WHERE id = ANY(%s)", (ids,))
-                c.execute("DELETE FROM messages_vec WHERE id = ANY(%s)", (ids,))  # embedded again (catch-up)
-                cur = c.cursor()
-                cur.executemany("INSERT INTO turns(conversation_id, position, id, role, session_id, tokens, "
-                                "content_hash, created_at, speaker, intent, load_bearing, priority, label_reason) "
-                                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                                [t for t in turn_rows if int(t[2]) in live])
-                cur.executemany("INSERT INTO messages_fts(id, conversation_id, namespace, text) VALUES (%s,%s,%s,%s)",
-                                [f for f in fts_rows if int(f[0]) in live])
+                          (conv, after, int(rows[-1][1])))
+                n += self._write_rebuilt(c, ids, turn_rows, fts_rows)
             held = time.perf_counter() - began
-            n += len(live)
+            self._spell_end(conv, held)
             self._step("rebuild:batch")
             if len(rows) < limit:
-                return n
-            after = int(rows[-1][0])
-            time.sleep(min(held, REBUILD_PAUSE_MAX_S))  # the row free for a queued append
-            limit = max(REBUILD_BATCH_MIN_MESSAGES,
-                        min(REBUILD_BATCH_MAX_MESSAGES, int(limit * REBUILD_BATCH_TARGET_S / max(held, 1e-3))))
+                return n, limit
+            after = int(rows[-1][1])
+            limit = self._next_rebuild_batch(limit, held)
 
     def integrity(self) -> dict[str, int]:
         r = self._read("SELECT (SELECT COUNT(*) FROM messages), (SELECT COUNT(*) FROM turns), "
