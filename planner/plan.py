@@ -134,6 +134,10 @@ class Plan:
     # slice past it, so it is not a cap)
     shares: dict[str, int] = field(default_factory=dict)
     retrieval: str = ""  # whether and how broadly this turn retrieves, and why
+    # turns of the conversation without a vector yet that this call left to the background
+    # catch-up (Memory's CONTEXT_EMBED_POOLS: a bulk import's backlog): dense ranking did
+    # not see them, keywords and recency did; 0: it saw every turn it could
+    vectors_pending: int = 0
     # cumulative: ms from the start of the call to the end of each stage, in stage order
     # ("pack": 1181.9 is when packing ended, not how long it took); `stage_ms` has durations
     timings_ms: dict[str, float] = field(default_factory=dict)

@@ -118,9 +118,9 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
-from tiermem.tiers.store import ColdLog
+from tiermem.tiers.store import INDEX_POOL_BATCHES, ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
-from tiermem.tiers.turncache import TurnCache
+from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache
 from tiermem.tiers.zones import Zone, optional_timezone
 
 if TYPE_CHECKING:
@@ -181,6 +181,29 @@ MAX_DROPPED_HERE = 100_000
 # seconds between the background indexer's looks for pending turns (and for erasures
 # other processes committed: an idle process drops their copies within this)
 INDEXER_WAKE_S = 5.0
+# catch-up pools of its conversation's pending turns a context embeds inline before it
+# plans (a pool: INDEX_POOL_BATCHES batches of embedding_batch_size turns, 1,024 at the
+# default 64, cut at INDEX_POOL_MAX_CHARS characters: ~5 s of chat turns on 2 idle cores,
+# ~13 s of texts at the model's length). The rest is left to the background indexer and
+# the plan says how many turns dense ranking could not see (`Plan.vectors_pending`). Unbounded
+# before, the first context after importing 20,000 turns embedded them all: 250 s.
+CONTEXT_EMBED_POOLS = 1
+
+
+class _PoolsBound:
+    """An `index_pending` stop (asked before each pool's read) that ends the catch-up once
+    `reads` pools were read; `fired` says whether it did (a catch-up that ran out of
+    pending turns first never asks again)."""
+
+    def __init__(self, reads: int) -> None:
+        self.reads = reads
+        self.asked = 0
+        self.fired = False
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        self.fired = self.asked > self.reads
+        return self.fired
 
 
 _P = ParamSpec("_P")
@@ -1379,13 +1402,24 @@ class Memory:
         """`context` for a conversation's key, once its arguments are checked."""
         table = None
         failure: Exception | None = None
+        cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS
         try:
             # only when this conversation has turns without a vector (the copy the
             # planner scores from knows): the probe alone costs more than a plan stage
             table = self.turns.get(conv, tz)
-            if not bool(table.has_vec.all()) and self.cold.index_pending(
-                    conversation_id=conv, batch=self.config.embedding_batch_size):
-                table = self.turns.get(conv, tz)
+            if not bool(table.has_vec.all()):
+                most = CONTEXT_EMBED_POOLS * self.config.embedding_batch_size * INDEX_POOL_BATCHES
+                bound = _PoolsBound(CONTEXT_EMBED_POOLS)
+                stored = self.cold.index_pending(conversation_id=conv, batch=self.config.embedding_batch_size,
+                                                 max_rows=most, stop=bound)
+                # a get looks again at PENDING_RECHECK_TURNS of the turns it held without a
+                # vector, in log order (the order they were embedded): once per that many
+                for _ in range(-(-stored // PENDING_RECHECK_TURNS)):
+                    table = self.turns.get(conv, tz)
+                if bound.fired or stored >= most:  # not a store without a model (read-only, none)
+                    cut = int((~table.has_vec).sum())
+                if cut and self._indexer is not None:
+                    self._indexer.wake.set()  # the rest: the background catch-up, from now
         except Exception as exc:
             # catching up vectors is a write; a read must still answer (full disk, locked
             # db, the model lost): the turns not yet embedded are found by bm25 and the
@@ -1394,12 +1428,18 @@ class Memory:
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
         try:
-            return self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
-                                      summaries=summaries,
-                                      namespace_recall=namespace_recall and self.config.namespace_recall,
-                                      truncate_latest=truncate_latest, table=table, record=record, timezone=tz)
+            ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
+                                     summaries=summaries,
+                                     namespace_recall=namespace_recall and self.config.namespace_recall,
+                                     truncate_latest=truncate_latest, table=table, record=record, timezone=tz)
         finally:
             self._caught_up(failure)
+        if cut:
+            # said, or a reader takes a turn the dense ranking never saw for one it judged unrelated
+            ctx.plan.vectors_pending = cut
+            ctx.plan.retrieval += (f"; dense ranking partial: {cut} turn(s) have no vector yet (embedded in the "
+                                   "background), found by keywords and recency only")
+        return ctx
 
     def _hot_view(self, conv: str) -> HotView:
         from tiermem.planner.build import HotView

@@ -66,7 +66,9 @@ DEFAULT_TURN_CACHE_BYTES = DEFAULT_TURN_CACHE_MB * 1024 * 1024
 # or after this many turns: the planner's session context needs some notion of episode.
 SESSION_GAP_S = 30 * 60.0
 MAX_GROUP_TURNS = 50
-_PENDING_RECHECK_LIMIT = 512
+# turns without a vector a get() looks at again (whether they have one now), first in log
+# order: a caller that embedded more gets again once per this many (Memory._context)
+PENDING_RECHECK_TURNS = 512
 # turns per read of the log while a conversation loads: the store's lock is held about
 # 50 ms per 1,000 turns (vectors and texts included), which bounds what one tenant's first
 # call costs the others
@@ -373,7 +375,7 @@ class TurnCache:
         if last > e.last:
             ok = self._read_after(e)
         if ok and e.pending and self.cold.embedder is not None:
-            want = [int(e.positions[i]) for i in e.pending[:_PENDING_RECHECK_LIMIT]]
+            want = [int(e.positions[i]) for i in e.pending[:PENDING_RECHECK_TURNS]]
             ok = e.fill(self.cold.turn_facts(conversation_id, positions=want))
         if not ok:
             with self._lock:
