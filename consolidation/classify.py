@@ -1044,13 +1044,19 @@ class TurnClassifier:
         self._min_sim = min_prototype_similarity
         self._margin = prototype_margin
 
-    def classify(self, text: str, role: str, *, embedding: np.ndarray | None = None) -> TurnLabel:
-        """The label of one turn, from its first CLASSIFY_MAX_CHARS characters."""
+    def classify(self, text: str, role: str, *, embedding: np.ndarray | None = None,
+                 ordinary: bool = False) -> TurnLabel:
+        """The label of one turn, from its first CLASSIFY_MAX_CHARS characters. With
+        `ordinary`, the label it has as an ordinary turn: no correction cue read, and no
+        "correction" prototype (supersession relabels so a correction that revised
+        nothing: consolidation.supersede `_demote`)."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         text = text[:CLASSIFY_MAX_CHARS]
-        if self._protos is not None:  # the fallback may embed: not a function of the text alone
-            return self._classify(text, role, embedding)
+        if self._protos is not None or ordinary:
+            # the fallback may embed: not a function of the text alone; an ordinary label
+            # is asked for rarely (a correction that revised nothing): not remembered
+            return self._classify(text, role, embedding, ordinary=ordinary)
         key = (text, role)
         hit = _label_memo.get(key, None)
         if hit is None:
@@ -1058,7 +1064,8 @@ class TurnClassifier:
             _remember(_label_memo, key, hit)
         return hit
 
-    def _classify(self, text: str, role: str, embedding: np.ndarray | None) -> TurnLabel:
+    def _classify(self, text: str, role: str, embedding: np.ndarray | None, *, ordinary: bool = False
+                  ) -> TurnLabel:
         if role == "tool":
             return TurnLabel("tool_result", False, PRIORITY["tool_result"], "rule:role-tool")
         if role == "system":
@@ -1069,7 +1076,7 @@ class TurnClassifier:
             return TurnLabel("chitchat", False, 0, "rule:empty")
         clauses = _clauses(norm)
 
-        corr = correction_cue(norm, role, clauses=clauses)
+        corr = None if ordinary else correction_cue(norm, role, clauses=clauses)
         if corr is not None:
             reason = f"rule:correction-{corr[0]} '{corr[1]}'"
             return TurnLabel("correction", True, PRIORITY["correction"], reason)
@@ -1126,6 +1133,8 @@ class TurnClassifier:
         if self._protos is not None:
             vec = embedding if embedding is not None else self._protos.embed_one(text)
             best = self._protos.scores(vec)
+            if ordinary:
+                best.pop("correction", None)
             lab = max(best, key=lambda k: best[k])
             sim = best[lab]
             # Sentence embeddings encode topic more than speech act ("I'm in the Pacific time zone"

@@ -31,7 +31,12 @@ Matching, in order of strength:
    that is a request or a load-bearing statement, and nothing where it was a question or
    small talk: never a turn further back (`_just_said`; "Never mind." after "What's the
    weather like in Rome?" leaves "I'm allergic to peanuts" current), nor, for a bare one,
-   the end of a chain or a turn near in meaning;
+   the end of a chain or a turn near in meaning. A correction or retraction that revises
+   nothing is no pin (`Superseder._demote`, derived labels): a bare one drops to small
+   talk; one carrying a new fact, once the meaning search had its say too, to the label it
+   has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
+   Porto, not Lisbon." still states where the user lives). At 90 it filled the pinned
+   share and pushed out the very fact it no longer retracts;
 6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
    concert.", `_PLAN_RETRACTION`) takes the latest earlier request that names it (a content
    word shared after the request's verb), never a statement of fact: "Cancel my
@@ -783,6 +788,16 @@ def _just_said(candidates: Sequence[Candidate], eligible: Sequence[Candidate], s
     if last.load_bearing or last.intent in ("instruction", "correction"):
         return [(last.position, why)]
     return []
+
+
+def _idle(gated: Mapping[int, str], b: _Batch, searched: AbstractSet[int] | Mapping[int, object]
+          ) -> dict[int, str]:
+    """Of the corrections `gated` (position -> assertive part), those that revise nothing in
+    `b` and that nothing later may make revise: bare retractions (`_just_said` alone decides
+    them) and the ones `searched` by meaning."""
+    heads = b.heads
+    return {p: txt for p, txt in gated.items()
+            if p not in heads and (p in searched or _BARE_RETRACTION.fullmatch(normalize(txt)) is not None)}
 
 
 def _called_off(text: str, obj: str, candidates: Sequence[Candidate], speaker: str | None = None
@@ -1855,10 +1870,10 @@ class Superseder:
 
     def record(self, conversation_id: str, appended: Sequence[Appended]) -> Recorded:
         """`on_append`, with the log's pin changes its pairs made (`Recorded.moved`)."""
-        pairs, statements = self.decide(conversation_id, appended)
+        pairs, statements, idle = self._decided(conversation_id, appended)
         if statements:
             self.cold.set_superseded_statements(conversation_id, statements)
-        relabel = self._inherit(conversation_id, pairs, statements)
+        relabel = self._inherit(conversation_id, pairs, statements) + self._demote(appended, idle)
         moved = self.cold.set_superseded(conversation_id, pairs, relabel) if pairs or relabel else None
         return Recorded(pairs, moved, [lab[0] for lab in relabel])
 
@@ -1882,6 +1897,32 @@ class Superseder:
                             f"{n.label_reason or 'rule'}; supersedes load-bearing #{old}")
         return list(relabel.values())
 
+    def _demote(self, appended: Sequence[Appended], idle: Mapping[int, str]
+                ) -> list[tuple[int, str, bool, int, str]]:
+        """The labels of the corrections among `appended` that revise nothing (`idle`: their
+        assertive parts, `_decided`), as ordinary turns: the classifier pinned each at
+        PRIORITY["correction"] for what it would revise, and a pin that revises nothing
+        took the pinned share from the facts it left current ("Never mind." after a
+        question pushed out "I'm allergic to peanuts."). A bare retraction takes back
+        nothing and says nothing: small talk. A correction carrying a new fact has the
+        label the classifier gives it as an ordinary turn (`ordinary`), unless a clause of
+        it is the user's own (SELF_HOLDER: "Actually I live in Porto, not Lisbon." still
+        tells where the user lives, a fact a correction's pin is worth). Derived labels,
+        replayed with the supersession by `rebuild`."""
+        out: list[tuple[int, str, bool, int, str]] = []
+        for a in appended:
+            text = idle.get(a.position)
+            if text is None or a.role != "user" or a.intent != "correction" or not a.load_bearing:
+                continue
+            if _BARE_RETRACTION.fullmatch(normalize(text)):
+                out.append((a.position, "chitchat", False, PRIORITY["chitchat"],
+                            "supersession: a bare retraction that takes back nothing"))
+            elif not any(holder == SELF_HOLDER for holder, _subject, _thing in _clauses(text)):
+                lab = self.classifier.classify(a.text, "user", ordinary=True)
+                out.append((a.position, lab.intent, lab.load_bearing, lab.priority,
+                            f"{lab.reason}; supersession: a correction that revises nothing"))
+        return out
+
     def find(self, conv: str, appended: Sequence[Appended]) -> list[tuple[int, int]]:
         """The whole-turn pairs `on_append` records, without recording anything."""
         return self.decide(conv, appended)[0]
@@ -1898,15 +1939,24 @@ class Superseder:
         that. A larger batch (an import) decides in two passes: the rules over the window
         and the pins first, without any embedding; then only the corrections they left
         unresolved, at most MAX_MEANING_LOOKUPS of them, are embedded."""
+        pairs, statements, _idle = self._decided(conv, appended)
+        return pairs, statements
+
+    def _decided(self, conv: str, appended: Sequence[Appended]
+                 ) -> tuple[list[tuple[int, int]], list[StatementRow], dict[int, str]]:
+        """`decide`, and the corrections that revise nothing once every rule had its say
+        (position -> assertive part): a bare retraction always (no meaning search leads
+        it anywhere), another once it was searched by meaning (an import's rules leave
+        that to its catch-up, and a large batch searches MAX_MEANING_LOOKUPS only)."""
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
-            return [], []
+            return [], [], {}
         # a popped turn (a control row hides it) neither corrects nor is corrected: a
         # replay then records what readers see through tiers.statements.Hidden
         hid = read_hidden(self.cold, conv)
         gated = {p: txt for p, txt in gated.items() if p not in hid.positions}
         if not gated:
-            return [], []
+            return [], [], {}
         first = appended[0].position
         # candidates, read once per batch: the window before the batch and the pins
         rows: dict[int, TurnRow] = {r.position: r for r in self.cold.turns(conv, start=max(0, first - SUPERSEDE_WINDOW),
@@ -1929,7 +1979,7 @@ class Superseder:
                 if not self._decide(conv, p, gated[p], (), b, bearing, meaning=False):
                     unresolved.append(p)
         if not unresolved:
-            return b.pairs, b.statements
+            return b.pairs, b.statements, _idle(gated, b, frozenset())
         near = self._nearest(conv, {p: gated[p] for p in unresolved}, small=small)
         far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
             conv, sorted({q for hits in near.values() for q, _c in hits} - set(b.pool))))}
@@ -1937,7 +1987,7 @@ class Superseder:
         self._load(conv, b, far)
         for p in unresolved:
             self._decide(conv, p, gated[p], near.get(p, ()), b, bearing, meaning=True)
-        return b.pairs, b.statements
+        return b.pairs, b.statements, _idle(gated, b, near)
 
     def _pool(self, conv: str, rows: Mapping[int, TurnRow], hidden: Hidden = NOTHING_HIDDEN
               ) -> dict[int, Appended]:
