@@ -104,7 +104,9 @@ def test_cli_append_json_file_refuses_and_writes_nothing(tmp_path: Path, embedde
         assert r.exit_code == 1, r.output
         assert "metadata" in r.output and str(MAX_JSON_DEPTH) in r.output and "Traceback" not in r.output
         r = CliRunner().invoke(cli, ["--data-dir", str(data), "history", CONV], obj=CliState(embedder=embedder))
-        assert r.exit_code != 0 and "not found" in r.output  # the conversation was never created
+        # nothing was created: not the conversation, not even the store (the refusal comes
+        # before the store is opened, d4b4809)
+        assert r.exit_code != 0 and "no tiermem database" in r.output
     finally:
         EmbeddedRedis(data).stop()  # a no-op unless a command started it
 
