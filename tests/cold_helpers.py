@@ -95,6 +95,20 @@ def file_sizes(db: Path) -> dict[str, int]:
     return out
 
 
+def write_lock_held(db: Path) -> bool:
+    """Whether another connection holds the SQLite file's write lock, seen from outside it."""
+    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # taken: nobody holds the write lock
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as exc:
+        assert "locked" in str(exc) or "busy" in str(exc), exc
+        return True
+    finally:
+        conn.close()
+
+
 def hold_lock(db: Path) -> subprocess.Popen[str]:
     """Another process holding `db`'s write lock from when this returns until `release`:
     a real lock on the file, as a long erasure or fork in another process holds it."""

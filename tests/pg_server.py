@@ -282,6 +282,18 @@ def read_lock_held(url: str, schema: str) -> Iterator[None]:
         holder.close()
 
 
+def turns_write_locked(url: str, schema: str) -> bool:
+    """Whether another session's transaction writes the schema's turns table (holds its
+    RowExclusiveLock): a relabelling or a rebuild's rewrite under way."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'turns' "
+            "AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()", (schema,)).fetchone() != (0,)
+
+
 def session_lock_timeout(store: PostgresStore) -> str:
     """The lock_timeout of the session the store's operations find."""
     with store._conn() as conn:

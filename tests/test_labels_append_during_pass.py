@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -24,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
+from cold_helpers import write_lock_held
 from label_pass_worker import PASS_LABEL
-from pg_server import fresh_schema
+from pg_server import fresh_schema, turns_write_locked
 
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.models import Message
@@ -58,23 +57,8 @@ CASES = [
 def pass_holds_its_lock(engine: str, where: str) -> bool:
     """Whether the child's pass holds the lock an append needs, seen from outside it."""
     if engine == "postgres":
-        url, schema = where.rsplit("#", 1)
-        with psycopg.connect(url, autocommit=True) as conn:
-            # an UPDATE of the schema's turns is under way in another session's transaction
-            return conn.execute(
-                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'turns' "
-                "AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()", (schema,)).fetchone() != (0,)
-    conn = sqlite3.connect(where, timeout=0, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")  # taken: nobody holds the write lock
-        conn.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError as exc:
-        assert "locked" in str(exc) or "busy" in str(exc), exc
-        return True
-    finally:
-        conn.close()
+        return turns_write_locked(*where.rsplit("#", 1))
+    return write_lock_held(Path(where))
 
 
 @pytest.fixture(params=CASES)

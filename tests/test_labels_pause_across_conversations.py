@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from cold_helpers import write_lock_held
 from label_passes_worker import PASS_LABEL
 
 from tiermem.tiers.cold import ColdStore
@@ -58,19 +58,6 @@ def seed(store: ColdStore, n: int, turns: int) -> list[str]:
     return [store.append_batch(f"conv{i:04d}", [Message(role="user", content=f"turn {t} of {i} says something.")
                                                 for t in range(turns)], labels=[SEED_LABEL] * turns).key
             for i in range(n)]
-
-
-def write_lock_held(db: Path) -> bool:
-    conn = sqlite3.connect(db, timeout=0, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")  # taken: nobody holds the write lock
-        conn.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError as exc:
-        assert "locked" in str(exc) or "busy" in str(exc), exc
-        return True
-    finally:
-        conn.close()
 
 
 def answer(child: subprocess.Popen[str]) -> Any:

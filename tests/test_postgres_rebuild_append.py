@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 import psycopg.sql
 import pytest
-from pg_server import fresh_schema
+from pg_server import fresh_schema, turns_write_locked
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
@@ -78,12 +78,7 @@ def seed(store: PostgresStore) -> str:
 
 def rewrite_under_way(where: str) -> bool:
     """Whether another session holds a write lock on the schema's turns table."""
-    url, schema = where.rsplit("#", 1)
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = 'turns' "
-            "AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()", (schema,)).fetchone() != (0,)
+    return turns_write_locked(*where.rsplit("#", 1))
 
 
 def pin_version_held(where: str, key: str) -> bool:
