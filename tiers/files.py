@@ -163,9 +163,14 @@ class StorageProblem(NamedTuple):
 # marks, say, stay cleared until one completes)
 INCOMPLETE_TEXT = ("the command is incomplete: it commits in several transactions, and any before the failing "
                    "one stay written (not rolled back); run it again")
+# ... and what the HTTP service says of such a request (an erasure in batches); sent
+# again, it erases what is left
+INCOMPLETE_REQUEST_TEXT = ("the request may be partly done: it commits in several transactions, and any before "
+                           "the failing one stay written (not rolled back); it is safe to send it again")
 
 
-def storage_problem(exc: BaseException, *, several_transactions: bool = False) -> StorageProblem | None:
+def storage_problem(exc: BaseException, *, several_transactions: bool = False,
+                    incomplete: str = INCOMPLETE_TEXT) -> StorageProblem | None:
     """(status, message, busy) when `exc` (or what it was raised from) is the storage
     refusing, failing or busy: 507 for a full disk (SQLite's, or PostgreSQL's disk_full)
     or the database's size cap; 503 for a PostgreSQL server out of resources (the rest
@@ -181,13 +186,14 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False) -
 
     `several_transactions`: the operation commits in several (the CLI's rebuild, import,
     migrate-store, index, prune, delete, delete-namespace): the message says it is
-    incomplete and to run it again (INCOMPLETE_TEXT) instead of what it says of one
+    incomplete and to run it again (`incomplete`: INCOMPLETE_TEXT for a command,
+    INCOMPLETE_REQUEST_TEXT for an HTTP request) instead of what it says of one
     transaction, and nothing is `refused_unwritten`."""
 
     def problem(status: int, cause: str, claim: str, *, busy: bool = False,
                 refused_unwritten: bool = False) -> StorageProblem:
         if several_transactions:
-            return StorageProblem(status, f"{cause}; {INCOMPLETE_TEXT}", busy=busy)
+            return StorageProblem(status, f"{cause}; {incomplete}", busy=busy)
         return StorageProblem(status, f"{cause}{claim}", busy=busy, refused_unwritten=refused_unwritten)
 
     seen: set[int] = set()

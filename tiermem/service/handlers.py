@@ -12,6 +12,9 @@ busy one (another writer held SQLite past `busy_timeout_ms`, a PostgreSQL lock o
 statement timeout) 503 with a Retry-After of `STORAGE_BUSY_RETRY_AFTER_S`, /healthz unmoved;
 a 503 body carries `"written": false` only where the store certainly refused before
 writing (busy, read-only), never for a lost connection (the COMMIT may have landed);
+a route that commits in several transactions (`SEVERAL_TRANSACTION_ROUTES`: the erasures
+in batches) says instead that it may be partly done and is safe to send again
+(`INCOMPLETE_REQUEST_TEXT`), never "nothing was written", and carries no `"written"`;
 anything else is logged, counted in `tiermem_http_unhandled_errors` and answered 500.
 """
 
@@ -34,7 +37,7 @@ from tiermem.errors import (
 from tiermem.service.runtime import runtime_of
 from tiermem.service.schemas import error_body, error_type
 from tiermem.tiers.errors import WRITTEN_FIELD, not_found_detail
-from tiermem.tiers.files import storage_problem
+from tiermem.tiers.files import INCOMPLETE_REQUEST_TEXT, storage_problem
 from tiermem.tiers.schema import DriverDatabaseError
 
 # the PostgreSQL driver's base error (its pool's timeout too), where the `postgres` extra is installed
@@ -50,6 +53,16 @@ log = logging.getLogger("tiermem.service")
 
 STORAGE_RETRY_AFTER_S = 30  # what a 503 from refusing storage tells clients to wait
 STORAGE_BUSY_RETRY_AFTER_S = 1  # ... and from busy storage (another writer's transaction)
+
+# (method, route path) of the routes whose write commits in several transactions: the
+# erasures, in batches of rows or one conversation at a time (Memory.delete_conversation,
+# delete_namespace, prune). A storage refusal partway leaves the earlier ones erased, and
+# sending the request again erases the rest (as the CLI's SEVERAL_TRANSACTION_COMMANDS).
+SEVERAL_TRANSACTION_ROUTES = frozenset({
+    ("DELETE", "/v1/conversations/{conversation_id}"),
+    ("DELETE", "/v1/namespace"),
+    ("POST", "/v1/prune"),
+})
 
 
 def _field_loc(field_name: str) -> list[str | int]:
@@ -113,7 +126,9 @@ async def not_found(request: Request, exc: ConversationNotFound) -> JSONResponse
 
 
 def _storage_answer(request: Request, exc: BaseException) -> JSONResponse | None:
-    problem = storage_problem(exc)
+    route_path = getattr(request.scope.get("route"), "path", None)
+    several = (request.method, route_path) in SEVERAL_TRANSACTION_ROUTES
+    problem = storage_problem(exc, several_transactions=several, incomplete=INCOMPLETE_REQUEST_TEXT)
     if problem is None:
         return None
     status, detail, busy, refused_unwritten = problem
