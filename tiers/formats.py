@@ -63,7 +63,10 @@ Invariants and policy (README, "Message formats"):
   the chat form (`context_format="chat"`, `unique_chat_call_ids`), the Anthropic form,
   the Agents SDK session's items (`unique_item_call_ids`) and the LangChain adapters'
   messages (`tiermem.adapters.langchain.unique_call_ids`) rename; `as_stored` sends the
-  rows as appended, a repeated id repeated.
+  rows as appended, a repeated id repeated. The Responses form sends each item `id` of a
+  call or output item once too ("Duplicate item found with id"): a repeat, such as a
+  server's `fc_0` every round or an item id equal to a renamed call id, goes without
+  one (the id is optional on both items; the pairing is the `call_id`'s).
 - **Control rows** (`tiermem.retract`, `tiermem.clear`): tiermem's own log-level
   operations (the adapters' pop and clear), stored and returned by `history()` like any
   row, never sent to a model; `hidden_positions` says what they hide.
@@ -744,11 +747,14 @@ def _ends_round(item: dict[str, Any]) -> bool:
 
 def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Responses items with each call's `call_id` sent once (`SentCallIds`): a call item
-    after a result or an input message starts a round (`_ends_round`). Items whose id
-    changes are copies (the items given may be the caller's). `to_responses` and the
-    Agents SDK session's `get_items` send items through it."""
+    after a result or an input message starts a round (`_ends_round`). A call or output
+    item whose item `id` an earlier item of the request holds goes without it (module
+    docstring, "Ids sent": the API refuses a repeated item id, and the id is optional on
+    both). Items that change are copies (the items given may be the caller's).
+    `to_responses` and the Agents SDK session's `get_items` send items through it."""
     ids = SentCallIds()
     in_round = False
+    item_ids: set[str] = set()  # the item ids sent so far
     out: list[dict[str, Any]] = []
     for item in items:
         t = item.get("type")
@@ -764,7 +770,18 @@ def unique_item_call_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             in_round = in_round and not _ends_round(item)
             sent = None
-        out.append({**item, "call_id": sent} if sent is not None and sent != cid else item)
+        if sent is not None and sent != cid:
+            item = {**item, "call_id": sent}
+        iid = item.get("id")
+        if isinstance(iid, str):
+            if iid in item_ids and t in _CALL_ITEM_TYPES + _OUTPUT_ITEM_TYPES and isinstance(cid, str):
+                # a server that numbers its items per reply as it does its calls (`fc_0`, or
+                # the call id itself, every round): the repeat goes without an id, as an
+                # item the client made itself does; suffixing it would make an id the API
+                # never gave (it checks their form: "Expected an ID that begins with 'fc'")
+                item = {k: v for k, v in item.items() if k != "id"}
+            item_ids.add(iid)
+        out.append(item)
     return out
 
 
