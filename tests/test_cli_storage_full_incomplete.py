@@ -45,6 +45,7 @@ TURNS = 120  # enough for every table to have rows; a rebuild of them takes ~2 s
 # append fits in 128 KiB; measured 40-64 KiB all three "storage full")
 LEAVE_BYTES = 48 * 1024
 NOTHING_WRITTEN = "nothing was written"
+ROLLBACK_GONE = "cannot rollback"  # SQLite's words for a ROLLBACK after it rolled back itself
 VEC_ROWIDS = "messages_vec_rowids"  # sqlite-vec's table of the vectors' rowids
 
 
@@ -102,6 +103,7 @@ def test_a_rebuild_that_fills_the_disk_says_it_is_incomplete(tmpfs: Path, embedd
     error = res.stderr.strip().splitlines()[-1]
     assert error.startswith("error: storage full"), error
     assert INCOMPLETE_TEXT in error and NOTHING_WRITTEN not in error, error  # before: "...; nothing was written"
+    assert ROLLBACK_GONE not in error, error
     # it had written: the first transaction dropped the vectors, and what was embedded
     # again did not all fit
     (tmpfs / FILLER).unlink()
@@ -117,6 +119,7 @@ COMMANDS = [
     ("append", ["c0", "--role", "user", "--content", "one more"], NOTHING_WRITTEN),  # one transaction: true
     ("import", ["{jsonl}"], INCOMPLETE_TEXT),  # in batches: those before the failing one stay
     ("prune", ["--older-than", "0"], INCOMPLETE_TEXT),  # an erasure in batches of conversations
+    ("delete", ["c1"], INCOMPLETE_TEXT),  # one conversation, erased in batches of rows
 ]
 
 
@@ -135,3 +138,6 @@ def test_a_full_disk_error_says_what_the_command_left(tmpfs: Path, embedder: Fas
     assert error.startswith("error: storage full") and says in error, error
     other = NOTHING_WRITTEN if says == INCOMPLETE_TEXT else INCOMPLETE_TEXT
     assert other not in error, error
+    # SQLite's failed ROLLBACK (it had rolled back itself) is no concern of the user's:
+    # before, every one of these lines ended "(cannot rollback - no transaction is active)"
+    assert ROLLBACK_GONE not in error, error

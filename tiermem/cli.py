@@ -134,6 +134,27 @@ SEVERAL_TRANSACTION_COMMANDS = frozenset({"rebuild", "import", "migrate-store", 
                                           "delete-namespace"})
 
 
+# SQLite's answer to a ROLLBACK of a transaction it had already rolled back itself (after a
+# full disk or an I/O error): the driver raises it in place of the error that ended the
+# transaction, which stays its __context__. Not the user's concern: the storage problem is.
+ROLLBACK_GONE_TEXT = "cannot rollback - no transaction is active"
+
+
+def _driver_words(exc: BaseException) -> str | None:
+    """The driver's own words for a storage problem, on one line: those of the first
+    exception in `exc`'s chain that is no failed ROLLBACK (ROLLBACK_GONE_TEXT); None
+    when there are none."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = " ".join(str(e).split())
+        if text and ROLLBACK_GONE_TEXT not in text.lower():
+            return text
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def one_line(exc: BaseException, *, several_transactions: bool = False) -> str:
     """A one-line description of `exc` for `error: ...`; `several_transactions`: it ended
     a command of SEVERAL_TRANSACTION_COMMANDS."""
@@ -152,7 +173,8 @@ def one_line(exc: BaseException, *, several_transactions: bool = False) -> str:
     # a read-only, full or failing disk: say so, not the driver's words
     problem = storage_problem(exc, several_transactions=several_transactions)
     if problem is not None:
-        return f"{problem[1]} ({' '.join(str(exc).split())})"
+        said = _driver_words(exc)
+        return problem.detail if said is None or said in problem.detail else f"{problem.detail} ({said})"
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, TiermemError | OSError | KeyError | ValueError):
         return text
