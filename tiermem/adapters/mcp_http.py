@@ -42,7 +42,13 @@ Invariants:
   another namespace is, to the tools, a conversation that does not exist.
 - Stateless, with JSON responses: no MCP session lives in a worker between requests, so
   every request is authorized on its own, any worker can answer it, and a restart loses
-  nothing a client holds.
+  nothing a client holds. So the endpoint serves POST only: a GET (the stream of
+  server-initiated messages, which it never sends) or a DELETE (the end of a session it
+  does not have), or any other verb, is answered 405 with `Allow: POST` once the token is
+  valid, as the streamable-HTTP spec has a server that offers no GET stream answer (the
+  `mcp` package's stateless mode opened an event stream that never sent a byte, held until
+  the client went away; its DELETE answered 405 already), a JSON-RPC error like the
+  endpoint's other refusals.
 - DNS rebinding protection (Host and Origin checked) when the service binds a loopback
   address: with `--no-auth` a web page must not reach the tools through a rebound name.
   The service's guard makes that check for every path, this one included
@@ -91,6 +97,10 @@ SCOPE_NAMESPACE = "tiermem.namespace"
 NAMESPACE_HEADER = b"x-tiermem-namespace"
 NAMESPACE_FIELD = "X-Tiermem-Namespace"  # as a refusal names it (the namespace routes' spelling)
 MCP_METHODS = ["GET", "POST", "DELETE"]  # the streamable-HTTP transport's verbs
+# the one verb a stateless endpoint serves: no server-initiated stream (GET), no session to end (DELETE)
+MCP_SERVED_METHOD = "POST"
+NOT_SERVED = ("this endpoint serves POST only (stateless: it sends no server-initiated messages, so it offers "
+              "no GET event stream, and it has no session to DELETE)")
 MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long, then 503
 
 
@@ -182,6 +192,13 @@ class McpEndpoint:
         if grant is None:  # the guard middleware refused it already; kept for direct mounts
             # plain, as the guard's 401 and the mcp package's own bearer auth answer it
             await _send_json(send, 401, {"detail": "missing or invalid bearer token"}, [(b"www-authenticate", b"Bearer")])
+            return
+        if scope.get("method") != MCP_SERVED_METHOD:
+            # the streamable-HTTP spec's answer of a server that offers no GET stream; the
+            # mcp package's stateless mode opened one that never sent a byte and held the
+            # connection (and a task of its task group) until the client went away
+            await _refuse(send, 405, JSONRPC_INVALID_REQUEST, {"detail": NOT_SERVED},
+                          headers=[(b"allow", MCP_SERVED_METHOD.encode())])
             return
         raw = headers.get(NAMESPACE_HEADER)
         ns = grant.default
