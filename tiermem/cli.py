@@ -60,7 +60,7 @@ import click
 
 # tiermem/__init__ has imported the facade already (`tiermem.cli` is inside the package):
 # these cost nothing more
-from tiermem.config import MAX_SCHEDULER_INTERVAL_S
+from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_SCHEDULER_INTERVAL_S
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_NAMESPACE,
@@ -632,8 +632,32 @@ class ConfigFilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class IdType(click.ParamType):
+    """A conversation id (`validate_id`), or with `namespace` a namespace
+    (`validate_namespace`), from the command line: checked while the command's arguments
+    are parsed, against the config's `max_id_chars`, so that a bad one is a usage error
+    (exit 2) naming the argument before the command asks or opens anything. Only for a
+    command's own parameters: the group's callback has set CliState up by then."""
+
+    name = "TEXT"
+
+    def __init__(self, *, namespace: bool = False) -> None:
+        self.namespace = namespace
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = TEXT.convert(value, param, ctx)
+        state = ctx.find_root().obj if ctx is not None else None
+        max_chars = state.config().max_id_chars if isinstance(state, CliState) else DEFAULT_MAX_ID_CHARS
+        check = validate_namespace if self.namespace else validate_id
+        try:
+            return check(text, param.name if param is not None and param.name else "value", max_chars)
+        except ValidationError as exc:
+            self.fail(exc.problem, param, ctx)
+
+
 TEXT = TextType()
 NON_EMPTY_TEXT = TextType(allow_empty=False)
+NAMESPACE = IdType(namespace=True)
 POSITION = click.IntRange(0, MAX_POSITION)
 
 
@@ -1093,7 +1117,7 @@ def delete(state: CliState, conversation: str, as_json: bool) -> None:
 
 
 @cli.command("delete-namespace")
-@click.argument("namespace", type=NON_EMPTY_TEXT)
+@click.argument("namespace", type=NAMESPACE)  # checked before the confirmation is asked
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
