@@ -9,7 +9,7 @@ when `http_allowed_hosts` is set; /healthz (no data) answers every Host, for pro
 parsers disagree (`SINGLE_HEADERS`) is refused when repeated (400); a /v1 request without
 a valid bearer token is refused before any of its body is read (401); a body is read
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
-counting the stream), and whole within `config.http_body_timeout_s` of the request's
+counting the stream; the connection closed, as the rest of the body is never read), and whole within `config.http_body_timeout_s` of the request's
 head (else 408, the connection closed: a stalled client held it for ever); a non-empty
 body must be `application/json` in UTF-8 or carry no Content-Type (415), and must be
 strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
@@ -237,6 +237,11 @@ def _shown_loc(loc: list[str | int]) -> list[str | int]:
     return [p if isinstance(p, int) else shown_key(p) for p in loc]
 
 
+# the header of an answer after which the connection ends: one that refuses a body it
+# did not read whole (413, 408), whose rest would otherwise still come on this connection
+CLOSE = ((b"connection", b"close"),)
+
+
 async def _send_json(
     send: Send, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> None:
@@ -420,7 +425,9 @@ class GuardMiddleware(HttpMiddleware):
                 await _refuse(send, path, 400, {"detail": "invalid Content-Length"})
                 return
             if int(declared) > limit:
-                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"})
+                # the body is never read: the connection ends here (CLOSE), so the server
+                # does not go on reading the rest of an upload it has refused
+                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"}, CLOSE)
                 return
         chunks: list[bytes] = []
         total = 0
@@ -431,14 +438,14 @@ class GuardMiddleware(HttpMiddleware):
             except TimeoutError:
                 # a client that stops mid-body held its connection (and a descriptor) for
                 # ever; the rest of the body is never read, so the connection ends here
-                await _refuse(send, path, 408, {"detail": body_timeout_detail(timeout_s)}, [(b"connection", b"close")])
+                await _refuse(send, path, 408, {"detail": body_timeout_detail(timeout_s)}, CLOSE)
                 return
             if message["type"] == "http.disconnect":
                 return
             body = message.get("body", b"")
             total += len(body)
-            if total > limit:
-                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"})
+            if total > limit:  # the rest of the body is never read: as above
+                await _refuse(send, path, 413, {"detail": f"request body over the limit of {limit} bytes"}, CLOSE)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
