@@ -17,7 +17,10 @@ Invariants:
   answered 503 with `Retry-After: OVERLOAD_RETRY_AFTER_S` and the error JSON, its
   connection closed, before the app sees it; /healthz (`LIMIT_EXEMPT_PATHS`) is still
   served, so that a probe tells a busy process from a dead one. This is uvicorn's
-  `limit_concurrency`, whose own 503 has no Retry-After and counts one connection fewer.
+  `limit_concurrency`, whose own 503 has no Retry-After and counts one connection fewer;
+- those 503s are logged at most once per `OVERLOAD_LOG_INTERVAL_S` a server (the first of a
+  burst at once, then one line with the count of those since): a flood of refused
+  requests wrote one warning each, filling the log (`OverloadLog`).
 
 uvicorn cannot refuse to accept a connection, so the bound answers excess requests fast
 but a flood of connections that never send a head still holds a descriptor each for up to
@@ -46,6 +49,36 @@ KEEP_ALIVE_TIMEOUT_S = 5  # seconds an idle connection stays open after an answe
 OVERLOAD_RETRY_AFTER_S = 1  # seconds: connections come and go quickly; the client retries soon
 LIMIT_EXEMPT_PATHS = frozenset({"/healthz"})  # a probe must see a busy process alive
 OVERLOAD_DETAIL = "the server is serving as many connections as it may (http_max_connections); retry shortly"
+# seconds: at most one warning about the 503s of the connection bound per interval, with
+# the count of those answered since the last (a flood is thousands a second)
+OVERLOAD_LOG_INTERVAL_S = 10.0
+
+
+class OverloadLog:
+    """The warnings of one server's overload 503s: the first at once, then at most one per
+    interval, saying how many were answered since the last line. Used from the server's
+    event loop only (no lock)."""
+
+    def __init__(self) -> None:
+        self.unlogged = 0  # 503s answered since the last line
+        self._timer: asyncio.TimerHandle | None = None  # set while an interval runs
+
+    def refused(self, loop: asyncio.AbstractEventLoop, limit: int, interval_s: float) -> None:
+        if self._timer is not None:
+            self.unlogged += 1
+            return
+        log.warning("connection limit reached (http_max_connections = %d): answered 503", limit)
+        self._timer = loop.call_later(interval_s, self._interval_ended, loop, limit, interval_s)
+
+    def _interval_ended(self, loop: asyncio.AbstractEventLoop, limit: int, interval_s: float) -> None:
+        self._timer = None
+        if not self.unlogged:
+            return  # the burst is over: the next 503 is logged at once
+        log.warning("connection limit reached (http_max_connections = %d): answered 503 to %d more request(s) "
+                    "in the last %g s", limit, self.unlogged, interval_s)
+        self.unlogged = 0
+        # a flood that goes on is one line per interval
+        self._timer = loop.call_later(interval_s, self._interval_ended, loop, limit, interval_s)
 
 
 async def _overloaded(send: Send) -> None:
@@ -70,6 +103,12 @@ class GuardedH11Protocol(H11Protocol):
 
     header_timeout_s: float = DEFAULT_HTTP_HEADER_TIMEOUT_S
     max_connections: int | None = None  # None: no bound
+    overload_log_interval_s: float = OVERLOAD_LOG_INTERVAL_S
+    overload_log = OverloadLog()  # one per class (__init_subclass__): every connection of a server shares it
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.overload_log = OverloadLog()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -82,7 +121,7 @@ class GuardedH11Protocol(H11Protocol):
             limit = self.max_connections
             if (limit is not None and scope["type"] == "http" and scope["path"] not in LIMIT_EXEMPT_PATHS
                     and (len(self.connections) > limit or len(self.tasks) > limit)):
-                log.warning("connection limit reached (http_max_connections = %d): answered 503", limit)
+                self.overload_log.refused(self.loop, limit, self.overload_log_interval_s)
                 await _overloaded(send)
                 return
             await served(scope, receive, send)
