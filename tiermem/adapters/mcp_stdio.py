@@ -8,17 +8,25 @@ parser refuses without answering it: a tool call holding a lone UTF-16 surrogate
 nested past its recursion limit was never answered, so the host waited on the call until
 its own timeout, and bytes that are not UTF-8 were stored as U+FFFD.
 
-Invariants: every line that is not blank gets an answer. A line is passed to the server
-as sent when it is UTF-8 and the package's parser takes it (a carriage return in it, JSON
-whitespace there, as a space: the package splits lines at one), so what the server answers
+Invariants: every line that is not blank, a notification or a response gets an answer. A
+line is passed to the server as sent when it is UTF-8, the package's parser takes it and
+so does the guard's where it asks (a carriage return in it, JSON whitespace there, as a
+space: the package splits lines at one), so what the server answers
 is unchanged; any other is answered here and reaches no tool, so nothing is written: with
 the JSON-RPC error /v1/mcp answers the same body
 (`tiermem.service.guard.mcp_message_refusal`: a parse error with `id` null where it did
 not parse, invalid params with the request's id where it parsed but holds a lone
 surrogate or nests too deep, an invalid request with `id` null for a request whose id is
 no string and no integer, which the package took for a notification and left
-unanswered), or, for JSON the guard takes that is no JSON-RPC message, an invalid
-request. A notification (no "id" key) is passed on and, as JSON-RPC says, not answered. A fault of tiermem's own check of a line (an exception from
+unanswered; a parse error for NaN, Infinity or an integer of more than 40 digits, which
+the package's parser takes: a line that may hold one, `loose_numbers`, is checked by the
+guard too), or, for JSON the guard takes that is no JSON-RPC message, an invalid
+request. A notification (no "id" key) is passed on and, as JSON-RPC says, not answered;
+so is a response the package parses. A response it does not parse (an object with
+"result" or "error" and no "method": its id no string and no integer, or none) is not
+answered either, as a server answers requests (an error sent back would be a response
+to a response), nor passed on: it is logged at WARNING with its size and id (or the
+id's JSON kind), never its content. A fault of tiermem's own check of a line (an exception from
 `line_refusal`, or from serializing the refusal it gave) is answered too, with an internal
 error (-32603, the request's id when the line gives one a response may carry, else null):
 that line reaches no tool and the session goes on (before, one such exception ended it,
@@ -40,6 +48,8 @@ stream's (a stray `print` lands on stderr, as before).
 
 from __future__ import annotations
 
+import enum
+import functools
 import io
 import json
 import logging
@@ -79,10 +89,20 @@ CHECK_FAILED = ("internal error: tiermem's check of this line failed (logged wit
 log = logging.getLogger(__name__)
 
 
-def line_refusal(raw: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC error to answer the stdin line `raw` (its newline stripped) with, or
-    None to pass it to the server: UTF-8 that the `mcp` package parses as a message, unless
-    it parses as a notification from an object that holds an "id" (`names_an_id`)."""
+class Unanswered(enum.Enum):
+    """What `line_refusal` gives for a line that is answered with nothing and reaches no
+    tool (logged there)."""
+
+    RESPONSE = "a response the package does not read"
+
+
+def line_refusal(raw: bytes) -> dict[str, Any] | Unanswered | None:
+    """The JSON-RPC error to answer the stdin line `raw` (its newline stripped) with, None
+    to pass it to the server, or `Unanswered.RESPONSE` to drop it (logged): UTF-8 that the
+    `mcp` package parses as a message passes, unless it parses as a notification from an
+    object that holds an "id" (`names_an_id`) or may hold a number the guard refuses
+    (`loose_numbers`); JSON shaped as a response that the package does not parse
+    (`unread_response`) is dropped."""
     try:
         message = types.jsonrpc_message_adapter.validate_json(raw.decode("utf-8"), by_name=False)
     except (UnicodeDecodeError, ValueError):  # pydantic's ValidationError is a ValueError
@@ -90,10 +110,12 @@ def line_refusal(raw: bytes) -> dict[str, Any] | None:
     # The package reads a request's id strictly (a string or an integer) and takes an object
     # with any other id (1.5, {}, true, null) for a notification, answering nothing: the host
     # waited until its timeout. Only such a line goes on to the guard's check, whose
-    # `check_request_id` refuses it as /v1/mcp does; a request, a response and a true
-    # notification pass as parsed, unread again (no second parse of every line).
+    # `check_request_id` refuses it as /v1/mcp does; the package's parser also takes NaN,
+    # Infinity and integers of any length, which the guard refuses (strict numbers), so a
+    # line that may hold one goes on too. A request, a response and a true notification
+    # without either pass as parsed, unread again (no second parse of every line).
     notification_with_id = isinstance(message, types.JSONRPCNotification) and names_an_id(raw)
-    if message is not None and not notification_with_id:
+    if message is not None and not notification_with_id and not loose_numbers(raw):
         return None
     # not at import (importing this module loads no HTTP service); `serve_stdio` has
     # loaded it before reading (`load_service`): this runs in a worker thread, beside the tools'
@@ -104,9 +126,54 @@ def line_refusal(raw: bytes) -> dict[str, Any] | None:
         return refusal
     if message is not None:  # the guard found nothing to refuse: the package's reading stands
         return None
+    doc = json.loads(raw)  # the guard parsed it: strict JSON
+    if unread_response(raw, doc):
+        return Unanswered.RESPONSE
     # JSON the guard takes, but no message the package knows: answered, not dropped
-    return jsonrpc_refusal(JSONRPC_INVALID_REQUEST, NOT_JSONRPC, {"detail": NOT_JSONRPC},
-                           request_id_of(json.loads(raw)))
+    return jsonrpc_refusal(JSONRPC_INVALID_REQUEST, NOT_JSONRPC, {"detail": NOT_JSONRPC}, request_id_of(doc))
+
+
+# every digit as 0, every other byte as a space: a run of digits is a run of zeros, found by
+# a substring search (a regular expression scanned a megabyte in 20-40 ms, this in 1-2 ms)
+DIGITS_AS_ZEROS = bytes(ord("0") if b in b"0123456789" else ord(" ") for b in range(256))
+
+
+@functools.cache
+def _too_long_digit_run() -> bytes:
+    from tiermem.service.guard import MAX_JSON_INT_DIGITS  # not at import, as in line_refusal
+
+    return b"0" * (MAX_JSON_INT_DIGITS + 1)
+
+
+def loose_numbers(raw: bytes) -> bool:
+    """Whether the stdin line `raw` may hold a number /v1/mcp refuses (NaN, Infinity, an
+    integer of more than MAX_JSON_INT_DIGITS digits): byte searches, true for every line
+    that holds one (-Infinity holds Infinity, a longer integer a run of the limit plus one
+    digits), and for some that only quote one in a string, which the guard then takes."""
+    return b"NaN" in raw or b"Infinity" in raw or _too_long_digit_run() in raw.translate(DIGITS_AS_ZEROS)
+
+
+def unread_response(raw: bytes, doc: Any) -> bool:
+    """Whether `doc`, the parsed stdin line `raw` that the package does not parse, is shaped
+    as a response (an object with "result" or "error", no "method": its id of another
+    type, or none, or the two members at once), logging it if so. A server answers
+    requests; an error sent back for a response would be a response to a response, which a
+    client that answers what it cannot read would answer again."""
+    if not isinstance(doc, dict) or "method" in doc or not ("result" in doc or "error" in doc):
+        return False
+    from tiermem.service.guard import ID_KINDS  # not at import, as in line_refusal
+
+    rid = doc.get("id")
+    if "id" not in doc:
+        said = "no id"
+    elif request_id_of(doc) is not None:
+        said = f"id {shown(rid)}"
+    else:
+        said = "an id that is " + next((name for t, name in ID_KINDS if isinstance(rid, t)), type(rid).__name__)
+    log.warning("stdin line of %d bytes: a JSON-RPC response (\"result\" or \"error\", no \"method\") with %s that "
+                "the mcp package does not read; not answered (a server answers requests) and not passed on",
+                len(raw), said)
+    return True
 
 
 def names_an_id(raw: bytes) -> bool:
@@ -216,6 +283,8 @@ class CheckedWire(io.RawIOBase):
                 continue  # the package's reader would drop it too; there is nothing to answer
             try:
                 refusal = line_refusal(line)
+                if isinstance(refusal, Unanswered):
+                    continue  # logged by the check; nothing to answer, nothing passed on
                 answer = None if refusal is None else AnswerLines.line_of(refusal)
             except Exception as exc:  # a fault of the check: this line's alone (were it to escape,
                 # the package's reader task would end the session, exit 1, calls in flight unanswered)
