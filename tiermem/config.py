@@ -5,7 +5,8 @@ Precedence, highest first: keyword arguments in code, environment variables
 file, then the defaults below. Invalid values fail at construction with pydantic's
 message, which names the field. A number setting refuses a boolean (`http_port = true`,
 which pydantic's lax mode read as 1) and an integer one a fraction; text (every env value)
-parses as the number it says. A boolean setting must be a boolean wherever its value is
+parses as the number it says, except in a config file, whose strings are no numbers
+(`hot_budget_tokens = "3000"` is refused: `_FileText`). A boolean setting must be a boolean wherever its value is
 typed: in a file (TOML, JSON) `scheduler_enabled = 1` or `"yes"` is refused
 (`_FileNonBoolean`), and so is `Config(scheduler_enabled=1)` or an assignment of 1, as
 pydantic's strict mode would refuse it. Only env text parses as pydantic reads it
@@ -217,6 +218,7 @@ class _Sectioned(PydanticBaseSettingsSource):
             fields = self.settings_cls.model_fields
             out = {k: _FileNonBoolean(v) if k in fields and _is_boolean(fields[k].annotation)
                    and not isinstance(v, bool) else v for k, v in out.items()}
+            out = _file_text_marked(self.settings_cls, out)
         if self.env:
             _merge_env_spellings(out, config_sections.flatten(config_sections.env_sections(), local))
             # a boolean's text is the one value Config's validator lets pydantic parse. No
@@ -244,6 +246,37 @@ class _FileNonBoolean:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+class _FileText:
+    """A config file's string for a number setting (`hot_budget_tokens = "3000"`), at any
+    depth (`[pricing] input_per_mtok = "2.5"`): TOML and JSON have number types, so a
+    string there is a type error, which the model's validator (`no_boolean_number`)
+    reports naming the setting; pydantic's lax mode read it as the number. Env text
+    carries no type and still parses."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _file_text_marked(model: type[BaseModel], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (a file's, for `model`) with each string given to a number field wrapped
+    in `_FileText`, in the nested models (a table of one, or of a mapping of them) too."""
+    out = dict(values)
+    for k, v in values.items():
+        field = model.model_fields.get(k)
+        if field is None:
+            continue
+        ann = field.annotation
+        if isinstance(v, str) and _is_number(ann):
+            out[k] = _FileText(v)
+        elif isinstance(v, dict) and isinstance(ann, type) and issubclass(ann, BaseModel):
+            out[k] = _file_text_marked(ann, v)
+        elif isinstance(v, dict) and typing.get_origin(ann) is dict:
+            inner = typing.get_args(ann)[-1]
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                out[k] = {n: _file_text_marked(inner, t) if isinstance(t, dict) else t for n, t in v.items()}
+    return out
 
 
 class _EnvText:
@@ -349,9 +382,13 @@ def _is_boolean(annotation: Any) -> bool:
 
 
 def no_boolean_number(model: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
-    """`value` unchanged, unless it is a bool given to a number field of `model`: refused.
-    pydantic's lax mode reads True as 1 (`http_port = true` listened on port 1), and strict
-    mode would refuse the text every env variable is ("8080"), so only bools are refused."""
+    """`value` unchanged, unless it is a bool given to a number field of `model`, or a
+    config file's string (`_FileText`): refused. pydantic's lax mode reads True as 1
+    (`http_port = true` listened on port 1) and "3000" as 3000, and strict mode would
+    refuse the text every env variable is ("8080"), so only those are refused."""
+    if isinstance(value, _FileText):  # only a number field's are marked
+        raise ValueError(f"must be a number in a config file, got a string ({json.dumps(value.text)}); "
+                         "write it without quotes")
     if isinstance(value, bool) and info.field_name is not None \
             and _is_number(model.model_fields[info.field_name].annotation):
         raise ValueError(f"must be a number, got a boolean ({str(value).lower()})")
