@@ -62,7 +62,7 @@ exact count (planner.render), then the epoch: extend the previous context or sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -316,14 +316,19 @@ class Planner:
         table: TurnTable | None = None,
         record: bool = True,
         timezone: str | None = None,
+        started: float | None = None,
+        stages: Mapping[str, float] | None = None,
     ) -> Context:
         """`table`: the conversation's turn table when the caller just read it (in this
         call's zone: `TurnCache.get`). `record=False` (a what-if plan, e.g. the inspector's):
         the epoch is not advanced, so the agent's next call is compared with its own
         previous context, not with this one. `timezone`: the user's IANA zone for this call
         (None: the settings'), the calendar of the days turns tell of and the query names and
-        the clock of the dates shown."""
-        t0 = time.perf_counter()
+        the clock of the dates shown. `started` (a `time.perf_counter()`) and `stages`: when
+        the caller's call began and the stages it ran before this one (cumulative ms since
+        `started`, in order: Memory's turn table, inline catch-up, hot and warm reads), so
+        that `plan.timings_ms` times the whole call; without them, from this call's start."""
+        t0 = started if started is not None else time.perf_counter()
         self.statements.begin()
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValidationError("budget", "must be a positive integer number of tokens")
@@ -336,8 +341,11 @@ class Planner:
         plan.degraded = hot.degraded
         plan.tiers = {"cold": "ok", "hot": "degraded" if hot.degraded else ("rebuilt" if hot.rebuilt else "ok"),
                       "warm": "ok" if summaries else "unused"}
+        # the caller's stages first (its "turns" when it read the table); "turns" here when not
+        timings = dict(stages or {})
+        timings.setdefault("turns", turns_ms)
         call = _Call(conv, namespace, query, budget, system, hot, summaries, namespace_recall, table, plan, t0,
-                     {"turns": turns_ms}, record, tz_name)
+                     timings, record, tz_name)
         fixed = self._fixed(call, truncate_latest)
         call.mark("fixed")
         pools, caps = self._candidates(call, fixed)

@@ -1304,6 +1304,9 @@ def search(state: CliState, query: str, conversation: str | None, k: int, as_jso
     hits = mem.search(conversation, query, k, namespace=state.namespace)
     # on stderr: a script reading the hits on stdout gets them as ever
     _note_keywords_only(mem, hits.degraded)
+    if hits.vectors_pending:  # this process embedded one pool of them, and has no indexer left after
+        click.echo(f"note: {hits.vectors_pending} turn(s) have no vector yet and were found by keywords only; "
+                   "`tiermem index` embeds them", err=True)
     if as_json:
         _emit_json(
             [

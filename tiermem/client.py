@@ -391,6 +391,7 @@ def _hit(h: dict[str, Any]) -> SearchHit:
 def _hits(body: dict[str, Any]) -> SearchHits:
     out = SearchHits(_hit(h) for h in body["hits"])
     out.degraded = body.get("degraded")  # absent from a service before it said so
+    out.vectors_pending = int(body.get("vectors_pending", 0))  # likewise
     return out
 
 

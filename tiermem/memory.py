@@ -187,7 +187,13 @@ INDEXER_WAKE_S = 5.0
 # ~13 s of texts at the model's length). The rest is left to the background indexer and
 # the plan says how many turns dense ranking could not see (`Plan.vectors_pending`). Unbounded
 # before, the first context after importing 20,000 turns embedded them all: 250 s.
+# A search embeds as many of its scope's (the conversation's, or the namespace's) and
+# says the rest in its answer (`SearchHits.vectors_pending`); unbounded before too.
 CONTEXT_EMBED_POOLS = 1
+# the key of `Plan.timings_ms` (cumulative, as every key there) when the context's inline
+# catch-up of pending turns ended: its own time is `stage_ms[EMBED_PENDING_STAGE]`
+EMBED_PENDING_STAGE = "embed_pending"
+MS_PER_S = 1000.0  # Plan.timings_ms is in milliseconds
 
 
 class _PoolsBound:
@@ -1304,11 +1310,22 @@ class Memory:
             ns = self._ns(namespace)
             self._catch_erasures()
         failure: Exception | None = None
+        pending = 0  # turns of the scope left without a vector by CONTEXT_EMBED_POOLS
         try:
+            # at most one catch-up pool inline, as a context does: the rest is the indexer's
+            most = CONTEXT_EMBED_POOLS * self.config.embedding_batch_size * INDEX_POOL_BATCHES
+            bound = _PoolsBound(CONTEXT_EMBED_POOLS)
             if conversation_id is not None:
-                self.cold.index_pending(conversation_id=key)
-            else:
-                self.cold.index_pending(namespace=ns)  # this namespace's backlog only
+                stored = self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size,
+                                                 max_rows=most, stop=bound)
+            else:  # this namespace's backlog only
+                stored = self.cold.index_pending(namespace=ns, batch=self.config.embedding_batch_size,
+                                                 max_rows=most, stop=bound)
+            if bound.fired or stored >= most:  # not a store without a model (read-only, none)
+                pending = (self.cold.pending_embeddings(key) if conversation_id is not None
+                           else self.cold.pending_embeddings(namespace=ns))
+            if pending and self._indexer is not None:
+                self._indexer.wake.set()  # the rest: the background catch-up, from now
         except Exception as exc:
             # as before a context: a catch-up is a write (the model may be lost, the disk
             # full) and a read must still answer; the turns not yet embedded are found by
@@ -1353,6 +1370,7 @@ class Memory:
                                    texts[(h.conversation_id, h.position)])
                          for h in hits if (h.conversation_id, h.position) in texts and h.conversation_id in names)
         out.degraded = degraded
+        out.vectors_pending = pending
         return out
 
     @_fills_caches
@@ -1403,10 +1421,15 @@ class Memory:
         table = None
         failure: Exception | None = None
         cut = 0  # turns left without a vector by CONTEXT_EMBED_POOLS
+        # the plan's timings start here, not where the planner starts: the stages before it
+        # (the turn table, the inline catch-up, the hot and warm reads) are the call's too
+        t0 = time.perf_counter()
+        stages: dict[str, float] = {}
         try:
             # only when this conversation has turns without a vector (the copy the
             # planner scores from knows): the probe alone costs more than a plan stage
             table = self.turns.get(conv, tz)
+            stages["turns"] = (time.perf_counter() - t0) * MS_PER_S
             if not bool(table.has_vec.all()):
                 most = CONTEXT_EMBED_POOLS * self.config.embedding_batch_size * INDEX_POOL_BATCHES
                 bound = _PoolsBound(CONTEXT_EMBED_POOLS)
@@ -1425,13 +1448,18 @@ class Memory:
             # db, the model lost): the turns not yet embedded are found by bm25 and the
             # tail meanwhile. Logged once the query's embedding told whether the model is why
             failure = exc
+        # the inline catch-up of pending turns (and the table's reads again after it): ~0
+        # when every turn had its vector
+        stages[EMBED_PENDING_STAGE] = (time.perf_counter() - t0) * MS_PER_S
         hot_view = self._hot_view(conv)
         summaries = self._summaries(conv)
+        stages["views"] = (time.perf_counter() - t0) * MS_PER_S  # the hot set's and the warm views' reads
         try:
             ctx = self.planner.build(conv, query, budget, namespace=ns, system=system, hot=hot_view,
                                      summaries=summaries,
                                      namespace_recall=namespace_recall and self.config.namespace_recall,
-                                     truncate_latest=truncate_latest, table=table, record=record, timezone=tz)
+                                     truncate_latest=truncate_latest, table=table, record=record, timezone=tz,
+                                     started=t0, stages=stages)
         finally:
             self._caught_up(failure)
         if cut:

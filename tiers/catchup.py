@@ -68,6 +68,43 @@ class PendingTurn(NamedTuple):
 TextsAhead = Callable[[list[PendingTurn]], list[tuple[str, str]]]
 
 
+class Claims:
+    """The turns (by id) that a catch-up of this store object is embedding now, so that
+    another catch-up of the same process leaves them to it: in `tiermem serve` a context's
+    inline catch-up and the background indexer read the same backlog (an import's first
+    pool, in log order, is both the indexer's next pool and the conversation's), and each
+    embedded it: the model ran twice per turn, one vector was kept. A catch-up reads and
+    claims under `lock` (`take`), and releases a turn once its vector is committed or the
+    call ends without it (`release`), under `lock` too: a reader then either finds the
+    claim or reads the turn's `embedded = 1` (its read comes after the commit), never
+    neither. Only this process's catch-ups are told; another process's are kept from
+    storing a vector twice by the store step's `embedded = 0` recheck, as before."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._ids: set[int] = set()
+        self.skipped = 0  # turns a read found claimed by another catch-up (stats, tests)
+
+    def take(self, ids: list[int], mine: set[int]) -> set[int]:
+        """Under `lock`: those of `ids` no catch-up holds, now held by the caller (and added
+        to its `mine`)."""
+        free = {i for i in ids if i not in self._ids}
+        self.skipped += len(ids) - len(free)
+        self._ids |= free
+        mine |= free
+        return free
+
+    def held(self) -> list[int]:
+        """Under `lock`: every id held now (a read that excludes them in its query)."""
+        return sorted(self._ids)
+
+    def release(self, ids: set[int] | list[int], mine: set[int]) -> None:
+        """The caller's claims on `ids` end (their vectors are committed, or it gave up)."""
+        with self.lock:
+            self._ids.difference_update(ids)
+            mine.difference_update(ids)
+
+
 class _Failed:
     """The producer's failure, passed to the caller's thread to re-raise."""
 

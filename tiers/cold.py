@@ -59,7 +59,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from tiermem.tiers.catchup import PIPELINE_DEPTH, PendingTurn, TextsAhead, pipelined
+from tiermem.tiers.catchup import PIPELINE_DEPTH, Claims, PendingTurn, TextsAhead, pipelined
 from tiermem.tiers.dialect import (
     ERASURE_ORDER,
     MAX_TURN_TOKENS,
@@ -264,6 +264,8 @@ class ColdStore(SharedQueries):
         self.tokens = tokens
         self.embedder = embedder
         self._lock = threading.RLock()
+        # turns a catch-up of this store is embedding now: another leaves them (Claims)
+        self._claims = Claims()
         self._busy_timeout_ms = busy_timeout_ms
         # an erasure's WAL truncation waits for a reader: retried once after each write (`_tx`)
         self._wal_scrub_pending = False
@@ -722,7 +724,9 @@ class ColdStore(SharedQueries):
         pool = batch * max(1, pool_batches)
         done = 0
 
-        cut = [False]  # whether a read was cut short by pool_rows (then it is not the last)
+        cut = [False]  # whether a read was cut short (pool_rows, claims): then it is not the last
+        claims = self._claims
+        mine: set[int] = set()  # the turns this call holds (tiers.catchup.Claims)
 
         def pools() -> Iterator[list[Any]]:
             # each read resumes after the last row read (not the last stored: the pipeline
@@ -730,33 +734,43 @@ class ColdStore(SharedQueries):
             # (the pending index, by rowid; one conversation by position, turns_pending_by_pos)
             read, after = 0, -1
             while (max_rows is None or read < max_rows) and not (stop is not None and stop()):
-                limit = pool if max_rows is None else min(pool, max_rows - read)
-                if self.read_gate is not None and conversation_id is None:  # not an append's own
-                    self.read_gate(read)
-                cols = self._POOL_COLUMNS
-                if conversation_id is None and namespace is not None:
-                    # from the namespace's conversations (CROSS JOIN: in that order), each one's
-                    # pending turns by turns_pending_by_conv: not every tenant's backlog
-                    rows = self._read(f"SELECT {cols}, t.rowid FROM conversations c CROSS JOIN turns t "
-                                      "INDEXED BY turns_pending_by_conv ON t.conversation_id = c.id "
-                                      "JOIN messages m ON m.id = t.id WHERE c.namespace = ? AND t.embedded = 0 "
-                                      "AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (namespace, after, limit))
-                elif conversation_id is None:
-                    rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
-                                      "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?", (after, limit))
-                else:
-                    # a seek to the conversation's pending turns after `after`, in position
-                    # order (m022): not a walk of all its turns after it, pending or not
-                    rows = self._read(self._conv_pending_sql(cols),
-                                      (conversation_id, end if end is not None else MAX_POSITION, after, limit))
-                if not rows:
-                    return
-                keep = pool_rows([len(r[3]) for r in rows])
-                if keep < len(rows):  # long texts: the rest is read with the next pool
-                    rows = rows[:keep]
-                    cut[0] = True
+                rows: list[Any] = []
+                while not rows:  # a read whose turns another catch-up holds: the ones after it
+                    limit = pool if max_rows is None else min(pool, max_rows - read)
+                    if self.read_gate is not None and conversation_id is None:  # not an append's own
+                        self.read_gate(read)
+                    cols = self._POOL_COLUMNS
+                    with claims.lock:  # read and claim as one step (Claims)
+                        if conversation_id is None and namespace is not None:
+                            # from the namespace's conversations (CROSS JOIN: in that order), each one's
+                            # pending turns by turns_pending_by_conv: not every tenant's backlog
+                            rows = self._read(f"SELECT {cols}, t.rowid FROM conversations c CROSS JOIN turns t "
+                                              "INDEXED BY turns_pending_by_conv ON t.conversation_id = c.id "
+                                              "JOIN messages m ON m.id = t.id WHERE c.namespace = ? "
+                                              "AND t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?",
+                                              (namespace, after, limit))
+                        elif conversation_id is None:
+                            rows = self._read(f"SELECT {cols}, t.rowid FROM turns t JOIN messages m ON m.id = t.id "
+                                              "WHERE t.embedded = 0 AND t.rowid > ? ORDER BY t.rowid LIMIT ?",
+                                              (after, limit))
+                        else:
+                            # a seek to the conversation's pending turns after `after`, in position
+                            # order (m022): not a walk of all its turns after it, pending or not
+                            rows = self._read(self._conv_pending_sql(cols),
+                                              (conversation_id, end if end is not None else MAX_POSITION, after,
+                                               limit))
+                        if not rows:
+                            return
+                        keep = pool_rows([len(r[3]) for r in rows])
+                        if keep < len(rows):  # long texts: the rest is read with the next pool
+                            rows = rows[:keep]
+                            cut[0] = True
+                        after = int(rows[-1][7])
+                        free = claims.take([int(r[2]) for r in rows], mine)
+                    if len(free) < len(rows):  # another catch-up of this process embeds those
+                        rows = [r for r in rows if int(r[2]) in free]
+                        cut[0] = True
                 read += len(rows)
-                after = int(rows[-1][7])
                 yield rows
 
         def embed(rows: list[Any]) -> np.ndarray:
@@ -784,6 +798,7 @@ class ColdStore(SharedQueries):
                         )
                         stored.append((r[0], r[1], v))
                         stored_ids.append(int(r[2]))
+            claims.release([int(r[2]) for r in rows], mine)  # committed: a read now finds embedded = 1
             # the hook's work per call (supersession's meaning search) is sized for a batch
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
                 try:
@@ -798,7 +813,11 @@ class ColdStore(SharedQueries):
                 progress(len(rows))
 
         # the next pool is read and embedded while this thread stores one (tiers/catchup.py)
-        pipelined(pools(), embed, store, depth=self.pipeline_depth, last=lambda rows: len(rows) < pool and not cut[0])
+        try:
+            pipelined(pools(), embed, store, depth=self.pipeline_depth,
+                      last=lambda rows: len(rows) < pool and not cut[0])
+        finally:  # read, not stored (an error, a stop): pending again, for whichever catch-up comes
+            claims.release(list(mine), mine)
         return done
 
     def _owed_record(self, keys: list[str], mark: str) -> None:

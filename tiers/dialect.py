@@ -526,7 +526,16 @@ class SharedQueries:
         return int(self._q("SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?",
                            (conversation_id,))[0][0])
 
-    def pending_embeddings(self, conversation_id: str | None = None) -> int:
+    # a namespace's pending turns: from its conversations (SQLite keeps a CROSS JOIN's
+    # order) to each one's pending turns (a partial index on both engines), not from every
+    # tenant's (turns_pending)
+    _NAMESPACE_PENDING: ClassVar[str] = (
+        "SELECT COUNT(*) FROM conversations c CROSS JOIN turns t "
+        "WHERE c.namespace = ? AND t.conversation_id = c.id AND t.embedded = 0")
+
+    def pending_embeddings(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
+        if conversation_id is None and namespace is not None:
+            return int(self._q(self._NAMESPACE_PENDING, (namespace,))[0][0])
         if conversation_id is None:
             return int(self._q("SELECT COUNT(*) FROM turns WHERE embedded = 0")[0][0])
         return int(self._q("SELECT COUNT(*) FROM turns WHERE embedded = 0 AND conversation_id = ?",
@@ -1027,11 +1036,7 @@ class SharedQueries:
         row = self._q(
             f"SELECT COUNT(DISTINCT c.id), COUNT(m.id), {ERASURE_MARK_COLUMN} FROM conversations c "
             "LEFT JOIN messages m ON m.conversation_id = c.id WHERE c.namespace = ?", (namespace,))[0]
-        # from the namespace's conversations (SQLite keeps a CROSS JOIN's order) to each
-        # one's pending turns (a partial index on both engines), not from every tenant's
-        pending = self._q(
-            "SELECT COUNT(*) FROM conversations c CROSS JOIN turns t "
-            "WHERE c.namespace = ? AND t.conversation_id = c.id AND t.embedded = 0", (namespace,))[0][0]
+        pending = self._q(self._NAMESPACE_PENDING, (namespace,))[0][0]
         return ({"conversations": int(row[0]), "messages": int(row[1]), "pending_embeddings": int(pending),
                  # only this namespace's bad rows: a tenant must not see another's count
                  "salvaged_rows": self._salvaged_in(namespace)}, int(row[2] or 0))

@@ -675,9 +675,14 @@ class SearchHits(list[SearchHit]):
     """A search's hits, best first, and how they were ranked: `degraded` says why by
     keywords (BM25) only (the query has no vector: the embedding model cannot be used;
     the error's type, not its message, which names the model's path), None where by
-    meaning and keywords both."""
+    meaning and keywords both. `vectors_pending`: turns in the search's scope without a
+    vector yet that this call left to the background catch-up (a bulk import's backlog
+    past the one pool a search embeds inline: `tiermem.memory.CONTEXT_EMBED_POOLS`):
+    the dense ranking did not see them, the keyword ranking did; 0 when it saw every turn
+    it could."""
 
     degraded: str | None = None
+    vectors_pending: int = 0
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.catchup import TextsAhead
+from tiermem.tiers.catchup import Claims, TextsAhead
 from tiermem.tiers.cold import (
     KEY_SEPARATOR,
     KEY_SUFFIX_HEX,
@@ -1229,6 +1229,8 @@ class PostgresStore(SharedQueries):
         if synchronous_commit not in SYNCHRONOUS_COMMIT:
             raise ValidationError("cold_synchronous_commit", f"must be one of {SYNCHRONOUS_COMMIT}")
         self._synchronous_commit = synchronous_commit
+        # turns a catch-up of this store is embedding now: another leaves them (Claims)
+        self._claims = Claims()
         if lock_timeout_ms is not None and lock_timeout_ms < 0:
             raise ValidationError("busy_timeout_ms", f"must be 0 or more milliseconds, got {lock_timeout_ms}")
         # None: the server's (or the caller's) lock_timeout is left as it is
@@ -1928,24 +1930,45 @@ class PostgresStore(SharedQueries):
         if self._vec_dim != self.embedder.dim or (model is not None and self._vec_model != model):
             self._ensure_vec_dim(self.embedder.dim, model)
         self._owed.retry(self.on_embedded)  # a decision a failed hook owes comes first (log order)
+        claims = self._claims
+        mine: set[int] = set()  # the turns this call holds (tiers.catchup.Claims)
+        try:
+            return self._index_pools(conversation_id, batch, max_rows, progress, end, pool_batches, stop, namespace,
+                                     mine)
+        finally:  # read, not stored (an error, a stop): pending again, for whichever catch-up comes
+            claims.release(list(mine), mine)
+
+    def _index_pools(self, conversation_id: str | None, batch: int, max_rows: int | None,
+                     progress: Callable[[int], None] | None, end: int | None, pool_batches: int,
+                     stop: Callable[[], bool] | None, namespace: str | None, mine: set[int]) -> int:
+        """`index_pending`'s loop; the turns it claims are added to `mine`."""
+        embedder = self.embedder
+        assert embedder is not None  # index_pending returned 0 without one
+        claims = self._claims
         done = 0
         pool = batch * max(1, pool_batches)  # as in tiers.cold: embedded together, hooked per batch
         while (max_rows is None or done < max_rows) and not (stop is not None and stop()):
             limit = pool if max_rows is None else min(pool, max_rows - done)
             where = "t.embedded = 0" + (" AND t.conversation_id = %s" if conversation_id is not None else "")
-            params: tuple[Any, ...] = (conversation_id, limit) if conversation_id is not None else (limit,)
+            params: tuple[Any, ...] = (conversation_id,) if conversation_id is not None else ()
             if conversation_id is None and namespace is not None:
                 where += " AND t.conversation_id IN (SELECT id FROM conversations WHERE namespace = %s)"
-                params = (namespace, limit)
+                params = (namespace,)
             if conversation_id is not None and end is not None:
                 where += " AND t.position <= %s"
-                params = (conversation_id, end, limit)
-            rows = self._read(
-                "SELECT t.conversation_id, t.position, t.id, m.body FROM turns t JOIN messages m ON m.id = t.id "
-                f"WHERE {where} ORDER BY t.conversation_id, t.position LIMIT %s", params)
-            if not rows:
-                break
-            rows = rows[:pool_rows([len(r[3]) for r in rows])]  # long texts: the rest in the next pool
+                params = (conversation_id, end)
+            # each read starts again from the first pending turn: those another catch-up of
+            # this process holds are left out by the query itself (read and claimed as one
+            # step, Claims)
+            with claims.lock:
+                rows = self._read(
+                    "SELECT t.conversation_id, t.position, t.id, m.body FROM turns t JOIN messages m ON m.id = t.id "
+                    f"WHERE {where} AND NOT (t.id = ANY(%s::bigint[])) ORDER BY t.conversation_id, t.position "
+                    "LIMIT %s", (*params, claims.held(), limit))
+                if not rows:
+                    break
+                rows = rows[:pool_rows([len(r[3]) for r in rows])]  # long texts: the rest in the next pool
+                claims.take([int(r[2]) for r in rows], mine)
             texts = []
             for r in rows:
                 try:
@@ -1953,10 +1976,10 @@ class PostgresStore(SharedQueries):
                 except (ValueError, TypeError, AttributeError):
                     texts.append("")  # salvage: an undecodable row still gets marked
             with remembered_for([memo_scope(self.db_uuid, str(r[0])) for r in rows]):  # each for its conversation
-                vecs = self.embedder.embed(texts)
+                vecs = embedder.embed(texts)
             # a model's width shows, and its identity is known, only once it has loaded
             # (`embedder_identity`): one that fails to load never replaces the recorded one
-            model = embedder_identity(self.embedder)
+            model = embedder_identity(embedder)
             if vecs.ndim == 2 and (vecs.shape[1] != self._vec_dim or (model is not None and model != self._vec_model)):
                 self._ensure_vec_dim(int(vecs.shape[1]), model)
             by_id = {int(r[2]): (r[0], int(r[1]), v) for r, v in zip(rows, vecs, strict=True)}
@@ -1969,6 +1992,7 @@ class PostgresStore(SharedQueries):
                 done_ids = [int(r[0]) for r in self._statement(c, self._STORE_VECTORS, {
                     "ids": ids, "vecs": [Vec(by_id[i][2]) for i in ids],
                     "convs": sorted({by_id[i][0] for i in ids})})]
+            claims.release(ids, mine)  # committed: a read now finds embedded = 1
             stored: list[tuple[str, int, np.ndarray]] = [by_id[i] for i in done_ids]
             for start in range(0, len(stored), batch) if self.on_embedded is not None else ():
                 try:

@@ -273,8 +273,9 @@ class ColdLog(Protocol):
 
     # -- embeddings (derived) ----------------------------------------------------------
 
-    def pending_embeddings(self, conversation_id: str | None = None) -> int:
-        """Turns without a vector yet (of a key, or all)."""
+    def pending_embeddings(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
+        """Turns without a vector yet (of a key; without one, of `namespace`'s
+        conversations, or all)."""
         ...
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,

@@ -247,7 +247,9 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
 
     @server.tool(description="Search past messages by meaning and keywords, in one conversation or (without "
                  "conversation_id) across this namespace's conversations. `degraded`, when present, says "
-                 "the hits are ranked by keywords only (the embedding model cannot be used).")
+                 "the hits are ranked by keywords only (the embedding model cannot be used); "
+                 "`vectors_pending`, when present, how many turns are not embedded yet (found by "
+                 "keywords only until the background indexer embeds them).")
     def search(ctx: Context, query: Annotated[str, Field(min_length=1, description="what to look for")],
                conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
                k: Annotated[StrictInt, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
@@ -257,6 +259,8 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                                          "score": h.score, "text": h.text} for h in hits]}
         if hits.degraded is not None:  # keywords only: the embedding model cannot be used
             out["degraded"] = hits.degraded
+        if hits.vectors_pending:  # turns ranked by keywords only until the indexer embeds them
+            out["vectors_pending"] = hits.vectors_pending
         return out
 
     @server.tool(description="Pin a message so every context keeps it (a standing instruction or fact).")

@@ -371,6 +371,10 @@ class SearchOut(BaseModel):
     degraded: str | None = Field(None, description=(
         "why the hits are ranked by keywords (BM25) only: the embedding model cannot be used "
         "(its error's type); null when ranked by meaning and keywords"))
+    vectors_pending: int = Field(0, ge=0, description=(
+        "turns in the search's scope without a vector yet (a bulk import's backlog past the one "
+        "catch-up pool a search embeds inline, left to the background indexer): ranked by keywords "
+        "only until then; 0 when the ranking by meaning saw every turn"))
 
 
 class StatsOut(BaseModel):

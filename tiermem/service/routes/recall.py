@@ -134,4 +134,5 @@ def _search(runtime: Runtime, ns: str, q: str, conversation_id: str | None, k: i
             for h in hits
         ],
         degraded=getattr(hits, "degraded", None),
+        vectors_pending=getattr(hits, "vectors_pending", 0),
     )
