@@ -175,8 +175,9 @@ def test_append_refuses_bad_input_and_writes_nothing(run: Cli) -> None:
     )
     assert r.exit_code == 1
     assert r.stderr.startswith("error: messages[1].role:") and len(r.stderr.strip().splitlines()) == 1
+    # an argument on the command line is a usage error (2), what stdin holds an error (1)
     r = run("append", "bad id", "--role", "user", "--content", "x", ok=False)
-    assert r.exit_code == 1 and r.stderr.startswith("error: conversation_id:")
+    assert r.exit_code == 2 and "Invalid value for 'CONVERSATION': may contain only" in r.stderr
     r = run("append", "c1", input="[]", ok=False)
     assert r.exit_code == 1 and "empty list" in r.stderr
     assert len(run.json("history", "c1")) == 1

@@ -194,7 +194,16 @@ class CliState:
 
     @property
     def namespace(self) -> str:
-        return self.namespace_opt or DEFAULT_NAMESPACE
+        """The namespace to act in; a bad --namespace (or TIERMEM_NAMESPACE) is a usage
+        error naming it (exit 2), as a bad conversation id is (`IdType`). Checked here, not
+        while the group's options are parsed: the config's max_id_chars is not known then."""
+        if self.namespace_opt is None:
+            return DEFAULT_NAMESPACE
+        try:
+            return validate_namespace(self.namespace_opt, "namespace", self.config().max_id_chars)
+        except ValidationError as exc:
+            raise click.BadParameter(exc.problem, ctx=click.get_current_context(silent=True),
+                                     param_hint="'--namespace' (env TIERMEM_NAMESPACE)") from None
 
     def config(self, **overrides: Any) -> Config:
         if self._config is not None and not overrides:
@@ -268,10 +277,11 @@ class CliState:
         from tiermem.memory import Memory, open_with_fallback
 
         cfg = config or self.config()
+        # a bad --namespace is refused first: after the store was created it left an empty
+        # one behind, and before "no tiermem database" it is the user's first mistake
+        _ = self.namespace
         if not create:
             self.need_stored(cfg)
-        else:  # a bad --namespace refused after the store was created left an empty one behind
-            validate_namespace(self.namespace, "namespace", cfg.max_id_chars)
         mem: Memory
         if hot:
             mem, why = open_with_fallback(cfg, embedder=self.embedder)
@@ -658,6 +668,7 @@ class IdType(click.ParamType):
 TEXT = TextType()
 NON_EMPTY_TEXT = TextType(allow_empty=False)
 NAMESPACE = IdType(namespace=True)
+CONVERSATION = IdType()
 POSITION = click.IntRange(0, MAX_POSITION)
 
 
@@ -686,6 +697,19 @@ def _idempotency_key_given(_ctx: click.Context, _param: click.Parameter, value: 
         return None if value is None else check_idempotency_key(value)
     except ValidationError as exc:
         raise click.BadParameter(exc.problem) from None
+
+
+def _session_id_given(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    # the library's check of the envelope field (on a message of nothing else), while
+    # parsing: a usage error (exit 2) naming the option, as --idempotency-key's
+    if value is None:
+        return None
+    try:
+        parse_message({"role": "user", "content": ""}, max_content_bytes=1, max_metadata_bytes=1,
+                      session_id=value, stamp=False)
+    except ValidationError as exc:
+        raise click.BadParameter(exc.problem) from None
+    return value
 
 
 # -- the group ------------------------------------------------------------------------------------------
@@ -942,7 +966,7 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.option("--role", type=click.Choice(ROLES), help="Role of the message (with --content).")
 @click.option("--content", type=TEXT, help="Text of the message (with --role).")
 @click.option(
@@ -950,7 +974,8 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
     type=click.File("r", encoding="utf-8"),
     help="A JSON message or list of messages ('-' for stdin; stdin is also read when piped).",
 )
-@click.option("--session-id", type=TEXT, default=None, help="Session id for the appended message(s).")
+@click.option("--session-id", type=TEXT, default=None, callback=_session_id_given,
+              help="Session id for the appended message(s).")
 @click.option("--idempotency-key", "idempotency_key", metavar="KEY", default=None, callback=_idempotency_key_given,
               help="Your id of this append: run again with the same KEY and messages, it stores nothing twice.")
 @click.option("--json", "as_json", is_flag=True, help="Print the positions as JSON.")
@@ -1026,22 +1051,14 @@ def _check_append(cfg: Config, conversation: str, messages: list[dict[str, Any]]
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.argument("up_to", type=POSITION)
-@click.option("--new-id", type=NON_EMPTY_TEXT, default=None,
+@click.option("--new-id", type=CONVERSATION, default=None,
               help="Id of the new conversation [default: generated].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
 def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_json: bool) -> None:
     """Copy positions 0..UP_TO into a new conversation; prints its id."""
-    if new_id is not None:  # Memory.fork names a bad new id `conversation_id`, as it does the parent
-        from tiermem.tiers.errors import ValidationError
-        from tiermem.tiers.models import validate_id
-
-        try:
-            validate_id(new_id, "new_id", state.config().max_id_chars)
-        except ValidationError as exc:
-            raise click.BadParameter(exc.problem, ctx=click.get_current_context(), param_hint="'--new-id'") from None
     mem = state.memory(hot=False)  # the fork's hot set is built on its first read
     child = mem.fork(conversation, up_to, new_id=new_id, namespace=state.namespace)
     if as_json:
@@ -1051,7 +1068,7 @@ def fork(state: CliState, conversation: str, up_to: int, new_id: str | None, as_
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.argument("position", type=POSITION)
 @click.option(
     "--priority",
@@ -1072,7 +1089,7 @@ def pin(state: CliState, conversation: str, position: int, priority: int, as_jso
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.argument("position", type=POSITION)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
@@ -1107,7 +1124,7 @@ def prune(state: CliState, older_than: float, all_namespaces: bool, as_json: boo
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_state
 def delete(state: CliState, conversation: str, as_json: bool) -> None:
@@ -1152,7 +1169,7 @@ def _erasure_out(report: ErasureReport, verb: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.option("--query", "-q", type=TEXT, default=None, help="The new turn's question.")
 @click.option(
     "--budget", "-b", type=click.IntRange(min=1, max=MAX_BUDGET_TOKENS), default=DEFAULT_BUDGET_TOKENS, show_default=True,
@@ -1213,7 +1230,7 @@ def context(
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 @pass_state
 def facts(state: CliState, conversation: str, as_json: bool) -> None:
@@ -1234,7 +1251,7 @@ def facts(state: CliState, conversation: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("conversation", type=TEXT)
+@click.argument("conversation", type=CONVERSATION)
 @click.option("--limit", type=click.IntRange(1, MAX_HISTORY_PAGE), default=None,
               help="Only the last N messages (with --after: the N positions after it).")
 @click.option("--after", type=click.IntRange(-1, MAX_POSITION), default=None,
@@ -1294,7 +1311,7 @@ def history(state: CliState, conversation: str, limit: int | None, after: int | 
 
 @cli.command()
 @click.argument("query", type=TEXT)
-@click.option("--conversation", "-c", type=TEXT, default=None, help="Search one conversation [default: the namespace].")
+@click.option("--conversation", "-c", type=CONVERSATION, default=None, help="Search one conversation [default: the namespace].")
 @click.option("-k", type=click.IntRange(1, MAX_SEARCH_K), default=10, show_default=True, help="How many hits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 @pass_state
@@ -1347,7 +1364,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
 def stats(state: CliState, as_json: bool) -> None:
     """Counts and health of every tier (one namespace's counts with --namespace)."""
     mem = state.memory(hot=True)
-    data = mem.stats(namespace=state.namespace_opt)
+    data = mem.stats(namespace=state.namespace if state.namespace_opt else None)
     if as_json:
         _emit_json(data)
         return
@@ -1705,7 +1722,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 
 @cli.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-@click.option("--conversation", type=TEXT, default=None, help="Conversation id for lines that give none.")
+@click.option("--conversation", type=CONVERSATION, default=None, help="Conversation id for lines that give none.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
 @click.option("--index", "and_index", is_flag=True,
               help="Also embed the imported turns, beside the writes: returns with every turn embedded, as `tiermem index` after it would.")
