@@ -652,6 +652,16 @@ _TECH_VERSION = re.compile(
     r"\b(?:runs? on|running|uses?|using|is|are|still on|pinned to|requires?|on)\s+"
     r"[A-Z][\w.+#-]*(?: [A-Z][\w.+#-]*)? v?\d+(?:\.\d+)*\b"
 )
+# A day of the month as the value a thing is on ("My flight is on the 12th.", "Sorry, it's on
+# the 12th."): load-bearing as the same sentence with its month is ("is on March 12", which
+# _TECH_VERSION reads), so a correction of it ("The dentist moved to the 12th.") revises a
+# pinned turn and is pinned as one with the month is. Only after "is/are (on)" or "'s on",
+# the places where the month form pins, and only as a day, not a floor or a row ("on the 9th
+# floor"): a word other than a preposition or a conjunction after it names a thing of its own.
+_DAY_OF_MONTH_VALUE = re.compile(
+    r"\b(?:(?:is|are|'s|'re|was|were) on|is|are) the \d{1,2}(?:st|nd|rd|th)\b"
+    r"(?=\s*(?:$|[^\w\s]|(?:at|for|of|in|and|or|but|so|then|until|from|to|with|this|next)\b))"
+)
 # A price ceiling or floor: "under $2,400 a month", "no more than 300 euros".
 _MONEY_CAP = re.compile(
     r"\b(?:under|below|max(?:imum)?|at most|no more than|up to|less than|within|over|at least)\s+"
@@ -756,6 +766,9 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     m = _TECH_VERSION.search(clean)
     if m:
         return "environment", m.group(0), "constraint"
+    m = _DAY_OF_MONTH_VALUE.search(norm)
+    if m:
+        return "day-of-month", m.group(0), "constraint"
     m = _DECISION_STMT.search(norm)
     if m:
         return "decision", m.group(0), "decision"

@@ -31,10 +31,14 @@ Matching, in order of strength:
    that is a request or a load-bearing statement, and nothing where it was a question or
    small talk: never a turn further back (`_just_said`; "Never mind." after "What's the
    weather like in Rome?" leaves "I'm allergic to peanuts" current), nor, for a bare one,
-   the end of a chain or a turn near in meaning. A correction or retraction that revises
-   nothing is no pin (`Superseder._demote`, derived labels): a bare one drops to small
-   talk; one carrying a new fact, once the meaning search had its say too, to the label it
-   has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
+   the end of a chain or a turn near in meaning. One that names what it drops by a noun
+   no turn holds ("Forget the restaurant.", "Never mind the restaurant.") takes back the
+   latest recent request naming a place by its name alone ("Book a table at Nong's"),
+   which the noun may be the kind of, and nothing else: not a request naming its own
+   kind ("Book the Altis hotel"), nor a fact ("I'm allergic to peanuts"; `_named_venue`).
+   A correction or retraction that revises nothing is no pin (`Superseder._demote`,
+   derived labels): a bare one drops to small talk; one carrying a new fact, once the
+   meaning search had its say too, to the label it has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
    Porto, not Lisbon." still states where the user lives). At 90 it filled the pinned
    share and pushed out the very fact it no longer retracts;
 6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
@@ -258,6 +262,23 @@ _PLAN_RETRACTION = re.compile(
 )
 # an earlier turn a plan's call-off may retract: a request (the labels of classify.py)
 _PLAN_INTENTS = frozenset(("instruction", "correction"))
+# A retraction that opens the turn and names what it drops by a noun phrase ("Forget the
+# restaurant.", "Never mind the restaurant.", "Ignore my dentist thing.") and ends the turn:
+# where that phrase shares no word with any turn, it may name the kind of a place a
+# request named by its name alone (`_named_venue`: "Book a table at Nong's", which the
+# restaurant is). A clause after it tells what the phrase was ("Forget the weather, we'll
+# go anyway.": a worry, no plan); "Forget it, ..." names nothing ("it"), and "I forgot
+# the restaurant's name" opens with no retraction.
+_OBJECT_RETRACTION = re.compile(
+    r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
+    r"(?:forget|ignore|disregard|never ?mind) (?:about )?(?:the|my|our|that) "
+    r"(?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*){0,2})(?:,? (?:please|thanks))?[\s.!]*$"
+)
+# A place a request names by its name alone, after "at" or "from" ("a table at Nong's for
+# Friday", "a pizza from Luigi's", "at the Ritz"): its kind is not said, so a retraction's
+# noun ("the restaurant") may name it. "the Altis hotel" names its kind ("hotel"), "a
+# flight to Lisbon" a thing of its own: no retraction of another kind takes them.
+_NAMED_VENUE = re.compile(r"\b(?:at|from) (?:the )?(?P<name>[A-Z][\w'&-]*(?: [A-Z][\w'&-]*)*)(?P<after> [A-Za-z][\w'-]*)?")
 # A correction announced by its opener, then said whole ("Sorry, the store opens at 10am.",
 # "Correction: my kids leave at 8:00.", "Update: my parents arrive on Saturday."): the
 # opener set off by a mark, an apology's own words ("sorry to hear", "sorry I didn't")
@@ -311,6 +332,8 @@ _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december|"
     "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 )
+# a capitalised day or month is a time, no place's name ("from Friday to Monday")
+_TIME_NAME = re.compile(rf"(?:{DAY_NAMES}|{_MONTHS})s?\b", re.IGNORECASE)
 # number words a slot value may hold, with their digits: an echo in words is the same
 # value as in digits ("Four nights." for "4 nights")
 _NUMBER_VALUES = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
@@ -745,9 +768,39 @@ def find_superseded(
     if best is not None:
         return [(best[2], best[3]), *_rest_of_topic(cue, old_vals, best[2], eligible)]
 
+    if cue is None or cue[0] != "retraction":
+        return []
+    # "forget the restaurant": a thing named by a noun no turn holds is the kind of a place
+    # a recent request named by its name alone, or nothing; never what the user just said
+    # whatever it was ("I'm allergic to peanuts" / "Never mind the restaurant.")
+    named = _OBJECT_RETRACTION.match(_cue_text(norm))
+    if named is not None:
+        return _named_venue(named.group("obj"), candidates, eligible, speaker, latest)
     # "scratch that, keep the old name": a retraction opener whose object matched nothing.
-    if cue is not None and cue[0] == "retraction" and _RETRACTION_OPENER.match(norm):
+    if _RETRACTION_OPENER.match(norm):
         return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
+    return []
+
+
+def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[Candidate], speaker: str | None,
+                 latest: bool) -> list[tuple[int, str]]:
+    """What a retraction naming `obj`, a thing no turn holds a word of, takes back: the
+    latest of the user's last ``ELLIPSIS_REACH`` turns that is a request naming a place by
+    its name alone (`_NAMED_VENUE`: "Book a table at Nong's for Friday.", which "the
+    restaurant" may be), past requests that name their thing's kind ("Book the Altis hotel
+    ..."); nothing where there is none. Only where the candidates end with the user's
+    previous turn (`latest`), as for `_just_said`."""
+    if not latest:
+        return []
+    ok = {c.position for c in eligible}
+    for c in reversed(candidates[-ELLIPSIS_REACH:]):
+        if c.position not in ok or c.intent not in _PLAN_INTENTS or _other_speakers(speaker, c.speaker):
+            continue
+        for m in _NAMED_VENUE.finditer(c.text):
+            after = (m.group("after") or "").strip().lower()
+            if _TIME_NAME.match(m.group("name")) is None and (not after or after in _STOP):
+                # the name alone, its kind unsaid
+                return [(c.position, f"retraction: '{obj}' -> the place named '{m.group('name')}'")]
     return []
 
 
@@ -1337,6 +1390,10 @@ def _clauses(text: str) -> frozenset[tuple[str | None, Subject | None, str | Non
 # nothing, so it might revise anyone's fact ("My brother moved to Munich, not to Berlin."
 # revised "I live in Berlin."; "the rental car is a Honda, not a Toyota" "I drive a Toyota").
 _OLD_VALUE_CLAUSE = re.compile(r"^(?i:not|instead of|rather than|in place of)\b")
+# the slot of where someone or something is: a place of the user's state ("I work at Acme in
+# Berlin", "I live in Porto") is the user's own, never the place of a thing the statement
+# does not mention ("the meeting is in Munich"; `may_revise`)
+_PLACE_SLOT = "place"
 # A plan told by the user, what they are doing or will do ("we're going to Lisbon in May",
 # "I'm flying out on the 12th", "I'll be in Rome", "we fly to Lisbon"): an event, told by
 # its verb, that a named event ("the trip", "the flight") may be (`_thing_fits`); "I live
@@ -1415,11 +1472,14 @@ def may_revise(new: str, old: str) -> bool:
             return None
         return holder if revising and word in names else OTHER_HOLDER
 
-    # where `new` names the value it replaces ("..., not Berlin") and `old` tells the user's
-    # state rather than a plan: the nouns `old` mentions, as stems ("I'm meeting the
-    # client": "meet"), one of which a thing `new` states a value of must be (`_thing_fits`);
-    # None: any thing may revise it, as before
-    mentions = None if not _old_values(new) or _PLAN_TENSE.search(old.lower()) else \
+    # where `new` names the value it replaces ("..., not Berlin") or the two share a place
+    # ("the meeting is in Munich" / "I work at Acme in Berlin": where a thing is, not where
+    # the user is), and `old` tells the user's state rather than a plan: the nouns `old`
+    # mentions, as stems ("I'm meeting the client": "meet"), one of which a thing `new`
+    # states a value of must be (`_thing_fits`); None: any thing may revise it, as before
+    # (an amount or a time: "The budget is now $3,000." / "We can spend at most $2,000.")
+    narrowed = bool(_old_values(new)) or _PLACE_SLOT in _matching_slots(_slots(new), _slots(old))
+    mentions = None if not narrowed or _PLAN_TENSE.search(old.lower()) else \
         frozenset(_noun_stem(w) for w in _COMMON_WORD_RE.findall(old.lower()))
     return any(_holder_fits(resolved(a, revising=True), resolved(b, revising=False)) and _subjects_fit(sa, sb)
                and _thing_fits(ta, b, sb, mentions)
@@ -1437,11 +1497,13 @@ def _thing_fits(thing: str | None, old_holder: str | None, old_subject: Subject 
     on the reading that the value was the thing's; held by the user's state, with the
     thing not mentioned, the value is the user's own, and the thing (a meeting, a flight,
     a rental car) is another: "Actually the meeting is in Munich, not Berlin." corrects the
-    meeting, the user still works in Berlin. A plan the user tells (`mentions` None: "We're
-    going to Lisbon in May", "We fly to Lisbon", `_PLAN_TENSE`) is such a thing told by its
-    verb, which "the trip is to Porto, not Lisbon" revises. Without an old value named, a
+    meeting, the user still works in Berlin. The same holds, without the old value named,
+    where the value the two share by kind is a place ("Actually the meeting is in
+    Munich." after "I work at Siemens in Berlin."): a thing's place is not where the user
+    lives or works. A plan the user tells (`mentions` None: "We're going to Lisbon in
+    May", "We fly to Lisbon", `_PLAN_TENSE`) is such a thing told by its verb, which "the trip is to Porto, not Lisbon" revises. Without an old value named, a
     shared value of a kind is read as before: "The budget is now $3,000." revises "We can
-    spend at most $2,000 on the trip."."""
+    spend at most $2,000 on the trip." (an amount, no place)."""
     return thing is None or old_holder != SELF_HOLDER or old_subject is not None or mentions is None \
         or thing in mentions
 

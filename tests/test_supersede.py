@@ -128,7 +128,8 @@ def test_embedding_similarity_can_decide() -> None:
     e1 = np.array([0.0, 1.0, 0.0], dtype=np.float32)
     q = np.array([0.9, 0.1, 0.0], dtype=np.float32)
     cands = [
-        Candidate(0, "Book a table at Nong's for Friday.", "instruction", True, e0),
+        # no place named by its name alone (which "the restaurant" may be: _named_venue)
+        Candidate(0, "Book a table for Friday.", "instruction", True, e0),
         Candidate(1, "Book the Altis hotel from Friday to Monday.", "instruction", True, e1),
     ]
     assert find_superseded("Forget the restaurant.", cands) == []  # no lexical evidence
