@@ -6,10 +6,11 @@
     mem.append_many("user-42", from_anthropic(reply))
 
 **In** (`from_anthropic`): one `MessageParam` (a dict, its blocks dicts or the SDK's
-block objects) or a reply (`anthropic.types.Message`, or its `model_dump()`) as the
-OpenAI chat messages tiermem stores: text blocks as content (a string for one block,
-parts for several or with images), `image` blocks as `image_url` parts (a base64 source
-as a data URL), `tool_use` blocks as the assistant's `tool_calls` (arguments
+block objects; an SDK object anywhere in it is read as its `model_dump`, `sdk_plain_deep`,
+as `tiermem.client` sends it) or a reply (`anthropic.types.Message`, or its
+`model_dump()`) as the OpenAI chat messages tiermem stores: text blocks as content (a
+string for one block, parts for several or with images), `image` blocks as `image_url`
+parts (a base64 source as a data URL), `tool_use` blocks as the assistant's `tool_calls` (arguments
 `json.dumps(input)`), each `tool_result` block as a `tool` message (its text; a user
 message's text and images after its results become one user message), `system` as a
 system message. What the OpenAI form has no field for goes in each stored message's
@@ -231,14 +232,31 @@ def _json_bytes(value: Any, field: str) -> int:
     return size
 
 
-def _plain(value: Any) -> Any:
-    """An SDK object (pydantic) as JSON data, unset fields left out."""
+def sdk_plain(value: Any) -> Any:
+    """An SDK object (pydantic: anything with a `model_dump`) as JSON data, unset fields
+    left out; any other value as it is."""
     dump = getattr(value, "model_dump", None)
     return dump(mode="json", exclude_none=True) if callable(dump) else value
 
 
+def sdk_plain_deep(value: Any) -> Any:
+    """`value` with every SDK object in it, at any depth of its dicts, lists and tuples, as
+    `sdk_plain` makes it (new containers; the caller's are not modified): how
+    `from_anthropic` reads a message, whose blocks, and a `tool_result`'s, may be the SDK's
+    objects, and how `tiermem.client` sends one for the service to read the same way.
+    Recursive: RecursionError for a value nested past the interpreter's limit."""
+    value = sdk_plain(value)
+    if isinstance(value, dict):
+        return {k: sdk_plain_deep(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sdk_plain_deep(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(sdk_plain_deep(v) for v in value)
+    return value
+
+
 def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
-    b = _plain(raw)
+    b = sdk_plain(raw)
     if not isinstance(b, dict):
         raise ValidationError(path, f"must be a content block (an object), got {type(b).__name__}")
     b = {k: v for k, v in b.items() if v is not None}  # a reply's model_dump() writes unset fields as null
@@ -276,7 +294,7 @@ def _block(raw: Any, path: str, role: str) -> dict[str, Any]:
         if not isinstance(content, str | list):
             raise ValidationError(f"{path}.content", "must be a string or a list of content blocks")
         if isinstance(content, list):
-            b["content"] = content = [_plain(c) for c in content]
+            b["content"] = content = [sdk_plain(c) for c in content]
             for j, c in enumerate(content):
                 if not isinstance(c, dict) or not isinstance(c.get("type"), str):
                     raise ValidationError(f"{path}.content[{j}]", "must be a content block with a string type")
@@ -346,7 +364,12 @@ def from_anthropic(message: Any, *, max_metadata_bytes: int = DEFAULT_MAX_METADA
     """One Anthropic message (a `MessageParam` or a reply) as the OpenAI chat messages
     tiermem stores, ready for `append_many` (module docstring, "In"); pass the memory's
     `config.max_metadata_bytes` when it is not the default."""
-    m = _plain(message)
+    try:
+        # the SDK's objects wherever they are (a reply, its blocks, a dict holding them)
+        m = sdk_plain_deep(message)
+    except RecursionError:
+        # nested past the recursion limit: its own objects only, the block checks below name where
+        m = sdk_plain(message)
     if not isinstance(m, dict):
         raise ValidationError("message", f"must be an Anthropic message (an object), got {type(m).__name__}")
     reply = m.get("type") == "message"
@@ -371,7 +394,7 @@ def from_anthropic(message: Any, *, max_metadata_bytes: int = DEFAULT_MAX_METADA
     if role == "assistant":
         outs = [_assistant(blocks)]
         if reply:
-            fields = {k: _plain(v) for k, v in m.items() if k not in ("type", "role", "content") and v is not None}
+            fields = {k: sdk_plain(v) for k, v in m.items() if k not in ("type", "role", "content") and v is not None}
             outs[0].keep(REPLY_KEY, fields, -1)
     else:
         outs = _user(blocks, role)
