@@ -154,6 +154,13 @@ MAX_FOLDS_TRIED = 16
 # conversations whose key an append finds without a lookup (Memory._keys): ~3.5 MB at
 # most with 40-character namespaces and ids; emptied when full
 MAX_KNOWN_KEYS = 10_000
+# the longest an append waits (seconds) for another catch-up of this process (the
+# background indexer, a context's or a search's) that read its correction first to
+# record the correction's supersession (`ColdLog.wait_decided`), so that it is recorded
+# before the append returns whoever embeds it: that catch-up's pool (up to ~13 s of
+# embedding on 2 cores, tiers.store.INDEX_POOL_MAX_CHARS), the pool it stores first, and
+# its hooks. Past it the append returns and that catch-up records it when its hook runs.
+SUPERSESSION_WAIT_S = 30.0
 # how much of the embedder's error the stats quote (a path, a library's message: a plan
 # names the type only, as it goes to tenants)
 MAX_EMBED_REASON_CHARS = 300
@@ -1003,8 +1010,17 @@ class Memory:
             with remembered_for(self._scope(key)):
                 if len(parsed) > INLINE_INDEX_ROWS:
                     self._release(key, self._rules.record(key, turns))
-                elif embedder_loaded(self.embedder) and any(self.superseder.assertion(t) for t in turns):
+                elif embedder_loaded(self.embedder) and (
+                        asserting := [t.position for t in turns if self.superseder.assertion(t)]):
                     self.cold.index_pending(conversation_id=key, batch=self.config.embedding_batch_size)
+                    # a correction that another catch-up of this process read first (the
+                    # background indexer, woken by the append before) was left to it, and it
+                    # records the supersession in its hook, after its commit: waited for, so
+                    # a context right after this append never shows the old value as current
+                    if not self.cold.wait_decided(key, asserting, SUPERSESSION_WAIT_S):
+                        log.warning("the supersession of %s's new turns %s was not recorded within %.0f s by "
+                                    "the catch-up embedding them; the append returns before it",
+                                    key, asserting, SUPERSESSION_WAIT_S)
         except Exception:
             # the batch is committed: a busy lock here must not answer the append as failed
             # (a retry would store it twice). Its turns are still unembedded, so whoever

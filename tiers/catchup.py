@@ -34,7 +34,8 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 P = TypeVar("P")  # a pool: the rows read
@@ -176,3 +177,57 @@ def pipelined(pools: Iterator[P], embed: Callable[[P], V], store: Callable[[P, V
     finally:
         producer.stop.set()
         producer.join()
+
+
+class Deciding:
+    """The turns (conversation key, position) that a catch-up of this store object has
+    read and whose after-embedding hook has not yet run to its end, so that an append
+    can keep its promise that a correction's supersession is recorded before it returns
+    (`Memory.append`): its own catch-up finds nothing to do for a turn that the
+    background indexer (or a context's, a search's catch-up) read first, and that
+    catch-up records the supersession only in its hook, after its commit. The append
+    waits for it here (`wait`).
+
+    A catch-up holds a turn from its read (under the same lock as its `Claims` step, so a
+    reader that finds a turn claimed or embedded finds it held, or its hook over) to the
+    end of the hook for its batch, or to the end of the call for a turn read and not
+    stored. A count per turn: two catch-ups of one process may read the same turn where
+    nothing claims it, and each releases its own read. Only this process's catch-ups are
+    told; another process that embeds the turn first decides it on its own time."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._held: Counter[tuple[str, int]] = Counter()
+
+    def hold(self, turns: Iterable[tuple[str, int]], mine: Counter[tuple[str, int]]) -> None:
+        """The caller's catch-up read `turns` (added to its `mine`)."""
+        with self._changed:
+            for t in turns:
+                self._held[t] += 1
+                mine[t] += 1
+
+    def release(self, turns: Iterable[tuple[str, int]], mine: Counter[tuple[str, int]]) -> None:
+        """The caller's hook for `turns` ran (or it gave them up): those of them it held
+        are no longer its to decide."""
+        with self._changed:
+            for t in turns:
+                if mine[t] <= 0:
+                    continue
+                mine[t] -= 1
+                if mine[t] == 0:
+                    del mine[t]
+                self._held[t] -= 1
+                if self._held[t] <= 0:
+                    del self._held[t]
+            self._changed.notify_all()
+
+    def release_all(self, mine: Counter[tuple[str, int]]) -> None:
+        """The end of the caller's catch-up: whatever it still holds (read, not stored)."""
+        self.release(list(mine.elements()), mine)
+
+    def wait(self, conversation_id: str, positions: Iterable[int], timeout_s: float) -> bool:
+        """Until no catch-up of this store holds any of `positions` of `conversation_id`,
+        at most `timeout_s` seconds: whether that came (False: one still held them)."""
+        turns = [(conversation_id, p) for p in positions]
+        with self._changed:
+            return self._changed.wait_for(lambda: not any(t in self._held for t in turns), timeout=timeout_s)

@@ -59,7 +59,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from tiermem.tiers.catchup import PIPELINE_DEPTH, Claims, PendingTurn, TextsAhead, pipelined
+from tiermem.tiers.catchup import PIPELINE_DEPTH, Claims, Deciding, PendingTurn, TextsAhead, pipelined
 from tiermem.tiers.dialect import (
     ERASURE_ORDER,
     MAX_TURN_TOKENS,
@@ -266,6 +266,8 @@ class ColdStore(SharedQueries):
         self._lock = threading.RLock()
         # turns a catch-up of this store is embedding now: another leaves them (Claims)
         self._claims = Claims()
+        # turns a catch-up of this store read and has not yet hooked: an append waits (Deciding)
+        self._deciding = Deciding()
         self._busy_timeout_ms = busy_timeout_ms
         # an erasure's WAL truncation waits for a reader: retried once after each write (`_tx`)
         self._wal_scrub_pending = False
@@ -727,6 +729,9 @@ class ColdStore(SharedQueries):
         cut = [False]  # whether a read was cut short (pool_rows, claims): then it is not the last
         claims = self._claims
         mine: set[int] = set()  # the turns this call holds (tiers.catchup.Claims)
+        deciding = self._deciding
+        # the turns this call read and has not hooked yet (tiers.catchup.Deciding)
+        undecided: collections.Counter[tuple[str, int]] = collections.Counter()
 
         def pools() -> Iterator[list[Any]]:
             # each read resumes after the last row read (not the last stored: the pipeline
@@ -767,6 +772,8 @@ class ColdStore(SharedQueries):
                             cut[0] = True
                         after = int(rows[-1][7])
                         free = claims.take([int(r[2]) for r in rows], mine)
+                        # held before the lock ends: a reader that finds them claimed finds them held
+                        deciding.hold([(r[0], int(r[1])) for r in rows if int(r[2]) in free], undecided)
                     if len(free) < len(rows):  # another catch-up of this process embeds those
                         rows = [r for r in rows if int(r[2]) in free]
                         cut[0] = True
@@ -808,6 +815,7 @@ class ColdStore(SharedQueries):
                     log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
                                   len(stored[start:start + batch]))
                     self._owed.owe(stored_ids[start:start + batch])  # they are embedded: nothing else would
+            deciding.release([(r[0], int(r[1])) for r in rows], undecided)  # hooked (or another's to hook)
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
@@ -818,7 +826,12 @@ class ColdStore(SharedQueries):
                       last=lambda rows: len(rows) < pool and not cut[0])
         finally:  # read, not stored (an error, a stop): pending again, for whichever catch-up comes
             claims.release(list(mine), mine)
+            deciding.release_all(undecided)
         return done
+
+    def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
+        """`ColdLog.wait_decided`."""
+        return self._deciding.wait(conversation_id, positions, timeout_s)
 
     def _owed_record(self, keys: list[str], mark: str) -> None:
         """tiers.owed's rows, and its mark that sends the other processes to read them."""

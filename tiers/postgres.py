@@ -180,12 +180,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from tiermem.tiers.catchup import Claims, TextsAhead
+from tiermem.tiers.catchup import Claims, Deciding, TextsAhead
 from tiermem.tiers.cold import (
     KEY_SEPARATOR,
     KEY_SUFFIX_HEX,
@@ -1231,6 +1232,8 @@ class PostgresStore(SharedQueries):
         self._synchronous_commit = synchronous_commit
         # turns a catch-up of this store is embedding now: another leaves them (Claims)
         self._claims = Claims()
+        # turns a catch-up of this store read and has not yet hooked: an append waits (Deciding)
+        self._deciding = Deciding()
         if lock_timeout_ms is not None and lock_timeout_ms < 0:
             raise ValidationError("busy_timeout_ms", f"must be 0 or more milliseconds, got {lock_timeout_ms}")
         # None: the server's (or the caller's) lock_timeout is left as it is
@@ -1932,16 +1935,25 @@ class PostgresStore(SharedQueries):
         self._owed.retry(self.on_embedded)  # a decision a failed hook owes comes first (log order)
         claims = self._claims
         mine: set[int] = set()  # the turns this call holds (tiers.catchup.Claims)
+        # the turns this call read and has not hooked yet (tiers.catchup.Deciding)
+        undecided: Counter[tuple[str, int]] = Counter()
         try:
             return self._index_pools(conversation_id, batch, max_rows, progress, end, pool_batches, stop, namespace,
-                                     mine)
+                                     mine, undecided)
         finally:  # read, not stored (an error, a stop): pending again, for whichever catch-up comes
             claims.release(list(mine), mine)
+            self._deciding.release_all(undecided)
+
+    def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
+        """`ColdLog.wait_decided`."""
+        return self._deciding.wait(conversation_id, positions, timeout_s)
 
     def _index_pools(self, conversation_id: str | None, batch: int, max_rows: int | None,
                      progress: Callable[[int], None] | None, end: int | None, pool_batches: int,
-                     stop: Callable[[], bool] | None, namespace: str | None, mine: set[int]) -> int:
-        """`index_pending`'s loop; the turns it claims are added to `mine`."""
+                     stop: Callable[[], bool] | None, namespace: str | None, mine: set[int],
+                     undecided: Counter[tuple[str, int]]) -> int:
+        """`index_pending`'s loop; the turns it claims are added to `mine`, and held in
+        `undecided` until their hook ran (tiers.catchup.Deciding)."""
         embedder = self.embedder
         assert embedder is not None  # index_pending returned 0 without one
         claims = self._claims
@@ -1969,6 +1981,8 @@ class PostgresStore(SharedQueries):
                     break
                 rows = rows[:pool_rows([len(r[3]) for r in rows])]  # long texts: the rest in the next pool
                 claims.take([int(r[2]) for r in rows], mine)
+                # held before the lock ends: a reader that finds them claimed finds them held
+                self._deciding.hold([(r[0], int(r[1])) for r in rows], undecided)
             texts = []
             for r in rows:
                 try:
@@ -2002,6 +2016,7 @@ class PostgresStore(SharedQueries):
                     log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
                                   len(stored[start:start + batch]))
                     self._owed.owe(done_ids[start:start + batch])  # they are embedded: nothing else would
+            self._deciding.release([(r[0], int(r[1])) for r in rows], undecided)  # hooked (or another's to hook)
             done += len(rows)
             if progress is not None:
                 progress(len(rows))

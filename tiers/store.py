@@ -295,6 +295,13 @@ class ColdLog(Protocol):
         pending)."""
         ...
 
+    def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
+        """Wait, at most `timeout_s` seconds, until no catch-up of this store object holds
+        any of `positions` between its read and the end of its `on_embedded` hook
+        (tiers.catchup.Deciding): whether none does now. Another process's catch-ups are
+        not seen."""
+        ...
+
     def embeddings(self, conversation_id: str, positions: Sequence[int]) -> dict[int, np.ndarray]:
         """position -> float32 vector for those of `positions` that have one."""
         ...
