@@ -73,13 +73,15 @@ DATA_ENV = "TIERMEM_LOCOMO_DATA"
 
 
 def _need_data(data: Path | None) -> Path:
-    """The data file, or an error that says how to give it (there is no default: the dev
-    checkout's ../shared/data/locomo-dev.json exists nowhere else)."""
+    """The data file, or a usage error (exit 2, as every bad command line's) that says how
+    to give it (there is no default: the dev checkout's ../shared/data/locomo-dev.json
+    exists nowhere else). Both were a ClickException (exit 1), an error of the run."""
     if data is None:
-        raise click.ClickException(
+        raise click.UsageError(
             f"no data file: pass a LoCoMo-format JSON file with --data PATH (or env {DATA_ENV})")
     if not data.is_file():
-        raise click.ClickException(f"LoCoMo data file {data} does not exist (give --data PATH)")
+        raise click.BadParameter(f"LoCoMo data file {data} does not exist (give --data PATH)",
+                                 param_hint=f"'--data' (env {DATA_ENV})")
     return data
 
 

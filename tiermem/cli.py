@@ -721,7 +721,10 @@ def _session_id_given(ctx: click.Context, _param: click.Parameter, value: str | 
     type=click.Path(path_type=str, file_okay=False),
     callback=_data_dir_given,
     envvar="TIERMEM_DATA_DIR",
-    help="Data directory (env TIERMEM_DATA_DIR; default ~/.local/share/tiermem).",
+    # the rule of config.default_data_dir, said whole: "~/.local/share/tiermem" alone was
+    # wrong wherever XDG_DATA_HOME is set
+    help="Data directory (env TIERMEM_DATA_DIR; else the config file's data_dir; "
+    "default $XDG_DATA_HOME/tiermem, or ~/.local/share/tiermem where XDG_DATA_HOME is unset).",
 )
 @click.option(
     "--config",
@@ -736,7 +739,7 @@ def _session_id_given(ctx: click.Context, _param: click.Parameter, value: str | 
     type=NON_EMPTY_TEXT,
     default=None,
     envvar="TIERMEM_NAMESPACE",
-    help="Namespace (user/tenant) to act in [default: default].",
+    help="Namespace (user/tenant) to act in (env TIERMEM_NAMESPACE) [default: default].",
 )
 @click.option("--debug", is_flag=True, help="Debug logging, and tracebacks on errors.")
 @click.version_option(package_name="tiermem", prog_name="tiermem")

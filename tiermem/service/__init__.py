@@ -41,7 +41,8 @@ Rules this module keeps:
   `max_content_bytes`: `create_app` refuses such a config), then checked before any
   handler sees them, whatever the headers say: `Content-Type`, `Content-Length`,
   `Authorization`, the namespace header and `Idempotency-Key` at most once each (400), a non-empty body
-  only as `application/json` in UTF-8 or with no Content-Type (415), and every non-empty
+  only as `application/json` in UTF-8 or with no Content-Type, which is taken for JSON
+  (else 415), and every non-empty
   body must be strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH`
   plus the levels its route wraps a message in (`guard.ENVELOPE_LEVELS`: a message nests
   `MAX_JSON_DEPTH` on every route, as in the library), without lone surrogates; then

@@ -11,7 +11,9 @@ a valid bearer token is refused before any of its body is read (401); a body is 
 into memory up to `config.max_body_bytes` and no further (413, from Content-Length or by
 counting the stream; the connection closed, as the rest of the body is never read), and whole within `config.http_body_timeout_s` of the request's
 head (else 408, the connection closed: a stalled client held it for ever); a non-empty
-body must be `application/json` in UTF-8 or carry no Content-Type (415), and must be
+body must be `application/json` in UTF-8 or carry no Content-Type (else 415); one with
+none is taken for JSON, the app seeing `JSON_CONTENT_TYPE` added (FastAPI no longer
+parses a body that names no type: it answered 422 "not a valid dictionary"); and it must be
 strict UTF-8 JSON without NaN/Infinity, nested at most `MAX_JSON_DEPTH` levels plus those its route wraps a message in (`ENVELOPE_LEVELS`: a
 batch's `{"messages": [...]}` 2, an MCP tool call's JSON-RPC 3), so that a message nests
 `MAX_JSON_DEPTH` levels on every way in, as in the library, without lone surrogates or
@@ -75,6 +77,9 @@ MAX_JSON_INT_DIGITS = 40
 # make a retry's replay depend on which copy a proxy kept
 SINGLE_HEADERS = ("content-type", "content-length", "authorization", NAMESPACE_HEADER.lower(),
                   IDEMPOTENCY_HEADER.lower())
+# what a non-empty body without a Content-Type is taken for: the app sees this header added
+# (FastAPI, as of 0.165, parses only a body that names JSON: its strict_content_type)
+JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 # the names a loopback service answers to (any port): what a browser on this host uses
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 HOST_UNCHECKED_PATHS = frozenset({"/healthz"})  # liveness probes name whatever they like; no data
@@ -452,8 +457,9 @@ class GuardMiddleware(HttpMiddleware):
                 break
         raw = b"".join(chunks)
         if raw:
-            # Every body is checked, whatever its Content-Type says: FastAPI parses JSON
-            # from a body without one, and a body it would not parse has no business here.
+            # Every body is checked, whatever its Content-Type says: one without a
+            # Content-Type is taken for JSON (below), and one FastAPI would not parse has
+            # no business here.
             ctype = headers.get("content-type")
             if ctype is not None and not json_content_type(ctype):
                 await _refuse(
@@ -467,6 +473,12 @@ class GuardMiddleware(HttpMiddleware):
                 await _refuse(send, path, 422, error_body(p.loc, p.msg, p.type), request_id=p.request_id,
                               parsed=p.parsed, code=p.code)
                 return
+            if ctype is None:
+                # JSON by default, as the docs say (a client sending bytes it names no type
+                # for: httpx's content=, requests' data=): the app parses the body as it has
+                # just been checked. FastAPI answered it 422 "Input should be a valid
+                # dictionary" on every route
+                scope = {**scope, "headers": [*scope.get("headers", []), JSON_CONTENT_TYPE]}
         sent = False
 
         async def replay() -> MutableMapping[str, Any]:
