@@ -27,8 +27,9 @@ Invariants:
   that is not enough, a pin or summary line shown as current stops being current, late
   pins are due to fold into the pinned block,
   or the caller's budget, system prompt or time zone changes, a new epoch rebuilds the context.
-  The plan reports which (`plan.cache`) and where the stable prefix ends
-  (`plan.breakpoints`, indexes of the returned messages, after any conversion).
+  The plan reports which (`plan.cache`, whose shared prefix is counted on the returned
+  messages, after any conversion, as the previous call's were) and where the stable
+  prefix ends (`plan.breakpoints`, indexes of the returned messages, after any conversion).
 - Only a recall (NEEDS_ROOM_CLASSES) takes the room left, rewinds earlier blocks or ends
   an epoch for its retrieved turns; any other turn retrieves nothing when it asks nothing
   and points to nothing said before (planner.classify.tells_only), else clearly related
@@ -39,7 +40,8 @@ Invariants:
   correction (a superseded statement is cut out of its line), and a supersession by a
   popped turn counts as absent (tiers.statements.Hidden). A superseded turn that is shown is marked, with
   its validity interval (valid from its own time until the superseding turn's), in the
-  line and in the plan item's reason; a question about the past (`about_past`) ranks
+  line and in the plan item's reason (the recent tail shows turns as they were said: in
+  its item's reason only, and `plan.left_out` does not list it); a question about the past (`about_past`) ranks
   superseded turns up instead of down.
 - A query whose vector cannot be computed (`embed` raises `EmbeddingUnavailable`: the
   embedding model cannot be loaded) still gets its context, ranked by keywords (BM25)
@@ -63,7 +65,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,6 +92,7 @@ from tiermem.planner.render import (
     converted_breakpoints,
     fresh_segments,
     open_calls,
+    reused_prefix,
     shown,
 )
 from tiermem.planner.statements import StatementView
@@ -375,13 +378,19 @@ class Planner:
         call.mark("total")
         plan.tokens = total
         plan.timings_ms = {k: round(v, TIMING_DECIMALS) for k, v in call.timings.items()}
-        plan.items = [it for g in segs for it in g.items]
+        plan.items, marked = self._superseded_tail(call, fixed, [it for g in segs for it in g.items])
         on_show = shown(segs)
         # a unit the fresh grouping left out incomplete that an extension shows complete
         # (its call in the previous context): not left out
         plan.left_out = [it for it in plan.left_out if it.slice != "tail"
                          or not any((it.conversation_id, p) in on_show for p in it.positions)]
         plan.left_out.extend(packing.left_out(on_show))
+        # a superseded pin the context shows (the tail as it was said, a retrieved or
+        # pinned line marked) is not left out: the item that shows it says what superseded it
+        marked |= {p for it in plan.items if it.conversation_id == conv and it.slice in ("pinned", "retrieved")
+                   and it.fidelity in ("verbatim", "trimmed") and "superseded by #" in it.reason for p in it.positions}
+        plan.left_out = [it for it in plan.left_out if it.slice != "pinned" or it.conversation_id != conv
+                         or not it.positions or not set(it.positions) <= marked]
         for view in summaries:
             plan.views.append(ViewStaleness(view.kind, view.version, (view.start, view.end), view.turns_behind,
                                             view.seconds_behind, view.over_budget))
@@ -390,7 +399,48 @@ class Planner:
         if returned != planned:  # breakpoints index what the caller receives
             plan.breakpoints = converted_breakpoints(plan.breakpoints, planned, returned, self.render.out,
                                                      self.tokens)
+        if call.prev is not None and self.render.converting():
+            # so does the cache report: compared as planned, a fold or conversion claimed
+            # a prefix the messages sent did not share (a retrieved block merged into the
+            # first message changes it)
+            (plan.cache.prefix_messages, plan.cache.expected_cached_tokens,
+             plan.cache.boundary) = reused_prefix(call.prev.segments, returned, self.render.out, self.tokens)
         return Context(returned, total, plan)
+
+    def _superseded_tail(self, call: _Call, fixed: _Fixed, items: list[PlanItem]) -> tuple[list[PlanItem], set[int]]:
+        """`items`, each tail item that shows a superseded turn (read past popped turns:
+        tiers.statements.Hidden) with the supersession and its validity interval in its
+        reason (a copy: the epoch's segments keep theirs), as the rule for a superseded
+        turn that is shown has it; the tail shows turns as they were said, so only the
+        reason can say it. And the positions so marked. The rows this call read answer
+        for the tail's newest turns; older ones a kept epoch still shows are read in one
+        statement."""
+        conv = call.conv
+        positions = {p for it in items if it.slice == "tail" and it.conversation_id == conv
+                     and "superseded by #" not in it.reason for p in it.positions}
+        if not positions:
+            return items, set()
+        rows = {r.position: r for r in fixed.tail_rows if r.position in positions}
+        if missing := sorted(positions - rows.keys()):
+            rows.update((r.position, r) for r in self.cold.turns_at(conv, missing))
+        hid = self.statements.hidden(conv)
+        gone = [hid.row(r) for r in rows.values()]
+        gone = [r for r in gone if r.superseded_by is not None]
+        if not gone:
+            return items, set()
+        intervals = self.candidates.intervals(conv, gone, call.zone)
+        by = {r.position: r.superseded_by for r in gone}
+        out: list[PlanItem] = []
+        for it in items:
+            hit = [p for p in it.positions if p in by] if it.slice == "tail" and it.conversation_id == conv else []
+            if hit and "superseded by #" not in it.reason:
+                it = replace(it, reason=it.reason + "".join(
+                    f"; #{p} superseded by #{by[p]} ({intervals[p][0]}): shown as it was said, not as a current value"
+                    if len(it.positions) > 1 else
+                    f"; superseded by #{by[p]} ({intervals[p][0]}): shown as it was said, not as a current value"
+                    for p in hit))
+            out.append(it)
+        return out, set(by)
 
     def _fixed(self, call: _Call, truncate_latest: bool) -> _Fixed:
         """The caller's system message and the latest user message (truncated when it
@@ -674,7 +724,7 @@ class Planner:
         items = [it for g in segments for it in g.items]
         tokens_each = [message_tokens(self.tokens, m) for m in messages]
         late_tokens = sum(t for k, t in zip(kinds, tokens_each, strict=True) if k == late_pins.KIND)
-        if prev is not None:
+        if prev is not None and not self.render.converting():  # converted: `build` compares what was sent
             k = 0
             for a, b in zip(prev.segments, segments, strict=False):
                 if a.message != b.message:
@@ -1007,8 +1057,12 @@ class Planner:
             # reading them back after the head at every call
             return None, (f"pin changed: {len(unshown)} late pin(s) fold into the pinned block "
                           f"({prev.late_paid} late-pin tokens sent in this epoch)")
+        # the leading messages sent as the previous call sent them: the kept head, and a
+        # late-pin block only when a previous restart placed it as it is
+        cached = cut
         if late and late[0].message == (prev.segments[cut].message if cut < len(prev.segments) else None):
             late = [prev.segments[cut]]  # the block a previous restart placed: byte for byte, read back
+            cached += 1
         head = [*head, *late]
         on_show |= {p for c, p in shown(late) if c == conv}
         need = [c for c in wanted if c.conversation_id != conv or c.position not in on_show]
@@ -1017,7 +1071,7 @@ class Planner:
                            lambda msgs, base, todo: self._fit_need(msgs, base, todo, budget, conv),
                            lambda fits: Segment("retrieved", self.render.block("retrieved", fits, conv),
                                                 tuple(c.item() for c in fits)),
-                           self.tokens, budget, min_tokens)
+                           self.tokens, budget, min_tokens, cached)
         if got is None:
             return None, ""
         reason = got.reason + (f"; {len(unshown)} pin(s) its leaving turns showed follow the head" if late else "")

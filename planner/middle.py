@@ -38,7 +38,7 @@ from tiermem.planner.candidates import Candidate
 from tiermem.planner.epoch import Segment
 from tiermem.planner.plan import MAX_BREAKPOINTS, Breakpoint
 from tiermem.tiers.formats import result_id
-from tiermem.tiers.tokens import TokenCounter, messages_tokens
+from tiermem.tiers.tokens import TokenCounter, message_tokens, messages_tokens
 
 # the head kept across the restart: the fewest leading messages that reach this many
 # tokens (the providers' 1,024-token minimum cacheable prefix and a margin for chat
@@ -130,10 +130,14 @@ def rebuilt_tail(recent: Sequence[Candidate], required: set[int], shown: set[int
 def evict(head: list[Segment], tail: list[Segment], latest: Segment, after: list[Segment], need: list[Candidate],
           fit: Callable[[list[dict[str, Any]], int, list[Candidate]], list[Candidate]],
           block: Callable[[list[Candidate]], Segment], tokens: TokenCounter, budget: int,
-          min_need_tokens: float) -> Eviction | None:
+          min_need_tokens: float, cached: int | None = None) -> Eviction | None:
     """The evicted context: `head`, the rebuilt `tail`, as many of `need` (this call's
     retrieved turns the head does not show) as `fit` finds room for, `latest` and
-    `after`; None when it cannot hold `min_need_tokens` of them or passes the budget."""
+    `after`; None when it cannot hold `min_need_tokens` of them or passes the budget.
+    `cached`: how many of `head`'s messages the previous context sent as they are (all
+    of them when None; a late-pin block placed anew after the kept head is not), which
+    the reason names as the cached prefix, counted as planner.plan.CacheReport counts
+    its shared prefix (each message's tokens, no reply priming)."""
     fixed = [*head, *tail, latest, *after]
     base = messages_tokens(tokens, [g.message for g in fixed])
     if base > budget:
@@ -145,8 +149,9 @@ def evict(head: list[Segment], tail: list[Segment], latest: Segment, after: list
     total = messages_tokens(tokens, [g.message for g in segs])
     if total > budget:
         return None
-    kept = messages_tokens(tokens, [g.message for g in head])
-    reason = (f"evicts from the middle: the first {len(head)} message(s) ({kept} tokens) stay as the cached "
+    same = len(head) if cached is None else cached
+    kept = sum(message_tokens(tokens, g.message) for g in head[:same])
+    reason = (f"evicts from the middle: the first {same} message(s) ({kept} tokens) stay as the cached "
               f"prefix, {len(tail)} newest message(s) and {len(fits)} retrieved turn(s) follow them")
     return Eviction(segs, total, reason)
 

@@ -393,6 +393,38 @@ def converted_breakpoints(marks: Sequence[Breakpoint], messages: Sequence[dict[s
     return out
 
 
+def reused_prefix(prev: Sequence[Segment], returned: Sequence[dict[str, Any]],
+                  convert: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+                  tokens: TokenCounter) -> tuple[int, int, str]:
+    """How much of the previous context (`prev`, as planned) this one (`returned`, as the
+    caller receives it) repeats, compared as both were sent (`convert`, render.out: a
+    conversion merges or splits messages, a fold puts every system block into the first
+    message, so two plans sharing their first segments may share no message sent):
+    the leading returned messages identical to the previous call's, their tokens
+    (message accounting, as planner.plan.CacheReport counts them) and the layer of the
+    previous context's first message not reused ("" when all of it is): the first layer
+    of its plan whose messages, converted, are not all within the shared ones (a fold
+    that changed the first message: "system")."""
+    before = convert([g.message for g in prev])
+    k = 0
+    for a, b in zip(before, returned, strict=False):
+        if a != b:
+            break
+        k += 1
+    cached = sum(message_tokens(tokens, m) for m in returned[:k])
+    if k == len(before):
+        return k, cached, ""
+    # one conversion per layer (a run of one kind), not per message: the tail's turns
+    # are one run
+    for end, g in enumerate(prev):
+        if end + 1 < len(prev) and prev[end + 1].kind == g.kind:
+            continue
+        part = convert([s.message for s in prev[:end + 1]])
+        if len(part) > k or part != before[:len(part)]:
+            return k, cached, g.kind
+    return k, cached, prev[-1].kind if prev else ""
+
+
 def chosen_conv(chosen: dict[str, list[Candidate]], s: str) -> str:
     """The conversation being answered (its items sort before other conversations')."""
     for c in chosen["tail"]:
