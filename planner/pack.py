@@ -19,9 +19,14 @@ Invariants:
   it fits in it (the tail is then chosen as it always was); the older tail gives way to
   it, and a unit that does not fit whole ends it (contiguous, as the tail).
 - The tail is contiguous (an older turn never jumps a gap) and starts on a grid
-  (`stable_tail`), so consecutive contexts share it as a byte-identical prefix.
+  (`stable_tail`), so consecutive contexts share it as a byte-identical prefix. One
+  exception: on the default layout the part `grow_tail` adds passes over a unit that
+  holds a pin of the pinned block (that block shows it, earlier in the context), so the
+  grown tail may have a gap there, and only there (the pin's unit: its turn, or the
+  tool round holding it, passed over whole).
 - A turn is shown verbatim once: a pin the tail shows, or a retrieved turn the tail or
-  the pinned block shows, is withdrawn from its other slice, and its tokens go back.
+  the pinned block shows, is withdrawn from its other slice, and its tokens go back; a
+  pin the pinned block shows is not grown into the tail (`grow_tail`).
 - At least the highest-priority pin fits (a constraint left out is an answer gone wrong).
 - A retrieved turn may be shown as a query-focused excerpt (planner.excerpt; off by
   default): LEFTOVER only in the room the whole lines left (`take_excerpts`, then
@@ -132,9 +137,9 @@ class Packing:
         extra = min(self.remaining, fill_to - sum(self.used.values()))
         if memory_last:
             extra = min(extra, KEPT_FILL_SHARES * caps["tail"] - self.used["tail"])
-        # the default layout keeps a pin the grown tail shows in the pinned block too, as
-        # before: that block leads the context and outlives the grown turns (a middle
-        # eviction keeps the head and drops them)
+        # the default layout keeps its pins in the pinned block: that block leads the
+        # context and outlives the grown turns (a middle eviction keeps the head and drops
+        # them), so the grown tail passes over them instead
         self.grow_tail(extra, held_back, pins_once=memory_last)
 
     def take_loop(self, latest_user: int | None) -> None:
@@ -158,12 +163,22 @@ class Packing:
             self.remaining -= c.tokens
 
     def grow_tail(self, extra: int, held_back: frozenset[int] = frozenset(), pins_once: bool = False) -> None:
-        """Older tail units, contiguous, up to `extra` tokens more, stopping before a unit
-        that holds a position of `held_back` (a turn superseded wholly or in part: the tail
-        shows messages raw, so an old value there would read as current). `pins_once`: a
-        pin a grown unit shows leaves the pinned block, as one the chosen tail shows does
-        (system_messages="before_latest", where that block is rebuilt every call anyway;
-        the default layout keeps it, see the caller).
+        """Older tail units, newest first, up to `extra` tokens more, stopping before a
+        unit that holds a position of `held_back` (a turn superseded wholly or in part: the
+        tail shows messages raw, so an old value there would read as current) or one that
+        does not fit (an older unit never jumps it). `pins_once`: a pin a grown unit shows
+        leaves the pinned block, as one the chosen tail shows does
+        (system_messages="before_latest", where that block is rebuilt every call anyway).
+        Otherwise (the default layout) the pinned block keeps its pins, and a unit that
+        holds a position of one it shows is passed over (taken out of the pool: nothing
+        else in this call shows it again) and the tail grows on with the older units: a
+        turn is shown verbatim once, and the grown tail has a gap only where the pinned
+        block, earlier in the context, shows the turn. (Stopping at the pin instead billed
+        more on the LoCoMo replays: the context came out shorter than the fill target.)
+        The gap costs no reader of the tail anything: an epoch's extension appends after
+        the newest turn shown, a middle eviction's rebuilt tail stops at a turn the kept
+        head shows (the pinned block is in that head), and a pin unpinned since ends the
+        epoch ("pin changed"), whose rebuild grows the tail over the turn again.
 
         A context that starts an epoch on a turn that retrieves little would otherwise be
         a few hundred tokens: below a provider's minimum cacheable prefix (1,024 tokens
@@ -174,15 +189,21 @@ class Packing:
         question's per-turn part is as large as before; a retrieved turn the grown tail
         now shows verbatim leaves the retrieved slice."""
         pool = self.pools["tail"]  # after stable_tail: the units older than the tail, newest first
+        # the pins the pinned block shows (the default layout keeps them there)
+        pinned = set() if pins_once else {p for c in self.chosen["pinned"] if c.conversation_id == self.conv
+                                          for p in (c.group or [c.position])}
         grown: list[Candidate] = []
         while pool and extra > 0:
             c = pool[0]
             at = set(c.group) or {c.position}
             if at & held_back:
                 break
+            if at & pinned:
+                pool.pop(0)  # shown in the pinned block: passed over, and not shown again
+                continue
             back = self._retrieved_tokens_at(at)  # what its retrieved line gives back
             if c.tokens > min(extra, self.remaining) + back:
-                break  # contiguous: an older unit never jumps one that does not fit
+                break  # an older unit never jumps one that does not fit
             pool.pop(0)
             self.withdraw("retrieved", at)
             if pins_once:

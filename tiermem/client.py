@@ -24,6 +24,9 @@ Invariants:
   (a reply, its blocks) as `from_anthropic` reads them (`sdk_plain_deep`), so the service
   stores what the library would; a value in it that JSON cannot carry (a date, NaN, a
   lone surrogate) is refused here, named by where (`messages[1].content[0].input.when`).
+  An OpenAI message (chat or Responses) is sent as `Memory` parses it (`parse_message`):
+  the openai SDK's objects in it, at any depth, as their `model_dump`, and what JSON
+  cannot carry refused by where (`messages[1].tool_calls[1].function.when`).
 - The service's answers become the library's exceptions (tiers.errors): 422
   `ValidationError` naming the field as the service named it (`messages[2].content`);
   the service's own 404 for a conversation (`tiers.errors.not_found_detail`)
@@ -122,8 +125,6 @@ from tiermem.tiers.errors import (
     ValidationError,
     field_error,
     not_found_detail,
-    plain_field,
-    shown_key,
 )
 from tiermem.tiers.models import (
     MAX_POSITION,
@@ -144,6 +145,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
+from tiermem.tiers.plain_json import unencodable
 from tiermem.tiers.zones import optional_timezone
 
 __all__ = ["AnthropicContext", "AsyncClient", "Client", "Limits"]
@@ -324,73 +326,22 @@ def _anthropic_wire(message: Any) -> dict[str, Any]:
     reads them (`sdk_plain_deep`, the adapter's one conversion), so that the service
     stores what the library would. Refused here, naming where, when a dict key in it is no
     string (`check_keys`: the JSON it is sent as would carry the key's text, another key)
-    or a value in it is one JSON cannot carry (`_unsendable`; httpx's encoder raised a bare
-    TypeError for an object, ValueError for NaN)."""
+    or a value in it is one JSON cannot carry (`tiers.plain_json.unencodable`; httpx's
+    encoder raised a bare TypeError for an object, ValueError for NaN)."""
     out = dict(sdk_plain(message))  # TypeError, ValueError: not an object (the caller names it)
     for name, value in out.items():
         try:
             out[name] = sdk_plain_deep(value)
         except RecursionError:
-            raise field_error(name, "is nested too deep to send (past the interpreter's recursion limit)") from None
+            raise field_error(name, "is nested too deep to be sent (past the interpreter's recursion limit)") from None
     check_keys(out, "")
     try:
         # as httpx 0.28 and later encode a request's JSON, the strictest (0.27 would send a
         # lone surrogate escaped, for the server to refuse with no field named)
         json.dumps(out, ensure_ascii=False, allow_nan=False).encode()
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
-        raise _unsendable(out) from None
+        raise unencodable(out, "sent") from None
     return out
-
-
-def _json_problem(value: Any) -> str | None:
-    """Why `value` (a scalar, or an object JSON has no form for) cannot be sent as JSON;
-    None when it can."""
-    try:
-        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
-    except (TypeError, ValueError) as exc:  # an object, NaN or an infinity, a lone surrogate, a huge int
-        return f"cannot be sent as JSON ({exc})"
-    return None
-
-
-def _place_error(place: tuple[str | int, ...], problem: str) -> ValidationError:
-    """A refusal named by `place` (keys and indexes from the message down) as
-    `from_anthropic` names a field (`content[1].input.when`) as far as its keys are plain
-    names (`plain_field`); the rest of the place, quoted (`shown_key`), opens the problem."""
-    field = ""
-    for n, part in enumerate(place):
-        if isinstance(part, int):
-            field += f"[{part}]"
-        elif plain_field(part):
-            field += f".{part}" if field else part
-        else:
-            rest = "".join(f"[{p}]" if isinstance(p, int) else f".{shown_key(p)}" for p in place[n:])
-            return ValidationError(field or "message", f"at {rest.lstrip('.')}: {problem}")
-    return ValidationError(field or "message", problem)
-
-
-def _unsendable(message: dict[str, Any]) -> ValidationError:
-    """The refusal of the first value in `message` (in document order) that JSON cannot
-    carry, a dict key with a lone surrogate included, named by its place (`_place_error`);
-    a field that holds none but is nested past the interpreter's recursion limit (the
-    encoder's RecursionError) by that field. Iterative: any depth."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(message, ())]
-    while stack:
-        value, place = stack.pop()
-        if isinstance(value, dict):
-            for k in value:
-                if (problem := _json_problem(k)) is not None:
-                    return _place_error(place, f"a key {problem}")
-            stack.extend((v, (*place, k)) for k, v in reversed(value.items()))
-        elif isinstance(value, list | tuple):
-            stack.extend((v, (*place, i)) for i, v in reversed(list(enumerate(value))))
-        elif (problem := _json_problem(value)) is not None:
-            return _place_error(place, problem)
-    for name, value in message.items():
-        try:
-            json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except RecursionError:
-            return field_error(name, "is nested too deep to send (past the interpreter's recursion limit)")
-    return ValidationError("message", "cannot be sent as JSON")  # not reached: json.dumps refused something
 
 
 def request_bytes(value: Any) -> int:

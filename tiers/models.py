@@ -37,6 +37,7 @@ from tiermem.tiers.formats import (
     message_text,
     wire_body,
 )
+from tiermem.tiers.plain_json import plain_deep, unencodable
 
 # the canonical roles the turn index keeps (tiers.formats.canonical_role)
 Role = Literal["system", "user", "assistant", "tool"]
@@ -481,6 +482,15 @@ def _sdk_wire_form(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sdk_dump(value: Any) -> Any:
+    """An `openai` SDK object (any pydantic model) as the JSON data a message stores: its
+    `model_dump` with the wire's field names (by_alias: `async`, not `async_`) and its
+    nulls, as the SDK's `to_dict()` writes them; any other value as it is. A message that
+    is one, or holds them at any depth of its dicts and lists (`plain_deep`: the tool loop's
+    `{"role": "assistant", "tool_calls": message.tool_calls}`), is read through it."""
+    return value.model_dump(mode="json", by_alias=True) if isinstance(value, BaseModel) else value
+
+
 def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     body = {k: v for k, v in raw.items() if k not in ENVELOPE_FIELDS}
     envelope = {k: raw[k] for k in ENVELOPE_FIELDS if k in raw}
@@ -500,8 +510,10 @@ def parse_message(
     """Validate a caller's message and fold the keyword envelope into it.
 
     Accepts a dict, a `Message`, or any pydantic model (an `openai` SDK object such as
-    `ChatCompletionMessage` or a Responses output item: its `model_dump()`). Raises
-    `ValidationError` naming the field; never partially accepts a message. A message
+    `ChatCompletionMessage` or a Responses output item: its `model_dump()`, `sdk_dump`), a
+    dict's SDK objects at any depth too (its `tool_calls`, parts, a reasoning summary).
+    Raises `ValidationError` naming the field (a value JSON cannot carry by its place,
+    `tiers.plain_json.unencodable`); never partially accepts a message. A message
     without created_at gets now, unless `stamp` is False (then None: the caller tells a
     given time from a default, as an idempotency fingerprint must, and stamps it itself).
     """
@@ -511,11 +523,9 @@ def parse_message(
     elif isinstance(raw, dict):
         body, envelope = _split(raw)
     elif isinstance(raw, BaseModel):
-        # by_alias: the wire's field names (`async`, not the SDK's Python name `async_`)
-        body, envelope = _split(raw.model_dump(mode="json", by_alias=True))
+        body, envelope = _split(sdk_dump(raw))
     else:
         raise ValidationError("message", f"must be an object, got {type(raw).__name__}")
-    body = _sdk_wire_form(body)  # an SDK reply however serialized (an HTTP body too)
     if session_id is not None:
         envelope["session_id"] = session_id
     if metadata is not None:
@@ -525,6 +535,12 @@ def parse_message(
     if "metadata" in envelope and envelope["metadata"] is not None and not isinstance(envelope["metadata"], dict):
         raise ValidationError("metadata", "must be a JSON object")
     _check_depth({**body, **envelope})  # before anything below recurses into the values
+    # the SDK's objects in a dict (a reply's tool_calls, parts, summary): as their dump,
+    # which nests below where each sat (the depth again); a body holding none is itself
+    if isinstance(raw, dict) and (plain := plain_deep(body, sdk_dump)) is not body:
+        body = plain
+        _check_depth(body)
+    body = _sdk_wire_form(body)  # an SDK reply however serialized (an HTTP body too)
     for name, value in {**body, **envelope}.items():
         # a top-level key that is no string is check_body's ("field names must be strings")
         if isinstance(name, str) and (loc := non_string_key(value)) is not None:
@@ -532,8 +548,9 @@ def parse_message(
     check_body(body)  # names the field; Message() below would only say "value error"
     try:
         encoded = json.dumps(body, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError("message", f"is not JSON-serializable: {exc}") from None
+    except (TypeError, ValueError):
+        # a date, NaN, an object no SDK made, in a payload kept verbatim: named by its place
+        raise unencodable(body, "stored") from None
     except RecursionError:
         raise ValidationError("message", "is nested too deeply to store") from None
     size = content_bytes(body)

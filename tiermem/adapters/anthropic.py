@@ -158,6 +158,7 @@ from tiermem.tiers.formats import (
     to_chat,
 )
 from tiermem.tiers.models import check_int, check_keys
+from tiermem.tiers.plain_json import plain_deep
 
 THINKING_KEY = "anthropic_thinking"
 EXTRA_KEY = "anthropic_extra"
@@ -241,18 +242,12 @@ def sdk_plain(value: Any) -> Any:
 
 def sdk_plain_deep(value: Any) -> Any:
     """`value` with every SDK object in it, at any depth of its dicts, lists and tuples, as
-    `sdk_plain` makes it (new containers; the caller's are not modified): how
+    `sdk_plain` makes it (`tiers.plain_json.plain_deep`, the walk the OpenAI formats share;
+    new containers where an object was converted, the caller's not modified): how
     `from_anthropic` reads a message, whose blocks, and a `tool_result`'s, may be the SDK's
     objects, and how `tiermem.client` sends one for the service to read the same way.
     Recursive: RecursionError for a value nested past the interpreter's limit."""
-    value = sdk_plain(value)
-    if isinstance(value, dict):
-        return {k: sdk_plain_deep(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [sdk_plain_deep(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(sdk_plain_deep(v) for v in value)
-    return value
+    return plain_deep(value, sdk_plain)
 
 
 def _block(raw: Any, path: str, role: str) -> dict[str, Any]:

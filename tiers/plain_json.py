@@ -1,0 +1,111 @@
+"""A caller's message as plain JSON data: the SDKs' objects in it converted, wherever they
+sit, and the first value JSON cannot carry named by its place.
+
+One home for every way a message comes in as Python values: `tiers.models.parse_message`
+(the OpenAI formats, chat and Responses: the `openai` SDK's objects, which `Memory`, the
+CLI, import and `tiermem.client` all parse by), `tiermem.adapters.anthropic.from_anthropic`
+(the `anthropic` SDK's) and `tiermem.client`, which sends an Anthropic message as JSON for
+the service to convert. Each format says how one object becomes data (`plain`: the
+openai side keeps nulls and writes the wire's field names, the Anthropic one leaves unset
+fields out); the walk over the caller's dicts, lists and tuples is this module's.
+
+A value that is still no JSON after that (a date, NaN, an object no SDK made, a lone
+surrogate) is refused, not stored as its repr or sent for httpx to fail on:
+`unencodable` names the first one in document order as `tiers.formats` names a field
+(`tool_calls[1].function.when`), as far as the keys are plain names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from tiermem.tiers.errors import ValidationError, field_error, plain_field, shown_key
+
+# JSON's own scalar types: no SDK object is one of them (exactly), so the walk skips them
+# without asking `plain` (most of a message is strings)
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def plain_deep(value: Any, plain: Callable[[Any], Any]) -> Any:
+    """`value` with every SDK object in it, at any depth of its dicts, lists and tuples, as
+    `plain` makes it (`plain` answers any other value with the value itself; what it makes
+    of an object is plain JSON data, not walked again). A container that holds no SDK
+    object is returned itself, so a plain message costs a walk and no copy; one that does
+    is a new container (a tuple stays a tuple): the caller's are never modified.
+    Recursive: RecursionError for a value nested past the interpreter's limit (bound the
+    depth first, or catch it)."""
+    if type(value) in _SCALAR_TYPES:
+        return value
+    if isinstance(value, dict):
+        out: dict[Any, Any] | None = None
+        for k, v in value.items():
+            if type(v) not in _SCALAR_TYPES and (done := plain_deep(v, plain)) is not v:
+                if out is None:
+                    out = dict(value)  # the caller's dict is left as it is
+                out[k] = done
+        return value if out is None else out
+    if isinstance(value, list | tuple):
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            if type(v) not in _SCALAR_TYPES and (done := plain_deep(v, plain)) is not v:
+                if items is None:
+                    items = list(value)
+                items[i] = done
+        if items is None:
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return plain(value)
+
+
+def json_problem(value: Any, verb: str) -> str | None:
+    """Why `value` (a scalar, or an object JSON has no form for) cannot be `verb` (stored,
+    sent) as JSON; None when it can."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:  # an object, NaN or an infinity, a lone surrogate, a huge int
+        return f"cannot be {verb} as JSON ({exc})"
+    return None
+
+
+def place_error(place: tuple[str | int, ...], problem: str) -> ValidationError:
+    """A refusal named by `place` (keys and indexes from the message down) as
+    `tiers.formats` names a field (`content[1].input.when`) as far as its keys are plain
+    names (`plain_field`); the rest of the place, quoted (`shown_key`), opens the problem."""
+    field = ""
+    for n, part in enumerate(place):
+        if isinstance(part, int):
+            field += f"[{part}]"
+        elif plain_field(part):
+            field += f".{part}" if field else part
+        else:
+            rest = "".join(f"[{p}]" if isinstance(p, int) else f".{shown_key(p)}" for p in place[n:])
+            return ValidationError(field or "message", f"at {rest.lstrip('.')}: {problem}")
+    return ValidationError(field or "message", problem)
+
+
+def unencodable(message: dict[str, Any], verb: str) -> ValidationError:
+    """The refusal of the first value in `message` (in document order) that JSON cannot
+    carry, a dict key with a lone surrogate included, named by its place (`place_error`);
+    a field that holds none but is nested past the interpreter's recursion limit (the
+    encoder's RecursionError) by that field. Call it once `json.dumps` of `message`
+    failed. Iterative: any depth."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(message, ())]
+    while stack:
+        value, place = stack.pop()
+        if isinstance(value, dict):
+            for k in value:
+                if (problem := json_problem(k, verb)) is not None:
+                    return place_error(place, f"a key {problem}")
+            stack.extend((v, (*place, k)) for k, v in reversed(value.items()))
+        elif isinstance(value, list | tuple):
+            stack.extend((v, (*place, i)) for i, v in reversed(list(enumerate(value))))
+        elif (problem := json_problem(value, verb)) is not None:
+            return place_error(place, problem)
+    for name, value in message.items():
+        try:
+            json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except RecursionError:
+            return field_error(name, f"is nested too deep to be {verb} (past the interpreter's recursion limit)")
+    return ValidationError("message", f"cannot be {verb} as JSON")  # not reached: json.dumps refused something
