@@ -101,7 +101,7 @@ from tiermem.tiers.errors import BudgetTooSmall, EmbeddingUnavailable, Validatio
 from tiermem.tiers.formats import hidden_positions, wire_body
 from tiermem.tiers.keys import turn_fingerprint
 from tiermem.tiers.models import StoredMessage, message_text
-from tiermem.tiers.statements import read_hidden
+from tiermem.tiers.statements import Hidden, read_hidden
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens, messages_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -780,7 +780,9 @@ class Planner:
         ("" when it need not end): an item a control row hides now (a pop after the
         context showed it: `hidden`, this conversation's), or turns of another
         conversation (namespace recall) that was erased or pruned, or whose control
-        rows hide them now. Whichever process erased or retracted."""
+        rows hide them now, or that it showed as current and that conversation
+        superseded since, or showed marked and that are current again (`_others_superseded`).
+        Whichever process erased or retracted."""
         # every item, not `shown()`'s verbatim turns: a summary line or an excerpt drawn
         # from a retracted item repeats its text too
         showed = {(it.conversation_id, p) for g in prev.segments for it in g.items for p in it.positions}
@@ -797,9 +799,44 @@ class Planner:
         gone = [k for k in others if k not in live]
         if gone:
             return f"{len(gone)} other conversation(s) it showed turns of were erased or pruned"
-        hid = sum(1 for c, rows in self.cold.control_rows(others).items()
-                  for p in hidden_positions(rows)[0] if (c, p) in showed)
-        return f"{hid} item(s) of other conversations it showed were retracted since" if hid else ""
+        hidden_there = {c: hidden_positions(rows)[0] for c, rows in self.cold.control_rows(others).items()}
+        hid = sum(1 for c, ps in hidden_there.items() for p in ps if (c, p) in showed)
+        if hid:
+            return f"{hid} item(s) of other conversations it showed were retracted since"
+        return self._others_superseded(conv, prev, hidden_there, live)
+
+    def _others_superseded(self, conv: str, prev: EpochState, hidden: Mapping[str, set[int]],
+                           names: Mapping[str, str]) -> str:
+        """Why `prev` must not be extended ("" when it need not end): a turn of another
+        conversation it retrieved (namespace recall) that it showed as current and that
+        conversation superseded since (a rebuild marks it), or that it showed marked and
+        is current again (its correction popped: `hidden`, what each one's control rows
+        hide now), as for this conversation's retrieved turns (`_extend`); `names`: their
+        ids, by key (the reason names a conversation so, never by its key). One read of
+        the turn rows for every conversation (tiers.store `turns_at_many`)."""
+        shown: dict[tuple[str, int], bool] = {}  # (key, position) -> shown marked superseded
+        for g in prev.segments:
+            if g.kind == "retrieved":
+                for it in g.items:
+                    if it.conversation_id != conv:
+                        shown.update({(it.conversation_id, p): ", superseded by #" in it.reason for p in it.positions})
+        if not shown:
+            return ""
+        hid_keys = [(c, p) for c, ps in hidden.items() for p in sorted(ps)]
+        rows = {(r.conversation_id, r.position): r for r in self.cold.turns_at_many([*shown, *hid_keys])}
+        hid = {c: Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
+               for c, ps in hidden.items() if ps}
+        for key, marked in shown.items():
+            r = rows.get(key)
+            if r is None:
+                continue  # not indexed (salvaged): shown as it was
+            gone = (hid[key[0]].row(r) if key[0] in hid else r).superseded_by is not None
+            if gone and not marked:
+                return f"a shown turn of another conversation was superseded there since: #{key[1]} of {names.get(key[0])}"
+            if marked and not gone:
+                return ("a shown turn of another conversation marked superseded is current again "
+                        f"(its correction was popped): #{key[1]} of {names.get(key[0])}")
+        return ""
 
     def _leave_room(self, call: _Call, fixed: _Fixed, packing: Packing, excess: int, segments: list[Segment],
                     total: int) -> tuple[list[Segment], int]:

@@ -18,7 +18,11 @@ Invariants:
 - Superseded turns are never pinned as current; a superseded turn that is retrieved, or
   that the caller pinned (the store still offers it: the caller's pin stands), is marked
   with its validity interval, in its line and its reason (`Candidate.current` False), and
-  a retrieved one ranks down unless the question is about the past (then up).
+  a retrieved one ranks down unless the question is about the past (then up). A turn
+  recalled from another conversation of the namespace is shown as that conversation left
+  it: superseded there, it is marked and ranks the same way (`other_supersessions`: its
+  rows read for all the hits at once); a correction in one conversation never marks
+  another's turn.
 - Outside recall classes only clearly related turns (`STRONG_COSINE`) or turns of a
   period the message's question names (not a remark's: planner.classify.question_text)
   are eligible, so the retrieved block stays unchanged on most turns and the prefix caches.
@@ -65,7 +69,7 @@ from tiermem.tiers.formats import (
     wire_body,
 )
 from tiermem.tiers.models import StoredMessage, canonical_role, loads_stored, message_text
-from tiermem.tiers.statements import remaining_text
+from tiermem.tiers.statements import Hidden, remaining_text
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import TokenCounter, message_tokens
 from tiermem.tiers.turncache import TurnCache, TurnTable
@@ -310,14 +314,8 @@ class Candidates:
             return {}
         ends = {r.position: r for r in self.cold.turns_at(conv, sorted({r.superseded_by for r in rows
                                                                        if r.superseded_by is not None}))}
-        out: dict[int, tuple[str, str]] = {}
-        for r in rows:
-            end = ends.get(r.superseded_by) if r.superseded_by is not None else None
-            until = when(end.created_at, zone) if end is not None else "a later message"
-            how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
-            out[r.position] = (f"valid #{r.position} {when(r.created_at, zone)} until #{r.superseded_by} {until}, {how}",
-                               f"valid {when(r.created_at, zone)} until {until}, then {how}")
-        return out
+        return {r.position: validity(r, ends.get(r.superseded_by) if r.superseded_by is not None else None, zone)
+                for r in rows}
 
     def pin_set(self, conv: str, room: int, zone: Zone) -> PinSet:
         """The conversation's pin candidates (best first) with their rendered lines, for
@@ -614,19 +612,23 @@ class Candidates:
                         why += f", asked about the past ({past})"
             s += RECENCY_WEIGHT * (p / max(1, last))
             scored[(conv, p)] = (s, why)
+        # superseded turns -> their validity interval, as their line shows it
+        marks = {(conv, p): intervals[p][1] for p, r in rows.items() if r.superseded_by is not None}
         names: dict[str, str] = {}  # other conversations' keys -> their ids
         if lexical.others and qclass != "recent_recall":
             hits, names = self.namespace_hits(conv, namespace, lexical.others, query, qvec, scores,
                                               qclass in RECALL_CLASSES)
-            scored.update(hits)
             # an item another conversation's control rows hide is hidden here too (this
             # conversation's are in `exclude`)
+            hidden: dict[str, set[int]] = {}
             for other, controls in self.cold.control_rows(sorted({c for c, _p in hits})).items():
-                for p in hidden_positions(controls)[0]:
-                    scored.pop((other, p), None)
+                hidden[other] = hidden_positions(controls)[0]
+                for p in hidden[other]:
+                    hits.pop((other, p), None)
+            marks.update(self.other_supersessions(hits, hidden, past, zone))
+            scored.update(hits)
         if not scored:
             return []
-        superseded = {(conv, p): r.superseded_by for p, r in rows.items() if r.superseded_by is not None}
         msgs = {(m.conversation_id, m.position): m for m in self.cold.get_many(list(scored))}
         # excerpts (recall only) weigh the query's words without the speakers' names: a name
         # matches the sentence that addresses someone, not the one that answers
@@ -642,10 +644,10 @@ class Candidates:
             if gone := self.statements.parts(key[0], key[1]):
                 why += "; " + self.statements.reason(key[1], gone, m.created_at, zone)
                 source = ""  # its superseded statements are marked line by line: shown whole
-            elif key in superseded:
+            elif key in marks:
                 # shown for the history it carries, never as a current value: with what
                 # was true when
-                line = line.replace("] ", f" · SUPERSEDED, not current: {intervals[key[1]][1]}] ", 1)
+                line = line.replace("] ", f" · SUPERSEDED, not current: {marks[key]}] ", 1)
                 source = ""
             # another conversation is named by its id: its internal key would tell that the
             # id is (or was) used in another namespace (tiers.cold, incarnations)
@@ -758,6 +760,56 @@ class Candidates:
                         f"from {names[key[0]]} in this namespace: " + ", ".join(parts))
         return out, names
 
+    def other_supersessions(self, hits: dict[tuple[str, int], tuple[float, str]], hidden: Mapping[str, set[int]],
+                            past: str | None, zone: Zone) -> dict[tuple[str, int], str]:
+        """Another conversation's hits (`namespace_hits`, changed in place) as a turn of
+        this one's: superseded in its own conversation, a hit ranks down
+        (SUPERSEDED_PENALTY; up, PAST_SUPERSEDED_BOOST, for a question about the past) and
+        its reason names its validity interval; one superseded in part rises for such a
+        question too. Returned: each superseded hit's interval as its line shows it (`zone`'s
+        clock). `hidden`: what each conversation's control rows hide now, so a turn only a
+        popped correction superseded is current again, in its rows and its statements
+        (`StatementView.hide`), as in the conversation asked about.
+
+        The hits' turn rows are read in one statement for every conversation (with the
+        hidden turns', whose own `superseded_by` a chain past a popped step follows), not
+        one per hit or per conversation; the superseding turns' times in a second, only
+        when some hit was superseded."""
+        if not hits:
+            return {}
+        hid_keys = [(c, p) for c, ps in hidden.items() for p in sorted(ps)]
+        rows = {(r.conversation_id, r.position): r for r in self.cold.turns_at_many([*hits, *hid_keys])}
+        hid: dict[str, Hidden] = {}
+        for c, ps in hidden.items():
+            if ps:
+                hid[c] = Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
+                self.statements.hide(c, hid[c])
+        gone: dict[tuple[str, int], TurnRow] = {}
+        for key in hits:
+            r = rows.get(key)
+            if r is not None and key[0] in hid:
+                r = hid[key[0]].row(r)
+            if r is not None and r.superseded_by is not None:
+                gone[key] = r
+        ends = ({(r.conversation_id, r.position): r
+                 for r in self.cold.turns_at_many(sorted({(c, r.superseded_by) for (c, _p), r in gone.items()
+                                                          if r.superseded_by is not None}))}
+                if gone else {})
+        marks: dict[tuple[str, int], str] = {}
+        for key, (s, why) in hits.items():
+            r = gone.get(key)
+            if r is None:
+                if past and self.statements.parts(*key):
+                    hits[key] = (s + PAST_SUPERSEDED_BOOST, why)  # a superseded statement the question asks about
+                continue
+            interval = validity(r, ends.get((key[0], r.superseded_by)) if r.superseded_by is not None else None, zone)
+            why += f", superseded by #{r.superseded_by} ({interval[0]})"
+            if past:
+                why += f", asked about the past ({past})"
+            hits[key] = (s + (PAST_SUPERSEDED_BOOST if past else SUPERSEDED_PENALTY), why)
+            marks[key] = interval[1]
+        return marks
+
     def tables_in_memory(self, others: list[str]) -> list[TurnTable] | None:
         """The other conversations' turn tables, when they are few and would take at
         most half the turn cache (else loading them would evict the conversation being
@@ -771,6 +823,17 @@ class Candidates:
         if turns * TURN_BYTES_ESTIMATE > self.turns.max_bytes * NAMESPACE_MAX_CACHE_SHARE:
             return None
         return [self.turns.get(c) for c in others]
+
+
+def validity(r: TurnRow, end: TurnRow | None, zone: Zone) -> tuple[str, str]:
+    """A superseded turn's validity interval (the plan's wording, the line's wording):
+    from its own time until the superseding turn's, `end` (the turn index's
+    `superseded_by` and the turn times: derived, nothing stored; None: not readable), on
+    `zone`'s clock."""
+    until = when(end.created_at, zone) if end is not None else "a later message"
+    how = "retracted" if end is not None and "retraction" in (end.label_reason or "") else "replaced"
+    return (f"valid #{r.position} {when(r.created_at, zone)} until #{r.superseded_by} {until}, {how}",
+            f"valid {when(r.created_at, zone)} until {until}, then {how}")
 
 
 def search_tables(tables: list[TurnTable], qvec: np.ndarray | None, query: str | None,

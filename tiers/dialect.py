@@ -699,6 +699,29 @@ class SharedQueries:
         return self._turns_where("WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
                                  (conversation_id, start, MAX_POSITION if end is None else end))
 
+    # (key, position) pairs per statement of `turns_at_many`: 500 parameters, as tiers.cold's
+    # IN lists (well under SQLite's 32766); one call's namespace hits are a few dozen
+    TURN_KEYS_PER_READ: ClassVar[int] = 250
+
+    def turns_at_many(self, keys: Sequence[tuple[str, int]]) -> list[TurnRow]:
+        # one statement for every conversation (per TURN_KEYS_PER_READ pairs): the pairs
+        # as a VALUES list joined to the turn index's (conversation, position) key; SQLite
+        # keeps a CROSS JOIN's order, so it seeks each pair, never scans the turns
+        want = list(dict.fromkeys((str(c), int(p)) for c, p in keys))
+        rows: list[Any] = []
+        for i in range(0, len(want), self.TURN_KEYS_PER_READ):
+            chunk = want[i:i + self.TURN_KEYS_PER_READ]
+            rows += self._q(
+                "WITH k(conv, pos) AS (VALUES " + ", ".join(["(?, ?)"] * len(chunk)) + ") "
+                f"SELECT {self._TURN_COLUMNS}FROM k CROSS JOIN turns t {self._TURN_PINS}"
+                "WHERE t.conversation_id = k.conv AND t.position = k.pos",
+                [v for pair in chunk for v in pair])
+        # grouped by conversation in first-seen order, each in log order (as `get_many`)
+        order = {c: n for n, c in enumerate(dict.fromkeys(c for c, _p in want))}
+        out = self._turn_rows(rows)
+        out.sort(key=lambda r: (order[r.conversation_id], r.position))
+        return out
+
     def turns_and_pin_version(self, conversation_id: str, *, start: int = 0,
                               end: int | None = None) -> tuple[list[TurnRow], int]:
         # One statement, so one snapshot on both engines (the version counts exactly the

@@ -364,6 +364,12 @@ class ColdLog(Protocol):
         """Turn-index rows at `positions`, in log order."""
         ...
 
+    def turns_at_many(self, keys: Sequence[tuple[str, int]]) -> list[TurnRow]:
+        """Turn-index rows for (key, position) pairs across conversations, in one
+        statement (per `TURN_KEYS_PER_READ` pairs), not one per conversation: grouped by
+        conversation in first-seen order, each in log order (missing ones absent)."""
+        ...
+
     def tail_turns(self, conversation_id: str, limit: int) -> list[TurnRow]:
         """The last `limit` turns, in log order."""
         ...
