@@ -450,7 +450,9 @@ _CONSTRAINT = re.compile(
     # "never been there", "don't you think", "don't feel like it".
     r"^(?:always(?! (?:good|great|nice|happy|here|there|a|an|so|been|fun|glad|down|up|"
     + _DESCRIBED_STATE + r"))|"
-    r"never(?! (?:been|had|seen|heard|thought|done|tried|gone|knew|known|got|felt|met|used|really|"
+    # "never mind (the restaurant)" takes something back, it orders nothing for later: a
+    # retraction that revised nothing is labelled as an ordinary turn (supersede `_demote`)
+    r"never(?! (?:mind|been|had|seen|heard|thought|done|tried|gone|knew|known|got|felt|met|used|really|"
     r"expected|imagined|realized|stopped|liked|ever|" + _NARRATED_PAST + r"))|"
     r"(?:don't|do not|dont)(?! (?:you|they|we|it|i|he|she|think|know|feel|get|understand|mind|care|"
     r"really|remember|even|like|want|have|see|believe|worry|blame)\b| forget to (?!" + _REMINDER_ACT + r"))|"
@@ -662,6 +664,17 @@ _DAY_OF_MONTH_VALUE = re.compile(
     r"\b(?:(?:is|are|'s|'re|was|were) on|is|are) the \d{1,2}(?:st|nd|rd|th)\b"
     r"(?=\s*(?:$|[^\w\s]|(?:at|for|of|in|and|or|but|so|then|until|from|to|with|this|next)\b))"
 )
+# A date with its day before its month ("I was born on the 12th of May.", "The merger closes
+# on 14 March."): the same date as "on May 12", which pins (_TECH_VERSION reads a month and a
+# number after "on", "is" or "are"), so it pins in the same positions. The month ends the
+# date: a mark, a year, a preposition or a conjunction may follow, not a verb ("on the 2nd
+# of may be" is no date).
+_MONTH_NAMES = ("january|february|march|april|may|june|july|august|september|october|november|december|"
+                "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
+_DAY_MONTH_DATE = re.compile(
+    rf"\b(?:on|is|are) (?:the )?\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH_NAMES})\b"
+    r"(?=\.?\s*(?:$|[^\w\s]|\d|(?:at|for|in|and|or|but|so|then|until|from|to|with|this|next)\b))"
+)
 # A price ceiling or floor: "under $2,400 a month", "no more than 300 euros".
 _MONEY_CAP = re.compile(
     r"\b(?:under|below|max(?:imum)?|at most|no more than|up to|less than|within|over|at least)\s+"
@@ -769,6 +782,9 @@ def _statement_lb(clean: str, norm: str) -> tuple[str, str, str] | None:
     m = _DAY_OF_MONTH_VALUE.search(norm)
     if m:
         return "day-of-month", m.group(0), "constraint"
+    m = _DAY_MONTH_DATE.search(norm)
+    if m:
+        return "date", m.group(0), "constraint"
     m = _DECISION_STMT.search(norm)
     if m:
         return "decision", m.group(0), "decision"

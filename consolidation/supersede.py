@@ -39,12 +39,17 @@ Matching, in order of strength:
    A correction or retraction that revises nothing is no pin (`Superseder._demote`,
    derived labels): a bare one drops to small talk; one carrying a new fact, once the
    meaning search had its say too, to the label it has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
-   Porto, not Lisbon." still states where the user lives). At 90 it filled the pinned
-   share and pushed out the very fact it no longer retracts;
+   Porto, not Lisbon." still states where the user lives; "Never mind the restaurant."
+   is no standing order as an ordinary turn). At 90 it filled the pinned share and pushed
+   out the very fact it no longer retracts;
 6. an order that calls off a plan by its name ("Cancel the haircut.", "Call off the
    concert.", `_PLAN_RETRACTION`) takes the latest earlier request that names it (a content
    word shared after the request's verb), never a statement of fact: "Cancel my
-   subscription." after "My Netflix subscription is $15 a month." corrects nothing.
+   subscription." after "My Netflix subscription is $15 a month." corrects nothing. One
+   that names its thing by a kind no turn holds a word of, the whole turn ("Cancel the
+   dinner.", `_KIND_CALL_OFF`), takes back what "Forget the restaurant." would: the
+   latest recent request naming a place by its name alone; "Cancel my gym membership,
+   I'm moving." names the user's own thing and tells more, and takes back nothing.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
 Only the single best turn is returned: one correction revises one earlier turn (the
@@ -262,6 +267,19 @@ _PLAN_RETRACTION = re.compile(
 )
 # an earlier turn a plan's call-off may retract: a request (the labels of classify.py)
 _PLAN_INTENTS = frozenset(("instruction", "correction"))
+# A call-off of a thing named by its kind alone, the whole turn ("Cancel the dinner.",
+# "Call off that reservation, please."): "the" or "that" points at a thing already spoken
+# of, so where no turn holds a word of it, it may be a place a recent request named by its
+# name alone (`_named_venue`: "Get me a table for four at Chez Marie", which the dinner
+# is). "my" names a thing of the user's own, which a new request may end ("Cancel my gym
+# membership."), and a clause after the object tells of something else ("Cancel the gym
+# membership, I'm moving."): neither takes back a booking it shares no word with. Kinds
+# are not told apart: "Cancel the flight." after "Book a table at Nong's" takes the table
+# back, as "Forget the flight." does (`_OBJECT_RETRACTION`).
+_KIND_CALL_OFF = re.compile(
+    r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
+    r"(?:cancel|call off|scratch) (?:the|that) (?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?)(?:,? (?:please|thanks))?[\s.!]*$"
+)
 # A retraction that opens the turn and names what it drops by a noun phrase ("Forget the
 # restaurant.", "Never mind the restaurant.", "Ignore my dentist thing.") and ends the turn:
 # where that phrase shares no word with any turn, it may name the kind of a place a
@@ -692,7 +710,8 @@ def find_superseded(
     framed = _framed_correction(norm) if cue is None and state is None else None
     plan = _PLAN_RETRACTION.match(_cue_text(norm))
     if plan is not None:
-        called_off = _called_off(text, plan.group("obj"), candidates, speaker)
+        called_off = _called_off(text, plan.group("obj"), candidates, speaker) or \
+            _called_off_by_kind(text, norm, candidates, speaker, latest)
         if called_off or (cue is None and state is None and framed is None):
             return called_off
     if cue is None and state is None and framed is None:
@@ -802,6 +821,25 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
                 # the name alone, its kind unsaid
                 return [(c.position, f"retraction: '{obj}' -> the place named '{m.group('name')}'")]
     return []
+
+
+def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], speaker: str | None,
+                        latest: bool) -> list[tuple[int, str]]:
+    """What a call-off naming its thing by a kind no turn holds a word of takes back
+    (`_KIND_CALL_OFF`: "Cancel the dinner." after "Get me a table for four at Chez Marie on
+    Saturday."): the place a recent request named by its name alone, as a retraction
+    naming it so ("Forget the restaurant.", `_named_venue`); nothing where a turn holds a
+    word of it (`_called_off` found no request naming it: it names another thing, a fact's
+    or the user's own) or where no request names a place so."""
+    m = _KIND_CALL_OFF.match(_cue_text(norm))
+    if m is None:
+        return []
+    words = set(_content(m.group("obj")))
+    if not words or any(words & set(_content(c.text)) for c in candidates):
+        return []
+    eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE
+                and voices_may_revise(text, speaker, c.text, c.speaker)]
+    return _named_venue(m.group("obj"), candidates, eligible, speaker, latest)
 
 
 def _rest_of_topic(cue: tuple[str, str] | None, old_vals: AbstractSet[str], best: int,
