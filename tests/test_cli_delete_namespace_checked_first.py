@@ -3,8 +3,10 @@
 Before, `tiermem delete-namespace default/../x` asked "Erase every conversation of
 'default/../x' and the namespaces below it? [y/N]", and only a user who answered yes
 learnt that the name was not a namespace (exit 1). Now the name is checked while the
-arguments are parsed, against the config's max_id_chars: a usage error (exit 2) naming
-the argument, no question asked, nothing opened; a valid name is still asked about.
+arguments are parsed: a usage error (exit 2) naming the argument, no question asked,
+nothing opened; a valid name is still asked about. Its length is checked against what any
+config allows (MAX_ID_CHARS_LIMIT), not the config's max_id_chars: a namespace made before
+that was lowered must stay erasable (tests/test_id_limit_lowered.py).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import pytest
 from cli_helpers import tm
 
 from tiermem import Config, Memory
+from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.models import MAX_NAMESPACE_DEPTH
 
 pytestmark = pytest.mark.usefixtures("clean_env")  # no TIERMEM_* setting of the runner leaks in
 
 QUESTION = "Erase every conversation of"
-MAX_ID_CHARS = 24  # the config's, lowered: the length check reads it (a 9-level name fits in it)
+MAX_ID_CHARS = 24  # the config's, lowered: a name past it is still erasable (a 9-level name fits in it)
 
 # (the name, what the refusal says)
 BAD_NAMES = [
@@ -29,7 +32,7 @@ BAD_NAMES = [
     ("a//b", "must be ids joined by '/'"),  # an empty level
     (".hidden", "must be ids joined by '/'"),  # an id starting with '.'
     ("a b", "must be ids joined by '/'"),  # a space
-    ("x" * (MAX_ID_CHARS + 1), f"limit of {MAX_ID_CHARS}"),  # past the config's max_id_chars, not the default's
+    ("x" * (MAX_ID_CHARS_LIMIT + 1), f"limit of {MAX_ID_CHARS_LIMIT}"),  # longer than any config allows
     ("/".join("n" * (MAX_NAMESPACE_DEPTH + 1)), "levels"),  # deeper than a namespace may be
 ]
 

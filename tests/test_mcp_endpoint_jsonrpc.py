@@ -44,6 +44,7 @@ from service_helpers import (
 from tiermem import Config, Memory
 from tiermem.adapters import mcp_http
 from tiermem.adapters.mcp_http import MCP_PATH
+from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.service import create_app
 from tiermem.service.runtime import STARTING_RETRY_AFTER_S
 from tiermem.tiers.embed_onnx import FastEmbedder
@@ -57,7 +58,7 @@ INVALID_REQUEST = -32600  # JSON-RPC 2.0: the request itself is refused
 PARSE_ERROR = -32700  # JSON-RPC 2.0: the body is not JSON this service parses (its id unknown: null)
 INVALID_PARAMS = -32602  # JSON-RPC 2.0: a body that parsed, refused (as the mcp package answers one)
 INTERNAL_ERROR = -32603  # JSON-RPC 2.0, as the mcp package's session manager answers its own 503
-MAX_ID_CHARS = 64  # the config's max_id_chars here: a namespace over it is refused naming it
+MAX_ID_CHARS = 64  # the config's max_id_chars: a namespace past it is served (made before it was lowered)
 NS = "X-Tiermem-Namespace"
 ACCEPT = ("Accept", "application/json, text/event-stream")
 JSON = ("Content-Type", "application/json")
@@ -89,8 +90,8 @@ NAMESPACE_REFUSALS: list[tuple[str, str, int, list[str]]] = [
     (TOKEN_GLOBEX, "initech", 403, [NS, "'initech'", "outside this token's scope"]),
     # not a namespace: names the header and the form
     (TOKEN_ACME, "acme//x", 422, [NS, "joined by '/'"]),
-    # over the id length limit: names the header and the limit
-    (TOKEN_ACME, "a" * (MAX_ID_CHARS + 1), 422, [NS, str(MAX_ID_CHARS)]),
+    # longer than any config allows: names the header and the limit
+    (TOKEN_ACME, "a" * (MAX_ID_CHARS_LIMIT + 1), 422, [NS, str(MAX_ID_CHARS_LIMIT)]),
 ]
 NAMESPACE_IDS = ["parent", "sibling", "other tenant", "no such tenant", "malformed", "too long"]
 

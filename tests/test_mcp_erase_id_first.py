@@ -5,8 +5,9 @@ the id's own checks ran: a 100,000-character id came back as a 100,105-character
 error, and an id the store would refuse (`../etc`, one with a newline, an empty one) was
 refused as a `confirm` problem and quoted as sent. The id is checked first (the checks
 every other tool's id gets: `validate_id`), so a refusal quotes only a valid id, at most
-`max_id_chars` characters of the id alphabet. The real MCP server in process
-(`build_server`) and the official `mcp` client, real SQLite.
+`MAX_ID_CHARS_LIMIT` characters of the id alphabet (not today's `max_id_chars`: a
+conversation made before it was lowered must stay erasable, tests/test_id_limit_lowered.py).
+The real MCP server in process (`build_server`) and the official `mcp` client, real SQLite.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mcp import Client
 
 from tiermem import Memory
 from tiermem.adapters.mcp_server import build_server
-from tiermem.config import DEFAULT_MAX_ID_CHARS
+from tiermem.config import MAX_ID_CHARS_LIMIT
 
 NS = "acme"
 KEPT = "trip"
@@ -40,10 +41,10 @@ def _erase(mem: Memory, conversation_id: str, confirm: str) -> tuple[bool, str]:
 CASES: list[tuple[str, str, str]] = [
     # a huge id, unconfirmed: its length refused, not the id quoted whole
     ("a" * HUGE_CHARS, "x", f"conversation_id: {HUGE_CHARS} characters exceeds the limit of "
-                            f"{DEFAULT_MAX_ID_CHARS} characters"),
+                            f"{MAX_ID_CHARS_LIMIT} characters"),
     # the same id confirmed: refused by its length as before
     ("a" * HUGE_CHARS, "a" * HUGE_CHARS, f"conversation_id: {HUGE_CHARS} characters exceeds the limit of "
-                                         f"{DEFAULT_MAX_ID_CHARS} characters"),
+                                         f"{MAX_ID_CHARS_LIMIT} characters"),
     # an id outside the alphabet, unconfirmed: the id's problem, not the confirmation's
     ("../etc", "x", f"conversation_id: {PATTERN_PROBLEM}"),
     # a newline in the id, never quoted back

@@ -60,7 +60,7 @@ import click
 
 # tiermem/__init__ has imported the facade already (`tiermem.cli` is inside the package):
 # these cost nothing more
-from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_SCHEDULER_INTERVAL_S
+from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_ID_CHARS_LIMIT, MAX_SCHEDULER_INTERVAL_S
 from tiermem.memory import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_NAMESPACE,
@@ -195,12 +195,24 @@ class CliState:
     @property
     def namespace(self) -> str:
         """The namespace to act in; a bad --namespace (or TIERMEM_NAMESPACE) is a usage
-        error naming it (exit 2), as a bad conversation id is (`IdType`). Checked here, not
-        while the group's options are parsed: the config's max_id_chars is not known then."""
+        error naming it (exit 2), as a bad conversation id is (`IdType`). It names stored
+        data: bounded by what any config allows (MAX_ID_CHARS_LIMIT), so a namespace made
+        before max_id_chars was lowered is still read and erased; `new_namespace` is the
+        one a command writes in."""
+        return self._checked_namespace(MAX_ID_CHARS_LIMIT)
+
+    @property
+    def new_namespace(self) -> str:
+        """`namespace` for a command that writes messages in it (append, import): within
+        the config's max_id_chars, as `Memory.append` checks it. Checked here, not while the
+        group's options are parsed: the config's max_id_chars is not known then."""
+        return self._checked_namespace(self.config().max_id_chars)
+
+    def _checked_namespace(self, max_chars: int) -> str:
         if self.namespace_opt is None:
             return DEFAULT_NAMESPACE
         try:
-            return validate_namespace(self.namespace_opt, "namespace", self.config().max_id_chars)
+            return validate_namespace(self.namespace_opt, "namespace", max_chars)
         except ValidationError as exc:
             raise click.BadParameter(exc.problem, ctx=click.get_current_context(silent=True),
                                      param_hint="'--namespace' (env TIERMEM_NAMESPACE)") from None
@@ -645,19 +657,25 @@ class ConfigFilePath(click.Path):
 class IdType(click.ParamType):
     """A conversation id (`validate_id`), or with `namespace` a namespace
     (`validate_namespace`), from the command line: checked while the command's arguments
-    are parsed, against the config's `max_id_chars`, so that a bad one is a usage error
-    (exit 2) naming the argument before the command asks or opens anything. Only for a
-    command's own parameters: the group's callback has set CliState up by then."""
+    are parsed, so that a bad one is a usage error (exit 2) naming the argument before the
+    command asks or opens anything. One that names stored data is bounded by what any
+    config allows (MAX_ID_CHARS_LIMIT: an id made before max_id_chars was lowered is still
+    read and erased); with `creates`, one a command writes under (append's, fork's new id),
+    by the config's `max_id_chars`. Only for a command's own parameters: the group's
+    callback has set CliState up by then."""
 
     name = "TEXT"
 
-    def __init__(self, *, namespace: bool = False) -> None:
+    def __init__(self, *, namespace: bool = False, creates: bool = False) -> None:
         self.namespace = namespace
+        self.creates = creates
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = TEXT.convert(value, param, ctx)
         state = ctx.find_root().obj if ctx is not None else None
-        max_chars = state.config().max_id_chars if isinstance(state, CliState) else DEFAULT_MAX_ID_CHARS
+        max_chars = MAX_ID_CHARS_LIMIT
+        if self.creates:
+            max_chars = state.config().max_id_chars if isinstance(state, CliState) else DEFAULT_MAX_ID_CHARS
         check = validate_namespace if self.namespace else validate_id
         try:
             return check(text, param.name if param is not None and param.name else "value", max_chars)
@@ -669,6 +687,7 @@ TEXT = TextType()
 NON_EMPTY_TEXT = TextType(allow_empty=False)
 NAMESPACE = IdType(namespace=True)
 CONVERSATION = IdType()
+NEW_CONVERSATION = IdType(creates=True)  # an id a command writes messages under
 POSITION = click.IntRange(0, MAX_POSITION)
 
 
@@ -969,7 +988,7 @@ def _read_messages(source: IO[str], name: str) -> list[dict[str, Any]]:
 
 
 @cli.command()
-@click.argument("conversation", type=CONVERSATION)
+@click.argument("conversation", type=NEW_CONVERSATION)
 @click.option("--role", type=click.Choice(ROLES), help="Role of the message (with --content).")
 @click.option("--content", type=TEXT, help="Text of the message (with --role).")
 @click.option(
@@ -1010,9 +1029,10 @@ def append(
             )
         messages = _read_messages(stdin, "stdin")
     _check_append(state.config(), conversation, messages, session_id=session_id)
+    namespace = state.new_namespace  # before the store is opened: a refused append creates nothing
     # The hot tier is not opened: it catches up with the log on its next read.
     mem = state.memory(hot=False, create=True)
-    out = mem.append_outcome(conversation, messages, namespace=state.namespace, session_id=session_id,
+    out = mem.append_outcome(conversation, messages, namespace=namespace, session_id=session_id,
                              idempotency_key=idempotency_key)
     positions = out.positions
     if as_json:
@@ -1056,7 +1076,7 @@ def _check_append(cfg: Config, conversation: str, messages: list[dict[str, Any]]
 @cli.command()
 @click.argument("conversation", type=CONVERSATION)
 @click.argument("up_to", type=POSITION)
-@click.option("--new-id", type=CONVERSATION, default=None,
+@click.option("--new-id", type=NEW_CONVERSATION, default=None,
               help="Id of the new conversation [default: generated].")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
@@ -1691,7 +1711,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
     """Write the effective config as a sectioned file (mode 0600: it may hold secrets),
     its path settings absolute, so that it loads back to the same Config wherever it is
     written (a relative one in a file is read against the file's directory)."""
-    from tiermem.config import SECRET_FIELDS, URL_FIELDS, Config, redact
+    from tiermem.config import SECRETS_LEFT_OUT, Config, leave_out_secrets
     from tiermem.config_sections import PATH_FIELDS, export_text, is_json
 
     values = Config.load(path, **overrides).model_dump(mode="json")
@@ -1703,16 +1723,11 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
         text = values.get(key)
         if isinstance(text, str) and not os.path.isabs(text):
             values[key] = os.path.join(os.getcwd(), text)
-    left_out = []
-    if not with_secrets:
-        for k in sorted(SECRET_FIELDS | URL_FIELDS):
-            if values.get(k) and redact(k, values[k]) != values[k]:
-                left_out.append(k)
-                del values[k]
+    left_out = [] if with_secrets else leave_out_secrets(values)
     header = [f"tiermem config --export (source: {path or 'defaults'}, env, --data-dir); "
               f"load with tiermem --config FILE or env TIERMEM_CONFIG=FILE"]
     if left_out:
-        header.append(f"left out (secrets; --with-secrets includes them): {', '.join(left_out)}")
+        header.append(SECRETS_LEFT_OUT.format(", ".join(left_out)))
     to_stdout = str(target) == "-"
     text = export_text(values, as_json=not to_stdout and is_json(target), header=header)
     if to_stdout:
@@ -1725,7 +1740,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
 
 @cli.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-@click.option("--conversation", type=CONVERSATION, default=None, help="Conversation id for lines that give none.")
+@click.option("--conversation", type=NEW_CONVERSATION, default=None, help="Conversation id for lines that give none.")
 @click.option("--skip-bad", is_flag=True, help="Skip bad lines (listed) instead of refusing the file.")
 @click.option("--index", "and_index", is_flag=True,
               help="Also embed the imported turns, beside the writes: returns with every turn embedded, as `tiermem index` after it would.")
@@ -1746,6 +1761,7 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
     from tiermem.evals.conversations import import_dataset, open_conversations
 
     cfg = state.config()
+    namespace = state.new_namespace  # before the file is read or the store opened
     stdin = str(file) == "-"
     with open_conversations(sys.stdin.buffer if stdin else file, name=STDIN_NAME if stdin else None,
                             spool_dir=cfg.data_dir if cfg.data_dir.is_dir() else None,
@@ -1760,10 +1776,10 @@ def import_command(state: CliState, file: Path, conversation: str | None, skip_b
                 from tiermem.memory import load_in_background
 
                 load_in_background(mem.embedder)  # the model loads while the first chunk is written
-                report, embedded = import_and_index(mem, data, namespace=state.namespace,
+                report, embedded = import_and_index(mem, data, namespace=namespace,
                                                     progress=lambda n: bar.advance(task, n))
             else:
-                report = import_dataset(mem, data, namespace=state.namespace,
+                report = import_dataset(mem, data, namespace=namespace,
                                         progress=lambda n: bar.advance(task, n))
     extra = {"embedded": embedded, "pending": mem.cold.pending_embeddings()} if and_index else {}
     if as_json:
@@ -1980,7 +1996,10 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @click.option("--json-out", type=OutputPath(), default=None,
               help="Write the results (each candidate's effective config and figures) as JSON here.")
 @click.option("--write-config", type=OutputPath(), default=None,
-              help="Write the best candidate as a TOML config file here.")
+              help="Write the best candidate as a TOML config file here (mode 0600).")
+@click.option("--with-secrets", is_flag=True,
+              help="With --write-config: keep the base config's bearer tokens and URL passwords (left out by "
+                   "default).")
 @click.option("--plot", type=OutputPath(), default=None,
               help="Write a PNG of recall against billed cost here (matplotlib, the `eval` extra).")
 @click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
@@ -1988,8 +2007,8 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @pass_state
 def tune_command(state: CliState, data: Path | None, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
                  conversations: tuple[str, ...], min_recall: float | None, max_cost_ratio: float | None,
-                 json_out: Path | None, write_config: Path | None, plot: Path | None, no_hot: bool,
-                 as_json: bool) -> None:
+                 json_out: Path | None, write_config: Path | None, with_secrets: bool, plot: Path | None,
+                 no_hot: bool, as_json: bool) -> None:
     """Recall and billed cost of candidate configs at several budgets, on a conversations file
     (without DATA: the bundled demo conversation)."""
     from tiermem.evals.baselines import make_progress
@@ -2040,7 +2059,13 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
         json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     _keep_last_tune(state.config().last_tune_path, result)
     if write_config is not None:
-        write_config.write_text(best_toml(result, base), encoding="utf-8")
+        text, left_out = best_toml(result, base, with_secrets=with_secrets)
+        # 0600 and replaced whole, as config --export writes: it may hold what the base holds
+        with _replacing(write_config, mode=PRIVATE_FILE_MODE) as fh:
+            fh.write(text)
+        if left_out:
+            click.echo(f"{write_config}: left out {', '.join(left_out)} (secrets; --with-secrets keeps them)",
+                       err=True)
     if plot is not None:
         from tiermem.evals.plots import tune_recall_vs_cost
 

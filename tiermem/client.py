@@ -439,7 +439,13 @@ class _Calls:
         self.server_limits: Limits | None = None
 
     def _conv(self, conversation_id: object) -> str:
-        # the server's max_id_chars when read: validate_id gives the error Memory gives
+        # an id that names stored data: any config's bound, as the server checks it (one
+        # made before its max_id_chars was lowered is still read and erased)
+        return _conv(conversation_id, MAX_ID_CHARS_LIMIT)
+
+    def _new_conv(self, conversation_id: object) -> str:
+        # an id an append writes under: the server's max_id_chars when read (validate_id
+        # gives the error Memory gives)
         known = self.server_limits
         return _conv(conversation_id, known.max_id_chars if known is not None else MAX_ID_CHARS_LIMIT)
 
@@ -475,7 +481,7 @@ class _Calls:
                idempotency_key: object | None = None, expect_position: object | None = None,
                expect_incarnation: object | None = None) -> _Call[AppendOutcome]:
         key = _key(idempotency_key)
-        conv = self._conv(conversation_id)
+        conv = self._new_conv(conversation_id)
         conditions = _conditions(expect_position, expect_incarnation)
         body = _wire(message, self.server_limits, session_id=session_id, metadata=metadata, created_at=created_at)
         # the single append's body is the message: its conditions go beside its envelope fields
@@ -488,7 +494,7 @@ class _Calls:
                     expect_position: object | None = None, expect_incarnation: object | None = None
                     ) -> _Call[AppendOutcome]:
         key = _key(idempotency_key)
-        conv = self._conv(conversation_id)
+        conv = self._new_conv(conversation_id)
         conditions = _conditions(expect_position, expect_incarnation)
         if format not in (OPENAI_FORMAT, ANTHROPIC_FORMAT):
             raise ValidationError("format", f"must be {OPENAI_FORMAT!r} or {ANTHROPIC_FORMAT!r}")

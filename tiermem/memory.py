@@ -583,10 +583,30 @@ class Memory:
 
     # -- validation helpers -----------------------------------------------------------------
 
+    # `max_id_chars` bounds the ids a conversation or namespace is CREATED under (an
+    # append, a fork's new id, an import): lowering it must not strand what a higher one
+    # made. Every other call names stored data, so it checks an id against the bound of
+    # any config (MAX_ID_CHARS_LIMIT): a conversation made under the old limit is still
+    # read, pinned, exported and erased (the right to erasure needs no config change).
+
     def _conv(self, conversation_id: object) -> str:
-        return validate_id(conversation_id, "conversation_id", self.config.max_id_chars)
+        """A conversation id that names stored data (a lookup): any config's bound."""
+        return validate_id(conversation_id, "conversation_id", MAX_ID_CHARS_LIMIT)
 
     def _ns(self, namespace: object | None) -> str:
+        """A namespace that names stored data (a lookup): any config's bound."""
+        return validate_namespace(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
+                                  MAX_ID_CHARS_LIMIT)
+
+    def _new_conv(self, conversation_id: object) -> str:
+        """A conversation id an append writes under: this config's `max_id_chars`. Checked
+        on every append, not only the first: an append to a conversation made under a
+        higher limit is refused naming today's (lowering the limit stops its growth; it
+        stays readable and erasable)."""
+        return validate_id(conversation_id, "conversation_id", self.config.max_id_chars)
+
+    def _new_ns(self, namespace: object | None) -> str:
+        """A namespace an append writes in: this config's `max_id_chars` (see `_new_conv`)."""
         return validate_namespace(namespace if namespace is not None else DEFAULT_NAMESPACE, "namespace",
                                   self.config.max_id_chars)
 
@@ -930,8 +950,8 @@ class Memory:
         """`append_outcome`. `parsed_here`: `messages` are `append`'s own parse of its message
         (unstamped, under this memory's limits), which no caller holds: not parsed again (a
         second parse would find nothing the first did not, and checking is paid per message)."""
-        conv = self._conv(conversation_id)
-        ns = self._ns(namespace)
+        conv = self._new_conv(conversation_id)
+        ns = self._new_ns(namespace)
         if idempotency_key is not None:  # at the edge, before anything is read
             check_idempotency_key(idempotency_key)
         if expect_position is not None:
@@ -1126,6 +1146,7 @@ class Memory:
     ) -> str:
         """A new conversation holding positions 0..up_to of this one; the parent is unchanged."""
         _name, _ns, key = self._key(conversation_id, namespace)
+        self._new_ns(_ns)  # the child is a new conversation of `_ns`: written under this config's limit
         if new_id is not None:
             new_id = validate_id(new_id, "new_id", self.config.max_id_chars)
         check_position(up_to, "up_to")

@@ -71,6 +71,7 @@ from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.models import validate_namespace
 
@@ -204,7 +205,9 @@ class McpEndpoint:
         ns = grant.default
         if raw is not None:
             try:
-                ns = validate_namespace(raw.decode("latin-1"), NAMESPACE_FIELD, self.runtime.config.max_id_chars)
+                # bounded by any config, as the service's header: a namespace made before
+                # max_id_chars was lowered is still read and erased (appends check it again)
+                ns = validate_namespace(raw.decode("latin-1"), NAMESPACE_FIELD, MAX_ID_CHARS_LIMIT)
             except ValidationError as exc:
                 # not at import: the service imports this module
                 from tiermem.service.schemas import error_body, error_type

@@ -38,6 +38,7 @@ from pydantic import Field, StrictInt
 
 from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
+from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.tiers.errors import TiermemError, ValidationError
 from tiermem.tiers.models import MAX_IDEMPOTENCY_KEY_CHARS, MAX_POSITION, validate_id
 from tiermem.tiers.zones import TIMEZONE_DOC
@@ -286,9 +287,10 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
               ) -> dict[str, Any]:
         mem = mem_of(ctx)
         # the id's own checks first: the refusal below quotes it, and only a valid id is
-        # bounded (max_id_chars, at most MAX_ID_CHARS_LIMIT) and of the id alphabet; an
-        # invalid one was quoted whole, however long, and refused as the wrong field
-        guard("erase", validate_id, conversation_id, "conversation_id", mem.config.max_id_chars)
+        # bounded (MAX_ID_CHARS_LIMIT) and of the id alphabet; an invalid one was quoted
+        # whole, however long, and refused as the wrong field. Not today's max_id_chars:
+        # a conversation made before it was lowered must still be erasable
+        guard("erase", validate_id, conversation_id, "conversation_id", MAX_ID_CHARS_LIMIT)
         if confirm != conversation_id:
             raise MemoryToolError(ValidationError(
                 "confirm", f"must repeat the conversation_id ({conversation_id!r}) to erase it; nothing was erased"))

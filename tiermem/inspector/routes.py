@@ -42,6 +42,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field
 
+from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.inspector import charts, data
 from tiermem.inspector.metrics import PlanMetrics
 from tiermem.memory import MAX_BUDGET_TOKENS, Memory
@@ -170,7 +171,8 @@ class Inspector:
         if raw is None:
             return grant.default
         try:
-            return validate_namespace(raw, "ns", self.runtime.config.max_id_chars)
+            # stored data, bounded by any config: a namespace made before max_id_chars was lowered
+            return validate_namespace(raw, "ns", MAX_ID_CHARS_LIMIT)
         except ValidationError as exc:
             raise self.error(request, 422, f"ns: {exc.problem}", grant) from None
 
@@ -186,7 +188,7 @@ class Inspector:
         """A conversation page: outside the prefix, exactly the answer of a missing conversation."""
         grant = self.grant(request)
         try:
-            validate_id(cid, "conversation_id", self.runtime.config.max_id_chars)
+            validate_id(cid, "conversation_id", MAX_ID_CHARS_LIMIT)  # stored data: any config's bound
         except ValidationError as exc:
             raise self.error(request, 422, f"conversation_id: {exc.problem}", grant) from None
         ns = self.namespace(request, grant)

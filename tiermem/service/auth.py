@@ -31,7 +31,7 @@ from fastapi import Depends, Header, HTTPException, Request
 from fastapi.params import Depends as DependsParam
 from fastapi.security import HTTPBearer
 
-from tiermem.config import DEFAULT_MAX_ID_CHARS
+from tiermem.config import DEFAULT_MAX_ID_CHARS, MAX_ID_CHARS_LIMIT
 from tiermem.errors import ConversationNotFound, ValidationError
 from tiermem.errors import ServiceConfigError as ServiceConfigError  # defined in tiers.errors; found here too
 from tiermem.service.runtime import runtime_of
@@ -224,11 +224,14 @@ def grant_of(request: Request) -> Grant:
 
 
 def named(request: Request, header: str | None, grant: Grant) -> str:
-    """The request's namespace: the header, validated, else the grant's default."""
+    """The request's namespace: the header, validated, else the grant's default. Bounded
+    by what any config allows, not today's max_id_chars: a namespace made before it was
+    lowered is still read and erased (an append in it is refused by `Memory.append`,
+    which checks the namespace it writes in against max_id_chars)."""
     if header is None:
         return grant.default
     try:
-        return validate_namespace(header, NAMESPACE_HEADER, runtime_of(request).config.max_id_chars)
+        return validate_namespace(header, NAMESPACE_HEADER, MAX_ID_CHARS_LIMIT)
     except ValidationError as exc:
         raise HTTPException(
             422,

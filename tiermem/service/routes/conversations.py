@@ -36,12 +36,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Response
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Response
 
 from tiermem.adapters.anthropic import METADATA_KEYS, from_anthropic
 from tiermem.errors import PositionMismatch, ValidationError
 from tiermem.memory import MAX_HISTORY_PAGE
-from tiermem.service.auth import Ns
+from tiermem.service.auth import NAMESPACE_HEADER, Ns
 from tiermem.service.handlers import body_refusal
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
@@ -68,6 +68,7 @@ from tiermem.service.schemas import (
     MessageIn,
     PinIn,
     PinOut,
+    error_type,
     finite,
     incarnation_key,
     incarnation_token,
@@ -86,6 +87,7 @@ conversation_routes = APIRouter(prefix=CONVERSATION)
 _BATCH_INDEX = re.compile(r"messages\[(\d+)\]")  # how Memory.append_many names a message of a batch
 _ONLY_MESSAGE = "messages[0]"  # how append_outcome names the one message of the single append
 _KEY_FIELD = "idempotency_key"  # how the library names the key; the caller sent it as a header
+_NS_FIELD = "namespace"  # how the library names the namespace; the caller sent it as a header
 
 IdempotencyKey = Annotated[str | None, Header(
     alias=IDEMPOTENCY_HEADER,
@@ -98,7 +100,13 @@ IdempotencyKey = Annotated[str | None, Header(
 
 def _as_header(exc: ValidationError) -> ValidationError:
     """`exc`, a refusal of the key, naming the header the caller sent instead of the
-    library's argument (in place: its class, IdempotencyKeyReused included, is kept)."""
+    library's argument (in place: its class, IdempotencyKeyReused included, is kept). A
+    refusal of the namespace (the append checks the one it writes in against
+    max_id_chars, which reads of it do not: it may be made before that was lowered) is
+    raised located at the namespace header, as `named` locates one."""
+    if exc.field == _NS_FIELD:
+        raise HTTPException(422, [{"loc": ["header", NAMESPACE_HEADER], "msg": exc.problem,
+                                   "type": error_type(exc)}]) from None
     if exc.field == _KEY_FIELD:
         exc.field = IDEMPOTENCY_HEADER
         exc.args = (f"{exc.field}: {exc.problem}",)
