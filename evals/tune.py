@@ -57,7 +57,7 @@ from typing import Any
 from rich.progress import Progress
 from rich.table import Table
 
-from tiermem.config import CONFIG_ENV, Config, redact
+from tiermem.config import CONFIG_ENV, SECRETS_LEFT_OUT, Config, leave_out_secrets, redact
 from tiermem.config_sections import anchor_paths, flatten, nest, read_file, to_toml
 from tiermem.evals.attribution import ReplyScore, attribute, spearman
 from tiermem.evals.baselines import (
@@ -397,9 +397,11 @@ def run_tune(
     }
 
 
-def best_toml(result: dict[str, Any], base: Path | None) -> str:
+def best_toml(result: dict[str, Any], base: Path | None, *, with_secrets: bool = False) -> tuple[str, list[str]]:
     """The best candidate as a TOML config file in sections: the base file's settings
-    (TOML or JSON, flat or sectioned) with the candidate's grid values over them."""
+    (TOML or JSON, flat or sectioned) with the candidate's grid values over them, and the
+    settings left out of it. Unless `with_secrets`, the bearer tokens and URL passwords
+    are left out (`leave_out_secrets`, as `config --export` does) and named in a header."""
     best = result["best"]
     if best is None:
         raise ValidationError("best", "no candidate meets the constraints; nothing to write")
@@ -416,7 +418,11 @@ def best_toml(result: dict[str, Any], base: Path | None) -> str:
               f"at a context budget of {best['budget']} tokens: {key.replace('_', ' ')} {recall}, "
               f"billed {best['total_billed']:,.0f} tokens ({best['billed_vs_full']} x full context)",
               f"base: {base or 'defaults'}; use with tiermem --config FILE or env {CONFIG_ENV}=FILE"]
-    return to_toml(nest(deep_merge(base_data, over)), header)
+    values = deep_merge(base_data, over)
+    left_out = [] if with_secrets else leave_out_secrets(values)
+    if left_out:
+        header.append(SECRETS_LEFT_OUT.format(", ".join(left_out)))
+    return to_toml(nest(values), header), left_out
 
 
 def table(result: dict[str, Any]) -> Table:

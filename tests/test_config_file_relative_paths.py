@@ -129,5 +129,5 @@ def test_tune_write_config_keeps_the_base_files_directory(layout: tuple[Path, Pa
             "budget": 500, "total_billed": 100, "billed_vs_full": 0.5}
     out = tmp_path / "out" / "best.toml"
     out.parent.mkdir()
-    out.write_text(best_toml({"best": best, "data": "d.json"}, base))
+    out.write_text(best_toml({"best": best, "data": "d.json"}, base)[0])
     assert Config.load(out).data_dir == Config.load(base).data_dir == conf / "data"

@@ -1711,7 +1711,7 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
     """Write the effective config as a sectioned file (mode 0600: it may hold secrets),
     its path settings absolute, so that it loads back to the same Config wherever it is
     written (a relative one in a file is read against the file's directory)."""
-    from tiermem.config import SECRET_FIELDS, URL_FIELDS, Config, redact
+    from tiermem.config import SECRETS_LEFT_OUT, Config, leave_out_secrets
     from tiermem.config_sections import PATH_FIELDS, export_text, is_json
 
     values = Config.load(path, **overrides).model_dump(mode="json")
@@ -1723,16 +1723,11 @@ def _export_config(path: Path | None, overrides: dict[str, Any], target: Path, *
         text = values.get(key)
         if isinstance(text, str) and not os.path.isabs(text):
             values[key] = os.path.join(os.getcwd(), text)
-    left_out = []
-    if not with_secrets:
-        for k in sorted(SECRET_FIELDS | URL_FIELDS):
-            if values.get(k) and redact(k, values[k]) != values[k]:
-                left_out.append(k)
-                del values[k]
+    left_out = [] if with_secrets else leave_out_secrets(values)
     header = [f"tiermem config --export (source: {path or 'defaults'}, env, --data-dir); "
               f"load with tiermem --config FILE or env TIERMEM_CONFIG=FILE"]
     if left_out:
-        header.append(f"left out (secrets; --with-secrets includes them): {', '.join(left_out)}")
+        header.append(SECRETS_LEFT_OUT.format(", ".join(left_out)))
     to_stdout = str(target) == "-"
     text = export_text(values, as_json=not to_stdout and is_json(target), header=header)
     if to_stdout:
@@ -2001,7 +1996,10 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @click.option("--json-out", type=OutputPath(), default=None,
               help="Write the results (each candidate's effective config and figures) as JSON here.")
 @click.option("--write-config", type=OutputPath(), default=None,
-              help="Write the best candidate as a TOML config file here.")
+              help="Write the best candidate as a TOML config file here (mode 0600).")
+@click.option("--with-secrets", is_flag=True,
+              help="With --write-config: keep the base config's bearer tokens and URL passwords (left out by "
+                   "default).")
 @click.option("--plot", type=OutputPath(), default=None,
               help="Write a PNG of recall against billed cost here (matplotlib, the `eval` extra).")
 @click.option("--no-hot", is_flag=True, help="Without the hot tier (eviction off); for debugging only.")
@@ -2009,8 +2007,8 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @pass_state
 def tune_command(state: CliState, data: Path | None, budgets: str, base_config: Path | None, grid_specs: tuple[str, ...],
                  conversations: tuple[str, ...], min_recall: float | None, max_cost_ratio: float | None,
-                 json_out: Path | None, write_config: Path | None, plot: Path | None, no_hot: bool,
-                 as_json: bool) -> None:
+                 json_out: Path | None, write_config: Path | None, with_secrets: bool, plot: Path | None,
+                 no_hot: bool, as_json: bool) -> None:
     """Recall and billed cost of candidate configs at several budgets, on a conversations file
     (without DATA: the bundled demo conversation)."""
     from tiermem.evals.baselines import make_progress
@@ -2061,7 +2059,13 @@ def tune_command(state: CliState, data: Path | None, budgets: str, base_config: 
         json_out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     _keep_last_tune(state.config().last_tune_path, result)
     if write_config is not None:
-        write_config.write_text(best_toml(result, base), encoding="utf-8")
+        text, left_out = best_toml(result, base, with_secrets=with_secrets)
+        # 0600 and replaced whole, as config --export writes: it may hold what the base holds
+        with _replacing(write_config, mode=PRIVATE_FILE_MODE) as fh:
+            fh.write(text)
+        if left_out:
+            click.echo(f"{write_config}: left out {', '.join(left_out)} (secrets; --with-secrets keeps them)",
+                       err=True)
     if plot is not None:
         from tiermem.evals.plots import tune_recall_vs_cost
 

@@ -999,6 +999,23 @@ def redact(key: str, value: Any) -> Any:
     return value
 
 
+# the header line of a file written without its secrets (`leave_out_secrets`)
+SECRETS_LEFT_OUT = "left out (secrets; --with-secrets includes them): {}"
+
+
+def leave_out_secrets(values: dict[str, Any]) -> list[str]:
+    """Delete from flat settings `values` (field -> value) each one that holds a secret:
+    bearer tokens (SECRET_FIELDS) and a URL with a password (URL_FIELDS). What a config
+    file tiermem writes leaves out unless asked (`config --export`, `tune --write-config`):
+    such files get copied, shared and reviewed. Returns the names left out, sorted."""
+    left_out = []
+    for k in sorted(SECRET_FIELDS | URL_FIELDS):
+        if values.get(k) and redact(k, values[k]) != values[k]:
+            left_out.append(k)
+            del values[k]
+    return left_out
+
+
 def _leaves(data: dict[str, Any]) -> list[tuple[tuple[str, ...], Any]]:
     out: list[tuple[tuple[str, ...], Any]] = []
 
