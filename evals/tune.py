@@ -2,13 +2,19 @@
 on your own conversations, in one run.
 
     tiermem tune support.jsonl --budgets 500,1000,2000 --grid layer_shares.tail=0.05,0.2 \\
-        --grid slice_shares.default.tail=0.2,0.3 --json-out tune.json --write-config best.toml
+        --grid layer_shares.summary=0.05,0.1 --json-out tune.json --write-config best.toml
 
 Candidates: the base config (`--config FILE`, else the global `--config` / env
 `TIERMEM_CONFIG`, else the defaults; env `TIERMEM_*` applies as always) with each
 combination of the `--grid KEY=V1,V2` values (KEY dotted for nested settings; each value
 parsed as JSON, else taken as a string; values cannot contain commas). With no grid there
-is one candidate, the base. Every candidate is validated before anything runs.
+is one candidate, the base. Every candidate is validated before anything runs, so a grid
+over a share the planner does not read fails at once, naming what to grid instead
+(`slice_shares.<class>.tail`: `layer_shares.tail`; tiermem.config `_unread_share`). The
+budget's split is `layer_shares` (pinned, summary, tail: the same for every query class);
+`slice_shares.default.retrieved` / `.new_subtask.retrieved` cap a narrow turn's retrieved
+turns at min(share x the room left, 0.1 x the budget), so they change a context only below
+about 0.1 (planner.build.NARROW_RETRIEVED_SHARE); a recall takes all the room left.
 
 Each candidate gets a fresh Memory in a temporary data dir (hot tier on, as in the
 evals; deleted afterwards) and replays every conversation of the data file

@@ -126,6 +126,14 @@ NEEDS_ROOM_CLASSES = RECALL_CLASSES | {"recent_recall"}
 # paid in full once and later makes the epoch end or rewind sooner. (Chosen on the cost
 # replays of conv-26, conv-30 and conv-41 from 0.05 / 0.1 / 0.2 / uncapped; see README.)
 NARROW_RETRIEVED_SHARE = 0.1
+# A recall class's retrieved turns take all the room the stable layers leave (leftovers in
+# Packing.fill): no share sizes them, and the config refuses one (tiermem.config
+# ROOM_CLASSES). Packing still takes them in two greedy passes, the first up to these
+# shares of the room (the per-class defaults from when they were settings), so contexts
+# stay byte for byte as before. (Two passes differ from one only where a turn over the first
+# pass's room is passed over, or excerpted, and lower-ranked ones go first: against one pass,
+# 2 of 15 recall contexts in the check that found this, by 8 tokens.)
+RECALL_FIRST_PASS_SHARE = {"recent_recall": 0.15, "targeted_recall": 0.7, "temporal": 0.7, "summarize": 0.1}
 # A context that starts an epoch fills up to this share of the budget with the turns
 # just before the tail when nothing else wants the room (planner.pack.Packing.grow_tail):
 # big enough to pass a provider's minimum cacheable prefix (1,024 tokens) at a 2,000-token
@@ -540,14 +548,15 @@ class Planner:
             # before `no_vector`, whose error type ends the retrieval line
             plan.retrieval += "; this conversation only: namespace recall is off for this call"
         plan.retrieval += no_vector
-        shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
         # the stable layers are sized by the budget alone, whatever the class or this
         # turn's message: what a class needs more of goes into the per-turn part
         layers = self.settings.layers
         caps = {s: int(call.budget * layers[s]) for s in STABLE_SLICES}
-        caps["retrieved"] = int(room * shares["retrieved"])
-        if qclass.name not in NEEDS_ROOM_CLASSES:
-            caps["retrieved"] = min(caps["retrieved"], int(call.budget * NARROW_RETRIEVED_SHARE))
+        if qclass.name in NEEDS_ROOM_CLASSES:  # all the room left (Packing.fill's leftovers)
+            caps["retrieved"] = int(room * RECALL_FIRST_PASS_SHARE.get(qclass.name, 1.0))
+        else:
+            shares = self.settings.shares.get(qclass.name) or self.settings.shares["default"]
+            caps["retrieved"] = min(int(room * shares["retrieved"]), int(call.budget * NARROW_RETRIEVED_SHARE))
         plan.shares = dict(caps)
         retrieved = [] if tells else self.candidates.retrieved(
             conv, call.namespace, query, qvec, qclass.name, room, exclude=taken_positions, lexical=lexical,

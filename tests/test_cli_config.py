@@ -26,17 +26,15 @@ def rows(args: list[str], env: dict[str, str] | None = None) -> dict[str, dict[s
 
 def test_sources_of_each_kind(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
-    f.write_text("hot_budget_tokens = 1234\n[slice_shares.temporal]\npinned = 0.3\n")
+    f.write_text("hot_budget_tokens = 1234\n[slice_shares.new_subtask]\nretrieved = 0.03\n")
     got = rows(["--config", str(f), "--data-dir", str(tmp_path / "d")],
-               env={"TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL": "0.2"})
+               env={"TIERMEM_SLICE_SHARES__DEFAULT__RETRIEVED": "0.05"})
     # (key, value, source): one of each source kind
     table = [
         ("data_dir", str(tmp_path / "d"), "--data-dir"),
         ("hot_budget_tokens", 1234, f"file {f}"),
-        ("slice_shares.temporal.pinned", 0.3, f"file {f}"),
-        ("slice_shares.temporal.tail", 0.1, "default"),  # the class's own default, kept
-        ("slice_shares.targeted_recall.tail", 0.2, "env TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL"),
-        ("slice_shares.targeted_recall.retrieved", 0.7, "default"),
+        ("slice_shares.new_subtask.retrieved", 0.03, f"file {f}"),
+        ("slice_shares.default.retrieved", 0.05, "env TIERMEM_SLICE_SHARES__DEFAULT__RETRIEVED"),
         ("retrieval_k", 20, "default"),
         ("pricing.cached_input_ratio", 0.1, "default"),
     ]
@@ -75,7 +73,7 @@ def test_keyword_arguments_are_labelled(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "named"), [
     ("retrieval_k = 0\n", "retrieval_k"),                                   # below its minimum
     ("no_such_field = 1\n", "no_such_field"),                               # an unknown field
-    ("[slice_shares.targeted_recall]\ntial = 0.2\n", "slice_shares.targeted_recall.tial"),  # a typo, nested
+    ("[slice_shares.new_subtask]\nretreived = 0.2\n", "slice_shares.new_subtask.retreived"),  # a typo, nested
     ("retrieval_k = = 3\n", "is not valid TOML"),                           # not TOML at all
 ])
 def test_check_names_the_bad_field(content: str, named: str, tmp_path: Path) -> None:

@@ -48,8 +48,8 @@ def test_an_env_name_of_no_setting_is_refused_naming_it(tmp_path: Path, monkeypa
 SETTINGS = [
     ("TIERMEM_HOT_BUDGET_TOKENS", "3000"),  # flat
     ("TIERMEM_HOT__BUDGET_TOKENS", "3000"),  # sectioned
-    ("TIERMEM_SLICE_SHARES__DEFAULT__TAIL", "0.2"),  # nested
-    ("TIERMEM_PLANNER__SLICE_SHARES__TEMPORAL__TAIL", "0.2"),  # sectioned and nested
+    ("TIERMEM_SLICE_SHARES__DEFAULT__RETRIEVED", "0.05"),  # nested
+    ("TIERMEM_PLANNER__SLICE_SHARES__NEW_SUBTASK__RETRIEVED", "0.05"),  # sectioned and nested
     ("tiermem_retrieval_k", "5"),  # lower case
 ]
 

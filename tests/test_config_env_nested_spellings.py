@@ -1,6 +1,6 @@
 """Env may name one nested setting's leaves in both spellings, the flat one
-(`TIERMEM_SLICE_SHARES__DEFAULT__PINNED`) and the sectioned one
-(`TIERMEM_PLANNER__SLICE_SHARES__DEFAULT__TAIL`): each leaf it sets is kept, and a leaf
+(`TIERMEM_SLICE_SHARES__DEFAULT__RETRIEVED`) and the sectioned one
+(`TIERMEM_PLANNER__SLICE_SHARES__NEW_SUBTASK__RETRIEVED`): each leaf it sets is kept, and a leaf
 given both ways is refused naming both variables, as a top-level setting given both ways
 already was. Before, the two were merged one level deep only: the sectioned class table
 replaced the flat one, so the flat variable's share was silently dropped (while
@@ -22,12 +22,13 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 # (env, attribute path, the value each must end with)
 KEPT = [
-    # the flat spelling names one share of a class, the sectioned one another share of it
-    ({"TIERMEM_SLICE_SHARES__DEFAULT__PINNED": "0.5", "TIERMEM_PLANNER__SLICE_SHARES__DEFAULT__TAIL": "0.6"},
-     [("slice_shares.default.pinned", 0.5), ("slice_shares.default.tail", 0.6)]),
+    # the flat spelling names one class's share, the sectioned one another class's
+    ({"TIERMEM_SLICE_SHARES__DEFAULT__RETRIEVED": "0.05", "TIERMEM_PLANNER__SLICE_SHARES__NEW_SUBTASK__RETRIEVED": "0.06"},
+     [("slice_shares.default.retrieved", 0.05), ("slice_shares.new_subtask.retrieved", 0.06)]),
     # the flat spelling as a JSON table, the sectioned one a leaf of another class
-    ({"TIERMEM_SLICE_SHARES": '{"temporal": {"pinned": 0.3}}', "TIERMEM_PLANNER__SLICE_SHARES__TEMPORAL__TAIL": "0.2"},
-     [("slice_shares.temporal.pinned", 0.3), ("slice_shares.temporal.tail", 0.2)]),
+    ({"TIERMEM_SLICE_SHARES": '{"new_subtask": {"retrieved": 0.03}}',
+      "TIERMEM_PLANNER__SLICE_SHARES__DEFAULT__RETRIEVED": "0.02"},
+     [("slice_shares.new_subtask.retrieved", 0.03), ("slice_shares.default.retrieved", 0.02)]),
     # one level deep (layer_shares), which was already merged: still is
     ({"TIERMEM_LAYER_SHARES__PINNED": "0.3", "TIERMEM_PLANNER__LAYER_SHARES__TAIL": "0.2"},
      [("layer_shares.pinned", 0.3), ("layer_shares.tail", 0.2)]),
@@ -53,8 +54,8 @@ def test_each_leaf_of_either_spelling_is_kept(tmp_path: Path, monkeypatch: pytes
 
 # (env: one leaf given in both spellings, the leaf the error names)
 TWICE = [
-    ({"TIERMEM_SLICE_SHARES__DEFAULT__TAIL": "0.6", "TIERMEM_PLANNER__SLICE_SHARES__DEFAULT__TAIL": "0.5"},
-     "slice_shares.default.tail"),
+    ({"TIERMEM_SLICE_SHARES__DEFAULT__RETRIEVED": "0.06", "TIERMEM_PLANNER__SLICE_SHARES__DEFAULT__RETRIEVED": "0.05"},
+     "slice_shares.default.retrieved"),
     ({"TIERMEM_LAYER_SHARES__TAIL": "0.2", "TIERMEM_PLANNER__LAYER_SHARES__TAIL": "0.3"}, "layer_shares.tail"),
     # a whole table in one spelling and one of its leaves in the other
     ({"TIERMEM_LAYER_SHARES": '{"tail": 0.2}', "TIERMEM_PLANNER__LAYER_SHARES__TAIL": "0.3"}, "layer_shares.tail"),

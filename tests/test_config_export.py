@@ -25,8 +25,8 @@ hot_budget_tokens = 3000
 k = 7
 [planner]
 context_format = "chat"
-[planner.slice_shares.temporal]
-tail = 0.25
+[planner.slice_shares.new_subtask]
+retrieved = 0.05
 [warm]
 max_seconds_behind = 120.5
 [service]
@@ -100,5 +100,5 @@ def test_export_to_stdout_is_toml_in_sections(tmp_path: Path) -> None:
     res = export(tmp_path, "-")
     assert res.exit_code == 0, res.output
     data = tomllib.loads(res.stdout)
-    assert data["planner"]["slice_shares"]["temporal"]["tail"] == 0.25
+    assert data["planner"]["slice_shares"]["new_subtask"]["retrieved"] == 0.05
     assert data["pricing"]["input_per_mtok"] == 1.25 and data["warm"]["max_seconds_behind"] == 120.5

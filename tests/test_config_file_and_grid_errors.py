@@ -22,9 +22,9 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 # (the --grid specs, what the error must name) -- each a TypeError or a silent overwrite before
 GRID_REFUSED = [
     (["hot_budget_tokens=1000", "hot_budget_tokens.x=2"], "'hot_budget_tokens' and 'hot_budget_tokens.x'"),  # TypeError
-    (["slice_shares.default.tail=0.2", "slice_shares.default=1"], "'slice_shares.default' and "
-                                                                  "'slice_shares.default.tail'"),  # overwrote it
-    (["slice_shares..tail=0.2"], "'slice_shares..tail'"),  # an empty part
+    (["slice_shares.default.retrieved=0.05", "slice_shares.default=1"], "'slice_shares.default' and "
+                                                                        "'slice_shares.default.retrieved'"),  # overwrote it
+    (["slice_shares..retrieved=0.05"], "'slice_shares..retrieved'"),  # an empty part
 ]
 
 
@@ -42,8 +42,8 @@ def test_the_cli_names_them(tmp_path: Path) -> None:
 
 
 def test_disjoint_dotted_keys_still_combine() -> None:
-    assert parse_grid(["slice_shares.default.tail=0.2,0.3", "slice_shares.default.retrieved=0.5"]) == {
-        "slice_shares.default.tail": [0.2, 0.3], "slice_shares.default.retrieved": [0.5]}
+    assert parse_grid(["layer_shares.tail=0.2,0.3", "slice_shares.default.retrieved=0.05"]) == {
+        "layer_shares.tail": [0.2, 0.3], "slice_shares.default.retrieved": [0.05]}
 
 
 # (file name, content, what the error must say besides the file) -- each named no file before

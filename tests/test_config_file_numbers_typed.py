@@ -29,7 +29,7 @@ REFUSED = [
     ("c.toml", '[service]\nport = "8080"\n', "service.port"),  # an int setting
     ("c.toml", '[hot]\neviction_bias = "0.5"\n', "hot.eviction_bias"),  # a float setting
     ("c.toml", '[pricing]\ninput_per_mtok = "2.5"\n', "pricing.input_per_mtok"),  # a nested model's float
-    ("c.toml", '[slice_shares.default]\ntail = "0.2"\n', "slice_shares.default.tail"),  # a share of a class
+    ("c.toml", '[slice_shares.default]\nretrieved = "0.2"\n', "slice_shares.default.retrieved"),  # a share of a class
     ("c.toml", 'llm_timeout_s = ""\n', "llm_timeout_s"),  # empty text: no number either
     ("c.json", json.dumps({"hot_budget_tokens": "3000"}), "hot_budget_tokens"),  # a JSON file is typed too
 ]

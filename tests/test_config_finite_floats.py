@@ -39,7 +39,7 @@ REFUSED = [
     pytest.param({"redis_idle_timeout_s": NAN}, "redis_idle_timeout_s", id="redis-idle-nan"),
     pytest.param({"hot_idle_ttl_s": NAN}, "hot_idle_ttl_s", id="hot-ttl-nan"),
     pytest.param({"eviction_bias": NAN}, "eviction_bias", id="bias-nan"),
-    pytest.param({"slice_shares": {"default": {"tail": NAN}}}, "slice_shares.default.tail", id="share-nan"),
+    pytest.param({"slice_shares": {"default": {"retrieved": NAN}}}, "slice_shares.default.retrieved", id="share-nan"),
     pytest.param({"layer_shares": {"summary": NAN}}, "layer_shares.summary", id="layer-share-nan"),
 ]
 

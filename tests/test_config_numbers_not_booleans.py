@@ -63,7 +63,7 @@ REFUSED = [
     ("file", "[service]\nport = true\n", "service.port"),  # named as written, in its section
     ("file", "[hot]\neviction_bias = true\n", "hot.eviction_bias"),  # a float setting: 1.0
     ("file", "[pricing]\ninput_per_mtok = true\n", "pricing.input_per_mtok"),  # a nested model's float
-    ("file", "[slice_shares.default]\ntail = false\n", "slice_shares.default.tail"),  # a share of a class
+    ("file", "[slice_shares.default]\nretrieved = false\n", "slice_shares.default.retrieved"),  # a share of a class
     ("file", "[hot]\nbudget_tokens = 3000.5\n", "hot.budget_tokens"),  # a fraction where an int is meant
     ("json-env", ("TIERMEM_PRICING", '{"input_per_mtok": true}'), "pricing.input_per_mtok"),  # JSON's true
     ("json-env", ("TIERMEM_LAYER_SHARES", '{"tail": true}'), "layer_shares.tail"),

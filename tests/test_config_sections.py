@@ -45,10 +45,9 @@ def test_a_sectioned_setting_sets_its_flat_attribute(toml: str, attr: str, want:
 
 
 def test_planner_shares_in_a_section_keep_the_class_defaults(tmp_path: Path) -> None:
-    cfg = Config.load(write(tmp_path, "[planner.slice_shares.targeted_recall]\ntail = 0.2\n"
+    cfg = Config.load(write(tmp_path, "[planner.slice_shares.default]\nretrieved = 0.05\n"
                                       "[planner.layer_shares]\npinned = 0.2\n"), data_dir=tmp_path)
-    assert cfg.slice_shares["targeted_recall"].model_dump() == {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7,
-                                                                "tail": 0.2}
+    assert {k: v.retrieved for k, v in cfg.slice_shares.items()} == {"default": 0.05, "new_subtask": 0.25}
     assert (cfg.layer_shares.pinned, cfg.layer_shares.tail) == (0.2, 0.1)
 
 
@@ -80,10 +79,9 @@ def test_precedence_across_spellings(file: str, env: dict[str, str], kwargs: dic
 
 
 def test_a_sectioned_env_share_merges_with_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TIERMEM_PLANNER__SLICE_SHARES__TEMPORAL__TAIL", "0.25")
-    cfg = Config.load(write(tmp_path, "[planner.slice_shares.temporal]\npinned = 0.3\n"), data_dir=tmp_path)
-    assert cfg.slice_shares["temporal"].model_dump() == {"pinned": 0.3, "summary": 0.1, "retrieved": 0.7,
-                                                         "tail": 0.25}
+    monkeypatch.setenv("TIERMEM_PLANNER__SLICE_SHARES__NEW_SUBTASK__RETRIEVED", "0.05")
+    cfg = Config.load(write(tmp_path, "[planner.slice_shares.default]\nretrieved = 0.03\n"), data_dir=tmp_path)
+    assert {k: v.retrieved for k, v in cfg.slice_shares.items()} == {"default": 0.03, "new_subtask": 0.05}
 
 
 # (file content, what the one-line error names: the dotted setting and, for a range, its limit)
@@ -91,7 +89,7 @@ def test_a_sectioned_env_share_merges_with_the_file(tmp_path: Path, monkeypatch:
     ("[hot]\nbudget_tokens = 10\n", ["hot.budget_tokens", "greater than or equal to 64"]),   # under its minimum
     ("[retrieval]\nk = 5000\n", ["retrieval.k", "less than or equal to 1000"]),              # over its maximum
     ("[warm]\nmax_seconds_behind = 0\n", ["warm.max_seconds_behind", "greater than 0"]),
-    ("[planner.slice_shares.temporal]\ntail = 2\n", ["planner.slice_shares.temporal.tail", "1"]),  # nested
+    ("[planner.slice_shares.default]\nretrieved = 2\n", ["planner.slice_shares.default.retrieved", "1"]),  # nested
     ("[storage]\ndb_filename = \"../x.db\"\n", ["storage.db_filename", "plain file name"]),  # a custom check
     ("[hot]\nbudget = 3000\n", ["hot.budget", "budget_tokens"]),                 # unknown key: the section's keys
     ("hot_budget_tokens = 1\n[hot]\nbudget_tokens = 2\n", ["given twice", "hot.budget_tokens"]),  # both spellings
@@ -115,13 +113,13 @@ def test_every_section_key_names_one_field() -> None:
 
 
 def test_sources_of_sectioned_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    f = write(tmp_path, "[hot]\nbudget_tokens = 1500\n[planner.slice_shares.temporal]\npinned = 0.3\n")
+    f = write(tmp_path, "[hot]\nbudget_tokens = 1500\n[planner.slice_shares.default]\nretrieved = 0.05\n")
     monkeypatch.setenv("TIERMEM_RETRIEVAL__K", "11")
     rows = {r["key"]: r for r in explain_sources(f, data_dir=tmp_path)}
     # (attribute path, its name in a file, value, source)
     table = [
         ("hot_budget_tokens", "hot.budget_tokens", 1500, f"file {f}"),
-        ("slice_shares.temporal.pinned", "planner.slice_shares.temporal.pinned", 0.3, f"file {f}"),
+        ("slice_shares.default.retrieved", "planner.slice_shares.default.retrieved", 0.05, f"file {f}"),
         ("retrieval_k", "retrieval.k", 11, "env TIERMEM_RETRIEVAL__K"),
         ("pricing.input_per_mtok", "pricing.input_per_mtok", 2.5, "default"),
     ]

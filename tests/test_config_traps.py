@@ -15,7 +15,7 @@ import pytest
 from tiermem.config import DEFAULT_HOT_BUDGET_TOKENS, Config
 from tiermem.planner.plan import Plan, PlanItem
 
-TARGETED = {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7, "tail": 0.1}
+LAYERS = {"pinned": 0.1, "summary": 0.1, "tail": 0.1}
 
 
 @pytest.fixture(autouse=True)
@@ -24,33 +24,34 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-# (how the one share is set, expected shares of targeted_recall)
+# (how the one share is set): the other shares keep their defaults, and a class of
+# slice_shares given without its share keeps its own default (0.25), not SliceShares' (0.4)
 @pytest.mark.parametrize("how", [
-    "env",     # the issue's own example
-    "toml",    # the same override under [slice_shares.targeted_recall]
-    "kwargs",  # Config(slice_shares={"targeted_recall": {"tail": 0.2}})
+    "env",     # TIERMEM_LAYER_SHARES__TAIL=0.2
+    "toml",    # the same override under [layer_shares]
+    "kwargs",  # Config(layer_shares={"tail": 0.2})
 ])
 def test_one_share_keeps_the_class_defaults(how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if how == "env":
-        monkeypatch.setenv("TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL", "0.2")
+        monkeypatch.setenv("TIERMEM_LAYER_SHARES__TAIL", "0.2")
+        monkeypatch.setenv("TIERMEM_SLICE_SHARES", '{"new_subtask": {}}')
         cfg = Config(data_dir=tmp_path)
     elif how == "toml":
         f = tmp_path / "c.toml"
-        f.write_text("[slice_shares.targeted_recall]\ntail = 0.2\n")
+        f.write_text("[layer_shares]\ntail = 0.2\n[slice_shares.new_subtask]\n")
         cfg = Config.load(f, data_dir=tmp_path)
     else:
-        cfg = Config(data_dir=tmp_path, slice_shares={"targeted_recall": {"tail": 0.2}})
-    assert cfg.slice_shares["targeted_recall"].model_dump() == {**TARGETED, "tail": 0.2}
-    # the classes not named keep every default
-    assert cfg.slice_shares["temporal"].model_dump() == TARGETED
+        cfg = Config(data_dir=tmp_path, layer_shares={"tail": 0.2}, slice_shares={"new_subtask": {}})
+    assert cfg.layer_shares.model_dump() == {**LAYERS, "tail": 0.2}
+    assert {k: v.retrieved for k, v in cfg.slice_shares.items()} == {"new_subtask": 0.25, "default": 0.4}
 
 
-def test_env_share_merges_with_a_toml_share_of_the_same_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_share_merges_with_a_toml_share_of_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "c.toml"
-    f.write_text("[slice_shares.temporal]\npinned = 0.3\n")
-    monkeypatch.setenv("TIERMEM_SLICE_SHARES__TEMPORAL__TAIL", "0.25")
+    f.write_text("[layer_shares]\npinned = 0.3\n")
+    monkeypatch.setenv("TIERMEM_LAYER_SHARES__TAIL", "0.25")
     cfg = Config.load(f, data_dir=tmp_path)
-    assert cfg.slice_shares["temporal"].model_dump() == {**TARGETED, "pinned": 0.3, "tail": 0.25}
+    assert cfg.layer_shares.model_dump() == {**LAYERS, "pinned": 0.3, "tail": 0.25}
 
 
 def test_config_reads_the_toml_file_env_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,14 +70,14 @@ def _rows(tmp_path: Path, env: dict[str, str], conf: Path | None = None) -> dict
 JSON_TABLES = [
     ("TIERMEM_PRICING", '{"input_per_mtok": 3}', "pricing.input_per_mtok",
      "pricing.cached_input_ratio", 0.1),  # the report's case: a sibling leaf of the same table
-    ("TIERMEM_SLICE_SHARES", '{"default": {"tail": 0.2}}', "slice_shares.default.tail",
-     "slice_shares.default.pinned", 0.15),  # a sibling inside the class it gave
-    ("TIERMEM_SLICE_SHARES", '{"default": {"tail": 0.2}}', "slice_shares.default.tail",
-     "slice_shares.temporal.tail", 0.1),  # a class it did not give at all
-    ("TIERMEM_PLANNER__SLICE_SHARES", '{"temporal": {"pinned": 0.3}}', "slice_shares.temporal.pinned",
-     "slice_shares.temporal.tail", 0.1),  # the sectioned spelling of the table
-    ("TIERMEM_SLICE_SHARES__DEFAULT", '{"tail": 0.2}', "slice_shares.default.tail",
-     "slice_shares.default.summary", 0.15),  # a class given as JSON under its nested name
+    ("TIERMEM_PLANNER__SLICE_SHARES__NEW_SUBTASK", '{"retrieved": 0.05}', "slice_shares.new_subtask.retrieved",
+     "slice_shares.default.retrieved", 0.4),  # a class given as JSON under its sectioned name
+    ("TIERMEM_SLICE_SHARES", '{"default": {"retrieved": 0.05}}', "slice_shares.default.retrieved",
+     "slice_shares.new_subtask.retrieved", 0.25),  # a class it did not give at all
+    ("TIERMEM_PLANNER__SLICE_SHARES", '{"new_subtask": {"retrieved": 0.05}}', "slice_shares.new_subtask.retrieved",
+     "slice_shares.default.retrieved", 0.4),  # the sectioned spelling of the table
+    ("TIERMEM_SLICE_SHARES__DEFAULT", '{"retrieved": 0.05}', "slice_shares.default.retrieved",
+     "slice_shares.new_subtask.retrieved", 0.25),  # a class given as JSON under its nested name
 ]
 
 
@@ -92,7 +92,7 @@ def test_a_json_table_is_the_source_of_its_own_leaves_only(tmp_path: Path, name:
 def test_a_sibling_from_the_file_is_the_files(tmp_path: Path) -> None:
     # the file's leaf, merged under the variable's table, is shown as the file's
     conf = tmp_path / "c.toml"
-    conf.write_text("[slice_shares.temporal]\ntail = 0.3\n")
-    rows = _rows(tmp_path, {"TIERMEM_SLICE_SHARES": '{"temporal": {"pinned": 0.2}}'}, conf)
-    assert rows["slice_shares.temporal.pinned"] == (0.2, "env TIERMEM_SLICE_SHARES")
-    assert rows["slice_shares.temporal.tail"] == (0.3, f"file {conf}")
+    conf.write_text("[slice_shares.default]\nretrieved = 0.03\n")
+    rows = _rows(tmp_path, {"TIERMEM_SLICE_SHARES": '{"new_subtask": {"retrieved": 0.02}}'}, conf)
+    assert rows["slice_shares.new_subtask.retrieved"] == (0.02, "env TIERMEM_SLICE_SHARES")
+    assert rows["slice_shares.default.retrieved"] == (0.03, f"file {conf}")

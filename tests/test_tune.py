@@ -34,7 +34,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, embedder: FastEmbedder) -> dic
     data = write_jsonl(d / "support.jsonl", support_lines(recap=True))
     base = d / "base.toml"
     # one setting flat, one in its section: a base file may mix them
-    base.write_text("hot_budget_tokens = 3000\n[planner.slice_shares.targeted_recall]\ntail = 0.2\n")
+    base.write_text("hot_budget_tokens = 3000\n[planner.layer_shares]\ntail = 0.2\n")
     out, best, plot = d / "tune.json", d / "best.toml", d / "tune.png"
     # the attribution and both candidates embed the same turns: once (conftest.shared_vectors)
     with vectors_shared(embedder):
@@ -51,9 +51,8 @@ def test_each_candidate_records_its_effective_config(run: dict[str, Any]) -> Non
         cfg = c["config"]
         assert cfg["retrieval_k"] == c["values"]["retrieval.k"]
         assert cfg["hot_budget_tokens"] == 3000  # from the base file
-        # the base file's one share, with that class's other defaults kept
-        assert cfg["slice_shares"]["targeted_recall"] == {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7,
-                                                           "tail": 0.2}
+        # the base file's one share, with the other layers' defaults kept
+        assert cfg["layer_shares"] == {"pinned": 0.1, "summary": 0.1, "tail": 0.2}
         assert "data_dir" not in cfg  # the run's temporary dir is no setting
 
 
@@ -88,7 +87,7 @@ def test_best_is_written_as_a_config_that_loads(run: dict[str, Any], tmp_path: P
     assert "retrieval_k" not in data and "hot_budget_tokens" not in data
     cfg = Config.load(run["best"], data_dir=tmp_path)
     assert cfg.retrieval_k == best["values"]["retrieval.k"]
-    assert cfg.slice_shares["targeted_recall"].tail == 0.2
+    assert cfg.layer_shares.tail == 0.2
 
 
 def test_min_recall_picks_the_cheapest_that_meets_it(run: dict[str, Any]) -> None:

@@ -1988,7 +1988,8 @@ def _replacing(target: Path, *, mode: int | None = None) -> Iterator[IO[str]]:
 @click.option("--config", "base_config", type=ConfigFilePath(),
               default=None, help="Base TOML config of every candidate [default: the global --config].")
 @click.option("--grid", "grid_specs", type=TEXT, multiple=True, metavar="KEY=V1,V2",
-              help="Values to try for a setting (dotted for nested ones); repeat: every combination runs.")
+              help="Values to try for a setting (dotted for nested ones: layer_shares.tail=0.05,0.2); "
+              "repeat: every combination runs.")
 @click.option("--conversation", "conversations", type=TEXT, multiple=True, help="Only this conversation id (repeat).")
 @click.option("--min-recall", type=FiniteFloatRange(0, 1), default=None, help="Best: cheapest with this recall.")
 @click.option("--max-cost-ratio", type=FiniteFloatRange(min=0), default=None,

@@ -1,7 +1,7 @@
 """One configuration object for the whole system.
 
 Precedence, highest first: keyword arguments in code, environment variables
-(`TIERMEM_*`, nested with `__`, e.g. `TIERMEM_SLICE_SHARES__DEFAULT__TAIL=0.4`), a TOML
+(`TIERMEM_*`, nested with `__`, e.g. `TIERMEM_LAYER_SHARES__TAIL=0.2`), a TOML
 file, then the defaults below. Invalid values fail at construction with pydantic's
 message, which names the field. A number setting refuses a boolean (`http_port = true`,
 which pydantic's lax mode read as 1) and an integer one a fraction; text (every env value)
@@ -17,10 +17,14 @@ One way to load: `Config(...)` and `Config.load(...)` agree. The TOML file is th
 else none (`config_file`; a leading `~` is the home directory there, as in the path
 settings). A relative path setting (`data_dir`, `embedding_cache_dir`, `embedding_model`)
 in that file is read against the file's own directory (`config_sections.anchor_paths`);
-from env and keyword arguments, against the working directory. Nested settings merge field by field at every level: setting one share of a
-query class (`TIERMEM_SLICE_SHARES__TARGETED_RECALL__TAIL=0.2`, or `tail = 0.2` under
-`[slice_shares.targeted_recall]`) keeps that class's other defaults, not the generic
-`SliceShares` ones. `explain_sources()` says where each effective value came from.
+from env and keyword arguments, against the working directory. Nested settings merge field by field at every level: setting one
+stable layer's share (`TIERMEM_LAYER_SHARES__TAIL=0.2`, or `tail = 0.2` under
+`[layer_shares]`) keeps the other layers' defaults, and a query class of `slice_shares`
+keeps that class's own default, not the generic `SliceShares` one. `slice_shares` takes
+only `retrieved`, and only for the narrow classes (`SHARE_CLASSES`): a per-class
+`pinned` / `summary` / `tail`, or a recall class's `retrieved`, is refused naming the
+`layer_shares` key to set instead (`_unread_share`: the planner reads none of them).
+`explain_sources()` says where each effective value came from.
 
 Sections: a file (TOML, or JSON when its name ends in `.json`), keyword arguments and env
 may group settings in sections (`[hot] budget_tokens = 3000` for `hot_budget_tokens`,
@@ -395,15 +399,29 @@ def no_boolean_number(model: type[BaseModel], value: Any, info: ValidationInfo) 
     return value
 
 
+# What of `slice_shares` the planner reads (planner.build.Planner._candidates): a query
+# class's `retrieved` share, and only for the classes whose retrieved turns keep to a cap
+# (a narrow retrieval: clearly related turns only). The recall classes
+# (planner.build.NEEDS_ROOM_CLASSES) take all the room the stable layers leave, so no share
+# of theirs is read; and the stable layers (pinned block, summary, recent tail) are sized by
+# `layer_shares`, the same for every class, so that the prefix they form does not move
+# when the class does. A share that is not read is refused naming what to set instead:
+# accepted, it was shown by `tiermem config` and changed nothing (every share 0.0, then
+# 1.0: 18 of 18 contexts byte-identical).
+SHARE_CLASSES = ("new_subtask", "default")
+ROOM_CLASSES = ("recent_recall", "targeted_recall", "temporal", "summarize")
+LAYER_KEYS = ("pinned", "summary", "tail")  # per class no more: `layer_shares.<key>`
+
+
 class SliceShares(BaseModel):
-    """Budget shares of the context slices for one query class; they need not sum to 1,
-    unused share flows to the next slice in packing order."""
+    """The per-turn part's share of one narrow query class (`SHARE_CLASSES`): its
+    retrieved turns (clearly related ones only) take at most `retrieved` x the room left
+    after the caller's system and latest messages, and never more than
+    planner.build.NARROW_RETRIEVED_SHARE (0.1) of the budget, so only a share below about
+    0.1 lowers the cap (the defaults, 0.25 and 0.4, leave it at 0.1 of the budget)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    pinned: float = Field(0.15, ge=0, le=1)
-    summary: float = Field(0.15, ge=0, le=1)
     retrieved: float = Field(0.4, ge=0, le=1)
-    tail: float = Field(0.3, ge=0, le=1)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -412,26 +430,31 @@ class SliceShares(BaseModel):
 
 
 def _default_shares() -> dict[str, SliceShares]:
-    # The tail has one share (0.3) for the classes of ordinary turns, so that its start
-    # depends only on the budget and the log: turn after turn the context keeps a
-    # byte-identical prefix. Recall questions trade that for room to retrieve (measured on
-    # LoCoMo at 2,000 tokens: a 0.3 tail left evidence recall below plain hybrid top-k).
-    return {
-        "recent_recall": SliceShares(pinned=0.1, summary=0.05, retrieved=0.15, tail=0.7),
-        "targeted_recall": SliceShares(pinned=0.1, summary=0.1, retrieved=0.7, tail=0.1),
-        "temporal": SliceShares(pinned=0.1, summary=0.1, retrieved=0.7, tail=0.1),
-        "new_subtask": SliceShares(pinned=0.25, summary=0.2, retrieved=0.25, tail=0.3),
-        "summarize": SliceShares(pinned=0.15, summary=0.45, retrieved=0.1, tail=0.3),
-        "default": SliceShares(pinned=0.15, summary=0.15, retrieved=0.4, tail=0.3),
-    }
+    return {"new_subtask": SliceShares(retrieved=0.25), "default": SliceShares(retrieved=0.4)}
+
+
+def _unread_share(query_class: str, key: str) -> str | None:
+    """Why `slice_shares.<query_class>.<key>` is refused, naming what to set instead;
+    None when the planner reads it (or the key is unknown: the model names it)."""
+    name = f"slice_shares.{query_class}.{key}"
+    if key in LAYER_KEYS:
+        layer = {"pinned": "pinned block", "summary": "warm summary", "tail": "recent tail"}[key]
+        return (f"{name} is no longer read: the {layer} is sized the same for every query class "
+                f"(so the cached prefix does not move with the class); set layer_shares.{key} instead")
+    if key == "retrieved" and query_class in ROOM_CLASSES:
+        return (f"{name} is not read: a {query_class} turn's retrieved turns take all the room the stable "
+                "layers leave; to give them more, lower layer_shares.pinned, layer_shares.summary or "
+                f"layer_shares.tail (a retrieved share is read for {' and '.join(SHARE_CLASSES)} only)")
+    return None
 
 
 class LayerShares(BaseModel):
     """Budget shares of the stable layers, the same for every query class (so the
     prefix they form does not move when the class does): the pinned block, the warm
     summary, and the recent tail at the start of an epoch (it then grows by appends).
-    What a class needs more of goes into the per-turn part (`slice_shares[...].retrieved`
-    and whatever the stable layers leave)."""
+    What a class needs more of goes into the per-turn part: a recall class's retrieved
+    turns take whatever the stable layers leave, a narrow class's at most its
+    `slice_shares[...].retrieved` of it."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     pinned: float = Field(0.1, ge=0, le=1)
@@ -610,9 +633,10 @@ class Config(BaseSettings):
     # retrieval and planning
     retrieval_k: int = Field(DEFAULT_RETRIEVAL_K, ge=1, le=1000)
     rrf_k: int = Field(DEFAULT_RRF_K, ge=1, le=MAX_RRF_K)
+    # the per-turn part's share of the narrow classes (SHARE_CLASSES), `retrieved` only:
+    # what is not read is refused (`_unread_share`)
     slice_shares: dict[str, SliceShares] = Field(default_factory=_default_shares)
-    # the stable layers' shares (class-independent); of `slice_shares`, only `retrieved`
-    # (the per-turn part) is read per class
+    # the stable layers' shares, the same for every query class
     layer_shares: LayerShares = Field(default_factory=LayerShares)
     context_epochs: bool = Field(True, description=(
         "append-only contexts within an epoch: the previous call's context is a prefix of the next one "
@@ -721,17 +745,25 @@ class Config(BaseSettings):
     @field_validator("slice_shares", mode="before")
     @classmethod
     def _partial_shares(cls, v: Any) -> Any:
-        # a class given as a partial mapping keeps that class's own defaults for the shares
-        # it does not name (SliceShares' field defaults are the generic class's)
+        # a share the planner does not read is refused naming what to set instead; an empty
+        # table of a recall class (`[slice_shares.temporal]` alone) sets nothing and is
+        # dropped. A class given as a partial mapping keeps that class's own default
+        # (SliceShares' field default is the `default` class's).
         if not isinstance(v, dict):
             return v
         defaults = _default_shares()
         out: dict[str, Any] = {}
         for name, shares in v.items():
-            if isinstance(shares, dict) and name in defaults:
-                out[name] = {**defaults[name].model_dump(), **shares}
-            else:
-                out[name] = shares
+            if isinstance(shares, dict):
+                for key in shares:
+                    why = _unread_share(str(name), str(key))
+                    if why is not None:
+                        raise ValueError(why)
+                if not shares and name in ROOM_CLASSES:
+                    continue
+                if name in defaults:
+                    shares = {**defaults[name].model_dump(), **shares}
+            out[name] = shares
         return out
 
     @field_validator("slice_shares")
@@ -739,8 +771,13 @@ class Config(BaseSettings):
     def _all_classes(cls, v: dict[str, SliceShares]) -> dict[str, SliceShares]:
         merged = _default_shares()
         unknown = set(v) - set(merged)
+        if unknown & set(ROOM_CLASSES):
+            raise ValueError(f"no share of the recall classes {sorted(unknown & set(ROOM_CLASSES))} is read: "
+                             f"their retrieved turns take the room the stable layers leave (layer_shares); "
+                             f"slice_shares takes {list(SHARE_CLASSES)}")
         if unknown:
-            raise ValueError(f"unknown query classes {sorted(unknown)}; known: {sorted(merged)}")
+            raise ValueError(f"unknown query classes {sorted(unknown)}; slice_shares takes {list(SHARE_CLASSES)} "
+                             f"(the recall classes {list(ROOM_CLASSES)} take the room the stable layers leave)")
         merged.update(v)
         return merged
 
@@ -1067,7 +1104,7 @@ def explain_sources(
     path: str | Path | None = None, *, argument_sources: dict[str, str] | None = None, **overrides: Any
 ) -> list[dict[str, Any]]:
     """The effective config (`Config.load(path, **overrides)`) one setting per row:
-    `{"key": "slice_shares.default.tail", "file_key": "planner.slice_shares.default.tail",
+    `{"key": "layer_shares.tail", "file_key": "planner.layer_shares.tail",
     "value": ..., "source": ...}`, secrets redacted; `key` is the attribute path,
     `file_key` the setting's name in a sectioned file.
 
