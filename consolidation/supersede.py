@@ -2278,9 +2278,14 @@ class Superseder:
             # before it: the search looks at earlier turns, and a catch-up that calls this
             # has embedded them already, not the ones after); asked first whether any turn
             # waits, an index seek (so is index_pending's read since m022; it walked the
-            # conversation's turns before)
+            # conversation's turns before). Those another catch-up of this process is
+            # embedding too (`read_claimed`): left to it, the statement being corrected had
+            # no vector here, nothing was superseded, and nothing looked again (its own
+            # check looks back only). Embedded twice then, kept and hooked once (the store
+            # step's `embedded = 0` recheck), and no wait for the other: hooks never wait
             if small and self.cold.pending_embeddings(conv):
-                self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo))
+                self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo),
+                                        read_claimed=True)
             with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # where the catch-up remembered them
                 vecs = self.embedder.embed([texts[p] for p in todo])
         except Exception:

@@ -79,7 +79,17 @@ class Claims:
     call ends without it (`release`), under `lock` too: a reader then either finds the
     claim or reads the turn's `embedded = 1` (its read comes after the commit), never
     neither. Only this process's catch-ups are told; another process's are kept from
-    storing a vector twice by the store step's `embedded = 0` recheck, as before."""
+    storing a vector twice by the store step's `embedded = 0` recheck, as before.
+
+    One reader does not leave them: supersession's catch-up of the turns before a live
+    correction (`index_pending(read_claimed=True)`, consolidation.supersede) needs their
+    vectors before its meaning search, in the hook of the catch-up that stored the
+    correction. Left to their claimant, the search found no vector for the statement
+    being corrected, nothing was superseded, and nothing repaired it later (a turn's own
+    check looks back only). It reads and embeds them again (at most INLINE_INDEX_ROWS
+    turns), takes the claims of the free ones only, and whichever commits first keeps
+    its vector and runs their hook (the `embedded = 0` recheck): once, as between two
+    processes. It waits for no claimant: hooks never wait (tiers.catchup.Deciding)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -100,10 +110,13 @@ class Claims:
         return sorted(self._ids)
 
     def release(self, ids: set[int] | list[int], mine: set[int]) -> None:
-        """The caller's claims on `ids` end (their vectors are committed, or it gave up)."""
+        """The caller's claims on `ids` end (their vectors are committed, or it gave up).
+        Only those in its `mine`: a catch-up that read turns another one holds
+        (`index_pending(read_claimed=True)`) leaves that one's claims as they are."""
         with self.lock:
-            self._ids.difference_update(ids)
-            mine.difference_update(ids)
+            own = mine.intersection(ids)
+            self._ids.difference_update(own)
+            mine.difference_update(own)
 
 
 class _Failed:

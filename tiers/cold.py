@@ -704,6 +704,7 @@ class ColdStore(SharedQueries):
         pool_batches: int = INDEX_POOL_BATCHES,
         stop: Callable[[], bool] | None = None,
         namespace: str | None = None,
+        read_claimed: bool = False,
     ) -> int:
         """Embed turns that have no vector yet; returns how many were stored.
 
@@ -717,6 +718,8 @@ class ColdStore(SharedQueries):
         this thread stores the current one (`pipeline_depth`, tiers/catchup.py); an error
         is raised here, and a pool not stored stays pending. `stop()`, asked before each
         read, ends the catch-up there: what was embedded is stored, nothing more is read.
+        `read_claimed`: turns another catch-up of this store holds are read and embedded
+        too, not left to it (tiers.catchup.Claims).
         """
         if self.embedder is None or self.read_only:  # read-only: pending turns stay bm25-only
             return 0
@@ -772,6 +775,8 @@ class ColdStore(SharedQueries):
                             cut[0] = True
                         after = int(rows[-1][7])
                         free = claims.take([int(r[2]) for r in rows], mine)
+                        if read_claimed:  # the claimed ones too, their claims left to their holder
+                            free = {int(r[2]) for r in rows}
                         # held before the lock ends: a reader that finds them claimed finds them held
                         deciding.hold([(r[0], int(r[1])) for r in rows if int(r[2]) in free], undecided)
                     if len(free) < len(rows):  # another catch-up of this process embeds those

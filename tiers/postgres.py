@@ -1925,7 +1925,7 @@ class PostgresStore(SharedQueries):
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
                       progress: Callable[[int], None] | None = None, end: int | None = None,
                       pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None,
-                      namespace: str | None = None) -> int:
+                      namespace: str | None = None, read_claimed: bool = False) -> int:
         if self.embedder is None:
             return 0
         model = checked_identity(self.embedder, self._recorded_vec_model)
@@ -1939,7 +1939,7 @@ class PostgresStore(SharedQueries):
         undecided: Counter[tuple[str, int]] = Counter()
         try:
             return self._index_pools(conversation_id, batch, max_rows, progress, end, pool_batches, stop, namespace,
-                                     mine, undecided)
+                                     mine, undecided, read_claimed)
         finally:  # read, not stored (an error, a stop): pending again, for whichever catch-up comes
             claims.release(list(mine), mine)
             self._deciding.release_all(undecided)
@@ -1951,9 +1951,11 @@ class PostgresStore(SharedQueries):
     def _index_pools(self, conversation_id: str | None, batch: int, max_rows: int | None,
                      progress: Callable[[int], None] | None, end: int | None, pool_batches: int,
                      stop: Callable[[], bool] | None, namespace: str | None, mine: set[int],
-                     undecided: Counter[tuple[str, int]]) -> int:
+                     undecided: Counter[tuple[str, int]], read_claimed: bool) -> int:
         """`index_pending`'s loop; the turns it claims are added to `mine`, and held in
-        `undecided` until their hook ran (tiers.catchup.Deciding)."""
+        `undecided` until their hook ran (tiers.catchup.Deciding). `read_claimed`: the
+        turns another catch-up holds are read too (not left out by the query), their
+        claims left to it (tiers.catchup.Claims)."""
         embedder = self.embedder
         assert embedder is not None  # index_pending returned 0 without one
         claims = self._claims
@@ -1971,12 +1973,13 @@ class PostgresStore(SharedQueries):
                 params = (conversation_id, end)
             # each read starts again from the first pending turn: those another catch-up of
             # this process holds are left out by the query itself (read and claimed as one
-            # step, Claims)
+            # step, Claims), unless `read_claimed`: then none is (each pool is stored, or found
+            # stored by its claimant, before the next read: no turn is read twice)
             with claims.lock:
                 rows = self._read(
                     "SELECT t.conversation_id, t.position, t.id, m.body FROM turns t JOIN messages m ON m.id = t.id "
                     f"WHERE {where} AND NOT (t.id = ANY(%s::bigint[])) ORDER BY t.conversation_id, t.position "
-                    "LIMIT %s", (*params, claims.held(), limit))
+                    "LIMIT %s", (*params, [] if read_claimed else claims.held(), limit))
                 if not rows:
                     break
                 rows = rows[:pool_rows([len(r[3]) for r in rows])]  # long texts: the rest in the next pool

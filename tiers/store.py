@@ -281,7 +281,7 @@ class ColdLog(Protocol):
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
                       progress: Callable[[int], None] | None = None, end: int | None = None,
                       pool_batches: int = INDEX_POOL_BATCHES, stop: Callable[[], bool] | None = None,
-                      namespace: str | None = None) -> int:
+                      namespace: str | None = None, read_claimed: bool = False) -> int:
         """Embed turns that have no vector (no lock held while embedding; two processes
         catching up at once never store a vector twice); returns how many were stored.
         `namespace` (without `conversation_id`): only that namespace's turns (a tenant's
@@ -292,7 +292,10 @@ class ColdLog(Protocol):
         asked before each pool is read: true ends the catch-up there (what was embedded is
         stored; the rest stays pending). `progress(n)` follows each stored pool; raising
         `CatchUpStopped` there ends the catch-up too (a pool embedded ahead is left
-        pending)."""
+        pending). A turn another catch-up of this store object is embedding is left to it
+        (tiers.catchup.Claims) unless `read_claimed` (supersession's catch-up of the turns
+        before a correction): then it is embedded here too, and the first to commit keeps
+        its vector and runs its hook."""
         ...
 
     def wait_decided(self, conversation_id: str, positions: Sequence[int], timeout_s: float) -> bool:
