@@ -79,9 +79,13 @@ from tiermem.memory import (
 from tiermem.tiers.errors import ValidationError
 from tiermem.tiers.files import PRIVATE_FILE_MODE
 from tiermem.tiers.models import (
+    HIT_SUPERSEDED,
+    HIT_SUPERSEDED_IN_PART,
     MAX_POSITION,
     ROLES,
+    SearchHit,
     check_idempotency_key,
+    hit_supersession,
     parse_message,
     validate_id,
     validate_namespace,
@@ -1358,6 +1362,7 @@ def search(state: CliState, query: str, conversation: str | None, k: int, as_jso
                     "text": h.text,
                     # the search's, on each hit: the output stays a list of hits
                     "degraded": hits.degraded,
+                    **hit_supersession(h),  # whether it still holds: status, valid_until
                 }
                 for h in hits
             ]
@@ -1369,8 +1374,19 @@ def search(state: CliState, query: str, conversation: str | None, k: int, as_jso
     for col in ("conversation", "#", "score", "text"):
         table.add_column(col)
     for h in hits:
-        table.add_row(h.conversation_id, str(h.position), f"{h.score:.4f}", _preview(h.text))
+        table.add_row(h.conversation_id, str(h.position), f"{h.score:.4f}", _hit_marker(h) + _preview(h.text))
     _console().print(table)
+
+
+def _hit_marker(h: SearchHit) -> str:
+    """A short mark before a hit's text that no longer holds (`SearchHit.status`), so a
+    stale value is never read as current: what superseded it, where the whole turn."""
+    if h.status == HIT_SUPERSEDED:
+        # parentheses: the table's cells are rich markup, where brackets are tags
+        return f"(superseded by #{h.superseded_by}) " if h.superseded_by is not None else "(superseded) "
+    if h.status == HIT_SUPERSEDED_IN_PART:
+        return "(superseded in part) "
+    return ""
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -409,7 +409,11 @@ def _active(body: dict[str, Any]) -> ActiveView:
 
 
 def _hit(h: dict[str, Any]) -> SearchHit:
-    return SearchHit(h["conversation_id"], h["position"], h["score"], dict(h["ranks"]), h["text"])
+    # status and valid_until: absent (None) from a service before it said them
+    until = h.get("valid_until")
+    return SearchHit(h["conversation_id"], h["position"], h["score"], dict(h["ranks"]), h["text"],
+                     h.get("status"), until["superseded_by"] if until is not None else None,
+                     until["time"] if until is not None else None)
 
 
 def _hits(body: dict[str, Any]) -> SearchHits:

@@ -118,6 +118,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
+from tiermem.tiers.statements import turn_states
 from tiermem.tiers.store import INDEX_POOL_BATCHES, ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
 from tiermem.tiers.turncache import PENDING_RECHECK_TURNS, TurnCache
@@ -1338,7 +1339,10 @@ class Memory:
         """Hybrid search (vectors + bm25, RRF) in one conversation, or across the
         namespace when `conversation_id` is None. Where the query's vector cannot be
         computed (the embedding model cannot be loaded), by keywords only, and the
-        answer's `degraded` says so (module docstring)."""
+        answer's `degraded` says so (module docstring). Each hit says whether its message
+        still holds in its conversation (`SearchHit.status`: superseded wholly, with the
+        turn that did and when, or in part; a popped correction supersedes nothing);
+        the order is the ranking's alone (a lookup: a stale value is marked, not moved)."""
         self._text(query, "query")
         check_int(k, "k", 1, MAX_SEARCH_K)
         if conversation_id is not None:
@@ -1392,20 +1396,31 @@ class Memory:
                 else:
                     hits = self.cold.search(query, want, namespace=ns, rrf_k=self.config.rrf_k,
                                             query_vec=query_vec, dense=degraded is None)
-            hidden = {(c, p) for c, rows in self.cold.control_rows([h.conversation_id for h in hits]).items()
-                      for p in hidden_positions(rows)[0]}
+            hidden_in = {c: hidden_positions(rows)[0]
+                         for c, rows in self.cold.control_rows([h.conversation_id for h in hits]).items()}
+            hidden = {(c, p) for c, ps in hidden_in.items() for p in ps}
             shown = [h for h in hits if (h.conversation_id, h.position) not in hidden]
             if len(shown) >= k or len(hits) < want:
                 hits = shown[:k]
                 break
             want = max(2 * want, k + len(hidden))
-        texts = {(m.conversation_id, m.position): m.text for m in
-                 self.cold.get_many([(h.conversation_id, h.position) for h in hits])}
+        keys = [(h.conversation_id, h.position) for h in hits]
+        texts = {(m.conversation_id, m.position): m.text for m in self.cold.get_many(keys)}
         names = self.cold.names_of([h.conversation_id for h in hits])
-        # a hit whose row failed its model (salvaged) or whose conversation went meanwhile is left out
-        out = SearchHits(SearchHit(names[h.conversation_id], h.position, h.score, h.ranks,
-                                   texts[(h.conversation_id, h.position)])
-                         for h in hits if (h.conversation_id, h.position) in texts and h.conversation_id in names)
+        # each hit marked as its conversation holds it now (superseded wholly or in part,
+        # past a popped correction), read for all the hits at once; the order is the
+        # search's: a lookup ranks by relevance, marking a stale value rather than hiding it
+        states = turn_states(self.cold, keys, hidden_in)
+        out = SearchHits()
+        for h in hits:
+            at = (h.conversation_id, h.position)
+            if at not in texts or h.conversation_id not in names:
+                continue  # its row failed its model (salvaged), or its conversation went meanwhile
+            st = states.get(at)  # None: its turn row went meanwhile (not known)
+            out.append(SearchHit(names[h.conversation_id], h.position, h.score, h.ranks, texts[at],
+                                 st.status if st is not None else None,
+                                 st.superseded_by if st is not None else None,
+                                 st.until if st is not None else None))
         out.degraded = degraded
         out.vectors_pending = pending
         return out

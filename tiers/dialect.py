@@ -91,6 +91,8 @@ from tiermem.tiers.models import (
     loads_stored,
 )
 from tiermem.tiers.search import fuse
+from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
+from tiermem.tiers.statements import StatementRow
 from tiermem.tiers.store import VIEWS_BEHIND_SQL, ViewFailureRow
 
 if TYPE_CHECKING:
@@ -720,6 +722,23 @@ class SharedQueries:
         order = {c: n for n, c in enumerate(dict.fromkeys(c for c, _p in want))}
         out = self._turn_rows(rows)
         out.sort(key=lambda r: (order[r.conversation_id], r.position))
+        return out
+
+    def superseded_statements_many(self, keys: Sequence[tuple[str, int]]) -> list[tuple[str, StatementRow]]:
+        # as `turns_at_many`: the pairs as a VALUES list joined to the statement rows'
+        # (conversation, position, start) key, one statement per TURN_KEYS_PER_READ pairs
+        want = list(dict.fromkeys((str(c), int(p)) for c, p in keys))
+        rows: list[Any] = []
+        for i in range(0, len(want), self.TURN_KEYS_PER_READ):
+            chunk = want[i:i + self.TURN_KEYS_PER_READ]
+            rows += self._q(
+                "WITH k(conv, pos) AS (VALUES " + ", ".join(["(?, ?)"] * len(chunk)) + ") "
+                f'SELECT s.conversation_id, s.position, s.start, s."end", s.superseded_by FROM k CROSS JOIN '
+                f"{STATEMENT_TABLE} s WHERE s.conversation_id = k.conv AND s.position = k.pos",
+                [v for pair in chunk for v in pair])
+        order = {c: n for n, c in enumerate(dict.fromkeys(c for c, _p in want))}
+        out = [(str(r[0]), StatementRow(int(r[1]), int(r[2]), int(r[3]), int(r[4]))) for r in rows]
+        out.sort(key=lambda cs: (order[cs[0]], cs[1].position, cs[1].start))
         return out
 
     def turns_and_pin_version(self, conversation_id: str, *, start: int = 0,

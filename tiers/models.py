@@ -679,6 +679,14 @@ class TurnRow:
     pinned_priority: int | None = None  # explicit pin, if any
 
 
+# A search hit's supersession (`SearchHit.status`), as `facts()` says it of a statement,
+# and of a turn some of whose statements a later turn superseded, the others holding
+HIT_CURRENT = "current"
+HIT_SUPERSEDED = "superseded"
+HIT_SUPERSEDED_IN_PART = "superseded_in_part"
+HIT_STATUSES = (HIT_CURRENT, HIT_SUPERSEDED, HIT_SUPERSEDED_IN_PART)
+
+
 @dataclass(frozen=True)
 class SearchHit:
     conversation_id: str
@@ -686,6 +694,24 @@ class SearchHit:
     score: float
     ranks: dict[str, int]  # retriever name -> 1-based rank in that retriever's list
     text: str = ""
+    # What the hit's conversation holds of it now (tiers/statements.py; a popped
+    # correction supersedes nothing): HIT_CURRENT, HIT_SUPERSEDED (the whole turn no longer
+    # holds: `superseded_by` is the position of the turn that superseded it, in the same
+    # conversation, and `until` that turn's time, as `facts()`'s Validity) or
+    # HIT_SUPERSEDED_IN_PART (some of its statements: `facts()` names them; the turn
+    # itself has no `superseded_by`). None: not known (a hit from a service older than
+    # these fields). A search ranks by relevance alone: a superseded hit is marked, not moved.
+    status: str | None = None
+    superseded_by: int | None = None
+    until: float | None = None
+
+
+def hit_supersession(h: SearchHit) -> dict[str, Any]:
+    """A hit's `status` and `valid_until` as JSON, the shape of a fact's (`facts()`'s
+    Validity.to_json, the HTTP answer's): valid_until null unless wholly superseded."""
+    until = (None if h.superseded_by is None or h.until is None else
+             {"position": h.superseded_by, "time": h.until, "superseded_by": h.superseded_by})
+    return {"status": h.status, "valid_until": until}
 
 
 class SearchHits(list[SearchHit]):

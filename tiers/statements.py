@@ -29,18 +29,18 @@ time until the message at ``superseded_by``. Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tiermem.tiers.formats import hidden_positions
-from tiermem.tiers.models import TurnRow
+from tiermem.tiers.models import HIT_CURRENT, HIT_SUPERSEDED, HIT_SUPERSEDED_IN_PART, TurnRow
 
 if TYPE_CHECKING:
     from tiermem.tiers.store import ColdLog
 
-__all__ = ["NOTHING_HIDDEN", "Hidden", "StatementRow", "postgres_migration", "read_hidden", "remaining_spans",
-           "remaining_text", "sqlite_migration"]
+__all__ = ["NOTHING_HIDDEN", "Hidden", "StatementRow", "TurnState", "postgres_migration", "read_hidden",
+           "remaining_spans", "remaining_text", "sqlite_migration", "turn_states"]
 
 TABLE = "statement_supersessions"
 
@@ -175,3 +175,66 @@ def read_hidden(cold: ColdLog, conversation_id: str, hidden: set[int] | frozense
         return NOTHING_HIDDEN
     after = {r.position: r.superseded_by for r in cold.turns_at(conversation_id, sorted(hidden))}
     return Hidden(frozenset(hidden), after)
+
+
+@dataclass(frozen=True)
+class TurnState:
+    """What a conversation holds of one of its turns now (`turn_states`): a
+    `tiers.models.SearchHit` status, and for a wholly superseded turn the turn that
+    superseded it (past popped ones) and that turn's time (None: its row is not readable)."""
+
+    status: str
+    superseded_by: int | None = None
+    until: float | None = None
+
+
+CURRENT = TurnState(HIT_CURRENT)
+
+
+def turn_states(cold: ColdLog, keys: Sequence[tuple[str, int]],
+                hidden: Mapping[str, Collection[int]]) -> dict[tuple[str, int], TurnState]:
+    """The supersession state of the turns at (key, position) pairs across conversations,
+    read past what each conversation's control rows hide now (`hidden`: key -> positions,
+    as a caller read them already): a turn only a popped correction superseded is current
+    again, wholly or in part, as `facts()` and the planner read it.
+
+    Reads for all the keys at once, never one per key or per conversation: the turn rows
+    (with the hidden turns', whose own `superseded_by` a chain past a popped step follows)
+    in one `turns_at_many`, the statement rows of the turns not wholly superseded in one
+    `superseded_statements_many`, and the superseding turns' times in a third, only when
+    some turn is wholly superseded. A key with no turn row (gone meanwhile) is left out."""
+    want = list(dict.fromkeys(keys))
+    if not want:
+        return {}
+    hid_keys = [(c, p) for c, ps in hidden.items() for p in sorted(ps)]
+    rows = {(r.conversation_id, r.position): r for r in cold.turns_at_many([*want, *hid_keys])}
+    hid = {c: Hidden(frozenset(ps), {p: r.superseded_by for p in ps if (r := rows.get((c, p))) is not None})
+           for c, ps in hidden.items() if ps}
+    whole: dict[tuple[str, int], int] = {}  # wholly superseded -> by
+    rest: list[tuple[str, int]] = []
+    for key in want:
+        r = rows.get(key)
+        if r is None:
+            continue
+        by = hid[key[0]].by(r.superseded_by) if key[0] in hid else r.superseded_by
+        if by is not None:
+            whole[key] = by
+        else:
+            rest.append(key)
+    parts: dict[tuple[str, int], list[StatementRow]] = {}
+    for c, srow in cold.superseded_statements_many(rest) if rest else []:
+        parts.setdefault((c, srow.position), []).append(srow)
+    ends = ({(r.conversation_id, r.position): r.created_at
+             for r in cold.turns_at_many(sorted({(c, by) for (c, _p), by in whole.items()}))}
+            if whole else {})
+    out: dict[tuple[str, int], TurnState] = {}
+    for key in want:
+        if key in whole:
+            by = whole[key]
+            out[key] = TurnState(HIT_SUPERSEDED, by, ends.get((key[0], by)))
+        elif key in rows:
+            got = parts.get(key, [])
+            if got and key[0] in hid:
+                got = hid[key[0]].statements(got)
+            out[key] = TurnState(HIT_SUPERSEDED_IN_PART) if got else CURRENT
+    return out

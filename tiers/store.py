@@ -466,6 +466,12 @@ class ColdLog(Protocol):
         when given), by position and start."""
         ...
 
+    def superseded_statements_many(self, keys: Sequence[tuple[str, int]]) -> list[tuple[str, StatementRow]]:
+        """The statement-level supersessions of the turns at (key, position) pairs across
+        conversations, in one statement (per `TURN_KEYS_PER_READ` pairs), as (key, row):
+        grouped by conversation in first-seen order, each by position and start."""
+        ...
+
     def set_pin(self, conversation_id: str, position: int, priority: int | None) -> int | None:
         """Record (priority) or clear (None) an explicit pin; `PositionOutOfRange` past the
         log, `ConversationNotFound` for a gone key. Returns the `pin_version` this write

@@ -40,7 +40,13 @@ from tiermem.adapters._common import DEFAULT_BUDGET_TOKENS, LocalMemory
 from tiermem.adapters.anthropic import to_anthropic
 from tiermem.config import MAX_ID_CHARS_LIMIT
 from tiermem.tiers.errors import TiermemError, ValidationError
-from tiermem.tiers.models import MAX_IDEMPOTENCY_KEY_CHARS, MAX_POSITION, validate_id
+from tiermem.tiers.models import (
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_POSITION,
+    SearchHit,
+    hit_supersession,
+    validate_id,
+)
 from tiermem.tiers.zones import TIMEZONE_DOC
 
 if TYPE_CHECKING:
@@ -113,6 +119,13 @@ class MemoryToolError(ToolError):
 
 
 MemoryResolver = Callable[[Context], LocalMemory]
+
+
+def _search_hit(h: SearchHit) -> dict[str, Any]:
+    """A search hit as the tool answers it: whether it still holds beside what it says
+    (`status`, and `valid_until` when a later message superseded it, as `facts`'s)."""
+    return {"conversation_id": h.conversation_id, "position": h.position, "score": h.score, "text": h.text,
+            **hit_supersession(h)}
 
 
 def _store(mem: LocalMemory) -> tuple[Memory, str]:
@@ -250,14 +263,16 @@ def build_server(memory: LocalMemory | None = None, *, resolve: MemoryResolver |
                  "conversation_id) across this namespace's conversations. `degraded`, when present, says "
                  "the hits are ranked by keywords only (the embedding model cannot be used); "
                  "`vectors_pending`, when present, how many turns are not embedded yet (found by "
-                 "keywords only until the background indexer embeds them).")
+                 "keywords only until the background indexer embeds them). Each hit's `status` says "
+                 "whether its message still holds: `current`, `superseded` (a later message replaced or "
+                 "retracted it: `valid_until` names which and when; never use it as a current value) or "
+                 "`superseded_in_part` (some of its statements: `facts` names them).")
     def search(ctx: Context, query: Annotated[str, Field(min_length=1, description="what to look for")],
                conversation_id: Annotated[str | None, Field(description="limit to this conversation")] = None,
                k: Annotated[StrictInt, Field(ge=1, le=SEARCH_K_MAX, description="how many hits")] = 10,
                ) -> dict[str, Any]:
         hits = guard("search", mem_of(ctx).search, conversation_id, query, k)
-        out: dict[str, Any] = {"hits": [{"conversation_id": h.conversation_id, "position": h.position,
-                                         "score": h.score, "text": h.text} for h in hits]}
+        out: dict[str, Any] = {"hits": [_search_hit(h) for h in hits]}
         if hits.degraded is not None:  # keywords only: the embedding model cannot be used
             out["degraded"] = hits.degraded
         if hits.vectors_pending:  # turns ranked by keywords only until the indexer embeds them

@@ -364,6 +364,15 @@ class SearchHitOut(BaseModel):
     score: float
     ranks: dict[str, int]
     text: str
+    # optional, for clients of the service before they were answered: null there
+    status: Literal["current", "superseded", "superseded_in_part"] | None = Field(None, description=(
+        "what the hit's conversation holds of this message now, as `facts` says it: `current`, "
+        "`superseded` (a later message replaced or retracted all of it: `valid_until`) or "
+        "`superseded_in_part` (some of its statements: `facts` names them). The hits are ranked "
+        "by relevance alone: a superseded message is marked, not moved"))
+    valid_until: ValidUntil | None = Field(None, description=(
+        "when `status` is `superseded`: the message (`position`, `superseded_by`) and time that "
+        "superseded it, as a fact's `valid_until`; null otherwise"))
 
 
 class SearchOut(BaseModel):

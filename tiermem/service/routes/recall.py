@@ -35,6 +35,7 @@ from tiermem.service.schemas import (
     SearchHitOut,
     SearchIn,
     SearchOut,
+    ValidUntil,
     finite,
 )
 
@@ -130,6 +131,9 @@ def _search(runtime: Runtime, ns: str, q: str, conversation_id: str | None, k: i
                 score=h.score if math.isfinite(h.score) else 0.0,
                 ranks=dict(h.ranks),
                 text=h.text,
+                status=h.status,
+                valid_until=(ValidUntil(position=h.superseded_by, time=h.until, superseded_by=h.superseded_by)
+                             if h.superseded_by is not None and h.until is not None else None),
             )
             for h in hits
         ],
