@@ -189,6 +189,7 @@ class ConvView:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     index: dict[int, int] = field(default_factory=dict)  # position -> list index
+    times: list[float] = field(default_factory=list)  # each message's created_at (the cost replay's TTL)
 
     @classmethod
     def load(cls, memory: Memory, conv: str) -> ConvView:
@@ -208,6 +209,7 @@ class ConvView:
         body = m.to_openai()
         self.bodies.append(body)
         self.tokens.append(message_tokens(memory.tokens, body))
+        self.times.append(m.created_at)
 
     def __len__(self) -> int:
         return len(self.positions)

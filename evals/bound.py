@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiermem.evals.baselines import ConvView, MethodOutput
-from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer
+from tiermem.evals.cost import PROVIDERS, TTL_EXPIRE, MethodSeries, Renderer, by_ttl
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.models import message_text
 from tiermem.tiers.tokens import REPLY_PRIMING_TOKENS, TokenCounter, message_tokens
@@ -49,12 +49,14 @@ STABLE_HEADERS = (HEADERS["pinned"], HEADERS["summary"])  # the stable layers' b
 @dataclass(frozen=True)
 class BoundTurn:
     """One replayed user turn as the bound sees it: the replay's 1-based message index,
-    how many messages of the log exist then (the user message is the last), and the
-    stable-layer messages to lead with."""
+    how many messages of the log exist then (the user message is the last), the
+    stable-layer messages to lead with, and the build's time (seconds: its latest
+    message's created_at, for the caches' TTL; None: no gap from the previous build)."""
 
     turn: int
     log_len: int
     layers: tuple[dict[str, Any], ...] = ()
+    at: float | None = None
 
     def layer_tokens(self, counter: TokenCounter) -> int:
         """The stable-layer messages' tokens, counted as the budget counts them."""
@@ -78,9 +80,10 @@ def stable_layers(messages: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], .
 
 
 def replay_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, fill: float, renderer: Renderer,
-                 counter: TokenCounter) -> MethodSeries:
-    """The bound's requests at one epoch-start fill, billed under every provider."""
-    series = MethodSeries()
+                 counter: TokenCounter, ttl: str = TTL_EXPIRE) -> MethodSeries:
+    """The bound's requests at one epoch-start fill, billed under every provider (and
+    both TTL assumptions, `ttl`'s on top)."""
+    series = MethodSeries(ttl=ttl)
     start = 0  # the view index where the current epoch's tail begins
     for t in turns:
         layers = list(t.layers)
@@ -105,22 +108,38 @@ def replay_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, fill: 
         msgs = layers + [dict(b) for b in view.bodies[start:end]]
         out = MethodOutput(msgs, {view.positions[i] for i in range(start, end)}, base + tail_tokens)
         marks = ([len(layers) - 1] if layers else []) + [len(msgs) - 1]
-        series.add(t.turn, out, 0.0, renderer=renderer, budget=budget, breakpoints=marks)
+        series.add(t.turn, out, 0.0, renderer=renderer, budget=budget, breakpoints=marks, at=t.at)
     series.ms.clear()  # a simulation, not a method with a latency of its own
     return series
 
 
+def cheapest_by_ttl(summaries: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per TTL assumption and provider, the least bill over a family's policies (each
+    assumption's own minimum: the policy cheapest under one need not be under the other)."""
+    out: dict[str, dict[str, Any]] = {}
+    for summ in summaries:
+        for t, got in summ["by_ttl"].items():
+            mine = out.setdefault(t, {})
+            for p in PROVIDERS:
+                k = f"total_billed_{p}"
+                mine[k] = min(mine.get(k, got[k]), got[k])
+    return by_ttl(out)
+
+
 def best_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer: Renderer,
-               counter: TokenCounter, grid: Sequence[float] = FILL_GRID) -> dict[str, Any]:
+               counter: TokenCounter, grid: Sequence[float] = FILL_GRID, ttl: str = TTL_EXPIRE) -> dict[str, Any]:
     """The bound at the cheapest fill for each provider, and the bill at every fill.
 
     The summary row is the OpenAI-cheapest series (its tokens, stable share, epochs),
-    with each provider's total taken at that provider's own cheapest fill."""
+    with each provider's total taken at that provider's own cheapest fill (under `ttl`;
+    `by_ttl`: the cheapest fill's bill under each assumption)."""
     curve: list[dict[str, float]] = []
     best: dict[str, tuple[float, float, MethodSeries]] = {}
+    every: list[dict[str, Any]] = []
     for f in grid:
-        s = replay_bound(view, turns, budget, f, renderer, counter)
+        s = replay_bound(view, turns, budget, f, renderer, counter, ttl)
         summ = s.summary()
+        every.append(summ)
         row = {"fill": f, **{p: summ[f"total_billed_{p}"] for p in PROVIDERS},
                "cache_stable_share": summ["cache_stable_share"] or 0.0, "new_epochs": s.new_epochs}
         curve.append(row)
@@ -133,6 +152,7 @@ def best_bound(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer
         out[f"total_billed_{p}"] = best[p][0]
         out[f"best_fill_{p}"] = best[p][1]
     out["total_billed"] = out["total_billed_openai"]
+    out["by_ttl"] = cheapest_by_ttl(every)
     out["layers_tokens_mean"] = round(sum(t.layer_tokens(counter) for t in turns) / len(turns), 1) if turns else 0.0
     out["fill_curve"] = curve
     out["series"] = series
@@ -159,13 +179,13 @@ MIDDLE_START_FILL = 0.52  # the first epoch starts as the plain family's does at
 
 def replay_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, keep: float, after: float,
                   renderer: Renderer, counter: TokenCounter, cap: float = 1.0,
-                  fill: float = MIDDLE_START_FILL) -> MethodSeries:
+                  fill: float = MIDDLE_START_FILL, ttl: str = TTL_EXPIRE) -> MethodSeries:
     """The middle-eviction family's requests at one kept head, rebuilt part and restart
     point, billed under every provider. The first epoch starts as `replay_bound`'s does
     at `fill`; each restart keeps the previous context's leading turns while the layers
     and they hold at most `keep` x budget tokens, then the newest turns up to `after` x
     budget. A context never passes `cap` x budget unless its head and latest alone do."""
-    series = MethodSeries()
+    series = MethodSeries(ttl=ttl)
     head: list[int] = []  # view indexes kept across restarts, after the layers
     start = 0  # where the current epoch's rebuilt part begins
     shown: list[int] = []  # the previous context's turns, in context order
@@ -207,23 +227,26 @@ def replay_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, keep:
         out = MethodOutput(msgs, {view.positions[i] for i in body}, used)
         marks = ([len(layers) - 1] if layers else []) + ([len(layers) + len(head) - 1] if head else []) \
             + [len(msgs) - 1]
-        series.add(t.turn, out, 0.0, renderer=renderer, budget=budget, breakpoints=marks)
+        series.add(t.turn, out, 0.0, renderer=renderer, budget=budget, breakpoints=marks, at=t.at)
     series.ms.clear()
     return series
 
 
 def best_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, renderer: Renderer,
                 counter: TokenCounter, keeps: Sequence[float] = KEEP_GRID, afters: Sequence[float] = AFTER_GRID,
-                caps: Sequence[float] = CAP_GRID) -> dict[str, Any]:
-    """The middle-eviction family at its cheapest (keep, after, cap) per provider."""
+                caps: Sequence[float] = CAP_GRID, ttl: str = TTL_EXPIRE) -> dict[str, Any]:
+    """The middle-eviction family at its cheapest (keep, after, cap) per provider (under
+    `ttl`; `by_ttl`: the cheapest under each assumption)."""
     best: dict[str, tuple[float, tuple[float, float, float], MethodSeries]] = {}
+    every: list[dict[str, Any]] = []
     for k in keeps:
         for a in afters:
             for c in caps:
                 if k + a >= c:
                     continue
-                s = replay_middle(view, turns, budget, k, a, renderer, counter, cap=c)
+                s = replay_middle(view, turns, budget, k, a, renderer, counter, cap=c, ttl=ttl)
                 summ = s.summary()
+                every.append(summ)
                 for p in PROVIDERS:
                     v = summ[f"total_billed_{p}"]
                     if p not in best or v < best[p][0]:
@@ -234,5 +257,6 @@ def best_middle(view: ConvView, turns: Sequence[BoundTurn], budget: int, rendere
         out[f"total_billed_{p}"] = best[p][0]
         out[f"best_keep_{p}"], out[f"best_after_{p}"], out[f"best_cap_{p}"] = best[p][1]
     out["total_billed"] = out["total_billed_openai"]
+    out["by_ttl"] = cheapest_by_ttl(every)
     out["series"] = series
     return out

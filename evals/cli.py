@@ -30,7 +30,14 @@ from tiermem.cli import OutputPath
 from tiermem.config import Config
 from tiermem.evals.baselines import METHODS, OpenedMemory, close_memory, make_progress, open_memory
 from tiermem.evals.conversations import checked_samples
-from tiermem.evals.cost import COST_METHODS, DEFAULT_COST_BUDGET, MAX_COST_INSTANCES, pick_sample
+from tiermem.evals.cost import (
+    COST_METHODS,
+    DEFAULT_COST_BUDGET,
+    MAX_COST_INSTANCES,
+    TTL_EXPIRE,
+    TTL_LABELS,
+    pick_sample,
+)
 from tiermem.evals.locomo import DEFAULT_BUDGETS, LocomoError
 from tiermem.evals.pressure import DEFAULT_CONVERSATIONS, DEFAULT_PRESSURE_BUDGETS, DEFAULT_TURNS
 from tiermem.evals.report import report_command
@@ -223,6 +230,13 @@ def locomo_command(
     _emit(run.result, as_json, table)
 
 
+_ttl_option = click.option(
+    "--ttl", type=click.Choice(list(TTL_LABELS)), default=TTL_EXPIRE, show_default=True,
+    help="Which cache-lifetime assumption the top-level bills, goals and plot use: "
+         + "; ".join(f"{k}: {v}" for k, v in TTL_LABELS.items())
+         + " (both are reported: by_ttl in the JSON, the other beside them in the text).")
+
+
 @eval_group.command("cost")
 @_data_option
 @click.option("--sample", default="0", show_default=True, help="Sample index or sample_id.")
@@ -240,6 +254,7 @@ def locomo_command(
 @click.option("--instances", type=click.IntRange(1, MAX_COST_INSTANCES), default=1, show_default=True,
               help="Memory objects on the same data dir and Redis that serve the contexts in turn "
                    "(the processes of one deployment behind a load balancer).")
+@_ttl_option
 @_common
 def cost_command(
     data: Path | None,
@@ -250,6 +265,7 @@ def cost_command(
     plot: Path | None,
     trace: Path | None,
     instances: int,
+    ttl: str,
     as_json: bool,
     data_dir: Path | None,
     no_hot: bool,
@@ -281,6 +297,7 @@ def cost_command(
                 progress=progress,
                 trace=traced if trace is not None else None,
                 others=others,
+                ttl=ttl,
             )
     except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
         raise click.ClickException(str(exc)) from None
@@ -308,6 +325,7 @@ def cost_command(
 @click.option("--method", "methods", type=click.Choice(SESSION_METHODS), multiple=True)
 @click.option("--plot", type=OutputPath(), default=None,
               help="Write recall against billed cost as a PNG here (e.g. docs/session.png).")
+@_ttl_option
 @_common
 def session_command(
     data: Path | None,
@@ -316,6 +334,7 @@ def session_command(
     limit_questions: int | None,
     methods: tuple[str, ...],
     plot: Path | None,
+    ttl: str,
     as_json: bool,
     data_dir: Path | None,
     no_hot: bool,
@@ -330,7 +349,7 @@ def session_command(
         with make_progress(not quiet) as progress:
             run = run_session(opened.memory, data, budgets=budgets or DEFAULT_SESSION_BUDGETS,
                               methods=methods or SESSION_METHODS, limit_samples=limit_samples,
-                              limit_questions=limit_questions, progress=progress)
+                              limit_questions=limit_questions, progress=progress, ttl=ttl)
     except (LocomoError, DataFileError) as exc:  # a data file it cannot use: one line, exit 1
         raise click.ClickException(str(exc)) from None
     finally:

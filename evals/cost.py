@@ -38,7 +38,17 @@ provider appends), and two provider models bill it (`CacheRules`, `PROVIDERS`):
   the plan says the stable layers end (`Context.breakpoints`); full context and tail
   truncation put one on their last message, as the provider's guide does for chat.
 
-Turns of a replay are assumed to fall inside the caches' TTL (minutes apart).
+Caches expire (`CacheRules.ttl_s`): a cached prefix (OpenAI: a recent request's prefix;
+Anthropic: each written breakpoint) is gone when no request read or wrote it within
+`ttl_s` of a build's time, the `created_at` of the latest message of the replayed log
+(reads refresh it). Anthropic's default is its 5-minute TTL (300 s); OpenAI's is 3,600 s,
+the upper end of its minutes-to-an-hour retention and the most favourable to cached full
+context. A LoCoMo conversation's sessions are days apart (at least 28 h), its turns within
+a session 1 s apart (`evals.locomo.turn_message`): every session's first build finds
+the caches empty, the others find them warm. Every bill is also reported under the old
+assumption, every build inside the TTL (`ttl_s` None: never expires), in `by_ttl`
+(`TTL_EXPIRE`, `TTL_INSIDE`); `--ttl` picks which of the two the top-level figures,
+the goals and the plot use (default: expiry).
 
 ``--instances N`` replays a deployment of N processes on one store (servers behind a
 load balancer, a web app's workers): the tiermem contexts come from N `Memory` objects
@@ -99,6 +109,13 @@ GOAL_TOTAL_RATIO = 0.10  # tiermem's tokens against full context's, uncached (is
 GOAL_CACHE_STABLE = 0.80
 GOAL_BILLED_VS_CACHED_FULL = {"openai": 0.25, "anthropic": 0.30}
 RECENT_REQUESTS = 16  # earlier requests an OpenAI-style cache is matched against
+# The two cache-lifetime assumptions every bill is reported under
+TTL_EXPIRE = "expire"
+TTL_INSIDE = "inside"
+TTL_LABELS: dict[str, str] = {TTL_EXPIRE: "caches expire by the log's timestamps",
+                              TTL_INSIDE: "every build inside the TTL"}
+ANTHROPIC_TTL_S = 300.0  # the 5-minute cache (a 1-hour one costs 2x to write: pass ttl_s and write_ratio)
+OPENAI_TTL_S = 3600.0  # 5-10 minutes idle, up to an hour off-peak: the upper end, kindest to full context
 # Chat-format markers: ids outside every vocabulary, so they only match each other.
 START, SEP, END, NAME = -1, -2, -3, -4
 
@@ -115,16 +132,18 @@ class CacheRules(BaseModel):
     granularity: int = Field(1, ge=1, description="cached tokens count in steps of this many past min_prefix")
     max_breakpoints: int = Field(4, ge=1, description="cache_control markers per request (Anthropic)")
     lookback_blocks: int = Field(20, ge=1, description="messages before a breakpoint a hit is looked for")
-    ttl_s: float = Field(300.0, gt=0, description="cache lifetime; replayed turns are assumed inside it")
+    ttl_s: float | None = Field(ANTHROPIC_TTL_S, gt=0, description=(
+        "seconds a cached prefix lives after the last request that read or wrote it; None: never expires"))
 
 
 PROVIDERS: dict[str, CacheRules] = {
     # GPT-5-class pricing: cached input at a tenth; caching from 1,024 tokens in 128-token steps
-    "openai": CacheRules(provider="openai", input_per_mtok=1.25, read_ratio=0.1, min_prefix=1024, granularity=128),
+    "openai": CacheRules(provider="openai", input_per_mtok=1.25, read_ratio=0.1, min_prefix=1024, granularity=128,
+                         ttl_s=OPENAI_TTL_S),
     # Claude Sonnet-class: reads at 0.1x, 5-minute writes at 1.25x, 1,024-token minimum
     # (Haiku: 2,048; some newer models 4,096: pass min_prefix)
     "anthropic": CacheRules(provider="anthropic", input_per_mtok=3.0, read_ratio=0.1, write_ratio=1.25,
-                            min_prefix=1024, granularity=1, max_breakpoints=4),
+                            min_prefix=1024, granularity=1, max_breakpoints=4, ttl_s=ANTHROPIC_TTL_S),
 }
 USD_PER_MTOK = 1e-6  # prices are per million tokens
 
@@ -134,6 +153,17 @@ def priced(pricing: Pricing, base: CacheRules = PROVIDERS["openai"]) -> CacheRul
     minimum prefix or step) at a config's prices: its input price and cached-input ratio."""
     return base.model_copy(update={"input_per_mtok": pricing.input_per_mtok,
                                    "read_ratio": pricing.cached_input_ratio})
+
+
+def inside_ttl(rules: CacheRules) -> CacheRules:
+    """`rules` under the old assumption: every build inside the TTL (nothing expires)."""
+    return rules.model_copy(update={"ttl_s": None})
+
+
+def alive(rules: CacheRules, touched: float | None, at: float | None) -> bool:
+    """Whether a prefix last read or written at `touched` is still cached at `at` (no
+    time on either side, or no TTL: it is)."""
+    return rules.ttl_s is None or touched is None or at is None or at - touched <= rules.ttl_s
 
 
 def canonical(message: dict[str, Any]) -> str:
@@ -211,46 +241,82 @@ class Bill:
 
 
 class OpenAICache:
-    """Automatic prefix caching: the longest token prefix shared with a recent request."""
+    """Automatic prefix caching: the longest token prefix shared with a recent request
+    that is still cached (sent within `ttl_s` of `at`). A request caches its whole
+    prefix at its own time, so what it read is refreshed with it."""
 
     def __init__(self, rules: CacheRules) -> None:
         self.rules = rules
-        self._recent: list[np.ndarray] = []
+        self._recent: list[tuple[np.ndarray, float | None]] = []  # a request's ids, when it was sent
 
-    def request(self, ids: np.ndarray) -> Bill:
-        lcp = max((common_prefix_ids(ids, prev) for prev in self._recent), default=0)
-        lcp = min(lcp, ids.shape[0] - 1)  # the last token is always computed
+    def request(self, ids: np.ndarray, at: float | None = None) -> Bill:
+        """`at`: the build's time, seconds (None: no expiry checked)."""
         r = self.rules
+        self._recent = [(prev, t) for prev, t in self._recent if alive(r, t, at)]
+        lcp = max((common_prefix_ids(ids, prev) for prev, _t in self._recent), default=0)
+        lcp = min(lcp, ids.shape[0] - 1)  # the last token is always computed
         cached = 0 if lcp < r.min_prefix else r.min_prefix + ((lcp - r.min_prefix) // r.granularity) * r.granularity
-        self._recent.append(ids)
+        self._recent.append((ids, at))
         del self._recent[:-RECENT_REQUESTS]
         return Bill(int(ids.shape[0]), read=cached)
 
 
 class AnthropicCache:
-    """Explicit breakpoints: reads what earlier breakpoints wrote, writes up to its last."""
+    """Explicit breakpoints: reads what earlier breakpoints wrote, writes up to its last.
+    Each written breakpoint expires `ttl_s` after the last request that wrote or read
+    it (`at`); a read refreshes it."""
 
     def __init__(self, rules: CacheRules) -> None:
         self.rules = rules
-        self._written: list[tuple[np.ndarray, list[int]]] = []  # a request's ids, the lengths it wrote
+        # a request's ids, and per length it wrote, when that prefix was last written or read
+        self._written: list[tuple[np.ndarray, dict[int, float | None]]] = []
 
-    def request(self, ids: np.ndarray, ends: Sequence[int], breakpoints: Sequence[int]) -> Bill:
-        """`ends`: where each message ends; `breakpoints`: message indexes marked."""
+    def request(self, ids: np.ndarray, ends: Sequence[int], breakpoints: Sequence[int],
+                at: float | None = None) -> Bill:
+        """`ends`: where each message ends; `breakpoints`: message indexes marked; `at`:
+        the build's time, seconds (None: no expiry checked)."""
         r = self.rules
         marks = sorted({ends[i] for i in breakpoints if 0 <= i < len(ends)})[-r.max_breakpoints:]
         marks = [m for m in marks if m >= r.min_prefix]
         read = 0
+        shared: list[tuple[dict[int, float | None], int]] = []  # each entry's lengths, its prefix shared
         for prev, lengths in self._written:
             lcp = common_prefix_ids(ids, prev)
-            for length in lengths:
-                if length <= lcp and length > read and any(
+            shared.append((lengths, lcp))
+            for length, touched in lengths.items():
+                if length <= lcp and length > read and alive(r, touched, at) and any(
                         length <= m and sum(1 for e in ends if length < e <= m) <= r.lookback_blocks for m in marks):
                     read = length
+        if read:  # the prefix read is one cache entry, whichever request wrote it: refreshed
+            for lengths, lcp in shared:
+                if read in lengths and read <= lcp:
+                    lengths[read] = at
         written = max(0, marks[-1] - read) if marks else 0
         if marks:
-            self._written.append((ids, marks))
+            self._written.append((ids, dict.fromkeys(marks, at)))
             del self._written[:-RECENT_REQUESTS]
         return Bill(int(ids.shape[0]), read=read, written=written)
+
+
+def by_ttl(figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-assumption figures in one order (expiry first), whichever the run reports on top."""
+    return {t: figures[t] for t in TTL_LABELS if t in figures}
+
+
+def check_ttl(ttl: str) -> str:
+    if ttl not in TTL_LABELS:
+        raise LocomoError(f"ttl must be one of {sorted(TTL_LABELS)}, got {ttl!r}")
+    return ttl
+
+
+def add_ttl_ratios(summaries: dict[str, dict[str, Any]], full: dict[str, Any] | None) -> None:
+    """Each method's bill against full context's under the same TTL assumption."""
+    for summ in summaries.values():
+        for t, got in summ.get("by_ttl", {}).items():
+            ref = full["by_ttl"][t] if full is not None else None
+            for p in PROVIDERS:
+                den = ref[f"total_billed_{p}"] if ref is not None else 0
+                got[f"ratio_billed_vs_full_{p}"] = round(got[f"total_billed_{p}"] / den, 4) if den else None
 
 
 @dataclass
@@ -273,29 +339,48 @@ class MethodSeries:
     # the candidate's `pricing` through `priced`)
     openai_rules: CacheRules = field(default_factory=lambda: PROVIDERS["openai"])
     anthropic_rules: CacheRules = field(default_factory=lambda: PROVIDERS["anthropic"])
+    # which TTL assumption the lists above bill under (`TTL_EXPIRE`: the rules' ttl_s at
+    # each build's time; `TTL_INSIDE`: never expires); `other_billed*`: the other one's
+    ttl: str = TTL_EXPIRE
+    other_billed: list[float] = field(default_factory=list)
+    other_billed_anthropic: list[float] = field(default_factory=list)
     _prev: np.ndarray | None = None
+    _at: float | None = None  # the last build's time: a build without one is taken as at it
     _openai: OpenAICache = field(init=False)
     _anthropic: AnthropicCache = field(init=False)
+    _other_openai: OpenAICache = field(init=False)
+    _other_anthropic: AnthropicCache = field(init=False)
 
     def __post_init__(self) -> None:
+        check_ttl(self.ttl)
         self.new_prompt()
 
     def new_prompt(self) -> None:
         """Another conversation is another prompt: nothing of the last one's prefix is
         shared or cached from here on."""
         self._prev = None
-        self._openai = OpenAICache(self.openai_rules)
-        self._anthropic = AnthropicCache(self.anthropic_rules)
+        expire = (self.openai_rules, self.anthropic_rules)
+        inside = (inside_ttl(self.openai_rules), inside_ttl(self.anthropic_rules))
+        mine, other = (expire, inside) if self.ttl == TTL_EXPIRE else (inside, expire)
+        self._openai, self._anthropic = OpenAICache(mine[0]), AnthropicCache(mine[1])
+        self._other_openai, self._other_anthropic = OpenAICache(other[0]), AnthropicCache(other[1])
 
     def add(self, turn: int, out: MethodOutput, ms: float, *, renderer: Renderer, budget: int | None,
-            breakpoints: Sequence[int] | None = None, token_ok: bool = True) -> None:
-        """`breakpoints`: message indexes marked for Anthropic caching (default: the last)."""
+            breakpoints: Sequence[int] | None = None, token_ok: bool = True, at: float | None = None) -> None:
+        """`breakpoints`: message indexes marked for Anthropic caching (default: the last);
+        `at`: the build's time in seconds (the latest message's created_at), for the
+        caches' TTL (None: the previous build's time, no gap)."""
+        at = self._at if at is None else at
+        self._at = at
         ids, ends = renderer.render(out.messages)
         self.stable.append(common_prefix_ids(ids, self._prev) if self._prev is not None else 0)
         self._prev = ids
-        o = self._openai.request(ids)
+        o = self._openai.request(ids, at)
         marks = list(breakpoints) if breakpoints is not None else [len(out.messages) - 1]
-        a = self._anthropic.request(ids, ends, marks)
+        a = self._anthropic.request(ids, ends, marks, at)
+        self.other_billed.append(self._other_openai.request(ids, at).billed(self.openai_rules))
+        self.other_billed_anthropic.append(
+            self._other_anthropic.request(ids, ends, marks, at).billed(self.anthropic_rules))
         self.turn.append(turn)
         self.tokens.append(int(ids.shape[0]))
         self.context_tokens.append(out.tokens)
@@ -310,6 +395,9 @@ class MethodSeries:
         if not token_ok:
             self.token_mismatches += 1
 
+    def other_ttl(self) -> str:
+        return TTL_INSIDE if self.ttl == TTL_EXPIRE else TTL_EXPIRE
+
     def summary(self) -> dict[str, Any]:
         total = sum(self.tokens)
         first = self.tokens[0] if self.tokens else 0  # the first request has nothing to share
@@ -321,6 +409,11 @@ class MethodSeries:
             "cached_tokens_openai": sum(self.cached_openai),
             "read_tokens_anthropic": sum(self.read_anthropic),
             "written_tokens_anthropic": sum(self.written_anthropic),
+            "ttl": self.ttl,
+            # both TTL assumptions' bills (the figures above are `ttl`'s)
+            "by_ttl": by_ttl({t: {"total_billed_openai": round(sum(o), 1), "total_billed_anthropic": round(sum(a), 1)}
+                              for t, o, a in ((self.ttl, self.billed, self.billed_anthropic),
+                                              (self.other_ttl(), self.other_billed, self.other_billed_anthropic))}),
             # tokens of each request that are a prefix of the previous one, over every
             # request but the first (which has nothing to share)
             "cache_stable_share": round(sum(self.stable) / (total - first), 4) if total > first else None,
@@ -390,6 +483,30 @@ def tiermem_request(memory: Memory, conv: str, query: str, budget: int, *, names
     return out, ([b.index for b in marks] if marks else [len(out.messages) - 1]), getattr(plan, "cache", None)
 
 
+def replay_tiermem(series: MethodSeries, memory: Memory, conv: str, query: str, budget: int, *, namespace: str,
+                   turn: int, renderer: Renderer, first: bool, at: float | None = None) -> tuple[MethodOutput, Any]:
+    """One tiermem context of a turn-by-turn replay, billed into `series`: the one home of
+    what `eval cost` and `tune` measure per context. The turn's embedding is done first
+    (what the background indexer would have done by now), then `Memory.context` at
+    `budget`, billed with its breakpoints, its token count checked, and a new epoch
+    counted unless it is the conversation's `first` build. `at`: the build's time (`add`).
+    The builds of one series must be the only ones on that conversation: the planner
+    keeps one prompt-cache epoch per conversation and a build at another budget, or any
+    other query, between two of them starts a new one (planner.build `_epoch_key`).
+    Returns the context and the plan's cache report."""
+    memory.catch_up(conv, namespace=namespace)
+    t = time.perf_counter()
+    out, marks, cache = tiermem_request(memory, conv, query, budget, namespace=namespace)
+    ms = (time.perf_counter() - t) * 1000
+    ok = messages_tokens(memory.tokens, out.messages) == out.tokens
+    series.add(turn, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok, at=at)
+    if cache is not None and cache.new_epoch and not first:
+        series.new_epochs += 1
+        cat = epoch_category(cache.reason)
+        series.epoch_reasons[cat] = series.epoch_reasons.get(cat, 0) + 1
+    return out, cache
+
+
 def trace_entry(turn: int, query: str, out: MethodOutput, s: MethodSeries) -> dict[str, Any]:
     """One tiermem context of a replay, for `--trace`: what it was and why it missed."""
     plan = out.plan
@@ -418,6 +535,7 @@ def run_cost(
     progress: Progress | None = None,
     trace: list[dict[str, Any]] | None = None,
     others: Sequence[Memory] = (),
+    ttl: str = TTL_EXPIRE,
 ) -> CostRun:
     """`others`: more Memory objects on the same data dir and Redis (the processes of one
     deployment): tiermem's contexts come from `memory` and them in turn, one context call
@@ -426,7 +544,9 @@ def run_cost(
     `trace`: when given, one entry per tiermem context is appended to it (`trace_entry`:
     class, retrieval, tokens per layer, the token-prefix share kept and the epoch's reason;
     `bill_by_cause`: its own bill per provider by cause, evals.decompose), to see why each
-    cache miss happened."""
+    cache miss happened.
+    `ttl`: the TTL assumption of the top-level figures, goals and decomposition
+    (`TTL_EXPIRE`: by the log's created_at; `TTL_INSIDE`: never expires); `by_ttl` has both."""
     from tiermem.evals.bound import (  # it builds on this module
         MIDDLE,
         BoundTurn,
@@ -439,6 +559,7 @@ def run_cost(
 
     if budget < 1:
         raise LocomoError("budget must be a positive integer")
+    check_ttl(ttl)
     unknown = set(methods) - set(COST_METHODS)
     if unknown:
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(COST_METHODS)}")
@@ -462,7 +583,7 @@ def run_cost(
             plan.append(msg)
     if turns is not None:
         plan = plan[:turns]
-    series = {m: MethodSeries() for m in active}
+    series = {m: MethodSeries(ttl=ttl) for m in active}
     renderer = Renderer(memory.tokens)
     view = ConvView(conv)
     task = progress.add_task(f"replay {label}", total=len(plan)) if progress is not None else None
@@ -474,18 +595,15 @@ def run_cost(
         memory.append_many(conv, [msg], namespace=ns)
         if msg["role"] == "user":
             builds += 1
+            at = float(msg["created_at"])  # the build's time: its latest message's, for the caches' TTL
             view.refresh(memory)
             query = message_text(msg)
             layers: tuple[dict[str, Any], ...] = ()
             for name in active:
                 if name == TIERMEM:
                     serving = instances[(builds - 1) % len(instances)]
-                    serving.catch_up(conv, namespace=ns)  # what the background indexer would have done by now
-                    t = time.perf_counter()
-                    out, marks, cache = tiermem_request(serving, conv, query, budget, namespace=ns)
-                    ms = (time.perf_counter() - t) * 1000
-                    ok = messages_tokens(memory.tokens, out.messages) == out.tokens
-                    series[name].add(n, out, ms, renderer=renderer, budget=budget, breakpoints=marks, token_ok=ok)
+                    out, cache = replay_tiermem(series[name], serving, conv, query, budget, namespace=ns, turn=n,
+                                                renderer=renderer, first=builds == 1, at=at)
                     layers = stable_layers(out.messages)
                     st = series[name]
                     own = parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
@@ -496,32 +614,28 @@ def run_cost(
                               asked_by=asked_by(out.plan))
                     if trace is not None:
                         trace.append({**trace_entry(n, query, out, series[name]), "bill_by_cause": own})
-                    if cache is not None and cache.new_epoch and builds > 1:
-                        series[name].new_epochs += 1
-                        cat = epoch_category(cache.reason)
-                        series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
                 elif name not in SIMULATED:
                     t = time.perf_counter()
                     out = full_context(view) if name == "full_context" else tail_truncation(view, budget)
                     ms = (time.perf_counter() - t) * 1000
                     series[name].add(n, out, ms, renderer=renderer,
-                                     budget=None if name == "full_context" else budget)
-            bound_turns.append(BoundTurn(n, len(view), layers))
+                                     budget=None if name == "full_context" else budget, at=at)
+            bound_turns.append(BoundTurn(n, len(view), layers, at))
         if progress is not None and task is not None:
             progress.advance(task)
     summaries = {m: series[m].summary() for m in active if m not in SIMULATED}
     if "bound" in active:  # replayed after the others: it takes tiermem's stable layers turn by turn
-        b = best_bound(view, bound_turns, budget, renderer, memory.tokens)
+        b = best_bound(view, bound_turns, budget, renderer, memory.tokens, ttl=ttl)
         series["bound"] = b.pop("series")
         summaries["bound"] = b
-        mid = best_middle(view, bound_turns, budget, renderer, memory.tokens)  # the second family
+        mid = best_middle(view, bound_turns, budget, renderer, memory.tokens, ttl=ttl)  # the second family
         series[MIDDLE] = mid.pop("series")
         summaries[MIDDLE] = mid
     if "floor" in active:
-        summaries["floor"] = floor_summary(view, bound_turns, renderer, budget=budget)
+        summaries["floor"] = floor_summary(view, bound_turns, renderer, budget=budget, ttl=ttl)
         if "bound" in active:  # the "keeps a budget-sized memory" variant: M = budget x the bound's best fill
             kept = {p: int(budget * summaries["bound"][f"best_fill_{p}"]) for p in PROVIDERS}
-            alt = floor_summary(view, bound_turns, renderer, keep=kept, budget=budget)
+            alt = floor_summary(view, bound_turns, renderer, keep=kept, budget=budget, ttl=ttl)
             summaries["floor"]["at_bound_fill"] = {
                 **{f"keep_tokens_{p}": kept[p] for p in PROVIDERS},
                 **{f"total_billed_{p}": alt[f"total_billed_{p}"] for p in PROVIDERS}}
@@ -536,6 +650,7 @@ def run_cost(
             summ["ratio_tokens_vs_full"] = summ["ratio_billed_vs_full"] = None
             for p in PROVIDERS:
                 summ[f"ratio_billed_vs_full_{p}"] = None
+    add_ttl_ratios(summaries, full)
     if TIERMEM in summaries:
         summaries[TIERMEM]["decomposition"] = parts.summary(
             {p: full[f"total_billed_{p}"] for p in PROVIDERS} if full else None)
@@ -566,6 +681,7 @@ def run_cost(
         "turns_replayed": len(plan),
         "context_builds": builds,
         "providers": {p: r.model_dump() for p, r in PROVIDERS.items()},
+        "ttl": ttl_report(ttl),
         "cached_input_ratio": PROVIDERS["openai"].read_ratio,
         "hot_tier": hot,
         "instances": len(instances),
@@ -578,11 +694,43 @@ def run_cost(
     return CostRun(result, series)
 
 
+def ttl_report(ttl: str) -> dict[str, Any]:
+    """The result's account of the TTL assumptions: which one the top-level figures use."""
+    return {"assumption": ttl, "label": TTL_LABELS[ttl], "labels": dict(TTL_LABELS),
+            "ttl_s": {p: r.ttl_s for p, r in PROVIDERS.items()},
+            "build_time": "the created_at of the latest message of the replayed log"}
+
+
 def table(result: dict[str, Any]) -> Table | Group:
-    """The methods' table, and tiermem's bill by cause when the replay has it."""
+    """The methods' table, both TTL assumptions' bills, and tiermem's bill by cause when
+    the replay has it."""
     t = methods_table(result)
     parts = result["methods"].get(TIERMEM, {}).get("decomposition")
-    return t if parts is None else Group(t, decomposition_table(parts))
+    both = ttl_table(result["methods"])
+    return Group(t, both) if parts is None else Group(t, both, decomposition_table(parts))
+
+
+def ttl_table(methods: dict[str, Any], budget: str | None = None) -> Table:
+    """Each method's bill under both TTL assumptions, against cached full context's under
+    the same one."""
+    ttl_s = ", ".join(f"{p} {r.ttl_s:,.0f} s" for p, r in PROVIDERS.items() if r.ttl_s is not None)
+    t = Table(title=f"Billed under both cache-lifetime assumptions (TTL {ttl_s}; % of cached full context's "
+                    "bill under the same assumption)")
+    cols = (["budget"] if budget is not None else []) + ["method"]
+    for p in ("OpenAI", "Anthropic"):
+        for label in TTL_LABELS.values():
+            cols += [f"{p}: {label}", "%"]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("method", "budget") else "right")
+    for name, m in methods.items():
+        row = ([budget] if budget is not None else []) + [name]
+        for p in PROVIDERS:
+            for mode in TTL_LABELS:
+                got = m.get("by_ttl", {}).get(mode)
+                row += ["-", "-"] if got is None else [f"{got[f'total_billed_{p}']:,.0f}",
+                                                       _pct(got.get(f"ratio_billed_vs_full_{p}"))]
+        t.add_row(*row)
+    return t
 
 
 def decomposition_table(parts: dict[str, Any]) -> Table:
@@ -613,7 +761,7 @@ def methods_table(result: dict[str, Any]) -> Table:
     t = Table(
         title=f"Cost replay of {result['sample']} ({result['turns_replayed']} turns, "
         f"{result['context_builds']} contexts, budget {result['budget']}; billed on rendered tokens, "
-        "OpenAI and Anthropic caching rules)"
+        f"OpenAI and Anthropic caching rules; {result.get('ttl', {}).get('label', TTL_LABELS[TTL_INSIDE])})"
     )
     for col in ("method", "input tokens", "vs full (tokens)", "billed OpenAI", "vs cached full",
                 "billed Anthropic", "vs cached full", "cache-stable", "new epochs", "p50 ms"):

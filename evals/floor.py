@@ -38,6 +38,12 @@ reads (every build billed in full at its least size). Each build is minimised on
 a relaxation of the real, coupled problem: the floor can only be lower than the best
 policy, never higher.
 
+Caches expire (`CacheRules.ttl_s`, evals.cost): a build more than `ttl_s` after the
+previous one finds nothing cached and is billed as a first build (its least size in
+full), and a later read needs a fresh write (one write premium per run of builds that
+reads). `by_ttl` reports the floor under both assumptions (`TTL_EXPIRE`, `TTL_INSIDE`:
+nothing expires, the old figure).
+
 If the floor of a conversation passes a billing target (issue 22: 25% of cached full
 context under OpenAI's rules, 30% under Anthropic's), no context that keeps M tokens of
 history at every turn and shows every message once can meet that target there.
@@ -54,7 +60,17 @@ from typing import Any
 
 from tiermem.evals.baselines import ConvView
 from tiermem.evals.bound import BoundTurn
-from tiermem.evals.cost import PROVIDERS, CacheRules, Renderer, common_prefix_ids
+from tiermem.evals.cost import (
+    PROVIDERS,
+    TTL_EXPIRE,
+    TTL_INSIDE,
+    TTL_LABELS,
+    CacheRules,
+    Renderer,
+    alive,
+    common_prefix_ids,
+    inside_ttl,
+)
 
 FLOOR = "floor"  # the method name in the replay's table
 
@@ -62,12 +78,14 @@ FLOOR = "floor"  # the method name in the replay's table
 @dataclass(frozen=True)
 class FloorTurn:
     """One build as the floor sees it, in rendered tokens: the new messages, the leading
-    ids of the first new message that equal the priming, and the whole history so far
-    (full context's request at this build, priming included)."""
+    ids of the first new message that equal the priming, the whole history so far
+    (full context's request at this build, priming included), and when it is built
+    (seconds, the latest message's created_at; None: no gap from the previous build)."""
 
     new: int
     header: int
     history: int
+    at: float | None = None
 
 
 def floor_turns(view: ConvView, turns: Sequence[BoundTurn], renderer: Renderer) -> list[FloorTurn]:
@@ -85,7 +103,7 @@ def floor_turns(view: ConvView, turns: Sequence[BoundTurn], renderer: Renderer) 
         new = sum(sizes[seen:end])
         history += new
         header = common_prefix_ids(ids[seen], renderer.priming) if end > seen else 0
-        out.append(FloorTurn(new, header, history + priming))
+        out.append(FloorTurn(new, header, history + priming, t.at))
         seen = max(seen, end)
     return out
 
@@ -110,34 +128,49 @@ def floor_bill(turns: Sequence[FloorTurn], rules: CacheRules, keep: int, priming
     total = 0.0
     tokens = 0
     never = 0.0  # a policy that never reads: every build in full at its least size
+    runs_read = 0  # runs of builds within the TTL of each other that read: each needs its own write
+    last: float | None = None
+    read_in_run = False
     for i, t in enumerate(turns):
-        bill, read, size = build_floor(t, rules, keep, priming, first=i == 0)
+        at = last if t.at is None else t.at
+        first = i == 0 or not alive(rules, last, at)  # past the TTL: the caches are empty
+        last = at
+        if first:
+            runs_read += read_in_run
+            read_in_run = False
+        bill, read, size = build_floor(t, rules, keep, priming, first=first)
         total += bill
         tokens += size
         reads += read
+        read_in_run = read_in_run or read
         never += max(t.new + priming, min(t.history, keep))
-    if reads:
-        total += (rules.write_ratio - 1.0) * rules.min_prefix  # a read needs one earlier write
+    runs_read += read_in_run
+    total += runs_read * (rules.write_ratio - 1.0) * rules.min_prefix  # a read needs an earlier write
     return {"billed": round(min(total, never), 1), "tokens": float(tokens), "reads": float(reads)}
 
 
 def floor_summary(view: ConvView, turns: Sequence[BoundTurn], renderer: Renderer,
-                  keep: Mapping[str, int] | None = None, budget: int | None = None) -> dict[str, Any]:
+                  keep: Mapping[str, int] | None = None, budget: int | None = None,
+                  ttl: str = TTL_EXPIRE) -> dict[str, Any]:
     """The floor under every provider, keeping each provider's `keep` tokens (default:
     its minimum cacheable prefix), at most `budget`. Shaped like `MethodSeries.summary`
-    where it can be."""
+    where it can be: the top-level bills under `ttl`, `by_ttl` under both assumptions."""
     priming = int(renderer.priming.shape[0])
     ft = floor_turns(view, turns, renderer)
-    out: dict[str, Any] = {"builds": len(ft)}
+    out: dict[str, Any] = {"builds": len(ft), "ttl": ttl}
+    both: dict[str, dict[str, Any]] = {t: {} for t in TTL_LABELS}
     for p, rules in PROVIDERS.items():
         m = keep[p] if keep is not None else rules.min_prefix
         m = min(m, budget) if budget is not None else m
-        got = floor_bill(ft, rules, m, priming)
+        for t, r in ((TTL_EXPIRE, rules), (TTL_INSIDE, inside_ttl(rules))):
+            both[t][f"total_billed_{p}"] = floor_bill(ft, r, m, priming)["billed"]
+        got = floor_bill(ft, rules if ttl == TTL_EXPIRE else inside_ttl(rules), m, priming)
         out[f"total_billed_{p}"] = got["billed"]
         out[f"keep_tokens_{p}"] = m
         if p == "openai":
             out["total_tokens"] = int(got["tokens"])
     out["total_billed"] = out["total_billed_openai"]
+    out["by_ttl"] = both
     out["new_tokens"] = sum(t.new + priming for t in ft)
     out.update({"cache_stable_share": None, "new_epochs": 0, "context_ms": {"p50": None, "p99": None},
                 "budget_violations": 0, "token_mismatches": 0})

@@ -9,7 +9,8 @@ user turn and answered from each method's context at the budget. Measured per me
 evidence recall per question (the evidence turns, resolved to their positions in the
 chained conversation, that the context shows verbatim) and the billed input of the
 whole session under both provider caching models of `evals.cost` (rendered tokens,
-OpenAI automatic caching, Anthropic breakpoints), against full context (cached, as
+OpenAI automatic caching, Anthropic breakpoints; `by_ttl`: with the caches expiring by
+the log's timestamps and with every build inside the TTL), against full context (cached, as
 a provider bills it), tail truncation and hybrid top-k in the same run. Each budget
 replays the session on a fresh copy of the conversation (the questions are appended).
 
@@ -19,6 +20,10 @@ caching at most 20% of cached full context's.
 Evidence ids that are malformed (not ``D<int>:<int>``) or absent from their sample are
 counted per budget (``skipped_evidence_ids``, ``missing_evidence_ids``) beside
 ``questions_with_evidence``, the questions recall is averaged over, as in `evals.locomo`.
+
+The questions carry no time of their own: each is stored when it is asked (its
+created_at is the wall clock), seconds after the previous one, so every build after the
+first is inside both providers' TTL and the two assumptions bill alike.
 
 Baseline contexts always include the question itself (hybrid top-k gets it first, then
 its hits), as tiermem's and tail truncation's do.
@@ -46,7 +51,18 @@ from tiermem.evals.baselines import (
     unique_conversation_id,
 )
 from tiermem.evals.conversations import checked_samples
-from tiermem.evals.cost import PROVIDERS, MethodSeries, Renderer, epoch_category, tiermem_request
+from tiermem.evals.cost import (
+    PROVIDERS,
+    TTL_EXPIRE,
+    TTL_LABELS,
+    MethodSeries,
+    Renderer,
+    add_ttl_ratios,
+    check_ttl,
+    epoch_category,
+    tiermem_request,
+    ttl_report,
+)
 from tiermem.evals.locomo import (
     EvidenceCounts,
     LocomoError,
@@ -101,9 +117,12 @@ def run_session(
     limit_samples: int | None = None,
     limit_questions: int | None = None,
     progress: Progress | None = None,
+    ttl: str = TTL_EXPIRE,
 ) -> SessionRun:
+    """`ttl`: the TTL assumption of the top-level bills and goals (evals.cost); `by_ttl` has both."""
     if any(b < 1 for b in budgets):
         raise LocomoError("budgets must be positive integers")
+    check_ttl(ttl)
     unknown = set(methods) - set(SESSION_METHODS)
     if unknown:
         raise LocomoError(f"unknown methods {sorted(unknown)}; known: {list(SESSION_METHODS)}")
@@ -123,7 +142,7 @@ def run_session(
         view = ConvView.load(memory, conv)
         history_tokens = view.total_tokens()
         renderer = Renderer(memory.tokens)
-        series = {m: MethodSeries() for m in active}
+        series = {m: MethodSeries(ttl=ttl) for m in active}
         recalls: dict[str, list[tuple[int, float]]] = {m: [] for m in active}
         # per sample: its questions' recalls per method, and where its questions start in
         # each series (the breakdown by conversation: weights chosen on three, scored on the fourth)
@@ -141,6 +160,7 @@ def run_session(
                 pos = memory.append(conv, {"role": "user", "content": qa.question}, namespace=conv)
                 memory.catch_up(conv, namespace=conv)
                 view.refresh(memory)
+                at = view.times[-1]  # the question's created_at: the build's time, for the caches' TTL
                 asked += 1
                 for name in active:
                     marks: list[int] | None = None
@@ -161,7 +181,7 @@ def run_session(
                     ms = (time.perf_counter() - t) * 1000
                     series[name].add(asked, out, ms, renderer=renderer,
                                      budget=None if name == "full_context" else budget, breakpoints=marks,
-                                     token_ok=messages_tokens(memory.tokens, out.messages) == out.tokens)
+                                     token_ok=messages_tokens(memory.tokens, out.messages) == out.tokens, at=at)
                     if evidence:
                         r = _recall(out, evidence)
                         recalls[name].append((qa.category, r))
@@ -183,6 +203,7 @@ def run_session(
             for p in PROVIDERS:
                 summ[f"ratio_billed_vs_full_{p}"] = (round(summ[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
                                                      if full and full[f"total_billed_{p}"] else None)
+        add_ttl_ratios(summaries, full)
         for name in active:
             summaries[name]["by_sample"] = by_sample(series, name, sample_starts, sample_recalls[name])
         goals: dict[str, Any] = {"recall_min": GOAL_RECALL, "billed_vs_cached_full_max": GOAL_BILLED_VS_CACHED_FULL}
@@ -201,6 +222,7 @@ def run_session(
         **meta,
         "budgets": per_budget,
         "providers": {p: r.model_dump() for p, r in PROVIDERS.items()},
+        "ttl": ttl_report(ttl),
         "tokenizer": memory.tokens.name,
         "elapsed_s": round(time.perf_counter() - t0, 2),
         "skipped_methods": [m for m in methods if m not in active],
@@ -237,8 +259,13 @@ def _recall(out: MethodOutput, evidence: Sequence[int]) -> float:
 def table(result: dict[str, Any]) -> Any:
     from rich.table import Table
 
+    ttl = result.get("ttl", {})
+    label = ttl.get("label")
+    # the other assumption's figures, beside the top-level ones (`by_ttl`)
+    other = next((t for t in TTL_LABELS if t != ttl.get("assumption")), None) if label else None
     t = Table(title=f"Long-history QA session ({result.get('history_turns', 0):,} turns, "
-                    f"{result.get('history_tokens', 0):,} tokens of history)")
+                    f"{result.get('history_tokens', 0):,} tokens of history"
+                    + (f"; {label})" if label else ")"))
     # recall is over the questions with evidence: say how many, and what evidence was dropped
     t.caption = "; ".join(
         f"{b}: {e.get('questions_with_evidence', '?')} of {e['questions']} questions with evidence, evidence ids "
@@ -247,13 +274,18 @@ def table(result: dict[str, Any]) -> Any:
     for col in ("budget", "method", "recall", "input tokens", "billed OpenAI", "vs cached full", "billed Anthropic",
                 "vs cached full", "cache-stable", "new epochs", "p50 ms"):
         t.add_column(col, justify="left" if col == "method" else "right")
+    if other is not None:
+        for p in ("OpenAI", "Anthropic"):
+            t.add_column(f"{p} vs cached full, {TTL_LABELS[other]}", justify="right")
     for b, entry in result["budgets"].items():
         for name, m in entry["methods"].items():
+            alt = m.get("by_ttl", {}).get(other, {}) if other is not None else None
+            extra = [] if alt is None else [_pct(alt.get(f"ratio_billed_vs_full_{p}")) for p in PROVIDERS]
             t.add_row(b, name, _pct(m["evidence_recall"]), f"{m['total_tokens']:,}",
                       f"{m['total_billed_openai']:,.0f}", _pct(m["ratio_billed_vs_full_openai"]),
                       f"{m['total_billed_anthropic']:,.0f}", _pct(m["ratio_billed_vs_full_anthropic"]),
                       _pct(m["cache_stable_share"]), str(m["new_epochs"]) if name == TIERMEM else "-",
-                      "-" if m["context_ms"]["p50"] is None else f"{m['context_ms']['p50']:.1f}")
+                      "-" if m["context_ms"]["p50"] is None else f"{m['context_ms']['p50']:.1f}", *extra)
     return t
 
 
