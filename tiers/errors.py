@@ -486,9 +486,33 @@ class StorageReadOnly(TiermemError, PermissionError):
 
 
 class StoreUnavailable(TiermemError, ConnectionError):
-    """The cold store's database server could not be reached (or the store is closed)."""
+    """The cold store's database server could not be reached, or the store is closed; or
+    (`connection_lost`) the connection an operation ran on was lost in the middle of it:
+    PostgreSQL ended the session (`pg_terminate_backend`, a shutdown, a crash, a
+    failover), or the driver found it closed. The driver's error is chained
+    (`__cause__`); the message names the store (its URL without the password) and the
+    kind of failure, never the statement. A write in flight may or may not have
+    committed; the pool replaces the connection, so the next operation runs once the
+    server answers again.
 
-    def __init__(self, where: str, detail: str) -> None:
+    What each engine raises for the same situation (tiers.files `storage_problem` maps
+    both to the same HTTP answers):
+    - no connection, or a lost one: StoreUnavailable (PostgreSQL: StoreUnreachable when
+      none could be had in time, nothing sent; StoreStalled when the server went silent
+      and the connection was cut; the class itself when it was lost mid-operation). An
+      SQLite file has no connection to lose; on both engines a closed store raises it.
+    - busy (another writer past the wait allowed): the driver's own error, rolled back,
+      nothing written: SQLite's OperationalError "database is locked" past busy_timeout_ms,
+      psycopg's LockNotAvailable (lock_timeout) or QueryCanceled (statement_timeout).
+    - the storage failing or refusing (an I/O error, a full disk, a read-only database):
+      the driver's own error too (SQLite's "disk I/O error", PostgreSQL's SQLSTATE), or
+      StorageReadOnly where tiermem finds it first.
+    - the caller's data refused by the database (a constraint): the driver's own error."""
+
+    def __init__(self, where: str, detail: str, *, connection_lost: bool = False) -> None:
+        self.where = where
+        self.detail = detail
+        self.connection_lost = connection_lost
         super().__init__(f"cold store {where} is unavailable: {detail}")
 
 

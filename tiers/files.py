@@ -134,6 +134,11 @@ UNREACHABLE_SQLSTATES = ("08", "57P")
 # read_only_sql_transaction: a hot standby, or a role or URL with default_transaction_read_only;
 # the statement is refused before it writes anything and its transaction rolled back
 READ_ONLY_SQLSTATES = frozenset({"25006"})
+# storage_problem's (cause, claim) for a lost PostgreSQL connection, psycopg's own error
+# or tiers.postgres's StoreUnavailable(connection_lost=True) from it: lost during COMMIT,
+# the write may have committed, so the answer cannot say it was not
+CONNECTION_FAILED = ("storage unreachable (the database connection failed)",
+                     ": a write in flight may or may not have committed; retry later")
 # disk_full: the server could not extend a data file; the statement failed and its
 # transaction rolled back, as SQLite's SQLITE_FULL (507)
 DISK_FULL_SQLSTATE = "53100"
@@ -215,14 +220,15 @@ def storage_problem(exc: BaseException, *, several_transactions: bool = False,
         if isinstance(e, StoreStalled):  # cut mid-operation: a COMMIT may have landed
             return problem(503, "storage unreachable (the database server did not answer in time; the "
                                 "connection was cut)", ": a write in flight may or may not have committed; retry later")
+        if isinstance(e, StoreUnavailable) and e.connection_lost:  # the store's edge wrapped the driver's error
+            return problem(503, *CONNECTION_FAILED)
         if isinstance(e, StoreUnavailable):  # the store closed (a service shutting down), a pool that would not open
             # not "written": false: this class is also raised after a transaction began (a fork's later step)
             return problem(503, "storage unavailable (the cold store is closed or cannot be used now)",
                            ": retry later")
         if isinstance(sqlstate, str) and sqlstate.startswith(UNREACHABLE_SQLSTATES):
             # lost during COMMIT, the write may have committed: the answer cannot say it was not
-            return problem(503, "storage unreachable (the database connection failed)",
-                           ": a write in flight may or may not have committed; retry later")
+            return problem(503, *CONNECTION_FAILED)
         if (primary == SQLITE_FULL or "database or disk is full" in text or os_errno in (errno.ENOSPC, errno.EDQUOT)
                 or sqlstate == DISK_FULL_SQLSTATE):
             return problem(507, "storage full: the database cannot grow (database or disk is full)",

@@ -81,6 +81,15 @@ Invariants (docs/design.md, "The invariants"), and how this engine keeps them:
   Both deadlines are finite numbers of seconds above 0 (refused otherwise, naming the
   setting), and an error in a round of the watchdog is logged and the round retried
   (WATCHDOG_RETRY_S): its thread never ends before the store is closed.
+- A connection lost in an operation (its backend ended by `pg_terminate_backend`, a
+  shutdown, a crash or a failover: SQLSTATE class 08 or 57P, or the driver finding it
+  closed) reaches the caller as StoreUnavailable (`connection_lost`, the driver's error
+  chained; 503, a write in flight may or may not have committed), raised where a
+  checkout is taken (`_conn`, `owned_connection`: `connection_lost_as_unavailable`), its
+  message the store's redacted URL and the kind of failure, never the driver's text,
+  which can quote the statement. The pool discards the connection: the next operation
+  runs on a new one. Busy (a lock or statement timeout) and the caller's data refused
+  stay the driver's own errors (tiers.errors StoreUnavailable: both engines alike).
 - A cut connection's backend does not outlive its client by more than
   CLIENT_CHECK_INTERVAL_MS (`client_connection_check_interval`, PostgreSQL 14+): set on
   each session of the store's own pool, and for each maintenance transaction on a
@@ -216,6 +225,7 @@ from tiermem.tiers.errors import (
     ValidationError,
     shown,
 )
+from tiermem.tiers.files import UNREACHABLE_SQLSTATES
 from tiermem.tiers.models import (
     MAX_POSITION,
     MAX_TIMESTAMP,
@@ -1164,6 +1174,51 @@ class _Watchdog:
             self._cond.notify()
 
 
+# how much of the server's primary message for a lost connection (SQLSTATE class 08 or
+# 57P: "terminating connection due to administrator command") StoreUnavailable quotes
+LOST_MESSAGE_CHARS = 120
+
+
+def lost_connection(exc: psycopg.OperationalError, conn: Conn | None) -> bool:
+    """Whether `exc` says the connection was lost, not the operation refused: the server
+    ended the session or is shutting down or starting (SQLSTATE class 08 or 57P:
+    pg_terminate_backend's admin_shutdown, a crash, a failover), or the driver found the
+    connection closed under it ("server closed the connection unexpectedly", no SQLSTATE).
+    Not a lock or statement timeout (55P03, 57014: busy), nor any other refusal."""
+    if exc.sqlstate is not None:
+        return exc.sqlstate.startswith(UNREACHABLE_SQLSTATES)
+    return conn is not None and conn.closed
+
+
+def lost_detail(exc: psycopg.OperationalError) -> str:
+    """StoreUnavailable's detail for a lost connection: the driver's error class, the
+    SQLSTATE and the server's primary message where it sent one, never the driver's whole
+    text (a libpq message can carry an earlier statement's "LINE 1: ..." excerpt)."""
+    kind = type(exc).__name__
+    if exc.sqlstate is not None:
+        primary = (exc.diag.message_primary or "").strip().splitlines()
+        said = f": {primary[0][:LOST_MESSAGE_CHARS]}" if primary else ""
+        what = f"{kind}, SQLSTATE {exc.sqlstate}{said}"
+    else:
+        what = f"{kind}: the server closed it or the network failed"
+    return (f"the connection to the server was lost ({what}); a write in flight may or may not have committed, "
+            "and the next operation opens a new connection")
+
+
+@contextlib.contextmanager
+def connection_lost_as_unavailable(where: str, conn: Callable[[], Conn | None]) -> Iterator[None]:
+    """Within it, a driver error that says the connection was lost (`lost_connection`)
+    is raised as StoreUnavailable naming `where` (`connection_lost`, from it): the error
+    a caller of the store sees for it, as for a server it cannot reach. `conn`: the
+    block's connection once it has one."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        if not lost_connection(exc, conn()):
+            raise
+        raise StoreUnavailable(where, lost_detail(exc), connection_lost=True) from exc
+
+
 # the watchdog of the connections opened outside any store's pool (`owned_connection`
 # without a store's own): one per process, its thread started by the first
 _ONE_OFF_WATCHDOG = _Watchdog("tiermem-one-off-deadlines", lambda step: None)
@@ -1180,7 +1235,8 @@ def owned_connection(url: str, *, where: str, timeout_s: float, watchdog: _Watch
         conn = psycopg.connect(url, **connect_options(url))
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(where, str(exc)) from exc
-    with conn, (watchdog or _ONE_OFF_WATCHDOG).watching(conn, time.monotonic() + timeout_s, where):
+    with (connection_lost_as_unavailable(where, lambda: conn), conn,
+          (watchdog or _ONE_OFF_WATCHDOG).watching(conn, time.monotonic() + timeout_s, where)):
         yield conn
 
 
@@ -1475,7 +1531,11 @@ class PostgresStore(SharedQueries):
             raise StoreUnavailable(self.path, "the store is closed")
         until: float | None = getattr(self._waits, "until", None)
         wait_s = None if until is None else max(until - time.monotonic(), 0.0)  # None: the pool's own
-        with contextlib.ExitStack() as stack:
+        conn: Conn | None = None
+        # the store's edge: a connection lost in the operation (or in the pool's return of
+        # it: a COMMIT) reaches the caller as StoreUnavailable, outside the watchdog's
+        # StoreStalled for a connection it cut
+        with connection_lost_as_unavailable(self.path, lambda: conn), contextlib.ExitStack() as stack:
             try:
                 conn = stack.enter_context(pool.connection(timeout=wait_s))
             except PoolTimeout as exc:  # only the checkout: nothing of this operation was sent
