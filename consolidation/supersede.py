@@ -34,8 +34,10 @@ Matching, in order of strength:
    the end of a chain or a turn near in meaning. One that names what it drops by a noun
    no turn holds ("Forget the restaurant.", "Never mind the restaurant.") takes back the
    latest recent request naming a place by its name alone ("Book a table at Nong's"),
-   which the noun may be the kind of, and nothing else: not a request naming its own
-   kind ("Book the Altis hotel"), nor a fact ("I'm allergic to peanuts"; `_named_venue`).
+   where the noun is that request's kind by meaning (`KindCheck`: the restaurant, the
+   dinner; never the hotel, the flight, the password or the weather), and nothing else:
+   not a request naming its own kind ("Book the Altis hotel"), nor a fact ("I'm allergic
+   to peanuts"; `_named_venue`).
    A correction or retraction that revises nothing is no pin (`Superseder._demote`,
    derived labels): a bare one drops to small talk; one carrying a new fact, once the
    meaning search had its say too, to the label it has as an ordinary turn, unless a clause of it is the user's own ("Actually I live in
@@ -48,7 +50,8 @@ Matching, in order of strength:
    subscription." after "My Netflix subscription is $15 a month." corrects nothing. One
    that names its thing by a kind no turn holds a word of, the whole turn ("Cancel the
    dinner.", `_KIND_CALL_OFF`), takes back what "Forget the restaurant." would: the
-   latest recent request naming a place by its name alone; "Cancel my gym membership,
+   latest recent request naming a place by its name alone, of the noun's kind by the same
+   check ("Cancel the flight." takes no table back); "Cancel my gym membership,
    I'm moving." names the user's own thing and tells more, and takes back nothing.
 
 Among equal scores the most recent turn wins, and load-bearing turns are preferred.
@@ -149,7 +152,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -175,8 +178,8 @@ if TYPE_CHECKING:
     from tiermem.tiers.store import ColdLog
     from tiermem.tiers.turncache import TurnCache, TurnTable
 
-__all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "Superseder", "Validity", "assertive_text",
-           "detect_slots", "find_superseded"]
+__all__ = ["NOT_SUPERSEDABLE", "UPDATE_CUE", "Appended", "Candidate", "KindCheck", "Superseder", "Validity",
+           "assertive_text", "detect_slots", "find_superseded"]
 
 log = logging.getLogger("tiermem")
 
@@ -273,9 +276,9 @@ _PLAN_INTENTS = frozenset(("instruction", "correction"))
 # name alone (`_named_venue`: "Get me a table for four at Chez Marie", which the dinner
 # is). "my" names a thing of the user's own, which a new request may end ("Cancel my gym
 # membership."), and a clause after the object tells of something else ("Cancel the gym
-# membership, I'm moving."): neither takes back a booking it shares no word with. Kinds
-# are not told apart: "Cancel the flight." after "Book a table at Nong's" takes the table
-# back, as "Forget the flight." does (`_OBJECT_RETRACTION`).
+# membership, I'm moving."): neither takes back a booking it shares no word with. Only a
+# kind the booking is, by meaning (`KindCheck`, as for `_OBJECT_RETRACTION`): "Cancel the
+# flight." or "Cancel the subscription." after "Book a table at Nong's" takes nothing.
 _KIND_CALL_OFF = re.compile(
     r"^(?:(?:ok(?:ay)?|oh|hmm+|so|actually|sorry|wait|no|and)[,.!]?\s+)*(?:please |just )?"
     r"(?:cancel|call off|scratch) (?:the|that) (?P<obj>[a-z][\w'-]*(?: [a-z][\w'-]*)?)(?:,? (?:please|thanks))?[\s.!]*$"
@@ -284,7 +287,8 @@ _KIND_CALL_OFF = re.compile(
 # restaurant.", "Never mind the restaurant.", "Ignore my dentist thing.") and ends the turn:
 # where that phrase shares no word with any turn, it may name the kind of a place a
 # request named by its name alone (`_named_venue`: "Book a table at Nong's", which the
-# restaurant is). A clause after it tells what the phrase was ("Forget the weather, we'll
+# restaurant is), where the phrase names that request's kind by meaning (`KindCheck`:
+# never "the hotel", "the flight", "the password" or "the weather" for the table). A clause after it tells what the phrase was ("Forget the weather, we'll
 # go anyway.": a worry, no plan); "Forget it, ..." names nothing ("it"), and "I forgot
 # the restaurant's name" opens with no retraction.
 _OBJECT_RETRACTION = re.compile(
@@ -297,6 +301,72 @@ _OBJECT_RETRACTION = re.compile(
 # noun ("the restaurant") may name it. "the Altis hotel" names its kind ("hotel"), "a
 # flight to Lisbon" a thing of its own: no retraction of another kind takes them.
 _NAMED_VENUE = re.compile(r"\b(?:at|from) (?:the )?(?P<name>[A-Z][\w'&-]*(?: [A-Z][\w'&-]*)*)(?P<after> [A-Za-z][\w'-]*)?")
+# The kinds of business a name alone may stand for ("at Nong's", "from Luigi's", "at
+# Serenity"): the yardstick `KindCheck` measures a retraction's noun with, never a list of
+# the nouns a retraction may say ("the dinner", "the pizza", "the massage" are in none).
+# Why a closed class is needed: this embedder's cosine between a short noun phrase and a
+# request has no scale of its own. Measured (all-MiniLM-L6-v2, "the X" against the
+# request): "the restaurant" is 0.26 from "Book a table at Nong's for Friday." and 0.41
+# from "Order a pizza from Luigi's for tonight.", while "the meeting" is 0.28 and "the
+# hotel" 0.22 from the table booking, so no floor separates a kind from another thing.
+# Against the kinds of business it does, both ways: the nearest of these to the request
+# is the right one for the table, the pizza, a massage (the spa, level with the clinic),
+# theatre seats, a room at the Ritz, a haircut, a prescription; a noun as near the
+# request as that kind is ("the dinner" +0.05 for Chez Marie's table, "the pizza" +0.08
+# for Luigi's pepperoni) names it, where "the hotel", "the dentist", "the flight", "the
+# password", "the weather" and "the subscription" trail it by 0.02 to 0.34; and the
+# noun's own nearest kind must be the request's, which drops the nouns a short request
+# is near for its time alone ("the meeting" +0.02, "the tickets", "the vacation" for a
+# table on Friday: a theatre's, a hotel's). Of 63 errand nouns against 8 such requests,
+# one wrong kind passes both ("the groceries" for a table at Nong's). A class of
+# businesses is closed the way a part of speech is: a new kind of place is rare, and one
+# missing here leaves the request's own kind the nearer or the noun's (a miss, never a
+# retraction of another kind).
+VENUE_KINDS = ("restaurant", "cafe", "bar", "hotel", "spa", "salon", "theatre", "cinema", "gym", "clinic",
+               "pharmacy", "store")
+# how far (cosine) a retraction's noun may trail the request's nearest kind of business
+# and still name it, and the request's kinds the noun's nearest: "the spa" and "the
+# clinic" are level (0.36) for a massage at Serenity, while the nearest wrong kind
+# measured trails by 0.02 ("the hotel" for a table for four at Chez Marie)
+KIND_MARGIN_COSINE = 0.01
+
+
+class KindCheck:
+    """Whether a retraction's noun phrase ("restaurant", "dinner") may name what a request
+    naming a place by its name alone was for ("Book a table at Nong's for Friday."), by
+    meaning, against the kinds of business ``VENUE_KINDS`` (the reasons there): "the
+    <noun>" must be as near the request as the request's nearest kind is, and the kind
+    nearest the noun must be one of the request's nearest, each within
+    ``KIND_MARGIN_COSINE``. ``embedder`` needs only ``embed``; the kinds are embedded
+    once. An embedder that fails answers no (a miss rather than a wrong retraction)."""
+
+    def __init__(self, embedder: _Embeds) -> None:
+        self.embedder = embedder
+        self._kinds: np.ndarray | None = None
+
+    def __call__(self, obj: str, request: str) -> bool:
+        try:
+            if self._kinds is None:
+                self._kinds = _unit_rows(self.embedder.embed([f"the {k}" for k in VENUE_KINDS]))
+            noun, req = _unit_rows(self.embedder.embed([f"the {obj}", request]))
+        except Exception:
+            log.warning("could not embed %r to tell its kind; it takes back no booking", obj, exc_info=True)
+            return False
+        of_req, of_noun = self._kinds @ req, self._kinds @ noun
+        kinds = of_req >= float(np.max(of_req)) - KIND_MARGIN_COSINE  # the request's nearest kinds
+        return float(noun @ req) >= float(np.max(of_req)) - KIND_MARGIN_COSINE and \
+            float(np.max(of_noun[kinds])) >= float(np.max(of_noun)) - KIND_MARGIN_COSINE
+
+
+class _Embeds(Protocol):
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _unit_rows(vecs: np.ndarray) -> np.ndarray:
+    """`vecs` (one row each) scaled to length 1: cosines as dot products."""
+    v = np.asarray(vecs, dtype=np.float32)
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.asarray(v / np.where(n == 0.0, 1.0, n), dtype=np.float32)
 # A correction announced by its opener, then said whole ("Sorry, the store opens at 10am.",
 # "Correction: my kids leave at 8:00.", "Update: my parents arrive on Saturday."): the
 # opener set off by a mark, an apology's own words ("sorry to hear", "sorry I didn't")
@@ -693,6 +763,7 @@ def find_superseded(
     min_similarity: float = SIMILARITY_ALONE_MIN_COSINE,
     speaker: str | None = None,
     latest: bool = True,
+    kind_of: KindCheck | None = None,
 ) -> list[tuple[int, str]]:
     """Positions of earlier turns that ``text`` corrects or retracts, each with the reason.
 
@@ -701,6 +772,9 @@ def find_superseded(
     ("never mind") takes back (False: they are some other selection, such as the turns a
     chain passed through, and such a retraction revises none of them). ``speaker``: the
     name of who said ``text``, where its message gives one (``voices_may_revise``).
+    ``kind_of``: whether a noun no turn holds may name what a request naming a place by
+    its name alone was for (`KindCheck`, by meaning; None: it never does, and "Forget the
+    restaurant." takes back no such request).
     Returns ``[]`` when ``text`` has no correction or retraction cue, or when no candidate
     plausibly matches.
     """
@@ -711,7 +785,7 @@ def find_superseded(
     plan = _PLAN_RETRACTION.match(_cue_text(norm))
     if plan is not None:
         called_off = _called_off(text, plan.group("obj"), candidates, speaker) or \
-            _called_off_by_kind(text, norm, candidates, speaker, latest)
+            _called_off_by_kind(text, norm, candidates, speaker, latest, kind_of)
         if called_off or (cue is None and state is None and framed is None):
             return called_off
     if cue is None and state is None and framed is None:
@@ -794,7 +868,7 @@ def find_superseded(
     # whatever it was ("I'm allergic to peanuts" / "Never mind the restaurant.")
     named = _OBJECT_RETRACTION.match(_cue_text(norm))
     if named is not None:
-        return _named_venue(named.group("obj"), candidates, eligible, speaker, latest)
+        return _named_venue(named.group("obj"), candidates, eligible, speaker, latest, kind_of)
     # "scratch that, keep the old name": a retraction opener whose object matched nothing.
     if _RETRACTION_OPENER.match(norm):
         return _just_said(candidates, eligible, speaker, latest, f"retraction:'{cue_txt}' -> previous turn")
@@ -802,14 +876,19 @@ def find_superseded(
 
 
 def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[Candidate], speaker: str | None,
-                 latest: bool) -> list[tuple[int, str]]:
+                 latest: bool, kind_of: KindCheck | None) -> list[tuple[int, str]]:
     """What a retraction naming `obj`, a thing no turn holds a word of, takes back: the
     latest of the user's last ``ELLIPSIS_REACH`` turns that is a request naming a place by
     its name alone (`_NAMED_VENUE`: "Book a table at Nong's for Friday.", which "the
-    restaurant" may be), past requests that name their thing's kind ("Book the Altis hotel
-    ..."); nothing where there is none. Only where the candidates end with the user's
-    previous turn (`latest`), as for `_just_said`."""
-    if not latest:
+    restaurant" may be) and that `obj` may name by meaning (`kind_of`: "the restaurant"
+    or "the dinner" that table, never "the hotel", "the flight" or "the password"), past
+    requests that name their thing's kind ("Book the Altis hotel ...") or that `obj` is
+    no kind of ("Forget the spa." passes over the table to the massage at Serenity);
+    nothing where there is none, or no `kind_of` to tell (a miss rather than a wrong
+    retraction). Only where the candidates end with the user's previous turn (`latest`),
+    as for `_just_said`. The one home of the kind check: "Forget the X." and "Cancel the
+    X." (`_called_off_by_kind`) both come here."""
+    if not latest or kind_of is None:
         return []
     ok = {c.position for c in eligible}
     for c in reversed(candidates[-ELLIPSIS_REACH:]):
@@ -818,13 +897,15 @@ def _named_venue(obj: str, candidates: Sequence[Candidate], eligible: Sequence[C
         for m in _NAMED_VENUE.finditer(c.text):
             after = (m.group("after") or "").strip().lower()
             if _TIME_NAME.match(m.group("name")) is None and (not after or after in _STOP):
-                # the name alone, its kind unsaid
-                return [(c.position, f"retraction: '{obj}' -> the place named '{m.group('name')}'")]
+                # the name alone, its kind unsaid: `obj` must be of the request's kind
+                if kind_of(obj, c.text):
+                    return [(c.position, f"retraction: '{obj}' -> the place named '{m.group('name')}'")]
+                break  # another kind of thing: an earlier request may be the one
     return []
 
 
 def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], speaker: str | None,
-                        latest: bool) -> list[tuple[int, str]]:
+                        latest: bool, kind_of: KindCheck | None) -> list[tuple[int, str]]:
     """What a call-off naming its thing by a kind no turn holds a word of takes back
     (`_KIND_CALL_OFF`: "Cancel the dinner." after "Get me a table for four at Chez Marie on
     Saturday."): the place a recent request named by its name alone, as a retraction
@@ -839,7 +920,7 @@ def _called_off_by_kind(text: str, norm: str, candidates: Sequence[Candidate], s
         return []
     eligible = [c for c in candidates if c.intent not in NOT_SUPERSEDABLE
                 and voices_may_revise(text, speaker, c.text, c.speaker)]
-    return _named_venue(m.group("obj"), candidates, eligible, speaker, latest)
+    return _named_venue(m.group("obj"), candidates, eligible, speaker, latest, kind_of)
 
 
 def _rest_of_topic(cue: tuple[str, str] | None, old_vals: AbstractSet[str], best: int,
@@ -961,8 +1042,9 @@ MEANING_CUE = re.compile(
     r"correction|forget|ignore|drop|scratch|never ?mind|i've decided|decided|mixed (it|that) up|"
     r"retested|not anymore|pushed (?:back |out )?to|postponed|rescheduled|(?:raise|lower|increase|reduce|bump)d? "
     r"(?:it|the|my|our)|(?:is|are|'s|'re) now|now (?:is|are|live|work|use|eat|prefer|take|have|at|in|on)"
-    # a value then "now" ("Leo is 5 now"): the value holds from here on
-    r"|(?:is|are|'s|'re) (?:[\w$€£.,:-]+ ){1,3}now(?=[,.!;]|$)|\d+ [a-z]+ now(?=[,.!;]|$))\b"
+    # a value then "now" ("Leo is 5 now"): the value holds from here on; an article is no
+    # word of its own there ("My rent is due on the 5th now." as "... due on Friday now.")
+    r"|(?:is|are|'s|'re) (?:(?:the |an? )?[\w$€£.,:-]+ ){1,3}now(?=[,.!;]|$)|\d+ [a-z]+ now(?=[,.!;]|$))\b"
 )
 # What the speaker or a person does now, whatever the verb ("I now go to the gym on weekday
 # mornings", "she now works from home on Fridays"): a routine that holds from here. It may
@@ -1934,6 +2016,9 @@ class Superseder:
                  turns: TurnCache | None = None) -> None:
         self.cold = cold
         self.embedder = embedder
+        # whether a retraction's noun names a booking's kind ("Forget the restaurant."), by
+        # meaning: without an embedder, none does (find_superseded's `kind_of`)
+        self.kind_of = KindCheck(embedder) if embedder is not None else None
         self.classifier = classifier
         # the planner's in-process copy of each conversation's vectors: the meaning search
         # scores those rather than scanning the store's vector index under its lock
@@ -2157,7 +2242,10 @@ class Superseder:
         # the user's previous turn: the latest in the window (one further back, a pin, is not)
         previous = max((q for q in users if q >= p - SUPERSEDE_WINDOW), default=None)
         latest = bool(cands) and cands[-1].position == previous
-        found = find_superseded(text, cands, speaker=speaker, latest=latest) if cands else []
+        # the kind of a booking is told by meaning, so only in the pass that may embed (an
+        # import's rules pass leaves "Forget the restaurant." unresolved for its catch-up)
+        found = find_superseded(text, cands, speaker=speaker, latest=latest,
+                                kind_of=self.kind_of if meaning else None) if cands else []
         norm = normalize(text)
         # "never mind" takes back the previous turn or nothing (find_superseded): no chain,
         # meaning or value leads it further back

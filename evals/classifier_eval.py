@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from tiermem.consolidation.classify import INTENTS, TurnClassifier, TurnLabel
-from tiermem.consolidation.supersede import Candidate, find_superseded
+from tiermem.consolidation.supersede import Candidate, KindCheck, find_superseded
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 LABELS_PATH = DATA_DIR / "intent_labels.jsonl"
@@ -262,6 +262,8 @@ def _run_supersede(clf: TurnClassifier, embedder: LocalEmbedder | None) -> dict[
     wrong_target = 0  # superseded a turn, but the wrong one (or one when none was expected)
     missed = 0
     failures = []
+    # a retraction's noun names a booking's kind by meaning, as the library's Superseder tells it
+    kind_of = KindCheck(embedder) if embedder is not None else None
     for case in cases:
         earlier: list[str] = case["earlier"]
         texts = [*earlier, case["correction"]]
@@ -271,7 +273,8 @@ def _run_supersede(clf: TurnClassifier, embedder: LocalEmbedder | None) -> dict[
             e = vecs[pos] if vecs is not None else None
             lab = clf.classify(t, "user", embedding=e)
             cands.append(Candidate(pos, t, lab.intent, lab.load_bearing, e))
-        got = find_superseded(case["correction"], cands, embedding=vecs[-1] if vecs is not None else None)
+        got = find_superseded(case["correction"], cands, embedding=vecs[-1] if vecs is not None else None,
+                              kind_of=kind_of)
         pred = got[0][0] if got else None
         if pred == case["expected"]:
             correct += 1

@@ -20,6 +20,12 @@ Invariants:
   "Never mind the restaurant." after "I'm allergic to peanuts." retracted the allergy).
   "Forget it, I'll do it myself." retracts nothing: the user takes the errand over, the
   plan still holds (decided so; it retracted nothing before either).
+- Only a noun of the request's kind, by meaning, takes it back (`supersede.KindCheck`,
+  the one check of "Forget the X." and "Cancel the X."): the restaurant or the dinner
+  for a table at Nong's, never the hotel, the dentist, the flight, the password, the
+  weather or a subscription (667629d and 7a77f58 took the table back for any noun).
+- A day of the month after "is due on" then "now" is a value that holds from here on,
+  as a weekday there is ("My rent is due on the 5th now.").
 """
 
 from __future__ import annotations
@@ -142,4 +148,62 @@ def test_a_day_correction_is_pinned_as_a_correction(cold_memory: Memory, fact: s
 ])
 def test_a_retraction_by_a_kind_takes_the_named_place(cold_memory: Memory, users: list[str],
                                                      want: dict[int, int]) -> None:
+    assert _users(cold_memory, users) == want
+
+
+# (the user's turns, each answered "Noted.", and {superseded user turn: its superseder}):
+# a noun of another kind takes back no booking of a place named by its name alone
+@pytest.mark.parametrize(("users", "want"), [
+    # a hotel is no kind of the table (before: {0: 1}, the reviewer's)
+    (["Book a table at Nong's for Friday.", "Forget the hotel."], {}),
+    # nor a dentist (before: {0: 1})
+    (["Book a table at Nong's for Friday.", "Forget the dentist."], {}),
+    # nor a flight (before: {0: 1})
+    (["Book a table at Nong's for Friday.", "Forget the flight."], {}),
+    # nor a password (before: {0: 1})
+    (["Book a table at Nong's for Friday.", "Forget the password."], {}),
+    # the weather is a worry, no plan (before: {0: 1})
+    (["Book a table at Nong's for Friday.", "Never mind the weather."], {}),
+    # nor a meeting, which a short request is near for its day alone (before: {0: 1})
+    (["Book a table at Nong's for Friday.", "Forget the meeting."], {}),
+    # a hotel is no kind of a pizza place either (before: {0: 1})
+    (["Order a pizza from Luigi's for tonight.", "Forget the hotel."], {}),
+    # "Cancel the X." is told the same way (before: {0: 1}, 7a77f58's call-off by kind)
+    (["Book a table at Nong's for Friday.", "Cancel the flight."], {}),
+    (["Book a table at Nong's for Friday.", "Cancel the subscription."], {}),
+    (["Get me a table for four at Chez Marie on Saturday.", "Cancel the flight."], {}),
+])
+def test_a_noun_of_another_kind_takes_back_no_booking(cold_memory: Memory, users: list[str],
+                                                      want: dict[int, int]) -> None:
+    assert _users(cold_memory, users) == want
+
+
+# (the user's turns, and {superseded user turn: its superseder}): the request's own kind
+@pytest.mark.parametrize(("users", "want"), [
+    # the dinner is the table for four (heldout2's; as before)
+    (["Get me a table for four at Chez Marie on Saturday.", "Cancel the dinner."], {0: 1}),
+    # the restaurant passes over a massage at Serenity to the table (before: {1: 2}, the massage)
+    (["Book a table at Nong's for Friday.", "Book me a 60-minute massage at Serenity on Thursday.",
+      "Forget the restaurant."], {0: 2}),
+    # the spa is the massage, the latest (as before)
+    (["Book a table at Nong's for Friday.", "Book me a 60-minute massage at Serenity on Thursday.",
+      "Forget the spa."], {1: 2}),
+    # a hotel is the room at the Ritz (as before)
+    (["Book a room at the Ritz for Friday.", "Forget the hotel."], {0: 1}),
+])
+def test_a_noun_of_the_requests_kind_takes_it_back(cold_memory: Memory, users: list[str],
+                                                   want: dict[int, int]) -> None:
+    assert _users(cold_memory, users) == want
+
+
+# (the user's turns, and {superseded user turn: its superseder}): a day of the month "now"
+@pytest.mark.parametrize(("users", "want"), [
+    # the miss: an article in the value hid the "now" (before: {})
+    (["My rent is due on the 1st.", "My rent is due on the 5th now."], {0: 1}),
+    # a weekday there, as before
+    (["My rent is due on Monday.", "My rent is due on Friday now."], {0: 1}),
+    # another thing's day is not the rent's (as before)
+    (["My rent is due on the 1st.", "The gym class is on the 5th now."], {}),
+])
+def test_a_day_of_the_month_now_revises_its_day(cold_memory: Memory, users: list[str], want: dict[int, int]) -> None:
     assert _users(cold_memory, users) == want
