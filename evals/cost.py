@@ -344,6 +344,8 @@ class MethodSeries:
     ttl: str = TTL_EXPIRE
     other_billed: list[float] = field(default_factory=list)
     other_billed_anthropic: list[float] = field(default_factory=list)
+    other_cached_openai: list[int] = field(default_factory=list)
+    other_read_anthropic: list[int] = field(default_factory=list)
     _prev: np.ndarray | None = None
     _at: float | None = None  # the last build's time: a build without one is taken as at it
     _openai: OpenAICache = field(init=False)
@@ -378,9 +380,12 @@ class MethodSeries:
         o = self._openai.request(ids, at)
         marks = list(breakpoints) if breakpoints is not None else [len(out.messages) - 1]
         a = self._anthropic.request(ids, ends, marks, at)
-        self.other_billed.append(self._other_openai.request(ids, at).billed(self.openai_rules))
-        self.other_billed_anthropic.append(
-            self._other_anthropic.request(ids, ends, marks, at).billed(self.anthropic_rules))
+        oo = self._other_openai.request(ids, at)
+        oa = self._other_anthropic.request(ids, ends, marks, at)
+        self.other_billed.append(oo.billed(self.openai_rules))
+        self.other_billed_anthropic.append(oa.billed(self.anthropic_rules))
+        self.other_cached_openai.append(oo.read)
+        self.other_read_anthropic.append(oa.read)
         self.turn.append(turn)
         self.tokens.append(int(ids.shape[0]))
         self.context_tokens.append(out.tokens)
@@ -394,6 +399,14 @@ class MethodSeries:
             self.over_budget += 1
         if not token_ok:
             self.token_mismatches += 1
+
+    def expired_last(self) -> tuple[int, int]:
+        """The last request's tokens that OpenAI's and Anthropic's caches would have
+        served inside the TTL beyond what they served (0 under `TTL_INSIDE`)."""
+        if self.ttl != TTL_EXPIRE or not self.turn:
+            return 0, 0
+        return (max(0, self.other_cached_openai[-1] - self.cached_openai[-1]),
+                max(0, self.other_read_anthropic[-1] - self.read_anthropic[-1]))
 
     def other_ttl(self) -> str:
         return TTL_INSIDE if self.ttl == TTL_EXPIRE else TTL_EXPIRE
@@ -606,12 +619,14 @@ def run_cost(
                                                 renderer=renderer, first=builds == 1, at=at)
                     layers = stable_layers(out.messages)
                     st = series[name]
+                    expired_openai, expired_anthropic = st.expired_last()
                     own = parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
                               cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
                               written_anthropic=st.written_anthropic[-1],
                               new_epoch=cache.new_epoch if cache is not None else None,
                               reason=cache.reason if cache is not None else "",
-                              asked_by=asked_by(out.plan))
+                              asked_by=asked_by(out.plan), expired_openai=expired_openai,
+                              expired_anthropic=expired_anthropic)
                     if trace is not None:
                         trace.append({**trace_entry(n, query, out, series[name]), "bill_by_cause": own})
                 elif name not in SIMULATED:

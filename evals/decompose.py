@@ -13,6 +13,9 @@ provider's rules:
 - ``step_loss``: tokens shared with a recent request, past the minimum, billed in full
   anyway: OpenAI's 128-token steps; under Anthropic's rules, a shared prefix that no
   earlier breakpoint wrote (or past the look-back);
+- ``expired``: tokens a cache would have served had every build been inside its TTL, but
+  that expired first (`CacheRules.ttl_s`: the build came too long after the last request
+  that read or wrote them, e.g. a LoCoMo session days after the previous one);
 - every other uncached token by what it is and why it was sent again:
   ``new_messages`` (log messages that arrived since the previous build, and the
   assistant header the provider appends: no policy avoids them, evals.floor), and for
@@ -55,7 +58,7 @@ from tiermem.planner import late_pins
 from tiermem.planner.render import HEADERS
 from tiermem.tiers.models import message_text
 
-CAUSES = ("new_messages", "retrieved_appended", "short_prefix", "step_loss", "new_epoch", "middle_eviction",
+CAUSES = ("new_messages", "retrieved_appended", "short_prefix", "step_loss", "expired", "new_epoch", "middle_eviction",
           "pin_change", "view_refresh", "rewind", "first", "cached_reads", "cache_writes")
 STABLE_HEADERS = (HEADERS["pinned"], HEADERS["summary"])
 # a new epoch's reason (evals.cost.epoch_category) -> its cause
@@ -107,12 +110,14 @@ class Decomposition:
 
     def add(self, messages: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]], *, cached_openai: int,
             read_anthropic: int, written_anthropic: int, new_epoch: bool | None, reason: str,
-            asked_by: str = "") -> dict[str, dict[str, float]]:
+            asked_by: str = "", expired_openai: int = 0, expired_anthropic: int = 0) -> dict[str, dict[str, float]]:
         """One request: its messages, the log messages that arrived since the previous
         build, what each provider's cache served and wrote (evals.cost.MethodSeries), and
         its plan's cache report; `asked_by`: what asked for its retrieval (the query
         class and its rule), to count its retrieved tokens under. Returns this request's
-        own parts per provider (the causes it billed), for the replay's trace."""
+        own parts per provider (the causes it billed), for the replay's trace.
+        `expired_*`: the tokens each cache would have served inside the TTL beyond what
+        it served (evals.cost.MethodSeries' other assumption)."""
         ids, ends = self.renderer.render(messages)
         n = int(ids.shape[0])
         first = not self._recent
@@ -126,16 +131,19 @@ class Decomposition:
         kinds = [message_kind(m, fresh) for m in messages]
         starts = [0, *ends[:-1]] if ends else []
         mine: dict[str, dict[str, float]] = {}
-        for p, read, extra in (("openai", cached_openai, 0.0),
-                               ("anthropic", read_anthropic,
-                                (PROVIDERS["anthropic"].write_ratio - 1.0) * written_anthropic)):
+        for p, read, extra, expired in (("openai", cached_openai, 0.0, expired_openai),
+                                        ("anthropic", read_anthropic,
+                                         (PROVIDERS["anthropic"].write_ratio - 1.0) * written_anthropic,
+                                         expired_anthropic)):
             rules = PROVIDERS[p]
             out = mine[p] = dict.fromkeys(CAUSES, 0.0)
             out["cached_reads"] += read * rules.read_ratio
             if read:
                 self.reads_beyond_min[p] += max(0, read - rules.min_prefix) * rules.read_ratio
             shared = max(lcp, read)
-            out["short_prefix" if not read and shared < rules.min_prefix else "step_loss"] += shared - read
+            gone = min(max(0, expired), shared - read)  # shared, and cached had the TTL not passed
+            out["expired"] += gone
+            out["short_prefix" if not read and shared < rules.min_prefix else "step_loss"] += shared - read - gone
             out["cache_writes"] += extra
             for kind, a, b in [*zip(kinds, starts, ends, strict=True), ("new", ends[-1] if ends else 0, n)]:
                 got = max(0, b - max(a, shared))

@@ -31,6 +31,7 @@ from tiermem.evals.cost import (
     inside_ttl,
     run_cost,
 )
+from tiermem.evals.decompose import Decomposition
 from tiermem.evals.floor import FloorTurn, floor_bill
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import BpeTokenCounter
@@ -224,3 +225,30 @@ def test_the_replay_reports_both_assumptions(tmp_path: Path, shared_vectors: Fas
     full = e["methods"]["full_context"]["by_ttl"]
     assert full[TTL_EXPIRE]["total_billed_anthropic"] > full[TTL_INSIDE]["total_billed_anthropic"]
     assert full[TTL_EXPIRE]["ratio_billed_vs_full_openai"] == 1.0
+
+
+@pytest.mark.parametrize("ttl", [TTL_EXPIRE, TTL_INSIDE])
+def test_the_bill_by_cause_names_what_expired(counter: BpeTokenCounter, ttl: str) -> None:
+    """Full context's builds 301 s apart (past Anthropic's TTL, inside OpenAI's): the
+    Anthropic tokens a warm cache would have served are `expired`, and the parts still
+    sum to the bill; inside the TTL nothing is."""
+    v = replay_views.view_of(counter, CHAT_TURNS, seed=3)
+    renderer = Renderer(counter)
+    s = MethodSeries(ttl=ttl)
+    parts = Decomposition(renderer)
+    prev = 0
+    for i in range(0, len(v), 2):
+        out = full_context(replay_views.view_of(counter, i + 1, seed=3))
+        s.add(i + 1, out, 0.0, renderer=renderer, budget=None, at=i * (ANTHROPIC_DEFAULT_TTL_S + 1))
+        exp_o, exp_a = s.expired_last()
+        parts.add(out.messages, v.bodies[prev:i + 1], cached_openai=s.cached_openai[-1],
+                  read_anthropic=s.read_anthropic[-1], written_anthropic=s.written_anthropic[-1],
+                  new_epoch=False, reason="extends the previous context", expired_openai=exp_o,
+                  expired_anthropic=exp_a)
+        prev = i + 1
+    got = parts.summary()
+    assert got["openai_total"] == pytest.approx(sum(s.billed), abs=0.05)
+    assert got["anthropic_total"] == pytest.approx(sum(s.billed_anthropic), abs=0.05)
+    assert got["openai"]["expired"] == 0  # OpenAI's hour holds 301 s
+    # every Anthropic read of the inside-TTL bill is an expired prefix here
+    assert got["anthropic"]["expired"] == (sum(s.other_read_anthropic) if ttl == TTL_EXPIRE else 0)
