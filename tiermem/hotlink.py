@@ -153,6 +153,7 @@ from tiermem.tiers.hot import (
     LogPins,
     RedisClient,
     make_client,
+    refusal,
     simulate_replay,
 )
 from tiermem.tiers.keys import turn_fingerprint
@@ -187,6 +188,9 @@ PIN_RACE_REBUILDS = 3
 # script follows (a process killed in between, a relabel) costs this much once more
 PIN_GAP_WAIT_S = 0.05
 PIN_GAP_FIRST_WAIT_S = 0.0005  # the first wait; each next one doubles, up to what is left
+# conversations whose hot set and epoch state one pipelined round trip deletes after the
+# store recounted its turns' tokens (`drop_counted`): 7 keys each, one DEL per conversation
+DROP_COUNTED_PIPELINE = 500
 
 # Failures that mean "Redis cannot be relied on right now": the hot tier degrades to the
 # log for this call and recovers on a later one. HotStateLost is Redis losing a rebuild's
@@ -204,6 +208,8 @@ REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.exceptions.ConnectionErro
                                                  redis.exceptions.RedisClusterUnreachableError, OSError, HotStateLost,
                                                  HotOutOfMemory, HotReadOnly, HotAccessDenied,
                                                  redis.exceptions.NoPermissionError)
+# ... and a pipeline's refusal, which comes as a plain reply error (`drop_counted`)
+DROP_COUNTED_ERRORS: tuple[type[BaseException], ...] = (*REDIS_ERRORS, redis.exceptions.ResponseError)
 # Redis refusing tiermem itself (a wrong or missing password, an ACL user without a
 # command or key pattern the hot tier needs): the operator has to act (module docstring)
 MISCONFIGURED: tuple[type[BaseException], ...] = (redis.exceptions.AuthenticationError,
@@ -292,6 +298,9 @@ class HotLink:
         # conversations rebuilt once for a set stored under another budget (_sync)
         self._budget_rebuilt: set[str] = set()
         self._budget_mismatch_logged = False
+        # the hot sets and epoch states hold counts of the store's former tokenizer, not yet
+        # dropped (`drop_counted`: Redis failed it)
+        self._counted_owed = False
         self._lock = threading.Lock()
         # called once each time Redis answers again after a failure (Memory: delete the
         # keys of conversations erased while it could not be reached)
@@ -435,6 +444,8 @@ class HotLink:
         self._run_on_recover()
 
     def _run_on_recover(self) -> None:
+        if self._counted_owed and self.drop_counted() is None:
+            return  # Redis failed it: degraded again, this runs at the next recovery
         if self.on_recover is not None:
             try:
                 self.on_recover()
@@ -940,6 +951,38 @@ class HotLink:
                 left.extend(keys[i:])
                 break
         return left
+
+    def drop_counted(self) -> int | None:
+        """Delete every live conversation's hot set and shared epoch state: after the
+        store recounted its turns' tokens under another tokenizer on open
+        (tiers.recount), both hold the old counts, and a set kept within the budget by them
+        holds more real tokens than its budget. Each set is rebuilt from the log at its
+        next read, and the next context starts a new epoch. Its pin stamp stays (tiers.hot:
+        it never goes with the set). Pipelined, DROP_COUNTED_PIPELINE conversations a
+        round trip. Redis failing it leaves it owed (`_counted_owed`): done when Redis
+        answers again, before the link's other recovery work. Returns how many
+        conversations' keys it deleted, None while owed."""
+        from tiermem.planner.epoch import EPOCH_KEY_SUFFIX  # lazy, as `epochs`
+
+        self._counted_owed = True
+        keys = self.cold.all_keys()
+        try:
+            for i in range(0, len(keys), DROP_COUNTED_PIPELINE):
+                pipe = self.client.pipeline(transaction=False)
+                for key in keys[i:i + DROP_COUNTED_PIPELINE]:  # one tag: one slot, one DEL on Cluster too
+                    pipe.execute_command("DEL", *self.tier.keys(key), self.tier.tag(key) + EPOCH_KEY_SUFFIX)
+                pipe.execute()
+        except DROP_COUNTED_ERRORS as exc:
+            # a pipeline's refusal (a replica's READONLY) comes as a plain reply error
+            failure = refusal("delete", exc) if isinstance(exc, redis.exceptions.ResponseError) else exc
+            if failure is None:
+                raise
+            self._fail(failure)
+            log.warning("could not drop the hot sets and epoch states counted with the store's former tokenizer "
+                        "(%s): dropped when Redis answers again", failure)
+            return None
+        self._counted_owed = False
+        return len(keys)
 
     def rebuild_all(self) -> int:
         n = 0

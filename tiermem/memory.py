@@ -118,6 +118,7 @@ from tiermem.tiers.models import (
     validate_id,
     validate_namespace,
 )
+from tiermem.tiers.recount import Recount
 from tiermem.tiers.statements import turn_states
 from tiermem.tiers.store import INDEX_POOL_BATCHES, ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter, TokenCounter
@@ -352,6 +353,9 @@ class Memory:
             cache_dir=self.config.embedding_cache_dir,
         )
         self.cold: ColdLog
+        # the turns' tokens the store recounted on open, counted under another tokenizer
+        # before (tiers.recount): what Redis holds of the old counts is dropped below
+        self.tokenizer_recount: Recount | None
         if self.config.cold_url is not None:  # PostgreSQL + pgvector; it opens and closes its own pool
             from tiermem.tiers.postgres import PostgresStore
 
@@ -363,10 +367,12 @@ class Memory:
                                       pool_wait_s=self.config.cold_pool_wait_s,
                                       operation_timeout_s=self.config.cold_operation_timeout_s,
                                       lock_timeout_ms=self.config.busy_timeout_ms)
+            self.tokenizer_recount = self.cold.tokenizer_recount
         else:
             self.cold = ColdStore(self.config.db_path, tokens=self.tokens, embedder=self.embedder,
                                   busy_timeout_ms=self.config.busy_timeout_ms,
                                   synchronous=self.config.sqlite_synchronous)
+            self.tokenizer_recount = self.cold.tokenizer_recount
         # supersession searches by meaning, so it runs when a turn is embedded (by
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded
@@ -423,6 +429,8 @@ class Memory:
             from tiermem.hotlink import HotLink
 
             self.hot = HotLink(self.config, self.cold, redis_client=redis_client)
+            if self.tokenizer_recount is not None:  # the sets and the epoch states hold the old counts
+                self.hot.drop_counted()
             # keys of conversations erased while Redis could not be reached: deleted when
             # it answers again, and now, for those an earlier process left recorded
             self.hot.on_recover = self._purge_deferred_quietly

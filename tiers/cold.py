@@ -24,7 +24,9 @@ Invariants (docs/design.md, "The invariants"):
   again writes nothing and answers the recorded positions, another one is refused. The
   records (`idempotency_keys`) live as long as their conversation: no expiry.
 - Everything except `messages`, `conversations`, `checkpoints` and `pins` is derived
-  (the turn index, FTS, vectors) and `rebuild()` recomputes it from the messages.
+  (the turn index, FTS, vectors) and `rebuild()` recomputes it from the messages. The
+  turn index's token counts are of the tokenizer recorded in meta; an open under another
+  recounts them first (tiers.recount, `tokenizer_recount`).
   Embeddings are computed *outside* the write lock, after the commit; a crash in
   between leaves `turns.embedded = 0` rows that `index_pending` fills later, and
   `stats()["pending_embeddings"]` shows the lag.
@@ -92,6 +94,7 @@ from tiermem.tiers.models import (
     search_text,
 )
 from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, OwedDecisions
+from tiermem.tiers.recount import Recount, check_tokenizer
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -318,6 +321,16 @@ class ColdStore(SharedQueries):
             self._conn.close()
             raise
         self._finish_scrub()
+        # the turns' counts recounted on this open, made under another tokenizer than this
+        # store's (tiers.recount); the caller drops what holds the old ones (tiermem.Memory)
+        self.tokenizer_recount: Recount | None = self._check_tokenizer()
+
+    def _check_tokenizer(self) -> Recount | None:
+        try:
+            return check_tokenizer(self, read_only=self.read_only)
+        except BaseException:
+            self.close()
+            raise
 
     def _finish_scrub(self) -> None:
         """An erasure whose process died between its commit and its scrub (FTS merge,

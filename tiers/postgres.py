@@ -239,6 +239,7 @@ from tiermem.tiers.models import (
     search_text,
 )
 from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, OwedDecisions
+from tiermem.tiers.recount import Recount, check_tokenizer
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -246,6 +247,8 @@ from tiermem.tiers.schema import (
     SESSION_TURNS_INDEX,
     SUPERSEDED_PINS_INDEX,
     SUPERSESSION_VERSION_COLUMN,
+    TOKENIZER_KEY,
+    UNRECORDED,
     VEC_MODEL_KEY,
 )
 from tiermem.tiers.search import query_words
@@ -919,6 +922,14 @@ def m014_supersession_versions(c: Conn) -> None:
                   "EXECUTE FUNCTION tm_bump_supersession_version()")
 
 
+def m015_tokenizer_recorded(c: Conn) -> None:
+    # the tokenizer that counted turns.tokens, recorded in meta ('' for a store made
+    # before: counted by the one configured then, recorded at its next open without a
+    # recount), as the SQLite engine's m028_tokenizer_recorded (tiers.recount)
+    c.execute("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+              (TOKENIZER_KEY, UNRECORDED))
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -934,6 +945,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m012_index_turns_by_session,
     m013_no_sampled_text,
     m014_supersession_versions,
+    m015_tokenizer_recorded,
 ]
 
 
@@ -1368,6 +1380,14 @@ class PostgresStore(SharedQueries):
             self.close()
             raise
         self._finish_scrub()
+        # the turns' counts recounted on this open, made under another tokenizer than this
+        # store's (tiers.recount); the caller drops what holds the old ones (tiermem.Memory).
+        # A read-only database (a standby) is found by its refusal of the write, if one is due
+        try:
+            self.tokenizer_recount: Recount | None = check_tokenizer(self)
+        except BaseException:
+            self.close()
+            raise
 
     def _finish_scrub(self) -> None:
         """An erasure whose rewrite did not run (its process died after the commit, or

@@ -54,6 +54,8 @@ DriverDatabaseError = sqlite3.DatabaseError
 DriverIntegrityError = sqlite3.IntegrityError
 VEC_TABLE = "messages_vec"
 VEC_MODEL_KEY = "vec_model"  # meta: the identity of the model the stored vectors come from
+TOKENIZER_KEY = "tokenizer"  # meta: the tokenizer every turns.tokens was counted with (tiers.recount)
+UNRECORDED = ""  # its value in a store made before m028: counted by the one configured then
 # Vector slots per vec0 chunk. vec0 gives every partition (conversation) chunks of its
 # own, allocated whole: at sqlite-vec's default of 1,024 slots x 384 dims x 4 B a
 # conversation of 2 turns cost 1.5 MiB of file. 64 slots (96 KiB at 384 dims) keep a
@@ -581,6 +583,18 @@ def m027_supersession_versions(c: Connection) -> None:
                   f"BEGIN {bump.format(conv=row + '.conversation_id')} END")
 
 
+def m028_tokenizer_recorded(c: Connection) -> None:
+    # The tokenizer that counted turns.tokens is recorded in meta (tiers.recount
+    # TOKENIZER_KEY), so that a store opened under another one recounts them instead of
+    # keeping counts the hot budget and the planner add up as the new one's. A store made
+    # before this step was counted by the tokenizer configured then, which nothing
+    # recorded: '' (UNRECORDED), which its next open replaces by its own tokenizer without
+    # a recount. The step also keeps an older tiermem, which would count its appends with
+    # its own tokenizer unchecked, from opening the store. Re-runnable (OR IGNORE): a store
+    # rolled back to an older version number (as the upgrade tests do) keeps its record
+    c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (TOKENIZER_KEY, UNRECORDED))
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -609,6 +623,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m025_view_failures,
     m026_index_turns_by_session,
     m027_supersession_versions,
+    m028_tokenizer_recorded,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of
