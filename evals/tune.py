@@ -18,21 +18,27 @@ about 0.1 (planner.build.NARROW_RETRIEVED_SHARE); a recall takes all the room le
 
 Each candidate gets a fresh Memory in a temporary data dir (hot tier on, as in the
 evals; deleted afterwards) and replays every conversation of the data file
-(`evals.conversations`: the conversations format or LoCoMo), each in its own namespace so
-that nothing is retrieved across conversations:
+(`evals.conversations`: the conversations format or LoCoMo) once per budget, each replay
+into a copy of its own (`<id>-b<budget>`, its own namespace, so that nothing is retrieved
+across conversations or copies): the planner keeps one prompt-cache epoch per
+conversation, and its key holds the budget, so builds at several budgets in turn on one
+conversation would each start a new epoch and measure a context that never caches:
 
-- **cost** (`evals.cost.MethodSeries`): messages are appended one by one; at each user
-  message the context for it is built at every budget (the turn's embedding done first,
-  as the background indexer would have), and billed by `evals.cost`'s token-level
-  model of OpenAI's automatic prompt caching (a cached prefix from 1,024 tokens, in
-  128-token steps) at the candidate's `pricing`: cached input at its
-  `cached_input_ratio` of the input price (default a tenth), and in USD at its
-  `input_per_mtok`. Full context (every message so far) is billed the same way, for
-  `vs full`.
+- **cost** (`evals.cost.replay_tiermem`, the turn-by-turn replay `tiermem eval cost`
+  runs, so a budget's billed and cache-stable figures are eval cost's for the same
+  data, config and budget): messages are appended one by one; at each user message the
+  context for it is built at the copy's budget (the turn's embedding done first, as the
+  background indexer would have), and billed by `evals.cost`'s token-level model of
+  OpenAI's automatic prompt caching (a cached prefix from 1,024 tokens, in 128-token
+  steps, the caches' lifetime as eval cost takes it from the messages' `created_at`) at
+  the candidate's `pricing`: cached input at its `cached_input_ratio` of the input price
+  (default a tenth), and in USD at its `input_per_mtok`. Full context (every message so
+  far) is billed the same way, for `vs full`.
 - **recall** (`evals.locomo.score` / `summarize`): once a conversation is in, each
-  probe's question is asked at every budget; evidence recall is the share of its evidence
-  messages the context includes verbatim or trimmed, averaged over probes with evidence;
-  answer coverage as in `evals.locomo` for probes with an answer.
+  probe's question is asked of each budget's copy, after its replay (the probes one
+  after another); evidence recall is the share of its evidence messages the context
+  includes verbatim or trimmed, averaged over probes with evidence; answer coverage as
+  in `evals.locomo` for probes with an answer.
 
 Best: the highest recall (ties: lower billed) among the (candidate, budget)
 points that meet `--min-recall` (then the cheapest that meets it wins instead) and
@@ -73,11 +79,21 @@ from tiermem.evals.baselines import (
     mean,
     no_context,
     open_memory,
+    suffixed_id,
     tiermem_context,
 )
 from tiermem.evals.conversations import Dataset
-from tiermem.evals.cost import USD_PER_MTOK, MethodSeries, Renderer, priced
+from tiermem.evals.cost import (
+    TTL_EXPIRE,
+    TTL_LABELS,
+    USD_PER_MTOK,
+    MethodSeries,
+    Renderer,
+    priced,
+    replay_tiermem,
+)
 from tiermem.evals.locomo import QA, EvidenceCounts, Question, Record, score, summarize
+from tiermem.memory import Memory
 from tiermem.tiers.embed import Embedder
 from tiermem.tiers.errors import BudgetTooSmall, ValidationError
 from tiermem.tiers.models import ENVELOPE_FIELDS, message_text
@@ -196,6 +212,19 @@ def reply_sources(data: Dataset, embedder: Embedder) -> Sources:
             for c in data.conversations}
 
 
+def copy_names(memory: Memory, cid: str, budgets: Sequence[int], taken: set[str]) -> dict[int, str]:
+    """Per budget, the conversation (and namespace: nothing is retrieved across the copies)
+    that budget's replay of `cid` is written to: `<cid>-b<budget>`, within max_id_chars,
+    made unique against `taken` and the data dir as the evals make ids unique."""
+    out: dict[int, str] = {}
+    for b in budgets:
+        name = suffixed_id(f"{cid}-b{b}", memory.config.max_id_chars,
+                           lambda x: x in taken or memory.cold.key_of(x, x) is not None)
+        taken.add(name)
+        out[b] = name
+    return out
+
+
 def run_candidate(
     cand: Candidate,
     data: Dataset,
@@ -214,57 +243,70 @@ def run_candidate(
     full = MethodSeries(openai_rules=rules)
     counts = EvidenceCounts()
     full_tokens: list[float] = []
+    taken: set[str] = set()
     t0 = time.perf_counter()
-    task = (progress.add_task(f"{cand.name}: replay", total=data.n_messages + data.n_probes)
+    task = (progress.add_task(f"{cand.name}: replay", total=(data.n_messages + data.n_probes) * len(budgets))
             if progress is not None else None)
     try:
         for conv in data.conversations:
-            cid = ns = conv.conversation_id
-            view = ConvView(cid)
-            for s in [full, *(p.series for p in points.values())]:
-                s.new_prompt()
-            positions: list[int] = []
             conv_sources = (sources or {}).get(conv.conversation_id, {})
-            for i, msg in enumerate(conv.messages):
-                positions += memory.append_many(cid, [msg], namespace=ns)
-                if conv.is_user(i):
-                    memory.catch_up(cid, namespace=ns)
-                    view.refresh(memory)
-                    full.add(i + 1, full_context(view), 0.0, renderer=renderer, budget=None)
-                    query = message_text({k: v for k, v in msg.items() if k not in ENVELOPE_FIELDS})
-                    src = [positions[j] for j in conv_sources.get(i, [])]
-                    for p in points.values():
-                        t = time.perf_counter()
+            names = copy_names(memory, conv.conversation_id, budgets, taken)
+            for k, (b, p) in enumerate(points.items()):
+                # each budget replays the conversation into a copy of its own, as `eval cost`
+                # replays one conversation at one budget: the planner keeps one prompt-cache
+                # epoch per conversation and its key holds the budget, so builds at the
+                # budgets in turn on one copy each started a new epoch (conv-26 at 2,000
+                # tokens: 99.0% of cached full context billed, 9.2% cache-stable, against
+                # eval cost's 29.4% and 91.4%)
+                cid = ns = names[b]
+                view = ConvView(cid)
+                series = [full, p.series] if k == 0 else [p.series]  # full context: once per conversation
+                for s in series:
+                    s.new_prompt()
+                positions: list[int] = []
+                first = True
+                for i, msg in enumerate(conv.messages):
+                    positions += memory.append_many(cid, [msg], namespace=ns)
+                    if conv.is_user(i):
+                        at = msg.get("created_at")  # the build's time, as eval cost takes it (None: no gap)
+                        view.refresh(memory)
+                        if k == 0:
+                            full.add(i + 1, full_context(view), 0.0, renderer=renderer, budget=None, at=at)
+                        query = message_text({f: v for f, v in msg.items() if f not in ENVELOPE_FIELDS})
+                        src = [positions[j] for j in conv_sources.get(i, [])]
                         try:
-                            out = tiermem_context(memory, cid, query, p.budget, namespace=ns)
+                            out, _cache = replay_tiermem(p.series, memory, cid, query, b, namespace=ns, turn=i + 1,
+                                                         renderer=renderer, first=first, at=at)
                         except BudgetTooSmall:
                             p.too_small += 1
                             p.reply.add(src, set())  # no context: the reply's sources were all missing
                             continue
+                        finally:
+                            first = False
                         p.reply.add(src, out.positions)
-                        ms = (time.perf_counter() - t) * 1000
-                        ok = messages_tokens(memory.tokens, out.messages) == out.tokens
-                        p.series.add(i + 1, out, ms, renderer=renderer, budget=p.budget, token_ok=ok)
-                if progress is not None and task is not None:
-                    progress.advance(task)
-            if conv.messages:  # else nothing wrote the conversation: there is none to catch up
-                memory.catch_up(cid, namespace=ns)
-                view.refresh(memory)
-            full_tokens.append(float(view.total_tokens()))
-            for probe in conv.probes:
-                idx, missing = conv.evidence_positions(probe)
-                counts.missing += missing
-                q = Question(0, QA(probe.question, probe.answer, probe.category, [str(e) for e in probe.evidence]),
-                             [positions[j] for j in idx])
-                for p in points.values():
+                    if progress is not None and task is not None:
+                        progress.advance(task)
+                if conv.messages:  # else nothing wrote the conversation: there is none to catch up
+                    memory.catch_up(cid, namespace=ns)
+                    view.refresh(memory)
+                if k == 0:
+                    full_tokens.append(float(view.total_tokens()))
+                # recall: once the conversation is in, each probe's question is asked of this
+                # budget's copy, after its replay's last build (the probes one after another)
+                for probe in conv.probes:
+                    idx, missing = conv.evidence_positions(probe)
+                    if k == 0:
+                        counts.missing += missing
+                    q = Question(0, QA(probe.question, probe.answer, probe.category,
+                                       [str(e) for e in probe.evidence]), [positions[j] for j in idx])
                     t = time.perf_counter()
-                    out = (tiermem_context(memory, cid, probe.question, p.budget, namespace=ns)
+                    out = (tiermem_context(memory, cid, probe.question, b, namespace=ns)
                            if conv.messages else no_context())
                     ms = (time.perf_counter() - t) * 1000
                     ok = messages_tokens(memory.tokens, out.messages) == out.tokens
-                    p.records.append(score(q, out, ms, p.budget, token_ok=ok))
-                if progress is not None and task is not None:
-                    progress.advance(task)
+                    p.records.append(score(q, out, ms, b, token_ok=ok))
+                    if progress is not None and task is not None:
+                        progress.advance(task)
     finally:
         close_memory(opened)
     counts.skipped = data.skipped_evidence
@@ -273,8 +315,7 @@ def run_candidate(
     for b, p in points.items():
         cost = p.series.summary()
         rec = summarize(p.records, full_context_tokens=mean(full_tokens), counts=counts)
-        billed_ratio = (round(cost["total_billed"] / full_sum["total_billed"], 4)
-                        if full_sum["total_billed"] else None)
+        billed_ratio = _ratio(cost["total_billed"], full_sum["total_billed"])
         results[str(b)] = {
             **p.reply.summary(),
             "evidence_recall": rec["evidence_recall"],
@@ -290,7 +331,14 @@ def run_candidate(
             "total_billed": cost["total_billed"],
             "total_billed_usd": _usd(cost["total_billed"], rules.input_per_mtok),
             "cache_stable_share": cost["cache_stable_share"],
+            "new_epochs": cost["new_epochs"],
             "billed_vs_full": billed_ratio,
+            # the bill under both cache-lifetime assumptions, as eval cost reports it (the
+            # figures above: caches expire by the log's timestamps, eval cost's default)
+            "by_ttl": {t: {"total_billed": got["total_billed_openai"],
+                           "billed_vs_full": _ratio(got["total_billed_openai"],
+                                                    full_sum["by_ttl"][t]["total_billed_openai"])}
+                       for t, got in cost["by_ttl"].items()},
             "context_ms": cost["context_ms"],
             "budget_violations": cost["budget_violations"] + rec["budget_violations"],
             "token_mismatches": cost["token_mismatches"] + rec["token_mismatches"],
@@ -305,6 +353,11 @@ def run_candidate(
                          "total_billed_usd": _usd(full_sum["total_billed"], rules.input_per_mtok)},
         "budgets": results,
     }
+
+
+def _ratio(billed: float, full: float) -> float | None:
+    """Billed against full context's bill, as eval cost rounds it."""
+    return round(billed / full, 4) if full else None
 
 
 def _usd(billed_tokens: float, input_per_mtok: float) -> float:
@@ -453,5 +506,7 @@ def table(result: dict[str, Any]) -> Table:
                 "-" if r["context_ms"]["p50"] is None else f"{r['context_ms']['p50']:.1f}",
             )
         t.add_section()
+    t.caption = (f"billed: OpenAI automatic caching at each candidate's pricing, {TTL_LABELS[TTL_EXPIRE]}; "
+                 "each budget replays the conversation on its own, as tiermem eval cost does (the same figures)")
     return t
 
