@@ -1153,13 +1153,16 @@ class Memory:
     def fork(
         self, conversation_id: str, up_to: int, *, new_id: str | None = None, namespace: str | None = None
     ) -> str:
-        """A new conversation holding positions 0..up_to of this one; the parent is unchanged."""
+        """A new conversation holding positions 0..up_to of this one; the parent is unchanged.
+        Named `new_id`, or (none given) `<parent>.fork-<12 hex>` with the parent's part cut
+        so that the id fits `max_id_chars` (`tiers.models.fork_id`): the child is appended
+        to under that limit, as every id this config creates."""
         _name, _ns, key = self._key(conversation_id, namespace)
         self._new_ns(_ns)  # the child is a new conversation of `_ns`: written under this config's limit
         if new_id is not None:
             new_id = validate_id(new_id, "new_id", self.config.max_id_chars)
         check_position(up_to, "up_to")
-        child = self.cold.fork(key, up_to, new_id=new_id)
+        child = self.cold.fork(key, up_to, new_id=new_id, max_id_chars=self.config.max_id_chars)
         if self.hot is not None:
             self.hot.erase([child])
             self.hot.refresh(child)

@@ -81,6 +81,7 @@ from tiermem.tiers.errors import (
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.lexical import BM25_K1, bm25_idf, bm25_top, query_words_terms, term_counts, total_length
 from tiermem.tiers.models import (
+    DEFAULT_FORK_MAX_ID_CHARS,
     KEY_SEPARATOR,
     MAX_POSITION,
     MAX_TIMESTAMP,
@@ -1128,10 +1129,12 @@ class ColdStore(SharedQueries):
 
     # -- checkpoint / fork / prune -------------------------------------------------------------
 
-    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None,
+             max_id_chars: int = DEFAULT_FORK_MAX_ID_CHARS) -> str:
         """Copy positions 0..up_to (messages, index rows, vectors, the latest checkpoint
         at or before up_to, the newest rolling view inside it, explicit pins) into a new
-        conversation of the same namespace, named `new_id` (unique in that namespace);
+        conversation of the same namespace, named `new_id` (unique in that namespace;
+        none: `fork_id` of the parent's name, at most `max_id_chars` characters);
         returns the child's key. A stored row that fails its model is not copied (its
         position stays a gap, so positions still match the parent's).
 
@@ -1172,7 +1175,7 @@ class ColdStore(SharedQueries):
                     "WHERE conversation_id = ?1) FROM conversations WHERE id = ?1",
                     (conversation_id,),
                 ).fetchone()
-                namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id)
+                namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id, max_id_chars)
                 now = time.time()
                 child = self._issue_key(c, child_name, now)
                 base = int(c.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0])

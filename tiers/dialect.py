@@ -58,7 +58,6 @@ import logging
 import math
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -75,6 +74,7 @@ from tiermem.tiers.errors import (
 )
 from tiermem.tiers.formats import CONTROL_TYPE_PREFIX, is_control
 from tiermem.tiers.models import (
+    DEFAULT_FORK_MAX_ID_CHARS,
     FOLD_LINES_KEY,
     MAX_POSITION,
     MAX_TIMESTAMP,
@@ -87,6 +87,7 @@ from tiermem.tiers.models import (
     canonical_role,
     check_stored_body,
     fold_lines_meta,
+    fork_id,
     key_name,
     loads_stored,
 )
@@ -984,17 +985,17 @@ class SharedQueries:
         return fuse(lists, k, rrf_k=rrf_k)
 
     def _fork_name(self, c: Any, conversation_id: str, parent: Sequence[Any] | None, up_to: int,
-                   new_id: str | None) -> tuple[str, str]:
+                   new_id: str | None, max_id_chars: int = DEFAULT_FORK_MAX_ID_CHARS) -> tuple[str, str]:
         """Inside fork's transaction, from the parent's (namespace, name, last position)
         row (None: it is gone): `up_to` checked against its last position, and the
-        (namespace, name) of the child (`new_id`, or one made from the parent's name),
-        that name free in the namespace."""
+        (namespace, name) of the child (`new_id`, or one made from the parent's name
+        that fits `max_id_chars`: `fork_id`), that name free in the namespace."""
         if parent is None:
             raise ConversationNotFound(key_name(conversation_id))
         namespace, parent_name, last = parent
         if not 0 <= up_to <= last:
             raise PositionOutOfRange("up_to", up_to, int(last))
-        child_name = new_id or f"{parent_name[:80]}.fork-{uuid.uuid4().hex[:12]}"
+        child_name = new_id or fork_id(parent_name, max_id_chars)
         if c.execute(self.dialect.sql("SELECT 1 FROM conversations WHERE namespace = ? AND name = ?"),
                      (namespace, child_name)).fetchone():
             raise ValidationError("new_id", f"conversation {child_name!r} already exists")

@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -170,6 +171,30 @@ def validate_id(value: object, field: str, max_chars: int) -> str:
             field, "may contain only ASCII letters, digits and . _ : @ - (and not start with . or -)"
         )
     return value
+
+
+# A fork made without `new_id` is named `<parent>.fork-<hex>` (`fork_id`): at most
+# FORK_ID_PARENT_CHARS of the parent's id, then FORK_ID_HEX random hex digits (48 bits: n
+# forks of one parent hold two equal names with probability about n^2 / 2^49, ~2e-9 at
+# 1,000; a name taken is refused, never shared). The whole id fits the limit the fork
+# writes under (`max_id_chars`, as every id a conversation is created under): the parent's
+# part is cut to leave room for the suffix, and under a limit too small for even one of its
+# characters beside it (8..18) the id is the random digits alone (8..11: `max_chars` of them).
+FORK_ID_HEX = 12
+FORK_ID_MARK = ".fork-"
+FORK_ID_PARENT_CHARS = 80
+# characters: the limit a store's fork names under when its caller gives none (tiermem.config's
+# default max_id_chars; `Memory.fork` passes its config's)
+DEFAULT_FORK_MAX_ID_CHARS = 128
+
+
+def fork_id(parent_name: str, max_chars: int) -> str:
+    """A new, random id for a fork of `parent_name`, of at most `max_chars` characters."""
+    digits = uuid.uuid4().hex[:FORK_ID_HEX]  # the first 12 of a uuid4's hex are all random
+    room = min(FORK_ID_PARENT_CHARS, max_chars - len(FORK_ID_MARK) - FORK_ID_HEX)
+    if room < 1:  # no parent character fits beside the suffix, nor may an id start with "."
+        return digits[:max_chars]
+    return f"{parent_name[:room]}{FORK_ID_MARK}{digits}"
 
 
 def validate_namespace(value: object, field: str, max_chars: int) -> str:

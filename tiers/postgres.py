@@ -227,6 +227,7 @@ from tiermem.tiers.errors import (
 )
 from tiermem.tiers.files import UNREACHABLE_SQLSTATES
 from tiermem.tiers.models import (
+    DEFAULT_FORK_MAX_ID_CHARS,
     MAX_POSITION,
     MAX_TIMESTAMP,
     AppendResult,
@@ -2270,12 +2271,13 @@ class PostgresStore(SharedQueries):
 
     # -- checkpoint / fork / retention ---------------------------------------------------------
 
-    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None,
+             max_id_chars: int = DEFAULT_FORK_MAX_ID_CHARS) -> str:
         with self._tx() as c:
             row = c.execute(
                 "SELECT namespace, name, (SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = %(c)s) "
                 "FROM conversations WHERE id = %(c)s FOR SHARE", {"c": conversation_id}).fetchone()
-            namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id)
+            namespace, child_name = self._fork_name(c, conversation_id, row, up_to, new_id, max_id_chars)
             now = time.time()
             child = self._issue_key(c, child_name, now)
             last_at = c.execute("SELECT MAX(created_at) FROM messages WHERE conversation_id = %s AND position <= %s",

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tiermem.tiers.errors import PositionMismatch
+from tiermem.tiers.models import DEFAULT_FORK_MAX_ID_CHARS
 
 if TYPE_CHECKING:
     from tiermem.tiers.catchup import TextsAhead
@@ -491,11 +492,13 @@ class ColdLog(Protocol):
         """A fold: `summary` stands in for positions <= `position`. Deletes nothing."""
         ...
 
-    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None) -> str:
+    def fork(self, conversation_id: str, up_to: int, *, new_id: str | None = None,
+             max_id_chars: int = DEFAULT_FORK_MAX_ID_CHARS) -> str:
         """Copy positions 0..up_to (messages, turn rows, FTS rows, vectors, the latest
         checkpoint at or before up_to, the newest rolling view version ending at or
         before up_to, explicit pins) into a new conversation named
-        `new_id` (unique in the parent's namespace, `ValidationError` otherwise);
+        `new_id` (unique in the parent's namespace, `ValidationError` otherwise; none:
+        `fork_id` of the parent's name, at most `max_id_chars` characters);
         returns the child's key. Undecodable rows stay gaps. Whole or not at all to
         every reader: PostgreSQL in one transaction; SQLite, whose write lock stalls
         every other writer, copies a long prefix in batches under a key bound to no
