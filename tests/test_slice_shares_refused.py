@@ -39,12 +39,15 @@ REFUSED = [
     ("temporal", "retrieved", "lower layer_shares.pinned"),
     ("summarize", "retrieved", "lower layer_shares.pinned"),
 ]
+# the share given: no class's old default (0.2 was new_subtask's summary, and an old
+# default is dropped, not refused: tests/test_slice_shares_old_export.py)
+VALUE = 0.33
 # how the share is given
 SOURCES = [
-    "kwargs",  # Config(slice_shares={cls: {key: 0.2}})
-    "env",  # TIERMEM_SLICE_SHARES__<CLS>__<KEY>=0.2
-    "file",  # [slice_shares.<cls>] key = 0.2
-    "sectioned-file",  # [planner.slice_shares.<cls>] key = 0.2
+    "kwargs",  # Config(slice_shares={cls: {key: VALUE}})
+    "env",  # TIERMEM_SLICE_SHARES__<CLS>__<KEY>=VALUE
+    "file",  # [slice_shares.<cls>] key = VALUE
+    "sectioned-file",  # [planner.slice_shares.<cls>] key = VALUE
 ]
 
 
@@ -55,14 +58,14 @@ def test_an_unread_share_is_refused_naming_its_replacement(tmp_path: Path, monke
                                                            replacement: str) -> None:
     with pytest.raises(pydantic.ValidationError) as info:
         if source == "kwargs":
-            Config(data_dir=tmp_path, slice_shares={qclass: {key: 0.2}})
+            Config(data_dir=tmp_path, slice_shares={qclass: {key: VALUE}})
         elif source == "env":
-            monkeypatch.setenv(f"TIERMEM_SLICE_SHARES__{qclass.upper()}__{key.upper()}", "0.2")
+            monkeypatch.setenv(f"TIERMEM_SLICE_SHARES__{qclass.upper()}__{key.upper()}", str(VALUE))
             Config(data_dir=tmp_path)
         else:
             f = tmp_path / "c.toml"
             section = "planner.slice_shares" if source == "sectioned-file" else "slice_shares"
-            f.write_text(f"[{section}.{qclass}]\n{key} = 0.2\n")
+            f.write_text(f"[{section}.{qclass}]\n{key} = {VALUE}\n")
             Config.load(f, data_dir=tmp_path)
     text = str(info.value)
     assert f"slice_shares.{qclass}.{key}" in text and replacement in text, text

@@ -1692,14 +1692,15 @@ def _data_dir_source(ctx: click.Context) -> str:
 def config_command(ctx: click.Context, state: CliState, check_file: Path | None, export_to: Path | None,
                    with_secrets: bool, as_json: bool) -> None:
     """Show the effective config and each value's source (secrets redacted), or export it."""
-    from tiermem.config import explain_sources
+    from tiermem.config import dropped_shares_said_once, explain_sources
     from tiermem.config_sections import read_file
 
     path = check_file or state.config_path
     if path is not None:
         read_file(path)  # a file that does not parse is named as such, before any field
     overrides: dict[str, Any] = {} if state.data_dir is None else {"data_dir": state.data_dir}
-    with state.naming_data_dir_source(path):
+    # the config is loaded twice here (checked, then shown): an old export's warning once
+    with state.naming_data_dir_source(path), dropped_shares_said_once():
         if check_file is not None:
             from tiermem.config import Config
 

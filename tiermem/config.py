@@ -23,7 +23,9 @@ stable layer's share (`TIERMEM_LAYER_SHARES__TAIL=0.2`, or `tail = 0.2` under
 keeps that class's own default, not the generic `SliceShares` one. `slice_shares` takes
 only `retrieved`, and only for the narrow classes (`SHARE_CLASSES`): a per-class
 `pinned` / `summary` / `tail`, or a recall class's `retrieved`, is refused naming the
-`layer_shares` key to set instead (`_unread_share`: the planner reads none of them).
+`layer_shares` key to set instead (`_unread_share`: the planner reads none of them),
+unless it holds the default a `tiermem config --export` before 2d1fa7f wrote
+(`EXPORTED_SHARE_DEFAULTS`): that one is dropped, with one warning per load.
 `explain_sources()` says where each effective value came from.
 
 Sections: a file (TOML, or JSON when its name ends in `.json`), keyword arguments and env
@@ -38,10 +40,13 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
+import logging
 import os
 import re
 import typing
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -231,6 +236,7 @@ class _Sectioned(PydanticBaseSettingsSource):
             fields = self.settings_cls.model_fields
             out = {k: _EnvText(v) if k in fields and _is_boolean(fields[k].annotation)
                    and isinstance(v, str) else v for k, v in out.items()}
+            _env_share_numbers(out)
         state = _origins.get()
         if state is not None:
             origins, seen = state
@@ -433,6 +439,92 @@ def _default_shares() -> dict[str, SliceShares]:
     return {"new_subtask": SliceShares(retrieved=0.25), "default": SliceShares(retrieved=0.4)}
 
 
+# The per-class shares as 2d1fa7f^'s `_default_shares` had them (the commit before the
+# planner's unread shares were refused). `tiermem config --export` wrote every class's
+# pinned / summary / retrieved / tail, so every file it exported before then, even one of
+# defaults only, held these keys: README says an exported file loads back to the identical
+# Config, and it was refused. An unread key whose value is its old default here changed
+# nothing then and changes nothing now: it is dropped, with one warning per load
+# (`_dropped_shares`); any other value was meant to act, and is refused as before. Kept
+# apart from `_default_shares` (what is read now) and never to be edited: it is what old
+# files hold.
+EXPORTED_SHARE_DEFAULTS: dict[str, dict[str, float]] = {
+    "recent_recall": {"pinned": 0.1, "summary": 0.05, "retrieved": 0.15, "tail": 0.7},
+    "targeted_recall": {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7, "tail": 0.1},
+    "temporal": {"pinned": 0.1, "summary": 0.1, "retrieved": 0.7, "tail": 0.1},
+    "new_subtask": {"pinned": 0.25, "summary": 0.2, "retrieved": 0.25, "tail": 0.3},
+    "summarize": {"pinned": 0.15, "summary": 0.45, "retrieved": 0.1, "tail": 0.3},
+    "default": {"pinned": 0.15, "summary": 0.15, "retrieved": 0.4, "tail": 0.3},
+}
+EXPORTED_BEFORE = "2d1fa7f"  # the commit whose exports hold them, as the warning names it
+log = logging.getLogger("tiermem.config")
+# while a Config is being built: the unread old-default shares dropped (`slice_shares.<class>
+# .<key>`), logged in one warning once the load succeeds
+_dropped_shares: ContextVar[list[str] | None] = ContextVar("tiermem_dropped_shares", default=None)
+# inside `dropped_shares_said_once()`: the warnings already logged there
+_said: ContextVar[set[str] | None] = ContextVar("tiermem_dropped_shares_said", default=None)
+
+
+@contextmanager
+def dropped_shares_said_once() -> Iterator[None]:
+    """Within it, the same dropped-shares warning is logged once, not once per load: for a
+    command that loads one config more than once (`tiermem config --check` checks it,
+    then shows it), where each load would repeat the same lines."""
+    token = _said.set(set())
+    try:
+        yield
+    finally:
+        _said.reset(token)
+
+
+def _is_exported_default(query_class: str, key: str, value: Any) -> bool:
+    """Whether `value` is the old default an export before EXPORTED_BEFORE wrote for
+    `slice_shares.<query_class>.<key>`: a number (env's text was read as one by
+    `_env_share_numbers`); a boolean or a string (a file's: a type error there) never is."""
+    old = EXPORTED_SHARE_DEFAULTS.get(query_class, {}).get(key)
+    if old is None or isinstance(value, bool):
+        return False
+    return isinstance(value, int | float) and value == old
+
+
+def _env_share_numbers(values: dict[str, Any]) -> None:
+    """Env's text of each unread slice_shares key (`TIERMEM_SLICE_SHARES__DEFAULT__TAIL=0.3`)
+    as the number it says, where it says one: env carries no type, and an old export's
+    defaults given there are dropped as a file's are (`_is_exported_default` takes numbers
+    only, so a file's string stays the type error it is)."""
+    tables = values.get("slice_shares")
+    if not isinstance(tables, dict):
+        return
+    for name, shares in tables.items():
+        if not isinstance(shares, dict):
+            continue
+        for key, value in shares.items():
+            if isinstance(value, str) and _unread_share(str(name), str(key)) is not None:
+                try:
+                    shares[key] = float(value)
+                except ValueError:
+                    pass  # refused as it is, naming the key
+
+
+def _warn_dropped(keys: list[str]) -> None:
+    """The one warning of a load that dropped old defaults (`keys`), grouped by class."""
+    by_class: dict[str, list[str]] = {}
+    for k in keys:
+        _, cls, key = k.split(".")
+        by_class.setdefault(cls, []).append(key)
+    named = "; ".join(f"slice_shares.{c}: {', '.join(ks)}" for c, ks in by_class.items())
+    said = _said.get()
+    if said is not None:
+        if named in said:
+            return
+        said.add(named)
+    log.warning("ignored %d slice_shares %s no longer read (%s): each is the default a "
+                "`tiermem config --export` before %s wrote, so dropping it changes nothing; delete them "
+                "(or export the config again) to silence this. The stable layers are sized by "
+                "layer_shares, the same for every query class", len(keys),
+                "key that is" if len(keys) == 1 else "keys that are", named, EXPORTED_BEFORE)
+
+
 def _unread_share(query_class: str, key: str) -> str | None:
     """Why `slice_shares.<query_class>.<key>` is refused, naming what to set instead;
     None when the planner reads it (or the key is unknown: the model names it)."""
@@ -506,9 +598,13 @@ class Config(BaseSettings):
 
     def __init__(self, **values: Any) -> None:
         token = _origins.set(({}, set()))
+        dropped_token = _dropped_shares.set([])
         try:
             super().__init__(**values)
             self._no_unknown_env()
+            dropped = _dropped_shares.get()
+            if dropped:  # said once the load succeeds: a refused config has only its errors
+                _warn_dropped(dropped)
         except ValidationError as exc:
             # name each bad setting as it was given: `hot.budget_tokens`, not `hot_budget_tokens`;
             # and never by a secret: an auth_tokens key is the bearer token itself
@@ -532,6 +628,7 @@ class Config(BaseSettings):
             raise ValidationError.from_exception_data(exc.title, details, hide_input=True) from None
         finally:
             _origins.reset(token)
+            _dropped_shares.reset(dropped_token)
 
     def _no_unknown_env(self) -> None:
         """Refuse a TIERMEM_* variable that names no setting (flat, nested with `__`, or in a
@@ -749,21 +846,36 @@ class Config(BaseSettings):
         # table of a recall class (`[slice_shares.temporal]` alone) sets nothing and is
         # dropped. A class given as a partial mapping keeps that class's own default
         # (SliceShares' field default is the `default` class's).
+        # An unread key holding the default an old export wrote (EXPORTED_SHARE_DEFAULTS) is
+        # dropped, and said in one warning per load.
         if not isinstance(v, dict):
             return v
         defaults = _default_shares()
         out: dict[str, Any] = {}
+        dropped: list[str] = []
         for name, shares in v.items():
             if isinstance(shares, dict):
-                for key in shares:
+                kept: dict[str, Any] = {}
+                for key, value in shares.items():
                     why = _unread_share(str(name), str(key))
-                    if why is not None:
+                    if why is None:
+                        kept[key] = value
+                    elif _is_exported_default(str(name), str(key), value):
+                        dropped.append(f"slice_shares.{name}.{key}")
+                    else:
                         raise ValueError(why)
+                shares = kept
                 if not shares and name in ROOM_CLASSES:
                     continue
                 if name in defaults:
                     shares = {**defaults[name].model_dump(), **shares}
             out[name] = shares
+        if dropped:
+            pending = _dropped_shares.get()
+            if pending is None:  # an assignment (`cfg.slice_shares = ...`): said at once
+                _warn_dropped(dropped)
+            else:
+                pending.extend(dropped)
         return out
 
     @field_validator("slice_shares")
