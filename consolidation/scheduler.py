@@ -44,7 +44,11 @@ are over their freshness budget.
   each distinct cause once, a busy store in `tiers.files.storage_problem`'s words),
   its tracebacks only where the logger is enabled for debug (`tiermem --debug`).
   A one-shot caller that reports the failures itself (`tiermem consolidate`) passes
-  `log_failures=False`. A refresh the whole store refused (SQLite busy past its
+  `log_failures=False`. A refresh whose summarizer failed raises nothing (the view keeps
+  its previous version, the failure is recorded and backed off, one WARNING line from
+  the views): it is no error here, kept apart in `last_summarizer_failures` (the
+  last run's), which a one-shot caller reports as a failure (`tiermem consolidate`
+  exits 1; `Memory.consolidate()` lists it in `failures`). A refresh the whole store refused (SQLite busy past its
   timeout: the file's one write lock; read-only, full, failing, unreachable, closed)
   ends the run: every view after it would meet the same store, a busy one making each
   wait the whole busy timeout (50 views at the default 5 s: over four minutes) for
@@ -166,10 +170,11 @@ class SkippedView:
 class SweepResult:
     """What one sweep (`sweep`) did with the views it was given (`picked`): how many
     refreshes ended in a new version, with the view found current or left as it was
-    (`unchanged`: another holds its lease, its summarizer failed) and at an erasure
-    (`erased`); the refreshes that raised (`failures`: a busy store's refusals, and in a
-    scheduler's run anything else too) and the views not tried (`skipped`, each with
-    why)."""
+    (`unchanged`: another holds its lease) and at an erasure (`erased`); the refreshes
+    that raised (`failures`: a busy store's refusals, and in a scheduler's run anything
+    else too), those whose summarizer failed (`summarizer_failures`: recorded and backed
+    off, the previous version kept; the cause is `ViewMaintainer.take_failure`'s) and the
+    views not tried (`skipped`, each with why)."""
 
     picked: int = 0
     refreshed: int = 0
@@ -177,6 +182,7 @@ class SweepResult:
     erased: int = 0
     failures: tuple[RefreshFailure, ...] = ()
     skipped: tuple[SkippedView, ...] = ()
+    summarizer_failures: tuple[RefreshFailure, ...] = ()
 
 
 class Consolidated(int):
@@ -184,8 +190,10 @@ class Consolidated(int):
     version, or found current; the erased not counted), as it always was, and what the
     sweep could not do, as a scheduler run keeps it (`last_failures`, `last_skipped`):
 
-    - `failures`: the refreshes a busy store refused (`RefreshFailure`: the view and the
-      exception, its traceback dropped; `failure_cause` says it in one line);
+    - `failures`: the refreshes a busy store refused and those whose summarizer failed
+      (the view keeps its previous version; the failure is recorded and backed off)
+      (`RefreshFailure`: the view and the exception, its traceback dropped;
+      `failure_cause` says it in one line);
     - `skipped`: the views picked and not tried, each with why (`SkippedView`);
     - `refused`: the busy store's refusal that kept the sweep from picking any view (its
       first step, reading what others erased and the views over budget), else None;
@@ -293,6 +301,7 @@ def sweep(maintainer: ViewMaintainer, picked: Sequence[ViewKey], *,
     locked_table: Callable[[], str | None] | None = getattr(maintainer.cold, "locked_table", None)
     counts = {outcome: 0 for outcome in Swept}
     failures: list[RefreshFailure] = []
+    summarizer_failed: list[RefreshFailure] = []
     skipped: list[SkippedView] = []
     row_locked: dict[str, str] = {}  # conversation -> cause: its rows stay locked this sweep
     for i, (conv, kind, key) in enumerate(picked):
@@ -306,7 +315,11 @@ def sweep(maintainer: ViewMaintainer, picked: Sequence[ViewKey], *,
         try:
             # a conversation erased since the sweep picked the view is no error
             with guard():
-                counts[maintainer.sweep_refresh(conv, kind, key)] += 1
+                outcome = maintainer.sweep_refresh(conv, kind, key)
+                counts[outcome] += 1
+                summarized = maintainer.take_failure()
+                if outcome is Swept.FAILED and summarized is not None:
+                    summarizer_failed.append(RefreshFailure(conv, kind, key, summarized))
         except Exception as exc:
             problem = storage_problem(exc)
             if raise_unless_busy and (problem is None or not problem.busy):
@@ -325,7 +338,8 @@ def sweep(maintainer: ViewMaintainer, picked: Sequence[ViewKey], *,
                                            row_locked.get(c, cause)) for c, k, v in picked[i + 1:])
                 break
     return SweepResult(picked=len(picked), refreshed=counts[Swept.NEW_VERSION], unchanged=counts[Swept.UNCHANGED],
-                       erased=counts[Swept.ERASED], failures=tuple(failures), skipped=tuple(skipped))
+                       erased=counts[Swept.ERASED], failures=tuple(failures), skipped=tuple(skipped),
+                       summarizer_failures=tuple(summarizer_failed))
 
 
 def _without_frames(exc: Exception) -> Exception:
@@ -388,6 +402,8 @@ class ConsolidationScheduler:
         self._lagging: tuple[tuple[str, int, float], ...] = ()
         # the last run's refreshes that raised; replaced whole by each run, as _lagging
         self.last_failures: tuple[RefreshFailure, ...] = ()
+        # the last run's refreshes whose summarizer failed (no error: module docstring)
+        self.last_summarizer_failures: tuple[RefreshFailure, ...] = ()
         # the last run's views left untried, and why; replaced whole by each run
         self.last_skipped: tuple[SkippedView, ...] = ()
 
@@ -501,7 +517,7 @@ class ConsolidationScheduler:
         t0 = time.perf_counter()
         self.stats.last_run_at = self.clock()
         # a run that raises before its views leaves none of the last run's
-        self.last_failures, self.last_skipped = (), ()
+        self.last_failures, self.last_skipped, self.last_summarizer_failures = (), (), ()
         if self.check is not None:
             self.check()
         m = self.maintainer
@@ -514,6 +530,7 @@ class ConsolidationScheduler:
         refreshed, failures = done.refreshed, done.failures
         self.stats.errors += len(failures)
         self.last_failures, self.last_skipped = failures, done.skipped
+        self.last_summarizer_failures = done.summarizer_failures
         s = self.stats
         s.last_failed = len(failures)
         s.runs += 1

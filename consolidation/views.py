@@ -70,7 +70,10 @@ database's clock (`ColdLog.database_now`, as the leases' expiry), so hosts whose
 disagree hold a view back alike. The view's next
 successful refresh deletes it, and a refresh asked for by name (`refresh`,
 `refresh_all`: `Memory.consolidate(conv)`) is never held back. `failing()` gives the
-operator's figures from those rows. The log gets the error's message
+operator's figures from those rows. A sweep's refresh that failed so ends as
+`Swept.FAILED`, its cause from `take_failure` (the message only), and `refresh_all`
+lists such failures to a caller that asks: a one-shot sweep reports them (`tiermem
+consolidate` exits 1) rather than counting the view as unchanged. The log gets the error's message
 only, never what the endpoint answered (`SummarizerError.excerpt`, which may quote the
 turns): that is stored with the view's error, which is erased with the conversation.
 A conversation erased while its refresh waited on the summarizer gets neither row (each
@@ -218,6 +221,17 @@ def dead_holder(holder: str) -> bool:
     return False
 
 
+def _message_only(exc: Exception) -> Exception:
+    """A summarizer's failure as a sweep may keep it: a SummarizerError anew without
+    what the endpoint answered (`excerpt`), anything else without its traceback and
+    what it was raised from (their frames hold the refresh's locals: the turns)."""
+    if isinstance(exc, SummarizerError):
+        return SummarizerError(exc.summarizer, exc.detail, retry_after_s=exc.retry_after_s)
+    exc.__traceback__ = None
+    exc.__cause__ = exc.__context__ = None
+    return exc
+
+
 def failed_view_backoff_s(failures: int, retry_after_s: float | None = None) -> float:
     """Seconds the sweeps leave a view alone after `failures` failed refreshes in a row
     (module docstring), at least the endpoint's `retry_after_s` up to RETRY_AFTER_MAX_S."""
@@ -232,7 +246,11 @@ class Swept(enum.Enum):
     """How a sweep's refresh of one view ended (`ViewMaintainer.sweep_refresh`)."""
 
     NEW_VERSION = "new_version"  # the view got a version later than the one it had
-    UNCHANGED = "unchanged"  # already current, another holds its lease, or its summarizer failed
+    UNCHANGED = "unchanged"  # already current, or another holds its lease
+    # its summarizer failed: the failure recorded and backed off, the previous version kept
+    # (`ViewMaintainer.take_failure` says why). A failure, not "unchanged": a one-shot
+    # sweep (`tiermem consolidate`, `Memory.consolidate()`) reported such a run complete
+    FAILED = "failed"
     ERASED = "erased"  # its conversation was erased meanwhile: the refresh's normal end, not an error
 
 
@@ -312,6 +330,8 @@ class ViewMaintainer:
         # last check for outdated lines (`_stale_outdated`), least recently checked first
         self._checked: OrderedDict[str, tuple[float, int, frozenset[int]]] = OrderedDict()
         self.failures = 0
+        # the summarizer failure the thread's latest refresh recorded (`take_failure`)
+        self._recorded = threading.local()
 
     # -- loading source turns ------------------------------------------------------------
 
@@ -472,6 +492,7 @@ class ViewMaintainer:
         raises for one. ConversationNotFound when the conversation is erased while the
         refresh runs (at its next chunk, or at the write)."""
         check_view_key(kind, key)
+        self._recorded.failure = None  # a failure is this refresh's only (`take_failure`)
         # the summarizer's token counts and parses are remembered for this conversation
         # only (tiers.memo), whoever asks: a sweep and the scheduler's thread set no scope
         with remembered_for(memo_scope(self.cold.db_uuid, conversation_id)):
@@ -524,16 +545,30 @@ class ViewMaintainer:
         `Memory.consolidate()`): a conversation erased since the sweep picked the view
         (perhaps while its summarizer ran) ends the refresh there, with one debug line
         (the key and kind only: no traceback, no text), and the sweep goes on with its
-        next view. Anything else `refresh` raises is the caller's to handle."""
+        next view. A summarizer failure (recorded and backed off, the previous version
+        kept) ends as Swept.FAILED, its cause for `take_failure`. Anything else
+        `refresh` raises is the caller's to handle."""
         try:
             before = self.warm.latest(conversation_id, kind, key)
             after = self.refresh(conversation_id, kind, key)
         except ConversationNotFound:
             log.debug("refresh of %s/%s stopped: the conversation was erased", conversation_id, kind)
             return Swept.ERASED
+        if getattr(self._recorded, "failure", None) is not None:
+            return Swept.FAILED  # the caller takes the cause (`take_failure`)
         if after is not None and (before is None or after.version > before.version):
             return Swept.NEW_VERSION
         return Swept.UNCHANGED
+
+    def take_failure(self) -> Exception | None:
+        """The summarizer failure that this thread's latest refresh recorded (then it
+        returned the previous version), None when it recorded none; cleared by the
+        taking. Its message only (no traceback, no `SummarizerError.excerpt`: those may
+        hold the conversation's text, which an erasure must leave nowhere), for a sweep
+        to report it (`Swept.FAILED`)."""
+        failure: Exception | None = getattr(self._recorded, "failure", None)
+        self._recorded.failure = None
+        return failure
 
     def _covering(self, conversation_id: str, kind: str, key: str) -> SummaryView | None:
         """The view's current version if it covers every turn a refresh could add to it
@@ -575,6 +610,7 @@ class ViewMaintainer:
             self.warm.record_error(conversation_id, kind, key, f"{error}; answer: {excerpt}" if excerpt else error)
             wait = exc.retry_after_s if isinstance(exc, SummarizerError) else None
             self._back_off(conversation_id, kind, key, before, wait)
+            self._recorded.failure = _message_only(exc)
             return None, before
         return out, before
 
@@ -809,12 +845,23 @@ class ViewMaintainer:
                 return True
         return False
 
-    def refresh_all(self, conversation_id: str) -> list[SummaryView]:
+    def refresh_all(self, conversation_id: str,
+                    failed: list[tuple[str, str, Exception]] | None = None) -> list[SummaryView]:
         """Refresh the rolling and constraint views and every session view that is
-        behind (regardless of budgets); returns the current versions."""
+        behind (regardless of budgets); returns the current versions. A refresh whose
+        summarizer failed (its previous version returned) is added to `failed` as
+        (kind, key, cause: `take_failure`), when given."""
         out: list[SummaryView] = []
+
+        def refresh(kind: str, key: str = "") -> SummaryView | None:
+            v = self.refresh(conversation_id, kind, key)
+            cause = self.take_failure()
+            if cause is not None and failed is not None:
+                failed.append((kind, key, cause))
+            return v
+
         for kind in ("rolling", "constraints"):
-            v = self.refresh(conversation_id, kind)
+            v = refresh(kind)
             if v is not None:
                 out.append(v)
         # each session's last turn against its view's end: only a session with turns
@@ -839,7 +886,7 @@ class ViewMaintainer:
         for sid in sorted(last):
             v = current.get(sid)
             if v is None or last[sid] > v.end_position or ("session", sid) in outdated:
-                v = self.refresh(conversation_id, "session", sid)
+                v = refresh("session", sid)
             if v is not None:
                 out.append(v)
         return out

@@ -1460,9 +1460,10 @@ def rebuild(state: CliState, as_json: bool) -> None:
 def consolidate(state: CliState, watch: bool, interval: float | None, as_json: bool) -> None:
     """Refresh warm summary views that are over their freshness budget.
 
-    Once (without --watch), refreshes that failed make it exit 1 with one line per
-    cause (a store busy behind another writer: "storage busy", as append says), after
-    the report; --json's report lists them (`failures`). With --watch each failed run
+    Once (without --watch), refreshes that failed (a store busy behind another writer:
+    "storage busy", as append says; a summarizer that failed, its view keeping its
+    previous version) make it exit 1 with one line per cause, after the report;
+    --json's report lists them (`failures`). With --watch each failed run
     is one log line and the scheduler goes on. --debug: each failure's traceback."""
     try:
         from tiermem.consolidation.scheduler import failure_causes
@@ -1473,7 +1474,9 @@ def consolidate(state: CliState, watch: bool, interval: float | None, as_json: b
     sched = mem.make_scheduler()
     if not watch:
         refreshed = sched.run_once(log_failures=False)  # said here, in the CLI's words
-        failed = sched.last_failures
+        # a summarizer's failure is no error to the scheduler (its runs go on, the view
+        # backed off) but the refresh asked for here did not happen
+        failed = sched.last_failures + sched.last_summarizer_failures
         if as_json:
             _emit_json({**sched.snapshot(), "failures": [
                 {"conversation": f.conversation, "kind": f.kind, "key": f.key, "error": one_line(f.error)}

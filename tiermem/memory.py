@@ -1582,11 +1582,15 @@ class Memory:
           `failures`, `skipped`, `refused`, `complete`), and the next call or scheduler
           run picks those views again;
         - anything else a refresh raises (the store read-only, full or unreachable, a
-          bug) is raised at once; the views refreshed before it stay refreshed.
+          bug) is raised at once; the views refreshed before it stay refreshed;
+        - a view whose summarizer failed keeps its previous version (the failure recorded
+          and backed off, as in a scheduler run): it is not counted as refreshed, and is
+          in `failures` with its cause (one conversation's refresh too), so `complete`
+          is False.
 
         Answers a `Consolidated`, an int: how many views were refreshed (a new version
         or found current; the erased ones not counted)."""
-        from tiermem.consolidation.scheduler import Consolidated, sweep
+        from tiermem.consolidation.scheduler import Consolidated, RefreshFailure, sweep
         from tiermem.tiers.files import storage_problem
 
         if conversation_id is None:
@@ -1599,12 +1603,17 @@ class Memory:
                     raise
                 return Consolidated(0, refused=exc)  # not even the views to refresh could be read
             done = sweep(self.views, picked, raise_unless_busy=True)
-            return Consolidated(done.refreshed + done.unchanged, picked=done.picked, failures=done.failures,
-                                skipped=done.skipped)
+            return Consolidated(done.refreshed + done.unchanged, picked=done.picked,
+                                failures=done.failures + done.summarizer_failures, skipped=done.skipped)
         _name, _ns, conv = self._key(conversation_id, namespace)
         self.cold.index_pending(conversation_id=conv)
-        n = len(self.views.refresh_all(conv))  # each refresh in the conversation's memo scope
-        return Consolidated(n, picked=n)
+        failed: list[tuple[str, str, Exception]] = []
+        views = self.views.refresh_all(conv, failed)  # each refresh in the conversation's memo scope
+        # a view whose summarizer failed keeps its previous version, which refresh_all
+        # answers too (none when it had none): refreshed, it is not
+        kept = sum(1 for kind, key, _cause in failed if any(v.kind == kind and v.key == key for v in views))
+        return Consolidated(len(views) - kept, picked=len(views) - kept + len(failed),
+                            failures=tuple(RefreshFailure(conv, kind, key, cause) for kind, key, cause in failed))
 
     def _summaries(self, conv: str) -> list[SummaryBlock]:
         """The warm views the planner may show, with their staleness; the latest fold
