@@ -138,22 +138,17 @@ SEVERAL_TRANSACTION_COMMANDS = frozenset({"rebuild", "import", "migrate-store", 
                                           "delete-namespace"})
 
 
-# SQLite's answer to a ROLLBACK of a transaction it had already rolled back itself (after a
-# full disk or an I/O error): the driver raises it in place of the error that ended the
-# transaction, which stays its __context__. Not the user's concern: the storage problem is.
-ROLLBACK_GONE_TEXT = "cannot rollback - no transaction is active"
-
-
 def _driver_words(exc: BaseException) -> str | None:
     """The driver's own words for a storage problem, on one line: those of the first
-    exception in `exc`'s chain that is no failed ROLLBACK (ROLLBACK_GONE_TEXT); None
-    when there are none."""
+    exception in `exc`'s chain that has any; None when there are none. (SQLite's "cannot
+    rollback - no transaction is active", which stood in for a full disk's error, is no
+    longer raised: the cold store sends no ROLLBACK after SQLite rolled back itself.)"""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         text = " ".join(str(e).split())
-        if text and ROLLBACK_GONE_TEXT not in text.lower():
+        if text:
             return text
         e = e.__cause__ or e.__context__
     return None

@@ -396,7 +396,12 @@ class ColdStore(SharedQueries):
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # a COMMIT (or statement) that failed for a full disk or an I/O error may
+                # have had SQLite roll the transaction back itself: a ROLLBACK then raised
+                # "cannot rollback - no transaction is active" in place of the error that
+                # ended it ("database or disk is full", left only in its __context__)
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         finally:
             self._lock.release()

@@ -748,7 +748,8 @@ def migrate(conn: Connection, path: str) -> int:
                 conn.execute(f"PRAGMA user_version = {found + 1}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back itself (cold.ColdStore._tx)
+                conn.execute("ROLLBACK")
             raise
         found = conn.execute("PRAGMA user_version").fetchone()[0]
     return int(found)
