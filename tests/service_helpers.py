@@ -4,7 +4,8 @@
   thread, so that tests speak real HTTP to it and can still reach its Memory;
   `serve_app` the same for an app a test built itself.
 - `serve_process`: the real `tiermem serve` as a subprocess, its output in a log file,
-  waited for until `/healthz` answers and terminated after.
+  waited for until `/healthz` answers and terminated after; `serve_open` the same with
+  `--no-auth`, no hot tier and no scheduler, the runner's TIERMEM_ settings left out.
 - `raw_request`: one HTTP/1.1 request written byte for byte on a socket, for what
   clients (httpx included) normalise away: repeated headers, odd Content-Types.
 - `frozen`: make a directory tree really unwritable, also for root (for whom mode bits
@@ -117,6 +118,21 @@ def serve_process(data_dir: Path, port: int, log: Path, *args: str, env: dict[st
     finally:
         proc.terminate()
         proc.wait(timeout=START_TIMEOUT_S)
+
+
+# a Redis URL nothing listens on: the served child runs without a hot tier
+NO_HOT_TIER_URL = "redis://127.0.0.1:1/0"
+
+
+@contextmanager
+def serve_open(root: Path) -> Iterator[str]:
+    """A real `tiermem serve --no-auth` child with its data in `root/data` and its output in
+    `root/serve.log`; yields its URL. The runner's TIERMEM_ settings stay out; no hot tier
+    and no scheduler (what the callers test is the HTTP path, not those)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}
+    env.update({"TIERMEM_REDIS_URL": NO_HOT_TIER_URL, "TIERMEM_SCHEDULER_ENABLED": "false"})
+    with serve_process(root / "data", free_port(), root / "serve.log", "--no-auth", env=env) as served:
+        yield served
 
 
 def raw_request(url: str, method: str, path: str, headers: list[tuple[str, str]], body: bytes = b"") -> tuple[int, dict[str, str], Any]:

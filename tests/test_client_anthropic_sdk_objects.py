@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from anthropic.types import CitationCharLocation, Message, TextBlock
-from ports import free_port
-from service_helpers import serve_process
+from service_helpers import serve_open
 
 from tiermem.adapters.anthropic import from_anthropic
 from tiermem.client import AsyncClient, Client
@@ -85,11 +83,7 @@ KINDS = ["sync", "async"]  # Client, AsyncClient: one request builder, two sende
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("client-anthropic-sdk")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}  # the runner's settings stay out
-    env.update({"TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",  # no hot tier: not what is tested
-                "TIERMEM_SCHEDULER_ENABLED": "false"})
-    with serve_process(root / "data", free_port(), root / "serve.log", "--no-auth", env=env) as served:
+    with serve_open(tmp_path_factory.mktemp("client-anthropic-sdk")) as served:
         yield served
 
 

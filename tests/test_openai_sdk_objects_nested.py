@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,8 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseReasoningItem,
 )
-from ports import free_port
 from pydantic import BaseModel
-from service_helpers import serve_process
+from service_helpers import serve_open
 
 from tiermem import Config, Memory
 from tiermem.client import AsyncClient, Client
@@ -167,11 +165,7 @@ def test_memory_refuses_what_is_still_no_json_naming_where(mem: Memory, case: st
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("client-openai-sdk")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}  # the runner's settings stay out
-    env.update({"TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",  # no hot tier: not what is tested
-                "TIERMEM_SCHEDULER_ENABLED": "false"})
-    with serve_process(root / "data", free_port(), root / "serve.log", "--no-auth", env=env) as served:
+    with serve_open(tmp_path_factory.mktemp("client-openai-sdk")) as served:
         yield served
 
 

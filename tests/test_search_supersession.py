@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +27,7 @@ import pytest
 from cli_helpers import tm
 from mcp import Client as McpClient
 from pg_server import fresh_schema
-from ports import free_port
-from service_helpers import serve_process
+from service_helpers import serve_open
 
 from tiermem import Config, Memory
 from tiermem.adapters.mcp_server import build_server
@@ -175,11 +173,7 @@ def test_mcp_and_cli_answer_the_state(tmp_path: Path, embedder: FastEmbedder) ->
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("search-supersession")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERMEM_")}  # the runner's settings stay out
-    env.update({"TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",  # no hot tier: not what is tested
-                "TIERMEM_SCHEDULER_ENABLED": "false"})
-    with serve_process(root / "data", free_port(), root / "serve.log", "--no-auth", env=env) as served:
+    with serve_open(tmp_path_factory.mktemp("search-supersession")) as served:
         yield served
 
 
