@@ -5,7 +5,12 @@ Three kinds per conversation (docs/design.md, "Warm"):
 - `rolling` (key ''): the conversation so far, positions 0..end. Refreshed
   incrementally: the source turns cited by the previous version plus the turns after
   it go to the summarizer (in chunks of about `chunk_tokens` for a long backlog), so a
-  refresh costs what is new, not the whole log. After each write, a fold (a checkpoint
+  refresh costs what is new, not the whole log. So do the turns of its range that a
+  retraction recorded since made current again (`_restored`: a popped correction's
+  targets, wholly or a statement of them): no version cites a turn left out for its
+  supersession, so the old value, current again, would never come back. A retraction
+  that undoes no supersession adds nothing (it costs a read of the range's turns in the
+  database, `ColdLog.turns_superseded_by`). After each write, a fold (a checkpoint
   at `end_position` holding the summary text) is committed in the same transaction
   (DESIGN invariant 4; `fold=False` turns it off). It deletes nothing.
 - `constraints` (key ''): the current instructions, constraints, entities and
@@ -127,6 +132,7 @@ import numpy as np
 
 from tiermem.consolidation.summarize import Packer, SourceTurn, Summarizer, call_bound_s, split_sentences
 from tiermem.tiers.errors import ConversationNotFound, SummarizerError
+from tiermem.tiers.formats import hidden_positions
 from tiermem.tiers.memo import memo_scope, remembered_for
 from tiermem.tiers.models import TurnRow
 from tiermem.tiers.redis_watchdog import pid_alive, process_start_ticks
@@ -711,7 +717,7 @@ class ViewMaintainer:
             if prev is None or full or not self.outdated_views(conv, [prev]):
                 return prev
             end = prev.end_position  # outdated: its sources again, over the same range
-        carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
+        carried = [] if full else [*self.warm.turn_rows(conv, self._cited(prev)), *self._restored(conv, prev)]
         new = self.cold.turns(conv, start=start_new, end=end) if end >= start_new else []
         sentences, before = self._summarize_or_record(
             conv, "rolling", "", lambda: self._incremental(conv, carried, new, lease))
@@ -760,7 +766,8 @@ class ViewMaintainer:
         if not new and (prev is None or full or not self.outdated_views(conv, [prev])):
             return prev
         # new turns, or none but a line of the view is outdated: its sources again
-        carried = [] if full else self.warm.turn_rows(conv, self._cited(prev))
+        carried = [] if full else [*self.warm.turn_rows(conv, self._cited(prev)),
+                                   *self._restored(conv, prev, session_id)]
         sentences, before = self._summarize_or_record(
             conv, "session", session_id, lambda: self._incremental(conv, carried, new, lease))
         if sentences is None:
@@ -770,6 +777,40 @@ class ViewMaintainer:
         view = SummaryView(conv, "session", session_id, 0, start, stop, tuple(sentences), 0,
                            self.summarizer.name, now)
         return self._settle(conv, "session", session_id, self.warm.put(view), before, marks)
+
+    def _restored(self, conv: str, prev: SummaryView | None, session_id: str | None = None) -> list[TurnRow]:
+        """The turns of `prev`'s range (of session `session_id` only, when given) that a
+        retraction recorded after `prev` was built made current again, wholly or a
+        statement of them: the targets of a popped correction. An incremental refresh
+        reads only the previous version's cited turns and the later ones, and no version
+        cites a turn left out for its supersession, so without these the old value,
+        current again for `facts()` and the context, never comes back to the view.
+
+        Only retractions past `prev.end_position` count (one at or before it was in force
+        when `prev` was built, and its turns are in `prev` or dropped for the budget).
+        Without one this costs the control-row read; with one, a read of the turns of
+        `prev`'s range superseded by a popped turn (`ColdLog.turns_superseded_by`, in the
+        database: no index answers "superseded by") and of the statement rows, then the
+        rows of those turns. A turn still superseded past the popped one (a chain
+        A -> B -> C with B popped reads A -> C) is not restored."""
+        if prev is None:
+            return []
+        controls = self.cold.control_rows([conv]).get(conv, [])
+        popped = hidden_positions([(p, b) for p, b in controls if p > prev.end_position])[0]
+        if not popped:
+            return []
+        start, stop = prev.start_position, prev.end_position
+        whole = set(self.cold.turns_superseded_by(conv, popped, start=start, end=stop))
+        hidden = read_hidden(self.cold, conv, hidden_positions(controls)[0])
+        parts = {st.position for st in self.cold.superseded_statements(conv)
+                 if st.superseded_by in popped and start <= st.position <= stop
+                 and hidden.by(st.superseded_by) is None}
+        if not whole and not parts:
+            return []
+        return [r for r in self.warm.turn_rows(conv, sorted(whole | parts))
+                if r.position not in hidden.positions
+                and (r.position in parts or hidden.row(r).superseded_by is None)
+                and (session_id is None or r.session_id == session_id)]
 
     @staticmethod
     def _cited(view: SummaryView | None) -> list[int]:

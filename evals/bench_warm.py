@@ -2,6 +2,7 @@
 
     python -m tiermem.evals.bench_warm [--quick] [--no-embeddings] [--json]
     python -m tiermem.evals.bench_warm --outdated [--quick] [--json]
+    python -m tiermem.evals.bench_warm --pop [--quick] [--json]
 
 1. Refresh cost per 100 turns, per view kind, with the extractive summarizer, on a
    conversation built from the labeled turn set (evals/data/intent_labels.jsonl,
@@ -26,6 +27,15 @@ check: `baseline` keys them on the pin version, which that append moves (the che
 every view, each time), `current` on the supersession version, which it does not (two
 index reads). Both maintainers sweep the same store after each append, in alternating
 order; median and p99 over the rounds, in milliseconds.
+
+`--pop` (only this): the rolling view's refresh after 100 new turns, at 2,000 and 20,000
+turns (embeddings off), when a retraction among them pops a correction (the turn it
+superseded is added to the refresh's sources, `ViewMaintainer._restored`: a read of the
+range's turns in the database), pops a turn that superseded nothing (the same read,
+nothing added), or pops nothing (the steady state); and, for comparison, a full refresh
+of the view (the alternative that would also bring the old value back). Median over the rounds, ms; and
+how many restoring refreshes gave the summarizer the popped correction's target (whether
+it keeps that turn is its choice, as for any source).
 """
 
 from __future__ import annotations
@@ -45,10 +55,11 @@ from tiermem.consolidation.summarize import ExtractiveSummarizer
 from tiermem.consolidation.views import ViewMaintainer
 from tiermem.tiers.cold import ColdStore
 from tiermem.tiers.embed import Embedder
-from tiermem.tiers.models import Message
+from tiermem.tiers.formats import RETRACT_TYPE
+from tiermem.tiers.models import Message, TurnRow
 from tiermem.tiers.statements import Hidden
 from tiermem.tiers.tokens import BpeTokenCounter
-from tiermem.tiers.warm import WarmStore
+from tiermem.tiers.warm import SummaryView, WarmStore
 
 DATA = Path(__file__).resolve().parent / "data" / "intent_labels.jsonl"
 SESSION_TURNS = 50
@@ -281,6 +292,80 @@ def format_outdated(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+POP_NEW_TURNS = 100  # turns appended (the retraction among them) before each timed refresh
+
+
+class _CountRestored(ViewMaintainer):
+    """A maintainer that counts the turns its refreshes added as restored by a pop."""
+
+    restored: list[int]
+
+    def _restored(self, conv: str, prev: SummaryView | None, session_id: str | None = None) -> list[TurnRow]:
+        out = super()._restored(conv, prev, session_id)
+        self.restored = [*getattr(self, "restored", []), *(r.position for r in out)]
+        return out
+
+
+def pop_refresh_cost(root: Path, counter: BpeTokenCounter, *, turns: int, rounds: int) -> dict[str, Any]:
+    """`--pop` at one conversation length (module docstring)."""
+    rows = _rows()
+    cold = ColdStore(root / f"pop-{turns}.db", tokens=counter)
+    try:
+        _append(cold, "c", 0, turns, rows)
+        m = _maintainer_of(_CountRestored, cold, counter, None)
+        m.refresh("c", "rolling")
+        samples: dict[str, list[float]] = {"none": [], "noop": [], "restoring": [], "full": []}
+        restored = 0  # restoring refreshes whose summarizer was given the popped correction's target
+        for r in range(rounds):
+            for case in ("none", "noop", "restoring"):
+                at = cold.last_position("c") + 1
+                old = r * 7 + 3  # a turn early in the log: far from every cited one
+                if case == "restoring":
+                    # a correction decided now (as supersession records it), absorbed by a refresh
+                    _append(cold, "c", at, 1, rows)
+                    cold.set_superseded("c", [(old, at)])
+                    m.refresh("c", "rolling")
+                    at += 1
+                popped = {"none": None, "noop": at - 2, "restoring": at - 1}[case]
+                n = POP_NEW_TURNS
+                if popped is not None:
+                    cold.append_many("c", [Message(type=RETRACT_TYPE, position=popped)])
+                    n -= 1
+                _append(cold, "c", cold.last_position("c") + 1, n, rows)
+                m.restored = []
+                t0 = time.perf_counter()
+                m.refresh("c", "rolling")
+                samples[case].append((time.perf_counter() - t0) * 1000)
+                if m.restored != ([old] if case == "restoring" else []):
+                    raise RuntimeError(f"{case}: restored {m.restored}")
+                restored += case == "restoring"
+            t0 = time.perf_counter()
+            m.refresh("c", "rolling", full=True)
+            samples["full"].append((time.perf_counter() - t0) * 1000)
+        out: dict[str, Any] = {"turns": turns, "rounds": rounds, "restored": restored}
+        out.update({k: round(statistics.median(v), 2) for k, v in samples.items()})
+        return out
+    finally:
+        cold.close()
+
+
+def run_pop(quick: bool = False) -> dict[str, Any]:
+    """`--pop`: the figures (milliseconds) at each conversation length."""
+    counter = BpeTokenCounter()
+    sizes = ((300, 3),) if quick else ((2000, 7), (20000, 5))
+    with tempfile.TemporaryDirectory(prefix="tiermem-bench-warm-pop-") as tmp:
+        return {"pop": [pop_refresh_cost(Path(tmp), counter, turns=t, rounds=n) for t, n in sizes]}
+
+
+def format_pop(r: dict[str, Any]) -> str:
+    lines = [f"rolling refresh after {POP_NEW_TURNS} new turns, extractive, embeddings off, median ms:",
+             "  turns   no pop   pop (undoes nothing)   pop (restores a turn)   full refresh   restored"]
+    for f in r["pop"]:
+        lines.append(f"  {f['turns']:>5} {f['none']:>8.2f} {f['noop']:>22.2f} {f['restoring']:>23.2f}"
+                     f" {f['full']:>14.2f}   {f['restored']}/{f['rounds']}")
+    return "\n".join(lines)
+
+
 def run(quick: bool = False, *, embeddings: bool = True) -> dict[str, Any]:
     """Run the benchmark; returns the figures (milliseconds)."""
     counter = BpeTokenCounter()
@@ -337,7 +422,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--outdated", action="store_true",
                         help="only the sweep's check for corrected lines after an ordinary append")
+    parser.add_argument("--pop", action="store_true",
+                        help="only the rolling refresh after a retraction (a popped correction)")
     args = parser.parse_args(argv)
+    if args.pop:
+        popped = run_pop(args.quick)
+        print(json.dumps(popped, indent=2) if args.json else format_pop(popped))
+        return 0
     if args.outdated:
         result = run_outdated(args.quick)
         print(json.dumps(result, indent=2) if args.json else format_outdated(result))

@@ -702,6 +702,23 @@ class SharedQueries:
         return self._turns_where("WHERE t.conversation_id = ? AND t.position BETWEEN ? AND ? ORDER BY t.position",
                                  (conversation_id, start, MAX_POSITION if end is None else end))
 
+    # superseding positions per statement of `turns_superseded_by`: an IN list of 500
+    # parameters, as tiers.cold's (well under SQLite's 32766); a refresh asks for a few pops
+    SUPERSEDED_BY_PER_READ: ClassVar[int] = 500
+
+    def turns_superseded_by(self, conversation_id: str, by: Collection[int], *, start: int, end: int) -> list[int]:
+        # no index holds superseded_by: the range of the (conversation, position) key is
+        # read in the database, only the matching positions come back (no row decoded)
+        want = sorted({int(p) for p in by})
+        out: set[int] = set()
+        for i in range(0, len(want), self.SUPERSEDED_BY_PER_READ):
+            chunk = want[i:i + self.SUPERSEDED_BY_PER_READ]
+            out.update(int(r[0]) for r in self._q(
+                "SELECT position FROM turns WHERE conversation_id = ? AND position BETWEEN ? AND ? "
+                "AND superseded_by IN (" + ", ".join(["?"] * len(chunk)) + ")",
+                [conversation_id, start, end, *chunk]))
+        return sorted(out)
+
     # (key, position) pairs per statement of `turns_at_many`: 500 parameters, as tiers.cold's
     # IN lists (well under SQLite's 32766); one call's namespace hits are a few dozen
     TURN_KEYS_PER_READ: ClassVar[int] = 250

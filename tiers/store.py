@@ -467,6 +467,14 @@ class ColdLog(Protocol):
         when given), by position and start."""
         ...
 
+    def turns_superseded_by(self, conversation_id: str, by: Collection[int], *, start: int, end: int) -> list[int]:
+        """The positions from `start` to `end` (both included) of the turns whose recorded
+        `superseded_by` is one of `by`, in log order: what popped corrections had
+        superseded (consolidation.views `_restored`). As recorded: a popped correction's
+        targets keep it (tiers.statements `Hidden` reads past it). No index holds
+        `superseded_by`: a range read of the conversation's turns, in the database."""
+        ...
+
     def superseded_statements_many(self, keys: Sequence[tuple[str, int]]) -> list[tuple[str, StatementRow]]:
         """The statement-level supersessions of the turns at (key, position) pairs across
         conversations, in one statement (per `TURN_KEYS_PER_READ` pairs), as (key, row):
