@@ -40,6 +40,8 @@ engine share:
   xid (`idle_in_transaction`) older than what follows, on another schema, for a `with` block.
 - `fill_pool(store, n)`, `with_options(url, options)`, `stoppable_pg` (a server of the
   test's own, stopped and started again).
+- `memory_on(request, tmp_path, embedder)`: a `Memory` (no hot tier, no background
+  indexing) on the engine a fixture's `request.param` names, for a `mem` fixture of both.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import pytest
 
 if TYPE_CHECKING:
+    from tiermem import Memory
+    from tiermem.tiers.embed import Embedder
     from tiermem.tiers.migrate_store import MigrationReport
     from tiermem.tiers.postgres import PostgresStore
     from tiermem.tiers.store import ColdLog
@@ -125,6 +129,22 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     if request.param == "sqlite":
         return "sqlite", str(tmp_path / "data" / "tiermem.db")
     return "postgres", f"{request.getfixturevalue('pg_url')}#{fresh_schema()}"
+
+
+@contextmanager
+def memory_on(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
+    """A `Memory` on the engine `request.param` names ("sqlite" or "postgres": a fresh schema
+    of the session's server), its data dir `tmp_path/data`, no hot tier and no background
+    indexing, closed at the end of the `with` block."""
+    from tiermem import Config, Memory
+
+    if request.param == "postgres":
+        cfg = Config(data_dir=tmp_path / "data", cold_url=request.getfixturevalue("pg_url"),
+                     cold_schema=fresh_schema())
+    else:
+        cfg = Config(data_dir=tmp_path / "data")
+    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
+        yield m
 
 
 def open_store(target: tuple[str, str], counter: BpeTokenCounter) -> ColdLog:

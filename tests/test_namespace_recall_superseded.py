@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pg_server import fresh_schema
+from pg_server import memory_on
 
 from tiermem import Config, Memory
 from tiermem.planner.candidates import PAST_SUPERSEDED_BOOST, SUPERSEDED_PENALTY
@@ -56,12 +56,7 @@ INTERVAL_PLAN = "superseded by #2 (valid #0 01 May 2026 01:46 until #2 01 May 20
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def mem(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
-    if request.param == "postgres":
-        cfg = Config(data_dir=tmp_path / "data", cold_url=request.getfixturevalue("pg_url"),
-                     cold_schema=fresh_schema())
-    else:
-        cfg = Config(data_dir=tmp_path / "data")
-    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
+    with memory_on(request, tmp_path, embedder) as m:
         yield m
 
 

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from cli_helpers import tm
 from mcp import Client as McpClient
-from pg_server import fresh_schema
+from pg_server import memory_on
 from service_helpers import serve_open
 
 from tiermem import Config, Memory
@@ -70,12 +70,7 @@ SCOPES = ["conversation", "namespace"]  # Memory.search(CONV, ...) and Memory.se
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def mem(request: pytest.FixtureRequest, tmp_path: Path, embedder: Embedder) -> Iterator[Memory]:
-    if request.param == "postgres":
-        cfg = Config(data_dir=tmp_path / "data", cold_url=request.getfixturevalue("pg_url"),
-                     cold_schema=fresh_schema())
-    else:
-        cfg = Config(data_dir=tmp_path / "data")
-    with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as m:
+    with memory_on(request, tmp_path, embedder) as m:
         yield m
 
 
