@@ -723,38 +723,35 @@ class SharedQueries:
     # IN lists (well under SQLite's 32766); one call's namespace hits are a few dozen
     TURN_KEYS_PER_READ: ClassVar[int] = 250
 
-    def turns_at_many(self, keys: Sequence[tuple[str, int]]) -> list[TurnRow]:
-        # one statement for every conversation (per TURN_KEYS_PER_READ pairs): the pairs
-        # as a VALUES list joined to the turn index's (conversation, position) key; SQLite
-        # keeps a CROSS JOIN's order, so it seeks each pair, never scans the turns
+    def _at_keys(self, keys: Sequence[tuple[str, int]], select: str) -> tuple[list[Any], dict[str, int]]:
+        """`select` (reading the pairs as `k(conv, pos)`) run for the distinct (conversation,
+        position) `keys`, one statement per TURN_KEYS_PER_READ pairs: its rows, and each
+        conversation's rank in first-seen order (the callers' grouping, as `get_many`)."""
+        # the pairs as a VALUES list joined to the table's (conversation, position) key;
+        # SQLite keeps a CROSS JOIN's order, so it seeks each pair, never scans the table
         want = list(dict.fromkeys((str(c), int(p)) for c, p in keys))
         rows: list[Any] = []
         for i in range(0, len(want), self.TURN_KEYS_PER_READ):
             chunk = want[i:i + self.TURN_KEYS_PER_READ]
-            rows += self._q(
-                "WITH k(conv, pos) AS (VALUES " + ", ".join(["(?, ?)"] * len(chunk)) + ") "
-                f"SELECT {self._TURN_COLUMNS}FROM k CROSS JOIN turns t {self._TURN_PINS}"
-                "WHERE t.conversation_id = k.conv AND t.position = k.pos",
-                [v for pair in chunk for v in pair])
+            rows += self._q("WITH k(conv, pos) AS (VALUES " + ", ".join(["(?, ?)"] * len(chunk)) + ") " + select,
+                            [v for pair in chunk for v in pair])
+        return rows, {c: n for n, c in enumerate(dict.fromkeys(c for c, _p in want))}
+
+    def turns_at_many(self, keys: Sequence[tuple[str, int]]) -> list[TurnRow]:
+        # one statement for every conversation (per TURN_KEYS_PER_READ pairs), seeking the
+        # turn index's (conversation, position) key
+        rows, order = self._at_keys(keys, f"SELECT {self._TURN_COLUMNS}FROM k CROSS JOIN turns t {self._TURN_PINS}"
+                                          "WHERE t.conversation_id = k.conv AND t.position = k.pos")
         # grouped by conversation in first-seen order, each in log order (as `get_many`)
-        order = {c: n for n, c in enumerate(dict.fromkeys(c for c, _p in want))}
         out = self._turn_rows(rows)
         out.sort(key=lambda r: (order[r.conversation_id], r.position))
         return out
 
     def superseded_statements_many(self, keys: Sequence[tuple[str, int]]) -> list[tuple[str, StatementRow]]:
-        # as `turns_at_many`: the pairs as a VALUES list joined to the statement rows'
-        # (conversation, position, start) key, one statement per TURN_KEYS_PER_READ pairs
-        want = list(dict.fromkeys((str(c), int(p)) for c, p in keys))
-        rows: list[Any] = []
-        for i in range(0, len(want), self.TURN_KEYS_PER_READ):
-            chunk = want[i:i + self.TURN_KEYS_PER_READ]
-            rows += self._q(
-                "WITH k(conv, pos) AS (VALUES " + ", ".join(["(?, ?)"] * len(chunk)) + ") "
-                f'SELECT s.conversation_id, s.position, s.start, s."end", s.superseded_by FROM k CROSS JOIN '
-                f"{STATEMENT_TABLE} s WHERE s.conversation_id = k.conv AND s.position = k.pos",
-                [v for pair in chunk for v in pair])
-        order = {c: n for n, c in enumerate(dict.fromkeys(c for c, _p in want))}
+        # as `turns_at_many`, joined to the statement rows' (conversation, position, start) key
+        rows, order = self._at_keys(
+            keys, f'SELECT s.conversation_id, s.position, s.start, s."end", s.superseded_by FROM k CROSS JOIN '
+                  f"{STATEMENT_TABLE} s WHERE s.conversation_id = k.conv AND s.position = k.pos")
         out = [(str(r[0]), StatementRow(int(r[1]), int(r[2]), int(r[3]), int(r[4]))) for r in rows]
         out.sort(key=lambda cs: (order[cs[0]], cs[1].position, cs[1].start))
         return out
