@@ -183,8 +183,8 @@ def common_prefix_chars(a: str, b: str) -> int:
     return lo
 
 
-def common_prefix_messages(prev: Sequence[str], cur: Sequence[str]) -> int:
-    """How many leading messages two serialized contexts share."""
+def common_prefix_messages(prev: Sequence[object], cur: Sequence[object]) -> int:
+    """How many leading messages two contexts share (serialized, or the message dicts)."""
     n = 0
     for a, b in zip(prev, cur, strict=False):
         if a != b:

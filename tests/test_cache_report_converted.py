@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tiermem import Config, Memory
+from tiermem.evals.cost import common_prefix_messages
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import message_tokens
 
@@ -49,15 +50,6 @@ TALK: list[dict[str, Any]] = [
     for i in range(40)]
 
 
-def _shared(prev: list[dict[str, Any]], now: list[dict[str, Any]]) -> int:
-    k = 0
-    for a, b in zip(prev, now, strict=False):
-        if a != b:
-            break
-        k += 1
-    return k
-
-
 @pytest.mark.parametrize(("settings", "turns", "pin", "queries", "shares_all"), [
     # a recall's retrieved block folded into the first message, then a call without
     # one: the first message sent changes, nothing is shared (claimed 2 / 86 before)
@@ -84,7 +76,7 @@ def test_the_cache_report_counts_the_messages_sent(tmp_path: Path, embedder: Fas
             sent.append(ctx.messages)
             mem.append("c", {"role": "assistant", "content": f"answer {i}"})
         prev, now = sent
-        k = _shared(prev, now)
+        k = common_prefix_messages(prev, now)
         cache = ctx.plan.cache
         assert (cache.prefix_messages, cache.expected_cached_tokens) == (
             k, sum(message_tokens(mem.tokens, m) for m in now[:k])), (cache, k)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tiermem import Config, Memory
+from tiermem.evals.cost import common_prefix_messages
 from tiermem.planner import late_pins
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.tokens import message_tokens, messages_tokens
@@ -32,15 +33,6 @@ ROUNDS = 40  # enough for two evictions at this budget
 PIN_ROUND = 3  # after the first context, before the first eviction (round 7)
 SMALL_TALK = ["ok cool", "haha nice", "sounds good", "great, thanks", "lovely"]
 REASON = re.compile(r"evicts from the middle: the first (\d+) message\(s\) \((\d+) tokens\) stay as the cached prefix")
-
-
-def _shared(prev: list[dict[str, Any]], now: list[dict[str, Any]]) -> int:
-    k = 0
-    for a, b in zip(prev, now, strict=False):
-        if a != b:
-            break
-        k += 1
-    return k
 
 
 def _round(mem: Memory, rnd: random.Random, i: int) -> Any:
@@ -77,7 +69,7 @@ def test_the_eviction_reason_names_the_shared_prefix(tmp_path: Path, embedder: F
             found = REASON.match(ctx.plan.cache.reason)
             if found:
                 evictions += 1
-                k = _shared(prev, ctx.messages)
+                k = common_prefix_messages(prev, ctx.messages)
                 tokens = sum(message_tokens(mem.tokens, m) for m in ctx.messages[:k])
                 assert (int(found[1]), int(found[2])) == (k, tokens), (ctx.plan.cache.reason, k, tokens)
                 assert (ctx.plan.cache.prefix_messages, ctx.plan.cache.expected_cached_tokens) == (k, tokens)

@@ -14,6 +14,7 @@ import pytest
 import sdk_corpus as corpus
 
 from tiermem import Config, Memory
+from tiermem.evals.cost import common_prefix_messages
 from tiermem.tiers.embed_onnx import FastEmbedder
 from tiermem.tiers.formats import message_text
 from tiermem.tiers.tokens import messages_tokens
@@ -81,15 +82,6 @@ def _turns(n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _shared_prefix(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
-    k = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        k += 1
-    return k
-
-
 # (policy, how much of the first context the second one repeats as its prefix)
 PIN_CASES = [
     ("before_latest", "up to the memory message"),  # the new pin lands in the last part
@@ -109,7 +101,7 @@ def test_a_new_pin_leaves_the_prefix_alone(tmp_path: Path, embedder: FastEmbedde
                               {"role": "user", "content": "And which depot ships client 3?"}])
         mem.pin("c", 6, priority=80)  # a new standing fact between the two calls
         second = mem.context("c", None, 700, system=SYSTEM).messages
-    k = _shared_prefix(first, second)
+    k = common_prefix_messages(first, second)
     if expected == "the system message only":
         assert k == 1
     else:
