@@ -557,8 +557,11 @@ class _Calls:
             raise ValidationError("older_than", f"must be a timedelta or an age in seconds within 0..{MAX_AGE_S:.0f}")
 
         def read(b: dict[str, Any]) -> ErasureReport:
+            # a service before 2026-12-07 answered neither `scrubbed` nor the tombstones: not
+            # known (None), never the defaults, which said the bytes were gone
             return ErasureReport(conversations=b["conversations"], messages=b["messages"],
-                                 conversation_ids=list(b["conversation_ids"]))
+                                 conversation_ids=list(b["conversation_ids"]), scrubbed=b.get("scrubbed"),
+                                 tombstones=list(b.get("tombstones", [])))
 
         return _Call("POST", "/v1/prune", read, json={"older_than_seconds": float(age)}, namespace=self._ns(namespace))
 

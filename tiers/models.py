@@ -817,8 +817,9 @@ class ErasureReport:
     # PostgreSQL: erase_scrub="vacuum", or its VACUUM FULL failed, e.g. on a lock
     # timeout: the rows are gone, their bytes wait for the rewrite the next open of the
     # store, or the next erasure, does; or the role may not VACUUM pg_statistic, whose old
-    # rows may hold sampled values: logged, for an operator's VACUUM FULL of it)
-    scrubbed: bool = True
+    # rows may hold sampled values: logged, for an operator's VACUUM FULL of it). None: not
+    # known (tiermem.client read a prune answer of a service older than its `scrubbed`)
+    scrubbed: bool | None = True
     # Where `scrubbed` is False and the store knows why: what was not rewritten, and why
     # (PostgreSQL: pg_catalog.pg_statistic, its lock held by another session past its
     # short wait, retried later, or the role may not VACUUM it; or "deleted rows kept: a

@@ -320,12 +320,6 @@ class PinOut(BaseModel):
     priority: int | None
 
 
-class PruneOut(BaseModel):
-    conversations: int
-    messages: int
-    conversation_ids: list[str]
-
-
 class ErasureOut(BaseModel):
     conversations: int = Field(description="conversations erased")
     messages: int = Field(description="messages erased with them")
@@ -336,6 +330,14 @@ class ErasureOut(BaseModel):
     tombstones: list[dict[str, Any]] = Field(
         description="one per erased conversation: id, namespace, time and counts, no content"
     )
+
+
+class PruneOut(ErasureOut):
+    """A prune's answer: an erasure's (a prune erases as `DELETE /v1/conversations/{id}` does,
+    so it answers `scrubbed` and the tombstones too), with the names of the conversations."""
+
+    conversations: int = Field(description="conversations pruned")
+    conversation_ids: list[str] = Field(description="the pruned conversations' names")
 
 
 class ConversationsOut(BaseModel):
@@ -571,9 +573,14 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
     return ErasureOut(
         conversations=report.conversations,
         messages=report.messages,
-        scrubbed=report.scrubbed,
+        scrubbed=report.scrubbed is True,  # None (not known) only where a client read an older server
         tombstones=[finite(dict(t)) for t in report.tombstones],
     )
+
+
+def prune_out(report: ErasureReport) -> PruneOut:
+    """The HTTP form of a prune's `ErasureReport`: the erasure's, with the names."""
+    return PruneOut(**erasure_out(report).model_dump(), conversation_ids=list(report.conversation_ids))
 
 
 def incarnation_token(db_uuid: str, key: str) -> str:

@@ -32,6 +32,7 @@ from tiermem.service.schemas import (
     StatsOut,
     erasure_out,
     finite,
+    prune_out,
 )
 from tiermem.tiers.models import ErasureReport
 
@@ -73,11 +74,7 @@ def delete_conversation(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) ->
 )
 def prune(body: PruneIn, ns: SpaceNs, runtime: RuntimeDep) -> PruneOut:
     report = runtime.mem().prune(body.older_than_seconds, namespace=ns)
-    return PruneOut(
-        conversations=report.conversations,
-        messages=report.messages,
-        conversation_ids=list(report.conversation_ids),
-    )
+    return prune_out(report)
 
 
 @admin_routes.delete(
