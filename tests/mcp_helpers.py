@@ -1,15 +1,19 @@
 """What every MCP test checks, whatever the transport: `exercise` lists the tools and
 calls each one (appends, a pinned context under a budget, a history page, a search,
 unpin, a refused message, a missing conversation, an unconfirmed and a confirmed erase)
-on a fresh server; `check` asserts what each answer must be."""
+on a fresh server; `check` asserts what each answer must be. `call_in_process`: one tool
+call on a server over a memory in this process (no transport)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import sdk_corpus as corpus
 from mcp import Client
+
+from tiermem.adapters._common import LocalMemory
 
 TOOLS = {"append", "context", "history", "search", "pin", "unpin", "erase"}
 
@@ -18,6 +22,18 @@ async def _call(client: Client, tool: str, args: dict[str, Any]) -> Any:
     r = await client.call_tool(tool, args)
     assert not r.is_error, r.content
     return r.structured_content
+
+
+def call_in_process(memory: LocalMemory, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """`tool` called with `args` on `build_server(memory)` (a `Memory` or a namespace's
+    view) in this process: its structured answer, the call asserted to be no error."""
+    from tiermem.adapters.mcp_server import build_server
+
+    async def run() -> dict[str, Any]:
+        async with Client(build_server(memory)) as client:
+            return dict(await _call(client, tool, args) or {})
+
+    return asyncio.run(run())
 
 
 async def exercise(client: Client) -> dict[str, Any]:

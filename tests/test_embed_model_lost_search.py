@@ -13,10 +13,8 @@ SQLite, the real HTTP service and the real `mcp` client.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -28,25 +26,13 @@ from tiermem.client import Client as HttpClient
 from tiermem.tiers.embed import bundled_model_path
 
 pytest.importorskip("mcp")
-from mcp import Client
-
-from tiermem.adapters.mcp_server import build_server
+from mcp_helpers import call_in_process
 
 NS = "acme"
 QUERY = "flight to Lisbon"
 TURNS = ["My flight to Lisbon leaves at 9:40 from gate B12.", "The tomatoes need water.", "Sure."]
 LATER = "The hotel in Porto is booked."  # appended after the loss: its vector waits
 KEYWORDS_ONLY = "keyword (BM25) ranking only"
-
-
-def _mcp_search(mem: Memory, args: dict[str, Any]) -> dict[str, Any]:
-    async def run() -> dict[str, Any]:
-        async with Client(build_server(mem.namespaced(NS))) as client:
-            r = await client.call_tool("search", args)
-            assert not r.is_error, r.content
-            return dict(r.structured_content or {})
-
-    return asyncio.run(run())
 
 
 @pytest.mark.parametrize("runtime", [
@@ -89,14 +75,14 @@ def test_a_lost_model_degrades_search_to_keywords_on_every_surface(
             assert client.search(conversation, QUERY, 3).degraded == body["degraded"]
 
         args = {"query": QUERY, "k": 3, **({"conversation_id": conversation} if conversation else {})}
-        out = _mcp_search(mem, args)  # before: a tool error
+        out = call_in_process(mem.namespaced(NS), "search", args)  # before: a tool error
         assert out["hits"][0]["position"] == 0
         assert KEYWORDS_ONLY in out["degraded"] and str(model) not in str(out)
 
         away.rename(model)
         again = mem.search(conversation, QUERY, 3, namespace=NS)
         assert "dense" in again[0].ranks and getattr(again, "degraded", None) is None
-        assert "degraded" not in _mcp_search(mem, args)
+        assert "degraded" not in call_in_process(mem.namespaced(NS), "search", args)
         assert httpx.get(url + "/v1/search", params=params,
                          headers={"Authorization": f"Bearer {TOKEN_ACME}"}).json()["degraded"] is None
         assert mem.cold.pending_embeddings() == 0  # the turn that waited has its vector

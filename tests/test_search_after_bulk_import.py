@@ -10,9 +10,7 @@ Counted in embedded rows, not timed: with `embedding_batch_size` 8 a pool is
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -88,20 +86,6 @@ def test_first_search_embeds_at_most_its_bound(tmp_path: Path, embedder: Embedde
             assert again.vectors_pending == max(left - INLINE, 0)
 
 
-def _mcp_search(mem: Memory, args: dict[str, Any]) -> dict[str, Any]:
-    from mcp import Client
-
-    from tiermem.adapters.mcp_server import build_server
-
-    async def run() -> dict[str, Any]:
-        async with Client(build_server(mem.namespaced(NS))) as client:
-            r = await client.call_tool("search", args)
-            assert not r.is_error, r.content
-            return dict(r.structured_content or {})
-
-    return asyncio.run(run())
-
-
 @pytest.mark.parametrize("conversation", [
     "b",  # one conversation's search
     None,  # the namespace's
@@ -109,6 +93,8 @@ def _mcp_search(mem: Memory, args: dict[str, Any]) -> dict[str, Any]:
 def test_every_surface_says_the_turns_left_pending(tmp_path: Path, embedder: Embedder,
                                                    conversation: str | None) -> None:
     pytest.importorskip("mcp")
+    from mcp_helpers import call_in_process  # after the skip: it needs mcp
+
     turns = 150 + 3 * INLINE + 10  # each of the three searches below embeds one pool more
     cfg = Config(data_dir=tmp_path, embedding_batch_size=BATCH, auth_tokens={TOKEN_ACME: NS})
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem, \
@@ -123,9 +109,9 @@ def test_every_surface_says_the_turns_left_pending(tmp_path: Path, embedder: Emb
         with HttpClient(url, token=TOKEN_ACME) as client:  # the HTTP client hands it on
             assert client.search(conversation, QUERY, 3).vectors_pending == scope() == before - 2 * INLINE
         args = {"query": QUERY, "k": 3, **({"conversation_id": conversation} if conversation else {})}
-        out = _mcp_search(mem, args)
+        out = call_in_process(mem.namespaced(NS), "search", args)
         assert out["vectors_pending"] == scope() == before - 3 * INLINE > 0
         mem.catch_up(namespace=NS)
-        assert "vectors_pending" not in _mcp_search(mem, args)  # said only while some are left
+        assert "vectors_pending" not in call_in_process(mem.namespaced(NS), "search", args)  # said only while some are left
         assert httpx.get(url + "/v1/search", params=params,
                          headers={"Authorization": f"Bearer {TOKEN_ACME}"}).json()["vectors_pending"] == 0
