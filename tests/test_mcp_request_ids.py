@@ -19,12 +19,7 @@ before and after.
 from __future__ import annotations
 
 import json
-import os
-import queue
 import sqlite3
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +28,7 @@ import pytest
 
 pytest.importorskip("mcp")
 from hash_embedder import HashEmbedder
+from mcp_stdio_helpers import StdioChild
 from service_helpers import TOKEN_ACME, raw_request, serve_in_thread
 
 from tiermem import Config, Memory
@@ -40,15 +36,11 @@ from tiermem.adapters.mcp_http import MCP_PATH
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-REPO = Path(__file__).resolve().parents[1]
 NS = "acme"
 CONV = "ids"
-ANSWER_TIMEOUT_S = 60.0  # an answer that does not come fails the test here, not the host's timeout
-PROTOCOL_VERSION = "2025-06-18"
 INVALID_REQUEST = -32600  # JSON-RPC 2.0: the request itself is refused
 REFUSED_STATUS = 422  # the guard's status for a body it refuses after parsing it
 NOTIFIED_STATUS = 202  # the streamable-HTTP transport's answer to a notification: accepted, no body
-MARKER_ID = "marker"  # stdio: a ping sent after each line; what came before its answer answers the line
 RULE = "a request's id must be a string or an integer"
 AUTH = ("Authorization", f"Bearer {TOKEN_ACME}")
 ACCEPT = ("Accept", "application/json, text/event-stream")
@@ -94,58 +86,18 @@ class Http(Transport):
 
 
 class Stdio(Transport):
-    """`tiermem mcp` as an MCP host starts it. Its stdout is read by a thread into a queue,
-    so that two answers arriving in one read are both seen."""
+    """`tiermem mcp` as an MCP host starts it (mcp_stdio_helpers.StdioChild: initialized, its
+    stdout read line by line), its stderr in a log beside `data_dir`."""
 
     def __init__(self, data_dir: Path) -> None:
-        env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-               "TIERMEM_REDIS_URL": "redis://127.0.0.1:1/0",  # unreachable: cold-only, quickly
-               "PATH": os.environ.get("PATH", "")}
         self.data_dir = data_dir
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tiermem.cli import main; main()", "--data-dir", str(data_dir),
-             "--namespace", NS, "mcp"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def write(self, line: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + b"\n")
-        self.proc.stdin.flush()
-
-    def next_answer(self) -> dict[str, Any]:
-        try:
-            doc: dict[str, Any] = json.loads(self.lines.get(timeout=ANSWER_TIMEOUT_S))
-        except queue.Empty:
-            raise AssertionError(f"no answer in {ANSWER_TIMEOUT_S} s") from None
-        return doc
+        self.child = StdioChild(data_dir, data_dir.parent / "mcp.log", namespace=NS)
 
     def send(self, body: bytes, *, answered: bool) -> tuple[int | None, list[dict[str, Any]]]:
-        """Write `body`, then a ping: the reader answers or passes on each line in order, so
-        every answer of `body` that is not a tool's result came before the ping's; a tool's
-        result (`answered`, a valid request) may come after it and is waited for."""
-        self.write(body)
-        self.write(json.dumps({"jsonrpc": "2.0", "id": MARKER_ID, "method": "ping"}).encode())
-        got: list[dict[str, Any]] = []
-        marker_seen = False
-        while not marker_seen or (answered and not got):
-            doc = self.next_answer()
-            if doc.get("id") == MARKER_ID:
-                marker_seen = True
-            else:
-                got.append(doc)
-        return None, got
+        return None, self.child.send(body, answered=answered)
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=ANSWER_TIMEOUT_S)
+        self.child.close()
 
 
 @pytest.fixture(scope="module", params=["http", "stdio"])
@@ -160,12 +112,6 @@ def transport(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         return
     s = Stdio(data_dir)
     try:
-        s.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"}}}).encode())
-        init = s.next_answer()
-        assert init["id"] == 0 and "result" in init, init
-        s.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
         _, first = s.send(_append(b"1", "first"), answered=True)  # the store exists
         assert first[0]["result"]["isError"] is False, first
         yield s
