@@ -44,6 +44,7 @@ from tiermem.memory import (
     Memory,
 )
 from tiermem.planner.plan import MAX_BREAKPOINTS
+from tiermem.tiers.files import INCOMPLETE_REQUEST_TEXT
 from tiermem.tiers.models import (
     ID_PATTERN,
     MAX_JSON_DEPTH,
@@ -496,6 +497,26 @@ NS_ERRORS = {
     **ERRORS,
     403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
 }
+# the erasures (`handlers.SEVERAL_TRANSACTION_ROUTES`) commit in batches: a storage refusal
+# partway leaves the earlier batches erased, so their 503 and 507 never say "nothing
+# written" (and carry no `written`): they say what the answer itself says
+def several_transaction_errors(errors: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """`errors` with the 503 and 507 of a route that commits in several transactions."""
+    return {
+        **errors,
+        503: {
+            "model": UnavailableOut,
+            "description": "the storage is busy, read-only, failing or unreachable (or the service is starting); "
+                           f"{INCOMPLETE_REQUEST_TEXT}; no 'written' field",
+            "headers": _RETRY_AFTER,
+        },
+        507: {"model": ErrorOut,
+              "description": f"the disk (or the database's size cap) is full; {INCOMPLETE_REQUEST_TEXT}"},
+    }
+
+
+CONV_ERASURE_ERRORS = several_transaction_errors(CONV_ERRORS)
+NS_ERASURE_ERRORS = several_transaction_errors(NS_ERRORS)
 # ids are per namespace: an append never meets another namespace's id
 APPEND_ERRORS = {
     **CONV_ERRORS,

@@ -22,7 +22,8 @@ from tiermem.memory import DEFAULT_CONVERSATIONS_PAGE, MAX_CONVERSATIONS_PAGE
 from tiermem.service.auth import NAMESPACE_HEADER, ExplicitNs, Ns, SpaceNs
 from tiermem.service.runtime import Runtime, RuntimeDep
 from tiermem.service.schemas import (
-    CONV_ERRORS,
+    CONV_ERASURE_ERRORS,
+    NS_ERASURE_ERRORS,
     NS_ERRORS,
     ConversationsOut,
     ConvId,
@@ -52,7 +53,7 @@ admin_routes = APIRouter()
 @admin_routes.delete(
     "/v1/conversations/{conversation_id}",
     response_model=ErasureOut,
-    responses=CONV_ERRORS,
+    responses=CONV_ERASURE_ERRORS,
     tags=["write"],
     summary="Erase a conversation: its messages and every derived byte; a tombstone keeps counts only",
     description="The right to erasure for one conversation: messages, turns, search and vector "
@@ -68,7 +69,7 @@ def delete_conversation(conversation_id: ConvId, ns: Ns, runtime: RuntimeDep) ->
 @admin_routes.post(
     "/v1/prune",
     response_model=PruneOut,
-    responses=NS_ERRORS,
+    responses=NS_ERASURE_ERRORS,
     tags=["write"],
     summary="Delete this namespace's conversations idle for longer than older_than_seconds",
 )
@@ -80,7 +81,7 @@ def prune(body: PruneIn, ns: SpaceNs, runtime: RuntimeDep) -> PruneOut:
 @admin_routes.delete(
     "/v1/namespace",
     response_model=ErasureOut,
-    responses=NS_ERRORS,
+    responses=NS_ERASURE_ERRORS,
     tags=["write"],
     summary=f"Erase the namespace named by {NAMESPACE_HEADER} and every namespace below it",
     description=f"The right to erasure for a user or tenant: every conversation of the namespace "
