@@ -10,7 +10,9 @@ Fails on the code before: the `mcp` package's stateless mode answers a listening
 200 and an event stream that never sends a byte, held open until the client goes away
 (python-sdk#3492; the package has no setting for it), each one holding a task of the
 session manager; a GET without `Accept: text/event-stream` got 406, a HEAD 405 with
-`Allow: GET, POST, DELETE`, a DELETE 405 without an Allow header.
+`Allow: GET, POST, DELETE`, a DELETE 405 without an Allow header; and (review of the
+HTTP contract, 2026-12-07) a PUT, PATCH or OPTIONS Starlette's own 405, `Allow: GET,
+HEAD, DELETE, POST` and `{"detail": "Method Not Allowed"}`, which no JSON-RPC client reads.
 
 A real uvicorn serving the real app in this process, the real `mcp` package, httpx with
 a read timeout, so a held stream fails the test instead of hanging it."""
@@ -71,11 +73,18 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
     ("HEAD", MCP_PATH, {}),
     # DELETE: no session to end; was 405 without an Allow header
     ("DELETE", MCP_PATH, {}),
+    # PUT, PATCH, OPTIONS: were Starlette's 405, `Allow: GET, HEAD, DELETE, POST` and `{"detail": ...}`
+    ("PUT", MCP_PATH, {}),
+    ("PATCH", MCP_PATH, {}),
+    ("OPTIONS", MCP_PATH, {}),
+    # ... at the spelling with the trailing slash too
+    ("PUT", MCP_PATH + "/", {}),
 ]
 
 
 @pytest.mark.parametrize(("method", "path", "headers"), CASES,
-                         ids=["get-listen", "get-slash", "get-namespace", "get-json", "head", "delete"])
+                         ids=["get-listen", "get-slash", "get-namespace", "get-json", "head", "delete", "put",
+                              "patch", "options", "put-slash"])
 def test_a_verb_other_than_post_is_405_allow_post(url: str, method: str, path: str, headers: dict[str, str]) -> None:
     try:
         r = httpx.request(method, url + path, headers={**AUTH, **headers}, timeout=READ_TIMEOUT_S)

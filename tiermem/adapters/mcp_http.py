@@ -97,7 +97,10 @@ JSONRPC_INTERNAL_ERROR = -32603
 SCOPE_NAMESPACE = "tiermem.namespace"
 NAMESPACE_HEADER = b"x-tiermem-namespace"
 NAMESPACE_FIELD = "X-Tiermem-Namespace"  # as a refusal names it (the namespace routes' spelling)
-MCP_METHODS = ["GET", "POST", "DELETE"]  # the streamable-HTTP transport's verbs
+# the route takes every verb (Starlette's `methods=None`): the endpoint answers all but
+# POST with its own 405 (`Allow: POST`, a JSON-RPC error); a list here had Starlette answer
+# PUT, PATCH and OPTIONS itself, `Allow: GET, HEAD, DELETE, POST` and `{"detail": ...}`
+MCP_METHODS: list[str] | None = None
 # the one verb a stateless endpoint serves: no server-initiated stream (GET), no session to end (DELETE)
 MCP_SERVED_METHOD = "POST"
 NOT_SERVED = ("this endpoint serves POST only (stateless: it sends no server-initiated messages, so it offers "
