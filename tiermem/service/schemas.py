@@ -497,6 +497,22 @@ NS_ERRORS = {
     **ERRORS,
     403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
 }
+
+
+def as_json(errors: dict[int | str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """`errors` declared `application/json` on a route whose own answer is another type
+    (/metrics, text/plain): FastAPI declares a `model` in the route's media type, while
+    every refusal is JSON. The schemas are the models' components, which the routes that
+    declare them by `model` put in the document."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for status, entry in errors.items():
+        rest = {k: v for k, v in entry.items() if k != "model"}
+        model: type[BaseModel] = entry["model"]
+        out[status] = {**rest, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
+    return out
+
+
 # the erasures (`handlers.SEVERAL_TRANSACTION_ROUTES`) commit in batches: a storage refusal
 # partway leaves the earlier batches erased, so their 503 and 507 never say "nothing
 # written" (and carry no `written`): they say what the answer itself says

@@ -30,7 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tiermem.config import is_loopback
 from tiermem.memory import Memory
 from tiermem.service.runtime import STARTING_RETRY_AFTER_S, RuntimeDep
-from tiermem.service.schemas import ErrorOut, HealthOut
+from tiermem.service.schemas import ErrorOut, HealthOut, as_json
 from tiermem.tiers.embed_onnx import embedder_loaded
 from tiermem.tiers.files import database_writable
 
@@ -120,10 +120,11 @@ def healthz(runtime: RuntimeDep) -> JSONResponse:
     summary="Prometheus metrics: latency per route, tier health, evictions, salvaged rows, scheduler lag",
     description="Counts every namespace, so it needs a token from `metrics_tokens` (a tenant's "
     "token answers 403), unless `metrics_public` is set (loopback only) or auth is off.",
-    responses={
+    # the refusals are JSON, the route's own answer text
+    responses=as_json({
         401: {"model": ErrorOut, "description": "no metrics token"},
         403: {"model": ErrorOut, "description": "a tenant token: metrics count every namespace"},
-    },
+    }),
 )
 def metrics(request: Request, runtime: RuntimeDep) -> PlainTextResponse:
     authorization = request.headers.get("authorization")
