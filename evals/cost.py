@@ -70,7 +70,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -158,6 +159,26 @@ def priced(pricing: Pricing, base: CacheRules = PROVIDERS["openai"]) -> CacheRul
 def inside_ttl(rules: CacheRules) -> CacheRules:
     """`rules` under the old assumption: every build inside the TTL (nothing expires)."""
     return rules.model_copy(update={"ttl_s": None})
+
+
+@contextmanager
+def planner_ttl(memories: Sequence[Memory], ttl: str) -> Iterator[None]:
+    """Under `TTL_INSIDE` (every build inside the TTL) the planners of `memories` assume
+    no expiry either (planner.build `cache_ttl_s` off) for the duration, so the replay is
+    the one from before caches expired: a new epoch at every gap past the TTL would be a
+    miss the inside bill pays for nothing. Under `TTL_EXPIRE` each keeps its config's."""
+    if ttl != TTL_INSIDE:
+        yield
+        return
+    settings = [m.planner.settings for m in memories]
+    saved = [s.cache_ttl_s for s in settings]
+    for s in settings:
+        s.cache_ttl_s = None
+    try:
+        yield
+    finally:
+        for s, v in zip(settings, saved, strict=True):
+            s.cache_ttl_s = v
 
 
 def alive(rules: CacheRules, touched: float | None, at: float | None) -> bool:
@@ -604,40 +625,42 @@ def run_cost(
     builds = 0
     bound_turns: list[BoundTurn] = []
     parts = Decomposition(renderer)  # tiermem's bill by cause (evals.decompose)
-    for n, msg in enumerate(plan, start=1):
-        memory.append_many(conv, [msg], namespace=ns)
-        if msg["role"] == "user":
-            builds += 1
-            at = float(msg["created_at"])  # the build's time: its latest message's, for the caches' TTL
-            view.refresh(memory)
-            query = message_text(msg)
-            layers: tuple[dict[str, Any], ...] = ()
-            for name in active:
-                if name == TIERMEM:
-                    serving = instances[(builds - 1) % len(instances)]
-                    out, cache = replay_tiermem(series[name], serving, conv, query, budget, namespace=ns, turn=n,
-                                                renderer=renderer, first=builds == 1, at=at)
-                    layers = stable_layers(out.messages)
-                    st = series[name]
-                    expired_openai, expired_anthropic = st.expired_last()
-                    own = parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
-                              cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
-                              written_anthropic=st.written_anthropic[-1],
-                              new_epoch=cache.new_epoch if cache is not None else None,
-                              reason=cache.reason if cache is not None else "",
-                              asked_by=asked_by(out.plan), expired_openai=expired_openai,
-                              expired_anthropic=expired_anthropic)
-                    if trace is not None:
-                        trace.append({**trace_entry(n, query, out, series[name]), "bill_by_cause": own})
-                elif name not in SIMULATED:
-                    t = time.perf_counter()
-                    out = full_context(view) if name == "full_context" else tail_truncation(view, budget)
-                    ms = (time.perf_counter() - t) * 1000
-                    series[name].add(n, out, ms, renderer=renderer,
-                                     budget=None if name == "full_context" else budget, at=at)
-            bound_turns.append(BoundTurn(n, len(view), layers, at))
-        if progress is not None and task is not None:
-            progress.advance(task)
+    # inside the TTL the planner assumes no expiry either: the old replay, exactly
+    with planner_ttl(instances if use_tiermem else (), ttl):
+        for n, msg in enumerate(plan, start=1):
+            memory.append_many(conv, [msg], namespace=ns)
+            if msg["role"] == "user":
+                builds += 1
+                at = float(msg["created_at"])  # the build's time: its latest message's, for the caches' TTL
+                view.refresh(memory)
+                query = message_text(msg)
+                layers: tuple[dict[str, Any], ...] = ()
+                for name in active:
+                    if name == TIERMEM:
+                        serving = instances[(builds - 1) % len(instances)]
+                        out, cache = replay_tiermem(series[name], serving, conv, query, budget, namespace=ns, turn=n,
+                                                    renderer=renderer, first=builds == 1, at=at)
+                        layers = stable_layers(out.messages)
+                        st = series[name]
+                        expired_openai, expired_anthropic = st.expired_last()
+                        own = parts.add(out.messages, view.bodies[bound_turns[-1].log_len if bound_turns else 0:],
+                                  cached_openai=st.cached_openai[-1], read_anthropic=st.read_anthropic[-1],
+                                  written_anthropic=st.written_anthropic[-1],
+                                  new_epoch=cache.new_epoch if cache is not None else None,
+                                  reason=cache.reason if cache is not None else "",
+                                  asked_by=asked_by(out.plan), expired_openai=expired_openai,
+                                  expired_anthropic=expired_anthropic)
+                        if trace is not None:
+                            trace.append({**trace_entry(n, query, out, series[name]), "bill_by_cause": own})
+                    elif name not in SIMULATED:
+                        t = time.perf_counter()
+                        out = full_context(view) if name == "full_context" else tail_truncation(view, budget)
+                        ms = (time.perf_counter() - t) * 1000
+                        series[name].add(n, out, ms, renderer=renderer,
+                                         budget=None if name == "full_context" else budget, at=at)
+                bound_turns.append(BoundTurn(n, len(view), layers, at))
+            if progress is not None and task is not None:
+                progress.advance(task)
     summaries = {m: series[m].summary() for m in active if m not in SIMULATED}
     if "bound" in active:  # replayed after the others: it takes tiermem's stable layers turn by turn
         b = best_bound(view, bound_turns, budget, renderer, memory.tokens, ttl=ttl)

@@ -60,6 +60,7 @@ from tiermem.evals.cost import (
     add_ttl_ratios,
     check_ttl,
     epoch_category,
+    planner_ttl,
     tiermem_request,
     ttl_report,
 )
@@ -136,87 +137,89 @@ def run_session(
     t0 = time.perf_counter()
     per_budget: dict[str, Any] = {}
     meta: dict[str, Any] = {}
-    for budget in budgets:
-        conv = unique_conversation_id(memory, f"locomo-session-{budget}")
-        dia, turns = _chain(memory, conv, samples)
-        view = ConvView.load(memory, conv)
-        history_tokens = view.total_tokens()
-        renderer = Renderer(memory.tokens)
-        series = {m: MethodSeries(ttl=ttl) for m in active}
-        recalls: dict[str, list[tuple[int, float]]] = {m: [] for m in active}
-        # per sample: its questions' recalls per method, and where its questions start in
-        # each series (the breakdown by conversation: weights chosen on three, scored on the fourth)
-        sample_recalls: dict[str, dict[str, list[float]]] = {m: {} for m in active}
-        sample_starts: list[tuple[str, int]] = []
-        asked = with_evidence = 0
-        counts = EvidenceCounts()  # ids dropped from the questions' evidence, as `eval locomo` reports
-        total_q = sum(len(s.qa if limit_questions is None else s.qa[:limit_questions]) for s in samples)
-        task = progress.add_task(f"session at {budget}", total=total_q) if progress is not None else None
-        for si, (s, label) in enumerate(zip(samples, labels, strict=True)):
-            sample_starts.append((label, asked))
-            for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
-                evidence = sorted(resolve_evidence(qa.evidence, dia[si], counts))
-                with_evidence += bool(evidence)
-                pos = memory.append(conv, {"role": "user", "content": qa.question}, namespace=conv)
-                memory.catch_up(conv, namespace=conv)
-                view.refresh(memory)
-                at = view.times[-1]  # the question's created_at: the build's time, for the caches' TTL
-                asked += 1
-                for name in active:
-                    marks: list[int] | None = None
-                    t = time.perf_counter()
-                    if name == TIERMEM:
-                        out, marks, cache = tiermem_request(memory, conv, qa.question, budget, namespace=conv)
-                        if cache is not None and cache.new_epoch and asked > 1:
-                            series[name].new_epochs += 1
-                            cat = epoch_category(cache.reason)
-                            series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
-                    elif name == "full_context":
-                        out = full_context(view)
-                    elif name == "tail":
-                        out = tail_truncation(view, budget)
-                    else:
-                        ranks = rank_all(memory, view, qa.question, ("hybrid_topk",))
-                        out = pack_ranked(view, [int(pos), *ranks.hybrid], budget)
-                    ms = (time.perf_counter() - t) * 1000
-                    series[name].add(asked, out, ms, renderer=renderer,
-                                     budget=None if name == "full_context" else budget, breakpoints=marks,
-                                     token_ok=messages_tokens(memory.tokens, out.messages) == out.tokens, at=at)
-                    if evidence:
-                        r = _recall(out, evidence)
-                        recalls[name].append((qa.category, r))
-                        sample_recalls[name].setdefault(label, []).append(r)
-                if progress is not None and task is not None:
-                    progress.advance(task)
-        summaries: dict[str, Any] = {}
-        for name in active:
-            summ = series[name].summary()
-            rs = recalls[name]
-            summ["evidence_recall"] = round(sum(r for _c, r in rs) / len(rs), 4) if rs else None
-            cats: dict[str, list[float]] = {}
-            for c, r in rs:
-                cats.setdefault(str(c), []).append(r)
-            summ["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(cats.items())}
-            summaries[name] = summ
-        full = summaries.get("full_context")
-        for summ in summaries.values():
-            for p in PROVIDERS:
-                summ[f"ratio_billed_vs_full_{p}"] = (round(summ[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
-                                                     if full and full[f"total_billed_{p}"] else None)
-        add_ttl_ratios(summaries, full)
-        for name in active:
-            summaries[name]["by_sample"] = by_sample(series, name, sample_starts, sample_recalls[name])
-        goals: dict[str, Any] = {"recall_min": GOAL_RECALL, "billed_vs_cached_full_max": GOAL_BILLED_VS_CACHED_FULL}
-        tm = summaries.get(TIERMEM)
-        if tm is not None:
-            goals["tiermem_recall_ok"] = tm["evidence_recall"] is not None and tm["evidence_recall"] >= GOAL_RECALL
-            for p in PROVIDERS:
-                got = tm[f"ratio_billed_vs_full_{p}"]
-                goals[f"tiermem_billed_vs_cached_full_{p}_ok"] = got is not None and got <= GOAL_BILLED_VS_CACHED_FULL
-        per_budget[str(budget)] = {"methods": summaries, "goals": goals, "questions": asked,
-                                   "questions_with_evidence": with_evidence,
-                                   "skipped_evidence_ids": counts.skipped, "missing_evidence_ids": counts.missing}
-        meta = {"samples": [s.sample_id for s in samples], "history_turns": turns, "history_tokens": history_tokens}
+    # inside the TTL the planner assumes no expiry either (evals.cost.planner_ttl)
+    with planner_ttl([memory] if use_tiermem else [], ttl):
+        for budget in budgets:
+            conv = unique_conversation_id(memory, f"locomo-session-{budget}")
+            dia, turns = _chain(memory, conv, samples)
+            view = ConvView.load(memory, conv)
+            history_tokens = view.total_tokens()
+            renderer = Renderer(memory.tokens)
+            series = {m: MethodSeries(ttl=ttl) for m in active}
+            recalls: dict[str, list[tuple[int, float]]] = {m: [] for m in active}
+            # per sample: its questions' recalls per method, and where its questions start in
+            # each series (the breakdown by conversation: weights chosen on three, scored on the fourth)
+            sample_recalls: dict[str, dict[str, list[float]]] = {m: {} for m in active}
+            sample_starts: list[tuple[str, int]] = []
+            asked = with_evidence = 0
+            counts = EvidenceCounts()  # ids dropped from the questions' evidence, as `eval locomo` reports
+            total_q = sum(len(s.qa if limit_questions is None else s.qa[:limit_questions]) for s in samples)
+            task = progress.add_task(f"session at {budget}", total=total_q) if progress is not None else None
+            for si, (s, label) in enumerate(zip(samples, labels, strict=True)):
+                sample_starts.append((label, asked))
+                for qa in (s.qa if limit_questions is None else s.qa[:limit_questions]):
+                    evidence = sorted(resolve_evidence(qa.evidence, dia[si], counts))
+                    with_evidence += bool(evidence)
+                    pos = memory.append(conv, {"role": "user", "content": qa.question}, namespace=conv)
+                    memory.catch_up(conv, namespace=conv)
+                    view.refresh(memory)
+                    at = view.times[-1]  # the question's created_at: the build's time, for the caches' TTL
+                    asked += 1
+                    for name in active:
+                        marks: list[int] | None = None
+                        t = time.perf_counter()
+                        if name == TIERMEM:
+                            out, marks, cache = tiermem_request(memory, conv, qa.question, budget, namespace=conv)
+                            if cache is not None and cache.new_epoch and asked > 1:
+                                series[name].new_epochs += 1
+                                cat = epoch_category(cache.reason)
+                                series[name].epoch_reasons[cat] = series[name].epoch_reasons.get(cat, 0) + 1
+                        elif name == "full_context":
+                            out = full_context(view)
+                        elif name == "tail":
+                            out = tail_truncation(view, budget)
+                        else:
+                            ranks = rank_all(memory, view, qa.question, ("hybrid_topk",))
+                            out = pack_ranked(view, [int(pos), *ranks.hybrid], budget)
+                        ms = (time.perf_counter() - t) * 1000
+                        series[name].add(asked, out, ms, renderer=renderer,
+                                         budget=None if name == "full_context" else budget, breakpoints=marks,
+                                         token_ok=messages_tokens(memory.tokens, out.messages) == out.tokens, at=at)
+                        if evidence:
+                            r = _recall(out, evidence)
+                            recalls[name].append((qa.category, r))
+                            sample_recalls[name].setdefault(label, []).append(r)
+                    if progress is not None and task is not None:
+                        progress.advance(task)
+            summaries: dict[str, Any] = {}
+            for name in active:
+                summ = series[name].summary()
+                rs = recalls[name]
+                summ["evidence_recall"] = round(sum(r for _c, r in rs) / len(rs), 4) if rs else None
+                cats: dict[str, list[float]] = {}
+                for c, r in rs:
+                    cats.setdefault(str(c), []).append(r)
+                summ["by_category"] = {c: round(sum(v) / len(v), 4) for c, v in sorted(cats.items())}
+                summaries[name] = summ
+            full = summaries.get("full_context")
+            for summ in summaries.values():
+                for p in PROVIDERS:
+                    summ[f"ratio_billed_vs_full_{p}"] = (round(summ[f"total_billed_{p}"] / full[f"total_billed_{p}"], 4)
+                                                         if full and full[f"total_billed_{p}"] else None)
+            add_ttl_ratios(summaries, full)
+            for name in active:
+                summaries[name]["by_sample"] = by_sample(series, name, sample_starts, sample_recalls[name])
+            goals: dict[str, Any] = {"recall_min": GOAL_RECALL, "billed_vs_cached_full_max": GOAL_BILLED_VS_CACHED_FULL}
+            tm = summaries.get(TIERMEM)
+            if tm is not None:
+                goals["tiermem_recall_ok"] = tm["evidence_recall"] is not None and tm["evidence_recall"] >= GOAL_RECALL
+                for p in PROVIDERS:
+                    got = tm[f"ratio_billed_vs_full_{p}"]
+                    goals[f"tiermem_billed_vs_cached_full_{p}_ok"] = got is not None and got <= GOAL_BILLED_VS_CACHED_FULL
+            per_budget[str(budget)] = {"methods": summaries, "goals": goals, "questions": asked,
+                                       "questions_with_evidence": with_evidence,
+                                       "skipped_evidence_ids": counts.skipped, "missing_evidence_ids": counts.missing}
+            meta = {"samples": [s.sample_id for s in samples], "history_turns": turns, "history_tokens": history_tokens}
     return SessionRun({
         "data": str(data),
         **meta,

@@ -26,7 +26,10 @@ Invariants:
   (planner.late_pins; in a tool loop no such place is left: a new epoch); when
   that is not enough, a pin or summary line shown as current stops being current, late
   pins are due to fold into the pinned block,
-  or the caller's budget, system prompt or time zone changes, a new epoch rebuilds the context.
+  or the caller's budget, system prompt or time zone changes, or the previous call came
+  longer ago than a provider keeps a prompt cache (`cache_ttl_s`, by the created_at of the
+  newest log message each call read: an extension would be all misses), a new epoch
+  rebuilds the context.
   The plan reports which (`plan.cache`, whose shared prefix is counted on the returned
   messages, after any conversion, as the previous call's were) and where the stable
   prefix ends (`plan.breakpoints`, indexes of the returned messages, after any conversion).
@@ -142,6 +145,12 @@ RECALL_FIRST_PASS_SHARE = {"recent_recall": 0.15, "targeted_recall": 0.7, "tempo
 # points less on 3 of the 4 dev replays; 0.6 and 0.7 measured worse on conv-26), small
 # enough to leave room for the appends of an epoch.
 EPOCH_START_FILL_SHARE = 0.54
+# How long the planner assumes a provider keeps a prompt cache (PlannerSettings.cache_ttl_s):
+# a call more than this after the previous one (by the log's created_at) starts a new epoch,
+# as every token of an extension would be a miss anyway. An hour, the longest common
+# retention (OpenAI's upper end; Anthropic's default is 5 minutes, its extended one an
+# hour): a restart never throws away a cache that could still be warm at either provider.
+DEFAULT_CACHE_TTL_S = 3600.0
 # A rewind on a new user message that would keep less than this share of the budget as
 # the cached prefix starts a new epoch instead: a prefix that short is below the
 # providers' minimum cacheable length anyway, and a new epoch is filled
@@ -204,6 +213,8 @@ class PlannerSettings:
     epochs: bool = True  # append-only contexts within an epoch (planner.epoch)
     evict_middle: bool = True  # a used-up epoch keeps its head and rebuilds the rest (planner.middle)
     timezone: str = UTC_NAME  # the user's calendar: days and shown times (Config.timezone, tiers.zones)
+    # the provider's cache lifetime assumed (DEFAULT_CACHE_TTL_S); None or 0: never expires
+    cache_ttl_s: float | None = DEFAULT_CACHE_TTL_S
 
     @property
     def zone(self) -> Zone:
@@ -705,7 +716,9 @@ class Planner:
                 # system_messages = "merge") may merge them, so every call starts anew
                 why_new = "epochs are off (messages are converted or moved: context_format / system_messages)"
             elif self.settings.epochs and self.settings.retrieved_placement == "before_latest":
-                ext, why_new = self._extend(prev, call, fixed, packing, latest_item, excess if moved_on else None)
+                why_new = self._expired(prev, fixed)
+                if not why_new:
+                    ext, why_new = self._extend(prev, call, fixed, packing, latest_item, excess if moved_on else None)
             else:
                 why_new = "epochs are off (context_epochs=false or retrieved turns before the tail)"
         kept_from = call.kept_from
@@ -770,8 +783,33 @@ class Planner:
                 last_shown, read_position,
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
-                + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position)))
+                + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position), at=self._log_time(fixed)))
         return segments, total
+
+    @staticmethod
+    def _log_time(fixed: _Fixed) -> float | None:
+        """This call's time by the log's clock: the created_at of the newest message it read
+        (None when it read none). A replay stamps its messages as they were said; in
+        production it is about now."""
+        return float(fixed.tail_rows[-1].created_at) if fixed.tail_rows else None
+
+    def _expired(self, prev: EpochState, fixed: _Fixed) -> str:
+        """Why `prev` is not worth extending because the provider's prompt cache cannot hold
+        it any more ("" when it may): this call comes more than `cache_ttl_s` after the
+        previous one, by the log's clock (`_log_time`), so every token of an extension is a
+        miss, and a new epoch costs nothing more and is smaller and fresher (it starts
+        filled to EPOCH_START_FILL_SHARE, a long-running one sits near its cap). Unknown
+        times (a state written before they were kept, a call that read no turn) and clocks
+        that run backwards assume the cache is warm."""
+        ttl = self.settings.cache_ttl_s
+        now = self._log_time(fixed)
+        if not ttl or now is None or prev.at is None:
+            return ""
+        gap = now - prev.at
+        if gap <= ttl:
+            return ""
+        return (f"the provider's cache has expired ({gap:,.0f} s since the previous call > "
+                f"cache_ttl_s = {ttl:,.0f} s)")
 
     def _tip(self, conv: str, rows: Sequence[TurnRow], position: int) -> str:
         """The log's fingerprint of the turn at `position` ("" for none), from the rows this

@@ -8,7 +8,10 @@ A provider's prompt cache then serves the whole previous context. When the room 
 cannot hold what the call needs, when a pin shown as current stops being current, when
 a shown summary line leaves its view, or when the caller changes the budget, the
 system prompt or the time zone (the dates shown are another clock's), a new epoch starts: the context is rebuilt from the stable layers (one
-planned cache miss, reported in the plan with its reason).
+planned cache miss, reported in the plan with its reason). So does a call that comes longer
+after the previous one than a provider keeps a prompt cache (`PlannerSettings.cache_ttl_s`,
+by the created_at of the newest log message each call read: `EpochState.at`): every token is
+a miss then anyway, and a new epoch is smaller and fresher than the old one extended.
 
 Invariants:
 - The state is derived: losing it (an expiry, the LRU dropping a conversation, a
@@ -97,7 +100,7 @@ log = logging.getLogger("tiermem.epoch")
 EPOCH_CACHE_CONVERSATIONS = 1024  # conversations whose last context is kept (~4 bytes a token each)
 # The shared copy's layout; a copy of another (an older or newer process during a rolling
 # deploy) is ignored: one new epoch, not a misread state
-STATE_FORMAT = 2  # 2: the read turn's fingerprint, the write time, the withheld marker
+STATE_FORMAT = 3  # 2: the read turn's fingerprint, the write time, the withheld marker; 3: the call's log time
 EPOCH_KEY_SUFFIX = ":epoch"  # after the conversation's hash tag (tiers.keys)
 # After a Redis failure the shared copy is left alone this long: a call whose read failed
 # must not wait out the timeout again on its write, nor every later call while Redis is down
@@ -168,6 +171,10 @@ class EpochState:
     # a log that holds another turn there is another timeline (a restored backup)
     read_tip: str = ""
     written_at: float = 0.0  # Unix seconds when RedisEpochs stored it: of two copies, the later wins
+    # the created_at (Unix seconds) of the newest log message the call read, its time by the
+    # log's clock: the next call's gap from it tells whether the provider's prompt cache can
+    # still hold this context (PlannerSettings.cache_ttl_s); None when the call read none
+    at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -478,6 +485,7 @@ def state_json(state: EpochState, db_uuid: str) -> str:
                                it.score, it.reason] for it in g.items]] for g in state.segments],
         sorted(state.pinned), sorted(state.summary_lines), state.last_position, state.read_position,
         state.latest_user, state.latest_truncated, state.head, state.late_paid, state.read_tip, state.written_at,
+        state.at,
     ])
 
 
@@ -492,10 +500,10 @@ def withheld_json(marker: Withheld, db_uuid: str) -> str:
 _DECODE_ERRORS = (ValueError, TypeError, IndexError, KeyError, AttributeError, ArithmeticError, RecursionError)
 
 
-def _when(value: object) -> float:
-    """A write time as stored: a finite number, else not a state (ValueError)."""
+def _when(value: object, what: str = "written_at") -> float:
+    """A time as stored: a finite number, else not a state (ValueError)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError("written_at is not a finite time")
+        raise ValueError(f"{what} is not a finite time")
     return float(value)
 
 
@@ -509,10 +517,10 @@ def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | Withheld | N
             return None
         if len(d) == 5 and d[2] == WITHHELD:
             return Withheld(int(d[3]), _when(d[4]))
-        if len(d) != 16:
+        if len(d) != 17:
             return None
         (_fmt, _db, key, epoch, calls, segments, pinned, summary_lines, last_position, read_position,
-         latest_user, latest_truncated, head, late_paid, read_tip, written_at) = d
+         latest_user, latest_truncated, head, late_paid, read_tip, written_at, at) = d
         budget, system, stamp, namespace_recall, timezone = key
         segs = []
         for kind, message, items in segments:
@@ -528,7 +536,8 @@ def state_from_json(raw: str | bytes, db_uuid: str) -> EpochState | Withheld | N
             int(epoch), int(calls), tuple(segs), frozenset(int(p) for p in pinned),
             frozenset(str(t) for t in summary_lines), int(last_position), int(read_position),
             int(latest_user) if latest_user is not None else None, bool(latest_truncated), head=int(head),
-            late_paid=int(late_paid), read_tip=str(read_tip), written_at=_when(written_at))
+            late_paid=int(late_paid), read_tip=str(read_tip), written_at=_when(written_at),
+            at=_when(at, "at") if at is not None else None)
     except _DECODE_ERRORS:
         log.warning("an epoch state in Redis could not be read; a new epoch starts", exc_info=True)
         return None

@@ -90,6 +90,12 @@ DEFAULT_REDIS_IDLE_TIMEOUT_S = 300.0
 # a conversation's hot set leaves Redis this long after it was last read or written: Redis
 # holds the working sets of the conversations in use, not of every one ever touched
 DEFAULT_HOT_IDLE_TTL_S = 7 * 86_400.0
+# seconds a provider is assumed to keep a prompt cache: a context call longer than this after
+# the previous one starts a new epoch. The same as planner.build.DEFAULT_CACHE_TTL_S (not
+# imported: that module imports numpy, which `tiermem --help` does not need;
+# tests/test_epoch_cache_ttl.py checks)
+DEFAULT_CACHE_TTL_S = 3600.0
+MAX_CACHE_TTL_S = 7 * 86_400.0  # a week: far past any provider's retention
 DEFAULT_HEAD_PROTECT_TURNS = 2
 DEFAULT_TAIL_PROTECT_TURNS = 8
 # 0.0 evicts the turn nearest the middle of the evictable window; 1.0 evicts the oldest.
@@ -738,6 +744,12 @@ class Config(BaseSettings):
     context_epochs: bool = Field(True, description=(
         "append-only contexts within an epoch: the previous call's context is a prefix of the next one "
         "until the room runs out (then a new epoch, reported in the plan); false rebuilds every call"))
+    cache_ttl_s: float = Field(DEFAULT_CACHE_TTL_S, ge=0, le=MAX_CACHE_TTL_S, description=(
+        "how long the planner assumes the LLM provider keeps a prompt cache: a context call more than this "
+        "many seconds after the conversation's previous one (by the created_at of the newest message each "
+        "read) starts a new epoch instead of extending one whose every token would be a cache miss anyway; "
+        "the default, an hour, is the longest common retention (OpenAI's upper end; Anthropic keeps 5 "
+        "minutes by default), so a restart never discards a cache still warm at either; 0: never assume expiry"))
     tool_trim_tokens: int = Field(400, ge=32, le=MAX_CONTEXT_TOKENS, description="tool outputs longer than this are trimmed")
     turn_cache_mb: int = Field(DEFAULT_TURN_CACHE_MB, ge=1, le=1_000_000, description=(
         "memory for the planner's copy of conversations' vectors and turn facts (about 1.6 MB per "

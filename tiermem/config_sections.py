@@ -57,7 +57,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "retrieval": _section("retrieval_", ["retrieval_k", "rrf_k", "namespace_recall", "turn_cache_mb"]),
     "planner": _section("", ["slice_shares", "layer_shares", "context_epochs", "tool_trim_tokens", "store_plans",
                              "retrieved_placement", "system_messages", "context_format", "tail_anchor_turns",
-                             "timezone"]),
+                             "timezone", "cache_ttl_s"]),
     "warm": _section("warm_", ["warm_max_turns_behind", "warm_max_seconds_behind", "summary_target_tokens",
                                "warm_keep_versions", "summarizer", "llm_base_url", "llm_model", "llm_api_key_env",
                                "llm_timeout_s"]),
