@@ -1087,19 +1087,15 @@ class Memory:
             by_conv.setdefault(conv, []).append(pos)
         for conv, positions in by_conv.items():
             rows = {r.position: r for r in self.cold.turns_at(conv, sorted(positions))}
+            if not any(r.role == "user" for r in rows.values()):
+                continue
+            # a salvaged row is not returned by get(): nothing to supersede with
+            turns = [Appended(m.position, m.role, m.text, rows[m.position].intent or "statement",
+                              bool(rows[m.position].load_bearing), speaker_name(m.body))
+                     for m in self.cold.get(conv, sorted(rows))]
             with remembered_for(self._scope(conv)):  # a catch-up's pool spans conversations
-                if any(r.role == "user" for r in rows.values()):
-                    # a salvaged row is not returned by get(): nothing to supersede with
-                    turns = [Appended(m.position, m.role, m.text, rows[m.position].intent or "statement",
-                                      bool(rows[m.position].load_bearing), speaker_name(m.body))
-                             for m in self.cold.get(conv, sorted(rows))]
-                    if any(self.superseder.assertion(t) for t in turns):
-                        self._release(conv, self.superseder.record(conv, turns))
-                # then the corrections decided while these turns had no vector, searched
-                # again now that every turn before them has one (Superseder.recheck: after
-                # this batch's own decisions, in log order; an indexed read when none waits)
-                for done in self.superseder.recheck(conv):
-                    self._release(conv, done)
+                if any(self.superseder.assertion(t) for t in turns):
+                    self._release(conv, self.superseder.record(conv, turns))
 
     def _texts_ahead(self, turns: list[PendingTurn]) -> list[tuple[str, str]]:
         """The texts `_on_embedded` will embed for these turns (the corrections' assertive
@@ -1752,11 +1748,6 @@ class Memory:
                 self._release(conv, self.superseder.replay(
                     conv, [Appended(m.position, m.role, m.text, lab[0], lab[1], speaker_name(m.body))
                            for m, lab in zip(msgs, labels, strict=True)]))
-                # a correction the replay searched while turns before it had no vector
-                # (its chunk's catch-up embeds INLINE_INDEX_ROWS of them): those embedded
-                # by now are searched again here, the rest by the hook of their catch-up
-                for done in self.superseder.recheck(conv):
-                    self._release(conv, done)
             n += len(msgs)
         return n
 
