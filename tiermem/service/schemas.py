@@ -469,12 +469,32 @@ class ValidationErrorOut(BaseModel):
 
 
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
-ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "a header sent twice (Content-Type, Authorization, ...)"},
-    401: {"model": ErrorOut, "description": "missing or invalid bearer token"},
+# What the guard middleware (service.guard) answers on any route, before the route runs:
+# the checks of the request's headers and body (/healthz included) ...
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "a header sent twice (Content-Type, Authorization, Host, Origin, ...) "
+                                            "or an invalid Content-Length"},
+    408: {"model": ErrorOut, "description": "the request body did not arrive whole within http_body_timeout_s; "
+                                            "the connection is closed, nothing written"},
     413: {"model": ErrorOut, "description": "request body over max_body_bytes"},
     415: {"model": ErrorOut, "description": "a body that is not application/json in UTF-8"},
     422: {"model": ValidationErrorOut, "description": "invalid input, naming the field; nothing written"},
+}
+# ... its Host and Origin checks (every route but /healthz) ...
+HOST_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorOut, "description": "a request from a page of another origin (Origin header)"},
+    421: {"model": ErrorOut, "description": "a Host header naming none of this service's names "
+                                            "(http_allowed_hosts)"},
+}
+# ... and, on /v1, the bearer token
+GUARD_ERRORS: dict[int | str, dict[str, Any]] = {
+    **BODY_ERRORS,
+    **HOST_ERRORS,
+    401: {"model": ErrorOut, "description": "missing or invalid bearer token"},
+}
+# a /v1 route that reaches the storage
+ERRORS: dict[int | str, dict[str, Any]] = {
+    **GUARD_ERRORS,
     503: {
         "model": UnavailableOut,
         "description": "the storage is busy, read-only, failing or unreachable (or the service is starting); "
@@ -495,7 +515,8 @@ CONV_ERRORS = {
 # namespace routes: outside the token's prefix, 403, the same for every outside namespace
 NS_ERRORS = {
     **ERRORS,
-    403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix"},
+    403: {"model": ErrorOut, "description": "the namespace is outside this token's prefix; or "
+                                            f"{HOST_ERRORS[403]['description']}"},
 }
 
 

@@ -19,7 +19,7 @@ from tiermem.config import Config
 from tiermem.memory import MAX_BATCH_MESSAGES, MAX_CONVERSATIONS_PAGE, MAX_HISTORY_PAGE, MAX_SEARCH_K
 from tiermem.planner.plan import MAX_BREAKPOINTS
 from tiermem.service.runtime import RuntimeDep
-from tiermem.service.schemas import ERRORS, LimitsOut
+from tiermem.service.schemas import GUARD_ERRORS, LimitsOut
 from tiermem.tiers.models import (
     MAX_BUDGET_TOKENS,
     MAX_IDEMPOTENCY_KEY_CHARS,
@@ -62,7 +62,7 @@ def limits_of(config: Config) -> LimitsOut:
 @limits_routes.get(
     "/v1/limits",
     response_model=LimitsOut,
-    responses={401: ERRORS[401]},
+    responses=GUARD_ERRORS,  # no storage: no 503 or 507
     tags=["read"],
     summary="The limits this service refuses past: its configured byte and id limits and the library's fixed ones",
     description="Any valid token may read it (the limits are the same in every namespace); it holds "

@@ -30,7 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tiermem.config import is_loopback
 from tiermem.memory import Memory
 from tiermem.service.runtime import STARTING_RETRY_AFTER_S, RuntimeDep
-from tiermem.service.schemas import ErrorOut, HealthOut, as_json
+from tiermem.service.schemas import BODY_ERRORS, HOST_ERRORS, ErrorOut, HealthOut, as_json
 from tiermem.tiers.embed_onnx import embedder_loaded
 from tiermem.tiers.files import database_writable
 
@@ -75,7 +75,8 @@ def cold_health(memory: Memory, failed_at: float | None) -> str:
     response_model=HealthOut,
     tags=["ops"],
     summary="Liveness and tier health (no auth): the cold tier is ok, read-only or down",
-    responses={503: {"model": HealthOut, "description": "the cold tier cannot be read, or starting"}},
+    # no Host or Origin check (HOST_UNCHECKED_PATHS), no token; the body checks still run
+    responses={**BODY_ERRORS, 503: {"model": HealthOut, "description": "the cold tier cannot be read, or starting"}},
 )
 def healthz(runtime: RuntimeDep) -> JSONResponse:
     mem = runtime.memory
@@ -122,8 +123,11 @@ def healthz(runtime: RuntimeDep) -> JSONResponse:
     "token answers 403), unless `metrics_public` is set (loopback only) or auth is off.",
     # the refusals are JSON, the route's own answer text
     responses=as_json({
+        **BODY_ERRORS,
+        **HOST_ERRORS,
         401: {"model": ErrorOut, "description": "no metrics token"},
-        403: {"model": ErrorOut, "description": "a tenant token: metrics count every namespace"},
+        403: {"model": ErrorOut, "description": "a tenant token: metrics count every namespace; or "
+                                                f"{HOST_ERRORS[403]['description']}"},
     }),
 )
 def metrics(request: Request, runtime: RuntimeDep) -> PlainTextResponse:
