@@ -147,7 +147,7 @@ def test_a_conversation_object_and_a_json_list(tmp_path: Path) -> None:
 
 def test_eval_without_data_says_how_to_pass_it(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["eval", "locomo", "--budget", "100"], obj=CliState())
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # a usage error since a97c07b (it was 1)
     assert "--data PATH" in r.output and "TIERMEM_LOCOMO_DATA" in r.output
     assert "shared/data" not in r.output  # no default path inside the dev checkout
 
