@@ -37,6 +37,9 @@ _PARAM = r"(?:%s|%\(\w+\)s|ANY\((?:%s|%\(\w+\)s)(?:::\w+\[\])?\))"
 _KEYED = re.compile(r"\b(?:\w+\.)?(?:conversation_id|id|namespace|key)\s*(?:=|IN)\s*" + _PARAM +
                     r"|starts_with\((?:\w+\.)?namespace, %s\)|unnest\(%s::text\[\]", re.I)
 _INSERT_VALUES = re.compile(r"^\s*INSERT INTO \w+\s*\([^)]*\)\s*VALUES", re.I)
+# a key filter negated: it leaves rows out (the catch-up's `NOT (t.id = ANY(held))`, the
+# turns another catch-up of the process holds: tiers.catchup.Claims) and routes nowhere
+_NEGATED = re.compile(r"\bNOT\s*\(\s*(?:\w+\.)?\w+\s*=\s*" + _PARAM + r"\s*\)", re.I)
 
 # Operations that are namespace-wide or global by nature: they fan out to every shard,
 # which is what they mean (maintenance, whole-store reports), or take many namespaces.
@@ -118,7 +121,7 @@ class _CursorRecorder:
 def routable(sql: str) -> bool:
     if not _TABLE.search(sql):
         return True  # no distributed table (session settings, meta, catalogs)
-    return bool(_INSERT_VALUES.match(sql) or _KEYED.search(sql))
+    return bool(_INSERT_VALUES.match(sql) or _KEYED.search(_NEGATED.sub("", sql)))
 
 
 def user(text: str, **kw: Any) -> Message:
@@ -235,6 +238,23 @@ def test_every_statement_filters_by_the_distribution_key_where_it_should(recordi
     assert fanning == set(FAN_OUT) - {"reclaim", "rebuild", "delete_namespace"}, sorted(set(FAN_OUT) - fanning)
 
 
+def test_the_global_catch_up_reaches_every_conversation(recording: RecordingStore) -> None:
+    """`index_all` fans out because it must: a catch-up with no conversation finds the
+    pending turns of every conversation of every namespace, leaving out only the turns
+    another catch-up of the process holds (tiers.catchup.Claims), and those once freed."""
+    s = recording
+    keys = [s.append_batch(f"c{i}", [user(f"turn {j} of {ns}") for j in range(3)], namespace=ns).key
+            for i, ns in enumerate(("ns-a", "ns-b"))]
+    held_id = int(s._read("SELECT id FROM turns WHERE conversation_id = %s AND position = 1", (keys[1],))[0][0])
+    other: set[int] = set()  # another catch-up's claims
+    with s._claims.lock:
+        s._claims.take([held_id], other)
+    assert s.index_pending() == 5  # both conversations, all but the held turn
+    assert [s.pending_embeddings(k) for k in keys] == [0, 1]
+    s._claims.release([held_id], other)
+    assert s.index_pending() == 1 and s.pending_embeddings() == 0
+
+
 # the checker itself: what it accepts and refuses
 ROUTING_CASES = [
     ("SELECT id FROM conversations WHERE namespace = %s AND name = %s", True),  # by namespace
@@ -243,6 +263,11 @@ ROUTING_CASES = [
     ("DELETE FROM messages WHERE conversation_id = ANY(%s)", True),  # some keys
     ("SELECT COUNT(*) FROM messages", False),  # every shard
     ("SELECT id FROM turns WHERE embedded = 0 LIMIT %s", False),  # a filter, but not on the key
+    # the key filter negated (since 062d5d1 the global catch-up leaves out the turns held):
+    # every shard still, and read as routable before (index_all left FAN_OUT's check)
+    ("SELECT t.id FROM turns t WHERE t.embedded = 0 AND NOT (t.id = ANY(%s::bigint[])) LIMIT %s", False),
+    # ... and beside a real key filter, routable
+    ("SELECT t.id FROM turns t WHERE t.conversation_id = %s AND NOT (t.id = ANY(%s::bigint[]))", True),
     ("SET search_path TO x", True),  # no table
 ]
 
