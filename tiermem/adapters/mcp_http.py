@@ -270,6 +270,97 @@ def _build_manager(runtime: Any) -> Any:
     return server.session_manager
 
 
+# -- the endpoint in the service's OpenAPI document ------------------------------------------
+# (FastAPI documents its own routes only: this one is a Starlette route, so `mount` adds it)
+
+_JSONRPC_ID = {"type": ["string", "integer", "null"],
+               "description": "the request's id; null when the request's id could not be read (a refusal)"}
+JSONRPC_ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "a JSON-RPC 2.0 error response",
+    "required": ["jsonrpc", "id", "error"],
+    "properties": {
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": _JSONRPC_ID,
+        "error": {"type": "object", "required": ["code", "message"], "properties": {
+            "code": {"type": "integer", "description": (
+                f"{JSONRPC_PARSE_ERROR} (parse error), {JSONRPC_INVALID_REQUEST} (invalid request: every "
+                f"refusal of the request itself), {JSONRPC_INVALID_PARAMS} (invalid params), "
+                f"{JSONRPC_INTERNAL_ERROR} (the server is starting or busy)")},
+            "message": {"type": "string", "description": "the refusal's text (a check's items as `loc: msg`)"},
+            "data": {"description": "what the service's other routes answer for the same refusal "
+                                    "(`{\"detail\": ...}`, a 422's items)"}}},
+    },
+}
+# the service's own error body, answered here where the request is refused before it is
+# read as JSON-RPC (no token, a foreign Host or Origin, Host or Origin sent twice)
+_SERVICE_ERROR: dict[str, Any] = {"type": "object", "required": ["detail"], "properties": {"detail": {}}}
+_EITHER_ERROR = {"application/json": {"schema": {"anyOf": [JSONRPC_ERROR_SCHEMA, _SERVICE_ERROR]}}}
+_JSONRPC_ERROR = {"application/json": {"schema": JSONRPC_ERROR_SCHEMA}}
+_PLAIN_ERROR = {"application/json": {"schema": _SERVICE_ERROR}}
+
+
+def openapi_operation() -> dict[str, Any]:
+    """The OpenAPI operation of `POST /v1/mcp`: the statuses it answers and, for each, the
+    shape: a JSON-RPC error for a refusal of the request, the service's `{"detail": ...}`
+    where the request is refused before its body is read as JSON-RPC."""
+    retry_after = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
+    return {
+        "tags": ["mcp"],
+        "summary": "The Model Context Protocol over streamable HTTP (stateless, JSON answers): POST only",
+        "description": (
+            "One JSON-RPC 2.0 message per request (`initialize`, `tools/list`, `tools/call`, ...), answered as "
+            "JSON. Stateless: no server-initiated messages and no sessions, so any other method is answered 405 "
+            "with `Allow: POST` and a JSON-RPC error. The tools act in the request's namespace, as the other "
+            "routes. A refusal is the status the other routes answer, as a JSON-RPC error (id null unless the "
+            "request's id could be read) carrying their error body in `error.data`."),
+        "operationId": "mcp_v1_mcp_post",
+        "security": [{"HTTPBearer": []}],
+        "parameters": [{"name": NAMESPACE_FIELD, "in": "header", "required": False, "schema": {"type": "string"},
+                        "description": "the namespace the tools act in; absent: the token's own prefix"}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["jsonrpc", "method"], "description": "a JSON-RPC 2.0 request"}}}},
+        "responses": {
+            "200": {"description": "the JSON-RPC response (a `result`, or an `error` of the method)",
+                    "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc"]}}}},
+            "202": {"description": "a notification (no id) accepted; no body"},
+            "400": {"description": "a header sent twice, or an invalid Content-Length", "content": _EITHER_ERROR},
+            "401": {"description": "missing or invalid bearer token", "content": _PLAIN_ERROR},
+            "403": {"description": "the namespace is outside this token's prefix (a JSON-RPC error); or a request "
+                                   "from a page of another origin (Origin header)", "content": _EITHER_ERROR},
+            "405": {"description": "any method but POST; `Allow: POST`", "content": _JSONRPC_ERROR,
+                    "headers": {"Allow": {"description": "POST", "schema": {"type": "string"}}}},
+            "408": {"description": "the request body did not arrive whole within http_body_timeout_s",
+                    "content": _JSONRPC_ERROR},
+            "413": {"description": "request body over max_body_bytes", "content": _JSONRPC_ERROR},
+            "415": {"description": "a body that is not application/json in UTF-8", "content": _JSONRPC_ERROR},
+            "421": {"description": "a Host header naming none of this service's names (http_allowed_hosts)",
+                    "content": _PLAIN_ERROR},
+            "422": {"description": "a body that is not one valid JSON-RPC request (naming the field), or an invalid "
+                                   f"{NAMESPACE_FIELD}", "content": _JSONRPC_ERROR},
+            "503": {"description": "the service or its MCP server is starting (or failed to start)",
+                    "content": _JSONRPC_ERROR, "headers": retry_after},
+        },
+    }
+
+
+def _document(app: FastAPI) -> None:
+    """Add `POST /v1/mcp` to `app`'s OpenAPI document (`openapi_operation`)."""
+    built = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = built()
+            operation = openapi_operation()
+            # a service without auth documents no bearer token on its routes: nor here
+            if not any("security" in op for item in spec["paths"].values() for op in item.values()):
+                del operation["security"]
+            spec["paths"][MCP_PATH] = {"post": operation}
+        return app.openapi_schema or built()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def mount(app: FastAPI, runtime: Any) -> bool:
     """Mount the MCP server at MCP_PATH in `app` (the service's FastAPI app, `runtime` its
     Runtime); the lifespan starts it in the background (`McpEndpoint.serve`). False,
@@ -295,6 +386,7 @@ def mount(app: FastAPI, runtime: Any) -> bool:
 
     endpoint = McpEndpoint(runtime)
     app.router.routes.append(McpRoute(MCP_PATH, endpoint=endpoint, methods=MCP_METHODS))
+    _document(app)
     inner = app.router.lifespan_context
 
     @asynccontextmanager
