@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp")
+import httpx
 import httpx2  # the mcp package's HTTP client
 from cold_helpers import every_row
 from hash_embedder import HashEmbedder
@@ -202,6 +205,35 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
         stop_server(srv)
 
 
+# the longest the HTTP cases wait (seconds) for the server's background indexer to embed
+# the message they append first: loading the model on a busy 2-core runner and one pool
+SETTLE_S = 120.0
+SETTLE_POLL_S = 0.1
+# /healthz's embedder states under which vectors may still come (the indexer embeds once loaded)
+EMBEDDER_WORKING = ("loading", "ready")
+
+
+def _settled(srv: Server, db_path: Path) -> None:
+    """Return once the server will write no more vectors on its own: no turn is pending
+    (`turns.embedded = 0`), or its embedder is neither loading nor ready. The message
+    appended first is plain (no correction), so `append` leaves it to the background
+    indexer and returns (tiermem.memory: only a live correction is embedded, or waited
+    for, before `append` returns): its vector and `embedded = 1` land whenever the
+    indexer gets to it, and a snapshot taken before that differed from the one after
+    (CI on ac83487: messages_vec_* rows). Waited for, so that a difference is the tool's."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
+            pending = conn.execute("SELECT COUNT(*) FROM turns WHERE embedded = 0").fetchone()[0]
+        if pending == 0:
+            return
+        state = httpx.get(srv.url + "/healthz", timeout=5).json()["tiers"].get("embedder")
+        if state not in EMBEDDER_WORKING:
+            return  # no model to embed them: nothing more comes
+        assert time.monotonic() < deadline, f"{pending} turn(s) still pending after {SETTLE_S} s (embedder {state})"
+        time.sleep(SETTLE_POLL_S)
+
+
 # (tool, arguments, the argument named): over HTTP, each refused, nothing written
 HTTP_REFUSED: list[tuple[str, dict[str, Any], str]] = [
     # lax: appended on condition of position 1 (the conversation holds one message)
@@ -228,6 +260,7 @@ def test_the_http_endpoint_refuses_them_too(server: tuple[Server, Path], tool: s
             first = await c.call_tool("append", {"conversation_id": CONV, "idempotency_key": "first",
                                                  "message": {"role": "user", "content": "a"}})
             assert not first.is_error, first.content
+            await asyncio.to_thread(_settled, srv, db_path)  # the indexer's vector is no tool's write
             before = every_row(db_path)
             r = await c.call_tool(tool, args)
             return r.is_error, r.content[0].text, before  # type: ignore[union-attr]
