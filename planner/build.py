@@ -783,24 +783,42 @@ class Planner:
                 last_shown, read_position,
                 latest_user if fixed.latest_body is not None else None, fixed.latest_truncated, head=head,
                 late_paid=(prev.late_paid if ext is not None and prev is not None else 0)
-                + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position), at=self._log_time(fixed)))
+                + late_tokens, read_tip=self._tip(conv, fixed.tail_rows, read_position),
+                at=self._clock(prev, fixed)))
         return segments, total
 
     @staticmethod
     def _log_time(fixed: _Fixed) -> float | None:
-        """This call's time by the log's clock: the created_at of the newest message it read
-        (None when it read none). A replay stamps its messages as they were said; in
-        production it is about now."""
-        return float(fixed.tail_rows[-1].created_at) if fixed.tail_rows else None
+        """This call's time by the log's clock: the latest created_at of the messages it
+        read (None when it read none); the latest, not the newest by position, as one
+        message may be stamped by another clock (an import, a client's). A replay stamps
+        its messages as they were said; in production it is about now."""
+        return max((float(r.created_at) for r in fixed.tail_rows), default=None)
+
+    @classmethod
+    def _clock(cls, prev: EpochState | None, fixed: _Fixed) -> float | None:
+        """The epoch clock after this call (EpochState.at): the later of the previous
+        call's and this call's log time. It never goes backwards: a message stamped behind
+        (a backdated import, a client clock behind the server's, a server stamp after a
+        client's ahead of it) is assumed warm and must not pull the clock back, or the next
+        call stamped normally would look like a gap past the TTL and restart the epoch at
+        every such step. A skewed clock then costs one new epoch at most (its first step
+        ahead)."""
+        now = cls._log_time(fixed)
+        if prev is None or prev.at is None:
+            return now
+        return prev.at if now is None else max(prev.at, now)
 
     def _expired(self, prev: EpochState, fixed: _Fixed) -> str:
         """Why `prev` is not worth extending because the provider's prompt cache cannot hold
         it any more ("" when it may): this call comes more than `cache_ttl_s` after the
-        previous one, by the log's clock (`_log_time`), so every token of an extension is a
-        miss, and a new epoch costs nothing more and is smaller and fresher (it starts
-        filled to EPOCH_START_FILL_SHARE, a long-running one sits near its cap). Unknown
-        times (a state written before they were kept, a call that read no turn) and clocks
-        that run backwards assume the cache is warm."""
+        previous one, by the log's clock (`_log_time` against the epoch clock `prev.at`,
+        which never goes backwards: `_clock`), so every token of an extension is a miss,
+        and a new epoch costs nothing more and is smaller and fresher (it starts filled to
+        EPOCH_START_FILL_SHARE, a long-running one sits near its cap). Unknown times (a
+        state written before they were kept, a call that read no turn) and times behind the
+        clock assume the cache is warm. A call with no new message (a retry) measures no
+        gap: the log's clock has not moved."""
         ttl = self.settings.cache_ttl_s
         now = self._log_time(fixed)
         if not ttl or now is None or prev.at is None:

@@ -10,7 +10,8 @@ a shown summary line leaves its view, or when the caller changes the budget, the
 system prompt or the time zone (the dates shown are another clock's), a new epoch starts: the context is rebuilt from the stable layers (one
 planned cache miss, reported in the plan with its reason). So does a call that comes longer
 after the previous one than a provider keeps a prompt cache (`PlannerSettings.cache_ttl_s`,
-by the created_at of the newest log message each call read: `EpochState.at`): every token is
+by the latest created_at of the log messages the calls read, a clock that never goes
+backwards: `EpochState.at`): every token is
 a miss then anyway, and a new epoch is smaller and fresher than the old one extended.
 
 Invariants:
@@ -171,9 +172,11 @@ class EpochState:
     # a log that holds another turn there is another timeline (a restored backup)
     read_tip: str = ""
     written_at: float = 0.0  # Unix seconds when RedisEpochs stored it: of two copies, the later wins
-    # the created_at (Unix seconds) of the newest log message the call read, its time by the
-    # log's clock: the next call's gap from it tells whether the provider's prompt cache can
-    # still hold this context (PlannerSettings.cache_ttl_s); None when the call read none
+    # the epoch clock (Unix seconds): the latest created_at of the log messages this call and
+    # the earlier ones read, never going backwards (a message stamped behind must not make the
+    # next call look like a gap); the next call's gap from it tells whether the provider's
+    # prompt cache can still hold this context (PlannerSettings.cache_ttl_s); None when no
+    # call read one
     at: float | None = None
 
 

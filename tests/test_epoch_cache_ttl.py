@@ -160,3 +160,63 @@ def test_the_inside_replay_turns_the_planner_ttl_off(tmp_path: Path, embedder: E
         with planner_ttl([mem], ttl):
             assert mem.planner.settings.cache_ttl_s == during
         assert mem.planner.settings.cache_ttl_s == 300.0  # restored after the replay
+
+
+# The epoch clock never goes backwards: a message stamped by another clock (a client's, an
+# import's) costs at most one new epoch, never one per step. Each step is the messages
+# appended, then one context call, STEP_S of server time after the previous step; a message
+# is (role, its created_at minus the server's time then).
+STEP_S = 10.0  # seconds of server time between calls: all well inside the TTL
+SKEW_S = 2 * HOUR_S  # a client clock two hours off (local time read as UTC)
+FAR_FUTURE = float(calendar.timegm((2100, 1, 1, 0, 0, 0)))
+Step = list[tuple[str, float]]
+
+
+def _tool_loop(user_skew_s: float, turns: int) -> list[Step]:
+    """`turns` user messages stamped `user_skew_s` off the server, each followed by a call
+    and then a tool round trip (assistant and tool result, stamped by the server) and a call."""
+    return [step for _ in range(turns) for step in ([("user", user_skew_s)], [("assistant", 0.0), ("tool", 0.0)])]
+
+
+SERVER = [("assistant", 0.0), ("user", 0.0)]  # a normal exchange, both stamped by the server
+# (steps after the history, new epochs after the conversation's first call)
+SKEW_CASES = [
+    # user messages 2 h ahead, tool results by the server: the first step ahead is a gap
+    # past the TTL (one new epoch), then the clock stays ahead (before: a restart every turn)
+    pytest.param(_tool_loop(SKEW_S, 4), 1, id="client-ahead"),
+    # user messages 2 h behind: behind the clock, assumed warm; the server's next stamp is
+    # no gap (before: every tool result restarted the epoch)
+    pytest.param(_tool_loop(-SKEW_S, 4), 0, id="client-behind"),
+    # one message imported with yesterday's stamp, then live traffic (before: the next
+    # live call restarted)
+    pytest.param([[("user", 0.0)], [("user", -DAY_S)], SERVER, SERVER], 0, id="one-backdated-import"),
+    # one far-future stamp (a typo, milliseconds): one new epoch, none after it
+    pytest.param([[("user", 0.0)], [("user", FAR_FUTURE - START)], SERVER, SERVER], 1, id="far-future-stamp"),
+    # the clock behind, then a real two-hour pause: still one new epoch for the real gap
+    pytest.param([[("user", -SKEW_S)], SERVER, [("assistant", 0.0), ("user", SKEW_S)], SERVER], 1,
+                 id="behind-then-a-real-gap"),
+]
+
+
+@pytest.mark.parametrize(("steps", "new_epochs"), SKEW_CASES)
+def test_a_clock_stamped_off_the_server_restarts_at_most_once(tmp_path: Path, embedder: Embedder,
+                                                              steps: list[Step], new_epochs: int) -> None:
+    with Memory(Config(data_dir=tmp_path / "data"), embedder=embedder, hot=False,
+                background_indexing=False) as mem:
+        server = _history(mem)
+        first = mem.context("c", "Which platform was the train?", budget=BUDGET)
+        reasons: list[str] = []
+        for i, step in enumerate(steps):
+            server += STEP_S
+            for j, (role, skew_s) in enumerate(step):
+                msg: dict[str, object] = {"role": role, "content": f"step {i}: {role} {j} on the night train",
+                                          "created_at": server + skew_s}
+                if role == "tool":
+                    msg["tool_call_id"] = f"call_{i}"
+                mem.append("c", msg)
+            cache = mem.context("c", f"step {i}: which platform?", budget=BUDGET).plan.cache
+            if cache.new_epoch:
+                reasons.append(cache.reason)
+        # every restart is the TTL's, and there are no more than the table says
+        assert len(reasons) == new_epochs and all("cache has expired" in r for r in reasons), reasons
+        assert cache.epoch == first.plan.cache.epoch + new_epochs
