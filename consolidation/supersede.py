@@ -142,6 +142,14 @@ the turn classifier through their public methods. Its invariants:
   recent turns), earlier turns of the batch are kept in memory, the rules decide first,
   and only the corrections they leave unresolved, at most ``MAX_MEANING_LOOKUPS`` of a
   batch, are embedded for the meaning search.
+- A correction searched by meaning while a turn before it had no vector (the background
+  indexer held it, the model call of the check's own catch-up failed, more than
+  INLINE_INDEX_ROWS turns were pending) and that revised nothing is not final: it is
+  recorded (`supersession_rechecks`, derived) and searched again, once, in log order, when
+  every turn before it has its vector (`Superseder.recheck`, run by the catch-up after
+  its pool's hooks; it never waits), and is no idle correction (`_demote`) until then.
+  The statement it revises would otherwise stay current for good: its own check looks
+  back only. Where no turn was pending, nothing more is read or written.
 """
 
 from __future__ import annotations
@@ -1711,6 +1719,9 @@ class Recorded:
     moved: tuple[int, int] | None = None
     # turns relabelled load-bearing (`_inherit`) with the pairs: their pin changed too
     relabelled: list[int] = field(default_factory=list)
+    # corrections recorded to be searched again (`Superseder.recheck`): decided while a
+    # turn before them had no vector
+    again: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -1926,6 +1937,17 @@ def _elliptical(norm: str) -> bool:
     return bool(_ELLIPTICAL.search(norm))
 
 
+def _searches_by_meaning(norm: str) -> bool:
+    """Whether a correction (normalized) the rules leave unresolved is searched by meaning
+    (`Superseder._by_meaning`): one with an update or retraction cue, an elliptical
+    replacement, or a routine told by "<pronoun> now <verb>"; never a bare retraction,
+    which takes back the previous turn or nothing."""
+    if _BARE_RETRACTION.fullmatch(norm) is not None:
+        return False
+    cues = _cue_text(norm)
+    return _elliptical(norm) or bool(MEANING_CUE.search(cues)) or bool(ROUTINE_NOW.search(cues))
+
+
 @dataclass
 class _Batch:
     """One batch's view of what is superseded: the turns it has read (`pool`), whole
@@ -2054,13 +2076,52 @@ class Superseder:
         return self.record(conversation_id, appended).pairs
 
     def record(self, conversation_id: str, appended: Sequence[Appended]) -> Recorded:
-        """`on_append`, with the log's pin changes its pairs made (`Recorded.moved`)."""
-        pairs, statements, idle = self._decided(conversation_id, appended)
+        """`on_append`, with the log's pin changes its pairs made (`Recorded.moved`). A
+        correction that revised nothing while turns before it had no vector yet is
+        recorded to be searched again once they have one (`recheck`)."""
+        pairs, statements, idle, again = self._decided(conversation_id, appended)
         if statements:
             self.cold.set_superseded_statements(conversation_id, statements)
         relabel = self._inherit(conversation_id, pairs, statements) + self._demote(appended, idle)
         moved = self.cold.set_superseded(conversation_id, pairs, relabel) if pairs or relabel else None
-        return Recorded(pairs, moved, [lab[0] for lab in relabel])
+        if again:
+            self.cold.owe_rechecks(conversation_id, again)
+        return Recorded(pairs, moved, [lab[0] for lab in relabel], again)
+
+    def recheck(self, conversation_id: str) -> list[Recorded]:
+        """Decide again, in log order, the corrections `record` left to be searched by
+        meaning once every turn before them is embedded (`ColdLog.rechecks`): those whose
+        earlier turns all have a vector now, each once (the caller that removes its row
+        re-checks it). The turn a correction revises may have had no vector when it was
+        decided (the background indexer held it; the model call of the check's own
+        catch-up failed; more than INLINE_INDEX_ROWS turns were pending before it), and
+        that turn's own check, once it is embedded, looks back only. Called once a
+        catch-up's pool has run all its hooks (`ColdLog.on_hooked`: after every decision of
+        the turns before the correction it embedded), and right after `record` owed a row
+        (the catch-up embedding those turns may have read the rows before it). Never
+        waits: a correction whose earlier turns are still pending is left to the catch-up
+        that embeds them. One indexed read when no correction waits."""
+        out: list[Recorded] = []
+        for p in self.cold.rechecks(conversation_id):
+            if self.cold.first_pending(conversation_id, p) is not None:
+                break  # a turn before it still waits: so does every later correction (log order)
+            if not self.cold.take_recheck(conversation_id, p):
+                continue  # another hook re-checks it
+            try:
+                rows = self.cold.turns_at(conversation_id, [p])
+                msgs = self.cold.get(conversation_id, [p])
+                if not rows or not msgs:
+                    continue  # erased, or its message cannot be read: nothing to decide
+                r, m = rows[0], msgs[0]
+                out.append(self.record(conversation_id, [
+                    Appended(p, r.role, m.text, r.intent or "statement", bool(r.load_bearing), speaker_name(m.body))]))
+            except Exception:
+                # derived work: the row again, for the next hook (this one goes on)
+                log.warning("could not re-check the correction at %s #%d; the next catch-up does",
+                            conversation_id, p, exc_info=True)
+                self.cold.owe_rechecks(conversation_id, [p])
+                break
+        return out
 
     def _inherit(self, conv: str, pairs: Sequence[tuple[int, int]], statements: Sequence[StatementRow]
                  ) -> list[tuple[int, str, bool, int, str]]:
@@ -2124,24 +2185,27 @@ class Superseder:
         that. A larger batch (an import) decides in two passes: the rules over the window
         and the pins first, without any embedding; then only the corrections they left
         unresolved, at most MAX_MEANING_LOOKUPS of them, are embedded."""
-        pairs, statements, _idle = self._decided(conv, appended)
+        pairs, statements, _idle, _again = self._decided(conv, appended)
         return pairs, statements
 
     def _decided(self, conv: str, appended: Sequence[Appended]
-                 ) -> tuple[list[tuple[int, int]], list[StatementRow], dict[int, str]]:
+                 ) -> tuple[list[tuple[int, int]], list[StatementRow], dict[int, str], list[int]]:
         """`decide`, and the corrections that revise nothing once every rule had its say
         (position -> assertive part): a bare retraction always (no meaning search leads
         it anywhere), another once it was searched by meaning (an import's rules leave
-        that to its catch-up, and a large batch searches MAX_MEANING_LOOKUPS only)."""
+        that to its catch-up, and a large batch searches MAX_MEANING_LOOKUPS only) over
+        every turn before it; and those searched while a turn before them had no vector
+        (`_nearest`'s incomplete ones), which revise nothing yet: to search again
+        (`recheck`), not idle."""
         gated = {a.position: txt for a in appended if (txt := self.assertion(a))}
         if not gated:
-            return [], [], {}
+            return [], [], {}, []
         # a popped turn (a control row hides it) neither corrects nor is corrected: a
         # replay then records what readers see through tiers.statements.Hidden
         hid = read_hidden(self.cold, conv)
         gated = {p: txt for p, txt in gated.items() if p not in hid.positions}
         if not gated:
-            return [], [], {}
+            return [], [], {}, []
         first = appended[0].position
         # candidates, read once per batch: the window before the batch and the pins
         rows: dict[int, TurnRow] = {r.position: r for r in self.cold.turns(conv, start=max(0, first - SUPERSEDE_WINDOW),
@@ -2164,15 +2228,18 @@ class Superseder:
                 if not self._decide(conv, p, gated[p], (), b, bearing, meaning=False):
                     unresolved.append(p)
         if not unresolved:
-            return b.pairs, b.statements, _idle(gated, b, frozenset())
-        near = self._nearest(conv, {p: gated[p] for p in unresolved}, small=small)
+            return b.pairs, b.statements, _idle(gated, b, frozenset()), []
+        near, incomplete = self._searched(conv, {p: gated[p] for p in unresolved}, small=small)
         far = {q: r for q, r in ((r.position, r) for r in self.cold.turns_at(
             conv, sorted({q for hits in near.values() for q, _c in hits} - set(b.pool))))}
         b.pool.update(self._pool(conv, far, hid))
         self._load(conv, b, far)
+        again: list[int] = []
         for p in unresolved:
-            self._decide(conv, p, gated[p], near.get(p, ()), b, bearing, meaning=True)
-        return b.pairs, b.statements, _idle(gated, b, near)
+            found = self._decide(conv, p, gated[p], near.get(p, ()), b, bearing, meaning=True)
+            if not found and p in incomplete and _searches_by_meaning(normalize(gated[p])):
+                again.append(p)
+        return b.pairs, b.statements, _idle(gated, b, {q: v for q, v in near.items() if q not in again}), again
 
     def _pool(self, conv: str, rows: Mapping[int, TurnRow], hidden: Hidden = NOTHING_HIDDEN
               ) -> dict[int, Appended]:
@@ -2255,7 +2322,7 @@ class Superseder:
         elliptical = _elliptical(norm)
         cues = _cue_text(norm)
         routine = not elliptical and not MEANING_CUE.search(cues) and bool(ROUTINE_NOW.search(cues))
-        if not found and meaning and not bare and (routine or elliptical or MEANING_CUE.search(cues)):
+        if not found and meaning and _searches_by_meaning(norm):
             found = self._by_meaning(text, [(q, c) for q, c in near if q < p], pool, b.by, elliptical=elliptical,
                                      routine=routine, speaker=speaker)
         if not found and elliptical:
@@ -2352,15 +2419,24 @@ class Superseder:
         return []
 
     def _nearest(self, conv: str, texts: Mapping[int, str], *, small: bool) -> dict[int, list[tuple[int, float]]]:
+        """`_searched`'s hits alone."""
+        return self._searched(conv, texts, small=small)[0]
+
+    def _searched(self, conv: str, texts: Mapping[int, str], *, small: bool
+                  ) -> tuple[dict[int, list[tuple[int, float]]], set[int]]:
         """(position, cosine) of the earlier turns nearest in meaning to each of `texts`,
         nearest first; in a large batch for at most MAX_MEANING_LOOKUPS of them. Derived work: when
-        nothing can be embedded the rules still saw the pins and the window."""
+        nothing can be embedded the rules still saw the pins and the window. With them, the
+        positions of `texts` searched (or not searched, the embedding failed) while a
+        turn before them had no vector (asked only where a turn of the conversation was
+        pending before the search: one index seek then, none otherwise)."""
         if self.embedder is None:
-            return {}
+            return {}, set()
         todo = sorted(texts) if small else sorted(texts)[:MAX_MEANING_LOOKUPS]
         if len(todo) < len(texts):
             log.info("supersession of %s: %d corrections unresolved by the rules in one batch, %d searched by "
                      "meaning", conv, len(texts), MAX_MEANING_LOOKUPS)
+        waited = False  # whether a turn of the conversation was pending before the search
         try:
             # a live append: the turns just before it get their vectors now (only those
             # before it: the search looks at earlier turns, and a catch-up that calls this
@@ -2372,13 +2448,14 @@ class Superseder:
             # check looks back only). Embedded twice then, kept and hooked once (the store
             # step's `embedded = 0` recheck), and no wait for the other: hooks never wait
             if small and self.cold.pending_embeddings(conv):
+                waited = True
                 self.cold.index_pending(conversation_id=conv, max_rows=INLINE_INDEX_ROWS, end=max(todo),
                                         read_claimed=True)
             with remembered_for(memo_scope(self.cold.db_uuid, conv)):  # where the catch-up remembered them
                 vecs = self.embedder.embed([texts[p] for p in todo])
         except Exception:
             log.warning("could not embed corrections of %s to find what they revise", conv, exc_info=True)
-            return {}
+            return {}, self._incomplete(conv, todo) if waited else set()
         out: dict[int, list[tuple[int, float]]] = {}
         table = self._table(conv)
         for p, v in zip(todo, vecs, strict=True):
@@ -2389,7 +2466,17 @@ class Superseder:
                 hits = self.cold.search_dense(v, SUPERSEDE_SEARCH_K, conversation_id=conv, before=p)
                 near = [(q, cosine_from_l2(d)) for _c, q, d in hits if q < p]
             out[p] = near
-        return out
+        return out, self._incomplete(conv, todo) if waited else set()
+
+    def _incomplete(self, conv: str, todo: Sequence[int]) -> set[int]:
+        """Those of `todo` with a turn before them still without a vector: what their
+        meaning search could not see (the first pending turn, one index seek)."""
+        try:
+            first = self.cold.first_pending(conv, max(todo))
+        except Exception:  # derived: read as nothing missed, as before
+            log.warning("could not read %s's pending turns after its meaning search", conv, exc_info=True)
+            return set()
+        return set() if first is None else {p for p in todo if p > first}
 
     def _table(self, conv: str) -> TurnTable | None:
         """The conversation's vectors from the turn cache (None without one, or when it

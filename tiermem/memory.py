@@ -376,6 +376,7 @@ class Memory:
         # supersession searches by meaning, so it runs when a turn is embedded (by
         # whichever process embeds it), not at append: appending never loads the model
         self.cold.on_embedded = self._on_embedded
+        self.cold.on_hooked = self._after_hooks  # a pool's rechecks, after its hooks
         self.cold.texts_ahead = self._texts_ahead  # embedded with the pool: the hook's meaning search
         self.cold.labeler = self._label  # a rebuild labels its turn rows as appends do
         self._supersede_on_embed = True  # off while rebuild replays supersession itself
@@ -1095,7 +1096,26 @@ class Memory:
                      for m in self.cold.get(conv, sorted(rows))]
             with remembered_for(self._scope(conv)):  # a catch-up's pool spans conversations
                 if any(self.superseder.assertion(t) for t in turns):
-                    self._release(conv, self.superseder.record(conv, turns))
+                    decided = self.superseder.record(conv, turns)
+                    self._release(conv, decided)
+                    if decided.again:
+                        # the catch-up embedding the turns before it may have looked for
+                        # rechecks already (_after_hooks): whatever has its vectors now
+                        self._recheck(conv)
+
+    def _after_hooks(self, conversations: list[str]) -> None:
+        """Once a catch-up's pool ran all its hooks: the corrections decided while its
+        turns had no vector, searched again now that every turn before them has one
+        (Superseder.recheck, in log order; an indexed read per conversation when none waits)."""
+        if not self._supersede_on_embed:
+            return
+        for conv in conversations:
+            with remembered_for(self._scope(conv)):
+                self._recheck(conv)
+
+    def _recheck(self, conv: str) -> None:
+        for done in self.superseder.recheck(conv):
+            self._release(conv, done)
 
     def _texts_ahead(self, turns: list[PendingTurn]) -> list[tuple[str, str]]:
         """The texts `_on_embedded` will embed for these turns (the corrections' assertive
@@ -1748,6 +1768,10 @@ class Memory:
                 self._release(conv, self.superseder.replay(
                     conv, [Appended(m.position, m.role, m.text, lab[0], lab[1], speaker_name(m.body))
                            for m, lab in zip(msgs, labels, strict=True)]))
+                # a correction the replay searched while turns before it had no vector
+                # (its chunk's catch-up embeds INLINE_INDEX_ROWS of them): those embedded
+                # by now are searched again here, the rest by the hook of their catch-up
+                self._recheck(conv)
             n += len(msgs)
         return n
 

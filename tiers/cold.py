@@ -102,6 +102,7 @@ from tiermem.tiers.schema import (
     FTS_TOKENIZE,
     PENDING_BY_POSITION_INDEX,
     PIN_CANDIDATES_INDEX,
+    RECHECK_TABLE,
     SCOPE_SQL,
     SCRUB_PENDING_KEY,
     SUPERSEDED_PINS_INDEX,
@@ -190,7 +191,7 @@ KEY_SUFFIX_HEX = 16
 MAX_SCOPE_SIZES = 65_536
 # Tables whose rows belong to one conversation key; an erasure empties them for that key.
 CONVERSATION_TABLES = ("turns", "checkpoints", "pins", "plans", "summaries", "summary_errors", "statement_supersessions",
-                       "view_claims", "idempotency_keys", "view_failures")
+                       "view_claims", "idempotency_keys", "view_failures", "supersession_rechecks")
 Label = tuple[str, bool, int, str]  # intent, load_bearing, priority, reason
 NO_LABEL: tuple[None, None, None, None] = (None, None, None, None)
 
@@ -291,6 +292,8 @@ class ColdStore(SharedQueries):
         # position, vector) of the turns this call embedded (each turn exactly once, in
         # whichever process flips its `embedded`): derived work that needs the vector
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        # (see ColdLog.on_hooked)
+        self.on_hooked: Callable[[list[str]], None] | None = None
         # the turns whose hook failed, decided again by the next call (tiers.owed)
         self._owed = OwedDecisions(
             read_keys=lambda: [str(r[0]) for r in self._read(
@@ -839,6 +842,11 @@ class ColdStore(SharedQueries):
                     log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
                                   len(stored[start:start + batch]))
                     self._owed.owe(stored_ids[start:start + batch])  # they are embedded: nothing else would
+            if stored and self.on_hooked is not None:
+                try:  # each conversation once the pool's hooks have all run (log order)
+                    self.on_hooked(sorted({s[0] for s in stored}))
+                except Exception:  # derived work, as the hook's: indexing goes on
+                    log.exception("after-pool hook failed; the next catch-up's runs again")
             deciding.release([(r[0], int(r[1])) for r in rows], undecided)  # hooked (or another's to hook)
             done += len(rows)
             if progress is not None:
@@ -2150,6 +2158,7 @@ class ColdStore(SharedQueries):
         are left to their owner."""
         with self._tx() as c:
             c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
+            c.execute(f"DELETE FROM {RECHECK_TABLE}")  # the replay decides again
             # unconditionally: another process may have made the table since we opened.
             # Its width stays in `meta` (and in this process): a catch-up that finds the
             # table gone, here or in another process, mid-way or after a kill, marks every

@@ -91,6 +91,7 @@ from tiermem.tiers.models import (
     key_name,
     loads_stored,
 )
+from tiermem.tiers.schema import RECHECK_TABLE
 from tiermem.tiers.search import fuse
 from tiermem.tiers.statements import TABLE as STATEMENT_TABLE
 from tiermem.tiers.statements import StatementRow
@@ -825,6 +826,34 @@ class SharedQueries:
         # kept by triggers in both engines (m027_supersession_versions, PostgreSQL m014)
         rows = self._q("SELECT supersessions FROM pin_versions WHERE conversation_id = ?", (conversation_id,))
         return int(rows[0][0]) if rows else 0
+
+    # -- corrections to search by meaning again (derived: m029, PostgreSQL m016) -----------
+
+    def first_pending(self, conversation_id: str, before: int) -> int | None:
+        # a seek on the pending turns by position (m022; PostgreSQL's turns_pending)
+        rows = self._q("SELECT position FROM turns WHERE conversation_id = ? AND embedded = 0 AND position < ? "
+                       "ORDER BY position LIMIT 1", (conversation_id, before))
+        return int(rows[0][0]) if rows else None
+
+    def owe_rechecks(self, conversation_id: str, positions: Sequence[int]) -> None:
+        if not positions:
+            return
+        with self._tx() as c:
+            c.cursor().executemany(self.dialect.sql(
+                f"INSERT INTO {RECHECK_TABLE}(conversation_id, position) VALUES (?, ?) "
+                "ON CONFLICT (conversation_id, position) DO NOTHING"),
+                [(conversation_id, int(p)) for p in sorted(set(positions))])
+
+    def rechecks(self, conversation_id: str) -> list[int]:
+        return [int(r[0]) for r in self._q(f"SELECT position FROM {RECHECK_TABLE} WHERE conversation_id = ? "
+                                           "ORDER BY position", (conversation_id,))]
+
+    def take_recheck(self, conversation_id: str, position: int) -> bool:
+        with self._tx() as c:
+            cur = c.cursor()
+            cur.execute(self.dialect.sql(f"DELETE FROM {RECHECK_TABLE} WHERE conversation_id = ? AND position = ?"),
+                        (conversation_id, int(position)))
+            return bool(cur.rowcount == 1)
 
     # -- derived labels and user state ------------------------------------------------------
 

@@ -245,6 +245,7 @@ from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
     PIN_CANDIDATES_INDEX,
+    RECHECK_TABLE,
     SESSION_TURNS_INDEX,
     SUPERSEDED_PINS_INDEX,
     SUPERSESSION_VERSION_COLUMN,
@@ -450,7 +451,7 @@ ERASE_SCRUB = ("full", "vacuum")
 # rows, rewritten in milliseconds
 RECLAIM_TABLES = ("messages", "turns", "messages_fts", "messages_vec", "summaries", "summary_errors", "checkpoints",
                   "pins", "plans", "statement_supersessions", "view_claims", "idempotency_keys", "view_failures",
-                  "conversations", "meta")
+                  "supersession_rechecks", "conversations", "meta")
 # The planner's column statistics (ANALYZE's sampled values: a text column's histogram
 # bounds and most common values, a tsvector's most common lexemes), one catalog for the
 # whole database. The scrub's ANALYZE UPDATEs a table's rows of it, and the old ones, sampled
@@ -624,7 +625,7 @@ XID_MODULUS = 2 ** 32  # a 32-bit xid is the low word of an xid8
 # (messages and conversations go last, with the guard armed).
 CONVERSATION_TABLES = ("turns", "messages_fts", "messages_vec", "checkpoints", "pins", "plans", "summaries",
                        "summary_errors", "statement_supersessions", "view_claims", "idempotency_keys",
-                       "view_failures")
+                       "view_failures", "supersession_rechecks")
 
 Conn = Any  # psycopg.Connection; kept loose so callers need not import psycopg
 
@@ -931,6 +932,13 @@ def m015_tokenizer_recorded(c: Conn) -> None:
               (TOKENIZER_KEY, UNRECORDED))
 
 
+def m016_supersession_rechecks(c: Conn) -> None:
+    # the corrections to search by meaning again once every turn before them is embedded,
+    # as the SQLite engine's m029_supersession_rechecks (derived; rebuild clears it)
+    c.execute(f"CREATE TABLE IF NOT EXISTS {RECHECK_TABLE}(conversation_id TEXT NOT NULL, "
+              "position BIGINT NOT NULL, PRIMARY KEY (conversation_id, position))")
+
+
 MIGRATIONS: list[Callable[[Conn], None]] = [
     m001_log,
     m002_index,
@@ -947,6 +955,7 @@ MIGRATIONS: list[Callable[[Conn], None]] = [
     m013_no_sampled_text,
     m014_supersession_versions,
     m015_tokenizer_recorded,
+    m016_supersession_rechecks,
 ]
 
 
@@ -1331,6 +1340,7 @@ class PostgresStore(SharedQueries):
         # called after each committed batch of `index_pending` with the turns it embedded
         # (see ColdLog.on_embedded)
         self.on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None = None
+        self.on_hooked: Callable[[list[str]], None] | None = None  # (see ColdLog.on_hooked)
         # the turns whose hook failed, decided again by the next call (tiers.owed)
         self._owed = OwedDecisions(
             read_keys=lambda: [str(r[0]) for r in self._read(
@@ -2100,6 +2110,11 @@ class PostgresStore(SharedQueries):
                     log.exception("after-embedding hook failed for %d turns; the next catch-up decides them",
                                   len(stored[start:start + batch]))
                     self._owed.owe(done_ids[start:start + batch])  # they are embedded: nothing else would
+            if stored and self.on_hooked is not None:
+                try:  # each conversation once the pool's hooks have all run (log order)
+                    self.on_hooked(sorted({s[0] for s in stored}))
+                except Exception:  # derived work, as the hook's: indexing goes on
+                    log.exception("after-pool hook failed; the next catch-up's runs again")
             self._deciding.release([(r[0], int(r[1])) for r in rows], undecided)  # hooked (or another's to hook)
             done += len(rows)
             if progress is not None:
@@ -2917,6 +2932,7 @@ class PostgresStore(SharedQueries):
         with self._maintenance():
             with self._tx() as c:
                 c.execute(f"DELETE FROM {STATEMENT_TABLE}")  # replayed with the labels
+                c.execute(f"DELETE FROM {RECHECK_TABLE}")  # the replay decides again
             n, limit = 0, REBUILD_BATCH_MESSAGES
             group: list[tuple[str, str]] = []
             grouped = 0  # messages of `group`, by its conversations' counters (an upper bound)

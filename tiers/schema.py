@@ -595,6 +595,21 @@ def m028_tokenizer_recorded(c: Connection) -> None:
     c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (TOKENIZER_KEY, UNRECORDED))
 
 
+RECHECK_TABLE = "supersession_rechecks"  # m029; PostgreSQL m016 (tiers.postgres)
+
+
+def m029_supersession_rechecks(c: Connection) -> None:
+    # A correction decided while turns before it had no vector yet (an import's pool in
+    # the background indexer's hands, a nested catch-up whose model call failed) cannot
+    # find, by meaning, a statement among them, and that statement's own check, once it
+    # is embedded, looks back only: one row per such correction, re-checked once every
+    # turn before it is embedded (consolidation.supersede `Superseder.recheck`). Derived:
+    # rebuild clears it (the replay decides again). IF NOT EXISTS: a store rolled back to
+    # an older version number (as the upgrade tests do) runs this again
+    c.execute(f"CREATE TABLE IF NOT EXISTS {RECHECK_TABLE}(conversation_id TEXT NOT NULL, "
+              "position INTEGER NOT NULL, PRIMARY KEY (conversation_id, position))")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     m001_create_conversations,
     m002_create_messages,
@@ -624,6 +639,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     m026_index_turns_by_session,
     m027_supersession_versions,
     m028_tokenizer_recorded,
+    m029_supersession_rechecks,
 ]
 def schema_version() -> int:
     """The schema version this code writes. Every layer's tables live in the one list of

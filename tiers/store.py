@@ -155,6 +155,10 @@ class ColdLog(Protocol):
         ...
 
     on_embedded: Callable[[list[tuple[str, int, np.ndarray]]], None] | None
+    # called once a stored pool's `on_embedded` calls have all run, with the conversations
+    # it held: work that must follow every decision of the pool (supersession's rechecks,
+    # consolidation.supersede `Superseder.recheck`: log order across the pool's batches)
+    on_hooked: Callable[[list[str]], None] | None
     # texts `on_embedded` will embed for a pool's turns, embedded with the pool (only
     # speed depends on it; tiers/catchup.py). An engine may ignore it.
     texts_ahead: TextsAhead | None
@@ -277,6 +281,25 @@ class ColdLog(Protocol):
     def pending_embeddings(self, conversation_id: str | None = None, *, namespace: str | None = None) -> int:
         """Turns without a vector yet (of a key; without one, of `namespace`'s
         conversations, or all)."""
+        ...
+
+    def first_pending(self, conversation_id: str, before: int) -> int | None:
+        """The lowest position before `before` of a turn of the conversation (a key)
+        without a vector yet, or None: one index seek."""
+        ...
+
+    def owe_rechecks(self, conversation_id: str, positions: Sequence[int]) -> None:
+        """Record corrections at `positions` to search by meaning again once every turn
+        before each is embedded (consolidation.supersede `Superseder.recheck`); derived,
+        a row already recorded stays as it is."""
+        ...
+
+    def rechecks(self, conversation_id: str) -> list[int]:
+        """The positions of the conversation's corrections owed a recheck, in log order."""
+        ...
+
+    def take_recheck(self, conversation_id: str, position: int) -> bool:
+        """Remove one recheck row: whether this call removed it (exactly one caller re-checks)."""
         ...
 
     def index_pending(self, *, conversation_id: str | None = None, batch: int = 64, max_rows: int | None = None,
