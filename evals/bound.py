@@ -1,5 +1,8 @@
-"""A lower bound for the cost replay (`evals.cost`): the cheapest context a budget-B
-memory can send that still carries the conversation.
+"""The best of one family of policies for the cost replay (`evals.cost`): the cheapest
+context a budget-B memory that keeps an append-only recent tail and retrieves nothing can
+send. It is not a lower bound for other policies: tiermem's middle eviction bills under it
+on every LoCoMo dev conversation, and under cache expiry (`--ttl expire`) it ignores session
+boundaries too; `evals.floor` is the true lower bound.
 
 The bound's context at each replayed user turn is the stable layers (the pinned block
 and the summary, taken from the tiermem context of the same turn when that method runs,

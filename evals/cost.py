@@ -12,7 +12,7 @@ the model would be sent:
 - ``tiermem``: ``Memory.context(conv, <that user message>, budget)``;
 - ``full_context``: every turn so far (the current one included);
 - ``tail``: the most recent turns that fit the same budget;
-- ``bound``: a lower bound (evals.bound): the stable layers plus an append-only tail with
+- ``bound``: the best of the append-only family (evals.bound; not a lower bound, see there): the stable layers plus an append-only tail with
   no retrieval at all, epochs restarting at the cost-optimal fill for each provider;
   ``bound_middle`` (reported with it): the same, but a restart keeps the previous
   context's head and rebuilds only what follows (evicting from the middle);
