@@ -394,8 +394,11 @@ def _context(body: dict[str, Any]) -> Context | AnthropicContext:
 
 def _erasure(body: dict[str, Any]) -> ErasureReport:
     tombstones = list(body["tombstones"])
+    # a service before 2026-12-07 did not answer `wal_truncated`: not known (None), never
+    # the report's default True, which said the WAL held no erased byte
     return ErasureReport(conversations=body["conversations"], messages=body["messages"], scrubbed=body["scrubbed"],
-                         tombstones=tombstones, conversation_ids=[t["id"] for t in tombstones if "id" in t])
+                         tombstones=tombstones, conversation_ids=[t["id"] for t in tombstones if "id" in t],
+                         wal_truncated=body.get("wal_truncated"))
 
 
 def _checkpoint(body: dict[str, Any]) -> Checkpoint:
@@ -557,11 +560,11 @@ class _Calls:
             raise ValidationError("older_than", f"must be a timedelta or an age in seconds within 0..{MAX_AGE_S:.0f}")
 
         def read(b: dict[str, Any]) -> ErasureReport:
-            # a service before 2026-12-07 answered neither `scrubbed` nor the tombstones: not
-            # known (None), never the defaults, which said the bytes were gone
+            # a service before 2026-12-07 answered neither `scrubbed`, `wal_truncated` nor the
+            # tombstones: not known (None), never the defaults, which said the bytes were gone
             return ErasureReport(conversations=b["conversations"], messages=b["messages"],
                                  conversation_ids=list(b["conversation_ids"]), scrubbed=b.get("scrubbed"),
-                                 tombstones=list(b.get("tombstones", [])))
+                                 tombstones=list(b.get("tombstones", [])), wal_truncated=b.get("wal_truncated"))
 
         return _Call("POST", "/v1/prune", read, json={"older_than_seconds": float(age)}, namespace=self._ns(namespace))
 

@@ -810,8 +810,10 @@ class ErasureReport:
     tombstones: list[dict[str, Any]] = field(default_factory=list)
     # False: another connection's read transaction held the SQLite WAL, whose old frames
     # (the erased rows' former pages) stay until this store's next write or close; always
-    # False on PostgreSQL, whose WAL keeps the records until its segments are recycled
-    wal_truncated: bool = True
+    # False on PostgreSQL, whose WAL keeps the records until its segments are recycled.
+    # None: not known (tiermem.client read an erasure answer of a service older than its
+    # `wal_truncated`)
+    wal_truncated: bool | None = True
     # True: no data file of the store holds an erased byte any more (the WAL aside). False:
     # the engine could not rewrite the freed storage now (SQLite: the WAL, as above;
     # PostgreSQL: erase_scrub="vacuum", or its VACUUM FULL failed, e.g. on a lock

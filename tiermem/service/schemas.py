@@ -331,6 +331,12 @@ class ErasureOut(BaseModel):
     tombstones: list[dict[str, Any]] = Field(
         description="one per erased conversation: id, namespace, time and counts, no content"
     )
+    wal_truncated: bool = Field(
+        description="the write-ahead log holds no erased byte any more; false on SQLite while another "
+                    "process's read transaction held the WAL (its old frames stay until the store's next "
+                    "write or close), and always false on PostgreSQL, whose WAL (pg_wal/, its archives "
+                    "and replicas) keeps the records until its segments are recycled"
+    )
 
 
 class PruneOut(ErasureOut):
@@ -633,6 +639,7 @@ def erasure_out(report: ErasureReport) -> ErasureOut:
         messages=report.messages,
         scrubbed=report.scrubbed is True,  # None (not known) only where a client read an older server
         tombstones=[finite(dict(t)) for t in report.tombstones],
+        wal_truncated=report.wal_truncated is True,  # None (not known) only where a client read an older server
     )
 
 
