@@ -1390,15 +1390,17 @@ class PostgresStore(SharedQueries):
         except BaseException:
             self.close()
             raise
-        self._finish_scrub()
         # the turns' counts recounted on this open, made under another tokenizer than this
         # store's (tiers.recount); the caller drops what holds the old ones (tiermem.Memory).
-        # A read-only database (a standby) is found by its refusal of the write, if one is due
+        # A read-only database (a standby) is found by its refusal of the write, if one is due.
+        # Before the owed scrub: that is the open's last, best-effort step (a server gone
+        # there leaves it owed to the next open, and the store opens)
         try:
             self.tokenizer_recount: Recount | None = check_tokenizer(self)
         except BaseException:
             self.close()
             raise
+        self._finish_scrub()
 
     def _finish_scrub(self) -> None:
         """An erasure whose rewrite did not run (its process died after the commit, or
