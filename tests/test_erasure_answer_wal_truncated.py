@@ -13,8 +13,6 @@ The real app served by uvicorn, a real SQLite file, a real reader process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from fastapi import FastAPI
 from hash_embedder import HashEmbedder
 from pg_server import fresh_schema
 from service_helpers import TOKEN_ACME, bearer, serve_app, serve_in_thread
+from wal_reader import read_transaction
 
 from tiermem import Config, Memory
 from tiermem.client import Client
@@ -38,16 +37,6 @@ NS = "acme"
 CONV = "old"
 IDLE_S = 0.2  # a conversation idle this long is pruned by `older_than_seconds=IDLE_S`
 HTTP_TIMEOUT_S = 60.0
-# a read transaction held in another process until a line arrives on stdin: the WAL
-# cannot be truncated under it, so an erasure's old pages stay there
-READER = r"""
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN")
-print(c.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] > 0, flush=True)
-sys.stdin.readline()
-c.execute("COMMIT")
-"""
 
 # route name -> (method, path, JSON body, extra headers) of the HTTP erasure
 HTTP_ROUTES: dict[str, tuple[str, str, dict[str, Any] | None, dict[str, str]]] = {
@@ -90,16 +79,9 @@ def held(request: pytest.FixtureRequest, served: Served) -> Iterator[bool]:
     if not request.param:
         yield False
         return
-    proc = subprocess.Popen([sys.executable, "-c", READER, str(served.db)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
+    with read_transaction(served.db) as read:
+        assert int(read) > 0
         yield True
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        proc.wait(timeout=30)
 
 
 @pytest.mark.parametrize("route", list(HTTP_ROUTES))

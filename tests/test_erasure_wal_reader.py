@@ -10,19 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from wal_reader import read_transaction
+
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 
 CANARY = "zq7canary4471kumquat"
-# a reader in another process: a read transaction held until a line arrives on stdin
-READER = r"""
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN")
-print(c.execute("SELECT COUNT(*) FROM messages").fetchone()[0], flush=True)
-sys.stdin.readline()
-c.execute("COMMIT")
-"""
 # scanning the files from this process would close a descriptor of the open database and
 # drop this process's POSIX locks on it, so another process reads them
 SCAN = r"""
@@ -45,19 +38,12 @@ def test_an_erasure_under_a_reader_says_so_and_the_next_write_scrubs_the_wal(
     with Memory(cfg, embedder=embedder, hot=False, background_indexing=False) as mem:
         mem.append_many("secret", [{"role": "user", "content": f"x{i} {CANARY}"} for i in range(30)])
         mem.append("other", {"role": "user", "content": "another thread"})
-        reader = subprocess.Popen([sys.executable, "-c", READER, str(cfg.db_path)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert reader.stdout is not None and reader.stdout.readline().strip() == "31"
+        with read_transaction(cfg.db_path, "SELECT COUNT(*) FROM messages") as read:
+            assert read == "31"
             report = mem.delete_conversation("secret")
             assert report.messages == 30
             assert report.wal_truncated is False and report.scrubbed is False
             assert report.to_json()["wal_truncated"] is False
-        finally:
-            assert reader.stdin is not None
-            reader.stdin.write("\n")
-            reader.stdin.flush()
-            reader.wait(timeout=30)
         assert mem.history("other")
         mem.append("other", {"role": "user", "content": "an ordinary write"})
         assert _files_with(cfg.data_dir, CANARY) == []
