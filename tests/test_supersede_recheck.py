@@ -79,6 +79,14 @@ def until(mem: Memory) -> dict[int, int | None]:
     return {f.position: f.until_position for f in mem.facts("trip")}
 
 
+def settle(mem: Memory, key: str, position: int) -> None:
+    """Wait (SETTLE_S at most) until the indexer has stored every pending vector and every
+    turn up to `position` is decided: what the re-check waits for."""
+    deadline = time.monotonic() + SETTLE_S
+    while mem.cold.pending_embeddings(key) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert mem.cold.wait_decided(key, range(position + 1), SETTLE_S)
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_caller_model_failure_is_rechecked_after_the_indexer_stores_the_statement(
         tmp_path: Path, request: pytest.FixtureRequest, embedder: FastEmbedder, engine: str) -> None:
@@ -110,10 +118,7 @@ def test_caller_model_failure_is_rechecked_after_the_indexer_stores_the_statemen
                 right_after = owed(mem, key)
             finally:
                 release.set()
-            deadline = time.monotonic() + SETTLE_S
-            while mem.cold.pending_embeddings(key) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert mem.cold.wait_decided(key, range(position + 1), SETTLE_S)
+            settle(mem, key, position)
             later = until(mem)
             left = owed(mem, key)
     finally:
@@ -155,10 +160,7 @@ def test_a_target_past_the_checks_catch_up_is_rechecked_after_the_backlog(
                 right_after = owed(mem, key)
             finally:
                 release.set()
-            deadline = time.monotonic() + SETTLE_S
-            while mem.cold.pending_embeddings(key) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert mem.cold.wait_decided(key, range(position + 1), SETTLE_S)
+            settle(mem, key, position)
             later = until(mem)
             left = owed(mem, key)
     finally:
