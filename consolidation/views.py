@@ -60,7 +60,9 @@ since. Not by positions: a session view's end stays at its session's last turn, 
 correction in a later session is past it however often the view is rebuilt (every sweep
 refreshed it again, an LLM call each, ahead of every other view). A refresh that still
 leaves such a line (a summarizer that restates the old value) is recorded as a failed
-one (`_settle`) and backed off like one, so the sweeps do not pick it first every run;
+one (`_settle`), backed off and reported like one (`Swept.FAILED`, `refresh_all`'s
+failures: not counted as refreshed though its version is stored), so the sweeps do not
+pick it first every run;
 not so one outdated by a correction or retraction decided while the summarizer ran (the
 pin version or hidden positions moved since the refresh read its sources): that view
 is left to the next sweep, which finds it outdated and refreshes it first.
@@ -636,7 +638,9 @@ class ViewMaintainer:
         retracted line as current (a summarizer that restates it) is a failed refresh,
         recorded and backed off as one, so the sweeps do not pick it again at
         OUTDATED_SEVERITY on every run (each a summarizer call, ahead of every other
-        view); otherwise the view's failure row, if any, is deleted.
+        view), and reported as one (`take_failure`: a sweep counts it Swept.FAILED, not
+        a new version, though the version is stored); otherwise the view's failure row,
+        if any, is deleted.
 
         Only what the summarizer was given counts: when the log's marks (`_log_marks`,
         read before the sources) moved since, a correction or retraction was decided
@@ -662,6 +666,11 @@ class ViewMaintainer:
                         kind, conv, key)
             self.warm.record_error(conv, kind, key, STILL_OUTDATED_ERROR)
             self._back_off(conv, kind, key, before, None)
+            # and reported as one: a sweep counts it FAILED (not a new version: the
+            # scheduler's refreshed_total, `Memory.consolidate()`'s count and `complete`),
+            # refresh_all lists it (`take_failure`)
+            self._recorded.failure = SummarizerError(
+                view.summarizer if view is not None else self.summarizer.name, STILL_OUTDATED_ERROR)
             # the sweep's last check of the conversation may predate this version: it is
             # checked again (and the view, once its backoff ends, refreshed), not skipped
             # until the next correction. A single pop: atomic under the GIL, no lock

@@ -1607,7 +1607,9 @@ class Memory:
         - a view whose summarizer failed keeps its previous version (the failure recorded
           and backed off, as in a scheduler run): it is not counted as refreshed, and is
           in `failures` with its cause (one conversation's refresh too), so `complete`
-          is False.
+          is False; so is a refresh whose new version still shows a line superseded or
+          retracted before it read its sources (a summarizer restating the old value:
+          STILL_OUTDATED_ERROR, recorded and backed off alike, its version stored).
 
         Answers a `Consolidated`, an int: how many views were refreshed (a new version
         or found current; the erased ones not counted)."""
