@@ -55,6 +55,10 @@ Invariants:
   (tiermem.service.guard.HostCheck, with `http_allowed_hosts`); the `mcp` package's own
   check, which knows no allowed names and wants a port in Host, is off, so /v1/mcp
   answers exactly the hosts every other route does.
+- Never a 500 for the server's lifetime: a request that arrives once the service's
+  shutdown has begun (its lifespan ending: the session manager stopping or stopped) is
+  answered 503 with Retry-After, a JSON-RPC error like the endpoint's other refusals,
+  never handed to the stopped session manager (which raised, answered 500).
 - Without the `mcp` package (the `mcp` extra), nothing is mounted: /v1/mcp is a 404 and
   the rest of the service is unchanged. With it, the package is imported in the
   background after start-up (about 1-2 s): `tiermem serve` starts, and restarts, as
@@ -106,6 +110,7 @@ MCP_SERVED_METHOD = "POST"
 NOT_SERVED = ("this endpoint serves POST only (stateless: it sends no server-initiated messages, so it offers "
               "no GET event stream, and it has no session to DELETE)")
 MCP_START_WAIT_S = 30.0  # a request that arrives while the server starts waits this long, then 503
+SHUTTING_DOWN = "the service is shutting down"
 
 
 async def _send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -182,10 +187,14 @@ class McpEndpoint:
             self.failed = f"{type(exc).__name__}: {exc}"
             self.ready.set()
             return
-        async with manager.run():
-            self.manager = manager
-            self.ready.set()
-            await self.stop.wait()
+        try:
+            async with manager.run():
+                self.manager = manager
+                self.ready.set()
+                await self.stop.wait()
+        finally:
+            # stopped: its task group is gone, and handle_request would raise (a 500)
+            self.manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers: dict[bytes, bytes] = {}
@@ -225,21 +234,41 @@ class McpEndpoint:
             await _refuse(send, 403, JSONRPC_INVALID_REQUEST, {"detail": detail},
                           f"header.{NAMESPACE_FIELD}: {detail} (a token acts on its namespace prefix and below)")
             return
-        if not self.ready.is_set():
+        if not self.ready.is_set() and not self.stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ready.wait(), MCP_START_WAIT_S)
-        if self.runtime.memory is None or self.manager is None:
-            # not at import: the service imports this module
-            from tiermem.service.runtime import STARTING_RETRY_AFTER_S
-
-            detail = (f"the MCP server failed to start ({self.failed})" if self.failed
-                      else "the service is starting")
-            await _refuse(send, 503, JSONRPC_INTERNAL_ERROR, {"detail": detail},
-                          f"{detail}; retry after {STARTING_RETRY_AFTER_S} s (Retry-After)",
-                          [(b"retry-after", str(STARTING_RETRY_AFTER_S).encode())])
+        manager = self.manager
+        if self.stop.is_set() or self.runtime.memory is None or manager is None:
+            await self._unavailable(send)
             return
         scope[SCOPE_NAMESPACE] = ns
-        await self.manager.handle_request(scope, receive, send)
+        started = False
+
+        async def tracked(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await manager.handle_request(scope, receive, tracked)
+        except RuntimeError:
+            # the session manager stopped while the request reached it (its task group
+            # gone: "Task group is not initialized"); any other RuntimeError is a bug
+            if started or not self.stop.is_set():
+                raise
+            await self._unavailable(send)
+
+    async def _unavailable(self, send: Send) -> None:
+        """503, Retry-After: the server is starting, failed to start, or shutting down."""
+        # not at import: the service imports this module
+        from tiermem.service.runtime import STARTING_RETRY_AFTER_S
+
+        detail = (SHUTTING_DOWN if self.stop.is_set()
+                  else f"the MCP server failed to start ({self.failed})" if self.failed
+                  else "the service is starting")
+        await _refuse(send, 503, JSONRPC_INTERNAL_ERROR, {"detail": detail},
+                      f"{detail}; retry after {STARTING_RETRY_AFTER_S} s (Retry-After)",
+                      [(b"retry-after", str(STARTING_RETRY_AFTER_S).encode())])
 
 
 def _build_manager(runtime: Any) -> Any:
@@ -338,7 +367,8 @@ def openapi_operation() -> dict[str, Any]:
                     "content": _PLAIN_ERROR},
             "422": {"description": "a body that is not one valid JSON-RPC request (naming the field), or an invalid "
                                    f"{NAMESPACE_FIELD}", "content": _JSONRPC_ERROR},
-            "503": {"description": "the service or its MCP server is starting (or failed to start)",
+            "503": {"description": ("the service or its MCP server is starting (or failed to start), or the service "
+                                    "is shutting down"),
                     "content": _JSONRPC_ERROR, "headers": retry_after},
         },
     }
@@ -392,6 +422,9 @@ def mount(app: FastAPI, runtime: Any) -> bool:
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
+            # an app started again (a second lifespan, maybe on another event loop, which an
+            # asyncio.Event binds to at its first wait) serves again
+            endpoint.ready, endpoint.stop, endpoint.failed = asyncio.Event(), asyncio.Event(), None
             task = asyncio.create_task(endpoint.serve(), name="tiermem-mcp")
             try:
                 yield state
