@@ -71,6 +71,20 @@ Invariants:
   makes is what it computes on its own, below). Not carried: an owed decision whose meta
   write failed too (only the source's process knew it), and one owed in the source after
   an older tiermem copied the conversation, which a rerun finds identical and leaves.
+- Owed re-checks carried: a correction decided while a turn before it had no vector (the
+  `supersession_rechecks` rows, RECHECK_TABLE: consolidation.supersede `Superseder.recheck`
+  searches it by meaning again once every turn before it has one) is owed its re-check in
+  the target too, by position, in the transaction writing its conversation (a fresh copy,
+  or one brought up to the source's, which replaces the target's rows with the source's
+  as it does the turn labels; the report's `owed_rechecks` counts them). The turns the
+  source had no vector for are copied without one, so the target's catch-up that embeds
+  the last of them re-checks it (its pool's hook, `ColdLog.on_hooked`). Not digested, as
+  the owed decisions: the target removes a row as it re-checks it. (Before 2026-12-07 the
+  rows were not copied: the target's catch-up embedded the statement the correction
+  revises, found nothing to re-check, and that statement stayed current there for good;
+  tests/test_migrate_store_rechecks.py.) As in the source, a row whose earlier turns all
+  had vectors already (a re-check that failed there and waits for that conversation's
+  next stored pool) waits in the target for its next append's catch-up.
 - Refused before anything is written: a target that already holds conversations, keys or
   tombstones (unless `into_non_empty`, and then no source key or name may be in use
   there), the source itself, a row of the user's data the target cannot store (PostgreSQL
@@ -248,6 +262,7 @@ from tiermem.tiers.owed import OWED_MARK_KEY, OWED_PREFIX, new_mark
 from tiermem.tiers.schema import (
     COPIED_DIGEST_PREFIX,
     DEFAULT_BUSY_TIMEOUT_MS,
+    RECHECK_TABLE,
     SCOPE_SQL,
     VEC_MODEL_KEY,
     VEC_TABLE,
@@ -365,6 +380,8 @@ class MigrationReport:
     erased_in_target: int = 0  # source conversations the target erased after they were copied: left out
     erased_from_source: int = 0  # conversations the source erased after they were copied: erased in the target now
     owed_decisions: int = 0  # turns the source owed a supersession decision, owed in the target now (tiers.owed)
+    # corrections the source owed a supersession re-check, owed in the target now (RECHECK_TABLE)
+    owed_rechecks: int = 0
     messages: int = 0
     vectors: int = 0
     keys: int = 0
@@ -614,6 +631,13 @@ class _Side:
         owed = (pos_of[int(str(r[0])[len(OWED_PREFIX):])] for r in rows)
         return sorted(p for p in owed if p in vectors)
 
+    def recheck_positions(self, c: Conn, key: str) -> list[int]:
+        """The positions of conversation `key`'s corrections this store owes a supersession
+        re-check (RECHECK_TABLE: decided while a turn before them had no vector; searched
+        by meaning again once every turn before them has one), in log order."""
+        return [int(r[0]) for r in self.q(c, f"SELECT position FROM {RECHECK_TABLE} WHERE conversation_id = ? "
+                                             "ORDER BY position", (key,))]
+
     def vec_dim(self, c: Conn) -> int | None:
         v = self.meta(c, "vec_dim")
         return int(v) if v is not None else None
@@ -701,7 +725,7 @@ class _Side:
         return out
 
     def write(self, c: Conn, rec: Record, id_offset: int, *, have: Record | None = None,
-              owed: Sequence[int] = ()) -> None:
+              owed: Sequence[int] = (), rechecks: Sequence[int] = ()) -> None:
         """Insert the conversation `rec` (a source's `record`), each message under its
         source id plus `id_offset` (the numbering was moved past them: `reserve_ids`).
         `have`: the target's copy of it, a prefix of `rec` (`copied_prefix`): only the
@@ -711,7 +735,9 @@ class _Side:
         positions whose supersession decision the source owes (`owed_positions`), recorded
         owed here under the id each turn has here (OWED_PREFIX + it, as tiers.owed records
         them), since the copied vector marks the turn embedded and no catch-up here runs the
-        hook for it again."""
+        hook for it again. `rechecks`: the positions of the corrections the source owes a
+        re-check (`recheck_positions`), owed here too (by position: the same on both sides),
+        re-checked by the catch-up here that embeds the last turn before each."""
         key, name, ns, parent, fork_pos, created, last_at = rec["conversation"]
         msgs, turns = rec["messages"], rec["turns"]
         vectors = dict((int(p), b) for p, b in rec["vectors"])
@@ -790,6 +816,11 @@ class _Side:
         if carried:  # a process holding the target open reads the records again (tiers.owed)
             self.many(c, "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                       [(OWED_MARK_KEY, new_mark())])
+        # the target's catch-up that embeds the last turn before each re-checks it
+        # (its hook, ColdLog.on_hooked); the copied turns without a vector stay pending
+        self.many(c, f"INSERT INTO {RECHECK_TABLE}(conversation_id, position) VALUES (?, ?) "
+                     "ON CONFLICT (conversation_id, position) DO NOTHING",
+                  [(key, int(p)) for p in rechecks if int(p) in id_at])
         bump = f"{self.store.dialect.greatest}(pin_versions.version, excluded.version)"
         self.q(c, "INSERT INTO pin_versions(conversation_id, version) VALUES (?, ?) ON CONFLICT (conversation_id) "
                   f"DO UPDATE SET version = {bump} RETURNING version", (key, rec["pin_version"]))
@@ -807,6 +838,8 @@ class _Side:
                 self.many(c, f"DELETE FROM {VEC_TABLE} WHERE rowid = ?", [(i,) for i in ids])
         for table in TABLES:
             self.q(c, f"DELETE FROM {table} WHERE conversation_id = ? RETURNING conversation_id", (key,))
+        # the re-checks the target owed for its turn labels, replaced with them by the source's
+        self.q(c, f"DELETE FROM {RECHECK_TABLE} WHERE conversation_id = ? RETURNING conversation_id", (key,))
 
     def ensure_vec_dim(self, dim: int, model: str | None) -> None:
         self.store.ensure_vector_width(dim, model)
@@ -1296,6 +1329,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
         with src.read() as sc:
             rec = src.record(sc, key)
             owed = src.owed_positions(sc, rec) if rec is not None else []
+            rechecks = src.recheck_positions(sc, key) if rec is not None else []
         if rec is None:  # erased in the source since the preflight
             continue
         want = record_digest(rec)
@@ -1303,7 +1337,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             if _renumber_past_taken(dst, c, plan, rec):
                 report.offset_moves += 1
             _reserve_grown(dst, c, plan, rec)
-            dst.write(c, rec, plan.id_offset, owed=owed)
+            dst.write(c, rec, plan.id_offset, owed=owed, rechecks=rechecks)
             if fault is not None:
                 fault(key)
             back = dst.record(c, key)
@@ -1316,6 +1350,7 @@ def _copy(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport,
             dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
         report.copied += 1
         report.owed_decisions += len(owed)
+        report.owed_rechecks += len(rechecks)
         report.copied_ids.append(key)
         if progress is not None:
             progress(i + 1, len(plan.todo))
@@ -1396,6 +1431,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
     with src.read() as sc:
         rec = src.record(sc, key)
         owed = src.owed_positions(sc, rec) if rec is not None else []
+        rechecks = src.recheck_positions(sc, key) if rec is not None else []
     if rec is None:  # erased in the source since the preflight
         return False
     want = record_digest(rec)
@@ -1418,7 +1454,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
             report.offset_moves += 1
         _reserve_grown(dst, c, plan, suffix)
         ids = have["ids"] + [plan.id_offset + i for i in suffix["ids"]]
-        dst.write(c, rec, plan.id_offset, have=have, owed=owed)
+        dst.write(c, rec, plan.id_offset, have=have, owed=owed, rechecks=rechecks)
         if fault is not None:
             fault(key)
         back = dst.record(c, key)
@@ -1429,6 +1465,7 @@ def _copy_suffix(src: _Side, dst: _Side, plan: _Plan, report: MigrationReport, k
             raise MigrationMismatch(f"conversation {key!r}'s message ids", _digest(ids), _digest(back["ids"]))
         dst.set_meta(c, COPIED_DIGEST + key, copy_digest(rec))
     report.owed_decisions += len(owed)
+    report.owed_rechecks += len(rechecks)
     return True
 
 
