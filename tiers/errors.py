@@ -217,7 +217,7 @@ class RedisSocketUnsafe(TiermemError, PermissionError):
         self.problem = problem
         self.owner = owner
         self.mode = mode
-        uid = os.getuid() if hasattr(os, "getuid") else None
+        uid = os.geteuid() if hasattr(os, "geteuid") else None  # what owns our files: the effective uid
         found = ", ".join(part for part in (
             None if owner is None else f"owner uid {owner}",
             None if mode is None else f"mode {mode:04o}",

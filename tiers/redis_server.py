@@ -21,7 +21,10 @@ Invariants:
   refused when it is on the socket's way. The server that answers a ping must
   run under our uid (SO_PEERCRED, where the OS has it). Anything else is
   `RedisSocketUnsafe`, naming the path, its owner and mode: nothing is sent to it and
-  nothing started there.
+  nothing started there. "Our uid" is the effective one, what owns the files we create
+  and the server we start (SO_PEERCRED's uid is its effective one too): a process whose
+  real uid differs (a setuid program, root after `os.seteuid`) took its own directories
+  and server for another user's.
 - The server runs under a watchdog (tiers/redis_watchdog.py, a stdlib-only script in its
   own session): it outlives the process that started it, and any process that calls
   `ensure()` on the same data dir reuses it (a PING on the socket decides) instead of
@@ -110,7 +113,8 @@ PRIVATE_DIR_MODE = 0o700
 # socket (or a directory of theirs) there, so one of ours is narrowed and swept before use.
 # Read and search bits alone let nobody in (they are narrowed as the directory is prepared).
 FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
-# struct ucred of SO_PEERCRED (Linux): pid, uid, gid as three C ints
+# struct ucred of SO_PEERCRED (Linux): pid, uid, gid as three C ints; the uid is the
+# peer's effective one, compared with ours (`_our_uid`)
 PEERCRED_FORMAT = "3i"
 PING_COMMAND = b"*1\r\n$4\r\nPING\r\n"  # RESP: what redis-py's ping() sends
 PING_REPLY_MAX_BYTES = 512  # a PONG, or one error line (-LOADING, -NOAUTH); more is no Redis
@@ -173,10 +177,13 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _owned_by_us(pid: int) -> bool:
-    if not hasattr(os, "getuid"):
+    """Whether `pid` runs under our (effective) uid: the owner of /proc/<pid> is the
+    process's effective uid (a server we exec'd is dumpable, so not root's)."""
+    me = _our_uid()
+    if me is None:
         return True
     try:
-        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+        return os.stat(f"/proc/{pid}").st_uid == me
     except OSError:
         return False
 
@@ -208,7 +215,10 @@ def servers_on(socket_path: Path) -> list[int]:
 
 
 def _our_uid() -> int | None:
-    return os.getuid() if hasattr(os, "getuid") else None
+    """The uid that owns what this process creates, and that a server it starts runs
+    under: the effective one (after seteuid, or in a setuid program, the real uid is
+    another user's, and every file and socket of ours would look foreign)."""
+    return os.geteuid() if hasattr(os, "geteuid") else None
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
@@ -378,8 +388,8 @@ class EmbeddedRedis:
         # realpath: processes that reach the data dir through different symlinks must
         # still agree on one socket.
         digest = hashlib.sha256(os.fsencode(os.path.realpath(self.dir))).hexdigest()[:16]
-        uid = os.getuid() if hasattr(os, "getuid") else 0
-        return Path(tempfile.gettempdir()) / f"tiermem-{uid}" / digest / SOCKET_NAME
+        uid = _our_uid()  # the directory's owner: our effective uid
+        return Path(tempfile.gettempdir()) / f"tiermem-{0 if uid is None else uid}" / digest / SOCKET_NAME
 
     @property
     def binary(self) -> str:
