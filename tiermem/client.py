@@ -394,9 +394,10 @@ def _context(body: dict[str, Any]) -> Context | AnthropicContext:
 
 def _erasure(body: dict[str, Any]) -> ErasureReport:
     tombstones = list(body["tombstones"])
-    # a service before 2026-12-07 did not answer `wal_truncated`: not known (None), never
-    # the report's default True, which said the WAL held no erased byte
-    return ErasureReport(conversations=body["conversations"], messages=body["messages"], scrubbed=body["scrubbed"],
+    # a service before 2026-12-04 did not answer `scrubbed`, one before 2026-12-07 not
+    # `wal_truncated`: not known (None), never a KeyError (the erasure was done) nor the
+    # report's defaults (True), which said no file held an erased byte
+    return ErasureReport(conversations=body["conversations"], messages=body["messages"], scrubbed=body.get("scrubbed"),
                          tombstones=tombstones, conversation_ids=[t["id"] for t in tombstones if "id" in t],
                          wal_truncated=body.get("wal_truncated"))
 
