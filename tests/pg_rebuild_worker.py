@@ -4,17 +4,19 @@ store (`PostgresStore.rebuild`, the vectors left to a later catch-up).
     python tests/pg_rebuild_worker.py URL#SCHEMA [hang]
 
 The child opens the store and prints "ready"; at a line on stdin it rebuilds and prints
-one JSON line: {"ended": the wall-clock time the call returned, "turns": how many turn
-rows it wrote}, or {"error": the exception's type name, "message": its text}. With
+one JSON line (tests/go_child.py `serve`): {"ended": the wall-clock time the call
+returned, "turns": how many turn rows it wrote}, or {"error": ..., "message": ...}. With
 `hang`, it prints "batch" after its first batch of turn rows commits and sleeps there
 (to be killed).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
+from typing import Any
+
+from go_child import serve
 
 # the child waits for its own locks far longer than the test lasts: what the test
 # measures is the other process's wait, not this one's
@@ -36,14 +38,12 @@ def main(where: str, hang: bool) -> None:
 
     if hang:
         store._fault = step
+
+    def rebuild() -> dict[str, Any]:
+        return {"turns": store.rebuild(embed=False)["turns"]}
+
     try:
-        print("ready", flush=True)
-        sys.stdin.readline()
-        try:
-            report = store.rebuild(embed=False)
-            print(json.dumps({"ended": time.time(), "turns": report["turns"]}), flush=True)
-        except Exception as exc:  # the answer the test checks: which error, not a traceback
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
+        serve(rebuild)
     finally:
         store.close()
 

@@ -14,17 +14,13 @@ the writers' lock order for its batch alone, and the append waits one batch at m
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cold_helpers import write_lock_held
+from go_child import answer, start, stop, wait_for
 from label_pass_worker import PASS_LABEL
 from pg_server import fresh_schema, turns_write_locked
 
@@ -34,13 +30,10 @@ from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.store import ColdLog
 from tiermem.tiers.tokens import BpeTokenCounter
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).with_name("label_pass_worker.py")
 NAME = "long"  # the conversation's name (its first incarnation's key is the same)
 SEED_LABEL = ("statement", False, 0, "seed")  # not load-bearing: the pass changes every turn
 APPENDS_DURING = 3  # appends made one after another while the pass runs
-STAGE_TIMEOUT_S = 120.0  # the child opened its store, or its pass took its lock, by then
-POLL_S = 0.005
 
 # (engine, turns the pass labels, the appending store's lock wait in ms). The pass over
 # that many turns took 0.8-3.3 s on PostgreSQL and 0.3-1.9 s on SQLite as one transaction
@@ -85,13 +78,6 @@ def appender(case: tuple[str, str, int, int]) -> Iterator[ColdLog]:
         store.close()
 
 
-def answer(child: subprocess.Popen[str]) -> Any:
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    assert line, f"the child ended (exit status {child.wait()})"
-    return json.loads(line) if line.startswith("{") else line.strip()
-
-
 def test_append_succeeds_while_another_process_relabels_every_turn(case: tuple[str, str, int, int],
                                                                    appender: ColdLog) -> None:
     engine, where, turns, _wait_ms = case
@@ -99,17 +85,9 @@ def test_append_succeeds_while_another_process_relabels_every_turn(case: tuple[s
                                           for i in range(turns)], labels=[SEED_LABEL] * turns)
     key = seeded.key
     version = appender.pin_version(key)
-    child = subprocess.Popen([sys.executable, str(WORKER), engine, where, key, str(turns)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = start(WORKER, engine, where, key)  # labels every turn seeded: positions 0..turns-1
     try:
-        assert answer(child) == "ready"
-        assert child.stdin is not None
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        deadline = time.monotonic() + STAGE_TIMEOUT_S
-        while not pass_holds_its_lock(engine, where):
-            assert child.poll() is None and time.monotonic() < deadline, "the pass never held its lock"
-            time.sleep(POLL_S)
+        wait_for(lambda: pass_holds_its_lock(engine, where), child, "the pass never held its lock")
         waits: list[float] = []
         for i in range(APPENDS_DURING):
             began = time.perf_counter()
@@ -119,13 +97,7 @@ def test_append_succeeds_while_another_process_relabels_every_turn(case: tuple[s
         appended_by = time.time()
         done = answer(child)
     finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        try:
-            child.wait(timeout=STAGE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        stop(child)
     assert "ended" in done, done  # the pass itself waited for the appends and finished
     # the appends returned while the pass was still running: none waited for its end
     assert appended_by < done["ended"], (waits, appended_by, done)

@@ -18,11 +18,8 @@ with its rows and either its old labels or its rebuilt ones.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,13 +28,13 @@ from typing import Any
 import psycopg
 import psycopg.sql
 import pytest
+from go_child import STAGE_TIMEOUT_S, answer, start, stop, wait_for
 from pg_server import fresh_schema, turns_write_locked
 
 from tiermem.tiers.models import Message
 from tiermem.tiers.postgres import PostgresStore
 from tiermem.tiers.tokens import BpeTokenCounter
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).with_name("pg_rebuild_worker.py")
 NAME = "long"  # the conversation's name (its first incarnation's key is the same)
 TURNS = 20_000  # the rewrite of this many turns held the pin-version row 3.6 s in one transaction
@@ -48,8 +45,6 @@ REBUILT_LABEL = (None, False, 0, None)
 BEARING_LABEL = ("fact", True, 70, "meanwhile")  # an append that moves the pin version too
 APPENDS_DURING = 3
 LOCK_WAIT_MS = 300  # the appender's lock timeout: a batch holds the row ~30 ms
-STAGE_TIMEOUT_S = 120.0
-POLL_S = 0.005
 
 
 @pytest.fixture
@@ -97,33 +92,6 @@ def pin_version_held(where: str, key: str) -> bool:
             conn.rollback()
 
 
-def start(where: str, *args: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, str(WORKER), where, *args], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert answer(child) == "ready"
-    assert child.stdin is not None
-    child.stdin.write("go\n")
-    child.stdin.flush()
-    return child
-
-
-def answer(child: subprocess.Popen[str]) -> Any:
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    assert line, f"the child ended (exit status {child.poll()})"
-    return json.loads(line) if line.startswith("{") else line.strip()
-
-
-def stop(child: subprocess.Popen[str]) -> None:
-    if child.stdin is not None:
-        child.stdin.close()
-    try:
-        child.wait(timeout=STAGE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-
-
 def rows_of(store: PostgresStore) -> tuple[int, int, int]:
     """(messages, turn rows, FTS rows), each counted whole."""
     got = store.integrity()
@@ -144,13 +112,11 @@ def labels(store: PostgresStore, key: str) -> list[tuple[Any, ...]]:
 def test_appends_go_through_while_another_process_rebuilds(where: str, store: PostgresStore,
                                                            label: tuple[str, bool, int, str] | None) -> None:
     key = seed(store)
-    child = start(where)
+    child = start(WORKER, where)
     try:
-        deadline = time.monotonic() + STAGE_TIMEOUT_S
         # load-bearing: once the rewrite holds the pin version; plain: once it writes turns
-        while not (rewrite_under_way(where) if label is None else pin_version_held(where, key)):
-            assert child.poll() is None and time.monotonic() < deadline, "the rewrite never started"
-            time.sleep(POLL_S)
+        wait_for(lambda: rewrite_under_way(where) if label is None else pin_version_held(where, key), child,
+                 "the rewrite never started")
         waits: list[float] = []
         for i in range(APPENDS_DURING):
             began = time.perf_counter()
@@ -178,7 +144,7 @@ def test_appends_go_through_while_another_process_rebuilds(where: str, store: Po
 def test_a_rebuild_killed_mid_way_leaves_every_turn_old_or_rebuilt(where: str, store: PostgresStore) -> None:
     key = seed(store)
     version = store.pin_version(key)
-    child = start(where, "hang")
+    child = start(WORKER, where, "hang")
     try:
         assert answer(child) == "batch"  # its first batch committed; killed before the next
         os.kill(child.pid, signal.SIGKILL)
