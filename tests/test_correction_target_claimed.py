@@ -19,28 +19,19 @@ The statement shares no word with the correction: only the meaning search finds 
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from pending_correction import CALLER_THREADS, FILLER, FIX, HOLD_S, IMPORT_TURNS, OLD, settle
 from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.tiers.embed_onnx import FastEmbedder
 
-HOLD_S = 20.0  # the longest the indexer's model run is held for the test (seconds)
-SETTLE_S = 60.0  # the longest the indexer may take to store and hook the rest (seconds)
-OLD = "The most I can pay for the whole Lisbon trip is $3,250, please plan around that."
-FIX = "Forget the spending limit I gave you, my company is paying for everything now."
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
-# an import of more than INLINE_INDEX_ROWS (64) turns: decided by the rules at append, its
-# embedding left to the background indexer, which reads all of it in one pool
-IMPORT_TURNS = 70
 CORRECTION_POSITION = IMPORT_TURNS
-CALLER_THREADS = ("MainThread",)  # the test's thread: the append and its catch-ups
 
 
 class HeldPool:
@@ -100,10 +91,7 @@ def test_a_correction_supersedes_a_statement_the_indexer_is_embedding(
                 right_after = {f.position: f.until_position for f in mem.facts("trip")}
             finally:
                 held.release.set()
-            deadline = time.monotonic() + SETTLE_S
-            while mem.cold.pending_embeddings(key) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert mem.cold.wait_decided(key, range(CORRECTION_POSITION + 1), SETTLE_S)
+            settle(mem, key, CORRECTION_POSITION)
             later = {f.position: f.until_position for f in mem.facts("trip")}
             vectors = mem.cold.embeddings(key, range(CORRECTION_POSITION + 1))
     finally:

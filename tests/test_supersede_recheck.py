@@ -18,7 +18,6 @@ with the test embedder)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,21 +25,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pending_correction import CALLER_THREADS, FILLER, FIX, HOLD_S, IMPORT_TURNS, OLD, settle
 from pg_server import fresh_schema
 
 from tiermem import Config, Memory
 from tiermem.consolidation.supersede import INLINE_INDEX_ROWS
 from tiermem.tiers.embed_onnx import FastEmbedder
 
-HOLD_S = 20.0  # the longest the indexer's model run is held for the test (seconds)
-SETTLE_S = 60.0  # the longest the indexer may take to store and hook the rest (seconds)
-OLD = "The most I can pay for the whole Lisbon trip is $3,250, please plan around that."
-FIX = "Forget the spending limit I gave you, my company is paying for everything now."
-FILLER = ["I had a long day at work.", "The weather was lovely this morning.", "I made pasta for dinner."]
-# an import of more than INLINE_INDEX_ROWS turns: decided by the rules at append, its
-# embedding left to whoever catches up
-IMPORT_TURNS = 70
-CALLER_THREADS = ("MainThread",)  # the test's thread: the append and its catch-ups
 ENGINES = [
     "sqlite",  # ColdStore: a SQLite file
     "postgres",  # PostgresStore: a fresh schema of the session's server
@@ -78,14 +69,6 @@ def until(mem: Memory) -> dict[int, int | None]:
     """position -> the position superseding it, of every entry facts() lists."""
     return {f.position: f.until_position for f in mem.facts("trip")}
 
-
-def settle(mem: Memory, key: str, position: int) -> None:
-    """Wait (SETTLE_S at most) until the indexer has stored every pending vector and every
-    turn up to `position` is decided: what the re-check waits for."""
-    deadline = time.monotonic() + SETTLE_S
-    while mem.cold.pending_embeddings(key) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert mem.cold.wait_decided(key, range(position + 1), SETTLE_S)
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_caller_model_failure_is_rechecked_after_the_indexer_stores_the_statement(
